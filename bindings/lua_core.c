@@ -1,0 +1,394 @@
+/* lua_core.c — the dle.core module: the tensor userdata type, its metatable, argument helpers,
+ * and luaopen_dle_core, which assembles the per-family binding files. */
+#include <string.h>
+
+#include "lua_util.h"
+
+#define TENSOR_MT "dle.Tensor"
+static const char metatable_key = 0; /* registry key of the metatable (faster than by name) */
+
+/* ---------------------------------------------------------------- errors */
+
+int dle_lua_fail(lua_State *L) { return luaL_error(L, "%s", dle_last_error()); }
+
+/* ---------------------------------------------------------------- memory pacing */
+
+/* Tensors are small userdata holding big native buffers, so Lua's collector, which only sees the
+ * userdata, would let garbage pile up. As in Torch7, a full collection runs whenever native
+ * memory has doubled since the previous one (with a floor so small scripts never pay). */
+static size_t gc_threshold = (size_t)64 << 20;
+
+static void pace_gc(lua_State *L) {
+  size_t now = dle_memory_allocated();
+  if (now < gc_threshold) return;
+  lua_gc(L, LUA_GCCOLLECT);
+  size_t live = dle_memory_allocated();
+  gc_threshold = live * 2 > ((size_t)64 << 20) ? live * 2 : ((size_t)64 << 20);
+}
+
+/* ---------------------------------------------------------------- the userdata */
+
+void dle_lua_push(lua_State *L, dle_tensor *t) {
+  dle_lua_tensor *ud = lua_newuserdatauv(L, sizeof *ud, 0);
+  ud->t = t;
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &metatable_key);
+  lua_setmetatable(L, -2);
+  pace_gc(L);
+}
+
+static dle_lua_tensor *to_ud(lua_State *L, int idx) {
+  dle_lua_tensor *ud = lua_touserdata(L, idx);
+  if (!ud || !lua_getmetatable(L, idx)) return NULL;
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &metatable_key);
+  int same = lua_rawequal(L, -1, -2);
+  lua_pop(L, 2);
+  return same ? ud : NULL;
+}
+
+dle_tensor *dle_lua_opt(lua_State *L, int idx) {
+  dle_lua_tensor *ud = to_ud(L, idx);
+  if (!ud) return NULL;
+  if (!ud->t) luaL_error(L, "tensor used after it was closed");
+  return ud->t;
+}
+
+dle_tensor *dle_lua_check(lua_State *L, int idx) {
+  dle_tensor *t = dle_lua_opt(L, idx);
+  if (!t) luaL_typeerror(L, idx, "dle.Tensor");
+  return t;
+}
+
+static int tensor_gc(lua_State *L) {
+  dle_lua_tensor *ud = lua_touserdata(L, 1);
+  if (ud && ud->t) {
+    dle_tensor_release(ud->t);
+    ud->t = NULL;
+  }
+  return 0;
+}
+
+static int tensor_eq(lua_State *L) {
+  dle_lua_tensor *a = to_ud(L, 1), *b = to_ud(L, 2);
+  lua_pushboolean(L, a && b && a->t == b->t);
+  return 1;
+}
+
+static int tensor_len(lua_State *L) {
+  dle_tensor *t = dle_lua_check(L, 1);
+  if (t->ndim == 0) return luaL_error(L, "len: a 0-dim tensor has no length");
+  lua_pushinteger(L, t->sizes[0]);
+  return 1;
+}
+
+/* t[i] selects along dim 1 (a number when t is 1-D); strings are methods and fields. */
+static int tensor_index(lua_State *L) {
+  if (lua_type(L, 2) == LUA_TSTRING) {
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
+    const char *k = lua_tostring(L, 2);
+    dle_tensor *t = dle_lua_check(L, 1);
+    if (strcmp(k, "requires_grad") == 0) {
+      lua_pushboolean(L, t->requires_grad);
+      return 1;
+    }
+    if (strcmp(k, "grad") == 0) {
+      if (!t->grad) return 0;
+      dle_tensor_retain(t->grad);
+      dle_lua_push(L, t->grad);
+      return 1;
+    }
+    if (strcmp(k, "is_leaf") == 0) {
+      lua_pushboolean(L, t->grad_fn == NULL);
+      return 1;
+    }
+    return 0;
+  }
+  dle_tensor *t = dle_lua_check(L, 1);
+  if (!lua_isinteger(L, 2)) {
+    if (lua_type(L, 2) == LUA_TNUMBER)
+      return luaL_error(L, "index: index %s is not an integer", lua_tostring(L, 2));
+    return luaL_error(L, "index: cannot index a tensor with a %s", luaL_typename(L, 2));
+  }
+  lua_Integer i = lua_tointeger(L, 2);
+  if (t->ndim == 0) return luaL_error(L, "index: cannot index a 0-dim tensor");
+  if (i == 0 || i > t->sizes[0] || i < -t->sizes[0])
+    return luaL_error(L, "index: index %d out of range for dim 1 of size %d (shape %s)", (int)i,
+                      (int)t->sizes[0], dle_tensor_shape_str((char[128]){0}, 128, t));
+  int64_t i0 = i > 0 ? i - 1 : i + t->sizes[0];
+  if (t->ndim == 1) {
+    double v = dle_tensor_get(t, &i0);
+    if (t->dtype == DLE_BOOL) lua_pushboolean(L, v != 0);
+    else if (!dle_dtype_is_float(t->dtype)) lua_pushinteger(L, (lua_Integer)v);
+    else lua_pushnumber(L, v);
+    return 1;
+  }
+  dle_tensor *r = NULL;
+  DLE_LUA_TRY(L, dle_select(&r, t, 0, i0));
+  dle_lua_push(L, r);
+  return 1;
+}
+
+static bool same_shape(const dle_tensor *a, const dle_tensor *b) {
+  return a->ndim == b->ndim && memcmp(a->sizes, b->sizes, (size_t)a->ndim * sizeof a->sizes[0]) == 0;
+}
+
+/* t[i] = number | tensor writes into the slice; fields requires_grad and grad are settable. */
+static int tensor_newindex(lua_State *L) {
+  dle_tensor *t = dle_lua_check(L, 1);
+  if (lua_type(L, 2) == LUA_TSTRING) {
+    const char *k = lua_tostring(L, 2);
+    if (strcmp(k, "requires_grad") == 0) {
+      if (lua_toboolean(L, 3) && !dle_dtype_is_float(t->dtype))
+        return luaL_error(L, "requires_grad: only float tensors can require grad, got %s",
+                          dle_dtype_name(t->dtype));
+      t->requires_grad = lua_toboolean(L, 3);
+      return 0;
+    }
+    if (strcmp(k, "grad") == 0) {
+      dle_tensor *g = lua_isnil(L, 3) ? NULL : dle_lua_check(L, 3);
+      if (g && !same_shape(t, g))
+        return luaL_error(L, "grad: assigned gradient of shape %s does not match tensor shape %s",
+                          dle_tensor_shape_str((char[128]){0}, 128, g),
+                          dle_tensor_shape_str((char[128]){0}, 128, t));
+      dle_tensor_retain(g);
+      dle_tensor_release(t->grad);
+      t->grad = g;
+      return 0;
+    }
+    return luaL_error(L, "cannot set field '%s' of a tensor", k);
+  }
+  if (!lua_isinteger(L, 2)) return luaL_error(L, "index: tensor indices must be integers");
+  lua_Integer i = lua_tointeger(L, 2);
+  if (t->ndim == 0) return luaL_error(L, "index: cannot index a 0-dim tensor");
+  if (i == 0 || i > t->sizes[0] || i < -t->sizes[0])
+    return luaL_error(L, "index: index %d out of range for dim 1 of size %d (shape %s)", (int)i,
+                      (int)t->sizes[0], dle_tensor_shape_str((char[128]){0}, 128, t));
+  int64_t i0 = i > 0 ? i - 1 : i + t->sizes[0];
+  dle_tensor *src = dle_lua_opt(L, 3);
+  if (!src && !lua_isnumber(L, 3) && !lua_isboolean(L, 3))
+    return luaL_error(L, "index: cannot assign a %s to a tensor element", luaL_typename(L, 3));
+  dle_tensor *row = NULL;
+  DLE_LUA_TRY(L, dle_select(&row, t, 0, i0));
+  dle_status st = src ? dle_copy_(row, src)
+                      : dle_fill_(row, lua_isboolean(L, 3) ? lua_toboolean(L, 3) : lua_tonumber(L, 3));
+  dle_tensor_release(row);
+  if (st != DLE_OK) dle_lua_fail(L);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- argument helpers */
+
+int dle_lua_dim(lua_State *L, int arg, const char *fn) {
+  if (!lua_isinteger(L, arg)) {
+    if (lua_isnoneornil(L, arg)) luaL_error(L, "%s: dim argument #%d is missing", fn, arg);
+    luaL_error(L, "%s: dim must be an integer, got %s", fn, luaL_typename(L, arg));
+  }
+  lua_Integer d = lua_tointeger(L, arg);
+  if (d == 0) luaL_error(L, "%s: dim 0 is invalid (dims are 1-based; -1 is the last)", fn);
+  if (d > 64 || d < -64) luaL_error(L, "%s: dim %d out of range", fn, (int)d);
+  return d > 0 ? (int)d - 1 : (int)d;
+}
+
+int dle_lua_optdim(lua_State *L, int arg, const char *fn, int def) {
+  return lua_isnoneornil(L, arg) ? def : dle_lua_dim(L, arg, fn);
+}
+
+static int64_t check_size(lua_State *L, int idx, const char *fn, int allow_neg1) {
+  int isint = 0;
+  lua_Integer v = lua_tointegerx(L, idx, &isint);
+  if (!isint) luaL_error(L, "%s: sizes must be integers, got %s", fn,
+                         lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx) : luaL_typename(L, idx));
+  if (v < 0 && !(allow_neg1 == 2 || (allow_neg1 && v == -1))) luaL_error(L, "%s: negative size %d", fn, (int)v);
+  return (int64_t)v;
+}
+
+int dle_lua_sizes(lua_State *L, int first, int64_t *sizes, int *next, const char *fn, int allow_neg1) {
+  int n = 0;
+  if (lua_istable(L, first) && !dle_lua_opt(L, first) && lua_rawlen(L, first) > 0 ) {
+    int len = (int)lua_rawlen(L, first);
+    if (len > DLE_MAX_DIMS) luaL_error(L, "%s: %d dims given, at most %d supported", fn, len, DLE_MAX_DIMS);
+    for (int i = 1; i <= len; i++) {
+      lua_rawgeti(L, first, i);
+      sizes[n++] = check_size(L, -1, fn, allow_neg1);
+      lua_pop(L, 1);
+    }
+    *next = first + 1;
+    return n;
+  }
+  /* an empty table {} means zero dims only when it is not an options table (has no keys) */
+  if (lua_istable(L, first) && !dle_lua_opt(L, first)) {
+    lua_pushnil(L);
+    if (!lua_next(L, first)) { *next = first + 1; return 0; }
+    lua_pop(L, 2);
+  }
+  int i = first;
+  while (lua_type(L, i) == LUA_TNUMBER) {
+    if (n == DLE_MAX_DIMS) luaL_error(L, "%s: more than %d dims given", fn, DLE_MAX_DIMS);
+    sizes[n++] = check_size(L, i, fn, allow_neg1);
+    i++;
+  }
+  *next = i;
+  return n;
+}
+
+dle_dtype dle_lua_check_dtype(lua_State *L, int idx, const char *fn) {
+  if (lua_type(L, idx) != LUA_TSTRING) luaL_error(L, "%s: dtype must be a string, got %s", fn, luaL_typename(L, idx));
+  dle_dtype dt;
+  if (dle_dtype_parse(lua_tostring(L, idx), &dt) != DLE_OK)
+    luaL_error(L, "%s: %s", fn, dle_last_error());
+  return dt;
+}
+
+void dle_lua_parse_opts(lua_State *L, int idx, dle_lua_opts *o, const char *fn) {
+  memset(o, 0, sizeof *o);
+  o->dtype = DLE_DEFAULT_FLOAT;
+  o->device = DLE_DEVICE_CPU;
+  if (lua_isnoneornil(L, idx)) return;
+  if (!lua_istable(L, idx)) luaL_error(L, "%s: options must be a table, got %s", fn, luaL_typename(L, idx));
+  idx = lua_absindex(L, idx);
+  if (lua_getfield(L, idx, "dtype") != LUA_TNIL) {
+    o->dtype = dle_lua_check_dtype(L, -1, fn);
+    o->has_dtype = true;
+  }
+  lua_pop(L, 1);
+  if (lua_getfield(L, idx, "device") != LUA_TNIL) {
+    if (lua_type(L, -1) != LUA_TSTRING || dle_device_parse(lua_tostring(L, -1), &o->device) != DLE_OK)
+      luaL_error(L, "%s: %s", fn, lua_type(L, -1) == LUA_TSTRING ? dle_last_error() : "device must be a string");
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, idx, "requires_grad");
+  o->requires_grad = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  lua_getfield(L, idx, "generator");
+  o->generator = dle_lua_opt_generator(L, -1, fn);
+  lua_pop(L, 1);
+}
+
+void dle_lua_push_created(lua_State *L, dle_tensor *t, const dle_lua_opts *o) {
+  if (o->device.type != DLE_CPU) {
+    dle_tensor *moved = NULL;
+    dle_status st = dle_to_device(&moved, t, o->device);
+    dle_tensor_release(t);
+    if (st != DLE_OK) dle_lua_fail(L);
+    t = moved;
+  }
+  if (o->requires_grad) {
+    if (!dle_dtype_is_float(t->dtype)) {
+      dle_tensor_release(t);
+      luaL_error(L, "requires_grad: only float tensors can require grad, got %s", dle_dtype_name(o->dtype));
+    }
+    t->requires_grad = true;
+  }
+  dle_lua_push(L, t);
+}
+
+void dle_lua_setfuncs(lua_State *L, int table, const luaL_Reg *fns) {
+  for (; fns->name; fns++) {
+    lua_pushcfunction(L, fns->func);
+    lua_setfield(L, table, fns->name);
+  }
+}
+
+/* ---------------------------------------------------------------- module */
+
+static int core_op_names(lua_State *L) {
+  lua_createtable(L, DLE_NUM_OPS, 0);
+  for (int i = 0; i < DLE_NUM_OPS; i++) {
+    const dle_op_info *info = dle_op_get_info((dle_op)i);
+    lua_createtable(L, 0, 5);
+    lua_pushstring(L, info->name), lua_setfield(L, -2, "name");
+    lua_pushinteger(L, info->nin), lua_setfield(L, -2, "inputs");
+    lua_pushinteger(L, info->nout), lua_setfield(L, -2, "outputs");
+    lua_pushboolean(L, (info->flags & DLE_DIFF) != 0), lua_setfield(L, -2, "differentiable");
+    static const char *kinds[DLE_NUM_KINDS] = {"create", "view", "copy", "unary", "binary", "compare",
+                                               "where", "reduce", "softmax", "matmul", "index"};
+    lua_pushstring(L, kinds[info->kind]), lua_setfield(L, -2, "kind");
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+static int core_memory_allocated(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)dle_memory_allocated());
+  return 1;
+}
+
+static int core_memory_peak(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)dle_memory_peak());
+  return 1;
+}
+
+static int core_time(lua_State *L) {
+  lua_pushnumber(L, dle_time());
+  return 1;
+}
+
+static int core_set_num_threads(lua_State *L) {
+  dle_set_num_threads((int)luaL_checkinteger(L, 1));
+  return 0;
+}
+
+static int core_get_num_threads(lua_State *L) {
+  lua_pushinteger(L, dle_get_num_threads());
+  return 1;
+}
+
+static int core_is_tensor(lua_State *L) {
+  lua_pushboolean(L, to_ud(L, 1) != NULL);
+  return 1;
+}
+
+static int core_cuda_available(lua_State *L) {
+  bool ok = dle_backend_get(DLE_CUDA) != NULL;
+  lua_pushboolean(L, ok);
+  if (ok) return 1;
+  lua_pushstring(L, dle_backend_unavailable_reason(DLE_CUDA));
+  return 2;
+}
+
+int luaopen_dle_core(lua_State *L) {
+  static const luaL_Reg module_fns[] = {
+      {"op_table", core_op_names},
+      {"memory_allocated", core_memory_allocated},
+      {"memory_peak", core_memory_peak},
+      {"time", core_time},
+      {"set_num_threads", core_set_num_threads},
+      {"get_num_threads", core_get_num_threads},
+      {"is_tensor", core_is_tensor},
+      {"cuda_available", core_cuda_available},
+      {NULL, NULL},
+  };
+  lua_newtable(L);                  /* module */
+  int module = lua_gettop(L);
+  dle_lua_setfuncs(L, module, module_fns);
+  lua_newtable(L);                  /* methods */
+  int methods = lua_gettop(L);
+
+  luaL_newmetatable(L, TENSOR_MT);
+  int mt = lua_gettop(L);
+  lua_pushvalue(L, mt);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &metatable_key);
+  lua_pushvalue(L, methods);
+  lua_pushcclosure(L, tensor_index, 1);
+  lua_setfield(L, mt, "__index");
+  static const luaL_Reg meta[] = {{"__newindex", tensor_newindex}, {"__gc", tensor_gc},
+                                  {"__close", tensor_gc},          {"__eq", tensor_eq},
+                                  {"__len", tensor_len},           {NULL, NULL}};
+  dle_lua_setfuncs(L, mt, meta);
+  lua_pushstring(L, "dle.Tensor");
+  lua_setfield(L, mt, "__name");
+
+  dle_lua_open_tensor(L, module, methods);
+  dle_lua_open_elementwise(L, module, methods);
+  dle_lua_open_reduce(L, module, methods);
+  dle_lua_open_matmul(L, module, methods);
+  dle_lua_open_index(L, module, methods);
+  dle_lua_open_random(L, module, methods);
+
+  lua_pushvalue(L, methods);
+  lua_setfield(L, module, "Tensor");     /* methods table: Lua code adds methods here */
+  lua_pushvalue(L, mt);
+  lua_setfield(L, module, "metatable");  /* Lua sets __tostring and friends */
+  lua_settop(L, module);
+  return 1;
+}

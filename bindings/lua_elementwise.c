@@ -1,0 +1,192 @@
+/* lua_elementwise.c — unary, binary and comparison ops for Lua, registered by walking the op
+ * table: every elementwise op in ops.def becomes dle.<name>(t), t:<name>() and, where it makes
+ * sense, the in-place t:<name>_(). Operators + - * / ^ and unary minus live here too. */
+#include <math.h>
+#include <string.h>
+
+#include "lua_util.h"
+
+/* The operand at idx as a tensor reference (retained) or a number. */
+typedef struct {
+  dle_tensor *t;
+  double v;
+} operand;
+
+static operand get_operand(lua_State *L, int idx, const char *fn) {
+  operand o = {dle_lua_opt(L, idx), 0};
+  if (o.t) return o;
+  if (lua_type(L, idx) == LUA_TNUMBER) o.v = lua_tonumber(L, idx);
+  else if (lua_isboolean(L, idx)) o.v = lua_toboolean(L, idx);
+  else luaL_error(L, "%s: expected a tensor or a number for argument #%d, got %s", fn, idx, luaL_typename(L, idx));
+  return o;
+}
+
+/* out (NULL: new) = a op b, where either side may be a number. */
+static dle_status binary(dle_op op, dle_tensor **out, operand a, operand b) {
+  if (a.t && b.t) return dle_binary(op, out, a.t, b.t);
+  if (a.t) return dle_binary_scalar(op, out, a.t, b.v, false);
+  if (b.t) return dle_binary_scalar(op, out, b.t, a.v, true);
+  return dle_error("%s: at least one operand must be a tensor", dle_op_get_info(op)->name);
+}
+
+/* upvalue 1: op id; upvalue 2: in-place flag */
+static int l_binary(lua_State *L) {
+  dle_op op = (dle_op)lua_tointeger(L, lua_upvalueindex(1));
+  bool inplace = lua_toboolean(L, lua_upvalueindex(2));
+  const char *fn = dle_op_get_info(op)->name;
+  operand a = get_operand(L, 1, fn), b = get_operand(L, 2, fn);
+  if (inplace) {
+    if (!a.t) return luaL_error(L, "%s_: self must be a tensor", fn);
+    dle_tensor *out = a.t;
+    DLE_LUA_TRY(L, binary(op, &out, a, b));
+    lua_settop(L, 1);
+    return 1;
+  }
+  dle_tensor *r = NULL;
+  DLE_LUA_TRY(L, binary(op, &r, a, b));
+  dle_lua_push(L, r);
+  return 1;
+}
+
+static int l_unary(lua_State *L) {
+  dle_op op = (dle_op)lua_tointeger(L, lua_upvalueindex(1));
+  bool inplace = lua_toboolean(L, lua_upvalueindex(2));
+  dle_tensor *t = dle_lua_check(L, 1);
+  if (inplace) {
+    DLE_LUA_TRY(L, dle_unary(op, &t, t));
+    lua_settop(L, 1);
+    return 1;
+  }
+  dle_tensor *r = NULL;
+  DLE_LUA_TRY(L, dle_unary(op, &r, t));
+  dle_lua_push(L, r);
+  return 1;
+}
+
+/* pow(p): tensor ^ number uses the scalar-exponent op (cheaper, and its own gradient rule). */
+static int pow_impl(lua_State *L, bool inplace) {
+  if (!dle_lua_opt(L, 1)) {  /* number ^ tensor */
+    operand a = get_operand(L, 1, "pow"), b = get_operand(L, 2, "pow");
+    dle_tensor *r = NULL;
+    DLE_LUA_TRY(L, binary(DLE_OP_POW, &r, a, b));
+    dle_lua_push(L, r);
+    return 1;
+  }
+  dle_tensor *t = dle_lua_check(L, 1), *e = dle_lua_opt(L, 2), *r = inplace ? t : NULL;
+  if (e) DLE_LUA_TRY(L, dle_binary(DLE_OP_POW, &r, t, e));
+  else if (lua_type(L, 2) == LUA_TNUMBER) DLE_LUA_TRY(L, dle_pow_scalar(&r, t, lua_tonumber(L, 2)));
+  else return luaL_error(L, "pow: exponent must be a number or tensor, got %s", luaL_typename(L, 2));
+  if (inplace) {
+    lua_settop(L, 1);
+    return 1;
+  }
+  dle_lua_push(L, r);
+  return 1;
+}
+static int l_pow(lua_State *L) { return pow_impl(L, false); }
+static int l_pow_(lua_State *L) { return pow_impl(L, true); }
+
+/* clamp(lo, hi): either bound may be nil. */
+static int clamp_impl(lua_State *L, bool inplace) {
+  dle_tensor *t = dle_lua_check(L, 1), *r = inplace ? t : NULL;
+  double lo = lua_isnoneornil(L, 2) ? NAN : luaL_checknumber(L, 2);
+  double hi = lua_isnoneornil(L, 3) ? NAN : luaL_checknumber(L, 3);
+  DLE_LUA_TRY(L, dle_clamp(&r, t, lo, hi));
+  if (inplace) {
+    lua_settop(L, 1);
+    return 1;
+  }
+  dle_lua_push(L, r);
+  return 1;
+}
+static int l_clamp(lua_State *L) { return clamp_impl(L, false); }
+static int l_clamp_(lua_State *L) { return clamp_impl(L, true); }
+
+/* where(cond, a, b): a and b may be numbers (they take the other side's dtype). */
+static int l_where(lua_State *L) {
+  dle_tensor *cond = dle_lua_check(L, 1);
+  dle_tensor *a = dle_lua_opt(L, 2), *b = dle_lua_opt(L, 3);
+  dle_tensor *tmp[2] = {NULL, NULL};
+  for (int i = 0; i < 2; i++) {
+    dle_tensor *mine = i ? b : a, *other = i ? a : b;
+    if (mine) continue;
+    if (lua_type(L, 2 + i) != LUA_TNUMBER) {
+      dle_tensor_release(tmp[0]);
+      return luaL_error(L, "where: argument #%d must be a tensor or a number, got %s", 2 + i, luaL_typename(L, 2 + i));
+    }
+    double v = lua_tonumber(L, 2 + i);
+    dle_dtype dt = other ? other->dtype : DLE_DEFAULT_FLOAT;
+    if (!dle_dtype_is_float(dt) && !lua_isinteger(L, 2 + i)) dt = DLE_DEFAULT_FLOAT;
+    if (dle_scalar_tensor(&tmp[i], v, dt) != DLE_OK) {
+      dle_tensor_release(tmp[0]);
+      return dle_lua_fail(L);
+    }
+  }
+  dle_tensor *r = NULL;
+  dle_status st = dle_where(&r, cond, a ? a : tmp[0], b ? b : tmp[1]);
+  dle_tensor_release(tmp[0]);
+  dle_tensor_release(tmp[1]);
+  if (st != DLE_OK) return dle_lua_fail(L);
+  dle_lua_push(L, r);
+  return 1;
+}
+
+/* ---- metamethods ---- */
+static int binary_meta(lua_State *L, dle_op op) {
+  const char *fn = dle_op_get_info(op)->name;
+  operand a = get_operand(L, 1, fn), b = get_operand(L, 2, fn);
+  dle_tensor *r = NULL;
+  DLE_LUA_TRY(L, binary(op, &r, a, b));
+  dle_lua_push(L, r);
+  return 1;
+}
+static int mt_add(lua_State *L) { return binary_meta(L, DLE_OP_ADD); }
+static int mt_sub(lua_State *L) { return binary_meta(L, DLE_OP_SUB); }
+static int mt_mul(lua_State *L) { return binary_meta(L, DLE_OP_MUL); }
+static int mt_div(lua_State *L) { return binary_meta(L, DLE_OP_DIV); }
+static int mt_unm(lua_State *L) {
+  dle_tensor *r = NULL;
+  DLE_LUA_TRY(L, dle_unary(DLE_OP_NEG, &r, dle_lua_check(L, 1)));
+  dle_lua_push(L, r);
+  return 1;
+}
+
+static void push_op_closure(lua_State *L, lua_CFunction f, dle_op op, bool inplace) {
+  lua_pushinteger(L, op);
+  lua_pushboolean(L, inplace);
+  lua_pushcclosure(L, f, 2);
+}
+
+void dle_lua_open_elementwise(lua_State *L, int module, int methods) {
+  char name[64];
+  for (int i = 0; i < DLE_NUM_OPS; i++) {
+    dle_op op = (dle_op)i;
+    const dle_op_info *info = dle_op_get_info(op);
+    lua_CFunction f;
+    if (info->kind == DLE_KIND_UNARY && op != DLE_OP_POW_SCALAR && op != DLE_OP_CLAMP) f = l_unary;
+    else if ((info->kind == DLE_KIND_BINARY && op != DLE_OP_POW) || info->kind == DLE_KIND_COMPARE) f = l_binary;
+    else continue;
+    push_op_closure(L, f, op, false);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, module, info->name);
+    lua_setfield(L, methods, info->name);
+    if (info->kind == DLE_KIND_COMPARE || op == DLE_OP_LOGICAL_NOT) continue;  /* bool results */
+    snprintf(name, sizeof name, "%s_", info->name);
+    push_op_closure(L, f, op, true);
+    lua_setfield(L, methods, name);
+  }
+  static const luaL_Reg both[] = {{"pow", l_pow}, {"clamp", l_clamp}, {"where", l_where}, {NULL, NULL}};
+  static const luaL_Reg meths[] = {{"pow_", l_pow_}, {"clamp_", l_clamp_}, {NULL, NULL}};
+  dle_lua_setfuncs(L, module, both);
+  dle_lua_setfuncs(L, methods, both);
+  dle_lua_setfuncs(L, methods, meths);
+  lua_pushcfunction(L, l_clamp);
+  lua_setfield(L, methods, "clip");
+
+  luaL_getmetatable(L, "dle.Tensor");
+  static const luaL_Reg meta[] = {{"__add", mt_add}, {"__sub", mt_sub}, {"__mul", mt_mul},
+                                  {"__div", mt_div}, {"__pow", l_pow},  {"__unm", mt_unm},
+                                  {NULL, NULL}};
+  dle_lua_setfuncs(L, lua_gettop(L), meta);
+  lua_pop(L, 1);
+}

@@ -1,0 +1,67 @@
+/* lua_util.h — glue shared by the binding files: the tensor userdata, argument parsing
+ * (1-based dims and indices become 0-based here and only here), errors as Lua errors. */
+#ifndef DLE_LUA_UTIL_H
+#define DLE_LUA_UTIL_H
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "../engine/dle.h"
+
+/* A tensor userdata holds one reference; t is NULL once the tensor was closed. */
+typedef struct {
+  dle_tensor *t;
+} dle_lua_tensor;
+
+/* The tensor at idx, or a Lua error naming the argument ("bad argument #1 to 'add'"). */
+dle_tensor *dle_lua_check(lua_State *L, int idx);
+/* The tensor at idx, or NULL when the value there is not a tensor. */
+dle_tensor *dle_lua_opt(lua_State *L, int idx);
+/* Pushes a userdata owning the caller's reference to t (t is not retained again). */
+void dle_lua_push(lua_State *L, dle_tensor *t);
+/* Raises dle_last_error() as a Lua error. Release C temporaries before calling. */
+int dle_lua_fail(lua_State *L);
+#define DLE_LUA_TRY(L, call) do { if ((call) != DLE_OK) dle_lua_fail(L); } while (0)
+
+/* A 1-based dim argument (negative counts from the end) as a 0-based dim for the engine, which
+ * still range-checks it; extra = 1 where one past the end is valid (unsqueeze). */
+int dle_lua_dim(lua_State *L, int arg, const char *fn);
+/* Same, for an optional dim: returns def when the argument is nil/absent. */
+int dle_lua_optdim(lua_State *L, int arg, const char *fn, int def);
+
+/* Reads sizes given as varargs (numbers from index first) or as one table at first.
+ * Returns the number of dims; *next receives the index after the sizes (an options table may
+ * follow). Sizes must be integers; allow_neg1 = 1 admits -1 (view, reshape, expand), 2 any integer
+ * (lists of dims). */
+int dle_lua_sizes(lua_State *L, int first, int64_t *sizes, int *next, const char *fn, int allow_neg1);
+
+/* Options table: {dtype = "float64", device = "cpu", requires_grad = true, generator = g}. */
+typedef struct {
+  dle_dtype dtype;
+  bool has_dtype;
+  dle_device device;
+  bool requires_grad;
+  dle_generator *generator;
+} dle_lua_opts;
+void dle_lua_parse_opts(lua_State *L, int idx, dle_lua_opts *o, const char *fn);
+dle_dtype dle_lua_check_dtype(lua_State *L, int idx, const char *fn);
+
+/* The generator userdata at idx (or NULL for nil): defined by lua_random.c. */
+dle_generator *dle_lua_opt_generator(lua_State *L, int idx, const char *fn);
+
+/* Applies the creation options (device move, requires_grad) to a new CPU tensor, then pushes it. */
+void dle_lua_push_created(lua_State *L, dle_tensor *t, const dle_lua_opts *o);
+
+/* Registers functions into the table at index `table` (absolute index). */
+void dle_lua_setfuncs(lua_State *L, int table, const luaL_Reg *fns);
+
+/* Each binding file adds its functions to the module table and methods to the tensor methods
+ * table (both absolute stack indices). */
+void dle_lua_open_tensor(lua_State *L, int module, int methods);
+void dle_lua_open_elementwise(lua_State *L, int module, int methods);
+void dle_lua_open_reduce(lua_State *L, int module, int methods);
+void dle_lua_open_matmul(lua_State *L, int module, int methods);
+void dle_lua_open_index(lua_State *L, int module, int methods);
+void dle_lua_open_random(lua_State *L, int module, int methods);
+
+#endif

@@ -1,0 +1,59 @@
+/* internal.h — helpers shared by the engine's own files (not part of the public API). */
+#ifndef DLE_INTERNAL_H
+#define DLE_INTERNAL_H
+
+#include "dle.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Release a tensor pointer and set it to NULL (safe on NULL). */
+#define DLE_RELEASE(t) do { dle_tensor_release(t); (t) = NULL; } while (0)
+/* Return the status of `call` when it failed. */
+#define DLE_TRY(call) do { if ((call) != DLE_OK) return DLE_ERR; } while (0)
+
+/* Shape text for messages: SHAPE(t) expands to a temporary buffer holding "{2,3}". */
+typedef struct { char s[128]; } dle_shape_buf;
+#define SHAPE(t) (dle_tensor_shape_str((dle_shape_buf){{0}}.s, 128, (t)))
+
+
+/* Gives *out a tensor of the given shape and dtype: allocates when *out is NULL, otherwise checks
+ * that the caller's tensor has exactly that shape and dtype. */
+dle_status dle_prepare_out(dle_tensor **out, const char *fn, int ndim, const int64_t *sizes,
+                           dle_dtype dt, dle_device dev);
+
+/* Contiguous strides for sizes. */
+void dle_contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides);
+int64_t dle_shape_numel(int ndim, const int64_t *sizes);
+bool dle_shape_equal(int na, const int64_t *a, int nb, const int64_t *b);
+
+/* Runs the kernel of `op` on the device of the first output (or input), after checking that
+ * every tensor lives there. */
+dle_status dle_dispatch(dle_op op, dle_tensor *const *outs, int nout, dle_tensor *const *ins,
+                        int nin, const dle_attrs *attrs);
+
+/* A copy of t in dtype dt when it differs (else t retained), into *out. */
+dle_status dle_cast_if_needed(dle_tensor **out, dle_tensor *t, dle_dtype dt);
+
+/* Per-kind front doors (shape rule + dtype rule + dispatch), one file each under engine/ops/. */
+typedef dle_status (*dle_forward_fn)(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
+                                     const dle_attrs *attrs);
+dle_status dle_forward_create(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
+dle_status dle_forward_view(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
+dle_status dle_forward_copy(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
+dle_status dle_forward_elementwise(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
+dle_status dle_forward_reduce(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
+dle_status dle_forward_softmax(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
+dle_status dle_forward_matmul(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
+dle_status dle_forward_index(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
+
+/* 128-bit Philox blocks a random op consumes for n elements of dt (rng.c); the kernels map
+ * element i to its block with the same rule. */
+int64_t dle_random_blocks(dle_op op, dle_dtype dt, int64_t n);
+
+/* CPU storage allocation with accounting (alloc.c). 64-byte aligned. */
+void *dle_cpu_alloc(size_t nbytes);
+void dle_cpu_free(void *p, size_t nbytes);
+
+#endif

@@ -1,0 +1,71 @@
+/* ops.c — the front door: the op table from ops.def, argument checks common to all ops, and
+ * dispatch to the per-kind shape rules (files under engine/ops/) and the device kernels. */
+#include "internal.h"
+
+static const dle_op_info op_info[DLE_NUM_OPS] = {
+#define DLE_OP(id, nm, ni, no, k, fl) [DLE_OP_##id] = {.name = nm, .nin = ni, .nout = no, .kind = k, .flags = fl},
+#include "ops.def"
+};
+
+/* Each kind has one shape/dtype rule; it allocates outputs and calls dle_dispatch. */
+static const dle_forward_fn forward_of_kind[DLE_NUM_KINDS] = {
+    [DLE_KIND_CREATE] = dle_forward_create,       [DLE_KIND_VIEW] = dle_forward_view,
+    [DLE_KIND_COPY] = dle_forward_copy,           [DLE_KIND_UNARY] = dle_forward_elementwise,
+    [DLE_KIND_BINARY] = dle_forward_elementwise,  [DLE_KIND_COMPARE] = dle_forward_elementwise,
+    [DLE_KIND_WHERE] = dle_forward_elementwise,   [DLE_KIND_REDUCE] = dle_forward_reduce,
+    [DLE_KIND_SOFTMAX] = dle_forward_softmax,     [DLE_KIND_MATMUL] = dle_forward_matmul,
+    [DLE_KIND_INDEX] = dle_forward_index,
+};
+
+const dle_op_info *dle_op_get_info(dle_op op) {
+  return (unsigned)op < DLE_NUM_OPS ? &op_info[op] : NULL;
+}
+
+dle_op dle_op_by_name(const char *name) {
+  for (int i = 0; i < DLE_NUM_OPS; i++)
+    if (strcmp(op_info[i].name, name) == 0) return (dle_op)i;
+  return DLE_NUM_OPS;
+}
+
+dle_status dle_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
+                       const dle_attrs *attrs) {
+  const dle_op_info *info = dle_op_get_info(op);
+  if (!info) return dle_error("op_call: invalid op id %d", (int)op);
+  if (info->nin >= 0 ? nin != info->nin : nin < 1)
+    return dle_error("%s: expected %d tensor inputs, got %d", info->name, info->nin, nin);
+  for (int i = 0; i < nin; i++)
+    if (!ins[i]) return dle_error("%s: input %d is missing", info->name, i + 1);
+  static const dle_attrs no_attrs;
+  return forward_of_kind[info->kind](op, outs, ins, nin, attrs ? attrs : &no_attrs);
+}
+
+static dle_status check_device(const char *fn, dle_tensor *t, dle_device dev) {
+  dle_device d = dle_tensor_device(t);
+  if (d.type == dev.type && d.index == dev.index) return DLE_OK;
+  char b1[32], b2[32];
+  return dle_error("%s: expected all tensors on %s, but one is on %s", fn,
+                   dle_device_str(b1, sizeof b1, dev), dle_device_str(b2, sizeof b2, d));
+}
+
+dle_status dle_dispatch(dle_op op, dle_tensor *const *outs, int nout, dle_tensor *const *ins,
+                        int nin, const dle_attrs *attrs) {
+  const char *fn = op_info[op].name;
+  dle_device dev = nout ? dle_tensor_device(outs[0]) : dle_tensor_device(ins[0]);
+  for (int i = 0; i < nout; i++) DLE_TRY(check_device(fn, outs[i], dev));
+  for (int i = 0; i < nin; i++) DLE_TRY(check_device(fn, ins[i], dev));
+  const dle_backend *b = dle_backend_get(dev.type);
+  if (!b) return dle_error("%s: %s", fn, dle_backend_unavailable_reason(dev.type));
+  if (!b->kernels[op]) return dle_error("%s: not supported on the %s backend", fn, b->name);
+  for (int i = 0; i < nout; i++) dle_tensor_bump_version(outs[i]);
+  return b->kernels[op](op, outs, ins, nin, attrs);
+}
+
+dle_status dle_cast_if_needed(dle_tensor **out, dle_tensor *t, dle_dtype dt) {
+  if (t->dtype == dt) {
+    dle_tensor_retain(t);
+    *out = t;
+    return DLE_OK;
+  }
+  *out = NULL;
+  return dle_to_dtype(out, t, dt);
+}

@@ -1,0 +1,167 @@
+/* elementwise.c — shape and dtype rules of the elementwise ops (unary, binary, comparisons,
+ * where): NumPy broadcasting, dtype promotion (dle_promote in dtype.c), in-place outputs. */
+#include "../internal.h"
+
+dle_status dle_broadcast_shapes(const char *fn, int na, const int64_t *a, int nb, const int64_t *b,
+                                int *nout, int64_t *out) {
+  int n = na > nb ? na : nb;
+  for (int i = 0; i < n; i++) {  /* i counts from the right */
+    int64_t sa = i < na ? a[na - 1 - i] : 1, sb = i < nb ? b[nb - 1 - i] : 1;
+    if (sa != sb && sa != 1 && sb != 1) {
+      char b1[128], b2[128];
+      return dle_error("%s: shapes %s and %s cannot be broadcast (dim %d: %lld vs %lld)", fn,
+                       dle_shape_str(b1, sizeof b1, na, a), dle_shape_str(b2, sizeof b2, nb, b),
+                       n - i, (long long)sa, (long long)sb);
+    }
+    out[n - 1 - i] = sa == 1 ? sb : sa;
+  }
+  *nout = n;
+  return DLE_OK;
+}
+
+static bool is_arithmetic(dle_op op) {
+  return op != DLE_OP_LOGICAL_NOT && dle_op_get_info(op)->kind != DLE_KIND_COMPARE &&
+         op != DLE_OP_WHERE;
+}
+
+/* The dtype an op computes in, given its inputs' promoted dtype. */
+static dle_dtype compute_dtype(dle_op op, dle_dtype in, const dle_attrs *a) {
+  unsigned flags = dle_op_get_info(op)->flags;
+  if (op == DLE_OP_LOGICAL_NOT) return DLE_BOOL;
+  if (dle_dtype_is_float(in)) return in;
+  if (flags & DLE_FLOATOUT) return DLE_DEFAULT_FLOAT;
+  if (op == DLE_OP_POW_SCALAR && (a->f[0] != floor(a->f[0]) || a->f[0] < 0)) return DLE_DEFAULT_FLOAT;
+  if (in == DLE_BOOL && is_arithmetic(op)) return DLE_I64;  /* bool arithmetic counts in int64 */
+  return in;
+}
+
+/* When out shares memory with an input but views it differently, the kernel could read elements
+ * it has already written: give it a private copy of that input instead. */
+static dle_status unalias(dle_tensor *out, dle_tensor **in) {
+  dle_tensor *t = *in;
+  if (t->storage != out->storage) return DLE_OK;
+  if (t->offset == out->offset && dle_shape_equal(t->ndim, t->sizes, out->ndim, out->sizes) &&
+      memcmp(t->strides, out->strides, (size_t)t->ndim * sizeof *t->strides) == 0)
+    return DLE_OK;
+  dle_tensor *c = NULL;
+  DLE_TRY(dle_clone(&c, t));
+  dle_tensor_release(t);
+  *in = c;
+  return DLE_OK;
+}
+
+dle_status dle_forward_elementwise(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
+                                   const dle_attrs *a) {
+  const dle_op_info *info = dle_op_get_info(op);
+  const char *fn = info->name;
+  int first = op == DLE_OP_WHERE;  /* where's condition is not promoted */
+  if (op == DLE_OP_WHERE && ins[0]->dtype != DLE_BOOL)
+    return dle_error("where: condition must be bool, got %s", dle_dtype_name(ins[0]->dtype));
+
+  /* shape: broadcast of all inputs */
+  int n = ins[0]->ndim;
+  int64_t shape[DLE_MAX_DIMS];
+  memcpy(shape, ins[0]->sizes, sizeof shape);
+  for (int i = 1; i < nin; i++)
+    DLE_TRY(dle_broadcast_shapes(fn, n, shape, ins[i]->ndim, ins[i]->sizes, &n, shape));
+
+  /* dtypes: promote, then the op's own rule */
+  dle_dtype in_dt = ins[first]->dtype;
+  for (int i = first + 1; i < nin; i++) in_dt = dle_promote(in_dt, ins[i]->dtype);
+  if ((op == DLE_OP_FLOOR || op == DLE_OP_CEIL || op == DLE_OP_ROUND) && !dle_dtype_is_float(in_dt)) {
+    if (!outs[0]) return dle_clone(&outs[0], ins[0]);   /* already whole numbers */
+    return dle_copy_(outs[0], ins[0]);
+  }
+  dle_dtype cdt = compute_dtype(op, in_dt, a);
+  dle_dtype out_dt = info->kind == DLE_KIND_COMPARE ? DLE_BOOL : cdt;
+  if (info->kind == DLE_KIND_COMPARE) cdt = in_dt;
+
+  dle_tensor *cast[3] = {NULL, NULL, NULL};
+  dle_tensor *result = NULL;
+  dle_status st = DLE_OK;
+  for (int i = 0; i < nin && st == DLE_OK; i++)
+    st = dle_cast_if_needed(&cast[i], ins[i], i < first ? ins[i]->dtype : cdt);
+
+  dle_tensor *given = outs[0];
+  if (st == DLE_OK && given) {
+    if (!dle_shape_equal(n, shape, given->ndim, given->sizes)) {
+      char buf[128];
+      st = dle_error("%s: result of shape %s cannot be written into an output of shape %s", fn,
+                     dle_shape_str(buf, sizeof buf, n, shape), SHAPE(given));
+    } else if (given->dtype == out_dt) {
+      result = given;
+      dle_tensor_retain(result);
+      for (int i = 0; i < nin && st == DLE_OK; i++) st = unalias(given, &cast[i]);
+    }
+  }
+  if (st == DLE_OK && !result) {
+    dle_device dev = dle_tensor_device(ins[0]);
+    st = dle_tensor_empty(&result, n, shape, out_dt, dev);
+  }
+  if (st == DLE_OK) st = dle_dispatch(op, &result, 1, cast, nin, a);
+  if (st == DLE_OK && given && result != given) st = dle_copy_(given, result); /* cast on store */
+  for (int i = 0; i < nin; i++) dle_tensor_release(cast[i]);
+  if (st != DLE_OK || given) {
+    dle_tensor_release(result);
+    return st;
+  }
+  outs[0] = result;
+  return DLE_OK;
+}
+
+/* ---- public wrappers ---- */
+
+dle_status dle_unary(dle_op op, dle_tensor **out, dle_tensor *x) {
+  return dle_op_call(op, out, &x, 1, NULL);
+}
+
+dle_status dle_binary(dle_op op, dle_tensor **out, dle_tensor *a, dle_tensor *b) {
+  dle_tensor *ins[2] = {a, b};
+  return dle_op_call(op, out, ins, 2, NULL);
+}
+
+dle_status dle_scalar_tensor(dle_tensor **out, double v, dle_dtype dt) {
+  *out = NULL;
+  return dle_full(out, 0, NULL, v, dt);
+}
+
+dle_status dle_binary_scalar(dle_op op, dle_tensor **out, dle_tensor *t, double s, bool scalar_first) {
+  /* A number takes the tensor's dtype, so float32 stays float32; it only lifts an integer
+   * tensor to float when it has a fraction, and a bool tensor to int64. */
+  dle_dtype dt = t->dtype;
+  if (!dle_dtype_is_float(dt) && s != floor(s)) dt = DLE_DEFAULT_FLOAT;
+  else if (dt == DLE_BOOL && s != 0 && s != 1) dt = DLE_I64;
+  if (s != s && !dle_dtype_is_float(dt)) dt = DLE_DEFAULT_FLOAT;
+  dle_tensor *st = NULL;
+  if (dle_tensor_device(t).type != DLE_CPU) {
+    dle_tensor *host = NULL;
+    DLE_TRY(dle_scalar_tensor(&host, s, dt));
+    dle_status r = dle_to_device(&st, host, dle_tensor_device(t));
+    dle_tensor_release(host);
+    DLE_TRY(r);
+  } else {
+    DLE_TRY(dle_scalar_tensor(&st, s, dt));
+  }
+  dle_status r = scalar_first ? dle_binary(op, out, st, t) : dle_binary(op, out, t, st);
+  dle_tensor_release(st);
+  return r;
+}
+
+dle_status dle_pow_scalar(dle_tensor **out, dle_tensor *x, double p) {
+  dle_attrs a = {0};
+  a.f[0] = p;
+  return dle_op_call(DLE_OP_POW_SCALAR, out, &x, 1, &a);
+}
+
+dle_status dle_clamp(dle_tensor **out, dle_tensor *x, double lo, double hi) {
+  if (lo > hi) return dle_error("clamp: min %g is greater than max %g", lo, hi);
+  dle_attrs a = {0};
+  a.f[0] = lo != lo ? -INFINITY : lo;
+  a.f[1] = hi != hi ? INFINITY : hi;
+  return dle_op_call(DLE_OP_CLAMP, out, &x, 1, &a);
+}
+
+dle_status dle_where(dle_tensor **out, dle_tensor *cond, dle_tensor *a, dle_tensor *b) {
+  dle_tensor *ins[3] = {cond, a, b};
+  return dle_op_call(DLE_OP_WHERE, out, ins, 3, NULL);
+}

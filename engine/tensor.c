@@ -1,0 +1,255 @@
+/* tensor.c — storages and tensor headers: lifetime (refcounts), geometry helpers, element access. */
+#include "half.h"
+#include "internal.h"
+
+#include <stdlib.h>
+
+static dle_storage *storage_new(size_t nbytes, dle_device dev) {
+  dle_storage *s = calloc(1, sizeof *s);
+  if (!s) { dle_error("out of memory allocating a storage header"); return NULL; }
+  if (dev.type == DLE_CPU) {
+    s->data = dle_cpu_alloc(nbytes);
+  } else {
+    const dle_backend *b = dle_backend_get(dev.type);
+    if (!b) {
+      char buf[32];
+      free(s);
+      dle_error("%s: %s", dle_device_str(buf, sizeof buf, dev), dle_backend_unavailable_reason(dev.type));
+      return NULL;
+    }
+    s->data = b->alloc(nbytes, dev.index);
+  }
+  if (!s->data) {
+    free(s);
+    dle_error("out of memory allocating %zu bytes", nbytes);
+    return NULL;
+  }
+  s->nbytes = nbytes;
+  s->refcount = 1;
+  s->device = dev;
+  return s;
+}
+
+static void storage_release(dle_storage *s) {
+  if (!s || --s->refcount > 0) return;
+  if (s->release) s->release(s->release_ctx, s->data, s->nbytes);
+  else if (s->device.type == DLE_CPU) dle_cpu_free(s->data, s->nbytes);
+  else {
+    const dle_backend *b = dle_backend_get(s->device.type);
+    if (b) b->free(s->data, s->nbytes, s->device.index);
+  }
+  free(s);
+}
+
+void dle_contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides) {
+  int64_t st = 1;
+  for (int d = ndim - 1; d >= 0; d--) {
+    strides[d] = st;
+    st *= sizes[d] > 0 ? sizes[d] : 1;
+  }
+}
+
+int64_t dle_shape_numel(int ndim, const int64_t *sizes) {
+  int64_t n = 1;
+  for (int d = 0; d < ndim; d++) n *= sizes[d];
+  return n;
+}
+
+bool dle_shape_equal(int na, const int64_t *a, int nb, const int64_t *b) {
+  return na == nb && memcmp(a, b, (size_t)na * sizeof *a) == 0;
+}
+
+static dle_status check_sizes(const char *fn, int ndim, const int64_t *sizes) {
+  if (ndim < 0 || ndim > DLE_MAX_DIMS)
+    return dle_error("%s: %d dims requested, at most %d are supported", fn, ndim, DLE_MAX_DIMS);
+  int64_t n = 1;
+  for (int d = 0; d < ndim; d++) {
+    if (sizes[d] < 0) {
+      char buf[128];
+      return dle_error("%s: negative size in %s", fn, dle_shape_str(buf, sizeof buf, ndim, sizes));
+    }
+    if (sizes[d] && n > INT64_MAX / 16 / sizes[d]) return dle_error("%s: size overflows", fn);
+    n *= sizes[d];
+  }
+  return DLE_OK;
+}
+
+static dle_tensor *header_new(void) {
+  dle_tensor *t = calloc(1, sizeof *t);
+  if (!t) dle_error("out of memory allocating a tensor header");
+  else t->refcount = 1;
+  return t;
+}
+
+dle_status dle_tensor_empty(dle_tensor **out, int ndim, const int64_t *sizes, dle_dtype dtype,
+                            dle_device device) {
+  DLE_TRY(check_sizes("empty", ndim, sizes));
+  if ((unsigned)dtype >= DLE_NUM_DTYPES) return dle_error("empty: invalid dtype %d", (int)dtype);
+  dle_tensor *t = header_new();
+  if (!t) return DLE_ERR;
+  size_t nbytes = (size_t)dle_shape_numel(ndim, sizes) * dle_dtype_size(dtype);
+  t->storage = storage_new(nbytes, device);
+  if (!t->storage) { free(t); return DLE_ERR; }
+  t->ndim = ndim;
+  t->dtype = dtype;
+  memcpy(t->sizes, sizes, (size_t)ndim * sizeof *sizes);
+  dle_contiguous_strides(ndim, sizes, t->strides);
+  *out = t;
+  return DLE_OK;
+}
+
+/* Smallest and one-past-largest element offsets a geometry touches (empty: lo = hi). */
+static void extent(int ndim, const int64_t *sizes, const int64_t *strides, int64_t offset,
+                   int64_t *lo, int64_t *hi) {
+  *lo = *hi = offset;
+  for (int d = 0; d < ndim; d++) {
+    if (sizes[d] == 0) { *hi = *lo; return; }
+    int64_t span = (sizes[d] - 1) * strides[d];
+    if (span < 0) *lo += span; else *hi += span;
+  }
+  *hi += 1;
+}
+
+static dle_status check_in_storage(const char *fn, size_t nbytes, dle_dtype dt, int ndim,
+                                   const int64_t *sizes, const int64_t *strides, int64_t offset) {
+  int64_t lo, hi;
+  extent(ndim, sizes, strides, offset, &lo, &hi);
+  if (lo == hi) return DLE_OK;
+  if (lo < 0 || (uint64_t)hi * dle_dtype_size(dt) > nbytes) {
+    char buf[128];
+    return dle_error("%s: geometry %s with offset %lld reaches outside its storage of %zu bytes", fn,
+                     dle_shape_str(buf, sizeof buf, ndim, sizes), (long long)offset, nbytes);
+  }
+  return DLE_OK;
+}
+
+static void release_nothing(void *ctx, void *data, size_t nbytes) {
+  (void)ctx, (void)data, (void)nbytes;
+}
+
+dle_status dle_tensor_from_memory(dle_tensor **out, void *data, size_t nbytes, int ndim,
+                                  const int64_t *sizes, const int64_t *strides, dle_dtype dtype,
+                                  void (*release)(void *, void *, size_t), void *release_ctx) {
+  DLE_TRY(check_sizes("from_memory", ndim, sizes));
+  int64_t st[DLE_MAX_DIMS];
+  if (!strides) dle_contiguous_strides(ndim, sizes, st);
+  else memcpy(st, strides, (size_t)ndim * sizeof *st);
+  DLE_TRY(check_in_storage("from_memory", nbytes, dtype, ndim, sizes, st, 0));
+  dle_tensor *t = header_new();
+  dle_storage *s = calloc(1, sizeof *s);
+  if (!t || !s) { free(t); free(s); return dle_error("out of memory"); }
+  /* A NULL release means "never freed by dle": a no-op keeps storage_release from free()ing. */
+  *s = (dle_storage){.data = data, .nbytes = nbytes, .refcount = 1, .device = DLE_DEVICE_CPU,
+                     .release = release ? release : release_nothing, .release_ctx = release_ctx};
+  t->storage = s;
+  t->ndim = ndim;
+  t->dtype = dtype;
+  memcpy(t->sizes, sizes, (size_t)ndim * sizeof *sizes);
+  memcpy(t->strides, st, (size_t)ndim * sizeof *st);
+  *out = t;
+  return DLE_OK;
+}
+
+dle_status dle_tensor_as_strided(dle_tensor **out, const dle_tensor *src, int ndim,
+                                 const int64_t *sizes, const int64_t *strides, int64_t offset) {
+  DLE_TRY(check_sizes("as_strided", ndim, sizes));
+  DLE_TRY(check_in_storage("as_strided", src->storage->nbytes, src->dtype, ndim, sizes, strides, offset));
+  dle_tensor *t = header_new();
+  if (!t) return DLE_ERR;
+  t->storage = src->storage;
+  t->storage->refcount++;
+  t->offset = offset;
+  t->ndim = ndim;
+  t->dtype = src->dtype;
+  memcpy(t->sizes, sizes, (size_t)ndim * sizeof *sizes);
+  memcpy(t->strides, strides, (size_t)ndim * sizeof *strides);
+  *out = t;
+  return DLE_OK;
+}
+
+void dle_tensor_retain(dle_tensor *t) { if (t) t->refcount++; }
+
+void dle_tensor_release(dle_tensor *t) {
+  if (!t || --t->refcount > 0) return;
+  storage_release(t->storage);
+  dle_tensor_release(t->grad);
+  free(t);
+}
+
+int64_t dle_tensor_numel(const dle_tensor *t) { return dle_shape_numel(t->ndim, t->sizes); }
+
+bool dle_tensor_is_contiguous(const dle_tensor *t) {
+  int64_t st = 1;
+  for (int d = t->ndim - 1; d >= 0; d--) {
+    if (t->sizes[d] == 1) continue;   /* a size-1 dim's stride is irrelevant */
+    if (t->strides[d] != st) return false;
+    st *= t->sizes[d];
+  }
+  return true;
+}
+
+void *dle_tensor_data(const dle_tensor *t) {
+  return (char *)t->storage->data + t->offset * (int64_t)dle_dtype_size(t->dtype);
+}
+
+bool dle_same_storage(const dle_tensor *a, const dle_tensor *b) { return a->storage == b->storage; }
+
+static void *element_ptr(const dle_tensor *t, const int64_t *index) {
+  int64_t off = t->offset;
+  for (int d = 0; d < t->ndim; d++) off += index[d] * t->strides[d];
+  return (char *)t->storage->data + off * (int64_t)dle_dtype_size(t->dtype);
+}
+
+double dle_tensor_get(const dle_tensor *t, const int64_t *index) {
+  const void *p = element_ptr(t, index);
+  switch (t->dtype) {
+    case DLE_F32: return *(const float *)p;
+    case DLE_F64: return *(const double *)p;
+    case DLE_F16: return dle_half_to_float(*(const uint16_t *)p);
+    case DLE_BF16: return dle_bfloat_to_float(*(const uint16_t *)p);
+    case DLE_I32: return *(const int32_t *)p;
+    case DLE_I64: return (double)*(const int64_t *)p;
+    case DLE_U8: return *(const uint8_t *)p;
+    case DLE_BOOL: return *(const uint8_t *)p != 0;
+    default: return 0;
+  }
+}
+
+/* Float to integer without undefined behaviour: NaN gives 0, out-of-range saturates. */
+static int64_t saturate(double v, double lo, double hi) {
+  if (v != v) return 0;
+  if (v <= lo) return (int64_t)lo;
+  if (v >= hi) return (int64_t)hi;
+  return (int64_t)v;
+}
+
+void dle_tensor_set(dle_tensor *t, const int64_t *index, double v) {
+  void *p = element_ptr(t, index);
+  switch (t->dtype) {
+    case DLE_F32: *(float *)p = (float)v; break;
+    case DLE_F64: *(double *)p = v; break;
+    case DLE_F16: *(uint16_t *)p = dle_float_to_half((float)v); break;
+    case DLE_BF16: *(uint16_t *)p = dle_float_to_bfloat((float)v); break;
+    case DLE_I32: *(int32_t *)p = (int32_t)saturate(v, INT32_MIN, INT32_MAX); break;
+    case DLE_I64: *(int64_t *)p = saturate(v, -9223372036854775808.0, 9223372036854774784.0); break;
+    case DLE_U8: *(uint8_t *)p = (uint8_t)saturate(v, 0, 255); break;
+    case DLE_BOOL: *(uint8_t *)p = v != 0; break;
+    default: break;
+  }
+  t->storage->version++;
+}
+
+dle_status dle_prepare_out(dle_tensor **out, const char *fn, int ndim, const int64_t *sizes,
+                           dle_dtype dt, dle_device dev) {
+  if (!*out) return dle_tensor_empty(out, ndim, sizes, dt, dev);
+  dle_tensor *o = *out;
+  if (!dle_shape_equal(o->ndim, o->sizes, ndim, sizes)) {
+    char buf[128];
+    return dle_error("%s: output has shape %s but the result has shape %s", fn, SHAPE(o),
+                     dle_shape_str(buf, sizeof buf, ndim, sizes));
+  }
+  if (o->dtype != dt)
+    return dle_error("%s: output is %s but the result is %s", fn, dle_dtype_name(o->dtype),
+                     dle_dtype_name(dt));
+  return DLE_OK;
+}

@@ -1,0 +1,14 @@
+/* cpu_backend.h — how the CPU backend is assembled: each kernel family file registers its kernels. */
+#ifndef DLE_CPU_BACKEND_H
+#define DLE_CPU_BACKEND_H
+
+#include "../../engine/dle.h"
+
+void cpu_register_copy(dle_backend *b);        /* copy.c: copy, full, arange */
+void cpu_register_elementwise(dle_backend *b); /* elementwise.c */
+void cpu_register_random(dle_backend *b);      /* random.c: rand, randn, randint */
+void cpu_register_reduce(dle_backend *b);      /* reduce.c: reductions, softmax */
+void cpu_register_matmul(dle_backend *b);      /* matmul.c */
+void cpu_register_index(dle_backend *b);       /* index.c: cat, gather, masked_fill, ... */
+
+#endif

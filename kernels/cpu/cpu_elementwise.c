@@ -1,0 +1,179 @@
+/* cpu_elementwise.c — CPU kernels of the unary, binary, comparison and where ops.
+ * Each op is one expression below; the macros instantiate it for every dtype it supports, with a
+ * contiguous fast path the compiler vectorises and a strided path for everything else. */
+#include "cpu_loop.h"
+
+#include <tgmath.h> /* exp(x) etc. pick the float or double version from x's type */
+
+/* ---- the ops: name, expression of x (unary) or a, b (binary) in compute type CT ---- */
+#define UNARY_NUMERIC_OPS(X)                                  \
+  X(NEG, -x)                                                  \
+  X(ABS, x < 0 ? -x : x)                                      \
+  X(SIGN, (compute_t)((x > 0) - (x < 0)))                            \
+  X(RELU, x < 0 ? (compute_t)0 : x)                                  \
+  X(CLAMP, x < p0 ? p0 : (x > p1 ? p1 : x))                   \
+  X(POW_SCALAR, pow(x, p0))
+
+#define UNARY_FLOAT_OPS(X)                                    \
+  X(EXP, exp(x))                                              \
+  X(LOG, log(x))                                              \
+  X(EXPM1, expm1(x))                                          \
+  X(LOG1P, log1p(x))                                          \
+  X(SQRT, sqrt(x))                                            \
+  X(RSQRT, 1 / sqrt(x))                                       \
+  X(RECIPROCAL, 1 / x)                                        \
+  X(SIN, sin(x))                                              \
+  X(COS, cos(x))                                              \
+  X(TANH, tanh(x))                                            \
+  X(SIGMOID, 1 / (1 + exp(-x)))                               \
+  X(GELU, (compute_t)0.5 * x * (1 + erf(x * (compute_t)0.70710678118654752440))) \
+  X(SILU, x / (1 + exp(-x)))                                  \
+  X(FLOOR, floor(x))                                          \
+  X(CEIL, ceil(x))                                            \
+  X(ROUND, nearbyint(x))
+
+#define BINARY_NUMERIC_OPS(X)                                 \
+  X(ADD, a + b)                                               \
+  X(SUB, a - b)                                               \
+  X(MUL, a * b)                                               \
+  X(POW, pow(a, b))                                           \
+  X(MAXIMUM, (a > b || a != a) ? a : b)                       \
+  X(MINIMUM, (a < b || a != a) ? a : b)
+
+#define BINARY_FLOAT_OPS(X) X(DIV, a / b)
+
+#define COMPARE_OPS(X) X(EQ, a == b) X(NE, a != b) X(LT, a < b) X(LE, a <= b) X(GT, a > b) X(GE, a >= b)
+
+/* ---- loop templates ---- */
+#define UNARY_LOOP(OP, EXPR, ID, T, CT)                                                   \
+  static void unary_##OP##_##ID(char **p, const int64_t *s, int64_t n, const void *ctx) { \
+    typedef CT compute_t; /* the op expressions name the compute type this way */      \
+    const double *f = ((const dle_attrs *)ctx)->f;                                        \
+    const CT p0 = CPU_PARAM(CT, f[0]), p1 = CPU_PARAM(CT, f[1]);                          \
+    (void)p0, (void)p1, (void)sizeof(compute_t);                                          \
+    if (s[0] == sizeof(T) && s[1] == sizeof(T)) {                                         \
+      T *o = (T *)p[0];                                                                   \
+      const T *in = (const T *)p[1];                                                      \
+      _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) {                              \
+        CT x = LD_##ID(in[i]);                                                            \
+        o[i] = ST_##ID(EXPR);                                                             \
+      }                                                                                   \
+    } else {                                                                              \
+      for (int64_t i = 0; i < n; i++) {                                                   \
+        CT x = LD_##ID(*(const T *)(p[1] + i * s[1]));                                    \
+        *(T *)(p[0] + i * s[0]) = ST_##ID(EXPR);                                          \
+      }                                                                                   \
+    }                                                                                     \
+  }
+
+/* Binary: one body, three layouts (both contiguous, a contiguous with scalar b, scalar a with
+ * contiguous b) that vectorise, plus the general strided walk. */
+#define BINARY_BODY(OT, STORE, ID, T, CT, EXPR)                                                \
+  typedef CT compute_t;                                                                        \
+  (void)sizeof(compute_t);                                                                     \
+  if (s[0] == sizeof(OT) && s[1] == sizeof(T) && (s[2] == sizeof(T) || s[2] == 0)) {            \
+    OT *o = (OT *)p[0];                                                                        \
+    const T *pa = (const T *)p[1], *pb = (const T *)p[2];                                       \
+    if (s[2]) {                                                                                \
+      _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) {                                   \
+        CT a = LD_##ID(pa[i]), b = LD_##ID(pb[i]);                                             \
+        o[i] = STORE(EXPR);                                                                    \
+      }                                                                                        \
+    } else {                                                                                   \
+      const CT b = LD_##ID(pb[0]);                                                             \
+      _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) {                                   \
+        CT a = LD_##ID(pa[i]);                                                                 \
+        o[i] = STORE(EXPR);                                                                    \
+      }                                                                                        \
+    }                                                                                          \
+  } else if (s[0] == sizeof(OT) && s[1] == 0 && s[2] == sizeof(T)) {                           \
+    OT *o = (OT *)p[0];                                                                        \
+    const T *pb = (const T *)p[2];                                                             \
+    const CT a = LD_##ID(*(const T *)p[1]);                                                    \
+    _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) {                                     \
+      CT b = LD_##ID(pb[i]);                                                                   \
+      o[i] = STORE(EXPR);                                                                      \
+    }                                                                                          \
+  } else {                                                                                     \
+    for (int64_t i = 0; i < n; i++) {                                                          \
+      CT a = LD_##ID(*(const T *)(p[1] + i * s[1])), b = LD_##ID(*(const T *)(p[2] + i * s[2])); \
+      *(OT *)(p[0] + i * s[0]) = STORE(EXPR);                                                  \
+    }                                                                                          \
+  }
+
+#define BINARY_LOOP(OP, EXPR, ID, T, CT)                                                   \
+  static void binary_##OP##_##ID(char **p, const int64_t *s, int64_t n, const void *ctx) { \
+    (void)ctx;                                                                             \
+    BINARY_BODY(T, ST_##ID, ID, T, CT, EXPR)                                               \
+  }
+
+#define STORE_BOOL(v) ((uint8_t)((v) != 0))
+#define COMPARE_LOOP(OP, EXPR, ID, T, CT)                                                  \
+  static void compare_##OP##_##ID(char **p, const int64_t *s, int64_t n, const void *ctx) { \
+    (void)ctx;                                                                             \
+    BINARY_BODY(uint8_t, STORE_BOOL, ID, T, CT, EXPR)                                      \
+  }
+
+#define WHERE_LOOP(ID, T, CT)                                                               \
+  static void where_##ID(char **p, const int64_t *s, int64_t n, const void *ctx) {          \
+    (void)ctx;                                                                              \
+    for (int64_t i = 0; i < n; i++) {                                                       \
+      uint8_t c = *(const uint8_t *)(p[1] + i * s[1]);                                      \
+      *(T *)(p[0] + i * s[0]) = *(const T *)(c ? p[2] + i * s[2] : p[3] + i * s[3]);        \
+    }                                                                                       \
+  }
+
+static void logical_not_BOOL(char **p, const int64_t *s, int64_t n, const void *ctx) {
+  (void)ctx;
+  for (int64_t i = 0; i < n; i++) *(uint8_t *)(p[0] + i * s[0]) = !*(const uint8_t *)(p[1] + i * s[1]);
+}
+
+/* ---- instantiation: op x dtype ---- */
+#define UNARY_NUMERIC(OP, EXPR) CPU_NUMERIC_TYPES_WITH(UNARY_LOOP, OP, EXPR)
+#define UNARY_FLOAT(OP, EXPR) CPU_FLOAT_TYPES_WITH(UNARY_LOOP, OP, EXPR)
+#define BINARY_NUMERIC(OP, EXPR) CPU_NUMERIC_TYPES_WITH(BINARY_LOOP, OP, EXPR)
+#define BINARY_FLOAT(OP, EXPR) CPU_FLOAT_TYPES_WITH(BINARY_LOOP, OP, EXPR)
+#define COMPARE_ALL(OP, EXPR) CPU_ALL_TYPES_WITH(COMPARE_LOOP, OP, EXPR)
+
+UNARY_NUMERIC_OPS(UNARY_NUMERIC)
+UNARY_FLOAT_OPS(UNARY_FLOAT)
+BINARY_NUMERIC_OPS(BINARY_NUMERIC)
+BINARY_FLOAT_OPS(BINARY_FLOAT)
+COMPARE_OPS(COMPARE_ALL)
+CPU_ALL_TYPES(WHERE_LOOP)
+
+/* ---- dispatch tables [op][dtype] ---- */
+#define ENTRY(PREFIX, OP, EXPR, ID, T, CT) [DLE_OP_##OP][DLE_##ID] = PREFIX##_##OP##_##ID,
+#define UNARY_NUMERIC_ENTRIES(OP, EXPR) CPU_NUMERIC_TYPES_WITH(ENTRY, unary, OP, EXPR)
+#define UNARY_FLOAT_ENTRIES(OP, EXPR) CPU_FLOAT_TYPES_WITH(ENTRY, unary, OP, EXPR)
+#define BINARY_NUMERIC_ENTRIES(OP, EXPR) CPU_NUMERIC_TYPES_WITH(ENTRY, binary, OP, EXPR)
+#define BINARY_FLOAT_ENTRIES(OP, EXPR) CPU_FLOAT_TYPES_WITH(ENTRY, binary, OP, EXPR)
+#define COMPARE_ENTRIES(OP, EXPR) CPU_ALL_TYPES_WITH(ENTRY, compare, OP, EXPR)
+#define WHERE_ENTRY(ID, T, CT) [DLE_OP_WHERE][DLE_##ID] = where_##ID,
+
+static const cpu_loop_fn loops[DLE_NUM_OPS][DLE_NUM_DTYPES] = {
+    UNARY_NUMERIC_OPS(UNARY_NUMERIC_ENTRIES) UNARY_FLOAT_OPS(UNARY_FLOAT_ENTRIES)
+    BINARY_NUMERIC_OPS(BINARY_NUMERIC_ENTRIES) BINARY_FLOAT_OPS(BINARY_FLOAT_ENTRIES)
+    COMPARE_OPS(COMPARE_ENTRIES) CPU_ALL_TYPES(WHERE_ENTRY)
+    [DLE_OP_LOGICAL_NOT][DLE_BOOL] = logical_not_BOOL,
+};
+
+/* The front door has already promoted inputs: the loop is chosen by the dtype the op computes
+ * in, which is the last input's dtype (where's first input is its bool condition). */
+static dle_status cpu_elementwise(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins,
+                                  int nin, const dle_attrs *attrs) {
+  dle_dtype dt = ins[nin - 1]->dtype;
+  cpu_loop_fn fn = loops[op][dt];
+  if (!fn)
+    return dle_error("%s: no CPU kernel for dtype %s", dle_op_get_info(op)->name, dle_dtype_name(dt));
+  cpu_foreach(outs[0], ins, nin, fn, attrs);
+  return DLE_OK;
+}
+
+void cpu_register_elementwise(dle_backend *b) {
+  for (int op = 0; op < DLE_NUM_OPS; op++) {
+    dle_op_kind k = dle_op_get_info((dle_op)op)->kind;
+    if (k == DLE_KIND_UNARY || k == DLE_KIND_BINARY || k == DLE_KIND_COMPARE || k == DLE_KIND_WHERE)
+      b->kernels[op] = cpu_elementwise;
+  }
+}

@@ -1,0 +1,36 @@
+/* cpu_loop.h — strided N-d iteration shared by the CPU kernels.
+ *
+ * An iterator walks the elements of an output and up to three inputs that broadcast to it
+ * (right-aligned, stride 0 on broadcast dims), merging dims that are contiguous with each other
+ * so most loops end up 1-D. The kernel supplies an inner loop over n elements with byte strides;
+ * large iterations are split across OpenMP threads. */
+#ifndef DLE_CPU_LOOP_H
+#define DLE_CPU_LOOP_H
+
+#include "cpu_types.h"
+
+#define CPU_MAX_OPERANDS 4
+/* Below this many elements an op stays on one thread: forking costs more than it saves. */
+#define CPU_PARALLEL_GRAIN 32768
+
+typedef void (*cpu_loop_fn)(char **ptrs, const int64_t *strides, int64_t n, const void *ctx);
+
+typedef struct {
+  int nops, ndim;
+  int64_t numel;
+  int64_t sizes[DLE_MAX_DIMS];
+  int64_t strides[CPU_MAX_OPERANDS][DLE_MAX_DIMS]; /* bytes */
+  char *base[CPU_MAX_OPERANDS];
+} cpu_iter;
+
+/* ops[0] is the output (its shape is the iteration shape); ops[1..] broadcast to it. */
+void cpu_iter_init(cpu_iter *it, int nops, dle_tensor *const *ops);
+/* Runs fn over every element (threads when numel >= CPU_PARALLEL_GRAIN). */
+void cpu_iter_run(const cpu_iter *it, cpu_loop_fn fn, const void *ctx);
+/* Convenience: init + run over out and ins. */
+void cpu_foreach(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx);
+
+/* Should a loop of n elements run on several threads? */
+static inline bool cpu_parallel(int64_t n) { return n >= CPU_PARALLEL_GRAIN; }
+
+#endif

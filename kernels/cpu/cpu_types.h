@@ -1,0 +1,76 @@
+/* cpu_types.h — how CPU kernels read and write each dtype, as X-macros, so one kernel body written
+ * once is instantiated per dtype by the preprocessor instead of copied by hand.
+ *
+ *   X(ID, T, CT)   ID: dle_dtype suffix (DLE_<ID>), T: storage type, CT: compute type.
+ *   LD_<ID>(x)     storage value -> compute type;   ST_<ID>(v)  compute value -> storage.
+ * float16/bfloat16 compute in float (fp32 accumulation); bool is stored as a 0/1 byte. */
+#ifndef DLE_CPU_TYPES_H
+#define DLE_CPU_TYPES_H
+
+#include "../../engine/half.h"
+#include "../../engine/internal.h"
+
+#include <math.h>
+#include <stdint.h>
+
+#define CPU_FLOAT_TYPES(X) X(F32, float, float) X(F64, double, double) \
+                           X(F16, uint16_t, float) X(BF16, uint16_t, float)
+#define CPU_INT_TYPES(X) X(I32, int32_t, int32_t) X(I64, int64_t, int64_t) X(U8, uint8_t, int32_t)
+#define CPU_NUMERIC_TYPES(X) CPU_FLOAT_TYPES(X) CPU_INT_TYPES(X)
+#define CPU_ALL_TYPES(X) CPU_NUMERIC_TYPES(X) X(BOOL, uint8_t, int32_t)
+
+/* The same lists taking extra leading arguments: X(args..., ID, T, CT). Two copies, because the
+ * preprocessor will not expand a macro inside its own expansion (for type-pair kernels). */
+#define CPU_ALL_TYPES_WITH(X, ...) \
+  X(__VA_ARGS__, F32, float, float) X(__VA_ARGS__, F64, double, double) \
+  X(__VA_ARGS__, F16, uint16_t, float) X(__VA_ARGS__, BF16, uint16_t, float) \
+  X(__VA_ARGS__, I32, int32_t, int32_t) X(__VA_ARGS__, I64, int64_t, int64_t) \
+  X(__VA_ARGS__, U8, uint8_t, int32_t) X(__VA_ARGS__, BOOL, uint8_t, int32_t)
+#define CPU_FLOAT_TYPES_WITH(X, ...) \
+  X(__VA_ARGS__, F32, float, float) X(__VA_ARGS__, F64, double, double) \
+  X(__VA_ARGS__, F16, uint16_t, float) X(__VA_ARGS__, BF16, uint16_t, float)
+#define CPU_NUMERIC_TYPES_WITH(X, ...) CPU_FLOAT_TYPES_WITH(X, __VA_ARGS__) \
+  X(__VA_ARGS__, I32, int32_t, int32_t) X(__VA_ARGS__, I64, int64_t, int64_t) \
+  X(__VA_ARGS__, U8, uint8_t, int32_t)
+
+/* A double attribute (clamp bound, exponent) in compute type CT; saturating for integers. */
+#define CPU_PARAM(CT, v) ((CT)_Generic((CT)0, float: (v), double: (v), \
+    int32_t: cpu_f_to_i64(v, INT32_MIN, INT32_MAX), default: cpu_f_to_i64(v, INT64_MIN, INT64_MAX)))
+
+#define LD_F32(x) (x)
+#define LD_F64(x) (x)
+#define LD_F16(x) dle_half_to_float(x)
+#define LD_BF16(x) dle_bfloat_to_float(x)
+#define LD_I32(x) (x)
+#define LD_I64(x) (x)
+#define LD_U8(x) ((int32_t)(x))
+#define LD_BOOL(x) ((int32_t)((x) != 0))
+
+#define ST_F32(v) ((float)(v))
+#define ST_F64(v) ((double)(v))
+#define ST_F16(v) dle_float_to_half((float)(v))
+#define ST_BF16(v) dle_float_to_bfloat((float)(v))
+#define ST_I32(v) ((int32_t)cpu_to_i64(v, INT32_MIN, INT32_MAX))
+#define ST_I64(v) (cpu_to_i64(v, INT64_MIN, INT64_MAX))
+#define ST_U8(v) ((uint8_t)cpu_to_i64(v, 0, 255))
+#define ST_BOOL(v) ((uint8_t)((v) != 0))
+
+/* Conversions into integers: plain for integer values (wrapping like C casts of in-range
+ * values), saturating for floating values so NaN and overflow are defined (NaN -> 0). */
+static inline int64_t cpu_f_to_i64(double v, int64_t lo, int64_t hi) {
+  if (v != v) return 0;
+  if (v <= (double)lo) return lo;
+  if (v >= (double)hi) return hi;
+  return (int64_t)v;
+}
+static inline int64_t cpu_i_to_i64(int64_t v, int64_t lo, int64_t hi) {
+  (void)lo, (void)hi;
+  return v;
+}
+#define cpu_to_i64(v, lo, hi) _Generic((v), float: cpu_f_to_i64, double: cpu_f_to_i64, \
+                                       default: cpu_i_to_i64)(v, lo, hi)
+
+/* Element size per dtype, for byte strides. */
+static inline int64_t cpu_esize(dle_dtype t) { return (int64_t)dle_dtype_size(t); }
+
+#endif

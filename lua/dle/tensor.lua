@@ -1,0 +1,176 @@
+--- Lua-side tensor methods: printing (tostring) and small conveniences built on dle.core.
+-- Printing follows Torch7's layout (rows of a matrix, "(i,j,.,.) =" headers for higher dims)
+-- with a footer "[dle.Tensor float32 of size 2x3]"; tensors of more than
+-- `print_options.threshold` elements are summarized with "..." (first and last `edgeitems`).
+
+return function(dle)
+  local Tensor = dle.Tensor
+  local mt = dle.metatable
+
+  --- Printing options, like PyTorch's set_printoptions: threshold, edgeitems, precision.
+  dle.print_options = {threshold = 1000, edgeitems = 3, precision = 4}
+
+  --- Sets printing options from a table (keys of dle.print_options).
+  function dle.set_printoptions(opts)
+    for k, v in pairs(opts) do
+      if dle.print_options[k] == nil then error("set_printoptions: unknown option '" .. tostring(k) .. "'", 2) end
+      dle.print_options[k] = v
+    end
+  end
+
+  local ELLIPSIS = {} -- marks the skipped middle of a summarized dim
+
+  -- Indices to show along a dim of size n.
+  local function shown(n, summarize, edge)
+    local idx = {}
+    if summarize and n > 2 * edge then
+      for i = 1, edge do idx[#idx + 1] = i end
+      idx[#idx + 1] = ELLIPSIS
+      for i = n - edge + 1, n do idx[#idx + 1] = i end
+    else
+      for i = 1, n do idx[i] = i end
+    end
+    return idx
+  end
+
+  -- Nested Lua table of the values to print (ELLIPSIS where elements are skipped).
+  local function gather(t, summarize, edge)
+    if not summarize then return t:totable() end
+    local out = {}
+    for k, i in ipairs(shown(t:size(1), true, edge)) do
+      if i == ELLIPSIS then out[k] = ELLIPSIS
+      elseif t:dim() == 1 then out[k] = t[i]
+      else out[k] = gather(t:select(1, i), true, edge) end
+    end
+    return out
+  end
+
+  local function leaves(v, acc)
+    if type(v) == "table" then
+      if v ~= ELLIPSIS then for _, x in ipairs(v) do leaves(x, acc) end end
+    else
+      acc[#acc + 1] = v
+    end
+    return acc
+  end
+
+  local function special(v)
+    if v ~= v then return "nan" end
+    if v == math.huge then return "inf" end
+    if v == -math.huge then return "-inf" end
+  end
+
+  -- One formatter for all values of a tensor, so columns line up.
+  local function formatter(values, dtype, precision)
+    if dtype == "bool" then return function(v) return tostring(v) end end
+    if not (dtype:find("float") or dtype == "bfloat16") then
+      return function(v) return string.format("%d", v) end
+    end
+    local whole, maxabs, minabs = true, 0, math.huge
+    for _, v in ipairs(values) do
+      if not special(v) then
+        if v ~= math.floor(v) then whole = false end
+        local a = math.abs(v)
+        if a > maxabs then maxabs = a end
+        if a > 0 and a < minabs then minabs = a end
+      end
+    end
+    local fmt
+    if whole and maxabs < 1e8 then fmt = "%.0f"
+    elseif maxabs >= 1e5 or minabs < 1e-4 or maxabs / minabs > 1e3 then fmt = "%." .. precision .. "e"
+    else fmt = "%." .. precision .. "f" end
+    return function(v) return special(v) or string.format(fmt, v) end
+  end
+
+  local function row_text(row, fmt, width)
+    local cells = {}
+    for k, v in ipairs(row) do
+      local s = v == ELLIPSIS and "..." or fmt(v)
+      cells[k] = string.rep(" ", width - #s) .. s
+    end
+    return table.concat(cells, " ")
+  end
+
+  local function matrix_lines(m, fmt, width, lines)
+    for _, row in ipairs(m) do
+      if row == ELLIPSIS then lines[#lines + 1] = string.rep(" ", width - 3) .. "..."
+      else lines[#lines + 1] = row_text(row, fmt, width) end
+    end
+  end
+
+  -- Walks the leading dims of a >2-D value table, printing "(i,j,.,.) =" headers.
+  local function slices(v, prefix, depth, ndim, fmt, width, lines)
+    if depth == ndim - 1 then
+      if #lines > 0 then lines[#lines + 1] = "" end
+      lines[#lines + 1] = "(" .. table.concat(prefix, ",") .. ",.,.) ="
+      matrix_lines(v, fmt, width, lines)
+      return
+    end
+    for k, sub in ipairs(v) do
+      if sub == ELLIPSIS then
+        if #lines > 0 then lines[#lines + 1] = "" end
+        lines[#lines + 1] = "..."
+      else
+        prefix[depth] = tostring(sub._label or k)
+        slices(sub, prefix, depth + 1, ndim, fmt, width, lines)
+      end
+    end
+    prefix[depth] = nil
+  end
+
+  local function footer(t)
+    local sizes = t:shape()
+    local s = #sizes == 0 and "[dle.Tensor %s of size ()]" or "[dle.Tensor %s of size %s]"
+    local dev = t:device() == "cpu" and "" or (" on " .. t:device())
+    return string.format(s, t:dtype(), table.concat(sizes, "x")) .. dev
+  end
+
+  --- tostring(t): values and a footer naming dtype and size.
+  function mt.__tostring(t)
+    local opts = dle.print_options
+    if t:device() ~= "cpu" then t = t:cpu() end
+    local n, nd = t:numel(), t:dim()
+    if n == 0 then return "[dle.Tensor " .. t:dtype() .. " with no elements, size " .. table.concat(t:shape(), "x") .. "]" end
+    local summarize = n > opts.threshold
+    local values = nd == 0 and t:item() or gather(t, summarize, opts.edgeitems)
+    local flat = leaves(values, {})
+    local fmt = formatter(flat, t:dtype(), opts.precision)
+    local width = 3
+    for _, v in ipairs(flat) do width = math.max(width, #fmt(v)) end
+    local lines = {}
+    if nd == 0 then lines[1] = fmt(values)
+    elseif nd == 1 then lines[1] = row_text(values, fmt, width)
+    elseif nd == 2 then matrix_lines(values, fmt, width, lines)
+    else
+      -- label slices with their real indices, also across summarized gaps
+      local function label(v, d, t_size)
+        local idx = shown(t_size[d], summarize, opts.edgeitems)
+        for k, sub in ipairs(v) do
+          if sub ~= ELLIPSIS then
+            sub._label = idx[k]
+            if d < nd - 2 then label(sub, d + 1, t_size) end
+          end
+        end
+      end
+      label(values, 1, t:shape())
+      slices(values, {}, 1, nd, fmt, width, lines)
+    end
+    lines[#lines + 1] = footer(t)
+    return table.concat(lines, "\n")
+  end
+
+  --- t:type() — "dle.FloatTensor"-style name is not used; returns the dtype string.
+  function Tensor.type(t) return t:dtype() end
+
+  --- t:tolist() — alias of totable().
+  Tensor.tolist = Tensor.totable
+
+  --- t:equal(other) — true when both have the same shape and all elements are equal.
+  function Tensor.equal(a, b)
+    local sa, sb = a:shape(), b:shape()
+    if #sa ~= #sb then return false end
+    for i = 1, #sa do if sa[i] ~= sb[i] then return false end end
+    if a:numel() == 0 then return true end
+    return a:eq(b):logical_not():to("float32"):sum():item() == 0
+  end
+end

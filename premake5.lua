@@ -1,0 +1,78 @@
+-- premake5.lua — builds the dle engine, its CPU kernels and the Lua module dle.core.
+-- Runs under premake5 and under Debian's premake4:
+--   premake4 --file=premake5.lua gmake && make -C build config=release
+-- Outputs: build/lib/dle/core.so (require "dle.core"), build/bin/test_engine (C tests);
+-- DLE_BUILD=dir puts them under dir/ instead.
+-- Extra compiler flags (sanitizers) come from the environment: CFLAGS=... LDFLAGS=... make.
+
+local P5 = tonumber(_PREMAKE_VERSION:match("^(%d+)")) >= 5
+
+local function pkg_flags(what, pkg, fallback)
+  local p = io.popen("pkg-config " .. what .. " " .. pkg .. " 2>/dev/null")
+  local out = p and p:read("*a") or ""
+  if p then p:close() end
+  out = out:gsub("%s+$", "")
+  return out ~= "" and out or fallback
+end
+
+local lua_cflags = pkg_flags("--cflags", "lua5.4", "-I/usr/include/lua5.4")
+-- DLE_BUILD names the build directory (default "build"): separate trees for sanitizer builds.
+local B = os.getenv("DLE_BUILD") or "build"
+
+-- premake4/premake5 spellings of the same settings
+local function when(cfg)
+  if P5 then filter("configurations:" .. cfg) else configuration(cfg) end
+end
+local function always()
+  if P5 then filter({}) else configuration({}) end
+end
+local function debug_symbols()
+  if P5 then symbols("On") else flags({"Symbols"}) end
+end
+local function optimize_speed()
+  if P5 then optimize("Speed") else flags({"OptimizeSpeed"}) end
+end
+
+if P5 then workspace("dle") else solution("dle") end
+  configurations({"release", "debug"})
+  location(B)
+  language("C")
+  buildoptions({"-std=gnu11", "-fPIC", "-fopenmp", "-Wall", "-Wextra", "-Wno-unused-parameter"})
+  linkoptions({"-fopenmp"})
+  when("release")
+    optimize_speed()
+    buildoptions({"-O3", "-g"})
+    defines({"NDEBUG"})
+  when("debug")
+    debug_symbols()
+    buildoptions({"-O0", "-g"})
+  always()
+
+-- The engine and CPU kernels: no Lua in here.
+project("dle_engine")
+  kind("StaticLib")
+  location(B)
+  targetdir(B .. "/lib")
+  objdir(B .. "/obj/engine")
+  files({"engine/*.c", "engine/ops/*.c", "kernels/cpu/*.c"})
+
+-- The Lua module: require "dle.core". It must not link liblua (the interpreter provides it).
+project("core")
+  kind("SharedLib")
+  location(B)
+  targetdir(B .. "/lib/dle")
+  targetname("core")
+  targetprefix("")
+  objdir(B .. "/obj/core")
+  files({"bindings/*.c"})
+  buildoptions({lua_cflags})
+  links({"dle_engine", "openblas", "m", "dl"})
+
+-- Engine-only C tests.
+project("test_engine")
+  kind("ConsoleApp")
+  location(B)
+  targetdir(B .. "/bin")
+  objdir(B .. "/obj/tests")
+  files({"tests/c/*.c"})
+  links({"dle_engine", "openblas", "m", "dl"})

@@ -1,0 +1,3 @@
+#include "../../engine/dle.h"
+#include <stdio.h>
+int main(void) { printf("0 passed, 0 failed\n"); return 0; }
