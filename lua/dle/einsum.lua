@@ -1,0 +1,2 @@
+--- einsum: placeholder until the einsum module lands (being written now).
+return function(dle) end
