@@ -67,6 +67,9 @@ project("core")
   files({"bindings/*.c"})
   buildoptions({lua_cflags})
   links({"dle_engine", "openblas", "m", "dl"})
+  -- lua_close unloads C modules at exit while OpenMP's worker threads still run code of libgomp,
+  -- which goes with us: a crash at exit. Never unloading the module avoids it.
+  linkoptions({"-Wl,-z,nodelete"})
 
 -- Engine-only C tests.
 project("test_engine")

@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 
+/* DLE_DEBUG from the environment: 1 prints every op, 3 also allocations. */
+int dle_debug_level(void);
+
 /* Release a tensor pointer and set it to NULL (safe on NULL). */
 #define DLE_RELEASE(t) do { dle_tensor_release(t); (t) = NULL; } while (0)
 /* Return the status of `call` when it failed. */

@@ -2,6 +2,8 @@
  * dispatch to the per-kind shape rules (files under engine/ops/) and the device kernels. */
 #include "internal.h"
 
+#include <stdlib.h>
+
 static const dle_op_info op_info[DLE_NUM_OPS] = {
 #define DLE_OP(id, nm, ni, no, k, fl) [DLE_OP_##id] = {.name = nm, .nin = ni, .nout = no, .kind = k, .flags = fl},
 #include "ops.def"
@@ -27,6 +29,23 @@ dle_op dle_op_by_name(const char *name) {
   return DLE_NUM_OPS;
 }
 
+int dle_debug_level(void) {
+  static int level = -1;
+  if (level < 0) {
+    const char *s = getenv("DLE_DEBUG");
+    level = s ? atoi(s) : 0;
+  }
+  return level;
+}
+
+/* DLE_DEBUG >= 1: one line per op on stderr with its inputs' shapes and dtypes. */
+static void trace_op(const dle_op_info *info, dle_tensor *const *ins, int nin) {
+  fprintf(stderr, "[dle] %s", info->name);
+  for (int i = 0; i < nin; i++)
+    fprintf(stderr, " %s%s", SHAPE(ins[i]), dle_dtype_name(ins[i]->dtype));
+  fputc('\n', stderr);
+}
+
 dle_status dle_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                        const dle_attrs *attrs) {
   const dle_op_info *info = dle_op_get_info(op);
@@ -35,6 +54,7 @@ dle_status dle_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int
     return dle_error("%s: expected %d tensor inputs, got %d", info->name, info->nin, nin);
   for (int i = 0; i < nin; i++)
     if (!ins[i]) return dle_error("%s: input %d is missing", info->name, i + 1);
+  if (dle_debug_level() >= 1) trace_op(info, ins, nin);
   static const dle_attrs no_attrs;
   return forward_of_kind[info->kind](op, outs, ins, nin, attrs ? attrs : &no_attrs);
 }

@@ -1,0 +1,45 @@
+-- The op table (engine/ops.def) is the contract: every op in it must be reachable from Lua.
+local dle = require "dle"
+
+-- ops whose Lua entry point has another name
+local lua_name = {pow_scalar = "pow", copy = "clone"}
+
+describe("op table", function()
+  local ops = dle.core.op_table()
+
+  it("lists every op once with its arity, kind and differentiability", function()
+    assert.is_true(#ops > 50)
+    local seen = {}
+    for _, op in ipairs(ops) do
+      assert.is_nil(seen[op.name], "duplicate op " .. op.name)
+      seen[op.name] = true
+      assert.is_number(op.inputs)
+      assert.is_true(op.outputs == 1 or op.outputs == 2)
+      assert.is_string(op.kind)
+      assert.is_boolean(op.differentiable)
+    end
+    assert.is_true(seen.add and seen.matmul and seen.softmax and true)
+  end)
+
+  it("exposes every op as a dle function or a tensor method", function()
+    local missing = {}
+    for _, op in ipairs(ops) do
+      local name = lua_name[op.name] or op.name
+      if type(dle[name]) ~= "function" and type(dle.Tensor[name]) ~= "function" then
+        missing[#missing + 1] = op.name
+      end
+    end
+    assert.are.same({}, missing)
+  end)
+
+  it("marks integer-valued ops as not differentiable", function()
+    local by_name = {}
+    for _, op in ipairs(ops) do by_name[op.name] = op end
+    for _, name in ipairs({"eq", "lt", "argmax", "one_hot", "rand", "floor"}) do
+      assert.is_false(by_name[name].differentiable, name)
+    end
+    for _, name in ipairs({"add", "matmul", "exp", "softmax", "gather"}) do
+      assert.is_true(by_name[name].differentiable, name)
+    end
+  end)
+end)
