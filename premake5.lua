@@ -41,6 +41,7 @@ if P5 then workspace("dle") else solution("dle") end
   linkoptions({"-fopenmp"})
   when("release")
     optimize_speed()
+    debug_symbols()   -- keeps premake4 from stripping (-s): readable sanitizer and perf traces
     buildoptions({"-O3", "-g"})
     defines({"NDEBUG"})
   when("debug")

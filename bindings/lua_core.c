@@ -115,15 +115,17 @@ static int tensor_index(lua_State *L) {
     return luaL_error(L, "index: index %d out of range for dim 1 of size %d (shape %s)", (int)i,
                       (int)t->sizes[0], dle_tensor_shape_str((char[128]){0}, 128, t));
   int64_t i0 = i > 0 ? i - 1 : i + t->sizes[0];
-  if (t->ndim == 1) {
-    double v = dle_tensor_get(t, &i0);
-    if (t->dtype == DLE_BOOL) lua_pushboolean(L, v != 0);
-    else if (!dle_dtype_is_float(t->dtype)) lua_pushinteger(L, (lua_Integer)v);
-    else lua_pushnumber(L, v);
-    return 1;
-  }
   dle_tensor *r = NULL;
   DLE_LUA_TRY(L, dle_select(&r, t, 0, i0));
+  if (t->ndim == 1) {   /* an element: its value, exactly (item() reads int64 without a double) */
+    dle_lua_push(L, r);
+    lua_replace(L, 1);
+    lua_settop(L, 1);
+    lua_getfield(L, lua_upvalueindex(1), "item");
+    lua_insert(L, 1);
+    lua_call(L, 1, 1);
+    return 1;
+  }
   dle_lua_push(L, r);
   return 1;
 }

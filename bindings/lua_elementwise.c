@@ -6,24 +6,42 @@
 
 #include "lua_util.h"
 
-/* The operand at idx as a tensor reference (retained) or a number. */
+/* The operand at idx as a tensor (borrowed from the stack) or a number; a Lua integer is also
+ * kept exactly, since int64 values beyond 2^53 do not survive a double. */
 typedef struct {
   dle_tensor *t;
   double v;
+  bool is_int;
+  lua_Integer i;
 } operand;
 
 static operand get_operand(lua_State *L, int idx, const char *fn) {
-  operand o = {dle_lua_opt(L, idx), 0};
+  operand o = {dle_lua_opt(L, idx), 0, false, 0};
   if (o.t) return o;
+  if (lua_isinteger(L, idx)) o.is_int = true, o.i = lua_tointeger(L, idx);
   if (lua_type(L, idx) == LUA_TNUMBER) o.v = lua_tonumber(L, idx);
   else if (lua_isboolean(L, idx)) o.v = lua_toboolean(L, idx);
   else luaL_error(L, "%s: expected a tensor or a number for argument #%d, got %s", fn, idx, luaL_typename(L, idx));
   return o;
 }
 
+/* t op n (or n op t) for a Lua integer n and an int64 CPU tensor t, with n exact. */
+static dle_status binary_int64(dle_op op, dle_tensor **out, dle_tensor *t, lua_Integer n, bool n_first) {
+  dle_tensor *s = NULL;
+  if (dle_scalar_tensor(&s, 0, DLE_I64) != DLE_OK) return DLE_ERR;
+  *(int64_t *)dle_tensor_data(s) = n;
+  dle_status st = n_first ? dle_binary(op, out, s, t) : dle_binary(op, out, t, s);
+  dle_tensor_release(s);
+  return st;
+}
+
 /* out (NULL: new) = a op b, where either side may be a number. */
 static dle_status binary(dle_op op, dle_tensor **out, operand a, operand b) {
   if (a.t && b.t) return dle_binary(op, out, a.t, b.t);
+  dle_tensor *t = a.t ? a.t : b.t;
+  operand *n = a.t ? &b : &a;
+  if (t && n->is_int && t->dtype == DLE_I64 && dle_tensor_device(t).type == DLE_CPU)
+    return binary_int64(op, out, t, n->i, !a.t);
   if (a.t) return dle_binary_scalar(op, out, a.t, b.v, false);
   if (b.t) return dle_binary_scalar(op, out, b.t, a.v, true);
   return dle_error("%s: at least one operand must be a tensor", dle_op_get_info(op)->name);

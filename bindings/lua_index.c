@@ -1,3 +1,280 @@
-/* lua_index.c — placeholder until the index bindings land (being written now). */
+/* lua_index.c — joining and indexing for Lua: cat/stack, split/chunk (views), gather,
+ * scatter_add, index_select, index_add, masked_fill, tril/triu and one_hot. Dims and index
+ * values are 1-based: index tensors go to the engine unchanged with index_base = 1. */
+#include <string.h>
+
 #include "lua_util.h"
-void dle_lua_open_index(lua_State *L, int module, int methods) { (void)L, (void)module, (void)methods; }
+
+#define LUA_INDEX_BASE 1
+
+/* ---------------------------------------------------------------- arguments */
+
+/* The tensors of the list at arg, in a scratch userdata left on the stack (so a Lua error
+ * cannot leak it); the tensors themselves stay owned by the list. */
+static dle_tensor **check_list(lua_State *L, int arg, const char *fn, int *n) {
+  if (!lua_istable(L, arg) || dle_lua_opt(L, arg))
+    luaL_error(L, "%s: expected a list of tensors, got %s", fn,
+               dle_lua_opt(L, arg) ? "a tensor (wrap the tensors in a table)" : luaL_typename(L, arg));
+  lua_Unsigned len = lua_rawlen(L, arg);
+  if (len == 0) luaL_error(L, "%s: expected a non-empty list of tensors", fn);
+  if (len > 1u << 24) luaL_error(L, "%s: too many tensors (%d)", fn, (int)len);
+  dle_tensor **ts = lua_newuserdatauv(L, (size_t)len * sizeof *ts, 0);
+  for (lua_Unsigned i = 0; i < len; i++) {
+    lua_rawgeti(L, arg, (lua_Integer)i + 1);
+    ts[i] = dle_lua_opt(L, -1);
+    if (!ts[i]) luaL_error(L, "%s: element %d of the list is a %s, expected a tensor", fn, (int)i + 1, luaL_typename(L, -1));
+    lua_pop(L, 1);
+  }
+  *n = (int)len;
+  return ts;
+}
+
+/* An index argument: an int64 tensor, or (allow_table) a Lua list of integers turned into one,
+ * kept alive on the stack. Values stay 1-based either way. */
+static dle_tensor *check_index(lua_State *L, int arg, const char *fn, bool allow_table) {
+  dle_tensor *t = dle_lua_opt(L, arg);
+  if (t) return t;
+  if (!allow_table || !lua_istable(L, arg))
+    luaL_error(L, "%s: index must be an int64 tensor%s, got %s", fn,
+               allow_table ? " or a table of integers" : "", luaL_typename(L, arg));
+  int64_t n = (int64_t)lua_rawlen(L, arg);
+  DLE_LUA_TRY(L, dle_tensor_empty(&t, 1, &n, DLE_I64, DLE_DEVICE_CPU));
+  dle_lua_push(L, t);  /* owned by Lua from here on */
+  int64_t *v = dle_tensor_data(t);
+  for (int64_t i = 0; i < n; i++) {
+    lua_rawgeti(L, arg, (lua_Integer)i + 1);
+    int isint = 0;
+    v[i] = (int64_t)lua_tointegerx(L, -1, &isint);
+    if (!isint)
+      luaL_error(L, "%s: index table entry %d is %s, expected an integer", fn, (int)i + 1,
+                 lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
+    lua_pop(L, 1);
+  }
+  return t;
+}
+
+/* A fill value: number, boolean or one-element tensor. */
+static double check_value(lua_State *L, int arg, const char *fn) {
+  if (lua_isboolean(L, arg)) return lua_toboolean(L, arg);
+  if (lua_type(L, arg) == LUA_TNUMBER) return lua_tonumber(L, arg);
+  dle_tensor *t = dle_lua_opt(L, arg);
+  if (!t) luaL_error(L, "%s: value must be a number, boolean or one-element tensor, got %s", fn, luaL_typename(L, arg));
+  if (dle_tensor_numel(t) != 1)
+    luaL_error(L, "%s: a tensor value must have one element, got shape %s", fn,
+               dle_tensor_shape_str((char[128]){0}, 128, t));
+  dle_tensor *host = NULL;
+  DLE_LUA_TRY(L, dle_to_device(&host, t, DLE_DEVICE_CPU));
+  int64_t zero[DLE_MAX_DIMS] = {0};
+  double v = dle_tensor_get(host, zero);
+  dle_tensor_release(host);
+  return v;
+}
+
+static int64_t check_int(lua_State *L, int arg, const char *fn, const char *what) {
+  int isint = 0;
+  lua_Integer v = lua_tointegerx(L, arg, &isint);
+  if (!isint)
+    luaL_error(L, "%s: %s must be an integer, got %s", fn, what,
+               lua_type(L, arg) == LUA_TNUMBER ? lua_tostring(L, arg) : luaL_typename(L, arg));
+  return (int64_t)v;
+}
+
+/* Returns the new tensor, or self for the in-place forms. */
+static int push_result(lua_State *L, dle_tensor *r, bool inplace) {
+  if (inplace) {
+    lua_settop(L, 1);
+    return 1;
+  }
+  dle_lua_push(L, r);
+  return 1;
+}
+
+/* ---------------------------------------------------------------- cat, stack */
+
+static int l_cat(lua_State *L) {
+  lua_settop(L, 2);  /* check_list's scratch goes above the arguments */
+  int n;
+  dle_tensor **ts = check_list(L, 1, "cat", &n);
+  int d = dle_lua_optdim(L, 2, "cat", 0);
+  dle_tensor *r = NULL;
+  DLE_LUA_TRY(L, dle_cat(&r, ts, n, d));
+  dle_lua_push(L, r);
+  return 1;
+}
+
+static int l_stack(lua_State *L) {
+  lua_settop(L, 2);  /* check_list's scratch goes above the arguments */
+  int n;
+  dle_tensor **ts = check_list(L, 1, "stack", &n);
+  int d = dle_lua_optdim(L, 2, "stack", 0);
+  dle_tensor *r = NULL;
+  DLE_LUA_TRY(L, dle_stack(&r, ts, n, d));
+  dle_lua_push(L, r);
+  return 1;
+}
+
+/* ---------------------------------------------------------------- split, chunk */
+
+/* Pushes a list of views of t along dim: pieces of `step` elements, the last one possibly
+ * shorter, `count` pieces in all. */
+static int push_pieces(lua_State *L, dle_tensor *t, int dim, int64_t step, int64_t count) {
+  int64_t size = t->sizes[dim];
+  lua_createtable(L, count < 1 << 20 ? (int)count : 0, 0);
+  for (int64_t i = 0, start = 0; i < count; i++, start += step) {
+    int64_t len = size - start < step ? size - start : step;
+    dle_tensor *v = NULL;
+    DLE_LUA_TRY(L, dle_narrow(&v, t, dim, start, len < 0 ? 0 : len));
+    dle_lua_push(L, v);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  return 1;
+}
+
+/* split(t, size, d): views of `size` elements along d (the last may be smaller);
+ * split(t, {s1, s2, ...}, d): views of those sizes, which must add up to the dim's size. */
+static int l_split(lua_State *L) {
+  dle_tensor *t = dle_lua_check(L, 1);
+  int dim;
+  DLE_LUA_TRY(L, dle_wrap_dim("split", dle_lua_optdim(L, 3, "split", 0), t->ndim, 0, &dim));
+  int64_t size = t->sizes[dim];
+  if (!lua_istable(L, 2)) {
+    int64_t step = check_int(L, 2, "split", "split size");
+    if (step < 0 || (step == 0 && size > 0))
+      return luaL_error(L, "split: split size must be positive, got %d (dim %d of shape %s)", (int)step,
+                        dim + 1, dle_tensor_shape_str((char[128]){0}, 128, t));
+    return push_pieces(L, t, dim, step, size == 0 ? 1 : (size + step - 1) / step);
+  }
+  int n = (int)lua_rawlen(L, 2);
+  int64_t total = 0;
+  for (int i = 1; i <= n; i++) {
+    lua_rawgeti(L, 2, i);
+    int64_t len = check_int(L, -1, "split", "each size");
+    lua_pop(L, 1);
+    if (len < 0) return luaL_error(L, "split: size %d of the list is negative (%d)", i, (int)len);
+    total += len;
+  }
+  if (total != size)
+    return luaL_error(L, "split: sizes add up to %d but dim %d of shape %s has size %d", (int)total,
+                      dim + 1, dle_tensor_shape_str((char[128]){0}, 128, t), (int)size);
+  lua_createtable(L, n, 0);
+  int64_t start = 0;
+  for (int i = 1; i <= n; i++) {
+    lua_rawgeti(L, 2, i);
+    int64_t len = lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    dle_tensor *v = NULL;
+    DLE_LUA_TRY(L, dle_narrow(&v, t, dim, start, len));
+    dle_lua_push(L, v);
+    lua_rawseti(L, -2, i);
+    start += len;
+  }
+  return 1;
+}
+
+/* chunk(t, n, d): at most n views of equal size (the last may be smaller), as PyTorch. */
+static int l_chunk(lua_State *L) {
+  dle_tensor *t = dle_lua_check(L, 1);
+  int64_t n = check_int(L, 2, "chunk", "number of chunks");
+  if (n < 1) return luaL_error(L, "chunk: number of chunks must be positive, got %d", (int)n);
+  int dim;
+  DLE_LUA_TRY(L, dle_wrap_dim("chunk", dle_lua_optdim(L, 3, "chunk", 0), t->ndim, 0, &dim));
+  int64_t size = t->sizes[dim], step = (size + n - 1) / n;
+  if (size == 0) return push_pieces(L, t, dim, 0, n);
+  return push_pieces(L, t, dim, step, (size + step - 1) / step);
+}
+
+/* ---------------------------------------------------------------- gather and scatter */
+
+static int l_gather(lua_State *L) {
+  dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
+  int d = dle_lua_dim(L, 2, "gather");
+  dle_tensor *index = check_index(L, 3, "gather", false);
+  DLE_LUA_TRY(L, dle_gather(&r, t, d, index, LUA_INDEX_BASE));
+  dle_lua_push(L, r);
+  return 1;
+}
+
+static int l_index_select(lua_State *L) {
+  dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
+  int d = dle_lua_dim(L, 2, "index_select");
+  dle_tensor *index = check_index(L, 3, "index_select", true);
+  DLE_LUA_TRY(L, dle_index_select(&r, t, d, index, LUA_INDEX_BASE));
+  dle_lua_push(L, r);
+  return 1;
+}
+
+/* scatter_add / index_add (self, d, index, src), and their in-place forms. */
+static int accumulate(lua_State *L, dle_op op, bool inplace) {
+  const char *fn = op == DLE_OP_SCATTER_ADD ? (inplace ? "scatter_add_" : "scatter_add")
+                                            : (inplace ? "index_add_" : "index_add");
+  dle_tensor *self = dle_lua_check(L, 1);
+  int d = dle_lua_dim(L, 2, fn);
+  dle_tensor *index = check_index(L, 3, fn, op == DLE_OP_INDEX_ADD);
+  dle_tensor *src = dle_lua_opt(L, 4);
+  if (!src) return luaL_error(L, "%s: src must be a tensor, got %s", fn, luaL_typename(L, 4));
+  dle_tensor *r = inplace ? self : NULL;
+  if (op == DLE_OP_SCATTER_ADD) DLE_LUA_TRY(L, dle_scatter_add(&r, self, d, index, src, LUA_INDEX_BASE));
+  else DLE_LUA_TRY(L, dle_index_add(&r, self, d, index, src, LUA_INDEX_BASE));
+  return push_result(L, r, inplace);
+}
+static int l_scatter_add(lua_State *L) { return accumulate(L, DLE_OP_SCATTER_ADD, false); }
+static int l_scatter_add_(lua_State *L) { return accumulate(L, DLE_OP_SCATTER_ADD, true); }
+static int l_index_add(lua_State *L) { return accumulate(L, DLE_OP_INDEX_ADD, false); }
+static int l_index_add_(lua_State *L) { return accumulate(L, DLE_OP_INDEX_ADD, true); }
+
+/* ---------------------------------------------------------------- masks and triangles */
+
+static int masked_fill_impl(lua_State *L, bool inplace) {
+  const char *fn = inplace ? "masked_fill_" : "masked_fill";
+  dle_tensor *t = dle_lua_check(L, 1), *mask = dle_lua_opt(L, 2);
+  if (!mask) return luaL_error(L, "%s: mask must be a bool tensor, got %s", fn, luaL_typename(L, 2));
+  double v = check_value(L, 3, fn);
+  dle_tensor *r = inplace ? t : NULL;
+  DLE_LUA_TRY(L, dle_masked_fill(&r, t, mask, v));
+  return push_result(L, r, inplace);
+}
+static int l_masked_fill(lua_State *L) { return masked_fill_impl(L, false); }
+static int l_masked_fill_(lua_State *L) { return masked_fill_impl(L, true); }
+
+static int triangle(lua_State *L, dle_op op, bool inplace) {
+  const char *fn = op == DLE_OP_TRIL ? "tril" : "triu";
+  dle_tensor *t = dle_lua_check(L, 1), *r = inplace ? t : NULL;
+  int64_t k = lua_isnoneornil(L, 2) ? 0 : check_int(L, 2, fn, "diagonal k");
+  DLE_LUA_TRY(L, op == DLE_OP_TRIL ? dle_tril(&r, t, k) : dle_triu(&r, t, k));
+  return push_result(L, r, inplace);
+}
+static int l_tril(lua_State *L) { return triangle(L, DLE_OP_TRIL, false); }
+static int l_tril_(lua_State *L) { return triangle(L, DLE_OP_TRIL, true); }
+static int l_triu(lua_State *L) { return triangle(L, DLE_OP_TRIU, false); }
+static int l_triu_(lua_State *L) { return triangle(L, DLE_OP_TRIU, true); }
+
+/* one_hot(classes, n): classes are 1-based; n omitted means the largest class. */
+static int l_one_hot(lua_State *L) {
+  dle_tensor *classes = dle_lua_check(L, 1), *r = NULL;
+  int64_t n = -1;
+  if (!lua_isnoneornil(L, 2)) {
+    n = check_int(L, 2, "one_hot", "number of classes");
+    if (n < 0) return luaL_error(L, "one_hot: number of classes must not be negative, got %d", (int)n);
+  }
+  DLE_LUA_TRY(L, dle_one_hot(&r, classes, n, LUA_INDEX_BASE));
+  dle_lua_push(L, r);
+  return 1;
+}
+
+void dle_lua_open_index(lua_State *L, int module, int methods) {
+  static const luaL_Reg module_only[] = {{"cat", l_cat}, {"concat", l_cat}, {"stack", l_stack},
+                                         {NULL, NULL}};
+  static const luaL_Reg both[] = {
+      {"split", l_split},         {"chunk", l_chunk},           {"gather", l_gather},
+      {"scatter_add", l_scatter_add}, {"index_select", l_index_select},
+      {"index_add", l_index_add}, {"masked_fill", l_masked_fill}, {"tril", l_tril},
+      {"triu", l_triu},           {"one_hot", l_one_hot},       {NULL, NULL}};
+  static const luaL_Reg methods_only[] = {
+      {"scatter_add_", l_scatter_add_}, {"index_add_", l_index_add_},
+      {"masked_fill_", l_masked_fill_}, {"tril_", l_tril_},
+      {"triu_", l_triu_},               {NULL, NULL}};
+  dle_lua_setfuncs(L, module, module_only);
+  dle_lua_setfuncs(L, module, both);
+  dle_lua_setfuncs(L, methods, both);
+  dle_lua_setfuncs(L, methods, methods_only);
+}

@@ -29,9 +29,10 @@ static int l_empty(lua_State *L) { return create_filled(L, "empty", 0, false); }
 static int l_full(lua_State *L) {
   int64_t sizes[DLE_MAX_DIMS];
   int next, n;
-  if (lua_type(L, 1) == LUA_TNUMBER) {   /* full(n, value) */
-    n = dle_lua_sizes(L, 1, sizes, &next, "full", 0);
-    if (n != 1 && next > 2) luaL_error(L, "full: give the sizes as a table: full({2,3}, value)");
+  if (lua_type(L, 1) == LUA_TNUMBER) {   /* full(n, value): only the first number is a size */
+    if (!lua_isinteger(L, 1)) return luaL_error(L, "full: sizes must be integers, got %s", lua_tostring(L, 1));
+    sizes[0] = lua_tointeger(L, 1);
+    if (sizes[0] < 0) return luaL_error(L, "full: negative size in {%d}", (int)sizes[0]);
     n = 1, next = 2;
   } else {
     luaL_argexpected(L, lua_istable(L, 1), 1, "table of sizes");
@@ -221,9 +222,8 @@ static int like(lua_State *L, const char *fn, int kind) {
   dle_tensor *t = NULL;
   if (kind == 2) DLE_LUA_TRY(L, dle_tensor_empty(&t, src->ndim, src->sizes, o.dtype, DLE_DEVICE_CPU));
   else DLE_LUA_TRY(L, dle_full(&t, src->ndim, src->sizes, v, o.dtype));
-  lua_getfield(L, opt, "device");
-  bool has_device = lua_istable(L, opt) && !lua_isnil(L, -1);
-  lua_pop(L, 1);
+  bool has_device = lua_istable(L, opt) && lua_getfield(L, opt, "device") != LUA_TNIL;
+  if (lua_istable(L, opt)) lua_pop(L, 1);
   if (!has_device) o.device = dle_tensor_device(src);
   dle_lua_push_created(L, t, &o);
   return 1;
@@ -386,7 +386,8 @@ static int m_narrow(lua_State *L) {
   int d = dle_lua_dim(L, 2, "narrow");
   lua_Integer start = luaL_checkinteger(L, 3), len = luaL_checkinteger(L, 4);
   if (start == 0) return luaL_error(L, "narrow: start 0 is invalid (indices are 1-based)");
-  DLE_LUA_TRY(L, dle_narrow(&r, t, d, start > 0 ? start - 1 : start, len));
+  dle_attrs a = {.nints = 3, .ints = {d, start > 0 ? start - 1 : start, len}, .index_base = 1};
+  DLE_LUA_TRY(L, dle_op_call(DLE_OP_NARROW, &r, &t, 1, &a));   /* base 1: messages say `start` */
   dle_lua_push(L, r);
   return 1;
 }
@@ -396,7 +397,8 @@ static int m_select(lua_State *L) {
   int d = dle_lua_dim(L, 2, "select");
   lua_Integer i = luaL_checkinteger(L, 3);
   if (i == 0) return luaL_error(L, "select: index 0 is invalid (indices are 1-based)");
-  DLE_LUA_TRY(L, dle_select(&r, t, d, i > 0 ? i - 1 : i));
+  dle_attrs a = {.nints = 2, .ints = {d, i > 0 ? i - 1 : i}, .index_base = 1};
+  DLE_LUA_TRY(L, dle_op_call(DLE_OP_SELECT, &r, &t, 1, &a));   /* base 1: messages say `i` */
   dle_lua_push(L, r);
   return 1;
 }

@@ -47,7 +47,12 @@ static void count_alloc(size_t nbytes) {
   while (now > old && !atomic_compare_exchange_weak(&peak, &old, now)) {}
 }
 
+/* More than any 64-bit CPU's user address space (2^48 bytes): refused up front, so such a request
+ * fails the same way everywhere (sanitizer allocators abort on it instead of returning NULL). */
+#define MAX_ALLOC ((size_t)1 << 48)
+
 void *dle_cpu_alloc(size_t nbytes) {
+  if (nbytes > MAX_ALLOC) return NULL;
   size_t rounded;
   int c = size_class(nbytes, &rounded);
   void *p = NULL;

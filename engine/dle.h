@@ -233,10 +233,17 @@ typedef struct dle_generator {
   uint64_t seed;
   uint64_t offset;  /* number of 128-bit blocks consumed */
 } dle_generator;
+#define DLE_DEFAULT_SEED UINT64_C(67280421310721) /* unseeded runs are reproducible */
 dle_generator *dle_default_generator(void);
 void dle_generator_seed(dle_generator *g, uint64_t seed);
 /* Four 32-bit random words for counter (g->seed, block). */
 void dle_philox(uint64_t seed, uint64_t block, uint32_t out[4]);
+/* Philox with the full 128-bit counter (lo, hi); dle_philox is hi = 0. */
+void dle_philox_counter(uint64_t seed, uint64_t lo, uint64_t hi, uint32_t out[4]);
+/* Blocks first..first+n-1 at once (what the kernels use). */
+void dle_philox_blocks(uint64_t seed, uint64_t first, int64_t n, uint32_t (*out)[4]);
+/* Random permutation of base..base+n-1 (int64), Fisher-Yates; advances g (NULL = default). */
+dle_status dle_randperm(dle_tensor **out, int64_t n, int64_t base, dle_generator *g);
 
 /* ---------------------------------------------------------------- creation */
 dle_status dle_full(dle_tensor **out, int ndim, const int64_t *sizes, double value, dle_dtype dt);
@@ -322,6 +329,7 @@ dle_status dle_index_add(dle_tensor **out, dle_tensor *self, int dim, dle_tensor
 dle_status dle_masked_fill(dle_tensor **out, dle_tensor *src, dle_tensor *mask, double value);
 dle_status dle_tril(dle_tensor **out, dle_tensor *t, int64_t k);
 dle_status dle_triu(dle_tensor **out, dle_tensor *t, int64_t k);
+/* n < 0: the number of classes is the largest class + 1 (relative to base). */
 dle_status dle_one_hot(dle_tensor **out, dle_tensor *classes, int64_t n, int64_t base);
 
 #ifdef __cplusplus

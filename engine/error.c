@@ -30,9 +30,13 @@ char *dle_tensor_shape_str(char *buf, size_t n, const dle_tensor *t) {
 dle_status dle_wrap_dim(const char *fn, int dim, int ndim, int extra, int *out) {
   int n = ndim + extra;
   int d = dim < 0 ? dim + n : dim;
-  if (d < 0 || d >= n || (n == 0 && extra == 0))
+  /* Messages count dims from 1 (negative ones from the end), as the Lua API does. */
+  if (n == 0)
+    return dle_error("%s: dim %d out of range for a 0-dim tensor (it has no dims)", fn,
+                     dim < 0 ? dim : dim + 1);
+  if (d < 0 || d >= n)
     return dle_error("%s: dim %d out of range for a %d-dim tensor (valid: %d..%d, or %d..-1)", fn,
-                     dim + 1, ndim, n ? 1 : 0, n, -n);
+                     dim < 0 ? dim : dim + 1, ndim, n ? 1 : 0, n, -n);
   *out = d;
   return DLE_OK;
 }

@@ -4,6 +4,11 @@
 
 #include <stdlib.h>
 
+/* memcpy of dims; sizes may be NULL for a 0-dim tensor, which memcpy must never see. */
+static void copy_dims(int64_t *dst, const int64_t *src, int n) {
+  if (n > 0) memcpy(dst, src, (size_t)n * sizeof *src);
+}
+
 static dle_storage *storage_new(size_t nbytes, dle_device dev) {
   dle_storage *s = calloc(1, sizeof *s);
   if (!s) { dle_error("out of memory allocating a storage header"); return NULL; }
@@ -21,7 +26,7 @@ static dle_storage *storage_new(size_t nbytes, dle_device dev) {
   }
   if (!s->data) {
     free(s);
-    dle_error("out of memory allocating %zu bytes", nbytes);
+    dle_error("out of memory");
     return NULL;
   }
   s->nbytes = nbytes;
@@ -68,7 +73,10 @@ static dle_status check_sizes(const char *fn, int ndim, const int64_t *sizes) {
       char buf[128];
       return dle_error("%s: negative size in %s", fn, dle_shape_str(buf, sizeof buf, ndim, sizes));
     }
-    if (sizes[d] && n > INT64_MAX / 16 / sizes[d]) return dle_error("%s: size overflows", fn);
+    if (sizes[d] && n > INT64_MAX / 16 / sizes[d]) {
+      char buf[128];
+      return dle_error("%s: shape %s has too many elements", fn, dle_shape_str(buf, sizeof buf, ndim, sizes));
+    }
     n *= sizes[d];
   }
   return DLE_OK;
@@ -89,10 +97,16 @@ dle_status dle_tensor_empty(dle_tensor **out, int ndim, const int64_t *sizes, dl
   if (!t) return DLE_ERR;
   size_t nbytes = (size_t)dle_shape_numel(ndim, sizes) * dle_dtype_size(dtype);
   t->storage = storage_new(nbytes, device);
-  if (!t->storage) { free(t); return DLE_ERR; }
+  if (!t->storage) {
+    free(t);
+    char buf[128], why[256];
+    snprintf(why, sizeof why, "%s", dle_last_error());  /* dle_error overwrites it */
+    return dle_error("empty: cannot allocate a %s tensor of shape %s (%zu bytes): %s",
+                     dle_dtype_name(dtype), dle_shape_str(buf, sizeof buf, ndim, sizes), nbytes, why);
+  }
   t->ndim = ndim;
   t->dtype = dtype;
-  memcpy(t->sizes, sizes, (size_t)ndim * sizeof *sizes);
+  copy_dims(t->sizes, sizes, ndim);
   dle_contiguous_strides(ndim, sizes, t->strides);
   *out = t;
   return DLE_OK;
@@ -133,7 +147,7 @@ dle_status dle_tensor_from_memory(dle_tensor **out, void *data, size_t nbytes, i
   DLE_TRY(check_sizes("from_memory", ndim, sizes));
   int64_t st[DLE_MAX_DIMS];
   if (!strides) dle_contiguous_strides(ndim, sizes, st);
-  else memcpy(st, strides, (size_t)ndim * sizeof *st);
+  else copy_dims(st, strides, ndim);
   DLE_TRY(check_in_storage("from_memory", nbytes, dtype, ndim, sizes, st, 0));
   dle_tensor *t = header_new();
   dle_storage *s = calloc(1, sizeof *s);
@@ -144,8 +158,8 @@ dle_status dle_tensor_from_memory(dle_tensor **out, void *data, size_t nbytes, i
   t->storage = s;
   t->ndim = ndim;
   t->dtype = dtype;
-  memcpy(t->sizes, sizes, (size_t)ndim * sizeof *sizes);
-  memcpy(t->strides, st, (size_t)ndim * sizeof *st);
+  copy_dims(t->sizes, sizes, ndim);
+  copy_dims(t->strides, st, ndim);
   *out = t;
   return DLE_OK;
 }
@@ -161,8 +175,8 @@ dle_status dle_tensor_as_strided(dle_tensor **out, const dle_tensor *src, int nd
   t->offset = offset;
   t->ndim = ndim;
   t->dtype = src->dtype;
-  memcpy(t->sizes, sizes, (size_t)ndim * sizeof *sizes);
-  memcpy(t->strides, strides, (size_t)ndim * sizeof *strides);
+  copy_dims(t->sizes, sizes, ndim);
+  copy_dims(t->strides, strides, ndim);
   *out = t;
   return DLE_OK;
 }
@@ -179,6 +193,7 @@ void dle_tensor_release(dle_tensor *t) {
 int64_t dle_tensor_numel(const dle_tensor *t) { return dle_shape_numel(t->ndim, t->sizes); }
 
 bool dle_tensor_is_contiguous(const dle_tensor *t) {
+  if (dle_tensor_numel(t) == 0) return true;   /* no element to be out of place */
   int64_t st = 1;
   for (int d = t->ndim - 1; d >= 0; d--) {
     if (t->sizes[d] == 1) continue;   /* a size-1 dim's stride is irrelevant */

@@ -11,9 +11,14 @@ dle_status dle_forward_create(dle_op op, dle_tensor **outs, dle_tensor *const *i
     return dle_error("%s: dtype must be a float type, got %s", fn, dle_dtype_name(dt));
   if (op == DLE_OP_RANDINT && !(a->f[0] < a->f[1]))
     return dle_error("randint: low (%g) must be less than high (%g)", a->f[0], a->f[1]);
-  if (!outs[0]) DLE_TRY(dle_tensor_empty(&outs[0], a->nints, a->ints, dt, DLE_DEVICE_CPU));
-  if (op != DLE_OP_RAND && op != DLE_OP_RANDN && op != DLE_OP_RANDINT)
-    return dle_dispatch(op, outs, 1, NULL, 0, a);
+  bool fresh = !outs[0];
+  if (fresh) DLE_TRY(dle_tensor_empty(&outs[0], a->nints, a->ints, dt, DLE_DEVICE_CPU));
+  dle_status st;
+  if (op != DLE_OP_RAND && op != DLE_OP_RANDN && op != DLE_OP_RANDINT) {
+    st = dle_dispatch(op, outs, 1, NULL, 0, a);
+    if (st != DLE_OK && fresh) DLE_RELEASE(outs[0]);
+    return st;
+  }
   /* Random ops read a snapshot of the generator; the generator itself moves past the blocks
    * this call consumes, so the next call continues the stream. */
   dle_generator *g = a->generator ? a->generator : dle_default_generator();
@@ -21,7 +26,9 @@ dle_status dle_forward_create(dle_op op, dle_tensor **outs, dle_tensor *const *i
   dle_attrs local = *a;
   local.generator = &snap;
   g->offset += (uint64_t)dle_random_blocks(op, outs[0]->dtype, dle_tensor_numel(outs[0]));
-  return dle_dispatch(op, outs, 1, NULL, 0, &local);
+  st = dle_dispatch(op, outs, 1, NULL, 0, &local);
+  if (st != DLE_OK && fresh) DLE_RELEASE(outs[0]);
+  return st;
 }
 
 static dle_status create(dle_op op, dle_tensor **out, int ndim, const int64_t *sizes, dle_dtype dt,
@@ -35,7 +42,7 @@ static dle_status create(dle_op op, dle_tensor **out, int ndim, const int64_t *s
     }
   dle_attrs a = {0};
   a.nints = ndim;
-  memcpy(a.ints, sizes, (size_t)ndim * sizeof *sizes);
+  if (ndim > 0) memcpy(a.ints, sizes, (size_t)ndim * sizeof *sizes);
   a.dtype = dt, a.has_dtype = true;
   a.f[0] = f0, a.f[1] = f1;
   a.generator = g;
@@ -58,7 +65,9 @@ dle_status dle_zeros(dle_tensor **out, int ndim, const int64_t *sizes, dle_dtype
 }
 
 dle_status dle_arange(dle_tensor **out, double start, double stop, double step, dle_dtype dt) {
-  if (step == 0 || step != step) return dle_error("arange: step must be nonzero, got %g", step);
+  if (step == 0 || !isfinite(step)) return dle_error("arange: step must be finite and nonzero, got %g", step);
+  if (!isfinite(start) || !isfinite(stop))
+    return dle_error("arange: start and stop must be finite, got %g and %g", start, stop);
   double n = ceil((stop - start) / step);
   if (!(n >= 0)) n = 0;
   if (n > 1e15) return dle_error("arange: %g elements requested", n);

@@ -50,6 +50,14 @@ static dle_status unalias(dle_tensor *out, dle_tensor **in) {
   return DLE_OK;
 }
 
+/* An expanded output (stride 0 over several elements) would be updated once per alias, each
+ * update reading the previous one's result. */
+static bool overlaps_itself(const dle_tensor *t) {
+  for (int d = 0; d < t->ndim; d++)
+    if (t->strides[d] == 0 && t->sizes[d] > 1) return true;
+  return false;
+}
+
 dle_status dle_forward_elementwise(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                                    const dle_attrs *a) {
   const dle_op_info *info = dle_op_get_info(op);
@@ -88,6 +96,11 @@ dle_status dle_forward_elementwise(dle_op op, dle_tensor **outs, dle_tensor *con
       char buf[128];
       st = dle_error("%s: result of shape %s cannot be written into an output of shape %s", fn,
                      dle_shape_str(buf, sizeof buf, n, shape), SHAPE(given));
+    } else if (overlaps_itself(given)) {
+      char buf[128];
+      st = dle_error("%s: cannot write in place into an expanded tensor of shape %s (strides %s: "
+                     "several elements share memory); clone it first", fn, SHAPE(given),
+                     dle_shape_str(buf, sizeof buf, given->ndim, given->strides));
     } else if (given->dtype == out_dt) {
       result = given;
       dle_tensor_retain(result);
@@ -129,9 +142,8 @@ dle_status dle_binary_scalar(dle_op op, dle_tensor **out, dle_tensor *t, double 
   /* A number takes the tensor's dtype, so float32 stays float32; it only lifts an integer
    * tensor to float when it has a fraction, and a bool tensor to int64. */
   dle_dtype dt = t->dtype;
-  if (!dle_dtype_is_float(dt) && s != floor(s)) dt = DLE_DEFAULT_FLOAT;
+  if (!dle_dtype_is_float(dt) && !(isfinite(s) && s == floor(s))) dt = DLE_DEFAULT_FLOAT; /* nan, inf too */
   else if (dt == DLE_BOOL && s != 0 && s != 1) dt = DLE_I64;
-  if (s != s && !dle_dtype_is_float(dt)) dt = DLE_DEFAULT_FLOAT;
   dle_tensor *st = NULL;
   if (dle_tensor_device(t).type != DLE_CPU) {
     dle_tensor *host = NULL;

@@ -60,6 +60,9 @@ static dle_status infer_sizes(const char *fn, const dle_tensor *t, int n, const 
   return DLE_OK;
 }
 
+/* An index as the caller wrote it, for messages: negative ones count from the end in any base. */
+static int64_t user_index(const dle_attrs *a, int64_t i) { return i >= 0 ? i + a->index_base : i; }
+
 dle_status dle_forward_view(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                             const dle_attrs *a) {
   (void)nin;
@@ -86,7 +89,9 @@ dle_status dle_forward_view(dle_op op, dle_tensor **outs, dle_tensor *const *ins
       bool seen[DLE_MAX_DIMS] = {false};
       n = nd;
       for (int d = 0; d < nd; d++) {
-        DLE_TRY(dle_wrap_dim("permute", (int)a->ints[d], nd, 0, &dim));
+        if (dle_wrap_dim("permute", (int)a->ints[d], nd, 0, &dim) != DLE_OK)
+          return dle_error("permute: dim %lld out of range for a tensor of shape %s",
+                           (long long)(a->ints[d] < 0 ? a->ints[d] : a->ints[d] + 1), SHAPE(t));
         if (seen[dim]) return dle_error("permute: dim %d repeated for a tensor of shape %s", dim + 1, SHAPE(t));
         seen[dim] = true;
         sizes[d] = t->sizes[dim];
@@ -98,9 +103,9 @@ dle_status dle_forward_view(dle_op op, dle_tensor **outs, dle_tensor *const *ins
       DLE_TRY(dle_wrap_dim("narrow", (int)a->ints[0], nd, 0, &dim));
       int64_t start = a->ints[1], len = a->ints[2], size = t->sizes[dim];
       if (start < 0) start += size;
-      if (start < 0 || len < 0 || start + len > size)
+      if (start < 0 || start > size || len < 0 || len > size - start)
         return dle_error("narrow: start %lld and length %lld out of range for dim %d of size %lld (shape %s)",
-                         (long long)a->ints[1] + a->index_base, (long long)a->ints[2], dim + 1,
+                         (long long)user_index(a, a->ints[1]), (long long)a->ints[2], dim + 1,
                          (long long)size, SHAPE(t));
       n = nd;
       memcpy(sizes, t->sizes, sizeof sizes);
@@ -115,7 +120,7 @@ dle_status dle_forward_view(dle_op op, dle_tensor **outs, dle_tensor *const *ins
       if (i < 0) i += size;
       if (i < 0 || i >= size)
         return dle_error("select: index %lld out of range for dim %d of size %lld (shape %s)",
-                         (long long)(a->ints[1] + a->index_base), dim + 1, (long long)size, SHAPE(t));
+                         (long long)user_index(a, a->ints[1]), dim + 1, (long long)size, SHAPE(t));
       offset += i * t->strides[dim];
       for (int d = 0; d < nd; d++)
         if (d != dim) sizes[n] = t->sizes[d], strides[n++] = t->strides[d];
@@ -158,7 +163,7 @@ static dle_status call1(dle_op op, dle_tensor **out, dle_tensor *t, const dle_at
 static dle_attrs ints_attrs(int n, const int64_t *v) {
   dle_attrs a = {0};
   a.nints = n;
-  memcpy(a.ints, v, (size_t)n * sizeof *v);
+  if (n > 0) memcpy(a.ints, v, (size_t)n * sizeof *v);
   return a;
 }
 

@@ -7,10 +7,10 @@
 
 /* ---- the ops: name, expression of x (unary) or a, b (binary) in compute type CT ---- */
 #define UNARY_NUMERIC_OPS(X)                                  \
-  X(NEG, -x)                                                  \
-  X(ABS, x < 0 ? -x : x)                                      \
-  X(SIGN, (compute_t)((x > 0) - (x < 0)))                            \
-  X(RELU, x < 0 ? (compute_t)0 : x)                                  \
+  X(NEG, CPU_NEG(x))                                          \
+  X(ABS, x < 0 ? CPU_NEG(x) : x)                              \
+  X(SIGN, (compute_t)((x > 0) - (x < 0)))                     \
+  X(RELU, x < 0 ? (compute_t)0 : x)                           \
   X(CLAMP, x < p0 ? p0 : (x > p1 ? p1 : x))                   \
   X(POW_SCALAR, pow(x, p0))
 
@@ -33,9 +33,9 @@
   X(ROUND, nearbyint(x))
 
 #define BINARY_NUMERIC_OPS(X)                                 \
-  X(ADD, a + b)                                               \
-  X(SUB, a - b)                                               \
-  X(MUL, a * b)                                               \
+  X(ADD, CPU_WRAP(a, b, +))                                   \
+  X(SUB, CPU_WRAP(a, b, -))                                   \
+  X(MUL, CPU_WRAP(a, b, *))                                   \
   X(POW, pow(a, b))                                           \
   X(MAXIMUM, (a > b || a != a) ? a : b)                       \
   X(MINIMUM, (a < b || a != a) ? a : b)

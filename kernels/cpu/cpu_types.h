@@ -70,6 +70,14 @@ static inline int64_t cpu_i_to_i64(int64_t v, int64_t lo, int64_t hi) {
 #define cpu_to_i64(v, lo, hi) _Generic((v), float: cpu_f_to_i64, double: cpu_f_to_i64, \
                                        default: cpu_i_to_i64)(v, lo, hi)
 
+/* a OP b for + - *: integers wrap around (two's complement) as in PyTorch, computed in the
+ * unsigned type because signed overflow is undefined behaviour in C; floats are unchanged. */
+#define CPU_WRAP(a, b, OP) _Generic((a),                                   \
+    int32_t: (int32_t)((uint32_t)(a) OP (uint32_t)(b)),                   \
+    int64_t: (int64_t)((uint64_t)(a) OP (uint64_t)(b)), default: (a) OP (b))
+#define CPU_NEG(x) _Generic((x), int32_t: (int32_t)(0u - (uint32_t)(x)),   \
+    int64_t: (int64_t)(0u - (uint64_t)(x)), default: -(x))
+
 /* Element size per dtype, for byte strides. */
 static inline int64_t cpu_esize(dle_dtype t) { return (int64_t)dle_dtype_size(t); }
 

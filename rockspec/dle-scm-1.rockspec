@@ -1,0 +1,61 @@
+-- dle-scm-1.rockspec — LuaRocks package of dle: the native module dle.core (builtin build of the
+-- C sources below), the Lua package dle.* and a `dle` launcher.
+--   luarocks --lua-version 5.4 make rockspec/dle-scm-1.rockspec \
+--     CFLAGS="-O3 -fPIC -std=gnu11 -fopenmp" LIBFLAG="-shared -fopenmp -Wl,-z,nodelete"
+-- The builtin backend takes compiler flags only from LuaRocks' CFLAGS/LIBFLAG variables, which a
+-- rockspec cannot set: without the two assignments above the kernels compile without OpenMP
+-- (single-threaded; OpenBLAS still threads) and everything else works the same. -z nodelete keeps
+-- the module mapped at exit, when OpenMP's worker threads may still be running.
+-- Adding a C or Lua file: add its name to the lists below (tests/rockspec_spec.lua checks them
+-- against the tree).
+rockspec_format = "3.0"
+package = "dle"
+version = "scm-1"
+source = { url = "git+file:///work/main" }
+description = {
+  summary = "A deep learning engine in C with Lua 5.4 bindings",
+  detailed = "Tensors with views and broadcasting, CPU kernels (OpenMP, OpenBLAS), scripted in Lua 5.4.",
+  license = "MIT",
+}
+dependencies = { "lua >= 5.4, < 5.5" }
+external_dependencies = { OPENBLAS = { library = "openblas" } }
+
+-- C sources per directory (names without .c).
+local c_sources = {
+  ["engine/"] = { "alloc", "backend", "dtype", "error", "ops", "rng", "tensor" },
+  ["engine/ops/"] = { "copy", "create", "elementwise", "index", "matmul", "reduce", "view" },
+  ["kernels/cpu/"] = { "cpu_backend", "cpu_copy", "cpu_elementwise", "cpu_index", "cpu_loop",
+                       "cpu_matmul", "cpu_random", "cpu_reduce" },
+  ["bindings/"] = { "lua_core", "lua_elementwise", "lua_index", "lua_matmul", "lua_random",
+                    "lua_reduce", "lua_tensor" },
+}
+-- Lua files under lua/dle/ (without .lua): "x" is module dle.x, "x/init" dle.x, "x/y" dle.x.y.
+local lua_files = { "einsum", "repl", "tensor" }
+
+-- (The rockspec runs in an empty environment: no next/pairs/ipairs, only plain Lua.)
+local sources = {}
+local dirs = { "engine/", "engine/ops/", "kernels/cpu/", "bindings/" }
+for k = 1, #dirs do
+  local names = c_sources[dirs[k]]
+  for i = 1, #names do sources[#sources + 1] = dirs[k] .. names[i] .. ".c" end
+end
+
+local modules = {
+  ["dle.core"] = {
+    sources = sources,
+    libraries = { "openblas", "gomp", "m", "dl" },
+    incdirs = { "$(OPENBLAS_INCDIR)" },
+    libdirs = { "$(OPENBLAS_LIBDIR)" },
+  },
+  dle = "lua/dle/init.lua",
+}
+for i = 1, #lua_files do
+  local name = lua_files[i]:gsub("/init$", ""):gsub("/", ".")
+  modules["dle." .. name] = "lua/dle/" .. lua_files[i] .. ".lua"
+end
+
+build = {
+  type = "builtin",
+  modules = modules,
+  install = { bin = { dle = "rockspec/dle" } },
+}

@@ -1,0 +1,596 @@
+-- elementwise_spec.lua — unary math, binary arithmetic (operators and methods, numbers on either
+-- side), comparisons, where, logical_not and the in-place forms, each checked against a pure-Lua
+-- reference on contiguous, transposed, strided, sliced, expanded, broadcast, 0-dim and odd-sized
+-- inputs, in float32 and float64 (int64 where it applies), plus aliasing and numerical stability.
+local dle = require "dle"
+local H = require "helpers"
+
+local FLOATS = {"float32", "float64"}
+local ODD = {7, 13}
+
+-- Input values as the tensor stores them (float32 rounds), so the reference sees the same numbers.
+local function stored(values, dtype)
+  if dtype == "float32" then return H.map(values, H.f32) end
+  return values
+end
+
+-- ---------------------------------------------------------------- unary ops
+
+-- name -> domain of test inputs (lo, hi), integer-capable flag
+local UNARY = {
+  {"neg", -3, 3, int = true}, {"abs", -3, 3, int = true}, {"sign", -3, 3, int = true},
+  {"relu", -3, 3, int = true}, {"exp", -3, 3}, {"log", 0.1, 5}, {"expm1", -1, 1},
+  {"log1p", -0.9, 3}, {"sqrt", 0, 5}, {"rsqrt", 0.1, 5}, {"reciprocal", 0.3, 3},
+  {"sin", -3, 3}, {"cos", -3, 3}, {"tanh", -3, 3}, {"sigmoid", -6, 6}, {"gelu", -4, 4},
+  {"silu", -6, 6}, {"floor", -3, 3}, {"ceil", -3, 3}, {"round", -3, 3},
+}
+
+describe("unary ops", function()
+  for k, spec in ipairs(UNARY) do
+    local name, lo, hi = spec[1], spec[2], spec[3]
+    local ref = H.ref[name]
+    for _, dt in ipairs(FLOATS) do
+      it(name .. " " .. dt .. " matches the Lua reference on every layout (7x13)", function()
+        local v = stored(H.values(ODD, {lo = lo, hi = hi, seed = k}), dt)
+        if name == "round" then v[1][1], v[1][2], v[1][3], v[1][4] = 0.5, 1.5, 2.5, -0.5 end
+        local want = H.map(v, ref)
+        H.each_layout(v, dt, function(layout, x)
+          H.assert_close(x[name](x), want, {dtype = dt, msg = name .. " " .. layout})
+          H.assert_close(dle[name](x), want, {dtype = dt, msg = "dle." .. name .. " " .. layout})
+        end)
+      end)
+    end
+
+    it(name .. " works on 0-dim and expanded (stride 0) inputs", function()
+      local s = dle.tensor((lo + hi) / 2, {dtype = "float64"})
+      local r = s[name](s)
+      assert.are.same({}, r:shape())
+      H.assert_close(r:item(), ref((lo + hi) / 2), {rtol = 1e-12})
+      local row = H.values({5}, {lo = lo, hi = hi, seed = 99})
+      local x = H.make(H.repeat_rows(row, 4), "float64", "expanded")
+      local out = x[name](x)
+      assert.is_true(out:is_contiguous())
+      H.assert_close(out, H.repeat_rows(H.map(row, ref), 4), {dtype = "float64"})
+    end)
+  end
+
+  it("int64 neg, abs, sign and relu stay int64 and are exact", function()
+    local v = H.values(ODD, {lo = -50, hi = 50, int = true})
+    for _, name in ipairs({"neg", "abs", "sign", "relu"}) do
+      H.each_layout(v, "int64", function(layout, x)
+        H.assert_close(x[name](x), H.map(v, H.ref[name]), {dtype = "int64", msg = name .. " " .. layout})
+      end)
+    end
+  end)
+
+  it("int64 floor, ceil and round return the values unchanged", function()
+    local v = H.values({3, 5}, {lo = -9, hi = 9, int = true})
+    for _, name in ipairs({"floor", "ceil", "round"}) do
+      H.assert_close(dle.tensor(v, {dtype = "int64"})[name](dle.tensor(v, {dtype = "int64"})), v, {dtype = "int64"})
+    end
+  end)
+
+  it("float ops on int64 inputs give float32", function()
+    local x = dle.tensor({{1, 2}, {3, 4}}, {dtype = "int64"})
+    for _, name in ipairs({"exp", "log", "sqrt", "sin", "tanh", "sigmoid", "gelu", "silu", "reciprocal"}) do
+      local r = x[name](x)
+      assert.are.equal("float32", r:dtype())
+      H.assert_close(r, H.map({{1, 2}, {3, 4}}, H.ref[name]), {msg = name})
+    end
+  end)
+
+  it("float16 and bfloat16 compute in float32 and round on store", function()
+    local v = H.values({4, 5}, {lo = -2, hi = 2})
+    for _, dt in ipairs({"float16", "bfloat16"}) do
+      local x = dle.tensor(v, {dtype = dt})
+      local xs = x:double():totable()
+      for _, name in ipairs({"exp", "tanh", "sigmoid", "neg"}) do
+        H.assert_close(x[name](x), H.map(xs, H.ref[name]), {dtype = dt, msg = name .. " " .. dt})
+      end
+    end
+  end)
+
+  it("a large transposed input (beyond the parallel grain) is computed correctly", function()
+    local v = H.values({181, 191}, {lo = -4, hi = 4, seed = 7})
+    local x = H.make(v, "float64", "transposed")
+    H.assert_close(x:exp(), H.map(v, math.exp), {dtype = "float64"})
+    H.assert_close(x:tanh(), H.map(v, H.ref.tanh), {dtype = "float64"})
+  end)
+
+  it("logical_not gives bool, from bool and from numbers", function()
+    local b = dle.tensor({{true, false}, {false, true}})
+    assert.are.same({{false, true}, {true, false}}, b:logical_not():totable())
+    assert.are.same({{false, true}, {true, false}}, dle.logical_not(b:t():t()):totable())
+    local f = dle.tensor({0, 2, -1, 0})
+    local r = f:logical_not()
+    assert.are.equal("bool", r:dtype())
+    assert.are.same({true, false, false, true}, r:totable())
+    assert.are.same({true, false, true}, H.make({false, true, false}, "bool", "strided"):logical_not():totable())
+  end)
+end)
+
+describe("pow and clamp", function()
+  for _, dt in ipairs(FLOATS) do
+    it("pow(p) with a number exponent matches a^p (" .. dt .. ")", function()
+      local v = stored(H.values(ODD, {lo = 0.2, hi = 3}), dt)
+      for _, p in ipairs({2, 3, 0.5, -1, -1.5, 0}) do
+        H.each_layout(v, dt, function(layout, x)
+          local want = H.map(v, function(a) return a ^ p end)
+          H.assert_close(x:pow(p), want, {dtype = dt, msg = "pow " .. p .. " " .. layout})
+          H.assert_close(x ^ p, want, {dtype = dt, msg = "^ " .. p .. " " .. layout})
+        end)
+      end
+    end)
+
+    it("clamp(lo, hi) bounds values; either bound may be nil (" .. dt .. ")", function()
+      local v = stored(H.values(ODD, {lo = -3, hi = 3}), dt)
+      H.each_layout(v, dt, function(layout, x)
+        H.assert_close(x:clamp(-1, 1.5), H.map(v, function(a) return math.min(math.max(a, -1), 1.5) end),
+                       {dtype = dt, msg = layout})
+        H.assert_close(x:clamp(nil, 0.5), H.map(v, function(a) return math.min(a, 0.5) end), {dtype = dt})
+        H.assert_close(dle.clamp(x, 0), H.map(v, function(a) return math.max(a, 0) end), {dtype = dt})
+      end)
+    end)
+  end
+
+  it("int64 pow with a whole exponent stays int64; fractional or negative gives float32", function()
+    local x = dle.tensor({{1, 2, 3}, {4, 5, 6}}, {dtype = "int64"})
+    local sq = x:pow(2)
+    assert.are.equal("int64", sq:dtype())
+    assert.are.same({{1, 4, 9}, {16, 25, 36}}, sq:totable())
+    local r = x:pow(0.5)
+    assert.are.equal("float32", r:dtype())
+    H.assert_close(r, H.map({{1, 2, 3}, {4, 5, 6}}, math.sqrt))
+    assert.are.equal("float32", x:pow(-1):dtype())
+    H.assert_close(x:pow(-1), H.map({{1, 2, 3}, {4, 5, 6}}, function(a) return 1 / a end))
+  end)
+
+  it("int64 clamp stays int64", function()
+    local x = dle.tensor({-5, 0, 5, 10}, {dtype = "int64"})
+    local c = x:clamp(-2, 7)
+    assert.are.equal("int64", c:dtype())
+    assert.are.same({-2, 0, 5, 7}, c:totable())
+  end)
+
+  it("clamp with min > max is an error", function()
+    H.assert_error(function() return dle.ones(2):clamp(2, 1) end, "clamp:")
+  end)
+
+  it("clip is clamp", function()
+    assert.are.same({0, 0.5, 1}, dle.tensor({-1, 0.5, 2}):clip(0, 1):totable())
+  end)
+end)
+
+-- ---------------------------------------------------------------- binary ops
+
+-- name -> domain of a, domain of b, operator (if any)
+local BINARY = {
+  {"add", {-3, 3}, {-3, 3}, function(a, b) return a + b end},
+  {"sub", {-3, 3}, {-3, 3}, function(a, b) return a - b end},
+  {"mul", {-3, 3}, {-3, 3}, function(a, b) return a * b end},
+  {"div", {-3, 3}, {0.5, 3}, function(a, b) return a / b end},
+  {"pow", {0.2, 3}, {-2, 2}, nil},
+  {"maximum", {-3, 3}, {-3, 3}, nil},
+  {"minimum", {-3, 3}, {-3, 3}, nil},
+}
+
+describe("binary ops", function()
+  for k, spec in ipairs(BINARY) do
+    local name, da, db, operator = spec[1], spec[2], spec[3], spec[4]
+    local ref = H.ref[name]
+    for _, dt in ipairs(FLOATS) do
+      it(name .. " " .. dt .. " matches the reference on every pair of layouts (7x13)", function()
+        local va = stored(H.values(ODD, {lo = da[1], hi = da[2], seed = k}), dt)
+        local vb = stored(H.values(ODD, {lo = db[1], hi = db[2], seed = k + 100}), dt)
+        local want = H.zipmap(ref, va, vb)
+        for _, la in ipairs(H.layouts) do
+          for _, lb in ipairs(H.layouts) do
+            local a, b = H.make(va, dt, la), H.make(vb, dt, lb)
+            local msg = name .. " " .. la .. " with " .. lb
+            H.assert_close(a[name](a, b), want, {dtype = dt, msg = msg})
+            if lb == "contiguous" then
+              H.assert_close(dle[name](a, b), want, {dtype = dt, msg = "dle." .. msg})
+              if operator then H.assert_close(operator(a, b), want, {dtype = dt, msg = "operator " .. msg}) end
+            end
+          end
+        end
+      end)
+
+      it(name .. " " .. dt .. " broadcasts {3,1} with {1,4}, {2,3} with {3}, and 0-dim", function()
+        local cases = {{{3, 1}, {1, 4}}, {{2, 3}, {3}}, {{3}, {2, 3}}, {{2, 3}, {}}, {{}, {2, 3}},
+                       {{4, 1, 3}, {2, 1}}, {{}, {}}}
+        for c, shapes in ipairs(cases) do
+          local va = stored(H.values(shapes[1], {lo = da[1], hi = da[2], seed = c}), dt)
+          local vb = stored(H.values(shapes[2], {lo = db[1], hi = db[2], seed = c + 50}), dt)
+          local want = H.zipmap(ref, va, vb)
+          local a, b = dle.tensor(va, {dtype = dt}), dle.tensor(vb, {dtype = dt})
+          local msg = string.format("%s {%s} with {%s}", name, table.concat(shapes[1], ","), table.concat(shapes[2], ","))
+          H.assert_close(a[name](a, b), want, {dtype = dt, shape = H.broadcast_shape(shapes[1], shapes[2]), msg = msg})
+          if #shapes[1] > 0 then   -- the same through non-contiguous operands
+            local ta, tb = H.make(va, dt, "sliced"), H.make(vb, dt, "strided")
+            H.assert_close(ta[name](ta, tb), want, {dtype = dt, msg = msg .. " (views)"})
+          end
+        end
+      end)
+    end
+  end
+
+  it("int64 add, sub, mul, maximum, minimum and pow are exact and stay int64", function()
+    local va = H.values(ODD, {lo = -20, hi = 20, int = true, seed = 3})
+    local vb = H.values(ODD, {lo = -20, hi = 20, int = true, seed = 4})
+    for _, name in ipairs({"add", "sub", "mul", "maximum", "minimum"}) do
+      for _, la in ipairs(H.layouts) do
+        local a, b = H.make(va, "int64", la), H.make(vb, "int64", "transposed")
+        H.assert_close(a[name](a, b), H.zipmap(H.ref[name], va, vb), {dtype = "int64", msg = name .. " " .. la})
+      end
+    end
+    local pa = H.values({3, 4}, {lo = -3, hi = 3, int = true})
+    local pb = H.values({3, 4}, {lo = 0, hi = 4, int = true, seed = 9})
+    local want = H.zipmap(function(a, b) return math.tointeger(a ^ b) end, pa, pb)
+    H.assert_close(dle.tensor(pa, {dtype = "int64"}):pow(dle.tensor(pb, {dtype = "int64"})), want, {dtype = "int64"})
+  end)
+
+  it("int64 division is true division into float32", function()
+    local a, b = dle.tensor({7, -7, 6}, {dtype = "int64"}), dle.tensor({2, 2, 4}, {dtype = "int64"})
+    local r = a / b
+    assert.are.equal("float32", r:dtype())
+    assert.are.same({3.5, -3.5, 1.5}, r:totable())
+  end)
+
+  it("maximum and minimum propagate NaN", function()
+    local nan = 0 / 0
+    local a, b = dle.tensor({nan, 1, 2}), dle.tensor({1, nan, 3})
+    local mx, mn = a:maximum(b):totable(), a:minimum(b):totable()
+    assert.is_true(mx[1] ~= mx[1] and mx[2] ~= mx[2])
+    assert.is_true(mn[1] ~= mn[1] and mn[2] ~= mn[2])
+    assert.are.equal(3, mx[3])
+    assert.are.equal(2, mn[3])
+  end)
+
+  it("a large broadcast (beyond the parallel grain) is computed correctly", function()
+    local va = H.values({200, 1}, {seed = 1})
+    local vb = H.values({1, 190}, {seed = 2})
+    local r = dle.tensor(va, {dtype = "float64"}) * dle.tensor(vb, {dtype = "float64"}):t():t()
+    H.assert_close(r, H.zipmap(H.ref.mul, va, vb), {dtype = "float64"})
+  end)
+
+  it("shapes that do not broadcast raise an error naming the op and both shapes", function()
+    H.assert_error(function() return dle.ones(2, 3) + dle.ones(4) end, "add:", "{2,3}", "{4}")
+    H.assert_error(function() return dle.ones(2, 3):mul(dle.ones(3, 2)) end, "mul:", "{2,3}", "{3,2}")
+    H.assert_error(function() return dle.ones(2, 3):lt(dle.ones(2)) end, "lt:", "{2,3}", "{2}")
+  end)
+end)
+
+describe("numbers on either side", function()
+  for _, dt in ipairs(FLOATS) do
+    it("+ - * / ^ with a number on the left or right (" .. dt .. ")", function()
+      local v = stored(H.values(ODD, {lo = 0.5, hi = 3}), dt)
+      H.each_layout(v, dt, function(layout, t)
+        local function check(r, f, what)
+          H.assert_close(r, H.map(v, f), {dtype = dt, msg = what .. " " .. layout})
+        end
+        check(t + 2, function(a) return a + 2 end, "t + 2")
+        check(2 + t, function(a) return 2 + a end, "2 + t")
+        check(t - 2, function(a) return a - 2 end, "t - 2")
+        check(2 - t, function(a) return 2 - a end, "2 - t")
+        check(t * 1.5, function(a) return a * 1.5 end, "t * 1.5")
+        check(1.5 * t, function(a) return 1.5 * a end, "1.5 * t")
+        check(t / 4, function(a) return a / 4 end, "t / 4")
+        check(4 / t, function(a) return 4 / a end, "4 / t")
+        check(t ^ 2, function(a) return a ^ 2 end, "t ^ 2")
+        check(2 ^ t, function(a) return 2 ^ a end, "2 ^ t")
+        check(-t, function(a) return -a end, "-t")
+        check(t:add(1), function(a) return a + 1 end, "t:add(1)")
+        check(dle.sub(1, t), function(a) return 1 - a end, "dle.sub(1, t)")
+        check(t:maximum(1), function(a) return math.max(a, 1) end, "t:maximum(1)")
+      end)
+    end)
+  end
+
+  it("a tensor ^ a tensor exponent", function()
+    local a, b = dle.tensor({2, 3, 4}), dle.tensor({3, 2, 0.5})
+    H.assert_close(a ^ b, {8, 9, 2})
+    H.assert_close(a:pow(b), {8, 9, 2})
+  end)
+
+  it("number results keep the tensor's shape, including 0-dim", function()
+    local s = dle.tensor(3)
+    local r = s * 2
+    assert.are.same({}, r:shape())
+    assert.are.equal(6, r:item())
+    assert.are.same({}, (1 - s):shape())
+  end)
+
+  it("an arithmetic operator on a non-tensor non-number is an error naming the op", function()
+    H.assert_error(function() return dle.ones(2) + "x" end, "add:", "string")
+    H.assert_error(function() return {} * dle.ones(2) end, "mul:", "table")
+  end)
+end)
+
+-- ---------------------------------------------------------------- comparisons and where
+
+describe("comparisons", function()
+  local CMP = {"eq", "ne", "lt", "le", "gt", "ge"}
+  for _, dt in ipairs({"float32", "float64", "int64"}) do
+    it("eq ne lt le gt ge give bool results matching the reference (" .. dt .. ")", function()
+      local va = H.values(ODD, {lo = -2, hi = 2, int = true, seed = 1})
+      local vb = H.values(ODD, {lo = -2, hi = 2, int = true, seed = 2})
+      for _, name in ipairs(CMP) do
+        local want = H.zipmap(H.ref[name], va, vb)
+        for _, la in ipairs(H.layouts) do
+          local a, b = H.make(va, dt, la), H.make(vb, dt, "transposed")
+          local r = a[name](a, b)
+          assert.are.equal("bool", r:dtype())
+          assert.are.same(want, r:totable(), name .. " " .. la)
+        end
+        assert.are.same(want, dle[name](dle.tensor(va, {dtype = dt}), dle.tensor(vb, {dtype = dt})):totable())
+      end
+    end)
+  end
+
+  it("compare with numbers on either side and broadcast", function()
+    local a = dle.tensor({{1, 2, 3}, {4, 5, 6}})
+    assert.are.same({{false, false, true}, {true, true, true}}, a:ge(3):totable())
+    assert.are.same({{true, true, false}, {false, false, false}}, dle.gt(3, a):totable())
+    local col, row = dle.tensor({{1}, {2}, {3}}), dle.tensor({{2, 1, 3, 0}})
+    assert.are.same({{true, false, true, false}, {false, false, true, false}, {false, false, false, false}},
+                    col:lt(row):totable())
+    assert.are.same({{false, true, false}, {false, false, false}}, a:eq(dle.tensor({0, 2, 0})):totable())
+  end)
+
+  it("compare 0-dim tensors with each other and with matrices", function()
+    local s = dle.tensor(2)
+    local r = s:lt(dle.tensor(3))
+    assert.are.same({}, r:shape())
+    assert.is_true(r:item())
+    assert.are.same({{false, false, true}, {true, true, true}}, dle.tensor({{1, 2, 3}, {4, 5, 6}}):gt(s):totable())
+    assert.are.same({{true, false}}, s:ge(dle.tensor({{2, 3}})):totable())
+  end)
+
+  it("compare across dtypes by promoting", function()
+    local i = dle.tensor({1, 2, 3}, {dtype = "int64"})
+    local f = dle.tensor({1, 2.5, 2.5})
+    assert.are.same({true, false, false}, i:eq(f):totable())
+    assert.are.same({false, true, false}, i:lt(f):totable())
+    assert.are.same({false, false, true}, i:gt(2.5):totable())
+  end)
+
+  it("NaN compares unequal to everything", function()
+    local n = dle.tensor({0 / 0, 1})
+    assert.are.same({false, true}, n:eq(n):totable())
+    assert.are.same({true, false}, n:ne(n):totable())
+    assert.are.same({false, false}, n:lt(0):totable())
+  end)
+
+  it("bool tensors compare", function()
+    local a, b = dle.tensor({true, false, true}), dle.tensor({true, true, false})
+    assert.are.same({true, false, false}, a:eq(b):totable())
+    assert.are.same({false, false, true}, a:gt(b):totable())
+  end)
+
+  it("comparisons have no in-place forms", function()
+    assert.is_nil(dle.ones(2).eq_)
+    assert.is_nil(dle.ones(2).lt_)
+  end)
+end)
+
+describe("where", function()
+  for _, dt in ipairs({"float32", "float64", "int64"}) do
+    it("picks a where cond is true and b elsewhere, on every layout (" .. dt .. ")", function()
+      local c = H.map(H.values(ODD, {lo = 0, hi = 1, int = true, seed = 5}), function(x) return x == 1 end)
+      local va = H.values(ODD, {lo = -9, hi = 9, int = true, seed = 6})
+      local vb = H.values(ODD, {lo = -9, hi = 9, int = true, seed = 7})
+      local want = H.zipmap(function(cc, a, b) if cc then return a end return b end, c, va, vb)
+      for _, lc in ipairs(H.layouts) do
+        for _, la in ipairs(H.layouts) do
+          local r = dle.where(H.make(c, "bool", lc), H.make(va, dt, la), H.make(vb, dt, "sliced"))
+          H.assert_close(r, want, {dtype = dt, msg = lc .. " " .. la})
+        end
+      end
+    end)
+  end
+
+  it("broadcasts cond {3,1}, a {1,4} and b {4}", function()
+    local c = {{true}, {false}, {true}}
+    local a = {{1, 2, 3, 4}}
+    local b = {10, 20, 30, 40}
+    local want = H.zipmap(function(cc, x, y) if cc then return x end return y end, c, a, b)
+    H.assert_close(dle.where(dle.tensor(c), dle.tensor(a), dle.tensor(b)), want, {shape = {3, 4}})
+  end)
+
+  it("broadcasts a 0-dim condition and 0-dim values", function()
+    local x = dle.tensor({{1, 2}, {3, 4}})
+    assert.are.same({{1, 2}, {3, 4}}, dle.where(dle.tensor(true), x, dle.tensor(0)):totable())
+    assert.are.same({{0, 0}, {0, 0}}, dle.where(dle.tensor(false), x, dle.tensor(0)):totable())
+    local r = dle.where(dle.tensor(true), dle.tensor(1), dle.tensor(2))
+    assert.are.same({}, r:shape())
+    assert.are.equal(1, r:item())
+  end)
+
+  it("accepts numbers for a or b", function()
+    local c = dle.tensor({true, false, true})
+    local x = dle.tensor({1, 2, 3}, {dtype = "float64"})
+    local r = dle.where(c, x, 0)
+    assert.are.equal("float64", r:dtype())
+    assert.are.same({1, 0, 3}, r:totable())
+    assert.are.same({-1, 2, -1}, dle.where(c, -1, x):totable())
+    assert.are.same({5, 7, 5}, dle.where(c, 5, 7):totable())
+  end)
+
+  it("promotes a and b to a common dtype", function()
+    local r = dle.where(dle.tensor({true, false}), dle.tensor({1, 2}, {dtype = "int64"}), dle.tensor({0.5, 0.5}))
+    assert.are.equal("float32", r:dtype())
+    assert.are.same({1, 0.5}, r:totable())
+  end)
+
+  it("rejects a non-bool condition and non-broadcastable shapes", function()
+    H.assert_error(function() return dle.where(dle.ones(2), dle.ones(2), dle.ones(2)) end, "where:", "bool", "float32")
+    H.assert_error(function() return dle.where(dle.ones(2):bool(), dle.ones(3), dle.ones(2)) end, "where:", "{2}", "{3}")
+    H.assert_error(function() return dle.where(dle.ones(2):bool(), "a", 1) end, "where:", "string")
+  end)
+end)
+
+-- ---------------------------------------------------------------- in-place forms
+
+describe("in-place ops", function()
+  it("add_, sub_, mul_, div_, pow_ with tensors and numbers return self and write in place", function()
+    local v = H.values({3, 5}, {lo = 0.5, hi = 2})
+    for _, case in ipairs({
+      {"add_", 2, function(a) return a + 2 end}, {"sub_", 2, function(a) return a - 2 end},
+      {"mul_", 3, function(a) return a * 3 end}, {"div_", 4, function(a) return a / 4 end},
+      {"pow_", 2, function(a) return a ^ 2 end}, {"maximum_", 1, function(a) return math.max(a, 1) end},
+    }) do
+      local t = dle.tensor(v, {dtype = "float64"})
+      local r = t[case[1]](t, case[2])
+      assert.are.equal(t, r)
+      H.assert_close(t, H.map(v, case[3]), {dtype = "float64", msg = case[1]})
+      local u = dle.tensor(v, {dtype = "float64"})
+      u[case[1]](u, dle.full({5}, case[2], {dtype = "float64"}))   -- broadcast tensor operand
+      H.assert_close(u, H.map(v, case[3]), {dtype = "float64", msg = case[1] .. " tensor"})
+    end
+  end)
+
+  it("unary in-place forms (exp_, neg_, abs_, relu_, sigmoid_, clamp_, ...) write in place", function()
+    local v = H.values({4, 6}, {lo = -2, hi = 2})
+    for _, name in ipairs({"exp", "neg", "abs", "relu", "sigmoid", "tanh", "sin", "floor", "sign"}) do
+      local t = dle.tensor(v, {dtype = "float64"})
+      assert.are.equal(t, t[name .. "_"](t))
+      H.assert_close(t, H.map(v, H.ref[name]), {dtype = "float64", msg = name .. "_"})
+    end
+    local t = dle.tensor(v, {dtype = "float64"})
+    t:clamp_(-1, 1)
+    H.assert_close(t, H.map(v, function(a) return math.min(math.max(a, -1), 1) end), {dtype = "float64"})
+  end)
+
+  for _, dt in ipairs(FLOATS) do
+    it("in-place ops on non-contiguous views update only the viewed elements (" .. dt .. ")", function()
+      local v = stored(H.values({5, 6}, {lo = 0.5, hi = 2}), dt)
+      -- transposed view of the whole tensor
+      local base = dle.tensor(v, {dtype = dt})
+      base:t():mul_(2)
+      H.assert_close(base, H.map(v, function(a) return a * 2 end), {dtype = dt, msg = "t():mul_"})
+      -- a column (strided) and a block (narrow)
+      base = dle.tensor(v, {dtype = dt})
+      base:select(2, 3):add_(10)
+      base:narrow(1, 2, 2):narrow(2, 4, 3):exp_()
+      local want = H.build({5, 6}, function(i)
+        local x = v[i[1]][i[2]]
+        if i[2] == 3 then x = x + 10 end
+        if i[1] >= 2 and i[1] <= 3 and i[2] >= 4 then x = math.exp(x) end
+        return x
+      end)
+      H.assert_close(base, want, {dtype = dt, msg = "select/narrow"})
+      -- an in-place op with a broadcast operand through a transposed view
+      base = dle.tensor(v, {dtype = dt})
+      base:t():sub_(dle.tensor({{1}, {2}, {3}, {4}, {5}, {6}}, {dtype = dt}))
+      H.assert_close(base, H.build({5, 6}, function(i) return v[i[1]][i[2]] - i[2] end), {dtype = dt})
+      -- clamp_ and pow_ on a strided view
+      base = dle.tensor(v, {dtype = dt})
+      base:narrow(2, 1, 6):select(1, 5):clamp_(1, 1.5)
+      H.assert_close(base[5], H.map(v[5], function(a) return math.min(math.max(a, 1), 1.5) end), {dtype = dt})
+    end)
+  end
+
+  it("a:add_(a) doubles a", function()
+    local v = H.values({4, 4}, {seed = 11})
+    local a = dle.tensor(v, {dtype = "float64"})
+    a:add_(a)
+    H.assert_close(a, H.map(v, function(x) return 2 * x end), {dtype = "float64"})
+  end)
+
+  it("a:add_(a:t()) on a square matrix gives a + a^T (the reads see the old values)", function()
+    for _, n in ipairs({4, 7, 200}) do
+      local v = H.values({n, n}, {seed = n})
+      local want = H.build({n, n}, function(i) return v[i[1]][i[2]] + v[i[2]][i[1]] end)
+      local a = dle.tensor(v, {dtype = "float64"})
+      a:add_(a:t())
+      H.assert_close(a, want, {dtype = "float64", msg = "n = " .. n})
+      local b = dle.tensor(v, {dtype = "float64"})
+      b:t():add_(b)
+      H.assert_close(b, want, {dtype = "float64", msg = "t():add_ n = " .. n})
+    end
+  end)
+
+  it("a:mul_(a:t()) and overlapping shifted views read the old values", function()
+    local v = H.values({5, 5}, {seed = 3})
+    local a = dle.tensor(v, {dtype = "float64"})
+    a:mul_(a:t())
+    H.assert_close(a, H.build({5, 5}, function(i) return v[i[1]][i[2]] * v[i[2]][i[1]] end), {dtype = "float64"})
+    local s = dle.arange(1, 7, {dtype = "float64"})  -- 1..6
+    s:narrow(1, 2, 5):add_(s:narrow(1, 1, 5))
+    assert.are.same({1, 3, 5, 7, 9, 11}, s:totable())
+  end)
+
+  it("an in-place op on an expanded tensor (shared elements) is an error", function()
+    local e = dle.zeros(3):expand(2, 3)
+    H.assert_error(function() return e:add_(1) end, "add:", "expanded", "{2,3}")
+    H.assert_error(function() return e:exp_() end, "exp:", "expanded")
+    assert.are.same({0, 0, 0}, e[1]:totable())
+    e[1]:add_(1)   -- a single row of it has no shared elements
+    assert.are.same({{1, 1, 1}, {1, 1, 1}}, e:totable())
+  end)
+
+  it("an in-place result that would need a bigger shape is an error", function()
+    H.assert_error(function() return dle.ones(3):add_(dle.ones(2, 3)) end, "add", "{2,3}", "{3}")
+  end)
+
+  it("in-place ops bump the version counter", function()
+    local a = dle.ones(3)
+    local v0 = a:_version()
+    a:add_(1)
+    local v1 = a:_version()
+    assert.is_true(v1 > v0)
+    a:exp_()
+    assert.is_true(a:_version() > v1)
+  end)
+
+  it("an in-place op on an int64 tensor keeps its dtype", function()
+    local a = dle.tensor({1, 2, 3}, {dtype = "int64"})
+    a:add_(2)
+    a:mul_(dle.tensor({2, 2, 2}, {dtype = "int64"}))
+    assert.are.equal("int64", a:dtype())
+    assert.are.same({6, 8, 10}, a:totable())
+  end)
+end)
+
+-- ---------------------------------------------------------------- numerical stability
+
+describe("numerical stability", function()
+  for _, dt in ipairs(FLOATS) do
+    it("sigmoid, silu, tanh and gelu stay finite at huge arguments (" .. dt .. ")", function()
+      local x = dle.tensor({-1000, -100, 100, 1000}, {dtype = dt})
+      local xs = x:totable()
+      assert.are.same({0, 1}, dle.tensor({-1000, 1000}, {dtype = dt}):sigmoid():totable())
+      assert.are.same({0, 1000}, dle.tensor({-1000, 1000}, {dtype = dt}):silu():totable())
+      assert.are.same({-1, 1}, dle.tensor({-1000, 1000}, {dtype = dt}):tanh():totable())
+      assert.are.same({0, 1000}, dle.tensor({-1000, 1000}, {dtype = dt}):gelu():totable())
+      for _, name in ipairs({"sigmoid", "silu", "tanh", "gelu"}) do
+        H.assert_close(x[name](x), H.map(xs, H.ref[name]), {dtype = dt, msg = name})
+      end
+      for _, name in ipairs({"sigmoid", "silu", "tanh", "gelu", "relu", "abs", "sign"}) do
+        for _, y in ipairs(H.flat(x[name](x):totable())) do
+          assert.is_true(y == y, name .. " gave NaN")
+        end
+      end
+    end)
+
+    it("exp overflows to inf and log(0) is -inf, without NaN (" .. dt .. ")", function()
+      assert.are.same({math.huge, 0}, dle.tensor({1000, -1000}, {dtype = dt}):exp():totable())
+      assert.are.same({-math.huge}, dle.tensor({0}, {dtype = dt}):log():totable())
+      assert.are.same({math.huge}, dle.tensor({0}, {dtype = dt}):reciprocal():totable())
+    end)
+  end
+
+  it("expm1 and log1p are accurate near zero", function()
+    local x = dle.tensor({1e-10, -1e-12}, {dtype = "float64"})
+    H.assert_close(x:expm1(), {1e-10 + 5e-21, -1e-12 + 5e-25}, {rtol = 1e-14})
+    H.assert_close(x:log1p(), {1e-10 - 5e-21, -1e-12 - 5e-25}, {rtol = 1e-14})
+    local f = dle.tensor({1e-8})
+    H.assert_close(f:expm1(), {1e-8}, {rtol = 1e-6})
+  end)
+
+  it("sqrt of a negative number is NaN (not an error)", function()
+    local r = dle.tensor({-1}):sqrt():totable()
+    assert.is_true(r[1] ~= r[1])
+  end)
+end)

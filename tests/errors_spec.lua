@@ -1,0 +1,141 @@
+-- errors_spec.lua — every user mistake raises a catchable Lua error whose message names the
+-- function and the shapes/dtypes involved; nothing crashes and the tensors stay usable.
+local dle = require "dle"
+local H = require "helpers"
+
+local err = H.assert_error
+
+describe("errors", function()
+  local a = dle.zeros(2, 3)
+
+  it("shape mismatch in broadcasting names the op and both shapes", function()
+    err(function() return a + dle.zeros(4) end, "add:", "{2,3}", "{4}", "broadcast")
+    err(function() return a - dle.zeros(3, 3) end, "sub:", "{2,3}", "{3,3}")
+    err(function() return a * dle.zeros(2, 2) end, "mul:", "{2,3}", "{2,2}")
+    err(function() return a / dle.zeros(5) end, "div:", "{2,3}", "{5}")
+    err(function() return a:maximum(dle.zeros(4)) end, "maximum:", "{2,3}", "{4}")
+    err(function() return a:eq(dle.zeros(2, 4)) end, "eq:", "{2,3}", "{2,4}")
+    err(function() return dle.where(dle.zeros(4):bool(), a, a) end, "where:", "{4}", "{2,3}")
+    err(function() return a:add_(dle.zeros(2, 2)) end, "add:", "{2,3}", "{2,2}")
+    err(function() return a:copy_(dle.zeros(3, 2)) end, "copy_", "{2,3}", "{3,2}")
+  end)
+
+  it("dim 0 is rejected as 1-based", function()
+    err(function() return a:transpose(0, 1) end, "transpose:", "dim 0")
+    err(function() return a:size(0) end, "size:", "dim 0")
+    err(function() return a:select(0, 1) end, "select:", "dim 0")
+    err(function() return a:narrow(0, 1, 1) end, "narrow:", "dim 0")
+    err(function() return a:unsqueeze(0) end, "unsqueeze:", "dim 0")
+    err(function() return a:squeeze(0) end, "squeeze:", "dim 0")
+    err(function() return a:flatten(0) end, "flatten:", "dim 0")
+  end)
+
+  it("dims out of range name the function and the tensor's dims", function()
+    err(function() return a:transpose(1, 3) end, "transpose:", "dim 3", "2-dim")
+    err(function() return a:size(3) end, "size:", "dim 3")
+    err(function() return a:stride(-3) end, "stride:", "dim -3", "2-dim")
+    err(function() return a:squeeze(4) end, "squeeze:", "dim 4")
+    err(function() return a:unsqueeze(-4) end, "unsqueeze:", "dim -4")
+    err(function() return a:permute(1, 3) end, "permute:", "{2,3}")
+    err(function() return a:flatten(2, 1) end, "flatten:")
+  end)
+
+  it("bad element indices name the index and the shape", function()
+    err(function() return a[3] end, "index", "3", "{2,3}")
+    err(function() return a[1][4] end, "index", "4", "{3}")
+    err(function() return a:select(2, 4) end, "select:", "index 4", "{2,3}")
+    err(function() return a:select(1, -3) end, "select:", "index -3", "{2,3}")
+    err(function() return a:narrow(2, 2, 3) end, "narrow:", "start 2", "length 3", "{2,3}")
+    err(function() a[0] = 1 end, "index", "{2,3}")
+    err(function() return a[1.5] end, "index", "1.5")
+    err(function() return a[true] end, "index", "boolean")
+    assert.is_nil(a.no_such_method)   -- unknown names are nil, like any Lua table
+  end)
+
+  it("wrong dtype names are rejected, listing the valid ones", function()
+    err(function() return dle.zeros(2, {dtype = "float33"}) end, "zeros:", "float33", "float32")
+    err(function() return dle.tensor({1}, {dtype = "complex64"}) end, "tensor:", "complex64")
+    err(function() return a:to("float33") end, "to:", "float33")
+    err(function() return dle.arange(3, {dtype = 5}) end, "arange:", "dtype must be a string")
+  end)
+
+  it("negative sizes are rejected", function()
+    err(function() return dle.zeros(-1) end, "zeros:", "negative size")
+    err(function() return dle.ones(2, -3) end, "ones:", "negative size")
+    err(function() return dle.full({-1}, 0) end, "full:", "negative size")
+    err(function() return dle.eye(-2) end, "eye:")
+    err(function() return a:view(-2, 3) end, "view:", "negative size")
+    err(function() return a:expand(-2, 3) end, "expand:")
+  end)
+
+  it("ragged nested tables are rejected with the position", function()
+    err(function() return dle.tensor({{1, 2, 3}, {4, 5}}) end, "tensor:", "ragged", "[2]", "2 entries", "expected 3")
+    err(function() return dle.tensor({1, {2}}) end, "tensor:", "[2]")
+  end)
+
+  it("a view of non-viewable strides suggests reshape", function()
+    err(function() return a:t():view(6) end, "view:", "{3,2}", "{6}", "reshape")
+    err(function() return a:narrow(2, 1, 2):view(4) end, "view:", "{2,2}", "{4}")
+  end)
+
+  it("wrong argument types name the function", function()
+    err(function() return dle.exp("abc") end, "exp", "dle.Tensor expected", "string")
+    err(function() return a:add({}) end, "add:", "table")
+    err(function() return a + "1" end, "add:", "string")
+    err(function() return dle.same_storage(a, 3) end, "same_storage", "dle.Tensor expected")
+    err(function() return a:copy_("x") end, "copy_", "dle.Tensor expected")
+    err(function() return a:view("x") end, "view")
+    err(function() return a:transpose("a", 1) end, "transpose:", "dim must be an integer", "string")
+    err(function() return a:fill_("x") end, "fill_:", "string")
+    err(function() return a:clamp("x") end, "clamp")
+    err(function() return dle.zeros_like(3) end, "zeros_like", "dle.Tensor expected")
+    err(function() return dle.full({2}, "x") end, "full:", "string")
+    err(function() return dle.zeros(2, "float64") end, "zeros:", "options must be a table")
+    err(function() return a:pow("x") end, "pow:", "string")
+    err(function() a[1] = "x" end, "index", "string")
+  end)
+
+  it("t:cuda() without a GPU gives a clear error", function()
+    local ok = dle.cuda_available()
+    if ok then return end   -- nothing to check on a machine with a GPU
+    err(function() return a:cuda() end, "cuda", "not available")
+    err(function() return a:to("cuda") end, "cuda", "not available")
+    err(function() return dle.zeros(2, {device = "cuda"}) end, "cuda")
+    err(function() return a:to("cuda:x") end, "to:", "cuda:x")
+  end)
+
+  it("a tensor used after <close> raises an error", function()
+    local escaped
+    do
+      local t <close> = dle.ones(3)
+      escaped = t
+    end
+    err(function() return escaped:numel() end, "closed")
+    err(function() return escaped + 1 end, "closed")
+    err(function() return tostring(escaped) end, "closed")
+    err(function() return escaped[1] end, "closed")
+  end)
+
+  it("errors leave tensors usable and memory accounted", function()
+    collectgarbage()
+    collectgarbage()
+    local before = dle.core.memory_allocated()
+    for _ = 1, 50 do
+      pcall(function() return dle.ones(100) + dle.ones(7) end)
+      pcall(function() return dle.ones(100):view(7) end)
+      pcall(function() return dle.tensor({{1}, {2, 3}}) end)
+      pcall(function() return dle.where(dle.ones(3), dle.ones(3), dle.ones(3)) end)
+    end
+    collectgarbage()
+    collectgarbage()
+    assert.are.equal(before, dle.core.memory_allocated())
+    assert.are.same({{0, 0, 0}, {0, 0, 0}}, a:totable())
+  end)
+
+  it("error messages have no 0-based leftovers for 1-based arguments", function()
+    local m = err(function() return a:select(1, 5) end, "select:")
+    assert.is_nil(m:find("index 4", 1, true))
+    m = err(function() return a:narrow(1, 3, 1) end, "narrow:")
+    assert.is_truthy(m:find("start 3", 1, true))
+  end)
+end)

@@ -1,0 +1,408 @@
+--- Shared helpers for the busted specs: nested-table arrays (shape, map, broadcasting), pure-Lua
+-- reference math, deterministic test values, approximate comparison with readable failures, and
+-- makers of non-contiguous tensors holding given values (to run an op on every memory layout).
+-- Specs load it with `local H = require "helpers"` (.busted puts tests/ on the path).
+local dle = require "dle"
+
+local H = {}
+
+-- ---------------------------------------------------------------- nested tables as arrays
+
+--- Shape of a nested table (a number or boolean is 0-dim: {}).
+function H.shape(v)
+  local s = {}
+  while type(v) == "table" do
+    s[#s + 1] = #v
+    v = v[1]
+  end
+  return s
+end
+
+--- Number of elements of a shape.
+function H.numel(shape)
+  local n = 1
+  for _, d in ipairs(shape) do n = n * d end
+  return n
+end
+
+--- Leaves of a nested table in row-major order.
+function H.flat(v, acc)
+  acc = acc or {}
+  if type(v) == "table" then
+    for i = 1, #v do H.flat(v[i], acc) end
+  else
+    acc[#acc + 1] = v
+  end
+  return acc
+end
+
+--- Nested table of `shape` whose element at 1-based multi-index idx is f(idx) (idx is reused:
+-- copy it if you keep it). A 0-dim shape gives f({}) itself.
+function H.build(shape, f)
+  local idx = {}
+  local function rec(d)
+    if d > #shape then return f(idx) end
+    local out = {}
+    for i = 1, shape[d] do
+      idx[d] = i
+      out[i] = rec(d + 1)
+    end
+    idx[d] = nil
+    return out
+  end
+  return rec(1)
+end
+
+--- Element of a nested table at a 1-based multi-index.
+function H.get(v, idx)
+  for _, i in ipairs(idx) do v = v[i] end
+  return v
+end
+
+--- Nested table from a flat list and a shape.
+function H.unflat(list, shape)
+  local strides, s = {}, 1
+  for d = #shape, 1, -1 do strides[d] = s; s = s * shape[d] end
+  return H.build(shape, function(idx)
+    local k = 1
+    for d = 1, #shape do k = k + (idx[d] - 1) * strides[d] end
+    return list[k]
+  end)
+end
+
+--- f applied to every leaf.
+function H.map(v, f)
+  if type(v) ~= "table" then return f(v) end
+  local out = {}
+  for i = 1, #v do out[i] = H.map(v[i], f) end
+  return out
+end
+
+--- Broadcast shape of two shapes (NumPy rules), or nil when they do not broadcast.
+function H.broadcast_shape(a, b)
+  local n = math.max(#a, #b)
+  local out = {}
+  for i = 0, n - 1 do
+    local sa, sb = a[#a - i] or 1, b[#b - i] or 1
+    if sa ~= sb and sa ~= 1 and sb ~= 1 then return nil end
+    out[n - i] = sa == 1 and sb or sa
+  end
+  return out
+end
+
+-- Element of v (shape vs) at idx of a broadcast result of rank #idx.
+local function bget(v, vs, idx)
+  local off = #idx - #vs
+  for d = 1, #vs do v = v[vs[d] == 1 and 1 or idx[off + d]] end
+  return v
+end
+
+--- f(a_i, b_i, ...) over the broadcast of any number of nested tables or scalars.
+function H.zipmap(f, ...)
+  local args, shapes, shape = {...}, {}, {}
+  for k, a in ipairs(args) do
+    shapes[k] = H.shape(a)
+    shape = assert(H.broadcast_shape(shape, shapes[k]), "zipmap: shapes do not broadcast")
+  end
+  return H.build(shape, function(idx)
+    local vals = {}
+    for k, a in ipairs(args) do vals[k] = bget(a, shapes[k], idx) end
+    return f(table.unpack(vals, 1, #args))
+  end)
+end
+
+--- Permutation of a nested table: result dim d is source dim perm[d] (1-based, like t:permute).
+function H.permute(v, perm)
+  local s = H.shape(v)
+  local ns = {}
+  for d = 1, #perm do ns[d] = s[perm[d]] end
+  local src = {}
+  return H.build(ns, function(idx)
+    for d = 1, #perm do src[perm[d]] = idx[d] end
+    return H.get(v, src)
+  end)
+end
+
+--- Transpose of a 2-D nested table.
+function H.transpose(v) return H.permute(v, {2, 1}) end
+
+-- ---------------------------------------------------------------- deterministic values
+
+--- Pseudo-random values (a fixed LCG, so every run sees the same numbers; dle.rand is not used
+-- so that these helpers do not depend on the code under test). opts: lo, hi (default -3..3),
+-- int = true for integers in [lo, hi], seed.
+function H.values(shape, opts)
+  opts = opts or {}
+  local lo, hi = opts.lo or -3, opts.hi or 3
+  local state = opts.seed or 12345
+  local function nxt()
+    state = (state * 1103515245 + 12345) % 2147483648
+    return state / 2147483648
+  end
+  return H.build(shape, function()
+    local u = nxt()
+    if opts.int then return math.floor(lo + u * (hi - lo + 1)) end
+    return lo + u * (hi - lo)
+  end)
+end
+
+--- The float32 value nearest to x (what a float32 tensor stores).
+function H.f32(x)
+  if x ~= x or x == math.huge or x == -math.huge then return x end
+  if math.abs(x) >= 3.4028235677973366e38 then return x > 0 and math.huge or -math.huge end
+  return (string.unpack("<f", string.pack("<f", x)))
+end
+
+-- ---------------------------------------------------------------- reference math
+
+local SQRT_PI = math.sqrt(math.pi)
+
+--- erf(x) to ~1e-15: Taylor series near 0, continued fraction for erfc in the tails.
+function H.erf(x)
+  if x ~= x then return x end
+  local ax = math.abs(x)
+  if ax < 2.5 then
+    local sum, term, n = x, x, 0
+    repeat
+      n = n + 1
+      term = -term * x * x / n
+      local add = term / (2 * n + 1)
+      sum = sum + add
+    until math.abs(add) <= 1e-17 * math.abs(sum)
+    return 2 / SQRT_PI * sum
+  end
+  -- erfc(ax) = exp(-ax^2)/sqrt(pi) / (ax + (1/2)/(ax + 1/(ax + (3/2)/(ax + ...))))
+  local f = ax
+  for k = 60, 1, -1 do f = ax + (k / 2) / f end
+  local erfc = math.exp(-ax * ax) / SQRT_PI / f
+  return x > 0 and 1 - erfc or erfc - 1
+end
+
+--- Round half to even (what dle.round and C's nearbyint do).
+function H.round_even(x)
+  if x ~= x or x == math.huge or x == -math.huge then return x end
+  local f = math.floor(x)
+  local d = x - f
+  local r
+  if d > 0.5 then r = f + 1
+  elseif d < 0.5 then r = f
+  else r = (f % 2 == 0) and f or f + 1 end
+  if r == 0 and x < 0 then return -0.0 end
+  return r + 0.0
+end
+
+local function sigmoid(x)
+  if x >= 0 then return 1 / (1 + math.exp(-x)) end
+  local e = math.exp(x)
+  return e / (1 + e)
+end
+
+-- Kahan's tricks: the rounding error of exp(x) / 1 + x cancels in the ratio.
+local function expm1(x)
+  local u = math.exp(x)
+  if u == 1 then return x end
+  if u - 1 == -1 then return -1.0 end
+  if u == math.huge then return u end
+  return (u - 1) * x / math.log(u)
+end
+
+local function log1p(x)
+  local u = 1 + x
+  if u == 1 then return x end
+  return math.log(u) * x / (u - 1)  -- corrects the rounding of 1 + x
+end
+
+--- Reference implementations of the elementwise ops, by dle name (numbers in, number out).
+H.ref = {
+  neg = function(x) return -x end,
+  abs = math.abs,
+  sign = function(x) return x > 0 and 1 or (x < 0 and -1 or 0) end,
+  exp = math.exp,
+  log = math.log,
+  expm1 = expm1,
+  log1p = log1p,
+  sqrt = math.sqrt,
+  rsqrt = function(x) return 1 / math.sqrt(x) end,
+  reciprocal = function(x) return 1 / x end,
+  sin = math.sin,
+  cos = math.cos,
+  tanh = function(x)
+    if math.abs(x) > 20 then return x > 0 and 1.0 or -1.0 end
+    local e = expm1(2 * x)
+    return e / (e + 2)
+  end,
+  sigmoid = sigmoid,
+  relu = function(x) return x > 0 and x or 0 end,
+  gelu = function(x) return 0.5 * x * (1 + H.erf(x / math.sqrt(2))) end,
+  silu = function(x) return x * sigmoid(x) end,
+  floor = math.floor,
+  ceil = math.ceil,
+  round = H.round_even,
+  add = function(a, b) return a + b end,
+  sub = function(a, b) return a - b end,
+  mul = function(a, b) return a * b end,
+  div = function(a, b) return a / b end,
+  pow = function(a, b) return a ^ b end,
+  maximum = function(a, b) if a ~= a or b ~= b then return 0 / 0 end return math.max(a, b) end,
+  minimum = function(a, b) if a ~= a or b ~= b then return 0 / 0 end return math.min(a, b) end,
+  eq = function(a, b) return a == b end,
+  ne = function(a, b) return a ~= b end,
+  lt = function(a, b) return a < b end,
+  le = function(a, b) return a <= b end,
+  gt = function(a, b) return a > b end,
+  ge = function(a, b) return a >= b end,
+}
+
+-- ---------------------------------------------------------------- comparison
+
+--- Default tolerances per dtype (relative and absolute).
+H.tol = {
+  float64 = {rtol = 1e-10, atol = 1e-12},
+  float32 = {rtol = 1e-5, atol = 1e-6},
+  float16 = {rtol = 2e-3, atol = 1e-3},
+  bfloat16 = {rtol = 1.6e-2, atol = 1e-2},
+}
+
+local function fmt_idx(path)
+  return "[" .. table.concat(path, "][") .. "]"
+end
+
+local function close(a, b, rtol, atol)
+  if type(a) ~= "number" or type(b) ~= "number" then return a == b end
+  if a ~= a or b ~= b then return a ~= a and b ~= b end
+  if a == b then return true end                      -- infinities, exact values
+  return math.abs(a - b) <= atol + rtol * math.abs(b)
+end
+
+--- Compares nested tables or numbers: returns true, or false and a message naming the first
+-- differing position. Numbers match within atol + rtol * |expected| (NaN matches NaN, an
+-- infinity only itself); anything else (booleans) must be equal.
+function H.approx(actual, expected, rtol, atol, path)
+  rtol, atol, path = rtol or 1e-5, atol or 1e-6, path or {}
+  if type(expected) == "table" then
+    if type(actual) ~= "table" then
+      return false, "at " .. fmt_idx(path) .. ": expected a table, got " .. tostring(actual)
+    end
+    if #actual ~= #expected then
+      return false, string.format("at %s: expected %d entries, got %d", fmt_idx(path), #expected, #actual)
+    end
+    for i = 1, #expected do
+      path[#path + 1] = i
+      local ok, msg = H.approx(actual[i], expected[i], rtol, atol, path)
+      path[#path] = nil
+      if not ok then return false, msg end
+    end
+    return true
+  end
+  if not close(actual, expected, rtol, atol) then
+    return false, string.format("at %s: expected %s, got %s", fmt_idx(path), tostring(expected), tostring(actual))
+  end
+  return true
+end
+
+--- Asserts that a tensor (or nested table / number) matches the expected values. opts: rtol, atol
+-- (default: H.tol for the tensor's dtype, exact for integer and bool dtypes), dtype (the
+-- expected dtype), shape (expected shape, default the shape of `expected`), msg (prefix).
+function H.assert_close(actual, expected, opts)
+  opts = opts or {}
+  local prefix = opts.msg and (opts.msg .. ": ") or ""
+  local rtol, atol = opts.rtol, opts.atol
+  if dle.is_tensor(actual) then
+    if opts.dtype and actual:dtype() ~= opts.dtype then
+      error(prefix .. "expected dtype " .. opts.dtype .. ", got " .. actual:dtype(), 2)
+    end
+    local want_shape = opts.shape or H.shape(expected)
+    local ok, msg = H.approx(actual:shape(), want_shape, 0, 0)
+    if not ok then
+      error(prefix .. "shape {" .. table.concat(actual:shape(), ",") .. "} differs from {" ..
+            table.concat(want_shape, ",") .. "} " .. msg, 2)
+    end
+    local t = H.tol[actual:dtype()] or {rtol = 0, atol = 0}
+    rtol, atol = rtol or t.rtol, atol or t.atol
+    actual = actual:totable()
+  end
+  local ok, msg = H.approx(actual, expected, rtol or 1e-5, atol or 1e-6)
+  if not ok then error(prefix .. msg, 2) end
+  return true
+end
+
+--- Asserts that fn() raises an error whose message contains every given plain string (found
+-- literally, not as patterns); returns the message.
+function H.assert_error(fn, ...)
+  local needles = {...}
+  local ok, err = pcall(fn)
+  if ok then error("expected an error, but the call succeeded", 2) end
+  err = tostring(err)
+  for _, s in ipairs(needles) do
+    if not err:find(s, 1, true) then
+      error(string.format("error message %q does not contain %q", err, s), 2)
+    end
+  end
+  return err
+end
+
+-- ---------------------------------------------------------------- tensors in every layout
+
+--- A tensor holding `values` (nested table, number or boolean) in the given layout:
+--   "contiguous"  plain dle.tensor
+--   "transposed"  dims stored in reverse order, viewed back with permute (non-contiguous, >= 2-D)
+--   "strided"     every element followed by junk in memory (select of a trailing dim of 2)
+--   "sliced"      a narrow of a padded tensor in every dim (nonzero storage offset)
+--   "expanded"    only for values that repeat along dim 1: an expand of the first row (stride 0)
+-- Junk elements hold 999 so a kernel that reads past the view shows up as a wrong value.
+function H.make(values, dtype, layout)
+  local opts = {dtype = dtype or "float32"}
+  local shape = H.shape(values)
+  local nd = #shape
+  layout = layout or "contiguous"
+  if layout == "contiguous" or (layout == "transposed" and nd < 2) then
+    return dle.tensor(values, opts)
+  elseif layout == "transposed" then
+    local perm = {}
+    for d = 1, nd do perm[d] = nd + 1 - d end
+    return dle.tensor(H.permute(values, perm), opts):permute(perm)
+  elseif layout == "strided" then
+    local junk = type(H.flat(values)[1]) == "boolean" and true or 999
+    return dle.tensor(H.map(values, function(x) return {x, junk} end), opts):select(nd + 1, 1)
+  elseif layout == "sliced" then
+    if nd == 0 then
+      return dle.tensor({999, values, 999}, opts):select(1, 2)
+    end
+    local junk = type(H.flat(values)[1]) == "boolean" and true or 999
+    local padded = {}
+    for d = 1, nd do padded[d] = shape[d] + 3 end
+    local src = {}
+    local big = H.build(padded, function(idx)
+      for d = 1, nd do
+        local i = idx[d] - 1
+        if i < 1 or i > shape[d] then return junk end
+        src[d] = i
+      end
+      return H.get(values, src)
+    end)
+    local t = dle.tensor(big, opts)
+    for d = 1, nd do t = t:narrow(d, 2, shape[d]) end
+    return t
+  elseif layout == "expanded" then
+    assert(nd >= 1, "expanded layout needs at least one dim")
+    return dle.tensor({values[1]}, opts):expand(shape)
+  end
+  error("make: unknown layout '" .. tostring(layout) .. "'")
+end
+
+--- Layout names every op should be tested on (see H.make).
+H.layouts = {"contiguous", "transposed", "strided", "sliced"}
+
+--- Calls f(layout_name, tensor) for each layout of `values`.
+function H.each_layout(values, dtype, f)
+  for _, layout in ipairs(H.layouts) do f(layout, H.make(values, dtype, layout)) end
+end
+
+--- Values that repeat along dim 1 (rows all equal to `row`): for the "expanded" layout.
+function H.repeat_rows(row, n)
+  local out = {}
+  for i = 1, n do out[i] = row end
+  return out
+end
+
+return H

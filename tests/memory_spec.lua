@@ -1,0 +1,116 @@
+-- memory_spec.lua — tensor memory is accounted and released: by __gc after collection, at scope
+-- exit with `<close>`, kept alive by views, and bounded in allocation loops because native memory
+-- pressure triggers Lua's collector (Lua itself only sees small userdata).
+local dle = require "dle"
+
+local MB = 1024 * 1024
+local N1MB = MB // 4   -- float32 elements in 1 MB
+
+local function full_gc()
+  collectgarbage()
+  collectgarbage()
+end
+
+local function allocated() return dle.core.memory_allocated() end
+
+describe("memory", function()
+  before_each(full_gc)
+
+  it("counts the bytes of new storages and not of views", function()
+    local base = allocated()
+    local t = dle.zeros(N1MB)
+    assert.are.equal(base + MB, allocated())
+    local views = {t:view(512, 512), t:narrow(1, 1, 10), t:view(-1, 2):t(), t[1] and t:select(1, 3)}
+    assert.are.equal(base + MB, allocated())
+    local d = dle.zeros(1000, {dtype = "float64"})
+    assert.are.equal(base + MB + 8000, allocated())
+    assert.are.equal(4, #views)
+    assert.is_true(dle.core.memory_peak() >= allocated())
+    t, views, d = nil, nil, nil
+  end)
+
+  it("tensors are freed by __gc: memory returns to its baseline after collectgarbage", function()
+    local base = allocated()
+    do
+      local ts = {}
+      for i = 1, 20 do ts[i] = dle.ones(N1MB) + i end
+      assert.is_true(allocated() >= base + 20 * MB)
+    end
+    full_gc()
+    assert.are.equal(base, allocated())
+  end)
+
+  it("temporaries of expressions are freed too", function()
+    local base = allocated()
+    local x = dle.ones(1000)
+    for _ = 1, 10 do x = ((x * 2 + 1):exp():sqrt() - x):t():contiguous() end
+    x = nil
+    full_gc()
+    assert.are.equal(base, allocated())
+  end)
+
+  it("`local t <close>` frees the storage at scope exit, without the collector", function()
+    local base = allocated()
+    collectgarbage("stop")
+    do
+      local t <close> = dle.zeros(N1MB)
+      assert.are.equal(base + MB, allocated())
+    end
+    local after = allocated()
+    collectgarbage("restart")
+    assert.are.equal(base, after)
+  end)
+
+  it("a view keeps its storage alive after the base tensor is gone", function()
+    local base = allocated()
+    local v
+    do
+      local t = dle.arange(0, N1MB)
+      v = t:narrow(1, 11, 5)
+    end
+    full_gc()
+    assert.are.equal(base + MB, allocated())
+    assert.are.same({10, 11, 12, 13, 14}, v:totable())
+    v = nil
+    full_gc()
+    assert.are.equal(base, allocated())
+  end)
+
+  it("closing a view does not free storage other tensors still use", function()
+    local t = dle.arange(0, 10)
+    do
+      local v <close> = t:narrow(1, 1, 3)
+      assert.are.equal(2, v[3])
+    end
+    assert.are.equal(9, t[10])
+  end)
+
+  it("2000 x 1 MB allocations without collectgarbage keep memory bounded", function()
+    local base = allocated()
+    local peak = 0
+    collectgarbage("stop")   -- only native memory pressure may collect now
+    for i = 1, 2000 do
+      local t = dle.empty(N1MB)   -- empty: the pacing is under test, not the fill speed
+      t[1] = i
+      local now = allocated() - base
+      if now > peak then peak = now end
+      t = nil
+    end
+    collectgarbage("restart")
+    full_gc()
+    -- the pacing collects whenever native memory doubles, from a 64 MB floor
+    assert.is_true(peak < 256 * MB, string.format("peak %.1f MB above baseline", peak / MB))
+    assert.are.equal(base, allocated())
+  end)
+
+  it("in-place ops do not allocate", function()
+    local t = dle.zeros(N1MB)
+    local base = allocated()
+    t:add_(1)
+    t:mul_(2)
+    t:exp_()
+    t:clamp_(0, 10)
+    t:fill_(3)
+    assert.are.equal(base, allocated())
+  end)
+end)
