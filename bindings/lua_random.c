@@ -6,15 +6,6 @@
 
 #include "lua_util.h"
 
-/* Defined in engine/rng.c (not in dle.h yet). */
-void dle_philox_counter(uint64_t seed, uint64_t lo, uint64_t hi, uint32_t out[4]);
-dle_status dle_randperm(dle_tensor **out, int64_t n, int64_t base, dle_generator *g);
-
-/* The seed of a generator nobody seeded; the same constant as in engine/rng.c. */
-#ifndef DLE_DEFAULT_SEED
-#define DLE_DEFAULT_SEED UINT64_C(67280421310721)
-#endif
-
 #define GENERATOR_MT "dle.Generator"
 static const char default_key = 0; /* registry key of the default generator's userdata */
 

@@ -8,7 +8,6 @@
  * the Lua side can pace its garbage collector on what tensors really hold. */
 #include "internal.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -21,7 +20,10 @@ typedef struct block {
   struct block *next;
 } block;
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+/* A spinlock: the critical sections are a few instructions and contention is rare. */
+static atomic_flag busy = ATOMIC_FLAG_INIT;
+static void lock(void) { while (atomic_flag_test_and_set_explicit(&busy, memory_order_acquire)) {} }
+static void unlock(void) { atomic_flag_clear_explicit(&busy, memory_order_release); }
 static block *free_lists[NUM_CLASSES];
 static size_t cached_bytes;
 static size_t cache_limit = (size_t)1 << 30;
@@ -57,14 +59,14 @@ void *dle_cpu_alloc(size_t nbytes) {
   int c = size_class(nbytes, &rounded);
   void *p = NULL;
   if (c < NUM_CLASSES) {
-    pthread_mutex_lock(&lock);
+    lock();
     block *b = free_lists[c];
     if (b) {
       free_lists[c] = b->next;
       cached_bytes -= rounded;
       p = b;
     }
-    pthread_mutex_unlock(&lock);
+    unlock();
   }
   if (!p) p = aligned_alloc(64, rounded);
   if (p) count_alloc(nbytes);
@@ -80,7 +82,7 @@ void dle_cpu_free(void *p, size_t nbytes) {
   size_t rounded;
   int c = size_class(nbytes, &rounded);
   if (c < NUM_CLASSES) {
-    pthread_mutex_lock(&lock);
+    lock();
     bool keep = cached_bytes + rounded <= cache_limit;
     if (keep) {
       block *b = p;
@@ -88,14 +90,14 @@ void dle_cpu_free(void *p, size_t nbytes) {
       free_lists[c] = b;
       cached_bytes += rounded;
     }
-    pthread_mutex_unlock(&lock);
+    unlock();
     if (keep) return;
   }
   free(p);
 }
 
 void dle_empty_cache(void) {
-  pthread_mutex_lock(&lock);
+  lock();
   for (int c = 0; c < NUM_CLASSES; c++) {
     while (free_lists[c]) {
       block *b = free_lists[c];
@@ -104,21 +106,21 @@ void dle_empty_cache(void) {
     }
   }
   cached_bytes = 0;
-  pthread_mutex_unlock(&lock);
+  unlock();
 }
 
 void dle_set_cache_limit(size_t nbytes) {
-  pthread_mutex_lock(&lock);
+  lock();
   cache_limit = nbytes;
-  pthread_mutex_unlock(&lock);
+  unlock();
   if (cached_bytes > nbytes) dle_empty_cache();
 }
 
 size_t dle_memory_allocated(void) { return atomic_load(&allocated); }
 size_t dle_memory_peak(void) { return atomic_load(&peak); }
 size_t dle_memory_cached(void) {
-  pthread_mutex_lock(&lock);
+  lock();
   size_t n = cached_bytes;
-  pthread_mutex_unlock(&lock);
+  unlock();
   return n;
 }

@@ -3,11 +3,6 @@
  * consumes, and randperm (Fisher-Yates), the one random op that is inherently sequential. */
 #include "internal.h"
 
-/* Fixed so that a script that never seeds still gives the same numbers on every run. */
-#ifndef DLE_DEFAULT_SEED
-#define DLE_DEFAULT_SEED UINT64_C(67280421310721)
-#endif
-
 static dle_generator default_gen = {DLE_DEFAULT_SEED, 0};
 
 dle_generator *dle_default_generator(void) { return &default_gen; }

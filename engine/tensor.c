@@ -2,6 +2,7 @@
 #include "half.h"
 #include "internal.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 
 /* memcpy of dims; sizes may be NULL for a 0-dim tensor, which memcpy must never see. */
@@ -9,8 +10,42 @@ static void copy_dims(int64_t *dst, const int64_t *src, int n) {
   if (n > 0) memcpy(dst, src, (size_t)n * sizeof *src);
 }
 
+/* Tensor and storage headers are small and short-lived: an op on small tensors would spend a
+ * large share of its time in calloc/free for them. Freed headers go on a free list (linked
+ * through their first bytes) and are handed out again zeroed; the list is as long as the most
+ * headers that were ever garbage at once, which is what malloc would keep anyway. A spinlock
+ * (never contended in practice: tensors are made on the Lua thread) keeps it thread-safe. */
+typedef struct free_header {
+  struct free_header *next;
+} free_header;
+typedef struct {
+  free_header *head;
+  atomic_flag busy;
+} header_list;
+static header_list tensor_headers = {NULL, ATOMIC_FLAG_INIT};
+static header_list storage_headers = {NULL, ATOMIC_FLAG_INIT};
+
+static void *header_alloc(header_list *l, size_t size) {
+  while (atomic_flag_test_and_set_explicit(&l->busy, memory_order_acquire)) {}
+  free_header *p = l->head;
+  if (p) l->head = p->next;
+  atomic_flag_clear_explicit(&l->busy, memory_order_release);
+  if (!p) return calloc(1, size);
+  memset(p, 0, size);
+  return p;
+}
+
+static void header_free(header_list *l, void *p) {
+  if (!p) return;
+  free_header *h = p;
+  while (atomic_flag_test_and_set_explicit(&l->busy, memory_order_acquire)) {}
+  h->next = l->head;
+  l->head = h;
+  atomic_flag_clear_explicit(&l->busy, memory_order_release);
+}
+
 static dle_storage *storage_new(size_t nbytes, dle_device dev) {
-  dle_storage *s = calloc(1, sizeof *s);
+  dle_storage *s = header_alloc(&storage_headers, sizeof *s);
   if (!s) { dle_error("out of memory allocating a storage header"); return NULL; }
   if (dev.type == DLE_CPU) {
     s->data = dle_cpu_alloc(nbytes);
@@ -18,14 +53,14 @@ static dle_storage *storage_new(size_t nbytes, dle_device dev) {
     const dle_backend *b = dle_backend_get(dev.type);
     if (!b) {
       char buf[32];
-      free(s);
+      header_free(&storage_headers, s);
       dle_error("%s: %s", dle_device_str(buf, sizeof buf, dev), dle_backend_unavailable_reason(dev.type));
       return NULL;
     }
     s->data = b->alloc(nbytes, dev.index);
   }
   if (!s->data) {
-    free(s);
+    header_free(&storage_headers, s);
     dle_error("out of memory");
     return NULL;
   }
@@ -43,7 +78,7 @@ static void storage_release(dle_storage *s) {
     const dle_backend *b = dle_backend_get(s->device.type);
     if (b) b->free(s->data, s->nbytes, s->device.index);
   }
-  free(s);
+  header_free(&storage_headers, s);
 }
 
 void dle_contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides) {
@@ -83,7 +118,7 @@ static dle_status check_sizes(const char *fn, int ndim, const int64_t *sizes) {
 }
 
 static dle_tensor *header_new(void) {
-  dle_tensor *t = calloc(1, sizeof *t);
+  dle_tensor *t = header_alloc(&tensor_headers, sizeof *t);
   if (!t) dle_error("out of memory allocating a tensor header");
   else t->refcount = 1;
   return t;
@@ -98,7 +133,7 @@ dle_status dle_tensor_empty(dle_tensor **out, int ndim, const int64_t *sizes, dl
   size_t nbytes = (size_t)dle_shape_numel(ndim, sizes) * dle_dtype_size(dtype);
   t->storage = storage_new(nbytes, device);
   if (!t->storage) {
-    free(t);
+    header_free(&tensor_headers, t);
     char buf[128], why[256];
     snprintf(why, sizeof why, "%s", dle_last_error());  /* dle_error overwrites it */
     return dle_error("empty: cannot allocate a %s tensor of shape %s (%zu bytes): %s",
@@ -150,8 +185,12 @@ dle_status dle_tensor_from_memory(dle_tensor **out, void *data, size_t nbytes, i
   else copy_dims(st, strides, ndim);
   DLE_TRY(check_in_storage("from_memory", nbytes, dtype, ndim, sizes, st, 0));
   dle_tensor *t = header_new();
-  dle_storage *s = calloc(1, sizeof *s);
-  if (!t || !s) { free(t); free(s); return dle_error("out of memory"); }
+  dle_storage *s = header_alloc(&storage_headers, sizeof *s);
+  if (!t || !s) {
+    header_free(&tensor_headers, t);
+    header_free(&storage_headers, s);
+    return dle_error("out of memory");
+  }
   /* A NULL release means "never freed by dle": a no-op keeps storage_release from free()ing. */
   *s = (dle_storage){.data = data, .nbytes = nbytes, .refcount = 1, .device = DLE_DEVICE_CPU,
                      .release = release ? release : release_nothing, .release_ctx = release_ctx};
@@ -187,7 +226,7 @@ void dle_tensor_release(dle_tensor *t) {
   if (!t || --t->refcount > 0) return;
   storage_release(t->storage);
   dle_tensor_release(t->grad);
-  free(t);
+  header_free(&tensor_headers, t);
 }
 
 int64_t dle_tensor_numel(const dle_tensor *t) { return dle_shape_numel(t->ndim, t->sizes); }

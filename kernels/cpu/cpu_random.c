@@ -7,9 +7,6 @@
 #include <omp.h>
 #endif
 
-/* Philox blocks first .. first+n-1 (engine/rng.c; not in a header yet). */
-void dle_philox_blocks(uint64_t seed, uint64_t first, int64_t n, uint32_t (*out)[4]);
-
 /* Blocks generated per call: enough to overlap their computation, small enough for the stack. */
 #define BLOCK_CHUNK 64
 

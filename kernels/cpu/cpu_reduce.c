@@ -1,3 +1,969 @@
-/* reduce.c — placeholder until the reduce kernels land (being written now). */
-#include "cpu_backend.h"
-void cpu_register_reduce(dle_backend *b) { (void)b; }
+/* cpu_reduce.c — CPU kernels of the reductions (sum, mean, prod, var, std, logsumexp, amax, amin,
+ * max/min with indices, argmax/argmin) and of softmax / log_softmax, for any strides.
+ *
+ * A call is planned once: the input's dims split into kept dims (one per output) and reduced dims,
+ * each group merged where memory allows. When the input's fastest dim is reduced, each output
+ * folds contiguous runs through independent lanes (so the loop vectorises); when it is kept,
+ * whole rows are streamed, acc[j] op= x[r][j], so the inner loop is contiguous over outputs.
+ * How one element folds into an accumulator is a "flavor" (sum, product, max, ...), written once
+ * and instantiated per dtype by the macros of cpu_types.h. */
+#include "cpu_loop.h"
+
+#include <stdlib.h>
+#include <tgmath.h> /* exp/log pick the float or double version from the argument's type */
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define RED_BLOCK 4096 /* outputs accumulated together: a row of 4096 float64 accumulators is 32 KiB */
+#define SM_BLOCK 1024  /* softmax rows streamed side by side (stack buffers) */
+#define RED_LANES 16   /* independent accumulators of a contiguous run: 16 gives 4-8 vector chains */
+
+static int red_threads(void) {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+/* ================================================================ flavors */
+
+/* Sums and products of floats accumulate in double (a float32 sum of 1e7 ones is exact); of
+ * integers in uint64, which wraps like int64 arithmetic without signed-overflow UB. */
+#define SACC_F32 double
+#define SACC_F64 double
+#define SACC_F16 double
+#define SACC_BF16 double
+#define SACC_I32 uint64_t
+#define SACC_I64 uint64_t
+#define SACC_U8 uint64_t
+#define SACC_BOOL uint64_t
+/* ... and are stored as the float dtype itself, or as int64 for integers and bool. */
+#define SOUT_F32 float
+#define SOUT_F64 double
+#define SOUT_F16 uint16_t
+#define SOUT_BF16 uint16_t
+#define SOUT_I32 int64_t
+#define SOUT_I64 int64_t
+#define SOUT_U8 int64_t
+#define SOUT_BOOL int64_t
+#define SST_F32(v) ST_F32(v)
+#define SST_F64(v) ST_F64(v)
+#define SST_F16(v) ST_F16(v)
+#define SST_BF16(v) ST_BF16(v)
+#define SST_I32(v) ((int64_t)(v))
+#define SST_I64(v) ((int64_t)(v))
+#define SST_U8(v) ((int64_t)(v))
+#define SST_BOOL(v) ((int64_t)(v))
+
+#define RED_LOWEST(CT) _Generic((CT)0, float: -INFINITY, double: -INFINITY, int32_t: INT32_MIN, default: INT64_MIN)
+#define RED_HIGHEST(CT) _Generic((CT)0, float: INFINITY, double: INFINITY, int32_t: INT32_MAX, default: INT64_MAX)
+
+static inline double red_sq(double d) { return d * d; }
+
+/* c ? a : b through bit masks: a float ?: on computed values stops GCC from vectorising a loop
+ * (it must keep NaN semantics), an integer blend does not. */
+static inline float red_select(int c, float a, float b) {
+  int32_t m = -(int32_t)(c != 0), ia, ib, r;
+  float f;
+  memcpy(&ia, &a, 4), memcpy(&ib, &b, 4);
+  r = (ia & m) | (ib & ~m);
+  memcpy(&f, &r, 4);
+  return f;
+}
+
+/* exp in float without a libm call, so softmax and logsumexp loops vectorise: x = n ln2 + r with
+ * |r| <= ln2/2, exp(r) by Cephes' degree-6 polynomial (within 1.4 ulp), 2^n assembled in the
+ * exponent bits as two factors so n can reach 128. NaN stays NaN, overflow gives inf, and results
+ * below float's normal range (x < -87.33) flush to 0. */
+static inline float red_expf(float x) {
+  float xc = red_select(x < -87.33f, -87.33f, x);
+  xc = red_select(xc > 88.72f, 88.72f, xc);
+  float t = xc * 1.44269504088896341f + 12582912.0f; /* + 1.5 * 2^23 rounds to an integer */
+  float n = t - 12582912.0f;
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  uint32_t tb, b1, b2;
+  memcpy(&tb, &t, 4);
+  int32_t ni = (int32_t)(tb - 0x4B400000u), h = ni / 2; /* n, read from t's mantissa */
+  b1 = (uint32_t)(h + 127) << 23, b2 = (uint32_t)(ni - h + 127) << 23;  /* unsigned: NaN is no UB */
+  float s1, s2;
+  memcpy(&s1, &b1, 4), memcpy(&s2, &b2, 4);
+  float y = red_select(x < -87.33f, 0.0f, p * s1 * s2);
+  return red_select(x > 88.72f, INFINITY, y);
+}
+static inline double red_expd(double x) { return exp(x); }
+#define RED_EXP(v) _Generic((v), float: red_expf, default: red_expd)(v)
+
+/* Per flavor: accumulator type, initial value, one step (a: accumulator, x: element in compute
+ * type, m: the per-output parameter of second passes), merge of two partial accumulators, and
+ * the stored type and conversion. Max/min propagate NaN (x != x is false for integers). */
+#define ACC_SUM(ID, CT) SACC_##ID
+#define INIT_SUM(CT) 0
+#define STEP_SUM(CT, a, x, m) ((a) + (x))
+#define MERGE_SUM(a, b) ((a) + (b))
+#define OUT_SUM(ID, T) SOUT_##ID
+#define STORE_SUM(ID, v) SST_##ID(v)
+
+#define ACC_PROD(ID, CT) SACC_##ID
+#define INIT_PROD(CT) 1
+#define STEP_PROD(CT, a, x, m) ((a) * (x))
+#define MERGE_PROD(a, b) ((a) * (b))
+#define OUT_PROD(ID, T) SOUT_##ID
+#define STORE_PROD(ID, v) SST_##ID(v)
+
+#define ACC_MAX(ID, CT) CT
+#define INIT_MAX(CT) RED_LOWEST(CT)
+#define STEP_MAX(CT, a, x, m) ((((x) > (a)) | ((x) != (x))) ? (x) : (a))
+#define MERGE_MAX(a, b) STEP_MAX(, a, b, 0)
+#define OUT_MAX(ID, T) T
+#define STORE_MAX(ID, v) ST_##ID(v)
+
+#define ACC_MIN(ID, CT) CT
+#define INIT_MIN(CT) RED_HIGHEST(CT)
+#define STEP_MIN(CT, a, x, m) ((((x) < (a)) | ((x) != (x))) ? (x) : (a))
+#define MERGE_MIN(a, b) STEP_MIN(, a, b, 0)
+#define OUT_MIN(ID, T) T
+#define STORE_MIN(ID, v) ST_##ID(v)
+
+/* second pass of var/std: squared deviations from the mean m */
+#define ACC_SQDEV(ID, CT) double
+#define INIT_SQDEV(CT) 0
+#define STEP_SQDEV(CT, a, x, m) ((a) + red_sq((double)(x) - (m)))
+#define MERGE_SQDEV(a, b) ((a) + (b))
+#define OUT_SQDEV(ID, T) double
+#define STORE_SQDEV(ID, v) (v)
+
+/* second pass of logsumexp: exp(x - m) with m the max (exp in the compute type) */
+#define ACC_EXPSUM(ID, CT) double
+#define INIT_EXPSUM(CT) 0
+#define STEP_EXPSUM(CT, a, x, m) ((a) + (double)RED_EXP((x) - (CT)(m)))
+#define MERGE_EXPSUM(a, b) ((a) + (b))
+#define OUT_EXPSUM(ID, T) double
+#define STORE_EXPSUM(ID, v) (v)
+
+/* One pass of a flavor over part of a reduction:
+ *   init:  acc[0..n) (and idx for arg flavors) = the identity; pos: first reduced index covered
+ *   run:   folds n elements at p (byte stride sb) into the single accumulator acc[0];
+ *          pos is the reduced index of the first element, prm[0] the parameter
+ *   row:   acc[j] folds element j of a row of n outputs at p (byte stride sb), prm[j] its parameter,
+ *          pos the reduced index of the row
+ *   merge: acc folds a partial accumulator covering later reduced indices
+ *   to_f64 / store: accumulators to doubles / to the output (byte stride os) */
+typedef void (*red_init_fn)(void *acc, int64_t *idx, int64_t n, int64_t pos);
+typedef void (*red_step_fn)(void *acc, int64_t *idx, const char *p, int64_t sb, int64_t n,
+                            const double *prm, int64_t pos);
+typedef void (*red_merge_fn)(void *acc, int64_t *idx, const void *acc2, const int64_t *idx2, int64_t n);
+typedef void (*red_f64_fn)(double *dst, const void *acc, int64_t n);
+typedef void (*red_store_fn)(char *out, int64_t os, const void *acc, int64_t n);
+
+typedef struct {
+  size_t acc_size;
+  red_init_fn init;
+  red_step_fn run, row;
+  red_merge_fn merge;
+  red_f64_fn to_f64;
+  red_store_fn store;
+} red_flavor;
+
+enum { FL_SUM, FL_PROD, FL_MAX, FL_MIN, FL_SQDEV, FL_EXPSUM, FL_ARGMAX, FL_ARGMIN, FL_COUNT };
+
+/* Pieces every flavor shares: init, merge, to_f64, store. */
+#define RED_COMMON(FL, ID, T, CT)                                                                  \
+  static void init_##FL##_##ID(void *accp, int64_t *idx, int64_t n, int64_t pos) {                 \
+    ACC_##FL(ID, CT) *acc = accp;                                                                  \
+    for (int64_t j = 0; j < n; j++) acc[j] = INIT_##FL(CT);                                        \
+    if (idx)                                                                                       \
+      for (int64_t j = 0; j < n; j++) idx[j] = pos;                                                \
+  }                                                                                                \
+  static void f64_##FL##_##ID(double *dst, const void *accp, int64_t n) {                          \
+    const ACC_##FL(ID, CT) *acc = accp;                                                            \
+    for (int64_t j = 0; j < n; j++) dst[j] = (double)acc[j];                                       \
+  }                                                                                                \
+  static void store_##FL##_##ID(char *out, int64_t os, const void *accp, int64_t n) {              \
+    const ACC_##FL(ID, CT) *acc = accp;                                                            \
+    for (int64_t j = 0; j < n; j++) *(OUT_##FL(ID, T) *)(out + j * os) = STORE_##FL(ID, acc[j]);  \
+  }
+
+/* The run of a value-only flavor. Sums fold a contiguous run into RED_LANES independent
+ * accumulators (vector registers, no serial dependency). */
+#define RED_RUN_LANES(FL, ID, T, CT)                                                               \
+  static void run_##FL##_##ID(void *accp, int64_t *idx, const char *p, int64_t sb, int64_t n,      \
+                              const double *prm, int64_t pos) {                                    \
+    typedef ACC_##FL(ID, CT) acc_t;                                                                \
+    (void)idx, (void)pos;                                                                          \
+    const double m0 = prm ? prm[0] : 0;                                                            \
+    (void)m0;                                                                                      \
+    acc_t a = *(acc_t *)accp;                                                                      \
+    if (sb == (int64_t)sizeof(T) && n >= RED_LANES) {                                              \
+      const T *x = (const T *)p;                                                                   \
+      acc_t lane[RED_LANES];                                                                       \
+      for (int l = 0; l < RED_LANES; l++) lane[l] = INIT_##FL(CT);                                 \
+      int64_t i = 0;                                                                               \
+      for (; i + RED_LANES <= n; i += RED_LANES)                                                   \
+        for (int l = 0; l < RED_LANES; l++) {                                                      \
+          CT v = LD_##ID(x[i + l]);                                                                \
+          lane[l] = STEP_##FL(CT, lane[l], v, m0);                                                 \
+        }                                                                                          \
+      for (; i < n; i++) {                                                                         \
+        CT v = LD_##ID(x[i]);                                                                      \
+        a = STEP_##FL(CT, a, v, m0);                                                               \
+      }                                                                                            \
+      for (int w = RED_LANES / 2; w > 0; w /= 2) /* a tree: short dependency chains */              \
+        for (int l = 0; l < w; l++) lane[l] = MERGE_##FL(lane[l], lane[l + w]);                    \
+      a = MERGE_##FL(a, lane[0]);                                                                  \
+    } else {                                                                                       \
+      for (int64_t i = 0; i < n; i++) {                                                            \
+        CT v = LD_##ID(*(const T *)(p + i * sb));                                                  \
+        a = STEP_##FL(CT, a, v, m0);                                                               \
+      }                                                                                            \
+    }                                                                                              \
+    *(acc_t *)accp = a;                                                                            \
+  }
+
+/* Max/min of a contiguous run: a plain max (what the vector max instruction computes) while
+ * z += v * 0 stays 0; z turns NaN when the run holds a NaN (or an infinity), and then the
+ * NaN-aware loop decides. */
+#define SIMPLE_MAX(b, v) ((v) > (b) ? (v) : (b))
+#define SIMPLE_MIN(b, v) ((v) < (b) ? (v) : (b))
+#define SIMD_MAX _Pragma("omp simd reduction(max : b) reduction(+ : z)")
+#define SIMD_MIN _Pragma("omp simd reduction(min : b) reduction(+ : z)")
+#define RED_EXTREME_FAST(FL, ID, T, CT, x, n, b, z)                                                \
+  CT b = INIT_##FL(CT), z = 0;                                                                     \
+  SIMD_##FL for (int64_t i_ = 0; i_ < (n); i_++) {                                                 \
+    CT v_ = LD_##ID((x)[i_]);                                                                      \
+    b = SIMPLE_##FL(b, v_);                                                                        \
+    z += v_ * 0;                                                                                   \
+  }
+#define RED_RUN_EXTREME(FL, ID, T, CT)                                                             \
+  static void run_##FL##_##ID(void *accp, int64_t *idx, const char *p, int64_t sb, int64_t n,      \
+                              const double *prm, int64_t pos) {                                    \
+    (void)idx, (void)pos, (void)prm;                                                               \
+    CT a = *(CT *)accp;                                                                            \
+    if (sb == (int64_t)sizeof(T)) {                                                                \
+      RED_EXTREME_FAST(FL, ID, T, CT, (const T *)p, n, b, z)                                       \
+      if (z == z) {                                                                                \
+        *(CT *)accp = MERGE_##FL(a, b);                                                            \
+        return;                                                                                    \
+      }                                                                                            \
+    }                                                                                              \
+    for (int64_t i = 0; i < n; i++) {                                                              \
+      CT v = LD_##ID(*(const T *)(p + i * sb));                                                    \
+      a = STEP_##FL(CT, a, v, 0);                                                                  \
+    }                                                                                              \
+    *(CT *)accp = a;                                                                               \
+  }
+#define RUN_SUM RED_RUN_LANES
+#define RUN_PROD RED_RUN_LANES
+#define RUN_SQDEV RED_RUN_LANES
+#define RUN_EXPSUM RED_RUN_LANES
+#define RUN_MAX RED_RUN_EXTREME
+#define RUN_MIN RED_RUN_EXTREME
+
+/* Value-only flavors: run (by kind, above), row, merge. */
+#define RED_VALUE(FL, ID, T, CT)                                                                   \
+  RED_COMMON(FL, ID, T, CT)                                                                        \
+  RUN_##FL(FL, ID, T, CT)                                                                          \
+  static void row_##FL##_##ID(void *accp, int64_t *idx, const char *p, int64_t sb, int64_t n,      \
+                              const double *prm, int64_t pos) {                                    \
+    ACC_##FL(ID, CT) *restrict acc = accp;                                                         \
+    (void)idx, (void)pos, (void)prm;                                                               \
+    if (sb == (int64_t)sizeof(T)) {                                                                \
+      const T *restrict x = (const T *)p;                                                          \
+      for (int64_t j = 0; j < n; j++) {                                                            \
+        CT v = LD_##ID(x[j]);                                                                      \
+        acc[j] = STEP_##FL(CT, acc[j], v, prm[j]);                                                 \
+      }                                                                                            \
+    } else {                                                                                       \
+      for (int64_t j = 0; j < n; j++) {                                                            \
+        CT v = LD_##ID(*(const T *)(p + j * sb));                                                  \
+        acc[j] = STEP_##FL(CT, acc[j], v, prm[j]);                                                 \
+      }                                                                                            \
+    }                                                                                              \
+  }                                                                                                \
+  static void merge_##FL##_##ID(void *accp, int64_t *idx, const void *bp, const int64_t *bidx,     \
+                                int64_t n) {                                                       \
+    ACC_##FL(ID, CT) *acc = accp;                                                                  \
+    const ACC_##FL(ID, CT) *b = bp;                                                                \
+    (void)idx, (void)bidx;                                                                         \
+    for (int64_t j = 0; j < n; j++) acc[j] = MERGE_##FL(acc[j], b[j]);                             \
+  }
+
+/* Arg flavors keep the best value and its reduced index: strictly better wins, so ties keep the
+ * first occurrence; a NaN beats any number and the first NaN stays. */
+#define ACC_ARGMAX(ID, CT) CT
+#define INIT_ARGMAX(CT) RED_LOWEST(CT)
+#define BETTER_ARGMAX(x, b) ((x) > (b) || ((x) != (x) && (b) == (b)))
+#define BETTER_BITS_ARGMAX(x, b) (((x) > (b)) | (((x) != (x)) & ((b) == (b))))
+#define OUT_ARGMAX(ID, T) T
+#define STORE_ARGMAX(ID, v) ST_##ID(v)
+#define ACC_ARGMIN(ID, CT) CT
+#define INIT_ARGMIN(CT) RED_HIGHEST(CT)
+#define BETTER_ARGMIN(x, b) ((x) < (b) || ((x) != (x) && (b) == (b)))
+#define BETTER_BITS_ARGMIN(x, b) (((x) < (b)) | (((x) != (x)) & ((b) == (b))))
+#define OUT_ARGMIN(ID, T) T
+#define STORE_ARGMIN(ID, v) ST_##ID(v)
+
+/* A contiguous run goes by blocks: the block's extreme comes from the vectorised max/min, and
+ * only a block that beats the best so far is searched for the first element equal to it (checking
+ * 16 at a time); a block holding a NaN or an infinity takes the exact scalar scan. */
+#define ARG_BLOCK 4096
+#define ARG_SCAN(FL, ID, T, CT, p, sb, n, pos, best, at)                                           \
+  for (int64_t i = 0; i < (n); i++) {                                                              \
+    CT v = LD_##ID(*(const T *)((p) + i * (sb)));                                                  \
+    if (BETTER_##FL(v, best)) best = v, at = (pos) + i;                                            \
+  }
+#define ARG_FIND(ID, x, len, b, found)                                                             \
+  int64_t found = 0;                                                                               \
+  for (; found + 16 <= (len); found += 16) {                                                       \
+    int hit = 0;                                                                                   \
+    for (int l = 0; l < 16; l++) hit |= LD_##ID((x)[found + l]) == (b);                            \
+    if (hit) break;                                                                                \
+  }                                                                                                \
+  while (LD_##ID((x)[found]) != (b)) found++; /* b is one of the elements: this ends */
+#define SIMPLE_ARGMAX SIMPLE_MAX
+#define SIMPLE_ARGMIN SIMPLE_MIN
+#define SIMD_ARGMAX SIMD_MAX
+#define SIMD_ARGMIN SIMD_MIN
+#define RED_ARG(FL, ID, T, CT)                                                                     \
+  RED_COMMON(FL, ID, T, CT)                                                                        \
+  static void run_##FL##_##ID(void *accp, int64_t *idx, const char *p, int64_t sb, int64_t n,      \
+                              const double *prm, int64_t pos) {                                    \
+    (void)prm;                                                                                     \
+    CT best = *(CT *)accp;                                                                         \
+    int64_t at = idx[0];                                                                           \
+    if (sb != (int64_t)sizeof(T)) {                                                                \
+      ARG_SCAN(FL, ID, T, CT, p, sb, n, pos, best, at)                                             \
+    } else {                                                                                       \
+      for (int64_t i0 = 0; i0 < n; i0 += ARG_BLOCK) {                                              \
+        int64_t len = n - i0 < ARG_BLOCK ? n - i0 : ARG_BLOCK;                                     \
+        const T *x = (const T *)p + i0;                                                            \
+        RED_EXTREME_FAST(FL, ID, T, CT, x, len, b, z)                                              \
+        if (z != z) {                                                                              \
+          ARG_SCAN(FL, ID, T, CT, (const char *)x, (int64_t)sizeof(T), len, pos + i0, best, at)    \
+        } else if (BETTER_##FL(b, best)) {                                                         \
+          ARG_FIND(ID, x, len, b, k)                                                               \
+          best = LD_##ID(x[k]), at = pos + i0 + k;                                                 \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
+    *(CT *)accp = best;                                                                            \
+    idx[0] = at;                                                                                   \
+  }                                                                                                \
+  static void row_##FL##_##ID(void *accp, int64_t *idx, const char *p, int64_t sb, int64_t n,      \
+                              const double *prm, int64_t pos) {                                    \
+    CT *restrict acc = accp;                                                                       \
+    (void)prm;                                                                                     \
+    for (int64_t j = 0; j < n; j++) { /* branch-free: which rows win is unpredictable */          \
+      CT v = LD_##ID(*(const T *)(p + j * sb)), a = acc[j];                                        \
+      int take = BETTER_BITS_##FL(v, a);                                                           \
+      acc[j] = take ? v : a;                                                                       \
+      idx[j] = take ? pos : idx[j];                                                                \
+    }                                                                                              \
+  }                                                                                                \
+  static void merge_##FL##_##ID(void *accp, int64_t *idx, const void *bp, const int64_t *bidx,     \
+                                int64_t n) {                                                       \
+    CT *acc = accp;                                                                                \
+    const CT *b = bp;                                                                              \
+    for (int64_t j = 0; j < n; j++)                                                                \
+      if (BETTER_##FL(b[j], acc[j])) acc[j] = b[j], idx[j] = bidx[j];                              \
+  }
+
+#define RED_VALUE_ALL(FL) CPU_ALL_TYPES_WITH(RED_VALUE, FL)
+#define RED_VALUE_FLOAT(FL) CPU_FLOAT_TYPES_WITH(RED_VALUE, FL)
+#define RED_ARG_ALL(FL) CPU_ALL_TYPES_WITH(RED_ARG, FL)
+RED_VALUE_ALL(SUM)
+RED_VALUE_ALL(PROD)
+RED_VALUE_ALL(MAX)
+RED_VALUE_ALL(MIN)
+RED_VALUE_FLOAT(SQDEV)
+RED_VALUE_FLOAT(EXPSUM)
+RED_ARG_ALL(ARGMAX)
+RED_ARG_ALL(ARGMIN)
+
+#define FL_ENTRY(FL, ID, T, CT)                                                                    \
+  [FL_##FL][DLE_##ID] = {sizeof(ACC_##FL(ID, CT)), init_##FL##_##ID, run_##FL##_##ID,              \
+                         row_##FL##_##ID, merge_##FL##_##ID, f64_##FL##_##ID, store_##FL##_##ID},
+#define FL_ALL(FL) CPU_ALL_TYPES_WITH(FL_ENTRY, FL)
+#define FL_FLOAT(FL) CPU_FLOAT_TYPES_WITH(FL_ENTRY, FL)
+static const red_flavor flavors[FL_COUNT][DLE_NUM_DTYPES] = {
+    FL_ALL(SUM) FL_ALL(PROD) FL_ALL(MAX) FL_ALL(MIN) FL_FLOAT(SQDEV) FL_FLOAT(EXPSUM)
+    FL_ALL(ARGMAX) FL_ALL(ARGMIN)
+};
+
+/* Results computed in double (mean, var, std, logsumexp) stored into a float output. */
+#define STORE_F64(ID, T, CT)                                                                       \
+  static void store_f64_##ID(char *out, int64_t os, const double *v, int64_t n) {                  \
+    for (int64_t j = 0; j < n; j++) *(T *)(out + j * os) = ST_##ID(v[j]);                          \
+  }
+CPU_FLOAT_TYPES(STORE_F64)
+#define STORE_F64_ENTRY(ID, T, CT) [DLE_##ID] = store_f64_##ID,
+static void (*const store_f64[DLE_NUM_DTYPES])(char *, int64_t, const double *, int64_t) = {
+    CPU_FLOAT_TYPES(STORE_F64_ENTRY)};
+
+/* ================================================================ the plan */
+
+typedef struct {
+  int nk, nr;
+  int64_t ks[DLE_MAX_DIMS], kx[DLE_MAX_DIMS], ko[DLE_MAX_DIMS]; /* kept: sizes, input byte strides, output element strides */
+  int64_t rs[DLE_MAX_DIMS], rx[DLE_MAX_DIMS], ro[DLE_MAX_DIMS]; /* reduced: sizes, input byte strides, output element strides */
+  int64_t nout, nred;
+  const char *x;
+  bool stream;  /* the fastest input dim is kept: stream rows of outputs along kept dim k0 */
+  int k0;
+  int64_t blk;  /* outputs per chunk: a run of consecutive outputs, or (streaming) of dim k0 */
+  int64_t nblk; /* streaming: chunks per row of dim k0 */
+  int64_t nchunks;
+} red_plan;
+
+typedef struct {
+  int64_t first;   /* kept flat index of the chunk's first output */
+  int64_t n;       /* outputs in the chunk */
+  int64_t in_off;  /* byte offset of the first output's input */
+  int64_t out_off; /* element offset of the first output */
+  int64_t os;      /* element stride between the chunk's outputs (streaming) */
+} red_chunk;
+
+static inline int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
+
+/* Appends dim (size, input stride, output stride) to a group, merging it into the previous dim
+ * when that one steps exactly over it in input and output. */
+static void group_push(int *n, int64_t *s, int64_t *x, int64_t *o, int64_t size, int64_t xs, int64_t os) {
+  int k = *n;
+  if (k > 0 && x[k - 1] == xs * size && o[k - 1] == os * size) {
+    s[k - 1] *= size, x[k - 1] = xs, o[k - 1] = os;
+    return;
+  }
+  s[k] = size, x[k] = xs, o[k] = os;
+  *n = k + 1;
+}
+
+/* Splits x's dims into kept and reduced groups. ostr: output element stride per dim of x.
+ * logical: the reduced dims keep their order (arg ops count positions in it); otherwise they are
+ * reordered by decreasing stride so the innermost run is the densest. */
+static void plan_build(red_plan *pl, const dle_tensor *x, const int64_t *ostr, const bool *red, bool logical) {
+  int64_t es = cpu_esize(x->dtype);
+  int ord[DLE_MAX_DIMS], no = 0;
+  memset(pl, 0, sizeof *pl);
+  pl->x = dle_tensor_data(x);
+  pl->nout = pl->nred = 1;
+  for (int d = 0; d < x->ndim; d++) {
+    if (red[d]) pl->nred *= x->sizes[d], ord[no++] = d;
+    else pl->nout *= x->sizes[d];
+    if (x->sizes[d] == 1 || red[d]) continue;
+    group_push(&pl->nk, pl->ks, pl->kx, pl->ko, x->sizes[d], x->strides[d] * es, ostr[d]);
+  }
+  if (!logical)  /* insertion sort, stride-0 dims outermost */
+    for (int i = 1; i < no; i++)
+      for (int j = i; j > 0; j--) {
+        int64_t a = x->strides[ord[j - 1]], b = x->strides[ord[j]];
+        bool swap = a != 0 && (b == 0 || abs64(b) > abs64(a));
+        if (!swap) break;
+        int t = ord[j];
+        ord[j] = ord[j - 1], ord[j - 1] = t;
+      }
+  for (int i = 0; i < no; i++) {
+    int d = ord[i];
+    if (x->sizes[d] == 1) continue;
+    group_push(&pl->nr, pl->rs, pl->rx, pl->ro, x->sizes[d], x->strides[d] * es, ostr[d]);
+  }
+  if (pl->nk == 0) pl->ks[0] = 1, pl->nk = 1;
+  if (pl->nr == 0) pl->rs[0] = 1, pl->nr = 1;
+  /* stream when some kept dim is denser in memory than every reduced dim */
+  int64_t best_k = INT64_MAX, best_r = INT64_MAX;
+  for (int d = 0; d < pl->nk; d++)
+    if (pl->kx[d] && abs64(pl->kx[d]) < best_k) best_k = abs64(pl->kx[d]), pl->k0 = d;
+  for (int d = 0; d < pl->nr; d++)
+    if (pl->rx[d] && abs64(pl->rx[d]) < best_r) best_r = abs64(pl->rx[d]);
+  pl->stream = best_k < best_r;
+}
+
+/* Chunks of at most cap outputs. Streamed rows stay as wide as allowed, so each pass reads long
+ * contiguous stretches (threads then split the rows when chunks are few); runs of outputs aim at
+ * ~4 chunks per thread. */
+static void plan_chunks(red_plan *pl, int nthreads, int64_t cap) {
+  if (pl->stream) {
+    int64_t len = pl->ks[pl->k0];
+    pl->blk = len < cap ? len : cap;
+    pl->nblk = (len + pl->blk - 1) / pl->blk;
+    pl->nchunks = pl->nout / len * pl->nblk;
+  } else {
+    int64_t want = nthreads > 1 ? 4 * (int64_t)nthreads : 1;
+    int64_t blk = (pl->nout + want - 1) / want;
+    pl->blk = blk > cap ? cap : blk < 1 ? 1 : blk;
+    pl->nchunks = (pl->nout + pl->blk - 1) / pl->blk;
+  }
+}
+
+/* Input and output offsets of the kept multi-index of flat index q over the kept dims, skipping
+ * dim `skip` (-1: none). */
+static void kept_offsets(const red_plan *pl, int64_t q, int skip, int64_t *in_off, int64_t *out_off) {
+  int64_t xi = 0, oi = 0;
+  for (int d = pl->nk - 1; d >= 0; d--) {
+    if (d == skip) continue;
+    int64_t i = q % pl->ks[d];
+    q /= pl->ks[d];
+    xi += i * pl->kx[d], oi += i * pl->ko[d];
+  }
+  *in_off = xi, *out_off = oi;
+}
+
+static void chunk_get(const red_plan *pl, int64_t i, red_chunk *c) {
+  if (pl->stream) {
+    int64_t q = i / pl->nblk, j0 = (i % pl->nblk) * pl->blk, len = pl->ks[pl->k0];
+    kept_offsets(pl, q, pl->k0, &c->in_off, &c->out_off);
+    c->in_off += j0 * pl->kx[pl->k0];
+    c->out_off += j0 * pl->ko[pl->k0];
+    c->os = pl->ko[pl->k0];
+    c->n = len - j0 < pl->blk ? len - j0 : pl->blk;
+    c->first = -1;
+  } else {
+    c->first = i * pl->blk;
+    c->n = pl->nout - c->first < pl->blk ? pl->nout - c->first : pl->blk;
+    kept_offsets(pl, c->first, -1, &c->in_off, &c->out_off);
+    c->os = 1;
+  }
+}
+
+/* Multi-index over a group of dims from a flat index; returns the byte offset. */
+static int64_t group_seek(int n, const int64_t *s, const int64_t *x, int64_t flat, int64_t *id) {
+  if (flat == 0) {  /* the common case: no divisions */
+    memset(id, 0, (size_t)n * sizeof *id);
+    return 0;
+  }
+  int64_t off = 0;
+  for (int d = n - 1; d >= 0; d--) {
+    id[d] = flat % s[d];
+    flat /= s[d];
+    off += id[d] * x[d];
+  }
+  return off;
+}
+
+/* Steps a multi-index whose last dim just reached its end; returns the offset change. */
+static inline int64_t group_carry(int n, const int64_t *s, const int64_t *x, int64_t *id) {
+  int64_t delta = 0;
+  for (int d = n - 1; d > 0 && id[d] == s[d]; d--) {
+    delta += x[d - 1] - id[d] * x[d];
+    id[d] = 0;
+    id[d - 1]++;
+  }
+  return delta;
+}
+
+/* Folds reduced positions [r0, r1) of the input at b into one accumulator, a run at a time. */
+static void fold_runs(const red_plan *pl, const red_flavor *f, const char *b, void *acc, int64_t *idx,
+                      const double *prm, int64_t r0, int64_t r1) {
+  int last = pl->nr - 1;
+  int64_t id[DLE_MAX_DIMS], len = pl->rs[last], sb = pl->rx[last];
+  int64_t off = group_seek(pl->nr, pl->rs, pl->rx, r0, id);
+  for (int64_t pos = r0; pos < r1;) {
+    int64_t n = len - id[last] < r1 - pos ? len - id[last] : r1 - pos;
+    f->run(acc, idx, b + off, sb, n, prm, pos);
+    pos += n;
+    off += n * sb;
+    id[last] += n;
+    if (pos < r1) off += group_carry(pl->nr, pl->rs, pl->rx, id);
+  }
+}
+
+/* Folds reduced positions [r0, r1) into every output of chunk c (accumulators acc/idx/prm). */
+static void chunk_fold(const red_plan *pl, const red_chunk *c, const red_flavor *f, char *acc,
+                       int64_t *idx, const double *prm, int64_t r0, int64_t r1) {
+  if (r0 >= r1) return;
+  if (pl->stream) {
+    const char *b = pl->x + c->in_off;
+    int64_t id[DLE_MAX_DIMS], sb = pl->kx[pl->k0];
+    int last = pl->nr - 1;
+    int64_t off = group_seek(pl->nr, pl->rs, pl->rx, r0, id);
+    for (int64_t r = r0; r < r1; r++) {
+      f->row(acc, idx, b + off, sb, c->n, prm, r);
+      off += pl->rx[last];
+      if (++id[last] == pl->rs[last] && r + 1 < r1) off += group_carry(pl->nr, pl->rs, pl->rx, id);
+    }
+    return;
+  }
+  int64_t id[DLE_MAX_DIMS];
+  int last = pl->nk - 1;
+  int64_t off = group_seek(pl->nk, pl->ks, pl->kx, c->first, id);
+  for (int64_t i = 0; i < c->n; i++) {
+    fold_runs(pl, f, pl->x + off, acc + i * f->acc_size, idx ? idx + i : NULL, prm ? prm + i : NULL, r0, r1);
+    off += pl->kx[last];
+    if (++id[last] == pl->ks[last] && i + 1 < c->n) off += group_carry(pl->nk, pl->ks, pl->kx, id);
+  }
+}
+
+/* Bytes of one thread's array of n accumulators: whole 128-byte units, so threads writing their
+ * own arrays never share a cache line (or an adjacent-line prefetch pair). */
+static size_t red_slot_bytes(int64_t n) { return ((size_t)n * 8 + 127) / 128 * 128; }
+
+/* One pass of flavor f over chunk c: the whole reduction on this thread, or (given scratch for
+ * every thread's partial results) divided into per-thread ranges merged in order. */
+static void red_pass(const red_plan *pl, const red_chunk *c, const red_flavor *f, char *acc,
+                     int64_t *idx, const double *prm, char *scratch) {
+  if (!scratch) {
+    f->init(acc, idx, c->n, 0);
+    chunk_fold(pl, c, f, acc, idx, prm, 0, pl->nred);
+    return;
+  }
+  int nt = red_threads(), used = 1;
+  size_t per = red_slot_bytes(pl->blk);
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt)
+#endif
+  {
+#ifdef _OPENMP
+    int t = omp_get_thread_num(), n = omp_get_num_threads();
+#else
+    int t = 0, n = 1;
+#endif
+    int64_t r0 = pl->nred * t / n, r1 = pl->nred * (t + 1) / n;
+    char *a = scratch + (size_t)t * per;
+    int64_t *ix = idx ? (int64_t *)(scratch + (size_t)(nt + t) * per) : NULL;
+    f->init(a, ix, c->n, r0);
+    chunk_fold(pl, c, f, a, ix, prm, r0, r1);
+    if (t == 0) used = n;
+  }
+  bool have = false;
+  for (int t = 0; t < used; t++) {
+    if (pl->nred * (t + 1) / used == pl->nred * t / used) continue;  /* empty range */
+    char *a = scratch + (size_t)t * per;
+    int64_t *ix = idx ? (int64_t *)(scratch + (size_t)(nt + t) * per) : NULL;
+    if (!have) {
+      memcpy(acc, a, (size_t)c->n * f->acc_size);
+      if (idx) memcpy(idx, ix, (size_t)c->n * sizeof *idx);
+      have = true;
+    } else {
+      f->merge(acc, idx, a, ix, c->n);
+    }
+  }
+  if (!have) f->init(acc, idx, c->n, 0);
+}
+
+/* ================================================================ reductions */
+
+typedef struct {
+  dle_op op;
+  const red_flavor *f1, *f2; /* first pass; second pass of var/std/logsumexp */
+  red_plan pl;
+  char *out, *out2;          /* values (or indices), and max/min's indices */
+  int64_t es;                /* element size of out */
+  dle_dtype out_dt;
+  double correction;
+  int64_t base;              /* index_base added to stored indices */
+  bool arg;                  /* the first pass tracks indices */
+} red_job;
+
+static void store_indices(char *out, int64_t os, const int64_t *idx, int64_t n, int64_t base) {
+  int64_t *o = (int64_t *)out;
+  for (int64_t j = 0; j < n; j++) o[j * os] = idx[j] + base;
+}
+
+/* Computes and stores every output of chunk i. work: 4 * blk doubles; scratch: see red_pass. */
+static void red_chunk_run(const red_job *job, int64_t i, double *work, char *scratch) {
+  double *acc = work, *prm = work + job->pl.blk, *aux = work + 2 * job->pl.blk;
+  int64_t *idx = (int64_t *)(work + 3 * job->pl.blk);
+  red_chunk c;
+  chunk_get(&job->pl, i, &c);
+  const red_plan *pl = &job->pl;
+  red_pass(pl, &c, job->f1, (char *)acc, job->arg ? idx : NULL, NULL, scratch);
+  char *out = job->out + c.out_off * job->es;
+  int64_t os = c.os * job->es, n = c.n;
+  double nred = (double)pl->nred;
+  switch (job->op) {
+    case DLE_OP_SUM: case DLE_OP_PROD: case DLE_OP_AMAX: case DLE_OP_AMIN:
+      job->f1->store(out, os, acc, n);
+      return;
+    case DLE_OP_ARGMAX: case DLE_OP_ARGMIN:
+      store_indices(out, c.os, idx, n, job->base);
+      return;
+    case DLE_OP_MAX: case DLE_OP_MIN:
+      job->f1->store(out, os, acc, n);
+      store_indices(job->out2 + c.out_off * 8, c.os, idx, n, job->base);
+      return;
+    case DLE_OP_VAR: case DLE_OP_STD: {
+      job->f1->to_f64(prm, acc, n);
+      for (int64_t j = 0; j < n; j++) prm[j] /= nred;
+      red_pass(pl, &c, job->f2, (char *)acc, NULL, prm, scratch);
+      double dof = nred - job->correction > 0 ? nred - job->correction : 0;
+      for (int64_t j = 0; j < n; j++) prm[j] = acc[j] / dof;
+      if (job->op == DLE_OP_STD)
+        for (int64_t j = 0; j < n; j++) prm[j] = sqrt(prm[j]);
+      break;
+    }
+    case DLE_OP_LOGSUMEXP: {
+      /* the max is the shift; an infinite or NaN max is the answer itself */
+      job->f1->to_f64(aux, acc, n);
+      for (int64_t j = 0; j < n; j++) prm[j] = isfinite(aux[j]) ? aux[j] : 0;
+      red_pass(pl, &c, job->f2, (char *)acc, NULL, prm, scratch);
+      for (int64_t j = 0; j < n; j++) prm[j] = isfinite(aux[j]) ? aux[j] + log(acc[j]) : aux[j];
+      break;
+    }
+    default:  /* mean */
+      job->f1->to_f64(prm, acc, n);
+      for (int64_t j = 0; j < n; j++) prm[j] /= nred;
+      break;
+  }
+  store_f64[job->out_dt](out, os, prm, n);
+}
+
+static int red_flavor_of(dle_op op) {
+  switch (op) {
+    case DLE_OP_PROD: return FL_PROD;
+    case DLE_OP_AMAX: case DLE_OP_LOGSUMEXP: return FL_MAX;
+    case DLE_OP_AMIN: return FL_MIN;
+    case DLE_OP_MAX: case DLE_OP_ARGMAX: return FL_ARGMAX;
+    case DLE_OP_MIN: case DLE_OP_ARGMIN: return FL_ARGMIN;
+    default: return FL_SUM;  /* sum, mean, var and std start with a sum */
+  }
+}
+
+/* attrs.ints: the reduced dims (0-based, checked, distinct); none means all. */
+static dle_status cpu_reduce(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
+                             const dle_attrs *a) {
+  (void)nin;
+  const char *fn = dle_op_get_info(op)->name;
+  dle_tensor *x = ins[0], *out = outs[0];
+  bool red[DLE_MAX_DIMS] = {false};
+  for (int d = 0; d < x->ndim; d++) red[d] = a->nints == 0;
+  for (int i = 0; i < a->nints; i++) {
+    if (a->ints[i] < 0 || a->ints[i] >= x->ndim) return dle_error("%s: bad dim %lld", fn, (long long)a->ints[i]);
+    red[a->ints[i]] = true;
+  }
+  red_job job = {.op = op, .out = dle_tensor_data(out), .es = cpu_esize(out->dtype),
+                 .out_dt = out->dtype, .correction = a->f[0], .base = a->index_base};
+  int fl = red_flavor_of(op);
+  job.f1 = &flavors[fl][x->dtype];
+  if (op == DLE_OP_VAR || op == DLE_OP_STD) job.f2 = &flavors[FL_SQDEV][x->dtype];
+  if (op == DLE_OP_LOGSUMEXP) job.f2 = &flavors[FL_EXPSUM][x->dtype];
+  bool in_f64 = op == DLE_OP_MEAN || job.f2;  /* results computed in double, stored as float */
+  if (!job.f1->run || (job.f2 && !job.f2->run) || (in_f64 && !store_f64[out->dtype]))
+    return dle_error("%s: no CPU kernel for dtype %s", fn, dle_dtype_name(x->dtype));
+  if (op == DLE_OP_MAX || op == DLE_OP_MIN) job.out2 = dle_tensor_data(outs[1]);
+
+  /* the output is contiguous over the kept dims, in their order */
+  int64_t ostr[DLE_MAX_DIMS], st = 1;
+  for (int d = x->ndim - 1; d >= 0; d--) {
+    ostr[d] = red[d] ? 0 : st;
+    if (!red[d]) st *= x->sizes[d];
+  }
+  job.arg = fl == FL_ARGMAX || fl == FL_ARGMIN;
+  plan_build(&job.pl, x, ostr, red, job.arg);
+  if (job.pl.nout == 0) return DLE_OK;
+  int nt = red_threads();
+  bool par = nt > 1 && (double)job.pl.nout * (double)job.pl.nred >= CPU_PARALLEL_GRAIN;
+  plan_chunks(&job.pl, par ? nt : 1, RED_BLOCK);
+  /* few chunks: each chunk's reduction is split across the threads instead */
+  bool split = par && job.pl.nchunks < 4 * (int64_t)nt;
+  if (split) plan_chunks(&job.pl, 1, RED_BLOCK);
+  int slots = par && !split ? nt : 1;
+  size_t work = red_slot_bytes(job.pl.blk) * 4;
+  size_t scratch = split ? red_slot_bytes(job.pl.blk) * 2 * (size_t)nt : 0;
+  char *raw = malloc(work * (size_t)slots + scratch + 128);
+  if (!raw) return dle_error("%s: out of memory for the accumulators of %lld outputs", fn, (long long)job.pl.blk);
+  char *mem = raw + (128 - (uintptr_t)raw % 128);
+  if (!par || split) {
+    for (int64_t i = 0; i < job.pl.nchunks; i++)
+      red_chunk_run(&job, i, (double *)mem, split ? mem + work : NULL);
+  } else {
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1)
+#endif
+    for (int64_t i = 0; i < job.pl.nchunks; i++) {
+#ifdef _OPENMP
+      int t = omp_get_thread_num();
+#else
+      int t = 0;
+#endif
+      red_chunk_run(&job, i, (double *)(mem + work * (size_t)t), NULL);
+    }
+  }
+  free(raw);
+  return DLE_OK;
+}
+
+/* ================================================================ softmax */
+
+/* The max of a row, NaN if it holds one: vectorised when contiguous. */
+#define SM_MAX(ID, T, CT)                                                                          \
+  static CT sm_max_##ID(const char *x, int64_t xs, int64_t D) {                                    \
+    if (xs == (int64_t)sizeof(T)) {                                                                \
+      RED_EXTREME_FAST(MAX, ID, T, CT, (const T *)x, D, b, z)                                      \
+      if (z == z) return b;                                                                        \
+    }                                                                                              \
+    CT m = RED_LOWEST(CT);                                                                         \
+    for (int64_t r = 0; r < D; r++) {                                                              \
+      CT v = LD_##ID(*(const T *)(x + r * xs));                                                    \
+      m = STEP_MAX(CT, m, v, 0);                                                                   \
+    }                                                                                              \
+    return m;                                                                                      \
+  }
+
+/* One row of D elements (strides in bytes): max, sum of exp(x - max) in double, then the output.
+ * Contiguous rows of float32/float64 keep exp(x - max) in the output and scale it after. */
+#define SOFTMAX_ROW(ID, T, CT)                                                                     \
+  static void sm_row_##ID(char *y, int64_t ys, const char *x, int64_t xs, int64_t D, bool lg) {   \
+    CT m = sm_max_##ID(x, xs, D);                                                                  \
+    double s = 0;                                                                                  \
+    if (xs == (int64_t)sizeof(T) && ys == (int64_t)sizeof(T)) {                                    \
+      const T *restrict xp = (const T *)x;                                                         \
+      T *restrict yp = (T *)y;                                                                     \
+      if (!lg && sizeof(T) == sizeof(CT)) {                                                        \
+        _Pragma("omp simd reduction(+ : s)") for (int64_t r = 0; r < D; r++) {                     \
+          CT e = RED_EXP(LD_##ID(xp[r]) - m);                                                      \
+          s += e;                                                                                  \
+          yp[r] = ST_##ID(e);                                                                      \
+        }                                                                                          \
+        CT inv = (CT)(1 / s);                                                                      \
+        for (int64_t r = 0; r < D; r++) yp[r] = ST_##ID(LD_##ID(yp[r]) * inv);                     \
+        return;                                                                                    \
+      }                                                                                            \
+      _Pragma("omp simd reduction(+ : s)") for (int64_t r = 0; r < D; r++)                         \
+        s += RED_EXP(LD_##ID(xp[r]) - m);                                                          \
+      CT k = lg ? (CT)log(s) : (CT)(1 / s);                                                        \
+      if (lg)                                                                                      \
+        for (int64_t r = 0; r < D; r++) yp[r] = ST_##ID(LD_##ID(xp[r]) - m - k);                   \
+      else                                                                                         \
+        for (int64_t r = 0; r < D; r++) yp[r] = ST_##ID(RED_EXP(LD_##ID(xp[r]) - m) * k);          \
+      return;                                                                                      \
+    }                                                                                              \
+    for (int64_t r = 0; r < D; r++) s += RED_EXP(LD_##ID(*(const T *)(x + r * xs)) - m);          \
+    CT k = lg ? (CT)log(s) : (CT)(1 / s);                                                          \
+    for (int64_t r = 0; r < D; r++) {                                                              \
+      CT v = LD_##ID(*(const T *)(x + r * xs)) - m;                                                \
+      *(T *)(y + r * ys) = ST_##ID(lg ? v - k : RED_EXP(v) * k);                                   \
+    }                                                                                              \
+  }
+
+/* n rows side by side (dim of stride xj in x, yj in y), streamed D times along the softmax dim
+ * (strides xr, yr), so that every pass reads memory contiguously when xj is the element size. */
+#define SM_BLOCK_PASSES(ID, T, CT, XJ, YJ)                                                         \
+  for (int64_t r = 0; r < D; r++) {                                                                \
+    const T *restrict xp = (const T *)(x + r * xr);                                                \
+    for (int64_t j = 0; j < n; j++) {                                                              \
+      CT v = LD_##ID(xp[j * (XJ)]);                                                                \
+      m[j] = STEP_MAX(CT, m[j], v, 0);                                                             \
+    }                                                                                              \
+  }                                                                                                \
+  if (!lg && sizeof(T) == sizeof(CT)) { /* keep exp(x - max) in y, then scale it */              \
+    for (int64_t r = 0; r < D; r++) {                                                              \
+      const T *restrict xp = (const T *)(x + r * xr);                                              \
+      T *restrict yp = (T *)(y + r * yr);                                                          \
+      for (int64_t j = 0; j < n; j++) {                                                            \
+        CT e = RED_EXP(LD_##ID(xp[j * (XJ)]) - m[j]);                                              \
+        s[j] += e;                                                                                 \
+        yp[j * (YJ)] = ST_##ID(e);                                                                 \
+      }                                                                                            \
+    }                                                                                              \
+    for (int64_t j = 0; j < n; j++) k[j] = (CT)(1 / s[j]);                                         \
+    for (int64_t r = 0; r < D; r++) {                                                              \
+      T *restrict yp = (T *)(y + r * yr);                                                          \
+      for (int64_t j = 0; j < n; j++) yp[j * (YJ)] = ST_##ID(LD_##ID(yp[j * (YJ)]) * k[j]);        \
+    }                                                                                              \
+    return;                                                                                        \
+  }                                                                                                \
+  for (int64_t r = 0; r < D; r++) {                                                                \
+    const T *restrict xp = (const T *)(x + r * xr);                                                \
+    for (int64_t j = 0; j < n; j++) s[j] += RED_EXP(LD_##ID(xp[j * (XJ)]) - m[j]);                 \
+  }                                                                                                \
+  for (int64_t j = 0; j < n; j++) k[j] = lg ? (CT)log(s[j]) : (CT)(1 / s[j]);                      \
+  for (int64_t r = 0; r < D; r++) {                                                                \
+    const T *restrict xp = (const T *)(x + r * xr);                                                \
+    T *restrict yp = (T *)(y + r * yr);                                                            \
+    if (lg)                                                                                        \
+      for (int64_t j = 0; j < n; j++) yp[j * (YJ)] = ST_##ID(LD_##ID(xp[j * (XJ)]) - m[j] - k[j]); \
+    else                                                                                           \
+      for (int64_t j = 0; j < n; j++) yp[j * (YJ)] = ST_##ID(RED_EXP(LD_##ID(xp[j * (XJ)]) - m[j]) * k[j]); \
+  }
+#define SOFTMAX_BLOCK(ID, T, CT)                                                                   \
+  static void sm_block_##ID(char *y, int64_t yj, int64_t yr, const char *x, int64_t xj, int64_t xr, \
+                            int64_t n, int64_t D, bool lg) {                                       \
+    CT m[SM_BLOCK], k[SM_BLOCK];                                                                   \
+    double s[SM_BLOCK];                                                                            \
+    for (int64_t j = 0; j < n; j++) m[j] = RED_LOWEST(CT), s[j] = 0;                               \
+    if (xj == (int64_t)sizeof(T) && yj == (int64_t)sizeof(T)) {                                    \
+      SM_BLOCK_PASSES(ID, T, CT, 1, 1)                                                             \
+    } else {                                                                                       \
+      int64_t xje = xj / (int64_t)sizeof(T), yje = yj / (int64_t)sizeof(T);                        \
+      SM_BLOCK_PASSES(ID, T, CT, xje, yje)                                                         \
+    }                                                                                              \
+  }
+CPU_FLOAT_TYPES(SM_MAX)
+CPU_FLOAT_TYPES(SOFTMAX_ROW)
+CPU_FLOAT_TYPES(SOFTMAX_BLOCK)
+
+typedef void (*sm_row_fn)(char *, int64_t, const char *, int64_t, int64_t, bool);
+typedef void (*sm_block_fn)(char *, int64_t, int64_t, const char *, int64_t, int64_t, int64_t, int64_t, bool);
+#define SM_ROW_ENTRY(ID, T, CT) [DLE_##ID] = sm_row_##ID,
+#define SM_BLOCK_ENTRY(ID, T, CT) [DLE_##ID] = sm_block_##ID,
+static const sm_row_fn sm_rows[DLE_NUM_DTYPES] = {CPU_FLOAT_TYPES(SM_ROW_ENTRY)};
+static const sm_block_fn sm_blocks[DLE_NUM_DTYPES] = {CPU_FLOAT_TYPES(SM_BLOCK_ENTRY)};
+
+static void sm_chunk(const red_plan *pl, int64_t i, char *y, int64_t es, dle_dtype dt, bool lg) {
+  red_chunk c;
+  chunk_get(pl, i, &c);
+  int64_t D = pl->rs[0], xr = pl->rx[0], yr = pl->ro[0] * es;
+  if (pl->stream) {
+    sm_blocks[dt](y + c.out_off * es, c.os * es, yr, pl->x + c.in_off, pl->kx[pl->k0], xr, c.n, D, lg);
+    return;
+  }
+  int64_t id[DLE_MAX_DIMS], xo = c.in_off, yo = c.out_off;
+  int last = pl->nk - 1;
+  group_seek(pl->nk, pl->ks, pl->kx, c.first, id);
+  for (int64_t k = 0; k < c.n; k++) {
+    sm_rows[dt](y + yo * es, yr, pl->x + xo, xr, D, lg);
+    xo += pl->kx[last], yo += pl->ko[last];
+    if (++id[last] == pl->ks[last] && k + 1 < c.n) {
+      for (int d = last; d > 0 && id[d] == pl->ks[d]; d--) {
+        xo += pl->kx[d - 1] - id[d] * pl->kx[d];
+        yo += pl->ko[d - 1] - id[d] * pl->ko[d];
+        id[d] = 0;
+        id[d - 1]++;
+      }
+    }
+  }
+}
+
+/* attrs.ints[0]: the dim (0-based, checked); no ints for a 0-dim input. Output contiguous. */
+static dle_status cpu_softmax(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
+                              const dle_attrs *a) {
+  (void)nin;
+  dle_tensor *x = ins[0], *y = outs[0];
+  if (!sm_rows[x->dtype])
+    return dle_error("%s: no CPU kernel for dtype %s", dle_op_get_info(op)->name, dle_dtype_name(x->dtype));
+  bool red[DLE_MAX_DIMS] = {false};
+  if (a->nints > 0) red[a->ints[0]] = true;
+  int64_t ostr[DLE_MAX_DIMS];
+  dle_contiguous_strides(y->ndim, y->sizes, ostr);
+  red_plan pl;
+  plan_build(&pl, x, ostr, red, true);
+  if (pl.nout == 0 || pl.nred == 0) return DLE_OK;
+  int nt = red_threads();
+  bool par = nt > 1 && (double)pl.nout * (double)pl.nred >= CPU_PARALLEL_GRAIN;
+  plan_chunks(&pl, par ? nt : 1, SM_BLOCK);
+  char *yd = dle_tensor_data(y);
+  int64_t es = cpu_esize(y->dtype);
+  bool lg = op == DLE_OP_LOG_SOFTMAX;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1) if (par && pl.nchunks > 1)
+#endif
+  for (int64_t i = 0; i < pl.nchunks; i++) sm_chunk(&pl, i, yd, es, y->dtype, lg);
+  return DLE_OK;
+}
+
+void cpu_register_reduce(dle_backend *b) {
+  for (int op = 0; op < DLE_NUM_OPS; op++) {
+    dle_op_kind k = dle_op_get_info((dle_op)op)->kind;
+    if (k == DLE_KIND_REDUCE) b->kernels[op] = cpu_reduce;
+    if (k == DLE_KIND_SOFTMAX) b->kernels[op] = cpu_softmax;
+  }
+}
