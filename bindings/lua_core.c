@@ -80,6 +80,21 @@ static int tensor_len(lua_State *L) {
   return 1;
 }
 
+/* The 0-based row for the key t[i] (1-based, negative from the end), or a Lua error. */
+static int64_t row_index(lua_State *L, const dle_tensor *t) {
+  if (!lua_isinteger(L, 2)) {
+    if (lua_type(L, 2) == LUA_TNUMBER)
+      luaL_error(L, "index: index %s is not an integer", lua_tostring(L, 2));
+    luaL_error(L, "index: cannot index a tensor with a %s", luaL_typename(L, 2));
+  }
+  lua_Integer i = lua_tointeger(L, 2);
+  if (t->ndim == 0) luaL_error(L, "index: cannot index a 0-dim tensor");
+  if (i == 0 || i > t->sizes[0] || i < -t->sizes[0])
+    luaL_error(L, "index: index %I out of range for dim 1 of size %I (shape %s)", (LUAI_UACINT)i,
+               (LUAI_UACINT)t->sizes[0], dle_tensor_shape_str((char[128]){0}, 128, t));
+  return i > 0 ? i - 1 : i + t->sizes[0];
+}
+
 /* t[i] selects along dim 1 (a number when t is 1-D); strings are methods and fields. */
 static int tensor_index(lua_State *L) {
   if (lua_type(L, 2) == LUA_TSTRING) {
@@ -104,17 +119,7 @@ static int tensor_index(lua_State *L) {
     return 0;
   }
   dle_tensor *t = dle_lua_check(L, 1);
-  if (!lua_isinteger(L, 2)) {
-    if (lua_type(L, 2) == LUA_TNUMBER)
-      return luaL_error(L, "index: index %s is not an integer", lua_tostring(L, 2));
-    return luaL_error(L, "index: cannot index a tensor with a %s", luaL_typename(L, 2));
-  }
-  lua_Integer i = lua_tointeger(L, 2);
-  if (t->ndim == 0) return luaL_error(L, "index: cannot index a 0-dim tensor");
-  if (i == 0 || i > t->sizes[0] || i < -t->sizes[0])
-    return luaL_error(L, "index: index %d out of range for dim 1 of size %d (shape %s)", (int)i,
-                      (int)t->sizes[0], dle_tensor_shape_str((char[128]){0}, 128, t));
-  int64_t i0 = i > 0 ? i - 1 : i + t->sizes[0];
+  int64_t i0 = row_index(L, t);
   dle_tensor *r = NULL;
   DLE_LUA_TRY(L, dle_select(&r, t, 0, i0));
   if (t->ndim == 1) {   /* an element: its value, exactly (item() reads int64 without a double) */
@@ -159,13 +164,7 @@ static int tensor_newindex(lua_State *L) {
     }
     return luaL_error(L, "cannot set field '%s' of a tensor", k);
   }
-  if (!lua_isinteger(L, 2)) return luaL_error(L, "index: tensor indices must be integers");
-  lua_Integer i = lua_tointeger(L, 2);
-  if (t->ndim == 0) return luaL_error(L, "index: cannot index a 0-dim tensor");
-  if (i == 0 || i > t->sizes[0] || i < -t->sizes[0])
-    return luaL_error(L, "index: index %d out of range for dim 1 of size %d (shape %s)", (int)i,
-                      (int)t->sizes[0], dle_tensor_shape_str((char[128]){0}, 128, t));
-  int64_t i0 = i > 0 ? i - 1 : i + t->sizes[0];
+  int64_t i0 = row_index(L, t);
   dle_tensor *src = dle_lua_opt(L, 3);
   if (!src && !lua_isnumber(L, 3) && !lua_isboolean(L, 3))
     return luaL_error(L, "index: cannot assign a %s to a tensor element", luaL_typename(L, 3));

@@ -451,6 +451,18 @@ static int m_contiguous(lua_State *L) {
 
 /* ---------------------------------------------------------------- copies and conversion */
 
+/* Returns r, or the argument itself (the same Lua object, as PyTorch returns self) when a
+ * conversion had nothing to do and gave back t. */
+static int push_or_self(lua_State *L, dle_tensor *t, dle_tensor *r) {
+  if (r == t) {
+    dle_tensor_release(r);
+    lua_settop(L, 1);
+    return 1;
+  }
+  dle_lua_push(L, r);
+  return 1;
+}
+
 static int m_clone(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
   DLE_LUA_TRY(L, dle_clone(&r, t));
@@ -548,25 +560,13 @@ static int m_to(lua_State *L) {
   } else {
     return luaL_error(L, "to: '%s' is neither a dtype nor a device", s);
   }
-  if (r == t) {   /* nothing to convert: the same Lua object */
-    dle_tensor_release(r);
-    lua_settop(L, 1);
-    return 1;
-  }
-  dle_lua_push(L, r);
-  return 1;
+  return push_or_self(L, t, r);
 }
 
 static int convert(lua_State *L, dle_dtype dt) {
   dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
   DLE_LUA_TRY(L, dle_to_dtype(&r, t, dt));
-  if (r == t) {
-    dle_tensor_release(r);
-    lua_settop(L, 1);
-    return 1;
-  }
-  dle_lua_push(L, r);
-  return 1;
+  return push_or_self(L, t, r);
 }
 static int m_float(lua_State *L) { return convert(L, DLE_F32); }
 static int m_double(lua_State *L) { return convert(L, DLE_F64); }
@@ -580,13 +580,7 @@ static int m_bool(lua_State *L) { return convert(L, DLE_BOOL); }
 static int move(lua_State *L, dle_device dev) {
   dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
   DLE_LUA_TRY(L, dle_to_device(&r, t, dev));
-  if (r == t) {
-    dle_tensor_release(r);
-    lua_settop(L, 1);
-    return 1;
-  }
-  dle_lua_push(L, r);
-  return 1;
+  return push_or_self(L, t, r);
 }
 static int m_cpu(lua_State *L) { return move(L, DLE_DEVICE_CPU); }
 static int m_cuda(lua_State *L) {

@@ -26,6 +26,10 @@ typedef struct { char s[128]; } dle_shape_buf;
 dle_status dle_prepare_out(dle_tensor **out, const char *fn, int ndim, const int64_t *sizes,
                            dle_dtype dt, dle_device dev);
 
+/* Several elements at one address (an expanded tensor, stride 0 over a dim of size > 1): writing
+ * into it would give results depending on loop order and threads, so ops refuse it as output. */
+bool dle_tensor_overlaps_itself(const dle_tensor *t);
+
 /* Contiguous strides for sizes. */
 void dle_contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides);
 int64_t dle_shape_numel(int ndim, const int64_t *sizes);

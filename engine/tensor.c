@@ -242,6 +242,12 @@ bool dle_tensor_is_contiguous(const dle_tensor *t) {
   return true;
 }
 
+bool dle_tensor_overlaps_itself(const dle_tensor *t) {
+  for (int d = 0; d < t->ndim; d++)
+    if (t->strides[d] == 0 && t->sizes[d] > 1) return true;
+  return false;
+}
+
 void *dle_tensor_data(const dle_tensor *t) {
   return (char *)t->storage->data + t->offset * (int64_t)dle_dtype_size(t->dtype);
 }

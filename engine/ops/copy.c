@@ -8,14 +8,6 @@ static bool same_geometry(const dle_tensor *a, const dle_tensor *b) {
          memcmp(a->strides, b->strides, (size_t)a->ndim * sizeof *a->strides) == 0;
 }
 
-/* Several elements at one address (an expanded tensor): which source value lands there would
- * depend on the loop order and the threads. */
-static bool overlaps_itself(const dle_tensor *t) {
-  for (int d = 0; d < t->ndim; d++)
-    if (t->strides[d] == 0 && t->sizes[d] > 1) return true;
-  return false;
-}
-
 dle_status dle_forward_copy(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                             const dle_attrs *a) {
   (void)nin;
@@ -33,7 +25,7 @@ dle_status dle_forward_copy(dle_op op, dle_tensor **outs, dle_tensor *const *ins
     return dle_error("copy_: source of shape %s cannot be broadcast to destination shape %s",
                      SHAPE(src), SHAPE(dst));
   if (same_geometry(dst, src)) return DLE_OK;
-  if (overlaps_itself(dst)) {
+  if (dle_tensor_overlaps_itself(dst)) {
     char buf[128];
     return dle_error("copy_: cannot write into an expanded tensor of shape %s (strides %s: several "
                      "elements share memory); clone it first", SHAPE(dst),

@@ -50,14 +50,6 @@ static dle_status unalias(dle_tensor *out, dle_tensor **in) {
   return DLE_OK;
 }
 
-/* An expanded output (stride 0 over several elements) would be updated once per alias, each
- * update reading the previous one's result. */
-static bool overlaps_itself(const dle_tensor *t) {
-  for (int d = 0; d < t->ndim; d++)
-    if (t->strides[d] == 0 && t->sizes[d] > 1) return true;
-  return false;
-}
-
 dle_status dle_forward_elementwise(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                                    const dle_attrs *a) {
   const dle_op_info *info = dle_op_get_info(op);
@@ -96,7 +88,7 @@ dle_status dle_forward_elementwise(dle_op op, dle_tensor **outs, dle_tensor *con
       char buf[128];
       st = dle_error("%s: result of shape %s cannot be written into an output of shape %s", fn,
                      dle_shape_str(buf, sizeof buf, n, shape), SHAPE(given));
-    } else if (overlaps_itself(given)) {
+    } else if (dle_tensor_overlaps_itself(given)) {
       char buf[128];
       st = dle_error("%s: cannot write in place into an expanded tensor of shape %s (strides %s: "
                      "several elements share memory); clone it first", fn, SHAPE(given),
