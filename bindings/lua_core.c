@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "lua_util.h"
+#include "../engine/autograd.h"
 
 #define TENSOR_MT "dle.Tensor"
 static const char metatable_key = 0; /* registry key of the metatable (faster than by name) */
@@ -112,6 +113,11 @@ static int tensor_index(lua_State *L) {
       dle_lua_push(L, t->grad);
       return 1;
     }
+    if (strcmp(k, "grad_fn") == 0) {   /* the name of the op that made t, nil for a leaf */
+      if (!t->grad_fn) return 0;
+      lua_pushstring(L, dle_node_name(t->grad_fn));
+      return 1;
+    }
     if (strcmp(k, "is_leaf") == 0) {
       lua_pushboolean(L, t->grad_fn == NULL);
       return 1;
@@ -145,10 +151,7 @@ static int tensor_newindex(lua_State *L) {
   if (lua_type(L, 2) == LUA_TSTRING) {
     const char *k = lua_tostring(L, 2);
     if (strcmp(k, "requires_grad") == 0) {
-      if (lua_toboolean(L, 3) && !dle_dtype_is_float(t->dtype))
-        return luaL_error(L, "requires_grad: only float tensors can require grad, got %s",
-                          dle_dtype_name(t->dtype));
-      t->requires_grad = lua_toboolean(L, 3);
+      DLE_LUA_TRY(L, dle_set_requires_grad(t, lua_toboolean(L, 3)));
       return 0;
     }
     if (strcmp(k, "grad") == 0) {
@@ -304,6 +307,9 @@ static int core_op_names(lua_State *L) {
     static const char *kinds[DLE_NUM_KINDS] = {"create", "view", "copy", "unary", "binary", "compare",
                                                "where", "reduce", "softmax", "matmul", "index"};
     lua_pushstring(L, kinds[info->kind]), lua_setfield(L, -2, "kind");
+    const dle_grad_rule *r = dle_grad_rule_of((dle_op)i);
+    lua_pushboolean(L, r->vjp != NULL), lua_setfield(L, -2, "has_vjp");
+    lua_pushboolean(L, r->jvp != NULL), lua_setfield(L, -2, "has_jvp");
     lua_rawseti(L, -2, i + 1);
   }
   return 1;
@@ -385,6 +391,7 @@ int luaopen_dle_core(lua_State *L) {
   dle_lua_open_matmul(L, module, methods);
   dle_lua_open_index(L, module, methods);
   dle_lua_open_random(L, module, methods);
+  dle_lua_open_autograd(L, module, methods);
 
   lua_pushvalue(L, methods);
   lua_setfield(L, module, "Tensor");     /* methods table: Lua code adds methods here */

@@ -588,17 +588,6 @@ static int m_cuda(lua_State *L) {
   return move(L, d);
 }
 
-/* Marks a float tensor as a leaf that records gradients (or stops it). */
-static int m_requires_grad_(lua_State *L) {
-  dle_tensor *t = dle_lua_check(L, 1);
-  bool on = lua_isnone(L, 2) ? true : lua_toboolean(L, 2);
-  if (on && !dle_dtype_is_float(t->dtype))
-    return luaL_error(L, "requires_grad_: only float tensors can require grad, got %s", dle_dtype_name(t->dtype));
-  t->requires_grad = on;
-  lua_settop(L, 1);
-  return 1;
-}
-
 void dle_lua_open_tensor(lua_State *L, int module, int methods) {
   static const luaL_Reg fns[] = {
       {"zeros", l_zeros}, {"ones", l_ones}, {"empty", l_empty}, {"full", l_full},
@@ -619,7 +608,7 @@ void dle_lua_open_tensor(lua_State *L, int module, int methods) {
       {"item", m_item}, {"totable", m_totable}, {"to", m_to}, {"float", m_float},
       {"double", m_double}, {"half", m_half}, {"bfloat16", m_bfloat16}, {"long", m_long},
       {"int", m_int}, {"byte", m_byte}, {"bool", m_bool}, {"cpu", m_cpu}, {"cuda", m_cuda},
-      {"requires_grad_", m_requires_grad_}, {NULL, NULL}};
+      {NULL, NULL}};
   dle_lua_setfuncs(L, module, fns);
   dle_lua_setfuncs(L, methods, meths);
   /* module-level forms of the view functions: dle.transpose(t, 1, 2) etc. */

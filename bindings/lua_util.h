@@ -63,5 +63,6 @@ void dle_lua_open_reduce(lua_State *L, int module, int methods);
 void dle_lua_open_matmul(lua_State *L, int module, int methods);
 void dle_lua_open_index(lua_State *L, int module, int methods);
 void dle_lua_open_random(lua_State *L, int module, int methods);
+void dle_lua_open_autograd(lua_State *L, int module, int methods);
 
 #endif

@@ -109,6 +109,8 @@ typedef struct dle_tensor {
   bool requires_grad;
   struct dle_tensor *grad;        /* accumulated gradient of a leaf */
   struct dle_node *grad_fn;       /* node that produced this tensor, NULL for leaves */
+  int output_nr;                  /* which output of grad_fn this tensor is */
+  struct dle_tensor *tangent;     /* forward-mode tangent (dle_jvp), NULL when none */
   void *user;                     /* free for the embedding language (e.g. a Lua ref) */
 } dle_tensor;
 
@@ -220,6 +222,38 @@ const char *dle_backend_unavailable_reason(dle_device_type type);
 /* Registered by backends themselves. */
 void dle_backend_register(dle_device_type type, const dle_backend *b);
 const dle_backend *dle_cpu_backend(void);
+
+/* ---------------------------------------------------------------- autodiff */
+/* Reverse mode records a node per op when grad mode is on and some float input requires grad;
+ * forward mode propagates tangents when some input carries one (dle_set_tangent). Both use the
+ * per-op rules registered next to each op (engine/autograd.h). */
+struct dle_node;
+bool dle_grad_enabled(void);
+bool dle_set_grad_enabled(bool on);              /* per thread; returns the previous mode */
+void dle_node_retain(struct dle_node *n);
+void dle_node_release(struct dle_node *n);
+const char *dle_node_name(const struct dle_node *n); /* the op's name, or a custom op's name */
+/* Marks a leaf as requiring grad (float dtypes only; a non-leaf cannot be switched off). */
+dle_status dle_set_requires_grad(dle_tensor *t, bool on);
+/* A view sharing t's storage, cut from the graph. */
+dle_status dle_detach(dle_tensor **out, dle_tensor *t);
+/* Backpropagates from roots (root_grads[i] NULL: ones, allowed for one-element roots). With
+ * ninputs == 0 gradients accumulate into the .grad of the leaves; otherwise input_grads[j]
+ * receives the gradient of inputs[j] (NULL when it does not depend on the roots) and no .grad
+ * changes. The graph is freed unless retain_graph; create_graph records the backward pass
+ * itself so the gradients can be differentiated again. */
+dle_status dle_backward(int nroots, dle_tensor *const *roots, dle_tensor *const *root_grads,
+                        int ninputs, dle_tensor *const *inputs, dle_tensor **input_grads,
+                        bool retain_graph, bool create_graph);
+/* Custom differentiable ops (e.g. written in Lua): records a node whose reverse rule is vjp.
+ * vjp(ctx, gout, gin): gout has nout entries (NULL: zero), gin receives nin (NULL: zero). */
+typedef dle_status (*dle_custom_vjp)(void *ctx, dle_tensor *const *gout, int nout, dle_tensor **gin,
+                                     int nin);
+dle_status dle_autograd_record_custom(const char *name, dle_tensor **outs, int nout,
+                                      dle_tensor *const *ins, int nin, dle_custom_vjp vjp,
+                                      void *ctx, void (*free_ctx)(void *ctx));
+/* Forward mode: attach (retained) or clear (NULL) the tangent carried by t. */
+dle_status dle_set_tangent(dle_tensor *t, dle_tensor *tangent);
 
 /* ---------------------------------------------------------------- threads and time */
 void dle_set_num_threads(int n);   /* kernels and BLAS; n < 1 means all cores */

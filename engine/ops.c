@@ -1,6 +1,6 @@
 /* ops.c — the front door: the op table from ops.def, argument checks common to all ops, and
  * dispatch to the per-kind shape rules (files under engine/ops/) and the device kernels. */
-#include "internal.h"
+#include "autograd.h"
 
 #include <stdlib.h>
 
@@ -56,7 +56,45 @@ dle_status dle_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int
     if (!ins[i]) return dle_error("%s: input %d is missing", info->name, i + 1);
   if (dle_debug_level() >= 1) trace_op(info, ins, nin);
   static const dle_attrs no_attrs;
-  return forward_of_kind[info->kind](op, outs, ins, nin, attrs ? attrs : &no_attrs);
+  if (!attrs) attrs = &no_attrs;
+  int nout = info->nout;
+  bool given[2] = {outs[0] != NULL, nout > 1 && outs[1] != NULL};
+  bool grad_on = dle_grad_enabled();
+  for (int k = 0; k < nout; k++)
+    if (given[k] && grad_on && outs[k]->requires_grad && !outs[k]->grad_fn)
+      return dle_error("%s: a leaf tensor that requires grad (shape %s) cannot be written in place; "
+                       "do it under no_grad or on a detached tensor", info->name, SHAPE(outs[k]));
+  bool record = dle_autograd_wants(op, ins, nin);
+  bool tangents = dle_forward_ad_wants(ins, nin);
+  uint32_t small[8], *versions = small;
+  if (record && nin > 8 && !(versions = malloc(sizeof *versions * (size_t)nin)))
+    return dle_error("%s: out of memory", info->name);
+  for (int i = 0; record && i < nin; i++) versions[i] = ins[i]->storage->version;
+
+  /* An op's own forward computation (casts, copies, views inside it) is not recorded: its
+   * gradient rule covers the whole op. */
+  bool was_grad = dle_set_grad_enabled(false), was_fwd = dle_forward_ad_set_enabled(false);
+  dle_status st = forward_of_kind[info->kind](op, outs, ins, nin, attrs);
+  dle_set_grad_enabled(was_grad);
+  dle_forward_ad_set_enabled(was_fwd);
+
+  if (st == DLE_OK && record) {
+    st = dle_autograd_record(op, attrs, outs, nout, ins, nin, versions);
+  } else if (st == DLE_OK && grad_on) {
+    /* written in place by something without gradient: its old history no longer applies */
+    for (int k = 0; k < nout; k++)
+      if (given[k] && outs[k]->grad_fn) {
+        dle_node_release(outs[k]->grad_fn);
+        outs[k]->grad_fn = NULL;
+        outs[k]->requires_grad = false;
+      }
+  }
+  if (st == DLE_OK && tangents) st = dle_forward_ad_apply(op, attrs, ins, nin, outs, nout);
+  if (versions != small) free(versions);
+  if (st != DLE_OK)
+    for (int k = 0; k < nout; k++)
+      if (!given[k]) DLE_RELEASE(outs[k]);
+  return st;
 }
 
 static dle_status check_device(const char *fn, dle_tensor *t, dle_device dev) {

@@ -226,6 +226,8 @@ void dle_tensor_release(dle_tensor *t) {
   if (!t || --t->refcount > 0) return;
   storage_release(t->storage);
   dle_tensor_release(t->grad);
+  dle_tensor_release(t->tangent);
+  dle_node_release(t->grad_fn);
   header_free(&tensor_headers, t);
 }
 

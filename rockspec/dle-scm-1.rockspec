@@ -22,15 +22,15 @@ external_dependencies = { OPENBLAS = { library = "openblas" } }
 
 -- C sources per directory (names without .c).
 local c_sources = {
-  ["engine/"] = { "alloc", "backend", "dtype", "error", "ops", "rng", "tensor" },
+  ["engine/"] = { "alloc", "autograd", "backend", "dtype", "error", "ops", "rng", "tensor" },
   ["engine/ops/"] = { "copy", "create", "elementwise", "index", "matmul", "reduce", "view" },
   ["kernels/cpu/"] = { "cpu_backend", "cpu_copy", "cpu_elementwise", "cpu_index", "cpu_loop",
                        "cpu_matmul", "cpu_random", "cpu_reduce" },
-  ["bindings/"] = { "lua_core", "lua_elementwise", "lua_index", "lua_matmul", "lua_random",
+  ["bindings/"] = { "lua_autograd", "lua_core", "lua_elementwise", "lua_index", "lua_matmul", "lua_random",
                     "lua_reduce", "lua_tensor" },
 }
 -- Lua files under lua/dle/ (without .lua): "x" is module dle.x, "x/init" dle.x, "x/y" dle.x.y.
-local lua_files = { "einsum", "repl", "tensor" }
+local lua_files = { "autograd", "einsum", "repl", "tensor" }
 
 -- (The rockspec runs in an empty environment: no next/pairs/ipairs, only plain Lua.)
 local sources = {}

@@ -1,6 +1,6 @@
 /* elementwise.c — shape and dtype rules of the elementwise ops (unary, binary, comparisons,
  * where): NumPy broadcasting, dtype promotion (dle_promote in dtype.c), in-place outputs. */
-#include "../internal.h"
+#include "../autograd.h"
 
 dle_status dle_broadcast_shapes(const char *fn, int na, const int64_t *a, int nb, const int64_t *b,
                                 int *nout, int64_t *out) {
@@ -168,4 +168,99 @@ dle_status dle_clamp(dle_tensor **out, dle_tensor *x, double lo, double hi) {
 dle_status dle_where(dle_tensor **out, dle_tensor *cond, dle_tensor *a, dle_tensor *b) {
   dle_tensor *ins[3] = {cond, a, b};
   return dle_op_call(DLE_OP_WHERE, out, ins, 3, NULL);
+}
+
+
+/* ---- gradients: reverse (vjp) and forward (jvp) rules, written with dle ops ---- */
+
+static dle_status vjp_add_sub(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  for (int i = 0; i < 2; i++) {
+    if (!dle_node_needs_grad(n, i)) continue;
+    DLE_TRY(dle_sum_to(&gin[i], gout[0], dle_node_input_ndim(n, i), dle_node_input_sizes(n, i)));
+    if (i == 1 && dle_node_op(n) == DLE_OP_SUB) {
+      dle_tensor *neg = NULL;
+      dle_status st = dle_unary(DLE_OP_NEG, &neg, gin[1]);
+      dle_tensor_release(gin[1]);
+      gin[1] = neg;
+      DLE_TRY(st);
+    }
+  }
+  return DLE_OK;
+}
+
+static dle_status jvp_add_sub(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                              dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)a, (void)ins, (void)nin, (void)outs;
+  if (tin[0] && tin[1]) return dle_binary(op, &tout[0], tin[0], tin[1]);
+  if (tin[0]) {   /* broadcast to the output's shape by the engine */
+    dle_tensor_retain(tin[0]);
+    tout[0] = tin[0];
+    return DLE_OK;
+  }
+  if (op == DLE_OP_SUB) return dle_unary(DLE_OP_NEG, &tout[0], tin[1]);
+  dle_tensor_retain(tin[1]);
+  tout[0] = tin[1];
+  return DLE_OK;
+}
+
+/* d(a*b) = b da + a db */
+static dle_status vjp_mul(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  for (int i = 0; i < 2; i++) {
+    if (!dle_node_needs_grad(n, i)) continue;
+    dle_tensor *prod = NULL;
+    DLE_TRY(dle_binary(DLE_OP_MUL, &prod, gout[0], dle_node_input(n, 1 - i)));
+    dle_status st = dle_sum_to(&gin[i], prod, dle_node_input_ndim(n, i), dle_node_input_sizes(n, i));
+    dle_tensor_release(prod);
+    DLE_TRY(st);
+  }
+  return DLE_OK;
+}
+
+static dle_status jvp_mul(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op, (void)a, (void)nin, (void)outs;
+  dle_tensor *t0 = NULL, *t1 = NULL;
+  if (tin[0]) DLE_TRY(dle_binary(DLE_OP_MUL, &t0, tin[0], ins[1]));
+  if (tin[1] && dle_binary(DLE_OP_MUL, &t1, ins[0], tin[1]) != DLE_OK) {
+    dle_tensor_release(t0);
+    return DLE_ERR;
+  }
+  if (!t0 || !t1) {
+    tout[0] = t0 ? t0 : t1;
+    return DLE_OK;
+  }
+  dle_status st = dle_binary(DLE_OP_ADD, &tout[0], t0, t1);
+  dle_tensor_release(t0);
+  dle_tensor_release(t1);
+  return st;
+}
+
+static dle_status vjp_neg(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  (void)n;
+  return dle_unary(DLE_OP_NEG, &gin[0], gout[0]);
+}
+
+static dle_status jvp_neg(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op, (void)a, (void)ins, (void)nin, (void)outs;
+  return dle_unary(DLE_OP_NEG, &tout[0], tin[0]);
+}
+
+/* d exp(x) = exp(x) dx: the saved output, no recomputation */
+static dle_status vjp_exp(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  return dle_binary(DLE_OP_MUL, &gin[0], gout[0], dle_node_output(n, 0));
+}
+
+static dle_status jvp_exp(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op, (void)a, (void)ins, (void)nin;
+  return dle_binary(DLE_OP_MUL, &tout[0], tin[0], outs[0]);
+}
+
+void dle_grad_register_elementwise(dle_grad_rule *r) {
+  r[DLE_OP_ADD] = (dle_grad_rule){vjp_add_sub, jvp_add_sub, 0, false};
+  r[DLE_OP_SUB] = (dle_grad_rule){vjp_add_sub, jvp_add_sub, 0, false};
+  r[DLE_OP_MUL] = (dle_grad_rule){vjp_mul, jvp_mul, DLE_SAVE(0) | DLE_SAVE(1), false};
+  r[DLE_OP_NEG] = (dle_grad_rule){vjp_neg, jvp_neg, 0, false};
+  r[DLE_OP_EXP] = (dle_grad_rule){vjp_exp, jvp_exp, 0, true};
 }

@@ -1,7 +1,7 @@
 /* index.c — shape and dtype rules of the joining and indexing ops (cat, gather, scatter_add,
  * index_select, index_add, masked_fill, tril/triu, one_hot) and their public wrappers.
  * Index values are range-checked by the kernels, which read them where they live. */
-#include "../internal.h"
+#include "../autograd.h"
 
 #include <stdlib.h>
 
@@ -370,3 +370,7 @@ dle_status dle_one_hot(dle_tensor **out, dle_tensor *classes, int64_t n, int64_t
   dle_attrs a = dim_attrs(n, base);
   return dle_op_call(DLE_OP_ONE_HOT, out, &classes, 1, &a);
 }
+
+/* ---- gradients: reverse (vjp) and forward (jvp) rules, written with dle ops ---- */
+
+void dle_grad_register_index(dle_grad_rule *r) { (void)r; }

@@ -2,7 +2,7 @@
  * amax/amin, max/min with indices, argmax/argmin) and of softmax/log_softmax, with their public
  * wrappers. Dims arrive 0-based (negative wraps); messages print them 1-based, as Lua users
  * wrote them. */
-#include "../internal.h"
+#include "../autograd.h"
 
 static bool is_indexed(dle_op op) {
   return op == DLE_OP_MAX || op == DLE_OP_MIN || op == DLE_OP_ARGMAX || op == DLE_OP_ARGMIN;
@@ -208,4 +208,49 @@ dle_status dle_softmax(dle_op op, dle_tensor **out, dle_tensor *x, int dim) {
   a.ints[0] = dim;
   a.nints = 1;
   return dle_op_call(op, out, &x, 1, &a);
+}
+
+/* ---- gradients: reverse (vjp) and forward (jvp) rules, written with dle ops ---- */
+
+/* The reduced dims of a node's attrs, as a mask over the input's dims. */
+static void reduced_mask(const dle_attrs *a, int ndim, bool *mask) {
+  for (int d = 0; d < ndim; d++) mask[d] = a->nints == 0;
+  for (int j = 0; j < a->nints; j++) {
+    int d = (int)a->ints[j];
+    mask[d < 0 ? d + ndim : d] = true;
+  }
+}
+
+/* g (the shape of a reduction's output) viewed with the reduced dims kept as size 1, so it
+ * broadcasts against the input. */
+static dle_status unsqueeze_reduced(dle_tensor **out, dle_tensor *g, const dle_attrs *a, int ndim,
+                                    const int64_t *sizes) {
+  bool mask[DLE_MAX_DIMS];
+  int64_t kept[DLE_MAX_DIMS];
+  reduced_mask(a, ndim, mask);
+  for (int d = 0; d < ndim; d++) kept[d] = mask[d] ? 1 : sizes[d];
+  *out = NULL;
+  return dle_reshape(out, g, ndim, kept);
+}
+
+static dle_status vjp_sum(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  int nd = dle_node_input_ndim(n, 0);
+  const int64_t *sizes = dle_node_input_sizes(n, 0);
+  dle_tensor *g = NULL;
+  DLE_TRY(unsqueeze_reduced(&g, gout[0], dle_node_attrs(n), nd, sizes));
+  dle_status st = dle_expand(&gin[0], g, nd, sizes);
+  dle_tensor_release(g);
+  return st;
+}
+
+static dle_status jvp_sum(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)ins, (void)nin, (void)outs;
+  int dims[DLE_MAX_DIMS];
+  for (int j = 0; j < a->nints; j++) dims[j] = (int)a->ints[j];
+  return dle_reduce(op, &tout[0], tin[0], a->nints, dims, a->keepdim, a->f[0]);
+}
+
+void dle_grad_register_reduce(dle_grad_rule *r) {
+  r[DLE_OP_SUM] = (dle_grad_rule){vjp_sum, jvp_sum, 0, false};
 }

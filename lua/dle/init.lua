@@ -11,5 +11,6 @@ dle.version = "0.1.0"
 -- Lua-level parts; each adds its functions to `dle` and its methods to dle.Tensor.
 require("dle.tensor")(dle)
 require("dle.einsum")(dle)
+require("dle.autograd")(dle)
 
 return dle

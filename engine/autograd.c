@@ -1,0 +1,664 @@
+/* autograd.c — the backward graph: recording a node per op, running reverse mode (sum of partial
+ * adjoints per tensor, reverse topological order by dependency counting), freeing graphs, custom
+ * nodes, and forward mode (tangents carried beside values). The per-op rules are elsewhere
+ * (engine/ops/<family>.c); this file only knows the protocol. */
+#include "autograd.h"
+
+#include <stdlib.h>
+
+/* What a node keeps of one input. The edge (producer node and output number, or the leaf itself)
+ * is always kept; the value only when the op's rule reads it, so intermediates the backward pass
+ * does not need are freed as soon as the forward pass drops them. */
+typedef struct {
+  bool requires_grad;
+  dle_node *fn;         /* producer of the input (retained), NULL for a leaf */
+  int output_nr;
+  dle_tensor *leaf;     /* a leaf requiring grad (retained): where its gradient accumulates */
+  int ndim;
+  int64_t sizes[DLE_MAX_DIMS];
+  dle_dtype dtype;
+  dle_tensor *value;    /* saved value: the leaf itself, or an alias carrying the input's history */
+  uint32_t version;     /* its storage version when saved */
+} node_input;
+
+typedef struct {
+  int ndim;
+  int64_t sizes[DLE_MAX_DIMS];
+  dle_dtype dtype;
+  dle_tensor *value;    /* saved detached alias (never points back at this node: no cycle) */
+  uint32_t version;
+} node_output;
+
+struct dle_node {
+  int refcount;
+  dle_op op;            /* DLE_NUM_OPS for a custom node */
+  dle_attrs attrs;
+  int nin, nout;
+  node_input *in;
+  node_output out[2];
+  bool freed;           /* saved values released by a backward pass without retain_graph */
+  /* custom nodes */
+  char name[32];
+  dle_custom_vjp custom_vjp;
+  void *custom_ctx;
+  void (*custom_free)(void *);
+  /* bookkeeping of the backward pass running now */
+  uint64_t run;
+  int run_slot;
+};
+
+/* ---------------------------------------------------------------- modes */
+
+static _Thread_local bool grad_disabled;  /* default on */
+static _Thread_local bool forward_ad_off; /* set while a forward rule runs */
+
+bool dle_grad_enabled(void) { return !grad_disabled; }
+
+bool dle_set_grad_enabled(bool on) {
+  bool was = !grad_disabled;
+  grad_disabled = !on;
+  return was;
+}
+
+/* ---------------------------------------------------------------- rule table */
+
+static dle_grad_rule rules[DLE_NUM_OPS];
+
+const dle_grad_rule *dle_grad_rule_of(dle_op op) {
+  static bool ready;
+  if (!ready) {
+    dle_grad_register_elementwise(rules);
+    dle_grad_register_copy(rules);
+    dle_grad_register_view(rules);
+    dle_grad_register_reduce(rules);
+    dle_grad_register_matmul(rules);
+    dle_grad_register_index(rules);
+    ready = true;
+  }
+  return &rules[op];
+}
+
+/* ---------------------------------------------------------------- nodes */
+
+void dle_node_retain(dle_node *n) { if (n) n->refcount++; }
+
+static void free_saved(dle_node *n) {
+  for (int i = 0; i < n->nin; i++) DLE_RELEASE(n->in[i].value);
+  for (int k = 0; k < n->nout; k++) DLE_RELEASE(n->out[k].value);
+  if (n->custom_free && n->custom_ctx) n->custom_free(n->custom_ctx);
+  n->custom_ctx = NULL;
+  n->freed = true;
+}
+
+/* Long chains of nodes would recurse once per node when the last reference goes; a worklist
+ * keeps the stack flat. */
+void dle_node_release(dle_node *n) {
+  dle_node *stack_small[64], **stack = stack_small;
+  int top = 0, cap = 64;
+  if (!n || --n->refcount > 0) return;
+  stack[top++] = n;
+  while (top > 0) {
+    dle_node *x = stack[--top];
+    free_saved(x);
+    for (int i = 0; i < x->nin; i++) {
+      dle_tensor_release(x->in[i].leaf);
+      dle_node *p = x->in[i].fn;
+      if (p && --p->refcount == 0) {
+        if (top == cap) {
+          dle_node **bigger = malloc(sizeof *bigger * (size_t)cap * 2);
+          if (!bigger) { free_saved(p); continue; } /* out of memory: leak rather than crash */
+          memcpy(bigger, stack, sizeof *stack * (size_t)top);
+          if (stack != stack_small) free(stack);
+          stack = bigger, cap *= 2;
+        }
+        stack[top++] = p;
+      }
+    }
+    free(x->in);
+    free(x);
+  }
+  if (stack != stack_small) free(stack);
+}
+
+const char *dle_node_name(const dle_node *n) {
+  return n->op == DLE_NUM_OPS ? n->name : dle_op_get_info(n->op)->name;
+}
+
+dle_op dle_node_op(const dle_node *n) { return n->op; }
+const dle_attrs *dle_node_attrs(const dle_node *n) { return &n->attrs; }
+int dle_node_num_inputs(const dle_node *n) { return n->nin; }
+bool dle_node_needs_grad(const dle_node *n, int i) { return n->in[i].requires_grad; }
+int dle_node_input_ndim(const dle_node *n, int i) { return n->in[i].ndim; }
+const int64_t *dle_node_input_sizes(const dle_node *n, int i) { return n->in[i].sizes; }
+dle_dtype dle_node_input_dtype(const dle_node *n, int i) { return n->in[i].dtype; }
+dle_tensor *dle_node_input(const dle_node *n, int i) { return n->in[i].value; }
+dle_tensor *dle_node_output(const dle_node *n, int k) { return n->out[k].value; }
+
+dle_status dle_node_zeros_input(dle_tensor **out, const dle_node *n, int i) {
+  *out = NULL;
+  return dle_zeros(out, n->in[i].ndim, n->in[i].sizes, n->in[i].dtype);
+}
+
+static bool requires_grad(const dle_tensor *t) {
+  return t->requires_grad && dle_dtype_is_float(t->dtype);
+}
+
+bool dle_autograd_wants(dle_op op, dle_tensor *const *ins, int nin) {
+  if (grad_disabled || !(dle_op_get_info(op)->flags & DLE_DIFF)) return false;
+  for (int i = 0; i < nin; i++)
+    if (requires_grad(ins[i])) return true;
+  return false;
+}
+
+/* A new header over t's storage and geometry (no history). */
+static dle_status alias(dle_tensor **out, dle_tensor *t) {
+  *out = NULL;
+  return dle_tensor_as_strided(out, t, t->ndim, t->sizes, t->strides, t->offset);
+}
+
+/* The value a rule will read for input t: a leaf is kept itself (its gradient must reach it
+ * when the rule's own ops are differentiated); anything else as an alias holding its history,
+ * so an in-place op that later rewrites t's history cannot make a cycle through this node. */
+static dle_status save_input_value(dle_tensor **out, dle_tensor *t) {
+  if (!t->grad_fn) {
+    dle_tensor_retain(t);
+    *out = t;
+    return DLE_OK;
+  }
+  DLE_TRY(alias(out, t));
+  (*out)->requires_grad = t->requires_grad;
+  (*out)->grad_fn = t->grad_fn;
+  (*out)->output_nr = t->output_nr;
+  dle_node_retain(t->grad_fn);
+  return DLE_OK;
+}
+
+static dle_node *node_new(dle_op op, const dle_attrs *a, int nin, int nout) {
+  dle_node *n = calloc(1, sizeof *n);
+  if (!n) return NULL;
+  n->in = calloc((size_t)(nin ? nin : 1), sizeof *n->in);
+  if (!n->in) { free(n); return NULL; }
+  n->refcount = 1;
+  n->op = op;
+  if (a) n->attrs = *a;
+  n->attrs.generator = NULL; /* the generator may not outlive the call */
+  n->nin = nin, n->nout = nout;
+  return n;
+}
+
+/* Fills the edges and metadata of the inputs (values per mask) and of the outputs. */
+static dle_status node_fill(dle_node *n, dle_tensor *const *ins, const uint32_t *versions,
+                            unsigned save_inputs, dle_tensor **outs, bool save_outputs) {
+  for (int i = 0; i < n->nin; i++) {
+    node_input *e = &n->in[i];
+    dle_tensor *t = ins[i];
+    e->requires_grad = requires_grad(t);
+    e->ndim = t->ndim;
+    memcpy(e->sizes, t->sizes, sizeof e->sizes);
+    e->dtype = t->dtype;
+    if (e->requires_grad) {
+      if (t->grad_fn) {
+        e->fn = t->grad_fn, e->output_nr = t->output_nr;
+        dle_node_retain(e->fn);
+      } else {
+        e->leaf = t;
+        dle_tensor_retain(t);
+      }
+    }
+    if (save_inputs & (1u << (i < 31 ? i : 31))) {
+      DLE_TRY(save_input_value(&e->value, t));
+      e->version = versions ? versions[i] : t->storage->version;
+    }
+  }
+  for (int k = 0; k < n->nout; k++) {
+    node_output *o = &n->out[k];
+    dle_tensor *t = outs[k];
+    o->ndim = t->ndim;
+    memcpy(o->sizes, t->sizes, sizeof o->sizes);
+    o->dtype = t->dtype;
+    if (save_outputs) {
+      DLE_TRY(alias(&o->value, t));
+      o->version = t->storage->version;
+    }
+  }
+  return DLE_OK;
+}
+
+/* Makes n the history of the outputs (the float ones require grad from now on). */
+static void attach(dle_node *n, dle_tensor **outs, int nout) {
+  for (int k = 0; k < nout; k++) {
+    dle_tensor *t = outs[k];
+    if (!dle_dtype_is_float(t->dtype)) continue;
+    dle_node_retain(n);
+    dle_node_release(t->grad_fn);  /* an in-place op rewrites the history of its output */
+    t->grad_fn = n;
+    t->output_nr = k;
+    t->requires_grad = true;
+  }
+}
+
+dle_status dle_autograd_record(dle_op op, const dle_attrs *a, dle_tensor **outs, int nout,
+                               dle_tensor *const *ins, int nin, const uint32_t *versions) {
+  const dle_grad_rule *r = dle_grad_rule_of(op);
+  if (!r->vjp) return dle_error("%s: no gradient rule (cannot record it for autograd)", dle_op_get_info(op)->name);
+  dle_node *n = node_new(op, a, nin, nout);
+  if (!n) return dle_error("%s: out of memory recording the autograd graph", dle_op_get_info(op)->name);
+  if (node_fill(n, ins, versions, r->save_inputs, outs, r->save_outputs) != DLE_OK) {
+    dle_node_release(n);
+    return DLE_ERR;
+  }
+  attach(n, outs, nout);
+  dle_node_release(n);  /* the outputs hold it now */
+  return DLE_OK;
+}
+
+dle_status dle_autograd_record_custom(const char *name, dle_tensor **outs, int nout,
+                                      dle_tensor *const *ins, int nin, dle_custom_vjp vjp,
+                                      void *ctx, void (*free_ctx)(void *ctx)) {
+  if (nout < 1 || nout > 2) {
+    if (free_ctx) free_ctx(ctx);
+    return dle_error("%s: a custom op has 1 or 2 outputs, got %d", name, nout);
+  }
+  dle_node *n = node_new(DLE_NUM_OPS, NULL, nin, nout);
+  if (!n) {
+    if (free_ctx) free_ctx(ctx);
+    return dle_error("%s: out of memory recording the autograd graph", name);
+  }
+  snprintf(n->name, sizeof n->name, "%s", name);
+  n->custom_vjp = vjp, n->custom_ctx = ctx, n->custom_free = free_ctx;
+  if (node_fill(n, ins, NULL, 0, outs, false) != DLE_OK) {
+    dle_node_release(n);
+    return DLE_ERR;
+  }
+  attach(n, outs, nout);
+  dle_node_release(n);
+  return DLE_OK;
+}
+
+/* ---------------------------------------------------------------- tensors */
+
+dle_status dle_set_requires_grad(dle_tensor *t, bool on) {
+  if (on && !dle_dtype_is_float(t->dtype))
+    return dle_error("requires_grad: only float tensors can require grad, got %s", dle_dtype_name(t->dtype));
+  if (!on && t->grad_fn)
+    return dle_error("requires_grad: a tensor computed from tensors that require grad (not a leaf) "
+                     "cannot stop requiring it; use detach()");
+  t->requires_grad = on;
+  return DLE_OK;
+}
+
+dle_status dle_detach(dle_tensor **out, dle_tensor *t) { return alias(out, t); }
+
+/* ---------------------------------------------------------------- reverse mode */
+
+typedef struct {
+  dle_node *node;
+  int deps;               /* consumers in this pass that have not yet sent their gradient */
+  dle_tensor *grad[2];    /* sum of the gradients received per output */
+} slot;
+
+typedef struct {
+  slot *slots;
+  int n, cap;
+  uint64_t id;
+} pass;
+
+static uint64_t next_run = 1;
+
+static int slot_of(pass *p, dle_node *n) {
+  if (n->run == p->id) return n->run_slot;
+  if (p->n == p->cap) {
+    int cap = p->cap ? p->cap * 2 : 64;
+    slot *s = realloc(p->slots, sizeof *s * (size_t)cap);
+    if (!s) return -1;
+    p->slots = s, p->cap = cap;
+  }
+  n->run = p->id, n->run_slot = p->n;
+  p->slots[p->n] = (slot){.node = n};
+  return p->n++;
+}
+
+/* Discovers every node reachable from the roots and counts, per node, the edges that reach it. */
+static dle_status discover(pass *p, dle_node *const *roots, int nroots) {
+  int cap = 64, top = 0;
+  dle_node **stack = malloc(sizeof *stack * (size_t)cap);
+  if (!stack) return dle_error("backward: out of memory");
+  for (int r = 0; r < nroots; r++) {
+    if (!roots[r] || roots[r]->run == p->id) continue;
+    if (slot_of(p, roots[r]) < 0) goto oom;
+    stack[top++] = roots[r];
+    while (top > 0) {
+      dle_node *x = stack[--top];
+      for (int i = 0; i < x->nin; i++) {
+        dle_node *y = x->in[i].fn;
+        if (!y) continue;
+        bool seen = y->run == p->id;
+        int s = slot_of(p, y);
+        if (s < 0) goto oom;
+        p->slots[s].deps++;
+        if (seen) continue;
+        if (top == cap) {
+          dle_node **bigger = realloc(stack, sizeof *stack * (size_t)cap * 2);
+          if (!bigger) goto oom;
+          stack = bigger, cap *= 2;
+        }
+        stack[top++] = y;
+      }
+    }
+  }
+  free(stack);
+  return DLE_OK;
+oom:
+  free(stack);
+  return dle_error("backward: out of memory");
+}
+
+/* *acc += g, out of place so a recorded graph stays valid (g is consumed). */
+static dle_status accumulate(dle_tensor **acc, dle_tensor *g) {
+  if (!*acc) {
+    *acc = g;
+    return DLE_OK;
+  }
+  dle_tensor *sum = NULL;
+  dle_status st = dle_binary(DLE_OP_ADD, &sum, *acc, g);
+  dle_tensor_release(g);
+  if (st != DLE_OK) return st;
+  dle_tensor_release(*acc);
+  *acc = sum;
+  return DLE_OK;
+}
+
+static dle_status check_version(const dle_node *n, const char *what, int i, dle_tensor *v, uint32_t version) {
+  if (!v || v->storage->version == version) return DLE_OK;
+  return dle_error("backward: %s %d of %s (shape %s), needed for its gradient, was modified by an "
+                   "in-place operation after it was used (version %u, expected %u)",
+                   what, i + 1, dle_node_name(n), SHAPE(v), v->storage->version, version);
+}
+
+/* A saved output as the rule sees it: with create_graph it must carry this node's history so
+ * that differentiating the gradient reaches the node's inputs. */
+static dle_status unpack_outputs(dle_node *n, bool create_graph, dle_tensor **tmp) {
+  for (int k = 0; k < n->nout; k++) {
+    tmp[k] = NULL;
+    dle_tensor *v = n->out[k].value;
+    if (!v || !create_graph || !dle_dtype_is_float(v->dtype)) continue;
+    DLE_TRY(alias(&tmp[k], v));
+    tmp[k]->grad_fn = n, tmp[k]->output_nr = k, tmp[k]->requires_grad = true;
+    dle_node_retain(n);
+    n->out[k].value = tmp[k];  /* swapped back after the rule */
+    tmp[k] = v;
+  }
+  return DLE_OK;
+}
+
+static void restore_outputs(dle_node *n, dle_tensor **tmp) {
+  for (int k = 0; k < n->nout; k++) {
+    if (!tmp[k]) continue;
+    dle_tensor_release(n->out[k].value);
+    n->out[k].value = tmp[k];
+  }
+}
+
+/* Runs one node's reverse rule: gradients for its inputs (cast to their dtypes), into gin. */
+static dle_status run_rule(dle_node *n, dle_tensor *const *gout, dle_tensor **gin, bool create_graph) {
+  if (n->freed)
+    return dle_error("backward: the graph through %s was already freed by a previous backward; "
+                     "pass retain_graph = true to the first backward to go through it again",
+                     dle_node_name(n));
+  for (int i = 0; i < n->nin; i++)
+    DLE_TRY(check_version(n, "input", i, n->in[i].value, n->in[i].version));
+  for (int k = 0; k < n->nout; k++)
+    DLE_TRY(check_version(n, "output", k, n->out[k].value, n->out[k].version));
+  dle_status st;
+  if (n->op == DLE_NUM_OPS) {
+    st = n->custom_vjp(n->custom_ctx, gout, n->nout, gin, n->nin);
+  } else {
+    dle_tensor *tmp[2] = {NULL, NULL};
+    st = unpack_outputs(n, create_graph, tmp);
+    if (st == DLE_OK) st = dle_grad_rule_of(n->op)->vjp(n, gout, gin);
+    restore_outputs(n, tmp);
+  }
+  if (st != DLE_OK) return st;
+  for (int i = 0; i < n->nin; i++) {
+    if (!gin[i]) continue;
+    if (!n->in[i].requires_grad) { DLE_RELEASE(gin[i]); continue; }
+    if (!dle_shape_equal(gin[i]->ndim, gin[i]->sizes, n->in[i].ndim, n->in[i].sizes)) {
+      char buf[128];
+      st = dle_error("backward: the gradient rule of %s gave shape %s for input %d of shape %s",
+                     dle_node_name(n), SHAPE(gin[i]), i + 1,
+                     dle_shape_str(buf, sizeof buf, n->in[i].ndim, n->in[i].sizes));
+      break;
+    }
+    if (gin[i]->dtype != n->in[i].dtype) {
+      dle_tensor *c = NULL;
+      st = dle_to_dtype(&c, gin[i], n->in[i].dtype);
+      if (st != DLE_OK) break;
+      dle_tensor_release(gin[i]);
+      gin[i] = c;
+    }
+  }
+  return st;
+}
+
+/* Where a requested input's gradient is collected (dle.grad). */
+typedef struct {
+  int ninputs;
+  dle_tensor *const *inputs;
+  dle_tensor **grads;
+} capture;
+
+static int captured_leaf(const capture *c, const dle_tensor *leaf) {
+  for (int j = 0; j < c->ninputs; j++)
+    if (c->inputs[j] == leaf) return j;
+  return -1;
+}
+
+/* A leaf's gradient: into .grad (detached unless create_graph), or into the capture. */
+static dle_status deliver_leaf(dle_tensor *leaf, dle_tensor *g, const capture *c, bool create_graph) {
+  if (c->ninputs) {
+    int j = captured_leaf(c, leaf);
+    if (j < 0) { dle_tensor_release(g); return DLE_OK; }
+    return accumulate(&c->grads[j], g);
+  }
+  if (!create_graph && g->grad_fn) {
+    dle_tensor *d = NULL;
+    dle_status st = dle_detach(&d, g);
+    dle_tensor_release(g);
+    if (st != DLE_OK) return st;
+    g = d;
+  }
+  if (!leaf->grad) {
+    leaf->grad = g;
+    return DLE_OK;
+  }
+  dle_tensor *sum = NULL;
+  dle_status st = dle_binary(DLE_OP_ADD, &sum, leaf->grad, g);
+  dle_tensor_release(g);
+  if (st != DLE_OK) return st;
+  dle_tensor_release(leaf->grad);
+  leaf->grad = sum;
+  return DLE_OK;
+}
+
+static dle_status root_grad(dle_tensor **out, dle_tensor *root, dle_tensor *given, int r) {
+  if (given) {
+    if (!dle_shape_equal(given->ndim, given->sizes, root->ndim, root->sizes)) {
+      char buf[128];
+      return dle_error("backward: grad_output %d has shape %s but output %d has shape %s", r + 1,
+                       SHAPE(given), r + 1, dle_tensor_shape_str(buf, sizeof buf, root));
+    }
+    return dle_to_dtype(out, given, root->dtype);
+  }
+  if (dle_tensor_numel(root) != 1)
+    return dle_error("backward: output %d has shape %s; a gradient can be implied only for a "
+                     "one-element output (pass grad_outputs)", r + 1, SHAPE(root));
+  *out = NULL;
+  return dle_full(out, root->ndim, root->sizes, 1, root->dtype);
+}
+
+dle_status dle_backward(int nroots, dle_tensor *const *roots, dle_tensor *const *root_grads,
+                        int ninputs, dle_tensor *const *inputs, dle_tensor **input_grads,
+                        bool retain_graph, bool create_graph) {
+  for (int r = 0; r < nroots; r++)
+    if (!roots[r]->requires_grad)
+      return dle_error("backward: output %d (shape %s) does not require grad: nothing recorded "
+                       "it (was it computed from tensors with requires_grad, outside no_grad?)",
+                       r + 1, SHAPE(roots[r]));
+  for (int j = 0; j < ninputs; j++) {
+    input_grads[j] = NULL;
+    if (!inputs[j]->requires_grad)
+      return dle_error("grad: input %d (shape %s) does not require grad", j + 1, SHAPE(inputs[j]));
+  }
+  capture cap = {ninputs, inputs, input_grads};
+  bool was = dle_set_grad_enabled(create_graph);
+  pass p = {.id = next_run++};
+  dle_node *root_nodes[64];
+  dle_node **rn = nroots <= 64 ? root_nodes : malloc(sizeof *rn * (size_t)nroots);
+  dle_status st = rn ? DLE_OK : dle_error("backward: out of memory");
+  for (int r = 0; st == DLE_OK && r < nroots; r++) rn[r] = roots[r]->grad_fn;
+  if (st == DLE_OK) st = discover(&p, rn, nroots);
+
+  /* seed: each root's gradient goes to its node's output slot (or straight to a leaf root) */
+  for (int r = 0; st == DLE_OK && r < nroots; r++) {
+    dle_tensor *g = NULL;
+    st = root_grad(&g, roots[r], root_grads ? root_grads[r] : NULL, r);
+    if (st != DLE_OK) break;
+    if (!roots[r]->grad_fn) st = deliver_leaf(roots[r], g, &cap, create_graph);
+    else st = accumulate(&p.slots[roots[r]->grad_fn->run_slot].grad[roots[r]->output_nr], g);
+  }
+
+  /* ready stack: nodes all of whose consumers have sent their gradients */
+  int *ready = st == DLE_OK ? malloc(sizeof *ready * (size_t)(p.n ? p.n : 1)) : NULL;
+  int top = 0;
+  if (st == DLE_OK && !ready) st = dle_error("backward: out of memory");
+  for (int s = 0; st == DLE_OK && s < p.n; s++)
+    if (p.slots[s].deps == 0) ready[top++] = s;
+  while (st == DLE_OK && top > 0) {
+    slot *sl = &p.slots[ready[--top]];
+    dle_node *n = sl->node;
+    /* requested non-leaf inputs take the gradient summed at their producer */
+    for (int j = 0; j < ninputs; j++)
+      if (inputs[j]->grad_fn == n && sl->grad[inputs[j]->output_nr]) {
+        dle_tensor_retain(sl->grad[inputs[j]->output_nr]);
+        input_grads[j] = sl->grad[inputs[j]->output_nr];
+      }
+    dle_tensor *gin_small[8] = {NULL}, **gin = n->nin <= 8 ? gin_small : calloc((size_t)n->nin, sizeof *gin);
+    if (!gin) { st = dle_error("backward: out of memory"); break; }
+    bool any = sl->grad[0] || sl->grad[1];
+    if (any) st = run_rule(n, sl->grad, gin, create_graph);
+    for (int i = 0; st == DLE_OK && i < n->nin; i++) {
+      node_input *e = &n->in[i];
+      dle_tensor *g = gin[i];
+      gin[i] = NULL;
+      if (e->fn) {
+        slot *up = &p.slots[e->fn->run_slot];
+        if (g) st = accumulate(&up->grad[e->output_nr], g);
+        if (--up->deps == 0) ready[top++] = e->fn->run_slot;
+      } else if (e->leaf && g) {
+        st = deliver_leaf(e->leaf, g, &cap, create_graph);
+      } else {
+        dle_tensor_release(g);
+      }
+    }
+    for (int i = 0; i < n->nin; i++) dle_tensor_release(gin[i]);
+    if (gin != gin_small) free(gin);
+    if (st == DLE_OK && !retain_graph && any) free_saved(n);
+  }
+  for (int s = 0; s < p.n; s++) {
+    dle_tensor_release(p.slots[s].grad[0]);
+    dle_tensor_release(p.slots[s].grad[1]);
+    p.slots[s].node->run = 0;
+  }
+  free(ready);
+  free(p.slots);
+  if (rn != root_nodes) free(rn);
+  dle_set_grad_enabled(was);
+  if (st != DLE_OK)
+    for (int j = 0; j < ninputs; j++) DLE_RELEASE(input_grads[j]);
+  return st;
+}
+
+/* ---------------------------------------------------------------- forward mode */
+
+dle_status dle_set_tangent(dle_tensor *t, dle_tensor *tangent) {
+  if (tangent) {
+    if (!dle_shape_equal(t->ndim, t->sizes, tangent->ndim, tangent->sizes))
+      return dle_error("jvp: tangent of shape %s for a tensor of shape %s", SHAPE(tangent),
+                       dle_tensor_shape_str((dle_shape_buf){{0}}.s, 128, t));
+    if (!dle_dtype_is_float(t->dtype))
+      return dle_error("jvp: only float tensors carry tangents, got %s", dle_dtype_name(t->dtype));
+  }
+  dle_tensor *old = t->tangent;
+  dle_tensor_retain(tangent);
+  t->tangent = tangent;
+  dle_tensor_release(old);
+  return DLE_OK;
+}
+
+bool dle_forward_ad_set_enabled(bool on) {
+  bool was = !forward_ad_off;
+  forward_ad_off = !on;
+  return was;
+}
+
+bool dle_forward_ad_wants(dle_tensor *const *ins, int nin) {
+  if (forward_ad_off) return false;
+  for (int i = 0; i < nin; i++)
+    if (ins[i]->tangent) return true;
+  return false;
+}
+
+dle_status dle_forward_ad_apply(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                                dle_tensor **outs, int nout) {
+  const dle_op_info *info = dle_op_get_info(op);
+  if (!(info->flags & DLE_DIFF)) return DLE_OK;  /* integer results carry no tangent */
+  const dle_grad_rule *r = dle_grad_rule_of(op);
+  if (!r->jvp) return dle_error("%s: no forward-mode rule (jvp)", info->name);
+  dle_tensor *tin_small[8], **tin = nin <= 8 ? tin_small : malloc(sizeof *tin * (size_t)nin);
+  if (!tin) return dle_error("%s: out of memory", info->name);
+  for (int i = 0; i < nin; i++) tin[i] = ins[i]->tangent;
+  dle_tensor *tout[2] = {NULL, NULL};
+  forward_ad_off = true;  /* the rule's own ops carry no tangents */
+  dle_status st = r->jvp(op, a, ins, nin, tin, outs, tout);
+  forward_ad_off = false;
+  if (tin != tin_small) free(tin);
+  for (int k = 0; k < nout && st == DLE_OK; k++) {
+    if (!dle_dtype_is_float(outs[k]->dtype)) continue;
+    if (!tout[k]) st = dle_zeros(&tout[k], outs[k]->ndim, outs[k]->sizes, outs[k]->dtype);
+    else if (!dle_shape_equal(tout[k]->ndim, tout[k]->sizes, outs[k]->ndim, outs[k]->sizes)) {
+      dle_tensor *e = NULL;   /* rules may return a tangent that broadcasts to the output */
+      st = dle_expand(&e, tout[k], outs[k]->ndim, outs[k]->sizes);
+      dle_tensor_release(tout[k]);
+      tout[k] = e;
+    }
+    if (st == DLE_OK && tout[k] && tout[k]->dtype != outs[k]->dtype) {
+      dle_tensor *c = NULL;
+      st = dle_to_dtype(&c, tout[k], outs[k]->dtype);
+      dle_tensor_release(tout[k]);
+      tout[k] = c;
+    }
+    if (st == DLE_OK) st = dle_set_tangent(outs[k], tout[k]);
+  }
+  dle_tensor_release(tout[0]);
+  dle_tensor_release(tout[1]);
+  return st;
+}
+
+/* ---------------------------------------------------------------- helpers for rules */
+
+dle_status dle_sum_to(dle_tensor **out, dle_tensor *g, int ndim, const int64_t *sizes) {
+  if (dle_shape_equal(g->ndim, g->sizes, ndim, sizes)) {
+    dle_tensor_retain(g);
+    *out = g;
+    return DLE_OK;
+  }
+  int dims[DLE_MAX_DIMS], nd = 0, lead = g->ndim - ndim;
+  for (int d = 0; d < g->ndim; d++)
+    if (d < lead || (sizes[d - lead] == 1 && g->sizes[d] != 1)) dims[nd++] = d;
+  dle_tensor *s = NULL;
+  DLE_TRY(dle_reduce(DLE_OP_SUM, &s, g, nd, dims, true, 0));
+  *out = NULL;
+  dle_status st = dle_reshape(out, s, ndim, sizes);
+  dle_tensor_release(s);
+  return st;
+}
