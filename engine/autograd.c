@@ -248,6 +248,9 @@ dle_status dle_autograd_record(dle_op op, const dle_attrs *a, dle_tensor **outs,
     return DLE_ERR;
   }
   attach(n, outs, nout);
+  /* Writing through one view would change what other views of the storage hold without
+   * rewriting their histories: a silently wrong gradient. Such writes are refused instead. */
+  if (dle_op_get_info(op)->kind == DLE_KIND_VIEW) outs[0]->storage->grad_views = true;
   dle_node_release(n);  /* the outputs hold it now */
   return DLE_OK;
 }

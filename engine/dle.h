@@ -90,6 +90,7 @@ typedef struct dle_storage {
   int refcount;
   dle_device device;
   uint32_t version;   /* bumped by every write through any view; autograd checks it */
+  bool grad_views;    /* a view of it is part of an autograd graph: in-place writes are refused */
   /* Borrowed memory (mmap, foreign buffers): called instead of the allocator's free. */
   void (*release)(void *ctx, void *data, size_t nbytes);
   void *release_ctx;
