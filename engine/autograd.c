@@ -170,6 +170,8 @@ static dle_status save_input_value(dle_tensor **out, dle_tensor *t) {
   (*out)->grad_fn = t->grad_fn;
   (*out)->output_nr = t->output_nr;
   dle_node_retain(t->grad_fn);
+  (*out)->tangent = t->tangent;  /* forward over reverse: the rule's ops see the tangent */
+  dle_tensor_retain(t->tangent);
   return DLE_OK;
 }
 

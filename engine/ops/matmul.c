@@ -161,4 +161,97 @@ dle_status dle_bmm(dle_tensor **out, dle_tensor *a, dle_tensor *b) {
 
 /* ---- gradients: reverse (vjp) and forward (jvp) rules, written with dle ops ---- */
 
-void dle_grad_register_matmul(dle_grad_rule *r) { (void)r; }
+/* x with its last two dims swapped (x has at least 2 dims). */
+static dle_status mT(dle_tensor **out, dle_tensor *x) {
+  *out = NULL;
+  return dle_transpose(out, x, -2, -1);
+}
+
+/* A 1-D operand as a 2-D one: a row {1,K} on the left, a column {K,1} on the right; 2-D and up
+ * retained as they are. */
+static dle_status as_matrix(dle_tensor **out, dle_tensor *t, bool is_left) {
+  *out = NULL;
+  if (t->ndim >= 2) {
+    dle_tensor_retain(t);
+    *out = t;
+    return DLE_OK;
+  }
+  return dle_unsqueeze(out, t, is_left ? 0 : 1);
+}
+
+/* The product of a and b summed to the shape (ndim, sizes) of the operand it is the gradient of;
+ * drop (-2 or -1, else 0) is the size-1 dim a 1-D operand gained in as_matrix. */
+static dle_status mm_grad(dle_tensor **out, dle_tensor *a, dle_tensor *b, int drop, int ndim,
+                          const int64_t *sizes) {
+  dle_tensor *p = NULL, *q = NULL;
+  DLE_TRY(dle_matmul(&p, a, b));
+  dle_status st = DLE_OK;
+  if (drop) {
+    st = dle_squeeze(&q, p, drop);
+    dle_tensor_release(p);
+    p = q;
+  }
+  *out = NULL;
+  if (st == DLE_OK) st = dle_sum_to(out, p, ndim, sizes);
+  dle_tensor_release(p);
+  return st;
+}
+
+/* c = a b: d a = d c b^T, d b = a^T d c (summed over broadcast batch dims; 1-D operands as a row
+ * on the left, a column on the right, whose extra dim the result drops) */
+static dle_status vjp_matmul(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  dle_tensor *a = dle_node_input(n, 0), *b = dle_node_input(n, 1);
+  int na = dle_node_input_ndim(n, 0), nb = dle_node_input_ndim(n, 1);
+  /* the gradient with the dims the result dropped put back: {batch..., M or 1, N or 1} */
+  dle_tensor *g = NULL, *a2 = NULL, *b2 = NULL, *t = NULL;
+  int64_t gs[DLE_MAX_DIMS];
+  int gnd = gout[0]->ndim;
+  memcpy(gs, gout[0]->sizes, (size_t)gnd * sizeof *gs);
+  if (na == 1) {
+    gs[gnd] = nb == 1 ? 1 : gs[gnd - 1];
+    if (nb != 1) gs[gnd - 1] = 1;
+    gnd++;
+  }
+  if (nb == 1) gs[gnd++] = 1;
+  dle_status st = dle_reshape(&g, gout[0], gnd, gs);
+  if (st == DLE_OK) st = as_matrix(&a2, a, true);
+  if (st == DLE_OK) st = as_matrix(&b2, b, false);
+  if (st == DLE_OK && dle_node_needs_grad(n, 0)) {
+    st = mT(&t, b2);
+    if (st == DLE_OK) st = mm_grad(&gin[0], g, t, na == 1 ? -2 : 0, na, dle_node_input_sizes(n, 0));
+    DLE_RELEASE(t);
+  }
+  if (st == DLE_OK && dle_node_needs_grad(n, 1)) {
+    st = mT(&t, a2);
+    if (st == DLE_OK) st = mm_grad(&gin[1], t, g, nb == 1 ? -1 : 0, nb, dle_node_input_sizes(n, 1));
+    DLE_RELEASE(t);
+  }
+  dle_tensor_release(g);
+  dle_tensor_release(a2);
+  dle_tensor_release(b2);
+  return st;
+}
+
+/* d(a b) = da b + a db */
+static dle_status jvp_matmul(dle_op op, const dle_attrs *attrs, dle_tensor *const *ins, int nin,
+                             dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op, (void)attrs, (void)nin, (void)outs;
+  dle_tensor *t0 = NULL, *t1 = NULL;
+  if (tin[0]) DLE_TRY(dle_matmul(&t0, tin[0], ins[1]));
+  if (tin[1] && dle_matmul(&t1, ins[0], tin[1]) != DLE_OK) {
+    dle_tensor_release(t0);
+    return DLE_ERR;
+  }
+  if (!t0 || !t1) {
+    tout[0] = t0 ? t0 : t1;
+    return DLE_OK;
+  }
+  dle_status st = dle_binary(DLE_OP_ADD, &tout[0], t0, t1);
+  dle_tensor_release(t0);
+  dle_tensor_release(t1);
+  return st;
+}
+
+void dle_grad_register_matmul(dle_grad_rule *r) {
+  r[DLE_OP_MATMUL] = (dle_grad_rule){vjp_matmul, jvp_matmul, DLE_SAVE(0) | DLE_SAVE(1), false};
+}

@@ -77,14 +77,18 @@ return function(dle)
         local xv = x:view(-1)
         for j = 1, x:numel() do
           local v = xv[j]
-          xv[j] = v + eps
-          local plus = outputs(table.unpack(ins))
-          xv[j] = v - eps
-          local minus = outputs(table.unpack(ins))
+          -- outputs are read at once: a view of the input would change with it
+          local function values_at(value)
+            xv[j] = value
+            local vals = {}
+            for k, o in ipairs(outputs(table.unpack(ins))) do vals[k] = flat(o) end
+            return vals
+          end
+          local plus, minus = values_at(v + eps), values_at(v - eps)
           xv[j] = v
           numeric[i][j] = {}
           for k = 1, #plus do
-            local p, m = flat(plus[k]), flat(minus[k])
+            local p, m = plus[k], minus[k]
             local col = {}
             for e = 1, #p do col[e] = (p[e] - m[e]) / (2 * eps) end
             numeric[i][j][k] = col
@@ -131,5 +135,186 @@ return function(dle)
       end
     end
     return msg == nil, worst, msg
+  end
+
+  -- ---------------------------------------------------------------- custom ops
+
+  local Ctx = {}
+  Ctx.__index = Ctx
+
+  --- ctx:save_for_backward(...) keeps tensors (or nils) for backward, as ctx.saved_tensors.
+  -- A saved tensor that is also an output of forward is kept detached (the graph holds it
+  -- without a cycle); one modified in place before backward makes backward an error.
+  function Ctx:save_for_backward(...)
+    self.saved_tensors = table.pack(...)
+  end
+
+  --- ctx:mark_non_differentiable(...) : these outputs get no history (no gradient flows to them).
+  function Ctx:mark_non_differentiable(...)
+    for _, t in ipairs({...}) do self._non_diff[#self._non_diff + 1] = t end
+  end
+
+  --- ctx:set_materialize_grads(on): when on (the default) backward receives zeros, not nil, for
+  -- the float outputs no gradient reached.
+  function Ctx:set_materialize_grads(on) self._materialize = on and true or false end
+
+  local function contains(list, t)
+    for _, u in ipairs(list) do
+      if rawequal(u, t) or u == t then return true end
+    end
+    return false
+  end
+
+  --- dle.autograd.Function{forward = fn(ctx, ...), backward = fn(ctx, grad...), [jvp], [name]}
+  -- returns a callable custom differentiable op. forward runs under no_grad on the given
+  -- arguments (tensors and other values) and returns its results; its float tensor results (at
+  -- most 2) get one graph node whose reverse rule calls backward(ctx, grad...) with one gradient
+  -- per forward result (zeros for a float result no gradient reached, nil for the others); it
+  -- returns one gradient (or nil) per TENSOR argument in order (one per argument is also
+  -- accepted). ctx: save_for_backward(...) / saved_tensors, needs_input_grad[i] (i indexes the
+  -- arguments of forward; false for non-tensors), mark_non_differentiable(...),
+  -- set_materialize_grads(bool), and any field the user sets. Nothing is recorded when grad mode
+  -- is off or no tensor argument requires grad. With create_graph, what backward computes from
+  -- saved inputs is differentiable (double backward). Forward mode: tangents flow through the
+  -- dle ops forward runs; or give jvp = fn(ctx, tangent...) -> one tangent per result (nil for
+  -- zero), called with one tangent (or nil) per tensor argument.
+  function dle.autograd.Function(spec)
+    if type(spec) ~= "table" then
+      error("autograd.Function: expected a table {forward = fn, backward = fn}, got " .. type(spec), 2)
+    end
+    local name = spec.name or "Function"
+    if type(name) ~= "string" then error("autograd.Function: name must be a string", 2) end
+    local forward, backward, jvp = spec.forward, spec.backward, spec.jvp
+    if type(forward) ~= "function" then error(name .. ": forward must be a function", 2) end
+    if type(backward) ~= "function" then error(name .. ": backward must be a function", 2) end
+    if jvp ~= nil and type(jvp) ~= "function" then error(name .. ": jvp must be a function", 2) end
+
+    local function apply(...)
+      local args = table.pack(...)
+      local tin, tpos = {}, {}
+      local record = false
+      local needs = {}
+      local enabled = dle.is_grad_enabled()
+      for i = 1, args.n do
+        local a = args[i]
+        needs[i] = false
+        if core.is_tensor(a) then
+          tin[#tin + 1], tpos[#tpos + 1] = a, i
+          if enabled and a.requires_grad then needs[i], record = true, true end
+        end
+      end
+      local ctx = setmetatable({needs_input_grad = needs, saved_tensors = {n = 0}, _non_diff = {},
+                                _materialize = true, name = name}, Ctx)
+      -- with a jvp rule, forward runs on tangent-free inputs and the rule gives the tangents
+      local tangents, any_tangent = {}, false
+      if jvp then
+        for j, t in ipairs(tin) do
+          tangents[j] = core.tangent(t)
+          if tangents[j] then any_tangent = true; core.set_tangent(t, nil) end
+        end
+      end
+      local res = table.pack(pcall(dle.no_grad, forward, ctx, ...))
+      -- the jvp rule also runs on tangent-free inputs (its result carries no tangent itself)
+      local tres = (res[1] and any_tangent)
+                   and table.pack(pcall(dle.no_grad, jvp, ctx, table.unpack(tangents, 1, #tin)))
+      if any_tangent then
+        for j, t in ipairs(tin) do if tangents[j] then core.set_tangent(t, tangents[j]) end end
+      end
+      if not res[1] then error(res[2], 0) end
+      if tres and not tres[1] then error(name .. " jvp: " .. tostring(tres[2]), 0) end
+      local results = table.move(res, 2, res.n, 1, {n = res.n - 1})
+      if any_tangent then
+        local touts = table.move(tres, 2, tres.n, 1, {n = tres.n - 1})
+        for k = 1, results.n do
+          local o, t = results[k], touts[k]
+          if core.is_tensor(o) and o:is_floating_point() and t ~= nil then
+            if not core.is_tensor(t) then
+              error(string.format("%s: jvp result %d must be a tensor or nil, got %s", name, k, type(t)), 2)
+            end
+            core.set_tangent(o, t)
+          end
+        end
+      end
+      if not record then return table.unpack(results, 1, results.n) end
+
+      -- the differentiable outputs: float tensors, as new headers when forward handed back an
+      -- input (or the same tensor twice), whose history must not be rewritten
+      local outs, opos, meta = {}, {}, {}
+      for k = 1, results.n do
+        local o = results[k]
+        if core.is_tensor(o) and o:is_floating_point() and not contains(ctx._non_diff, o) then
+          if contains(tin, o) or contains(outs, o) then
+            o = o:detach()
+            results[k] = o
+          end
+          outs[#outs + 1], opos[#opos + 1] = o, k
+          meta[k] = {shape = o:shape(), dtype = o:dtype()}
+        end
+      end
+      if #outs == 0 then return table.unpack(results, 1, results.n) end
+      if #outs > 2 then
+        error(string.format("%s: a custom Function has at most 2 differentiable (float tensor) "
+                            .. "outputs, got %d (mark the others with ctx:mark_non_differentiable)",
+                            name, #outs), 2)
+      end
+      -- saved tensors: outputs are kept detached (no cycle node -> closure -> output -> node);
+      -- each one's version is checked by backward
+      local saved, versions = ctx.saved_tensors, {}
+      for i = 1, saved.n or #saved do
+        local t = saved[i]
+        if core.is_tensor(t) then
+          if contains(outs, t) then saved[i] = t:detach() end
+          versions[i] = t:_version()
+        end
+      end
+      local nres, ntin, nargs = results.n, #tin, args.n
+
+      local function rule(...)
+        local g = table.pack(...)
+        for i, v in pairs(versions) do
+          local now = saved[i]:_version()
+          if now ~= v then
+            error(string.format("%s: saved_tensors[%d] (shape %s), needed for its gradient, was "
+                                .. "modified by an in-place operation after forward (version %d, "
+                                .. "expected %d)", name, i, table.concat(saved[i]:shape(), "x"),
+                                now, v), 0)
+          end
+        end
+        local grads = {}
+        for j, k in ipairs(opos) do
+          local gk = g[j]
+          if gk == nil and ctx._materialize then
+            gk = dle.zeros(meta[k].shape, {dtype = meta[k].dtype})
+          end
+          grads[k] = gk
+        end
+        local r = table.pack(pcall(backward, ctx, table.unpack(grads, 1, nres)))
+        if not r[1] then error(name .. " backward: " .. tostring(r[2]), 0) end
+        local n = r.n - 1
+        local pick
+        if n == ntin then
+          pick = function(j) return r[j + 1] end
+        elseif n == nargs then
+          pick = function(j) return r[tpos[j] + 1] end
+        else
+          error(string.format("%s backward: returned %d gradients, expected one per tensor input (%d)",
+                              name, n, ntin), 0)
+        end
+        local gin = {}
+        for j = 1, ntin do
+          local gj = pick(j)
+          if gj ~= nil and not core.is_tensor(gj) then
+            error(string.format("%s backward: the gradient of tensor input %d must be a tensor or "
+                                .. "nil, got %s", name, j, type(gj)), 0)
+          end
+          if gj ~= nil and needs[tpos[j]] then gin[j] = gj end
+        end
+        return table.unpack(gin, 1, ntin)
+      end
+      core.record_custom(name, outs, tin, rule)
+      return table.unpack(results, 1, results.n)
+    end
+
+    return apply   -- a plain function, so it goes wherever a function does (pcall, no_grad)
   end
 end
