@@ -111,6 +111,7 @@ typedef struct dle_tensor {
   struct dle_tensor *grad;        /* accumulated gradient of a leaf */
   struct dle_node *grad_fn;       /* node that produced this tensor, NULL for leaves */
   int output_nr;                  /* which output of grad_fn this tensor is */
+  bool is_view;                   /* made by a view op: shares a base tensor's storage */
   struct dle_tensor *tangent;     /* forward-mode tangent (dle_jvp), NULL when none */
   void *user;                     /* free for the embedding language (e.g. a Lua ref) */
 } dle_tensor;

@@ -66,10 +66,12 @@ dle_status dle_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int
                        "do it under no_grad or on a detached tensor", info->name, SHAPE(outs[k]));
   bool record = dle_autograd_wants(op, ins, nin);
   for (int k = 0; k < nout; k++)
-    if (given[k] && grad_on && (record || outs[k]->requires_grad) && outs[k]->storage->grad_views)
-      return dle_error("%s: in-place write into a tensor (shape %s) whose storage is shared with a "
-                       "view recorded for autograd is not supported; write into a copy (clone) or "
-                       "under no_grad", info->name, SHAPE(outs[k]));
+    if (given[k] && grad_on && (record || outs[k]->requires_grad) &&
+        (outs[k]->storage->grad_views || (record && outs[k]->is_view)))
+      return dle_error("%s: recording an in-place write into a view, or into a tensor whose "
+                       "storage a recorded view shares (shape %s), is not supported: the other "
+                       "views' gradients would be wrong; write into a clone or under no_grad",
+                       info->name, SHAPE(outs[k]));
   bool tangents = dle_forward_ad_wants(ins, nin);
   uint32_t small[8], *versions = small;
   if (record && nin > 8 && !(versions = malloc(sizeof *versions * (size_t)nin)))

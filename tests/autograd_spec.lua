@@ -157,6 +157,23 @@ describe("autograd engine", function()
     assert_close({-1, -1}, x.grad)
   end)
 
+  it("recording an in-place write into a view, or into a base a recorded view shares, is refused", function()
+    local x = leaf({1, 2})
+    local buf = dle.zeros(4, f64)
+    local ok, err = pcall(function() buf:narrow(1, 1, 2):copy_(x) end)   -- buf's history would miss it
+    assert.is_false(ok)
+    assert.matches("copy: recording an in%-place write into a view", err)
+    local y = x * 2
+    local v = y:view(2, 1)                                                -- a recorded view of y
+    ok, err = pcall(function() y:mul_(3) end)                            -- v's history would be stale
+    assert.is_false(ok)
+    assert.matches("mul", err)
+    -- under no_grad the same writes are allowed
+    dle.no_grad(function() buf:narrow(1, 1, 2):copy_(x); y:mul_(3) end)
+    assert.are.same({1, 2}, buf:narrow(1, 1, 2):totable())
+    assert.are.equal(2, #v:totable())
+  end)
+
   it("an in-place write to a leaf that requires grad is an error", function()
     local x = leaf({1, 2})
     local ok, err = pcall(function() x:add_(1) end)

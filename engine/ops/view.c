@@ -151,7 +151,9 @@ dle_status dle_forward_view(dle_op op, dle_tensor **outs, dle_tensor *const *ins
     default:
       return dle_error("%s: not a view op", dle_op_get_info(op)->name);
   }
-  return dle_tensor_as_strided(&outs[0], t, n, sizes, strides, offset);
+  DLE_TRY(dle_tensor_as_strided(&outs[0], t, n, sizes, strides, offset));
+  outs[0]->is_view = true;
+  return DLE_OK;
 }
 
 /* ---- public wrappers ---- */
