@@ -392,6 +392,9 @@ int luaopen_dle_core(lua_State *L) {
   dle_lua_open_index(L, module, methods);
   dle_lua_open_random(L, module, methods);
   dle_lua_open_autograd(L, module, methods);
+  dle_lua_open_optim(L, module, methods);
+  dle_lua_open_data(L, module, methods);
+  dle_lua_open_io(L, module, methods);
 
   lua_pushvalue(L, methods);
   lua_setfield(L, module, "Tensor");     /* methods table: Lua code adds methods here */

@@ -64,5 +64,8 @@ void dle_lua_open_matmul(lua_State *L, int module, int methods);
 void dle_lua_open_index(lua_State *L, int module, int methods);
 void dle_lua_open_random(lua_State *L, int module, int methods);
 void dle_lua_open_autograd(lua_State *L, int module, int methods);
+void dle_lua_open_optim(lua_State *L, int module, int methods);
+void dle_lua_open_data(lua_State *L, int module, int methods);
+void dle_lua_open_io(lua_State *L, int module, int methods);
 
 #endif

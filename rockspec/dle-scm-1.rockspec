@@ -43,7 +43,7 @@ end
 local modules = {
   ["dle.core"] = {
     sources = sources,
-    libraries = { "openblas", "gomp", "m", "dl" },
+    libraries = { "openblas", "z", "gomp", "m", "dl" },
     incdirs = { "$(OPENBLAS_INCDIR)" },
     libdirs = { "$(OPENBLAS_LIBDIR)" },
   },

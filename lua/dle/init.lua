@@ -7,10 +7,19 @@ local dle = {}
 for name, value in pairs(core) do dle[name] = value end
 dle.core = core
 dle.version = "0.1.0"
+-- Registered before the subpackages load, so they can `require "dle"` themselves.
+package.loaded["dle"] = dle
 
 -- Lua-level parts; each adds its functions to `dle` and its methods to dle.Tensor.
 require("dle.tensor")(dle)
 require("dle.einsum")(dle)
 require("dle.autograd")(dle)
+
+-- Subpackages: dle.nn, dle.optim, dle.data, and the file formats (dle.save/load, npy,
+-- safetensors) in dle.io; each is also requireable on its own.
+dle.nn = require("dle.nn")
+dle.optim = require("dle.optim")
+dle.data = require("dle.data")
+require("dle.io")(dle)
 
 return dle

@@ -1,0 +1,2 @@
+--- dle.data: placeholder until the data package lands (being written now).
+return {}

@@ -1,0 +1,2 @@
+--- dle.io: placeholder until the file formats land (being written now).
+return function(dle) end

@@ -1,0 +1,2 @@
+--- dle.nn: placeholder until the nn package lands (being written now).
+return {}

@@ -1,0 +1,2 @@
+--- dle.optim: placeholder until the optimizers land (being written now).
+return {}
