@@ -22,15 +22,23 @@ external_dependencies = { OPENBLAS = { library = "openblas" } }
 
 -- C sources per directory (names without .c).
 local c_sources = {
-  ["engine/"] = { "alloc", "autograd", "backend", "dtype", "error", "ops", "rng", "tensor" },
+  ["engine/"] = { "alloc", "autograd", "backend", "dtype", "error", "ops", "optim", "rng", "serialize",
+                "tensor" },
   ["engine/ops/"] = { "copy", "create", "elementwise", "index", "matmul", "reduce", "view" },
   ["kernels/cpu/"] = { "cpu_backend", "cpu_copy", "cpu_elementwise", "cpu_index", "cpu_loop",
-                       "cpu_matmul", "cpu_random", "cpu_reduce" },
-  ["bindings/"] = { "lua_autograd", "lua_core", "lua_elementwise", "lua_index", "lua_matmul", "lua_random",
-                    "lua_reduce", "lua_tensor" },
+                       "cpu_matmul", "cpu_optim", "cpu_random", "cpu_reduce" },
+  ["bindings/"] = { "lua_autograd", "lua_core", "lua_data", "lua_elementwise", "lua_index", "lua_io",
+                    "lua_matmul", "lua_optim", "lua_random", "lua_reduce", "lua_tensor" },
 }
 -- Lua files under lua/dle/ (without .lua): "x" is module dle.x, "x/init" dle.x, "x/y" dle.x.y.
-local lua_files = { "autograd", "einsum", "repl", "tensor" }
+local lua_files = {
+  "autograd", "einsum", "io", "repl", "tensor",
+  "data/init", "data/DataLoader", "data/TextCorpus",
+  "nn/init", "nn/module", "nn/functional", "nn/weight_init", "nn/utils", "nn/linear", "nn/sequential",
+  "nn/activations", "nn/flatten", "nn/dropout", "nn/embedding", "nn/layer_norm", "nn/losses",
+  "optim/init", "optim/optimizer", "optim/sgd", "optim/adagrad", "optim/rmsprop", "optim/adam",
+  "optim/adamw", "optim/lr",
+}
 
 -- (The rockspec runs in an empty environment: no next/pairs/ipairs, only plain Lua.)
 local sources = {}

@@ -3,8 +3,14 @@
 -- operations (from the native module dle.core), plus the Lua-level helpers loaded below.
 local core = require "dle.core"
 
+-- dle.core's helpers for the Lua packages stay in dle.core; everything else is public.
+local internal = {read_idx = true, memmap = true, take_rows = true, record_custom = true,
+                  set_tangent = true, tangent = true, sgd_step = true, adagrad_step = true,
+                  rmsprop_step = true, adam_step = true, adamw_step = true}
 local dle = {}
-for name, value in pairs(core) do dle[name] = value end
+for name, value in pairs(core) do
+  if not internal[name] and name:sub(1, 1) ~= "_" then dle[name] = value end
+end
 dle.core = core
 dle.version = "0.1.0"
 -- Registered before the subpackages load, so they can `require "dle"` themselves.

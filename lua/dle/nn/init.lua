@@ -1,2 +1,31 @@
---- dle.nn: placeholder until the nn package lands (being written now).
-return {}
+--- dle.nn: modules (dle.nn.Module and layers), losses, dle.nn.functional, dle.nn.init and
+-- dle.nn.utils. Layers are Lua compositions of dle ops, so autograd comes for free.
+local dle = require "dle"
+
+local nn = {}
+
+nn.Module = require "dle.nn.module"
+nn.functional = require "dle.nn.functional"
+nn.init = require "dle.nn.weight_init"
+nn.utils = require "dle.nn.utils"
+
+--- Parameter(t, requires_grad = true): t as a leaf that requires grad (detached if t is not a leaf).
+-- Assigning it to a module field registers it as a parameter.
+-- @return tensor
+function nn.Parameter(t, requires_grad)
+  if not dle.is_tensor(t) then error("Parameter: expected a tensor, got " .. type(t), 2) end
+  if not t:is_floating_point() then error("Parameter: expected a float tensor, got " .. t:dtype(), 2) end
+  if not t.is_leaf or t.requires_grad then t = t:detach() end
+  return t:requires_grad_(requires_grad ~= false)
+end
+
+nn.Linear = require "dle.nn.linear"
+nn.Sequential = require "dle.nn.sequential"
+nn.Flatten = require "dle.nn.flatten"
+nn.Dropout = require "dle.nn.dropout"
+nn.Embedding = require "dle.nn.embedding"
+nn.LayerNorm = require "dle.nn.layer_norm"
+for name, cls in pairs(require "dle.nn.activations") do nn[name] = cls end
+for name, cls in pairs(require "dle.nn.losses") do nn[name] = cls end
+
+return nn

@@ -1,2 +1,12 @@
---- dle.optim: placeholder until the optimizers land (being written now).
-return {}
+--- dle.optim: optimizers (fused C steps over explicit, saveable state) and lr schedulers.
+--   local opt = dle.optim.AdamW(params, {lr = 3e-4})
+--   opt:zero_grad(); loss:backward(); opt:step()
+return {
+  Optimizer = require "dle.optim.optimizer",
+  SGD = require "dle.optim.sgd",
+  Adagrad = require "dle.optim.adagrad",
+  RMSprop = require "dle.optim.rmsprop",
+  Adam = require "dle.optim.adam",
+  AdamW = require "dle.optim.adamw",
+  lr = require "dle.optim.lr",
+}

@@ -1,0 +1,140 @@
+/* optim.c — the public entry points of the fused optimizer steps (optim.h): argument checks
+ * (devices, dtypes, shapes, contiguity, aliasing), then one CPU kernel call, then version bumps. */
+#include "optim.h"
+
+#include "internal.h"
+
+/* The dtype optimizer state must have for a param of dtype dt (the kernels' compute type). */
+static dle_dtype state_dtype(dle_dtype dt) { return dt == DLE_F64 ? DLE_F64 : DLE_F32; }
+
+static dle_status check_param_grad(const char *fn, const dle_tensor *p, const dle_tensor *g) {
+  if (!p) return dle_error("%s: param is missing", fn);
+  if (!g) return dle_error("%s: grad is missing", fn);
+  if (dle_tensor_device(p).type != DLE_CPU || dle_tensor_device(g).type != DLE_CPU)
+    return dle_error("%s: only CPU tensors are supported (no fused kernel for this device)", fn);
+  if (!dle_dtype_is_float(p->dtype))
+    return dle_error("%s: param must be float32, float64, float16 or bfloat16, got %s", fn,
+                     dle_dtype_name(p->dtype));
+  if (!dle_tensor_is_contiguous(p))
+    return dle_error("%s: param of shape %s must be contiguous", fn, SHAPE(p));
+  if (!dle_shape_equal(p->ndim, p->sizes, g->ndim, g->sizes))
+    return dle_error("%s: grad has shape %s, param has shape %s", fn, SHAPE(g), SHAPE(p));
+  if (g->dtype != p->dtype)
+    return dle_error("%s: grad is %s, param is %s (they must match)", fn, dle_dtype_name(g->dtype),
+                     dle_dtype_name(p->dtype));
+  if (!dle_tensor_is_contiguous(g))
+    return dle_error("%s: grad of shape %s must be contiguous", fn, SHAPE(g));
+  if (g->requires_grad)
+    return dle_error("%s: grad of shape %s requires grad; detach it first", fn, SHAPE(g));
+  if (dle_same_storage(p, g)) return dle_error("%s: param and grad share storage", fn);
+  return DLE_OK;
+}
+
+/* A state tensor `what`: param's shape, the state dtype, contiguous, CPU, not requiring grad,
+ * and sharing storage with none of the `n` tensors already checked. */
+static dle_status check_state(const char *fn, const char *what, const dle_tensor *s,
+                              const dle_tensor *p, dle_tensor *const *others, int n) {
+  if (!s) return dle_error("%s: %s is missing", fn, what);
+  if (dle_tensor_device(s).type != DLE_CPU)
+    return dle_error("%s: %s must be a CPU tensor", fn, what);
+  if (!dle_shape_equal(p->ndim, p->sizes, s->ndim, s->sizes))
+    return dle_error("%s: %s has shape %s, param has shape %s", fn, what, SHAPE(s), SHAPE(p));
+  dle_dtype want = state_dtype(p->dtype);
+  if (s->dtype != want)
+    return dle_error("%s: %s is %s, expected %s for a %s param", fn, what,
+                     dle_dtype_name(s->dtype), dle_dtype_name(want), dle_dtype_name(p->dtype));
+  if (!dle_tensor_is_contiguous(s))
+    return dle_error("%s: %s of shape %s must be contiguous", fn, what, SHAPE(s));
+  if (s->requires_grad)
+    return dle_error("%s: %s of shape %s requires grad; optimizer state must not", fn, what,
+                     SHAPE(s));
+  for (int k = 0; k < n; k++)
+    if (others[k] && dle_same_storage(s, others[k]))
+      return dle_error("%s: %s shares storage with another argument", fn, what);
+  return DLE_OK;
+}
+
+static bool finite_nonneg(double x) { return x >= 0 && isfinite(x); }
+
+dle_status dle_sgd_step(dle_tensor *param, dle_tensor *grad, dle_tensor *buf, const dle_sgd_opts *o) {
+  const char *fn = "sgd_step";
+  DLE_TRY(check_param_grad(fn, param, grad));
+  if (!o) return dle_error("%s: options are missing", fn);
+  if (!finite_nonneg(o->lr)) return dle_error("%s: invalid lr %g", fn, o->lr);
+  if (o->momentum != 0) {
+    dle_tensor *seen[2] = {param, grad};
+    DLE_TRY(check_state(fn, "momentum_buffer", buf, param, seen, 2));
+  }
+  if (o->nesterov && (o->momentum <= 0 || o->dampening != 0))
+    return dle_error("%s: nesterov needs momentum > 0 and dampening 0 (got momentum %g, "
+                     "dampening %g)", fn, o->momentum, o->dampening);
+  int64_t n = dle_tensor_numel(param);
+  bool use_buf = o->momentum != 0;
+  dle_cpu_sgd_step(param->dtype, n, dle_tensor_data(param), dle_tensor_data(grad),
+                   use_buf ? dle_tensor_data(buf) : NULL, o);
+  dle_tensor_bump_version(param);
+  if (use_buf) dle_tensor_bump_version(buf);
+  return DLE_OK;
+}
+
+dle_status dle_adagrad_step(dle_tensor *param, dle_tensor *grad, dle_tensor *sum,
+                            const dle_adagrad_opts *o) {
+  const char *fn = "adagrad_step";
+  DLE_TRY(check_param_grad(fn, param, grad));
+  if (!o) return dle_error("%s: options are missing", fn);
+  if (!finite_nonneg(o->lr)) return dle_error("%s: invalid lr %g", fn, o->lr);
+  if (o->step < 1) return dle_error("%s: step must be >= 1, got %lld", fn, (long long)o->step);
+  dle_tensor *seen[2] = {param, grad};
+  DLE_TRY(check_state(fn, "sum", sum, param, seen, 2));
+  dle_cpu_adagrad_step(param->dtype, dle_tensor_numel(param), dle_tensor_data(param),
+                       dle_tensor_data(grad), dle_tensor_data(sum), o);
+  dle_tensor_bump_version(param);
+  dle_tensor_bump_version(sum);
+  return DLE_OK;
+}
+
+dle_status dle_rmsprop_step(dle_tensor *param, dle_tensor *grad, dle_tensor *square_avg,
+                            dle_tensor *momentum_buf, dle_tensor *grad_avg,
+                            const dle_rmsprop_opts *o) {
+  const char *fn = "rmsprop_step";
+  DLE_TRY(check_param_grad(fn, param, grad));
+  if (!o) return dle_error("%s: options are missing", fn);
+  if (!finite_nonneg(o->lr)) return dle_error("%s: invalid lr %g", fn, o->lr);
+  dle_tensor *seen[4] = {param, grad, square_avg, momentum_buf};
+  DLE_TRY(check_state(fn, "square_avg", square_avg, param, seen, 2));
+  bool use_mom = o->momentum > 0;
+  if (use_mom) DLE_TRY(check_state(fn, "momentum_buffer", momentum_buf, param, seen, 3));
+  if (o->centered) DLE_TRY(check_state(fn, "grad_avg", grad_avg, param, seen, use_mom ? 4 : 3));
+  dle_cpu_rmsprop_step(param->dtype, dle_tensor_numel(param), dle_tensor_data(param),
+                       dle_tensor_data(grad), dle_tensor_data(square_avg),
+                       use_mom ? dle_tensor_data(momentum_buf) : NULL,
+                       o->centered ? dle_tensor_data(grad_avg) : NULL, o);
+  dle_tensor_bump_version(param);
+  dle_tensor_bump_version(square_avg);
+  if (use_mom) dle_tensor_bump_version(momentum_buf);
+  if (o->centered) dle_tensor_bump_version(grad_avg);
+  return DLE_OK;
+}
+
+dle_status dle_adam_step(dle_tensor *param, dle_tensor *grad, dle_tensor *exp_avg,
+                         dle_tensor *exp_avg_sq, dle_tensor *max_exp_avg_sq, const dle_adam_opts *o) {
+  const char *fn = o && o->decoupled ? "adamw_step" : "adam_step";
+  DLE_TRY(check_param_grad(fn, param, grad));
+  if (!o) return dle_error("%s: options are missing", fn);
+  if (!finite_nonneg(o->lr)) return dle_error("%s: invalid lr %g", fn, o->lr);
+  if (!(o->beta1 >= 0 && o->beta1 < 1) || !(o->beta2 >= 0 && o->beta2 < 1))
+    return dle_error("%s: betas must be in [0, 1), got (%g, %g)", fn, o->beta1, o->beta2);
+  if (o->step < 1) return dle_error("%s: step must be >= 1, got %lld", fn, (long long)o->step);
+  dle_tensor *seen[4] = {param, grad, exp_avg, exp_avg_sq};
+  DLE_TRY(check_state(fn, "exp_avg", exp_avg, param, seen, 2));
+  DLE_TRY(check_state(fn, "exp_avg_sq", exp_avg_sq, param, seen, 3));
+  if (o->amsgrad) DLE_TRY(check_state(fn, "max_exp_avg_sq", max_exp_avg_sq, param, seen, 4));
+  dle_cpu_adam_step(param->dtype, dle_tensor_numel(param), dle_tensor_data(param),
+                    dle_tensor_data(grad), dle_tensor_data(exp_avg), dle_tensor_data(exp_avg_sq),
+                    o->amsgrad ? dle_tensor_data(max_exp_avg_sq) : NULL, o);
+  dle_tensor_bump_version(param);
+  dle_tensor_bump_version(exp_avg);
+  dle_tensor_bump_version(exp_avg_sq);
+  if (o->amsgrad) dle_tensor_bump_version(max_exp_avg_sq);
+  return DLE_OK;
+}

@@ -1,0 +1,159 @@
+/* cpu_optim.c — the fused optimizer loops behind engine/optim.c: one pass over param, grad and
+ * state per step. Each body is written once for every float dtype (cpu_types.h X-macros): the
+ * parameter is read/written in its storage type, the arithmetic and the state use the compute
+ * type CT (float for float32/float16/bfloat16, double for float64). Large tensors are split into
+ * chunks run by OpenMP threads; inside a chunk the loop is branch-free on loop-invariant flags
+ * (the compiler unswitches them), so it can vectorise. */
+#include "../../engine/optim.h"
+#include "cpu_loop.h"
+
+/* Elements per OpenMP work item: big enough to amortise scheduling, small enough to balance. */
+#define OPTIM_CHUNK 16384
+
+#define CPU_SQRT(x) _Generic((x), float: sqrtf, default: sqrt)(x)
+
+/* Runs the body (variadic, so its commas pass through) for i in [lo, hi) of every chunk of n
+ * elements; chunks go to OpenMP threads when n >= CPU_PARALLEL_GRAIN. */
+#define FOR_CHUNKS(n, ...)                                                        \
+  do {                                                                             \
+    int64_t nchunks_ = ((n) + OPTIM_CHUNK - 1) / OPTIM_CHUNK;                      \
+    _Pragma("omp parallel for if (cpu_parallel(n)) schedule(static)")              \
+    for (int64_t c_ = 0; c_ < nchunks_; c_++) {                                    \
+      int64_t lo = c_ * OPTIM_CHUNK, hi = lo + OPTIM_CHUNK < (n) ? lo + OPTIM_CHUNK : (n); \
+      __VA_ARGS__                                                                  \
+    }                                                                              \
+  } while (0)
+
+/* ---------------------------------------------------------------- SGD */
+#define SGD_LOOP(ID, T, CT)                                                                  \
+  static void sgd_##ID(int64_t n, T *restrict p, const T *restrict g, CT *restrict buf,     \
+                       const dle_sgd_opts *o) {                                              \
+    const CT lr = (CT)o->lr, mom = (CT)o->momentum, damp1 = (CT)(1 - o->dampening);         \
+    const CT wd = (CT)o->weight_decay;                                                       \
+    const bool use_mom = o->momentum != 0, nesterov = o->nesterov, first = o->first;        \
+    FOR_CHUNKS(n, {                                                                          \
+      for (int64_t i = lo; i < hi; i++) {                                                    \
+        CT pi = LD_##ID(p[i]), gi = LD_##ID(g[i]) + wd * pi;                                 \
+        if (use_mom) {                                                                       \
+          CT b = first ? gi : mom * buf[i] + damp1 * gi;                                     \
+          buf[i] = b;                                                                        \
+          gi = nesterov ? gi + mom * b : b;                                                  \
+        }                                                                                    \
+        p[i] = ST_##ID(pi - lr * gi);                                                        \
+      }                                                                                      \
+    });                                                                                      \
+  }
+CPU_FLOAT_TYPES(SGD_LOOP)
+
+/* ---------------------------------------------------------------- Adagrad */
+#define ADAGRAD_LOOP(ID, T, CT)                                                              \
+  static void adagrad_##ID(int64_t n, T *restrict p, const T *restrict g, CT *restrict sum, \
+                           const dle_adagrad_opts *o) {                                      \
+    const CT clr = (CT)(o->lr / (1 + (double)(o->step - 1) * o->lr_decay));                  \
+    const CT wd = (CT)o->weight_decay, eps = (CT)o->eps;                                     \
+    FOR_CHUNKS(n, {                                                                          \
+      for (int64_t i = lo; i < hi; i++) {                                                    \
+        CT pi = LD_##ID(p[i]), gi = LD_##ID(g[i]) + wd * pi;                                 \
+        CT s = sum[i] + gi * gi;                                                             \
+        sum[i] = s;                                                                          \
+        p[i] = ST_##ID(pi - clr * (gi / (CPU_SQRT(s) + eps)));                               \
+      }                                                                                      \
+    });                                                                                      \
+  }
+CPU_FLOAT_TYPES(ADAGRAD_LOOP)
+
+/* ---------------------------------------------------------------- RMSprop */
+#define RMSPROP_LOOP(ID, T, CT)                                                              \
+  static void rmsprop_##ID(int64_t n, T *restrict p, const T *restrict g, CT *restrict sq,  \
+                           CT *restrict buf, CT *restrict gavg, const dle_rmsprop_opts *o) { \
+    const CT lr = (CT)o->lr, alpha = (CT)o->alpha, alpha1 = (CT)(1 - o->alpha);             \
+    const CT eps = (CT)o->eps, wd = (CT)o->weight_decay, mom = (CT)o->momentum;             \
+    const bool use_mom = o->momentum > 0, centered = o->centered;                           \
+    FOR_CHUNKS(n, {                                                                          \
+      for (int64_t i = lo; i < hi; i++) {                                                    \
+        CT pi = LD_##ID(p[i]), gi = LD_##ID(g[i]) + wd * pi;                                 \
+        CT s = alpha * sq[i] + alpha1 * gi * gi;                                             \
+        sq[i] = s;                                                                           \
+        if (centered) {                                                                      \
+          CT ga = alpha * gavg[i] + alpha1 * gi;                                             \
+          gavg[i] = ga;                                                                      \
+          s = s - ga * ga;                                                                   \
+        }                                                                                    \
+        CT q = gi / (CPU_SQRT(s) + eps);                                                     \
+        if (use_mom) {                                                                       \
+          q = mom * buf[i] + q;                                                              \
+          buf[i] = q;                                                                        \
+        }                                                                                    \
+        p[i] = ST_##ID(pi - lr * q);                                                         \
+      }                                                                                      \
+    });                                                                                      \
+  }
+CPU_FLOAT_TYPES(RMSPROP_LOOP)
+
+/* ---------------------------------------------------------------- Adam / AdamW */
+#define ADAM_LOOP(ID, T, CT)                                                                 \
+  static void adam_##ID(int64_t n, T *restrict p, const T *restrict g, CT *restrict m,      \
+                        CT *restrict v, CT *restrict vmax, const dle_adam_opts *o) {        \
+    const CT b1 = (CT)o->beta1, b1c = (CT)(1 - o->beta1);                                    \
+    const CT b2 = (CT)o->beta2, b2c = (CT)(1 - o->beta2), eps = (CT)o->eps;                  \
+    const CT step_size = (CT)(o->lr / (1 - pow(o->beta1, (double)o->step)));                 \
+    const CT bc2_sqrt = (CT)sqrt(1 - pow(o->beta2, (double)o->step));                        \
+    const CT wd = (CT)(o->decoupled ? 0 : o->weight_decay);                                  \
+    const CT decay = (CT)(o->decoupled ? 1 - o->lr * o->weight_decay : 1);                   \
+    const bool amsgrad = o->amsgrad;                                                         \
+    FOR_CHUNKS(n, {                                                                          \
+      for (int64_t i = lo; i < hi; i++) {                                                    \
+        CT pi = LD_##ID(p[i]) * decay, gi = LD_##ID(g[i]) + wd * LD_##ID(p[i]);              \
+        CT mi = b1 * m[i] + b1c * gi, vi = b2 * v[i] + b2c * gi * gi;                        \
+        m[i] = mi;                                                                           \
+        v[i] = vi;                                                                           \
+        if (amsgrad) {                                                                       \
+          vi = vmax[i] > vi ? vmax[i] : vi;                                                  \
+          vmax[i] = vi;                                                                      \
+        }                                                                                    \
+        p[i] = ST_##ID(pi - step_size * (mi / (CPU_SQRT(vi) / bc2_sqrt + eps)));             \
+      }                                                                                      \
+    });                                                                                      \
+  }
+CPU_FLOAT_TYPES(ADAM_LOOP)
+
+/* ---------------------------------------------------------------- dispatch by param dtype */
+void dle_cpu_sgd_step(dle_dtype dt, int64_t n, void *p, const void *g, void *buf,
+                      const dle_sgd_opts *o) {
+  switch (dt) {
+#define CASE(ID, T, CT) case DLE_##ID: sgd_##ID(n, p, g, buf, o); break;
+    CPU_FLOAT_TYPES(CASE)
+#undef CASE
+  default: break;
+  }
+}
+
+void dle_cpu_adagrad_step(dle_dtype dt, int64_t n, void *p, const void *g, void *sum,
+                          const dle_adagrad_opts *o) {
+  switch (dt) {
+#define CASE(ID, T, CT) case DLE_##ID: adagrad_##ID(n, p, g, sum, o); break;
+    CPU_FLOAT_TYPES(CASE)
+#undef CASE
+  default: break;
+  }
+}
+
+void dle_cpu_rmsprop_step(dle_dtype dt, int64_t n, void *p, const void *g, void *sq, void *buf,
+                          void *gavg, const dle_rmsprop_opts *o) {
+  switch (dt) {
+#define CASE(ID, T, CT) case DLE_##ID: rmsprop_##ID(n, p, g, sq, buf, gavg, o); break;
+    CPU_FLOAT_TYPES(CASE)
+#undef CASE
+  default: break;
+  }
+}
+
+void dle_cpu_adam_step(dle_dtype dt, int64_t n, void *p, const void *g, void *m, void *v,
+                       void *vmax, const dle_adam_opts *o) {
+  switch (dt) {
+#define CASE(ID, T, CT) case DLE_##ID: adam_##ID(n, p, g, m, v, vmax, o); break;
+    CPU_FLOAT_TYPES(CASE)
+#undef CASE
+  default: break;
+  }
+}

@@ -1,2 +1,0 @@
---- dle.data: placeholder until the data package lands (being written now).
-return {}

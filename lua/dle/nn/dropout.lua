@@ -1,0 +1,24 @@
+--- dle.nn.Dropout(p = 0.5, {generator}): inverted dropout in training mode, identity in eval.
+local Module = require "dle.nn.module"
+local F = require "dle.nn.functional"
+
+local Dropout = Module:extend("Dropout")
+
+--- @param p drop probability in [0, 1] (default 0.5)
+-- @param opts optional {generator = g} for the mask (dle.rand)
+function Dropout:init(p, opts)
+  p = p or 0.5
+  if type(p) ~= "number" or p < 0 or p > 1 then error("Dropout: p must be a number in [0, 1], got " .. tostring(p), 3) end
+  self.p = p
+  self.generator = opts and opts.generator
+end
+
+--- @param x tensor
+-- @return x with elements zeroed with probability p and the rest scaled by 1/(1-p) (training)
+function Dropout:forward(x)
+  return F.dropout(x, self.p, self.training, {generator = self.generator})
+end
+
+function Dropout:extra_repr() return "p=" .. self.p end
+
+return Dropout

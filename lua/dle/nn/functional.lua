@@ -1,0 +1,235 @@
+--- dle.nn.functional: stateless forms of the layers and losses, composed of dle ops (so autograd
+-- comes for free). Class targets are int64 tensors holding 1-based class numbers.
+local dle = require "dle"
+
+local F = {}
+
+local function shape_str(t) return "{" .. table.concat(t:shape(), ",") .. "}" end
+
+local function check_tensor(fname, argname, t)
+  if not dle.is_tensor(t) then
+    error(fname .. ": " .. argname .. " must be a tensor, got " .. type(t), 3)
+  end
+end
+
+--- relu(x) = max(x, 0).
+function F.relu(x) return x:relu() end
+--- gelu(x).
+function F.gelu(x) return x:gelu() end
+--- silu(x) = x * sigmoid(x).
+function F.silu(x) return x:silu() end
+--- tanh(x).
+function F.tanh(x) return x:tanh() end
+--- sigmoid(x).
+function F.sigmoid(x) return x:sigmoid() end
+
+--- softmax along dimension d (default -1).
+-- @return tensor of x's shape
+function F.softmax(x, d) return x:softmax(d or -1) end
+
+--- log_softmax along dimension d (default -1).
+-- @return tensor of x's shape
+function F.log_softmax(x, d) return x:log_softmax(d or -1) end
+
+--- linear(x, weight, bias): x @ weight^T + bias; x is {..., in}, weight {out, in}, bias {out} or nil.
+-- @return tensor {..., out}
+function F.linear(x, weight, bias)
+  check_tensor("linear", "input", x)
+  local inf = weight:size(2)
+  if x:dim() < 1 or x:size(-1) ~= inf then
+    error("linear: input has shape " .. shape_str(x) .. ", expected last dimension " .. inf
+      .. " (weight " .. shape_str(weight) .. ")", 2)
+  end
+  local y = x:matmul(weight:t())
+  if bias then y = y + bias end
+  return y
+end
+
+--- dropout(x, p, training, opts): inverted dropout; zeroes each element with probability p and
+-- scales the rest by 1/(1-p); identity when not training or p == 0.
+-- @param opts optional {generator = g}
+-- @return tensor of x's shape
+function F.dropout(x, p, training, opts)
+  p = p or 0.5
+  if type(p) ~= "number" or p < 0 or p > 1 then error("dropout: p must be a number in [0, 1], got " .. tostring(p), 2) end
+  if training == false or p == 0 then return x end
+  if p == 1 then return x * 0 end
+  local r = dle.rand(x:shape(), {generator = opts and opts.generator, dtype = x:dtype()})
+  local mask = r:ge(p):to(x:dtype())
+  return x * mask * (1 / (1 - p))
+end
+
+--- layer_norm(x, weight, bias, eps): normalizes over the last dimension (biased variance).
+-- @param weight tensor {d} or nil
+-- @param bias tensor {d} or nil
+-- @param eps default 1e-5
+-- @return tensor of x's shape
+function F.layer_norm(x, weight, bias, eps)
+  check_tensor("layer_norm", "input", x)
+  eps = eps or 1e-5
+  if weight and x:size(-1) ~= weight:numel() then
+    error("layer_norm: input has shape " .. shape_str(x) .. ", expected last dimension " .. weight:numel(), 2)
+  end
+  local mean = x:mean(-1, true)
+  local xc = x - mean
+  local var = (xc * xc):mean(-1, true)
+  local y = xc * (var + eps):rsqrt()
+  if weight then y = y * weight end
+  if bias then y = y + bias end
+  return y
+end
+
+--- embedding(ids, weight): rows of weight {n, d} picked by 1-based int64 ids of any shape.
+-- @return tensor {ids shape..., d}
+function F.embedding(ids, weight)
+  check_tensor("embedding", "ids", ids)
+  local dt = ids:dtype()
+  if dt ~= "int64" and dt ~= "int32" then
+    error("embedding: ids must be an int64 tensor of 1-based indices, got " .. dt, 2)
+  end
+  local n = weight:size(1)
+  if ids:numel() > 0 then
+    local lo, hi = ids:min():item(), ids:max():item()
+    if lo < 1 or hi > n then
+      error("embedding: index " .. (lo < 1 and lo or hi) .. " out of range 1.." .. n, 2)
+    end
+  end
+  local shape = ids:shape()
+  shape[#shape + 1] = weight:size(2)
+  return weight:index_select(1, ids:reshape(-1):to("int64")):reshape(shape)
+end
+
+local function reduce(loss, reduction, fname, count)
+  reduction = reduction or "mean"
+  if reduction == "none" then return loss end
+  if reduction == "sum" then return loss:sum() end
+  if reduction == "mean" then
+    if count then return loss:sum() / count end
+    return loss:mean()
+  end
+  error(fname .. ": reduction must be 'mean', 'sum' or 'none', got '" .. tostring(reduction) .. "'", 3)
+end
+
+-- Moves the class dimension (2) of {N, C, d1, ...} to the end and flattens: returns {M, C}, the
+-- shape the per-element loss has ({N, d1, ...}), and whether a reshape back is needed.
+local function classes_last(input)
+  if input:dim() == 1 then return input:unsqueeze(1), {} end
+  if input:dim() == 2 then return input, {input:size(1)} end
+  local perm, out_shape = {1}, {input:size(1)}
+  for d = 3, input:dim() do perm[#perm + 1] = d; out_shape[#out_shape + 1] = input:size(d) end
+  perm[#perm + 1] = 2
+  return input:permute(perm):reshape(-1, input:size(2)), out_shape
+end
+
+-- Shared core of nll_loss and cross_entropy: logp {N, C, ...} log-probabilities.
+local function nll_core(fname, logp, target, opts)
+  opts = opts or {}
+  local C = logp:dim() == 1 and logp:size(1) or logp:size(2)
+  local lp, out_shape = classes_last(logp)
+  -- soft targets: class probabilities of the input's shape
+  if target:is_floating_point() then
+    if shape_str(target) ~= shape_str(logp) then
+      error(fname .. ": probability targets have shape " .. shape_str(target) .. ", expected " .. shape_str(logp), 3)
+    end
+    local tp = classes_last(target)
+    local eps = opts.label_smoothing or 0
+    if eps > 0 then tp = tp * (1 - eps) + eps / C end
+    local loss = -(lp * tp):sum(2)
+    return reduce(loss:reshape(out_shape), opts.reduction, fname)
+  end
+  local dt = target:dtype()
+  if dt ~= "int64" and dt ~= "int32" then
+    error(fname .. ": targets must be int64 class numbers (1-based) or float probabilities, got " .. dt, 3)
+  end
+  local expect = {table.unpack(out_shape)}
+  if shape_str(target) ~= "{" .. table.concat(expect, ",") .. "}" then
+    error(fname .. ": input has shape " .. shape_str(logp) .. ", so targets must have shape {"
+      .. table.concat(expect, ",") .. "}, got " .. shape_str(target), 3)
+  end
+  local t = target:reshape(-1):to("int64")
+  local ignore = opts.ignore_index
+  local mask
+  if ignore ~= nil then
+    mask = t:ne(ignore)
+    t = dle.where(mask, t, dle.ones_like(t))
+  end
+  if t:numel() > 0 then
+    local lo, hi = t:min():item(), t:max():item()
+    if lo < 1 or hi > C then
+      error(fname .. ": target " .. (lo < 1 and lo or hi) .. " is out of range for " .. C .. " classes (1.." .. C .. ")", 3)
+    end
+  end
+  local loss = -lp:gather(2, t:unsqueeze(2)):squeeze(2)
+  local eps = opts.label_smoothing or 0
+  if eps < 0 or eps > 1 then error(fname .. ": label_smoothing must be in [0, 1], got " .. eps, 3) end
+  if eps > 0 then
+    loss = loss * (1 - eps) + lp:sum(2) * (-eps / C)
+  end
+  local count
+  if mask then
+    local mf = mask:to(loss:dtype())
+    loss = loss * mf
+    count = mf:sum()
+  end
+  return reduce(loss:reshape(out_shape), opts.reduction, fname, count)
+end
+
+--- nll_loss(logp, targets, opts): negative log-likelihood of log-probabilities {N, C} (or
+-- {N, C, d1, ...}, or {C}) at 1-based int64 targets {N} ({N, d1, ...}).
+-- @param opts optional {ignore_index, reduction = "mean"|"sum"|"none"}; the mean is over
+--   the targets that are not ignore_index
+-- @return scalar tensor, or per-element losses for reduction "none"
+function F.nll_loss(logp, targets, opts)
+  check_tensor("nll_loss", "input", logp)
+  check_tensor("nll_loss", "targets", targets)
+  return nll_core("nll_loss", logp, targets, opts)
+end
+
+--- cross_entropy(logits, targets, opts): log_softmax over dimension 2 (the classes) then nll_loss.
+-- Targets are 1-based int64 class numbers, or float class probabilities of logits' shape.
+-- @param opts optional {ignore_index, label_smoothing = 0, reduction = "mean"|"sum"|"none"}
+-- @return scalar tensor, or per-element losses for reduction "none"
+function F.cross_entropy(logits, targets, opts)
+  check_tensor("cross_entropy", "logits", logits)
+  check_tensor("cross_entropy", "targets", targets)
+  local d = logits:dim() == 1 and 1 or 2
+  return nll_core("cross_entropy", logits:log_softmax(d), targets, opts)
+end
+
+--- mse_loss(input, target, opts): mean squared error; shapes must match.
+-- @param opts optional {reduction = "mean"|"sum"|"none"}
+-- @return scalar tensor, or elementwise losses for reduction "none"
+function F.mse_loss(input, target, opts)
+  check_tensor("mse_loss", "input", input)
+  check_tensor("mse_loss", "target", target)
+  if shape_str(input) ~= shape_str(target) then
+    error("mse_loss: input has shape " .. shape_str(input) .. " but target has shape " .. shape_str(target), 2)
+  end
+  local d = input - target
+  return reduce(d * d, opts and opts.reduction, "mse_loss")
+end
+
+--- binary_cross_entropy_with_logits(x, y, opts): stable
+-- max(x, 0) - x*y + log1p(exp(-|x|)); with pos_weight w the positive term is weighted:
+-- (1 - y) * x + (1 + (w - 1) * y) * (log1p(exp(-|x|)) + max(-x, 0)).
+-- @param opts optional {reduction = "mean"|"sum"|"none", pos_weight = tensor or number}
+-- @return scalar tensor, or elementwise losses for reduction "none"
+function F.binary_cross_entropy_with_logits(x, y, opts)
+  check_tensor("binary_cross_entropy_with_logits", "input", x)
+  check_tensor("binary_cross_entropy_with_logits", "target", y)
+  if shape_str(x) ~= shape_str(y) then
+    error("binary_cross_entropy_with_logits: input has shape " .. shape_str(x) .. " but target has shape " .. shape_str(y), 2)
+  end
+  if not y:is_floating_point() then y = y:to(x:dtype()) end
+  local softplus_neg_abs = (-x:abs()):exp():log1p()
+  local loss
+  if opts and opts.pos_weight then
+    local lw = (opts.pos_weight - 1) * y + 1
+    loss = (1 - y) * x + lw * (softplus_neg_abs + (-x):relu())
+  else
+    loss = x:relu() - x * y + softplus_neg_abs
+  end
+  return reduce(loss, opts and opts.reduction, "binary_cross_entropy_with_logits")
+end
+
+return F

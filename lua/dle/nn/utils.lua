@@ -1,0 +1,66 @@
+--- dle.nn.utils: gradient clipping and parameter-vector helpers.
+local dle = require "dle"
+
+local U = {}
+
+local function param_list(params)
+  if dle.is_tensor(params) then return {params} end
+  if type(params) == "table" and type(params.parameters) == "function" then return params:parameters() end
+  if type(params) ~= "table" then error("clip_grad_norm_: expected a list of tensors, got " .. type(params), 3) end
+  return params
+end
+
+--- clip_grad_norm_(params, max_norm, {norm_type = 2}): scales all gradients in place (under
+-- no_grad) so that their joint norm is at most max_norm. Parameters without .grad are skipped.
+-- @param params list of tensors (or one tensor, or a module)
+-- @param max_norm number
+-- @param opts optional {norm_type = 2 (or math.huge for the max norm)}
+-- @return the total norm before clipping (a Lua float computed in float64)
+function U.clip_grad_norm_(params, max_norm, opts)
+  local ps = param_list(params)
+  if type(max_norm) ~= "number" or max_norm < 0 then
+    error("clip_grad_norm_: max_norm must be a non-negative number, got " .. tostring(max_norm), 2)
+  end
+  local norm_type = opts and opts.norm_type or 2
+  local grads = {}
+  for _, p in ipairs(ps) do
+    if p.grad ~= nil then grads[#grads + 1] = p.grad end
+  end
+  if #grads == 0 then return 0.0 end
+  local total = 0.0
+  dle.no_grad(function()
+    if norm_type == math.huge then
+      for _, g in ipairs(grads) do total = math.max(total, g:to("float64"):abs():max():item()) end
+    else
+      for _, g in ipairs(grads) do total = total + (g:to("float64"):abs() ^ norm_type):sum():item() end
+      total = total ^ (1 / norm_type)
+    end
+    local coef = max_norm / (total + 1e-6)
+    if coef < 1 then
+      for _, g in ipairs(grads) do g:mul_(coef) end
+    end
+  end)
+  return total + 0.0
+end
+
+--- parameters_to_vector(params): one flat float tensor of all parameters (a copy).
+-- @return tensor {n}
+function U.parameters_to_vector(params)
+  local flat = {}
+  for _, p in ipairs(param_list(params)) do flat[#flat + 1] = p:detach():reshape(-1) end
+  return dle.cat(flat, 1)
+end
+
+--- vector_to_parameters(vec, params): copies consecutive slices of vec into the parameters.
+function U.vector_to_parameters(vec, params)
+  local off = 1
+  dle.no_grad(function()
+    for _, p in ipairs(param_list(params)) do
+      local n = p:numel()
+      p:copy_(vec:narrow(1, off, n):reshape(p:shape()))
+      off = off + n
+    end
+  end)
+end
+
+return U
