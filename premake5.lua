@@ -1,7 +1,8 @@
 -- premake5.lua — builds the dle engine, its CPU kernels and the Lua module dle.core.
 -- Runs under premake5 and under Debian's premake4:
 --   premake4 --file=premake5.lua gmake && make -C build config=release
--- Outputs: build/lib/dle/core.so (require "dle.core"), build/bin/test_engine (C tests);
+-- Outputs: build/lib/dle/core.so (require "dle.core") loading build/lib/dle/native.so,
+-- build/bin/test_engine (C tests);
 -- DLE_BUILD=dir puts them under dir/ instead.
 -- Extra compiler flags (sanitizers) come from the environment: CFLAGS=... LDFLAGS=... make.
 
@@ -58,7 +59,24 @@ project("dle_engine")
   objdir(B .. "/obj/engine")
   files({"engine/*.c", "engine/ops/*.c", "kernels/cpu/*.c"})
 
--- The Lua module: require "dle.core". It must not link liblua (the interpreter provides it).
+-- The native Lua module dle.native: bindings + engine. It must not link liblua (the interpreter
+-- provides it).
+project("native")
+  kind("SharedLib")
+  location(B)
+  targetdir(B .. "/lib/dle")
+  targetname("native")
+  targetprefix("")
+  objdir(B .. "/obj/native")
+  files({"bindings/*.c"})
+  buildoptions({lua_cflags})
+  links({"dle_engine", "openblas", "z", "m", "dl"})
+  -- lua_close unloads C modules at exit while OpenMP's worker threads still run code of libgomp,
+  -- which goes with us: a crash at exit. Never unloading the module avoids it.
+  linkoptions({"-Wl,-z,nodelete"})
+
+-- require "dle.core": a loader that sets the OpenMP wait policy before dle.native (and with it
+-- libgomp) is loaded; see bindings/loader/core_loader.c.
 project("core")
   kind("SharedLib")
   location(B)
@@ -66,12 +84,8 @@ project("core")
   targetname("core")
   targetprefix("")
   objdir(B .. "/obj/core")
-  files({"bindings/*.c"})
+  files({"bindings/loader/*.c"})
   buildoptions({lua_cflags})
-  links({"dle_engine", "openblas", "z", "m", "dl"})
-  -- lua_close unloads C modules at exit while OpenMP's worker threads still run code of libgomp,
-  -- which goes with us: a crash at exit. Never unloading the module avoids it.
-  linkoptions({"-Wl,-z,nodelete"})
 
 -- Engine-only C tests.
 project("test_engine")

@@ -1,5 +1,6 @@
 /* lua_core.c — the dle.core module: the tensor userdata type, its metatable, argument helpers,
- * and luaopen_dle_core, which assembles the per-family binding files. */
+ * and luaopen_dle_native, which assembles the per-family binding files. Lua code requires
+ * "dle.core" (bindings/loader/), which loads this module after setting up OpenMP. */
 #include <string.h>
 
 #include "lua_util.h"
@@ -353,7 +354,7 @@ static int core_cuda_available(lua_State *L) {
   return 2;
 }
 
-int luaopen_dle_core(lua_State *L) {
+int luaopen_dle_native(lua_State *L) {
   static const luaL_Reg module_fns[] = {
       {"op_table", core_op_names},
       {"memory_allocated", core_memory_allocated},

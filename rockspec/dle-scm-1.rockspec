@@ -49,7 +49,9 @@ for k = 1, #dirs do
 end
 
 local modules = {
-  ["dle.core"] = {
+  -- dle.core sets the OpenMP wait policy, then loads dle.native (bindings/loader/core_loader.c)
+  ["dle.core"] = { sources = { "bindings/loader/core_loader.c" } },
+  ["dle.native"] = {
     sources = sources,
     libraries = { "openblas", "z", "gomp", "m", "dl" },
     incdirs = { "$(OPENBLAS_INCDIR)" },
