@@ -73,6 +73,7 @@ const dle_grad_rule *dle_grad_rule_of(dle_op op) {
     dle_grad_register_reduce(rules);
     dle_grad_register_matmul(rules);
     dle_grad_register_index(rules);
+    dle_grad_register_conv(rules);
     ready = true;
   }
   return &rules[op];
@@ -665,5 +666,23 @@ dle_status dle_sum_to(dle_tensor **out, dle_tensor *g, int ndim, const int64_t *
   *out = NULL;
   dle_status st = dle_reshape(out, s, ndim, sizes);
   dle_tensor_release(s);
+  return st;
+}
+
+dle_status dle_jvp_bilinear(dle_op op, const dle_attrs *attrs, dle_tensor *a, dle_tensor *b,
+                            dle_tensor *ta, dle_tensor *tb, dle_tensor **out) {
+  dle_tensor *t0 = NULL, *t1 = NULL;
+  if (ta) DLE_TRY(dle_op_call(op, &t0, (dle_tensor *[]){ta, b}, 2, attrs));
+  if (tb && dle_op_call(op, &t1, (dle_tensor *[]){a, tb}, 2, attrs) != DLE_OK) {
+    dle_tensor_release(t0);
+    return DLE_ERR;
+  }
+  if (!t0 || !t1) {
+    *out = t0 ? t0 : t1;
+    return DLE_OK;
+  }
+  dle_status st = dle_binary(DLE_OP_ADD, out, t0, t1);
+  dle_tensor_release(t0);
+  dle_tensor_release(t1);
   return st;
 }

@@ -51,6 +51,10 @@ dle_tensor *dle_node_output(const dle_node *n, int k);
 /* ---- helpers for rules ---- */
 /* g summed over broadcast dims so it has the given shape (undoes broadcasting). */
 dle_status dle_sum_to(dle_tensor **out, dle_tensor *g, int ndim, const int64_t *sizes);
+/* Product rule of a bilinear op (mul, matmul, conv...): *out = op(ta, b) + op(a, tb), either
+ * tangent may be NULL (zero); *out stays NULL when both are. */
+dle_status dle_jvp_bilinear(dle_op op, const dle_attrs *attrs, dle_tensor *a, dle_tensor *b,
+                            dle_tensor *ta, dle_tensor *tb, dle_tensor **out);
 /* A zero tensor with input i's shape and dtype. */
 dle_status dle_node_zeros_input(dle_tensor **out, const dle_node *n, int i);
 
@@ -62,6 +66,7 @@ void dle_grad_register_view(dle_grad_rule *rules);        /* ops/view.c */
 void dle_grad_register_reduce(dle_grad_rule *rules);      /* ops/reduce.c */
 void dle_grad_register_matmul(dle_grad_rule *rules);      /* ops/matmul.c */
 void dle_grad_register_index(dle_grad_rule *rules);       /* ops/index.c */
+void dle_grad_register_conv(dle_grad_rule *rules);        /* ops/conv.c */
 
 /* ---- used by the front door (ops.c) ---- */
 /* Should a call of op with these inputs be recorded? (grad mode on, op differentiable, some

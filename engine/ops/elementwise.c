@@ -233,20 +233,7 @@ static dle_status jvp_mul(dle_op op, const dle_attrs *a, dle_tensor *const *ins,
                           dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
   (void)a;
   DLE_TRY(inputs_intact(op, ins, nin, (tin[0] ? DLE_SAVE(1) : 0) | (tin[1] ? DLE_SAVE(0) : 0), outs[0]));
-  dle_tensor *t0 = NULL, *t1 = NULL;
-  if (tin[0]) DLE_TRY(dle_binary(DLE_OP_MUL, &t0, tin[0], ins[1]));
-  if (tin[1] && dle_binary(DLE_OP_MUL, &t1, ins[0], tin[1]) != DLE_OK) {
-    dle_tensor_release(t0);
-    return DLE_ERR;
-  }
-  if (!t0 || !t1) {
-    tout[0] = t0 ? t0 : t1;
-    return DLE_OK;
-  }
-  dle_status st = dle_binary(DLE_OP_ADD, &tout[0], t0, t1);
-  dle_tensor_release(t0);
-  dle_tensor_release(t1);
-  return st;
+  return dle_jvp_bilinear(DLE_OP_MUL, NULL, ins[0], ins[1], tin[0], tin[1], &tout[0]);
 }
 
 static dle_status vjp_neg(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {

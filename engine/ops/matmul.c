@@ -236,20 +236,7 @@ static dle_status vjp_matmul(dle_node *n, dle_tensor *const *gout, dle_tensor **
 static dle_status jvp_matmul(dle_op op, const dle_attrs *attrs, dle_tensor *const *ins, int nin,
                              dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
   (void)op, (void)attrs, (void)nin, (void)outs;
-  dle_tensor *t0 = NULL, *t1 = NULL;
-  if (tin[0]) DLE_TRY(dle_matmul(&t0, tin[0], ins[1]));
-  if (tin[1] && dle_matmul(&t1, ins[0], tin[1]) != DLE_OK) {
-    dle_tensor_release(t0);
-    return DLE_ERR;
-  }
-  if (!t0 || !t1) {
-    tout[0] = t0 ? t0 : t1;
-    return DLE_OK;
-  }
-  dle_status st = dle_binary(DLE_OP_ADD, &tout[0], t0, t1);
-  dle_tensor_release(t0);
-  dle_tensor_release(t1);
-  return st;
+  return dle_jvp_bilinear(DLE_OP_MATMUL, NULL, ins[0], ins[1], tin[0], tin[1], &tout[0]);
 }
 
 void dle_grad_register_matmul(dle_grad_rule *r) {

@@ -1,0 +1,481 @@
+/* conv.c — shape rules, public wrappers and gradient rules of 2-D convolution and pooling over
+ * {N, C, H, W} (kind CONV in ops.def).
+ *
+ * attrs.ints, conv ops:  stride h, w, padding h, w, dilation h, w, groups; conv2d_grad_input adds
+ *                        the input's H, W in ints[7..8], conv2d_grad_weight the kernel's kh, kw.
+ * attrs.ints, pool ops:  kernel h, w, stride h, w, padding h, w; avg: ints[6] count_include_pad;
+ *                        avg_pool2d_grad adds the input's H, W in ints[7..8].
+ * The kernels get contiguous inputs in the dtype the op computes in (the promoted float dtype;
+ * integers compute in float32) and fresh contiguous outputs; a caller's output is filled by a
+ * copy afterwards.
+ *
+ * Gradients: conv2d, conv2d_grad_input and conv2d_grad_weight are the three partial derivatives
+ * of one trilinear form F(gy, x, w) = <gy, conv2d(x, w)>, so each one's gradient is another of the
+ * three (PyTorch's convolution double backward); avg_pool2d and avg_pool2d_grad are adjoint;
+ * max_pool2d scatters into (and its tangent gathers from) the argmax positions. */
+#include "../autograd.h"
+#include "../conv.h"
+
+static const char *op_name(dle_op op) { return dle_op_get_info(op)->name; }
+
+/* (in + 2 pad - dil (k - 1) - 1) / stride + 1: the output size along one dim (< 1: too small). */
+static int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t pad, int64_t dil) {
+  int64_t span = in + 2 * pad - dil * (k - 1) - 1;
+  return span < 0 ? 0 : span / s + 1;
+}
+
+static dle_status need_4d(const char *fn, const char *what, const dle_tensor *t) {
+  if (t->ndim == 4) return DLE_OK;
+  return dle_error("%s: %s must be 4-D {%s}, got shape %s", fn, what,
+                   what[0] == 'w' ? "O, C/groups, kh, kw" : "N, C, H, W", SHAPE(t));
+}
+
+static dle_status check_conv_attrs(const char *fn, const dle_attrs *a) {
+  const int64_t *v = a->ints;
+  if (v[0] < 1 || v[1] < 1)
+    return dle_error("%s: stride must be positive, got {%lld, %lld}", fn, (long long)v[0], (long long)v[1]);
+  if (v[2] < 0 || v[3] < 0)
+    return dle_error("%s: padding must be non-negative, got {%lld, %lld}", fn, (long long)v[2], (long long)v[3]);
+  if (v[4] < 1 || v[5] < 1)
+    return dle_error("%s: dilation must be positive, got {%lld, %lld}", fn, (long long)v[4], (long long)v[5]);
+  if (v[6] < 1) return dle_error("%s: groups must be positive, got %lld", fn, (long long)v[6]);
+  return DLE_OK;
+}
+
+/* The output spatial size of a conv with input {H, W} and kernel {kh, kw}, or an error when the
+ * dilated kernel does not fit the padded input. */
+static dle_status conv_out_hw(const char *fn, const dle_attrs *a, int64_t h, int64_t w, int64_t kh,
+                              int64_t kw, int64_t *ho, int64_t *wo) {
+  int64_t eh = a->ints[4] * (kh - 1) + 1, ew = a->ints[5] * (kw - 1) + 1;
+  if (eh > h + 2 * a->ints[2] || ew > w + 2 * a->ints[3])
+    return dle_error("%s: kernel %lldx%lld (dilated %lldx%lld) is larger than the padded input "
+                     "%lldx%lld", fn, (long long)kh, (long long)kw, (long long)eh, (long long)ew,
+                     (long long)(h + 2 * a->ints[2]), (long long)(w + 2 * a->ints[3]));
+  *ho = out_size(h, kh, a->ints[0], a->ints[2], a->ints[4]);
+  *wo = out_size(w, kw, a->ints[1], a->ints[3], a->ints[5]);
+  return DLE_OK;
+}
+
+static dle_status check_pool_attrs(const char *fn, const dle_attrs *a, int64_t h, int64_t w) {
+  const int64_t *v = a->ints;
+  if (v[0] < 1 || v[1] < 1)
+    return dle_error("%s: kernel size must be positive, got {%lld, %lld}", fn, (long long)v[0], (long long)v[1]);
+  if (v[2] < 1 || v[3] < 1)
+    return dle_error("%s: stride must be positive, got {%lld, %lld}", fn, (long long)v[2], (long long)v[3]);
+  if (v[4] < 0 || v[5] < 0 || 2 * v[4] > v[0] || 2 * v[5] > v[1])
+    return dle_error("%s: padding {%lld, %lld} must be between 0 and half the kernel {%lld, %lld}", fn,
+                     (long long)v[4], (long long)v[5], (long long)v[0], (long long)v[1]);
+  if (v[0] > h + 2 * v[4] || v[1] > w + 2 * v[5])
+    return dle_error("%s: kernel %lldx%lld is larger than the padded input %lldx%lld", fn,
+                     (long long)v[0], (long long)v[1], (long long)(h + 2 * v[4]), (long long)(w + 2 * v[5]));
+  return DLE_OK;
+}
+
+static int64_t pool_out(int64_t in, int64_t k, int64_t s, int64_t pad) { return (in + 2 * pad - k) / s + 1; }
+
+/* The result shape(s) of op; checks every input's shape against the attributes. */
+static dle_status conv_shape(dle_op op, dle_tensor *const *ins, int nin, const dle_attrs *a,
+                             int64_t *sizes) {
+  const char *fn = op_name(op);
+  switch (op) {
+    case DLE_OP_CONV2D: {
+      dle_tensor *x = ins[0], *w = ins[1];
+      if (nin < 2 || nin > 3)
+        return dle_error("conv2d: expected 2 or 3 tensor inputs (x, w[, bias]), got %d", nin);
+      DLE_TRY(need_4d(fn, "input", x));
+      DLE_TRY(need_4d(fn, "weight", w));
+      DLE_TRY(check_conv_attrs(fn, a));
+      int64_t g = a->ints[6], c = x->sizes[1], o = w->sizes[0];
+      if (c % g || o % g)
+        return dle_error("conv2d: groups %lld must divide the input channels %lld and the output "
+                         "channels %lld (input %s, weight %s)", (long long)g, (long long)c,
+                         (long long)o, SHAPE(x), SHAPE(w));
+      if (w->sizes[1] * g != c)
+        return dle_error("conv2d: input %s has %lld channels but weight %s expects %lld "
+                         "(%lld per group x %lld groups)", SHAPE(x), (long long)c, SHAPE(w),
+                         (long long)(w->sizes[1] * g), (long long)w->sizes[1], (long long)g);
+      if (nin == 3 && (ins[2]->ndim != 1 || ins[2]->sizes[0] != o))
+        return dle_error("conv2d: bias must have shape {%lld} (one per output channel), got %s",
+                         (long long)o, SHAPE(ins[2]));
+      sizes[0] = x->sizes[0], sizes[1] = o;
+      return conv_out_hw(fn, a, x->sizes[2], x->sizes[3], w->sizes[2], w->sizes[3], &sizes[2], &sizes[3]);
+    }
+    case DLE_OP_CONV2D_GRAD_INPUT:
+    case DLE_OP_CONV2D_GRAD_WEIGHT: {
+      bool gi = op == DLE_OP_CONV2D_GRAD_INPUT;
+      dle_tensor *gy = ins[0], *other = ins[1];
+      DLE_TRY(need_4d(fn, "grad_output", gy));
+      DLE_TRY(need_4d(fn, gi ? "weight" : "input", other));
+      DLE_TRY(check_conv_attrs(fn, a));
+      int64_t g = a->ints[6], s7 = a->ints[7], s8 = a->ints[8];
+      if (s7 < 1 || s8 < 1)
+        return dle_error("%s: the %s size {%lld, %lld} (ints[7], ints[8]) must be positive", fn,
+                         gi ? "input" : "kernel", (long long)s7, (long long)s8);
+      int64_t o = gy->sizes[1];
+      int64_t c = gi ? other->sizes[1] * g : other->sizes[1];
+      if (o % g || c % g)
+        return dle_error("%s: groups %lld must divide the channels (grad_output %s, %s %s)", fn,
+                         (long long)g, SHAPE(gy), gi ? "weight" : "input", SHAPE(other));
+      if (gi && other->sizes[0] != o)
+        return dle_error("%s: grad_output %s has %lld channels but weight %s has %lld outputs", fn,
+                         SHAPE(gy), (long long)o, SHAPE(other), (long long)other->sizes[0]);
+      if (!gi && other->sizes[0] != gy->sizes[0])
+        return dle_error("%s: grad_output %s and input %s have different batch sizes", fn, SHAPE(gy),
+                         SHAPE(other));
+      int64_t h = gi ? s7 : other->sizes[2], w = gi ? s8 : other->sizes[3];
+      int64_t kh = gi ? other->sizes[2] : s7, kw = gi ? other->sizes[3] : s8, ho, wo;
+      DLE_TRY(conv_out_hw(fn, a, h, w, kh, kw, &ho, &wo));
+      if (ho != gy->sizes[2] || wo != gy->sizes[3])
+        return dle_error("%s: grad_output %s does not match the conv output %lldx%lld of a %lldx%lld "
+                         "input and a %lldx%lld kernel", fn, SHAPE(gy), (long long)ho, (long long)wo,
+                         (long long)h, (long long)w, (long long)kh, (long long)kw);
+      if (gi) sizes[0] = gy->sizes[0], sizes[1] = c, sizes[2] = h, sizes[3] = w;
+      else sizes[0] = o, sizes[1] = c / g, sizes[2] = kh, sizes[3] = kw;
+      return DLE_OK;
+    }
+    case DLE_OP_MAX_POOL2D:
+    case DLE_OP_AVG_POOL2D: {
+      dle_tensor *x = ins[0];
+      DLE_TRY(need_4d(fn, "input", x));
+      DLE_TRY(check_pool_attrs(fn, a, x->sizes[2], x->sizes[3]));
+      sizes[0] = x->sizes[0], sizes[1] = x->sizes[1];
+      sizes[2] = pool_out(x->sizes[2], a->ints[0], a->ints[2], a->ints[4]);
+      sizes[3] = pool_out(x->sizes[3], a->ints[1], a->ints[3], a->ints[5]);
+      return DLE_OK;
+    }
+    case DLE_OP_AVG_POOL2D_GRAD: {
+      dle_tensor *gy = ins[0];
+      DLE_TRY(need_4d(fn, "grad_output", gy));
+      int64_t h = a->ints[7], w = a->ints[8];
+      if (h < 1 || w < 1)
+        return dle_error("%s: the input size {%lld, %lld} (ints[7], ints[8]) must be positive", fn,
+                         (long long)h, (long long)w);
+      DLE_TRY(check_pool_attrs(fn, a, h, w));
+      int64_t ho = pool_out(h, a->ints[0], a->ints[2], a->ints[4]);
+      int64_t wo = pool_out(w, a->ints[1], a->ints[3], a->ints[5]);
+      if (gy->sizes[2] != ho || gy->sizes[3] != wo)
+        return dle_error("%s: grad_output %s does not match the pooled size %lldx%lld of a %lldx%lld "
+                         "input", fn, SHAPE(gy), (long long)ho, (long long)wo, (long long)h, (long long)w);
+      sizes[0] = gy->sizes[0], sizes[1] = gy->sizes[1], sizes[2] = h, sizes[3] = w;
+      return DLE_OK;
+    }
+    default:
+      return dle_error("%s: not a conv op", fn);
+  }
+}
+
+dle_status dle_forward_conv(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
+                            const dle_attrs *a) {
+  const char *fn = op_name(op);
+  int64_t sizes[4];
+  DLE_TRY(conv_shape(op, ins, nin, a, sizes));
+  /* dtype: the promoted dtype of the inputs; integers compute in the default float */
+  dle_dtype dt = ins[0]->dtype;
+  for (int i = 1; i < nin; i++) dt = dle_promote(dt, ins[i]->dtype);
+  if (!dle_dtype_is_float(dt)) dt = DLE_DEFAULT_FLOAT;
+  int nout = dle_op_get_info(op)->nout;
+  for (int k = 0; k < nout; k++)
+    if (outs[k] && !dle_shape_equal(outs[k]->ndim, outs[k]->sizes, 4, sizes)) {
+      char buf[128];
+      return dle_error("%s: result of shape %s cannot be written into an output of shape %s", fn,
+                       dle_shape_str(buf, sizeof buf, 4, sizes), SHAPE(outs[k]));
+    }
+
+  dle_tensor *cin[3] = {NULL, NULL, NULL}, *r[2] = {NULL, NULL};
+  dle_status st = DLE_OK;
+  for (int i = 0; i < nin && st == DLE_OK; i++) {
+    dle_tensor *c = NULL;
+    st = dle_cast_if_needed(&c, ins[i], dt);
+    if (st == DLE_OK) st = dle_contiguous(&cin[i], c);
+    dle_tensor_release(c);
+  }
+  for (int k = 0; k < nout && st == DLE_OK; k++)
+    st = dle_tensor_empty(&r[k], 4, sizes, k == 0 ? dt : DLE_I64, dle_tensor_device(ins[0]));
+  if (st == DLE_OK) st = dle_dispatch(op, r, nout, cin, nin, a);
+  for (int k = 0; k < nout && st == DLE_OK; k++)
+    if (outs[k]) st = dle_copy_(outs[k], r[k]);
+  for (int i = 0; i < nin; i++) dle_tensor_release(cin[i]);
+  for (int k = 0; k < nout; k++) {
+    if (st == DLE_OK && !outs[k]) outs[k] = r[k];
+    else dle_tensor_release(r[k]);
+  }
+  return st;
+}
+
+/* ---- public wrappers ---- */
+
+static dle_attrs conv_attrs(const dle_conv2d_params *p) {
+  static const dle_conv2d_params def = {{1, 1}, {0, 0}, {1, 1}, 1};
+  if (!p) p = &def;
+  dle_attrs a = {0};
+  a.ints[0] = p->stride[0], a.ints[1] = p->stride[1];
+  a.ints[2] = p->padding[0], a.ints[3] = p->padding[1];
+  a.ints[4] = p->dilation[0], a.ints[5] = p->dilation[1];
+  a.ints[6] = p->groups;
+  a.nints = 7;
+  return a;
+}
+
+static dle_attrs pool_attrs(const dle_pool2d_params *p) {
+  dle_attrs a = {0};
+  a.ints[0] = p->kernel[0], a.ints[1] = p->kernel[1];
+  a.ints[2] = p->stride[0], a.ints[3] = p->stride[1];
+  a.ints[4] = p->padding[0], a.ints[5] = p->padding[1];
+  a.ints[6] = p->count_include_pad;
+  a.nints = 7;
+  return a;
+}
+
+dle_status dle_conv2d(dle_tensor **out, dle_tensor *x, dle_tensor *w, dle_tensor *bias,
+                      const dle_conv2d_params *p) {
+  dle_attrs a = conv_attrs(p);
+  dle_tensor *ins[3] = {x, w, bias};
+  return dle_op_call(DLE_OP_CONV2D, out, ins, bias ? 3 : 2, &a);
+}
+
+dle_status dle_conv2d_grad_input(dle_tensor **out, dle_tensor *gy, dle_tensor *w,
+                                 const dle_conv2d_params *p, int64_t h, int64_t w_) {
+  dle_attrs a = conv_attrs(p);
+  a.ints[7] = h, a.ints[8] = w_, a.nints = 9;
+  dle_tensor *ins[2] = {gy, w};
+  return dle_op_call(DLE_OP_CONV2D_GRAD_INPUT, out, ins, 2, &a);
+}
+
+dle_status dle_conv2d_grad_weight(dle_tensor **out, dle_tensor *gy, dle_tensor *x,
+                                  const dle_conv2d_params *p, int64_t kh, int64_t kw) {
+  dle_attrs a = conv_attrs(p);
+  a.ints[7] = kh, a.ints[8] = kw, a.nints = 9;
+  dle_tensor *ins[2] = {gy, x};
+  return dle_op_call(DLE_OP_CONV2D_GRAD_WEIGHT, out, ins, 2, &a);
+}
+
+dle_status dle_max_pool2d(dle_tensor **values, dle_tensor **indices, dle_tensor *x,
+                          const dle_pool2d_params *p, int64_t index_base) {
+  dle_attrs a = pool_attrs(p);
+  a.index_base = index_base;
+  dle_tensor *outs[2] = {*values, *indices};
+  DLE_TRY(dle_op_call(DLE_OP_MAX_POOL2D, outs, &x, 1, &a));
+  *values = outs[0], *indices = outs[1];
+  return DLE_OK;
+}
+
+dle_status dle_avg_pool2d(dle_tensor **out, dle_tensor *x, const dle_pool2d_params *p) {
+  dle_attrs a = pool_attrs(p);
+  return dle_op_call(DLE_OP_AVG_POOL2D, out, &x, 1, &a);
+}
+
+dle_status dle_avg_pool2d_grad(dle_tensor **out, dle_tensor *gy, const dle_pool2d_params *p,
+                               int64_t h, int64_t w) {
+  dle_attrs a = pool_attrs(p);
+  a.ints[7] = h, a.ints[8] = w, a.nints = 9;
+  return dle_op_call(DLE_OP_AVG_POOL2D_GRAD, out, &gy, 1, &a);
+}
+
+/* ---- gradients: reverse (vjp) and forward (jvp) rules, written with dle ops ----
+ * Rules call the ops with a copy of the node's attrs, changing only ints[7..8] (the spatial size
+ * a gradient op produces), so strides, padding, dilation and groups carry over. */
+
+static dle_status call1(dle_op op, dle_tensor **out, dle_tensor *a0, dle_tensor *a1,
+                        const dle_attrs *base, int64_t s7, int64_t s8) {
+  dle_attrs a = *base;
+  a.ints[7] = s7, a.ints[8] = s8;
+  a.nints = op == DLE_OP_CONV2D || op == DLE_OP_AVG_POOL2D || op == DLE_OP_MAX_POOL2D ? 7 : 9;
+  dle_tensor *ins[2] = {a0, a1};
+  *out = NULL;
+  return dle_op_call(op, out, ins, a1 ? 2 : 1, &a);
+}
+
+/* *acc = *acc + t (either may be NULL: NULL is zero); consumes t. */
+static dle_status accumulate(dle_tensor **acc, dle_tensor *t) {
+  if (!t) return DLE_OK;
+  if (!*acc) {
+    *acc = t;
+    return DLE_OK;
+  }
+  dle_tensor *s = NULL;
+  dle_status st = dle_binary(DLE_OP_ADD, &s, *acc, t);
+  dle_tensor_release(t);
+  dle_tensor_release(*acc);
+  *acc = st == DLE_OK ? s : NULL;
+  return st;
+}
+
+/* y = conv(x, w) + b: gx = grad_input(gy, w), gw = grad_weight(gy, x), gb = sum of gy over N, H, W */
+static dle_status vjp_conv2d(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  const dle_attrs *a = dle_node_attrs(n);
+  dle_tensor *g = gout[0];
+  if (!g) return DLE_OK;
+  const int64_t *xs = dle_node_input_sizes(n, 0), *ws = dle_node_input_sizes(n, 1);
+  if (dle_node_needs_grad(n, 0))
+    DLE_TRY(call1(DLE_OP_CONV2D_GRAD_INPUT, &gin[0], g, dle_node_input(n, 1), a, xs[2], xs[3]));
+  if (dle_node_needs_grad(n, 1))
+    DLE_TRY(call1(DLE_OP_CONV2D_GRAD_WEIGHT, &gin[1], g, dle_node_input(n, 0), a, ws[2], ws[3]));
+  if (dle_node_num_inputs(n) > 2 && dle_node_needs_grad(n, 2)) {
+    int dims[3] = {0, 2, 3};
+    gin[2] = NULL;
+    DLE_TRY(dle_reduce(DLE_OP_SUM, &gin[2], g, 3, dims, false, 0));
+  }
+  return DLE_OK;
+}
+
+/* z = grad_input(gy, w) = dF/dx, so <g, z> = F(gy, g, w): d gy = conv(g, w), d w = grad_weight(gy, g) */
+static dle_status vjp_conv2d_grad_input(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  const dle_attrs *a = dle_node_attrs(n);
+  dle_tensor *g = gout[0];
+  if (!g) return DLE_OK;
+  const int64_t *ws = dle_node_input_sizes(n, 1);
+  if (dle_node_needs_grad(n, 0)) DLE_TRY(call1(DLE_OP_CONV2D, &gin[0], g, dle_node_input(n, 1), a, 0, 0));
+  if (dle_node_needs_grad(n, 1))
+    DLE_TRY(call1(DLE_OP_CONV2D_GRAD_WEIGHT, &gin[1], dle_node_input(n, 0), g, a, ws[2], ws[3]));
+  return DLE_OK;
+}
+
+/* z = grad_weight(gy, x) = dF/dw, so <g, z> = F(gy, x, g): d gy = conv(x, g), d x = grad_input(gy, g) */
+static dle_status vjp_conv2d_grad_weight(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  const dle_attrs *a = dle_node_attrs(n);
+  dle_tensor *g = gout[0];
+  if (!g) return DLE_OK;
+  const int64_t *xs = dle_node_input_sizes(n, 1);
+  if (dle_node_needs_grad(n, 0)) DLE_TRY(call1(DLE_OP_CONV2D, &gin[0], dle_node_input(n, 1), g, a, 0, 0));
+  if (dle_node_needs_grad(n, 1))
+    DLE_TRY(call1(DLE_OP_CONV2D_GRAD_INPUT, &gin[1], dle_node_input(n, 0), g, a, xs[2], xs[3]));
+  return DLE_OK;
+}
+
+/* d conv(x, w, b) = conv(dx, w) + conv(x, dw) + db (broadcast over N, H, W) */
+static dle_status jvp_conv2d(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                             dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op;
+  dle_tensor *acc = NULL, *t = NULL;
+  dle_status st = DLE_OK;
+  if (tin[0]) {
+    st = call1(DLE_OP_CONV2D, &t, tin[0], ins[1], a, 0, 0);
+    if (st == DLE_OK) st = accumulate(&acc, t);
+  }
+  if (st == DLE_OK && tin[1]) {
+    st = call1(DLE_OP_CONV2D, &t, ins[0], tin[1], a, 0, 0);
+    if (st == DLE_OK) st = accumulate(&acc, t);
+  }
+  if (st == DLE_OK && nin > 2 && tin[2]) {
+    int64_t bs[4] = {1, tin[2]->sizes[0], 1, 1};
+    dle_tensor *b = NULL, *e = NULL;
+    t = NULL;
+    st = dle_reshape(&b, tin[2], 4, bs);
+    if (st == DLE_OK && !acc) { /* the bias tangent alone: a full-shaped tensor */
+      st = dle_expand(&e, b, 4, outs[0]->sizes);
+      if (st == DLE_OK) st = dle_contiguous(&t, e);
+    } else if (st == DLE_OK) {
+      t = b;
+      b = NULL;
+    }
+    dle_tensor_release(b);
+    dle_tensor_release(e);
+    if (st == DLE_OK) st = accumulate(&acc, t);
+  }
+  if (st != DLE_OK) {
+    dle_tensor_release(acc);
+    return st;
+  }
+  tout[0] = acc;
+  return DLE_OK;
+}
+
+/* grad_input and grad_weight are bilinear: d f(gy, v) = f(d gy, v) + f(gy, d v) */
+static dle_status jvp_bilinear(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                               dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)nin, (void)outs;
+  dle_tensor *acc = NULL, *t = NULL;
+  dle_status st = DLE_OK;
+  if (tin[0]) {
+    st = call1(op, &t, tin[0], ins[1], a, a->ints[7], a->ints[8]);
+    if (st == DLE_OK) st = accumulate(&acc, t);
+  }
+  if (st == DLE_OK && tin[1]) {
+    st = call1(op, &t, ins[0], tin[1], a, a->ints[7], a->ints[8]);
+    if (st == DLE_OK) st = accumulate(&acc, t);
+  }
+  if (st != DLE_OK) {
+    dle_tensor_release(acc);
+    return st;
+  }
+  tout[0] = acc;
+  return DLE_OK;
+}
+
+/* Views of x {N, C, H, W} as {N*C, H*W} and back, for scatter/gather along the planes. */
+static dle_status planes(dle_tensor **out, dle_tensor *t) {
+  int64_t s[2] = {t->sizes[0] * t->sizes[1], t->sizes[2] * t->sizes[3]};
+  *out = NULL;
+  return dle_reshape(out, t, 2, s);
+}
+
+/* max pool: gx = zeros with gy added at the argmax positions (scatter_add along each plane) */
+static dle_status vjp_max_pool2d(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  dle_tensor *g = gout[0];
+  if (!g || !dle_node_needs_grad(n, 0)) return DLE_OK;
+  const int64_t *xs = dle_node_input_sizes(n, 0);
+  int64_t ps[2] = {xs[0] * xs[1], xs[2] * xs[3]};
+  dle_tensor *z = NULL, *gp = NULL, *ip = NULL, *r = NULL;
+  dle_status st = dle_zeros(&z, 2, ps, g->dtype);
+  if (st == DLE_OK) st = planes(&gp, g);
+  if (st == DLE_OK) st = planes(&ip, dle_node_output(n, 1));
+  if (st == DLE_OK) st = dle_scatter_add(&r, z, 1, ip, gp, dle_node_attrs(n)->index_base);
+  if (st == DLE_OK) {
+    gin[0] = NULL;
+    st = dle_reshape(&gin[0], r, 4, xs);
+  }
+  dle_tensor_release(z);
+  dle_tensor_release(gp);
+  dle_tensor_release(ip);
+  dle_tensor_release(r);
+  return st;
+}
+
+/* max pool: the tangent at the argmax positions; none for the indices */
+static dle_status jvp_max_pool2d(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                                 dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op, (void)ins, (void)nin;
+  if (!tin[0]) return DLE_OK;
+  dle_tensor *tp = NULL, *ip = NULL, *r = NULL;
+  dle_status st = planes(&tp, tin[0]);
+  if (st == DLE_OK) st = planes(&ip, outs[1]);
+  if (st == DLE_OK) st = dle_gather(&r, tp, 1, ip, a->index_base);
+  if (st == DLE_OK) {
+    tout[0] = NULL;
+    st = dle_reshape(&tout[0], r, 4, outs[0]->sizes);
+  }
+  dle_tensor_release(tp);
+  dle_tensor_release(ip);
+  dle_tensor_release(r);
+  return st;
+}
+
+/* avg_pool2d and avg_pool2d_grad are linear and adjoint to each other */
+static dle_status vjp_avg_pool2d(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  if (!gout[0] || !dle_node_needs_grad(n, 0)) return DLE_OK;
+  const int64_t *xs = dle_node_input_sizes(n, 0);
+  return call1(DLE_OP_AVG_POOL2D_GRAD, &gin[0], gout[0], NULL, dle_node_attrs(n), xs[2], xs[3]);
+}
+
+static dle_status vjp_avg_pool2d_grad(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  if (!gout[0] || !dle_node_needs_grad(n, 0)) return DLE_OK;
+  return call1(DLE_OP_AVG_POOL2D, &gin[0], gout[0], NULL, dle_node_attrs(n), 0, 0);
+}
+
+static dle_status jvp_linear_pool(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                                  dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)ins, (void)nin, (void)outs;
+  if (!tin[0]) return DLE_OK;
+  return call1(op, &tout[0], tin[0], NULL, a, a->ints[7], a->ints[8]);
+}
+
+void dle_grad_register_conv(dle_grad_rule *r) {
+  r[DLE_OP_CONV2D] = (dle_grad_rule){vjp_conv2d, jvp_conv2d, DLE_SAVE(0) | DLE_SAVE(1), false};
+  r[DLE_OP_CONV2D_GRAD_INPUT] =
+      (dle_grad_rule){vjp_conv2d_grad_input, jvp_bilinear, DLE_SAVE(0) | DLE_SAVE(1), false};
+  r[DLE_OP_CONV2D_GRAD_WEIGHT] =
+      (dle_grad_rule){vjp_conv2d_grad_weight, jvp_bilinear, DLE_SAVE(0) | DLE_SAVE(1), false};
+  r[DLE_OP_MAX_POOL2D] = (dle_grad_rule){vjp_max_pool2d, jvp_max_pool2d, 0, true};
+  r[DLE_OP_AVG_POOL2D] = (dle_grad_rule){vjp_avg_pool2d, jvp_linear_pool, 0, false};
+  r[DLE_OP_AVG_POOL2D_GRAD] = (dle_grad_rule){vjp_avg_pool2d_grad, jvp_linear_pool, 0, false};
+}

@@ -1,0 +1,310 @@
+-- conv_spec.lua — dle.conv2d, dle.max_pool2d and dle.avg_pool2d (forward) against direct
+-- pure-Lua loops on odd sizes: stride, padding, dilation, groups, bias, float32 / float64 /
+-- float16, non-contiguous inputs; the pools with padding and count_include_pad; the gradient ops
+-- in dle.core against their definitions as adjoints; and the error messages.
+local dle = require "dle"
+local H = require "helpers"
+
+-- ---------------------------------------------------------------- references
+
+local function pair(v, def)
+  if v == nil then return def, def end
+  if type(v) == "table" then return v[1], v[2] end
+  return v, v
+end
+
+--- Direct convolution on nested tables: x {N,C,H,W}, w {O,C/g,kh,kw}, b {O} or nil.
+local function ref_conv(x, w, b, o)
+  o = o or {}
+  local sh, sw = pair(o.stride, 1)
+  local ph, pw = pair(o.padding, 0)
+  local dh, dw = pair(o.dilation, 1)
+  local g = o.groups or 1
+  local xs, ws = H.shape(x), H.shape(w)
+  local N, C, Hh, W = xs[1], xs[2], xs[3], xs[4]
+  local O, Cg, kh, kw = ws[1], ws[2], ws[3], ws[4]
+  local Ho = (Hh + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+  local Wo = (W + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+  local Og = O // g
+  return H.build({N, O, Ho, Wo}, function(idx)
+    local n, oc, oh, ow = idx[1], idx[2], idx[3], idx[4]
+    local grp = (oc - 1) // Og
+    local s = b and b[oc] or 0
+    for c = 1, Cg do
+      local ci = grp * Cg + c
+      for i = 1, kh do
+        for j = 1, kw do
+          local ih = (oh - 1) * sh - ph + (i - 1) * dh + 1
+          local iw = (ow - 1) * sw - pw + (j - 1) * dw + 1
+          if ih >= 1 and ih <= Hh and iw >= 1 and iw <= W then
+            s = s + x[n][ci][ih][iw] * w[oc][c][i][j]
+          end
+        end
+      end
+    end
+    return s
+  end)
+end
+
+--- Pooling on nested tables: kind "max" (values and 1-based indices) or "avg".
+local function ref_pool(kind, x, k, o)
+  o = o or {}
+  local kh, kw = pair(k)
+  local sh, sw = pair(o.stride, nil)
+  if not sh then sh, sw = kh, kw end
+  local ph, pw = pair(o.padding, 0)
+  local include = o.count_include_pad ~= false
+  local xs = H.shape(x)
+  local N, C, Hh, W = xs[1], xs[2], xs[3], xs[4]
+  local Ho, Wo = (Hh + 2 * ph - kh) // sh + 1, (W + 2 * pw - kw) // sw + 1
+  local idxs = {}
+  local vals = H.build({N, C, Ho, Wo}, function(idx)
+    local n, c, oh, ow = idx[1], idx[2], idx[3], idx[4]
+    local best, bi, s, cnt = -math.huge, nil, 0, 0
+    for i = 1, kh do
+      for j = 1, kw do
+        local ih = (oh - 1) * sh - ph + i
+        local iw = (ow - 1) * sw - pw + j
+        if ih >= 1 and ih <= Hh and iw >= 1 and iw <= W then
+          local v = x[n][c][ih][iw]
+          if v > best then best, bi = v, (ih - 1) * W + iw end
+          s, cnt = s + v, cnt + 1
+        end
+      end
+    end
+    if kind == "max" then
+      idxs[#idxs + 1] = bi
+      return best
+    end
+    return s / (include and kh * kw or cnt)
+  end)
+  return vals, H.unflat(idxs, {N, C, Ho, Wo})
+end
+
+-- ---------------------------------------------------------------- conv2d
+
+describe("conv2d", function()
+  local X = H.values({2, 3, 7, 9}, {seed = 1})
+  local W = H.values({4, 3, 3, 2}, {seed = 2})
+  local B = H.values({4}, {seed = 3})
+
+  it("matches a direct convolution on N=2 C=3 H=7 W=9 with a 3x2 kernel (float64, no options)", function()
+    local y = dle.conv2d(dle.tensor(X, {dtype = "float64"}), dle.tensor(W, {dtype = "float64"}))
+    H.assert_close(y, ref_conv(X, W), {dtype = "float64"})
+  end)
+
+  it("matches with stride 2, padding 1, dilation 2 and a bias (float32 and float64)", function()
+    local o = {stride = 2, padding = 1, dilation = 2}
+    for _, dt in ipairs({"float32", "float64"}) do
+      local y = dle.conv2d(dle.tensor(X, {dtype = dt}), dle.tensor(W, {dtype = dt}),
+                           dle.tensor(B, {dtype = dt}), o)
+      H.assert_close(y, ref_conv(X, W, B, o), {dtype = dt, rtol = 1e-5, atol = 1e-5, msg = dt})
+    end
+  end)
+
+  it("takes per-dim {h, w} stride, padding and dilation", function()
+    local o = {stride = {2, 1}, padding = {0, 2}, dilation = {1, 3}}
+    local y = dle.conv2d(dle.tensor(X, {dtype = "float64"}), dle.tensor(W, {dtype = "float64"}), nil, o)
+    H.assert_close(y, ref_conv(X, W, nil, o))
+    assert.are.same({2, 4, 3, 10}, y:shape())
+  end)
+
+  it("matches with groups 3 (C=3, O=6) and a bias", function()
+    local Wg = H.values({6, 1, 3, 2}, {seed = 4})
+    local Bg = H.values({6}, {seed = 5})
+    local o = {groups = 3, padding = 1}
+    local y = dle.conv2d(dle.tensor(X, {dtype = "float64"}), dle.tensor(Wg, {dtype = "float64"}),
+                         dle.tensor(Bg, {dtype = "float64"}), o)
+    H.assert_close(y, ref_conv(X, Wg, Bg, o))
+  end)
+
+  it("matches with groups 2 over 4 channels, 2 inputs per group", function()
+    local X4 = H.values({1, 4, 5, 5}, {seed = 6})
+    local W4 = H.values({4, 2, 2, 2}, {seed = 7})
+    local y = dle.conv2d(dle.tensor(X4, {dtype = "float64"}), dle.tensor(W4, {dtype = "float64"}), nil,
+                         {groups = 2, stride = 2})
+    H.assert_close(y, ref_conv(X4, W4, nil, {groups = 2, stride = 2}))
+  end)
+
+  it("gives the same result on non-contiguous inputs (every layout of x and of w)", function()
+    local o = {padding = 1, stride = {1, 2}}
+    local want = ref_conv(X, W, B, o)
+    local b = dle.tensor(B)
+    for _, layout in ipairs(H.layouts) do
+      local y1 = dle.conv2d(H.make(X, "float32", layout), dle.tensor(W), b, o)
+      H.assert_close(y1, want, {rtol = 1e-5, atol = 1e-5, msg = "x " .. layout})
+      local y2 = dle.conv2d(dle.tensor(X), H.make(W, "float32", layout), b, o)
+      H.assert_close(y2, want, {rtol = 1e-5, atol = 1e-5, msg = "w " .. layout})
+    end
+  end)
+
+  it("works as a method and computes float16 in float32 within half precision", function()
+    local x, w = dle.tensor(X, {dtype = "float16"}), dle.tensor(W, {dtype = "float16"})
+    local y = x:conv2d(w, nil, {padding = 1})
+    assert.are.equal("float16", y:dtype())
+    -- the reference on the float16-rounded inputs
+    H.assert_close(y, ref_conv(x:double():totable(), w:double():totable(), nil, {padding = 1}),
+                   {rtol = 4e-3, atol = 2e-2})
+  end)
+
+  it("promotes mixed dtypes (float32 x, float64 w) to float64 and integers to float32", function()
+    local y = dle.conv2d(dle.tensor(X), dle.tensor(W, {dtype = "float64"}))
+    assert.are.equal("float64", y:dtype())
+    local xi = dle.tensor(H.values({1, 1, 3, 3}, {int = true, seed = 8}), {dtype = "int64"})
+    local wi = dle.tensor({{{{1, 2}, {3, 4}}}}, {dtype = "int64"})
+    local yi = dle.conv2d(xi, wi)
+    assert.are.equal("float32", yi:dtype())
+    H.assert_close(yi, ref_conv(xi:totable(), wi:totable()))
+  end)
+
+  it("handles a batch larger than one column chunk the same as sample by sample", function()
+    -- 40 samples of 4x32x32 with a 5x5 kernel: 400 KB of columns each, so the 8 MiB column
+    -- buffer takes 20 at a time; compare the batched result with each sample alone
+    local g = dle.Generator(3)
+    local x = dle.randn({40, 4, 32, 32}, {generator = g})
+    local w = dle.randn({3, 4, 5, 5}, {generator = g})
+    local y = dle.conv2d(x, w, nil, {padding = 2})
+    for _, n in ipairs({1, 17, 40}) do
+      local yn = dle.conv2d(x:narrow(1, n, 1), w, nil, {padding = 2})
+      H.assert_close(y:narrow(1, n, 1), yn:totable(), {rtol = 1e-5, atol = 1e-5})
+    end
+  end)
+
+  it("rejects bad shapes and attributes with messages naming conv2d and the shapes", function()
+    local x, w = dle.zeros(2, 3, 7, 9), dle.zeros(4, 3, 3, 2)
+    H.assert_error(function() dle.conv2d(dle.zeros(3, 7, 9), w) end, "conv2d", "4-D", "{3,7,9}")
+    H.assert_error(function() dle.conv2d(x, dle.zeros(4, 2, 3, 3)) end, "conv2d", "{2,3,7,9}", "{4,2,3,3}", "channels")
+    H.assert_error(function() dle.conv2d(x, dle.zeros(4, 1, 3, 3), nil, {groups = 2}) end, "conv2d", "groups 2")
+    H.assert_error(function() dle.conv2d(x, dle.zeros(5, 1, 3, 3), nil, {groups = 3}) end, "conv2d", "groups 3")
+    H.assert_error(function() dle.conv2d(x, dle.zeros(4, 3, 9, 2)) end, "conv2d", "larger than the padded input")
+    H.assert_error(function() dle.conv2d(x, w, nil, {stride = 0}) end, "conv2d", "stride must be positive")
+    H.assert_error(function() dle.conv2d(x, w, nil, {padding = -1}) end, "conv2d", "padding")
+    H.assert_error(function() dle.conv2d(x, w, nil, {dilation = {1, 0}}) end, "conv2d", "dilation")
+    H.assert_error(function() dle.conv2d(x, w, dle.zeros(3)) end, "conv2d", "bias", "{4}", "{3}")
+    H.assert_error(function() dle.conv2d(x, w, nil, {stride = "2"}) end, "conv2d", "stride")
+    H.assert_error(function() dle.conv2d(x, w, 5) end, "conv2d", "bias")
+  end)
+end)
+
+-- ---------------------------------------------------------------- pooling
+
+describe("max_pool2d", function()
+  local X = H.values({2, 3, 7, 9}, {seed = 11})
+
+  it("matches a direct max with 1-based indices h*W + w + 1 (kernel 2, default stride)", function()
+    local v, i = dle.max_pool2d(dle.tensor(X, {dtype = "float64"}), 2)
+    local rv, ri = ref_pool("max", X, 2)
+    H.assert_close(v, rv)
+    assert.are.equal("int64", i:dtype())
+    H.assert_close(i, ri)
+  end)
+
+  it("matches with a {3, 2} kernel, stride {2, 1} and padding 1 (padding never wins)", function()
+    local o = {stride = {2, 1}, padding = 1}
+    for _, layout in ipairs(H.layouts) do
+      local v, i = dle.max_pool2d(H.make(X, "float32", layout), {3, 2}, o)
+      local rv, ri = ref_pool("max", X, {3, 2}, o)
+      H.assert_close(v, rv, {msg = layout})
+      H.assert_close(i, ri, {msg = layout})
+    end
+    -- all-negative input: padding counts as -inf, so the max stays negative
+    local v = dle.max_pool2d(dle.full({1, 1, 3, 3}, -5), 3, {stride = 1, padding = 1})
+    H.assert_close(v, H.build({1, 1, 3, 3}, function() return -5 end))
+  end)
+
+  it("works as a method on float16 and rejects bad kernels, strides and paddings", function()
+    local v = dle.tensor(X, {dtype = "float16"}):max_pool2d(3)
+    assert.are.equal("float16", v:dtype())
+    assert.are.same({2, 3, 2, 3}, v:shape())
+    local x = dle.zeros(1, 1, 4, 4)
+    H.assert_error(function() dle.max_pool2d(x, 0) end, "max_pool2d", "kernel size must be positive")
+    H.assert_error(function() dle.max_pool2d(x, 2, {stride = 0}) end, "max_pool2d", "stride")
+    H.assert_error(function() dle.max_pool2d(x, 2, {padding = 2}) end, "max_pool2d", "half the kernel")
+    H.assert_error(function() dle.max_pool2d(x, 5) end, "max_pool2d", "larger than the padded input")
+    H.assert_error(function() dle.max_pool2d(dle.zeros(4, 4), 2) end, "max_pool2d", "4-D", "{4,4}")
+    H.assert_error(function() dle.max_pool2d(x) end, "max_pool2d", "kernel size")
+  end)
+end)
+
+describe("avg_pool2d", function()
+  local X = H.values({2, 3, 7, 9}, {seed = 21})
+
+  it("matches a direct mean (kernel 3, default stride, no padding)", function()
+    H.assert_close(dle.avg_pool2d(dle.tensor(X, {dtype = "float64"}), 3), (ref_pool("avg", X, 3)))
+  end)
+
+  it("counts the padding in the divisor by default and not with count_include_pad = false", function()
+    local o = {stride = {1, 2}, padding = {1, 1}}
+    for _, layout in ipairs(H.layouts) do
+      local x = H.make(X, "float32", layout)
+      H.assert_close(dle.avg_pool2d(x, {3, 2}, o), (ref_pool("avg", X, {3, 2}, o)), {msg = layout})
+      local o2 = {stride = {1, 2}, padding = {1, 1}, count_include_pad = false}
+      H.assert_close(dle.avg_pool2d(x, {3, 2}, o2), (ref_pool("avg", X, {3, 2}, o2)), {msg = layout})
+    end
+    -- a corner of ones with padding 1: 4 of 9 cells valid
+    local c = dle.ones(1, 1, 2, 2):avg_pool2d(3, {stride = 1, padding = 1})
+    H.assert_close(c, {{{{4 / 9, 4 / 9}, {4 / 9, 4 / 9}}}})
+    local d = dle.ones(1, 1, 2, 2):avg_pool2d(3, {stride = 1, padding = 1, count_include_pad = false})
+    H.assert_close(d, {{{{1, 1}, {1, 1}}}})
+  end)
+
+  it("rejects a kernel larger than the padded input, naming avg_pool2d", function()
+    H.assert_error(function() dle.avg_pool2d(dle.zeros(1, 1, 2, 2), 3) end, "avg_pool2d", "larger")
+  end)
+end)
+
+-- ---------------------------------------------------------------- gradient ops (dle.core)
+
+describe("gradient ops", function()
+  local core = dle.core
+  local function dot(a, b) return (a * b):sum():item() end
+
+  it("conv2d_grad_input and conv2d_grad_weight are the adjoints of conv2d in x and in w", function()
+    local o = {stride = 2, padding = 1, dilation = {1, 2}, groups = 3}
+    local x = dle.tensor(H.values({2, 3, 7, 9}, {seed = 31}), {dtype = "float64"})
+    local w = dle.tensor(H.values({6, 1, 3, 2}, {seed = 32}), {dtype = "float64"})
+    local y = dle.conv2d(x, w, nil, o)
+    local gy = dle.tensor(H.values(y:shape(), {seed = 33}), {dtype = "float64"})
+    local gx = core._conv2d_grad_input(gy, w, {7, 9}, o)
+    local gw = core._conv2d_grad_weight(gy, x, {3, 2}, o)
+    assert.are.same({2, 3, 7, 9}, gx:shape())
+    assert.are.same({6, 1, 3, 2}, gw:shape())
+    local lhs = dot(gy, y)
+    assert.is_true(math.abs(dot(gx, x) - lhs) < 1e-9 * (1 + math.abs(lhs)))
+    assert.is_true(math.abs(dot(gw, w) - lhs) < 1e-9 * (1 + math.abs(lhs)))
+  end)
+
+  it("the gradient ops stay adjoint when the batch spans several column chunks (40 x 4x32x32)", function()
+    local g = dle.Generator(5)
+    local x = dle.randn({40, 4, 32, 32}, {generator = g, dtype = "float64"})
+    local w = dle.randn({3, 4, 5, 5}, {generator = g, dtype = "float64"})
+    local y = dle.conv2d(x, w, nil, {padding = 2})
+    local gy = dle.randn(y:shape(), {generator = g, dtype = "float64"})
+    local lhs = dot(gy, y)
+    local gx = core._conv2d_grad_input(gy, w, {32, 32}, {padding = 2})
+    local gw = core._conv2d_grad_weight(gy, x, {5, 5}, {padding = 2})
+    assert.is_true(math.abs(dot(gx, x) - lhs) < 1e-9 * math.abs(lhs))
+    assert.is_true(math.abs(dot(gw, w) - lhs) < 1e-9 * math.abs(lhs))
+  end)
+
+  it("avg_pool2d_grad is the adjoint of avg_pool2d (with and without count_include_pad)", function()
+    local x = dle.tensor(H.values({2, 2, 7, 9}, {seed = 41}), {dtype = "float64"})
+    for _, inc in ipairs({true, false}) do
+      local o = {stride = {2, 1}, padding = 1, count_include_pad = inc}
+      local y = dle.avg_pool2d(x, {3, 2}, o)
+      local gy = dle.tensor(H.values(y:shape(), {seed = 42}), {dtype = "float64"})
+      local gx = core._avg_pool2d_grad(gy, {7, 9}, {3, 2}, o)
+      assert.is_true(math.abs(dot(gx, x) - dot(gy, y)) < 1e-9)
+    end
+  end)
+
+  it("grad ops reject a grad_output that does not match the given input size", function()
+    local w = dle.zeros(4, 3, 3, 3)
+    H.assert_error(function() core._conv2d_grad_input(dle.zeros(2, 4, 5, 5), w, {9, 9}) end,
+                   "conv2d_grad_input", "{2,4,5,5}")
+    H.assert_error(function() core._conv2d_grad_weight(dle.zeros(2, 4, 5, 5), dle.zeros(3, 3, 7, 7), {3, 3}) end,
+                   "conv2d_grad_weight", "batch")
+    H.assert_error(function() core._avg_pool2d_grad(dle.zeros(1, 1, 2, 2), {7, 7}, 2) end,
+                   "avg_pool2d_grad", "{1,1,2,2}")
+  end)
+end)
