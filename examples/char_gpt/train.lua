@@ -1,0 +1,217 @@
+--- A character-level GPT on the King James Bible (dle.data.text_corpus("kjv")).
+-- Model: token + learned position Embeddings, `layers` pre-LayerNorm TransformerBlocks (causal
+-- MultiheadAttention, MLP 4d with GELU), final LayerNorm, output head (untied by default; tie=1
+-- shares the token embedding). Trained with AdamW (peak lr 3e-3, linear warmup then cosine decay,
+-- weight decay 0.1 on the matrices only, gradient norm clipped at 1), then samples text.
+--   scripts/dle examples/char_gpt/train.lua [steps=300] [batch=32] [context=128] [key=value ...]
+-- keys: layers=4 d=128 heads=4 lr=3e-3 beta2=0.95 warmup=30 print_every=10 tie=0 seed=0 sample=300
+--       temperature=0.8 top_k=10 prompt="And God said"
+-- Every print_every steps it prints: step, loss (mean over the interval), tokens/s, ms/step,
+-- model FLOPs per step and the MFU against a float32 matmul peak measured at startup.
+-- FLOPs per step (forward + backward = 3 x forward, dense attention, causal mask not halved):
+--   6 * N * B * T  +  12 * L * B * T^2 * d
+-- where N counts the parameters used in matmuls (every parameter except the token and position
+-- embedding tables; the output head counts, tied or not) and the second term is the attention
+-- matmuls q k^T and weights @ v (2 * 2*B*T^2*d forward per layer, times 3).
+local dle = require "dle"
+local nn = dle.nn
+require "dle.nn.attention"
+require "dle.nn.transformer"
+local F = nn.functional
+
+-- ------------------------------------------------------------------ arguments
+local positional, kv = {}, {}
+for _, a in ipairs(arg or {}) do
+  local k, v = a:match("^([%w_]+)=(.*)$")
+  if k then kv[k] = v else positional[#positional + 1] = a end
+end
+local function num(key, pos, default)
+  local v = kv[key] or positional[pos]
+  if v == nil then return default end
+  local n = tonumber(v)
+  if not n then error("char_gpt: " .. key .. " must be a number, got '" .. v .. "'", 0) end
+  return n
+end
+local cfg = {
+  steps = math.tointeger(num("steps", 1, 300)),
+  batch = math.tointeger(num("batch", 2, 32)),
+  context = math.tointeger(num("context", 3, 128)),
+  layers = math.tointeger(num("layers", nil, 4)),
+  d = math.tointeger(num("d", nil, 128)),
+  heads = math.tointeger(num("heads", nil, 4)),
+  lr = num("lr", nil, 3e-3),
+  beta2 = num("beta2", nil, 0.95),
+  warmup = math.tointeger(num("warmup", nil, 30)),
+  print_every = math.tointeger(num("print_every", nil, 10)),
+  tie = num("tie", nil, 0) ~= 0,
+  seed = math.tointeger(num("seed", nil, 0)),
+  sample = math.tointeger(num("sample", nil, 300)),
+  temperature = num("temperature", nil, 0.8),
+  top_k = math.tointeger(num("top_k", nil, 10)),
+  prompt = kv.prompt or "And God said",
+}
+for _, k in ipairs({"steps", "batch", "context", "layers", "d", "heads", "print_every"}) do
+  if not cfg[k] or cfg[k] < 1 then error("char_gpt: " .. k .. " must be a positive integer", 0) end
+end
+if cfg.warmup >= cfg.steps then cfg.warmup = cfg.steps // 10 end
+
+dle.manual_seed(cfg.seed)
+local gen = dle.Generator(cfg.seed)
+
+-- ------------------------------------------------------------------ matmul peak
+--- Best-of-5 float32 matmul throughput (FLOP/s) of two n x n matrices: 2*n^3 / t.
+local function matmul_peak(n)
+  local a, b = dle.randn(n, n), dle.randn(n, n)
+  a:matmul(b) -- warm up
+  local best = math.huge
+  for _ = 1, 5 do
+    local t0 = dle.time()
+    a:matmul(b)
+    best = math.min(best, dle.time() - t0)
+  end
+  return 2 * n ^ 3 / best
+end
+local peak = matmul_peak(1024)
+print(string.format("matmul peak (1024x1024 float32, %d threads): %.1f GFLOP/s", dle.get_num_threads(), peak / 1e9))
+
+-- ------------------------------------------------------------------ data
+local corpus = dle.data.text_corpus("kjv")
+print(tostring(corpus))
+local V = corpus.vocab_size
+
+-- ------------------------------------------------------------------ model
+local GPT = nn.Module:extend("GPT")
+
+--- @param opts {vocab, context, d, heads, layers, tie}
+function GPT:init(opts)
+  self.context, self.d, self.tie = opts.context, opts.d, opts.tie
+  self.wte = nn.Embedding(opts.vocab, opts.d)
+  self.wpe = nn.Embedding(opts.context, opts.d)
+  local blocks = {}
+  for i = 1, opts.layers do blocks[i] = nn.TransformerBlock(opts.d, opts.heads, {causal = true}) end
+  self.blocks = blocks
+  self.ln_f = nn.LayerNorm(opts.d)
+  if not opts.tie then self.head = nn.Linear(opts.d, opts.vocab, {bias = false}) end
+  -- GPT-2 init: N(0, 0.02) matrices and embeddings, zero biases, residual projections scaled
+  -- by 1/sqrt(2 * layers)
+  for name, p in self:named_parameters() do
+    if name:match("bias$") then nn.init.zeros_(p)
+    elseif p:dim() == 2 then
+      local std = 0.02
+      if name:match("attn%.proj%.weight$") or name:match("fc2%.weight$") then std = 0.02 / math.sqrt(2 * opts.layers) end
+      nn.init.normal_(p, 0, std)
+    end
+  end
+  self._pos = {}
+end
+
+--- @param ids int64 {B, T} (T <= context)
+-- @return logits {B, T, vocab}
+function GPT:forward(ids)
+  local T = ids:size(2)
+  if T > self.context then error("GPT: sequence of " .. T .. " tokens exceeds the context " .. self.context, 2) end
+  local pos = self._pos[T]
+  if not pos then
+    pos = dle.arange(1, T + 1, 1, {dtype = "int64"})
+    self._pos[T] = pos
+  end
+  local x = self.wte(ids) + self.wpe(pos)
+  for _, b in ipairs(self.blocks) do x = b(x) end
+  x = self.ln_f(x)
+  if self.tie then return x:matmul(self.wte.weight:t()) end
+  return self.head(x)
+end
+
+local model = GPT({vocab = V, context = cfg.context, d = cfg.d, heads = cfg.heads, layers = cfg.layers, tie = cfg.tie})
+local n_params = model:num_parameters()
+local n_matmul = n_params - model.wte.weight:numel() - model.wpe.weight:numel()
+if cfg.tie then n_matmul = n_matmul + model.wte.weight:numel() end
+local B, T, d, L = cfg.batch, cfg.context, cfg.d, cfg.layers
+local flops_per_step = 6 * n_matmul * B * T + 12 * L * B * T * T * d
+print(string.format("GPT: %d layers, d=%d, %d heads, context %d, vocab %d, %s head: %d parameters (%d in matmuls)",
+  L, d, cfg.heads, T, V, cfg.tie and "tied" or "untied", n_params, n_matmul))
+print(string.format("FLOPs/step = 6*N*B*T + 12*L*B*T^2*d = 6*%d*%d*%d + 12*%d*%d*%d^2*%d = %.3g",
+  n_matmul, B, T, L, B, T, d, flops_per_step))
+
+-- ------------------------------------------------------------------ optimizer
+local decay, no_decay = {}, {}
+for _, p in ipairs(model:parameters()) do
+  if p:dim() >= 2 then decay[#decay + 1] = p else no_decay[#no_decay + 1] = p end
+end
+local opt = dle.optim.AdamW({{params = decay, weight_decay = 0.1}, {params = no_decay, weight_decay = 0}},
+  {lr = cfg.lr, betas = {0.9, cfg.beta2}})
+local sched = dle.optim.lr.cosine(opt, {warmup = cfg.warmup, total = cfg.steps, min_lr = cfg.lr / 10})
+
+-- ------------------------------------------------------------------ training
+print(string.format("training %d steps, batch %d x %d tokens, AdamW lr %.g (warmup %d, cosine), weight decay 0.1",
+  cfg.steps, B, T, cfg.lr, cfg.warmup))
+local interval_loss, interval_n, t_interval = 0, 0, dle.time()
+local t_start = dle.time()
+local first_loss, last_avg
+local curve = {}
+for step = 1, cfg.steps do
+  local x, y = corpus:batch(B, T, {generator = gen})
+  local logits = model(x)
+  local loss = F.cross_entropy(logits:view(B * T, V), y:view(B * T))
+  opt:zero_grad()
+  loss:backward()
+  nn.utils.clip_grad_norm_(model:parameters(), 1.0)
+  opt:step()
+  sched:step()
+  local l = loss:item()
+  first_loss = first_loss or l
+  interval_loss, interval_n = interval_loss + l, interval_n + 1
+  if step % cfg.print_every == 0 or step == cfg.steps then
+    local dt = dle.time() - t_interval
+    local per_step = dt / interval_n
+    last_avg = interval_loss / interval_n
+    curve[#curve + 1] = string.format("%d:%.3f", step, last_avg)
+    print(string.format("step %4d  loss %.4f  lr %.2e  %7.0f tok/s  %7.1f ms/step  %.3g FLOP/step  %.1f GFLOP/s  MFU %.1f%%",
+      step, last_avg, opt.lr, B * T / per_step, per_step * 1000, flops_per_step, flops_per_step / per_step / 1e9,
+      100 * flops_per_step / per_step / peak))
+    io.stdout:flush()
+    interval_loss, interval_n, t_interval = 0, 0, dle.time()
+  end
+end
+local total_time = dle.time() - t_start
+print(string.format("trained %d steps in %.1f s (%.1f ms/step); loss %.3f -> %.3f", cfg.steps, total_time,
+  total_time / cfg.steps * 1000, first_loss, last_avg))
+print("loss curve: " .. table.concat(curve, " "))
+
+-- ------------------------------------------------------------------ sampling
+--- Samples n characters after `prompt` (temperature, top-k), one forward pass per character over
+-- the last `context` characters.
+local function sample(prompt, n, temperature, top_k)
+  model:eval()
+  local ids = corpus:encode(prompt):totable()
+  local rng = dle.Generator(cfg.seed + 1)
+  dle.no_grad(function()
+    for _ = 1, n do
+      local first = math.max(1, #ids - T + 1)
+      local window = {table.unpack(ids, first, #ids)}
+      local x = dle.tensor({window}, {dtype = "int64"})
+      local logits = model(x):select(2, #window):select(1, 1):double():totable()
+      local order = {}
+      for i = 1, #logits do order[i] = i end
+      table.sort(order, function(a, b) return logits[a] > logits[b] end)
+      local k = (top_k and top_k > 0) and math.min(top_k, #order) or #order
+      local m, probs, s = logits[order[1]], {}, 0
+      for i = 1, k do
+        probs[i] = math.exp((logits[order[i]] - m) / temperature)
+        s = s + probs[i]
+      end
+      local r = dle.rand(1, {generator = rng, dtype = "float64"}):item() * s
+      local pick = order[k]
+      for i = 1, k do
+        r = r - probs[i]
+        if r <= 0 then pick = order[i]; break end
+      end
+      ids[#ids + 1] = pick
+    end
+  end)
+  model:train()
+  return corpus:decode(ids)
+end
+
+print(string.format("sample (temperature %.2f, top-k %d):", cfg.temperature, cfg.top_k))
+print(sample(cfg.prompt, cfg.sample, cfg.temperature, cfg.top_k))
