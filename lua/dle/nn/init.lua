@@ -25,6 +25,9 @@ nn.Flatten = require "dle.nn.flatten"
 nn.Dropout = require "dle.nn.dropout"
 nn.Embedding = require "dle.nn.embedding"
 nn.LayerNorm = require "dle.nn.layer_norm"
+require "dle.nn.functional_conv"
+for name, cls in pairs(require "dle.nn.batch_norm") do nn[name] = cls end
+for name, cls in pairs(require "dle.nn.conv") do nn[name] = cls end
 nn.MultiheadAttention = require "dle.nn.attention"
 nn.TransformerBlock = require "dle.nn.transformer"
 for name, cls in pairs(require "dle.nn.activations") do nn[name] = cls end

@@ -1,0 +1,162 @@
+--- dle.nn.functional (convolution part): batch_norm, conv2d, max_pool2d and avg_pool2d.
+-- Requiring this file adds these functions to the dle.nn.functional table (and returns them).
+-- batch_norm is a composition of differentiable dle ops (mean, var, broadcasting arithmetic), so
+-- autograd comes for free; conv2d and the pools call the native dle.conv2d, dle.max_pool2d and
+-- dle.avg_pool2d over {N, C, H, W} tensors.
+local dle = require "dle"
+local F = require "dle.nn.functional"
+
+local M = {}
+
+local function shape_str(t) return "{" .. table.concat(t:shape(), ",") .. "}" end
+
+local function check_tensor(fname, argname, t)
+  if not dle.is_tensor(t) then
+    error(fname .. ": " .. argname .. " must be a tensor, got " .. type(t), 3)
+  end
+end
+
+-- The native op `name` of dle, or an error saying it is missing.
+local function native(name)
+  local fn = dle[name]
+  if type(fn) ~= "function" then
+    error(name .. ": the native dle." .. name .. " is not available in this build", 3)
+  end
+  return fn
+end
+
+-- {1, C, 1, ...} for broadcasting a per-channel vector against x {N, C, ...}.
+local function channel_shape(x)
+  local s = {1, x:size(2)}
+  for _ = 3, x:dim() do s[#s + 1] = 1 end
+  return s
+end
+
+--- batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps): normalizes
+-- x {N, C} or {N, C, d1, ...} per channel (dimension 2), PyTorch semantics. With training true
+-- (or no running statistics) the batch mean and biased variance are used, and the running
+-- statistics (when given) are updated in place, without recording:
+-- running = (1 - momentum) * running + momentum * batch, with the unbiased batch variance;
+-- momentum nil means a cumulative average (then opts.num_batches_tracked, the count after this
+-- batch, must be given). Otherwise running_mean/running_var are used.
+-- @param x tensor {N, C, ...}
+-- @param running_mean tensor {C} or nil
+-- @param running_var tensor {C} or nil
+-- @param weight tensor {C} or nil (scale)
+-- @param bias tensor {C} or nil (shift)
+-- @param training boolean (default false)
+-- @param momentum number (default 0.1) or nil with opts.cumulative
+-- @param eps number (default 1e-5)
+-- @param opts optional {cumulative = false, num_batches_tracked = n}: with cumulative true the
+--   running statistics are the average over the n batches seen so far
+-- @return tensor of x's shape
+function M.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps, opts)
+  check_tensor("batch_norm", "input", x)
+  eps = eps or 1e-5
+  if momentum == nil then momentum = 0.1 end
+  if x:dim() < 2 then
+    error("batch_norm: expected an input of at least 2 dimensions {N, C, ...}, got " .. shape_str(x), 2)
+  end
+  local C = x:size(2)
+  for _, p in ipairs({{"running_mean", running_mean}, {"running_var", running_var}, {"weight", weight}, {"bias", bias}}) do
+    local t = p[2]
+    if t ~= nil then
+      check_tensor("batch_norm", p[1], t)
+      if t:numel() ~= C then
+        error("batch_norm: " .. p[1] .. " has shape " .. shape_str(t) .. ", expected " .. C
+          .. " elements for input " .. shape_str(x), 2)
+      end
+    end
+  end
+  if (running_mean == nil) ~= (running_var == nil) then
+    error("batch_norm: running_mean and running_var must be given together", 2)
+  end
+  local cs = channel_shape(x)
+  local y
+  if training or running_mean == nil then
+    local dims, n = {1}, x:size(1)
+    for d = 3, x:dim() do dims[#dims + 1] = d; n = n * x:size(d) end
+    if training and n <= 1 then
+      error("batch_norm: expected more than 1 value per channel when training, got input " .. shape_str(x), 2)
+    end
+    local mean = x:mean(dims, true)
+    local xc = x - mean
+    local var = (xc * xc):mean(dims, true)
+    y = xc * (var + eps):rsqrt()
+    if training and running_mean ~= nil then
+      local m = momentum
+      if opts and opts.cumulative then m = 1 / (opts.num_batches_tracked or 1) end
+      dle.no_grad(function()
+        local bm = mean:detach():reshape(C):to(running_mean:dtype())
+        local bv = (var:detach() * (n / (n - 1))):reshape(C):to(running_var:dtype())
+        running_mean:mul_(1 - m):add_(bm * m)
+        running_var:mul_(1 - m):add_(bv * m)
+      end)
+    end
+  else
+    local rm = running_mean:to(x:dtype()):reshape(cs)
+    local rv = running_var:to(x:dtype()):reshape(cs)
+    y = (x - rm) * (rv + eps):rsqrt()
+  end
+  if weight ~= nil then y = y * weight:reshape(cs) end
+  if bias ~= nil then y = y + bias:reshape(cs) end
+  return y
+end
+
+-- Checks that x is a 4-D {N, C, H, W} tensor (a 3-D {C, H, W} one is given a batch dimension);
+-- returns the 4-D tensor and whether the batch dimension was added.
+local function as_batched(fname, x)
+  check_tensor(fname, "input", x)
+  if x:dim() == 3 then return x:unsqueeze(1), true end
+  if x:dim() ~= 4 then
+    error(fname .. ": expected a 4-D input {N, C, H, W} (or 3-D {C, H, W}), got " .. shape_str(x), 3)
+  end
+  return x, false
+end
+
+--- conv2d(x, weight, bias, opts): 2-D cross-correlation (PyTorch's conv2d) of x {N, Cin, H, W}
+-- (or {Cin, H, W}) with weight {Cout, Cin/groups, kh, kw}, plus bias {Cout} (or nil).
+-- @param opts optional {stride = 1, padding = 0, dilation = 1, groups = 1}; stride, padding and
+--   dilation are numbers or {h, w} pairs
+-- @return tensor {N, Cout, Hout, Wout}
+function M.conv2d(x, weight, bias, opts)
+  local conv = native("conv2d")
+  local xb, added = as_batched("conv2d", x)
+  check_tensor("conv2d", "weight", weight)
+  if weight:dim() ~= 4 then error("conv2d: weight must be 4-D {Cout, Cin/groups, kh, kw}, got " .. shape_str(weight), 2) end
+  local y = conv(xb, weight, bias, opts or {})
+  if added then y = y:squeeze(1) end
+  return y
+end
+
+--- max_pool2d(x, k, opts): maximum over k x k windows of x {N, C, H, W} (or {C, H, W}).
+-- @param k kernel size, a number or {kh, kw}
+-- @param opts optional {stride = k, padding = 0, return_indices = false}
+-- @return values tensor {N, C, Hout, Wout}; with return_indices also the int64 indices
+--   (those dle.max_pool2d returns)
+function M.max_pool2d(x, k, opts)
+  local pool = native("max_pool2d")
+  opts = opts or {}
+  local xb, added = as_batched("max_pool2d", x)
+  local v, i = pool(xb, k, {stride = opts.stride, padding = opts.padding})
+  if added then v = v:squeeze(1); i = i and i:squeeze(1) end
+  if opts.return_indices then return v, i end
+  return v
+end
+
+--- avg_pool2d(x, k, opts): mean over k x k windows of x {N, C, H, W} (or {C, H, W}).
+-- @param k kernel size, a number or {kh, kw}
+-- @param opts optional {stride = k, padding = 0, count_include_pad = true}
+-- @return tensor {N, C, Hout, Wout}
+function M.avg_pool2d(x, k, opts)
+  local pool = native("avg_pool2d")
+  opts = opts or {}
+  local xb, added = as_batched("avg_pool2d", x)
+  local y = pool(xb, k, {stride = opts.stride, padding = opts.padding, count_include_pad = opts.count_include_pad})
+  if added then y = y:squeeze(1) end
+  return y
+end
+
+for name, fn in pairs(M) do F[name] = fn end
+
+return M
