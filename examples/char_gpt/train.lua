@@ -15,8 +15,6 @@
 -- matmuls q k^T and weights @ v (2 * 2*B*T^2*d forward per layer, times 3).
 local dle = require "dle"
 local nn = dle.nn
-require "dle.nn.attention"
-require "dle.nn.transformer"
 local F = nn.functional
 
 -- ------------------------------------------------------------------ arguments

@@ -8,19 +8,12 @@
 -- Prints loss, test accuracy and throughput per epoch.
 --   scripts/dle examples/fashion_mnist/cnn.lua [epochs] [batch_size] [peak_lr]
 local dle = require "dle"
-require "dle.nn.batch_norm"
-require "dle.nn.conv"
 local nn = dle.nn
 
 local epochs = tonumber(arg and arg[1]) or 3
 local batch_size = math.tointeger(tonumber(arg and arg[2])) or 128
 local lr = tonumber(arg and arg[3]) or 2e-3
 dle.manual_seed(0)
-
-if type(dle.conv2d) ~= "function" then
-  io.stderr:write("cnn.lua: this build has no dle.conv2d (native convolution): cannot run\n")
-  os.exit(1)
-end
 
 local train_x, train_y = dle.data.fashion_mnist("train")
 local test_x, test_y = dle.data.fashion_mnist("test")
