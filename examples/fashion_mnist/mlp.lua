@@ -11,11 +11,9 @@ local batch_size = tonumber(arg and arg[2]) or 128
 local lr = tonumber(arg and arg[3]) or 2e-3
 dle.manual_seed(0)
 
-local train_x, train_y = dle.data.fashion_mnist("train")
-local test_x, test_y = dle.data.fashion_mnist("test")
--- standardized pixels (the training set's mean and standard deviation) train faster than [0,1]
-local mean, std = train_x:mean():item(), train_x:std():item()
-train_x, test_x = ((train_x - mean) / std):view(-1, 784), ((test_x - mean) / std):view(-1, 784)
+local common = dofile((arg[0]:match("^(.*/)") or "") .. "common.lua")
+local train_x, train_y, test_x, test_y = common.load()
+train_x, test_x = train_x:view(-1, 784), test_x:view(-1, 784)
 
 local model = nn.Sequential(
   nn.Linear(784, 256), nn.ReLU(),
@@ -24,39 +22,4 @@ local model = nn.Sequential(
 model:summary({batch_size, 784})
 
 local opt = dle.optim.Adam(model:parameters(), {lr = lr})
-local steps_per_epoch = math.ceil(train_x:size(1) / batch_size)
-local schedule = dle.optim.lr.cosine(opt, {warmup = 100, total = epochs * steps_per_epoch, min_lr = 1e-5})
-local loss_fn = nn.CrossEntropyLoss()
-local loader = dle.data.DataLoader({train_x, train_y},
-                                   {batch_size = batch_size, shuffle = true, generator = dle.Generator(0)})
-
---- Fraction of correctly classified samples of (x, y), in batches, without recording.
-local function accuracy(x, y)
-  model:eval()
-  local correct = 0
-  dle.no_grad(function()
-    for b = 1, x:size(1), 1000 do
-      local n = math.min(1000, x:size(1) - b + 1)
-      local pred = model(x:narrow(1, b, n)):argmax(2)
-      correct = correct + pred:eq(y:narrow(1, b, n)):sum():item()
-    end
-  end)
-  model:train()
-  return correct / x:size(1)
-end
-
-for epoch = 1, epochs do
-  local t0, total, seen = dle.time(), 0, 0
-  for x, y in loader do
-    local loss = loss_fn(model(x), y)
-    opt:zero_grad()
-    loss:backward()
-    opt:step()
-    schedule:step()
-    total = total + loss:item() * x:size(1)
-    seen = seen + x:size(1)
-  end
-  local dt = dle.time() - t0
-  print(string.format("epoch %d  loss %.4f  test accuracy %.4f  %.0f samples/s",
-                      epoch, total / seen, accuracy(test_x, test_y), seen / dt))
-end
+common.fit(model, opt, {train_x, train_y, test_x, test_y}, {epochs = epochs, batch_size = batch_size})

@@ -93,7 +93,7 @@ function Module:init() end
 
 --- The computation; subclasses override it.
 function Module:forward()
-  error(self.__name .. ": forward is not implemented", 2)
+  error(self.__name .. ": this module has no forward method (define " .. self.__name .. ":forward)", 2)
 end
 
 --- Registers `t` (a tensor, or nil) as a buffer: saved in state_dict, converted by to(), not trained.
