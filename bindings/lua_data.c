@@ -1,7 +1,6 @@
 /* lua_data.c — native helpers for dle.data: an IDX reader (raw or gzip, through zlib) and
  * file memory maps as tensors. Registered into dle.core as read_idx(path) and
- * memmap(path, dtype, sizes, offset, writable), plus take_rows(t, idx) (fast row gather for
- * shuffled batches); lua/dle/data/init.lua wraps them. */
+ * memmap(path, dtype, sizes, offset, writable); lua/dle/data/init.lua wraps them. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <fcntl.h>
@@ -287,50 +286,11 @@ static int l_memmap(lua_State *L) {
   return 1;
 }
 
-/* ---------------------------------------------------------------- batch gathering */
-
-/* dle.core.take_rows(t, idx) -> t rows idx (1-based int64, 1-D), a new contiguous tensor.
- * The DataLoader's shuffled batches: whole rows are copied with memcpy, which is several times
- * faster than the general index_select for wide rows. No autograd (the caller checks). */
-static int l_take_rows(lua_State *L) {
-  dle_tensor *t = dle_lua_check(L, 1);
-  dle_tensor *idx = dle_lua_check(L, 2);
-  char shape[128];
-  if (t->ndim < 1 || !dle_tensor_is_contiguous(t) || dle_tensor_device(t).type != DLE_CPU)
-    return luaL_error(L, "take_rows: expected a contiguous CPU tensor of at least 1 dim, got %s",
-                      dle_tensor_shape_str(shape, sizeof shape, t));
-  if (idx->dtype != DLE_I64 || idx->ndim != 1 || dle_tensor_device(idx).type != DLE_CPU)
-    return luaL_error(L, "take_rows: indices must be a 1-D int64 CPU tensor, got %s %s",
-                      dle_dtype_name(idx->dtype), dle_tensor_shape_str(shape, sizeof shape, idx));
-  int64_t n = t->sizes[0], k = idx->sizes[0];
-  int64_t sizes[DLE_MAX_DIMS];
-  for (int d = 0; d < t->ndim; d++) sizes[d] = t->sizes[d];
-  sizes[0] = k;
-  size_t row = dle_dtype_size(t->dtype);
-  for (int d = 1; d < t->ndim; d++) row *= (size_t)t->sizes[d];
-  const char *src = dle_tensor_data(t);
-  const int64_t *ix = dle_tensor_data(idx);
-  int64_t step = idx->strides[0];
-  for (int64_t i = 0; i < k; i++) {
-    int64_t r = ix[i * step];
-    if (r < 1 || r > n)
-      return luaL_error(L, "take_rows: index %I at position %I is outside 1..%I", (lua_Integer)r,
-                        (lua_Integer)(i + 1), (lua_Integer)n);
-  }
-  dle_tensor *out = NULL;
-  DLE_LUA_TRY(L, dle_tensor_empty(&out, t->ndim, sizes, t->dtype, DLE_DEVICE_CPU));
-  char *dst = dle_tensor_data(out);
-  for (int64_t i = 0; i < k; i++) memcpy(dst + (size_t)i * row, src + (size_t)(ix[i * step] - 1) * row, row);
-  dle_lua_push(L, out);
-  return 1;
-}
-
 void dle_lua_open_data(lua_State *L, int module, int methods) {
   (void)methods;
   static const luaL_Reg fns[] = {
       {"read_idx", l_read_idx},
       {"memmap", l_memmap},
-      {"take_rows", l_take_rows},
       {NULL, NULL},
   };
   dle_lua_setfuncs(L, module, fns);

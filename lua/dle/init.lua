@@ -4,7 +4,7 @@
 local core = require "dle.core"
 
 -- dle.core's helpers for the Lua packages stay in dle.core; everything else is public.
-local internal = {read_idx = true, memmap = true, take_rows = true, record_custom = true,
+local internal = {read_idx = true, memmap = true, record_custom = true,
                   set_tangent = true, tangent = true, sgd_step = true, adagrad_step = true,
                   rmsprop_step = true, adam_step = true, adamw_step = true}
 local dle = {}

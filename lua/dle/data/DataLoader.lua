@@ -11,14 +11,6 @@ DataLoader.__name = "dle.data.DataLoader"
 local core = require "dle.core"
 local is_tensor = core.is_tensor
 
--- Rows idx of t: a memcpy row gather for plain contiguous CPU tensors, index_select otherwise
--- (tensors that require grad keep their graph).
-local function take_rows(t, idx)
-  if not t.requires_grad and t:is_contiguous() and t:device() == "cpu" then
-    return core.take_rows(t, idx)
-  end
-  return t:index_select(1, idx)
-end
 
 --- Creates a loader.
 -- @param source a list of tensors sharing dim 1 (a single tensor is accepted too), or a dataset
@@ -130,7 +122,7 @@ function DataLoader:next_batch()
   local out = {}
   if self._perm then
     local idx = self._perm:narrow(1, first, count)
-    for k, t in ipairs(self.tensors) do out[k] = take_rows(t, idx) end
+    for k, t in ipairs(self.tensors) do out[k] = t:index_select(1, idx) end
   else
     for k, t in ipairs(self.tensors) do out[k] = t:narrow(1, first, count) end
   end
