@@ -74,6 +74,9 @@ project("native")
   -- lua_close unloads C modules at exit while OpenMP's worker threads still run code of libgomp,
   -- which goes with us: a crash at exit. Never unloading the module avoids it.
   linkoptions({"-Wl,-z,nodelete"})
+  -- Calls between the engine's own functions bind inside the module instead of going through
+  -- the PLT (nobody interposes them): a few percent of every small op.
+  linkoptions({"-Wl,-Bsymbolic-functions"})
 
 -- require "dle.core": a loader that sets the OpenMP wait policy before dle.native (and with it
 -- libgomp) is loaded; see bindings/loader/core_loader.c.

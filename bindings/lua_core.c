@@ -33,18 +33,19 @@ static void pace_gc(lua_State *L) {
 void dle_lua_push(lua_State *L, dle_tensor *t) {
   dle_lua_tensor *ud = lua_newuserdatauv(L, sizeof *ud, 0);
   ud->t = t;
+  ud->magic = DLE_LUA_TENSOR_MAGIC;
   lua_rawgetp(L, LUA_REGISTRYINDEX, &metatable_key);
   lua_setmetatable(L, -2);
   pace_gc(L);
 }
 
+/* Our userdata, told apart by size and magic rather than by comparing metatables: this runs for
+ * every operand of every op, and the metatable check costs three registry/stack operations. A
+ * light userdata has raw length 0, so it never passes. */
 static dle_lua_tensor *to_ud(lua_State *L, int idx) {
   dle_lua_tensor *ud = lua_touserdata(L, idx);
-  if (!ud || !lua_getmetatable(L, idx)) return NULL;
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &metatable_key);
-  int same = lua_rawequal(L, -1, -2);
-  lua_pop(L, 2);
-  return same ? ud : NULL;
+  if (!ud || lua_rawlen(L, idx) != sizeof *ud || ud->magic != DLE_LUA_TENSOR_MAGIC) return NULL;
+  return ud;
 }
 
 dle_tensor *dle_lua_opt(lua_State *L, int idx) {

@@ -8,10 +8,13 @@
 
 #include "../engine/dle.h"
 
-/* A tensor userdata holds one reference; t is NULL once the tensor was closed. */
+/* A tensor userdata holds one reference; t is NULL once the tensor was closed. `magic` tells our
+ * userdata from anyone else's without a metatable lookup (see dle_lua_opt). */
 typedef struct {
   dle_tensor *t;
+  uint64_t magic;
 } dle_lua_tensor;
+#define DLE_LUA_TENSOR_MAGIC UINT64_C(0x646c652e54656e73) /* "dle.Tens" */
 
 /* The tensor at idx, or a Lua error naming the argument ("bad argument #1 to 'add'"). */
 dle_tensor *dle_lua_check(lua_State *L, int idx);

@@ -27,7 +27,9 @@ static void unlock(void) { atomic_flag_clear_explicit(&busy, memory_order_releas
 static block *free_lists[NUM_CLASSES];
 static size_t cached_bytes;
 static size_t cache_limit = (size_t)1 << 30;
-static atomic_size_t allocated, peak;
+/* Live and peak bytes, changed under the lock (one lock round trip per call, no extra atomic
+ * read-modify-writes: those cost more than the rest of a small allocation), read without it. */
+static size_t allocated, peak;
 
 /* Class index and rounded size for a request of n bytes. */
 static int size_class(size_t n, size_t *rounded) {
@@ -43,10 +45,11 @@ static int size_class(size_t n, size_t *rounded) {
   return SMALL_LIMIT / 64 + (p - 10) * 4 + (int)q;
 }
 
+/* Under the lock. */
 static void count_alloc(size_t nbytes) {
-  size_t now = atomic_fetch_add(&allocated, nbytes) + nbytes;
-  size_t old = atomic_load(&peak);
-  while (now > old && !atomic_compare_exchange_weak(&peak, &old, now)) {}
+  size_t now = allocated + nbytes;
+  __atomic_store_n(&allocated, now, __ATOMIC_RELAXED);
+  if (now > peak) __atomic_store_n(&peak, now, __ATOMIC_RELAXED);
 }
 
 /* More than any 64-bit CPU's user address space (2^48 bytes): refused up front, so such a request
@@ -58,42 +61,41 @@ void *dle_cpu_alloc(size_t nbytes) {
   size_t rounded;
   int c = size_class(nbytes, &rounded);
   void *p = NULL;
-  if (c < NUM_CLASSES) {
+  lock();
+  block *b = c < NUM_CLASSES ? free_lists[c] : NULL;
+  if (b) {
+    free_lists[c] = b->next;
+    cached_bytes -= rounded;
+    p = b;
+    count_alloc(nbytes);
+  }
+  unlock();
+  if (!p && (p = aligned_alloc(64, rounded))) {
     lock();
-    block *b = free_lists[c];
-    if (b) {
-      free_lists[c] = b->next;
-      cached_bytes -= rounded;
-      p = b;
-    }
+    count_alloc(nbytes);
     unlock();
   }
-  if (!p) p = aligned_alloc(64, rounded);
-  if (p) count_alloc(nbytes);
   if (dle_debug_level() >= 3)
     fprintf(stderr, "[dle] alloc %zu bytes (class %zu) -> %p, live %zu\n", nbytes, rounded, p,
-            (size_t)atomic_load(&allocated));
+            dle_memory_allocated());
   return p;
 }
 
 void dle_cpu_free(void *p, size_t nbytes) {
   if (!p) return;
-  atomic_fetch_sub(&allocated, nbytes);
   size_t rounded;
   int c = size_class(nbytes, &rounded);
-  if (c < NUM_CLASSES) {
-    lock();
-    bool keep = cached_bytes + rounded <= cache_limit;
-    if (keep) {
-      block *b = p;
-      b->next = free_lists[c];
-      free_lists[c] = b;
-      cached_bytes += rounded;
-    }
-    unlock();
-    if (keep) return;
+  lock();
+  __atomic_store_n(&allocated, allocated - nbytes, __ATOMIC_RELAXED);
+  bool keep = c < NUM_CLASSES && cached_bytes + rounded <= cache_limit;
+  if (keep) {
+    block *b = p;
+    b->next = free_lists[c];
+    free_lists[c] = b;
+    cached_bytes += rounded;
   }
-  free(p);
+  unlock();
+  if (!keep) free(p);
 }
 
 void dle_empty_cache(void) {
@@ -116,8 +118,8 @@ void dle_set_cache_limit(size_t nbytes) {
   if (cached_bytes > nbytes) dle_empty_cache();
 }
 
-size_t dle_memory_allocated(void) { return atomic_load(&allocated); }
-size_t dle_memory_peak(void) { return atomic_load(&peak); }
+size_t dle_memory_allocated(void) { return __atomic_load_n(&allocated, __ATOMIC_RELAXED); }
+size_t dle_memory_peak(void) { return __atomic_load_n(&peak, __ATOMIC_RELAXED); }
 size_t dle_memory_cached(void) {
   lock();
   size_t n = cached_bytes;

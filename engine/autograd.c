@@ -37,6 +37,7 @@ struct dle_node {
   node_input *in;
   node_output out[2];
   bool freed;           /* saved values released by a backward pass without retain_graph */
+  bool pooled;          /* allocated from the node pool (see node_alloc) */
   /* custom nodes */
   char name[32];
   dle_custom_vjp custom_vjp;
@@ -49,8 +50,8 @@ struct dle_node {
 
 /* ---------------------------------------------------------------- modes */
 
-static _Thread_local bool grad_disabled;  /* default on */
-static _Thread_local bool forward_ad_off; /* set while a forward rule runs */
+static _Thread_local DLE_HOT_TLS bool grad_disabled;  /* default on */
+static _Thread_local DLE_HOT_TLS bool forward_ad_off; /* set while a forward rule runs */
 
 bool dle_grad_enabled(void) { return !grad_disabled; }
 
@@ -80,6 +81,47 @@ const dle_grad_rule *dle_grad_rule_of(dle_op op) {
 }
 
 /* ---------------------------------------------------------------- nodes */
+
+/* A training step records and frees hundreds of nodes; calloc/free for each was a tenth of a small
+ * op's cost. Nodes with at most POOL_NIN inputs (nearly all) are one block, node then inputs,
+ * recycled through a per-thread free list (as tensor headers are, tensor.c); larger ones are two
+ * plain allocations. */
+#define POOL_NIN 3
+typedef union pooled_node {
+  union pooled_node *next;
+  struct { dle_node node; node_input in[POOL_NIN]; } block;
+} pooled_node;
+static _Thread_local DLE_HOT_TLS pooled_node *node_pool;
+
+static dle_node *node_alloc(int nin) {
+  if (nin > POOL_NIN) {
+    dle_node *n = calloc(1, sizeof *n);
+    if (n && !(n->in = calloc((size_t)nin, sizeof *n->in))) { free(n); n = NULL; }
+    return n;
+  }
+  pooled_node *p = node_pool;
+  if (p) {
+    node_pool = p->next;  /* clear only what this node uses */
+    memset(&p->block.node, 0, sizeof p->block.node);
+    memset(p->block.in, 0, sizeof p->block.in[0] * (size_t)nin);
+  } else if (!(p = calloc(1, sizeof *p))) {
+    return NULL;
+  }
+  p->block.node.in = p->block.in;
+  p->block.node.pooled = true;
+  return &p->block.node;
+}
+
+static void node_free(dle_node *n) {
+  if (!n->pooled) {
+    free(n->in);
+    free(n);
+    return;
+  }
+  pooled_node *p = (pooled_node *)n;  /* the node is the first member of its block */
+  p->next = node_pool;
+  node_pool = p;
+}
 
 void dle_node_retain(dle_node *n) { if (n) n->refcount++; }
 
@@ -115,8 +157,7 @@ void dle_node_release(dle_node *n) {
         stack[top++] = p;
       }
     }
-    free(x->in);
-    free(x);
+    node_free(x);
   }
   if (stack != stack_small) free(stack);
 }
@@ -177,10 +218,8 @@ static dle_status save_input_value(dle_tensor **out, dle_tensor *t) {
 }
 
 static dle_node *node_new(dle_op op, const dle_attrs *a, int nin, int nout) {
-  dle_node *n = calloc(1, sizeof *n);
+  dle_node *n = node_alloc(nin);
   if (!n) return NULL;
-  n->in = calloc((size_t)(nin ? nin : 1), sizeof *n->in);
-  if (!n->in) { free(n); return NULL; }
   n->refcount = 1;
   n->op = op;
   if (a) n->attrs = *a;
@@ -474,8 +513,28 @@ static dle_status deliver_leaf(dle_tensor *leaf, dle_tensor *g, const capture *c
     g = d;
   }
   if (!leaf->grad) {
+    /* A broadcast gradient (sum's is an expanded view) becomes a dense tensor, so .grad looks
+     * like its leaf and later steps can add into it in place. */
+    if (!dle_tensor_is_contiguous(g)) {
+      dle_tensor *d = NULL;
+      dle_status st = dle_contiguous(&d, g);
+      dle_tensor_release(g);
+      if (st != DLE_OK) return st;
+      g = d;
+    }
     leaf->grad = g;
     return DLE_OK;
+  }
+  /* As PyTorch does: add into .grad itself when nothing else can see it (no other reference to
+   * its header or storage, no history) and it is a plain dense tensor of the right shape. Saves an
+   * allocation per leaf per step; otherwise a fresh sum replaces it. */
+  dle_tensor *acc = leaf->grad;
+  if (!create_graph && acc->refcount == 1 && acc->storage->refcount == 1 && !acc->grad_fn &&
+      acc->dtype == g->dtype && dle_shape_equal(acc->ndim, acc->sizes, g->ndim, g->sizes) &&
+      dle_tensor_is_contiguous(acc)) {
+    dle_status st = dle_binary(DLE_OP_ADD, &acc, acc, g);
+    dle_tensor_release(g);
+    return st;
   }
   dle_tensor *sum = NULL;
   dle_status st = dle_binary(DLE_OP_ADD, &sum, leaf->grad, g);

@@ -191,7 +191,11 @@ typedef struct dle_op_info {
   unsigned flags;
 } dle_op_info;
 
-const dle_op_info *dle_op_get_info(dle_op op);
+/* The op table, indexed by op id (ops.c); dle_op_get_info is the range-checked access. */
+extern const dle_op_info dle_op_table[DLE_NUM_OPS];
+static inline const dle_op_info *dle_op_get_info(dle_op op) {
+  return (unsigned)op < DLE_NUM_OPS ? &dle_op_table[op] : NULL;
+}
 /* Looks an op up by its name in ops.def; DLE_NUM_OPS when unknown. */
 dle_op dle_op_by_name(const char *name);
 

@@ -4,7 +4,7 @@
 
 #include <stdlib.h>
 
-static const dle_op_info op_info[DLE_NUM_OPS] = {
+const dle_op_info dle_op_table[DLE_NUM_OPS] = {
 #define DLE_OP(id, nm, ni, no, k, fl) [DLE_OP_##id] = {.name = nm, .nin = ni, .nout = no, .kind = k, .flags = fl},
 #include "ops.def"
 };
@@ -19,13 +19,10 @@ static const dle_forward_fn forward_of_kind[DLE_NUM_KINDS] = {
     [DLE_KIND_INDEX] = dle_forward_index,         [DLE_KIND_CONV] = dle_forward_conv,
 };
 
-const dle_op_info *dle_op_get_info(dle_op op) {
-  return (unsigned)op < DLE_NUM_OPS ? &op_info[op] : NULL;
-}
 
 dle_op dle_op_by_name(const char *name) {
   for (int i = 0; i < DLE_NUM_OPS; i++)
-    if (strcmp(op_info[i].name, name) == 0) return (dle_op)i;
+    if (strcmp(dle_op_table[i].name, name) == 0) return (dle_op)i;
   return DLE_NUM_OPS;
 }
 
@@ -114,7 +111,7 @@ static dle_status check_device(const char *fn, dle_tensor *t, dle_device dev) {
 
 dle_status dle_dispatch(dle_op op, dle_tensor *const *outs, int nout, dle_tensor *const *ins,
                         int nin, const dle_attrs *attrs) {
-  const char *fn = op_info[op].name;
+  const char *fn = dle_op_table[op].name;
   dle_device dev = nout ? dle_tensor_device(outs[0]) : dle_tensor_device(ins[0]);
   for (int i = 0; i < nout; i++) DLE_TRY(check_device(fn, outs[i], dev));
   for (int i = 0; i < nin; i++) DLE_TRY(check_device(fn, ins[i], dev));

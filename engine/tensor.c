@@ -13,35 +13,27 @@ static void copy_dims(int64_t *dst, const int64_t *src, int n) {
 /* Tensor and storage headers are small and short-lived: an op on small tensors would spend a
  * large share of its time in calloc/free for them. Freed headers go on a free list (linked
  * through their first bytes) and are handed out again zeroed; the list is as long as the most
- * headers that were ever garbage at once, which is what malloc would keep anyway. A spinlock
- * (never contended in practice: tensors are made on the Lua thread) keeps it thread-safe. */
+ * headers that were ever garbage at once, which is what malloc would keep anyway. The lists are
+ * per thread (tensors are made and dropped on the Lua thread), so no lock or atomic is needed;
+ * a header freed on another thread simply joins that thread's list. */
 typedef struct free_header {
   struct free_header *next;
 } free_header;
-typedef struct {
-  free_header *head;
-  atomic_flag busy;
-} header_list;
-static header_list tensor_headers = {NULL, ATOMIC_FLAG_INIT};
-static header_list storage_headers = {NULL, ATOMIC_FLAG_INIT};
+static _Thread_local DLE_HOT_TLS free_header *tensor_headers, *storage_headers;
 
-static void *header_alloc(header_list *l, size_t size) {
-  while (atomic_flag_test_and_set_explicit(&l->busy, memory_order_acquire)) {}
-  free_header *p = l->head;
-  if (p) l->head = p->next;
-  atomic_flag_clear_explicit(&l->busy, memory_order_release);
+static void *header_alloc(free_header **list, size_t size) {
+  free_header *p = *list;
   if (!p) return calloc(1, size);
+  *list = p->next;
   memset(p, 0, size);
   return p;
 }
 
-static void header_free(header_list *l, void *p) {
+static void header_free(free_header **list, void *p) {
   if (!p) return;
   free_header *h = p;
-  while (atomic_flag_test_and_set_explicit(&l->busy, memory_order_acquire)) {}
-  h->next = l->head;
-  l->head = h;
-  atomic_flag_clear_explicit(&l->busy, memory_order_release);
+  h->next = *list;
+  *list = h;
 }
 
 static dle_storage *storage_new(size_t nbytes, dle_device dev) {
@@ -108,11 +100,12 @@ static dle_status check_sizes(const char *fn, int ndim, const int64_t *sizes) {
       char buf[128];
       return dle_error("%s: negative size in %s", fn, dle_shape_str(buf, sizeof buf, ndim, sizes));
     }
-    if (sizes[d] && n > INT64_MAX / 16 / sizes[d]) {
+    /* at most INT64_MAX / 16 elements, so byte counts of any dtype fit (no division per dim:
+     * this runs for every new tensor) */
+    if (__builtin_mul_overflow(n, sizes[d], &n) || n > INT64_MAX / 16) {
       char buf[128];
       return dle_error("%s: shape %s has too many elements", fn, dle_shape_str(buf, sizeof buf, ndim, sizes));
     }
-    n *= sizes[d];
   }
   return DLE_OK;
 }

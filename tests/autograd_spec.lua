@@ -43,6 +43,21 @@ describe("autograd engine", function()
     assert.is_false(x.grad.requires_grad)  -- gradients are detached without create_graph
   end)
 
+  it(".grad is dense, accumulates in place, and a gradient read earlier never changes", function()
+    local x = leaf({1, 2, 3})
+    x:sum():backward()                     -- sum's gradient is a broadcast of one value
+    assert.is_true(x.grad:is_contiguous())
+    for _ = 1, 4 do (x * 2):sum():backward() end
+    assert_close({9, 9, 9}, x.grad)
+    local before = x.grad                  -- a reference the next step must not write through
+    ;(x * x):sum():backward()
+    assert_close({9, 9, 9}, before)
+    assert_close({11, 13, 15}, x.grad)
+    x.grad:zero_()
+    ;(x * 3):sum():backward()
+    assert_close({3, 3, 3}, x.grad)
+  end)
+
   it("backward on a fresh graph adds to an existing .grad", function()
     local x = leaf({1, 2})
     ;(x * x):sum():backward()

@@ -63,7 +63,8 @@ dle_status dle_forward_elementwise(dle_op op, dle_tensor **outs, dle_tensor *con
   int64_t shape[DLE_MAX_DIMS];
   memcpy(shape, ins[0]->sizes, sizeof shape);
   for (int i = 1; i < nin; i++)
-    DLE_TRY(dle_broadcast_shapes(fn, n, shape, ins[i]->ndim, ins[i]->sizes, &n, shape));
+    if (!dle_shape_equal(n, shape, ins[i]->ndim, ins[i]->sizes))
+      DLE_TRY(dle_broadcast_shapes(fn, n, shape, ins[i]->ndim, ins[i]->sizes, &n, shape));
 
   /* dtypes: promote, then the op's own rule */
   dle_dtype in_dt = ins[first]->dtype;
