@@ -515,7 +515,7 @@ static dle_status deliver_leaf(dle_tensor *leaf, dle_tensor *g, const capture *c
   if (!leaf->grad) {
     /* A broadcast gradient (sum's is an expanded view) becomes a dense tensor, so .grad looks
      * like its leaf and later steps can add into it in place. */
-    if (!dle_tensor_is_contiguous(g)) {
+    if (dle_tensor_overlaps_itself(g)) {
       dle_tensor *d = NULL;
       dle_status st = dle_contiguous(&d, g);
       dle_tensor_release(g);

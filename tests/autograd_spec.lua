@@ -58,6 +58,14 @@ describe("autograd engine", function()
     assert_close({3, 3, 3}, x.grad)
   end)
 
+  it("the gradient of a weight used transposed (x @ w:t(), as Linear does) is dense", function()
+    local x, w = leaf({{1, 2}, {3, 4}, {5, 6}}), leaf({{1, 0}, {0, 1}, {1, 1}})
+    x:matmul(w:t()):sum():backward()
+    assert.is_true(w.grad:is_contiguous())
+    assert_close({9, 12, 9, 12, 9, 12}, w.grad:reshape(6))   -- every row: column sums of x
+    assert_close({2, 2, 2, 2, 2, 2}, x.grad:reshape(6))      -- every row: column sums of w
+  end)
+
   it("backward on a fresh graph adds to an existing .grad", function()
     local x = leaf({1, 2})
     ;(x * x):sum():backward()

@@ -197,6 +197,28 @@ static dle_status mm_grad(dle_tensor **out, dle_tensor *a, dle_tensor *b, int dr
   return st;
 }
 
+/* Is the matrix x stored transposed ({M, N} with strides {1, M}), as Linear's weight is when
+ * used as w^T? */
+static bool is_transposed_matrix(const dle_tensor *x) {
+  return x->ndim == 2 && x->sizes[0] > 1 && x->sizes[1] > 1 && x->strides[0] == 1 &&
+         x->strides[1] == x->sizes[0];
+}
+
+/* The gradient x y of a 2-D operand `like` that is stored transposed, laid out like it: computed
+ * as (y^T x^T)^T, which gemm does with transpose flags. Its transpose, the parameter's gradient,
+ * is then dense, so .grad needs no copy and accumulates in place (as PyTorch's mm backward). */
+static dle_status mm_grad_transposed(dle_tensor **out, dle_tensor *x, dle_tensor *y) {
+  dle_tensor *xt = NULL, *yt = NULL, *p = NULL;
+  dle_status st = mT(&xt, x);
+  if (st == DLE_OK) st = mT(&yt, y);
+  if (st == DLE_OK) st = dle_matmul(&p, yt, xt);
+  if (st == DLE_OK) st = mT(out, p);
+  dle_tensor_release(xt);
+  dle_tensor_release(yt);
+  dle_tensor_release(p);
+  return st;
+}
+
 /* c = a b: d a = d c b^T, d b = a^T d c (summed over broadcast batch dims; 1-D operands as a row
  * on the left, a column on the right, whose extra dim the result drops) */
 static dle_status vjp_matmul(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
@@ -216,14 +238,17 @@ static dle_status vjp_matmul(dle_node *n, dle_tensor *const *gout, dle_tensor **
   dle_status st = dle_reshape(&g, gout[0], gnd, gs);
   if (st == DLE_OK) st = as_matrix(&a2, a, true);
   if (st == DLE_OK) st = as_matrix(&b2, b, false);
+  bool plain = na == 2 && nb == 2;  /* no batch dims to sum over */
   if (st == DLE_OK && dle_node_needs_grad(n, 0)) {
     st = mT(&t, b2);
-    if (st == DLE_OK) st = mm_grad(&gin[0], g, t, na == 1 ? -2 : 0, na, dle_node_input_sizes(n, 0));
+    if (st == DLE_OK && plain && is_transposed_matrix(a)) st = mm_grad_transposed(&gin[0], g, t);
+    else if (st == DLE_OK) st = mm_grad(&gin[0], g, t, na == 1 ? -2 : 0, na, dle_node_input_sizes(n, 0));
     DLE_RELEASE(t);
   }
   if (st == DLE_OK && dle_node_needs_grad(n, 1)) {
     st = mT(&t, a2);
-    if (st == DLE_OK) st = mm_grad(&gin[1], t, g, nb == 1 ? -1 : 0, nb, dle_node_input_sizes(n, 1));
+    if (st == DLE_OK && plain && is_transposed_matrix(b)) st = mm_grad_transposed(&gin[1], t, g);
+    else if (st == DLE_OK) st = mm_grad(&gin[1], t, g, nb == 1 ? -1 : 0, nb, dle_node_input_sizes(n, 1));
     DLE_RELEASE(t);
   }
   dle_tensor_release(g);
