@@ -1,0 +1,245 @@
+/* cpu_norm.c — CPU kernels of layer_norm, batch_norm and their backward ops (kind NORM).
+ *
+ * The front door (engine/ops/norm.c) hands over contiguous inputs (x, gy, weight, bias in one
+ * float dtype T; statistics in the compute type CT) and contiguous outputs. x is seen as a block
+ * {P, Q, S} (engine/ops/norm_geom.h): one statistic per q over its P runs of S contiguous
+ * elements, so one loop nest serves layer_norm (P = 1, a run is a row) and batch_norm (a
+ * channel's runs are its {H, W} planes across the batch). Work is split over q with OpenMP.
+ *
+ * forward      per q: mean (pass 1), then the centred sum of squares (pass 2: exact two-pass
+ *              variance, not E[x^2] - E[x]^2), then y (pass 3). A layer_norm row is read from
+ *              memory once: passes 2 and 3 find it in the cache.
+ * grad_input   per q: sums of g = gy * w and of g * xhat (pass 1), then
+ *              gx = rstd * (g - mean(g) - xhat * mean(g * xhat)) (pass 2).
+ * grad_affine  gw = sum gy * xhat, gb = sum gy over everything but the weight's index: per q for
+ *              batch_norm; for layer_norm per column, in a fixed number of row chunks with double
+ *              partial sums joined in a fixed order (results do not depend on the thread count).
+ * Sums run in blocks of NORM_BLOCK elements in CT (vectorised), blocks joined in double. */
+#include <stdlib.h>
+
+#include "../../engine/ops/norm_geom.h"
+#include "cpu_backend.h"
+#include "cpu_loop.h"
+
+#define NORM_BLOCK 512
+/* Row chunks of layer_norm's grad_affine: each has its own partial sums {2, S}. */
+#define NORM_CHUNKS 16
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+#define NORM_KERNELS(ID, T, CT)                                                                        \
+  /* s1 = sum (x - m), s2 = sum (x - m)^2 over n contiguous elements */                                \
+  static void sums_##ID(const T *x, int64_t n, CT m, double *s1, double *s2) {                        \
+    for (int64_t i0 = 0; i0 < n; i0 += NORM_BLOCK) {                                                  \
+      int64_t e = min64(i0 + NORM_BLOCK, n);                                                          \
+      CT a1 = 0, a2 = 0;                                                                              \
+      _Pragma("omp simd reduction(+:a1, a2)") for (int64_t i = i0; i < e; i++) {                      \
+        CT d = (CT)LD_##ID(x[i]) - m;                                                                 \
+        a1 += d, a2 += d * d;                                                                         \
+      }                                                                                               \
+      *s1 += a1, *s2 += a2;                                                                           \
+    }                                                                                                 \
+  }                                                                                                   \
+  /* A += sum g, B += sum g (x - m) with g = gy * w[i] (w NULL: g = gy) */                            \
+  static void gsums_##ID(const T *gy, const T *x, const CT *w, int64_t n, CT m, double *A, double *B) { \
+    for (int64_t i0 = 0; i0 < n; i0 += NORM_BLOCK) {                                                  \
+      int64_t e = min64(i0 + NORM_BLOCK, n);                                                          \
+      CT a = 0, b = 0;                                                                                \
+      if (w) {                                                                                        \
+        _Pragma("omp simd reduction(+:a, b)") for (int64_t i = i0; i < e; i++) {                      \
+          CT gv = (CT)LD_##ID(gy[i]) * w[i];                                                          \
+          a += gv, b += gv * ((CT)LD_##ID(x[i]) - m);                                                 \
+        }                                                                                             \
+      } else {                                                                                        \
+        _Pragma("omp simd reduction(+:a, b)") for (int64_t i = i0; i < e; i++) {                      \
+          CT gv = (CT)LD_##ID(gy[i]);                                                                 \
+          a += gv, b += gv * ((CT)LD_##ID(x[i]) - m);                                                 \
+        }                                                                                             \
+      }                                                                                               \
+      *A += a, *B += b;                                                                               \
+    }                                                                                                 \
+  }                                                                                                   \
+  static void forward_##ID(const dle_norm_geom *g, T *y, CT *stats, const T *x, const CT *w,          \
+                           const CT *b, const CT *rmean, const CT *rvar, double eps) {                \
+    int64_t P = g->p, Q = g->q, S = g->s, n = P * S;                                                  \
+    _Pragma("omp parallel for schedule(static) if (Q > 1 && cpu_parallel(P * Q * S))")                \
+    for (int64_t q = 0; q < Q; q++) {                                                                 \
+      double mean, var;                                                                               \
+      if (rmean) {                                                                                    \
+        mean = rmean[q], var = rvar[q];                                                               \
+      } else {                                                                                        \
+        double s1 = 0, s2 = 0, c1 = 0, c2 = 0;                                                        \
+        for (int64_t p = 0; p < P; p++) sums_##ID(x + (p * Q + q) * S, S, 0, &s1, &s2);               \
+        mean = s1 / (double)n;                                                                        \
+        for (int64_t p = 0; p < P; p++) sums_##ID(x + (p * Q + q) * S, S, (CT)mean, &c1, &c2);        \
+        /* c1 corrects for mean having been rounded to CT */                                          \
+        var = (c2 - c1 * c1 / (double)n) / (double)n;                                                 \
+        mean += c1 / (double)n;                                                                       \
+        if (n == 0) mean = var = NAN;                                                                 \
+      }                                                                                               \
+      stats[2 * q] = (CT)mean, stats[2 * q + 1] = (CT)var;                                            \
+      CT m = (CT)mean, r = (CT)(1.0 / sqrt(var + eps));                                               \
+      for (int64_t p = 0; p < P; p++) {                                                               \
+        const T *xr = x + (p * Q + q) * S;                                                            \
+        T *yr = y + (p * Q + q) * S;                                                                  \
+        if (g->weight_on_q) {                                                                         \
+          CT sc = r * w[q], sh = b[q] - m * sc;                                                       \
+          _Pragma("omp simd") for (int64_t s = 0; s < S; s++) yr[s] = ST_##ID((CT)LD_##ID(xr[s]) * sc + sh); \
+        } else {                                                                                      \
+          _Pragma("omp simd") for (int64_t s = 0; s < S; s++)                                         \
+            yr[s] = ST_##ID(((CT)LD_##ID(xr[s]) - m) * r * w[s] + b[s]);                              \
+        }                                                                                             \
+      }                                                                                               \
+    }                                                                                                 \
+  }                                                                                                   \
+  static void grad_input_##ID(const dle_norm_geom *g, T *gx, const T *gy, const T *x, const CT *stats, \
+                              const CT *w, double eps) {                                              \
+    int64_t P = g->p, Q = g->q, S = g->s, n = P * S;                                                  \
+    _Pragma("omp parallel for schedule(static) if (Q > 1 && cpu_parallel(P * Q * S))")                \
+    for (int64_t q = 0; q < Q; q++) {                                                                 \
+      CT m = stats[2 * q], r = (CT)(1.0 / sqrt((double)stats[2 * q + 1] + eps));                      \
+      CT wq = g->weight_on_q ? w[q] : 1;                                                              \
+      double A = 0, B = 0;                                                                            \
+      for (int64_t p = 0; p < P; p++) {                                                               \
+        int64_t o = (p * Q + q) * S;                                                                  \
+        gsums_##ID(gy + o, x + o, g->weight_on_q ? NULL : w, S, m, &A, &B);                           \
+      }                                                                                               \
+      /* mean(g) and r * mean(g * xhat) / ... folded: gx = r g - r a - (x - m) r^3 mean(g (x - m)) */ \
+      CT ra = (CT)(r * wq * A / (double)n), k3 = (CT)((double)r * r * r * wq * B / (double)n);         \
+      CT rw = r * wq;                                                                                 \
+      for (int64_t p = 0; p < P; p++) {                                                               \
+        int64_t o = (p * Q + q) * S;                                                                  \
+        const T *gr = gy + o, *xr = x + o;                                                            \
+        T *dr = gx + o;                                                                               \
+        if (g->weight_on_q) {                                                                         \
+          _Pragma("omp simd") for (int64_t s = 0; s < S; s++)                                         \
+            dr[s] = ST_##ID(rw * (CT)LD_##ID(gr[s]) - ra - ((CT)LD_##ID(xr[s]) - m) * k3);           \
+        } else {                                                                                      \
+          _Pragma("omp simd") for (int64_t s = 0; s < S; s++)                                         \
+            dr[s] = ST_##ID(r * (CT)LD_##ID(gr[s]) * w[s] - ra - ((CT)LD_##ID(xr[s]) - m) * k3);     \
+        }                                                                                             \
+      }                                                                                               \
+    }                                                                                                 \
+  }                                                                                                   \
+  static dle_status grad_affine_##ID(const dle_norm_geom *g, T *gw, T *gb, const T *gy, const T *x,   \
+                                     const CT *stats, double eps) {                                   \
+    int64_t P = g->p, Q = g->q, S = g->s;                                                             \
+    if (g->weight_on_q) {                                                                             \
+      _Pragma("omp parallel for schedule(static) if (Q > 1 && cpu_parallel(P * Q * S))")              \
+      for (int64_t q = 0; q < Q; q++) {                                                               \
+        CT m = stats[2 * q];                                                                          \
+        double r = 1.0 / sqrt((double)stats[2 * q + 1] + eps), A = 0, B = 0;                          \
+        for (int64_t p = 0; p < P; p++) {                                                             \
+          int64_t o = (p * Q + q) * S;                                                                \
+          gsums_##ID(gy + o, x + o, NULL, S, m, &A, &B);                                              \
+        }                                                                                             \
+        gw[q] = ST_##ID(r * B), gb[q] = ST_##ID(A);                                                   \
+      }                                                                                               \
+      return DLE_OK;                                                                                  \
+    }                                                                                                 \
+    /* layer_norm: P == 1; column sums over the Q rows in chunks */                                   \
+    int64_t nc = cpu_parallel(Q * S) ? min64(Q, NORM_CHUNKS) : 1, per = nc ? (Q + nc - 1) / nc : 0;  \
+    double *part = calloc((size_t)(nc > 0 ? nc : 1) * 2 * (size_t)(S > 0 ? S : 1), sizeof(double));   \
+    if (!part) return dle_error("layer_norm_grad_affine: out of memory");                             \
+    _Pragma("omp parallel for schedule(static) if (nc > 1)")                                          \
+    for (int64_t c = 0; c < nc; c++) {                                                                \
+      double *pw = part + 2 * c * S, *pb = pw + S;                                                    \
+      for (int64_t q = c * per; q < min64(Q, (c + 1) * per); q++) {                                   \
+        CT m = stats[2 * q], r = (CT)(1.0 / sqrt((double)stats[2 * q + 1] + eps));                    \
+        const T *gr = gy + q * S, *xr = x + q * S;                                                    \
+        _Pragma("omp simd") for (int64_t s = 0; s < S; s++) {                                         \
+          CT gv = (CT)LD_##ID(gr[s]);                                                                 \
+          pw[s] += gv * (((CT)LD_##ID(xr[s]) - m) * r);                                               \
+          pb[s] += gv;                                                                                \
+        }                                                                                             \
+      }                                                                                               \
+    }                                                                                                 \
+    for (int64_t s = 0; s < S; s++) {                                                                 \
+      double sw = 0, sb = 0;                                                                          \
+      for (int64_t c = 0; c < nc; c++) sw += part[2 * c * S + s], sb += part[(2 * c + 1) * S + s];    \
+      gw[s] = ST_##ID(sw), gb[s] = ST_##ID(sb);                                                       \
+    }                                                                                                 \
+    free(part);                                                                                       \
+    return DLE_OK;                                                                                    \
+  }                                                                                                   \
+  /* the weight (ones when absent) or bias (zeros) as n values of CT */                               \
+  static void load_param_##ID(CT *dst, const dle_tensor *t, int64_t n, CT def) {                      \
+    const T *src = t ? dle_tensor_data(t) : NULL;                                                     \
+    for (int64_t i = 0; i < n; i++) dst[i] = src ? (CT)LD_##ID(src[i]) : def;                         \
+  }
+
+CPU_FLOAT_TYPES(NORM_KERNELS)
+#undef NORM_KERNELS
+
+/* Which inputs are the weight, bias and running statistics (see ops.def). */
+static void param_inputs(dle_op op, dle_tensor *const *ins, int nin, const dle_attrs *a, dle_tensor **w,
+                         dle_tensor **b, dle_tensor **rmean, dle_tensor **rvar) {
+  *w = *b = *rmean = *rvar = NULL;
+  if (op == DLE_OP_LAYER_NORM || op == DLE_OP_BATCH_NORM) {
+    int i = 1;
+    if (a->ints[1]) *w = ins[i++];
+    if (a->ints[2]) *b = ins[i++];
+    if (op == DLE_OP_BATCH_NORM && !a->ints[0]) *rmean = ins[i++], *rvar = ins[i++];
+  } else if (nin > 3) {
+    *w = ins[3];
+  }
+}
+
+static dle_status cpu_norm(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
+                           const dle_attrs *a) {
+  const char *fn = dle_op_get_info(op)->name;
+  bool fwd = op == DLE_OP_LAYER_NORM || op == DLE_OP_BATCH_NORM;
+  int nout = dle_op_get_info(op)->nout;
+  for (int i = 0; i < nin; i++)
+    if (!dle_tensor_is_contiguous(ins[i])) return dle_error("%s: the CPU kernel expects contiguous inputs", fn);
+  for (int k = 0; k < nout; k++)
+    if (!dle_tensor_is_contiguous(outs[k])) return dle_error("%s: the CPU kernel expects contiguous outputs", fn);
+  const dle_tensor *x = fwd ? ins[0] : ins[1];
+  dle_norm_geom g = dle_norm_geom_of(op, x, a);
+  dle_tensor *w, *b, *rmean, *rvar;
+  param_inputs(op, ins, nin, a, &w, &b, &rmean, &rvar);
+  int64_t np = g.weight_on_q ? g.q : g.s;
+  double eps = a->f[0];
+  dle_status st = DLE_OK;
+#define CASE(ID, T, CT)                                                                              \
+  case DLE_##ID: {                                                                                   \
+    size_t nb = sizeof(CT) * (size_t)(np > 0 ? np : 1);                                              \
+    CT *wc = dle_cpu_alloc(nb), *bc = dle_cpu_alloc(nb);                                             \
+    if (!wc || !bc) {                                                                                \
+      st = dle_error("%s: out of memory", fn);                                                       \
+    } else {                                                                                         \
+      load_param_##ID(wc, w, np, 1);                                                                 \
+      load_param_##ID(bc, b, np, 0);                                                                 \
+      switch (op) {                                                                                  \
+        case DLE_OP_LAYER_NORM:                                                                      \
+        case DLE_OP_BATCH_NORM:                                                                      \
+          forward_##ID(&g, dle_tensor_data(outs[0]), dle_tensor_data(outs[1]), dle_tensor_data(ins[0]), \
+                       wc, bc, rmean ? dle_tensor_data(rmean) : NULL, rvar ? dle_tensor_data(rvar) : NULL, eps); \
+          break;                                                                                     \
+        case DLE_OP_LAYER_NORM_GRAD_INPUT:                                                           \
+        case DLE_OP_BATCH_NORM_GRAD_INPUT:                                                           \
+          grad_input_##ID(&g, dle_tensor_data(outs[0]), dle_tensor_data(ins[0]), dle_tensor_data(ins[1]), \
+                          dle_tensor_data(ins[2]), wc, eps);                                         \
+          break;                                                                                     \
+        default:                                                                                     \
+          st = grad_affine_##ID(&g, dle_tensor_data(outs[0]), dle_tensor_data(outs[1]),              \
+                                dle_tensor_data(ins[0]), dle_tensor_data(ins[1]), dle_tensor_data(ins[2]), eps); \
+      }                                                                                              \
+    }                                                                                                \
+    dle_cpu_free(wc, nb);                                                                            \
+    dle_cpu_free(bc, nb);                                                                            \
+    return st;                                                                                       \
+  }
+  switch (outs[0]->dtype) {
+    CPU_FLOAT_TYPES(CASE)
+    default: break;
+  }
+#undef CASE
+  return dle_error("%s: no CPU kernel for %s", fn, dle_dtype_name(outs[0]->dtype));
+}
+
+void cpu_register_norm(dle_backend *b) {
+  static const dle_op ops[] = {DLE_OP_LAYER_NORM, DLE_OP_LAYER_NORM_GRAD_INPUT, DLE_OP_LAYER_NORM_GRAD_AFFINE,
+                               DLE_OP_BATCH_NORM, DLE_OP_BATCH_NORM_GRAD_INPUT, DLE_OP_BATCH_NORM_GRAD_AFFINE};
+  for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) b->kernels[ops[i]] = cpu_norm;
+}
