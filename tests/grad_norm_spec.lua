@@ -84,6 +84,17 @@ describe("layer_norm gradients", function()
     check(gradients_of(h), {x, w}, {forward = false})
   end)
 
+  it("does not keep y for backward: writing y in place afterwards leaves the gradient right", function()
+    local x, w = randn({2, 3}, 24), randn({3}, 25)
+    local xr = x:detach():requires_grad_(true)
+    local want = dle.grad(((dle.layer_norm(xr, 3, w)) * w):sum(), {xr})[1]
+    local y = dle.layer_norm(xr, 3, w)
+    y:add_(1)
+    y = y * w
+    local got = dle.grad(y:sum(), {xr})[1]
+    H.assert_close(got, want:totable(), {rtol = 1e-12, atol = 1e-12})
+  end)
+
   it("forward-mode tangents of layer_norm agree with the reverse-mode gradient (<jvp(t), u> = <t, vjp(u)>)", function()
     local x, w, t, u = randn({3, 5}, 20), randn({5}, 21), randn({3, 5}, 22), randn({3, 5}, 23)
     local _, ty = dle.jvp(function(x_) return (dle.layer_norm(x_, 5, w)) end, {x}, {t})

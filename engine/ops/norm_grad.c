@@ -406,9 +406,9 @@ static dle_status jvp_grad_affine(dle_op op, const dle_attrs *a, dle_tensor *con
 }
 
 void dle_grad_register_norm(dle_grad_rule *r) {
-  /* the forward ops read x and weight and their stats output */
-  r[DLE_OP_LAYER_NORM] = (dle_grad_rule){vjp_norm, jvp_norm, DLE_SAVE_ALL, true};
-  r[DLE_OP_BATCH_NORM] = (dle_grad_rule){vjp_norm, jvp_norm, DLE_SAVE_ALL, true};
+  /* the forward ops read x, the weight and their stats output, never y (not kept alive) */
+  r[DLE_OP_LAYER_NORM] = (dle_grad_rule){vjp_norm, jvp_norm, DLE_SAVE_ALL, DLE_SAVE(1)};
+  r[DLE_OP_BATCH_NORM] = (dle_grad_rule){vjp_norm, jvp_norm, DLE_SAVE_ALL, DLE_SAVE(1)};
   r[DLE_OP_LAYER_NORM_GRAD_INPUT] = (dle_grad_rule){vjp_grad_input, jvp_grad_input, DLE_SAVE_ALL, false};
   r[DLE_OP_BATCH_NORM_GRAD_INPUT] = (dle_grad_rule){vjp_grad_input, jvp_grad_input, DLE_SAVE_ALL, false};
   r[DLE_OP_LAYER_NORM_GRAD_AFFINE] = (dle_grad_rule){vjp_grad_affine, jvp_grad_affine, DLE_SAVE_ALL, false};
