@@ -90,7 +90,6 @@ static dle_status check_shapes(dle_op op, const norm_args *r, const dle_attrs *a
 }
 
 dle_status dle_forward_norm(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin, const dle_attrs *a) {
-  const char *fn = dle_op_get_info(op)->name;
   norm_args r;
   int pn = 0;
   int64_t psizes[DLE_MAX_DIMS], q = 0;
@@ -103,44 +102,18 @@ dle_status dle_forward_norm(dle_op op, dle_tensor **outs, dle_tensor *const *ins
   if (!dle_dtype_is_float(dt)) dt = DLE_DEFAULT_FLOAT;
   dle_dtype sdt = dle_norm_stats_dtype(dt);
 
-  /* result shapes and dtypes */
-  int nout = dle_op_get_info(op)->nout, rn[2];
-  int64_t rs[2][DLE_MAX_DIMS];
-  dle_dtype rdt[2] = {dt, dt};
+  /* results: y and stats, or gx, or gw and gb of the parameters' shape */
+  dle_result_spec res[2] = {{.dtype = dt}, {.dtype = dt}};
   if (op == DLE_OP_LAYER_NORM_GRAD_AFFINE || op == DLE_OP_BATCH_NORM_GRAD_AFFINE) {
-    for (int k = 0; k < 2; k++) rn[k] = pn, memcpy(rs[k], psizes, sizeof(int64_t) * (size_t)pn);
+    for (int k = 0; k < 2; k++) res[k].ndim = pn, memcpy(res[k].sizes, psizes, sizeof(int64_t) * (size_t)pn);
   } else {
-    rn[0] = r.x->ndim, memcpy(rs[0], r.x->sizes, sizeof(int64_t) * (size_t)r.x->ndim);
-    rn[1] = 2, rs[1][0] = q, rs[1][1] = 2, rdt[1] = sdt;
+    res[0].ndim = r.x->ndim, memcpy(res[0].sizes, r.x->sizes, sizeof(int64_t) * (size_t)r.x->ndim);
+    res[1] = (dle_result_spec){.ndim = 2, .sizes = {q, 2}, .dtype = sdt};
   }
-  for (int k = 0; k < nout; k++)
-    if (outs[k] && !dle_shape_equal(outs[k]->ndim, outs[k]->sizes, rn[k], rs[k])) {
-      char buf[128];
-      return dle_error("%s: result of shape %s cannot be written into an output of shape %s", fn,
-                       dle_shape_str(buf, sizeof buf, rn[k], rs[k]), SHAPE(outs[k]));
-    }
-
-  /* inputs in the kernels' dtypes, contiguous: statistics in sdt, the rest in dt */
-  dle_tensor *cin[5] = {NULL}, *res[2] = {NULL, NULL};
-  dle_status st = DLE_OK;
-  for (int i = 0; i < nin && st == DLE_OK; i++) {
-    bool is_stat = r.stats ? i == 2 : r.rmean && i >= nin - 2;
-    dle_tensor *c = NULL;
-    st = dle_cast_if_needed(&c, ins[i], is_stat ? sdt : dt);
-    if (st == DLE_OK) st = dle_contiguous(&cin[i], c);
-    dle_tensor_release(c);
-  }
-  for (int k = 0; k < nout && st == DLE_OK; k++)
-    st = dle_tensor_empty(&res[k], rn[k], rs[k], rdt[k], dle_tensor_device(ins[0]));
-  if (st == DLE_OK) st = dle_dispatch(op, res, nout, cin, nin, a);
-  for (int k = 0; k < nout && st == DLE_OK; k++)
-    if (outs[k]) st = dle_copy_(outs[k], res[k]);
-  for (int i = 0; i < nin; i++) dle_tensor_release(cin[i]);
-  for (int k = 0; k < nout; k++) {
-    if (st == DLE_OK && !outs[k]) outs[k] = res[k];
-    else dle_tensor_release(res[k]);
-  }
-  return st;
+  /* the kernels read statistics (stats, running_mean, running_var) in sdt, the rest in dt */
+  dle_dtype in_dt[5];
+  for (int i = 0; i < nin; i++) in_dt[i] = (r.stats ? i == 2 : r.rmean && i >= nin - 2) ? sdt : dt;
+  return dle_dispatch_contiguous(op, outs, res, ins, nin, in_dt, a);
 }
 
 /* ---- public wrappers ---- */
