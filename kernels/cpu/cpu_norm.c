@@ -24,8 +24,12 @@
 #define NORM_BLOCK 512
 /* Row chunks of layer_norm's grad_affine: each has its own partial sums {2, S}. */
 #define NORM_CHUNKS 16
+/* Rows a layer_norm grad_affine chunk sums in the compute type before adding them in double. */
+#define NORM_GROUP 32
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+/* Elements of T per 64-byte cache line. */
+#define NORM_LINE(T) ((int64_t)(64 / sizeof(T)))
 
 /* Block sums in the compute type, written with vector extensions: four independent vector
  * accumulators per sum, so that the adds do not wait on each other (one accumulator made the
@@ -129,9 +133,14 @@ VSUMS(double, vd)
         if (g->weight_on_q) {                                                                         \
           CT sc = r * w[q], sh = b[q] - m * sc;                                                       \
           _Pragma("omp simd") for (int64_t s = 0; s < S; s++) yr[s] = ST_##ID((CT)LD_##ID(xr[s]) * sc + sh); \
-        } else {                                                                                      \
-          _Pragma("omp simd") for (int64_t s = 0; s < S; s++)                                         \
-            yr[s] = ST_##ID(((CT)LD_##ID(xr[s]) - m) * r * w[s] + b[s]);                              \
+        } else { /* layer_norm: also fetches the next row while this one is written */                \
+          const T *nx = q + 1 < Q ? xr + S : xr;                                                      \
+          for (int64_t s0 = 0; s0 < S; s0 += NORM_LINE(T)) {                                          \
+            int64_t e = min64(S, s0 + NORM_LINE(T));                                                  \
+            __builtin_prefetch(nx + s0);                                                              \
+            _Pragma("omp simd") for (int64_t s = s0; s < e; s++)                                      \
+              yr[s] = ST_##ID(((CT)LD_##ID(xr[s]) - m) * r * w[s] + b[s]);                            \
+          }                                                                                           \
         }                                                                                             \
       }                                                                                               \
     }                                                                                                 \
@@ -158,9 +167,15 @@ VSUMS(double, vd)
         if (g->weight_on_q) {                                                                         \
           _Pragma("omp simd") for (int64_t s = 0; s < S; s++)                                         \
             dr[s] = ST_##ID(rw * (CT)LD_##ID(gr[s]) - ra - ((CT)LD_##ID(xr[s]) - m) * k3);           \
-        } else {                                                                                      \
-          _Pragma("omp simd") for (int64_t s = 0; s < S; s++)                                         \
-            dr[s] = ST_##ID(r * (CT)LD_##ID(gr[s]) * w[s] - ra - ((CT)LD_##ID(xr[s]) - m) * k3);     \
+        } else { /* layer_norm: fetches the next rows of gy and x meanwhile */                       \
+          int64_t nxt = q + 1 < Q ? S : 0;                                                            \
+          for (int64_t s0 = 0; s0 < S; s0 += NORM_LINE(T)) {                                          \
+            int64_t e = min64(S, s0 + NORM_LINE(T));                                                  \
+            __builtin_prefetch(gr + nxt + s0);                                                        \
+            __builtin_prefetch(xr + nxt + s0);                                                        \
+            _Pragma("omp simd") for (int64_t s = s0; s < e; s++)                                      \
+              dr[s] = ST_##ID(r * (CT)LD_##ID(gr[s]) * w[s] - ra - ((CT)LD_##ID(xr[s]) - m) * k3);   \
+          }                                                                                           \
         }                                                                                             \
       }                                                                                               \
     }                                                                                                 \
@@ -181,21 +196,39 @@ VSUMS(double, vd)
       }                                                                                               \
       return DLE_OK;                                                                                  \
     }                                                                                                 \
-    /* layer_norm: P == 1; column sums over the Q rows in chunks */                                   \
+    /* layer_norm: P == 1; column sums over the Q rows in chunks, each summing groups of      \
+     * NORM_GROUP rows in CT (vectorised along the row) and the groups in double */                  \
     int64_t nc = cpu_parallel(Q * S) ? min64(Q, NORM_CHUNKS) : 1, per = nc ? (Q + nc - 1) / nc : 0;  \
-    double *part = calloc((size_t)(nc > 0 ? nc : 1) * 2 * (size_t)(S > 0 ? S : 1), sizeof(double));   \
-    if (!part) return dle_error("layer_norm_grad_affine: out of memory");                             \
+    size_t ns = (size_t)(nc > 0 ? nc : 1) * 2 * (size_t)(S > 0 ? S : 1);                              \
+    double *part = calloc(ns, sizeof(double));                                                        \
+    CT *grp = malloc(ns * sizeof(CT));                                                                \
+    if (!part || !grp) {                                                                              \
+      free(part), free(grp);                                                                          \
+      return dle_error("layer_norm_grad_affine: out of memory");                                      \
+    }                                                                                                 \
     _Pragma("omp parallel for schedule(static) if (nc > 1)")                                          \
     for (int64_t c = 0; c < nc; c++) {                                                                \
       double *pw = part + 2 * c * S, *pb = pw + S;                                                    \
-      for (int64_t q = c * per; q < min64(Q, (c + 1) * per); q++) {                                   \
-        CT m = stats[2 * q], r = (CT)(1.0 / sqrt((double)stats[2 * q + 1] + eps));                    \
-        const T *gr = gy + q * S, *xr = x + q * S;                                                    \
-        _Pragma("omp simd") for (int64_t s = 0; s < S; s++) {                                         \
-          CT gv = (CT)LD_##ID(gr[s]);                                                                 \
-          pw[s] += gv * (((CT)LD_##ID(xr[s]) - m) * r);                                               \
-          pb[s] += gv;                                                                                \
+      CT *aw = grp + 2 * c * S, *ab = aw + S;                                                         \
+      int64_t q1 = min64(Q, (c + 1) * per);                                                           \
+      for (int64_t g0 = c * per; g0 < q1; g0 += NORM_GROUP) {                                         \
+        for (int64_t s = 0; s < S; s++) aw[s] = ab[s] = 0;                                            \
+        for (int64_t q = g0; q < min64(q1, g0 + NORM_GROUP); q++) {                                   \
+          CT m = stats[2 * q], r = (CT)(1.0 / sqrt((double)stats[2 * q + 1] + eps));                  \
+          const T *gr = gy + q * S, *xr = x + q * S;                                                  \
+          int64_t nxt = q + 1 < q1 ? S : 0;                                                           \
+          for (int64_t s0 = 0; s0 < S; s0 += NORM_LINE(T)) {                                          \
+            int64_t e = min64(S, s0 + NORM_LINE(T));                                                  \
+            __builtin_prefetch(gr + nxt + s0);                                                        \
+            __builtin_prefetch(xr + nxt + s0);                                                        \
+            _Pragma("omp simd") for (int64_t s = s0; s < e; s++) {                                    \
+              CT gv = (CT)LD_##ID(gr[s]);                                                             \
+              aw[s] += gv * (((CT)LD_##ID(xr[s]) - m) * r);                                           \
+              ab[s] += gv;                                                                            \
+            }                                                                                         \
+          }                                                                                           \
         }                                                                                             \
+        for (int64_t s = 0; s < S; s++) pw[s] += aw[s], pb[s] += ab[s];                               \
       }                                                                                               \
     }                                                                                                 \
     for (int64_t s = 0; s < S; s++) {                                                                 \
@@ -203,7 +236,7 @@ VSUMS(double, vd)
       for (int64_t c = 0; c < nc; c++) sw += part[2 * c * S + s], sb += part[(2 * c + 1) * S + s];    \
       gw[s] = ST_##ID(sw), gb[s] = ST_##ID(sb);                                                       \
     }                                                                                                 \
-    free(part);                                                                                       \
+    free(part), free(grp);                                                                            \
     return DLE_OK;                                                                                    \
   }                                                                                                   \
   /* the weight (ones when absent) or bias (zeros) as n values of CT */                               \
