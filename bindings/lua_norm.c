@@ -3,7 +3,8 @@
  *   dle.batch_norm(x, weight, bias, running_mean, running_var, training, eps) -> y, stats
  * (also as methods of x). normalized_shape is the size of the last dim or a table of the trailing
  * sizes; weight, bias and (when training) the running statistics may be nil; eps defaults to
- * 1e-5. stats {rows or C, 2} holds the mean and biased variance used. The backward ops are
+ * 1e-5. stats {rows or C, 2} holds the mean and biased variance used (dle.batch_norm does not
+ * update running statistics: dle.nn.functional.batch_norm does, from stats). The backward ops are
  * methods of the output gradient gy, named like the ops:
  *   gy:layer_norm_grad_input(x, stats, weight_or_nil, normalized_shape, eps)
  *   gy:layer_norm_grad_affine(x, stats, normalized_shape, eps) -> gw, gb
