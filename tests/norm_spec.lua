@@ -170,6 +170,19 @@ describe("dle.layer_norm", function()
     assert.are.same({0, 2}, stats:shape())
   end)
 
+  it("writes large float32 outputs (>= 8 MiB, streaming stores) right, rows aligned or not", function()
+    for _, shape in ipairs({{2048, 1024}, {2048, 1027}}) do
+      local x = dle.randn(shape, {generator = dle.Generator(12)})
+      local w, b = dle.randn(shape[2], {generator = dle.Generator(13)}), dle.randn(shape[2], {generator = dle.Generator(14)})
+      local y = dle.layer_norm(x, shape[2], w, b)
+      local x64 = x:to("float64")
+      local m = x64:mean(-1, true)
+      local want = (x64 - m) * ((x64 - m) ^ 2):mean(-1, true):add(1e-5):rsqrt() * w:to("float64") + b:to("float64")
+      local err = (y:to("float64") - want):abs():max():item()
+      assert.is_true(err < 1e-4, "shape {" .. table.concat(shape, ",") .. "}: max error " .. err)
+    end
+  end)
+
   it("refuses mismatched shapes with messages naming the function and the shapes", function()
     local x = dle.zeros(2, 3)
     H.assert_error(function() dle.layer_norm(x, 4) end, "layer_norm", "{2,3}", "{4}")
