@@ -14,7 +14,11 @@
  * grad_affine  gw = sum gy * xhat, gb = sum gy over everything but the weight's index: per q for
  *              batch_norm; for layer_norm per column, in a fixed number of row chunks with double
  *              partial sums joined in a fixed order (results do not depend on the thread count).
- * Sums run in blocks of NORM_BLOCK elements in CT (vector accumulators), blocks joined in double. */
+ * Sums run in blocks of NORM_BLOCK elements in CT (vector accumulators), blocks joined in double.
+ * The layer_norm row loops prefetch the next row while writing the current one (a row is one
+ * 4 KiB page at D = 1024, where the hardware prefetcher stops), and large float32 outputs are
+ * written with streaming stores. Measured on 4096 x 1024 float32, 1 thread: forward 6.7 -> 3.4 ms
+ * with vector accumulators and prefetching (bench/layer_norm_bandwidth.lua for GB/s). */
 #include <stdlib.h>
 
 #include "../../engine/ops/norm_geom.h"
