@@ -38,7 +38,7 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 /* Block sums in the compute type, written with vector extensions: four independent vector
  * accumulators per sum, so that the adds do not wait on each other (one accumulator made the
  * statistics pass compute-bound at 1 float per cycle). VSUMS(CT, NAME) defines
- *   NAME_sums(x, n, m, s1, s2):           s1 += sum (x - m),  s2 += sum (x - m)^2
+ *   NAME_sums(x, n, m, s1, s2):           s1 += sum (x - m),  s2 += sum (x - m)^2 (s2 NULL: skipped)
  *   NAME_gsums(gy, x, w, n, m, A, B):     A += sum g,  B += sum g (x - m),  g = gy w (w NULL: 1)
  * over n <= NORM_BLOCK contiguous values of CT. */
 #define VSUMS(CT, NAME)                                                                              \
@@ -57,14 +57,20 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
   static void NAME##_sums(const CT *x, int64_t n, CT m, double *s1, double *s2) {                     \
     NAME##_vec a[4] = {{0}}, b[4] = {{0}}, mv = (NAME##_vec){0} + m;                                  \
     int64_t i = 0;                                                                                    \
-    for (; i + 4 * NAME##_W <= n; i += 4 * NAME##_W)                                                  \
-      for (int k = 0; k < 4; k++) {                                                                   \
-        NAME##_vec d = NAME##_load(x + i + k * NAME##_W) - mv;                                        \
-        a[k] += d, b[k] += d * d;                                                                     \
-      }                                                                                               \
+    if (!s2) { /* the plain sum (the mean's pass) */                                                  \
+      for (; i + 4 * NAME##_W <= n; i += 4 * NAME##_W)                                                \
+        for (int k = 0; k < 4; k++) a[k] += NAME##_load(x + i + k * NAME##_W) - mv;                   \
+    } else {                                                                                          \
+      for (; i + 4 * NAME##_W <= n; i += 4 * NAME##_W)                                                \
+        for (int k = 0; k < 4; k++) {                                                                 \
+          NAME##_vec d = NAME##_load(x + i + k * NAME##_W) - mv;                                      \
+          a[k] += d, b[k] += d * d;                                                                   \
+        }                                                                                             \
+    }                                                                                                 \
     CT t1 = NAME##_hsum(a[0] + a[1] + a[2] + a[3]), t2 = NAME##_hsum(b[0] + b[1] + b[2] + b[3]);      \
     for (; i < n; i++) t1 += x[i] - m, t2 += (x[i] - m) * (x[i] - m);                                 \
-    *s1 += t1, *s2 += t2;                                                                             \
+    *s1 += t1;                                                                                        \
+    if (s2) *s2 += t2;                                                                                \
   }                                                                                                   \
   static void NAME##_gsums(const CT *gy, const CT *x, const CT *w, int64_t n, CT m, double *A,         \
                            double *B) {                                                               \
@@ -152,8 +158,8 @@ static void norm_row_stream(float *y, const float *x, const float *nx, int64_t n
       if (rmean) {                                                                                    \
         mean = rmean[q], var = rvar[q];                                                               \
       } else {                                                                                        \
-        double s1 = 0, s2 = 0, c1 = 0, c2 = 0;                                                        \
-        for (int64_t p = 0; p < P; p++) sums_##ID(x + (p * Q + q) * S, S, 0, &s1, &s2);               \
+        double s1 = 0, c1 = 0, c2 = 0;                                                                \
+        for (int64_t p = 0; p < P; p++) sums_##ID(x + (p * Q + q) * S, S, 0, &s1, NULL);              \
         mean = s1 / (double)n;                                                                        \
         for (int64_t p = 0; p < P; p++) sums_##ID(x + (p * Q + q) * S, S, (CT)mean, &c1, &c2);        \
         /* c1 corrects for mean having been rounded to CT */                                          \
