@@ -220,7 +220,7 @@ static dle_status node_fill(dle_node *n, dle_tensor *const *ins, const uint32_t 
     o->ndim = t->ndim;
     memcpy(o->sizes, t->sizes, sizeof o->sizes);
     o->dtype = t->dtype;
-    if (save_outputs & (1u << (k < 31 ? k : 31))) {
+    if (save_outputs == 1 || (save_outputs & (1u << (k < 31 ? k : 31)))) { /* 1: true, all */
       DLE_TRY(alias(&o->value, t));
       o->version = t->storage->version;
     }

@@ -27,9 +27,9 @@ typedef struct {
   dle_vjp_fn vjp;
   dle_jvp_fn jvp;
   unsigned save_inputs; /* bit i: the reverse rule reads input i's value */
-  unsigned save_outputs; /* bit k: the reverse rule reads output k's value (true: output 0 only,
-                          * DLE_SAVE_ALL: every output); an output not saved is neither kept
-                          * alive by the graph nor checked for later in-place writes */
+  unsigned save_outputs; /* the reverse rule reads the outputs' values: true (1) every output,
+                          * else bit k (DLE_SAVE(k)) output k. An output not saved is neither kept
+                          * alive by the graph nor checked for later in-place writes. */
 } dle_grad_rule;
 
 #define DLE_SAVE(i) (1u << (i))

@@ -452,7 +452,7 @@ void dle_grad_register_conv(dle_grad_rule *r) {
       (dle_grad_rule){vjp_conv2d_grad_input, jvp_bilinear, DLE_SAVE(0) | DLE_SAVE(1), false};
   r[DLE_OP_CONV2D_GRAD_WEIGHT] =
       (dle_grad_rule){vjp_conv2d_grad_weight, jvp_bilinear, DLE_SAVE(0) | DLE_SAVE(1), false};
-  r[DLE_OP_MAX_POOL2D] = (dle_grad_rule){vjp_max_pool2d, jvp_max_pool2d, 0, DLE_SAVE_ALL};
+  r[DLE_OP_MAX_POOL2D] = (dle_grad_rule){vjp_max_pool2d, jvp_max_pool2d, 0, true};
   r[DLE_OP_AVG_POOL2D] = (dle_grad_rule){vjp_avg_pool2d, jvp_linear_pool, 0, false};
   r[DLE_OP_AVG_POOL2D_GRAD] = (dle_grad_rule){vjp_avg_pool2d_grad, jvp_linear_pool, 0, false};
 }

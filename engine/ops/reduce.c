@@ -643,8 +643,8 @@ void dle_grad_register_reduce(dle_grad_rule *r) {
   r[DLE_OP_LOGSUMEXP] = (dle_grad_rule){vjp_logsumexp, jvp_logsumexp, DLE_SAVE(0), true};
   r[DLE_OP_AMAX] = (dle_grad_rule){vjp_amax, jvp_amax, DLE_SAVE(0), true};
   r[DLE_OP_AMIN] = (dle_grad_rule){vjp_amax, jvp_amax, DLE_SAVE(0), true};
-  r[DLE_OP_MAX] = (dle_grad_rule){vjp_max, jvp_max, 0, DLE_SAVE_ALL};
-  r[DLE_OP_MIN] = (dle_grad_rule){vjp_max, jvp_max, 0, DLE_SAVE_ALL};
+  r[DLE_OP_MAX] = (dle_grad_rule){vjp_max, jvp_max, 0, true};
+  r[DLE_OP_MIN] = (dle_grad_rule){vjp_max, jvp_max, 0, true};
   r[DLE_OP_SOFTMAX] = (dle_grad_rule){vjp_softmax, jvp_softmax, 0, true};
   r[DLE_OP_LOG_SOFTMAX] = (dle_grad_rule){vjp_log_softmax, jvp_log_softmax, 0, true};
 }
