@@ -41,6 +41,51 @@ local ENTRIES = {
       body = "c = a + b",
     },
   },
+  -- Normalization over rows of a 4096 x 1024 float32 (16 MiB per tensor). Bandwidth yardstick:
+  -- a + b moves 48 MiB; layer_norm forward 32 MiB (x in, y out); forward + backward 112 MiB
+  -- (forward 32; grad_input reads gy and x, writes gx: 48; grad_affine reads gy and x: 32).
+  {
+    key = "add_4m",
+    name = "c = a + b, 4096 x 1024 float32 (48 MiB moved)",
+    unit = "us",
+    dle = function()
+      local a, b = dle.randn(4096, 1024), dle.randn(4096, 1024)
+      return function() local _ = a + b end
+    end,
+    torch = {setup = "a = torch.randn(4096, 1024)\nb = torch.randn(4096, 1024)", body = "c = a + b"},
+  },
+  {
+    key = "layer_norm_fwd",
+    name = "layer_norm forward, 4096 x 1024 float32 with weight and bias (32 MiB)",
+    unit = "us",
+    dle = function()
+      local x, w, b = dle.randn(4096, 1024), dle.randn(1024), dle.randn(1024)
+      return function() local _ = dle.layer_norm(x, 1024, w, b) end
+    end,
+    torch = {
+      setup = "x = torch.randn(4096, 1024)\nw = torch.randn(1024)\nb = torch.randn(1024)",
+      body = "y = torch.nn.functional.layer_norm(x, (1024,), w, b)",
+    },
+  },
+  {
+    key = "layer_norm_fwd_bwd",
+    name = "layer_norm forward + backward (x, weight, bias), 4096 x 1024 float32",
+    unit = "us",
+    dle = function()
+      local x = dle.randn(4096, 1024):requires_grad_()
+      local w, b = dle.randn(1024):requires_grad_(), dle.randn(1024):requires_grad_()
+      local gy = dle.randn(4096, 1024)
+      return function()
+        local y = dle.layer_norm(x, 1024, w, b)
+        dle.grad(y, {x, w, b}, {grad_outputs = gy})
+      end
+    end,
+    torch = {
+      setup = "x = torch.randn(4096, 1024, requires_grad=True)\nw = torch.randn(1024, requires_grad=True)\n"
+        .. "b = torch.randn(1024, requires_grad=True)\ngy = torch.randn(4096, 1024)",
+      body = "y = torch.nn.functional.layer_norm(x, (1024,), w, b)\ntorch.autograd.grad(y, (x, w, b), gy)",
+    },
+  },
 }
 
 -- ---------------------------------------------------------------- options

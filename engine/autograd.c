@@ -75,6 +75,7 @@ const dle_grad_rule *dle_grad_rule_of(dle_op op) {
     dle_grad_register_matmul(rules);
     dle_grad_register_index(rules);
     dle_grad_register_conv(rules);
+    dle_grad_register_norm(rules);
     ready = true;
   }
   return &rules[op];
@@ -230,7 +231,7 @@ static dle_node *node_new(dle_op op, const dle_attrs *a, int nin, int nout) {
 
 /* Fills the edges and metadata of the inputs (values per mask) and of the outputs. */
 static dle_status node_fill(dle_node *n, dle_tensor *const *ins, const uint32_t *versions,
-                            unsigned save_inputs, dle_tensor **outs, bool save_outputs) {
+                            unsigned save_inputs, dle_tensor **outs, unsigned save_outputs) {
   for (int i = 0; i < n->nin; i++) {
     node_input *e = &n->in[i];
     dle_tensor *t = ins[i];
@@ -258,7 +259,7 @@ static dle_status node_fill(dle_node *n, dle_tensor *const *ins, const uint32_t 
     o->ndim = t->ndim;
     memcpy(o->sizes, t->sizes, sizeof o->sizes);
     o->dtype = t->dtype;
-    if (save_outputs) {
+    if (save_outputs == 1 || (save_outputs & (1u << (k < 31 ? k : 31)))) { /* 1: true, all */
       DLE_TRY(alias(&o->value, t));
       o->version = t->storage->version;
     }

@@ -27,7 +27,9 @@ typedef struct {
   dle_vjp_fn vjp;
   dle_jvp_fn jvp;
   unsigned save_inputs; /* bit i: the reverse rule reads input i's value */
-  bool save_outputs;    /* the reverse rule reads the outputs' values */
+  unsigned save_outputs; /* the reverse rule reads the outputs' values: true (1) every output,
+                          * else bit k (DLE_SAVE(k)) output k. An output not saved is neither kept
+                          * alive by the graph nor checked for later in-place writes. */
 } dle_grad_rule;
 
 #define DLE_SAVE(i) (1u << (i))
@@ -67,6 +69,7 @@ void dle_grad_register_reduce(dle_grad_rule *rules);      /* ops/reduce.c */
 void dle_grad_register_matmul(dle_grad_rule *rules);      /* ops/matmul.c */
 void dle_grad_register_index(dle_grad_rule *rules);       /* ops/index.c */
 void dle_grad_register_conv(dle_grad_rule *rules);        /* ops/conv.c */
+void dle_grad_register_norm(dle_grad_rule *rules);        /* ops/norm_grad.c */
 
 /* ---- used by the front door (ops.c) ---- */
 /* Should a call of op with these inputs be recorded? (grad mode on, op differentiable, some

@@ -48,6 +48,21 @@ dle_status dle_dispatch(dle_op op, dle_tensor *const *outs, int nout, dle_tensor
 /* A copy of t in dtype dt when it differs (else t retained), into *out. */
 dle_status dle_cast_if_needed(dle_tensor **out, dle_tensor *t, dle_dtype dt);
 
+/* Shape and dtype of one result of an op. */
+typedef struct {
+  int ndim;
+  int64_t sizes[DLE_MAX_DIMS];
+  dle_dtype dtype;
+} dle_result_spec;
+
+/* The end of a front door whose kernels want contiguous inputs and fresh contiguous outputs
+ * (conv, norm): checks the shapes of the caller's outputs against res (one per output of op),
+ * gives the kernel input i cast to in_dt[i] and contiguous (at most 8 inputs), then copies the
+ * results into the caller's outputs or hands the fresh ones over. */
+dle_status dle_dispatch_contiguous(dle_op op, dle_tensor **outs, const dle_result_spec *res,
+                                   dle_tensor *const *ins, int nin, const dle_dtype *in_dt,
+                                   const dle_attrs *a);
+
 /* Per-kind front doors (shape rule + dtype rule + dispatch), one file each under engine/ops/. */
 typedef dle_status (*dle_forward_fn)(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                                      const dle_attrs *attrs);
@@ -60,6 +75,7 @@ dle_status dle_forward_softmax(dle_op, dle_tensor **, dle_tensor *const *, int, 
 dle_status dle_forward_matmul(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
 dle_status dle_forward_index(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
 dle_status dle_forward_conv(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
+dle_status dle_forward_norm(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
 
 /* 128-bit Philox blocks a random op consumes for n elements of dt (rng.c); the kernels map
  * element i to its block with the same rule. */

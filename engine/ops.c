@@ -17,6 +17,7 @@ static const dle_forward_fn forward_of_kind[DLE_NUM_KINDS] = {
     [DLE_KIND_WHERE] = dle_forward_elementwise,   [DLE_KIND_REDUCE] = dle_forward_reduce,
     [DLE_KIND_SOFTMAX] = dle_forward_softmax,     [DLE_KIND_MATMUL] = dle_forward_matmul,
     [DLE_KIND_INDEX] = dle_forward_index,         [DLE_KIND_CONV] = dle_forward_conv,
+    [DLE_KIND_NORM] = dle_forward_norm,
 };
 
 
@@ -120,6 +121,39 @@ dle_status dle_dispatch(dle_op op, dle_tensor *const *outs, int nout, dle_tensor
   if (!b->kernels[op]) return dle_error("%s: not supported on the %s backend", fn, b->name);
   for (int i = 0; i < nout; i++) dle_tensor_bump_version(outs[i]);
   return b->kernels[op](op, outs, ins, nin, attrs);
+}
+
+dle_status dle_dispatch_contiguous(dle_op op, dle_tensor **outs, const dle_result_spec *res,
+                                   dle_tensor *const *ins, int nin, const dle_dtype *in_dt,
+                                   const dle_attrs *a) {
+  const char *fn = op_info[op].name;
+  int nout = op_info[op].nout;
+  if (nin > 8) return dle_error("%s: too many inputs (%d) for a contiguous kernel", fn, nin);
+  for (int k = 0; k < nout; k++)
+    if (outs[k] && !dle_shape_equal(outs[k]->ndim, outs[k]->sizes, res[k].ndim, res[k].sizes)) {
+      char buf[128];
+      return dle_error("%s: result of shape %s cannot be written into an output of shape %s", fn,
+                       dle_shape_str(buf, sizeof buf, res[k].ndim, res[k].sizes), SHAPE(outs[k]));
+    }
+  dle_tensor *cin[8] = {NULL}, *r[2] = {NULL, NULL};
+  dle_status st = DLE_OK;
+  for (int i = 0; i < nin && st == DLE_OK; i++) {
+    dle_tensor *c = NULL;
+    st = dle_cast_if_needed(&c, ins[i], in_dt[i]);
+    if (st == DLE_OK) st = dle_contiguous(&cin[i], c);
+    dle_tensor_release(c);
+  }
+  for (int k = 0; k < nout && st == DLE_OK; k++)
+    st = dle_tensor_empty(&r[k], res[k].ndim, res[k].sizes, res[k].dtype, dle_tensor_device(ins[0]));
+  if (st == DLE_OK) st = dle_dispatch(op, r, nout, cin, nin, a);
+  for (int k = 0; k < nout && st == DLE_OK; k++)
+    if (outs[k]) st = dle_copy_(outs[k], r[k]);
+  for (int i = 0; i < nin; i++) dle_tensor_release(cin[i]);
+  for (int k = 0; k < nout; k++) {
+    if (st == DLE_OK && !outs[k]) outs[k] = r[k];
+    else dle_tensor_release(r[k]);
+  }
+  return st;
 }
 
 dle_status dle_cast_if_needed(dle_tensor **out, dle_tensor *t, dle_dtype dt) {

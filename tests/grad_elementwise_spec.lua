@@ -9,30 +9,17 @@
 -- (create_graph) against finite differences of the gradient and closed forms; the seed
 -- examples of the issue.
 local dle = require "dle"
+local H = require "helpers"
 
 local F64 = {dtype = "float64"}
 
---- dle.gradcheck (forward mode too unless opts.forward == false), failing with its message.
-local function check(f, inputs, opts)
-  opts = opts or {}
-  if opts.forward == nil then opts.forward = true end
-  local ok, err, msg = dle.gradcheck(f, inputs, opts)
-  assert(ok, string.format("gradcheck failed (max abs error %g): %s", err, tostring(msg)))
-end
+local check = H.gradcheck  -- dle.gradcheck in both modes (forward = false: reverse only)
 
 --- f(inputs...) -> tensor; returns a function giving all of f's gradients (for the sum of f's
 -- output) with create_graph, so gradcheck of it (reverse mode: check2) compares second
 -- derivatives with finite differences of the gradient.
 local function gradients_of(f)
-  return function(...)
-    local ins = {...}
-    return dle.enable_grad(function()
-      local grads = dle.grad(f(table.unpack(ins)):sum(), ins, {create_graph = true, allow_unused = true})
-      local out = {}
-      for i = 1, #ins do out[i] = grads[i] and grads[i] * 1 or dle.zeros_like(ins[i]) end
-      return table.unpack(out)
-    end)
-  end
+  return H.gradients_of(function(...) return f(...):sum() end)
 end
 
 local function check2(f, inputs) check(gradients_of(f), inputs, {forward = false}) end

@@ -166,40 +166,17 @@ static dle_status conv_shape(dle_op op, dle_tensor *const *ins, int nin, const d
 
 dle_status dle_forward_conv(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                             const dle_attrs *a) {
-  const char *fn = op_name(op);
   int64_t sizes[4];
   DLE_TRY(conv_shape(op, ins, nin, a, sizes));
   /* dtype: the promoted dtype of the inputs; integers compute in the default float */
   dle_dtype dt = ins[0]->dtype;
   for (int i = 1; i < nin; i++) dt = dle_promote(dt, ins[i]->dtype);
   if (!dle_dtype_is_float(dt)) dt = DLE_DEFAULT_FLOAT;
-  int nout = dle_op_get_info(op)->nout;
-  for (int k = 0; k < nout; k++)
-    if (outs[k] && !dle_shape_equal(outs[k]->ndim, outs[k]->sizes, 4, sizes)) {
-      char buf[128];
-      return dle_error("%s: result of shape %s cannot be written into an output of shape %s", fn,
-                       dle_shape_str(buf, sizeof buf, 4, sizes), SHAPE(outs[k]));
-    }
-
-  dle_tensor *cin[3] = {NULL, NULL, NULL}, *r[2] = {NULL, NULL};
-  dle_status st = DLE_OK;
-  for (int i = 0; i < nin && st == DLE_OK; i++) {
-    dle_tensor *c = NULL;
-    st = dle_cast_if_needed(&c, ins[i], dt);
-    if (st == DLE_OK) st = dle_contiguous(&cin[i], c);
-    dle_tensor_release(c);
-  }
-  for (int k = 0; k < nout && st == DLE_OK; k++)
-    st = dle_tensor_empty(&r[k], 4, sizes, k == 0 ? dt : DLE_I64, dle_tensor_device(ins[0]));
-  if (st == DLE_OK) st = dle_dispatch(op, r, nout, cin, nin, a);
-  for (int k = 0; k < nout && st == DLE_OK; k++)
-    if (outs[k]) st = dle_copy_(outs[k], r[k]);
-  for (int i = 0; i < nin; i++) dle_tensor_release(cin[i]);
-  for (int k = 0; k < nout; k++) {
-    if (st == DLE_OK && !outs[k]) outs[k] = r[k];
-    else dle_tensor_release(r[k]);
-  }
-  return st;
+  dle_result_spec res[2] = {{.ndim = 4, .dtype = dt}, {.ndim = 4, .dtype = DLE_I64}}; /* values, indices */
+  memcpy(res[0].sizes, sizes, sizeof sizes);
+  memcpy(res[1].sizes, sizes, sizeof sizes);
+  dle_dtype in_dt[3] = {dt, dt, dt};
+  return dle_dispatch_contiguous(op, outs, res, ins, nin, in_dt, a);
 }
 
 /* ---- public wrappers ---- */

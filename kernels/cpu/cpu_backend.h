@@ -11,5 +11,6 @@ void cpu_register_reduce(dle_backend *b);      /* reduce.c: reductions, softmax 
 void cpu_register_matmul(dle_backend *b);      /* matmul.c */
 void cpu_register_index(dle_backend *b);       /* index.c: cat, gather, masked_fill, ... */
 void cpu_register_conv(dle_backend *b);        /* conv.c: conv2d and pooling */
+void cpu_register_norm(dle_backend *b);        /* norm.c: layer_norm, batch_norm */
 
 #endif

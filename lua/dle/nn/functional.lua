@@ -59,24 +59,20 @@ function F.dropout(x, p, training, opts)
   return x * mask * (1 / (1 - p))
 end
 
---- layer_norm(x, weight, bias, eps): normalizes over the last dimension (biased variance).
--- @param weight tensor {d} or nil
--- @param bias tensor {d} or nil
+--- layer_norm(x, weight, bias, eps, normalized_shape): normalizes over the trailing dimensions
+-- (zero mean, unit biased variance), then scales by weight and adds bias. One fused native op
+-- (dle.layer_norm) forward and backward.
+-- @param weight tensor of the normalized shape, or nil
+-- @param bias tensor of the normalized shape, or nil
 -- @param eps default 1e-5
+-- @param normalized_shape trailing sizes to normalize over (a number or a table); default: the
+--   shape of weight (or bias), else the last dimension
 -- @return tensor of x's shape
-function F.layer_norm(x, weight, bias, eps)
+function F.layer_norm(x, weight, bias, eps, normalized_shape)
   check_tensor("layer_norm", "input", x)
-  eps = eps or 1e-5
-  if weight and x:size(-1) ~= weight:numel() then
-    error("layer_norm: input has shape " .. shape_str(x) .. ", expected last dimension " .. weight:numel(), 2)
-  end
-  local mean = x:mean(-1, true)
-  local xc = x - mean
-  local var = (xc * xc):mean(-1, true)
-  local y = xc * (var + eps):rsqrt()
-  if weight then y = y * weight end
-  if bias then y = y + bias end
-  return y
+  if x:dim() < 1 then error("layer_norm: expected an input of at least 1 dimension, got " .. shape_str(x), 2) end
+  local shape = normalized_shape or (weight and weight:shape()) or (bias and bias:shape()) or x:size(-1)
+  return (dle.layer_norm(x, shape, weight, bias, eps or 1e-5))
 end
 
 --- embedding(ids, weight): rows of weight {n, d} picked by 1-based int64 ids of any shape.

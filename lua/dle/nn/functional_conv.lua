@@ -1,8 +1,8 @@
 --- dle.nn.functional (convolution part): batch_norm, conv2d, max_pool2d and avg_pool2d.
 -- Requiring this file adds these functions to the dle.nn.functional table (and returns them).
--- batch_norm is a composition of differentiable dle ops (mean, var, broadcasting arithmetic), so
--- autograd comes for free; conv2d and the pools call the native dle.conv2d, dle.max_pool2d and
--- dle.avg_pool2d over {N, C, H, W} tensors.
+-- batch_norm calls the fused native dle.batch_norm (forward and backward kernels per channel) and
+-- updates the running statistics from the statistics it returns; conv2d and the pools call the
+-- native dle.conv2d, dle.max_pool2d and dle.avg_pool2d over {N, C, H, W} tensors.
 local dle = require "dle"
 local F = require "dle.nn.functional"
 
@@ -23,13 +23,6 @@ local function native(name)
     error(name .. ": the native dle." .. name .. " is not available in this build", 3)
   end
   return fn
-end
-
--- {1, C, 1, ...} for broadcasting a per-channel vector against x {N, C, ...}.
-local function channel_shape(x)
-  local s = {1, x:size(2)}
-  for _ = 3, x:dim() do s[#s + 1] = 1 end
-  return s
 end
 
 --- batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps): normalizes
@@ -71,35 +64,23 @@ function M.batch_norm(x, running_mean, running_var, weight, bias, training, mome
   if (running_mean == nil) ~= (running_var == nil) then
     error("batch_norm: running_mean and running_var must be given together", 2)
   end
-  local cs = channel_shape(x)
-  local y
-  if training or running_mean == nil then
-    local dims, n = {1}, x:size(1)
-    for d = 3, x:dim() do dims[#dims + 1] = d; n = n * x:size(d) end
-    if training and n <= 1 then
-      error("batch_norm: expected more than 1 value per channel when training, got input " .. shape_str(x), 2)
-    end
-    local mean = x:mean(dims, true)
-    local xc = x - mean
-    local var = (xc * xc):mean(dims, true)
-    y = xc * (var + eps):rsqrt()
-    if training and running_mean ~= nil then
-      local m = momentum
-      if opts and opts.cumulative then m = 1 / (opts.num_batches_tracked or 1) end
-      dle.no_grad(function()
-        local bm = mean:detach():reshape(C):to(running_mean:dtype())
-        local bv = (var:detach() * (n / (n - 1))):reshape(C):to(running_var:dtype())
-        running_mean:mul_(1 - m):add_(bm * m)
-        running_var:mul_(1 - m):add_(bv * m)
-      end)
-    end
-  else
-    local rm = running_mean:to(x:dtype()):reshape(cs)
-    local rv = running_var:to(x:dtype()):reshape(cs)
-    y = (x - rm) * (rv + eps):rsqrt()
+  local flat = function(t) return t and t:reshape(C) end
+  local use_batch = training or running_mean == nil
+  local y, stats = dle.batch_norm(x, flat(weight), flat(bias), not use_batch and flat(running_mean) or nil,
+    not use_batch and flat(running_var) or nil, use_batch, eps)
+  if training and running_mean ~= nil then
+    -- running = (1 - m) running + m batch, with the unbiased variance for the running estimate
+    local n = x:numel() // C
+    local m = momentum
+    if opts and opts.cumulative then m = 1 / (opts.num_batches_tracked or 1) end
+    dle.no_grad(function()
+      local s = stats:detach()
+      local bm = s:select(2, 1):to(running_mean:dtype()):reshape(running_mean:shape())
+      local bv = (s:select(2, 2) * (n / (n - 1))):to(running_var:dtype()):reshape(running_var:shape())
+      running_mean:mul_(1 - m):add_(bm * m)
+      running_var:mul_(1 - m):add_(bv * m)
+    end)
   end
-  if weight ~= nil then y = y * weight:reshape(cs) end
-  if bias ~= nil then y = y + bias:reshape(cs) end
   return y
 end
 

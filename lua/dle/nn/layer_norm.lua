@@ -1,38 +1,51 @@
---- dle.nn.LayerNorm(d, {eps = 1e-5, elementwise_affine = true, dtype}): normalizes the last
--- dimension to zero mean and unit (biased) variance, then scales by weight (ones) and adds bias (zeros).
+--- dle.nn.LayerNorm(normalized_shape, {eps = 1e-5, elementwise_affine = true, dtype}): normalizes
+-- the trailing dimensions (normalized_shape: the last dimension's size, or a table of trailing
+-- sizes) to zero mean and unit (biased) variance, then scales by weight (ones) and adds bias
+-- (zeros), both of the normalized shape. Runs as the fused native op dle.layer_norm.
 local dle = require "dle"
 local Module = require "dle.nn.module"
 local F = require "dle.nn.functional"
 
 local LayerNorm = Module:extend("LayerNorm")
 
---- @param d size of the last dimension
+--- @param normalized_shape size of the last dimension, or a table of trailing sizes
 -- @param opts optional {eps = 1e-5, elementwise_affine = true, dtype = "float32"}
-function LayerNorm:init(d, opts)
+function LayerNorm:init(normalized_shape, opts)
   opts = opts or {}
-  if type(d) == "table" then
-    if #d ~= 1 then error("LayerNorm: only normalization over the last dimension is supported, got shape of " .. #d .. " dims", 3) end
-    d = d[1]
+  local shape = type(normalized_shape) == "table" and normalized_shape or {normalized_shape}
+  if #shape < 1 then error("LayerNorm: normalized_shape must have at least one size", 3) end
+  for _, d in ipairs(shape) do
+    if math.type(d) ~= "integer" or d < 1 then
+      error("LayerNorm: expected positive integer sizes, got " .. tostring(d), 3)
+    end
   end
-  if math.type(d) ~= "integer" or d < 1 then error("LayerNorm: expected a positive integer size, got " .. tostring(d), 3) end
-  self.normalized_shape, self.eps = d, opts.eps or 1e-5
+  self.shape = {table.unpack(shape)}
+  -- a number for the usual one-dimension case (as before), the table otherwise
+  self.normalized_shape = #shape == 1 and shape[1] or self.shape
+  self.eps = opts.eps or 1e-5
   if opts.elementwise_affine ~= false then
     local o = {dtype = opts.dtype or "float32", requires_grad = true}
-    self.weight = dle.ones(d, o)
-    self.bias = dle.zeros(d, o)
+    self.weight = dle.ones(self.shape, o)
+    self.bias = dle.zeros(self.shape, o)
   end
 end
 
---- @param x tensor {..., d}
+--- @param x tensor {..., normalized_shape...}
 -- @return tensor of x's shape
 function LayerNorm:forward(x)
-  if x:dim() < 1 or x:size(-1) ~= self.normalized_shape then
-    error("LayerNorm: input has shape {" .. table.concat(x:shape(), ",") .. "}, expected last dimension "
-      .. self.normalized_shape, 3)
+  local k, ok = #self.shape, dle.is_tensor(x) and x:dim() >= #self.shape
+  for i = 1, k do ok = ok and x:size(x:dim() - k + i) == self.shape[i] end
+  if not ok then
+    local got = dle.is_tensor(x) and "{" .. table.concat(x:shape(), ",") .. "}" or type(x)
+    error("LayerNorm: input has shape " .. got .. ", expected "
+      .. (k == 1 and "last dimension " .. self.shape[1] or "trailing dimensions {" .. table.concat(self.shape, ",") .. "}"), 3)
   end
-  return F.layer_norm(x, self.weight, self.bias, self.eps)
+  return F.layer_norm(x, self.weight, self.bias, self.eps, self.shape)
 end
 
-function LayerNorm:extra_repr() return self.normalized_shape .. ", eps=" .. self.eps end
+function LayerNorm:extra_repr()
+  local s = #self.shape == 1 and tostring(self.shape[1]) or "{" .. table.concat(self.shape, ",") .. "}"
+  return s .. ", eps=" .. self.eps
+end
 
 return LayerNorm
