@@ -126,8 +126,8 @@ dle_status dle_dispatch(dle_op op, dle_tensor *const *outs, int nout, dle_tensor
 dle_status dle_dispatch_contiguous(dle_op op, dle_tensor **outs, const dle_result_spec *res,
                                    dle_tensor *const *ins, int nin, const dle_dtype *in_dt,
                                    const dle_attrs *a) {
-  const char *fn = op_info[op].name;
-  int nout = op_info[op].nout;
+  const char *fn = dle_op_table[op].name;
+  int nout = dle_op_table[op].nout;
   if (nin > 8) return dle_error("%s: too many inputs (%d) for a contiguous kernel", fn, nin);
   for (int k = 0; k < nout; k++)
     if (outs[k] && !dle_shape_equal(outs[k]->ndim, outs[k]->sizes, res[k].ndim, res[k].sizes)) {
