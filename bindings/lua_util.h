@@ -68,5 +68,6 @@ void dle_lua_open_optim(lua_State *L, int module, int methods);
 void dle_lua_open_data(lua_State *L, int module, int methods);
 void dle_lua_open_io(lua_State *L, int module, int methods);
 void dle_lua_open_conv(lua_State *L, int module, int methods);
+void dle_lua_open_nn(lua_State *L, int module, int methods);
 
 #endif

@@ -1,0 +1,158 @@
+/* cpu_attention.c — CPU kernels of scaled dot-product attention and of its score gradient.
+ *
+ * The front door (engine/ops/nn.c) hands over q {B.., L, E}, k {B.., S, E}, v {B.., S, Ev}
+ * contiguous in float32 or float64 with the batch dims already broadcast, an optional mask
+ * expanded to {B.., L, S} (any strides; bool or the compute type), and contiguous outputs.
+ *
+ * sdpa             per batch element: P = q k^T (gemm straight into the probs output), each row
+ *                  scaled, masked and softmaxed in place (a row with no allowed key becomes
+ *                  zeros), then out = P v (gemm).
+ * sdpa_score_grad  per batch element: D = gout v^T (gemm into the output), then each row
+ *                  D = scale * P * (D - sum(P * D)): the softmax backward fused with the scaling.
+ * The row loops stay on one thread between the BLAS calls (see cpu_conv.c: OpenMP regions next to
+ * OpenBLAS calls fight its threads on this machine). */
+#include <limits.h>
+
+#include "cpu_backend.h"
+#include "cpu_exp.h"
+#include "cpu_gemm.h"
+#include "cpu_loop.h"
+
+#define ATT_TYPES(X) X(F32, float) X(F64, double)
+
+/* Element offset of batch element b (row-major over the first nb dims) of a strided tensor. */
+static int64_t batch_offset(const dle_tensor *t, int nb, int64_t b) {
+  int64_t off = 0;
+  for (int d = nb - 1; d >= 0; d--) {
+    off += (b % t->sizes[d]) * t->strides[d];
+    b /= t->sizes[d];
+  }
+  return off;
+}
+
+static dle_status check_blas(const char *fn, int64_t a, int64_t b, int64_t c) {
+  if (a > INT_MAX || b > INT_MAX || c > INT_MAX)
+    return dle_error("%s: sizes exceed BLAS's 32-bit limits (%lld, %lld, %lld)", fn, (long long)a,
+                     (long long)b, (long long)c);
+  return DLE_OK;
+}
+
+/* Where a row's mask lives: a bool or compute-type row with element stride js (NULL: none). */
+typedef struct {
+  const void *row;
+  int64_t js;
+  bool is_bool;
+} mask_row;
+
+#define ATTENTION_KERNELS(ID, CT)                                                               \
+  /* scale, mask and softmax one score row of S keys in place (query i) */                      \
+  static void softmax_row_##ID(CT *r, int64_t s, int64_t i, bool causal, const mask_row *m, CT scale) { \
+    for (int64_t j = 0; j < s; j++) r[j] *= scale;                                              \
+    if (m->row && m->is_bool) {                                                                 \
+      const uint8_t *mb = m->row;                                                               \
+      for (int64_t j = 0; j < s; j++) if (!mb[j * m->js]) r[j] = -INFINITY;                     \
+    } else if (m->row) {                                                                        \
+      const CT *mf = m->row;                                                                    \
+      for (int64_t j = 0; j < s; j++) r[j] += mf[j * m->js];                                    \
+    }                                                                                           \
+    if (causal)                                                                                 \
+      for (int64_t j = i + 1; j < s; j++) r[j] = -INFINITY;                                     \
+    CT mx = -INFINITY;                                                                          \
+    for (int64_t j = 0; j < s; j++) mx = r[j] > mx ? r[j] : mx;                                 \
+    if (mx == -INFINITY) { /* no key allowed: zero weights (and a zero output) */               \
+      for (int64_t j = 0; j < s; j++) r[j] = 0;                                                 \
+      return;                                                                                   \
+    }                                                                                           \
+    CT sum = 0;                                                                                 \
+    for (int64_t j = 0; j < s; j++) {                                                           \
+      r[j] = RED_EXP(r[j] - mx);                                                                \
+      sum += r[j];                                                                              \
+    }                                                                                           \
+    CT inv = 1 / sum;                                                                           \
+    for (int64_t j = 0; j < s; j++) r[j] *= inv;                                                \
+  }                                                                                             \
+  static dle_status sdpa_fwd_##ID(dle_tensor *out, dle_tensor *probs, dle_tensor *const *ins,    \
+                                  int nin, const dle_attrs *a) {                                \
+    const dle_tensor *qt = ins[0], *mask = nin > 3 ? ins[3] : NULL;                             \
+    int nb = qt->ndim - 2;                                                                      \
+    int64_t L = qt->sizes[nb], E = qt->sizes[nb + 1], S = ins[1]->sizes[nb];                    \
+    int64_t Ev = ins[2]->sizes[nb + 1], B = 1;                                                  \
+    for (int d = 0; d < nb; d++) B *= qt->sizes[d];                                             \
+    DLE_TRY(check_blas("sdpa", L, S, E > Ev ? E : Ev));                                         \
+    const CT *q = dle_tensor_data(qt), *k = dle_tensor_data(ins[1]), *v = dle_tensor_data(ins[2]); \
+    CT *o = dle_tensor_data(out), *p = dle_tensor_data(probs);                                  \
+    const char *mbase = mask ? dle_tensor_data(mask) : NULL;                                    \
+    size_t mes = mask ? dle_dtype_size(mask->dtype) : 0;                                        \
+    CT scale = (CT)a->f[0];                                                                     \
+    bool causal = a->ints[0] != 0;                                                              \
+    for (int64_t b = 0; b < B; b++) {                                                           \
+      CT *pb = p + b * L * S, *ob = o + b * L * Ev;                                             \
+      if (L * S == 0) {                                                                         \
+        memset(ob, 0, sizeof(CT) * (size_t)(L * Ev));                                           \
+        continue;                                                                               \
+      }                                                                                         \
+      if (E > 0) GEMM(CT)(false, true, L, S, E, q + b * L * E, E, k + b * S * E, E, 0, pb, S);  \
+      else memset(pb, 0, sizeof(CT) * (size_t)(L * S));                                         \
+      int64_t moff = mask ? batch_offset(mask, nb, b) : 0;                                      \
+      for (int64_t i = 0; i < L; i++) {                                                         \
+        mask_row m = {NULL, 0, false};                                                          \
+        if (mask)                                                                               \
+          m = (mask_row){mbase + (size_t)(moff + i * mask->strides[nb]) * mes,                  \
+                         mask->strides[nb + 1], mask->dtype == DLE_BOOL};                       \
+        softmax_row_##ID(pb + i * S, S, i, causal, &m, scale);                                  \
+      }                                                                                         \
+      if (Ev > 0) GEMM(CT)(false, false, L, Ev, S, pb, S, v + b * S * Ev, Ev, 0, ob, Ev);       \
+    }                                                                                           \
+    return DLE_OK;                                                                              \
+  }                                                                                             \
+  static dle_status score_grad_##ID(dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) { \
+    const dle_tensor *gt = ins[0];                                                              \
+    int nb = gt->ndim - 2;                                                                      \
+    int64_t L = gt->sizes[nb], Ev = gt->sizes[nb + 1], S = ins[1]->sizes[nb], B = 1;            \
+    for (int d = 0; d < nb; d++) B *= gt->sizes[d];                                             \
+    DLE_TRY(check_blas("sdpa_score_grad", L, S, Ev));                                           \
+    const CT *g = dle_tensor_data(gt), *v = dle_tensor_data(ins[1]), *p = dle_tensor_data(ins[2]); \
+    CT *d = dle_tensor_data(out), scale = (CT)a->f[0];                                          \
+    for (int64_t b = 0; b < B; b++) {                                                           \
+      CT *db = d + b * L * S;                                                                   \
+      const CT *pb = p + b * L * S;                                                             \
+      if (L * S == 0) continue;                                                                 \
+      if (Ev > 0) GEMM(CT)(false, true, L, S, Ev, g + b * L * Ev, Ev, v + b * S * Ev, Ev, 0, db, S); \
+      else memset(db, 0, sizeof(CT) * (size_t)(L * S));                                         \
+      for (int64_t i = 0; i < L; i++) {                                                         \
+        CT *r = db + i * S;                                                                     \
+        const CT *pr = pb + i * S;                                                              \
+        CT dot = 0;                                                                             \
+        for (int64_t j = 0; j < S; j++) dot += pr[j] * r[j];                                    \
+        for (int64_t j = 0; j < S; j++) r[j] = scale * pr[j] * (r[j] - dot);                    \
+      }                                                                                         \
+    }                                                                                           \
+    return DLE_OK;                                                                              \
+  }
+ATT_TYPES(ATTENTION_KERNELS)
+
+static dle_status cpu_attention(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
+                                const dle_attrs *a) {
+  dle_tensor *o = outs[0];
+  const char *fn = dle_op_get_info(op)->name;
+  int dense = op == DLE_OP_SDPA ? 3 : nin; /* the mask (4th input) may be strided */
+  for (int i = 0; i < dense; i++)
+    if (ins[i]->dtype != o->dtype || !dle_tensor_is_contiguous(ins[i]))
+      return dle_error("%s: the CPU kernel expects contiguous %s inputs", fn, dle_dtype_name(o->dtype));
+  if (nin > dense && ins[3]->dtype != DLE_BOOL && ins[3]->dtype != o->dtype)
+    return dle_error("%s: the CPU kernel expects a bool or %s mask", fn, dle_dtype_name(o->dtype));
+#define CASE(ID, CT)                                                                            \
+  case DLE_##ID:                                                                                \
+    return op == DLE_OP_SDPA ? sdpa_fwd_##ID(o, outs[1], ins, nin, a) : score_grad_##ID(o, ins, a);
+  switch (o->dtype) {
+    ATT_TYPES(CASE)
+    default: break;
+  }
+#undef CASE
+  return dle_error("%s: no CPU kernel for %s", fn, dle_dtype_name(o->dtype));
+}
+
+void cpu_register_attention(dle_backend *b) {
+  b->kernels[DLE_OP_SDPA] = cpu_attention;
+  b->kernels[DLE_OP_SDPA_SCORE_GRAD] = cpu_attention;
+}
