@@ -30,7 +30,10 @@ typedef struct {
   dle_status st;
 } scope;
 
-static dle_tensor *keep(scope *s, dle_status st, dle_tensor *t) {
+/* *r is read here, after the call that fills it has run (C leaves the order of evaluation of a
+ * call's arguments unspecified, so the tensor itself cannot be passed alongside the status). */
+static dle_tensor *keep(scope *s, dle_status st, dle_tensor **r) {
+  dle_tensor *t = *r;
   if (st != DLE_OK || s->st != DLE_OK || s->n == SCOPE_MAX) {
     if (st == DLE_OK && s->st == DLE_OK) dle_error("nn gradient rule: too many temporaries");
     s->st = DLE_ERR;
@@ -58,15 +61,15 @@ static bool ok(scope *s) { return s->st == DLE_OK; }
 
 static dle_tensor *bin(scope *s, dle_op op, dle_tensor *a, dle_tensor *b) {
   dle_tensor *r = NULL;
-  return ok(s) ? keep(s, dle_binary(op, &r, a, b), r) : NULL;
+  return ok(s) ? keep(s, dle_binary(op, &r, a, b), &r) : NULL;
 }
 static dle_tensor *muls(scope *s, dle_tensor *a, double c) {
   dle_tensor *r = NULL;
-  return ok(s) ? keep(s, dle_binary_scalar(DLE_OP_MUL, &r, a, c, false), r) : NULL;
+  return ok(s) ? keep(s, dle_binary_scalar(DLE_OP_MUL, &r, a, c, false), &r) : NULL;
 }
 static dle_tensor *adds(scope *s, dle_tensor *a, double c) {
   dle_tensor *r = NULL;
-  return ok(s) ? keep(s, dle_binary_scalar(DLE_OP_ADD, &r, a, c, false), r) : NULL;
+  return ok(s) ? keep(s, dle_binary_scalar(DLE_OP_ADD, &r, a, c, false), &r) : NULL;
 }
 /* a + b where either may be NULL (zero) */
 static dle_tensor *add_opt(scope *s, dle_tensor *a, dle_tensor *b) {
@@ -76,43 +79,43 @@ static dle_tensor *add_opt(scope *s, dle_tensor *a, dle_tensor *b) {
 }
 static dle_tensor *unary(scope *s, dle_op op, dle_tensor *a) {
   dle_tensor *r = NULL;
-  return ok(s) ? keep(s, dle_unary(op, &r, a), r) : NULL;
+  return ok(s) ? keep(s, dle_unary(op, &r, a), &r) : NULL;
 }
 /* sum over the last dim (kept as size 1 when keepdim) */
 static dle_tensor *rowsum(scope *s, dle_tensor *a, bool keepdim) {
   dle_tensor *r = NULL;
   if (!ok(s)) return NULL;
   int d = a->ndim - 1;
-  return keep(s, dle_reduce(DLE_OP_SUM, &r, a, 1, &d, keepdim, 0), r);
+  return keep(s, dle_reduce(DLE_OP_SUM, &r, a, 1, &d, keepdim, 0), &r);
 }
 static dle_tensor *sumall(scope *s, dle_tensor *a) {
   dle_tensor *r = NULL;
-  return ok(s) ? keep(s, dle_reduce(DLE_OP_SUM, &r, a, 0, NULL, false, 0), r) : NULL;
+  return ok(s) ? keep(s, dle_reduce(DLE_OP_SUM, &r, a, 0, NULL, false, 0), &r) : NULL;
 }
 static dle_tensor *unsq(scope *s, dle_tensor *a, int dim) {
   dle_tensor *r = NULL;
-  return ok(s) ? keep(s, dle_unsqueeze(&r, a, dim), r) : NULL;
+  return ok(s) ? keep(s, dle_unsqueeze(&r, a, dim), &r) : NULL;
 }
 static dle_tensor *mm(scope *s, dle_tensor *a, dle_tensor *b) {
   dle_tensor *r = NULL;
-  return ok(s) ? keep(s, dle_matmul(&r, a, b), r) : NULL;
+  return ok(s) ? keep(s, dle_matmul(&r, a, b), &r) : NULL;
 }
 /* swap the last two dims */
 static dle_tensor *tr(scope *s, dle_tensor *a) {
   dle_tensor *r = NULL;
-  return ok(s) ? keep(s, dle_transpose(&r, a, a->ndim - 2, a->ndim - 1), r) : NULL;
+  return ok(s) ? keep(s, dle_transpose(&r, a, a->ndim - 2, a->ndim - 1), &r) : NULL;
 }
 static dle_tensor *sum_to(scope *s, dle_tensor *a, int ndim, const int64_t *sizes) {
   dle_tensor *r = NULL;
-  return ok(s) ? keep(s, dle_sum_to(&r, a, ndim, sizes), r) : NULL;
+  return ok(s) ? keep(s, dle_sum_to(&r, a, ndim, sizes), &r) : NULL;
 }
 static dle_tensor *to_dtype(scope *s, dle_tensor *a, dle_dtype dt) {
   dle_tensor *r = NULL;
-  return ok(s) ? keep(s, dle_to_dtype(&r, a, dt), r) : NULL;
+  return ok(s) ? keep(s, dle_to_dtype(&r, a, dt), &r) : NULL;
 }
 static dle_tensor *call(scope *s, dle_op op, dle_tensor *const *ins, int nin, const dle_attrs *a) {
   dle_tensor *r = NULL;
-  return ok(s) ? keep(s, dle_op_call(op, &r, ins, nin, a), r) : NULL;
+  return ok(s) ? keep(s, dle_op_call(op, &r, ins, nin, a), &r) : NULL;
 }
 /* P (X - rowsum(P X)): the softmax's tangent map (and, P being symmetric in it, its adjoint) */
 static dle_tensor *softmax_jvp(scope *s, dle_tensor *p, dle_tensor *x) {
@@ -126,10 +129,10 @@ static dle_tensor *ce_row_weights(scope *s, const dle_attrs *a, dle_tensor *t, d
   dle_tensor *m = NULL;
   if (a->ints[1]) {
     dle_tensor *ne = NULL;
-    ne = ok(s) ? keep(s, dle_binary_scalar(DLE_OP_NE, &ne, t, (double)a->ints[2], false), ne) : NULL;
+    ne = ok(s) ? keep(s, dle_binary_scalar(DLE_OP_NE, &ne, t, (double)a->ints[2], false), &ne) : NULL;
     m = to_dtype(s, ne, dt);
   } else if (ok(s)) {
-    m = keep(s, dle_full(&m, 1, t->sizes, 1.0, dt), m);
+    m = keep(s, dle_full(&m, 1, t->sizes, 1.0, dt), &m);
   }
   if (a->ints[0] == DLE_REDUCTION_MEAN) m = bin(s, DLE_OP_DIV, m, sumall(s, m));
   return m;
@@ -139,8 +142,8 @@ static dle_tensor *ce_row_weights(scope *s, const dle_attrs *a, dle_tensor *t, d
 static dle_tensor *ce_smoothed(scope *s, const dle_attrs *a, dle_tensor *t, int64_t c, dle_dtype dt) {
   dle_tensor *tc = NULL, *oh = NULL;
   if (!ok(s)) return NULL;
-  tc = keep(s, dle_clamp(&tc, t, (double)a->index_base, (double)(a->index_base + c - 1)), tc);
-  if (ok(s)) oh = keep(s, dle_one_hot(&oh, tc, c, a->index_base), oh);
+  tc = keep(s, dle_clamp(&tc, t, (double)a->index_base, (double)(a->index_base + c - 1)), &tc);
+  if (ok(s)) oh = keep(s, dle_one_hot(&oh, tc, c, a->index_base), &oh);
   dle_tensor *q = to_dtype(s, oh, dt);
   if (a->f[0] > 0) q = adds(s, muls(s, q, 1 - a->f[0]), a->f[0] / (double)c);
   return q;
@@ -170,7 +173,7 @@ static dle_status jvp_ce(dle_op op, const dle_attrs *a, dle_tensor *const *ins, 
   if (!tin[0]) return DLE_OK;
   scope s = {.n = 0};
   dle_tensor *ones = NULL;
-  ones = keep(&s, dle_full(&ones, outs[0]->ndim, outs[0]->sizes, 1.0, outs[0]->dtype), ones);
+  ones = keep(&s, dle_full(&ones, outs[0]->ndim, outs[0]->sizes, 1.0, outs[0]->dtype), &ones);
   dle_tensor *g = call(&s, DLE_OP_CROSS_ENTROPY_BACKWARD, (dle_tensor *[]){ones, ins[0], ins[1], outs[1]},
                        4, a);
   dle_tensor *gd = bin(&s, DLE_OP_MUL, g, tin[0]);
