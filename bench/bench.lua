@@ -10,6 +10,18 @@
 -- Usage: scripts/bench [--quick] [--json FILE] [--no-ref] [--filter PATTERN] [--threads N]
 local dle = require "dle"
 
+-- Inputs of the nn-op entries: logits {4096, 1000} and 1-based targets; q, k, v and an output
+-- weight {32, 4, 128, 32} (the char-GPT example's batch, heads, context and head size).
+local function ce_inputs()
+  local g = dle.Generator(1)
+  return dle.randn(4096, 1000, {generator = g}):requires_grad_(), dle.randint(1, 1001, {4096}, {generator = g})
+end
+local function attention_inputs()
+  local g = dle.Generator(2)
+  local function r() return dle.randn(32, 4, 128, 32, {generator = g}) end
+  return r():requires_grad_(), r():requires_grad_(), r():requires_grad_(), r()
+end
+
 local ENTRIES = {
   {
     key = "autograd_tiny",
@@ -50,9 +62,7 @@ local ENTRIES = {
     name = "cross_entropy fwd+bwd {4096,1000} f32, fused op",
     unit = "us",
     dle = function()
-      local g = dle.Generator(1)
-      local x = dle.randn(4096, 1000, {generator = g}):requires_grad_()
-      local t = dle.randint(1, 1001, {4096}, {generator = g})
+      local x, t = ce_inputs()
       return function()
         dle.nn.functional.cross_entropy(x, t):backward()
         x.grad = nil
@@ -68,9 +78,7 @@ local ENTRIES = {
     name = "cross_entropy fwd+bwd {4096,1000} f32, composite (log_softmax, gather, mean)",
     unit = "us",
     dle = function()
-      local g = dle.Generator(1)
-      local x = dle.randn(4096, 1000, {generator = g}):requires_grad_()
-      local t = dle.randint(1, 1001, {4096}, {generator = g})
+      local x, t = ce_inputs()
       return function()
         (-x:log_softmax(2):gather(2, t:unsqueeze(2))):mean():backward()
         x.grad = nil
@@ -82,11 +90,7 @@ local ENTRIES = {
     name = "causal sdpa fwd+bwd {32,4,128,32} f32, fused op",
     unit = "us",
     dle = function()
-      local g = dle.Generator(2)
-      local q = dle.randn(32, 4, 128, 32, {generator = g}):requires_grad_()
-      local k = dle.randn(32, 4, 128, 32, {generator = g}):requires_grad_()
-      local v = dle.randn(32, 4, 128, 32, {generator = g}):requires_grad_()
-      local w = dle.randn(32, 4, 128, 32, {generator = g})
+      local q, k, v, w = attention_inputs()
       return function()
         local o = dle.nn.functional.scaled_dot_product_attention(q, k, v, {causal = true})
         local l = (o * w):sum()
@@ -107,11 +111,7 @@ local ENTRIES = {
     name = "causal sdpa fwd+bwd {32,4,128,32} f32, composite (matmul, masked_fill, softmax, matmul)",
     unit = "us",
     dle = function()
-      local g = dle.Generator(2)
-      local q = dle.randn(32, 4, 128, 32, {generator = g}):requires_grad_()
-      local k = dle.randn(32, 4, 128, 32, {generator = g}):requires_grad_()
-      local v = dle.randn(32, 4, 128, 32, {generator = g}):requires_grad_()
-      local w = dle.randn(32, 4, 128, 32, {generator = g})
+      local q, k, v, w = attention_inputs()
       local mask = dle.ones(128, 128, {dtype = "bool"}):triu(1)
       return function()
         local s = (q * (1 / math.sqrt(32))):matmul(k:transpose(-2, -1)):masked_fill(mask, -math.huge)

@@ -14,27 +14,9 @@ local function randn(shape, seed)
   return dle.tensor(H.values(shape, {seed = seed, lo = -1, hi = 1}), F64)
 end
 
---- dle.gradcheck with forward mode too, failing with its message.
-local function check(f, inputs, opts)
-  opts = opts or {}
-  if opts.forward == nil then opts.forward = true end
-  local ok, err, msg = dle.gradcheck(f, inputs, opts)
-  assert(ok, string.format("gradcheck failed (max abs error %g): %s", err, tostring(msg)))
-end
+local check = H.check_gradients
 
---- f(inputs...) -> scalar; returns a function giving all of f's gradients with create_graph, so
--- gradcheck of it compares second derivatives with finite differences of the gradient.
-local function gradients_of(f)
-  return function(...)
-    local ins = {...}
-    return dle.enable_grad(function()
-      local grads = dle.grad(f(table.unpack(ins)), ins, {create_graph = true, allow_unused = true})
-      local out = {}
-      for i = 1, #ins do out[i] = grads[i] and grads[i] * 1 or dle.zeros_like(ins[i]) end
-      return table.unpack(out)
-    end)
-  end
-end
+local gradients_of = H.gradients_of
 
 local conv_variants = {
   {name = "no options", x = {2, 2, 5, 4}, w = {3, 2, 2, 3}, o = {}},

@@ -9,16 +9,11 @@
 -- (create_graph) against finite differences of the gradient and closed forms; the seed
 -- examples of the issue.
 local dle = require "dle"
+local H = require "helpers"
 
 local F64 = {dtype = "float64"}
 
---- dle.gradcheck (forward mode too unless opts.forward == false), failing with its message.
-local function check(f, inputs, opts)
-  opts = opts or {}
-  if opts.forward == nil then opts.forward = true end
-  local ok, err, msg = dle.gradcheck(f, inputs, opts)
-  assert(ok, string.format("gradcheck failed (max abs error %g): %s", err, tostring(msg)))
-end
+local check = H.check_gradients
 
 --- f(inputs...) -> tensor; returns a function giving all of f's gradients (for the sum of f's
 -- output) with create_graph, so gradcheck of it (reverse mode: check2) compares second

@@ -16,30 +16,11 @@ local function randn(shape, seed, scale)
   return dle.tensor(H.values(shape, {seed = seed, lo = -(scale or 1), hi = scale or 1}), F64)
 end
 
---- dle.gradcheck with forward mode too, failing with its message.
-local function check(f, inputs, opts)
-  opts = opts or {}
-  if opts.forward == nil then opts.forward = true end
-  local ok, err, msg = dle.gradcheck(f, inputs, opts)
-  assert(ok, string.format("gradcheck failed (max abs error %g): %s", err, tostring(msg)))
-end
-
---- f(inputs...) -> scalar; returns a function giving all of f's gradients with create_graph, so
--- gradcheck of it (reverse mode: check2) compares second derivatives with finite differences of
--- the gradient. (The backward ops' forward rules are checked directly on those ops.)
+local check = H.check_gradients
+local gradients_of = H.gradients_of
+-- double backward: reverse mode over the gradient (the backward ops' forward rules are checked
+-- directly on those ops)
 local function check2(f, inputs) check(f, inputs, {forward = false}) end
-
-local function gradients_of(f)
-  return function(...)
-    local ins = {...}
-    return dle.enable_grad(function()
-      local grads = dle.grad(f(table.unpack(ins)), ins, {create_graph = true, allow_unused = true})
-      local out = {}
-      for i = 1, #ins do out[i] = grads[i] and grads[i] * 1 or dle.zeros_like(ins[i]) end
-      return table.unpack(out)
-    end)
-  end
-end
 
 describe("cross_entropy gradients", function()
   local targets = dle.tensor({2, 4, 1, 3, 4}, I64)

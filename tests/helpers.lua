@@ -405,4 +405,30 @@ function H.repeat_rows(row, n)
   return out
 end
 
+-- ---------------------------------------------------------------- gradient checks
+
+--- dle.gradcheck in reverse and (unless opts.forward == false) forward mode, failing with its
+-- message.
+function H.check_gradients(f, inputs, opts)
+  opts = opts or {}
+  if opts.forward == nil then opts.forward = true end
+  local ok, err, msg = dle.gradcheck(f, inputs, opts)
+  assert(ok, string.format("gradcheck failed (max abs error %g): %s", err, tostring(msg)))
+end
+
+--- f(inputs...) -> scalar; returns a function giving all of f's gradients with create_graph, so
+-- a (reverse-mode) gradcheck of it compares second derivatives with finite differences of the
+-- gradient. Each gradient is a fresh tensor (g * 1), never a view sharing an input's storage.
+function H.gradients_of(f)
+  return function(...)
+    local ins = {...}
+    return dle.enable_grad(function()
+      local grads = dle.grad(f(table.unpack(ins)), ins, {create_graph = true, allow_unused = true})
+      local out = {}
+      for i = 1, #ins do out[i] = grads[i] and grads[i] * 1 or dle.zeros_like(ins[i]) end
+      return table.unpack(out)
+    end)
+  end
+end
+
 return H
