@@ -18,17 +18,7 @@ local check = H.check_gradients
 --- f(inputs...) -> tensor; returns a function giving all of f's gradients (for the sum of f's
 -- output) with create_graph, so gradcheck of it (reverse mode: check2) compares second
 -- derivatives with finite differences of the gradient.
-local function gradients_of(f)
-  return function(...)
-    local ins = {...}
-    return dle.enable_grad(function()
-      local grads = dle.grad(f(table.unpack(ins)):sum(), ins, {create_graph = true, allow_unused = true})
-      local out = {}
-      for i = 1, #ins do out[i] = grads[i] and grads[i] * 1 or dle.zeros_like(ins[i]) end
-      return table.unpack(out)
-    end)
-  end
-end
+local function gradients_of(f) return H.gradients_of(function(...) return f(...):sum() end) end
 
 local function check2(f, inputs) check(gradients_of(f), inputs, {forward = false}) end
 
