@@ -14,9 +14,9 @@
 #include <limits.h>
 
 #include "cpu_backend.h"
-#include "cpu_exp.h"
 #include "cpu_gemm.h"
 #include "cpu_loop.h"
+#include "cpu_rows.h"
 
 #define ATT_TYPES(X) X(F32, float) X(F64, double)
 
@@ -46,7 +46,8 @@ typedef struct {
 
 #define ATTENTION_KERNELS(ID, CT)                                                               \
   /* scale, mask and softmax one score row of S keys in place (query i) */                      \
-  static void softmax_row_##ID(CT *r, int64_t s, int64_t i, bool causal, const mask_row *m, CT scale) { \
+  static CPU_CLONES void softmax_row_##ID(CT *r, int64_t s, int64_t i, bool causal, const mask_row *m, \
+                                          CT scale) {                                           \
     for (int64_t j = 0; j < s; j++) r[j] *= scale;                                              \
     if (m->row && m->is_bool) {                                                                 \
       const uint8_t *mb = m->row;                                                               \
@@ -55,21 +56,23 @@ typedef struct {
       const CT *mf = m->row;                                                                    \
       for (int64_t j = 0; j < s; j++) r[j] += mf[j * m->js];                                    \
     }                                                                                           \
-    if (causal)                                                                                 \
-      for (int64_t j = i + 1; j < s; j++) r[j] = -INFINITY;                                     \
-    CT mx = -INFINITY;                                                                          \
-    for (int64_t j = 0; j < s; j++) mx = r[j] > mx ? r[j] : mx;                                 \
+    int64_t n = s; /* causal: keys past i get weight 0 and are left out of the softmax */     \
+    if (causal && i + 1 < s) {                                                                  \
+      n = i + 1;                                                                                \
+      for (int64_t j = n; j < s; j++) r[j] = 0;                                                 \
+    }                                                                                           \
+    CT mx = row_max_##ID(r, n);                                                                 \
     if (mx == -INFINITY) { /* no key allowed: zero weights (and a zero output) */               \
-      for (int64_t j = 0; j < s; j++) r[j] = 0;                                                 \
+      for (int64_t j = 0; j < n; j++) r[j] = 0;                                                 \
       return;                                                                                   \
     }                                                                                           \
-    CT sum = 0;                                                                                 \
-    for (int64_t j = 0; j < s; j++) {                                                           \
-      r[j] = RED_EXP(r[j] - mx);                                                                \
-      sum += r[j];                                                                              \
-    }                                                                                           \
-    CT inv = 1 / sum;                                                                           \
-    for (int64_t j = 0; j < s; j++) r[j] *= inv;                                                \
+    CT inv = 1 / row_exp_inplace_##ID(r, n, mx);                                                \
+    for (int64_t j = 0; j < n; j++) r[j] *= inv;                                                \
+  }                                                                                             \
+  /* r = scale * p * (r - p . r): the softmax backward of one row */                            \
+  static CPU_CLONES void score_grad_row_##ID(CT *r, const CT *p, int64_t s, CT scale) {         \
+    CT dot = row_dot_##ID(p, r, s);                                                             \
+    for (int64_t j = 0; j < s; j++) r[j] = scale * p[j] * (r[j] - dot);                         \
   }                                                                                             \
   static dle_status sdpa_fwd_##ID(dle_tensor *out, dle_tensor *probs, dle_tensor *const *ins,    \
                                   int nin, const dle_attrs *a) {                                \
@@ -119,13 +122,7 @@ typedef struct {
       if (L * S == 0) continue;                                                                 \
       if (Ev > 0) GEMM(CT)(false, true, L, S, Ev, g + b * L * Ev, Ev, v + b * S * Ev, Ev, 0, db, S); \
       else memset(db, 0, sizeof(CT) * (size_t)(L * S));                                         \
-      for (int64_t i = 0; i < L; i++) {                                                         \
-        CT *r = db + i * S;                                                                     \
-        const CT *pr = pb + i * S;                                                              \
-        CT dot = 0;                                                                             \
-        for (int64_t j = 0; j < S; j++) dot += pr[j] * r[j];                                    \
-        for (int64_t j = 0; j < S; j++) r[j] = scale * pr[j] * (r[j] - dot);                    \
-      }                                                                                         \
+      for (int64_t i = 0; i < L; i++) score_grad_row_##ID(db + i * S, pb + i * S, S, scale);    \
     }                                                                                           \
     return DLE_OK;                                                                              \
   }

@@ -8,6 +8,17 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The build targets baseline x86-64 (SSE2), where this exp polynomial runs about 5x slower than
+ * with AVX2 and FMA (measured: 21 ms vs 4 ms for the exp-sums of 4096 rows of 1000 floats). Row
+ * functions marked CPU_CLONES get an x86-64-v3 clone besides the baseline one, picked once at load
+ * time by the CPU (GCC's target_clones, an ifunc); called per row, the indirection costs nothing.
+ * -DDLE_NO_CLONES turns it off. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DLE_NO_CLONES)
+#define CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default"), noinline))
+#else
+#define CPU_CLONES
+#endif
+
 /* c ? a : b through bit masks: a float ?: on computed values stops GCC from vectorising a loop
  * (it must keep NaN semantics), an integer blend does not. */
 static inline float red_select(int c, float a, float b) {

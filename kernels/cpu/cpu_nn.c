@@ -15,8 +15,8 @@
  *                for any thread count, and the gradient regenerates it from (seed, offset). */
 #include "../../engine/nn.h"
 #include "cpu_backend.h"
-#include "cpu_exp.h"
 #include "cpu_loop.h"
+#include "cpu_rows.h"
 
 #define NN_TYPES(X) X(F32, float) X(F64, double)
 
@@ -53,29 +53,12 @@ static dle_status ce_check_targets(const char *fn, const int64_t *t, const ce_ar
   return DLE_OK;
 }
 
-/* Row helpers: 8 independent accumulators, so the loops vectorise without reassociation flags. */
-#define NN_ROW_HELPERS(ID, CT)                                                                  \
-  static CT row_max_##ID(const CT *x, int64_t n) {                                              \
-    CT m = -INFINITY;                                                                           \
-    for (int64_t j = 0; j < n; j++) m = x[j] > m ? x[j] : m;                                    \
-    return m;                                                                                   \
-  }                                                                                             \
-  static double row_expsum_##ID(const CT *x, int64_t n, CT m) {                                 \
-    CT acc[8] = {0};                                                                            \
-    int64_t j = 0;                                                                              \
-    for (; j + 8 <= n; j += 8)                                                                  \
-      for (int l = 0; l < 8; l++) acc[l] += RED_EXP(x[j + l] - m);                              \
-    double s = 0;                                                                               \
-    for (; j < n; j++) s += RED_EXP(x[j] - m);                                                  \
-    for (int l = 0; l < 8; l++) s += acc[l];                                                    \
-    return s;                                                                                   \
-  }                                                                                             \
-  static double row_sum_##ID(const CT *x, int64_t n) {                                          \
-    double s = 0;                                                                               \
-    for (int64_t j = 0; j < n; j++) s += x[j];                                                  \
-    return s;                                                                                   \
+/* g = w (exp(x - l) - off): a row of the cross-entropy gradient before the target's term */
+#define CE_GRAD_ROW(ID, CT)                                                                     \
+  static CPU_CLONES void ce_grad_row_##ID(CT *g, const CT *x, int64_t n, CT w, CT l, CT off) {   \
+    for (int64_t j = 0; j < n; j++) g[j] = w * (RED_EXP(x[j] - l) - off);                       \
   }
-NN_TYPES(NN_ROW_HELPERS)
+NN_TYPES(CE_GRAD_ROW)
 
 #define CE_KERNELS(ID, CT)                                                                      \
   static dle_status ce_fwd_##ID(dle_tensor *const *outs, dle_tensor *const *ins, const dle_attrs *a) { \
@@ -124,7 +107,7 @@ NN_TYPES(NN_ROW_HELPERS)
         continue;                                                                               \
       }                                                                                         \
       CT w = (CT)((double)gy[none ? i : 0] * inv), l = lse[i];                                  \
-      for (int64_t j = 0; j < c.c; j++) gr[j] = w * (RED_EXP(row[j] - l) - off);                \
+      ce_grad_row_##ID(gr, row, c.c, w, l, off);                                                \
       gr[t[i] - c.base] -= w * hit;                                                             \
     }                                                                                           \
     return DLE_OK;                                                                              \
