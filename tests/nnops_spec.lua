@@ -335,6 +335,21 @@ describe("dle.sdpa", function()
     for i = 1, 3 do assert.is_true(max_abs(g1[i], g2[i]) < 1e-12, "input " .. i) end
   end)
 
+  it("gives the same bits with 1 and 2 threads (batch elements split between threads)", function()
+    local g = dle.Generator(12)
+    local q, k, v, w = dle.randn(6, 9, 5, {generator = g}), dle.randn(6, 7, 5, {generator = g}),
+                       dle.randn(6, 7, 3, {generator = g}), dle.randn(6, 9, 3, {generator = g})
+    local n = dle.get_num_threads()
+    local res = {}
+    for _, t in ipairs({1, 2}) do
+      dle.set_num_threads(t)
+      local o, p = dle.sdpa(q, k, v, {causal = true})
+      res[t] = {o, p, w:sdpa_score_grad(v, p, 0.3)}
+    end
+    dle.set_num_threads(n)
+    for i = 1, 3 do assert.is_true(res[1][i]:equal(res[2][i]), "result " .. i) end
+  end)
+
   it("names the function and the shapes on bad input", function()
     H.assert_error(function() dle.sdpa(dle.zeros(3, 4), dle.zeros(3, 5), dle.zeros(3, 4)) end, "sdpa", "{3,4}", "{3,5}")
     H.assert_error(function() dle.sdpa(dle.zeros(3, 4), dle.zeros(3, 4), dle.zeros(2, 4)) end, "sdpa", "different lengths")

@@ -9,8 +9,10 @@
  *                  zeros), then out = P v (gemm).
  * sdpa_score_grad  per batch element: D = gout v^T (gemm into the output), then each row
  *                  D = scale * P * (D - sum(P * D)): the softmax backward fused with the scaling.
- * The row loops stay on one thread between the BLAS calls (see cpu_conv.c: OpenMP regions next to
- * OpenBLAS calls fight its threads on this machine). */
+ * Batch elements are independent small problems (the char-GPT example: 128 of 128x128x32), so
+ * with several threads one OpenMP loop runs over them, each calling BLAS single-threaded, rather
+ * than OpenBLAS splitting every small gemm between threads (one synchronisation per gemm: measured
+ * 5x slower than one thread with 2 threads on the shared test machine). */
 #include <limits.h>
 
 #include "cpu_backend.h"
@@ -28,6 +30,18 @@ static int64_t batch_offset(const dle_tensor *t, int nb, int64_t b) {
     b /= t->sizes[d];
   }
   return off;
+}
+
+/* Threads for a loop over B batch elements; with more than one, OpenBLAS is set to one thread
+ * until batch_end(). */
+static int batch_begin(int64_t b) {
+  int n = dle_get_num_threads();
+  if (b < 2 || n < 2) return 1;
+  openblas_set_num_threads(1);
+  return n;
+}
+static void batch_end(int n) {
+  if (n > 1) openblas_set_num_threads(n);
 }
 
 static dle_status check_blas(const char *fn, int64_t a, int64_t b, int64_t c) {
@@ -88,6 +102,8 @@ typedef struct {
     size_t mes = mask ? dle_dtype_size(mask->dtype) : 0;                                        \
     CT scale = (CT)a->f[0];                                                                     \
     bool causal = a->ints[0] != 0;                                                              \
+    int nt = batch_begin(B);                                                                    \
+    _Pragma("omp parallel for schedule(static) num_threads(nt) if (nt > 1)")                   \
     for (int64_t b = 0; b < B; b++) {                                                           \
       CT *pb = p + b * L * S, *ob = o + b * L * Ev;                                             \
       if (L * S == 0) {                                                                         \
@@ -106,6 +122,7 @@ typedef struct {
       }                                                                                         \
       if (Ev > 0) GEMM(CT)(false, false, L, Ev, S, pb, S, v + b * S * Ev, Ev, 0, ob, Ev);       \
     }                                                                                           \
+    batch_end(nt);                                                                              \
     return DLE_OK;                                                                              \
   }                                                                                             \
   static dle_status score_grad_##ID(dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) { \
@@ -116,6 +133,8 @@ typedef struct {
     DLE_TRY(check_blas("sdpa_score_grad", L, S, Ev));                                           \
     const CT *g = dle_tensor_data(gt), *v = dle_tensor_data(ins[1]), *p = dle_tensor_data(ins[2]); \
     CT *d = dle_tensor_data(out), scale = (CT)a->f[0];                                          \
+    int nt = batch_begin(B);                                                                    \
+    _Pragma("omp parallel for schedule(static) num_threads(nt) if (nt > 1)")                   \
     for (int64_t b = 0; b < B; b++) {                                                           \
       CT *db = d + b * L * S;                                                                   \
       const CT *pb = p + b * L * S;                                                             \
@@ -124,6 +143,7 @@ typedef struct {
       else memset(db, 0, sizeof(CT) * (size_t)(L * S));                                         \
       for (int64_t i = 0; i < L; i++) score_grad_row_##ID(db + i * S, pb + i * S, S, scale);    \
     }                                                                                           \
+    batch_end(nt);                                                                              \
     return DLE_OK;                                                                              \
   }
 ATT_TYPES(ATTENTION_KERNELS)
