@@ -26,8 +26,10 @@ static bool int_field(lua_State *L, int opts, const char *fn, const char *field,
   lua_getfield(L, opts, field);
   bool present = !lua_isnil(L, -1);
   if (present) {
-    if (!lua_isinteger(L, -1)) luaL_error(L, "%s: %s must be an integer, got %s", fn, field, luaL_typename(L, -1));
-    *out = lua_tointeger(L, -1);
+    int isint = 0;
+    lua_Integer v = lua_tointegerx(L, -1, &isint); /* 3 and 3.0 alike */
+    if (!isint) luaL_error(L, "%s: %s must be an integer, got %s", fn, field, luaL_tolstring(L, -1, NULL));
+    *out = v;
   }
   lua_pop(L, 1);
   return present;
