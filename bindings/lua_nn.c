@@ -7,7 +7,8 @@
  *   dle.sdpa(q, k, v, {mask = m, causal = false, scale = 1/sqrt(E)})  -> out, probs
  * The backward ops are tensor methods of the gradient, named like the ops (so every op of the
  * table is reachable from Lua): gy:cross_entropy_backward(logits, targets, lse, opts),
- * gy:embedding_backward(indices, V, opts), gout:sdpa_score_grad(v, probs, scale). */
+ * gy:embedding_backward(indices, V, opts), gout:sdpa_score_grad(v, probs, scale),
+ * gout:sdpa_backward(q, k, v, probs, scale) -> dq, [dk | dv]. */
 #include <math.h>
 #include <string.h>
 
@@ -153,12 +154,23 @@ static int l_sdpa_score_grad(lua_State *L) {
   return 1;
 }
 
+/* gout:sdpa_backward(q, k, v, probs, scale) -> dq, dkv */
+static int l_sdpa_backward(lua_State *L) {
+  dle_tensor *g = dle_lua_check(L, 1), *q = dle_lua_check(L, 2), *k = dle_lua_check(L, 3);
+  dle_tensor *v = dle_lua_check(L, 4), *p = dle_lua_check(L, 5), *dq = NULL, *dkv = NULL;
+  DLE_LUA_TRY(L, dle_sdpa_backward(&dq, &dkv, g, q, k, v, p, luaL_checknumber(L, 6)));
+  dle_lua_push(L, dq);
+  dle_lua_push(L, dkv);
+  return 2;
+}
+
 void dle_lua_open_nn(lua_State *L, int module, int methods) {
   static const luaL_Reg both[] = {{"cross_entropy", l_cross_entropy}, {"embedding", l_embedding},
                                   {"dropout", l_dropout}, {"sdpa", l_sdpa}, {NULL, NULL}};
   static const luaL_Reg grads[] = {{"cross_entropy_backward", l_cross_entropy_backward},
                                    {"embedding_backward", l_embedding_backward},
-                                   {"sdpa_score_grad", l_sdpa_score_grad}, {NULL, NULL}};
+                                   {"sdpa_score_grad", l_sdpa_score_grad},
+                                   {"sdpa_backward", l_sdpa_backward}, {NULL, NULL}};
   dle_lua_setfuncs(L, module, both);
   dle_lua_setfuncs(L, methods, both);
   dle_lua_setfuncs(L, methods, grads);

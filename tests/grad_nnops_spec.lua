@@ -1,4 +1,5 @@
 -- covers: cross_entropy cross_entropy_backward embedding embedding_backward dropout sdpa sdpa_score_grad
+-- covers: sdpa_backward
 -- grad_nnops_spec.lua — gradient rules of the fused nn ops: reverse and forward mode against
 -- central finite differences in float64 (dle.gradcheck with forward = true; every float output is
 -- checked, so cross_entropy's lse and sdpa's probabilities too) for each option (reductions,
@@ -150,6 +151,21 @@ describe("sdpa gradients", function()
   it("gradcheck of sdpa_score_grad in grad_output, v and probs", function()
     local p = dle.randn(2, 3, 4, F64):softmax(-1)
     check(function(g, v, p_) return g:sdpa_score_grad(v, p_, 0.6) end, {randn({2, 3, 2}, 101), randn({2, 4, 2}, 102), p})
+  end)
+
+  it("gradcheck of sdpa_backward (dq and [dk | dv]) in all five inputs, with broadcast batch dims", function()
+    local p = dle.randn(2, 3, 4, F64):softmax(-1)
+    check(function(g, q, k, v, p_) return g:sdpa_backward(q, k, v, p_, 0.6) end,
+          {randn({2, 3, 2}, 131), randn({2, 3, 5}, 132), randn({1, 4, 5}, 133), randn({2, 4, 2}, 134), p})
+  end)
+
+  it("sdpa_backward equals the score gradient followed by the three products", function()
+    local g, q, k, v = randn({2, 3, 2}, 141), randn({2, 3, 5}, 142), randn({2, 4, 5}, 143), randn({2, 4, 2}, 144)
+    local _, p = dle.sdpa(q, k, v, {scale = 0.6})
+    local dq, dkv = g:sdpa_backward(q, k, v, p, 0.6)
+    local ds = g:sdpa_score_grad(v, p, 0.6)
+    H.assert_close(dq, ds:matmul(k):totable())
+    H.assert_close(dkv, dle.cat({ds:transpose(-2, -1):matmul(q), p:transpose(-2, -1):matmul(g)}, 3):totable())
   end)
 
   it("double backward of sdpa (causal, and with a float mask)", function()

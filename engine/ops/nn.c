@@ -291,6 +291,7 @@ static dle_status forward_score_grad(dle_op op, dle_tensor **outs, dle_tensor *c
   int64_t batch[DLE_MAX_DIMS], batch2[DLE_MAX_DIMS];
   DLE_TRY(batch_broadcast(fn, g, v, &nb, batch));
   DLE_TRY(dle_broadcast_shapes(fn, nb, batch, p->ndim - 2, p->sizes, &nb2, batch2));
+  if (nb2 + 2 > DLE_MAX_DIMS) return dle_error("%s: too many batch dims", fn);
   out_shapes o = {.nout = 1};
   int64_t s[DLE_MAX_DIMS];
   memcpy(s, batch2, sizeof *s * (size_t)nb2);
@@ -305,6 +306,47 @@ static dle_status forward_score_grad(dle_op op, dle_tensor **outs, dle_tensor *c
   return run(op, outs, &o, cin, 3, a, cdt, rdt, dle_tensor_device(g));
 }
 
+/* gout {..., L, Ev}, q {..., L, E}, k {..., S, E}, v {..., S, Ev}, probs {..., L, S} ->
+ * {..., L, E}, {..., S, E + Ev} */
+static dle_status forward_sdpa_backward(dle_op op, dle_tensor **outs, dle_tensor *const *ins,
+                                        const dle_attrs *a) {
+  const char *fn = op_name(op);
+  static const char *what[5] = {"grad_output", "q", "k", "v", "probs"};
+  for (int i = 0; i < 5; i++) DLE_TRY(need_matrix(fn, what[i], ins[i]));
+  dle_tensor *g = ins[0], *q = ins[1], *k = ins[2], *v = ins[3], *p = ins[4];
+  int64_t L = q->sizes[q->ndim - 2], E = q->sizes[q->ndim - 1];
+  int64_t S = k->sizes[k->ndim - 2], Ev = v->sizes[v->ndim - 1];
+  if (k->sizes[k->ndim - 1] != E || v->sizes[v->ndim - 2] != S || g->sizes[g->ndim - 2] != L ||
+      g->sizes[g->ndim - 1] != Ev || p->sizes[p->ndim - 2] != L || p->sizes[p->ndim - 1] != S)
+    return dle_error("%s: grad_output %s, q %s, k %s, v %s and probs %s do not fit ({..., L, Ev}, "
+                     "{..., L, E}, {..., S, E}, {..., S, Ev}, {..., L, S})", fn, SHAPE(g), SHAPE(q),
+                     SHAPE(k), SHAPE(v), SHAPE(p));
+  int nb = 0;
+  int64_t batch[DLE_MAX_DIMS];
+  for (int i = 0; i < 5; i++) {
+    int64_t nbatch[DLE_MAX_DIMS];
+    int n2;
+    DLE_TRY(dle_broadcast_shapes(fn, nb, batch, ins[i]->ndim - 2, ins[i]->sizes, &n2, nbatch));
+    nb = n2;
+    memcpy(batch, nbatch, sizeof *batch * (size_t)nb);
+  }
+  if (nb < 0 || nb + 2 > DLE_MAX_DIMS) return dle_error("%s: too many batch dims", fn);
+  out_shapes o = {.nout = 2};
+  int64_t s[DLE_MAX_DIMS];
+  memcpy(s, batch, sizeof *s * (size_t)nb);
+  s[nb] = L, s[nb + 1] = E;
+  set_shape(&o, 0, nb + 2, s);
+  s[nb] = S, s[nb + 1] = E + Ev;
+  set_shape(&o, 1, nb + 2, s);
+  dle_dtype rdt = DLE_BOOL;
+  for (int i = 0; i < 5; i++) rdt = i ? dle_promote(rdt, ins[i]->dtype) : ins[i]->dtype;
+  rdt = result_dtype(rdt);
+  dle_dtype cdt = compute_dtype(rdt);
+  dle_tensor *cin[5];
+  for (int i = 0; i < 5; i++) prepare_batched(&cin[i], ins[i], nb, batch, cdt);
+  return run(op, outs, &o, cin, 5, a, cdt, rdt, dle_tensor_device(q));
+}
+
 dle_status dle_forward_nn(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                           const dle_attrs *a) {
   switch (op) {
@@ -315,6 +357,7 @@ dle_status dle_forward_nn(dle_op op, dle_tensor **outs, dle_tensor *const *ins, 
     case DLE_OP_DROPOUT: return forward_dropout(op, outs, ins, a);
     case DLE_OP_SDPA: return forward_sdpa(op, outs, ins, nin, a);
     case DLE_OP_SDPA_SCORE_GRAD: return forward_score_grad(op, outs, ins, a);
+    case DLE_OP_SDPA_BACKWARD: return forward_sdpa_backward(op, outs, ins, a);
     default: return dle_error("%s: not an nn op", op_name(op));
   }
 }
@@ -407,4 +450,14 @@ dle_status dle_sdpa_score_grad(dle_tensor **out, dle_tensor *gout, dle_tensor *v
   a.f[0] = scale;
   dle_tensor *ins[3] = {gout, v, probs};
   return dle_op_call(DLE_OP_SDPA_SCORE_GRAD, out, ins, 3, &a);
+}
+
+dle_status dle_sdpa_backward(dle_tensor **dq, dle_tensor **dkv, dle_tensor *gout, dle_tensor *q,
+                             dle_tensor *k, dle_tensor *v, dle_tensor *probs, double scale) {
+  dle_attrs a = {0};
+  a.f[0] = scale;
+  dle_tensor *ins[5] = {gout, q, k, v, probs}, *outs[2] = {*dq, *dkv};
+  DLE_TRY(dle_op_call(DLE_OP_SDPA_BACKWARD, outs, ins, 5, &a));
+  *dq = outs[0], *dkv = outs[1];
+  return DLE_OK;
 }

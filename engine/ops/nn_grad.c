@@ -287,6 +287,17 @@ static dle_tensor *score_grad(scope *s, dle_tensor *g, dle_tensor *v, dle_tensor
   return call(s, DLE_OP_SDPA_SCORE_GRAD, (dle_tensor *[]){g, v, p}, 3, &a);
 }
 
+/* input i's gradient g, summed to its shape */
+static dle_tensor *to_input(scope *s, dle_node *n, int i, dle_tensor *g) {
+  return g ? sum_to(s, g, dle_node_input_ndim(n, i), dle_node_input_sizes(n, i)) : NULL;
+}
+
+/* the last dim of t, from start, len long (a view) */
+static dle_tensor *narrow_last(scope *s, dle_tensor *t, int64_t start, int64_t len) {
+  dle_tensor *r = NULL;
+  return ok(s) && t ? keep(s, dle_narrow(&r, t, t->ndim - 1, start, len), &r) : NULL;
+}
+
 static dle_status vjp_sdpa(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
   if (!gout[0] && !gout[1]) return DLE_OK;
   const dle_attrs *a = dle_node_attrs(n);
@@ -296,6 +307,20 @@ static dle_status vjp_sdpa(dle_node *n, dle_tensor *const *gout, dle_tensor **gi
   scope s = {.n = 0};
   dle_tensor *q = dle_node_input(n, 0), *k = dle_node_input(n, 1), *v = dle_node_input(n, 2);
   dle_tensor *p = dle_node_output(n, 1), *ds = NULL;
+  if (gout[0] && !gout[1] && !mask_grad) { /* the common case: one fused kernel for dq, dk, dv */
+    dle_tensor *r[2] = {NULL, NULL};
+    if (dle_op_call(DLE_OP_SDPA_BACKWARD, r, (dle_tensor *[]){gout[0], q, k, v, p}, 5, a) != DLE_OK)
+      return DLE_ERR;
+    keep(&s, DLE_OK, &r[0]);
+    keep(&s, DLE_OK, &r[1]);
+    int64_t e = q->sizes[q->ndim - 1], ev = v->sizes[v->ndim - 1];
+    dle_tensor *d[3] = {r[0], narrow_last(&s, r[1], 0, e), narrow_last(&s, r[1], e, ev)};
+    for (int i = 0; i < 3; i++) {
+      dle_tensor *c = NULL; /* the key-side halves are copied out: gradients do not share storage */
+      if (dle_node_needs_grad(n, i) && ok(&s)) gin[i] = give(&s, to_input(&s, n, i, keep(&s, dle_contiguous(&c, d[i]), &c)));
+    }
+    return scope_end(&s, gin, dle_node_num_inputs(n));
+  }
   if (gout[0]) ds = score_grad(&s, gout[0], v, p, a, sk);
   if (gout[1]) ds = add_opt(&s, ds, muls(&s, softmax_jvp(&s, p, gout[1]), sk));
   if (mask_grad) {
@@ -328,48 +353,110 @@ static dle_status jvp_sdpa(dle_op op, const dle_attrs *a, dle_tensor *const *ins
   return scope_end(&s, tout, 2);
 }
 
-/* Z = s P (A - rowsum(P A)), A = gout v^T: inputs gout, v, P */
+/* The adjoint of Z = s P (A - rowsum(P A)), A = gout v^T, at G: the gradients of <G, Z> in gout,
+ * v and P, into *dgo, *dv, *dp (each only when its pointer is given; shapes broadcast, not summed) */
+static void score_grad_adjoint(scope *s, dle_tensor *g, dle_tensor *go, dle_tensor *v, dle_tensor *p,
+                               double sc, dle_tensor **dgo, dle_tensor **dv, dle_tensor **dp) {
+  if (dgo || dv) {
+    dle_tensor *ga = muls(s, softmax_jvp(s, p, g), sc); /* d/dA */
+    if (dgo) *dgo = mm(s, ga, v);
+    if (dv) *dv = mm(s, tr(s, ga), go);
+  }
+  if (dp) { /* s (G A - G rowsum(P A) - A rowsum(G P)) */
+    dle_tensor *am = mm(s, go, tr(s, v));
+    dle_tensor *r = rowsum(s, bin(s, DLE_OP_MUL, p, am), true);
+    dle_tensor *gp = rowsum(s, bin(s, DLE_OP_MUL, g, p), true);
+    dle_tensor *x = bin(s, DLE_OP_SUB, bin(s, DLE_OP_MUL, g, bin(s, DLE_OP_SUB, am, r)), bin(s, DLE_OP_MUL, am, gp));
+    *dp = muls(s, x, sc);
+  }
+}
+
+/* The tangent of Z given tangents of gout, v, P (NULL: zero; result NULL when all are):
+ * dZ = s (U - P rowsum(U) - dP rowsum(P A)), U = dP A + P dA, dA = d gout v^T + gout dv^T */
+static dle_tensor *score_grad_tangent(scope *s, dle_tensor *go, dle_tensor *v, dle_tensor *p, double sc,
+                                      dle_tensor *tgo, dle_tensor *tv, dle_tensor *tp) {
+  dle_tensor *am = mm(s, go, tr(s, v)), *ta = NULL, *u = NULL;
+  if (tgo) ta = mm(s, tgo, tr(s, v));
+  if (tv) ta = add_opt(s, ta, mm(s, go, tr(s, tv)));
+  if (tp) u = bin(s, DLE_OP_MUL, tp, am);
+  if (ta) u = add_opt(s, u, bin(s, DLE_OP_MUL, p, ta));
+  if (!u) return NULL;
+  dle_tensor *z = bin(s, DLE_OP_SUB, u, bin(s, DLE_OP_MUL, p, rowsum(s, u, true)));
+  if (tp) z = bin(s, DLE_OP_SUB, z, bin(s, DLE_OP_MUL, tp, rowsum(s, bin(s, DLE_OP_MUL, p, am), true)));
+  return muls(s, z, sc);
+}
+
 static dle_status vjp_score_grad(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
-  dle_tensor *g = gout[0];
-  if (!g) return DLE_OK;
-  double sc = dle_node_attrs(n)->f[0];
+  if (!gout[0]) return DLE_OK;
   scope s = {.n = 0};
-  dle_tensor *go = dle_node_input(n, 0), *v = dle_node_input(n, 1), *p = dle_node_input(n, 2);
-  if (dle_node_needs_grad(n, 0) || dle_node_needs_grad(n, 1)) {
-    dle_tensor *ga = muls(&s, softmax_jvp(&s, p, g), sc); /* d/dA */
-    if (dle_node_needs_grad(n, 0))
-      gin[0] = give(&s, sum_to(&s, mm(&s, ga, v), dle_node_input_ndim(n, 0), dle_node_input_sizes(n, 0)));
-    if (dle_node_needs_grad(n, 1))
-      gin[1] = give(&s, sum_to(&s, mm(&s, tr(&s, ga), go), dle_node_input_ndim(n, 1), dle_node_input_sizes(n, 1)));
-  }
-  if (dle_node_needs_grad(n, 2)) { /* s (G A - G rowsum(P A) - A rowsum(G P)) */
-    dle_tensor *am = mm(&s, go, tr(&s, v));
-    dle_tensor *r = rowsum(&s, bin(&s, DLE_OP_MUL, p, am), true);
-    dle_tensor *gp = rowsum(&s, bin(&s, DLE_OP_MUL, g, p), true);
-    dle_tensor *x = bin(&s, DLE_OP_SUB, bin(&s, DLE_OP_MUL, g, bin(&s, DLE_OP_SUB, am, r)),
-                        bin(&s, DLE_OP_MUL, am, gp));
-    gin[2] = give(&s, sum_to(&s, muls(&s, x, sc), dle_node_input_ndim(n, 2), dle_node_input_sizes(n, 2)));
-  }
+  dle_tensor *d[3] = {NULL, NULL, NULL};
+  score_grad_adjoint(&s, gout[0], dle_node_input(n, 0), dle_node_input(n, 1), dle_node_input(n, 2),
+                     dle_node_attrs(n)->f[0], dle_node_needs_grad(n, 0) ? &d[0] : NULL,
+                     dle_node_needs_grad(n, 1) ? &d[1] : NULL, dle_node_needs_grad(n, 2) ? &d[2] : NULL);
+  for (int i = 0; i < 3; i++) gin[i] = give(&s, to_input(&s, n, i, d[i]));
   return scope_end(&s, gin, 3);
 }
 
-/* dZ = s (U - P rowsum(U) - dP rowsum(P A)), U = dP A + P dA, dA = d gout v^T + gout dv^T */
 static dle_status jvp_score_grad(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
                                  dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
   (void)op, (void)nin, (void)outs;
   scope s = {.n = 0};
-  dle_tensor *go = ins[0], *v = ins[1], *p = ins[2];
-  dle_tensor *am = mm(&s, go, tr(&s, v)), *ta = NULL, *u = NULL;
-  if (tin[0]) ta = mm(&s, tin[0], tr(&s, v));
-  if (tin[1]) ta = add_opt(&s, ta, mm(&s, go, tr(&s, tin[1])));
-  if (tin[2]) u = bin(&s, DLE_OP_MUL, tin[2], am);
-  if (ta) u = add_opt(&s, u, bin(&s, DLE_OP_MUL, p, ta));
-  if (u) {
-    dle_tensor *z = bin(&s, DLE_OP_SUB, u, bin(&s, DLE_OP_MUL, p, rowsum(&s, u, true)));
-    if (tin[2]) z = bin(&s, DLE_OP_SUB, z, bin(&s, DLE_OP_MUL, tin[2], rowsum(&s, bin(&s, DLE_OP_MUL, p, am), true)));
-    tout[0] = give(&s, muls(&s, z, a->f[0]));
-  }
+  tout[0] = give(&s, score_grad_tangent(&s, ins[0], ins[1], ins[2], a->f[0], tin[0], tin[1], tin[2]));
   return scope_end(&s, tout, 1);
+}
+
+/* sdpa_backward(gout, q, k, v, P) = (D k, [D^T q | P^T gout]) with D = score_grad(gout, v, P).
+ * Its adjoint at (Gq, [Gk | Gv]): through D with H = Gq k^T + q Gk^T (score_grad_adjoint), plus
+ * d k = D^T Gq, d q = D Gk, d P = gout Gv^T, d gout = P Gv. */
+static dle_status vjp_sdpa_backward(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  if (!gout[0] && !gout[1]) return DLE_OK;
+  double sc = dle_node_attrs(n)->f[0];
+  scope s = {.n = 0};
+  dle_tensor *go = dle_node_input(n, 0), *q = dle_node_input(n, 1), *k = dle_node_input(n, 2);
+  dle_tensor *v = dle_node_input(n, 3), *p = dle_node_input(n, 4);
+  int64_t e = q->sizes[q->ndim - 1], ev = v->sizes[v->ndim - 1];
+  dle_tensor *gq = gout[0], *gk = narrow_last(&s, gout[1], 0, e), *gv = narrow_last(&s, gout[1], e, ev);
+  dle_tensor *ds = score_grad(&s, go, v, p, dle_node_attrs(n), sc);
+  dle_tensor *h = gq ? mm(&s, gq, tr(&s, k)) : NULL, *d[5] = {NULL, NULL, NULL, NULL, NULL};
+  if (gk) h = add_opt(&s, h, mm(&s, q, tr(&s, gk)));
+  if (h) score_grad_adjoint(&s, h, go, v, p, sc, dle_node_needs_grad(n, 0) ? &d[0] : NULL,
+                            dle_node_needs_grad(n, 3) ? &d[3] : NULL, dle_node_needs_grad(n, 4) ? &d[4] : NULL);
+  if (gk && dle_node_needs_grad(n, 1)) d[1] = mm(&s, ds, gk);
+  if (gq && dle_node_needs_grad(n, 2)) d[2] = mm(&s, tr(&s, ds), gq);
+  if (gv && dle_node_needs_grad(n, 4)) d[4] = add_opt(&s, d[4], mm(&s, go, tr(&s, gv)));
+  if (gv && dle_node_needs_grad(n, 0)) d[0] = add_opt(&s, d[0], mm(&s, p, gv));
+  for (int i = 0; i < 5; i++) gin[i] = give(&s, to_input(&s, n, i, d[i]));
+  return scope_end(&s, gin, 5);
+}
+
+/* d(D k) = dD k + D dk, d(D^T q) = dD^T q + D^T dq, d(P^T gout) = dP^T gout + P^T d gout */
+static dle_status jvp_sdpa_backward(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                                    dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op, (void)nin;
+  scope s = {.n = 0};
+  dle_tensor *go = ins[0], *q = ins[1], *k = ins[2], *v = ins[3], *p = ins[4];
+  dle_tensor *ds = score_grad(&s, go, v, p, a, a->f[0]);
+  dle_tensor *tds = score_grad_tangent(&s, go, v, p, a->f[0], tin[0], tin[3], tin[4]);
+  dle_tensor *tq = tds ? mm(&s, tds, k) : NULL, *tk = tds ? mm(&s, tr(&s, tds), q) : NULL, *tv = NULL;
+  if (tin[2]) tq = add_opt(&s, tq, mm(&s, ds, tin[2]));
+  if (tin[1]) tk = add_opt(&s, tk, mm(&s, tr(&s, ds), tin[1]));
+  if (tin[4]) tv = mm(&s, tr(&s, tin[4]), go);
+  if (tin[0]) tv = add_opt(&s, tv, mm(&s, tr(&s, p), tin[0]));
+  tout[0] = give(&s, tq);
+  if (tk || tv) { /* [tk | tv], zeros for a missing half */
+    int64_t e = q->sizes[q->ndim - 1], sz[DLE_MAX_DIMS];
+    int nd = outs[1]->ndim;
+    memcpy(sz, outs[1]->sizes, sizeof sz);
+    dle_tensor *half[2] = {tk, tv}, *c = NULL;
+    for (int h = 0; h < 2 && ok(&s); h++) {
+      dle_tensor *t = NULL;
+      sz[nd - 1] = h ? outs[1]->sizes[nd - 1] - e : e;
+      if (!half[h]) half[h] = keep(&s, dle_zeros(&t, nd, sz, outs[1]->dtype), &t);
+      else half[h] = keep(&s, dle_expand(&t, half[h], nd, sz), &t);
+    }
+    if (ok(&s)) tout[1] = give(&s, keep(&s, dle_cat(&c, half, 2, nd - 1), &c));
+  }
+  return scope_end(&s, tout, 2);
 }
 
 void dle_grad_register_nn(dle_grad_rule *r) {
@@ -381,4 +468,5 @@ void dle_grad_register_nn(dle_grad_rule *r) {
   r[DLE_OP_DROPOUT] = (dle_grad_rule){vjp_dropout, jvp_dropout, 0, false};
   r[DLE_OP_SDPA] = (dle_grad_rule){vjp_sdpa, jvp_sdpa, DLE_SAVE(0) | DLE_SAVE(1) | DLE_SAVE(2), true};
   r[DLE_OP_SDPA_SCORE_GRAD] = (dle_grad_rule){vjp_score_grad, jvp_score_grad, DLE_SAVE_ALL, false};
+  r[DLE_OP_SDPA_BACKWARD] = (dle_grad_rule){vjp_sdpa_backward, jvp_sdpa_backward, DLE_SAVE_ALL, false};
 }
