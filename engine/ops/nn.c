@@ -206,10 +206,26 @@ static dle_status forward_dropout(dle_op op, dle_tensor **outs, dle_tensor *cons
 
 /* ---- attention ---- */
 
-/* The batch dims (all but the last two) of a and b broadcast together into *nb, batch. */
-static dle_status batch_broadcast(const char *fn, const dle_tensor *a, const dle_tensor *b, int *nb,
-                                  int64_t *batch) {
-  return dle_broadcast_shapes(fn, a->ndim - 2, a->sizes, b->ndim - 2, b->sizes, nb, batch);
+/* The batch dims (all but the last two) of the n tensors broadcast together into *nb, batch. */
+static dle_status batch_of(const char *fn, dle_tensor *const *ts, int n, int *nb, int64_t *batch) {
+  *nb = 0;
+  for (int i = 0; i < n; i++) {
+    int64_t next[DLE_MAX_DIMS];
+    int nn;
+    DLE_TRY(dle_broadcast_shapes(fn, *nb, batch, ts[i]->ndim - 2, ts[i]->sizes, &nn, next));
+    if (nn < 0 || nn + 2 > DLE_MAX_DIMS) return dle_error("%s: too many batch dims", fn);
+    *nb = nn;
+    memcpy(batch, next, sizeof *batch * (size_t)nn);
+  }
+  return DLE_OK;
+}
+
+/* Output k of o is {batch..., r, c}. */
+static void set_batched(out_shapes *o, int k, int nb, const int64_t *batch, int64_t r, int64_t c) {
+  int64_t s[DLE_MAX_DIMS];
+  memcpy(s, batch, sizeof *s * (size_t)nb);
+  s[nb] = r, s[nb + 1] = c;
+  set_shape(o, k, nb + 2, s);
 }
 
 static dle_status need_matrix(const char *fn, const char *what, const dle_tensor *t) {
@@ -235,41 +251,34 @@ static dle_status forward_sdpa(dle_op op, dle_tensor **outs, dle_tensor *const *
     return dle_error("%s: k %s and v %s have different lengths (%lld vs %lld)", fn, SHAPE(k), SHAPE(v),
                      (long long)S, (long long)v->sizes[v->ndim - 2]);
   if (!isfinite(a->f[0])) return dle_error("%s: scale must be finite, got %g", fn, a->f[0]);
-  int nb, nb2;
-  int64_t batch[DLE_MAX_DIMS], batch2[DLE_MAX_DIMS];
-  DLE_TRY(batch_broadcast(fn, q, k, &nb, batch));
-  DLE_TRY(dle_broadcast_shapes(fn, nb, batch, v->ndim - 2, v->sizes, &nb2, batch2));
-  if (nb2 + 2 > DLE_MAX_DIMS) return dle_error("%s: too many batch dims", fn);
+  int nb;
+  int64_t batch[DLE_MAX_DIMS];
+  DLE_TRY(batch_of(fn, ins, 3, &nb, batch));
   out_shapes o = {.nout = 2};
-  int64_t s[DLE_MAX_DIMS];
-  memcpy(s, batch2, sizeof *s * (size_t)nb2);
-  s[nb2] = L, s[nb2 + 1] = Ev;
-  set_shape(&o, 0, nb2 + 2, s);
-  s[nb2 + 1] = S;
-  set_shape(&o, 1, nb2 + 2, s);
+  set_batched(&o, 0, nb, batch, L, Ev);
+  set_batched(&o, 1, nb, batch, L, S);
+  const int64_t *s = o.sizes[1]; /* the scores' shape */
   if (mask) {
     if (mask->dtype != DLE_BOOL && !dle_dtype_is_float(mask->dtype))
       return dle_error("%s: mask must be bool (true = may attend) or float (added to the scores), "
                        "got %s", fn, dle_dtype_name(mask->dtype));
     int nm;
     int64_t ms[DLE_MAX_DIMS];
-    if (dle_broadcast_shapes(fn, mask->ndim, mask->sizes, nb2 + 2, s, &nm, ms) != DLE_OK ||
-        !dle_shape_equal(nm, ms, nb2 + 2, s)) {
+    if (dle_broadcast_shapes(fn, mask->ndim, mask->sizes, nb + 2, s, &nm, ms) != DLE_OK ||
+        !dle_shape_equal(nm, ms, nb + 2, s)) {
       char buf[128];
       return dle_error("%s: mask %s does not broadcast to the scores %s", fn, SHAPE(mask),
-                       dle_shape_str(buf, sizeof buf, nb2 + 2, s));
+                       dle_shape_str(buf, sizeof buf, nb + 2, s));
     }
   }
   dle_dtype rdt = result_dtype(dle_promote(dle_promote(q->dtype, k->dtype), v->dtype));
   dle_dtype cdt = compute_dtype(rdt);
   dle_tensor *cin[4] = {NULL, NULL, NULL, NULL};
-  prepare_batched(&cin[0], q, nb2, batch2, cdt);
-  prepare_batched(&cin[1], k, nb2, batch2, cdt);
-  prepare_batched(&cin[2], v, nb2, batch2, cdt);
+  for (int i = 0; i < 3; i++) prepare_batched(&cin[i], ins[i], nb, batch, cdt);
   if (mask) { /* cast first (small), then expand: the kernel reads it through strides */
     dle_tensor *c = NULL;
     if (dle_cast_if_needed(&c, mask, mask->dtype == DLE_BOOL ? DLE_BOOL : cdt) == DLE_OK)
-      dle_expand(&cin[3], c, nb2 + 2, s);
+      dle_expand(&cin[3], c, nb + 2, s);
     dle_tensor_release(c);
   }
   return run(op, outs, &o, cin, nin, a, cdt, rdt, dle_tensor_device(q));
@@ -287,22 +296,15 @@ static dle_status forward_score_grad(dle_op op, dle_tensor **outs, dle_tensor *c
   if (g->sizes[g->ndim - 2] != L || g->sizes[g->ndim - 1] != Ev || v->sizes[v->ndim - 2] != S)
     return dle_error("%s: grad_output %s, v %s and probs %s do not fit ({..., L, Ev}, {..., S, Ev}, "
                      "{..., L, S})", fn, SHAPE(g), SHAPE(v), SHAPE(p));
-  int nb, nb2;
-  int64_t batch[DLE_MAX_DIMS], batch2[DLE_MAX_DIMS];
-  DLE_TRY(batch_broadcast(fn, g, v, &nb, batch));
-  DLE_TRY(dle_broadcast_shapes(fn, nb, batch, p->ndim - 2, p->sizes, &nb2, batch2));
-  if (nb2 + 2 > DLE_MAX_DIMS) return dle_error("%s: too many batch dims", fn);
+  int nb;
+  int64_t batch[DLE_MAX_DIMS];
+  DLE_TRY(batch_of(fn, ins, 3, &nb, batch));
   out_shapes o = {.nout = 1};
-  int64_t s[DLE_MAX_DIMS];
-  memcpy(s, batch2, sizeof *s * (size_t)nb2);
-  s[nb2] = L, s[nb2 + 1] = S;
-  set_shape(&o, 0, nb2 + 2, s);
+  set_batched(&o, 0, nb, batch, L, S);
   dle_dtype rdt = result_dtype(dle_promote(dle_promote(g->dtype, v->dtype), p->dtype));
   dle_dtype cdt = compute_dtype(rdt);
   dle_tensor *cin[3];
-  prepare_batched(&cin[0], g, nb2, batch2, cdt);
-  prepare_batched(&cin[1], v, nb2, batch2, cdt);
-  prepare_batched(&cin[2], p, nb2, batch2, cdt);
+  for (int i = 0; i < 3; i++) prepare_batched(&cin[i], ins[i], nb, batch, cdt);
   return run(op, outs, &o, cin, 3, a, cdt, rdt, dle_tensor_device(g));
 }
 
@@ -321,23 +323,12 @@ static dle_status forward_sdpa_backward(dle_op op, dle_tensor **outs, dle_tensor
     return dle_error("%s: grad_output %s, q %s, k %s, v %s and probs %s do not fit ({..., L, Ev}, "
                      "{..., L, E}, {..., S, E}, {..., S, Ev}, {..., L, S})", fn, SHAPE(g), SHAPE(q),
                      SHAPE(k), SHAPE(v), SHAPE(p));
-  int nb = 0;
+  int nb;
   int64_t batch[DLE_MAX_DIMS];
-  for (int i = 0; i < 5; i++) {
-    int64_t nbatch[DLE_MAX_DIMS];
-    int n2;
-    DLE_TRY(dle_broadcast_shapes(fn, nb, batch, ins[i]->ndim - 2, ins[i]->sizes, &n2, nbatch));
-    nb = n2;
-    memcpy(batch, nbatch, sizeof *batch * (size_t)nb);
-  }
-  if (nb < 0 || nb + 2 > DLE_MAX_DIMS) return dle_error("%s: too many batch dims", fn);
+  DLE_TRY(batch_of(fn, ins, 5, &nb, batch));
   out_shapes o = {.nout = 2};
-  int64_t s[DLE_MAX_DIMS];
-  memcpy(s, batch, sizeof *s * (size_t)nb);
-  s[nb] = L, s[nb + 1] = E;
-  set_shape(&o, 0, nb + 2, s);
-  s[nb] = S, s[nb + 1] = E + Ev;
-  set_shape(&o, 1, nb + 2, s);
+  set_batched(&o, 0, nb, batch, L, E);
+  set_batched(&o, 1, nb, batch, S, E + Ev);
   dle_dtype rdt = DLE_BOOL;
   for (int i = 0; i < 5; i++) rdt = i ? dle_promote(rdt, ins[i]->dtype) : ins[i]->dtype;
   rdt = result_dtype(rdt);
