@@ -1,13 +1,26 @@
 --- bench/bench.lua — dle's benchmark harness (run it with scripts/bench).
 -- Each benchmark is an entry of the list ENTRIES: a name, a unit, a dle side (a function
 -- returning the loop body, so setup is not timed) and optionally a reference side (PyTorch: a
--- Python setup and body string, run by /usr/bin/python3 with torch.set_num_threads(1)).
+-- Python setup and body string, run by /usr/bin/python3 with torch.set_num_threads(N), N as
+-- --threads).
 -- Both sides are timed the same way: the iteration count is calibrated so that one repetition
 -- lasts about `target` seconds, one warm-up repetition is thrown away, then `reps` repetitions
 -- give per-iteration times whose median, min and max are reported. ratio = dle / reference
 -- (below 1: dle is faster).
 -- Usage: scripts/bench [--quick] [--json FILE] [--no-ref] [--filter PATTERN] [--threads N]
 local dle = require "dle"
+
+-- Inputs of the nn-op entries: logits {4096, 1000} and 1-based targets; q, k, v and an output
+-- weight {32, 4, 128, 32} (the char-GPT example's batch, heads, context and head size).
+local function ce_inputs()
+  local g = dle.Generator(1)
+  return dle.randn(4096, 1000, {generator = g}):requires_grad_(), dle.randint(1, 1001, {4096}, {generator = g})
+end
+local function attention_inputs()
+  local g = dle.Generator(2)
+  local function r() return dle.randn(32, 4, 128, 32, {generator = g}) end
+  return r():requires_grad_(), r():requires_grad_(), r():requires_grad_(), r()
+end
 
 local ENTRIES = {
   {
@@ -86,6 +99,73 @@ local ENTRIES = {
       body = "y = torch.nn.functional.layer_norm(x, (1024,), w, b)\ntorch.autograd.grad(y, (x, w, b), gy)",
     },
   },
+  -- The fused nn ops against the composites dle.nn used before them (still expressible with dle ops):
+  -- softmax cross-entropy {4096, 1000} and causal attention at the char-GPT example's shapes
+  -- (batch 32, 4 heads, 128 tokens, head size 32), forward + backward, float32.
+  {
+    key = "cross_entropy_fused",
+    name = "cross_entropy fwd+bwd {4096,1000} f32, fused op",
+    unit = "us",
+    dle = function()
+      local x, t = ce_inputs()
+      return function()
+        dle.nn.functional.cross_entropy(x, t):backward()
+        x.grad = nil
+      end
+    end,
+    torch = {
+      setup = "x = torch.randn(4096, 1000, requires_grad=True)\nt = torch.randint(0, 1000, (4096,))",
+      body = "torch.nn.functional.cross_entropy(x, t).backward()\nx.grad = None",
+    },
+  },
+  {
+    key = "cross_entropy_composite",
+    name = "cross_entropy fwd+bwd {4096,1000} f32, composite (log_softmax, gather, mean)",
+    unit = "us",
+    dle = function()
+      local x, t = ce_inputs()
+      return function()
+        (-x:log_softmax(2):gather(2, t:unsqueeze(2))):mean():backward()
+        x.grad = nil
+      end
+    end,
+  },
+  {
+    key = "sdpa_fused",
+    name = "causal sdpa fwd+bwd {32,4,128,32} f32, fused op",
+    unit = "us",
+    dle = function()
+      local q, k, v, w = attention_inputs()
+      return function()
+        local o = dle.nn.functional.scaled_dot_product_attention(q, k, v, {causal = true})
+        local l = (o * w):sum()
+        l:backward()
+        q.grad, k.grad, v.grad = nil, nil, nil
+      end
+    end,
+    torch = {
+      setup = "q, k, v = (torch.randn(32, 4, 128, 32, requires_grad=True) for _ in range(3))\n"
+        .. "w = torch.randn(32, 4, 128, 32)\nF = torch.nn.functional",
+      body = "o = F.scaled_dot_product_attention(q, k, v, is_causal=True) if hasattr(F, 'scaled_dot_product_attention') "
+        .. "else ((q @ k.transpose(-2, -1) / 32 ** 0.5).masked_fill(torch.ones(128, 128, dtype=torch.bool).triu(1), "
+        .. "float('-inf')).softmax(-1) @ v)\n(o * w).sum().backward()\nq.grad = k.grad = v.grad = None",
+    },
+  },
+  {
+    key = "sdpa_composite",
+    name = "causal sdpa fwd+bwd {32,4,128,32} f32, composite (matmul, masked_fill, softmax, matmul)",
+    unit = "us",
+    dle = function()
+      local q, k, v, w = attention_inputs()
+      local mask = dle.ones(128, 128, {dtype = "bool"}):triu(1)
+      return function()
+        local s = (q * (1 / math.sqrt(32))):matmul(k:transpose(-2, -1)):masked_fill(mask, -math.huge)
+        local l = (s:softmax(-1):matmul(v) * w):sum()
+        l:backward()
+        q.grad, k.grad, v.grad = nil, nil, nil
+      end
+    end,
+  },
 }
 
 -- ---------------------------------------------------------------- options
@@ -162,7 +242,7 @@ local function time_torch(entries)
   local py = {
     "import sys, time",
     "try:\n    import torch\nexcept Exception as ex:\n    print('NOTORCH', ex)\n    sys.exit(0)",
-    "torch.set_num_threads(1)",
+    string.format("torch.set_num_threads(%d)", opts.threads),
     "print('VERSION', torch.__version__)",
     string.format("TARGET, REPS = %.6g, %d", target, reps),
     [[
@@ -260,7 +340,7 @@ for _, row in ipairs(rows) do
 end
 print(string.format("# dle %s, %s mode, %d repetitions after warm-up, %d thread(s)%s", dle.version,
                     opts.quick and "quick" or "full", reps, opts.threads,
-                    ref.version and (", PyTorch " .. ref.version .. " (1 thread)") or ""))
+                    ref.version and (", PyTorch " .. ref.version .. " (same threads)") or ""))
 for i, row in ipairs(rows) do
   local cells = {}
   for c, cell in ipairs(row) do

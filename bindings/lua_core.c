@@ -308,7 +308,7 @@ static int core_op_names(lua_State *L) {
     lua_pushboolean(L, (info->flags & DLE_DIFF) != 0), lua_setfield(L, -2, "differentiable");
     static const char *kinds[DLE_NUM_KINDS] = {"create", "view", "copy", "unary", "binary", "compare",
                                                "where", "reduce", "softmax", "matmul", "index", "conv",
-                                               "norm"};
+                                               "norm", "nn"};
     lua_pushstring(L, kinds[info->kind]), lua_setfield(L, -2, "kind");
     const dle_grad_rule *r = dle_grad_rule_of((dle_op)i);
     lua_pushboolean(L, r->vjp != NULL), lua_setfield(L, -2, "has_vjp");
@@ -400,6 +400,7 @@ int luaopen_dle_native(lua_State *L) {
   dle_lua_open_io(L, module, methods);
   dle_lua_open_conv(L, module, methods);
   dle_lua_open_norm(L, module, methods);
+  dle_lua_open_nn(L, module, methods);
 
   lua_pushvalue(L, methods);
   lua_setfield(L, module, "Tensor");     /* methods table: Lua code adds methods here */

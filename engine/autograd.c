@@ -76,6 +76,7 @@ const dle_grad_rule *dle_grad_rule_of(dle_op op) {
     dle_grad_register_index(rules);
     dle_grad_register_conv(rules);
     dle_grad_register_norm(rules);
+    dle_grad_register_nn(rules);
     ready = true;
   }
   return &rules[op];

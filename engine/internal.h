@@ -76,6 +76,7 @@ dle_status dle_forward_matmul(dle_op, dle_tensor **, dle_tensor *const *, int, c
 dle_status dle_forward_index(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
 dle_status dle_forward_conv(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
 dle_status dle_forward_norm(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
+dle_status dle_forward_nn(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
 
 /* 128-bit Philox blocks a random op consumes for n elements of dt (rng.c); the kernels map
  * element i to its block with the same rule. */

@@ -18,6 +18,7 @@ static const dle_forward_fn forward_of_kind[DLE_NUM_KINDS] = {
     [DLE_KIND_SOFTMAX] = dle_forward_softmax,     [DLE_KIND_MATMUL] = dle_forward_matmul,
     [DLE_KIND_INDEX] = dle_forward_index,         [DLE_KIND_CONV] = dle_forward_conv,
     [DLE_KIND_NORM] = dle_forward_norm,
+    [DLE_KIND_NN] = dle_forward_nn,
 };
 
 

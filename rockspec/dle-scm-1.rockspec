@@ -24,12 +24,12 @@ external_dependencies = { OPENBLAS = { library = "openblas" } }
 local c_sources = {
   ["engine/"] = { "alloc", "autograd", "backend", "dtype", "error", "ops", "optim", "rng", "serialize",
                 "tensor" },
-  ["engine/ops/"] = { "conv", "copy", "create", "elementwise", "index", "matmul", "norm", "norm_grad", "reduce",
-                      "view" },
-  ["kernels/cpu/"] = { "cpu_backend", "cpu_conv", "cpu_copy", "cpu_elementwise", "cpu_index", "cpu_loop",
-                       "cpu_matmul", "cpu_norm", "cpu_optim", "cpu_random", "cpu_reduce" },
+  ["engine/ops/"] = { "conv", "copy", "create", "elementwise", "index", "matmul", "nn", "nn_grad", "norm",
+                      "norm_grad", "reduce", "view" },
+  ["kernels/cpu/"] = { "cpu_attention", "cpu_backend", "cpu_conv", "cpu_copy", "cpu_elementwise", "cpu_index",
+                       "cpu_loop", "cpu_matmul", "cpu_nn", "cpu_norm", "cpu_optim", "cpu_random", "cpu_reduce" },
   ["bindings/"] = { "lua_autograd", "lua_conv", "lua_core", "lua_data", "lua_elementwise", "lua_index", "lua_io",
-                    "lua_matmul", "lua_norm", "lua_optim", "lua_random", "lua_reduce", "lua_tensor" },
+                    "lua_matmul", "lua_nn", "lua_norm", "lua_optim", "lua_random", "lua_reduce", "lua_tensor" },
 }
 -- Lua files under lua/dle/ (without .lua): "x" is module dle.x, "x/init" dle.x, "x/y" dle.x.y.
 local lua_files = {

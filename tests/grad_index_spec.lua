@@ -4,6 +4,7 @@
 -- every dim, negative dims, non-contiguous inputs, broadcast masks and repeated indices; the
 -- Lua compositions stack/split/chunk; double backward of gather (and of the ops its gradient uses).
 local dle = require "dle"
+local H = require "helpers"
 
 local F64 = {dtype = "float64"}
 
@@ -13,13 +14,7 @@ local function R(...) return dle.randn({...}, {dtype = "float64", generator = ge
 local function I(tbl) return dle.tensor(tbl, {dtype = "int64"}) end
 local function B(tbl) return dle.tensor(tbl, {dtype = "bool"}) end
 
--- gradcheck in reverse and forward mode; fails with gradcheck's message
-local function check(f, inputs, opts)
-  opts = opts or {}
-  if opts.forward == nil then opts.forward = true end
-  local ok, err, msg = dle.gradcheck(f, inputs, opts)
-  assert(ok, msg or ("max error " .. tostring(err)))
-end
+local check = H.gradcheck
 
 -- A function of gradcheck's inputs whose results are gradients computed with create_graph: it
 -- records even inside gradcheck's no_grad finite differences, so the gradient is compared with

@@ -15,13 +15,7 @@ local function vals(shape, seed, lo, hi)
   return dle.tensor(H.values(shape, {seed = seed, lo = lo, hi = hi}), F64)
 end
 
--- Asserts that gradcheck (reverse and forward mode) passes for f at inputs.
-local function check(f, inputs, opts)
-  opts = opts or {}
-  if opts.forward == nil then opts.forward = true end
-  local ok, err, msg = dle.gradcheck(f, inputs, opts)
-  assert(ok, string.format("gradcheck failed (max error %g): %s", err, tostring(msg)))
-end
+local check = H.gradcheck
 
 -- f(x) -> the gradient of sum(g(x) * w) with create_graph, so gradcheck of it checks the
 -- second derivative (double backward) against finite differences of the gradient.

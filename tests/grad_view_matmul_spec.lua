@@ -6,6 +6,7 @@
 -- batched with broadcast batch dims), the Lua view methods built on these ops, einsum, and
 -- double backward (create_graph) against finite differences of the gradient and closed forms.
 local dle = require "dle"
+local H = require "helpers"
 
 local F64 = {dtype = "float64"}
 
@@ -13,31 +14,13 @@ local function randn(...)
   return dle.randn({...}, F64)
 end
 
---- dle.gradcheck (forward mode too unless opts.forward == false), failing with its message.
-local function check(f, inputs, opts)
-  opts = opts or {}
-  if opts.forward == nil then opts.forward = true end
-  local ok, err, msg = dle.gradcheck(f, inputs, opts)
-  assert(ok, string.format("gradcheck failed (max abs error %g): %s", err, tostring(msg)))
-end
+local check = H.gradcheck
 
 --- A fresh tensor holding y's values (y * 1): a view's result shares its input's storage, and
 -- the finite differences must see the values of each perturbed run, not the restored input.
 local function fresh(y) return y * 1 end
 
---- f(inputs...) -> scalar; returns a function giving all of f's gradients with create_graph,
--- so gradcheck of it compares second derivatives with finite differences of the gradient.
-local function gradients_of(f)
-  return function(...)
-    local ins = {...}
-    return dle.enable_grad(function()
-      local grads = dle.grad(f(table.unpack(ins)), ins, {create_graph = true, allow_unused = true})
-      local out = {}
-      for i = 1, #ins do out[i] = grads[i] and fresh(grads[i]) or dle.zeros_like(ins[i]) end
-      return table.unpack(out)
-    end)
-  end
-end
+local gradients_of = H.gradients_of
 
 local function assert_close(expected, got, tol)
   tol = tol or 1e-9

@@ -417,7 +417,8 @@ function H.gradcheck(f, inputs, opts)
 end
 
 --- f(inputs...) -> scalar; returns a function giving all of f's gradients with create_graph, so
--- a gradcheck of it compares second derivatives with finite differences of the gradient.
+-- a (reverse-mode) gradcheck of it compares second derivatives with finite differences of the
+-- gradient. Each gradient is a fresh tensor (g * 1), never a view sharing an input's storage.
 function H.gradients_of(f)
   return function(...)
     local ins = {...}

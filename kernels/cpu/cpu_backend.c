@@ -33,6 +33,8 @@ const dle_backend *dle_cpu_backend(void) {
     cpu_register_index(&cpu);
     cpu_register_conv(&cpu);
     cpu_register_norm(&cpu);
+    cpu_register_nn(&cpu);
+    cpu_register_attention(&cpu);
     ready = true;
   }
   return &cpu;

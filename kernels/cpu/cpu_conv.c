@@ -23,6 +23,7 @@
 #include <stdlib.h>
 
 #include "cpu_backend.h"
+#include "cpu_gemm.h"
 #include "cpu_loop.h"
 
 /* Work size from which the conv loops around BLAS would use OpenMP: never (see above); build
@@ -71,18 +72,6 @@ static dle_status check_blas(const char *fn, const conv_geom *q, int64_t b) {
   return DLE_OK;
 }
 
-/* C = op(A) op(B) (+ C when beta = 1), row-major, in float or double. */
-static void gemm_float(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                       const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m,
-              (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
-}
-static void gemm_double(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double *a, int64_t lda,
-                        const double *b, int64_t ldb, double beta, double *c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m,
-              (int)n, (int)k, 1.0, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
-}
-#define GEMM(CT) _Generic((CT)0, float: gemm_float, double: gemm_double)
 
 static void *alloc_or_null(size_t n) { return dle_cpu_alloc(n ? n : 1); }
 

@@ -7,6 +7,7 @@
  * whole rows are streamed, acc[j] op= x[r][j], so the inner loop is contiguous over outputs.
  * How one element folds into an accumulator is a "flavor" (sum, product, max, ...), written once
  * and instantiated per dtype by the macros of cpu_types.h. */
+#include "cpu_exp.h"
 #include "cpu_loop.h"
 
 #include <stdlib.h>
@@ -63,46 +64,6 @@ static int red_threads(void) {
 
 static inline double red_sq(double d) { return d * d; }
 
-/* c ? a : b through bit masks: a float ?: on computed values stops GCC from vectorising a loop
- * (it must keep NaN semantics), an integer blend does not. */
-static inline float red_select(int c, float a, float b) {
-  int32_t m = -(int32_t)(c != 0), ia, ib, r;
-  float f;
-  memcpy(&ia, &a, 4), memcpy(&ib, &b, 4);
-  r = (ia & m) | (ib & ~m);
-  memcpy(&f, &r, 4);
-  return f;
-}
-
-/* exp in float without a libm call, so softmax and logsumexp loops vectorise: x = n ln2 + r with
- * |r| <= ln2/2, exp(r) by Cephes' degree-6 polynomial (within 1.4 ulp), 2^n assembled in the
- * exponent bits as two factors so n can reach 128. NaN stays NaN, overflow gives inf, and results
- * below float's normal range (x < -87.33) flush to 0. */
-static inline float red_expf(float x) {
-  float xc = red_select(x < -87.33f, -87.33f, x);
-  xc = red_select(xc > 88.72f, 88.72f, xc);
-  float t = xc * 1.44269504088896341f + 12582912.0f; /* + 1.5 * 2^23 rounds to an integer */
-  float n = t - 12582912.0f;
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  uint32_t tb, b1, b2;
-  memcpy(&tb, &t, 4);
-  int32_t ni = (int32_t)(tb - 0x4B400000u), h = ni / 2; /* n, read from t's mantissa */
-  b1 = (uint32_t)(h + 127) << 23, b2 = (uint32_t)(ni - h + 127) << 23;  /* unsigned: NaN is no UB */
-  float s1, s2;
-  memcpy(&s1, &b1, 4), memcpy(&s2, &b2, 4);
-  float y = red_select(x < -87.33f, 0.0f, p * s1 * s2);
-  return red_select(x > 88.72f, INFINITY, y);
-}
-static inline double red_expd(double x) { return exp(x); }
-#define RED_EXP(v) _Generic((v), float: red_expf, default: red_expd)(v)
 
 /* Per flavor: accumulator type, initial value, one step (a: accumulator, x: element in compute
  * type, m: the per-output parameter of second passes), merge of two partial accumulators, and

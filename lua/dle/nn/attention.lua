@@ -1,6 +1,6 @@
---- dle.nn.MultiheadAttention and dle.nn.functional.scaled_dot_product_attention, composed of
--- differentiable dle ops (matmul, transpose, masked_fill, softmax, dropout), so autograd and
--- gradcheck come for free. Requiring this module registers both into dle.nn:
+--- dle.nn.MultiheadAttention and dle.nn.functional.scaled_dot_product_attention, built on the fused
+-- attention op dle.sdpa (scores, mask, softmax and the value product in one C kernel per batch
+-- element; a fused backward). Requiring this module registers both into dle.nn:
 --   local attn = dle.nn.MultiheadAttention(128, 4, {causal = true})
 --   local y = attn(x)                                  -- x {B, T, 128} -> y {B, T, 128}
 --   local o = dle.nn.functional.scaled_dot_product_attention(q, k, v, {causal = true})
@@ -37,15 +37,16 @@ end
 -- two dimensions; q is {..., Tq, D}, k {..., Tk, D}, v {..., Tk, Dv} (leading dims broadcast,
 -- e.g. {B, H, T, D}).
 -- @param opts optional table:
---   causal     boolean: query i attends to keys 1..i only (a cached triu mask filled with -inf)
+--   causal     boolean: query i attends to keys 1..i only (applied inside the kernel)
 --   mask       bool tensor broadcastable to {..., Tq, Tk}, true = may attend (PyTorch's
 --              attn_mask convention), or a float tensor added to the scores (-inf blocks)
 --   scale      number, default 1/sqrt(D)
---   dropout_p  probability of dropping attention weights (default 0), only when training
+--   dropout_p  probability of dropping attention weights (default 0), only when training: the
+--              op's attention probabilities go through F.dropout and are multiplied by v again
 --   training   boolean (default true; dropout only applies when true)
 --   generator  dle.Generator for the dropout mask
 -- @return tensor {..., Tq, Dv}
--- A query row whose keys are all masked gives NaN (as in PyTorch).
+-- A query row whose keys are all masked gives zero weights and a zero output (PyTorch: NaN).
 local function scaled_dot_product_attention(q, k, v, opts)
   opts = opts or {}
   for _, p in ipairs({{"q", q}, {"k", k}, {"v", v}}) do
@@ -70,37 +71,17 @@ local function scaled_dot_product_attention(q, k, v, opts)
   if type(scale) ~= "number" then
     error("scaled_dot_product_attention: scale must be a number, got " .. type(scale), 2)
   end
-  local tq, tk = q:size(-2), k:size(-2)
-  -- scale q rather than the {Tq, Tk} scores when that is cheaper
-  local scores
-  if tq * tk > tq * D then scores = (q * scale):matmul(k:transpose(-2, -1))
-  else scores = q:matmul(k:transpose(-2, -1)) * scale end
-  if opts.causal then
-    scores = scores:masked_fill(causal_mask(tq, tk, q:device()), -math.huge)
-  end
   local mask = opts.mask
-  if mask ~= nil then
-    if not dle.is_tensor(mask) then
-      error("scaled_dot_product_attention: mask must be a tensor, got " .. type(mask), 2)
-    end
-    local ok, err = pcall(function()
-      if mask:dtype() == "bool" then
-        scores = scores:masked_fill(mask:logical_not(), -math.huge)
-      else
-        scores = scores + mask
-      end
-    end)
-    if not ok then
-      error("scaled_dot_product_attention: mask " .. shape_str(mask) .. " does not broadcast to the scores "
-        .. shape_str(scores) .. " (" .. tostring(err) .. ")", 2)
-    end
+  if mask ~= nil and not dle.is_tensor(mask) then
+    error("scaled_dot_product_attention: mask must be a tensor, got " .. type(mask), 2)
   end
-  local w = scores:softmax(-1)
+  local ok, out, probs = pcall(dle.sdpa, q, k, v, {mask = mask, causal = opts.causal, scale = scale})
+  if not ok then error("scaled_dot_product_attention: " .. tostring(out), 2) end
   local p = opts.dropout_p or 0
   if p > 0 and opts.training ~= false then
-    w = F.dropout(w, p, true, {generator = opts.generator})
+    out = F.dropout(probs, p, true, {generator = opts.generator}):matmul(v)
   end
-  return w:matmul(v)
+  return out
 end
 
 F.scaled_dot_product_attention = scaled_dot_product_attention

@@ -1,5 +1,7 @@
---- dle.nn.functional: stateless forms of the layers and losses, composed of dle ops (so autograd
--- comes for free). Class targets are int64 tensors holding 1-based class numbers.
+--- dle.nn.functional: stateless forms of the layers and losses. Cross-entropy (class targets),
+-- embedding, dropout and attention (dle.nn.attention) call fused ops of the op table
+-- (dle.cross_entropy, dle.embedding, dle.dropout, dle.sdpa) with C kernels and gradient rules;
+-- the rest are composed of dle ops. Class targets are int64 tensors holding 1-based class numbers.
 local dle = require "dle"
 
 local F = {}
@@ -46,17 +48,17 @@ function F.linear(x, weight, bias)
 end
 
 --- dropout(x, p, training, opts): inverted dropout; zeroes each element with probability p and
--- scales the rest by 1/(1-p); identity when not training or p == 0.
+-- scales the rest by 1/(1-p); identity when not training or p == 0, zeros when p == 1. The mask
+-- comes from the generator's Philox stream (the numbers dle.rand would draw for a float32 tensor
+-- of x's shape), and the backward regenerates it instead of storing it.
 -- @param opts optional {generator = g}
 -- @return tensor of x's shape
 function F.dropout(x, p, training, opts)
   p = p or 0.5
   if type(p) ~= "number" or p < 0 or p > 1 then error("dropout: p must be a number in [0, 1], got " .. tostring(p), 2) end
+  check_tensor("dropout", "input", x)
   if training == false or p == 0 then return x end
-  if p == 1 then return x * 0 end
-  local r = dle.rand(x:shape(), {generator = opts and opts.generator, dtype = x:dtype()})
-  local mask = r:ge(p):to(x:dtype())
-  return x * mask * (1 / (1 - p))
+  return dle.dropout(x, p, {generator = opts and opts.generator})
 end
 
 --- layer_norm(x, weight, bias, eps, normalized_shape): normalizes over the trailing dimensions
@@ -75,24 +77,14 @@ function F.layer_norm(x, weight, bias, eps, normalized_shape)
   return (dle.layer_norm(x, shape, weight, bias, eps or 1e-5))
 end
 
---- embedding(ids, weight): rows of weight {n, d} picked by 1-based int64 ids of any shape.
+--- embedding(ids, weight, opts): rows of weight {n, d} picked by 1-based int64 ids of any shape
+-- (the fused embedding op; its backward is an index-add into a zero {n, d}).
+-- @param opts optional {padding_idx = i}: row i receives no gradient
 -- @return tensor {ids shape..., d}
-function F.embedding(ids, weight)
+function F.embedding(ids, weight, opts)
   check_tensor("embedding", "ids", ids)
-  local dt = ids:dtype()
-  if dt ~= "int64" and dt ~= "int32" then
-    error("embedding: ids must be an int64 tensor of 1-based indices, got " .. dt, 2)
-  end
-  local n = weight:size(1)
-  if ids:numel() > 0 then
-    local lo, hi = ids:min():item(), ids:max():item()
-    if lo < 1 or hi > n then
-      error("embedding: index " .. (lo < 1 and lo or hi) .. " out of range 1.." .. n, 2)
-    end
-  end
-  local shape = ids:shape()
-  shape[#shape + 1] = weight:size(2)
-  return weight:index_select(1, ids:reshape(-1):to("int64")):reshape(shape)
+  check_tensor("embedding", "weight", weight)
+  return dle.embedding(weight, ids, {padding_idx = opts and opts.padding_idx})
 end
 
 local function reduce(loss, reduction, fname, count)
@@ -181,15 +173,35 @@ function F.nll_loss(logp, targets, opts)
   return nll_core("nll_loss", logp, targets, opts)
 end
 
---- cross_entropy(logits, targets, opts): log_softmax over dimension 2 (the classes) then nll_loss.
--- Targets are 1-based int64 class numbers, or float class probabilities of logits' shape.
--- @param opts optional {ignore_index, label_smoothing = 0, reduction = "mean"|"sum"|"none"}
+--- cross_entropy(logits, targets, opts): softmax cross-entropy over dimension 2 (the classes).
+-- Logits are {N, C}, {C} or {N, C, d1, ...}. Targets are 1-based int64 class numbers of shape
+-- {N} ({}, {N, d1, ...}): the fused op (one log-sum-exp pass per row forward, one fused pass
+-- backward); or float class probabilities of logits' shape (composed of dle ops).
+-- @param opts optional {ignore_index, label_smoothing = 0, reduction = "mean"|"sum"|"none"}; the
+--   mean is over the targets that are not ignore_index
 -- @return scalar tensor, or per-element losses for reduction "none"
 function F.cross_entropy(logits, targets, opts)
   check_tensor("cross_entropy", "logits", logits)
   check_tensor("cross_entropy", "targets", targets)
-  local d = logits:dim() == 1 and 1 or 2
-  return nll_core("cross_entropy", logits:log_softmax(d), targets, opts)
+  if targets:is_floating_point() then
+    local d = logits:dim() == 1 and 1 or 2
+    return nll_core("cross_entropy", logits:log_softmax(d), targets, opts)
+  end
+  opts = opts or {}
+  local dt = targets:dtype()
+  if dt ~= "int64" and dt ~= "int32" then
+    error("cross_entropy: targets must be int64 class numbers (1-based) or float probabilities, got " .. dt, 2)
+  end
+  local x, out_shape = classes_last(logits)
+  local expect = "{" .. table.concat(out_shape, ",") .. "}"
+  if shape_str(targets) ~= expect then
+    error("cross_entropy: input has shape " .. shape_str(logits) .. ", so targets must have shape "
+      .. expect .. ", got " .. shape_str(targets), 2)
+  end
+  local loss = dle.cross_entropy(x, targets:reshape(-1), {reduction = opts.reduction,
+    ignore_index = opts.ignore_index, label_smoothing = opts.label_smoothing})
+  if opts.reduction == "none" then loss = loss:reshape(out_shape) end
+  return loss
 end
 
 --- mse_loss(input, target, opts): mean squared error; shapes must match.

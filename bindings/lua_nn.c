@@ -1,0 +1,177 @@
+/* lua_nn.c — the fused nn ops for Lua (dle.nn.functional builds on these):
+ *   dle.cross_entropy(logits {N, C}, targets {N} int64 1-based,
+ *                     {reduction = "mean"|"sum"|"none", ignore_index = i, label_smoothing = e})
+ *                                                                     -> loss, lse {N}
+ *   dle.embedding(weight {V, D}, indices int64 1-based, {padding_idx = i})  -> {..., D}
+ *   dle.dropout(x, p, {generator = g})                 -> x * mask / (1 - p)
+ *   dle.sdpa(q, k, v, {mask = m, causal = false, scale = 1/sqrt(E)})  -> out, probs
+ * The backward ops are tensor methods of the gradient, named like the ops (so every op of the
+ * table is reachable from Lua): gy:cross_entropy_backward(logits, targets, lse, opts),
+ * gy:embedding_backward(indices, V, opts), gout:sdpa_score_grad(v, probs, scale),
+ * gout:sdpa_backward(q, k, v, probs, scale) -> dq, [dk | dv]. */
+#include <math.h>
+#include <string.h>
+
+#include "lua_util.h"
+#include "../engine/nn.h"
+
+static int opts_at(lua_State *L, int idx, const char *fn) {
+  if (lua_isnoneornil(L, idx)) return 0;
+  if (!lua_istable(L, idx)) luaL_error(L, "%s: options must be a table, got %s", fn, luaL_typename(L, idx));
+  return lua_absindex(L, idx);
+}
+
+/* opts[field] as an integer; false when absent. */
+static bool int_field(lua_State *L, int opts, const char *fn, const char *field, int64_t *out) {
+  if (!opts) return false;
+  lua_getfield(L, opts, field);
+  bool present = !lua_isnil(L, -1);
+  if (present) {
+    int isint = 0;
+    lua_Integer v = lua_tointegerx(L, -1, &isint); /* 3 and 3.0 alike */
+    if (!isint) luaL_error(L, "%s: %s must be an integer, got %s", fn, field, luaL_tolstring(L, -1, NULL));
+    *out = v;
+  }
+  lua_pop(L, 1);
+  return present;
+}
+
+static double num_field(lua_State *L, int opts, const char *fn, const char *field, double def) {
+  if (!opts) return def;
+  lua_getfield(L, opts, field);
+  double v = def;
+  if (!lua_isnil(L, -1)) {
+    if (!lua_isnumber(L, -1)) luaL_error(L, "%s: %s must be a number, got %s", fn, field, luaL_typename(L, -1));
+    v = lua_tonumber(L, -1);
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+static dle_cross_entropy_params ce_params(lua_State *L, int opts, const char *fn) {
+  dle_cross_entropy_params p = DLE_CROSS_ENTROPY_DEFAULTS;
+  if (!opts) return p;
+  lua_getfield(L, opts, "reduction");
+  if (!lua_isnil(L, -1)) {
+    const char *r = lua_isstring(L, -1) ? lua_tostring(L, -1) : "?";
+    if (strcmp(r, "mean") == 0) p.reduction = DLE_REDUCTION_MEAN;
+    else if (strcmp(r, "sum") == 0) p.reduction = DLE_REDUCTION_SUM;
+    else if (strcmp(r, "none") == 0) p.reduction = DLE_REDUCTION_NONE;
+    else luaL_error(L, "%s: reduction must be 'mean', 'sum' or 'none', got '%s'", fn, luaL_tolstring(L, -1, NULL));
+  }
+  lua_pop(L, 1);
+  p.has_ignore_index = int_field(L, opts, fn, "ignore_index", &p.ignore_index);
+  p.label_smoothing = num_field(L, opts, fn, "label_smoothing", 0.0);
+  return p;
+}
+
+/* cross_entropy(logits, targets, opts) -> loss, lse */
+static int l_cross_entropy(lua_State *L) {
+  dle_tensor *x = dle_lua_check(L, 1), *t = dle_lua_check(L, 2), *loss = NULL, *lse = NULL;
+  dle_cross_entropy_params p = ce_params(L, opts_at(L, 3, "cross_entropy"), "cross_entropy");
+  DLE_LUA_TRY(L, dle_cross_entropy(&loss, &lse, x, t, &p, 1));
+  dle_lua_push(L, loss);
+  dle_lua_push(L, lse);
+  return 2;
+}
+
+/* gy:cross_entropy_backward(logits, targets, lse, opts) */
+static int l_cross_entropy_backward(lua_State *L) {
+  dle_tensor *gy = dle_lua_check(L, 1), *x = dle_lua_check(L, 2), *t = dle_lua_check(L, 3);
+  dle_tensor *lse = dle_lua_check(L, 4), *r = NULL;
+  const char *fn = "cross_entropy_backward";
+  dle_cross_entropy_params p = ce_params(L, opts_at(L, 5, fn), fn);
+  DLE_LUA_TRY(L, dle_cross_entropy_backward(&r, gy, x, t, lse, &p, 1));
+  dle_lua_push(L, r);
+  return 1;
+}
+
+/* embedding(weight, indices, {padding_idx}) */
+static int l_embedding(lua_State *L) {
+  dle_tensor *w = dle_lua_check(L, 1), *idx = dle_lua_check(L, 2), *r = NULL;
+  int64_t pad = 0;
+  bool has_pad = int_field(L, opts_at(L, 3, "embedding"), "embedding", "padding_idx", &pad);
+  DLE_LUA_TRY(L, dle_embedding(&r, w, idx, has_pad, pad, 1));
+  dle_lua_push(L, r);
+  return 1;
+}
+
+/* gy:embedding_backward(indices, V, {padding_idx}) */
+static int l_embedding_backward(lua_State *L) {
+  dle_tensor *gy = dle_lua_check(L, 1), *idx = dle_lua_check(L, 2), *r = NULL;
+  const char *fn = "embedding_backward";
+  int64_t v = luaL_checkinteger(L, 3), pad = 0;
+  bool has_pad = int_field(L, opts_at(L, 4, fn), fn, "padding_idx", &pad);
+  DLE_LUA_TRY(L, dle_embedding_backward(&r, gy, idx, v, has_pad, pad, 1));
+  dle_lua_push(L, r);
+  return 1;
+}
+
+/* dropout(x, p, {generator}) */
+static int l_dropout(lua_State *L) {
+  dle_tensor *x = dle_lua_check(L, 1), *r = NULL;
+  double p = luaL_checknumber(L, 2);
+  int opts = opts_at(L, 3, "dropout");
+  dle_generator *g = NULL;
+  if (opts) {
+    lua_getfield(L, opts, "generator");
+    g = dle_lua_opt_generator(L, -1, "dropout");
+    lua_pop(L, 1);
+  }
+  DLE_LUA_TRY(L, dle_dropout(&r, x, p, g));
+  dle_lua_push(L, r);
+  return 1;
+}
+
+/* sdpa(q, k, v, {mask, causal, scale}) -> out, probs */
+static int l_sdpa(lua_State *L) {
+  dle_tensor *q = dle_lua_check(L, 1), *k = dle_lua_check(L, 2), *v = dle_lua_check(L, 3);
+  dle_tensor *mask = NULL, *out = NULL, *probs = NULL;
+  int opts = opts_at(L, 4, "sdpa");
+  bool causal = false;
+  double scale = q->ndim > 0 && q->sizes[q->ndim - 1] > 0 ? 1 / sqrt((double)q->sizes[q->ndim - 1]) : 1;
+  if (opts) {
+    lua_getfield(L, opts, "mask");
+    if (!lua_isnil(L, -1) && !(mask = dle_lua_opt(L, -1)))
+      luaL_error(L, "sdpa: mask must be a tensor, got %s", luaL_typename(L, -1));
+    lua_pop(L, 1);  /* the options table keeps the mask alive */
+    lua_getfield(L, opts, "causal");
+    causal = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    scale = num_field(L, opts, "sdpa", "scale", scale);
+  }
+  DLE_LUA_TRY(L, dle_sdpa(&out, &probs, q, k, v, mask, causal, scale));
+  dle_lua_push(L, out);
+  dle_lua_push(L, probs);
+  return 2;
+}
+
+/* gout:sdpa_score_grad(v, probs, scale) */
+static int l_sdpa_score_grad(lua_State *L) {
+  dle_tensor *g = dle_lua_check(L, 1), *v = dle_lua_check(L, 2), *p = dle_lua_check(L, 3), *r = NULL;
+  DLE_LUA_TRY(L, dle_sdpa_score_grad(&r, g, v, p, luaL_checknumber(L, 4)));
+  dle_lua_push(L, r);
+  return 1;
+}
+
+/* gout:sdpa_backward(q, k, v, probs, scale) -> dq, dkv */
+static int l_sdpa_backward(lua_State *L) {
+  dle_tensor *g = dle_lua_check(L, 1), *q = dle_lua_check(L, 2), *k = dle_lua_check(L, 3);
+  dle_tensor *v = dle_lua_check(L, 4), *p = dle_lua_check(L, 5), *dq = NULL, *dkv = NULL;
+  DLE_LUA_TRY(L, dle_sdpa_backward(&dq, &dkv, g, q, k, v, p, luaL_checknumber(L, 6)));
+  dle_lua_push(L, dq);
+  dle_lua_push(L, dkv);
+  return 2;
+}
+
+void dle_lua_open_nn(lua_State *L, int module, int methods) {
+  static const luaL_Reg both[] = {{"cross_entropy", l_cross_entropy}, {"embedding", l_embedding},
+                                  {"dropout", l_dropout}, {"sdpa", l_sdpa}, {NULL, NULL}};
+  static const luaL_Reg grads[] = {{"cross_entropy_backward", l_cross_entropy_backward},
+                                   {"embedding_backward", l_embedding_backward},
+                                   {"sdpa_score_grad", l_sdpa_score_grad},
+                                   {"sdpa_backward", l_sdpa_backward}, {NULL, NULL}};
+  dle_lua_setfuncs(L, module, both);
+  dle_lua_setfuncs(L, methods, both);
+  dle_lua_setfuncs(L, methods, grads);
+}

@@ -1,0 +1,472 @@
+/* nn_grad.c — reverse (vjp) and forward (jvp) rules of the fused nn ops (engine/ops/nn.c).
+ *
+ * The forward ops' gradients are the fused backward ops (cross_entropy_backward,
+ * embedding_backward, sdpa_score_grad, dropout itself); the rules of those backward ops are
+ * written as composites of dle ops, so gradients of gradients (create_graph) work to any order.
+ *
+ *   cross_entropy        loss_i = w_i (lse_i - q_i . x_i) with q_i the smoothed one-hot of t_i and
+ *                        w_i = [t_i not ignored] (/ count for the mean); lse_i = log sum exp x_i.
+ *                        d loss / d x_i = w_i (p_i - q_i), d lse_i / d x_i = p_i = exp(x_i - lse_i).
+ *   ..._backward         G = w (gy) (p - q):  linear in gy; d p = p (dx - d lse).
+ *   embedding            linear in the weight; embedding_backward is its adjoint (with the rows at
+ *                        padding_idx read as zeros, attrs.ints[2] = 1, which is what "no gradient
+ *                        to the padding row" makes the forward look like to the gradient).
+ *   dropout              linear: y = mask x / (1 - p) with the mask regenerated from the attrs'
+ *                        Philox (seed, offset), so it is its own adjoint and tangent map.
+ *   sdpa                 S = scale q k^T + mask, P = softmax(S), out = P v:
+ *                        dS = P (dP - rowsum(P dP)) with dP = gout v^T (+ the probs' own gradient),
+ *                        dq = scale dS k, dk = scale dS^T q, dv = P^T gout, d mask = dS.
+ *   sdpa_score_grad      Z = s P (A - rowsum(P A)) with A = gout v^T. */
+#include "../autograd.h"
+#include "../nn.h"
+
+/* ---- a scope of temporaries: each helper returns a tensor the scope owns (NULL once something
+ * failed, and then every later helper is a no-op), give() hands one out, scope_end() frees the
+ * rest and returns the status. */
+#define SCOPE_MAX 48
+typedef struct {
+  dle_tensor *held[SCOPE_MAX];
+  int n;
+  dle_status st;
+} scope;
+
+/* *r is read here, after the call that fills it has run (C leaves the order of evaluation of a
+ * call's arguments unspecified, so the tensor itself cannot be passed alongside the status). */
+static dle_tensor *keep(scope *s, dle_status st, dle_tensor **r) {
+  dle_tensor *t = *r;
+  if (st != DLE_OK || s->st != DLE_OK || s->n == SCOPE_MAX) {
+    if (st == DLE_OK && s->st == DLE_OK) dle_error("nn gradient rule: too many temporaries");
+    s->st = DLE_ERR;
+    dle_tensor_release(t);
+    return NULL;
+  }
+  s->held[s->n++] = t;
+  return t;
+}
+
+static dle_tensor *give(scope *s, dle_tensor *t) {
+  if (s->st != DLE_OK || !t) return NULL;
+  dle_tensor_retain(t);
+  return t;
+}
+
+static dle_status scope_end(scope *s, dle_tensor **given, int n) {
+  for (int i = 0; i < s->n; i++) dle_tensor_release(s->held[i]);
+  if (s->st != DLE_OK)
+    for (int i = 0; i < n; i++) DLE_RELEASE(given[i]);
+  return s->st;
+}
+
+static bool ok(scope *s) { return s->st == DLE_OK; }
+
+static dle_tensor *bin(scope *s, dle_op op, dle_tensor *a, dle_tensor *b) {
+  dle_tensor *r = NULL;
+  return ok(s) ? keep(s, dle_binary(op, &r, a, b), &r) : NULL;
+}
+static dle_tensor *muls(scope *s, dle_tensor *a, double c) {
+  dle_tensor *r = NULL;
+  return ok(s) ? keep(s, dle_binary_scalar(DLE_OP_MUL, &r, a, c, false), &r) : NULL;
+}
+static dle_tensor *adds(scope *s, dle_tensor *a, double c) {
+  dle_tensor *r = NULL;
+  return ok(s) ? keep(s, dle_binary_scalar(DLE_OP_ADD, &r, a, c, false), &r) : NULL;
+}
+/* a + b where either may be NULL (zero) */
+static dle_tensor *add_opt(scope *s, dle_tensor *a, dle_tensor *b) {
+  if (!a) return b;
+  if (!b) return a;
+  return bin(s, DLE_OP_ADD, a, b);
+}
+static dle_tensor *unary(scope *s, dle_op op, dle_tensor *a) {
+  dle_tensor *r = NULL;
+  return ok(s) ? keep(s, dle_unary(op, &r, a), &r) : NULL;
+}
+/* sum over the last dim (kept as size 1 when keepdim) */
+static dle_tensor *rowsum(scope *s, dle_tensor *a, bool keepdim) {
+  dle_tensor *r = NULL;
+  if (!ok(s)) return NULL;
+  int d = a->ndim - 1;
+  return keep(s, dle_reduce(DLE_OP_SUM, &r, a, 1, &d, keepdim, 0), &r);
+}
+static dle_tensor *sumall(scope *s, dle_tensor *a) {
+  dle_tensor *r = NULL;
+  return ok(s) ? keep(s, dle_reduce(DLE_OP_SUM, &r, a, 0, NULL, false, 0), &r) : NULL;
+}
+static dle_tensor *unsq(scope *s, dle_tensor *a, int dim) {
+  dle_tensor *r = NULL;
+  return ok(s) ? keep(s, dle_unsqueeze(&r, a, dim), &r) : NULL;
+}
+static dle_tensor *mm(scope *s, dle_tensor *a, dle_tensor *b) {
+  dle_tensor *r = NULL;
+  return ok(s) ? keep(s, dle_matmul(&r, a, b), &r) : NULL;
+}
+/* swap the last two dims */
+static dle_tensor *tr(scope *s, dle_tensor *a) {
+  dle_tensor *r = NULL;
+  return ok(s) ? keep(s, dle_transpose(&r, a, a->ndim - 2, a->ndim - 1), &r) : NULL;
+}
+static dle_tensor *sum_to(scope *s, dle_tensor *a, int ndim, const int64_t *sizes) {
+  dle_tensor *r = NULL;
+  return ok(s) ? keep(s, dle_sum_to(&r, a, ndim, sizes), &r) : NULL;
+}
+static dle_tensor *to_dtype(scope *s, dle_tensor *a, dle_dtype dt) {
+  dle_tensor *r = NULL;
+  return ok(s) ? keep(s, dle_to_dtype(&r, a, dt), &r) : NULL;
+}
+static dle_tensor *call(scope *s, dle_op op, dle_tensor *const *ins, int nin, const dle_attrs *a) {
+  dle_tensor *r = NULL;
+  return ok(s) ? keep(s, dle_op_call(op, &r, ins, nin, a), &r) : NULL;
+}
+/* P (X - rowsum(P X)): the softmax's tangent map (and, P being symmetric in it, its adjoint) */
+static dle_tensor *softmax_jvp(scope *s, dle_tensor *p, dle_tensor *x) {
+  return bin(s, DLE_OP_MUL, p, bin(s, DLE_OP_SUB, x, rowsum(s, bin(s, DLE_OP_MUL, p, x), true)));
+}
+
+/* ---- cross-entropy ---- */
+
+/* w_i: [target i not ignored], divided by their count for the mean; {N} in dtype dt. */
+static dle_tensor *ce_row_weights(scope *s, const dle_attrs *a, dle_tensor *t, dle_dtype dt) {
+  dle_tensor *m = NULL;
+  if (a->ints[1]) {
+    dle_tensor *ne = NULL;
+    ne = ok(s) ? keep(s, dle_binary_scalar(DLE_OP_NE, &ne, t, (double)a->ints[2], false), &ne) : NULL;
+    m = to_dtype(s, ne, dt);
+  } else if (ok(s)) {
+    m = keep(s, dle_full(&m, 1, t->sizes, 1.0, dt), &m);
+  }
+  if (a->ints[0] == DLE_REDUCTION_MEAN) m = bin(s, DLE_OP_DIV, m, sumall(s, m));
+  return m;
+}
+
+/* q = (1 - eps) one_hot(t) + eps / C, {N, C}; ignored rows hold some class (their weight is 0). */
+static dle_tensor *ce_smoothed(scope *s, const dle_attrs *a, dle_tensor *t, int64_t c, dle_dtype dt) {
+  dle_tensor *tc = NULL, *oh = NULL;
+  if (!ok(s)) return NULL;
+  tc = keep(s, dle_clamp(&tc, t, (double)a->index_base, (double)(a->index_base + c - 1)), &tc);
+  if (ok(s)) oh = keep(s, dle_one_hot(&oh, tc, c, a->index_base), &oh);
+  dle_tensor *q = to_dtype(s, oh, dt);
+  if (a->f[0] > 0) q = adds(s, muls(s, q, 1 - a->f[0]), a->f[0] / (double)c);
+  return q;
+}
+
+/* p = exp(x - lse), the row softmax */
+static dle_tensor *ce_probs(scope *s, dle_tensor *x, dle_tensor *lse) {
+  return unary(s, DLE_OP_EXP, bin(s, DLE_OP_SUB, x, unsq(s, lse, 1)));
+}
+
+static dle_status vjp_ce(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  if (!dle_node_needs_grad(n, 0) || (!gout[0] && !gout[1])) return DLE_OK;
+  scope s = {.n = 0};
+  dle_tensor *x = dle_node_input(n, 0), *t = dle_node_input(n, 1), *lse = dle_node_output(n, 1);
+  dle_tensor *g = NULL;
+  if (gout[0]) g = call(&s, DLE_OP_CROSS_ENTROPY_BACKWARD, (dle_tensor *[]){gout[0], x, t, lse}, 4,
+                        dle_node_attrs(n));
+  if (gout[1]) g = add_opt(&s, g, bin(&s, DLE_OP_MUL, ce_probs(&s, x, lse), unsq(&s, gout[1], 1)));
+  gin[0] = give(&s, g);
+  return scope_end(&s, gin, 1);
+}
+
+/* d loss = sum_c G[., c] dx[., c] with G the backward at gy = 1; d lse = sum_c p dx */
+static dle_status jvp_ce(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                         dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op, (void)nin;
+  if (!tin[0]) return DLE_OK;
+  scope s = {.n = 0};
+  dle_tensor *ones = NULL;
+  ones = keep(&s, dle_full(&ones, outs[0]->ndim, outs[0]->sizes, 1.0, outs[0]->dtype), &ones);
+  dle_tensor *g = call(&s, DLE_OP_CROSS_ENTROPY_BACKWARD, (dle_tensor *[]){ones, ins[0], ins[1], outs[1]},
+                       4, a);
+  dle_tensor *gd = bin(&s, DLE_OP_MUL, g, tin[0]);
+  tout[0] = give(&s, a->ints[0] == DLE_REDUCTION_NONE ? rowsum(&s, gd, false) : sumall(&s, gd));
+  tout[1] = give(&s, rowsum(&s, bin(&s, DLE_OP_MUL, ce_probs(&s, ins[0], outs[1]), tin[0]), false));
+  return scope_end(&s, tout, 2);
+}
+
+/* Z = w (p - q) with w = rw gy (rw the row weights): inputs gy, x, targets, lse */
+static dle_status vjp_ce_backward(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  dle_tensor *g = gout[0];
+  if (!g) return DLE_OK;
+  const dle_attrs *a = dle_node_attrs(n);
+  scope s = {.n = 0};
+  dle_tensor *gy = dle_node_input(n, 0), *x = dle_node_input(n, 1), *t = dle_node_input(n, 2);
+  dle_tensor *lse = dle_node_input(n, 3);
+  dle_tensor *rw = ce_row_weights(&s, a, t, x->dtype), *p = ce_probs(&s, x, lse);
+  if (dle_node_needs_grad(n, 0)) {
+    dle_tensor *q = ce_smoothed(&s, a, t, x->sizes[1], x->dtype);
+    dle_tensor *d = rowsum(&s, bin(&s, DLE_OP_MUL, g, bin(&s, DLE_OP_SUB, p, q)), false);
+    gin[0] = give(&s, sum_to(&s, bin(&s, DLE_OP_MUL, d, rw), gy->ndim, gy->sizes));
+  }
+  if (dle_node_needs_grad(n, 1) || dle_node_needs_grad(n, 3)) {
+    dle_tensor *w = unsq(&s, bin(&s, DLE_OP_MUL, rw, gy), 1);
+    dle_tensor *dx = bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_MUL, w, p), g);
+    if (dle_node_needs_grad(n, 1)) gin[1] = give(&s, dx);
+    if (dle_node_needs_grad(n, 3)) gin[3] = give(&s, unary(&s, DLE_OP_NEG, rowsum(&s, dx, false)));
+  }
+  return scope_end(&s, gin, 4);
+}
+
+static dle_status jvp_ce_backward(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                                  dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op, (void)nin, (void)outs;
+  if (!tin[0] && !tin[1] && !tin[3]) return DLE_OK;
+  scope s = {.n = 0};
+  dle_tensor *gy = ins[0], *x = ins[1], *t = ins[2], *lse = ins[3];
+  dle_tensor *rw = ce_row_weights(&s, a, t, x->dtype), *p = ce_probs(&s, x, lse), *acc = NULL;
+  if (tin[0]) {
+    dle_tensor *q = ce_smoothed(&s, a, t, x->sizes[1], x->dtype);
+    acc = bin(&s, DLE_OP_MUL, unsq(&s, bin(&s, DLE_OP_MUL, rw, tin[0]), 1), bin(&s, DLE_OP_SUB, p, q));
+  }
+  if (tin[1] || tin[3]) {
+    dle_tensor *dl = tin[3] ? unsq(&s, tin[3], 1) : NULL;
+    dle_tensor *d = !tin[1] ? unary(&s, DLE_OP_NEG, dl) : dl ? bin(&s, DLE_OP_SUB, tin[1], dl) : tin[1];
+    dle_tensor *w = unsq(&s, bin(&s, DLE_OP_MUL, rw, gy), 1);
+    acc = add_opt(&s, acc, bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_MUL, w, p), d));
+  }
+  tout[0] = give(&s, acc);
+  return scope_end(&s, tout, 1);
+}
+
+/* ---- embedding ---- */
+
+static dle_status embedding_call(dle_op op, dle_tensor **out, dle_tensor *src, dle_tensor *idx,
+                                 const dle_attrs *base, int64_t zero_pad, int64_t v) {
+  dle_attrs a = *base;
+  a.ints[2] = zero_pad, a.ints[3] = v, a.nints = 4;
+  *out = NULL;
+  return dle_op_call(op, out, (dle_tensor *[]){src, idx}, 2, &a);
+}
+
+static dle_status vjp_embedding(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  if (!gout[0] || !dle_node_needs_grad(n, 0)) return DLE_OK;
+  return embedding_call(DLE_OP_EMBEDDING_BACKWARD, &gin[0], gout[0], dle_node_input(n, 1),
+                        dle_node_attrs(n), 0, dle_node_input_sizes(n, 0)[0]);
+}
+
+/* the tangent the reverse rule is adjoint to: padding rows carry none */
+static dle_status jvp_embedding(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                                dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op, (void)nin, (void)outs;
+  if (!tin[0]) return DLE_OK;
+  return embedding_call(DLE_OP_EMBEDDING, &tout[0], tin[0], ins[1], a, 1, 0);
+}
+
+static dle_status vjp_embedding_backward(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  if (!gout[0] || !dle_node_needs_grad(n, 0)) return DLE_OK;
+  return embedding_call(DLE_OP_EMBEDDING, &gin[0], gout[0], dle_node_input(n, 1), dle_node_attrs(n), 1, 0);
+}
+
+static dle_status jvp_embedding_backward(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                                         dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op, (void)nin, (void)outs;
+  if (!tin[0]) return DLE_OK;
+  return embedding_call(DLE_OP_EMBEDDING_BACKWARD, &tout[0], tin[0], ins[1], a, a->ints[2], a->ints[3]);
+}
+
+/* ---- dropout: the same mask (same attrs) applied to the gradient or the tangent ---- */
+
+static dle_status vjp_dropout(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  if (!gout[0] || !dle_node_needs_grad(n, 0)) return DLE_OK;
+  gin[0] = NULL;
+  return dle_op_call(DLE_OP_DROPOUT, &gin[0], &gout[0], 1, dle_node_attrs(n));
+}
+
+static dle_status jvp_dropout(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                              dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op, (void)ins, (void)nin, (void)outs;
+  if (!tin[0]) return DLE_OK;
+  tout[0] = NULL;
+  return dle_op_call(DLE_OP_DROPOUT, &tout[0], &tin[0], 1, a);
+}
+
+/* ---- attention ---- */
+
+static dle_tensor *score_grad(scope *s, dle_tensor *g, dle_tensor *v, dle_tensor *p, const dle_attrs *base,
+                              double scale) {
+  dle_attrs a = *base;
+  a.f[0] = scale;
+  return call(s, DLE_OP_SDPA_SCORE_GRAD, (dle_tensor *[]){g, v, p}, 3, &a);
+}
+
+/* input i's gradient g, summed to its shape */
+static dle_tensor *to_input(scope *s, dle_node *n, int i, dle_tensor *g) {
+  return g ? sum_to(s, g, dle_node_input_ndim(n, i), dle_node_input_sizes(n, i)) : NULL;
+}
+
+/* the last dim of t, from start, len long (a view) */
+static dle_tensor *narrow_last(scope *s, dle_tensor *t, int64_t start, int64_t len) {
+  dle_tensor *r = NULL;
+  return ok(s) && t ? keep(s, dle_narrow(&r, t, t->ndim - 1, start, len), &r) : NULL;
+}
+
+static dle_status vjp_sdpa(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  if (!gout[0] && !gout[1]) return DLE_OK;
+  const dle_attrs *a = dle_node_attrs(n);
+  double scale = a->f[0];
+  bool mask_grad = dle_node_num_inputs(n) > 3 && dle_node_needs_grad(n, 3);
+  double sk = mask_grad ? 1.0 : scale; /* the mask's gradient is the unscaled score gradient */
+  scope s = {.n = 0};
+  dle_tensor *q = dle_node_input(n, 0), *k = dle_node_input(n, 1), *v = dle_node_input(n, 2);
+  dle_tensor *p = dle_node_output(n, 1), *ds = NULL;
+  if (gout[0] && !gout[1] && !mask_grad) { /* the common case: one fused kernel for dq, dk, dv */
+    dle_tensor *r[2] = {NULL, NULL};
+    if (dle_op_call(DLE_OP_SDPA_BACKWARD, r, (dle_tensor *[]){gout[0], q, k, v, p}, 5, a) != DLE_OK)
+      return DLE_ERR;
+    keep(&s, DLE_OK, &r[0]);
+    keep(&s, DLE_OK, &r[1]);
+    int64_t e = q->sizes[q->ndim - 1], ev = v->sizes[v->ndim - 1];
+    dle_tensor *d[3] = {r[0], narrow_last(&s, r[1], 0, e), narrow_last(&s, r[1], e, ev)};
+    for (int i = 0; i < 3; i++) {
+      dle_tensor *c = NULL; /* the key-side halves are copied out: gradients do not share storage */
+      if (dle_node_needs_grad(n, i) && ok(&s)) gin[i] = give(&s, to_input(&s, n, i, keep(&s, dle_contiguous(&c, d[i]), &c)));
+    }
+    return scope_end(&s, gin, dle_node_num_inputs(n));
+  }
+  if (gout[0]) ds = score_grad(&s, gout[0], v, p, a, sk);
+  if (gout[1]) ds = add_opt(&s, ds, muls(&s, softmax_jvp(&s, p, gout[1]), sk));
+  if (mask_grad) {
+    gin[3] = give(&s, sum_to(&s, ds, dle_node_input_ndim(n, 3), dle_node_input_sizes(n, 3)));
+    ds = muls(&s, ds, scale);
+  }
+  if (dle_node_needs_grad(n, 0))
+    gin[0] = give(&s, sum_to(&s, mm(&s, ds, k), dle_node_input_ndim(n, 0), dle_node_input_sizes(n, 0)));
+  if (dle_node_needs_grad(n, 1))
+    gin[1] = give(&s, sum_to(&s, mm(&s, tr(&s, ds), q), dle_node_input_ndim(n, 1), dle_node_input_sizes(n, 1)));
+  if (dle_node_needs_grad(n, 2) && gout[0])
+    gin[2] = give(&s, sum_to(&s, mm(&s, tr(&s, p), gout[0]), dle_node_input_ndim(n, 2),
+                             dle_node_input_sizes(n, 2)));
+  return scope_end(&s, gin, dle_node_num_inputs(n));
+}
+
+static dle_status jvp_sdpa(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                           dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op;
+  scope s = {.n = 0};
+  dle_tensor *q = ins[0], *k = ins[1], *v = ins[2], *p = outs[1], *ts = NULL;
+  if (tin[0]) ts = muls(&s, mm(&s, tin[0], tr(&s, k)), a->f[0]);
+  if (tin[1]) ts = add_opt(&s, ts, muls(&s, mm(&s, q, tr(&s, tin[1])), a->f[0]));
+  if (nin > 3 && tin[3]) ts = add_opt(&s, ts, tin[3]);
+  dle_tensor *tp = ts ? softmax_jvp(&s, p, ts) : NULL;
+  dle_tensor *to = tp ? mm(&s, tp, v) : NULL;
+  if (tin[2]) to = add_opt(&s, to, mm(&s, p, tin[2]));
+  tout[0] = give(&s, to);
+  tout[1] = give(&s, tp);
+  return scope_end(&s, tout, 2);
+}
+
+/* The adjoint of Z = s P (A - rowsum(P A)), A = gout v^T, at G: the gradients of <G, Z> in gout,
+ * v and P, into *dgo, *dv, *dp (each only when its pointer is given; shapes broadcast, not summed) */
+static void score_grad_adjoint(scope *s, dle_tensor *g, dle_tensor *go, dle_tensor *v, dle_tensor *p,
+                               double sc, dle_tensor **dgo, dle_tensor **dv, dle_tensor **dp) {
+  if (dgo || dv) {
+    dle_tensor *ga = muls(s, softmax_jvp(s, p, g), sc); /* d/dA */
+    if (dgo) *dgo = mm(s, ga, v);
+    if (dv) *dv = mm(s, tr(s, ga), go);
+  }
+  if (dp) { /* s (G A - G rowsum(P A) - A rowsum(G P)) */
+    dle_tensor *am = mm(s, go, tr(s, v));
+    dle_tensor *r = rowsum(s, bin(s, DLE_OP_MUL, p, am), true);
+    dle_tensor *gp = rowsum(s, bin(s, DLE_OP_MUL, g, p), true);
+    dle_tensor *x = bin(s, DLE_OP_SUB, bin(s, DLE_OP_MUL, g, bin(s, DLE_OP_SUB, am, r)), bin(s, DLE_OP_MUL, am, gp));
+    *dp = muls(s, x, sc);
+  }
+}
+
+/* The tangent of Z given tangents of gout, v, P (NULL: zero; result NULL when all are):
+ * dZ = s (U - P rowsum(U) - dP rowsum(P A)), U = dP A + P dA, dA = d gout v^T + gout dv^T */
+static dle_tensor *score_grad_tangent(scope *s, dle_tensor *go, dle_tensor *v, dle_tensor *p, double sc,
+                                      dle_tensor *tgo, dle_tensor *tv, dle_tensor *tp) {
+  dle_tensor *am = mm(s, go, tr(s, v)), *ta = NULL, *u = NULL;
+  if (tgo) ta = mm(s, tgo, tr(s, v));
+  if (tv) ta = add_opt(s, ta, mm(s, go, tr(s, tv)));
+  if (tp) u = bin(s, DLE_OP_MUL, tp, am);
+  if (ta) u = add_opt(s, u, bin(s, DLE_OP_MUL, p, ta));
+  if (!u) return NULL;
+  dle_tensor *z = bin(s, DLE_OP_SUB, u, bin(s, DLE_OP_MUL, p, rowsum(s, u, true)));
+  if (tp) z = bin(s, DLE_OP_SUB, z, bin(s, DLE_OP_MUL, tp, rowsum(s, bin(s, DLE_OP_MUL, p, am), true)));
+  return muls(s, z, sc);
+}
+
+static dle_status vjp_score_grad(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  if (!gout[0]) return DLE_OK;
+  scope s = {.n = 0};
+  dle_tensor *d[3] = {NULL, NULL, NULL};
+  score_grad_adjoint(&s, gout[0], dle_node_input(n, 0), dle_node_input(n, 1), dle_node_input(n, 2),
+                     dle_node_attrs(n)->f[0], dle_node_needs_grad(n, 0) ? &d[0] : NULL,
+                     dle_node_needs_grad(n, 1) ? &d[1] : NULL, dle_node_needs_grad(n, 2) ? &d[2] : NULL);
+  for (int i = 0; i < 3; i++) gin[i] = give(&s, to_input(&s, n, i, d[i]));
+  return scope_end(&s, gin, 3);
+}
+
+static dle_status jvp_score_grad(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                                 dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op, (void)nin, (void)outs;
+  scope s = {.n = 0};
+  tout[0] = give(&s, score_grad_tangent(&s, ins[0], ins[1], ins[2], a->f[0], tin[0], tin[1], tin[2]));
+  return scope_end(&s, tout, 1);
+}
+
+/* sdpa_backward(gout, q, k, v, P) = (D k, [D^T q | P^T gout]) with D = score_grad(gout, v, P).
+ * Its adjoint at (Gq, [Gk | Gv]): through D with H = Gq k^T + q Gk^T (score_grad_adjoint), plus
+ * d k = D^T Gq, d q = D Gk, d P = gout Gv^T, d gout = P Gv. */
+static dle_status vjp_sdpa_backward(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  if (!gout[0] && !gout[1]) return DLE_OK;
+  double sc = dle_node_attrs(n)->f[0];
+  scope s = {.n = 0};
+  dle_tensor *go = dle_node_input(n, 0), *q = dle_node_input(n, 1), *k = dle_node_input(n, 2);
+  dle_tensor *v = dle_node_input(n, 3), *p = dle_node_input(n, 4);
+  int64_t e = q->sizes[q->ndim - 1], ev = v->sizes[v->ndim - 1];
+  dle_tensor *gq = gout[0], *gk = narrow_last(&s, gout[1], 0, e), *gv = narrow_last(&s, gout[1], e, ev);
+  dle_tensor *ds = score_grad(&s, go, v, p, dle_node_attrs(n), sc);
+  dle_tensor *h = gq ? mm(&s, gq, tr(&s, k)) : NULL, *d[5] = {NULL, NULL, NULL, NULL, NULL};
+  if (gk) h = add_opt(&s, h, mm(&s, q, tr(&s, gk)));
+  if (h) score_grad_adjoint(&s, h, go, v, p, sc, dle_node_needs_grad(n, 0) ? &d[0] : NULL,
+                            dle_node_needs_grad(n, 3) ? &d[3] : NULL, dle_node_needs_grad(n, 4) ? &d[4] : NULL);
+  if (gk && dle_node_needs_grad(n, 1)) d[1] = mm(&s, ds, gk);
+  if (gq && dle_node_needs_grad(n, 2)) d[2] = mm(&s, tr(&s, ds), gq);
+  if (gv && dle_node_needs_grad(n, 4)) d[4] = add_opt(&s, d[4], mm(&s, go, tr(&s, gv)));
+  if (gv && dle_node_needs_grad(n, 0)) d[0] = add_opt(&s, d[0], mm(&s, p, gv));
+  for (int i = 0; i < 5; i++) gin[i] = give(&s, to_input(&s, n, i, d[i]));
+  return scope_end(&s, gin, 5);
+}
+
+/* d(D k) = dD k + D dk, d(D^T q) = dD^T q + D^T dq, d(P^T gout) = dP^T gout + P^T d gout */
+static dle_status jvp_sdpa_backward(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                                    dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op, (void)nin;
+  scope s = {.n = 0};
+  dle_tensor *go = ins[0], *q = ins[1], *k = ins[2], *v = ins[3], *p = ins[4];
+  dle_tensor *ds = score_grad(&s, go, v, p, a, a->f[0]);
+  dle_tensor *tds = score_grad_tangent(&s, go, v, p, a->f[0], tin[0], tin[3], tin[4]);
+  dle_tensor *tq = tds ? mm(&s, tds, k) : NULL, *tk = tds ? mm(&s, tr(&s, tds), q) : NULL, *tv = NULL;
+  if (tin[2]) tq = add_opt(&s, tq, mm(&s, ds, tin[2]));
+  if (tin[1]) tk = add_opt(&s, tk, mm(&s, tr(&s, ds), tin[1]));
+  if (tin[4]) tv = mm(&s, tr(&s, tin[4]), go);
+  if (tin[0]) tv = add_opt(&s, tv, mm(&s, tr(&s, p), tin[0]));
+  tout[0] = give(&s, tq);
+  if (tk || tv) { /* [tk | tv], zeros for a missing half */
+    int64_t e = q->sizes[q->ndim - 1], sz[DLE_MAX_DIMS];
+    int nd = outs[1]->ndim;
+    memcpy(sz, outs[1]->sizes, sizeof sz);
+    dle_tensor *half[2] = {tk, tv}, *c = NULL;
+    for (int h = 0; h < 2 && ok(&s); h++) {
+      dle_tensor *t = NULL;
+      sz[nd - 1] = h ? outs[1]->sizes[nd - 1] - e : e;
+      if (!half[h]) half[h] = keep(&s, dle_zeros(&t, nd, sz, outs[1]->dtype), &t);
+      else half[h] = keep(&s, dle_expand(&t, half[h], nd, sz), &t);
+    }
+    if (ok(&s)) tout[1] = give(&s, keep(&s, dle_cat(&c, half, 2, nd - 1), &c));
+  }
+  return scope_end(&s, tout, 2);
+}
+
+void dle_grad_register_nn(dle_grad_rule *r) {
+  r[DLE_OP_CROSS_ENTROPY] = (dle_grad_rule){vjp_ce, jvp_ce, DLE_SAVE(0) | DLE_SAVE(1), true};
+  r[DLE_OP_CROSS_ENTROPY_BACKWARD] = (dle_grad_rule){vjp_ce_backward, jvp_ce_backward, DLE_SAVE_ALL, false};
+  r[DLE_OP_EMBEDDING] = (dle_grad_rule){vjp_embedding, jvp_embedding, DLE_SAVE(1), false};
+  r[DLE_OP_EMBEDDING_BACKWARD] =
+      (dle_grad_rule){vjp_embedding_backward, jvp_embedding_backward, DLE_SAVE(1), false};
+  r[DLE_OP_DROPOUT] = (dle_grad_rule){vjp_dropout, jvp_dropout, 0, false};
+  r[DLE_OP_SDPA] = (dle_grad_rule){vjp_sdpa, jvp_sdpa, DLE_SAVE(0) | DLE_SAVE(1) | DLE_SAVE(2), true};
+  r[DLE_OP_SDPA_SCORE_GRAD] = (dle_grad_rule){vjp_score_grad, jvp_score_grad, DLE_SAVE_ALL, false};
+  r[DLE_OP_SDPA_BACKWARD] = (dle_grad_rule){vjp_sdpa_backward, jvp_sdpa_backward, DLE_SAVE_ALL, false};
+}

@@ -1,0 +1,221 @@
+/* cpu_attention.c — CPU kernels of scaled dot-product attention and of its score gradient.
+ *
+ * The front door (engine/ops/nn.c) hands over q {B.., L, E}, k {B.., S, E}, v {B.., S, Ev}
+ * contiguous in float32 or float64 with the batch dims already broadcast, an optional mask
+ * expanded to {B.., L, S} (any strides; bool or the compute type), and contiguous outputs.
+ *
+ * sdpa             per batch element: P = q k^T (gemm straight into the probs output), each row
+ *                  scaled, masked and softmaxed in place (a row with no allowed key becomes
+ *                  zeros), then out = P v (gemm).
+ * sdpa_score_grad  per batch element: D = gout v^T (gemm into the output), then each row
+ *                  D = scale * P * (D - sum(P * D)): the softmax backward fused with the scaling.
+ * sdpa_backward    per batch element: D as above in a scratch buffer, then dq = D k, dk = D^T q and
+ *                  dv = P^T gout (three gemms; dk and dv side by side in one output, ldc E + Ev).
+ * Batch elements are independent small problems (the char-GPT example: 128 of 128x128x32), so
+ * with several threads one OpenMP loop runs over them, each calling BLAS single-threaded, rather
+ * than OpenBLAS splitting every small gemm between threads (one synchronisation per gemm: measured
+ * 5x slower than one thread with 2 threads on the shared test machine). */
+#include <limits.h>
+#include <stdlib.h>
+
+#include "cpu_backend.h"
+#include "cpu_gemm.h"
+#include "cpu_loop.h"
+#include "cpu_rows.h"
+
+#define ATT_TYPES(X) X(F32, float) X(F64, double)
+
+/* Element offset of batch element b (row-major over the first nb dims) of a strided tensor. */
+static int64_t batch_offset(const dle_tensor *t, int nb, int64_t b) {
+  int64_t off = 0;
+  for (int d = nb - 1; d >= 0; d--) {
+    off += (b % t->sizes[d]) * t->strides[d];
+    b /= t->sizes[d];
+  }
+  return off;
+}
+
+/* Threads for a loop over B batch elements; with more than one, OpenBLAS is set to one thread
+ * until batch_end(). */
+static int batch_begin(int64_t b) {
+  int n = dle_get_num_threads();
+  if (b < 2 || n < 2) return 1;
+  openblas_set_num_threads(1);
+  return n;
+}
+static void batch_end(int n) {
+  if (n > 1) openblas_set_num_threads(n);
+}
+
+static dle_status check_blas(const char *fn, int64_t a, int64_t b, int64_t c) {
+  if (a > INT_MAX || b > INT_MAX || c > INT_MAX)
+    return dle_error("%s: sizes exceed BLAS's 32-bit limits (%lld, %lld, %lld)", fn, (long long)a,
+                     (long long)b, (long long)c);
+  return DLE_OK;
+}
+
+/* Where a row's mask lives: a bool or compute-type row with element stride js (NULL: none). */
+typedef struct {
+  const void *row;
+  int64_t js;
+  bool is_bool;
+} mask_row;
+
+#define ATTENTION_KERNELS(ID, CT)                                                               \
+  /* scale, mask and softmax one score row of S keys in place (query i) */                      \
+  static CPU_CLONES void softmax_row_##ID(CT *r, int64_t s, int64_t i, bool causal, const mask_row *m, \
+                                          CT scale) {                                           \
+    for (int64_t j = 0; j < s; j++) r[j] *= scale;                                              \
+    if (m->row && m->is_bool) {                                                                 \
+      const uint8_t *mb = m->row;                                                               \
+      for (int64_t j = 0; j < s; j++) if (!mb[j * m->js]) r[j] = -INFINITY;                     \
+    } else if (m->row) {                                                                        \
+      const CT *mf = m->row;                                                                    \
+      for (int64_t j = 0; j < s; j++) r[j] += mf[j * m->js];                                    \
+    }                                                                                           \
+    int64_t n = s; /* causal: keys past i get weight 0 and are left out of the softmax */     \
+    if (causal && i + 1 < s) {                                                                  \
+      n = i + 1;                                                                                \
+      for (int64_t j = n; j < s; j++) r[j] = 0;                                                 \
+    }                                                                                           \
+    CT mx = row_max_##ID(r, n);                                                                 \
+    if (mx == -INFINITY) { /* no key allowed: zero weights (and a zero output) */               \
+      for (int64_t j = 0; j < n; j++) r[j] = 0;                                                 \
+      return;                                                                                   \
+    }                                                                                           \
+    CT inv = 1 / row_exp_inplace_##ID(r, n, mx);                                                \
+    for (int64_t j = 0; j < n; j++) r[j] *= inv;                                                \
+  }                                                                                             \
+  /* r = scale * p * (r - p . r): the softmax backward of one row */                            \
+  static CPU_CLONES void score_grad_row_##ID(CT *r, const CT *p, int64_t s, CT scale) {         \
+    CT dot = row_dot_##ID(p, r, s);                                                             \
+    for (int64_t j = 0; j < s; j++) r[j] = scale * p[j] * (r[j] - dot);                         \
+  }                                                                                             \
+  static dle_status sdpa_fwd_##ID(dle_tensor *out, dle_tensor *probs, dle_tensor *const *ins,    \
+                                  int nin, const dle_attrs *a) {                                \
+    const dle_tensor *qt = ins[0], *mask = nin > 3 ? ins[3] : NULL;                             \
+    int nb = qt->ndim - 2;                                                                      \
+    int64_t L = qt->sizes[nb], E = qt->sizes[nb + 1], S = ins[1]->sizes[nb];                    \
+    int64_t Ev = ins[2]->sizes[nb + 1], B = 1;                                                  \
+    for (int d = 0; d < nb; d++) B *= qt->sizes[d];                                             \
+    DLE_TRY(check_blas("sdpa", L, S, E > Ev ? E : Ev));                                         \
+    const CT *q = dle_tensor_data(qt), *k = dle_tensor_data(ins[1]), *v = dle_tensor_data(ins[2]); \
+    CT *o = dle_tensor_data(out), *p = dle_tensor_data(probs);                                  \
+    const char *mbase = mask ? dle_tensor_data(mask) : NULL;                                    \
+    size_t mes = mask ? dle_dtype_size(mask->dtype) : 0;                                        \
+    CT scale = (CT)a->f[0];                                                                     \
+    bool causal = a->ints[0] != 0;                                                              \
+    int nt = batch_begin(B);                                                                    \
+    _Pragma("omp parallel for schedule(static) num_threads(nt) if (nt > 1)")                   \
+    for (int64_t b = 0; b < B; b++) {                                                           \
+      CT *pb = p + b * L * S, *ob = o + b * L * Ev;                                             \
+      if (L * S == 0) {                                                                         \
+        memset(ob, 0, sizeof(CT) * (size_t)(L * Ev));                                           \
+        continue;                                                                               \
+      }                                                                                         \
+      if (E > 0) GEMM(CT)(false, true, L, S, E, q + b * L * E, E, k + b * S * E, E, 0, pb, S);  \
+      else memset(pb, 0, sizeof(CT) * (size_t)(L * S));                                         \
+      int64_t moff = mask ? batch_offset(mask, nb, b) : 0;                                      \
+      for (int64_t i = 0; i < L; i++) {                                                         \
+        mask_row m = {NULL, 0, false};                                                          \
+        if (mask)                                                                               \
+          m = (mask_row){mbase + (size_t)(moff + i * mask->strides[nb]) * mes,                  \
+                         mask->strides[nb + 1], mask->dtype == DLE_BOOL};                       \
+        softmax_row_##ID(pb + i * S, S, i, causal, &m, scale);                                  \
+      }                                                                                         \
+      if (Ev > 0) GEMM(CT)(false, false, L, Ev, S, pb, S, v + b * S * Ev, Ev, 0, ob, Ev);       \
+    }                                                                                           \
+    batch_end(nt);                                                                              \
+    return DLE_OK;                                                                              \
+  }                                                                                             \
+  static dle_status score_grad_##ID(dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) { \
+    const dle_tensor *gt = ins[0];                                                              \
+    int nb = gt->ndim - 2;                                                                      \
+    int64_t L = gt->sizes[nb], Ev = gt->sizes[nb + 1], S = ins[1]->sizes[nb], B = 1;            \
+    for (int d = 0; d < nb; d++) B *= gt->sizes[d];                                             \
+    DLE_TRY(check_blas("sdpa_score_grad", L, S, Ev));                                           \
+    const CT *g = dle_tensor_data(gt), *v = dle_tensor_data(ins[1]), *p = dle_tensor_data(ins[2]); \
+    CT *d = dle_tensor_data(out), scale = (CT)a->f[0];                                          \
+    int nt = batch_begin(B);                                                                    \
+    _Pragma("omp parallel for schedule(static) num_threads(nt) if (nt > 1)")                   \
+    for (int64_t b = 0; b < B; b++) {                                                           \
+      CT *db = d + b * L * S;                                                                   \
+      const CT *pb = p + b * L * S;                                                             \
+      if (L * S == 0) continue;                                                                 \
+      if (Ev > 0) GEMM(CT)(false, true, L, S, Ev, g + b * L * Ev, Ev, v + b * S * Ev, Ev, 0, db, S); \
+      else memset(db, 0, sizeof(CT) * (size_t)(L * S));                                         \
+      for (int64_t i = 0; i < L; i++) score_grad_row_##ID(db + i * S, pb + i * S, S, scale);    \
+    }                                                                                           \
+    batch_end(nt);                                                                              \
+    return DLE_OK;                                                                              \
+  }                                                                                             \
+  static dle_status sdpa_bwd_##ID(dle_tensor *dqt, dle_tensor *dkvt, dle_tensor *const *ins,     \
+                                  const dle_attrs *a) {                                         \
+    const dle_tensor *qt = ins[1];                                                              \
+    int nb = qt->ndim - 2;                                                                      \
+    int64_t L = qt->sizes[nb], E = qt->sizes[nb + 1], S = ins[2]->sizes[nb];                    \
+    int64_t Ev = ins[3]->sizes[nb + 1], W = E + Ev, B = 1;                                      \
+    for (int d = 0; d < nb; d++) B *= qt->sizes[d];                                             \
+    DLE_TRY(check_blas("sdpa_backward", L, S, W));                                              \
+    const CT *g = dle_tensor_data(ins[0]), *q = dle_tensor_data(qt), *k = dle_tensor_data(ins[2]); \
+    const CT *v = dle_tensor_data(ins[3]), *p = dle_tensor_data(ins[4]);                        \
+    CT *dq = dle_tensor_data(dqt), *dkv = dle_tensor_data(dkvt), scale = (CT)a->f[0];           \
+    memset(dq, 0, sizeof(CT) * (size_t)dle_tensor_numel(dqt));                                  \
+    memset(dkv, 0, sizeof(CT) * (size_t)dle_tensor_numel(dkvt));                                \
+    if (L == 0 || S == 0) return DLE_OK; /* a sum over nothing: zeros */                        \
+    int nt = batch_begin(B);                                                                    \
+    bool oom = false;                                                                           \
+    _Pragma("omp parallel for schedule(static) num_threads(nt) if (nt > 1)")                   \
+    for (int64_t b = 0; b < B; b++) {                                                           \
+      CT *ds = calloc((size_t)(L * S), sizeof(CT));                                             \
+      if (!ds) {                                                                                \
+        _Pragma("omp atomic write")                                                             \
+        oom = true;                                                                             \
+        continue;                                                                               \
+      }                                                                                         \
+      const CT *gb = g + b * L * Ev, *pb = p + b * L * S, *qb = q + b * L * E;                  \
+      const CT *kb = k + b * S * E, *vb = v + b * S * Ev;                                       \
+      CT *dqb = dq + b * L * E, *dkvb = dkv + b * S * W;                                        \
+      if (Ev > 0) GEMM(CT)(false, true, L, S, Ev, gb, Ev, vb, Ev, 0, ds, S);                    \
+      for (int64_t i = 0; i < L; i++) score_grad_row_##ID(ds + i * S, pb + i * S, S, scale);    \
+      if (E > 0) {                                                                              \
+        GEMM(CT)(false, false, L, E, S, ds, S, kb, E, 0, dqb, E);                               \
+        GEMM(CT)(true, false, S, E, L, ds, S, qb, E, 0, dkvb, W);                               \
+      }                                                                                         \
+      if (Ev > 0) GEMM(CT)(true, false, S, Ev, L, pb, S, gb, Ev, 0, dkvb + E, W);               \
+      free(ds);                                                                                 \
+    }                                                                                           \
+    batch_end(nt);                                                                              \
+    if (oom) return dle_error("sdpa_backward: out of memory for a %lldx%lld score buffer",     \
+                              (long long)L, (long long)S);                                      \
+    return DLE_OK;                                                                              \
+  }
+ATT_TYPES(ATTENTION_KERNELS)
+
+static dle_status cpu_attention(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
+                                const dle_attrs *a) {
+  dle_tensor *o = outs[0];
+  const char *fn = dle_op_get_info(op)->name;
+  int dense = op == DLE_OP_SDPA ? 3 : nin; /* the mask (4th input) may be strided */
+  for (int i = 0; i < dense; i++)
+    if (ins[i]->dtype != o->dtype || !dle_tensor_is_contiguous(ins[i]))
+      return dle_error("%s: the CPU kernel expects contiguous %s inputs", fn, dle_dtype_name(o->dtype));
+  if (nin > dense && ins[3]->dtype != DLE_BOOL && ins[3]->dtype != o->dtype)
+    return dle_error("%s: the CPU kernel expects a bool or %s mask", fn, dle_dtype_name(o->dtype));
+#define CASE(ID, CT)                                                                            \
+  case DLE_##ID:                                                                                \
+    if (op == DLE_OP_SDPA_BACKWARD) return sdpa_bwd_##ID(o, outs[1], ins, a);                   \
+    return op == DLE_OP_SDPA ? sdpa_fwd_##ID(o, outs[1], ins, nin, a) : score_grad_##ID(o, ins, a);
+  switch (o->dtype) {
+    ATT_TYPES(CASE)
+    default: break;
+  }
+#undef CASE
+  return dle_error("%s: no CPU kernel for %s", fn, dle_dtype_name(o->dtype));
+}
+
+void cpu_register_attention(dle_backend *b) {
+  b->kernels[DLE_OP_SDPA] = cpu_attention;
+  b->kernels[DLE_OP_SDPA_SCORE_GRAD] = cpu_attention;
+  b->kernels[DLE_OP_SDPA_BACKWARD] = cpu_attention;
+}

@@ -1,0 +1,240 @@
+/* cpu_nn.c — CPU kernels of softmax cross-entropy (forward and its fused backward), embedding
+ * (row gather and its index-add backward) and dropout.
+ *
+ * The front door (engine/ops/nn.c) hands over contiguous float32 or float64 inputs, int64
+ * contiguous indices and fresh contiguous outputs. Each body is written once and instantiated
+ * for both float types by NN_TYPES. Indices are checked here (where their values are read), so a
+ * bad class or row gives an error naming the op instead of a stray memory access.
+ *
+ * cross_entropy  one pass per row for the max, one for sum exp(x - max): lse = max + log(sum),
+ *                loss = lse - (1 - eps) x[t] - eps/C sum x; rows side by side on OpenMP threads.
+ * backward       one pass per row: g = w (exp(x - lse) - eps/C), g[t] -= w (1 - eps), with
+ *                w = gy (/ count for the mean); ignored rows are zero.
+ * dropout        element i keeps its value when the float32 uniform of Philox word i % 4 of block
+ *                offset + i / 4 is >= p (the numbers dle.rand would give), so the mask is the same
+ *                for any thread count, and the gradient regenerates it from (seed, offset). */
+#include "../../engine/nn.h"
+#include "cpu_backend.h"
+#include "cpu_loop.h"
+#include "cpu_rows.h"
+
+#define NN_TYPES(X) X(F32, float) X(F64, double)
+
+/* ---- cross-entropy ---- */
+
+typedef struct {
+  int64_t n, c, base, ignore;
+  bool has_ignore;
+  double eps;
+  int64_t reduction;
+} ce_args;
+
+static ce_args ce_args_of(const dle_attrs *a, const dle_tensor *logits) {
+  ce_args c = {.n = logits->sizes[0], .c = logits->sizes[1], .base = a->index_base,
+               .ignore = a->ints[2], .has_ignore = a->ints[1] != 0, .eps = a->f[0],
+               .reduction = a->ints[0]};
+  return c;
+}
+
+static bool ce_ignored(const ce_args *c, int64_t t) { return c->has_ignore && t == c->ignore; }
+
+/* Every target not ignored must be a class base..base+C-1; *count gets how many there are. */
+static dle_status ce_check_targets(const char *fn, const int64_t *t, const ce_args *c, int64_t *count) {
+  int64_t n = 0;
+  for (int64_t i = 0; i < c->n; i++) {
+    if (ce_ignored(c, t[i])) continue;
+    if (t[i] - c->base < 0 || t[i] - c->base >= c->c)
+      return dle_error("%s: target %lld (row %lld) is out of range for %lld classes (%lld..%lld)", fn,
+                       (long long)t[i], (long long)(i + c->base), (long long)c->c, (long long)c->base,
+                       (long long)(c->base + c->c - 1));
+    n++;
+  }
+  *count = n;
+  return DLE_OK;
+}
+
+/* g = w (exp(x - l) - off): a row of the cross-entropy gradient before the target's term */
+#define CE_GRAD_ROW(ID, CT)                                                                     \
+  static CPU_CLONES void ce_grad_row_##ID(CT *g, const CT *x, int64_t n, CT w, CT l, CT off) {   \
+    for (int64_t j = 0; j < n; j++) g[j] = w * (RED_EXP(x[j] - l) - off);                       \
+  }
+NN_TYPES(CE_GRAD_ROW)
+
+#define CE_KERNELS(ID, CT)                                                                      \
+  static dle_status ce_fwd_##ID(dle_tensor *const *outs, dle_tensor *const *ins, const dle_attrs *a) { \
+    ce_args c = ce_args_of(a, ins[0]);                                                          \
+    const CT *x = dle_tensor_data(ins[0]);                                                      \
+    const int64_t *t = dle_tensor_data(ins[1]);                                                 \
+    CT *loss = dle_tensor_data(outs[0]), *lse = dle_tensor_data(outs[1]);                       \
+    int64_t count = 0;                                                                          \
+    DLE_TRY(ce_check_targets("cross_entropy", t, &c, &count));                                  \
+    double total = 0;                                                                           \
+    _Pragma("omp parallel for reduction(+ : total) schedule(static) if (c.n * c.c >= CPU_PARALLEL_GRAIN)") \
+    for (int64_t i = 0; i < c.n; i++) {                                                         \
+      const CT *row = x + i * c.c;                                                              \
+      CT m = row_max_##ID(row, c.c);                                                            \
+      double l = m == -INFINITY ? -INFINITY : (double)m + log(row_expsum_##ID(row, c.c, m));    \
+      lse[i] = (CT)l;                                                                           \
+      double li = 0;                                                                            \
+      if (!ce_ignored(&c, t[i])) {                                                              \
+        li = l - (1 - c.eps) * (double)row[t[i] - c.base];                                      \
+        if (c.eps > 0) li -= c.eps / (double)c.c * row_sum_##ID(row, c.c);                      \
+      }                                                                                         \
+      if (c.reduction == DLE_REDUCTION_NONE) loss[i] = (CT)li;                                  \
+      else total += li;                                                                         \
+    }                                                                                           \
+    if (c.reduction == DLE_REDUCTION_MEAN) loss[0] = (CT)(total / (double)count); /* 0/0: NaN */ \
+    else if (c.reduction == DLE_REDUCTION_SUM) loss[0] = (CT)total;                             \
+    return DLE_OK;                                                                              \
+  }                                                                                             \
+  static dle_status ce_bwd_##ID(dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) {  \
+    ce_args c = ce_args_of(a, ins[1]);                                                          \
+    const CT *gy = dle_tensor_data(ins[0]), *x = dle_tensor_data(ins[1]);                       \
+    const int64_t *t = dle_tensor_data(ins[2]);                                                 \
+    const CT *lse = dle_tensor_data(ins[3]);                                                    \
+    CT *g = dle_tensor_data(out);                                                               \
+    int64_t count = 0;                                                                          \
+    DLE_TRY(ce_check_targets("cross_entropy_backward", t, &c, &count));                         \
+    bool none = c.reduction == DLE_REDUCTION_NONE;                                              \
+    double inv = c.reduction == DLE_REDUCTION_MEAN ? 1.0 / (double)count : 1.0;                 \
+    CT off = (CT)(c.eps / (double)c.c), hit = (CT)(1 - c.eps);                                  \
+    _Pragma("omp parallel for schedule(static) if (c.n * c.c >= CPU_PARALLEL_GRAIN)")          \
+    for (int64_t i = 0; i < c.n; i++) {                                                         \
+      CT *gr = g + i * c.c;                                                                     \
+      const CT *row = x + i * c.c;                                                              \
+      if (ce_ignored(&c, t[i])) {                                                               \
+        for (int64_t j = 0; j < c.c; j++) gr[j] = 0;                                            \
+        continue;                                                                               \
+      }                                                                                         \
+      CT w = (CT)((double)gy[none ? i : 0] * inv), l = lse[i];                                  \
+      ce_grad_row_##ID(gr, row, c.c, w, l, off);                                                \
+      gr[t[i] - c.base] -= w * hit;                                                             \
+    }                                                                                           \
+    return DLE_OK;                                                                              \
+  }
+NN_TYPES(CE_KERNELS)
+
+/* ---- embedding ---- */
+
+/* Every index must be a row base..base+V-1. */
+static dle_status check_rows(const char *fn, const int64_t *idx, int64_t n, int64_t v, int64_t base) {
+  for (int64_t p = 0; p < n; p++)
+    if (idx[p] - base < 0 || idx[p] - base >= v)
+      return dle_error("%s: index %lld (at position %lld) is out of range for %lld rows (%lld..%lld)", fn,
+                       (long long)idx[p], (long long)(p + base), (long long)v, (long long)base,
+                       (long long)(base + v - 1));
+  return DLE_OK;
+}
+
+#define EMB_COLS 64 /* columns per task of the backward's index-add */
+
+#define EMBEDDING_KERNELS(ID, CT)                                                               \
+  static dle_status emb_fwd_##ID(dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) { \
+    const CT *w = dle_tensor_data(ins[0]);                                                      \
+    const int64_t *idx = dle_tensor_data(ins[1]);                                               \
+    int64_t n = dle_tensor_numel(ins[1]), v = ins[0]->sizes[0], d = ins[0]->sizes[1];           \
+    int64_t base = a->index_base, pad = a->ints[1];                                             \
+    bool zero_pad = a->ints[0] && a->ints[2];                                                   \
+    CT *o = dle_tensor_data(out);                                                               \
+    DLE_TRY(check_rows("embedding", idx, n, v, base));                                          \
+    _Pragma("omp parallel for schedule(static) if (n * d >= CPU_PARALLEL_GRAIN)")              \
+    for (int64_t p = 0; p < n; p++) {                                                           \
+      if (zero_pad && idx[p] == pad) memset(o + p * d, 0, sizeof(CT) * (size_t)d);             \
+      else memcpy(o + p * d, w + (idx[p] - base) * d, sizeof(CT) * (size_t)d);                 \
+    }                                                                                           \
+    return DLE_OK;                                                                              \
+  }                                                                                             \
+  /* Columns are split between threads, so no two threads add into the same element. */       \
+  static dle_status emb_bwd_##ID(dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) { \
+    const CT *gy = dle_tensor_data(ins[0]);                                                     \
+    const int64_t *idx = dle_tensor_data(ins[1]);                                               \
+    int64_t n = dle_tensor_numel(ins[1]), v = out->sizes[0], d = out->sizes[1];                 \
+    int64_t base = a->index_base, pad = a->ints[1];                                             \
+    bool skip_pad = a->ints[0] != 0;                                                            \
+    CT *o = dle_tensor_data(out);                                                               \
+    DLE_TRY(check_rows("embedding_backward", idx, n, v, base));                                 \
+    memset(o, 0, sizeof(CT) * (size_t)(v * d));                                                 \
+    int64_t tasks = (d + EMB_COLS - 1) / EMB_COLS;                                              \
+    _Pragma("omp parallel for schedule(static) if (tasks > 1 && n * d >= CPU_PARALLEL_GRAIN)") \
+    for (int64_t k = 0; k < tasks; k++) {                                                       \
+      int64_t c0 = k * EMB_COLS, c1 = c0 + EMB_COLS < d ? c0 + EMB_COLS : d;                    \
+      for (int64_t p = 0; p < n; p++) {                                                         \
+        if (skip_pad && idx[p] == pad) continue;                                                \
+        CT *dst = o + (idx[p] - base) * d;                                                      \
+        const CT *src = gy + p * d;                                                             \
+        for (int64_t j = c0; j < c1; j++) dst[j] += src[j];                                     \
+      }                                                                                         \
+    }                                                                                           \
+    return DLE_OK;                                                                              \
+  }
+NN_TYPES(EMBEDDING_KERNELS)
+
+/* ---- dropout ---- */
+
+#define DROPOUT_CHUNK 64 /* Philox blocks generated at once (256 elements) */
+
+#define DROPOUT_KERNEL(ID, CT)                                                                  \
+  static void dropout_##ID(dle_tensor *out, const dle_tensor *in, const dle_attrs *a) {         \
+    const CT *x = dle_tensor_data(in);                                                          \
+    CT *y = dle_tensor_data(out);                                                               \
+    int64_t n = dle_tensor_numel(in);                                                           \
+    double p = a->f[0];                                                                         \
+    if (p >= 1) {                                                                               \
+      memset(y, 0, sizeof(CT) * (size_t)n);                                                     \
+      return;                                                                                   \
+    }                                                                                           \
+    uint64_t seed = (uint64_t)a->ints[0], offset = (uint64_t)a->ints[1];                        \
+    float thr = (float)p;                                                                       \
+    CT scale = (CT)(1.0 / (1.0 - p));                                                           \
+    int64_t blocks = (n + 3) / 4, chunks = (blocks + DROPOUT_CHUNK - 1) / DROPOUT_CHUNK;        \
+    _Pragma("omp parallel for schedule(static) if (n >= CPU_PARALLEL_GRAIN)")                  \
+    for (int64_t ch = 0; ch < chunks; ch++) {                                                   \
+      uint32_t w[DROPOUT_CHUNK][4];                                                             \
+      int64_t b0 = ch * DROPOUT_CHUNK;                                                          \
+      int64_t nb = blocks - b0 < DROPOUT_CHUNK ? blocks - b0 : DROPOUT_CHUNK;                   \
+      dle_philox_blocks(seed, offset + (uint64_t)b0, nb, w);                                    \
+      int64_t i0 = b0 * 4, i1 = i0 + nb * 4 < n ? i0 + nb * 4 : n;                              \
+      for (int64_t i = i0; i < i1; i++) {                                                       \
+        float u = (float)(w[(i - i0) / 4][i % 4] >> 8) * 0x1p-24f;                              \
+        y[i] = u >= thr ? x[i] * scale : (CT)0;                                                 \
+      }                                                                                         \
+    }                                                                                           \
+  }
+NN_TYPES(DROPOUT_KERNEL)
+
+/* ---- dispatch over dtypes ---- */
+
+static dle_status cpu_nn(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
+                         const dle_attrs *a) {
+  dle_tensor *o = outs[0];
+  const char *fn = dle_op_get_info(op)->name;
+  for (int i = 0; i < nin; i++)
+    if ((ins[i]->dtype != o->dtype && ins[i]->dtype != DLE_I64) || !dle_tensor_is_contiguous(ins[i]))
+      return dle_error("%s: the CPU kernel expects contiguous %s or int64 inputs", fn, dle_dtype_name(o->dtype));
+  if (!dle_tensor_is_contiguous(o)) return dle_error("%s: the CPU kernel expects a contiguous output", fn);
+#define CASE(ID, CT)                                                                            \
+  case DLE_##ID:                                                                                \
+    switch (op) {                                                                               \
+      case DLE_OP_CROSS_ENTROPY: return ce_fwd_##ID(outs, ins, a);                              \
+      case DLE_OP_CROSS_ENTROPY_BACKWARD: return ce_bwd_##ID(o, ins, a);                        \
+      case DLE_OP_EMBEDDING: return emb_fwd_##ID(o, ins, a);                                    \
+      case DLE_OP_EMBEDDING_BACKWARD: return emb_bwd_##ID(o, ins, a);                           \
+      case DLE_OP_DROPOUT: dropout_##ID(o, ins[0], a); return DLE_OK;                           \
+      default: break;                                                                           \
+    }                                                                                           \
+    break;
+  switch (o->dtype) {
+    NN_TYPES(CASE)
+    default: break;
+  }
+#undef CASE
+  return dle_error("%s: no CPU kernel for %s", fn, dle_dtype_name(o->dtype));
+}
+
+void cpu_register_nn(dle_backend *b) {
+  b->kernels[DLE_OP_CROSS_ENTROPY] = cpu_nn;
+  b->kernels[DLE_OP_CROSS_ENTROPY_BACKWARD] = cpu_nn;
+  b->kernels[DLE_OP_EMBEDDING] = cpu_nn;
+  b->kernels[DLE_OP_EMBEDDING_BACKWARD] = cpu_nn;
+  b->kernels[DLE_OP_DROPOUT] = cpu_nn;
+}
