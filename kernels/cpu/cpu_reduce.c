@@ -8,6 +8,7 @@
  * How one element folds into an accumulator is a "flavor" (sum, product, max, ...), written once
  * and instantiated per dtype by the macros of cpu_types.h. */
 #include "cpu_loop.h"
+#include "cpu_vecmath.h"
 
 #include <stdlib.h>
 #include <tgmath.h> /* exp/log pick the float or double version from the argument's type */
@@ -919,8 +920,10 @@ static void sm_chunk(const red_plan *pl, int64_t i, char *y, int64_t es, dle_dty
   int64_t id[DLE_MAX_DIMS], xo = c.in_off, yo = c.out_off;
   int last = pl->nk - 1;
   group_seek(pl->nk, pl->ks, pl->kx, c.first, id);
+  bool vec = dt == DLE_F32 && cpu_vec && xr == sizeof(float) && yr == sizeof(float);
   for (int64_t k = 0; k < c.n; k++) {
-    sm_rows[dt](y + yo * es, yr, pl->x + xo, xr, D, lg);
+    if (vec) cpu_vec->softmax_row((float *)(y + yo * es), (const float *)(pl->x + xo), D, lg);
+    else sm_rows[dt](y + yo * es, yr, pl->x + xo, xr, D, lg);
     xo += pl->kx[last], yo += pl->ko[last];
     if (++id[last] == pl->ks[last] && k + 1 < c.n) {
       for (int d = last; d > 0 && id[d] == pl->ks[d]; d--) {
