@@ -20,12 +20,15 @@ typedef struct {
   int64_t numel;
   int64_t sizes[DLE_MAX_DIMS];
   int64_t strides[CPU_MAX_OPERANDS][DLE_MAX_DIMS]; /* bytes */
+  int64_t esize[CPU_MAX_OPERANDS];                  /* element sizes, bytes */
   char *base[CPU_MAX_OPERANDS];
 } cpu_iter;
 
 /* ops[0] is the output (its shape is the iteration shape); ops[1..] broadcast to it. */
 void cpu_iter_init(cpu_iter *it, int nops, dle_tensor *const *ops);
-/* Runs fn over every element (threads when numel >= CPU_PARALLEL_GRAIN). */
+/* Runs fn over every element (threads when numel >= CPU_PARALLEL_GRAIN). When an operand is
+ * transposed against the output (denser along the second-last dim than along the last), the last
+ * two dims go tile by tile through contiguous buffers, and fn sees only contiguous runs of them. */
 void cpu_iter_run(const cpu_iter *it, cpu_loop_fn fn, const void *ctx);
 /* Convenience: init + run over out and ins. */
 void cpu_foreach(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx);

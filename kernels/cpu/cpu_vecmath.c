@@ -27,6 +27,36 @@ VEC_MAP(gelu, vgelu)
 VEC_MAP(erf, verf)
 VEC_MAP(erfc, verfc)
 
+/* dst[i ds + j] = src[j ss + i], one 8 x 8 block. */
+VEC_INLINE void transpose8(float *dst, int64_t ds, const float *src, int64_t ss) {
+  __m256 r[8], t[8], u[8];
+  for (int j = 0; j < 8; j++) r[j] = _mm256_loadu_ps(src + j * ss);
+  for (int j = 0; j < 8; j += 2) {
+    t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
+    t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
+  }
+  for (int j = 0; j < 8; j += 4) {
+    u[j] = _mm256_shuffle_ps(t[j], t[j + 2], 0x44);
+    u[j + 1] = _mm256_shuffle_ps(t[j], t[j + 2], 0xEE);
+    u[j + 2] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0x44);
+    u[j + 3] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; i++) {
+    _mm256_storeu_ps(dst + i * ds, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+    _mm256_storeu_ps(dst + (i + 4) * ds, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+  }
+}
+
+VEC_TARGET static void transpose32(void *dstp, int64_t ds, const void *srcp, int64_t ss, int64_t ni, int64_t nj) {
+  float *dst = dstp;
+  const float *src = srcp;
+  int64_t i8 = ni & ~(int64_t)7, j8 = nj & ~(int64_t)7;
+  for (int64_t j = 0; j < j8; j += 8)
+    for (int64_t i = 0; i < i8; i += 8) transpose8(dst + i * ds + j, ds, src + j * ss + i, ss);
+  for (int64_t i = 0; i < ni; i++) /* the edges */
+    for (int64_t j = i < i8 ? j8 : 0; j < nj; j++) dst[i * ds + j] = src[j * ss + i];
+}
+
 static const cpu_vec_kernels avx2 = {
     .unary = {[DLE_OP_EXP] = map_exp, [DLE_OP_LOG] = map_log, [DLE_OP_TANH] = map_tanh,
               [DLE_OP_SIGMOID] = map_sigmoid, [DLE_OP_SILU] = map_silu, [DLE_OP_GELU] = map_gelu},
@@ -34,6 +64,7 @@ static const cpu_vec_kernels avx2 = {
     .erfc = map_erfc,
     .softmax_row = cpu_vec_softmax_row_avx2,
     .logsumexp_row = cpu_vec_logsumexp_row_avx2,
+    .transpose32 = transpose32,
 };
 
 const cpu_vec_kernels *cpu_vec;

@@ -17,6 +17,9 @@ typedef struct {
   void (*softmax_row)(float *y, const float *x, int64_t n, bool lg);
   /* log(sum(exp(x))) of a row; -inf for an empty row, the max itself when it is not finite. */
   float (*logsumexp_row)(const float *x, int64_t n);
+  /* dst[i ds + j] = src[j ss + i] for i < ni, j < nj: a block transpose of 4-byte elements
+   * (strides in elements), 8 x 8 in registers. */
+  void (*transpose32)(void *dst, int64_t ds, const void *src, int64_t ss, int64_t ni, int64_t nj);
 } cpu_vec_kernels;
 
 extern const cpu_vec_kernels *cpu_vec;
