@@ -4,7 +4,8 @@
  * SM_BLK elements, each read twice while it sits in L1 (its max, then its exp-sum), with S
  * rescaled by exp(M_old - M_new) when a block raises the max. The output then takes one more
  * read. Semantics match the portable loops of cpu_reduce.c: a NaN or +inf in a row, or a row of
- * -inf only, gives NaN outputs (logsumexp: the max itself). */
+ * -inf only, gives NaN outputs (logsumexp: the max itself). Rows up to 8K elements take a
+ * cheaper route for softmax (softmax_row_stored). */
 #include "cpu_vecmath.h"
 
 #include "cpu_vec_avx2.h"
@@ -59,7 +60,52 @@ VEC_TARGET static void row_stats(const float *x, int64_t n, float *pm, double *p
   *pm = M, *ps = S;
 }
 
+/* Softmax of a row short enough to stay in L1/L2: each block stores exp(x - M_b), with M_b the
+ * running max after it, while summing; a last pass scales block b by exp(M_b - M) / S. One exp
+ * per element instead of two. */
+#define SM_STORE_BLOCKS 16
+VEC_TARGET static void softmax_row_stored(float *y, const float *x, int64_t n) {
+  float M = -INFINITY, bmax[SM_STORE_BLOCKS];
+  double S = 0;
+  for (int64_t b = 0, k = 0; b < n; b += SM_BLK, k++) {
+    int64_t len = n - b < SM_BLK ? n - b : SM_BLK, i = 0;
+    float bm = block_max(x + b, len);
+    if (!(bm <= M)) {
+      S *= exp((double)M - (double)bm);
+      M = bm;
+    }
+    bmax[k] = M;
+    if (M == -INFINITY) { /* -inf only so far: zeros, unless the whole row is (then NaN, below) */
+      memset(y + b, 0, (size_t)len * sizeof(float));
+      continue;
+    }
+    __m256 vm = V8(M), s0 = _mm256_setzero_ps();
+    for (; i + 8 <= len; i += 8) {
+      __m256 e = vexp(_mm256_sub_ps(_mm256_loadu_ps(x + b + i), vm));
+      _mm256_storeu_ps(y + b + i, e);
+      s0 = _mm256_add_ps(s0, e);
+    }
+    if (i < len) {
+      __m256 e = vexp(_mm256_sub_ps(vload_part(x + b + i, len - i, -INFINITY), vm));
+      vstore_part(y + b + i, len - i, e);
+      s0 = _mm256_add_ps(s0, e);
+    }
+    S += vhsum(s0);
+  }
+  if (M == -INFINITY) S = NAN; /* as exp(-inf - -inf) in the portable loop */
+  for (int64_t b = 0, k = 0; b < n; b += SM_BLK, k++) {
+    int64_t len = n - b < SM_BLK ? n - b : SM_BLK, i = 0;
+    __m256 f = V8((float)(exp((double)bmax[k] - (double)M) / S));
+    for (; i + 8 <= len; i += 8) _mm256_storeu_ps(y + b + i, _mm256_mul_ps(_mm256_loadu_ps(y + b + i), f));
+    if (i < len) vstore_part(y + b + i, len - i, _mm256_mul_ps(vload_part(y + b + i, len - i, 0), f));
+  }
+}
+
 VEC_TARGET void cpu_vec_softmax_row_avx2(float *y, const float *x, int64_t n, bool lg) {
+  if (!lg && n <= SM_BLK * SM_STORE_BLOCKS && (y + n <= x || x + n <= y)) {
+    softmax_row_stored(y, x, n);
+    return;
+  }
   float M;
   double S;
   row_stats(x, n, &M, &S);

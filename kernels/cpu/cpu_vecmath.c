@@ -64,6 +64,8 @@ static const cpu_vec_kernels avx2 = {
     .erfc = map_erfc,
     .softmax_row = cpu_vec_softmax_row_avx2,
     .logsumexp_row = cpu_vec_logsumexp_row_avx2,
+    .sum = cpu_vec_sum_f32_avx2,
+    .sum_rows = cpu_vec_sum_rows_f32_avx2,
     .transpose32 = transpose32,
 };
 

@@ -17,6 +17,9 @@ typedef struct {
   void (*softmax_row)(float *y, const float *x, int64_t n, bool lg);
   /* log(sum(exp(x))) of a row; -inf for an empty row, the max itself when it is not finite. */
   float (*logsumexp_row)(const float *x, int64_t n);
+  /* The sum of a run in double; and acc[j] += x[r][j] over nrows rows rs bytes apart. */
+  double (*sum)(const float *x, int64_t n);
+  void (*sum_rows)(double *acc, const char *x, int64_t rs, int64_t nrows, int64_t n);
   /* dst[i ds + j] = src[j ss + i] for i < ni, j < nj: a block transpose of 4-byte elements
    * (strides in elements), 8 x 8 in registers. */
   void (*transpose32)(void *dst, int64_t ds, const void *src, int64_t ss, int64_t ni, int64_t nj);
@@ -27,5 +30,7 @@ extern const cpu_vec_kernels *cpu_vec;
 /* The AVX2 implementations (call them through cpu_vec, which checks the CPU). */
 void cpu_vec_softmax_row_avx2(float *y, const float *x, int64_t n, bool lg);
 float cpu_vec_logsumexp_row_avx2(const float *x, int64_t n);
+double cpu_vec_sum_f32_avx2(const float *x, int64_t n);
+void cpu_vec_sum_rows_f32_avx2(double *acc, const char *x, int64_t rs, int64_t nrows, int64_t n);
 
 #endif
