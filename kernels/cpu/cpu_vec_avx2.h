@@ -43,7 +43,9 @@ VEC_INLINE __m256 visnan(__m256 x) { return _mm256_cmp_ps(x, x, _CMP_UNORD_Q); }
 VEC_INLINE __m256 vexp_scaled(__m256 x, int k) {
   static const float P[] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f,
                             1.6666665459e-1f, 5.0000001201e-1f};
-  __m256 xc = _mm256_min_ps(_mm256_max_ps(x, V8(-120.0f)), V8(89.0f)); /* beyond: 0 / inf */
+  /* clamped (beyond: 0 / inf); min/max return their second operand for NaN, which then flows
+   * through the arithmetic to the result */
+  __m256 xc = _mm256_min_ps(V8(89.0f), _mm256_max_ps(V8(-120.0f), x));
   __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, V8(1.44269504088896341f)),
                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, V8(0.693359375f), xc);
@@ -55,8 +57,8 @@ VEC_INLINE __m256 vexp_scaled(__m256 x, int k) {
   __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h, _mm256_set1_epi32(127)), 23));
   __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h2, _mm256_set1_epi32(127)), 23));
   __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
-  y = _mm256_andnot_ps(_mm256_cmp_ps(x, V8(-120.0f), _CMP_LT_OQ), y); /* exp(-120) 2^24 < 2^-149 */
-  return _mm256_blendv_ps(y, _mm256_add_ps(x, x), visnan(x));
+  if (k) y = _mm256_andnot_ps(_mm256_cmp_ps(x, V8(-120.0f), _CMP_LT_OQ), y); /* exp(-120) 2^24 < 2^-149 */
+  return y;
 }
 VEC_INLINE __m256 vexp(__m256 x) { return vexp_scaled(x, 0); }
 
@@ -143,6 +145,9 @@ VEC_INLINE __m256 verfc_pos(__m256 ah, __m256 al) {
   static const float R[] = {-1.047766399936249e+1f, 1.297719955372516e+1f, -7.495518717768503e+0f,
                             2.921019019210786e+0f, -1.015265279202700e+0f, 4.218463358204948e-1f,
                             -2.820767439740514e-1f, 5.641895067754075e-1f};
+  __m256 near = verfc_small(ah);
+  __m256 is_near = _mm256_cmp_ps(ah, V8(1.0f), _CMP_LT_OQ);
+  if (_mm256_movemask_ps(is_near) == 0xff) return near; /* common for activations: skip the tail */
   __m256 hi = _mm256_mul_ps(ah, ah);
   __m256 lo = _mm256_fmadd_ps(_mm256_add_ps(ah, ah), al, _mm256_fmsub_ps(ah, ah, hi));
   __m256 z = vexp(_mm256_sub_ps(_mm256_setzero_ps(), hi));
@@ -151,8 +156,7 @@ VEC_INLINE __m256 verfc_pos(__m256 ah, __m256 al) {
   __m256 big = _mm256_blendv_ps(vpoly(y, P, 9), vpoly(y, R, 8), _mm256_cmp_ps(ah, V8(2.0f), _CMP_GE_OQ));
   __m256 tail = _mm256_mul_ps(_mm256_mul_ps(z, q), big);
   tail = _mm256_andnot_ps(_mm256_cmp_ps(ah, V8(10.5f), _CMP_GT_OQ), tail); /* erfc < 2^-150; inf-safe */
-  __m256 near = verfc_small(ah);
-  return _mm256_blendv_ps(tail, near, _mm256_cmp_ps(ah, V8(1.0f), _CMP_LT_OQ));
+  return _mm256_blendv_ps(tail, near, is_near);
 }
 
 VEC_INLINE __m256 verf(__m256 x) {
