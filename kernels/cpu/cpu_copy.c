@@ -42,7 +42,10 @@ static dle_status cpu_copy(dle_op op, dle_tensor *const *outs, dle_tensor *const
   dle_tensor *dst = outs[0], *src = ins[0];
   if (dst->dtype == src->dtype && dst->dtype != DLE_BOOL) {
     int64_t es = cpu_esize(dst->dtype);
-    cpu_foreach(dst, ins, 1, copy_bytes, &es);
+    dle_tensor *ops[2] = {dst, src};
+    cpu_iter it;
+    cpu_iter_init(&it, 2, ops);
+    if (!cpu_iter_copy_transposed(&it)) cpu_iter_run(&it, copy_bytes, &es);
   } else {
     cpu_foreach(dst, ins, 1, copy_loops[src->dtype][dst->dtype], NULL);
   }

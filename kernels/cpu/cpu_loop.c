@@ -181,6 +181,35 @@ static void run_tiled(const cpu_iter *it, cpu_loop_fn fn, const void *ctx, unsig
   for (int64_t u = 0; u < units; u++) run_band(it, fn, ctx, tr, u);
 }
 
+/* A same-dtype copy of 4-byte elements from a transposed input (contiguous along P) into an
+ * output contiguous along L: 8 x 8 register transposes straight into the output, no buffer. */
+bool cpu_iter_copy_transposed(const cpu_iter *it) {
+  int L = it->ndim - 1, P = L - 1;
+  if (!cpu_vec || it->nops != 2 || transposed_ops(it) != 2u || it->esize[0] != 4 || it->esize[1] != 4 ||
+      it->strides[0][L] != 4 || it->strides[1][P] != 4 || it->strides[0][P] % 4 || it->strides[1][L] % 4)
+    return false;
+  int64_t units = (it->sizes[P] + TILE_P - 1) / TILE_P;
+  for (int d = 0; d < P; d++) units *= it->sizes[d];
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (cpu_parallel(it->numel) && units > 1)
+#endif
+  for (int64_t u = 0; u < units; u++) {
+    int64_t nb = (it->sizes[P] + TILE_P - 1) / TILE_P, outer = u / nb;
+    int64_t p0 = u % nb * TILE_P, np = it->sizes[P] - p0 < TILE_P ? it->sizes[P] - p0 : TILE_P;
+    char *o = it->base[0] + p0 * it->strides[0][P], *x = it->base[1] + p0 * 4;
+    for (int d = P - 1; d >= 0; d--) {
+      int64_t i = outer % it->sizes[d];
+      outer /= it->sizes[d];
+      o += i * it->strides[0][d], x += i * it->strides[1][d];
+    }
+    for (int64_t l0 = 0; l0 < it->sizes[L]; l0 += TILE_L) {
+      int64_t nl = it->sizes[L] - l0 < TILE_L ? it->sizes[L] - l0 : TILE_L;
+      cpu_vec->transpose32(o + l0 * 4, it->strides[0][P] / 4, x + l0 * it->strides[1][L], it->strides[1][L] / 4, np, nl);
+    }
+  }
+  return true;
+}
+
 void cpu_iter_run(const cpu_iter *it, cpu_loop_fn fn, const void *ctx) {
   int64_t total = it->numel;
   if (total == 0) return;

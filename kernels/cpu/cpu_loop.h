@@ -30,6 +30,10 @@ void cpu_iter_init(cpu_iter *it, int nops, dle_tensor *const *ops);
  * transposed against the output (denser along the second-last dim than along the last), the last
  * two dims go tile by tile through contiguous buffers, and fn sees only contiguous runs of them. */
 void cpu_iter_run(const cpu_iter *it, cpu_loop_fn fn, const void *ctx);
+/* Copies a transposed 4-byte-element input into an output contiguous along the last dim (ops[0]
+ * = out, ops[1] = in, same dtype) with block transposes; false (nothing done) when that does not
+ * apply or the CPU lacks AVX2. */
+bool cpu_iter_copy_transposed(const cpu_iter *it);
 /* Convenience: init + run over out and ins. */
 void cpu_foreach(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx);
 
