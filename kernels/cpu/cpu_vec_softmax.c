@@ -81,6 +81,8 @@ VEC_TARGET static void softmax_row_stored(float *y, const float *x, int64_t n) {
     }
     __m256 vm = V8(M), s0 = _mm256_setzero_ps();
     for (; i + 8 <= len; i += 8) {
+      /* rows usually follow each other: fetch the next one while this one computes */
+      if (i % 16 == 0) __builtin_prefetch(x + n + b + i, 0, 3);
       __m256 e = vexp(_mm256_sub_ps(_mm256_loadu_ps(x + b + i), vm));
       _mm256_storeu_ps(y + b + i, e);
       s0 = _mm256_add_ps(s0, e);
@@ -96,7 +98,10 @@ VEC_TARGET static void softmax_row_stored(float *y, const float *x, int64_t n) {
   for (int64_t b = 0, k = 0; b < n; b += SM_BLK, k++) {
     int64_t len = n - b < SM_BLK ? n - b : SM_BLK, i = 0;
     __m256 f = V8((float)(exp((double)bmax[k] - (double)M) / S));
-    for (; i + 8 <= len; i += 8) _mm256_storeu_ps(y + b + i, _mm256_mul_ps(_mm256_loadu_ps(y + b + i), f));
+    for (; i + 8 <= len; i += 8) {
+      if (i % 16 == 0) __builtin_prefetch(y + n + b + i, 1, 3);
+      _mm256_storeu_ps(y + b + i, _mm256_mul_ps(_mm256_loadu_ps(y + b + i), f));
+    }
     if (i < len) vstore_part(y + b + i, len - i, _mm256_mul_ps(vload_part(y + b + i, len - i, 0), f));
   }
 }
