@@ -187,13 +187,13 @@ static dle_status cpu_elementwise(dle_op op, dle_tensor *const *outs, dle_tensor
   dle_dtype dt = ins[nin - 1]->dtype;
   if (dt == DLE_F32 && cpu_vec && cpu_vec->unary[op]) {
     vec_ctx c = {cpu_vec->unary[op]};
-    cpu_foreach(outs[0], ins, nin, unary_vec_F32, &c);
+    cpu_foreach_elementwise(outs[0], ins, nin, unary_vec_F32, &c);
     return DLE_OK;
   }
   cpu_loop_fn fn = loops[op][dt];
   if (!fn)
     return dle_error("%s: no CPU kernel for dtype %s", dle_op_get_info(op)->name, dle_dtype_name(dt));
-  cpu_foreach(outs[0], ins, nin, fn, attrs);
+  cpu_foreach_elementwise(outs[0], ins, nin, fn, attrs);
   return DLE_OK;
 }
 

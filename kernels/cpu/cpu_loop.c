@@ -101,7 +101,7 @@ static inline int64_t iabs(int64_t v) { return v < 0 ? -v : v; }
 static unsigned transposed_ops(const cpu_iter *it) {
   int L = it->ndim - 1, P = L - 1;
   unsigned bits = 0;
-  if (it->ndim < 2 || it->sizes[L] < 8 || it->sizes[P] < 8) return 0;
+  if (it->nops < 2 || it->ndim < 2 || it->sizes[L] < 8 || it->sizes[P] < 8) return 0;
   for (int k = 0; k < it->nops; k++) {
     int64_t sp = iabs(it->strides[k][P]), sl = iabs(it->strides[k][L]);
     if (sp && sl && sp < sl && it->esize[k] <= 8) bits |= 1u << k;
@@ -210,14 +210,15 @@ bool cpu_iter_copy_transposed(const cpu_iter *it) {
   return true;
 }
 
+void cpu_iter_run_elementwise(const cpu_iter *it, cpu_loop_fn fn, const void *ctx) {
+  unsigned tr = it->numel ? transposed_ops(it) : 0;
+  if (tr) run_tiled(it, fn, ctx, tr);
+  else cpu_iter_run(it, fn, ctx);
+}
+
 void cpu_iter_run(const cpu_iter *it, cpu_loop_fn fn, const void *ctx) {
   int64_t total = it->numel;
   if (total == 0) return;
-  unsigned tr = transposed_ops(it);
-  if (tr) {
-    run_tiled(it, fn, ctx, tr);
-    return;
-  }
 #ifdef _OPENMP
   if (cpu_parallel(total) && omp_get_max_threads() > 1) {
 #pragma omp parallel
@@ -233,10 +234,20 @@ void cpu_iter_run(const cpu_iter *it, cpu_loop_fn fn, const void *ctx) {
   run_range(it, fn, ctx, 0, total);
 }
 
-void cpu_foreach(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx) {
+static void foreach(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx,
+                    bool elementwise) {
   dle_tensor *ops[CPU_MAX_OPERANDS] = {out};
   for (int i = 0; i < nin; i++) ops[i + 1] = ins[i];
   cpu_iter it;
   cpu_iter_init(&it, nin + 1, ops);
-  cpu_iter_run(&it, fn, ctx);
+  if (elementwise) cpu_iter_run_elementwise(&it, fn, ctx);
+  else cpu_iter_run(&it, fn, ctx);
+}
+
+void cpu_foreach(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx) {
+  foreach(out, ins, nin, fn, ctx, false);
+}
+
+void cpu_foreach_elementwise(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx) {
+  foreach(out, ins, nin, fn, ctx, true);
 }

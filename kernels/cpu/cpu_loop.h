@@ -26,16 +26,20 @@ typedef struct {
 
 /* ops[0] is the output (its shape is the iteration shape); ops[1..] broadcast to it. */
 void cpu_iter_init(cpu_iter *it, int nops, dle_tensor *const *ops);
-/* Runs fn over every element (threads when numel >= CPU_PARALLEL_GRAIN). When an operand is
- * transposed against the output (denser along the second-last dim than along the last), the last
- * two dims go tile by tile through contiguous buffers, and fn sees only contiguous runs of them. */
+/* Runs fn over every element (threads when numel >= CPU_PARALLEL_GRAIN). */
 void cpu_iter_run(const cpu_iter *it, cpu_loop_fn fn, const void *ctx);
+/* The same for an elementwise fn, one that touches exactly the n elements p[k] + i s[k] of each
+ * operand and writes only the output (no addresses computed from the pointers otherwise): when an
+ * input or the output is transposed against the others (denser along the second-last dim than
+ * along the last), the last two dims go tile by tile through contiguous buffers. */
+void cpu_iter_run_elementwise(const cpu_iter *it, cpu_loop_fn fn, const void *ctx);
 /* Copies a transposed 4-byte-element input into an output contiguous along the last dim (ops[0]
  * = out, ops[1] = in, same dtype) with block transposes; false (nothing done) when that does not
  * apply or the CPU lacks AVX2. */
 bool cpu_iter_copy_transposed(const cpu_iter *it);
 /* Convenience: init + run over out and ins. */
 void cpu_foreach(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx);
+void cpu_foreach_elementwise(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx);
 
 /* Should a loop of n elements run on several threads? */
 static inline bool cpu_parallel(int64_t n) { return n >= CPU_PARALLEL_GRAIN; }
