@@ -26,8 +26,8 @@ local c_sources = {
                 "tensor" },
   ["engine/ops/"] = { "conv", "copy", "create", "elementwise", "index", "matmul", "reduce", "view" },
   ["kernels/cpu/"] = { "cpu_backend", "cpu_conv", "cpu_copy", "cpu_elementwise", "cpu_index", "cpu_loop",
-                       "cpu_matmul", "cpu_optim", "cpu_random", "cpu_reduce", "cpu_vec_softmax", "cpu_vec_sum",
-                       "cpu_vecmath" },
+                       "cpu_loop_tiles", "cpu_matmul", "cpu_optim", "cpu_random", "cpu_reduce",
+                       "cpu_vec_softmax", "cpu_vec_sum", "cpu_vecmath" },
   ["bindings/"] = { "lua_autograd", "lua_conv", "lua_core", "lua_data", "lua_elementwise", "lua_index", "lua_io",
                     "lua_matmul", "lua_optim", "lua_random", "lua_reduce", "lua_tensor" },
 }

@@ -1,4 +1,5 @@
-/* cpu_loop.h — strided N-d iteration shared by the CPU kernels.
+/* cpu_loop.h — strided N-d iteration shared by the CPU kernels (cpu_loop.c; the tiled traversal of
+ * transposed layouts for elementwise kernels in cpu_loop_tiles.c).
  *
  * An iterator walks the elements of an output and up to three inputs that broadcast to it
  * (right-aligned, stride 0 on broadcast dims), merging dims that are contiguous with each other
