@@ -8,6 +8,7 @@
  * cheaper route for softmax (softmax_row_stored). */
 #include "cpu_vecmath.h"
 
+#ifdef CPU_VEC_X86
 #include "cpu_vec_avx2.h"
 
 #define SM_BLK 512 /* 2 KiB of floats */
@@ -134,3 +135,5 @@ VEC_TARGET float cpu_vec_logsumexp_row_avx2(const float *x, int64_t n) {
   row_stats(x, n, &M, &S);
   return isfinite(M) ? (float)((double)M + log(S)) : M;
 }
+
+#endif /* CPU_VEC_X86 */

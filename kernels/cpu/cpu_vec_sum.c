@@ -2,6 +2,7 @@
  * a contiguous run into one total, and rows of a matrix into per-column totals. */
 #include "cpu_vecmath.h"
 
+#ifdef CPU_VEC_X86
 #include "cpu_vec_avx2.h"
 
 /* 8 floats -> two vectors of 4 doubles, added to a and b. */
@@ -56,3 +57,5 @@ VEC_TARGET void cpu_vec_sum_rows_f32_avx2(double *acc, const char *p, int64_t rs
     for (int64_t j = 0; j < n; j++) acc[j] += x[j];
   }
 }
+
+#endif /* CPU_VEC_X86 */

@@ -2,9 +2,12 @@
  * of cpu_vec (see cpu_vecmath.h). */
 #include "cpu_vecmath.h"
 
-#include "cpu_vec_avx2.h"
-
 #include <stdlib.h>
+
+const cpu_vec_kernels *cpu_vec;
+
+#ifdef CPU_VEC_X86
+#include "cpu_vec_avx2.h"
 
 /* o[i] = F(x[i]): whole vectors, then one masked vector for the tail. */
 #define VEC_MAP(NAME, F)                                                                     \
@@ -69,8 +72,6 @@ static const cpu_vec_kernels avx2 = {
     .transpose32 = transpose32,
 };
 
-const cpu_vec_kernels *cpu_vec;
-
 /* Runs when the module loads, before any kernel. */
 __attribute__((constructor)) static void cpu_vec_init(void) {
   const char *env = getenv("DLE_SIMD");
@@ -78,3 +79,5 @@ __attribute__((constructor)) static void cpu_vec_init(void) {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) cpu_vec = &avx2;
 }
+
+#endif /* CPU_VEC_X86 */

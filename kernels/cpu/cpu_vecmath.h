@@ -27,6 +27,11 @@ typedef struct {
 
 extern const cpu_vec_kernels *cpu_vec;
 
+/* The AVX2 code is compiled on x86-64 only; elsewhere cpu_vec stays NULL. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define CPU_VEC_X86 1
+#endif
+
 /* The AVX2 implementations (call them through cpu_vec, which checks the CPU). */
 void cpu_vec_softmax_row_avx2(float *y, const float *x, int64_t n, bool lg);
 float cpu_vec_logsumexp_row_avx2(const float *x, int64_t n);
