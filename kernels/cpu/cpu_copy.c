@@ -21,10 +21,17 @@ CPU_ALL_TYPES(COPY_FROM)
 #define COPY_ENTRIES_FROM(S, ST, SCT) CPU_ALL_TYPES_WITH(COPY_ENTRY, S, ST, SCT)
 static const cpu_loop_fn copy_loops[DLE_NUM_DTYPES][DLE_NUM_DTYPES] = {CPU_ALL_TYPES(COPY_ENTRIES_FROM)};
 
-/* Same dtype, same bytes: a raw byte copy per run. */
+/* Same dtype, same bytes: a raw byte copy per run; strided runs move whole elements as integers
+ * of the element's size (a memcpy call per element would cost more than the copy). */
+#define COPY_STRIDED(T) \
+  for (int64_t i = 0; i < n; i++) *(T *)(p[0] + i * s[0]) = *(const T *)(p[1] + i * s[1])
 static void copy_bytes(char **p, const int64_t *s, int64_t n, const void *ctx) {
   int64_t es = *(const int64_t *)ctx;
   if (s[0] == es && s[1] == es) memcpy(p[0], p[1], (size_t)(n * es));
+  else if (es == 4) COPY_STRIDED(uint32_t);
+  else if (es == 8) COPY_STRIDED(uint64_t);
+  else if (es == 2) COPY_STRIDED(uint16_t);
+  else if (es == 1) COPY_STRIDED(uint8_t);
   else
     for (int64_t i = 0; i < n; i++) memcpy(p[0] + i * s[0], p[1] + i * s[1], (size_t)es);
 }
@@ -35,9 +42,12 @@ static dle_status cpu_copy(dle_op op, dle_tensor *const *outs, dle_tensor *const
   dle_tensor *dst = outs[0], *src = ins[0];
   if (dst->dtype == src->dtype && dst->dtype != DLE_BOOL) {
     int64_t es = cpu_esize(dst->dtype);
-    cpu_foreach(dst, ins, 1, copy_bytes, &es);
+    dle_tensor *ops[2] = {dst, src};
+    cpu_iter it;
+    cpu_iter_init(&it, 2, ops);
+    if (!cpu_iter_copy_transposed(&it)) cpu_iter_run_elementwise(&it, copy_bytes, &es);
   } else {
-    cpu_foreach(dst, ins, 1, copy_loops[src->dtype][dst->dtype], NULL);
+    cpu_foreach_elementwise(dst, ins, 1, copy_loops[src->dtype][dst->dtype], NULL);
   }
   return DLE_OK;
 }

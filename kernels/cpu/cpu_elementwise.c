@@ -2,6 +2,7 @@
  * Each op is one expression below; the macros instantiate it for every dtype it supports, with a
  * contiguous fast path the compiler vectorises and a strided path for everything else. */
 #include "cpu_loop.h"
+#include "cpu_vecmath.h"
 
 #include <tgmath.h> /* exp(x) etc. pick the float or double version from x's type */
 
@@ -158,15 +159,41 @@ static const cpu_loop_fn loops[DLE_NUM_OPS][DLE_NUM_DTYPES] = {
     [DLE_OP_LOGICAL_NOT][DLE_BOOL] = logical_not_BOOL,
 };
 
+/* float32 unary ops with an AVX2 array kernel (cpu_vecmath.h): contiguous runs go straight to it,
+ * strided ones through a small stack buffer. */
+typedef struct {
+  cpu_vec_map_fn map;
+} vec_ctx;
+
+static void unary_vec_F32(char **p, const int64_t *s, int64_t n, const void *ctx) {
+  cpu_vec_map_fn map = ((const vec_ctx *)ctx)->map;
+  if (s[0] == sizeof(float) && s[1] == sizeof(float)) {
+    map((float *)p[0], (const float *)p[1], n);
+    return;
+  }
+  float buf[256];
+  for (int64_t i0 = 0; i0 < n; i0 += 256) {
+    int64_t m = n - i0 < 256 ? n - i0 : 256;
+    for (int64_t i = 0; i < m; i++) buf[i] = *(const float *)(p[1] + (i0 + i) * s[1]);
+    map(buf, buf, m);
+    for (int64_t i = 0; i < m; i++) *(float *)(p[0] + (i0 + i) * s[0]) = buf[i];
+  }
+}
+
 /* The front door has already promoted inputs: the loop is chosen by the dtype the op computes
  * in, which is the last input's dtype (where's first input is its bool condition). */
 static dle_status cpu_elementwise(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins,
                                   int nin, const dle_attrs *attrs) {
   dle_dtype dt = ins[nin - 1]->dtype;
+  if (dt == DLE_F32 && cpu_vec && cpu_vec->unary[op]) {
+    vec_ctx c = {cpu_vec->unary[op]};
+    cpu_foreach_elementwise(outs[0], ins, nin, unary_vec_F32, &c);
+    return DLE_OK;
+  }
   cpu_loop_fn fn = loops[op][dt];
   if (!fn)
     return dle_error("%s: no CPU kernel for dtype %s", dle_op_get_info(op)->name, dle_dtype_name(dt));
-  cpu_foreach(outs[0], ins, nin, fn, attrs);
+  cpu_foreach_elementwise(outs[0], ins, nin, fn, attrs);
   return DLE_OK;
 }
 

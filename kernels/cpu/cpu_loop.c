@@ -14,6 +14,7 @@ void cpu_iter_init(cpu_iter *it, int nops, dle_tensor *const *ops) {
   for (int k = 0; k < nops; k++) {
     const dle_tensor *t = ops[k];
     int64_t es = cpu_esize(t->dtype);
+    it->esize[k] = es;
     it->base[k] = (char *)dle_tensor_data(t);
     for (int d = 0; d < nd; d++) {
       int src = d - (nd - t->ndim);
@@ -121,11 +122,21 @@ static bool run_small_contiguous(dle_tensor *out, dle_tensor *const *ins, int ni
   return true;
 }
 
-void cpu_foreach(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx) {
+static void foreach(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx,
+                    bool elementwise) {
   if (run_small_contiguous(out, ins, nin, fn, ctx)) return;
   dle_tensor *ops[CPU_MAX_OPERANDS] = {out};
   for (int i = 0; i < nin; i++) ops[i + 1] = ins[i];
   cpu_iter it;
   cpu_iter_init(&it, nin + 1, ops);
-  cpu_iter_run(&it, fn, ctx);
+  if (elementwise) cpu_iter_run_elementwise(&it, fn, ctx);
+  else cpu_iter_run(&it, fn, ctx);
+}
+
+void cpu_foreach(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx) {
+  foreach(out, ins, nin, fn, ctx, false);
+}
+
+void cpu_foreach_elementwise(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx) {
+  foreach(out, ins, nin, fn, ctx, true);
 }

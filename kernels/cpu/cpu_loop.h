@@ -1,4 +1,5 @@
-/* cpu_loop.h — strided N-d iteration shared by the CPU kernels.
+/* cpu_loop.h — strided N-d iteration shared by the CPU kernels (cpu_loop.c; the tiled traversal of
+ * transposed layouts for elementwise kernels in cpu_loop_tiles.c).
  *
  * An iterator walks the elements of an output and up to three inputs that broadcast to it
  * (right-aligned, stride 0 on broadcast dims), merging dims that are contiguous with each other
@@ -20,6 +21,7 @@ typedef struct {
   int64_t numel;
   int64_t sizes[DLE_MAX_DIMS];
   int64_t strides[CPU_MAX_OPERANDS][DLE_MAX_DIMS]; /* bytes */
+  int64_t esize[CPU_MAX_OPERANDS];                  /* element sizes, bytes */
   char *base[CPU_MAX_OPERANDS];
 } cpu_iter;
 
@@ -27,8 +29,18 @@ typedef struct {
 void cpu_iter_init(cpu_iter *it, int nops, dle_tensor *const *ops);
 /* Runs fn over every element (threads when numel >= CPU_PARALLEL_GRAIN). */
 void cpu_iter_run(const cpu_iter *it, cpu_loop_fn fn, const void *ctx);
+/* The same for an elementwise fn, one that touches exactly the n elements p[k] + i s[k] of each
+ * operand and writes only the output (no addresses computed from the pointers otherwise): when an
+ * input or the output is transposed against the others (denser along the second-last dim than
+ * along the last), the last two dims go tile by tile through contiguous buffers. */
+void cpu_iter_run_elementwise(const cpu_iter *it, cpu_loop_fn fn, const void *ctx);
+/* Copies a transposed 4-byte-element input into an output contiguous along the last dim (ops[0]
+ * = out, ops[1] = in, same dtype) with block transposes; false (nothing done) when that does not
+ * apply or the CPU lacks AVX2. */
+bool cpu_iter_copy_transposed(const cpu_iter *it);
 /* Convenience: init + run over out and ins. */
 void cpu_foreach(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx);
+void cpu_foreach_elementwise(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx);
 
 /* Should a loop of n elements run on several threads? */
 static inline bool cpu_parallel(int64_t n) { return n >= CPU_PARALLEL_GRAIN; }

@@ -9,6 +9,7 @@
  * and instantiated per dtype by the macros of cpu_types.h. */
 #include "cpu_exp.h"
 #include "cpu_loop.h"
+#include "cpu_vecmath.h"
 
 #include <stdlib.h>
 #include <tgmath.h> /* exp/log pick the float or double version from the argument's type */
@@ -127,6 +128,9 @@ typedef void (*red_merge_fn)(void *acc, int64_t *idx, const void *acc2, const in
 typedef void (*red_f64_fn)(double *dst, const void *acc, int64_t n);
 typedef void (*red_store_fn)(char *out, int64_t os, const void *acc, int64_t n);
 
+/*   rows (optional): row over nrows rows rs bytes apart, all at once */
+typedef void (*red_rows_fn)(void *acc, const char *p, int64_t sb, int64_t rs, int64_t nrows, int64_t n);
+
 typedef struct {
   size_t acc_size;
   red_init_fn init;
@@ -134,6 +138,7 @@ typedef struct {
   red_merge_fn merge;
   red_f64_fn to_f64;
   red_store_fn store;
+  red_rows_fn rows;
 } red_flavor;
 
 enum { FL_SUM, FL_PROD, FL_MAX, FL_MIN, FL_SQDEV, FL_EXPSUM, FL_ARGMAX, FL_ARGMIN, FL_COUNT };
@@ -361,6 +366,27 @@ static const red_flavor flavors[FL_COUNT][DLE_NUM_DTYPES] = {
     FL_ALL(ARGMAX) FL_ALL(ARGMIN)
 };
 
+/* The float32 sum with the AVX2 kernels of cpu_vecmath.h (set up by cpu_register_reduce when the
+ * CPU has them): contiguous runs and rows go to them, strided ones to the portable loops. */
+static red_flavor sum_f32_vec;
+static void run_sum_f32_vec(void *acc, int64_t *idx, const char *p, int64_t sb, int64_t n,
+                            const double *prm, int64_t pos) {
+  if (sb == sizeof(float)) *(double *)acc += cpu_vec->sum((const float *)p, n);
+  else run_SUM_F32(acc, idx, p, sb, n, prm, pos);
+}
+static void rows_sum_f32_vec(void *acc, const char *p, int64_t sb, int64_t rs, int64_t nrows, int64_t n) {
+  if (sb == sizeof(float)) {
+    cpu_vec->sum_rows(acc, p, rs, nrows, n);
+    return;
+  }
+  for (int64_t r = 0; r < nrows; r++) row_SUM_F32(acc, NULL, p + r * rs, sb, n, NULL, r);
+}
+static void row_sum_f32_vec(void *acc, int64_t *idx, const char *p, int64_t sb, int64_t n,
+                            const double *prm, int64_t pos) {
+  (void)idx, (void)prm, (void)pos;
+  rows_sum_f32_vec(acc, p, sb, 0, 1, n);
+}
+
 /* Results computed in double (mean, var, std, logsumexp) stored into a float output. */
 #define STORE_F64(ID, T, CT)                                                                       \
   static void store_f64_##ID(char *out, int64_t os, const double *v, int64_t n) {                  \
@@ -541,6 +567,10 @@ static void fold_runs(const red_plan *pl, const red_flavor *f, const char *b, vo
 static void chunk_fold(const red_plan *pl, const red_chunk *c, const red_flavor *f, char *acc,
                        int64_t *idx, const double *prm, int64_t r0, int64_t r1) {
   if (r0 >= r1) return;
+  if (pl->stream && f->rows && pl->nr == 1) { /* rows equally spaced: several at a time */
+    f->rows(acc, pl->x + c->in_off + r0 * pl->rx[0], pl->kx[pl->k0], pl->rx[0], r1 - r0, c->n);
+    return;
+  }
   if (pl->stream) {
     const char *b = pl->x + c->in_off;
     int64_t id[DLE_MAX_DIMS], sb = pl->kx[pl->k0];
@@ -677,6 +707,20 @@ static void red_chunk_run(const red_job *job, int64_t i, double *work, char *scr
   store_f64[job->out_dt](out, os, prm, n);
 }
 
+/* logsumexp of float32 rows that are contiguous: the online AVX2 kernel, one read per row. */
+static void lse_chunk(const red_plan *pl, int64_t i, float *out) {
+  red_chunk c;
+  chunk_get(pl, i, &c);
+  int64_t id[DLE_MAX_DIMS];
+  int last = pl->nk - 1;
+  int64_t off = group_seek(pl->nk, pl->ks, pl->kx, c.first, id);
+  for (int64_t k = 0; k < c.n; k++) {
+    out[c.out_off + k] = cpu_vec->logsumexp_row((const float *)(pl->x + off), pl->rs[0]);
+    off += pl->kx[last];
+    if (++id[last] == pl->ks[last] && k + 1 < c.n) off += group_carry(pl->nk, pl->ks, pl->kx, id);
+  }
+}
+
 static int red_flavor_of(dle_op op) {
   switch (op) {
     case DLE_OP_PROD: return FL_PROD;
@@ -704,6 +748,7 @@ static dle_status cpu_reduce(dle_op op, dle_tensor *const *outs, dle_tensor *con
                  .out_dt = out->dtype, .correction = a->f[0], .base = a->index_base};
   int fl = red_flavor_of(op);
   job.f1 = &flavors[fl][x->dtype];
+  if (fl == FL_SUM && x->dtype == DLE_F32 && sum_f32_vec.run) job.f1 = &sum_f32_vec;
   if (op == DLE_OP_VAR || op == DLE_OP_STD) job.f2 = &flavors[FL_SQDEV][x->dtype];
   if (op == DLE_OP_LOGSUMEXP) job.f2 = &flavors[FL_EXPSUM][x->dtype];
   bool in_f64 = op == DLE_OP_MEAN || job.f2;  /* results computed in double, stored as float */
@@ -723,6 +768,14 @@ static dle_status cpu_reduce(dle_op op, dle_tensor *const *outs, dle_tensor *con
   int nt = red_threads();
   bool par = nt > 1 && (double)job.pl.nout * (double)job.pl.nred >= CPU_PARALLEL_GRAIN;
   plan_chunks(&job.pl, par ? nt : 1, RED_BLOCK);
+  if (op == DLE_OP_LOGSUMEXP && x->dtype == DLE_F32 && cpu_vec && !job.pl.stream && job.pl.nr == 1 &&
+      job.pl.rx[0] == sizeof(float) && (!par || job.pl.nchunks >= 2 * (int64_t)nt)) {
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1) if (par)
+#endif
+    for (int64_t i = 0; i < job.pl.nchunks; i++) lse_chunk(&job.pl, i, (float *)job.out);
+    return DLE_OK;
+  }
   /* few chunks: each chunk's reduction is split across the threads instead */
   bool split = par && job.pl.nchunks < 4 * (int64_t)nt;
   if (split) plan_chunks(&job.pl, 1, RED_BLOCK);
@@ -880,8 +933,10 @@ static void sm_chunk(const red_plan *pl, int64_t i, char *y, int64_t es, dle_dty
   int64_t id[DLE_MAX_DIMS], xo = c.in_off, yo = c.out_off;
   int last = pl->nk - 1;
   group_seek(pl->nk, pl->ks, pl->kx, c.first, id);
+  bool vec = dt == DLE_F32 && cpu_vec && xr == sizeof(float) && yr == sizeof(float);
   for (int64_t k = 0; k < c.n; k++) {
-    sm_rows[dt](y + yo * es, yr, pl->x + xo, xr, D, lg);
+    if (vec) cpu_vec->softmax_row((float *)(y + yo * es), (const float *)(pl->x + xo), D, lg);
+    else sm_rows[dt](y + yo * es, yr, pl->x + xo, xr, D, lg);
     xo += pl->kx[last], yo += pl->ko[last];
     if (++id[last] == pl->ks[last] && k + 1 < c.n) {
       for (int d = last; d > 0 && id[d] == pl->ks[d]; d--) {
@@ -922,6 +977,12 @@ static dle_status cpu_softmax(dle_op op, dle_tensor *const *outs, dle_tensor *co
 }
 
 void cpu_register_reduce(dle_backend *b) {
+  if (cpu_vec) {
+    sum_f32_vec = flavors[FL_SUM][DLE_F32];
+    sum_f32_vec.run = run_sum_f32_vec;
+    sum_f32_vec.row = row_sum_f32_vec;
+    sum_f32_vec.rows = rows_sum_f32_vec;
+  }
   for (int op = 0; op < DLE_NUM_OPS; op++) {
     dle_op_kind k = dle_op_get_info((dle_op)op)->kind;
     if (k == DLE_KIND_REDUCE) b->kernels[op] = cpu_reduce;

@@ -1,0 +1,135 @@
+/* cpu_loop_tiles.c — the tiled traversal of cpu_loop.h for elementwise kernels over transposed
+ * layouts (cpu_iter_run_elementwise), and the transposing copy (cpu_iter_copy_transposed).
+ *
+ * Runs along the last dim read a transposed operand with a large stride: one cache line per
+ * element, and with power-of-two strides all those lines fall into the same cache set, so none
+ * survives until the next run could use it. Instead, the last two dims (P, L) go in tiles of
+ * TILE_P x TILE_L: a transposed input is first copied into a buffer along its own contiguous
+ * direction, fn then runs over contiguous buffer rows, and a transposed output is written back
+ * from its buffer the same way. */
+#include "cpu_loop.h"
+#include "cpu_vecmath.h"
+
+#define TILE_P 64
+#define TILE_L 64
+
+static inline int64_t iabs(int64_t v) { return v < 0 ? -v : v; }
+
+/* Which operands are transposed (bit k); 0 when tiling does not apply. */
+static unsigned transposed_ops(const cpu_iter *it) {
+  int L = it->ndim - 1, P = L - 1;
+  unsigned bits = 0;
+  if (it->nops < 2 || it->ndim < 2 || it->sizes[L] < 8 || it->sizes[P] < 8) return 0;
+  for (int k = 0; k < it->nops; k++) {
+    int64_t sp = iabs(it->strides[k][P]), sl = iabs(it->strides[k][L]);
+    if (sp && sl && sp < sl && it->esize[k] <= 8) bits |= 1u << k;
+  }
+  return bits;
+}
+
+/* buf[r][c] <-> base + r sp + c sl for r < np, c < nl, walking r (the memory-contiguous way). */
+#define TILE_MOVE(T, TO_BUF)                                                       \
+  for (int64_t c = 0; c < nl; c++)                                                 \
+    for (int64_t r = 0; r < np; r++) {                                             \
+      T *m = (T *)(base + r * sp + c * sl), *b = (T *)buf + r * TILE_L + c;        \
+      if (TO_BUF) *b = *m; else *m = *b;                                           \
+    }
+static void tile_move(char *buf, char *base, int64_t sp, int64_t sl, int64_t np, int64_t nl,
+                      int64_t es, bool to_buf) {
+  if (es == 4 && sp == 4 && sl % 4 == 0 && cpu_vec) { /* 8 x 8 blocks in AVX registers */
+    if (to_buf) cpu_vec->transpose32(buf, TILE_L, base, sl / 4, np, nl);
+    else cpu_vec->transpose32(base, sl / 4, buf, TILE_L, nl, np);
+    return;
+  }
+  switch (es) {
+    case 1: TILE_MOVE(uint8_t, to_buf) break;
+    case 2: TILE_MOVE(uint16_t, to_buf) break;
+    case 4: TILE_MOVE(uint32_t, to_buf) break;
+    default: TILE_MOVE(uint64_t, to_buf) break;
+  }
+}
+
+/* Unit u: rows [p0, p0 + TILE_P) of dim P at one index of the dims before it, tile by tile. */
+static void run_band(const cpu_iter *it, cpu_loop_fn fn, const void *ctx, unsigned tr, int64_t u) {
+  int L = it->ndim - 1, P = L - 1;
+  _Alignas(64) char bufs[CPU_MAX_OPERANDS][TILE_P * TILE_L * 8];
+  int64_t nb = (it->sizes[P] + TILE_P - 1) / TILE_P, outer = u / nb;
+  int64_t p0 = u % nb * TILE_P, np = it->sizes[P] - p0 < TILE_P ? it->sizes[P] - p0 : TILE_P;
+  char *b[CPU_MAX_OPERANDS], *p[CPU_MAX_OPERANDS];
+  int64_t inner[CPU_MAX_OPERANDS], row[CPU_MAX_OPERANDS];
+  for (int k = 0; k < it->nops; k++) {
+    bool t = tr >> k & 1;
+    b[k] = it->base[k] + p0 * it->strides[k][P];
+    inner[k] = t ? it->esize[k] : it->strides[k][L];
+    row[k] = t ? TILE_L * it->esize[k] : it->strides[k][P];
+  }
+  for (int d = P - 1; d >= 0; d--) {
+    int64_t i = outer % it->sizes[d];
+    outer /= it->sizes[d];
+    for (int k = 0; k < it->nops; k++) b[k] += i * it->strides[k][d];
+  }
+  for (int64_t l0 = 0; l0 < it->sizes[L]; l0 += TILE_L) {
+    int64_t nl = it->sizes[L] - l0 < TILE_L ? it->sizes[L] - l0 : TILE_L;
+    for (int k = 0; k < it->nops; k++) {
+      char *at = b[k] + l0 * it->strides[k][L];
+      if (!(tr >> k & 1)) p[k] = at;
+      else {
+        p[k] = bufs[k];
+        if (k > 0) tile_move(bufs[k], at, it->strides[k][P], it->strides[k][L], np, nl, it->esize[k], true);
+      }
+    }
+    char *q[CPU_MAX_OPERANDS];
+    for (int64_t r = 0; r < np; r++) {
+      for (int k = 0; k < it->nops; k++) q[k] = p[k] + r * row[k];
+      fn(q, inner, nl, ctx);
+    }
+    if (tr & 1)
+      tile_move(bufs[0], b[0] + l0 * it->strides[0][L], it->strides[0][P], it->strides[0][L], np, nl,
+                it->esize[0], false);
+  }
+}
+
+static void run_tiled(const cpu_iter *it, cpu_loop_fn fn, const void *ctx, unsigned tr) {
+  int P = it->ndim - 2;
+  int64_t units = (it->sizes[P] + TILE_P - 1) / TILE_P;
+  for (int d = 0; d < P; d++) units *= it->sizes[d];
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (cpu_parallel(it->numel) && units > 1)
+#endif
+  for (int64_t u = 0; u < units; u++) run_band(it, fn, ctx, tr, u);
+}
+
+/* A same-dtype copy of 4-byte elements from a transposed input (contiguous along P) into an
+ * output contiguous along L: 8 x 8 register transposes straight into the output, no buffer. */
+bool cpu_iter_copy_transposed(const cpu_iter *it) {
+  int L = it->ndim - 1, P = L - 1;
+  if (!cpu_vec || it->nops != 2 || transposed_ops(it) != 2u || it->esize[0] != 4 || it->esize[1] != 4 ||
+      it->strides[0][L] != 4 || it->strides[1][P] != 4 || it->strides[0][P] % 4 || it->strides[1][L] % 4)
+    return false;
+  int64_t units = (it->sizes[P] + TILE_P - 1) / TILE_P;
+  for (int d = 0; d < P; d++) units *= it->sizes[d];
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (cpu_parallel(it->numel) && units > 1)
+#endif
+  for (int64_t u = 0; u < units; u++) {
+    int64_t nb = (it->sizes[P] + TILE_P - 1) / TILE_P, outer = u / nb;
+    int64_t p0 = u % nb * TILE_P, np = it->sizes[P] - p0 < TILE_P ? it->sizes[P] - p0 : TILE_P;
+    char *o = it->base[0] + p0 * it->strides[0][P], *x = it->base[1] + p0 * 4;
+    for (int d = P - 1; d >= 0; d--) {
+      int64_t i = outer % it->sizes[d];
+      outer /= it->sizes[d];
+      o += i * it->strides[0][d], x += i * it->strides[1][d];
+    }
+    for (int64_t l0 = 0; l0 < it->sizes[L]; l0 += TILE_L) {
+      int64_t nl = it->sizes[L] - l0 < TILE_L ? it->sizes[L] - l0 : TILE_L;
+      cpu_vec->transpose32(o + l0 * 4, it->strides[0][P] / 4, x + l0 * it->strides[1][L], it->strides[1][L] / 4, np, nl);
+    }
+  }
+  return true;
+}
+
+void cpu_iter_run_elementwise(const cpu_iter *it, cpu_loop_fn fn, const void *ctx) {
+  unsigned tr = it->numel ? transposed_ops(it) : 0;
+  if (tr) run_tiled(it, fn, ctx, tr);
+  else cpu_iter_run(it, fn, ctx);
+}

@@ -1,0 +1,41 @@
+/* cpu_vecmath.h — float32 kernels vectorised by hand for AVX2 + FMA, chosen once at load time.
+ *
+ * cpu_vec points at the table of AVX2 kernels when the CPU has AVX2 and FMA (and the environment
+ * does not set DLE_SIMD=0), else it is NULL and callers keep their portable X-macro loops. The
+ * functions take contiguous float arrays; o may equal x. */
+#ifndef DLE_CPU_VECMATH_H
+#define DLE_CPU_VECMATH_H
+
+#include "cpu_types.h"
+
+typedef void (*cpu_vec_map_fn)(float *o, const float *x, int64_t n);
+
+typedef struct {
+  cpu_vec_map_fn unary[DLE_NUM_OPS]; /* by op: exp, log, tanh, sigmoid, gelu, silu; others NULL */
+  cpu_vec_map_fn erf, erfc;          /* not ops (yet): for gelu's tests and future use */
+  /* One softmax (lg false) or log_softmax (lg true) row of n elements. */
+  void (*softmax_row)(float *y, const float *x, int64_t n, bool lg);
+  /* log(sum(exp(x))) of a row; -inf for an empty row, the max itself when it is not finite. */
+  float (*logsumexp_row)(const float *x, int64_t n);
+  /* The sum of a run in double; and acc[j] += x[r][j] over nrows rows rs bytes apart. */
+  double (*sum)(const float *x, int64_t n);
+  void (*sum_rows)(double *acc, const char *x, int64_t rs, int64_t nrows, int64_t n);
+  /* dst[i ds + j] = src[j ss + i] for i < ni, j < nj: a block transpose of 4-byte elements
+   * (strides in elements), 8 x 8 in registers. */
+  void (*transpose32)(void *dst, int64_t ds, const void *src, int64_t ss, int64_t ni, int64_t nj);
+} cpu_vec_kernels;
+
+extern const cpu_vec_kernels *cpu_vec;
+
+/* The AVX2 code is compiled on x86-64 only; elsewhere cpu_vec stays NULL. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define CPU_VEC_X86 1
+#endif
+
+/* The AVX2 implementations (call them through cpu_vec, which checks the CPU). */
+void cpu_vec_softmax_row_avx2(float *y, const float *x, int64_t n, bool lg);
+float cpu_vec_logsumexp_row_avx2(const float *x, int64_t n);
+double cpu_vec_sum_f32_avx2(const float *x, int64_t n);
+void cpu_vec_sum_rows_f32_avx2(double *acc, const char *x, int64_t rs, int64_t nrows, int64_t n);
+
+#endif
