@@ -1,272 +1,254 @@
---- bench/bench.lua — dle's benchmark harness (run it with scripts/bench).
--- Each benchmark is an entry of the list ENTRIES: a name, a unit, a dle side (a function
--- returning the loop body, so setup is not timed) and optionally a reference side (PyTorch: a
--- Python setup and body string, run by /usr/bin/python3 with torch.set_num_threads(1)).
--- Both sides are timed the same way: the iteration count is calibrated so that one repetition
--- lasts about `target` seconds, one warm-up repetition is thrown away, then `reps` repetitions
--- give per-iteration times whose median, min and max are reported. ratio = dle / reference
--- (below 1: dle is faster).
--- Usage: scripts/bench [--quick] [--json FILE] [--no-ref] [--filter PATTERN] [--threads N]
+--- bench/bench.lua — dle's benchmark harness (run it with scripts/bench; see its --help).
+-- The figures are the entries of bench/entries_*.lua: each has a dle side (a function returning
+-- the loop body, so setup is not timed) and references: the C program build/bin/bench_ref
+-- (cblas_sgemm, STREAM triad), PyTorch (bench/torch_side.py, one Python process per thread
+-- setting) or a Lua-timed command. Every side is timed as bench/timing.lua describes, at 1 thread
+-- and at all cores; bench/report.lua prints the table and writes the JSON.
 local dle = require "dle"
 
-local ENTRIES = {
-  {
-    key = "autograd_tiny",
-    name = "autograd tiny graph: y = x*w + x; y:sum():backward()",
-    unit = "us",
-    dle = function()
-      local x = dle.ones(1):requires_grad_()
-      local w = dle.full({1}, 2):requires_grad_()
-      return function()
-        local y = x * w + x
-        local s = y:sum()
-        s:backward()
-      end
-    end,
-    torch = {
-      setup = "x = torch.ones(1, requires_grad=True)\nw = torch.full((1,), 2.0, requires_grad=True)",
-      body = "y = x * w + x\ns = y.sum()\ns.backward()",
-    },
-  },
-  {
-    key = "add_1elem",
-    name = "c = a + b, 1-element float32",
-    unit = "us",
-    dle = function()
-      local a, b = dle.ones(1), dle.ones(1)
-      return function() local _ = a + b end
-    end,
-    torch = {
-      setup = "a = torch.ones(1)\nb = torch.ones(1)",
-      body = "c = a + b",
-    },
-  },
-}
+local root = (arg[0]:match("^(.*)/bench/[^/]*$") or ".")
+package.path = root .. "/?.lua;" .. package.path
+local timing = require "bench.timing"
+local references = require "bench.references"
+local report = require "bench.report"
+
+local FAMILIES = {"matmul", "memory", "nn", "overhead", "train"}
+local USAGE = [[
+usage: scripts/bench [--quick] [--json FILE] [--no-ref] [--filter K1,K2,...] [--threads T1,T2,...] [--list]
+  --quick        shorter repetitions (about a minute in all)
+  --json FILE    also write the results as JSON
+  --no-ref       dle only, no C or PyTorch reference
+  --filter LIST  only the figures whose key contains one of the comma-separated strings
+  --threads LIST thread settings (default: 1 and all cores)
+  --list         print the figures' keys and names and exit]]
 
 -- ---------------------------------------------------------------- options
 
-local opts = {quick = false, json = nil, ref = true, filter = nil, threads = 1}
+local function split_list(s)
+  local out = {}
+  for item in s:gmatch("[^,%s]+") do out[#out + 1] = item end
+  return out
+end
+
+local function die(msg)
+  io.stderr:write("bench: ", msg, "\n")
+  os.exit(2)
+end
+
+local cores = dle.get_num_threads()
+local opts = {quick = false, json = nil, ref = true, filter = nil, threads = nil, list = false}
 do
   local i = 1
   while i <= #arg do
     local a = arg[i]
-    if a == "--quick" then opts.quick = true
-    elseif a == "--json" then i = i + 1; opts.json = arg[i] or error("--json needs a file name")
-    elseif a == "--no-ref" then opts.ref = false
-    elseif a == "--filter" then i = i + 1; opts.filter = arg[i] or error("--filter needs a pattern")
-    elseif a == "--threads" then i = i + 1; opts.threads = math.tointeger(tonumber(arg[i])) or error("--threads needs a number")
-    elseif a == "-h" or a == "--help" then
-      print("usage: scripts/bench [--quick] [--json FILE] [--no-ref] [--filter PATTERN] [--threads N]")
-      os.exit(0)
-    else
-      io.stderr:write("bench: unknown option " .. a .. "\n")
-      os.exit(2)
+    local function value()
+      i = i + 1
+      return arg[i] or die(a .. " needs a value")
     end
+    if a == "--quick" then opts.quick = true
+    elseif a == "--json" then opts.json = value()
+    elseif a == "--no-ref" then opts.ref = false
+    elseif a == "--filter" then opts.filter = split_list(value())
+    elseif a == "--threads" then
+      opts.threads = {}
+      for _, t in ipairs(split_list(value())) do
+        local n = math.tointeger(tonumber(t))
+        if not n or n < 1 then die("--threads needs positive integers, got " .. t) end
+        opts.threads[#opts.threads + 1] = n
+      end
+    elseif a == "--list" then opts.list = true
+    elseif a == "-h" or a == "--help" then print(USAGE); os.exit(0)
+    else die("unknown option " .. a .. "\n" .. USAGE) end
     i = i + 1
   end
 end
-local target = opts.quick and 0.02 or 0.1    -- seconds per repetition
-local reps = opts.quick and 5 or 9
+opts.threads = opts.threads or (cores > 1 and {1, cores} or {1})
+local target = opts.quick and 0.02 or 0.1     -- seconds per repetition
+local reps = opts.quick and 5 or 7
+local python = "/usr/bin/python3"
+local build = os.getenv("DLE_BUILD") or "build"
+if build:sub(1, 1) ~= "/" then build = root .. "/" .. build end
 
-local selected = {}
-for _, e in ipairs(ENTRIES) do
-  if not opts.filter or e.key:find(opts.filter) or e.name:find(opts.filter, 1, true) then
-    selected[#selected + 1] = e
+-- ---------------------------------------------------------------- entries
+
+local STREAM_N = 32 * 1024 * 1024          -- floats per STREAM array: 128 MB, 4x the L3 cache
+
+-- Bytes beyond its result that fn() allocates: current allocation is first raised to the peak with
+-- a filler, so the peak counter then grows by exactly what fn allocates and keeps.
+local function extra_bytes(fn)
+  collectgarbage()
+  collectgarbage()
+  local filler = dle.empty(math.max(1, (dle.core.memory_peak() - dle.core.memory_allocated()) // 4 + 1))
+  local base = dle.core.memory_peak()
+  local out = fn()
+  local extra = dle.core.memory_peak() - base - out:numel() * 4
+  filler, out = nil, nil
+  return extra
+end
+
+local ctx = {
+  dle = dle, root = root, cores = cores, python = python, quick = opts.quick,
+  shell_quote = references.shell_quote,
+  stream_task = function(kind) return kind .. ":" .. STREAM_N end,
+  torch_importable = function() return references.torch_importable(python) end,
+  extra_bytes = extra_bytes,
+}
+
+local entries = {}
+for _, fam in ipairs(FAMILIES) do
+  for _, e in ipairs(require("bench.entries_" .. fam)(ctx)) do
+    local keep = not opts.filter
+    for _, f in ipairs(opts.filter or {}) do
+      if e.key:find(f, 1, true) then keep = true end
+    end
+    if keep then entries[#entries + 1] = e end
   end
 end
+if opts.list then
+  for _, e in ipairs(entries) do print(string.format("%-14s %s", e.key, e.name)) end
+  os.exit(0)
+end
+if #entries == 0 then die("no figure matches --filter " .. table.concat(opts.filter, ",")) end
 
--- ---------------------------------------------------------------- timing
+-- ---------------------------------------------------------------- measuring
 
-local function stats(v)
-  table.sort(v)
-  local n = #v
-  local med = n % 2 == 1 and v[(n + 1) // 2] or (v[n // 2] + v[n // 2 + 1]) / 2
-  return {median = med, min = v[1], max = v[n], reps = n}
+local function loadavg()
+  local f = io.open("/proc/loadavg")
+  local s = f and f:read("l") or "?"
+  if f then f:close() end
+  return s:match("^(%S+ %S+ %S+)") or s
 end
 
-local function time_dle(e)
+local function progress(fmt, ...) io.stderr:write("bench: ", string.format(fmt, ...), "\n") end
+
+local function measure_dle(e)
   local body = e.dle()
-  local clock = dle.time
-  local function run(n)
-    local t0 = clock()
-    for _ = 1, n do body() end
-    return clock() - t0
-  end
-  run(3)                  -- first calls (lazy initialisation) are not representative
-  local n = 1
-  while true do           -- calibrate (this also warms up)
-    local t = run(n)
-    if t >= target / 4 then n = math.max(1, math.ceil(n * target / t)); break end
-    n = n * 4
-  end
-  run(n)                  -- warm-up repetition
-  local per = {}
-  for r = 1, reps do per[r] = run(n) / n * 1e6 end
-  local s = stats(per)
-  s.iters = n
+  local s = timing.measure(body, dle.time, target, reps)
+  body = nil
+  collectgarbage()
+  collectgarbage()
   return s
 end
 
--- A Python string literal.
-local function pystr(s)
-  return '"' .. s:gsub('[\\"\n]', {["\\"] = "\\\\", ['"'] = '\\"', ["\n"] = "\\n"}) .. '"'
+local notes, torch_version, measurements, stream = {}, nil, {}, {}
+local function note(s)
+  for _, n in ipairs(notes) do if n == s then return end end
+  notes[#notes + 1] = s
 end
+local load_start = loadavg()
+local t_start = dle.time()
 
--- One Python process times every reference side; it prints "key median min max iters" lines.
-local function time_torch(entries)
-  local py = {
-    "import sys, time",
-    "try:\n    import torch\nexcept Exception as ex:\n    print('NOTORCH', ex)\n    sys.exit(0)",
-    "torch.set_num_threads(1)",
-    "print('VERSION', torch.__version__)",
-    string.format("TARGET, REPS = %.6g, %d", target, reps),
-    [[
-def bench(key, setup, body):
-    env = {'torch': torch}
-    exec(setup, env)
-    code = compile("for _ in range(_n):\n" + "\n".join("    " + l for l in body.split("\n")), key, "exec")
-    def run(n):
-        env['_n'] = n
-        t0 = time.perf_counter()
-        exec(code, env)
-        return time.perf_counter() - t0
-    run(3)
-    n = 1
-    while True:
-        t = run(n)
-        if t >= TARGET / 4:
-            n = max(1, int(n * TARGET / t + 0.999))
-            break
-        n *= 4
-    run(n)
-    per = sorted(run(n) / n * 1e6 for _ in range(REPS))
-    m = len(per)
-    med = per[m // 2] if m % 2 else (per[m // 2 - 1] + per[m // 2]) / 2
-    print(key, med, per[0], per[-1], n, flush=True)
-]],
-  }
-  for _, e in ipairs(entries) do
-    if e.torch then
-      py[#py + 1] = string.format("bench(%s, %s, %s)", pystr(e.key), pystr(e.torch.setup), pystr(e.torch.body))
+-- Measures `list` (entries) with dle at `threads` (a number, or "process" for whole-process
+-- figures), then their references.
+local function run_setting(list, threads)
+  if #list == 0 then return end
+  local n = threads == "process" and cores or threads
+  dle.set_num_threads(n)
+  local ms, c_tasks, seen, torch_list = {}, {}, {}, {}
+  for _, e in ipairs(list) do
+    progress("%s thread(s): %s", tostring(threads), e.key)
+    local m = {entry = e, threads = threads, dle = measure_dle(e), refs = {}}
+    if e.check and threads == opts.threads[1] or e.check and threads == "process" then m.check = e.check() end
+    for i, r in ipairs(e.refs or {}) do
+      local ref = {label = r.label}
+      m.refs[i] = ref
+      if not opts.ref then ref.skipped = "--no-ref"
+      elseif r.skipped then ref.skipped = r.skipped
+      elseif r.kind == "lua" then ref.seconds = timing.measure(r.fn(), dle.time, target, reps)
+      elseif r.kind == "c" then
+        if not seen[r.task] then c_tasks[#c_tasks + 1], seen[r.task] = r.task, true end
+      elseif r.kind == "torch" then
+        torch_list[#torch_list + 1] = {key = e.key, setup = r.setup, body = r.body}
+      end
+    end
+    ms[#ms + 1] = m
+  end
+  local stream_tasks = {ctx.stream_task("copy"), ctx.stream_task("triad")}
+  if opts.ref and threads ~= "process" then
+    for _, t in ipairs(stream_tasks) do
+      if not seen[t] then c_tasks[#c_tasks + 1], seen[t] = t, true end
     end
   end
-  local path = os.tmpname()
-  local f = assert(io.open(path, "w"))
-  f:write(table.concat(py, "\n"), "\n")
-  f:close()
-  local p = io.popen("/usr/bin/python3 " .. path .. " 2>&1")
-  local out = p:read("a")
-  p:close()
-  os.remove(path)
-  local res, note = {}, nil
-  for line in out:gmatch("[^\n]+") do
-    local key, med, mn, mx, it = line:match("^(%S+) (%S+) (%S+) (%S+) (%d+)$")
-    if key and tonumber(med) then
-      res[key] = {median = tonumber(med), min = tonumber(mn), max = tonumber(mx), reps = reps,
-                  iters = tonumber(it)}
-    elseif line:match("^NOTORCH") then
-      note = "PyTorch not importable by /usr/bin/python3 (" .. line:sub(9) .. "): reference skipped"
-    elseif line:match("^VERSION") then
-      res.version = line:sub(9)
+  local c_res, c_note = {}, nil
+  if opts.ref and #c_tasks > 0 then
+    progress("%s thread(s): C reference (%d tasks)", tostring(threads), #c_tasks)
+    c_res, c_note = references.run_c(build .. "/bin/bench_ref", c_tasks, n, target, reps)
+    if c_note then note(c_note) end
+    stream[tostring(threads)] = {copy = c_res[stream_tasks[1]] or false, triad = c_res[stream_tasks[2]] or false}
+  end
+  local t_res = {}
+  if opts.ref and #torch_list > 0 then
+    if references.torch_importable(python) then
+      progress("%s thread(s): PyTorch reference (%d figures)", tostring(threads), #torch_list)
+      local version, t_note
+      t_res, version, t_note = references.run_torch(python, root .. "/bench/torch_side.py", torch_list, n, target, reps)
+      torch_version = torch_version or version
+      if t_note then note(t_note) end
+    else
+      note("PyTorch is not importable by " .. python .. ": its references are skipped")
     end
   end
-  if not note and not res.version then
-    note = "the PyTorch reference failed: " .. out:sub(1, 300)
-  end
-  return res, note
-end
-
--- ---------------------------------------------------------------- run and report
-
-dle.core.set_num_threads(opts.threads)
-local results = {}
-for _, e in ipairs(selected) do
-  results[#results + 1] = {entry = e, dle = time_dle(e)}
-end
-
-local ref, note = {}, nil
-local have_python = io.open("/usr/bin/python3", "r")
-if have_python then have_python:close() end
-if not opts.ref then
-  note = "reference skipped (--no-ref)"
-elseif not have_python then
-  note = "/usr/bin/python3 not found: reference skipped"
-else
-  ref, note = time_torch(selected)
-end
-for _, r in ipairs(results) do
-  r.ref = ref[r.entry.key]
-  if r.ref then r.ratio = r.dle.median / r.ref.median end
-end
-
-local function fmt(s, unit)
-  if not s then return "-" end
-  return string.format("%.2f %s [%.2f..%.2f]", s.median, unit, s.min, s.max)
-end
-
-local rows = {{"figure", "dle (median [min..max])", "reference (PyTorch)", "ratio dle/ref"}}
-for _, r in ipairs(results) do
-  rows[#rows + 1] = {r.entry.name, fmt(r.dle, r.entry.unit), fmt(r.ref, r.entry.unit),
-                     r.ratio and string.format("%.2f", r.ratio) or "-"}
-end
-local width = {}
-for _, row in ipairs(rows) do
-  for c, cell in ipairs(row) do width[c] = math.max(width[c] or 0, #cell) end
-end
-print(string.format("# dle %s, %s mode, %d repetitions after warm-up, %d thread(s)%s", dle.version,
-                    opts.quick and "quick" or "full", reps, opts.threads,
-                    ref.version and (", PyTorch " .. ref.version .. " (1 thread)") or ""))
-for i, row in ipairs(rows) do
-  local cells = {}
-  for c, cell in ipairs(row) do
-    cells[c] = c == 1 and cell .. string.rep(" ", width[c] - #cell) or string.rep(" ", width[c] - #cell) .. cell
-  end
-  print(table.concat(cells, " | "))
-  if i == 1 then
-    local dash = {}
-    for c = 1, #row do dash[c] = string.rep("-", width[c]) end
-    print(table.concat(dash, "-|-"))
-  end
-end
-if note then print("# note: " .. note) end
-
--- ---------------------------------------------------------------- JSON
-
-local function json(v)
-  local t = type(v)
-  if t == "table" then
-    if #v > 0 or next(v) == nil then
-      local parts = {}
-      for i, x in ipairs(v) do parts[i] = json(x) end
-      return "[" .. table.concat(parts, ",") .. "]"
+  for _, m in ipairs(ms) do
+    for i, r in ipairs(m.entry.refs or {}) do
+      local ref = m.refs[i]
+      if ref.skipped or ref.seconds then -- decided above
+      elseif r.kind == "c" then
+        ref.rate = c_res[r.task]
+        if not ref.rate then ref.skipped = "no bench_ref result" end
+      elseif r.kind == "torch" then
+        local t = t_res[m.entry.key]
+        if t and not t.error then ref.seconds = t
+        else ref.skipped = t and ("error: " .. t.error) or "PyTorch not available" end
+      end
     end
-    local keys, parts = {}, {}
-    for k in pairs(v) do keys[#keys + 1] = k end
-    table.sort(keys)
-    for _, k in ipairs(keys) do parts[#parts + 1] = string.format("%q:%s", k, json(v[k])) end
-    return "{" .. table.concat(parts, ",") .. "}"
-  elseif t == "string" then
-    return '"' .. v:gsub('[%c"\\]', function(c)
-      return string.format("\\u%04x", c:byte())
-    end) .. '"'
-  elseif t == "number" then
-    return (v ~= v or v == math.huge or v == -math.huge) and "null" or string.format("%.6g", v)
-  elseif t == "boolean" then
-    return tostring(v)
+    measurements[#measurements + 1] = m
   end
-  return "null"
 end
+
+local per_process, per_thread = {}, {}
+for _, e in ipairs(entries) do
+  if e.threads == "process" then per_process[#per_process + 1] = e else per_thread[#per_thread + 1] = e end
+end
+for _, t in ipairs(opts.threads) do run_setting(per_thread, t) end
+run_setting(per_process, "process")
+dle.set_num_threads(cores)
+
+-- ---------------------------------------------------------------- report
+
+local function first_line(cmd)
+  local p = io.popen(cmd)
+  local s = p and p:read("l") or nil
+  if p then p:close() end
+  return s
+end
+local cpu = first_line("lscpu 2>/dev/null | sed -n 's/^Model name: *//p'") or "?"
+local rows = report.rows(measurements)
+local date = os.date("!%Y-%m-%d %H:%M UTC")
+local load_end = loadavg()
+
+print(string.format("# dle %s benchmarks, %s, %s mode: median [min..max] of %d repetitions (~%g s each) after warm-up",
+  dle.version, date, opts.quick and "quick" or "full", reps, target))
+print(string.format("# machine: %s, %d cores; load average %s at start, %s at end; %.0f s",
+  cpu, cores, load_start, load_end, dle.time() - t_start))
+print("# references: C = build/bin/bench_ref (OpenBLAS cblas_sgemm, STREAM triad over " .. STREAM_N .. " floats), "
+  .. (torch_version and ("PyTorch " .. torch_version) or "PyTorch (not run)") .. " at the same thread count")
+print("# dle/ref: for rates (GFLOP/s, GB/s) above 1 = dle faster; for times (us, ms, s) below 1 = dle faster")
+for _, t in ipairs(opts.threads) do
+  local s = stream[tostring(t)]
+  if s and s.copy and s.triad then
+    print(string.format("# STREAM at %d thread(s): copy %.1f GB/s, triad %.1f GB/s", t, s.copy.median, s.triad.median))
+  end
+end
+report.print_table(rows)
+for _, n in ipairs(notes) do print("# note: " .. n) end
 
 if opts.json then
-  local out = {dle_version = dle.version, mode = opts.quick and "quick" or "full", reps = reps,
-               threads = opts.threads, reference = ref.version and ("pytorch " .. ref.version) or false,
-               note = note or false, results = {}}
-  for _, r in ipairs(results) do
-    out.results[#out.results + 1] = {key = r.entry.key, name = r.entry.name, unit = r.entry.unit,
-                                     dle = r.dle, reference = r.ref or false, ratio = r.ratio or false}
-  end
-  local f = assert(io.open(opts.json, "w"))
-  f:write(json(out), "\n")
-  f:close()
+  report.write_json(opts.json, {
+    dle_version = dle.version, date = date, mode = opts.quick and "quick" or "full", reps = reps,
+    seconds_per_repetition = target, threads = opts.threads,
+    machine = {cpu = cpu, cores = cores, load_start = load_start, load_end = load_end},
+    pytorch = torch_version or false, stream = stream, notes = notes, rows = rows,
+    ratio = "dle/ref in the figure's unit: rates above 1 or times below 1 mean dle is faster",
+  })
   print("# wrote " .. opts.json)
 end
