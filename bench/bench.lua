@@ -15,11 +15,11 @@ local report = require "bench.report"
 local FAMILIES = {"matmul", "memory", "nn", "overhead", "train"}
 local USAGE = [[
 usage: scripts/bench [--quick] [--json FILE] [--no-ref] [--filter K1,K2,...] [--threads T1,T2,...] [--list]
-  --quick        shorter repetitions (about a minute in all)
+  --quick        shorter repetitions, all cores only (about a minute in all)
   --json FILE    also write the results as JSON
   --no-ref       dle only, no C or PyTorch reference
   --filter LIST  only the figures whose key contains one of the comma-separated strings
-  --threads LIST thread settings (default: 1 and all cores)
+  --threads LIST thread settings (default: 1 and all cores; --quick: all cores)
   --list         print the figures' keys and names and exit]]
 
 -- ---------------------------------------------------------------- options
@@ -62,7 +62,8 @@ do
     i = i + 1
   end
 end
-opts.threads = opts.threads or (cores > 1 and {1, cores} or {1})
+-- --quick measures at all cores only, unless --threads says otherwise
+opts.threads = opts.threads or ((cores == 1 or opts.quick) and {cores} or {1, cores})
 local target = opts.quick and 0.02 or 0.1     -- seconds per repetition
 local reps = opts.quick and 5 or 7
 local python = "/usr/bin/python3"
@@ -148,7 +149,7 @@ local function run_setting(list, threads)
   for _, e in ipairs(list) do
     progress("%s thread(s): %s", tostring(threads), e.key)
     local m = {entry = e, threads = threads, dle = measure_dle(e), refs = {}}
-    if e.check and threads == opts.threads[1] or e.check and threads == "process" then m.check = e.check() end
+    if e.check and (threads == opts.threads[1] or threads == "process") then m.check = e.check() end
     for i, r in ipairs(e.refs or {}) do
       local ref = {label = r.label}
       m.refs[i] = ref

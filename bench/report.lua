@@ -66,7 +66,7 @@ function M.print_table(rows, out)
     local refs = #r.references > 0 and r.references or {{label = "-", value = false, ratio = false, skipped = false}}
     for i, ref in ipairs(refs) do
       t[#t + 1] = {
-        i == 1 and r.name or "", i == 1 and tostring(r.threads) or "",
+        i == 1 and r.name or "", i == 1 and (r.threads == "process" and "-" or tostring(r.threads)) or "",
         i == 1 and value_str(r.dle, r.unit) or "",
         ref.label,
         ref.value and value_str(ref.value, r.unit) or (ref.skipped and ("skipped: " .. ref.skipped) or "-"),
