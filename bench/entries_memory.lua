@@ -23,47 +23,47 @@ return function(ctx)
 
   -- contiguous 16M float32
   local flat = "a = torch.randn(16777216)\nb = torch.randn(16777216)"
-  add("add", "a + b, 16M float32", 3 * N, ">= 0.85x STREAM",
+  add("add", "a + b, 16M float32", 3 * N, {ref = "STREAM triad", min = 0.85},
     function() local a, b = dle.randn(N), dle.randn(N); return function() return a + b end end,
     flat, "c = a + b")
-  add("mul", "a * b, 16M float32", 3 * N, ">= 0.85x STREAM",
+  add("mul", "a * b, 16M float32", 3 * N, {ref = "STREAM triad", min = 0.85},
     function() local a, b = dle.randn(N), dle.randn(N); return function() return a * b end end,
     flat, "c = a * b")
-  add("exp", "exp(a), 16M float32", 2 * N, ">= 0.85x STREAM",
+  add("exp", "exp(a), 16M float32", 2 * N, {ref = "STREAM triad", min = 0.85},
     function() local a = dle.randn(N); return function() return a:exp() end end,
     flat, "c = a.exp()")
 
   -- a transposed input: a 4096x4096 viewed through :t(), added to / multiplied with a contiguous one
   local sq = "a = torch.randn(4096, 4096).t()\nb = torch.randn(4096, 4096)"
-  add("add_t", "a:t() + b, 4096x4096 float32", 3 * N, ">= 0.5x STREAM",
+  add("add_t", "a:t() + b, 4096x4096 float32", 3 * N, {ref = "STREAM triad", min = 0.5},
     function() local a, b = dle.randn(4096, 4096):t(), dle.randn(4096, 4096); return function() return a + b end end,
     sq, "c = a + b")
-  add("mul_t", "a:t() * b, 4096x4096 float32", 3 * N, ">= 0.5x STREAM",
+  add("mul_t", "a:t() * b, 4096x4096 float32", 3 * N, {ref = "STREAM triad", min = 0.5},
     function() local a, b = dle.randn(4096, 4096):t(), dle.randn(4096, 4096); return function() return a * b end end,
     sq, "c = a * b")
-  add("exp_t", "exp(a:t()), 4096x4096 float32", 2 * N, ">= 0.5x STREAM",
+  add("exp_t", "exp(a:t()), 4096x4096 float32", 2 * N, {ref = "STREAM triad", min = 0.5},
     function() local a = dle.randn(4096, 4096):t(); return function() return a:exp() end end,
     sq, "c = a.exp()")
 
   -- reductions (the output, 4096 floats, is counted too)
   local x44 = "x = torch.randn(4096, 4096)"
-  add("sum_last", "x:sum(2) (last dim), 4096x4096 float32", N + 4096, ">= 0.8x STREAM",
+  add("sum_last", "x:sum(2) (last dim), 4096x4096 float32", N + 4096, {ref = "STREAM triad", min = 0.8},
     function() local x = dle.randn(4096, 4096); return function() return x:sum(2) end end,
     x44, "s = x.sum(1)")
-  add("sum_first", "x:sum(1) (dim 1), 4096x4096 float32", N + 4096, ">= 0.8x STREAM",
+  add("sum_first", "x:sum(1) (dim 1), 4096x4096 float32", N + 4096, {ref = "STREAM triad", min = 0.8},
     function() local x = dle.randn(4096, 4096); return function() return x:sum(1) end end,
     x44, "s = x.sum(0)")
 
   -- row-wise normalisations of a 4096x1024 (read once, written once)
   local R = 4096 * 1024
   local x41 = "x = torch.randn(4096, 1024)\nw = torch.randn(1024)\nb = torch.randn(1024)"
-  add("softmax", "softmax over rows, 4096x1024 float32", 2 * R, ">= 0.6x STREAM",
+  add("softmax", "softmax over rows, 4096x1024 float32", 2 * R, {ref = "STREAM triad", min = 0.6},
     function() local x = dle.randn(4096, 1024); return function() return x:softmax(2) end end,
     x41, "y = torch.softmax(x, 1)")
-  add("log_softmax", "log_softmax over rows, 4096x1024 float32", 2 * R, ">= 0.6x STREAM",
+  add("log_softmax", "log_softmax over rows, 4096x1024 float32", 2 * R, {ref = "STREAM triad", min = 0.6},
     function() local x = dle.randn(4096, 1024); return function() return x:log_softmax(2) end end,
     x41, "y = torch.log_softmax(x, 1)")
-  add("layer_norm", "layer_norm over rows, 4096x1024 float32", 2 * R + 2 * 1024, ">= 0.6x STREAM",
+  add("layer_norm", "layer_norm over rows, 4096x1024 float32", 2 * R + 2 * 1024, {ref = "STREAM triad", min = 0.6},
     function()
       local x, w, b = dle.randn(4096, 1024), dle.randn(1024), dle.randn(1024)
       return function() return F.layer_norm(x, w, b) end

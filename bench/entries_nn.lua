@@ -13,7 +13,7 @@ return function(ctx)
     entries[#entries + 1] = {
       key = key,
       name = string.format("conv2d fwd+bwd {%d,%d,%d,%d} -> %d 3x3 pad 1", n, cin, hw, hw, cout),
-      unit = "ms", scale = 1e3, target = "<= 1.0x PyTorch",
+      unit = "ms", scale = 1e3, target = {ref = "PyTorch", max = 1.0},
       dle = function()
         local x = dle.randn(n, cin, hw, hw)
         if input_grad then x:requires_grad_() end

@@ -1,7 +1,10 @@
 --- bench/references.lua — runs the reference sides of scripts/bench in child processes, one per
 -- thread setting: build/bin/bench_ref (cblas_sgemm, STREAM copy/triad) and bench/torch_side.py
 -- (every PyTorch figure in one Python process). Each child gets OMP_NUM_THREADS and
--- OPENBLAS_NUM_THREADS set to the thread count; other OpenBLAS variables are left as they are.
+-- OPENBLAS_NUM_THREADS set to the thread count, and the OpenMP wait policy dle's loader picks
+-- (OMP_WAIT_POLICY=passive unless the environment sets one: with spinning OpenMP workers next to
+-- OpenBLAS's threads, PyTorch's 2-thread MLP step measured 254 ms instead of 13 ms here); other
+-- OpenBLAS variables are left as they are.
 local json = require "bench.json"
 
 local M = {}
@@ -10,7 +13,8 @@ local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 M.shell_quote = sh_quote
 
 local function env_prefix(threads)
-  return string.format("OMP_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d ", threads, threads)
+  return string.format("OMP_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d OMP_WAIT_POLICY=%s ", threads, threads,
+    sh_quote(os.getenv("OMP_WAIT_POLICY") or "passive"))
 end
 
 local function read_cmd(cmd)

@@ -1,5 +1,7 @@
 --- bench/report.lua — turns measurements into rows (one per figure and thread setting, each with
 -- its references and dle/ref ratios), prints them as a table and writes them as JSON.
+-- A row's target (entry.target = {ref = label, min = r} or {ref = label, max = r}: the issue's bound
+-- on dle/ref against that reference) is shown on that reference's line with whether it is met.
 -- A measurement m = {entry, threads, dle = seconds-per-iteration stats, check = note or nil,
 --   refs = {{label, seconds = stats} | {label, rate = stats in the entry's unit} | {label, skipped = why}}}.
 local json = require "bench.json"
@@ -24,18 +26,25 @@ function M.rows(measurements)
   for _, m in ipairs(measurements) do
     local e = m.entry
     local row = {key = e.key, name = e.name, unit = e.unit, threads = m.threads, dle = convert(e, m.dle),
-                 target = e.target or false, note = m.check or false, references = {}}
+                 target = false, note = m.check or false, references = {}}
     for _, r in ipairs(m.refs) do
       local value = r.rate or (r.seconds and convert(e, r.seconds))
-      row.references[#row.references + 1] = {label = r.label, value = value or false,
-        ratio = value and row.dle.median / value.median or false, skipped = (not value) and (r.skipped or "no result") or false}
+      local ref = {label = r.label, value = value or false, ratio = value and row.dle.median / value.median or false,
+                   skipped = (not value) and (r.skipped or "no result") or false}
+      row.references[#row.references + 1] = ref
+      local t = e.target
+      if t and t.ref == r.label then   -- the issue's target, a bound on the ratio against this reference
+        ref.target = string.format("%s %sx %s", t.min and ">=" or "<=", tostring(t.min or t.max), t.ref)
+        row.target = ref.target
+        if ref.ratio then row.target_met = t.min and ref.ratio >= t.min or (t.max and ref.ratio <= t.max) or false end
+      end
     end
     rows[#rows + 1] = row
     if e.epoch_steps then   -- a derived row: the projected epoch time in seconds
       local f = e.epoch_steps / 1e3
       local ep = {key = e.key .. "_epoch", name = string.format("  projected epoch (%d steps)", e.epoch_steps), unit = "s",
                   threads = m.threads, dle = scaled(row.dle, f), target = false, note = false, references = {}}
-      for _, r in ipairs(row.references) do
+      for _, r in ipairs(row.references) do   -- same ratios; the target stays on the step's row
         ep.references[#ep.references + 1] = {label = r.label, value = r.value and scaled(r.value, f) or false,
                                              ratio = r.ratio, skipped = r.skipped}
       end
@@ -71,7 +80,7 @@ function M.print_table(rows, out)
         ref.label,
         ref.value and value_str(ref.value, r.unit) or (ref.skipped and ("skipped: " .. ref.skipped) or "-"),
         ref.ratio and string.format("%.2f", ref.ratio) or "-",
-        i == 1 and (r.target or "") or "",
+        ref.target and (ref.ratio and (ref.target .. (r.target_met and ": met" or ": not met")) or ref.target) or "",
       }
     end
     if r.note then t[#t + 1] = {"  (" .. r.note .. ")", "", "", "", "", "", ""} end
