@@ -139,13 +139,14 @@ end
 local load_start = loadavg()
 local t_start = dle.time()
 
--- Measures `list` (entries) with dle at `threads` (a number, or "process" for whole-process
--- figures), then their references.
-local function run_setting(list, threads)
-  if #list == 0 then return end
-  local n = threads == "process" and cores or threads
-  dle.set_num_threads(n)
+-- dle's side of `list` (entries) at `threads`, plus the Lua-timed references; collects the C
+-- tasks and PyTorch figures the references need.
+-- @return measurements, c_tasks (list), torch_list ({key, setup, body} list)
+local function measure_dle_side(list, threads)
   local ms, c_tasks, seen, torch_list = {}, {}, {}, {}
+  local function add_task(t)
+    if not seen[t] then c_tasks[#c_tasks + 1], seen[t] = t, true end
+  end
   for _, e in ipairs(list) do
     progress("%s thread(s): %s", tostring(threads), e.key)
     local m = {entry = e, threads = threads, dle = measure_dle(e), refs = {}}
@@ -156,29 +157,31 @@ local function run_setting(list, threads)
       if not opts.ref then ref.skipped = "--no-ref"
       elseif r.skipped then ref.skipped = r.skipped
       elseif r.kind == "lua" then ref.seconds = timing.measure(r.fn(), dle.time, target, reps)
-      elseif r.kind == "c" then
-        if not seen[r.task] then c_tasks[#c_tasks + 1], seen[r.task] = r.task, true end
-      elseif r.kind == "torch" then
-        torch_list[#torch_list + 1] = {key = e.key, setup = r.setup, body = r.body}
-      end
+      elseif r.kind == "c" then add_task(r.task)
+      elseif r.kind == "torch" then torch_list[#torch_list + 1] = {key = e.key, setup = r.setup, body = r.body} end
     end
     ms[#ms + 1] = m
   end
-  local stream_tasks = {ctx.stream_task("copy"), ctx.stream_task("triad")}
-  if opts.ref and threads ~= "process" then
-    for _, t in ipairs(stream_tasks) do
-      if not seen[t] then c_tasks[#c_tasks + 1], seen[t] = t, true end
-    end
+  if opts.ref and #c_tasks > 0 then   -- the STREAM figures of the header
+    add_task(ctx.stream_task("copy"))
+    add_task(ctx.stream_task("triad"))
   end
-  local c_res, c_note = {}, nil
-  if opts.ref and #c_tasks > 0 then
+  return ms, c_tasks, torch_list
+end
+
+-- Runs bench_ref and PyTorch at n threads. @return C results (task -> rate stats), PyTorch
+-- results (key -> seconds stats or {error})
+local function run_references(threads, n, c_tasks, torch_list)
+  local c_res, t_res = {}, {}
+  if #c_tasks > 0 then
     progress("%s thread(s): C reference (%d tasks)", tostring(threads), #c_tasks)
+    local c_note
     c_res, c_note = references.run_c(build .. "/bin/bench_ref", c_tasks, n, target, reps)
     if c_note then note(c_note) end
-    stream[tostring(threads)] = {copy = c_res[stream_tasks[1]] or false, triad = c_res[stream_tasks[2]] or false}
+    local copy, triad = c_res[ctx.stream_task("copy")], c_res[ctx.stream_task("triad")]
+    if copy and triad then stream[tostring(threads)] = {copy = copy, triad = triad} end
   end
-  local t_res = {}
-  if opts.ref and #torch_list > 0 then
+  if #torch_list > 0 then
     if references.torch_importable(python) then
       progress("%s thread(s): PyTorch reference (%d figures)", tostring(threads), #torch_list)
       local version, t_note
@@ -189,10 +192,21 @@ local function run_setting(list, threads)
       note("PyTorch is not importable by " .. python .. ": its references are skipped")
     end
   end
+  return c_res, t_res
+end
+
+-- Measures `list` at `threads` (a number, or "process" for whole-process figures): dle, then the
+-- references, whose results are attached to each measurement.
+local function run_setting(list, threads)
+  if #list == 0 then return end
+  local n = threads == "process" and cores or threads
+  dle.set_num_threads(n)
+  local ms, c_tasks, torch_list = measure_dle_side(list, threads)
+  local c_res, t_res = run_references(threads, n, c_tasks, torch_list)
   for _, m in ipairs(ms) do
     for i, r in ipairs(m.entry.refs or {}) do
       local ref = m.refs[i]
-      if ref.skipped or ref.seconds then -- decided above
+      if ref.skipped or ref.seconds then -- decided while measuring dle's side
       elseif r.kind == "c" then
         ref.rate = c_res[r.task]
         if not ref.rate then ref.skipped = "no bench_ref result" end
