@@ -66,7 +66,7 @@ end
 opts.threads = opts.threads or ((cores == 1 or opts.quick) and {cores} or {1, cores})
 local target = opts.quick and 0.02 or 0.1     -- seconds per repetition
 local reps = opts.quick and 5 or 7
-local python = "/usr/bin/python3"
+local python = os.getenv("DLE_BENCH_PYTHON") or "/usr/bin/python3"   -- the PyTorch side's interpreter
 local build = os.getenv("DLE_BUILD") or "build"
 if build:sub(1, 1) ~= "/" then build = root .. "/" .. build end
 
@@ -137,6 +137,7 @@ local function note(s)
   notes[#notes + 1] = s
 end
 local load_start = loadavg()
+local date = os.date("!%Y-%m-%d %H:%M UTC")   -- when the run started
 local t_start = dle.time()
 
 -- dle's side of `list` (entries) at `threads`, plus the Lua-timed references; collects the C
@@ -238,7 +239,6 @@ local function first_line(cmd)
 end
 local cpu = first_line("lscpu 2>/dev/null | sed -n 's/^Model name: *//p'") or "?"
 local rows = report.rows(measurements)
-local date = os.date("!%Y-%m-%d %H:%M UTC")
 local load_end = loadavg()
 
 print(string.format("# dle %s benchmarks, %s, %s mode: median [min..max] of %d repetitions (~%g s each) after warm-up",

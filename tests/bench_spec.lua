@@ -137,6 +137,20 @@ describe("scripts/bench", function()
     end
   end)
 
+  it("skips the PyTorch references with a printed note when torch cannot be imported", function()
+    local path = os.tmpname()
+    local out, err, status = run("DLE_BENCH_PYTHON=/bin/false " .. q(root .. "/scripts/bench")
+                                 .. " --quick --threads 1 --filter add_1elem --json " .. q(path))
+    assert.are.equal(0, status, err)
+    assert.truthy(out:find("# note: PyTorch is not importable by /bin/false", 1, true), out)
+    local doc = json.decode(slurp(path))
+    os.remove(path)
+    local ref = doc.rows[1].references[1]
+    assert.are.equal(false, ref.value)
+    assert.are.equal("PyTorch not available", ref.skipped)
+    assert.truthy(out:find("skipped: PyTorch not available", 1, true), out)
+  end)
+
   it("rejects bad options with a message and status 2", function()
     for _, args in ipairs({"--threads 0", "--filter no_such_figure", "--frobnicate", "--json"}) do
       local _, err, status = bench(args)
