@@ -3,7 +3,8 @@
 -- the loop body, so setup is not timed) and references: the C program build/bin/bench_ref
 -- (cblas_sgemm, STREAM triad), PyTorch (bench/torch_side.py, one Python process per thread
 -- setting) or a Lua-timed command. Every side is timed as bench/timing.lua describes, at 1 thread
--- and at all cores; bench/report.lua prints the table and writes the JSON.
+-- and at all cores, each figure's references right after dle's side (on a shared machine the load
+-- then changes less in between); bench/report.lua prints the table and writes the JSON.
 local dle = require "dle"
 
 local root = (arg[0]:match("^(.*)/bench/[^/]*$") or ".")
@@ -140,85 +141,69 @@ local load_start = loadavg()
 local date = os.date("!%Y-%m-%d %H:%M UTC")   -- when the run started
 local t_start = dle.time()
 
--- dle's side of `list` (entries) at `threads`, plus the Lua-timed references; collects the C
--- tasks and PyTorch figures the references need.
--- @return measurements, c_tasks (list), torch_list ({key, setup, body} list)
-local function measure_dle_side(list, threads)
-  local ms, c_tasks, seen, torch_list = {}, {}, {}, {}
-  local function add_task(t)
-    if not seen[t] then c_tasks[#c_tasks + 1], seen[t] = t, true end
-  end
-  for _, e in ipairs(list) do
-    progress("%s thread(s): %s", tostring(threads), e.key)
-    local m = {entry = e, threads = threads, dle = measure_dle(e), refs = {}}
-    if e.check and (threads == opts.threads[1] or threads == "process") then m.check = e.check() end
-    for i, r in ipairs(e.refs or {}) do
-      local ref = {label = r.label}
-      m.refs[i] = ref
-      if not opts.ref then ref.skipped = "--no-ref"
-      elseif r.skipped then ref.skipped = r.skipped
-      elseif r.kind == "lua" then ref.seconds = timing.measure(r.fn(), dle.time, target, reps)
-      elseif r.kind == "c" then add_task(r.task)
-      elseif r.kind == "torch" then torch_list[#torch_list + 1] = {key = e.key, setup = r.setup, body = r.body} end
+-- The references of one figure, measured right after dle's side (so both see the same load).
+local function measure_refs(e, n, torch)
+  local refs = {}
+  for i, r in ipairs(e.refs or {}) do
+    local ref = {label = r.label}
+    refs[i] = ref
+    if not opts.ref then ref.skipped = "--no-ref"
+    elseif r.skipped then ref.skipped = r.skipped
+    elseif r.kind == "lua" then ref.seconds = timing.measure(r.fn(), dle.time, target, reps)
+    elseif r.kind == "c" then
+      local res, c_note = references.run_c(build .. "/bin/bench_ref", {r.task}, n, target, reps)
+      if c_note then note(c_note) end
+      ref.rate = res[r.task]
+      if not ref.rate then ref.skipped = "no bench_ref result" end
+    elseif r.kind == "torch" then
+      local t = torch and torch.measure({key = e.key, setup = r.setup, body = r.body})
+      if t and not t.error then ref.seconds = t
+      else ref.skipped = t and ("error: " .. t.error) or "PyTorch not available" end
+      if t and t.error then note("PyTorch error in " .. e.key .. ": " .. t.error) end
     end
-    ms[#ms + 1] = m
   end
-  if opts.ref and #c_tasks > 0 then   -- the STREAM figures of the header
-    add_task(ctx.stream_task("copy"))
-    add_task(ctx.stream_task("triad"))
-  end
-  return ms, c_tasks, torch_list
+  return refs
 end
 
--- Runs bench_ref and PyTorch at n threads. @return C results (task -> rate stats), PyTorch
--- results (key -> seconds stats or {error})
-local function run_references(threads, n, c_tasks, torch_list)
-  local c_res, t_res = {}, {}
-  if #c_tasks > 0 then
-    progress("%s thread(s): C reference (%d tasks)", tostring(threads), #c_tasks)
-    local c_note
-    c_res, c_note = references.run_c(build .. "/bin/bench_ref", c_tasks, n, target, reps)
-    if c_note then note(c_note) end
-    local copy, triad = c_res[ctx.stream_task("copy")], c_res[ctx.stream_task("triad")]
-    if copy and triad then stream[tostring(threads)] = {copy = copy, triad = triad} end
+local function uses(list, kind)
+  for _, e in ipairs(list) do
+    for _, r in ipairs(e.refs or {}) do if r.kind == kind and not r.skipped then return true end end
   end
-  if #torch_list > 0 then
+  return false
+end
+
+-- Measures `list` at `threads` (a number, or "process" for whole-process figures): for each
+-- figure dle's side, then its references.
+local function run_setting(list, threads)
+  if #list == 0 then return end
+  local n = threads == "process" and cores or threads
+  dle.set_num_threads(n)
+  if opts.ref and uses(list, "c") then   -- the STREAM figures of the header
+    local copy, triad = ctx.stream_task("copy"), ctx.stream_task("triad")
+    progress("%s thread(s): STREAM", tostring(threads))
+    local res, c_note = references.run_c(build .. "/bin/bench_ref", {copy, triad}, n, target, reps)
+    if c_note then note(c_note) end
+    if res[copy] and res[triad] then stream[tostring(threads)] = {copy = res[copy], triad = res[triad]} end
+  end
+  local torch
+  if opts.ref and uses(list, "torch") then
     if references.torch_importable(python) then
-      progress("%s thread(s): PyTorch reference (%d figures)", tostring(threads), #torch_list)
-      local version, t_note
-      t_res, version, t_note = references.run_torch(python, root .. "/bench/torch_side.py", torch_list, n, target, reps)
-      torch_version = torch_version or version
+      local t_note
+      torch, t_note = references.torch_server(python, root .. "/bench/torch_side.py", n, target, reps)
+      if torch then torch_version = torch_version or torch.version end
       if t_note then note(t_note) end
     else
       note("PyTorch is not importable by " .. python .. ": its references are skipped")
     end
   end
-  return c_res, t_res
-end
-
--- Measures `list` at `threads` (a number, or "process" for whole-process figures): dle, then the
--- references, whose results are attached to each measurement.
-local function run_setting(list, threads)
-  if #list == 0 then return end
-  local n = threads == "process" and cores or threads
-  dle.set_num_threads(n)
-  local ms, c_tasks, torch_list = measure_dle_side(list, threads)
-  local c_res, t_res = run_references(threads, n, c_tasks, torch_list)
-  for _, m in ipairs(ms) do
-    for i, r in ipairs(m.entry.refs or {}) do
-      local ref = m.refs[i]
-      if ref.skipped or ref.seconds then -- decided while measuring dle's side
-      elseif r.kind == "c" then
-        ref.rate = c_res[r.task]
-        if not ref.rate then ref.skipped = "no bench_ref result" end
-      elseif r.kind == "torch" then
-        local t = t_res[m.entry.key]
-        if t and not t.error then ref.seconds = t
-        else ref.skipped = t and ("error: " .. t.error) or "PyTorch not available" end
-      end
-    end
+  for _, e in ipairs(list) do
+    progress("%s thread(s): %s", tostring(threads), e.key)
+    local m = {entry = e, threads = threads, dle = measure_dle(e)}
+    if e.check and (threads == opts.threads[1] or threads == "process") then m.check = e.check() end
+    m.refs = measure_refs(e, n, torch)
     measurements[#measurements + 1] = m
   end
+  if torch then torch.close() end
 end
 
 local per_process, per_thread = {}, {}

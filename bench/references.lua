@@ -1,6 +1,6 @@
---- bench/references.lua — runs the reference sides of scripts/bench in child processes, one per
--- thread setting: build/bin/bench_ref (cblas_sgemm, STREAM copy/triad) and bench/torch_side.py
--- (every PyTorch figure in one Python process). Each child gets OMP_NUM_THREADS and
+--- bench/references.lua — runs the reference sides of scripts/bench in child processes:
+-- build/bin/bench_ref (cblas_sgemm, STREAM copy/triad; one short run per figure) and
+-- bench/torch_side.py (one Python process per thread setting, serving every PyTorch figure). Each child gets OMP_NUM_THREADS and
 -- OPENBLAS_NUM_THREADS set to the thread count, and the OpenMP wait policy dle's loader picks
 -- (OMP_WAIT_POLICY=passive unless the environment sets one: with spinning OpenMP workers next to
 -- OpenBLAS's threads, PyTorch's 2-thread MLP step measured 254 ms instead of 13 ms here); other
@@ -51,35 +51,61 @@ function M.run_c(exe, tasks, threads, target, reps)
   return res, note
 end
 
---- PyTorch's times for entries {key, setup, body} in one Python process.
--- @return results (key -> stats of seconds per iteration), version (or nil), note (or nil)
-function M.run_torch(python, script, entries, threads, target, reps)
-  if #entries == 0 then return {}, nil, nil end
-  local spec = {threads = threads, target = target, reps = reps, entries = entries}
-  local path = os.tmpname()
-  local f = assert(io.open(path, "w"))
-  f:write(json.encode(spec))
-  f:close()
-  local out = read_cmd(env_prefix(threads) .. sh_quote(python) .. " " .. sh_quote(script) .. " " .. sh_quote(path) .. " 2>&1")
-  os.remove(path)
-  local res, version, note, errors = {}, nil, nil, {}
-  for line in out:gmatch("[^\n]+") do
-    local key, med, mn, mx, it = line:match("^(%S+) (%S+) (%S+) (%S+) (%d+)$")
-    if key and tonumber(med) then
-      res[key] = {median = tonumber(med), min = tonumber(mn), max = tonumber(mx), iters = tonumber(it), reps = reps}
-    elseif line:match("^NOTORCH") then
-      note = "PyTorch not importable by " .. python .. " (" .. line:sub(9) .. "): reference skipped"
-    elseif line:match("^VERSION ") then
-      version = line:sub(9)
-    elseif line:match("^%S+ ERROR ") then
-      local k, msg = line:match("^(%S+) ERROR (.*)$")
-      res[k] = {error = msg}
-      errors[#errors + 1] = k
+--- Starts the PyTorch side (bench/torch_side.py) at `threads`: a Python process that answers one
+-- request at a time, so each PyTorch figure is measured right after dle's. Requests go through a
+-- FIFO that the shell keeps open (fd 3) until we close it, so writing never meets a closed pipe
+-- even if Python dies; the shell then prints "EXITED status".
+-- @return server {version = string, measure = fn({key, setup, body}) -> stats | {error = msg},
+--   close = fn()}, or nil and a note
+function M.torch_server(python, script, threads, target, reps)
+  local fifo = os.tmpname()
+  os.remove(fifo)
+  if not os.execute("mkfifo " .. sh_quote(fifo)) then return nil, "mkfifo failed: PyTorch reference skipped" end
+  local cmd = string.format('exec 3<%s; %s%s %s %d %.6g %d <&3 2>&1; echo "EXITED $?"; cat <&3 >/dev/null',
+    sh_quote(fifo), env_prefix(threads), sh_quote(python), sh_quote(script), threads, target, reps)
+  local out = assert(io.popen(cmd, "r"))
+  local w = assert(io.open(fifo, "w"))   -- meets the shell's `exec 3<`
+  os.remove(fifo)
+  local alive, lines = true, {}
+  -- the next line that `accept` recognises (other output, e.g. warnings, is kept for messages)
+  local function next_line(accept)
+    while alive do
+      local line = out:read("l")
+      if not line or line:match("^EXITED ") then
+        alive = false
+        return nil
+      end
+      if accept(line) then return line end
+      lines[#lines + 1] = line
     end
   end
-  if not note and not version then note = "the PyTorch reference failed: " .. out:sub(1, 300) end
-  if #errors > 0 then note = (note and note .. "; " or "") .. "PyTorch errors in " .. table.concat(errors, ", ") end
-  return res, version, note
+  local function output() return table.concat(lines, " | "):sub(-300) end
+  local server = {}
+  function server.close()
+    w:close()
+    out:close()
+  end
+  local first = next_line(function(l) return l:match("^VERSION ") or l:match("^NOTORCH") end)
+  if not first or first:match("^NOTORCH") then
+    server.close()
+    return nil, first and ("PyTorch not importable by " .. python .. " (" .. first:sub(9) .. "): reference skipped")
+      or ("the PyTorch reference failed to start: " .. output())
+  end
+  server.version = first:sub(9)
+  function server.measure(req)
+    if not alive then return {error = "the PyTorch process exited: " .. output()} end
+    w:write(json.encode(req), "\n")
+    w:flush()
+    local prefix = req.key .. " "
+    local line = next_line(function(l) return l:sub(1, #prefix) == prefix end)
+    if not line then return {error = "the PyTorch process exited: " .. output()} end
+    local msg = line:match("^%S+ ERROR (.*)$")
+    if msg then return {error = msg} end
+    local med, mn, mx, it = line:match("^%S+ (%S+) (%S+) (%S+) (%d+)$")
+    if not tonumber(med) then return {error = "unreadable answer: " .. line} end
+    return {median = tonumber(med), min = tonumber(mn), max = tonumber(mx), iters = tonumber(it), reps = reps}
+  end
+  return server
 end
 
 --- Whether `python` can import torch (asked once).

@@ -1,12 +1,13 @@
 """bench/torch_side.py - the PyTorch reference of scripts/bench, one process per thread setting.
 
-    /usr/bin/python3 bench/torch_side.py SPEC.json
+    /usr/bin/python3 bench/torch_side.py THREADS TARGET REPS < requests
 
-SPEC: {"threads": t, "target": seconds, "reps": r,
-       "entries": [{"key": k, "setup": python code, "body": python code}, ...]}
-Each entry's setup runs once (its names are visible to body); body is timed as bench/timing.lua
-times dle's side. Prints "VERSION v", then per entry "key median min max iterations" (seconds per
-iteration) or "key ERROR message"; "NOTORCH message" when torch cannot be imported.
+Prints "VERSION v" (or "NOTORCH message" and exits when torch cannot be imported), then serves
+one request per input line, a JSON object {"key": k, "setup": python code, "body": python code},
+until end of input: setup runs once (its names are visible to body), body is timed as
+bench/timing.lua times dle's side, and the answer is the line "key median min max iterations"
+(seconds per iteration) or "key ERROR message". Serving requests one at a time lets the caller
+measure each PyTorch figure right after dle's, so both see the same load on a shared machine.
 """
 import json
 import sys
@@ -51,17 +52,21 @@ def bench(entry, target, reps):
 
 
 def main():
-    with open(sys.argv[1]) as f:
-        spec = json.load(f)
-    torch.set_num_threads(spec["threads"])
+    threads, target, reps = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+    torch.set_num_threads(threads)
     torch.manual_seed(0)
     print("VERSION", torch.__version__, flush=True)
-    for e in spec["entries"]:
+    for line in iter(sys.stdin.readline, ""):
+        if not line.strip():
+            continue
+        key = "?"
         try:
-            med, lo, hi, n = bench(e, spec["target"], spec["reps"])
-            print(e["key"], med, lo, hi, n, flush=True)
+            entry = json.loads(line)
+            key = entry["key"]
+            med, lo, hi, n = bench(entry, target, reps)
+            print(key, med, lo, hi, n, flush=True)
         except Exception as ex:
-            print(e["key"], "ERROR", str(ex).replace("\n", " ")[:200], flush=True)
+            print(key, "ERROR", str(ex).replace("\n", " ")[:200], flush=True)
 
 
 main()

@@ -74,6 +74,55 @@ describe("bench_ref (the C reference)", function()
   end)
 end)
 
+describe("the PyTorch side's request protocol (bench/references.lua, with a fake interpreter)", function()
+  package.path = root .. "/?.lua;" .. package.path
+  local references = require "bench.references"
+
+  -- An executable shell script standing in for python3: `python script threads target reps`.
+  local function fake_python(body)
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w"))
+    f:write("#!/bin/sh\n", body, "\n")
+    f:close()
+    assert(os.execute("chmod +x " .. q(path)))
+    return path
+  end
+
+  it("reads the version, then one answer per request; an ERROR answer becomes {error}", function()
+    local py = fake_python([[
+echo "VERSION 9.9 $2 $3 $4"
+read req; echo "some warning"; echo "fig1 0.5 0.25 1 7"
+read req; echo "fig2 ERROR no such op"]])
+    local server, note = references.torch_server(py, "script.py", 2, 0.05, 5)
+    os.remove(py)
+    assert.is_nil(note)
+    assert.are.equal("9.9 2 0.05 5", server.version)
+    assert.are.same({median = 0.5, min = 0.25, max = 1, iters = 7, reps = 5},
+                    server.measure({key = "fig1", setup = "", body = "pass"}))
+    assert.are.same({error = "no such op"}, server.measure({key = "fig2", setup = "", body = "pass"}))
+    server.close()
+  end)
+
+  it("turns a process that dies into errors instead of hanging or crashing", function()
+    local py = fake_python('echo "VERSION 1"; read req; exit 3')
+    local server = references.torch_server(py, "script.py", 1, 0.05, 5)
+    os.remove(py)
+    for _, key in ipairs({"a", "b"}) do
+      local r = server.measure({key = key, setup = "", body = "pass"})
+      assert.truthy(r.error and r.error:find("exited", 1, true), key)
+    end
+    server.close()
+  end)
+
+  it("reports an interpreter without torch as a note", function()
+    local py = fake_python('echo "NOTORCH No module named torch"')
+    local server, note = references.torch_server(py, "script.py", 1, 0.05, 5)
+    os.remove(py)
+    assert.is_nil(server)
+    assert.truthy(note:find("No module named torch", 1, true), note)
+  end)
+end)
+
 describe("scripts/bench", function()
   it("--quick --json: a table and JSON rows with a figure, dle's value and a ratio or a skipped note", function()
     local path = os.tmpname()
