@@ -14,57 +14,24 @@ local references = require "bench.references"
 local report = require "bench.report"
 
 local FAMILIES = {"matmul", "memory", "nn", "overhead", "train"}
-local USAGE = [[
-usage: scripts/bench [--quick] [--json FILE] [--no-ref] [--filter K1,K2,...] [--threads T1,T2,...] [--list]
-  --quick        shorter repetitions, all cores only (about a minute in all)
-  --json FILE    also write the results as JSON
-  --no-ref       dle only, no C or PyTorch reference
-  --filter LIST  only the figures whose key contains one of the comma-separated strings
-  --threads LIST thread settings (default: 1 and all cores; --quick: all cores)
-  --list         print the figures' keys and names and exit]]
-
--- ---------------------------------------------------------------- options
-
-local function split_list(s)
-  local out = {}
-  for item in s:gmatch("[^,%s]+") do out[#out + 1] = item end
-  return out
-end
 
 local function die(msg)
   io.stderr:write("bench: ", msg, "\n")
   os.exit(2)
 end
 
-local cores = dle.get_num_threads()
-local opts = {quick = false, json = nil, ref = true, filter = nil, threads = nil, list = false}
-do
-  local i = 1
-  while i <= #arg do
-    local a = arg[i]
-    local function value()
-      i = i + 1
-      return arg[i] or die(a .. " needs a value")
-    end
-    if a == "--quick" then opts.quick = true
-    elseif a == "--json" then opts.json = value()
-    elseif a == "--no-ref" then opts.ref = false
-    elseif a == "--filter" then opts.filter = split_list(value())
-    elseif a == "--threads" then
-      opts.threads = {}
-      for _, t in ipairs(split_list(value())) do
-        local n = math.tointeger(tonumber(t))
-        if not n or n < 1 then die("--threads needs positive integers, got " .. t) end
-        opts.threads[#opts.threads + 1] = n
-      end
-    elseif a == "--list" then opts.list = true
-    elseif a == "-h" or a == "--help" then print(USAGE); os.exit(0)
-    else die("unknown option " .. a .. "\n" .. USAGE) end
-    i = i + 1
-  end
+-- all cores: the processors available (nproc without the OpenMP variables it would honour)
+local function count_cores()
+  local p = io.popen("env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null")
+  local n = p and tonumber(p:read("l") or "")
+  if p then p:close() end
+  return math.tointeger(n) or dle.get_num_threads()
 end
--- --quick measures at all cores only, unless --threads says otherwise
-opts.threads = opts.threads or ((cores == 1 or opts.quick) and {cores} or {1, cores})
+local cores = count_cores()
+local options = require "bench.options"
+local opts, err = options.parse(arg, cores)
+if not opts then die(err) end
+if opts.help then print(options.USAGE); os.exit(0) end
 local target = opts.quick and 0.02 or 0.1     -- seconds per repetition
 local reps = opts.quick and 5 or 7
 local python = os.getenv("DLE_BENCH_PYTHON") or "/usr/bin/python3"   -- the PyTorch side's interpreter
