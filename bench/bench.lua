@@ -88,7 +88,10 @@ local function loadavg()
   return s:match("^(%S+ %S+ %S+)") or s
 end
 
-local function progress(fmt, ...) io.stderr:write("bench: ", string.format(fmt, ...), "\n") end
+local clock0 = dle.time()
+local function progress(fmt, ...)
+  io.stderr:write(string.format("bench: [%5.1f s] ", dle.time() - clock0), string.format(fmt, ...), "\n")
+end
 
 local function measure_dle(e)
   local body = e.dle()
