@@ -3,7 +3,7 @@ local M = {}
 
 M.USAGE = [[
 usage: scripts/bench [--quick] [--json FILE] [--no-ref] [--filter K1,K2,...] [--threads T1,T2,...] [--list]
-  --quick        shorter repetitions, all cores only (about a minute in all)
+  --quick        5 shorter repetitions, all cores only (about half the time)
   --json FILE    also write the results as JSON
   --no-ref       dle only, no C or PyTorch reference
   --filter LIST  only the figures whose key contains one of the comma-separated strings
