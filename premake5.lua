@@ -2,7 +2,7 @@
 -- Runs under premake5 and under Debian's premake4:
 --   premake4 --file=premake5.lua gmake && make -C build config=release
 -- Outputs: build/lib/dle/core.so (require "dle.core") loading build/lib/dle/native.so,
--- build/bin/test_engine (C tests);
+-- build/bin/test_engine (C tests), build/bin/bench_ref (the C reference of scripts/bench);
 -- DLE_BUILD=dir puts them under dir/ instead.
 -- Extra compiler flags (sanitizers) come from the environment: CFLAGS=... LDFLAGS=... make.
 
@@ -98,3 +98,12 @@ project("test_engine")
   objdir(B .. "/obj/tests")
   files({"tests/c/*.c"})
   links({"dle_engine", "openblas", "z", "m", "dl"})
+
+-- The C reference of scripts/bench: raw cblas_sgemm and STREAM-style copy/triad loops.
+project("bench_ref")
+  kind("ConsoleApp")
+  location(B)
+  targetdir(B .. "/bin")
+  objdir(B .. "/obj/bench_ref")
+  files({"bench/ref/*.c"})
+  links({"openblas", "m"})

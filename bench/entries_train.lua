@@ -1,0 +1,170 @@
+--- bench/entries_train.lua — one training step (forward, loss, zero_grad, backward, optimizer
+-- step, loss:item()) of the example models on random data of the right shapes, the same model,
+-- batch and thread count on both sides, in ms per step vs PyTorch:
+--   MLP       examples/fashion_mnist/mlp.lua: 784-256-128-10 ReLU, Adam, batch 128 (plus the
+--             projected epoch: 469 steps of 60,000 images)
+--   CNN       examples/fashion_mnist/cnn.lua: 2 x (Conv 3x3 - BN - ReLU - MaxPool) - Linear 128 -
+--             Dropout 0.25 - Linear 10, AdamW, batch 128
+--   char-GPT  examples/char_gpt/train.lua: 4 pre-LN blocks, d 128, 4 heads, context 128, vocab 63
+--             (the KJV corpus), batch 32, AdamW (decay on matrices only), grad norm clipped at 1
+-- The model definitions are copied from the examples (which train when run), kept in step by hand.
+return function(ctx)
+  local dle = ctx.dle
+  local nn = dle.nn
+  local F = nn.functional
+  local entries = {}
+
+  -- A training step closure; loss_of(model) computes the loss on the fixed batch.
+  local function step(model, opt, loss_of, after_backward)
+    return function()
+      local loss = loss_of(model)
+      opt:zero_grad()
+      loss:backward()
+      if after_backward then after_backward() end
+      opt:step()
+      return loss:item()
+    end
+  end
+
+  -- shared torch code: a training step on a fixed batch
+  local torch_step = [[
+loss = loss_fn(model(x), y)
+opt.zero_grad()
+loss.backward()
+opt.step()
+loss.item()]]
+
+  entries[#entries + 1] = {
+    key = "train_mlp",
+    name = "training step: Fashion-MNIST MLP, batch 128",
+    unit = "ms", scale = 1e3, epoch_steps = 469,
+    dle = function()
+      local model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
+      local opt = dle.optim.Adam(model:parameters(), {lr = 2e-3})
+      local x, y = dle.randn(128, 784), dle.randint(1, 11, {128}, {dtype = "int64"})
+      local loss_fn = nn.CrossEntropyLoss()
+      return step(model, opt, function(m) return loss_fn(m(x), y) end)
+    end,
+    refs = {{kind = "torch", label = "PyTorch", setup = [[
+nn = torch.nn
+model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
+opt = torch.optim.Adam(model.parameters(), lr=2e-3)
+x, y = torch.randn(128, 784), torch.randint(0, 10, (128,))
+loss_fn = nn.CrossEntropyLoss()]], body = torch_step}},
+  }
+
+  entries[#entries + 1] = {
+    key = "train_cnn",
+    name = "training step: Fashion-MNIST CNN, batch 128",
+    unit = "ms", scale = 1e3, target = {ref = "PyTorch", max = 1.0}, epoch_steps = 469,
+    dle = function()
+      local model = nn.Sequential(
+        nn.Conv2d(1, 32, 3, {padding = 1}), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, {padding = 1}), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Dropout(0.25),
+        nn.Linear(128, 10))
+      local opt = dle.optim.AdamW(model:parameters(), {lr = 2e-3, weight_decay = 1e-4})
+      local x, y = dle.randn(128, 1, 28, 28), dle.randint(1, 11, {128}, {dtype = "int64"})
+      local loss_fn = nn.CrossEntropyLoss()
+      return step(model, opt, function(m) return loss_fn(m(x), y) end)
+    end,
+    refs = {{kind = "torch", label = "PyTorch", setup = [[
+nn = torch.nn
+model = nn.Sequential(
+    nn.Conv2d(1, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+    nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
+    nn.Flatten(),
+    nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Dropout(0.25),
+    nn.Linear(128, 10))
+opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=1e-4)
+x, y = torch.randn(128, 1, 28, 28), torch.randint(0, 10, (128,))
+loss_fn = nn.CrossEntropyLoss()]], body = torch_step}},
+  }
+
+  -- char-GPT (examples/char_gpt/train.lua's GPT, without its GPT-2 initialisation)
+  local V, B, T, D, H, L = 63, 32, 128, 128, 4, 4
+  local GPT = nn.Module:extend("BenchGPT")
+  function GPT:init()
+    self.wte, self.wpe = nn.Embedding(V, D), nn.Embedding(T, D)
+    local blocks = {}
+    for i = 1, L do blocks[i] = nn.TransformerBlock(D, H, {causal = true}) end
+    self.blocks = blocks
+    self.ln_f = nn.LayerNorm(D)
+    self.head = nn.Linear(D, V, {bias = false})
+    self.pos = dle.arange(1, T + 1, 1, {dtype = "int64"})
+  end
+  function GPT:forward(ids)
+    local x = self.wte(ids) + self.wpe(self.pos)
+    for _, b in ipairs(self.blocks) do x = b(x) end
+    return self.head(self.ln_f(x))
+  end
+
+  entries[#entries + 1] = {
+    key = "train_gpt",
+    name = string.format("training step: char-GPT %d layers d %d, batch %dx%d", L, D, B, T),
+    unit = "ms", scale = 1e3,
+    dle = function()
+      local model = GPT()
+      local decay, no_decay = {}, {}
+      for _, p in ipairs(model:parameters()) do
+        if p:dim() >= 2 then decay[#decay + 1] = p else no_decay[#no_decay + 1] = p end
+      end
+      local opt = dle.optim.AdamW({{params = decay, weight_decay = 0.1}, {params = no_decay, weight_decay = 0}},
+        {lr = 3e-3, betas = {0.9, 0.95}})
+      local x = dle.randint(1, V + 1, {B, T}, {dtype = "int64"})
+      local y = dle.randint(1, V + 1, {B * T}, {dtype = "int64"})
+      local params = model:parameters()
+      return step(model, opt, function(m) return F.cross_entropy(m(x):view(B * T, V), y) end,
+        function() nn.utils.clip_grad_norm_(params, 1.0) end)
+    end,
+    refs = {{kind = "torch", label = "PyTorch", setup = string.format([[
+import math
+nn, F = torch.nn, torch.nn.functional
+V, B, T, D, H, L = %d, %d, %d, %d, %d, %d
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(D), nn.LayerNorm(D)
+        self.qkv, self.proj = nn.Linear(D, 3 * D), nn.Linear(D, D)
+        self.fc1, self.fc2 = nn.Linear(D, 4 * D), nn.Linear(4 * D, D)
+        self.register_buffer("mask", torch.ones(T, T, dtype=torch.bool).triu(1))
+
+    def forward(self, x):
+        q, k, v = self.qkv(self.ln1(x)).split(D, dim=2)
+        q, k, v = (t.reshape(B, T, H, D // H).transpose(1, 2) for t in (q, k, v))
+        att = (q * (1 / math.sqrt(D // H))) @ k.transpose(-2, -1)
+        att = att.masked_fill(self.mask, float("-inf")).softmax(-1)
+        x = x + self.proj((att @ v).transpose(1, 2).reshape(B, T, D))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+class GPT(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(V, D), nn.Embedding(T, D)
+        self.blocks = nn.ModuleList([Block() for _ in range(L)])
+        self.ln_f, self.head = nn.LayerNorm(D), nn.Linear(D, V, bias=False)
+        self.register_buffer("pos", torch.arange(T))
+
+    def forward(self, ids):
+        x = self.wte(ids) + self.wpe(self.pos)
+        for b in self.blocks:
+            x = b(x)
+        return self.head(self.ln_f(x))
+
+model = GPT()
+decay = [p for p in model.parameters() if p.dim() >= 2]
+no_decay = [p for p in model.parameters() if p.dim() < 2]
+opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                        lr=3e-3, betas=(0.9, 0.95))
+x, y = torch.randint(0, V, (B, T)), torch.randint(0, V, (B * T,))]], V, B, T, D, H, L), body = [[
+loss = F.cross_entropy(model(x).view(B * T, V), y)
+opt.zero_grad()
+loss.backward()
+torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+opt.step()
+loss.item()]]}},
+  }
+  return entries
+end
