@@ -1,4 +1,4 @@
--- covers: neg abs sign exp log expm1 log1p sqrt rsqrt reciprocal sin cos tanh sigmoid relu gelu silu pow_scalar clamp add sub mul div pow maximum minimum where copy
+-- covers: neg abs sign exp log expm1 log1p sqrt rsqrt reciprocal sin cos tanh sigmoid relu gelu gelu_grad silu pow_scalar clamp add sub mul div pow maximum minimum where copy
 -- grad_elementwise_spec.lua — gradient rules of the elementwise family (unary, binary, where)
 -- and of copy: reverse and forward mode against central finite differences in float64
 -- (dle.gradcheck with forward = true) on odd-shaped inputs, broadcast operands, numbers as
@@ -126,6 +126,7 @@ describe("elementwise gradients", function()
       {"sigmoid", function() return randn(3, 5) * 2 end},
       {"relu", function() return away0(0.1, 3, 5) end},
       {"gelu", function() return randn(3, 5) * 2 end},
+      {"gelu_grad", function() return randn(3, 5) * 2 end},  -- gelu's backward op
       {"silu", function() return randn(3, 5) * 2 end},
     }
 
@@ -141,9 +142,24 @@ describe("elementwise gradients", function()
       end)
     end
 
-    it("gelu matches finite differences across both branches of its Phi (|x| near 1/2, large |x|)", function()
+    it("gelu and its backward op match finite differences from the tails through 0", function()
       local x = dle.tensor({-9, -6, -3, -1, -0.51, -0.5, -0.49, -0.2, 0, 1e-4, 0.3, 0.49, 0.5, 0.51, 2, 5, 8}, F64)
       check(dle.gelu, {x})
+      check(dle.gelu_grad, {x})
+    end)
+
+    it("gelu_grad is gelu' = Phi(x) + x phi(x) in float64 and float32", function()
+      local xs = {-7, -2.5, -1, -0.3, 0, 0.3, 1, 2.5, 7}
+      -- Phi(x) = gelu(x) / x from gelu's own (libm erf) float64 kernel, 1/2 at 0
+      local gelu = dle.tensor(xs, F64):gelu():totable()
+      for _, dt in ipairs({"float64", "float32"}) do
+        local g = dle.tensor(xs, {dtype = dt}):gelu_grad():totable()
+        for i, x in ipairs(xs) do
+          local phi = math.exp(-x * x / 2) / math.sqrt(2 * math.pi)
+          local Phi = x == 0 and 0.5 or gelu[i] / x
+          close(g[i], Phi + x * phi, dt == "float64" and 1e-12 or 1e-6)
+        end
+      end
     end)
 
     it("gelu' equals Phi(x) + x phi(x) (closed form at 0 and large |x|)", function()
@@ -484,6 +500,6 @@ describe("elementwise gradients", function()
         assert(o.differentiable and o.has_vjp and o.has_jvp, o.name .. " lacks a rule")
       end
     end
-    assert.are.equal(28, seen)
+    assert.are.equal(29, seen)
   end)
 end)

@@ -385,46 +385,26 @@ static dle_status d_relu(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle
   return dle_binary_scalar(DLE_OP_GT, d, y, 0, false);
 }
 
-/* d gelu = (Phi(x) + x phi(x)) dx, with Phi(x) = gelu(x) / x for |x| > 1/2 and its Taylor
- * series 1/2 + x/sqrt(2 pi) sum_k (-x^2/2)^k / ((2k+1) k!) (error < 1e-16) for |x| <= 1/2.
- * The branches see a safe denominator and a clamped x, so where() masks no inf or NaN (double
- * backward stays finite). */
+/* d gelu = gelu'(x) dx = (Phi(x) + x phi(x)) dx: one fused op (gelu_grad), not the ~30 full-size
+ * passes a composite of dle ops takes; the op is differentiable in turn (below). */
 static dle_status d_gelu(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
-  (void)a;
-  enum { K = 9 };
-  static const double inv_sqrt_2pi = 0.39894228040143267794;
-  double c[K];
-  for (int k = 0; k < K; k++) {   /* (-1/2)^k / ((2k+1) k!) */
-    double f = 1;
-    for (int j = 1; j <= k; j++) f *= -0.5 / j;
-    c[k] = f / (2 * k + 1) * inv_sqrt_2pi;
-  }
-  dle_tensor *big = NULL, *one = NULL, *xsafe = NULL, *phi_big = NULL, *xs = NULL, *z = NULL;
-  dle_tensor *poly = NULL, *Phi = NULL, *dens = NULL;
-  dle_status st = dle_unary(DLE_OP_ABS, &big, x);
-  if (st == DLE_OK) st = chain_s(DLE_OP_GT, &big, 0.5, false);
-  if (st == DLE_OK) st = scalar_like(&one, 1, x->dtype, x);
-  if (st == DLE_OK) st = dle_where(&xsafe, big, x, one);
-  if (st == DLE_OK) st = dle_binary(DLE_OP_DIV, &phi_big, y, xsafe);
-  if (st == DLE_OK) st = dle_clamp(&xs, x, -0.5, 0.5);
-  if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &z, xs, xs);
-  if (st == DLE_OK) st = dle_binary_scalar(DLE_OP_MUL, &poly, z, c[K - 1], false);
-  for (int k = K - 2; k >= 0 && st == DLE_OK; k--) {
-    st = chain_s(DLE_OP_ADD, &poly, c[k], false);
-    if (st == DLE_OK && k > 0) st = chain(DLE_OP_MUL, &poly, z);
-  }
-  if (st == DLE_OK) st = chain(DLE_OP_MUL, &poly, xs);
-  if (st == DLE_OK) st = chain_s(DLE_OP_ADD, &poly, 0.5, false);
-  if (st == DLE_OK) st = dle_where(&Phi, big, phi_big, poly);
-  /* x phi(x) = x exp(-x^2 / 2) / sqrt(2 pi) */
-  if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &dens, x, x);
-  if (st == DLE_OK) st = chain_s(DLE_OP_MUL, &dens, -0.5, false);
-  if (st == DLE_OK) st = chain_u(DLE_OP_EXP, &dens);
-  if (st == DLE_OK) st = chain(DLE_OP_MUL, &dens, x);
-  if (st == DLE_OK) st = chain_s(DLE_OP_MUL, &dens, inv_sqrt_2pi, false);
-  if (st == DLE_OK) st = dle_binary(DLE_OP_ADD, d, Phi, dens);
-  dle_tensor *tmp[] = {big, one, xsafe, phi_big, xs, z, poly, Phi, dens};
-  for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) dle_tensor_release(tmp[i]);
+  (void)y, (void)a;
+  return dle_unary(DLE_OP_GELU_GRAD, d, x);
+}
+
+/* d gelu'(x) = gelu''(x) dx = (2 - x^2) phi(x) dx, phi(x) = exp(-x^2 / 2) / sqrt(2 pi) (only
+ * double backward through gelu runs this, so plain dle ops are fine) */
+static dle_status d_gelu_grad(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)y, (void)a;
+  dle_tensor *z = NULL, *pdf = NULL;
+  dle_status st = dle_binary(DLE_OP_MUL, &z, x, x);
+  if (st == DLE_OK) st = dle_binary_scalar(DLE_OP_MUL, &pdf, z, -0.5, false);
+  if (st == DLE_OK) st = chain_u(DLE_OP_EXP, &pdf);
+  if (st == DLE_OK) st = chain_s(DLE_OP_MUL, &pdf, 0.39894228040143267794, false);
+  if (st == DLE_OK) st = dle_binary_scalar(DLE_OP_SUB, d, z, 2, true);
+  if (st == DLE_OK) st = chain(DLE_OP_MUL, d, pdf);
+  dle_tensor_release(z);
+  dle_tensor_release(pdf);
   return st;
 }
 
@@ -483,7 +463,8 @@ static const unary_rule unary_rules[DLE_NUM_OPS] = {
   [DLE_OP_TANH] = {d_tanh, false, 0, true},
   [DLE_OP_SIGMOID] = {d_sigmoid, false, 0, true},
   [DLE_OP_RELU] = {d_relu, false, 0, true},
-  [DLE_OP_GELU] = {d_gelu, false, DLE_SAVE(0), true},
+  [DLE_OP_GELU] = {d_gelu, false, DLE_SAVE(0), false},
+  [DLE_OP_GELU_GRAD] = {d_gelu_grad, false, DLE_SAVE(0), false},
   [DLE_OP_SILU] = {d_silu, false, DLE_SAVE(0), false},
   [DLE_OP_POW_SCALAR] = {d_pow_scalar, false, DLE_SAVE(0), false},
   [DLE_OP_CLAMP] = {d_clamp, false, DLE_SAVE(0), false},

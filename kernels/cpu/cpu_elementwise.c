@@ -27,7 +27,9 @@
   X(COS, cos(x))                                              \
   X(TANH, tanh(x))                                            \
   X(SIGMOID, 1 / (1 + exp(-x)))                               \
-  X(GELU, (compute_t)0.5 * x * (1 + erf(x * (compute_t)0.70710678118654752440))) \
+  X(GELU, (compute_t)0.5 * x * erfc(x * (compute_t)-0.70710678118654752440)) /* no 1 + erf cancellation */ \
+  X(GELU_GRAD, (compute_t)0.5 * erfc(x * (compute_t)-0.70710678118654752440) +              \
+               x * exp((compute_t)-0.5 * x * x) * (compute_t)0.39894228040143267794)           \
   X(SILU, x / (1 + exp(-x)))                                  \
   X(FLOOR, floor(x))                                          \
   X(CEIL, ceil(x))                                            \

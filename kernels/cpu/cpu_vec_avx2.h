@@ -175,15 +175,21 @@ VEC_INLINE __m256 verfc(__m256 x) {
 /* gelu(x) = x/2 (1 + erf(x/sqrt 2)) = x/2 erfc(-x/sqrt 2): the erfc form keeps full relative
  * precision in the negative tail, where 1 + erf cancels to nothing. x/sqrt 2 is carried as a
  * double-float so that tail stays within a few ulp. */
-VEC_INLINE __m256 vgelu(__m256 x) {
+/* 2 Phi(x) = erfc(-x / sqrt 2), Phi the standard normal CDF */
+VEC_INLINE __m256 vtwo_phi(__m256 x) {
   const float c_hi = 0.707106769084930419921875f, c_lo = 1.21016175e-08f; /* 1/sqrt 2 = c_hi + c_lo */
   __m256 uh = _mm256_mul_ps(x, V8(c_hi));
   __m256 ul = _mm256_fmadd_ps(x, V8(c_lo), _mm256_fmsub_ps(x, V8(c_hi), uh));
   __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
   __m256 sgn = _mm256_and_ps(neg, V8(-0.0f)); /* |u| = u * sign: flip both parts when x < 0 */
   __m256 e = verfc_pos(_mm256_xor_ps(uh, sgn), _mm256_xor_ps(ul, sgn));
-  __m256 c = _mm256_blendv_ps(_mm256_sub_ps(V8(2.0f), e), e, neg); /* erfc(-u) */
-  return _mm256_mul_ps(_mm256_mul_ps(V8(0.5f), x), c);
+  return _mm256_blendv_ps(_mm256_sub_ps(V8(2.0f), e), e, neg); /* erfc(-u) */
+}
+VEC_INLINE __m256 vgelu(__m256 x) { return _mm256_mul_ps(_mm256_mul_ps(V8(0.5f), x), vtwo_phi(x)); }
+/* gelu'(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi) */
+VEC_INLINE __m256 vgelu_grad(__m256 x) {
+  __m256 pdf = _mm256_mul_ps(vexp(_mm256_mul_ps(V8(-0.5f), _mm256_mul_ps(x, x))), V8(0.398942280401432678f));
+  return _mm256_fmadd_ps(x, pdf, _mm256_mul_ps(V8(0.5f), vtwo_phi(x)));
 }
 
 /* Sum of the 8 lanes, and their max (NaN-free input). */

@@ -27,6 +27,7 @@ VEC_MAP(tanh, vtanh)
 VEC_MAP(sigmoid, vsigmoid)
 VEC_MAP(silu, vsilu)
 VEC_MAP(gelu, vgelu)
+VEC_MAP(gelu_grad, vgelu_grad)
 VEC_MAP(erf, verf)
 VEC_MAP(erfc, verfc)
 
@@ -62,7 +63,8 @@ VEC_TARGET static void transpose32(void *dstp, int64_t ds, const void *srcp, int
 
 static const cpu_vec_kernels avx2 = {
     .unary = {[DLE_OP_EXP] = map_exp, [DLE_OP_LOG] = map_log, [DLE_OP_TANH] = map_tanh,
-              [DLE_OP_SIGMOID] = map_sigmoid, [DLE_OP_SILU] = map_silu, [DLE_OP_GELU] = map_gelu},
+              [DLE_OP_SIGMOID] = map_sigmoid, [DLE_OP_SILU] = map_silu, [DLE_OP_GELU] = map_gelu,
+              [DLE_OP_GELU_GRAD] = map_gelu_grad},
     .erf = map_erf,
     .erfc = map_erfc,
     .softmax_row = cpu_vec_softmax_row_avx2,

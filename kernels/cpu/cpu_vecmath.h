@@ -11,7 +11,7 @@
 typedef void (*cpu_vec_map_fn)(float *o, const float *x, int64_t n);
 
 typedef struct {
-  cpu_vec_map_fn unary[DLE_NUM_OPS]; /* by op: exp, log, tanh, sigmoid, gelu, silu; others NULL */
+  cpu_vec_map_fn unary[DLE_NUM_OPS]; /* by op: exp, log, tanh, sigmoid, gelu(_grad), silu; others NULL */
   cpu_vec_map_fn erf, erfc;          /* not ops (yet): for gelu's tests and future use */
   /* One softmax (lg false) or log_softmax (lg true) row of n elements. */
   void (*softmax_row)(float *y, const float *x, int64_t n, bool lg);

@@ -29,6 +29,7 @@ static bool unary_ref(dle_op op, double x, const double *f, double *y) {
     case DLE_OP_SIGMOID: *y = 1 / (1 + exp(-x)); break;
     case DLE_OP_RELU: *y = x < 0 ? 0 : x; break;
     case DLE_OP_GELU: *y = 0.5 * x * (1 + erf(x / sqrt(2.0))); break;
+    case DLE_OP_GELU_GRAD: *y = 0.5 * erfc(-x / sqrt(2.0)) + x * exp(-0.5 * x * x) / sqrt(2 * M_PI); break;
     case DLE_OP_SILU: *y = x / (1 + exp(-x)); break;
     case DLE_OP_FLOOR: *y = floor(x); break;
     case DLE_OP_CEIL: *y = ceil(x); break;
