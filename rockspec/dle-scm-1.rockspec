@@ -26,7 +26,7 @@ local c_sources = {
                 "tensor" },
   ["engine/ops/"] = { "conv", "copy", "create", "elementwise", "index", "matmul", "reduce", "view" },
   ["kernels/cpu/"] = { "cpu_backend", "cpu_conv", "cpu_copy", "cpu_elementwise", "cpu_index", "cpu_loop",
-                       "cpu_matmul", "cpu_optim", "cpu_random", "cpu_reduce" },
+                       "cpu_matmul", "cpu_optim", "cpu_pool", "cpu_random", "cpu_reduce" },
   ["bindings/"] = { "lua_autograd", "lua_conv", "lua_core", "lua_data", "lua_elementwise", "lua_index", "lua_io",
                     "lua_matmul", "lua_optim", "lua_random", "lua_reduce", "lua_tensor" },
 }

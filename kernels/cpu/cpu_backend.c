@@ -32,6 +32,7 @@ const dle_backend *dle_cpu_backend(void) {
     cpu_register_matmul(&cpu);
     cpu_register_index(&cpu);
     cpu_register_conv(&cpu);
+    cpu_register_pool(&cpu);
     ready = true;
   }
   return &cpu;
