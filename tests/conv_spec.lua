@@ -190,7 +190,8 @@ end)
 -- The CPU kernel cuts the batch into chunks whose column buffer stays under 256 KiB; a chunk of
 -- one sample in float32/float64 lets the gemms read gy and write y in place (no gather/scatter),
 -- float16 still goes through the gathered buffers; im2col/col2im copy precomputed runs of valid
--- columns. These cases cross those paths with padding/stride/dilation edges.
+-- columns, and im2col copies a whole shifted plane per tap when stride 1 keeps the width ("same"
+-- padding). These cases cross those paths with padding/stride/dilation edges.
 
 describe("conv2d kernel paths", function()
   local function dot(a, b) return (a * b):sum():item() end
@@ -242,6 +243,9 @@ describe("conv2d kernel paths", function()
       {w = {4, 1, 1, 3}, o = {padding = {0, 4}, stride = {2, 3}, groups = 2}},
       {w = {1, 2, 5, 6}, o = {}},                                    -- kernel as large as the input
       {w = {2, 2, 1, 1}, o = {stride = 2}},                          -- 1x1, strided
+      {w = {2, 2, 3, 7}, o = {padding = {1, 3}}},                    -- same width: rows shifted by up to 3
+      {w = {2, 2, 3, 3}, o = {padding = 2, dilation = 2}},           -- same width, dilated
+      {w = {2, 2, 1, 3}, o = {padding = {2, 1}, dilation = {1, 1}}}, -- same width, rows all padding
     }
     for k, c in ipairs(cases) do
       local W = H.values(c.w, {seed = 60 + k})

@@ -30,13 +30,14 @@ function common.accuracy(model, x, y)
 end
 
 --- Trains `model` with `opt` for opts.epochs epochs of opts.batch_size (shuffled with a seeded
--- generator), the learning rate following a cosine schedule with 100 warmup steps; prints loss,
--- test accuracy, samples/s and seconds per epoch. Returns the last test accuracy.
+-- generator), the learning rate following a cosine schedule with opts.warmup (default 100) warmup
+-- steps, cross-entropy with opts.label_smoothing (default 0); prints loss, test accuracy,
+-- samples/s and seconds per epoch. Returns the last test accuracy.
 function common.fit(model, opt, data, opts)
   local train_x, train_y, test_x, test_y = table.unpack(data)
   local steps = opts.epochs * math.ceil(train_x:size(1) / opts.batch_size)
-  local schedule = dle.optim.lr.cosine(opt, {warmup = 100, total = steps, min_lr = 1e-5})
-  local loss_fn = dle.nn.CrossEntropyLoss()
+  local schedule = dle.optim.lr.cosine(opt, {warmup = opts.warmup or 100, total = steps, min_lr = 1e-5})
+  local loss_fn = dle.nn.CrossEntropyLoss({label_smoothing = opts.label_smoothing or 0})
   local loader = dle.data.DataLoader({train_x, train_y},
                                      {batch_size = opts.batch_size, shuffle = true, generator = dle.Generator(0)})
   local acc

@@ -113,6 +113,9 @@ static void in_range(int64_t n, int64_t s, int64_t off, int64_t in, int64_t *lo,
   /* col[(c*kh*kw + i*kw + j) * ld + b*L + l] = x[b0 + b, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw] */ \
   static void im2col_##ID(const T *x, int64_t b0, int64_t nb, const conv_geom *q, CT *col) {      \
     const int64_t ld = nb * q->l, total = nb * q->c, wo = q->wo, sw = q->sw;                      \
+    /* stride 1 with the output as wide as the input ("same" padding): a tap's valid rows are     \
+     * one contiguous run of the plane, shifted */                                                \
+    const bool same_width = q->sh == 1 && sw == 1 && wo == q->w;                                  \
     _Pragma("omp parallel for schedule(static) if (total * q->k * q->l >= CONV_GRAIN)")           \
     for (int64_t bc = 0; bc < total; bc++) {                                                      \
       int64_t b = bc / q->c, c = bc % q->c;                                                       \
@@ -126,6 +129,17 @@ static void in_range(int64_t n, int64_t s, int64_t off, int64_t in, int64_t *lo,
           CT *restrict row = col + ((c * q->kh + i) * q->kw + j) * ld + b * q->l;                 \
           for (int64_t l = 0; l < oh0 * wo; l++) row[l] = 0;                                      \
           for (int64_t l = oh1 * wo; l < q->l; l++) row[l] = 0;                                   \
+          if (same_width) { /* one run over the valid rows, then the columns that wrapped */      \
+            CT *restrict r = row + oh0 * wo;                                                      \
+            const T *restrict src = plane + (oh0 + offh) * q->w + offw;                           \
+            int64_t n = (oh1 - oh0) * wo, lo = offw < 0 ? -offw : 0, hi = n - (offw > 0 ? offw : 0); \
+            for (int64_t k = lo; k < hi; k++) r[k] = LD_##ID(src[k]);                             \
+            for (int64_t oh = 0; oh < oh1 - oh0; oh++) {                                          \
+              for (int64_t ow = 0; ow < ow0; ow++) r[oh * wo + ow] = 0;                           \
+              for (int64_t ow = ow1; ow < wo; ow++) r[oh * wo + ow] = 0;                          \
+            }                                                                                     \
+            continue;                                                                             \
+          }                                                                                       \
           for (int64_t oh = oh0; oh < oh1; oh++) {                                                \
             CT *restrict r = row + oh * wo;                                                       \
             const T *restrict src = plane + (oh * q->sh + offh) * q->w + offw;                    \
