@@ -187,14 +187,17 @@ describe("conv2d", function()
 end)
 
 -- ---------------------------------------------------------------- conv2d kernel paths
--- The CPU kernel cuts the batch into chunks whose column buffer stays under 256 KiB; a chunk of
--- one sample in float32/float64 lets the gemms read gy and write y in place (no gather/scatter),
+-- The CPU kernel cuts the batch into chunks whose column buffer stays under 256 KiB on one thread
+-- (2 MiB on several, so these cases run on one thread); a chunk of one sample in float32/float64 lets the gemms read gy and write y in place (no gather/scatter),
 -- float16 still goes through the gathered buffers; im2col/col2im copy precomputed runs of valid
 -- columns, and im2col copies a whole shifted plane per tap when stride 1 keeps the width ("same"
 -- padding). These cases cross those paths with padding/stride/dilation edges.
 
 describe("conv2d kernel paths", function()
   local function dot(a, b) return (a * b):sum():item() end
+  local threads
+  setup(function() threads = dle.get_num_threads(); dle.set_num_threads(1) end)
+  teardown(function() dle.set_num_threads(threads) end)
 
   it("one-sample chunks (4 x 43 x 43 input, 9-tap columns > 256 KiB) match the direct loops in float32, float64 and float16", function()
     local X = H.values({2, 4, 43, 43}, {seed = 51})

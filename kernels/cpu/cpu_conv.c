@@ -60,13 +60,17 @@ static conv_geom make_geom(const int64_t *xs, const int64_t *ws, const int64_t *
 }
 
 /* Samples per chunk: the column buffer stays under 256 KiB (at least one sample), so im2col
- * writes it into the L2 cache the gemm then reads it from (measured on Fashion-MNIST's conv2,
- * 1 thread: 8 MiB chunks 65 ms for forward + both gradients, 256 KiB 56 ms). Small images still
- * batch several samples into one gemm of a few thousand columns. */
+ * writes it into the L2 cache the gemm then reads it from (Fashion-MNIST's conv2, 1 thread, CPU
+ * time of forward + both gradients: 256 KiB chunks ~60 ms, 2 MiB ~68 ms, 8 MiB ~65 ms). With
+ * several threads every gemm call needs all of OpenBLAS's threads scheduled, which on a busy
+ * machine costs more than the cache misses (CNN training step on the shared 2-core box at load
+ * ~12: 256 KiB 3.9-6.0 s, 2 MiB 2.7-3.0 s), so threaded runs use fewer, larger chunks. */
 #define CONV_COL_BYTES ((int64_t)256 << 10)
+#define CONV_COL_BYTES_THREADED ((int64_t)2 << 20)
 static int64_t chunk_of(const conv_geom *q, size_t es) {
+  int64_t budget = conv_threads() > 1 ? CONV_COL_BYTES_THREADED : CONV_COL_BYTES;
   int64_t per = q->c * q->kh * q->kw * q->l * (int64_t)es;
-  int64_t b = per > 0 ? CONV_COL_BYTES / per : q->n;
+  int64_t b = per > 0 ? budget / per : q->n;
   if (b < 1) b = 1;
   if (b > q->n) b = q->n;
   while (b > 1 && b * q->l > INT_MAX / 2) b /= 2;
