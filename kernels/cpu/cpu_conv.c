@@ -112,6 +112,20 @@ static void in_range(int64_t n, int64_t s, int64_t off, int64_t in, int64_t *lo,
   *lo = a, *hi = b;
 }
 
+/* Kernel tap (i, j): input offsets offh/offw of output (0, 0) and the output rows [oh0, oh1) and
+ * columns [ow0, ow1) that read inside the input. */
+typedef struct {
+  int64_t offh, offw, oh0, oh1, ow0, ow1;
+} conv_tap;
+
+static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
+  conv_tap t;
+  t.offh = i * q->dh - q->ph, t.offw = j * q->dw - q->pw;
+  in_range(q->ho, q->sh, t.offh, q->h, &t.oh0, &t.oh1);
+  in_range(q->wo, q->sw, t.offw, q->w, &t.ow0, &t.ow1);
+  return t;
+}
+
 /* ---- conv kernels, one body per dtype ---- */
 #define CONV_KERNELS(ID, T, CT)                                                                   \
   /* col[(c*kh*kw + i*kw + j) * ld + b*L + l] = x[b0 + b, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw] */ \
@@ -124,12 +138,11 @@ static void in_range(int64_t n, int64_t s, int64_t off, int64_t in, int64_t *lo,
     for (int64_t bc = 0; bc < total; bc++) {                                                      \
       int64_t b = bc / q->c, c = bc % q->c;                                                       \
       const T *plane = x + ((b0 + b) * q->c + c) * q->h * q->w;                                   \
-      for (int64_t i = 0; i < q->kh; i++) {                                                       \
-        int64_t offh = i * q->dh - q->ph, oh0, oh1;                                               \
-        in_range(q->ho, q->sh, offh, q->h, &oh0, &oh1);                                           \
+      for (int64_t i = 0; i < q->kh; i++)                                                         \
         for (int64_t j = 0; j < q->kw; j++) {                                                     \
-          int64_t offw = j * q->dw - q->pw, ow0, ow1;                                             \
-          in_range(wo, sw, offw, q->w, &ow0, &ow1);                                               \
+          conv_tap t = tap_of(q, i, j);                                                           \
+          const int64_t offh = t.offh, offw = t.offw, oh0 = t.oh0, oh1 = t.oh1, ow0 = t.ow0,      \
+                        ow1 = t.ow1;                                                              \
           CT *restrict row = col + ((c * q->kh + i) * q->kw + j) * ld + b * q->l;                 \
           for (int64_t l = 0; l < oh0 * wo; l++) row[l] = 0;                                      \
           for (int64_t l = oh1 * wo; l < q->l; l++) row[l] = 0;                                   \
@@ -155,7 +168,6 @@ static void in_range(int64_t n, int64_t s, int64_t off, int64_t in, int64_t *lo,
             for (int64_t ow = ow1; ow < wo; ow++) r[ow] = 0;                                      \
           }                                                                                       \
         }                                                                                         \
-      }                                                                                           \
     }                                                                                             \
   }                                                                                               \
   /* The adjoint of im2col for one (sample b, channel c) plane: acc {H, W} (CT) = the sum of its  \
@@ -164,23 +176,19 @@ static void in_range(int64_t n, int64_t s, int64_t off, int64_t in, int64_t *lo,
                                 const conv_geom *q, CT *restrict acc, T *restrict gx_plane) {     \
     const int64_t wo = q->wo, sw = q->sw, hw = q->h * q->w;                                       \
     for (int64_t i = 0; i < hw; i++) acc[i] = 0;                                                  \
-    for (int64_t i = 0; i < q->kh; i++) {                                                         \
-      int64_t offh = i * q->dh - q->ph, oh0, oh1;                                                 \
-      in_range(q->ho, q->sh, offh, q->h, &oh0, &oh1);                                             \
+    for (int64_t i = 0; i < q->kh; i++)                                                           \
       for (int64_t j = 0; j < q->kw; j++) {                                                       \
-        int64_t offw = j * q->dw - q->pw, ow0, ow1;                                               \
-        in_range(wo, sw, offw, q->w, &ow0, &ow1);                                                 \
+        conv_tap t = tap_of(q, i, j);                                                             \
         const CT *restrict row = col + ((c * q->kh + i) * q->kw + j) * ld + b * q->l;             \
-        for (int64_t oh = oh0; oh < oh1; oh++) {                                                  \
-          CT *restrict dst = acc + (oh * q->sh + offh) * q->w + offw;                             \
+        for (int64_t oh = t.oh0; oh < t.oh1; oh++) {                                              \
+          CT *restrict dst = acc + (oh * q->sh + t.offh) * q->w + t.offw;                         \
           const CT *restrict r = row + oh * wo;                                                   \
           if (sw == 1)                                                                            \
-            for (int64_t ow = ow0; ow < ow1; ow++) dst[ow] += r[ow];                              \
+            for (int64_t ow = t.ow0; ow < t.ow1; ow++) dst[ow] += r[ow];                          \
           else                                                                                    \
-            for (int64_t ow = ow0; ow < ow1; ow++) dst[ow * sw] += r[ow];                         \
+            for (int64_t ow = t.ow0; ow < t.ow1; ow++) dst[ow * sw] += r[ow];                     \
         }                                                                                         \
       }                                                                                           \
-    }                                                                                             \
     for (int64_t i = 0; i < hw; i++) gx_plane[i] = ST_##ID(acc[i]);                               \
   }                                                                                               \
   /* dst {O, nb*L} (CT) <- gy[b0.., o, l] */                                                      \
