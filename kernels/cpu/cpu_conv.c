@@ -59,14 +59,15 @@ static conv_geom make_geom(const int64_t *xs, const int64_t *ws, const int64_t *
   return q;
 }
 
-/* Samples per chunk: the column buffer stays under 256 KiB (at least one sample), so im2col
- * writes it into the L2 cache the gemm then reads it from (Fashion-MNIST's conv2, 1 thread, CPU
+/* Samples per chunk: on one thread the column buffer stays under 256 KiB (at least one sample),
+ * so im2col writes it into the L2 cache the gemm then reads it from (Fashion-MNIST's conv2, CPU
  * time of forward + both gradients: 256 KiB chunks ~60 ms, 2 MiB ~68 ms, 8 MiB ~65 ms). With
- * several threads every gemm call needs all of OpenBLAS's threads scheduled, which on a busy
- * machine costs more than the cache misses (CNN training step on the shared 2-core box at load
- * ~12: 256 KiB 3.9-6.0 s, 2 MiB 2.7-3.0 s), so threaded runs use fewer, larger chunks. */
+ * several threads every gemm call needs all of OpenBLAS's threads scheduled at once, which on a
+ * busy machine costs far more than the cache misses (conv2 forward + backward, 2 threads, shared
+ * box at load ~5: 2 MiB chunks 460-740 ms wall, 8 MiB 225-280 ms, 32 MiB 70-285 ms, for 65-95 ms
+ * of CPU time), so threaded runs use few large chunks (the whole batch of an MNIST-sized layer). */
 #define CONV_COL_BYTES ((int64_t)256 << 10)
-#define CONV_COL_BYTES_THREADED ((int64_t)2 << 20)
+#define CONV_COL_BYTES_THREADED ((int64_t)32 << 20)
 static int64_t chunk_of(const conv_geom *q, size_t es) {
   int64_t budget = conv_threads() > 1 ? CONV_COL_BYTES_THREADED : CONV_COL_BYTES;
   int64_t per = q->c * q->kh * q->kw * q->l * (int64_t)es;
