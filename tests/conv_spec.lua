@@ -238,6 +238,28 @@ describe("conv2d kernel paths", function()
     end
   end)
 
+  it("multi-sample chunks with a partial last one (41 x 1x28x28, float64: 4 samples per chunk) agree with one whole-batch chunk (2 threads)", function()
+    local g = dle.Generator(9)
+    local x = dle.randn({41, 1, 28, 28}, {generator = g, dtype = "float64"})
+    local w = dle.randn({6, 1, 3, 3}, {generator = g, dtype = "float64"})
+    local b = dle.randn({6}, {generator = g, dtype = "float64"})
+    local gy = dle.randn({41, 6, 28, 28}, {generator = g, dtype = "float64"})
+    local o = {padding = 1}
+    local function all()
+      return dle.conv2d(x, w, b, o), dle.core._conv2d_grad_input(gy, w, {28, 28}, o),
+             dle.core._conv2d_grad_weight(gy, x, {3, 3}, o)
+    end
+    local y1, gx1, gw1 = all()            -- one thread: chunks of 4 samples
+    dle.set_num_threads(2)
+    local y2, gx2, gw2 = all()            -- threaded: the whole batch in one chunk
+    dle.set_num_threads(1)
+    H.assert_close(y1, y2:totable(), {rtol = 1e-12, atol = 1e-12})
+    H.assert_close(gx1, gx2:totable(), {rtol = 1e-12, atol = 1e-12})
+    H.assert_close(gw1, gw2:totable(), {rtol = 1e-10, atol = 1e-10})
+    local lhs = dot(gy, y1 - b:reshape({1, 6, 1, 1}))
+    assert.is_true(math.abs(dot(gw1, w) - lhs) < 1e-9 * math.abs(lhs))
+  end)
+
   it("matches the direct loops where padding reaches past whole kernel rows and columns", function()
     local X = H.values({3, 2, 5, 6}, {seed = 54})
     local cases = {
@@ -385,6 +407,9 @@ describe("gradient ops", function()
   end)
 
   it("the gradient ops stay adjoint when the batch spans several column chunks (40 x 4x32x32)", function()
+    local threads = dle.get_num_threads()
+    dle.set_num_threads(1) -- one-thread chunks are one sample here (threaded ones hold the batch)
+    finally(function() dle.set_num_threads(threads) end)
     local g = dle.Generator(5)
     local x = dle.randn({40, 4, 32, 32}, {generator = g, dtype = "float64"})
     local w = dle.randn({3, 4, 5, 5}, {generator = g, dtype = "float64"})
