@@ -9,14 +9,18 @@
  * grad_input    col_g = W_g^T . gy_g, then col2im: each {H, W} plane accumulates its columns in
  *               a compute-type plane buffer, then is stored.
  * grad_weight   gw_g = gy_g . col_g^T, accumulated over the chunks (gemm with beta = 1).
- * One gemm over B samples (thousands of columns) runs OpenBLAS far faster than one per sample.
- * im2col and col2im work on runs of valid output columns computed once per kernel tap (in_range),
- * so their inner loops are branch-free copies/adds (contiguous for stride 1).
+ * The chunk size B is chosen by chunk_of (see there); a chunk of one sample in float32/float64
+ * needs no gather or scatter: its gemms read gy and write y in place.
+ * im2col and col2im work on runs of valid output columns computed once per kernel tap (tap_of),
+ * so their inner loops are branch-free copies/adds (contiguous for stride 1; one shifted run per
+ * tap when stride 1 keeps the width, as with "same" padding).
  *
  * Every kernel body is written once and instantiated per float dtype with the X-macros of
  * cpu_types.h; the compute type CT (float for float16/bfloat16, float32 and float64 otherwise)
- * selects sgemm or dgemm. No BLAS call is ever made inside an OpenMP region; the loops between
- * the gemms (im2col, scatter, col2im) use OpenMP from CONV_GRAIN elements of work. */
+ * selects sgemm or dgemm. No BLAS call is ever made inside an OpenMP region. The loops between
+ * the gemms (im2col, scatter, col2im) run on one thread by default (CONV_GRAIN): an OpenMP region
+ * right after an OpenBLAS call competes with OpenBLAS's still-spinning threads on the 2-core
+ * machine (measured 2x slower by the first conv kernels); build with -DCONV_GRAIN=32768 to try. */
 #include <cblas.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -24,7 +28,7 @@
 #include "cpu_backend.h"
 #include "cpu_loop.h"
 
-/* Work size (elements moved) from which the loops around the gemms use OpenMP threads. */
+/* Work size (elements moved) from which the loops around the gemms use OpenMP threads: never. */
 #ifndef CONV_GRAIN
 #define CONV_GRAIN INT64_MAX
 #endif
