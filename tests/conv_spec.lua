@@ -186,6 +186,107 @@ describe("conv2d", function()
   end)
 end)
 
+-- ---------------------------------------------------------------- conv2d kernel paths
+-- The CPU kernel cuts the batch into chunks whose column buffer stays under 256 KiB on one thread
+-- (2 MiB on several, so these cases run on one thread); a chunk of one sample in float32/float64 lets the gemms read gy and write y in place (no gather/scatter),
+-- float16 still goes through the gathered buffers; im2col/col2im copy precomputed runs of valid
+-- columns, and im2col copies a whole shifted plane per tap when stride 1 keeps the width ("same"
+-- padding). These cases cross those paths with padding/stride/dilation edges.
+
+describe("conv2d kernel paths", function()
+  local function dot(a, b) return (a * b):sum():item() end
+  local threads
+  setup(function() threads = dle.get_num_threads(); dle.set_num_threads(1) end)
+  teardown(function() dle.set_num_threads(threads) end)
+
+  it("one-sample chunks (4 x 43 x 43 input, 9-tap columns > 256 KiB) match the direct loops in float32, float64 and float16", function()
+    local X = H.values({2, 4, 43, 43}, {seed = 51})
+    local W = H.values({3, 4, 3, 3}, {seed = 52})
+    local B = H.values({3}, {seed = 53})
+    local o = {padding = 1}
+    local want = ref_conv(X, W, B, o)
+    for _, dt in ipairs({"float32", "float64", "float16"}) do
+      local y = dle.conv2d(dle.tensor(X, {dtype = dt}), dle.tensor(W, {dtype = dt}), dle.tensor(B, {dtype = dt}), o)
+      local tol = dt == "float16" and 2e-2 or 1e-5
+      H.assert_close(y, want, {dtype = dt, rtol = tol, atol = tol, msg = dt})
+    end
+    -- without a bias the float32 output is the gemm's own result
+    H.assert_close(dle.conv2d(dle.tensor(X), dle.tensor(W), nil, o), ref_conv(X, W, nil, o), {rtol = 1e-5, atol = 1e-5})
+    -- a non-contiguous input takes the same path after the front door's copy
+    H.assert_close(dle.conv2d(H.make(X, "float32", "transposed"), dle.tensor(W), nil, o), ref_conv(X, W, nil, o),
+                   {rtol = 1e-5, atol = 1e-5})
+  end)
+
+  it("one-sample chunks keep grad_input and grad_weight adjoint to conv2d (float64, float32, float16)", function()
+    local g = dle.Generator(7)
+    local o = {padding = 1, stride = {1, 2}}
+    local x64 = dle.randn({3, 4, 45, 41}, {generator = g, dtype = "float64"})
+    local w64 = dle.randn({5, 4, 3, 3}, {generator = g, dtype = "float64"})
+    local y64 = dle.conv2d(x64, w64, nil, o)
+    local gy64 = dle.randn(y64:shape(), {generator = g, dtype = "float64"})
+    local lhs = dot(gy64, y64)
+    local gx64 = dle.core._conv2d_grad_input(gy64, w64, {45, 41}, o)
+    local gw64 = dle.core._conv2d_grad_weight(gy64, x64, {3, 3}, o)
+    assert.is_true(math.abs(dot(gx64, x64) - lhs) < 1e-9 * math.abs(lhs))
+    assert.is_true(math.abs(dot(gw64, w64) - lhs) < 1e-9 * math.abs(lhs))
+    for _, dt in ipairs({"float32", "float16"}) do
+      local gx = dle.core._conv2d_grad_input(gy64:to(dt), w64:to(dt), {45, 41}, o)
+      local gw = dle.core._conv2d_grad_weight(gy64:to(dt), x64:to(dt), {3, 3}, o)
+      local tol = dt == "float16" and 5e-2 or 1e-4
+      H.assert_close(gx:double(), gx64:totable(), {rtol = tol, atol = tol, msg = dt})
+      H.assert_close(gw:double(), gw64:totable(), {rtol = tol, atol = tol * 50, msg = dt})
+    end
+  end)
+
+  it("multi-sample chunks with a partial last one (41 x 1x28x28, float64: 4 samples per chunk) agree with one whole-batch chunk (2 threads)", function()
+    local g = dle.Generator(9)
+    local x = dle.randn({41, 1, 28, 28}, {generator = g, dtype = "float64"})
+    local w = dle.randn({6, 1, 3, 3}, {generator = g, dtype = "float64"})
+    local b = dle.randn({6}, {generator = g, dtype = "float64"})
+    local gy = dle.randn({41, 6, 28, 28}, {generator = g, dtype = "float64"})
+    local o = {padding = 1}
+    local function all()
+      return dle.conv2d(x, w, b, o), dle.core._conv2d_grad_input(gy, w, {28, 28}, o),
+             dle.core._conv2d_grad_weight(gy, x, {3, 3}, o)
+    end
+    local y1, gx1, gw1 = all()            -- one thread: chunks of 4 samples
+    dle.set_num_threads(2)
+    local y2, gx2, gw2 = all()            -- threaded: the whole batch in one chunk
+    dle.set_num_threads(1)
+    H.assert_close(y1, y2:totable(), {rtol = 1e-12, atol = 1e-12})
+    H.assert_close(gx1, gx2:totable(), {rtol = 1e-12, atol = 1e-12})
+    H.assert_close(gw1, gw2:totable(), {rtol = 1e-10, atol = 1e-10})
+    local lhs = dot(gy, y1 - b:reshape({1, 6, 1, 1}))
+    assert.is_true(math.abs(dot(gw1, w) - lhs) < 1e-9 * math.abs(lhs))
+  end)
+
+  it("matches the direct loops where padding reaches past whole kernel rows and columns", function()
+    local X = H.values({3, 2, 5, 6}, {seed = 54})
+    local cases = {
+      {w = {2, 2, 2, 2}, o = {padding = 3}},                         -- border rows/cols all padding
+      {w = {2, 2, 3, 3}, o = {padding = 2, stride = 3, dilation = 2}},
+      {w = {4, 1, 1, 3}, o = {padding = {0, 4}, stride = {2, 3}, groups = 2}},
+      {w = {1, 2, 5, 6}, o = {}},                                    -- kernel as large as the input
+      {w = {2, 2, 1, 1}, o = {stride = 2}},                          -- 1x1, strided
+      {w = {2, 2, 3, 7}, o = {padding = {1, 3}}},                    -- same width: rows shifted by up to 3
+      {w = {2, 2, 3, 3}, o = {padding = 2, dilation = 2}},           -- same width, dilated
+      {w = {2, 2, 1, 3}, o = {padding = {2, 1}, dilation = {1, 1}}}, -- same width, rows all padding
+    }
+    for k, c in ipairs(cases) do
+      local W = H.values(c.w, {seed = 60 + k})
+      local x, w = dle.tensor(X, {dtype = "float64"}), dle.tensor(W, {dtype = "float64"})
+      local y = dle.conv2d(x, w, nil, c.o)
+      H.assert_close(y, ref_conv(X, W, nil, c.o), {msg = "case " .. k})
+      local gy = dle.tensor(H.values(y:shape(), {seed = 70 + k}), {dtype = "float64"})
+      local lhs = dot(gy, y)
+      local gx = dle.core._conv2d_grad_input(gy, w, {5, 6}, c.o)
+      local gw = dle.core._conv2d_grad_weight(gy, x, {c.w[3], c.w[4]}, c.o)
+      assert.is_true(math.abs(dot(gx, x) - lhs) < 1e-9 * (1 + math.abs(lhs)), "grad_input case " .. k)
+      assert.is_true(math.abs(dot(gw, w) - lhs) < 1e-9 * (1 + math.abs(lhs)), "grad_weight case " .. k)
+    end
+  end)
+end)
+
 -- ---------------------------------------------------------------- pooling
 
 describe("max_pool2d", function()
@@ -210,6 +311,37 @@ describe("max_pool2d", function()
     -- all-negative input: padding counts as -inf, so the max stays negative
     local v = dle.max_pool2d(dle.full({1, 1, 3, 3}, -5), 3, {stride = 1, padding = 1})
     H.assert_close(v, H.build({1, 1, 3, 3}, function() return -5 end))
+  end)
+
+  it("2x2 windows at stride 2 (the fast path) match the direct max on odd sizes, all dtypes and layouts", function()
+    local X2 = H.values({3, 2, 9, 7}, {seed = 12})
+    local rv, ri = ref_pool("max", X2, 2)
+    for _, dt in ipairs({"float32", "float64", "float16", "bfloat16"}) do
+      for _, layout in ipairs(H.layouts) do
+        local v, i = dle.max_pool2d(H.make(X2, dt, layout), 2)
+        local tol = (dt == "float16" or dt == "bfloat16") and 1e-2 or 1e-6
+        H.assert_close(v, rv, {rtol = tol, atol = tol, msg = dt .. " " .. layout})
+        if dt == "float32" or dt == "float64" then H.assert_close(i, ri, {msg = dt .. " " .. layout}) end
+      end
+    end
+  end)
+
+  it("2x2 fast path: ties go to the first cell in the window, NaN wins over any number", function()
+    local x = dle.tensor({{{{1, 1, 0, 5}, {1, 1, 5, 5}, {2, 0 / 0, 3, 3}, {0 / 0, 4, 3, 0 / 0}}}})
+    local v, i = dle.max_pool2d(x, 2)
+    -- 1-based h*W + w + 1 in the plane; the second window's first 5, the last NaN of the others
+    assert.are.same({1, 4, 13, 16}, i:reshape(4):totable())
+    local vt = v:reshape(4):totable()
+    assert.are.equal(1, vt[1])
+    assert.are.equal(5, vt[2])
+    assert.is_true(vt[3] ~= vt[3])   -- NaN
+    assert.is_true(vt[4] ~= vt[4])
+    -- the same rule as the general path (a 3x3 window over the same cells plus padding)
+    local nan = dle.tensor({{{{0 / 0, 0 / 0}, {1, 2}}}})
+    local _, i_fast = dle.max_pool2d(nan, 2)
+    local _, i_gen = dle.max_pool2d(nan, 3, {stride = 2, padding = 1})
+    assert.are.equal(2, i_fast:reshape(1):totable()[1])
+    assert.are.equal(2, i_gen:reshape(1):totable()[1])
   end)
 
   it("works as a method on float16 and rejects bad kernels, strides and paddings", function()
@@ -275,6 +407,9 @@ describe("gradient ops", function()
   end)
 
   it("the gradient ops stay adjoint when the batch spans several column chunks (40 x 4x32x32)", function()
+    local threads = dle.get_num_threads()
+    dle.set_num_threads(1) -- one-thread chunks are one sample here (threaded ones hold the batch)
+    finally(function() dle.set_num_threads(threads) end)
     local g = dle.Generator(5)
     local x = dle.randn({40, 4, 32, 32}, {generator = g, dtype = "float64"})
     local w = dle.randn({3, 4, 5, 5}, {generator = g, dtype = "float64"})

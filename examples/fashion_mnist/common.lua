@@ -14,14 +14,29 @@ function common.load()
   return (train_x - mean) / std, train_y, (test_x - mean) / std, test_y
 end
 
---- Fraction of correctly classified samples of (x, y), in batches, in eval mode, unrecorded.
-function common.accuracy(model, x, y)
+--- x {N, C, H, W} mirrored left-right.
+function common.flip(x)
+  return x:index_select(4, dle.arange(x:size(4), 0, -1):long())
+end
+
+--- x with each sample mirrored left-right with probability 1/2 (clothes stay clothes).
+function common.random_flip(x, generator)
+  local m = dle.rand({x:size(1), 1, 1, 1}, {generator = generator}):lt(0.5)
+  return dle.where(m, common.flip(x), x)
+end
+
+--- Fraction of correctly classified samples of (x, y), in batches, in eval mode, unrecorded;
+-- with tta, the logits are averaged over each image and its mirror image.
+function common.accuracy(model, x, y, tta)
   model:eval()
   local correct = 0
   dle.no_grad(function()
     for b = 1, x:size(1), 500 do
       local n = math.min(500, x:size(1) - b + 1)
-      local pred = model(x:narrow(1, b, n)):argmax(2)
+      local xb = x:narrow(1, b, n)
+      local logits = model(xb)
+      if tta then logits = logits + model(common.flip(xb)) end
+      local pred = logits:argmax(2)
       correct = correct + pred:eq(y:narrow(1, b, n)):sum():item()
     end
   end)
@@ -30,19 +45,22 @@ function common.accuracy(model, x, y)
 end
 
 --- Trains `model` with `opt` for opts.epochs epochs of opts.batch_size (shuffled with a seeded
--- generator), the learning rate following a cosine schedule with 100 warmup steps; prints loss,
--- test accuracy, samples/s and seconds per epoch. Returns the last test accuracy.
+-- generator), the learning rate following a cosine schedule with opts.warmup (default 100) warmup
+-- steps, cross-entropy with opts.label_smoothing (default 0); with opts.flip, random left-right
+-- flips of the training images and test accuracy averaged over each image and its mirror image.
+-- Prints loss, test accuracy, samples/s and seconds per epoch. Returns the last test accuracy.
 function common.fit(model, opt, data, opts)
   local train_x, train_y, test_x, test_y = table.unpack(data)
   local steps = opts.epochs * math.ceil(train_x:size(1) / opts.batch_size)
-  local schedule = dle.optim.lr.cosine(opt, {warmup = 100, total = steps, min_lr = 1e-5})
-  local loss_fn = dle.nn.CrossEntropyLoss()
+  local schedule = dle.optim.lr.cosine(opt, {warmup = opts.warmup or 100, total = steps, min_lr = 1e-5})
+  local loss_fn = dle.nn.CrossEntropyLoss({label_smoothing = opts.label_smoothing or 0})
   local loader = dle.data.DataLoader({train_x, train_y},
                                      {batch_size = opts.batch_size, shuffle = true, generator = dle.Generator(0)})
-  local acc
+  local acc, flip_gen = nil, dle.Generator(1)
   for epoch = 1, opts.epochs do
     local t0, total, seen = dle.time(), 0, 0
     for x, y in loader do
+      if opts.flip then x = common.random_flip(x, flip_gen) end
       local loss = loss_fn(model(x), y)
       opt:zero_grad()
       loss:backward()
@@ -52,7 +70,7 @@ function common.fit(model, opt, data, opts)
       seen = seen + x:size(1)
     end
     local dt = dle.time() - t0
-    acc = common.accuracy(model, test_x, test_y)
+    acc = common.accuracy(model, test_x, test_y, opts.flip)
     print(string.format("epoch %d  loss %.4f  test accuracy %.4f  %.0f samples/s  (%.1f s)",
                         epoch, total / seen, acc, seen / dt, dt))
   end

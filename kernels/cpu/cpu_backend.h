@@ -10,7 +10,8 @@ void cpu_register_random(dle_backend *b);      /* random.c: rand, randn, randint
 void cpu_register_reduce(dle_backend *b);      /* reduce.c: reductions, softmax */
 void cpu_register_matmul(dle_backend *b);      /* matmul.c */
 void cpu_register_index(dle_backend *b);       /* index.c: cat, gather, masked_fill, ... */
-void cpu_register_conv(dle_backend *b);        /* conv.c: conv2d and pooling */
+void cpu_register_conv(dle_backend *b);        /* conv.c: conv2d and its gradients */
+void cpu_register_pool(dle_backend *b);        /* pool.c: max and average pooling */
 void cpu_register_norm(dle_backend *b);        /* norm.c: layer_norm, batch_norm */
 void cpu_register_nn(dle_backend *b);          /* nn.c: cross-entropy, embedding, dropout */
 void cpu_register_attention(dle_backend *b);   /* attention.c: sdpa and its score gradient */
