@@ -17,7 +17,6 @@
 -- Prints loss, test accuracy and throughput per epoch.
 --   scripts/dle examples/fashion_mnist/cnn.lua [epochs] [batch_size] [peak_lr] [label_smoothing] [flip|noflip] [dropout]
 local dle = require "dle"
-local nn = dle.nn
 
 local epochs = tonumber(arg and arg[1]) or 3
 local batch_size = math.tointeger(tonumber(arg and arg[2])) or 32
@@ -27,15 +26,11 @@ local flip = (arg and arg[5]) == "flip"
 local dropout = tonumber(arg and arg[6]) or 0
 dle.manual_seed(0)
 
-local common = dofile((arg[0]:match("^(.*/)") or "") .. "common.lua")
+local here = arg[0]:match("^(.*/)") or ""
+local common, models = dofile(here .. "common.lua"), dofile(here .. "models.lua")
 local train_x, train_y, test_x, test_y = common.load()
 
-local model = nn.Sequential(
-  nn.Conv2d(1, 32, 3, {padding = 1}), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
-  nn.Conv2d(32, 64, 3, {padding = 1}), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
-  nn.Flatten(),
-  nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Dropout(dropout),
-  nn.Linear(128, 10))
+local model = models.cnn({dropout = dropout})
 model:summary({batch_size, 1, 28, 28})
 
 local opt = dle.optim.AdamW(model:parameters(), {lr = lr, weight_decay = 1e-4})

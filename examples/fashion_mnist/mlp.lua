@@ -4,21 +4,18 @@
 -- Prints loss, test accuracy and throughput per epoch.
 --   scripts/dle examples/fashion_mnist/mlp.lua [epochs] [batch_size] [peak_lr]
 local dle = require "dle"
-local nn = dle.nn
 
 local epochs = tonumber(arg and arg[1]) or 5
 local batch_size = tonumber(arg and arg[2]) or 128
 local lr = tonumber(arg and arg[3]) or 2e-3
 dle.manual_seed(0)
 
-local common = dofile((arg[0]:match("^(.*/)") or "") .. "common.lua")
+local here = arg[0]:match("^(.*/)") or ""
+local common, models = dofile(here .. "common.lua"), dofile(here .. "models.lua")
 local train_x, train_y, test_x, test_y = common.load()
 train_x, test_x = train_x:view(-1, 784), test_x:view(-1, 784)
 
-local model = nn.Sequential(
-  nn.Linear(784, 256), nn.ReLU(),
-  nn.Linear(256, 128), nn.ReLU(),
-  nn.Linear(128, 10))
+local model = models.mlp()
 model:summary({batch_size, 784})
 
 local opt = dle.optim.Adam(model:parameters(), {lr = lr})

@@ -1,0 +1,28 @@
+--- The Fashion-MNIST models, shared by the examples (mlp.lua, cnn.lua) and scripts/bench (its
+-- training-step figures time exactly these): dofile this file to get {mlp = ..., cnn = ...}.
+local nn = require("dle").nn
+
+local M = {}
+
+--- 784-256-128-10 with ReLU (the dataset README's MLP row has 256-128-100).
+function M.mlp()
+  return nn.Sequential(
+    nn.Linear(784, 256), nn.ReLU(),
+    nn.Linear(256, 128), nn.ReLU(),
+    nn.Linear(128, 10))
+end
+
+--- 2 x (Conv 3x3 pad 1 - BatchNorm - ReLU - MaxPool 2) - Linear 3136-128 - ReLU [- Dropout] -
+-- Linear 128-10, the README's "2 Conv + pooling + BN" shape. opts.dropout: rate before the last
+-- layer (default 0: none).
+function M.cnn(opts)
+  local dropout = opts and opts.dropout or 0
+  return nn.Sequential(
+    nn.Conv2d(1, 32, 3, {padding = 1}), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+    nn.Conv2d(32, 64, 3, {padding = 1}), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
+    nn.Flatten(),
+    nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Dropout(dropout),
+    nn.Linear(128, 10))
+end
+
+return M
