@@ -10,7 +10,7 @@ return function(ctx)
     return {
       key = "matmul_" .. n,
       name = string.format("matmul %dx%d @ %dx%d", n, n, n, n),
-      unit = "GFLOP/s", work = 2 * n ^ 3 / 1e9,
+      unit = "GFLOP/s", work = 2 * n ^ 3 / 1e9, target = {ref = "cblas_sgemm", min = 0.97},
       dle = function()
         local a, b = dle.randn(n, n), dle.randn(n, n)
         return function() return a:matmul(b) end
@@ -28,7 +28,7 @@ return function(ctx)
   entries[#entries + 1] = {
     key = "matmul_batch",
     name = "matmul 128x784 @ 784x512",
-    unit = "GFLOP/s", work = 2 * 128 * 784 * 512 / 1e9,
+    unit = "GFLOP/s", work = 2 * 128 * 784 * 512 / 1e9, target = {ref = "cblas_sgemm", min = 0.97},
     dle = function()
       local x, w = dle.randn(128, 784), dle.randn(784, 512)
       return function() return x:matmul(w) end
@@ -43,7 +43,7 @@ return function(ctx)
   entries[#entries + 1] = {
     key = "matmul_t_1024",
     name = "matmul a:t() @ b, 1024x1024 (a transposed view)",
-    unit = "GFLOP/s", work = 2 * 1024 ^ 3 / 1e9,
+    unit = "GFLOP/s", work = 2 * 1024 ^ 3 / 1e9, target = {ref = "cblas_sgemm (TransA)", min = 0.97},
     dle = function()
       local a, b = dle.randn(1024, 1024), dle.randn(1024, 1024)
       return function() return a:t():matmul(b) end

@@ -8,7 +8,7 @@ return function(ctx)
     {
       key = "add_1elem",
       name = "c = a + b, 1-element float32",
-      unit = "us", scale = 1e6,
+      unit = "us", scale = 1e6, target = {max_value = 0.2},
       dle = function()
         local a, b = dle.ones(1), dle.ones(1)
         return function() return a + b end
@@ -18,7 +18,7 @@ return function(ctx)
     {
       key = "autograd_tiny",
       name = "autograd y = x*w + x; y:sum():backward(), 1 element",
-      unit = "us", scale = 1e6,
+      unit = "us", scale = 1e6, target = {max_value = 3},
       dle = function()
         local x = dle.ones(1):requires_grad_()
         local w = dle.full({1}, 2):requires_grad_()
@@ -48,7 +48,7 @@ return function(ctx)
   entries[#entries + 1] = {
     key = "startup",
     name = "start-up: scripts/dle -e 'require \"dle\"'",
-    unit = "ms", scale = 1e3, threads = "process",
+    unit = "ms", scale = 1e3, threads = "process", target = {max_value = 20},
     dle = function() return process(q(ctx.root .. "/scripts/dle") .. " -e 'require \"dle\"'") end,
     refs = {
       {kind = "lua", label = "lua5.4 -e ''", fn = function() return process("lua5.4 -e ''") end},

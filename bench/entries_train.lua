@@ -40,7 +40,7 @@ loss.item()]]
   entries[#entries + 1] = {
     key = "train_mlp",
     name = "training step: Fashion-MNIST MLP, batch 128",
-    unit = "ms", scale = 1e3, epoch_steps = 469,
+    unit = "ms", scale = 1e3, epoch_steps = 469, target = {ref = "PyTorch", max = 0.7},
     dle = function()
       local model = models.mlp()
       local opt = dle.optim.Adam(model:parameters(), {lr = 2e-3})
@@ -86,7 +86,7 @@ loss_fn = nn.CrossEntropyLoss()]], body = torch_step}},
   entries[#entries + 1] = {
     key = "train_gpt",
     name = string.format("training step: char-GPT %d layers d %d, batch %dx%d", L, D, B, T),
-    unit = "ms", scale = 1e3,
+    unit = "ms", scale = 1e3, target = {ref = "PyTorch", max = 0.8},
     dle = function()
       local model = GPT({vocab = V, context = T, d = D, heads = H, layers = L})
       local decay, no_decay = {}, {}

@@ -1,7 +1,8 @@
 --- bench/report.lua — turns measurements into rows (one per figure and thread setting, each with
 -- its references and dle/ref ratios), prints them as a table and writes them as JSON.
 -- A row's target (entry.target = {ref = label, min = r} or {ref = label, max = r}: the issue's bound
--- on dle/ref against that reference) is shown on that reference's line with whether it is met.
+-- on dle/ref against that reference) is shown on that reference's line with whether it is met; an
+-- absolute one ({max_value = v}: dle's median at most v in the figure's unit) on the first line.
 -- A measurement m = {entry, threads, dle = seconds-per-iteration stats, check = note or nil,
 --   refs = {{label, seconds = stats} | {label, rate = stats in the entry's unit} | {label, skipped = why}}}.
 local json = require "bench.json"
@@ -38,6 +39,12 @@ function M.rows(measurements)
         row.target = ref.target
         if ref.ratio then row.target_met = t.min and ref.ratio >= t.min or (t.max and ref.ratio <= t.max) or false end
       end
+    end
+    local t = e.target
+    if t and t.max_value then
+      row.target = string.format("dle <= %s %s", tostring(t.max_value), e.unit)
+      row.target_met = row.dle.median <= t.max_value
+      row.absolute_target = true
     end
     rows[#rows + 1] = row
     if e.epoch_steps then   -- a derived row: the projected epoch time in seconds
@@ -80,7 +87,8 @@ function M.print_table(rows, out)
         ref.label,
         ref.value and value_str(ref.value, r.unit) or (ref.skipped and ("skipped: " .. ref.skipped) or "-"),
         ref.ratio and string.format("%.2f", ref.ratio) or "-",
-        ref.target and (ref.ratio and (ref.target .. (r.target_met and ": met" or ": not met")) or ref.target) or "",
+        (i == 1 and r.absolute_target) and (r.target .. (r.target_met and ": met" or ": not met"))
+          or ref.target and (ref.ratio and (ref.target .. (r.target_met and ": met" or ": not met")) or ref.target) or "",
       }
     end
     if r.note then t[#t + 1] = {"  (" .. r.note .. ")", "", "", "", "", "", ""} end

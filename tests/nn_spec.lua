@@ -567,3 +567,30 @@ describe("nn training", function()
     assert.is_true(acc > 0.97, "accuracy " .. acc)
   end)
 end)
+
+describe("loading dle.nn, dle.optim and dle.data", function()
+  local root = debug.getinfo(1, "S").source:match("^@(.*)/tests/[^/]*$") or "."
+  local function run(code)
+    local p = assert(io.popen(string.format("%q -e %q 2>&1", root .. "/scripts/dle", code)))
+    local out = p:read("a")
+    p:close()
+    return out
+  end
+
+  it("waits until first use, then gives the same tables as require", function()
+    local out = run([[
+      local dle = require "dle"
+      io.write(tostring(package.loaded["dle.nn"] == nil), " ", tostring(package.loaded["dle.optim"] == nil), " ")
+      io.write(tostring(dle.nn == require "dle.nn"), " ", tostring(dle.optim.Adam ~= nil), " ")
+      io.write(tostring(dle.data == require "dle.data"), " ", tostring(dle.nn.Conv2d ~= nil), " ")
+      io.write(tostring(dle.nn.MultiheadAttention ~= nil and dle.nn.TransformerBlock ~= nil), " ", tostring(dle.nope))]])
+    assert.equal("true true true true true true true nil", out)
+  end)
+
+  it("registers every layer when dle.nn is required before dle", function()
+    local out = run([[
+      local nn = require "dle.nn"
+      io.write(tostring(require("dle").nn == nn), " ", tostring(nn.BatchNorm2d ~= nil and nn.Conv2d ~= nil))]])
+    assert.equal("true true", out)
+  end)
+end)

@@ -21,11 +21,23 @@ require("dle.tensor")(dle)
 require("dle.einsum")(dle)
 require("dle.autograd")(dle)
 
--- Subpackages: dle.nn, dle.optim, dle.data, and the file formats (dle.save/load, npy,
--- safetensors) in dle.io; each is also requireable on its own.
-dle.nn = require("dle.nn")
-dle.optim = require("dle.optim")
-dle.data = require("dle.data")
+-- The file formats (dle.save/load, npy, safetensors) in dle.io.
 require("dle.io")(dle)
+
+-- Subpackages dle.nn, dle.optim, dle.data load on first use (each is also requireable on its own):
+-- together they are half of `require "dle"`'s start-up, which scripts that only compute with
+-- tensors should not pay.
+local subpackages = {nn = "dle.nn", optim = "dle.optim", data = "dle.data"}
+local loading = {}   -- a subpackage's own files may look for it while it loads: nil then
+setmetatable(dle, {__index = function(t, k)
+  local name = subpackages[k]
+  if not name or loading[k] then return nil end
+  loading[k] = true
+  local ok, m = pcall(require, name)
+  loading[k] = nil
+  if not ok then error(m, 0) end
+  rawset(t, k, m)
+  return m
+end})
 
 return dle

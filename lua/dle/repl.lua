@@ -234,6 +234,7 @@ function M.run(opts)
   if interactive == nil then interactive = stdin_is_terminal() end
   local dle = require("dle")
   _G.dle = dle
+  local _ = dle.nn, dle.optim, dle.data   -- loaded now, so `dle.<Tab>` lists them
   local out = io.stdout
   out:setvbuf("line")   -- keeps results and (unbuffered) error output in order in a pipe
   local read, save, editing = make_reader(interactive, opts.readline ~= false)

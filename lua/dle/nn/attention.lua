@@ -211,7 +211,7 @@ function MultiheadAttention:extra_repr()
     tostring(self.causal), tostring(self.dropout))
 end
 
-local nn = dle.nn
+local nn = rawget(dle, "nn")   -- registered when dle.nn is already loaded
 if nn then
   nn.MultiheadAttention = MultiheadAttention
   if nn.functional then

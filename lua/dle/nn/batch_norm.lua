@@ -91,7 +91,7 @@ BatchNorm2d._dims = {[4] = true}
 BatchNorm2d._dims_text = "4-D {N, C, H, W}"
 
 local classes = {BatchNorm1d = BatchNorm1d, BatchNorm2d = BatchNorm2d}
-if type(dle.nn) == "table" then
-  for name, cls in pairs(classes) do dle.nn[name] = cls end
+if type(rawget(dle, "nn")) == "table" then   -- registered when dle.nn is already loaded
+  for name, cls in pairs(classes) do rawget(dle, "nn")[name] = cls end
 end
 return classes

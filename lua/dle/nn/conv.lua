@@ -228,7 +228,7 @@ function AvgPool2d:output_shape(input_shape) return pool_output_shape(self, inpu
 function AvgPool2d:extra_repr() return pool_repr(self) end
 
 local classes = {Conv2d = Conv2d, MaxPool2d = MaxPool2d, AvgPool2d = AvgPool2d}
-if type(dle.nn) == "table" then
-  for name, cls in pairs(classes) do dle.nn[name] = cls end
+if type(rawget(dle, "nn")) == "table" then   -- registered when dle.nn is already loaded
+  for name, cls in pairs(classes) do rawget(dle, "nn")[name] = cls end
 end
 return classes

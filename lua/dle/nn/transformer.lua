@@ -69,6 +69,6 @@ function TransformerBlock:extra_repr()
     tostring(self.attn.causal))
 end
 
-if dle.nn then dle.nn.TransformerBlock = TransformerBlock end
+if rawget(dle, "nn") then rawget(dle, "nn").TransformerBlock = TransformerBlock end
 
 return TransformerBlock
