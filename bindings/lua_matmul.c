@@ -1,6 +1,6 @@
 /* lua_matmul.c — matrix products for Lua: matmul, mm, bmm, mv, dot and outer, each both as
- * dle.<name>(a, b) and a:<name>(b), with an optional {out = t} to write into t. (einsum is Lua
- * code: lua/dle/einsum.lua.) */
+ * dle.<name>(a, b) and a:<name>(b), with an optional {out = t} to write into t; and addmm,
+ * c + a b in one product. (einsum is Lua code: lua/dle/einsum.lua.) */
 #include "lua_util.h"
 
 typedef dle_status (*product_fn)(dle_tensor **out, dle_tensor *a, dle_tensor *b);
@@ -68,6 +68,15 @@ static dle_status outer(dle_tensor **out, dle_tensor *a, dle_tensor *b) {
 }
 
 static int l_matmul(lua_State *L) { return push_product(L, "matmul", dle_matmul); }
+
+/* dle.addmm(c, a, b) or c:addmm(a, b): matmul(a, b) + c with c broadcast to the product (as
+ * PyTorch's addmm, for any shapes matmul takes); float32/64 accumulate into c inside gemm. */
+static int l_addmm(lua_State *L) {
+  dle_tensor *ins[3] = {dle_lua_check(L, 2), dle_lua_check(L, 3), dle_lua_check(L, 1)}, *r = NULL;
+  DLE_LUA_TRY(L, dle_op_call(DLE_OP_MATMUL, &r, ins, 3, NULL));
+  dle_lua_push(L, r);
+  return 1;
+}
 static int l_mm(lua_State *L) { return push_product(L, "mm", dle_mm); }
 static int l_bmm(lua_State *L) { return push_product(L, "bmm", dle_bmm); }
 static int l_mv(lua_State *L) { return push_product(L, "mv", mv); }
@@ -77,7 +86,7 @@ static int l_outer(lua_State *L) { return push_product(L, "outer", outer); }
 void dle_lua_open_matmul(lua_State *L, int module, int methods) {
   static const luaL_Reg both[] = {{"matmul", l_matmul}, {"mm", l_mm},   {"bmm", l_bmm},
                                   {"mv", l_mv},         {"dot", l_dot}, {"outer", l_outer},
-                                  {"ger", l_outer},     {NULL, NULL}};
+                                  {"ger", l_outer},     {"addmm", l_addmm}, {NULL, NULL}};
   dle_lua_setfuncs(L, module, both);
   dle_lua_setfuncs(L, methods, both);
 }

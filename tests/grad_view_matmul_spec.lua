@@ -293,6 +293,23 @@ describe("matmul double backward", function()
   end)
 end)
 
+describe("addmm (matmul with an addend: a b + c)", function()
+  local function addmm(c, a, b) return dle.addmm(c, a, b) end
+
+  it("reverse and forward mode, with c broadcast along rows, full, or over a batch", function()
+    check(addmm, {randn(4), randn(3, 5), randn(5, 4)})            -- a Linear layer's bias
+    check(addmm, {randn(3, 4), randn(3, 5), randn(5, 4)})
+    check(addmm, {randn(1, 4), randn(2, 3, 5), randn(5, 4)})      -- batched input
+    check(addmm, {randn(2, 1, 1), randn(2, 3, 5), randn(2, 5, 4)})
+    check(function(c, a, b) return dle.addmm(c, a, b:t()) end, {randn(4), randn(3, 5), randn(4, 5)})
+  end)
+
+  it("second derivatives through a b + c", function()
+    local f = function(c, a, b) local y = dle.addmm(c, a, b) return (y * y):sum() end
+    check(gradients_of(f), {randn(4), randn(3, 5), randn(5, 4)}, {forward = false})
+  end)
+end)
+
 describe("view ops double backward", function()
   it("second derivatives through view, permute and expand", function()
     local f = function(x, y)

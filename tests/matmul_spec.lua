@@ -321,6 +321,39 @@ end)
 
 -- ---------------------------------------------------------------- mm, bmm, mv, dot, outer
 
+describe("addmm", function()
+  it("equals matmul(a, b) + c for every dtype, c broadcast, with or without a transposed b", function()
+    for _, dt in ipairs({"float32", "float64", "float16", "int64", "int32"}) do
+      local a = dle.tensor(vals({5, 7}, dt, 1), {dtype = dt})
+      local b = dle.tensor(vals({7, 3}, dt, 2), {dtype = dt})
+      for _, c in ipairs({dle.tensor(vals({3}, dt, 3), {dtype = dt}), dle.tensor(vals({5, 3}, dt, 4), {dtype = dt})}) do
+        local want = a:matmul(b) + c
+        check(dle.addmm(c, a, b), want:totable(), dt, dt)
+        check(c:addmm(a, b:t():contiguous():t()), want:totable(), dt, dt .. " transposed b")
+      end
+    end
+  end)
+
+  it("batched products and a {K = 0} product (the result is c itself)", function()
+    local a, b, c = dle.randn(2, 4, 6), dle.randn(6, 3), dle.randn(3)
+    check(dle.addmm(c, a, b), (a:matmul(b) + c):totable(), "float32")
+    local e = dle.addmm(dle.tensor({1, 2}), dle.empty(3, 0), dle.empty(0, 2))
+    assert.same({{1, 2}, {1, 2}, {1, 2}}, e:totable())
+  end)
+
+  it("leaves c unchanged and rejects an addend that does not broadcast", function()
+    local c = dle.tensor({1, 2, 3})
+    dle.addmm(c, dle.ones(2, 2), dle.ones(2, 3))
+    assert.same({1, 2, 3}, c:totable())
+    local ok, err = pcall(dle.addmm, dle.ones(4), dle.ones(2, 2), dle.ones(2, 3))
+    assert.is_false(ok)
+    assert.matches("matmul: shapes {4} and {2,3} cannot be broadcast", err, 1, true)
+    ok, err = pcall(dle.addmm, dle.ones(2, 1, 3), dle.ones(2, 2), dle.ones(2, 3))   -- would grow the result
+    assert.is_false(ok)
+    assert.matches("matmul: the addend of shape {2,1,3} does not broadcast to the product's shape {2,3}", err, 1, true)
+  end)
+end)
+
 describe("mm, bmm, mv, dot and outer", function()
   it("mm multiplies 2-D matrices and rejects other ranks and misaligned shapes", function()
     local A, B = vals({7, 13}, "float64", 30), vals({13, 5}, "float64", 31)

@@ -76,9 +76,10 @@ static dle_status canonical_result(dle_tensor **out, dle_tensor *r, const mm_sha
 
 /* A caller's output is written directly only when the kernel can: same dtype, contiguous, and no
  * memory shared with an input (BLAS would read what it already overwrote). */
-static bool writable_directly(const dle_tensor *o, dle_dtype dt, dle_tensor *const *ins) {
-  return o->dtype == dt && dle_tensor_is_contiguous(o) && o->storage != ins[0]->storage &&
-         o->storage != ins[1]->storage;
+static bool writable_directly(const dle_tensor *o, dle_dtype dt, dle_tensor *const *ins, int nin) {
+  for (int i = 0; i < nin; i++)
+    if (o->storage == ins[i]->storage) return false;
+  return o->dtype == dt && dle_tensor_is_contiguous(o);
 }
 
 static dle_status run_matmul(dle_op op, dle_tensor *r, dle_tensor *const *cast, const mm_shape *s,
@@ -92,10 +93,28 @@ static dle_status run_matmul(dle_op op, dle_tensor *r, dle_tensor *const *cast, 
   return st;
 }
 
+/* The addend c of a b + c, broadcast to the result's shape s, into r (which BLAS then accumulates
+ * into with beta = 1: the separate pass of an add is saved, as PyTorch's addmm does). */
+static dle_status put_addend(const char *fn, dle_tensor *r, dle_tensor *c, const mm_shape *s) {
+  int n;
+  int64_t shape[DLE_MAX_DIMS];
+  DLE_TRY(dle_broadcast_shapes(fn, c->ndim, c->sizes, s->ndim, s->sizes, &n, shape));
+  if (!dle_shape_equal(n, shape, s->ndim, s->sizes)) {
+    char buf[128];
+    return dle_error("%s: the addend of shape %s does not broadcast to the product's shape %s", fn,
+                     SHAPE(c), dle_shape_str(buf, sizeof buf, s->ndim, s->sizes));
+  }
+  dle_tensor *e = NULL;
+  DLE_TRY(dle_expand(&e, c, s->ndim, s->sizes));
+  dle_status st = dle_copy_(r, e);
+  dle_tensor_release(e);
+  return st;
+}
+
 dle_status dle_forward_matmul(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                               const dle_attrs *attrs) {
-  (void)nin;
   const char *fn = dle_op_get_info(op)->name;
+  if (nin != 2 && nin != 3) return dle_error("%s: expected 2 or 3 tensor inputs, got %d", fn, nin);
   mm_shape s;
   DLE_TRY(matmul_shape(fn, ins[0], ins[1], &s));
   dle_dtype dt = dle_promote(ins[0]->dtype, ins[1]->dtype);
@@ -111,14 +130,28 @@ dle_status dle_forward_matmul(dle_op op, dle_tensor **outs, dle_tensor *const *i
   dle_status st = dle_cast_if_needed(&cast[0], ins[0], dt);
   if (st == DLE_OK) st = dle_cast_if_needed(&cast[1], ins[1], dt);
   if (st == DLE_OK) {
-    if (given && writable_directly(given, dt, ins)) {
+    if (given && writable_directly(given, dt, ins, nin)) {
       r = given;
       dle_tensor_retain(r);
     } else {
       st = dle_tensor_empty(&r, s.ndim, s.sizes, dt, dle_tensor_device(ins[0]));
     }
   }
-  if (st == DLE_OK) st = run_matmul(op, r, cast, &s, attrs);
+  /* a b + c: BLAS accumulates into c for float32/64; other dtypes add c after the product */
+  bool fused = nin == 3 && (dt == DLE_F32 || dt == DLE_F64);
+  dle_attrs acc = attrs ? *attrs : (dle_attrs){0};
+  acc.f[0] = fused;
+  if (st == DLE_OK && fused) st = put_addend(fn, r, ins[2], &s);
+  if (st == DLE_OK) st = run_matmul(op, r, cast, &s, &acc);
+  if (st == DLE_OK && nin == 3 && !fused) {
+    int n;
+    int64_t shape[DLE_MAX_DIMS];
+    st = dle_broadcast_shapes(fn, ins[2]->ndim, ins[2]->sizes, s.ndim, s.sizes, &n, shape);
+    if (st == DLE_OK && !dle_shape_equal(n, shape, s.ndim, s.sizes))
+      st = dle_error("%s: the addend of shape %s does not broadcast to the product's shape %s", fn,
+                     SHAPE(ins[2]), SHAPE(r));
+    if (st == DLE_OK) st = dle_binary(DLE_OP_ADD, &r, r, ins[2]);
+  }
   if (st == DLE_OK && given && r != given) st = dle_copy_(given, r);  /* cast on store */
   dle_tensor_release(cast[0]);
   dle_tensor_release(cast[1]);
@@ -251,6 +284,9 @@ static dle_status vjp_matmul(dle_node *n, dle_tensor *const *gout, dle_tensor **
     else if (st == DLE_OK) st = mm_grad(&gin[1], t, g, nb == 1 ? -1 : 0, nb, dle_node_input_sizes(n, 1));
     DLE_RELEASE(t);
   }
+  /* d c = d out summed over the dims c was broadcast along */
+  if (st == DLE_OK && dle_node_num_inputs(n) == 3 && dle_node_needs_grad(n, 2))
+    st = dle_sum_to(&gin[2], gout[0], dle_node_input_ndim(n, 2), dle_node_input_sizes(n, 2));
   dle_tensor_release(g);
   dle_tensor_release(a2);
   dle_tensor_release(b2);
@@ -260,8 +296,19 @@ static dle_status vjp_matmul(dle_node *n, dle_tensor *const *gout, dle_tensor **
 /* d(a b) = da b + a db */
 static dle_status jvp_matmul(dle_op op, const dle_attrs *attrs, dle_tensor *const *ins, int nin,
                              dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)attrs, (void)nin, (void)outs;
-  return dle_jvp_bilinear(DLE_OP_MATMUL, NULL, ins[0], ins[1], tin[0], tin[1], &tout[0]);
+  (void)op, (void)attrs, (void)outs;
+  DLE_TRY(dle_jvp_bilinear(DLE_OP_MATMUL, NULL, ins[0], ins[1], tin[0], tin[1], &tout[0]));
+  if (nin < 3 || !tin[2]) return DLE_OK;   /* + d c, broadcast like c */
+  if (!tout[0]) {
+    dle_tensor *z = NULL;
+    DLE_TRY(dle_full(&z, outs[0]->ndim, outs[0]->sizes, 0, outs[0]->dtype));
+    tout[0] = z;
+  }
+  dle_tensor *sum = NULL;
+  dle_status st = dle_binary(DLE_OP_ADD, &sum, tout[0], tin[2]);
+  dle_tensor_release(tout[0]);
+  tout[0] = sum;
+  return st;
 }
 
 void dle_grad_register_matmul(dle_grad_rule *r) {

@@ -116,35 +116,37 @@ static dle_status blas_operand(blas_mat *out, const cpu_mat *m, dle_dtype dt, bo
 /* ---- BLAS calls: gemm, or gemv when one side is a vector (OpenBLAS 0.3.21 does not forward) ---- */
 #define BLAS_CALLS(P, CT)                                                                      \
   static void blas_##P(const blas_mat *a, const blas_mat *b, CT *c, int64_t ldc, int64_t m,     \
-                       int64_t n, int64_t k) {                                                 \
+                       int64_t n, int64_t k, CT beta) {                                        \
     if (n == 1) { /* c[:, 0] = A x, x = column of b, y = column of c */                        \
       int incx = b->trans ? 1 : (int)b->ld;                                                    \
       if (a->trans)                                                                            \
         cblas_##P##gemv(CblasRowMajor, CblasTrans, (int)k, (int)m, 1, a->p, (int)a->ld, b->p,   \
-                        incx, 0, c, (int)ldc);                                                 \
+                        incx, beta, c, (int)ldc);                                              \
       else                                                                                     \
         cblas_##P##gemv(CblasRowMajor, CblasNoTrans, (int)m, (int)k, 1, a->p, (int)a->ld, b->p, \
-                        incx, 0, c, (int)ldc);                                                 \
+                        incx, beta, c, (int)ldc);                                              \
     } else if (m == 1) { /* c[0, :] = B^T x, x = row of a */                                  \
       int incx = a->trans ? (int)a->ld : 1;                                                    \
       if (b->trans)                                                                            \
         cblas_##P##gemv(CblasRowMajor, CblasNoTrans, (int)n, (int)k, 1, b->p, (int)b->ld, a->p, \
-                        incx, 0, c, 1);                                                        \
+                        incx, beta, c, 1);                                                     \
       else                                                                                     \
         cblas_##P##gemv(CblasRowMajor, CblasTrans, (int)k, (int)n, 1, b->p, (int)b->ld, a->p,   \
-                        incx, 0, c, 1);                                                        \
+                        incx, beta, c, 1);                                                     \
     } else {                                                                                   \
       cblas_##P##gemm(CblasRowMajor, a->trans ? CblasTrans : CblasNoTrans,                     \
                       b->trans ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, 1, a->p,    \
-                      (int)a->ld, b->p, (int)b->ld, 0, c, (int)ldc);                            \
+                      (int)a->ld, b->p, (int)b->ld, beta, c, (int)ldc);                         \
     }                                                                                          \
   }
 BLAS_CALLS(s, float)
 BLAS_CALLS(d, double)
 
-/* State of one kernel call, shared by the matrices of the batch. */
+/* State of one kernel call, shared by the matrices of the batch. accumulate: c += a b (BLAS's
+ * beta = 1; the front door has put the addend in c), only for float32/float64 written directly. */
 typedef struct {
   dle_dtype dt;
+  bool accumulate;
   scratch sa, sb, sc;
 } mm_ctx;
 
@@ -164,8 +166,10 @@ static dle_status float_matmul(mm_ctx *ctx, const cpu_mat *a, const cpu_mat *b, 
     cp = scratch_get(&ctx->sc, (size_t)(m * n) * es);
     if (!cp) return dle_error("matmul: out of memory for a %lldx%lld result", (long long)m, (long long)n);
   }
-  if (dbl) blas_d(&ba, &bb, cp, ldc, m, n, k);
-  else blas_s(&ba, &bb, cp, ldc, m, n, k);
+  if (!direct && ctx->accumulate)
+    return dle_error("matmul: accumulating into a result it cannot write directly");  /* front door bug */
+  if (dbl) blas_d(&ba, &bb, cp, ldc, m, n, k, ctx->accumulate);
+  else blas_s(&ba, &bb, cp, ldc, m, n, k, ctx->accumulate);
   if (!direct) unpack_of[ctx->dt](c, cp, ldc);
   return DLE_OK;
 }
@@ -202,8 +206,8 @@ static void zero_fill(const cpu_mat *c, size_t es) {
 }
 
 static dle_status one_matmul(mm_ctx *ctx, const cpu_mat *a, const cpu_mat *b, const cpu_mat *c) {
-  if (a->cols == 0) {
-    zero_fill(c, dle_dtype_size(ctx->dt));
+  if (a->cols == 0) {   /* an empty sum: 0, or the addend itself */
+    if (!ctx->accumulate) zero_fill(c, dle_dtype_size(ctx->dt));
     return DLE_OK;
   }
   if (int_matmul_of[ctx->dt]) {
@@ -255,7 +259,7 @@ static dle_status check_blas_sizes(const dle_tensor *o, const dle_tensor *a) {
 
 static dle_status cpu_matmul(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
                              const dle_attrs *attrs) {
-  (void)op, (void)nin, (void)attrs;
+  (void)op, (void)nin;
   dle_tensor *o = outs[0], *a = ins[0], *b = ins[1];
   dle_dtype dt = o->dtype;
   if (a->dtype != dt || b->dtype != dt || (!int_matmul_of[dt] && !pack_of[dt]))
@@ -264,7 +268,9 @@ static dle_status cpu_matmul(dle_op op, dle_tensor *const *outs, dle_tensor *con
   if (dle_tensor_numel(o) == 0) return DLE_OK;
   if (pack_of[dt]) DLE_TRY(check_blas_sizes(o, a));
 
-  mm_ctx ctx = {.dt = dt};
+  mm_ctx ctx = {.dt = dt, .accumulate = attrs && attrs->f[0] == 1};
+  if (ctx.accumulate && dt != DLE_F32 && dt != DLE_F64)
+    return dle_error("matmul: accumulating into %s is not supported", dle_dtype_name(dt));
   dle_status st = DLE_OK;
   cpu_mat fa, fc;
   if (fold_batch(o, a, b, &fa, &fc)) {

@@ -50,7 +50,8 @@ TEST(op_arities_fit_their_kinds) {
     switch (i->kind) {
       case DLE_KIND_CREATE: want_in = 0; break;
       case DLE_KIND_VIEW: case DLE_KIND_COPY: case DLE_KIND_UNARY: case DLE_KIND_SOFTMAX: want_in = 1; break;
-      case DLE_KIND_BINARY: case DLE_KIND_COMPARE: case DLE_KIND_MATMUL: want_in = 2; break;
+      case DLE_KIND_BINARY: case DLE_KIND_COMPARE: want_in = 2; break;
+      case DLE_KIND_MATMUL: want_in = -1; break;  /* a, b[, c] */
       case DLE_KIND_WHERE: want_in = 3; break;
       default: break; /* reductions and index ops vary */
     }

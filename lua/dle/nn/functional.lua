@@ -42,8 +42,8 @@ function F.linear(x, weight, bias)
     error("linear: input has shape " .. shape_str(x) .. ", expected last dimension " .. inf
       .. " (weight " .. shape_str(weight) .. ")", 2)
   end
-  local y = x:matmul(weight:t())
-  if bias then y = y + bias end
+  -- with a bias, one product accumulating into it (gemm's beta = 1) instead of a product and an add
+  local y = bias and dle.addmm(bias, x, weight:t()) or x:matmul(weight:t())
   return y
 end
 
