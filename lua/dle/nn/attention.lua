@@ -150,10 +150,7 @@ function MultiheadAttention:forward(q, k, v, opts)
   local d = self.embed_dim
   local Q, K, V
   if k == nil and v == nil then
-    local qkv = self.qkv(q)
-    Q = self:_split(qkv:narrow(3, 1, d))
-    K = self:_split(qkv:narrow(3, d + 1, d))
-    V = self:_split(qkv:narrow(3, 2 * d + 1, d))
+    k, v = q, q   -- self-attention
   else
     v = v or k
     self:_check("key", k)
@@ -162,12 +159,15 @@ function MultiheadAttention:forward(q, k, v, opts)
       error("MultiheadAttention: query " .. shape_str(q) .. ", key " .. shape_str(k) .. " and value "
         .. shape_str(v) .. " do not match (same batch; key and value of the same length)", 2)
     end
-    local W, b = self.qkv.weight, self.qkv.bias
-    local function part(x, i)
-      return F.linear(x, W:narrow(1, (i - 1) * d + 1, d), b and b:narrow(1, (i - 1) * d + 1, d))
-    end
-    Q, K, V = self:_split(part(q, 1)), self:_split(part(k, 2)), self:_split(part(v, 3))
   end
+  -- three products with slices of the fused weight rather than one product sliced afterwards:
+  -- the backward of slicing a {B, T, 3d} result pads each slice's gradient to full size and sums
+  -- the three, several times the memory traffic of these small weight-slice gradients
+  local W, b = self.qkv.weight, self.qkv.bias
+  local function part(x, i)
+    return F.linear(x, W:narrow(1, (i - 1) * d + 1, d), b and b:narrow(1, (i - 1) * d + 1, d))
+  end
+  Q, K, V = self:_split(part(q, 1)), self:_split(part(k, 2)), self:_split(part(v, 3))
   local o = scaled_dot_product_attention(Q, K, V, {
     causal = self.causal, mask = opts.mask, dropout_p = self.dropout, training = self.training,
     generator = self.generator,
