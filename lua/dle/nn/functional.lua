@@ -42,8 +42,16 @@ function F.linear(x, weight, bias)
     error("linear: input has shape " .. shape_str(x) .. ", expected last dimension " .. inf
       .. " (weight " .. shape_str(weight) .. ")", 2)
   end
-  -- with a bias, one product accumulating into it (gemm's beta = 1) instead of a product and an add
+  -- Leading dims are folded into one ({..., in} -> {rows, in}), so the weight's gradient is one
+  -- {out, in} product rather than a batch of them summed afterwards. With a bias, one product
+  -- accumulates into it (gemm's beta = 1) instead of a product and an add.
+  local lead = x:dim() > 2 and x:shape() or nil
+  if lead then x = x:reshape(-1, inf) end
   local y = bias and dle.addmm(bias, x, weight:t()) or x:matmul(weight:t())
+  if lead then
+    lead[#lead] = weight:size(1)
+    y = y:view(lead)
+  end
   return y
 end
 
