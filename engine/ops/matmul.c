@@ -93,17 +93,20 @@ static dle_status run_matmul(dle_op op, dle_tensor *r, dle_tensor *const *cast, 
   return st;
 }
 
-/* The addend c of a b + c, broadcast to the result's shape s, into r (which BLAS then accumulates
- * into with beta = 1: the separate pass of an add is saved, as PyTorch's addmm does). */
-static dle_status put_addend(const char *fn, dle_tensor *r, dle_tensor *c, const mm_shape *s) {
+/* The addend c of a b + c must broadcast to the product's shape s without growing it. */
+static dle_status check_addend(const char *fn, const dle_tensor *c, const mm_shape *s) {
   int n;
   int64_t shape[DLE_MAX_DIMS];
   DLE_TRY(dle_broadcast_shapes(fn, c->ndim, c->sizes, s->ndim, s->sizes, &n, shape));
-  if (!dle_shape_equal(n, shape, s->ndim, s->sizes)) {
-    char buf[128];
-    return dle_error("%s: the addend of shape %s does not broadcast to the product's shape %s", fn,
-                     SHAPE(c), dle_shape_str(buf, sizeof buf, s->ndim, s->sizes));
-  }
+  if (dle_shape_equal(n, shape, s->ndim, s->sizes)) return DLE_OK;
+  char buf[128];
+  return dle_error("%s: the addend of shape %s does not broadcast to the product's shape %s", fn,
+                   SHAPE(c), dle_shape_str(buf, sizeof buf, s->ndim, s->sizes));
+}
+
+/* c broadcast into r, which BLAS then accumulates into with beta = 1: the separate pass of an add
+ * is saved, as PyTorch's addmm does. */
+static dle_status put_addend(dle_tensor *r, dle_tensor *c, const mm_shape *s) {
   dle_tensor *e = NULL;
   DLE_TRY(dle_expand(&e, c, s->ndim, s->sizes));
   dle_status st = dle_copy_(r, e);
@@ -117,6 +120,7 @@ dle_status dle_forward_matmul(dle_op op, dle_tensor **outs, dle_tensor *const *i
   if (nin != 2 && nin != 3) return dle_error("%s: expected 2 or 3 tensor inputs, got %d", fn, nin);
   mm_shape s;
   DLE_TRY(matmul_shape(fn, ins[0], ins[1], &s));
+  if (nin == 3) DLE_TRY(check_addend(fn, ins[2], &s));
   dle_dtype dt = dle_promote(ins[0]->dtype, ins[1]->dtype);
   if (dt == DLE_BOOL) dt = DLE_I64;  /* bool products count, like bool arithmetic elsewhere */
 
@@ -141,17 +145,9 @@ dle_status dle_forward_matmul(dle_op op, dle_tensor **outs, dle_tensor *const *i
   bool fused = nin == 3 && (dt == DLE_F32 || dt == DLE_F64);
   dle_attrs acc = attrs ? *attrs : (dle_attrs){0};
   acc.f[0] = fused;
-  if (st == DLE_OK && fused) st = put_addend(fn, r, ins[2], &s);
+  if (st == DLE_OK && fused) st = put_addend(r, ins[2], &s);
   if (st == DLE_OK) st = run_matmul(op, r, cast, &s, &acc);
-  if (st == DLE_OK && nin == 3 && !fused) {
-    int n;
-    int64_t shape[DLE_MAX_DIMS];
-    st = dle_broadcast_shapes(fn, ins[2]->ndim, ins[2]->sizes, s.ndim, s.sizes, &n, shape);
-    if (st == DLE_OK && !dle_shape_equal(n, shape, s.ndim, s.sizes))
-      st = dle_error("%s: the addend of shape %s does not broadcast to the product's shape %s", fn,
-                     SHAPE(ins[2]), SHAPE(r));
-    if (st == DLE_OK) st = dle_binary(DLE_OP_ADD, &r, r, ins[2]);
-  }
+  if (st == DLE_OK && nin == 3 && !fused) st = dle_binary(DLE_OP_ADD, &r, r, ins[2]);
   if (st == DLE_OK && given && r != given) st = dle_copy_(given, r);  /* cast on store */
   dle_tensor_release(cast[0]);
   dle_tensor_release(cast[1]);
