@@ -17,15 +17,22 @@ int dle_lua_fail(lua_State *L) { return luaL_error(L, "%s", dle_last_error()); }
 
 /* Tensors are small userdata holding big native buffers, so Lua's collector, which only sees the
  * userdata, would let garbage pile up. As in Torch7, a full collection runs whenever native
- * memory has doubled since the previous one (with a floor so small scripts never pay). */
-static size_t gc_threshold = (size_t)64 << 20;
+ * memory has doubled since the previous one (with a floor so small scripts never pay). The
+ * threshold also follows live memory down: once a phase with big tensors is over (they died, or
+ * the script collected them), the next phase's garbage is collected at twice its own live size
+ * rather than the old phase's, and so reuses cached blocks instead of faulting in fresh pages. */
+#define GC_FLOOR ((size_t)64 << 20)
+static size_t gc_threshold = GC_FLOOR;
 
 static void pace_gc(lua_State *L) {
   size_t now = dle_memory_allocated();
-  if (now < gc_threshold) return;
+  if (now < gc_threshold) {
+    if (now * 2 < gc_threshold) gc_threshold = now * 2 > GC_FLOOR ? now * 2 : GC_FLOOR;
+    return;
+  }
   lua_gc(L, LUA_GCCOLLECT);
   size_t live = dle_memory_allocated();
-  gc_threshold = live * 2 > ((size_t)64 << 20) ? live * 2 : ((size_t)64 << 20);
+  gc_threshold = live * 2 > GC_FLOOR ? live * 2 : GC_FLOOR;
 }
 
 /* ---------------------------------------------------------------- the userdata */

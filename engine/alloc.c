@@ -46,6 +46,14 @@ static int size_class(size_t n, size_t *rounded) {
   return SMALL_LIMIT / 64 + (p - 10) * 4 + (int)q;
 }
 
+/* Rounded size of the blocks in class c (the inverse of size_class). */
+static size_t class_size(int c) {
+  if (c <= SMALL_LIMIT / 64) return (size_t)c * 64;
+  int i = c - SMALL_LIMIT / 64 - 1, p = 10 + i / 4, q = i % 4 + 1;
+  size_t base = (size_t)1 << p;
+  return base + (size_t)q * (base / 4);
+}
+
 /* Under the lock. */
 static void count_alloc(size_t nbytes) {
   size_t now = allocated + nbytes;
@@ -96,13 +104,36 @@ void *dle_cpu_alloc(size_t nbytes) {
   return p;
 }
 
+/* Under the lock: takes cached blocks of classes other than `keep_class`, largest first, off their
+ * free lists until `need` more bytes fit under the limit, and returns them chained for freeing
+ * outside the lock. Without this a cache filled by one phase's sizes (say 64 MB blocks) would turn
+ * every block of the next phase's sizes away, and each step would page-fault fresh memory again. */
+static block *evict_for(size_t need, int keep_class) {
+  block *out = NULL;
+  for (int c = NUM_CLASSES - 1; c > 0 && cached_bytes + need > cache_limit; c--) {
+    if (c == keep_class) continue;
+    size_t csize = class_size(c);
+    while (free_lists[c] && cached_bytes + need > cache_limit) {
+      block *b = free_lists[c];
+      free_lists[c] = b->next;
+      cached_bytes -= csize;
+      b->next = out;
+      out = b;
+    }
+  }
+  return out;
+}
+
 void dle_cpu_free(void *p, size_t nbytes) {
   if (!p) return;
   size_t rounded;
   int c = size_class(nbytes, &rounded);
+  block *evicted = NULL;
   lock();
   __atomic_store_n(&allocated, allocated - nbytes, __ATOMIC_RELAXED);
-  bool keep = c < NUM_CLASSES && cached_bytes + rounded <= cache_limit;
+  bool keep = c < NUM_CLASSES && rounded <= cache_limit;
+  if (keep && cached_bytes + rounded > cache_limit) evicted = evict_for(rounded, c);
+  keep = keep && cached_bytes + rounded <= cache_limit;
   if (keep) {
     block *b = p;
     b->next = free_lists[c];
@@ -111,6 +142,11 @@ void dle_cpu_free(void *p, size_t nbytes) {
   }
   unlock();
   if (!keep) free(p);
+  while (evicted) {
+    block *next = evicted->next;
+    free(evicted);
+    evicted = next;
+  }
 }
 
 void dle_empty_cache(void) {

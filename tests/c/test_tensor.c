@@ -79,6 +79,29 @@ TEST(freed_storage_is_cached_by_size_and_reused) {
   dle_set_cache_limit(CHECK_CACHE_LIMIT);
 }
 
+TEST(a_full_cache_makes_room_for_the_size_freed_last) {
+  /* Fill a 64 KiB cache with 16 KiB blocks, then free one 32 KiB block: older sizes are evicted
+   * so the sizes a loop uses now stay cached rather than going back to malloc every step. */
+  dle_set_cache_limit((size_t)64 << 10);
+  dle_empty_cache();
+  dle_tensor *small[4], *big = NULL;
+  for (int i = 0; i < 4; i++) REQUIRE_OK(dle_tensor_empty(&small[i], SIZES(4096), DLE_F32, DLE_DEVICE_CPU));
+  REQUIRE_OK(dle_tensor_empty(&big, SIZES(8192), DLE_F32, DLE_DEVICE_CPU));
+  void *big_data = big->storage->data;
+  for (int i = 0; i < 4; i++) dle_tensor_release(small[i]);
+  CHECK(dle_memory_cached() == (size_t)64 << 10, "%zu bytes cached, want the four 16 KiB blocks",
+        dle_memory_cached());
+  dle_tensor_release(big);
+  CHECK(dle_memory_cached() == (size_t)64 << 10, "%zu bytes cached after evicting two blocks",
+        dle_memory_cached());
+  REQUIRE_OK(dle_tensor_empty(&big, SIZES(8192), DLE_F32, DLE_DEVICE_CPU));
+  CHECK(big->storage->data == big_data, "the 32 KiB block was not kept for reuse");
+  CHECK(dle_memory_cached() == (size_t)32 << 10, "%zu bytes cached after reuse", dle_memory_cached());
+  dle_tensor_release(big);
+  dle_empty_cache();
+  dle_set_cache_limit(CHECK_CACHE_LIMIT);
+}
+
 TEST(a_zero_cache_limit_frees_storage_at_once) {
   dle_set_cache_limit(0);
   dle_tensor *a = NULL;
