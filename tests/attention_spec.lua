@@ -60,6 +60,49 @@ end
 
 local function all(...) return true end
 
+
+describe("attention operands read in place", function()
+  -- q, k, v as MultiheadAttention makes them: {B, T, H*E} projections split into heads
+  local B, T, Hh, E = 2, 5, 3, 4
+  local function heads(x) return x:reshape(B, T, Hh, E):transpose(2, 3) end
+
+  it("head-split views give the same output as contiguous copies, float32 and float64", function()
+    for _, dt in ipairs({"float32", "float64"}) do
+      local q, k, v = heads(dle.randn(B, T, Hh * E, {dtype = dt})), heads(dle.randn(B, T, Hh * E, {dtype = dt})),
+                      heads(dle.randn(B, T, Hh * E, {dtype = dt}))
+      assert.is_false(q:is_contiguous())
+      local o, p = dle.sdpa(q, k, v, {causal = true})
+      local o2, p2 = dle.sdpa(q:contiguous(), k:contiguous(), v:contiguous(), {causal = true})
+      H.assert_close(o, o2:totable(), {atol = dt == "float32" and 1e-6 or 1e-12, rtol = dt == "float32" and 1e-5 or 1e-12})
+      H.assert_close(p, p2:totable(), {atol = dt == "float32" and 1e-6 or 1e-12, rtol = dt == "float32" and 1e-5 or 1e-12})
+    end
+  end)
+
+  it("the output is laid out like q, so merging the heads back is a view", function()
+    local q, k, v = heads(dle.randn(B, T, Hh * E)), heads(dle.randn(B, T, Hh * E)), heads(dle.randn(B, T, Hh * E))
+    local o = dle.sdpa(q, k, v)
+    assert.same({B, Hh, T, E}, o:shape())
+    assert.is_true(o:transpose(2, 3):is_contiguous())
+    local oc = dle.sdpa(q:contiguous(), k:contiguous(), v:contiguous())
+    assert.is_true(oc:is_contiguous())
+  end)
+
+  it("broadcast batch dims (stride 0) and rows wider apart than their length (a narrowed last dim)", function()
+    local q = dle.randn(2, 3, 4, 6):narrow(4, 2, 3)          -- rows 6 apart, 3 long
+    local k = dle.randn(1, 3, 5, 3):expand(2, 3, 5, 3)       -- batch stride 0
+    local v = dle.randn(5, 2)                                -- shared by every batch element
+    local o = dle.sdpa(q, k, v, {scale = 0.3})
+    local o2 = dle.sdpa(q:contiguous(), k:contiguous(), v:expand(2, 3, 5, 2):contiguous(), {scale = 0.3})
+    H.assert_close(o, o2:totable(), {rtol = 1e-5, atol = 1e-6})
+  end)
+
+  it("a last dim that is not contiguous is copied, with the same result", function()
+    local q = dle.randn(2, 4, 3):transpose(2, 3)  -- {2, 3, 4} with column stride 3
+    local k, v = dle.randn(2, 5, 4), dle.randn(2, 5, 2)
+    H.assert_close(dle.sdpa(q, k, v), dle.sdpa(q:contiguous(), k, v):totable(), {rtol = 1e-5, atol = 1e-6})
+  end)
+end)
+
 describe("scaled_dot_product_attention", function()
   local qv, kv, vv = vals({2, 2, 3, 4}, 1), vals({2, 2, 5, 4}, 2), vals({2, 2, 5, 3}, 3)
   local o64 = {dtype = "float64"}

@@ -142,6 +142,28 @@ describe("sdpa gradients", function()
     check(function(a, b, c) return dle.sdpa(a, b:transpose(-2, -1), c, {causal = true}) end, {q, k, v})
   end)
 
+  it("gradcheck through head-split views of one projection (read in place, no copy)", function()
+    -- {B, T, 3 * H * E} split into q, k, v and heads as MultiheadAttention does: strided operands
+    local B, T, Hh, E = 2, 3, 2, 2
+    local function heads(x, i) return x:narrow(3, (i - 1) * Hh * E + 1, Hh * E):reshape(B, T, Hh, E):transpose(2, 3) end
+    check(function(x) return dle.sdpa(heads(x, 1), heads(x, 2), heads(x, 3), {causal = true}) end,
+          {randn({B, T, 3 * Hh * E}, 121)})
+  end)
+
+  it("sdpa_backward on head-split views equals it on contiguous copies", function()
+    local B, T, Hh, E = 2, 4, 3, 2
+    local x, g = randn({B, T, 3 * Hh * E}, 122), randn({B, Hh, T, E}, 123)
+    local function heads(i) return x:narrow(3, (i - 1) * Hh * E + 1, Hh * E):reshape(B, T, Hh, E):transpose(2, 3) end
+    local q, k, v = heads(1), heads(2), heads(3)
+    assert.is_false(q:is_contiguous())
+    local _, p = dle.sdpa(q, k, v, {scale = 0.6})
+    local gt = g:transpose(2, 3):contiguous():transpose(2, 3) -- a strided gradient too
+    local dq, dkv = gt:sdpa_backward(q, k, v, p, 0.6)
+    local dq2, dkv2 = g:sdpa_backward(q:contiguous(), k:contiguous(), v:contiguous(), p, 0.6)
+    H.assert_close(dq, dq2:totable(), {rtol = 1e-12, atol = 1e-12})
+    H.assert_close(dkv, dkv2:totable(), {rtol = 1e-12, atol = 1e-12})
+  end)
+
   it("a fully masked query row has zero output and zero gradient (gradcheck passes)", function()
     local m = dle.tensor({{true, true}, {false, false}, {true, false}}, {dtype = "bool"})
     check(function(a, b, c) return dle.sdpa(a, b, c, {mask = m}) end,

@@ -25,17 +25,63 @@ static dle_status prepare(dle_tensor **out, dle_tensor *t, dle_dtype dt) {
   return st;
 }
 
-/* t expanded to {batch..., r, c} (its own last two dims must be r, c), cast and contiguous. */
-static dle_status prepare_batched(dle_tensor **out, dle_tensor *t, int nb, const int64_t *batch,
-                                  dle_dtype dt) {
+/* An attention operand: t cast to dt, then expanded to {batch..., r, c} (its own last two dims).
+ * The kernel reads matrices in place when their rows are contiguous and rows do not overlap
+ * (kernels/cpu/cpu_attention.c): only other layouts are copied. Other backends get contiguous
+ * operands. */
+static dle_status prepare_matrices(dle_tensor **out, dle_tensor *t, int nb, const int64_t *batch,
+                                   dle_dtype dt) {
   int64_t s[DLE_MAX_DIMS];
   memcpy(s, batch, sizeof *s * (size_t)nb);
-  s[nb] = t->sizes[t->ndim - 2], s[nb + 1] = t->sizes[t->ndim - 1];
-  dle_tensor *e = NULL;
+  int64_t r = t->sizes[t->ndim - 2], c = t->sizes[t->ndim - 1];
+  s[nb] = r, s[nb + 1] = c;
+  dle_tensor *cast = NULL, *e = NULL;
   *out = NULL;
-  DLE_TRY(dle_expand(&e, t, nb + 2, s));
-  dle_status st = prepare(out, e, dt);
+  DLE_TRY(dle_cast_if_needed(&cast, t, dt));
+  dle_status st = dle_expand(&e, cast, nb + 2, s);
+  dle_tensor_release(cast);
+  if (st != DLE_OK) return st;
+  int64_t rs = e->strides[nb], cs = e->strides[nb + 1];
+  bool in_place = dle_tensor_device(e).type == DLE_CPU && (c <= 1 || cs == 1) &&
+                  (r <= 1 || rs >= (c > 1 ? c : 1));
+  for (int d = 0; d < nb && in_place; d++) in_place = e->strides[d] >= 0;
+  if (in_place) {
+    *out = e;
+    return DLE_OK;
+  }
+  st = dle_contiguous(out, e);
   dle_tensor_release(e);
+  return st;
+}
+
+/* A new tensor of the given shape laid out like `like` (same ndim): its dims ordered in memory as
+ * like's are (by decreasing stride), as PyTorch's empty_like does. An attention output over
+ * head-split views ({B, T, H, E} permuted to {B, H, T, E}) then comes out as {B, T, H, E} in
+ * memory, so merging the heads back is a view. The last dim stays innermost, and a template with
+ * broadcast (stride 0) dims gives the row-major layout. */
+static dle_status empty_laid_out_like(dle_tensor **out, int ndim, const int64_t *sizes, dle_dtype dt,
+                                      dle_device dev, const dle_tensor *like) {
+  int order[DLE_MAX_DIMS];
+  bool permuted = false, usable = like && like->ndim == ndim && ndim >= 2 && dev.type == DLE_CPU;
+  for (int d = 0; d < ndim; d++) order[d] = d;
+  for (int d = 0; d + 1 < ndim && usable; d++)
+    usable = like->sizes[d] <= 1 || like->strides[d] > 0;
+  if (usable) { /* stable insertion sort of the leading dims by decreasing stride */
+    for (int i = 1; i + 1 < ndim; i++) {
+      int d = order[i], j = i;
+      for (; j > 0 && like->strides[order[j - 1]] < like->strides[d]; j--) order[j] = order[j - 1];
+      order[j] = d;
+      permuted = permuted || j != i;
+    }
+  }
+  if (!permuted) return dle_tensor_empty(out, ndim, sizes, dt, dev);
+  int64_t s[DLE_MAX_DIMS];
+  int back[DLE_MAX_DIMS];
+  for (int i = 0; i < ndim; i++) s[i] = sizes[order[i]], back[order[i]] = i;
+  dle_tensor *dense = NULL;
+  DLE_TRY(dle_tensor_empty(&dense, ndim, s, dt, dev));
+  dle_status st = dle_permute(out, dense, back);
+  dle_tensor_release(dense);
   return st;
 }
 
@@ -55,6 +101,7 @@ typedef struct {
   int nout;
   int ndim[2];
   int64_t sizes[2][DLE_MAX_DIMS];
+  const dle_tensor *like[2]; /* lay output k out like this tensor (NULL: row-major) */
 } out_shapes;
 
 static void set_shape(out_shapes *o, int k, int ndim, const int64_t *sizes) {
@@ -78,7 +125,8 @@ static dle_status run(dle_op op, dle_tensor **outs, const out_shapes *o, dle_ten
   for (int i = 0; i < nin && st == DLE_OK; i++)
     if (!cin[i]) st = DLE_ERR;  /* the cast or copy that failed has set the message */
   for (int k = 0; k < o->nout && st == DLE_OK; k++)
-    st = dle_tensor_empty(&r[k], o->ndim[k], o->sizes[k], cdt, dev);
+    st = o->like[k] ? empty_laid_out_like(&r[k], o->ndim[k], o->sizes[k], cdt, dev, o->like[k])
+                    : dle_tensor_empty(&r[k], o->ndim[k], o->sizes[k], cdt, dev);
   if (st == DLE_OK) st = dle_dispatch(op, r, o->nout, cin, nin, a);
   for (int k = 0; k < o->nout && st == DLE_OK; k++) {
     if (outs[k]) {
@@ -274,7 +322,8 @@ static dle_status forward_sdpa(dle_op op, dle_tensor **outs, dle_tensor *const *
   dle_dtype rdt = result_dtype(dle_promote(dle_promote(q->dtype, k->dtype), v->dtype));
   dle_dtype cdt = compute_dtype(rdt);
   dle_tensor *cin[4] = {NULL, NULL, NULL, NULL};
-  for (int i = 0; i < 3; i++) prepare_batched(&cin[i], ins[i], nb, batch, cdt);
+  for (int i = 0; i < 3; i++) prepare_matrices(&cin[i], ins[i], nb, batch, cdt);
+  o.like[0] = cin[0];
   if (mask) { /* cast first (small), then expand: the kernel reads it through strides */
     dle_tensor *c = NULL;
     if (dle_cast_if_needed(&c, mask, mask->dtype == DLE_BOOL ? DLE_BOOL : cdt) == DLE_OK)
@@ -304,7 +353,7 @@ static dle_status forward_score_grad(dle_op op, dle_tensor **outs, dle_tensor *c
   dle_dtype rdt = result_dtype(dle_promote(dle_promote(g->dtype, v->dtype), p->dtype));
   dle_dtype cdt = compute_dtype(rdt);
   dle_tensor *cin[3];
-  for (int i = 0; i < 3; i++) prepare_batched(&cin[i], ins[i], nb, batch, cdt);
+  for (int i = 0; i < 3; i++) prepare_matrices(&cin[i], ins[i], nb, batch, cdt);
   return run(op, outs, &o, cin, 3, a, cdt, rdt, dle_tensor_device(g));
 }
 
@@ -334,7 +383,8 @@ static dle_status forward_sdpa_backward(dle_op op, dle_tensor **outs, dle_tensor
   rdt = result_dtype(rdt);
   dle_dtype cdt = compute_dtype(rdt);
   dle_tensor *cin[5];
-  for (int i = 0; i < 5; i++) prepare_batched(&cin[i], ins[i], nb, batch, cdt);
+  for (int i = 0; i < 5; i++) prepare_matrices(&cin[i], ins[i], nb, batch, cdt);
+  o.like[0] = cin[1], o.like[1] = cin[2]; /* dq like q, [dk | dv] like k */
   return run(op, outs, &o, cin, 5, a, cdt, rdt, dle_tensor_device(q));
 }
 

@@ -314,11 +314,10 @@ static dle_status vjp_sdpa(dle_node *n, dle_tensor *const *gout, dle_tensor **gi
     keep(&s, DLE_OK, &r[0]);
     keep(&s, DLE_OK, &r[1]);
     int64_t e = q->sizes[q->ndim - 1], ev = v->sizes[v->ndim - 1];
+    /* dk and dv are views of one buffer: whatever consumes them copies only if it must */
     dle_tensor *d[3] = {r[0], narrow_last(&s, r[1], 0, e), narrow_last(&s, r[1], e, ev)};
-    for (int i = 0; i < 3; i++) {
-      dle_tensor *c = NULL; /* the key-side halves are copied out: gradients do not share storage */
-      if (dle_node_needs_grad(n, i) && ok(&s)) gin[i] = give(&s, to_input(&s, n, i, keep(&s, dle_contiguous(&c, d[i]), &c)));
-    }
+    for (int i = 0; i < 3; i++)
+      if (dle_node_needs_grad(n, i) && ok(&s)) gin[i] = give(&s, to_input(&s, n, i, d[i]));
     return scope_end(&s, gin, dle_node_num_inputs(n));
   }
   if (gout[0]) ds = score_grad(&s, gout[0], v, p, a, sk);

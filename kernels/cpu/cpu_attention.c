@@ -1,8 +1,11 @@
 /* cpu_attention.c — CPU kernels of scaled dot-product attention and of its score gradient.
  *
- * The front door (engine/ops/nn.c) hands over q {B.., L, E}, k {B.., S, E}, v {B.., S, Ev}
- * contiguous in float32 or float64 with the batch dims already broadcast, an optional mask
- * expanded to {B.., L, S} (any strides; bool or the compute type), and contiguous outputs.
+ * The front door (engine/ops/nn.c) hands over q {B.., L, E}, k {B.., S, E}, v {B.., S, Ev} in
+ * float32 or float64 with the batch dims already broadcast, an optional mask expanded to
+ * {B.., L, S} (any strides; bool or the compute type), and outputs. Every matrix operand and output
+ * is read where it lies: its rows contiguous, rows ld elements apart, batch elements anywhere
+ * (stride 0 where broadcast). So the head-split views of a projection, {B, T, H, E} permuted to
+ * {B, H, T, E}, need no copy, and outputs laid out like them merge their heads back for free.
  *
  * sdpa             per batch element: P = q k^T (gemm straight into the probs output), each row
  *                  scaled, masked and softmaxed in place (a row with no allowed key becomes
@@ -35,6 +38,40 @@ static int64_t batch_offset(const dle_tensor *t, int nb, int64_t b) {
   return off;
 }
 
+/* A batch of row-major matrices: element (b, i, j) of the last two dims at
+ * base + offset(b) + i ld + j, in elements. */
+typedef struct {
+  char *base;
+  const dle_tensor *t;
+  int nb;
+  size_t esize;
+  int64_t ld;
+} mats;
+
+/* The leading dimension BLAS gets: the row stride, or the row length for a single row (BLAS wants
+ * ld >= max(1, columns) even where it is never used). */
+static int64_t leading_dim(const dle_tensor *t, int nb) {
+  int64_t cols = t->sizes[nb + 1] > 1 ? t->sizes[nb + 1] : 1;
+  return t->sizes[nb] > 1 ? t->strides[nb] : cols;
+}
+
+static mats mats_of(const dle_tensor *t, int nb) {
+  return (mats){dle_tensor_data(t), t, nb, dle_dtype_size(t->dtype), leading_dim(t, nb)};
+}
+
+static void *mat_at(const mats *m, int64_t b) {
+  return m->base + (size_t)batch_offset(m->t, m->nb, b) * m->esize;
+}
+
+/* Whether BLAS can read or write t's matrices in place (see the file comment). */
+static bool rows_in_place(const dle_tensor *t, int nb) {
+  int64_t cols = t->sizes[nb + 1];
+  if (cols > 1 && t->strides[nb + 1] != 1) return false;
+  for (int d = 0; d < nb; d++)
+    if (t->strides[d] < 0) return false;
+  return leading_dim(t, nb) >= (cols > 1 ? cols : 1);
+}
+
 /* Threads for a loop over B batch elements; with more than one, OpenBLAS is set to one thread
  * until batch_end(). */
 static int batch_begin(int64_t b) {
@@ -52,6 +89,11 @@ static dle_status check_blas(const char *fn, int64_t a, int64_t b, int64_t c) {
     return dle_error("%s: sizes exceed BLAS's 32-bit limits (%lld, %lld, %lld)", fn, (long long)a,
                      (long long)b, (long long)c);
   return DLE_OK;
+}
+
+/* Zeros rows x cols elements of size es at p, rows ld apart. */
+static void zero_rows(void *p, int64_t rows, int64_t cols, int64_t ld, size_t es) {
+  for (int64_t i = 0; i < rows; i++) memset((char *)p + (size_t)(i * ld) * es, 0, (size_t)cols * es);
 }
 
 /* Where a row's mask lives: a bool or compute-type row with element stride js (NULL: none). */
@@ -99,8 +141,8 @@ typedef struct {
     int64_t Ev = ins[2]->sizes[nb + 1], B = 1;                                                  \
     for (int d = 0; d < nb; d++) B *= qt->sizes[d];                                             \
     DLE_TRY(check_blas("sdpa", L, S, E > Ev ? E : Ev));                                         \
-    const CT *q = dle_tensor_data(qt), *k = dle_tensor_data(ins[1]), *v = dle_tensor_data(ins[2]); \
-    CT *o = dle_tensor_data(out), *p = dle_tensor_data(probs);                                  \
+    mats q = mats_of(qt, nb), k = mats_of(ins[1], nb), v = mats_of(ins[2], nb);                 \
+    mats o = mats_of(out, nb), p = mats_of(probs, nb);                                          \
     const char *mbase = mask ? dle_tensor_data(mask) : NULL;                                    \
     size_t mes = mask ? dle_dtype_size(mask->dtype) : 0;                                        \
     CT scale = (CT)a->f[0];                                                                     \
@@ -108,22 +150,22 @@ typedef struct {
     int nt = batch_begin(B);                                                                    \
     _Pragma("omp parallel for schedule(static) num_threads(nt) if (nt > 1)")                   \
     for (int64_t b = 0; b < B; b++) {                                                           \
-      CT *pb = p + b * L * S, *ob = o + b * L * Ev;                                             \
+      CT *pb = mat_at(&p, b), *ob = mat_at(&o, b);                                              \
       if (L * S == 0) {                                                                         \
-        memset(ob, 0, sizeof(CT) * (size_t)(L * Ev));                                           \
+        zero_rows(ob, L, Ev, o.ld, sizeof(CT));                                                 \
         continue;                                                                               \
       }                                                                                         \
-      if (E > 0) GEMM(CT)(false, true, L, S, E, q + b * L * E, E, k + b * S * E, E, 0, pb, S);  \
-      else memset(pb, 0, sizeof(CT) * (size_t)(L * S));                                         \
+      if (E > 0) GEMM(CT)(false, true, L, S, E, mat_at(&q, b), q.ld, mat_at(&k, b), k.ld, 0, pb, p.ld); \
+      else zero_rows(pb, L, S, p.ld, sizeof(CT));                                               \
       int64_t moff = mask ? batch_offset(mask, nb, b) : 0;                                      \
       for (int64_t i = 0; i < L; i++) {                                                         \
         mask_row m = {NULL, 0, false};                                                          \
         if (mask)                                                                               \
           m = (mask_row){mbase + (size_t)(moff + i * mask->strides[nb]) * mes,                  \
                          mask->strides[nb + 1], mask->dtype == DLE_BOOL};                       \
-        softmax_row_##ID(pb + i * S, S, i, causal, &m, scale);                                  \
+        softmax_row_##ID(pb + i * p.ld, S, i, causal, &m, scale);                               \
       }                                                                                         \
-      if (Ev > 0) GEMM(CT)(false, false, L, Ev, S, pb, S, v + b * S * Ev, Ev, 0, ob, Ev);       \
+      if (Ev > 0) GEMM(CT)(false, false, L, Ev, S, pb, p.ld, mat_at(&v, b), v.ld, 0, ob, o.ld); \
     }                                                                                           \
     batch_end(nt);                                                                              \
     return DLE_OK;                                                                              \
@@ -134,17 +176,18 @@ typedef struct {
     int64_t L = gt->sizes[nb], Ev = gt->sizes[nb + 1], S = ins[1]->sizes[nb], B = 1;            \
     for (int d = 0; d < nb; d++) B *= gt->sizes[d];                                             \
     DLE_TRY(check_blas("sdpa_score_grad", L, S, Ev));                                           \
-    const CT *g = dle_tensor_data(gt), *v = dle_tensor_data(ins[1]), *p = dle_tensor_data(ins[2]); \
-    CT *d = dle_tensor_data(out), scale = (CT)a->f[0];                                          \
+    mats g = mats_of(gt, nb), v = mats_of(ins[1], nb), p = mats_of(ins[2], nb);                 \
+    mats d = mats_of(out, nb);                                                                  \
+    CT scale = (CT)a->f[0];                                                                     \
     int nt = batch_begin(B);                                                                    \
     _Pragma("omp parallel for schedule(static) num_threads(nt) if (nt > 1)")                   \
     for (int64_t b = 0; b < B; b++) {                                                           \
-      CT *db = d + b * L * S;                                                                   \
-      const CT *pb = p + b * L * S;                                                             \
+      CT *db = mat_at(&d, b);                                                                   \
+      const CT *pb = mat_at(&p, b);                                                             \
       if (L * S == 0) continue;                                                                 \
-      if (Ev > 0) GEMM(CT)(false, true, L, S, Ev, g + b * L * Ev, Ev, v + b * S * Ev, Ev, 0, db, S); \
-      else memset(db, 0, sizeof(CT) * (size_t)(L * S));                                         \
-      for (int64_t i = 0; i < L; i++) score_grad_row_##ID(db + i * S, pb + i * S, S, scale);    \
+      if (Ev > 0) GEMM(CT)(false, true, L, S, Ev, mat_at(&g, b), g.ld, mat_at(&v, b), v.ld, 0, db, d.ld); \
+      else zero_rows(db, L, S, d.ld, sizeof(CT));                                               \
+      for (int64_t i = 0; i < L; i++) score_grad_row_##ID(db + i * d.ld, pb + i * p.ld, S, scale); \
     }                                                                                           \
     batch_end(nt);                                                                              \
     return DLE_OK;                                                                              \
@@ -157,32 +200,37 @@ typedef struct {
     int64_t Ev = ins[3]->sizes[nb + 1], W = E + Ev, B = 1;                                      \
     for (int d = 0; d < nb; d++) B *= qt->sizes[d];                                             \
     DLE_TRY(check_blas("sdpa_backward", L, S, W));                                              \
-    const CT *g = dle_tensor_data(ins[0]), *q = dle_tensor_data(qt), *k = dle_tensor_data(ins[2]); \
-    const CT *v = dle_tensor_data(ins[3]), *p = dle_tensor_data(ins[4]);                        \
-    CT *dq = dle_tensor_data(dqt), *dkv = dle_tensor_data(dkvt), scale = (CT)a->f[0];           \
-    memset(dq, 0, sizeof(CT) * (size_t)dle_tensor_numel(dqt));                                  \
-    memset(dkv, 0, sizeof(CT) * (size_t)dle_tensor_numel(dkvt));                                \
-    if (L == 0 || S == 0) return DLE_OK; /* a sum over nothing: zeros */                        \
+    mats g = mats_of(ins[0], nb), q = mats_of(qt, nb), k = mats_of(ins[2], nb);                 \
+    mats v = mats_of(ins[3], nb), p = mats_of(ins[4], nb);                                      \
+    mats dq = mats_of(dqt, nb), dkv = mats_of(dkvt, nb);                                        \
+    CT scale = (CT)a->f[0];                                                                     \
+    if (L == 0 || S == 0) { /* a sum over nothing: zeros */                                     \
+      for (int64_t b = 0; b < B; b++) {                                                         \
+        zero_rows(mat_at(&dq, b), L, E, dq.ld, sizeof(CT));                                     \
+        zero_rows(mat_at(&dkv, b), S, W, dkv.ld, sizeof(CT));                                   \
+      }                                                                                         \
+      return DLE_OK;                                                                            \
+    }                                                                                           \
     int nt = batch_begin(B);                                                                    \
     bool oom = false;                                                                           \
     _Pragma("omp parallel for schedule(static) num_threads(nt) if (nt > 1)")                   \
     for (int64_t b = 0; b < B; b++) {                                                           \
-      CT *ds = calloc((size_t)(L * S), sizeof(CT));                                             \
+      CT *ds = malloc(sizeof(CT) * (size_t)(L * S));                                            \
       if (!ds) {                                                                                \
         _Pragma("omp atomic write")                                                             \
         oom = true;                                                                             \
         continue;                                                                               \
       }                                                                                         \
-      const CT *gb = g + b * L * Ev, *pb = p + b * L * S, *qb = q + b * L * E;                  \
-      const CT *kb = k + b * S * E, *vb = v + b * S * Ev;                                       \
-      CT *dqb = dq + b * L * E, *dkvb = dkv + b * S * W;                                        \
-      if (Ev > 0) GEMM(CT)(false, true, L, S, Ev, gb, Ev, vb, Ev, 0, ds, S);                    \
-      for (int64_t i = 0; i < L; i++) score_grad_row_##ID(ds + i * S, pb + i * S, S, scale);    \
+      const CT *gb = mat_at(&g, b), *pb = mat_at(&p, b);                                        \
+      CT *dkvb = mat_at(&dkv, b);                                                               \
+      if (Ev > 0) GEMM(CT)(false, true, L, S, Ev, gb, g.ld, mat_at(&v, b), v.ld, 0, ds, S);     \
+      else memset(ds, 0, sizeof(CT) * (size_t)(L * S));                                         \
+      for (int64_t i = 0; i < L; i++) score_grad_row_##ID(ds + i * S, pb + i * p.ld, S, scale); \
       if (E > 0) {                                                                              \
-        GEMM(CT)(false, false, L, E, S, ds, S, kb, E, 0, dqb, E);                               \
-        GEMM(CT)(true, false, S, E, L, ds, S, qb, E, 0, dkvb, W);                               \
+        GEMM(CT)(false, false, L, E, S, ds, S, mat_at(&k, b), k.ld, 0, mat_at(&dq, b), dq.ld); \
+        GEMM(CT)(true, false, S, E, L, ds, S, mat_at(&q, b), q.ld, 0, dkvb, dkv.ld);           \
       }                                                                                         \
-      if (Ev > 0) GEMM(CT)(true, false, S, Ev, L, pb, S, gb, Ev, 0, dkvb + E, W);               \
+      if (Ev > 0) GEMM(CT)(true, false, S, Ev, L, pb, p.ld, gb, g.ld, 0, dkvb + E, dkv.ld);     \
       free(ds);                                                                                 \
     }                                                                                           \
     batch_end(nt);                                                                              \
@@ -196,11 +244,15 @@ static dle_status cpu_attention(dle_op op, dle_tensor *const *outs, dle_tensor *
                                 const dle_attrs *a) {
   dle_tensor *o = outs[0];
   const char *fn = dle_op_get_info(op)->name;
-  int dense = op == DLE_OP_SDPA ? 3 : nin; /* the mask (4th input) may be strided */
-  for (int i = 0; i < dense; i++)
-    if (ins[i]->dtype != o->dtype || !dle_tensor_is_contiguous(ins[i]))
-      return dle_error("%s: the CPU kernel expects contiguous %s inputs", fn, dle_dtype_name(o->dtype));
-  if (nin > dense && ins[3]->dtype != DLE_BOOL && ins[3]->dtype != o->dtype)
+  int nmat = op == DLE_OP_SDPA ? 3 : nin; /* the mask (4th input) has any strides */
+  int nb = ins[0]->ndim - 2;
+  for (int i = 0; i < nmat; i++)
+    if (ins[i]->dtype != o->dtype || ins[i]->ndim != nb + 2 || !rows_in_place(ins[i], nb))
+      return dle_error("%s: the CPU kernel expects %s inputs with contiguous rows", fn, dle_dtype_name(o->dtype));
+  for (int k = 0; k < dle_op_get_info(op)->nout; k++)
+    if (outs[k]->ndim != nb + 2 || !rows_in_place(outs[k], nb))
+      return dle_error("%s: the CPU kernel expects outputs with contiguous rows", fn);
+  if (nin > nmat && ins[3]->dtype != DLE_BOOL && ins[3]->dtype != o->dtype)
     return dle_error("%s: the CPU kernel expects a bool or %s mask", fn, dle_dtype_name(o->dtype));
 #define CASE(ID, CT)                                                                            \
   case DLE_##ID:                                                                                \
