@@ -335,6 +335,33 @@ static int core_memory_peak(lua_State *L) {
   return 1;
 }
 
+/* dle.memory_stats(): bytes held by live tensors now and at most so far, and bytes of freed
+ * blocks the allocator keeps for reuse (engine/alloc.c). */
+static int core_memory_stats(lua_State *L) {
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, (lua_Integer)dle_memory_allocated());
+  lua_setfield(L, -2, "allocated");
+  lua_pushinteger(L, (lua_Integer)dle_memory_peak());
+  lua_setfield(L, -2, "peak");
+  lua_pushinteger(L, (lua_Integer)dle_memory_cached());
+  lua_setfield(L, -2, "cached");
+  return 1;
+}
+
+/* dle.empty_cache(): returns the cached blocks to the system. */
+static int core_empty_cache(lua_State *L) {
+  dle_empty_cache();
+  return 0;
+}
+
+/* dle.set_cache_limit(bytes): the most the allocator keeps cached (1 GiB by default). */
+static int core_set_cache_limit(lua_State *L) {
+  lua_Integer n = luaL_checkinteger(L, 1);
+  luaL_argcheck(L, n >= 0, 1, "set_cache_limit: the limit must be a non-negative number of bytes");
+  dle_set_cache_limit((size_t)n);
+  return 0;
+}
+
 static int core_time(lua_State *L) {
   lua_pushnumber(L, dle_time());
   return 1;
@@ -368,6 +395,9 @@ int luaopen_dle_native(lua_State *L) {
       {"op_table", core_op_names},
       {"memory_allocated", core_memory_allocated},
       {"memory_peak", core_memory_peak},
+      {"memory_stats", core_memory_stats},
+      {"empty_cache", core_empty_cache},
+      {"set_cache_limit", core_set_cache_limit},
       {"time", core_time},
       {"set_num_threads", core_set_num_threads},
       {"get_num_threads", core_get_num_threads},

@@ -103,6 +103,39 @@ describe("memory", function()
     assert.are.equal(base, allocated())
   end)
 
+  it("after a phase of big tensors, smaller garbage is collected at twice its own live size", function()
+    -- the collection threshold follows live memory down: a 256 MB phase must not let the next
+    -- phase's 1 MB temporaries pile up to 512 MB (each pile-up faults in fresh memory)
+    local big = {dle.empty(64 * N1MB), dle.empty(64 * N1MB), dle.empty(64 * N1MB), dle.empty(64 * N1MB)}
+    big = nil
+    full_gc()
+    local base, peak = allocated(), 0
+    collectgarbage("stop")
+    for i = 1, 300 do
+      local t = dle.empty(N1MB)
+      t[1] = i
+      peak = math.max(peak, allocated() - base)
+    end
+    collectgarbage("restart")
+    assert.is_true(peak <= 130 * MB, string.format("peak %.1f MB above baseline", peak / MB))
+  end)
+
+  it("memory_stats reports live, peak and cached bytes; empty_cache returns the cache", function()
+    local s0 = dle.memory_stats()
+    assert.are.equal(allocated(), s0.allocated)
+    assert.is_true(s0.peak >= s0.allocated and s0.cached >= 0)
+    do
+      local t <close> = dle.empty(N1MB)
+      assert.are.equal(s0.allocated + MB, dle.memory_stats().allocated)
+    end
+    local s1 = dle.memory_stats()
+    assert.are.equal(s0.allocated, s1.allocated)
+    assert.is_true(s1.cached >= MB, "a freed 1 MB block is kept for reuse")
+    dle.empty_cache()
+    assert.are.equal(0, dle.memory_stats().cached)
+    assert.has_error(function() dle.set_cache_limit(-1) end)
+  end)
+
   it("in-place ops do not allocate", function()
     local t = dle.zeros(N1MB)
     local base = allocated()
