@@ -96,6 +96,39 @@ describe("attention operands read in place", function()
     H.assert_close(o, o2:totable(), {rtol = 1e-5, atol = 1e-6})
   end)
 
+  -- causal attention runs in blocks of 64 queries that stop at the last key they can see: sizes
+  -- around and across the block edge, L > S and L < S, against the composite (matmul, mask,
+  -- softmax, matmul) forward and its autograd gradients, in float64
+  for _, c in ipairs({{L = 130, S = 130}, {L = 64, S = 64}, {L = 65, S = 65}, {L = 150, S = 140},
+                      {L = 100, S = 200}, {L = 129, S = 70}}) do
+    it(string.format("causal blocks: L = %d, S = %d, with a bool mask, forward and gradients", c.L, c.S), function()
+      local o64 = {dtype = "float64"}
+      local q, k, v = dle.randn(2, c.L, 5, o64), dle.randn(2, c.S, 5, o64), dle.randn(2, c.S, 3, o64)
+      local keep = dle.rand(c.L, c.S, o64):gt(0.2)
+      local g = dle.randn(2, c.L, 3, o64)
+      local function grads(f)
+        local qq, kk, vv = q:clone():requires_grad_(), k:clone():requires_grad_(), v:clone():requires_grad_()
+        local out, p = f(qq, kk, vv)
+        ;(out * g):sum():backward()
+        return out, p, qq.grad, kk.grad, vv.grad
+      end
+      local causal = dle.ones(c.L, c.S, {dtype = "bool"}):tril()
+      local out, p, dq, dk, dv = grads(function(a, b, c_) return dle.sdpa(a, b, c_, {mask = keep, causal = true, scale = 0.4}) end)
+      local rout, rp, rdq, rdk, rdv = grads(function(a, b, c_)
+        local sc = (a:matmul(b:transpose(2, 3)) * 0.4):masked_fill(dle.where(causal, keep, causal):logical_not(), -math.huge)
+        local pr = sc:softmax(3)
+        pr = pr:masked_fill(pr:ne(pr), 0)   -- rows with no allowed key: zeros, as sdpa gives
+        return pr:matmul(c_), pr
+      end)
+      local tol = {rtol = 1e-10, atol = 1e-10}
+      H.assert_close(out, rout:totable(), tol)
+      H.assert_close(p, rp:totable(), tol)
+      H.assert_close(dq, rdq:totable(), tol)
+      H.assert_close(dk, rdk:totable(), tol)
+      H.assert_close(dv, rdv:totable(), tol)
+    end)
+  end
+
   it("a last dim that is not contiguous is copied, with the same result", function()
     local q = dle.randn(2, 4, 3):transpose(2, 3)  -- {2, 3, 4} with column stride 3
     local k, v = dle.randn(2, 5, 4), dle.randn(2, 5, 2)
