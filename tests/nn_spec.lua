@@ -538,6 +538,21 @@ describe("nn.utils.clip_grad_norm_", function()
     assert.is_true(math.abs(n2 - 1) < 1e-5)
     H.assert_close(b.grad, {0.8}, {atol = 1e-5})
   end)
+
+  it("supports norm_type 1, 3 and math.huge (the max norm)", function()
+    local function grads()
+      local a, b = dle.zeros(2, {requires_grad = true}), dle.zeros(1, {requires_grad = true})
+      ;((a * dle.tensor({3, -2})):sum() + (b * 4):sum()):backward()   -- grads {3, -2} and {4}
+      return a, b
+    end
+    local a, b = grads()
+    assert.is_true(math.abs(nn.utils.clip_grad_norm_({a, b}, 100, {norm_type = 1}) - 9) < 1e-5)
+    assert.is_true(math.abs(nn.utils.clip_grad_norm_({a, b}, 100, {norm_type = 3}) - (27 + 8 + 64) ^ (1 / 3)) < 1e-5)
+    local n = nn.utils.clip_grad_norm_({a, b}, 2, {norm_type = math.huge})
+    assert.is_true(math.abs(n - 4) < 1e-6)
+    H.assert_close(b.grad, {2}, {atol = 1e-5})          -- scaled by 2 / 4
+    H.assert_close(a.grad, {1.5, -1}, {atol = 1e-5})
+  end)
 end)
 
 describe("nn training", function()

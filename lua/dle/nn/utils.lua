@@ -30,14 +30,11 @@ function U.clip_grad_norm_(params, max_norm, opts)
   local total = 0.0
   dle.no_grad(function()
     if norm_type == math.huge then
-      for _, g in ipairs(grads) do total = math.max(total, g:to("float64"):abs():max():item()) end
+      for _, g in ipairs(grads) do total = math.max(total, g:abs():max():item()) end
     else
-      for _, g in ipairs(grads) do
-        local g64 = g:to("float64")
-        -- the usual 2-norm as a product: pow() per element is many times slower
-        local p = norm_type == 2 and g64 * g64 or g64:abs() ^ norm_type
-        total = total + p:sum():item()
-      end
+      -- one reduction per gradient (t:norm, no temporaries), the per-tensor norms combined in
+      -- Lua's doubles: as PyTorch's clip_grad_norm_ does
+      for _, g in ipairs(grads) do total = total + g:norm(norm_type):item() ^ norm_type end
       total = total ^ (1 / norm_type)
     end
     local coef = max_norm / (total + 1e-6)
