@@ -24,7 +24,7 @@ static dle_tensor *pos_weight_of(lua_State *L, int opts, const char *fn, const d
   if (!opts) return NULL;
   lua_getfield(L, opts, "pos_weight");
   dle_tensor *w = NULL;
-  if (lua_isnumber(L, -1)) {
+  if (lua_type(L, -1) == LUA_TNUMBER) {
     dle_dtype dt = dle_dtype_is_float(x->dtype) ? x->dtype : DLE_DEFAULT_FLOAT;
     double v = lua_tonumber(L, -1);
     lua_pop(L, 1);
