@@ -198,6 +198,9 @@ describe("binary_cross_entropy_with_logits", function()
       o.pos_weight = 2.5
       close(dle.binary_cross_entropy_with_logits(x, y, o), composite.bce(x, y, dle.tensor(2.5, F64), r), 1e-10)
     end
+    -- 40400 elements: blocks on several threads, each reading its own runs of the weights
+    local xb, yb, wb = randn({400, 101}, 16, -6, 6), randn({400, 101}, 17, 0, 1), randn({101}, 18, 0.5, 3)
+    close(dle.binary_cross_entropy_with_logits(xb, yb, {pos_weight = wb}), composite.bce(xb, yb, wb), 1e-10)
     -- float32 against the float64 composite, on a transposed input
     local xf, yf = x:float():t():contiguous():t(), y:float()
     close(dle.binary_cross_entropy_with_logits(xf, yf, {pos_weight = wc:float(), reduction = "none"}):double(),
@@ -275,28 +278,16 @@ describe("cross_entropy with probability targets (soft_cross_entropy)", function
 end)
 
 -- Optional: the same numbers from PyTorch (skipped when /usr/bin/python3 cannot import torch).
-local function torch_available()
-  local p = io.popen("/usr/bin/python3 -c 'import torch' 2>/dev/null && echo yes")
-  local out = p and p:read("*a") or ""
-  if p then p:close() end
-  return out:match("yes") ~= nil
-end
-
 describe("PyTorch agreement (optional)", function()
   it("mse, nll (ignore_index), bce (per-class pos_weight) and soft cross-entropy (smoothing) match torch 1e-10 in float64", function()
-    if not torch_available() then
+    if not H.torch_available() then
       pending("python3 with torch is not available")
       return
     end
     local x, y, w = randn({4, 5}, 20, -3, 3), randn({4, 5}, 21, 0, 1), randn({5}, 22, 0.5, 2)
     local t = dle.tensor({2, 5, -1, 1}, I64)
-    local function py(tensor)
-      local flat = {}
-      for i, val in ipairs(tensor:reshape(-1):totable()) do flat[i] = string.format("%.17g", val) end
-      return "torch.tensor([" .. table.concat(flat, ",") .. "], dtype=torch.float64).reshape(" ..
-        table.concat(tensor:shape(), ",") .. ")"
-    end
-    local script = table.concat({
+    local py = H.torch_literal
+    local line = H.run_python({
       "import torch, torch.nn.functional as F",
       "x, y, w = " .. py(x) .. ", " .. py(y) .. ", " .. py(w),
       "t = torch.tensor([1, 4, -2, 0])",
@@ -305,15 +296,7 @@ describe("PyTorch agreement (optional)", function()
       "     F.binary_cross_entropy_with_logits(x, y, pos_weight=w),",
       "     F.cross_entropy(x, p, label_smoothing=0.1, reduction='sum')]",
       "print(' '.join(repr(v.item()) for v in r))",
-    }, "\n")
-    local path = os.tmpname()
-    local f = assert(io.open(path, "w"))
-    f:write(script)
-    f:close()
-    local p = io.popen("/usr/bin/python3 " .. path)
-    local line = p:read("l")
-    p:close()
-    os.remove(path)
+    })[1]
     local probs = y / y:sum(2, true)
     local got = {
       dle.mse_loss(x, y):item(),

@@ -20,7 +20,7 @@
 #include "cpu_backend.h"
 #include "cpu_loop.h"
 #include "cpu_rows.h"
-#include "cpu_targets.h"
+#include "cpu_nn_common.h"
 
 #define LOSS_TYPES(X) X(F32, float) X(F64, double)
 #define LOSS_BLOCK 1024
@@ -249,11 +249,7 @@ LOSS_TYPES(SOFT_CE_KERNELS)
 static dle_status cpu_losses(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
                              const dle_attrs *a) {
   dle_tensor *o = outs[0];
-  const char *fn = dle_op_get_info(op)->name;
-  for (int i = 0; i < nin; i++)
-    if ((ins[i]->dtype != o->dtype && ins[i]->dtype != DLE_I64) || !dle_tensor_is_contiguous(ins[i]))
-      return dle_error("%s: the CPU kernel expects contiguous %s or int64 inputs", fn, dle_dtype_name(o->dtype));
-  if (!dle_tensor_is_contiguous(o)) return dle_error("%s: the CPU kernel expects a contiguous output", fn);
+  DLE_TRY(cpu_nn_check_layout(op, o, ins, nin));
 #define CASE(ID, CT)                                                                            \
   case DLE_##ID:                                                                                \
     switch (op) {                                                                               \
@@ -273,7 +269,7 @@ static dle_status cpu_losses(dle_op op, dle_tensor *const *outs, dle_tensor *con
     default: break;
   }
 #undef CASE
-  return dle_error("%s: no CPU kernel for %s", fn, dle_dtype_name(o->dtype));
+  return dle_error("%s: no CPU kernel for %s", dle_op_get_info(op)->name, dle_dtype_name(o->dtype));
 }
 
 void cpu_register_losses(dle_backend *b) {

@@ -1,10 +1,22 @@
-/* cpu_targets.h — class targets of the row losses (cross_entropy in cpu_nn.c, nll_loss in
- * cpu_losses.c): the attrs they share (ints: reduction, has ignore_index, ignore_index; f[0]
+/* cpu_nn_common.h — what the kernels of the nn ops (cpu_nn.c) and of the losses (cpu_losses.c)
+ * share: the check of the layout the front door promises, and the class targets of the row losses
+ * (cross_entropy, nll_loss): their attrs (ints: reduction, has ignore_index, ignore_index; f[0]
  * label smoothing) and the check of the target values, done where they are read. */
-#ifndef DLE_CPU_TARGETS_H
-#define DLE_CPU_TARGETS_H
+#ifndef DLE_CPU_NN_COMMON_H
+#define DLE_CPU_NN_COMMON_H
 
 #include "../../engine/internal.h"
+
+/* Inputs contiguous in the output's dtype (or int64 indices), the output contiguous. */
+static inline dle_status cpu_nn_check_layout(dle_op op, const dle_tensor *o, dle_tensor *const *ins, int nin) {
+  const char *fn = dle_op_get_info(op)->name;
+  for (int i = 0; i < nin; i++)
+    if ((ins[i]->dtype != o->dtype && ins[i]->dtype != DLE_I64) || !dle_tensor_is_contiguous(ins[i]))
+      return dle_error("%s: the CPU kernel expects contiguous %s or int64 inputs", fn,
+                       dle_dtype_name(o->dtype));
+  if (!dle_tensor_is_contiguous(o)) return dle_error("%s: the CPU kernel expects a contiguous output", fn);
+  return DLE_OK;
+}
 
 typedef struct {
   int64_t n, c, base, ignore;
