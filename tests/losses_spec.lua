@@ -274,6 +274,8 @@ describe("cross_entropy with probability targets (soft_cross_entropy)", function
       "soft_cross_entropy", "label_smoothing")
     H.assert_error(function() dle.soft_cross_entropy(dle.zeros(2, 3, 4), dle.zeros(2, 3, 4)) end,
       "soft_cross_entropy", "2-D")
+    H.assert_error(function() dle.soft_cross_entropy(dle.zeros(2, 0), dle.zeros(2, 0)) end,
+      "soft_cross_entropy", "no classes")
   end)
 end)
 

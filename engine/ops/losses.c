@@ -166,6 +166,7 @@ static dle_status check_soft_targets(const char *fn, const dle_tensor *x, const 
   if (x->ndim != 2) return dle_error("%s: logits must be 2-D {N, C}, got shape %s", fn, SHAPE(x));
   if (!dle_shape_equal(x->ndim, x->sizes, t->ndim, t->sizes))
     return dle_error("%s: probability targets must have the logits' shape %s, got %s", fn, SHAPE(x), SHAPE(t));
+  if (x->sizes[1] < 1 && x->sizes[0] > 0) return dle_error("%s: logits %s have no classes", fn, SHAPE(x));
   return DLE_OK;
 }
 

@@ -255,7 +255,7 @@ dle_status dle_forward_nn(dle_op op, dle_tensor **outs, dle_tensor *const *ins, 
     case DLE_OP_SDPA: return forward_sdpa(op, outs, ins, nin, a);
     case DLE_OP_SDPA_SCORE_GRAD: return forward_score_grad(op, outs, ins, a);
     case DLE_OP_SDPA_BACKWARD: return forward_sdpa_backward(op, outs, ins, a);
-    default: return dle_forward_losses(op, outs, ins, nin, a);
+    default: return dle_forward_losses(op, outs, ins, nin, a); /* the losses are kind NN too */
   }
 }
 
