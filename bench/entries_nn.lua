@@ -1,9 +1,9 @@
 --- bench/entries_nn.lua — layer-level figures: conv2d forward + backward (input and weight
 -- gradients) at the Fashion-MNIST CNN's two layer shapes, and the fused layer_norm,
--- cross-entropy and causal attention forward + backward, in milliseconds vs PyTorch; and one
--- Adam step over 10M float32 parameters in GB/s of the bytes it must move (reads param, grad, m,
--- v; writes param, m, v: 7 arrays) vs the STREAM triad and torch.optim.Adam (foreach, 1.13 has
--- no fused CPU Adam).
+-- cross-entropy (class and probability targets), bce-with-logits and causal attention forward +
+-- backward, in milliseconds vs PyTorch; and one Adam step over 10M float32 parameters in GB/s of
+-- the bytes it must move (reads param, grad, m, v; writes param, m, v: 7 arrays) vs the STREAM
+-- triad and torch.optim.Adam (foreach, 1.13 has no fused CPU Adam).
 return function(ctx)
   local dle = ctx.dle
   local F = dle.nn.functional
@@ -63,6 +63,21 @@ g = torch.randn(%d, %d, %d, %d)]], n, cin, hw, hw, input_grad and "True" or "Fal
     end,
     "x = torch.randn(4096, 1000, requires_grad=True)\nt = torch.randint(0, 1000, (4096,))",
     "torch.autograd.grad(torch.nn.functional.cross_entropy(x, t), (x,))")
+  fwd_bwd("soft_cross_entropy_fwd_bwd", "cross_entropy fwd+bwd, probability targets {4096,1000} float32",
+    function()
+      local x, p = dle.randn(4096, 1000):requires_grad_(), dle.rand(4096, 1000):softmax(2)
+      return function() dle.grad(F.cross_entropy(x, p), {x}) end
+    end,
+    "x = torch.randn(4096, 1000, requires_grad=True)\np = torch.rand(4096, 1000).softmax(1)",
+    "torch.autograd.grad(torch.nn.functional.cross_entropy(x, p), (x,))")
+  fwd_bwd("bce_with_logits_fwd_bwd", "bce_with_logits fwd+bwd, pos_weight per class, {4096,1000} float32",
+    function()
+      local x, y = dle.randn(4096, 1000):requires_grad_(), dle.rand(4096, 1000)
+      local w = dle.rand(1000) + 0.5
+      return function() dle.grad(F.binary_cross_entropy_with_logits(x, y, {pos_weight = w}), {x}) end
+    end,
+    "x = torch.randn(4096, 1000, requires_grad=True)\ny = torch.rand(4096, 1000)\nw = torch.rand(1000) + 0.5",
+    "torch.autograd.grad(torch.nn.functional.binary_cross_entropy_with_logits(x, y, pos_weight=w), (x,))")
   fwd_bwd("sdpa_fwd_bwd", "causal attention fwd+bwd {32,4,128,32} float32 (char-GPT shapes)",
     function()
       local function r() return dle.randn(32, 4, 128, 32) end

@@ -77,6 +77,7 @@ const dle_grad_rule *dle_grad_rule_of(dle_op op) {
     dle_grad_register_conv(rules);
     dle_grad_register_norm(rules);
     dle_grad_register_nn(rules);
+    dle_grad_register_losses(rules);
     ready = true;
   }
   return &rules[op];

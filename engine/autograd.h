@@ -71,6 +71,7 @@ void dle_grad_register_index(dle_grad_rule *rules);       /* ops/index.c */
 void dle_grad_register_conv(dle_grad_rule *rules);        /* ops/conv.c */
 void dle_grad_register_norm(dle_grad_rule *rules);        /* ops/norm_grad.c */
 void dle_grad_register_nn(dle_grad_rule *rules);          /* ops/nn_grad.c */
+void dle_grad_register_losses(dle_grad_rule *rules);      /* ops/losses_grad.c */
 
 /* ---- used by the front door (ops.c) ---- */
 /* Should a call of op with these inputs be recorded? (grad mode on, op differentiable, some

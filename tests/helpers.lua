@@ -431,4 +431,36 @@ function H.gradients_of(f)
   end
 end
 
+-- ---------------------------------------------------------------- PyTorch (optional)
+
+--- Can /usr/bin/python3 import torch? (Specs that compare with PyTorch skip when it cannot.)
+function H.torch_available()
+  local p = io.popen("/usr/bin/python3 -c 'import torch' 2>/dev/null && echo yes")
+  local out = p and p:read("*a") or ""
+  if p then p:close() end
+  return out:match("yes") ~= nil
+end
+
+--- A Python expression building float64 tensor t exactly (17 significant digits).
+function H.torch_literal(t)
+  local flat = {}
+  for i, val in ipairs(t:reshape(-1):totable()) do flat[i] = string.format("%.17g", val) end
+  return "torch.tensor([" .. table.concat(flat, ",") .. "], dtype=torch.float64).reshape(" ..
+    table.concat(t:shape(), ",") .. ")"
+end
+
+--- Runs the Python lines with /usr/bin/python3; returns its output lines.
+function H.run_python(lines)
+  local path = os.tmpname()
+  local f = assert(io.open(path, "w"))
+  f:write(table.concat(lines, "\n"))
+  f:close()
+  local p = io.popen("/usr/bin/python3 " .. path)
+  local out = {}
+  for l in p:lines() do out[#out + 1] = l end
+  p:close()
+  os.remove(path)
+  return out
+end
+
 return H

@@ -363,28 +363,16 @@ describe("dle.sdpa", function()
 end)
 
 -- Optional: the same numbers from PyTorch (skipped when /usr/bin/python3 cannot import torch).
-local function torch_available()
-  local p = io.popen("/usr/bin/python3 -c 'import torch' 2>/dev/null && echo yes")
-  local out = p and p:read("*a") or ""
-  if p then p:close() end
-  return out:match("yes") ~= nil
-end
-
 describe("PyTorch agreement (optional)", function()
   it("cross_entropy (smoothing, ignore_index) and causal SDPA match torch 1e-10 in float64", function()
-    if not torch_available() then
+    if not H.torch_available() then
       pending("python3 with torch is not available")
       return
     end
     local x, t = randn({4, 5}, 60, nil, 3), dle.tensor({2, 5, -1, 1}, I64)
     local q, k, v = randn({1, 2, 4, 3}, 61), randn({1, 2, 4, 3}, 62), randn({1, 2, 4, 2}, 63)
-    local function py(tensor)
-      local flat = {}
-      for i, val in ipairs(tensor:reshape(-1):totable()) do flat[i] = string.format("%.17g", val) end
-      return "torch.tensor([" .. table.concat(flat, ",") .. "], dtype=torch.float64).reshape(" ..
-        table.concat(tensor:shape(), ",") .. ")"
-    end
-    local script = table.concat({
+    local py = H.torch_literal
+    local out = H.run_python({
       "import torch, torch.nn.functional as F",
       "x = " .. py(x),
       "t = torch.tensor([1, 4, -2, 0])",
@@ -395,15 +383,8 @@ describe("PyTorch agreement (optional)", function()
       "o = s.softmax(-1) @ v",
       "print(repr(ce.item()))",
       "print(' '.join(repr(z) for z in o.reshape(-1).tolist()))",
-    }, "\n")
-    local path = os.tmpname()
-    local f = assert(io.open(path, "w"))
-    f:write(script)
-    f:close()
-    local p = io.popen("/usr/bin/python3 " .. path)
-    local ce_line, o_line = p:read("l"), p:read("l")
-    p:close()
-    os.remove(path)
+    })
+    local ce_line, o_line = out[1], out[2]
     local ce = dle.cross_entropy(x, t, {ignore_index = -1, label_smoothing = 0.1}):item()
     assert.is_true(math.abs(ce - tonumber(ce_line)) < 1e-10, "cross_entropy " .. ce .. " vs torch " .. ce_line)
     local got = dle.sdpa(q, k, v, {causal = true}):reshape(-1):totable()

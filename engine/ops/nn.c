@@ -5,25 +5,12 @@
  * The kernels get contiguous float inputs in the dtype the op computes in (float64 stays, every
  * other dtype computes in float32), int64 contiguous indices, and fresh contiguous outputs; the
  * results are cast back to the float dtype of the first float input (float16 stays float16) and
- * copied into a caller's outputs. One exception: the attention mask is handed over expanded to
- * {..., L, S} with its own strides (stride 0 on broadcast dims), so it is never materialised. */
+ * copied into a caller's outputs. Attention is the exception: its operands keep their strides
+ * when their rows are contiguous (the mask too, expanded to {..., L, S} with stride 0 on broadcast
+ * dims, so it is never materialised), and its outputs are laid out like q and k. */
 #include "../autograd.h"
 #include "../nn.h"
-
-static const char *op_name(dle_op op) { return dle_op_get_info(op)->name; }
-
-static dle_dtype result_dtype(dle_dtype dt) { return dle_dtype_is_float(dt) ? dt : DLE_DEFAULT_FLOAT; }
-static dle_dtype compute_dtype(dle_dtype dt) { return dt == DLE_F64 ? DLE_F64 : DLE_F32; }
-
-/* t cast to dt and made contiguous, into *out (a new reference). */
-static dle_status prepare(dle_tensor **out, dle_tensor *t, dle_dtype dt) {
-  dle_tensor *c = NULL;
-  *out = NULL;
-  DLE_TRY(dle_cast_if_needed(&c, t, dt));
-  dle_status st = dle_contiguous(out, c);
-  dle_tensor_release(c);
-  return st;
-}
+#include "nn_front.h"
 
 /* An attention operand: t cast to dt, then expanded to {batch..., r, c} (its own last two dims).
  * The kernel reads matrices in place when their rows are contiguous and rows do not overlap
@@ -54,126 +41,13 @@ static dle_status prepare_matrices(dle_tensor **out, dle_tensor *t, int nb, cons
   return st;
 }
 
-/* A new tensor of the given shape laid out like `like` (same ndim): its dims ordered in memory as
- * like's are (by decreasing stride), as PyTorch's empty_like does. An attention output over
- * head-split views ({B, T, H, E} permuted to {B, H, T, E}) then comes out as {B, T, H, E} in
- * memory, so merging the heads back is a view. The last dim stays innermost, and a template with
- * broadcast (stride 0) dims gives the row-major layout. */
-static dle_status empty_laid_out_like(dle_tensor **out, int ndim, const int64_t *sizes, dle_dtype dt,
-                                      dle_device dev, const dle_tensor *like) {
-  int order[DLE_MAX_DIMS];
-  bool permuted = false, usable = like && like->ndim == ndim && ndim >= 2 && dev.type == DLE_CPU;
-  for (int d = 0; d < ndim; d++) order[d] = d;
-  for (int d = 0; d + 1 < ndim && usable; d++)
-    usable = like->sizes[d] <= 1 || like->strides[d] > 0;
-  if (usable) { /* stable insertion sort of the leading dims by decreasing stride */
-    for (int i = 1; i + 1 < ndim; i++) {
-      int d = order[i], j = i;
-      for (; j > 0 && like->strides[order[j - 1]] < like->strides[d]; j--) order[j] = order[j - 1];
-      order[j] = d;
-      permuted = permuted || j != i;
-    }
-  }
-  if (!permuted) return dle_tensor_empty(out, ndim, sizes, dt, dev);
-  int64_t s[DLE_MAX_DIMS];
-  int back[DLE_MAX_DIMS];
-  for (int i = 0; i < ndim; i++) s[i] = sizes[order[i]], back[order[i]] = i;
-  dle_tensor *dense = NULL;
-  DLE_TRY(dle_tensor_empty(&dense, ndim, s, dt, dev));
-  dle_status st = dle_permute(out, dense, back);
-  dle_tensor_release(dense);
-  return st;
-}
-
-static dle_status need_indices(const char *fn, const char *what, const dle_tensor *t) {
-  if (t->dtype == DLE_I64 || t->dtype == DLE_I32) return DLE_OK;
-  return dle_error("%s: %s must be an int64 tensor of indices, got %s (shape %s)", fn, what,
-                   dle_dtype_name(t->dtype), SHAPE(t));
-}
-
-static dle_status need_numeric(const char *fn, const char *what, const dle_tensor *t) {
-  if (t->dtype != DLE_BOOL) return DLE_OK;
-  return dle_error("%s: %s must be a float tensor, got bool (shape %s)", fn, what, SHAPE(t));
-}
-
-/* Result shapes of one call. */
-typedef struct {
-  int nout;
-  int ndim[2];
-  int64_t sizes[2][DLE_MAX_DIMS];
-  const dle_tensor *like[2]; /* lay output k out like this tensor (NULL: row-major) */
-} out_shapes;
-
-static void set_shape(out_shapes *o, int k, int ndim, const int64_t *sizes) {
-  o->ndim[k] = ndim;
-  if (ndim) memcpy(o->sizes[k], sizes, sizeof *sizes * (size_t)ndim);
-}
-
-/* Runs the kernel on prepared inputs cin (released here) into fresh outputs of dtype cdt, then
- * delivers them as rdt: into the caller's tensors (copy with cast) or as new tensors. */
-static dle_status run(dle_op op, dle_tensor **outs, const out_shapes *o, dle_tensor **cin, int nin,
-                      const dle_attrs *a, dle_dtype cdt, dle_dtype rdt, dle_device dev) {
-  const char *fn = op_name(op);
-  dle_status st = DLE_OK;
-  for (int k = 0; k < o->nout && st == DLE_OK; k++)
-    if (outs[k] && !dle_shape_equal(outs[k]->ndim, outs[k]->sizes, o->ndim[k], o->sizes[k])) {
-      char buf[128];
-      st = dle_error("%s: result of shape %s cannot be written into an output of shape %s", fn,
-                     dle_shape_str(buf, sizeof buf, o->ndim[k], o->sizes[k]), SHAPE(outs[k]));
-    }
-  dle_tensor *r[2] = {NULL, NULL};
-  for (int i = 0; i < nin && st == DLE_OK; i++)
-    if (!cin[i]) st = DLE_ERR;  /* the cast or copy that failed has set the message */
-  for (int k = 0; k < o->nout && st == DLE_OK; k++)
-    st = o->like[k] ? empty_laid_out_like(&r[k], o->ndim[k], o->sizes[k], cdt, dev, o->like[k])
-                    : dle_tensor_empty(&r[k], o->ndim[k], o->sizes[k], cdt, dev);
-  if (st == DLE_OK) st = dle_dispatch(op, r, o->nout, cin, nin, a);
-  for (int k = 0; k < o->nout && st == DLE_OK; k++) {
-    if (outs[k]) {
-      st = dle_copy_(outs[k], r[k]);
-    } else if (rdt != cdt) {
-      dle_tensor *c = NULL;
-      st = dle_to_dtype(&c, r[k], rdt);
-      dle_tensor_release(r[k]);
-      r[k] = c;
-    }
-  }
-  for (int i = 0; i < nin; i++) dle_tensor_release(cin[i]);
-  for (int k = 0; k < o->nout; k++) {
-    if (st == DLE_OK && !outs[k]) outs[k] = r[k];
-    else dle_tensor_release(r[k]);
-  }
-  return st;
-}
-
 /* ---- cross-entropy ---- */
-
-static dle_status check_ce_attrs(const char *fn, const dle_attrs *a) {
-  if (a->ints[0] < DLE_REDUCTION_NONE || a->ints[0] > DLE_REDUCTION_SUM)
-    return dle_error("%s: reduction must be none, mean or sum (0..2), got %lld", fn, (long long)a->ints[0]);
-  if (!(a->f[0] >= 0 && a->f[0] <= 1))
-    return dle_error("%s: label_smoothing must be in [0, 1], got %g", fn, a->f[0]);
-  return DLE_OK;
-}
-
-/* logits {N, C} and targets {N}. */
-static dle_status check_logits_targets(const char *fn, const dle_tensor *x, const dle_tensor *t) {
-  DLE_TRY(need_numeric(fn, "logits", x));
-  if (x->ndim != 2) return dle_error("%s: logits must be 2-D {N, C}, got shape %s", fn, SHAPE(x));
-  DLE_TRY(need_indices(fn, "targets", t));
-  if (t->ndim != 1 || t->sizes[0] != x->sizes[0])
-    return dle_error("%s: targets must have shape {%lld} (one class per row of logits %s), got %s",
-                     fn, (long long)x->sizes[0], SHAPE(x), SHAPE(t));
-  if (x->sizes[1] < 1 && x->sizes[0] > 0)
-    return dle_error("%s: logits %s have no classes", fn, SHAPE(x));
-  return DLE_OK;
-}
 
 static dle_status forward_ce(dle_op op, dle_tensor **outs, dle_tensor *const *ins, const dle_attrs *a) {
   const char *fn = op_name(op);
   dle_tensor *x = ins[0], *t = ins[1];
   DLE_TRY(check_ce_attrs(fn, a));
-  DLE_TRY(check_logits_targets(fn, x, t));
+  DLE_TRY(check_rows_targets(fn, "logits", x, t));
   out_shapes o = {.nout = 2};
   set_shape(&o, 0, a->ints[0] == DLE_REDUCTION_NONE ? 1 : 0, x->sizes);
   set_shape(&o, 1, 1, x->sizes);
@@ -189,7 +63,7 @@ static dle_status forward_ce_backward(dle_op op, dle_tensor **outs, dle_tensor *
   const char *fn = op_name(op);
   dle_tensor *gy = ins[0], *x = ins[1], *t = ins[2], *lse = ins[3];
   DLE_TRY(check_ce_attrs(fn, a));
-  DLE_TRY(check_logits_targets(fn, x, t));
+  DLE_TRY(check_rows_targets(fn, "logits", x, t));
   bool none = a->ints[0] == DLE_REDUCTION_NONE;
   if (none ? gy->ndim != 1 || gy->sizes[0] != x->sizes[0] : gy->ndim != 0)
     return dle_error("%s: grad_output must have shape %s (the loss of logits %s), got %s", fn,
@@ -399,7 +273,7 @@ dle_status dle_forward_nn(dle_op op, dle_tensor **outs, dle_tensor *const *ins, 
     case DLE_OP_SDPA: return forward_sdpa(op, outs, ins, nin, a);
     case DLE_OP_SDPA_SCORE_GRAD: return forward_score_grad(op, outs, ins, a);
     case DLE_OP_SDPA_BACKWARD: return forward_sdpa_backward(op, outs, ins, a);
-    default: return dle_error("%s: not an nn op", op_name(op));
+    default: return dle_forward_losses(op, outs, ins, nin, a); /* the losses are kind NN too */
   }
 }
 

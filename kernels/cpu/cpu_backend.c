@@ -34,6 +34,7 @@ const dle_backend *dle_cpu_backend(void) {
     cpu_register_conv(&cpu);
     cpu_register_norm(&cpu);
     cpu_register_nn(&cpu);
+    cpu_register_losses(&cpu);
     cpu_register_attention(&cpu);
     cpu_register_pool(&cpu);
     ready = true;

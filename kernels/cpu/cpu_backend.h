@@ -14,6 +14,7 @@ void cpu_register_conv(dle_backend *b);        /* conv.c: conv2d and its gradien
 void cpu_register_pool(dle_backend *b);        /* pool.c: max and average pooling */
 void cpu_register_norm(dle_backend *b);        /* norm.c: layer_norm, batch_norm */
 void cpu_register_nn(dle_backend *b);          /* nn.c: cross-entropy, embedding, dropout */
+void cpu_register_losses(dle_backend *b);      /* losses.c: mse, nll, bce-with-logits, soft cross-entropy */
 void cpu_register_attention(dle_backend *b);   /* attention.c: sdpa and its score gradient */
 
 #endif

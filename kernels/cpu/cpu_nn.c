@@ -17,41 +17,11 @@
 #include "cpu_backend.h"
 #include "cpu_loop.h"
 #include "cpu_rows.h"
+#include "cpu_nn_common.h"
 
 #define NN_TYPES(X) X(F32, float) X(F64, double)
 
 /* ---- cross-entropy ---- */
-
-typedef struct {
-  int64_t n, c, base, ignore;
-  bool has_ignore;
-  double eps;
-  int64_t reduction;
-} ce_args;
-
-static ce_args ce_args_of(const dle_attrs *a, const dle_tensor *logits) {
-  ce_args c = {.n = logits->sizes[0], .c = logits->sizes[1], .base = a->index_base,
-               .ignore = a->ints[2], .has_ignore = a->ints[1] != 0, .eps = a->f[0],
-               .reduction = a->ints[0]};
-  return c;
-}
-
-static bool ce_ignored(const ce_args *c, int64_t t) { return c->has_ignore && t == c->ignore; }
-
-/* Every target not ignored must be a class base..base+C-1; *count gets how many there are. */
-static dle_status ce_check_targets(const char *fn, const int64_t *t, const ce_args *c, int64_t *count) {
-  int64_t n = 0;
-  for (int64_t i = 0; i < c->n; i++) {
-    if (ce_ignored(c, t[i])) continue;
-    if (t[i] - c->base < 0 || t[i] - c->base >= c->c)
-      return dle_error("%s: target %lld (row %lld) is out of range for %lld classes (%lld..%lld)", fn,
-                       (long long)t[i], (long long)(i + c->base), (long long)c->c, (long long)c->base,
-                       (long long)(c->base + c->c - 1));
-    n++;
-  }
-  *count = n;
-  return DLE_OK;
-}
 
 /* g = w (exp(x - l) - off): a row of the cross-entropy gradient before the target's term */
 #define CE_GRAD_ROW(ID, CT)                                                                     \
@@ -207,11 +177,7 @@ NN_TYPES(DROPOUT_KERNEL)
 static dle_status cpu_nn(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
                          const dle_attrs *a) {
   dle_tensor *o = outs[0];
-  const char *fn = dle_op_get_info(op)->name;
-  for (int i = 0; i < nin; i++)
-    if ((ins[i]->dtype != o->dtype && ins[i]->dtype != DLE_I64) || !dle_tensor_is_contiguous(ins[i]))
-      return dle_error("%s: the CPU kernel expects contiguous %s or int64 inputs", fn, dle_dtype_name(o->dtype));
-  if (!dle_tensor_is_contiguous(o)) return dle_error("%s: the CPU kernel expects a contiguous output", fn);
+  DLE_TRY(cpu_nn_check_layout(op, o, ins, nin));
 #define CASE(ID, CT)                                                                            \
   case DLE_##ID:                                                                                \
     switch (op) {                                                                               \
@@ -228,7 +194,7 @@ static dle_status cpu_nn(dle_op op, dle_tensor *const *outs, dle_tensor *const *
     default: break;
   }
 #undef CASE
-  return dle_error("%s: no CPU kernel for %s", fn, dle_dtype_name(o->dtype));
+  return dle_error("%s: no CPU kernel for %s", dle_op_get_info(op)->name, dle_dtype_name(o->dtype));
 }
 
 void cpu_register_nn(dle_backend *b) {

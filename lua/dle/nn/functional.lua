@@ -1,7 +1,9 @@
---- dle.nn.functional: stateless forms of the layers and losses. Cross-entropy (class targets),
--- embedding, dropout and attention (dle.nn.attention) call fused ops of the op table
--- (dle.cross_entropy, dle.embedding, dle.dropout, dle.sdpa) with C kernels and gradient rules;
--- the rest are composed of dle ops. Class targets are int64 tensors holding 1-based class numbers.
+--- dle.nn.functional: stateless forms of the layers and losses. The losses (cross-entropy, nll,
+-- mse, bce-with-logits), embedding, dropout and attention (dle.nn.attention) call fused ops of the
+-- op table (dle.cross_entropy, dle.soft_cross_entropy, dle.nll_loss, dle.mse_loss,
+-- dle.binary_cross_entropy_with_logits, dle.embedding, dle.dropout, dle.sdpa) with C kernels and
+-- gradient rules; the rest are composed of dle ops. Class targets are int64 tensors holding
+-- 1-based class numbers.
 local dle = require "dle"
 
 local F = {}
@@ -95,19 +97,8 @@ function F.embedding(ids, weight, opts)
   return dle.embedding(weight, ids, {padding_idx = opts and opts.padding_idx})
 end
 
-local function reduce(loss, reduction, fname, count)
-  reduction = reduction or "mean"
-  if reduction == "none" then return loss end
-  if reduction == "sum" then return loss:sum() end
-  if reduction == "mean" then
-    if count then return loss:sum() / count end
-    return loss:mean()
-  end
-  error(fname .. ": reduction must be 'mean', 'sum' or 'none', got '" .. tostring(reduction) .. "'", 3)
-end
-
--- Moves the class dimension (2) of {N, C, d1, ...} to the end and flattens: returns {M, C}, the
--- shape the per-element loss has ({N, d1, ...}), and whether a reshape back is needed.
+-- Moves the class dimension (2) of {N, C, d1, ...} to the end and flattens: returns {M, C} and
+-- the shape the per-element loss has ({N, d1, ...}; {} for a {C} input).
 local function classes_last(input)
   if input:dim() == 1 then return input:unsqueeze(1), {} end
   if input:dim() == 2 then return input, {input:size(1)} end
@@ -117,102 +108,84 @@ local function classes_last(input)
   return input:permute(perm):reshape(-1, input:size(2)), out_shape
 end
 
--- Shared core of nll_loss and cross_entropy: logp {N, C, ...} log-probabilities.
-local function nll_core(fname, logp, target, opts)
-  opts = opts or {}
-  local C = logp:dim() == 1 and logp:size(1) or logp:size(2)
-  local lp, out_shape = classes_last(logp)
-  -- soft targets: class probabilities of the input's shape
-  if target:is_floating_point() then
-    if shape_str(target) ~= shape_str(logp) then
-      error(fname .. ": probability targets have shape " .. shape_str(target) .. ", expected " .. shape_str(logp), 3)
-    end
-    local tp = classes_last(target)
-    local eps = opts.label_smoothing or 0
-    if eps > 0 then tp = tp * (1 - eps) + eps / C end
-    local loss = -(lp * tp):sum(2)
-    return reduce(loss:reshape(out_shape), opts.reduction, fname)
-  end
-  local dt = target:dtype()
+-- Class targets of an input whose per-element loss has shape out_shape: checked, flattened.
+local function class_targets(fname, input, targets, out_shape)
+  local dt = targets:dtype()
   if dt ~= "int64" and dt ~= "int32" then
     error(fname .. ": targets must be int64 class numbers (1-based) or float probabilities, got " .. dt, 3)
   end
-  local expect = {table.unpack(out_shape)}
-  if shape_str(target) ~= "{" .. table.concat(expect, ",") .. "}" then
-    error(fname .. ": input has shape " .. shape_str(logp) .. ", so targets must have shape {"
-      .. table.concat(expect, ",") .. "}, got " .. shape_str(target), 3)
+  local expect = "{" .. table.concat(out_shape, ",") .. "}"
+  if shape_str(targets) ~= expect then
+    error(fname .. ": input has shape " .. shape_str(input) .. ", so targets must have shape "
+      .. expect .. ", got " .. shape_str(targets), 3)
   end
-  local t = target:reshape(-1):to("int64")
-  local ignore = opts.ignore_index
-  local mask
-  if ignore ~= nil then
-    mask = t:ne(ignore)
-    t = dle.where(mask, t, dle.ones_like(t))
-  end
-  if t:numel() > 0 then
-    local lo, hi = t:min():item(), t:max():item()
-    if lo < 1 or hi > C then
-      error(fname .. ": target " .. (lo < 1 and lo or hi) .. " is out of range for " .. C .. " classes (1.." .. C .. ")", 3)
-    end
-  end
-  local loss = -lp:gather(2, t:unsqueeze(2)):squeeze(2)
-  local eps = opts.label_smoothing or 0
-  if eps < 0 or eps > 1 then error(fname .. ": label_smoothing must be in [0, 1], got " .. eps, 3) end
-  if eps > 0 then
-    loss = loss * (1 - eps) + lp:sum(2) * (-eps / C)
-  end
-  local count
-  if mask then
-    local mf = mask:to(loss:dtype())
-    loss = loss * mf
-    count = mf:sum()
-  end
-  return reduce(loss:reshape(out_shape), opts.reduction, fname, count)
+  return targets:reshape(-1)
+end
+
+-- The per-row loss {M} of a fused op, back in the input's layout for reduction "none".
+local function unflatten(loss, opts, out_shape)
+  if opts.reduction == "none" then return loss:reshape(out_shape) end
+  return loss
 end
 
 --- nll_loss(logp, targets, opts): negative log-likelihood of log-probabilities {N, C} (or
--- {N, C, d1, ...}, or {C}) at 1-based int64 targets {N} ({N, d1, ...}).
--- @param opts optional {ignore_index, reduction = "mean"|"sum"|"none"}; the mean is over
---   the targets that are not ignore_index
+-- {N, C, d1, ...}, or {C}) at 1-based int64 targets {N} ({N, d1, ...}): the fused nll_loss op
+-- (a gather forward, a scatter of -gy/count into the target column backward). Float targets of
+-- logp's shape are class probabilities: -sum(logp * targets) over the classes.
+-- @param opts optional {ignore_index, label_smoothing = 0, reduction = "mean"|"sum"|"none"};
+--   the mean is over the targets that are not ignore_index
 -- @return scalar tensor, or per-element losses for reduction "none"
 function F.nll_loss(logp, targets, opts)
   check_tensor("nll_loss", "input", logp)
   check_tensor("nll_loss", "targets", targets)
-  return nll_core("nll_loss", logp, targets, opts)
+  opts = opts or {}
+  local lp, out_shape = classes_last(logp)
+  if targets:is_floating_point() then
+    if shape_str(targets) ~= shape_str(logp) then
+      error("nll_loss: probability targets have shape " .. shape_str(targets) .. ", expected " .. shape_str(logp), 2)
+    end
+    local loss = -(lp * classes_last(targets)):sum(2)
+    local r = opts.reduction or "mean"
+    if r == "none" then return loss:reshape(out_shape) end
+    if r == "sum" then return loss:sum() end
+    if r == "mean" then return loss:mean() end
+    error("nll_loss: reduction must be 'mean', 'sum' or 'none', got '" .. tostring(r) .. "'", 2)
+  end
+  local t = class_targets("nll_loss", logp, targets, out_shape)
+  local loss = dle.nll_loss(lp, t, {reduction = opts.reduction, ignore_index = opts.ignore_index,
+    label_smoothing = opts.label_smoothing})
+  return unflatten(loss, opts, out_shape)
 end
 
 --- cross_entropy(logits, targets, opts): softmax cross-entropy over dimension 2 (the classes).
 -- Logits are {N, C}, {C} or {N, C, d1, ...}. Targets are 1-based int64 class numbers of shape
--- {N} ({}, {N, d1, ...}): the fused op (one log-sum-exp pass per row forward, one fused pass
--- backward); or float class probabilities of logits' shape (composed of dle ops).
+-- {N} ({}, {N, d1, ...}): the fused cross_entropy op (one log-sum-exp pass per row forward, one
+-- fused pass backward); or float class probabilities of logits' shape: the fused
+-- soft_cross_entropy op (the same passes; label smoothing mixes eps/C into the probabilities).
 -- @param opts optional {ignore_index, label_smoothing = 0, reduction = "mean"|"sum"|"none"}; the
---   mean is over the targets that are not ignore_index
+--   mean is over the targets that are not ignore_index (over all rows for probabilities)
 -- @return scalar tensor, or per-element losses for reduction "none"
 function F.cross_entropy(logits, targets, opts)
   check_tensor("cross_entropy", "logits", logits)
   check_tensor("cross_entropy", "targets", targets)
-  if targets:is_floating_point() then
-    local d = logits:dim() == 1 and 1 or 2
-    return nll_core("cross_entropy", logits:log_softmax(d), targets, opts)
-  end
   opts = opts or {}
-  local dt = targets:dtype()
-  if dt ~= "int64" and dt ~= "int32" then
-    error("cross_entropy: targets must be int64 class numbers (1-based) or float probabilities, got " .. dt, 2)
-  end
   local x, out_shape = classes_last(logits)
-  local expect = "{" .. table.concat(out_shape, ",") .. "}"
-  if shape_str(targets) ~= expect then
-    error("cross_entropy: input has shape " .. shape_str(logits) .. ", so targets must have shape "
-      .. expect .. ", got " .. shape_str(targets), 2)
+  if targets:is_floating_point() then
+    if shape_str(targets) ~= shape_str(logits) then
+      error("cross_entropy: probability targets have shape " .. shape_str(targets) .. ", expected "
+        .. shape_str(logits), 2)
+    end
+    local loss = dle.soft_cross_entropy(x, classes_last(targets), {reduction = opts.reduction,
+      label_smoothing = opts.label_smoothing})
+    return unflatten(loss, opts, out_shape)
   end
-  local loss = dle.cross_entropy(x, targets:reshape(-1), {reduction = opts.reduction,
+  local t = class_targets("cross_entropy", logits, targets, out_shape)
+  local loss = dle.cross_entropy(x, t, {reduction = opts.reduction,
     ignore_index = opts.ignore_index, label_smoothing = opts.label_smoothing})
-  if opts.reduction == "none" then loss = loss:reshape(out_shape) end
-  return loss
+  return unflatten(loss, opts, out_shape)
 end
 
---- mse_loss(input, target, opts): mean squared error; shapes must match.
+--- mse_loss(input, target, opts): mean squared error (the fused mse_loss op); shapes must match.
 -- @param opts optional {reduction = "mean"|"sum"|"none"}
 -- @return scalar tensor, or elementwise losses for reduction "none"
 function F.mse_loss(input, target, opts)
@@ -221,14 +194,15 @@ function F.mse_loss(input, target, opts)
   if shape_str(input) ~= shape_str(target) then
     error("mse_loss: input has shape " .. shape_str(input) .. " but target has shape " .. shape_str(target), 2)
   end
-  local d = input - target
-  return reduce(d * d, opts and opts.reduction, "mse_loss")
+  return dle.mse_loss(input, target, {reduction = opts and opts.reduction})
 end
 
 --- binary_cross_entropy_with_logits(x, y, opts): stable
 -- max(x, 0) - x*y + log1p(exp(-|x|)); with pos_weight w the positive term is weighted:
--- (1 - y) * x + (1 + (w - 1) * y) * (log1p(exp(-|x|)) + max(-x, 0)).
--- @param opts optional {reduction = "mean"|"sum"|"none", pos_weight = tensor or number}
+-- (1 - y) * x + (1 + (w - 1) * y) * (log1p(exp(-|x|)) + max(-x, 0)). One fused op forward and
+-- backward (gradients in x, y and pos_weight).
+-- @param opts optional {reduction = "mean"|"sum"|"none", pos_weight = tensor or number}; a tensor
+--   broadcasts to x's shape (a weight per class of the last dim: {C} for x {N, C})
 -- @return scalar tensor, or elementwise losses for reduction "none"
 function F.binary_cross_entropy_with_logits(x, y, opts)
   check_tensor("binary_cross_entropy_with_logits", "input", x)
@@ -236,16 +210,8 @@ function F.binary_cross_entropy_with_logits(x, y, opts)
   if shape_str(x) ~= shape_str(y) then
     error("binary_cross_entropy_with_logits: input has shape " .. shape_str(x) .. " but target has shape " .. shape_str(y), 2)
   end
-  if not y:is_floating_point() then y = y:to(x:dtype()) end
-  local softplus_neg_abs = (-x:abs()):exp():log1p()
-  local loss
-  if opts and opts.pos_weight then
-    local lw = (opts.pos_weight - 1) * y + 1
-    loss = (1 - y) * x + lw * (softplus_neg_abs + (-x):relu())
-  else
-    loss = x:relu() - x * y + softplus_neg_abs
-  end
-  return reduce(loss, opts and opts.reduction, "binary_cross_entropy_with_logits")
+  return dle.binary_cross_entropy_with_logits(x, y, {reduction = opts and opts.reduction,
+    pos_weight = opts and opts.pos_weight})
 end
 
 return F
