@@ -13,6 +13,20 @@ end
 
 local function allocated() return dle.core.memory_allocated() end
 
+-- Allocates n dropped 1 MB tensors with Lua's own collector stopped, so only native memory
+-- pressure collects them; returns the most memory in use above the start meanwhile.
+local function garbage_peak(n)
+  local base, peak = allocated(), 0
+  collectgarbage("stop")
+  for i = 1, n do
+    local t = dle.empty(N1MB)   -- empty: the pacing is under test, not the fill speed
+    t[1] = i
+    peak = math.max(peak, allocated() - base)
+  end
+  collectgarbage("restart")
+  return peak
+end
+
 describe("memory", function()
   before_each(full_gc)
 
@@ -87,16 +101,7 @@ describe("memory", function()
 
   it("2000 x 1 MB allocations without collectgarbage keep memory bounded", function()
     local base = allocated()
-    local peak = 0
-    collectgarbage("stop")   -- only native memory pressure may collect now
-    for i = 1, 2000 do
-      local t = dle.empty(N1MB)   -- empty: the pacing is under test, not the fill speed
-      t[1] = i
-      local now = allocated() - base
-      if now > peak then peak = now end
-      t = nil
-    end
-    collectgarbage("restart")
+    local peak = garbage_peak(2000)
     full_gc()
     -- the pacing collects whenever native memory grew by max(64 MB, live / 4) since the last time
     assert.is_true(peak < 100 * MB, string.format("peak %.1f MB above baseline", peak / MB))
@@ -109,28 +114,14 @@ describe("memory", function()
     local big = {dle.empty(64 * N1MB), dle.empty(64 * N1MB), dle.empty(64 * N1MB), dle.empty(64 * N1MB)}
     big = nil
     full_gc()
-    local base, peak = allocated(), 0
-    collectgarbage("stop")
-    for i = 1, 300 do
-      local t = dle.empty(N1MB)
-      t[1] = i
-      peak = math.max(peak, allocated() - base)
-    end
-    collectgarbage("restart")
+    local peak = garbage_peak(300)
     assert.is_true(peak <= 70 * MB, string.format("peak %.1f MB above baseline", peak / MB))
   end)
 
   it("with a large data set resident, garbage is collected after a quarter of it, not all of it", function()
     local data = dle.empty(400 * N1MB)   -- 400 MB live (never touched): garbage may reach 100 MB, not 400 MB
     full_gc()
-    local base, peak = allocated(), 0
-    collectgarbage("stop")
-    for i = 1, 300 do
-      local t = dle.empty(N1MB)
-      t[1] = i
-      peak = math.max(peak, allocated() - base)
-    end
-    collectgarbage("restart")
+    local peak = garbage_peak(300)
     assert.is_true(peak <= 102 * MB, string.format("garbage peaked at %.1f MB", peak / MB))
     assert.is_true(data:numel() > 0)
   end)
