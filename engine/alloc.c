@@ -111,7 +111,7 @@ void *dle_cpu_alloc(size_t nbytes) {
 static block *evict_for(size_t need, int keep_class) {
   block *out = NULL;
   for (int c = NUM_CLASSES - 1; c > 0 && cached_bytes + need > cache_limit; c--) {
-    if (c == keep_class) continue;
+    if (c == keep_class || !free_lists[c]) continue; /* (classes past 2^48 bytes never hold any) */
     size_t csize = class_size(c);
     while (free_lists[c] && cached_bytes + need > cache_limit) {
       block *b = free_lists[c];
