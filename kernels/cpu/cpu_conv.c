@@ -8,19 +8,24 @@
  *               W_g {Og, K} . col_g {K, B*L}, scattered into y with the bias.
  * grad_input    col_g = W_g^T . gy_g, then col2im: each {H, W} plane accumulates its columns in
  *               a compute-type plane buffer, then is stored.
- * grad_weight   gw_g = gy_g . col_g^T, accumulated over the chunks (gemm with beta = 1).
+ * grad_weight   gw_g = gy_g . col_g^T, accumulated over the chunks (gemm with beta = 1) in one
+ *               buffer per thread, summed at the end.
  * The chunk size B is chosen by chunk_of (see there); a chunk of one sample in float32/float64
- * needs no gather or scatter: its gemms read gy and write y in place.
+ * needs no gather or scatter: its gemms read gy and write y in place (the bias written first,
+ * then accumulated onto).
+ * Threads: the chunks are independent, so with several threads each OpenMP thread takes whole
+ * chunks (im2col, its gemms with OpenBLAS set to one thread, col2im) on its own buffers, as
+ * PyTorch's slow_conv2d does, instead of running im2col serially and letting OpenBLAS split
+ * every small per-chunk gemm (one thread hand-over per gemm: conv2's forward + backward scaled
+ * to 2 threads at 1.5-1.8x PyTorch's time that way). A single chunk (one large sample) keeps
+ * OpenBLAS's own threading. No BLAS call runs multi-threaded inside an OpenMP region.
  * im2col and col2im work on runs of valid output columns computed once per kernel tap (tap_of),
  * so their inner loops are branch-free copies/adds (contiguous for stride 1; one shifted run per
  * tap when stride 1 keeps the width, as with "same" padding).
  *
  * Every kernel body is written once and instantiated per float dtype with the X-macros of
  * cpu_types.h; the compute type CT (float for float16/bfloat16, float32 and float64 otherwise)
- * selects sgemm or dgemm. No BLAS call is ever made inside an OpenMP region. The loops between
- * the gemms (im2col, scatter, col2im) run on one thread by default (CONV_GRAIN): an OpenMP region
- * right after an OpenBLAS call competes with OpenBLAS's still-spinning threads on the 2-core
- * machine (measured 2x slower by the first conv kernels); build with -DCONV_GRAIN=32768 to try. */
+ * selects sgemm or dgemm. */
 #include <cblas.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -29,18 +34,8 @@
 #include "cpu_gemm.h"
 #include "cpu_loop.h"
 
-/* Work size (elements moved) from which the loops around the gemms use OpenMP threads: never. */
-#ifndef CONV_GRAIN
-#define CONV_GRAIN INT64_MAX
-#endif
-
 #ifdef _OPENMP
 #include <omp.h>
-static int conv_threads(void) { return omp_get_max_threads(); }
-static int conv_thread(void) { return omp_get_thread_num(); }
-#else
-static int conv_threads(void) { return 1; }
-static int conv_thread(void) { return 0; }
 #endif
 
 /* Geometry of one conv call, read from attrs and the tensors. */
@@ -64,23 +59,96 @@ static conv_geom make_geom(const int64_t *xs, const int64_t *ws, const int64_t *
   return q;
 }
 
-/* Samples per chunk: on one thread the column buffer stays under 256 KiB (at least one sample),
- * so im2col writes it into the L2 cache the gemm then reads it from (Fashion-MNIST's conv2, CPU
- * time of forward + both gradients: 256 KiB chunks ~60 ms, 2 MiB ~68 ms, 8 MiB ~65 ms). With
- * several threads every gemm call needs all of OpenBLAS's threads scheduled at once, which on a
- * busy machine costs far more than the cache misses (conv2 forward + backward, 2 threads, shared
- * box at load ~5: 2 MiB chunks 460-740 ms wall, 8 MiB 225-280 ms, 32 MiB 70-285 ms, for 65-95 ms
- * of CPU time), so threaded runs use few large chunks (the whole batch of an MNIST-sized layer). */
+/* Samples per chunk: the column buffer of a chunk stays under 256 KiB (at least one sample), so
+ * im2col writes it into the L2 cache the gemm then reads it from (Fashion-MNIST's conv2, CPU time
+ * of forward + both gradients: 256 KiB chunks ~60 ms, 2 MiB ~68 ms, 8 MiB ~65 ms). Each thread
+ * has its own buffers, so the budget is per thread. */
 #define CONV_COL_BYTES ((int64_t)256 << 10)
-#define CONV_COL_BYTES_THREADED ((int64_t)32 << 20)
 static int64_t chunk_of(const conv_geom *q, size_t es) {
-  int64_t budget = conv_threads() > 1 ? CONV_COL_BYTES_THREADED : CONV_COL_BYTES;
   int64_t per = q->c * q->kh * q->kw * q->l * (int64_t)es;
-  int64_t b = per > 0 ? budget / per : q->n;
+  int64_t b = per > 0 ? CONV_COL_BYTES / per : q->n;
   if (b < 1) b = 1;
   if (b > q->n) b = q->n;
   while (b > 1 && b * q->l > INT_MAX / 2) b /= 2;
   return b;
+}
+
+/* ---- the chunk loop and its buffers ---- */
+
+/* What the per-chunk functions of one call share. Scratch is per thread: thread t's col, tmp and
+ * acc start at t * ncol, t * ntmp and t * nacc elements of the compute type. */
+typedef struct {
+  conv_geom q;
+  const void *src;   /* x (conv2d, grad_weight) or gy (grad_input) */
+  const void *gy;    /* grad_weight's gy */
+  const void *bias;  /* conv2d's bias, or NULL */
+  const void *w;     /* the weight in the compute type (conv2d, grad_input) */
+  void *dst;         /* y (conv2d) or gx (grad_input) */
+  void *wbuf, *col, *tmp, *acc;
+  int64_t nw, ncol, ntmp, nacc;
+  size_t es;         /* sizeof the compute type */
+  int nt;            /* threads */
+} conv_job;
+
+typedef void (*chunk_fn)(const conv_job *j, int64_t b0, int64_t nb, int thread);
+
+/* Threads for n samples in chunks of b: one per chunk at most (a single chunk keeps OpenBLAS's
+ * own threading). */
+static int chunk_threads(int64_t n, int64_t b) {
+#ifdef _OPENMP
+  int64_t chunks = (n + b - 1) / b;
+  int nt = dle_get_num_threads();
+  return chunks < nt ? (int)chunks : nt;
+#else
+  (void)n, (void)b;
+  return 1;
+#endif
+}
+
+/* Allocates j's buffers (nw: a compute-type weight copy, 0 for none; the others per thread; acc
+ * zeroed) for j->nt threads. */
+static dle_status job_alloc(conv_job *j, const char *fn, int64_t nw, int64_t ncol, int64_t ntmp,
+                            int64_t nacc) {
+  size_t nt = (size_t)j->nt, es = j->es;
+  j->nw = nw, j->ncol = ncol, j->ntmp = ntmp, j->nacc = nacc;
+  j->wbuf = nw ? dle_cpu_alloc(es * (size_t)nw) : NULL;
+  j->col = dle_cpu_alloc(es * nt * (size_t)ncol + 1);
+  j->tmp = dle_cpu_alloc(es * nt * (size_t)ntmp + 1);
+  j->acc = dle_cpu_alloc(es * nt * (size_t)nacc + 1);
+  if ((nw && !j->wbuf) || !j->col || !j->tmp || !j->acc)
+    return dle_error("%s: out of memory for the column buffers", fn);
+  memset(j->acc, 0, es * nt * (size_t)nacc);
+  return DLE_OK;
+}
+
+static void job_free(conv_job *j) {
+  size_t nt = (size_t)j->nt, es = j->es;
+  if (j->wbuf) dle_cpu_free(j->wbuf, es * (size_t)j->nw);
+  dle_cpu_free(j->col, es * nt * (size_t)j->ncol + 1);
+  dle_cpu_free(j->tmp, es * nt * (size_t)j->ntmp + 1);
+  dle_cpu_free(j->acc, es * nt * (size_t)j->nacc + 1);
+}
+
+/* Runs f over the chunks [b0, b0 + b) of j's samples on j->nt threads, OpenBLAS set to one thread
+ * meanwhile. fixed: a static assignment of chunks to threads (grad_weight: the same summation
+ * order every run); otherwise a free thread takes the next chunk (better on a busy machine). */
+static void for_chunks(const conv_job *j, int64_t b, bool fixed, chunk_fn f) {
+  const int64_t n = j->q.n, chunks = (n + b - 1) / b;
+  if (j->nt < 2) {
+    for (int64_t i = 0; i < chunks; i++) f(j, i * b, n - i * b < b ? n - i * b : b, 0);
+    return;
+  }
+#ifdef _OPENMP
+  openblas_set_num_threads(1);
+  if (fixed) {
+    _Pragma("omp parallel for schedule(static) num_threads(j->nt)")
+    for (int64_t i = 0; i < chunks; i++) f(j, i * b, n - i * b < b ? n - i * b : b, omp_get_thread_num());
+  } else {
+    _Pragma("omp parallel for schedule(dynamic) num_threads(j->nt)")
+    for (int64_t i = 0; i < chunks; i++) f(j, i * b, n - i * b < b ? n - i * b : b, omp_get_thread_num());
+  }
+  openblas_set_num_threads(dle_get_num_threads());
+#endif
 }
 
 static dle_status check_blas(const char *fn, const conv_geom *q, int64_t b) {
@@ -94,7 +162,6 @@ static dle_status check_blas(const char *fn, const conv_geom *q, int64_t b) {
 /* T and CT are the same type (float32, float64; not the 16-bit floats computing in float) */
 #define SAME_TYPE(T, CT) (sizeof(T) == sizeof(CT))
 
-static void *alloc_or_null(size_t n) { return dle_cpu_alloc(n ? n : 1); }
 
 /* The outputs o in [0, n) whose input position o*s + off lies in [0, in): [*lo, *hi). Hoisting
  * this out of the loops leaves im2col/col2im with branch-free runs (contiguous when s == 1). */
@@ -128,7 +195,6 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
     /* stride 1 with the output as wide as the input ("same" padding): a tap's valid rows are     \
      * one contiguous run of the plane, shifted */                                                \
     const bool same_width = q->sh == 1 && sw == 1 && wo == q->w;                                  \
-    _Pragma("omp parallel for schedule(static) if (total * q->k * q->l >= CONV_GRAIN)")           \
     for (int64_t bc = 0; bc < total; bc++) {                                                      \
       int64_t b = bc / q->c, c = bc % q->c;                                                       \
       const T *plane = x + ((b0 + b) * q->c + c) * q->h * q->w;                                   \
@@ -185,125 +251,137 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
       }                                                                                           \
     for (int64_t i = 0; i < hw; i++) gx_plane[i] = ST_##ID(acc[i]);                               \
   }                                                                                               \
-  /* dst {O, nb*L} (CT) <- gy[b0.., o, l] */                                                      \
-  static void gather_gy_##ID(const T *gy, int64_t b0, int64_t nb, const conv_geom *q, CT *dst) {  \
-    int64_t ld = nb * q->l, total = nb * q->o;                                                    \
-    _Pragma("omp parallel for schedule(static) if (total * q->l >= CONV_GRAIN)")                  \
-    for (int64_t bo = 0; bo < total; bo++) {                                                      \
-      int64_t b = bo / q->o, o = bo % q->o;                                                       \
-      const T *s = gy + ((b0 + b) * q->o + o) * q->l;                                             \
-      CT *d = dst + o * ld + b * q->l;                                                            \
-      for (int64_t l = 0; l < q->l; l++) d[l] = LD_##ID(s[l]);                                    \
-    }                                                                                             \
-  }                                                                                               \
-  /* gy of samples [b0, b0 + nb) as {O, nb*L} in CT: gy itself for one sample in the compute  \
-   * type, else gathered into dst */                                                             \
+  /* gy of samples [b0, b0 + nb) as {O, nb*L} in CT: gy itself for one sample in the compute      \
+   * type, else gathered into dst */                                                              \
   static const CT *gy_block_##ID(const T *gy, int64_t b0, int64_t nb, const conv_geom *q, CT *dst) { \
     if (nb == 1 && SAME_TYPE(T, CT)) return (const CT *)(const void *)(gy + b0 * q->o * q->l);   \
-    gather_gy_##ID(gy, b0, nb, q, dst);                                                           \
+    const int64_t ld = nb * q->l;                                                                 \
+    for (int64_t b = 0; b < nb; b++)                                                              \
+      for (int64_t o = 0; o < q->o; o++) {                                                        \
+        const T *s = gy + ((b0 + b) * q->o + o) * q->l;                                           \
+        CT *d = dst + o * ld + b * q->l;                                                          \
+        for (int64_t l = 0; l < q->l; l++) d[l] = LD_##ID(s[l]);                                  \
+      }                                                                                           \
     return dst;                                                                                   \
   }                                                                                               \
-  static void load_##ID(const T *src, CT *dst, int64_t n) {                                       \
-    for (int64_t i = 0; i < n; i++) dst[i] = LD_##ID(src[i]);                                     \
+  /* the weight {O, K} in the compute type: the tensor's own data, or converted into j->wbuf */   \
+  static const CT *weight_##ID(const dle_tensor *wt, conv_job *j) {                               \
+    const T *w = dle_tensor_data(wt);                                                             \
+    if (SAME_TYPE(T, CT)) return (const CT *)(const void *)w;                                     \
+    CT *d = j->wbuf;                                                                              \
+    for (int64_t i = 0; i < j->nw; i++) d[i] = LD_##ID(w[i]);                                     \
+    return d;                                                                                     \
+  }                                                                                               \
+  /* y of samples [b0, b0 + nb) */                                                                \
+  static void fwd_chunk_##ID(const conv_job *j, int64_t b0, int64_t nb, int t) {                  \
+    const conv_geom *q = &j->q;                                                                   \
+    const T *bias = j->bias;                                                                      \
+    const CT *w = j->w;                                                                           \
+    T *y = j->dst;                                                                                \
+    CT *col = (CT *)j->col + t * j->ncol;                                                         \
+    const int64_t ld = nb * q->l;                                                                 \
+    /* one sample in the compute type: the gemm accumulates onto the bias in y's {O, L} block */  \
+    const bool direct = nb == 1 && SAME_TYPE(T, CT);                                              \
+    CT *out = direct ? (CT *)(void *)(y + b0 * q->o * q->l) : (CT *)j->tmp + t * j->ntmp;        \
+    if (direct && bias)                                                                           \
+      for (int64_t o = 0; o < q->o; o++)                                                          \
+        for (int64_t l = 0; l < q->l; l++) out[o * q->l + l] = (CT)LD_##ID(bias[o]);             \
+    im2col_##ID(j->src, b0, nb, q, col);                                                          \
+    for (int64_t g = 0; g < q->g; g++)                                                            \
+      GEMM(CT)(false, false, q->og, ld, q->k, w + g * q->og * q->k, q->k, col + g * q->k * ld, ld, \
+               direct && bias ? (CT)1 : (CT)0, out + g * q->og * ld, ld);                        \
+    if (direct) return;                                                                           \
+    for (int64_t b = 0; b < nb; b++)                                                              \
+      for (int64_t o = 0; o < q->o; o++) {                                                        \
+        CT add = bias ? (CT)LD_##ID(bias[o]) : (CT)0;                                             \
+        const CT *s = out + o * ld + b * q->l;                                                    \
+        T *d = y + ((b0 + b) * q->o + o) * q->l;                                                  \
+        for (int64_t l = 0; l < q->l; l++) d[l] = ST_##ID(s[l] + add);                            \
+      }                                                                                           \
+  }                                                                                               \
+  /* gx of samples [b0, b0 + nb) */                                                               \
+  static void gin_chunk_##ID(const conv_job *j, int64_t b0, int64_t nb, int t) {                  \
+    const conv_geom *q = &j->q;                                                                   \
+    const CT *w = j->w;                                                                           \
+    CT *col = (CT *)j->col + t * j->ncol;                                                         \
+    const int64_t ld = nb * q->l, hw = q->h * q->w;                                               \
+    const CT *gyb = gy_block_##ID(j->src, b0, nb, q, (CT *)j->tmp + t * j->ntmp);                 \
+    for (int64_t g = 0; g < q->g; g++)                                                            \
+      GEMM(CT)(true, false, q->k, ld, q->og, w + g * q->og * q->k, q->k, gyb + g * q->og * ld, ld, \
+               (CT)0, col + g * q->k * ld, ld);                                                   \
+    for (int64_t bc = 0; bc < nb * q->c; bc++)                                                    \
+      col2im_plane_##ID(col, ld, bc / q->c, bc % q->c, q, (CT *)j->acc + t * j->nacc,             \
+                        (T *)j->dst + (b0 * q->c + bc) * hw);                                     \
+  }                                                                                               \
+  /* thread t's gw accumulator += the contribution of samples [b0, b0 + nb) */                    \
+  static void gw_chunk_##ID(const conv_job *j, int64_t b0, int64_t nb, int t) {                   \
+    const conv_geom *q = &j->q;                                                                   \
+    CT *col = (CT *)j->col + t * j->ncol, *acc = (CT *)j->acc + t * j->nacc;                      \
+    const int64_t ld = nb * q->l;                                                                 \
+    im2col_##ID(j->src, b0, nb, q, col);                                                          \
+    const CT *gyb = gy_block_##ID(j->gy, b0, nb, q, (CT *)j->tmp + t * j->ntmp);                  \
+    for (int64_t g = 0; g < q->g; g++)                                                            \
+      GEMM(CT)(false, true, q->og, q->k, ld, gyb + g * q->og * ld, ld, col + g * q->k * ld, ld,   \
+               (CT)1, acc + g * q->og * q->k, q->k);                                              \
   }                                                                                               \
   static dle_status conv_fwd_##ID(dle_tensor *y, dle_tensor *const *ins, int nin,                 \
                                   const dle_attrs *a) {                                           \
-    const dle_tensor *xt = ins[0], *wt = ins[1];                                                  \
-    conv_geom q = make_geom(xt->sizes, wt->sizes, y->sizes, a);                                   \
-    const T *x = dle_tensor_data(xt), *bias = nin > 2 ? dle_tensor_data(ins[2]) : NULL;           \
-    T *yp = dle_tensor_data(y);                                                                   \
-    int64_t B = chunk_of(&q, sizeof(CT));                                                         \
-    DLE_TRY(check_blas("conv2d", &q, B));                                                         \
-    size_t nw = (size_t)(q.o * q.k), ncol = (size_t)(q.c * q.kh * q.kw * B * q.l),                \
-           ntmp = (size_t)(q.o * B * q.l);                                                        \
-    CT *w = alloc_or_null(sizeof(CT) * nw), *col = alloc_or_null(sizeof(CT) * ncol),              \
-       *tmp = alloc_or_null(sizeof(CT) * ntmp);                                                   \
-    dle_status st = w && col && tmp ? DLE_OK : dle_error("conv2d: out of memory for the column buffers"); \
-    if (st == DLE_OK) load_##ID((const T *)dle_tensor_data(wt), w, q.o * q.k);                    \
-    for (int64_t b0 = 0; st == DLE_OK && b0 < q.n; b0 += B) {                                     \
-      int64_t nb = q.n - b0 < B ? q.n - b0 : B, ld = nb * q.l;                                    \
-      /* one sample in the compute type: the gemm writes its {O, L} block of y in place */        \
-      CT *out = nb == 1 && SAME_TYPE(T, CT) ? (CT *)(void *)(yp + b0 * q.o * q.l) : tmp;          \
-      im2col_##ID(x, b0, nb, &q, col);                                                            \
-      for (int64_t g = 0; g < q.g; g++)                                                           \
-        GEMM(CT)(false, false, q.og, ld, q.k, w + g * q.og * q.k, q.k, col + g * q.k * ld, ld,    \
-                 (CT)0, out + g * q.og * ld, ld);                                                 \
-      if (out != tmp && !bias) continue;                                                          \
-      int64_t total = nb * q.o;                                                                   \
-      _Pragma("omp parallel for schedule(static) if (total * q.l >= CONV_GRAIN)")                 \
-      for (int64_t bo = 0; bo < total; bo++) { /* in place when out is y */                       \
-        int64_t b = bo / q.o, o = bo % q.o;                                                       \
-        CT add = bias ? (CT)LD_##ID(bias[o]) : (CT)0;                                             \
-        const CT *s = out + o * ld + b * q.l;                                                     \
-        T *d = yp + ((b0 + b) * q.o + o) * q.l;                                                   \
-        for (int64_t l = 0; l < q.l; l++) d[l] = ST_##ID(s[l] + add);                             \
-      }                                                                                           \
+    conv_job j = {.q = make_geom(ins[0]->sizes, ins[1]->sizes, y->sizes, a), .es = sizeof(CT)};   \
+    const conv_geom *q = &j.q;                                                                    \
+    int64_t B = chunk_of(q, sizeof(CT));                                                          \
+    DLE_TRY(check_blas("conv2d", q, B));                                                          \
+    j.nt = chunk_threads(q->n, B);                                                                \
+    j.src = dle_tensor_data(ins[0]), j.bias = nin > 2 ? dle_tensor_data(ins[2]) : NULL;          \
+    j.dst = dle_tensor_data(y);                                                                   \
+    dle_status st = job_alloc(&j, "conv2d", SAME_TYPE(T, CT) ? 0 : q->o * q->k,                   \
+                              q->c * q->kh * q->kw * B * q->l, q->o * B * q->l, 0);               \
+    if (st == DLE_OK) {                                                                           \
+      j.w = weight_##ID(ins[1], &j);                                                              \
+      for_chunks(&j, B, false, fwd_chunk_##ID);                                                   \
     }                                                                                             \
-    dle_cpu_free(w, sizeof(CT) * nw);                                                             \
-    dle_cpu_free(col, sizeof(CT) * ncol);                                                         \
-    dle_cpu_free(tmp, sizeof(CT) * ntmp);                                                         \
+    job_free(&j);                                                                                 \
     return st;                                                                                    \
   }                                                                                               \
   /* gx {N, C, H, W} from gy {N, O, Ho, Wo} and w {O, C/G, kh, kw} */                              \
   static dle_status conv_gin_##ID(dle_tensor *gx, dle_tensor *const *ins, const dle_attrs *a) {   \
-    const dle_tensor *gyt = ins[0], *wt = ins[1];                                                 \
-    conv_geom q = make_geom(gx->sizes, wt->sizes, gyt->sizes, a);                                 \
-    const T *gy = dle_tensor_data(gyt);                                                           \
-    T *gxp = dle_tensor_data(gx);                                                                 \
-    int64_t B = chunk_of(&q, sizeof(CT));                                                         \
-    DLE_TRY(check_blas("conv2d_grad_input", &q, B));                                              \
-    int nt = conv_threads();                                                                      \
-    size_t nw = (size_t)(q.o * q.k), ncol = (size_t)(q.c * q.kh * q.kw * B * q.l),                \
-           ngy = (size_t)(q.o * B * q.l), nacc = (size_t)(nt * q.h * q.w);                        \
-    CT *w = alloc_or_null(sizeof(CT) * nw), *col = alloc_or_null(sizeof(CT) * ncol),              \
-       *gyc = alloc_or_null(sizeof(CT) * ngy), *acc = alloc_or_null(sizeof(CT) * nacc);           \
-    dle_status st = w && col && gyc && acc ? DLE_OK                                               \
-                  : dle_error("conv2d_grad_input: out of memory for the column buffers");         \
-    if (st == DLE_OK) load_##ID((const T *)dle_tensor_data(wt), w, q.o * q.k);                    \
-    for (int64_t b0 = 0; st == DLE_OK && b0 < q.n; b0 += B) {                                     \
-      int64_t nb = q.n - b0 < B ? q.n - b0 : B, ld = nb * q.l, total = nb * q.c;                  \
-      const CT *gyb = gy_block_##ID(gy, b0, nb, &q, gyc);                                         \
-      for (int64_t g = 0; g < q.g; g++)                                                           \
-        GEMM(CT)(true, false, q.k, ld, q.og, w + g * q.og * q.k, q.k, gyb + g * q.og * ld, ld,    \
-                 (CT)0, col + g * q.k * ld, ld);                                                  \
-      _Pragma("omp parallel for schedule(static) num_threads(nt) if (total * q.k * q.l >= CONV_GRAIN)") \
-      for (int64_t bc = 0; bc < total; bc++)                                                      \
-        col2im_plane_##ID(col, ld, bc / q.c, bc % q.c, &q, acc + conv_thread() * q.h * q.w,       \
-                          gxp + (b0 * q.c + bc) * q.h * q.w);                                     \
+    conv_job j = {.q = make_geom(gx->sizes, ins[1]->sizes, ins[0]->sizes, a), .es = sizeof(CT)};  \
+    const conv_geom *q = &j.q;                                                                    \
+    int64_t B = chunk_of(q, sizeof(CT));                                                          \
+    DLE_TRY(check_blas("conv2d_grad_input", q, B));                                               \
+    j.nt = chunk_threads(q->n, B);                                                                \
+    j.src = dle_tensor_data(ins[0]), j.dst = dle_tensor_data(gx);                                 \
+    dle_status st = job_alloc(&j, "conv2d_grad_input", SAME_TYPE(T, CT) ? 0 : q->o * q->k,        \
+                              q->c * q->kh * q->kw * B * q->l, q->o * B * q->l, q->h * q->w);     \
+    if (st == DLE_OK) {                                                                           \
+      j.w = weight_##ID(ins[1], &j);                                                              \
+      for_chunks(&j, B, false, gin_chunk_##ID);                                                   \
     }                                                                                             \
-    dle_cpu_free(acc, sizeof(CT) * nacc);                                                         \
-    dle_cpu_free(w, sizeof(CT) * nw);                                                             \
-    dle_cpu_free(col, sizeof(CT) * ncol);                                                         \
-    dle_cpu_free(gyc, sizeof(CT) * ngy);                                                          \
+    job_free(&j);                                                                                 \
     return st;                                                                                    \
   }                                                                                               \
-  /* gw {O, C/G, kh, kw} from gy {N, O, Ho, Wo} and x {N, C, H, W} */                              \
+  /* gw {O, C/G, kh, kw} from gy {N, O, Ho, Wo} and x {N, C, H, W}: the threads' accumulators      \
+   * summed in thread order */                                                                    \
   static dle_status conv_gw_##ID(dle_tensor *gw, dle_tensor *const *ins, const dle_attrs *a) {    \
-    const dle_tensor *gyt = ins[0], *xt = ins[1];                                                 \
-    conv_geom q = make_geom(xt->sizes, gw->sizes, gyt->sizes, a);                                 \
-    const T *gy = dle_tensor_data(gyt), *x = dle_tensor_data(xt);                                 \
-    T *gwp = dle_tensor_data(gw);                                                                 \
-    int64_t B = chunk_of(&q, sizeof(CT));                                                         \
-    DLE_TRY(check_blas("conv2d_grad_weight", &q, B));                                             \
-    size_t nw = (size_t)(q.o * q.k), ncol = (size_t)(q.c * q.kh * q.kw * B * q.l),                \
-           ngy = (size_t)(q.o * B * q.l);                                                         \
-    CT *acc = alloc_or_null(sizeof(CT) * nw), *col = alloc_or_null(sizeof(CT) * ncol),            \
-       *gyc = alloc_or_null(sizeof(CT) * ngy);                                                    \
-    dle_status st = acc && col && gyc ? DLE_OK                                                    \
-                  : dle_error("conv2d_grad_weight: out of memory for the column buffers");        \
-    for (int64_t b0 = 0; st == DLE_OK && b0 < q.n; b0 += B) {                                     \
-      int64_t nb = q.n - b0 < B ? q.n - b0 : B, ld = nb * q.l;                                    \
-      im2col_##ID(x, b0, nb, &q, col);                                                            \
-      const CT *gyb = gy_block_##ID(gy, b0, nb, &q, gyc);                                         \
-      for (int64_t g = 0; g < q.g; g++)                                                           \
-        GEMM(CT)(false, true, q.og, q.k, ld, gyb + g * q.og * ld, ld, col + g * q.k * ld, ld,     \
-                 b0 ? (CT)1 : (CT)0, acc + g * q.og * q.k, q.k);                                  \
+    conv_job j = {.q = make_geom(ins[1]->sizes, gw->sizes, ins[0]->sizes, a), .es = sizeof(CT)};  \
+    const conv_geom *q = &j.q;                                                                    \
+    int64_t B = chunk_of(q, sizeof(CT));                                                          \
+    DLE_TRY(check_blas("conv2d_grad_weight", q, B));                                              \
+    j.nt = chunk_threads(q->n, B);                                                                \
+    j.gy = dle_tensor_data(ins[0]), j.src = dle_tensor_data(ins[1]);                              \
+    const int64_t nw = q->o * q->k;                                                               \
+    dle_status st = job_alloc(&j, "conv2d_grad_weight", 0, q->c * q->kh * q->kw * B * q->l,       \
+                              q->o * B * q->l, nw);                                               \
+    if (st == DLE_OK) {                                                                           \
+      for_chunks(&j, B, true, gw_chunk_##ID);                                                     \
+      CT *acc = j.acc;                                                                            \
+      T *d = dle_tensor_data(gw);                                                                 \
+      for (int64_t i = 0; i < nw; i++) {                                                          \
+        CT s = acc[i];                                                                            \
+        for (int t = 1; t < j.nt; t++) s += acc[t * nw + i];                                      \
+        d[i] = ST_##ID(s);                                                                        \
+      }                                                                                           \
     }                                                                                             \
-    if (st == DLE_OK)                                                                             \
-      for (size_t i = 0; i < nw; i++) gwp[i] = ST_##ID(acc[i]);                                   \
-    dle_cpu_free(acc, sizeof(CT) * nw);                                                           \
-    dle_cpu_free(col, sizeof(CT) * ncol);                                                         \
-    dle_cpu_free(gyc, sizeof(CT) * ngy);                                                          \
+    job_free(&j);                                                                                 \
     return st;                                                                                    \
   }
 CPU_FLOAT_TYPES(CONV_KERNELS)
