@@ -10,9 +10,9 @@
  *               a compute-type plane buffer, then is stored.
  * grad_weight   gw_g = gy_g . col_g^T, accumulated over the chunks (gemm with beta = 1) in one
  *               buffer per thread, summed at the end.
- * The chunk size B is chosen by chunk_of (see there); a chunk of one sample in float32/float64
- * needs no gather or scatter: its gemms read gy and write y in place (the bias written first,
- * then accumulated onto).
+ * The chunk size B is chosen by chunk_of (see there; a large sample is done in parts of output
+ * rows); a chunk of one sample in float32/float64 needs no gather or scatter: its gemms read gy and
+ * write y in place (the bias written first, then accumulated onto), and col2im adds into gx.
  * Threads: the chunks are independent, so with several threads each OpenMP thread takes whole
  * chunks (im2col, its gemms with OpenBLAS set to one thread, col2im) on its own buffers, as
  * PyTorch's slow_conv2d does, instead of running im2col serially and letting OpenBLAS split
@@ -59,10 +59,13 @@ static conv_geom make_geom(const int64_t *xs, const int64_t *ws, const int64_t *
   return q;
 }
 
-/* Samples per chunk: the column buffer of a chunk stays under 256 KiB (at least one sample), so
- * im2col writes it into the L2 cache the gemm then reads it from (Fashion-MNIST's conv2, CPU time
- * of forward + both gradients: 256 KiB chunks ~60 ms, 2 MiB ~68 ms, 8 MiB ~65 ms). Each thread
- * has its own buffers, so the budget is per thread. */
+/* Samples per chunk: the column buffer of a chunk stays under CONV_COL_BYTES (at least one
+ * sample), so im2col writes it into the L2 cache the gemm then reads it from (Fashion-MNIST's
+ * conv2, CPU time of forward + both gradients: 256 KiB chunks ~60 ms, 2 MiB ~68 ms, 8 MiB ~65 ms).
+ * A sample whose columns alone exceed that is cut into parts of whole output rows (part_rows):
+ * im2col of one part, its gemms, then the next, so the buffer stays bounded on large images
+ * (not for speed: conv2 with 128 KiB parts, two per sample, took 17 ms of CPU time per forward
+ * instead of 15). Each thread has its own buffers: the budget is per thread. */
 #define CONV_COL_BYTES ((int64_t)256 << 10)
 static int64_t chunk_of(const conv_geom *q, size_t es) {
   int64_t per = q->c * q->kh * q->kw * q->l * (int64_t)es;
@@ -73,12 +76,31 @@ static int64_t chunk_of(const conv_geom *q, size_t es) {
   return b;
 }
 
+/* Output rows per part for chunks of b samples: all of them for several samples, else the fewest
+ * even parts whose columns fit the budget. */
+static int64_t part_rows(const conv_geom *q, int64_t b, size_t es) {
+  int64_t per_row = q->c * q->kh * q->kw * q->wo * (int64_t)es;
+  if (b > 1 || q->ho < 2 || per_row * q->ho <= CONV_COL_BYTES) return q->ho;
+  int64_t r = per_row > 0 ? CONV_COL_BYTES / per_row : q->ho;
+  if (r < 1) r = 1;
+  int64_t parts = (q->ho + r - 1) / r;
+  return (q->ho + parts - 1) / parts;
+}
+
 /* ---- the chunk loop and its buffers ---- */
+
+static dle_status check_blas(const char *fn, const conv_geom *q, int64_t b) {
+  if (q->k > INT_MAX || q->og > INT_MAX || b * q->l > INT_MAX)
+    return dle_error("%s: sizes exceed BLAS's 32-bit limits (K = %lld, L = %lld)", fn,
+                     (long long)q->k, (long long)(b * q->l));
+  return DLE_OK;
+}
 
 /* What the per-chunk functions of one call share. Scratch is per thread: thread t's col, tmp and
  * acc start at t * ncol, t * ntmp and t * nacc elements of the compute type. */
 typedef struct {
   conv_geom q;
+  int64_t b, rows;   /* samples per chunk, output rows per part (see part_rows) */
   const void *src;   /* x (conv2d, grad_weight) or gy (grad_input) */
   const void *gy;    /* grad_weight's gy */
   const void *bias;  /* conv2d's bias, or NULL */
@@ -87,53 +109,54 @@ typedef struct {
   void *wbuf, *col, *tmp, *acc;
   int64_t nw, ncol, ntmp, nacc;
   size_t es;         /* sizeof the compute type */
-  int nt;            /* threads */
+  int nt;            /* threads: one per chunk at most (one chunk keeps OpenBLAS's own threads) */
 } conv_job;
 
 typedef void (*chunk_fn)(const conv_job *j, int64_t b0, int64_t nb, int thread);
 
-/* Threads for n samples in chunks of b: one per chunk at most (a single chunk keeps OpenBLAS's
- * own threading). */
-static int chunk_threads(int64_t n, int64_t b) {
+/* Sets up j for one call of fn with geometry q in a compute type of es bytes: chunking, threads
+ * and buffers (nw: a compute-type weight copy, 0 for none; nacc: accumulator elements per thread,
+ * zeroed; col and tmp sized for a chunk's part). On error the caller still calls job_free. */
+static dle_status job_init(conv_job *j, const char *fn, conv_geom q, size_t es, int64_t nw, int64_t nacc) {
+  memset(j, 0, sizeof *j);
+  j->q = q, j->es = es;
+  j->b = chunk_of(&q, es);
+  j->rows = part_rows(&q, j->b, es);
+  DLE_TRY(check_blas(fn, &q, j->b));
+  int nt = 1;
 #ifdef _OPENMP
-  int64_t chunks = (n + b - 1) / b;
-  int nt = dle_get_num_threads();
-  return chunks < nt ? (int)chunks : nt;
-#else
-  (void)n, (void)b;
-  return 1;
+  int64_t chunks = (q.n + j->b - 1) / j->b;
+  nt = dle_get_num_threads();
+  if (chunks < nt) nt = (int)chunks;
 #endif
-}
-
-/* Allocates j's buffers (nw: a compute-type weight copy, 0 for none; the others per thread; acc
- * zeroed) for j->nt threads. */
-static dle_status job_alloc(conv_job *j, const char *fn, int64_t nw, int64_t ncol, int64_t ntmp,
-                            int64_t nacc) {
-  size_t nt = (size_t)j->nt, es = j->es;
-  j->nw = nw, j->ncol = ncol, j->ntmp = ntmp, j->nacc = nacc;
+  j->nt = nt;
+  j->nw = nw, j->ncol = q.c * q.kh * q.kw * j->b * j->rows * q.wo, j->ntmp = q.o * j->b * q.l;
+  j->nacc = nacc;
+  size_t n = (size_t)nt;
   j->wbuf = nw ? dle_cpu_alloc(es * (size_t)nw) : NULL;
-  j->col = dle_cpu_alloc(es * nt * (size_t)ncol + 1);
-  j->tmp = dle_cpu_alloc(es * nt * (size_t)ntmp + 1);
-  j->acc = dle_cpu_alloc(es * nt * (size_t)nacc + 1);
+  j->col = dle_cpu_alloc(es * n * (size_t)j->ncol + 1);
+  j->tmp = dle_cpu_alloc(es * n * (size_t)j->ntmp + 1);
+  j->acc = dle_cpu_alloc(es * n * (size_t)nacc + 1);
   if ((nw && !j->wbuf) || !j->col || !j->tmp || !j->acc)
     return dle_error("%s: out of memory for the column buffers", fn);
-  memset(j->acc, 0, es * nt * (size_t)nacc);
+  memset(j->acc, 0, es * n * (size_t)nacc);
   return DLE_OK;
 }
 
 static void job_free(conv_job *j) {
-  size_t nt = (size_t)j->nt, es = j->es;
-  if (j->wbuf) dle_cpu_free(j->wbuf, es * (size_t)j->nw);
-  dle_cpu_free(j->col, es * nt * (size_t)j->ncol + 1);
-  dle_cpu_free(j->tmp, es * nt * (size_t)j->ntmp + 1);
-  dle_cpu_free(j->acc, es * nt * (size_t)j->nacc + 1);
+  size_t n = (size_t)j->nt, es = j->es;
+  dle_cpu_free(j->wbuf, es * (size_t)j->nw);
+  dle_cpu_free(j->col, es * n * (size_t)j->ncol + 1);
+  dle_cpu_free(j->tmp, es * n * (size_t)j->ntmp + 1);
+  dle_cpu_free(j->acc, es * n * (size_t)j->nacc + 1);
 }
 
-/* Runs f over the chunks [b0, b0 + b) of j's samples on j->nt threads, OpenBLAS set to one thread
- * meanwhile. fixed: a static assignment of chunks to threads (grad_weight: the same summation
- * order every run); otherwise a free thread takes the next chunk (better on a busy machine). */
-static void for_chunks(const conv_job *j, int64_t b, bool fixed, chunk_fn f) {
-  const int64_t n = j->q.n, chunks = (n + b - 1) / b;
+/* Runs f over the chunks [b0, b0 + j->b) of j's samples on j->nt threads, OpenBLAS set to one
+ * thread meanwhile. fixed: a static assignment of chunks to threads (grad_weight: the same
+ * summation order every run); otherwise a free thread takes the next chunk (better on a busy
+ * machine). */
+static void for_chunks(const conv_job *j, bool fixed, chunk_fn f) {
+  const int64_t n = j->q.n, b = j->b, chunks = (n + b - 1) / b;
   if (j->nt < 2) {
     for (int64_t i = 0; i < chunks; i++) f(j, i * b, n - i * b < b ? n - i * b : b, 0);
     return;
@@ -150,14 +173,6 @@ static void for_chunks(const conv_job *j, int64_t b, bool fixed, chunk_fn f) {
   openblas_set_num_threads(dle_get_num_threads());
 #endif
 }
-
-static dle_status check_blas(const char *fn, const conv_geom *q, int64_t b) {
-  if (q->k > INT_MAX || q->og > INT_MAX || b * q->l > INT_MAX)
-    return dle_error("%s: sizes exceed BLAS's 32-bit limits (K = %lld, L = %lld)", fn,
-                     (long long)q->k, (long long)(b * q->l));
-  return DLE_OK;
-}
-
 
 /* T and CT are the same type (float32, float64; not the 16-bit floats computing in float) */
 #define SAME_TYPE(T, CT) (sizeof(T) == sizeof(CT))
@@ -187,27 +202,32 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
   return t;
 }
 
-/* ---- conv kernels, one body per dtype ---- */
+/* ---- conv kernels, one body per dtype ----
+ * A part is output rows [r0, r1) (lp = (r1 - r0) * Wo columns per sample) of nb samples; its
+ * column block has ld = nb * lp columns, sample b's at b * lp. */
 #define CONV_KERNELS(ID, T, CT)                                                                   \
-  /* col[(c*kh*kw + i*kw + j) * ld + b*L + l] = x[b0 + b, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw] */ \
-  static void im2col_##ID(const T *x, int64_t b0, int64_t nb, const conv_geom *q, CT *col) {      \
-    const int64_t ld = nb * q->l, total = nb * q->c, wo = q->wo, sw = q->sw;                      \
+  /* col[(c*kh*kw + i*kw + j) * ld + b*lp + (oh - r0)*Wo + ow]                                    \
+   *   = x[b0 + b, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw] (0 in the padding) */                  \
+  static void im2col_##ID(const T *x, int64_t b0, int64_t nb, int64_t r0, int64_t r1,            \
+                          const conv_geom *q, CT *col) {                                          \
+    const int64_t wo = q->wo, sw = q->sw, lp = (r1 - r0) * wo, ld = nb * lp;                      \
     /* stride 1 with the output as wide as the input ("same" padding): a tap's valid rows are     \
      * one contiguous run of the plane, shifted */                                                \
     const bool same_width = q->sh == 1 && sw == 1 && wo == q->w;                                  \
-    for (int64_t bc = 0; bc < total; bc++) {                                                      \
-      int64_t b = bc / q->c, c = bc % q->c;                                                       \
-      const T *plane = x + ((b0 + b) * q->c + c) * q->h * q->w;                                   \
-      for (int64_t i = 0; i < q->kh; i++)                                                         \
-        for (int64_t j = 0; j < q->kw; j++) {                                                     \
-          conv_tap t = tap_of(q, i, j);                                                           \
-          const int64_t offh = t.offh, offw = t.offw, oh0 = t.oh0, oh1 = t.oh1, ow0 = t.ow0,      \
-                        ow1 = t.ow1;                                                              \
-          CT *restrict row = col + ((c * q->kh + i) * q->kw + j) * ld + b * q->l;                 \
-          for (int64_t l = 0; l < oh0 * wo; l++) row[l] = 0;                                      \
-          for (int64_t l = oh1 * wo; l < q->l; l++) row[l] = 0;                                   \
+    for (int64_t i = 0; i < q->kh; i++)                                                           \
+      for (int64_t j = 0; j < q->kw; j++) {                                                       \
+        const conv_tap t = tap_of(q, i, j);                                                       \
+        const int64_t offh = t.offh, offw = t.offw, ow0 = t.ow0, ow1 = t.ow1;                     \
+        const int64_t oh0 = t.oh0 > r0 ? (t.oh0 < r1 ? t.oh0 : r1) : r0;                          \
+        const int64_t oh1 = t.oh1 < r1 ? (t.oh1 > oh0 ? t.oh1 : oh0) : r1;                        \
+        for (int64_t bc = 0; bc < nb * q->c; bc++) {                                              \
+          const int64_t b = bc / q->c, c = bc % q->c;                                             \
+          const T *plane = x + ((b0 + b) * q->c + c) * q->h * q->w;                               \
+          CT *restrict row = col + ((c * q->kh + i) * q->kw + j) * ld + b * lp;                   \
+          for (int64_t l = 0; l < (oh0 - r0) * wo; l++) row[l] = 0;                               \
+          for (int64_t l = (oh1 - r0) * wo; l < lp; l++) row[l] = 0;                              \
           if (same_width) { /* one run over the valid rows, then the columns that wrapped */      \
-            CT *restrict r = row + oh0 * wo;                                                      \
+            CT *restrict r = row + (oh0 - r0) * wo;                                               \
             const T *restrict src = plane + (oh0 + offh) * q->w + offw;                           \
             int64_t n = (oh1 - oh0) * wo, lo = offw < 0 ? -offw : 0, hi = n - (offw > 0 ? offw : 0); \
             for (int64_t k = lo; k < hi; k++) r[k] = LD_##ID(src[k]);                             \
@@ -218,7 +238,7 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
             continue;                                                                             \
           }                                                                                       \
           for (int64_t oh = oh0; oh < oh1; oh++) {                                                \
-            CT *restrict r = row + oh * wo;                                                       \
+            CT *restrict r = row + (oh - r0) * wo;                                                \
             const T *restrict src = plane + (oh * q->sh + offh) * q->w + offw;                    \
             for (int64_t ow = 0; ow < ow0; ow++) r[ow] = 0;                                       \
             if (sw == 1)                                                                          \
@@ -228,39 +248,46 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
             for (int64_t ow = ow1; ow < wo; ow++) r[ow] = 0;                                      \
           }                                                                                       \
         }                                                                                         \
-    }                                                                                             \
+      }                                                                                           \
   }                                                                                               \
-  /* The adjoint of im2col for one (sample b, channel c) plane: acc {H, W} (CT) = the sum of its  \
-   * columns, stored into gx[b0 + b, c]. */                                                       \
-  static void col2im_plane_##ID(const CT *col, int64_t ld, int64_t b, int64_t c,                 \
-                                const conv_geom *q, CT *restrict acc, T *restrict gx_plane) {     \
-    const int64_t wo = q->wo, sw = q->sw, hw = q->h * q->w;                                       \
-    for (int64_t i = 0; i < hw; i++) acc[i] = 0;                                                  \
+  /* The adjoint of im2col: acc {nb, C, H, W} (CT) += the columns of the part */                  \
+  static void col2im_##ID(const CT *col, int64_t nb, int64_t r0, int64_t r1, const conv_geom *q,  \
+                          CT *acc) {                                                              \
+    const int64_t wo = q->wo, sw = q->sw, lp = (r1 - r0) * wo, ld = nb * lp;                      \
     for (int64_t i = 0; i < q->kh; i++)                                                           \
       for (int64_t j = 0; j < q->kw; j++) {                                                       \
-        conv_tap t = tap_of(q, i, j);                                                             \
-        const CT *restrict row = col + ((c * q->kh + i) * q->kw + j) * ld + b * q->l;             \
-        for (int64_t oh = t.oh0; oh < t.oh1; oh++) {                                              \
-          CT *restrict dst = acc + (oh * q->sh + t.offh) * q->w + t.offw;                         \
-          const CT *restrict r = row + oh * wo;                                                   \
-          if (sw == 1)                                                                            \
-            for (int64_t ow = t.ow0; ow < t.ow1; ow++) dst[ow] += r[ow];                          \
-          else                                                                                    \
-            for (int64_t ow = t.ow0; ow < t.ow1; ow++) dst[ow * sw] += r[ow];                     \
+        const conv_tap t = tap_of(q, i, j);                                                       \
+        const int64_t oh0 = t.oh0 > r0 ? t.oh0 : r0, oh1 = t.oh1 < r1 ? t.oh1 : r1;              \
+        for (int64_t bc = 0; bc < nb * q->c; bc++) {                                              \
+          const int64_t b = bc / q->c, c = bc % q->c;                                             \
+          const CT *restrict row = col + ((c * q->kh + i) * q->kw + j) * ld + b * lp;             \
+          CT *restrict plane = acc + bc * q->h * q->w;                                            \
+          for (int64_t oh = oh0; oh < oh1; oh++) {                                                \
+            CT *restrict dst = plane + (oh * q->sh + t.offh) * q->w + t.offw;                     \
+            const CT *restrict r = row + (oh - r0) * wo;                                          \
+            if (sw == 1)                                                                          \
+              for (int64_t ow = t.ow0; ow < t.ow1; ow++) dst[ow] += r[ow];                        \
+            else                                                                                  \
+              for (int64_t ow = t.ow0; ow < t.ow1; ow++) dst[ow * sw] += r[ow];                   \
+          }                                                                                       \
         }                                                                                         \
       }                                                                                           \
-    for (int64_t i = 0; i < hw; i++) gx_plane[i] = ST_##ID(acc[i]);                               \
   }                                                                                               \
-  /* gy of samples [b0, b0 + nb) as {O, nb*L} in CT: gy itself for one sample in the compute      \
-   * type, else gathered into dst */                                                              \
-  static const CT *gy_block_##ID(const T *gy, int64_t b0, int64_t nb, const conv_geom *q, CT *dst) { \
-    if (nb == 1 && SAME_TYPE(T, CT)) return (const CT *)(const void *)(gy + b0 * q->o * q->l);   \
-    const int64_t ld = nb * q->l;                                                                 \
+  /* gy's part of samples [b0, b0 + nb) as {O, nb*lp} in CT, its leading dim in *ld: gy itself    \
+   * for one sample in the compute type, else gathered into dst */                                \
+  static const CT *gy_part_##ID(const T *gy, int64_t b0, int64_t nb, int64_t r0, int64_t r1,     \
+                                const conv_geom *q, CT *dst, int64_t *ld) {                       \
+    const int64_t lp = (r1 - r0) * q->wo;                                                         \
+    if (nb == 1 && SAME_TYPE(T, CT)) {                                                            \
+      *ld = q->l;                                                                                 \
+      return (const CT *)(const void *)(gy + b0 * q->o * q->l + r0 * q->wo);                      \
+    }                                                                                             \
+    *ld = nb * lp;                                                                                \
     for (int64_t b = 0; b < nb; b++)                                                              \
       for (int64_t o = 0; o < q->o; o++) {                                                        \
-        const T *s = gy + ((b0 + b) * q->o + o) * q->l;                                           \
-        CT *d = dst + o * ld + b * q->l;                                                          \
-        for (int64_t l = 0; l < q->l; l++) d[l] = LD_##ID(s[l]);                                  \
+        const T *s = gy + ((b0 + b) * q->o + o) * q->l + r0 * q->wo;                              \
+        CT *d = dst + o * nb * lp + b * lp;                                                       \
+        for (int64_t l = 0; l < lp; l++) d[l] = LD_##ID(s[l]);                                    \
       }                                                                                           \
     return dst;                                                                                   \
   }                                                                                               \
@@ -279,82 +306,90 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
     const CT *w = j->w;                                                                           \
     T *y = j->dst;                                                                                \
     CT *col = (CT *)j->col + t * j->ncol;                                                         \
-    const int64_t ld = nb * q->l;                                                                 \
-    /* one sample in the compute type: the gemm accumulates onto the bias in y's {O, L} block */  \
+    /* one sample in the compute type: the gemms accumulate onto the bias in y's {O, L} block */  \
     const bool direct = nb == 1 && SAME_TYPE(T, CT);                                              \
     CT *out = direct ? (CT *)(void *)(y + b0 * q->o * q->l) : (CT *)j->tmp + t * j->ntmp;        \
+    const int64_t ldo = nb * q->l;                                                                \
     if (direct && bias)                                                                           \
       for (int64_t o = 0; o < q->o; o++)                                                          \
         for (int64_t l = 0; l < q->l; l++) out[o * q->l + l] = (CT)LD_##ID(bias[o]);             \
-    im2col_##ID(j->src, b0, nb, q, col);                                                          \
-    for (int64_t g = 0; g < q->g; g++)                                                            \
-      GEMM(CT)(false, false, q->og, ld, q->k, w + g * q->og * q->k, q->k, col + g * q->k * ld, ld, \
-               direct && bias ? (CT)1 : (CT)0, out + g * q->og * ld, ld);                        \
+    for (int64_t r0 = 0; r0 < q->ho; r0 += j->rows) { /* parts only when nb == 1 */              \
+      const int64_t r1 = r0 + j->rows < q->ho ? r0 + j->rows : q->ho, ld = nb * (r1 - r0) * q->wo; \
+      im2col_##ID(j->src, b0, nb, r0, r1, q, col);                                                \
+      for (int64_t g = 0; g < q->g; g++)                                                          \
+        GEMM(CT)(false, false, q->og, ld, q->k, w + g * q->og * q->k, q->k, col + g * q->k * ld,  \
+                 ld, direct && bias ? (CT)1 : (CT)0, out + g * q->og * ldo + r0 * q->wo, ldo);    \
+    }                                                                                             \
     if (direct) return;                                                                           \
     for (int64_t b = 0; b < nb; b++)                                                              \
       for (int64_t o = 0; o < q->o; o++) {                                                        \
         CT add = bias ? (CT)LD_##ID(bias[o]) : (CT)0;                                             \
-        const CT *s = out + o * ld + b * q->l;                                                    \
+        const CT *s = out + o * ldo + b * q->l;                                                   \
         T *d = y + ((b0 + b) * q->o + o) * q->l;                                                  \
         for (int64_t l = 0; l < q->l; l++) d[l] = ST_##ID(s[l] + add);                            \
       }                                                                                           \
   }                                                                                               \
-  /* gx of samples [b0, b0 + nb) */                                                               \
+  /* gx of samples [b0, b0 + nb): accumulated in place in float32/float64, else in thread t's acc \
+   * and stored */                                                                                \
   static void gin_chunk_##ID(const conv_job *j, int64_t b0, int64_t nb, int t) {                  \
     const conv_geom *q = &j->q;                                                                   \
     const CT *w = j->w;                                                                           \
-    CT *col = (CT *)j->col + t * j->ncol;                                                         \
-    const int64_t ld = nb * q->l, hw = q->h * q->w;                                               \
-    const CT *gyb = gy_block_##ID(j->src, b0, nb, q, (CT *)j->tmp + t * j->ntmp);                 \
-    for (int64_t g = 0; g < q->g; g++)                                                            \
-      GEMM(CT)(true, false, q->k, ld, q->og, w + g * q->og * q->k, q->k, gyb + g * q->og * ld, ld, \
-               (CT)0, col + g * q->k * ld, ld);                                                   \
-    for (int64_t bc = 0; bc < nb * q->c; bc++)                                                    \
-      col2im_plane_##ID(col, ld, bc / q->c, bc % q->c, q, (CT *)j->acc + t * j->nacc,             \
-                        (T *)j->dst + (b0 * q->c + bc) * hw);                                     \
+    CT *col = (CT *)j->col + t * j->ncol, *tmp = (CT *)j->tmp + t * j->ntmp;                      \
+    T *gx = (T *)j->dst + b0 * q->c * q->h * q->w;                                                \
+    const int64_t n = nb * q->c * q->h * q->w;                                                    \
+    CT *acc = SAME_TYPE(T, CT) ? (CT *)(void *)gx : (CT *)j->acc + t * j->nacc;                   \
+    for (int64_t i = 0; i < n; i++) acc[i] = 0;                                                   \
+    for (int64_t r0 = 0; r0 < q->ho; r0 += j->rows) {                                             \
+      const int64_t r1 = r0 + j->rows < q->ho ? r0 + j->rows : q->ho, ld = nb * (r1 - r0) * q->wo; \
+      int64_t ldg;                                                                                \
+      const CT *gyb = gy_part_##ID(j->src, b0, nb, r0, r1, q, tmp, &ldg);                         \
+      for (int64_t g = 0; g < q->g; g++)                                                          \
+        GEMM(CT)(true, false, q->k, ld, q->og, w + g * q->og * q->k, q->k, gyb + g * q->og * ldg, \
+                 ldg, (CT)0, col + g * q->k * ld, ld);                                            \
+      col2im_##ID(col, nb, r0, r1, q, acc);                                                       \
+    }                                                                                             \
+    if (!SAME_TYPE(T, CT))                                                                        \
+      for (int64_t i = 0; i < n; i++) gx[i] = ST_##ID(acc[i]);                                    \
   }                                                                                               \
   /* thread t's gw accumulator += the contribution of samples [b0, b0 + nb) */                    \
   static void gw_chunk_##ID(const conv_job *j, int64_t b0, int64_t nb, int t) {                   \
     const conv_geom *q = &j->q;                                                                   \
-    CT *col = (CT *)j->col + t * j->ncol, *acc = (CT *)j->acc + t * j->nacc;                      \
-    const int64_t ld = nb * q->l;                                                                 \
-    im2col_##ID(j->src, b0, nb, q, col);                                                          \
-    const CT *gyb = gy_block_##ID(j->gy, b0, nb, q, (CT *)j->tmp + t * j->ntmp);                  \
-    for (int64_t g = 0; g < q->g; g++)                                                            \
-      GEMM(CT)(false, true, q->og, q->k, ld, gyb + g * q->og * ld, ld, col + g * q->k * ld, ld,   \
-               (CT)1, acc + g * q->og * q->k, q->k);                                              \
+    CT *col = (CT *)j->col + t * j->ncol, *tmp = (CT *)j->tmp + t * j->ntmp;                      \
+    CT *acc = (CT *)j->acc + t * j->nacc;                                                         \
+    for (int64_t r0 = 0; r0 < q->ho; r0 += j->rows) {                                             \
+      const int64_t r1 = r0 + j->rows < q->ho ? r0 + j->rows : q->ho, ld = nb * (r1 - r0) * q->wo; \
+      int64_t ldg;                                                                                \
+      im2col_##ID(j->src, b0, nb, r0, r1, q, col);                                                \
+      const CT *gyb = gy_part_##ID(j->gy, b0, nb, r0, r1, q, tmp, &ldg);                          \
+      for (int64_t g = 0; g < q->g; g++)                                                          \
+        GEMM(CT)(false, true, q->og, q->k, ld, gyb + g * q->og * ldg, ldg, col + g * q->k * ld,   \
+                 ld, (CT)1, acc + g * q->og * q->k, q->k);                                        \
+    }                                                                                             \
   }                                                                                               \
   static dle_status conv_fwd_##ID(dle_tensor *y, dle_tensor *const *ins, int nin,                 \
                                   const dle_attrs *a) {                                           \
-    conv_job j = {.q = make_geom(ins[0]->sizes, ins[1]->sizes, y->sizes, a), .es = sizeof(CT)};   \
-    const conv_geom *q = &j.q;                                                                    \
-    int64_t B = chunk_of(q, sizeof(CT));                                                          \
-    DLE_TRY(check_blas("conv2d", q, B));                                                          \
-    j.nt = chunk_threads(q->n, B);                                                                \
-    j.src = dle_tensor_data(ins[0]), j.bias = nin > 2 ? dle_tensor_data(ins[2]) : NULL;          \
-    j.dst = dle_tensor_data(y);                                                                   \
-    dle_status st = job_alloc(&j, "conv2d", SAME_TYPE(T, CT) ? 0 : q->o * q->k,                   \
-                              q->c * q->kh * q->kw * B * q->l, q->o * B * q->l, 0);               \
+    conv_job j;                                                                                   \
+    conv_geom q = make_geom(ins[0]->sizes, ins[1]->sizes, y->sizes, a);                           \
+    dle_status st = job_init(&j, "conv2d", q, sizeof(CT), SAME_TYPE(T, CT) ? 0 : q.o * q.k, 0);   \
     if (st == DLE_OK) {                                                                           \
+      j.src = dle_tensor_data(ins[0]), j.dst = dle_tensor_data(y);                                \
+      j.bias = nin > 2 ? dle_tensor_data(ins[2]) : NULL;                                          \
       j.w = weight_##ID(ins[1], &j);                                                              \
-      for_chunks(&j, B, false, fwd_chunk_##ID);                                                   \
+      for_chunks(&j, false, fwd_chunk_##ID);                                                      \
     }                                                                                             \
     job_free(&j);                                                                                 \
     return st;                                                                                    \
   }                                                                                               \
   /* gx {N, C, H, W} from gy {N, O, Ho, Wo} and w {O, C/G, kh, kw} */                              \
   static dle_status conv_gin_##ID(dle_tensor *gx, dle_tensor *const *ins, const dle_attrs *a) {   \
-    conv_job j = {.q = make_geom(gx->sizes, ins[1]->sizes, ins[0]->sizes, a), .es = sizeof(CT)};  \
-    const conv_geom *q = &j.q;                                                                    \
-    int64_t B = chunk_of(q, sizeof(CT));                                                          \
-    DLE_TRY(check_blas("conv2d_grad_input", q, B));                                               \
-    j.nt = chunk_threads(q->n, B);                                                                \
-    j.src = dle_tensor_data(ins[0]), j.dst = dle_tensor_data(gx);                                 \
-    dle_status st = job_alloc(&j, "conv2d_grad_input", SAME_TYPE(T, CT) ? 0 : q->o * q->k,        \
-                              q->c * q->kh * q->kw * B * q->l, q->o * B * q->l, q->h * q->w);     \
+    conv_job j;                                                                                   \
+    conv_geom q = make_geom(gx->sizes, ins[1]->sizes, ins[0]->sizes, a);                          \
+    dle_status st = job_init(&j, "conv2d_grad_input", q, sizeof(CT), SAME_TYPE(T, CT) ? 0 : q.o * q.k, \
+                             SAME_TYPE(T, CT) ? 0 : chunk_of(&q, sizeof(CT)) * q.c * q.h * q.w);  \
     if (st == DLE_OK) {                                                                           \
+      j.src = dle_tensor_data(ins[0]), j.dst = dle_tensor_data(gx);                               \
       j.w = weight_##ID(ins[1], &j);                                                              \
-      for_chunks(&j, B, false, gin_chunk_##ID);                                                   \
+      for_chunks(&j, false, gin_chunk_##ID);                                                      \
     }                                                                                             \
     job_free(&j);                                                                                 \
     return st;                                                                                    \
@@ -362,18 +397,14 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
   /* gw {O, C/G, kh, kw} from gy {N, O, Ho, Wo} and x {N, C, H, W}: the threads' accumulators      \
    * summed in thread order */                                                                    \
   static dle_status conv_gw_##ID(dle_tensor *gw, dle_tensor *const *ins, const dle_attrs *a) {    \
-    conv_job j = {.q = make_geom(ins[1]->sizes, gw->sizes, ins[0]->sizes, a), .es = sizeof(CT)};  \
-    const conv_geom *q = &j.q;                                                                    \
-    int64_t B = chunk_of(q, sizeof(CT));                                                          \
-    DLE_TRY(check_blas("conv2d_grad_weight", q, B));                                              \
-    j.nt = chunk_threads(q->n, B);                                                                \
-    j.gy = dle_tensor_data(ins[0]), j.src = dle_tensor_data(ins[1]);                              \
-    const int64_t nw = q->o * q->k;                                                               \
-    dle_status st = job_alloc(&j, "conv2d_grad_weight", 0, q->c * q->kh * q->kw * B * q->l,       \
-                              q->o * B * q->l, nw);                                               \
+    conv_job j;                                                                                   \
+    conv_geom q = make_geom(ins[1]->sizes, gw->sizes, ins[0]->sizes, a);                          \
+    const int64_t nw = q.o * q.k;                                                                 \
+    dle_status st = job_init(&j, "conv2d_grad_weight", q, sizeof(CT), 0, nw);                     \
     if (st == DLE_OK) {                                                                           \
-      for_chunks(&j, B, true, gw_chunk_##ID);                                                     \
-      CT *acc = j.acc;                                                                            \
+      j.gy = dle_tensor_data(ins[0]), j.src = dle_tensor_data(ins[1]);                            \
+      for_chunks(&j, true, gw_chunk_##ID);                                                        \
+      const CT *acc = j.acc;                                                                      \
       T *d = dle_tensor_data(gw);                                                                 \
       for (int64_t i = 0; i < nw; i++) {                                                          \
         CT s = acc[i];                                                                            \
