@@ -202,13 +202,22 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
   return t;
 }
 
+/* The zero runs im2col writes are mostly a few elements long (a padding row or column per tap):
+ * inline stores, not calls to memset (which GCC would substitute for the loops; 5% of conv2's
+ * forward time went to those calls). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define NO_MEMSET __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define NO_MEMSET
+#endif
+
 /* ---- conv kernels, one body per dtype ----
  * A part is output rows [r0, r1) (lp = (r1 - r0) * Wo columns per sample) of nb samples; its
  * column block has ld = nb * lp columns, sample b's at b * lp. */
 #define CONV_KERNELS(ID, T, CT)                                                                   \
   /* col[(c*kh*kw + i*kw + j) * ld + b*lp + (oh - r0)*Wo + ow]                                    \
    *   = x[b0 + b, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw] (0 in the padding) */                  \
-  static void im2col_##ID(const T *x, int64_t b0, int64_t nb, int64_t r0, int64_t r1,            \
+  NO_MEMSET static void im2col_##ID(const T *x, int64_t b0, int64_t nb, int64_t r0, int64_t r1,  \
                           const conv_geom *q, CT *col) {                                          \
     const int64_t wo = q->wo, sw = q->sw, lp = (r1 - r0) * wo, ld = nb * lp;                      \
     /* stride 1 with the output as wide as the input ("same" padding): a tap's valid rows are     \
@@ -250,25 +259,40 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
         }                                                                                         \
       }                                                                                           \
   }                                                                                               \
-  /* The adjoint of im2col: acc {nb, C, H, W} (CT) += the columns of the part */                  \
-  static void col2im_##ID(const CT *col, int64_t nb, int64_t r0, int64_t r1, const conv_geom *q,  \
-                          CT *acc) {                                                              \
+  /* The adjoint of im2col: acc {nb, C, H, W} (CT) += the columns of the part. With "same"      \
+   * width (as in im2col) a tap's rows are added as one shifted run after zeroing, in col, the    \
+   * columns that read padding (they would wrap onto the neighbouring row). */                    \
+  NO_MEMSET static void col2im_##ID(CT *col, int64_t nb, int64_t r0, int64_t r1,                  \
+                                    const conv_geom *q, CT *acc) {                                \
     const int64_t wo = q->wo, sw = q->sw, lp = (r1 - r0) * wo, ld = nb * lp;                      \
+    const bool same_width = q->sh == 1 && sw == 1 && wo == q->w;                                  \
     for (int64_t i = 0; i < q->kh; i++)                                                           \
       for (int64_t j = 0; j < q->kw; j++) {                                                       \
         const conv_tap t = tap_of(q, i, j);                                                       \
         const int64_t oh0 = t.oh0 > r0 ? t.oh0 : r0, oh1 = t.oh1 < r1 ? t.oh1 : r1;              \
-        for (int64_t bc = 0; bc < nb * q->c; bc++) {                                              \
+        const int64_t ow0 = t.ow0, ow1 = t.ow1, offw = t.offw;                                    \
+        for (int64_t bc = 0; bc < nb * q->c && oh0 < oh1; bc++) {                                 \
           const int64_t b = bc / q->c, c = bc % q->c;                                             \
-          const CT *restrict row = col + ((c * q->kh + i) * q->kw + j) * ld + b * lp;             \
+          CT *restrict row = col + ((c * q->kh + i) * q->kw + j) * ld + b * lp;                   \
           CT *restrict plane = acc + bc * q->h * q->w;                                            \
+          if (same_width) {                                                                       \
+            CT *restrict r = row + (oh0 - r0) * wo;                                               \
+            CT *restrict dst = plane + (oh0 + t.offh) * q->w + offw;                              \
+            int64_t n = (oh1 - oh0) * wo, lo = offw < 0 ? -offw : 0, hi = n - (offw > 0 ? offw : 0); \
+            for (int64_t oh = 0; oh < oh1 - oh0; oh++) {                                          \
+              for (int64_t ow = 0; ow < ow0; ow++) r[oh * wo + ow] = 0;                           \
+              for (int64_t ow = ow1; ow < wo; ow++) r[oh * wo + ow] = 0;                          \
+            }                                                                                     \
+            for (int64_t k = lo; k < hi; k++) dst[k] += r[k];                                     \
+            continue;                                                                             \
+          }                                                                                       \
           for (int64_t oh = oh0; oh < oh1; oh++) {                                                \
-            CT *restrict dst = plane + (oh * q->sh + t.offh) * q->w + t.offw;                     \
+            CT *restrict dst = plane + (oh * q->sh + t.offh) * q->w + offw;                       \
             const CT *restrict r = row + (oh - r0) * wo;                                          \
             if (sw == 1)                                                                          \
-              for (int64_t ow = t.ow0; ow < t.ow1; ow++) dst[ow] += r[ow];                        \
+              for (int64_t ow = ow0; ow < ow1; ow++) dst[ow] += r[ow];                            \
             else                                                                                  \
-              for (int64_t ow = t.ow0; ow < t.ow1; ow++) dst[ow * sw] += r[ow];                   \
+              for (int64_t ow = ow0; ow < ow1; ow++) dst[ow * sw] += r[ow];                       \
           }                                                                                       \
         }                                                                                         \
       }                                                                                           \
