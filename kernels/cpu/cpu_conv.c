@@ -17,8 +17,8 @@
  * chunks (im2col, its gemms with OpenBLAS set to one thread, col2im) on its own buffers, as
  * PyTorch's slow_conv2d does, instead of running im2col serially and letting OpenBLAS split
  * every small per-chunk gemm (one thread hand-over per gemm: conv2's forward + backward scaled
- * to 2 threads at 1.5-1.8x PyTorch's time that way). A single chunk (one large sample) keeps
- * OpenBLAS's own threading. No BLAS call runs multi-threaded inside an OpenMP region.
+ * to 2 threads at 1.5-1.8x PyTorch's time that way). A batch of one sample is one chunk and
+ * keeps OpenBLAS's own threading. No BLAS call runs multi-threaded inside an OpenMP region.
  * im2col and col2im work on runs of valid output columns computed once per kernel tap (tap_of),
  * so their inner loops are branch-free copies/adds (contiguous for stride 1; one shifted run per
  * tap when stride 1 keeps the width, as with "same" padding).
@@ -65,11 +65,14 @@ static conv_geom make_geom(const int64_t *xs, const int64_t *ws, const int64_t *
  * A sample whose columns alone exceed that is cut into parts of whole output rows (part_rows):
  * im2col of one part, its gemms, then the next, so the buffer stays bounded on large images
  * (not for speed: conv2 with 128 KiB parts, two per sample, took 17 ms of CPU time per forward
- * instead of 15). Each thread has its own buffers: the budget is per thread. */
+ * instead of 15). Each thread has its own buffers: the budget is per thread, and a chunk holds at
+ * most a 1/threads share of the batch so that a small batch is still split between the threads. */
 #define CONV_COL_BYTES ((int64_t)256 << 10)
-static int64_t chunk_of(const conv_geom *q, size_t es) {
+static int64_t chunk_of(const conv_geom *q, size_t es, int threads) {
   int64_t per = q->c * q->kh * q->kw * q->l * (int64_t)es;
   int64_t b = per > 0 ? CONV_COL_BYTES / per : q->n;
+  int64_t share = (q->n + threads - 1) / threads;  /* every thread gets a chunk when it can */
+  if (b > share) b = share;
   if (b < 1) b = 1;
   if (b > q->n) b = q->n;
   while (b > 1 && b * q->l > INT_MAX / 2) b /= 2;
@@ -115,31 +118,33 @@ typedef struct {
 typedef void (*chunk_fn)(const conv_job *j, int64_t b0, int64_t nb, int thread);
 
 /* Sets up j for one call of fn with geometry q in a compute type of es bytes: chunking, threads
- * and buffers (nw: a compute-type weight copy, 0 for none; nacc: accumulator elements per thread,
- * zeroed; col and tmp sized for a chunk's part). On error the caller still calls job_free. */
-static dle_status job_init(conv_job *j, const char *fn, conv_geom q, size_t es, int64_t nw, int64_t nacc) {
+ * and buffers (nw: a compute-type weight copy, 0 for none; accumulators of acc_per_sample elements
+ * per sample of a chunk plus acc_fixed, per thread, zeroed; col and tmp sized for a chunk's part).
+ * On error the caller still calls job_free. */
+static dle_status job_init(conv_job *j, const char *fn, conv_geom q, size_t es, int64_t nw,
+                           int64_t acc_per_sample, int64_t acc_fixed) {
   memset(j, 0, sizeof *j);
   j->q = q, j->es = es;
-  j->b = chunk_of(&q, es);
-  j->rows = part_rows(&q, j->b, es);
-  DLE_TRY(check_blas(fn, &q, j->b));
   int nt = 1;
 #ifdef _OPENMP
-  int64_t chunks = (q.n + j->b - 1) / j->b;
   nt = dle_get_num_threads();
-  if (chunks < nt) nt = (int)chunks;
 #endif
+  j->b = chunk_of(&q, es, nt);
+  j->rows = part_rows(&q, j->b, es);
+  DLE_TRY(check_blas(fn, &q, j->b));
+  int64_t chunks = (q.n + j->b - 1) / j->b;
+  if (chunks < nt) nt = (int)chunks;
   j->nt = nt;
   j->nw = nw, j->ncol = q.c * q.kh * q.kw * j->b * j->rows * q.wo, j->ntmp = q.o * j->b * q.l;
-  j->nacc = nacc;
+  j->nacc = acc_per_sample * j->b + acc_fixed;
   size_t n = (size_t)nt;
   j->wbuf = nw ? dle_cpu_alloc(es * (size_t)nw) : NULL;
   j->col = dle_cpu_alloc(es * n * (size_t)j->ncol + 1);
   j->tmp = dle_cpu_alloc(es * n * (size_t)j->ntmp + 1);
-  j->acc = dle_cpu_alloc(es * n * (size_t)nacc + 1);
+  j->acc = dle_cpu_alloc(es * n * (size_t)j->nacc + 1);
   if ((nw && !j->wbuf) || !j->col || !j->tmp || !j->acc)
     return dle_error("%s: out of memory for the column buffers", fn);
-  memset(j->acc, 0, es * n * (size_t)nacc);
+  memset(j->acc, 0, es * n * (size_t)j->nacc);
   return DLE_OK;
 }
 
@@ -394,7 +399,7 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
                                   const dle_attrs *a) {                                           \
     conv_job j;                                                                                   \
     conv_geom q = make_geom(ins[0]->sizes, ins[1]->sizes, y->sizes, a);                           \
-    dle_status st = job_init(&j, "conv2d", q, sizeof(CT), SAME_TYPE(T, CT) ? 0 : q.o * q.k, 0);   \
+    dle_status st = job_init(&j, "conv2d", q, sizeof(CT), SAME_TYPE(T, CT) ? 0 : q.o * q.k, 0, 0); \
     if (st == DLE_OK) {                                                                           \
       j.src = dle_tensor_data(ins[0]), j.dst = dle_tensor_data(y);                                \
       j.bias = nin > 2 ? dle_tensor_data(ins[2]) : NULL;                                          \
@@ -409,7 +414,7 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
     conv_job j;                                                                                   \
     conv_geom q = make_geom(gx->sizes, ins[1]->sizes, ins[0]->sizes, a);                          \
     dle_status st = job_init(&j, "conv2d_grad_input", q, sizeof(CT), SAME_TYPE(T, CT) ? 0 : q.o * q.k, \
-                             SAME_TYPE(T, CT) ? 0 : chunk_of(&q, sizeof(CT)) * q.c * q.h * q.w);  \
+                             SAME_TYPE(T, CT) ? 0 : q.c * q.h * q.w, 0);                          \
     if (st == DLE_OK) {                                                                           \
       j.src = dle_tensor_data(ins[0]), j.dst = dle_tensor_data(gx);                               \
       j.w = weight_##ID(ins[1], &j);                                                              \
@@ -424,7 +429,7 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
     conv_job j;                                                                                   \
     conv_geom q = make_geom(ins[1]->sizes, gw->sizes, ins[0]->sizes, a);                          \
     const int64_t nw = q.o * q.k;                                                                 \
-    dle_status st = job_init(&j, "conv2d_grad_weight", q, sizeof(CT), 0, nw);                     \
+    dle_status st = job_init(&j, "conv2d_grad_weight", q, sizeof(CT), 0, 0, nw);                  \
     if (st == DLE_OK) {                                                                           \
       j.gy = dle_tensor_data(ins[0]), j.src = dle_tensor_data(ins[1]);                            \
       for_chunks(&j, true, gw_chunk_##ID);                                                        \
