@@ -290,8 +290,9 @@ end)
 
 -- ---------------------------------------------------------------- conv2d on several threads
 -- With several threads each OpenMP thread takes whole chunks of samples (im2col, its own
--- single-threaded gemms, col2im) and grad_weight sums one accumulator per thread in thread order;
--- a chunk holds at most 1/threads of the batch. The one-thread path is checked against the direct
+-- single-threaded gemms, col2im) and grad_weight sums one accumulator per span of consecutive
+-- chunks in span order (whichever thread took the span); a chunk holds at most 1/threads of the
+-- batch. The one-thread path is checked against the direct
 -- loops above; here every two-thread result must equal it, stay adjoint, and grad_weight must come
 -- out bit for bit the same on every run, on batches that do not divide evenly among the threads.
 

@@ -9,7 +9,7 @@
  * grad_input    col_g = W_g^T . gy_g, then col2im: each {H, W} plane accumulates its columns in
  *               a compute-type plane buffer, then is stored.
  * grad_weight   gw_g = gy_g . col_g^T, accumulated over the chunks (gemm with beta = 1) in one
- *               buffer per thread, summed at the end.
+ *               buffer per span of chunks (see job_init), summed at the end.
  * The chunk size B is chosen by chunk_of (see there; a large sample is done in parts of output
  * rows); a chunk of one sample in float32/float64 needs no gather or scatter: its gemms read gy and
  * write y in place (the bias written first, then accumulated onto), and col2im adds into gx.
@@ -99,30 +99,39 @@ static dle_status check_blas(const char *fn, const conv_geom *q, int64_t b) {
   return DLE_OK;
 }
 
-/* What the per-chunk functions of one call share. Scratch is per thread: thread t's col, tmp and
- * acc start at t * ncol, t * ntmp and t * nacc elements of the compute type. */
+/* What the per-chunk functions of one call share. The chunks are grouped into spans of
+ * consecutive chunks that one thread does in order. Scratch is per thread (thread t's col and tmp
+ * start at t * ncol and t * ntmp elements of the compute type), accumulators per thread or per
+ * span (nacc elements each). */
 typedef struct {
   conv_geom q;
   int64_t b, rows;   /* samples per chunk, output rows per part (see part_rows) */
+  int64_t spans;
   const void *src;   /* x (conv2d, grad_weight) or gy (grad_input) */
   const void *gy;    /* grad_weight's gy */
   const void *bias;  /* conv2d's bias, or NULL */
   const void *w;     /* the weight in the compute type (conv2d, grad_input) */
   void *dst;         /* y (conv2d) or gx (grad_input) */
   void *wbuf, *col, *tmp, *acc;
-  int64_t nw, ncol, ntmp, nacc;
+  int64_t nw, ncol, ntmp, nacc, naccs;  /* naccs: how many accumulators */
   size_t es;         /* sizeof the compute type */
   int nt;            /* threads: one per chunk at most (one chunk keeps OpenBLAS's own threads) */
 } conv_job;
 
-typedef void (*chunk_fn)(const conv_job *j, int64_t b0, int64_t nb, int thread);
+typedef void (*chunk_fn)(const conv_job *j, int64_t b0, int64_t nb, int thread, int64_t span);
 
-/* Sets up j for one call of fn with geometry q in a compute type of es bytes: chunking, threads
- * and buffers (nw: a compute-type weight copy, 0 for none; accumulators of acc_per_sample elements
- * per sample of a chunk plus acc_fixed, per thread, zeroed; col and tmp sized for a chunk's part).
- * On error the caller still calls job_free. */
+/* Accumulators per span take at most this much memory in all (see job_init). */
+#define CONV_SPAN_ACC_BYTES ((int64_t)16 << 20)
+
+/* Sets up j for one call of fn with geometry q in a compute type of es bytes: chunking, threads,
+ * spans and buffers (nw: a compute-type weight copy, 0 for none; nacc: accumulator elements, per
+ * sample of a chunk for grad_input's per-thread ones, or in all for grad_weight's per-span ones
+ * when per_span; col and tmp sized for a chunk's part). Every chunk is its own span, except with
+ * per_span: then a sum over the chunks is accumulated span by span and added up in span order,
+ * so the result does not depend on which thread did which span; up to 4 spans per thread let a
+ * free thread take over work on a busy machine. On error the caller still calls job_free. */
 static dle_status job_init(conv_job *j, const char *fn, conv_geom q, size_t es, int64_t nw,
-                           int64_t acc_per_sample, int64_t acc_fixed) {
+                           int64_t nacc, bool per_span) {
   memset(j, 0, sizeof *j);
   j->q = q, j->es = es;
   int nt = 1;
@@ -135,16 +144,22 @@ static dle_status job_init(conv_job *j, const char *fn, conv_geom q, size_t es, 
   int64_t chunks = (q.n + j->b - 1) / j->b;
   if (chunks < nt) nt = (int)chunks;
   j->nt = nt;
+  j->spans = chunks;
+  if (per_span) {
+    int64_t most = CONV_SPAN_ACC_BYTES / ((int64_t)es * (nacc > 0 ? nacc : 1));
+    j->spans = nt < 2 ? 1 : chunks < 4 * nt ? chunks : 4 * nt;
+    if (j->spans > most) j->spans = most > nt ? most : nt;
+  }
   j->nw = nw, j->ncol = q.c * q.kh * q.kw * j->b * j->rows * q.wo, j->ntmp = q.o * j->b * q.l;
-  j->nacc = acc_per_sample * j->b + acc_fixed;
-  size_t n = (size_t)nt;
+  j->nacc = per_span ? nacc : nacc * j->b, j->naccs = per_span ? j->spans : nt;
+  size_t n = (size_t)nt, na = (size_t)(j->nacc * j->naccs);
   j->wbuf = nw ? dle_cpu_alloc(es * (size_t)nw) : NULL;
   j->col = dle_cpu_alloc(es * n * (size_t)j->ncol + 1);
   j->tmp = dle_cpu_alloc(es * n * (size_t)j->ntmp + 1);
-  j->acc = dle_cpu_alloc(es * n * (size_t)j->nacc + 1);
+  j->acc = dle_cpu_alloc(es * na + 1);
   if ((nw && !j->wbuf) || !j->col || !j->tmp || !j->acc)
     return dle_error("%s: out of memory for the column buffers", fn);
-  memset(j->acc, 0, es * n * (size_t)j->nacc);
+  memset(j->acc, 0, es * na);
   return DLE_OK;
 }
 
@@ -153,28 +168,27 @@ static void job_free(conv_job *j) {
   dle_cpu_free(j->wbuf, es * (size_t)j->nw);
   dle_cpu_free(j->col, es * n * (size_t)j->ncol + 1);
   dle_cpu_free(j->tmp, es * n * (size_t)j->ntmp + 1);
-  dle_cpu_free(j->acc, es * n * (size_t)j->nacc + 1);
+  dle_cpu_free(j->acc, es * (size_t)(j->nacc * j->naccs) + 1);
 }
 
-/* Runs f over the chunks [b0, b0 + j->b) of j's samples on j->nt threads, OpenBLAS set to one
- * thread meanwhile. fixed: a static assignment of chunks to threads (grad_weight: the same
- * summation order every run); otherwise a free thread takes the next chunk (better on a busy
- * machine). */
-static void for_chunks(const conv_job *j, bool fixed, chunk_fn f) {
+/* Span s's chunks [b0, b0 + j->b), in order, on thread t. */
+static void run_span(const conv_job *j, chunk_fn f, int64_t s, int t) {
   const int64_t n = j->q.n, b = j->b, chunks = (n + b - 1) / b;
+  for (int64_t i = s * chunks / j->spans; i < (s + 1) * chunks / j->spans; i++)
+    f(j, i * b, n - i * b < b ? n - i * b : b, t, s);
+}
+
+/* Runs f over all of j's chunks on j->nt threads, a free thread taking the next span (better on a
+ * busy machine than a fixed share per thread), OpenBLAS set to one thread meanwhile. */
+static void for_chunks(const conv_job *j, chunk_fn f) {
   if (j->nt < 2) {
-    for (int64_t i = 0; i < chunks; i++) f(j, i * b, n - i * b < b ? n - i * b : b, 0);
+    for (int64_t s = 0; s < j->spans; s++) run_span(j, f, s, 0);
     return;
   }
 #ifdef _OPENMP
   openblas_set_num_threads(1);
-  if (fixed) {
-    _Pragma("omp parallel for schedule(static) num_threads(j->nt)")
-    for (int64_t i = 0; i < chunks; i++) f(j, i * b, n - i * b < b ? n - i * b : b, omp_get_thread_num());
-  } else {
-    _Pragma("omp parallel for schedule(dynamic) num_threads(j->nt)")
-    for (int64_t i = 0; i < chunks; i++) f(j, i * b, n - i * b < b ? n - i * b : b, omp_get_thread_num());
-  }
+  _Pragma("omp parallel for schedule(dynamic) num_threads(j->nt)")
+  for (int64_t s = 0; s < j->spans; s++) run_span(j, f, s, omp_get_thread_num());
   openblas_set_num_threads(dle_get_num_threads());
 #endif
 }
@@ -329,7 +343,7 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
     return d;                                                                                     \
   }                                                                                               \
   /* y of samples [b0, b0 + nb) */                                                                \
-  static void fwd_chunk_##ID(const conv_job *j, int64_t b0, int64_t nb, int t) {                  \
+  static void fwd_chunk_##ID(const conv_job *j, int64_t b0, int64_t nb, int t, int64_t s) {        \
     const conv_geom *q = &j->q;                                                                   \
     const T *bias = j->bias;                                                                      \
     const CT *w = j->w;                                                                           \
@@ -360,7 +374,7 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
   }                                                                                               \
   /* gx of samples [b0, b0 + nb): accumulated in place in float32/float64, else in thread t's acc \
    * and stored */                                                                                \
-  static void gin_chunk_##ID(const conv_job *j, int64_t b0, int64_t nb, int t) {                  \
+  static void gin_chunk_##ID(const conv_job *j, int64_t b0, int64_t nb, int t, int64_t s) {        \
     const conv_geom *q = &j->q;                                                                   \
     const CT *w = j->w;                                                                           \
     CT *col = (CT *)j->col + t * j->ncol, *tmp = (CT *)j->tmp + t * j->ntmp;                      \
@@ -380,11 +394,11 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
     if (!SAME_TYPE(T, CT))                                                                        \
       for (int64_t i = 0; i < n; i++) gx[i] = ST_##ID(acc[i]);                                    \
   }                                                                                               \
-  /* thread t's gw accumulator += the contribution of samples [b0, b0 + nb) */                    \
-  static void gw_chunk_##ID(const conv_job *j, int64_t b0, int64_t nb, int t) {                   \
+  /* span s's gw accumulator += the contribution of samples [b0, b0 + nb) */                      \
+  static void gw_chunk_##ID(const conv_job *j, int64_t b0, int64_t nb, int t, int64_t s) {         \
     const conv_geom *q = &j->q;                                                                   \
     CT *col = (CT *)j->col + t * j->ncol, *tmp = (CT *)j->tmp + t * j->ntmp;                      \
-    CT *acc = (CT *)j->acc + t * j->nacc;                                                         \
+    CT *acc = (CT *)j->acc + s * j->nacc;                                                         \
     for (int64_t r0 = 0; r0 < q->ho; r0 += j->rows) {                                             \
       const int64_t r1 = r0 + j->rows < q->ho ? r0 + j->rows : q->ho, ld = nb * (r1 - r0) * q->wo; \
       int64_t ldg;                                                                                \
@@ -399,12 +413,12 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
                                   const dle_attrs *a) {                                           \
     conv_job j;                                                                                   \
     conv_geom q = make_geom(ins[0]->sizes, ins[1]->sizes, y->sizes, a);                           \
-    dle_status st = job_init(&j, "conv2d", q, sizeof(CT), SAME_TYPE(T, CT) ? 0 : q.o * q.k, 0, 0); \
+    dle_status st = job_init(&j, "conv2d", q, sizeof(CT), SAME_TYPE(T, CT) ? 0 : q.o * q.k, 0, false); \
     if (st == DLE_OK) {                                                                           \
       j.src = dle_tensor_data(ins[0]), j.dst = dle_tensor_data(y);                                \
       j.bias = nin > 2 ? dle_tensor_data(ins[2]) : NULL;                                          \
       j.w = weight_##ID(ins[1], &j);                                                              \
-      for_chunks(&j, false, fwd_chunk_##ID);                                                      \
+      for_chunks(&j, fwd_chunk_##ID);                                                             \
     }                                                                                             \
     job_free(&j);                                                                                 \
     return st;                                                                                    \
@@ -414,30 +428,30 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
     conv_job j;                                                                                   \
     conv_geom q = make_geom(gx->sizes, ins[1]->sizes, ins[0]->sizes, a);                          \
     dle_status st = job_init(&j, "conv2d_grad_input", q, sizeof(CT), SAME_TYPE(T, CT) ? 0 : q.o * q.k, \
-                             SAME_TYPE(T, CT) ? 0 : q.c * q.h * q.w, 0);                          \
+                             SAME_TYPE(T, CT) ? 0 : q.c * q.h * q.w, false);                      \
     if (st == DLE_OK) {                                                                           \
       j.src = dle_tensor_data(ins[0]), j.dst = dle_tensor_data(gx);                               \
       j.w = weight_##ID(ins[1], &j);                                                              \
-      for_chunks(&j, false, gin_chunk_##ID);                                                      \
+      for_chunks(&j, gin_chunk_##ID);                                                             \
     }                                                                                             \
     job_free(&j);                                                                                 \
     return st;                                                                                    \
   }                                                                                               \
-  /* gw {O, C/G, kh, kw} from gy {N, O, Ho, Wo} and x {N, C, H, W}: the threads' accumulators      \
-   * summed in thread order */                                                                    \
+  /* gw {O, C/G, kh, kw} from gy {N, O, Ho, Wo} and x {N, C, H, W}: the spans' accumulators       \
+   * summed in span order */                                                                    \
   static dle_status conv_gw_##ID(dle_tensor *gw, dle_tensor *const *ins, const dle_attrs *a) {    \
     conv_job j;                                                                                   \
     conv_geom q = make_geom(ins[1]->sizes, gw->sizes, ins[0]->sizes, a);                          \
     const int64_t nw = q.o * q.k;                                                                 \
-    dle_status st = job_init(&j, "conv2d_grad_weight", q, sizeof(CT), 0, 0, nw);                  \
+    dle_status st = job_init(&j, "conv2d_grad_weight", q, sizeof(CT), 0, nw, true);               \
     if (st == DLE_OK) {                                                                           \
       j.gy = dle_tensor_data(ins[0]), j.src = dle_tensor_data(ins[1]);                            \
-      for_chunks(&j, true, gw_chunk_##ID);                                                        \
+      for_chunks(&j, gw_chunk_##ID);                                                              \
       const CT *acc = j.acc;                                                                      \
       T *d = dle_tensor_data(gw);                                                                 \
       for (int64_t i = 0; i < nw; i++) {                                                          \
         CT s = acc[i];                                                                            \
-        for (int t = 1; t < j.nt; t++) s += acc[t * nw + i];                                      \
+        for (int64_t k = 1; k < j.spans; k++) s += acc[k * nw + i];                               \
         d[i] = ST_##ID(s);                                                                        \
       }                                                                                           \
     }                                                                                             \
