@@ -6,13 +6,13 @@
  * conv2d        y[n, o] = sum_c w[o, c] * x[n, c] (+ bias): im2col of a chunk of samples into
  *               col {C*kh*kw, B*L} (L = Ho*Wo, B samples side by side), then per group one gemm
  *               W_g {Og, K} . col_g {K, B*L}, scattered into y with the bias.
- * grad_input    col_g = W_g^T . gy_g, then col2im: each {H, W} plane accumulates its columns in
- *               a compute-type plane buffer, then is stored.
+ * grad_input    col_g = W_g^T . gy_g, then col2im adds each column into its place of gx (float32,
+ *               float64) or of a compute-type buffer stored into gx afterwards (16-bit floats).
  * grad_weight   gw_g = gy_g . col_g^T, accumulated over the chunks (gemm with beta = 1) in one
  *               buffer per span of chunks (see job_init), summed at the end.
  * The chunk size B is chosen by chunk_of (see there; a large sample is done in parts of output
  * rows); a chunk of one sample in float32/float64 needs no gather or scatter: its gemms read gy and
- * write y in place (the bias written first, then accumulated onto), and col2im adds into gx.
+ * write y in place (the bias written first, then accumulated onto).
  * Threads: the chunks are independent, so with several threads each OpenMP thread takes whole
  * chunks (im2col, its gemms with OpenBLAS set to one thread, col2im) on its own buffers, as
  * PyTorch's slow_conv2d does, instead of running im2col serially and letting OpenBLAS split
