@@ -158,8 +158,8 @@ describe("conv2d", function()
   end)
 
   it("handles a batch larger than one column chunk the same as sample by sample", function()
-    -- 40 samples of 4x32x32 with a 5x5 kernel: 400 KB of columns each, so the 8 MiB column
-    -- buffer takes 20 at a time; compare the batched result with each sample alone
+    -- 40 samples of 4x32x32 with a 5x5 kernel: 400 KB of columns each, over the 256 KiB budget,
+    -- so each sample is done in two parts of 16 output rows; compare with each sample alone
     local g = dle.Generator(3)
     local x = dle.randn({40, 4, 32, 32}, {generator = g})
     local w = dle.randn({3, 4, 5, 5}, {generator = g})
@@ -187,11 +187,12 @@ describe("conv2d", function()
 end)
 
 -- ---------------------------------------------------------------- conv2d kernel paths
--- The CPU kernel cuts the batch into chunks whose column buffer stays under 256 KiB on one thread
--- (2 MiB on several, so these cases run on one thread); a chunk of one sample in float32/float64 lets the gemms read gy and write y in place (no gather/scatter),
--- float16 still goes through the gathered buffers; im2col/col2im copy precomputed runs of valid
--- columns, and im2col copies a whole shifted plane per tap when stride 1 keeps the width ("same"
--- padding). These cases cross those paths with padding/stride/dilation edges.
+-- The CPU kernel cuts the batch into chunks whose column buffer stays under 256 KiB (a larger
+-- sample is done in parts of output rows); a chunk of one sample in float32/float64 lets the gemms
+-- read gy and write y in place (no gather/scatter), float16 still goes through the gathered
+-- buffers; im2col/col2im copy precomputed runs of valid columns, and copy/add a whole shifted
+-- plane per tap when stride 1 keeps the width ("same" padding). These cases cross those paths with
+-- padding/stride/dilation edges, on one thread (the threaded chunk loop is tested further down).
 
 describe("conv2d kernel paths", function()
   local function dot(a, b) return (a * b):sum():item() end
@@ -199,7 +200,7 @@ describe("conv2d kernel paths", function()
   setup(function() threads = dle.get_num_threads(); dle.set_num_threads(1) end)
   teardown(function() dle.set_num_threads(threads) end)
 
-  it("one-sample chunks (4 x 43 x 43 input, 9-tap columns > 256 KiB) match the direct loops in float32, float64 and float16", function()
+  it("one-sample chunks in row parts (4 x 43 x 43 input, 9-tap columns > 256 KiB) match the direct loops in float32, float64 and float16", function()
     local X = H.values({2, 4, 43, 43}, {seed = 51})
     local W = H.values({3, 4, 3, 3}, {seed = 52})
     local B = H.values({3}, {seed = 53})
@@ -238,7 +239,7 @@ describe("conv2d kernel paths", function()
     end
   end)
 
-  it("multi-sample chunks with a partial last one (41 x 1x28x28, float64: 4 samples per chunk) agree with one whole-batch chunk (2 threads)", function()
+  it("multi-sample chunks with a partial last one (41 x 1x28x28, float64: 4 samples per chunk, 11 chunks) agree on 1 and 2 threads", function()
     local g = dle.Generator(9)
     local x = dle.randn({41, 1, 28, 28}, {generator = g, dtype = "float64"})
     local w = dle.randn({6, 1, 3, 3}, {generator = g, dtype = "float64"})
@@ -251,7 +252,7 @@ describe("conv2d kernel paths", function()
     end
     local y1, gx1, gw1 = all()            -- one thread: chunks of 4 samples
     dle.set_num_threads(2)
-    local y2, gx2, gw2 = all()            -- threaded: the whole batch in one chunk
+    local y2, gx2, gw2 = all()            -- the same chunks shared by two threads
     dle.set_num_threads(1)
     H.assert_close(y1, y2:totable(), {rtol = 1e-12, atol = 1e-12})
     H.assert_close(gx1, gx2:totable(), {rtol = 1e-12, atol = 1e-12})
@@ -284,6 +285,93 @@ describe("conv2d kernel paths", function()
       assert.is_true(math.abs(dot(gx, x) - lhs) < 1e-9 * (1 + math.abs(lhs)), "grad_input case " .. k)
       assert.is_true(math.abs(dot(gw, w) - lhs) < 1e-9 * (1 + math.abs(lhs)), "grad_weight case " .. k)
     end
+  end)
+end)
+
+-- ---------------------------------------------------------------- conv2d on several threads
+-- With several threads each OpenMP thread takes whole chunks of samples (im2col, its own
+-- single-threaded gemms, col2im) and grad_weight sums one accumulator per span of consecutive
+-- chunks in span order (whichever thread took the span); a chunk holds at most 1/threads of the
+-- batch. The one-thread path is checked against the direct
+-- loops above; here every two-thread result must equal it, stay adjoint, and grad_weight must come
+-- out bit for bit the same on every run, on batches that do not divide evenly among the threads.
+
+describe("conv2d on two threads", function()
+  local function dot(a, b) return (a * b):sum():item() end
+  local threads
+  setup(function() threads = dle.get_num_threads() end)
+  teardown(function() dle.set_num_threads(threads) end)
+
+  -- y, gx and gw of one case on n threads
+  local function run(n, x, w, b, gy, o)
+    dle.set_num_threads(n)
+    local xs, ws = x:shape(), w:shape()
+    return dle.conv2d(x, w, b, o), dle.core._conv2d_grad_input(gy, w, {xs[3], xs[4]}, o),
+           dle.core._conv2d_grad_weight(gy, x, {ws[3], ws[4]}, o)
+  end
+
+  local cases = {
+    {name = "7 x 32x14x14 -> 64, 3x3 pad 1 (conv2's layer: one-sample chunks, 4 and 3 per thread)",
+     x = {7, 32, 14, 14}, w = {64, 32, 3, 3}, o = {padding = 1}},
+    {name = "23 x 1x28x28 -> 6, 3x3 pad 1 (conv1's layer: several samples per chunk, the last chunk partial)",
+     x = {23, 1, 28, 28}, w = {6, 1, 3, 3}, o = {padding = 1}},
+    {name = "5 x 8x40x40 -> 4, 3x3 pad 1, no bias (one-sample chunks done in parts of output rows)",
+     x = {5, 8, 40, 40}, w = {4, 8, 3, 3}, o = {padding = 1}, nobias = true},
+    {name = "9 x 4x13x11 -> 6, groups 2, stride {2, 1}, padding {1, 2}, dilation {2, 1} (chunks of 5 and 4)",
+     x = {9, 4, 13, 11}, w = {6, 2, 3, 2}, o = {groups = 2, stride = {2, 1}, padding = {1, 2}, dilation = {2, 1}}},
+    {name = "3 x 2x9x9 -> 3, 5x5, stride 2 (chunks of 2 and 1)",
+     x = {3, 2, 9, 9}, w = {3, 2, 5, 5}, o = {stride = 2}},
+    {name = "1 x 6x20x20 -> 5, padding 2 (a batch of one: one chunk, OpenBLAS's own threads)",
+     x = {1, 6, 20, 20}, w = {5, 6, 3, 3}, o = {padding = 2}},
+  }
+  for k, c in ipairs(cases) do
+    it(c.name .. ": y, gx, gw equal the one-thread results (float64, float32, float16)", function()
+      local g = dle.Generator(100 + k)
+      local x64 = dle.randn(c.x, {generator = g, dtype = "float64"})
+      local w64 = dle.randn(c.w, {generator = g, dtype = "float64"})
+      local b64 = not c.nobias and dle.randn({c.w[1]}, {generator = g, dtype = "float64"}) or nil
+      local gy64 = dle.randn(dle.conv2d(x64, w64, nil, c.o):shape(), {generator = g, dtype = "float64"})
+      for _, dt in ipairs({"float64", "float32", "float16"}) do
+        local x, w, gy = x64:to(dt), w64:to(dt), gy64:to(dt)
+        local b = b64 and b64:to(dt)
+        local y1, gx1, gw1 = run(1, x, w, b, gy, c.o)
+        local y2, gx2, gw2 = run(2, x, w, b, gy, c.o)
+        local tol = ({float64 = 1e-12, float32 = 1e-5, float16 = 1e-2})[dt]
+        H.assert_close(y2:double(), y1:double():totable(), {rtol = tol, atol = tol, msg = dt .. " y"})
+        H.assert_close(gx2:double(), gx1:double():totable(), {rtol = tol, atol = tol, msg = dt .. " gx"})
+        H.assert_close(gw2:double(), gw1:double():totable(), {rtol = tol, atol = tol, msg = dt .. " gw"})
+        local _, _, gw3 = run(2, x, w, b, gy, c.o)
+        assert.are.same(gw2:double():totable(), gw3:double():totable(), dt .. " gw differs between runs")
+      end
+      -- adjoint on two threads: a chunk done twice or never would break these
+      dle.set_num_threads(2)
+      local y, gx, gw = run(2, x64, w64, nil, gy64, c.o)
+      local lhs = dot(gy64, y)
+      assert.is_true(math.abs(dot(gx, x64) - lhs) < 1e-9 * (1 + math.abs(lhs)), "grad_input adjoint")
+      assert.is_true(math.abs(dot(gw, w64) - lhs) < 1e-9 * (1 + math.abs(lhs)), "grad_weight adjoint")
+    end)
+  end
+
+  it("matches the direct loops on two threads, non-contiguous inputs included", function()
+    local X = H.values({5, 3, 6, 7}, {seed = 81})
+    local W = H.values({4, 3, 3, 3}, {seed = 82})
+    local B = H.values({4}, {seed = 83})
+    local o = {padding = 1}
+    local want = ref_conv(X, W, B, o)
+    dle.set_num_threads(2)
+    for _, layout in ipairs(H.layouts) do
+      local y = dle.conv2d(H.make(X, "float64", layout), dle.tensor(W, {dtype = "float64"}),
+                           dle.tensor(B, {dtype = "float64"}), o)
+      H.assert_close(y, want, {msg = layout})
+    end
+    -- a non-contiguous gy through both gradient ops gives what its contiguous copy gives
+    local x, w = dle.tensor(X, {dtype = "float64"}), dle.tensor(W, {dtype = "float64"})
+    local gyt = dle.randn({5, 4, 7, 6}, {generator = dle.Generator(84), dtype = "float64"}):transpose(3, 4)
+    local gyc = gyt:contiguous()
+    H.assert_close(dle.core._conv2d_grad_input(gyt, w, {6, 7}, o),
+                   dle.core._conv2d_grad_input(gyc, w, {6, 7}, o):totable(), {rtol = 0, atol = 0})
+    H.assert_close(dle.core._conv2d_grad_weight(gyt, x, {3, 3}, o),
+                   dle.core._conv2d_grad_weight(gyc, x, {3, 3}, o):totable(), {rtol = 0, atol = 0})
   end)
 end)
 
@@ -408,7 +496,7 @@ describe("gradient ops", function()
 
   it("the gradient ops stay adjoint when the batch spans several column chunks (40 x 4x32x32)", function()
     local threads = dle.get_num_threads()
-    dle.set_num_threads(1) -- one-thread chunks are one sample here (threaded ones hold the batch)
+    dle.set_num_threads(1) -- one-sample chunks in two row parts each
     finally(function() dle.set_num_threads(threads) end)
     local g = dle.Generator(5)
     local x = dle.randn({40, 4, 32, 32}, {generator = g, dtype = "float64"})

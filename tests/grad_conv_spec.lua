@@ -74,6 +74,21 @@ describe("conv2d gradients", function()
     check(gradients_of(f2), {x2, w2, b2}, {forward = false})
   end)
 
+  it("gradcheck and double backward on two threads (a batch of 3 in chunks of 2 and 1, one per thread)", function()
+    local threads = dle.get_num_threads()
+    dle.set_num_threads(2)
+    finally(function() dle.set_num_threads(threads) end)
+    for k, o in ipairs({{padding = 1}, {padding = {1, 0}, stride = {1, 2}, groups = 2}}) do
+      local x, w, b = randn({3, 2, 5, 4}, 140 + k), randn({4, 2 // (o.groups or 1), 3, 3}, 150 + k), randn({4}, 160 + k)
+      check(function(x_, w_, b_) return dle.conv2d(x_, w_, b_, o) end, {x, w, b})
+      local gy = randn(dle.conv2d(x, w, nil, o):shape(), 170 + k)
+      check(function(gy_, w_) return core._conv2d_grad_input(gy_, w_, {5, 4}, o) end, {gy, w})
+      check(function(gy_, x_) return core._conv2d_grad_weight(gy_, x_, {3, 3}, o) end, {gy, x})
+      local f = function(x_, w_, b_) return dle.conv2d(x_, w_, b_, o):tanh():sum() end
+      check(gradients_of(f), {x, w, b}, {forward = false})
+    end
+  end)
+
   it("the second derivative d/dw <dL/dx, u> of L = <conv2d(x, w), c> is conv2d_grad_weight(c, u)", function()
     -- L = <conv(x, w), c> for a constant c: dL/dx = grad_input(c, w), which is linear in w, so
     -- d/dw <dL/dx, u> = grad_weight(c, u) for any u

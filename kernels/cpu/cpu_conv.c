@@ -6,21 +6,26 @@
  * conv2d        y[n, o] = sum_c w[o, c] * x[n, c] (+ bias): im2col of a chunk of samples into
  *               col {C*kh*kw, B*L} (L = Ho*Wo, B samples side by side), then per group one gemm
  *               W_g {Og, K} . col_g {K, B*L}, scattered into y with the bias.
- * grad_input    col_g = W_g^T . gy_g, then col2im: each {H, W} plane accumulates its columns in
- *               a compute-type plane buffer, then is stored.
- * grad_weight   gw_g = gy_g . col_g^T, accumulated over the chunks (gemm with beta = 1).
- * The chunk size B is chosen by chunk_of (see there); a chunk of one sample in float32/float64
- * needs no gather or scatter: its gemms read gy and write y in place.
+ * grad_input    col_g = W_g^T . gy_g, then col2im adds each column into its place of gx (float32,
+ *               float64) or of a compute-type buffer stored into gx afterwards (16-bit floats).
+ * grad_weight   gw_g = gy_g . col_g^T, accumulated over the chunks (gemm with beta = 1) in one
+ *               buffer per span of chunks (see job_init), summed at the end.
+ * The chunk size B is chosen by chunk_of (see there; a large sample is done in parts of output
+ * rows); a chunk of one sample in float32/float64 needs no gather or scatter: its gemms read gy and
+ * write y in place (the bias written first, then accumulated onto).
+ * Threads: the chunks are independent, so with several threads each OpenMP thread takes whole
+ * chunks (im2col, its gemms with OpenBLAS set to one thread, col2im) on its own buffers, as
+ * PyTorch's slow_conv2d does, instead of running im2col serially and letting OpenBLAS split
+ * every small per-chunk gemm (one thread hand-over per gemm: conv2's forward + backward scaled
+ * to 2 threads at 1.5-1.8x PyTorch's time that way). A batch of one sample is one chunk and
+ * keeps OpenBLAS's own threading. No BLAS call runs multi-threaded inside an OpenMP region.
  * im2col and col2im work on runs of valid output columns computed once per kernel tap (tap_of),
  * so their inner loops are branch-free copies/adds (contiguous for stride 1; one shifted run per
  * tap when stride 1 keeps the width, as with "same" padding).
  *
  * Every kernel body is written once and instantiated per float dtype with the X-macros of
  * cpu_types.h; the compute type CT (float for float16/bfloat16, float32 and float64 otherwise)
- * selects sgemm or dgemm. No BLAS call is ever made inside an OpenMP region. The loops between
- * the gemms (im2col, scatter, col2im) run on one thread by default (CONV_GRAIN): an OpenMP region
- * right after an OpenBLAS call competes with OpenBLAS's still-spinning threads on the 2-core
- * machine (measured 2x slower by the first conv kernels); build with -DCONV_GRAIN=32768 to try. */
+ * selects sgemm or dgemm. */
 #include <cblas.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -29,18 +34,8 @@
 #include "cpu_gemm.h"
 #include "cpu_loop.h"
 
-/* Work size (elements moved) from which the loops around the gemms use OpenMP threads: never. */
-#ifndef CONV_GRAIN
-#define CONV_GRAIN INT64_MAX
-#endif
-
 #ifdef _OPENMP
 #include <omp.h>
-static int conv_threads(void) { return omp_get_max_threads(); }
-static int conv_thread(void) { return omp_get_thread_num(); }
-#else
-static int conv_threads(void) { return 1; }
-static int conv_thread(void) { return 0; }
 #endif
 
 /* Geometry of one conv call, read from attrs and the tensors. */
@@ -64,24 +59,38 @@ static conv_geom make_geom(const int64_t *xs, const int64_t *ws, const int64_t *
   return q;
 }
 
-/* Samples per chunk: on one thread the column buffer stays under 256 KiB (at least one sample),
- * so im2col writes it into the L2 cache the gemm then reads it from (Fashion-MNIST's conv2, CPU
- * time of forward + both gradients: 256 KiB chunks ~60 ms, 2 MiB ~68 ms, 8 MiB ~65 ms). With
- * several threads every gemm call needs all of OpenBLAS's threads scheduled at once, which on a
- * busy machine costs far more than the cache misses (conv2 forward + backward, 2 threads, shared
- * box at load ~5: 2 MiB chunks 460-740 ms wall, 8 MiB 225-280 ms, 32 MiB 70-285 ms, for 65-95 ms
- * of CPU time), so threaded runs use few large chunks (the whole batch of an MNIST-sized layer). */
+/* Samples per chunk: the column buffer of a chunk stays under CONV_COL_BYTES (at least one
+ * sample), so im2col writes it into the L2 cache the gemm then reads it from (Fashion-MNIST's
+ * conv2, CPU time of forward + both gradients: 256 KiB chunks ~60 ms, 2 MiB ~68 ms, 8 MiB ~65 ms).
+ * A sample whose columns alone exceed that is cut into parts of whole output rows (part_rows):
+ * im2col of one part, its gemms, then the next, so the buffer stays bounded on large images
+ * (not for speed: conv2 with 128 KiB parts, two per sample, took 17 ms of CPU time per forward
+ * instead of 15). Each thread has its own buffers: the budget is per thread, and a chunk holds at
+ * most a 1/threads share of the batch so that a small batch is still split between the threads. */
 #define CONV_COL_BYTES ((int64_t)256 << 10)
-#define CONV_COL_BYTES_THREADED ((int64_t)32 << 20)
-static int64_t chunk_of(const conv_geom *q, size_t es) {
-  int64_t budget = conv_threads() > 1 ? CONV_COL_BYTES_THREADED : CONV_COL_BYTES;
+static int64_t chunk_of(const conv_geom *q, size_t es, int threads) {
   int64_t per = q->c * q->kh * q->kw * q->l * (int64_t)es;
-  int64_t b = per > 0 ? budget / per : q->n;
+  int64_t b = per > 0 ? CONV_COL_BYTES / per : q->n;
+  int64_t share = (q->n + threads - 1) / threads;  /* every thread gets a chunk when it can */
+  if (b > share) b = share;
   if (b < 1) b = 1;
   if (b > q->n) b = q->n;
   while (b > 1 && b * q->l > INT_MAX / 2) b /= 2;
   return b;
 }
+
+/* Output rows per part for chunks of b samples: all of them for several samples, else the fewest
+ * even parts whose columns fit the budget. */
+static int64_t part_rows(const conv_geom *q, int64_t b, size_t es) {
+  int64_t per_row = q->c * q->kh * q->kw * q->wo * (int64_t)es;
+  if (b > 1 || q->ho < 2 || per_row * q->ho <= CONV_COL_BYTES) return q->ho;
+  int64_t r = per_row > 0 ? CONV_COL_BYTES / per_row : q->ho;
+  if (r < 1) r = 1;
+  int64_t parts = (q->ho + r - 1) / r;
+  return (q->ho + parts - 1) / parts;
+}
+
+/* ---- the chunk loop and its buffers ---- */
 
 static dle_status check_blas(const char *fn, const conv_geom *q, int64_t b) {
   if (q->k > INT_MAX || q->og > INT_MAX || b * q->l > INT_MAX)
@@ -90,11 +99,103 @@ static dle_status check_blas(const char *fn, const conv_geom *q, int64_t b) {
   return DLE_OK;
 }
 
+/* What the per-chunk functions of one call share. The chunks are grouped into spans of
+ * consecutive chunks that one thread does in order. Scratch is per thread (thread t's col and tmp
+ * start at t * ncol and t * ntmp elements of the compute type), accumulators per thread or per
+ * span (nacc elements each). */
+typedef struct {
+  conv_geom q;
+  int64_t b, rows;   /* samples per chunk, output rows per part (see part_rows) */
+  int64_t spans;
+  const void *src;   /* x (conv2d, grad_weight) or gy (grad_input) */
+  const void *gy;    /* grad_weight's gy */
+  const void *bias;  /* conv2d's bias, or NULL */
+  const void *w;     /* the weight in the compute type (conv2d, grad_input) */
+  void *dst;         /* y (conv2d) or gx (grad_input) */
+  void *wbuf, *col, *tmp, *acc;
+  int64_t nw, ncol, ntmp, nacc, naccs;  /* naccs: how many accumulators */
+  size_t es;         /* sizeof the compute type */
+  int nt;            /* threads: one per chunk at most (one chunk keeps OpenBLAS's own threads) */
+} conv_job;
+
+typedef void (*chunk_fn)(const conv_job *j, int64_t b0, int64_t nb, int thread, int64_t span);
+
+/* Accumulators per span take at most this much memory in all (see job_init). */
+#define CONV_SPAN_ACC_BYTES ((int64_t)16 << 20)
+
+/* Sets up j for one call of fn with geometry q in a compute type of es bytes: chunking, threads,
+ * spans and buffers (nw: a compute-type weight copy, 0 for none; nacc: accumulator elements, per
+ * sample of a chunk for grad_input's per-thread ones, or in all for grad_weight's per-span ones
+ * when per_span; col and tmp sized for a chunk's part). Every chunk is its own span, except with
+ * per_span: then a sum over the chunks is accumulated span by span and added up in span order,
+ * so the result does not depend on which thread did which span; up to 4 spans per thread let a
+ * free thread take over work on a busy machine. On error the caller still calls job_free. */
+static dle_status job_init(conv_job *j, const char *fn, conv_geom q, size_t es, int64_t nw,
+                           int64_t nacc, bool per_span) {
+  memset(j, 0, sizeof *j);
+  j->q = q, j->es = es;
+  int nt = 1;
+#ifdef _OPENMP
+  nt = dle_get_num_threads();
+#endif
+  j->b = chunk_of(&q, es, nt);
+  j->rows = part_rows(&q, j->b, es);
+  DLE_TRY(check_blas(fn, &q, j->b));
+  int64_t chunks = (q.n + j->b - 1) / j->b;
+  if (chunks < nt) nt = (int)chunks;
+  j->nt = nt;
+  j->spans = chunks;
+  if (per_span) {
+    int64_t most = CONV_SPAN_ACC_BYTES / ((int64_t)es * (nacc > 0 ? nacc : 1));
+    j->spans = nt < 2 ? 1 : chunks < 4 * nt ? chunks : 4 * nt;
+    if (j->spans > most) j->spans = most > nt ? most : nt;
+  }
+  j->nw = nw, j->ncol = q.c * q.kh * q.kw * j->b * j->rows * q.wo, j->ntmp = q.o * j->b * q.l;
+  j->nacc = per_span ? nacc : nacc * j->b, j->naccs = per_span ? j->spans : nt;
+  size_t n = (size_t)nt, na = (size_t)(j->nacc * j->naccs);
+  j->wbuf = nw ? dle_cpu_alloc(es * (size_t)nw) : NULL;
+  j->col = dle_cpu_alloc(es * n * (size_t)j->ncol + 1);
+  j->tmp = dle_cpu_alloc(es * n * (size_t)j->ntmp + 1);
+  j->acc = dle_cpu_alloc(es * na + 1);
+  if ((nw && !j->wbuf) || !j->col || !j->tmp || !j->acc)
+    return dle_error("%s: out of memory for the column buffers", fn);
+  memset(j->acc, 0, es * na);
+  return DLE_OK;
+}
+
+static void job_free(conv_job *j) {
+  size_t n = (size_t)j->nt, es = j->es;
+  dle_cpu_free(j->wbuf, es * (size_t)j->nw);
+  dle_cpu_free(j->col, es * n * (size_t)j->ncol + 1);
+  dle_cpu_free(j->tmp, es * n * (size_t)j->ntmp + 1);
+  dle_cpu_free(j->acc, es * (size_t)(j->nacc * j->naccs) + 1);
+}
+
+/* Span s's chunks [b0, b0 + j->b), in order, on thread t. */
+static void run_span(const conv_job *j, chunk_fn f, int64_t s, int t) {
+  const int64_t n = j->q.n, b = j->b, chunks = (n + b - 1) / b;
+  for (int64_t i = s * chunks / j->spans; i < (s + 1) * chunks / j->spans; i++)
+    f(j, i * b, n - i * b < b ? n - i * b : b, t, s);
+}
+
+/* Runs f over all of j's chunks on j->nt threads, a free thread taking the next span (better on a
+ * busy machine than a fixed share per thread), OpenBLAS set to one thread meanwhile. */
+static void for_chunks(const conv_job *j, chunk_fn f) {
+  if (j->nt < 2) {
+    for (int64_t s = 0; s < j->spans; s++) run_span(j, f, s, 0);
+    return;
+  }
+#ifdef _OPENMP
+  openblas_set_num_threads(1);
+  _Pragma("omp parallel for schedule(dynamic) num_threads(j->nt)")
+  for (int64_t s = 0; s < j->spans; s++) run_span(j, f, s, omp_get_thread_num());
+  openblas_set_num_threads(dle_get_num_threads());
+#endif
+}
 
 /* T and CT are the same type (float32, float64; not the 16-bit floats computing in float) */
 #define SAME_TYPE(T, CT) (sizeof(T) == sizeof(CT))
 
-static void *alloc_or_null(size_t n) { return dle_cpu_alloc(n ? n : 1); }
 
 /* The outputs o in [0, n) whose input position o*s + off lies in [0, in): [*lo, *hi). Hoisting
  * this out of the loops leaves im2col/col2im with branch-free runs (contiguous when s == 1). */
@@ -120,28 +221,41 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
   return t;
 }
 
-/* ---- conv kernels, one body per dtype ---- */
+/* The zero runs im2col writes are mostly a few elements long (a padding row or column per tap):
+ * inline stores, not calls to memset (which GCC would substitute for the loops; 5% of conv2's
+ * forward time went to those calls). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define NO_MEMSET __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define NO_MEMSET
+#endif
+
+/* ---- conv kernels, one body per dtype ----
+ * A part is output rows [r0, r1) (lp = (r1 - r0) * Wo columns per sample) of nb samples; its
+ * column block has ld = nb * lp columns, sample b's at b * lp. */
 #define CONV_KERNELS(ID, T, CT)                                                                   \
-  /* col[(c*kh*kw + i*kw + j) * ld + b*L + l] = x[b0 + b, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw] */ \
-  static void im2col_##ID(const T *x, int64_t b0, int64_t nb, const conv_geom *q, CT *col) {      \
-    const int64_t ld = nb * q->l, total = nb * q->c, wo = q->wo, sw = q->sw;                      \
+  /* col[(c*kh*kw + i*kw + j) * ld + b*lp + (oh - r0)*Wo + ow]                                    \
+   *   = x[b0 + b, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw] (0 in the padding) */                  \
+  NO_MEMSET static void im2col_##ID(const T *x, int64_t b0, int64_t nb, int64_t r0, int64_t r1,  \
+                          const conv_geom *q, CT *col) {                                          \
+    const int64_t wo = q->wo, sw = q->sw, lp = (r1 - r0) * wo, ld = nb * lp;                      \
     /* stride 1 with the output as wide as the input ("same" padding): a tap's valid rows are     \
      * one contiguous run of the plane, shifted */                                                \
     const bool same_width = q->sh == 1 && sw == 1 && wo == q->w;                                  \
-    _Pragma("omp parallel for schedule(static) if (total * q->k * q->l >= CONV_GRAIN)")           \
-    for (int64_t bc = 0; bc < total; bc++) {                                                      \
-      int64_t b = bc / q->c, c = bc % q->c;                                                       \
-      const T *plane = x + ((b0 + b) * q->c + c) * q->h * q->w;                                   \
-      for (int64_t i = 0; i < q->kh; i++)                                                         \
-        for (int64_t j = 0; j < q->kw; j++) {                                                     \
-          conv_tap t = tap_of(q, i, j);                                                           \
-          const int64_t offh = t.offh, offw = t.offw, oh0 = t.oh0, oh1 = t.oh1, ow0 = t.ow0,      \
-                        ow1 = t.ow1;                                                              \
-          CT *restrict row = col + ((c * q->kh + i) * q->kw + j) * ld + b * q->l;                 \
-          for (int64_t l = 0; l < oh0 * wo; l++) row[l] = 0;                                      \
-          for (int64_t l = oh1 * wo; l < q->l; l++) row[l] = 0;                                   \
+    for (int64_t i = 0; i < q->kh; i++)                                                           \
+      for (int64_t j = 0; j < q->kw; j++) {                                                       \
+        const conv_tap t = tap_of(q, i, j);                                                       \
+        const int64_t offh = t.offh, offw = t.offw, ow0 = t.ow0, ow1 = t.ow1;                     \
+        const int64_t oh0 = t.oh0 > r0 ? (t.oh0 < r1 ? t.oh0 : r1) : r0;                          \
+        const int64_t oh1 = t.oh1 < r1 ? (t.oh1 > oh0 ? t.oh1 : oh0) : r1;                        \
+        for (int64_t bc = 0; bc < nb * q->c; bc++) {                                              \
+          const int64_t b = bc / q->c, c = bc % q->c;                                             \
+          const T *plane = x + ((b0 + b) * q->c + c) * q->h * q->w;                               \
+          CT *restrict row = col + ((c * q->kh + i) * q->kw + j) * ld + b * lp;                   \
+          for (int64_t l = 0; l < (oh0 - r0) * wo; l++) row[l] = 0;                               \
+          for (int64_t l = (oh1 - r0) * wo; l < lp; l++) row[l] = 0;                              \
           if (same_width) { /* one run over the valid rows, then the columns that wrapped */      \
-            CT *restrict r = row + oh0 * wo;                                                      \
+            CT *restrict r = row + (oh0 - r0) * wo;                                               \
             const T *restrict src = plane + (oh0 + offh) * q->w + offw;                           \
             int64_t n = (oh1 - oh0) * wo, lo = offw < 0 ? -offw : 0, hi = n - (offw > 0 ? offw : 0); \
             for (int64_t k = lo; k < hi; k++) r[k] = LD_##ID(src[k]);                             \
@@ -152,7 +266,7 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
             continue;                                                                             \
           }                                                                                       \
           for (int64_t oh = oh0; oh < oh1; oh++) {                                                \
-            CT *restrict r = row + oh * wo;                                                       \
+            CT *restrict r = row + (oh - r0) * wo;                                                \
             const T *restrict src = plane + (oh * q->sh + offh) * q->w + offw;                    \
             for (int64_t ow = 0; ow < ow0; ow++) r[ow] = 0;                                       \
             if (sw == 1)                                                                          \
@@ -162,148 +276,186 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
             for (int64_t ow = ow1; ow < wo; ow++) r[ow] = 0;                                      \
           }                                                                                       \
         }                                                                                         \
-    }                                                                                             \
+      }                                                                                           \
   }                                                                                               \
-  /* The adjoint of im2col for one (sample b, channel c) plane: acc {H, W} (CT) = the sum of its  \
-   * columns, stored into gx[b0 + b, c]. */                                                       \
-  static void col2im_plane_##ID(const CT *col, int64_t ld, int64_t b, int64_t c,                 \
-                                const conv_geom *q, CT *restrict acc, T *restrict gx_plane) {     \
-    const int64_t wo = q->wo, sw = q->sw, hw = q->h * q->w;                                       \
-    for (int64_t i = 0; i < hw; i++) acc[i] = 0;                                                  \
+  /* The adjoint of im2col: acc {nb, C, H, W} (CT) += the columns of the part. With "same"      \
+   * width (as in im2col) a tap's rows are added as one shifted run after zeroing, in col, the    \
+   * columns that read padding (they would wrap onto the neighbouring row). */                    \
+  NO_MEMSET static void col2im_##ID(CT *col, int64_t nb, int64_t r0, int64_t r1,                  \
+                                    const conv_geom *q, CT *acc) {                                \
+    const int64_t wo = q->wo, sw = q->sw, lp = (r1 - r0) * wo, ld = nb * lp;                      \
+    const bool same_width = q->sh == 1 && sw == 1 && wo == q->w;                                  \
     for (int64_t i = 0; i < q->kh; i++)                                                           \
       for (int64_t j = 0; j < q->kw; j++) {                                                       \
-        conv_tap t = tap_of(q, i, j);                                                             \
-        const CT *restrict row = col + ((c * q->kh + i) * q->kw + j) * ld + b * q->l;             \
-        for (int64_t oh = t.oh0; oh < t.oh1; oh++) {                                              \
-          CT *restrict dst = acc + (oh * q->sh + t.offh) * q->w + t.offw;                         \
-          const CT *restrict r = row + oh * wo;                                                   \
-          if (sw == 1)                                                                            \
-            for (int64_t ow = t.ow0; ow < t.ow1; ow++) dst[ow] += r[ow];                          \
-          else                                                                                    \
-            for (int64_t ow = t.ow0; ow < t.ow1; ow++) dst[ow * sw] += r[ow];                     \
+        const conv_tap t = tap_of(q, i, j);                                                       \
+        const int64_t oh0 = t.oh0 > r0 ? t.oh0 : r0, oh1 = t.oh1 < r1 ? t.oh1 : r1;              \
+        const int64_t ow0 = t.ow0, ow1 = t.ow1, offw = t.offw;                                    \
+        for (int64_t bc = 0; bc < nb * q->c && oh0 < oh1; bc++) {                                 \
+          const int64_t b = bc / q->c, c = bc % q->c;                                             \
+          CT *restrict row = col + ((c * q->kh + i) * q->kw + j) * ld + b * lp;                   \
+          CT *restrict plane = acc + bc * q->h * q->w;                                            \
+          if (same_width) {                                                                       \
+            CT *restrict r = row + (oh0 - r0) * wo;                                               \
+            CT *restrict dst = plane + (oh0 + t.offh) * q->w + offw;                              \
+            int64_t n = (oh1 - oh0) * wo, lo = offw < 0 ? -offw : 0, hi = n - (offw > 0 ? offw : 0); \
+            for (int64_t oh = 0; oh < oh1 - oh0; oh++) {                                          \
+              for (int64_t ow = 0; ow < ow0; ow++) r[oh * wo + ow] = 0;                           \
+              for (int64_t ow = ow1; ow < wo; ow++) r[oh * wo + ow] = 0;                          \
+            }                                                                                     \
+            for (int64_t k = lo; k < hi; k++) dst[k] += r[k];                                     \
+            continue;                                                                             \
+          }                                                                                       \
+          for (int64_t oh = oh0; oh < oh1; oh++) {                                                \
+            CT *restrict dst = plane + (oh * q->sh + t.offh) * q->w + offw;                       \
+            const CT *restrict r = row + (oh - r0) * wo;                                          \
+            if (sw == 1)                                                                          \
+              for (int64_t ow = ow0; ow < ow1; ow++) dst[ow] += r[ow];                            \
+            else                                                                                  \
+              for (int64_t ow = ow0; ow < ow1; ow++) dst[ow * sw] += r[ow];                       \
+          }                                                                                       \
         }                                                                                         \
       }                                                                                           \
-    for (int64_t i = 0; i < hw; i++) gx_plane[i] = ST_##ID(acc[i]);                               \
   }                                                                                               \
-  /* dst {O, nb*L} (CT) <- gy[b0.., o, l] */                                                      \
-  static void gather_gy_##ID(const T *gy, int64_t b0, int64_t nb, const conv_geom *q, CT *dst) {  \
-    int64_t ld = nb * q->l, total = nb * q->o;                                                    \
-    _Pragma("omp parallel for schedule(static) if (total * q->l >= CONV_GRAIN)")                  \
-    for (int64_t bo = 0; bo < total; bo++) {                                                      \
-      int64_t b = bo / q->o, o = bo % q->o;                                                       \
-      const T *s = gy + ((b0 + b) * q->o + o) * q->l;                                             \
-      CT *d = dst + o * ld + b * q->l;                                                            \
-      for (int64_t l = 0; l < q->l; l++) d[l] = LD_##ID(s[l]);                                    \
+  /* gy's part of samples [b0, b0 + nb) as {O, nb*lp} in CT, its leading dim in *ld: gy itself    \
+   * for one sample in the compute type, else gathered into dst */                                \
+  static const CT *gy_part_##ID(const T *gy, int64_t b0, int64_t nb, int64_t r0, int64_t r1,     \
+                                const conv_geom *q, CT *dst, int64_t *ld) {                       \
+    const int64_t lp = (r1 - r0) * q->wo;                                                         \
+    if (nb == 1 && SAME_TYPE(T, CT)) {                                                            \
+      *ld = q->l;                                                                                 \
+      return (const CT *)(const void *)(gy + b0 * q->o * q->l + r0 * q->wo);                      \
     }                                                                                             \
-  }                                                                                               \
-  /* gy of samples [b0, b0 + nb) as {O, nb*L} in CT: gy itself for one sample in the compute  \
-   * type, else gathered into dst */                                                             \
-  static const CT *gy_block_##ID(const T *gy, int64_t b0, int64_t nb, const conv_geom *q, CT *dst) { \
-    if (nb == 1 && SAME_TYPE(T, CT)) return (const CT *)(const void *)(gy + b0 * q->o * q->l);   \
-    gather_gy_##ID(gy, b0, nb, q, dst);                                                           \
+    *ld = nb * lp;                                                                                \
+    for (int64_t b = 0; b < nb; b++)                                                              \
+      for (int64_t o = 0; o < q->o; o++) {                                                        \
+        const T *s = gy + ((b0 + b) * q->o + o) * q->l + r0 * q->wo;                              \
+        CT *d = dst + o * nb * lp + b * lp;                                                       \
+        for (int64_t l = 0; l < lp; l++) d[l] = LD_##ID(s[l]);                                    \
+      }                                                                                           \
     return dst;                                                                                   \
   }                                                                                               \
-  static void load_##ID(const T *src, CT *dst, int64_t n) {                                       \
-    for (int64_t i = 0; i < n; i++) dst[i] = LD_##ID(src[i]);                                     \
+  /* the weight {O, K} in the compute type: the tensor's own data, or converted into j->wbuf */   \
+  static const CT *weight_##ID(const dle_tensor *wt, conv_job *j) {                               \
+    const T *w = dle_tensor_data(wt);                                                             \
+    if (SAME_TYPE(T, CT)) return (const CT *)(const void *)w;                                     \
+    CT *d = j->wbuf;                                                                              \
+    for (int64_t i = 0; i < j->nw; i++) d[i] = LD_##ID(w[i]);                                     \
+    return d;                                                                                     \
+  }                                                                                               \
+  /* y of samples [b0, b0 + nb) */                                                                \
+  static void fwd_chunk_##ID(const conv_job *j, int64_t b0, int64_t nb, int t, int64_t s) {        \
+    const conv_geom *q = &j->q;                                                                   \
+    const T *bias = j->bias;                                                                      \
+    const CT *w = j->w;                                                                           \
+    T *y = j->dst;                                                                                \
+    CT *col = (CT *)j->col + t * j->ncol;                                                         \
+    /* one sample in the compute type: the gemms accumulate onto the bias in y's {O, L} block */  \
+    const bool direct = nb == 1 && SAME_TYPE(T, CT);                                              \
+    CT *out = direct ? (CT *)(void *)(y + b0 * q->o * q->l) : (CT *)j->tmp + t * j->ntmp;        \
+    const int64_t ldo = nb * q->l;                                                                \
+    if (direct && bias)                                                                           \
+      for (int64_t o = 0; o < q->o; o++)                                                          \
+        for (int64_t l = 0; l < q->l; l++) out[o * q->l + l] = (CT)LD_##ID(bias[o]);             \
+    for (int64_t r0 = 0; r0 < q->ho; r0 += j->rows) { /* parts only when nb == 1 */              \
+      const int64_t r1 = r0 + j->rows < q->ho ? r0 + j->rows : q->ho, ld = nb * (r1 - r0) * q->wo; \
+      im2col_##ID(j->src, b0, nb, r0, r1, q, col);                                                \
+      for (int64_t g = 0; g < q->g; g++)                                                          \
+        GEMM(CT)(false, false, q->og, ld, q->k, w + g * q->og * q->k, q->k, col + g * q->k * ld,  \
+                 ld, direct && bias ? (CT)1 : (CT)0, out + g * q->og * ldo + r0 * q->wo, ldo);    \
+    }                                                                                             \
+    if (direct) return;                                                                           \
+    for (int64_t b = 0; b < nb; b++)                                                              \
+      for (int64_t o = 0; o < q->o; o++) {                                                        \
+        CT add = bias ? (CT)LD_##ID(bias[o]) : (CT)0;                                             \
+        const CT *s = out + o * ldo + b * q->l;                                                   \
+        T *d = y + ((b0 + b) * q->o + o) * q->l;                                                  \
+        for (int64_t l = 0; l < q->l; l++) d[l] = ST_##ID(s[l] + add);                            \
+      }                                                                                           \
+  }                                                                                               \
+  /* gx of samples [b0, b0 + nb): accumulated in place in float32/float64, else in thread t's acc \
+   * and stored */                                                                                \
+  static void gin_chunk_##ID(const conv_job *j, int64_t b0, int64_t nb, int t, int64_t s) {        \
+    const conv_geom *q = &j->q;                                                                   \
+    const CT *w = j->w;                                                                           \
+    CT *col = (CT *)j->col + t * j->ncol, *tmp = (CT *)j->tmp + t * j->ntmp;                      \
+    T *gx = (T *)j->dst + b0 * q->c * q->h * q->w;                                                \
+    const int64_t n = nb * q->c * q->h * q->w;                                                    \
+    CT *acc = SAME_TYPE(T, CT) ? (CT *)(void *)gx : (CT *)j->acc + t * j->nacc;                   \
+    for (int64_t i = 0; i < n; i++) acc[i] = 0;                                                   \
+    for (int64_t r0 = 0; r0 < q->ho; r0 += j->rows) {                                             \
+      const int64_t r1 = r0 + j->rows < q->ho ? r0 + j->rows : q->ho, ld = nb * (r1 - r0) * q->wo; \
+      int64_t ldg;                                                                                \
+      const CT *gyb = gy_part_##ID(j->src, b0, nb, r0, r1, q, tmp, &ldg);                         \
+      for (int64_t g = 0; g < q->g; g++)                                                          \
+        GEMM(CT)(true, false, q->k, ld, q->og, w + g * q->og * q->k, q->k, gyb + g * q->og * ldg, \
+                 ldg, (CT)0, col + g * q->k * ld, ld);                                            \
+      col2im_##ID(col, nb, r0, r1, q, acc);                                                       \
+    }                                                                                             \
+    if (!SAME_TYPE(T, CT))                                                                        \
+      for (int64_t i = 0; i < n; i++) gx[i] = ST_##ID(acc[i]);                                    \
+  }                                                                                               \
+  /* span s's gw accumulator += the contribution of samples [b0, b0 + nb) */                      \
+  static void gw_chunk_##ID(const conv_job *j, int64_t b0, int64_t nb, int t, int64_t s) {         \
+    const conv_geom *q = &j->q;                                                                   \
+    CT *col = (CT *)j->col + t * j->ncol, *tmp = (CT *)j->tmp + t * j->ntmp;                      \
+    CT *acc = (CT *)j->acc + s * j->nacc;                                                         \
+    for (int64_t r0 = 0; r0 < q->ho; r0 += j->rows) {                                             \
+      const int64_t r1 = r0 + j->rows < q->ho ? r0 + j->rows : q->ho, ld = nb * (r1 - r0) * q->wo; \
+      int64_t ldg;                                                                                \
+      im2col_##ID(j->src, b0, nb, r0, r1, q, col);                                                \
+      const CT *gyb = gy_part_##ID(j->gy, b0, nb, r0, r1, q, tmp, &ldg);                          \
+      for (int64_t g = 0; g < q->g; g++)                                                          \
+        GEMM(CT)(false, true, q->og, q->k, ld, gyb + g * q->og * ldg, ldg, col + g * q->k * ld,   \
+                 ld, (CT)1, acc + g * q->og * q->k, q->k);                                        \
+    }                                                                                             \
   }                                                                                               \
   static dle_status conv_fwd_##ID(dle_tensor *y, dle_tensor *const *ins, int nin,                 \
                                   const dle_attrs *a) {                                           \
-    const dle_tensor *xt = ins[0], *wt = ins[1];                                                  \
-    conv_geom q = make_geom(xt->sizes, wt->sizes, y->sizes, a);                                   \
-    const T *x = dle_tensor_data(xt), *bias = nin > 2 ? dle_tensor_data(ins[2]) : NULL;           \
-    T *yp = dle_tensor_data(y);                                                                   \
-    int64_t B = chunk_of(&q, sizeof(CT));                                                         \
-    DLE_TRY(check_blas("conv2d", &q, B));                                                         \
-    size_t nw = (size_t)(q.o * q.k), ncol = (size_t)(q.c * q.kh * q.kw * B * q.l),                \
-           ntmp = (size_t)(q.o * B * q.l);                                                        \
-    CT *w = alloc_or_null(sizeof(CT) * nw), *col = alloc_or_null(sizeof(CT) * ncol),              \
-       *tmp = alloc_or_null(sizeof(CT) * ntmp);                                                   \
-    dle_status st = w && col && tmp ? DLE_OK : dle_error("conv2d: out of memory for the column buffers"); \
-    if (st == DLE_OK) load_##ID((const T *)dle_tensor_data(wt), w, q.o * q.k);                    \
-    for (int64_t b0 = 0; st == DLE_OK && b0 < q.n; b0 += B) {                                     \
-      int64_t nb = q.n - b0 < B ? q.n - b0 : B, ld = nb * q.l;                                    \
-      /* one sample in the compute type: the gemm writes its {O, L} block of y in place */        \
-      CT *out = nb == 1 && SAME_TYPE(T, CT) ? (CT *)(void *)(yp + b0 * q.o * q.l) : tmp;          \
-      im2col_##ID(x, b0, nb, &q, col);                                                            \
-      for (int64_t g = 0; g < q.g; g++)                                                           \
-        GEMM(CT)(false, false, q.og, ld, q.k, w + g * q.og * q.k, q.k, col + g * q.k * ld, ld,    \
-                 (CT)0, out + g * q.og * ld, ld);                                                 \
-      if (out != tmp && !bias) continue;                                                          \
-      int64_t total = nb * q.o;                                                                   \
-      _Pragma("omp parallel for schedule(static) if (total * q.l >= CONV_GRAIN)")                 \
-      for (int64_t bo = 0; bo < total; bo++) { /* in place when out is y */                       \
-        int64_t b = bo / q.o, o = bo % q.o;                                                       \
-        CT add = bias ? (CT)LD_##ID(bias[o]) : (CT)0;                                             \
-        const CT *s = out + o * ld + b * q.l;                                                     \
-        T *d = yp + ((b0 + b) * q.o + o) * q.l;                                                   \
-        for (int64_t l = 0; l < q.l; l++) d[l] = ST_##ID(s[l] + add);                             \
-      }                                                                                           \
+    conv_job j;                                                                                   \
+    conv_geom q = make_geom(ins[0]->sizes, ins[1]->sizes, y->sizes, a);                           \
+    dle_status st = job_init(&j, "conv2d", q, sizeof(CT), SAME_TYPE(T, CT) ? 0 : q.o * q.k, 0, false); \
+    if (st == DLE_OK) {                                                                           \
+      j.src = dle_tensor_data(ins[0]), j.dst = dle_tensor_data(y);                                \
+      j.bias = nin > 2 ? dle_tensor_data(ins[2]) : NULL;                                          \
+      j.w = weight_##ID(ins[1], &j);                                                              \
+      for_chunks(&j, fwd_chunk_##ID);                                                             \
     }                                                                                             \
-    dle_cpu_free(w, sizeof(CT) * nw);                                                             \
-    dle_cpu_free(col, sizeof(CT) * ncol);                                                         \
-    dle_cpu_free(tmp, sizeof(CT) * ntmp);                                                         \
+    job_free(&j);                                                                                 \
     return st;                                                                                    \
   }                                                                                               \
   /* gx {N, C, H, W} from gy {N, O, Ho, Wo} and w {O, C/G, kh, kw} */                              \
   static dle_status conv_gin_##ID(dle_tensor *gx, dle_tensor *const *ins, const dle_attrs *a) {   \
-    const dle_tensor *gyt = ins[0], *wt = ins[1];                                                 \
-    conv_geom q = make_geom(gx->sizes, wt->sizes, gyt->sizes, a);                                 \
-    const T *gy = dle_tensor_data(gyt);                                                           \
-    T *gxp = dle_tensor_data(gx);                                                                 \
-    int64_t B = chunk_of(&q, sizeof(CT));                                                         \
-    DLE_TRY(check_blas("conv2d_grad_input", &q, B));                                              \
-    int nt = conv_threads();                                                                      \
-    size_t nw = (size_t)(q.o * q.k), ncol = (size_t)(q.c * q.kh * q.kw * B * q.l),                \
-           ngy = (size_t)(q.o * B * q.l), nacc = (size_t)(nt * q.h * q.w);                        \
-    CT *w = alloc_or_null(sizeof(CT) * nw), *col = alloc_or_null(sizeof(CT) * ncol),              \
-       *gyc = alloc_or_null(sizeof(CT) * ngy), *acc = alloc_or_null(sizeof(CT) * nacc);           \
-    dle_status st = w && col && gyc && acc ? DLE_OK                                               \
-                  : dle_error("conv2d_grad_input: out of memory for the column buffers");         \
-    if (st == DLE_OK) load_##ID((const T *)dle_tensor_data(wt), w, q.o * q.k);                    \
-    for (int64_t b0 = 0; st == DLE_OK && b0 < q.n; b0 += B) {                                     \
-      int64_t nb = q.n - b0 < B ? q.n - b0 : B, ld = nb * q.l, total = nb * q.c;                  \
-      const CT *gyb = gy_block_##ID(gy, b0, nb, &q, gyc);                                         \
-      for (int64_t g = 0; g < q.g; g++)                                                           \
-        GEMM(CT)(true, false, q.k, ld, q.og, w + g * q.og * q.k, q.k, gyb + g * q.og * ld, ld,    \
-                 (CT)0, col + g * q.k * ld, ld);                                                  \
-      _Pragma("omp parallel for schedule(static) num_threads(nt) if (total * q.k * q.l >= CONV_GRAIN)") \
-      for (int64_t bc = 0; bc < total; bc++)                                                      \
-        col2im_plane_##ID(col, ld, bc / q.c, bc % q.c, &q, acc + conv_thread() * q.h * q.w,       \
-                          gxp + (b0 * q.c + bc) * q.h * q.w);                                     \
+    conv_job j;                                                                                   \
+    conv_geom q = make_geom(gx->sizes, ins[1]->sizes, ins[0]->sizes, a);                          \
+    dle_status st = job_init(&j, "conv2d_grad_input", q, sizeof(CT), SAME_TYPE(T, CT) ? 0 : q.o * q.k, \
+                             SAME_TYPE(T, CT) ? 0 : q.c * q.h * q.w, false);                      \
+    if (st == DLE_OK) {                                                                           \
+      j.src = dle_tensor_data(ins[0]), j.dst = dle_tensor_data(gx);                               \
+      j.w = weight_##ID(ins[1], &j);                                                              \
+      for_chunks(&j, gin_chunk_##ID);                                                             \
     }                                                                                             \
-    dle_cpu_free(acc, sizeof(CT) * nacc);                                                         \
-    dle_cpu_free(w, sizeof(CT) * nw);                                                             \
-    dle_cpu_free(col, sizeof(CT) * ncol);                                                         \
-    dle_cpu_free(gyc, sizeof(CT) * ngy);                                                          \
+    job_free(&j);                                                                                 \
     return st;                                                                                    \
   }                                                                                               \
-  /* gw {O, C/G, kh, kw} from gy {N, O, Ho, Wo} and x {N, C, H, W} */                              \
+  /* gw {O, C/G, kh, kw} from gy {N, O, Ho, Wo} and x {N, C, H, W}: the spans' accumulators       \
+   * summed in span order */                                                                    \
   static dle_status conv_gw_##ID(dle_tensor *gw, dle_tensor *const *ins, const dle_attrs *a) {    \
-    const dle_tensor *gyt = ins[0], *xt = ins[1];                                                 \
-    conv_geom q = make_geom(xt->sizes, gw->sizes, gyt->sizes, a);                                 \
-    const T *gy = dle_tensor_data(gyt), *x = dle_tensor_data(xt);                                 \
-    T *gwp = dle_tensor_data(gw);                                                                 \
-    int64_t B = chunk_of(&q, sizeof(CT));                                                         \
-    DLE_TRY(check_blas("conv2d_grad_weight", &q, B));                                             \
-    size_t nw = (size_t)(q.o * q.k), ncol = (size_t)(q.c * q.kh * q.kw * B * q.l),                \
-           ngy = (size_t)(q.o * B * q.l);                                                         \
-    CT *acc = alloc_or_null(sizeof(CT) * nw), *col = alloc_or_null(sizeof(CT) * ncol),            \
-       *gyc = alloc_or_null(sizeof(CT) * ngy);                                                    \
-    dle_status st = acc && col && gyc ? DLE_OK                                                    \
-                  : dle_error("conv2d_grad_weight: out of memory for the column buffers");        \
-    for (int64_t b0 = 0; st == DLE_OK && b0 < q.n; b0 += B) {                                     \
-      int64_t nb = q.n - b0 < B ? q.n - b0 : B, ld = nb * q.l;                                    \
-      im2col_##ID(x, b0, nb, &q, col);                                                            \
-      const CT *gyb = gy_block_##ID(gy, b0, nb, &q, gyc);                                         \
-      for (int64_t g = 0; g < q.g; g++)                                                           \
-        GEMM(CT)(false, true, q.og, q.k, ld, gyb + g * q.og * ld, ld, col + g * q.k * ld, ld,     \
-                 b0 ? (CT)1 : (CT)0, acc + g * q.og * q.k, q.k);                                  \
+    conv_job j;                                                                                   \
+    conv_geom q = make_geom(ins[1]->sizes, gw->sizes, ins[0]->sizes, a);                          \
+    const int64_t nw = q.o * q.k;                                                                 \
+    dle_status st = job_init(&j, "conv2d_grad_weight", q, sizeof(CT), 0, nw, true);               \
+    if (st == DLE_OK) {                                                                           \
+      j.gy = dle_tensor_data(ins[0]), j.src = dle_tensor_data(ins[1]);                            \
+      for_chunks(&j, gw_chunk_##ID);                                                              \
+      const CT *acc = j.acc;                                                                      \
+      T *d = dle_tensor_data(gw);                                                                 \
+      for (int64_t i = 0; i < nw; i++) {                                                          \
+        CT s = acc[i];                                                                            \
+        for (int64_t k = 1; k < j.spans; k++) s += acc[k * nw + i];                               \
+        d[i] = ST_##ID(s);                                                                        \
+      }                                                                                           \
     }                                                                                             \
-    if (st == DLE_OK)                                                                             \
-      for (size_t i = 0; i < nw; i++) gwp[i] = ST_##ID(acc[i]);                                   \
-    dle_cpu_free(acc, sizeof(CT) * nw);                                                           \
-    dle_cpu_free(col, sizeof(CT) * ncol);                                                         \
-    dle_cpu_free(gyc, sizeof(CT) * ngy);                                                          \
+    job_free(&j);                                                                                 \
     return st;                                                                                    \
   }
 CPU_FLOAT_TYPES(CONV_KERNELS)
