@@ -93,12 +93,16 @@ local function progress(fmt, ...)
   io.stderr:write(string.format("bench: [%5.1f s] ", dle.time() - clock0), string.format(fmt, ...), "\n")
 end
 
--- Calls body until the allocator's peak stops growing (at most 16 calls or 2 s): until then the
+-- Calls body until the allocator's peak stops growing (at most 4096 calls or 2 s): until then the
 -- loop still maps fresh memory, whose first-touch page faults (hundreds of ms for 64 MB under
--- virtualisation) would land in the timed repetitions of large, slow ops where n is 1 or 2.
+-- virtualisation) would land in the timed repetitions. The peak stops growing only after Lua's
+-- first full collection, which comes when native memory reaches the 64 MB floor of
+-- bindings/lua_core.c: 250 calls for a 256 KB result. With a 16-call budget the repetitions of
+-- matmul 128x784 @ 784x512 page-faulted 65 pages per call (all 7 of them at 1 thread under load,
+-- 20-25% slower) while the C reference reused one warm output: the sides were measured unequally.
 local function settle(body)
   local t0, calm, peak = dle.time(), 0, dle.core.memory_peak()
-  for _ = 1, 16 do
+  for _ = 1, 4096 do
     body()
     local now = dle.core.memory_peak()
     calm = now > peak and 0 or calm + 1
