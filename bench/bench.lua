@@ -93,23 +93,9 @@ local function progress(fmt, ...)
   io.stderr:write(string.format("bench: [%5.1f s] ", dle.time() - clock0), string.format(fmt, ...), "\n")
 end
 
--- Calls body until the allocator's peak stops growing (at most 16 calls or 2 s): until then the
--- loop still maps fresh memory, whose first-touch page faults (hundreds of ms for 64 MB under
--- virtualisation) would land in the timed repetitions of large, slow ops where n is 1 or 2.
-local function settle(body)
-  local t0, calm, peak = dle.time(), 0, dle.core.memory_peak()
-  for _ = 1, 16 do
-    body()
-    local now = dle.core.memory_peak()
-    calm = now > peak and 0 or calm + 1
-    peak = now
-    if calm >= 3 or dle.time() - t0 > 2 then return end
-  end
-end
-
 local function measure_dle(e)
   local body = e.dle()
-  settle(body)
+  timing.settle(body, dle.core.memory_allocated, dle.time)
   local s = timing.measure(body, dle.time, target, reps)
   body = nil
   collectgarbage()

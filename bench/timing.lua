@@ -35,4 +35,30 @@ function M.measure(body, clock, target, reps)
   return s
 end
 
+--- Calls body until the memory it keeps in use is in its steady state, as bench_ref's and
+-- PyTorch's already are (they reuse one output): before that dle's loop maps fresh memory, whose
+-- first-touch page faults (hundreds of ms for 64 MB under virtualisation) would land in the timed
+-- repetitions. Results pile up as garbage until a full collection (bindings/lua_core.c: when
+-- native memory reaches twice the live memory, at least 64 MB; 250 calls for a 256 KB result),
+-- after which the allocator reuses the freed blocks. So: stop once memory has grown by less than
+-- 64 KiB a call for 3 calls (nothing, or next to nothing, piles up) or after 2 collections (the
+-- first one's interval may be left over from the previous figure), within 4096 calls and 3 s.
+-- The former rule (until the all-time peak stops growing, at most 16 calls) stopped early when
+-- an earlier figure had set a higher peak, or before the first collection: matmul 128x784 @
+-- 784x512 then page-faulted 65 pages per call, 1024x1024 a fresh 4 MB output per repetition.
+-- @param memory function returning the bytes in use (dle.core.memory_allocated)
+-- @return the number of calls made
+function M.settle(body, memory, clock)
+  local t0, prev, flat, collections = clock(), memory(), 0, 0
+  for calls = 1, 4096 do
+    body()
+    local now = memory()
+    if now < prev then collections = collections + 1 end
+    flat = now - prev >= 64 * 1024 and 0 or flat + 1
+    prev = now
+    if flat >= 3 or collections >= 2 or clock() - t0 > 3 then return calls end
+  end
+  return 4096
+end
+
 return M

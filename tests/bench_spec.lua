@@ -74,6 +74,50 @@ describe("bench_ref (the C reference)", function()
   end)
 end)
 
+describe("timing.settle (the dle side's calls before timing, until its memory use is steady)", function()
+  package.path = root .. "/?.lua;" .. package.path
+  local timing = require "bench.timing"
+  local frozen = function() return 0 end
+
+  -- A loop whose results (`result` bytes each) pile up as garbage until memory reaches `limit`,
+  -- when a collection brings it back to `live`, as Lua's collector paced by lua_core.c does.
+  local function piling(live, result, limit)
+    local mem, calls, collections = live, 0, {}
+    local function body()
+      calls = calls + 1
+      if mem + result > limit then
+        mem = live
+        collections[#collections + 1] = calls
+      end
+      mem = mem + result
+    end
+    return body, function() return mem end, collections
+  end
+
+  it("keeps calling past the first collection and stops at the second one", function()
+    -- 256 KB results, 64 MB limit: the first collection only comes at call 256
+    local body, memory, collections = piling(2e6, 256 * 1024, 64 * 1024 * 1024)
+    local calls = timing.settle(body, memory, frozen)
+    assert.are.equal(2, #collections)
+    assert.truthy(collections[1] > 200, collections[1])
+    assert.are.equal(collections[2], calls)
+  end)
+
+  it("stops after 3 calls when memory does not grow, or grows by less than 64 KiB a call", function()
+    assert.are.equal(3, timing.settle(function() end, function() return 1e6 end, frozen))
+    local body, memory = piling(1e6, 1000, 1e12)
+    assert.are.equal(3, timing.settle(body, memory, frozen))
+  end)
+
+  it("gives up after 3 s, or after 4096 calls, when memory keeps growing", function()
+    local body, memory = piling(0, 1e6, math.huge)
+    local t = 0
+    local calls = timing.settle(body, memory, function() t = t + 0.1 return t end)
+    assert.truthy(calls >= 29 and calls <= 31, calls)
+    assert.are.equal(4096, timing.settle(body, memory, frozen))
+  end)
+end)
+
 describe("the PyTorch side's request protocol (bench/references.lua, with a fake interpreter)", function()
   package.path = root .. "/?.lua;" .. package.path
   local references = require "bench.references"

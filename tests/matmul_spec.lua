@@ -238,6 +238,41 @@ describe("matmul", function()
     assert.are.equal(1088, r2:item())   -- 1087 rounded to bfloat16's 8 bits
   end)
 
+  -- Sizes above OpenBLAS's threading threshold (m*n*k >= 262144), so at 2 threads the BLAS
+  -- calls really split the work: the Linear (tall-skinny) shape, odd sizes, transposed, sliced,
+  -- batched and broadcast operands, and the gemv cases.
+  it("gives the float64 product's values at 1 and 2 threads on threaded-BLAS sizes and layouts", function()
+    dle.manual_seed(5)
+    local cases = {
+      {"tall-skinny 128x784 . 784x512", function() return dle.randn(128, 784), dle.randn(784, 512) end},
+      {"odd 131x257 . 257x67", function() return dle.randn(131, 257), dle.randn(257, 67) end},
+      {"transposed a", function() return dle.randn(257, 131):t(), dle.randn(257, 67) end},
+      {"transposed b", function() return dle.randn(131, 257), dle.randn(67, 257):t() end},
+      {"sliced rows and columns", function()
+        return dle.randn(140, 270):narrow(1, 5, 131):narrow(2, 3, 257), dle.randn(260, 80):narrow(1, 2, 257):narrow(2, 7, 67)
+      end},
+      {"batched {3,67,129} . {3,129,71}", function() return dle.randn(3, 67, 129), dle.randn(3, 129, 71) end},
+      {"batch folded {3,67,129} . {129,71}", function() return dle.randn(3, 67, 129), dle.randn(129, 71) end},
+      {"broadcast {3,67,129} . expanded {129,71}", function()
+        return dle.randn(67, 129):expand(3, 67, 129), dle.randn(3, 129, 71)
+      end},
+      {"matrix . vector 517x1031 . 1031", function() return dle.randn(517, 1031), dle.randn(1031) end},
+      {"vector . transposed matrix 1031 . 1031x517", function() return dle.randn(1031), dle.randn(517, 1031):t() end},
+    }
+    local threads = dle.get_num_threads()
+    for _, c in ipairs(cases) do
+      local a, b = c[2]()
+      local expected = a:double():matmul(b:double()):totable()
+      for _, n in ipairs({1, 2}) do
+        dle.set_num_threads(n)
+        local ok, err = pcall(H.assert_close, a:matmul(b), expected,
+                              {dtype = "float32", rtol = 1e-4, atol = 1e-4, msg = c[1] .. " at " .. n .. " thread(s)"})
+        dle.set_num_threads(threads)
+        assert(ok, err)
+      end
+    end
+  end)
+
   it("gives zeros for K = 0 and empty results for M = 0 or N = 0", function()
     for _, dt in ipairs({"float32", "float64", "float16", "int64"}) do
       local z = dle.zeros(3, 0, {dtype = dt}):matmul(dle.zeros(0, 4, {dtype = dt}))
