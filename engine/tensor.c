@@ -88,7 +88,10 @@ int64_t dle_shape_numel(int ndim, const int64_t *sizes) {
 }
 
 bool dle_shape_equal(int na, const int64_t *a, int nb, const int64_t *b) {
-  return na == nb && memcmp(a, b, (size_t)na * sizeof *a) == 0;
+  if (na != nb) return false;
+  for (int d = 0; d < na; d++) /* shapes are short: a loop beats a call to memcmp */
+    if (a[d] != b[d]) return false;
+  return true;
 }
 
 static dle_status check_sizes(const char *fn, int ndim, const int64_t *sizes) {
@@ -227,14 +230,15 @@ void dle_tensor_release(dle_tensor *t) {
 int64_t dle_tensor_numel(const dle_tensor *t) { return dle_shape_numel(t->ndim, t->sizes); }
 
 bool dle_tensor_is_contiguous(const dle_tensor *t) {
-  if (dle_tensor_numel(t) == 0) return true;   /* no element to be out of place */
   int64_t st = 1;
+  bool dense = true;
   for (int d = t->ndim - 1; d >= 0; d--) {
-    if (t->sizes[d] == 1) continue;   /* a size-1 dim's stride is irrelevant */
-    if (t->strides[d] != st) return false;
-    st *= t->sizes[d];
+    int64_t n = t->sizes[d];
+    if (n == 0) return true;   /* no element to be out of place */
+    if (n != 1 && t->strides[d] != st) dense = false;   /* a size-1 dim's stride is irrelevant */
+    st *= n;
   }
-  return true;
+  return dense;
 }
 
 bool dle_tensor_overlaps_itself(const dle_tensor *t) {
