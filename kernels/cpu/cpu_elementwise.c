@@ -6,6 +6,10 @@
 
 #include <tgmath.h> /* exp(x) etc. pick the float or double version from x's type */
 
+/* sigmoid with one exp of -|x|: 1 / (1 + e) for x >= 0, e / (1 + e) below, so a large negative x
+ * gives exp(x) itself (down to the denormals) where 1 / (1 + exp(-x)) would overflow to 0 */
+#define CPU_SIGMOID(x) (x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x)))
+
 /* ---- the ops: name, expression of x (unary) or a, b (binary) in compute type CT ---- */
 #define UNARY_NUMERIC_OPS(X)                                  \
   X(NEG, CPU_NEG(x))                                          \
@@ -26,11 +30,12 @@
   X(SIN, sin(x))                                              \
   X(COS, cos(x))                                              \
   X(TANH, tanh(x))                                            \
-  X(SIGMOID, 1 / (1 + exp(-x)))                               \
-  X(GELU, (compute_t)0.5 * x * erfc(x * (compute_t)-0.70710678118654752440)) /* no 1 + erf cancellation */ \
+  X(SIGMOID, CPU_SIGMOID(x))                                  \
+  /* erfc in double even for float: float erfc and the products round to ~7 ulp */          \
+  X(GELU, (compute_t)(0.5 * (double)x * erfc((double)x * -0.70710678118654752440))) /* no 1 + erf cancellation */ \
   X(GELU_GRAD, (compute_t)0.5 * erfc(x * (compute_t)-0.70710678118654752440) +              \
                x * exp((compute_t)-0.5 * x * x) * (compute_t)0.39894228040143267794)           \
-  X(SILU, x / (1 + exp(-x)))                                  \
+  X(SILU, x * CPU_SIGMOID(x))                                 \
   X(FLOOR, floor(x))                                          \
   X(CEIL, ceil(x))                                            \
   X(ROUND, nearbyint(x))
