@@ -121,7 +121,7 @@ static void run_tiled(const cpu_iter *it, cpu_loop_fn fn, const void *ctx, unsig
 #endif
   {
 #ifdef _OPENMP
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1) /* a thread that loses its core leaves its bands to the others */
 #endif
     for (int64_t u = 0; u < units; u++) run_band(it, fn, ctx, tr, u, stream);
     if (stream) cpu_stream_fence();

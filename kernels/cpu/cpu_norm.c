@@ -8,7 +8,9 @@
  *
  * forward      per q: mean (pass 1), then the centred sum of squares (pass 2: exact two-pass
  *              variance, not E[x^2] - E[x]^2), then y (pass 3). A layer_norm row is read from
- *              memory once: passes 2 and 3 find it in the cache.
+ *              memory once: passes 2 and 3 find it in the cache. Rows go to threads 16 at a time
+ *              (dynamic): on a shared machine a thread that loses its core leaves its rows to the
+ *              others instead of holding up the whole op.
  * grad_input   per q: sums of g = gy * w and of g * xhat (pass 1), then
  *              gx = rstd * (g - mean(g) - xhat * mean(g * xhat)) (pass 2).
  * grad_affine  gw = sum gy * xhat, gb = sum gy over everything but the weight's index: per q for
@@ -106,9 +108,10 @@ VSUMS(double, vd)
 #ifdef __SSE2__
 #define NORM_CAN_STREAM(T) _Generic((T *)0, float *: true, default: false)
 /* y = (x - m) r w + b over a row of n floats, y 16-byte aligned; prefetches the next row nx.
- * 8-wide vectors (one AVX register in the x86-64-v3 clone), stored as two streamed halves. */
+ * 8-wide vectors (one AVX register in the x86-64-v3 clone), stored as two streamed halves. No FMA
+ * contraction: the rows written with cached stores (the baseline build) round the same way. */
 typedef float norm_v8 __attribute__((vector_size(32)));
-static CPU_CLONES void norm_row_stream(float *y, const float *x, const float *nx, int64_t n, float m, float r,
+static CPU_CLONES __attribute__((optimize("fp-contract=off"))) void norm_row_stream(float *y, const float *x, const float *nx, int64_t n, float m, float r,
                                        const float *w, const float *b) {
   int64_t s = 0;
   for (; s + 8 <= n; s += 8) {
@@ -158,7 +161,7 @@ static void norm_row_stream(float *y, const float *x, const float *nx, int64_t n
                            const CT *b, const CT *rmean, const CT *rvar, double eps) {                \
     int64_t P = g->p, Q = g->q, S = g->s, n = P * S;                                                  \
     bool stream = NORM_CAN_STREAM(T) && cpu_stream_output(P * Q * S * (int64_t)sizeof(T));           \
-    _Pragma("omp parallel for schedule(static) if (Q > 1 && cpu_parallel(P * Q * S))")                \
+    _Pragma("omp parallel for schedule(dynamic, 16) if (Q > 1 && cpu_parallel(P * Q * S))")                \
     for (int64_t q = 0; q < Q; q++) {                                                                 \
       double mean, var;                                                                               \
       if (rmean) {                                                                                    \

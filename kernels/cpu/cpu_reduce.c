@@ -968,7 +968,9 @@ static dle_status cpu_softmax(dle_op op, dle_tensor *const *outs, dle_tensor *co
   if (pl.nout == 0 || pl.nred == 0) return DLE_OK;
   int nt = red_threads();
   bool par = nt > 1 && (double)pl.nout * (double)pl.nred >= CPU_PARALLEL_GRAIN;
-  plan_chunks(&pl, par ? nt : 1, SM_BLOCK);
+  /* 16 chunks per thread, taken dynamically: a thread that loses its core on a shared machine
+   * leaves its remaining rows to the others */
+  plan_chunks(&pl, par ? 4 * nt : 1, SM_BLOCK);
   char *yd = dle_tensor_data(y);
   int64_t es = cpu_esize(y->dtype);
   bool lg = op == DLE_OP_LOG_SOFTMAX, stream = cpu_stream_output(pl.nout * pl.nred * es);
