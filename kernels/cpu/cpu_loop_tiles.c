@@ -13,6 +13,7 @@
 
 #define TILE_P 64
 #define TILE_L 64
+#define TILE_GROUP 8 /* buffer rows per fn call when every operand is buffered */
 
 static inline int64_t iabs(int64_t v) { return v < 0 ? -v : v; }
 
@@ -93,13 +94,18 @@ static void run_band(const cpu_iter *it, cpu_loop_fn fn, const void *ctx, unsign
         if (k > 0) tile_move(bufs[k], at, it->strides[k][P], it->strides[k][L], np, nl, it->esize[k], true);
       }
     }
+    /* rows that are whole buffer rows in every operand are back to back: fn takes TILE_GROUP at once */
+    bool all_staged = staged == (1u << it->nops) - 1 && nl == TILE_L;
+    int64_t g = all_staged ? TILE_GROUP : 1;
     char *q[CPU_MAX_OPERANDS];
-    for (int64_t r = 0; r < np; r++) {
+    for (int64_t r = 0; r < np; r += g) {
+      int64_t rows = np - r < g ? np - r : g;
       for (int k = 0; k < it->nops; k++) q[k] = p[k] + r * row[k];
-      fn(q, inner, nl, ctx);
-      for (int k = 1; k < it->nops && nl1 > 0; k++) /* the inputs of the next tile, spread over its rows */
-        prefetch_next(b[k] + l1 * it->strides[k][L], tr >> k & 1, r, it->strides[k][P], it->strides[k][L], np,
-                      nl1, it->esize[k]);
+      fn(q, inner, rows * nl, ctx);
+      for (int64_t j = r; j < r + rows; j++) /* the inputs of the next tile, spread over this one */
+        for (int k = 1; k < it->nops && nl1 > 0; k++)
+          prefetch_next(b[k] + l1 * it->strides[k][L], tr >> k & 1, j, it->strides[k][P], it->strides[k][L],
+                        np, nl1, it->esize[k]);
     }
     char *out = b[0] + l0 * it->strides[0][L];
     if (tr & 1)
