@@ -51,8 +51,9 @@ static void tile_move(char *buf, char *base, int64_t sp, int64_t sl, int64_t np,
   }
 }
 
-/* Tells the cache about the tile after this one, one of its np rows per call: row r of a plain
- * operand (row stride rs), or its column r when transposed (the run of np elements along P). */
+/* Tells the cache about the tile after this one (at `next`), a piece per call: row r of a plain
+ * operand (its nl elements along L, rows sp bytes apart), or when transposed its column r (the np
+ * elements along P, columns sl bytes apart). */
 static inline void prefetch_next(const char *next, bool transposed, int64_t r, int64_t sp, int64_t sl,
                                  int64_t np, int64_t nl, int64_t es) {
   const char *at = transposed ? next + r * sl : next + r * sp;
