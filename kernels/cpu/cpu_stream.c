@@ -5,8 +5,13 @@
 #include <string.h>
 
 int64_t cpu_stream_min_bytes = CPU_STREAM_BYTES_DEFAULT;
+static bool has_avx;
 
 __attribute__((constructor)) static void cpu_stream_init(void) {
+#ifdef __SSE2__
+  __builtin_cpu_init();
+  has_avx = __builtin_cpu_supports("avx");
+#endif
   const char *env = getenv("DLE_STREAM_BYTES");
   char *end;
   if (!env || !*env) return;
@@ -14,10 +19,31 @@ __attribute__((constructor)) static void cpu_stream_init(void) {
   if (*end == '\0' && v >= 0) cpu_stream_min_bytes = v;
 }
 
+/* The copy in 32-byte AVX registers where the CPU has AVX (half the instructions of SSE2). */
+#ifdef __SSE2__
+#include <immintrin.h>
+__attribute__((target("avx"))) static void stream_copy_avx(char *d, const char *s, size_t bytes) {
+  size_t head = (size_t)(-(uintptr_t)d & 31);
+  if (head > bytes) head = bytes;
+  memcpy(d, s, head);
+  d += head, s += head, bytes -= head;
+  for (; bytes >= 64; d += 64, s += 64, bytes -= 64) { /* one cache line per step */
+    __m256 a = _mm256_loadu_ps((const float *)s), b = _mm256_loadu_ps((const float *)(s + 32));
+    _mm256_stream_ps((float *)d, a);
+    _mm256_stream_ps((float *)(d + 32), b);
+  }
+  memcpy(d, s, bytes);
+}
+#endif
+
 void cpu_stream_copy(void *dst, const void *src, size_t bytes) {
   char *d = dst;
   const char *s = src;
 #ifdef __SSE2__
+  if (has_avx) {
+    stream_copy_avx(d, s, bytes);
+    return;
+  }
   size_t head = (size_t)(-(uintptr_t)d & 15);
   if (head > bytes) head = bytes;
   memcpy(d, s, head);

@@ -1,7 +1,8 @@
 /* test_vecmath.c — accuracy of the AVX2 float32 math of kernels/cpu/cpu_vecmath.h against
  * double-precision libm: ~4.3 million inputs spread over every float bit pattern, plus the edges
  * (signed zeros, infinities, NaN, denormals, overflow and underflow thresholds), and loop tails of
- * every length 0..40 (the lanes past n must not be written). Skipped on a CPU without AVX2+FMA. */
+ * every length 0..40 (the lanes past n must not be written); softmax rows streamed vs cached, and
+ * the streaming copy of cpu_stream.h. Skipped on a CPU without AVX2+FMA (the copy test runs). */
 #include "testutil.h"
 
 #include "../../kernels/cpu/cpu_stream.h"
@@ -206,5 +207,23 @@ TEST(vec_softmax_rows_streamed_equal_cached) {
       v->softmax_row(inplace, inplace, n, lg, true);
       cpu_stream_fence();
       CHECK(memcmp(inplace, want, (size_t)n * sizeof(float)) == 0, "%s in place over %d", lg ? "log_softmax" : "softmax", n);
+    }
+}
+
+/* cpu_stream_copy (kernels/cpu/cpu_stream.c) copies exactly [dst, dst + bytes) at every alignment
+ * of both ends and every length around the vector and cache-line sizes. */
+TEST(stream_copy_exact_at_every_alignment) {
+  static unsigned char src[600], dst[700];
+  for (int i = 0; i < 600; i++) src[i] = (unsigned char)(i * 7 + 1);
+  bool ok = true;
+  for (int off = 0; off < 64 && ok; off++)
+    for (int len = 0; len <= 300 && ok; len += len < 70 ? 1 : 37) {
+      memset(dst, 0xAB, sizeof dst);
+      cpu_stream_copy(dst + off, src + (off * 3) % 64, (size_t)len);
+      cpu_stream_fence();
+      ok = memcmp(dst + off, src + (off * 3) % 64, (size_t)len) == 0;
+      for (int i = 0; i < (int)sizeof dst && ok; i++)
+        if (i < off || i >= off + len) ok = dst[i] == 0xAB;
+      CHECK(ok, "copy of %d bytes to offset %d", len, off);
     }
 }
