@@ -84,13 +84,19 @@ VEC_TARGET static void softmax_row_stored(float *y, const float *x, int64_t n, b
       memset(e + b, 0, (size_t)len * sizeof(float));
       continue;
     }
-    __m256 vm = V8(M), s0 = _mm256_setzero_ps();
-    for (; i + 8 <= len; i += 8) {
+    __m256 vm = V8(M), s0 = _mm256_setzero_ps(), s1 = s0;
+    for (; i + 16 <= len; i += 16) { /* two vectors, two sums: independent chains */
       /* rows usually follow each other: fetch the next one while this one computes */
-      if (i % 16 == 0) {
-        __builtin_prefetch(x + n + b + i, 0, 3);
-        if (!stream) __builtin_prefetch(y + n + b + i, 1, 3);
-      }
+      __builtin_prefetch(x + n + b + i, 0, 3);
+      if (!stream) __builtin_prefetch(y + n + b + i, 1, 3);
+      __m256 v = vexp_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + b + i), vm));
+      __m256 w = vexp_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + b + i + 8), vm));
+      _mm256_store_ps(e + b + i, v);
+      _mm256_store_ps(e + b + i + 8, w);
+      s0 = _mm256_add_ps(s0, v), s1 = _mm256_add_ps(s1, w);
+    }
+    s0 = _mm256_add_ps(s0, s1);
+    for (; i + 8 <= len; i += 8) {
       __m256 v = vexp_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + b + i), vm));
       _mm256_store_ps(e + b + i, v);
       s0 = _mm256_add_ps(s0, v);
