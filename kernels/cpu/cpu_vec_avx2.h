@@ -84,15 +84,13 @@ VEC_INLINE __m256 vexp_scaled(__m256 x, int k) {
 }
 VEC_INLINE __m256 vexp(__m256 x) { return vexp_scaled(x, 0); }
 
-/* exp(x) for x <= 0, as softmax needs it (x - max): ~15 operations instead of ~25. Lanes from
- * -87 to 0 (NaN too) take the short route: n = round(x / ln2) comes from adding 1.5 * 2^23, whose
- * low mantissa bits then are n, and 2^n (normal, n >= -126) is one shift and add away. A vector
- * with a lane below -87 (a denormal or zero result, -inf) goes through vexp. Same polynomial and
- * the same 2 ulp bound as vexp; the rounding of n can differ in ties, so bits may differ. */
-VEC_INLINE __m256 vexp_nonpos(__m256 x) {
+/* exp(x) for |x| <= 87 (NaN too) in ~15 operations instead of ~25: n = round(x / ln2) comes from
+ * adding 1.5 * 2^23, whose low mantissa bits then are n, and 2^n (normal: -126 <= n <= 126) is
+ * one shift and add away. Same polynomial and 2 ulp bound as vexp; n can round the other way in a
+ * tie, so bits may differ from vexp. Used through the two checks below. */
+VEC_INLINE __m256 vexp_short(__m256 x) {
   static const float P[] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f,
                             1.6666665459e-1f, 5.0000001201e-1f};
-  if (_mm256_movemask_ps(_mm256_cmp_ps(x, V8(-87.0f), _CMP_LT_OQ))) return vexp(x);
   __m256 t = _mm256_fmadd_ps(x, V8(1.44269504088896341f), V8(12582912.0f));
   __m256 n = _mm256_sub_ps(t, V8(12582912.0f));
   __m256 r = _mm256_fnmadd_ps(n, V8(0.693359375f), x);
@@ -101,6 +99,17 @@ VEC_INLINE __m256 vexp_nonpos(__m256 x) {
   p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), V8(1.0f));
   __m256i e = _mm256_add_epi32(_mm256_slli_epi32(_mm256_castps_si256(t), 23), _mm256_set1_epi32(127 << 23));
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+/* exp(x) for x <= 0, as softmax needs it (x - max): a vector with a lane below -87 (a denormal or
+ * zero result, -inf) goes through vexp. */
+VEC_INLINE __m256 vexp_nonpos(__m256 x) {
+  if (_mm256_movemask_ps(_mm256_cmp_ps(x, V8(-87.0f), _CMP_LT_OQ))) return vexp(x);
+  return vexp_short(x);
+}
+/* exp(x) for any x: vexp_short unless a lane is beyond +-87 (overflow, denormals, infinities). */
+VEC_INLINE __m256 vexp_fast(__m256 x) {
+  if (_mm256_movemask_ps(_mm256_cmp_ps(vabs(x), V8(87.0f), _CMP_GT_OQ))) return vexp(x);
+  return vexp_short(x);
 }
 
 /* log: x = m 2^e with m in [sqrt(1/2), sqrt(2)), log(m) = f - f^2/2 + f^3 P(f), f = m - 1.

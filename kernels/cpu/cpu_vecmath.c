@@ -32,7 +32,7 @@ const cpu_vec_kernels *cpu_vec;
     VEC_MAP_LOOP(o, x, n, F, _mm256_stream_ps)                                               \
     _mm_sfence();                                                                            \
   }
-VEC_MAP(exp, vexp)
+VEC_MAP(exp, vexp_fast) /* the cheaper route of vexp when a vector is within +-87 */
 VEC_MAP(log, vlog)
 VEC_MAP(tanh, vtanh)
 VEC_MAP(sigmoid, vsigmoid)
