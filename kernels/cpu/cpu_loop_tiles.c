@@ -98,22 +98,20 @@ static void run_band(const cpu_iter *it, cpu_loop_fn fn, const void *ctx, unsign
     /* rows that are whole buffer rows in every operand are back to back: fn takes TILE_GROUP at once */
     bool all_staged = staged == (1u << it->nops) - 1 && nl == TILE_L;
     int64_t g = all_staged ? TILE_GROUP : 1;
-    char *q[CPU_MAX_OPERANDS];
+    char *q[CPU_MAX_OPERANDS], *out = b[0] + l0 * it->strides[0][L];
     for (int64_t r = 0; r < np; r += g) {
       int64_t rows = np - r < g ? np - r : g;
       for (int k = 0; k < it->nops; k++) q[k] = p[k] + r * row[k];
       fn(q, inner, rows * nl, ctx);
-      for (int64_t j = r; j < r + rows; j++) /* the inputs of the next tile, spread over this one */
-        for (int k = 1; k < it->nops && nl1 > 0; k++)
+      for (int64_t j = r; j < r + rows; j++) {
+        if (stream && !(tr & 1)) /* out right away: the streaming stores overlap the next rows' loads */
+          cpu_stream_copy(out + j * it->strides[0][P], bufs[0] + j * row[0], (size_t)(nl * it->esize[0]));
+        for (int k = 1; k < it->nops && nl1 > 0; k++) /* the inputs of the next tile, spread over this one */
           prefetch_next(b[k] + l1 * it->strides[k][L], tr >> k & 1, j, it->strides[k][P], it->strides[k][L],
                         np, nl1, it->esize[k]);
+      }
     }
-    char *out = b[0] + l0 * it->strides[0][L];
-    if (tr & 1)
-      tile_move(bufs[0], out, it->strides[0][P], it->strides[0][L], np, nl, it->esize[0], false);
-    else if (stream)
-      for (int64_t r = 0; r < np; r++)
-        cpu_stream_copy(out + r * it->strides[0][P], bufs[0] + r * row[0], (size_t)(nl * it->esize[0]));
+    if (tr & 1) tile_move(bufs[0], out, it->strides[0][P], it->strides[0][L], np, nl, it->esize[0], false);
   }
 }
 
