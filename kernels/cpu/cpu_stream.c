@@ -19,14 +19,20 @@ __attribute__((constructor)) static void cpu_stream_init(void) {
   if (*end == '\0' && v >= 0) cpu_stream_min_bytes = v;
 }
 
+/* Copies the bytes before dst's next `align`-byte boundary (all of them if fewer) with memcpy and
+ * moves the pointers past them. */
+static inline void copy_head(char **d, const char **s, size_t *bytes, size_t align) {
+  size_t head = (size_t)(-(uintptr_t)*d & (align - 1));
+  if (head > *bytes) head = *bytes;
+  memcpy(*d, *s, head);
+  *d += head, *s += head, *bytes -= head;
+}
+
 /* The copy in 32-byte AVX registers where the CPU has AVX (half the instructions of SSE2). */
 #ifdef __SSE2__
 #include <immintrin.h>
 __attribute__((target("avx"))) static void stream_copy_avx(char *d, const char *s, size_t bytes) {
-  size_t head = (size_t)(-(uintptr_t)d & 31);
-  if (head > bytes) head = bytes;
-  memcpy(d, s, head);
-  d += head, s += head, bytes -= head;
+  copy_head(&d, &s, &bytes, 32);
   for (; bytes >= 64; d += 64, s += 64, bytes -= 64) { /* one cache line per step */
     __m256 a = _mm256_loadu_ps((const float *)s), b = _mm256_loadu_ps((const float *)(s + 32));
     _mm256_stream_ps((float *)d, a);
@@ -44,10 +50,7 @@ void cpu_stream_copy(void *dst, const void *src, size_t bytes) {
     stream_copy_avx(d, s, bytes);
     return;
   }
-  size_t head = (size_t)(-(uintptr_t)d & 15);
-  if (head > bytes) head = bytes;
-  memcpy(d, s, head);
-  d += head, s += head, bytes -= head;
+  copy_head(&d, &s, &bytes, 16);
   for (; bytes >= 64; d += 64, s += 64, bytes -= 64) { /* one cache line per step */
     __m128i a = _mm_loadu_si128((const __m128i *)s), b = _mm_loadu_si128((const __m128i *)(s + 16));
     __m128i c = _mm_loadu_si128((const __m128i *)(s + 32)), e = _mm_loadu_si128((const __m128i *)(s + 48));
