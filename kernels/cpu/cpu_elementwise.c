@@ -2,6 +2,7 @@
  * Each op is one expression below; the macros instantiate it for every dtype it supports, with a
  * contiguous fast path the compiler vectorises and a strided path for everything else. */
 #include "cpu_loop.h"
+#include "cpu_stream.h"
 #include "cpu_vecmath.h"
 
 #include <tgmath.h> /* exp(x) etc. pick the float or double version from x's type */
@@ -169,15 +170,20 @@ static const cpu_loop_fn loops[DLE_NUM_OPS][DLE_NUM_DTYPES] = {
 /* float32 unary ops with an AVX2 array kernel (cpu_vecmath.h): contiguous runs go straight to it,
  * strided ones through a small stack buffer. */
 typedef struct {
-  cpu_vec_map_fn map;
+  cpu_vec_map_fn map, stream; /* stream: for long contiguous runs of a large output (or NULL) */
 } vec_ctx;
 
+/* Runs shorter than this keep cached stores (a tile's rows are written into an L1 buffer). */
+#define VEC_STREAM_RUN 16384
+
 static void unary_vec_F32(char **p, const int64_t *s, int64_t n, const void *ctx) {
-  cpu_vec_map_fn map = ((const vec_ctx *)ctx)->map;
+  const vec_ctx *c = ctx;
   if (s[0] == sizeof(float) && s[1] == sizeof(float)) {
-    map((float *)p[0], (const float *)p[1], n);
+    bool stream = c->stream && n >= VEC_STREAM_RUN && p[0] != p[1];
+    (stream ? c->stream : c->map)((float *)p[0], (const float *)p[1], n);
     return;
   }
+  cpu_vec_map_fn map = c->map;
   float buf[256];
   for (int64_t i0 = 0; i0 < n; i0 += 256) {
     int64_t m = n - i0 < 256 ? n - i0 : 256;
@@ -193,7 +199,9 @@ static dle_status cpu_elementwise(dle_op op, dle_tensor *const *outs, dle_tensor
                                   int nin, const dle_attrs *attrs) {
   dle_dtype dt = ins[nin - 1]->dtype;
   if (dt == DLE_F32 && cpu_vec && cpu_vec->unary[op]) {
-    vec_ctx c = {cpu_vec->unary[op]};
+    dle_tensor *y = outs[0];
+    bool large = cpu_stream_output(dle_tensor_numel(y) * (int64_t)sizeof(float));
+    vec_ctx c = {cpu_vec->unary[op], large ? cpu_vec->unary_stream[op] : NULL};
     cpu_foreach_elementwise(outs[0], ins, nin, unary_vec_F32, &c);
     return DLE_OK;
   }

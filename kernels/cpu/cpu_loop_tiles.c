@@ -8,10 +8,12 @@
  * direction, fn then runs over contiguous buffer rows, and a transposed output is written back
  * from its buffer the same way. */
 #include "cpu_loop.h"
+#include "cpu_stream.h"
 #include "cpu_vecmath.h"
 
 #define TILE_P 64
 #define TILE_L 64
+#define TILE_GROUP 8 /* buffer rows per fn call when every operand is buffered */
 
 static inline int64_t iabs(int64_t v) { return v < 0 ? -v : v; }
 
@@ -49,16 +51,30 @@ static void tile_move(char *buf, char *base, int64_t sp, int64_t sl, int64_t np,
   }
 }
 
-/* Unit u: rows [p0, p0 + TILE_P) of dim P at one index of the dims before it, tile by tile. */
-static void run_band(const cpu_iter *it, cpu_loop_fn fn, const void *ctx, unsigned tr, int64_t u) {
+/* Tells the cache about the tile after this one (at `next`), a piece per call: row r of a plain
+ * operand (its nl elements along L, rows sp bytes apart), or when transposed its column r (the np
+ * elements along P, columns sl bytes apart). */
+static inline void prefetch_next(const char *next, bool transposed, int64_t r, int64_t sp, int64_t sl,
+                                 int64_t np, int64_t nl, int64_t es) {
+  const char *at = transposed ? next + r * sl : next + r * sp;
+  int64_t bytes = (transposed ? np : nl) * es;
+  if (transposed && r >= nl) return;
+  for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(at + o);
+}
+
+/* Unit u: rows [p0, p0 + TILE_P) of dim P at one index of the dims before it, tile by tile.
+ * stream: the output is contiguous along L and large; it is computed into its buffer and copied
+ * out with streaming stores, row by row (cpu_stream.h). */
+static void run_band(const cpu_iter *it, cpu_loop_fn fn, const void *ctx, unsigned tr, int64_t u, bool stream) {
   int L = it->ndim - 1, P = L - 1;
   _Alignas(64) char bufs[CPU_MAX_OPERANDS][TILE_P * TILE_L * 8];
   int64_t nb = (it->sizes[P] + TILE_P - 1) / TILE_P, outer = u / nb;
   int64_t p0 = u % nb * TILE_P, np = it->sizes[P] - p0 < TILE_P ? it->sizes[P] - p0 : TILE_P;
   char *b[CPU_MAX_OPERANDS], *p[CPU_MAX_OPERANDS];
   int64_t inner[CPU_MAX_OPERANDS], row[CPU_MAX_OPERANDS];
+  unsigned staged = tr | (stream ? 1u : 0u); /* operands that go through their buffer */
   for (int k = 0; k < it->nops; k++) {
-    bool t = tr >> k & 1;
+    bool t = staged >> k & 1;
     b[k] = it->base[k] + p0 * it->strides[k][P];
     inner[k] = t ? it->esize[k] : it->strides[k][L];
     row[k] = t ? TILE_L * it->esize[k] : it->strides[k][P];
@@ -70,33 +86,51 @@ static void run_band(const cpu_iter *it, cpu_loop_fn fn, const void *ctx, unsign
   }
   for (int64_t l0 = 0; l0 < it->sizes[L]; l0 += TILE_L) {
     int64_t nl = it->sizes[L] - l0 < TILE_L ? it->sizes[L] - l0 : TILE_L;
+    int64_t l1 = l0 + TILE_L, nl1 = it->sizes[L] - l1 < TILE_L ? it->sizes[L] - l1 : TILE_L;
     for (int k = 0; k < it->nops; k++) {
       char *at = b[k] + l0 * it->strides[k][L];
-      if (!(tr >> k & 1)) p[k] = at;
+      if (!(staged >> k & 1)) p[k] = at;
       else {
         p[k] = bufs[k];
         if (k > 0) tile_move(bufs[k], at, it->strides[k][P], it->strides[k][L], np, nl, it->esize[k], true);
       }
     }
-    char *q[CPU_MAX_OPERANDS];
-    for (int64_t r = 0; r < np; r++) {
+    /* rows that are whole buffer rows in every operand are back to back: fn takes TILE_GROUP at once */
+    bool all_staged = staged == (1u << it->nops) - 1 && nl == TILE_L;
+    int64_t g = all_staged ? TILE_GROUP : 1;
+    char *q[CPU_MAX_OPERANDS], *out = b[0] + l0 * it->strides[0][L];
+    for (int64_t r = 0; r < np; r += g) {
+      int64_t rows = np - r < g ? np - r : g;
       for (int k = 0; k < it->nops; k++) q[k] = p[k] + r * row[k];
-      fn(q, inner, nl, ctx);
+      fn(q, inner, rows * nl, ctx);
+      for (int64_t j = r; j < r + rows; j++) {
+        if (stream && !(tr & 1)) /* out right away: the streaming stores overlap the next rows' loads */
+          cpu_stream_copy(out + j * it->strides[0][P], bufs[0] + j * row[0], (size_t)(nl * it->esize[0]));
+        for (int k = 1; k < it->nops && nl1 > 0; k++) /* the inputs of the next tile, spread over this one */
+          prefetch_next(b[k] + l1 * it->strides[k][L], tr >> k & 1, j, it->strides[k][P], it->strides[k][L],
+                        np, nl1, it->esize[k]);
+      }
     }
-    if (tr & 1)
-      tile_move(bufs[0], b[0] + l0 * it->strides[0][L], it->strides[0][P], it->strides[0][L], np, nl,
-                it->esize[0], false);
+    if (tr & 1) tile_move(bufs[0], out, it->strides[0][P], it->strides[0][L], np, nl, it->esize[0], false);
   }
 }
 
 static void run_tiled(const cpu_iter *it, cpu_loop_fn fn, const void *ctx, unsigned tr) {
-  int P = it->ndim - 2;
+  int L = it->ndim - 1, P = L - 1;
   int64_t units = (it->sizes[P] + TILE_P - 1) / TILE_P;
   for (int d = 0; d < P; d++) units *= it->sizes[d];
+  /* a large output contiguous along L is streamed (one transposed is written by tile_move) */
+  bool stream = !(tr & 1) && it->strides[0][L] == it->esize[0] && cpu_stream_output(it->numel * it->esize[0]);
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (cpu_parallel(it->numel) && units > 1)
+#pragma omp parallel if (cpu_parallel(it->numel) && units > 1)
 #endif
-  for (int64_t u = 0; u < units; u++) run_band(it, fn, ctx, tr, u);
+  {
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1) /* a thread that loses its core leaves its bands to the others */
+#endif
+    for (int64_t u = 0; u < units; u++) run_band(it, fn, ctx, tr, u, stream);
+    if (stream) cpu_stream_fence();
+  }
 }
 
 /* A same-dtype copy of 4-byte elements from a transposed input (contiguous along P) into an

@@ -8,7 +8,9 @@
  *
  * forward      per q: mean (pass 1), then the centred sum of squares (pass 2: exact two-pass
  *              variance, not E[x^2] - E[x]^2), then y (pass 3). A layer_norm row is read from
- *              memory once: passes 2 and 3 find it in the cache.
+ *              memory once: passes 2 and 3 find it in the cache. Rows go to threads 16 at a time
+ *              (dynamic): on a shared machine a thread that loses its core leaves its rows to the
+ *              others instead of holding up the whole op.
  * grad_input   per q: sums of g = gy * w and of g * xhat (pass 1), then
  *              gx = rstd * (g - mean(g) - xhat * mean(g * xhat)) (pass 2).
  * grad_affine  gw = sum gy * xhat, gb = sum gy over everything but the weight's index: per q for
@@ -18,12 +20,15 @@
  * The layer_norm row loops prefetch the next row while writing the current one (a row is one
  * 4 KiB page at D = 1024, where the hardware prefetcher stops), and large float32 outputs are
  * written with streaming stores. Measured on 4096 x 1024 float32, 1 thread: forward 6.7 -> 3.4 ms
- * with vector accumulators and prefetching (bench/layer_norm_bandwidth.lua for GB/s). */
+ * with vector accumulators and prefetching; 32-byte vectors in an x86-64-v3 clone (CPU_CLONES)
+ * took it from ~10 to ~14.5 GB/s (CPU time; scripts/bench --filter layer_norm for GB/s). */
 #include <stdlib.h>
 
 #include "../../engine/ops/norm_geom.h"
 #include "cpu_backend.h"
+#include "cpu_exp.h"
 #include "cpu_loop.h"
+#include "cpu_stream.h"
 
 #define NORM_BLOCK 512
 /* Row chunks of layer_norm's grad_affine: each has its own partial sums {2, S}. */
@@ -41,80 +46,84 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
  *   NAME_sums(x, n, m, s1, s2):           s1 += sum (x - m),  s2 += sum (x - m)^2 (s2 NULL: skipped)
  *   NAME_gsums(gy, x, w, n, m, A, B):     A += sum g,  B += sum g (x - m),  g = gy w (w NULL: 1)
  * over n <= NORM_BLOCK contiguous values of CT. */
-#define VSUMS(CT, NAME)                                                                              \
-  typedef CT NAME##_vec __attribute__((vector_size(16)));                                             \
-  enum { NAME##_W = (int)(16 / sizeof(CT)) };                                                         \
-  static inline NAME##_vec NAME##_load(const CT *p) {                                                 \
-    NAME##_vec v;                                                                                     \
-    memcpy(&v, p, sizeof v);                                                                          \
-    return v;                                                                                         \
-  }                                                                                                   \
-  static inline CT NAME##_hsum(NAME##_vec v) {                                                        \
-    CT t = 0;                                                                                         \
-    for (int k = 0; k < NAME##_W; k++) t += v[k];                                                     \
-    return t;                                                                                         \
-  }                                                                                                   \
-  static void NAME##_sums(const CT *x, int64_t n, CT m, double *s1, double *s2) {                     \
-    NAME##_vec a[4] = {{0}}, b[4] = {{0}}, mv = (NAME##_vec){0} + m;                                  \
-    int64_t i = 0;                                                                                    \
-    if (!s2) { /* the plain sum (the mean's pass) */                                                  \
-      for (; i + 4 * NAME##_W <= n; i += 4 * NAME##_W)                                                \
-        for (int k = 0; k < 4; k++) a[k] += NAME##_load(x + i + k * NAME##_W) - mv;                   \
-    } else {                                                                                          \
-      for (; i + 4 * NAME##_W <= n; i += 4 * NAME##_W)                                                \
-        for (int k = 0; k < 4; k++) {                                                                 \
-          NAME##_vec d = NAME##_load(x + i + k * NAME##_W) - mv;                                      \
-          a[k] += d, b[k] += d * d;                                                                   \
-        }                                                                                             \
-    }                                                                                                 \
-    CT t1 = NAME##_hsum(a[0] + a[1] + a[2] + a[3]), t2 = NAME##_hsum(b[0] + b[1] + b[2] + b[3]);      \
-    for (; i < n; i++) t1 += x[i] - m, t2 += (x[i] - m) * (x[i] - m);                                 \
-    *s1 += t1;                                                                                        \
-    if (s2) *s2 += t2;                                                                                \
-  }                                                                                                   \
-  static void NAME##_gsums(const CT *gy, const CT *x, const CT *w, int64_t n, CT m, double *A,         \
-                           double *B) {                                                               \
-    NAME##_vec a[4] = {{0}}, b[4] = {{0}}, mv = (NAME##_vec){0} + m;                                  \
-    int64_t i = 0;                                                                                    \
-    for (; i + 4 * NAME##_W <= n; i += 4 * NAME##_W)                                                  \
-      for (int k = 0; k < 4; k++) {                                                                   \
-        int64_t o = i + k * NAME##_W;                                                                 \
-        NAME##_vec g = w ? NAME##_load(gy + o) * NAME##_load(w + o) : NAME##_load(gy + o);            \
-        a[k] += g, b[k] += g * (NAME##_load(x + o) - mv);                                             \
-      }                                                                                               \
-    CT ta = NAME##_hsum(a[0] + a[1] + a[2] + a[3]), tb = NAME##_hsum(b[0] + b[1] + b[2] + b[3]);      \
-    for (; i < n; i++) {                                                                              \
-      CT g = gy[i] * (w ? w[i] : 1);                                                                  \
-      ta += g, tb += g * (x[i] - m);                                                                  \
-    }                                                                                                 \
-    *A += ta, *B += tb;                                                                               \
+/* Vectors of the vector extension are loaded and summed by macros, not functions: a 32-byte vector
+ * passed to or returned from a function of the baseline (SSE2) build would change the ABI. */
+#define VLOAD(VT, p) __extension__({ VT v_; memcpy(&v_, (p), sizeof v_); v_; })
+#define VHSUM(CT, W, v)                                                                            \
+  __extension__({                                                                                  \
+    __typeof__(v) h_ = (v);                                                                        \
+    CT t_ = 0;                                                                                     \
+    for (int k_ = 0; k_ < (W); k_++) t_ += h_[k_];                                                 \
+    t_;                                                                                            \
+  })
+#define VSUMS(CT, NAME)                                                                                   \
+  typedef CT NAME##_vec __attribute__((vector_size(32)));                                                 \
+  enum { NAME##_W = (int)(32 / sizeof(CT)) };                                                             \
+  static CPU_CLONES void NAME##_sums(const CT *x, int64_t n, CT m, double *s1, double *s2) {              \
+    NAME##_vec a[4] = {{0}}, b[4] = {{0}}, mv = (NAME##_vec){0} + m;                                      \
+    int64_t i = 0;                                                                                        \
+    if (!s2) { /* the plain sum (the mean's pass) */                                                      \
+      for (; i + 4 * NAME##_W <= n; i += 4 * NAME##_W)                                                    \
+        for (int k = 0; k < 4; k++) a[k] += VLOAD(NAME##_vec, x + i + k * NAME##_W) - mv;                 \
+    } else {                                                                                              \
+      for (; i + 4 * NAME##_W <= n; i += 4 * NAME##_W)                                                    \
+        for (int k = 0; k < 4; k++) {                                                                     \
+          NAME##_vec d = VLOAD(NAME##_vec, x + i + k * NAME##_W) - mv;                                    \
+          a[k] += d, b[k] += d * d;                                                                       \
+        }                                                                                                 \
+    }                                                                                                     \
+    CT t1 = VHSUM(CT, NAME##_W, a[0] + a[1] + a[2] + a[3]),                                               \
+       t2 = VHSUM(CT, NAME##_W, b[0] + b[1] + b[2] + b[3]);                                               \
+    for (; i < n; i++) t1 += x[i] - m, t2 += (x[i] - m) * (x[i] - m);                                     \
+    *s1 += t1;                                                                                            \
+    if (s2) *s2 += t2;                                                                                    \
+  }                                                                                                       \
+  static CPU_CLONES void NAME##_gsums(const CT *gy, const CT *x, const CT *w, int64_t n, CT m, double *A, \
+                           double *B) {                                                                   \
+    NAME##_vec a[4] = {{0}}, b[4] = {{0}}, mv = (NAME##_vec){0} + m;                                      \
+    int64_t i = 0;                                                                                        \
+    for (; i + 4 * NAME##_W <= n; i += 4 * NAME##_W)                                                      \
+      for (int k = 0; k < 4; k++) {                                                                       \
+        int64_t o = i + k * NAME##_W;                                                                     \
+        NAME##_vec g = VLOAD(NAME##_vec, gy + o);                                                         \
+        if (w) g *= VLOAD(NAME##_vec, w + o);                                                             \
+        a[k] += g, b[k] += g * (VLOAD(NAME##_vec, x + o) - mv);                                           \
+      }                                                                                                   \
+    CT ta = VHSUM(CT, NAME##_W, a[0] + a[1] + a[2] + a[3]),                                               \
+       tb = VHSUM(CT, NAME##_W, b[0] + b[1] + b[2] + b[3]);                                               \
+    for (; i < n; i++) {                                                                                  \
+      CT g = gy[i] * (w ? w[i] : 1);                                                                      \
+      ta += g, tb += g * (x[i] - m);                                                                      \
+    }                                                                                                     \
+    *A += ta, *B += tb;                                                                                   \
   }
 VSUMS(float, vf)
 VSUMS(double, vd)
 #undef VSUMS
 #define VSUM_OF(CT, f) _Generic((CT)0, float: vf_##f, double: vd_##f)
 
-/* Large float32 layer_norm outputs are written with streaming stores, which do not first read
- * the destination's cache lines: a third less memory traffic for an output far larger than the
- * caches (below NORM_STREAM_BYTES the output may well be read again from the cache). */
-#ifndef NORM_STREAM_BYTES
-#define NORM_STREAM_BYTES ((int64_t)8 << 20)
-#endif
+/* Large float32 layer_norm outputs are written with streaming stores (cpu_stream.h), which do
+ * not first read the destination's cache lines: a third less memory traffic for an output far
+ * larger than the caches. */
 #ifdef __SSE2__
-#include <emmintrin.h>
 #define NORM_CAN_STREAM(T) _Generic((T *)0, float *: true, default: false)
-/* y = (x - m) r w + b over a row of n floats, y 16-byte aligned; prefetches the next row nx. */
-static void norm_row_stream(float *y, const float *x, const float *nx, int64_t n, float m, float r,
-                            const float *w, const float *b) {
-  __m128 mv = _mm_set1_ps(m), rv = _mm_set1_ps(r);
+/* y = (x - m) r w + b over a row of n floats, y 16-byte aligned; prefetches the next row nx.
+ * 8-wide vectors (one AVX register in the x86-64-v3 clone), stored as two streamed halves. No FMA
+ * contraction: the rows written with cached stores (the baseline build) round the same way. */
+typedef float norm_v8 __attribute__((vector_size(32)));
+static CPU_CLONES __attribute__((optimize("fp-contract=off"))) void norm_row_stream(float *y, const float *x, const float *nx, int64_t n, float m, float r,
+                                       const float *w, const float *b) {
   int64_t s = 0;
-  for (; s + 4 <= n; s += 4) {
+  for (; s + 8 <= n; s += 8) {
     if (s % 16 == 0) __builtin_prefetch(nx + s);
-    __m128 v = _mm_mul_ps(_mm_sub_ps(_mm_loadu_ps(x + s), mv), rv);
-    _mm_stream_ps(y + s, _mm_add_ps(_mm_mul_ps(v, _mm_loadu_ps(w + s)), _mm_loadu_ps(b + s)));
+    norm_v8 v = (VLOAD(norm_v8, x + s) - m) * r * VLOAD(norm_v8, w + s) + VLOAD(norm_v8, b + s);
+    __m128 lo, hi;
+    memcpy(&lo, &v, sizeof lo), memcpy(&hi, (char *)&v + 16, sizeof hi);
+    _mm_stream_ps(y + s, lo);
+    _mm_stream_ps(y + s + 4, hi);
   }
   for (; s < n; s++) y[s] = (x[s] - m) * r * w[s] + b[s];
-  _mm_sfence(); /* streaming stores are weakly ordered: visible before the row is reported done */
+  cpu_stream_fence(); /* visible before the row is reported done */
 }
 #else
 #define NORM_CAN_STREAM(T) false
@@ -151,8 +160,8 @@ static void norm_row_stream(float *y, const float *x, const float *nx, int64_t n
   static void forward_##ID(const dle_norm_geom *g, T *y, CT *stats, const T *x, const CT *w,          \
                            const CT *b, const CT *rmean, const CT *rvar, double eps) {                \
     int64_t P = g->p, Q = g->q, S = g->s, n = P * S;                                                  \
-    bool stream = NORM_CAN_STREAM(T) && P * Q * S * (int64_t)sizeof(T) >= NORM_STREAM_BYTES;          \
-    _Pragma("omp parallel for schedule(static) if (Q > 1 && cpu_parallel(P * Q * S))")                \
+    bool stream = NORM_CAN_STREAM(T) && cpu_stream_output(P * Q * S * (int64_t)sizeof(T));           \
+    _Pragma("omp parallel for schedule(dynamic, 16) if (Q > 1 && cpu_parallel(P * Q * S))")                \
     for (int64_t q = 0; q < Q; q++) {                                                                 \
       double mean, var;                                                                               \
       if (rmean) {                                                                                    \

@@ -9,6 +9,7 @@
  * and instantiated per dtype by the macros of cpu_types.h. */
 #include "cpu_exp.h"
 #include "cpu_loop.h"
+#include "cpu_stream.h"
 #include "cpu_vecmath.h"
 
 #include <stdlib.h>
@@ -922,7 +923,8 @@ typedef void (*sm_block_fn)(char *, int64_t, int64_t, const char *, int64_t, int
 static const sm_row_fn sm_rows[DLE_NUM_DTYPES] = {CPU_FLOAT_TYPES(SM_ROW_ENTRY)};
 static const sm_block_fn sm_blocks[DLE_NUM_DTYPES] = {CPU_FLOAT_TYPES(SM_BLOCK_ENTRY)};
 
-static void sm_chunk(const red_plan *pl, int64_t i, char *y, int64_t es, dle_dtype dt, bool lg) {
+/* stream: write float32 rows with streaming stores (a large output, cpu_stream.h). */
+static void sm_chunk(const red_plan *pl, int64_t i, char *y, int64_t es, dle_dtype dt, bool lg, bool stream) {
   red_chunk c;
   chunk_get(pl, i, &c);
   int64_t D = pl->rs[0], xr = pl->rx[0], yr = pl->ro[0] * es;
@@ -935,7 +937,7 @@ static void sm_chunk(const red_plan *pl, int64_t i, char *y, int64_t es, dle_dty
   group_seek(pl->nk, pl->ks, pl->kx, c.first, id);
   bool vec = dt == DLE_F32 && cpu_vec && xr == sizeof(float) && yr == sizeof(float);
   for (int64_t k = 0; k < c.n; k++) {
-    if (vec) cpu_vec->softmax_row((float *)(y + yo * es), (const float *)(pl->x + xo), D, lg);
+    if (vec) cpu_vec->softmax_row((float *)(y + yo * es), (const float *)(pl->x + xo), D, lg, stream);
     else sm_rows[dt](y + yo * es, yr, pl->x + xo, xr, D, lg);
     xo += pl->kx[last], yo += pl->ko[last];
     if (++id[last] == pl->ks[last] && k + 1 < c.n) {
@@ -947,6 +949,7 @@ static void sm_chunk(const red_plan *pl, int64_t i, char *y, int64_t es, dle_dty
       }
     }
   }
+  if (vec && stream) cpu_stream_fence();
 }
 
 /* attrs.ints[0]: the dim (0-based, checked); no ints for a 0-dim input. Output contiguous. */
@@ -965,14 +968,16 @@ static dle_status cpu_softmax(dle_op op, dle_tensor *const *outs, dle_tensor *co
   if (pl.nout == 0 || pl.nred == 0) return DLE_OK;
   int nt = red_threads();
   bool par = nt > 1 && (double)pl.nout * (double)pl.nred >= CPU_PARALLEL_GRAIN;
-  plan_chunks(&pl, par ? nt : 1, SM_BLOCK);
+  /* 16 chunks per thread, taken dynamically: a thread that loses its core on a shared machine
+   * leaves its remaining rows to the others */
+  plan_chunks(&pl, par ? 4 * nt : 1, SM_BLOCK);
   char *yd = dle_tensor_data(y);
   int64_t es = cpu_esize(y->dtype);
-  bool lg = op == DLE_OP_LOG_SOFTMAX;
+  bool lg = op == DLE_OP_LOG_SOFTMAX, stream = cpu_stream_output(pl.nout * pl.nred * es);
 #ifdef _OPENMP
 #pragma omp parallel for schedule(dynamic, 1) if (par && pl.nchunks > 1)
 #endif
-  for (int64_t i = 0; i < pl.nchunks; i++) sm_chunk(&pl, i, yd, es, y->dtype, lg);
+  for (int64_t i = 0; i < pl.nchunks; i++) sm_chunk(&pl, i, yd, es, y->dtype, lg, stream);
   return DLE_OK;
 }
 

@@ -27,6 +27,28 @@ VEC_INLINE __m256 vload_part(const float *x, int64_t n, float fill) {
   return _mm256_blendv_ps(V8(fill), _mm256_maskload_ps(x, m), _mm256_castsi256_ps(m));
 }
 VEC_INLINE void vstore_part(float *o, int64_t n, __m256 v) { _mm256_maskstore_ps(o, vmask_first(n), v); }
+/* Elements [0, n) of x as a vector, n <= 8 (a plain load when n is 8). */
+VEC_INLINE __m256 vload_n(const float *x, int64_t n, float fill) {
+  return n >= 8 ? _mm256_loadu_ps(x) : vload_part(x, n, fill);
+}
+
+/* Writes y[0, n) from GET(i, len), the vector of elements [i, i + len) with len <= 8 (below 8 only
+ * at the ends). With `stream` true, the whole vectors from y's first 32-byte boundary on go out
+ * with streaming stores (cpu_stream.h; the caller fences); the part before it is one masked store. */
+#define VEC_WRITE_ROW(y, n, stream, GET)                                                    \
+  do {                                                                                      \
+    float *y_ = (y);                                                                        \
+    int64_t n_ = (n), i_ = 0;                                                               \
+    if (stream) {                                                                           \
+      int64_t h_ = (int64_t)((-(uintptr_t)y_ / sizeof(float)) & 7); /* floats to the boundary */ \
+      if (h_ > n_) h_ = n_;                                                                 \
+      if (h_) vstore_part(y_, h_, GET(0, h_));                                              \
+      for (i_ = h_; i_ + 8 <= n_; i_ += 8) _mm256_stream_ps(y_ + i_, GET(i_, 8));           \
+    } else {                                                                                \
+      for (; i_ + 8 <= n_; i_ += 8) _mm256_storeu_ps(y_ + i_, GET(i_, 8));                  \
+    }                                                                                       \
+    if (i_ < n_) vstore_part(y_ + i_, n_ - i_, GET(i_, n_ - i_));                           \
+  } while (0)
 
 VEC_INLINE __m256 vpoly(__m256 x, const float *c, int n) { /* c[0] x^(n-1) + ... + c[n-1] */
   __m256 p = V8(c[0]);
@@ -61,6 +83,34 @@ VEC_INLINE __m256 vexp_scaled(__m256 x, int k) {
   return y;
 }
 VEC_INLINE __m256 vexp(__m256 x) { return vexp_scaled(x, 0); }
+
+/* exp(x) for |x| <= 87 (NaN too) in ~15 operations instead of ~25: n = round(x / ln2) comes from
+ * adding 1.5 * 2^23, whose low mantissa bits then are n, and 2^n (normal: -126 <= n <= 126) is
+ * one shift and add away. Same polynomial and 2 ulp bound as vexp; n can round the other way in a
+ * tie, so bits may differ from vexp. Used through the two checks below. */
+VEC_INLINE __m256 vexp_short(__m256 x) {
+  static const float P[] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f,
+                            1.6666665459e-1f, 5.0000001201e-1f};
+  __m256 t = _mm256_fmadd_ps(x, V8(1.44269504088896341f), V8(12582912.0f));
+  __m256 n = _mm256_sub_ps(t, V8(12582912.0f));
+  __m256 r = _mm256_fnmadd_ps(n, V8(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, V8(-2.12194440e-4f), r);
+  __m256 p = vpoly(r, P, 6);
+  p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), V8(1.0f));
+  __m256i e = _mm256_add_epi32(_mm256_slli_epi32(_mm256_castps_si256(t), 23), _mm256_set1_epi32(127 << 23));
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+/* exp(x) for x <= 0, as softmax needs it (x - max): a vector with a lane below -87 (a denormal or
+ * zero result, -inf) goes through vexp. */
+VEC_INLINE __m256 vexp_nonpos(__m256 x) {
+  if (_mm256_movemask_ps(_mm256_cmp_ps(x, V8(-87.0f), _CMP_LT_OQ))) return vexp(x);
+  return vexp_short(x);
+}
+/* exp(x) for any x: vexp_short unless a lane is beyond +-87 (overflow, denormals, infinities). */
+VEC_INLINE __m256 vexp_fast(__m256 x) {
+  if (_mm256_movemask_ps(_mm256_cmp_ps(vabs(x), V8(87.0f), _CMP_GT_OQ))) return vexp(x);
+  return vexp_short(x);
+}
 
 /* log: x = m 2^e with m in [sqrt(1/2), sqrt(2)), log(m) = f - f^2/2 + f^3 P(f), f = m - 1.
  * Denormal inputs are scaled by 2^23 first; x < 0 and NaN give NaN, 0 gives -inf, inf gives inf. */

@@ -9,19 +9,30 @@ const cpu_vec_kernels *cpu_vec;
 #ifdef CPU_VEC_X86
 #include "cpu_vec_avx2.h"
 
-/* o[i] = F(x[i]): whole vectors, then one masked vector for the tail. */
+/* o[i] = F(x[i]): two independent vectors per step (more in flight), then one masked vector for
+ * the tail; map_NAME_stream writes o with streaming stores and fences (cpu_stream.h). */
+#define VEC_MAP_LOOP(o, x, n, F, STORE)                                                      \
+  int64_t i = 0;                                                                             \
+  for (; i + 16 <= n; i += 16) {                                                             \
+    __m256 a = F(_mm256_loadu_ps(x + i)), b = F(_mm256_loadu_ps(x + i + 8));                \
+    STORE(o + i, a);                                                                         \
+    STORE(o + i + 8, b);                                                                     \
+  }                                                                                          \
+  for (; i + 8 <= n; i += 8) STORE(o + i, F(_mm256_loadu_ps(x + i)));                        \
+  if (i < n) vstore_part(o + i, n - i, F(vload_part(x + i, n - i, 0.0f)));
 #define VEC_MAP(NAME, F)                                                                     \
   VEC_TARGET static void map_##NAME(float *o, const float *x, int64_t n) {                   \
-    int64_t i = 0;                                                                           \
-    for (; i + 16 <= n; i += 16) { /* two independent vectors per step: more in flight */    \
-      __m256 a = F(_mm256_loadu_ps(x + i)), b = F(_mm256_loadu_ps(x + i + 8));              \
-      _mm256_storeu_ps(o + i, a);                                                            \
-      _mm256_storeu_ps(o + i + 8, b);                                                        \
-    }                                                                                        \
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, F(_mm256_loadu_ps(x + i)));           \
-    if (i < n) vstore_part(o + i, n - i, F(vload_part(x + i, n - i, 0.0f)));                \
+    VEC_MAP_LOOP(o, x, n, F, _mm256_storeu_ps)                                               \
+  }                                                                                          \
+  VEC_TARGET __attribute__((unused)) static void map_##NAME##_stream(float *o, const float *x, int64_t n) { \
+    int64_t h = (int64_t)((-(uintptr_t)o / sizeof(float)) & 7); /* to a 32-byte boundary */  \
+    if (h > n) h = n;                                                                        \
+    if (h) map_##NAME(o, x, h);                                                              \
+    o += h, x += h, n -= h;                                                                  \
+    VEC_MAP_LOOP(o, x, n, F, _mm256_stream_ps)                                               \
+    _mm_sfence();                                                                            \
   }
-VEC_MAP(exp, vexp)
+VEC_MAP(exp, vexp_fast) /* the cheaper route of vexp when a vector is within +-87 */
 VEC_MAP(log, vlog)
 VEC_MAP(tanh, vtanh)
 VEC_MAP(sigmoid, vsigmoid)
@@ -65,6 +76,10 @@ static const cpu_vec_kernels avx2 = {
     .unary = {[DLE_OP_EXP] = map_exp, [DLE_OP_LOG] = map_log, [DLE_OP_TANH] = map_tanh,
               [DLE_OP_SIGMOID] = map_sigmoid, [DLE_OP_SILU] = map_silu, [DLE_OP_GELU] = map_gelu,
               [DLE_OP_GELU_GRAD] = map_gelu_grad},
+    .unary_stream = {[DLE_OP_EXP] = map_exp_stream, [DLE_OP_LOG] = map_log_stream,
+                     [DLE_OP_TANH] = map_tanh_stream, [DLE_OP_SIGMOID] = map_sigmoid_stream,
+                     [DLE_OP_SILU] = map_silu_stream, [DLE_OP_GELU] = map_gelu_stream,
+                     [DLE_OP_GELU_GRAD] = map_gelu_grad_stream},
     .erf = map_erf,
     .erfc = map_erfc,
     .softmax_row = cpu_vec_softmax_row_avx2,

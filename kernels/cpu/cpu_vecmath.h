@@ -12,9 +12,12 @@ typedef void (*cpu_vec_map_fn)(float *o, const float *x, int64_t n);
 
 typedef struct {
   cpu_vec_map_fn unary[DLE_NUM_OPS]; /* by op: exp, log, tanh, sigmoid, gelu(_grad), silu; others NULL */
+  /* the same, writing o with streaming stores (then a fence); o must not be x */
+  cpu_vec_map_fn unary_stream[DLE_NUM_OPS];
   cpu_vec_map_fn erf, erfc;          /* not ops (yet): for gelu's tests and future use */
-  /* One softmax (lg false) or log_softmax (lg true) row of n elements. */
-  void (*softmax_row)(float *y, const float *x, int64_t n, bool lg);
+  /* One softmax (lg false) or log_softmax (lg true) row of n elements; y may be x. stream: write y
+   * with streaming stores (cpu_stream.h; the caller fences). */
+  void (*softmax_row)(float *y, const float *x, int64_t n, bool lg, bool stream);
   /* log(sum(exp(x))) of a row; -inf for an empty row, the max itself when it is not finite. */
   float (*logsumexp_row)(const float *x, int64_t n);
   /* The sum of a run in double; and acc[j] += x[r][j] over nrows rows rs bytes apart. */
@@ -33,7 +36,7 @@ extern const cpu_vec_kernels *cpu_vec;
 #endif
 
 /* The AVX2 implementations (call them through cpu_vec, which checks the CPU). */
-void cpu_vec_softmax_row_avx2(float *y, const float *x, int64_t n, bool lg);
+void cpu_vec_softmax_row_avx2(float *y, const float *x, int64_t n, bool lg, bool stream);
 float cpu_vec_logsumexp_row_avx2(const float *x, int64_t n);
 double cpu_vec_sum_f32_avx2(const float *x, int64_t n);
 void cpu_vec_sum_rows_f32_avx2(double *acc, const char *x, int64_t rs, int64_t nrows, int64_t n);

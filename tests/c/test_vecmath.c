@@ -1,10 +1,15 @@
 /* test_vecmath.c — accuracy of the AVX2 float32 math of kernels/cpu/cpu_vecmath.h against
  * double-precision libm: ~4.3 million inputs spread over every float bit pattern, plus the edges
  * (signed zeros, infinities, NaN, denormals, overflow and underflow thresholds), and loop tails of
- * every length 0..40 (the lanes past n must not be written). Skipped on a CPU without AVX2+FMA. */
+ * every length 0..40 (the lanes past n must not be written); softmax rows streamed vs cached, and
+ * the streaming copy of cpu_stream.h. Skipped on a CPU without AVX2+FMA (the copy test runs). */
 #include "testutil.h"
 
+#include "../../kernels/cpu/cpu_stream.h"
 #include "../../kernels/cpu/cpu_vecmath.h"
+#ifdef CPU_VEC_X86
+#include "../../kernels/cpu/cpu_vec_avx2.h"
+#endif
 
 #include <math.h>
 #include <stdio.h>
@@ -78,6 +83,21 @@ TEST(vec_exp_log_within_2_ulp_of_libm) {
   CHECK(sweep(v->unary[DLE_OP_LOG], log, "log", -INFINITY, INFINITY) <= 2, "log");
 }
 
+#ifdef CPU_VEC_X86
+/* softmax's exp of x <= 0 (vexp_nonpos), tried on -|x| for every sampled x */
+static double ref_exp_nonpos(double x) { return exp(-fabs(x)); }
+VEC_TARGET static void map_exp_nonpos(float *o, const float *x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, vexp_nonpos(vabs(_mm256_loadu_ps(x + i)) * -1.0f));
+  if (i < n) vstore_part(o + i, n - i, vexp_nonpos(vabs(vload_part(x + i, n - i, 0)) * -1.0f));
+}
+
+TEST(vec_exp_of_nonpositive_within_2_ulp_of_libm) {
+  need_avx2();
+  CHECK(sweep(map_exp_nonpos, ref_exp_nonpos, "exp(-|x|)", -INFINITY, INFINITY) <= 2, "softmax's exp");
+}
+#endif
+
 TEST(vec_tanh_sigmoid_silu_within_3_ulp_of_libm) {
   const cpu_vec_kernels *v = need_avx2();
   CHECK(sweep(v->unary[DLE_OP_TANH], tanh, "tanh", -INFINITY, INFINITY) <= 2, "tanh");
@@ -143,19 +163,67 @@ TEST(vec_softmax_rows_match_double_reference) {
     for (int i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
     for (int i = 0; i < n; i++) s += exp(x[i] - m);
     double worst = 0, worst_lg = 0;
-    v->softmax_row(y, x, n, false);
+    v->softmax_row(y, x, n, false, false);
     for (int i = 0; i < n; i++) worst = fmax(worst, fabs(y[i] - exp(x[i] - m) / s) / (exp(x[i] - m) / s + 1e-30));
-    v->softmax_row(y, x, n, true);
+    v->softmax_row(y, x, n, true, false);
     for (int i = 0; i < n; i++)
       if (isfinite(x[i])) worst_lg = fmax(worst_lg, fabs(y[i] - (x[i] - m - log(s))));
     CHECK(worst < 1e-5 && worst_lg < 1e-4, "softmax rel err %g, log_softmax abs err %g over %d", worst, worst_lg, n);
     CHECK_NEAR(v->logsumexp_row(x, n), m + log(s), 1e-5 * fabs(m + log(s)) + 1e-6);
   }
   float ninf[3] = {-INFINITY, -INFINITY, -INFINITY}, withnan[3] = {1, NAN, 2};
-  v->softmax_row(y, ninf, 3, false);
+  v->softmax_row(y, ninf, 3, false, false);
   CHECK(isnan(y[0]), "softmax of -inf only is NaN (as the portable loop)");
   CHECK(v->logsumexp_row(ninf, 3) == -INFINITY, "logsumexp of -inf only is -inf");
-  v->softmax_row(y, withnan, 3, false);
+  v->softmax_row(y, withnan, 3, false, false);
   CHECK(isnan(y[0]) && isnan(y[2]), "a NaN makes the row NaN");
   CHECK(isnan(v->logsumexp_row(withnan, 3)), "logsumexp with NaN");
+}
+
+/* The streaming-store route (large outputs) writes the same bits as the cached one, at every
+ * alignment of the destination, and nothing outside the row; in place (y = x) too. */
+TEST(vec_softmax_rows_streamed_equal_cached) {
+  const cpu_vec_kernels *v = need_avx2();
+  enum { N = 9000, PAD = 16 };
+  static float x[N], want[N], buf[N + 2 * PAD], inplace[N];
+  const int sizes[] = {1, 7, 8, 9, 15, 17, 31, 513, 1023, 1024, 8192, 8193, N};
+  for (int lg = 0; lg <= 1; lg++)
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+      int n = sizes[k];
+      for (int i = 0; i < n; i++) x[i] = (float)sin(i * 1.3) * 30;
+      v->softmax_row(want, x, n, lg, false);
+      for (int off = 0; off < 8; off++) { /* y at every float offset from a 32-byte boundary */
+        float *y = (float *)(((uintptr_t)(buf + PAD) & ~(uintptr_t)31)) + off;
+        for (int i = 0; i < N + 2 * PAD; i++) buf[i] = 777.0f;
+        v->softmax_row(y, x, n, lg, true);
+        cpu_stream_fence();
+        bool same = memcmp(y, want, (size_t)n * sizeof(float)) == 0, guard = true;
+        for (float *p = buf; p < buf + N + 2 * PAD; p++)
+          if (p < y || p >= y + n) guard = guard && *p == 777.0f;
+        CHECK(same && guard, "%s over %d at float offset %d: %s", lg ? "log_softmax" : "softmax", n, off,
+              same ? "wrote outside the row" : "differs from the cached route");
+      }
+      memcpy(inplace, x, (size_t)n * sizeof(float));
+      v->softmax_row(inplace, inplace, n, lg, true);
+      cpu_stream_fence();
+      CHECK(memcmp(inplace, want, (size_t)n * sizeof(float)) == 0, "%s in place over %d", lg ? "log_softmax" : "softmax", n);
+    }
+}
+
+/* cpu_stream_copy (kernels/cpu/cpu_stream.c) copies exactly [dst, dst + bytes) at every alignment
+ * of both ends and every length around the vector and cache-line sizes. */
+TEST(stream_copy_exact_at_every_alignment) {
+  static unsigned char src[600], dst[700];
+  for (int i = 0; i < 600; i++) src[i] = (unsigned char)(i * 7 + 1);
+  bool ok = true;
+  for (int off = 0; off < 64 && ok; off++)
+    for (int len = 0; len <= 300 && ok; len += len < 70 ? 1 : 37) {
+      memset(dst, 0xAB, sizeof dst);
+      cpu_stream_copy(dst + off, src + (off * 3) % 64, (size_t)len);
+      cpu_stream_fence();
+      ok = memcmp(dst + off, src + (off * 3) % 64, (size_t)len) == 0;
+      for (int i = 0; i < (int)sizeof dst && ok; i++)
+        if (i < off || i >= off + len) ok = dst[i] == 0xAB;
+      CHECK(ok, "copy of %d bytes to offset %d", len, off);
+    }
 }
