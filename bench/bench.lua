@@ -203,8 +203,7 @@ print(string.format("# machine: %s, %d cores; load average %s at start, %s at en
   cpu, cores, load_start, load_end, dle.time() - t_start))
 print("# references: C = build/bin/bench_ref (OpenBLAS cblas_sgemm, STREAM triad over " .. STREAM_N .. " floats), "
   .. (torch_version and ("PyTorch " .. torch_version) or "PyTorch (not run)")
-  .. string.format(" at the same thread count (OMP/OpenBLAS threads = the count, OMP_WAIT_POLICY %s and "
-    .. "OPENBLAS_THREAD_TIMEOUT %s as in dle)", os.getenv("OMP_WAIT_POLICY") or "?", os.getenv("OPENBLAS_THREAD_TIMEOUT") or "?"))
+  .. " at the same thread count (OMP/OpenBLAS threads = the count, OMP_WAIT_POLICY passive as in dle)")
 print("# dle/ref: for rates (GFLOP/s, GB/s) above 1 = dle faster; for times (us, ms, s) below 1 = dle faster")
 for _, t in ipairs(opts.threads) do
   local s = stream[tostring(t)]

@@ -3,8 +3,7 @@
 -- bench/torch_side.py (one Python process per thread setting, serving every PyTorch figure). Each child gets OMP_NUM_THREADS and
 -- OPENBLAS_NUM_THREADS set to the thread count, and the OpenMP wait policy dle's loader picks
 -- (OMP_WAIT_POLICY=passive unless the environment sets one: with spinning OpenMP workers next to
--- OpenBLAS's threads, PyTorch's 2-thread MLP step measured 254 ms instead of 13 ms here) and the
--- OpenBLAS spin timeout it picks (OPENBLAS_THREAD_TIMEOUT=16 unless set, bindings/loader); other
+-- OpenBLAS's threads, PyTorch's 2-thread MLP step measured 254 ms instead of 13 ms here); other
 -- OpenBLAS variables are left as they are.
 local json = require "bench.json"
 
@@ -14,9 +13,8 @@ local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 M.shell_quote = sh_quote
 
 local function env_prefix(threads)
-  return string.format("OMP_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d OMP_WAIT_POLICY=%s OPENBLAS_THREAD_TIMEOUT=%s ",
-    threads, threads, sh_quote(os.getenv("OMP_WAIT_POLICY") or "passive"),
-    sh_quote(os.getenv("OPENBLAS_THREAD_TIMEOUT") or "16"))
+  return string.format("OMP_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d OMP_WAIT_POLICY=%s ", threads, threads,
+    sh_quote(os.getenv("OMP_WAIT_POLICY") or "passive"))
 end
 
 local function read_cmd(cmd)

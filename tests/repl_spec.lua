@@ -219,19 +219,3 @@ describe("repl.value_text", function()
     assert.are.equal("<obj>", repl.value_text(obj))
   end)
 end)
-
-describe("the loader (require \"dle.core\")", function()
-  -- Runs scripts/dle -e code with an environment prefix; returns its stdout.
-  local function run(env, code)
-    local p = assert(io.popen(string.format("%s %q -e %q 2>&1", env, launcher, code)))
-    local out = p:read("a")
-    p:close()
-    return out
-  end
-  local show = 'require "dle"; io.write(os.getenv("OMP_WAIT_POLICY"), " ", os.getenv("OPENBLAS_THREAD_TIMEOUT"))'
-
-  it("makes idle OpenMP and OpenBLAS threads sleep soon unless the environment says otherwise", function()
-    assert.are.equal("passive 16", run("env -u OMP_WAIT_POLICY -u OPENBLAS_THREAD_TIMEOUT", show))
-    assert.are.equal("active 20", run("OMP_WAIT_POLICY=active OPENBLAS_THREAD_TIMEOUT=20", show))
-  end)
-end)
