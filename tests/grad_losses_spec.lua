@@ -48,16 +48,8 @@ describe("mse_loss gradients", function()
 end)
 
 describe("nll_loss gradients", function()
-  local targets = dle.tensor({2, 4, 1, 3, 4}, I64)
-  local with_ignored = dle.tensor({2, -1, 1, 3, -1}, I64)
-  local variants = {
-    {name = "mean", t = targets, o = {}},
-    {name = "sum", t = targets, o = {reduction = "sum"}},
-    {name = "none", t = targets, o = {reduction = "none"}},
-    {name = "mean, ignore_index and label smoothing 0.2", t = with_ignored, o = {ignore_index = -1, label_smoothing = 0.2}},
-    {name = "none, ignore_index", t = with_ignored, o = {reduction = "none", ignore_index = -1}},
-    {name = "sum, label smoothing 1", t = targets, o = {reduction = "sum", label_smoothing = 1}},
-  }
+  local variants = H.class_target_variants()
+  local targets, with_ignored = variants[1].t, variants[4].t   -- all rows, and rows 2 and 5 ignored (-1)
   for k, v in ipairs(variants) do
     it("gradcheck with " .. v.name, function()
       check(function(lp) return dle.nll_loss(lp, v.t, v.o) end, {randn({5, 4}, 60 + k, -3, 0)})

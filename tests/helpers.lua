@@ -463,4 +463,21 @@ function H.run_python(lines)
   return out
 end
 
+--- The option sets the class-target losses (cross_entropy, nll_loss) are gradchecked with: 1-based
+-- int64 targets for 5 rows of 4 classes, with and without ignored rows (-1), each reduction and
+-- label smoothing. @return list of {name, t = targets, o = options}
+function H.class_target_variants()
+  local targets = dle.tensor({2, 4, 1, 3, 4}, {dtype = "int64"})
+  local with_ignored = dle.tensor({2, -1, 1, 3, -1}, {dtype = "int64"})
+  return {
+    {name = "mean", t = targets, o = {}},
+    {name = "sum", t = targets, o = {reduction = "sum"}},
+    {name = "none", t = targets, o = {reduction = "none"}},
+    {name = "mean, ignore_index and label smoothing 0.2", t = with_ignored,
+     o = {ignore_index = -1, label_smoothing = 0.2}},
+    {name = "none, ignore_index", t = with_ignored, o = {reduction = "none", ignore_index = -1}},
+    {name = "sum, label smoothing 1", t = targets, o = {reduction = "sum", label_smoothing = 1}},
+  }
+end
+
 return H
