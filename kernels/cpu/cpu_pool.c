@@ -51,6 +51,21 @@ static int64_t pool_window(const pool_geom *p, int64_t oh, int64_t ow, int64_t *
     k = take ? (pos) : k;                  \
   } while (0)
 
+/* Runs the block after p for every output (pl, oh, ow) of every plane, threads splitting the
+ * planes: with its window [h0, h1) x [w0, w1) and divisor div from pool_window, and o its index
+ * in the output. (The block is variadic so that its commas pass through.) */
+#define POOL_EACH_WINDOW(p, ...)                                                                  \
+  _Pragma("omp parallel for schedule(static) if (cpu_parallel((p)->planes * (p)->h * (p)->w))")   \
+  for (int64_t pl = 0; pl < (p)->planes; pl++)                                                    \
+    for (int64_t oh = 0; oh < (p)->ho; oh++)                                                      \
+      for (int64_t ow = 0; ow < (p)->wo; ow++) {                                                  \
+        int64_t h0, h1, w0, w1;                                                                   \
+        int64_t div = pool_window(p, oh, ow, &h0, &h1, &w0, &w1);                                 \
+        int64_t o = (pl * (p)->ho + oh) * (p)->wo + ow;                                           \
+        (void)div;                                                                                \
+        __VA_ARGS__                                                                               \
+      }
+
 #define POOL_KERNELS(ID, T, CT)                                                                   \
   /* 2x2 windows at stride 2 without padding (every window lies inside the input), a row of up  \
    * to 256 outputs at a time: values and the winners' positions 0..3 in a loop the compiler     \
@@ -91,42 +106,29 @@ static int64_t pool_window(const pool_geom *p, int64_t oh, int64_t ow, int64_t *
       max_pool_2x2_##ID(y, idx, x, p, base);                                                      \
       return;                                                                                     \
     }                                                                                             \
-    _Pragma("omp parallel for schedule(static) if (cpu_parallel(p->planes * p->h * p->w))")       \
-    for (int64_t pl = 0; pl < p->planes; pl++) {                                                  \
+    POOL_EACH_WINDOW(p, {                                                                         \
       const T *xp = x + pl * p->h * p->w;                                                         \
-      for (int64_t oh = 0; oh < p->ho; oh++)                                                      \
-        for (int64_t ow = 0; ow < p->wo; ow++) {                                                  \
-          int64_t h0, h1, w0, w1;                                                                 \
-          pool_window(p, oh, ow, &h0, &h1, &w0, &w1);                                             \
-          CT best = (CT)-INFINITY;                                                                \
-          int64_t bi = h0 * p->w + w0;                                                            \
-          for (int64_t h = h0; h < h1; h++)                                                       \
-            for (int64_t w = w0; w < w1; w++) {                                                   \
-              CT v = LD_##ID(xp[h * p->w + w]);                                                   \
-              MAX_STEP(v, h * p->w + w);                                                          \
-            }                                                                                     \
-          int64_t o = (pl * p->ho + oh) * p->wo + ow;                                             \
-          y[o] = ST_##ID(best);                                                                   \
-          idx[o] = bi + base;                                                                     \
+      CT best = (CT)-INFINITY;                                                                    \
+      int64_t bi = h0 * p->w + w0;                                                                \
+      for (int64_t h = h0; h < h1; h++)                                                           \
+        for (int64_t w = w0; w < w1; w++) {                                                       \
+          CT v = LD_##ID(xp[h * p->w + w]);                                                       \
+          MAX_STEP(v, h * p->w + w);                                                              \
         }                                                                                         \
-    }                                                                                             \
+      y[o] = ST_##ID(best);                                                                       \
+      idx[o] = bi + base;                                                                         \
+    })                                                                                            \
   }                                                                                               \
   static void avg_pool_##ID(dle_tensor *yt, const dle_tensor *xt, const pool_geom *p) {           \
     const T *x = dle_tensor_data(xt);                                                             \
     T *y = dle_tensor_data(yt);                                                                   \
-    _Pragma("omp parallel for schedule(static) if (cpu_parallel(p->planes * p->h * p->w))")       \
-    for (int64_t pl = 0; pl < p->planes; pl++) {                                                  \
+    POOL_EACH_WINDOW(p, {                                                                         \
       const T *xp = x + pl * p->h * p->w;                                                         \
-      for (int64_t oh = 0; oh < p->ho; oh++)                                                      \
-        for (int64_t ow = 0; ow < p->wo; ow++) {                                                  \
-          int64_t h0, h1, w0, w1;                                                                 \
-          int64_t div = pool_window(p, oh, ow, &h0, &h1, &w0, &w1);                               \
-          CT s = 0;                                                                               \
-          for (int64_t h = h0; h < h1; h++)                                                       \
-            for (int64_t w = w0; w < w1; w++) s += LD_##ID(xp[h * p->w + w]);                     \
-          y[(pl * p->ho + oh) * p->wo + ow] = ST_##ID(div > 0 ? s / (CT)div : (CT)0);             \
-        }                                                                                         \
-    }                                                                                             \
+      CT s = 0;                                                                                   \
+      for (int64_t h = h0; h < h1; h++)                                                           \
+        for (int64_t w = w0; w < w1; w++) s += LD_##ID(xp[h * p->w + w]);                         \
+      y[o] = ST_##ID(div > 0 ? s / (CT)div : (CT)0);                                              \
+    })                                                                                            \
   }                                                                                               \
   /* the adjoint of avg_pool, as a gather: input (h, w) sums gy/div over the windows holding it */ \
   static void avg_pool_grad_##ID(dle_tensor *gxt, const dle_tensor *gyt, const pool_geom *p) {    \
