@@ -56,6 +56,25 @@ dle_status dle_dropout(dle_tensor **out, dle_tensor *x, double p, dle_generator 
  * dims broadcast; mask NULL, bool (true = may attend) or float (added), broadcastable to
  * {..., L, S}. A query row with no allowed key gives zero probabilities and a zero output.
  * probs may be NULL when not wanted. */
+/* Leading dimension of the matrices in t's last two dims (nb batch dims before them) as BLAS takes
+ * it: the row stride, or the row length for a single row (BLAS wants ld >= max(1, columns) even
+ * where it is never used). */
+static inline int64_t dle_matrix_ld(const dle_tensor *t, int nb) {
+  int64_t cols = t->sizes[nb + 1] > 1 ? t->sizes[nb + 1] : 1;
+  return t->sizes[nb] > 1 ? t->strides[nb] : cols;
+}
+
+/* Whether attention's kernel reads or writes t's matrices where they lie: rows contiguous, rows
+ * at least a row apart, batch strides not negative (stride 0 where broadcast is fine). The front
+ * door copies other operands; the kernel refuses them. */
+static inline bool dle_matrices_in_place(const dle_tensor *t, int nb) {
+  int64_t cols = t->sizes[nb + 1];
+  if (cols > 1 && t->strides[nb + 1] != 1) return false;
+  for (int d = 0; d < nb; d++)
+    if (t->strides[d] < 0) return false;
+  return dle_matrix_ld(t, nb) >= (cols > 1 ? cols : 1);
+}
+
 dle_status dle_sdpa(dle_tensor **out, dle_tensor **probs, dle_tensor *q, dle_tensor *k,
                     dle_tensor *v, dle_tensor *mask, bool causal, double scale);
 /* d scores = scale * probs * (gout v^T - rowsum(probs * gout v^T)): the gradient of q k^T. */

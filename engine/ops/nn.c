@@ -13,26 +13,21 @@
 #include "nn_front.h"
 
 /* An attention operand: t cast to dt, then expanded to {batch..., r, c} (its own last two dims).
- * The kernel reads matrices in place when their rows are contiguous and rows do not overlap
- * (kernels/cpu/cpu_attention.c): only other layouts are copied. Other backends get contiguous
+ * The CPU kernel reads matrices where they lie when dle_matrices_in_place (engine/nn.h) says so;
+ * only other layouts are copied. Other backends get contiguous
  * operands. */
 static dle_status prepare_matrices(dle_tensor **out, dle_tensor *t, int nb, const int64_t *batch,
                                    dle_dtype dt) {
   int64_t s[DLE_MAX_DIMS];
   memcpy(s, batch, sizeof *s * (size_t)nb);
-  int64_t r = t->sizes[t->ndim - 2], c = t->sizes[t->ndim - 1];
-  s[nb] = r, s[nb + 1] = c;
+  s[nb] = t->sizes[t->ndim - 2], s[nb + 1] = t->sizes[t->ndim - 1];
   dle_tensor *cast = NULL, *e = NULL;
   *out = NULL;
   DLE_TRY(dle_cast_if_needed(&cast, t, dt));
   dle_status st = dle_expand(&e, cast, nb + 2, s);
   dle_tensor_release(cast);
   if (st != DLE_OK) return st;
-  int64_t rs = e->strides[nb], cs = e->strides[nb + 1];
-  bool in_place = dle_tensor_device(e).type == DLE_CPU && (c <= 1 || cs == 1) &&
-                  (r <= 1 || rs >= (c > 1 ? c : 1));
-  for (int d = 0; d < nb && in_place; d++) in_place = e->strides[d] >= 0;
-  if (in_place) {
+  if (dle_tensor_device(e).type == DLE_CPU && dle_matrices_in_place(e, nb)) {
     *out = e;
     return DLE_OK;
   }

@@ -24,6 +24,7 @@
 #include <limits.h>
 #include <stdlib.h>
 
+#include "../../engine/nn.h"
 #include "cpu_backend.h"
 #include "cpu_gemm.h"
 #include "cpu_loop.h"
@@ -68,28 +69,12 @@ typedef struct {
   int64_t ld;
 } mats;
 
-/* The leading dimension BLAS gets: the row stride, or the row length for a single row (BLAS wants
- * ld >= max(1, columns) even where it is never used). */
-static int64_t leading_dim(const dle_tensor *t, int nb) {
-  int64_t cols = t->sizes[nb + 1] > 1 ? t->sizes[nb + 1] : 1;
-  return t->sizes[nb] > 1 ? t->strides[nb] : cols;
-}
-
 static mats mats_of(const dle_tensor *t, int nb) {
-  return (mats){dle_tensor_data(t), t, nb, dle_dtype_size(t->dtype), leading_dim(t, nb)};
+  return (mats){dle_tensor_data(t), t, nb, dle_dtype_size(t->dtype), dle_matrix_ld(t, nb)};
 }
 
 static void *mat_at(const mats *m, int64_t b) {
   return m->base + (size_t)batch_offset(m->t, m->nb, b) * m->esize;
-}
-
-/* Whether BLAS can read or write t's matrices in place (see the file comment). */
-static bool rows_in_place(const dle_tensor *t, int nb) {
-  int64_t cols = t->sizes[nb + 1];
-  if (cols > 1 && t->strides[nb + 1] != 1) return false;
-  for (int d = 0; d < nb; d++)
-    if (t->strides[d] < 0) return false;
-  return leading_dim(t, nb) >= (cols > 1 ? cols : 1);
 }
 
 /* Threads for a loop over B batch elements; with more than one, OpenBLAS is set to one thread
@@ -295,10 +280,10 @@ static dle_status cpu_attention(dle_op op, dle_tensor *const *outs, dle_tensor *
   int nmat = op == DLE_OP_SDPA ? 3 : nin; /* the mask (4th input) has any strides */
   int nb = ins[0]->ndim - 2;
   for (int i = 0; i < nmat; i++)
-    if (ins[i]->dtype != o->dtype || ins[i]->ndim != nb + 2 || !rows_in_place(ins[i], nb))
+    if (ins[i]->dtype != o->dtype || ins[i]->ndim != nb + 2 || !dle_matrices_in_place(ins[i], nb))
       return dle_error("%s: the CPU kernel expects %s inputs with contiguous rows", fn, dle_dtype_name(o->dtype));
   for (int k = 0; k < dle_op_get_info(op)->nout; k++)
-    if (outs[k]->ndim != nb + 2 || !rows_in_place(outs[k], nb))
+    if (outs[k]->ndim != nb + 2 || !dle_matrices_in_place(outs[k], nb))
       return dle_error("%s: the CPU kernel expects outputs with contiguous rows", fn);
   if (nin > nmat && ins[3]->dtype != DLE_BOOL && ins[3]->dtype != o->dtype)
     return dle_error("%s: the CPU kernel expects a bool or %s mask", fn, dle_dtype_name(o->dtype));
