@@ -14,8 +14,7 @@
 
 /* An attention operand: t cast to dt, then expanded to {batch..., r, c} (its own last two dims).
  * The CPU kernel reads matrices where they lie when dle_matrices_in_place (engine/nn.h) says so;
- * only other layouts are copied. Other backends get contiguous
- * operands. */
+ * only other layouts are copied. Other backends get contiguous operands. */
 static dle_status prepare_matrices(dle_tensor **out, dle_tensor *t, int nb, const int64_t *batch,
                                    dle_dtype dt) {
   int64_t s[DLE_MAX_DIMS];
