@@ -345,21 +345,32 @@ typedef struct {
   dle_tensor *grad[2];    /* sum of the gradients received per output */
 } slot;
 
+/* A small graph's slots (and the work stacks below) live on the C stack: a backward through a
+ * handful of nodes should not pay for malloc, realloc and free on every call. */
+#define PASS_INLINE 32
+
 typedef struct {
-  slot *slots;
+  slot *slots;            /* inline, or malloc'ed once the graph outgrows it */
   int n, cap;
   uint64_t id;
+  slot inline_slots[PASS_INLINE];
 } pass;
+
+/* Grows an array that starts in caller-provided inline storage to hold 2x its capacity. */
+static void *grow(void *arr, const void *inline_arr, int cap, size_t elem) {
+  void *bigger = arr == inline_arr ? malloc(elem * (size_t)cap * 2) : realloc(arr, elem * (size_t)cap * 2);
+  if (bigger && arr == inline_arr) memcpy(bigger, arr, elem * (size_t)cap);
+  return bigger;
+}
 
 static uint64_t next_run = 1;
 
 static int slot_of(pass *p, dle_node *n) {
   if (n->run == p->id) return n->run_slot;
   if (p->n == p->cap) {
-    int cap = p->cap ? p->cap * 2 : 64;
-    slot *s = realloc(p->slots, sizeof *s * (size_t)cap);
+    slot *s = grow(p->slots, p->inline_slots, p->cap, sizeof *s);
     if (!s) return -1;
-    p->slots = s, p->cap = cap;
+    p->slots = s, p->cap *= 2;
   }
   n->run = p->id, n->run_slot = p->n;
   p->slots[p->n] = (slot){.node = n};
@@ -368,9 +379,8 @@ static int slot_of(pass *p, dle_node *n) {
 
 /* Discovers every node reachable from the roots and counts, per node, the edges that reach it. */
 static dle_status discover(pass *p, dle_node *const *roots, int nroots) {
-  int cap = 64, top = 0;
-  dle_node **stack = malloc(sizeof *stack * (size_t)cap);
-  if (!stack) return dle_error("backward: out of memory");
+  dle_node *inline_stack[PASS_INLINE], **stack = inline_stack;
+  int cap = PASS_INLINE, top = 0;
   for (int r = 0; r < nroots; r++) {
     if (!roots[r] || roots[r]->run == p->id) continue;
     if (slot_of(p, roots[r]) < 0) goto oom;
@@ -386,7 +396,7 @@ static dle_status discover(pass *p, dle_node *const *roots, int nroots) {
         p->slots[s].deps++;
         if (seen) continue;
         if (top == cap) {
-          dle_node **bigger = realloc(stack, sizeof *stack * (size_t)cap * 2);
+          dle_node **bigger = grow(stack, inline_stack, cap, sizeof *stack);
           if (!bigger) goto oom;
           stack = bigger, cap *= 2;
         }
@@ -394,10 +404,10 @@ static dle_status discover(pass *p, dle_node *const *roots, int nroots) {
       }
     }
   }
-  free(stack);
+  if (stack != inline_stack) free(stack);
   return DLE_OK;
 oom:
-  free(stack);
+  if (stack != inline_stack) free(stack);
   return dle_error("backward: out of memory");
 }
 
@@ -579,7 +589,8 @@ dle_status dle_backward(int nroots, dle_tensor *const *roots, dle_tensor *const 
   }
   capture cap = {ninputs, inputs, input_grads};
   bool was = dle_set_grad_enabled(create_graph);
-  pass p = {.id = next_run++};
+  pass p = {.id = next_run++, .cap = PASS_INLINE};
+  p.slots = p.inline_slots;
   dle_node *root_nodes[64];
   dle_node **rn = nroots <= 64 ? root_nodes : malloc(sizeof *rn * (size_t)nroots);
   dle_status st = rn ? DLE_OK : dle_error("backward: out of memory");
@@ -596,9 +607,10 @@ dle_status dle_backward(int nroots, dle_tensor *const *roots, dle_tensor *const 
   }
 
   /* ready stack: nodes all of whose consumers have sent their gradients */
-  int *ready = st == DLE_OK ? malloc(sizeof *ready * (size_t)(p.n ? p.n : 1)) : NULL;
+  int inline_ready[PASS_INLINE];
+  int *ready = p.n <= PASS_INLINE ? inline_ready : malloc(sizeof *ready * (size_t)p.n);
   int top = 0;
-  if (st == DLE_OK && !ready) st = dle_error("backward: out of memory");
+  if (!ready) st = dle_error("backward: out of memory");
   for (int s = 0; st == DLE_OK && s < p.n; s++)
     if (p.slots[s].deps == 0) ready[top++] = s;
   while (st == DLE_OK && top > 0) {
@@ -637,8 +649,8 @@ dle_status dle_backward(int nroots, dle_tensor *const *roots, dle_tensor *const 
     dle_tensor_release(p.slots[s].grad[1]);
     p.slots[s].node->run = 0;
   }
-  free(ready);
-  free(p.slots);
+  if (ready != inline_ready) free(ready);
+  if (p.slots != p.inline_slots) free(p.slots);
   if (rn != root_nodes) free(rn);
   dle_set_grad_enabled(was);
   if (st != DLE_OK)

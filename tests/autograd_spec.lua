@@ -129,6 +129,20 @@ describe("autograd engine", function()
     assert_close({1.75, 4}, dle.grad(z, {x})[1])
   end)
 
+  it("graphs longer and wider than the backward pass's inline buffers (32 nodes) give exact gradients", function()
+    -- a chain of 100 nodes: y = x * 1.01^100, so dy/dx = 1.01^100
+    local x = leaf({2})
+    local y = x
+    for _ = 1, 100 do y = y * 1.01 end
+    assert_close({1.01 ^ 100}, dle.grad(y:sum(), {x})[1])
+    -- 70 branches off one leaf joined by a sum: d/dx sum_k (k*x) = sum_k k
+    local terms = {}
+    for k = 1, 70 do terms[k] = x * k end
+    local s = terms[1]
+    for k = 2, 70 do s = s + terms[k] end
+    assert_close({70 * 71 / 2}, dle.grad(s:sum(), {x})[1])
+  end)
+
   it("retain_graph allows a second backward; without it the second one is a clear error", function()
     local x = leaf({2})
     local y = (x:exp() * x):sum()
