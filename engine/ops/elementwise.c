@@ -50,8 +50,33 @@ static dle_status unalias(dle_tensor *out, dle_tensor **in) {
   return DLE_OK;
 }
 
+/* The common case of a training step's small ops: no output given, every input of one dtype and
+ * one shape, and the op computes in that dtype. Such an op needs neither broadcasting nor casts,
+ * which are most of its cost on a handful of elements. Sets the result's dtype when it applies. */
+static bool plain_operands(dle_op op, dle_tensor *const *ins, int nin, const dle_attrs *a,
+                           dle_dtype *out_dt) {
+  const dle_tensor *x = ins[0];
+  if (op == DLE_OP_WHERE || op == DLE_OP_FLOOR || op == DLE_OP_CEIL || op == DLE_OP_ROUND) return false;
+  for (int i = 1; i < nin; i++)
+    if (ins[i]->dtype != x->dtype || !dle_shape_equal(x->ndim, x->sizes, ins[i]->ndim, ins[i]->sizes))
+      return false;
+  if (dle_op_get_info(op)->kind == DLE_KIND_COMPARE) {
+    *out_dt = DLE_BOOL;
+    return true;
+  }
+  *out_dt = compute_dtype(op, x->dtype, a);
+  return *out_dt == x->dtype;
+}
+
 dle_status dle_forward_elementwise(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                                    const dle_attrs *a) {
+  dle_dtype plain_dt;
+  if (!outs[0] && plain_operands(op, ins, nin, a, &plain_dt)) {
+    DLE_TRY(dle_tensor_empty(&outs[0], ins[0]->ndim, ins[0]->sizes, plain_dt, dle_tensor_device(ins[0])));
+    dle_status st = dle_dispatch(op, outs, 1, ins, nin, a);
+    if (st != DLE_OK) DLE_RELEASE(outs[0]);
+    return st;
+  }
   const dle_op_info *info = dle_op_get_info(op);
   const char *fn = info->name;
   int first = op == DLE_OP_WHERE;  /* where's condition is not promoted */
