@@ -38,9 +38,9 @@ end
 --- Calls body until the memory it keeps in use is in its steady state, as bench_ref's and
 -- PyTorch's already are (they reuse one output): before that dle's loop maps fresh memory, whose
 -- first-touch page faults (hundreds of ms for 64 MB under virtualisation) would land in the timed
--- repetitions. Results pile up as garbage until a full collection (bindings/lua_core.c: when
--- native memory reaches twice the live memory, at least 64 MB; 250 calls for a 256 KB result),
--- after which the allocator reuses the freed blocks. So: stop once memory has grown by less than
+-- repetitions. Results pile up as garbage until a full collection (bindings/lua_core.c: once
+-- native memory has grown by a quarter of the live memory, at least 64 MB; 250 calls for a 256 KB
+-- result), after which the allocator reuses the freed blocks. So: stop once memory has grown by less than
 -- 64 KiB a call for 3 calls (nothing, or next to nothing, piles up) or after 2 collections (the
 -- first one's interval may be left over from the previous figure), within 4096 calls and 3 s.
 -- The former rule (until the all-time peak stops growing, at most 16 calls) stopped early when
