@@ -99,11 +99,13 @@ project("test_engine")
   files({"tests/c/*.c"})
   links({"dle_engine", "openblas", "z", "m", "dl"})
 
--- The C reference of scripts/bench: raw cblas_sgemm and STREAM-style copy/triad loops.
+-- The C reference of scripts/bench: raw cblas_sgemm, STREAM-style copy/triad loops, and Lua's
+-- own cost of one finalized userdata (the floor under a tensor-returning op).
 project("bench_ref")
   kind("ConsoleApp")
   location(B)
   targetdir(B .. "/bin")
   objdir(B .. "/obj/bench_ref")
   files({"bench/ref/*.c"})
-  links({"openblas", "m"})
+  buildoptions({lua_cflags})
+  links({"openblas", "lua5.4", "m"})

@@ -1,5 +1,6 @@
 --- bench/entries_overhead.lua — fixed costs: one op on 1-element tensors and a tiny autograd
--- graph (microseconds per call, vs PyTorch), and start-up time of `scripts/dle -e 'require "dle"'`
+-- graph (microseconds per call, vs PyTorch; one op also vs Lua's own cost of a finalized userdata, from
+-- bench_ref), and start-up time of `scripts/dle -e 'require "dle"'`
 -- (milliseconds of wall time, vs a bare `lua5.4 -e ''` and `python3 -c 'import torch'`), measured
 -- as whole processes, so independent of the thread setting.
 return function(ctx)
@@ -13,7 +14,9 @@ return function(ctx)
         local a, b = dle.ones(1), dle.ones(1)
         return function() return a + b end
       end,
-      refs = {{kind = "torch", label = "PyTorch", setup = "a = torch.ones(1)\nb = torch.ones(1)", body = "c = a + b"}},
+      refs = {{kind = "torch", label = "PyTorch", setup = "a = torch.ones(1)\nb = torch.ones(1)", body = "c = a + b"},
+              -- what Lua 5.4 alone charges for the userdata (with finalizer) any new tensor needs
+              {kind = "c", label = "Lua floor: 1 userdata + __gc", task = "lua_object:1"}},
     },
     {
       key = "autograd_tiny",

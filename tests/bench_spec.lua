@@ -46,8 +46,8 @@ end
 describe("bench_ref (the C reference)", function()
   local exe = build .. "/bin/bench_ref"
 
-  it("prints `task median min max iterations unit` for sgemm, transposed sgemm, copy and triad", function()
-    local out, err, status = run(q(exe) .. " --threads 1 --reps 5 --target 0.001 sgemm:64:48:32 sgemm_tn:32:48:16 copy:100000 triad:100000")
+  it("prints `task median min max iterations unit` for sgemm, transposed sgemm, copy, triad and the Lua floor", function()
+    local out, err, status = run(q(exe) .. " --threads 1 --reps 5 --target 0.001 sgemm:64:48:32 sgemm_tn:32:48:16 copy:100000 triad:100000 lua_object:1")
     assert.are.equal(0, status, err)
     local units = {}
     for line in out:gmatch("[^\n]+") do
@@ -60,7 +60,7 @@ describe("bench_ref (the C reference)", function()
       end
     end
     assert.are.same({["sgemm:64:48:32"] = "GFLOP/s", ["sgemm_tn:32:48:16"] = "GFLOP/s", ["copy:100000"] = "GB/s",
-                     ["triad:100000"] = "GB/s"}, units)
+                     ["triad:100000"] = "GB/s", ["lua_object:1"] = "us"}, units)
   end)
 
   it("reports a bad task and a bad option instead of crashing", function()

@@ -8,8 +8,10 @@
  *          sgemm_tn:M:N:K   C{M,N} = A^T B with A stored {K,M} (CblasTrans) -> GFLOP/s
  *          copy:N           c[i] = a[i]                                    -> GB/s (2*4*N bytes)
  *          triad:N          a[i] = b[i] + s*c[i]                           -> GB/s (3*4*N bytes)
+ *          lua_object:1     Lua 5.4 making one userdata with a __gc finalizer from C and
+ *                           leaving it to the collector (lua_floor.c)      -> us per object
  * Prints one line per task: `TASK median min max iterations UNIT` (rates: min is the slowest
- * repetition), or `TASK error MESSAGE`. Bytes are counted as STREAM counts them (no
+ * repetition; times: min is the fastest), or `TASK error MESSAGE`. Bytes are counted as STREAM counts them (no
  * write-allocate traffic), and so are dle's bandwidth figures. */
 #include <cblas.h>
 #include <omp.h>
@@ -17,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "lua_floor.h"
 
 #define MAX_REPS 101
 
@@ -113,12 +117,20 @@ static void report(const char *task, long iters, const double *per, int reps, do
   fflush(stdout);
 }
 
+/* Times: the median, fastest and slowest repetition of `per_op` seconds, scaled to microseconds. */
+static void report_us(const char *task, long iters, const double *per, int reps, double ops_per_iter) {
+  double med = reps % 2 ? per[reps / 2] : 0.5 * (per[reps / 2 - 1] + per[reps / 2]);
+  double k = 1e6 / ops_per_iter;
+  printf("%s %.6g %.6g %.6g %ld us\n", task, med * k, per[0] * k, per[reps - 1] * k, iters);
+  fflush(stdout);
+}
+
 static int run_task(const char *task, double target, int reps) {
   char kind[16];
   long x = 0, y = 0, z = 0;
   double per[MAX_REPS];
   if (sscanf(task, "%15[a-z_]:%ld:%ld:%ld", kind, &x, &y, &z) < 2 || x < 1) {
-    printf("%s error bad task (expected sgemm:M:N:K, sgemm_tn:M:N:K, copy:N or triad:N)\n", task);
+    printf("%s error bad task (expected sgemm:M:N:K, sgemm_tn:M:N:K, copy:N, triad:N or lua_object:1)\n", task);
     return 1;
   }
   if (!strcmp(kind, "sgemm") || !strcmp(kind, "sgemm_tn")) {
@@ -150,6 +162,17 @@ static int run_task(const char *task, double target, int reps) {
     }
     free(s.a), free(s.b), free(s.c);
     return !ok;
+  }
+  if (!strcmp(kind, "lua_object")) {
+    lua_floor *f = lua_floor_new();
+    if (!f) {
+      printf("%s error Lua failed to start\n", task);
+      return 1;
+    }
+    long it = measure((job){lua_floor_run, f}, target, reps, per);
+    report_us(task, it, per, reps, LUA_FLOOR_BATCH);
+    lua_floor_free(f);
+    return 0;
   }
   printf("%s error unknown task kind %s\n", task, kind);
   return 1;
