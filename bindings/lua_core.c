@@ -352,6 +352,13 @@ static int core_memory_stats(lua_State *L) {
   return 1;
 }
 
+/* dle.reset_peak_memory_stats(): the next peak counts from the bytes live now. */
+static int core_reset_peak(lua_State *L) {
+  (void)L;
+  dle_memory_reset_peak();
+  return 0;
+}
+
 /* dle.empty_cache(): returns the cached blocks to the system. */
 static int core_empty_cache(lua_State *L) {
   dle_empty_cache();
@@ -401,6 +408,7 @@ int luaopen_dle_native(lua_State *L) {
       {"memory_peak", core_memory_peak},
       {"memory_stats", core_memory_stats},
       {"empty_cache", core_empty_cache},
+      {"reset_peak_memory_stats", core_reset_peak},
       {"set_cache_limit", core_set_cache_limit},
       {"time", core_time},
       {"set_num_threads", core_set_num_threads},

@@ -171,6 +171,11 @@ void dle_set_cache_limit(size_t nbytes) {
 
 size_t dle_memory_allocated(void) { return __atomic_load_n(&allocated, __ATOMIC_RELAXED); }
 size_t dle_memory_peak(void) { return __atomic_load_n(&peak, __ATOMIC_RELAXED); }
+void dle_memory_reset_peak(void) {
+  lock();
+  peak = allocated;
+  unlock();
+}
 size_t dle_memory_cached(void) {
   lock();
   size_t n = cached_bytes;

@@ -149,6 +149,8 @@ static inline void dle_tensor_bump_version(dle_tensor *t) { t->storage->version+
  * the growth to pace Lua's garbage collector. */
 size_t dle_memory_allocated(void);
 size_t dle_memory_peak(void);
+/* Starts a new peak from the bytes live now (to measure one phase's high-water mark). */
+void dle_memory_reset_peak(void);
 /* Freed CPU blocks are cached per size class for reuse (at most 1 GiB unless changed). */
 size_t dle_memory_cached(void);
 void dle_empty_cache(void);

@@ -142,6 +142,37 @@ describe("memory", function()
     assert.has_error(function() dle.set_cache_limit(-1) end)
   end)
 
+  it("reset_peak_memory_stats starts the peak from the bytes live now", function()
+    local keep = dle.empty(N1MB)
+    do local t <close> = dle.empty(2 * N1MB) end
+    dle.reset_peak_memory_stats()
+    local s = dle.memory_stats()
+    assert.are.equal(s.allocated, s.peak)
+    do local t <close> = dle.empty(N1MB) end
+    assert.are.equal(s.allocated + MB, dle.memory_stats().peak)
+    assert.is_true(keep:numel() > 0)
+  end)
+
+  it("backward through matmul reads its saved operands in place: it allocates the gradients, no copies", function()
+    local n = 256                       -- every {n, n} float32 tensor is 256 KB
+    local block = n * n * 4
+    local x = dle.randn(n, n):requires_grad_()
+    local w = dle.randn(n, n):requires_grad_()
+    local c = dle.randn(n, n)
+    local loss = (x:matmul(w) * c):sum()
+    full_gc()
+    dle.reset_peak_memory_stats()
+    local base = allocated()
+    loss:backward()
+    -- the product's gradient (freed once used) takes the place of the saved product (freed after
+    -- its node runs), then dx = g w^T and dw = x^T g: two blocks at the peak. A contiguous copy of
+    -- x, w or either transpose would make it three.
+    local grew = dle.memory_stats().peak - base
+    assert.is_true(grew >= 2 * block and grew < 2 * block + 64 * 1024,
+                   string.format("backward's peak grew by %.2f blocks of 256 KB", grew / block))
+    assert.are.equal(base + block, allocated())   -- + 2 gradients - the saved product
+  end)
+
   it("in-place ops do not allocate", function()
     local t = dle.zeros(N1MB)
     local base = allocated()
