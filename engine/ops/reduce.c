@@ -250,9 +250,11 @@ static dle_status unsqueeze_reduced(dle_tensor **out, dle_tensor *g, const dle_a
 /* g broadcast back over the reduced elements (the input's shape). */
 static dle_status spread(dle_tensor **out, dle_tensor *g, const dle_attrs *a, int ndim,
                          const int64_t *sizes) {
+  *out = NULL;
+  /* a full reduction's 0-dim g, or a keepdim g, broadcasts as it is: no reshape first */
+  if (g->ndim == 0 || g->ndim == ndim) return dle_expand(out, g, ndim, sizes);
   dle_tensor *u = NULL;
   DLE_TRY(unsqueeze_reduced(&u, g, a, ndim, sizes));
-  *out = NULL;
   dle_status st = dle_expand(out, u, ndim, sizes);
   dle_tensor_release(u);
   return st;

@@ -783,7 +783,10 @@ static dle_status cpu_reduce(dle_op op, dle_tensor *const *outs, dle_tensor *con
   int slots = par && !split ? nt : 1;
   size_t work = red_slot_bytes(job.pl.blk) * 4;
   size_t scratch = split ? red_slot_bytes(job.pl.blk) * 2 * (size_t)nt : 0;
-  char *raw = malloc(work * (size_t)slots + scratch + 128);
+  /* accumulators of a few outputs (a full reduction has one) fit on the stack: no malloc per op */
+  char small[1024];
+  size_t need = work * (size_t)slots + scratch + 128;
+  char *raw = need <= sizeof small ? small : malloc(need);
   if (!raw) return dle_error("%s: out of memory for the accumulators of %lld outputs", fn, (long long)job.pl.blk);
   char *mem = raw + (128 - (uintptr_t)raw % 128);
   if (!par || split) {
@@ -802,7 +805,7 @@ static dle_status cpu_reduce(dle_op op, dle_tensor *const *outs, dle_tensor *con
       red_chunk_run(&job, i, (double *)(mem + work * (size_t)t), NULL);
     }
   }
-  free(raw);
+  if (raw != small) free(raw);
   return DLE_OK;
 }
 
