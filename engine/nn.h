@@ -81,9 +81,9 @@ dle_status dle_sdpa(dle_tensor **out, dle_tensor **probs, dle_tensor *q, dle_ten
 dle_status dle_sdpa_score_grad(dle_tensor **out, dle_tensor *gout, dle_tensor *v, dle_tensor *probs,
                                double scale);
 /* The fused backward of sdpa (no mask gradient): with dS the score gradient above,
- * dq = dS k {..., L, E} and dkv = [dS^T q | probs^T gout] {..., S, E + Ev}. */
-dle_status dle_sdpa_backward(dle_tensor **dq, dle_tensor **dkv, dle_tensor *gout, dle_tensor *q,
-                             dle_tensor *k, dle_tensor *v, dle_tensor *probs, double scale);
+ * dq = dS k {..., L, E}, dk = dS^T q {..., S, E} and dv = probs^T gout {..., S, Ev}. */
+dle_status dle_sdpa_backward(dle_tensor **dq, dle_tensor **dk, dle_tensor **dv, dle_tensor *gout,
+                             dle_tensor *q, dle_tensor *k, dle_tensor *v, dle_tensor *probs, double scale);
 
 #ifdef __cplusplus
 }

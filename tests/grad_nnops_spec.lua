@@ -149,10 +149,17 @@ describe("sdpa gradients", function()
     assert.is_false(q:is_contiguous())
     local _, p = dle.sdpa(q, k, v, {scale = 0.6})
     local gt = g:transpose(2, 3):contiguous():transpose(2, 3) -- a strided gradient too
-    local dq, dkv = gt:sdpa_backward(q, k, v, p, 0.6)
-    local dq2, dkv2 = g:sdpa_backward(q:contiguous(), k:contiguous(), v:contiguous(), p, 0.6)
+    local dq, dk, dv = gt:sdpa_backward(q, k, v, p, 0.6)
+    local dq2, dk2, dv2 = g:sdpa_backward(q:contiguous(), k:contiguous(), v:contiguous(), p, 0.6)
     H.assert_close(dq, dq2:totable(), {rtol = 1e-12, atol = 1e-12})
-    H.assert_close(dkv, dkv2:totable(), {rtol = 1e-12, atol = 1e-12})
+    H.assert_close(dk, dk2:totable(), {rtol = 1e-12, atol = 1e-12})
+    H.assert_close(dv, dv2:totable(), {rtol = 1e-12, atol = 1e-12})
+    -- each gradient is laid out like its input: the heads of dk and dv merge back into a
+    -- {B, T, H*E} view without a copy
+    for _, d in ipairs({dq, dk, dv}) do
+      local merged = d:transpose(2, 3):view(B, T, Hh * E)
+      assert.are.same({B, T, Hh * E}, merged:shape())
+    end
   end)
 
   it("a fully masked query row has zero output and zero gradient (gradcheck passes)", function()
@@ -166,7 +173,7 @@ describe("sdpa gradients", function()
     check(function(g, v, p_) return g:sdpa_score_grad(v, p_, 0.6) end, {randn({2, 3, 2}, 101), randn({2, 4, 2}, 102), p})
   end)
 
-  it("gradcheck of sdpa_backward (dq and [dk | dv]) in all five inputs, with broadcast batch dims", function()
+  it("gradcheck of sdpa_backward (dq, dk and dv) in all five inputs, with broadcast batch dims", function()
     local p = dle.randn(2, 3, 4, F64):softmax(-1)
     check(function(g, q, k, v, p_) return g:sdpa_backward(q, k, v, p_, 0.6) end,
           {randn({2, 3, 2}, 131), randn({2, 3, 5}, 132), randn({1, 4, 5}, 133), randn({2, 4, 2}, 134), p})
@@ -175,10 +182,11 @@ describe("sdpa gradients", function()
   it("sdpa_backward equals the score gradient followed by the three products", function()
     local g, q, k, v = randn({2, 3, 2}, 141), randn({2, 3, 5}, 142), randn({2, 4, 5}, 143), randn({2, 4, 2}, 144)
     local _, p = dle.sdpa(q, k, v, {scale = 0.6})
-    local dq, dkv = g:sdpa_backward(q, k, v, p, 0.6)
+    local dq, dk, dv = g:sdpa_backward(q, k, v, p, 0.6)
     local ds = g:sdpa_score_grad(v, p, 0.6)
     H.assert_close(dq, ds:matmul(k):totable())
-    H.assert_close(dkv, dle.cat({ds:transpose(-2, -1):matmul(q), p:transpose(-2, -1):matmul(g)}, 3):totable())
+    H.assert_close(dk, ds:transpose(-2, -1):matmul(q):totable())
+    H.assert_close(dv, p:transpose(-2, -1):matmul(g):totable())
   end)
 
   it("double backward of sdpa (causal, and with a float mask)", function()

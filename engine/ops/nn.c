@@ -226,7 +226,7 @@ static dle_status forward_score_grad(dle_op op, dle_tensor **outs, dle_tensor *c
 }
 
 /* gout {..., L, Ev}, q {..., L, E}, k {..., S, E}, v {..., S, Ev}, probs {..., L, S} ->
- * {..., L, E}, {..., S, E + Ev} */
+ * {..., L, E}, {..., S, E}, {..., S, Ev} */
 static dle_status forward_sdpa_backward(dle_op op, dle_tensor **outs, dle_tensor *const *ins,
                                         const dle_attrs *a) {
   const char *fn = op_name(op);
@@ -243,16 +243,17 @@ static dle_status forward_sdpa_backward(dle_op op, dle_tensor **outs, dle_tensor
   int nb;
   int64_t batch[DLE_MAX_DIMS];
   DLE_TRY(batch_of(fn, ins, 5, &nb, batch));
-  out_shapes o = {.nout = 2};
+  out_shapes o = {.nout = 3};
   set_batched(&o, 0, nb, batch, L, E);
-  set_batched(&o, 1, nb, batch, S, E + Ev);
+  set_batched(&o, 1, nb, batch, S, E);
+  set_batched(&o, 2, nb, batch, S, Ev);
   dle_dtype rdt = DLE_BOOL;
   for (int i = 0; i < 5; i++) rdt = i ? dle_promote(rdt, ins[i]->dtype) : ins[i]->dtype;
   rdt = result_dtype(rdt);
   dle_dtype cdt = compute_dtype(rdt);
   dle_tensor *cin[5];
   for (int i = 0; i < 5; i++) prepare_matrices(&cin[i], ins[i], nb, batch, cdt);
-  o.like[0] = cin[1], o.like[1] = cin[2]; /* dq like q, [dk | dv] like k */
+  o.like[0] = cin[1], o.like[1] = cin[2], o.like[2] = cin[3]; /* dq like q, dk like k, dv like v */
   return run(op, outs, &o, cin, 5, a, cdt, rdt, dle_tensor_device(q));
 }
 
@@ -361,12 +362,12 @@ dle_status dle_sdpa_score_grad(dle_tensor **out, dle_tensor *gout, dle_tensor *v
   return dle_op_call(DLE_OP_SDPA_SCORE_GRAD, out, ins, 3, &a);
 }
 
-dle_status dle_sdpa_backward(dle_tensor **dq, dle_tensor **dkv, dle_tensor *gout, dle_tensor *q,
-                             dle_tensor *k, dle_tensor *v, dle_tensor *probs, double scale) {
+dle_status dle_sdpa_backward(dle_tensor **dq, dle_tensor **dk, dle_tensor **dv, dle_tensor *gout,
+                             dle_tensor *q, dle_tensor *k, dle_tensor *v, dle_tensor *probs, double scale) {
   dle_attrs a = {0};
   a.f[0] = scale;
-  dle_tensor *ins[5] = {gout, q, k, v, probs}, *outs[2] = {*dq, *dkv};
+  dle_tensor *ins[5] = {gout, q, k, v, probs}, *outs[3] = {*dq, *dk, *dv};
   DLE_TRY(dle_op_call(DLE_OP_SDPA_BACKWARD, outs, ins, 5, &a));
-  *dq = outs[0], *dkv = outs[1];
+  *dq = outs[0], *dk = outs[1], *dv = outs[2];
   return DLE_OK;
 }

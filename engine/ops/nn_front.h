@@ -70,9 +70,9 @@ static inline dle_status empty_laid_out_like(dle_tensor **out, int ndim, const i
 /* Result shapes of one call. */
 typedef struct {
   int nout;
-  int ndim[2];
-  int64_t sizes[2][DLE_MAX_DIMS];
-  const dle_tensor *like[2]; /* lay output k out like this tensor (NULL: row-major) */
+  int ndim[DLE_MAX_OUTS];
+  int64_t sizes[DLE_MAX_OUTS][DLE_MAX_DIMS];
+  const dle_tensor *like[DLE_MAX_OUTS]; /* lay output k out like this tensor (NULL: row-major) */
 } out_shapes;
 
 static inline void set_shape(out_shapes *o, int k, int ndim, const int64_t *sizes) {
@@ -92,7 +92,7 @@ static inline dle_status run(dle_op op, dle_tensor **outs, const out_shapes *o, 
       st = dle_error("%s: result of shape %s cannot be written into an output of shape %s", fn,
                      dle_shape_str(buf, sizeof buf, o->ndim[k], o->sizes[k]), SHAPE(outs[k]));
     }
-  dle_tensor *r[2] = {NULL, NULL};
+  dle_tensor *r[DLE_MAX_OUTS] = {NULL};
   for (int i = 0; i < nin && st == DLE_OK; i++)
     if (!cin[i]) st = DLE_ERR;  /* the cast or copy that failed has set the message */
   for (int k = 0; k < o->nout && st == DLE_OK; k++)

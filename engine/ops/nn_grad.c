@@ -196,12 +196,6 @@ static dle_tensor *to_input(scope *s, dle_node *n, int i, dle_tensor *g) {
   return g ? sum_to(s, g, dle_node_input_ndim(n, i), dle_node_input_sizes(n, i)) : NULL;
 }
 
-/* the last dim of t, from start, len long (a view) */
-static dle_tensor *narrow_last(scope *s, dle_tensor *t, int64_t start, int64_t len) {
-  dle_tensor *r = NULL;
-  return ok(s) && t ? keep(s, dle_narrow(&r, t, t->ndim - 1, start, len), &r) : NULL;
-}
-
 static dle_status vjp_sdpa(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
   if (!gout[0] && !gout[1]) return DLE_OK;
   const dle_attrs *a = dle_node_attrs(n);
@@ -212,14 +206,10 @@ static dle_status vjp_sdpa(dle_node *n, dle_tensor *const *gout, dle_tensor **gi
   dle_tensor *q = dle_node_input(n, 0), *k = dle_node_input(n, 1), *v = dle_node_input(n, 2);
   dle_tensor *p = dle_node_output(n, 1), *ds = NULL;
   if (gout[0] && !gout[1] && !mask_grad) { /* the common case: one fused kernel for dq, dk, dv */
-    dle_tensor *r[2] = {NULL, NULL};
-    if (dle_op_call(DLE_OP_SDPA_BACKWARD, r, (dle_tensor *[]){gout[0], q, k, v, p}, 5, a) != DLE_OK)
+    dle_tensor *d[3] = {NULL, NULL, NULL};
+    if (dle_op_call(DLE_OP_SDPA_BACKWARD, d, (dle_tensor *[]){gout[0], q, k, v, p}, 5, a) != DLE_OK)
       return DLE_ERR;
-    keep(&s, DLE_OK, &r[0]);
-    keep(&s, DLE_OK, &r[1]);
-    int64_t e = q->sizes[q->ndim - 1], ev = v->sizes[v->ndim - 1];
-    /* dk and dv are views of one buffer: whatever consumes them copies only if it must */
-    dle_tensor *d[3] = {r[0], narrow_last(&s, r[1], 0, e), narrow_last(&s, r[1], e, ev)};
+    for (int i = 0; i < 3; i++) keep(&s, DLE_OK, &d[i]);
     for (int i = 0; i < 3; i++)
       if (dle_node_needs_grad(n, i) && ok(&s)) gin[i] = give(&s, to_input(&s, n, i, d[i]));
     return scope_end(&s, gin, dle_node_num_inputs(n));
@@ -308,17 +298,16 @@ static dle_status jvp_score_grad(dle_op op, const dle_attrs *a, dle_tensor *cons
   return scope_end(&s, tout, 1);
 }
 
-/* sdpa_backward(gout, q, k, v, P) = (D k, [D^T q | P^T gout]) with D = score_grad(gout, v, P).
- * Its adjoint at (Gq, [Gk | Gv]): through D with H = Gq k^T + q Gk^T (score_grad_adjoint), plus
+/* sdpa_backward(gout, q, k, v, P) = (D k, D^T q, P^T gout) with D = score_grad(gout, v, P).
+ * Its adjoint at (Gq, Gk, Gv): through D with H = Gq k^T + q Gk^T (score_grad_adjoint), plus
  * d k = D^T Gq, d q = D Gk, d P = gout Gv^T, d gout = P Gv. */
 static dle_status vjp_sdpa_backward(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
-  if (!gout[0] && !gout[1]) return DLE_OK;
+  if (!gout[0] && !gout[1] && !gout[2]) return DLE_OK;
   double sc = dle_node_attrs(n)->f[0];
   scope s = {.n = 0};
   dle_tensor *go = dle_node_input(n, 0), *q = dle_node_input(n, 1), *k = dle_node_input(n, 2);
   dle_tensor *v = dle_node_input(n, 3), *p = dle_node_input(n, 4);
-  int64_t e = q->sizes[q->ndim - 1], ev = v->sizes[v->ndim - 1];
-  dle_tensor *gq = gout[0], *gk = narrow_last(&s, gout[1], 0, e), *gv = narrow_last(&s, gout[1], e, ev);
+  dle_tensor *gq = gout[0], *gk = gout[1], *gv = gout[2];
   dle_tensor *ds = score_grad(&s, go, v, p, dle_node_attrs(n), sc);
   dle_tensor *h = gq ? mm(&s, gq, tr(&s, k)) : NULL, *d[5] = {NULL, NULL, NULL, NULL, NULL};
   if (gk) h = add_opt(&s, h, mm(&s, q, tr(&s, gk)));
@@ -345,21 +334,11 @@ static dle_status jvp_sdpa_backward(dle_op op, const dle_attrs *a, dle_tensor *c
   if (tin[1]) tk = add_opt(&s, tk, mm(&s, tr(&s, ds), tin[1]));
   if (tin[4]) tv = mm(&s, tr(&s, tin[4]), go);
   if (tin[0]) tv = add_opt(&s, tv, mm(&s, tr(&s, p), tin[0]));
+  (void)outs; /* a missing tangent is zero; one that broadcasts is expanded by the engine */
   tout[0] = give(&s, tq);
-  if (tk || tv) { /* [tk | tv], zeros for a missing half */
-    int64_t e = q->sizes[q->ndim - 1], sz[DLE_MAX_DIMS];
-    int nd = outs[1]->ndim;
-    memcpy(sz, outs[1]->sizes, sizeof sz);
-    dle_tensor *half[2] = {tk, tv}, *c = NULL;
-    for (int h = 0; h < 2 && ok(&s); h++) {
-      dle_tensor *t = NULL;
-      sz[nd - 1] = h ? outs[1]->sizes[nd - 1] - e : e;
-      if (!half[h]) half[h] = keep(&s, dle_zeros(&t, nd, sz, outs[1]->dtype), &t);
-      else half[h] = keep(&s, dle_expand(&t, half[h], nd, sz), &t);
-    }
-    if (ok(&s)) tout[1] = give(&s, keep(&s, dle_cat(&c, half, 2, nd - 1), &c));
-  }
-  return scope_end(&s, tout, 2);
+  tout[1] = give(&s, tk);
+  tout[2] = give(&s, tv);
+  return scope_end(&s, tout, 3);
 }
 
 void dle_grad_register_nn(dle_grad_rule *r) {
