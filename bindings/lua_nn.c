@@ -74,11 +74,14 @@ static int l_dropout(lua_State *L) {
   return 1;
 }
 
-/* sdpa(q, k, v, {mask, causal, scale}) -> out, probs */
+/* sdpa(q, k, v, {mask, causal, scale}) -> out, probs; or sdpa(qkv, {...}) with q, k, v packed in
+ * one tensor {3, ..., T, E} */
 static int l_sdpa(lua_State *L) {
-  dle_tensor *q = dle_lua_check(L, 1), *k = dle_lua_check(L, 2), *v = dle_lua_check(L, 3);
+  dle_tensor *q = dle_lua_check(L, 1), *k = NULL, *v = NULL;
   dle_tensor *mask = NULL, *out = NULL, *probs = NULL;
-  int opts = opts_at(L, 4, "sdpa");
+  bool packed = !dle_lua_opt(L, 2);
+  if (!packed) k = dle_lua_check(L, 2), v = dle_lua_check(L, 3);
+  int opts = opts_at(L, packed ? 2 : 4, "sdpa");
   bool causal = false;
   double scale = q->ndim > 0 && q->sizes[q->ndim - 1] > 0 ? 1 / sqrt((double)q->sizes[q->ndim - 1]) : 1;
   if (opts) {
@@ -91,7 +94,8 @@ static int l_sdpa(lua_State *L) {
     lua_pop(L, 1);
     scale = num_field(L, opts, "sdpa", "scale", scale);
   }
-  DLE_LUA_TRY(L, dle_sdpa(&out, &probs, q, k, v, mask, causal, scale));
+  if (packed) DLE_LUA_TRY(L, dle_sdpa_packed(&out, &probs, q, mask, causal, scale));
+  else DLE_LUA_TRY(L, dle_sdpa(&out, &probs, q, k, v, mask, causal, scale));
   dle_lua_push(L, out);
   dle_lua_push(L, probs);
   return 2;
