@@ -1,6 +1,7 @@
 --- dle.nn.MultiheadAttention and dle.nn.functional.scaled_dot_product_attention, built on the fused
 -- attention op dle.sdpa (scores, mask, softmax and the value product in one C kernel per batch
--- element; a fused backward). Requiring this module registers both into dle.nn:
+-- element; a fused backward; dle.sdpa(qkv, opts) with q, k, v packed {3, ..., T, E} for
+-- self-attention). Requiring this module registers both into dle.nn:
 --   local attn = dle.nn.MultiheadAttention(128, 4, {causal = true})
 --   local y = attn(x)                                  -- x {B, T, 128} -> y {B, T, 128}
 --   local o = dle.nn.functional.scaled_dot_product_attention(q, k, v, {causal = true})
