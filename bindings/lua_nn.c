@@ -8,7 +8,7 @@
  * The backward ops are tensor methods of the gradient, named like the ops (so every op of the
  * table is reachable from Lua): gy:cross_entropy_backward(logits, targets, lse, opts),
  * gy:embedding_backward(indices, V, opts), gout:sdpa_score_grad(v, probs, scale),
- * gout:sdpa_backward(q, k, v, probs, scale) -> dq, [dk | dv]. */
+ * gout:sdpa_backward(q, k, v, probs, scale) -> dq, dk, dv. */
 #include <math.h>
 #include <string.h>
 
@@ -74,11 +74,14 @@ static int l_dropout(lua_State *L) {
   return 1;
 }
 
-/* sdpa(q, k, v, {mask, causal, scale}) -> out, probs */
+/* sdpa(q, k, v, {mask, causal, scale}) -> out, probs; or sdpa(qkv, {...}) with q, k, v packed in
+ * one tensor {3, ..., T, E} */
 static int l_sdpa(lua_State *L) {
-  dle_tensor *q = dle_lua_check(L, 1), *k = dle_lua_check(L, 2), *v = dle_lua_check(L, 3);
+  dle_tensor *q = dle_lua_check(L, 1), *k = NULL, *v = NULL;
   dle_tensor *mask = NULL, *out = NULL, *probs = NULL;
-  int opts = opts_at(L, 4, "sdpa");
+  bool packed = !dle_lua_opt(L, 2);
+  if (!packed) k = dle_lua_check(L, 2), v = dle_lua_check(L, 3);
+  int opts = opts_at(L, packed ? 2 : 4, "sdpa");
   bool causal = false;
   double scale = q->ndim > 0 && q->sizes[q->ndim - 1] > 0 ? 1 / sqrt((double)q->sizes[q->ndim - 1]) : 1;
   if (opts) {
@@ -91,7 +94,8 @@ static int l_sdpa(lua_State *L) {
     lua_pop(L, 1);
     scale = num_field(L, opts, "sdpa", "scale", scale);
   }
-  DLE_LUA_TRY(L, dle_sdpa(&out, &probs, q, k, v, mask, causal, scale));
+  if (packed) DLE_LUA_TRY(L, dle_sdpa_packed(&out, &probs, q, mask, causal, scale));
+  else DLE_LUA_TRY(L, dle_sdpa(&out, &probs, q, k, v, mask, causal, scale));
   dle_lua_push(L, out);
   dle_lua_push(L, probs);
   return 2;
@@ -105,14 +109,15 @@ static int l_sdpa_score_grad(lua_State *L) {
   return 1;
 }
 
-/* gout:sdpa_backward(q, k, v, probs, scale) -> dq, dkv */
+/* gout:sdpa_backward(q, k, v, probs, scale) -> dq, dk, dv */
 static int l_sdpa_backward(lua_State *L) {
   dle_tensor *g = dle_lua_check(L, 1), *q = dle_lua_check(L, 2), *k = dle_lua_check(L, 3);
-  dle_tensor *v = dle_lua_check(L, 4), *p = dle_lua_check(L, 5), *dq = NULL, *dkv = NULL;
-  DLE_LUA_TRY(L, dle_sdpa_backward(&dq, &dkv, g, q, k, v, p, luaL_checknumber(L, 6)));
+  dle_tensor *v = dle_lua_check(L, 4), *p = dle_lua_check(L, 5), *dq = NULL, *dk = NULL, *dv = NULL;
+  DLE_LUA_TRY(L, dle_sdpa_backward(&dq, &dk, &dv, g, q, k, v, p, luaL_checknumber(L, 6)));
   dle_lua_push(L, dq);
-  dle_lua_push(L, dkv);
-  return 2;
+  dle_lua_push(L, dk);
+  dle_lua_push(L, dv);
+  return 3;
 }
 
 void dle_lua_open_nn(lua_State *L, int module, int methods) {

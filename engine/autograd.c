@@ -35,7 +35,7 @@ struct dle_node {
   dle_attrs attrs;
   int nin, nout;
   node_input *in;
-  node_output out[2];
+  node_output out[DLE_MAX_OUTS];
   bool freed;           /* saved values released by a backward pass without retain_graph */
   bool pooled;          /* allocated from the node pool (see node_alloc) */
   /* custom nodes */
@@ -342,7 +342,7 @@ dle_status dle_detach(dle_tensor **out, dle_tensor *t) { return alias(out, t); }
 typedef struct {
   dle_node *node;
   int deps;               /* consumers in this pass that have not yet sent their gradient */
-  dle_tensor *grad[2];    /* sum of the gradients received per output */
+  dle_tensor *grad[DLE_MAX_OUTS]; /* sum of the gradients received per output */
 } slot;
 
 /* A small graph's slots (and the work stacks below) live on the C stack: a backward through a
@@ -471,7 +471,7 @@ static dle_status run_rule(dle_node *n, dle_tensor *const *gout, dle_tensor **gi
   if (n->op == DLE_NUM_OPS) {
     st = n->custom_vjp(n->custom_ctx, gout, n->nout, gin, n->nin);
   } else {
-    dle_tensor *tmp[2] = {NULL, NULL};
+    dle_tensor *tmp[DLE_MAX_OUTS] = {NULL};
     st = unpack_outputs(n, create_graph, tmp);
     if (st == DLE_OK) st = dle_grad_rule_of(n->op)->vjp(n, gout, gin);
     restore_outputs(n, tmp);
@@ -624,7 +624,8 @@ dle_status dle_backward(int nroots, dle_tensor *const *roots, dle_tensor *const 
       }
     dle_tensor *gin_small[8] = {NULL}, **gin = n->nin <= 8 ? gin_small : calloc((size_t)n->nin, sizeof *gin);
     if (!gin) { st = dle_error("backward: out of memory"); break; }
-    bool any = sl->grad[0] || sl->grad[1];
+    bool any = false;
+    for (int k = 0; k < n->nout; k++) any = any || sl->grad[k];
     if (any) st = run_rule(n, sl->grad, gin, create_graph);
     for (int i = 0; st == DLE_OK && i < n->nin; i++) {
       node_input *e = &n->in[i];
@@ -645,8 +646,7 @@ dle_status dle_backward(int nroots, dle_tensor *const *roots, dle_tensor *const 
     if (st == DLE_OK && !retain_graph && any) free_saved(n);
   }
   for (int s = 0; s < p.n; s++) {
-    dle_tensor_release(p.slots[s].grad[0]);
-    dle_tensor_release(p.slots[s].grad[1]);
+    for (int k = 0; k < DLE_MAX_OUTS; k++) dle_tensor_release(p.slots[s].grad[k]);
     p.slots[s].node->run = 0;
   }
   if (ready != inline_ready) free(ready);
@@ -697,7 +697,7 @@ dle_status dle_forward_ad_apply(dle_op op, const dle_attrs *a, dle_tensor *const
   dle_tensor *tin_small[8], **tin = nin <= 8 ? tin_small : malloc(sizeof *tin * (size_t)nin);
   if (!tin) return dle_error("%s: out of memory", info->name);
   for (int i = 0; i < nin; i++) tin[i] = ins[i]->tangent;
-  dle_tensor *tout[2] = {NULL, NULL};
+  dle_tensor *tout[DLE_MAX_OUTS] = {NULL};
   forward_ad_off = true;  /* the rule's own ops carry no tangents */
   dle_status st = r->jvp(op, a, ins, nin, tin, outs, tout);
   forward_ad_off = false;
@@ -719,8 +719,7 @@ dle_status dle_forward_ad_apply(dle_op op, const dle_attrs *a, dle_tensor *const
     }
     if (st == DLE_OK) st = dle_set_tangent(outs[k], tout[k]);
   }
-  dle_tensor_release(tout[0]);
-  dle_tensor_release(tout[1]);
+  for (int k = 0; k < DLE_MAX_OUTS; k++) dle_tensor_release(tout[k]);
   return st;
 }
 

@@ -33,6 +33,8 @@ extern "C" {
 #endif
 
 #define DLE_MAX_DIMS 8
+/* Most outputs an op has (sdpa_backward: dq, dk, dv). */
+#define DLE_MAX_OUTS 3
 /* "every dim" for squeeze and argmax/argmin (any valid dim, -1 included, means that dim). */
 #define DLE_ALL_DIMS (-1 - DLE_MAX_DIMS)
 #define DLE_OK 0

@@ -77,13 +77,21 @@ static inline bool dle_matrices_in_place(const dle_tensor *t, int nb) {
 
 dle_status dle_sdpa(dle_tensor **out, dle_tensor **probs, dle_tensor *q, dle_tensor *k,
                     dle_tensor *v, dle_tensor *mask, bool causal, double scale);
+/* sdpa on q, k, v packed in one tensor qkv {3, ..., T, E} (q = qkv[0], ...): the same results; the
+ * gradient of qkv comes back as one tensor laid out like qkv. */
+dle_status dle_sdpa_packed(dle_tensor **out, dle_tensor **probs, dle_tensor *qkv, dle_tensor *mask,
+                           bool causal, double scale);
+/* A new tensor of like's shape and dims ordered in memory as like's are (see nn_front.h). */
+dle_status dle_empty_laid_out_like(dle_tensor **out, const dle_tensor *like, dle_dtype dt);
+/* q, k, v: new views of a packed qkv {3, ...} (fn names the caller in the error for other shapes). */
+dle_status dle_sdpa_unpack(const char *fn, dle_tensor *qkv, dle_tensor **parts);
 /* d scores = scale * probs * (gout v^T - rowsum(probs * gout v^T)): the gradient of q k^T. */
 dle_status dle_sdpa_score_grad(dle_tensor **out, dle_tensor *gout, dle_tensor *v, dle_tensor *probs,
                                double scale);
 /* The fused backward of sdpa (no mask gradient): with dS the score gradient above,
- * dq = dS k {..., L, E} and dkv = [dS^T q | probs^T gout] {..., S, E + Ev}. */
-dle_status dle_sdpa_backward(dle_tensor **dq, dle_tensor **dkv, dle_tensor *gout, dle_tensor *q,
-                             dle_tensor *k, dle_tensor *v, dle_tensor *probs, double scale);
+ * dq = dS k {..., L, E}, dk = dS^T q {..., S, E} and dv = probs^T gout {..., S, Ev}. */
+dle_status dle_sdpa_backward(dle_tensor **dq, dle_tensor **dk, dle_tensor **dv, dle_tensor *gout,
+                             dle_tensor *q, dle_tensor *k, dle_tensor *v, dle_tensor *probs, double scale);
 
 #ifdef __cplusplus
 }

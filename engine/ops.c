@@ -57,7 +57,8 @@ dle_status dle_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int
   static const dle_attrs no_attrs;
   if (!attrs) attrs = &no_attrs;
   int nout = info->nout;
-  bool given[2] = {outs[0] != NULL, nout > 1 && outs[1] != NULL};
+  bool given[DLE_MAX_OUTS] = {false};
+  for (int k = 0; k < nout; k++) given[k] = outs[k] != NULL;
   bool grad_on = dle_grad_enabled();
   for (int k = 0; k < nout; k++)
     if (given[k] && grad_on && outs[k]->requires_grad && !outs[k]->grad_fn)
@@ -136,7 +137,7 @@ dle_status dle_dispatch_contiguous(dle_op op, dle_tensor **outs, const dle_resul
       return dle_error("%s: result of shape %s cannot be written into an output of shape %s", fn,
                        dle_shape_str(buf, sizeof buf, res[k].ndim, res[k].sizes), SHAPE(outs[k]));
     }
-  dle_tensor *cin[8] = {NULL}, *r[2] = {NULL, NULL};
+  dle_tensor *cin[8] = {NULL}, *r[DLE_MAX_OUTS] = {NULL};
   dle_status st = DLE_OK;
   for (int i = 0; i < nin && st == DLE_OK; i++) {
     dle_tensor *c = NULL;

@@ -292,6 +292,31 @@ describe("nn.MultiheadAttention", function()
     H.assert_close(m(x, x, x), m(x):totable(), {rtol = 1e-5, atol = 1e-6})
   end)
 
+  it("self-attention (one fused product, packed q, k, v) has the gradients of the three-product path", function()
+    -- m(x) runs the packed op; m(x, x, x) the cross-attention path with three weight slices
+    local m = nn.MultiheadAttention(8, 2, {causal = true, generator = dle.Generator(6)})
+    local x = dle.randn({3, 5, 8}, {requires_grad = true})
+    local g = dle.randn(3, 5, 8)
+    local params = {x, m.qkv.weight, m.qkv.bias, m.proj.weight}
+    local packed = dle.grad(m(x), params, {grad_outputs = {g}})
+    local three = dle.grad(m(x, x, x), params, {grad_outputs = {g}})
+    for i = 1, #params do H.assert_close(packed[i], three[i]:totable(), {rtol = 1e-4, atol = 1e-5}) end
+    assert.is_true(packed[1]:abs():max():item() > 0)
+  end)
+
+  it("with attention dropout: the three-product path when training, the packed one in eval", function()
+    local m = nn.MultiheadAttention(8, 2, {causal = true, dropout = 0.5, generator = dle.Generator(7)})
+    local x = dle.randn({2, 4, 8}, {requires_grad = true})
+    local y = m(x)                                   -- training: weights dropped
+    local gx = dle.grad(y:sum(), {x})[1]
+    assert.are.same({2, 4, 8}, gx:shape())
+    m:eval()
+    local ref = nn.MultiheadAttention(8, 2, {causal = true})
+    ref.qkv.weight, ref.qkv.bias, ref.proj.weight, ref.proj.bias = m.qkv.weight, m.qkv.bias, m.proj.weight, m.proj.bias
+    H.assert_close(m(x), ref(x):totable(), {rtol = 0, atol = 0})
+    assert.is_true((y - m(x)):abs():max():item() > 1e-3)  -- dropout did act when training
+  end)
+
   it("counts FLOPs as 8BTd^2 + 4BT^2d for self-attention (and per shape for cross attention)", function()
     local m = nn.MultiheadAttention(16, 4)
     local B, T, d = 2, 10, 16

@@ -1,4 +1,4 @@
--- covers: neg abs sign exp log expm1 log1p sqrt rsqrt reciprocal sin cos tanh sigmoid relu gelu gelu_grad silu pow_scalar clamp add sub mul div pow maximum minimum where copy
+-- covers: neg abs sign exp log expm1 log1p sqrt rsqrt reciprocal sin cos tanh sigmoid relu gelu gelu_grad gelu_backward silu pow_scalar clamp add sub mul div pow maximum minimum where copy
 -- grad_elementwise_spec.lua — gradient rules of the elementwise family (unary, binary, where)
 -- and of copy: reverse and forward mode against central finite differences in float64
 -- (dle.gradcheck with forward = true) on odd-shaped inputs, broadcast operands, numbers as
@@ -160,6 +160,43 @@ describe("elementwise gradients", function()
           close(g[i], Phi + x * phi, dt == "float64" and 1e-12 or 1e-6)
         end
       end
+    end)
+
+    it("gelu_backward(x, g) = g gelu'(x): both modes, broadcast g, non-contiguous operands", function()
+      local x = randn(3, 5) * 2
+      check(dle.gelu_backward, {x, randn(3, 5)})
+      check(dle.gelu_backward, {x, randn(5)})            -- g broadcast along rows
+      check(dle.gelu_backward, {randn(3, 1) * 2, randn(3, 5)})  -- x broadcast
+      check(function(a, b) return dle.gelu_backward(a:t(), b:narrow(2, 2, 5)) end, {randn(5, 3), randn(3, 7)})
+    end)
+
+    it("gelu_backward equals g * gelu_grad(x) in float32 and float64, on the vector and strided paths", function()
+      -- 4099 elements: full AVX2 vectors plus a masked tail; the transposed and broadcast cases
+      -- go through the kernels' strided path
+      for _, dt in ipairs({"float64", "float32"}) do
+        local x, g = dle.randn({4099}, {dtype = dt}) * 3, dle.randn({4099}, {dtype = dt})
+        local cases = {
+          {x, g},
+          {x:view(1, 4099):expand(3, 4099):t(), g:view(4099, 1)},
+          {x:narrow(1, 2, 4000):view(40, 100):t(), g:narrow(1, 1, 4000):view(100, 40)},
+        }
+        for i, c in ipairs(cases) do
+          local got, want = dle.gelu_backward(c[1], c[2]), c[2] * c[1]:gelu_grad()
+          assert.are.same(want:shape(), got:shape())
+          assert.are.equal(dt, got:dtype())
+          local err = (got - want):abs():max():item()
+          assert(err <= (dt == "float64" and 1e-14 or 1e-6) * (1 + want:abs():max():item()),
+            dt .. " case " .. i .. ": max error " .. err)
+        end
+      end
+    end)
+
+    it("gelu's gradient is one gelu_backward op (no separate multiply)", function()
+      local x = dle.randn({4, 3}, {requires_grad = true})
+      local y = x:gelu()
+      local g = dle.randn(4, 3)
+      local want = dle.gelu_backward(x:detach(), g)
+      assert.are.same(want:totable(), dle.grad(y, {x}, {grad_outputs = {g}})[1]:totable())
     end)
 
     it("gelu' equals Phi(x) + x phi(x) (closed form at 0 and large |x|)", function()
@@ -460,6 +497,11 @@ describe("elementwise gradients", function()
       end)
     end
 
+    it("gelu_backward: second derivatives in x and g (gelu's own second derivative goes through it)", function()
+      check2(function(x, g) return dle.gelu_backward(x, g) * x end, {randn(3, 5) * 2, randn(3, 5)})
+      check2(function(x, g) return dle.gelu_backward(x, g) * g end, {randn(3, 5) * 2, randn(5)})
+    end)
+
     it("pow_scalar and clamp: second derivatives", function()
       check2(function(x) return x ^ 3.5 end, {uniform(0.3, 2, 3, 5)})
       check2(function(x) return x:clamp(-0.5, 0.5) * x end, {uniform(0.1, 0.4, 3, 5)})
@@ -500,6 +542,6 @@ describe("elementwise gradients", function()
         assert(o.differentiable and o.has_vjp and o.has_jvp, o.name .. " lacks a rule")
       end
     end
-    assert.are.equal(29, seen)
+    assert.are.equal(30, seen)
   end)
 end)

@@ -149,10 +149,17 @@ describe("sdpa gradients", function()
     assert.is_false(q:is_contiguous())
     local _, p = dle.sdpa(q, k, v, {scale = 0.6})
     local gt = g:transpose(2, 3):contiguous():transpose(2, 3) -- a strided gradient too
-    local dq, dkv = gt:sdpa_backward(q, k, v, p, 0.6)
-    local dq2, dkv2 = g:sdpa_backward(q:contiguous(), k:contiguous(), v:contiguous(), p, 0.6)
+    local dq, dk, dv = gt:sdpa_backward(q, k, v, p, 0.6)
+    local dq2, dk2, dv2 = g:sdpa_backward(q:contiguous(), k:contiguous(), v:contiguous(), p, 0.6)
     H.assert_close(dq, dq2:totable(), {rtol = 1e-12, atol = 1e-12})
-    H.assert_close(dkv, dkv2:totable(), {rtol = 1e-12, atol = 1e-12})
+    H.assert_close(dk, dk2:totable(), {rtol = 1e-12, atol = 1e-12})
+    H.assert_close(dv, dv2:totable(), {rtol = 1e-12, atol = 1e-12})
+    -- each gradient is laid out like its input: the heads of dk and dv merge back into a
+    -- {B, T, H*E} view without a copy
+    for _, d in ipairs({dq, dk, dv}) do
+      local merged = d:transpose(2, 3):view(B, T, Hh * E)
+      assert.are.same({B, T, Hh * E}, merged:shape())
+    end
   end)
 
   it("a fully masked query row has zero output and zero gradient (gradcheck passes)", function()
@@ -166,7 +173,7 @@ describe("sdpa gradients", function()
     check(function(g, v, p_) return g:sdpa_score_grad(v, p_, 0.6) end, {randn({2, 3, 2}, 101), randn({2, 4, 2}, 102), p})
   end)
 
-  it("gradcheck of sdpa_backward (dq and [dk | dv]) in all five inputs, with broadcast batch dims", function()
+  it("gradcheck of sdpa_backward (dq, dk and dv) in all five inputs, with broadcast batch dims", function()
     local p = dle.randn(2, 3, 4, F64):softmax(-1)
     check(function(g, q, k, v, p_) return g:sdpa_backward(q, k, v, p_, 0.6) end,
           {randn({2, 3, 2}, 131), randn({2, 3, 5}, 132), randn({1, 4, 5}, 133), randn({2, 4, 2}, 134), p})
@@ -175,10 +182,11 @@ describe("sdpa gradients", function()
   it("sdpa_backward equals the score gradient followed by the three products", function()
     local g, q, k, v = randn({2, 3, 2}, 141), randn({2, 3, 5}, 142), randn({2, 4, 5}, 143), randn({2, 4, 2}, 144)
     local _, p = dle.sdpa(q, k, v, {scale = 0.6})
-    local dq, dkv = g:sdpa_backward(q, k, v, p, 0.6)
+    local dq, dk, dv = g:sdpa_backward(q, k, v, p, 0.6)
     local ds = g:sdpa_score_grad(v, p, 0.6)
     H.assert_close(dq, ds:matmul(k):totable())
-    H.assert_close(dkv, dle.cat({ds:transpose(-2, -1):matmul(q), p:transpose(-2, -1):matmul(g)}, 3):totable())
+    H.assert_close(dk, ds:transpose(-2, -1):matmul(q):totable())
+    H.assert_close(dv, p:transpose(-2, -1):matmul(g):totable())
   end)
 
   it("double backward of sdpa (causal, and with a float mask)", function()
@@ -189,6 +197,61 @@ describe("sdpa gradients", function()
       local o, p = dle.sdpa(a, b, c, {mask = m_})
       return (o ^ 2):sum() + (p ^ 2):sum()
     end), {q, k, v, m})
+  end)
+
+  describe("packed q, k, v (one {3, ..., T, E} input)", function()
+    local B, T, Hh, E = 2, 4, 3, 2
+    -- a self-attention projection {B, T, 3*Hh*E} viewed as q, k, v stacked {3, B, Hh, T, E}
+    local function packed(x) return x:view(B, T, 3, Hh, E):permute(3, 1, 4, 2, 5) end
+
+    it("equals sdpa on the three views, outputs and gradient", function()
+      local x = randn({B, T, 3 * Hh * E}, 151):requires_grad_()
+      local p = packed(x)
+      local o1, p1 = dle.sdpa(p, {causal = true, scale = 0.7})
+      local o2, p2 = dle.sdpa(p:select(1, 1), p:select(1, 2), p:select(1, 3), {causal = true, scale = 0.7})
+      H.assert_close(o1, o2:totable(), {rtol = 1e-14, atol = 1e-14})
+      H.assert_close(p1, p2:totable(), {rtol = 1e-14, atol = 1e-14})
+      local g = randn({B, Hh, T, E}, 152)
+      local g1 = dle.grad(o1, {x}, {grad_outputs = {g}, retain_graph = true})[1]
+      local g2 = dle.grad(o2, {x}, {grad_outputs = {g}})[1]
+      H.assert_close(g1, g2:totable(), {rtol = 1e-12, atol = 1e-12})
+    end)
+
+    it("the fused kernel writes the gradient in the projection's layout (no copy to merge it)", function()
+      local x = randn({B, T, 3 * Hh * E}, 153):requires_grad_()
+      local o = dle.sdpa(packed(x), {causal = true})
+      local g = dle.grad(o, {x}, {grad_outputs = {randn({B, Hh, T, E}, 154)}})[1]
+      assert.is_true(g:is_contiguous())
+      -- and the gradient a packed input receives before the view/permute is laid out like it
+      local p = packed(x):detach():requires_grad_()
+      local gp = dle.grad(dle.sdpa(p, {causal = true}), {p}, {grad_outputs = {randn({B, Hh, T, E}, 155)}})[1]
+      assert.are.same(p:stride(), gp:stride())
+    end)
+
+    it("gradcheck in both modes: causal, bool mask, float mask with its own gradient", function()
+      check(function(x) return dle.sdpa(packed(x), {causal = true}) end, {randn({B, T, 3 * Hh * E}, 156)})
+      local bm = dle.tensor({{true, false, true, true}, {true, true, false, true}, {false, true, true, true},
+                             {true, true, true, false}}, {dtype = "bool"})
+      check(function(x) return dle.sdpa(packed(x), {mask = bm}) end, {randn({B, T, 3 * Hh * E}, 157)})
+      check(function(x, m)
+        local o, p = dle.sdpa(packed(x), {mask = m})
+        return (o ^ 2):sum() + (p ^ 2):sum()
+      end, {randn({B, T, 3 * Hh * E}, 158), randn({T, T}, 159)})
+    end)
+
+    it("double backward (create_graph goes through differentiable ops)", function()
+      check2(gradients_of(function(x) return (dle.sdpa(packed(x), {causal = true}) ^ 2):sum() end),
+             {randn({B, T, 3 * Hh * E}, 162)})
+    end)
+
+    it("a packed input that is not {3, ...} is an error naming sdpa and the shape", function()
+      local ok, err = pcall(dle.sdpa, randn({2, 4, 3}, 163))
+      assert.is_false(ok)
+      assert.matches("sdpa: packed q, k, v must have shape {3, ..., T, E}, got {2,4,3}", err, 1, true)
+      ok, err = pcall(dle.sdpa, randn({3, 4}, 164))
+      assert.is_false(ok)
+      assert.matches("sdpa", err, 1, true)
+    end)
   end)
 
   it("gradcheck of scaled_dot_product_attention with attention dropout (through the probs output)", function()

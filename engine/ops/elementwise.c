@@ -284,6 +284,21 @@ static dle_status jvp_exp(dle_op op, const dle_attrs *a, dle_tensor *const *ins,
   return dle_binary(DLE_OP_MUL, &tout[0], tin[0], outs[0]);
 }
 
+/* d gelu = gelu'(x) dx: one pass of the fused gelu_backward(x, g) = g gelu'(x), not gelu_grad
+ * then a multiply (nor the ~30 full-size passes of a composite of dle ops); gelu_backward is
+ * differentiable in turn (d_gelu_backward below), so double backward works. */
+static dle_status vjp_gelu(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  if (!gout[0]) return DLE_OK;
+  return dle_binary(DLE_OP_GELU_BACKWARD, &gin[0], dle_node_input(n, 0), gout[0]);
+}
+
+static dle_status jvp_gelu(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                           dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)a;
+  DLE_TRY(inputs_intact(op, ins, nin, DLE_SAVE(0), outs[0]));
+  return dle_binary(DLE_OP_GELU_BACKWARD, &tout[0], ins[0], tin[0]);
+}
+
 /* ---- helpers: accumulate a chain of ops in *acc (the old value is released; NULL on error) ---- */
 
 static dle_status chain(dle_op op, dle_tensor **acc, dle_tensor *b) {
@@ -410,13 +425,6 @@ static dle_status d_relu(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle
   return dle_binary_scalar(DLE_OP_GT, d, y, 0, false);
 }
 
-/* d gelu = gelu'(x) dx = (Phi(x) + x phi(x)) dx: one fused op (gelu_grad), not the ~30 full-size
- * passes a composite of dle ops takes; the op is differentiable in turn (below). */
-static dle_status d_gelu(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
-  (void)y, (void)a;
-  return dle_unary(DLE_OP_GELU_GRAD, d, x);
-}
-
 /* d gelu'(x) = gelu''(x) dx = (2 - x^2) phi(x) dx, phi(x) = exp(-x^2 / 2) / sqrt(2 pi) (only
  * double backward through gelu runs this, so plain dle ops are fine) */
 static dle_status d_gelu_grad(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
@@ -488,7 +496,6 @@ static const unary_rule unary_rules[DLE_NUM_OPS] = {
   [DLE_OP_TANH] = {d_tanh, false, 0, true},
   [DLE_OP_SIGMOID] = {d_sigmoid, false, 0, true},
   [DLE_OP_RELU] = {d_relu, false, 0, true},
-  [DLE_OP_GELU] = {d_gelu, false, DLE_SAVE(0), false},
   [DLE_OP_GELU_GRAD] = {d_gelu_grad, false, DLE_SAVE(0), false},
   [DLE_OP_SILU] = {d_silu, false, DLE_SAVE(0), false},
   [DLE_OP_POW_SCALAR] = {d_pow_scalar, false, DLE_SAVE(0), false},
@@ -603,8 +610,21 @@ static dle_status d_minimum(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle
   return d_maxmin(false, fa, fb, a, b, y);
 }
 
+/* d (g gelu'(x)) = g gelu''(x) dx + gelu'(x) dg */
+static dle_status d_gelu_backward(dle_tensor **fa, dle_tensor **fb, dle_tensor *x, dle_tensor *g,
+                                  dle_tensor *y) {
+  (void)y;
+  if (fa) {
+    DLE_TRY(d_gelu_grad(fa, x, NULL, NULL));
+    DLE_TRY(chain(DLE_OP_MUL, fa, g));
+  }
+  if (fb) DLE_TRY(dle_unary(DLE_OP_GELU_GRAD, fb, x));
+  return DLE_OK;
+}
+
 static deriv2_fn binary_deriv(dle_op op) {
   switch (op) {
+  case DLE_OP_GELU_BACKWARD: return d_gelu_backward;
   case DLE_OP_DIV: return d_div;
   case DLE_OP_POW: return d_pow;
   case DLE_OP_MAXIMUM: return d_maximum;
@@ -706,6 +726,7 @@ void dle_grad_register_elementwise(dle_grad_rule *r) {
   r[DLE_OP_MUL] = (dle_grad_rule){vjp_mul, jvp_mul, DLE_SAVE(0) | DLE_SAVE(1), false};
   r[DLE_OP_NEG] = (dle_grad_rule){vjp_neg, jvp_neg, 0, false};
   r[DLE_OP_EXP] = (dle_grad_rule){vjp_exp, jvp_exp, 0, true};
+  r[DLE_OP_GELU] = (dle_grad_rule){vjp_gelu, jvp_gelu, DLE_SAVE(0), false};
   for (int op = 0; op < DLE_NUM_OPS; op++)
     if (dle_op_get_info((dle_op)op)->kind == DLE_KIND_UNARY && !r[op].vjp &&
         (dle_op_get_info((dle_op)op)->flags & DLE_DIFF)) {
@@ -717,5 +738,6 @@ void dle_grad_register_elementwise(dle_grad_rule *r) {
   r[DLE_OP_POW] = (dle_grad_rule){vjp_binary, jvp_binary, DLE_SAVE(0) | DLE_SAVE(1), true};
   r[DLE_OP_MAXIMUM] = (dle_grad_rule){vjp_binary, jvp_binary, DLE_SAVE(0) | DLE_SAVE(1), false};
   r[DLE_OP_MINIMUM] = (dle_grad_rule){vjp_binary, jvp_binary, DLE_SAVE(0) | DLE_SAVE(1), false};
+  r[DLE_OP_GELU_BACKWARD] = (dle_grad_rule){vjp_binary, jvp_binary, DLE_SAVE(0) | DLE_SAVE(1), false};
   r[DLE_OP_WHERE] = (dle_grad_rule){vjp_where, jvp_where, DLE_SAVE(0), false};
 }

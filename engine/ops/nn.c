@@ -150,9 +150,36 @@ static dle_status need_matrix(const char *fn, const char *what, const dle_tensor
   return dle_error("%s: %s must have at least 2 dims {..., T, D}, got shape %s", fn, what, SHAPE(t));
 }
 
+/* The packed form (ints[1] = 1): ins[0] = qkv {3, ..., T, E} (q, k, v stacked on a first dim of
+ * 3), then the optional mask; q, k, v become views of it. A self-attention's fused projection
+ * {B, T, 3*H*E} viewed {B, T, 3, H, E} and permuted to {3, B, H, T, E} is such an input: its
+ * gradient then comes back as one tensor in the projection's layout, for one weight-gradient and
+ * one input-gradient product instead of three each and two sums. */
+dle_status dle_sdpa_unpack(const char *fn, dle_tensor *qkv, dle_tensor **parts) {
+  parts[0] = parts[1] = parts[2] = NULL;
+  if (qkv->ndim < 3 || qkv->sizes[0] != 3)
+    return dle_error("%s: packed q, k, v must have shape {3, ..., T, E}, got %s", fn, SHAPE(qkv));
+  for (int i = 0; i < 3; i++)
+    if (dle_select(&parts[i], qkv, 0, i) != DLE_OK) {
+      for (int j = 0; j < i; j++) DLE_RELEASE(parts[j]);
+      return DLE_ERR;
+    }
+  return DLE_OK;
+}
+
 static dle_status forward_sdpa(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                                const dle_attrs *a) {
   const char *fn = op_name(op);
+  if (a->ints[1]) { /* packed: the same op on views */
+    if (nin < 1 || nin > 2) return dle_error("%s: expected 1 or 2 tensor inputs (qkv[, mask]), got %d", fn, nin);
+    dle_tensor *parts[4] = {NULL, NULL, NULL, nin > 1 ? ins[1] : NULL};
+    DLE_TRY(dle_sdpa_unpack(fn, ins[0], parts));
+    dle_attrs b = *a;
+    b.ints[1] = 0;
+    dle_status st = forward_sdpa(op, outs, parts, nin + 2, &b);
+    for (int i = 0; i < 3; i++) dle_tensor_release(parts[i]);
+    return st;
+  }
   if (nin < 3 || nin > 4) return dle_error("%s: expected 3 or 4 tensor inputs (q, k, v[, mask]), got %d", fn, nin);
   dle_tensor *q = ins[0], *k = ins[1], *v = ins[2], *mask = nin > 3 ? ins[3] : NULL;
   DLE_TRY(need_matrix(fn, "q", q));
@@ -226,7 +253,7 @@ static dle_status forward_score_grad(dle_op op, dle_tensor **outs, dle_tensor *c
 }
 
 /* gout {..., L, Ev}, q {..., L, E}, k {..., S, E}, v {..., S, Ev}, probs {..., L, S} ->
- * {..., L, E}, {..., S, E + Ev} */
+ * {..., L, E}, {..., S, E}, {..., S, Ev} */
 static dle_status forward_sdpa_backward(dle_op op, dle_tensor **outs, dle_tensor *const *ins,
                                         const dle_attrs *a) {
   const char *fn = op_name(op);
@@ -243,16 +270,18 @@ static dle_status forward_sdpa_backward(dle_op op, dle_tensor **outs, dle_tensor
   int nb;
   int64_t batch[DLE_MAX_DIMS];
   DLE_TRY(batch_of(fn, ins, 5, &nb, batch));
-  out_shapes o = {.nout = 2};
+  out_shapes o = {.nout = 3};
   set_batched(&o, 0, nb, batch, L, E);
-  set_batched(&o, 1, nb, batch, S, E + Ev);
+  set_batched(&o, 1, nb, batch, S, E);
+  set_batched(&o, 2, nb, batch, S, Ev);
   dle_dtype rdt = DLE_BOOL;
   for (int i = 0; i < 5; i++) rdt = i ? dle_promote(rdt, ins[i]->dtype) : ins[i]->dtype;
   rdt = result_dtype(rdt);
   dle_dtype cdt = compute_dtype(rdt);
   dle_tensor *cin[5];
   for (int i = 0; i < 5; i++) prepare_matrices(&cin[i], ins[i], nb, batch, cdt);
-  o.like[0] = cin[1], o.like[1] = cin[2]; /* dq like q, [dk | dv] like k */
+  o.like[0] = cin[1], o.like[1] = cin[2], o.like[2] = cin[3]; /* dq like q, dk like k, dv like v */
+  o.write_given = true; /* sdpa's gradient rule hands over views of one buffer for dq, dk, dv */
   return run(op, outs, &o, cin, 5, a, cdt, rdt, dle_tensor_device(q));
 }
 
@@ -353,6 +382,23 @@ dle_status dle_sdpa(dle_tensor **out, dle_tensor **probs, dle_tensor *q, dle_ten
   return DLE_OK;
 }
 
+dle_status dle_empty_laid_out_like(dle_tensor **out, const dle_tensor *like, dle_dtype dt) {
+  return empty_laid_out_like(out, like->ndim, like->sizes, dt, dle_tensor_device(like), like);
+}
+
+dle_status dle_sdpa_packed(dle_tensor **out, dle_tensor **probs, dle_tensor *qkv, dle_tensor *mask,
+                           bool causal, double scale) {
+  dle_attrs a = {0};
+  a.ints[0] = causal, a.ints[1] = 1, a.nints = 2;
+  a.f[0] = scale;
+  dle_tensor *ins[2] = {qkv, mask}, *outs[2] = {*out, probs ? *probs : NULL};
+  DLE_TRY(dle_op_call(DLE_OP_SDPA, outs, ins, mask ? 2 : 1, &a));
+  *out = outs[0];
+  if (probs) *probs = outs[1];
+  else dle_tensor_release(outs[1]);
+  return DLE_OK;
+}
+
 dle_status dle_sdpa_score_grad(dle_tensor **out, dle_tensor *gout, dle_tensor *v, dle_tensor *probs,
                                double scale) {
   dle_attrs a = {0};
@@ -361,12 +407,12 @@ dle_status dle_sdpa_score_grad(dle_tensor **out, dle_tensor *gout, dle_tensor *v
   return dle_op_call(DLE_OP_SDPA_SCORE_GRAD, out, ins, 3, &a);
 }
 
-dle_status dle_sdpa_backward(dle_tensor **dq, dle_tensor **dkv, dle_tensor *gout, dle_tensor *q,
-                             dle_tensor *k, dle_tensor *v, dle_tensor *probs, double scale) {
+dle_status dle_sdpa_backward(dle_tensor **dq, dle_tensor **dk, dle_tensor **dv, dle_tensor *gout,
+                             dle_tensor *q, dle_tensor *k, dle_tensor *v, dle_tensor *probs, double scale) {
   dle_attrs a = {0};
   a.f[0] = scale;
-  dle_tensor *ins[5] = {gout, q, k, v, probs}, *outs[2] = {*dq, *dkv};
+  dle_tensor *ins[5] = {gout, q, k, v, probs}, *outs[3] = {*dq, *dk, *dv};
   DLE_TRY(dle_op_call(DLE_OP_SDPA_BACKWARD, outs, ins, 5, &a));
-  *dq = outs[0], *dkv = outs[1];
+  *dq = outs[0], *dk = outs[1], *dv = outs[2];
   return DLE_OK;
 }

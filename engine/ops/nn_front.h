@@ -70,10 +70,24 @@ static inline dle_status empty_laid_out_like(dle_tensor **out, int ndim, const i
 /* Result shapes of one call. */
 typedef struct {
   int nout;
-  int ndim[2];
-  int64_t sizes[2][DLE_MAX_DIMS];
-  const dle_tensor *like[2]; /* lay output k out like this tensor (NULL: row-major) */
+  int ndim[DLE_MAX_OUTS];
+  int64_t sizes[DLE_MAX_OUTS][DLE_MAX_DIMS];
+  const dle_tensor *like[DLE_MAX_OUTS]; /* lay output k out like this tensor (NULL: row-major) */
+  /* the kernel writes matrices where they lie (attention): a caller's output of the compute dtype
+   * whose matrices it can address (dle_matrices_in_place) is written directly, not copied into */
+  bool write_given;
 } out_shapes;
+
+/* Whether the kernel may write the caller's output t directly (see out_shapes.write_given). */
+static inline bool writes_directly(const out_shapes *o, const dle_tensor *t, dle_dtype cdt,
+                                   dle_tensor *const *cin, int nin) {
+  if (!o->write_given || !t || t->dtype != cdt || t->ndim < 2 || dle_tensor_device(t).type != DLE_CPU ||
+      !dle_matrices_in_place(t, t->ndim - 2) || dle_tensor_overlaps_itself(t))
+    return false;
+  for (int i = 0; i < nin; i++)
+    if (cin[i] && dle_same_storage(cin[i], t)) return false; /* it would read what it writes */
+  return true;
+}
 
 static inline void set_shape(out_shapes *o, int k, int ndim, const int64_t *sizes) {
   o->ndim[k] = ndim;
@@ -92,16 +106,23 @@ static inline dle_status run(dle_op op, dle_tensor **outs, const out_shapes *o, 
       st = dle_error("%s: result of shape %s cannot be written into an output of shape %s", fn,
                      dle_shape_str(buf, sizeof buf, o->ndim[k], o->sizes[k]), SHAPE(outs[k]));
     }
-  dle_tensor *r[2] = {NULL, NULL};
+  dle_tensor *r[DLE_MAX_OUTS] = {NULL};
+  bool direct[DLE_MAX_OUTS] = {false};
   for (int i = 0; i < nin && st == DLE_OK; i++)
     if (!cin[i]) st = DLE_ERR;  /* the cast or copy that failed has set the message */
-  for (int k = 0; k < o->nout && st == DLE_OK; k++)
+  for (int k = 0; k < o->nout && st == DLE_OK; k++) {
+    if ((direct[k] = writes_directly(o, outs[k], cdt, cin, nin))) {
+      dle_tensor_retain(outs[k]);
+      r[k] = outs[k];
+      continue;
+    }
     st = o->like[k] ? empty_laid_out_like(&r[k], o->ndim[k], o->sizes[k], cdt, dev, o->like[k])
                     : dle_tensor_empty(&r[k], o->ndim[k], o->sizes[k], cdt, dev);
+  }
   if (st == DLE_OK) st = dle_dispatch(op, r, o->nout, cin, nin, a);
   for (int k = 0; k < o->nout && st == DLE_OK; k++) {
     if (outs[k]) {
-      st = dle_copy_(outs[k], r[k]);
+      if (!direct[k]) st = dle_copy_(outs[k], r[k]);
     } else if (rdt != cdt) {
       dle_tensor *c = NULL;
       st = dle_to_dtype(&c, r[k], rdt);

@@ -196,61 +196,103 @@ static dle_tensor *to_input(scope *s, dle_node *n, int i, dle_tensor *g) {
   return g ? sum_to(s, g, dle_node_input_ndim(n, i), dle_node_input_sizes(n, i)) : NULL;
 }
 
-/* the last dim of t, from start, len long (a view) */
-static dle_tensor *narrow_last(scope *s, dle_tensor *t, int64_t start, int64_t len) {
-  dle_tensor *r = NULL;
-  return ok(s) && t ? keep(s, dle_narrow(&r, t, t->ndim - 1, start, len), &r) : NULL;
+/* The packed form's q, k, v (views of input 0, kept by the scope) or the three inputs. */
+static void sdpa_qkv(scope *s, dle_tensor *const *ins, bool packed, dle_tensor **qkv) {
+  for (int i = 0; i < 3; i++) qkv[i] = packed ? NULL : ins[i];
+  if (!packed || !ok(s)) return;
+  if (dle_sdpa_unpack("sdpa", ins[0], qkv) != DLE_OK) {
+    s->st = DLE_ERR;
+    return;
+  }
+  for (int i = 0; i < 3; i++) keep(s, DLE_OK, &qkv[i]);
+}
+
+/* The packed input's gradient from those of q, k, v (NULL: zero; NULL when all are), stacked with
+ * differentiable ops (vjp_sdpa's fast path writes them into one buffer instead). */
+static dle_tensor *stack_qkv(scope *s, dle_tensor *qkv, dle_tensor *const *d) {
+  if (!ok(s) || (!d[0] && !d[1] && !d[2])) return NULL;
+  dle_tensor *part[3], *r = NULL;
+  for (int i = 0; i < 3; i++) {
+    part[i] = d[i];
+    if (!part[i] && ok(s)) {
+      dle_tensor *z = NULL;
+      part[i] = keep(s, dle_zeros(&z, qkv->ndim - 1, qkv->sizes + 1, qkv->dtype), &z);
+    }
+  }
+  return ok(s) ? keep(s, dle_stack(&r, part, 3, 0), &r) : NULL;
 }
 
 static dle_status vjp_sdpa(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
   if (!gout[0] && !gout[1]) return DLE_OK;
   const dle_attrs *a = dle_node_attrs(n);
   double scale = a->f[0];
-  bool mask_grad = dle_node_num_inputs(n) > 3 && dle_node_needs_grad(n, 3);
+  bool packed = a->ints[1] != 0;
+  int mi = packed ? 1 : 3, nin = dle_node_num_inputs(n); /* the mask's input index */
+  bool mask_grad = nin > mi && dle_node_needs_grad(n, mi);
   double sk = mask_grad ? 1.0 : scale; /* the mask's gradient is the unscaled score gradient */
   scope s = {.n = 0};
-  dle_tensor *q = dle_node_input(n, 0), *k = dle_node_input(n, 1), *v = dle_node_input(n, 2);
-  dle_tensor *p = dle_node_output(n, 1), *ds = NULL;
-  if (gout[0] && !gout[1] && !mask_grad) { /* the common case: one fused kernel for dq, dk, dv */
-    dle_tensor *r[2] = {NULL, NULL};
-    if (dle_op_call(DLE_OP_SDPA_BACKWARD, r, (dle_tensor *[]){gout[0], q, k, v, p}, 5, a) != DLE_OK)
-      return DLE_ERR;
-    keep(&s, DLE_OK, &r[0]);
-    keep(&s, DLE_OK, &r[1]);
-    int64_t e = q->sizes[q->ndim - 1], ev = v->sizes[v->ndim - 1];
-    /* dk and dv are views of one buffer: whatever consumes them copies only if it must */
-    dle_tensor *d[3] = {r[0], narrow_last(&s, r[1], 0, e), narrow_last(&s, r[1], e, ev)};
+  dle_tensor *ins[3] = {dle_node_input(n, 0), packed ? NULL : dle_node_input(n, 1), packed ? NULL : dle_node_input(n, 2)};
+  dle_tensor *x[3], *p = dle_node_output(n, 1), *ds = NULL, *d[3] = {NULL, NULL, NULL};
+  sdpa_qkv(&s, ins, packed, x);
+  dle_tensor *q = x[0], *k = x[1], *v = x[2];
+  bool need[3];
+  for (int i = 0; i < 3; i++) need[i] = dle_node_needs_grad(n, packed ? 0 : i);
+  if (gout[0] && !gout[1] && !mask_grad && ok(&s)) { /* the common case: one fused kernel for dq, dk, dv */
+    dle_tensor *ka[5] = {gout[0], q, k, v, p};
+    dle_attrs b = *a;
+    b.ints[1] = 0;
+    /* no graph to record: the kernel writes into views of one buffer laid out like qkv (the
+     * mask broadcasts to the scores, so q, k, v's batch dims are the output's) */
+    if (packed && !dle_grad_enabled()) {
+      dle_tensor *buf = NULL, *views[3] = {NULL, NULL, NULL};
+      keep(&s, dle_empty_laid_out_like(&buf, ins[0], ins[0]->dtype), &buf);
+      if (ok(&s) && dle_sdpa_unpack("sdpa", buf, views) == DLE_OK) {
+        for (int i = 0; i < 3; i++) keep(&s, DLE_OK, &views[i]);
+        if (dle_op_call(DLE_OP_SDPA_BACKWARD, views, ka, 5, &b) != DLE_OK) s.st = DLE_ERR;
+        gin[0] = give(&s, buf);
+      } else {
+        s.st = DLE_ERR;
+      }
+      return scope_end(&s, gin, nin);
+    }
+    if (dle_op_call(DLE_OP_SDPA_BACKWARD, d, ka, 5, &b) != DLE_OK) s.st = DLE_ERR;
+    for (int i = 0; i < 3; i++) keep(&s, DLE_OK, &d[i]);
+  } else {
+    if (gout[0]) ds = score_grad(&s, gout[0], v, p, a, sk);
+    if (gout[1]) ds = add_opt(&s, ds, muls(&s, softmax_jvp(&s, p, gout[1]), sk));
+    if (mask_grad) {
+      gin[mi] = give(&s, sum_to(&s, ds, dle_node_input_ndim(n, mi), dle_node_input_sizes(n, mi)));
+      ds = muls(&s, ds, scale);
+    }
+    if (need[0]) d[0] = mm(&s, ds, k);
+    if (need[1]) d[1] = mm(&s, tr(&s, ds), q);
+    if (need[2] && gout[0]) d[2] = mm(&s, tr(&s, p), gout[0]);
+  }
+  if (packed) {
+    if (need[0]) gin[0] = give(&s, stack_qkv(&s, ins[0], d));
+  } else {
     for (int i = 0; i < 3; i++)
-      if (dle_node_needs_grad(n, i) && ok(&s)) gin[i] = give(&s, to_input(&s, n, i, d[i]));
-    return scope_end(&s, gin, dle_node_num_inputs(n));
+      if (need[i]) gin[i] = give(&s, to_input(&s, n, i, d[i]));
   }
-  if (gout[0]) ds = score_grad(&s, gout[0], v, p, a, sk);
-  if (gout[1]) ds = add_opt(&s, ds, muls(&s, softmax_jvp(&s, p, gout[1]), sk));
-  if (mask_grad) {
-    gin[3] = give(&s, sum_to(&s, ds, dle_node_input_ndim(n, 3), dle_node_input_sizes(n, 3)));
-    ds = muls(&s, ds, scale);
-  }
-  if (dle_node_needs_grad(n, 0))
-    gin[0] = give(&s, sum_to(&s, mm(&s, ds, k), dle_node_input_ndim(n, 0), dle_node_input_sizes(n, 0)));
-  if (dle_node_needs_grad(n, 1))
-    gin[1] = give(&s, sum_to(&s, mm(&s, tr(&s, ds), q), dle_node_input_ndim(n, 1), dle_node_input_sizes(n, 1)));
-  if (dle_node_needs_grad(n, 2) && gout[0])
-    gin[2] = give(&s, sum_to(&s, mm(&s, tr(&s, p), gout[0]), dle_node_input_ndim(n, 2),
-                             dle_node_input_sizes(n, 2)));
-  return scope_end(&s, gin, dle_node_num_inputs(n));
+  return scope_end(&s, gin, nin);
 }
 
 static dle_status jvp_sdpa(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
                            dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
   (void)op;
   scope s = {.n = 0};
-  dle_tensor *q = ins[0], *k = ins[1], *v = ins[2], *p = outs[1], *ts = NULL;
-  if (tin[0]) ts = muls(&s, mm(&s, tin[0], tr(&s, k)), a->f[0]);
-  if (tin[1]) ts = add_opt(&s, ts, muls(&s, mm(&s, q, tr(&s, tin[1])), a->f[0]));
-  if (nin > 3 && tin[3]) ts = add_opt(&s, ts, tin[3]);
+  bool packed = a->ints[1] != 0;
+  dle_tensor *x[3], *t[3], *tm = packed ? (nin > 1 ? tin[1] : NULL) : (nin > 3 ? tin[3] : NULL);
+  sdpa_qkv(&s, ins, packed, x);
+  if (packed && tin[0]) sdpa_qkv(&s, tin, true, t);
+  else for (int i = 0; i < 3; i++) t[i] = packed ? NULL : tin[i];
+  dle_tensor *q = x[0], *k = x[1], *v = x[2], *p = outs[1], *ts = NULL;
+  if (t[0]) ts = muls(&s, mm(&s, t[0], tr(&s, k)), a->f[0]);
+  if (t[1]) ts = add_opt(&s, ts, muls(&s, mm(&s, q, tr(&s, t[1])), a->f[0]));
+  if (tm) ts = add_opt(&s, ts, tm);
   dle_tensor *tp = ts ? softmax_jvp(&s, p, ts) : NULL;
   dle_tensor *to = tp ? mm(&s, tp, v) : NULL;
-  if (tin[2]) to = add_opt(&s, to, mm(&s, p, tin[2]));
+  if (t[2]) to = add_opt(&s, to, mm(&s, p, t[2]));
   tout[0] = give(&s, to);
   tout[1] = give(&s, tp);
   return scope_end(&s, tout, 2);
@@ -308,17 +350,16 @@ static dle_status jvp_score_grad(dle_op op, const dle_attrs *a, dle_tensor *cons
   return scope_end(&s, tout, 1);
 }
 
-/* sdpa_backward(gout, q, k, v, P) = (D k, [D^T q | P^T gout]) with D = score_grad(gout, v, P).
- * Its adjoint at (Gq, [Gk | Gv]): through D with H = Gq k^T + q Gk^T (score_grad_adjoint), plus
+/* sdpa_backward(gout, q, k, v, P) = (D k, D^T q, P^T gout) with D = score_grad(gout, v, P).
+ * Its adjoint at (Gq, Gk, Gv): through D with H = Gq k^T + q Gk^T (score_grad_adjoint), plus
  * d k = D^T Gq, d q = D Gk, d P = gout Gv^T, d gout = P Gv. */
 static dle_status vjp_sdpa_backward(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
-  if (!gout[0] && !gout[1]) return DLE_OK;
+  if (!gout[0] && !gout[1] && !gout[2]) return DLE_OK;
   double sc = dle_node_attrs(n)->f[0];
   scope s = {.n = 0};
   dle_tensor *go = dle_node_input(n, 0), *q = dle_node_input(n, 1), *k = dle_node_input(n, 2);
   dle_tensor *v = dle_node_input(n, 3), *p = dle_node_input(n, 4);
-  int64_t e = q->sizes[q->ndim - 1], ev = v->sizes[v->ndim - 1];
-  dle_tensor *gq = gout[0], *gk = narrow_last(&s, gout[1], 0, e), *gv = narrow_last(&s, gout[1], e, ev);
+  dle_tensor *gq = gout[0], *gk = gout[1], *gv = gout[2];
   dle_tensor *ds = score_grad(&s, go, v, p, dle_node_attrs(n), sc);
   dle_tensor *h = gq ? mm(&s, gq, tr(&s, k)) : NULL, *d[5] = {NULL, NULL, NULL, NULL, NULL};
   if (gk) h = add_opt(&s, h, mm(&s, q, tr(&s, gk)));
@@ -345,21 +386,11 @@ static dle_status jvp_sdpa_backward(dle_op op, const dle_attrs *a, dle_tensor *c
   if (tin[1]) tk = add_opt(&s, tk, mm(&s, tr(&s, ds), tin[1]));
   if (tin[4]) tv = mm(&s, tr(&s, tin[4]), go);
   if (tin[0]) tv = add_opt(&s, tv, mm(&s, tr(&s, p), tin[0]));
+  (void)outs; /* a missing tangent is zero; one that broadcasts is expanded by the engine */
   tout[0] = give(&s, tq);
-  if (tk || tv) { /* [tk | tv], zeros for a missing half */
-    int64_t e = q->sizes[q->ndim - 1], sz[DLE_MAX_DIMS];
-    int nd = outs[1]->ndim;
-    memcpy(sz, outs[1]->sizes, sizeof sz);
-    dle_tensor *half[2] = {tk, tv}, *c = NULL;
-    for (int h = 0; h < 2 && ok(&s); h++) {
-      dle_tensor *t = NULL;
-      sz[nd - 1] = h ? outs[1]->sizes[nd - 1] - e : e;
-      if (!half[h]) half[h] = keep(&s, dle_zeros(&t, nd, sz, outs[1]->dtype), &t);
-      else half[h] = keep(&s, dle_expand(&t, half[h], nd, sz), &t);
-    }
-    if (ok(&s)) tout[1] = give(&s, keep(&s, dle_cat(&c, half, 2, nd - 1), &c));
-  }
-  return scope_end(&s, tout, 2);
+  tout[1] = give(&s, tk);
+  tout[2] = give(&s, tv);
+  return scope_end(&s, tout, 3);
 }
 
 void dle_grad_register_nn(dle_grad_rule *r) {

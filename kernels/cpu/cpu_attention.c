@@ -13,7 +13,7 @@
  * sdpa_score_grad  per batch element: D = gout v^T (gemm into the output), then each row
  *                  D = scale * P * (D - sum(P * D)): the softmax backward fused with the scaling.
  * sdpa_backward    per batch element: D as above in a scratch buffer, then dq = D k, dk = D^T q and
- *                  dv = P^T gout (three gemms; dk and dv side by side in one output, ldc E + Ev).
+ *                  dv = P^T gout (three gemms, each into its own output).
  * Causal attention works in blocks of CAUSAL_BLOCK queries: queries [r0, r1) see only keys
  * [0, r1), so each block's products stop there (the char-GPT's 128 x 128 scores: 25% fewer
  * flops in every product) and the rest of its probability rows are zeros.
@@ -207,23 +207,24 @@ typedef struct {
     batch_end(nt);                                                                              \
     return DLE_OK;                                                                              \
   }                                                                                             \
-  static dle_status sdpa_bwd_##ID(dle_tensor *dqt, dle_tensor *dkvt, dle_tensor *const *ins,     \
+  static dle_status sdpa_bwd_##ID(dle_tensor *const *outs, dle_tensor *const *ins,              \
                                   const dle_attrs *a) {                                         \
     const dle_tensor *qt = ins[1];                                                              \
     int nb = qt->ndim - 2;                                                                      \
     int64_t L = qt->sizes[nb], E = qt->sizes[nb + 1], S = ins[2]->sizes[nb];                    \
-    int64_t Ev = ins[3]->sizes[nb + 1], W = E + Ev, B = 1;                                      \
+    int64_t Ev = ins[3]->sizes[nb + 1], B = 1;                                                  \
     for (int d = 0; d < nb; d++) B *= qt->sizes[d];                                             \
-    DLE_TRY(check_blas("sdpa_backward", L, S, W));                                              \
+    DLE_TRY(check_blas("sdpa_backward", L, S, E > Ev ? E : Ev));                                \
     mats g = mats_of(ins[0], nb), q = mats_of(qt, nb), k = mats_of(ins[2], nb);                 \
     mats v = mats_of(ins[3], nb), p = mats_of(ins[4], nb);                                      \
-    mats dq = mats_of(dqt, nb), dkv = mats_of(dkvt, nb);                                        \
+    mats dq = mats_of(outs[0], nb), dk = mats_of(outs[1], nb), dv = mats_of(outs[2], nb);       \
     CT scale = (CT)a->f[0];                                                                     \
     bool causal = a->ints[0] != 0;                                                              \
     if (L == 0 || S == 0) { /* a sum over nothing: zeros */                                     \
       for (int64_t b = 0; b < B; b++) {                                                         \
         zero_rows(mat_at(&dq, b), L, E, dq.ld, sizeof(CT));                                     \
-        zero_rows(mat_at(&dkv, b), S, W, dkv.ld, sizeof(CT));                                   \
+        zero_rows(mat_at(&dk, b), S, E, dk.ld, sizeof(CT));                                     \
+        zero_rows(mat_at(&dv, b), S, Ev, dv.ld, sizeof(CT));                                    \
       }                                                                                         \
       return DLE_OK;                                                                            \
     }                                                                                           \
@@ -239,12 +240,15 @@ typedef struct {
       }                                                                                         \
       const CT *gb = mat_at(&g, b), *pb = mat_at(&p, b), *qb = mat_at(&q, b);                  \
       const CT *kb = mat_at(&k, b), *vb = mat_at(&v, b);                                        \
-      CT *dqb = mat_at(&dq, b), *dkvb = mat_at(&dkv, b);                                        \
+      CT *dqb = mat_at(&dq, b), *dkb = mat_at(&dk, b), *dvb = mat_at(&dv, b);                   \
       /* blocks last to first: the last sees every key any block sees, so it sets dk and dv     \
        * (beta 0) and the earlier ones add to a prefix of their rows */                         \
       int64_t nblk = num_blocks(L, causal);                                                     \
       row_block last = block_at(nblk - 1, L, S, causal);                                        \
-      if (last.keys < S) zero_rows(dkvb + last.keys * dkv.ld, S - last.keys, W, dkv.ld, sizeof(CT)); \
+      if (last.keys < S) {                                                                      \
+        zero_rows(dkb + last.keys * dk.ld, S - last.keys, E, dk.ld, sizeof(CT));                \
+        zero_rows(dvb + last.keys * dv.ld, S - last.keys, Ev, dv.ld, sizeof(CT));               \
+      }                                                                                         \
       for (int64_t bi = nblk - 1; bi >= 0; bi--) {                                              \
         row_block rb = block_at(bi, L, S, causal);                                              \
         int64_t rows = rb.r1 - rb.r0, keys = rb.keys;                                           \
@@ -260,9 +264,9 @@ typedef struct {
           score_grad_row_##ID(ds + i * keys, pr + i * p.ld, keys, scale);                       \
         if (E > 0) {                                                                            \
           GEMM(CT)(false, false, rows, E, keys, ds, keys, kb, k.ld, 0, dqb + rb.r0 * dq.ld, dq.ld); \
-          GEMM(CT)(true, false, keys, E, rows, ds, keys, qr, q.ld, beta, dkvb, dkv.ld);         \
+          GEMM(CT)(true, false, keys, E, rows, ds, keys, qr, q.ld, beta, dkb, dk.ld);           \
         }                                                                                       \
-        if (Ev > 0) GEMM(CT)(true, false, keys, Ev, rows, pr, p.ld, gr, g.ld, beta, dkvb + E, dkv.ld); \
+        if (Ev > 0) GEMM(CT)(true, false, keys, Ev, rows, pr, p.ld, gr, g.ld, beta, dvb, dv.ld); \
       }                                                                                         \
       free(ds);                                                                                 \
     }                                                                                           \
@@ -289,7 +293,7 @@ static dle_status cpu_attention(dle_op op, dle_tensor *const *outs, dle_tensor *
     return dle_error("%s: the CPU kernel expects a bool or %s mask", fn, dle_dtype_name(o->dtype));
 #define CASE(ID, CT)                                                                            \
   case DLE_##ID:                                                                                \
-    if (op == DLE_OP_SDPA_BACKWARD) return sdpa_bwd_##ID(o, outs[1], ins, a);                   \
+    if (op == DLE_OP_SDPA_BACKWARD) return sdpa_bwd_##ID(outs, ins, a);                         \
     return op == DLE_OP_SDPA ? sdpa_fwd_##ID(o, outs[1], ins, nin, a) : score_grad_##ID(o, ins, a);
   switch (o->dtype) {
     ATT_TYPES(CASE)

@@ -11,6 +11,11 @@
  * gives exp(x) itself (down to the denormals) where 1 / (1 + exp(-x)) would overflow to 0 */
 #define CPU_SIGMOID(x) (x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x)))
 
+/* gelu'(x) = Phi(x) + x phi(x) (gelu_grad, and gelu_backward's factor) */
+#define CPU_GELU_GRAD(x)                                                                   \
+  ((compute_t)0.5 * erfc(x * (compute_t)-0.70710678118654752440) +                         \
+   x * exp((compute_t)-0.5 * x * x) * (compute_t)0.39894228040143267794)
+
 /* ---- the ops: name, expression of x (unary) or a, b (binary) in compute type CT ---- */
 #define UNARY_NUMERIC_OPS(X)                                  \
   X(NEG, CPU_NEG(x))                                          \
@@ -34,8 +39,7 @@
   X(SIGMOID, CPU_SIGMOID(x))                                  \
   /* erfc in double even for float: float erfc and the products round to ~7 ulp */          \
   X(GELU, (compute_t)(0.5 * (double)x * erfc((double)x * -0.70710678118654752440))) /* no 1 + erf cancellation */ \
-  X(GELU_GRAD, (compute_t)0.5 * erfc(x * (compute_t)-0.70710678118654752440) +              \
-               x * exp((compute_t)-0.5 * x * x) * (compute_t)0.39894228040143267794)           \
+  X(GELU_GRAD, CPU_GELU_GRAD(x))                              \
   X(SILU, x * CPU_SIGMOID(x))                                 \
   X(FLOOR, floor(x))                                          \
   X(CEIL, ceil(x))                                            \
@@ -49,7 +53,7 @@
   X(MAXIMUM, (a > b || a != a) ? a : b)                       \
   X(MINIMUM, (a < b || a != a) ? a : b)
 
-#define BINARY_FLOAT_OPS(X) X(DIV, a / b)
+#define BINARY_FLOAT_OPS(X) X(DIV, a / b) X(GELU_BACKWARD, b * CPU_GELU_GRAD(a))
 
 #define COMPARE_OPS(X) X(EQ, a == b) X(NE, a != b) X(LT, a < b) X(LE, a <= b) X(GT, a > b) X(GE, a >= b)
 
@@ -193,6 +197,31 @@ static void unary_vec_F32(char **p, const int64_t *s, int64_t n, const void *ctx
   }
 }
 
+/* float32 binary ops with an AVX2 array kernel (gelu_backward): contiguous runs go straight to it,
+ * others (strided, broadcast) through small stack buffers. */
+typedef struct {
+  cpu_vec_map2_fn map, stream;
+} vec2_ctx;
+
+static void binary_vec_F32(char **p, const int64_t *s, int64_t n, const void *ctx) {
+  const vec2_ctx *c = ctx;
+  if (s[0] == sizeof(float) && s[1] == sizeof(float) && s[2] == sizeof(float)) {
+    bool stream = c->stream && n >= VEC_STREAM_RUN && p[0] != p[1] && p[0] != p[2];
+    (stream ? c->stream : c->map)((float *)p[0], (const float *)p[1], (const float *)p[2], n);
+    return;
+  }
+  float a[256], b[256];
+  for (int64_t i0 = 0; i0 < n; i0 += 256) {
+    int64_t m = n - i0 < 256 ? n - i0 : 256;
+    for (int64_t i = 0; i < m; i++) {
+      a[i] = *(const float *)(p[1] + (i0 + i) * s[1]);
+      b[i] = *(const float *)(p[2] + (i0 + i) * s[2]);
+    }
+    c->map(a, a, b, m);
+    for (int64_t i = 0; i < m; i++) *(float *)(p[0] + (i0 + i) * s[0]) = a[i];
+  }
+}
+
 /* The front door has already promoted inputs: the loop is chosen by the dtype the op computes
  * in, which is the last input's dtype (where's first input is its bool condition). */
 static dle_status cpu_elementwise(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins,
@@ -203,6 +232,12 @@ static dle_status cpu_elementwise(dle_op op, dle_tensor *const *outs, dle_tensor
     bool large = cpu_stream_output(dle_tensor_numel(y) * (int64_t)sizeof(float));
     vec_ctx c = {cpu_vec->unary[op], large ? cpu_vec->unary_stream[op] : NULL};
     cpu_foreach_elementwise(outs[0], ins, nin, unary_vec_F32, &c);
+    return DLE_OK;
+  }
+  if (dt == DLE_F32 && cpu_vec && cpu_vec->binary[op]) {
+    bool large = cpu_stream_output(dle_tensor_numel(outs[0]) * (int64_t)sizeof(float));
+    vec2_ctx c = {cpu_vec->binary[op], large ? cpu_vec->binary_stream[op] : NULL};
+    cpu_foreach_elementwise(outs[0], ins, nin, binary_vec_F32, &c);
     return DLE_OK;
   }
   cpu_loop_fn fn = loops[op][dt];

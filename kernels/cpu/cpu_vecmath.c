@@ -42,6 +42,32 @@ VEC_MAP(gelu_grad, vgelu_grad)
 VEC_MAP(erf, verf)
 VEC_MAP(erfc, verfc)
 
+/* o[i] = G(x[i], g[i]), the binary counterpart of VEC_MAP (same steps, same streaming variant). */
+#define VEC_MAP2_LOOP(o, x, g, n, G, STORE)                                                  \
+  int64_t i = 0;                                                                             \
+  for (; i + 16 <= n; i += 16) {                                                             \
+    __m256 a = G(_mm256_loadu_ps(x + i), _mm256_loadu_ps(g + i));                           \
+    __m256 b = G(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(g + i + 8));                   \
+    STORE(o + i, a);                                                                         \
+    STORE(o + i + 8, b);                                                                     \
+  }                                                                                          \
+  for (; i + 8 <= n; i += 8) STORE(o + i, G(_mm256_loadu_ps(x + i), _mm256_loadu_ps(g + i))); \
+  if (i < n) vstore_part(o + i, n - i, G(vload_part(x + i, n - i, 0.0f), vload_part(g + i, n - i, 0.0f)));
+#define VEC_MAP2(NAME, G)                                                                    \
+  VEC_TARGET static void map2_##NAME(float *o, const float *x, const float *g, int64_t n) {  \
+    VEC_MAP2_LOOP(o, x, g, n, G, _mm256_storeu_ps)                                           \
+  }                                                                                          \
+  VEC_TARGET static void map2_##NAME##_stream(float *o, const float *x, const float *g, int64_t n) { \
+    int64_t h = (int64_t)((-(uintptr_t)o / sizeof(float)) & 7); /* to a 32-byte boundary */  \
+    if (h > n) h = n;                                                                        \
+    if (h) map2_##NAME(o, x, g, h);                                                          \
+    o += h, x += h, g += h, n -= h;                                                          \
+    VEC_MAP2_LOOP(o, x, g, n, G, _mm256_stream_ps)                                           \
+    _mm_sfence();                                                                            \
+  }
+VEC_INLINE __m256 vgelu_backward(__m256 x, __m256 g) { return _mm256_mul_ps(g, vgelu_grad(x)); }
+VEC_MAP2(gelu_backward, vgelu_backward)
+
 /* dst[i ds + j] = src[j ss + i], one 8 x 8 block. */
 VEC_INLINE void transpose8(float *dst, int64_t ds, const float *src, int64_t ss) {
   __m256 r[8], t[8], u[8];
@@ -80,6 +106,8 @@ static const cpu_vec_kernels avx2 = {
                      [DLE_OP_TANH] = map_tanh_stream, [DLE_OP_SIGMOID] = map_sigmoid_stream,
                      [DLE_OP_SILU] = map_silu_stream, [DLE_OP_GELU] = map_gelu_stream,
                      [DLE_OP_GELU_GRAD] = map_gelu_grad_stream},
+    .binary = {[DLE_OP_GELU_BACKWARD] = map2_gelu_backward},
+    .binary_stream = {[DLE_OP_GELU_BACKWARD] = map2_gelu_backward_stream},
     .erf = map_erf,
     .erfc = map_erfc,
     .softmax_row = cpu_vec_softmax_row_avx2,

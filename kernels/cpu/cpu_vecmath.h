@@ -9,11 +9,14 @@
 #include "cpu_types.h"
 
 typedef void (*cpu_vec_map_fn)(float *o, const float *x, int64_t n);
+typedef void (*cpu_vec_map2_fn)(float *o, const float *x, const float *g, int64_t n);
 
 typedef struct {
   cpu_vec_map_fn unary[DLE_NUM_OPS]; /* by op: exp, log, tanh, sigmoid, gelu(_grad), silu; others NULL */
   /* the same, writing o with streaming stores (then a fence); o must not be x */
   cpu_vec_map_fn unary_stream[DLE_NUM_OPS];
+  /* by op: binary ops with a vector kernel (gelu_backward); o may equal x or g (not when streamed) */
+  cpu_vec_map2_fn binary[DLE_NUM_OPS], binary_stream[DLE_NUM_OPS];
   cpu_vec_map_fn erf, erfc;          /* not ops (yet): for gelu's tests and future use */
   /* One softmax (lg false) or log_softmax (lg true) row of n elements; y may be x. stream: write y
    * with streaming stores (cpu_stream.h; the caller fences). */

@@ -51,6 +51,7 @@ static bool binary_ref(dle_op op, double a, double b, double *y) {
     case DLE_OP_POW: *y = pow(a, b); break;
     case DLE_OP_MAXIMUM: *y = isnan(a) || isnan(b) ? NAN : fmax(a, b); break;
     case DLE_OP_MINIMUM: *y = isnan(a) || isnan(b) ? NAN : fmin(a, b); break;
+    case DLE_OP_GELU_BACKWARD: *y = b * (0.5 * erfc(-a / sqrt(2.0)) + a * exp(-0.5 * a * a) / sqrt(2 * M_PI)); break;
     case DLE_OP_EQ: *y = a == b; break;
     case DLE_OP_NE: *y = a != b; break;
     case DLE_OP_LT: *y = a < b; break;

@@ -1,6 +1,7 @@
 --- dle.nn.MultiheadAttention and dle.nn.functional.scaled_dot_product_attention, built on the fused
 -- attention op dle.sdpa (scores, mask, softmax and the value product in one C kernel per batch
--- element; a fused backward). Requiring this module registers both into dle.nn:
+-- element; a fused backward; dle.sdpa(qkv, opts) with q, k, v packed {3, ..., T, E} for
+-- self-attention). Requiring this module registers both into dle.nn:
 --   local attn = dle.nn.MultiheadAttention(128, 4, {causal = true})
 --   local y = attn(x)                                  -- x {B, T, 128} -> y {B, T, 128}
 --   local o = dle.nn.functional.scaled_dot_product_attention(q, k, v, {causal = true})
@@ -148,9 +149,24 @@ function MultiheadAttention:forward(q, k, v, opts)
   end
   self:_check("query", q)
   local d = self.embed_dim
+  local W, b = self.qkv.weight, self.qkv.bias
+  local drop = self.dropout > 0 and self.training
+  if k == nil and v == nil and not drop then
+    -- self-attention: one product with the fused weight, its {B, T, 3d} result viewed as q, k, v
+    -- stacked {3, B, H, T, Dh} and handed to the packed attention op, whose gradient comes back
+    -- as one {B, T, 3d} tensor: one weight-gradient and one input-gradient product instead of
+    -- three each plus two sums (and no zero-padded slice gradients)
+    local B, T, H = q:size(1), q:size(2), self.num_heads
+    local qkv = F.linear(q, W, b):view(B, T, 3, H, self.head_dim):permute(3, 1, 4, 2, 5)
+    local ok, o = pcall(dle.sdpa, qkv, {causal = self.causal, mask = opts.mask})
+    if not ok then error("MultiheadAttention: " .. tostring(o), 2) end
+    local y = self.proj(o:transpose(2, 3):reshape(B, T, d))
+    if unbatched then y = y:squeeze(1) end
+    return y
+  end
   local Q, K, V
   if k == nil and v == nil then
-    k, v = q, q   -- self-attention
+    k, v = q, q   -- self-attention with attention dropout (which needs v apart)
   else
     v = v or k
     self:_check("key", k)
@@ -160,10 +176,9 @@ function MultiheadAttention:forward(q, k, v, opts)
         .. shape_str(v) .. " do not match (same batch; key and value of the same length)", 2)
     end
   end
-  -- three products with slices of the fused weight rather than one product sliced afterwards:
-  -- the backward of slicing a {B, T, 3d} result pads each slice's gradient to full size and sums
-  -- the three, several times the memory traffic of these small weight-slice gradients
-  local W, b = self.qkv.weight, self.qkv.bias
+  -- cross attention: three products with slices of the fused weight rather than one product
+  -- sliced afterwards: the backward of slicing a {B, T, 3d} result pads each slice's gradient to
+  -- full size and sums the three
   local function part(x, i)
     return F.linear(x, W:narrow(1, (i - 1) * d + 1, d), b and b:narrow(1, (i - 1) * d + 1, d))
   end
