@@ -8,6 +8,7 @@
 
 #include "cpu_backend.h"
 #include "cpu_loop.h"
+#include "cpu_share.h"
 
 /* One matrix of a batch: rows x cols elements at p with element strides rs, cs. */
 typedef struct {
@@ -142,6 +143,66 @@ static dle_status blas_operand(blas_mat *out, const cpu_mat *m, dle_dtype dt, bo
 BLAS_CALLS(s, float)
 BLAS_CALLS(d, double)
 
+/* ---- one gemm on several threads: panels of C through cpu_share, each a one-thread BLAS call ----
+ * OpenBLAS's own threading splits a gemm evenly and waits for its worker, which on a shared 2-core
+ * VM may not get the other core for a time slice, and its spinning worker and OpenMP's then fight
+ * for the cores (measured: the Fashion-MNIST MLP step slower on 2 threads than on 1). Panels taken
+ * dynamically degrade to the caller doing them all. C is split along its longer side, so the
+ * operand every panel reads whole (and BLAS packs again per panel) is the smaller one. */
+#define SHARE_MIN_MACS ((int64_t)1 << 20) /* about 30 us on one core: below, one BLAS call */
+#define PANELS_PER_THREAD 2               /* so a helper that starts late still gets a panel */
+#define PANEL_ALIGN 16                    /* panel sides a multiple of BLAS's register blocks */
+
+typedef struct {
+  blas_mat a, b;
+  char *c;
+  int64_t ldc, m, n, k, step;
+  bool cols, dbl, accumulate;
+} gemm_panels;
+
+static void gemm_panel(void *ctx, int64_t i) {
+  const gemm_panels *g = ctx;
+  blas_mat a = g->a, b = g->b;
+  int64_t m = g->m, n = g->n, lo = i * g->step, es = g->dbl ? 8 : 4;
+  char *c = g->c;
+  if (g->cols) { /* C[:, lo:lo+n] = A B[:, lo:lo+n] */
+    n = g->n - lo < g->step ? g->n - lo : g->step;
+    b.p = (const char *)b.p + (b.trans ? lo * b.ld : lo) * es;
+    c += lo * es;
+  } else {       /* C[lo:lo+m, :] = A[lo:lo+m, :] B */
+    m = g->m - lo < g->step ? g->m - lo : g->step;
+    a.p = (const char *)a.p + (a.trans ? lo : lo * a.ld) * es;
+    c += lo * g->ldc * es;
+  }
+  if (g->dbl) blas_d(&a, &b, (double *)c, g->ldc, m, n, g->k, g->accumulate);
+  else blas_s(&a, &b, (float *)c, g->ldc, m, n, g->k, g->accumulate);
+}
+
+/* c = a b (+ c when accumulating), on dle's thread count. */
+static void gemm_threads(const blas_mat *a, const blas_mat *b, void *c, int64_t ldc, int64_t m,
+                         int64_t n, int64_t k, bool dbl, bool accumulate) {
+  int nt = dle_get_num_threads();
+  gemm_panels g = {*a, *b, c, ldc, m, n, k, 0, n >= m, dbl, accumulate};
+  int64_t side = g.cols ? n : m, panels = (int64_t)nt * PANELS_PER_THREAD;
+  g.step = (side + panels - 1) / panels;
+  g.step = (g.step + PANEL_ALIGN - 1) / PANEL_ALIGN * PANEL_ALIGN;
+  panels = (side + g.step - 1) / g.step;
+  bool vector = m < 2 || n < 2; /* gemv, memory-bound: OpenBLAS threads a long one itself */
+  if (nt < 2 || vector) {
+    g.step = side;
+    gemm_panel(&g, 0);
+    return;
+  }
+  openblas_set_num_threads(1); /* OpenBLAS's pool stays asleep: no spinning thread in the way */
+  if (panels < 2 || (double)m * (double)n * (double)k < (double)SHARE_MIN_MACS) {
+    g.step = side;
+    gemm_panel(&g, 0);
+  } else {
+    cpu_share(panels, nt, gemm_panel, &g);
+  }
+  openblas_set_num_threads(nt);
+}
+
 /* State of one kernel call, shared by the matrices of the batch. accumulate: c += a b (BLAS's
  * beta = 1; the front door has put the addend in c), only for float32/float64 written directly. */
 typedef struct {
@@ -168,8 +229,7 @@ static dle_status float_matmul(mm_ctx *ctx, const cpu_mat *a, const cpu_mat *b, 
   }
   if (!direct && ctx->accumulate)
     return dle_error("matmul: accumulating into a result it cannot write directly");  /* front door bug */
-  if (dbl) blas_d(&ba, &bb, cp, ldc, m, n, k, ctx->accumulate);
-  else blas_s(&ba, &bb, cp, ldc, m, n, k, ctx->accumulate);
+  gemm_threads(&ba, &bb, cp, ldc, m, n, k, dbl, ctx->accumulate);
   if (!direct) unpack_of[ctx->dt](c, cp, ldc);
   return DLE_OK;
 }
