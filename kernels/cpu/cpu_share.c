@@ -18,8 +18,9 @@
 #define CPU_RELAX() ((void)0)
 #endif
 
-/* A helper spins this long for the next share before it sleeps: a training step's shares follow
- * each other within tens of us, and waking a sleeping thread costs about as much again. */
+/* A helper polls this long for the next share before it sleeps: a training step's shares follow
+ * each other within tens of us, and waking a sleeping thread costs about as much again. It polls
+ * with sched_yield, so on a busy machine whatever else wants its core runs instead. */
 #define SPIN_NS 50000
 
 /* The current share (relaxed atomics: the swap on `state` orders and validates them). */
@@ -69,7 +70,8 @@ static void *helper_main(void *arg) {
     int spins = 0;
     while (epoch_of(atomic_load(&state)) == seen) {
       CPU_RELAX();
-      if (++spins % 64 == 0 && now_ns() - t0 > SPIN_NS) {
+      if (++spins % 16 == 0) sched_yield();
+      if (spins % 64 == 0 && now_ns() - t0 > SPIN_NS) {
         /* sleep; the caller signals after publishing when it sees a sleeper (both sides use
          * sequentially consistent atomics, so one of them sees the other's write) */
         pthread_mutex_lock(&sleep_lock);
