@@ -148,8 +148,14 @@ BLAS_CALLS(d, double)
  * VM may not get the other core for a time slice, and its spinning worker and OpenMP's then fight
  * for the cores (measured: the Fashion-MNIST MLP step slower on 2 threads than on 1). Panels taken
  * dynamically degrade to the caller doing them all. C is split along its longer side, so the
- * operand every panel reads whole (and BLAS packs again per panel) is the smaller one. */
+ * operand every panel reads whole (and BLAS packs again per panel) is the smaller one. Products
+ * of 2^20 to 2^26 multiply-adds go this way; smaller ones are one one-thread call, larger ones
+ * OpenBLAS's own threads. */
 #define SHARE_MIN_MACS ((int64_t)1 << 20) /* about 30 us on one core: below, one BLAS call */
+/* From about 2 ms of work on, a late thread costs relatively little and OpenBLAS's own split (one
+ * packed copy of each operand shared by its threads) is faster: with panels, 512^3 to 2048^3
+ * products at 2 threads ran at 0.93-0.99x cblas_sgemm's rate instead of 1.03-1.09x. */
+#define SHARE_MAX_MACS ((int64_t)1 << 26)
 #define PANELS_PER_THREAD 2               /* so a helper that starts late still gets a panel */
 #define PANEL_ALIGN 16                    /* panel sides a multiple of BLAS's register blocks */
 
@@ -187,14 +193,15 @@ static void gemm_threads(const blas_mat *a, const blas_mat *b, void *c, int64_t 
   g.step = (side + panels - 1) / panels;
   g.step = (g.step + PANEL_ALIGN - 1) / PANEL_ALIGN * PANEL_ALIGN;
   panels = (side + g.step - 1) / g.step;
+  double macs = (double)m * (double)n * (double)k;
   bool vector = m < 2 || n < 2; /* gemv, memory-bound: OpenBLAS threads a long one itself */
-  if (nt < 2 || vector) {
+  if (nt < 2 || vector || macs >= (double)SHARE_MAX_MACS) {
     g.step = side;
     gemm_panel(&g, 0);
     return;
   }
-  openblas_set_num_threads(1); /* OpenBLAS's pool stays asleep: no spinning thread in the way */
-  if (panels < 2 || (double)m * (double)n * (double)k < (double)SHARE_MIN_MACS) {
+  openblas_set_num_threads(1); /* OpenBLAS's pool is not woken (its workers spin after a call) */
+  if (panels < 2 || macs < (double)SHARE_MIN_MACS) {
     g.step = side;
     gemm_panel(&g, 0);
   } else {
