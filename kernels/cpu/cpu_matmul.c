@@ -143,69 +143,62 @@ static dle_status blas_operand(blas_mat *out, const cpu_mat *m, dle_dtype dt, bo
 BLAS_CALLS(s, float)
 BLAS_CALLS(d, double)
 
-/* ---- one gemm on several threads: panels of C through cpu_share, each a one-thread BLAS call ----
+/* ---- one gemm on several threads: row panels of C through cpu_share, each a one-thread BLAS call
  * OpenBLAS's own threading splits a gemm evenly and waits for its worker, which on a shared 2-core
  * VM may not get the other core for a time slice, and its spinning worker and OpenMP's then fight
  * for the cores (measured: the Fashion-MNIST MLP step slower on 2 threads than on 1). Panels taken
- * dynamically degrade to the caller doing them all. C is split along its longer side, so the
- * operand every panel reads whole (and BLAS packs again per panel) is the smaller one. Products
- * of 2^20 to 2^26 multiply-adds go this way; smaller ones are one one-thread call, larger ones
- * OpenBLAS's own threads. */
+ * dynamically degrade to the caller doing them all, and when the helpers have not kept up lately
+ * (cpu_share_pays) the caller makes the one call instead. Panels are whole multiples of PANEL_ROWS
+ * rows: OpenBLAS computes rows in register blocks of 24 (its Zen and Haswell sgemm and dgemm
+ * kernels), so a panel's rows get exactly the bits the one call gives them, whatever the thread
+ * count or the choice (checked in tests/matmul_spec.lua). Products of 2^20 to 2^26 multiply-adds
+ * go this way; smaller ones are one one-thread call, larger ones OpenBLAS's own threads. */
 #define SHARE_MIN_MACS ((int64_t)1 << 20) /* about 30 us on one core: below, one BLAS call */
 /* From about 2 ms of work on, a late thread costs relatively little and OpenBLAS's own split (one
  * packed copy of each operand shared by its threads) is faster: with panels, 512^3 to 2048^3
  * products at 2 threads ran at 0.93-0.99x cblas_sgemm's rate instead of 1.03-1.09x. */
 #define SHARE_MAX_MACS ((int64_t)1 << 26)
-#define PANELS_PER_THREAD 2               /* so a helper that starts late still gets a panel */
-#define PANEL_ALIGN 16                    /* panel sides a multiple of BLAS's register blocks */
+#define PANELS_PER_THREAD 2 /* so a helper that starts late still gets a panel */
+#define PANEL_ROWS 48       /* a multiple of BLAS's row blocks (24 here; 16 or 8 elsewhere) */
 
 typedef struct {
   blas_mat a, b;
   char *c;
   int64_t ldc, m, n, k, step;
-  bool cols, dbl, accumulate;
+  bool dbl, accumulate;
 } gemm_panels;
 
+/* C[lo:lo+rows, :] = A[lo:lo+rows, :] B for panel i. */
 static void gemm_panel(void *ctx, int64_t i) {
   const gemm_panels *g = ctx;
-  blas_mat a = g->a, b = g->b;
-  int64_t m = g->m, n = g->n, lo = i * g->step, es = g->dbl ? 8 : 4;
-  char *c = g->c;
-  if (g->cols) { /* C[:, lo:lo+n] = A B[:, lo:lo+n] */
-    n = g->n - lo < g->step ? g->n - lo : g->step;
-    b.p = (const char *)b.p + (b.trans ? lo * b.ld : lo) * es;
-    c += lo * es;
-  } else {       /* C[lo:lo+m, :] = A[lo:lo+m, :] B */
-    m = g->m - lo < g->step ? g->m - lo : g->step;
-    a.p = (const char *)a.p + (a.trans ? lo : lo * a.ld) * es;
-    c += lo * g->ldc * es;
-  }
-  if (g->dbl) blas_d(&a, &b, (double *)c, g->ldc, m, n, g->k, g->accumulate);
-  else blas_s(&a, &b, (float *)c, g->ldc, m, n, g->k, g->accumulate);
+  blas_mat a = g->a;
+  int64_t lo = i * g->step, rows = g->m - lo < g->step ? g->m - lo : g->step, es = g->dbl ? 8 : 4;
+  a.p = (const char *)a.p + (a.trans ? lo : lo * a.ld) * es;
+  char *c = g->c + lo * g->ldc * es;
+  if (g->dbl) blas_d(&a, &g->b, (double *)c, g->ldc, rows, g->n, g->k, g->accumulate);
+  else blas_s(&a, &g->b, (float *)c, g->ldc, rows, g->n, g->k, g->accumulate);
 }
 
 /* c = a b (+ c when accumulating), on dle's thread count. */
 static void gemm_threads(const blas_mat *a, const blas_mat *b, void *c, int64_t ldc, int64_t m,
                          int64_t n, int64_t k, bool dbl, bool accumulate) {
   int nt = dle_get_num_threads();
-  gemm_panels g = {*a, *b, c, ldc, m, n, k, 0, n >= m, dbl, accumulate};
-  int64_t side = g.cols ? n : m, panels = (int64_t)nt * PANELS_PER_THREAD;
-  g.step = (side + panels - 1) / panels;
-  g.step = (g.step + PANEL_ALIGN - 1) / PANEL_ALIGN * PANEL_ALIGN;
-  panels = (side + g.step - 1) / g.step;
+  gemm_panels g = {*a, *b, c, ldc, m, n, k, m, dbl, accumulate};
   double macs = (double)m * (double)n * (double)k;
   bool vector = m < 2 || n < 2; /* gemv, memory-bound: OpenBLAS threads a long one itself */
   if (nt < 2 || vector || macs >= (double)SHARE_MAX_MACS) {
-    g.step = side;
     gemm_panel(&g, 0);
     return;
   }
+  int64_t panels = (int64_t)nt * PANELS_PER_THREAD;
+  int64_t step = ((m + panels - 1) / panels + PANEL_ROWS - 1) / PANEL_ROWS * PANEL_ROWS;
+  panels = (m + step - 1) / step;
   openblas_set_num_threads(1); /* OpenBLAS's pool is not woken (its workers spin after a call) */
-  if (panels < 2 || macs < (double)SHARE_MIN_MACS) {
-    g.step = side;
-    gemm_panel(&g, 0);
-  } else {
+  if (panels >= 2 && macs >= (double)SHARE_MIN_MACS && cpu_share_pays()) {
+    g.step = step;
     cpu_share(panels, nt, gemm_panel, &g);
+  } else {
+    gemm_panel(&g, 0);
   }
   openblas_set_num_threads(nt);
 }

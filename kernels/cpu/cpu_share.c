@@ -35,6 +35,8 @@ static _Atomic int sleepers;
 static pthread_mutex_t sleep_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static int started;                /* helpers created (only the caller holding `running` writes) */
+static _Atomic int helped_pct = 50; /* helpers' share of recent shares' items, percent (an average) */
+static _Atomic unsigned pays_calls;
 
 static uint32_t epoch_of(uint64_t w) { return (uint32_t)(w >> 32); }
 static int64_t next_of(uint64_t w) { return (int64_t)(w >> 16 & 0xffff); }
@@ -119,6 +121,8 @@ void cpu_share(int64_t n, int nthreads, cpu_share_fn fn, void *ctx) {
     pthread_mutex_unlock(&sleep_lock);
   }
   int64_t mine = take_items(e, -1);
+  int pct = (int)(100 * (n - mine) / n);
+  atomic_store(&helped_pct, (3 * atomic_load(&helped_pct) + pct) / 4);
   /* only items a helper has taken are left, and they are running (or their thread lost its core:
    * then yield, in case it waits for this one) */
   for (int spins = 0; atomic_load(&done) < n - mine; spins++) {
@@ -126,6 +130,11 @@ void cpu_share(int64_t n, int nthreads, cpu_share_fn fn, void *ctx) {
     if (spins > 4096) sched_yield();
   }
   atomic_flag_clear(&running);
+}
+
+bool cpu_share_pays(void) {
+  if (atomic_load(&helped_pct) >= 20) return true;
+  return atomic_fetch_add(&pays_calls, 1) % 8 == 7;
 }
 
 int cpu_share_helpers(void) { return started; }

@@ -11,6 +11,7 @@
 #ifndef DLE_CPU_SHARE_H
 #define DLE_CPU_SHARE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef void (*cpu_share_fn)(void *ctx, int64_t item);
@@ -22,6 +23,13 @@ typedef void (*cpu_share_fn)(void *ctx, int64_t item);
 #define CPU_SHARE_MAX_ITEMS 65535
 #define CPU_SHARE_MAX_HELPERS 63
 void cpu_share(int64_t n, int nthreads, cpu_share_fn fn, void *ctx);
+
+/* Whether sharing has paid lately: false when the helpers took less than a fifth of the items of
+ * recent shares (their cores busy with other processes, so the caller did nearly everything and
+ * only paid for cutting the work up), except on every 8th call, which shares anyway to see
+ * whether they are back. A caller with a cheaper one-thread way to do the whole work (one BLAS
+ * call instead of panels) takes it when this is false. */
+bool cpu_share_pays(void);
 
 /* Helper threads started so far (for tests). */
 int cpu_share_helpers(void);
