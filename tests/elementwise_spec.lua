@@ -594,3 +594,31 @@ describe("numerical stability", function()
     assert.is_true(r[1] ~= r[1])
   end)
 end)
+
+-- ---------------------------------------------------------------- threads
+
+describe("threads", function()
+  -- Light ops (relu, add, mul, gt, copies) go on several threads from a larger size than heavy
+  -- ones (exp, gelu, pow): kernels/cpu/cpu_loop.h. Sizes below, between and above both grains, odd
+  -- so the thread ranges do not split evenly, contiguous, transposed and broadcast.
+  it("unary, binary, comparison and copy results are the same bits at 1 and 2 threads", function()
+    local threads = dle.get_num_threads()
+    finally(function() dle.set_num_threads(threads) end)
+    for _, rows in ipairs({5, 129, 1031}) do -- 5x253 < 32768 < 129x253 < 262144 < 1031x253
+      local g = dle.Generator(rows)
+      local a, b = dle.randn(rows, 253, {generator = g}), dle.randn(rows, 253, {generator = g})
+      local bt, row = dle.randn(253, rows, {generator = g}):t(), dle.randn(253, {generator = g})
+      local function all()
+        return {a:relu(), a + b, a * bt, a:gt(row), a:exp(), a:gelu(), a:pow(3), bt:contiguous(),
+                a:to("float64"), (a + row):tanh()}
+      end
+      dle.set_num_threads(1)
+      local one = all()
+      dle.set_num_threads(2)
+      local two = all()
+      for i = 1, #one do
+        assert.is_true(one[i]:equal(two[i]), string.format("result %d at %d rows", i, rows))
+      end
+    end
+  end)
+end)

@@ -273,6 +273,38 @@ describe("matmul", function()
     end
   end)
 
+  -- At 2 threads a gemm of 2^20 to 2^26 multiply-adds is cut into row panels of C, multiples of
+  -- 48 rows, that the calling thread and a helper take dynamically (kernels/cpu/cpu_share.h), each
+  -- a one-thread BLAS call; or, when the helper has not kept up lately, it is one call. OpenBLAS
+  -- computes rows in blocks of 24 here, so every way gives the bits of 1 thread's one call.
+  it("gives 1 thread's bits at 2 threads, on every run, when the gemm is cut into row panels", function()
+    local g = dle.Generator(11)
+    local cases = {
+      {"128x784 . 784x256 (the MLP's first layer)", dle.randn(128, 784, {generator = g}), dle.randn(256, 784, {generator = g}):t()},
+      {"its weight gradient 256x128 . 128x784", dle.randn(128, 256, {generator = g}):t(), dle.randn(128, 784, {generator = g})},
+      {"517x129 . 129x67", dle.randn(517, 129, {generator = g}), dle.randn(129, 67, {generator = g})},
+      {"transposed a 517x129", dle.randn(129, 517, {generator = g}):t(), dle.randn(129, 67, {generator = g})},
+      {"float64, transposed b", dle.randn(67, 129, {generator = g, dtype = "float64"}),
+        dle.randn(1031, 129, {generator = g, dtype = "float64"}):t()},
+      {"batched {2,131,257} . {2,257,67}", dle.randn(2, 131, 257, {generator = g}), dle.randn(2, 257, 67, {generator = g})},
+    }
+    local threads = dle.get_num_threads()
+    finally(function() dle.set_num_threads(threads) end)
+    for _, c in ipairs(cases) do
+      local a, b = c[2], c[3]
+      dle.set_num_threads(1)
+      local one = a:matmul(b)
+      local bias = dle.randn(one:size(-1), {generator = g, dtype = a:dtype()})
+      local lin = a:dim() == 2 and dle.nn.functional.linear(a, b:t(), bias) or nil
+      H.assert_close(one, a:double():matmul(b:double()):totable(), {rtol = 1e-4, atol = 1e-4, msg = c[1]})
+      dle.set_num_threads(2)
+      for run = 1, 5 do
+        assert.is_true(a:matmul(b):equal(one), c[1] .. ", run " .. run)
+        if lin then assert.is_true(dle.nn.functional.linear(a, b:t(), bias):equal(lin), c[1] .. " with bias, run " .. run) end
+      end
+    end
+  end)
+
   it("gives zeros for K = 0 and empty results for M = 0 or N = 0", function()
     for _, dt in ipairs({"float32", "float64", "float16", "int64"}) do
       local z = dle.zeros(3, 0, {dtype = dt}):matmul(dle.zeros(0, 4, {dtype = dt}))

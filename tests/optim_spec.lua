@@ -177,7 +177,7 @@ describe("dle.optim steps match hand-computed float64 updates", function()
     end
   end)
   it("the C step works on large tensors (threaded chunks) like on small ones", function()
-    local n = 100003
+    local n = 300007 -- above the light-op grain (kernels/cpu/cpu_loop.h), so chunks are threaded
     local p = dle.full({n}, 2.0, {dtype = "float64"})
     local g = dle.full({n}, 0.5, {dtype = "float64"})
     local m, v = dle.zeros({n}, {dtype = "float64"}), dle.zeros({n}, {dtype = "float64"})
@@ -187,6 +187,27 @@ describe("dle.optim steps match hand-computed float64 updates", function()
     assert.is_true(math.abs(p:sum():item() - want * n) < 1e-9 * n)
     for _, i in ipairs {1, 16384, 16385, 50000, n} do assert.is_true(math.abs(p[i] - want) < 1e-15) end
     assert.is_true(math.abs(m[n] - 0.05) < 1e-15 and math.abs(v[n] - 0.00025) < 1e-18)
+  end)
+  it("Adam and AdamW give the same bits at 1 and 2 threads, below and above the threading grain", function()
+    local threads = dle.get_num_threads()
+    finally(function() dle.set_num_threads(threads) end)
+    for _, n in ipairs {32771, 300007} do -- the MLP example's layer sizes are in between
+      for _, cls in ipairs {optim.Adam, optim.AdamW} do
+        local results = {}
+        for t = 1, 2 do
+          dle.set_num_threads(t)
+          dle.manual_seed(7)
+          local p = dle.randn(n):requires_grad_(true)
+          local opt = cls({p}, {lr = 1e-2, weight_decay = 0.01, amsgrad = true})
+          for _ = 1, 3 do
+            p.grad = dle.randn(n)
+            opt:step()
+          end
+          results[t] = p
+        end
+        assert.is_true(results[1]:equal(results[2]), string.format("n = %d", n))
+      end
+    end
   end)
   it("the C steps bump the storage versions of param and state", function()
     local p, g = dle.ones({3}, {dtype = "float64"}), dle.ones({3}, {dtype = "float64"})

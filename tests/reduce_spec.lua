@@ -671,3 +671,29 @@ describe("errors", function()
     H.assert_error(function() return dle.sum(3) end, "dle.Tensor")
   end)
 end)
+
+-- ---------------------------------------------------------------- threads
+
+describe("threads", function()
+  -- Sums, means and extrema go on several threads only from the light-op grain (262144 elements,
+  -- kernels/cpu/cpu_loop.h); logsumexp from the heavy one (32768). Below its grain a reduction is
+  -- the one-thread loop whatever the thread count, so its bits cannot change; above, the threads'
+  -- partial sums are merged in order and agree to rounding.
+  it("sum, mean, amax and logsumexp agree at 1 and 2 threads (same bits below the grain)", function()
+    local threads = dle.get_num_threads()
+    finally(function() dle.set_num_threads(threads) end)
+    for _, rows in ipairs({129, 1031}) do -- 129x253 is between the grains, 1031x253 above both
+      local x = dle.randn(rows, 253, {generator = dle.Generator(rows)})
+      local function all() return {x:sum(), x:mean(1), x:amax(2), x:t():sum(2), x:logsumexp(2)} end
+      dle.set_num_threads(1)
+      local one = all()
+      dle.set_num_threads(2)
+      local two = all()
+      for i = 1, #one do
+        local what = string.format("result %d at %d rows", i, rows)
+        if rows == 129 and i < 5 then assert.is_true(one[i]:equal(two[i]), what)
+        else H.assert_close(two[i], one[i]:totable(), {rtol = 1e-5, atol = 1e-4, msg = what}) end
+      end
+    end
+  end)
+end)

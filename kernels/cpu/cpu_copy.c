@@ -47,7 +47,7 @@ static dle_status cpu_copy(dle_op op, dle_tensor *const *outs, dle_tensor *const
     cpu_iter_init(&it, 2, ops);
     if (!cpu_iter_copy_transposed(&it)) cpu_iter_run_elementwise(&it, copy_bytes, &es);
   } else {
-    cpu_foreach_elementwise(dst, ins, 1, copy_loops[src->dtype][dst->dtype], NULL);
+    cpu_foreach_elementwise(dst, ins, 1, copy_loops[src->dtype][dst->dtype], NULL, CPU_PARALLEL_GRAIN_LIGHT);
   }
   return DLE_OK;
 }

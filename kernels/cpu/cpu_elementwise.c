@@ -171,6 +171,12 @@ static const cpu_loop_fn loops[DLE_NUM_OPS][DLE_NUM_DTYPES] = {
     [DLE_OP_LOGICAL_NOT][DLE_BOOL] = logical_not_BOOL,
 };
 
+/* Ops whose element costs a libm-class function go on several threads from CPU_PARALLEL_GRAIN
+ * elements; the others (a few instructions, bound by memory) from CPU_PARALLEL_GRAIN_LIGHT. */
+#define HEAVY_ENTRY(OP, EXPR) [DLE_OP_##OP] = true,
+static const bool heavy[DLE_NUM_OPS] = {UNARY_FLOAT_OPS(HEAVY_ENTRY)[DLE_OP_POW] = true, [DLE_OP_POW_SCALAR] = true};
+static int64_t grain_of(dle_op op) { return heavy[op] ? CPU_PARALLEL_GRAIN : CPU_PARALLEL_GRAIN_LIGHT; }
+
 /* float32 unary ops with an AVX2 array kernel (cpu_vecmath.h): contiguous runs go straight to it,
  * strided ones through a small stack buffer. */
 typedef struct {
@@ -231,7 +237,7 @@ static dle_status cpu_elementwise(dle_op op, dle_tensor *const *outs, dle_tensor
     dle_tensor *y = outs[0];
     bool large = cpu_stream_output(dle_tensor_numel(y) * (int64_t)sizeof(float));
     vec_ctx c = {cpu_vec->unary[op], large ? cpu_vec->unary_stream[op] : NULL};
-    cpu_foreach_elementwise(outs[0], ins, nin, unary_vec_F32, &c);
+    cpu_foreach_elementwise(outs[0], ins, nin, unary_vec_F32, &c, grain_of(op));
     return DLE_OK;
   }
   if (dt == DLE_F32 && cpu_vec && cpu_vec->binary[op]) {
@@ -243,7 +249,7 @@ static dle_status cpu_elementwise(dle_op op, dle_tensor *const *outs, dle_tensor
   cpu_loop_fn fn = loops[op][dt];
   if (!fn)
     return dle_error("%s: no CPU kernel for dtype %s", dle_op_get_info(op)->name, dle_dtype_name(dt));
-  cpu_foreach_elementwise(outs[0], ins, nin, fn, attrs);
+  cpu_foreach_elementwise(outs[0], ins, nin, fn, attrs, grain_of(op));
   return DLE_OK;
 }
 

@@ -9,6 +9,7 @@ void cpu_iter_init(cpu_iter *it, int nops, dle_tensor *const *ops) {
   const dle_tensor *out = ops[0];
   int nd = out->ndim;
   it->nops = nops;
+  it->grain = CPU_PARALLEL_GRAIN_LIGHT;
   /* operand strides in bytes, right-aligned to the output, 0 on broadcast dims */
   int64_t st[CPU_MAX_OPERANDS][DLE_MAX_DIMS];
   for (int k = 0; k < nops; k++) {
@@ -88,7 +89,7 @@ void cpu_iter_run(const cpu_iter *it, cpu_loop_fn fn, const void *ctx) {
   int64_t total = it->numel;
   if (total == 0) return;
 #ifdef _OPENMP
-  if (cpu_parallel(total) && omp_get_max_threads() > 1) {
+  if (total >= it->grain && omp_get_max_threads() > 1) {
 #pragma omp parallel
     {
       int nt = omp_get_num_threads(), t = omp_get_thread_num();
@@ -106,9 +107,9 @@ void cpu_iter_run(const cpu_iter *it, cpu_loop_fn fn, const void *ctx) {
  * common case of a training step's small tensors) skip building an iterator: one inner-loop call.
  * It saves a few hundred instructions per op, which is most of an op on a handful of elements. */
 static bool run_small_contiguous(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn,
-                                 const void *ctx) {
+                                 const void *ctx, int64_t grain) {
   int64_t n = dle_tensor_numel(out);
-  if (cpu_parallel(n) || !dle_tensor_is_contiguous(out)) return false;
+  if (n >= grain || !dle_tensor_is_contiguous(out)) return false;
   char *p[CPU_MAX_OPERANDS];
   int64_t st[CPU_MAX_OPERANDS];
   p[0] = dle_tensor_data(out), st[0] = cpu_esize(out->dtype);
@@ -123,20 +124,22 @@ static bool run_small_contiguous(dle_tensor *out, dle_tensor *const *ins, int ni
 }
 
 static void foreach(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx,
-                    bool elementwise) {
-  if (run_small_contiguous(out, ins, nin, fn, ctx)) return;
+                    bool elementwise, int64_t grain) {
+  if (run_small_contiguous(out, ins, nin, fn, ctx, grain)) return;
   dle_tensor *ops[CPU_MAX_OPERANDS] = {out};
   for (int i = 0; i < nin; i++) ops[i + 1] = ins[i];
   cpu_iter it;
   cpu_iter_init(&it, nin + 1, ops);
+  it.grain = grain;
   if (elementwise) cpu_iter_run_elementwise(&it, fn, ctx);
   else cpu_iter_run(&it, fn, ctx);
 }
 
 void cpu_foreach(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx) {
-  foreach(out, ins, nin, fn, ctx, false);
+  foreach(out, ins, nin, fn, ctx, false, CPU_PARALLEL_GRAIN_LIGHT);
 }
 
-void cpu_foreach_elementwise(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx) {
-  foreach(out, ins, nin, fn, ctx, true);
+void cpu_foreach_elementwise(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx,
+                             int64_t grain) {
+  foreach(out, ins, nin, fn, ctx, true, grain);
 }

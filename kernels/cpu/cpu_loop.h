@@ -11,8 +11,16 @@
 #include "cpu_types.h"
 
 #define CPU_MAX_OPERANDS 4
-/* Below this many elements an op stays on one thread: forking costs more than it saves. */
+/* Below this many elements an op that spends a few ns or more per element (a libm-class function,
+ * a row of exps, a pooling window) stays on one thread: forking costs more than it saves. */
 #define CPU_PARALLEL_GRAIN 32768
+/* The same for light one-pass ops (copies, fills, arithmetic, comparisons, sums, optimizer steps:
+ * a fraction of a ns per element, bound by memory). Waking OpenMP's sleeping workers (dle runs
+ * them with OMP_WAIT_POLICY=passive, bindings/loader) costs 10-20 us on an idle 2-core KVM guest
+ * and 50-130 us when the other core is busy or was idle for a while; 256K floats take about
+ * 100 us on one core, so below that a second thread breaks even at best (measured: the 128 x 256
+ * activations of the Fashion-MNIST MLP step, 32K elements, took 2-5x longer on 2 threads). */
+#define CPU_PARALLEL_GRAIN_LIGHT 262144
 
 typedef void (*cpu_loop_fn)(char **ptrs, const int64_t *strides, int64_t n, const void *ctx);
 
@@ -23,11 +31,12 @@ typedef struct {
   int64_t strides[CPU_MAX_OPERANDS][DLE_MAX_DIMS]; /* bytes */
   int64_t esize[CPU_MAX_OPERANDS];                  /* element sizes, bytes */
   char *base[CPU_MAX_OPERANDS];
+  int64_t grain; /* threads from this many elements on; cpu_iter_init sets CPU_PARALLEL_GRAIN_LIGHT */
 } cpu_iter;
 
 /* ops[0] is the output (its shape is the iteration shape); ops[1..] broadcast to it. */
 void cpu_iter_init(cpu_iter *it, int nops, dle_tensor *const *ops);
-/* Runs fn over every element (threads when numel >= CPU_PARALLEL_GRAIN). */
+/* Runs fn over every element (threads when numel >= it->grain). */
 void cpu_iter_run(const cpu_iter *it, cpu_loop_fn fn, const void *ctx);
 /* The same for an elementwise fn, one that touches exactly the n elements p[k] + i s[k] of each
  * operand and writes only the output (no addresses computed from the pointers otherwise): when an
@@ -38,11 +47,14 @@ void cpu_iter_run_elementwise(const cpu_iter *it, cpu_loop_fn fn, const void *ct
  * = out, ops[1] = in, same dtype) with block transposes; false (nothing done) when that does not
  * apply or the CPU lacks AVX2. */
 bool cpu_iter_copy_transposed(const cpu_iter *it);
-/* Convenience: init + run over out and ins. */
+/* Convenience: init + run over out and ins; cpu_foreach with the light grain, the elementwise
+ * one with the given grain (CPU_PARALLEL_GRAIN or CPU_PARALLEL_GRAIN_LIGHT). */
 void cpu_foreach(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx);
-void cpu_foreach_elementwise(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx);
+void cpu_foreach_elementwise(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx,
+                             int64_t grain);
 
-/* Should a loop of n elements run on several threads? */
+/* Should a loop of n elements run on several threads? (heavy and light elements) */
 static inline bool cpu_parallel(int64_t n) { return n >= CPU_PARALLEL_GRAIN; }
+static inline bool cpu_parallel_light(int64_t n) { return n >= CPU_PARALLEL_GRAIN_LIGHT; }
 
 #endif

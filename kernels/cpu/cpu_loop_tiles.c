@@ -122,7 +122,7 @@ static void run_tiled(const cpu_iter *it, cpu_loop_fn fn, const void *ctx, unsig
   /* a large output contiguous along L is streamed (one transposed is written by tile_move) */
   bool stream = !(tr & 1) && it->strides[0][L] == it->esize[0] && cpu_stream_output(it->numel * it->esize[0]);
 #ifdef _OPENMP
-#pragma omp parallel if (cpu_parallel(it->numel) && units > 1)
+#pragma omp parallel if (it->numel >= it->grain && units > 1)
 #endif
   {
 #ifdef _OPENMP
@@ -143,7 +143,7 @@ bool cpu_iter_copy_transposed(const cpu_iter *it) {
   int64_t units = (it->sizes[P] + TILE_P - 1) / TILE_P;
   for (int d = 0; d < P; d++) units *= it->sizes[d];
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (cpu_parallel(it->numel) && units > 1)
+#pragma omp parallel for schedule(static) if (it->numel >= it->grain && units > 1)
 #endif
   for (int64_t u = 0; u < units; u++) {
     int64_t nb = (it->sizes[P] + TILE_P - 1) / TILE_P, outer = u / nb;

@@ -767,7 +767,9 @@ static dle_status cpu_reduce(dle_op op, dle_tensor *const *outs, dle_tensor *con
   plan_build(&job.pl, x, ostr, red, job.arg);
   if (job.pl.nout == 0) return DLE_OK;
   int nt = red_threads();
-  bool par = nt > 1 && (double)job.pl.nout * (double)job.pl.nred >= CPU_PARALLEL_GRAIN;
+  /* sums, extrema and norms are light (bound by memory); logsumexp takes an exp per element */
+  double grain = op == DLE_OP_LOGSUMEXP ? CPU_PARALLEL_GRAIN : CPU_PARALLEL_GRAIN_LIGHT;
+  bool par = nt > 1 && (double)job.pl.nout * (double)job.pl.nred >= grain;
   plan_chunks(&job.pl, par ? nt : 1, RED_BLOCK);
   if (op == DLE_OP_LOGSUMEXP && x->dtype == DLE_F32 && cpu_vec && !job.pl.stream && job.pl.nr == 1 &&
       job.pl.rx[0] == sizeof(float) && (!par || job.pl.nchunks >= 2 * (int64_t)nt)) {
