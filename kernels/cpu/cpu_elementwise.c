@@ -174,7 +174,8 @@ static const cpu_loop_fn loops[DLE_NUM_OPS][DLE_NUM_DTYPES] = {
 /* Ops whose element costs a libm-class function go on several threads from CPU_PARALLEL_GRAIN
  * elements; the others (a few instructions, bound by memory) from CPU_PARALLEL_GRAIN_LIGHT. */
 #define HEAVY_ENTRY(OP, EXPR) [DLE_OP_##OP] = true,
-static const bool heavy[DLE_NUM_OPS] = {UNARY_FLOAT_OPS(HEAVY_ENTRY)[DLE_OP_POW] = true, [DLE_OP_POW_SCALAR] = true};
+static const bool heavy[DLE_NUM_OPS] = {UNARY_FLOAT_OPS(HEAVY_ENTRY)[DLE_OP_POW] = true, [DLE_OP_POW_SCALAR] = true,
+                                        [DLE_OP_GELU_BACKWARD] = true};
 static int64_t grain_of(dle_op op) { return heavy[op] ? CPU_PARALLEL_GRAIN : CPU_PARALLEL_GRAIN_LIGHT; }
 
 /* float32 unary ops with an AVX2 array kernel (cpu_vecmath.h): contiguous runs go straight to it,
@@ -243,7 +244,7 @@ static dle_status cpu_elementwise(dle_op op, dle_tensor *const *outs, dle_tensor
   if (dt == DLE_F32 && cpu_vec && cpu_vec->binary[op]) {
     bool large = cpu_stream_output(dle_tensor_numel(outs[0]) * (int64_t)sizeof(float));
     vec2_ctx c = {cpu_vec->binary[op], large ? cpu_vec->binary_stream[op] : NULL};
-    cpu_foreach_elementwise(outs[0], ins, nin, binary_vec_F32, &c);
+    cpu_foreach_elementwise(outs[0], ins, nin, binary_vec_F32, &c, grain_of(op));
     return DLE_OK;
   }
   cpu_loop_fn fn = loops[op][dt];

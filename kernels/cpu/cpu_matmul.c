@@ -148,10 +148,10 @@ BLAS_CALLS(d, double)
  * VM may not get the other core for a time slice, and its spinning worker and OpenMP's then fight
  * for the cores (measured: the Fashion-MNIST MLP step slower on 2 threads than on 1). Panels taken
  * dynamically degrade to the caller doing them all, and when the helpers have not kept up lately
- * (cpu_share_pays) the caller makes the one call instead. Panels are whole multiples of PANEL_ROWS
+ * (cpu_share_pays) the caller runs the same panels itself without offering them. Panels are whole multiples of PANEL_ROWS
  * rows: OpenBLAS computes rows in register blocks of 24 (its Zen and Haswell sgemm and dgemm
- * kernels), so a panel's rows get exactly the bits the one call gives them, whatever the thread
- * count or the choice (checked in tests/matmul_spec.lua). Products of 2^20 to 2^26 multiply-adds
+ * kernels), so here a panel's rows even get the bits one call gives them, whatever the thread
+ * count (tests/matmul_spec.lua checks run-to-run equality at 2 threads, and closeness to 1 thread). Products of 2^20 to 2^26 multiply-adds
  * go this way; smaller ones are one one-thread call, larger ones OpenBLAS's own threads. */
 #define SHARE_MIN_MACS ((int64_t)1 << 20) /* about 30 us on one core: below, one BLAS call */
 /* From about 2 ms of work on, a late thread costs relatively little and OpenBLAS's own split (one
@@ -194,9 +194,14 @@ static void gemm_threads(const blas_mat *a, const blas_mat *b, void *c, int64_t 
   int64_t step = ((m + panels - 1) / panels + PANEL_ROWS - 1) / PANEL_ROWS * PANEL_ROWS;
   panels = (m + step - 1) / step;
   openblas_set_num_threads(1); /* OpenBLAS's pool is not woken (its workers spin after a call) */
-  if (panels >= 2 && macs >= (double)SHARE_MIN_MACS && cpu_share_pays()) {
+  if (panels >= 2 && macs >= (double)SHARE_MIN_MACS) {
+    /* Always the same panels at a given thread count, shared or not, so a result never depends
+     * on which thread was free: on a BLAS whose row blocks do not divide PANEL_ROWS a panel's bits
+     * could differ from one call's, and results would then change from run to run. */
     g.step = step;
-    cpu_share(panels, nt, gemm_panel, &g);
+    if (cpu_share_pays()) cpu_share(panels, nt, gemm_panel, &g);
+    else
+      for (int64_t i = 0; i < panels; i++) gemm_panel(&g, i);
   } else {
     gemm_panel(&g, 0);
   }
