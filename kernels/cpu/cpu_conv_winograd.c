@@ -25,6 +25,7 @@
 
 #include "cpu_gemm.h"
 #include "cpu_types.h"
+#include "cpu_vecmath.h"
 
 /* Used from this many channels per group on both sides (fewer make gemms too thin to beat
  * im2col: the CNN's first layer, 1 input channel, stays there), and while one sample's scratch
@@ -61,6 +62,14 @@ static int64_t wino_chunk(int64_t n, int64_t per, int64_t tps) {
   return b;
 }
 
+/* The transforms are element-wise over a plane's tiles: compiled for AVX2 too where the compiler
+ * can pick at load time. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define WINO_SIMD __attribute__((target_clones("avx2", "default")))
+#else
+#define WINO_SIMD
+#endif
+
 /* j->ext of a Winograd job: input rows/cols of output (0, 0) and the tile grid of the output */
 enum { E_OFFH, E_OFFW, E_TH, E_TW };
 
@@ -79,12 +88,21 @@ enum { E_OFFH, E_OFFW, E_TH, E_TW };
       r[2 * su] = (a[i][0] - a[i][1] + a[i][2]) / 2, r[3 * su] = a[i][2];                         \
     }                                                                                             \
   }                                                                                               \
+  /* m {mo, n} = u {mo, k} . v {k, n}, all contiguous: cpu_vec's kernel for float when the CPU    \
+   * has it (OpenBLAS's zeroing of m and packing cost as much as its kernel here), else BLAS */   \
+  static void wino_gemm_##ID(int64_t mo, int64_t n, int64_t k, const CT *u, const CT *v, CT *m) { \
+    if (sizeof(CT) == sizeof(float) && cpu_vec)                                                   \
+      cpu_vec->sgemm_nn(mo, n, k, (const float *)(const void *)u, k, (const float *)(const void *)v, \
+                        n, (float *)(void *)m, n);                                                \
+    else                                                                                          \
+      GEMM(CT)(false, false, mo, n, k, u, k, v, n, (CT)0, m, n);                                  \
+  }                                                                                               \
   /* v[xi * vs + t] = (B^T d B)[xi] for the tiles t = ty * tw + tx of one plane {h, w}, d the   \
    * 4x4 patch at input (offh + 2 ty, offw + 2 tx), zero outside the plane. Two passes with     \
    * contiguous inner loops: each row r of the padded patch grid (2 th + 2 rows) is combined      \
    * across its columns into hb[(2 j + r % 2) * hs + (r / 2) * tw + tx] (d B, column j of tile   \
    * tx), then rows 2 ty .. 2 ty + 3 of those are combined (B^T .) for all tiles at once. */      \
-  static void input_tf_##ID(const T *plane, int64_t h, int64_t w, int64_t offh, int64_t offw,     \
+  WINO_SIMD static void input_tf_##ID(const T *plane, int64_t h, int64_t w, int64_t offh, int64_t offw,     \
                             int64_t th, int64_t tw, CT *hb, CT *row, CT *v, int64_t vs) {         \
     const int64_t pw = 2 * tw + 2, hs = (th + 1) * tw, tps = th * tw;                             \
     int64_t c0 = offw < 0 ? -offw : 0, c1 = w - offw < pw ? w - offw : pw;                        \
@@ -117,7 +135,7 @@ enum { E_OFFH, E_OFFW, E_TH, E_TW };
   /* One output plane {ho, wo} (+ add) from m[xi * ms + t] (tiles t = ty * tw + tx): A^T m A     \
    * for all tiles into y4 (4 arrays of th * tw: the tile's four outputs), then interleaved into  \
    * the plane's rows, dropping the outputs past its edge */                                      \
-  static void output_tf_##ID(const CT *m, int64_t ms, int64_t th, int64_t tw, CT add, CT *y4,     \
+  WINO_SIMD static void output_tf_##ID(const CT *m, int64_t ms, int64_t th, int64_t tw, CT add, CT *y4,     \
                              T *dst, int64_t ho, int64_t wo) {                                    \
     const int64_t tps = th * tw;                                                                  \
     CT *restrict y00 = y4, *restrict y01 = y4 + tps, *restrict y10 = y01 + tps;                   \
@@ -148,7 +166,7 @@ enum { E_OFFH, E_OFFW, E_TH, E_TW };
   /* v[xi * vs + t] = (A g A^T)[xi] for the tiles t of one plane {ho, wo} of gy, g the 2x2 block  \
    * at (2 ty, 2 tx), zero past the edge: the blocks' four elements gathered into g4 (4 arrays   \
    * of th * tw), then combined for all tiles at once */                                          \
-  static void grad_tf_##ID(const T *plane, int64_t ho, int64_t wo, int64_t th, int64_t tw,         \
+  WINO_SIMD static void grad_tf_##ID(const T *plane, int64_t ho, int64_t wo, int64_t th, int64_t tw,         \
                            CT *g4, CT *v, int64_t vs) {                                           \
     const int64_t tps = th * tw, pairs = wo / 2;                                                  \
     CT *restrict g00 = g4, *restrict g01 = g4 + tps, *restrict g10 = g01 + tps;                   \
@@ -200,8 +218,8 @@ enum { E_OFFH, E_OFFW, E_TH, E_TW };
     chunk_in_##ID(j, j->src, ci, q->h, q->w, b0, nb, v, nt, pad);                                 \
     for (int xi = 0; xi < 16; xi++)                                                               \
       for (int64_t g = 0; g < q->g; g++)                                                          \
-        GEMM(CT)(false, false, og, nt, cg, u + (xi * co + g * og) * cg, cg,                       \
-                 v + (xi * ci + g * cg) * nt, nt, (CT)0, m + (xi * co + g * og) * nt, nt);        \
+        wino_gemm_##ID(og, nt, cg, u + (xi * co + g * og) * cg, v + (xi * ci + g * cg) * nt,      \
+                       m + (xi * co + g * og) * nt);                                              \
     for (int64_t b = 0; b < nb; b++)                                                              \
       for (int64_t o = 0; o < co; o++)                                                            \
         output_tf_##ID(m + o * nt + b * tps, co * nt, th, tw, bias ? (CT)LD_##ID(bias[o]) : (CT)0, \
