@@ -70,6 +70,10 @@ static int64_t wino_chunk(int64_t n, int64_t per, int64_t tps) {
 #define WINO_SIMD
 #endif
 
+/* Per-thread scratch sizes rounded up to 64 bytes of float, so every thread's V and M rows start
+ * aligned as the chunk functions lay them out. */
+static int64_t line(int64_t n) { return (n + 15) / 16 * 16; }
+
 /* j->ext of a Winograd job: input rows/cols of output (0, 0) and the tile grid of the output */
 enum { E_OFFH, E_OFFW, E_TH, E_TW };
 
@@ -88,14 +92,15 @@ enum { E_OFFH, E_OFFW, E_TH, E_TW };
       r[2 * su] = (a[i][0] - a[i][1] + a[i][2]) / 2, r[3 * su] = a[i][2];                         \
     }                                                                                             \
   }                                                                                               \
-  /* m {mo, n} = u {mo, k} . v {k, n}, all contiguous: cpu_vec's kernel for float when the CPU    \
+  /* m {mo, n} = u {mo, k} . v {k, n}, rows of v and m ld apart: cpu_vec's kernel for float when the CPU    \
    * has it (OpenBLAS's zeroing of m and packing cost as much as its kernel here), else BLAS */   \
-  static void wino_gemm_##ID(int64_t mo, int64_t n, int64_t k, const CT *u, const CT *v, CT *m) { \
+  static void wino_gemm_##ID(int64_t mo, int64_t n, int64_t k, const CT *u, const CT *v, CT *m,  \
+                             int64_t ld) {                                                        \
     if (sizeof(CT) == sizeof(float) && cpu_vec)                                                   \
       cpu_vec->sgemm_nn(mo, n, k, (const float *)(const void *)u, k, (const float *)(const void *)v, \
-                        n, (float *)(void *)m, n);                                                \
+                        ld, (float *)(void *)m, ld);                                              \
     else                                                                                          \
-      GEMM(CT)(false, false, mo, n, k, u, k, v, n, (CT)0, m, n);                                  \
+      GEMM(CT)(false, false, mo, n, k, u, k, v, ld, (CT)0, m, ld);                                \
   }                                                                                               \
   /* v[xi * vs + t] = (B^T d B)[xi] for the tiles t = ty * tw + tx of one plane {h, w}, d the   \
    * 4x4 patch at input (offh + 2 ty, offw + 2 tx), zero outside the plane. Two passes with     \
@@ -133,25 +138,26 @@ enum { E_OFFH, E_OFFW, E_TH, E_TW };
     }                                                                                             \
   }                                                                                               \
   /* One output plane {ho, wo} (+ add) from m[xi * ms + t] (tiles t = ty * tw + tx): A^T m A     \
-   * for all tiles into y4 (4 arrays of th * tw: the tile's four outputs), then interleaved into  \
-   * the plane's rows, dropping the outputs past its edge */                                      \
+   * for all tiles in one pass into y4 (4 arrays of th * tw: the tile's four outputs), then       \
+   * interleaved into the plane's rows, dropping the outputs past its edge */                    \
   WINO_SIMD static void output_tf_##ID(const CT *m, int64_t ms, int64_t th, int64_t tw, CT add, CT *y4,     \
                              T *dst, int64_t ho, int64_t wo) {                                    \
     const int64_t tps = th * tw;                                                                  \
     CT *restrict y00 = y4, *restrict y01 = y4 + tps, *restrict y10 = y01 + tps;                   \
     CT *restrict y11 = y10 + tps;                                                                 \
+    const CT *restrict m0 = m;                                                                    \
+    /* rows s0 = m[0] + m[1] + m[2] and s1 = m[1] - m[2] - m[3] of the 4x4 (4 * ms apart), then   \
+     * their columns combined the same way: one pass over the 16 streams */                      \
     _Pragma("GCC ivdep")                                                                          \
-    for (int64_t t = 0; t < tps; t++) y00[t] = y01[t] = y10[t] = y11[t] = add;                    \
-    for (int j = 0; j < 4; j++) {                                                                 \
-      const CT *restrict m0 = m + j * ms, *restrict m1 = m0 + 4 * ms, *restrict m2 = m1 + 4 * ms; \
-      const CT *restrict m3 = m2 + 4 * ms;                                                        \
-      /* column j of the rows s0 = m0 + m1 + m2, s1 = m1 - m2 - m3, weighed by column j of A */   \
-      const CT a0 = j < 3 ? 1 : 0, a1 = j == 0 ? 0 : j == 1 ? 1 : -1;                             \
-      _Pragma("GCC ivdep")                                                                        \
-      for (int64_t t = 0; t < tps; t++) {                                                         \
-        CT s0 = m0[t] + m1[t] + m2[t], s1 = m1[t] - m2[t] - m3[t];                                \
-        y00[t] += a0 * s0, y01[t] += a1 * s0, y10[t] += a0 * s1, y11[t] += a1 * s1;               \
+    for (int64_t t = 0; t < tps; t++) {                                                           \
+      CT s0[4], s1[4];                                                                            \
+      for (int j = 0; j < 4; j++) {                                                               \
+        CT r0 = m0[j * ms + t], r1 = m0[(4 + j) * ms + t], r2 = m0[(8 + j) * ms + t];             \
+        CT r3 = m0[(12 + j) * ms + t];                                                            \
+        s0[j] = r0 + r1 + r2, s1[j] = r1 - r2 - r3;                                               \
       }                                                                                           \
+      y00[t] = s0[0] + s0[1] + s0[2] + add, y01[t] = s0[1] - s0[2] - s0[3] + add;                 \
+      y10[t] = s1[0] + s1[1] + s1[2] + add, y11[t] = s1[1] - s1[2] - s1[3] + add;                 \
     }                                                                                             \
     const int64_t pairs = wo / 2;                                                                 \
     for (int64_t r = 0; r < ho; r++) {                                                            \
@@ -194,54 +200,56 @@ enum { E_OFFH, E_OFFW, E_TH, E_TW };
       }                                                                                           \
     }                                                                                             \
   }                                                                                               \
-  /* V of the chunk's samples [b0, b0 + nb) of src {.., ci, h, w} into v ([16][ci][nt]); hb is   \
+  /* V of the chunk's samples [b0, b0 + nb) of src {.., ci, h, w} into v ([16][ci][ld]); hb is   \
    * input_tf's scratch */                                                                        \
   static void chunk_in_##ID(const conv_job *j, const T *src, int64_t ci, int64_t h, int64_t w,    \
-                            int64_t b0, int64_t nb, CT *v, int64_t nt, CT *hb) {                  \
+                            int64_t b0, int64_t nb, CT *v, int64_t ld, CT *hb) {                  \
     const int64_t th = j->ext[E_TH], tw = j->ext[E_TW], tps = th * tw;                            \
     CT *row = hb + 8 * (th + 1) * tw;                                                             \
     for (int64_t b = 0; b < nb; b++)                                                              \
       for (int64_t c = 0; c < ci; c++)                                                            \
         input_tf_##ID(src + ((b0 + b) * ci + c) * h * w, h, w, j->ext[E_OFFH], j->ext[E_OFFW], th, \
-                      tw, hb, row, v + c * nt + b * tps, ci * nt);                                \
+                      tw, hb, row, v + c * ld + b * tps, ci * ld);                                \
   }                                                                                               \
   /* conv2d or grad_input of samples [b0, b0 + nb): src {N, ci, h, w} -> dst {N, co, ho, wo}     \
    * with U [16][co][ci/g] in j->w (ci, co, h, w: the roles of the call, see wino_conv) */       \
   static void conv_chunk_##ID(const conv_job *j, int64_t b0, int64_t nb, int t, int64_t s) {      \
     const conv_geom *q = &j->q; /* here: c, h, w the source's, o, ho, wo the destination's */    \
     const int64_t th = j->ext[E_TH], tw = j->ext[E_TW], tps = th * tw, nt = nb * tps;             \
+    const int64_t ld = (nt + 7) / 8 * 8; /* rows of V and M start 32-byte aligned */           \
     const int64_t ci = q->c, co = q->o, cg = q->cg, og = q->og;                                   \
-    CT *v = (CT *)j->col + t * j->ncol, *pad = v + 16 * ci * nt;                                  \
-    CT *m = (CT *)j->tmp + t * j->ntmp, *plane = m + 16 * co * nt;                                \
+    CT *v = (CT *)j->col + t * j->ncol, *pad = v + 16 * ci * ld;                                  \
+    CT *m = (CT *)j->tmp + t * j->ntmp, *plane = m + 16 * co * ld;                                \
     const CT *u = j->w;                                                                           \
     const T *bias = j->bias;                                                                      \
-    chunk_in_##ID(j, j->src, ci, q->h, q->w, b0, nb, v, nt, pad);                                 \
+    chunk_in_##ID(j, j->src, ci, q->h, q->w, b0, nb, v, ld, pad);                                 \
     for (int xi = 0; xi < 16; xi++)                                                               \
       for (int64_t g = 0; g < q->g; g++)                                                          \
-        wino_gemm_##ID(og, nt, cg, u + (xi * co + g * og) * cg, v + (xi * ci + g * cg) * nt,      \
-                       m + (xi * co + g * og) * nt);                                              \
+        wino_gemm_##ID(og, nt, cg, u + (xi * co + g * og) * cg, v + (xi * ci + g * cg) * ld,      \
+                       m + (xi * co + g * og) * ld, ld);                                          \
     for (int64_t b = 0; b < nb; b++)                                                              \
       for (int64_t o = 0; o < co; o++)                                                            \
-        output_tf_##ID(m + o * nt + b * tps, co * nt, th, tw, bias ? (CT)LD_##ID(bias[o]) : (CT)0, \
+        output_tf_##ID(m + o * ld + b * tps, co * ld, th, tw, bias ? (CT)LD_##ID(bias[o]) : (CT)0, \
                        plane, (T *)j->dst + ((b0 + b) * co + o) * q->ho * q->wo, q->ho, q->wo);   \
   }                                                                                               \
   /* span s's accumulator [16][O][C/G] += the sum over the tiles of samples [b0, b0 + nb) */     \
   static void gw_chunk_##ID(const conv_job *j, int64_t b0, int64_t nb, int t, int64_t s) {        \
     const conv_geom *q = &j->q;                                                                   \
     const int64_t th = j->ext[E_TH], tw = j->ext[E_TW], tps = th * tw, nt = nb * tps;             \
-    CT *v = (CT *)j->col + t * j->ncol, *pad = v + 16 * q->c * nt;                                \
-    CT *gv = (CT *)j->tmp + t * j->ntmp, *plane = gv + 16 * q->o * nt;                            \
+    const int64_t ld = (nt + 7) / 8 * 8; /* rows of V and M start 32-byte aligned */           \
+    CT *v = (CT *)j->col + t * j->ncol, *pad = v + 16 * q->c * ld;                                \
+    CT *gv = (CT *)j->tmp + t * j->ntmp, *plane = gv + 16 * q->o * ld;                            \
     CT *acc = (CT *)j->acc + s * j->nacc;                                                         \
     const T *gy = j->gy;                                                                          \
-    chunk_in_##ID(j, j->src, q->c, q->h, q->w, b0, nb, v, nt, pad);                               \
+    chunk_in_##ID(j, j->src, q->c, q->h, q->w, b0, nb, v, ld, pad);                               \
     for (int64_t b = 0; b < nb; b++)                                                              \
       for (int64_t o = 0; o < q->o; o++)                                                          \
         grad_tf_##ID(gy + ((b0 + b) * q->o + o) * q->ho * q->wo, q->ho, q->wo, th, tw, plane,     \
-                     gv + o * nt + b * tps, q->o * nt);                                           \
+                     gv + o * ld + b * tps, q->o * ld);                                           \
     for (int xi = 0; xi < 16; xi++)                                                               \
       for (int64_t g = 0; g < q->g; g++)                                                          \
-        GEMM(CT)(false, true, q->og, q->cg, nt, gv + (xi * q->o + g * q->og) * nt, nt,            \
-                 v + (xi * q->c + g * q->cg) * nt, nt, (CT)1, acc + (xi * q->o + g * q->og) * q->cg, \
+        GEMM(CT)(false, true, q->og, q->cg, nt, gv + (xi * q->o + g * q->og) * ld, ld,            \
+                 v + (xi * q->c + g * q->cg) * ld, ld, (CT)1, acc + (xi * q->o + g * q->og) * q->cg, \
                  q->cg);                                                                          \
   }                                                                                               \
   /* conv2d (flip false: src x, y = dst) or grad_input (flip true: src gy, dst gx) with weight   \
@@ -260,8 +268,8 @@ enum { E_OFFH, E_OFFW, E_TH, E_TW };
     const int64_t b = wino_chunk(q.n, per, tps);                                                  \
     conv_job j;                                                                                   \
     dle_status st = conv_job_init(&j, fn, q, sizeof(CT), b, 16 * q.o * q.cg,                      \
-                                  16 * q.c * b * tps + 8 * (th + 1) * tw + 2 * tw + 2,               \
-                                  16 * q.o * b * tps + 4 * tps, 0, false);                        \
+                                  line(16 * q.c * (b * tps + 7) + 8 * (th + 1) * tw + 2 * tw + 2),               \
+                                  line(16 * q.o * (b * tps + 7) + 4 * tps), 0, false);                        \
     if (st == DLE_OK) {                                                                           \
       CT *u = j.wbuf;                                                                             \
       for (int64_t o = 0; o < q.o; o++)                                                           \
@@ -284,8 +292,8 @@ enum { E_OFFH, E_OFFW, E_TH, E_TW };
     const int64_t b = wino_chunk(q->n, per, tps), na = 16 * q->o * q->cg;                         \
     conv_job j;                                                                                   \
     dle_status st = conv_job_init(&j, "conv2d_grad_weight", *q, sizeof(CT), b, 0,                 \
-                                  16 * q->c * b * tps + 8 * (th + 1) * tw + 2 * tw + 2,              \
-                                  16 * q->o * b * tps + 4 * tps, na, true);                       \
+                                  line(16 * q->c * (b * tps + 7) + 8 * (th + 1) * tw + 2 * tw + 2),              \
+                                  line(16 * q->o * (b * tps + 7) + 4 * tps), na, true);                       \
     if (st == DLE_OK) {                                                                           \
       j.ext[E_OFFH] = -q->ph, j.ext[E_OFFW] = -q->pw, j.ext[E_TH] = th, j.ext[E_TW] = tw;         \
       j.src = x, j.gy = gy;                                                                       \
