@@ -32,10 +32,6 @@
 #include "cpu_gemm.h"
 #include "cpu_loop.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 /* Samples per chunk: the column buffer of a chunk stays under CONV_COL_BYTES (at least one
  * sample), so im2col writes it into the L2 cache the gemm then reads it from (Fashion-MNIST's
  * conv2, CPU time of forward + both gradients: 256 KiB chunks ~60 ms, 2 MiB ~68 ms, 8 MiB ~65 ms).

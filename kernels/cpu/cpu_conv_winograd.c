@@ -28,8 +28,10 @@
 #include "cpu_vecmath.h"
 
 /* Used from this many channels per group on both sides (fewer make gemms too thin to beat
- * im2col: the CNN's first layer, 1 input channel, stays there), and while one sample's scratch
- * stays under WINO_SAMPLE_BYTES (chunks are whole samples). */
+ * im2col: the CNN's first layer, 1 input channel, stays there; forward + both gradients at one
+ * thread, CPU time, Winograd vs im2col: 128 x 8x28x28 -> 8 16 vs 23 ms, 32 x 64x28x28 -> 64 51 vs
+ * 98 ms, 64 x 8x14x14 -> 64 7.7 vs 7.1 ms), and while one sample's scratch stays under
+ * WINO_SAMPLE_BYTES (chunks are whole samples). */
 #define WINO_MIN_CHANNELS 8
 #define WINO_SAMPLE_BYTES ((int64_t)8 << 20)
 /* Scratch per thread (V and M of a chunk): several samples per chunk make the gemms wider. */
