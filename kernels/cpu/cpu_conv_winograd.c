@@ -76,6 +76,13 @@ static int64_t wino_chunk(int64_t n, int64_t per, int64_t tps) {
  * aligned as the chunk functions lay them out. */
 static int64_t line(int64_t n) { return (n + 15) / 16 * 16; }
 
+/* The padded input row of input_tf: 2 tw + 2 elements, then zeros up to what cpu_vec's
+ * wino_rows reads (whole blocks of 8 tiles). */
+static int64_t rowlen(int64_t tw) { return 2 * ((tw + 7) / 8 * 8) + 2; }
+/* input_tf's 8 arrays of row-pass results, th + 1 rows of tw each, plus the 8 elements wino_rows
+ * may write past the last row */
+static int64_t hlen(int64_t th, int64_t tw) { return (th + 1) * tw + 8; }
+
 /* j->ext of a Winograd job: input rows/cols of output (0, 0) and the tile grid of the output */
 enum { E_OFFH, E_OFFW, E_TH, E_TW };
 
@@ -111,17 +118,22 @@ enum { E_OFFH, E_OFFW, E_TH, E_TW };
    * tx), then rows 2 ty .. 2 ty + 3 of those are combined (B^T .) for all tiles at once. */      \
   WINO_SIMD static void input_tf_##ID(const T *plane, int64_t h, int64_t w, int64_t offh, int64_t offw,     \
                             int64_t th, int64_t tw, CT *hb, CT *row, CT *v, int64_t vs) {         \
-    const int64_t pw = 2 * tw + 2, hs = (th + 1) * tw, tps = th * tw;                             \
+    const int64_t pw = 2 * tw + 2, hs = hlen(th, tw), tps = th * tw;                              \
     int64_t c0 = offw < 0 ? -offw : 0, c1 = w - offw < pw ? w - offw : pw;                        \
     if (c1 < c0) c1 = c0;                                                                         \
     for (int64_t r = 0; r < 2 * th + 2; r++) {                                                    \
       const int64_t sr = r + offh;                                                                \
       const bool in = sr >= 0 && sr < h;                                                          \
       const T *src = plane + (in ? sr * w + offw : 0);                                            \
-      for (int64_t s = 0; s < pw; s++) row[s] = 0;                                                \
+      for (int64_t s = 0; s < rowlen(tw); s++) row[s] = 0;                                        \
       for (int64_t s = c0; s < c1 && in; s++) row[s] = LD_##ID(src[s]);                           \
       CT *h0 = hb + (r % 2) * hs + (r / 2) * tw, *h1 = h0 + 2 * hs, *h2 = h1 + 2 * hs;            \
       CT *h3 = h2 + 2 * hs;                                                                       \
+      if (sizeof(CT) == sizeof(float) && cpu_vec) {                                               \
+        cpu_vec->wino_rows((const float *)(const void *)row, tw, (float *)(void *)h0,             \
+                           (float *)(void *)h1, (float *)(void *)h2, (float *)(void *)h3);        \
+        continue;                                                                                 \
+      }                                                                                           \
       _Pragma("GCC ivdep")                                                                        \
       for (int64_t tx = 0; tx < tw; tx++) {                                                       \
         CT d0 = row[2 * tx], d1 = row[2 * tx + 1], d2 = row[2 * tx + 2], d3 = row[2 * tx + 3];    \
@@ -207,7 +219,7 @@ enum { E_OFFH, E_OFFW, E_TH, E_TW };
   static void chunk_in_##ID(const conv_job *j, const T *src, int64_t ci, int64_t h, int64_t w,    \
                             int64_t b0, int64_t nb, CT *v, int64_t ld, CT *hb) {                  \
     const int64_t th = j->ext[E_TH], tw = j->ext[E_TW], tps = th * tw;                            \
-    CT *row = hb + 8 * (th + 1) * tw;                                                             \
+    CT *row = hb + 8 * hlen(th, tw);                                                              \
     for (int64_t b = 0; b < nb; b++)                                                              \
       for (int64_t c = 0; c < ci; c++)                                                            \
         input_tf_##ID(src + ((b0 + b) * ci + c) * h * w, h, w, j->ext[E_OFFH], j->ext[E_OFFW], th, \
@@ -270,7 +282,7 @@ enum { E_OFFH, E_OFFW, E_TH, E_TW };
     const int64_t b = wino_chunk(q.n, per, tps);                                                  \
     conv_job j;                                                                                   \
     dle_status st = conv_job_init(&j, fn, q, sizeof(CT), b, 16 * q.o * q.cg,                      \
-                                  line(16 * q.c * (b * tps + 7) + 8 * (th + 1) * tw + 2 * tw + 2),               \
+                                  line(16 * q.c * (b * tps + 7) + 8 * hlen(th, tw) + rowlen(tw)),               \
                                   line(16 * q.o * (b * tps + 7) + 4 * tps), 0, false);                        \
     if (st == DLE_OK) {                                                                           \
       CT *u = j.wbuf;                                                                             \
@@ -294,7 +306,7 @@ enum { E_OFFH, E_OFFW, E_TH, E_TW };
     const int64_t b = wino_chunk(q->n, per, tps), na = 16 * q->o * q->cg;                         \
     conv_job j;                                                                                   \
     dle_status st = conv_job_init(&j, "conv2d_grad_weight", *q, sizeof(CT), b, 0,                 \
-                                  line(16 * q->c * (b * tps + 7) + 8 * (th + 1) * tw + 2 * tw + 2),              \
+                                  line(16 * q->c * (b * tps + 7) + 8 * hlen(th, tw) + rowlen(tw)),              \
                                   line(16 * q->o * (b * tps + 7) + 4 * tps), na, true);                       \
     if (st == DLE_OK) {                                                                           \
       j.ext[E_OFFH] = -q->ph, j.ext[E_OFFW] = -q->pw, j.ext[E_TH] = th, j.ext[E_TW] = tw;         \

@@ -256,3 +256,23 @@ TEST(vec_sgemm_nn_matches_reference_on_every_tail) {
           }
       }
 }
+
+/* wino_rows against the scalar row pass for every row length up to 3 blocks of 8 tiles; the
+ * outputs past tw are slack it may write, the ones before must be exact */
+TEST(vec_wino_rows_match_scalar_row_pass) {
+  const cpu_vec_kernels *v = need_avx2();
+  static float row[2 * 24 + 2], h[4][24];
+  bool ok = true;
+  for (int64_t tw = 1; tw <= 24 && ok; tw++) {
+    for (int i = 0; i < 2 * 24 + 2; i++) row[i] = (float)((i * 29 % 17) - 8) / 4;
+    v->wino_rows(row, tw, h[0], h[1], h[2], h[3]);
+    for (int64_t tx = 0; tx < tw && ok; tx++) {
+      const float *d = row + 2 * tx;
+      const float want[4] = {d[0] - d[2], d[1] + d[2], d[2] - d[1], d[1] - d[3]};
+      for (int j = 0; j < 4 && ok; j++) {
+        ok = h[j][tx] == want[j];
+        CHECK(ok, "tw %lld: h%d[%lld] = %g, want %g", (long long)tw, j, (long long)tx, h[j][tx], want[j]);
+      }
+    }
+  }
+}
