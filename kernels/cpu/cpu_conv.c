@@ -34,7 +34,8 @@
 
 /* Samples per chunk: the column buffer of a chunk stays under CONV_COL_BYTES (at least one
  * sample), so im2col writes it into the L2 cache the gemm then reads it from (Fashion-MNIST's
- * conv2, CPU time of forward + both gradients: 256 KiB chunks ~60 ms, 2 MiB ~68 ms, 8 MiB ~65 ms).
+ * conv2, CPU time of forward + both gradients: 256 KiB chunks ~60 ms, 2 MiB ~68 ms, 8 MiB ~65 ms,
+ * measured when it still went through im2col).
  * A sample whose columns alone exceed that is cut into parts of whole output rows (part_rows):
  * im2col of one part, its gemms, then the next, so the buffer stays bounded on large images
  * (not for speed: conv2 with 128 KiB parts, two per sample, took 17 ms of CPU time per forward

@@ -14,9 +14,15 @@
  *               in the transformed domain, summed in span order and transformed once at the end.
  * Tiles at the bottom/right edge of an odd-sized output read zeros past the input and drop (or,
  * for grad_weight, take zero gradient for) the outputs past the edge. Chunks are whole samples,
- * V and M of a chunk in the per-thread scratch; the transforms of one plane read a zero-padded
- * copy of it, so their loops have no bounds checks. The transform constants are 0, +-1, +-1/2:
- * the results agree with im2col's to a few ulps of the sums (checked by tests/conv_spec.lua).
+ * V and M of a chunk in the per-thread scratch (a sample whose scratch would pass
+ * WINO_SAMPLE_BYTES stays on im2col); each plane's transforms run as passes over all its tiles
+ * with contiguous inner loops, reading zero-padded copies of the input rows, so no bounds checks.
+ * In float with AVX2 + FMA, the 16 products and the input rows' pass are cpu_vec kernels
+ * (cpu_vec_gemm.c, cpu_vec_winograd.c); grad_weight's products, dot products over the tiles, stay
+ * with BLAS (a hand kernel of that shape reached ~50 GFLOP/s, OpenBLAS's ~100 plus its packing).
+ * The transform constants are 0, +-1, +-1/2: the results agree with im2col's to a few ulps of the
+ * sums (checked by tests/conv_spec.lua). Conv2 of the CNN, one thread, CPU time: forward ~12 ms,
+ * grad_input ~13, grad_weight ~12 (im2col: 22, 26, 18), about half of it in the products.
  * Every body is instantiated per float dtype by the X-macros of cpu_types.h (CT: compute type). */
 #include "cpu_conv_winograd.h"
 
