@@ -288,6 +288,110 @@ describe("conv2d kernel paths", function()
   end)
 end)
 
+-- ---------------------------------------------------------------- the Winograd path
+-- 3x3 kernels at stride 1 and dilation 1 with at least 8 channels per group on both sides go to
+-- Winograd F(2x2, 3x3) (kernels/cpu/cpu_conv_winograd.c) in all three ops: tiles of 2x2 outputs,
+-- the last tile row/column partial on odd sizes; grad_input is the same conv on gy with the kernel
+-- flipped and padding 2 - p (negative past p = 2). Smaller channel counts keep im2col.
+
+describe("conv2d Winograd path (3x3, stride 1, >= 8 channels per group)", function()
+  local function dot(a, b) return (a * b):sum():item() end
+  local threads
+  setup(function() threads = dle.get_num_threads(); dle.set_num_threads(1) end)
+  teardown(function() dle.set_num_threads(threads) end)
+
+  local cases = {
+    {x = {2, 8, 5, 7}, o_ch = 8, o = {padding = 1}},                -- odd sizes: partial tiles
+    {x = {3, 8, 6, 6}, o_ch = 9, o = {}},                           -- no padding, 9 outputs
+    {x = {1, 16, 4, 9}, o_ch = 16, o = {padding = 2, groups = 2}},  -- groups of 8, output larger
+    {x = {2, 8, 3, 3}, o_ch = 8, o = {padding = 3}},                -- grad_input pads by -1
+    {x = {1, 8, 1, 1}, o_ch = 8, o = {padding = 1}},                -- one pixel
+    {x = {2, 8, 7, 4}, o_ch = 10, o = {padding = {0, 1}}},          -- per-dim padding
+  }
+  for k, c in ipairs(cases) do
+    local name = string.format("{%s} -> %d, %s", table.concat(c.x, ","), c.o_ch,
+                               c.o.padding and "padding " .. tostring(type(c.o.padding) == "table" and
+                                 table.concat(c.o.padding, ",") or c.o.padding) or "no padding")
+    it(name .. ": y matches the direct loops (float64, float32, float16), grad ops adjoint and close in every dtype", function()
+      local g = c.o.groups or 1
+      local X = H.values(c.x, {seed = 200 + k})
+      local W = H.values({c.o_ch, c.x[2] // g, 3, 3}, {seed = 210 + k})
+      local B = H.values({c.o_ch}, {seed = 220 + k})
+      local want = ref_conv(X, W, B, c.o)
+      for _, dt in ipairs({"float64", "float32", "float16"}) do
+        local y = dle.conv2d(dle.tensor(X, {dtype = dt}), dle.tensor(W, {dtype = dt}), dle.tensor(B, {dtype = dt}), c.o)
+        local tol = ({float64 = 1e-12, float32 = 1e-5, float16 = 2e-2})[dt]
+        H.assert_close(y, want, {dtype = dt, rtol = tol, atol = tol, msg = dt})
+      end
+      local x, w = dle.tensor(X, {dtype = "float64"}), dle.tensor(W, {dtype = "float64"})
+      local y = dle.conv2d(x, w, nil, c.o)
+      local gy = dle.tensor(H.values(y:shape(), {seed = 230 + k}), {dtype = "float64"})
+      local lhs = dot(gy, y)
+      local gx = dle.core._conv2d_grad_input(gy, w, {c.x[3], c.x[4]}, c.o)
+      local gw = dle.core._conv2d_grad_weight(gy, x, {3, 3}, c.o)
+      assert.is_true(math.abs(dot(gx, x) - lhs) < 1e-9 * (1 + math.abs(lhs)), "grad_input adjoint")
+      assert.is_true(math.abs(dot(gw, w) - lhs) < 1e-9 * (1 + math.abs(lhs)), "grad_weight adjoint")
+      for _, dt in ipairs({"float32", "float16"}) do
+        local tol = dt == "float16" and 5e-2 or 1e-4
+        H.assert_close(dle.core._conv2d_grad_input(gy:to(dt), w:to(dt), {c.x[3], c.x[4]}, c.o):double(),
+                       gx:totable(), {rtol = tol, atol = tol, msg = dt .. " gx"})
+        H.assert_close(dle.core._conv2d_grad_weight(gy:to(dt), x:to(dt), {3, 3}, c.o):double(),
+                       gw:totable(), {rtol = tol, atol = tol * 10, msg = dt .. " gw"})
+      end
+    end)
+  end
+
+  it("gives the direct loops' result on every layout of x and w (non-contiguous inputs)", function()
+    local X = H.values({2, 8, 5, 6}, {seed = 241})
+    local W = H.values({8, 8, 3, 3}, {seed = 242})
+    local want = ref_conv(X, W, nil, {padding = 1})
+    for _, layout in ipairs(H.layouts) do
+      H.assert_close(dle.conv2d(H.make(X, "float32", layout), H.make(W, "float32", layout), nil, {padding = 1}),
+                     want, {rtol = 1e-5, atol = 1e-5, msg = layout})
+    end
+  end)
+
+  -- conv2's layer of the CNN (32 -> 64 channels, 14 x 14): 3 samples per chunk, so 7 samples are
+  -- chunks of 3, 3 and 1. The reference sums one-channel convs, which take the im2col path.
+  it("the CNN's second layer (7 x 32x14x14 -> 64) agrees with a sum of im2col convs (float64, float32)", function()
+    local g = dle.Generator(250)
+    local x = dle.randn({7, 32, 14, 14}, {generator = g, dtype = "float64"})
+    local w = dle.randn({64, 32, 3, 3}, {generator = g, dtype = "float64"}) * 0.1
+    local b = dle.randn({64}, {generator = g, dtype = "float64"})
+    local o = {padding = 1}
+    local ref = b:reshape({1, 64, 1, 1})
+    for c = 1, 32 do
+      ref = ref + dle.conv2d(x:narrow(2, c, 1):contiguous(), w:narrow(2, c, 1):contiguous(), nil, o)
+    end
+    H.assert_close(dle.conv2d(x, w, b, o), ref:totable(), {rtol = 1e-12, atol = 1e-12, msg = "float64"})
+    H.assert_close(dle.conv2d(x:float(), w:float(), b:float(), o):double(), ref:totable(),
+                   {rtol = 1e-5, atol = 1e-5, msg = "float32"})
+    -- the gradient ops against im2col's on the same split: gx sums over the output channels' groups
+    local gy = dle.randn({7, 64, 14, 14}, {generator = g, dtype = "float64"})
+    local gw = dle.core._conv2d_grad_weight(gy, x, {3, 3}, o)
+    local gx = dle.core._conv2d_grad_input(gy, w, {14, 14}, o)
+    local gx_ref = dle.zeros({7, 32, 14, 14}, {dtype = "float64"})
+    for c = 1, 32 do
+      local xc = x:narrow(2, c, 1):contiguous()
+      H.assert_close(gw:narrow(2, c, 1), dle.core._conv2d_grad_weight(gy, xc, {3, 3}, o):totable(),
+                     {rtol = 1e-10, atol = 1e-10, msg = "gw channel " .. c})
+      local wc = w:narrow(2, c, 1):contiguous()
+      gx_ref:narrow(2, c, 1):copy_(dle.core._conv2d_grad_input(gy, wc, {14, 14}, o))
+    end
+    H.assert_close(gx, gx_ref:totable(), {rtol = 1e-10, atol = 1e-10, msg = "gx"})
+  end)
+
+  it("7-channel groups stay on im2col and agree with the same conv padded to 8 channels by zeros", function()
+    local g = dle.Generator(260)
+    local x = dle.randn({2, 7, 6, 5}, {generator = g, dtype = "float64"})
+    local w = dle.randn({8, 7, 3, 3}, {generator = g, dtype = "float64"})
+    local x8 = dle.cat({x, dle.zeros({2, 1, 6, 5}, {dtype = "float64"})}, 2)
+    local w8 = dle.cat({w, dle.zeros({8, 1, 3, 3}, {dtype = "float64"})}, 2)
+    H.assert_close(dle.conv2d(x8, w8, nil, {padding = 1}), dle.conv2d(x, w, nil, {padding = 1}):totable(),
+                   {rtol = 1e-12, atol = 1e-12})
+  end)
+end)
+
 -- ---------------------------------------------------------------- conv2d on several threads
 -- With several threads each OpenMP thread takes whole chunks of samples (im2col, its own
 -- single-threaded gemms, col2im) and grad_weight sums one accumulator per span of consecutive
@@ -311,7 +415,7 @@ describe("conv2d on two threads", function()
   end
 
   local cases = {
-    {name = "7 x 32x14x14 -> 64, 3x3 pad 1 (conv2's layer: one-sample chunks, 4 and 3 per thread)",
+    {name = "7 x 32x14x14 -> 64, 3x3 pad 1 (conv2's layer, Winograd: chunks of 3, 3 and 1)",
      x = {7, 32, 14, 14}, w = {64, 32, 3, 3}, o = {padding = 1}},
     {name = "23 x 1x28x28 -> 6, 3x3 pad 1 (conv1's layer: several samples per chunk, the last chunk partial)",
      x = {23, 1, 28, 28}, w = {6, 1, 3, 3}, o = {padding = 1}},

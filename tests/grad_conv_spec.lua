@@ -89,6 +89,29 @@ describe("conv2d gradients", function()
     end
   end)
 
+  -- 3x3, stride 1, >= 8 channels per group: the Winograd kernels (kernels/cpu/cpu_conv_winograd.c)
+  for k, v in ipairs({
+    {name = "padding 1, odd sizes", x = {2, 8, 3, 3}, w = {8, 8, 3, 3}, o = {padding = 1}},
+    {name = "no padding, groups 2 of 8", x = {1, 16, 3, 4}, w = {16, 8, 3, 3}, o = {groups = 2}},
+  }) do
+    it("Winograd path (" .. v.name .. "): gradcheck of conv2d and its gradient ops on 1 and 2 threads, double backward", function()
+      local threads = dle.get_num_threads()
+      finally(function() dle.set_num_threads(threads) end)
+      for _, n in ipairs({1, 2}) do
+        dle.set_num_threads(n)
+        local x, w, b = randn(v.x, 300 + k), randn(v.w, 310 + k), randn({v.w[1]}, 320 + k)
+        check(function(x_, w_, b_) return dle.conv2d(x_, w_, b_, v.o) end, {x, w, b})
+        local gy = randn(dle.conv2d(x, w, nil, v.o):shape(), 330 + k)
+        check(function(gy_, w_) return core._conv2d_grad_input(gy_, w_, {v.x[3], v.x[4]}, v.o) end, {gy, w})
+        check(function(gy_, x_) return core._conv2d_grad_weight(gy_, x_, {3, 3}, v.o) end, {gy, x})
+        if n == 1 then
+          local f = function(x_, w_, b_) return dle.conv2d(x_, w_, b_, v.o):tanh():sum() end
+          check(gradients_of(f), {x, w, b}, {forward = false})
+        end
+      end
+    end)
+  end
+
   it("the second derivative d/dw <dL/dx, u> of L = <conv2d(x, w), c> is conv2d_grad_weight(c, u)", function()
     -- L = <conv(x, w), c> for a constant c: dL/dx = grad_input(c, w), which is linear in w, so
     -- d/dw <dL/dx, u> = grad_weight(c, u) for any u

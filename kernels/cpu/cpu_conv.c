@@ -13,12 +13,8 @@
  * The chunk size B is chosen by chunk_of (see there; a large sample is done in parts of output
  * rows); a chunk of one sample in float32/float64 needs no gather or scatter: its gemms read gy and
  * write y in place (the bias written first, then accumulated onto).
- * Threads: the chunks are independent, so with several threads each OpenMP thread takes whole
- * chunks (im2col, its gemms with OpenBLAS set to one thread, col2im) on its own buffers, as
- * PyTorch's slow_conv2d does, instead of running im2col serially and letting OpenBLAS split
- * every small per-chunk gemm (one thread hand-over per gemm: conv2's forward + backward scaled
- * to 2 threads at 1.5-1.8x PyTorch's time that way). A batch of one sample is one chunk and
- * keeps OpenBLAS's own threading. No BLAS call runs multi-threaded inside an OpenMP region.
+ * Threads: each OpenMP thread takes whole chunks on its own buffers (cpu_conv_job.c).
+ * 3x3 kernels at stride 1 with enough channels go to Winograd instead (cpu_conv_winograd.c).
  * im2col and col2im work on runs of valid output columns computed once per kernel tap (tap_of),
  * so their inner loops are branch-free copies/adds (contiguous for stride 1; one shifted run per
  * tap when stride 1 keeps the width, as with "same" padding).
@@ -31,37 +27,15 @@
 #include <stdlib.h>
 
 #include "cpu_backend.h"
+#include "cpu_conv_job.h"
+#include "cpu_conv_winograd.h"
 #include "cpu_gemm.h"
 #include "cpu_loop.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
-/* Geometry of one conv call, read from attrs and the tensors. */
-typedef struct {
-  int64_t n, c, h, w;      /* input */
-  int64_t o, kh, kw;       /* weight {O, C/G, kh, kw} */
-  int64_t ho, wo;          /* output */
-  int64_t sh, sw, ph, pw, dh, dw, g;
-  int64_t cg, og, k, l;    /* C/G, O/G, K = C/G*kh*kw, L = Ho*Wo */
-} conv_geom;
-
-static conv_geom make_geom(const int64_t *xs, const int64_t *ws, const int64_t *ys, const dle_attrs *a) {
-  conv_geom q;
-  q.n = xs[0], q.c = xs[1], q.h = xs[2], q.w = xs[3];
-  q.o = ws[0], q.kh = ws[2], q.kw = ws[3];
-  q.ho = ys[2], q.wo = ys[3];
-  q.sh = a->ints[0], q.sw = a->ints[1], q.ph = a->ints[2], q.pw = a->ints[3];
-  q.dh = a->ints[4], q.dw = a->ints[5], q.g = a->ints[6];
-  q.cg = q.c / q.g, q.og = q.o / q.g;
-  q.k = q.cg * q.kh * q.kw, q.l = q.ho * q.wo;
-  return q;
-}
-
 /* Samples per chunk: the column buffer of a chunk stays under CONV_COL_BYTES (at least one
  * sample), so im2col writes it into the L2 cache the gemm then reads it from (Fashion-MNIST's
- * conv2, CPU time of forward + both gradients: 256 KiB chunks ~60 ms, 2 MiB ~68 ms, 8 MiB ~65 ms).
+ * conv2, CPU time of forward + both gradients: 256 KiB chunks ~60 ms, 2 MiB ~68 ms, 8 MiB ~65 ms,
+ * measured when it still went through im2col).
  * A sample whose columns alone exceed that is cut into parts of whole output rows (part_rows):
  * im2col of one part, its gemms, then the next, so the buffer stays bounded on large images
  * (not for speed: conv2 with 128 KiB parts, two per sample, took 17 ms of CPU time per forward
@@ -99,98 +73,18 @@ static dle_status check_blas(const char *fn, const conv_geom *q, int64_t b) {
   return DLE_OK;
 }
 
-/* What the per-chunk functions of one call share. The chunks are grouped into spans of
- * consecutive chunks that one thread does in order. Scratch is per thread (thread t's col and tmp
- * start at t * ncol and t * ntmp elements of the compute type), accumulators per thread or per
- * span (nacc elements each). */
-typedef struct {
-  conv_geom q;
-  int64_t b, rows;   /* samples per chunk, output rows per part (see part_rows) */
-  int64_t spans;
-  const void *src;   /* x (conv2d, grad_weight) or gy (grad_input) */
-  const void *gy;    /* grad_weight's gy */
-  const void *bias;  /* conv2d's bias, or NULL */
-  const void *w;     /* the weight in the compute type (conv2d, grad_input) */
-  void *dst;         /* y (conv2d) or gx (grad_input) */
-  void *wbuf, *col, *tmp, *acc;
-  int64_t nw, ncol, ntmp, nacc, naccs;  /* naccs: how many accumulators */
-  size_t es;         /* sizeof the compute type */
-  int nt;            /* threads: one per chunk at most (one chunk keeps OpenBLAS's own threads) */
-} conv_job;
-
-typedef void (*chunk_fn)(const conv_job *j, int64_t b0, int64_t nb, int thread, int64_t span);
-
-/* Accumulators per span take at most this much memory in all (see job_init). */
-#define CONV_SPAN_ACC_BYTES ((int64_t)16 << 20)
-
-/* Sets up j for one call of fn with geometry q in a compute type of es bytes: chunking, threads,
- * spans and buffers (nw: a compute-type weight copy, 0 for none; nacc: accumulator elements, per
- * sample of a chunk for grad_input's per-thread ones, or in all for grad_weight's per-span ones
- * when per_span; col and tmp sized for a chunk's part). Every chunk is its own span, except with
- * per_span: then a sum over the chunks is accumulated span by span and added up in span order,
- * so the result does not depend on which thread did which span; up to 4 spans per thread let a
- * free thread take over work on a busy machine. On error the caller still calls job_free. */
+/* Sets up j for im2col chunks of q in a compute type of es bytes (nw: a compute-type weight
+ * copy, 0 for none; nacc: accumulator elements per sample of a chunk for grad_input's per-thread
+ * ones, or in all for grad_weight's per-span ones when per_span). */
 static dle_status job_init(conv_job *j, const char *fn, conv_geom q, size_t es, int64_t nw,
                            int64_t nacc, bool per_span) {
   memset(j, 0, sizeof *j);
-  j->q = q, j->es = es;
-  int nt = 1;
-#ifdef _OPENMP
-  nt = dle_get_num_threads();
-#endif
-  j->b = chunk_of(&q, es, nt);
-  j->rows = part_rows(&q, j->b, es);
-  DLE_TRY(check_blas(fn, &q, j->b));
-  int64_t chunks = (q.n + j->b - 1) / j->b;
-  if (chunks < nt) nt = (int)chunks;
-  j->nt = nt;
-  j->spans = chunks;
-  if (per_span) {
-    int64_t most = CONV_SPAN_ACC_BYTES / ((int64_t)es * (nacc > 0 ? nacc : 1));
-    j->spans = nt < 2 ? 1 : chunks < 4 * nt ? chunks : 4 * nt;
-    if (j->spans > most) j->spans = most > nt ? most : nt;
-  }
-  j->nw = nw, j->ncol = q.c * q.kh * q.kw * j->b * j->rows * q.wo, j->ntmp = q.o * j->b * q.l;
-  j->nacc = per_span ? nacc : nacc * j->b, j->naccs = per_span ? j->spans : nt;
-  size_t n = (size_t)nt, na = (size_t)(j->nacc * j->naccs);
-  j->wbuf = nw ? dle_cpu_alloc(es * (size_t)nw) : NULL;
-  j->col = dle_cpu_alloc(es * n * (size_t)j->ncol + 1);
-  j->tmp = dle_cpu_alloc(es * n * (size_t)j->ntmp + 1);
-  j->acc = dle_cpu_alloc(es * na + 1);
-  if ((nw && !j->wbuf) || !j->col || !j->tmp || !j->acc)
-    return dle_error("%s: out of memory for the column buffers", fn);
-  memset(j->acc, 0, es * na);
+  int64_t b = chunk_of(&q, es, conv_threads()), rows = part_rows(&q, b, es);
+  DLE_TRY(check_blas(fn, &q, b));
+  DLE_TRY(conv_job_init(j, fn, q, es, b, nw, q.c * q.kh * q.kw * b * rows * q.wo, q.o * b * q.l,
+                        per_span ? nacc : nacc * b, per_span));
+  j->rows = rows;
   return DLE_OK;
-}
-
-static void job_free(conv_job *j) {
-  size_t n = (size_t)j->nt, es = j->es;
-  dle_cpu_free(j->wbuf, es * (size_t)j->nw);
-  dle_cpu_free(j->col, es * n * (size_t)j->ncol + 1);
-  dle_cpu_free(j->tmp, es * n * (size_t)j->ntmp + 1);
-  dle_cpu_free(j->acc, es * (size_t)(j->nacc * j->naccs) + 1);
-}
-
-/* Span s's chunks [b0, b0 + j->b), in order, on thread t. */
-static void run_span(const conv_job *j, chunk_fn f, int64_t s, int t) {
-  const int64_t n = j->q.n, b = j->b, chunks = (n + b - 1) / b;
-  for (int64_t i = s * chunks / j->spans; i < (s + 1) * chunks / j->spans; i++)
-    f(j, i * b, n - i * b < b ? n - i * b : b, t, s);
-}
-
-/* Runs f over all of j's chunks on j->nt threads, a free thread taking the next span (better on a
- * busy machine than a fixed share per thread), OpenBLAS set to one thread meanwhile. */
-static void for_chunks(const conv_job *j, chunk_fn f) {
-  if (j->nt < 2) {
-    for (int64_t s = 0; s < j->spans; s++) run_span(j, f, s, 0);
-    return;
-  }
-#ifdef _OPENMP
-  openblas_set_num_threads(1);
-  _Pragma("omp parallel for schedule(dynamic) num_threads(j->nt)")
-  for (int64_t s = 0; s < j->spans; s++) run_span(j, f, s, omp_get_thread_num());
-  openblas_set_num_threads(dle_get_num_threads());
-#endif
 }
 
 /* T and CT are the same type (float32, float64; not the 16-bit floats computing in float) */
@@ -412,41 +306,41 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
   static dle_status conv_fwd_##ID(dle_tensor *y, dle_tensor *const *ins, int nin,                 \
                                   const dle_attrs *a) {                                           \
     conv_job j;                                                                                   \
-    conv_geom q = make_geom(ins[0]->sizes, ins[1]->sizes, y->sizes, a);                           \
+    conv_geom q = conv_make_geom(ins[0]->sizes, ins[1]->sizes, y->sizes, a);                           \
     dle_status st = job_init(&j, "conv2d", q, sizeof(CT), SAME_TYPE(T, CT) ? 0 : q.o * q.k, 0, false); \
     if (st == DLE_OK) {                                                                           \
       j.src = dle_tensor_data(ins[0]), j.dst = dle_tensor_data(y);                                \
       j.bias = nin > 2 ? dle_tensor_data(ins[2]) : NULL;                                          \
       j.w = weight_##ID(ins[1], &j);                                                              \
-      for_chunks(&j, fwd_chunk_##ID);                                                             \
+      conv_for_chunks(&j, fwd_chunk_##ID);                                                             \
     }                                                                                             \
-    job_free(&j);                                                                                 \
+    conv_job_free(&j);                                                                                 \
     return st;                                                                                    \
   }                                                                                               \
   /* gx {N, C, H, W} from gy {N, O, Ho, Wo} and w {O, C/G, kh, kw} */                              \
   static dle_status conv_gin_##ID(dle_tensor *gx, dle_tensor *const *ins, const dle_attrs *a) {   \
     conv_job j;                                                                                   \
-    conv_geom q = make_geom(gx->sizes, ins[1]->sizes, ins[0]->sizes, a);                          \
+    conv_geom q = conv_make_geom(gx->sizes, ins[1]->sizes, ins[0]->sizes, a);                          \
     dle_status st = job_init(&j, "conv2d_grad_input", q, sizeof(CT), SAME_TYPE(T, CT) ? 0 : q.o * q.k, \
                              SAME_TYPE(T, CT) ? 0 : q.c * q.h * q.w, false);                      \
     if (st == DLE_OK) {                                                                           \
       j.src = dle_tensor_data(ins[0]), j.dst = dle_tensor_data(gx);                               \
       j.w = weight_##ID(ins[1], &j);                                                              \
-      for_chunks(&j, gin_chunk_##ID);                                                             \
+      conv_for_chunks(&j, gin_chunk_##ID);                                                             \
     }                                                                                             \
-    job_free(&j);                                                                                 \
+    conv_job_free(&j);                                                                                 \
     return st;                                                                                    \
   }                                                                                               \
   /* gw {O, C/G, kh, kw} from gy {N, O, Ho, Wo} and x {N, C, H, W}: the spans' accumulators       \
    * summed in span order */                                                                    \
   static dle_status conv_gw_##ID(dle_tensor *gw, dle_tensor *const *ins, const dle_attrs *a) {    \
     conv_job j;                                                                                   \
-    conv_geom q = make_geom(ins[1]->sizes, gw->sizes, ins[0]->sizes, a);                          \
+    conv_geom q = conv_make_geom(ins[1]->sizes, gw->sizes, ins[0]->sizes, a);                          \
     const int64_t nw = q.o * q.k;                                                                 \
     dle_status st = job_init(&j, "conv2d_grad_weight", q, sizeof(CT), 0, nw, true);               \
     if (st == DLE_OK) {                                                                           \
       j.gy = dle_tensor_data(ins[0]), j.src = dle_tensor_data(ins[1]);                            \
-      for_chunks(&j, gw_chunk_##ID);                                                              \
+      conv_for_chunks(&j, gw_chunk_##ID);                                                              \
       const CT *acc = j.acc;                                                                      \
       T *d = dle_tensor_data(gw);                                                                 \
       for (int64_t i = 0; i < nw; i++) {                                                          \
@@ -455,7 +349,7 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
         d[i] = ST_##ID(s);                                                                        \
       }                                                                                           \
     }                                                                                             \
-    job_free(&j);                                                                                 \
+    conv_job_free(&j);                                                                                 \
     return st;                                                                                    \
   }
 CPU_FLOAT_TYPES(CONV_KERNELS)
@@ -492,6 +386,12 @@ static dle_status cpu_conv(dle_op op, dle_tensor *const *outs, dle_tensor *const
     default:
       return dle_error("%s: not a conv kernel", fn);
   }
+  const int64_t *xs = op == DLE_OP_CONV2D_GRAD_INPUT ? o->sizes : op == DLE_OP_CONV2D ? ins[0]->sizes : ins[1]->sizes;
+  const int64_t *ws = op == DLE_OP_CONV2D_GRAD_WEIGHT ? o->sizes : ins[1]->sizes;
+  const int64_t *ys = op == DLE_OP_CONV2D ? o->sizes : ins[0]->sizes;
+  conv_geom q = conv_make_geom(xs, ws, ys, a);
+  if (cpu_conv_winograd_applies(&q, o->dtype == DLE_F64 ? sizeof(double) : sizeof(float)))
+    return cpu_conv_winograd(op, &q, o->dtype, o, ins, nin);
 #define CASE(ID, T, CT)                                                                   \
   case DLE_##ID:                                                                          \
     switch (op) {                                                                         \

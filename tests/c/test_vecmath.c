@@ -227,3 +227,52 @@ TEST(stream_copy_exact_at_every_alignment) {
       CHECK(ok, "copy of %d bytes to offset %d", len, off);
     }
 }
+
+/* sgemm_nn against a double-precision triple loop on every row tail (m % 4) and column tail
+ * (n % 24, n % 8), with leading dimensions wider than the operands; c's padding stays untouched. */
+TEST(vec_sgemm_nn_matches_reference_on_every_tail) {
+  const cpu_vec_kernels *v = need_avx2();
+  enum { LD_PAD = 3 };
+  static float a[9 * (40 + LD_PAD)], b[40 * (53 + LD_PAD)], c[9 * (53 + LD_PAD)];
+  bool ok = true;
+  for (int64_t m = 1; m <= 9 && ok; m++)
+    for (int64_t n = 1; n <= 53 && ok; n += n < 26 ? 1 : 9)
+      for (int64_t k = 1; k <= 40 && ok; k += 13) {
+        const int64_t lda = k + LD_PAD, ldb = n + LD_PAD, ldc = n + LD_PAD;
+        for (int64_t i = 0; i < m * lda; i++) a[i] = (float)((i * 37 % 19) - 9) / 8;
+        for (int64_t i = 0; i < k * ldb; i++) b[i] = (float)((i * 11 % 23) - 11) / 16;
+        for (int64_t i = 0; i < m * ldc; i++) c[i] = 1234.5f;
+        v->sgemm_nn(m, n, k, a, lda, b, ldb, c, ldc);
+        for (int64_t i = 0; i < m && ok; i++)
+          for (int64_t j = 0; j < ldc && ok; j++) {
+            double want = 1234.5;
+            if (j < n) {
+              want = 0;
+              for (int64_t p = 0; p < k; p++) want += (double)a[i * lda + p] * b[p * ldb + j];
+            }
+            ok = fabs(c[i * ldc + j] - want) <= 1e-4 * (1 + fabs(want));
+            CHECK(ok, "m %lld n %lld k %lld: c[%lld][%lld] = %g, want %g", (long long)m, (long long)n,
+                  (long long)k, (long long)i, (long long)j, c[i * ldc + j], want);
+          }
+      }
+}
+
+/* wino_rows against the scalar row pass for every row length up to 3 blocks of 8 tiles; the
+ * outputs past tw are slack it may write, the ones before must be exact */
+TEST(vec_wino_rows_match_scalar_row_pass) {
+  const cpu_vec_kernels *v = need_avx2();
+  static float row[2 * 24 + 2], h[4][24];
+  bool ok = true;
+  for (int64_t tw = 1; tw <= 24 && ok; tw++) {
+    for (int i = 0; i < 2 * 24 + 2; i++) row[i] = (float)((i * 29 % 17) - 8) / 4;
+    v->wino_rows(row, tw, h[0], h[1], h[2], h[3]);
+    for (int64_t tx = 0; tx < tw && ok; tx++) {
+      const float *d = row + 2 * tx;
+      const float want[4] = {d[0] - d[2], d[1] + d[2], d[2] - d[1], d[1] - d[3]};
+      for (int j = 0; j < 4 && ok; j++) {
+        ok = h[j][tx] == want[j];
+        CHECK(ok, "tw %lld: h%d[%lld] = %g, want %g", (long long)tw, j, (long long)tx, h[j][tx], want[j]);
+      }
+    }
+  }
+}

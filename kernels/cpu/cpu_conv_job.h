@@ -1,0 +1,73 @@
+/* cpu_conv_job.h — what the CPU conv kernels share (cpu_conv.c: im2col + gemm; cpu_conv_winograd.c:
+ * Winograd F(2x2, 3x3)): the geometry of one call and the chunk loop that runs per-chunk functions
+ * over the batch on OpenMP threads, each with its own scratch buffers, OpenBLAS set to one thread
+ * meanwhile, and gradients that sum over the batch accumulated per span of chunks so the result
+ * does not depend on which thread did which span. */
+#ifndef DLE_CPU_CONV_JOB_H
+#define DLE_CPU_CONV_JOB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../engine/dle.h"
+
+/* Geometry of one conv call, read from attrs and the tensors. */
+typedef struct {
+  int64_t n, c, h, w;      /* input */
+  int64_t o, kh, kw;       /* weight {O, C/G, kh, kw} */
+  int64_t ho, wo;          /* output */
+  int64_t sh, sw, ph, pw, dh, dw, g;
+  int64_t cg, og, k, l;    /* C/G, O/G, K = C/G*kh*kw, L = Ho*Wo */
+} conv_geom;
+
+static inline conv_geom conv_make_geom(const int64_t *xs, const int64_t *ws, const int64_t *ys,
+                                       const dle_attrs *a) {
+  conv_geom q;
+  q.n = xs[0], q.c = xs[1], q.h = xs[2], q.w = xs[3];
+  q.o = ws[0], q.kh = ws[2], q.kw = ws[3];
+  q.ho = ys[2], q.wo = ys[3];
+  q.sh = a->ints[0], q.sw = a->ints[1], q.ph = a->ints[2], q.pw = a->ints[3];
+  q.dh = a->ints[4], q.dw = a->ints[5], q.g = a->ints[6];
+  q.cg = q.c / q.g, q.og = q.o / q.g;
+  q.k = q.cg * q.kh * q.kw, q.l = q.ho * q.wo;
+  return q;
+}
+
+/* What the per-chunk functions of one call share. The chunks (b samples each, the last maybe
+ * fewer) are grouped into spans of consecutive chunks that one thread does in order. Scratch is
+ * per thread (thread t's col and tmp start at t * ncol and t * ntmp elements of the compute
+ * type), accumulators per thread or per span (nacc elements each, zeroed). */
+typedef struct {
+  conv_geom q;
+  int64_t b, rows;   /* samples per chunk, output rows per part (im2col's part_rows) */
+  int64_t spans;
+  const void *src;   /* the input the chunks read (x, or gy for grad_input) */
+  const void *gy;    /* grad_weight's gy */
+  const void *bias;  /* conv2d's bias, or NULL */
+  const void *w;     /* the weight in the compute type (or transformed) */
+  void *dst;         /* y (conv2d) or gx (grad_input) */
+  void *wbuf, *col, *tmp, *acc;
+  int64_t nw, ncol, ntmp, nacc, naccs;  /* naccs: how many accumulators */
+  int64_t ext[4];    /* free for the kernel family (Winograd: tile counts, offsets) */
+  size_t es;         /* sizeof the compute type */
+  int nt;            /* threads: one per chunk at most (one chunk keeps OpenBLAS's own threads) */
+} conv_job;
+
+typedef void (*conv_chunk_fn)(const conv_job *j, int64_t b0, int64_t nb, int thread, int64_t span);
+
+/* The threads a call may use (dle_get_num_threads, 1 without OpenMP). */
+int conv_threads(void);
+
+/* Sets up j for one call over q.n samples in chunks of b, in a compute type of es bytes: threads
+ * (no more than chunks), spans and buffers (nw: elements of a weight buffer, 0 for none; ncol,
+ * ntmp: per-thread scratch elements; nacc: accumulator elements, per thread, or per span when
+ * per_span, see cpu_conv_job.c). On error the caller still calls conv_job_free. */
+dle_status conv_job_init(conv_job *j, const char *fn, conv_geom q, size_t es, int64_t b, int64_t nw,
+                         int64_t ncol, int64_t ntmp, int64_t nacc, bool per_span);
+void conv_job_free(conv_job *j);
+
+/* Runs f over all of j's chunks on j->nt threads. */
+void conv_for_chunks(const conv_job *j, conv_chunk_fn f);
+
+#endif
