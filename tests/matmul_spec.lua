@@ -273,11 +273,9 @@ describe("matmul", function()
     end
   end)
 
-  -- At 2 threads a gemm of 2^20 to 2^26 multiply-adds is cut into row panels of C, multiples of
-  -- 48 rows, that the calling thread and a helper take dynamically (kernels/cpu/cpu_share.h), each
-  -- a one-thread BLAS call (the caller runs them all when the helper has not kept up lately).
-  -- The panels are fixed, so every 2-thread run gives the same bits, whichever thread ran what.
-  it("gives the same bits on every run at 2 threads when the gemm is cut into row panels", function()
+  -- At 2 threads the BLAS splits each product between its threads; the split is fixed for a
+  -- shape and thread count, so results must not change from run to run.
+  it("gives the same bits on every run at 2 threads, close to 1 thread's", function()
     local g = dle.Generator(11)
     local cases = {
       {"128x784 . 784x256 (the MLP's first layer)", dle.randn(128, 784, {generator = g}), dle.randn(256, 784, {generator = g}):t()},
@@ -300,9 +298,7 @@ describe("matmul", function()
       dle.set_num_threads(2)
       local two = a:matmul(b)
       local lin2 = lin and dle.nn.functional.linear(a, b:t(), bias)
-      -- panels against one call: the same sums in the same order per element, up to the BLAS's
-      -- row blocking (bit-identical with this machine's OpenBLAS, which blocks rows by 24)
-      H.assert_close(two, one:totable(), {rtol = 1e-5, atol = 1e-5, msg = c[1] .. " vs 1 thread"})
+      H.assert_close(two, one:totable(), {rtol = 1e-4, atol = 1e-4, msg = c[1] .. " vs 1 thread"})
       for run = 1, 5 do
         assert.is_true(a:matmul(b):equal(two), c[1] .. ", run " .. run)
         if lin then assert.is_true(dle.nn.functional.linear(a, b:t(), bias):equal(lin2), c[1] .. " with bias, run " .. run) end

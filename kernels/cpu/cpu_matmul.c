@@ -8,7 +8,6 @@
 
 #include "cpu_backend.h"
 #include "cpu_loop.h"
-#include "cpu_share.h"
 
 /* One matrix of a batch: rows x cols elements at p with element strides rs, cs. */
 typedef struct {
@@ -143,71 +142,6 @@ static dle_status blas_operand(blas_mat *out, const cpu_mat *m, dle_dtype dt, bo
 BLAS_CALLS(s, float)
 BLAS_CALLS(d, double)
 
-/* ---- one gemm on several threads: row panels of C through cpu_share, each a one-thread BLAS call
- * OpenBLAS's own threading splits a gemm evenly and waits for its worker, which on a shared 2-core
- * VM may not get the other core for a time slice, and its spinning worker and OpenMP's then fight
- * for the cores (measured: the Fashion-MNIST MLP step slower on 2 threads than on 1). Panels taken
- * dynamically degrade to the caller doing them all, and when the helpers have not kept up lately
- * (cpu_share_pays) the caller runs the same panels itself without offering them. Panels are whole multiples of PANEL_ROWS
- * rows: OpenBLAS computes rows in register blocks of 24 (its Zen and Haswell sgemm and dgemm
- * kernels), so here a panel's rows even get the bits one call gives them, whatever the thread
- * count (tests/matmul_spec.lua checks run-to-run equality at 2 threads, and closeness to 1 thread). Products of 2^20 to 2^26 multiply-adds
- * go this way; smaller ones are one one-thread call, larger ones OpenBLAS's own threads. */
-#define SHARE_MIN_MACS ((int64_t)1 << 20) /* about 30 us on one core: below, one BLAS call */
-/* From about 2 ms of work on, a late thread costs relatively little and OpenBLAS's own split (one
- * packed copy of each operand shared by its threads) is faster: with panels, 512^3 to 2048^3
- * products at 2 threads ran at 0.93-0.99x cblas_sgemm's rate instead of 1.03-1.09x. */
-#define SHARE_MAX_MACS ((int64_t)1 << 26)
-#define PANELS_PER_THREAD 2 /* so a helper that starts late still gets a panel */
-#define PANEL_ROWS 48       /* a multiple of BLAS's row blocks (24 here; 16 or 8 elsewhere) */
-
-typedef struct {
-  blas_mat a, b;
-  char *c;
-  int64_t ldc, m, n, k, step;
-  bool dbl, accumulate;
-} gemm_panels;
-
-/* C[lo:lo+rows, :] = A[lo:lo+rows, :] B for panel i. */
-static void gemm_panel(void *ctx, int64_t i) {
-  const gemm_panels *g = ctx;
-  blas_mat a = g->a;
-  int64_t lo = i * g->step, rows = g->m - lo < g->step ? g->m - lo : g->step, es = g->dbl ? 8 : 4;
-  a.p = (const char *)a.p + (a.trans ? lo : lo * a.ld) * es;
-  char *c = g->c + lo * g->ldc * es;
-  if (g->dbl) blas_d(&a, &g->b, (double *)c, g->ldc, rows, g->n, g->k, g->accumulate);
-  else blas_s(&a, &g->b, (float *)c, g->ldc, rows, g->n, g->k, g->accumulate);
-}
-
-/* c = a b (+ c when accumulating), on dle's thread count. */
-static void gemm_threads(const blas_mat *a, const blas_mat *b, void *c, int64_t ldc, int64_t m,
-                         int64_t n, int64_t k, bool dbl, bool accumulate) {
-  int nt = dle_get_num_threads();
-  gemm_panels g = {*a, *b, c, ldc, m, n, k, m, dbl, accumulate};
-  double macs = (double)m * (double)n * (double)k;
-  bool vector = m < 2 || n < 2; /* gemv, memory-bound: OpenBLAS threads a long one itself */
-  if (nt < 2 || vector || macs >= (double)SHARE_MAX_MACS) {
-    gemm_panel(&g, 0);
-    return;
-  }
-  int64_t panels = (int64_t)nt * PANELS_PER_THREAD;
-  int64_t step = ((m + panels - 1) / panels + PANEL_ROWS - 1) / PANEL_ROWS * PANEL_ROWS;
-  panels = (m + step - 1) / step;
-  openblas_set_num_threads(1); /* OpenBLAS's pool is not woken (its workers spin after a call) */
-  if (panels >= 2 && macs >= (double)SHARE_MIN_MACS) {
-    /* Always the same panels at a given thread count, shared or not, so a result never depends
-     * on which thread was free: on a BLAS whose row blocks do not divide PANEL_ROWS a panel's bits
-     * could differ from one call's, and results would then change from run to run. */
-    g.step = step;
-    if (cpu_share_pays()) cpu_share(panels, nt, gemm_panel, &g);
-    else
-      for (int64_t i = 0; i < panels; i++) gemm_panel(&g, i);
-  } else {
-    gemm_panel(&g, 0);
-  }
-  openblas_set_num_threads(nt);
-}
-
 /* State of one kernel call, shared by the matrices of the batch. accumulate: c += a b (BLAS's
  * beta = 1; the front door has put the addend in c), only for float32/float64 written directly. */
 typedef struct {
@@ -234,7 +168,8 @@ static dle_status float_matmul(mm_ctx *ctx, const cpu_mat *a, const cpu_mat *b, 
   }
   if (!direct && ctx->accumulate)
     return dle_error("matmul: accumulating into a result it cannot write directly");  /* front door bug */
-  gemm_threads(&ba, &bb, cp, ldc, m, n, k, dbl, ctx->accumulate);
+  if (dbl) blas_d(&ba, &bb, cp, ldc, m, n, k, ctx->accumulate);
+  else blas_s(&ba, &bb, cp, ldc, m, n, k, ctx->accumulate);
   if (!direct) unpack_of[ctx->dt](c, cp, ldc);
   return DLE_OK;
 }
