@@ -337,3 +337,46 @@ describe("a small CNN on Fashion-MNIST", function()
     end)
   end
 end)
+
+describe("the Fashion-MNIST examples' training loop (examples/fashion_mnist/common.lua)", function()
+  local common = dofile("examples/fashion_mnist/common.lua")
+  local models = dofile("examples/fashion_mnist/models.lua")
+
+  -- n noisy 28x28 images whose class is which band of 7 rows is brighter (left-right flips, which
+  -- fit applies, keep the class)
+  local function bands(n, g)
+    local x = dle.randn(n, 1, 28, 28, {generator = g}) * 0.5
+    local y = dle.randint(1, 5, {n}, {generator = g, dtype = "int64"})
+    for i = 1, n do x[i]:narrow(2, (y[i] - 1) * 7 + 1, 7):add_(1.5) end
+    return x, y
+  end
+
+  it_conv("fit trains a small CNN with flips; weight averaging (ema) changes only what is evaluated", function()
+    local g = dle.Generator(3)
+    local train_x, train_y = bands(512, g)
+    local test_x, test_y = bands(256, g)
+    -- the same training twice from the same seed, with and without averaging
+    local function run(ema)
+      dle.manual_seed(0)
+      local model = models.cnn({width = 4})
+      local opt = dle.optim.AdamW(model:parameters(), {lr = 3e-3, weight_decay = 1e-4})
+      local printed = {}
+      local real_print = _G.print   -- common.lua, loaded by dofile, prints through the global one
+      _G.print = function(s) printed[#printed + 1] = s end
+      local ok, acc = pcall(common.fit, model, opt, {train_x, train_y, test_x, test_y},
+                            {epochs = 2, batch_size = 32, warmup = 4, flip = true, ema = ema})
+      _G.print = real_print
+      assert(ok, acc)
+      assert.are.equal(2, #printed)
+      assert.truthy(printed[2]:match("^epoch 2 .*test accuracy"), printed[2])
+      assert.is_true(model.training, "the model is back in training mode")
+      return model, acc
+    end
+    local plain, acc_plain = run(nil)
+    local averaged, acc_avg = run(0.9)
+    assert.is_true(acc_plain > 0.9 and acc_avg > 0.9, string.format("accuracy %.3f / %.3f", acc_plain, acc_avg))
+    -- after each evaluation the model gets its trained weights back: both runs end on the same bits
+    local a, b = plain:parameters(), averaged:parameters()
+    for i = 1, #a do assert.is_true(a[i]:equal(b[i]), "parameter " .. i .. " differs") end
+  end)
+end)

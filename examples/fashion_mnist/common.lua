@@ -58,6 +58,22 @@ function common.fit(model, opt, data, opts)
   local loader = dle.data.DataLoader({train_x, train_y},
                                      {batch_size = opts.batch_size, shuffle = true, generator = dle.Generator(0)})
   local acc, flip_gen = nil, dle.Generator(1)
+  -- with opts.ema (a decay such as 0.999), test accuracy is that of an exponential moving average
+  -- of the weights over the steps (Polyak averaging), kept beside the trained ones
+  local params, ema = model:parameters(), nil
+  if opts.ema then
+    ema = {}
+    for i, p in ipairs(params) do ema[i] = p:detach():clone() end
+  end
+  local function swap_ema()
+    dle.no_grad(function()
+      for i, p in ipairs(params) do
+        local t = p:detach():clone()
+        p:copy_(ema[i])
+        ema[i] = t
+      end
+    end)
+  end
   for epoch = 1, opts.epochs do
     local t0, total, seen = dle.time(), 0, 0
     for x, y in loader do
@@ -67,11 +83,18 @@ function common.fit(model, opt, data, opts)
       loss:backward()
       opt:step()
       schedule:step()
+      if ema then
+        dle.no_grad(function()
+          for i, p in ipairs(params) do ema[i]:mul_(opts.ema):add_(p:detach() * (1 - opts.ema)) end
+        end)
+      end
       total = total + loss:item() * x:size(1)
       seen = seen + x:size(1)
     end
     local dt = dle.time() - t0
+    if ema then swap_ema() end
     acc = common.accuracy(model, test_x, test_y, opts.flip)
+    if ema then swap_ema() end
     print(string.format("epoch %d  loss %.4f  test accuracy %.4f  %.0f samples/s  (%.1f s)",
                         epoch, total / seen, acc, seen / dt, dt))
   end

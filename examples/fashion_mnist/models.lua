@@ -17,11 +17,12 @@ end
 -- layer (default 0: none).
 function M.cnn(opts)
   local dropout = opts and opts.dropout or 0
+  local c = opts and opts.width or 32   -- channels of the first conv; the second has twice as many
   return nn.Sequential(
-    nn.Conv2d(1, 32, 3, {padding = 1}), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
-    nn.Conv2d(32, 64, 3, {padding = 1}), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
+    nn.Conv2d(1, c, 3, {padding = 1}), nn.BatchNorm2d(c), nn.ReLU(), nn.MaxPool2d(2),
+    nn.Conv2d(c, 2 * c, 3, {padding = 1}), nn.BatchNorm2d(2 * c), nn.ReLU(), nn.MaxPool2d(2),
     nn.Flatten(),
-    nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Dropout(dropout),
+    nn.Linear(2 * c * 7 * 7, 128), nn.ReLU(), nn.Dropout(dropout),
     nn.Linear(128, 10))
 end
 
