@@ -3,8 +3,8 @@
 -- batch and thread count on both sides, in ms per step vs PyTorch:
 --   MLP       examples/fashion_mnist/mlp.lua: 784-256-128-10 ReLU, Adam, batch 128 (plus the
 --             projected epoch: 469 steps of 60,000 images)
---   CNN       examples/fashion_mnist/cnn.lua: 2 x (Conv 3x3 - BN - ReLU - MaxPool) - Linear 128 -
---             Linear 10, AdamW, batch 128 (the example trains at batch 32)
+--   CNN       examples/fashion_mnist/cnn.lua: 2 x (Conv 3x3 - BN - ReLU - MaxPool) - Linear 128 - BN -
+--             Linear 10, AdamW, batch 128 (the example trains at batch 16)
 --   char-GPT  examples/char_gpt/train.lua: 4 pre-LN blocks, d 128, 4 heads, context 128, vocab 63
 --             (the KJV corpus), batch 32, AdamW (decay on matrices only), grad norm clipped at 1
 -- dle's side builds the examples' own models (examples/*/model(s).lua); PyTorch's side is the same
@@ -73,7 +73,7 @@ model = nn.Sequential(
     nn.Conv2d(1, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
     nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
     nn.Flatten(),
-    nn.Linear(64 * 7 * 7, 128), nn.ReLU(),
+    nn.Linear(64 * 7 * 7, 128), nn.BatchNorm1d(128), nn.ReLU(),
     nn.Linear(128, 10))
 opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=1e-4)
 x, y = torch.randn(128, 1, 28, 28), torch.randint(0, 10, (128,))

@@ -379,4 +379,17 @@ describe("the Fashion-MNIST examples' training loop (examples/fashion_mnist/comm
     local a, b = plain:parameters(), averaged:parameters()
     for i = 1, #a do assert.is_true(a[i]:equal(b[i]), "parameter " .. i .. " differs") end
   end)
+
+  it("models.cnn has the README's layers, with a BatchNorm on the hidden layer unless fc_bn = false", function()
+    local function names(model)
+      local out = {}
+      for _, m in ipairs(model.layers or model:children()) do out[#out + 1] = m.__name end
+      return table.concat(out, " ")
+    end
+    local conv = "Conv2d BatchNorm2d ReLU MaxPool2d Conv2d BatchNorm2d ReLU MaxPool2d Flatten Linear "
+    assert.are.equal(conv .. "BatchNorm1d ReLU Dropout Linear", names(models.cnn()))
+    assert.are.equal(conv .. "Identity ReLU Dropout Linear", names(models.cnn({fc_bn = false})))
+    local y = models.cnn({width = 4})(dle.randn(3, 1, 28, 28))
+    assert.are.same({3, 10}, y:shape())
+  end)
 end)
