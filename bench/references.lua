@@ -51,6 +51,23 @@ function M.run_c(exe, tasks, threads, target, reps)
   return res, note
 end
 
+--- The references of a figure measured in several rounds (lists as bench.lua's measure_refs
+-- returns, one per round) as one list: each reference's rounds combined by `combine`
+-- (timing.combine), or the first round's entry when a round skipped it.
+function M.combine_rounds(rounds, combine)
+  local out = {}
+  for i, first in ipairs(rounds[1]) do
+    local seconds, rates = {}, {}   -- appended, so a round without the value leaves them short
+    for _, refs in ipairs(rounds) do
+      seconds[#seconds + 1], rates[#rates + 1] = refs[i].seconds, refs[i].rate
+    end
+    if #seconds == #rounds then out[i] = {label = first.label, seconds = combine(seconds)}
+    elseif #rates == #rounds then out[i] = {label = first.label, rate = combine(rates)}
+    else out[i] = first end
+  end
+  return out
+end
+
 --- Starts the PyTorch side (bench/torch_side.py) at `threads`: a Python process that answers one
 -- request at a time, so each PyTorch figure is measured right after dle's. Requests go through a
 -- FIFO that the shell keeps open (fd 3) until we close it, so writing never meets a closed pipe

@@ -35,6 +35,22 @@ function M.measure(body, clock, target, reps)
   return s
 end
 
+--- One figure's side measured in several rounds (alternating with the other side, so drift of
+-- the machine's speed falls on both): the median of the rounds' medians, the extreme min and max,
+-- all repetitions counted.
+-- @param list of stats (as from M.measure), at least one
+function M.combine(list)
+  if #list == 1 then return list[1] end
+  local medians, out = {}, {min = math.huge, max = -math.huge, reps = 0, iters = list[1].iters, unit = list[1].unit}
+  for i, s in ipairs(list) do
+    medians[i] = s.median
+    out.min, out.max, out.reps = math.min(out.min, s.min), math.max(out.max, s.max), out.reps + s.reps
+  end
+  out.median = M.stats(medians).median
+  out.rounds = #list
+  return out
+end
+
 --- Calls body until the memory it keeps in use is in its steady state, as bench_ref's and
 -- PyTorch's already are (they reuse one output): before that dle's loop maps fresh memory, whose
 -- first-touch page faults (hundreds of ms for 64 MB under virtualisation) would land in the timed

@@ -118,6 +118,37 @@ describe("timing.settle (the dle side's calls before timing, until its memory us
   end)
 end)
 
+describe("timing.combine (a figure measured in rounds alternating with its references)", function()
+  local timing = require "bench.timing"
+
+  it("gives the median of the rounds' medians, the extreme min and max and every repetition", function()
+    local c = timing.combine({{median = 3, min = 2, max = 9, reps = 7, iters = 10},
+                              {median = 1, min = 0.5, max = 1.5, reps = 7, iters = 10},
+                              {median = 2, min = 1.8, max = 2.2, reps = 7, iters = 10}})
+    assert.are.same({median = 2, min = 0.5, max = 9, reps = 21, iters = 10, rounds = 3}, c)
+  end)
+
+  it("combines each reference over the rounds, keeping a reference some round skipped as it first was", function()
+    local references = require "bench.references"
+    local function round(t, r) return {{label = "torch", seconds = {median = t}}, {label = "C", rate = {median = r}},
+                                       {label = "gone", skipped = "--no-ref"}} end
+    local sum = function(list) local m = 0 for _, s in ipairs(list) do m = m + s.median end return {median = m} end
+    local out = references.combine_rounds({round(1, 10), round(2, 20)}, sum)
+    assert.are.same({{label = "torch", seconds = {median = 3}}, {label = "C", rate = {median = 30}},
+                     {label = "gone", skipped = "--no-ref"}}, out)
+    local partial = references.combine_rounds({round(1, 10), {{label = "torch", skipped = "error"}, {label = "C", rate = {median = 5}}, {label = "gone", skipped = "x"}}}, sum)
+    assert.are.same({label = "torch", seconds = {median = 1}}, partial[1])
+    assert.are.same({label = "C", rate = {median = 15}}, partial[2])
+    local late = references.combine_rounds({{{label = "torch", skipped = "error"}}, {{label = "torch", seconds = {median = 2}}}}, sum)
+    assert.are.same({{label = "torch", skipped = "error"}}, late)
+  end)
+
+  it("returns a single round unchanged", function()
+    local s = {median = 1, min = 1, max = 1, reps = 5, iters = 3}
+    assert.are.equal(s, timing.combine({s}))
+  end)
+end)
+
 describe("the PyTorch side's request protocol (bench/references.lua, with a fake interpreter)", function()
   package.path = root .. "/?.lua;" .. package.path
   local references = require "bench.references"
