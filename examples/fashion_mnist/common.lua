@@ -7,9 +7,15 @@ local common = {}
 
 --- train_x, train_y, test_x, test_y with pixels standardized by the training set's mean and
 -- standard deviation (trains faster than [0,1]); images keep their N x 1 x 28 x 28 shape.
+-- DLE_EXAMPLE_LIMIT=n keeps the first n images of each split (the test suite's smoke runs).
 function common.load()
   local train_x, train_y = dle.data.fashion_mnist("train")
   local test_x, test_y = dle.data.fashion_mnist("test")
+  local limit = math.tointeger(tonumber(os.getenv("DLE_EXAMPLE_LIMIT") or ""))
+  if limit and limit > 0 then   -- copies, so the full splits' storage is freed
+    local function first(t) return t:narrow(1, 1, math.min(limit, t:size(1))):clone() end
+    train_x, train_y, test_x, test_y = first(train_x), first(train_y), first(test_x), first(test_y)
+  end
   local mean, std = train_x:mean():item(), train_x:std():item()
   -- in place: the training images are 188 MB, and fresh memory costs its page faults
   return train_x:sub_(mean):div_(std), train_y, test_x:sub_(mean):div_(std), test_y
@@ -46,14 +52,16 @@ function common.accuracy(model, x, y, tta)
 end
 
 --- Trains `model` with `opt` for opts.epochs epochs of opts.batch_size (shuffled with a seeded
--- generator), the learning rate following a cosine schedule with opts.warmup (default 100) warmup
--- steps, cross-entropy with opts.label_smoothing (default 0); with opts.flip, random left-right
+-- generator), the learning rate following a cosine schedule with opts.warmup warmup steps
+-- (default 100, at most a tenth of the run), cross-entropy with opts.label_smoothing (default 0); with opts.flip, random left-right
 -- flips of the training images and test accuracy averaged over each image and its mirror image.
 -- Prints loss, test accuracy, samples/s and seconds per epoch. Returns the last test accuracy.
 function common.fit(model, opt, data, opts)
   local train_x, train_y, test_x, test_y = table.unpack(data)
   local steps = opts.epochs * math.ceil(train_x:size(1) / opts.batch_size)
-  local schedule = dle.optim.lr.cosine(opt, {warmup = opts.warmup or 100, total = steps, min_lr = 1e-5})
+  -- 100 warmup steps (a tenth of the run when that is shorter, as in the test suite's short runs)
+  local warmup = opts.warmup or math.min(100, steps // 10)
+  local schedule = dle.optim.lr.cosine(opt, {warmup = warmup, total = steps, min_lr = 1e-5})
   local loss_fn = dle.nn.CrossEntropyLoss({label_smoothing = opts.label_smoothing or 0})
   local loader = dle.data.DataLoader({train_x, train_y},
                                      {batch_size = opts.batch_size, shuffle = true, generator = dle.Generator(0)})

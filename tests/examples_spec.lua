@@ -1,0 +1,73 @@
+-- The example scripts themselves, run as a user runs them (scripts/dle examples/...), on a small
+-- slice of their data so each takes seconds: they must exit cleanly and print what their headers
+-- promise (loss, test accuracy and throughput per epoch; for the GPT FLOPs, MFU and a sample).
+-- Their full-length results are recorded in their headers, not tested here.
+local FM_FILE = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+local function have_command(cmd)
+  local p = io.popen("command -v " .. cmd .. " 2>/dev/null")
+  local out = p and p:read("a") or ""
+  if p then p:close() end
+  return out ~= ""
+end
+
+-- Runs `scripts/dle args` with the environment prefix `env`; returns its output and success.
+local function run(env, args)
+  local p = io.popen(env .. " scripts/dle " .. args .. " 2>&1")
+  local out = p:read("a")
+  local ok = p:close()
+  return out, ok
+end
+
+-- it(), or pending with the reason when `missing` names what the run needs and lacks.
+local function it_with(missing, name, fn)
+  if missing then pending(name .. " (" .. missing .. ")") else it(name, fn) end
+end
+
+describe("examples/fashion_mnist", function()
+  local missing = not exists(FM_FILE) and "Fashion-MNIST files absent: Debian package dataset-fashion-mnist" or nil
+
+  it_with(missing, "mlp.lua trains an epoch on 2000 images and prints loss, accuracy and samples/s", function()
+    local out, ok = run("DLE_EXAMPLE_LIMIT=2000", "examples/fashion_mnist/mlp.lua 1 64")
+    assert.is_true(ok, out)
+    local loss, acc = out:match("epoch 1  loss (%S+)  test accuracy (%S+)  %d+ samples/s")
+    assert.truthy(loss, out)
+    -- 1 epoch on 2000 images: far from the full run's 0.887, well above chance (0.1)
+    assert.is_true(tonumber(acc) > 0.5, out)
+  end)
+
+  it_with(missing, "cnn.lua trains an epoch on 1000 images with its default recipe", function()
+    local out, ok = run("DLE_EXAMPLE_LIMIT=1000", "examples/fashion_mnist/cnn.lua 1")
+    assert.is_true(ok, out)
+    assert.truthy(out:match("BatchNorm1d"), "the summary lists the hidden layer's BatchNorm:\n" .. out)
+    local acc = out:match("epoch 1  loss %S+  test accuracy (%S+)  %d+ samples/s")
+    assert.truthy(acc, out)
+    assert.is_true(tonumber(acc) > 0.4, out)
+  end)
+end)
+
+describe("examples/char_gpt/train.lua", function()
+  local missing = not have_command("bible") and not exists((os.getenv("HOME") or "") .. "/.cache/dle/kjv.txt")
+    and "the KJV text is absent: Debian packages bible-kjv-text and bible-kjv" or nil
+
+  it_with(missing, "trains a few steps of a small GPT, reports FLOPs and MFU (at most 100%) and samples", function()
+    local out, ok = run("", "examples/char_gpt/train.lua 6 4 32 layers=1 d=32 heads=2 print_every=3 sample=20")
+    assert.is_true(ok, out)
+    local first, last = out:match("loss (%S+) %-> (%S+)")
+    assert.truthy(first, out)
+    assert.is_true(tonumber(last) < tonumber(first), "loss did not fall:\n" .. out)
+    local n = 0
+    for mfu in out:gmatch("MFU (%S+)%%") do
+      n = n + 1
+      assert.is_true(tonumber(mfu) > 0 and tonumber(mfu) <= 100, "MFU " .. mfu .. "%:\n" .. out)
+    end
+    assert.are.equal(2, n, out)
+    assert.truthy(out:match("sample %(temperature"), out)
+  end)
+end)
