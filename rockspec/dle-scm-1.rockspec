@@ -38,7 +38,7 @@ local lua_files = {
   "data/init", "data/DataLoader", "data/TextCorpus",
   "nn/init", "nn/module", "nn/functional", "nn/weight_init", "nn/utils", "nn/linear", "nn/sequential",
   "nn/activations", "nn/flatten", "nn/dropout", "nn/embedding", "nn/layer_norm", "nn/losses",
-  "nn/attention", "nn/transformer", "nn/batch_norm", "nn/conv", "nn/functional_conv",
+  "nn/attention", "nn/transformer", "nn/batch_norm", "nn/conv", "nn/functional_conv", "nn/argcheck",
   "optim/init", "optim/optimizer", "optim/sgd", "optim/adagrad", "optim/rmsprop", "optim/adam",
   "optim/adamw", "optim/lr",
 }

@@ -10,7 +10,7 @@ local Module = require "dle.nn.module"
 local F = require "dle.nn.functional"
 local Linear = require "dle.nn.linear"
 
-local function shape_str(t) return "{" .. table.concat(t:shape(), ",") .. "}" end
+local shape_str = require("dle.nn.argcheck").shape_str
 
 -- Causal masks (bool, true above the diagonal = position not allowed), cached by "Tq,Tk,device".
 -- Top-left aligned as PyTorch's is_causal: query i may see keys 1..i.

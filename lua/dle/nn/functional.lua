@@ -8,13 +8,8 @@ local dle = require "dle"
 
 local F = {}
 
-local function shape_str(t) return "{" .. table.concat(t:shape(), ",") .. "}" end
-
-local function check_tensor(fname, argname, t)
-  if not dle.is_tensor(t) then
-    error(fname .. ": " .. argname .. " must be a tensor, got " .. type(t), 3)
-  end
-end
+local argcheck = require "dle.nn.argcheck"
+local shape_str, check_tensor = argcheck.shape_str, argcheck.check_tensor
 
 --- relu(x) = max(x, 0).
 function F.relu(x) return x:relu() end

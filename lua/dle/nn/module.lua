@@ -287,7 +287,7 @@ function Module:state_dict()
   return sd
 end
 
-local function shape_str(t) return "{" .. table.concat(t:shape(), ",") .. "}" end
+local shape_str = require("dle.nn.argcheck").shape_str
 
 --- Copies tensors from `sd` (name -> tensor) into parameters and buffers.
 -- Missing and unexpected keys, shape and dtype mismatches are errors (with {strict = false},
