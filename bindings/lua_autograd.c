@@ -47,14 +47,22 @@ static bool opt_bool(lua_State *L, int idx, const char *key, bool def) {
   return v;
 }
 
+/* Whether the innermost backward pass on this thread returns its gradients (dle.grad) instead of
+ * accumulating them into .grad (t:backward, dle.backward): dle.checkpoint's rule, which can only
+ * accumulate, must refuse the former. */
+static _Thread_local bool capturing;
+
 /* Runs dle_backward with this thread as the one custom rules run on. */
 static dle_status run_backward(lua_State *L, int nroots, dle_tensor **roots, dle_tensor **gouts,
                                int ninputs, dle_tensor **inputs, dle_tensor **grads, bool retain,
                                bool create) {
   lua_State *outer = backward_L;
+  bool outer_capturing = capturing;
   backward_L = L;
+  capturing = ninputs > 0;
   dle_status st = dle_backward(nroots, roots, gouts, ninputs, inputs, grads, retain, create);
   backward_L = outer;
+  capturing = outer_capturing;
   return st;
 }
 
@@ -72,9 +80,37 @@ static int m_backward(lua_State *L) {
   return 0;
 }
 
+/** dle.backward(outputs, grad_outputs, {retain_graph, create_graph}) backpropagates from several
+ * outputs in one pass (torch.autograd.backward): their gradients sum into the leaves' .grad.
+ * grad_outputs: a tensor or a list matching outputs, or nil (ones, for one-element outputs). */
+static int l_backward(lua_State *L) {
+  lua_settop(L, 3); /* the lists' arrays go above the arguments */
+  int nout, ngo = 0;
+  dle_tensor **outs = tensor_list(L, 1, &nout, "backward", "outputs");
+  if (nout == 0) return luaL_error(L, "backward: outputs is an empty list");
+  dle_tensor **gos = NULL;
+  if (!lua_isnoneornil(L, 2)) {
+    gos = tensor_list(L, 2, &ngo, "backward", "grad_outputs");
+    if (ngo != nout) return luaL_error(L, "backward: %d grad_outputs for %d outputs", ngo, nout);
+  }
+  bool create = opt_bool(L, 3, "create_graph", false);
+  bool retain = opt_bool(L, 3, "retain_graph", create);
+  drain_dead_refs(L);
+  DLE_LUA_TRY(L, run_backward(L, nout, outs, gos, 0, NULL, NULL, retain, create));
+  return 0;
+}
+
+/** dle.core.backward_captures() -> true inside a dle.grad pass (gradients returned, not
+ * accumulated into .grad). */
+static int l_backward_captures(lua_State *L) {
+  lua_pushboolean(L, backward_L != NULL && capturing);
+  return 1;
+}
+
 /** dle.grad(outputs, inputs, {create_graph, retain_graph, grad_outputs, allow_unused}) returns
  * the list of gradients of the outputs with respect to each input (.grad is left alone). */
 static int l_grad(lua_State *L) {
+  lua_settop(L, 3); /* the lists' arrays go above the arguments */
   int nout, nin, ngo = 0;
   dle_tensor **outs = tensor_list(L, 1, &nout, "grad", "outputs");
   dle_tensor **ins = tensor_list(L, 2, &nin, "grad", "inputs");
@@ -255,7 +291,8 @@ static int l_tangent(lua_State *L) {
 }
 
 void dle_lua_open_autograd(lua_State *L, int module, int methods) {
-  static const luaL_Reg fns[] = {{"grad", l_grad}, {"no_grad", l_no_grad},
+  static const luaL_Reg fns[] = {{"grad", l_grad}, {"backward", l_backward},
+                                 {"backward_captures", l_backward_captures}, {"no_grad", l_no_grad},
                                  {"enable_grad", l_enable_grad},
                                  {"is_grad_enabled", l_is_grad_enabled},
                                  {"set_grad_enabled", l_set_grad_enabled},

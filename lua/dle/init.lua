@@ -5,7 +5,7 @@ local core = require "dle.core"
 
 -- dle.core's helpers for the Lua packages stay in dle.core; everything else is public.
 local internal = {read_idx = true, memmap = true, record_custom = true,
-                  set_tangent = true, tangent = true, sgd_step = true, adagrad_step = true,
+                  set_tangent = true, tangent = true, backward_captures = true, sgd_step = true, adagrad_step = true,
                   rmsprop_step = true, adam_step = true, adamw_step = true}
 local dle = {}
 for name, value in pairs(core) do
@@ -20,6 +20,7 @@ package.loaded["dle"] = dle
 require("dle.tensor")(dle)
 require("dle.einsum")(dle)
 require("dle.autograd")(dle)
+require("dle.checkpoint")(dle)
 
 -- The file formats (dle.save/load, npy, safetensors) in dle.io.
 require("dle.io")(dle)

@@ -173,4 +173,32 @@ return function(dle)
     if a:numel() == 0 then return true end
     return a:eq(b):logical_not():to("float32"):sum():item() == 0
   end
+
+  -- b as a tensor (a number becomes a 0-d one)
+  local function as_tensor(b) return dle.is_tensor(b) and b or dle.tensor(b) end
+
+  --- t:logical_and(b), logical_or(b), logical_xor(b): bool tensors, nonzero meaning true,
+  -- broadcasting; b may be a number.
+  function Tensor.logical_and(a, b) return a:ne(0):minimum(as_tensor(b):ne(0)):ne(0) end
+  function Tensor.logical_or(a, b) return a:ne(0):maximum(as_tensor(b):ne(0)):ne(0) end
+  function Tensor.logical_xor(a, b) return a:ne(0):ne(as_tensor(b):ne(0)) end
+
+  --- t:isclose(other, rtol, atol, equal_nan) / dle.isclose(a, b, ...): bool tensor of
+  -- |a - b| <= atol + rtol * |b| for finite elements (defaults rtol 1e-5, atol 1e-8, as PyTorch),
+  -- broadcasting; an infinity is close only to itself; NaN is close to NaN only with equal_nan.
+  function Tensor.isclose(a, b, rtol, atol, equal_nan)
+    rtol, atol = rtol or 1e-5, atol or 1e-8
+    b = as_tensor(b)
+    local finite = a:abs():lt(math.huge):logical_and(b:abs():lt(math.huge))
+    local close = (a - b):abs():le(b:abs() * rtol + atol):logical_and(finite):logical_or(a:eq(b))
+    if equal_nan then close = close:logical_or(a:ne(a):logical_and(b:ne(b))) end
+    return close
+  end
+
+  --- t:allclose(other, rtol, atol, equal_nan) / dle.allclose(a, b, ...): true when every element
+  -- is close (see isclose) and the shapes broadcast.
+  function Tensor.allclose(a, b, rtol, atol, equal_nan)
+    return Tensor.isclose(a, b, rtol, atol, equal_nan):all():item()
+  end
+  dle.isclose, dle.allclose = Tensor.isclose, Tensor.allclose
 end
