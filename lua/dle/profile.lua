@@ -80,7 +80,7 @@ return function(dle)
   end
 
   local function row(name, calls, seconds, share, flops, bytes)
-    return string.format("%-28s %7d %10.3f %6.1f %10.4f %9s %10.3f %8s", name, calls, seconds * 1e3,
+    return string.format("%-28s %7d %10.3f %6.1f %10.4g %9s %10.4g %8s", name, calls, seconds * 1e3,
                          share, flops / 1e9, rate(flops / 1e9, seconds), bytes / 1e6,
                          rate(bytes / 1e9, seconds))
   end
