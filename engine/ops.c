@@ -50,7 +50,8 @@ static void trace_op(const dle_op_info *info, dle_tensor *const *ins, int nin) {
  * off this is one test of a thread-local. */
 dle_status dle_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                        const dle_attrs *attrs) {
-  if (__builtin_expect(dle_profiler_on != NULL, 0)) return dle_profile_op_call(op, outs, ins, nin, attrs);
+  if (__builtin_expect(dle_profiler_on != NULL, 0))
+    return dle_profile_op_call(op, outs, ins, nin, attrs);
   return dle_op_call_unprofiled(op, outs, ins, nin, attrs);
 }
 

@@ -56,13 +56,16 @@ static int64_t distinct_elements(const dle_tensor *t) {
   return n;
 }
 
+static int64_t data_bytes(const dle_tensor *t) {
+  return t ? distinct_elements(t) * (int64_t)dle_dtype_size(t->dtype) : 0;
+}
+
 static int64_t bytes_moved(const dle_op_info *info, dle_tensor *const *outs,
                            dle_tensor *const *ins, int nin) {
   if (info->kind == DLE_KIND_VIEW) return 0;
   int64_t b = 0;
-  for (int i = 0; i < nin; i++) b += distinct_elements(ins[i]) * (int64_t)dle_dtype_size(ins[i]->dtype);
-  for (int k = 0; k < info->nout; k++)
-    if (outs[k]) b += distinct_elements(outs[k]) * (int64_t)dle_dtype_size(outs[k]->dtype);
+  for (int i = 0; i < nin; i++) b += data_bytes(ins[i]);
+  for (int k = 0; k < info->nout; k++) b += data_bytes(outs[k]);
   return b;
 }
 

@@ -66,7 +66,8 @@ const char *dle_op_flops_rule(dle_op op, int *per);
 
 /* ---- hooks (engine internals) ---- */
 /* Non-NULL while this thread's profiler is on; the only thing dle_op_call tests when it is off. */
-extern _Thread_local __attribute__((tls_model("initial-exec"))) struct dle_profiler *dle_profiler_on;
+extern _Thread_local __attribute__((tls_model("initial-exec")))
+struct dle_profiler *dle_profiler_on;
 /* dle_op_call's body, run by the profiler between its measurements (ops.c). */
 dle_status dle_op_call_unprofiled(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                                   const dle_attrs *attrs);
