@@ -74,5 +74,6 @@ void dle_lua_open_conv(lua_State *L, int module, int methods);
 void dle_lua_open_norm(lua_State *L, int module, int methods);
 void dle_lua_open_nn(lua_State *L, int module, int methods);
 void dle_lua_open_losses(lua_State *L, int module, int methods);
+void dle_lua_open_profile(lua_State *L, int module, int methods);
 
 #endif

@@ -1,6 +1,7 @@
 /* ops.c — the front door: the op table from ops.def, argument checks common to all ops, and
  * dispatch to the per-kind shape rules (files under engine/ops/) and the device kernels. */
 #include "autograd.h"
+#include "profile.h"
 
 #include <stdlib.h>
 
@@ -45,8 +46,17 @@ static void trace_op(const dle_op_info *info, dle_tensor *const *ins, int nin) {
   fputc('\n', stderr);
 }
 
+/* The profiler hook: while dle.profile/dle.flops run, every op is measured by profile.c; when
+ * off this is one test of a thread-local. */
 dle_status dle_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                        const dle_attrs *attrs) {
+  if (__builtin_expect(dle_profiler_on != NULL, 0))
+    return dle_profile_op_call(op, outs, ins, nin, attrs);
+  return dle_op_call_unprofiled(op, outs, ins, nin, attrs);
+}
+
+dle_status dle_op_call_unprofiled(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
+                                  const dle_attrs *attrs) {
   const dle_op_info *info = dle_op_get_info(op);
   if (!info) return dle_error("op_call: invalid op id %d", (int)op);
   if (info->nin >= 0 ? nin != info->nin : nin < 1)

@@ -3,6 +3,7 @@
 #include "optim.h"
 
 #include "internal.h"
+#include "profile.h"
 
 /* The dtype optimizer state must have for a param of dtype dt (the kernels' compute type). */
 static dle_dtype state_dtype(dle_dtype dt) { return dt == DLE_F64 ? DLE_F64 : DLE_F32; }
@@ -54,6 +55,19 @@ static dle_status check_state(const char *fn, const char *what, const dle_tensor
   return DLE_OK;
 }
 
+/* What the profiler counts for one step (dle.profile): bytes = param read and written, grad
+ * read, each of nstate state tensors read and written; FLOPs per parameter element are the
+ * arithmetic of the update formulas in optim.h (the kernels in cpu_optim.c), e.g. Adam's 13:
+ * m 3, v 4, the bias-corrected denominator 3, the update 3; weight decay adds 2. */
+static void profile_step(int entry, double t0, const dle_tensor *p, int nstate, int64_t per) {
+  if (!dle_profiler_on) return;
+  int64_t n = dle_tensor_numel(p), ps = (int64_t)dle_dtype_size(p->dtype);
+  int64_t ss = (int64_t)dle_dtype_size(state_dtype(p->dtype));
+  dle_profile_end(entry, t0, per * n, n * (3 * ps + 2 * nstate * ss));
+}
+
+static int64_t weight_decay_flops(double wd) { return wd != 0 ? 2 : 0; }
+
 static bool finite_nonneg(double x) { return x >= 0 && isfinite(x); }
 
 dle_status dle_sgd_step(dle_tensor *param, dle_tensor *grad, dle_tensor *buf, const dle_sgd_opts *o) {
@@ -70,8 +84,11 @@ dle_status dle_sgd_step(dle_tensor *param, dle_tensor *grad, dle_tensor *buf, co
                      "dampening %g)", fn, o->momentum, o->dampening);
   int64_t n = dle_tensor_numel(param);
   bool use_buf = o->momentum != 0;
+  double t0 = dle_profile_begin();
   dle_cpu_sgd_step(param->dtype, n, dle_tensor_data(param), dle_tensor_data(grad),
                    use_buf ? dle_tensor_data(buf) : NULL, o);
+  profile_step(DLE_PROF_SGD_STEP, t0, param, use_buf, 2 + weight_decay_flops(o->weight_decay) +
+               (use_buf ? 3 + (o->nesterov ? 2 : 0) : 0));
   dle_tensor_bump_version(param);
   if (use_buf) dle_tensor_bump_version(buf);
   return DLE_OK;
@@ -86,8 +103,10 @@ dle_status dle_adagrad_step(dle_tensor *param, dle_tensor *grad, dle_tensor *sum
   if (o->step < 1) return dle_error("%s: step must be >= 1, got %lld", fn, (long long)o->step);
   dle_tensor *seen[2] = {param, grad};
   DLE_TRY(check_state(fn, "sum", sum, param, seen, 2));
+  double t0 = dle_profile_begin();
   dle_cpu_adagrad_step(param->dtype, dle_tensor_numel(param), dle_tensor_data(param),
                        dle_tensor_data(grad), dle_tensor_data(sum), o);
+  profile_step(DLE_PROF_ADAGRAD_STEP, t0, param, 1, 7 + weight_decay_flops(o->weight_decay));
   dle_tensor_bump_version(param);
   dle_tensor_bump_version(sum);
   return DLE_OK;
@@ -105,10 +124,13 @@ dle_status dle_rmsprop_step(dle_tensor *param, dle_tensor *grad, dle_tensor *squ
   bool use_mom = o->momentum > 0;
   if (use_mom) DLE_TRY(check_state(fn, "momentum_buffer", momentum_buf, param, seen, 3));
   if (o->centered) DLE_TRY(check_state(fn, "grad_avg", grad_avg, param, seen, use_mom ? 4 : 3));
+  double t0 = dle_profile_begin();
   dle_cpu_rmsprop_step(param->dtype, dle_tensor_numel(param), dle_tensor_data(param),
                        dle_tensor_data(grad), dle_tensor_data(square_avg),
                        use_mom ? dle_tensor_data(momentum_buf) : NULL,
                        o->centered ? dle_tensor_data(grad_avg) : NULL, o);
+  profile_step(DLE_PROF_RMSPROP_STEP, t0, param, 1 + use_mom + o->centered,
+               8 + weight_decay_flops(o->weight_decay) + (use_mom ? 2 : 0) + (o->centered ? 5 : 0));
   dle_tensor_bump_version(param);
   dle_tensor_bump_version(square_avg);
   if (use_mom) dle_tensor_bump_version(momentum_buf);
@@ -129,9 +151,12 @@ dle_status dle_adam_step(dle_tensor *param, dle_tensor *grad, dle_tensor *exp_av
   DLE_TRY(check_state(fn, "exp_avg", exp_avg, param, seen, 2));
   DLE_TRY(check_state(fn, "exp_avg_sq", exp_avg_sq, param, seen, 3));
   if (o->amsgrad) DLE_TRY(check_state(fn, "max_exp_avg_sq", max_exp_avg_sq, param, seen, 4));
+  double t0 = dle_profile_begin();
   dle_cpu_adam_step(param->dtype, dle_tensor_numel(param), dle_tensor_data(param),
                     dle_tensor_data(grad), dle_tensor_data(exp_avg), dle_tensor_data(exp_avg_sq),
                     o->amsgrad ? dle_tensor_data(max_exp_avg_sq) : NULL, o);
+  profile_step(o->decoupled ? DLE_PROF_ADAMW_STEP : DLE_PROF_ADAM_STEP, t0, param,
+               2 + o->amsgrad, 13 + weight_decay_flops(o->weight_decay) + o->amsgrad);
   dle_tensor_bump_version(param);
   dle_tensor_bump_version(exp_avg);
   dle_tensor_bump_version(exp_avg_sq);

@@ -22,19 +22,19 @@ external_dependencies = { OPENBLAS = { library = "openblas" } }
 
 -- C sources per directory (names without .c).
 local c_sources = {
-  ["engine/"] = { "alloc", "autograd", "backend", "dtype", "error", "ops", "optim", "rng", "serialize",
+  ["engine/"] = { "alloc", "autograd", "backend", "dtype", "error", "ops", "optim", "profile", "rng", "serialize",
                 "tensor" },
-  ["engine/ops/"] = { "conv", "copy", "create", "elementwise", "index", "losses", "losses_grad", "matmul", "nn", "nn_grad", "norm",
+  ["engine/ops/"] = { "conv", "copy", "create", "elementwise", "flops", "index", "losses", "losses_grad", "matmul", "nn", "nn_grad", "norm",
                       "norm_grad", "reduce", "view" },
   ["kernels/cpu/"] = { "cpu_attention", "cpu_backend", "cpu_conv", "cpu_conv_job", "cpu_conv_winograd", "cpu_copy", "cpu_elementwise", "cpu_index",
                        "cpu_loop", "cpu_loop_tiles", "cpu_losses", "cpu_matmul", "cpu_nn", "cpu_norm", "cpu_optim", "cpu_pool",
                        "cpu_random", "cpu_reduce", "cpu_stream", "cpu_vec_gemm", "cpu_vec_softmax", "cpu_vec_sum", "cpu_vec_winograd", "cpu_vecmath" },
   ["bindings/"] = { "lua_autograd", "lua_conv", "lua_core", "lua_data", "lua_elementwise", "lua_index", "lua_io",
-                    "lua_losses", "lua_matmul", "lua_nn", "lua_norm", "lua_optim", "lua_random", "lua_reduce", "lua_tensor" },
+                    "lua_losses", "lua_matmul", "lua_nn", "lua_norm", "lua_optim", "lua_profile", "lua_random", "lua_reduce", "lua_tensor" },
 }
 -- Lua files under lua/dle/ (without .lua): "x" is module dle.x, "x/init" dle.x, "x/y" dle.x.y.
 local lua_files = {
-  "autograd", "checkpoint", "einsum", "io", "repl", "tensor",
+  "autograd", "checkpoint", "einsum", "io", "profile", "repl", "tensor",
   "data/init", "data/DataLoader", "data/TextCorpus",
   "nn/init", "nn/module", "nn/functional", "nn/weight_init", "nn/utils", "nn/linear", "nn/sequential",
   "nn/activations", "nn/flatten", "nn/dropout", "nn/embedding", "nn/layer_norm", "nn/losses",

@@ -5,7 +5,9 @@
 -- weight decay 0.1 on the matrices only, gradient norm clipped at 1), then samples text.
 --   scripts/dle examples/char_gpt/train.lua [steps=300] [batch=32] [context=128] [key=value ...]
 -- keys: layers=4 d=128 heads=4 lr=3e-3 beta2=0.95 warmup=30 print_every=10 tie=0 seed=0 sample=300
---       temperature=0.8 top_k=10 prompt="And God said"
+--       temperature=0.8 top_k=10 prompt="And God said" profile=0
+-- profile=1: after training, runs one more step under dle.profile and prints its top ops (time,
+-- FLOPs, bytes per op) and its counted FLOPs against the formula below.
 -- Every print_every steps it prints: step, loss (mean over the interval), tokens/s, ms/step,
 -- model FLOPs per step and the MFU against a float32 matmul peak (the best measured so far).
 -- FLOPs per step (forward + backward = 3 x forward, dense attention, causal mask not halved):
@@ -47,6 +49,7 @@ local cfg = {
   temperature = num("temperature", nil, 0.8),
   top_k = math.tointeger(num("top_k", nil, 10)),
   prompt = kv.prompt or "And God said",
+  profile = num("profile", nil, 0) ~= 0,
 }
 for _, k in ipairs({"steps", "batch", "context", "layers", "d", "heads", "print_every"}) do
   if not cfg[k] or cfg[k] < 1 then error("char_gpt: " .. k .. " must be a positive integer", 0) end
@@ -108,14 +111,20 @@ local interval_loss, interval_n, t_interval = 0, 0, dle.time()
 local t_start, untimed = dle.time(), 0   -- untimed: seconds spent measuring the peak
 local first_loss, last_avg
 local curve = {}
-for step = 1, cfg.steps do
-  local x, y = corpus:batch(B, T, {generator = gen})
+--- One training step on a batch: forward, backward, gradient clipping, AdamW update.
+local function train_step(x, y)
   local logits = model(x)
   local loss = F.cross_entropy(logits:view(B * T, V), y:view(B * T))
   opt:zero_grad()
   loss:backward()
   nn.utils.clip_grad_norm_(model:parameters(), 1.0)
   opt:step()
+  return loss
+end
+
+for step = 1, cfg.steps do
+  local x, y = corpus:batch(B, T, {generator = gen})
+  local loss = train_step(x, y)
   sched:step()
   local l = loss:item()
   first_loss = first_loss or l
@@ -139,6 +148,19 @@ local total_time = dle.time() - t_start - untimed
 print(string.format("trained %d steps in %.1f s (%.1f ms/step); loss %.3f -> %.3f", cfg.steps, total_time,
   total_time / cfg.steps * 1000, first_loss, last_avg))
 print("loss curve: " .. table.concat(curve, " "))
+
+if cfg.profile then
+  local x, y = corpus:batch(B, T, {generator = gen})
+  local prof = dle.profile(train_step, x, y)
+  print(string.format("profile of one more training step (%d ops called):", prof.total.calls))
+  print(prof:table(15))
+  local products = 0   -- the FLOPs of the matmuls and attention, which the formula counts
+  for _, r in ipairs(prof:ops()) do
+    if r.op == "matmul" or r.op:match("^sdpa") then products = products + r.flops end
+  end
+  print(string.format("FLOPs: %.4g counted by dle.profile, %.4g of them in matmul/sdpa; formula above %.4g",
+    prof.total.flops, products, flops_per_step))
+end
 
 -- ------------------------------------------------------------------ sampling
 --- Samples n characters after `prompt` (temperature, top-k), one forward pass per character over

@@ -5,8 +5,9 @@ local core = require "dle.core"
 
 -- dle.core's helpers for the Lua packages stay in dle.core; everything else is public.
 local internal = {read_idx = true, memmap = true, record_custom = true,
-                  set_tangent = true, tangent = true, backward_captures = true, sgd_step = true, adagrad_step = true,
-                  rmsprop_step = true, adam_step = true, adamw_step = true}
+                  set_tangent = true, tangent = true, backward_captures = true, sgd_step = true,
+                  adagrad_step = true, rmsprop_step = true, adam_step = true, adamw_step = true,
+                  profile_mode = true, profile_counters = true, op_flops_rule = true}
 local dle = {}
 for name, value in pairs(core) do
   if not internal[name] and name:sub(1, 1) ~= "_" then dle[name] = value end
@@ -21,6 +22,7 @@ require("dle.tensor")(dle)
 require("dle.einsum")(dle)
 require("dle.autograd")(dle)
 require("dle.checkpoint")(dle)
+require("dle.profile")(dle)
 
 -- The file formats (dle.save/load, npy, safetensors) in dle.io.
 require("dle.io")(dle)
