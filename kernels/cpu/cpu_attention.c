@@ -29,6 +29,7 @@
 #include "cpu_gemm.h"
 #include "cpu_loop.h"
 #include "cpu_rows.h"
+#include "cpu_vecmath.h"
 
 #define ATT_TYPES(X) X(F32, float) X(F64, double)
 
@@ -96,6 +97,34 @@ static dle_status check_blas(const char *fn, int64_t a, int64_t b, int64_t c) {
   return DLE_OK;
 }
 
+/* C = op(A) op(B) + beta C (beta 0 or 1), row-major, for the per-head products. float32 on an AVX2
+ * CPU goes through cpu_vec->sgemm_nn, which reads its operands in place and keeps blocks of C in
+ * registers: at these sizes (a block of up to 64 queries, up to S keys, E = 32 columns in the
+ * char-GPT) OpenBLAS spends about as long zeroing C for beta = 0 and packing both operands as in
+ * its kernel. A transposed operand is first copied transposed into tmp (k x n floats for B, m x k
+ * for A). Otherwise BLAS, which takes the transpose flags itself. */
+static void att_gemm_float(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                           const float *b, int64_t ldb, float beta, float *c, int64_t ldc, float *tmp) {
+  if (!cpu_vec || (ta && tb)) {
+    gemm_float(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  if (ta) { /* a holds {k, m} */
+    cpu_vec->transpose32(tmp, k, a, lda, m, k);
+    a = tmp, lda = k;
+  } else if (tb) { /* b holds {n, k} */
+    cpu_vec->transpose32(tmp, n, b, ldb, k, n);
+    b = tmp, ldb = n;
+  }
+  cpu_vec->sgemm_nn(m, n, k, a, lda, b, ldb, c, ldc, beta != 0);
+}
+static void att_gemm_double(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double *a, int64_t lda,
+                            const double *b, int64_t ldb, double beta, double *c, int64_t ldc, double *tmp) {
+  (void)tmp;
+  gemm_double(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+}
+#define ATT_GEMM(CT) _Generic((CT)0, float: att_gemm_float, double: att_gemm_double)
+
 /* Zeros rows x cols elements of size es at p, rows ld apart. */
 static void zero_rows(void *p, int64_t rows, int64_t cols, int64_t ld, size_t es) {
   for (int64_t i = 0; i < rows; i++) memset((char *)p + (size_t)(i * ld) * es, 0, (size_t)cols * es);
@@ -153,11 +182,18 @@ typedef struct {
     CT scale = (CT)a->f[0];                                                                     \
     bool causal = a->ints[0] != 0;                                                              \
     int nt = batch_begin(B);                                                                    \
+    bool oom = false;                                                                           \
     _Pragma("omp parallel for schedule(static) num_threads(nt) if (nt > 1)")                   \
     for (int64_t b = 0; b < B; b++) {                                                           \
       CT *pb = mat_at(&p, b), *ob = mat_at(&o, b);                                              \
       if (L * S == 0) {                                                                         \
         zero_rows(ob, L, Ev, o.ld, sizeof(CT));                                                 \
+        continue;                                                                               \
+      }                                                                                         \
+      CT *tmp = malloc(sizeof(CT) * (size_t)(S * (E > 0 ? E : 1))); /* k^T */                   \
+      if (!tmp) {                                                                               \
+        _Pragma("omp atomic write")                                                             \
+        oom = true;                                                                             \
         continue;                                                                               \
       }                                                                                         \
       const CT *qb = mat_at(&q, b), *kb = mat_at(&k, b), *vb = mat_at(&v, b);                  \
@@ -167,7 +203,7 @@ typedef struct {
         int64_t rows = rb.r1 - rb.r0, keys = rb.keys;                                           \
         CT *pr = pb + rb.r0 * p.ld;                                                             \
         if (E > 0 && keys > 0)                                                                  \
-          GEMM(CT)(false, true, rows, keys, E, qb + rb.r0 * q.ld, q.ld, kb, k.ld, 0, pr, p.ld); \
+          ATT_GEMM(CT)(false, true, rows, keys, E, qb + rb.r0 * q.ld, q.ld, kb, k.ld, 0, pr, p.ld, tmp); \
         else zero_rows(pr, rows, keys, p.ld, sizeof(CT));                                       \
         for (int64_t i = rb.r0; i < rb.r1; i++) {                                               \
           mask_row m = {NULL, 0, false};                                                        \
@@ -178,11 +214,14 @@ typedef struct {
           if (keys < S) memset(pb + i * p.ld + keys, 0, sizeof(CT) * (size_t)(S - keys));       \
         }                                                                                       \
         if (Ev > 0 && keys > 0)                                                                 \
-          GEMM(CT)(false, false, rows, Ev, keys, pr, p.ld, vb, v.ld, 0, ob + rb.r0 * o.ld, o.ld); \
+          ATT_GEMM(CT)(false, false, rows, Ev, keys, pr, p.ld, vb, v.ld, 0, ob + rb.r0 * o.ld, o.ld, tmp); \
         else zero_rows(ob + rb.r0 * o.ld, rows, Ev, o.ld, sizeof(CT));                          \
       }                                                                                         \
+      free(tmp);                                                                                \
     }                                                                                           \
     batch_end(nt);                                                                              \
+    if (oom) return dle_error("sdpa: out of memory for a %lldx%lld scratch buffer", (long long)S, \
+                              (long long)E);                                                    \
     return DLE_OK;                                                                              \
   }                                                                                             \
   static dle_status score_grad_##ID(dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) { \
@@ -232,8 +271,11 @@ typedef struct {
     bool oom = false;                                                                           \
     _Pragma("omp parallel for schedule(static) num_threads(nt) if (nt > 1)")                   \
     for (int64_t b = 0; b < B; b++) {                                                           \
-      CT *ds = malloc(sizeof(CT) * (size_t)(L * S));                                            \
-      if (!ds) {                                                                                \
+      /* ds: a block's score gradients; tmp: a transposed operand (v^T, ds^T or p^T) */         \
+      CT *ds = malloc(sizeof(CT) * (size_t)(L * S)), *tmp = malloc(sizeof(CT) * (size_t)(S * (Ev > L ? Ev : L))); \
+      if (!ds || !tmp) {                                                                        \
+        free(ds);                                                                               \
+        free(tmp);                                                                              \
         _Pragma("omp atomic write")                                                             \
         oom = true;                                                                             \
         continue;                                                                               \
@@ -258,17 +300,18 @@ typedef struct {
           zero_rows(dqb + rb.r0 * dq.ld, rows, E, dq.ld, sizeof(CT));                           \
           continue;                                                                             \
         }                                                                                       \
-        if (Ev > 0) GEMM(CT)(false, true, rows, keys, Ev, gr, g.ld, vb, v.ld, 0, ds, keys);     \
+        if (Ev > 0) ATT_GEMM(CT)(false, true, rows, keys, Ev, gr, g.ld, vb, v.ld, 0, ds, keys, tmp); \
         else memset(ds, 0, sizeof(CT) * (size_t)(rows * keys));                                 \
         for (int64_t i = 0; i < rows; i++)                                                      \
           score_grad_row_##ID(ds + i * keys, pr + i * p.ld, keys, scale);                       \
         if (E > 0) {                                                                            \
-          GEMM(CT)(false, false, rows, E, keys, ds, keys, kb, k.ld, 0, dqb + rb.r0 * dq.ld, dq.ld); \
-          GEMM(CT)(true, false, keys, E, rows, ds, keys, qr, q.ld, beta, dkb, dk.ld);           \
+          ATT_GEMM(CT)(false, false, rows, E, keys, ds, keys, kb, k.ld, 0, dqb + rb.r0 * dq.ld, dq.ld, tmp); \
+          ATT_GEMM(CT)(true, false, keys, E, rows, ds, keys, qr, q.ld, beta, dkb, dk.ld, tmp);  \
         }                                                                                       \
-        if (Ev > 0) GEMM(CT)(true, false, keys, Ev, rows, pr, p.ld, gr, g.ld, beta, dvb, dv.ld); \
+        if (Ev > 0) ATT_GEMM(CT)(true, false, keys, Ev, rows, pr, p.ld, gr, g.ld, beta, dvb, dv.ld, tmp); \
       }                                                                                         \
       free(ds);                                                                                 \
+      free(tmp);                                                                                \
     }                                                                                           \
     batch_end(nt);                                                                              \
     if (oom) return dle_error("sdpa_backward: out of memory for a %lldx%lld score buffer",     \

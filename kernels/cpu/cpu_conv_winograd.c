@@ -113,7 +113,7 @@ enum { E_OFFH, E_OFFW, E_TH, E_TW };
                              int64_t ld) {                                                        \
     if (sizeof(CT) == sizeof(float) && cpu_vec)                                                   \
       cpu_vec->sgemm_nn(mo, n, k, (const float *)(const void *)u, k, (const float *)(const void *)v, \
-                        ld, (float *)(void *)m, ld);                                              \
+                        ld, (float *)(void *)m, ld, false);                                       \
     else                                                                                          \
       GEMM(CT)(false, false, mo, n, k, u, k, v, ld, (CT)0, m, ld);                                \
   }                                                                                               \

@@ -29,10 +29,10 @@ typedef struct {
   /* dst[i ds + j] = src[j ss + i] for i < ni, j < nj: a block transpose of 4-byte elements
    * (strides in elements), 8 x 8 in registers. */
   void (*transpose32)(void *dst, int64_t ds, const void *src, int64_t ss, int64_t ni, int64_t nj);
-  /* c {m, n} = a {m, k} . b {k, n}, row-major with leading dims, c overwritten (cpu_vec_gemm.c:
-   * for small operands already in cache) */
+  /* c {m, n} = a {m, k} . b {k, n} (with add: c += a . b), row-major with leading dims
+   * (cpu_vec_gemm.c: for small operands already in cache) */
   void (*sgemm_nn)(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
-                   int64_t ldb, float *c, int64_t ldc);
+                   int64_t ldb, float *c, int64_t ldc, bool add);
   /* Winograd's input row pass (cpu_vec_winograd.c): h0..h3[tx] for tx < tw from row[2 tx ..
    * 2 tx + 3]; row must be readable up to 2 * (tw rounded up to 8) + 2, and h0..h3 are written
    * up to tw rounded up to 8 */
@@ -51,7 +51,7 @@ void cpu_vec_softmax_row_avx2(float *y, const float *x, int64_t n, bool lg, bool
 float cpu_vec_logsumexp_row_avx2(const float *x, int64_t n);
 double cpu_vec_sum_f32_avx2(const float *x, int64_t n);
 void cpu_vec_sgemm_nn_avx2(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                           const float *b, int64_t ldb, float *c, int64_t ldc);
+                           const float *b, int64_t ldb, float *c, int64_t ldc, bool add);
 void cpu_vec_wino_rows_avx2(const float *row, int64_t tw, float *h0, float *h1, float *h2, float *h3);
 void cpu_vec_sum_rows_f32_avx2(double *acc, const char *x, int64_t rs, int64_t nrows, int64_t n);
 

@@ -229,12 +229,14 @@ TEST(stream_copy_exact_at_every_alignment) {
 }
 
 /* sgemm_nn against a double-precision triple loop on every row tail (m % 4) and column tail
- * (n % 24, n % 8), with leading dimensions wider than the operands; c's padding stays untouched. */
+ * (n % 24, n % 8), with leading dimensions wider than the operands, overwriting c and adding to
+ * it; c's padding stays untouched. */
 TEST(vec_sgemm_nn_matches_reference_on_every_tail) {
   const cpu_vec_kernels *v = need_avx2();
   enum { LD_PAD = 3 };
   static float a[9 * (40 + LD_PAD)], b[40 * (53 + LD_PAD)], c[9 * (53 + LD_PAD)];
   bool ok = true;
+  for (int add = 0; add <= 1; add++)
   for (int64_t m = 1; m <= 9 && ok; m++)
     for (int64_t n = 1; n <= 53 && ok; n += n < 26 ? 1 : 9)
       for (int64_t k = 1; k <= 40 && ok; k += 13) {
@@ -242,17 +244,17 @@ TEST(vec_sgemm_nn_matches_reference_on_every_tail) {
         for (int64_t i = 0; i < m * lda; i++) a[i] = (float)((i * 37 % 19) - 9) / 8;
         for (int64_t i = 0; i < k * ldb; i++) b[i] = (float)((i * 11 % 23) - 11) / 16;
         for (int64_t i = 0; i < m * ldc; i++) c[i] = 1234.5f;
-        v->sgemm_nn(m, n, k, a, lda, b, ldb, c, ldc);
+        v->sgemm_nn(m, n, k, a, lda, b, ldb, c, ldc, add);
         for (int64_t i = 0; i < m && ok; i++)
           for (int64_t j = 0; j < ldc && ok; j++) {
             double want = 1234.5;
             if (j < n) {
-              want = 0;
+              want = add ? 1234.5 : 0;
               for (int64_t p = 0; p < k; p++) want += (double)a[i * lda + p] * b[p * ldb + j];
             }
             ok = fabs(c[i * ldc + j] - want) <= 1e-4 * (1 + fabs(want));
-            CHECK(ok, "m %lld n %lld k %lld: c[%lld][%lld] = %g, want %g", (long long)m, (long long)n,
-                  (long long)k, (long long)i, (long long)j, c[i * ldc + j], want);
+            CHECK(ok, "m %lld n %lld k %lld add %d: c[%lld][%lld] = %g, want %g", (long long)m,
+                  (long long)n, (long long)k, add, (long long)i, (long long)j, c[i * ldc + j], want);
           }
       }
 }
