@@ -115,6 +115,9 @@ static int l_stack(lua_State *L) {
 
 /* ---------------------------------------------------------------- split, chunk */
 
+/* ceil(a / b) for a >= 0, b > 0, without the overflow of (a + b - 1) / b when b is huge. */
+static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
+
 /* Pushes a list of views of t along dim: pieces of `step` elements, the last one possibly
  * shorter, `count` pieces in all. */
 static int push_pieces(lua_State *L, dle_tensor *t, int dim, int64_t step, int64_t count) {
@@ -142,7 +145,7 @@ static int l_split(lua_State *L) {
     if (step < 0 || (step == 0 && size > 0))
       return luaL_error(L, "split: split size must be positive, got %d (dim %d of shape %s)", (int)step,
                         dim + 1, dle_tensor_shape_str((char[128]){0}, 128, t));
-    return push_pieces(L, t, dim, step, size == 0 ? 1 : (size + step - 1) / step);
+    return push_pieces(L, t, dim, step, size == 0 ? 1 : ceil_div(size, step));
   }
   int n = (int)lua_rawlen(L, 2);
   int64_t total = 0;
@@ -151,11 +154,14 @@ static int l_split(lua_State *L) {
     int64_t len = check_int(L, -1, "split", "each size");
     lua_pop(L, 1);
     if (len < 0) return luaL_error(L, "split: size %d of the list is negative (%d)", i, (int)len);
+    if (len > size - total)   /* checked before adding: a sum of huge sizes would overflow */
+      return luaL_error(L, "split: sizes add up to more than dim %d of shape %s (size %I)", dim + 1,
+                        dle_tensor_shape_str((char[128]){0}, 128, t), (LUAI_UACINT)size);
     total += len;
   }
   if (total != size)
-    return luaL_error(L, "split: sizes add up to %d but dim %d of shape %s has size %d", (int)total,
-                      dim + 1, dle_tensor_shape_str((char[128]){0}, 128, t), (int)size);
+    return luaL_error(L, "split: sizes add up to %I but dim %d of shape %s has size %I", (LUAI_UACINT)total,
+                      dim + 1, dle_tensor_shape_str((char[128]){0}, 128, t), (LUAI_UACINT)size);
   lua_createtable(L, n, 0);
   int64_t start = 0;
   for (int i = 1; i <= n; i++) {
@@ -178,9 +184,12 @@ static int l_chunk(lua_State *L) {
   if (n < 1) return luaL_error(L, "chunk: number of chunks must be positive, got %d", (int)n);
   int dim;
   DLE_LUA_TRY(L, dle_wrap_dim("chunk", dle_lua_optdim(L, 3, "chunk", 0), t->ndim, 0, &dim));
-  int64_t size = t->sizes[dim], step = (size + n - 1) / n;
-  if (size == 0) return push_pieces(L, t, dim, 0, n);
-  return push_pieces(L, t, dim, step, (size + step - 1) / step);
+  /* An empty dim gives one empty chunk (like split; chunk may return fewer than n chunks, as in
+   * PyTorch): n empty views would be a hang for a huge n. */
+  int64_t size = t->sizes[dim];
+  if (size == 0) return push_pieces(L, t, dim, 0, 1);
+  int64_t step = ceil_div(size, n);
+  return push_pieces(L, t, dim, step, ceil_div(size, step));
 }
 
 /* ---------------------------------------------------------------- gather and scatter */

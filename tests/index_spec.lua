@@ -323,6 +323,24 @@ describe("split and chunk", function()
     assert.same(m:narrow(2, 5, 3):totable(), cols[2]:totable())
     assert_error(function() t:chunk(0) end, {"chunk", "positive"})
   end)
+
+  -- found by the API fuzzer: (size + n - 1) / n overflowed, then divided by zero (SIGFPE)
+  it("huge chunk counts and split sizes give whole pieces, not an overflow", function()
+    local t = dle.arange(0, 5)
+    local c = t:chunk(math.maxinteger)
+    assert.equal(5, #c)
+    assert.same({1}, c[5]:shape())
+    local s = t:split(math.maxinteger)
+    assert.equal(1, #s)
+    assert.same({5}, s[1]:shape())
+    -- an empty dim is one empty piece, whatever the number of chunks asked for
+    local e = dle.zeros(0, 3):chunk(math.maxinteger)
+    assert.equal(1, #e)
+    assert.same({0, 3}, e[1]:shape())
+    -- list sizes whose sum overflows int64 are too many, not a wrapped-around match
+    local m = math.maxinteger
+    assert_error(function() t:split({m, m, m, 5}) end, {"split", "more than", "{5}"})
+  end)
 end)
 
 describe("gather", function()
