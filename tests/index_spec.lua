@@ -637,6 +637,17 @@ describe("tril and triu", function()
     assert.same(ref_triangle(src, {4, 100, 90}, 2, false, 0), u:totable())
   end)
 
+  -- found by the API fuzzer: i + k overflowed int64 in the kernel (UBSan) for k = maxinteger
+  it("diagonals far outside the matrix keep all or nothing, without overflow", function()
+    local t = dle.ones(2, 3)
+    local big, small = math.maxinteger, math.mininteger
+    assert.same({{1, 1, 1}, {1, 1, 1}}, t:tril(big):totable())
+    assert.same({{0, 0, 0}, {0, 0, 0}}, t:triu(big):totable())
+    assert.same({{0, 0, 0}, {0, 0, 0}}, t:tril(small):totable())
+    assert.same({{1, 1, 1}, {1, 1, 1}}, t:triu(small):totable())
+    assert.same({{0, 0, 0}, {0, 0, 0}}, t:clone():triu_(big):totable())
+  end)
+
   it("report inputs with fewer than 2 dims", function()
     assert_error(function() dle.ones(5):tril() end, {"tril", "2 dims", "{5}"})
     assert_error(function() dle.ones(5):triu(1) end, {"triu", "{5}"})

@@ -403,6 +403,7 @@ static dle_status cpu_triangle(dle_op op, dle_tensor *const *outs, dle_tensor *c
   int64_t numel = dle_tensor_numel(out);
   if (numel == 0) return DLE_OK;
   int64_t rows = out->sizes[nd - 2], cols = out->sizes[nd - 1], k = a->ints[0];
+  k = k > cols ? cols : k < -rows ? -rows : k;  /* same mask, and i + k cannot overflow */
   int64_t es = cpu_esize(out->dtype), nrows = numel / cols;
   int64_t os = out->strides[nd - 1] * es, xs = src->strides[nd - 1] * es;
   char *obase = dle_tensor_data(out);

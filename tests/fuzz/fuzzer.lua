@@ -457,7 +457,8 @@ for _, cname in ipairs(sorted_keys(dle.nn)) do
         local a = fz:args(fz.r(3) - 1)
         if fz:chance(0.7) then a[1] = fz:tensor({grad = 0.5}) ; if a.n == 0 then a.n = 1 end end
         local cok, out = fz:call(name .. ":forward", m, table.unpack(a, 1, a.n))
-        if cok and dle.is_tensor(out[2]) and out[2].requires_grad and fz:chance(0.5) then
+        if cok and dle.is_tensor(out[2]) and pcall(function() return out[2].requires_grad end)
+           and out[2].requires_grad and fz:chance(0.5) then
           fz:call(name .. ":backward", function() out[2]:sum():backward() end)
         end
       end
@@ -767,7 +768,8 @@ function F:typed_arg(spec, dims, first)
     end
     return o
   end
-  local nd = dle.is_tensor(first) and first:dim() or 2
+  local ok, nd = pcall(function() return first:dim() end)   -- first may be junk or closed
+  if not ok then nd = 2 end
   if spec == "d" then
     if self:chance(0.85) and nd > 0 then
       local d = self.r(nd)
