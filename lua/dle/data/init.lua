@@ -2,6 +2,7 @@
 -- byte-level text corpora and the DataLoader. The file parsing and mapping are C helpers in
 -- dle.core (bindings/lua_data.c); everything else is plain Lua over tensor ops.
 local dle = require "dle"
+local check = require "dle.check"
 local core = require "dle.core"
 
 local data = {}
@@ -48,7 +49,7 @@ local FASHION_DIR = "/usr/share/datasets/fashion-mnist"
 -- @param opts {path = directory, dtype = "float32"} (dtype of the images; any float dtype)
 -- @return images (N x 1 x 28 x 28, values in [0,1]), labels (int64 N, classes 1..10)
 function data.fashion_mnist(split, opts)
-  opts = opts or {}
+  opts = check.table(opts, "fashion_mnist", "options", true) or {}
   split = split or "train"
   local prefix = ({train = "train", test = "t10k"})[split]
   if not prefix then
@@ -108,7 +109,7 @@ end
 -- @param opts {offset = bytes (a multiple of the element size, default 0), mode = "r" | "r+"}
 -- @return tensor
 function data.memmap(path, dtype, shape, opts)
-  opts = opts or {}
+  opts = check.table(opts, "memmap", "options", true) or {}
   if type(path) ~= "string" then error("memmap: path must be a string, got " .. type(path), 2) end
   if type(dtype) ~= "string" then error("memmap: dtype must be a string, got " .. type(dtype), 2) end
   local offset = opts.offset or 0
