@@ -77,6 +77,23 @@ describe("errors", function()
     assert.same({0, 1 << 40}, dle.zeros(0):view(0, 1 << 40):shape())
   end)
 
+  -- found by the API fuzzer: target - base < 0 overflowed for INT64_MIN (UBSan)
+  it("int64 extremes as class targets and indices are out of range, not an overflow", function()
+    local lo, hi = math.mininteger, math.maxinteger
+    for _, v in ipairs({lo, hi}) do
+      local t = dle.tensor({v}, {dtype = "int64"})
+      err(function() return dle.cross_entropy(dle.zeros(1, 3), t) end, "cross_entropy", "out of range")
+      err(function() return dle.nll_loss(dle.zeros(1, 3), t) end, "nll_loss", "out of range")
+      err(function() return dle.embedding(dle.zeros(4, 2), t) end, "embedding", "out of range")
+      err(function() return dle.zeros(2):index_select(1, t) end, "index_select", "out of range")
+      err(function() return dle.tensor(1):cross_entropy_backward(dle.zeros(1, 3), t, dle.zeros(1)) end,
+        "cross_entropy_backward", "out of range")
+    end
+    -- one_hot infers the class count from the largest class
+    err(function() return dle.tensor({lo}, {dtype = "int64"}):one_hot() end, "one_hot", "out of range")
+    err(function() return dle.tensor({hi}, {dtype = "int64"}):one_hot() end, "too many elements")
+  end)
+
   it("ragged nested tables are rejected with the position", function()
     err(function() return dle.tensor({{1, 2, 3}, {4, 5}}) end, "tensor:", "ragged", "[2]", "2 entries", "expected 3")
     err(function() return dle.tensor({1, {2}}) end, "tensor:", "[2]")
