@@ -826,6 +826,30 @@ end
 
 -- ---------------------------------------------------------------- running
 
+-- Random strings reach the file functions as paths: while the fuzzer runs, Lua's io.open (which
+-- dle.save and friends write through), os.rename and os.remove may only change files under
+-- tmpdir. Returns a function that restores them.
+function F:sandbox()
+  local open, rename, remove = io.open, os.rename, os.remove
+  local prefix = self.tmpdir .. "/"
+  local function inside(path) return type(path) == "string" and path:sub(1, #prefix) == prefix end
+  io.open = function(path, mode)
+    if mode and mode:find("[wa+]") and not inside(path) then
+      return nil, "fuzz sandbox: no writes outside " .. self.tmpdir, 13
+    end
+    return open(path, mode)
+  end
+  os.rename = function(a, b)
+    if not (inside(a) and inside(b)) then return nil, "fuzz sandbox: no renames outside " .. self.tmpdir, 13 end
+    return rename(a, b)
+  end
+  os.remove = function(path)
+    if not inside(path) then return nil, "fuzz sandbox: no removes outside " .. self.tmpdir, 13 end
+    return remove(path)
+  end
+  return function() io.open, os.rename, os.remove = open, rename, remove end
+end
+
 -- Restores the global state a call may have changed.
 function F:reset()
   dle.set_grad_enabled(true)
@@ -857,12 +881,15 @@ end
 --- Runs iterations first..last, stopping early after `seconds` when given.
 function F:run(first, last, seconds)
   local t0 = os.clock()
+  local restore = self:sandbox()
+  local done = last
   for i = first, last do
     self:iteration(i)
     if i % 64 == 0 then collectgarbage() end
-    if seconds and os.clock() - t0 > seconds then return i end
+    if seconds and os.clock() - t0 > seconds then done = i; break end
   end
-  return last
+  restore()
+  return done
 end
 
 return M
