@@ -178,7 +178,7 @@ static int tensor_newindex(lua_State *L) {
       t->grad = g;
       return 0;
     }
-    return luaL_error(L, "cannot set field '%s' of a tensor", k);
+    return luaL_error(L, "index: cannot set field '%s' of a tensor (only requires_grad and grad can be set)", k);
   }
   int64_t i0 = row_index(L, t);
   dle_tensor *src = dle_lua_opt(L, 3);
@@ -219,6 +219,17 @@ static int64_t check_size(lua_State *L, int idx, const char *fn, int allow_neg1)
   return (int64_t)v;
 }
 
+/* Sizes of a new tensor: the engine's limit (its product of non-zero sizes at most INT64_MAX / 16),
+ * checked here too so the error names the Lua function (the engine's would say "empty"). */
+static int new_sizes(lua_State *L, const int64_t *sizes, int n, const char *fn, int allow_neg1) {
+  if (allow_neg1) return n;
+  int64_t p = 1;
+  for (int d = 0; d < n; d++)
+    if (__builtin_mul_overflow(p, sizes[d] ? sizes[d] : 1, &p) || p > INT64_MAX / 16)
+      luaL_error(L, "%s: shape %s has too many elements", fn, dle_shape_str((char[128]){0}, 128, n, sizes));
+  return n;
+}
+
 int dle_lua_sizes(lua_State *L, int first, int64_t *sizes, int *next, const char *fn, int allow_neg1) {
   int n = 0;
   if (lua_istable(L, first) && !dle_lua_opt(L, first) && lua_rawlen(L, first) > 0 ) {
@@ -230,7 +241,7 @@ int dle_lua_sizes(lua_State *L, int first, int64_t *sizes, int *next, const char
       lua_pop(L, 1);
     }
     *next = first + 1;
-    return n;
+    return new_sizes(L, sizes, n, fn, allow_neg1);
   }
   /* an empty table {} means zero dims only when it is not an options table (has no keys) */
   if (lua_istable(L, first) && !dle_lua_opt(L, first)) {
@@ -245,7 +256,7 @@ int dle_lua_sizes(lua_State *L, int first, int64_t *sizes, int *next, const char
     i++;
   }
   *next = i;
-  return n;
+  return new_sizes(L, sizes, n, fn, allow_neg1);
 }
 
 dle_dtype dle_lua_check_dtype(lua_State *L, int idx, const char *fn) {
