@@ -16,7 +16,7 @@ end
 local function fail(fn, what, expected, v)
   -- level 4: fail <- check.<kind> <- the public function <- its caller
   error(string.format("%s: %s must be %s, got %s", fn, what, expected,
-    type(v) == "number" and tostring(v) or check.typename(v)), 4)
+    type(v) == "number" and "number " .. tostring(v) or check.typename(v)), 4)
 end
 
 --- v must be a tensor.

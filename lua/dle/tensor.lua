@@ -140,6 +140,7 @@ return function(dle)
 
   --- tostring(t): values and a footer naming dtype and size.
   function mt.__tostring(t)
+    check.tensor(t, "tostring", "tensor")
     local opts = dle.print_options
     if t:device() ~= "cpu" then t = t:cpu() end
     local n, nd = t:numel(), t:dim()
@@ -173,7 +174,10 @@ return function(dle)
   end
 
   --- t:type() — "dle.FloatTensor"-style name is not used; returns the dtype string.
-  function Tensor.type(t) return t:dtype() end
+  function Tensor.type(t)
+    check.tensor(t, "type", "self")
+    return t:dtype()
+  end
 
   --- t:tolist() — alias of totable().
   Tensor.tolist = Tensor.totable

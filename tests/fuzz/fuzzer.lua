@@ -288,7 +288,7 @@ end
 -- and a colon ("add: shapes ...", "dle.nn.Linear: ...", "SGD: ...") or is a Lua argument error
 -- ("bad argument #1 to 'add'"), or is the closed-tensor error.
 local function names_function(msg)
-  msg = msg:gsub("^[^\n]-:%d+: ", "", 1)
+  msg = msg:gsub("^[^\n:]+:%d+: ", "", 1)     -- the position (chunk names have no colon)
   if msg:match("^[%w_%.:]+[ %w_%.:()]*:") then return true end
   if msg:match("^bad argument #%d+ to '[^']+'") then return true end
   if msg:match("^tensor used after it was closed") then return true end

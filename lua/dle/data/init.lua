@@ -149,8 +149,15 @@ end
 -- @param ... tensors
 -- @return dataset object
 function data.TensorDataset(...)
-  local tensors = {...}
-  if #tensors == 0 then error("TensorDataset: needs at least one tensor", 2) end
+  local tensors = table.pack(...)
+  if tensors.n == 0 then error("TensorDataset: needs at least one tensor", 2) end
+  for i = 1, tensors.n do
+    local t = tensors[i]
+    if not dle.is_tensor(t) or t:dim() == 0 then
+      error(string.format("TensorDataset: argument %d must be a tensor of at least 1 dim, got %s", i,
+        dle.is_tensor(t) and "a 0-dim tensor" or check.typename(t)), 2)
+    end
+  end
   local n = tensors[1]:size(1)
   for i, t in ipairs(tensors) do
     if t:size(1) ~= n then

@@ -70,6 +70,8 @@ local class_mt = {
   __call = function(cls, ...) return cls:new(...) end,
   __tostring = function(cls) return "dle.nn." .. cls.__name .. " (class)" end,
 }
+-- dle.nn.Module() itself makes an empty container module, as PyTorch's nn.Module() does.
+setmetatable(Module, class_mt)
 
 --- Makes a subclass.
 -- @param name class name (used in messages, printing and summary())
@@ -301,6 +303,7 @@ local function shape_str(t) return "{" .. table.concat(t:shape(), ",") .. "}" en
 -- @return list of missing keys, list of unexpected keys
 function Module:load_state_dict(sd, opts)
   if type(sd) ~= "table" then error("load_state_dict: expected a table name -> tensor, got " .. type(sd), 2) end
+  check.table(opts, "load_state_dict", "options", true)
   local strict = not (opts and opts.strict == false)
   local targets, names = {}, {}
   for _, want in ipairs({"param", "buffer"}) do

@@ -19,7 +19,8 @@ end
 --- Fans of a tensor of 2 or more dimensions.
 -- @return fan_in, fan_out
 function I.calculate_fans(t, fname)
-  check.tensor(t, fname or "calculate_fans", "tensor")
+  fname = check.string(fname or "calculate_fans", "calculate_fans", "fname")
+  check.tensor(t, fname, "tensor")
   if t:dim() < 2 then
     error((fname or "calculate_fans") .. ": fan in/out need a tensor of at least 2 dims, got shape {"
       .. table.concat(t:shape(), ",") .. "}", 3)
@@ -39,7 +40,7 @@ function I.calculate_gain(nonlinearity, param)
   if n == "tanh" then return 5 / 3 end
   if n == "relu" then return math.sqrt(2) end
   if n == "leaky_relu" then
-    local a = param or 0.01
+    local a = check.number(param or 0.01, "calculate_gain", "param")
     return math.sqrt(2 / (1 + a * a))
   end
   if n == "selu" then return 3 / 4 end
