@@ -699,6 +699,11 @@ local OPTION_VALUES = {
   dilation = function(fz) return fz:chance(0.8) and fz.r(2) or fz:pick({0, -1, {2, 1}, 1 << 40}) end,
   groups = function(fz) return fz:chance(0.7) and fz.r(2) or fz:pick({0, -1, 3, 1 << 40}) end,
   count_include_pad = function(fz) return fz:chance(0.5) end,
+  lr = function(fz) return fz:pick({0.1, 0.01, 0, -1, 0 / 0, 1e300}) end,
+  step = function(fz) return fz:pick({1, 2, 0, -1, 1 << 40, math.maxinteger}) end,
+  momentum_buffer = function(fz, dims) return fz:tensor({shape = {dims.N, fz:chance(0.8) and dims.C or dims.C + 1}}) end,
+  grad_avg = function(fz, dims) return fz:tensor({shape = {dims.N, fz:chance(0.8) and dims.C or dims.C + 1}}) end,
+  max_exp_avg_sq = function(fz, dims) return fz:tensor({shape = {dims.N, fz:chance(0.8) and dims.C or dims.C + 1}}) end,
   reduction = function(fz) return fz:pick({"mean", "sum", "none", "mean", "max"}) end,
   ignore_index = function(fz, dims) return fz:pick({1, dims.C, -100, 0, dims.C + 1}) end,
   label_smoothing = function(fz) return fz:pick({0, 0.1, 0.5, 1, -0.1, 1.5, 0 / 0}) end,
@@ -812,8 +817,8 @@ function M.typed_targets(pattern)
   local list = {}
   local names = sorted_keys(SIGNATURES)
   for _, name in ipairs(names) do
-    local f = dle[name] or dle.Tensor[name]
-    local label = (dle[name] and "dle." or "Tensor:") .. name
+    local f = dle[name] or dle.Tensor[name] or dle.core[name]
+    local label = (dle[name] and "dle." or dle.Tensor[name] and "Tensor:" or "dle.core.") .. name
     if f and (not pattern or label:find(pattern)) then
       list[#list + 1] = {name = label .. " (typed)", run = function(fz)
         local a = fz:typed_args(fz:pick(SIGNATURES[name]))

@@ -97,4 +97,12 @@ return {
   bernoulli = {"T[N,C] x? O{generator}"}, uniform_ = {"T[N,C] x x O{generator}"},
   normal_ = {"T[N,C] x x O{generator}"}, random_ = {"T[N,C] n n O{generator}"},
   bernoulli_ = {"T[N,C] x O{generator}"},
+  -- dle.core helpers behind the Lua classes (reachable from Lua, so they must not crash either)
+  sgd_step = {"T[N,C] T[N,C] O{lr,momentum,dampening,weight_decay,nesterov,first,momentum_buffer}"},
+  adagrad_step = {"T[N,C] T[N,C] T[N,C] O{lr,step,lr_decay,weight_decay,eps}"},
+  rmsprop_step = {"T[N,C] T[N,C] T[N,C] O{lr,alpha,eps,weight_decay,momentum,centered,momentum_buffer,grad_avg}"},
+  adam_step = {"T[N,C] T[N,C] T[N,C] T[N,C] O{lr,step,beta1,beta2,eps,weight_decay,amsgrad,max_exp_avg_sq}"},
+  adamw_step = {"T[N,C] T[N,C] T[N,C] T[N,C] O{lr,step,beta1,beta2,eps,weight_decay,amsgrad,max_exp_avg_sq}"},
+  set_tangent = {"T[N,C] T[N,C]"}, tangent = {"T[N,C]"},
+  _philox = {"n n n?"},
 }
