@@ -13,6 +13,7 @@
 -- (0, -1, nan, inf, huge, fractional); strings; option tables with the option names dle reads and
 -- random values; lists of tensors; callbacks that return junk or raise.
 local dle = require "dle"
+local H = require "helpers"
 
 local M = {}
 
@@ -556,19 +557,7 @@ end)
 local SAVERS = {{"dle.save", "dle.load"}, {"dle.save_npy", "dle.load_npy"},
                 {"dle.save_safetensors", "dle.load_safetensors"}}
 
-local function write_file(path, bytes)
-  local f = assert(io.open(path, "wb"))
-  f:write(bytes)
-  f:close()
-end
-
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local write_file, read_file = H.write_file, H.read_file
 
 local function fn_of(dotted)
   local f = dle

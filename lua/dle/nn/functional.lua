@@ -12,44 +12,20 @@ local function shape_str(t) return "{" .. table.concat(t:shape(), ",") .. "}" en
 
 local check = require "dle.check"
 
---- relu(x) = max(x, 0).
-function F.relu(x)
-  check.tensor(x, "relu", "input")
-  return x:relu()
+-- Elementwise activations: relu(x) = max(x, 0), gelu(x), silu(x) = x * sigmoid(x), tanh(x),
+-- sigmoid(x); softmax(x, d) and log_softmax(x, d) along dimension d (default -1). Each returns a
+-- tensor of x's shape.
+for _, name in ipairs({"relu", "gelu", "silu", "tanh", "sigmoid"}) do
+  F[name] = function(x)
+    check.tensor(x, name, "input")
+    return x[name](x)
+  end
 end
---- gelu(x).
-function F.gelu(x)
-  check.tensor(x, "gelu", "input")
-  return x:gelu()
-end
---- silu(x) = x * sigmoid(x).
-function F.silu(x)
-  check.tensor(x, "silu", "input")
-  return x:silu()
-end
---- tanh(x).
-function F.tanh(x)
-  check.tensor(x, "tanh", "input")
-  return x:tanh()
-end
---- sigmoid(x).
-function F.sigmoid(x)
-  check.tensor(x, "sigmoid", "input")
-  return x:sigmoid()
-end
-
---- softmax along dimension d (default -1).
--- @return tensor of x's shape
-function F.softmax(x, d)
-  check.tensor(x, "softmax", "input")
-  return x:softmax(d or -1)
-end
-
---- log_softmax along dimension d (default -1).
--- @return tensor of x's shape
-function F.log_softmax(x, d)
-  check.tensor(x, "log_softmax", "input")
-  return x:log_softmax(d or -1)
+for _, name in ipairs({"softmax", "log_softmax"}) do
+  F[name] = function(x, d)
+    check.tensor(x, name, "input")
+    return x[name](x, d or -1)
+  end
 end
 
 --- linear(x, weight, bias): x @ weight^T + bias; x is {..., in}, weight {out, in}, bias {out} or nil.
