@@ -390,7 +390,11 @@ static int core_time(lua_State *L) {
 }
 
 static int core_set_num_threads(lua_State *L) {
-  dle_set_num_threads((int)luaL_checkinteger(L, 1));
+  lua_Integer n = luaL_checkinteger(L, 1);
+  if (n > DLE_MAX_THREADS)
+    return luaL_error(L, "set_num_threads: %I threads requested, at most %d are supported", (LUAI_UACINT)n,
+                      DLE_MAX_THREADS);
+  dle_set_num_threads(n < 1 ? 0 : (int)n);   /* n < 1: all cores (no int truncation of huge negatives) */
   return 0;
 }
 

@@ -153,6 +153,16 @@ describe("errors", function()
     assert.same({}, nn.Module():parameters())
   end)
 
+  -- found while fuzzing: set_num_threads(100000) made OpenMP segfault on the next parallel kernel
+  it("thread counts past the supported maximum are rejected and leave the count alone", function()
+    local before = dle.get_num_threads()
+    err(function() dle.set_num_threads(100000) end, "set_num_threads:", "100000", "at most 1024")
+    err(function() dle.set_num_threads(math.maxinteger) end, "set_num_threads:", "at most")
+    assert.are.equal(before, dle.get_num_threads())
+    local big = dle.ones(1000, 1000)
+    assert.are.equal(2e6, (big + big):sum():item())
+  end)
+
   it("t:cuda() without a GPU gives a clear error", function()
     local ok = dle.cuda_available()
     if ok then return end   -- nothing to check on a machine with a GPU
