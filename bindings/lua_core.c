@@ -72,8 +72,10 @@ dle_tensor *dle_lua_check(lua_State *L, int idx) {
   return t;
 }
 
+/* __gc and __close. Called from Lua as getmetatable(t).__close(x), x may be any value: to_ud, not
+ * lua_touserdata, so another library's userdata (an io file) is never written to. */
 static int tensor_gc(lua_State *L) {
-  dle_lua_tensor *ud = lua_touserdata(L, 1);
+  dle_lua_tensor *ud = to_ud(L, 1);
   if (ud && ud->t) {
     dle_tensor_release(ud->t);
     ud->t = NULL;
