@@ -44,6 +44,10 @@ local NUMBERS = {0, 1, -1, 2, 3, -2, 4, 0.5, -0.5, 1.5, 1e-8, 0.999, 64, 65, -65
                  math.huge, -math.huge, 0 / 0, math.maxinteger, math.mininteger, 1 << 40,
                  (1 << 36) - 1, 1 << 34, 1 << 62, -(1 << 40), 2.0, -0.0, 100, 7}
 
+-- Sizes past the SIMD widths, tile sizes and the thresholds of the threaded and blocked kernel
+-- paths; one dim of a shape at a time, so tensors stay small.
+local LARGE = {8, 9, 16, 17, 31, 33, 64, 65, 127, 257, 1031}
+
 -- Option names that dle's functions read (harvested from lua/dle and bindings/).
 local OPTION_KEYS = {"dtype", "device", "requires_grad", "generator", "bias", "stride", "padding",
   "dilation", "groups", "causal", "mask", "scale", "reduction", "ignore_index", "label_smoothing",
@@ -91,6 +95,7 @@ function F:fresh_shape()
   local s = {}
   for d = 1, nd do s[d] = ({1, 2, 3, 4, 5, 2, 3})[self.r(7)] end
   if nd > 0 and self:chance(0.07) then s[self.r(nd)] = 0 end
+  if nd > 0 and self:chance(0.08) then s[self.r(nd)] = self:pick(LARGE) end
   return s
 end
 
@@ -713,6 +718,7 @@ function F:dims()
   local d = {}
   for c in ("NCHWOKMPBSEV"):gmatch(".") do d[c] = self:chance(0.03) and 0 or self.r(5) end
   d.K = math.min(d.K, 3)
+  if self:chance(0.15) then d[self:pick({"N", "C", "H", "W", "M", "P", "S", "E", "V"})] = self:pick(LARGE) end
   return d
 end
 
