@@ -183,4 +183,19 @@ describe("memory", function()
     t:fill_(3)
     assert.are.equal(base, allocated())
   end)
+
+  -- found by the API fuzzer (LeakSanitizer): the recorded node kept `a` itself, a's history was
+  -- that node: a reference cycle that nothing freed
+  it("an in-place op with an operand requiring grad frees its tensors (no reference cycle)", function()
+    full_gc()
+    local before = allocated()
+    do
+      local a = dle.ones(256, 256)
+      local b = dle.ones(256):requires_grad_(true)
+      a:mul_(b)
+      assert.is_true(a.requires_grad)
+    end
+    full_gc()
+    assert.are.equal(before, allocated())
+  end)
 end)
