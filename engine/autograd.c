@@ -669,6 +669,9 @@ dle_status dle_set_tangent(dle_tensor *t, dle_tensor *tangent) {
                        dle_tensor_shape_str((dle_shape_buf){{0}}.s, 128, t));
     if (!dle_dtype_is_float(t->dtype))
       return dle_error("jvp: only float tensors carry tangents, got %s", dle_dtype_name(t->dtype));
+    /* t as its own tangent (or its tangent's tangent...) would be a reference cycle: never freed */
+    for (const dle_tensor *p = tangent; p; p = p->tangent)
+      if (p == t) return dle_error("jvp: a tensor cannot be its own tangent (shape %s)", SHAPE(t));
   }
   dle_tensor *old = t->tangent;
   dle_tensor_retain(tangent);
