@@ -716,3 +716,16 @@ describe("other dtypes", function()
     end
   end)
 end)
+
+describe("index_add and scatter_add on integers", function()
+  -- found by the API fuzzer: int64 sums in the accumulate kernel were signed overflow (UBSan)
+  it("index_add and scatter_add on int64 wrap around like the elementwise add", function()
+    local big = math.maxinteger
+    local t = dle.tensor({{big, 1}}, {dtype = "int64"})
+    local src = dle.tensor({{4, 2}}, {dtype = "int64"})
+    local idx = dle.tensor({1}, {dtype = "int64"})
+    assert.same({{big + 4, 3}}, t:index_add(1, idx, src):totable())
+    assert.same({{big + 4, 3}}, t:scatter_add(2, dle.tensor({{1, 2}}, {dtype = "int64"}), src):totable())
+    assert.same((t + src):totable(), t:clone():index_add_(1, idx, src):totable())
+  end)
+end)
