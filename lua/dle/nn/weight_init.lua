@@ -20,7 +20,7 @@ end
 -- @return fan_in, fan_out
 function I.calculate_fans(t, fname)
   fname = check.string(fname or "calculate_fans", "calculate_fans", "fname")
-  check.tensor(t, fname, "tensor")
+  check.tensor(t, "calculate_fans", "tensor")
   if t:dim() < 2 then
     error((fname or "calculate_fans") .. ": fan in/out need a tensor of at least 2 dims, got shape {"
       .. table.concat(t:shape(), ",") .. "}", 3)
