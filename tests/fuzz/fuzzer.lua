@@ -354,7 +354,9 @@ function F:call(target, f, ...)
 end
 
 -- Reads what a call returned, so a tensor with wrong metadata (sizes past its storage) shows up
--- under ASan: prints it, copies it to contiguous memory, sums it.
+-- under ASan: prints it, copies it to contiguous memory, sums it. An output that requires grad is
+-- differentiated: backward through the op's gradient rule with whatever shapes, layouts and dtypes
+-- the call had, sometimes twice (create_graph, then the gradient's own backward).
 function F:touch(res)
   for i = 2, math.min(res.n, 4) do
     local v = res[i]
@@ -364,6 +366,26 @@ function F:touch(res)
         local c = v:contiguous()
         if c:is_floating_point() then c:sum() end
       end)
+      local ok, rg = pcall(function() return v.requires_grad end)
+      if ok and rg and self:chance(0.7) then
+        local leaves = {}
+        for _, t in ipairs(self.made) do
+          if pcall(function() return t.requires_grad and t.is_leaf end) and t.requires_grad and t.is_leaf then
+            leaves[#leaves + 1] = t
+          end
+        end
+        self:call("backward", function()
+          local loss = v:to("float64"):sum()
+          if #leaves > 0 and self:chance(0.4) then
+            local g = dle.grad(loss, leaves, {create_graph = true, allow_unused = true})
+            local total
+            for _, gi in pairs(g) do total = total and total + gi:to("float64"):sum() or gi:to("float64"):sum() end
+            if total and total.requires_grad then total:backward() end
+          else
+            loss:backward()
+          end
+        end)
+      end
     end
   end
 end

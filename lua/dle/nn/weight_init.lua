@@ -16,18 +16,22 @@ local function gen(fname, opts)
   return opts and opts.generator and {generator = opts.generator} or nil
 end
 
---- Fans of a tensor of 2 or more dimensions.
--- @return fan_in, fan_out
-function I.calculate_fans(t, fname)
-  fname = check.string(fname or "calculate_fans", "calculate_fans", "fname")
-  check.tensor(t, "calculate_fans", "tensor")
+-- Fans of t for the initializer fname (named in the errors).
+local function fans(t, fname)
   if t:dim() < 2 then
-    error((fname or "calculate_fans") .. ": fan in/out need a tensor of at least 2 dims, got shape {"
+    error(fname .. ": fan in/out need a tensor of at least 2 dims, got shape {"
       .. table.concat(t:shape(), ",") .. "}", 3)
   end
   local rf = 1
   for d = 3, t:dim() do rf = rf * t:size(d) end
   return t:size(2) * rf, t:size(1) * rf
+end
+
+--- Fans of a tensor of 2 or more dimensions.
+-- @return fan_in, fan_out
+function I.calculate_fans(t)
+  check.tensor(t, "calculate_fans", "tensor")
+  return fans(t, "calculate_fans")
 end
 
 --- Recommended gain for a nonlinearity (as torch.nn.init.calculate_gain).
@@ -79,7 +83,7 @@ function I.ones_(t) return I.constant_(t, 1) end
 --- xavier_uniform_(t, gain = 1, opts): U(-a, a), a = gain * sqrt(6 / (fan_in + fan_out)).
 function I.xavier_uniform_(t, gain, opts)
   check_float("xavier_uniform_", t)
-  local fi, fo = I.calculate_fans(t, "xavier_uniform_")
+  local fi, fo = fans(t, "xavier_uniform_")
   local a = check.number(gain or 1, "xavier_uniform_", "gain") * math.sqrt(6 / (fi + fo))
   return I.uniform_(t, -a, a, opts)
 end
@@ -87,7 +91,7 @@ end
 --- xavier_normal_(t, gain = 1, opts): N(0, std^2), std = gain * sqrt(2 / (fan_in + fan_out)).
 function I.xavier_normal_(t, gain, opts)
   check_float("xavier_normal_", t)
-  local fi, fo = I.calculate_fans(t, "xavier_normal_")
+  local fi, fo = fans(t, "xavier_normal_")
   return I.normal_(t, 0, check.number(gain or 1, "xavier_normal_", "gain") * math.sqrt(2 / (fi + fo)), opts)
 end
 
@@ -97,7 +101,7 @@ local function kaiming_std(fname, t, opts)
   if mode ~= "fan_in" and mode ~= "fan_out" then
     error(fname .. ": mode must be 'fan_in' or 'fan_out', got '" .. tostring(mode) .. "'", 3)
   end
-  local fi, fo = I.calculate_fans(t, fname)
+  local fi, fo = fans(t, fname)
   local gain = I.calculate_gain(opts.nonlinearity or "leaky_relu", opts.a or 0)
   return gain / math.sqrt(mode == "fan_in" and fi or fo)
 end
@@ -123,7 +127,7 @@ end
 function I.trunc_normal_(t, std, a, b, opts)
   check_float("trunc_normal_", t)
   if std == nil then
-    local fi = t:dim() >= 2 and I.calculate_fans(t, "trunc_normal_") or math.max(t:numel(), 1)
+    local fi = t:dim() >= 2 and fans(t, "trunc_normal_") or math.max(t:numel(), 1)
     std = 1 / math.sqrt(fi)
   end
   check.number(std, "trunc_normal_", "std")
