@@ -637,7 +637,8 @@ scenario("dle.data.idx", function(fz)
     n = n * d
     parts[#parts + 1] = string.pack(">I4", d)
   end
-  local bytes = math.min(n, 64) * fz:pick({1, 2, 4, 8}) + fz.r(4) - 2
+  if n < 0 or n > 64 then n = 64 end   -- (the product may have wrapped around)
+  local bytes = n * fz:pick({1, 2, 4, 8}) + fz.r(4) - 2
   if bytes > 0 then parts[#parts + 1] = string.rep("\1", bytes) end
   if fz:chance(0.2) then parts = {string.rep("\0", fz.r(6) - 1)} end
   write_file(path, table.concat(parts))
