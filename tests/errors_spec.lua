@@ -150,6 +150,8 @@ describe("errors", function()
     err(function() return dle.io.json_decode(5) end, "json_decode:", "must be a string")
     err(function() a.foo = 1 end, "index:", "cannot set field 'foo'")
     err(function() return dle.einsum("i,i->", nil, dle.ones(2)) end, "einsum:", "operand 1 is a nil")
+    err(function() return nn.MultiheadAttention(4, 2)(dle.ones(2, 4), {}, {}) end, "MultiheadAttention:",
+        "value must be a tensor")
     err(function() return nn.init.calculate_fans(3, "x") end, "calculate_fans:", "must be a tensor")
     -- dle.nn.Module() itself is an empty module (as PyTorch's nn.Module())
     assert.same({}, nn.Module():parameters())

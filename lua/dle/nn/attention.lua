@@ -143,6 +143,8 @@ end
 function MultiheadAttention:forward(q, k, v, opts)
   if type(k) == "table" and not dle.is_tensor(k) then opts, k = k, nil end
   opts = check.table(opts, "MultiheadAttention", "options", true) or {}
+  check.opt_tensor(k, "MultiheadAttention", "key")
+  check.opt_tensor(v, "MultiheadAttention", "value")
   local unbatched = dle.is_tensor(q) and q:dim() == 2
   if unbatched then
     q = q:unsqueeze(1)
