@@ -221,14 +221,15 @@ static int64_t check_size(lua_State *L, int idx, const char *fn, int allow_neg1)
   return (int64_t)v;
 }
 
-/* Sizes of a new tensor: the engine's limit (its product of non-zero sizes at most INT64_MAX / 16),
- * checked here too so the error names the Lua function (the engine's would say "empty"). */
-static int new_sizes(lua_State *L, const int64_t *sizes, int n, const char *fn, int allow_neg1) {
-  if (allow_neg1) return n;
+void dle_lua_check_new_sizes(lua_State *L, const int64_t *sizes, int n, const char *fn) {
   int64_t p = 1;
   for (int d = 0; d < n; d++)
     if (__builtin_mul_overflow(p, sizes[d] ? sizes[d] : 1, &p) || p > INT64_MAX / 16)
       luaL_error(L, "%s: shape %s has too many elements", fn, dle_shape_str((char[128]){0}, 128, n, sizes));
+}
+
+static int new_sizes(lua_State *L, const int64_t *sizes, int n, const char *fn, int allow_neg1) {
+  if (!allow_neg1) dle_lua_check_new_sizes(L, sizes, n, fn);
   return n;
 }
 

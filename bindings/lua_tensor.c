@@ -79,6 +79,7 @@ static int l_linspace(lua_State *L) {
 static int l_eye(lua_State *L) {
   lua_Integer n = luaL_checkinteger(L, 1);
   lua_Integer m = lua_type(L, 2) == LUA_TNUMBER ? luaL_checkinteger(L, 2) : n;
+  if (n >= 0 && m >= 0) dle_lua_check_new_sizes(L, (int64_t[]){n, m}, 2, "eye");
   dle_lua_opts o;
   dle_lua_parse_opts(L, lua_type(L, 2) == LUA_TNUMBER ? 3 : 2, &o, "eye");
   dle_tensor *t = NULL;

@@ -74,6 +74,10 @@ describe("errors", function()
     err(function() return t:view(4, 1 << 62) end, "view:", "too many elements")
     err(function() return t:reshape(1 << 62, 1 << 62, -1) end, "too many elements")
     err(function() return dle.zeros(0):view(1 << 62, 1 << 62, 0) end, "view:", "too many elements")
+    -- outputs too large to allocate name the function, not the engine's allocator ("empty:")
+    err(function() return dle.randperm(math.maxinteger) end, "randperm:", "too many elements")
+    err(function() return dle.eye(0, math.maxinteger) end, "eye:", "too many elements")
+    err(function() return dle.tensor({math.maxinteger}, {dtype = "int64"}):one_hot() end, "one_hot:", "too many")
     assert.same({0, 1 << 40}, dle.zeros(0):view(0, 1 << 40):shape())
   end)
 
@@ -91,7 +95,7 @@ describe("errors", function()
     end
     -- one_hot infers the class count from the largest class
     err(function() return dle.tensor({lo}, {dtype = "int64"}):one_hot() end, "one_hot", "out of range")
-    err(function() return dle.tensor({hi}, {dtype = "int64"}):one_hot() end, "too many elements")
+    err(function() return dle.tensor({hi}, {dtype = "int64"}):one_hot() end, "one_hot:", "too many elements")
   end)
 
   it("ragged nested tables are rejected with the position", function()
