@@ -831,6 +831,26 @@ function F:typed_args(sig)
   return a
 end
 
+-- Calls f(args) inside dle.jvp with random tangents for its float tensor arguments, so the op's
+-- forward-mode rule runs on the fuzzed shapes, layouts and dtypes.
+function F:forward_mode(label, f, a)
+  local pos, ins, tans = {}, {}, {}
+  for i = 1, a.n do
+    local t = a[i]
+    local ok, tan = pcall(function()
+      if not (dle.is_tensor(t) and t:is_floating_point()) then return nil end
+      return dle.randn(t:shape(), {dtype = t:dtype()})
+    end)
+    if ok and tan then pos[#pos + 1], ins[#ins + 1], tans[#tans + 1] = i, t, tan end
+  end
+  if #ins == 0 then return self:call(label, f, table.unpack(a, 1, a.n)) end
+  self:call(label .. " (jvp)", dle.jvp, function(...)
+    local b, primals = table.pack(table.unpack(a, 1, a.n)), {...}
+    for k, i in ipairs(pos) do b[i] = primals[k] end
+    return f(table.unpack(b, 1, b.n))
+  end, ins, tans)
+end
+
 function M.typed_targets(pattern)
   local list = {}
   local names = sorted_keys(SIGNATURES)
@@ -840,7 +860,8 @@ function M.typed_targets(pattern)
     if f and (not pattern or label:find(pattern)) then
       list[#list + 1] = {name = label .. " (typed)", run = function(fz)
         local a = fz:typed_args(fz:pick(SIGNATURES[name]))
-        fz:call(label, f, table.unpack(a, 1, a.n))
+        if fz:chance(0.15) then fz:forward_mode(label, f, a)
+        else fz:call(label, f, table.unpack(a, 1, a.n)) end
       end}
     end
   end
