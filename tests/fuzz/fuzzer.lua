@@ -672,6 +672,21 @@ scenario("dle.data.fashion_mnist", function(fz)
   fz:call("dle.data.fashion_mnist", dle.data.fashion_mnist, "test", {path = fz.tmpdir .. "/missing"})
 end)
 
+-- Generator methods, and states with junk or extreme seeds and offsets.
+scenario("dle.Generator", function(fz)
+  local g = fz:chance(0.8) and dle.Generator(fz.r(100)) or dle.default_generator
+  local meths = getmetatable(g).__index
+  local name = fz:pick({"manual_seed", "initial_seed", "get_state", "set_state"})
+  local a = fz:args(fz.r(3) - 1)
+  if name == "set_state" and fz:chance(0.6) then
+    local s = g:get_state()
+    s[fz:pick({"seed", "offset"})] = fz:pick({-1, 0, math.maxinteger, math.mininteger, 1.5, 0 / 0, "x", {}})
+    a = {s, n = 1}
+  end
+  fz:call("Generator:" .. name, meths[name], fz:chance(0.9) and g or fz:value(0), table.unpack(a, 1, a.n))
+  fz:call("dle.rand", dle.rand, 3, {generator = g})
+end)
+
 scenario("dle.set_printoptions", function(fz)
   fz:call("dle.set_printoptions", dle.set_printoptions, fz:options(1))
   fz:call("tostring", tostring, fz:tensor())
