@@ -204,7 +204,7 @@ int dle_lua_dim(lua_State *L, int arg, const char *fn) {
   }
   lua_Integer d = lua_tointeger(L, arg);
   if (d == 0) luaL_error(L, "%s: dim 0 is invalid (dims are 1-based; -1 is the last)", fn);
-  if (d > 64 || d < -64) luaL_error(L, "%s: dim %d out of range", fn, (int)d);
+  if (d > 64 || d < -64) luaL_error(L, "%s: dim %I out of range", fn, (LUAI_UACINT)d);
   return d > 0 ? (int)d - 1 : (int)d;
 }
 
@@ -217,7 +217,7 @@ static int64_t check_size(lua_State *L, int idx, const char *fn, int allow_neg1)
   lua_Integer v = lua_tointegerx(L, idx, &isint);
   if (!isint) luaL_error(L, "%s: sizes must be integers, got %s", fn,
                          lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx) : luaL_typename(L, idx));
-  if (v < 0 && !(allow_neg1 == 2 || (allow_neg1 && v == -1))) luaL_error(L, "%s: negative size %d", fn, (int)v);
+  if (v < 0 && !(allow_neg1 == 2 || (allow_neg1 && v == -1))) luaL_error(L, "%s: negative size %I", fn, (LUAI_UACINT)v);
   return (int64_t)v;
 }
 

@@ -143,7 +143,7 @@ static int l_split(lua_State *L) {
   if (!lua_istable(L, 2)) {
     int64_t step = check_int(L, 2, "split", "split size");
     if (step < 0 || (step == 0 && size > 0))
-      return luaL_error(L, "split: split size must be positive, got %d (dim %d of shape %s)", (int)step,
+      return luaL_error(L, "split: split size must be positive, got %I (dim %d of shape %s)", (LUAI_UACINT)step,
                         dim + 1, dle_tensor_shape_str((char[128]){0}, 128, t));
     return push_pieces(L, t, dim, step, size == 0 ? 1 : ceil_div(size, step));
   }
@@ -153,7 +153,7 @@ static int l_split(lua_State *L) {
     lua_rawgeti(L, 2, i);
     int64_t len = check_int(L, -1, "split", "each size");
     lua_pop(L, 1);
-    if (len < 0) return luaL_error(L, "split: size %d of the list is negative (%d)", i, (int)len);
+    if (len < 0) return luaL_error(L, "split: size %d of the list is negative (%I)", i, (LUAI_UACINT)len);
     if (len > size - total)   /* checked before adding: a sum of huge sizes would overflow */
       return luaL_error(L, "split: sizes add up to more than dim %d of shape %s (size %I)", dim + 1,
                         dle_tensor_shape_str((char[128]){0}, 128, t), (LUAI_UACINT)size);
@@ -181,7 +181,7 @@ static int l_split(lua_State *L) {
 static int l_chunk(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1);
   int64_t n = check_int(L, 2, "chunk", "number of chunks");
-  if (n < 1) return luaL_error(L, "chunk: number of chunks must be positive, got %d", (int)n);
+  if (n < 1) return luaL_error(L, "chunk: number of chunks must be positive, got %I", (LUAI_UACINT)n);
   int dim;
   DLE_LUA_TRY(L, dle_wrap_dim("chunk", dle_lua_optdim(L, 3, "chunk", 0), t->ndim, 0, &dim));
   /* An empty dim gives one empty chunk (like split; chunk may return fewer than n chunks, as in
@@ -263,7 +263,7 @@ static int l_one_hot(lua_State *L) {
   int64_t n = -1;
   if (!lua_isnoneornil(L, 2)) {
     n = check_int(L, 2, "one_hot", "number of classes");
-    if (n < 0) return luaL_error(L, "one_hot: number of classes must not be negative, got %d", (int)n);
+    if (n < 0) return luaL_error(L, "one_hot: number of classes must not be negative, got %I", (LUAI_UACINT)n);
   }
   DLE_LUA_TRY(L, dle_one_hot(&r, classes, n, LUA_INDEX_BASE));
   dle_lua_push(L, r);

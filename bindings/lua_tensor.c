@@ -32,7 +32,7 @@ static int l_full(lua_State *L) {
   if (lua_type(L, 1) == LUA_TNUMBER) {   /* full(n, value): only the first number is a size */
     if (!lua_isinteger(L, 1)) return luaL_error(L, "full: sizes must be integers, got %s", lua_tostring(L, 1));
     sizes[0] = lua_tointeger(L, 1);
-    if (sizes[0] < 0) return luaL_error(L, "full: negative size in {%d}", (int)sizes[0]);
+    if (sizes[0] < 0) return luaL_error(L, "full: negative size in {%I}", (LUAI_UACINT)sizes[0]);
     n = 1, next = 2;
   } else {
     luaL_argexpected(L, lua_istable(L, 1), 1, "table of sizes");
