@@ -210,6 +210,15 @@ describe("errors", function()
     assert.same({{0, 0, 0}, {0, 0, 0}}, a:totable())
   end)
 
+  it("a .npy file whose shape is too large names load_npy (was the engine's 'empty:')", function()
+    local path = os.tmpname()
+    local header = "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 9223372036854775807), }"
+    header = header .. string.rep(" ", (64 - (10 + #header + 1) % 64) % 64) .. "\n"
+    H.write_file(path, "\x93NUMPY\1\0" .. string.pack("<I2", #header) .. header)
+    err(function() return dle.load_npy(path) end, "dle.load_npy:", "too many elements")
+    os.remove(path)
+  end)
+
   it("errors leave tensors usable and memory accounted", function()
     collectgarbage()
     collectgarbage()
