@@ -72,8 +72,10 @@ dle_tensor *dle_lua_check(lua_State *L, int idx) {
   return t;
 }
 
+/* __gc and __close. Called from Lua as getmetatable(t).__close(x), x may be any value: to_ud, not
+ * lua_touserdata, so another library's userdata (an io file) is never written to. */
 static int tensor_gc(lua_State *L) {
-  dle_lua_tensor *ud = lua_touserdata(L, 1);
+  dle_lua_tensor *ud = to_ud(L, 1);
   if (ud && ud->t) {
     dle_tensor_release(ud->t);
     ud->t = NULL;
@@ -178,7 +180,7 @@ static int tensor_newindex(lua_State *L) {
       t->grad = g;
       return 0;
     }
-    return luaL_error(L, "cannot set field '%s' of a tensor", k);
+    return luaL_error(L, "index: cannot set field '%s' of a tensor (only requires_grad and grad can be set)", k);
   }
   int64_t i0 = row_index(L, t);
   dle_tensor *src = dle_lua_opt(L, 3);
@@ -202,7 +204,7 @@ int dle_lua_dim(lua_State *L, int arg, const char *fn) {
   }
   lua_Integer d = lua_tointeger(L, arg);
   if (d == 0) luaL_error(L, "%s: dim 0 is invalid (dims are 1-based; -1 is the last)", fn);
-  if (d > 64 || d < -64) luaL_error(L, "%s: dim %d out of range", fn, (int)d);
+  if (d > 64 || d < -64) luaL_error(L, "%s: dim %I out of range", fn, (LUAI_UACINT)d);
   return d > 0 ? (int)d - 1 : (int)d;
 }
 
@@ -215,8 +217,20 @@ static int64_t check_size(lua_State *L, int idx, const char *fn, int allow_neg1)
   lua_Integer v = lua_tointegerx(L, idx, &isint);
   if (!isint) luaL_error(L, "%s: sizes must be integers, got %s", fn,
                          lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx) : luaL_typename(L, idx));
-  if (v < 0 && !(allow_neg1 == 2 || (allow_neg1 && v == -1))) luaL_error(L, "%s: negative size %d", fn, (int)v);
+  if (v < 0 && !(allow_neg1 == 2 || (allow_neg1 && v == -1))) luaL_error(L, "%s: negative size %I", fn, (LUAI_UACINT)v);
   return (int64_t)v;
+}
+
+void dle_lua_check_new_sizes(lua_State *L, const int64_t *sizes, int n, const char *fn) {
+  int64_t p = 1;
+  for (int d = 0; d < n; d++)
+    if (__builtin_mul_overflow(p, sizes[d] ? sizes[d] : 1, &p) || p > INT64_MAX / 16)
+      luaL_error(L, "%s: shape %s has too many elements", fn, dle_shape_str((char[128]){0}, 128, n, sizes));
+}
+
+static int new_sizes(lua_State *L, const int64_t *sizes, int n, const char *fn, int allow_neg1) {
+  if (!allow_neg1) dle_lua_check_new_sizes(L, sizes, n, fn);
+  return n;
 }
 
 int dle_lua_sizes(lua_State *L, int first, int64_t *sizes, int *next, const char *fn, int allow_neg1) {
@@ -230,7 +244,7 @@ int dle_lua_sizes(lua_State *L, int first, int64_t *sizes, int *next, const char
       lua_pop(L, 1);
     }
     *next = first + 1;
-    return n;
+    return new_sizes(L, sizes, n, fn, allow_neg1);
   }
   /* an empty table {} means zero dims only when it is not an options table (has no keys) */
   if (lua_istable(L, first) && !dle_lua_opt(L, first)) {
@@ -245,7 +259,7 @@ int dle_lua_sizes(lua_State *L, int first, int64_t *sizes, int *next, const char
     i++;
   }
   *next = i;
-  return n;
+  return new_sizes(L, sizes, n, fn, allow_neg1);
 }
 
 dle_dtype dle_lua_check_dtype(lua_State *L, int idx, const char *fn) {
@@ -379,7 +393,11 @@ static int core_time(lua_State *L) {
 }
 
 static int core_set_num_threads(lua_State *L) {
-  dle_set_num_threads((int)luaL_checkinteger(L, 1));
+  lua_Integer n = luaL_checkinteger(L, 1);
+  if (n > DLE_MAX_THREADS)
+    return luaL_error(L, "set_num_threads: %I threads requested, at most %d are supported", (LUAI_UACINT)n,
+                      DLE_MAX_THREADS);
+  dle_set_num_threads(n < 1 ? 0 : (int)n);   /* n < 1: all cores (no int truncation of huge negatives) */
   return 0;
 }
 

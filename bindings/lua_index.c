@@ -115,6 +115,9 @@ static int l_stack(lua_State *L) {
 
 /* ---------------------------------------------------------------- split, chunk */
 
+/* ceil(a / b) for a >= 0, b > 0, without the overflow of (a + b - 1) / b when b is huge. */
+static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
+
 /* Pushes a list of views of t along dim: pieces of `step` elements, the last one possibly
  * shorter, `count` pieces in all. */
 static int push_pieces(lua_State *L, dle_tensor *t, int dim, int64_t step, int64_t count) {
@@ -140,9 +143,9 @@ static int l_split(lua_State *L) {
   if (!lua_istable(L, 2)) {
     int64_t step = check_int(L, 2, "split", "split size");
     if (step < 0 || (step == 0 && size > 0))
-      return luaL_error(L, "split: split size must be positive, got %d (dim %d of shape %s)", (int)step,
+      return luaL_error(L, "split: split size must be positive, got %I (dim %d of shape %s)", (LUAI_UACINT)step,
                         dim + 1, dle_tensor_shape_str((char[128]){0}, 128, t));
-    return push_pieces(L, t, dim, step, size == 0 ? 1 : (size + step - 1) / step);
+    return push_pieces(L, t, dim, step, size == 0 ? 1 : ceil_div(size, step));
   }
   int n = (int)lua_rawlen(L, 2);
   int64_t total = 0;
@@ -150,12 +153,15 @@ static int l_split(lua_State *L) {
     lua_rawgeti(L, 2, i);
     int64_t len = check_int(L, -1, "split", "each size");
     lua_pop(L, 1);
-    if (len < 0) return luaL_error(L, "split: size %d of the list is negative (%d)", i, (int)len);
+    if (len < 0) return luaL_error(L, "split: size %d of the list is negative (%I)", i, (LUAI_UACINT)len);
+    if (len > size - total)   /* checked before adding: a sum of huge sizes would overflow */
+      return luaL_error(L, "split: sizes add up to more than dim %d of shape %s (size %I)", dim + 1,
+                        dle_tensor_shape_str((char[128]){0}, 128, t), (LUAI_UACINT)size);
     total += len;
   }
   if (total != size)
-    return luaL_error(L, "split: sizes add up to %d but dim %d of shape %s has size %d", (int)total,
-                      dim + 1, dle_tensor_shape_str((char[128]){0}, 128, t), (int)size);
+    return luaL_error(L, "split: sizes add up to %I but dim %d of shape %s has size %I", (LUAI_UACINT)total,
+                      dim + 1, dle_tensor_shape_str((char[128]){0}, 128, t), (LUAI_UACINT)size);
   lua_createtable(L, n, 0);
   int64_t start = 0;
   for (int i = 1; i <= n; i++) {
@@ -175,12 +181,15 @@ static int l_split(lua_State *L) {
 static int l_chunk(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1);
   int64_t n = check_int(L, 2, "chunk", "number of chunks");
-  if (n < 1) return luaL_error(L, "chunk: number of chunks must be positive, got %d", (int)n);
+  if (n < 1) return luaL_error(L, "chunk: number of chunks must be positive, got %I", (LUAI_UACINT)n);
   int dim;
   DLE_LUA_TRY(L, dle_wrap_dim("chunk", dle_lua_optdim(L, 3, "chunk", 0), t->ndim, 0, &dim));
-  int64_t size = t->sizes[dim], step = (size + n - 1) / n;
-  if (size == 0) return push_pieces(L, t, dim, 0, n);
-  return push_pieces(L, t, dim, step, (size + step - 1) / step);
+  /* An empty dim gives one empty chunk (like split; chunk may return fewer than n chunks, as in
+   * PyTorch): n empty views would be a hang for a huge n. */
+  int64_t size = t->sizes[dim];
+  if (size == 0) return push_pieces(L, t, dim, 0, 1);
+  int64_t step = ceil_div(size, n);
+  return push_pieces(L, t, dim, step, ceil_div(size, step));
 }
 
 /* ---------------------------------------------------------------- gather and scatter */
@@ -254,7 +263,7 @@ static int l_one_hot(lua_State *L) {
   int64_t n = -1;
   if (!lua_isnoneornil(L, 2)) {
     n = check_int(L, 2, "one_hot", "number of classes");
-    if (n < 0) return luaL_error(L, "one_hot: number of classes must not be negative, got %d", (int)n);
+    if (n < 0) return luaL_error(L, "one_hot: number of classes must not be negative, got %I", (LUAI_UACINT)n);
   }
   DLE_LUA_TRY(L, dle_one_hot(&r, classes, n, LUA_INDEX_BASE));
   dle_lua_push(L, r);

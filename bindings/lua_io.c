@@ -51,7 +51,9 @@ static int l_io_read(lua_State *L) {
     sizes[i] = (int64_t)lua_tointegerx(L, -1, &ok);
     lua_pop(L, 1);
     if (!ok) return luaL_error(L, "%s: tensor size %d is not an integer", what, (int)(i + 1));
+    if (sizes[i] < 0) return luaL_error(L, "%s: tensor size %d is negative", what, (int)(i + 1));
   }
+  dle_lua_check_new_sizes(L, sizes, (int)n, what);
   dle_tensor *t = NULL;
   DLE_LUA_TRY(L, dle_serialize_read(&t, f, (uint64_t)offset, (int)n, sizes, dt, swap, what));
   dle_lua_push(L, t);

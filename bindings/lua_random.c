@@ -306,6 +306,7 @@ static int l_randint_like(lua_State *L) {
  * are 1-based. int64 unless opts.dtype says otherwise; Fisher-Yates driven by the generator. */
 static int l_randperm(lua_State *L) {
   lua_Integer n = check_int(L, 1, "randperm", "n");
+  if (n > 0) dle_lua_check_new_sizes(L, (int64_t[]){n}, 1, "randperm");
   dle_lua_opts o;
   dle_lua_parse_opts(L, 2, &o, "randperm");
   dle_tensor *t = NULL;

@@ -32,7 +32,7 @@ static int l_full(lua_State *L) {
   if (lua_type(L, 1) == LUA_TNUMBER) {   /* full(n, value): only the first number is a size */
     if (!lua_isinteger(L, 1)) return luaL_error(L, "full: sizes must be integers, got %s", lua_tostring(L, 1));
     sizes[0] = lua_tointeger(L, 1);
-    if (sizes[0] < 0) return luaL_error(L, "full: negative size in {%d}", (int)sizes[0]);
+    if (sizes[0] < 0) return luaL_error(L, "full: negative size in {%I}", (LUAI_UACINT)sizes[0]);
     n = 1, next = 2;
   } else {
     luaL_argexpected(L, lua_istable(L, 1), 1, "table of sizes");
@@ -79,6 +79,7 @@ static int l_linspace(lua_State *L) {
 static int l_eye(lua_State *L) {
   lua_Integer n = luaL_checkinteger(L, 1);
   lua_Integer m = lua_type(L, 2) == LUA_TNUMBER ? luaL_checkinteger(L, 2) : n;
+  if (n >= 0 && m >= 0) dle_lua_check_new_sizes(L, (int64_t[]){n, m}, 2, "eye");
   dle_lua_opts o;
   dle_lua_parse_opts(L, lua_type(L, 2) == LUA_TNUMBER ? 3 : 2, &o, "eye");
   dle_tensor *t = NULL;

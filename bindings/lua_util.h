@@ -38,6 +38,10 @@ int dle_lua_optdim(lua_State *L, int arg, const char *fn, int def);
  * (lists of dims). */
 int dle_lua_sizes(lua_State *L, int first, int64_t *sizes, int *next, const char *fn, int allow_neg1);
 
+/* Sizes of a new tensor within the engine's limit (the product of its non-zero sizes at most
+ * INT64_MAX / 16), or a Lua error naming fn (the engine's own error would name its allocator). */
+void dle_lua_check_new_sizes(lua_State *L, const int64_t *sizes, int n, const char *fn);
+
 /* Options table: {dtype = "float64", device = "cpu", requires_grad = true, generator = g}. */
 typedef struct {
   dle_dtype dtype;

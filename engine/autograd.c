@@ -201,11 +201,13 @@ static dle_status alias(dle_tensor **out, dle_tensor *t) {
   return dle_tensor_as_strided(out, t, t->ndim, t->sizes, t->strides, t->offset);
 }
 
-/* The value a rule will read for input t: a leaf is kept itself (its gradient must reach it
- * when the rule's own ops are differentiated); anything else as an alias holding its history,
- * so an in-place op that later rewrites t's history cannot make a cycle through this node. */
+/* The value a rule will read for input t: a leaf that requires grad is kept itself (its gradient
+ * must reach it when the rule's own ops are differentiated); anything else as an alias holding its
+ * history, so an in-place op that later rewrites t's history cannot make a cycle through this node
+ * (a:mul_(b) with b requiring grad gives a, which did not, this node as its history: kept itself,
+ * a would hold the node holding a, and neither would ever be freed). */
 static dle_status save_input_value(dle_tensor **out, dle_tensor *t) {
-  if (!t->grad_fn) {
+  if (!t->grad_fn && t->requires_grad) {
     dle_tensor_retain(t);
     *out = t;
     return DLE_OK;
@@ -667,6 +669,9 @@ dle_status dle_set_tangent(dle_tensor *t, dle_tensor *tangent) {
                        dle_tensor_shape_str((dle_shape_buf){{0}}.s, 128, t));
     if (!dle_dtype_is_float(t->dtype))
       return dle_error("jvp: only float tensors carry tangents, got %s", dle_dtype_name(t->dtype));
+    /* t as its own tangent (or its tangent's tangent...) would be a reference cycle: never freed */
+    for (const dle_tensor *p = tangent; p; p = p->tangent)
+      if (p == t) return dle_error("jvp: a tensor cannot be its own tangent (shape %s)", SHAPE(t));
   }
   dle_tensor *old = t->tangent;
   dle_tensor_retain(tangent);

@@ -55,6 +55,8 @@ const char *dle_backend_unavailable_reason(dle_device_type type) {
 static int num_threads;
 
 void dle_set_num_threads(int n) {
+  /* OpenMP crashes when it cannot create the threads asked for (100000 segfaulted on Linux) */
+  if (n > DLE_MAX_THREADS) n = DLE_MAX_THREADS;
 #ifdef _OPENMP
   if (n < 1) n = omp_get_num_procs();
   omp_set_num_threads(n);

@@ -266,7 +266,8 @@ dle_status dle_autograd_record_custom(const char *name, dle_tensor **outs, int n
 dle_status dle_set_tangent(dle_tensor *t, dle_tensor *tangent);
 
 /* ---------------------------------------------------------------- threads and time */
-void dle_set_num_threads(int n);   /* kernels and BLAS; n < 1 means all cores */
+#define DLE_MAX_THREADS 1024
+void dle_set_num_threads(int n);   /* kernels and BLAS; n < 1 means all cores; at most DLE_MAX_THREADS */
 int dle_get_num_threads(void);
 double dle_time(void);             /* monotonic seconds */
 

@@ -3,7 +3,9 @@
 #include "autograd.h"
 #include "profile.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 const dle_op_info dle_op_table[DLE_NUM_OPS] = {
 #define DLE_OP(id, nm, ni, no, k, fl) [DLE_OP_##id] = {.name = nm, .nin = ni, .nout = no, .kind = k, .flags = fl},
@@ -94,6 +96,12 @@ dle_status dle_op_call_unprofiled(dle_op op, dle_tensor **outs, dle_tensor *cons
   dle_status st = forward_of_kind[info->kind](op, outs, ins, nin, attrs);
   dle_set_grad_enabled(was_grad);
   dle_forward_ad_set_enabled(was_fwd);
+  if (st != DLE_OK && strncmp(dle_last_error(), "empty: ", 7) == 0) {
+    /* an output too large to allocate: the message names the op, not the allocator */
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", dle_last_error() + 7);
+    dle_error("%s: %s", info->name, msg);
+  }
 
   if (st == DLE_OK && record) {
     st = dle_autograd_record(op, attrs, outs, nout, ins, nin, versions);

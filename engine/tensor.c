@@ -104,8 +104,9 @@ static dle_status check_sizes(const char *fn, int ndim, const int64_t *sizes) {
       return dle_error("%s: negative size in %s", fn, dle_shape_str(buf, sizeof buf, ndim, sizes));
     }
     /* at most INT64_MAX / 16 elements, so byte counts of any dtype fit (no division per dim:
-     * this runs for every new tensor) */
-    if (__builtin_mul_overflow(n, sizes[d], &n) || n > INT64_MAX / 16) {
+     * this runs for every new tensor). Zeros count as 1: an empty tensor's strides are still
+     * products of its other sizes ({0, 2^40, 2^40} would overflow them). */
+    if (__builtin_mul_overflow(n, sizes[d] ? sizes[d] : 1, &n) || n > INT64_MAX / 16) {
       char buf[128];
       return dle_error("%s: shape %s has too many elements", fn, dle_shape_str(buf, sizeof buf, ndim, sizes));
     }

@@ -34,11 +34,11 @@ local c_sources = {
 }
 -- Lua files under lua/dle/ (without .lua): "x" is module dle.x, "x/init" dle.x, "x/y" dle.x.y.
 local lua_files = {
-  "autograd", "checkpoint", "einsum", "io", "profile", "repl", "tensor",
+  "autograd", "check", "checkpoint", "einsum", "io", "profile", "repl", "tensor",
   "data/init", "data/DataLoader", "data/TextCorpus",
   "nn/init", "nn/module", "nn/functional", "nn/weight_init", "nn/utils", "nn/linear", "nn/sequential",
   "nn/activations", "nn/flatten", "nn/dropout", "nn/embedding", "nn/layer_norm", "nn/losses",
-  "nn/attention", "nn/transformer", "nn/batch_norm", "nn/conv", "nn/functional_conv", "nn/argcheck",
+  "nn/attention", "nn/transformer", "nn/batch_norm", "nn/conv", "nn/functional_conv",
   "optim/init", "optim/optimizer", "optim/sgd", "optim/adagrad", "optim/rmsprop", "optim/adam",
   "optim/adamw", "optim/lr",
 }

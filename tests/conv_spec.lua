@@ -184,6 +184,22 @@ describe("conv2d", function()
     H.assert_error(function() dle.conv2d(x, w, nil, {stride = "2"}) end, "conv2d", "stride")
     H.assert_error(function() dle.conv2d(x, w, 5) end, "conv2d", "bias")
   end)
+
+  -- found by the API fuzzer: padding 2^40 on an empty batch made an output whose strides overflowed
+  -- int64, and huge groups/dilations overflowed the shape arithmetic (UBSan)
+  it("rejects huge geometry values without overflow, empty batches included", function()
+    local x, w = dle.zeros(0, 2, 1, 5), dle.zeros(3, 2, 3, 3)
+    local big = 1 << 40
+    H.assert_error(function() dle.conv2d(x, w, nil, {padding = big, stride = 2}) end, "conv2d", "larger than the supported")
+    H.assert_error(function() dle.conv2d(x, w, nil, {dilation = math.maxinteger}) end, "conv2d", "larger than the supported")
+    H.assert_error(function() dle.conv2d(dle.zeros(1, 2, 5, 5), w, nil, {groups = math.maxinteger}) end, "conv2d", "groups")
+    H.assert_error(function() dle.conv2d(dle.zeros(1, 2, 5, 5), dle.zeros(1, 2, 1 << 40, 0), nil, {dilation = 1 << 30}) end,
+                   "conv2d", "too large")
+    H.assert_error(function() dle.max_pool2d(dle.zeros(1, 1, 4, 4), math.maxinteger) end, "max_pool2d", "larger than the supported")
+    H.assert_error(function() dle.avg_pool2d(dle.zeros(1, 1, 4, 4), 2, {stride = big}) end, "avg_pool2d", "larger than the supported")
+    H.assert_error(function() dle.zeros(0, big, big) end, "zeros", "too many elements")
+    assert.same({0, 3, 1, 3}, dle.conv2d(x, w, nil, {padding = 1, stride = 2}):shape())
+  end)
 end)
 
 -- ---------------------------------------------------------------- conv2d kernel paths
@@ -633,5 +649,12 @@ describe("gradient ops", function()
                    "conv2d_grad_weight", "batch")
     H.assert_error(function() core._avg_pool2d_grad(dle.zeros(1, 1, 2, 2), {7, 7}, 2) end,
                    "avg_pool2d_grad", "{1,1,2,2}")
+    -- sizes far past any tensor, and a groups x channels product past int64 (found by the fuzzer)
+    H.assert_error(function() core._conv2d_grad_input(dle.zeros(1, 4, 5, 5), w, {1 << 50, 9}) end,
+                   "conv2d_grad_input", "larger than the supported")
+    H.assert_error(function() core._conv2d_grad_input(dle.zeros(1, 4, 5, 5), w, {7, 7}, {groups = 1 << 31}) end,
+                   "conv2d_grad_input", "groups")
+    H.assert_error(function() core._avg_pool2d_grad(dle.zeros(1, 1, 2, 2), {1 << 50, 7}, 2) end,
+                   "avg_pool2d_grad", "larger than the supported")
   end)
 end)

@@ -480,4 +480,23 @@ function H.class_target_variants()
   }
 end
 
+
+-- ---------------------------------------------------------------- files
+
+--- Writes bytes to path (replacing it).
+function H.write_file(path, bytes)
+  local f = assert(io.open(path, "wb"))
+  f:write(bytes)
+  f:close()
+end
+
+--- The bytes of path, or nil when it cannot be opened.
+function H.read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
 return H

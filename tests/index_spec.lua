@@ -323,6 +323,24 @@ describe("split and chunk", function()
     assert.same(m:narrow(2, 5, 3):totable(), cols[2]:totable())
     assert_error(function() t:chunk(0) end, {"chunk", "positive"})
   end)
+
+  -- found by the API fuzzer: (size + n - 1) / n overflowed, then divided by zero (SIGFPE)
+  it("huge chunk counts and split sizes give whole pieces, not an overflow", function()
+    local t = dle.arange(0, 5)
+    local c = t:chunk(math.maxinteger)
+    assert.equal(5, #c)
+    assert.same({1}, c[5]:shape())
+    local s = t:split(math.maxinteger)
+    assert.equal(1, #s)
+    assert.same({5}, s[1]:shape())
+    -- an empty dim is one empty piece, whatever the number of chunks asked for
+    local e = dle.zeros(0, 3):chunk(math.maxinteger)
+    assert.equal(1, #e)
+    assert.same({0, 3}, e[1]:shape())
+    -- list sizes whose sum overflows int64 are too many, not a wrapped-around match
+    local m = math.maxinteger
+    assert_error(function() t:split({m, m, m, 5}) end, {"split", "more than", "{5}"})
+  end)
 end)
 
 describe("gather", function()
@@ -619,6 +637,17 @@ describe("tril and triu", function()
     assert.same(ref_triangle(src, {4, 100, 90}, 2, false, 0), u:totable())
   end)
 
+  -- found by the API fuzzer: i + k overflowed int64 in the kernel (UBSan) for k = maxinteger
+  it("diagonals far outside the matrix keep all or nothing, without overflow", function()
+    local t = dle.ones(2, 3)
+    local big, small = math.maxinteger, math.mininteger
+    assert.same({{1, 1, 1}, {1, 1, 1}}, t:tril(big):totable())
+    assert.same({{0, 0, 0}, {0, 0, 0}}, t:triu(big):totable())
+    assert.same({{0, 0, 0}, {0, 0, 0}}, t:tril(small):totable())
+    assert.same({{1, 1, 1}, {1, 1, 1}}, t:triu(small):totable())
+    assert.same({{0, 0, 0}, {0, 0, 0}}, t:clone():triu_(big):totable())
+  end)
+
   it("report inputs with fewer than 2 dims", function()
     assert_error(function() dle.ones(5):tril() end, {"tril", "2 dims", "{5}"})
     assert_error(function() dle.ones(5):triu(1) end, {"triu", "{5}"})
@@ -685,5 +714,18 @@ describe("other dtypes", function()
     for _, dtype in ipairs({"float16", "bfloat16", "int32", "uint8"}) do
       assert.same(expected, run_all(dtype), dtype)
     end
+  end)
+end)
+
+describe("index_add and scatter_add on integers", function()
+  -- found by the API fuzzer: int64 sums in the accumulate kernel were signed overflow (UBSan)
+  it("index_add and scatter_add on int64 wrap around like the elementwise add", function()
+    local big = math.maxinteger
+    local t = dle.tensor({{big, 1}}, {dtype = "int64"})
+    local src = dle.tensor({{4, 2}}, {dtype = "int64"})
+    local idx = dle.tensor({1}, {dtype = "int64"})
+    assert.same({{big + 4, 3}}, t:index_add(1, idx, src):totable())
+    assert.same({{big + 4, 3}}, t:scatter_add(2, dle.tensor({{1, 2}}, {dtype = "int64"}), src):totable())
+    assert.same((t + src):totable(), t:clone():index_add_(1, idx, src):totable())
   end)
 end)

@@ -183,4 +183,30 @@ describe("memory", function()
     t:fill_(3)
     assert.are.equal(base, allocated())
   end)
+
+  -- found by the API fuzzer (LeakSanitizer): the recorded node kept `a` itself, a's history was
+  -- that node: a reference cycle that nothing freed
+  it("an in-place op with an operand requiring grad frees its tensors (no reference cycle)", function()
+    full_gc()
+    local before = allocated()
+    do
+      local a = dle.ones(256, 256)
+      local b = dle.ones(256):requires_grad_(true)
+      a:mul_(b)
+      assert.is_true(a.requires_grad)
+    end
+    full_gc()
+    assert.are.equal(before, allocated())
+  end)
+
+  -- found by the API fuzzer (LeakSanitizer): set_tangent(x, x) made x hold itself
+  it("a tensor cannot be its own tangent (a reference cycle)", function()
+    local x = dle.ones(2)
+    assert.has_error(function() dle.core.set_tangent(x, x) end)
+    local y = dle.ones(2)
+    dle.core.set_tangent(x, y)
+    local ok, msg = pcall(dle.core.set_tangent, y, x)
+    assert.is_false(ok)
+    assert.is_truthy(msg:find("own tangent", 1, true))
+  end)
 end)

@@ -30,8 +30,28 @@ static dle_status need_4d(const char *fn, const char *what, const dle_tensor *t)
                    what[0] == 'w' ? "O, C/groups, kh, kw" : "N, C, H, W", SHAPE(t));
 }
 
+/* Bounds of the geometry (kernel, stride, padding, dilation, groups; the sizes the grad ops are
+ * given): far beyond any real network, and small enough that the shape arithmetic below cannot
+ * overflow int64 with tensor sizes (at most 2^59 elements). */
+#define GEOM_MAX ((int64_t)1 << 31)
+#define SIZE_MAX_GEOM ((int64_t)1 << 40)
+
+/* attrs.ints[first + i] named names[i / 2] (h and w pairs; groups alone) must be at most max. */
+static dle_status check_bounded(const char *fn, const dle_attrs *a, int first, int count, int64_t max,
+                                const char *const *names) {
+  for (int i = 0; i < count; i++)
+    if (a->ints[first + i] > max)
+      return dle_error("%s: %s %lld is larger than the supported %lld", fn, names[i / 2],
+                       (long long)a->ints[first + i], (long long)max);
+  return DLE_OK;
+}
+static const char *const conv_names[] = {"stride", "padding", "dilation", "groups"};
+static const char *const pool_names[] = {"kernel size", "stride", "padding"};
+static const char *const input_size[] = {"input size"}, *const kernel_size[] = {"kernel size"};
+
 static dle_status check_conv_attrs(const char *fn, const dle_attrs *a) {
   const int64_t *v = a->ints;
+  DLE_TRY(check_bounded(fn, a, 0, 7, GEOM_MAX, conv_names));
   if (v[0] < 1 || v[1] < 1)
     return dle_error("%s: stride must be positive, got {%lld, %lld}", fn, (long long)v[0], (long long)v[1]);
   if (v[2] < 0 || v[3] < 0)
@@ -46,7 +66,11 @@ static dle_status check_conv_attrs(const char *fn, const dle_attrs *a) {
  * dilated kernel does not fit the padded input. */
 static dle_status conv_out_hw(const char *fn, const dle_attrs *a, int64_t h, int64_t w, int64_t kh,
                               int64_t kw, int64_t *ho, int64_t *wo) {
-  int64_t eh = a->ints[4] * (kh - 1) + 1, ew = a->ints[5] * (kw - 1) + 1;
+  int64_t eh = 0, ew = 0;   /* the dilated kernel: dilation (<= 2^31) x a size (< 2^59) may overflow */
+  if (__builtin_mul_overflow(a->ints[4], kh - 1, &eh) || __builtin_mul_overflow(a->ints[5], kw - 1, &ew))
+    return dle_error("%s: kernel %lldx%lld dilated by {%lld, %lld} is too large", fn, (long long)kh,
+                     (long long)kw, (long long)a->ints[4], (long long)a->ints[5]);
+  eh++, ew++;
   if (eh > h + 2 * a->ints[2] || ew > w + 2 * a->ints[3])
     return dle_error("%s: kernel %lldx%lld (dilated %lldx%lld) is larger than the padded input "
                      "%lldx%lld", fn, (long long)kh, (long long)kw, (long long)eh, (long long)ew,
@@ -58,6 +82,7 @@ static dle_status conv_out_hw(const char *fn, const dle_attrs *a, int64_t h, int
 
 static dle_status check_pool_attrs(const char *fn, const dle_attrs *a, int64_t h, int64_t w) {
   const int64_t *v = a->ints;
+  DLE_TRY(check_bounded(fn, a, 0, 6, GEOM_MAX, pool_names));
   if (v[0] < 1 || v[1] < 1)
     return dle_error("%s: kernel size must be positive, got {%lld, %lld}", fn, (long long)v[0], (long long)v[1]);
   if (v[2] < 1 || v[3] < 1)
@@ -90,10 +115,10 @@ static dle_status conv_shape(dle_op op, dle_tensor *const *ins, int nin, const d
         return dle_error("conv2d: groups %lld must divide the input channels %lld and the output "
                          "channels %lld (input %s, weight %s)", (long long)g, (long long)c,
                          (long long)o, SHAPE(x), SHAPE(w));
-      if (w->sizes[1] * g != c)
-        return dle_error("conv2d: input %s has %lld channels but weight %s expects %lld "
-                         "(%lld per group x %lld groups)", SHAPE(x), (long long)c, SHAPE(w),
-                         (long long)(w->sizes[1] * g), (long long)w->sizes[1], (long long)g);
+      if (w->sizes[1] != c / g)   /* not w->sizes[1] * g != c: that product may overflow */
+        return dle_error("conv2d: input %s has %lld channels but weight %s expects "
+                         "%lld per group x %lld groups", SHAPE(x), (long long)c, SHAPE(w),
+                         (long long)w->sizes[1], (long long)g);
       if (nin == 3 && (ins[2]->ndim != 1 || ins[2]->sizes[0] != o))
         return dle_error("conv2d: bias must have shape {%lld} (one per output channel), got %s",
                          (long long)o, SHAPE(ins[2]));
@@ -111,8 +136,11 @@ static dle_status conv_shape(dle_op op, dle_tensor *const *ins, int nin, const d
       if (s7 < 1 || s8 < 1)
         return dle_error("%s: the %s size {%lld, %lld} (ints[7], ints[8]) must be positive", fn,
                          gi ? "input" : "kernel", (long long)s7, (long long)s8);
-      int64_t o = gy->sizes[1];
-      int64_t c = gi ? other->sizes[1] * g : other->sizes[1];
+      DLE_TRY(check_bounded(fn, a, 7, 2, SIZE_MAX_GEOM, gi ? input_size : kernel_size));
+      int64_t o = gy->sizes[1], c = other->sizes[1];
+      if (gi && __builtin_mul_overflow(other->sizes[1], g, &c))
+        return dle_error("%s: weight %s with %lld groups has too many input channels", fn, SHAPE(other),
+                         (long long)g);
       if (o % g || c % g)
         return dle_error("%s: groups %lld must divide the channels (grad_output %s, %s %s)", fn,
                          (long long)g, SHAPE(gy), gi ? "weight" : "input", SHAPE(other));
@@ -150,6 +178,7 @@ static dle_status conv_shape(dle_op op, dle_tensor *const *ins, int nin, const d
       if (h < 1 || w < 1)
         return dle_error("%s: the input size {%lld, %lld} (ints[7], ints[8]) must be positive", fn,
                          (long long)h, (long long)w);
+      DLE_TRY(check_bounded(fn, a, 7, 2, SIZE_MAX_GEOM, input_size));
       DLE_TRY(check_pool_attrs(fn, a, h, w));
       int64_t ho = pool_out(h, a->ints[0], a->ints[2], a->ints[4]);
       int64_t wo = pool_out(w, a->ints[1], a->ints[3], a->ints[5]);

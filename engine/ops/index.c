@@ -260,7 +260,8 @@ static dle_status forward_one_hot(dle_tensor **outs, dle_tensor *const *ins, con
                        SHAPE(classes));
     int64_t m;
     DLE_TRY(max_class(classes, &m));
-    local.ints[0] = m - a->index_base + 1 > 0 ? m - a->index_base + 1 : 0;
+    int64_t base = a->index_base;   /* m - base + 1 without overflow at the int64 extremes */
+    local.ints[0] = m < base ? 0 : m - base >= INT64_MAX - 1 ? INT64_MAX : m - base + 1;
   }
   int64_t sizes[DLE_MAX_DIMS];
   memcpy(sizes, classes->sizes, sizeof sizes);

@@ -34,7 +34,10 @@ static bool view_strides(int nd, const int64_t *sizes, const int64_t *strides, i
 /* Resolves one -1 in sizes and checks the element count. */
 static dle_status infer_sizes(const char *fn, const dle_tensor *t, int n, const int64_t *in, int64_t *out) {
   int infer = -1;
-  int64_t known = 1;
+  /* The product of the non-zero sizes must fit (as for new tensors): the view's element count and
+   * strides are products of its sizes, even when a 0 makes it empty. */
+  int64_t nonzero = 1;
+  bool overflow = false, zero = false;
   char buf[128];
   for (int d = 0; d < n; d++) {
     out[d] = in[d];
@@ -44,9 +47,14 @@ static dle_status infer_sizes(const char *fn, const dle_tensor *t, int n, const 
     } else if (in[d] < 0) {
       return dle_error("%s: negative size in %s", fn, dle_shape_str(buf, sizeof buf, n, in));
     } else {
-      known *= in[d];
+      zero = zero || in[d] == 0;
+      overflow = overflow || __builtin_mul_overflow(nonzero, in[d] ? in[d] : 1, &nonzero) ||
+                 nonzero > INT64_MAX / 16;
     }
   }
+  if (overflow)
+    return dle_error("%s: shape %s has too many elements", fn, dle_shape_str(buf, sizeof buf, n, in));
+  int64_t known = zero ? 0 : nonzero;
   int64_t numel = dle_tensor_numel(t);
   if (infer >= 0) {
     if (known == 0 || numel % known)

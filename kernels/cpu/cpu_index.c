@@ -232,7 +232,8 @@ typedef struct {
  * k along dim, out[pos + (index - base) * out_step] += src[pos + k * src_step]. Contiguous
  * positions are swept once per step (index_add of rows); scattered ones finish their steps
  * one position at a time, walking index and src along dim (scatter_add along the last dim). */
-#define ACCUMULATE_ADD(ID, T, o, x) (*(T *)(o) = ST_##ID(LD_##ID(*(T *)(o)) + LD_##ID(*(const T *)(x))))
+/* integers wrap (CPU_WRAP) as the elementwise add does, without signed-overflow UB */
+#define ACCUMULATE_ADD(ID, T, o, x) (*(T *)(o) = ST_##ID(CPU_WRAP(LD_##ID(*(T *)(o)), LD_##ID(*(const T *)(x)), +)))
 #define ACCUMULATE_LOOP(ID, T, CT)                                                            \
   static void accumulate_##ID(char **p, const int64_t *s, int64_t n, const void *ctx) {       \
     const accumulate_ctx *c = ctx;                                                            \
@@ -251,7 +252,7 @@ typedef struct {
       if (s[1] == 0 && s[2] == sizeof(T)) {                                                   \
         T *o = (T *)(p[0] + (*(const int64_t *)ip - c->base) * c->out_step);                  \
         const T *x = (const T *)sp;                                                           \
-        _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) o[i] = ST_##ID(LD_##ID(o[i]) + LD_##ID(x[i])); \
+        _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) o[i] = ST_##ID(CPU_WRAP(LD_##ID(o[i]), LD_##ID(x[i]), +)); \
       } else {                                                                                \
         for (int64_t i = 0; i < n; i++)                                                       \
           ACCUMULATE_ADD(ID, T, p[0] + i * s[0] + (*(const int64_t *)(ip + i * s[1]) - c->base) * c->out_step, \
@@ -403,6 +404,7 @@ static dle_status cpu_triangle(dle_op op, dle_tensor *const *outs, dle_tensor *c
   int64_t numel = dle_tensor_numel(out);
   if (numel == 0) return DLE_OK;
   int64_t rows = out->sizes[nd - 2], cols = out->sizes[nd - 1], k = a->ints[0];
+  k = k > cols ? cols : k < -rows ? -rows : k;  /* same mask, and i + k cannot overflow */
   int64_t es = cpu_esize(out->dtype), nrows = numel / cols;
   int64_t os = out->strides[nd - 1] * es, xs = src->strides[nd - 1] * es;
   char *obase = dle_tensor_data(out);

@@ -89,7 +89,7 @@ NN_TYPES(CE_KERNELS)
 /* Every index must be a row base..base+V-1. */
 static dle_status check_rows(const char *fn, const int64_t *idx, int64_t n, int64_t v, int64_t base) {
   for (int64_t p = 0; p < n; p++)
-    if (idx[p] - base < 0 || idx[p] - base >= v)
+    if (idx[p] < base || idx[p] - base >= v)   /* not idx - base < 0: overflows for INT64_MIN */
       return dle_error("%s: index %lld (at position %lld) is out of range for %lld rows (%lld..%lld)", fn,
                        (long long)idx[p], (long long)(p + base), (long long)v, (long long)base,
                        (long long)(base + v - 1));

@@ -39,7 +39,7 @@ static inline dle_status ce_check_targets(const char *fn, const int64_t *t, cons
   int64_t n = 0;
   for (int64_t i = 0; i < c->n; i++) {
     if (ce_ignored(c, t[i])) continue;
-    if (t[i] - c->base < 0 || t[i] - c->base >= c->c)
+    if (t[i] < c->base || t[i] - c->base >= c->c)   /* not t[i] - base < 0: overflows for INT64_MIN */
       return dle_error("%s: target %lld (row %lld) is out of range for %lld classes (%lld..%lld)", fn,
                        (long long)t[i], (long long)(i + c->base), (long long)c->c, (long long)c->base,
                        (long long)(c->base + c->c - 1));

@@ -1,12 +1,24 @@
 --- Autodiff in Lua: forward mode (dle.jvp), gradient checking (dle.gradcheck) and custom
 -- differentiable ops (dle.autograd.Function). Reverse mode itself (t:backward, dle.grad,
 -- dle.no_grad) is native (bindings/lua_autograd.c).
+local check = require "dle.check"
+
 return function(dle)
   local core = dle.core
   dle.autograd = dle.autograd or {}
 
-  local function as_list(v)
+  -- A tensor or a list of tensors as a list (and whether it was a single tensor); anything else
+  -- is an error naming fn and the argument.
+  local function as_list(v, fn, what)
     if core.is_tensor(v) then return {v}, true end
+    if type(v) ~= "table" then
+      error(string.format("%s: %s must be a tensor or a list of tensors, got %s", fn, what, check.typename(v)), 3)
+    end
+    for i, x in ipairs(v) do
+      if not core.is_tensor(x) then
+        error(string.format("%s: %s[%d] must be a tensor, got %s", fn, what, i, check.typename(x)), 3)
+      end
+    end
     return v, false
   end
 
@@ -15,8 +27,9 @@ return function(dle)
   -- its inputs' with its forward rule while f runs. Returns what f returns (a tensor, or a list
   -- when f returns several values) and the matching tangent(s).
   function dle.jvp(f, inputs, tangents)
-    local ins, single = as_list(inputs)
-    local tans = as_list(tangents)
+    check.callable(f, "jvp", "f")
+    local ins, single = as_list(inputs, "jvp", "inputs")
+    local tans = as_list(tangents, "jvp", "tangents")
     if #tans ~= #ins then
       error(string.format("jvp: %d tangents for %d inputs", #tans, #ins), 2)
     end
@@ -46,10 +59,11 @@ return function(dle)
   -- forward mode when opts.forward) with central finite differences. f returns one tensor or
   -- several; integer outputs are ignored.
   function dle.gradcheck(f, inputs, opts)
-    opts = opts or {}
+    check.callable(f, "gradcheck", "f")
+    opts = check.table(opts, "gradcheck", "options", true) or {}
     local eps, atol, rtol = opts.eps or 1e-6, opts.atol or 1e-5, opts.rtol or 1e-3
     local ins = {}
-    for i, x in ipairs((as_list(inputs))) do
+    for i, x in ipairs((as_list(inputs, "gradcheck", "inputs"))) do
       ins[i] = x:detach():to("float64"):clone():requires_grad_(true)
     end
     local function outputs(...)

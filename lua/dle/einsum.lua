@@ -236,11 +236,13 @@ return function(dle)
   -- equation: "bij,bjk->bik" (spaces allowed; "->out" optional: then the output is the labels
   -- used once, alphabetically; "..." stands for broadcast leading dims). Returns a tensor.
   function dle.einsum(equation, ...)
-    local ops = {...}
-    if #ops == 1 and type(ops[1]) == "table" and not dle.is_tensor(ops[1]) then ops = ops[1] end
-    if #ops == 0 then fail("no operands given for '%s'", tostring(equation)) end
-    for k, t in ipairs(ops) do
-      if not dle.is_tensor(t) then fail("operand %d is a %s, not a tensor", k, type(t)) end
+    local ops = table.pack(...)
+    if ops.n == 1 and type(ops[1]) == "table" and not dle.is_tensor(ops[1]) then
+      ops = table.pack(table.unpack(ops[1]))
+    end
+    if ops.n == 0 then fail("no operands given for '%s'", tostring(equation)) end
+    for k = 1, ops.n do   -- every operand, nils included (ipairs would stop at a nil)
+      if not dle.is_tensor(ops[k]) then fail("operand %d is a %s, not a tensor", k, type(ops[k])) end
     end
     local labels, out, sizes = parse(equation, ops)
 

@@ -20,6 +20,7 @@
 -- No C `long`s and no device names: a CUDA tensor is saved as CPU data, loads on the CPU.
 -- Writes go to path .. ".tmp-<pid>", are flushed and fsync'ed, then renamed over path.
 local core = require "dle.core"
+local check = require "dle.check"
 
 local VERSION = 1
 local MAGIC = "DLE\0"
@@ -642,6 +643,14 @@ return function(dle)
   dle.load_npy = public(load_npy)
   dle.save_safetensors = public(save_safetensors)
   dle.load_safetensors = public(load_safetensors)
-  dle.io = {json_decode = function(s) return json_decode(s, "dle.io.json_decode", "string") end,
-    json_string = json_string}
+  dle.io = {
+    json_decode = function(s)
+      check.string(s, "dle.io.json_decode", "text")
+      return json_decode(s, "dle.io.json_decode", "string")
+    end,
+    json_string = function(s)
+      check.string(s, "dle.io.json_string", "s")
+      return json_string(s)
+    end,
+  }
 end

@@ -3,6 +3,8 @@
 -- with a footer "[dle.Tensor float32 of size 2x3]"; tensors of more than
 -- `print_options.threshold` elements are summarized with "..." (first and last `edgeitems`).
 
+local check = require "dle.check"
+
 return function(dle)
   local Tensor = dle.Tensor
   local mt = dle.metatable
@@ -12,10 +14,21 @@ return function(dle)
 
   --- Sets printing options from a table (keys of dle.print_options).
   function dle.set_printoptions(opts)
+    check.table(opts, "set_printoptions", "options")
     for k, v in pairs(opts) do
       if dle.print_options[k] == nil then error("set_printoptions: unknown option '" .. tostring(k) .. "'", 2) end
-      dle.print_options[k] = v
+      -- threshold may be math.huge (never summarize); edgeitems and precision are bounded so
+      -- printing stays cheap and its formats valid
+      local ok
+      if k == "threshold" then ok = type(v) == "number" and v >= 0
+      else ok = math.type(v) == "integer" and v >= 0 and v <= (k == "precision" and 30 or 1 << 20) end
+      if not ok then
+        error(string.format("set_printoptions: %s must be a non-negative %s, got %s", k,
+          k == "threshold" and "number" or k == "precision" and "integer up to 30" or "integer up to 2^20",
+          tostring(v)), 2)
+      end
     end
+    for k, v in pairs(opts) do dle.print_options[k] = v end
   end
 
   local ELLIPSIS = {} -- marks the skipped middle of a summarized dim
@@ -127,6 +140,7 @@ return function(dle)
 
   --- tostring(t): values and a footer naming dtype and size.
   function mt.__tostring(t)
+    check.tensor(t, "tostring", "tensor")
     local opts = dle.print_options
     if t:device() ~= "cpu" then t = t:cpu() end
     local n, nd = t:numel(), t:dim()
@@ -160,13 +174,18 @@ return function(dle)
   end
 
   --- t:type() — "dle.FloatTensor"-style name is not used; returns the dtype string.
-  function Tensor.type(t) return t:dtype() end
+  function Tensor.type(t)
+    check.tensor(t, "type", "self")
+    return t:dtype()
+  end
 
   --- t:tolist() — alias of totable().
   Tensor.tolist = Tensor.totable
 
   --- t:equal(other) — true when both have the same shape and all elements are equal.
   function Tensor.equal(a, b)
+    check.tensor(a, "equal", "self")
+    check.tensor(b, "equal", "other")
     local sa, sb = a:shape(), b:shape()
     if #sa ~= #sb then return false end
     for i = 1, #sa do if sa[i] ~= sb[i] then return false end end

@@ -3,6 +3,7 @@
 --   for epoch = 1, 10 do for xb, yb in loader do ... end end   -- each `for` is one epoch
 -- Shuffled orders come from dle.randperm with the generator, so a seed fixes every epoch's batches.
 local dle = require "dle"
+local check = require "dle.check"
 
 local DataLoader = {}
 DataLoader.__index = DataLoader
@@ -18,7 +19,7 @@ local is_tensor = core.is_tensor
 -- @param opts {batch_size = 1, shuffle = false, drop_last = false, generator = dle.Generator}
 -- @return DataLoader; #loader is the number of batches per epoch
 function DataLoader.new(source, opts)
-  opts = opts or {}
+  opts = check.table(opts, "DataLoader", "options", true) or {}
   local self = setmetatable({}, DataLoader)
   local bs = opts.batch_size or 1
   if math.type(bs) ~= "integer" or bs < 1 then

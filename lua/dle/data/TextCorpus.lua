@@ -6,6 +6,7 @@
 -- data is the file's bytes as a uint8 tensor (memory-mapped, never copied); ids maps every byte
 -- to its 1-based vocabulary id (int64); vocab lists the distinct bytes in byte order.
 local dle = require "dle"
+local check = require "dle.check"
 
 local TextCorpus = {}
 TextCorpus.__index = TextCorpus
@@ -161,7 +162,7 @@ end
 --   with narrow)}
 -- @return x, y int64 B x T
 function TextCorpus:batch(batch_size, block_size, opts)
-  opts = opts or {}
+  opts = check.table(opts, "TextCorpus:batch", "options", true) or {}
   local ids = opts.ids or self.ids
   local n = ids:numel()
   if n <= block_size then

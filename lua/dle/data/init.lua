@@ -2,6 +2,7 @@
 -- byte-level text corpora and the DataLoader. The file parsing and mapping are C helpers in
 -- dle.core (bindings/lua_data.c); everything else is plain Lua over tensor ops.
 local dle = require "dle"
+local check = require "dle.check"
 local core = require "dle.core"
 
 local data = {}
@@ -48,7 +49,7 @@ local FASHION_DIR = "/usr/share/datasets/fashion-mnist"
 -- @param opts {path = directory, dtype = "float32"} (dtype of the images; any float dtype)
 -- @return images (N x 1 x 28 x 28, values in [0,1]), labels (int64 N, classes 1..10)
 function data.fashion_mnist(split, opts)
-  opts = opts or {}
+  opts = check.table(opts, "fashion_mnist", "options", true) or {}
   split = split or "train"
   local prefix = ({train = "train", test = "t10k"})[split]
   if not prefix then
@@ -108,7 +109,7 @@ end
 -- @param opts {offset = bytes (a multiple of the element size, default 0), mode = "r" | "r+"}
 -- @return tensor
 function data.memmap(path, dtype, shape, opts)
-  opts = opts or {}
+  opts = check.table(opts, "memmap", "options", true) or {}
   if type(path) ~= "string" then error("memmap: path must be a string, got " .. type(path), 2) end
   if type(dtype) ~= "string" then error("memmap: dtype must be a string, got " .. type(dtype), 2) end
   local offset = opts.offset or 0
@@ -148,8 +149,15 @@ end
 -- @param ... tensors
 -- @return dataset object
 function data.TensorDataset(...)
-  local tensors = {...}
-  if #tensors == 0 then error("TensorDataset: needs at least one tensor", 2) end
+  local tensors = table.pack(...)
+  if tensors.n == 0 then error("TensorDataset: needs at least one tensor", 2) end
+  for i = 1, tensors.n do
+    local t = tensors[i]
+    if not dle.is_tensor(t) or t:dim() == 0 then
+      error(string.format("TensorDataset: argument %d must be a tensor of at least 1 dim, got %s", i,
+        dle.is_tensor(t) and "a 0-dim tensor" or check.typename(t)), 2)
+    end
+  end
   local n = tensors[1]:size(1)
   for i, t in ipairs(tensors) do
     if t:size(1) ~= n then

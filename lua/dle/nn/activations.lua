@@ -1,13 +1,17 @@
 --- Activation layers: ReLU, GELU, Tanh, Sigmoid, SiLU, Softmax(d), LogSoftmax(d), Identity.
 -- Small parameter-free classes share this file.
 local Module = require "dle.nn.module"
+local check = require "dle.check"
 
 local A = {}
 
 local function simple(name, method)
   local cls = Module:extend(name)
   --- applies the activation elementwise
-  cls.forward = function(_, x) return x[method](x) end
+  cls.forward = function(_, x)
+    check.tensor(x, name, "input")
+    return x[method](x)
+  end
   return cls
 end
 
@@ -23,14 +27,20 @@ function A.Identity:forward(x) return x end
 
 --- Softmax(d): softmax along dimension d (default -1).
 A.Softmax = Module:extend("Softmax")
-function A.Softmax:init(d) self.dim = d or -1 end
-function A.Softmax:forward(x) return x:softmax(self.dim) end
+function A.Softmax:init(d) self.dim = check.integer(d or -1, "Softmax", "dim") end
+function A.Softmax:forward(x)
+  check.tensor(x, "Softmax", "input")
+  return x:softmax(self.dim)
+end
 function A.Softmax:extra_repr() return "dim=" .. self.dim end
 
 --- LogSoftmax(d): log_softmax along dimension d (default -1).
 A.LogSoftmax = Module:extend("LogSoftmax")
-function A.LogSoftmax:init(d) self.dim = d or -1 end
-function A.LogSoftmax:forward(x) return x:log_softmax(self.dim) end
+function A.LogSoftmax:init(d) self.dim = check.integer(d or -1, "LogSoftmax", "dim") end
+function A.LogSoftmax:forward(x)
+  check.tensor(x, "LogSoftmax", "input")
+  return x:log_softmax(self.dim)
+end
 function A.LogSoftmax:extra_repr() return "dim=" .. self.dim end
 
 return A

@@ -6,11 +6,12 @@
 --   local y = attn(x)                                  -- x {B, T, 128} -> y {B, T, 128}
 --   local o = dle.nn.functional.scaled_dot_product_attention(q, k, v, {causal = true})
 local dle = require "dle"
+local check = require "dle.check"
 local Module = require "dle.nn.module"
 local F = require "dle.nn.functional"
 local Linear = require "dle.nn.linear"
 
-local shape_str = require("dle.nn.argcheck").shape_str
+local shape_str = require("dle.check").shape_str
 
 -- Causal masks (bool, true above the diagonal = position not allowed), cached by "Tq,Tk,device".
 -- Top-left aligned as PyTorch's is_causal: query i may see keys 1..i.
@@ -22,8 +23,9 @@ local causal_cache = setmetatable({}, {__mode = "v"})
 -- @param device optional device string (default "cpu")
 -- @return bool tensor {tq, tk}; do not modify it
 local function causal_mask(tq, tk, device)
-  tk = tk or tq
-  device = device or "cpu"
+  tq = check.integer_min(tq, "causal_mask", "tq", 0)
+  tk = check.integer_min(tk or tq, "causal_mask", "tk", 0)
+  device = check.string(device or "cpu", "causal_mask", "device")
   local key = tq .. "," .. tk .. "," .. device
   local m = causal_cache[key]
   if not m then
@@ -49,7 +51,7 @@ end
 -- @return tensor {..., Tq, Dv}
 -- A query row whose keys are all masked gives zero weights and a zero output (PyTorch: NaN).
 local function scaled_dot_product_attention(q, k, v, opts)
-  opts = opts or {}
+  opts = check.table(opts, "scaled_dot_product_attention", "options", true) or {}
   for _, p in ipairs({{"q", q}, {"k", k}, {"v", v}}) do
     if not dle.is_tensor(p[2]) then
       error("scaled_dot_product_attention: " .. p[1] .. " must be a tensor, got " .. type(p[2]), 2)
@@ -97,7 +99,7 @@ local MultiheadAttention = Module:extend("MultiheadAttention")
 -- @param opts optional {causal = false, bias = true, dropout = 0 (on the attention weights),
 --   dtype = "float32", generator = g (init and dropout)}
 function MultiheadAttention:init(d, heads, opts)
-  opts = opts or {}
+  opts = check.table(opts, "MultiheadAttention", "options", true) or {}
   if math.type(d) ~= "integer" or d < 1 or math.type(heads) ~= "integer" or heads < 1 then
     error("MultiheadAttention: expected positive integers (d, heads), got " .. tostring(d) .. ", " .. tostring(heads), 3)
   end
@@ -140,7 +142,9 @@ end
 -- @return tensor {B, Tq, d}
 function MultiheadAttention:forward(q, k, v, opts)
   if type(k) == "table" and not dle.is_tensor(k) then opts, k = k, nil end
-  opts = opts or {}
+  opts = check.table(opts, "MultiheadAttention", "options", true) or {}
+  check.opt_tensor(k, "MultiheadAttention", "key")
+  check.opt_tensor(v, "MultiheadAttention", "value")
   local unbatched = dle.is_tensor(q) and q:dim() == 2
   if unbatched then
     q = q:unsqueeze(1)

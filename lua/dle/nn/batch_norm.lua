@@ -6,6 +6,7 @@
 -- Requiring this file registers both classes into dle.nn (when dle.nn exists) and returns
 -- {BatchNorm1d = ..., BatchNorm2d = ...}.
 local dle = require "dle"
+local check = require "dle.check"
 local Module = require "dle.nn.module"
 local F = require "dle.nn.functional"
 require "dle.nn.functional_conv"
@@ -16,7 +17,7 @@ local BatchNorm = Module:extend("_BatchNorm")
 -- @param opts optional {eps = 1e-5, momentum = 0.1 (nil-able via cumulative = true),
 --   affine = true, track_running_stats = true, dtype = "float32"}
 function BatchNorm:init(c, opts)
-  opts = opts or {}
+  opts = check.table(opts, self.__name, "options", true) or {}
   if math.type(c) ~= "integer" or c < 1 then
     error(self.__name .. ": expected a positive integer number of features, got " .. tostring(c), 3)
   end

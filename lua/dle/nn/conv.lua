@@ -4,6 +4,7 @@
 -- Requiring this file registers the classes into dle.nn (when dle.nn exists) and returns
 -- {Conv2d = ..., MaxPool2d = ..., AvgPool2d = ...}.
 local dle = require "dle"
+local check = require "dle.check"
 local Module = require "dle.nn.module"
 local F = require "dle.nn.functional"
 require "dle.nn.functional_conv"
@@ -72,7 +73,7 @@ local Conv2d = Module:extend("Conv2d")
 -- @param opts optional {stride = 1, padding = 0, dilation = 1 (integers or {h, w}), groups = 1,
 --   bias = true, dtype = "float32", generator = g}
 function Conv2d:init(cin, cout, k, opts)
-  opts = opts or {}
+  opts = check.table(opts, "Conv2d", "options", true) or {}
   if math.type(cin) ~= "integer" or cin < 1 or math.type(cout) ~= "integer" or cout < 1 then
     error("Conv2d: expected positive integer channel counts (cin, cout), got " .. tostring(cin) .. ", " .. tostring(cout), 3)
   end
@@ -144,7 +145,7 @@ end
 -- Pool(k, {stride, padding}).
 local function pool_init(self, k, stride, opts)
   if type(stride) == "table" and opts == nil and stride[1] == nil then opts, stride = stride, stride.stride end
-  opts = opts or {}
+  opts = check.table(opts, self.__name, "options", true) or {}
   self.kernel_size = pair(self.__name, "kernel size", k, 1)
   self.stride = pair(self.__name, "stride", stride or opts.stride or k, 1)
   self.padding = pair(self.__name, "padding", opts.padding or 0, 0)

@@ -1,6 +1,7 @@
 --- dle.nn.Dropout(p = 0.5, {generator}): inverted dropout in training mode, identity in eval.
 local Module = require "dle.nn.module"
 local F = require "dle.nn.functional"
+local check = require "dle.check"
 
 local Dropout = Module:extend("Dropout")
 
@@ -10,7 +11,7 @@ function Dropout:init(p, opts)
   p = p or 0.5
   if type(p) ~= "number" or p < 0 or p > 1 then error("Dropout: p must be a number in [0, 1], got " .. tostring(p), 3) end
   self.p = p
-  self.generator = opts and opts.generator
+  self.generator = check.table(opts, "Dropout", "options", true) and opts.generator
 end
 
 --- @param x tensor

@@ -2,6 +2,7 @@
 -- indexed by 1-based int64 ids (the fused embedding op); weight ~ N(0, 1). With padding_idx, that
 -- row starts at zero and receives no gradient.
 local dle = require "dle"
+local check = require "dle.check"
 local Module = require "dle.nn.module"
 local F = require "dle.nn.functional"
 
@@ -11,7 +12,7 @@ local Embedding = Module:extend("Embedding")
 -- @param embedding_dim integer d
 -- @param opts optional {dtype = "float32", generator = g, padding_idx = i (1..n)}
 function Embedding:init(num_embeddings, embedding_dim, opts)
-  opts = opts or {}
+  opts = check.table(opts, "Embedding", "options", true) or {}
   if math.type(num_embeddings) ~= "integer" or num_embeddings < 1 or math.type(embedding_dim) ~= "integer" or embedding_dim < 1 then
     error("Embedding: expected positive integer sizes (n, d), got " .. tostring(num_embeddings) .. ", " .. tostring(embedding_dim), 3)
   end

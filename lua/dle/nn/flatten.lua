@@ -1,17 +1,20 @@
 --- dle.nn.Flatten(start_dim = 2, end_dim = -1): merges dimensions start..end (keeps the batch dim 1).
 local Module = require "dle.nn.module"
+local check = require "dle.check"
 
 local Flatten = Module:extend("Flatten")
 
 --- @param start_dim default 2
 -- @param end_dim default -1
 function Flatten:init(start_dim, end_dim)
-  self.start_dim, self.end_dim = start_dim or 2, end_dim or -1
+  self.start_dim = check.integer(start_dim or 2, "Flatten", "start_dim")
+  self.end_dim = check.integer(end_dim or -1, "Flatten", "end_dim")
 end
 
 --- @param x tensor
 -- @return x with dims start..end merged (a view when possible)
 function Flatten:forward(x)
+  check.tensor(x, "Flatten", "input")
   local nd = x:dim()
   local s = self.start_dim < 0 and nd + 1 + self.start_dim or self.start_dim
   local e = self.end_dim < 0 and nd + 1 + self.end_dim or self.end_dim

@@ -8,32 +8,32 @@ local dle = require "dle"
 
 local F = {}
 
-local argcheck = require "dle.nn.argcheck"
-local shape_str, check_tensor = argcheck.shape_str, argcheck.check_tensor
+local check = require "dle.check"
+local shape_str = check.shape_str
 
---- relu(x) = max(x, 0).
-function F.relu(x) return x:relu() end
---- gelu(x).
-function F.gelu(x) return x:gelu() end
---- silu(x) = x * sigmoid(x).
-function F.silu(x) return x:silu() end
---- tanh(x).
-function F.tanh(x) return x:tanh() end
---- sigmoid(x).
-function F.sigmoid(x) return x:sigmoid() end
-
---- softmax along dimension d (default -1).
--- @return tensor of x's shape
-function F.softmax(x, d) return x:softmax(d or -1) end
-
---- log_softmax along dimension d (default -1).
--- @return tensor of x's shape
-function F.log_softmax(x, d) return x:log_softmax(d or -1) end
+-- Elementwise activations: relu(x) = max(x, 0), gelu(x), silu(x) = x * sigmoid(x), tanh(x),
+-- sigmoid(x); softmax(x, d) and log_softmax(x, d) along dimension d (default -1). Each returns a
+-- tensor of x's shape.
+for _, name in ipairs({"relu", "gelu", "silu", "tanh", "sigmoid"}) do
+  F[name] = function(x)
+    check.tensor(x, name, "input")
+    return x[name](x)
+  end
+end
+for _, name in ipairs({"softmax", "log_softmax"}) do
+  F[name] = function(x, d)
+    check.tensor(x, name, "input")
+    return x[name](x, d or -1)
+  end
+end
 
 --- linear(x, weight, bias): x @ weight^T + bias; x is {..., in}, weight {out, in}, bias {out} or nil.
 -- @return tensor {..., out}
 function F.linear(x, weight, bias)
-  check_tensor("linear", "input", x)
+  check.tensor(x, "linear", "input")
+  check.tensor(weight, "linear", "weight")
+  check.opt_tensor(bias, "linear", "bias")
+  if weight:dim() ~= 2 then error("linear: weight must be 2-D {out, in}, got " .. shape_str(weight), 2) end
   local inf = weight:size(2)
   if x:dim() < 1 or x:size(-1) ~= inf then
     error("linear: input has shape " .. shape_str(x) .. ", expected last dimension " .. inf
@@ -59,9 +59,10 @@ end
 -- @param opts optional {generator = g}
 -- @return tensor of x's shape
 function F.dropout(x, p, training, opts)
+  check.table(opts, "dropout", "options", true)
   p = p or 0.5
   if type(p) ~= "number" or p < 0 or p > 1 then error("dropout: p must be a number in [0, 1], got " .. tostring(p), 2) end
-  check_tensor("dropout", "input", x)
+  check.tensor(x, "dropout", "input")
   if training == false or p == 0 then return x end
   return dle.dropout(x, p, {generator = opts and opts.generator})
 end
@@ -76,8 +77,10 @@ end
 --   shape of weight (or bias), else the last dimension
 -- @return tensor of x's shape
 function F.layer_norm(x, weight, bias, eps, normalized_shape)
-  check_tensor("layer_norm", "input", x)
+  check.tensor(x, "layer_norm", "input")
   if x:dim() < 1 then error("layer_norm: expected an input of at least 1 dimension, got " .. shape_str(x), 2) end
+  check.opt_tensor(weight, "layer_norm", "weight")
+  check.opt_tensor(bias, "layer_norm", "bias")
   local shape = normalized_shape or (weight and weight:shape()) or (bias and bias:shape()) or x:size(-1)
   return (dle.layer_norm(x, shape, weight, bias, eps or 1e-5))
 end
@@ -87,8 +90,9 @@ end
 -- @param opts optional {padding_idx = i}: row i receives no gradient
 -- @return tensor {ids shape..., d}
 function F.embedding(ids, weight, opts)
-  check_tensor("embedding", "ids", ids)
-  check_tensor("embedding", "weight", weight)
+  check.table(opts, "embedding", "options", true)
+  check.tensor(ids, "embedding", "ids")
+  check.tensor(weight, "embedding", "weight")
   return dle.embedding(weight, ids, {padding_idx = opts and opts.padding_idx})
 end
 
@@ -131,8 +135,9 @@ end
 --   the mean is over the targets that are not ignore_index
 -- @return scalar tensor, or per-element losses for reduction "none"
 function F.nll_loss(logp, targets, opts)
-  check_tensor("nll_loss", "input", logp)
-  check_tensor("nll_loss", "targets", targets)
+  check.table(opts, "nll_loss", "options", true)
+  check.tensor(logp, "nll_loss", "input")
+  check.tensor(targets, "nll_loss", "targets")
   opts = opts or {}
   local lp, out_shape = classes_last(logp)
   if targets:is_floating_point() then
@@ -161,8 +166,9 @@ end
 --   mean is over the targets that are not ignore_index (over all rows for probabilities)
 -- @return scalar tensor, or per-element losses for reduction "none"
 function F.cross_entropy(logits, targets, opts)
-  check_tensor("cross_entropy", "logits", logits)
-  check_tensor("cross_entropy", "targets", targets)
+  check.table(opts, "cross_entropy", "options", true)
+  check.tensor(logits, "cross_entropy", "logits")
+  check.tensor(targets, "cross_entropy", "targets")
   opts = opts or {}
   local x, out_shape = classes_last(logits)
   if targets:is_floating_point() then
@@ -184,8 +190,9 @@ end
 -- @param opts optional {reduction = "mean"|"sum"|"none"}
 -- @return scalar tensor, or elementwise losses for reduction "none"
 function F.mse_loss(input, target, opts)
-  check_tensor("mse_loss", "input", input)
-  check_tensor("mse_loss", "target", target)
+  check.table(opts, "mse_loss", "options", true)
+  check.tensor(input, "mse_loss", "input")
+  check.tensor(target, "mse_loss", "target")
   if shape_str(input) ~= shape_str(target) then
     error("mse_loss: input has shape " .. shape_str(input) .. " but target has shape " .. shape_str(target), 2)
   end
@@ -200,8 +207,9 @@ end
 --   broadcasts to x's shape (a weight per class of the last dim: {C} for x {N, C})
 -- @return scalar tensor, or elementwise losses for reduction "none"
 function F.binary_cross_entropy_with_logits(x, y, opts)
-  check_tensor("binary_cross_entropy_with_logits", "input", x)
-  check_tensor("binary_cross_entropy_with_logits", "target", y)
+  check.table(opts, "binary_cross_entropy_with_logits", "options", true)
+  check.tensor(x, "binary_cross_entropy_with_logits", "input")
+  check.tensor(y, "binary_cross_entropy_with_logits", "target")
   if shape_str(x) ~= shape_str(y) then
     error("binary_cross_entropy_with_logits: input has shape " .. shape_str(x) .. " but target has shape " .. shape_str(y), 2)
   end

@@ -8,8 +8,8 @@ local F = require "dle.nn.functional"
 
 local M = {}
 
-local argcheck = require "dle.nn.argcheck"
-local shape_str, check_tensor = argcheck.shape_str, argcheck.check_tensor
+local check = require "dle.check"
+local shape_str = check.shape_str
 
 -- The native op `name` of dle, or an error saying it is missing.
 local function native(name)
@@ -39,7 +39,8 @@ end
 --   running statistics are the average over the n batches seen so far
 -- @return tensor of x's shape
 function M.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps, opts)
-  check_tensor("batch_norm", "input", x)
+  check.tensor(x, "batch_norm", "input")
+  check.table(opts, "batch_norm", "options", true)
   eps = eps or 1e-5
   if momentum == nil then momentum = 0.1 end
   if x:dim() < 2 then
@@ -49,7 +50,7 @@ function M.batch_norm(x, running_mean, running_var, weight, bias, training, mome
   for _, p in ipairs({{"running_mean", running_mean}, {"running_var", running_var}, {"weight", weight}, {"bias", bias}}) do
     local t = p[2]
     if t ~= nil then
-      check_tensor("batch_norm", p[1], t)
+      check.tensor(t, "batch_norm", p[1])
       if t:numel() ~= C then
         error("batch_norm: " .. p[1] .. " has shape " .. shape_str(t) .. ", expected " .. C
           .. " elements for input " .. shape_str(x), 2)
@@ -82,7 +83,7 @@ end
 -- Checks that x is a 4-D {N, C, H, W} tensor (a 3-D {C, H, W} one is given a batch dimension);
 -- returns the 4-D tensor and whether the batch dimension was added.
 local function as_batched(fname, x)
-  check_tensor(fname, "input", x)
+  check.tensor(x, fname, "input")
   if x:dim() == 3 then return x:unsqueeze(1), true end
   if x:dim() ~= 4 then
     error(fname .. ": expected a 4-D input {N, C, H, W} (or 3-D {C, H, W}), got " .. shape_str(x), 3)
@@ -97,8 +98,9 @@ end
 -- @return tensor {N, Cout, Hout, Wout}
 function M.conv2d(x, weight, bias, opts)
   local conv = native("conv2d")
+  check.table(opts, "conv2d", "options", true)
   local xb, added = as_batched("conv2d", x)
-  check_tensor("conv2d", "weight", weight)
+  check.tensor(weight, "conv2d", "weight")
   if weight:dim() ~= 4 then error("conv2d: weight must be 4-D {Cout, Cin/groups, kh, kw}, got " .. shape_str(weight), 2) end
   local y = conv(xb, weight, bias, opts or {})
   if added then y = y:squeeze(1) end
@@ -112,6 +114,7 @@ end
 --   (those dle.max_pool2d returns)
 function M.max_pool2d(x, k, opts)
   local pool = native("max_pool2d")
+  check.table(opts, "max_pool2d", "options", true)
   opts = opts or {}
   local xb, added = as_batched("max_pool2d", x)
   local v, i = pool(xb, k, {stride = opts.stride, padding = opts.padding})
@@ -126,6 +129,7 @@ end
 -- @return tensor {N, C, Hout, Wout}
 function M.avg_pool2d(x, k, opts)
   local pool = native("avg_pool2d")
+  check.table(opts, "avg_pool2d", "options", true)
   opts = opts or {}
   local xb, added = as_batched("avg_pool2d", x)
   local y = pool(xb, k, {stride = opts.stride, padding = opts.padding, count_include_pad = opts.count_include_pad})

@@ -3,6 +3,7 @@
 -- sizes) to zero mean and unit (biased) variance, then scales by weight (ones) and adds bias
 -- (zeros), both of the normalized shape. Runs as the fused native op dle.layer_norm.
 local dle = require "dle"
+local check = require "dle.check"
 local Module = require "dle.nn.module"
 local F = require "dle.nn.functional"
 
@@ -11,7 +12,7 @@ local LayerNorm = Module:extend("LayerNorm")
 --- @param normalized_shape size of the last dimension, or a table of trailing sizes
 -- @param opts optional {eps = 1e-5, elementwise_affine = true, dtype = "float32"}
 function LayerNorm:init(normalized_shape, opts)
-  opts = opts or {}
+  opts = check.table(opts, "LayerNorm", "options", true) or {}
   local shape = type(normalized_shape) == "table" and normalized_shape or {normalized_shape}
   if #shape < 1 then error("LayerNorm: normalized_shape must have at least one size", 3) end
   for _, d in ipairs(shape) do

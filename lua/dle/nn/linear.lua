@@ -1,6 +1,7 @@
 --- dle.nn.Linear(in, out, {bias = true, dtype, generator}): y = x @ W^T + b, W {out, in}, b {out}.
 -- Default init as PyTorch: W and b ~ U(-1/sqrt(in), 1/sqrt(in)).
 local dle = require "dle"
+local check = require "dle.check"
 local Module = require "dle.nn.module"
 local F = require "dle.nn.functional"
 
@@ -10,7 +11,7 @@ local Linear = Module:extend("Linear")
 -- @param out_features integer
 -- @param opts optional {bias = true, dtype = "float32", generator = g}
 function Linear:init(in_features, out_features, opts)
-  opts = opts or {}
+  opts = check.table(opts, "Linear", "options", true) or {}
   if math.type(in_features) ~= "integer" or in_features < 1 or math.type(out_features) ~= "integer" or out_features < 1 then
     error("Linear: expected positive integer sizes (in, out), got " .. tostring(in_features) .. ", " .. tostring(out_features), 3)
   end

@@ -2,6 +2,7 @@
 -- calls dle.nn.functional). Called as `loss_fn(input, target)`.
 local Module = require "dle.nn.module"
 local F = require "dle.nn.functional"
+local check = require "dle.check"
 
 local L = {}
 
@@ -9,7 +10,7 @@ local function loss_class(name, fn, keys)
   local cls = Module:extend(name)
   --- @param opts optional options table (see dle.nn.functional)
   cls.init = function(self, opts)
-    opts = opts or {}
+    opts = check.table(opts, self.__name, "options", true) or {}
     if type(opts) ~= "table" then error(name .. ": expected an options table, got " .. type(opts), 3) end
     local o = {}
     for k, v in pairs(opts) do

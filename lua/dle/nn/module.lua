@@ -7,6 +7,7 @@
 -- order of parameters() are deterministic. Buffers (state that is not trained, saved in
 -- state_dict) are declared with `self:register_buffer(name, t)`.
 local dle = require "dle"
+local check = require "dle.check"
 
 local Module = {}
 Module.__name = "Module"
@@ -69,6 +70,8 @@ local class_mt = {
   __call = function(cls, ...) return cls:new(...) end,
   __tostring = function(cls) return "dle.nn." .. cls.__name .. " (class)" end,
 }
+-- dle.nn.Module() itself makes an empty container module, as PyTorch's nn.Module() does.
+setmetatable(Module, class_mt)
 
 --- Makes a subclass.
 -- @param name class name (used in messages, printing and summary())
@@ -100,6 +103,7 @@ end
 -- @param name field name
 -- @param t tensor or nil
 function Module:register_buffer(name, t)
+  check.string(name, self.__name .. ":register_buffer", "name")
   if t ~= nil and not is_tensor(t) then error(self.__name .. ":register_buffer: '" .. name .. "' must be a tensor", 2) end
   local seen, order = rawget(self, "_seen"), rawget(self, "_order")
   if not seen[name] then seen[name] = true; order[#order + 1] = name end
@@ -249,6 +253,7 @@ end
 --- Calls fn(m) on every module (children first, then self).
 -- @return self
 function Module:apply(fn)
+  check.callable(fn, self.__name .. ":apply", "fn")
   for _, c in ipairs(self:children()) do c:apply(fn) end
   fn(self)
   return self
@@ -271,6 +276,7 @@ function Module:eval() return self:train(false) end
 -- fills existing gradients with zeros).
 -- @param opts optional {set_to_none = true}
 function Module:zero_grad(opts)
+  check.table(opts, self.__name .. ":zero_grad", "options", true)
   local to_none = not (opts and opts.set_to_none == false)
   for _, p in ipairs(self:parameters()) do
     if to_none then p.grad = nil
@@ -287,7 +293,7 @@ function Module:state_dict()
   return sd
 end
 
-local shape_str = require("dle.nn.argcheck").shape_str
+local shape_str = require("dle.check").shape_str
 
 --- Copies tensors from `sd` (name -> tensor) into parameters and buffers.
 -- Missing and unexpected keys, shape and dtype mismatches are errors (with {strict = false},
@@ -297,6 +303,7 @@ local shape_str = require("dle.nn.argcheck").shape_str
 -- @return list of missing keys, list of unexpected keys
 function Module:load_state_dict(sd, opts)
   if type(sd) ~= "table" then error("load_state_dict: expected a table name -> tensor, got " .. type(sd), 2) end
+  check.table(opts, "load_state_dict", "options", true)
   local strict = not (opts and opts.strict == false)
   local targets, names = {}, {}
   for _, want in ipairs({"param", "buffer"}) do
@@ -422,7 +429,7 @@ end
 -- @return table {layers = {{name, type, output_shape, params, flops, memory}, ...},
 --   total_params, trainable_params, total_flops, total_memory}
 function Module:summary(input_shape, opts)
-  opts = opts or {}
+  opts = check.table(opts, self.__name .. ":summary", "options", true) or {}
   if type(input_shape) ~= "table" then error("summary: expected an input shape table, e.g. {1, 784}", 2) end
   local names = {}
   for _, e in ipairs(self:named_modules()) do names[e[2]] = e[1] end

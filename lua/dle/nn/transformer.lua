@@ -4,6 +4,7 @@
 -- with attn a MultiheadAttention and an MLP of hidden size mlp_ratio * d. Requiring this module
 -- registers dle.nn.TransformerBlock (and dle.nn.MultiheadAttention).
 local dle = require "dle"
+local check = require "dle.check"
 local Module = require "dle.nn.module"
 local F = require "dle.nn.functional"
 local Linear = require "dle.nn.linear"
@@ -17,7 +18,7 @@ local TransformerBlock = Module:extend("TransformerBlock")
 -- @param opts optional {causal = false, mlp_ratio = 4, dropout = 0 (residual branches and
 --   attention weights), bias = true, dtype = "float32", generator = g}
 function TransformerBlock:init(d, heads, opts)
-  opts = opts or {}
+  opts = check.table(opts, "TransformerBlock", "options", true) or {}
   if math.type(d) ~= "integer" or d < 1 then
     error("TransformerBlock: expected a positive integer size d, got " .. tostring(d), 3)
   end

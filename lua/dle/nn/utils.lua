@@ -1,12 +1,16 @@
 --- dle.nn.utils: gradient clipping and parameter-vector helpers.
 local dle = require "dle"
+local check = require "dle.check"
 
 local U = {}
 
-local function param_list(params)
+local function param_list(fname, params)
   if dle.is_tensor(params) then return {params} end
   if type(params) == "table" and type(params.parameters) == "function" then return params:parameters() end
-  if type(params) ~= "table" then error("clip_grad_norm_: expected a list of tensors, got " .. type(params), 3) end
+  if type(params) ~= "table" then error(fname .. ": expected a list of tensors, got " .. check.typename(params), 3) end
+  for i, p in ipairs(params) do
+    if not dle.is_tensor(p) then error(string.format("%s: parameter %d is a %s, not a tensor", fname, i, check.typename(p)), 3) end
+  end
   return params
 end
 
@@ -17,7 +21,8 @@ end
 -- @param opts optional {norm_type = 2 (or math.huge for the max norm)}
 -- @return the total norm before clipping (a Lua float computed in float64)
 function U.clip_grad_norm_(params, max_norm, opts)
-  local ps = param_list(params)
+  local ps = param_list("clip_grad_norm_", params)
+  check.table(opts, "clip_grad_norm_", "options", true)
   if type(max_norm) ~= "number" or max_norm < 0 then
     error("clip_grad_norm_: max_norm must be a non-negative number, got " .. tostring(max_norm), 2)
   end
@@ -49,15 +54,17 @@ end
 -- @return tensor {n}
 function U.parameters_to_vector(params)
   local flat = {}
-  for _, p in ipairs(param_list(params)) do flat[#flat + 1] = p:detach():reshape(-1) end
+  for _, p in ipairs(param_list("parameters_to_vector", params)) do flat[#flat + 1] = p:detach():reshape(-1) end
   return dle.cat(flat, 1)
 end
 
 --- vector_to_parameters(vec, params): copies consecutive slices of vec into the parameters.
 function U.vector_to_parameters(vec, params)
+  check.tensor(vec, "vector_to_parameters", "vec")
+  local ps = param_list("vector_to_parameters", params)
   local off = 1
   dle.no_grad(function()
-    for _, p in ipairs(param_list(params)) do
+    for _, p in ipairs(ps) do
       local n = p:numel()
       p:copy_(vec:narrow(1, off, n):reshape(p:shape()))
       off = off + n

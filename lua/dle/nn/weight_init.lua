@@ -2,21 +2,24 @@
 -- trailing options table with {generator = g} for reproducible draws.
 -- Fans follow PyTorch: for a {out, in, k...} tensor, fan_in = in * prod(k), fan_out = out * prod(k).
 local dle = require "dle"
+local check = require "dle.check"
 
 local I = {}
 
-local function check(fname, t)
+local function check_float(fname, t)
   if not dle.is_tensor(t) then error(fname .. ": expected a tensor, got " .. type(t), 3) end
   if not t:is_floating_point() then error(fname .. ": expected a float tensor, got " .. t:dtype(), 3) end
 end
 
-local function gen(opts) return opts and opts.generator and {generator = opts.generator} or nil end
+local function gen(fname, opts)
+  check.table(opts, fname, "options", true)
+  return opts and opts.generator and {generator = opts.generator} or nil
+end
 
---- Fans of a tensor of 2 or more dimensions.
--- @return fan_in, fan_out
-function I.calculate_fans(t, fname)
+-- Fans of t for the initializer fname (named in the errors).
+local function fans(t, fname)
   if t:dim() < 2 then
-    error((fname or "calculate_fans") .. ": fan in/out need a tensor of at least 2 dims, got shape {"
+    error(fname .. ": fan in/out need a tensor of at least 2 dims, got shape {"
       .. table.concat(t:shape(), ",") .. "}", 3)
   end
   local rf = 1
@@ -24,17 +27,24 @@ function I.calculate_fans(t, fname)
   return t:size(2) * rf, t:size(1) * rf
 end
 
+--- Fans of a tensor of 2 or more dimensions.
+-- @return fan_in, fan_out
+function I.calculate_fans(t)
+  check.tensor(t, "calculate_fans", "tensor")
+  return fans(t, "calculate_fans")
+end
+
 --- Recommended gain for a nonlinearity (as torch.nn.init.calculate_gain).
 -- @param nonlinearity "linear", "sigmoid", "tanh", "relu", "leaky_relu", "selu", "conv2d", ...
 -- @param param negative slope for leaky_relu (default 0.01)
 -- @return number
 function I.calculate_gain(nonlinearity, param)
-  local n = nonlinearity or "leaky_relu"
+  local n = check.string(nonlinearity or "leaky_relu", "calculate_gain", "nonlinearity")
   if n == "linear" or n == "sigmoid" or n == "identity" or n:match("^conv") then return 1 end
   if n == "tanh" then return 5 / 3 end
   if n == "relu" then return math.sqrt(2) end
   if n == "leaky_relu" then
-    local a = param or 0.01
+    local a = check.number(param or 0.01, "calculate_gain", "param")
     return math.sqrt(2 / (1 + a * a))
   end
   if n == "selu" then return 3 / 4 end
@@ -43,21 +53,23 @@ end
 
 --- uniform_(t, a = 0, b = 1, opts): U(a, b).
 function I.uniform_(t, a, b, opts)
-  check("uniform_", t)
-  dle.no_grad(function() t:uniform_(a or 0, b or 1, gen(opts)) end)
+  check_float("uniform_", t)
+  local g = gen("uniform_", opts)
+  dle.no_grad(function() t:uniform_(a or 0, b or 1, g) end)
   return t
 end
 
 --- normal_(t, mean = 0, std = 1, opts): N(mean, std^2).
 function I.normal_(t, mean, std, opts)
-  check("normal_", t)
-  dle.no_grad(function() t:normal_(mean or 0, std or 1, gen(opts)) end)
+  check_float("normal_", t)
+  local g = gen("normal_", opts)
+  dle.no_grad(function() t:normal_(mean or 0, std or 1, g) end)
   return t
 end
 
 --- constant_(t, v): fills with v.
 function I.constant_(t, v)
-  check("constant_", t)
+  check_float("constant_", t)
   dle.no_grad(function() t:fill_(v) end)
   return t
 end
@@ -70,26 +82,26 @@ function I.ones_(t) return I.constant_(t, 1) end
 
 --- xavier_uniform_(t, gain = 1, opts): U(-a, a), a = gain * sqrt(6 / (fan_in + fan_out)).
 function I.xavier_uniform_(t, gain, opts)
-  check("xavier_uniform_", t)
-  local fi, fo = I.calculate_fans(t, "xavier_uniform_")
-  local a = (gain or 1) * math.sqrt(6 / (fi + fo))
+  check_float("xavier_uniform_", t)
+  local fi, fo = fans(t, "xavier_uniform_")
+  local a = check.number(gain or 1, "xavier_uniform_", "gain") * math.sqrt(6 / (fi + fo))
   return I.uniform_(t, -a, a, opts)
 end
 
 --- xavier_normal_(t, gain = 1, opts): N(0, std^2), std = gain * sqrt(2 / (fan_in + fan_out)).
 function I.xavier_normal_(t, gain, opts)
-  check("xavier_normal_", t)
-  local fi, fo = I.calculate_fans(t, "xavier_normal_")
-  return I.normal_(t, 0, (gain or 1) * math.sqrt(2 / (fi + fo)), opts)
+  check_float("xavier_normal_", t)
+  local fi, fo = fans(t, "xavier_normal_")
+  return I.normal_(t, 0, check.number(gain or 1, "xavier_normal_", "gain") * math.sqrt(2 / (fi + fo)), opts)
 end
 
 local function kaiming_std(fname, t, opts)
-  opts = opts or {}
+  opts = check.table(opts, fname, "options", true) or {}
   local mode = opts.mode or "fan_in"
   if mode ~= "fan_in" and mode ~= "fan_out" then
     error(fname .. ": mode must be 'fan_in' or 'fan_out', got '" .. tostring(mode) .. "'", 3)
   end
-  local fi, fo = I.calculate_fans(t, fname)
+  local fi, fo = fans(t, fname)
   local gain = I.calculate_gain(opts.nonlinearity or "leaky_relu", opts.a or 0)
   return gain / math.sqrt(mode == "fan_in" and fi or fo)
 end
@@ -97,7 +109,7 @@ end
 --- kaiming_uniform_(t, {a = 0, mode = "fan_in", nonlinearity = "leaky_relu", generator}):
 -- U(-b, b), b = gain * sqrt(3 / fan).
 function I.kaiming_uniform_(t, opts)
-  check("kaiming_uniform_", t)
+  check_float("kaiming_uniform_", t)
   local b = math.sqrt(3) * kaiming_std("kaiming_uniform_", t, opts)
   return I.uniform_(t, -b, b, opts)
 end
@@ -105,7 +117,7 @@ end
 --- kaiming_normal_(t, {a = 0, mode = "fan_in", nonlinearity = "leaky_relu", generator}):
 -- N(0, std^2), std = gain / sqrt(fan).
 function I.kaiming_normal_(t, opts)
-  check("kaiming_normal_", t)
+  check_float("kaiming_normal_", t)
   return I.normal_(t, 0, kaiming_std("kaiming_normal_", t, opts), opts)
 end
 
@@ -113,12 +125,14 @@ end
 -- that fall outside. Defaults: std = 1/sqrt(fan_in) (fan_in = size of the last dim for 1-D
 -- tensors), a = -3*std, b = 3*std.
 function I.trunc_normal_(t, std, a, b, opts)
-  check("trunc_normal_", t)
+  check_float("trunc_normal_", t)
   if std == nil then
-    local fi = t:dim() >= 2 and I.calculate_fans(t, "trunc_normal_") or math.max(t:numel(), 1)
+    local fi = t:dim() >= 2 and fans(t, "trunc_normal_") or math.max(t:numel(), 1)
     std = 1 / math.sqrt(fi)
   end
-  a, b = a or -3 * std, b or 3 * std
+  check.number(std, "trunc_normal_", "std")
+  a, b = check.number(a or -3 * std, "trunc_normal_", "a"), check.number(b or 3 * std, "trunc_normal_", "b")
+  check.table(opts, "trunc_normal_", "options", true)
   if not (a < b) then error("trunc_normal_: need a < b, got [" .. a .. ", " .. b .. "]", 2) end
   if a > 3 * std or b < -3 * std then
     error("trunc_normal_: interval [" .. a .. ", " .. b .. "] is too far from the mean for resampling (std " .. std .. ")", 2)

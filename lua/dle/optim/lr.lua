@@ -3,6 +3,8 @@
 -- lr of every group. Call sched:step() after opt:step(), once per optimizer step:
 --   local sched = dle.optim.lr.cosine(opt, {warmup = 100, total = 10000, min_lr = 1e-5})
 --   for it = 1, 10000 do ...; opt:step(); sched:step() end
+local check = require "dle.check"
+
 local Scheduler = {}
 Scheduler.__index = Scheduler
 
@@ -75,7 +77,7 @@ local lr = {Scheduler = Scheduler}
 -- @param opts {warmup = 0, total = (required, > warmup), min_lr = 0}
 -- @return scheduler
 function lr.cosine(opt, opts)
-  opts = opts or {}
+  opts = check.table(opts, "lr.cosine", "options", true) or {}
   local warmup = check_int("cosine", opts, "warmup", 0, false, 0)
   local total = check_int("cosine", opts, "total", 1, true)
   local min_lr = opts.min_lr or 0
@@ -98,7 +100,7 @@ end
 -- @param opts {step_size = (required, >= 1), gamma = 0.1}
 -- @return scheduler
 function lr.step(opt, opts)
-  opts = opts or {}
+  opts = check.table(opts, "lr.step", "options", true) or {}
   local step_size = check_int("step", opts, "step_size", 1, true)
   local gamma = opts.gamma or 0.1
   if type(gamma) ~= "number" or gamma < 0 then
