@@ -425,4 +425,13 @@ describe("logical_and / logical_or / logical_xor, isclose / allclose", function(
     assert.is_true(dle.allclose(dle.ones(2, 3), 1))
     assert.is_false(dle.ones(2):allclose(dle.tensor({1, 1.1})))
   end)
+
+  it("name themselves and the argument on wrong arguments", function()
+    local H = require "helpers"
+    H.assert_error(function() dle.isclose("x", dle.ones(2)) end, "isclose: input must be a tensor, got string")
+    H.assert_error(function() dle.ones(2):allclose({}) end, "allclose: other must be a tensor or a number, got table")
+    H.assert_error(function() dle.ones(2):isclose(dle.ones(2), "big") end, "isclose: rtol must be a number")
+    H.assert_error(function() dle.ones(2):logical_and("x") end, "logical_and: other must be a tensor or a number")
+    H.assert_error(function() dle.Tensor.logical_or(1.5, dle.ones(2)) end, "logical_or: input must be a tensor")
+  end)
 end)

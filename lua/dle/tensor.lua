@@ -193,31 +193,48 @@ return function(dle)
     return a:eq(b):logical_not():to("float32"):sum():item() == 0
   end
 
-  -- b as a tensor (a number becomes a 0-d one)
-  local function as_tensor(b) return dle.is_tensor(b) and b or dle.tensor(b) end
+  -- The second operand of fn as a tensor (a number or boolean becomes a 0-d one); anything else
+  -- is an error naming fn, reported at fn's caller.
+  local function operand(b, fn)
+    if dle.is_tensor(b) then return b end
+    if type(b) == "number" or type(b) == "boolean" then return dle.tensor(b) end
+    error(string.format("%s: other must be a tensor or a number, got %s", fn, check.typename(b)), 3)
+  end
 
   --- t:logical_and(b), logical_or(b), logical_xor(b): bool tensors, nonzero meaning true,
   -- broadcasting; b may be a number.
-  function Tensor.logical_and(a, b) return a:ne(0):minimum(as_tensor(b):ne(0)):ne(0) end
-  function Tensor.logical_or(a, b) return a:ne(0):maximum(as_tensor(b):ne(0)):ne(0) end
-  function Tensor.logical_xor(a, b) return a:ne(0):ne(as_tensor(b):ne(0)) end
+  function Tensor.logical_and(a, b)
+    check.tensor(a, "logical_and", "input")
+    return a:ne(0):minimum(operand(b, "logical_and"):ne(0)):ne(0)
+  end
+  function Tensor.logical_or(a, b)
+    check.tensor(a, "logical_or", "input")
+    return a:ne(0):maximum(operand(b, "logical_or"):ne(0)):ne(0)
+  end
+  function Tensor.logical_xor(a, b)
+    check.tensor(a, "logical_xor", "input")
+    return a:ne(0):ne(operand(b, "logical_xor"):ne(0))
+  end
 
   --- t:isclose(other, rtol, atol, equal_nan) / dle.isclose(a, b, ...): bool tensor of
   -- |a - b| <= atol + rtol * |b| for finite elements (defaults rtol 1e-5, atol 1e-8, as PyTorch),
   -- broadcasting; an infinity is close only to itself; NaN is close to NaN only with equal_nan.
-  function Tensor.isclose(a, b, rtol, atol, equal_nan)
-    rtol, atol = rtol or 1e-5, atol or 1e-8
-    b = as_tensor(b)
+  local function isclose(fn, a, b, rtol, atol, equal_nan)
+    check.tensor(a, fn, "input")
+    b = operand(b, fn)
+    rtol = rtol == nil and 1e-5 or check.number(rtol, fn, "rtol")
+    atol = atol == nil and 1e-8 or check.number(atol, fn, "atol")
     local finite = a:abs():lt(math.huge):logical_and(b:abs():lt(math.huge))
     local close = (a - b):abs():le(b:abs() * rtol + atol):logical_and(finite):logical_or(a:eq(b))
     if equal_nan then close = close:logical_or(a:ne(a):logical_and(b:ne(b))) end
     return close
   end
+  function Tensor.isclose(a, b, rtol, atol, equal_nan) return isclose("isclose", a, b, rtol, atol, equal_nan) end
 
   --- t:allclose(other, rtol, atol, equal_nan) / dle.allclose(a, b, ...): true when every element
   -- is close (see isclose) and the shapes broadcast.
   function Tensor.allclose(a, b, rtol, atol, equal_nan)
-    return Tensor.isclose(a, b, rtol, atol, equal_nan):all():item()
+    return isclose("allclose", a, b, rtol, atol, equal_nan):all():item()
   end
   dle.isclose, dle.allclose = Tensor.isclose, Tensor.allclose
 end
