@@ -21,8 +21,6 @@ package.loaded["dle"] = dle
 require("dle.tensor")(dle)
 require("dle.einsum")(dle)
 require("dle.autograd")(dle)
-require("dle.checkpoint")(dle)
-require("dle.profile")(dle)
 
 -- The file formats (dle.save/load, npy, safetensors) in dle.io.
 require("dle.io")(dle)
@@ -30,9 +28,16 @@ require("dle.io")(dle)
 -- Subpackages dle.nn, dle.optim, dle.data load on first use (each is also requireable on its own):
 -- together they are half of `require "dle"`'s start-up, which scripts that only compute with
 -- tensors should not pay.
+-- So do the functions of dle.checkpoint and dle.profile (whose modules add them to dle).
 local subpackages = {nn = "dle.nn", optim = "dle.optim", data = "dle.data"}
+local installers = {checkpoint = "dle.checkpoint", profile = "dle.profile", flops = "dle.profile"}
 local loading = {}   -- a subpackage's own files may look for it while it loads: nil then
 setmetatable(dle, {__index = function(t, k)
+  local installer = installers[k]
+  if installer then
+    require(installer)(dle)
+    return rawget(t, k)
+  end
   local name = subpackages[k]
   if not name or loading[k] then return nil end
   loading[k] = true
