@@ -62,9 +62,14 @@ end
 
 --- v must be a function (or a callable table).
 function check.callable(v, fn, what)
-  local mt = type(v) == "table" and getmetatable(v)
-  if type(v) ~= "function" and not (mt and mt.__call) then fail(fn, what, "a function", v) end
+  if not check.is_callable(v) then fail(fn, what, "a function", v) end
   return v
+end
+
+--- Whether v is a function or a table whose metatable has __call (an nn.Module).
+function check.is_callable(v)
+  local mt = type(v) == "table" and getmetatable(v)
+  return type(v) == "function" or (mt and mt.__call ~= nil) or false
 end
 
 --- v must be a table (not a tensor), or nil when optional is true.

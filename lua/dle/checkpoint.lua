@@ -11,6 +11,8 @@
 -- graph is differentiated once). Random numbers fn draws from its own dle.Generator objects are
 -- not replayed; only the default generator's are. fn returns at most 2 float tensors that need
 -- gradients (the limit of dle.autograd.Function), and any other values.
+local check = require "dle.check"
+
 return function(dle)
   local core = dle.core
 
@@ -73,10 +75,7 @@ return function(dle)
   --- dle.checkpoint(fn, ...) -> fn(...)'s results, recomputed in the backward (see above).
   -- @param fn a function or a callable (an nn.Module)
   function dle.checkpoint(fn, ...)
-    local mt = getmetatable(fn)
-    if type(fn) ~= "function" and not (mt and mt.__call) then
-      error("checkpoint: fn must be a function or a callable module, got " .. type(fn), 2)
-    end
+    check.callable(fn, "checkpoint", "fn")
     if not dle.is_grad_enabled() then return fn(...) end
     anchor = anchor or dle.zeros(1):requires_grad_(true)
     return Checkpoint(fn, dle.get_rng_state(), anchor, ...)

@@ -12,6 +12,8 @@
 -- bytes (inputs read + outputs written). Profiles nest (an inner one sees its own ops, the outer
 -- one all of them); the profiler is switched off again when fn raises an error, which is then
 -- re-raised. The counters are those of the calling thread.
+local check = require "dle.check"
+
 return function(dle)
   local core = dle.core
 
@@ -22,15 +24,9 @@ return function(dle)
     core.profile_mode(active.timed > 0 and "timed" or active.count > 0 and "count" or "off")
   end
 
-  local function is_callable(f)
-    if type(f) == "function" then return true end
-    local mt = getmetatable(f)
-    return type(mt) == "table" and mt.__call ~= nil
-  end
-
   -- Runs fn(...) with the profiler on; returns the counters it added, its wall time and results.
   local function run(fname, kind, fn, ...)
-    if not is_callable(fn) then
+    if not check.is_callable(fn) then
       error(string.format("%s: expected a function to run, got %s", fname, type(fn)), 3)
     end
     active[kind] = active[kind] + 1
