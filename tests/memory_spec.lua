@@ -209,4 +209,43 @@ describe("memory", function()
     assert.is_false(ok)
     assert.is_truthy(msg:find("own tangent", 1, true))
   end)
+
+  -- bindings/lua_core.c (keep_gc_generational): under lua5.4's generational collector, dle runs a
+  -- minor collection every few hundred new tensors, so dead small tensors are freed while their
+  -- memory is still in cache, however big the Lua heap (Lua's own minor collections wait for the
+  -- heap to grow by a fifth). The mode test comes last: seeing the incremental collector makes dle
+  -- check far less often.
+  describe("with Lua's generational collector", function()
+    local mode
+    before_each(function() mode = collectgarbage("generational") end)
+    after_each(function() collectgarbage(mode) end)
+
+    it("dead small tensors are freed every few hundred new ones, even beside a 10 MB Lua heap", function()
+      local heap = {}
+      for i = 1, 150000 do heap[i] = {i} end   -- Lua alone would let ~30000 tensors die first
+      local base, peak = allocated(), 0
+      for _ = 1, 20000 do
+        local t = dle.empty(256)   -- 1 KB of storage each
+        peak = math.max(peak, allocated() - base)
+        t = nil
+      end
+      assert.is_true(peak < 4 * MB, string.format("dead tensors held %.1f MB", peak / MB))
+      assert.are.equal(150000, #heap)
+    end)
+
+    it("a stopped collector stays stopped", function()
+      collectgarbage("stop")
+      local base = allocated()
+      for _ = 1, 2000 do local t = dle.empty(256); t = nil end
+      local grown = allocated() - base
+      collectgarbage("restart")
+      assert.are.equal(2000 * 1024, grown)
+    end)
+
+    it("a program's choice of the incremental collector is kept", function()
+      collectgarbage("incremental")
+      for _ = 1, 2000 do local t = dle.ones(1); t = nil end
+      assert.are.equal("incremental", collectgarbage("incremental"))
+    end)
+  end)
 end)

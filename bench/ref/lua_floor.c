@@ -43,6 +43,7 @@ lua_floor *lua_floor_new(void) {
     return NULL;
   }
   luaL_openlibs(L);
+  lua_gc(L, LUA_GCGEN, 0, 0); /* the collector lua5.4 (and so scripts/dle) runs */
   lua_newtable(L);
   lua_pushcfunction(L, object_gc);
   lua_setfield(L, -2, "__gc");
