@@ -63,8 +63,11 @@ const char *dle_dtype_name(dle_dtype t);
 /* Accepts the API names ("float32", "int64", ...) and common aliases ("float", "double",
  * "half", "long", "int", "byte"). */
 dle_status dle_dtype_parse(const char *name, dle_dtype *out);
-size_t dle_dtype_size(dle_dtype t);
-bool dle_dtype_is_float(dle_dtype t);
+/* Inline: every kernel call asks, several times. The tables are in dtype.c. */
+extern const uint8_t dle_dtype_sizes[DLE_NUM_DTYPES];
+extern const bool dle_dtype_floats[DLE_NUM_DTYPES];
+static inline size_t dle_dtype_size(dle_dtype t) { return dle_dtype_sizes[t]; }
+static inline bool dle_dtype_is_float(dle_dtype t) { return dle_dtype_floats[t]; }
 /* The dtype two tensor operands compute in:
  *   bool < uint8 < int32 < int64 < (any float);  among floats the wider wins:
  *   float16 < float32 < float64, bfloat16 < float32, and float16 with bfloat16 gives float32. */
@@ -134,9 +137,11 @@ void dle_tensor_release(dle_tensor *t);
 
 int64_t dle_tensor_numel(const dle_tensor *t);
 bool dle_tensor_is_contiguous(const dle_tensor *t);
-/* Address of the first element of the view. */
-void *dle_tensor_data(const dle_tensor *t);
 static inline dle_device dle_tensor_device(const dle_tensor *t) { return t->storage->device; }
+/* Address of the first element of the view. */
+static inline void *dle_tensor_data(const dle_tensor *t) {
+  return (char *)t->storage->data + t->offset * (int64_t)dle_dtype_size(t->dtype);
+}
 bool dle_same_storage(const dle_tensor *a, const dle_tensor *b);
 /* Element at a 0-based multi-index, as double (reads any dtype; CPU only). */
 double dle_tensor_get(const dle_tensor *t, const int64_t *index);

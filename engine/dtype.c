@@ -4,15 +4,9 @@
 
 #include <stdlib.h>
 
-static const struct {
-  const char *name;
-  size_t size;
-  bool is_float;
-} dtypes[DLE_NUM_DTYPES] = {
-    [DLE_F32] = {"float32", 4, true},   [DLE_F64] = {"float64", 8, true},
-    [DLE_F16] = {"float16", 2, true},   [DLE_BF16] = {"bfloat16", 2, true},
-    [DLE_I32] = {"int32", 4, false},    [DLE_I64] = {"int64", 8, false},
-    [DLE_U8] = {"uint8", 1, false},     [DLE_BOOL] = {"bool", 1, false},
+static const char *const dtype_names[DLE_NUM_DTYPES] = {
+    [DLE_F32] = "float32", [DLE_F64] = "float64", [DLE_F16] = "float16", [DLE_BF16] = "bfloat16",
+    [DLE_I32] = "int32",   [DLE_I64] = "int64",   [DLE_U8] = "uint8",    [DLE_BOOL] = "bool",
 };
 
 static const struct {
@@ -23,20 +17,25 @@ static const struct {
                {"fp32", DLE_F32},   {"fp64", DLE_F64}};
 
 const char *dle_dtype_name(dle_dtype t) {
-  return (unsigned)t < DLE_NUM_DTYPES ? dtypes[t].name : "invalid";
+  return (unsigned)t < DLE_NUM_DTYPES ? dtype_names[t] : "invalid";
 }
 
 dle_status dle_dtype_parse(const char *name, dle_dtype *out) {
   for (int i = 0; i < DLE_NUM_DTYPES; i++)
-    if (strcmp(name, dtypes[i].name) == 0) { *out = (dle_dtype)i; return DLE_OK; }
+    if (strcmp(name, dtype_names[i]) == 0) { *out = (dle_dtype)i; return DLE_OK; }
   for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
     if (strcmp(name, aliases[i].alias) == 0) { *out = aliases[i].dtype; return DLE_OK; }
   return dle_error("unknown dtype '%s' (expected float32, float64, float16, bfloat16, int32, "
                    "int64, uint8 or bool)", name);
 }
 
-size_t dle_dtype_size(dle_dtype t) { return dtypes[t].size; }
-bool dle_dtype_is_float(dle_dtype t) { return dtypes[t].is_float; }
+const uint8_t dle_dtype_sizes[DLE_NUM_DTYPES] = {
+    [DLE_F32] = 4, [DLE_F64] = 8, [DLE_F16] = 2, [DLE_BF16] = 2,
+    [DLE_I32] = 4, [DLE_I64] = 8, [DLE_U8] = 1,  [DLE_BOOL] = 1,
+};
+const bool dle_dtype_floats[DLE_NUM_DTYPES] = {
+    [DLE_F32] = true, [DLE_F64] = true, [DLE_F16] = true, [DLE_BF16] = true,
+};
 
 /* Rank within a category: integers by width (bool lowest), floats by precision. */
 static int rank(dle_dtype t) {

@@ -48,6 +48,18 @@ static void trace_op(const dle_op_info *info, dle_tensor *const *ins, int nin) {
   fputc('\n', stderr);
 }
 
+static bool is_elementwise(dle_op_kind k) {
+  return k == DLE_KIND_UNARY || k == DLE_KIND_BINARY || k == DLE_KIND_COMPARE || k == DLE_KIND_WHERE;
+}
+
+/* An output too large to allocate: the message names the op, not the allocator. */
+static void name_allocation_failure(const dle_op_info *info) {
+  if (strncmp(dle_last_error(), "empty: ", 7) != 0) return;
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", dle_last_error() + 7);
+  dle_error("%s: %s", info->name, msg);
+}
+
 /* The profiler hook: while dle.profile/dle.flops run, every op is measured by profile.c; when
  * off this is one test of a thread-local. */
 dle_status dle_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
@@ -85,6 +97,13 @@ dle_status dle_op_call_unprofiled(dle_op op, dle_tensor **outs, dle_tensor *cons
                        "views' gradients would be wrong; write into a clone or under no_grad",
                        info->name, SHAPE(outs[k]));
   bool tangents = dle_forward_ad_wants(ins, nin);
+  if (!record && !tangents && nout == 1 && !given[0] && is_elementwise(info->kind)) {
+    /* The commonest call, kept short: an elementwise op makes no inner op calls, so with nothing
+     * to record and no tangent its forward is all there is. */
+    dle_status st = forward_of_kind[info->kind](op, outs, ins, nin, attrs);
+    if (st != DLE_OK) name_allocation_failure(info);
+    return st;
+  }
   uint32_t small[8], *versions = small;
   if (record && nin > 8 && !(versions = malloc(sizeof *versions * (size_t)nin)))
     return dle_error("%s: out of memory", info->name);
@@ -96,12 +115,7 @@ dle_status dle_op_call_unprofiled(dle_op op, dle_tensor **outs, dle_tensor *cons
   dle_status st = forward_of_kind[info->kind](op, outs, ins, nin, attrs);
   dle_set_grad_enabled(was_grad);
   dle_forward_ad_set_enabled(was_fwd);
-  if (st != DLE_OK && strncmp(dle_last_error(), "empty: ", 7) == 0) {
-    /* an output too large to allocate: the message names the op, not the allocator */
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", dle_last_error() + 7);
-    dle_error("%s: %s", info->name, msg);
-  }
+  if (st != DLE_OK) name_allocation_failure(info);
 
   if (st == DLE_OK && record) {
     st = dle_autograd_record(op, attrs, outs, nout, ins, nin, versions);
@@ -122,20 +136,27 @@ dle_status dle_op_call_unprofiled(dle_op op, dle_tensor **outs, dle_tensor *cons
   return st;
 }
 
-static dle_status check_device(const char *fn, dle_tensor *t, dle_device dev) {
+static bool on_device(const dle_tensor *t, dle_device dev) {
   dle_device d = dle_tensor_device(t);
-  if (d.type == dev.type && d.index == dev.index) return DLE_OK;
+  return d.type == dev.type && d.index == dev.index;
+}
+
+static __attribute__((noinline, cold)) dle_status device_mismatch(const char *fn, dle_tensor *t,
+                                                                  dle_device dev) {
   char b1[32], b2[32];
   return dle_error("%s: expected all tensors on %s, but one is on %s", fn,
-                   dle_device_str(b1, sizeof b1, dev), dle_device_str(b2, sizeof b2, d));
+                   dle_device_str(b1, sizeof b1, dev),
+                   dle_device_str(b2, sizeof b2, dle_tensor_device(t)));
 }
 
 dle_status dle_dispatch(dle_op op, dle_tensor *const *outs, int nout, dle_tensor *const *ins,
                         int nin, const dle_attrs *attrs) {
   const char *fn = dle_op_table[op].name;
   dle_device dev = nout ? dle_tensor_device(outs[0]) : dle_tensor_device(ins[0]);
-  for (int i = 0; i < nout; i++) DLE_TRY(check_device(fn, outs[i], dev));
-  for (int i = 0; i < nin; i++) DLE_TRY(check_device(fn, ins[i], dev));
+  for (int i = 0; i < nout; i++)
+    if (!on_device(outs[i], dev)) return device_mismatch(fn, outs[i], dev);
+  for (int i = 0; i < nin; i++)
+    if (!on_device(ins[i], dev)) return device_mismatch(fn, ins[i], dev);
   const dle_backend *b = dle_backend_get(dev.type);
   if (!b) return dle_error("%s: %s", fn, dle_backend_unavailable_reason(dev.type));
   if (!b->kernels[op]) return dle_error("%s: not supported on the %s backend", fn, b->name);

@@ -248,10 +248,6 @@ bool dle_tensor_overlaps_itself(const dle_tensor *t) {
   return false;
 }
 
-void *dle_tensor_data(const dle_tensor *t) {
-  return (char *)t->storage->data + t->offset * (int64_t)dle_dtype_size(t->dtype);
-}
-
 bool dle_same_storage(const dle_tensor *a, const dle_tensor *b) { return a->storage == b->storage; }
 
 static void *element_ptr(const dle_tensor *t, const int64_t *index) {
