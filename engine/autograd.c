@@ -591,8 +591,8 @@ dle_status dle_backward(int nroots, dle_tensor *const *roots, dle_tensor *const 
   }
   capture cap = {ninputs, inputs, input_grads};
   bool was = dle_set_grad_enabled(create_graph);
-  pass p = {.id = next_run++, .cap = PASS_INLINE};
-  p.slots = p.inline_slots;
+  pass p;   /* not zeroed as a whole: slot_of initialises each slot it hands out */
+  p.id = next_run++, p.n = 0, p.cap = PASS_INLINE, p.slots = p.inline_slots;
   dle_node *root_nodes[64];
   dle_node **rn = nroots <= 64 ? root_nodes : malloc(sizeof *rn * (size_t)nroots);
   dle_status st = rn ? DLE_OK : dle_error("backward: out of memory");
