@@ -495,6 +495,19 @@ describe("large inputs", function()
     end)
   end
 
+  -- cpu_vec_sum.c adds float32 rows eight at a time in float before the float64 accumulators:
+  -- 203 rows = 25 blocks of 8 and 3 left over, 37 columns = 4 vectors of 8 and a tail of 5
+  it("float32 sums over dim 1 (rows added eight at a time) are within float rounding of float64", function()
+    local w = H.values({203, 37}, {lo = 0, hi = 2, seed = 44})
+    local t64 = dle.tensor(w, {dtype = "float64"})
+    local t32 = t64:float()
+    local want = t32:double():sum(1)
+    local got = both_thread_counts(function() return t32:sum(1) end)
+    assert.are.equal("float32", got:dtype())
+    H.assert_close(got:double(), want:totable(), {dtype = "float64", rtol = 1e-6, msg = "sum(1) float32"})
+    assert.are.same(dle.full({37}, 203):totable(), dle.ones(203, 37):sum(1):totable())
+  end)
+
   it("sum and var over the middle dim of a 3-D tensor (many streamed chunks)", function()
     local w = H.values({9, 40, 100}, {lo = -2, hi = 2, seed = 43})
     local t = dle.tensor(w, {dtype = "float64"})
