@@ -233,6 +233,22 @@ describe("memory", function()
       assert.are.equal(150000, #heap)
     end)
 
+    -- dle's steps must leave Lua's major collections to happen: Lua garbage that lives across a
+    -- few of them grows old, and only a major collection frees old objects
+    it("Lua garbage that grew old is still collected while tensors are made", function()
+      collectgarbage()
+      local base = collectgarbage("count")
+      local a, keep, peak = dle.ones(1), {}, 0
+      for i = 1, 200000 do
+        local t = a + a
+        keep[i % 2000] = {("x"):rep(100) .. i}   -- lives 2000 iterations: 12 collections
+        t = nil
+        if i % 10000 == 0 then peak = math.max(peak, collectgarbage("count") - base) end
+      end
+      -- 200000 tables of ~200 bytes: 40 MB if none were freed; 2000 of them live at a time
+      assert.is_true(peak < 16 * 1024, string.format("Lua heap grew by %.1f MB", peak / 1024))
+    end)
+
     it("a stopped collector stays stopped", function()
       collectgarbage("stop")
       local base = allocated()
