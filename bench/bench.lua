@@ -143,6 +143,13 @@ local function uses(list, kind)
   return false
 end
 
+-- Waits `seconds` (nil: not at all) before a figure that needs the other core quiet: after a
+-- product, OpenBLAS's worker threads (dle's and PyTorch's) spin for about 0.6 s on this VM, and
+-- meanwhile a one-thread loop of `c = a + b` ran 0.31 us instead of 0.19.
+local function idle(seconds)
+  if seconds and not opts.quick then os.execute(string.format("sleep %.2f", seconds)) end
+end
+
 -- Measures `list` at `threads` (a number, or "process" for whole-process figures): for each
 -- figure dle's side, then its references.
 local function run_setting(list, threads)
@@ -173,7 +180,9 @@ local function run_setting(list, threads)
     local rounds = opts.quick and 1 or (e.rounds or 1)
     local dle_rounds, ref_rounds = {}, {}
     for r = 1, rounds do
+      idle(e.idle_before)
       dle_rounds[r] = measure_dle(e)
+      idle(e.idle_before)
       ref_rounds[r] = measure_refs(e, n, torch)
     end
     local m = {entry = e, threads = threads, dle = timing.combine(dle_rounds), refs = references.combine_rounds(ref_rounds, timing.combine)}

@@ -10,8 +10,9 @@ return function(ctx)
       key = "add_1elem",
       name = "c = a + b, 1-element float32",
       -- this VM's speed moves in phases of seconds (a Lua loop of tables with finalizers: 0.10 to
-      -- 0.19 us each): 3 rounds alternating with the references, the median of their medians
-      unit = "us", scale = 1e6, target = {max_value = 0.2}, rounds = 3,
+      -- 0.19 us each): 3 rounds alternating with the references, the median of their medians,
+      -- each after a second without work (bench.lua, idle)
+      unit = "us", scale = 1e6, target = {max_value = 0.2}, rounds = 3, idle_before = 1,
       dle = function()
         local a, b = dle.ones(1), dle.ones(1)
         return function() return a + b end
@@ -23,7 +24,7 @@ return function(ctx)
     {
       key = "autograd_tiny",
       name = "autograd y = x*w + x; y:sum():backward(), 1 element",
-      unit = "us", scale = 1e6, target = {max_value = 3}, rounds = 3,
+      unit = "us", scale = 1e6, target = {max_value = 3}, rounds = 3, idle_before = 1,
       dle = function()
         local x = dle.ones(1):requires_grad_()
         local w = dle.full({1}, 2):requires_grad_()
