@@ -68,14 +68,34 @@ static bool plain_operands(dle_op op, dle_tensor *const *ins, int nin, const dle
   return *out_dt == x->dtype;
 }
 
+/* ... and with an output given, one the kernel can write as it is: the result's dtype and shape,
+ * no element sharing memory with another, and no input that is another view of its memory
+ * (what unalias below would copy). Accumulating a gradient into .grad is such a call. */
+static bool plain_output(const dle_tensor *out, dle_tensor *const *ins, int nin, dle_dtype dt) {
+  if (out->dtype != dt || !dle_shape_equal(out->ndim, out->sizes, ins[0]->ndim, ins[0]->sizes) ||
+      dle_tensor_overlaps_itself(out))
+    return false;
+  for (int i = 0; i < nin; i++) {
+    const dle_tensor *t = ins[i];
+    if (t->storage == out->storage &&
+        (t->offset != out->offset ||
+         memcmp(t->strides, out->strides, (size_t)t->ndim * sizeof *t->strides) != 0))
+      return false;
+  }
+  return true;
+}
+
 dle_status dle_forward_elementwise(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                                    const dle_attrs *a) {
   dle_dtype plain_dt;
-  if (!outs[0] && plain_operands(op, ins, nin, a, &plain_dt)) {
-    DLE_TRY(dle_tensor_empty(&outs[0], ins[0]->ndim, ins[0]->sizes, plain_dt, dle_tensor_device(ins[0])));
-    dle_status st = dle_dispatch(op, outs, 1, ins, nin, a);
-    if (st != DLE_OK) DLE_RELEASE(outs[0]);
-    return st;
+  if (plain_operands(op, ins, nin, a, &plain_dt)) {
+    if (!outs[0]) {
+      DLE_TRY(dle_tensor_empty(&outs[0], ins[0]->ndim, ins[0]->sizes, plain_dt, dle_tensor_device(ins[0])));
+      dle_status st = dle_dispatch(op, outs, 1, ins, nin, a);
+      if (st != DLE_OK) DLE_RELEASE(outs[0]);
+      return st;
+    }
+    if (plain_output(outs[0], ins, nin, plain_dt)) return dle_dispatch(op, outs, 1, ins, nin, a);
   }
   const dle_op_info *info = dle_op_get_info(op);
   const char *fn = info->name;
