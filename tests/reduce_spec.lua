@@ -495,6 +495,22 @@ describe("large inputs", function()
     end)
   end
 
+  -- cpu_reduce.c folds the runs of outputs lying between reduced dims run by run across the
+  -- outputs ({N, C, H*W} over N and H*W): {6, 5, 40} in one chunk, {40, 8, 200} (64000 elements)
+  -- split across threads at run boundaries that fall inside the reduction
+  for _, name in ipairs({"sum", "mean", "var", "std", "logsumexp", "amax", "amin"}) do
+    it(name .. " over the outer and inner dims around kept channels matches the reference", function()
+      for i, shape in ipairs({{6, 5, 40}, {40, 8, 200}}) do
+        local w = H.values(shape, {lo = -2, hi = 2, seed = 50 + i})
+        local t = dle.tensor(w, {dtype = "float64"})
+        local want = ref_reduce(w, {1, 3}, false, REF[name])
+        local a, b = both_thread_counts(function() return t[name](t, {1, 3}) end)
+        H.assert_close(a, want, {dtype = "float64", rtol = 1e-9, msg = name .. " threaded " .. i})
+        H.assert_close(b, want, {dtype = "float64", rtol = 1e-9, msg = name .. " 1 thread " .. i})
+      end
+    end)
+  end
+
   -- cpu_vec_sum.c adds float32 rows eight at a time in float before the float64 accumulators:
   -- 203 rows = 25 blocks of 8 and 3 left over, 37 columns = 4 vectors of 8 and a tail of 5
   it("float32 sums over dim 1 (rows added eight at a time) are within float rounding of float64", function()
