@@ -255,6 +255,28 @@ describe("conv2d kernel paths", function()
     end
   end)
 
+  -- float32 with at most 16 weights per output channel (C/G kh kw) takes the dot-product kernel
+  -- (cpu_vec_gemm.c) over each sample's gy rows in place; float64 takes gemm: they must agree
+  it("grad_weight with few weights per channel (the dot-product kernel) matches float64", function()
+    local g = dle.Generator(11)
+    local cases = {
+      {x = {19, 1, 28, 28}, w = {32, 1, 3, 3}, o = {padding = 1}},                -- chunks of samples
+      {x = {2, 1, 301, 207}, w = {7, 1, 3, 3}, o = {padding = 1, stride = {2, 1}}}, -- row parts, odd widths
+      {x = {5, 2, 17, 13}, w = {6, 1, 3, 3}, o = {groups = 2, dilation = 2}},    -- groups
+      {x = {4, 1, 11, 9}, w = {5, 1, 4, 4}, o = {padding = 2}},                  -- K = 16
+    }
+    for k, c in ipairs(cases) do
+      local x64 = dle.randn(c.x, {generator = g, dtype = "float64"})
+      local w64 = dle.randn(c.w, {generator = g, dtype = "float64"})
+      local gy64 = dle.randn(dle.conv2d(x64, w64, nil, c.o):shape(), {generator = g, dtype = "float64"})
+      local want = dle.core._conv2d_grad_weight(gy64, x64, {c.w[3], c.w[4]}, c.o)
+      local got = dle.core._conv2d_grad_weight(gy64:float(), x64:float(), {c.w[3], c.w[4]}, c.o)
+      assert.are.equal("float32", got:dtype())
+      local scale = want:abs():amax():item()
+      H.assert_close(got:double(), want:totable(), {rtol = 1e-4, atol = 1e-5 * scale, msg = "case " .. k})
+    end
+  end)
+
   it("multi-sample chunks with a partial last one (41 x 1x28x28, float64: 4 samples per chunk, 11 chunks) agree on 1 and 2 threads", function()
     local g = dle.Generator(9)
     local x = dle.randn({41, 1, 28, 28}, {generator = g, dtype = "float64"})

@@ -61,4 +61,53 @@ VEC_TARGET void cpu_vec_sgemm_nn_avx2(int64_t m, int64_t n, int64_t k, const flo
   }
 }
 
+/* c {m, n} += a {m, k} . b {n, k}^T: dot products of rows, for few rows and long ones (a
+ * convolution's weight gradient with few input channels: {O, L} . {C kh kw, L}^T). Blocks of 4
+ * rows of a by 3 rows of b keep 12 vector sums over the whole k loop (7 loads per 12 FMAs); the
+ * sums are reduced across lanes once at the end. */
+VEC_INLINE void nt_block(int mr, int nr, int64_t k, const float *a, int64_t lda, const float *b,
+                         int64_t ldb, float *c, int64_t ldc) {
+  __m256 acc[4][3];
+  for (int i = 0; i < mr; i++)
+    for (int r = 0; r < nr; r++) acc[i][r] = _mm256_setzero_ps();
+  int64_t p = 0;
+  for (; p + 8 <= k; p += 8) {
+    __m256 bv[3];
+    for (int r = 0; r < nr; r++) bv[r] = _mm256_loadu_ps(b + r * ldb + p);
+    for (int i = 0; i < mr; i++) {
+      __m256 av = _mm256_loadu_ps(a + i * lda + p);
+      for (int r = 0; r < nr; r++) acc[i][r] = _mm256_fmadd_ps(av, bv[r], acc[i][r]);
+    }
+  }
+  if (p < k) { /* the tail: missing lanes load as 0 */
+    __m256 bv[3];
+    for (int r = 0; r < nr; r++) bv[r] = vload_part(b + r * ldb + p, k - p, 0.0f);
+    for (int i = 0; i < mr; i++) {
+      __m256 av = vload_part(a + i * lda + p, k - p, 0.0f);
+      for (int r = 0; r < nr; r++) acc[i][r] = _mm256_fmadd_ps(av, bv[r], acc[i][r]);
+    }
+  }
+  for (int i = 0; i < mr; i++)
+    for (int r = 0; r < nr; r++) c[i * ldc + r] += vhsum(acc[i][r]);
+}
+
+VEC_TARGET void cpu_vec_sgemm_nt_add_avx2(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                                          const float *b, int64_t ldb, float *c, int64_t ldc) {
+  for (int64_t i = 0; i < m; i += 4) {
+    int mr = m - i >= 4 ? 4 : (int)(m - i);
+    for (int64_t j = 0; j < n; j += 3) {
+      int nr = n - j >= 3 ? 3 : (int)(n - j);
+      const float *ai = a + i * lda, *bj = b + j * ldb;
+      float *cij = c + i * ldc + j;
+      /* constant block shapes, so the accumulators stay in registers */
+      if (mr == 4 && nr == 3) nt_block(4, 3, k, ai, lda, bj, ldb, cij, ldc);
+      else if (mr == 4 && nr == 2) nt_block(4, 2, k, ai, lda, bj, ldb, cij, ldc);
+      else if (mr == 4) nt_block(4, 1, k, ai, lda, bj, ldb, cij, ldc);
+      else
+        for (int ii = 0; ii < mr; ii++)
+          for (int jj = 0; jj < nr; jj++) nt_block(1, 1, k, ai + ii * lda, lda, bj + jj * ldb, ldb, cij + ii * ldc + jj, ldc);
+    }
+  }
+}
+
 #endif /* CPU_VEC_X86 */

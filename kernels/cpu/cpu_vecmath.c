@@ -116,6 +116,7 @@ static const cpu_vec_kernels avx2 = {
     .sum_rows = cpu_vec_sum_rows_f32_avx2,
     .transpose32 = transpose32,
     .sgemm_nn = cpu_vec_sgemm_nn_avx2,
+    .sgemm_nt_add = cpu_vec_sgemm_nt_add_avx2,
     .wino_rows = cpu_vec_wino_rows_avx2,
 };
 

@@ -33,6 +33,9 @@ typedef struct {
    * (cpu_vec_gemm.c: for small operands already in cache) */
   void (*sgemm_nn)(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
                    int64_t ldb, float *c, int64_t ldc, bool add);
+  /* c {m, n} += a {m, k} . b {n, k}^T (cpu_vec_gemm.c: few rows of a and b, long k) */
+  void (*sgemm_nt_add)(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                       int64_t ldb, float *c, int64_t ldc);
   /* Winograd's input row pass (cpu_vec_winograd.c): h0..h3[tx] for tx < tw from row[2 tx ..
    * 2 tx + 3]; row must be readable up to 2 * (tw rounded up to 8) + 2, and h0..h3 are written
    * up to tw rounded up to 8 */
@@ -52,6 +55,8 @@ float cpu_vec_logsumexp_row_avx2(const float *x, int64_t n);
 double cpu_vec_sum_f32_avx2(const float *x, int64_t n);
 void cpu_vec_sgemm_nn_avx2(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                            const float *b, int64_t ldb, float *c, int64_t ldc, bool add);
+void cpu_vec_sgemm_nt_add_avx2(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                               const float *b, int64_t ldb, float *c, int64_t ldc);
 void cpu_vec_wino_rows_avx2(const float *row, int64_t tw, float *h0, float *h1, float *h2, float *h3);
 void cpu_vec_sum_rows_f32_avx2(double *acc, const char *x, int64_t rs, int64_t nrows, int64_t n);
 
