@@ -98,8 +98,9 @@ dle_status dle_op_call_unprofiled(dle_op op, dle_tensor **outs, dle_tensor *cons
                        info->name, SHAPE(outs[k]));
   bool tangents = dle_forward_ad_wants(ins, nin);
   if (!record && !tangents && nout == 1 && !given[0] && is_elementwise(info->kind)) {
-    /* The commonest call, kept short: an elementwise op makes no inner op calls, so with nothing
-     * to record and no tangent its forward is all there is. */
+    /* The commonest call, kept short: with nothing to record and no tangent, an elementwise
+     * op's forward is all there is. Its inner calls (casts, copies) only see tensors made from
+     * these inputs, which record nothing either, so grad mode need not be switched off. */
     dle_status st = forward_of_kind[info->kind](op, outs, ins, nin, attrs);
     if (st != DLE_OK) name_allocation_failure(info);
     return st;
