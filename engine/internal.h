@@ -34,6 +34,8 @@ dle_status dle_prepare_out(dle_tensor **out, const char *fn, int ndim, const int
 /* Several elements at one address (an expanded tensor, stride 0 over a dim of size > 1): writing
  * into it would give results depending on loop order and threads, so ops refuse it as output. */
 bool dle_tensor_overlaps_itself(const dle_tensor *t);
+/* a and b are the same view: one storage, offset, dtype, shape and strides. */
+bool dle_same_view(const dle_tensor *a, const dle_tensor *b);
 
 /* Contiguous strides for sizes. */
 void dle_contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides);

@@ -253,6 +253,12 @@ bool dle_tensor_is_contiguous(const dle_tensor *t) {
   return dense;
 }
 
+bool dle_same_view(const dle_tensor *a, const dle_tensor *b) {
+  return a->storage == b->storage && a->offset == b->offset && a->dtype == b->dtype &&
+         dle_shape_equal(a->ndim, a->sizes, b->ndim, b->sizes) &&
+         memcmp(a->strides, b->strides, (size_t)a->ndim * sizeof *a->strides) == 0;
+}
+
 bool dle_tensor_overlaps_itself(const dle_tensor *t) {
   for (int d = 0; d < t->ndim; d++)
     if (t->strides[d] == 0 && t->sizes[d] > 1) return true;

@@ -2,12 +2,6 @@
  * clone, copy_, conversions between dtypes and devices. */
 #include "../autograd.h"
 
-static bool same_geometry(const dle_tensor *a, const dle_tensor *b) {
-  return a->storage == b->storage && a->offset == b->offset && a->dtype == b->dtype &&
-         dle_shape_equal(a->ndim, a->sizes, b->ndim, b->sizes) &&
-         memcmp(a->strides, b->strides, (size_t)a->ndim * sizeof *a->strides) == 0;
-}
-
 dle_status dle_forward_copy(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                             const dle_attrs *a) {
   (void)nin;
@@ -24,7 +18,7 @@ dle_status dle_forward_copy(dle_op op, dle_tensor **outs, dle_tensor *const *ins
   if (!dle_shape_equal(n, shape, dst->ndim, dst->sizes))
     return dle_error("copy_: source of shape %s cannot be broadcast to destination shape %s",
                      SHAPE(src), SHAPE(dst));
-  if (same_geometry(dst, src)) return DLE_OK;
+  if (dle_same_view(dst, src)) return DLE_OK;
   if (dle_tensor_overlaps_itself(dst)) {
     char buf[128];
     return dle_error("copy_: cannot write into an expanded tensor of shape %s (strides %s: several "

@@ -39,10 +39,7 @@ static dle_dtype compute_dtype(dle_op op, dle_dtype in, const dle_attrs *a) {
  * it has already written: give it a private copy of that input instead. */
 static dle_status unalias(dle_tensor *out, dle_tensor **in) {
   dle_tensor *t = *in;
-  if (t->storage != out->storage) return DLE_OK;
-  if (t->offset == out->offset && dle_shape_equal(t->ndim, t->sizes, out->ndim, out->sizes) &&
-      memcmp(t->strides, out->strides, (size_t)t->ndim * sizeof *t->strides) == 0)
-    return DLE_OK;
+  if (t->storage != out->storage || dle_same_view(t, out)) return DLE_OK;
   dle_tensor *c = NULL;
   DLE_TRY(dle_clone(&c, t));
   dle_tensor_release(t);
@@ -75,13 +72,8 @@ static bool plain_output(const dle_tensor *out, dle_tensor *const *ins, int nin,
   if (out->dtype != dt || !dle_shape_equal(out->ndim, out->sizes, ins[0]->ndim, ins[0]->sizes) ||
       dle_tensor_overlaps_itself(out))
     return false;
-  for (int i = 0; i < nin; i++) {
-    const dle_tensor *t = ins[i];
-    if (t->storage == out->storage &&
-        (t->offset != out->offset ||
-         memcmp(t->strides, out->strides, (size_t)t->ndim * sizeof *t->strides) != 0))
-      return false;
-  }
+  for (int i = 0; i < nin; i++)
+    if (ins[i]->storage == out->storage && !dle_same_view(ins[i], out)) return false;
   return true;
 }
 

@@ -7,18 +7,12 @@
 
 static const char *op_name(dle_op op) { return dle_op_get_info(op)->name; }
 
-static bool same_geometry(const dle_tensor *a, const dle_tensor *b) {
-  return a->storage == b->storage && a->offset == b->offset && a->dtype == b->dtype &&
-         dle_shape_equal(a->ndim, a->sizes, b->ndim, b->sizes) &&
-         memcmp(a->strides, b->strides, (size_t)a->ndim * sizeof *a->strides) == 0;
-}
-
 /* Kernels read inputs while writing the output. Reading the element about to be overwritten
  * is safe (positional inputs: masked_fill's src, tril's input, scatter_add's self); any other
  * overlap with a caller's output would read half-written data, so that input gets a copy. */
 static dle_status unalias(dle_tensor *out, dle_tensor **in, bool positional) {
   dle_tensor *t = *in;
-  if (t->storage != out->storage || (positional && same_geometry(t, out))) return DLE_OK;
+  if (t->storage != out->storage || (positional && dle_same_view(t, out))) return DLE_OK;
   dle_tensor *c = NULL;
   DLE_TRY(dle_clone(&c, t));
   dle_tensor_release(t);
