@@ -85,14 +85,29 @@ static void keep_gc_generational(lua_State *L) {
 
 /* ---------------------------------------------------------------- the userdata */
 
-void dle_lua_push(lua_State *L, dle_tensor *t) {
+static void new_userdata(lua_State *L, dle_tensor *t) {
   dle_lua_tensor *ud = lua_newuserdatauv(L, sizeof *ud, 0);
   ud->t = t;
   ud->magic = DLE_LUA_TENSOR_MAGIC;
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &metatable_key);
+}
+
+/* The userdata on top gets the metatable pushed above it. */
+static void finish_push(lua_State *L) {
   lua_setmetatable(L, -2);
   pace_gc(L);
   keep_gc_generational(L);
+}
+
+void dle_lua_push(lua_State *L, dle_tensor *t) {
+  new_userdata(L, t);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &metatable_key);
+  finish_push(L);
+}
+
+void dle_lua_push_mt(lua_State *L, dle_tensor *t, int mt) {
+  new_userdata(L, t);
+  lua_pushvalue(L, mt);
+  finish_push(L);
 }
 
 /* Our userdata, told apart by size and magic rather than by comparing metatables: this runs for

@@ -61,7 +61,8 @@ static void binary_args(lua_State *L, dle_op op, bool inplace, dle_tensor **out)
   DLE_LUA_TRY(L, binary(op, out, &a, &b));
 }
 
-/* upvalue 1: op id; upvalue 2: in-place flag */
+/* upvalue 1: op id; upvalue 2: in-place flag; upvalue 3: the tensor metatable */
+#define MT_UPVALUE lua_upvalueindex(3)
 static int l_binary(lua_State *L) {
   dle_op op = (dle_op)lua_tointeger(L, lua_upvalueindex(1));
   bool inplace = lua_toboolean(L, lua_upvalueindex(2));
@@ -71,7 +72,7 @@ static int l_binary(lua_State *L) {
     lua_settop(L, 1);
     return 1;
   }
-  dle_lua_push(L, r);
+  dle_lua_push_mt(L, r, MT_UPVALUE);
   return 1;
 }
 
@@ -86,7 +87,7 @@ static int l_unary(lua_State *L) {
   }
   dle_tensor *r = NULL;
   DLE_LUA_TRY(L, dle_unary(op, &r, t));
-  dle_lua_push(L, r);
+  dle_lua_push_mt(L, r, MT_UPVALUE);
   return 1;
 }
 
@@ -157,11 +158,11 @@ static int l_where(lua_State *L) {
   return 1;
 }
 
-/* ---- metamethods ---- */
+/* ---- metamethods (upvalue 1: the tensor metatable) ---- */
 static int binary_meta(lua_State *L, dle_op op) {
   dle_tensor *r = NULL;
   binary_args(L, op, false, &r);
-  dle_lua_push(L, r);
+  dle_lua_push_mt(L, r, lua_upvalueindex(1));
   return 1;
 }
 static int mt_add(lua_State *L) { return binary_meta(L, DLE_OP_ADD); }
@@ -171,18 +172,21 @@ static int mt_div(lua_State *L) { return binary_meta(L, DLE_OP_DIV); }
 static int mt_unm(lua_State *L) {
   dle_tensor *r = NULL;
   DLE_LUA_TRY(L, dle_unary(DLE_OP_NEG, &r, dle_lua_check(L, 1)));
-  dle_lua_push(L, r);
+  dle_lua_push_mt(L, r, lua_upvalueindex(1));
   return 1;
 }
 
-static void push_op_closure(lua_State *L, lua_CFunction f, dle_op op, bool inplace) {
+static void push_op_closure(lua_State *L, lua_CFunction f, dle_op op, bool inplace, int mt) {
   lua_pushinteger(L, op);
   lua_pushboolean(L, inplace);
-  lua_pushcclosure(L, f, 2);
+  lua_pushvalue(L, mt);
+  lua_pushcclosure(L, f, 3);
 }
 
 void dle_lua_open_elementwise(lua_State *L, int module, int methods) {
   char name[64];
+  luaL_getmetatable(L, "dle.Tensor");
+  int mt = lua_gettop(L);
   for (int i = 0; i < DLE_NUM_OPS; i++) {
     dle_op op = (dle_op)i;
     const dle_op_info *info = dle_op_get_info(op);
@@ -190,13 +194,13 @@ void dle_lua_open_elementwise(lua_State *L, int module, int methods) {
     if (info->kind == DLE_KIND_UNARY && op != DLE_OP_POW_SCALAR && op != DLE_OP_CLAMP) f = l_unary;
     else if ((info->kind == DLE_KIND_BINARY && op != DLE_OP_POW) || info->kind == DLE_KIND_COMPARE) f = l_binary;
     else continue;
-    push_op_closure(L, f, op, false);
+    push_op_closure(L, f, op, false, mt);
     lua_pushvalue(L, -1);
     lua_setfield(L, module, info->name);
     lua_setfield(L, methods, info->name);
     if (info->kind == DLE_KIND_COMPARE || op == DLE_OP_LOGICAL_NOT) continue;  /* bool results */
     snprintf(name, sizeof name, "%s_", info->name);
-    push_op_closure(L, f, op, true);
+    push_op_closure(L, f, op, true, mt);
     lua_setfield(L, methods, name);
   }
   static const luaL_Reg both[] = {{"pow", l_pow}, {"clamp", l_clamp}, {"where", l_where}, {NULL, NULL}};
@@ -207,10 +211,14 @@ void dle_lua_open_elementwise(lua_State *L, int module, int methods) {
   lua_pushcfunction(L, l_clamp);
   lua_setfield(L, methods, "clip");
 
-  luaL_getmetatable(L, "dle.Tensor");
   static const luaL_Reg meta[] = {{"__add", mt_add}, {"__sub", mt_sub}, {"__mul", mt_mul},
-                                  {"__div", mt_div}, {"__pow", l_pow},  {"__unm", mt_unm},
-                                  {NULL, NULL}};
-  dle_lua_setfuncs(L, lua_gettop(L), meta);
+                                  {"__div", mt_div}, {"__unm", mt_unm}, {NULL, NULL}};
+  for (const luaL_Reg *m = meta; m->name; m++) {
+    lua_pushvalue(L, mt);
+    lua_pushcclosure(L, m->func, 1);
+    lua_setfield(L, mt, m->name);
+  }
+  lua_pushcfunction(L, l_pow);
+  lua_setfield(L, mt, "__pow");
   lua_pop(L, 1);
 }

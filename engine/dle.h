@@ -227,6 +227,11 @@ typedef struct dle_backend {
   dle_status (*to_host)(void *dst, const void *src, size_t nbytes, int device_index);
   dle_status (*from_host)(void *dst, const void *src, size_t nbytes, int device_index);
   dle_kernel_fn kernels[DLE_NUM_OPS];                 /* NULL: op unsupported here */
+  /* Optional, the kernel of dle_op_call's small-op lane: a unary or binary op whose output and
+   * inputs are all contiguous, of one float dtype and one shape. Returns false to decline (too
+   * many elements to stay on one thread, no such loop): the op then goes through kernels[op]. */
+  bool (*small_elementwise)(dle_op op, dle_tensor *out, dle_tensor *const *ins, int nin,
+                            const dle_attrs *attrs);
 } dle_backend;
 
 /* The backend of a device type: NULL when absent. The CPU one is always there; "cuda" is

@@ -69,6 +69,46 @@ dle_status dle_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int
   return dle_op_call_unprofiled(op, outs, ins, nin, attrs);
 }
 
+/* The small-op lane: an elementwise op on contiguous CPU tensors of one float dtype and one
+ * shape, none needing a gradient or a tangent, and no output given. That is most ops of a small
+ * model's step, and on a few elements their cost is all fixed: this lane allocates the result
+ * and calls the backend's small_elementwise, skipping the shape/dtype rule, the device checks
+ * and the loop iterator. A float op computes in its inputs' dtype (logical_not aside, whose
+ * result is bool), so the rule would agree. */
+static bool small_lane_applies(dle_op op, const dle_op_info *info, dle_tensor **outs,
+                               dle_tensor *const *ins, int nin) {
+  if ((info->kind != DLE_KIND_UNARY && info->kind != DLE_KIND_BINARY) || outs[0] ||
+      op == DLE_OP_LOGICAL_NOT)
+    return false;
+  const dle_tensor *x = ins[0];
+  if (!dle_dtype_is_float(x->dtype)) return false;
+  bool grad_on = dle_grad_enabled();
+  for (int i = 0; i < nin; i++) {
+    const dle_tensor *t = ins[i];
+    if ((grad_on && t->requires_grad) || t->tangent || t->dtype != x->dtype ||
+        t->storage->device.type != DLE_CPU || !dle_shape_equal(t->ndim, t->sizes, x->ndim, x->sizes) ||
+        !dle_tensor_is_contiguous(t))
+      return false;
+  }
+  return true;
+}
+
+static dle_status small_lane(dle_op op, const dle_op_info *info, dle_tensor **out,
+                             dle_tensor *const *ins, int nin, const dle_attrs *attrs) {
+  const dle_tensor *x = ins[0];
+  dle_status st = dle_tensor_empty(out, x->ndim, x->sizes, x->dtype, (dle_device){DLE_CPU, 0});
+  if (st != DLE_OK) {
+    name_allocation_failure(info);
+    return st;
+  }
+  dle_tensor_bump_version(*out); /* as dle_dispatch does for every output */
+  const dle_backend *b = dle_cpu_backend();
+  if (b->small_elementwise && b->small_elementwise(op, *out, ins, nin, attrs)) return DLE_OK;
+  st = dle_dispatch(op, out, 1, ins, nin, attrs);
+  if (st != DLE_OK) DLE_RELEASE(*out);
+  return st;
+}
+
 dle_status dle_op_call_unprofiled(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                                   const dle_attrs *attrs) {
   const dle_op_info *info = dle_op_get_info(op);
@@ -80,6 +120,7 @@ dle_status dle_op_call_unprofiled(dle_op op, dle_tensor **outs, dle_tensor *cons
   if (dle_debug_level() >= 1) trace_op(info, ins, nin);
   static const dle_attrs no_attrs;
   if (!attrs) attrs = &no_attrs;
+  if (small_lane_applies(op, info, outs, ins, nin)) return small_lane(op, info, outs, ins, nin, attrs);
   int nout = info->nout;
   bool given[DLE_MAX_OUTS] = {false};
   for (int k = 0; k < nout; k++) given[k] = outs[k] != NULL;

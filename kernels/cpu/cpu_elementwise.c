@@ -254,7 +254,27 @@ static dle_status cpu_elementwise(dle_op op, dle_tensor *const *outs, dle_tensor
   return DLE_OK;
 }
 
+/* The small-op lane (dle.h): one call of the op's loop over the whole contiguous arrays, no
+ * iterator. Ops too large for one thread are declined, to be split by the general route. */
+static bool cpu_small_elementwise(dle_op op, dle_tensor *out, dle_tensor *const *ins, int nin,
+                                  const dle_attrs *attrs) {
+  int64_t n = dle_tensor_numel(out), es = cpu_esize(out->dtype);
+  if (n >= grain_of(op)) return false;
+  char *p[3] = {dle_tensor_data(out), dle_tensor_data(ins[0]), nin > 1 ? dle_tensor_data(ins[1]) : NULL};
+  const int64_t st[3] = {es, es, es};
+  if (out->dtype == DLE_F32 && cpu_vec && cpu_vec->unary[op])
+    unary_vec_F32(p, st, n, &(vec_ctx){cpu_vec->unary[op], NULL});
+  else if (out->dtype == DLE_F32 && cpu_vec && cpu_vec->binary[op])
+    binary_vec_F32(p, st, n, &(vec2_ctx){cpu_vec->binary[op], NULL});
+  else if (loops[op][out->dtype])
+    loops[op][out->dtype](p, st, n, attrs);
+  else
+    return false;
+  return true;
+}
+
 void cpu_register_elementwise(dle_backend *b) {
+  b->small_elementwise = cpu_small_elementwise;
   for (int op = 0; op < DLE_NUM_OPS; op++) {
     dle_op_kind k = dle_op_get_info((dle_op)op)->kind;
     if (k == DLE_KIND_UNARY || k == DLE_KIND_BINARY || k == DLE_KIND_COMPARE || k == DLE_KIND_WHERE)
