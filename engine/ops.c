@@ -70,32 +70,33 @@ dle_status dle_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int
 }
 
 /* The small-op lane: an elementwise op on contiguous CPU tensors of one float dtype and one
- * shape, none needing a gradient or a tangent, and no output given. That is most ops of a small
- * model's step, and on a few elements their cost is all fixed: this lane allocates the result
- * and calls the backend's small_elementwise, skipping the shape/dtype rule, the device checks
- * and the loop iterator. A float op computes in its inputs' dtype (logical_not aside, whose
- * result is bool), so the rule would agree. */
-static bool small_lane_applies(dle_op op, const dle_op_info *info, dle_tensor **outs,
-                               dle_tensor *const *ins, int nin) {
+ * shape (a binary op's operand may also be 0-dim, as `x * 2` makes it), none needing a gradient
+ * or a tangent, and no output given. That is most ops of a small model's step, and on a few
+ * elements their cost is all fixed: this lane allocates the result and calls the backend's
+ * small_elementwise, skipping the shape/dtype rule, the device checks and the loop iterator. A
+ * float op computes in its inputs' dtype (logical_not aside, whose result is bool), so the rule
+ * would agree. Returns the input whose shape the result takes, or NULL when the lane is closed. */
+static const dle_tensor *small_lane_shape(dle_op op, const dle_op_info *info, dle_tensor **outs,
+                                          dle_tensor *const *ins, int nin) {
   if ((info->kind != DLE_KIND_UNARY && info->kind != DLE_KIND_BINARY) || outs[0] ||
       op == DLE_OP_LOGICAL_NOT)
-    return false;
-  const dle_tensor *x = ins[0];
-  if (!dle_dtype_is_float(x->dtype)) return false;
+    return NULL;
+  const dle_tensor *x = nin > 1 && ins[0]->ndim == 0 ? ins[1] : ins[0];
+  if (!dle_dtype_is_float(x->dtype)) return NULL;
   bool grad_on = dle_grad_enabled();
   for (int i = 0; i < nin; i++) {
     const dle_tensor *t = ins[i];
     if ((grad_on && t->requires_grad) || t->tangent || t->dtype != x->dtype ||
-        t->storage->device.type != DLE_CPU || !dle_shape_equal(t->ndim, t->sizes, x->ndim, x->sizes) ||
-        !dle_tensor_is_contiguous(t))
-      return false;
+        t->storage->device.type != DLE_CPU)
+      return NULL;
+    if (t != x && t->ndim == 0) continue; /* broadcast: the kernel reads it with stride 0 */
+    if (!dle_shape_equal(t->ndim, t->sizes, x->ndim, x->sizes) || !dle_tensor_is_contiguous(t)) return NULL;
   }
-  return true;
+  return x;
 }
 
-static dle_status small_lane(dle_op op, const dle_op_info *info, dle_tensor **out,
+static dle_status small_lane(dle_op op, const dle_op_info *info, const dle_tensor *x, dle_tensor **out,
                              dle_tensor *const *ins, int nin, const dle_attrs *attrs) {
-  const dle_tensor *x = ins[0];
   dle_status st = dle_tensor_empty(out, x->ndim, x->sizes, x->dtype, (dle_device){DLE_CPU, 0});
   if (st != DLE_OK) {
     name_allocation_failure(info);
@@ -120,7 +121,8 @@ dle_status dle_op_call_unprofiled(dle_op op, dle_tensor **outs, dle_tensor *cons
   if (dle_debug_level() >= 1) trace_op(info, ins, nin);
   static const dle_attrs no_attrs;
   if (!attrs) attrs = &no_attrs;
-  if (small_lane_applies(op, info, outs, ins, nin)) return small_lane(op, info, outs, ins, nin, attrs);
+  const dle_tensor *lane = small_lane_shape(op, info, outs, ins, nin);
+  if (lane) return small_lane(op, info, lane, outs, ins, nin, attrs);
   int nout = info->nout;
   bool given[DLE_MAX_OUTS] = {false};
   for (int k = 0; k < nout; k++) given[k] = outs[k] != NULL;

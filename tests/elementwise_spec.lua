@@ -307,6 +307,58 @@ describe("numbers on either side", function()
   end)
 end)
 
+-- ---------------------------------------------------------------- the small-op lane
+
+-- Small float ops on contiguous operands of one shape and dtype take a short route in the engine
+-- (ops.c, small_lane_shape); a 0-dim operand may broadcast there. Anything else must leave it.
+describe("small-op lane", function()
+  for _, dt in ipairs(FLOATS) do
+    it("a 0-dim tensor operand broadcasts on either side, over {}, {1}, {5} and {3,4} (" .. dt .. ")", function()
+      local s = dle.tensor(1.5, {dtype = dt})
+      for _, shape in ipairs({{}, {1}, {5}, {3, 4}}) do
+        local v = stored(H.values(shape, {lo = 0.5, hi = 3}), dt)
+        local t = dle.tensor(v, {dtype = dt})
+        local what = dt .. " " .. table.concat(shape, "x")
+        H.assert_close(t * s, H.map(v, function(a) return a * 1.5 end), {dtype = dt, msg = "t * s " .. what})
+        H.assert_close(s - t, H.map(v, function(a) return 1.5 - a end), {dtype = dt, msg = "s - t " .. what})
+        H.assert_close(s / t, H.map(v, function(a) return 1.5 / a end), {dtype = dt, msg = "s / t " .. what})
+        H.assert_close(t:maximum(s), H.map(v, function(a) return math.max(a, 1.5) end), {dtype = dt, msg = what})
+        assert.are.same(shape, (s + t):shape(), what)
+        assert.are.equal(dt, (t * s):dtype())
+      end
+    end)
+  end
+
+  it("operands of other dtypes, or integers, are promoted as the general rule says", function()
+    local t32, s64 = dle.tensor({1, 2, 3}), dle.tensor(0.5, {dtype = "float64"})
+    assert.are.equal("float64", (t32 * s64):dtype())
+    H.assert_close(t32 * s64, {0.5, 1, 1.5})
+    local i = dle.tensor({1, 2, 3}, {dtype = "int64"})
+    assert.are.equal("int64", (i * 2):dtype())
+    assert.are.equal("float32", (i * 0.5):dtype())
+    assert.are.equal("bool", dle.tensor({0, 2}):logical_not():dtype())
+  end)
+
+  it("an input requiring grad is recorded with grad on, and computed without record under no_grad", function()
+    local x = dle.tensor({1, 2, 3}):requires_grad_()
+    local y = x * 2 + x
+    assert.is_true(y.requires_grad)
+    y:sum():backward()
+    H.assert_close(x.grad, {3, 3, 3})
+    local z = dle.no_grad(function() return x * 2 + x end)
+    assert.is_false(z.requires_grad)
+    assert.is_nil(z.grad_fn)
+    H.assert_close(z, {3, 6, 9})
+  end)
+
+  it("an input carrying a tangent gets its output's tangent (forward mode)", function()
+    local x = dle.tensor({1, 2, 3})
+    local _, t = dle.jvp(function(a) return (a * a):exp() * 2 end, x, dle.ones(3))
+    -- d/da 2 exp(a^2) = 4 a exp(a^2)
+    H.assert_close(t, H.map({1, 2, 3}, function(a) return 4 * a * math.exp(a * a) end), {rtol = 1e-5})
+  end)
+end)
+
 -- ---------------------------------------------------------------- comparisons and where
 
 describe("comparisons", function()

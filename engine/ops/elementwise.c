@@ -165,7 +165,12 @@ dle_status dle_binary(dle_op op, dle_tensor **out, dle_tensor *a, dle_tensor *b)
 
 dle_status dle_scalar_tensor(dle_tensor **out, double v, dle_dtype dt) {
   *out = NULL;
-  return dle_full(out, 0, NULL, v, dt);
+  if (dt != DLE_F32 && dt != DLE_F64) return dle_full(out, 0, NULL, v, dt);
+  /* float32/64 (every `x * 2` on float tensors) without the op machinery of dle_full */
+  DLE_TRY(dle_tensor_empty(out, 0, NULL, dt, (dle_device){DLE_CPU, 0}));
+  if (dt == DLE_F32) *(float *)dle_tensor_data(*out) = (float)v;
+  else *(double *)dle_tensor_data(*out) = v;
+  return DLE_OK;
 }
 
 dle_status dle_binary_scalar(dle_op op, dle_tensor **out, dle_tensor *t, double s, bool scalar_first) {

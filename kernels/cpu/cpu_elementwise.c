@@ -255,14 +255,18 @@ static dle_status cpu_elementwise(dle_op op, dle_tensor *const *outs, dle_tensor
 }
 
 /* The small-op lane (dle.h): one call of the op's loop over the whole contiguous arrays, no
- * iterator. Ops too large for one thread are declined, to be split by the general route. */
+ * iterator; a 0-dim operand of a larger result is read with stride 0. Ops too large for one
+ * thread are declined, to be split by the general route. */
 static bool cpu_small_elementwise(dle_op op, dle_tensor *out, dle_tensor *const *ins, int nin,
                                   const dle_attrs *attrs) {
   int64_t n = dle_tensor_numel(out), es = cpu_esize(out->dtype);
   if (n >= grain_of(op)) return false;
   char *p[3] = {dle_tensor_data(out), dle_tensor_data(ins[0]), nin > 1 ? dle_tensor_data(ins[1]) : NULL};
-  const int64_t st[3] = {es, es, es};
-  if (out->dtype == DLE_F32 && cpu_vec && cpu_vec->unary[op])
+  int64_t st[3] = {es, es, es};
+  bool dense = true;
+  for (int i = 0; i < nin; i++)
+    if (ins[i]->ndim == 0 && out->ndim > 0) st[i + 1] = 0, dense = false;
+  if (dense && out->dtype == DLE_F32 && cpu_vec && cpu_vec->unary[op])
     unary_vec_F32(p, st, n, &(vec_ctx){cpu_vec->unary[op], NULL});
   else if (out->dtype == DLE_F32 && cpu_vec && cpu_vec->binary[op])
     binary_vec_F32(p, st, n, &(vec2_ctx){cpu_vec->binary[op], NULL});
