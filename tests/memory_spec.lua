@@ -233,6 +233,18 @@ describe("memory", function()
       assert.are.equal(150000, #heap)
     end)
 
+    -- ... and every few MB of native growth, so that a loop's mid-size results are reused while
+    -- in cache instead of cycling through the 64 MB that a full collection waits for
+    it("dead mid-size tensors are freed every few MB, not only by the 64 MB full collection", function()
+      local base, peak = allocated(), 0
+      for _ = 1, 400 do   -- 100 MB in all
+        local t = dle.empty(64 * 1024)   -- 256 KB
+        peak = math.max(peak, allocated() - base)
+        t = nil
+      end
+      assert.is_true(peak < 12 * MB, string.format("dead tensors held %.1f MB", peak / MB))
+    end)
+
     -- dle's steps must leave Lua's major collections to happen: Lua garbage that lives across a
     -- few of them grows old, and only a major collection frees old objects
     it("Lua garbage that grew old is still collected while tensors are made", function()
@@ -253,9 +265,10 @@ describe("memory", function()
       collectgarbage("stop")
       local base = allocated()
       for _ = 1, 2000 do local t = dle.empty(256); t = nil end
+      for _ = 1, 40 do local t = dle.empty(64 * 1024); t = nil end   -- 10 MB: past the byte step too
       local grown = allocated() - base
       collectgarbage("restart")
-      assert.are.equal(2000 * 1024, grown)
+      assert.are.equal(2000 * 1024 + 40 * 256 * 1024, grown)
     end)
 
     it("a program's choice of the incremental collector is kept", function()
