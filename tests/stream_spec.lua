@@ -71,6 +71,16 @@ for _, threads in ipairs({1, 2}) do
       assert.equal(0, max_diff(at * b, ac * b), "mul")
       assert.equal(0, max_diff(at:exp(), ac:exp()), "exp")
     end)
+
+    -- cpu_iter_copy_transposed takes outputs below 4 MB, run_tiled the larger ones
+    it("x:t():contiguous() puts every element in place below and above the 4 MB direct-copy bound", function()
+      for _, rc in ipairs({{700, 731}, {1100, 1001}, {2049, 1030}}) do
+        local r, c = rc[1], rc[2]
+        local x = dle.arange(r * c):view(r, c)   -- float32, exact below 2^24
+        local want = dle.arange(c):view(c, 1) + dle.arange(r):view(1, r) * c
+        assert.is_true(x:t():contiguous():equal(want), ("%dx%d"):format(r, c))
+      end
+    end)
   end)
 end
 
