@@ -26,6 +26,10 @@ typedef struct { char s[128]; } dle_shape_buf;
 #define SHAPE(t) (dle_tensor_shape_str((dle_shape_buf){{0}}.s, 128, (t)))
 
 
+/* dle_tensor_empty for a shape and dtype already known valid (another tensor's): no checks. */
+dle_status dle_tensor_empty_checked(dle_tensor **out, int ndim, const int64_t *sizes, dle_dtype dtype,
+                                    dle_device device);
+
 /* Gives *out a tensor of the given shape and dtype: allocates when *out is NULL, otherwise checks
  * that the caller's tensor has exactly that shape and dtype. */
 dle_status dle_prepare_out(dle_tensor **out, const char *fn, int ndim, const int64_t *sizes,

@@ -89,15 +89,18 @@ static const dle_tensor *small_lane_shape(dle_op op, const dle_op_info *info, dl
     if ((grad_on && t->requires_grad) || t->tangent || t->dtype != x->dtype ||
         t->storage->device.type != DLE_CPU)
       return NULL;
-    if (t != x && t->ndim == 0) continue; /* broadcast: the kernel reads it with stride 0 */
-    if (!dle_shape_equal(t->ndim, t->sizes, x->ndim, x->sizes) || !dle_tensor_is_contiguous(t)) return NULL;
+    if (t != x) {
+      if (t->ndim == 0) continue; /* broadcast: the kernel reads it with stride 0 */
+      if (!dle_shape_equal(t->ndim, t->sizes, x->ndim, x->sizes)) return NULL;
+    }
+    if (!dle_tensor_is_contiguous(t)) return NULL;
   }
   return x;
 }
 
 static dle_status small_lane(dle_op op, const dle_op_info *info, const dle_tensor *x, dle_tensor **out,
                              dle_tensor *const *ins, int nin, const dle_attrs *attrs) {
-  dle_status st = dle_tensor_empty(out, x->ndim, x->sizes, x->dtype, (dle_device){DLE_CPU, 0});
+  dle_status st = dle_tensor_empty_checked(out, x->ndim, x->sizes, x->dtype, (dle_device){DLE_CPU, 0});
   if (st != DLE_OK) {
     name_allocation_failure(info);
     return st;

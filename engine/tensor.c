@@ -136,6 +136,11 @@ dle_status dle_tensor_empty(dle_tensor **out, int ndim, const int64_t *sizes, dl
                             dle_device device) {
   DLE_TRY(check_sizes("empty", ndim, sizes));
   if ((unsigned)dtype >= DLE_NUM_DTYPES) return dle_error("empty: invalid dtype %d", (int)dtype);
+  return dle_tensor_empty_checked(out, ndim, sizes, dtype, device);
+}
+
+dle_status dle_tensor_empty_checked(dle_tensor **out, int ndim, const int64_t *sizes, dle_dtype dtype,
+                                    dle_device device) {
   dle_tensor *t = header_new();
   if (!t) return DLE_ERR;
   size_t nbytes = (size_t)dle_shape_numel(ndim, sizes) * dle_dtype_size(dtype);
