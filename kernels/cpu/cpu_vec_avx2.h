@@ -200,10 +200,13 @@ VEC_INLINE __m256 verfc_pos(__m256 ah, __m256 al) {
   if (_mm256_movemask_ps(is_near) == 0xff) return near; /* common for activations: skip the tail */
   __m256 hi = _mm256_mul_ps(ah, ah);
   __m256 lo = _mm256_fmadd_ps(_mm256_add_ps(ah, ah), al, _mm256_fmsub_ps(ah, ah, hi));
-  __m256 z = vexp(_mm256_sub_ps(_mm256_setzero_ps(), hi));
+  __m256 z = vexp_nonpos(_mm256_sub_ps(_mm256_setzero_ps(), hi));
   z = _mm256_fnmadd_ps(z, lo, z); /* exp(-hi - lo) ~ exp(-hi) (1 - lo) */
   __m256 q = _mm256_div_ps(V8(1.0f), ah), y = _mm256_mul_ps(q, q);
-  __m256 big = _mm256_blendv_ps(vpoly(y, P, 9), vpoly(y, R, 8), _mm256_cmp_ps(ah, V8(2.0f), _CMP_GE_OQ));
+  __m256 far = _mm256_cmp_ps(ah, V8(2.0f), _CMP_GE_OQ);
+  int nfar = _mm256_movemask_ps(far); /* one of the two fits when no lane needs the other */
+  __m256 big = nfar == 0 ? vpoly(y, P, 9) : nfar == 0xff ? vpoly(y, R, 8)
+                                           : _mm256_blendv_ps(vpoly(y, P, 9), vpoly(y, R, 8), far);
   __m256 tail = _mm256_mul_ps(_mm256_mul_ps(z, q), big);
   tail = _mm256_andnot_ps(_mm256_cmp_ps(ah, V8(10.5f), _CMP_GT_OQ), tail); /* erfc < 2^-150; inf-safe */
   return _mm256_blendv_ps(tail, near, is_near);
