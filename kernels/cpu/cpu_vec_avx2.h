@@ -241,7 +241,7 @@ VEC_INLINE __m256 vtwo_phi(__m256 x) {
 VEC_INLINE __m256 vgelu(__m256 x) { return _mm256_mul_ps(_mm256_mul_ps(V8(0.5f), x), vtwo_phi(x)); }
 /* gelu'(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi) */
 VEC_INLINE __m256 vgelu_grad(__m256 x) {
-  __m256 pdf = _mm256_mul_ps(vexp(_mm256_mul_ps(V8(-0.5f), _mm256_mul_ps(x, x))), V8(0.398942280401432678f));
+  __m256 pdf = _mm256_mul_ps(vexp_nonpos(_mm256_mul_ps(V8(-0.5f), _mm256_mul_ps(x, x))), V8(0.398942280401432678f));
   return _mm256_fmadd_ps(x, pdf, _mm256_mul_ps(V8(0.5f), vtwo_phi(x)));
 }
 
