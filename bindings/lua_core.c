@@ -44,7 +44,7 @@ static void pace_gc(lua_State *L) {
 
 /* Two things keep dead tensors cheap: a collector step every GC_MODE_CHECK new tensors or every
  * GC_STEP_BYTES of native growth, whichever comes first, and a check of the collector's mode
- * with the first.
+ * before each step.
  *
  * The step. Lua's own minor collections wait until the heap has grown by a fifth, and a tensor's
  * userdata is a few dozen bytes of it: beside a 9 MB heap, tens of thousands of dead tensors
@@ -79,22 +79,24 @@ static unsigned gc_mode_countdown = 1; /* the first new tensor checks */
 static size_t step_mark;        /* live native bytes after the last step (or their low since) */
 static bool program_incremental; /* what the last mode check found */
 
+/* A program found running the incremental collector gets no byte steps until the count says
+ * to check again: each check is a full collection then. Every other step checks the mode too,
+ * which costs nothing in generational mode and leaves its fallback (a step taken in the fallback
+ * would be a full collection). */
 static void keep_gc_generational(lua_State *L) {
   size_t live = dle_memory_allocated();
   if (live < step_mark) step_mark = live;
   bool by_count = --gc_mode_countdown == 0, by_bytes = live - step_mark >= GC_STEP_BYTES;
-  if (!by_count && !by_bytes) return;
+  if (!by_count && !(by_bytes && !program_incremental)) return;
   if (by_count) gc_mode_countdown = GC_MODE_CHECK;
   step_mark = live;
   if (!lua_gc(L, LUA_GCISRUNNING)) return;
-  if (by_count) {
-    program_incremental = lua_gc(L, LUA_GCGEN, 0, 0) == LUA_GCINC;
-    if (program_incremental) {
-      lua_gc(L, LUA_GCINC, 0, 0, 0);
-      gc_mode_countdown = GC_MODE_CHECK_INCREMENTAL;
-    }
+  program_incremental = lua_gc(L, LUA_GCGEN, 0, 0) == LUA_GCINC;
+  if (program_incremental) {
+    lua_gc(L, LUA_GCINC, 0, 0, 0);
+    gc_mode_countdown = GC_MODE_CHECK_INCREMENTAL;
+    return;
   }
-  if (program_incremental) return;
   lua_gc(L, LUA_GCSTEP, GC_STEP_KB);
   step_mark = dle_memory_allocated();
 }

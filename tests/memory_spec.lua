@@ -273,7 +273,9 @@ describe("memory", function()
 
     it("a program's choice of the incremental collector is kept", function()
       collectgarbage("incremental")
-      for _ = 1, 2000 do local t = dle.ones(1); t = nil end
+      for _ = 1, 40 do local t = dle.empty(64 * 1024); t = nil end   -- 10 MB: byte steps
+      assert.are.equal("incremental", collectgarbage("incremental"))
+      for _ = 1, 2000 do local t = dle.ones(1); t = nil end          -- count checks
       assert.are.equal("incremental", collectgarbage("incremental"))
     end)
   end)
