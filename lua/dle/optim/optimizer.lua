@@ -204,6 +204,9 @@ function Optimizer:load_state_dict(sd)
   local params = {}
   for gi, group in ipairs(self.param_groups) do
     local sg = sd.param_groups[gi]
+    if type(sg) ~= "table" then
+      error(string.format("%s: load_state_dict: param group %d is a %s, not a table", name, gi, type(sg)), 2)
+    end
     if type(sg.params) ~= "table" or #sg.params ~= #group.params then
       error(string.format("%s: load_state_dict: group %d has %d params in the state, %d here", name,
         gi, type(sg.params) == "table" and #sg.params or 0, #group.params), 2)
