@@ -249,6 +249,8 @@ static int tensor_newindex(lua_State *L) {
     }
     if (strcmp(k, "grad") == 0) {
       dle_tensor *g = lua_isnil(L, 3) ? NULL : dle_lua_check(L, 3);
+      if (g && dle_tensor_reaches(g, t)) /* a reference cycle, never freed */
+        return luaL_error(L, "grad: a tensor cannot be its own gradient, directly or through .grad/.tangent links");
       if (g && !same_shape(t, g))
         return luaL_error(L, "grad: assigned gradient of shape %s does not match tensor shape %s",
                           dle_tensor_shape_str((char[128]){0}, 128, g),

@@ -188,6 +188,11 @@ static bool requires_grad(const dle_tensor *t) {
   return t->requires_grad && dle_dtype_is_float(t->dtype);
 }
 
+bool dle_tensor_reaches(const dle_tensor *from, const dle_tensor *to) {
+  if (!from) return false;
+  return from == to || dle_tensor_reaches(from->grad, to) || dle_tensor_reaches(from->tangent, to);
+}
+
 bool dle_autograd_wants(dle_op op, dle_tensor *const *ins, int nin) {
   if (grad_disabled || !(dle_op_get_info(op)->flags & DLE_DIFF)) return false;
   for (int i = 0; i < nin; i++)
@@ -529,8 +534,15 @@ static dle_status deliver_leaf(dle_tensor *leaf, dle_tensor *g, const capture *c
   }
   if (!leaf->grad) {
     /* A broadcast gradient (sum's is an expanded view) becomes a dense tensor, so .grad looks
-     * like its leaf and later steps can add into it in place. */
-    if (dle_tensor_overlaps_itself(g)) {
+     * like its leaf and later steps can add into it in place; and one that holds the leaf
+     * (x:backward(x) passes x itself) becomes a copy, as in PyTorch, or x would hold itself. */
+    if (dle_tensor_reaches(g, leaf)) {
+      dle_tensor *c = NULL;
+      dle_status st = dle_clone(&c, g);
+      dle_tensor_release(g);
+      if (st != DLE_OK) return st;
+      g = c;
+    } else if (dle_tensor_overlaps_itself(g)) {
       dle_tensor *d = NULL;
       dle_status st = dle_contiguous(&d, g);
       dle_tensor_release(g);
@@ -669,9 +681,9 @@ dle_status dle_set_tangent(dle_tensor *t, dle_tensor *tangent) {
                        dle_tensor_shape_str((dle_shape_buf){{0}}.s, 128, t));
     if (!dle_dtype_is_float(t->dtype))
       return dle_error("jvp: only float tensors carry tangents, got %s", dle_dtype_name(t->dtype));
-    /* t as its own tangent (or its tangent's tangent...) would be a reference cycle: never freed */
-    for (const dle_tensor *p = tangent; p; p = p->tangent)
-      if (p == t) return dle_error("jvp: a tensor cannot be its own tangent (shape %s)", SHAPE(t));
+    if (dle_tensor_reaches(tangent, t))
+      return dle_error("jvp: a tensor cannot be its own tangent, directly or through .grad/.tangent links "
+                       "(shape %s)", SHAPE(t));
   }
   dle_tensor *old = t->tangent;
   dle_tensor_retain(tangent);

@@ -77,6 +77,9 @@ void dle_grad_register_losses(dle_grad_rule *rules);      /* ops/losses_grad.c *
 /* Should a call of op with these inputs be recorded? (grad mode on, op differentiable, some
  * float input requiring grad). */
 bool dle_autograd_wants(dle_op op, dle_tensor *const *ins, int nin);
+/* Is `from` the tensor `to`, or does it hold it through its .grad and .tangent links? Storing
+ * such a tensor in to's .grad or .tangent would make a reference cycle, never freed. */
+bool dle_tensor_reaches(const dle_tensor *from, const dle_tensor *to);
 /* Records a node for outputs computed from ins; versions are the inputs' storage versions from
  * before the op ran (an in-place op has already bumped them). */
 dle_status dle_autograd_record(dle_op op, const dle_attrs *a, dle_tensor **outs, int nout,

@@ -210,6 +210,32 @@ describe("memory", function()
     assert.is_truthy(msg:find("own tangent", 1, true))
   end)
 
+  -- found by the API fuzzer (LeakSanitizer, seed 11): dle.backward(x, x) on a leaf stored x as its
+  -- own .grad; links through .grad and .tangent could close the same kind of cycle
+  it("a leaf given itself as its gradient is freed; cycles through .grad and .tangent are refused", function()
+    local before = allocated()
+    do
+      local x = dle.ones(1000):requires_grad_()
+      dle.backward(x, x)
+      assert.is_false(rawequal(x.grad, x))
+      assert.is_true(x.grad:equal(dle.ones(1000)))
+      local y = dle.ones(3):requires_grad_()
+      y:backward(y * 1)   -- not a cycle: stored as it is
+      local a, b = dle.ones(2), dle.ones(2)
+      a.grad = b
+      local ok, msg = pcall(function() b.grad = a end)
+      assert.is_false(ok)
+      assert.is_truthy(msg:find("grad: a tensor cannot be its own gradient", 1, true), msg)
+      ok, msg = pcall(function() a.grad = a end)
+      assert.is_false(ok)
+      ok, msg = pcall(dle.core.set_tangent, b, a)   -- a.grad is b
+      assert.is_false(ok)
+      assert.is_truthy(msg:find("own tangent", 1, true), msg)
+    end
+    full_gc()
+    assert.are.equal(before, allocated())
+  end)
+
   -- bindings/lua_core.c (keep_gc_generational): under lua5.4's generational collector, dle runs a
   -- minor collection every few hundred new tensors, so dead small tensors are freed while their
   -- memory is still in cache, however big the Lua heap (Lua's own minor collections wait for the
