@@ -87,7 +87,7 @@ static void keep_gc_generational(lua_State *L) {
   size_t live = dle_memory_allocated();
   if (live < step_mark) step_mark = live;
   bool by_count = --gc_mode_countdown == 0, by_bytes = live - step_mark >= GC_STEP_BYTES;
-  if (!by_count && !(by_bytes && !program_incremental)) return;
+  if (!by_count && (!by_bytes || program_incremental)) return;
   if (by_count) gc_mode_countdown = GC_MODE_CHECK;
   step_mark = live;
   if (!lua_gc(L, LUA_GCISRUNNING)) return;

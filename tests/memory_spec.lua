@@ -221,6 +221,7 @@ describe("memory", function()
       assert.is_true(x.grad:equal(dle.ones(1000)))
       local y = dle.ones(3):requires_grad_()
       y:backward(y * 1)   -- not a cycle: stored as it is
+      assert.is_true(y.grad:equal(dle.ones(3)))
       local a, b = dle.ones(2), dle.ones(2)
       a.grad = b
       local ok, msg = pcall(function() b.grad = a end)

@@ -229,28 +229,41 @@ static void binary_vec_F32(char **p, const int64_t *s, int64_t n, const void *ct
   }
 }
 
+/* The loop of op in dtype dt and the context it takes, in *ctx: float32's AVX2 array kernel when
+ * there is one (with its streaming variant when `stream`), else the op's loop over attrs. NULL
+ * when the dtype has no loop. */
+typedef union {
+  vec_ctx unary;
+  vec2_ctx binary;
+} loop_ctx;
+static cpu_loop_fn loop_of(dle_op op, dle_dtype dt, bool stream, const dle_attrs *attrs, loop_ctx *c,
+                           const void **ctx) {
+  if (dt == DLE_F32 && cpu_vec && cpu_vec->unary[op]) {
+    c->unary = (vec_ctx){cpu_vec->unary[op], stream ? cpu_vec->unary_stream[op] : NULL};
+    *ctx = &c->unary;
+    return unary_vec_F32;
+  }
+  if (dt == DLE_F32 && cpu_vec && cpu_vec->binary[op]) {
+    c->binary = (vec2_ctx){cpu_vec->binary[op], stream ? cpu_vec->binary_stream[op] : NULL};
+    *ctx = &c->binary;
+    return binary_vec_F32;
+  }
+  *ctx = attrs;
+  return loops[op][dt];
+}
+
 /* The front door has already promoted inputs: the loop is chosen by the dtype the op computes
  * in, which is the last input's dtype (where's first input is its bool condition). */
 static dle_status cpu_elementwise(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins,
                                   int nin, const dle_attrs *attrs) {
   dle_dtype dt = ins[nin - 1]->dtype;
-  if (dt == DLE_F32 && cpu_vec && cpu_vec->unary[op]) {
-    dle_tensor *y = outs[0];
-    bool large = cpu_stream_output(dle_tensor_numel(y) * (int64_t)sizeof(float));
-    vec_ctx c = {cpu_vec->unary[op], large ? cpu_vec->unary_stream[op] : NULL};
-    cpu_foreach_elementwise(outs[0], ins, nin, unary_vec_F32, &c, grain_of(op));
-    return DLE_OK;
-  }
-  if (dt == DLE_F32 && cpu_vec && cpu_vec->binary[op]) {
-    bool large = cpu_stream_output(dle_tensor_numel(outs[0]) * (int64_t)sizeof(float));
-    vec2_ctx c = {cpu_vec->binary[op], large ? cpu_vec->binary_stream[op] : NULL};
-    cpu_foreach_elementwise(outs[0], ins, nin, binary_vec_F32, &c, grain_of(op));
-    return DLE_OK;
-  }
-  cpu_loop_fn fn = loops[op][dt];
+  bool large = cpu_stream_output(dle_tensor_numel(outs[0]) * (int64_t)cpu_esize(outs[0]->dtype));
+  loop_ctx c;
+  const void *ctx;
+  cpu_loop_fn fn = loop_of(op, dt, large, attrs, &c, &ctx);
   if (!fn)
     return dle_error("%s: no CPU kernel for dtype %s", dle_op_get_info(op)->name, dle_dtype_name(dt));
-  cpu_foreach_elementwise(outs[0], ins, nin, fn, attrs, grain_of(op));
+  cpu_foreach_elementwise(outs[0], ins, nin, fn, ctx, grain_of(op));
   return DLE_OK;
 }
 
@@ -261,19 +274,15 @@ static bool cpu_small_elementwise(dle_op op, dle_tensor *out, dle_tensor *const 
                                   const dle_attrs *attrs) {
   int64_t n = dle_tensor_numel(out), es = cpu_esize(out->dtype);
   if (n >= grain_of(op)) return false;
+  loop_ctx c;
+  const void *ctx;
+  cpu_loop_fn fn = loop_of(op, out->dtype, false, attrs, &c, &ctx);
+  if (!fn) return false;
   char *p[3] = {dle_tensor_data(out), dle_tensor_data(ins[0]), nin > 1 ? dle_tensor_data(ins[1]) : NULL};
   int64_t st[3] = {es, es, es};
-  bool dense = true;
   for (int i = 0; i < nin; i++)
-    if (ins[i]->ndim == 0 && out->ndim > 0) st[i + 1] = 0, dense = false;
-  if (dense && out->dtype == DLE_F32 && cpu_vec && cpu_vec->unary[op])
-    unary_vec_F32(p, st, n, &(vec_ctx){cpu_vec->unary[op], NULL});
-  else if (out->dtype == DLE_F32 && cpu_vec && cpu_vec->binary[op])
-    binary_vec_F32(p, st, n, &(vec2_ctx){cpu_vec->binary[op], NULL});
-  else if (loops[op][out->dtype])
-    loops[op][out->dtype](p, st, n, attrs);
-  else
-    return false;
+    if (ins[i]->ndim == 0 && out->ndim > 0) st[i + 1] = 0;
+  fn(p, st, n, ctx);
   return true;
 }
 

@@ -145,7 +145,7 @@ static void run_tiled(const cpu_iter *it, cpu_loop_fn fn, const void *ctx, unsig
 #define COPY_DIRECT_MAX_BYTES ((int64_t)4 << 20)
 bool cpu_iter_copy_transposed(const cpu_iter *it) {
   int L = it->ndim - 1, P = L - 1;
-  if (!cpu_vec || it->numel * 4 >= COPY_DIRECT_MAX_BYTES || it->nops != 2 || transposed_ops(it) != 2u ||
+  if (!cpu_vec || it->numel * it->esize[0] >= COPY_DIRECT_MAX_BYTES || it->nops != 2 || transposed_ops(it) != 2u ||
       it->esize[0] != 4 || it->esize[1] != 4 ||
       it->strides[0][L] != 4 || it->strides[1][P] != 4 || it->strides[0][P] % 4 || it->strides[1][L] % 4)
     return false;
