@@ -234,10 +234,6 @@ static int tensor_index(lua_State *L) {
   return 1;
 }
 
-static bool same_shape(const dle_tensor *a, const dle_tensor *b) {
-  return a->ndim == b->ndim && memcmp(a->sizes, b->sizes, (size_t)a->ndim * sizeof a->sizes[0]) == 0;
-}
-
 /* t[i] = number | tensor writes into the slice; fields requires_grad and grad are settable. */
 static int tensor_newindex(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1);
@@ -248,16 +244,7 @@ static int tensor_newindex(lua_State *L) {
       return 0;
     }
     if (strcmp(k, "grad") == 0) {
-      dle_tensor *g = lua_isnil(L, 3) ? NULL : dle_lua_check(L, 3);
-      if (g && dle_tensor_reaches(g, t)) /* a reference cycle, never freed */
-        return luaL_error(L, "grad: a tensor cannot be its own gradient, directly or through .grad/.tangent links");
-      if (g && !same_shape(t, g))
-        return luaL_error(L, "grad: assigned gradient of shape %s does not match tensor shape %s",
-                          dle_tensor_shape_str((char[128]){0}, 128, g),
-                          dle_tensor_shape_str((char[128]){0}, 128, t));
-      dle_tensor_retain(g);
-      dle_tensor_release(t->grad);
-      t->grad = g;
+      DLE_LUA_TRY(L, dle_set_grad(t, lua_isnil(L, 3) ? NULL : dle_lua_check(L, 3)));
       return 0;
     }
     return luaL_error(L, "index: cannot set field '%s' of a tensor (only requires_grad and grad can be set)", k);

@@ -46,6 +46,7 @@ struct dle_node {
   /* bookkeeping of the backward pass running now */
   uint64_t run;
   int run_slot;
+  uint64_t walk;        /* the last dle_tensor_holds walk that went through this node */
 };
 
 /* ---------------------------------------------------------------- modes */
@@ -418,6 +419,56 @@ oom:
   return dle_error("backward: out of memory");
 }
 
+/* ---------------------------------------------------------------- reference cycles */
+
+/* One thing a dle_tensor_holds walk still has to look at: a tensor, or else a node. */
+typedef struct {
+  const dle_tensor *t;
+  dle_node *n;
+} held;
+
+static uint64_t next_walk = 1;
+
+bool dle_tensor_holds(const dle_tensor *from, const dle_tensor *to) {
+  held inline_stack[64], *stack = inline_stack;
+  int top = 0, cap = 64;
+  uint64_t walk = next_walk++;
+  bool found = false;
+#define HOLD_PUSH(...)                                                            \
+  do {                                                                            \
+    if (top == cap) {                                                             \
+      held *bigger = grow(stack, inline_stack, cap, sizeof *stack);               \
+      if (!bigger) { found = true; goto done; } /* unknown: say held (the safe answer) */ \
+      stack = bigger, cap *= 2;                                                   \
+    }                                                                             \
+    stack[top++] = (held){__VA_ARGS__};                                           \
+  } while (0)
+  HOLD_PUSH(from, NULL);
+  while (top > 0) {
+    held h = stack[--top];
+    if (h.t) {
+      if (h.t == to) { found = true; break; }
+      if (h.t->grad) HOLD_PUSH(h.t->grad, NULL);
+      if (h.t->tangent) HOLD_PUSH(h.t->tangent, NULL);
+      if (h.t->grad_fn && h.t->grad_fn->walk != walk) HOLD_PUSH(NULL, h.t->grad_fn);
+      continue;
+    }
+    h.n->walk = walk;
+    for (int i = 0; i < h.n->nin; i++) {
+      node_input *in = &h.n->in[i];
+      if (in->fn && in->fn->walk != walk) HOLD_PUSH(NULL, in->fn);
+      if (in->leaf) HOLD_PUSH(in->leaf, NULL);
+      if (in->value) HOLD_PUSH(in->value, NULL);
+    }
+    for (int k = 0; k < h.n->nout; k++)
+      if (h.n->out[k].value) HOLD_PUSH(h.n->out[k].value, NULL);
+  }
+#undef HOLD_PUSH
+done:
+  if (stack != inline_stack) free(stack);
+  return found;
+}
+
 /* *acc += g, out of place so a recorded graph stays valid (g is consumed). */
 static dle_status accumulate(dle_tensor **acc, dle_tensor *g) {
   if (!*acc) {
@@ -685,9 +736,30 @@ dle_status dle_set_tangent(dle_tensor *t, dle_tensor *tangent) {
       return dle_error("jvp: a tensor cannot be its own tangent, directly or through .grad/.tangent links "
                        "(shape %s)", SHAPE(t));
   }
-  dle_tensor *old = t->tangent;
-  dle_tensor_retain(tangent);
-  t->tangent = tangent;
+  dle_tensor *old = t->tangent, *kept = NULL;
+  if (tangent && dle_tensor_holds(tangent, t)) /* only through its history: kept as values alone */
+    DLE_TRY(dle_detach(&kept, tangent));
+  else
+    dle_tensor_retain(kept = tangent);
+  t->tangent = kept;
+  dle_tensor_release(old);
+  return DLE_OK;
+}
+
+dle_status dle_set_grad(dle_tensor *t, dle_tensor *g) {
+  if (g) {
+    if (!dle_shape_equal(t->ndim, t->sizes, g->ndim, g->sizes))
+      return dle_error("grad: assigned gradient of shape %s does not match tensor shape %s", SHAPE(g),
+                       dle_tensor_shape_str((dle_shape_buf){{0}}.s, 128, t));
+    if (dle_tensor_reaches(g, t))
+      return dle_error("grad: a tensor cannot be its own gradient, directly or through .grad/.tangent links");
+  }
+  dle_tensor *old = t->grad, *kept = NULL;
+  if (g && dle_tensor_holds(g, t)) /* only through its history: kept as values alone */
+    DLE_TRY(dle_detach(&kept, g));
+  else
+    dle_tensor_retain(kept = g);
+  t->grad = kept;
   dle_tensor_release(old);
   return DLE_OK;
 }

@@ -80,6 +80,11 @@ bool dle_autograd_wants(dle_op op, dle_tensor *const *ins, int nin);
 /* Is `from` the tensor `to`, or does it hold it through its .grad and .tangent links? Storing
  * such a tensor in to's .grad or .tangent would make a reference cycle, never freed. */
 bool dle_tensor_reaches(const dle_tensor *from, const dle_tensor *to);
+/* Does `from` hold `to` at all: through those links or through its history (the values, leaves
+ * and producers its grad_fn keeps, and theirs)? A .grad or .tangent set from outside that holds
+ * its tensor this way is stored detached (its values without the history): the reference cycle
+ * could never be freed. Walks each node once. */
+bool dle_tensor_holds(const dle_tensor *from, const dle_tensor *to);
 /* Records a node for outputs computed from ins; versions are the inputs' storage versions from
  * before the op ran (an in-place op has already bumped them). */
 dle_status dle_autograd_record(dle_op op, const dle_attrs *a, dle_tensor **outs, int nout,

@@ -274,6 +274,9 @@ dle_status dle_autograd_record_custom(const char *name, dle_tensor **outs, int n
                                       void *ctx, void (*free_ctx)(void *ctx));
 /* Forward mode: attach (retained) or clear (NULL) the tangent carried by t. */
 dle_status dle_set_tangent(dle_tensor *t, dle_tensor *tangent);
+/* t.grad = g (retained; NULL clears it), g of t's shape. A g that holds t through its history
+ * (p.grad = p.grad + wd * p with p requiring grad) is stored detached: the values alone. */
+dle_status dle_set_grad(dle_tensor *t, dle_tensor *g);
 
 /* ---------------------------------------------------------------- threads and time */
 #define DLE_MAX_THREADS 1024

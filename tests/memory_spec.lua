@@ -237,6 +237,31 @@ describe("memory", function()
     assert.are.equal(before, allocated())
   end)
 
+  -- found by the API fuzzer (LeakSanitizer, seed 11, iteration 118143): set_tangent(x, v) with v a
+  -- view of x recorded while x required grad: v's history kept x, x kept v as its tangent
+  it("a .grad or tangent holding its tensor through its history is stored detached, and freed", function()
+    full_gc()
+    local before = allocated()
+    do
+      local p = dle.full({1000}, 2):requires_grad_()
+      p.grad = dle.ones(1000)
+      p.grad = p.grad + p * 0.5           -- manual weight decay, with grad mode on
+      assert.is_true(p.grad:equal(dle.full({1000}, 2)))
+      assert.is_nil(p.grad.grad_fn)       -- its history (which holds p) was dropped
+      local x = dle.ones(4, 4):requires_grad_()
+      dle.core.set_tangent(x, x:t():select(1, 1):expand(4, 4))
+      assert.is_true(dle.core.tangent(x):equal(dle.ones(4, 4)))
+      assert.is_nil(dle.core.tangent(x).grad_fn)
+      local y = dle.ones(3):requires_grad_()
+      local g = y * 2                     -- no cycle: y is not g's tensor
+      local z = dle.ones(3):requires_grad_()
+      z.grad = g
+      assert.is_not_nil(z.grad.grad_fn)   -- kept as it is, history and all
+    end
+    full_gc()
+    assert.are.equal(before, allocated())
+  end)
+
   -- bindings/lua_core.c (keep_gc_generational): under lua5.4's generational collector, dle runs a
   -- minor collection every few hundred new tensors, so dead small tensors are freed while their
   -- memory is still in cache, however big the Lua heap (Lua's own minor collections wait for the
