@@ -725,6 +725,20 @@ dle_status dle_backward(int nroots, dle_tensor *const *roots, dle_tensor *const 
 
 /* ---------------------------------------------------------------- forward mode */
 
+/* *link (t's .grad or .tangent) = v, retained; a v that holds t only through its history is
+ * kept as its values alone (detached), or t would hold itself. The caller has refused a v that
+ * holds t through .grad/.tangent links (detaching would not cut those). */
+static dle_status set_link(dle_tensor **link, dle_tensor *t, dle_tensor *v) {
+  dle_tensor *kept = NULL;
+  if (v && dle_tensor_holds(v, t))
+    DLE_TRY(dle_detach(&kept, v));
+  else
+    dle_tensor_retain(kept = v);
+  dle_tensor_release(*link);
+  *link = kept;
+  return DLE_OK;
+}
+
 dle_status dle_set_tangent(dle_tensor *t, dle_tensor *tangent) {
   if (tangent) {
     if (!dle_shape_equal(t->ndim, t->sizes, tangent->ndim, tangent->sizes))
@@ -736,14 +750,7 @@ dle_status dle_set_tangent(dle_tensor *t, dle_tensor *tangent) {
       return dle_error("jvp: a tensor cannot be its own tangent, directly or through .grad/.tangent links "
                        "(shape %s)", SHAPE(t));
   }
-  dle_tensor *old = t->tangent, *kept = NULL;
-  if (tangent && dle_tensor_holds(tangent, t)) /* only through its history: kept as values alone */
-    DLE_TRY(dle_detach(&kept, tangent));
-  else
-    dle_tensor_retain(kept = tangent);
-  t->tangent = kept;
-  dle_tensor_release(old);
-  return DLE_OK;
+  return set_link(&t->tangent, t, tangent);
 }
 
 dle_status dle_set_grad(dle_tensor *t, dle_tensor *g) {
@@ -754,14 +761,7 @@ dle_status dle_set_grad(dle_tensor *t, dle_tensor *g) {
     if (dle_tensor_reaches(g, t))
       return dle_error("grad: a tensor cannot be its own gradient, directly or through .grad/.tangent links");
   }
-  dle_tensor *old = t->grad, *kept = NULL;
-  if (g && dle_tensor_holds(g, t)) /* only through its history: kept as values alone */
-    DLE_TRY(dle_detach(&kept, g));
-  else
-    dle_tensor_retain(kept = g);
-  t->grad = kept;
-  dle_tensor_release(old);
-  return DLE_OK;
+  return set_link(&t->grad, t, g);
 }
 
 bool dle_forward_ad_set_enabled(bool on) {
