@@ -22,7 +22,7 @@ external_dependencies = { OPENBLAS = { library = "openblas" } }
 
 -- C sources per directory (names without .c).
 local c_sources = {
-  ["engine/"] = { "alloc", "autograd", "backend", "dtype", "error", "ops", "optim", "profile", "rng", "serialize",
+  ["engine/"] = { "alloc", "autocast", "autograd", "backend", "dtype", "error", "ops", "optim", "profile", "rng", "serialize",
                 "tensor" },
   ["engine/ops/"] = { "conv", "copy", "create", "elementwise", "flops", "index", "losses", "losses_grad", "matmul", "nn", "nn_grad", "norm",
                       "norm_grad", "reduce", "view" },
