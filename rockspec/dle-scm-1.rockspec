@@ -34,7 +34,7 @@ local c_sources = {
 }
 -- Lua files under lua/dle/ (without .lua): "x" is module dle.x, "x/init" dle.x, "x/y" dle.x.y.
 local lua_files = {
-  "autograd", "check", "checkpoint", "einsum", "io", "profile", "repl", "tensor",
+  "amp", "autograd", "check", "checkpoint", "einsum", "io", "profile", "repl", "tensor",
   "data/init", "data/DataLoader", "data/TextCorpus",
   "nn/init", "nn/module", "nn/functional", "nn/weight_init", "nn/utils", "nn/linear", "nn/sequential",
   "nn/activations", "nn/flatten", "nn/dropout", "nn/embedding", "nn/layer_norm", "nn/losses",
