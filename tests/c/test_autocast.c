@@ -124,22 +124,29 @@ TEST(backward_runs_in_forwards_dtypes_with_autocast_on_around_it) {
   CHECK_NEAR(at(a->grad, 0), at(ref, 0), 1e-7); /* bfloat16 would be ~1e-3 off */
 }
 
-static void *matmul_in_a_thread(void *arg) {
+/* exp (a float32 op under autocast) of a bfloat16 tensor: bfloat16 unless autocast casts it up.
+ * Returns its result to be released by the main thread: one released here would go to this
+ * thread's pool of free tensor headers, which is not returned when the thread ends. */
+static void *exp_in_a_thread(void *arg) {
   dle_tensor *a = arg, *c = NULL;
-  return dle_matmul(&c, a, a) == DLE_OK ? c : NULL;
+  return dle_unary(DLE_OP_EXP, &c, a) == DLE_OK ? c : NULL;
 }
 
 TEST(another_thread_is_not_autocast) {
   dle_tensor *a;
-  MAKE(a, dle_full(&a, SIZES(2, 2), 1.0, DLE_F32));
+  MAKE(a, dle_full(&a, SIZES(2, 2), 1.0, DLE_BF16));
   dle_autocast_set(true, DLE_BF16);
   pthread_t th;
-  int rc = pthread_create(&th, NULL, matmul_in_a_thread, a);
+  int rc = pthread_create(&th, NULL, exp_in_a_thread, a);
   void *c = NULL;
   if (rc == 0) pthread_join(th, &c);
+  dle_tensor *here = NULL;
+  dle_status st = dle_unary(DLE_OP_EXP, &here, a);
   dle_autocast_set(false, DLE_BF16);
+  track(here);
   REQUIRE(rc == 0, "pthread_create failed");
-  REQUIRE(track(c) != NULL, "the matmul in the other thread failed");
-  CHECK(((dle_tensor *)c)->dtype == DLE_F32, "the other thread's matmul is %s",
+  REQUIRE(track(c) != NULL && st == DLE_OK, "an exp failed");
+  CHECK(((dle_tensor *)c)->dtype == DLE_BF16, "the other thread's exp is %s",
         dle_dtype_name(((dle_tensor *)c)->dtype));
+  CHECK(here->dtype == DLE_F32, "this thread's exp is %s", dle_dtype_name(here->dtype));
 }
