@@ -57,6 +57,17 @@ describe("dle.autocast policy", function()
     H.assert_close(r[1], x:float():softmax(2):totable(), {rtol = 1e-6, atol = 1e-7})
   end)
 
+  it("lets a reduction's explicit dtype win over float32, as PyTorch", function()
+    local x = dle.ones(4, 3):bfloat16()
+    local s, m, on = bf16(function()
+      return x:sum({dtype = "bfloat16"}), x:mean(1, {dtype = "float16"}), dle.is_autocast_enabled()
+    end)
+    assert.are.equal("bfloat16", s:dtype())
+    assert.are.equal("float16", m:dtype())
+    assert.are.equal(12, s:item())
+    assert.is_true(on)   -- switched back on after the reductions
+  end)
+
   it("computes the losses in float32 from low-precision logits", function()
     local logits, targets = dle.randn(5, 3):bfloat16(), dle.tensor({1, 2, 3, 1, 2}, {dtype = "int64"})
     local ce, mse, bce, nll = dle.autocast("float16", function()
