@@ -1,8 +1,10 @@
 /* lua_autograd.c — autodiff for Lua: t:backward, dle.grad, detach, grad mode, custom Lua ops
- * (the C side of dle.autograd.Function) and forward-mode tangents (the C side of dle.jvp). */
+ * (the C side of dle.autograd.Function), forward-mode tangents (the C side of dle.jvp) and the
+ * autocast mode (the C side of dle.autocast). */
 #include <stdlib.h>
 #include <string.h>
 
+#include "../engine/autocast.h"
 #include "lua_util.h"
 
 /* The Lua thread running the current backward pass: custom Lua rules are called on it. */
@@ -290,6 +292,72 @@ static int l_tangent(lua_State *L) {
   return 1;
 }
 
+/* ---------------------------------------------------------------- autocast */
+
+/* The autocast dtype named at idx: float16 or bfloat16 by any name dle_dtype_parse knows (half,
+ * fp16, bf16); anything else is an error naming autocast and the value. */
+static dle_dtype autocast_dtype_arg(lua_State *L, int idx) {
+  dle_dtype dt;
+  int type = lua_type(L, idx);
+  if (type == LUA_TSTRING && dle_dtype_parse(lua_tostring(L, idx), &dt) == DLE_OK &&
+      (dt == DLE_F16 || dt == DLE_BF16))
+    return dt;
+  const char *got = type == LUA_TSTRING ? lua_pushfstring(L, "\"%s\"", lua_tostring(L, idx))
+                    : type == LUA_TNUMBER ? lua_pushfstring(L, "number %s", luaL_tolstring(L, idx, NULL))
+                    : luaL_typename(L, idx);
+  return (dle_dtype)luaL_error(L, "autocast: dtype must be \"bfloat16\" or \"float16\" (or bf16, "
+                               "half, fp16), got %s", got);
+}
+
+/** dle.core.autocast_set(on[, dtype]) switches this thread's autocast (dtype nil: the current
+ * one) and returns the previous on and dtype, for dle.autocast to restore. */
+static int l_autocast_set(lua_State *L) {
+  bool on = lua_toboolean(L, 1);
+  dle_dtype dt = lua_isnoneornil(L, 2) ? dle_autocast_dtype() : autocast_dtype_arg(L, 2);
+  lua_pushboolean(L, dle_autocast_enabled());
+  lua_pushstring(L, dle_dtype_name(dle_autocast_dtype()));
+  DLE_LUA_TRY(L, dle_autocast_set(on, dt));
+  return 2;
+}
+
+/** dle.autocast(dtype, fn, ...) runs fn(...) in mixed precision and returns its results.
+ * dtype: "bfloat16" or "float16" (or an alias). While fn runs, matmul, conv2d and attention take
+ * their float inputs in dtype (accumulating in float32), softmax, norms, losses, sums and exp/log
+ * -like ops theirs in float32 (the lists: engine/autocast.h); casts are recorded, so float32
+ * parameters get float32 gradients, and backward runs in the dtypes forward used. Nests (the
+ * inner dtype wins); the previous mode comes back when fn returns or raises (the error is raised
+ * again). Per thread, like no_grad. */
+static int l_autocast(lua_State *L) {
+  dle_dtype dt = autocast_dtype_arg(L, 1);
+  bool callable = lua_type(L, 2) == LUA_TFUNCTION;
+  if (!callable && luaL_getmetafield(L, 2, "__call") != LUA_TNIL) {  /* a callable table: a Module */
+    lua_pop(L, 1);
+    callable = true;
+  }
+  if (!callable) return luaL_error(L, "autocast: fn must be a function, got %s", luaL_typename(L, 2));
+  lua_remove(L, 1);
+  bool was_on = dle_autocast_enabled();
+  dle_dtype was_dt = dle_autocast_dtype();
+  dle_autocast_set(true, dt);
+  int st = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
+  dle_autocast_set(was_on, was_dt);
+  if (st != LUA_OK) return lua_error(L);
+  return lua_gettop(L);
+}
+
+/** dle.is_autocast_enabled() */
+static int l_is_autocast_enabled(lua_State *L) {
+  lua_pushboolean(L, dle_autocast_enabled());
+  return 1;
+}
+
+/** dle.get_autocast_dtype() -> "bfloat16" or "float16": the dtype autocast uses (as PyTorch's
+ * torch.get_autocast_dtype, also when autocast is off: then the one it would use). */
+static int l_get_autocast_dtype(lua_State *L) {
+  lua_pushstring(L, dle_dtype_name(dle_autocast_dtype()));
+  return 1;
+}
+
 void dle_lua_open_autograd(lua_State *L, int module, int methods) {
   static const luaL_Reg fns[] = {{"grad", l_grad}, {"backward", l_backward},
                                  {"backward_captures", l_backward_captures}, {"no_grad", l_no_grad},
@@ -297,7 +365,10 @@ void dle_lua_open_autograd(lua_State *L, int module, int methods) {
                                  {"is_grad_enabled", l_is_grad_enabled},
                                  {"set_grad_enabled", l_set_grad_enabled},
                                  {"record_custom", l_record_custom}, {"set_tangent", l_set_tangent},
-                                 {"tangent", l_tangent}, {"detach", m_detach}, {NULL, NULL}};
+                                 {"tangent", l_tangent}, {"detach", m_detach},
+                                 {"autocast", l_autocast}, {"autocast_set", l_autocast_set},
+                                 {"is_autocast_enabled", l_is_autocast_enabled},
+                                 {"get_autocast_dtype", l_get_autocast_dtype}, {NULL, NULL}};
   static const luaL_Reg meths[] = {{"backward", m_backward}, {"detach", m_detach},
                                    {"detach_", m_detach_}, {"requires_grad_", m_requires_grad_},
                                    {NULL, NULL}};

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../engine/autocast.h"
 #include "lua_util.h"
 
 typedef struct {
@@ -93,7 +94,10 @@ static int l_reduce(lua_State *L) {
     dle_tensor_retain(x);
     xc = x;
   }
+  /* an explicit dtype wins over autocast's float32, as in PyTorch */
+  bool autocast = o.has_dtype && dle_autocast_set_enabled(false);
   dle_status st = dle_reduce(op, &r, xc, nd, dims, o.keepdim, o.correction);
+  if (autocast) dle_autocast_set_enabled(true);
   dle_tensor_release(xc);
   if (st != DLE_OK) return dle_lua_fail(L);
   dle_lua_push(L, r);

@@ -2,6 +2,7 @@
  * adjoints per tensor, reverse topological order by dependency counting), freeing graphs, custom
  * nodes, and forward mode (tangents carried beside values). The per-op rules are elsewhere
  * (engine/ops/<family>.c); this file only knows the protocol. */
+#include "autocast.h"
 #include "autograd.h"
 
 #include <stdlib.h>
@@ -654,6 +655,9 @@ dle_status dle_backward(int nroots, dle_tensor *const *roots, dle_tensor *const 
   }
   capture cap = {ninputs, inputs, input_grads};
   bool was = dle_set_grad_enabled(create_graph);
+  /* Gradients run in the dtypes forward recorded (as PyTorch's backward under autocast): the rules'
+   * ops are not autocast, whatever the mode around the call. */
+  bool was_autocast = dle_autocast_set_enabled(false);
   pass p;   /* not zeroed as a whole: slot_of initialises each slot it hands out */
   p.id = next_run++, p.n = 0, p.cap = PASS_INLINE, p.slots = p.inline_slots;
   dle_node *root_nodes[64];
@@ -718,6 +722,7 @@ dle_status dle_backward(int nroots, dle_tensor *const *roots, dle_tensor *const 
   if (p.slots != p.inline_slots) free(p.slots);
   if (rn != root_nodes) free(rn);
   dle_set_grad_enabled(was);
+  dle_autocast_set_enabled(was_autocast);
   if (st != DLE_OK)
     for (int j = 0; j < ninputs; j++) DLE_RELEASE(input_grads[j]);
   return st;

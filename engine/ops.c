@@ -1,5 +1,6 @@
 /* ops.c — the front door: the op table from ops.def, argument checks common to all ops, and
  * dispatch to the per-kind shape rules (files under engine/ops/) and the device kernels. */
+#include "autocast.h"
 #include "autograd.h"
 #include "profile.h"
 
@@ -60,10 +61,12 @@ static void name_allocation_failure(const dle_op_info *info) {
   dle_error("%s: %s", info->name, msg);
 }
 
-/* The profiler hook: while dle.profile/dle.flops run, every op is measured by profile.c; when
- * off this is one test of a thread-local. */
+/* The hooks: while dle.autocast runs, autocast.c casts the inputs by its policy first (then
+ * calls back here with autocast off); while dle.profile/dle.flops run, every op is measured by
+ * profile.c. When off, each is one test of a thread-local. */
 dle_status dle_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                        const dle_attrs *attrs) {
+  if (__builtin_expect(dle_autocast_on, 0)) return dle_autocast_op_call(op, outs, ins, nin, attrs);
   if (__builtin_expect(dle_profiler_on != NULL, 0))
     return dle_profile_op_call(op, outs, ins, nin, attrs);
   return dle_op_call_unprofiled(op, outs, ins, nin, attrs);

@@ -22,7 +22,7 @@ external_dependencies = { OPENBLAS = { library = "openblas" } }
 
 -- C sources per directory (names without .c).
 local c_sources = {
-  ["engine/"] = { "alloc", "autograd", "backend", "dtype", "error", "ops", "optim", "profile", "rng", "serialize",
+  ["engine/"] = { "alloc", "autocast", "autograd", "backend", "dtype", "error", "ops", "optim", "profile", "rng", "serialize",
                 "tensor" },
   ["engine/ops/"] = { "conv", "copy", "create", "elementwise", "flops", "index", "losses", "losses_grad", "matmul", "nn", "nn_grad", "norm",
                       "norm_grad", "reduce", "view" },
@@ -34,7 +34,7 @@ local c_sources = {
 }
 -- Lua files under lua/dle/ (without .lua): "x" is module dle.x, "x/init" dle.x, "x/y" dle.x.y.
 local lua_files = {
-  "autograd", "check", "checkpoint", "einsum", "io", "profile", "repl", "tensor",
+  "amp", "autograd", "check", "checkpoint", "einsum", "io", "profile", "repl", "tensor",
   "data/init", "data/DataLoader", "data/TextCorpus",
   "nn/init", "nn/module", "nn/functional", "nn/weight_init", "nn/utils", "nn/linear", "nn/sequential",
   "nn/activations", "nn/flatten", "nn/dropout", "nn/embedding", "nn/layer_norm", "nn/losses",

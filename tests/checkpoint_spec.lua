@@ -117,6 +117,17 @@ describe("dle.checkpoint", function()
     assert.is_true(gx:allclose(x.grad, 1e-12, 1e-12))
   end)
 
+  it("takes a module as fn, in the forward and in the recomputation", function()
+    dle.manual_seed(3)
+    local lin = nn.Linear(3, 2)
+    local x = dle.randn(4, 3)
+    dle.checkpoint(lin, x):sum():backward()
+    local g = lin.weight.grad:clone()
+    lin.weight.grad = nil
+    lin(x):sum():backward()
+    assert.is_true(g:allclose(lin.weight.grad, 0, 0))
+  end)
+
   it("only runs fn when grad mode is off", function()
     local w = dle.randn(2, 2):requires_grad_()
     local y = dle.no_grad(function() return dle.checkpoint(function(x) return x:matmul(w) end, dle.ones(1, 2)) end)

@@ -141,8 +141,9 @@ dle_status dle_forward_matmul(dle_op op, dle_tensor **outs, dle_tensor *const *i
       st = dle_tensor_empty(&r, s.ndim, s.sizes, dt, dle_tensor_device(ins[0]));
     }
   }
-  /* a b + c: BLAS accumulates into c for float32/64; other dtypes add c after the product */
-  bool fused = nin == 3 && (dt == DLE_F32 || dt == DLE_F64);
+  /* a b + c: the kernel accumulates the product onto c (for float16/bfloat16 in float32, rounded
+   * once at the end); integer dtypes add c after the product */
+  bool fused = nin == 3 && dle_dtype_is_float(dt);
   dle_attrs acc = attrs ? *attrs : (dle_attrs){0};
   acc.f[0] = fused;
   if (st == DLE_OK && fused) st = put_addend(r, ins[2], &s);

@@ -143,7 +143,7 @@ BLAS_CALLS(s, float)
 BLAS_CALLS(d, double)
 
 /* State of one kernel call, shared by the matrices of the batch. accumulate: c += a b (BLAS's
- * beta = 1; the front door has put the addend in c), only for float32/float64 written directly. */
+ * beta = 1; the front door has put the addend in c), float dtypes only. */
 typedef struct {
   dle_dtype dt;
   bool accumulate;
@@ -165,9 +165,9 @@ static dle_status float_matmul(mm_ctx *ctx, const cpu_mat *a, const cpu_mat *b, 
     ldc = max1(n);
     cp = scratch_get(&ctx->sc, (size_t)(m * n) * es);
     if (!cp) return dle_error("matmul: out of memory for a %lldx%lld result", (long long)m, (long long)n);
+    /* the addend widened into the compute type: the sum is rounded once, when stored */
+    if (ctx->accumulate) pack_of[ctx->dt](cp, c);
   }
-  if (!direct && ctx->accumulate)
-    return dle_error("matmul: accumulating into a result it cannot write directly");  /* front door bug */
   if (dbl) blas_d(&ba, &bb, cp, ldc, m, n, k, ctx->accumulate);
   else blas_s(&ba, &bb, cp, ldc, m, n, k, ctx->accumulate);
   if (!direct) unpack_of[ctx->dt](c, cp, ldc);
@@ -269,7 +269,7 @@ static dle_status cpu_matmul(dle_op op, dle_tensor *const *outs, dle_tensor *con
   if (pack_of[dt]) DLE_TRY(check_blas_sizes(o, a));
 
   mm_ctx ctx = {.dt = dt, .accumulate = attrs && attrs->f[0] == 1};
-  if (ctx.accumulate && dt != DLE_F32 && dt != DLE_F64)
+  if (ctx.accumulate && !pack_of[dt])
     return dle_error("matmul: accumulating into %s is not supported", dle_dtype_name(dt));
   dle_status st = DLE_OK;
   cpu_mat fa, fc;

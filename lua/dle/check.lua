@@ -54,6 +54,19 @@ function check.number(v, fn, what)
   return v
 end
 
+--- v must be a number (not NaN) for which ok(v) holds; expected says which, as messages show it
+-- ("a finite number > 0").
+function check.number_that(v, fn, what, expected, ok)
+  if type(v) ~= "number" or v ~= v or not ok(v) then fail(fn, what, expected, v) end
+  return v
+end
+
+--- v must be a boolean.
+function check.boolean(v, fn, what)
+  if type(v) ~= "boolean" then fail(fn, what, "a boolean", v) end
+  return v
+end
+
 --- v must be a string.
 function check.string(v, fn, what)
   if type(v) ~= "string" then fail(fn, what, "a string", v) end

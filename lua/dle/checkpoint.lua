@@ -10,7 +10,9 @@
 -- parameters' gradients cannot be handed back, only accumulated) and create_graph (the recomputed
 -- graph is differentiated once). Random numbers fn draws from its own dle.Generator objects are
 -- not replayed; only the default generator's are. fn returns at most 2 float tensors that need
--- gradients (the limit of dle.autograd.Function), and any other values.
+-- gradients (the limit of dle.autograd.Function), and any other values. The recomputation runs
+-- under the autocast mode fn first ran in (as PyTorch's checkpoint), so it gives the same dtypes
+-- although backward itself runs with autocast off.
 local check = require "dle.check"
 
 return function(dle)
@@ -24,6 +26,7 @@ return function(dle)
     name = "checkpoint",
     forward = function(ctx, fn, rng, _, ...)
       ctx.fn, ctx.rng, ctx.args = fn, rng, table.pack(...)
+      ctx.autocast, ctx.autocast_dtype = dle.is_autocast_enabled(), dle.get_autocast_dtype()
       ctx:save_for_backward(...)   -- arguments modified in place before backward: an error
       ctx:set_materialize_grads(false)
       return fn(...)
@@ -49,9 +52,12 @@ return function(dle)
       -- the forward again, recorded, drawing the random numbers it drew the first time
       local now = dle.get_rng_state()
       dle.set_rng_state(ctx.rng)
+      local was_on, was_dtype = core.autocast_set(ctx.autocast, ctx.autocast_dtype)
       local ok, results = pcall(function()
-        return table.pack(dle.enable_grad(ctx.fn, table.unpack(args, 1, ctx.args.n)))
+        -- through a closure: enable_grad takes functions only, and fn may be a module
+        return table.pack(dle.enable_grad(function() return ctx.fn(table.unpack(args, 1, ctx.args.n)) end))
       end)
+      core.autocast_set(was_on, was_dtype)
       dle.set_rng_state(now)
       if not ok then error(results, 0) end
       -- backpropagate the incoming gradients from the matching recomputed results

@@ -232,18 +232,7 @@ return function(dle)
     return operand(r:reshape(sizes_of(labels, sizes)), labels)
   end
 
-  --- dle.einsum(equation, a, b, ...) or dle.einsum(equation, {a, b, ...}): Einstein summation.
-  -- equation: "bij,bjk->bik" (spaces allowed; "->out" optional: then the output is the labels
-  -- used once, alphabetically; "..." stands for broadcast leading dims). Returns a tensor.
-  function dle.einsum(equation, ...)
-    local ops = table.pack(...)
-    if ops.n == 1 and type(ops[1]) == "table" and not dle.is_tensor(ops[1]) then
-      ops = table.pack(table.unpack(ops[1]))
-    end
-    if ops.n == 0 then fail("no operands given for '%s'", tostring(equation)) end
-    for k = 1, ops.n do   -- every operand, nils included (ipairs would stop at a nil)
-      if not dle.is_tensor(ops[k]) then fail("operand %d is a %s, not a tensor", k, type(ops[k])) end
-    end
+  local function einsum(equation, ops)
     local labels, out, sizes = parse(equation, ops)
 
     local list = {}
@@ -264,5 +253,32 @@ return function(dle)
     local perm = {}
     for i, l in ipairs(out) do perm[i] = index_of(acc.labels, l) end
     return permute(acc.t, perm)
+  end
+
+  --- dle.einsum(equation, a, b, ...) or dle.einsum(equation, {a, b, ...}): Einstein summation.
+  -- equation: "bij,bjk->bik" (spaces allowed; "->out" optional: then the output is the labels
+  -- used once, alphabetically; "..." stands for broadcast leading dims). Returns a tensor.
+  -- Under dle.autocast it is one lower-precision op, as in PyTorch: float operands (float64
+  -- aside) are cast to the autocast dtype and its inner sums and products are not cast again.
+  function dle.einsum(equation, ...)
+    local ops = table.pack(...)
+    if ops.n == 1 and type(ops[1]) == "table" and not dle.is_tensor(ops[1]) then
+      ops = table.pack(table.unpack(ops[1]))
+    end
+    if ops.n == 0 then fail("no operands given for '%s'", tostring(equation)) end
+    for k = 1, ops.n do   -- every operand, nils included (ipairs would stop at a nil)
+      if not dle.is_tensor(ops[k]) then fail("operand %d is a %s, not a tensor", k, type(ops[k])) end
+    end
+    if not dle.is_autocast_enabled() then return einsum(equation, ops) end
+    local dt = dle.get_autocast_dtype()
+    for k = 1, ops.n do
+      local t = ops[k]
+      if t:is_floating_point() and t:dtype() ~= "float64" then ops[k] = t:to(dt) end
+    end
+    local was_on = dle.core.autocast_set(false)
+    local ok, r = pcall(einsum, equation, ops)
+    dle.core.autocast_set(was_on)
+    if not ok then error(r, 0) end
+    return r
   end
 end
