@@ -41,6 +41,7 @@ local lua_files = {
   "nn/attention", "nn/transformer", "nn/batch_norm", "nn/conv", "nn/functional_conv",
   "optim/init", "optim/optimizer", "optim/sgd", "optim/adagrad", "optim/rmsprop", "optim/adam",
   "optim/adamw", "optim/lr",
+  "dist/init", "dist/buckets", "dist/ddp",
 }
 
 -- (The rockspec runs in an empty environment: no next/pairs/ipairs, only plain Lua.)

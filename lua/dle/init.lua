@@ -26,11 +26,11 @@ require("dle.autograd")(dle)
 -- The file formats (dle.save/load, npy, safetensors) in dle.io.
 require("dle.io")(dle)
 
--- Subpackages dle.nn, dle.optim, dle.data load on first use (each is also requireable on its own):
--- together they are half of `require "dle"`'s start-up, which scripts that only compute with
--- tensors should not pay.
+-- Subpackages dle.nn, dle.optim, dle.data, dle.dist load on first use (each is also requireable on
+-- its own): together they are half of `require "dle"`'s start-up, which scripts that only compute
+-- with tensors should not pay (and dle.dist, which loads MPI on init(), only programs using it).
 -- So do the functions of dle.checkpoint and dle.profile (whose modules add them to dle).
-local subpackages = {nn = "dle.nn", optim = "dle.optim", data = "dle.data"}
+local subpackages = {nn = "dle.nn", optim = "dle.optim", data = "dle.data", dist = "dle.dist"}
 local installers = {checkpoint = "dle.checkpoint", profile = "dle.profile", flops = "dle.profile"}
 local loading = {}   -- a subpackage's own files may look for it while it loads: nil then
 setmetatable(dle, {__index = function(t, k)
