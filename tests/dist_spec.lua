@@ -498,6 +498,25 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
     assert.are.equal("2,3,4", r[1].state_keys)
   end)
 
+  local FM_FILE = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
+  local fm = io.open(FM_FILE, "rb")
+  if fm then fm:close() end
+  local it_example = (missing or not fm) and function(name)
+    pending(name .. " (" .. (missing or "Fashion-MNIST files absent: Debian package dataset-fashion-mnist") .. ")")
+  end or it
+  it_example("examples/fashion_mnist/ddp.lua trains on 2 ranks through scripts/dle; rank 0 reports", function()
+    local out, ok = sh(ENV .. "env -u LD_PRELOAD DLE_EXAMPLE_LIMIT=2000 timeout 120 mpirun --allow-run-as-root "
+      .. "--oversubscribe --bind-to none -np " .. NP
+      .. (os.getenv("LD_PRELOAD") and (" -x LD_PRELOAD=" .. q(os.getenv("LD_PRELOAD"))) or "")
+      .. " scripts/dle examples/fashion_mnist/ddp.lua 1 64")
+    assert.is_true(ok, out)
+    assert.truthy(out:find("2 ranks, 1000 training images each, batch 32 per rank", 1, true), out)
+    local n, acc = 0, nil
+    for a in out:gmatch("epoch 1  loss %S+  test accuracy (%S+)  %d+ samples/s") do n, acc = n + 1, a end
+    assert.are.equal(1, n, "one report line, from rank 0:\n" .. out)
+    assert.is_true(tonumber(acc) > 0.5, out)
+  end)
+
   it_mpi("an error on one rank aborts every rank when the process group is a <close> variable", function()
     local out, ok, secs = mpirun("abort")
     assert.is_false(ok, out)
