@@ -19,42 +19,18 @@ local dle = require "dle"
 local check = require "dle.check"
 local dist = require "dle.dist"
 local buckets = require "dle.dist.buckets"
+local Optimizer = require "dle.optim.optimizer"
 
 local NAME = "ZeroRedundancyOptimizer"
 local CAP = 25 * 1024 * 1024   -- bytes per broadcast bucket
 
 local Zero = {__name = "dle.optim." .. NAME}
 
-local function copy_value(v)
-  if type(v) ~= "table" then return v end
-  local r = {}
-  for k, x in pairs(v) do r[k] = x end
-  return r
-end
+local copy_value = Optimizer.copy_value
 
--- Hyperparameters of a group (every key but params), copied.
-local function hyper(group)
-  local h = {}
-  for k, v in pairs(group) do
-    if k ~= "params" then h[k] = copy_value(v) end
-  end
-  return h
-end
+local hyper = Optimizer.hyperparameters
 
-Zero.__index = function(self, k)
-  if k == "lr" then return rawget(self, "param_groups")[1].lr end
-  return Zero[k]
-end
-Zero.__newindex = function(self, k, v)
-  if k == "lr" then
-    if type(v) ~= "number" or v < 0 or v ~= v then
-      error(NAME .. ": lr must be a non-negative number, got " .. tostring(v), 2)
-    end
-    for _, group in ipairs(self.param_groups) do group.lr = v end
-  else
-    rawset(self, k, v)
-  end
-end
+Optimizer.lr_property(Zero, NAME)   -- zero.lr: the global param groups' (what schedulers write)
 
 --- The owner (0-based rank) of each of n params of the given sizes, over world ranks.
 -- @param sizes list of element counts
@@ -192,17 +168,7 @@ end
 -- @return table
 function Zero:state_dict()
   local sd = {world_size = self._world, rank = self._rank, owners = copy_value(self.owners),
-              param_groups = {}, state = {}}
-  local index = 0
-  for gi, group in ipairs(self.param_groups) do
-    local g = hyper(group)
-    g.params = {}
-    for i = 1, #group.params do
-      index = index + 1
-      g.params[i] = index
-    end
-    sd.param_groups[gi] = g
-  end
+              param_groups = Optimizer.indexed_groups(self.param_groups), state = {}}
   if self.optim then
     for li, st in pairs(self.optim:state_dict().state) do sd.state[self._global_of[li]] = st end
   end
