@@ -3,6 +3,7 @@
 -- errors. Across processes: `mpirun -np 2` runs the workers in tests/dist/ and their reports
 -- (rank=<r> <key>=<values> lines) are checked here; pending when mpirun is not installed.
 local dle = require "dle"
+local H = require "helpers"
 local common = require "dist.common"
 
 local root = debug.getinfo(1, "S").source:match("^@(.*)/tests/[^/]*$") or "."
@@ -34,11 +35,10 @@ local function lua(code, env)
   return sh(ENV .. (env or "") .. " lua5.4 -e " .. q(code))
 end
 
-local function have_command(cmd)
-  local p = io.popen("command -v " .. cmd .. " 2>/dev/null")
-  local out = p and p:read("a") or ""
-  if p then p:close() end
-  return out ~= ""
+-- f(...) must fail: returns the error message.
+local function err(f, ...)
+  local args = table.pack(...)
+  return H.assert_error(function() return f(table.unpack(args, 1, args.n)) end)
 end
 
 local function close_to(a, b, tol) return math.abs(a - b) <= tol end
@@ -134,11 +134,6 @@ describe("dle.dist in a world of one process", function()
   end)
 
   it("bad arguments raise errors naming the function, the argument and the shapes/dtypes", function()
-    local function err(f, ...)
-      local ok, e = pcall(f, ...)
-      assert.is_false(ok)
-      return tostring(e)
-    end
     assert.truthy(err(dist.all_reduce, "x"):find("all_reduce: tensor must be a tensor, got string", 1, true))
     assert.truthy(err(dist.all_reduce, dle.zeros(2), "median"):find("all_reduce: unknown op 'median'", 1, true))
     assert.truthy(err(dist.all_reduce, dle.zeros(2), 3):find("all_reduce: op must be a string, got number", 1, true))
@@ -177,10 +172,23 @@ describe("dle.dist in a world of one process", function()
     dle.manual_seed(seed)
     return dle.nn.Sequential(dle.nn.Linear(4, 6), dle.nn.ReLU(), dle.nn.Linear(6, 2))
   end
+  -- one step of cross-entropy training, the PyTorch way
+  local function train_step(model, opt, x, y)
+    local loss = dle.nn.functional.cross_entropy(model(x), y)
+    opt:zero_grad(); loss:backward(); opt:step()
+  end
   local function same_params(a, b)
     for i, p in ipairs(a:parameters()) do
       assert.are.same(p:totable(), b:parameters()[i]:totable())
     end
+  end
+  -- trains model m1 with o1 and m2 with o2 for n steps on (x, y); their parameters must agree
+  local function train_alike(m1, o1, m2, o2, n, x, y)
+    for _ = 1, n do
+      train_step(m1, o1, x, y)
+      train_step(m2, o2, x, y)
+    end
+    same_params(m1, m2)
   end
 
   it("DistributedDataParallel trains exactly like the bare model and reaches its methods", function()
@@ -201,13 +209,7 @@ describe("dle.dist in a world of one process", function()
     local x, y = dle.randn(5, 4), dle.randint(1, 3, {5})
     local o1 = dle.optim.SGD(plain:parameters(), {lr = 0.1})
     local o2 = dle.optim.SGD(ddp:parameters(), {lr = 0.1})
-    for _ = 1, 3 do
-      local l1 = dle.nn.functional.cross_entropy(plain(x), y)
-      o1:zero_grad(); l1:backward(); o1:step()
-      local l2 = dle.nn.functional.cross_entropy(ddp(x), y)
-      o2:zero_grad(); l2:backward(); o2:step()
-    end
-    same_params(plain, wrapped)
+    train_alike(plain, o1, ddp, o2, 3, x, y)
     ddp:zero_grad()
     assert.is_nil(wrapped:parameters()[1].grad)
   end)
@@ -249,8 +251,8 @@ describe("dle.dist in a world of one process", function()
     local s2 = dle.optim.lr.step(zero, {step_size = 2, gamma = 0.5})
     local x, y = dle.randn(5, 4), dle.randint(1, 3, {5})
     local function train(model, opt, sched)
-      local loss = dle.nn.functional.cross_entropy(model(x), y)
-      opt:zero_grad(); loss:backward(); opt:step(); sched:step()
+      train_step(model, opt, x, y)
+      sched:step()
     end
     for _ = 1, 3 do train(a, plain, s1); train(b, zero, s2) end
     same_params(a, b)
@@ -269,24 +271,13 @@ describe("dle.dist in a world of one process", function()
     local zero2 = dle.optim.ZeroRedundancyOptimizer(dle.optim.AdamW, b:parameters(), opts)
     zero2:load_state_dict(sd)
     assert.are.equal(0.02, zero2.lr)
-    for _ = 1, 2 do
-      local loss = dle.nn.functional.cross_entropy(a(x), y)
-      plain:zero_grad(); loss:backward(); plain:step()
-      loss = dle.nn.functional.cross_entropy(b(x), y)
-      zero2:zero_grad(); loss:backward(); zero2:step()
-    end
-    same_params(a, b)
+    train_alike(a, plain, b, zero2, 2, x, y)
     zero2:zero_grad()
     assert.is_nil(b:parameters()[1].grad)
   end)
 
   it("ZeroRedundancyOptimizer: bad arguments and foreign state dicts raise errors naming it", function()
     local p = mlp(1):parameters()
-    local function err(f, ...)
-      local ok, e = pcall(f, ...)
-      assert.is_false(ok)
-      return tostring(e)
-    end
     local Z = dle.optim.ZeroRedundancyOptimizer
     assert.truthy(err(Z, "Adam", p):find("ZeroRedundancyOptimizer: opt_class must be an optimizer class", 1, true))
     assert.truthy(err(Z, dle.optim.Adam, {}):find("ZeroRedundancyOptimizer: Adam: params must be a non-empty list", 1, true))
@@ -353,7 +344,7 @@ end)
 -- ---------------------------------------------------------------- across processes
 
 local NP = 2
-local missing = not have_command("mpirun") and "mpirun not found: Debian package openmpi-bin"
+local missing = not H.have_command("mpirun") and "mpirun not found: Debian package openmpi-bin"
   or not select(1, dle.dist.is_available()) and "dle was built without MPI (libopenmpi-dev)" or nil
 
 -- Runs tests/dist/<worker>.lua on NP ranks (at most 120 s); returns output, success, seconds.
@@ -498,9 +489,7 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
     assert.are.equal("2,3,4", r[1].state_keys)
   end)
 
-  local FM_FILE = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
-  local fm = io.open(FM_FILE, "rb")
-  if fm then fm:close() end
+  local fm = H.exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
   local it_example = (missing or not fm) and function(name)
     pending(name .. " (" .. (missing or "Fashion-MNIST files absent: Debian package dataset-fashion-mnist") .. ")")
   end or it

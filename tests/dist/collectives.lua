@@ -4,10 +4,7 @@ local dle = require "dle"
 local common = require "dist.common"
 local dist = dle.dist
 
-local pg <close> = dist.init()
-dle.set_num_threads(1)
-local rank = dist.rank()
-local function emit(k, v) common.emit(rank, k, v) end
+local pg <close>, rank, world, emit = common.start()
 emit("world", dist.world_size())
 
 -- every dtype and op on rank-dependent values (as a 2x3 tensor)

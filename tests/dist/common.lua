@@ -37,6 +37,40 @@ function common.reduce(lists, op, dt)
   return out
 end
 
+--- The model the DDP and ZeRO workers train, initialised from seed.
+function common.mlp(seed)
+  local dle = require "dle"
+  dle.manual_seed(seed)
+  return dle.nn.Sequential(dle.nn.Linear(5, 8), dle.nn.Tanh(), dle.nn.Linear(8, 3))
+end
+
+--- The workers' training data: the global batch X, Y (8 samples, the same on every rank) and rank's
+-- share of it, rows rank*B+1 .. (rank+1)*B with B = 8 / world.
+-- @return X, Y, x_rank, y_rank, B
+function common.batch(rank, world)
+  local dle = require "dle"
+  dle.manual_seed(100)
+  local X, Y = dle.randn(8, 5), dle.randint(1, 4, {8})
+  local B = 8 // world
+  return X, Y, X:narrow(1, rank * B + 1, B), Y:narrow(1, rank * B + 1, B), B
+end
+
+--- All of a model's parameter values in one list.
+function common.flat_params(m)
+  local v = {}
+  for _, p in ipairs(m:parameters()) do
+    for _, x in ipairs(p:detach():contiguous():view(-1):totable()) do v[#v + 1] = x end
+  end
+  return v
+end
+
+--- The largest difference between two models' parameters.
+function common.max_diff(a, b)
+  local pa, pb, m = a:parameters(), b:parameters(), 0
+  for i = 1, #pa do m = math.max(m, (pa[i] - pb[i]):abs():max():item()) end
+  return m
+end
+
 --- Values as the report writes them.
 function common.format(values)
   local parts = {}
@@ -44,6 +78,16 @@ function common.format(values)
     parts[i] = type(v) == "number" and string.format("%.9g", v) or tostring(v)
   end
   return table.concat(parts, ",")
+end
+
+--- A worker's start: dle.dist initialized, one thread per rank (the ranks share the cores).
+-- @return the process group (for a <close> variable), rank, world size, emit(key, value)
+function common.start()
+  local dle = require "dle"
+  local pg = dle.dist.init()
+  dle.set_num_threads(1)
+  local rank = dle.dist.rank()
+  return pg, rank, dle.dist.world_size(), function(k, v) common.emit(rank, k, v) end
 end
 
 --- Prints one report line (a tensor is written as its flattened values).

@@ -4,35 +4,12 @@ local dle = require "dle"
 local common = require "dist.common"
 local dist, nn = dle.dist, dle.nn
 
-local pg <close> = dist.init()
-dle.set_num_threads(1)
-local rank, world = dist.rank(), dist.world_size()
-local function emit(k, v) common.emit(rank, k, v) end
+local pg <close>, rank, world, emit = common.start()
 
-local function make_model(seed)
-  dle.manual_seed(seed)
-  return nn.Sequential(nn.Linear(5, 8), nn.Tanh(), nn.Linear(8, 3))
-end
-
+local make_model, max_diff, flat_params = common.mlp, common.max_diff, common.flat_params
 -- the global batch, the same on every rank; rank r trains on rows r*B+1 .. (r+1)*B
-dle.manual_seed(100)
-local X, Y = dle.randn(8, 5), dle.randint(1, 4, {8})
-local B = 8 // world
-local xr, yr = X:narrow(1, rank * B + 1, B), Y:narrow(1, rank * B + 1, B)
+local X, Y, xr, yr, B = common.batch(rank, world)
 local loss_fn = nn.CrossEntropyLoss()
-
-local function max_diff(a, b)
-  local pa, pb, m = a:parameters(), b:parameters(), 0
-  for i = 1, #pa do m = math.max(m, (pa[i] - pb[i]):abs():max():item()) end
-  return m
-end
-local function flat_params(m)
-  local v = {}
-  for _, p in ipairs(m:parameters()) do
-    for _, x in ipairs(p:detach():contiguous():view(-1):totable()) do v[#v + 1] = x end
-  end
-  return v
-end
 
 -- The single-process reference: `steps` SGD steps on the whole batch from rank 0's init.
 local function reference(steps)

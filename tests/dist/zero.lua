@@ -5,26 +5,16 @@ local dle = require "dle"
 local common = require "dist.common"
 local dist, nn = dle.dist, dle.nn
 
-local pg <close> = dist.init()
-dle.set_num_threads(1)
-local rank, world = dist.rank(), dist.world_size()
-local function emit(k, v) common.emit(rank, k, v) end
+local pg <close>, rank, world, emit = common.start()
 
-local function make_model()
-  dle.manual_seed(0)
-  return nn.Sequential(nn.Linear(5, 8), nn.Tanh(), nn.Linear(8, 3))
-end
-dle.manual_seed(100)
-local X, Y = dle.randn(8, 5), dle.randint(1, 4, {8})
-local B = 8 // world
-local xr, yr = X:narrow(1, rank * B + 1, B), Y:narrow(1, rank * B + 1, B)
+local X, Y, xr, yr = common.batch(rank, world)
 local loss_fn = nn.CrossEntropyLoss()
 local opts = {lr = 0.05, betas = {0.8, 0.99}, weight_decay = 0.01}
 
 -- plain Adam on the whole batch; the learning rate halves after step 3
-local ref = make_model()
+local ref = common.mlp(0)
 local ref_opt = dle.optim.Adam(ref:parameters(), opts)
-local model = make_model()
+local model = common.mlp(0)
 local ddp = dist.DistributedDataParallel(model)
 local zero = dle.optim.ZeroRedundancyOptimizer(dle.optim.Adam, ddp:parameters(), opts)
 for step = 1, 6 do
@@ -34,16 +24,8 @@ for step = 1, 6 do
   loss = loss_fn(ddp(xr), yr)
   zero:zero_grad(); loss:backward(); zero:step()
 end
-local diff = 0
-for i, p in ipairs(model:parameters()) do
-  diff = math.max(diff, (p - ref:parameters()[i]):abs():max():item())
-end
-emit("zero_diff", diff)
-local flat = {}
-for _, p in ipairs(model:parameters()) do
-  for _, v in ipairs(p:detach():contiguous():view(-1):totable()) do flat[#flat + 1] = v end
-end
-emit("zero_params", flat)
+emit("zero_diff", common.max_diff(model, ref))
+emit("zero_params", common.flat_params(model))
 emit("owners", zero.owners)
 emit("lr", zero.lr)
 
