@@ -410,6 +410,14 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
                       numbers(r[rank].avg))
     end
     assert.is_nil(out:find("not_self", 1, true), "all_reduce returns its tensor:\n" .. out)
+    -- float16/bfloat16 values off the integer grid: the rounded sum of the two ranks' values
+    for _, dt in ipairs({"float16", "bfloat16"}) do
+      local base = dle.tensor({0.1, 1 / 3, 1000.7, -2.2e-3})
+      local expect = ((base * 1):to(dt):float() + (base * 2):to(dt):float()):to(dt):float()
+      for rank = 0, NP - 1 do
+        assert.are.same(numbers(common.format(expect:totable())), numbers(r[rank]["fraction." .. dt]), dt)
+      end
+    end
   end)
 
   it_mpi("all_reduce writes through non-contiguous views (transposed, narrowed) in place", function()

@@ -18,6 +18,11 @@ for _, dt in ipairs(common.DTYPES) do
     if not rawequal(r, t) then emit("not_self." .. dt .. "." .. op, 1) end
   end
 end
+-- 16-bit floats off the integer grid: each pair is added in float32 and rounded once
+for _, dt in ipairs({"float16", "bfloat16"}) do
+  local t = (dle.tensor({0.1, 1 / 3, 1000.7, -2.2e-3}) * (rank + 1)):to(dt)
+  emit("fraction." .. dt, dist.all_reduce(t, "sum"):float())
+end
 -- the default op is sum; "avg" is "mean"
 emit("default_op", dist.all_reduce(dle.tensor(common.values("float32", rank))))
 emit("avg", dist.all_reduce(dle.tensor(common.values("float32", rank)), "avg"))
