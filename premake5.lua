@@ -2,6 +2,7 @@
 -- Runs under premake5 and under Debian's premake4:
 --   premake4 --file=premake5.lua gmake && make -C build config=release
 -- Outputs: build/lib/dle/core.so (require "dle.core") loading build/lib/dle/native.so,
+-- build/lib/dle/dist_native.so (require "dle.dist_native", the MPI side of dle.dist, when MPI is found),
 -- build/bin/test_engine (C tests), build/bin/bench_ref (the C reference of scripts/bench);
 -- DLE_BUILD=dir puts them under dir/ instead.
 -- Extra compiler flags (sanitizers) come from the environment: CFLAGS=... LDFLAGS=... make.
@@ -89,6 +90,46 @@ project("core")
   objdir(B .. "/obj/core")
   files({"bindings/loader/*.c"})
   buildoptions({lua_cflags})
+
+-- require "dle.dist_native": the MPI side of dle.dist (bindings/dist/), a module of its own so
+-- that only programs using dle.dist load libmpi. It never calls the engine (dle.native is loaded
+-- RTLD_LOCAL): lua/dle/dist/init.lua passes it raw buffers. Built only when MPI is found (mpicc, else
+-- pkg-config ompi-c); without it dle.dist.init() says MPI support was not built.
+local function mpi_flags(what)
+  local p = io.popen("mpicc --showme:" .. what .. " 2>/dev/null")
+  local out = p and p:read("*a") or ""
+  if p then p:close() end
+  out = out:gsub("%s+$", "")
+  if out ~= "" then return out end
+  return pkg_flags(what == "compile" and "--cflags" or "--libs", "ompi-c", nil)
+end
+local mpi_cflags, mpi_libs = mpi_flags("compile"), mpi_flags("link")
+if mpi_cflags and mpi_libs then
+  -- -L and -l go to libdirs and links, so the libraries come after the objects on the link line
+  local mpi_libdirs, mpi_links, mpi_other = {}, {}, {}
+  for word in mpi_libs:gmatch("%S+") do
+    if word:sub(1, 2) == "-L" then mpi_libdirs[#mpi_libdirs + 1] = word:sub(3)
+    elseif word:sub(1, 2) == "-l" then mpi_links[#mpi_links + 1] = word:sub(3)
+    else mpi_other[#mpi_other + 1] = word end
+  end
+  project("dist_native")
+    kind("SharedLib")
+    location(B)
+    targetdir(B .. "/lib/dle")
+    targetname("dist_native")
+    targetprefix("")
+    objdir(B .. "/obj/dist_native")
+    files({"bindings/dist/*.c"})
+    buildoptions({lua_cflags, mpi_cflags})
+    libdirs(mpi_libdirs)
+    links(mpi_links)
+    linkoptions(mpi_other)
+    -- never unloaded: the atexit handler that finalizes MPI after os.exit() lives in it
+    linkoptions({"-Wl,-z,nodelete"})
+else
+  print("dle: MPI not found (mpicc --showme, pkg-config ompi-c): dle.dist_native is not built; "
+        .. "install libopenmpi-dev for dle.dist")
+end
 
 -- Engine-only C tests.
 project("test_engine")

@@ -324,6 +324,41 @@ static int m_version(lua_State *L) {
   return 1;
 }
 
+/** dle.core.raw_buffer(t, fn, writable) -> data pointer (light userdata), element count, dtype name
+ * of a contiguous CPU tensor, for a module that cannot call the engine (dle.dist_native, loaded
+ * apart from this one): errors name fn. The pointer is valid while the caller keeps t referenced.
+ * writable: the caller will write through it, so the engine's in-place rules apply and the
+ * version is bumped (autograd then refuses to use a stale saved copy). */
+static int l_raw_buffer(lua_State *L) {
+  dle_tensor *t = dle_lua_check(L, 1);
+  const char *fn = luaL_optstring(L, 2, "raw_buffer");
+  bool writable = lua_toboolean(L, 3);
+  char shape[128], strides[128];
+  dle_device d = dle_tensor_device(t);
+  if (d.type != DLE_CPU) {
+    char buf[32];
+    return luaL_error(L, "%s: only CPU tensors are supported, got a tensor on %s", fn,
+                      dle_device_str(buf, sizeof buf, d));
+  }
+  if (!dle_tensor_is_contiguous(t))
+    return luaL_error(L, "%s: the tensor must be contiguous (shape %s, strides %s)", fn,
+                      dle_shape_str(shape, sizeof shape, t->ndim, t->sizes),
+                      dle_shape_str(strides, sizeof strides, t->ndim, t->strides));
+  if (writable && t->grad_fn)
+    return luaL_error(L, "%s: cannot write in place into a tensor that is part of an autograd "
+                      "graph (shape %s); use a detached tensor", fn,
+                      dle_shape_str(shape, sizeof shape, t->ndim, t->sizes));
+  if (writable && t->requires_grad && dle_grad_enabled())
+    return luaL_error(L, "%s: a leaf tensor that requires grad (shape %s) cannot be written in "
+                      "place; do it under no_grad or on a detached tensor", fn,
+                      dle_shape_str(shape, sizeof shape, t->ndim, t->sizes));
+  if (writable) dle_tensor_bump_version(t);
+  lua_pushlightuserdata(L, dle_tensor_data(t));
+  lua_pushinteger(L, dle_tensor_numel(t));
+  lua_pushstring(L, dle_dtype_name(t->dtype));
+  return 3;
+}
+
 /* ---------------------------------------------------------------- views */
 
 static int m_view(lua_State *L) {
@@ -594,7 +629,8 @@ void dle_lua_open_tensor(lua_State *L, int module, int methods) {
       {"zeros", l_zeros}, {"ones", l_ones}, {"empty", l_empty}, {"full", l_full},
       {"arange", l_arange}, {"linspace", l_linspace}, {"eye", l_eye}, {"tensor", l_tensor},
       {"zeros_like", l_zeros_like}, {"ones_like", l_ones_like}, {"empty_like", l_empty_like},
-      {"full_like", l_full_like}, {"same_storage", l_same_storage}, {NULL, NULL}};
+      {"full_like", l_full_like}, {"same_storage", l_same_storage}, {"raw_buffer", l_raw_buffer},
+      {NULL, NULL}};
   static const luaL_Reg meths[] = {
       {"shape", m_shape}, {"size", m_size}, {"stride", m_stride}, {"dim", m_dim},
       {"ndimension", m_dim}, {"numel", m_numel}, {"nelement", m_numel},

@@ -40,7 +40,8 @@ local lua_files = {
   "nn/activations", "nn/flatten", "nn/dropout", "nn/embedding", "nn/layer_norm", "nn/losses",
   "nn/attention", "nn/transformer", "nn/batch_norm", "nn/conv", "nn/functional_conv",
   "optim/init", "optim/optimizer", "optim/sgd", "optim/adagrad", "optim/rmsprop", "optim/adam",
-  "optim/adamw", "optim/lr",
+  "optim/adamw", "optim/lr", "optim/zero",
+  "dist/init", "dist/buckets", "dist/ddp",
 }
 
 -- (The rockspec runs in an empty environment: no next/pairs/ipairs, only plain Lua.)

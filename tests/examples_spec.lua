@@ -4,18 +4,8 @@
 -- Their full-length results are recorded in their headers, not tested here.
 local FM_FILE = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
 
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
-end
-
-local function have_command(cmd)
-  local p = io.popen("command -v " .. cmd .. " 2>/dev/null")
-  local out = p and p:read("a") or ""
-  if p then p:close() end
-  return out ~= ""
-end
+local H = require "helpers"
+local exists, have_command = H.exists, H.have_command
 
 -- Runs `scripts/dle args` with the environment prefix `env`; returns its output and success.
 local function run(env, args)

@@ -405,6 +405,23 @@ function H.repeat_rows(row, n)
   return out
 end
 
+-- ---------------------------------------------------------------- the environment
+
+--- Whether a file exists (and can be read).
+function H.exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+--- Whether a command is on PATH.
+function H.have_command(cmd)
+  local p = io.popen("command -v " .. cmd .. " 2>/dev/null")
+  local out = p and p:read("a") or ""
+  if p then p:close() end
+  return out ~= ""
+end
+
 -- ---------------------------------------------------------------- gradient checks
 
 --- dle.gradcheck in reverse and (unless opts.forward == false) forward mode, failing with its

@@ -151,6 +151,61 @@ return function(dle)
     return msg == nil, worst, msg
   end
 
+  -- ---------------------------------------------------------------- backward hooks
+
+  -- Functions run after every outermost t:backward() / dle.backward() returns, in registration
+  -- order. A backward started inside a backward (dle.checkpoint's recomputation) or inside a hook
+  -- runs none: the hooks see each pass's gradients once, complete.
+  local hooks = {}
+  local depth, in_hooks = 0, false
+
+  local function run_hooks()
+    in_hooks = true
+    local ok, err = pcall(function()
+      for _, h in ipairs(table.move(hooks, 1, #hooks, 1, {})) do h.fn() end
+    end)
+    in_hooks = false
+    if not ok then error("backward: a backward hook failed: " .. tostring(err), 0) end
+  end
+
+  -- Runs a native backward entry point, then the hooks when it was the outermost one.
+  local function backward_with_hooks(native, ...)
+    depth = depth + 1
+    local ok, err = pcall(native, ...)
+    depth = depth - 1
+    if not ok then error(err, 0) end
+    if depth == 0 and not in_hooks and #hooks > 0 then run_hooks() end
+  end
+
+  local native_method, native_function = dle.Tensor.backward, dle.backward
+  --- t:backward(grad_or_nil, {retain_graph, create_graph}): accumulates into the leaves' .grad,
+  -- then runs the backward hooks.
+  function dle.Tensor.backward(...) return backward_with_hooks(native_method, ...) end
+  --- dle.backward(outputs, grad_outputs, opts): several outputs in one pass, then the hooks.
+  function dle.backward(...) return backward_with_hooks(native_function, ...) end
+
+  local Handle = {}
+  Handle.__index = Handle
+  Handle.__name = "dle.autograd.BackwardHookHandle"
+  --- handle:remove(): the hook runs no more (removing twice is harmless).
+  function Handle:remove()
+    for i, h in ipairs(hooks) do
+      if h == self then table.remove(hooks, i) return end
+    end
+  end
+
+  --- dle.autograd.register_backward_hook(fn) -> handle
+  -- fn() runs after every t:backward() / dle.backward() call returns, once its gradients are
+  -- accumulated into .grad (not after dle.grad, which leaves .grad alone). This is where
+  -- dle.dist.DistributedDataParallel averages gradients across ranks. An error in fn is raised
+  -- by the backward call ("backward: a backward hook failed: ..."). handle:remove() unregisters.
+  function dle.autograd.register_backward_hook(fn)
+    check.callable(fn, "register_backward_hook", "fn")
+    local h = setmetatable({fn = fn}, Handle)
+    hooks[#hooks + 1] = h
+    return h
+  end
+
   -- ---------------------------------------------------------------- custom ops
 
   local Ctx = {}

@@ -9,4 +9,6 @@ return {
   Adam = require "dle.optim.adam",
   AdamW = require "dle.optim.adamw",
   lr = require "dle.optim.lr",
+  -- over dle.dist: each rank keeps the state of its share of the params
+  ZeroRedundancyOptimizer = require "dle.optim.zero",
 }

@@ -10,20 +10,21 @@ local dle = require "dle"
 local Optimizer = {}
 Optimizer.__index = Optimizer
 
+--- A hyperparameter value copied one level deep (betas = {b1, b2} is a table).
 local function copy_value(v)
   if type(v) ~= "table" then return v end
   local r = {}
   for k, x in pairs(v) do r[k] = x end
   return r
 end
+Optimizer.copy_value = copy_value
 
---- Creates an optimizer class.
--- @param name class name used in error messages ("SGD")
--- @param defaults table of hyperparameters and their defaults (every accepted option)
--- @return the class: call it as cls(params, opts) or cls.new(params, opts)
-function Optimizer.extend(name, defaults)
-  local cls = {name = name, defaults = defaults, state_tensors = {}}
-  -- opt.lr reads the first group's lr and writes every group's
+--- Gives an optimizer class (or any object with param_groups) its lr property: opt.lr reads the
+-- first group's lr and writes every group's (a non-negative number). Sets cls.__index (other keys
+-- come from cls) and cls.__newindex.
+-- @param cls the class table
+-- @param name class name for messages
+function Optimizer.lr_property(cls, name)
   cls.__index = function(self, k)
     if k == "lr" then return rawget(self, "param_groups")[1].lr end
     return cls[k]
@@ -38,6 +39,15 @@ function Optimizer.extend(name, defaults)
       rawset(self, k, v)
     end
   end
+end
+
+--- Creates an optimizer class.
+-- @param name class name used in error messages ("SGD")
+-- @param defaults table of hyperparameters and their defaults (every accepted option)
+-- @return the class: call it as cls(params, opts) or cls.new(params, opts)
+function Optimizer.extend(name, defaults)
+  local cls = {name = name, defaults = defaults, state_tensors = {}}
+  Optimizer.lr_property(cls, name)
   cls.__name = "dle.optim." .. name
   --- Makes an optimizer over params (a list of tensors, or a list of param groups
   -- {params = {...}, lr = ...} overriding opts) with hyperparameters from opts.
@@ -163,24 +173,41 @@ function Optimizer:zero_grad()
   end
 end
 
+--- A param group's hyperparameters (every key but params), copied.
+-- @param group param group table
+-- @return table
+function Optimizer.hyperparameters(group)
+  local h = {}
+  for k, v in pairs(group) do
+    if k ~= "params" then h[k] = copy_value(v) end
+  end
+  return h
+end
+
+--- Param groups as a state_dict holds them: each group's hyperparameters (copies) and its params
+-- as numbers 1..N across the groups in order.
+-- @param groups list of param groups
+-- @return list of tables
+function Optimizer.indexed_groups(groups)
+  local out, index = {}, 0
+  for gi, group in ipairs(groups) do
+    local g = Optimizer.hyperparameters(group)
+    g.params = {}
+    for i = 1, #group.params do
+      index = index + 1
+      g.params[i] = index
+    end
+    out[gi] = g
+  end
+  return out
+end
+
 --- The optimizer's state as plain tables, numbers and tensors (copies):
 -- {state = {[i] = {step = n, <buffers>}}, param_groups = {{lr = ..., params = {i, ...}}, ...}},
 -- params being numbered 1..N across the groups in order.
 -- @return table
 function Optimizer:state_dict()
-  local sd = {state = {}, param_groups = {}}
-  local index = 0
-  for gi, group in ipairs(self.param_groups) do
-    local g = {params = {}}
-    for k, v in pairs(group) do
-      if k ~= "params" then g[k] = copy_value(v) end
-    end
-    for i = 1, #group.params do
-      index = index + 1
-      g.params[i] = index
-    end
-    sd.param_groups[gi] = g
-  end
+  local sd = {state = {}, param_groups = Optimizer.indexed_groups(self.param_groups)}
   for i, st in pairs(self.state) do
     local s = {}
     for k, v in pairs(st) do s[k] = dle.is_tensor(v) and v:clone() or copy_value(v) end

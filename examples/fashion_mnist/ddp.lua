@@ -1,0 +1,75 @@
+--- Fashion-MNIST with the MLP of mlp.lua, trained data-parallel over MPI (dle.dist): every rank
+-- (process) trains on its own shard of the training images, DistributedDataParallel averages the
+-- gradients across ranks after each backward, and ZeroRedundancyOptimizer keeps each rank's share
+-- of the Adam state only. Test accuracy is counted on shards too and summed across ranks; rank 0
+-- prints. A short run by default (the first 12000 training images, one epoch: a few seconds):
+--   mpirun --allow-run-as-root -np 2 scripts/dle examples/fashion_mnist/ddp.lua [epochs] [batch_size] [images]
+-- batch_size is the global batch (each rank takes batch_size / world_size of it); images: how
+-- many training images to use (0: all 60000). Without mpirun it runs as a world of one process.
+local dle = require "dle"
+local dist = dle.dist
+
+-- <close>: an error on one rank then aborts every rank instead of leaving them waiting for it
+local pg <close> = dist.init()
+local rank, world = dist.rank(), dist.world_size()
+-- the ranks share the machine's cores
+dle.set_num_threads(math.max(1, dle.get_num_threads() // world))
+
+local epochs = tonumber(arg and arg[1]) or 1
+local batch_size = tonumber(arg and arg[2]) or 128
+local images = tonumber(arg and arg[3]) or 12000
+local function say(...) if rank == 0 then print(string.format(...)) end end
+
+local here = arg[0]:match("^(.*/)") or ""
+local common, models = dofile(here .. "common.lua"), dofile(here .. "models.lua")
+local train_x, train_y, test_x, test_y = common.load()
+train_x, test_x = train_x:view(-1, 784), test_x:view(-1, 784)
+if images > 0 and images < train_x:size(1) then
+  train_x, train_y = train_x:narrow(1, 1, images), train_y:narrow(1, 1, images)
+end
+
+-- rank r's shard: the r-th of world equal slices (the same number of steps on every rank)
+local function shard(t)
+  local n = t:size(1) // world
+  return t:narrow(1, rank * n + 1, n)
+end
+local xs, ys = shard(train_x), shard(train_y)
+
+dle.manual_seed(rank)   -- a different init on each rank: DistributedDataParallel broadcasts rank 0's
+local model = dist.DistributedDataParallel(models.mlp())
+local opt = dle.optim.ZeroRedundancyOptimizer(dle.optim.Adam, model:parameters(), {lr = 2e-3})
+local loss_fn = dle.nn.CrossEntropyLoss()
+local per_rank = math.max(1, batch_size // world)
+local loader = dle.data.DataLoader({xs, ys}, {batch_size = per_rank, shuffle = true, drop_last = true,
+                                              generator = dle.Generator(rank)})
+say("%d rank%s, %d training images each, batch %d per rank", world, world == 1 and "" or "s",
+    xs:size(1), per_rank)
+
+-- Test accuracy: each rank counts its shard of the test set, the counts are summed.
+local function accuracy()
+  model:eval()
+  local x, y = shard(test_x), shard(test_y)
+  local correct = dle.no_grad(function()
+    return model(x):argmax(2):eq(y):sum():to("float64")
+  end)
+  model:train()
+  return dist.all_reduce(correct, "sum"):item() / (x:size(1) * world)
+end
+
+for epoch = 1, epochs do
+  local t0, total, seen = dle.time(), 0, 0
+  for x, y in loader do
+    local loss = loss_fn(model(x), y)
+    opt:zero_grad()
+    loss:backward()   -- DistributedDataParallel averages the gradients here
+    opt:step()        -- each rank steps its share, then broadcasts it
+    total = total + loss:item() * x:size(1)
+    seen = seen + x:size(1)
+  end
+  local dt = dle.time() - t0
+  -- the mean loss over every rank's samples
+  local sums = dist.all_reduce(dle.tensor({total, seen}, {dtype = "float64"}), "sum"):totable()
+  local acc = accuracy()
+  say("epoch %d  loss %.4f  test accuracy %.4f  %.0f samples/s  (%.1f s)", epoch, sums[1] / sums[2],
+      acc, sums[2] / dt, dt)
+end

@@ -1,0 +1,528 @@
+-- dist_spec.lua — dle.dist (MPI), DistributedDataParallel, ZeroRedundancyOptimizer and the backward
+-- hooks DDP rides on. In this process: loading, a world of one (no mpirun: rank 0 of 1), argument
+-- errors. Across processes: `mpirun -np 2` runs the workers in tests/dist/ and their reports
+-- (rank=<r> <key>=<values> lines) are checked here; pending when mpirun is not installed.
+local dle = require "dle"
+local H = require "helpers"
+local common = require "dist.common"
+
+local root = debug.getinfo(1, "S").source:match("^@(.*)/tests/[^/]*$") or "."
+if root:sub(1, 1) ~= "/" then root = os.getenv("PWD") .. "/" .. root end
+local build = os.getenv("DLE_BUILD") or "build"
+if build:sub(1, 1) ~= "/" then build = root .. "/" .. build end
+
+local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+-- Runs a shell command from the repository root; returns its output (stdout and stderr), whether
+-- it exited 0, and its wall time in seconds.
+local function sh(cmd)
+  local t0 = dle.time()
+  local p = assert(io.popen("cd " .. q(root) .. " && (" .. cmd .. ") 2>&1"))
+  local out = p:read("a")
+  local ok = p:close()
+  return out, ok == true, dle.time() - t0
+end
+
+-- The environment prefix that makes lua5.4 find this checkout's dle (as .busted does). MPI's own
+-- variables are dropped: this process may be an MPI singleton itself, and its children must not
+-- take them for a job of their own.
+local ENV = "unset $(env | sed -n 's/^\\(OMPI_[A-Za-z0-9_]*\\|PMIX_[A-Za-z0-9_]*\\|ORTE_[A-Za-z0-9_]*\\)=.*/\\1/p'); "
+  .. "export LUA_PATH=" .. q(root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;" .. root .. "/tests/?.lua;;")
+  .. " LUA_CPATH=" .. q(build .. "/lib/?.so;;") .. "; "
+
+-- Runs a Lua chunk in a fresh lua5.4 process.
+local function lua(code, env)
+  return sh(ENV .. (env or "") .. " lua5.4 -e " .. q(code))
+end
+
+-- f(...) must fail: returns the error message.
+local function err(f, ...)
+  local args = table.pack(...)
+  return H.assert_error(function() return f(table.unpack(args, 1, args.n)) end)
+end
+
+local function close_to(a, b, tol) return math.abs(a - b) <= tol end
+
+describe("dle.dist loading", function()
+  it("require 'dle' loads no MPI; dle.dist loads it on init() only", function()
+    local out, ok = lua([[
+      local dle = require "dle"
+      io.write(tostring(package.loaded["dle.dist_native"] ~= nil), " ")
+      local dist = dle.dist
+      io.write(tostring(package.loaded["dle.dist_native"] ~= nil), " ")
+      local _ = dle.optim.ZeroRedundancyOptimizer
+      io.write(tostring(package.loaded["dle.dist_native"] ~= nil), " ")
+      dist.init()
+      io.write(tostring(package.loaded["dle.dist_native"] ~= nil), " ", dist.rank(), " ", dist.world_size())]])
+    assert.is_true(ok, out)
+    assert.are.equal("false false false true 0 1", out)
+  end)
+
+  it("before init(), rank, world_size and the collectives raise errors naming the function", function()
+    local out, ok = lua([[
+      local dle = require "dle"
+      local dist = dle.dist
+      for _, f in ipairs({"rank", "world_size", "barrier", "all_reduce", "broadcast"}) do
+        local ok, err = pcall(dist[f], dle.zeros(2))
+        print(ok, err)
+      end
+      print(dist.is_initialized())]])
+    assert.is_true(ok, out)
+    for _, f in ipairs({"rank", "world_size", "barrier", "all_reduce", "broadcast"}) do
+      assert.truthy(out:find("false\t" .. f .. ": dle.dist is not initialized; call dle.dist.init() first",
+                             1, true), f .. ":\n" .. out)
+    end
+    assert.truthy(out:find("\nfalse\n$"), out)
+  end)
+
+  it("without the MPI module, init() says MPI support was not built and is_available() says why", function()
+    -- a module path holding dle.core and dle.native but no dle.dist_native
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. q(dir .. "/dle") .. " && ln -s " .. q(build .. "/lib/dle/core.so") .. " "
+      .. q(build .. "/lib/dle/native.so") .. " " .. q(dir .. "/dle/")))
+    local out, ok = lua([[
+      local dle = require "dle"
+      print(dle.dist.is_available())
+      print(pcall(dle.dist.init))]], "LUA_CPATH=" .. q(dir .. "/?.so"))
+    os.execute("rm -rf " .. q(dir))
+    assert.is_true(ok, out)
+    assert.truthy(out:find("false\tdle.dist: MPI support was not built (libopenmpi-dev missing", 1, true), out)
+    assert.truthy(out:find("\nfalse\t.*dle.dist: MPI support was not built"), out)
+  end)
+end)
+
+describe("dle.dist in a world of one process", function()
+  local dist = dle.dist
+  local pg = dist.init()
+
+  it("init() is idempotent and returns the process group; rank 0 of 1", function()
+    assert.are.equal(pg, dist.init())
+    assert.is_true(dist.is_initialized())
+    assert.is_true(dist.is_available())
+    assert.are.equal(0, dist.rank())
+    assert.are.equal(1, dist.world_size())
+    assert.truthy(tostring(pg):find("rank 0 of 1", 1, true), tostring(pg))
+    dist.barrier()
+  end)
+
+  it("all_reduce is the identity for every dtype and op, in place, on contiguous and transposed tensors", function()
+    for _, dt in ipairs(common.DTYPES) do
+      local ops = {"sum", "max", "min", "prod"}
+      if common.FLOATS[dt] then ops[#ops + 1] = "mean"; ops[#ops + 1] = "avg" end
+      for _, op in ipairs(ops) do
+        local values = common.values(dt, 0)
+        local t = dle.tensor(values, {dtype = dt})
+        assert.is_true(rawequal(t, dist.all_reduce(t, op)), dt .. " " .. op)
+        assert.are.same(values, t:totable(), dt .. " " .. op)
+        local m = dle.tensor(values, {dtype = dt}):view(2, 3)
+        local v = m:t()
+        assert.is_true(rawequal(v, dist.all_reduce(v, op)))
+        assert.are.same(dle.tensor(values, {dtype = dt}):view(2, 3):totable(), m:totable(), dt .. " " .. op)
+      end
+    end
+  end)
+
+  it("broadcast from root 0 is the identity for every dtype and returns its tensor", function()
+    for _, dt in ipairs(common.DTYPES) do
+      local values = common.values(dt, 0)
+      local t = dle.tensor(values, {dtype = dt})
+      assert.is_true(rawequal(t, dist.broadcast(t, 0)))
+      assert.is_true(rawequal(t, dist.broadcast(t)))
+      assert.are.same(values, t:totable(), dt)
+    end
+  end)
+
+  it("bad arguments raise errors naming the function, the argument and the shapes/dtypes", function()
+    assert.truthy(err(dist.all_reduce, "x"):find("all_reduce: tensor must be a tensor, got string", 1, true))
+    assert.truthy(err(dist.all_reduce, dle.zeros(2), "median"):find("all_reduce: unknown op 'median'", 1, true))
+    assert.truthy(err(dist.all_reduce, dle.zeros(2), 3):find("all_reduce: op must be a string, got number", 1, true))
+    assert.truthy(err(dist.all_reduce, dle.zeros(2, {dtype = "int32"}), "mean")
+      :find("all_reduce: op 'mean' needs a floating-point tensor, got int32", 1, true))
+    assert.truthy(err(dist.all_reduce, dle.zeros(1, 3):expand(2, 3))
+      :find("all_reduce: cannot write into an expanded tensor of shape {2,3}", 1, true))
+    local leaf = dle.zeros(2, 2, {requires_grad = true})
+    assert.truthy(err(dist.all_reduce, leaf)
+      :find("all_reduce: a leaf tensor that requires grad (shape {2,2}) cannot be written in place", 1, true))
+    dle.no_grad(function() dist.all_reduce(leaf) end)   -- allowed under no_grad
+    assert.truthy(err(dist.all_reduce, leaf * 2)
+      :find("all_reduce: cannot write in place into a tensor that is part of an autograd graph (shape {2,2})", 1, true))
+    assert.truthy(err(dist.broadcast, dle.zeros(2), 1):find("broadcast: root 1 is not a rank (ranks are 0..0)", 1, true))
+    assert.truthy(err(dist.broadcast, dle.zeros(2), -1):find("broadcast: root -1 is not a rank", 1, true))
+    assert.truthy(err(dist.broadcast, dle.zeros(2), 0.5):find("broadcast: root must be an integer, got number 0.5", 1, true))
+    assert.truthy(err(dist.broadcast, {}, 0):find("broadcast: tensor must be a tensor, got table", 1, true))
+    assert.truthy(err(dist.abort, "now"):find("abort: code must be an integer, got string", 1, true))
+  end)
+
+  it("dle.core.raw_buffer gives a contiguous CPU tensor's pointer, size and dtype, and refuses others", function()
+    local t = dle.zeros(2, 3, {dtype = "float16"})
+    local v0 = t:_version()
+    local p, n, dt = dle.core.raw_buffer(t, "f", true)
+    assert.are.equal("userdata", type(p))
+    assert.are.equal(6, n)
+    assert.are.equal("float16", dt)
+    assert.is_true(t:_version() > v0, "a writable buffer bumps the version")
+    local ok, e = pcall(dle.core.raw_buffer, t:t(), "myfn")
+    assert.is_false(ok)
+    assert.truthy(e:find("myfn: the tensor must be contiguous (shape {3,2}, strides {1,3})", 1, true), e)
+    assert.is_nil(dle.raw_buffer, "internal: not in the public dle table")
+  end)
+
+  local function mlp(seed)
+    dle.manual_seed(seed)
+    return dle.nn.Sequential(dle.nn.Linear(4, 6), dle.nn.ReLU(), dle.nn.Linear(6, 2))
+  end
+  -- one step of cross-entropy training, the PyTorch way
+  local function train_step(model, opt, x, y)
+    local loss = dle.nn.functional.cross_entropy(model(x), y)
+    opt:zero_grad(); loss:backward(); opt:step()
+  end
+  local function same_params(a, b)
+    for i, p in ipairs(a:parameters()) do
+      assert.are.same(p:totable(), b:parameters()[i]:totable())
+    end
+  end
+  -- trains model m1 with o1 and m2 with o2 for n steps on (x, y); their parameters must agree
+  local function train_alike(m1, o1, m2, o2, n, x, y)
+    for _ = 1, n do
+      train_step(m1, o1, x, y)
+      train_step(m2, o2, x, y)
+    end
+    same_params(m1, m2)
+  end
+
+  it("DistributedDataParallel trains exactly like the bare model and reaches its methods", function()
+    local plain, wrapped = mlp(3), mlp(3)
+    local ddp = dist.DistributedDataParallel(wrapped)
+    assert.are.equal(wrapped, ddp.module)
+    assert.is_true(rawequal(wrapped:parameters()[1], ddp:parameters()[1]))
+    local names = {}
+    for name in ddp:named_parameters() do names[#names + 1] = name end
+    assert.are.same({"1.weight", "1.bias", "3.weight", "3.bias"}, names)
+    local sd = ddp:state_dict()
+    assert.truthy(sd["1.weight"])
+    ddp:load_state_dict(plain:state_dict())
+    ddp:eval()
+    assert.is_false(wrapped.training)
+    ddp:train()
+    assert.is_true(wrapped.training)
+    local x, y = dle.randn(5, 4), dle.randint(1, 3, {5})
+    local o1 = dle.optim.SGD(plain:parameters(), {lr = 0.1})
+    local o2 = dle.optim.SGD(ddp:parameters(), {lr = 0.1})
+    train_alike(plain, o1, ddp, o2, 3, x, y)
+    ddp:zero_grad()
+    assert.is_nil(wrapped:parameters()[1].grad)
+  end)
+
+  it("DistributedDataParallel:no_sync returns fn's results, rethrows its errors and restores syncing", function()
+    local ddp = dist.DistributedDataParallel(mlp(1))
+    local a, b = ddp:no_sync(function(u, v) return u + 1, v end, 1, "x")
+    assert.are.equal(2, a)
+    assert.are.equal("x", b)
+    local ok, e = pcall(ddp.no_sync, ddp, function() error("inner failure") end)
+    assert.is_false(ok)
+    assert.truthy(tostring(e):find("inner failure", 1, true))
+    assert.is_true(ddp._sync)
+    ok, e = pcall(ddp.no_sync, ddp, 42)
+    assert.is_false(ok)
+    assert.truthy(e:find("DistributedDataParallel:no_sync: fn must be a function, got number 42", 1, true), e)
+  end)
+
+  it("DistributedDataParallel refuses a non-module and unknown or bad options", function()
+    local ok, e = pcall(dist.DistributedDataParallel, {})
+    assert.is_false(ok)
+    assert.truthy(e:find("DistributedDataParallel: model must be a dle.nn.Module, got table", 1, true), e)
+    ok, e = pcall(dist.DistributedDataParallel, mlp(1), {bucket_mb = 1})
+    assert.is_false(ok)
+    assert.truthy(e:find("DistributedDataParallel: unknown option 'bucket_mb'", 1, true), e)
+    ok, e = pcall(dist.DistributedDataParallel, mlp(1), {bucket_cap_mb = -1})
+    assert.is_false(ok)
+    assert.truthy(e:find("DistributedDataParallel: option bucket_cap_mb must be a number > 0, got -1", 1, true), e)
+  end)
+
+  it("ZeroRedundancyOptimizer steps exactly like the optimizer it wraps, with lr, schedulers and state", function()
+    local a, b = mlp(2), mlp(2)
+    local opts = {lr = 0.01, weight_decay = 0.1}
+    local plain = dle.optim.AdamW(a:parameters(), opts)
+    local zero = dle.optim.ZeroRedundancyOptimizer(dle.optim.AdamW, b:parameters(), opts)
+    assert.are.same({0, 0, 0, 0}, zero.owners)
+    assert.are.equal(0, zero:owner(3))
+    local s1 = dle.optim.lr.step(plain, {step_size = 2, gamma = 0.5})
+    local s2 = dle.optim.lr.step(zero, {step_size = 2, gamma = 0.5})
+    local x, y = dle.randn(5, 4), dle.randint(1, 3, {5})
+    local function train(model, opt, sched)
+      train_step(model, opt, x, y)
+      sched:step()
+    end
+    for _ = 1, 3 do train(a, plain, s1); train(b, zero, s2) end
+    same_params(a, b)
+    assert.are.equal(plain.lr, zero.lr)
+    zero.lr = 0.02
+    assert.are.equal(0.02, zero.param_groups[1].lr)
+    plain.lr = 0.02
+    -- a state_dict round trip (through a file) continues identically
+    local path = os.tmpname()
+    dle.save(path, zero:state_dict())
+    local sd = dle.load(path)
+    os.remove(path)
+    assert.are.equal(1, sd.world_size)
+    assert.are.equal(0, sd.rank)
+    assert.are.equal(3, sd.state[1].step)
+    local zero2 = dle.optim.ZeroRedundancyOptimizer(dle.optim.AdamW, b:parameters(), opts)
+    zero2:load_state_dict(sd)
+    assert.are.equal(0.02, zero2.lr)
+    train_alike(a, plain, b, zero2, 2, x, y)
+    zero2:zero_grad()
+    assert.is_nil(b:parameters()[1].grad)
+  end)
+
+  it("ZeroRedundancyOptimizer: bad arguments and foreign state dicts raise errors naming it", function()
+    local p = mlp(1):parameters()
+    local Z = dle.optim.ZeroRedundancyOptimizer
+    assert.truthy(err(Z, "Adam", p):find("ZeroRedundancyOptimizer: opt_class must be an optimizer class", 1, true))
+    assert.truthy(err(Z, dle.optim.Adam, {}):find("ZeroRedundancyOptimizer: Adam: params must be a non-empty list", 1, true))
+    assert.truthy(err(Z, dle.optim.Adam, p, {lr = -1}):find("ZeroRedundancyOptimizer: Adam: invalid lr -1", 1, true))
+    local z = Z(dle.optim.Adam, p)
+    assert.truthy(err(function() z.lr = "fast" end):find("ZeroRedundancyOptimizer: lr must be a non-negative number", 1, true))
+    assert.truthy(err(z.load_state_dict, z, {}):find("ZeroRedundancyOptimizer:load_state_dict: expected a table", 1, true))
+    local sd = z:state_dict()
+    sd.world_size = 2
+    assert.truthy(err(z.load_state_dict, z, sd):find("state dicts are per rank", 1, true))
+    assert.truthy(err(z.owner, z, 99):find("ZeroRedundancyOptimizer:owner: no param 99", 1, true))
+  end)
+
+  it("ZeroRedundancyOptimizer.partition is greedy by size and deterministic", function()
+    local P = dle.optim.ZeroRedundancyOptimizer.partition
+    assert.are.same({0, 1, 1, 1}, P({40, 8, 24, 3}, 2))
+    assert.are.same({0, 1, 2, 0, 1}, P({10, 10, 10, 5, 5}, 3))
+    assert.are.same({0, 0}, P({1, 2}, 1))
+  end)
+end)
+
+describe("dle.autograd.register_backward_hook", function()
+  local x = dle.tensor({1, 2, 3}, {requires_grad = true})
+
+  it("runs after t:backward() and dle.backward() with the gradients accumulated, until removed", function()
+    local seen = {}
+    local h = dle.autograd.register_backward_hook(function() seen[#seen + 1] = x.grad:totable() end)
+    x.grad = nil;
+    (x * x):sum():backward()
+    dle.backward({(x * 2):sum()})
+    h:remove()
+    h:remove();
+    (x * x):sum():backward()
+    assert.are.same({{2, 4, 6}, {4, 6, 8}}, seen)
+  end)
+
+  it("does not run after dle.grad, nor for the inner backward of a checkpoint", function()
+    local n = 0
+    local h = dle.autograd.register_backward_hook(function() n = n + 1 end)
+    dle.grad((x * x):sum(), {x})
+    assert.are.equal(0, n)
+    local y = dle.checkpoint(function(v) return (v:sin() * v):sum() end, x)
+    y:backward()
+    h:remove()
+    assert.are.equal(1, n)
+  end)
+
+  it("a failing hook makes backward raise an error naming it; a non-function is refused", function()
+    local h = dle.autograd.register_backward_hook(function() error("hook broke") end)
+    local ok, e = pcall(function() (x * 3):sum():backward() end)
+    h:remove()
+    assert.is_false(ok)
+    assert.truthy(tostring(e):find("backward: a backward hook failed: .*hook broke"), e)
+    ok, e = pcall(dle.autograd.register_backward_hook, 3)
+    assert.is_false(ok)
+    assert.truthy(e:find("register_backward_hook: fn must be a function, got number 3", 1, true), e)
+    -- backward errors pass through unchanged
+    ok, e = pcall(function() dle.tensor({1, 2}):backward() end)
+    assert.is_false(ok)
+    assert.truthy(tostring(e):find("^backward:"), e)
+  end)
+end)
+
+-- ---------------------------------------------------------------- across processes
+
+local NP = 2
+local missing = not H.have_command("mpirun") and "mpirun not found: Debian package openmpi-bin"
+  or not select(1, dle.dist.is_available()) and "dle was built without MPI (libopenmpi-dev)" or nil
+
+-- Runs `prog` on NP ranks with mpirun (at most 120 s); returns output, success, seconds. Under
+-- scripts/test --asan, LD_PRELOAD (the sanitizer runtime) goes to the ranks, not to mpirun, and
+-- the ranks run without LeakSanitizer, whose tracer crashes on Open MPI's threads at exit (ASan's
+-- memory checks stay on; this process, an MPI singleton, keeps leak checking).
+local function mpirun(prog, env)
+  local preload, asan = os.getenv("LD_PRELOAD"), os.getenv("ASAN_OPTIONS")
+  local extra = ""
+  if preload then
+    extra = " -x LD_PRELOAD=" .. q(preload) .. " -x ASAN_OPTIONS=" .. q((asan or "") .. ":detect_leaks=0")
+  end
+  return sh(ENV .. "env -u LD_PRELOAD " .. (env or "") .. " timeout 120 mpirun --allow-run-as-root "
+    .. "--oversubscribe --bind-to none -np " .. NP .. extra .. " " .. prog)
+end
+
+-- Runs tests/dist/<worker>.lua on NP ranks.
+local function run_worker(worker) return mpirun("lua5.4 tests/dist/" .. worker .. ".lua") end
+
+local cache = {}
+-- The parsed report of a worker (run once), checked to have finished on every rank.
+local function report(worker)
+  if not cache[worker] then
+    local out, ok, secs = run_worker(worker)
+    cache[worker] = {out = out, ok = ok, secs = secs, r = common.parse(out)}
+  end
+  local c = cache[worker]
+  assert.is_true(c.ok, c.out)
+  for rank = 0, NP - 1 do
+    assert.are.equal("1", c.r[rank] and c.r[rank].done, "rank " .. rank .. " did not finish:\n" .. c.out)
+  end
+  return c.r, c.out
+end
+
+local function numbers(s)
+  local v = {}
+  for x in s:gmatch("[^,]+") do v[#v + 1] = x == "true" or (x ~= "false" and tonumber(x)) end
+  return v
+end
+
+local function it_mpi(name, fn)
+  if missing then pending(name .. " (" .. missing .. ")") else it(name, fn) end
+end
+
+describe("dle.dist across " .. NP .. " MPI processes", function()
+  it_mpi("all_reduce sum/max/min/prod/mean on rank-dependent data in every dtype", function()
+    local r, out = report("collectives")
+    for rank = 0, NP - 1 do
+      assert.are.equal(tostring(NP), r[rank].world)
+      for _, dt in ipairs(common.DTYPES) do
+        local ops = {"sum", "max", "min", "prod"}
+        if common.FLOATS[dt] then ops[#ops + 1] = "mean" end
+        for _, op in ipairs(ops) do
+          local lists = {}
+          for k = 0, NP - 1 do lists[k + 1] = common.values(dt, k) end
+          local expect = common.reduce(lists, op, dt)
+          assert.are.same(expect, numbers(r[rank][dt .. "." .. op]), "rank " .. rank .. " " .. dt .. " " .. op)
+        end
+      end
+      local sum = common.reduce({common.values("float32", 0), common.values("float32", 1)}, "sum")
+      assert.are.same(sum, numbers(r[rank].default_op))
+      assert.are.same(common.reduce({common.values("float32", 0), common.values("float32", 1)}, "mean"),
+                      numbers(r[rank].avg))
+    end
+    assert.is_nil(out:find("not_self", 1, true), "all_reduce returns its tensor:\n" .. out)
+    -- float16/bfloat16 values off the integer grid: the rounded sum of the two ranks' values
+    for _, dt in ipairs({"float16", "bfloat16"}) do
+      local base = dle.tensor({0.1, 1 / 3, 1000.7, -2.2e-3})
+      local expect = ((base * 1):to(dt):float() + (base * 2):to(dt):float()):to(dt):float()
+      for rank = 0, NP - 1 do
+        assert.are.same(numbers(common.format(expect:totable())), numbers(r[rank]["fraction." .. dt]), dt)
+      end
+    end
+  end)
+
+  it_mpi("all_reduce writes through non-contiguous views (transposed, narrowed) in place", function()
+    local r = report("collectives")
+    for rank = 0, NP - 1 do
+      for _, dt in ipairs({"float32", "float16", "bfloat16", "int64"}) do
+        local expect = common.reduce({common.values(dt, 0), common.values(dt, 1)}, "sum")
+        assert.are.same(expect, numbers(r[rank]["transposed." .. dt]), dt)
+        assert.are.equal("true", r[rank]["transposed_self." .. dt])
+      end
+      -- columns 2..3 of {{1,2,3,4},{5,6,7,8}} * (rank + 1), max over ranks; the rest untouched
+      local k = rank + 1
+      assert.are.same({k, 4, 6, 4 * k, 5 * k, 12, 14, 8 * k}, numbers(r[rank].narrowed))
+    end
+  end)
+
+  it_mpi("broadcast from root 1 in every dtype and through a transposed view; barrier waits", function()
+    local r = report("collectives")
+    for rank = 0, NP - 1 do
+      for _, dt in ipairs(common.DTYPES) do
+        assert.are.same(common.values(dt, 1), numbers(r[rank]["broadcast." .. dt]), rank .. " " .. dt)
+      end
+      assert.are.same({11, 22, 33, 44, 55, 66}, numbers(r[rank].broadcast_transposed))
+      assert.are.same({3, 3}, numbers(r[rank].broadcast_default_root))
+      assert.truthy(r[rank].bad_root:find("broadcast: root 2 is not a rank (ranks are 0..1)", 1, true))
+      assert.truthy(r[rank].bad_op:find("all_reduce: unknown op 'median'", 1, true))
+    end
+    -- rank 1 reached the barrier 0.3 s late: rank 0 waited for it
+    assert.is_true(tonumber(r[0].barrier_wait) >= 0.2, r[0].barrier_wait)
+  end)
+
+  it_mpi("DistributedDataParallel: rank 0's init everywhere, identical parameters, equal to one process on the whole batch", function()
+    local r = report("ddp")
+    for rank = 0, NP - 1 do
+      assert.are.equal(0, tonumber(r[rank].init_diff))
+      assert.are.equal("true", r[rank].same_params)
+      assert.are.equal("1.bias 1.weight 3.bias 3.weight", r[rank].state_keys)
+      assert.is_true(tonumber(r[rank].train_diff) < 1e-5, r[rank].train_diff)
+    end
+    assert.are.equal(r[0].train_params, r[1].train_params)
+  end)
+
+  it_mpi("DistributedDataParallel: gradient accumulation, with and without no_sync, averages like one step", function()
+    local r = report("ddp")
+    for rank = 0, NP - 1 do
+      assert.is_true(tonumber(r[rank].accum_diff) < 1e-5, r[rank].accum_diff)
+      assert.is_true(tonumber(r[rank].no_sync_diff) < 1e-5, r[rank].no_sync_diff)
+    end
+    -- inside no_sync each rank keeps its own gradient; after the synchronised backward they agree,
+    -- and agree with accumulation synchronised at every backward
+    assert.are_not.equal(r[0].local_grad, r[1].local_grad)
+    assert.are.equal(r[0].no_sync_grad, r[1].no_sync_grad)
+    local a, b = numbers(r[0].accum_grad), numbers(r[0].no_sync_grad)
+    assert.are.equal(#a, #b)
+    for i = 1, #a do assert.is_true(close_to(a[i], b[i], 1e-6), i .. ": " .. a[i] .. " vs " .. b[i]) end
+  end)
+
+  it_mpi("DistributedDataParallel: unused parameters, buffers, and models that differ across ranks", function()
+    local r = report("ddp")
+    for rank = 0, NP - 1 do
+      -- b's gradient (2 on rank 0, none on rank 1) averages to 1; a's (2 and 4) to 3; c has none
+      assert.are.same({1, 1, 1}, numbers(r[rank].unused_b_grad))
+      assert.are.same({3, 3, 3}, numbers(r[rank].unused_a_grad))
+      assert.are.equal("nil", r[rank].unused_c_grad)
+      -- rank 0's buffer (1) at construction; before a training forward rank 0's again (7)
+      assert.are.same({1, 1}, numbers(r[rank].buffer_init))
+      assert.are.same({7, 7}, numbers(r[rank].buffer_forward))
+      assert.truthy(r[rank].mismatch:find("DistributedDataParallel: the model differs across ranks", 1, true),
+                    r[rank].mismatch)
+    end
+  end)
+
+  it_mpi("ZeroRedundancyOptimizer(Adam) matches plain Adam, each rank holding its own shard of the state", function()
+    local r = report("zero")
+    for rank = 0, NP - 1 do
+      assert.is_true(tonumber(r[rank].zero_diff) < 1e-5, r[rank].zero_diff)
+      assert.are.same({0, 1, 1, 1}, numbers(r[rank].owners))
+      assert.are.equal(0.025, tonumber(r[rank].lr))
+      assert.are.equal("6", r[rank].state_steps)
+      assert.truthy(r[rank].wrong_rank:find("state dicts are per rank", 1, true), r[rank].wrong_rank)
+    end
+    assert.are.equal(r[0].zero_params, r[1].zero_params)
+    assert.are.equal("1", r[0].state_keys)
+    assert.are.equal("2,3,4", r[1].state_keys)
+  end)
+
+  local fm = H.exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
+  local it_example = (missing or not fm) and function(name)
+    pending(name .. " (" .. (missing or "Fashion-MNIST files absent: Debian package dataset-fashion-mnist") .. ")")
+  end or it
+  it_example("examples/fashion_mnist/ddp.lua trains on 2 ranks through scripts/dle; rank 0 reports", function()
+    local out, ok = mpirun("scripts/dle examples/fashion_mnist/ddp.lua 1 64", "DLE_EXAMPLE_LIMIT=2000")
+    assert.is_true(ok, out)
+    assert.truthy(out:find("2 ranks, 1000 training images each, batch 32 per rank", 1, true), out)
+    local n, acc = 0, nil
+    for a in out:gmatch("epoch 1  loss %S+  test accuracy (%S+)  %d+ samples/s") do n, acc = n + 1, a end
+    assert.are.equal(1, n, "one report line, from rank 0:\n" .. out)
+    assert.is_true(tonumber(acc) > 0.5, out)
+  end)
+
+  it_mpi("an error on one rank aborts every rank when the process group is a <close> variable", function()
+    local out, ok, secs = run_worker("abort")
+    assert.is_false(ok, out)
+    assert.truthy(out:find("dle.dist: rank 1 failed, aborting every rank: tests/dist/abort.lua:%d+: deliberate failure"), out)
+    assert.is_nil(out:find("rank 0 finished", 1, true), out)
+    assert.is_true(secs < 60, "took " .. secs .. " s")
+  end)
+end)
