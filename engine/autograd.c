@@ -99,7 +99,7 @@ typedef union pooled_node {
 static _Thread_local DLE_HOT_TLS pooled_node *node_pool;
 
 static dle_node *node_alloc(int nin) {
-  if (nin > POOL_NIN) {
+  if (!DLE_RECYCLE || nin > POOL_NIN) {
     dle_node *n = calloc(1, sizeof *n);
     if (n && !(n->in = calloc((size_t)nin, sizeof *n->in))) { free(n); n = NULL; }
     return n;

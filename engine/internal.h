@@ -13,6 +13,20 @@
  * few bytes come from the static TLS surplus glibc reserves for dlopen'ed modules. */
 #define DLE_HOT_TLS __attribute__((tls_model("initial-exec")))
 
+/* Under AddressSanitizer the per-thread free lists of tensor/storage headers and graph nodes are
+ * off: every header is calloc'ed and freed, so a use after release is reported instead of landing
+ * in a recycled header. */
+#if defined(__SANITIZE_ADDRESS__)
+#define DLE_RECYCLE 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DLE_RECYCLE 0
+#endif
+#endif
+#ifndef DLE_RECYCLE
+#define DLE_RECYCLE 1
+#endif
+
 /* DLE_DEBUG from the environment: 1 prints every op, 3 also allocations. */
 int dle_debug_level(void);
 

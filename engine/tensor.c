@@ -34,7 +34,7 @@ _Static_assert(sizeof(dle_tensor) % 8 == 0 && sizeof(dle_storage) % 8 == 0, "hea
 
 static void *header_alloc(free_header **list, size_t size) {
   free_header *p = *list;
-  if (!p) return calloc(1, size);
+  if (!DLE_RECYCLE || !p) return calloc(1, size);
   *list = p->next;
   zero_header(p, size);
   return p;
@@ -42,6 +42,7 @@ static void *header_alloc(free_header **list, size_t size) {
 
 static void header_free(free_header **list, void *p) {
   if (!p) return;
+  if (!DLE_RECYCLE) { free(p); return; }
   free_header *h = p;
   h->next = *list;
   *list = h;
