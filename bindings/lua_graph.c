@@ -1,6 +1,7 @@
 /* lua_graph.c — the native side of dle.graph and dle.compile (lua/dle/graph.lua): the tracer's
  * switch and records (engine/trace.h), and the generic op call a graph replays its nodes with. */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "../engine/nn.h"
@@ -108,6 +109,37 @@ static int l_tensor_id(lua_State *L) {
   return 1;
 }
 
+/** dle.core.peek_scalar(t) -> the number a one-element CPU tensor holds, read without making a
+ * running trace unsafe (the graph's own bookkeeping of its constants). */
+static int l_peek_scalar(lua_State *L) {
+  dle_tensor *t = dle_lua_check(L, 1);
+  if (dle_tensor_numel(t) != 1 || dle_tensor_device(t).type != DLE_CPU)
+    return luaL_error(L, "peek_scalar: expected a one-element CPU tensor");
+  int64_t zero[DLE_MAX_DIMS] = {0};
+  double v = dle_tensor_get(t, zero);
+  if (t->dtype == DLE_BOOL) lua_pushboolean(L, v != 0);
+  else if (!dle_dtype_is_float(t->dtype)) lua_pushinteger(L, (lua_Integer)v);
+  else lua_pushnumber(L, v);
+  return 1;
+}
+
+/** dle.core.tensor_view_key(t) -> a string naming t's storage, dtype and geometry: two headers
+ * with the same key see the same elements (autograd saves aliases of the tensors an op used). */
+static int l_tensor_view_key(lua_State *L) {
+  dle_tensor *t = dle_lua_check(L, 1);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  char part[64];
+  snprintf(part, sizeof part, "%p:%lld:%d:", (void *)t->storage, (long long)t->offset, (int)t->dtype);
+  luaL_addstring(&b, part);
+  for (int d = 0; d < t->ndim; d++) {
+    snprintf(part, sizeof part, "%lld/%lld,", (long long)t->sizes[d], (long long)t->strides[d]);
+    luaL_addstring(&b, part);
+  }
+  luaL_pushresult(&b);
+  return 1;
+}
+
 static int64_t int_field(lua_State *L, int idx, const char *what) {
   int ok = 0;
   lua_Integer v = lua_tointegerx(L, idx, &ok);
@@ -204,6 +236,8 @@ void dle_lua_open_graph(lua_State *L, int module, int methods) {
   static const luaL_Reg fns[] = {{"trace_begin", l_trace_begin}, {"trace_end", l_trace_end},
                                  {"trace_active", l_trace_active}, {"trace_note", l_trace_note},
                                  {"tensor_id", l_tensor_id},       {"graph_attrs", l_graph_attrs},
-                                 {"graph_op", l_graph_op},         {NULL, NULL}};
+                                 {"graph_op", l_graph_op},         {"peek_scalar", l_peek_scalar},
+                                 {"tensor_view_key", l_tensor_view_key},
+                                 {NULL, NULL}};
   dle_lua_setfuncs(L, module, fns);
 }
