@@ -58,7 +58,7 @@ local function template_of(v, node_of, outs, depth)
   if core.is_tensor(v) then
     local n = node_of(v)
     outs[#outs + 1] = n
-    return {node = n}
+    return {node = true}
   end
   if type(v) == "table" and getmetatable(v) == nil and depth < 32 then
     local keys, n = {}, #v
@@ -324,14 +324,34 @@ function Graph:run(...)
   return run.run(self, ...)
 end
 
---- g:clone() -> a graph sharing g's nodes (rewrites make new nodes rather than changing old ones,
--- so rewriting the clone leaves g as it was).
-function Graph:clone()
+--- g:copy() -> a graph with its own copies of g's live nodes (leaves still hold the same
+-- tensors), so rewriting the copy leaves g as it was.
+function Graph:copy()
   local c = setmetatable({}, Graph)
   for k, v in pairs(self) do c[k] = v end
-  c.outputs = {table.unpack(self.outputs)}
-  c.effects = {table.unpack(self.effects)}
-  c._order = {table.unpack(self._order)}
+  local map = {}
+  local order = {}
+  for i, n in ipairs(self:nodes()) do
+    local m = setmetatable({}, getmetatable(n))
+    for k, v in pairs(n) do m[k] = v end
+    m.attrs = {}
+    for k, v in pairs(n.attrs) do m.attrs[k] = v end
+    m.inputs = {}
+    for k, u in ipairs(n.inputs) do m.inputs[k] = map[u] end
+    map[n] = m
+    order[i] = m
+  end
+  for _, m in ipairs(order) do
+    if m.clobbered_by then m.clobbered_by = map[m.clobbered_by] or m.clobbered_by end
+  end
+  local function remap(list)
+    local r = {}
+    for k, n in ipairs(list) do r[k] = map[n] end
+    return r
+  end
+  c.inputs, c.outputs, c.effects = remap(self.inputs), remap(self.outputs), remap(self.effects)
+  -- the results' structure keeps pointing at nodes by position in outputs only
+  c._order = order
   c._plan = nil
   return c
 end
