@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../engine/fused.h"
 #include "../engine/nn.h"
 #include "../engine/trace.h"
 #include "lua_util.h"
@@ -229,15 +230,73 @@ static int l_graph_op(lua_State *L) {
   return info->nout;
 }
 
+#define PROGRAM_MT "dle.graph.fused_program"
+
+typedef struct {
+  int nin, n;
+  dle_fused_instr instr[DLE_FUSED_MAX_REGS];
+} fused_program;
+
+/** dle.core.fused_program(instrs, nin) -> a packed program for fused_run: instrs a list of
+ * {op_id, a, b, f0, f1} (registers 1-based: 1..nin are the inputs, nin + k instruction k). */
+static int l_fused_program(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_Integer nin = luaL_checkinteger(L, 2);
+  int n = (int)lua_rawlen(L, 1);
+  if (nin < 0 || n < 1 || nin + n > DLE_FUSED_MAX_REGS)
+    return luaL_error(L, "fused_program: %d inputs and %d instructions (at most %d registers)", (int)nin, n,
+                      DLE_FUSED_MAX_REGS);
+  fused_program *p = lua_newuserdatauv(L, sizeof *p, 0);
+  memset(p, 0, sizeof *p);
+  p->nin = (int)nin, p->n = n;
+  for (int k = 0; k < n; k++) {
+    lua_rawgeti(L, 1, k + 1);
+    luaL_checktype(L, -1, LUA_TTABLE);
+    lua_Number v[5] = {0};
+    for (int j = 0; j < 5; j++) {
+      lua_rawgeti(L, -1, j + 1);
+      v[j] = lua_tonumber(L, -1);
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    p->instr[k] = (dle_fused_instr){(int)v[0], (int)v[1] - 1, (int)v[2] - 1, v[3], v[4]};
+    if (!dle_fused_supports((dle_op)p->instr[k].op))
+      return luaL_error(L, "fused_program: instruction %d: op id %d cannot be fused", k + 1, p->instr[k].op);
+  }
+  luaL_setmetatable(L, PROGRAM_MT);
+  return 1;
+}
+
+/** dle.core.fused_run(program, shape, dtype, inputs...) -> a new tensor of shape and dtype: the
+ * program run over inputs that broadcast to shape (engine/fused.h). */
+static int l_fused_run(lua_State *L) {
+  fused_program *p = luaL_checkudata(L, 1, PROGRAM_MT);
+  int64_t sizes[DLE_MAX_DIMS];
+  int next;
+  int ndim = dle_lua_sizes(L, 2, sizes, &next, "fused_run", 0);
+  dle_dtype dt = dle_lua_check_dtype(L, 3, "fused_run");
+  int nin = lua_gettop(L) - 3;
+  if (nin != p->nin) return luaL_error(L, "fused_run: the program takes %d inputs, got %d", p->nin, nin);
+  dle_tensor *ins[DLE_FUSED_MAX_REGS];
+  for (int i = 0; i < nin; i++) ins[i] = dle_lua_check(L, 4 + i);
+  dle_tensor *out = NULL;
+  DLE_LUA_TRY(L, dle_fused_run(&out, ins, nin, p->instr, p->n, ndim, sizes, dt));
+  dle_lua_push(L, out);
+  return 1;
+}
+
 void dle_lua_open_graph(lua_State *L, int module, int methods) {
   (void)methods;
   luaL_newmetatable(L, ATTRS_MT);
+  lua_pop(L, 1);
+  luaL_newmetatable(L, PROGRAM_MT);
   lua_pop(L, 1);
   static const luaL_Reg fns[] = {{"trace_begin", l_trace_begin}, {"trace_end", l_trace_end},
                                  {"trace_active", l_trace_active}, {"trace_note", l_trace_note},
                                  {"tensor_id", l_tensor_id},       {"graph_attrs", l_graph_attrs},
                                  {"graph_op", l_graph_op},         {"peek_scalar", l_peek_scalar},
                                  {"tensor_view_key", l_tensor_view_key},
+                                 {"fused_program", l_fused_program}, {"fused_run", l_fused_run},
                                  {NULL, NULL}};
   dle_lua_setfuncs(L, module, fns);
 }

@@ -10,7 +10,8 @@ local internal = {read_idx = true, memmap = true, record_custom = true,
                   profile_mode = true, profile_counters = true, op_flops_rule = true,
                   autocast_set = true, raw_buffer = true, trace_begin = true, trace_end = true,
                   trace_active = true, trace_note = true, tensor_id = true, graph_attrs = true,
-                  graph_op = true, peek_scalar = true, tensor_view_key = true}
+                  graph_op = true, peek_scalar = true, tensor_view_key = true,
+                  fused_program = true, fused_run = true}
 local dle = {}
 for name, value in pairs(core) do
   if not internal[name] and name:sub(1, 1) ~= "_" then dle[name] = value end
