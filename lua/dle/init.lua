@@ -37,7 +37,7 @@ require("dle.io")(dle)
 local subpackages = {nn = "dle.nn", optim = "dle.optim", data = "dle.data", amp = "dle.amp",
                      dist = "dle.dist", graph = "dle.graph", rewrite = "dle.rewrite"}
 local installers = {checkpoint = "dle.checkpoint", profile = "dle.profile", flops = "dle.profile",
-                    compile = "dle.compile"}
+                    compile = "dle.compile", compile_info = "dle.compile"}
 local loading = {}   -- a subpackage's own files may look for it while it loads: nil then
 setmetatable(dle, {__index = function(t, k)
   local installer = installers[k]
