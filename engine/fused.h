@@ -3,7 +3,7 @@
  * A chain of elementwise ops over tensors that broadcast to one shape runs as a small program:
  * registers 0..nin-1 hold the inputs, instruction k writes register nin + k from registers a (and
  * b for binary ops), and the last register is the result. The executor walks the output in
- * blocks of DLE_FUSED_BLOCK elements on OpenMP threads; in a block, each input is read once
+ * blocks of DLE_FUSED_BLOCK (1024) elements on OpenMP threads; in a block, each input is read once
  * (contiguous ones in place, broadcast or strided ones gathered), the instructions run over
  * block-sized temporaries that stay in cache, and the result is written once. So a chain reads
  * its inputs and writes its output once instead of once per op.
@@ -21,7 +21,7 @@
 
 #include "dle.h"
 
-#define DLE_FUSED_BLOCK 2048
+#define DLE_FUSED_BLOCK 1024
 #define DLE_FUSED_MAX_REGS 64
 
 typedef struct {
