@@ -69,6 +69,51 @@ rules[#rules + 1] = rule{
   end,
 }
 
+-- ---------------------------------------------------------------- common views
+
+-- Two views of one node with the same op and attrs are one value (Linear layers each reshape
+-- their shared input): the later becomes the earlier, so products of the same view can merge.
+local function same_attrs(a, b)
+  for k, v in pairs(a) do
+    local w = b[k]
+    if type(v) == "table" and type(w) == "table" then
+      if #v ~= #w then return false end
+      for i = 1, #v do
+        if v[i] ~= w[i] then return false end
+      end
+    elseif v ~= w then
+      return false
+    end
+  end
+  for k in pairs(b) do
+    if a[k] == nil then return false end
+  end
+  return true
+end
+
+local function common_view(m)
+  local n = m.root
+  if #n.inputs ~= 1 then return nil end
+  for _, u in ipairs(m.users(n.inputs[1])) do
+    if u ~= n and u.op == n.op and not u.inplace and u.id < n.id and #u.inputs == 1 and
+       same_attrs(u.attrs, n.attrs) and (u.no_grad or false) == (n.no_grad or false) then
+      return u
+    end
+  end
+  return nil
+end
+
+for _, op in ipairs({"view", "permute", "narrow", "select", "expand"}) do
+  rules[#rules + 1] = rule{name = "algebra.common_view", pattern = P.op(op, P.any "x"), replace = common_view,
+    example = function()
+      local dle = require "dle"
+      local views = {view = function(x) return x:view(12) end, permute = function(x) return x:t() end,
+                     narrow = function(x) return x:narrow(2, 2, 2) end, select = function(x) return x[2] end,
+                     expand = function(x) return x:expand(2, 3, 4) end}
+      return function(x) return views[op](x) * views[op](x):exp() end, {dle.randn(3, 4, {dtype = "float64"})}
+    end}
+end
+
 -- ---------------------------------------------------------------- merging products
 
 -- Products merged so far in the graph being rewritten: graph -> {product node -> replacement}.
