@@ -22,8 +22,8 @@
 -- runs (a compiled function inside dle.graph.trace or another compiled function's first call)
 -- run fn's ops directly, so the outer trace records them.
 --
--- opts.rules: a rule, list of rules or of rule sets; default {algebra, fusion}
--- (dle.rewrite.rules), {} for none. opts.debug: print each new graph before and after rewriting
+-- opts.rules: a rule, list of rules or of rule sets, applied together; default: algebra, then
+-- fusion (dle.rewrite.rules), each to its fixed point; {} for none. opts.debug: print each new graph before and after rewriting
 -- and the rewrite counts on stderr.
 local core = require "dle.core"
 local check = require "dle.check"
@@ -66,9 +66,9 @@ return function(dle)
     end
     opts = opts or {}
     local rewrite = dle.rewrite
-    local rules = opts.rules
-    if rules == nil then rules = {rewrite.rules.algebra, rewrite.rules.fusion} end
-    rules = rewrite.flatten(rules)
+    -- the default runs algebra to its fixed point first, then fusion over what is left
+    local stages = opts.rules == nil and {rewrite.rules.algebra, rewrite.rules.fusion}
+                   or {rewrite.flatten(opts.rules)}
     local cache_size = opts.cache_size or 8
     if math.type(cache_size) ~= "integer" or cache_size < 1 then
       error("compile: cache_size must be a positive integer, got " .. tostring(cache_size), 2)
@@ -128,7 +128,12 @@ return function(dle)
         add(key, {eager = true})
         if debug then log("[dle] compile: running eagerly for this guard: " .. g.unsafe) end
       else
-        local g2, counts = rewrite.apply(g, rules)
+        local g2, counts = g, {}
+        for _, stage in ipairs(stages) do
+          local c
+          g2, c = rewrite.apply(g2, stage)
+          for name, k in pairs(c) do counts[name] = (counts[name] or 0) + k end
+        end
         add(key, {graph = g2})
         if debug then
           local lines = {}
