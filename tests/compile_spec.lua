@@ -4,7 +4,7 @@ local dle = require "dle"
 local H = require "helpers"
 local nn = dle.nn
 
-local function max_diff(a, b) return (a:double() - b:double()):abs():max():item() end
+local max_diff = H.max_diff
 
 describe("dle.compile", function()
   it("gives the same losses and gradients as eager over MLP training steps", function()

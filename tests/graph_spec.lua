@@ -10,13 +10,9 @@ local function ops_of(g)
   return ops
 end
 
-local function count(g, op)
-  local c = 0
-  for _, n in ipairs(g:nodes()) do if n.op == op then c = c + 1 end end
-  return c
-end
+local count = H.count_ops
 
-local function max_diff(a, b) return (a:double() - b:double()):abs():max():item() end
+local max_diff = H.max_diff
 
 describe("dle.graph.trace", function()
   it("captures an MLP as inputs, parameters and the core ops Linear and ReLU reach", function()

@@ -6,13 +6,9 @@ local nn = dle.nn
 local R = dle.rewrite
 local P, B = R.pattern, R.build
 
-local function count(g, op)
-  local c = 0
-  for _, n in ipairs(g:nodes()) do if n.op == op then c = c + 1 end end
-  return c
-end
+local count = H.count_ops
 
-local function max_diff(a, b) return (a:double() - b:double()):abs():max():item() end
+local max_diff = H.max_diff
 
 describe("patterns and rules", function()
   it("P.mul(P.any 'x', P.const(2)) matches x * 2 and binds x", function()

@@ -72,6 +72,15 @@ end
 --- node:is_const() -> true for a const node: its value does not require grad.
 function Node:is_const() return self.op == "const" end
 
+--- M.same_shape(a, b) -> whether two size lists are equal.
+function M.same_shape(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do
+    if a[i] ~= b[i] then return false end
+  end
+  return true
+end
+
 local function shape_str(s) return "{" .. table.concat(s, ",") .. "}" end
 M.shape_str = shape_str
 

@@ -79,13 +79,7 @@ local function flatten(rules, out, fname)
 end
 rewrite.flatten = function(rules) return flatten(rules, nil, "rewrite") end
 
-local function shape_eq(a, b)
-  if #a ~= #b then return false end
-  for i = 1, #a do
-    if a[i] ~= b[i] then return false end
-  end
-  return true
-end
+local shape_eq = Nodes.same_shape
 
 -- Whether the replacement r (new nodes down to existing ones) may stand in for root: it must
 -- not read the root itself, nor a value an in-place write clobbers (that write may come before

@@ -30,13 +30,7 @@ for _, op in ipairs(binary) do fusable[op] = 2 end
 
 local MAX_REGS = 64
 
-local function same_shape(a, b)
-  if #a ~= #b then return false end
-  for i = 1, #a do
-    if a[i] ~= b[i] then return false end
-  end
-  return true
-end
+local same_shape = Nodes.same_shape
 
 -- Whether node n can be an op of a region rooted at a node of shape/dtype/grad mode like root.
 local function fits(n, root)
