@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../engine/autocast.h"
+#include "../engine/trace.h"
 #include "lua_util.h"
 
 /* The Lua thread running the current backward pass: custom Lua rules are called on it. */
@@ -153,6 +154,7 @@ static int m_detach(lua_State *L) {
 /** t:detach_() cuts t from the graph in place. */
 static int m_detach_(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1);
+  dle_trace_note_unsafe("detach_: cutting a tensor's history in place is not part of the graph");
   if (t->grad_fn) {
     dle_node_release(t->grad_fn);
     t->grad_fn = NULL;

@@ -537,6 +537,7 @@ int luaopen_dle_native(lua_State *L) {
   dle_lua_open_nn(L, module, methods);
   dle_lua_open_losses(L, module, methods);
   dle_lua_open_profile(L, module, methods);
+  dle_lua_open_graph(L, module, methods);
 
   lua_pushvalue(L, methods);
   lua_setfield(L, module, "Tensor");     /* methods table: Lua code adds methods here */

@@ -3,6 +3,7 @@
  * values are 1-based: index tensors go to the engine unchanged with index_base = 1. */
 #include <string.h>
 
+#include "../engine/trace.h"
 #include "lua_util.h"
 
 #define LUA_INDEX_BASE 1
@@ -62,6 +63,7 @@ static double check_value(lua_State *L, int arg, const char *fn) {
   if (dle_tensor_numel(t) != 1)
     luaL_error(L, "%s: a tensor value must have one element, got shape %s", fn,
                dle_tensor_shape_str((char[128]){0}, 128, t));
+  dle_trace_note_unsafe("%s: a tensor's value was read as a number", fn);
   dle_tensor *host = NULL;
   DLE_LUA_TRY(L, dle_to_device(&host, t, DLE_DEVICE_CPU));
   int64_t zero[DLE_MAX_DIMS] = {0};

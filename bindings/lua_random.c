@@ -60,12 +60,44 @@ static dle_generator *check_generator(lua_State *L, int idx, const char *fn) {
   return ud->g;
 }
 
+/* Registry key of a weak table {light userdata g -> its userdata}: a traced op holds a
+ * generator's address (attrs.generator), and the graph keeps the userdata alive through it. */
+static const char by_address_key = 0;
+
+static void push_by_address(lua_State *L) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &by_address_key) != LUA_TNIL) return;
+  lua_pop(L, 1);
+  lua_newtable(L);
+  lua_createtable(L, 0, 1);
+  lua_pushstring(L, "v");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &by_address_key);
+}
+
 static lua_generator *push_generator(lua_State *L, dle_generator *shared, uint64_t seed) {
   lua_generator *ud = lua_newuserdatauv(L, sizeof *ud, 0);
   ud->g = shared ? shared : &ud->own;  /* Lua never moves userdata, so &ud->own stays valid */
   dle_generator_seed(&ud->own, seed);
   luaL_setmetatable(L, GENERATOR_MT);
+  if (!shared) {
+    push_by_address(L);
+    lua_pushvalue(L, -2);
+    lua_rawsetp(L, -2, ud->g);
+    lua_pop(L, 1);
+  }
   return ud;
+}
+
+void dle_lua_push_generator(lua_State *L, dle_generator *g) {
+  if (!g || g == dle_default_generator()) {
+    lua_pushnil(L);
+    return;
+  }
+  push_by_address(L);
+  lua_rawgetp(L, -1, g);
+  lua_remove(L, -2);
 }
 
 /* The state as a plain table {seed = int, offset = int} (dle.save can store it). Seeds are

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../engine/trace.h"
 #include "lua_util.h"
 
 /* ---------------------------------------------------------------- creation */
@@ -353,6 +354,7 @@ static int l_raw_buffer(lua_State *L) {
                       "place; do it under no_grad or on a detached tensor", fn,
                       dle_shape_str(shape, sizeof shape, t->ndim, t->sizes));
   if (writable) dle_tensor_bump_version(t);
+  dle_trace_note_unsafe("%s: a tensor's memory was handed out of the engine", fn);
   lua_pushlightuserdata(L, dle_tensor_data(t));
   lua_pushinteger(L, dle_tensor_numel(t));
   lua_pushstring(L, dle_dtype_name(t->dtype));
@@ -550,6 +552,7 @@ static dle_tensor *on_cpu(lua_State *L, dle_tensor *t) {
 
 static int m_item(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1);
+  dle_trace_note_unsafe("item: a tensor's value was read into Lua");
   if (dle_tensor_numel(t) != 1)
     return luaL_error(L, "item: only a one-element tensor converts to a number, got shape %s",
                       dle_tensor_shape_str((char[128]){0}, 128, t));
@@ -575,6 +578,7 @@ static void totable_rec(lua_State *L, const dle_tensor *t, int d, int64_t *idx) 
 
 static int m_totable(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1);
+  dle_trace_note_unsafe("totable: a tensor's values were read into Lua");
   dle_tensor *c = on_cpu(L, t);
   int64_t idx[DLE_MAX_DIMS] = {0};
   lua_checkstack(L, DLE_MAX_DIMS + 4);

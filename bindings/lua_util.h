@@ -59,6 +59,8 @@ dle_dtype dle_lua_check_dtype(lua_State *L, int idx, const char *fn);
 
 /* The generator userdata at idx (or NULL for nil): defined by lua_random.c. */
 dle_generator *dle_lua_opt_generator(lua_State *L, int idx, const char *fn);
+/* Pushes the dle.Generator userdata whose generator is g (nil for NULL or the default one). */
+void dle_lua_push_generator(lua_State *L, dle_generator *g);
 
 /* Applies the creation options (device move, requires_grad) to a new CPU tensor, then pushes it. */
 void dle_lua_push_created(lua_State *L, dle_tensor *t, const dle_lua_opts *o);
@@ -83,5 +85,6 @@ void dle_lua_open_norm(lua_State *L, int module, int methods);
 void dle_lua_open_nn(lua_State *L, int module, int methods);
 void dle_lua_open_losses(lua_State *L, int module, int methods);
 void dle_lua_open_profile(lua_State *L, int module, int methods);
+void dle_lua_open_graph(lua_State *L, int module, int methods);
 
 #endif

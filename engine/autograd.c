@@ -4,6 +4,7 @@
  * (engine/ops/<family>.c); this file only knows the protocol. */
 #include "autocast.h"
 #include "autograd.h"
+#include "trace.h"
 
 #include <stdlib.h>
 
@@ -312,6 +313,7 @@ dle_status dle_autograd_record(dle_op op, const dle_attrs *a, dle_tensor **outs,
 dle_status dle_autograd_record_custom(const char *name, dle_tensor **outs, int nout,
                                       dle_tensor *const *ins, int nin, dle_custom_vjp vjp,
                                       void *ctx, void (*free_ctx)(void *ctx)) {
+  dle_trace_note_unsafe("%s: a custom autograd function's backward is not part of the graph", name);
   if (nout < 1 || nout > 2) {
     if (free_ctx) free_ctx(ctx);
     return dle_error("%s: a custom op has 1 or 2 outputs, got %d", name, nout);
@@ -344,7 +346,11 @@ dle_status dle_set_requires_grad(dle_tensor *t, bool on) {
   return DLE_OK;
 }
 
-dle_status dle_detach(dle_tensor **out, dle_tensor *t) { return alias(out, t); }
+dle_status dle_detach(dle_tensor **out, dle_tensor *t) {
+  DLE_TRY(alias(out, t));
+  if (dle_tracer_on) dle_trace_note_detach(*out, t);
+  return DLE_OK;
+}
 
 /* ---------------------------------------------------------------- reverse mode */
 
@@ -643,6 +649,7 @@ static dle_status root_grad(dle_tensor **out, dle_tensor *root, dle_tensor *give
 dle_status dle_backward(int nroots, dle_tensor *const *roots, dle_tensor *const *root_grads,
                         int ninputs, dle_tensor *const *inputs, dle_tensor **input_grads,
                         bool retain_graph, bool create_graph) {
+  if (ninputs == 0) dle_trace_note_unsafe("backward: gradients accumulate into .grad outside the graph");
   for (int r = 0; r < nroots; r++)
     if (!roots[r]->requires_grad)
       return dle_error("backward: output %d (shape %s) does not require grad: nothing recorded "
@@ -745,6 +752,7 @@ static dle_status set_link(dle_tensor **link, dle_tensor *t, dle_tensor *v) {
 }
 
 dle_status dle_set_tangent(dle_tensor *t, dle_tensor *tangent) {
+  dle_trace_note_unsafe("jvp: forward-mode tangents are not part of the graph");
   if (tangent) {
     if (!dle_shape_equal(t->ndim, t->sizes, tangent->ndim, tangent->sizes))
       return dle_error("jvp: tangent of shape %s for a tensor of shape %s", SHAPE(tangent),
@@ -759,6 +767,7 @@ dle_status dle_set_tangent(dle_tensor *t, dle_tensor *tangent) {
 }
 
 dle_status dle_set_grad(dle_tensor *t, dle_tensor *g) {
+  dle_trace_note_unsafe("grad: a .grad assignment is not part of the graph");
   if (g) {
     if (!dle_shape_equal(t->ndim, t->sizes, g->ndim, g->sizes))
       return dle_error("grad: assigned gradient of shape %s does not match tensor shape %s", SHAPE(g),

@@ -3,6 +3,7 @@
 #include "autocast.h"
 #include "autograd.h"
 #include "profile.h"
+#include "trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,11 +63,14 @@ static void name_allocation_failure(const dle_op_info *info) {
 }
 
 /* The hooks: while dle.autocast runs, autocast.c casts the inputs by its policy first (then
- * calls back here with autocast off); while dle.profile/dle.flops run, every op is measured by
- * profile.c. When off, each is one test of a thread-local. */
+ * calls back here with autocast off); while dle.graph.trace runs, trace.c records the op (then
+ * calls back here with the tracer off, so the op's inner ops are not recorded); while
+ * dle.profile/dle.flops run, every op is measured by profile.c. When off, each is one test of a
+ * thread-local. */
 dle_status dle_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                        const dle_attrs *attrs) {
   if (__builtin_expect(dle_autocast_on, 0)) return dle_autocast_op_call(op, outs, ins, nin, attrs);
+  if (__builtin_expect(dle_tracer_on != NULL, 0)) return dle_trace_op_call(op, outs, ins, nin, attrs);
   if (__builtin_expect(dle_profiler_on != NULL, 0))
     return dle_profile_op_call(op, outs, ins, nin, attrs);
   return dle_op_call_unprofiled(op, outs, ins, nin, attrs);

@@ -4,11 +4,13 @@
 
 #include "internal.h"
 #include "profile.h"
+#include "trace.h"
 
 /* The dtype optimizer state must have for a param of dtype dt (the kernels' compute type). */
 static dle_dtype state_dtype(dle_dtype dt) { return dt == DLE_F64 ? DLE_F64 : DLE_F32; }
 
 static dle_status check_param_grad(const char *fn, const dle_tensor *p, const dle_tensor *g) {
+  dle_trace_note_unsafe("%s: an optimizer step writes parameters outside the graph", fn);
   if (!p) return dle_error("%s: param is missing", fn);
   if (!g) return dle_error("%s: grad is missing", fn);
   if (dle_tensor_device(p).type != DLE_CPU || dle_tensor_device(g).type != DLE_CPU)

@@ -23,14 +23,14 @@ external_dependencies = { OPENBLAS = { library = "openblas" } }
 -- C sources per directory (names without .c).
 local c_sources = {
   ["engine/"] = { "alloc", "autocast", "autograd", "backend", "dtype", "error", "ops", "optim", "profile", "rng", "serialize",
-                "tensor" },
+                "tensor", "trace" },
   ["engine/ops/"] = { "conv", "copy", "create", "elementwise", "flops", "index", "losses", "losses_grad", "matmul", "nn", "nn_grad", "norm",
                       "norm_grad", "reduce", "view" },
   ["kernels/cpu/"] = { "cpu_attention", "cpu_backend", "cpu_conv", "cpu_conv_job", "cpu_conv_winograd", "cpu_copy", "cpu_elementwise", "cpu_index",
                        "cpu_loop", "cpu_loop_tiles", "cpu_losses", "cpu_matmul", "cpu_nn", "cpu_norm", "cpu_optim", "cpu_pool",
-                       "cpu_random", "cpu_reduce", "cpu_stream", "cpu_vec_gemm", "cpu_vec_softmax", "cpu_vec_sum", "cpu_vec_winograd", "cpu_vecmath" },
+                       "cpu_random", "cpu_reduce", "cpu_stream", "cpu_vec_gemm", "cpu_vec_softmax", "cpu_vec_sum", "cpu_vec_winograd", "cpu_vecmath", "cpu_fused" },
   ["bindings/"] = { "lua_autograd", "lua_conv", "lua_core", "lua_data", "lua_elementwise", "lua_index", "lua_io",
-                    "lua_losses", "lua_matmul", "lua_nn", "lua_norm", "lua_optim", "lua_profile", "lua_random", "lua_reduce", "lua_tensor" },
+                    "lua_losses", "lua_matmul", "lua_nn", "lua_norm", "lua_optim", "lua_profile", "lua_random", "lua_reduce", "lua_tensor", "lua_graph" },
 }
 -- Lua files under lua/dle/ (without .lua): "x" is module dle.x, "x/init" dle.x, "x/y" dle.x.y.
 local lua_files = {
@@ -42,6 +42,9 @@ local lua_files = {
   "optim/init", "optim/optimizer", "optim/sgd", "optim/adagrad", "optim/rmsprop", "optim/adam",
   "optim/adamw", "optim/lr", "optim/zero",
   "dist/init", "dist/buckets", "dist/ddp",
+  "compile", "graph/init", "graph/node", "graph/run",
+  "rewrite/init", "rewrite/pattern", "rewrite/build", "rewrite/rules/algebra", "rewrite/rules/fusion",
+  "rewrite/rules/inference",
 }
 
 -- (The rockspec runs in an empty environment: no next/pairs/ipairs, only plain Lua.)

@@ -448,6 +448,18 @@ function H.gradients_of(f)
   end
 end
 
+-- ---------------------------------------------------------------- graphs
+
+--- How many live nodes of graph g have op `op`.
+function H.count_ops(g, op)
+  local c = 0
+  for _, n in ipairs(g:nodes()) do if n.op == op then c = c + 1 end end
+  return c
+end
+
+--- The largest absolute difference of two tensors, in float64.
+function H.max_diff(a, b) return (a:double() - b:double()):abs():max():item() end
+
 -- ---------------------------------------------------------------- PyTorch (optional)
 
 --- Can /usr/bin/python3 import torch? (Specs that compare with PyTorch skip when it cannot.)

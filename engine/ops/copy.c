@@ -1,6 +1,7 @@
 /* copy.c — the copy op (with dtype conversion and broadcasting) and what is built on it:
  * clone, copy_, conversions between dtypes and devices. */
 #include "../autograd.h"
+#include "../trace.h"
 
 dle_status dle_forward_copy(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                             const dle_attrs *a) {
@@ -72,6 +73,7 @@ dle_status dle_to_device(dle_tensor **out, dle_tensor *t, dle_device d) {
     return DLE_OK;
   }
   char buf[32];
+  dle_trace_note_unsafe("to(%s): device copies are not traced", dle_device_str(buf, sizeof buf, d));
   const dle_backend *b = dle_backend_get(d.type == DLE_CPU ? from.type : d.type);
   if (!b) return dle_error("to(%s): %s", dle_device_str(buf, sizeof buf, d),
                            dle_backend_unavailable_reason(d.type == DLE_CPU ? from.type : d.type));

@@ -364,6 +364,7 @@ dle_status dle_dropout(dle_tensor **out, dle_tensor *x, double p, dle_generator 
   a.f[0] = p;
   a.ints[0] = (int64_t)g->seed, a.ints[1] = (int64_t)g->offset;
   a.nints = 2;
+  a.generator = g; /* unused by the kernel; a graph replay draws the next seed and offset from it */
   DLE_TRY(dle_op_call(DLE_OP_DROPOUT, out, &x, 1, &a));
   g->offset += (uint64_t)((dle_tensor_numel(x) + 3) / 4);
   return DLE_OK;

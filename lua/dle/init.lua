@@ -8,7 +8,10 @@ local internal = {read_idx = true, memmap = true, record_custom = true,
                   set_tangent = true, tangent = true, backward_captures = true, sgd_step = true,
                   adagrad_step = true, rmsprop_step = true, adam_step = true, adamw_step = true,
                   profile_mode = true, profile_counters = true, op_flops_rule = true,
-                  autocast_set = true, raw_buffer = true}
+                  autocast_set = true, raw_buffer = true, trace_begin = true, trace_end = true,
+                  trace_active = true, trace_note = true, tensor_id = true, graph_attrs = true,
+                  graph_op = true, peek_scalar = true, tensor_view_key = true,
+                  fused_program = true, fused_run = true}
 local dle = {}
 for name, value in pairs(core) do
   if not internal[name] and name:sub(1, 1) ~= "_" then dle[name] = value end
@@ -26,14 +29,15 @@ require("dle.autograd")(dle)
 -- The file formats (dle.save/load, npy, safetensors) in dle.io.
 require("dle.io")(dle)
 
--- Subpackages dle.nn, dle.optim, dle.data, dle.amp, dle.dist load on first use (each is also
+-- Subpackages dle.nn, dle.optim, dle.data, dle.amp, dle.dist, dle.graph, dle.rewrite load on first use (each is also
 -- requireable on its own): together they are half of `require "dle"`'s start-up, which scripts
 -- that only compute with tensors should not pay (and dle.dist, which loads MPI on init(), only
 -- programs using it).
--- So do the functions of dle.checkpoint and dle.profile (whose modules add them to dle).
+-- So do the functions of dle.checkpoint, dle.profile and dle.compile (whose modules add them to dle).
 local subpackages = {nn = "dle.nn", optim = "dle.optim", data = "dle.data", amp = "dle.amp",
-                     dist = "dle.dist"}
-local installers = {checkpoint = "dle.checkpoint", profile = "dle.profile", flops = "dle.profile"}
+                     dist = "dle.dist", graph = "dle.graph", rewrite = "dle.rewrite"}
+local installers = {checkpoint = "dle.checkpoint", profile = "dle.profile", flops = "dle.profile",
+                    compile = "dle.compile", compile_info = "dle.compile"}
 local loading = {}   -- a subpackage's own files may look for it while it loads: nil then
 setmetatable(dle, {__index = function(t, k)
   local installer = installers[k]

@@ -69,7 +69,8 @@ function BatchNorm:forward(x)
   local n_tracked
   if self.training and self.track_running_stats then
     dle.no_grad(function() self.num_batches_tracked:add_(1) end)
-    n_tracked = self.num_batches_tracked:item()
+    -- read into Lua only when the cumulative average needs it (a read makes a graph trace unsafe)
+    if self.cumulative then n_tracked = self.num_batches_tracked:item() end
   end
   -- running statistics: updated in training mode, used in eval mode (none when not tracked)
   return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, use_batch,

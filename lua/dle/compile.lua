@@ -1,0 +1,161 @@
+--- dle.compile: trace a function once per kind of call, rewrite its graph, replay it.
+--
+--   local step = dle.compile(function(x, y) return loss_fn(model(x), y) end)
+--   local loss = step(x, y)              -- first call: traced (runs eagerly), rewritten, cached
+--   loss = step(x2, y2)                  -- same shapes/dtypes: the optimized graph replays
+--   loss:backward()                      -- gradients flow through the replayed ops
+--   print(dle.compile_info(step))        -- {traces =, replays =, eager =, guards =}
+--
+-- Guards. A call's guard is its arguments' kinds: for each tensor its shape, dtype, device and
+-- requires_grad; numbers, strings, booleans and nil by value (they are baked into the trace);
+-- plus grad mode and autocast (on, dtype); and when fn is a dle.nn.Module, the train/eval flag
+-- of each of its modules. The first call with a new guard traces fn (returning the results of
+-- that eager run), rewrites the graph with opts.rules and caches it; a later call with the same
+-- guard replays it. The cache keeps opts.cache_size (8) guards, dropping the least recently used.
+-- Other Lua state fn reads (globals, upvalues changed between calls, a module's flags when fn is a
+-- closure over it) is baked into the trace too: make a new compiled function after changing it.
+--
+-- Falling back to eager. A call with an argument of another kind (a table, a function) runs fn
+-- eagerly. So does a guard whose trace was unsafe (fn read a tensor's value into Lua, stepped an
+-- optimizer, called backward() into .grad, ...; see dle.graph): it runs eagerly from then on,
+-- with one message on stderr when opts.debug or DLE_DEBUG is set. Calls made while another trace
+-- runs (a compiled function inside dle.graph.trace or another compiled function's first call)
+-- run fn's ops directly, so the outer trace records them.
+--
+-- opts.rules: a rule, list of rules or of rule sets, applied together; default: algebra, then
+-- fusion (dle.rewrite.rules), each to its fixed point; {} for none. opts.debug: print each new graph before and after rewriting
+-- and the rewrite counts on stderr.
+local core = require "dle.core"
+local check = require "dle.check"
+
+return function(dle)
+  local info_of = setmetatable({}, {__mode = "k"})
+
+  local function tensor_key(t)
+    return "T" .. table.concat(t:shape(), ",") .. ":" .. t:dtype() .. ":" .. t:device() ..
+           (t.requires_grad and ":g" or "")
+  end
+
+  -- The guard of a call, or nil and the reason when an argument is of an unsupported kind.
+  local function guard_of(fn, args)
+    local parts = {core.is_grad_enabled() and "grad" or "nograd",
+                   core.is_autocast_enabled() and ("autocast:" .. core.get_autocast_dtype()) or "fp"}
+    for i = 1, args.n do
+      local a = args[i]
+      local ty = type(a)
+      if core.is_tensor(a) then parts[#parts + 1] = tensor_key(a)
+      elseif ty == "number" then parts[#parts + 1] = (math.type(a) == "integer" and "I" or "F") .. string.format("%.17g", a)
+      elseif ty == "string" then parts[#parts + 1] = "S" .. #a .. ":" .. a
+      elseif ty == "boolean" or ty == "nil" then parts[#parts + 1] = tostring(a)
+      else return nil, string.format("argument %d is a %s", i, ty) end
+    end
+    if type(fn) == "table" and type(fn.modules) == "function" then
+      local flags = {}
+      for _, m in ipairs(fn:modules()) do flags[#flags + 1] = m.training and "t" or "e" end
+      parts[#parts + 1] = "M" .. table.concat(flags)
+    end
+    return table.concat(parts, "|")
+  end
+
+  --- dle.compile(fn, {rules = ..., debug = bool, cache_size = 8}) -> a function with fn's
+  -- results, computed by replaying fn's optimized graph (see the header).
+  function dle.compile(fn, opts)
+    check.callable(fn, "compile", "fn")
+    if opts ~= nil and type(opts) ~= "table" then
+      error("compile: options must be a table, got " .. type(opts), 2)
+    end
+    opts = opts or {}
+    local rewrite = dle.rewrite
+    -- the default runs algebra to its fixed point first, then fusion over what is left
+    local stages = opts.rules == nil and {rewrite.rules.algebra, rewrite.rules.fusion}
+                   or {rewrite.flatten(opts.rules)}
+    local cache_size = opts.cache_size or 8
+    if math.type(cache_size) ~= "integer" or cache_size < 1 then
+      error("compile: cache_size must be a positive integer, got " .. tostring(cache_size), 2)
+    end
+    local debug = opts.debug or (tonumber(os.getenv("DLE_DEBUG") or "") or 0) >= 1
+    local graph, run = dle.graph, require "dle.graph.run"
+    local info = {traces = 0, replays = 0, eager = 0, guards = 0}
+    local cache = {}   -- guard -> entry; entries also in `recent`, most recent last
+    local recent = {}
+
+    local function log(s) io.stderr:write(s, "\n") end
+
+    local function touch(e)
+      for i, x in ipairs(recent) do
+        if x == e then table.remove(recent, i); break end
+      end
+      recent[#recent + 1] = e
+    end
+
+    local function add(key, e)
+      e.key = key
+      cache[key] = e
+      recent[#recent + 1] = e
+      if #recent > cache_size then
+        local old = table.remove(recent, 1)
+        cache[old.key] = nil
+      end
+      info.guards = #recent
+    end
+
+    local compiled = function(...)
+      if core.trace_active() then return fn(...) end
+      local args = table.pack(...)
+      local key, why = guard_of(fn, args)
+      if not key then
+        info.eager = info.eager + 1
+        return fn(...)
+      end
+      local e = cache[key]
+      if e then
+        touch(e)
+        if e.eager then
+          info.eager = info.eager + 1
+          return fn(...)
+        end
+        local g = e.graph
+        local tensors, k = {}, 0
+        for i = 1, args.n do
+          if core.is_tensor(args[i]) then k = k + 1; tensors[k] = args[i] end
+        end
+        info.replays = info.replays + 1
+        return run.results(g, run.run_flat(g, table.unpack(tensors, 1, k)))
+      end
+      local g, res = graph._trace("compile", fn, ...)
+      info.traces = info.traces + 1
+      if g.unsafe then
+        add(key, {eager = true})
+        if debug then log("[dle] compile: running eagerly for this guard: " .. g.unsafe) end
+      else
+        local g2, counts = g, {}
+        for _, stage in ipairs(stages) do
+          local c
+          g2, c = rewrite.apply(g2, stage)
+          for name, k in pairs(c) do counts[name] = (counts[name] or 0) + k end
+        end
+        add(key, {graph = g2})
+        if debug then
+          local lines = {}
+          for name, c in pairs(counts) do lines[#lines + 1] = string.format("  %s: %d", name, c) end
+          table.sort(lines)
+          log("[dle] compile: traced graph\n" .. g:dump() .. "[dle] compile: rewritten graph\n" ..
+              g2:dump() .. "[dle] compile: rewrites\n" .. table.concat(lines, "\n"))
+        end
+      end
+      return table.unpack(res, 1, res.n)
+    end
+    info_of[compiled] = info
+    return compiled
+  end
+
+  --- dle.compile_info(compiled) -> {traces, replays, eager, guards}: how often a function made
+  -- by dle.compile traced, replayed and ran eagerly, and how many guards it caches now.
+  function dle.compile_info(compiled)
+    local info = info_of[compiled]
+    if not info then error("compile_info: expected a function made by dle.compile", 2) end
+    local copy = {}
+    for k, v in pairs(info) do copy[k] = v end
+    return copy
+  end
+end

@@ -1,0 +1,426 @@
+--- dle.graph: capture a function's ops as a graph (dle.graph.trace), inspect it, replay it.
+--
+--   local g = dle.graph.trace(function(x) return (x * 2):relu() end, dle.randn(3))
+--   for _, n in ipairs(g:nodes()) do print(n.op, table.concat(n:shape(), "x"), n:dtype()) end
+--   print(g:dump()); io.open("g.dot", "w"):write(g:dot())
+--   local y = g:run(dle.randn(3))                  -- new inputs of the traced shapes/dtypes
+--   local bg = g:backward_graph()                  -- gradients as a graph of their own
+--
+-- How it works. trace runs fn once with the engine's tracer on (engine/trace.c), which records
+-- every op called at the front door from outside the engine, with its inputs, outputs and attrs.
+-- Ops that Lua composes (nn layers, losses, einsum) arrive as their core ops. Tensors are nodes
+-- by identity: each tensor argument of fn is an input node (in order); a tensor that an op used
+-- but no recorded op made is a "param" node when it requires grad, else a "const" node, and keeps
+-- the tensor itself (a live reference: a compiled model sees its updated weights); a number mixed
+-- with a tensor (x * 2) is a 0-dim const node whose attrs.value is the number.
+--
+-- Arguments and results. Every argument is passed to fn; its tensors are the graph's inputs and
+-- g:run takes just them, in order; other arguments are baked in. fn may return any number of
+-- results, each a tensor, a plain table of tensors (nested tables too) or another Lua value
+-- (kept as traced); g:run returns the same structure with the new tensors. g.outputs lists the
+-- output nodes in order (list parts first, then other keys sorted by name).
+--
+-- Unsafe traces. A replay repeats the ops, not fn's Lua code: when fn reads a tensor's values into
+-- Lua (item, totable, tostring, a tensor used as a number), steps an optimizer, stores .grad
+-- (backward() into leaves), calls a custom autograd Function or dle.checkpoint, or uses forward
+-- mode, the trace is marked unsafe: g.unsafe holds the first reason and g:run raises an error
+-- naming it (dle.compile runs fn eagerly instead). Random ops (rand*, dropout) replay as ops and
+-- draw new numbers from their generator as eager calls would; in-place writes replay as writes
+-- into the same tensors (BatchNorm's running statistics, x:add_(...)).
+local core = require "dle.core"
+local check = require "dle.check"
+local Nodes = require "dle.graph.node"
+local run = require "dle.graph.run"
+
+local new_node, leaf = Nodes.new, Nodes.leaf
+local shape_str = Nodes.shape_str
+
+local graph = {Node = Nodes.Node}
+
+local Graph = {}
+Graph.__index = Graph
+graph.Graph = Graph
+
+local function is_float(dtype) return dtype:match("^float") ~= nil or dtype == "bfloat16" end
+
+local random_ops = {rand = true, randn = true, randint = true, dropout = true}
+
+--- graph.new(inputs, outputs) -> an empty graph over the given input nodes (for rules and tools
+-- that build graphs; trace makes the usual ones).
+function graph.new(inputs)
+  return setmetatable({inputs = inputs or {}, outputs = {}, effects = {}, template = {n = 0},
+                       _order = {}, grad_enabled = core.is_grad_enabled(), example_inputs = {}},
+                      Graph)
+end
+
+-- The results' structure, with output nodes in place of tensors.
+local function template_of(v, node_of, outs, depth)
+  if core.is_tensor(v) then
+    local n = node_of(v)
+    outs[#outs + 1] = n
+    return {node = true}
+  end
+  if type(v) == "table" and getmetatable(v) == nil and depth < 32 then
+    local keys, n = {}, #v
+    for i = 1, n do keys[i] = i end
+    local others = {}
+    for k in pairs(v) do
+      if not (math.type(k) == "integer" and k >= 1 and k <= n) then others[#others + 1] = k end
+    end
+    table.sort(others, function(a, b) return tostring(a) < tostring(b) end)
+    for _, k in ipairs(others) do keys[#keys + 1] = k end
+    local fields = {}
+    for _, k in ipairs(keys) do fields[#fields + 1] = {key = k, t = template_of(v[k], node_of, outs, depth + 1)} end
+    return {fields = fields}
+  end
+  return {value = v}
+end
+
+-- The records of a trace as nodes of g; node_of(t) finds (or makes) the node of a tensor.
+-- Autograd saves aliases (new headers over the same elements) of the tensors ops used, so the
+-- ops of a backward pass find their node by view key when not by identity.
+local function build(g, recs, map, by_view)
+  local order, tensor_of = g._order, {}
+  local view_key = core.tensor_view_key
+  local function known(n, t)
+    tensor_of[n] = t
+    by_view[view_key(t)] = n
+  end
+  local function node_of_id(t, id)
+    local n = map[id] or by_view[view_key(t)]
+    if not n then
+      n = leaf(t)
+      order[#order + 1] = n
+      known(n, t)
+    end
+    map[id] = n
+    return n
+  end
+  for _, r in ipairs(recs) do
+    local ins = {}
+    for k, t in ipairs(r.ins) do ins[k] = node_of_id(t, r.in_ids[k]) end
+    local out1 = r.outs[1]
+    local n
+    if r.op == "full" and not r.given and out1:dim() == 0 then
+      n = leaf(out1, true)   -- a number made into a tensor: a constant
+    else
+      local inplace = r.given and not r.fresh
+      if inplace then table.insert(ins, 1, node_of_id(out1, r.out_ids[1])) end
+      n = new_node(r.op, ins, r.attrs, out1:shape(), out1:dtype())
+      n.op_id = r.op_id
+      n.fresh = r.fresh or nil
+      n.no_grad = (g.grad_enabled and not r.grad) or nil
+      if inplace then
+        n.inplace = true
+        g.effects[#g.effects + 1] = n
+        -- every value seen so far that lives in the written storage is overwritten by n
+        for _, m in ipairs(order) do
+          local t = tensor_of[m]
+          if t and not m.clobbered_by and core.same_storage(t, out1) then m.clobbered_by = n end
+        end
+      elseif random_ops[r.op] then
+        g.effects[#g.effects + 1] = n   -- replays draw numbers even when unused, as eager does
+      end
+    end
+    map[r.out_ids[1]] = n
+    order[#order + 1] = n
+    known(n, out1)
+    for k = 2, #r.outs do
+      local p = new_node("output", {n}, {index = k}, r.outs[k]:shape(), r.outs[k]:dtype())
+      map[r.out_ids[k]] = p
+      order[#order + 1] = p
+      known(p, r.outs[k])
+    end
+  end
+  return function(t) return node_of_id(t, core.tensor_id(t)) end
+end
+
+-- Traces fn(...) and returns the graph and fn's results (packed).
+function graph._trace(fname, fn, ...)
+  check.callable(fn, fname, "fn")
+  if core.trace_active() then
+    error(fname .. ": a trace is already running on this thread (traces do not nest)", 3)
+  end
+  local g = graph.new()
+  local args = table.pack(...)
+  local map, by_view = {}, {}
+  g.args = {n = args.n}
+  for i = 1, args.n do
+    local a = args[i]
+    if core.is_tensor(a) then
+      local n = new_node("input", {}, {index = #g.inputs + 1}, a:shape(), a:dtype())
+      n.device = a:device()
+      g.inputs[#g.inputs + 1] = n
+      g.example_inputs[#g.inputs] = a
+      g._order[#g._order + 1] = n
+      g.args[i] = {input = #g.inputs}
+      local id = core.tensor_id(a)
+      map[id] = map[id] or n
+      by_view[core.tensor_view_key(a)] = by_view[core.tensor_view_key(a)] or n
+    else
+      g.args[i] = {value = a}
+    end
+  end
+  core.trace_begin()
+  local res = table.pack(pcall(fn, ...))
+  local recs = core.trace_end()
+  if not res[1] then error(res[2], 0) end
+  g.unsafe = recs.unsafe
+  local node_of = build(g, recs, map, by_view)
+  local outs = {}
+  local fields = {}
+  for i = 2, res.n do fields[i - 1] = template_of(res[i], node_of, outs, 0) end
+  g.template = {n = res.n - 1, items = fields}
+  g.outputs = outs
+  return g, table.pack(table.unpack(res, 2, res.n))
+end
+
+--- dle.graph.trace(fn, example_inputs...) -> a graph of the ops fn runs on these inputs.
+-- Runs fn once. See the header for inputs, outputs, constants and unsafe traces.
+function graph.trace(fn, ...)
+  return (graph._trace("trace", fn, ...))
+end
+
+--- g:nodes() -> the live nodes in a topological order (inputs first; every node after its
+-- inputs; reads of a tensor before the in-place writes that follow them in the trace).
+function Graph:nodes()
+  local list, seen = {}, {}
+  local function visit(n)
+    if seen[n] then return end
+    seen[n] = true
+    for _, u in ipairs(n.inputs) do visit(u) end
+    list[#list + 1] = n
+  end
+  local live = self:_live()
+  for _, n in ipairs(self.inputs) do visit(n) end
+  for _, n in ipairs(self._order) do
+    if live[n] then visit(n) end
+  end
+  for _, n in ipairs(self.outputs) do visit(n) end
+  for _, n in ipairs(self.effects) do visit(n) end
+  return list
+end
+
+-- The set of nodes the outputs and effects need.
+function Graph:_live()
+  local live, stack = {}, {}
+  for _, n in ipairs(self.outputs) do stack[#stack + 1] = n end
+  for _, n in ipairs(self.effects) do stack[#stack + 1] = n end
+  while #stack > 0 do
+    local n = table.remove(stack)
+    if not live[n] then
+      live[n] = true
+      for _, u in ipairs(n.inputs) do stack[#stack + 1] = u end
+    end
+  end
+  return live
+end
+
+--- g:compact(): forgets dead nodes and fixes the order (after rewrites); returns g.
+function Graph:compact()
+  self._order = self:nodes()
+  self._plan = nil
+  return self
+end
+
+--- g:users() -> {node = {users...}} over the live nodes (a user appears once per use).
+function Graph:users()
+  local users = {}
+  for _, n in ipairs(self:nodes()) do
+    users[n] = users[n] or {}
+    for _, u in ipairs(n.inputs) do
+      users[u] = users[u] or {}
+      table.insert(users[u], n)
+    end
+  end
+  return users
+end
+
+-- attrs as text: the engine's fields, then the graph's own.
+local function attrs_str(a)
+  local parts = {}
+  local keys = {}
+  for k in pairs(a) do keys[#keys + 1] = k end
+  table.sort(keys)
+  for _, k in ipairs(keys) do
+    local v = a[k]
+    if k == "program" or k == "generator" then
+      v = k == "generator" and "Generator" or nil
+    elseif type(v) == "table" then
+      local items = {}
+      for i, x in ipairs(v) do items[i] = tostring(x) end
+      v = "{" .. table.concat(items, ",") .. "}"
+    end
+    if v ~= nil then parts[#parts + 1] = k .. "=" .. tostring(v) end
+  end
+  return #parts > 0 and (" {" .. table.concat(parts, ", ") .. "}") or ""
+end
+
+--- g:dump() -> the graph as text: one line per node, `%id = op(inputs) {attrs} : shape dtype`
+-- (ids are positions in g:nodes()), then `return` with the output ids.
+function Graph:dump()
+  local nodes = self:nodes()
+  local pos = {}
+  for i, n in ipairs(nodes) do pos[n] = i end
+  local lines = {}
+  if self.unsafe then lines[1] = "# unsafe: " .. self.unsafe end
+  for i, n in ipairs(nodes) do
+    local ins = {}
+    for k, u in ipairs(n.inputs) do ins[k] = "%" .. pos[u] end
+    local op = n.op
+    if n.inplace then op = op .. "_" end
+    if n.op == "fused" then op = "fused[" .. table.concat(n.attrs.ops or {}, ",") .. "]" end
+    local flags = {}
+    if n.op == "param" then flags[#flags + 1] = "requires_grad" end
+    if n.no_grad then flags[#flags + 1] = "no_grad" end
+    if n.fresh then flags[#flags + 1] = "fresh" end
+    lines[#lines + 1] = string.format("%%%d = %s(%s)%s : %s %s%s", i, op, table.concat(ins, ", "),
+                                      attrs_str(n.attrs), shape_str(n._shape), n._dtype,
+                                      #flags > 0 and (" " .. table.concat(flags, " ")) or "")
+  end
+  local outs = {}
+  for k, n in ipairs(self.outputs) do outs[k] = "%" .. pos[n] end
+  lines[#lines + 1] = "return " .. table.concat(outs, ", ")
+  return table.concat(lines, "\n") .. "\n"
+end
+
+local function dot_escape(s) return (s:gsub('[\\"]', "\\%0")) end
+
+--- g:dot() -> the graph in Graphviz's dot language (`dot -Tsvg`): a box per node labelled with
+-- its op, shape and dtype; inputs green, constants and parameters grey, outputs bold.
+function Graph:dot()
+  local nodes = self:nodes()
+  local pos, is_out = {}, {}
+  for i, n in ipairs(nodes) do pos[n] = i end
+  for _, n in ipairs(self.outputs) do is_out[n] = true end
+  local lines = {"digraph dle {", '  node [shape=box, fontname="monospace"];'}
+  for i, n in ipairs(nodes) do
+    local label = n.op .. (n.inplace and "_" or "")
+    if n.op == "input" then label = "input " .. n.attrs.index end
+    if n.op == "fused" then label = "fused: " .. table.concat(n.attrs.ops or {}, " ") end
+    if n.op == "const" and n.attrs.value ~= nil then label = "const " .. tostring(n.attrs.value) end
+    label = label .. "\\n" .. shape_str(n._shape) .. " " .. n._dtype
+    local style = {}
+    if n.op == "input" then style[#style + 1] = 'style=filled, fillcolor="palegreen"'
+    elseif n.op == "const" or n.op == "param" then style[#style + 1] = 'style=filled, fillcolor="lightgrey"' end
+    if is_out[n] then style[#style + 1] = "penwidth=2" end
+    lines[#lines + 1] = string.format('  n%d [label="%s"%s];', i, dot_escape(label),
+                                      #style > 0 and (", " .. table.concat(style, ", ")) or "")
+  end
+  for i, n in ipairs(nodes) do
+    for k, u in ipairs(n.inputs) do
+      lines[#lines + 1] = string.format('  n%d -> n%d [label="%d"];', pos[u], i, k)
+    end
+  end
+  lines[#lines + 1] = "}"
+  return table.concat(lines, "\n") .. "\n"
+end
+
+--- g:run(inputs...) -> the results fn returned, computed by replaying the graph on new input
+-- tensors (the traced shapes and dtypes; other arguments are not passed). Replays through the
+-- engine's front door, so autograd, autocast and dle.profile see its ops; each intermediate is
+-- freed after its last use. Errors name run and the offending input.
+function Graph:run(...)
+  return run.run(self, ...)
+end
+
+--- g:copy() -> a graph with its own copies of g's live nodes (leaves still hold the same
+-- tensors), so rewriting the copy leaves g as it was.
+function Graph:copy()
+  local c = setmetatable({}, Graph)
+  for k, v in pairs(self) do c[k] = v end
+  local map = {}
+  local order = {}
+  for i, n in ipairs(self:nodes()) do
+    local m = setmetatable({}, getmetatable(n))
+    for k, v in pairs(n) do m[k] = v end
+    m.attrs = {}
+    for k, v in pairs(n.attrs) do m.attrs[k] = v end
+    m.inputs = {}
+    for k, u in ipairs(n.inputs) do m.inputs[k] = map[u] end
+    map[n] = m
+    order[i] = m
+  end
+  for _, m in ipairs(order) do
+    if m.clobbered_by then m.clobbered_by = map[m.clobbered_by] or m.clobbered_by end
+  end
+  local function remap(list)
+    local r = {}
+    for k, n in ipairs(list) do r[k] = map[n] end
+    return r
+  end
+  c.inputs, c.outputs, c.effects = remap(self.inputs), remap(self.outputs), remap(self.effects)
+  -- the results' structure keeps pointing at nodes by position in outputs only
+  c._order = order
+  c._plan = nil
+  return c
+end
+
+--- g:backward_graph([opts]) -> a graph computing gradients, and the list of what they are of.
+-- Without opts it computes the gradient of the sum of every float output's sum; with
+-- opts.grad_outputs = true it takes one more input per float output (the gradient flowing into
+-- it, of its shape) after g's inputs. Its outputs are one gradient per float input of g, then one
+-- per param node of g (in g:nodes() order); bg.wrt lists those nodes of g in the same order.
+-- Gradients of values the outputs do not depend on are zeros. Its inputs are g's inputs (then
+-- the grad outputs). Raises an error for an unsafe graph or one without float outputs.
+function Graph:backward_graph(opts)
+  opts = opts or {}
+  if self.unsafe then error("backward_graph: the graph is unsafe to replay: " .. self.unsafe, 2) end
+  local dle = require "dle"
+  local wrt = {}
+  for _, n in ipairs(self.inputs) do
+    if is_float(n._dtype) then wrt[#wrt + 1] = n end
+  end
+  for _, n in ipairs(self:nodes()) do
+    if n.op == "param" then wrt[#wrt + 1] = n end
+  end
+  local float_outs = {}
+  for k, n in ipairs(self.outputs) do
+    if is_float(n._dtype) then float_outs[#float_outs + 1] = k end
+  end
+  if #float_outs == 0 then error("backward_graph: the graph has no float output to differentiate", 2) end
+  local g = self
+  -- leaves that require grad stand in for the inputs, so the trace records the backward pass
+  local examples = {}
+  for i, x in ipairs(self.example_inputs) do
+    local c = x:detach():clone()
+    if is_float(self.inputs[i]._dtype) then c:requires_grad_(true) end
+    examples[i] = c
+  end
+  if opts.grad_outputs then
+    for _, k in ipairs(float_outs) do examples[#examples + 1] = dle.ones(self.outputs[k]:shape(), {dtype = self.outputs[k]:dtype()}) end
+  end
+  local ninputs = #self.inputs
+  local function backward(...)
+    local args = table.pack(...)
+    local outs = run.run_flat(g, table.unpack(args, 1, ninputs))
+    local targets, grads = {}, {}
+    for j, k in ipairs(float_outs) do
+      targets[j] = outs[k]
+      grads[j] = opts.grad_outputs and args[ninputs + j] or nil
+    end
+    local wrt_values = {}
+    for j, n in ipairs(wrt) do
+      wrt_values[j] = n.op == "input" and args[n.attrs.index] or n:value()
+    end
+    local roots, root_grads = {}, {}
+    for j, t in ipairs(targets) do
+      if t.requires_grad then
+        roots[#roots + 1] = opts.grad_outputs and t or t:sum()
+        root_grads[#roots] = grads[j]
+      end
+    end
+    local result = {}
+    local got = #roots > 0 and dle.grad(roots, wrt_values, {allow_unused = true,
+      grad_outputs = opts.grad_outputs and root_grads or nil}) or {}
+    for j = 1, #wrt do
+      result[j] = got[j] or dle.zeros(wrt_values[j]:shape(), {dtype = wrt_values[j]:dtype()})
+    end
+    return table.unpack(result, 1, #wrt)
+  end
+  local bg = graph._trace("backward_graph", backward, table.unpack(examples))
+  bg.wrt = wrt
+  return bg
+end
+
+return graph
