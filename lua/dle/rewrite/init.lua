@@ -128,15 +128,8 @@ function rewrite.apply(g, rules, opts)
   for _, n in ipairs(g.effects) do effects[n] = true end
   for pass = 1, max_passes + 1 do
     local nodes = g:nodes()
-    local existing, users = {}, {}
-    for _, n in ipairs(nodes) do
-      existing[n] = true
-      users[n] = users[n] or {}
-      for _, u in ipairs(n.inputs) do
-        users[u] = users[u] or {}
-        table.insert(users[u], n)
-      end
-    end
+    local existing, users = {}, g:users()
+    for _, n in ipairs(nodes) do existing[n] = true end
     local outputs = {}
     for k, n in ipairs(g.outputs) do
       outputs[n] = outputs[n] or {}

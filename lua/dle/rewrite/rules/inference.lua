@@ -107,6 +107,26 @@ end
 
 local function single_use(n, m) return #m.users(n) == 1 and not m.is_output(n) end
 
+-- The examples' networks (verify runs them): float64, frozen parameters, batch norms in eval mode
+-- with random running statistics and affine parameters, so folding them changes real numbers.
+local function frozen_eval_bn(net)
+  local dle = require "dle"
+  net:to("float64")
+  for _, p in ipairs(net:parameters()) do p:requires_grad_(false) end
+  dle.no_grad(function()
+    for _, mod in ipairs(net:modules()) do
+      if mod.running_mean then
+        local c = mod.running_mean:numel()
+        mod.running_mean:copy_(dle.randn(c, {dtype = "float64"}))
+        mod.running_var:copy_(dle.rand(c, {dtype = "float64"}) + 0.5)
+        if mod.weight then mod.weight:copy_(dle.randn(c, {dtype = "float64"})) end
+        if mod.bias then mod.bias:copy_(dle.randn(c, {dtype = "float64"})) end
+      end
+    end
+  end)
+  net:eval()
+end
+
 rules[#rules + 1] = rule{
   name = "inference.conv_bn",
   pattern = P.batch_norm({where = function(n, m) return first_input(n, m, "conv2d", "conv") end}),
@@ -127,19 +147,7 @@ rules[#rules + 1] = rule{
   example = function()
     local dle = require "dle"
     local net = dle.nn.Sequential(dle.nn.Conv2d(2, 3, 3, {padding = 1}), dle.nn.BatchNorm2d(3))
-    net:to("float64")
-    for _, p in ipairs(net:parameters()) do p:requires_grad_(false) end
-    dle.no_grad(function()
-      for _, mod in ipairs(net:modules()) do
-        if mod.running_mean then
-          mod.running_mean:copy_(dle.randn(3, {dtype = "float64"}))
-          mod.running_var:copy_(dle.rand(3, {dtype = "float64"}) + 0.5)
-          mod.weight:copy_(dle.randn(3, {dtype = "float64"}))
-          mod.bias:copy_(dle.randn(3, {dtype = "float64"}))
-        end
-      end
-    end)
-    net:eval()
+    frozen_eval_bn(net)
     return function(x) return net(x) end, {dle.randn(2, 2, 5, 5, {dtype = "float64"})}
   end,
 }
@@ -165,17 +173,7 @@ rules[#rules + 1] = rule{
   example = function()
     local dle = require "dle"
     local net = dle.nn.Sequential(dle.nn.Linear(4, 3), dle.nn.BatchNorm1d(3))
-    net:to("float64")
-    for _, p in ipairs(net:parameters()) do p:requires_grad_(false) end
-    dle.no_grad(function()
-      for _, mod in ipairs(net:modules()) do
-        if mod.running_mean then
-          mod.running_mean:copy_(dle.randn(3, {dtype = "float64"}))
-          mod.running_var:copy_(dle.rand(3, {dtype = "float64"}) + 0.5)
-        end
-      end
-    end)
-    net:eval()
+    frozen_eval_bn(net)
     return function(x) return net(x) end, {dle.randn(5, 4, {dtype = "float64"})}
   end,
 }
