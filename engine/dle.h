@@ -234,11 +234,31 @@ typedef struct dle_backend {
                             const dle_attrs *attrs);
 } dle_backend;
 
+/* What the engine hands a backend library it dlopens. The core module is loaded RTLD_LOCAL, so
+ * such a library cannot link against the engine's symbols: the few engine functions it needs come
+ * through this table. A library built against another ops.def (num_ops) or ABI refuses to load. */
+#define DLE_BACKEND_ABI 1
+typedef struct dle_backend_host {
+  int abi;                                   /* DLE_BACKEND_ABI */
+  int num_ops;                               /* DLE_NUM_OPS */
+  const dle_op_info *op_table;               /* dle_op_table: op names for messages */
+  dle_status (*error)(const char *fmt, ...); /* dle_error: sets the thread's message */
+} dle_backend_host;
+/* The CUDA library (libdle_cuda.so) exports two functions taking it:
+ *   const dle_backend *dle_cuda_backend_init(const dle_backend_host *, char *why, size_t n);
+ *       the backend, or NULL with the reason in why (no device, ABI mismatch);
+ *   const dle_backend *dle_cuda_backend_table(const dle_backend_host *);
+ *       the same kernel table built without touching a device (NULL on ABI mismatch), which tells
+ *       on any machine which ops have CUDA kernels. */
+
 /* The backend of a device type: NULL when absent. The CPU one is always there; "cuda" is
  * loaded on first use from a separate shared library when it was built. */
 const dle_backend *dle_backend_get(dle_device_type type);
 /* Why the last dle_backend_get(DLE_CUDA) returned NULL (no library / no device). */
 const char *dle_backend_unavailable_reason(dle_device_type type);
+/* The kernel table of a device type's backend library, built without a device (see above): which
+ * ops it implements. NULL, with the reason in *why, when the library cannot be loaded. */
+const dle_backend *dle_backend_library_table(dle_device_type type, const char **why);
 /* Registered by backends themselves. */
 void dle_backend_register(dle_device_type type, const dle_backend *b);
 const dle_backend *dle_cpu_backend(void);
