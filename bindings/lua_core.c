@@ -487,11 +487,14 @@ static int core_cuda_available(lua_State *L) {
   return 2;
 }
 
-/* dle.core.cuda_kernel_ops(): the names of the ops the CUDA library has kernels for (read from its
- * kernel table without touching a device), or nil and the reason when it cannot be loaded. */
-static int core_cuda_kernel_ops(lua_State *L) {
+/* dle.core.kernel_ops(device): the names of the ops a device type's backend has kernels for ("cpu",
+ * or "cuda": read from the CUDA library's table without touching a device), or nil and the reason
+ * when that library cannot be loaded. */
+static int core_kernel_ops(lua_State *L) {
+  dle_device dev;
+  if (dle_device_parse(luaL_checkstring(L, 1), &dev) != DLE_OK) return luaL_error(L, "kernel_ops: %s", dle_last_error());
   const char *why = NULL;
-  const dle_backend *b = dle_backend_library_table(DLE_CUDA, &why);
+  const dle_backend *b = dle_backend_library_table(dev.type, &why);
   if (!b) {
     lua_pushnil(L);
     lua_pushstring(L, why);
@@ -520,7 +523,7 @@ int luaopen_dle_native(lua_State *L) {
       {"get_num_threads", core_get_num_threads},
       {"is_tensor", core_is_tensor},
       {"cuda_available", core_cuda_available},
-      {"cuda_kernel_ops", core_cuda_kernel_ops},
+      {"kernel_ops", core_kernel_ops},
       {NULL, NULL},
   };
   lua_newtable(L);                  /* module */

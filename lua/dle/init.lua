@@ -8,7 +8,7 @@ local internal = {read_idx = true, memmap = true, record_custom = true,
                   set_tangent = true, tangent = true, backward_captures = true, sgd_step = true,
                   adagrad_step = true, rmsprop_step = true, adam_step = true, adamw_step = true,
                   profile_mode = true, profile_counters = true, op_flops_rule = true,
-                  autocast_set = true, raw_buffer = true, cuda_kernel_ops = true}
+                  autocast_set = true, raw_buffer = true, kernel_ops = true}
 local dle = {}
 for name, value in pairs(core) do
   if not internal[name] and name:sub(1, 1) ~= "_" then dle[name] = value end

@@ -1,0 +1,210 @@
+/* nn.cu — CUDA kernels of softmax cross-entropy (forward and its fused backward) and dropout,
+ * mirroring kernels/cpu/cpu_nn.c. The front door (engine/ops/nn.c) hands over contiguous float32
+ * or float64 inputs, int64 contiguous targets and fresh contiguous outputs.
+ *
+ * cross_entropy  per row (one block): m = max (NaN skipped), lse = m + log(sum exp(x - m)) (-inf
+ *                for an all -inf row), loss = lse - (1 - eps) x[t] - eps/C sum x; rows ignored by
+ *                ignore_index give 0. The mean divides the double sum of the rows' losses by the
+ *                count of rows not ignored (0/0: NaN).
+ * backward       g = w (exp(x - lse) - eps/C), minus w (1 - eps) at the target, w = gy (/ count for
+ *                the mean); ignored rows are zero.
+ * dropout        element i is kept when the float32 uniform of Philox word i % 4 of block
+ *                offset + i / 4 is >= p (the CPU's mask, bit for bit), scaled by 1 / (1 - p).
+ * Targets are checked on the device before use: a bad one gives the CPU's error message. */
+#include "common.cuh"
+#include "philox.cuh"
+
+/* ---- targets ---- */
+
+typedef struct {
+  int64_t n, c, base, ignore;
+  bool has_ignore;
+  double eps;
+  int64_t reduction; /* 0 none, 1 mean, 2 sum */
+} ce_args;
+
+static ce_args ce_args_of(const dle_attrs *a, const dle_tensor *logits) {
+  ce_args c = {logits->sizes[0], logits->sizes[1], a->index_base, a->ints[2], a->ints[1] != 0, a->f[0], a->ints[0]};
+  return c;
+}
+
+__device__ __forceinline__ bool ce_ignored(const ce_args &c, int64_t t) { return c.has_ignore && t == c.ignore; }
+
+/* flags[0]: the first bad row (n when none), flags[1]: rows not ignored. */
+__global__ void ce_check_kernel(ce_args c, const int64_t *t, unsigned long long *flags) {
+  CU_GRID_LOOP(i, c.n) {
+    if (ce_ignored(c, t[i])) continue;
+    if (t[i] < c.base || t[i] - c.base >= c.c) atomicMin(&flags[0], (unsigned long long)i);
+    else atomicAdd(&flags[1], 1ull);
+  }
+}
+
+/* Checks every target; *count gets the rows not ignored. */
+static dle_status ce_check_targets(const char *fn, const ce_args &c, const int64_t *t, int64_t *count) {
+  unsigned long long *flags = NULL, h[2] = {(unsigned long long)c.n, 0};
+  CU_OK(cu_scratch(fn, (void **)&flags, sizeof h));
+  dle_status st = DLE_OK;
+  cudaError_t e = cudaMemcpy(flags, h, sizeof h, cudaMemcpyHostToDevice);
+  if (e != cudaSuccess) st = cu_fail(fn, "cudaMemcpy", e);
+  if (st == DLE_OK && c.n > 0) {
+    ce_check_kernel<<<cu_blocks(c.n), CU_THREADS>>>(c, t, flags);
+    e = cudaGetLastError();
+    if (e != cudaSuccess) st = cu_fail(fn, "the target check kernel", e);
+  }
+  if (st == DLE_OK) st = cu_read(fn, h, flags, sizeof h);
+  cu_scratch_free(flags);
+  CU_OK(st);
+  if (h[0] < (unsigned long long)c.n) {
+    int64_t bad = (int64_t)h[0], v = 0;
+    CU_OK(cu_read(fn, &v, t + bad, sizeof v));
+    return cu_error("%s: target %lld (row %lld) is out of range for %lld classes (%lld..%lld)", fn, (long long)v,
+                    (long long)(bad + c.base), (long long)c.c, (long long)c.base, (long long)(c.base + c.c - 1));
+  }
+  *count = (int64_t)h[1];
+  return DLE_OK;
+}
+
+/* ---- cross-entropy ---- */
+
+template <class CT>
+__global__ void ce_forward_kernel(ce_args c, const CT *x, const int64_t *t, CT *loss, CT *lse, double *row_loss) {
+  __shared__ CT shm[CU_THREADS];
+  __shared__ double shs[CU_THREADS];
+  for (int64_t i = blockIdx.x; i < c.n; i += gridDim.x) {
+    const CT *row = x + i * c.c;
+    CT m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < c.c; j += blockDim.x) m = row[j] > m ? row[j] : m;
+    m = cu_block_reduce(m, shm, [](CT a, CT b) { return b > a ? b : a; });
+    double s = 0, sum = 0;
+    for (int64_t j = threadIdx.x; j < c.c; j += blockDim.x) s += (double)cu_exp(row[j] - m), sum += row[j];
+    s = cu_block_reduce(s, shs, cu_add{});
+    sum = cu_block_reduce(sum, shs, cu_add{});
+    if (threadIdx.x != 0) continue;
+    double l = m == -INFINITY ? -INFINITY : (double)m + log(s);
+    lse[i] = (CT)l;
+    double li = 0;
+    if (!ce_ignored(c, t[i])) {
+      li = l - (1 - c.eps) * (double)row[t[i] - c.base];
+      if (c.eps > 0) li -= c.eps / (double)c.c * sum;
+    }
+    if (c.reduction == 0) loss[i] = (CT)li;
+    else row_loss[i] = li;
+  }
+}
+
+/* The rows' losses summed in one block (a fixed order); mean: / count. */
+template <class CT> __global__ void ce_total_kernel(int64_t n, const double *row_loss, double count, bool mean, CT *loss) {
+  __shared__ double sh[CU_THREADS];
+  double s = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += row_loss[i];
+  s = cu_block_reduce(s, sh, cu_add{});
+  if (threadIdx.x == 0) loss[0] = (CT)(mean ? s / count : s);
+}
+
+template <class CT>
+__global__ void ce_backward_kernel(ce_args c, const CT *gy, const CT *x, const int64_t *t, const CT *lse, double inv,
+                                   CT *g) {
+  CT off = (CT)(c.eps / (double)c.c), hit = (CT)(1 - c.eps);
+  CU_GRID_LOOP(e, c.n * c.c) {
+    int64_t i = e / c.c, j = e % c.c;
+    if (ce_ignored(c, t[i])) {
+      g[e] = 0;
+      continue;
+    }
+    CT w = (CT)((double)gy[c.reduction == 0 ? i : 0] * inv);
+    CT v = w * (cu_exp(x[e] - lse[i]) - off);
+    if (j == t[i] - c.base) v -= w * hit;
+    g[e] = v;
+  }
+}
+
+template <class CT> static dle_status ce_forward(const char *fn, dle_tensor *const *outs, dle_tensor *const *ins, const dle_attrs *a) {
+  ce_args c = ce_args_of(a, ins[0]);
+  const int64_t *t = (const int64_t *)cu_data(ins[1]);
+  int64_t count = 0;
+  CU_OK(ce_check_targets(fn, c, t, &count));
+  CT *loss = (CT *)cu_data(outs[0]);
+  double *rows = NULL;
+  if (c.reduction != 0) CU_OK(cu_scratch(fn, (void **)&rows, sizeof(double) * (size_t)(c.n > 0 ? c.n : 1)));
+  dle_status st = DLE_OK;
+  if (c.n > 0) {
+    unsigned blocks = (unsigned)(c.n < 65535 * 16 ? c.n : 65535 * 16);
+    ce_forward_kernel<CT><<<blocks, cu_row_threads(c.c)>>>(c, (const CT *)cu_data(ins[0]), t, loss,
+                                                           (CT *)cu_data(outs[1]), rows);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) st = cu_fail(fn, "the forward kernel", e);
+  }
+  if (st == DLE_OK && c.reduction != 0) {
+    ce_total_kernel<CT><<<1, CU_THREADS>>>(c.n, rows, (double)count, c.reduction == 1, loss);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) st = cu_fail(fn, "the total kernel", e);
+  }
+  cu_scratch_free(rows);
+  return st;
+}
+
+template <class CT> static dle_status ce_backward(const char *fn, dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) {
+  ce_args c = ce_args_of(a, ins[1]);
+  const int64_t *t = (const int64_t *)cu_data(ins[2]);
+  int64_t count = 0;
+  CU_OK(ce_check_targets(fn, c, t, &count));
+  if (c.n * c.c == 0) return DLE_OK;
+  double inv = c.reduction == 1 ? 1.0 / (double)count : 1.0;
+  ce_backward_kernel<CT><<<cu_blocks(c.n * c.c), CU_THREADS>>>(c, (const CT *)cu_data(ins[0]), (const CT *)cu_data(ins[1]),
+                                                              t, (const CT *)cu_data(ins[3]), inv, (CT *)cu_data(out));
+  CU_LAUNCHED(fn);
+  return DLE_OK;
+}
+
+/* ---- dropout ---- */
+
+template <class CT> __global__ void dropout_kernel(int64_t n, const CT *x, CT *y, double p, uint64_t seed, uint64_t offset) {
+  float thr = (float)p;
+  CT scale = (CT)(1.0 / (1.0 - p));
+  CU_GRID_LOOP(i, n) {
+    if (p >= 1) {
+      y[i] = 0;
+      continue;
+    }
+    uint32_t w[4];
+    cu_philox(seed, offset + (uint64_t)(i / 4), w);
+    float u = (float)(w[i % 4] >> 8) * 0x1p-24f;
+    y[i] = u >= thr ? x[i] * scale : (CT)0;
+  }
+}
+
+template <class CT> static dle_status dropout(const char *fn, dle_tensor *out, dle_tensor *in, const dle_attrs *a) {
+  int64_t n = cu_numel(in);
+  if (n == 0) return DLE_OK;
+  dropout_kernel<CT><<<cu_blocks(n), CU_THREADS>>>(n, (const CT *)cu_data(in), (CT *)cu_data(out), a->f[0],
+                                                  (uint64_t)a->ints[0], (uint64_t)a->ints[1]);
+  CU_LAUNCHED(fn);
+  return DLE_OK;
+}
+
+/* ---- dispatch ---- */
+
+static dle_status cu_nn(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin, const dle_attrs *a) {
+  const char *fn = cu_op_name(op);
+  dle_tensor *o = outs[0];
+  for (int i = 0; i < nin; i++)
+    if ((ins[i]->dtype != o->dtype && ins[i]->dtype != DLE_I64) || !cu_contiguous(ins[i]))
+      return cu_error("%s: the CUDA kernel expects contiguous %s or int64 inputs", fn, cu_dtype_name(o->dtype));
+  if (!cu_contiguous(o)) return cu_error("%s: the CUDA kernel expects a contiguous output", fn);
+  if (o->dtype != DLE_F32 && o->dtype != DLE_F64)
+    return cu_error("%s: no CUDA kernel for %s", fn, cu_dtype_name(o->dtype));
+  CU_OK(cu_use_device(fn, o));
+  bool dbl = o->dtype == DLE_F64;
+  switch (op) {
+    case DLE_OP_CROSS_ENTROPY: return dbl ? ce_forward<double>(fn, outs, ins, a) : ce_forward<float>(fn, outs, ins, a);
+    case DLE_OP_CROSS_ENTROPY_BACKWARD: return dbl ? ce_backward<double>(fn, o, ins, a) : ce_backward<float>(fn, o, ins, a);
+    case DLE_OP_DROPOUT: return dbl ? dropout<double>(fn, o, ins[0], a) : dropout<float>(fn, o, ins[0], a);
+    default: return cu_error("%s: no CUDA kernel", fn);
+  }
+}
+
+void cu_register_nn(dle_backend *b) {
+  b->kernels[DLE_OP_CROSS_ENTROPY] = cu_nn;
+  b->kernels[DLE_OP_CROSS_ENTROPY_BACKWARD] = cu_nn;
+  b->kernels[DLE_OP_DROPOUT] = cu_nn;
+}
