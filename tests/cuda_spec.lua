@@ -418,6 +418,52 @@ describe("CUDA kernels against the CPU", function()
     end
   end))
 
+  it("masked_fill, tril and triu in every dtype and layout", on_gpu(function()
+    for _, dt in ipairs(all_dtypes) do
+      for _, layout in ipairs(layouts) do
+        local x, gx = pair(values_for({4, 5}, dt, 19), dt, layout)
+        local m, gm = pair({{true, false, false, true, false}}, "bool", "contiguous") -- broadcast rows
+        local v = dt == "bool" and 1 or 7
+        compare("masked_fill " .. dt .. " " .. layout, gx:masked_fill(gm, v), x:masked_fill(m, v))
+        for _, k in ipairs({-2, 0, 1, 9}) do
+          compare("tril " .. k .. " " .. dt .. " " .. layout, gx:tril(k), x:tril(k))
+          compare("triu " .. k .. " " .. dt .. " " .. layout, gx:triu(k), x:triu(k))
+        end
+      end
+    end
+  end))
+
+  it("mse, bce with logits, nll and soft cross-entropy, forward and backward", on_gpu(function()
+    local F = dle.nn.functional
+    for _, dt in ipairs({"float32", "float64"}) do
+      local x, gx = pair(values_for({5, 7}, dt, 20), dt, "contiguous")
+      local y, gy = pair(H.map(values_for({5, 7}, dt, 21), function(v) return (v + 2) / 4 end), dt, "contiguous")
+      local w, gw = pair(values_for({7}, dt, 22), dt, "contiguous")
+      local t, gt = pair({1, 7, 3, 3, 2}, "int64", "contiguous")
+      local p, gp = pair(H.map(values_for({5, 7}, dt, 23), function(v) return math.abs(v) / 10 end), dt, "contiguous")
+      local cases = {
+        {"mse_loss", function(a, b) return F.mse_loss(a, b.y, b.opts) end},
+        {"bce", function(a, b) return F.binary_cross_entropy_with_logits(a, b.y, b.opts) end},
+        {"bce pos_weight", function(a, b)
+          return F.binary_cross_entropy_with_logits(a, b.y, {reduction = b.opts.reduction, pos_weight = b.w}) end},
+        {"nll_loss", function(a, b) return F.nll_loss(a, b.t, b.opts) end},
+        {"soft cross_entropy", function(a, b) return F.cross_entropy(a, b.p, b.opts) end},
+      }
+      for _, case in ipairs(cases) do
+        for _, opts in ipairs({{}, {reduction = "sum"}, {reduction = "none"}}) do
+          local xc, xg = x:clone():requires_grad_(true), gx:clone():requires_grad_(true)
+          local lc = case[2](xc, {y = y, w = w, t = t, p = p, opts = opts})
+          local lg = case[2](xg, {y = gy, w = gw, t = gt, p = gp, opts = opts})
+          local what = case[1] .. " " .. dt .. " " .. (opts.reduction or "mean")
+          compare(what, lg, lc)
+          dle.sum(lc * lc):backward()
+          dle.sum(lg * lg):backward()
+          compare(what .. " grad", xg.grad, xc.grad)
+        end
+      end
+    end
+  end))
+
   it("made every comparison above", on_gpu(function()
     assert.is_true(compared > 3000, compared .. " comparisons")
   end))

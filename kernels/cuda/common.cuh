@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "../../engine/dle.h"
+#include "../../engine/ops/targets.h"
 
 /* ---------------------------------------------------------------- errors (cuda_host.c) */
 extern "C" {
@@ -150,6 +151,7 @@ CU_MATH(erfc)
 CU_MATH(floor)
 CU_MATH(ceil)
 CU_MATH(rint) /* nearbyint: round half to even in the default rounding mode */
+CU_MATH(fabs)
 template <class X> __device__ __forceinline__ auto cu_pow(X a, X b) {
   if constexpr (std::is_same<X, float>::value) return powf(a, b);
   else return pow((double)a, (double)b);
@@ -321,6 +323,19 @@ static inline unsigned cu_row_threads(int64_t n) {
   return t;
 }
 
+/* ---------------------------------------------------------------- row losses (nn.cu, losses.cu) */
+/* The layout the front door promises these kernels: inputs contiguous in the output's dtype (or
+ * int64 targets), float32 or float64, the output contiguous; then makes the device current. */
+dle_status cu_float_rows_ready(const char *fn, const dle_tensor *o, dle_tensor *const *ins, int nin);
+/* Checks every target not ignored (a class base..base+c-1) on the device, with the CPU's message
+ * for the first bad one; *count gets how many rows are not ignored. */
+dle_status cu_check_targets(const char *fn, const ce_args &c, const int64_t *t, int64_t *count);
+/* loss[0] = (sum of rows[0..n), in double, in a fixed order) / div, stored as float or double. */
+/* The fused losses (losses.cu), once nn.cu has checked the layout and made the device current. */
+dle_status cu_run_loss(const char *fn, dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
+                       const dle_attrs *a);
+dle_status cu_store_total(const char *fn, const double *rows, int64_t n, double div, bool dbl, void *loss);
+
 /* ---------------------------------------------------------------- registration */
 void cu_register_copy(dle_backend *b);        /* copy.cu: copy, full, arange */
 void cu_register_elementwise(dle_backend *b); /* elementwise.cu */
@@ -329,6 +344,7 @@ void cu_register_reduce(dle_backend *b);      /* reduce.cu */
 void cu_register_softmax(dle_backend *b);     /* softmax.cu */
 void cu_register_matmul(dle_backend *b);      /* matmul.cu (cuBLAS) */
 void cu_register_norm(dle_backend *b);        /* norm.cu: layer_norm, batch_norm */
-void cu_register_nn(dle_backend *b);          /* nn.cu: cross_entropy, dropout */
+void cu_register_nn(dle_backend *b);          /* nn.cu: cross_entropy, dropout, the fused losses */
+void cu_register_select(dle_backend *b);      /* select.cu: masked_fill, tril, triu */
 
 #endif

@@ -1,6 +1,7 @@
 /* nn.cu — CUDA kernels of softmax cross-entropy (forward and its fused backward) and dropout,
- * mirroring kernels/cpu/cpu_nn.c. The front door (engine/ops/nn.c) hands over contiguous float32
- * or float64 inputs, int64 contiguous targets and fresh contiguous outputs.
+ * mirroring kernels/cpu/cpu_nn.c, and the dispatch of the fused losses (losses.cu). The front
+ * door (engine/ops/nn.c) hands over contiguous float32 or float64 inputs, int64 contiguous targets
+ * and fresh contiguous outputs.
  *
  * cross_entropy  per row (one block): m = max (NaN skipped), lse = m + log(sum exp(x - m)) (-inf
  *                for an all -inf row), loss = lse - (1 - eps) x[t] - eps/C sum x; rows ignored by
@@ -14,40 +15,25 @@
 #include "common.cuh"
 #include "philox.cuh"
 
-/* ---- targets ---- */
-
-typedef struct {
-  int64_t n, c, base, ignore;
-  bool has_ignore;
-  double eps;
-  int64_t reduction; /* 0 none, 1 mean, 2 sum */
-} ce_args;
-
-static ce_args ce_args_of(const dle_attrs *a, const dle_tensor *logits) {
-  ce_args c = {logits->sizes[0], logits->sizes[1], a->index_base, a->ints[2], a->ints[1] != 0, a->f[0], a->ints[0]};
-  return c;
-}
-
-__device__ __forceinline__ bool ce_ignored(const ce_args &c, int64_t t) { return c.has_ignore && t == c.ignore; }
+/* ---- targets and totals (shared with losses.cu) ---- */
 
 /* flags[0]: the first bad row (n when none), flags[1]: rows not ignored. */
-__global__ void ce_check_kernel(ce_args c, const int64_t *t, unsigned long long *flags) {
+__global__ void check_targets_kernel(ce_args c, const int64_t *t, unsigned long long *flags) {
   CU_GRID_LOOP(i, c.n) {
-    if (ce_ignored(c, t[i])) continue;
+    if (ce_ignored(&c, t[i])) continue;
     if (t[i] < c.base || t[i] - c.base >= c.c) atomicMin(&flags[0], (unsigned long long)i);
     else atomicAdd(&flags[1], 1ull);
   }
 }
 
-/* Checks every target; *count gets the rows not ignored. */
-static dle_status ce_check_targets(const char *fn, const ce_args &c, const int64_t *t, int64_t *count) {
+dle_status cu_check_targets(const char *fn, const ce_args &c, const int64_t *t, int64_t *count) {
   unsigned long long *flags = NULL, h[2] = {(unsigned long long)c.n, 0};
   CU_OK(cu_scratch(fn, (void **)&flags, sizeof h));
   dle_status st = DLE_OK;
   cudaError_t e = cudaMemcpy(flags, h, sizeof h, cudaMemcpyHostToDevice);
   if (e != cudaSuccess) st = cu_fail(fn, "cudaMemcpy", e);
   if (st == DLE_OK && c.n > 0) {
-    ce_check_kernel<<<cu_blocks(c.n), CU_THREADS>>>(c, t, flags);
+    check_targets_kernel<<<cu_blocks(c.n), CU_THREADS>>>(c, t, flags);
     e = cudaGetLastError();
     if (e != cudaSuccess) st = cu_fail(fn, "the target check kernel", e);
   }
@@ -61,6 +47,21 @@ static dle_status ce_check_targets(const char *fn, const ce_args &c, const int64
                     (long long)(bad + c.base), (long long)c.c, (long long)c.base, (long long)(c.base + c.c - 1));
   }
   *count = (int64_t)h[1];
+  return DLE_OK;
+}
+
+template <class CT> __global__ void total_kernel(int64_t n, const double *rows, double div, CT *loss) {
+  __shared__ double sh[CU_THREADS];
+  double s = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += rows[i];
+  s = cu_block_reduce(s, sh, cu_add{});
+  if (threadIdx.x == 0) loss[0] = (CT)(s / div);
+}
+
+dle_status cu_store_total(const char *fn, const double *rows, int64_t n, double div, bool dbl, void *loss) {
+  if (dbl) total_kernel<double><<<1, CU_THREADS>>>(n, rows, div, (double *)loss);
+  else total_kernel<float><<<1, CU_THREADS>>>(n, rows, div, (float *)loss);
+  CU_LAUNCHED(fn);
   return DLE_OK;
 }
 
@@ -83,7 +84,7 @@ __global__ void ce_forward_kernel(ce_args c, const CT *x, const int64_t *t, CT *
     double l = m == -INFINITY ? -INFINITY : (double)m + log(s);
     lse[i] = (CT)l;
     double li = 0;
-    if (!ce_ignored(c, t[i])) {
+    if (!ce_ignored(&c, t[i])) {
       li = l - (1 - c.eps) * (double)row[t[i] - c.base];
       if (c.eps > 0) li -= c.eps / (double)c.c * sum;
     }
@@ -92,22 +93,13 @@ __global__ void ce_forward_kernel(ce_args c, const CT *x, const int64_t *t, CT *
   }
 }
 
-/* The rows' losses summed in one block (a fixed order); mean: / count. */
-template <class CT> __global__ void ce_total_kernel(int64_t n, const double *row_loss, double count, bool mean, CT *loss) {
-  __shared__ double sh[CU_THREADS];
-  double s = 0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += row_loss[i];
-  s = cu_block_reduce(s, sh, cu_add{});
-  if (threadIdx.x == 0) loss[0] = (CT)(mean ? s / count : s);
-}
-
 template <class CT>
 __global__ void ce_backward_kernel(ce_args c, const CT *gy, const CT *x, const int64_t *t, const CT *lse, double inv,
                                    CT *g) {
   CT off = (CT)(c.eps / (double)c.c), hit = (CT)(1 - c.eps);
   CU_GRID_LOOP(e, c.n * c.c) {
     int64_t i = e / c.c, j = e % c.c;
-    if (ce_ignored(c, t[i])) {
+    if (ce_ignored(&c, t[i])) {
       g[e] = 0;
       continue;
     }
@@ -122,7 +114,7 @@ template <class CT> static dle_status ce_forward(const char *fn, dle_tensor *con
   ce_args c = ce_args_of(a, ins[0]);
   const int64_t *t = (const int64_t *)cu_data(ins[1]);
   int64_t count = 0;
-  CU_OK(ce_check_targets(fn, c, t, &count));
+  CU_OK(cu_check_targets(fn, c, t, &count));
   CT *loss = (CT *)cu_data(outs[0]);
   double *rows = NULL;
   if (c.reduction != 0) CU_OK(cu_scratch(fn, (void **)&rows, sizeof(double) * (size_t)(c.n > 0 ? c.n : 1)));
@@ -134,11 +126,8 @@ template <class CT> static dle_status ce_forward(const char *fn, dle_tensor *con
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) st = cu_fail(fn, "the forward kernel", e);
   }
-  if (st == DLE_OK && c.reduction != 0) {
-    ce_total_kernel<CT><<<1, CU_THREADS>>>(c.n, rows, (double)count, c.reduction == 1, loss);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) st = cu_fail(fn, "the total kernel", e);
-  }
+  if (st == DLE_OK && c.reduction != 0)
+    st = cu_store_total(fn, rows, c.n, c.reduction == 1 ? (double)count : 1.0, sizeof(CT) == 8, loss);
   cu_scratch_free(rows);
   return st;
 }
@@ -147,7 +136,7 @@ template <class CT> static dle_status ce_backward(const char *fn, dle_tensor *ou
   ce_args c = ce_args_of(a, ins[1]);
   const int64_t *t = (const int64_t *)cu_data(ins[2]);
   int64_t count = 0;
-  CU_OK(ce_check_targets(fn, c, t, &count));
+  CU_OK(cu_check_targets(fn, c, t, &count));
   if (c.n * c.c == 0) return DLE_OK;
   double inv = c.reduction == 1 ? 1.0 / (double)count : 1.0;
   ce_backward_kernel<CT><<<cu_blocks(c.n * c.c), CU_THREADS>>>(c, (const CT *)cu_data(ins[0]), (const CT *)cu_data(ins[1]),
@@ -184,22 +173,25 @@ template <class CT> static dle_status dropout(const char *fn, dle_tensor *out, d
 
 /* ---- dispatch ---- */
 
-static dle_status cu_nn(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin, const dle_attrs *a) {
-  const char *fn = cu_op_name(op);
-  dle_tensor *o = outs[0];
+dle_status cu_float_rows_ready(const char *fn, const dle_tensor *o, dle_tensor *const *ins, int nin) {
   for (int i = 0; i < nin; i++)
     if ((ins[i]->dtype != o->dtype && ins[i]->dtype != DLE_I64) || !cu_contiguous(ins[i]))
       return cu_error("%s: the CUDA kernel expects contiguous %s or int64 inputs", fn, cu_dtype_name(o->dtype));
   if (!cu_contiguous(o)) return cu_error("%s: the CUDA kernel expects a contiguous output", fn);
-  if (o->dtype != DLE_F32 && o->dtype != DLE_F64)
-    return cu_error("%s: no CUDA kernel for %s", fn, cu_dtype_name(o->dtype));
-  CU_OK(cu_use_device(fn, o));
+  if (o->dtype != DLE_F32 && o->dtype != DLE_F64) return cu_error("%s: no CUDA kernel for %s", fn, cu_dtype_name(o->dtype));
+  return cu_use_device(fn, o);
+}
+
+static dle_status cu_nn(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin, const dle_attrs *a) {
+  const char *fn = cu_op_name(op);
+  dle_tensor *o = outs[0];
+  CU_OK(cu_float_rows_ready(fn, o, ins, nin));
   bool dbl = o->dtype == DLE_F64;
   switch (op) {
     case DLE_OP_CROSS_ENTROPY: return dbl ? ce_forward<double>(fn, outs, ins, a) : ce_forward<float>(fn, outs, ins, a);
     case DLE_OP_CROSS_ENTROPY_BACKWARD: return dbl ? ce_backward<double>(fn, o, ins, a) : ce_backward<float>(fn, o, ins, a);
     case DLE_OP_DROPOUT: return dbl ? dropout<double>(fn, o, ins[0], a) : dropout<float>(fn, o, ins[0], a);
-    default: return cu_error("%s: no CUDA kernel", fn);
+    default: return cu_run_loss(fn, op, outs, ins, nin, a); /* losses.cu */
   }
 }
 
@@ -207,4 +199,6 @@ void cu_register_nn(dle_backend *b) {
   b->kernels[DLE_OP_CROSS_ENTROPY] = cu_nn;
   b->kernels[DLE_OP_CROSS_ENTROPY_BACKWARD] = cu_nn;
   b->kernels[DLE_OP_DROPOUT] = cu_nn;
+#define REGISTER(OP) b->kernels[DLE_OP_##OP] = cu_nn;
+  DLE_FUSED_LOSS_OPS(REGISTER)
 }

@@ -13,12 +13,8 @@
  * grad_affine  batch_norm: one block per q; layer_norm: one thread per column s summing over the
  *              rows: gw = sum gy (x - m) r, gb = sum gy.
  * Absent weight and bias read as ones and zeros. */
+#include "../../engine/ops/norm_geom.h"
 #include "common.cuh"
-
-typedef struct {
-  int64_t p, q, s;
-  bool weight_on_q;
-} norm_geom;
 
 template <dle_dtype D> struct norm_io {
   typedef CU_T(D) T;
@@ -40,7 +36,7 @@ template <dle_dtype D> __device__ __forceinline__ typename norm_io<D>::CT param(
     }
 
 template <dle_dtype D>
-__global__ void norm_forward(norm_geom g, CU_T(D) *y, typename norm_io<D>::CT *stats, const CU_T(D) *x,
+__global__ void norm_forward(dle_norm_geom g, CU_T(D) *y, typename norm_io<D>::CT *stats, const CU_T(D) *x,
                              const CU_T(D) *w, const CU_T(D) *b, const typename norm_io<D>::CT *rmean,
                              const typename norm_io<D>::CT *rvar, double eps) {
   typedef typename norm_io<D>::CT CT;
@@ -77,7 +73,7 @@ __global__ void norm_forward(norm_geom g, CU_T(D) *y, typename norm_io<D>::CT *s
 }
 
 template <dle_dtype D>
-__global__ void norm_grad_input(norm_geom g, CU_T(D) *gx, const CU_T(D) *gy, const CU_T(D) *x,
+__global__ void norm_grad_input(dle_norm_geom g, CU_T(D) *gx, const CU_T(D) *gy, const CU_T(D) *x,
                                 const typename norm_io<D>::CT *stats, const CU_T(D) *w, double eps) {
   typedef typename norm_io<D>::CT CT;
   __shared__ double sh[CU_THREADS];
@@ -104,7 +100,7 @@ __global__ void norm_grad_input(norm_geom g, CU_T(D) *gx, const CU_T(D) *gy, con
 
 /* batch_norm: one block per channel q. */
 template <dle_dtype D>
-__global__ void norm_grad_affine_q(norm_geom g, CU_T(D) *gw, CU_T(D) *gb, const CU_T(D) *gy, const CU_T(D) *x,
+__global__ void norm_grad_affine_q(dle_norm_geom g, CU_T(D) *gw, CU_T(D) *gb, const CU_T(D) *gy, const CU_T(D) *x,
                                    const typename norm_io<D>::CT *stats, double eps) {
   typedef typename norm_io<D>::CT CT;
   __shared__ double sh[CU_THREADS];
@@ -123,7 +119,7 @@ __global__ void norm_grad_affine_q(norm_geom g, CU_T(D) *gw, CU_T(D) *gb, const 
 
 /* layer_norm (P = 1): one thread per column s, over the Q rows. */
 template <dle_dtype D>
-__global__ void norm_grad_affine_s(norm_geom g, CU_T(D) *gw, CU_T(D) *gb, const CU_T(D) *gy, const CU_T(D) *x,
+__global__ void norm_grad_affine_s(dle_norm_geom g, CU_T(D) *gw, CU_T(D) *gb, const CU_T(D) *gy, const CU_T(D) *x,
                                    const typename norm_io<D>::CT *stats, double eps) {
   typedef typename norm_io<D>::CT CT;
   CU_GRID_LOOP(s, g.s) {
@@ -138,43 +134,20 @@ __global__ void norm_grad_affine_s(norm_geom g, CU_T(D) *gw, CU_T(D) *gb, const 
   }
 }
 
-/* Which inputs are the weight, bias and running statistics (see ops.def). */
-static void param_inputs(dle_op op, dle_tensor *const *ins, int nin, const dle_attrs *a, dle_tensor **w,
-                         dle_tensor **b, dle_tensor **rmean, dle_tensor **rvar) {
-  *w = *b = *rmean = *rvar = NULL;
-  if (op == DLE_OP_LAYER_NORM || op == DLE_OP_BATCH_NORM) {
-    int i = 1;
-    if (a->ints[1]) *w = ins[i++];
-    if (a->ints[2]) *b = ins[i++];
-    if (op == DLE_OP_BATCH_NORM && !a->ints[0]) *rmean = ins[i++], *rvar = ins[i++];
-  } else if (nin > 3) {
-    *w = ins[3];
-  }
-}
-
 static void *data_or_null(const dle_tensor *t) { return t ? (void *)cu_data(t) : NULL; }
 
 static dle_status cu_norm(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin, const dle_attrs *a) {
   const char *fn = cu_op_name(op);
   bool fwd = op == DLE_OP_LAYER_NORM || op == DLE_OP_BATCH_NORM;
   int nout = op == DLE_OP_LAYER_NORM_GRAD_INPUT || op == DLE_OP_BATCH_NORM_GRAD_INPUT ? 1 : 2;
-  for (int i = 0; i < nin; i++)
-    if (!cu_contiguous(ins[i])) return cu_error("%s: the CUDA kernel expects contiguous inputs", fn);
-  for (int k = 0; k < nout; k++)
-    if (!cu_contiguous(outs[k])) return cu_error("%s: the CUDA kernel expects contiguous outputs", fn);
+  bool dense = true; /* the front door's promise, checked */
+  for (int i = 0; i < nin + nout; i++) dense = dense && cu_contiguous(i < nin ? ins[i] : outs[i - nin]);
+  if (!dense) return cu_error("%s: the CUDA kernel expects contiguous inputs and outputs", fn);
   const dle_tensor *x = fwd ? ins[0] : ins[1];
-  norm_geom g = {1, 1, 1, false};
-  bool layer = op == DLE_OP_LAYER_NORM || op == DLE_OP_LAYER_NORM_GRAD_INPUT || op == DLE_OP_LAYER_NORM_GRAD_AFFINE;
-  if (layer) { /* engine/ops/norm_geom.h */
-    int lead = x->ndim - (int)a->ints[0];
-    for (int d = 0; d < x->ndim; d++) *(d < lead ? &g.q : &g.s) *= x->sizes[d];
-  } else {
-    g.p = x->sizes[0], g.q = x->sizes[1], g.weight_on_q = true;
-    for (int d = 2; d < x->ndim; d++) g.s *= x->sizes[d];
-  }
+  dle_norm_geom g = dle_norm_geom_of(op, x, a);
   if (g.q == 0) return DLE_OK;
   dle_tensor *w, *b, *rmean, *rvar;
-  param_inputs(op, ins, nin, a, &w, &b, &rmean, &rvar);
+  dle_norm_param_inputs(op, ins, nin, a, &w, &b, &rmean, &rvar);
   double eps = a->f[0];
   CU_OK(cu_use_device(fn, outs[0]));
   unsigned blocks = (unsigned)(g.q < 65535 * 16 ? g.q : 65535 * 16);
