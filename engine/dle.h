@@ -325,6 +325,10 @@ dle_status dle_randperm(dle_tensor **out, int64_t n, int64_t base, dle_generator
 
 /* ---------------------------------------------------------------- creation */
 dle_status dle_full(dle_tensor **out, int ndim, const int64_t *sizes, double value, dle_dtype dt);
+/* dle_full on device dev, filled there (no copy from the host): gradient rules make their ones and
+ * zeros with it on the device of the tensor they stand for. */
+dle_status dle_full_on(dle_tensor **out, int ndim, const int64_t *sizes, double value, dle_dtype dt,
+                       dle_device dev);
 dle_status dle_zeros(dle_tensor **out, int ndim, const int64_t *sizes, dle_dtype dt);
 dle_status dle_arange(dle_tensor **out, double start, double stop, double step, dle_dtype dt);
 dle_status dle_linspace(dle_tensor **out, double a, double b, int64_t n, dle_dtype dt);

@@ -101,3 +101,13 @@ TEST(the_engine_lists_the_cpu_kernels_and_names_a_missing_cuda_library) {
   const dle_backend *b = dle_backend_library_table(DLE_CUDA, &why);
   CHECK(b || (why && strstr(why, "libdle_cuda.so")), "reason \"%s\"", why ? why : "(null)");
 }
+
+TEST(full_on_fills_on_the_given_device_or_says_why_it_cannot) {
+  dle_tensor *t = NULL, *c = NULL;
+  MAKE(t, dle_full_on(&t, SIZES(2, 3), 7, DLE_F64, DLE_DEVICE_CPU));
+  CHECK(t->ndim == 2 && t->sizes[1] == 3 && t->dtype == DLE_F64, "shape or dtype");
+  CHECK(dle_tensor_get(t, (int64_t[]){1, 2}) == 7, "value %g", dle_tensor_get(t, (int64_t[]){1, 2}));
+  if (dle_backend_get(DLE_CUDA)) SKIP("a CUDA backend is loaded");
+  CHECK_ERR(dle_full_on(&c, SIZES(2), 1, DLE_F32, (dle_device){DLE_CUDA, 0}), "CUDA backend not available");
+  CHECK(c == NULL, "output set on error");
+}
