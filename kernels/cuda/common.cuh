@@ -71,13 +71,16 @@ static inline int64_t cu_numel(const dle_tensor *t) {
   for (int d = 0; d < t->ndim; d++) n *= t->sizes[d];
   return n;
 }
+/* dle_tensor_is_contiguous's rule: size-1 dims' strides are irrelevant, an empty tensor is dense. */
 static inline bool cu_contiguous(const dle_tensor *t) {
   int64_t st = 1;
+  bool dense = true;
   for (int d = t->ndim - 1; d >= 0; d--) {
-    if (t->sizes[d] != 1 && t->strides[d] != st) return false;
+    if (t->sizes[d] == 0) return true;
+    if (t->sizes[d] != 1 && t->strides[d] != st) dense = false;
     st *= t->sizes[d];
   }
-  return true;
+  return dense;
 }
 
 /* Storage type T and compute type CT of each dtype, as in cpu_types.h: float16/bfloat16 are kept
