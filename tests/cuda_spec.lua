@@ -175,6 +175,13 @@ end
 
 local layouts = {"contiguous", "transposed", "sliced", "broadcast"}
 
+-- f(dtype, layout) for every dtype of dts and every layout
+local function each_layout(dts, f)
+  for _, dt in ipairs(dts) do
+    for _, layout in ipairs(layouts) do f(dt, layout) end
+  end
+end
+
 -- Values for dtype: positive floats for the float ops (log, sqrt), small integers otherwise.
 local function values_for(shape, dtype, seed)
   local k = seed or 0
@@ -317,17 +324,15 @@ describe("CUDA kernels against the CPU", function()
   end))
 
   it("softmax and log_softmax along every dim, numerically stable", on_gpu(function()
-    for _, dt in ipairs(floats) do
-      for _, layout in ipairs(layouts) do
-        local x, gx = pair(values_for({3, 4, 5}, dt, 8), dt, layout)
-        for _, d in ipairs({1, 2, 3, -1}) do
-          compare("softmax " .. dt .. " " .. layout .. " " .. d, gx:softmax(d), x:softmax(d))
-          compare("log_softmax " .. dt .. " " .. layout .. " " .. d, gx:log_softmax(d), x:log_softmax(d))
-        end
+    each_layout(floats, function(dt, layout)
+      local x, gx = pair(values_for({3, 4, 5}, dt, 8), dt, layout)
+      for _, d in ipairs({1, 2, 3, -1}) do
+        compare("softmax " .. dt .. " " .. layout .. " " .. d, gx:softmax(d), x:softmax(d))
+        compare("log_softmax " .. dt .. " " .. layout .. " " .. d, gx:log_softmax(d), x:log_softmax(d))
       end
       local big, gbig = pair({{1000, 1001, 999}, {-1000, -1e4, -999}}, dt, "contiguous")
       compare("softmax of large values " .. dt, gbig:softmax(2), big:softmax(2))
-    end
+    end)
   end))
 
   it("matmul: 1-D, 2-D, transposed operands, broadcast batches, odd sizes, every dtype", on_gpu(function()
@@ -419,18 +424,33 @@ describe("CUDA kernels against the CPU", function()
   end))
 
   it("masked_fill, tril and triu in every dtype and layout", on_gpu(function()
-    for _, dt in ipairs(all_dtypes) do
-      for _, layout in ipairs(layouts) do
-        local x, gx = pair(values_for({4, 5}, dt, 19), dt, layout)
-        local m, gm = pair({{true, false, false, true, false}}, "bool", "contiguous") -- broadcast rows
-        local v = dt == "bool" and 1 or 7
-        compare("masked_fill " .. dt .. " " .. layout, gx:masked_fill(gm, v), x:masked_fill(m, v))
-        for _, k in ipairs({-2, 0, 1, 9}) do
-          compare("tril " .. k .. " " .. dt .. " " .. layout, gx:tril(k), x:tril(k))
-          compare("triu " .. k .. " " .. dt .. " " .. layout, gx:triu(k), x:triu(k))
-        end
+    each_layout(all_dtypes, function(dt, layout)
+      local x, gx = pair(values_for({4, 5}, dt, 19), dt, layout)
+      local m, gm = pair({{true, false, false, true, false}}, "bool", "contiguous") -- broadcast rows
+      local v = dt == "bool" and 1 or 7
+      compare("masked_fill " .. dt .. " " .. layout, gx:masked_fill(gm, v), x:masked_fill(m, v))
+      for _, k in ipairs({-2, 0, 1, 9}) do
+        compare("tril " .. k .. " " .. dt .. " " .. layout, gx:tril(k), x:tril(k))
+        compare("triu " .. k .. " " .. dt .. " " .. layout, gx:triu(k), x:triu(k))
       end
-    end
+    end)
+  end))
+
+  it("cat, gather and index_select in every dtype, with bad indices named", on_gpu(function()
+    each_layout(all_dtypes, function(dt, layout)
+      local x, gx = pair(values_for({4, 5}, dt, 24), dt, layout)
+      local y, gy = pair(values_for({4, 3}, dt, 25), dt, "transposed")
+      compare("cat dim 2 " .. dt .. " " .. layout, dle.cat({gx, gy}, 2), dle.cat({x, y}, 2))
+      compare("cat dim 1 " .. dt .. " " .. layout, dle.cat({gx, gx}, 1), dle.cat({x, x}, 1))
+      local i, gi = pair({{1, 5, 2}, {4, 4, 1}}, "int64", layout)
+      compare("gather " .. dt .. " " .. layout, gx:gather(2, gi), x:gather(2, i))
+      local j, gj = pair({3, 1, 3}, "int64", "contiguous")
+      compare("index_select " .. dt .. " " .. layout, gx:index_select(1, gj), x:index_select(1, j))
+      compare("index_select dim 2 " .. dt .. " " .. layout, gx:index_select(2, gj), x:index_select(2, j))
+    end)
+    local _, gx = pair(values_for({4, 5}, "float32", 26), "float32", "contiguous")
+    local bad = dle.tensor({{1, 6}}, {dtype = "int64"}):to(gpu)
+    H.assert_error(function() return gx:gather(2, bad) end, "gather", "index 6")
   end))
 
   it("mse, bce with logits, nll and soft cross-entropy, forward and backward", on_gpu(function()

@@ -143,6 +143,7 @@ static const dle_backend *table(const dle_backend_host *host) {
     cu_register_norm(&cuda);
     cu_register_nn(&cuda);
     cu_register_select(&cuda);
+    cu_register_join(&cuda);
   });
   return &cuda;
 }
