@@ -358,7 +358,7 @@ describe("CUDA kernels against the CPU", function()
             dle.addmm and dle.addmm(c, a, b) or a:matmul(b) + c)
   end))
 
-  it("cross_entropy forward and backward, with smoothing and ignored rows", on_gpu(function()
+  it("cross_entropy and embedding forward and backward, with smoothing, ignored rows, padding", on_gpu(function()
     for _, dt in ipairs({"float32", "float64"}) do
       local x, gx = pair(values_for({5, 7}, dt, 14), dt, "contiguous")
       local t, gt = pair({1, 7, 3, 3, 2}, "int64", "contiguous")
@@ -372,6 +372,18 @@ describe("CUDA kernels against the CPU", function()
         lg:sum():backward()
         compare("cross_entropy grad " .. dt, xg.grad, xc.grad)
       end
+      local w, gw = pair(values_for({9, 4}, dt, 27), dt, "contiguous")
+      local idx, gidx = pair({{1, 9, 3}, {3, 3, 2}}, "int64", "contiguous")
+      for _, opts in ipairs({{}, {padding_idx = 3}}) do
+        local wc, wg = w:clone():requires_grad_(true), gw:clone():requires_grad_(true)
+        local ec, eg = F.embedding(idx, wc, opts), F.embedding(gidx, wg, opts)
+        compare("embedding " .. dt, eg, ec)
+        dle.sum(ec * ec):backward()
+        dle.sum(eg * eg):backward()
+        compare("embedding grad " .. dt, wg.grad, wc.grad)
+      end
+      H.assert_error(function() return F.embedding(dle.tensor({10}, {dtype = "int64"}):to(gpu), gw) end,
+                     "embedding", "index 10")
       local bad = dle.tensor({1, 8, 3, 3, 2}, {dtype = "int64"}):to(gpu)
       H.assert_error(function() return F.cross_entropy(gx, bad) end, "cross_entropy", "target 8")
     end
