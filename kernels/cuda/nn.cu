@@ -267,11 +267,7 @@ static dle_status cu_nn(dle_op op, dle_tensor *const *outs, dle_tensor *const *i
 }
 
 void cu_register_nn(dle_backend *b) {
-  b->kernels[DLE_OP_CROSS_ENTROPY] = cu_nn;
-  b->kernels[DLE_OP_CROSS_ENTROPY_BACKWARD] = cu_nn;
-  b->kernels[DLE_OP_DROPOUT] = cu_nn;
-  b->kernels[DLE_OP_EMBEDDING] = cu_nn;
-  b->kernels[DLE_OP_EMBEDDING_BACKWARD] = cu_nn;
 #define REGISTER(OP) b->kernels[DLE_OP_##OP] = cu_nn;
-  DLE_FUSED_LOSS_OPS(REGISTER)
+  REGISTER(CROSS_ENTROPY) REGISTER(CROSS_ENTROPY_BACKWARD) REGISTER(EMBEDDING) REGISTER(EMBEDDING_BACKWARD)
+  REGISTER(DROPOUT) DLE_FUSED_LOSS_OPS(REGISTER)
 }
