@@ -141,12 +141,14 @@ end
 -- which make finishes before dle_cuda links them (the same under premake5). Sanitizer flags from
 -- the environment reach the host C file and the link, never nvcc.
 local function find_nvcc()
-  for _, p in ipairs({os.getenv("NVCC") or "", "/usr/local/cuda/bin/nvcc"}) do
+  local env = os.getenv("NVCC") or ""
+  for _, p in ipairs({env, "/usr/local/cuda/bin/nvcc"}) do
     local f = p ~= "" and io.open(p, "r")
     if f then
       f:close()
       return p
     end
+    if env ~= "" then return nil end  -- NVCC names one that is not there: build without CUDA
   end
   local h = io.popen("command -v nvcc 2>/dev/null")
   local out = h and h:read("*l")
@@ -187,8 +189,9 @@ if nvcc then
     -- -z defs: an engine symbol used by mistake fails here, not at dlopen (see kernels/cuda/common.cuh)
     linkoptions({"-Wl,-rpath," .. cuda_home .. "/lib64", "-Wl,-z,defs"})
 else
-  print("dle: nvcc not found ($NVCC, /usr/local/cuda/bin/nvcc, PATH): the CUDA backend libdle_cuda.so "
-        .. "is not built; dle runs on the CPU only")
+  -- stderr: scripts/build keeps premake's stdout quiet
+  io.stderr:write("dle: nvcc not found ($NVCC, /usr/local/cuda/bin/nvcc, PATH): the CUDA backend "
+                  .. "libdle_cuda.so is not built; dle runs on the CPU only\n")
 end
 
 -- Engine-only C tests.

@@ -12,10 +12,11 @@ local stand_in = os.getenv("DLE_TEST_CUDA_AS")
 local gpu = stand_in or "cuda"
 local have_gpu, no_gpu_reason = dle.cuda_available()
 
--- What the premake script looks for.
+-- What the premake script looks for ($NVCC, when set, is the only choice).
 local function nvcc_found()
   local env = os.getenv("NVCC")
-  return (env and env ~= "" and H.exists(env)) or H.exists("/usr/local/cuda/bin/nvcc") or H.have_command("nvcc")
+  if env and env ~= "" then return H.exists(env) end
+  return H.exists("/usr/local/cuda/bin/nvcc") or H.have_command("nvcc")
 end
 
 local function readme_cpu_only_ops()
