@@ -10,7 +10,7 @@
  * device's default memory pool keeps freed memory (release threshold raised to the maximum), the
  * CUDA counterpart of the CPU allocator's size-class cache (engine/alloc.c). A device without
  * memory pools falls back to cudaMalloc/cudaFree. */
-#include <mutex>
+#include <pthread.h>
 #include <stdio.h>
 
 #include "common.cuh"
@@ -26,35 +26,38 @@ dle_status cu_fail(const char *fn, const char *what, cudaError_t e) {
 static struct {
   bool ready, pools;
 } devices[CU_MAX_DEVICES];
-static std::mutex devices_lock;
+/* pthread rather than std::mutex: nothing in this library may throw across the C boundary */
+static pthread_mutex_t devices_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Makes device i current, setting it up on first use. */
 static cudaError_t select_device(int i) {
   if (i < 0 || i >= CU_MAX_DEVICES) return cudaErrorInvalidDevice;
   cudaError_t e = cudaSetDevice(i);
   if (e != cudaSuccess) return e;
-  std::lock_guard<std::mutex> hold(devices_lock);
-  if (devices[i].ready) return cudaSuccess;
-  int pools = 0;
-  e = cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, i);
-  if (e != cudaSuccess) return e;
-  if (pools) {
-    cudaMemPool_t pool;
-    uint64_t keep = UINT64_MAX;
-    e = cudaDeviceGetDefaultMemPool(&pool, i);
-    if (e == cudaSuccess) e = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
-    if (e != cudaSuccess) return e;
+  pthread_mutex_lock(&devices_lock);
+  if (!devices[i].ready) {
+    int pools = 0;
+    e = cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, i);
+    if (e == cudaSuccess && pools) {
+      cudaMemPool_t pool;
+      uint64_t keep = UINT64_MAX;
+      e = cudaDeviceGetDefaultMemPool(&pool, i);
+      if (e == cudaSuccess) e = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    }
+    devices[i].pools = pools != 0;
+    devices[i].ready = e == cudaSuccess;
   }
-  devices[i].pools = pools != 0;
-  devices[i].ready = true;
-  return cudaSuccess;
+  pthread_mutex_unlock(&devices_lock);
+  return e;
 }
 
 static bool has_pools(void) {
   int i = 0;
   if (cudaGetDevice(&i) != cudaSuccess || i < 0 || i >= CU_MAX_DEVICES) return false;
-  std::lock_guard<std::mutex> hold(devices_lock);
-  return devices[i].pools;
+  pthread_mutex_lock(&devices_lock);
+  bool pools = devices[i].pools;
+  pthread_mutex_unlock(&devices_lock);
+  return pools;
 }
 
 dle_status cu_use_device(const char *fn, const dle_tensor *t) {
@@ -132,8 +135,8 @@ static dle_backend cuda = {"cuda", cuda_alloc, cuda_free, cuda_to_host, cuda_fro
 static const dle_backend *table(const dle_backend_host *host) {
   if (!host || host->abi != DLE_BACKEND_ABI || host->num_ops != DLE_NUM_OPS) return NULL;
   cu_host = host;
-  static std::once_flag once;
-  std::call_once(once, [] {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, [] {
     cu_register_copy(&cuda);
     cu_register_elementwise(&cuda);
     cu_register_random(&cuda);

@@ -11,7 +11,7 @@
  * like int64), one thread per output element. */
 #include <cublas_v2.h>
 #include <limits.h>
-#include <mutex>
+#include <pthread.h>
 
 #include "common.cuh"
 
@@ -19,7 +19,7 @@
 
 /* One cuBLAS handle per device, made on first use (creating it costs ~100 ms and memory). */
 static cublasHandle_t handles[CU_MAX_DEVICES];
-static std::mutex handles_lock;
+static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static dle_status blas_fail(const char *fn, const char *what, cublasStatus_t st) {
   return cu_error("%s: cuBLAS error in %s: %s", fn, what, cublasGetStatusString(st));
@@ -27,16 +27,15 @@ static dle_status blas_fail(const char *fn, const char *what, cublasStatus_t st)
 
 static dle_status get_handle(const char *fn, int dev, cublasHandle_t *h) {
   if (dev < 0 || dev >= CU_MAX_DEVICES) return cu_error("%s: CUDA device %d out of range", fn, dev);
-  std::lock_guard<std::mutex> hold(handles_lock);
+  pthread_mutex_lock(&handles_lock);
+  cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
   if (!handles[dev]) {
-    cublasStatus_t st = cublasCreate(&handles[dev]);
-    if (st != CUBLAS_STATUS_SUCCESS) {
-      handles[dev] = NULL;
-      return blas_fail(fn, "cublasCreate", st);
-    }
+    st = cublasCreate(&handles[dev]);
+    if (st != CUBLAS_STATUS_SUCCESS) handles[dev] = NULL;
   }
   *h = handles[dev];
-  return DLE_OK;
+  pthread_mutex_unlock(&handles_lock);
+  return st == CUBLAS_STATUS_SUCCESS ? DLE_OK : blas_fail(fn, "cublasCreate", st);
 }
 
 static int64_t max1(int64_t v) { return v > 1 ? v : 1; }
