@@ -232,12 +232,15 @@ typedef struct dle_backend {
    * many elements to stay on one thread, no such loop): the op then goes through kernels[op]. */
   bool (*small_elementwise)(dle_op op, dle_tensor *out, dle_tensor *const *ins, int nin,
                             const dle_attrs *attrs);
+  /* Optional, the fused optimizer steps on this device (optim.h); NULL: none (the CPU's are called
+   * directly). */
+  const struct dle_optim_kernels *optim;
 } dle_backend;
 
 /* What the engine hands a backend library it dlopens. The core module is loaded RTLD_LOCAL, so
  * such a library cannot link against the engine's symbols: the few engine functions it needs come
  * through this table. A library built against another ops.def (num_ops) or ABI refuses to load. */
-#define DLE_BACKEND_ABI 1
+#define DLE_BACKEND_ABI 2
 typedef struct dle_backend_host {
   int abi;                                   /* DLE_BACKEND_ABI */
   int num_ops;                               /* DLE_NUM_OPS */

@@ -497,6 +497,27 @@ describe("CUDA kernels against the CPU", function()
     end
   end))
 
+  it("fused optimizer steps on GPU params match the CPU's", on_gpu(function()
+    local configs = {{"SGD", {lr = 0.1}}, {"SGD", {lr = 0.1, momentum = 0.9, nesterov = true, weight_decay = 0.01}},
+                     {"Adagrad", {lr = 0.1, lr_decay = 0.01}}, {"RMSprop", {lr = 0.01, momentum = 0.5, centered = true}},
+                     {"Adam", {lr = 0.01, amsgrad = true, weight_decay = 0.1}}, {"AdamW", {lr = 0.01, weight_decay = 0.1}}}
+    for _, dt in ipairs(floats) do
+      for _, c in ipairs(configs) do
+        local x, gx = pair(values_for({3, 5}, dt, 30), dt, "contiguous")
+        local pc, pg = x:clone():requires_grad_(true), gx:clone():requires_grad_(true)
+        local oc, og = dle.optim[c[1]]({pc}, c[2]), dle.optim[c[1]]({pg}, c[2])
+        for _ = 1, 3 do
+          for _, po in ipairs({{pc, oc}, {pg, og}}) do
+            po[2]:zero_grad()
+            dle.sum(po[1] * po[1] * po[1]):backward()
+            po[2]:step()
+          end
+        end
+        compare(c[1] .. " " .. dt, pg:detach(), pc:detach())
+      end
+    end
+  end))
+
   it("made every comparison above", on_gpu(function()
     assert.is_true(compared > 3000, compared .. " comparisons")
   end))

@@ -147,6 +147,7 @@ static const dle_backend *table(const dle_backend_host *host) {
     cu_register_nn(&cuda);
     cu_register_select(&cuda);
     cu_register_join(&cuda);
+    cu_register_optim(&cuda);
   });
   return &cuda;
 }

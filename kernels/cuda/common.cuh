@@ -350,5 +350,6 @@ void cu_register_norm(dle_backend *b);        /* norm.cu: layer_norm, batch_norm
 void cu_register_nn(dle_backend *b);          /* nn.cu: cross_entropy, dropout, the fused losses */
 void cu_register_select(dle_backend *b);      /* select.cu: masked_fill, tril, triu */
 void cu_register_join(dle_backend *b);        /* join.cu: cat, gather, index_select */
+void cu_register_optim(dle_backend *b);       /* optim.cu: the fused optimizer steps (not ops) */
 
 #endif

@@ -6,6 +6,8 @@
 #define _GNU_SOURCE 1
 #include "testutil.h"
 
+#include "../../engine/optim.h"
+
 #include <dlfcn.h>
 #include <libgen.h>
 #include <limits.h>
@@ -62,6 +64,8 @@ TEST(cuda_kernel_table_is_built_without_a_device) {
     CHECK(!b->kernels[op] || cpu->kernels[op], "%s has a CUDA kernel but no CPU reference",
           dle_op_get_info(op)->name);
   CHECK(b->kernels[DLE_OP_VIEW] == NULL, "a view op has a kernel");
+  CHECK(b->optim && b->optim->sgd && b->optim->adagrad && b->optim->rmsprop && b->optim->adam,
+        "fused optimizer steps missing");
 }
 
 TEST(cuda_init_reports_no_device_or_returns_the_backend) {
