@@ -3,6 +3,7 @@
 --   premake4 --file=premake5.lua gmake && make -C build config=release
 -- Outputs: build/lib/dle/core.so (require "dle.core") loading build/lib/dle/native.so,
 -- build/lib/dle/dist_native.so (require "dle.dist_native", the MPI side of dle.dist, when MPI is found),
+-- build/lib/dle/libdle_cuda.so (the CUDA backend, when nvcc is found),
 -- build/bin/test_engine (C tests), build/bin/bench_ref (the C reference of scripts/bench);
 -- DLE_BUILD=dir puts them under dir/ instead.
 -- Extra compiler flags (sanitizers) come from the environment: CFLAGS=... LDFLAGS=... make.
@@ -131,6 +132,68 @@ else
         .. "install libopenmpi-dev for dle.dist")
 end
 
+-- The CUDA backend, build/lib/dle/libdle_cuda.so (kernels/cuda/): a library of its own that the
+-- engine dlopens on first use of a "cuda" device (engine/backend.c), so CPU users never load cuBLAS.
+-- Built only when nvcc is found ($NVCC, /usr/local/cuda/bin/nvcc, or on PATH); it needs no GPU to
+-- build. premake4 has no per-file build rules, and a project's prebuild step runs in parallel with
+-- its own link under make -j, so the kernels are compiled by the prebuild step of a separate
+-- project, dle_cuda_objects (scripts/nvcc_objects: only changed .cu files, one nvcc at a time),
+-- which make finishes before dle_cuda links them (the same under premake5). Sanitizer flags from
+-- the environment reach the host C file and the link, never nvcc.
+local function find_nvcc()
+  local env = os.getenv("NVCC") or ""
+  for _, p in ipairs({env, "/usr/local/cuda/bin/nvcc"}) do
+    local f = p ~= "" and io.open(p, "r")
+    if f then
+      f:close()
+      return p
+    end
+    if env ~= "" then return nil end  -- NVCC names one that is not there: build without CUDA
+  end
+  local h = io.popen("command -v nvcc 2>/dev/null")
+  local out = h and h:read("*l")
+  if h then h:close() end
+  return out and out ~= "" and out or nil
+end
+local nvcc = find_nvcc()
+if nvcc then
+  local cuda_home = nvcc:match("^(.*)/bin/nvcc$") or "/usr/local/cuda"
+  local cuda_obj = path.getabsolute(B .. "/obj/cuda")
+  -- sm_80 (A100) and sm_90 (H100) machine code, plus compute_90 PTX for newer GPUs to JIT.
+  -- -fmad=false: no fused multiply-adds the CPU kernels do not do, so results round the same way.
+  local nvcc_flags = table.concat({"-std=c++17", "-O3", "-fmad=false", "-Xcompiler", "-fPIC",
+    "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90",
+    "-gencode", "arch=compute_90,code=compute_90"}, " ")
+  local objects = {}
+  for _, src in ipairs(os.matchfiles("kernels/cuda/*.cu")) do
+    objects[#objects + 1] = cuda_obj .. "/" .. path.getbasename(src) .. ".o"
+  end
+  project("dle_cuda_objects")
+    kind("StaticLib")
+    location(B)
+    targetdir(B .. "/obj/cuda")
+    targetname("dle_cuda_host")
+    objdir(B .. "/obj/cuda_host")
+    files({"kernels/cuda/*.c"})
+    prebuildcommands({table.concat({path.getabsolute("scripts/nvcc_objects"), nvcc, cuda_obj,
+                                    path.getabsolute(B .. "/lib/dle/libdle_cuda.so"), nvcc_flags}, " ")})
+  project("dle_cuda")
+    kind("SharedLib")
+    location(B)
+    targetdir(B .. "/lib/dle")
+    targetname("dle_cuda")   -- libdle_cuda.so
+    objdir(B .. "/obj/dle_cuda")
+    links({"dle_cuda_objects", "cublas", "cudart", "stdc++", "m"})
+    libdirs({cuda_home .. "/lib64"})
+    linkoptions(objects)
+    -- -z defs: an engine symbol used by mistake fails here, not at dlopen (see kernels/cuda/common.cuh)
+    linkoptions({"-Wl,-rpath," .. cuda_home .. "/lib64", "-Wl,-z,defs"})
+else
+  -- stderr: scripts/build keeps premake's stdout quiet
+  io.stderr:write("dle: nvcc not found ($NVCC, /usr/local/cuda/bin/nvcc, PATH): the CUDA backend "
+                  .. "libdle_cuda.so is not built; dle runs on the CPU only\n")
+end
+
 -- Engine-only C tests.
 project("test_engine")
   kind("ConsoleApp")
@@ -139,6 +202,7 @@ project("test_engine")
   objdir(B .. "/obj/tests")
   files({"tests/c/*.c"})
   links({"dle_engine", "openblas", "z", "m", "dl"})
+  if nvcc then defines({"DLE_CUDA_BUILT"}) end  -- tests/c/test_cuda.c then expects the library
 
 -- The C reference of scripts/bench: raw cblas_sgemm, STREAM-style copy/triad loops, and Lua's
 -- own cost of one finalized userdata (the floor under a tensor-returning op).

@@ -339,6 +339,7 @@ dle_dtype dle_lua_check_dtype(lua_State *L, int idx, const char *fn) {
 
 void dle_lua_parse_opts(lua_State *L, int idx, dle_lua_opts *o, const char *fn) {
   memset(o, 0, sizeof *o);
+  o->fn = fn;
   o->dtype = DLE_DEFAULT_FLOAT;
   o->device = DLE_DEVICE_CPU;
   if (lua_isnoneornil(L, idx)) return;
@@ -367,7 +368,7 @@ void dle_lua_push_created(lua_State *L, dle_tensor *t, const dle_lua_opts *o) {
     dle_tensor *moved = NULL;
     dle_status st = dle_to_device(&moved, t, o->device);
     dle_tensor_release(t);
-    if (st != DLE_OK) dle_lua_fail(L);
+    if (st != DLE_OK) luaL_error(L, "%s: %s", o->fn ? o->fn : "to", dle_last_error());
     t = moved;
   }
   if (o->requires_grad) {
@@ -486,6 +487,28 @@ static int core_cuda_available(lua_State *L) {
   return 2;
 }
 
+/* dle.core.kernel_ops(device): the names of the ops a device type's backend has kernels for ("cpu",
+ * or "cuda": read from the CUDA library's table without touching a device), or nil and the reason
+ * when that library cannot be loaded. */
+static int core_kernel_ops(lua_State *L) {
+  dle_device dev;
+  if (dle_device_parse(luaL_checkstring(L, 1), &dev) != DLE_OK) return luaL_error(L, "kernel_ops: %s", dle_last_error());
+  const char *why = NULL;
+  const dle_backend *b = dle_backend_library_table(dev.type, &why);
+  if (!b) {
+    lua_pushnil(L);
+    lua_pushstring(L, why);
+    return 2;
+  }
+  lua_newtable(L);
+  for (int i = 0, n = 0; i < DLE_NUM_OPS; i++)
+    if (b->kernels[i]) {
+      lua_pushstring(L, dle_op_get_info((dle_op)i)->name);
+      lua_rawseti(L, -2, ++n);
+    }
+  return 1;
+}
+
 int luaopen_dle_native(lua_State *L) {
   static const luaL_Reg module_fns[] = {
       {"op_table", core_op_names},
@@ -500,6 +523,7 @@ int luaopen_dle_native(lua_State *L) {
       {"get_num_threads", core_get_num_threads},
       {"is_tensor", core_is_tensor},
       {"cuda_available", core_cuda_available},
+      {"kernel_ops", core_kernel_ops},
       {NULL, NULL},
   };
   lua_newtable(L);                  /* module */

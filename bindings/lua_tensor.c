@@ -624,8 +624,12 @@ static int move(lua_State *L, dle_device dev) {
 }
 static int m_cpu(lua_State *L) { return move(L, DLE_DEVICE_CPU); }
 static int m_cuda(lua_State *L) {
-  dle_device d = {DLE_CUDA, (int)luaL_optinteger(L, 2, 0)};
-  return move(L, d);
+  dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
+  lua_Integer i = luaL_optinteger(L, 2, 0);
+  if (i < 0 || i > 1023) return luaL_error(L, "cuda: device index %I out of range", (LUAI_UACINT)i);
+  if (dle_to_device(&r, t, (dle_device){DLE_CUDA, (int)i}) != DLE_OK)
+    return luaL_error(L, "cuda: %s", dle_last_error());
+  return push_or_self(L, t, r);
 }
 
 void dle_lua_open_tensor(lua_State *L, int module, int methods) {

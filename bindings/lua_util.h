@@ -53,6 +53,7 @@ typedef struct {
   dle_device device;
   bool requires_grad;
   dle_generator *generator;
+  const char *fn; /* the function they were given to, for messages */
 } dle_lua_opts;
 void dle_lua_parse_opts(lua_State *L, int idx, dle_lua_opts *o, const char *fn);
 dle_dtype dle_lua_check_dtype(lua_State *L, int idx, const char *fn);

@@ -19,6 +19,7 @@ typedef struct {
   int ndim;
   int64_t sizes[DLE_MAX_DIMS];
   dle_dtype dtype;
+  dle_device device;
   dle_tensor *value;    /* saved value: the leaf itself, or an alias carrying the input's history */
   uint32_t version;     /* its storage version when saved */
 } node_input;
@@ -184,7 +185,7 @@ dle_tensor *dle_node_output(const dle_node *n, int k) { return n->out[k].value; 
 
 dle_status dle_node_zeros_input(dle_tensor **out, const dle_node *n, int i) {
   *out = NULL;
-  return dle_zeros(out, n->in[i].ndim, n->in[i].sizes, n->in[i].dtype);
+  return dle_full_on(out, n->in[i].ndim, n->in[i].sizes, 0, n->in[i].dtype, n->in[i].device);
 }
 
 static bool requires_grad(const dle_tensor *t) {
@@ -251,6 +252,7 @@ static dle_status node_fill(dle_node *n, dle_tensor *const *ins, const uint32_t 
     e->ndim = t->ndim;
     memcpy(e->sizes, t->sizes, sizeof e->sizes);
     e->dtype = t->dtype;
+    e->device = dle_tensor_device(t);
     if (e->requires_grad) {
       if (t->grad_fn) {
         e->fn = t->grad_fn, e->output_nr = t->output_nr;
@@ -643,7 +645,7 @@ static dle_status root_grad(dle_tensor **out, dle_tensor *root, dle_tensor *give
     return dle_error("backward: output %d has shape %s; a gradient can be implied only for a "
                      "one-element output (pass grad_outputs)", r + 1, SHAPE(root));
   *out = NULL;
-  return dle_full(out, root->ndim, root->sizes, 1, root->dtype);
+  return dle_full_on(out, root->ndim, root->sizes, 1, root->dtype, dle_tensor_device(root));
 }
 
 dle_status dle_backward(int nroots, dle_tensor *const *roots, dle_tensor *const *root_grads,
@@ -807,7 +809,7 @@ dle_status dle_forward_ad_apply(dle_op op, const dle_attrs *a, dle_tensor *const
   if (tin != tin_small) free(tin);
   for (int k = 0; k < nout && st == DLE_OK; k++) {
     if (!dle_dtype_is_float(outs[k]->dtype)) continue;
-    if (!tout[k]) st = dle_zeros(&tout[k], outs[k]->ndim, outs[k]->sizes, outs[k]->dtype);
+    if (!tout[k]) st = dle_full_on(&tout[k], outs[k]->ndim, outs[k]->sizes, 0, outs[k]->dtype, dle_tensor_device(outs[k]));
     else if (!dle_shape_equal(tout[k]->ndim, tout[k]->sizes, outs[k]->ndim, outs[k]->sizes)) {
       dle_tensor *e = NULL;   /* rules may return a tangent that broadcasts to the output */
       st = dle_expand(&e, tout[k], outs[k]->ndim, outs[k]->sizes);

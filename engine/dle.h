@@ -232,13 +232,36 @@ typedef struct dle_backend {
    * many elements to stay on one thread, no such loop): the op then goes through kernels[op]. */
   bool (*small_elementwise)(dle_op op, dle_tensor *out, dle_tensor *const *ins, int nin,
                             const dle_attrs *attrs);
+  /* Optional, the fused optimizer steps on this device (optim.h); NULL: none (the CPU's are called
+   * directly). */
+  const struct dle_optim_kernels *optim;
 } dle_backend;
+
+/* What the engine hands a backend library it dlopens. The core module is loaded RTLD_LOCAL, so
+ * such a library cannot link against the engine's symbols: the few engine functions it needs come
+ * through this table. A library built against another ops.def (num_ops) or ABI refuses to load. */
+#define DLE_BACKEND_ABI 2
+typedef struct dle_backend_host {
+  int abi;                                   /* DLE_BACKEND_ABI */
+  int num_ops;                               /* DLE_NUM_OPS */
+  const dle_op_info *op_table;               /* dle_op_table: op names for messages */
+  dle_status (*error)(const char *fmt, ...); /* dle_error: sets the thread's message */
+} dle_backend_host;
+/* The CUDA library (libdle_cuda.so) exports two functions taking it:
+ *   const dle_backend *dle_cuda_backend_init(const dle_backend_host *, char *why, size_t n);
+ *       the backend, or NULL with the reason in why (no device, ABI mismatch);
+ *   const dle_backend *dle_cuda_backend_table(const dle_backend_host *);
+ *       the same kernel table built without touching a device (NULL on ABI mismatch), which tells
+ *       on any machine which ops have CUDA kernels. */
 
 /* The backend of a device type: NULL when absent. The CPU one is always there; "cuda" is
  * loaded on first use from a separate shared library when it was built. */
 const dle_backend *dle_backend_get(dle_device_type type);
 /* Why the last dle_backend_get(DLE_CUDA) returned NULL (no library / no device). */
 const char *dle_backend_unavailable_reason(dle_device_type type);
+/* The kernel table of a device type's backend library, built without a device (see above): which
+ * ops it implements. NULL, with the reason in *why, when the library cannot be loaded. */
+const dle_backend *dle_backend_library_table(dle_device_type type, const char **why);
 /* Registered by backends themselves. */
 void dle_backend_register(dle_device_type type, const dle_backend *b);
 const dle_backend *dle_cpu_backend(void);
@@ -305,6 +328,10 @@ dle_status dle_randperm(dle_tensor **out, int64_t n, int64_t base, dle_generator
 
 /* ---------------------------------------------------------------- creation */
 dle_status dle_full(dle_tensor **out, int ndim, const int64_t *sizes, double value, dle_dtype dt);
+/* dle_full on device dev, filled there (no copy from the host): gradient rules make their ones and
+ * zeros with it on the device of the tensor they stand for. */
+dle_status dle_full_on(dle_tensor **out, int ndim, const int64_t *sizes, double value, dle_dtype dt,
+                       dle_device dev);
 dle_status dle_zeros(dle_tensor **out, int ndim, const int64_t *sizes, dle_dtype dt);
 dle_status dle_arange(dle_tensor **out, double start, double stop, double step, dle_dtype dt);
 dle_status dle_linspace(dle_tensor **out, double a, double b, int64_t n, dle_dtype dt);

@@ -213,7 +213,12 @@ dle_status dle_dispatch(dle_op op, dle_tensor *const *outs, int nout, dle_tensor
     if (!on_device(ins[i], dev)) return device_mismatch(fn, ins[i], dev);
   const dle_backend *b = dle_backend_get(dev.type);
   if (!b) return dle_error("%s: %s", fn, dle_backend_unavailable_reason(dev.type));
-  if (!b->kernels[op]) return dle_error("%s: not supported on the %s backend", fn, b->name);
+  if (!b->kernels[op]) {
+    char buf[32];
+    return dle_error("%s: not supported on device %s (the %s backend has no kernel for this op; "
+                     "move the tensors to the CPU with :cpu())", fn, dle_device_str(buf, sizeof buf, dev),
+                     b->name);
+  }
   for (int i = 0; i < nout; i++) dle_tensor_bump_version(outs[i]);
   return b->kernels[op](op, outs, ins, nin, attrs);
 }

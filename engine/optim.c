@@ -1,5 +1,6 @@
 /* optim.c — the public entry points of the fused optimizer steps (optim.h): argument checks
- * (devices, dtypes, shapes, contiguity, aliasing), then one CPU kernel call, then version bumps. */
+ * (devices, dtypes, shapes, contiguity, aliasing), then one kernel call (the CPU's, or the fused
+ * step of the param's device backend), then version bumps. */
 #include "optim.h"
 
 #include "internal.h"
@@ -13,8 +14,12 @@ static dle_status check_param_grad(const char *fn, const dle_tensor *p, const dl
   dle_trace_note_unsafe("%s: an optimizer step writes parameters outside the graph", fn);
   if (!p) return dle_error("%s: param is missing", fn);
   if (!g) return dle_error("%s: grad is missing", fn);
-  if (dle_tensor_device(p).type != DLE_CPU || dle_tensor_device(g).type != DLE_CPU)
-    return dle_error("%s: only CPU tensors are supported (no fused kernel for this device)", fn);
+  dle_device dp = dle_tensor_device(p), dg = dle_tensor_device(g);
+  if (dp.type != dg.type || dp.index != dg.index) {
+    char b1[32], b2[32];
+    return dle_error("%s: param is on %s but grad is on %s", fn, dle_device_str(b1, sizeof b1, dp),
+                     dle_device_str(b2, sizeof b2, dg));
+  }
   if (!dle_dtype_is_float(p->dtype))
     return dle_error("%s: param must be float32, float64, float16 or bfloat16, got %s", fn,
                      dle_dtype_name(p->dtype));
@@ -38,8 +43,12 @@ static dle_status check_param_grad(const char *fn, const dle_tensor *p, const dl
 static dle_status check_state(const char *fn, const char *what, const dle_tensor *s,
                               const dle_tensor *p, dle_tensor *const *others, int n) {
   if (!s) return dle_error("%s: %s is missing", fn, what);
-  if (dle_tensor_device(s).type != DLE_CPU)
-    return dle_error("%s: %s must be a CPU tensor", fn, what);
+  dle_device ds = dle_tensor_device(s), dp = dle_tensor_device(p);
+  if (ds.type != dp.type || ds.index != dp.index) {
+    char b1[32], b2[32];
+    return dle_error("%s: %s is on %s, the param on %s", fn, what, dle_device_str(b1, sizeof b1, ds),
+                     dle_device_str(b2, sizeof b2, dp));
+  }
   if (!dle_shape_equal(p->ndim, p->sizes, s->ndim, s->sizes))
     return dle_error("%s: %s has shape %s, param has shape %s", fn, what, SHAPE(s), SHAPE(p));
   dle_dtype want = state_dtype(p->dtype);
@@ -70,6 +79,20 @@ static void profile_step(int entry, double t0, const dle_tensor *p, int nstate, 
 
 static int64_t weight_decay_flops(double wd) { return wd != 0 ? 2 : 0; }
 
+/* The fused steps of the param's device: NULL for the CPU (its kernels are called directly), or an
+ * error when that device's backend has none. */
+static dle_status device_kernels(const char *fn, const dle_tensor *p, const dle_optim_kernels **k) {
+  dle_device d = dle_tensor_device(p);
+  *k = NULL;
+  if (d.type == DLE_CPU) return DLE_OK;
+  char buf[32];
+  const dle_backend *b = dle_backend_get(d.type);
+  if (!b) return dle_error("%s: %s", fn, dle_backend_unavailable_reason(d.type));
+  if (!b->optim) return dle_error("%s: no fused kernel for device %s", fn, dle_device_str(buf, sizeof buf, d));
+  *k = b->optim;
+  return DLE_OK;
+}
+
 static bool finite_nonneg(double x) { return x >= 0 && isfinite(x); }
 
 dle_status dle_sgd_step(dle_tensor *param, dle_tensor *grad, dle_tensor *buf, const dle_sgd_opts *o) {
@@ -86,9 +109,13 @@ dle_status dle_sgd_step(dle_tensor *param, dle_tensor *grad, dle_tensor *buf, co
                      "dampening %g)", fn, o->momentum, o->dampening);
   int64_t n = dle_tensor_numel(param);
   bool use_buf = o->momentum != 0;
+  const dle_optim_kernels *k;
+  DLE_TRY(device_kernels(fn, param, &k));
   double t0 = dle_profile_begin();
-  dle_cpu_sgd_step(param->dtype, n, dle_tensor_data(param), dle_tensor_data(grad),
-                   use_buf ? dle_tensor_data(buf) : NULL, o);
+  void *pb = use_buf ? dle_tensor_data(buf) : NULL;
+  if (k) DLE_TRY(k->sgd(param->storage->device.index, param->dtype, n, dle_tensor_data(param),
+                        dle_tensor_data(grad), pb, o));
+  else dle_cpu_sgd_step(param->dtype, n, dle_tensor_data(param), dle_tensor_data(grad), pb, o);
   profile_step(DLE_PROF_SGD_STEP, t0, param, use_buf, 2 + weight_decay_flops(o->weight_decay) +
                (use_buf ? 3 + (o->nesterov ? 2 : 0) : 0));
   dle_tensor_bump_version(param);
@@ -105,9 +132,14 @@ dle_status dle_adagrad_step(dle_tensor *param, dle_tensor *grad, dle_tensor *sum
   if (o->step < 1) return dle_error("%s: step must be >= 1, got %lld", fn, (long long)o->step);
   dle_tensor *seen[2] = {param, grad};
   DLE_TRY(check_state(fn, "sum", sum, param, seen, 2));
+  const dle_optim_kernels *k;
+  DLE_TRY(device_kernels(fn, param, &k));
   double t0 = dle_profile_begin();
-  dle_cpu_adagrad_step(param->dtype, dle_tensor_numel(param), dle_tensor_data(param),
-                       dle_tensor_data(grad), dle_tensor_data(sum), o);
+  int64_t n = dle_tensor_numel(param);
+  if (k) DLE_TRY(k->adagrad(param->storage->device.index, param->dtype, n, dle_tensor_data(param),
+                            dle_tensor_data(grad), dle_tensor_data(sum), o));
+  else dle_cpu_adagrad_step(param->dtype, n, dle_tensor_data(param), dle_tensor_data(grad),
+                            dle_tensor_data(sum), o);
   profile_step(DLE_PROF_ADAGRAD_STEP, t0, param, 1, 7 + weight_decay_flops(o->weight_decay));
   dle_tensor_bump_version(param);
   dle_tensor_bump_version(sum);
@@ -126,11 +158,16 @@ dle_status dle_rmsprop_step(dle_tensor *param, dle_tensor *grad, dle_tensor *squ
   bool use_mom = o->momentum > 0;
   if (use_mom) DLE_TRY(check_state(fn, "momentum_buffer", momentum_buf, param, seen, 3));
   if (o->centered) DLE_TRY(check_state(fn, "grad_avg", grad_avg, param, seen, use_mom ? 4 : 3));
+  const dle_optim_kernels *k;
+  DLE_TRY(device_kernels(fn, param, &k));
   double t0 = dle_profile_begin();
-  dle_cpu_rmsprop_step(param->dtype, dle_tensor_numel(param), dle_tensor_data(param),
-                       dle_tensor_data(grad), dle_tensor_data(square_avg),
-                       use_mom ? dle_tensor_data(momentum_buf) : NULL,
-                       o->centered ? dle_tensor_data(grad_avg) : NULL, o);
+  int64_t n = dle_tensor_numel(param);
+  void *mb = use_mom ? dle_tensor_data(momentum_buf) : NULL;
+  void *ga = o->centered ? dle_tensor_data(grad_avg) : NULL;
+  if (k) DLE_TRY(k->rmsprop(param->storage->device.index, param->dtype, n, dle_tensor_data(param),
+                            dle_tensor_data(grad), dle_tensor_data(square_avg), mb, ga, o));
+  else dle_cpu_rmsprop_step(param->dtype, n, dle_tensor_data(param), dle_tensor_data(grad),
+                            dle_tensor_data(square_avg), mb, ga, o);
   profile_step(DLE_PROF_RMSPROP_STEP, t0, param, 1 + use_mom + o->centered,
                8 + weight_decay_flops(o->weight_decay) + (use_mom ? 2 : 0) + (o->centered ? 5 : 0));
   dle_tensor_bump_version(param);
@@ -153,10 +190,16 @@ dle_status dle_adam_step(dle_tensor *param, dle_tensor *grad, dle_tensor *exp_av
   DLE_TRY(check_state(fn, "exp_avg", exp_avg, param, seen, 2));
   DLE_TRY(check_state(fn, "exp_avg_sq", exp_avg_sq, param, seen, 3));
   if (o->amsgrad) DLE_TRY(check_state(fn, "max_exp_avg_sq", max_exp_avg_sq, param, seen, 4));
+  const dle_optim_kernels *k;
+  DLE_TRY(device_kernels(fn, param, &k));
   double t0 = dle_profile_begin();
-  dle_cpu_adam_step(param->dtype, dle_tensor_numel(param), dle_tensor_data(param),
-                    dle_tensor_data(grad), dle_tensor_data(exp_avg), dle_tensor_data(exp_avg_sq),
-                    o->amsgrad ? dle_tensor_data(max_exp_avg_sq) : NULL, o);
+  int64_t n = dle_tensor_numel(param);
+  void *vmax = o->amsgrad ? dle_tensor_data(max_exp_avg_sq) : NULL;
+  if (k) DLE_TRY(k->adam(param->storage->device.index, param->dtype, n, dle_tensor_data(param),
+                         dle_tensor_data(grad), dle_tensor_data(exp_avg), dle_tensor_data(exp_avg_sq),
+                         vmax, o));
+  else dle_cpu_adam_step(param->dtype, n, dle_tensor_data(param), dle_tensor_data(grad),
+                         dle_tensor_data(exp_avg), dle_tensor_data(exp_avg_sq), vmax, o);
   profile_step(o->decoupled ? DLE_PROF_ADAMW_STEP : DLE_PROF_ADAM_STEP, t0, param,
                2 + o->amsgrad, 13 + weight_decay_flops(o->weight_decay) + o->amsgrad);
   dle_tensor_bump_version(param);

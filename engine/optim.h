@@ -9,8 +9,8 @@
  *   dtype and is contiguous; state tensors have param's shape, are contiguous and hold the
  *   compute type: float64 for float64 params, float32 otherwise (low-precision params keep
  *   float32 state, so the moments do not lose their small updates).
- * - Every tensor is on the CPU, distinct storages (no aliasing), and neither grad nor any state
- *   tensor requires grad. Violations give an error naming the function and the shapes/dtypes;
+ * - Every tensor is on one device (the CPU, or one whose backend has fused steps: CUDA), distinct
+ *   storages (no aliasing), and neither grad nor any state tensor requires grad. Violations give an error naming the function and the shapes/dtypes;
  *   nothing was written then.
  * - On success the storage versions of param and of every written state tensor are bumped.
  * - `step` counts the updates including this one (1 on the first call). */
@@ -76,6 +76,19 @@ void dle_cpu_rmsprop_step(dle_dtype dt, int64_t n, void *p, const void *g, void 
                           void *gavg, const dle_rmsprop_opts *o);
 void dle_cpu_adam_step(dle_dtype dt, int64_t n, void *p, const void *g, void *m, void *v,
                        void *vmax, const dle_adam_opts *o);
+
+/* ---- a device backend's kernels (dle_backend.optim; kernels/cuda/optim.cu): the same contract
+ * and arguments as the CPU kernels above, on the memory of device `device`, with a status. */
+typedef struct dle_optim_kernels {
+  dle_status (*sgd)(int device, dle_dtype dt, int64_t n, void *p, const void *g, void *buf,
+                    const dle_sgd_opts *o);
+  dle_status (*adagrad)(int device, dle_dtype dt, int64_t n, void *p, const void *g, void *sum,
+                        const dle_adagrad_opts *o);
+  dle_status (*rmsprop)(int device, dle_dtype dt, int64_t n, void *p, const void *g, void *sq,
+                        void *buf, void *gavg, const dle_rmsprop_opts *o);
+  dle_status (*adam)(int device, dle_dtype dt, int64_t n, void *p, const void *g, void *m, void *v,
+                     void *vmax, const dle_adam_opts *o);
+} dle_optim_kernels;
 
 #ifdef __cplusplus
 }

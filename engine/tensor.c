@@ -62,6 +62,13 @@ static dle_storage *storage_new(size_t nbytes, dle_device dev) {
       return NULL;
     }
     s->data = b->alloc(nbytes, dev.index);
+    if (!s->data) {
+      char buf[32];
+      header_free(&storage_headers, s);
+      dle_error("%s: cannot allocate %zu bytes (out of device memory, or no such device)",
+                dle_device_str(buf, sizeof buf, dev), nbytes);
+      return NULL;
+    }
   }
   if (!s->data) {
     header_free(&storage_headers, s);

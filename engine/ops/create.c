@@ -60,6 +60,16 @@ dle_status dle_fill_(dle_tensor *t, double value) {
   return dle_op_call(DLE_OP_FULL, &t, NULL, 0, &a);
 }
 
+dle_status dle_full_on(dle_tensor **out, int ndim, const int64_t *sizes, double value, dle_dtype dt,
+                       dle_device dev) {
+  if (dev.type == DLE_CPU) return dle_full(out, ndim, sizes, value, dt);
+  *out = NULL;
+  DLE_TRY(dle_tensor_empty(out, ndim, sizes, dt, dev));
+  dle_status st = dle_fill_(*out, value);
+  if (st != DLE_OK) DLE_RELEASE(*out);
+  return st;
+}
+
 dle_status dle_zeros(dle_tensor **out, int ndim, const int64_t *sizes, dle_dtype dt) {
   return dle_full(out, ndim, sizes, 0, dt);
 }

@@ -35,7 +35,7 @@ static double mean_scale(const dle_attrs *a, int64_t count) {
 
 static dle_tensor *ones_like(scope *s, dle_tensor *t) {
   dle_tensor *r = NULL;
-  return ok(s) ? keep(s, dle_full(&r, t->ndim, t->sizes, 1.0, t->dtype), &r) : NULL;
+  return ok(s) ? keep(s, dle_full_on(&r, t->ndim, t->sizes, 1.0, t->dtype, dle_tensor_device(t)), &r) : NULL;
 }
 
 /* a - b where either may be NULL (zero) */
@@ -165,7 +165,7 @@ static dle_tensor *bce_softplus_neg(scope *s, const bce_in *b) {
 static dle_tensor *bce_dx(scope *s, const bce_in *b) {
   dle_tensor *one = NULL;
   if (!ok(s)) return NULL;
-  one = keep(s, dle_full(&one, 0, NULL, 1.0, b->x->dtype), &one);
+  one = keep(s, dle_full_on(&one, 0, NULL, 1.0, b->x->dtype, dle_tensor_device(b->x)), &one);
   dle_attrs a = *b->a;
   a.ints[0] = DLE_REDUCTION_SUM;
   dle_tensor *ins[4] = {one, b->x, b->y, b->w};

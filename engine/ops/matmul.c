@@ -298,7 +298,7 @@ static dle_status jvp_matmul(dle_op op, const dle_attrs *attrs, dle_tensor *cons
   if (nin < 3 || !tin[2]) return DLE_OK;   /* + d c, broadcast like c */
   if (!tout[0]) {
     dle_tensor *z = NULL;
-    DLE_TRY(dle_full(&z, outs[0]->ndim, outs[0]->sizes, 0, outs[0]->dtype));
+    DLE_TRY(dle_full_on(&z, outs[0]->ndim, outs[0]->sizes, 0, outs[0]->dtype, dle_tensor_device(outs[0])));
     tout[0] = z;
   }
   dle_tensor *sum = NULL;

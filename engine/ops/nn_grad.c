@@ -36,7 +36,7 @@ static dle_tensor *ce_row_weights(scope *s, const dle_attrs *a, dle_tensor *t, d
     ne = ok(s) ? keep(s, dle_binary_scalar(DLE_OP_NE, &ne, t, (double)a->ints[2], false), &ne) : NULL;
     m = to_dtype(s, ne, dt);
   } else if (ok(s)) {
-    m = keep(s, dle_full(&m, 1, t->sizes, 1.0, dt), &m);
+    m = keep(s, dle_full_on(&m, 1, t->sizes, 1.0, dt, dle_tensor_device(t)), &m);
   }
   if (a->ints[0] == DLE_REDUCTION_MEAN) m = bin(s, DLE_OP_DIV, m, sumall(s, m));
   return m;
@@ -77,7 +77,8 @@ static dle_status jvp_ce(dle_op op, const dle_attrs *a, dle_tensor *const *ins, 
   if (!tin[0]) return DLE_OK;
   scope s = {.n = 0};
   dle_tensor *ones = NULL;
-  ones = keep(&s, dle_full(&ones, outs[0]->ndim, outs[0]->sizes, 1.0, outs[0]->dtype), &ones);
+  ones = keep(&s, dle_full_on(&ones, outs[0]->ndim, outs[0]->sizes, 1.0, outs[0]->dtype, dle_tensor_device(outs[0])),
+              &ones);
   dle_tensor *g = call(&s, DLE_OP_CROSS_ENTROPY_BACKWARD, (dle_tensor *[]){ones, ins[0], ins[1], outs[1]},
                        4, a);
   dle_tensor *gd = bin(&s, DLE_OP_MUL, g, tin[0]);

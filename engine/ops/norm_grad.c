@@ -181,7 +181,8 @@ static dle_tensor *pack_stats(ex *E, const views *v, dle_tensor *dm, dle_tensor 
   int64_t col[2] = {v->q, 1};
   dle_tensor *c[2] = {dm, dv}, *z = NULL, *r = NULL;
   for (int i = 0; i < 2; i++) {
-    if (!c[i] && !ex_keep(E, dle_zeros(&z, 2, col, c[1 - i]->dtype), &z)) return NULL;
+    if (!c[i] && !ex_keep(E, dle_full_on(&z, 2, col, 0, c[1 - i]->dtype, dle_tensor_device(c[1 - i])), &z))
+      return NULL;
     c[i] = c[i] ? ex_reshape(E, c[i], 2, col) : z;
   }
   if (!ex_go(E, c[0], c[1])) return NULL;

@@ -542,6 +542,12 @@ static dle_status selected_mask(dle_tensor **out, dle_op op, dle_tensor *idx, co
   for (int k = 0; k < ndim; k++) shape[k] = k == d ? len : 1;
   dle_tensor *r = NULL, *iota = NULL, *u = NULL;
   dle_status st = dle_arange(&r, (double)a->index_base, (double)(a->index_base + len), 1, DLE_I64);
+  if (st == DLE_OK && dle_tensor_device(idx).type != DLE_CPU) { /* beside the indices */
+    dle_tensor *moved = NULL;
+    st = dle_to_device(&moved, r, dle_tensor_device(idx));
+    dle_tensor_release(r);
+    r = moved;
+  }
   if (st == DLE_OK) st = dle_reshape(&iota, r, ndim, shape);
   if (st == DLE_OK) st = unsqueeze_reduced(&u, idx, a, ndim, sizes);
   if (st == DLE_OK) st = float_mask(out, DLE_OP_EQ, iota, u, 0, dt);

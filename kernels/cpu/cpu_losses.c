@@ -273,9 +273,7 @@ static dle_status cpu_losses(dle_op op, dle_tensor *const *outs, dle_tensor *con
 }
 
 void cpu_register_losses(dle_backend *b) {
-  static const dle_op ops[] = {DLE_OP_MSE_LOSS, DLE_OP_MSE_LOSS_BACKWARD, DLE_OP_NLL_LOSS,
-                               DLE_OP_NLL_LOSS_BACKWARD, DLE_OP_BCE_WITH_LOGITS,
-                               DLE_OP_BCE_WITH_LOGITS_BACKWARD, DLE_OP_SOFT_CROSS_ENTROPY,
-                               DLE_OP_SOFT_CROSS_ENTROPY_BACKWARD};
-  for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) b->kernels[ops[i]] = cpu_losses;
+#define REGISTER(OP) b->kernels[DLE_OP_##OP] = cpu_losses;
+  DLE_FUSED_LOSS_OPS(REGISTER)
+#undef REGISTER
 }

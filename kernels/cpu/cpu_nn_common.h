@@ -1,11 +1,12 @@
 /* cpu_nn_common.h — what the kernels of the nn ops (cpu_nn.c) and of the losses (cpu_losses.c)
- * share: the check of the layout the front door promises, and the class targets of the row losses
- * (cross_entropy, nll_loss): their attrs (ints: reduction, has ignore_index, ignore_index; f[0]
- * label smoothing) and the check of the target values, done where they are read. */
+ * share: the check of the layout the front door promises, and the check of the class targets of
+ * the row losses (cross_entropy, nll_loss), done where they are read (their attrs, ce_args, are in
+ * engine/ops/targets.h, shared with the CUDA kernels). */
 #ifndef DLE_CPU_NN_COMMON_H
 #define DLE_CPU_NN_COMMON_H
 
 #include "../../engine/internal.h"
+#include "../../engine/ops/targets.h"
 
 /* Inputs contiguous in the output's dtype (or int64 indices), the output contiguous. */
 static inline dle_status cpu_nn_check_layout(dle_op op, const dle_tensor *o, dle_tensor *const *ins, int nin) {
@@ -17,22 +18,6 @@ static inline dle_status cpu_nn_check_layout(dle_op op, const dle_tensor *o, dle
   if (!dle_tensor_is_contiguous(o)) return dle_error("%s: the CPU kernel expects a contiguous output", fn);
   return DLE_OK;
 }
-
-typedef struct {
-  int64_t n, c, base, ignore;
-  bool has_ignore;
-  double eps;
-  int64_t reduction;
-} ce_args;
-
-static inline ce_args ce_args_of(const dle_attrs *a, const dle_tensor *logits) {
-  ce_args c = {.n = logits->sizes[0], .c = logits->sizes[1], .base = a->index_base,
-               .ignore = a->ints[2], .has_ignore = a->ints[1] != 0, .eps = a->f[0],
-               .reduction = a->ints[0]};
-  return c;
-}
-
-static inline bool ce_ignored(const ce_args *c, int64_t t) { return c->has_ignore && t == c->ignore; }
 
 /* Every target not ignored must be a class base..base+C-1; *count gets how many there are. */
 static inline dle_status ce_check_targets(const char *fn, const int64_t *t, const ce_args *c, int64_t *count) {

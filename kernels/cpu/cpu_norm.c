@@ -303,20 +303,6 @@ static void norm_row_stream(float *y, const float *x, const float *nx, int64_t n
 CPU_FLOAT_TYPES(NORM_KERNELS)
 #undef NORM_KERNELS
 
-/* Which inputs are the weight, bias and running statistics (see ops.def). */
-static void param_inputs(dle_op op, dle_tensor *const *ins, int nin, const dle_attrs *a, dle_tensor **w,
-                         dle_tensor **b, dle_tensor **rmean, dle_tensor **rvar) {
-  *w = *b = *rmean = *rvar = NULL;
-  if (op == DLE_OP_LAYER_NORM || op == DLE_OP_BATCH_NORM) {
-    int i = 1;
-    if (a->ints[1]) *w = ins[i++];
-    if (a->ints[2]) *b = ins[i++];
-    if (op == DLE_OP_BATCH_NORM && !a->ints[0]) *rmean = ins[i++], *rvar = ins[i++];
-  } else if (nin > 3) {
-    *w = ins[3];
-  }
-}
-
 static dle_status cpu_norm(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
                            const dle_attrs *a) {
   const char *fn = dle_op_get_info(op)->name;
@@ -329,7 +315,7 @@ static dle_status cpu_norm(dle_op op, dle_tensor *const *outs, dle_tensor *const
   const dle_tensor *x = fwd ? ins[0] : ins[1];
   dle_norm_geom g = dle_norm_geom_of(op, x, a);
   dle_tensor *w, *b, *rmean, *rvar;
-  param_inputs(op, ins, nin, a, &w, &b, &rmean, &rvar);
+  dle_norm_param_inputs(op, ins, nin, a, &w, &b, &rmean, &rvar);
   int64_t np = g.weight_on_q ? g.q : g.s;
   double eps = a->f[0];
   dle_status st = DLE_OK;

@@ -11,7 +11,7 @@ local internal = {read_idx = true, memmap = true, record_custom = true,
                   autocast_set = true, raw_buffer = true, trace_begin = true, trace_end = true,
                   trace_active = true, trace_note = true, tensor_id = true, graph_attrs = true,
                   graph_op = true, peek_scalar = true, tensor_view_key = true,
-                  fused_program = true, fused_run = true}
+                  fused_program = true, fused_run = true, kernel_ops = true}
 local dle = {}
 for name, value in pairs(core) do
   if not internal[name] and name:sub(1, 1) ~= "_" then dle[name] = value end
