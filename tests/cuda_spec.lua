@@ -497,6 +497,40 @@ describe("CUDA kernels against the CPU", function()
     end
   end))
 
+  it("conv2d with stride, padding, dilation and groups, its gradients, and pooling", on_gpu(function()
+    local F = dle.nn.functional
+    local cases = {{{}, 1}, {{stride = 2, padding = 1}, 1}, {{padding = 2, dilation = 2}, 1}, {{groups = 2, stride = {1, 2}}, 2}}
+    for _, dt in ipairs(floats) do
+      for _, c in ipairs(cases) do
+        local x, gx = pair(values_for({2, 4, 7, 6}, dt, 31), dt, "contiguous")
+        local w, gw = pair(values_for({6, 4 // c[2], 3, 3}, dt, 32), dt, "contiguous")
+        local b, gb = pair(values_for({6}, dt, 33), dt, "contiguous")
+        local xc, xg = x:clone():requires_grad_(true), gx:clone():requires_grad_(true)
+        local wc, wg = w:clone():requires_grad_(true), gw:clone():requires_grad_(true)
+        local yc, yg = F.conv2d(xc, wc, b, c[1]), F.conv2d(xg, wg, gb, c[1])
+        compare("conv2d " .. dt, yg, yc)
+        dle.sum(yc * yc):backward()
+        dle.sum(yg * yg):backward()
+        compare("conv2d grad x " .. dt, xg.grad, xc.grad)
+        compare("conv2d grad w " .. dt, wg.grad, wc.grad)
+      end
+      local x, gx = pair(values_for({2, 3, 7, 6}, dt, 34), dt, "contiguous")
+      for _, opts in ipairs({{}, {stride = 1, padding = 1}}) do
+        local vc, ic = F.max_pool2d(x, 2, {stride = opts.stride, padding = opts.padding, return_indices = true})
+        local vg, ig = F.max_pool2d(gx, 2, {stride = opts.stride, padding = opts.padding, return_indices = true})
+        compare("max_pool2d " .. dt, vg, vc)
+        compare("max_pool2d indices " .. dt, ig, ic)
+        local xc, xg = x:clone():requires_grad_(true), gx:clone():requires_grad_(true)
+        local ac = F.avg_pool2d(xc, 3, {stride = opts.stride, padding = opts.padding, count_include_pad = false})
+        local ag = F.avg_pool2d(xg, 3, {stride = opts.stride, padding = opts.padding, count_include_pad = false})
+        compare("avg_pool2d " .. dt, ag, ac)
+        dle.sum(ac * ac):backward()
+        dle.sum(ag * ag):backward()
+        compare("avg_pool2d grad " .. dt, xg.grad, xc.grad)
+      end
+    end
+  end))
+
   it("fused optimizer steps on GPU params match the CPU's", on_gpu(function()
     local configs = {{"SGD", {lr = 0.1}}, {"SGD", {lr = 0.1, momentum = 0.9, nesterov = true, weight_decay = 0.01}},
                      {"Adagrad", {lr = 0.1, lr_decay = 0.01}}, {"RMSprop", {lr = 0.01, momentum = 0.5, centered = true}},

@@ -351,5 +351,6 @@ void cu_register_nn(dle_backend *b);          /* nn.cu: cross_entropy, dropout, 
 void cu_register_select(dle_backend *b);      /* select.cu: masked_fill, tril, triu */
 void cu_register_join(dle_backend *b);        /* join.cu: cat, gather, index_select */
 void cu_register_optim(dle_backend *b);       /* optim.cu: the fused optimizer steps (not ops) */
+void cu_register_conv(dle_backend *b);        /* conv.cu: conv2d and its gradients, pooling */
 
 #endif
