@@ -541,6 +541,40 @@ describe("CUDA kernels against the CPU", function()
     end
   end))
 
+  it("scaled dot-product attention with masks, causal rows and head-split layouts, and its gradients", on_gpu(function()
+    for _, dt in ipairs({"float32", "float64"}) do
+      -- q, k, v as head-split views of {B, T, H*E} projections: {B, H, T, E} through strides
+      local function heads(seed, t)
+        local x, gx = pair(values_for({2, t, 6}, dt, seed), dt, "contiguous")
+        local f = function(y) return y:view(2, t, 2, 3):permute(1, 3, 2, 4) end
+        return f(x), f(gx)
+      end
+      local cases = {{{}, 5, 5}, {{causal = true}, 5, 5}, {{causal = true}, 70, 70}, {{}, 4, 6}}
+      for _, c in ipairs(cases) do
+        local q, gq = heads(35, c[2])
+        local k, gk = heads(36, c[3])
+        local v, gv = heads(37, c[3])
+        local qc, qg = q:clone():requires_grad_(true), gq:clone():requires_grad_(true)
+        local kc, kg = k:clone():requires_grad_(true), gk:clone():requires_grad_(true)
+        local oc, pc = dle.sdpa(qc, kc, v, c[1])
+        local og, pg = dle.sdpa(qg, kg, gv, c[1])
+        local what = "sdpa " .. dt .. " L " .. c[2] .. " S " .. c[3] .. (c[1].causal and " causal" or "")
+        compare(what, og, oc)
+        compare(what .. " probs", pg, pc)
+        dle.sum(oc * oc):backward()
+        dle.sum(og * og):backward()
+        compare(what .. " grad q", qg.grad, qc.grad)
+        compare(what .. " grad k", kg.grad, kc.grad)
+      end
+      local q, gq = heads(38, 4)
+      local m, gm = pair({{true, false, true, true}, {false, false, false, false}, {true, true, true, true},
+                          {false, true, false, true}}, "bool", "contiguous")
+      compare("sdpa bool mask " .. dt, (dle.sdpa(gq, gq, gq, {mask = gm})), (dle.sdpa(q, q, q, {mask = m})))
+      local f, gf = pair(values_for({4, 4}, dt, 39), dt, "transposed")
+      compare("sdpa float mask " .. dt, (dle.sdpa(gq, gq, gq, {mask = gf})), (dle.sdpa(q, q, q, {mask = f})))
+    end
+  end))
+
   it("fused optimizer steps on GPU params match the CPU's", on_gpu(function()
     local configs = {{"SGD", {lr = 0.1}}, {"SGD", {lr = 0.1, momentum = 0.9, nesterov = true, weight_decay = 0.01}},
                      {"Adagrad", {lr = 0.1, lr_decay = 0.01}}, {"RMSprop", {lr = 0.01, momentum = 0.5, centered = true}},

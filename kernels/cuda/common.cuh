@@ -370,5 +370,6 @@ void cu_register_select(dle_backend *b);      /* select.cu: masked_fill, tril, t
 void cu_register_join(dle_backend *b);        /* join.cu: cat, gather, index_select, scatter/index_add, one_hot */
 void cu_register_optim(dle_backend *b);       /* optim.cu: the fused optimizer steps (not ops) */
 void cu_register_conv(dle_backend *b);        /* conv.cu: conv2d and its gradients, pooling */
+void cu_register_attention(dle_backend *b);   /* attention.cu: sdpa and its gradients */
 
 #endif
