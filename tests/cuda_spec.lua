@@ -449,7 +449,7 @@ describe("CUDA kernels against the CPU", function()
     end)
   end))
 
-  it("cat, gather and index_select in every dtype, with bad indices named", on_gpu(function()
+  it("cat, gather, index_select, scatter_add, index_add and one_hot, with bad indices named", on_gpu(function()
     each_layout(all_dtypes, function(dt, layout)
       local x, gx = pair(values_for({4, 5}, dt, 24), dt, layout)
       local y, gy = pair(values_for({4, 3}, dt, 25), dt, "transposed")
@@ -461,6 +461,16 @@ describe("CUDA kernels against the CPU", function()
       compare("index_select " .. dt .. " " .. layout, gx:index_select(1, gj), x:index_select(1, j))
       compare("index_select dim 2 " .. dt .. " " .. layout, gx:index_select(2, gj), x:index_select(2, j))
     end)
+    each_layout(all_dtypes, function(dt, layout)
+      local s, gs = pair(values_for({3, 5}, dt, 28), dt, layout)
+      local src, gsrc = pair(values_for({2, 5}, dt, 29), dt, "contiguous")
+      local i, gi = pair({{1, 2, 3, 1, 2}, {3, 3, 1, 1, 1}}, "int64", "contiguous")
+      compare("scatter_add " .. dt .. " " .. layout, gs:scatter_add(1, gi, gsrc), s:scatter_add(1, i, src))
+      local j, gj = pair({3, 1}, "int64", "contiguous")
+      compare("index_add " .. dt .. " " .. layout, gs:index_add(1, gj, gsrc), s:index_add(1, j, src))
+    end)
+    local c, gc = pair({{1, 4}, {2, 2}}, "int64", "transposed")
+    compare("one_hot", gc:one_hot(5), c:one_hot(5))
     local _, gx = pair(values_for({4, 5}, "float32", 26), "float32", "contiguous")
     local bad = dle.tensor({{1, 6}}, {dtype = "int64"}):to(gpu)
     H.assert_error(function() return gx:gather(2, bad) end, "gather", "index 6")
@@ -494,6 +504,74 @@ describe("CUDA kernels against the CPU", function()
           compare(what .. " grad", xg.grad, xc.grad)
         end
       end
+    end
+  end))
+
+  it("conv2d with stride, padding, dilation and groups, its gradients, and pooling", on_gpu(function()
+    local F = dle.nn.functional
+    local cases = {{{}, 1}, {{stride = 2, padding = 1}, 1}, {{padding = 2, dilation = 2}, 1}, {{groups = 2, stride = {1, 2}}, 2}}
+    for _, dt in ipairs(floats) do
+      for _, c in ipairs(cases) do
+        local x, gx = pair(values_for({2, 4, 7, 6}, dt, 31), dt, "contiguous")
+        local w, gw = pair(values_for({6, 4 // c[2], 3, 3}, dt, 32), dt, "contiguous")
+        local b, gb = pair(values_for({6}, dt, 33), dt, "contiguous")
+        local xc, xg = x:clone():requires_grad_(true), gx:clone():requires_grad_(true)
+        local wc, wg = w:clone():requires_grad_(true), gw:clone():requires_grad_(true)
+        local yc, yg = F.conv2d(xc, wc, b, c[1]), F.conv2d(xg, wg, gb, c[1])
+        compare("conv2d " .. dt, yg, yc)
+        dle.sum(yc * yc):backward()
+        dle.sum(yg * yg):backward()
+        compare("conv2d grad x " .. dt, xg.grad, xc.grad)
+        compare("conv2d grad w " .. dt, wg.grad, wc.grad)
+      end
+      local x, gx = pair(values_for({2, 3, 7, 6}, dt, 34), dt, "contiguous")
+      for _, opts in ipairs({{}, {stride = 1, padding = 1}}) do
+        local vc, ic = F.max_pool2d(x, 2, {stride = opts.stride, padding = opts.padding, return_indices = true})
+        local vg, ig = F.max_pool2d(gx, 2, {stride = opts.stride, padding = opts.padding, return_indices = true})
+        compare("max_pool2d " .. dt, vg, vc)
+        compare("max_pool2d indices " .. dt, ig, ic)
+        local xc, xg = x:clone():requires_grad_(true), gx:clone():requires_grad_(true)
+        local ac = F.avg_pool2d(xc, 3, {stride = opts.stride, padding = opts.padding, count_include_pad = false})
+        local ag = F.avg_pool2d(xg, 3, {stride = opts.stride, padding = opts.padding, count_include_pad = false})
+        compare("avg_pool2d " .. dt, ag, ac)
+        dle.sum(ac * ac):backward()
+        dle.sum(ag * ag):backward()
+        compare("avg_pool2d grad " .. dt, xg.grad, xc.grad)
+      end
+    end
+  end))
+
+  it("scaled dot-product attention with masks, causal rows and head-split layouts, and its gradients", on_gpu(function()
+    for _, dt in ipairs({"float32", "float64"}) do
+      -- q, k, v as head-split views of {B, T, H*E} projections: {B, H, T, E} through strides
+      local function heads(seed, t)
+        local x, gx = pair(values_for({2, t, 6}, dt, seed), dt, "contiguous")
+        local f = function(y) return y:view(2, t, 2, 3):permute(1, 3, 2, 4) end
+        return f(x), f(gx)
+      end
+      local cases = {{{}, 5, 5}, {{causal = true}, 5, 5}, {{causal = true}, 70, 70}, {{}, 4, 6}}
+      for _, c in ipairs(cases) do
+        local q, gq = heads(35, c[2])
+        local k, gk = heads(36, c[3])
+        local v, gv = heads(37, c[3])
+        local qc, qg = q:clone():requires_grad_(true), gq:clone():requires_grad_(true)
+        local kc, kg = k:clone():requires_grad_(true), gk:clone():requires_grad_(true)
+        local oc, pc = dle.sdpa(qc, kc, v, c[1])
+        local og, pg = dle.sdpa(qg, kg, gv, c[1])
+        local what = "sdpa " .. dt .. " L " .. c[2] .. " S " .. c[3] .. (c[1].causal and " causal" or "")
+        compare(what, og, oc)
+        compare(what .. " probs", pg, pc)
+        dle.sum(oc * oc):backward()
+        dle.sum(og * og):backward()
+        compare(what .. " grad q", qg.grad, qc.grad)
+        compare(what .. " grad k", kg.grad, kc.grad)
+      end
+      local q, gq = heads(38, 4)
+      local m, gm = pair({{true, false, true, true}, {false, false, false, false}, {true, true, true, true},
+                          {false, true, false, true}}, "bool", "contiguous")
+      compare("sdpa bool mask " .. dt, (dle.sdpa(gq, gq, gq, {mask = gm})), (dle.sdpa(q, q, q, {mask = m})))
+      local f, gf = pair(values_for({4, 4}, dt, 39), dt, "transposed")
+      compare("sdpa float mask " .. dt, (dle.sdpa(gq, gq, gq, {mask = gf})), (dle.sdpa(q, q, q, {mask = f})))
     end
   end))
 

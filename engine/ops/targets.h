@@ -8,11 +8,7 @@
 
 #include "../dle.h"
 
-#ifdef __CUDACC__
-#define DLE_HD __host__ __device__
-#else
-#define DLE_HD
-#endif
+#include "device_inline.h"
 
 typedef struct {
   int64_t n, c, base, ignore;

@@ -11,28 +11,7 @@
 #include <stdint.h>
 
 #include "../../engine/dle.h"
-
-/* Geometry of one conv call, read from attrs and the tensors. */
-typedef struct {
-  int64_t n, c, h, w;      /* input */
-  int64_t o, kh, kw;       /* weight {O, C/G, kh, kw} */
-  int64_t ho, wo;          /* output */
-  int64_t sh, sw, ph, pw, dh, dw, g;
-  int64_t cg, og, k, l;    /* C/G, O/G, K = C/G*kh*kw, L = Ho*Wo */
-} conv_geom;
-
-static inline conv_geom conv_make_geom(const int64_t *xs, const int64_t *ws, const int64_t *ys,
-                                       const dle_attrs *a) {
-  conv_geom q;
-  q.n = xs[0], q.c = xs[1], q.h = xs[2], q.w = xs[3];
-  q.o = ws[0], q.kh = ws[2], q.kw = ws[3];
-  q.ho = ys[2], q.wo = ys[3];
-  q.sh = a->ints[0], q.sw = a->ints[1], q.ph = a->ints[2], q.pw = a->ints[3];
-  q.dh = a->ints[4], q.dw = a->ints[5], q.g = a->ints[6];
-  q.cg = q.c / q.g, q.og = q.o / q.g;
-  q.k = q.cg * q.kh * q.kw, q.l = q.ho * q.wo;
-  return q;
-}
+#include "../../engine/ops/conv_geom.h" /* conv_geom, conv_make_geom */
 
 /* What the per-chunk functions of one call share. The chunks (b samples each, the last maybe
  * fewer) are grouped into spans of consecutive chunks that one thread does in order. Scratch is

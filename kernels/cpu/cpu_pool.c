@@ -8,33 +8,10 @@
  * the clipped window of every output, which made it ~10x slower than a ReLU over the same input. */
 #include "cpu_backend.h"
 #include "cpu_loop.h"
-
-typedef struct {
-  int64_t planes, h, w, ho, wo, kh, kw, sh, sw, ph, pw;
-  bool include_pad;
-} pool_geom;
-
-static pool_geom make_pool(const int64_t *xs, const int64_t *ys, const dle_attrs *a) {
-  pool_geom p = {xs[0] * xs[1], xs[2], xs[3], ys[2], ys[3], a->ints[0], a->ints[1], a->ints[2],
-                 a->ints[3], a->ints[4], a->ints[5], a->ints[6] != 0};
-  return p;
-}
+#include "../../engine/ops/conv_geom.h" /* pool_geom, pool_window */
 
 static bool is_2x2_stride_2(const pool_geom *p) {
   return p->kh == 2 && p->kw == 2 && p->sh == 2 && p->sw == 2 && p->ph == 0 && p->pw == 0;
-}
-
-/* The window of output (oh, ow) clipped to the input: [h0, h1) x [w0, w1), and the divisor of the
- * average (PyTorch's: the window clipped to the padded input, or only the valid cells). */
-static int64_t pool_window(const pool_geom *p, int64_t oh, int64_t ow, int64_t *h0, int64_t *h1,
-                           int64_t *w0, int64_t *w1) {
-  int64_t hs = oh * p->sh - p->ph, ws = ow * p->sw - p->pw;
-  int64_t he = hs + p->kh < p->h + p->ph ? hs + p->kh : p->h + p->ph;
-  int64_t we = ws + p->kw < p->w + p->pw ? ws + p->kw : p->w + p->pw;
-  int64_t padded = (he - hs) * (we - ws);
-  *h0 = hs > 0 ? hs : 0, *w0 = ws > 0 ? ws : 0;
-  *h1 = he < p->h ? he : p->h, *w1 = we < p->w ? we : p->w;
-  return p->include_pad ? padded : (*h1 - *h0) * (*w1 - *w0);
 }
 
 /* One step of the max scan, in window order: a larger value or any NaN takes over (so the first
@@ -167,8 +144,8 @@ static dle_status cpu_pool(dle_op op, dle_tensor *const *outs, dle_tensor *const
     return dle_error("%s: the CPU kernel expects one contiguous %s input", fn, dle_dtype_name(o->dtype));
   if (!dle_tensor_is_contiguous(o)) return dle_error("%s: the CPU kernel expects a contiguous output", fn);
   if (dle_tensor_numel(o) == 0) return DLE_OK;
-  pool_geom p = op == DLE_OP_AVG_POOL2D_GRAD ? make_pool(o->sizes, ins[0]->sizes, a)
-                                             : make_pool(ins[0]->sizes, o->sizes, a);
+  pool_geom p = op == DLE_OP_AVG_POOL2D_GRAD ? pool_make_geom(o->sizes, ins[0]->sizes, a)
+                                             : pool_make_geom(ins[0]->sizes, o->sizes, a);
 #define CASE(ID, T, CT)                                                                   \
   case DLE_##ID:                                                                          \
     switch (op) {                                                                         \

@@ -148,6 +148,8 @@ static const dle_backend *table(const dle_backend_host *host) {
     cu_register_select(&cuda);
     cu_register_join(&cuda);
     cu_register_optim(&cuda);
+    cu_register_conv(&cuda);
+    cu_register_attention(&cuda);
   });
   return &cuda;
 }

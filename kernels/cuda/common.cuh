@@ -160,6 +160,24 @@ template <class X> __device__ __forceinline__ auto cu_pow(X a, X b) {
   else return pow((double)a, (double)b);
 }
 
+/* Integer + - * and negation wrap around (computed unsigned: signed overflow is undefined). */
+template <class CT> __device__ __forceinline__ CT cu_wrap_add(CT a, CT b) {
+  if constexpr (std::is_integral<CT>::value) return (CT)((std::make_unsigned_t<CT>)a + (std::make_unsigned_t<CT>)b);
+  else return a + b;
+}
+template <class CT> __device__ __forceinline__ CT cu_wrap_sub(CT a, CT b) {
+  if constexpr (std::is_integral<CT>::value) return (CT)((std::make_unsigned_t<CT>)a - (std::make_unsigned_t<CT>)b);
+  else return a - b;
+}
+template <class CT> __device__ __forceinline__ CT cu_wrap_mul(CT a, CT b) {
+  if constexpr (std::is_integral<CT>::value) return (CT)((std::make_unsigned_t<CT>)a * (std::make_unsigned_t<CT>)b);
+  else return a * b;
+}
+template <class CT> __device__ __forceinline__ CT cu_neg(CT x) {
+  if constexpr (std::is_integral<CT>::value) return (CT)(0u - (std::make_unsigned_t<CT>)x);
+  else return -x;
+}
+
 /* Calls fn(tag) with tag's ::value the dtype dt as a compile-time constant. */
 template <dle_dtype D> struct cu_tag { static constexpr dle_dtype value = D; };
 template <class Fn> dle_status cu_with_dtype(dle_dtype dt, Fn &&fn) {
@@ -349,7 +367,9 @@ void cu_register_matmul(dle_backend *b);      /* matmul.cu (cuBLAS) */
 void cu_register_norm(dle_backend *b);        /* norm.cu: layer_norm, batch_norm */
 void cu_register_nn(dle_backend *b);          /* nn.cu: cross_entropy, dropout, the fused losses */
 void cu_register_select(dle_backend *b);      /* select.cu: masked_fill, tril, triu */
-void cu_register_join(dle_backend *b);        /* join.cu: cat, gather, index_select */
+void cu_register_join(dle_backend *b);        /* join.cu: cat, gather, index_select, scatter/index_add, one_hot */
 void cu_register_optim(dle_backend *b);       /* optim.cu: the fused optimizer steps (not ops) */
+void cu_register_conv(dle_backend *b);        /* conv.cu: conv2d and its gradients, pooling */
+void cu_register_attention(dle_backend *b);   /* attention.cu: sdpa and its gradients */
 
 #endif

@@ -7,24 +7,6 @@
 
 /* ---- helpers with the CPU's semantics ---- */
 
-/* Integer + - * and negation wrap around (computed unsigned: signed overflow is undefined). */
-template <class CT> __device__ __forceinline__ CT cu_wrap_add(CT a, CT b) {
-  if constexpr (std::is_integral<CT>::value) return (CT)((std::make_unsigned_t<CT>)a + (std::make_unsigned_t<CT>)b);
-  else return a + b;
-}
-template <class CT> __device__ __forceinline__ CT cu_wrap_sub(CT a, CT b) {
-  if constexpr (std::is_integral<CT>::value) return (CT)((std::make_unsigned_t<CT>)a - (std::make_unsigned_t<CT>)b);
-  else return a - b;
-}
-template <class CT> __device__ __forceinline__ CT cu_wrap_mul(CT a, CT b) {
-  if constexpr (std::is_integral<CT>::value) return (CT)((std::make_unsigned_t<CT>)a * (std::make_unsigned_t<CT>)b);
-  else return a * b;
-}
-template <class CT> __device__ __forceinline__ CT cu_neg(CT x) {
-  if constexpr (std::is_integral<CT>::value) return (CT)(0u - (std::make_unsigned_t<CT>)x);
-  else return -x;
-}
-
 /* sigmoid with one exp of -|x| (no overflow to 0 for large negative x), as CPU_SIGMOID */
 template <class CT> __device__ __forceinline__ CT cu_sigmoid(CT x) {
   return x >= 0 ? 1 / (1 + cu_exp(-x)) : cu_exp(x) / (1 + cu_exp(x));

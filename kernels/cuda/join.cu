@@ -1,6 +1,7 @@
 /* join.cu — CUDA kernels of the ops that move elements by position, mirroring
  * kernels/cpu/cpu_index.c: cat (each input moved into its slice of the output), gather and
- * index_select (out[i] = src at index[i] - base along dim). Elements move as raw words of their
+ * index_select (out[i] = src at index[i] - base along dim), scatter_add and index_add (sums in the
+ * CPU's order, no atomics), one_hot. Elements move as raw words of their
  * size; the front door (engine/ops/index.c) has cast cat's inputs to the result dtype and made
  * private copies of inputs that alias the output. Indices (int64, any strides) are range-checked
  * on the device before anything is written, with the CPU's message. */
@@ -28,9 +29,11 @@ static const char *shape_str(char *buf, size_t n, const dle_tensor *t) {
   return buf;
 }
 
-/* Every index must lie in [base, base + size) of `target`'s dim (check_indices on the CPU). */
-static dle_status check_indices(const char *fn, dle_tensor *index, int64_t base, int64_t size, int dim,
-                                const dle_tensor *target) {
+/* Every index must lie in [base, base + size) of `target`'s dim (check_indices on the CPU): the
+ * message gives the offending value as the caller wrote it, the dim and its size. */
+static dle_status check_indices(dle_op op, dle_tensor *index, int64_t base, int64_t size, int dim,
+                                const char *target_name, const dle_tensor *target) {
+  const char *fn = cu_op_name(op);
   if (cu_numel(index) == 0) return DLE_OK;
   long long *lohi = NULL, h[2] = {LLONG_MAX, LLONG_MIN};
   CU_OK(cu_use_device(fn, index));
@@ -47,8 +50,11 @@ static dle_status check_indices(const char *fn, dle_tensor *index, int64_t base,
   int64_t bad = lo < base ? lo : hi;
   char range[64] = "none: the dim is empty", s1[128], s2[128];
   if (size > 0) snprintf(range, sizeof range, "%lld..%lld", (long long)base, (long long)(base + size - 1));
-  return cu_error("%s: index %lld is out of range for dim %d of size %lld (valid: %s; src shape %s, index shape %s)",
-                  fn, (long long)bad, dim + 1, (long long)size, range, shape_str(s1, sizeof s1, target),
+  if (op == DLE_OP_ONE_HOT)
+    return cu_error("one_hot: class %lld is out of range for %lld classes (valid: %s; classes shape %s)",
+                    (long long)bad, (long long)size, range, shape_str(s2, sizeof s2, index));
+  return cu_error("%s: index %lld is out of range for dim %d of size %lld (valid: %s; %s shape %s, index shape %s)",
+                  fn, (long long)bad, dim + 1, (long long)size, range, target_name, shape_str(s1, sizeof s1, target),
                   shape_str(s2, sizeof s2, index));
 }
 
@@ -99,7 +105,7 @@ static dle_status cu_pick(dle_op op, dle_tensor *const *outs, dle_tensor *const 
   const char *fn = cu_op_name(op);
   dle_tensor *out = outs[0], *src = ins[0], *index = ins[1];
   int dim = (int)a->ints[0];
-  CU_OK(check_indices(fn, index, a->index_base, src->sizes[dim], dim, src));
+  CU_OK(check_indices(op, index, a->index_base, src->sizes[dim], dim, "src", src));
   dle_tensor index_view = *index, src_view = *src; /* headers over their memory: geometry only */
   if (op == DLE_OP_INDEX_SELECT) {
     index_view.ndim = out->ndim;
@@ -112,8 +118,92 @@ static dle_status cu_pick(dle_op op, dle_tensor *const *outs, dle_tensor *const 
   return pick(fn, out, &index_view, &src_view, src->strides[dim] * cu_esize(src->dtype), a->index_base);
 }
 
+/* ---- scatter_add, index_add ---- */
+
+/* One thread per position off dim (output, index and src seen with size 1 along dim): for each
+ * step k along dim in order, out[pos + (index - base) out_step] += src[pos + k src_step]. Positions
+ * never share an output element, and each adds in the CPU's order: the same sums, bit for bit.
+ * Integers wrap, as the elementwise add does. */
+template <dle_dtype D> struct accumulate_fn {
+  int64_t count, index_step, src_step, out_step, base;
+  __device__ void operator()(char *const *p, int64_t) const {
+    typedef CU_T(D) T;
+    for (int64_t k = 0; k < count; k++) {
+      T *o = (T *)(p[0] + (*(const int64_t *)(p[1] + k * index_step) - base) * out_step);
+      *o = cu_store<D>(cu_wrap_add(cu_load<D>(*o), cu_load<D>(*(const T *)(p[2] + k * src_step))));
+    }
+  }
+};
+
+/* out = self, then the additions; scatter_add walks index's shape, index_add src's with the 1-D
+ * index broadcast over every position. */
+static dle_status cu_accumulate(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
+                                const dle_attrs *a) {
+  (void)nin;
+  const char *fn = cu_op_name(op);
+  dle_tensor *out = outs[0], *self = ins[0], *index = ins[1], *src = ins[2];
+  int dim = (int)a->ints[0];
+  CU_OK(check_indices(op, index, a->index_base, out->sizes[dim], dim, "self", self));
+  if (cu_numel(out) > 0) CU_OK(cu_copy_same(fn, out, self));
+  const dle_tensor *walk = op == DLE_OP_SCATTER_ADD ? index : src;
+  if (cu_numel(walk) == 0) return DLE_OK;
+  int64_t es = cu_esize(out->dtype);
+  dle_tensor out_view = *out, index_view = *index, src_view = *src; /* geometry only */
+  memcpy(out_view.sizes, walk->sizes, sizeof out_view.sizes);
+  memcpy(src_view.sizes, walk->sizes, sizeof src_view.sizes);
+  int64_t index_step;
+  if (op == DLE_OP_SCATTER_ADD) {
+    index_step = index->strides[dim] * 8;
+  } else {
+    index_step = index->ndim ? index->strides[0] * 8 : 0;
+    index_view.ndim = out->ndim;
+    memcpy(index_view.sizes, walk->sizes, sizeof index_view.sizes);
+    memset(index_view.strides, 0, sizeof index_view.strides);
+  }
+  int64_t count = walk->sizes[dim];
+  out_view.sizes[dim] = index_view.sizes[dim] = src_view.sizes[dim] = 1;
+  dle_tensor *views[2] = {&index_view, &src_view};
+  return cu_with_dtype(out->dtype, [&](auto tag) -> dle_status {
+    return cu_map(fn, &out_view, views, 2,
+                  accumulate_fn<decltype(tag)::value>{count, index_step, src->strides[dim] * es,
+                                                      out->strides[dim] * es, a->index_base});
+  });
+}
+
+/* ---- one_hot ---- */
+
+struct zero_fn {
+  __device__ void operator()(char *const *p, int64_t) const { *(int64_t *)p[0] = 0; }
+};
+
+/* p[0]: the row's first class element, p[1]: its class */
+struct one_hot_fn {
+  int64_t class_step, base;
+  __device__ void operator()(char *const *p, int64_t) const {
+    *(int64_t *)(p[0] + (*(const int64_t *)p[1] - base) * class_step) = 1;
+  }
+};
+
+static dle_status cu_one_hot(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin, const dle_attrs *a) {
+  (void)nin;
+  const char *fn = cu_op_name(op);
+  dle_tensor *out = outs[0], *classes = ins[0];
+  int last = out->ndim - 1;
+  if (last < 0) return cu_error("%s: the output needs a class dim", fn);
+  CU_OK(check_indices(op, classes, a->index_base, out->sizes[last], last, "out", out));
+  CU_OK(cu_map(fn, out, NULL, 0, zero_fn{}));
+  if (cu_numel(out) == 0) return DLE_OK;
+  dle_tensor rows = *out; /* the output without its class dim */
+  rows.ndim = last;
+  dle_tensor *cls[1] = {classes};
+  return cu_map(fn, &rows, cls, 1, one_hot_fn{out->strides[last] * 8, a->index_base});
+}
+
 void cu_register_join(dle_backend *b) {
-  b->kernels[DLE_OP_CAT] = cu_cat;
-  b->kernels[DLE_OP_GATHER] = cu_pick;
-  b->kernels[DLE_OP_INDEX_SELECT] = cu_pick;
+  static const struct {
+    dle_op op;
+    dle_kernel_fn fn;
+  } table[] = {{DLE_OP_CAT, cu_cat},           {DLE_OP_GATHER, cu_pick},         {DLE_OP_INDEX_SELECT, cu_pick},
+               {DLE_OP_SCATTER_ADD, cu_accumulate}, {DLE_OP_INDEX_ADD, cu_accumulate}, {DLE_OP_ONE_HOT, cu_one_hot}};
+  for (const auto &e : table) b->kernels[e.op] = e.fn;
 }
