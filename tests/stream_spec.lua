@@ -112,6 +112,11 @@ for _, s in ipairs({{70, 90}, {9, 130}, {200, 301}}) do
   out["exp_t " .. key] = a:t():exp()
   out["add_t of a slice " .. key] = a:t():narrow(2, 2, s[2] - 1) + b:narrow(2, 1, s[2] - 1)
 end
+-- every input transposed, 3 x 530 rows: 9 tall bands when streamed (the last 18 rows), 300 columns
+local a3 = dle.randn(3, 300, 530)
+out["exp_t 3x530x300 (tall bands)"] = a3:transpose(2, 3):exp()
+out["a:t() + a:t() 3x530x300 (tall bands)"] = a3:transpose(2, 3) + a3:transpose(2, 3) * 2
+out["a:t():contiguous() 3x530x300 (tall bands)"] = a3:transpose(2, 3):contiguous()
 local keys = {}
 for k in pairs(out) do keys[#keys + 1] = k end
 table.sort(keys)

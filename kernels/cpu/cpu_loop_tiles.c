@@ -6,14 +6,28 @@
  * survives until the next run could use it. Instead, the last two dims (P, L) go in tiles of
  * TILE_P x TILE_L: a transposed input is first copied into a buffer along its own contiguous
  * direction, fn then runs over contiguous buffer rows, and a transposed output is written back
- * from its buffer the same way. */
+ * from its buffer the same way.
+ *
+ * Tiles go in bands along L: a band is TILE_P rows of P, whose tiles read each operand in runs of
+ * TILE_L (contiguous along L) or TILE_P (transposed) elements, 256 bytes of floats. Such short runs
+ * are what memory serves worst: reading a 4096 x 4096 float matrix this way ran at 10-11 GB/s
+ * (1 thread), in runs of 1 KiB at 20-27. When every input is transposed and the output is large,
+ * a band is therefore BAND_TALL rows, the tiles of one column of the band back to back, so each
+ * transposed input column is read in a 1 KiB run (exp(a:t()) 9.0 -> 8.4 ms, a:t():contiguous()
+ * 6.3 -> 5.6 ms). A contiguous input keeps the short bands: its rows would be read in 256-byte
+ * runs then (a:t() + b went from 11 to 18 ms when all bands were tall). */
 #include "cpu_loop.h"
 #include "cpu_stream.h"
 #include "cpu_vecmath.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #define TILE_P 64
 #define TILE_L 64
 #define TILE_GROUP 8 /* buffer rows per fn call when every operand is buffered */
+#define BAND_TALL 256
 
 static inline int64_t iabs(int64_t v) { return v < 0 ? -v : v; }
 
@@ -65,65 +79,87 @@ static inline void prefetch_next(const char *next, bool transposed, int64_t r, i
   for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(at + o, 0, 2);
 }
 
-/* Unit u: rows [p0, p0 + TILE_P) of dim P at one index of the dims before it, tile by tile.
+/* The tile at (p0, l0) of np x nl elements of the operands at b (their element (0, 0) at the
+ * current index of the dims before P). The inputs of the tile at (p0, l1), nl1 elements wide (0:
+ * none), are prefetched while this one is computed.
  * stream: the output is contiguous along L and large; it is computed into its buffer and copied
  * out with streaming stores, row by row (cpu_stream.h). */
-static void run_band(const cpu_iter *it, cpu_loop_fn fn, const void *ctx, unsigned tr, int64_t u, bool stream) {
+static void run_tile(const cpu_iter *it, cpu_loop_fn fn, const void *ctx, unsigned tr, bool stream,
+                     char (*bufs)[TILE_P * TILE_L * 8], char *const *b, int64_t p0, int64_t np, int64_t l0,
+                     int64_t nl, int64_t l1, int64_t nl1) {
   int L = it->ndim - 1, P = L - 1;
-  _Alignas(64) char bufs[CPU_MAX_OPERANDS][TILE_P * TILE_L * 8];
-  int64_t nb = (it->sizes[P] + TILE_P - 1) / TILE_P, outer = u / nb;
-  int64_t p0 = u % nb * TILE_P, np = it->sizes[P] - p0 < TILE_P ? it->sizes[P] - p0 : TILE_P;
-  char *b[CPU_MAX_OPERANDS], *p[CPU_MAX_OPERANDS];
-  int64_t inner[CPU_MAX_OPERANDS], row[CPU_MAX_OPERANDS];
   unsigned staged = tr | (stream ? 1u : 0u); /* operands that go through their buffer */
+  char *p[CPU_MAX_OPERANDS];
+  int64_t inner[CPU_MAX_OPERANDS], row[CPU_MAX_OPERANDS];
   for (int k = 0; k < it->nops; k++) {
     bool t = staged >> k & 1;
-    b[k] = it->base[k] + p0 * it->strides[k][P];
+    char *at = b[k] + p0 * it->strides[k][P] + l0 * it->strides[k][L];
     inner[k] = t ? it->esize[k] : it->strides[k][L];
     row[k] = t ? TILE_L * it->esize[k] : it->strides[k][P];
+    if (!t) p[k] = at;
+    else {
+      p[k] = bufs[k];
+      if (k > 0) tile_move(bufs[k], at, it->strides[k][P], it->strides[k][L], np, nl, it->esize[k], true);
+    }
   }
+  /* rows that are whole buffer rows in every operand are back to back: fn takes TILE_GROUP at once */
+  bool all_staged = staged == (1u << it->nops) - 1 && nl == TILE_L;
+  int64_t g = all_staged ? TILE_GROUP : 1;
+  char *q[CPU_MAX_OPERANDS], *out = b[0] + p0 * it->strides[0][P] + l0 * it->strides[0][L];
+  for (int64_t r = 0; r < np; r += g) {
+    int64_t rows = np - r < g ? np - r : g;
+    for (int k = 0; k < it->nops; k++) q[k] = p[k] + r * row[k];
+    fn(q, inner, rows * nl, ctx);
+    for (int64_t j = r; j < r + rows; j++) {
+      if (stream && !(tr & 1)) /* out right away: the streaming stores overlap the next rows' loads */
+        cpu_stream_copy(out + j * it->strides[0][P], bufs[0] + j * row[0], (size_t)(nl * it->esize[0]));
+      for (int k = 1; k < it->nops && nl1 > 0; k++) /* the inputs of the next tile, spread over this one */
+        prefetch_next(b[k] + p0 * it->strides[k][P] + l1 * it->strides[k][L], tr >> k & 1, j, it->strides[k][P],
+                      it->strides[k][L], np, nl1, it->esize[k]);
+    }
+  }
+  if (tr & 1) tile_move(bufs[0], out, it->strides[0][P], it->strides[0][L], np, nl, it->esize[0], false);
+}
+
+static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Unit u: rows [pb, pb + band) of dim P at one index of the dims before it, tile by tile: the
+ * tiles of a column of the band, then the next column. */
+static void run_band(const cpu_iter *it, cpu_loop_fn fn, const void *ctx, unsigned tr, int64_t u, int64_t band,
+                     bool stream) {
+  int L = it->ndim - 1, P = L - 1;
+  _Alignas(64) char bufs[CPU_MAX_OPERANDS][TILE_P * TILE_L * 8];
+  int64_t nb = (it->sizes[P] + band - 1) / band, outer = u / nb;
+  int64_t pb = u % nb * band, pe = min64(pb + band, it->sizes[P]), SL = it->sizes[L];
+  char *b[CPU_MAX_OPERANDS];
+  for (int k = 0; k < it->nops; k++) b[k] = it->base[k];
   for (int d = P - 1; d >= 0; d--) {
     int64_t i = outer % it->sizes[d];
     outer /= it->sizes[d];
     for (int k = 0; k < it->nops; k++) b[k] += i * it->strides[k][d];
   }
-  for (int64_t l0 = 0; l0 < it->sizes[L]; l0 += TILE_L) {
-    int64_t nl = it->sizes[L] - l0 < TILE_L ? it->sizes[L] - l0 : TILE_L;
-    int64_t l1 = l0 + TILE_L, nl1 = it->sizes[L] - l1 < TILE_L ? it->sizes[L] - l1 : TILE_L;
-    for (int k = 0; k < it->nops; k++) {
-      char *at = b[k] + l0 * it->strides[k][L];
-      if (!(staged >> k & 1)) p[k] = at;
-      else {
-        p[k] = bufs[k];
-        if (k > 0) tile_move(bufs[k], at, it->strides[k][P], it->strides[k][L], np, nl, it->esize[k], true);
-      }
-    }
-    /* rows that are whole buffer rows in every operand are back to back: fn takes TILE_GROUP at once */
-    bool all_staged = staged == (1u << it->nops) - 1 && nl == TILE_L;
-    int64_t g = all_staged ? TILE_GROUP : 1;
-    char *q[CPU_MAX_OPERANDS], *out = b[0] + l0 * it->strides[0][L];
-    for (int64_t r = 0; r < np; r += g) {
-      int64_t rows = np - r < g ? np - r : g;
-      for (int k = 0; k < it->nops; k++) q[k] = p[k] + r * row[k];
-      fn(q, inner, rows * nl, ctx);
-      for (int64_t j = r; j < r + rows; j++) {
-        if (stream && !(tr & 1)) /* out right away: the streaming stores overlap the next rows' loads */
-          cpu_stream_copy(out + j * it->strides[0][P], bufs[0] + j * row[0], (size_t)(nl * it->esize[0]));
-        for (int k = 1; k < it->nops && nl1 > 0; k++) /* the inputs of the next tile, spread over this one */
-          prefetch_next(b[k] + l1 * it->strides[k][L], tr >> k & 1, j, it->strides[k][P], it->strides[k][L],
-                        np, nl1, it->esize[k]);
-      }
-    }
-    if (tr & 1) tile_move(bufs[0], out, it->strides[0][P], it->strides[0][L], np, nl, it->esize[0], false);
+  for (int64_t l0 = 0; l0 < SL; l0 += TILE_L) {
+    int64_t nl = min64(SL - l0, TILE_L), l1 = l0 + TILE_L, nl1 = l1 < SL ? min64(SL - l1, TILE_L) : 0;
+    for (int64_t p0 = pb; p0 < pe; p0 += TILE_P)
+      run_tile(it, fn, ctx, tr, stream, bufs, b, p0, min64(pe - p0, TILE_P), l0, nl, l1, nl1);
   }
 }
 
 static void run_tiled(const cpu_iter *it, cpu_loop_fn fn, const void *ctx, unsigned tr) {
   int L = it->ndim - 1, P = L - 1;
-  int64_t units = (it->sizes[P] + TILE_P - 1) / TILE_P;
-  for (int d = 0; d < P; d++) units *= it->sizes[d];
+  int64_t outer = 1;
+  for (int d = 0; d < P; d++) outer *= it->sizes[d];
   /* a large output contiguous along L is streamed (one transposed is written by tile_move) */
   bool stream = !(tr & 1) && it->strides[0][L] == it->esize[0] && cpu_stream_output(it->numel * it->esize[0]);
+  /* tall bands when every input is transposed and the output large, and there are still bands
+   * enough to share out (4 per thread) */
+  int64_t band = TILE_P, threads = 1;
+#ifdef _OPENMP
+  threads = omp_get_max_threads();
+#endif
+  if (tr == (1u << it->nops) - 2 && stream && (it->sizes[P] + BAND_TALL - 1) / BAND_TALL * outer >= 4 * threads)
+    band = BAND_TALL;
+  int64_t units = (it->sizes[P] + band - 1) / band * outer;
 #ifdef _OPENMP
 #pragma omp parallel if (it->numel >= it->grain && units > 1)
 #endif
@@ -131,7 +167,7 @@ static void run_tiled(const cpu_iter *it, cpu_loop_fn fn, const void *ctx, unsig
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1) /* a thread that loses its core leaves its bands to the others */
 #endif
-    for (int64_t u = 0; u < units; u++) run_band(it, fn, ctx, tr, u, stream);
+    for (int64_t u = 0; u < units; u++) run_band(it, fn, ctx, tr, u, band, stream);
     if (stream) cpu_stream_fence();
   }
 }
