@@ -7,12 +7,15 @@
  * range, errors counted in units of 2^-149 in the denormal range): exp, log, tanh within 2 ulp,
  * sigmoid, silu, erf within 3, erfc within 5, gelu within 6 (its worst cases are denormal
  * results of x < -13). NaN in gives NaN out; infinities and signed zeros follow C99 Annex F.
- * Polynomials are the float ones of Cephes (S. Moshier), evaluated with FMA. */
+ * Polynomials are the float ones of Cephes (S. Moshier), evaluated with FMA, except exp's, a
+ * minimax fit of one degree less (cpu_exp.h). */
 #ifndef DLE_CPU_VEC_AVX2_H
 #define DLE_CPU_VEC_AVX2_H
 
 #include <immintrin.h>
 #include <stdint.h>
+
+#include "cpu_exp.h"
 
 #define VEC_TARGET __attribute__((target("avx2,fma")))
 #define VEC_INLINE static inline __attribute__((always_inline, target("avx2,fma")))
@@ -59,13 +62,7 @@ VEC_INLINE __m256 vabs(__m256 x) { return _mm256_andnot_ps(V8(-0.0f), x); }
 VEC_INLINE __m256 vsign(__m256 x) { return _mm256_and_ps(V8(-0.0f), x); }
 VEC_INLINE __m256 visnan(__m256 x) { return _mm256_cmp_ps(x, x, _CMP_UNORD_Q); }
 
-/* exp(r) = 1 + r + r^2 P(r) for |r| <= ln2/2: P's degree-4 minimax fit of (exp(r) - 1 - r) / r^2
- * for the relative error of the sum (Remez, 4.3e-9 = 0.07 ulp before rounding), one FMA fewer than
- * Cephes' degree-5 P, whose extra accuracy (1e-10) float rounding throws away. */
-static const float vexp_P[] = {1.3893402647e-3f, 8.3702625707e-3f, 4.1667088866e-2f, 1.6666506231e-1f,
-                               4.9999997020e-1f};
-
-/* exp(x) 2^k: x = n ln2 + r, |r| <= ln2/2, exp(r) by the degree-6 polynomial above; 2^(n+k) built in the
+/* exp(x) 2^k: x = n ln2 + r, |r| <= ln2/2, exp(r) by cpu_exp_P (cpu_exp.h); 2^(n+k) built in the
  * exponent bits as two factors so that n + k from -173 to 128 stays exact (results that round
  * into the denormals do so once, in the last product). 0 <= k <= 24. */
 VEC_INLINE __m256 vexp_scaled(__m256 x, int k) {
@@ -76,7 +73,7 @@ VEC_INLINE __m256 vexp_scaled(__m256 x, int k) {
                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, V8(0.693359375f), xc);
   r = _mm256_fnmadd_ps(n, V8(-2.12194440e-4f), r);
-  __m256 p = vpoly(r, vexp_P, 5);
+  __m256 p = vpoly(r, cpu_exp_P, 5);
   p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), V8(1.0f));
   __m256i ni = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(k));
   __m256i h = _mm256_srai_epi32(ni, 1), h2 = _mm256_sub_epi32(ni, h);
@@ -98,7 +95,7 @@ VEC_INLINE __m256 vexp_short(__m256 x) {
   __m256 n = _mm256_sub_ps(t, V8(12582912.0f));
   __m256 r = _mm256_fnmadd_ps(n, V8(0.693359375f), x);
   r = _mm256_fnmadd_ps(n, V8(-2.12194440e-4f), r);
-  __m256 p = vpoly(r, vexp_P, 5);
+  __m256 p = vpoly(r, cpu_exp_P, 5);
   p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), V8(1.0f));
   __m256i n23 = _mm256_slli_epi32(_mm256_castps_si256(t), 23); /* n << 23: t's higher bits shift out */
   return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), n23));
