@@ -11,8 +11,10 @@
  *   dle_fused_instr prog[2] = {{DLE_OP_MUL, 0, 1}, {DLE_OP_RELU, 2, 0}};   // relu(x * y)
  *   dle_fused_run(&out, ins, 2, prog, 2, x->ndim, x->sizes, DLE_F32);
  *
- * Not an op of ops.def: nothing records it for autograd or counts it in the profiler (the graph
- * runs the unfused ops instead when a gradient is needed, see lua/dle/rewrite/rules/fusion.lua).
+ * Not an op of ops.def: nothing records it for autograd (the graph runs the unfused ops instead
+ * when a gradient is needed, see lua/dle/rewrite/rules/fusion.lua). The profiler counts each run
+ * as one call of its "fused_elementwise" entry: one FLOP per instruction and element, the bytes of
+ * the inputs and the output once.
  * float32 and float64, CPU, every input of the result's dtype. Ops: neg abs relu exp log expm1
  * log1p sqrt rsqrt reciprocal sin cos tanh sigmoid gelu silu pow_scalar clamp (f0, f1 as the
  * op's attrs.f), add sub mul div maximum minimum pow. Expressions as cpu_elementwise.c's. */

@@ -17,7 +17,7 @@ _Thread_local DLE_HOT_TLS struct dle_profiler *dle_profiler_on;
 static _Thread_local struct dle_profiler *last;
 
 static const char *const step_names[DLE_PROF_NUM_ENTRIES - DLE_NUM_OPS] = {
-    "sgd_step", "adagrad_step", "rmsprop_step", "adam_step", "adamw_step"};
+    "sgd_step", "adagrad_step", "rmsprop_step", "adam_step", "adamw_step", "fused_elementwise"};
 
 dle_status dle_profile_set_mode(dle_profile_mode mode) {
   if (mode != DLE_PROF_OFF && mode != DLE_PROF_COUNT && mode != DLE_PROF_TIMED)
@@ -56,7 +56,7 @@ static int64_t distinct_elements(const dle_tensor *t) {
   return n;
 }
 
-static int64_t data_bytes(const dle_tensor *t) {
+int64_t dle_profile_data_bytes(const dle_tensor *t) {
   return t ? distinct_elements(t) * (int64_t)dle_dtype_size(t->dtype) : 0;
 }
 
@@ -64,8 +64,8 @@ static int64_t bytes_moved(const dle_op_info *info, dle_tensor *const *outs,
                            dle_tensor *const *ins, int nin) {
   if (info->kind == DLE_KIND_VIEW) return 0;
   int64_t b = 0;
-  for (int i = 0; i < nin; i++) b += data_bytes(ins[i]);
-  for (int k = 0; k < info->nout; k++) b += data_bytes(outs[k]);
+  for (int i = 0; i < nin; i++) b += dle_profile_data_bytes(ins[i]);
+  for (int k = 0; k < info->nout; k++) b += dle_profile_data_bytes(outs[k]);
   return b;
 }
 

@@ -2,9 +2,10 @@
  * rules are in engine/ops/flops.c).
  *
  * While a profiler is on, every call of dle_op_call (forward and backward alike: gradient rules
- * are written with ops) and every fused optimizer step adds one call, its FLOPs, the bytes it
- * moved and (timed mode) its self time to a counter per entry. Entries are the ops of ops.def
- * (index = op id) followed by the optimizer steps (DLE_PROF_SGD_STEP...).
+ * are written with ops), every fused optimizer step and every fused elementwise program adds one
+ * call, its FLOPs, the bytes it moved and (timed mode) its self time to a counter per entry.
+ * Entries are the ops of ops.def (index = op id) followed by the optimizer steps
+ * (DLE_PROF_SGD_STEP...) and DLE_PROF_FUSED_ELEMENTWISE.
  *
  *   dle_profile_set_mode(DLE_PROF_TIMED);   // counters start at zero
  *   ... run ops ...
@@ -31,13 +32,15 @@ extern "C" {
 
 typedef enum { DLE_PROF_OFF, DLE_PROF_COUNT, DLE_PROF_TIMED } dle_profile_mode;
 
-/* Entries after the ops: the fused optimizer steps (optim.h), which are not ops. */
+/* Entries after the ops: the fused optimizer steps (optim.h) and the fused elementwise programs of
+ * dle.compile (fused.h), which are not ops. */
 enum {
   DLE_PROF_SGD_STEP = DLE_NUM_OPS,
   DLE_PROF_ADAGRAD_STEP,
   DLE_PROF_RMSPROP_STEP,
   DLE_PROF_ADAM_STEP,
   DLE_PROF_ADAMW_STEP,
+  DLE_PROF_FUSED_ELEMENTWISE,
   DLE_PROF_NUM_ENTRIES
 };
 
@@ -74,10 +77,12 @@ dle_status dle_op_call_unprofiled(dle_op op, dle_tensor **outs, dle_tensor *cons
 /* dle_op_call while profiling: runs the op and counts it. */
 dle_status dle_profile_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                                const dle_attrs *attrs);
-/* Around a fused optimizer step: t0 = dle_profile_begin(); ...; dle_profile_end(entry, t0,
- * flops, bytes). Both do nothing when the profiler is off. */
+/* Around a fused optimizer step or program: t0 = dle_profile_begin(); ...; dle_profile_end(entry,
+ * t0, flops, bytes). Both do nothing when the profiler is off. */
 double dle_profile_begin(void);
 void dle_profile_end(int entry, double t0, int64_t flops, int64_t bytes);
+/* The bytes of t's data as the profiler counts them: a broadcast (stride 0) dim once; 0 for NULL. */
+int64_t dle_profile_data_bytes(const dle_tensor *t);
 
 #ifdef __cplusplus
 }

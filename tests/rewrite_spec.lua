@@ -216,6 +216,22 @@ describe("rules.fusion", function()
     end
   end)
 
+  it("is counted by dle.profile and dle.flops as one fused_elementwise call per run", function()
+    local x, y = dle.randn(7, 13), dle.randn(13)
+    local g2 = R.apply(dle.graph.trace(f, x, y), R.rules.fusion)
+    local prof = dle.profile(function() return g2:run(x, y) end)
+    local by_op = {}
+    for _, r in ipairs(prof:ops()) do by_op[r.op] = r end
+    local fused = by_op.fused_elementwise
+    assert.is_not_nil(fused)
+    assert.equal(1, fused.calls)
+    assert.equal(7 * 91, fused.flops)                -- 7 instructions over 91 elements
+    -- x, y (once), the constants 2 and 3 (0-dim inputs of the node) and the output, float32
+    assert.equal((91 + 13 + 2 + 91) * 4, fused.bytes)
+    assert.is_nil(by_op.tanh)                        -- the fused ops are not counted again
+    assert.equal(7 * 91, dle.flops(function() return g2:run(x, y) end))
+  end)
+
   it("gives gradients through fused nodes equal to eager and to finite differences (float64)", function()
     local g = R.apply(dle.graph.trace(f, dle.randn(3, 4, {dtype = "float64"}), dle.randn(4, {dtype = "float64"})),
                       R.rules.fusion)

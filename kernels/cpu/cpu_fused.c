@@ -1,6 +1,7 @@
 /* cpu_fused.c — the fused elementwise executor (engine/fused.h): a small register program run
  * block by block over the output, with each block's temporaries in cache. */
 #include "../../engine/fused.h"
+#include "../../engine/profile.h"
 #include "cpu_loop.h"
 #include "cpu_vecmath.h"
 
@@ -214,10 +215,18 @@ dle_status dle_fused_run(dle_tensor **out, dle_tensor *const *ins, int nin, cons
   DLE_TRY(dle_tensor_empty(out, ndim, sizes, dt, DLE_DEVICE_CPU));
   int64_t numel = dle_tensor_numel(*out);
   if (numel == 0) return DLE_OK;
+  double t0 = dle_profile_begin();
   dle_status st = dt == DLE_F32
                       ? run_float(dle_tensor_data(*out), ins, plans, nin, prog, n, ndim, sizes, numel)
                       : run_double(dle_tensor_data(*out), ins, plans, nin, prog, n, ndim, sizes, numel);
-  if (st != DLE_OK) DLE_RELEASE(*out);
-  else dle_tensor_bump_version(*out);
-  return st;
+  if (st != DLE_OK) {
+    DLE_RELEASE(*out);
+    return st;
+  }
+  dle_tensor_bump_version(*out);
+  /* one FLOP per instruction and element, as the unfused ops count; inputs read once, out written once */
+  int64_t bytes = dle_profile_data_bytes(*out);
+  for (int i = 0; i < nin; i++) bytes += dle_profile_data_bytes(ins[i]);
+  dle_profile_end(DLE_PROF_FUSED_ELEMENTWISE, t0, (int64_t)n * numel, bytes);
+  return DLE_OK;
 }
