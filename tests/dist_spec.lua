@@ -172,11 +172,7 @@ describe("dle.dist in a world of one process", function()
     dle.manual_seed(seed)
     return dle.nn.Sequential(dle.nn.Linear(4, 6), dle.nn.ReLU(), dle.nn.Linear(6, 2))
   end
-  -- one step of cross-entropy training, the PyTorch way
-  local function train_step(model, opt, x, y)
-    local loss = dle.nn.functional.cross_entropy(model(x), y)
-    opt:zero_grad(); loss:backward(); opt:step()
-  end
+  local train_step = common.train_step   -- one step of cross-entropy training
   local function same_params(a, b)
     for i, p in ipairs(a:parameters()) do
       assert.are.same(p:totable(), b:parameters()[i]:totable())
@@ -287,8 +283,91 @@ describe("dle.dist in a world of one process", function()
     assert.truthy(err(z.load_state_dict, z, {}):find("ZeroRedundancyOptimizer:load_state_dict: expected a table", 1, true))
     local sd = z:state_dict()
     sd.world_size = 2
-    assert.truthy(err(z.load_state_dict, z, sd):find("state dicts are per rank", 1, true))
+    assert.truthy(err(z.load_state_dict, z, sd):find("a shard loads only on its own rank", 1, true))
     assert.truthy(err(z.owner, z, 99):find("ZeroRedundancyOptimizer:owner: no param 99", 1, true))
+  end)
+
+  it("ZeroRedundancyOptimizer:consolidate_state_dict gives exactly the plain optimizer's state_dict, until a step or a load", function()
+    local a, b, c = mlp(2), mlp(2), mlp(2)
+    local opts = {lr = 0.01, amsgrad = true}
+    local plain = dle.optim.Adam(a:parameters(), opts)
+    local zero = dle.optim.ZeroRedundancyOptimizer(dle.optim.Adam, b:parameters(), opts)
+    local x, y = dle.randn(5, 4), dle.randint(1, 3, {5})
+    train_alike(a, plain, b, zero, 2, x, y)
+    assert.truthy(zero:state_dict().owners, "a shard before consolidating")
+    zero:consolidate_state_dict()
+    local sd, expected = zero:state_dict(), plain:state_dict()
+    assert.is_nil(common.state_difference(sd, expected))
+    -- a plain Adam (built with another lr: the state's wins) loads it and continues like the ZeRO
+    c:load_state_dict(b:state_dict())
+    local plain2 = dle.optim.Adam(c:parameters(), {lr = 1})
+    plain2:load_state_dict(sd)
+    train_alike(b, zero, c, plain2, 2, x, y)
+    assert.is_nil(common.state_difference(sd, expected), "a copy: the steps did not change it")
+    assert.truthy(zero:state_dict().owners, "the step dropped the consolidation")
+    zero:consolidate_state_dict(0)
+    zero:load_state_dict(zero:state_dict())
+    assert.truthy(zero:state_dict().owners, "so does a load")
+  end)
+
+  it("ZeroRedundancyOptimizer:load_state_dict takes a plain optimizer's state and continues like it", function()
+    local a, b = mlp(4), mlp(4)
+    local opts = {lr = 0.05, momentum = 0.9}
+    local plain = dle.optim.SGD(a:parameters(), opts)
+    local x, y = dle.randn(5, 4), dle.randint(1, 3, {5})
+    for _ = 1, 2 do train_step(a, plain, x, y) end
+    b:load_state_dict(a:state_dict())
+    local zero = dle.optim.ZeroRedundancyOptimizer(dle.optim.SGD, b:parameters(), opts)
+    zero:load_state_dict(plain:state_dict())
+    train_alike(a, plain, b, zero, 2, x, y)
+  end)
+
+  it("ZeroRedundancyOptimizer checkpoints: errors name the function, the value, the param and the shapes", function()
+    local Z, Linear, ReLU = dle.optim.ZeroRedundancyOptimizer, dle.nn.Linear, dle.nn.ReLU
+    local x, y = dle.randn(5, 4), dle.randint(1, 3, {5})
+    -- a plain Adam's state_dict after one step of model (params grouped as groups says)
+    local function trained_state(model, groups)
+      local opt = dle.optim.Adam(groups or model:parameters())
+      train_step(model, opt, x, y)
+      return opt:state_dict()
+    end
+    local model = mlp(1)
+    local z = Z(dle.optim.Adam, model:parameters())
+    local fn = "ZeroRedundancyOptimizer:consolidate_state_dict: "
+    assert.truthy(err(z.consolidate_state_dict, z, 1):find(fn .. "to 1 is not a rank (ranks are 0..0)", 1, true))
+    assert.truthy(err(z.consolidate_state_dict, z, -1):find(fn .. "to -1 is not a rank", 1, true))
+    assert.truthy(err(z.consolidate_state_dict, z, 0.5):find(fn .. "to must be an integer, got number 0.5", 1, true))
+    assert.truthy(err(z.consolidate_state_dict, z, {}):find(fn .. "to must be an integer, got table", 1, true))
+    fn = "ZeroRedundancyOptimizer:load_state_dict: "
+    local bigger = dle.nn.Sequential(Linear(4, 6), ReLU(), Linear(6, 2), ReLU(), Linear(2, 2))
+    assert.truthy(err(z.load_state_dict, z, trained_state(bigger))
+      :find(fn .. "the state has 6 params, this optimizer 4", 1, true))
+    local wider = dle.nn.Sequential(Linear(4, 7), ReLU(), Linear(7, 2))
+    assert.truthy(err(z.load_state_dict, z, trained_state(wider))
+      :find(fn .. "the state of param 1 has exp_avg of shape {7,4}, the param {6,4}", 1, true))
+    -- the same params grouped otherwise
+    local p = mlp(1):parameters()
+    local split = trained_state(mlp(1), {{params = {p[1], p[2]}}, {params = {p[3], p[4]}}})
+    assert.truthy(err(z.load_state_dict, z, split):find(fn .. "the state has 2 param groups, this optimizer 1", 1, true))
+    local z2 = Z(dle.optim.Adam, {{params = {model:parameters()[1]}}, {params = {table.unpack(model:parameters(), 2)}}})
+    assert.truthy(err(z2.load_state_dict, z2, split):find(fn .. "param group 1 has 2 params in the state, 1 here", 1, true))
+    -- state for a param that does not exist, or that the class does not keep
+    local sd = trained_state(model)
+    sd.state[5] = sd.state[1]
+    assert.truthy(err(z.load_state_dict, z, sd):find(fn .. "state for param 5, which does not exist (4 params)", 1, true))
+    sd.state[5] = nil
+    sd.state[2].momentum_buffer = sd.state[2].exp_avg
+    assert.truthy(err(z.load_state_dict, z, sd):find(fn .. "the state of param 2 holds 'momentum_buffer', which Adam does not keep", 1, true))
+    -- a state consolidation cannot send fails on every rank, naming the param and its owner
+    sd.state[2].momentum_buffer = nil
+    z:load_state_dict(sd)
+    z.optim.state[3].step = "three"
+    assert.truthy(err(z.consolidate_state_dict, z)
+      :find("consolidate_state_dict: the state of param 3 (on rank 0) has step string, not a number", 1, true))
+    -- a plain optimizer refuses a shard: it would load without the other ranks' state
+    local plain = dle.optim.Adam(model:parameters())
+    assert.truthy(err(plain.load_state_dict, plain, Z(dle.optim.Adam, model:parameters()):state_dict())
+      :find("Adam: load_state_dict: the state is rank 0's shard of a ZeroRedundancyOptimizer in a world of 1", 1, true))
   end)
 
   it("ZeroRedundancyOptimizer.partition is greedy by size and deterministic", function()
@@ -361,14 +440,14 @@ local function mpirun(prog, env)
     .. "--oversubscribe --bind-to none -np " .. NP .. extra .. " " .. prog)
 end
 
--- Runs tests/dist/<worker>.lua on NP ranks.
-local function run_worker(worker) return mpirun("lua5.4 tests/dist/" .. worker .. ".lua") end
+-- Runs tests/dist/<worker>.lua on NP ranks (env: "VAR=value ..." for them).
+local function run_worker(worker, env) return mpirun("lua5.4 tests/dist/" .. worker .. ".lua", env) end
 
 local cache = {}
 -- The parsed report of a worker (run once), checked to have finished on every rank.
-local function report(worker)
+local function report(worker, env)
   if not cache[worker] then
-    local out, ok, secs = run_worker(worker)
+    local out, ok, secs = run_worker(worker, env)
     cache[worker] = {out = out, ok = ok, secs = secs, r = common.parse(out)}
   end
   local c = cache[worker]
@@ -497,11 +576,82 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
       assert.are.same({0, 1, 1, 1}, numbers(r[rank].owners))
       assert.are.equal(0.025, tonumber(r[rank].lr))
       assert.are.equal("6", r[rank].state_steps)
-      assert.truthy(r[rank].wrong_rank:find("state dicts are per rank", 1, true), r[rank].wrong_rank)
+      assert.truthy(r[rank].wrong_rank:find("a shard loads only on its own rank", 1, true), r[rank].wrong_rank)
     end
     assert.are.equal(r[0].zero_params, r[1].zero_params)
     assert.are.equal("1", r[0].state_keys)
     assert.are.equal("2,3,4", r[1].state_keys)
+  end)
+
+  -- the consolidated checkpoint tests/dist/zero_checkpoint.lua writes (rank 0), and its report
+  local checkpoint = os.tmpname()
+  teardown(function() os.remove(checkpoint) end)
+  local function checkpoint_report()
+    return report("zero_checkpoint", "DLE_ZERO_CHECKPOINT=" .. q(checkpoint))
+  end
+
+  it_mpi("ZeroRedundancyOptimizer:consolidate_state_dict: plain Adam's exact state on rank `to` (1, then 0), shards elsewhere and after a step", function()
+    local r = checkpoint_report()
+    for rank = 0, NP - 1 do
+      assert.are.equal("0", r[rank].trained_diff)
+      assert.are.equal(rank == 1 and "full" or "shard", r[rank].to1_kind)
+      assert.are.equal(rank == 0 and "full" or "shard", r[rank].to0_kind)
+      assert.are.equal("shard", r[rank].after_step_kind)
+    end
+    assert.are.equal("same", r[1].to1_vs_plain)
+    assert.are.equal("same", r[0].to0_vs_plain)
+  end)
+
+  it_mpi("ZeroRedundancyOptimizer:consolidate_state_dict gathers SGD, RMSprop, Adagrad and AdamW state, and params without any", function()
+    local r = checkpoint_report()
+    for _, cls in ipairs({"SGD", "RMSprop", "Adagrad", "AdamW"}) do
+      assert.are.equal("same", r[1]["class." .. cls], cls)
+    end
+  end)
+
+  it_mpi("a consolidated 2-rank checkpoint resumes in one process, in plain Adam and in ZeRO: the next step is the 2 ranks', bit for bit", function()
+    local r = checkpoint_report()
+    local ck = dle.load(checkpoint)
+    dle.dist.init()   -- a world of one here
+    -- the parameters after one step from the checkpoint with make_opt(params), in one thread
+    local function resumed(make_opt)
+      local model = common.mlp(99)
+      model:load_state_dict(ck.model)
+      local opt = make_opt(model:parameters())
+      opt:load_state_dict(ck.optim)
+      local X, Y = common.batch(0, 1)
+      local threads = dle.get_num_threads()
+      dle.set_num_threads(1)
+      local ok, e = pcall(common.train_step, model, opt, X, Y)
+      dle.set_num_threads(threads)
+      assert(ok, e)
+      return common.format(common.flat_params(model))
+    end
+    local plain = resumed(function(p) return dle.optim.Adam(p, common.ADAM) end)
+    assert.are.equal(r[0].params_step4, plain)
+    local zero = resumed(function(p) return dle.optim.ZeroRedundancyOptimizer(dle.optim.Adam, p, common.ADAM) end)
+    assert.are.equal(r[0].params_step4, zero)
+  end)
+
+  it_mpi("a consolidated checkpoint, or a plain Adam's state, resumes ZeRO on 2 ranks exactly as uninterrupted training", function()
+    local r = checkpoint_report()
+    for rank = 0, NP - 1 do
+      assert.are.equal("0.025", r[rank].resumed_lr)
+      assert.are.equal("0", r[rank].resumed_diff)
+      assert.are.equal("0", r[rank].plain_resumed_diff)
+      assert.are.equal("0", r[rank].plain_resumed_vs_ref)
+    end
+  end)
+
+  it_mpi("ZeroRedundancyOptimizer checkpoint errors on 2 ranks: a bad `to`, another rank's shard, a full state of other shapes", function()
+    local r = checkpoint_report()
+    for rank = 0, NP - 1 do
+      assert.truthy(r[rank].bad_to:find("ZeroRedundancyOptimizer:consolidate_state_dict: to 2 is not a rank (ranks are 0..1)", 1, true), r[rank].bad_to)
+      assert.truthy(r[rank].wrong_rank:find(string.format("ZeroRedundancyOptimizer:load_state_dict: the state is rank %d's "
+        .. "shard of a world of 2; this is rank %d of 2 (a shard loads only on its own rank", 1 - rank, rank), 1, true), r[rank].wrong_rank)
+      assert.truthy(r[rank].bad_shape:find("ZeroRedundancyOptimizer:load_state_dict: the state of param 3 has exp_avg of shape {2,2}, the param {3,8}", 1, true),
+        r[rank].bad_shape)
+    end
   end)
 
   local fm = H.exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")

@@ -55,6 +55,43 @@ function common.batch(rank, world)
   return X, Y, X:narrow(1, rank * B + 1, B), Y:narrow(1, rank * B + 1, B), B
 end
 
+--- The Adam options the ZeRO workers train with.
+common.ADAM = {lr = 0.05, betas = {0.8, 0.99}, weight_decay = 0.01}
+
+--- One step of cross-entropy training of model with opt on (x, y), the PyTorch way.
+function common.train_step(model, opt, x, y)
+  local dle = require "dle"
+  local loss = dle.nn.functional.cross_entropy(model(x), y)
+  opt:zero_grad(); loss:backward(); opt:step()
+end
+
+-- A tensor's dtype, shape and values, as a plain table.
+local function tensor_table(t)
+  return {dtype = t:dtype(), shape = t:shape(), values = t:contiguous():view(-1):totable()}
+end
+
+--- Where two state dicts (nested tables of numbers, strings, booleans and tensors) differ, as a
+-- path with the two values ("state.3.exp_avg.values.2: 0.5 vs 0.25"), or nil when they are equal:
+-- numbers of the same value and math.type, tensors of the same dtype, shape and values.
+function common.state_difference(a, b, path)
+  local dle = require "dle"
+  path = path or "sd"
+  if dle.is_tensor(a) then a = tensor_table(a) end
+  if dle.is_tensor(b) then b = tensor_table(b) end
+  if type(a) ~= "table" or type(b) ~= "table" then
+    if a == b and math.type(a) == math.type(b) then return nil end
+    return string.format("%s: %s vs %s", path, tostring(a), tostring(b))
+  end
+  for k, v in pairs(a) do
+    local d = common.state_difference(v, b[k], path .. "." .. tostring(k))
+    if d then return d end
+  end
+  for k, v in pairs(b) do
+    if a[k] == nil then return string.format("%s.%s: nil vs %s", path, tostring(k), tostring(v)) end
+  end
+  return nil
+end
+
 --- All of a model's parameter values in one list.
 function common.flat_params(m)
   local v = {}

@@ -4,7 +4,8 @@
 -- provides three methods:
 --   cls.check(group)            validates a param group's hyperparameters (errors at level 3)
 --   cls:update(p, g, st, group) runs one fused step of param p with gradient g and state st
---   cls.state_tensors           names of the tensors the state may hold (for load_state_dict)
+--   cls.state_tensors           names of the tensors the state may hold (besides the number
+--                               step): load_state_dict and ZeRO consolidation rely on it
 local dle = require "dle"
 
 local Optimizer = {}
@@ -216,13 +217,19 @@ function Optimizer:state_dict()
   return sd
 end
 
---- Restores a state_dict() of an optimizer of the same class over params of the same shapes,
--- so that training continues exactly as without the round trip.
+--- Restores a state_dict() of an optimizer of the same class over params of the same shapes (or
+-- a ZeroRedundancyOptimizer's consolidated one), so that training continues exactly as without
+-- the round trip.
 -- @param sd table from state_dict() (possibly through dle.save/dle.load)
 function Optimizer:load_state_dict(sd)
   local name = self.name
   if type(sd) ~= "table" or type(sd.param_groups) ~= "table" or type(sd.state) ~= "table" then
     error(name .. ": load_state_dict expects a table with state and param_groups", 2)
+  end
+  if sd.owners ~= nil then   -- it would load, silently without the other ranks' state
+    error(string.format("%s: load_state_dict: the state is rank %s's shard of a "
+      .. "ZeroRedundancyOptimizer in a world of %s; load a full state (zero:consolidate_state_dict(), "
+      .. "then state_dict() on that rank)", name, tostring(sd.rank), tostring(sd.world_size)), 2)
   end
   if #sd.param_groups ~= #self.param_groups then
     error(string.format("%s: load_state_dict: state has %d param groups, optimizer has %d", name,

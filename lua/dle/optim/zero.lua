@@ -11,10 +11,16 @@
 --   buckets per owner and dtype). Gradients must already be equal on every rank (DDP's job).
 -- * param_groups (every parameter, with each group's hyperparameters) and opt.lr are the global
 --   view, read and written by schedulers; step() hands them to the local optimizer.
--- * state_dict() is this rank's shard: {world_size, rank, owners, param_groups, state} with state
---   keyed by global param index, own params only. load_state_dict accepts the state_dict that the
---   same rank saved under the same world size and partition (save one file per rank); there is no
---   consolidation into one full state.
+-- Checkpoints, two ways:
+-- * One file (PyTorch's way): consolidate_state_dict(to), a collective, gathers every rank's state
+--   to rank `to`; state_dict() on `to` is then the full state in opt_class's own format, which a
+--   plain opt_class over the same params, or a ZeroRedundancyOptimizer under any world size, loads.
+--   The consolidation holds until the next step() or load_state_dict(), which drop it (state_dict()
+--   is the shard again): a full state older than the parameters would resume silently wrong.
+-- * One file per rank: state_dict() is otherwise this rank's shard, {world_size, rank, owners,
+--   param_groups, state} with state keyed by global param index, own params only; it loads only on
+--   the same rank under the same world size and partition.
+-- load_state_dict(sd) takes either; each rank keeps the state of the params it owns now.
 local dle = require "dle"
 local check = require "dle.check"
 local dist = require "dle.dist"
@@ -105,6 +111,8 @@ local function new(opt_class, params, opts)
   rawset(self, "_global_of", global_of)  -- local param index -> global param index
   rawset(self, "_world", world)
   rawset(self, "_rank", rank)
+  rawset(self, "_class", opt_class)
+  -- self._consolidated, set by consolidate_state_dict on rank `to`: the full state, until a step
   return self
 end
 
@@ -144,6 +152,7 @@ end
 function Zero:step(closure)
   local loss
   if closure then loss = dle.enable_grad(closure) end
+  rawset(self, "_consolidated", nil)   -- about to be out of date
   self:_sync_hyperparameters()
   if self.optim then self.optim:step() end
   if self._world > 1 then
@@ -163,51 +172,225 @@ function Zero:zero_grad()
   for _, p in ipairs(self._params) do p.grad = nil end
 end
 
---- This rank's shard of the state: {world_size, rank, owners, param_groups = global groups'
--- hyperparameters (params as global indices), state = {[global index] = state}} (copies).
+
+-- f as a public method: its errors (messages that name the method) point at the caller's line.
+local function reported_at_caller(f)
+  return function(...)
+    local ok, r = pcall(f, ...)
+    if not ok then error(r, 2) end
+    return r
+  end
+end
+
+local function fail(fmt, ...) error(string.format(fmt, ...), 0) end
+
+-- ---------------------------------------------------------------- what a param's state holds
+
+local function is_state_tensor(cls, name)
+  for _, n in ipairs(cls.state_tensors) do
+    if n == name then return true end
+  end
+  return false
+end
+
+-- Why st, the state of param p, is not what an optimizer of class cls keeps, or nil when it is:
+-- a number `step` and tensors shaped like p, each named in cls.state_tensors. Consolidation sends
+-- exactly these, so load_state_dict checks the same. (Tensors in list order: the same message on
+-- every rank.)
+local function state_problem(cls, p, st)
+  if type(st) ~= "table" then return "is a " .. check.typename(st) .. ", not a table" end
+  if type(st.step) ~= "number" then return "has step " .. check.typename(st.step) .. ", not a number" end
+  for k in pairs(st) do
+    if k ~= "step" and not is_state_tensor(cls, k) then
+      return string.format("holds '%s', which %s does not keep", tostring(k), cls.name)
+    end
+  end
+  for _, name in ipairs(cls.state_tensors) do
+    local v = st[name]
+    if v ~= nil and not dle.is_tensor(v) then
+      return string.format("has %s a %s, not a tensor", name, check.typename(v))
+    elseif v ~= nil and check.shape_str(v) ~= check.shape_str(p) then
+      return string.format("has %s of shape %s, the param %s", name, check.shape_str(v),
+        check.shape_str(p))
+    end
+  end
+end
+
+-- The live state tables of this rank's params, keyed by global param index.
+function Zero:_own_states()
+  local own = {}
+  if self.optim then
+    for li, i in ipairs(self._global_of) do own[i] = self.optim.state[li] end
+  end
+  return own
+end
+
+-- ---------------------------------------------------------------- consolidation
+
+-- Every param's state header, the same on every rank: row i is {status, step, has tensor 1,
+-- has tensor 2, ...} over opt_class.state_tensors, status 1 for a state, 0 for none (a param not
+-- stepped yet), -1 for a state that cannot be sent (problems[i] says why, on its owner only). The
+-- owner writes the row, the others zeros, and an all_reduce sums them; float64 holds any step
+-- count exactly.
+function Zero:_state_headers(own)
+  local cls = self._class
+  local rows, problems = {}, {}
+  for i, p in ipairs(self._params) do
+    local row = {0, 0}
+    for k in ipairs(cls.state_tensors) do row[2 + k] = 0 end
+    local st = own[i]
+    if st ~= nil then
+      problems[i] = state_problem(cls, p, st)
+      row[1] = problems[i] and -1 or 1
+      if not problems[i] then
+        row[2] = st.step
+        for k, name in ipairs(cls.state_tensors) do row[2 + k] = st[name] and 1 or 0 end
+      end
+    end
+    rows[i] = row
+  end
+  return dist.all_reduce(dle.tensor(rows, {dtype = "float64"})):totable(), problems
+end
+
+-- Broadcasts the states of rank r's params, as the headers describe them, from r to every rank
+-- (flat buckets); returns them, {[i] = state}, as copies on every rank (r clones its own).
+function Zero:_broadcast_states(r, rows, own)
+  local states, tensors = {}, {}
+  for i, p in ipairs(self._params) do
+    local row = rows[i]
+    if self.owners[i] == r and row[1] == 1 then
+      local st = {step = math.tointeger(row[2]) or row[2]}
+      for k, name in ipairs(self._class.state_tensors) do
+        if row[2 + k] == 1 then
+          st[name] = own[i] and own[i][name]:clone() or Optimizer.zeros_state(p)
+          tensors[#tensors + 1] = st[name]
+        end
+      end
+      states[i] = st
+    end
+  end
+  buckets.each(tensors, CAP, function(flat) dist.broadcast(flat, r) end)
+  return states
+end
+
+local function consolidate(self, to)
+  local fn = NAME .. ":consolidate_state_dict"
+  to = to == nil and 0 or check.integer(to, fn, "to")
+  if to < 0 or to >= self._world then
+    fail("%s: to %d is not a rank (ranks are 0..%d)", fn, to, self._world - 1)
+  end
+  rawset(self, "_consolidated", nil)
+  local own = self:_own_states()
+  local rows, problems = self:_state_headers(own)
+  for i, row in ipairs(rows) do
+    if row[1] < 0 then   -- every rank stops here, none is left waiting in a broadcast
+      fail("%s: the state of param %d (on rank %d) %s", fn, i, self.owners[i],
+        problems[i] or "is not what " .. self._class.name .. " keeps (see that rank's error)")
+    end
+  end
+  local full = {}
+  for r = 0, self._world - 1 do
+    local states = self:_broadcast_states(r, rows, own)
+    if self._rank == to then
+      for i, st in pairs(states) do full[i] = st end
+    end
+  end
+  if self._rank == to then rawset(self, "_consolidated", full) end
+end
+
+--- zero:consolidate_state_dict(to): gathers the optimizer state of every param to rank `to`
+-- (0-based, default 0), as PyTorch's. A collective: every rank must call it, with the same `to`.
+-- Afterwards, until the next step() or load_state_dict(), state_dict() on rank `to` is the full
+-- state in opt_class's own format; the other ranks keep only their shard. The owners broadcast
+-- their params' state in turn, so every rank briefly holds a copy of one rank's share.
+-- @param to rank that keeps the full state (default 0)
+Zero.consolidate_state_dict = reported_at_caller(consolidate)
+
+-- ---------------------------------------------------------------- state_dict
+
+--- The state as plain tables, numbers and tensors (dle.save writes it):
+-- * on the rank of the last consolidate_state_dict(), unless step() or load_state_dict() came
+--   since: the full state, {param_groups, state = {[i] = state}} over every param, exactly
+--   opt_class's own state_dict format (the tensors are the consolidated copies, not the live state);
+-- * otherwise this rank's shard: {world_size, rank, owners, param_groups = the global groups'
+--   hyperparameters (params as global indices), state = {[global index] = state}} (copies).
 -- @return table
 function Zero:state_dict()
+  local groups = Optimizer.indexed_groups(self.param_groups)
+  if self._consolidated then
+    local state = {}
+    for i, st in pairs(self._consolidated) do state[i] = copy_value(st) end
+    return {param_groups = groups, state = state}
+  end
   local sd = {world_size = self._world, rank = self._rank, owners = copy_value(self.owners),
-              param_groups = Optimizer.indexed_groups(self.param_groups), state = {}}
+              param_groups = groups, state = {}}
   if self.optim then
     for li, st in pairs(self.optim:state_dict().state) do sd.state[self._global_of[li]] = st end
   end
   return sd
 end
 
---- Restores a state_dict() saved by this same rank with the same world size and partition.
--- @param sd table from state_dict() (possibly through dle.save/dle.load)
-function Zero:load_state_dict(sd)
-  local fn = NAME .. ":load_state_dict"
-  if type(sd) ~= "table" or type(sd.param_groups) ~= "table" or type(sd.state) ~= "table"
-      or type(sd.owners) ~= "table" then
-    error(fn .. ": expected a table from ZeroRedundancyOptimizer:state_dict()", 2)
-  end
+-- ---------------------------------------------------------------- load_state_dict
+
+-- A shard loads only where it was saved: the same rank, world size and partition.
+local function check_shard(self, sd, fn)
   if sd.world_size ~= self._world or sd.rank ~= self._rank then
-    error(string.format("%s: the state is rank %s's shard of a world of %s; this is rank %d of %d "
-      .. "(state dicts are per rank: load each rank's own)", fn, tostring(sd.rank),
-      tostring(sd.world_size), self._rank, self._world), 2)
+    fail("%s: the state is rank %s's shard of a world of %s; this is rank %d of %d (a shard loads "
+      .. "only on its own rank; consolidate_state_dict() makes a state any rank loads)", fn,
+      tostring(sd.rank), tostring(sd.world_size), self._rank, self._world)
   end
+  if type(sd.owners) ~= "table" then fail("%s: the shard's owners is not a table", fn) end
   if #sd.owners ~= #self.owners then
-    error(string.format("%s: the state has %d params, this optimizer %d", fn, #sd.owners, #self.owners), 2)
+    fail("%s: the state has %d params, this optimizer %d", fn, #sd.owners, #self.owners)
   end
   for i, r in ipairs(self.owners) do
     if sd.owners[i] ~= r then
-      error(string.format("%s: param %d belongs to rank %s in the state, to rank %d here (another "
-        .. "partition)", fn, i, tostring(sd.owners[i]), r), 2)
+      fail("%s: param %d belongs to rank %s in the state, to rank %d here (another partition)", fn,
+        i, tostring(sd.owners[i]), r)
     end
-  end
-  if #sd.param_groups ~= #self.param_groups then
-    error(string.format("%s: the state has %d param groups, this optimizer %d", fn,
-      #sd.param_groups, #self.param_groups), 2)
   end
   for i in pairs(sd.state) do
     if self.owners[i] ~= self._rank then
-      error(string.format("%s: state for param %s, which rank %d does not own", fn, tostring(i),
-        self._rank), 2)
+      fail("%s: state for param %s, which rank %d does not own", fn, tostring(i), self._rank)
     end
   end
-  -- the local optimizer's own state_dict: local indices, its groups' hyperparameters
+end
+
+-- A full state (consolidated, or a plain optimizer's) must number the params as this optimizer
+-- does: as many in all, and in each group.
+local function check_full(self, sd, fn)
+  local total, counts = 0, {}
+  for gi, sg in ipairs(sd.param_groups) do
+    counts[gi] = type(sg) == "table" and type(sg.params) == "table" and #sg.params or 0
+    total = total + counts[gi]
+  end
+  if total ~= #self._params then
+    fail("%s: the state has %d params, this optimizer %d", fn, total, #self._params)
+  end
+  for gi, group in ipairs(self.param_groups) do
+    if counts[gi] ~= #group.params then
+      fail("%s: param group %d has %d params in the state, %d here", fn, gi, counts[gi],
+        #group.params)
+    end
+  end
+end
+
+-- Each param state of sd belongs to an existing param and is what opt_class keeps, shaped like it.
+local function check_states(self, state, fn)
+  for i, st in pairs(state) do
+    local p = self._params[math.tointeger(i) or 0]
+    if p == nil then
+      fail("%s: state for param %s, which does not exist (%d params)", fn, tostring(i),
+        #self._params)
+    end
+    local problem = state_problem(self._class, p, st)
+    if problem then fail("%s: the state of param %d %s", fn, i, problem) end
+  end
+end
+
+-- Loads the state of this rank's params (sd.state keyed by global index) into the local optimizer,
+-- in its own state_dict format, and sd's hyperparameters into the global param groups.
+function Zero:_load_own(sd, fn)
   if self.optim then
     local local_sd = {param_groups = {}, state = {}}
     for gi, li in pairs(self._local_of) do
@@ -218,7 +401,7 @@ function Zero:load_state_dict(sd)
     end
     for li, gi in ipairs(self._global_of) do local_sd.state[li] = sd.state[gi] end
     local ok, err = pcall(self.optim.load_state_dict, self.optim, local_sd)
-    if not ok then error(fn .. ": " .. tostring(err), 2) end
+    if not ok then fail("%s: %s", fn, tostring(err)) end
   end
   for gi, group in ipairs(self.param_groups) do
     for k, v in pairs(sd.param_groups[gi]) do
@@ -226,5 +409,28 @@ function Zero:load_state_dict(sd)
     end
   end
 end
+
+local function load(self, sd)
+  local fn = NAME .. ":load_state_dict"
+  if type(sd) ~= "table" or type(sd.param_groups) ~= "table" or type(sd.state) ~= "table" then
+    fail("%s: expected a table from state_dict(): a rank's shard, or a full state (consolidated, "
+      .. "or a plain optimizer's)", fn)
+  end
+  if #sd.param_groups ~= #self.param_groups then
+    fail("%s: the state has %d param groups, this optimizer %d", fn, #sd.param_groups,
+      #self.param_groups)
+  end
+  if sd.owners ~= nil then check_shard(self, sd, fn) else check_full(self, sd, fn) end
+  check_states(self, sd.state, fn)
+  rawset(self, "_consolidated", nil)
+  self:_load_own(sd, fn)
+end
+
+--- Restores a state_dict(): either a shard, on the rank that saved it under the same world size
+-- and partition, or a full state over the same params, from consolidate_state_dict() (any world
+-- size) or from a plain optimizer of the same class. Each rank keeps the state of its own params.
+-- Not a collective. Drops a consolidation this rank held.
+-- @param sd table from state_dict() (possibly through dle.save/dle.load)
+Zero.load_state_dict = reported_at_caller(load)
 
 return Zero
