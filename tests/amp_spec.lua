@@ -435,6 +435,18 @@ describe("dle.autocast cast cache", function()
     H.assert_close(y, H.build({2, 4}, function() return 8 end), {rtol = 0, atol = 0})
   end)
 
+  it("does not serve a cached cast to a parameter that has since been given a forward-mode tangent", function()
+    local w, h = dle.ones(3, 3):requires_grad_(), dle.ones(2, 3):bfloat16()
+    local tangent = bf16(function()
+      h:matmul(w)                                   -- cached without a tangent
+      dle.core.set_tangent(w, dle.ones(3, 3))
+      local y = h:matmul(w)
+      dle.core.set_tangent(w, nil)
+      return dle.core.tangent(y)
+    end)
+    H.assert_close(tangent, H.build({2, 3}, function() return 3 end), {rtol = 0, atol = 0})
+  end)
+
   it("takes {dtype =, cache_enabled =} and refuses other options, naming autocast", function()
     assert.are.equal("float16", dle.autocast({dtype = "half"}, dle.get_autocast_dtype))
     H.assert_error(function() dle.autocast({dtype = "bfloat16", cache = false}, print) end,
