@@ -311,6 +311,30 @@ static dle_dtype autocast_dtype_arg(lua_State *L, int idx) {
                                "half, fp16), got %s", got);
 }
 
+/* dle.autocast's first argument: a dtype, or {dtype = ..., cache_enabled = true|false} (PyTorch's
+ * knob; true by default). */
+static dle_dtype autocast_region_arg(lua_State *L, int idx, bool *cache) {
+  *cache = true;
+  if (!lua_istable(L, idx)) return autocast_dtype_arg(L, idx);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "";
+    if (strcmp(k, "cache_enabled") == 0) {
+      if (!lua_isboolean(L, -1))
+        luaL_error(L, "autocast: cache_enabled must be a boolean, got %s", luaL_typename(L, -1));
+      *cache = lua_toboolean(L, -1);
+    } else if (strcmp(k, "dtype") != 0) {
+      luaL_error(L, "autocast: unknown option '%s' (expected dtype or cache_enabled)",
+                 lua_type(L, -2) == LUA_TSTRING ? k : luaL_typename(L, -2));
+    }
+    lua_pop(L, 1);
+  }
+  lua_getfield(L, idx, "dtype");
+  dle_dtype dt = autocast_dtype_arg(L, lua_gettop(L));
+  lua_pop(L, 1);
+  return dt;
+}
+
 /** dle.core.autocast_set(on[, dtype]) switches this thread's autocast (dtype nil: the current
  * one) and returns the previous on and dtype, for dle.autocast to restore. */
 static int l_autocast_set(lua_State *L) {
@@ -323,14 +347,17 @@ static int l_autocast_set(lua_State *L) {
 }
 
 /** dle.autocast(dtype, fn, ...) runs fn(...) in mixed precision and returns its results.
- * dtype: "bfloat16" or "float16" (or an alias). While fn runs, matmul, conv2d and attention take
- * their float inputs in dtype (accumulating in float32), softmax, norms, losses, sums and exp/log
- * -like ops theirs in float32 (the lists: engine/autocast.h); casts are recorded, so float32
- * parameters get float32 gradients, and backward runs in the dtypes forward used. Nests (the
- * inner dtype wins); the previous mode comes back when fn returns or raises (the error is raised
- * again). Per thread, like no_grad. */
+ * dtype: "bfloat16" or "float16" (or an alias), or {dtype = ..., cache_enabled = false}. While fn
+ * runs, matmul, conv2d and attention take their float inputs in dtype (accumulating in float32),
+ * softmax, norms, losses, sums and exp/log-like ops theirs in float32 (the lists:
+ * engine/autocast.h); casts are recorded, so float32 parameters get float32 gradients, and
+ * backward runs in the dtypes forward used. A parameter's cast is made once and reused until the
+ * outermost region ends (unless cache_enabled is false). Nests (the inner dtype wins); the
+ * previous mode comes back when fn returns or raises (the error is raised again). Per thread,
+ * like no_grad. */
 static int l_autocast(lua_State *L) {
-  dle_dtype dt = autocast_dtype_arg(L, 1);
+  bool cache;
+  dle_dtype dt = autocast_region_arg(L, 1, &cache);
   bool callable = lua_type(L, 2) == LUA_TFUNCTION;
   if (!callable && luaL_getmetafield(L, 2, "__call") != LUA_TNIL) {  /* a callable table: a Module */
     lua_pop(L, 1);
@@ -338,13 +365,22 @@ static int l_autocast(lua_State *L) {
   }
   if (!callable) return luaL_error(L, "autocast: fn must be a function, got %s", luaL_typename(L, 2));
   lua_remove(L, 1);
-  bool was_on = dle_autocast_enabled();
-  dle_dtype was_dt = dle_autocast_dtype();
-  dle_autocast_set(true, dt);
+  dle_autocast_mode prev;
+  DLE_LUA_TRY(L, dle_autocast_enter(dt, cache, &prev));
   int st = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
-  dle_autocast_set(was_on, was_dt);
+  dle_autocast_exit(&prev);   /* before the error goes on: the cache is emptied either way */
   if (st != LUA_OK) return lua_error(L);
   return lua_gettop(L);
+}
+
+/** dle.core.autocast_lower(t) -> t as autocast's lower-precision ops take it: cast to the autocast
+ * dtype (through the cast cache, for a parameter) when a float tensor other than float64, else t.
+ * For ops that apply the policy in Lua (dle.einsum). */
+static int l_autocast_lower(lua_State *L) {
+  dle_tensor *t = dle_lua_check(L, 1), *out = NULL;
+  DLE_LUA_TRY(L, dle_autocast_cast(&out, t, DLE_AUTOCAST_LOWER));
+  dle_lua_push(L, out);
+  return 1;
 }
 
 /** dle.is_autocast_enabled() */
@@ -369,6 +405,7 @@ void dle_lua_open_autograd(lua_State *L, int module, int methods) {
                                  {"record_custom", l_record_custom}, {"set_tangent", l_set_tangent},
                                  {"tangent", l_tangent}, {"detach", m_detach},
                                  {"autocast", l_autocast}, {"autocast_set", l_autocast_set},
+                                 {"autocast_lower", l_autocast_lower},
                                  {"is_autocast_enabled", l_is_autocast_enabled},
                                  {"get_autocast_dtype", l_get_autocast_dtype}, {NULL, NULL}};
   static const luaL_Reg meths[] = {{"backward", m_backward}, {"detach", m_detach},

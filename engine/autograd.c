@@ -176,6 +176,7 @@ const char *dle_node_name(const dle_node *n) {
 dle_op dle_node_op(const dle_node *n) { return n->op; }
 const dle_attrs *dle_node_attrs(const dle_node *n) { return &n->attrs; }
 int dle_node_num_inputs(const dle_node *n) { return n->nin; }
+bool dle_node_freed(const dle_node *n) { return n->freed; }
 bool dle_node_needs_grad(const dle_node *n, int i) { return n->in[i].requires_grad; }
 int dle_node_input_ndim(const dle_node *n, int i) { return n->in[i].ndim; }
 const int64_t *dle_node_input_sizes(const dle_node *n, int i) { return n->in[i].sizes; }
@@ -667,6 +668,7 @@ dle_status dle_backward(int nroots, dle_tensor *const *roots, dle_tensor *const 
   /* Gradients run in the dtypes forward recorded (as PyTorch's backward under autocast): the rules'
    * ops are not autocast, whatever the mode around the call. */
   bool was_autocast = dle_autocast_set_enabled(false);
+  bool was_paused = dle_autocast_pause_cache(true);
   pass p;   /* not zeroed as a whole: slot_of initialises each slot it hands out */
   p.id = next_run++, p.n = 0, p.cap = PASS_INLINE, p.slots = p.inline_slots;
   dle_node *root_nodes[64];
@@ -732,6 +734,7 @@ dle_status dle_backward(int nroots, dle_tensor *const *roots, dle_tensor *const 
   if (rn != root_nodes) free(rn);
   dle_set_grad_enabled(was);
   dle_autocast_set_enabled(was_autocast);
+  dle_autocast_pause_cache(was_paused);
   if (st != DLE_OK)
     for (int j = 0; j < ninputs; j++) DLE_RELEASE(input_grads[j]);
   return st;

@@ -49,6 +49,8 @@ dle_dtype dle_node_input_dtype(const dle_node *n, int i);
  * the rule's save_inputs / save_outputs asked for it. */
 dle_tensor *dle_node_input(const dle_node *n, int i);
 dle_tensor *dle_node_output(const dle_node *n, int k);
+/* Whether a backward pass without retain_graph went through n (another one through it fails). */
+bool dle_node_freed(const dle_node *n);
 
 /* ---- helpers for rules ---- */
 /* g summed over broadcast dims so it has the given shape (undoes broadcasting). */

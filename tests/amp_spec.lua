@@ -274,6 +274,190 @@ describe("dle.autocast mode", function()
   end)
 end)
 
+describe("dle.autocast cast cache", function()
+  local no_cache = {dtype = "bfloat16", cache_enabled = false}
+
+  -- the casts (calls of the copy op) made while fn runs
+  local function casts(fn, ...)
+    for _, r in ipairs(dle.profile(fn, ...):ops()) do
+      if r.op == "copy" then return r.calls end
+    end
+    return 0
+  end
+
+  -- h times w, three times: an RNN-like cell unrolled over 3 steps with one weight
+  local function unrolled(w, h)
+    for _ = 1, 3 do h = h:matmul(w) end
+    return h
+  end
+
+  it("casts a parameter used by 3 matmuls once, and at each use with cache_enabled = false", function()
+    local w, h = dle.randn(8, 8):requires_grad_(), dle.randn(4, 8):bfloat16()
+    assert.are.equal(1, casts(bf16, unrolled, w, h))
+    assert.are.equal(3, casts(dle.autocast, no_cache, unrolled, w, h))
+    -- nn.Linear's weight and bias, and einsum's operands, go through the cache too (Linear's
+    -- product also copies its bias expanded, in bfloat16: compare with the uncached run)
+    local lin = nn.Linear(8, 8)
+    local function three(x) return lin(lin(lin(x))) end
+    assert.are.equal(2 * 3 - 2, casts(dle.autocast, no_cache, three, h) - casts(bf16, three, h))
+    assert.are.equal(1, casts(bf16, function()
+      for _ = 1, 3 do dle.einsum("ij,jk->ik", h, w) end
+    end))
+  end)
+
+  it("casts at every use what is not a float32 parameter: no requires_grad, a non-leaf, float16", function()
+    local h = dle.randn(4, 8):bfloat16()
+    assert.are.equal(3, casts(bf16, unrolled, dle.randn(8, 8), h))
+    local w = dle.randn(8, 8):requires_grad_()
+    assert.are.equal(3, casts(bf16, function() return unrolled(w * 2, h) end))   -- w * 2 has a grad_fn
+    assert.are.equal(3, casts(bf16, unrolled, dle.randn(8, 8):half():requires_grad_(), h))
+    local x, wb = dle.randn(4, 8), dle.randn(8, 8):bfloat16()                   -- an activation
+    assert.are.equal(3, casts(bf16, function() for _ = 1, 3 do x:matmul(wb) end end))
+  end)
+
+  it("gives the parameter the sum of its uses' gradients, as without the cache", function()
+    -- small integers: every product and sum is exact in bfloat16, so all runs agree exactly
+    local w = dle.tensor({{1, -1, 0}, {2, 0, 1}, {0, 1, -1}}):requires_grad_()
+    local h = dle.tensor({{1, 2, 0}, {0, -1, 1}})
+    local function grad_of(region)
+      w.grad = nil
+      dle.autocast(region, unrolled, w, h):float():sum():backward()
+      return w.grad
+    end
+    local w64 = w:detach():double():requires_grad_()
+    unrolled(w64, h:double()):sum():backward()
+    local want = w64.grad:totable()
+    H.assert_close(grad_of(no_cache), want, {rtol = 0, atol = 0, dtype = "float32"})
+    H.assert_close(grad_of("bfloat16"), want, {rtol = 0, atol = 0, dtype = "float32"})
+    -- random values: as close to float64 as the uncached run
+    dle.manual_seed(11)
+    w = dle.randn(16, 16):mul(0.25):requires_grad_()
+    h = dle.randn(4, 16)
+    w64 = w:detach():double():requires_grad_()
+    unrolled(w64, h:double()):sum():backward()
+    local scale = w64.grad:abs():max():item()
+    assert.is_true(max_diff(grad_of("bfloat16"), w64.grad) < 0.03 * scale)
+  end)
+
+  it("lets backward run inside the region between uses (gradients accumulated over micro-batches)", function()
+    local w, x = dle.ones(4, 3):requires_grad_(), dle.ones(2, 4)
+    bf16(function()
+      for _ = 1, 2 do x:matmul(w):float():sum():backward() end
+    end)
+    H.assert_close(w.grad, H.build({4, 3}, function() return 4 end), {rtol = 0, atol = 0})
+  end)
+
+  it("casts again after the parameter is written in place inside the region (an optimizer step)", function()
+    local w, x = dle.ones(4, 4):requires_grad_(), dle.ones(2, 4)
+    local before, after = bf16(function()
+      local y = x:matmul(w)
+      dle.no_grad(function() w:add_(1) end)
+      return y, x:matmul(w)
+    end)
+    H.assert_close(before, H.build({2, 4}, function() return 4 end), {rtol = 0, atol = 0})
+    H.assert_close(after, H.build({2, 4}, function() return 8 end), {rtol = 0, atol = 0})
+  end)
+
+  it("does not serve a cast made under no_grad to an op that records, and reuses it under no_grad", function()
+    local w, h = dle.randn(4, 4):requires_grad_(), dle.randn(2, 4):bfloat16()
+    local y = bf16(function()
+      dle.no_grad(function() return h:matmul(w) end)
+      return h:matmul(w)
+    end)
+    assert.is_true(y.requires_grad)
+    y:float():sum():backward()
+    assert.are.equal("float32", w.grad:dtype())
+    assert.are.equal(1, casts(bf16, function() return dle.no_grad(unrolled, w, h) end))
+  end)
+
+  it("holds nothing once the outermost region exits, normally or by an error", function()
+    local w, h = dle.randn(256, 256):requires_grad_(), dle.randn(4, 256):bfloat16()
+    local function allocated()
+      collectgarbage()
+      collectgarbage()
+      return dle.memory_stats().allocated
+    end
+    local base = allocated()
+    bf16(function() unrolled(w, h) end)                          -- its cast: 128 KiB
+    assert.are.equal(base, allocated())
+    local ok, err = pcall(bf16, function()
+      unrolled(w, h)
+      error("boom", 0)
+    end)
+    assert.is_false(ok)
+    assert.are.equal("boom", err)
+    assert.are.equal(base, allocated())
+    assert.are.equal(1, casts(bf16, unrolled, w, h))             -- a new region casts anew
+  end)
+
+  it("shares the cache with nested regions, each dtype with its own cast", function()
+    local w, x = dle.randn(4, 4):requires_grad_(), dle.randn(2, 4)
+    local dtypes = {}
+    -- x (an activation) is cast at each of the 4 matmuls, w once per dtype
+    assert.are.equal(4 + 2, casts(bf16, function()
+      dtypes[1] = x:matmul(w):dtype()
+      dle.autocast("float16", function()
+        dtypes[2], dtypes[3] = x:matmul(w):dtype(), x:matmul(w):dtype()
+      end)
+      dtypes[4] = x:matmul(w):dtype()   -- still cached: the inner exit did not clear it
+    end))
+    assert.are.same({"bfloat16", "float16", "float16", "bfloat16"}, dtypes)
+    -- a nested region without the cache casts at each use, and the outer one caches again after it
+    assert.are.equal(1 + 3, casts(bf16, function()
+      dle.autocast({dtype = "bfloat16", cache_enabled = false}, unrolled, w, x:bfloat16())
+      unrolled(w, x:bfloat16())
+    end) - 2)   -- the two x:bfloat16()
+  end)
+
+  it("keeps dle.checkpoint's gradients when its parameters are also used outside it and backward runs inside the region", function()
+    dle.manual_seed(12)
+    local lin, x = nn.Linear(4, 4), dle.randn(3, 4)
+    local function weight_grad(region)
+      lin.weight.grad, lin.bias.grad = nil, nil
+      dle.autocast(region, function()
+        local y = lin(x) + dle.checkpoint(lin, x)
+        y:float():sum():backward()
+      end)
+      return lin.weight.grad
+    end
+    local want = weight_grad(no_cache):totable()
+    H.assert_close(weight_grad("bfloat16"), want, {rtol = 0, atol = 0})
+  end)
+
+  it("lets a trace inside the region record the cast from the live parameter", function()
+    local w, x = dle.ones(4, 4):requires_grad_(), dle.ones(2, 4)
+    local y = bf16(function()
+      x:matmul(w)                                     -- w's cast is in the cache now
+      local g = dle.graph.trace(function(a) return a:matmul(w) end, x)
+      dle.no_grad(function() w:add_(1) end)
+      return g:run(x)
+    end)
+    H.assert_close(y, H.build({2, 4}, function() return 8 end), {rtol = 0, atol = 0})
+  end)
+
+  it("does not serve a cached cast to a parameter that has since been given a forward-mode tangent", function()
+    local w, h = dle.ones(3, 3):requires_grad_(), dle.ones(2, 3):bfloat16()
+    local tangent = bf16(function()
+      h:matmul(w)                                   -- cached without a tangent
+      dle.core.set_tangent(w, dle.ones(3, 3))
+      local y = h:matmul(w)
+      dle.core.set_tangent(w, nil)
+      return dle.core.tangent(y)
+    end)
+    H.assert_close(tangent, H.build({2, 3}, function() return 3 end), {rtol = 0, atol = 0})
+  end)
+
+  it("takes {dtype =, cache_enabled =} and refuses other options, naming autocast", function()
+    assert.are.equal("float16", dle.autocast({dtype = "half"}, dle.get_autocast_dtype))
+    H.assert_error(function() dle.autocast({dtype = "bfloat16", cache = false}, print) end,
+      "autocast", "unknown option 'cache'")
+    H.assert_error(function() dle.autocast({dtype = "bfloat16", cache_enabled = 1}, print) end,
+      "autocast", "cache_enabled must be a boolean, got number")
+    H.assert_error(function() dle.autocast({cache_enabled = false}, print) end, "autocast", "got nil")
+    assert.is_false(dle.is_autocast_enabled())
+  end)
+end)
+
 describe("training under autocast", function()
   -- a 2-layer MLP on a fixed regression problem, trained with Adam from the same initial weights
   local function train(dtype, steps)

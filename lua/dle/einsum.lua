@@ -270,11 +270,7 @@ return function(dle)
       if not dle.is_tensor(ops[k]) then fail("operand %d is a %s, not a tensor", k, type(ops[k])) end
     end
     if not dle.is_autocast_enabled() then return einsum(equation, ops) end
-    local dt = dle.get_autocast_dtype()
-    for k = 1, ops.n do
-      local t = ops[k]
-      if t:is_floating_point() and t:dtype() ~= "float64" then ops[k] = t:to(dt) end
-    end
+    for k = 1, ops.n do ops[k] = dle.core.autocast_lower(ops[k]) end   -- parameters' casts cached
     local was_on = dle.core.autocast_set(false)
     local ok, r = pcall(einsum, equation, ops)
     dle.core.autocast_set(was_on)

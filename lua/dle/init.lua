@@ -8,7 +8,7 @@ local internal = {read_idx = true, memmap = true, record_custom = true,
                   set_tangent = true, tangent = true, backward_captures = true, sgd_step = true,
                   adagrad_step = true, rmsprop_step = true, adam_step = true, adamw_step = true,
                   profile_mode = true, profile_counters = true, op_flops_rule = true,
-                  autocast_set = true, raw_buffer = true, trace_begin = true, trace_end = true,
+                  autocast_set = true, autocast_lower = true, raw_buffer = true, trace_begin = true, trace_end = true,
                   trace_active = true, trace_note = true, tensor_id = true, graph_attrs = true,
                   graph_op = true, peek_scalar = true, tensor_view_key = true,
                   fused_program = true, fused_run = true, kernel_ops = true}

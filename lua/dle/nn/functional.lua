@@ -44,6 +44,9 @@ function F.linear(x, weight, bias)
   -- accumulates into it (gemm's beta = 1) instead of a product and an add.
   local lead = x:dim() > 2 and x:shape() or nil
   if lead then x = x:reshape(-1, inf) end
+  -- under autocast, the weight is cast before it is transposed: the product then receives a view
+  -- of the parameter's cast, which the cast cache keeps, rather than a new view to cast each call
+  if dle.is_autocast_enabled() then weight = dle.core.autocast_lower(weight) end
   local y = bias and dle.addmm(bias, x, weight:t()) or x:matmul(weight:t())
   if lead then
     lead[#lead] = weight:size(1)
