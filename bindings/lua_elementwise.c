@@ -61,12 +61,30 @@ static void binary_args(lua_State *L, dle_op op, bool inplace, dle_tensor **out)
   DLE_LUA_TRY(L, binary(op, out, &a, &b));
 }
 
+/* add and sub take PyTorch's {alpha = s} at 3 (a + s*b): the operand at 2 is replaced by s*b
+ * (kept on the stack, so an error later frees it). Any other third argument is an error rather
+ * than silently dropped. */
+static void scale_by_alpha(lua_State *L, dle_op op) {
+  if (lua_isnoneornil(L, 3)) return;
+  const char *fn = dle_op_get_info(op)->name;
+  if ((op != DLE_OP_ADD && op != DLE_OP_SUB) || !lua_istable(L, 3))
+    luaL_error(L, "%s: unexpected argument #3 (%s)%s", fn, luaL_typename(L, 3),
+               op == DLE_OP_ADD || op == DLE_OP_SUB ? "; options are {alpha = number}" : "");
+  if (lua_getfield(L, 3, "alpha") == LUA_TNIL) return;
+  if (lua_type(L, -1) != LUA_TNUMBER)
+    luaL_error(L, "%s: alpha must be a number, got %s", fn, luaL_typename(L, -1));
+  lua_pushvalue(L, 2);
+  lua_arith(L, LUA_OPMUL);  /* alpha * b: tensor metamethod or plain number product */
+  lua_replace(L, 2);
+}
+
 /* upvalue 1: op id; upvalue 2: in-place flag; upvalue 3: the tensor metatable */
 #define MT_UPVALUE lua_upvalueindex(3)
 static int l_binary(lua_State *L) {
   dle_op op = (dle_op)lua_tointeger(L, lua_upvalueindex(1));
   bool inplace = lua_toboolean(L, lua_upvalueindex(2));
   dle_tensor *r = NULL;
+  scale_by_alpha(L, op);
   binary_args(L, op, inplace, &r);
   if (inplace) {
     lua_settop(L, 1);

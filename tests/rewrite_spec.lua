@@ -75,6 +75,14 @@ describe("patterns and rules", function()
     H.assert_error(function() B.add(g.inputs[1], 3) end, "build.add", "graph node")
   end)
 
+  it("build rejects attrs the engine does not read instead of silently dropping them", function()
+    local g = dle.graph.trace(function(x) return x:clamp(0, 1) end, dle.randn(3))
+    assert.same({f = {0, 1}}, g:nodes()[2].attrs)
+    H.assert_error(function() B.clamp(g.inputs[1], {min = 0}) end, "build.clamp", "unknown attr 'min'")
+    local n = B.clamp(g.inputs[1], {f = {0, 1}})
+    assert.same({3}, n:shape())
+  end)
+
   it("verify accepts a correct user rule and rejects a wrong one with a message", function()
     local good = R.rule{name = "x*2 -> x+x", pattern = P.mul(P.any "x", P.const(2)),
                         replace = function(m) return B.add(m.x, m.x) end}

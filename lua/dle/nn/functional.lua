@@ -78,14 +78,26 @@ end
 -- @param eps default 1e-5
 -- @param normalized_shape trailing sizes to normalize over (a number or a table); default: the
 --   shape of weight (or bias), else the last dimension
+-- PyTorch's order, layer_norm(x, normalized_shape, weight, bias, eps), is accepted too: a number
+-- or a plain table second is a shape, never a weight.
 -- @return tensor of x's shape
 function F.layer_norm(x, weight, bias, eps, normalized_shape)
   check.tensor(x, "layer_norm", "input")
+  if type(weight) == "number" or type(weight) == "table" then  -- tensors are userdata
+    normalized_shape, weight, bias, eps = weight, bias, eps, normalized_shape
+  end
   if x:dim() < 1 then error("layer_norm: expected an input of at least 1 dimension, got " .. shape_str(x), 2) end
   check.opt_tensor(weight, "layer_norm", "weight")
   check.opt_tensor(bias, "layer_norm", "bias")
   local shape = normalized_shape or (weight and weight:shape()) or (bias and bias:shape()) or x:size(-1)
   return (dle.layer_norm(x, shape, weight, bias, eps or 1e-5))
+end
+
+--- one_hot(classes, n): t:one_hot(n) as PyTorch's F.one_hot: 1-based int64 classes of any shape
+-- to {classes shape..., n} int64 (n omitted: the largest class).
+function F.one_hot(classes, n)
+  check.tensor(classes, "one_hot", "classes")
+  return classes:one_hot(n)
 end
 
 --- embedding(ids, weight, opts): rows of weight {n, d} picked by 1-based int64 ids of any shape

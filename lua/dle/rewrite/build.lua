@@ -29,12 +29,26 @@ local function stand_in(n, attrs)
   return one:expand(n._shape)
 end
 
+-- The attrs the engine reads (core.graph_attrs); any other key would be dropped without a word,
+-- so build.clamp(x, {min = 0}) would silently clamp to [0, 0].
+local ATTR_KEYS = {ints = true, f = true, dtype = true, keepdim = true, index_base = true, generator = true}
+
+local function check_attrs(fname, attrs)
+  for k in pairs(attrs) do
+    if not ATTR_KEYS[k] then
+      error(string.format("%s: unknown attr '%s' (attrs are ints, f, dtype, keepdim, index_base, "
+        .. "generator, as node.attrs shows them)", fname, tostring(k)), 4)
+    end
+  end
+end
+
 --- B.make(op, inputs, attrs) -> a new node of op over inputs (a list of nodes), attrs a table.
 function B.make(op, inputs, attrs)
   local fname = "build." .. tostring(op)
   local id = op_ids[op]
   if not id then error(fname .. ": no op named '" .. tostring(op) .. "' in the op table", 3) end
   attrs = attrs or {}
+  check_attrs(fname, attrs)
   local ins = {}
   for i, n in ipairs(inputs) do
     if getmetatable(n) ~= Node then
