@@ -234,7 +234,8 @@ static dle_status custom_vjp(void *p, dle_tensor *const *gout, int nout, dle_ten
     }
   }
   if (lua_pcall(L, nout, nin, 0) != LUA_OK) {
-    dle_status st = dle_error("autograd.Function backward: %s", lua_tostring(L, -1));
+    /* the closure (lua/dle/autograd.lua) already names the Function and says "backward" */
+    dle_status st = dle_error("%s", lua_tostring(L, -1));
     lua_pop(L, 1);
     return st;
   }

@@ -465,6 +465,19 @@ describe("dle.autograd.Function", function()
     assert_close({2, -4, 6}, x.grad)
   end)
 
+  it("a backward returning the wrong number of gradients is an error naming the Function once", function()
+    local Bad = dle.autograd.Function{
+      forward = function(ctx, x) return x * 2 end,
+      backward = function(ctx, g) return g, g end,   -- two gradients for one input
+    }
+    local x = leaf({1, 2})
+    local ok, err = pcall(function() Bad(x):sum():backward() end)
+    assert.is_false(ok)
+    err = tostring(err)
+    assert.truthy(err:find("Function backward: returned 2 gradients", 1, true), err)
+    assert.falsy(err:find("backward:.*backward:"), err)
+  end)
+
   it("forward runs under no_grad (its own ops are not recorded)", function()
     local seen
     local F = dle.autograd.Function{
