@@ -13,8 +13,8 @@
  * are what memory serves worst: reading a 4096 x 4096 float matrix this way ran at 10-11 GB/s
  * (1 thread), in runs of 1 KiB at 20-27. When every input is transposed and the output is large,
  * a band is therefore BAND_TALL rows, the tiles of one column of the band back to back, so each
- * transposed input column is read in a 1 KiB run (exp(a:t()) 9.0 -> 8.4 ms, a:t():contiguous()
- * 6.3 -> 5.6 ms). A contiguous input keeps the short bands: its rows would be read in 256-byte
+ * transposed input column is read in a 1 KiB run (exp(a:t()) 9.0 -> 8.5 ms, a:t():contiguous()
+ * 6.3 -> 5.7 ms). A contiguous input keeps the short bands: its rows would be read in 256-byte
  * runs then (a:t() + b went from 11 to 18 ms when all bands were tall). */
 #include "cpu_loop.h"
 #include "cpu_stream.h"
