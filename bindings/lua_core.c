@@ -12,7 +12,12 @@ static const char metatable_key = 0; /* registry key of the metatable (faster th
 
 /* ---------------------------------------------------------------- errors */
 
-int dle_lua_fail(lua_State *L) { return luaL_error(L, "%s", dle_last_error()); }
+int dle_lua_fail(lua_State *L) {
+  const char *fn = dle_lua_fname(L), *msg = dle_last_error();
+  size_t n = strlen(fn);
+  if (strncmp(msg, fn, n) == 0 && msg[n] == ':') return luaL_error(L, "%s", msg);
+  return luaL_error(L, "%s: %s", fn, msg);
+}
 
 /* ---------------------------------------------------------------- memory pacing */
 
@@ -140,13 +145,13 @@ static dle_lua_tensor *to_ud(lua_State *L, int idx) {
 dle_tensor *dle_lua_opt(lua_State *L, int idx) {
   dle_lua_tensor *ud = to_ud(L, idx);
   if (!ud) return NULL;
-  if (!ud->t) luaL_error(L, "tensor used after it was closed");
+  if (!ud->t) luaL_error(L, "%s: a tensor used after it was closed", dle_lua_fname(L));
   return ud->t;
 }
 
 dle_tensor *dle_lua_check(lua_State *L, int idx) {
   dle_tensor *t = dle_lua_opt(L, idx);
-  if (!t) luaL_typeerror(L, idx, "dle.Tensor");
+  if (!t) luaL_typeerror(L, idx, "tensor");
   return t;
 }
 
@@ -563,6 +568,10 @@ int luaopen_dle_native(lua_State *L) {
   dle_lua_open_profile(L, module, methods);
   dle_lua_open_graph(L, module, methods);
 
+  dle_lua_open_errors(L, module);
+  dle_lua_register_names(L, module);
+  dle_lua_register_names(L, methods);
+  dle_lua_register_names(L, mt);
   lua_pushvalue(L, methods);
   lua_setfield(L, module, "Tensor");     /* methods table: Lua code adds methods here */
   lua_pushvalue(L, mt);

@@ -2,6 +2,8 @@
 -- `local dle = require "dle"` gives the whole public API (see API.md): tensors and their
 -- operations (from the native module dle.core), plus the Lua-level helpers loaded below.
 local core = require "dle.core"
+-- Errors raised in dle.core are reported at the first caller outside this directory.
+core._set_source_root(debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "")
 
 -- dle.core's helpers for the Lua packages stay in dle.core; everything else is public.
 local internal = {read_idx = true, memmap = true, record_custom = true,
