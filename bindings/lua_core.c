@@ -12,12 +12,7 @@ static const char metatable_key = 0; /* registry key of the metatable (faster th
 
 /* ---------------------------------------------------------------- errors */
 
-int dle_lua_fail(lua_State *L) {
-  const char *fn = dle_lua_fname(L), *msg = dle_last_error();
-  size_t n = strlen(fn);
-  if (strncmp(msg, fn, n) == 0 && msg[n] == ':') return luaL_error(L, "%s", msg);
-  return luaL_error(L, "%s: %s", fn, msg);
-}
+/* dle_lua_fail: lua_errors.c */
 
 /* ---------------------------------------------------------------- memory pacing */
 

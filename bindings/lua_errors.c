@@ -31,7 +31,9 @@ void dle_lua_register_names(lua_State *L, int table) {
   while (lua_next(L, table)) {
     if (lua_type(L, -2) == LUA_TSTRING && lua_iscfunction(L, -1)) {
       lua_pushvalue(L, -1);
-      if (lua_rawget(L, names) == LUA_TNIL) {
+      /* a public name wins over an internal one ("_conv2d_grad_input", also a method) */
+      int t = lua_rawget(L, names);
+      if (t == LUA_TNIL || (t == LUA_TSTRING && lua_tostring(L, -1)[0] == '_' && lua_tostring(L, -3)[0] != '_')) {
         const char *k = lua_tostring(L, -3);
         lua_pushvalue(L, -2);
         lua_pushstring(L, strncmp(k, "__", 2) == 0 ? k + 2 : k);
@@ -44,22 +46,43 @@ void dle_lua_register_names(lua_State *L, int table) {
   lua_pop(L, 1);
 }
 
-/* dle.core._set_source_root(dir): the directory of dle's Lua sources (set by init.lua). */
+/* dle.core._set_source_root(dir, internal, core): the directory of dle's Lua sources, and the set
+ * (names as keys) of dle.core's functions that only dle's Lua code calls (set by init.lua). An internal function's
+ * messages already name the public function it serves ("idx: ..." from read_idx): they are not
+ * prefixed with its own name. */
 static int set_source_root(lua_State *L) {
   luaL_checkstring(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  luaL_checktype(L, 3, LUA_TTABLE);
   lua_pushfstring(L, "@%s", lua_tostring(L, 1));
   lua_rawsetp(L, LUA_REGISTRYINDEX, &root_key);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &names_key);
+  int names = lua_gettop(L);
+  lua_pushnil(L);
+  while (lua_next(L, 2)) {
+    lua_pop(L, 1);
+    lua_pushvalue(L, -1);
+    if (lua_rawget(L, 3) == LUA_TFUNCTION) {
+      lua_pushboolean(L, 0);
+      lua_rawset(L, names);
+    } else {
+      lua_pop(L, 1);
+    }
+  }
   return 0;
 }
 
-const char *dle_lua_fname(lua_State *L) {
+/* The running C function's name; *internal is set for the functions of set_source_root's set. */
+static const char *fname(lua_State *L, bool *internal) {
   lua_Debug ar;
   const char *name = NULL;
+  *internal = false;
   if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "nf", &ar)) {
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &names_key) == LUA_TTABLE) {
       lua_pushvalue(L, -2);
-      lua_rawget(L, -2);
-      name = lua_tostring(L, -1);  /* stays valid: the names table holds the string */
+      int t = lua_rawget(L, -2);
+      if (t == LUA_TBOOLEAN) *internal = true;
+      else name = lua_tostring(L, -1);  /* stays valid: the names table holds the string */
       lua_pop(L, 1);
     }
     lua_pop(L, 2);
@@ -68,30 +91,50 @@ const char *dle_lua_fname(lua_State *L) {
   return name ? name : "dle";
 }
 
+const char *dle_lua_fname(lua_State *L) {
+  bool internal;
+  return fname(L, &internal);
+}
+
+int dle_lua_fail(lua_State *L) {
+  bool internal;
+  const char *fn = fname(L, &internal), *msg = dle_last_error();
+  size_t n = strlen(fn);
+  if (internal || (strncmp(msg, fn, n) == 0 && msg[n] == ':')) return dle_lua_error(L, "%s", msg);
+  return dle_lua_error(L, "%s: %s", fn, msg);
+}
+
 /* True when the function at level 0 was called as a method (t:f(...)): argument 1 is then self. */
 static bool called_as_method(lua_State *L) {
   lua_Debug ar;
   return lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.namewhat && strcmp(ar.namewhat, "method") == 0;
 }
 
-/* Pushes "source:line: " of the first caller that is neither a C function nor dle's Lua code
- * ("" when that caller is C, such as pcall, as Lua itself does). */
+/* Whether the frame at level is dle's: a Lua function of dle's sources, or a C function (pcall,
+ * dle.no_grad) called by one. Mirrors check.raise in lua/dle/check.lua. */
+static bool dle_frame(lua_State *L, int level, const char *root, size_t rootlen) {
+  lua_Debug ar;
+  if (!root || !lua_getstack(L, level, &ar)) return false;
+  lua_getinfo(L, "S", &ar);
+  if (strcmp(ar.what, "C") == 0) return dle_frame(L, level + 1, root, rootlen);
+  return strncmp(ar.source, root, rootlen) == 0;
+}
+
+/* Pushes "source:line: " of the first caller outside dle ("" when that caller is C, such as the
+ * user's pcall, as Lua itself does). */
 static void push_where(lua_State *L) {
   const char *root = NULL;
   size_t rootlen = 0;
   lua_rawgetp(L, LUA_REGISTRYINDEX, &root_key);
   if (lua_type(L, -1) == LUA_TSTRING) root = lua_tolstring(L, -1, &rootlen);
+  int level = 1;
+  while (dle_frame(L, level, root, rootlen)) level++;
   lua_Debug ar;
-  for (int level = 1; lua_getstack(L, level, &ar); level++) {
-    lua_getinfo(L, "Sl", &ar);
-    if (root && ar.currentline > 0 && strncmp(ar.source, root, rootlen) == 0) continue;
-    lua_pop(L, 1);
-    if (ar.currentline > 0) lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
-    else lua_pushliteral(L, "");
-    return;
-  }
   lua_pop(L, 1);
-  lua_pushliteral(L, "");
+  if (lua_getstack(L, level, &ar) && lua_getinfo(L, "Sl", &ar) && ar.currentline > 0)
+    lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
+  else
+    lua_pushliteral(L, "");
 }
 
 int dle_lua_error(lua_State *L, const char *fmt, ...) {

@@ -2,8 +2,6 @@
 -- `local dle = require "dle"` gives the whole public API (see API.md): tensors and their
 -- operations (from the native module dle.core), plus the Lua-level helpers loaded below.
 local core = require "dle.core"
--- Errors raised in dle.core are reported at the first caller outside this directory.
-core._set_source_root(debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "")
 
 -- dle.core's helpers for the Lua packages stay in dle.core; everything else is public.
 local internal = {read_idx = true, memmap = true, record_custom = true,
@@ -14,6 +12,9 @@ local internal = {read_idx = true, memmap = true, record_custom = true,
                   trace_active = true, trace_note = true, tensor_id = true, graph_attrs = true,
                   graph_op = true, peek_scalar = true, tensor_view_key = true,
                   fused_program = true, fused_run = true, kernel_ops = true}
+-- Errors raised in dle.core are reported at the first caller outside this directory; the
+-- internal functions' messages name the public function they serve.
+core._set_source_root(debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "", internal, core)
 local dle = {}
 for name, value in pairs(core) do
   if not internal[name] and name:sub(1, 1) ~= "_" then dle[name] = value end

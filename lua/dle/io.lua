@@ -644,10 +644,10 @@ return function(dle)
   dle.save_safetensors = public(save_safetensors)
   dle.load_safetensors = public(load_safetensors)
   dle.io = {
-    json_decode = function(s)
+    json_decode = public(function(s)
       check.string(s, "dle.io.json_decode", "text")
       return json_decode(s, "dle.io.json_decode", "string")
-    end,
+    end),
     json_string = function(s)
       check.string(s, "dle.io.json_string", "s")
       return json_string(s)
