@@ -1,7 +1,9 @@
 /* lua_core.c — the dle.core module: the tensor userdata type, its metatable, argument helpers,
  * and luaopen_dle_native, which assembles the per-family binding files. Lua code requires
  * "dle.core" (bindings/loader/), which loads this module after setting up OpenMP. */
+#include <ctype.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lua_util.h"
@@ -431,6 +433,10 @@ static int core_memory_stats(lua_State *L) {
   lua_setfield(L, -2, "peak");
   lua_pushinteger(L, (lua_Integer)dle_memory_cached());
   lua_setfield(L, -2, "cached");
+  if (dle_memory_limit()) {
+    lua_pushinteger(L, (lua_Integer)dle_memory_limit());
+    lua_setfield(L, -2, "limit");
+  }
   return 1;
 }
 
@@ -453,6 +459,66 @@ static int core_set_cache_limit(lua_State *L) {
   luaL_argcheck(L, n >= 0, 1, "set_cache_limit: the limit must be a non-negative number of bytes");
   dle_set_cache_limit((size_t)n);
   return 0;
+}
+
+/* Bytes from "2G", "512M", "1.5GB", "64KiB" or "1000": K, M, G, T are powers of 1000, Ki, Mi,
+ * Gi, Ti of 1024, a trailing B is optional. False for anything else (or past SIZE_MAX). */
+static bool parse_bytes(const char *s, size_t *out) {
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || !(v >= 0)) return false;
+  static const char units[] = "KMGT";
+  const char *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
+  double scale = 1;
+  if (u) {
+    end++;
+    bool binary = *end == 'i' || *end == 'I';
+    if (binary) end++;
+    for (const char *k = units; k <= u; k++) scale *= binary ? 1024 : 1000;
+  }
+  if (*end == 'B' || *end == 'b') end++;
+  if (*end || v * scale >= 18446744073709551615.0) return false;
+  *out = (size_t)(v * scale);
+  return true;
+}
+
+/* dle.set_memory_limit(bytes): caps the bytes live tensors hold (nil or 0: no cap); bytes is a
+ * number or a string with a suffix as DLE_MAX_MEMORY ("2G"). */
+static int core_set_memory_limit(lua_State *L) {
+  size_t n = 0;
+  if (lua_type(L, 1) == LUA_TNUMBER) {
+    lua_Number v = lua_tonumber(L, 1);
+    if (!(v >= 0) || v >= 18446744073709551615.0)
+      return luaL_error(L, "set_memory_limit: the limit must be a non-negative number of bytes, got %s",
+                        lua_tostring(L, 1));
+    n = (size_t)v;
+  } else if (lua_type(L, 1) == LUA_TSTRING) {
+    if (!parse_bytes(lua_tostring(L, 1), &n))
+      return luaL_error(L, "set_memory_limit: '%s' is not a number of bytes (e.g. 2000000, \"512M\", \"2G\")",
+                        lua_tostring(L, 1));
+  } else if (!lua_isnoneornil(L, 1)) {
+    return luaL_typeerror(L, 1, "number of bytes or nil");
+  }
+  dle_set_memory_limit(n);
+  return 0;
+}
+
+/* dle.get_memory_limit(): the cap in bytes, or nil when there is none. */
+static int core_get_memory_limit(lua_State *L) {
+  size_t n = dle_memory_limit();
+  if (n) lua_pushinteger(L, (lua_Integer)n);
+  else lua_pushnil(L);
+  return 1;
+}
+
+/* DLE_MAX_MEMORY, read when dle.core loads: a bad value is an error naming the variable. */
+static void apply_env_memory_limit(lua_State *L) {
+  const char *s = getenv("DLE_MAX_MEMORY");
+  if (!s || !*s) return;
+  size_t n;
+  if (!parse_bytes(s, &n))
+    luaL_error(L, "DLE_MAX_MEMORY: '%s' is not a number of bytes (e.g. 2000000, 512M, 2G, 4GiB)", s);
+  dle_set_memory_limit(n);
 }
 
 static int core_time(lua_State *L) {
@@ -510,6 +576,7 @@ static int core_kernel_ops(lua_State *L) {
 }
 
 int luaopen_dle_native(lua_State *L) {
+  apply_env_memory_limit(L);
   static const luaL_Reg module_fns[] = {
       {"op_table", core_op_names},
       {"memory_allocated", core_memory_allocated},
@@ -518,6 +585,8 @@ int luaopen_dle_native(lua_State *L) {
       {"empty_cache", core_empty_cache},
       {"reset_peak_memory_stats", core_reset_peak},
       {"set_cache_limit", core_set_cache_limit},
+      {"set_memory_limit", core_set_memory_limit},
+      {"get_memory_limit", core_get_memory_limit},
       {"time", core_time},
       {"set_num_threads", core_set_num_threads},
       {"get_num_threads", core_get_num_threads},

@@ -40,6 +40,13 @@ function check.raise(msg)
   error(msg, level)
 end
 
+-- "file.lua:12: " and the rest of an error message ("" and the message when it has no position).
+local function split_position(msg)
+  local pos, body = msg:match("^([^\n]-:%d+: )(.*)$")
+  if pos then return pos, body end
+  return "", msg
+end
+
 --- Calls f(...) and returns its results; an error from an op f uses (a shape mismatch found by
 -- `minimum` inside logical_and) is raised again named after fn ("logical_and: minimum: shapes
 -- ..."), at the same position. For public functions composed of other ops.
@@ -48,11 +55,17 @@ function check.call(fn, f, ...)
   if res[1] then return table.unpack(res, 2, res.n) end
   local msg = res[2]
   if type(msg) ~= "string" then error(msg, 0) end
-  local pos, body = msg:match("^([^\n]-:%d+: )(.*)$")
-  if not pos then pos, body = "", msg end
-  if body:sub(1, #fn + 1) == fn .. ":" then error(msg, 0) end
-  if pos == "" then check.raise(fn .. ": " .. body) end
-  error(pos .. fn .. ": " .. body, 0)
+  local pos, body = split_position(msg)
+  if body:sub(1, #fn + 1) ~= fn .. ":" then body = fn .. ": " .. body end
+  if pos == "" then check.raise(body) end
+  error(pos .. body, 0)
+end
+
+--- Raises again an error caught inside dle: as it is when it carries a position, else at the
+-- first caller outside dle (check.raise).
+function check.rethrow(msg)
+  if type(msg) == "string" and split_position(msg) == "" then check.raise(msg) end
+  error(msg, 0)
 end
 
 local function fail(fn, what, expected, v)

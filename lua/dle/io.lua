@@ -45,7 +45,7 @@ end
 local function public(impl)
   return function(...)
     local res = table.pack(pcall(impl, ...))
-    if not res[1] then error(res[2], 2) end
+    if not res[1] then check.rethrow(res[2]) end
     return table.unpack(res, 2, res.n)
   end
 end
