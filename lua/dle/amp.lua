@@ -42,8 +42,8 @@ local options = {init_scale = true, growth_factor = true, backoff_factor = true,
 -- self must be a GradScaler: scaler.step(opt) (a dot for the colon) is named, not a nil index.
 local function check_self(self, method)
   if getmetatable(self) ~= GradScaler then
-    check.raise(string.format("GradScaler:%s: call it as a method (scaler:%s(...)), got %s as self",
-      method, method, check.typename(self)))
+    error(string.format("GradScaler:%s: call it as a method (scaler:%s(...)), got %s as self",
+      method, method, check.typename(self)), 3)
   end
 end
 
@@ -52,8 +52,8 @@ local function check_optimizer(opt, method, needs_step)
   local ok = type(opt) == "table" and type(opt.param_groups) == "table"
   if ok and needs_step then ok = check.is_callable(opt.step) end
   if not ok then
-    check.raise(string.format("GradScaler:%s: optimizer must be a dle.optim optimizer (with param_groups%s), "
-      .. "got %s", method, needs_step and " and step" or "", check.typename(opt)))
+    error(string.format("GradScaler:%s: optimizer must be a dle.optim optimizer (with param_groups%s), "
+      .. "got %s", method, needs_step and " and step" or "", check.typename(opt)), 3)
   end
 end
 
@@ -64,7 +64,7 @@ end
 setmetatable(GradScaler, {__call = function(_, opts)
   opts = check.table(opts, "GradScaler", "options", true) or {}
   for k in pairs(opts) do
-    if not options[k] then check.raise("GradScaler: unknown option '" .. tostring(k) .. "'") end
+    if not options[k] then error("GradScaler: unknown option '" .. tostring(k) .. "'", 2) end
   end
   local self = setmetatable({}, GradScaler)
   self._scale = check.number_that(opts.init_scale or 2.0 ^ 16, "GradScaler", "init_scale",
@@ -113,8 +113,8 @@ function GradScaler:scale(outputs)
   check_self(self, "scale")
   local bad, value = non_tensor(outputs, "outputs")
   if bad then
-    check.raise(string.format("GradScaler:scale: %s must be a tensor or a table of tensors, got %s", bad,
-      check.typename(value)))
+    error(string.format("GradScaler:scale: %s must be a tensor or a table of tensors, got %s", bad,
+      check.typename(value)), 2)
   end
   if not self._enabled then return outputs end
   return scaled(outputs, self._scale)
@@ -159,13 +159,13 @@ function GradScaler:unscale_(optimizer)
   if not self._enabled then return end
   local stage = self._stage[optimizer]
   if stage == UNSCALED then
-    check.raise("GradScaler:unscale_: unscale_() has already been called on this optimizer since the "
-      .. "last update()")
+    error("GradScaler:unscale_: unscale_() has already been called on this optimizer since the "
+      .. "last update()", 2)
   elseif stage == STEPPED then
-    check.raise("GradScaler:unscale_: unscale_() is being called after step()")
+    error("GradScaler:unscale_: unscale_() is being called after step()", 2)
   end
   local found, msg = unscale_grads(optimizer, 1 / self._scale)
-  if msg then check.raise("GradScaler:unscale_: " .. msg) end
+  if msg then error("GradScaler:unscale_: " .. msg, 2) end
   self._found_inf[optimizer] = found
   self._stage[optimizer] = UNSCALED
 end
@@ -179,20 +179,20 @@ function GradScaler:step(optimizer, ...)
   check_optimizer(optimizer, "step", true)
   if not self._enabled then return optimizer:step(...) end
   if select("#", ...) > 0 and type((...)) == "function" then
-    check.raise("GradScaler:step: a closure is not supported while the scaler is enabled")
+    error("GradScaler:step: a closure is not supported while the scaler is enabled", 2)
   end
   if self._stage[optimizer] == STEPPED then
-    check.raise("GradScaler:step: step() has already been called since the last update()")
+    error("GradScaler:step: step() has already been called since the last update()", 2)
   end
   if self._stage[optimizer] ~= UNSCALED then
     local found, msg = unscale_grads(optimizer, 1 / self._scale)
-    if msg then check.raise("GradScaler:step: " .. msg) end
+    if msg then error("GradScaler:step: " .. msg, 2) end
     self._found_inf[optimizer] = found
   end
   local found = self._found_inf[optimizer]
   if found == nil then
-    check.raise("GradScaler:step: no inf checks were recorded for this optimizer: none of its params "
-      .. "has a gradient (call backward on the scaled loss first)")
+    error("GradScaler:step: no inf checks were recorded for this optimizer: none of its params "
+      .. "has a gradient (call backward on the scaled loss first)", 2)
   end
   self._stage[optimizer] = STEPPED
   if found then return nil end
@@ -209,8 +209,8 @@ function GradScaler:update(new_scale)
   if new_scale ~= nil then
     if dle.is_tensor(new_scale) then
       if new_scale:numel() ~= 1 then
-        check.raise("GradScaler:update: new_scale must hold one element, got shape "
-          .. check.shape_str(new_scale))
+        error("GradScaler:update: new_scale must hold one element, got shape "
+          .. check.shape_str(new_scale), 2)
       end
       new_scale = new_scale:item()
     end
@@ -223,8 +223,8 @@ function GradScaler:update(new_scale)
       found = found or f
     end
     if not any then
-      check.raise("GradScaler:update: no inf checks were recorded prior to update (call step or unscale_ "
-        .. "after backward on the scaled loss)")
+      error("GradScaler:update: no inf checks were recorded prior to update (call step or unscale_ "
+        .. "after backward on the scaled loss)", 2)
     end
     if found then
       self._scale = self._scale * self._backoff_factor
@@ -295,8 +295,8 @@ function GradScaler:load_state_dict(sd)
   check.table(sd, "GradScaler:load_state_dict", "state_dict")
   if not self._enabled then return end
   if next(sd) == nil then
-    check.raise("GradScaler:load_state_dict: the state dict is empty, possibly because it was saved from "
-      .. "a disabled GradScaler")
+    error("GradScaler:load_state_dict: the state dict is empty, possibly because it was saved from "
+      .. "a disabled GradScaler", 2)
   end
   local fn = "GradScaler:load_state_dict"
   local scale = check.number_that(sd.scale, fn, "scale", "a finite number > 0", positive)

@@ -12,11 +12,11 @@ return function(dle)
   local function as_list(v, fn, what)
     if core.is_tensor(v) then return {v}, true end
     if type(v) ~= "table" then
-      check.raise(string.format("%s: %s must be a tensor or a list of tensors, got %s", fn, what, check.typename(v)))
+      error(string.format("%s: %s must be a tensor or a list of tensors, got %s", fn, what, check.typename(v)), 3)
     end
     for i, x in ipairs(v) do
       if not core.is_tensor(x) then
-        check.raise(string.format("%s: %s[%d] must be a tensor, got %s", fn, what, i, check.typename(x)))
+        error(string.format("%s: %s[%d] must be a tensor, got %s", fn, what, i, check.typename(x)), 3)
       end
     end
     return v, false
@@ -31,7 +31,7 @@ return function(dle)
     local ins, single = as_list(inputs, "jvp", "inputs")
     local tans = as_list(tangents, "jvp", "tangents")
     if #tans ~= #ins then
-      check.raise(string.format("jvp: %d tangents for %d inputs", #tans, #ins))
+      error(string.format("jvp: %d tangents for %d inputs", #tans, #ins), 2)
     end
     local primals = {}
     for i, x in ipairs(ins) do
@@ -42,7 +42,7 @@ return function(dle)
     local outs, out_tans = {}, {}
     for k = 1, results.n do
       local o = results[k]
-      if not core.is_tensor(o) then check.raise("jvp: f returned a " .. type(o) .. " as result " .. k) end
+      if not core.is_tensor(o) then error("jvp: f returned a " .. type(o) .. " as result " .. k, 2) end
       outs[k] = o
       out_tans[k] = core.tangent(o) or dle.zeros_like(o)
       core.set_tangent(o, nil)
@@ -249,14 +249,14 @@ return function(dle)
   -- zero), called with one tangent (or nil) per tensor argument.
   function dle.autograd.Function(spec)
     if type(spec) ~= "table" then
-      check.raise("autograd.Function: expected a table {forward = fn, backward = fn}, got " .. type(spec))
+      error("autograd.Function: expected a table {forward = fn, backward = fn}, got " .. type(spec), 2)
     end
     local name = spec.name or "Function"
-    if type(name) ~= "string" then check.raise("autograd.Function: name must be a string") end
+    if type(name) ~= "string" then error("autograd.Function: name must be a string", 2) end
     local forward, backward, jvp = spec.forward, spec.backward, spec.jvp
-    if type(forward) ~= "function" then check.raise(name .. ": forward must be a function") end
-    if type(backward) ~= "function" then check.raise(name .. ": backward must be a function") end
-    if jvp ~= nil and type(jvp) ~= "function" then check.raise(name .. ": jvp must be a function") end
+    if type(forward) ~= "function" then error(name .. ": forward must be a function", 2) end
+    if type(backward) ~= "function" then error(name .. ": backward must be a function", 2) end
+    if jvp ~= nil and type(jvp) ~= "function" then error(name .. ": jvp must be a function", 2) end
 
     local function apply(...)
       local args = table.pack(...)
@@ -298,7 +298,7 @@ return function(dle)
           local o, t = results[k], touts[k]
           if core.is_tensor(o) and o:is_floating_point() and t ~= nil then
             if not core.is_tensor(t) then
-              check.raise(string.format("%s: jvp result %d must be a tensor or nil, got %s", name, k, type(t)))
+              error(string.format("%s: jvp result %d must be a tensor or nil, got %s", name, k, type(t)), 2)
             end
             core.set_tangent(o, t)
           end
@@ -322,9 +322,9 @@ return function(dle)
       end
       if #outs == 0 then return table.unpack(results, 1, results.n) end
       if #outs > 2 then
-        check.raise(string.format("%s: a custom Function has at most 2 differentiable (float tensor) "
+        error(string.format("%s: a custom Function has at most 2 differentiable (float tensor) "
                             .. "outputs, got %d (mark the others with ctx:mark_non_differentiable)",
-                            name, #outs))
+                            name, #outs), 2)
       end
       -- saved tensors: outputs are kept detached (no cycle node -> closure -> output -> node);
       -- each one's version is checked by backward

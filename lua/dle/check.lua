@@ -16,61 +16,10 @@ function check.typename(v)
   return type(v)
 end
 
--- "@/path/to/lua/dle/": the sources of dle's Lua code (this file's directory).
-local root = debug.getinfo(1, "S").source:match("^(@.*[/\\])") or "\0"
-
--- Whether the frame at `level` (counted from the caller of this function) is dle's: a function of
--- dle's Lua sources, or a C function (pcall, dle.no_grad) called by one. Mirrors dle_frame in
--- bindings/lua_errors.c.
-local function dle_frame(level)
-  local info = debug.getinfo(level + 1, "S")
-  while info and info.what == "C" do
-    level = level + 1
-    info = debug.getinfo(level + 1, "S")
-  end
-  return info ~= nil and info.source:sub(1, #root) == root
-end
-
---- Raises msg at the first caller outside dle (the user's line; none when that caller is C, the
--- user's pcall say), however deep inside dle the check ran: a fixed error level points inside
--- dle when a public function reaches the check through another of dle's functions.
-function check.raise(msg)
-  local level = 2
-  while dle_frame(level) do level = level + 1 end
-  error(msg, level)
-end
-
--- "file.lua:12: " and the rest of an error message ("" and the message when it has no position).
-local function split_position(msg)
-  local pos, body = msg:match("^([^\n]-:%d+: )(.*)$")
-  if pos then return pos, body end
-  return "", msg
-end
-
---- Calls f(...) and returns its results; an error from an op f uses (a shape mismatch found by
--- `minimum` inside logical_and) is raised again named after fn ("logical_and: minimum: shapes
--- ..."), at the same position. For public functions composed of other ops.
-function check.call(fn, f, ...)
-  local res = table.pack(pcall(f, ...))
-  if res[1] then return table.unpack(res, 2, res.n) end
-  local msg = res[2]
-  if type(msg) ~= "string" then error(msg, 0) end
-  local pos, body = split_position(msg)
-  if body:sub(1, #fn + 1) ~= fn .. ":" then body = fn .. ": " .. body end
-  if pos == "" then check.raise(body) end
-  error(pos .. body, 0)
-end
-
---- Raises again an error caught inside dle: as it is when it carries a position, else at the
--- first caller outside dle (check.raise).
-function check.rethrow(msg)
-  if type(msg) == "string" and split_position(msg) == "" then check.raise(msg) end
-  error(msg, 0)
-end
-
 local function fail(fn, what, expected, v)
-  check.raise(string.format("%s: %s must be %s, got %s", fn, what, expected,
-    type(v) == "number" and "number " .. tostring(v) or check.typename(v)))
+  -- level 4: fail <- check.<kind> <- the public function <- its caller
+  error(string.format("%s: %s must be %s, got %s", fn, what, expected,
+    type(v) == "number" and "number " .. tostring(v) or check.typename(v)), 4)
 end
 
 --- v must be a tensor.

@@ -62,7 +62,7 @@ return function(dle)
   function dle.compile(fn, opts)
     check.callable(fn, "compile", "fn")
     if opts ~= nil and type(opts) ~= "table" then
-      check.raise("compile: options must be a table, got " .. type(opts))
+      error("compile: options must be a table, got " .. type(opts), 2)
     end
     opts = opts or {}
     local rewrite = dle.rewrite
@@ -71,7 +71,7 @@ return function(dle)
                    or {rewrite.flatten(opts.rules)}
     local cache_size = opts.cache_size or 8
     if math.type(cache_size) ~= "integer" or cache_size < 1 then
-      check.raise("compile: cache_size must be a positive integer, got " .. tostring(cache_size))
+      error("compile: cache_size must be a positive integer, got " .. tostring(cache_size), 2)
     end
     local debug = opts.debug or (tonumber(os.getenv("DLE_DEBUG") or "") or 0) >= 1
     local graph, run = dle.graph, require "dle.graph.run"
@@ -153,7 +153,7 @@ return function(dle)
   -- by dle.compile traced, replayed and ran eagerly, and how many guards it caches now.
   function dle.compile_info(compiled)
     local info = info_of[compiled]
-    if not info then check.raise("compile_info: expected a function made by dle.compile") end
+    if not info then error("compile_info: expected a function made by dle.compile", 2) end
     local copy = {}
     for k, v in pairs(info) do copy[k] = v end
     return copy

@@ -5,11 +5,10 @@
 -- permute to {batch, kept, contracted} x {batch, contracted, kept}, reshape to 3-D, matmul,
 -- reshape back. The result is finally permuted into the output's label order.
 
-local check = require "dle.check"
-
 return function(dle)
+  -- Errors carry no position prefix, like the engine's own messages.
   local function fail(fmt, ...)
-    check.raise("einsum: " .. string.format(fmt, ...))
+    error("einsum: " .. string.format(fmt, ...), 0)
   end
 
   local function shape_str(t) return "{" .. table.concat(t:shape(), ",") .. "}" end
@@ -275,7 +274,7 @@ return function(dle)
     local was_on = dle.core.autocast_set(false)
     local ok, r = pcall(einsum, equation, ops)
     dle.core.autocast_set(was_on)
-    if not ok then check.raise(r) end   -- raised inside pcall: it carries no position yet
+    if not ok then error(r, 0) end
     return r
   end
 end

@@ -16,16 +16,16 @@ return function(dle)
   function dle.set_printoptions(opts)
     check.table(opts, "set_printoptions", "options")
     for k, v in pairs(opts) do
-      if dle.print_options[k] == nil then check.raise("set_printoptions: unknown option '" .. tostring(k) .. "'") end
+      if dle.print_options[k] == nil then error("set_printoptions: unknown option '" .. tostring(k) .. "'", 2) end
       -- threshold may be math.huge (never summarize); edgeitems and precision are bounded so
       -- printing stays cheap and its formats valid
       local ok
       if k == "threshold" then ok = type(v) == "number" and v >= 0
       else ok = math.type(v) == "integer" and v >= 0 and v <= (k == "precision" and 30 or 1 << 20) end
       if not ok then
-        check.raise(string.format("set_printoptions: %s must be a non-negative %s, got %s", k,
+        error(string.format("set_printoptions: %s must be a non-negative %s, got %s", k,
           k == "threshold" and "number" or k == "precision" and "integer up to 30" or "integer up to 2^20",
-          tostring(v)))
+          tostring(v)), 2)
       end
     end
     for k, v in pairs(opts) do dle.print_options[k] = v end
@@ -198,25 +198,22 @@ return function(dle)
   local function operand(b, fn)
     if dle.is_tensor(b) then return b end
     if type(b) == "number" or type(b) == "boolean" then return dle.tensor(b) end
-    check.raise(string.format("%s: other must be a tensor or a number, got %s", fn, check.typename(b)))
+    error(string.format("%s: other must be a tensor or a number, got %s", fn, check.typename(b)), 3)
   end
 
   --- t:logical_and(b), logical_or(b), logical_xor(b): bool tensors, nonzero meaning true,
   -- broadcasting; b may be a number.
   function Tensor.logical_and(a, b)
     check.tensor(a, "logical_and", "input")
-    b = operand(b, "logical_and")
-    return check.call("logical_and", function() return a:ne(0):minimum(b:ne(0)):ne(0) end)
+    return a:ne(0):minimum(operand(b, "logical_and"):ne(0)):ne(0)
   end
   function Tensor.logical_or(a, b)
     check.tensor(a, "logical_or", "input")
-    b = operand(b, "logical_or")
-    return check.call("logical_or", function() return a:ne(0):maximum(b:ne(0)):ne(0) end)
+    return a:ne(0):maximum(operand(b, "logical_or"):ne(0)):ne(0)
   end
   function Tensor.logical_xor(a, b)
     check.tensor(a, "logical_xor", "input")
-    b = operand(b, "logical_xor")
-    return check.call("logical_xor", function() return a:ne(0):ne(b:ne(0)) end)
+    return a:ne(0):ne(operand(b, "logical_xor"):ne(0))
   end
 
   --- t:isclose(other, rtol, atol, equal_nan) / dle.isclose(a, b, ...): bool tensor of
@@ -227,12 +224,10 @@ return function(dle)
     b = operand(b, fn)
     rtol = rtol == nil and 1e-5 or check.number(rtol, fn, "rtol")
     atol = atol == nil and 1e-8 or check.number(atol, fn, "atol")
-    return check.call(fn, function()
-      local finite = a:abs():lt(math.huge):logical_and(b:abs():lt(math.huge))
-      local close = (a - b):abs():le(b:abs() * rtol + atol):logical_and(finite):logical_or(a:eq(b))
-      if equal_nan then close = close:logical_or(a:ne(a):logical_and(b:ne(b))) end
-      return close
-    end)
+    local finite = a:abs():lt(math.huge):logical_and(b:abs():lt(math.huge))
+    local close = (a - b):abs():le(b:abs() * rtol + atol):logical_and(finite):logical_or(a:eq(b))
+    if equal_nan then close = close:logical_or(a:ne(a):logical_and(b:ne(b))) end
+    return close
   end
   function Tensor.isclose(a, b, rtol, atol, equal_nan) return isclose("isclose", a, b, rtol, atol, equal_nan) end
 

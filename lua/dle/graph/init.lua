@@ -139,7 +139,7 @@ end
 function graph._trace(fname, fn, ...)
   check.callable(fn, fname, "fn")
   if core.trace_active() then
-    check.raise(fname .. ": a trace is already running on this thread (traces do not nest)")
+    error(fname .. ": a trace is already running on this thread (traces do not nest)", 3)
   end
   local g = graph.new()
   local args = table.pack(...)
@@ -365,7 +365,7 @@ end
 -- the grad outputs). Raises an error for an unsafe graph or one without float outputs.
 function Graph:backward_graph(opts)
   opts = opts or {}
-  if self.unsafe then check.raise("backward_graph: the graph is unsafe to replay: " .. self.unsafe) end
+  if self.unsafe then error("backward_graph: the graph is unsafe to replay: " .. self.unsafe, 2) end
   local dle = require "dle"
   local wrt = {}
   for _, n in ipairs(self.inputs) do
@@ -378,7 +378,7 @@ function Graph:backward_graph(opts)
   for k, n in ipairs(self.outputs) do
     if is_float(n._dtype) then float_outs[#float_outs + 1] = k end
   end
-  if #float_outs == 0 then check.raise("backward_graph: the graph has no float output to differentiate") end
+  if #float_outs == 0 then error("backward_graph: the graph has no float output to differentiate", 2) end
   local g = self
   -- leaves that require grad stand in for the inputs, so the trace records the backward pass
   local examples = {}

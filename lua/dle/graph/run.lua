@@ -9,7 +9,6 @@
 -- class cache doing the reuse). Never closed: inputs, constants, parameters, outputs, and tensors
 -- written in place (their userdata is shared by several nodes).
 local core = require "dle.core"
-local check = require "dle.check"
 local Nodes = require "dle.graph.node"
 
 local graph_op, is_tensor = core.graph_op, core.is_tensor
@@ -88,21 +87,21 @@ end
 
 --- M.check_inputs(g, fname, args) -> raises an error naming fname when args do not fit g.
 function M.check_inputs(g, fname, args)
-  if g.unsafe then check.raise(fname .. ": the graph is unsafe to replay: " .. g.unsafe) end
+  if g.unsafe then error(fname .. ": the graph is unsafe to replay: " .. g.unsafe, 3) end
   if args.n ~= #g.inputs then
-    check.raise(string.format("%s: expected %d input tensors, got %d", fname, #g.inputs, args.n))
+    error(string.format("%s: expected %d input tensors, got %d", fname, #g.inputs, args.n), 3)
   end
   for i, n in ipairs(g.inputs) do
     local x = args[i]
     if not is_tensor(x) then
-      check.raise(string.format("%s: input %d must be a tensor, got %s", fname, i, type(x)))
+      error(string.format("%s: input %d must be a tensor, got %s", fname, i, type(x)), 3)
     end
     local s, want = x:shape(), n._shape
     local same = #s == #want and x:dtype() == n._dtype
     for d = 1, #want do same = same and s[d] == want[d] end
     if not same then
-      check.raise(string.format("%s: input %d has shape %s and dtype %s, the graph was traced with %s %s",
-                          fname, i, shape_str(s), x:dtype(), shape_str(want), n._dtype))
+      error(string.format("%s: input %d has shape %s and dtype %s, the graph was traced with %s %s",
+                          fname, i, shape_str(s), x:dtype(), shape_str(want), n._dtype), 3)
     end
   end
 end

@@ -19,7 +19,7 @@ local BatchNorm = Module:extend("_BatchNorm")
 function BatchNorm:init(c, opts)
   opts = check.table(opts, self.__name, "options", true) or {}
   if math.type(c) ~= "integer" or c < 1 then
-    check.raise(self.__name .. ": expected a positive integer number of features, got " .. tostring(c))
+    error(self.__name .. ": expected a positive integer number of features, got " .. tostring(c), 3)
   end
   self.num_features = c
   self.eps = opts.eps or 1e-5
@@ -51,13 +51,13 @@ end
 
 -- Checks the input's rank (allowed: a set of dims) and channel count.
 function BatchNorm:check_input(x)
-  if not dle.is_tensor(x) then check.raise(self.__name .. ": input must be a tensor, got " .. type(x)) end
+  if not dle.is_tensor(x) then error(self.__name .. ": input must be a tensor, got " .. type(x), 4) end
   if not self._dims[x:dim()] then
-    check.raise(self.__name .. ": expected a " .. self._dims_text .. " input, got {" .. table.concat(x:shape(), ",") .. "}")
+    error(self.__name .. ": expected a " .. self._dims_text .. " input, got {" .. table.concat(x:shape(), ",") .. "}", 4)
   end
   if x:size(2) ~= self.num_features then
-    check.raise(self.__name .. ": input has " .. x:size(2) .. " channels (shape {" .. table.concat(x:shape(), ",")
-      .. "}), expected " .. self.num_features)
+    error(self.__name .. ": input has " .. x:size(2) .. " channels (shape {" .. table.concat(x:shape(), ",")
+      .. "}), expected " .. self.num_features, 4)
   end
 end
 

@@ -14,11 +14,11 @@ local Embedding = Module:extend("Embedding")
 function Embedding:init(num_embeddings, embedding_dim, opts)
   opts = check.table(opts, "Embedding", "options", true) or {}
   if math.type(num_embeddings) ~= "integer" or num_embeddings < 1 or math.type(embedding_dim) ~= "integer" or embedding_dim < 1 then
-    check.raise("Embedding: expected positive integer sizes (n, d), got " .. tostring(num_embeddings) .. ", " .. tostring(embedding_dim))
+    error("Embedding: expected positive integer sizes (n, d), got " .. tostring(num_embeddings) .. ", " .. tostring(embedding_dim), 3)
   end
   local pad = opts.padding_idx
   if pad ~= nil and (math.type(pad) ~= "integer" or pad < 1 or pad > num_embeddings) then
-    check.raise("Embedding: padding_idx must be an integer in 1.." .. num_embeddings .. ", got " .. tostring(pad))
+    error("Embedding: padding_idx must be an integer in 1.." .. num_embeddings .. ", got " .. tostring(pad), 3)
   end
   self.num_embeddings, self.embedding_dim, self.padding_idx = num_embeddings, embedding_dim, pad
   self.weight = dle.randn(num_embeddings, embedding_dim, {dtype = opts.dtype or "float32", generator = opts.generator})

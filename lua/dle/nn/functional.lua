@@ -33,11 +33,11 @@ function F.linear(x, weight, bias)
   check.tensor(x, "linear", "input")
   check.tensor(weight, "linear", "weight")
   check.opt_tensor(bias, "linear", "bias")
-  if weight:dim() ~= 2 then check.raise("linear: weight must be 2-D {out, in}, got " .. shape_str(weight)) end
+  if weight:dim() ~= 2 then error("linear: weight must be 2-D {out, in}, got " .. shape_str(weight), 2) end
   local inf = weight:size(2)
   if x:dim() < 1 or x:size(-1) ~= inf then
-    check.raise("linear: input has shape " .. shape_str(x) .. ", expected last dimension " .. inf
-      .. " (weight " .. shape_str(weight) .. ")")
+    error("linear: input has shape " .. shape_str(x) .. ", expected last dimension " .. inf
+      .. " (weight " .. shape_str(weight) .. ")", 2)
   end
   -- Leading dims are folded into one ({..., in} -> {rows, in}), so the weight's gradient is one
   -- {out, in} product rather than a batch of them summed afterwards. With a bias, one product
@@ -47,7 +47,7 @@ function F.linear(x, weight, bias)
   -- under autocast, the weight is cast before it is transposed: the product then receives a view
   -- of the parameter's cast, which the cast cache keeps, rather than a new view to cast each call
   if dle.is_autocast_enabled() then weight = dle.core.autocast_lower(weight) end
-  local y = check.call("linear", function() return bias and dle.addmm(bias, x, weight:t()) or x:matmul(weight:t()) end)
+  local y = bias and dle.addmm(bias, x, weight:t()) or x:matmul(weight:t())
   if lead then
     lead[#lead] = weight:size(1)
     y = y:view(lead)
@@ -64,7 +64,7 @@ end
 function F.dropout(x, p, training, opts)
   check.table(opts, "dropout", "options", true)
   p = p or 0.5
-  if type(p) ~= "number" or p < 0 or p > 1 then check.raise("dropout: p must be a number in [0, 1], got " .. tostring(p)) end
+  if type(p) ~= "number" or p < 0 or p > 1 then error("dropout: p must be a number in [0, 1], got " .. tostring(p), 2) end
   check.tensor(x, "dropout", "input")
   if training == false or p == 0 then return x end
   return dle.dropout(x, p, {generator = opts and opts.generator})
@@ -86,7 +86,7 @@ function F.layer_norm(x, weight, bias, eps, normalized_shape)
   if type(weight) == "number" or type(weight) == "table" then  -- tensors are userdata
     normalized_shape, weight, bias, eps = weight, bias, eps, normalized_shape
   end
-  if x:dim() < 1 then check.raise("layer_norm: expected an input of at least 1 dimension, got " .. shape_str(x)) end
+  if x:dim() < 1 then error("layer_norm: expected an input of at least 1 dimension, got " .. shape_str(x), 2) end
   check.opt_tensor(weight, "layer_norm", "weight")
   check.opt_tensor(bias, "layer_norm", "bias")
   local shape = normalized_shape or (weight and weight:shape()) or (bias and bias:shape()) or x:size(-1)
@@ -126,12 +126,12 @@ end
 local function class_targets(fname, input, targets, out_shape)
   local dt = targets:dtype()
   if dt ~= "int64" and dt ~= "int32" then
-    check.raise(fname .. ": targets must be int64 class numbers (1-based) or float probabilities, got " .. dt)
+    error(fname .. ": targets must be int64 class numbers (1-based) or float probabilities, got " .. dt, 3)
   end
   local expect = "{" .. table.concat(out_shape, ",") .. "}"
   if shape_str(targets) ~= expect then
-    check.raise(fname .. ": input has shape " .. shape_str(input) .. ", so targets must have shape "
-      .. expect .. ", got " .. shape_str(targets))
+    error(fname .. ": input has shape " .. shape_str(input) .. ", so targets must have shape "
+      .. expect .. ", got " .. shape_str(targets), 3)
   end
   return targets:reshape(-1)
 end
@@ -157,14 +157,14 @@ function F.nll_loss(logp, targets, opts)
   local lp, out_shape = classes_last(logp)
   if targets:is_floating_point() then
     if shape_str(targets) ~= shape_str(logp) then
-      check.raise("nll_loss: probability targets have shape " .. shape_str(targets) .. ", expected " .. shape_str(logp))
+      error("nll_loss: probability targets have shape " .. shape_str(targets) .. ", expected " .. shape_str(logp), 2)
     end
     local loss = -(lp * classes_last(targets)):sum(2)
     local r = opts.reduction or "mean"
     if r == "none" then return loss:reshape(out_shape) end
     if r == "sum" then return loss:sum() end
     if r == "mean" then return loss:mean() end
-    check.raise("nll_loss: reduction must be 'mean', 'sum' or 'none', got '" .. tostring(r) .. "'")
+    error("nll_loss: reduction must be 'mean', 'sum' or 'none', got '" .. tostring(r) .. "'", 2)
   end
   local t = class_targets("nll_loss", logp, targets, out_shape)
   local loss = dle.nll_loss(lp, t, {reduction = opts.reduction, ignore_index = opts.ignore_index,
@@ -188,8 +188,8 @@ function F.cross_entropy(logits, targets, opts)
   local x, out_shape = classes_last(logits)
   if targets:is_floating_point() then
     if shape_str(targets) ~= shape_str(logits) then
-      check.raise("cross_entropy: probability targets have shape " .. shape_str(targets) .. ", expected "
-        .. shape_str(logits))
+      error("cross_entropy: probability targets have shape " .. shape_str(targets) .. ", expected "
+        .. shape_str(logits), 2)
     end
     local loss = dle.soft_cross_entropy(x, classes_last(targets), {reduction = opts.reduction,
       label_smoothing = opts.label_smoothing})
@@ -209,7 +209,7 @@ function F.mse_loss(input, target, opts)
   check.tensor(input, "mse_loss", "input")
   check.tensor(target, "mse_loss", "target")
   if shape_str(input) ~= shape_str(target) then
-    check.raise("mse_loss: input has shape " .. shape_str(input) .. " but target has shape " .. shape_str(target))
+    error("mse_loss: input has shape " .. shape_str(input) .. " but target has shape " .. shape_str(target), 2)
   end
   return dle.mse_loss(input, target, {reduction = opts and opts.reduction})
 end
@@ -226,7 +226,7 @@ function F.binary_cross_entropy_with_logits(x, y, opts)
   check.tensor(x, "binary_cross_entropy_with_logits", "input")
   check.tensor(y, "binary_cross_entropy_with_logits", "target")
   if shape_str(x) ~= shape_str(y) then
-    check.raise("binary_cross_entropy_with_logits: input has shape " .. shape_str(x) .. " but target has shape " .. shape_str(y))
+    error("binary_cross_entropy_with_logits: input has shape " .. shape_str(x) .. " but target has shape " .. shape_str(y), 2)
   end
   return dle.binary_cross_entropy_with_logits(x, y, {reduction = opts and opts.reduction,
     pos_weight = opts and opts.pos_weight})

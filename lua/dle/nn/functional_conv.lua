@@ -15,7 +15,7 @@ local shape_str = check.shape_str
 local function native(name)
   local fn = dle[name]
   if type(fn) ~= "function" then
-    check.raise(name .. ": the native dle." .. name .. " is not available in this build")
+    error(name .. ": the native dle." .. name .. " is not available in this build", 3)
   end
   return fn
 end
@@ -44,7 +44,7 @@ function M.batch_norm(x, running_mean, running_var, weight, bias, training, mome
   eps = eps or 1e-5
   if momentum == nil then momentum = 0.1 end
   if x:dim() < 2 then
-    check.raise("batch_norm: expected an input of at least 2 dimensions {N, C, ...}, got " .. shape_str(x))
+    error("batch_norm: expected an input of at least 2 dimensions {N, C, ...}, got " .. shape_str(x), 2)
   end
   local C = x:size(2)
   for _, p in ipairs({{"running_mean", running_mean}, {"running_var", running_var}, {"weight", weight}, {"bias", bias}}) do
@@ -52,13 +52,13 @@ function M.batch_norm(x, running_mean, running_var, weight, bias, training, mome
     if t ~= nil then
       check.tensor(t, "batch_norm", p[1])
       if t:numel() ~= C then
-        check.raise("batch_norm: " .. p[1] .. " has shape " .. shape_str(t) .. ", expected " .. C
-          .. " elements for input " .. shape_str(x))
+        error("batch_norm: " .. p[1] .. " has shape " .. shape_str(t) .. ", expected " .. C
+          .. " elements for input " .. shape_str(x), 2)
       end
     end
   end
   if (running_mean == nil) ~= (running_var == nil) then
-    check.raise("batch_norm: running_mean and running_var must be given together")
+    error("batch_norm: running_mean and running_var must be given together", 2)
   end
   local flat = function(t) return t and t:reshape(C) end
   local use_batch = training or running_mean == nil
@@ -86,7 +86,7 @@ local function as_batched(fname, x)
   check.tensor(x, fname, "input")
   if x:dim() == 3 then return x:unsqueeze(1), true end
   if x:dim() ~= 4 then
-    check.raise(fname .. ": expected a 4-D input {N, C, H, W} (or 3-D {C, H, W}), got " .. shape_str(x))
+    error(fname .. ": expected a 4-D input {N, C, H, W} (or 3-D {C, H, W}), got " .. shape_str(x), 3)
   end
   return x, false
 end
@@ -101,7 +101,7 @@ function M.conv2d(x, weight, bias, opts)
   check.table(opts, "conv2d", "options", true)
   local xb, added = as_batched("conv2d", x)
   check.tensor(weight, "conv2d", "weight")
-  if weight:dim() ~= 4 then check.raise("conv2d: weight must be 4-D {Cout, Cin/groups, kh, kw}, got " .. shape_str(weight)) end
+  if weight:dim() ~= 4 then error("conv2d: weight must be 4-D {Cout, Cin/groups, kh, kw}, got " .. shape_str(weight), 2) end
   local y = conv(xb, weight, bias, opts or {})
   if added then y = y:squeeze(1) end
   return y

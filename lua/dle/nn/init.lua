@@ -1,7 +1,6 @@
 --- dle.nn: modules (dle.nn.Module and layers), losses, dle.nn.functional, dle.nn.init and
 -- dle.nn.utils. Layers are Lua compositions of dle ops, so autograd comes for free.
 local dle = require "dle"
-local check = require "dle.check"
 
 local nn = {}
 
@@ -14,8 +13,8 @@ nn.utils = require "dle.nn.utils"
 -- Assigning it to a module field registers it as a parameter.
 -- @return tensor
 function nn.Parameter(t, requires_grad)
-  if not dle.is_tensor(t) then check.raise("Parameter: expected a tensor, got " .. type(t)) end
-  if not t:is_floating_point() then check.raise("Parameter: expected a float tensor, got " .. t:dtype()) end
+  if not dle.is_tensor(t) then error("Parameter: expected a tensor, got " .. type(t), 2) end
+  if not t:is_floating_point() then error("Parameter: expected a float tensor, got " .. t:dtype(), 2) end
   if not t.is_leaf or t.requires_grad then t = t:detach() end
   return t:requires_grad_(requires_grad ~= false)
 end

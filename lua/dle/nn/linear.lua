@@ -13,7 +13,7 @@ local Linear = Module:extend("Linear")
 function Linear:init(in_features, out_features, opts)
   opts = check.table(opts, "Linear", "options", true) or {}
   if math.type(in_features) ~= "integer" or in_features < 1 or math.type(out_features) ~= "integer" or out_features < 1 then
-    check.raise("Linear: expected positive integer sizes (in, out), got " .. tostring(in_features) .. ", " .. tostring(out_features))
+    error("Linear: expected positive integer sizes (in, out), got " .. tostring(in_features) .. ", " .. tostring(out_features), 3)
   end
   self.in_features, self.out_features = in_features, out_features
   local bound = 1 / math.sqrt(in_features)
@@ -28,10 +28,10 @@ end
 --- @param x tensor {..., in}
 -- @return tensor {..., out}
 function Linear:forward(x)
-  if not dle.is_tensor(x) then check.raise("Linear: input must be a tensor, got " .. type(x)) end
+  if not dle.is_tensor(x) then error("Linear: input must be a tensor, got " .. type(x), 2) end
   if x:dim() < 1 or x:size(-1) ~= self.in_features then
-    check.raise("Linear: input has " .. (x:dim() > 0 and x:size(-1) or 0) .. " features (shape {"
-      .. table.concat(x:shape(), ",") .. "}), expected " .. self.in_features)
+    error("Linear: input has " .. (x:dim() > 0 and x:size(-1) or 0) .. " features (shape {"
+      .. table.concat(x:shape(), ",") .. "}), expected " .. self.in_features, 3)
   end
   return F.linear(x, self.weight, self.bias)
 end

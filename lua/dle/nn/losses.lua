@@ -11,10 +11,10 @@ local function loss_class(name, fn, keys)
   --- @param opts optional options table (see dle.nn.functional)
   cls.init = function(self, opts)
     opts = check.table(opts, self.__name, "options", true) or {}
-    if type(opts) ~= "table" then check.raise(name .. ": expected an options table, got " .. type(opts)) end
+    if type(opts) ~= "table" then error(name .. ": expected an options table, got " .. type(opts), 3) end
     local o = {}
     for k, v in pairs(opts) do
-      if not keys[k] then check.raise(name .. ": unknown option '" .. tostring(k) .. "'") end
+      if not keys[k] then error(name .. ": unknown option '" .. tostring(k) .. "'", 3) end
       o[k] = v
     end
     self.opts = o

@@ -20,20 +20,16 @@ local TransformerBlock = Module:extend("TransformerBlock")
 function TransformerBlock:init(d, heads, opts)
   opts = check.table(opts, "TransformerBlock", "options", true) or {}
   if math.type(d) ~= "integer" or d < 1 then
-    check.raise("TransformerBlock: expected a positive integer size d, got " .. tostring(d))
+    error("TransformerBlock: expected a positive integer size d, got " .. tostring(d), 3)
   end
   local ratio = opts.mlp_ratio or 4
   local hidden = math.tointeger(ratio * d)
   if not hidden or hidden < 1 then
-    check.raise("TransformerBlock: mlp_ratio * d must be a positive integer, got " .. tostring(ratio * d))
+    error("TransformerBlock: mlp_ratio * d must be a positive integer, got " .. tostring(ratio * d), 3)
   end
   self.embed_dim, self.hidden = d, hidden
   self.dropout = opts.dropout or 0
   self.generator = opts.generator
-  if math.type(heads) ~= "integer" or heads < 1 or d % heads ~= 0 then
-    check.raise(string.format("TransformerBlock: heads must be a positive integer dividing d = %d, got %s", d,
-      tostring(heads)))
-  end
   local lo = {bias = opts.bias ~= false, dtype = opts.dtype, generator = opts.generator}
   self.ln1 = LayerNorm(d, {dtype = opts.dtype})
   self.attn = MultiheadAttention(d, heads, {causal = opts.causal, bias = opts.bias, dropout = self.dropout,
@@ -48,8 +44,8 @@ end
 -- @return tensor {B, T, d}
 function TransformerBlock:forward(x, opts)
   if not dle.is_tensor(x) or x:dim() < 2 or x:size(-1) ~= self.embed_dim then
-    check.raise("TransformerBlock: input has shape " .. (dle.is_tensor(x) and ("{" .. table.concat(x:shape(), ",") .. "}")
-      or type(x)) .. ", expected {B, T, " .. self.embed_dim .. "}")
+    error("TransformerBlock: input has shape " .. (dle.is_tensor(x) and ("{" .. table.concat(x:shape(), ",") .. "}")
+      or type(x)) .. ", expected {B, T, " .. self.embed_dim .. "}", 2)
   end
   local p, tr = self.dropout, self.training
   local g = {generator = self.generator}

@@ -7,9 +7,9 @@ local U = {}
 local function param_list(fname, params)
   if dle.is_tensor(params) then return {params} end
   if type(params) == "table" and type(params.parameters) == "function" then return params:parameters() end
-  if type(params) ~= "table" then check.raise(fname .. ": expected a list of tensors, got " .. check.typename(params)) end
+  if type(params) ~= "table" then error(fname .. ": expected a list of tensors, got " .. check.typename(params), 3) end
   for i, p in ipairs(params) do
-    if not dle.is_tensor(p) then check.raise(string.format("%s: parameter %d is a %s, not a tensor", fname, i, check.typename(p))) end
+    if not dle.is_tensor(p) then error(string.format("%s: parameter %d is a %s, not a tensor", fname, i, check.typename(p)), 3) end
   end
   return params
 end
@@ -24,7 +24,7 @@ function U.clip_grad_norm_(params, max_norm, opts)
   local ps = param_list("clip_grad_norm_", params)
   check.table(opts, "clip_grad_norm_", "options", true)
   if type(max_norm) ~= "number" or max_norm < 0 then
-    check.raise("clip_grad_norm_: max_norm must be a non-negative number, got " .. tostring(max_norm))
+    error("clip_grad_norm_: max_norm must be a non-negative number, got " .. tostring(max_norm), 2)
   end
   local norm_type = opts and opts.norm_type or 2
   local grads = {}
@@ -55,7 +55,6 @@ end
 function U.parameters_to_vector(params)
   local flat = {}
   for _, p in ipairs(param_list("parameters_to_vector", params)) do flat[#flat + 1] = p:detach():reshape(-1) end
-  if #flat == 0 then check.raise("parameters_to_vector: the list of parameters is empty") end
   return dle.cat(flat, 1)
 end
 
@@ -63,12 +62,7 @@ end
 function U.vector_to_parameters(vec, params)
   check.tensor(vec, "vector_to_parameters", "vec")
   local ps = param_list("vector_to_parameters", params)
-  local off, total = 1, 0
-  for _, p in ipairs(ps) do total = total + p:numel() end
-  if vec:dim() ~= 1 or vec:numel() ~= total then
-    check.raise(string.format("vector_to_parameters: vec has shape %s, expected {%d} (the parameters' elements)",
-      check.shape_str(vec), total))
-  end
+  local off = 1
   dle.no_grad(function()
     for _, p in ipairs(ps) do
       local n = p:numel()

@@ -7,8 +7,8 @@ local check = require "dle.check"
 local I = {}
 
 local function check_float(fname, t)
-  if not dle.is_tensor(t) then check.raise(fname .. ": expected a tensor, got " .. type(t)) end
-  if not t:is_floating_point() then check.raise(fname .. ": expected a float tensor, got " .. t:dtype()) end
+  if not dle.is_tensor(t) then error(fname .. ": expected a tensor, got " .. type(t), 3) end
+  if not t:is_floating_point() then error(fname .. ": expected a float tensor, got " .. t:dtype(), 3) end
 end
 
 local function gen(fname, opts)
@@ -19,8 +19,8 @@ end
 -- Fans of t for the initializer fname (named in the errors).
 local function fans(t, fname)
   if t:dim() < 2 then
-    check.raise(fname .. ": fan in/out need a tensor of at least 2 dims, got shape {"
-      .. table.concat(t:shape(), ",") .. "}")
+    error(fname .. ": fan in/out need a tensor of at least 2 dims, got shape {"
+      .. table.concat(t:shape(), ",") .. "}", 3)
   end
   local rf = 1
   for d = 3, t:dim() do rf = rf * t:size(d) end
@@ -48,7 +48,7 @@ function I.calculate_gain(nonlinearity, param)
     return math.sqrt(2 / (1 + a * a))
   end
   if n == "selu" then return 3 / 4 end
-  check.raise("calculate_gain: unknown nonlinearity '" .. tostring(n) .. "'")
+  error("calculate_gain: unknown nonlinearity '" .. tostring(n) .. "'", 2)
 end
 
 --- uniform_(t, a = 0, b = 1, opts): U(a, b).
@@ -68,19 +68,17 @@ function I.normal_(t, mean, std, opts)
 end
 
 --- constant_(t, v): fills with v.
-local function fill(fname, t, v)
-  check_float(fname, t)
-  check.number(v, fname, "value")
+function I.constant_(t, v)
+  check_float("constant_", t)
   dle.no_grad(function() t:fill_(v) end)
   return t
 end
-function I.constant_(t, v) return fill("constant_", t, v) end
 
 --- zeros_(t): fills with 0.
-function I.zeros_(t) return fill("zeros_", t, 0) end
+function I.zeros_(t) return I.constant_(t, 0) end
 
 --- ones_(t): fills with 1.
-function I.ones_(t) return fill("ones_", t, 1) end
+function I.ones_(t) return I.constant_(t, 1) end
 
 --- xavier_uniform_(t, gain = 1, opts): U(-a, a), a = gain * sqrt(6 / (fan_in + fan_out)).
 function I.xavier_uniform_(t, gain, opts)
@@ -101,7 +99,7 @@ local function kaiming_std(fname, t, opts)
   opts = check.table(opts, fname, "options", true) or {}
   local mode = opts.mode or "fan_in"
   if mode ~= "fan_in" and mode ~= "fan_out" then
-    check.raise(fname .. ": mode must be 'fan_in' or 'fan_out', got '" .. tostring(mode) .. "'")
+    error(fname .. ": mode must be 'fan_in' or 'fan_out', got '" .. tostring(mode) .. "'", 3)
   end
   local fi, fo = fans(t, fname)
   local gain = I.calculate_gain(opts.nonlinearity or "leaky_relu", opts.a or 0)
@@ -135,9 +133,9 @@ function I.trunc_normal_(t, std, a, b, opts)
   check.number(std, "trunc_normal_", "std")
   a, b = check.number(a or -3 * std, "trunc_normal_", "a"), check.number(b or 3 * std, "trunc_normal_", "b")
   check.table(opts, "trunc_normal_", "options", true)
-  if not (a < b) then check.raise("trunc_normal_: need a < b, got [" .. a .. ", " .. b .. "]") end
+  if not (a < b) then error("trunc_normal_: need a < b, got [" .. a .. ", " .. b .. "]", 2) end
   if a > 3 * std or b < -3 * std then
-    check.raise("trunc_normal_: interval [" .. a .. ", " .. b .. "] is too far from the mean for resampling (std " .. std .. ")")
+    error("trunc_normal_: interval [" .. a .. ", " .. b .. "] is too far from the mean for resampling (std " .. std .. ")", 2)
   end
   dle.no_grad(function()
     local o = {dtype = t:dtype(), generator = opts and opts.generator}

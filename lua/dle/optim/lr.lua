@@ -10,7 +10,7 @@ Scheduler.__index = Scheduler
 
 local function new(opt, name, lr_at)
   if type(opt) ~= "table" or type(opt.param_groups) ~= "table" then
-    check.raise("lr." .. name .. ": expected an optimizer as first argument")
+    error("lr." .. name .. ": expected an optimizer as first argument", 3)
   end
   local self = setmetatable({optimizer = opt, name = name, last_step = 0, base_lrs = {},
     lr_at = lr_at}, Scheduler)
@@ -51,7 +51,7 @@ end
 -- @param sd table from state_dict()
 function Scheduler:load_state_dict(sd)
   if type(sd) ~= "table" or math.type(sd.last_step) ~= "integer" or type(sd.base_lrs) ~= "table" then
-    check.raise("lr." .. self.name .. ": load_state_dict expects {last_step = int, base_lrs = {...}}")
+    error("lr." .. self.name .. ": load_state_dict expects {last_step = int, base_lrs = {...}}", 2)
   end
   self.last_step = sd.last_step
   for i, v in ipairs(sd.base_lrs) do self.base_lrs[i] = v end
@@ -62,9 +62,9 @@ local function check_int(name, opts, key, min, required, default)
   local v = opts[key]
   if v == nil and not required then return default end
   if math.type(v) ~= "integer" and not (type(v) == "number" and v == math.floor(v)) then
-    check.raise(string.format("lr.%s: %s must be an integer, got %s", name, key, tostring(v)))
+    error(string.format("lr.%s: %s must be an integer, got %s", name, key, tostring(v)), 4)
   end
-  if v < min then check.raise(string.format("lr.%s: %s must be >= %d, got %d", name, key, min, v)) end
+  if v < min then error(string.format("lr.%s: %s must be >= %d, got %d", name, key, min, v), 4) end
   return math.tointeger(v)
 end
 
@@ -82,10 +82,10 @@ function lr.cosine(opt, opts)
   local total = check_int("cosine", opts, "total", 1, true)
   local min_lr = opts.min_lr or 0
   if total <= warmup then
-    check.raise(string.format("lr.cosine: total (%d) must be larger than warmup (%d)", total, warmup))
+    error(string.format("lr.cosine: total (%d) must be larger than warmup (%d)", total, warmup), 2)
   end
   if type(min_lr) ~= "number" or min_lr < 0 then
-    check.raise("lr.cosine: min_lr must be a number >= 0, got " .. tostring(min_lr))
+    error("lr.cosine: min_lr must be a number >= 0, got " .. tostring(min_lr), 2)
   end
   return new(opt, "cosine", function(base, t)
     if t < warmup then return base * t / warmup end
@@ -104,7 +104,7 @@ function lr.step(opt, opts)
   local step_size = check_int("step", opts, "step_size", 1, true)
   local gamma = opts.gamma or 0.1
   if type(gamma) ~= "number" or gamma < 0 then
-    check.raise("lr.step: gamma must be a number >= 0, got " .. tostring(gamma))
+    error("lr.step: gamma must be a number >= 0, got " .. tostring(gamma), 2)
   end
   return new(opt, "step", function(base, t) return base * gamma ^ (t // step_size) end)
 end

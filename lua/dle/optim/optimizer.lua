@@ -7,7 +7,6 @@
 --   cls.state_tensors           names of the tensors the state may hold (besides the number
 --                               step): load_state_dict and ZeRO consolidation rely on it
 local dle = require "dle"
-local check = require "dle.check"
 
 local Optimizer = {}
 Optimizer.__index = Optimizer
@@ -34,7 +33,7 @@ function Optimizer.lr_property(cls, name)
   cls.__newindex = function(self, k, v)
     if k == "lr" then
       if type(v) ~= "number" or v < 0 or v ~= v then
-        check.raise(name .. ": lr must be a non-negative number, got " .. tostring(v))
+        error(name .. ": lr must be a non-negative number, got " .. tostring(v), 2)
       end
       for _, group in ipairs(self.param_groups) do group.lr = v end
     else
@@ -60,7 +59,7 @@ function Optimizer.extend(name, defaults)
   end
   return setmetatable(cls, {__index = Optimizer, __call = function(_, params, opts)
     local ok, r = pcall(cls.new, params, opts)
-    if not ok then check.raise(r) end
+    if not ok then error(r, 2) end
     return r
   end})
 end
@@ -225,26 +224,26 @@ end
 function Optimizer:load_state_dict(sd)
   local name = self.name
   if type(sd) ~= "table" or type(sd.param_groups) ~= "table" or type(sd.state) ~= "table" then
-    check.raise(name .. ": load_state_dict expects a table with state and param_groups")
+    error(name .. ": load_state_dict expects a table with state and param_groups", 2)
   end
   if sd.owners ~= nil then   -- it would load, silently without the other ranks' state
-    check.raise(string.format("%s: load_state_dict: the state is rank %s's shard of a "
+    error(string.format("%s: load_state_dict: the state is rank %s's shard of a "
       .. "ZeroRedundancyOptimizer in a world of %s; load a full state (zero:consolidate_state_dict(), "
-      .. "then state_dict() on that rank)", name, tostring(sd.rank), tostring(sd.world_size)))
+      .. "then state_dict() on that rank)", name, tostring(sd.rank), tostring(sd.world_size)), 2)
   end
   if #sd.param_groups ~= #self.param_groups then
-    check.raise(string.format("%s: load_state_dict: state has %d param groups, optimizer has %d", name,
-      #sd.param_groups, #self.param_groups))
+    error(string.format("%s: load_state_dict: state has %d param groups, optimizer has %d", name,
+      #sd.param_groups, #self.param_groups), 2)
   end
   local params = {}
   for gi, group in ipairs(self.param_groups) do
     local sg = sd.param_groups[gi]
     if type(sg) ~= "table" then
-      check.raise(string.format("%s: load_state_dict: param group %d is a %s, not a table", name, gi, type(sg)))
+      error(string.format("%s: load_state_dict: param group %d is a %s, not a table", name, gi, type(sg)), 2)
     end
     if type(sg.params) ~= "table" or #sg.params ~= #group.params then
-      check.raise(string.format("%s: load_state_dict: group %d has %d params in the state, %d here", name,
-        gi, type(sg.params) == "table" and #sg.params or 0, #group.params))
+      error(string.format("%s: load_state_dict: group %d has %d params in the state, %d here", name,
+        gi, type(sg.params) == "table" and #sg.params or 0, #group.params), 2)
     end
     for _, p in ipairs(group.params) do params[#params + 1] = p end
   end
@@ -252,15 +251,15 @@ function Optimizer:load_state_dict(sd)
   for i, s in pairs(sd.state) do
     local p = params[math.tointeger(i) or 0]
     if p == nil then
-      check.raise(string.format("%s: load_state_dict: state for param %s, which does not exist", name,
-        tostring(i)))
+      error(string.format("%s: load_state_dict: state for param %s, which does not exist", name,
+        tostring(i)), 2)
     end
     local st = {}
     for k, v in pairs(s) do
       if dle.is_tensor(v) then
         if table.concat(v:shape(), ",") ~= table.concat(p:shape(), ",") then
-          check.raise(string.format("%s: load_state_dict: %s of param %d has shape {%s}, param has {%s}",
-            name, k, i, table.concat(v:shape(), ","), table.concat(p:shape(), ",")))
+          error(string.format("%s: load_state_dict: %s of param %d has shape {%s}, param has {%s}",
+            name, k, i, table.concat(v:shape(), ","), table.concat(p:shape(), ",")), 2)
         end
         st[k] = v:to(Optimizer.state_dtype(p)):contiguous():clone()
       else

@@ -118,14 +118,14 @@ end
 
 setmetatable(Zero, {__call = function(_, opt_class, params, opts)
   local ok, r = pcall(new, opt_class, params, opts)
-  if not ok then check.raise(r) end
+  if not ok then error(r, 2) end
   return r
 end})
 
 --- zero:owner(i) -> the 0-based rank that owns param i (1-based, in the order given).
 function Zero:owner(i)
   local r = self.owners[i]
-  if r == nil then check.raise(string.format("%s:owner: no param %s", NAME, tostring(i))) end
+  if r == nil then error(string.format("%s:owner: no param %s", NAME, tostring(i)), 2) end
   return r
 end
 
@@ -177,7 +177,7 @@ end
 local function reported_at_caller(f)
   return function(...)
     local ok, r = pcall(f, ...)
-    if not ok then check.raise(r) end
+    if not ok then error(r, 2) end
     return r
   end
 end

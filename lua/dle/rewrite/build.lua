@@ -10,7 +10,6 @@
 -- elsewhere one broadcast element: zeros, or index_base for integer inputs), so every shape rule
 -- and error of the front door applies. A bad call is an error naming build.<op> and the shapes.
 local core = require "dle.core"
-local check = require "dle.check"
 local Nodes = require "dle.graph.node"
 
 local Node, op_ids = Nodes.Node, Nodes.op_ids
@@ -37,8 +36,8 @@ local ATTR_KEYS = {ints = true, f = true, dtype = true, keepdim = true, index_ba
 local function check_attrs(fname, attrs)
   for k in pairs(attrs) do
     if not ATTR_KEYS[k] then
-      check.raise(string.format("%s: unknown attr '%s' (attrs are ints, f, dtype, keepdim, index_base, "
-        .. "generator, as node.attrs shows them)", fname, tostring(k)))
+      error(string.format("%s: unknown attr '%s' (attrs are ints, f, dtype, keepdim, index_base, "
+        .. "generator, as node.attrs shows them)", fname, tostring(k)), 4)
     end
   end
 end
@@ -47,13 +46,13 @@ end
 function B.make(op, inputs, attrs)
   local fname = "build." .. tostring(op)
   local id = op_ids[op]
-  if not id then check.raise(fname .. ": no op named '" .. tostring(op) .. "' in the op table") end
+  if not id then error(fname .. ": no op named '" .. tostring(op) .. "' in the op table", 3) end
   attrs = attrs or {}
   check_attrs(fname, attrs)
   local ins = {}
   for i, n in ipairs(inputs) do
     if getmetatable(n) ~= Node then
-      check.raise(string.format("%s: input %d must be a graph node, got %s", fname, i, type(n)))
+      error(string.format("%s: input %d must be a graph node, got %s", fname, i, type(n)), 3)
     end
     ins[i] = stand_in(n, attrs)
   end
@@ -62,7 +61,7 @@ function B.make(op, inputs, attrs)
   if not ok then
     local shapes = {}
     for i, n in ipairs(inputs) do shapes[i] = Nodes.shape_str(n._shape) .. " " .. n._dtype end
-    check.raise(string.format("%s: inputs %s: %s", fname, table.concat(shapes, ", "), tostring(r)))
+    error(string.format("%s: inputs %s: %s", fname, table.concat(shapes, ", "), tostring(r)), 3)
   end
   local n = Nodes.new(op, {table.unpack(inputs)}, attrs, r:shape(), r:dtype())
   n.op_id = id
@@ -73,7 +72,7 @@ end
 -- pass a tensor to choose the dtype).
 function B.const(t)
   if type(t) == "number" then t = core.tensor(t) end
-  if not core.is_tensor(t) then check.raise("build.const: expected a tensor, got " .. type(t)) end
+  if not core.is_tensor(t) then error("build.const: expected a tensor, got " .. type(t), 2) end
   return Nodes.leaf(t, true)
 end
 
