@@ -101,7 +101,11 @@ function W.check_message(msg, names, where)
   if type(msg) ~= "string" then return "error value is a " .. type(msg) .. ", not a string" end
   if msg:sub(1, #where) ~= where then return "not reported at the caller's line (" .. where .. ")" end
   local body = msg:sub(#where + 1)
-  if not starts_with_name(body, names) then return "does not start with '" .. names[1] .. ":'" end
+  if not starts_with_name(body, names) then
+    local short = names[1]
+    for _, n in ipairs(names) do if #n < #short then short = n end end
+    return "does not start with '" .. short .. ":' (or another name of it)"
+  end
   for _, f in ipairs(forbidden) do
     if body:find(f, 1, true) then return "contains " .. f end
   end
