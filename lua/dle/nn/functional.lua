@@ -122,16 +122,18 @@ local function classes_last(input)
   return input:permute(perm):reshape(-1, input:size(2)), out_shape
 end
 
--- Class targets of an input whose per-element loss has shape out_shape: checked, flattened.
+-- Class targets of an input whose per-element loss has shape out_shape: checked, flattened. As in
+-- PyTorch, class indices are int64 only.
 local function class_targets(fname, input, targets, out_shape)
   local dt = targets:dtype()
-  if dt ~= "int64" and dt ~= "int32" then
-    error(fname .. ": targets must be int64 class numbers (1-based) or float probabilities, got " .. dt, 3)
+  if dt ~= "int64" then
+    check.error(fname .. ": targets must be int64 class indices, got " .. dt
+      .. " (or float class probabilities of the input's shape)")
   end
   local expect = "{" .. table.concat(out_shape, ",") .. "}"
   if shape_str(targets) ~= expect then
-    error(fname .. ": input has shape " .. shape_str(input) .. ", so targets must have shape "
-      .. expect .. ", got " .. shape_str(targets), 3)
+    check.error(fname .. ": input has shape " .. shape_str(input) .. ", so targets must have shape "
+      .. expect .. ", got " .. shape_str(targets))
   end
   return targets:reshape(-1)
 end
@@ -142,64 +144,125 @@ local function unflatten(loss, opts, out_shape)
   return loss
 end
 
+local LOSS_OPTS = {"ignore_index", "label_smoothing", "reduction", "weight"}
+
+local REDUCTIONS = {mean = true, sum = true, none = true}
+local function check_reduction(fname, r)
+  if r ~= nil and not REDUCTIONS[r] then
+    check.error(fname .. ": reduction must be 'mean', 'sum' or 'none', got '" .. tostring(r) .. "'")
+  end
+  return r or "mean"
+end
+
+-- opts.weight, checked: a float tensor {C}, in x's dtype.
+local function class_weight(fname, w, x)
+  local c = x:size(2)
+  if not dle.is_tensor(w) or not w:is_floating_point() or w:dim() ~= 1 or w:size(1) ~= c then
+    check.error(string.format("%s: weight must be a float tensor of shape {%d} (one per class), got %s", fname, c,
+      dle.is_tensor(w) and w:dtype() .. " " .. shape_str(w) or check.typename(w)))
+  end
+  return w:dtype() == x:dtype() and w or w:to(x:dtype())
+end
+
+-- Per-class weighted loss of class targets t {M} for x {M, C} (logits when log_softmax is false:
+-- then x are log-probabilities), composed of differentiable ops so both gradient modes come with
+-- them, as PyTorch 1.13 defines it: row i's loss is -sum_c q[i, c] logp[i, c] with
+-- q = w[c] ((1 - eps) onehot(t_i) + eps / C), zero on ignored rows; "mean" divides the sum by
+-- sum_i w[t_i] over the rows not ignored.
+local function weighted_class_loss(fname, x, t, w, opts, logits)
+  local r = check_reduction(fname, opts.reduction)
+  local eps = opts.label_smoothing or 0
+  if type(eps) ~= "number" or not (eps >= 0 and eps <= 1) then
+    check.error(fname .. ": label_smoothing must be in [0, 1], got " .. tostring(eps))
+  end
+  local c = x:size(2)
+  local ignored = opts.ignore_index ~= nil and t:eq(check.integer(opts.ignore_index, fname, "ignore_index")) or nil
+  local tc = ignored and t:masked_fill(ignored, 1) or t   -- ignored rows: any class, masked below
+  if tc:numel() > 0 and (tc:min():item() < 1 or tc:max():item() > c) then
+    for row, v in ipairs(tc:totable()) do
+      if v < 1 or v > c then
+        check.error(string.format("%s: target %d (row %d) is out of range for %d classes (1..%d)", fname, v, row, c, c))
+      end
+    end
+  end
+  local onehot = tc:one_hot(c):to(w:dtype())
+  local wt = (onehot * w):sum(2)                             -- w[t_i]
+  local q = (onehot * (1 - eps) + eps / c) * w
+  if ignored then
+    local keep = ignored:logical_not():to(w:dtype())
+    q, wt = q * keep:unsqueeze(2), wt * keep
+  end
+  local rows = logits and dle.soft_cross_entropy(x, q, {reduction = "none"}) or -(x * q):sum(2)
+  if r == "none" then return rows end
+  if r == "sum" then return rows:sum() end
+  return rows:sum() / wt:sum()
+end
+
+-- Loss against class probabilities p {M, C} with per-class weights w (PyTorch 1.13): row i's
+-- loss is -sum_c w[c] q[i, c] logp[i, c] with q = (1 - eps) p + eps / C; "mean" is over the rows.
+local function weighted_prob_loss(fname, x, p, w, opts, logits)
+  local r = check_reduction(fname, opts.reduction)
+  local eps = opts.label_smoothing or 0
+  local q = (eps ~= 0 and p * (1 - eps) + eps / x:size(2) or p) * w
+  local rows = logits and dle.soft_cross_entropy(x, q, {reduction = "none"}) or -(x * q):sum(2)
+  if r == "none" then return rows end
+  if r == "sum" then return rows:sum() end
+  return rows:mean()
+end
+
+-- The losses over classes, nll_loss (log-probabilities) and cross_entropy (logits): both check
+-- the options and targets the same way; weighted forms are composed, unweighted ones fused.
+local function class_loss(fname, input, targets, opts, logits)
+  opts = check.options(opts, fname, LOSS_OPTS)
+  check.tensor(input, fname, logits and "logits" or "input")
+  check.tensor(targets, fname, "targets")
+  local x, out_shape = classes_last(input)
+  local w = opts.weight ~= nil and class_weight(fname, opts.weight, x) or nil
+  if targets:is_floating_point() then
+    if shape_str(targets) ~= shape_str(input) then
+      check.error(fname .. ": probability targets have shape " .. shape_str(targets) .. ", expected " .. shape_str(input))
+    end
+    local p = classes_last(targets)
+    if w then return unflatten(weighted_prob_loss(fname, x, p, w, opts, logits), opts, out_shape) end
+    if logits then
+      return unflatten(dle.soft_cross_entropy(x, p, {reduction = opts.reduction,
+        label_smoothing = opts.label_smoothing}), opts, out_shape)
+    end
+    local r = check_reduction(fname, opts.reduction)
+    local loss = -(x * p):sum(2)
+    if r == "none" then return loss:reshape(out_shape) end
+    return r == "sum" and loss:sum() or loss:mean()
+  end
+  local t = class_targets(fname, input, targets, out_shape)
+  if w then return unflatten(weighted_class_loss(fname, x, t, w, opts, logits), opts, out_shape) end
+  local op = logits and dle.cross_entropy or dle.nll_loss
+  local loss = op(x, t, {reduction = opts.reduction, ignore_index = opts.ignore_index,
+    label_smoothing = opts.label_smoothing})
+  return unflatten(loss, opts, out_shape)
+end
+
 --- nll_loss(logp, targets, opts): negative log-likelihood of log-probabilities {N, C} (or
 -- {N, C, d1, ...}, or {C}) at 1-based int64 targets {N} ({N, d1, ...}): the fused nll_loss op
 -- (a gather forward, a scatter of -gy/count into the target column backward). Float targets of
 -- logp's shape are class probabilities: -sum(logp * targets) over the classes.
--- @param opts optional {ignore_index, label_smoothing = 0, reduction = "mean"|"sum"|"none"};
---   the mean is over the targets that are not ignore_index
+-- @param opts optional {ignore_index, label_smoothing = 0, reduction = "mean"|"sum"|"none",
+--   weight = {C} float per-class weights}; the mean is over the targets that are not ignore_index
+--   (weighted: divided by the sum of their weights, as PyTorch)
 -- @return scalar tensor, or per-element losses for reduction "none"
-function F.nll_loss(logp, targets, opts)
-  check.table(opts, "nll_loss", "options", true)
-  check.tensor(logp, "nll_loss", "input")
-  check.tensor(targets, "nll_loss", "targets")
-  opts = opts or {}
-  local lp, out_shape = classes_last(logp)
-  if targets:is_floating_point() then
-    if shape_str(targets) ~= shape_str(logp) then
-      error("nll_loss: probability targets have shape " .. shape_str(targets) .. ", expected " .. shape_str(logp), 2)
-    end
-    local loss = -(lp * classes_last(targets)):sum(2)
-    local r = opts.reduction or "mean"
-    if r == "none" then return loss:reshape(out_shape) end
-    if r == "sum" then return loss:sum() end
-    if r == "mean" then return loss:mean() end
-    error("nll_loss: reduction must be 'mean', 'sum' or 'none', got '" .. tostring(r) .. "'", 2)
-  end
-  local t = class_targets("nll_loss", logp, targets, out_shape)
-  local loss = dle.nll_loss(lp, t, {reduction = opts.reduction, ignore_index = opts.ignore_index,
-    label_smoothing = opts.label_smoothing})
-  return unflatten(loss, opts, out_shape)
-end
+function F.nll_loss(logp, targets, opts) return class_loss("nll_loss", logp, targets, opts, false) end
 
 --- cross_entropy(logits, targets, opts): softmax cross-entropy over dimension 2 (the classes).
 -- Logits are {N, C}, {C} or {N, C, d1, ...}. Targets are 1-based int64 class numbers of shape
 -- {N} ({}, {N, d1, ...}): the fused cross_entropy op (one log-sum-exp pass per row forward, one
 -- fused pass backward); or float class probabilities of logits' shape: the fused
 -- soft_cross_entropy op (the same passes; label smoothing mixes eps/C into the probabilities).
--- @param opts optional {ignore_index, label_smoothing = 0, reduction = "mean"|"sum"|"none"}; the
---   mean is over the targets that are not ignore_index (over all rows for probabilities)
+-- With per-class weights the loss is composed of soft_cross_entropy and elementwise ops.
+-- @param opts optional {ignore_index, label_smoothing = 0, reduction = "mean"|"sum"|"none",
+--   weight = {C} float per-class weights}; the mean is over the targets that are not
+--   ignore_index (over all rows for probabilities; weighted class targets: divided by the sum
+--   of the targets' weights, as PyTorch 1.13)
 -- @return scalar tensor, or per-element losses for reduction "none"
-function F.cross_entropy(logits, targets, opts)
-  check.table(opts, "cross_entropy", "options", true)
-  check.tensor(logits, "cross_entropy", "logits")
-  check.tensor(targets, "cross_entropy", "targets")
-  opts = opts or {}
-  local x, out_shape = classes_last(logits)
-  if targets:is_floating_point() then
-    if shape_str(targets) ~= shape_str(logits) then
-      error("cross_entropy: probability targets have shape " .. shape_str(targets) .. ", expected "
-        .. shape_str(logits), 2)
-    end
-    local loss = dle.soft_cross_entropy(x, classes_last(targets), {reduction = opts.reduction,
-      label_smoothing = opts.label_smoothing})
-    return unflatten(loss, opts, out_shape)
-  end
-  local t = class_targets("cross_entropy", logits, targets, out_shape)
-  local loss = dle.cross_entropy(x, t, {reduction = opts.reduction,
-    ignore_index = opts.ignore_index, label_smoothing = opts.label_smoothing})
-  return unflatten(loss, opts, out_shape)
-end
+function F.cross_entropy(logits, targets, opts) return class_loss("cross_entropy", logits, targets, opts, true) end
 
 --- mse_loss(input, target, opts): mean squared error (the fused mse_loss op); shapes must match.
 -- @param opts optional {reduction = "mean"|"sum"|"none"}
