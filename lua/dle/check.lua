@@ -56,11 +56,30 @@ local function user_where(level)
   end
 end
 
+-- Whether msg begins with a position "file:line:".
+local function has_where(msg) return msg:find("^[^:\n]+:%d+:") ~= nil end
+
+--- msg without its leading "file:line: ", for a message quoted inside another.
+function check.strip_where(msg)
+  return (tostring(msg):gsub("^[^:\n]+:%d+: ", "", 1))
+end
+
 -- xpcall's message handler: an error message whose "file:line:" is one of dle's own lines gets
 -- the user's line instead (the text is kept). The frame the message names is found on the stack;
--- a message re-raised after its frame is gone (a pcall inside dle) is recognized by its path.
+-- a message re-raised after its frame is gone (a pcall inside dle) is recognized by its path. A
+-- message without a position raised by dle's own code gets the user's line too.
 local function blame_user(msg)
   if type(msg) ~= "string" then return msg end
+  if not has_where(msg) then
+    for l = 2, math.huge do
+      local info = debug.getinfo(l, "S")
+      if not info then return msg end
+      if info.what ~= "C" then
+        local where = internal(info) and user_where(l)
+        return where and where .. " " .. msg or msg
+      end
+    end
+  end
   for l = 2, math.huge do
     local info = debug.getinfo(l, "Sl")
     if not info then break end
@@ -95,17 +114,24 @@ end
 
 local wrapped = setmetatable({}, {__mode = "k"})
 
---- Wraps every function field of tbl (in place) with check.public, once; returns tbl.
+--- Wraps every Lua function field of tbl (in place) with check.public, once; returns tbl. C
+-- functions are left alone: their errors already name the line calling them.
 -- @param skip optional set of field names to leave alone
 function check.export(tbl, skip)
   for k, v in pairs(tbl) do
-    if type(v) == "function" and not wrapped[v] and not (skip and skip[k]) then
+    if type(v) == "function" and not wrapped[v] and not (skip and skip[k])
+        and debug.getinfo(v, "S").what ~= "C" then
       local w = check.public(v)
       wrapped[w] = true
       tbl[k] = w
     end
   end
   return tbl
+end
+
+-- v as messages show what was given: "number 5", "string", "dle.Tensor".
+local function given(v)
+  return type(v) == "number" and "number " .. tostring(v) or check.typename(v)
 end
 
 -- ---------------------------------------------------------------- options tables
@@ -120,7 +146,7 @@ local NONE = setmetatable({}, {__newindex = function() error("check.options: the
 function check.options(opts, fn, known)
   if opts == nil then return NONE end
   if type(opts) ~= "table" or core.is_tensor(opts) then
-    check.error(string.format("%s: options must be a table, got %s", fn, check.typename(opts)))
+    check.error(string.format("%s: options must be a table, got %s", fn, given(opts)))
   end
   local set = known_sets[known]
   if not set then
@@ -143,8 +169,7 @@ end
 -- ---------------------------------------------------------------- argument checks
 
 local function fail(fn, what, expected, v)
-  check.error(string.format("%s: %s must be %s, got %s", fn, what, expected,
-    type(v) == "number" and "number " .. tostring(v) or check.typename(v)))
+  check.error(string.format("%s: %s must be %s, got %s", fn, what, expected, given(v)))
 end
 
 --- v must be a tensor.

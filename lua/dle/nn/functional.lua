@@ -33,11 +33,11 @@ function F.linear(x, weight, bias)
   check.tensor(x, "linear", "input")
   check.tensor(weight, "linear", "weight")
   check.opt_tensor(bias, "linear", "bias")
-  if weight:dim() ~= 2 then error("linear: weight must be 2-D {out, in}, got " .. shape_str(weight), 2) end
+  if weight:dim() ~= 2 then check.error("linear: weight must be 2-D {out, in}, got " .. shape_str(weight)) end
   local inf = weight:size(2)
   if x:dim() < 1 or x:size(-1) ~= inf then
-    error("linear: input has shape " .. shape_str(x) .. ", expected last dimension " .. inf
-      .. " (weight " .. shape_str(weight) .. ")", 2)
+    check.error("linear: input has shape " .. shape_str(x) .. ", expected last dimension " .. inf
+      .. " (weight " .. shape_str(weight) .. ")")
   end
   -- Leading dims are folded into one ({..., in} -> {rows, in}), so the weight's gradient is one
   -- {out, in} product rather than a batch of them summed afterwards. With a bias, one product
@@ -62,9 +62,9 @@ end
 -- @param opts optional {generator = g}
 -- @return tensor of x's shape
 function F.dropout(x, p, training, opts)
-  check.table(opts, "dropout", "options", true)
+  opts = check.options(opts, "dropout", {"generator"})
   p = p or 0.5
-  if type(p) ~= "number" or p < 0 or p > 1 then error("dropout: p must be a number in [0, 1], got " .. tostring(p), 2) end
+  if type(p) ~= "number" or p < 0 or p > 1 then check.error("dropout: p must be a number in [0, 1], got " .. tostring(p)) end
   check.tensor(x, "dropout", "input")
   if training == false or p == 0 then return x end
   return dle.dropout(x, p, {generator = opts and opts.generator})
@@ -86,7 +86,7 @@ function F.layer_norm(x, weight, bias, eps, normalized_shape)
   if type(weight) == "number" or type(weight) == "table" then  -- tensors are userdata
     normalized_shape, weight, bias, eps = weight, bias, eps, normalized_shape
   end
-  if x:dim() < 1 then error("layer_norm: expected an input of at least 1 dimension, got " .. shape_str(x), 2) end
+  if x:dim() < 1 then check.error("layer_norm: expected an input of at least 1 dimension, got " .. shape_str(x)) end
   check.opt_tensor(weight, "layer_norm", "weight")
   check.opt_tensor(bias, "layer_norm", "bias")
   local shape = normalized_shape or (weight and weight:shape()) or (bias and bias:shape()) or x:size(-1)
@@ -105,7 +105,7 @@ end
 -- @param opts optional {padding_idx = i}: row i receives no gradient
 -- @return tensor {ids shape..., d}
 function F.embedding(ids, weight, opts)
-  check.table(opts, "embedding", "options", true)
+  opts = check.options(opts, "embedding", {"padding_idx"})
   check.tensor(ids, "embedding", "ids")
   check.tensor(weight, "embedding", "weight")
   return dle.embedding(weight, ids, {padding_idx = opts and opts.padding_idx})
@@ -268,11 +268,11 @@ function F.cross_entropy(logits, targets, opts) return class_loss("cross_entropy
 -- @param opts optional {reduction = "mean"|"sum"|"none"}
 -- @return scalar tensor, or elementwise losses for reduction "none"
 function F.mse_loss(input, target, opts)
-  check.table(opts, "mse_loss", "options", true)
+  opts = check.options(opts, "mse_loss", {"reduction"})
   check.tensor(input, "mse_loss", "input")
   check.tensor(target, "mse_loss", "target")
   if shape_str(input) ~= shape_str(target) then
-    error("mse_loss: input has shape " .. shape_str(input) .. " but target has shape " .. shape_str(target), 2)
+    check.error("mse_loss: input has shape " .. shape_str(input) .. " but target has shape " .. shape_str(target))
   end
   return dle.mse_loss(input, target, {reduction = opts and opts.reduction})
 end
@@ -285,11 +285,11 @@ end
 --   broadcasts to x's shape (a weight per class of the last dim: {C} for x {N, C})
 -- @return scalar tensor, or elementwise losses for reduction "none"
 function F.binary_cross_entropy_with_logits(x, y, opts)
-  check.table(opts, "binary_cross_entropy_with_logits", "options", true)
+  opts = check.options(opts, "binary_cross_entropy_with_logits", {"reduction", "pos_weight"})
   check.tensor(x, "binary_cross_entropy_with_logits", "input")
   check.tensor(y, "binary_cross_entropy_with_logits", "target")
   if shape_str(x) ~= shape_str(y) then
-    error("binary_cross_entropy_with_logits: input has shape " .. shape_str(x) .. " but target has shape " .. shape_str(y), 2)
+    check.error("binary_cross_entropy_with_logits: input has shape " .. shape_str(x) .. " but target has shape " .. shape_str(y))
   end
   return dle.binary_cross_entropy_with_logits(x, y, {reduction = opts and opts.reduction,
     pos_weight = opts and opts.pos_weight})
