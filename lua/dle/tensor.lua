@@ -15,8 +15,8 @@ return function(dle)
   --- Sets printing options from a table (keys of dle.print_options).
   function dle.set_printoptions(opts)
     check.table(opts, "set_printoptions", "options")
+    check.options(opts, "set_printoptions", {"threshold", "edgeitems", "precision"})
     for k, v in pairs(opts) do
-      if dle.print_options[k] == nil then check.error("set_printoptions: unknown option '" .. tostring(k) .. "'") end
       -- threshold may be math.huge (never summarize); edgeitems and precision are bounded so
       -- printing stays cheap and its formats valid
       local ok

@@ -111,7 +111,7 @@ function rewrite.apply(g, rules, opts)
   local Graph = require("dle.graph").Graph
   if getmetatable(g) ~= Graph then check.error("rewrite.apply: expected a graph, got " .. check.typename(g)) end
   local list = flatten(rules, nil, "rewrite.apply")
-  opts = opts or {}
+  opts = check.options(opts, "rewrite.apply", {"max_passes"})
   local max_passes = opts.max_passes or 100
   local counts, by_op, anywhere = {}, {}, {}
   for _, r in ipairs(list) do
@@ -243,7 +243,7 @@ end
 -- some trial differs by more than tol, when the rule never fired, or when a trial raised an error.
 function rewrite.verify(rule, opts)
   if getmetatable(rule) ~= Rule then check.error("rewrite.verify: expected a rule, got " .. check.typename(rule)) end
-  opts = opts or {}
+  opts = check.options(opts, "rewrite.verify", {"trials", "tol", "shape"})
   local trials = opts.trials or 10
   local tol = opts.tol or 1e-6
   local dle = require "dle"

@@ -35,7 +35,8 @@ function P.const(v, opts)
   if v ~= nil and type(v) ~= "number" and type(v) ~= "boolean" then
     check.error("pattern.const: value must be a number, got " .. type(v))
   end
-  return {kind = "const", value = v, name = opts and opts.name, where = opts and opts.where}
+  opts = check.options(opts, "pattern.const", {"name", "where"})
+  return {kind = "const", value = v, name = opts.name, where = opts.where}
 end
 
 --- P.op(name, args...) -> a pattern matching a node of op `name` whose inputs match args.
@@ -52,7 +53,7 @@ function P.op(name, ...)
                           name, i, type(a)))
     end
   end
-  opts = opts or {}
+  opts = check.options(opts, "pattern." .. name, {"name", "where", "attrs"})
   return {kind = "op", op = name, args = args, name = opts.name, where = opts.where, attrs = opts.attrs}
 end
 
