@@ -92,7 +92,7 @@ local with_options = {
   ["dist.DistributedDataParallel"] = {function(o) return dle.dist.DistributedDataParallel(nn.Linear(2, 2), o) end,
     "DistributedDataParallel"},
   ["rewrite.apply"] = {function(o)
-    local g = dle.graph.trace(function(a) return a * 1 end, {x})
+    local g = dle.graph.trace(function(a) return a * 1 end, x)
     return dle.rewrite.apply(g, {}, o)
   end, "rewrite.apply"},
   ["rewrite.verify"] = {function(o) return dle.rewrite.verify(dle.rewrite.rules.algebra[1], o) end, "rewrite.verify"},
