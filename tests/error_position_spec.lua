@@ -13,6 +13,16 @@ local x = dle.randn(2, 3)
 local t0 = dle.tensor({0, 1}, I64)
 local function params() return {dle.zeros(2):requires_grad_()} end
 
+-- A .npy file whose header claims a shape far too big to allocate.
+local huge_npy = os.tmpname()
+do
+  local hdr = "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000, 1000000000, 1000), }"
+  hdr = hdr .. string.rep(" ", 118 - #hdr) .. "\n"
+  local f = assert(io.open(huge_npy, "wb"))
+  f:write("\x93NUMPY\x01\x00", string.pack("<I2", #hdr), hdr)
+  f:close()
+end
+
 -- Each mistake is made on the line its function is defined on (one line each, no tail call).
 local mistakes = {
   {"F.cross_entropy with a 0-based target (C error)", function() local _ = F.cross_entropy(x, t0) end},
@@ -43,6 +53,7 @@ local mistakes = {
   {"gradcheck with a non-function", function() local _ = dle.gradcheck(3, {x}) end},
   {"rewrite.apply on a non-graph", function() local _ = dle.rewrite.apply(3, {}) end},
   {"zeros with an unknown option (C)", function() local _ = dle.zeros(2, {dtyp = "float64"}) end},
+  {"load_npy of a file with a huge shape", function() local _ = dle.load_npy(huge_npy) end},
 }
 
 local function expect_here(case)
@@ -60,6 +71,8 @@ describe("errors at the user's line", function()
   for _, m in ipairs(mistakes) do
     it(m[1] .. ": the message starts with this file's line of the call", function() expect_here(m[2]) end)
   end
+
+  teardown(function() os.remove(huge_npy) end)
 
   it("the message text is kept (function, argument, values)", function()
     local err = expect_here(mistakes[1][2])

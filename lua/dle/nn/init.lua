@@ -35,13 +35,15 @@ for name, cls in pairs(require "dle.nn.activations") do nn[name] = cls end
 for name, cls in pairs(require "dle.nn.losses") do nn[name] = cls end
 
 -- Every Lua function of the package and every method of its classes reports errors at the
--- user's line (check.public); calls of a module instance are wrapped in module.lua.
+-- user's line (check.public). Constructing and calling a module are wrapped once in module.lua,
+-- so init and forward are not wrapped again (a call costs one wrapper, not two).
 check.export(nn)
 check.export(nn.functional)
 check.export(nn.init)
 check.export(nn.utils)
+local NOT_WRAPPED = {is_module = true, init = true, forward = true}
 for _, cls in pairs(nn) do
-  if type(cls) == "table" and rawget(cls, "__name") then check.export(cls, {is_module = true}) end
+  if type(cls) == "table" and rawget(cls, "__name") then check.export(cls, NOT_WRAPPED) end
 end
 
 return nn
