@@ -8,12 +8,8 @@ local dle = require "dle"
 local H = require "helpers"
 
 local F = dle.nn.functional
-local F64 = {dtype = "float64"}
-local I64 = {dtype = "int64"}
-
-local function randn(shape, seed, lo, hi)
-  return dle.tensor(H.values(shape, {seed = seed, lo = lo or -1, hi = hi or 1}), F64)
-end
+local randn = H.seeded
+local F64, I64 = {dtype = "float64"}, {dtype = "int64"}
 
 local function close(a, b, tol, what)
   local d = (a - b):abs():max():item()

@@ -11,6 +11,10 @@ local Module = require "dle.nn.module"
 local F = require "dle.nn.functional"
 local Linear = require "dle.nn.linear"
 
+-- The options each function knows (check.options).
+local SDPA_OPTS = {"scale", "mask", "causal", "dropout_p", "training", "generator"}
+local FORWARD_OPTS = {"mask"}
+
 local shape_str = require("dle.check").shape_str
 
 -- Causal masks (bool, true above the diagonal = position not allowed), cached by "Tq,Tk,device".
@@ -51,7 +55,7 @@ end
 -- @return tensor {..., Tq, Dv}
 -- A query row whose keys are all masked gives zero weights and a zero output (PyTorch: NaN).
 local function scaled_dot_product_attention(q, k, v, opts)
-  opts = check.options(opts, "scaled_dot_product_attention", {"scale", "mask", "causal", "dropout_p", "training", "generator"})
+  opts = check.options(opts, "scaled_dot_product_attention", SDPA_OPTS)
   for _, p in ipairs({{"q", q}, {"k", k}, {"v", v}}) do
     if not dle.is_tensor(p[2]) then
       check.error("scaled_dot_product_attention: " .. p[1] .. " must be a tensor, got " .. type(p[2]))
@@ -142,7 +146,7 @@ end
 -- @return tensor {B, Tq, d}
 function MultiheadAttention:forward(q, k, v, opts)
   if type(k) == "table" and not dle.is_tensor(k) then opts, k = k, nil end
-  opts = check.options(opts, "MultiheadAttention:forward", {"mask"})
+  opts = check.options(opts, "MultiheadAttention:forward", FORWARD_OPTS)
   check.opt_tensor(k, "MultiheadAttention", "key")
   check.opt_tensor(v, "MultiheadAttention", "value")
   local unbatched = dle.is_tensor(q) and q:dim() == 2

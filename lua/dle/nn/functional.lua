@@ -11,6 +11,13 @@ local F = {}
 local check = require "dle.check"
 local shape_str = check.shape_str
 
+-- The options each function knows (check.options).
+local DROPOUT_OPTS = {"generator"}
+local EMBEDDING_OPTS = {"padding_idx"}
+local MSE_OPTS = {"reduction"}
+local BCE_OPTS = {"reduction", "pos_weight"}
+local LOSS_OPTS = {"ignore_index", "label_smoothing", "reduction", "weight"}
+
 -- Elementwise activations: relu(x) = max(x, 0), gelu(x), silu(x) = x * sigmoid(x), tanh(x),
 -- sigmoid(x); softmax(x, d) and log_softmax(x, d) along dimension d (default -1). Each returns a
 -- tensor of x's shape.
@@ -62,7 +69,7 @@ end
 -- @param opts optional {generator = g}
 -- @return tensor of x's shape
 function F.dropout(x, p, training, opts)
-  opts = check.options(opts, "dropout", {"generator"})
+  opts = check.options(opts, "dropout", DROPOUT_OPTS)
   p = p or 0.5
   if type(p) ~= "number" or p < 0 or p > 1 then check.error("dropout: p must be a number in [0, 1], got " .. tostring(p)) end
   check.tensor(x, "dropout", "input")
@@ -105,7 +112,7 @@ end
 -- @param opts optional {padding_idx = i}: row i receives no gradient
 -- @return tensor {ids shape..., d}
 function F.embedding(ids, weight, opts)
-  opts = check.options(opts, "embedding", {"padding_idx"})
+  opts = check.options(opts, "embedding", EMBEDDING_OPTS)
   check.tensor(ids, "embedding", "ids")
   check.tensor(weight, "embedding", "weight")
   return dle.embedding(weight, ids, {padding_idx = opts and opts.padding_idx})
@@ -144,7 +151,6 @@ local function unflatten(loss, opts, out_shape)
   return loss
 end
 
-local LOSS_OPTS = {"ignore_index", "label_smoothing", "reduction", "weight"}
 
 local REDUCTIONS = {mean = true, sum = true, none = true}
 local function check_reduction(fname, r)
@@ -268,7 +274,7 @@ function F.cross_entropy(logits, targets, opts) return class_loss("cross_entropy
 -- @param opts optional {reduction = "mean"|"sum"|"none"}
 -- @return scalar tensor, or elementwise losses for reduction "none"
 function F.mse_loss(input, target, opts)
-  opts = check.options(opts, "mse_loss", {"reduction"})
+  opts = check.options(opts, "mse_loss", MSE_OPTS)
   check.tensor(input, "mse_loss", "input")
   check.tensor(target, "mse_loss", "target")
   if shape_str(input) ~= shape_str(target) then
@@ -285,7 +291,7 @@ end
 --   broadcasts to x's shape (a weight per class of the last dim: {C} for x {N, C})
 -- @return scalar tensor, or elementwise losses for reduction "none"
 function F.binary_cross_entropy_with_logits(x, y, opts)
-  opts = check.options(opts, "binary_cross_entropy_with_logits", {"reduction", "pos_weight"})
+  opts = check.options(opts, "binary_cross_entropy_with_logits", BCE_OPTS)
   check.tensor(x, "binary_cross_entropy_with_logits", "input")
   check.tensor(y, "binary_cross_entropy_with_logits", "target")
   if shape_str(x) ~= shape_str(y) then

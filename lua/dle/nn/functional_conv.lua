@@ -8,6 +8,12 @@ local F = require "dle.nn.functional"
 
 local M = {}
 
+-- The options each function knows (check.options).
+local BATCH_NORM_OPTS = {"cumulative", "num_batches_tracked"}
+local CONV_OPTS = {"stride", "padding", "dilation", "groups"}
+local MAX_POOL_OPTS = {"stride", "padding", "return_indices"}
+local AVG_POOL_OPTS = {"stride", "padding", "count_include_pad"}
+
 local check = require "dle.check"
 local shape_str = check.shape_str
 
@@ -40,7 +46,7 @@ end
 -- @return tensor of x's shape
 function M.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps, opts)
   check.tensor(x, "batch_norm", "input")
-  opts = check.options(opts, "batch_norm", {"cumulative", "num_batches_tracked"})
+  opts = check.options(opts, "batch_norm", BATCH_NORM_OPTS)
   eps = eps or 1e-5
   if momentum == nil then momentum = 0.1 end
   if x:dim() < 2 then
@@ -98,7 +104,7 @@ end
 -- @return tensor {N, Cout, Hout, Wout}
 function M.conv2d(x, weight, bias, opts)
   local conv = native("conv2d")
-  opts = check.options(opts, "conv2d", {"stride", "padding", "dilation", "groups"})
+  opts = check.options(opts, "conv2d", CONV_OPTS)
   local xb, added = as_batched("conv2d", x)
   check.tensor(weight, "conv2d", "weight")
   if weight:dim() ~= 4 then check.error("conv2d: weight must be 4-D {Cout, Cin/groups, kh, kw}, got " .. shape_str(weight)) end
@@ -114,7 +120,7 @@ end
 --   (those dle.max_pool2d returns)
 function M.max_pool2d(x, k, opts)
   local pool = native("max_pool2d")
-  opts = check.options(opts, "max_pool2d", {"stride", "padding", "return_indices"})
+  opts = check.options(opts, "max_pool2d", MAX_POOL_OPTS)
   local xb, added = as_batched("max_pool2d", x)
   local v, i = pool(xb, k, {stride = opts.stride, padding = opts.padding})
   if added then v = v:squeeze(1); i = i and i:squeeze(1) end
@@ -128,7 +134,7 @@ end
 -- @return tensor {N, C, Hout, Wout}
 function M.avg_pool2d(x, k, opts)
   local pool = native("avg_pool2d")
-  opts = check.options(opts, "avg_pool2d", {"stride", "padding", "count_include_pad"})
+  opts = check.options(opts, "avg_pool2d", AVG_POOL_OPTS)
   local xb, added = as_batched("avg_pool2d", x)
   local y = pool(xb, k, {stride = opts.stride, padding = opts.padding, count_include_pad = opts.count_include_pad})
   if added then y = y:squeeze(1) end

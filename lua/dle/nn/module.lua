@@ -276,7 +276,7 @@ function Module:eval() return self:train(false) end
 -- fills existing gradients with zeros).
 -- @param opts optional {set_to_none = true}
 function Module:zero_grad(opts)
-  opts = check.options(opts, self.__name .. ":zero_grad", {"set_to_none"})
+  if opts ~= nil then check.options(opts, self.__name .. ":zero_grad", {"set_to_none"}) end
   local to_none = not (opts and opts.set_to_none == false)
   for _, p in ipairs(self:parameters()) do
     if to_none then p.grad = nil
