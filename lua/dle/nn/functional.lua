@@ -170,35 +170,32 @@ local function class_weight(fname, w, x)
   return w:dtype() == x:dtype() and w or w:to(x:dtype())
 end
 
--- Per-class weighted loss of class targets t {M} for x {M, C} (logits when log_softmax is false:
--- then x are log-probabilities), composed of differentiable ops so both gradient modes come with
--- them, as PyTorch 1.13 defines it: row i's loss is -sum_c q[i, c] logp[i, c] with
--- q = w[c] ((1 - eps) onehot(t_i) + eps / C), zero on ignored rows; "mean" divides the sum by
--- sum_i w[t_i] over the rows not ignored.
+-- Per-class weighted loss of class targets t {M} for x {M, C} (logits; log-probabilities when
+-- logits is false), as PyTorch 1.13 defines it: row i's loss is
+--   (1 - eps) w[t_i] l_i + eps / C * -sum_c w[c] logp[i, c],   zero on ignored rows,
+-- with l_i the unweighted, unsmoothed per-row loss of the fused op (which also checks the
+-- targets); "mean" divides the sum by sum_i w[t_i] over the rows not ignored. Composed of
+-- differentiable ops, so reverse and forward mode come with them.
 local function weighted_class_loss(fname, x, t, w, opts, logits)
   local r = check_reduction(fname, opts.reduction)
   local eps = opts.label_smoothing or 0
   if type(eps) ~= "number" or not (eps >= 0 and eps <= 1) then
     check.error(fname .. ": label_smoothing must be in [0, 1], got " .. tostring(eps))
   end
-  local c = x:size(2)
-  local ignored = opts.ignore_index ~= nil and t:eq(check.integer(opts.ignore_index, fname, "ignore_index")) or nil
-  local tc = ignored and t:masked_fill(ignored, 1) or t   -- ignored rows: any class, masked below
-  if tc:numel() > 0 and (tc:min():item() < 1 or tc:max():item() > c) then
-    for row, v in ipairs(tc:totable()) do
-      if v < 1 or v > c then
-        check.error(string.format("%s: target %d (row %d) is out of range for %d classes (1..%d)", fname, v, row, c, c))
-      end
-    end
+  local op = logits and dle.cross_entropy or dle.nll_loss
+  local rows = op(x, t, {reduction = "none", ignore_index = opts.ignore_index})   -- 0 where ignored
+  local ignored = opts.ignore_index ~= nil and t:eq(opts.ignore_index) or nil
+  local keep = ignored and ignored:logical_not():to(w:dtype())
+  local wt = w:index_select(1, ignored and t:masked_fill(ignored, 1) or t)          -- w[t_i]
+  if keep then wt = wt * keep end
+  rows = rows * wt
+  if eps > 0 then
+    -- -sum_c w[c] logp[i, c]: soft cross-entropy against w in every row
+    local smooth = logits and dle.soft_cross_entropy(x, w:expand(x:size(1), x:size(2)), {reduction = "none"})
+      or -(x * w):sum(2)
+    if keep then smooth = smooth * keep end
+    rows = rows * (1 - eps) + smooth * (eps / x:size(2))
   end
-  local onehot = tc:one_hot(c):to(w:dtype())
-  local wt = (onehot * w):sum(2)                             -- w[t_i]
-  local q = (onehot * (1 - eps) + eps / c) * w
-  if ignored then
-    local keep = ignored:logical_not():to(w:dtype())
-    q, wt = q * keep:unsqueeze(2), wt * keep
-  end
-  local rows = logits and dle.soft_cross_entropy(x, q, {reduction = "none"}) or -(x * q):sum(2)
   if r == "none" then return rows end
   if r == "sum" then return rows:sum() end
   return rows:sum() / wt:sum()
@@ -262,7 +259,8 @@ function F.nll_loss(logp, targets, opts) return class_loss("nll_loss", logp, tar
 -- {N} ({}, {N, d1, ...}): the fused cross_entropy op (one log-sum-exp pass per row forward, one
 -- fused pass backward); or float class probabilities of logits' shape: the fused
 -- soft_cross_entropy op (the same passes; label smoothing mixes eps/C into the probabilities).
--- With per-class weights the loss is composed of soft_cross_entropy and elementwise ops.
+-- With per-class weights the fused op's per-row losses are weighted by w[target] (label smoothing
+-- adds soft_cross_entropy against the weights), see weighted_class_loss.
 -- @param opts optional {ignore_index, label_smoothing = 0, reduction = "mean"|"sum"|"none",
 --   weight = {C} float per-class weights}; the mean is over the targets that are not
 --   ignore_index (over all rows for probabilities; weighted class targets: divided by the sum
