@@ -4,6 +4,7 @@
 --   local opt = dle.optim.Adam(params, {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8})
 local core = require "dle.core"
 local Optimizer = require "dle.optim.optimizer"
+local check = require "dle.check"
 
 local Adam = Optimizer.extend("Adam", {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8,
   weight_decay = 0, amsgrad = false})
@@ -19,10 +20,10 @@ function Adam.check(group, name)
   local b = group.betas
   if type(b) ~= "table" or type(b[1]) ~= "number" or type(b[2]) ~= "number" or
       not (b[1] >= 0 and b[1] < 1 and b[2] >= 0 and b[2] < 1) then
-    error(name .. ": betas must be {b1, b2} with both in [0, 1)", 0)
+    check.error(name .. ": betas must be {b1, b2} with both in [0, 1)")
   end
   if type(group.amsgrad) ~= "boolean" then
-    error(name .. ": amsgrad must be a boolean, got " .. type(group.amsgrad), 0)
+    check.error(name .. ": amsgrad must be a boolean, got " .. type(group.amsgrad))
   end
 end
 

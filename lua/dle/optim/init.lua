@@ -1,7 +1,9 @@
 --- dle.optim: optimizers (fused C steps over explicit, saveable state) and lr schedulers.
 --   local opt = dle.optim.AdamW(params, {lr = 3e-4})
 --   opt:zero_grad(); loss:backward(); opt:step()
-return {
+local check = require "dle.check"
+
+local optim = {
   Optimizer = require "dle.optim.optimizer",
   SGD = require "dle.optim.sgd",
   Adagrad = require "dle.optim.adagrad",
@@ -12,3 +14,8 @@ return {
   -- over dle.dist: each rank keeps the state of its share of the params
   ZeroRedundancyOptimizer = require "dle.optim.zero",
 }
+
+-- Errors from dle's own lines are reported at the user's line (check.public): the optimizers'
+-- methods, the shared ones of Optimizer and each class's own.
+for _, cls in pairs(optim) do check.export(cls) end
+return optim

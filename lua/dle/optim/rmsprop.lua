@@ -3,6 +3,7 @@
 -- (dle.core.rmsprop_step).
 local core = require "dle.core"
 local Optimizer = require "dle.optim.optimizer"
+local check = require "dle.check"
 
 local RMSprop = Optimizer.extend("RMSprop", {lr = 1e-2, alpha = 0.99, eps = 1e-8,
   weight_decay = 0, momentum = 0, centered = false})
@@ -15,9 +16,9 @@ function RMSprop.check(group)
     Optimizer.check_number("RMSprop", group, k)
   end
   Optimizer.check_number("RMSprop", group, "alpha")
-  if group.alpha > 1 then error("RMSprop: alpha must be in [0, 1], got " .. group.alpha, 0) end
+  if group.alpha > 1 then check.error("RMSprop: alpha must be in [0, 1], got " .. group.alpha) end
   if type(group.centered) ~= "boolean" then
-    error("RMSprop: centered must be a boolean, got " .. type(group.centered), 0)
+    check.error("RMSprop: centered must be a boolean, got " .. type(group.centered))
   end
 end
 

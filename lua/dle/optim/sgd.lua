@@ -3,6 +3,7 @@
 --   local opt = dle.optim.SGD(model:parameters(), {lr = 0.1, momentum = 0.9, nesterov = true})
 local core = require "dle.core"
 local Optimizer = require "dle.optim.optimizer"
+local check = require "dle.check"
 
 local SGD = Optimizer.extend("SGD", {lr = 1e-3, momentum = 0, dampening = 0, nesterov = false,
   weight_decay = 0})
@@ -15,10 +16,10 @@ function SGD.check(group)
     Optimizer.check_number("SGD", group, k)
   end
   if type(group.nesterov) ~= "boolean" then
-    error("SGD: nesterov must be a boolean, got " .. type(group.nesterov), 0)
+    check.error("SGD: nesterov must be a boolean, got " .. type(group.nesterov))
   end
   if group.nesterov and (group.momentum <= 0 or group.dampening ~= 0) then
-    error("SGD: nesterov needs momentum > 0 and dampening 0", 0)
+    check.error("SGD: nesterov needs momentum > 0 and dampening 0")
   end
 end
 
