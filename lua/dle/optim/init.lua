@@ -1,6 +1,8 @@
---- dle.optim: optimizers (fused C steps over explicit, saveable state) and lr schedulers.
+--- dle.optim: optimizers (fused C steps over explicit, saveable state) and lr schedulers; the steps
+-- themselves as plain functions in dle.optim.functional (Torch7's optim habit).
 --   local opt = dle.optim.AdamW(params, {lr = 3e-4})
 --   opt:zero_grad(); loss:backward(); opt:step()
+--   dle.optim.functional.adamw(params, grads, state, {lr = 3e-4})   -- the same step, state kept by you
 return {
   Optimizer = require "dle.optim.optimizer",
   SGD = require "dle.optim.sgd",
@@ -9,6 +11,7 @@ return {
   Adam = require "dle.optim.adam",
   AdamW = require "dle.optim.adamw",
   lr = require "dle.optim.lr",
+  functional = require "dle.optim.functional",
   -- over dle.dist: each rank keeps the state of its share of the params
   ZeroRedundancyOptimizer = require "dle.optim.zero",
 }
