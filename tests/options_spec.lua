@@ -78,6 +78,10 @@ local with_options = {
   -- dle.optim and its schedulers
   ["optim.SGD"] = {function(o) return dle.optim.SGD(params(), o) end, "SGD"},
   ["optim.Adam"] = {function(o) return dle.optim.Adam(params(), o) end, "Adam"},
+  ["optim.functional.adam"] = {function(o)
+    local p = params()
+    return dle.optim.functional.adam(p, {dle.ones(2)}, {}, o)
+  end, "optim.functional.adam"},
   ["optim.AdamW"] = {function(o) return dle.optim.AdamW(params(), o) end, "AdamW"},
   ["optim.Adagrad"] = {function(o) return dle.optim.Adagrad(params(), o) end, "Adagrad"},
   ["optim.RMSprop"] = {function(o) return dle.optim.RMSprop(params(), o) end, "RMSprop"},
@@ -157,7 +161,7 @@ local without_options = {
   ["nn.utils"] = {"parameters_to_vector", "vector_to_parameters"},
   -- Optimizer is the base class; ZeroRedundancyOptimizer checks its options with the optimizer
   -- class it wraps, after dle.dist.init() (tested in dist_spec)
-  optim = {"Optimizer", "ZeroRedundancyOptimizer", "lr"},
+  optim = {"Optimizer", "ZeroRedundancyOptimizer", "lr", "functional"},
   ["optim.lr"] = {"Scheduler"},
   amp = {},
   dist = {"abort", "all_reduce", "barrier", "broadcast", "finalize", "init", "is_available", "is_initialized",

@@ -1,6 +1,8 @@
---- dle.optim: optimizers (fused C steps over explicit, saveable state) and lr schedulers.
+--- dle.optim: optimizers (fused C steps over explicit, saveable state) and lr schedulers; the steps
+-- themselves as plain functions in dle.optim.functional (Torch7's optim habit).
 --   local opt = dle.optim.AdamW(params, {lr = 3e-4})
 --   opt:zero_grad(); loss:backward(); opt:step()
+--   dle.optim.functional.adamw(params, grads, state, {lr = 3e-4})   -- the same step, state kept by you
 local check = require "dle.check"
 
 local optim = {
@@ -14,6 +16,8 @@ local optim = {
   -- over dle.dist: each rank keeps the state of its share of the params
   ZeroRedundancyOptimizer = require "dle.optim.zero",
 }
+-- (not a class: its functions are exported by dle.optim.functional itself)
+optim.functional = require "dle.optim.functional"
 
 -- Errors from dle's own lines are reported at the user's line (check.public): the optimizers'
 -- methods, the shared ones of Optimizer and each class's own.

@@ -1,24 +1,21 @@
---- dle.optim.Optimizer: the base class of every optimizer (Torch7/llm.c habit: the update is a
--- fused C step over explicit state; the state is plain tables of numbers and tensors, so it
--- saves and resumes exactly). A subclass is made with Optimizer.extend(name, defaults) and
--- provides three methods:
---   cls.check(group)            validates a param group's hyperparameters (errors at level 3)
---   cls:update(p, g, st, group) runs one fused step of param p with gradient g and state st
---   cls.state_tensors           names of the tensors the state may hold (besides the number
---                               step): load_state_dict and ZeRO consolidation rely on it
+--- dle.optim.Optimizer: the base class of every optimizer. The update itself is an algorithm of
+-- dle.optim.functional (Torch7/llm.c habit: a fused C step over explicit state; the state is plain
+-- tables of numbers and tensors, so it saves and resumes exactly). A class adds what PyTorch's
+-- optimizers have around it: param groups with their own hyperparameters, `.grad` as the gradient,
+-- state_dict / load_state_dict and the lr property. A subclass is made with
+-- Optimizer.extend(name, algorithm), from which it gets
+--   cls.defaults, cls.state_tensors   the algorithm's hyperparameters and state tensor names
+--                                     (load_state_dict and ZeRO consolidation rely on the latter)
+--   cls.check(group)                  validates a param group's hyperparameters
+--   cls:update(p, g, st, group)       one fused step of param p with gradient g and state st
 local dle = require "dle"
 local check = require "dle.check"
+local functional = require "dle.optim.functional"
 
 local Optimizer = {}
 Optimizer.__index = Optimizer
 
---- A hyperparameter value copied one level deep (betas = {b1, b2} is a table).
-local function copy_value(v)
-  if type(v) ~= "table" then return v end
-  local r = {}
-  for k, x in pairs(v) do r[k] = x end
-  return r
-end
+local copy_value = functional.copy_value
 Optimizer.copy_value = copy_value
 
 --- Gives an optimizer class (or any object with param_groups) its lr property: opt.lr reads the
@@ -43,12 +40,14 @@ function Optimizer.lr_property(cls, name)
   end
 end
 
---- Creates an optimizer class.
+--- Creates an optimizer class from an algorithm of dle.optim.functional.
 -- @param name class name used in error messages ("SGD")
--- @param defaults table of hyperparameters and their defaults (every accepted option)
+-- @param alg the algorithm (dle.optim.functional.algorithms.<name>)
 -- @return the class: call it as cls(params, opts) or cls.new(params, opts)
-function Optimizer.extend(name, defaults)
-  local cls = {name = name, defaults = defaults, state_tensors = {}}
+function Optimizer.extend(name, alg)
+  local cls = {name = name, defaults = alg.defaults, state_tensors = alg.state_tensors, algorithm = alg}
+  cls.check = function(group) alg.check(group, name) end
+  cls.update = function(_, p, g, st, group) alg.update(p, g, st, group) end
   Optimizer.lr_property(cls, name)
   cls.__name = "dle.optim." .. name
   --- Makes an optimizer over params (a list of tensors, or a list of param groups
@@ -144,12 +143,7 @@ function Optimizer:step(closure)
         index = index + 1
         local g = p.grad
         if g ~= nil then
-          if g.requires_grad then
-            check.error(string.format("%s: the gradient of param %d requires grad; detach it", name,
-              index))
-          end
-          if not g:is_contiguous() then g = g:contiguous() end
-          if g:dtype() ~= p:dtype() then g = g:to(p:dtype()) end
+          g = functional.step_gradient(p, g, index, name)
           local st = self.state[index]
           if st == nil then
             st = {step = 0}
@@ -271,17 +265,6 @@ function Optimizer:load_state_dict(sd)
     getmetatable(self).check(group)
   end
   rawset(self, "state", state)
-end
-
-function Optimizer.check() end
-
---- A hyperparameter check shared by the subclasses: a finite number >= 0 (or in [lo, hi)).
-function Optimizer.check_number(cls_name, group, key, hi)
-  local v = group[key]
-  if type(v) ~= "number" or v ~= v or v < 0 or v == math.huge or (hi and v >= hi) then
-    check.error(string.format("%s: invalid %s %s (expected a number >= 0%s)", cls_name, key, tostring(v),
-      hi and (" and < " .. hi) or ""))
-  end
 end
 
 return Optimizer
