@@ -96,9 +96,11 @@ end
 local forbidden = {"bad argument", "attempt to", "'f'", "'?'", "to '?'", "(local ", "(field ", "(upvalue "}
 
 --- The problems with one error message (nil when its form is right). `where` is the position
+-- expected before the name; `or_where`, when given, another one that is accepted instead.
 -- expected before the name ("" when called straight from pcall).
-function W.check_message(msg, names, where)
+function W.check_message(msg, names, where, or_where)
   if type(msg) ~= "string" then return "error value is a " .. type(msg) .. ", not a string" end
+  if or_where and msg:sub(1, #or_where) == or_where then where = or_where end
   if msg:sub(1, #where) ~= where then return "not reported at the caller's line (" .. where .. ")" end
   local body = msg:sub(#where + 1)
   if not starts_with_name(body, names) then
@@ -131,12 +133,14 @@ function W.walk(targets)
         for p = first, pos - 1 do n = n + 1; args[n] = dle.zeros(2, 3) end
         n = n + 1; args[n] = bv[2]
         local s = settings()
+        -- straight from pcall: no position, or (check.error's choice) that of the pcall's line
+        local pcall_where = debug.getinfo(1, "S").short_src .. ":" .. debug.getinfo(1, "l").currentline + 1 .. ": "
         local ok1, msg1 = pcall(tg.fn, table.unpack(args, 1, n))
         local ok2, msg2, where = call_here(tg.fn, args, n)
         if tg.label:find("set_", 1, true) then restore(s) end
-        for _, r in ipairs{{ok1, msg1, "", "pcall"}, {ok2, msg2, where, "from a line"}} do
+        for _, r in ipairs{{ok1, msg1, "", "pcall", pcall_where}, {ok2, msg2, where, "from a line"}} do
           if not r[1] then
-            local problem = W.check_message(r[2], tg.names, r[3])
+            local problem = W.check_message(r[2], tg.names, r[3], r[5])
             if problem then
               problems[#problems + 1] = {label = tg.label, pos = pos, bad = bv[1], how = r[4],
                                          msg = tostring(r[2]), problem = problem}

@@ -82,6 +82,11 @@ local function open_read(fn, path)
   if type(path) ~= "string" then fail("%s: path must be a string, got %s", fn, type(path)) end
   local f, msg = io.open(path, "rb")
   if not f then fail("%s: cannot open %s", fn, msg) end
+  local probe, why = f:read(0)   -- a directory opens, then fails to read ("Is a directory")
+  if probe == nil and why then
+    f:close()
+    fail("%s: cannot read %s: %s", fn, path, why)
+  end
   local size = core._io_file_size(f, fn .. ": " .. path)
   return f, size
 end
@@ -644,10 +649,10 @@ return function(dle)
   dle.save_safetensors = public(save_safetensors)
   dle.load_safetensors = public(load_safetensors)
   dle.io = {
-    json_decode = function(s)
+    json_decode = check.public(function(s)
       check.string(s, "dle.io.json_decode", "text")
       return json_decode(s, "dle.io.json_decode", "string")
-    end,
+    end),
     json_string = function(s)
       check.string(s, "dle.io.json_string", "s")
       return json_string(s)

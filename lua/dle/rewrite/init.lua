@@ -77,7 +77,7 @@ local function flatten(rules, out, fname)
   end
   return out
 end
-rewrite.flatten = function(rules) return flatten(rules, nil, "rewrite") end
+rewrite.flatten = function(rules) return flatten(rules, nil, "rewrite.flatten") end
 
 local shape_eq = Nodes.same_shape
 
