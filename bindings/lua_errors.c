@@ -96,11 +96,19 @@ const char *dle_lua_fname(lua_State *L) {
   return fname(L, &internal);
 }
 
+/* Whether msg already names fn: its head (the text before the first ':') is fn, or ends with a
+ * space and fn ("Function backward: ..." from a custom Function's backward, for fn backward). */
+static bool names_fn(const char *msg, const char *fn) {
+  const char *colon = strchr(msg, ':');
+  size_t head = colon ? (size_t)(colon - msg) : 0, n = strlen(fn);
+  if (!colon || head < n || strncmp(colon - n, fn, n) != 0) return false;
+  return head == n || colon[-(ptrdiff_t)n - 1] == ' ';
+}
+
 int dle_lua_fail(lua_State *L) {
   bool internal;
   const char *fn = fname(L, &internal), *msg = dle_last_error();
-  size_t n = strlen(fn);
-  if (internal || (strncmp(msg, fn, n) == 0 && msg[n] == ':')) return dle_lua_error(L, "%s", msg);
+  if (internal || names_fn(msg, fn)) return dle_lua_error(L, "%s", msg);
   return dle_lua_error(L, "%s: %s", fn, msg);
 }
 
