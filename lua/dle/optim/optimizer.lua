@@ -277,6 +277,8 @@ function Optimizer:load_state_dict(sd)
   rawset(self, "state", state)
 end
 
+--- Validates a param group's hyperparameters: the hook each subclass overrides (SGD.check, ...);
+-- the base class accepts any group. Called by the constructor and load_state_dict.
 function Optimizer.check() end
 
 --- A hyperparameter check shared by the subclasses: a finite number >= 0 (or in [lo, hi)).
