@@ -5,8 +5,8 @@
 --- Saving and loading tensors and checkpoints: dle's own format, NumPy .npy and safetensors.
 -- Written in Lua (lua/dle/io.lua, which also describes the dle file layout). Writes are atomic
 -- (a temporary file, flushed, fsync'ed and renamed over the path); a corrupt or truncated file
--- gives an error naming the function, the path and the problem. Tensors are written contiguous from the CPU
--- (a CUDA tensor is saved as CPU data) and load on the CPU.
+-- gives an error naming the function, the path and the problem. Tensors are written contiguous
+-- from the CPU (a CUDA tensor is saved as CPU data) and load on the CPU.
 -- @module io.files
 
 --- Saves a value (a tensor, or nested tables of tensors, numbers, strings, booleans) to a file.
@@ -29,7 +29,7 @@
 -- @usage local ckpt = dle.load("ckpt.dle"); net:load_state_dict(ckpt.model)
 
 --- Saves a tensor as a NumPy .npy file (format 1.0, C order, little-endian).
--- bfloat16 has no NumPy dtype: it is saved as float32 ('<f4'), which holds it exactly.
+-- bfloat16 has no NumPy dtype: it is saved as float32 (NumPy's f4), which holds it exactly.
 -- @function dle.save_npy
 -- @param path string
 -- @tparam dle.Tensor t

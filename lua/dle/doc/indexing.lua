@@ -3,8 +3,8 @@
 --- Joining, splitting and indexing (implemented in C, bindings/lua_index.c).
 -- Dims and index values are 1-based (negative dims count from the end); index tensors are int64
 -- and hold 1-based indices, and an index out of range is an error naming the function, the
--- index and the valid range. Most functions are both `dle.<name>(t, ...)` and `t:<name>(...)`;
--- the in-place forms `t:<name>_(...)` write into t and return it.
+-- index and the valid range. Most functions are both `dle.NAME(t, ...)` and `t:NAME(...)`;
+-- the in-place forms `t:NAME_(...)` write into t and return it.
 -- @module tensor.indexing
 
 --- Concatenates a list of tensors along dim d (default 1). Also `dle.concat`.

@@ -1,7 +1,7 @@
 -- Documentation only (dle.help and LDoc read it; see lua/dle/help.lua).
 
 --- Matrix products (implemented in C, bindings/lua_matmul.c; BLAS for float32/float64).
--- Each is `dle.<name>(a, b)` and `a:<name>(b)`; all but addmm take an options table
+-- Each is `dle.NAME(a, b)` and `a:NAME(b)`; all but addmm take an options table
 -- `{out = t}` that writes the result into t (and returns t). Operands are promoted as the
 -- elementwise ops promote them (int64 with float32 gives float32); shapes that do not fit are an
 -- error naming the function and both shapes. All are differentiable. `dle.einsum` is in einsum.

@@ -3,8 +3,8 @@
 --- The fused neural-network ops: convolution, pooling, normalization, losses, attention.
 -- Also embedding and dropout. Implemented in C (bindings/lua_conv.c, lua_norm.c, lua_nn.c,
 -- lua_losses.c).
--- Each has its own kernels and gradient rule and is both `dle.<name>(x, ...)` and
--- `x:<name>(...)`. dle.nn.functional and the dle.nn layers build on them and are what a model
+-- Each has its own kernels and gradient rule and is both `dle.NAME(x, ...)` and
+-- `x:NAME(...)`. dle.nn.functional and the dle.nn layers build on them and are what a model
 -- usually calls (`F.conv2d`, `F.cross_entropy`, `nn.LayerNorm`, ...). Class targets and indices
 -- are int64 holding 1-based numbers. The losses take `{reduction = "mean" | "sum" | "none"}`
 -- (default "mean"). Their backward ops are in nn.grad_ops.

@@ -1,7 +1,7 @@
 -- Documentation only (dle.help and LDoc read it; see lua/dle/help.lua).
 
 --- Reductions and softmax (implemented in C, bindings/lua_reduce.c).
--- Each is `dle.<name>(t, ...)` and `t:<name>(...)`. `d` is one 1-based dim (-1 the last), a
+-- Each is `dle.NAME(t, ...)` and `t:NAME(...)`. `d` is one 1-based dim (-1 the last), a
 -- table of dims, or nil for all dims (a 0-dim result). After it come `keepdim` (a boolean: keep
 -- the reduced dims with size 1) and/or an options table `{keepdim, dtype, correction, unbiased}`
 -- (`dtype` converts the input first, `correction`/`unbiased` only matter for var and std); an

@@ -3,7 +3,7 @@
 --- The engine's runtime: memory, threads, time and devices.
 -- Implemented in C (bindings/lua_core.c).
 -- Memory counts are bytes of CPU tensor data held by dle's allocator (engine/alloc.c); a tensor's
--- memory is freed when Lua collects it (or at once with `local t <close> = ...`).
+-- memory is freed when Lua collects it (or at once, for a to-be-closed local variable).
 -- @module runtime
 
 --- Returns the bytes held by live tensors now.

@@ -30,7 +30,7 @@
 -- @treturn dle.Tensor a view
 -- @usage dle.zeros(2, 3, 4):transpose(1, -1):shape()   --> {4, 3, 2}
 
---- Returns the transpose of a matrix as a view (a tensor of 0 or 1 dims is returned as is).
+--- Returns the transpose of a matrix as a view (for 0 or 1 dims: a view with the same shape).
 -- A tensor with more than 2 dims is an error: use `transpose(d1, d2)`.
 -- @function Tensor:t
 -- @treturn dle.Tensor a view
