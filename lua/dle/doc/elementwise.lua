@@ -7,9 +7,10 @@
 -- tensor or a Lua number on either side; the operators `a + b`, `a - b`, `a * b`, `a / b`,
 -- `-a` and `a ^ p` call them. The result dtype is the promotion of the tensor operands
 -- (bool < uint8 < int32 < int64 < floats, the wider float wins; float16 with bfloat16 gives
--- float32); a Lua number keeps the tensor's dtype unless it is fractional and the tensor integer
--- (then float32). exp, log, sqrt, sin, div and the other transcendental ops give float32 for
--- integer inputs. The in-place forms `t:NAME_(...)` write the result into t (in t's dtype,
+-- float32; arithmetic on bool operands only counts in int64); a Lua number keeps the tensor's
+-- dtype unless it is fractional and the tensor integer (then float32). div and the float-valued
+-- math (exp, log, sqrt, rsqrt, reciprocal, sin, cos, tanh, sigmoid, gelu, silu, expm1, log1p)
+-- give float32 for integer inputs. The in-place forms `t:NAME_(...)` write the result into t (in t's dtype,
 -- converting, e.g. truncating a float result into an integer t) and return t; the result must
 -- have t's shape, and a leaf that requires grad cannot be written in place (an error naming the
 -- op). The math ops are differentiable; sign, floor, ceil and round pass no gradient, and the
