@@ -207,18 +207,18 @@ return function(dle)
     check.tensor(a, "logical_and", "input")
     return a:ne(0):minimum(operand(b, "logical_and"):ne(0)):ne(0)
   end
+  --- t:logical_or(b): bool tensor of (t ~= 0) or (b ~= 0), broadcasting; b may be a number.
   function Tensor.logical_or(a, b)
     check.tensor(a, "logical_or", "input")
     return a:ne(0):maximum(operand(b, "logical_or"):ne(0)):ne(0)
   end
+  --- t:logical_xor(b): bool tensor of (t ~= 0) ~= (b ~= 0), broadcasting; b may be a number.
   function Tensor.logical_xor(a, b)
     check.tensor(a, "logical_xor", "input")
     return a:ne(0):ne(operand(b, "logical_xor"):ne(0))
   end
 
-  --- t:isclose(other, rtol, atol, equal_nan) / dle.isclose(a, b, ...): bool tensor of
-  -- |a - b| <= atol + rtol * |b| for finite elements (defaults rtol 1e-5, atol 1e-8, as PyTorch),
-  -- broadcasting; an infinity is close only to itself; NaN is close to NaN only with equal_nan.
+  -- The test behind isclose and allclose; fn names the caller in errors.
   local function isclose(fn, a, b, rtol, atol, equal_nan)
     check.tensor(a, fn, "input")
     b = operand(b, fn)
@@ -229,6 +229,10 @@ return function(dle)
     if equal_nan then close = close:logical_or(a:ne(a):logical_and(b:ne(b))) end
     return close
   end
+  --- t:isclose(other, rtol, atol, equal_nan) / dle.isclose(a, b, ...): closeness as a bool tensor.
+  -- Elementwise |a - b| <= atol + rtol * |b| for finite elements (defaults rtol 1e-5, atol 1e-8,
+  -- as PyTorch), broadcasting; an infinity is close only to itself; NaN is close to NaN only with
+  -- equal_nan.
   function Tensor.isclose(a, b, rtol, atol, equal_nan) return isclose("isclose", a, b, rtol, atol, equal_nan) end
 
   --- t:allclose(other, rtol, atol, equal_nan) / dle.allclose(a, b, ...): true when every element
