@@ -108,8 +108,18 @@ end
 --- f, wrapped as a public entry point: any error it raises that names a line inside dle is
 -- re-raised naming the user's line (see blame_user). Errors raised in the user's own code
 -- (a Module's forward, an autograd.Function, a callback) keep their positions.
+local original_of = setmetatable({}, {__mode = "k"})   -- wrapper -> the function it wraps
+
 function check.public(f)
-  return function(...) return rethrow(xpcall(f, blame_user, ...)) end
+  local w = function(...) return rethrow(xpcall(f, blame_user, ...)) end
+  original_of[w] = f
+  return w
+end
+
+--- The function a check.public wrapper wraps (f itself when it is no wrapper): where its source,
+-- and so its doc comment, is.
+function check.original(f)
+  return original_of[f] or f
 end
 
 --- Calls f(...) and returns its results; an error from an op f uses (a shape mismatch found by

@@ -208,20 +208,20 @@ return function(dle)
     b = operand(b, "logical_and")
     return check.call("logical_and", function() return a:ne(0):minimum(b:ne(0)):ne(0) end)
   end
+  --- t:logical_or(b): bool tensor of (t ~= 0) or (b ~= 0), broadcasting; b may be a number.
   function Tensor.logical_or(a, b)
     check.tensor(a, "logical_or", "input")
     b = operand(b, "logical_or")
     return check.call("logical_or", function() return a:ne(0):maximum(b:ne(0)):ne(0) end)
   end
+  --- t:logical_xor(b): bool tensor of (t ~= 0) ~= (b ~= 0), broadcasting; b may be a number.
   function Tensor.logical_xor(a, b)
     check.tensor(a, "logical_xor", "input")
     b = operand(b, "logical_xor")
     return check.call("logical_xor", function() return a:ne(0):ne(b:ne(0)) end)
   end
 
-  --- t:isclose(other, rtol, atol, equal_nan) / dle.isclose(a, b, ...): bool tensor of
-  -- |a - b| <= atol + rtol * |b| for finite elements (defaults rtol 1e-5, atol 1e-8, as PyTorch),
-  -- broadcasting; an infinity is close only to itself; NaN is close to NaN only with equal_nan.
+  -- The test behind isclose and allclose; fn names the caller in errors.
   local function isclose(fn, a, b, rtol, atol, equal_nan)
     check.tensor(a, fn, "input")
     b = operand(b, fn)
@@ -234,6 +234,10 @@ return function(dle)
       return close
     end)
   end
+  --- t:isclose(other, rtol, atol, equal_nan) / dle.isclose(a, b, ...): closeness as a bool tensor.
+  -- Elementwise |a - b| <= atol + rtol * |b| for finite elements (defaults rtol 1e-5, atol 1e-8,
+  -- as PyTorch), broadcasting; an infinity is close only to itself; NaN is close to NaN only with
+  -- equal_nan.
   function Tensor.isclose(a, b, rtol, atol, equal_nan) return isclose("isclose", a, b, rtol, atol, equal_nan) end
 
   --- t:allclose(other, rtol, atol, equal_nan) / dle.allclose(a, b, ...): true when every element
