@@ -70,13 +70,14 @@ function I.normal_(t, mean, std, opts)
   return t
 end
 
---- constant_(t, v): fills with v.
 local function fill(fname, t, v)
   check_float(fname, t)
   check.number(v, fname, "value")
   dle.no_grad(function() t:fill_(v) end)
   return t
 end
+
+--- constant_(t, v): fills with v.
 function I.constant_(t, v) return fill("constant_", t, v) end
 
 --- zeros_(t): fills with 0.
