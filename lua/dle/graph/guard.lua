@@ -42,6 +42,10 @@ M.MAX_VALUES = 20000
 local getupvalue, upvalueid, getmetatable_raw = debug.getupvalue, debug.upvalueid, debug.getmetatable
 local mtype, rawequal, next, type = math.type, rawequal, next, type
 
+-- Values compared by identity with rawequal: == could call an __eq (a tensor's is elementwise).
+-- The others compare with == (raw for them) and, for numbers, math.type.
+local by_ref = {table = true, userdata = true, thread = true}
+
 -- dle's own Lua files: "@<dir>/" of this file's parent directory
 local lib_prefix = debug.getinfo(1, "S").source:match("^(@.*[/\\])graph[/\\]guard%.lua$")
 
@@ -98,6 +102,27 @@ end
 
 -- ---------------------------------------------------------------- recording
 
+-- How a value is compared: true (identity, rawequal), "integer"/"float" (== and math.type), or
+-- false (==).
+local function kind_of(v)
+  return by_ref[type(v)] or mtype(v) or false
+end
+
+-- Whether v, now, is the value w recorded with kind k.
+local function same(v, w, k)
+  if k == true then return rawequal(v, w) end
+  if v ~= w then return v ~= v and w ~= w end   -- NaN stays NaN
+  return not k or mtype(v) == k
+end
+
+-- A dle.nn.Module's bookkeeping tables: module.lua changes them only together with a field of
+-- the module itself (registering a parameter, buffer or submodule), which the guard compares.
+local module_books = {_seen = true, _order = true, _params = true, _buffers = true}
+
+local function is_module(mt)
+  return mt ~= nil and rawget(mt, "__dle_module") == true
+end
+
 local Recorder = {}
 Recorder.__index = Recorder
 
@@ -106,11 +131,11 @@ function M.recorder(root, opts)
   local r = setmetatable({
     library = library_tables(), compiled = opts and opts.compiled or {},
     seen = {}, seen_up = {}, seen_global = {}, count = 0,
-    -- upvalue slots: function, index, value, math.type, name
+    -- upvalue slots: function, index, value, kind (see kind_of), name
     uf = {}, ui = {}, uv = {}, ut = {}, un = {},
-    -- tables: table, fields, field math.types, count, metatable, name
+    -- tables: table, fields, field kinds, count, metatable, name
     tt = {}, tf = {}, tty = {}, tn = {}, tm = {}, tname = {},
-    -- globals: env, name, value, math.type
+    -- globals: env, name, value, kind
     ge = {}, gk = {}, gv = {}, gt = {},
     swaps = {}, installed = false, tensors = {},   -- tensor ids
   }, Recorder)
@@ -175,7 +200,7 @@ function Recorder:walk_fn(f)
       self.seen_up[id] = true
       if self:over(1) then return end
       local k = #self.uf + 1
-      self.uf[k], self.ui[k], self.uv[k], self.ut[k] = f, i, v, mtype(v)
+      self.uf[k], self.ui[k], self.uv[k], self.ut[k] = f, i, v, kind_of(v)
       self.un[k] = string.format("upvalue '%s' of %s", name, fn_name(f))
       if name == "_ENV" and type(v) == "table" then
         self:swap(f, i, v, self:env_proxy(v))
@@ -195,14 +220,17 @@ function Recorder:walk_table(t, name)
   local fields, types, n = {}, {}, 0
   for k, v in next, t do
     n = n + 1
-    fields[k], types[k] = v, mtype(v)
+    fields[k], types[k] = v, kind_of(v)
   end
   if self:over(n + 1) then return end
   local j = #self.tt + 1
   local mt = getmetatable_raw(t)
   self.tt[j], self.tf[j], self.tty[j], self.tn[j], self.tm[j], self.tname[j] = t, fields, types, n, mt, name
+  local module = is_module(mt)
   for k, v in next, fields do
-    self:walk(v, type(k) == "string" and ("field '" .. k .. "'") or "a table's field")
+    if not (module and module_books[k]) then
+      self:walk(v, type(k) == "string" and ("field '" .. k .. "'") or "a table's field")
+    end
   end
   if mt then self:walk_table(mt, "a metatable") end
 end
@@ -218,7 +246,7 @@ function Recorder:env_proxy(env)
         seen[k] = true
         if not self:over(1) then
           local j = #self.ge + 1
-          self.ge[j], self.gk[j], self.gv[j], self.gt[j] = env, k, v, mtype(v)
+          self.ge[j], self.gk[j], self.gv[j], self.gt[j] = env, k, v, kind_of(v)
           self:walk(v, "global '" .. tostring(k) .. "'")
         end
       end
@@ -278,27 +306,27 @@ function Recorder:finish()
 end
 
 --- g:check() -> nil when every recorded value is as traced, else a description of the first
--- that changed. Identity for tables/functions/userdata, value (and integer/float) for the rest.
+-- that changed. Identity for tables/userdata, value (and integer/float) for the rest.
 function Guard:check()
   local r = self.r
   local uf, ui, uv, ut = r.uf, r.ui, r.uv, r.ut
   for k = 1, self.nup do
     local _, v = getupvalue(uf[k], ui[k])
-    local w = uv[k]
-    if not rawequal(v, w) or (ut[k] and mtype(v) ~= ut[k]) then
-      if not (v ~= v and w ~= w) then return r.un[k] end   -- NaN stays NaN
-    end
+    if not same(v, uv[k], ut[k]) then return r.un[k] end
   end
   local tt, tf, tty, tn, tm = r.tt, r.tf, r.tty, r.tn, r.tm
   for j = 1, self.ntab do
-    local t, fields, types = tt[j], tf[j], tty[j]
+    local t, fields, kinds = tt[j], tf[j], tty[j]
     local n = 0
     for k, v in next, t do
-      local w = fields[k]
-      if not rawequal(v, w) or mtype(v) ~= types[k] then
-        if not (v ~= v and w ~= w) then
-          return string.format("field '%s' of %s", tostring(k), r.tname[j] or "a table")
-        end
+      -- same(v, fields[k], kinds[k]) inlined: this loop is most of a replay's guard cost
+      local w, kind = fields[k], kinds[k]
+      if kind == true then
+        if not rawequal(v, w) then return r:field_changed(j, k) end
+      elseif v ~= w then
+        if not (v ~= v and w ~= w) then return r:field_changed(j, k) end
+      elseif kind and mtype(v) ~= kind then
+        return r:field_changed(j, k)
       end
       n = n + 1
     end
@@ -309,12 +337,13 @@ function Guard:check()
   end
   local ge, gk, gv, gt = r.ge, r.gk, r.gv, r.gt
   for j = 1, self.nglob do
-    local v, w = ge[j][gk[j]], gv[j]
-    if not rawequal(v, w) or (gt[j] and mtype(v) ~= gt[j]) then
-      if not (v ~= v and w ~= w) then return "global '" .. tostring(gk[j]) .. "'" end
-    end
+    if not same(ge[j][gk[j]], gv[j], gt[j]) then return "global '" .. tostring(gk[j]) .. "'" end
   end
   return nil
+end
+
+function Recorder:field_changed(j, k)
+  return string.format("field '%s' of %s", tostring(k), self.tname[j] or "a table")
 end
 
 --- g:size() -> how many values the guard compares (upvalues, table fields, globals).
