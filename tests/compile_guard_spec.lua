@@ -235,6 +235,17 @@ describe("dle.compile falls back to eager for what it cannot guard", function()
     assert.equal(random, math.random)   -- put back after the trace
   end)
 
+  it("runs eagerly when fn reaches more Lua state than a cheap guard can compare", function()
+    local big = {}
+    for i = 1, 30000 do big[i] = i end
+    local f = dle.compile(function(x) return x * big[#big] end, {debug = true})
+    local msg = stderr_of(function() f(dle.ones(1)) end)
+    assert.truthy(msg:find("reaches more than", 1, true))
+    big[#big] = 5
+    H.assert_close(f(dle.ones(1)), {5})
+    assert.equal(1, dle.compile_info(f).eager)
+  end)
+
   it("says why it retraced when debug is on", function()
     local scale = 1
     local f = dle.compile(function(x) return x * scale end, {debug = true})

@@ -23,9 +23,12 @@
 -- an upvalue or field re-assigned to another tensor fails the guard (retrace). Checking costs one
 -- comparison per value recorded (a pass over each table's fields).
 --
--- Not walked (treated as fixed): dle's own functions and tables (the modules under dle, whose
--- state enters compile's guard through grad mode and autocast), the standard library tables,
--- C functions, and _G reached other than as _ENV. Impure standard functions (math.random,
+-- Not walked (treated as fixed): dle's own tables and the upvalues of dle's own functions (the
+-- modules under dle, whose state enters compile's guard through grad mode and autocast), except
+-- user functions such a closure holds (a wrapper around a callback: those are walked); the
+-- standard library tables; C functions; _G reached other than as _ENV; a dle.nn.Module's
+-- bookkeeping tables (_params, _order, _seen, _buffers: they change only with the module's own
+-- fields, which are compared). Impure standard functions (math.random,
 -- os.time, os.clock, os.date, io.read) are swapped, during the trace, for wrappers that note the
 -- call: their results would be baked in, so such a trace runs eagerly.
 --
@@ -190,13 +193,16 @@ function Recorder:walk_fn(f)
   self.seen[f] = true
   local inner = self.compiled[f]
   if inner then return self:walk(inner, "fn") end
-  if is_library_fn(f) then return end
+  -- dle's own closures: only the user functions they hold (a wrapper around a callback)
+  local library_fn = is_library_fn(f)
   local i = 1
   while true do
     local name, v = getupvalue(f, i)
     if name == nil then break end
     local id = upvalueid(f, i)
-    if not self.seen_up[id] then
+    if library_fn and not (type(v) == "function" and not is_library_fn(v)) then
+      -- dle's state: fixed (see the header)
+    elseif not self.seen_up[id] then
       self.seen_up[id] = true
       if self:over(1) then return end
       local k = #self.uf + 1
