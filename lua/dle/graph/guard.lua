@@ -28,9 +28,19 @@
 -- user functions such a closure holds (a wrapper around a callback: those are walked); the
 -- standard library tables; C functions; _G reached other than as _ENV; a dle.nn.Module's
 -- bookkeeping tables (_params, _order, _seen, _buffers: they change only with the module's own
--- fields, which are compared). Impure standard functions (math.random,
--- os.time, os.clock, os.date, io.read) are swapped, during the trace, for wrappers that note the
--- call: their results would be baked in, so such a trace runs eagerly.
+-- fields, which are compared). Impure standard functions (math.random, os.time, os.clock,
+-- os.date, io.read) are swapped, during the trace, for wrappers that note the call: their
+-- results would be baked in, so such a trace runs eagerly.
+--
+-- Why snapshots of whole tables rather than read-tracking proxies on them: a proxy changes a
+-- table's identity (module == other, weak keys, self inside methods) or, if the table is emptied
+-- into a shadow to keep its identity, hides its fields from raw access (rawget, next, and C code
+-- reading option tables). A snapshot changes nothing during the trace; the cost is that a change
+-- to a field fn never reads retraces too (a wasted trace, never a wrong replay). Globals are the
+-- exception because _ENV is only ever indexed, so its proxy is invisible.
+--
+-- Limits: a value fn writes before reading it is not seen as a write; bytecode stripped of debug
+-- names has no _ENV upvalue by name, so its globals are not recorded.
 --
 -- Traces that cannot be guarded: finish() returns nil and the reason when fn assigned a global,
 -- called an impure function, or reaches more than MAX_VALUES values (a guard that would not be
