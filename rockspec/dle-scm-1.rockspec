@@ -40,7 +40,7 @@ local lua_files = {
   "nn/activations", "nn/flatten", "nn/dropout", "nn/embedding", "nn/layer_norm", "nn/losses",
   "nn/attention", "nn/transformer", "nn/batch_norm", "nn/conv", "nn/functional_conv",
   "optim/init", "optim/optimizer", "optim/sgd", "optim/adagrad", "optim/rmsprop", "optim/adam",
-  "optim/adamw", "optim/lr", "optim/zero",
+  "optim/adamw", "optim/lr", "optim/zero", "optim/functional",
   "dist/init", "dist/buckets", "dist/ddp",
   "compile", "graph/init", "graph/guard", "graph/node", "graph/run",
   "rewrite/init", "rewrite/pattern", "rewrite/build", "rewrite/rules/algebra", "rewrite/rules/fusion",

@@ -15,17 +15,17 @@ return function(dle)
   --- Sets printing options from a table (keys of dle.print_options).
   function dle.set_printoptions(opts)
     check.table(opts, "set_printoptions", "options")
+    check.options(opts, "set_printoptions", {"threshold", "edgeitems", "precision"})
     for k, v in pairs(opts) do
-      if dle.print_options[k] == nil then error("set_printoptions: unknown option '" .. tostring(k) .. "'", 2) end
       -- threshold may be math.huge (never summarize); edgeitems and precision are bounded so
       -- printing stays cheap and its formats valid
       local ok
       if k == "threshold" then ok = type(v) == "number" and v >= 0
       else ok = math.type(v) == "integer" and v >= 0 and v <= (k == "precision" and 30 or 1 << 20) end
       if not ok then
-        error(string.format("set_printoptions: %s must be a non-negative %s, got %s", k,
+        check.error(string.format("set_printoptions: %s must be a non-negative %s, got %s", k,
           k == "threshold" and "number" or k == "precision" and "integer up to 30" or "integer up to 2^20",
-          tostring(v)), 2)
+          tostring(v)))
       end
     end
     for k, v in pairs(opts) do dle.print_options[k] = v end
@@ -198,7 +198,7 @@ return function(dle)
   local function operand(b, fn)
     if dle.is_tensor(b) then return b end
     if type(b) == "number" or type(b) == "boolean" then return dle.tensor(b) end
-    error(string.format("%s: other must be a tensor or a number, got %s", fn, check.typename(b)), 3)
+    check.error(string.format("%s: other must be a tensor or a number, got %s", fn, check.typename(b)))
   end
 
   --- t:logical_and(b), logical_or(b), logical_xor(b): bool tensors, nonzero meaning true,
