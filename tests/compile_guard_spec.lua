@@ -163,6 +163,32 @@ describe("dle.compile guards upvalues, globals and tables", function()
     assert.equal(5, dle.compile_info(f).traces)
   end)
 
+  it("replays over unchanged awkward values (quotes and newlines, NaN, infinities, extreme integers) and retraces on changes", function()
+    local o = {s = 'a"b\nc\\', nan = 0 / 0, inf = math.huge, ninf = -math.huge, min = math.mininteger,
+               max = math.maxinteger, f = 3.0, tiny = 5e-324}
+    local f = dle.compile(function(x)
+      local y = x * (#o.s + (o.f == 3 and 1 or 0))
+      if o.nan ~= o.nan then y = y + 1 end
+      if o.inf > o.max and o.ninf < o.min and o.min == math.mininteger and o.tiny > 0 then y = y * 2 end
+      return y
+    end)
+    local x = dle.ones(1)
+    H.assert_close(f(x), {16})   -- (6 characters + 1 + 1 for NaN) * 2
+    H.assert_close(f(x), {16})
+    assert.equal(1, dle.compile_info(f).replays)
+    o.s = "ab"
+    H.assert_close(f(x), {8})
+    o.f = 3   -- the same number as an integer: retraces (math.type is part of the guard)
+    f(x)
+    o.nan = 1
+    H.assert_close(f(x), {6})
+    o.min = -1
+    H.assert_close(f(x), {3})
+    local info = dle.compile_info(f)
+    assert.equal(5, info.traces)
+    assert.equal(1, info.replays)
+  end)
+
   it("guards the upvalues of nested closures: a local helper reading an upvalue, and a compiled helper", function()
     local k = 3
     local function inner(y) return y + k end

@@ -21,7 +21,8 @@
 -- nil by value; tables, functions, tensors and other userdata by identity. A tensor reached this
 -- way is a leaf of the graph holding that very tensor, so a replay uses its current values, and
 -- an upvalue or field re-assigned to another tensor fails the guard (retrace). Checking costs one
--- comparison per value recorded (a pass over each table's fields).
+-- comparison per value recorded plus a count of each table's fields (new keys), as generated
+-- straight-line code (dle.graph.guard_code).
 --
 -- Not walked (treated as fixed): dle's own tables and the upvalues of dle's own functions (the
 -- modules under dle, whose state enters compile's guard through grad mode and autocast), except
@@ -47,6 +48,7 @@
 -- cheap). dle.compile also runs a trace eagerly when its own guard fails right after it (fn
 -- changed state it reads, e.g. a counter upvalue: a replay would skip the change).
 local core = require "dle.core"
+local guard_code = require "dle.graph.guard_code"
 
 local M = {}
 
@@ -318,12 +320,20 @@ function Recorder:finish()
   local why = self.wrote or (self.impure and ("fn calls " .. self.impure ..
               " (its result would be baked into the graph)")) or self.too_big
   if why then return nil, why end
-  return setmetatable({r = self, nup = #self.uf, ntab = #self.tt, nglob = #self.ge}, Guard)
+  return setmetatable({r = self, nup = #self.uf, ntab = #self.tt, nglob = #self.ge,
+                       holds = guard_code.compile(self)}, Guard)
 end
 
 --- g:check() -> nil when every recorded value is as traced, else a description of the first
 -- that changed. Identity for tables/userdata, value (and integer/float) for the rest.
 function Guard:check()
+  if self.holds() then return nil end
+  return self:describe() or "the Lua state fn reads"
+end
+
+-- The first recorded value that changed (the same test as the generated one, as a loop over
+-- the records), or nil.
+function Guard:describe()
   local r = self.r
   local uf, ui, uv, ut = r.uf, r.ui, r.uv, r.ut
   for k = 1, self.nup do
@@ -335,7 +345,6 @@ function Guard:check()
     local t, fields, kinds = tt[j], tf[j], tty[j]
     local n = 0
     for k, v in next, t do
-      -- same(v, fields[k], kinds[k]) inlined: this loop is most of a replay's guard cost
       local w, kind = fields[k], kinds[k]
       if kind == true then
         if not rawequal(v, w) then return r:field_changed(j, k) end
