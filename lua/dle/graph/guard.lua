@@ -123,13 +123,6 @@ local function kind_of(v)
   return by_ref[type(v)] or mtype(v) or false
 end
 
--- Whether v, now, is the value w recorded with kind k.
-local function same(v, w, k)
-  if k == true then return rawequal(v, w) end
-  if v ~= w then return v ~= v and w ~= w end   -- NaN stays NaN
-  return not k or mtype(v) == k
-end
-
 -- A dle.nn.Module's bookkeeping tables: module.lua changes them only together with a field of
 -- the module itself (registering a parameter, buffer or submodule), which the guard compares.
 local module_books = {_seen = true, _order = true, _params = true, _buffers = true}
@@ -320,60 +313,16 @@ function Recorder:finish()
   local why = self.wrote or (self.impure and ("fn calls " .. self.impure ..
               " (its result would be baked into the graph)")) or self.too_big
   if why then return nil, why end
-  return setmetatable({r = self, nup = #self.uf, ntab = #self.tt, nglob = #self.ge,
-                       holds = guard_code.compile(self)}, Guard)
+  return setmetatable({count = self.count, check = guard_code.compile(self)}, Guard)
 end
 
 --- g:check() -> nil when every recorded value is as traced, else a description of the first
--- that changed. Identity for tables/userdata, value (and integer/float) for the rest.
-function Guard:check()
-  if self.holds() then return nil end
-  return self:describe() or "the Lua state fn reads"
-end
-
--- The first recorded value that changed (the same test as the generated one, as a loop over
--- the records), or nil.
-function Guard:describe()
-  local r = self.r
-  local uf, ui, uv, ut = r.uf, r.ui, r.uv, r.ut
-  for k = 1, self.nup do
-    local _, v = getupvalue(uf[k], ui[k])
-    if not same(v, uv[k], ut[k]) then return r.un[k] end
-  end
-  local tt, tf, tty, tn, tm = r.tt, r.tf, r.tty, r.tn, r.tm
-  for j = 1, self.ntab do
-    local t, fields, kinds = tt[j], tf[j], tty[j]
-    local n = 0
-    for k, v in next, t do
-      local w, kind = fields[k], kinds[k]
-      if kind == true then
-        if not rawequal(v, w) then return r:field_changed(j, k) end
-      elseif v ~= w then
-        if not (v ~= v and w ~= w) then return r:field_changed(j, k) end
-      elseif kind and mtype(v) ~= kind then
-        return r:field_changed(j, k)
-      end
-      n = n + 1
-    end
-    if n ~= tn[j] then return string.format("the fields of %s", r.tname[j] or "a table") end
-    if not rawequal(getmetatable_raw(t), tm[j]) then
-      return string.format("the metatable of %s", r.tname[j] or "a table")
-    end
-  end
-  local ge, gk, gv, gt = r.ge, r.gk, r.gv, r.gt
-  for j = 1, self.nglob do
-    if not same(ge[j][gk[j]], gv[j], gt[j]) then return "global '" .. tostring(gk[j]) .. "'" end
-  end
-  return nil
-end
-
-function Recorder:field_changed(j, k)
-  return string.format("field '%s' of %s", tostring(k), self.tname[j] or "a table")
-end
+-- that changed: identity for tables/userdata, value (and integer/float) for the rest.
+-- (A field of g: the generated function of dle.graph.guard_code.)
 
 --- g:size() -> how many values the guard compares (upvalues, table fields, globals).
 function Guard:size()
-  return self.r.count
+  return self.count
 end
 
 return M

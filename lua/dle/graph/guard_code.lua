@@ -1,13 +1,12 @@
 --- dle.graph.guard_code: a guard's checks as one generated Lua function (see dle.graph.guard).
 --
---   local holds = guard_code.compile(rec)   -- rec: a finished recorder
---   if holds() then ... end                 -- true when every recorded value is as traced
+--   local check = guard_code.compile(rec)  -- rec: a finished recorder
+--   local changed = check()                -- nil when every recorded value is as traced, else
+--                                          -- what changed ("upvalue 'scale' of function at ...")
 --
--- The generic check loops over the recorded values and looks each one's expected value and kind
--- up in tables; this one is straight-line code with the values as literals (numbers as exact hex
--- floats, strings quoted) and each table's fields read by constant keys, so a replay's guard
--- is mostly plain VM comparisons. It answers only yes or no: the generic check, run after a no,
--- says what changed.
+-- Straight-line code rather than a loop over the records: the values are literals (numbers as
+-- exact hex floats, strings quoted), each table's fields are read by constant keys, so a
+-- replay's guard is mostly plain VM comparisons.
 local M = {}
 
 local mtype = math.type
@@ -29,7 +28,8 @@ local function literal(v)
   return nil
 end
 
---- M.compile(rec) -> a function of no arguments: true when the recorded state is unchanged.
+--- M.compile(rec) -> a function of no arguments: nil when the recorded state is unchanged, else
+-- a description of the first value that changed.
 function M.compile(r)
   local src, consts, nconst = {}, {}, 0
   local function const(v)
@@ -50,27 +50,34 @@ function M.compile(r)
   end
   local function key(k) return literal(k) or const(k) end
 
+  -- "return <what changed>" (a constant: nothing is formatted unless it changed)
+  local function fail(what) return " then return " .. const(what) .. " end" end
+
   emit("local getupvalue, rawequal, mtype, next, getmt, C = ...\nreturn function()\n")
   for k = 1, #r.uf do
-    emit(string.format("do local _, v = getupvalue(%s, %d) if %s then return false end end\n",
-                       const(r.uf[k]), r.ui[k], differs("v", r.uv[k], r.ut[k])))
+    emit(string.format("do local _, v = getupvalue(%s, %d) if %s%s end\n", const(r.uf[k]), r.ui[k],
+                       differs("v", r.uv[k], r.ut[k]), fail(r.un[k])))
   end
   for j = 1, #r.tt do
+    local name = r.tname[j] or "a table"
     emit("do local t = " .. const(r.tt[j]) .. "\n")
-    emit("if not rawequal(getmt(t), " .. (r.tm[j] and const(r.tm[j]) or "nil") .. ") then return false end\n")
-    emit("local n = 0 for _ in next, t do n = n + 1 end if n ~= " .. r.tn[j] .. " then return false end\n")
+    emit("if not rawequal(getmt(t), " .. (r.tm[j] and const(r.tm[j]) or "nil") .. ")" ..
+         fail("the metatable of " .. name) .. "\n")
+    emit("local n = 0 for _ in next, t do n = n + 1 end if n ~= " .. r.tn[j] ..
+         fail("the fields of " .. name) .. "\n")
     emit("local v\n")
     local kinds = r.tty[j]
     for fk, w in next, r.tf[j] do
-      emit("v = t[" .. key(fk) .. "] if " .. differs("v", w, kinds[fk]) .. " then return false end\n")
+      emit("v = t[" .. key(fk) .. "] if " .. differs("v", w, kinds[fk]) ..
+           fail(string.format("field '%s' of %s", tostring(fk), name)) .. "\n")
     end
     emit("end\n")
   end
   for j = 1, #r.ge do
-    emit(string.format("do local v = %s[%s] if %s then return false end end\n",
-                       const(r.ge[j]), key(r.gk[j]), differs("v", r.gv[j], r.gt[j])))
+    emit(string.format("do local v = %s[%s] if %s%s end\n", const(r.ge[j]), key(r.gk[j]),
+                       differs("v", r.gv[j], r.gt[j]), fail("global '" .. tostring(r.gk[j]) .. "'")))
   end
-  emit("return true\nend\n")
+  emit("return nil\nend\n")
   local chunk = assert(load(table.concat(src), "=(dle.compile guard)", "t"))
   return chunk(debug.getupvalue, rawequal, mtype, next, debug.getmetatable, consts)
 end
