@@ -187,6 +187,17 @@ static int l_where(lua_State *L) {
   return 1;
 }
 
+/* x:where(cond, y) is PyTorch's method form: x where cond is true, else y, i.e. where(cond, x, y). */
+static int m_where(lua_State *L) {
+  if (lua_gettop(L) != 3)
+    return luaL_error(L, "where: x:where(cond, other) takes a condition and another tensor or number, got %d "
+                      "arguments", lua_gettop(L) - 1);
+  lua_pushvalue(L, 2);   /* (x, cond, y) -> (x, cond, y, cond) */
+  lua_remove(L, 2);      /* -> (x, y, cond) */
+  lua_insert(L, 1);      /* -> (cond, x, y) */
+  return l_where(L);
+}
+
 /* ---- metamethods (upvalue 1: the tensor metatable) ---- */
 static int binary_meta(lua_State *L, dle_op op) {
   dle_tensor *r = NULL;
@@ -232,9 +243,11 @@ void dle_lua_open_elementwise(lua_State *L, int module, int methods) {
     push_op_closure(L, f, op, true, mt);
     lua_setfield(L, methods, name);
   }
-  static const luaL_Reg both[] = {{"pow", l_pow}, {"clamp", l_clamp}, {"where", l_where}, {NULL, NULL}};
-  static const luaL_Reg meths[] = {{"pow_", l_pow_}, {"clamp_", l_clamp_}, {NULL, NULL}};
+  static const luaL_Reg both[] = {{"pow", l_pow}, {"clamp", l_clamp}, {NULL, NULL}};
+  static const luaL_Reg meths[] = {{"pow_", l_pow_}, {"clamp_", l_clamp_}, {"where", m_where}, {NULL, NULL}};
   dle_lua_setfuncs(L, module, both);
+  lua_pushcfunction(L, l_where);
+  lua_setfield(L, module, "where");
   dle_lua_setfuncs(L, methods, both);
   dle_lua_setfuncs(L, methods, meths);
   lua_pushcfunction(L, l_clamp);

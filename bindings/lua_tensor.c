@@ -587,9 +587,11 @@ static int m_totable(lua_State *L) {
   return 1;
 }
 
-/* to(dtype_or_device[, dtype]) */
+/* to(dtype_or_device) */
 static int m_to(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
+  if (lua_gettop(L) != 2)
+    return luaL_error(L, "to: takes one dtype or device name, got %d arguments", lua_gettop(L) - 1);
   const char *s = luaL_checkstring(L, 2);
   dle_dtype dt;
   dle_device dev;

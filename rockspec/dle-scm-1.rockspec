@@ -42,7 +42,7 @@ local lua_files = {
   "optim/init", "optim/optimizer", "optim/sgd", "optim/adagrad", "optim/rmsprop", "optim/adam",
   "optim/adamw", "optim/lr", "optim/zero", "optim/functional",
   "dist/init", "dist/buckets", "dist/ddp",
-  "compile", "graph/init", "graph/node", "graph/run",
+  "compile", "graph/init", "graph/guard", "graph/guard_code", "graph/node", "graph/run",
   "rewrite/init", "rewrite/pattern", "rewrite/build", "rewrite/rules/algebra", "rewrite/rules/fusion",
   "rewrite/rules/inference",
   -- help reads the doc-only files of doc/ (the docs of the C functions) next to itself

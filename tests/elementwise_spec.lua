@@ -602,6 +602,31 @@ describe("in-place ops", function()
     assert.are.same({{1, 1, 1}, {1, 1, 1}}, e:totable())
   end)
 
+  it("an in-place result PyTorch cannot cast into self's dtype is an error, not a truncation", function()
+    local i = dle.tensor({1, 2, 3}, {dtype = "int64"})
+    H.assert_error(function() return i:exp_() end, "exp:", "float32", "int64")
+    H.assert_error(function() return i:add_(0.5) end, "add:", "float32", "int64")
+    H.assert_error(function() return i:mul_(dle.ones(3)) end, "mul:", "float32", "int64")
+    H.assert_error(function() return i:sqrt_() end, "sqrt:", "int64")
+    local b = dle.tensor({true, false}, {dtype = "bool"})
+    H.assert_error(function() return b:add_(b) end, "add:", "int64", "bool")
+    assert.are.same({1, 2, 3}, i:totable())                -- untouched
+    assert.are.same({3, 4, 5}, i:add_(2):totable())         -- integers stay integers
+    local h = dle.ones(2, {dtype = "float16"})
+    assert.are.same({3, 3}, h:add_(dle.full({2}, 2)):totable())   -- float into a narrower float: allowed
+    assert.are.same({2, 3}, dle.ones(2):add_(dle.tensor({1, 2}, {dtype = "int64"})):totable())
+  end)
+
+  it("x:where(cond, y) is PyTorch's method form, where(cond, x, y); to() takes one argument", function()
+    local x = dle.tensor({1, 2, 3})
+    local c = x:gt(1.5)
+    assert.are.same({0, 2, 3}, x:where(c, 0):totable())
+    assert.are.same({-1, 2, 3}, x:where(c, dle.full({3}, -1)):totable())
+    assert.are.same({-1, 2, 3}, dle.where(c, x, -1):totable())
+    H.assert_error(function() return x:where(c) end, "where:", "condition")
+    H.assert_error(function() return x:to("float64", "int64") end, "to:", "one dtype or device")
+  end)
+
   it("an in-place result that would need a bigger shape is an error", function()
     H.assert_error(function() return dle.ones(3):add_(dle.ones(2, 3)) end, "add", "{2,3}", "{3}")
   end)

@@ -144,6 +144,26 @@ describe("graph dump and dot", function()
       assert.equal("0", rc:match("%d+"))
     end
   end)
+
+  it("breaks labels into lines with one escaped newline (op on one line, shape and dtype on the next)", function()
+    local dot = g:dot()
+    -- dot's line break is the two characters \n; a doubled backslash would print "\n" literally
+    assert.truthy(dot:find('[label="input 1\\n{2,3} float32"', 1, true))
+    assert.falsy(dot:find("\\\\n", 1, true))
+    local q = dle.graph.trace(function(x) return x * 2 end, dle.randn(3)):dot()
+    assert.truthy(q:find('label="const 2.0\\n{} float32"', 1, true))
+    if H.have_command("dot") then
+      local f = os.tmpname()
+      local out = io.open(f, "w"); out:write(dot); out:close()
+      local p = io.popen("dot -Tsvg " .. f .. " 2>&1")
+      local svg = p:read("a"); p:close()
+      os.remove(f)
+      -- one <text> per label line: "input 1" and "{2,3} float32" apart, no backslash drawn
+      assert.truthy(svg:find(">input 1</text>", 1, true))
+      assert.truthy(svg:find(">{2,3} float32</text>", 1, true))
+      assert.falsy(svg:find("\\n", 1, true))
+    end
+  end)
 end)
 
 describe("graph run", function()

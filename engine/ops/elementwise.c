@@ -65,6 +65,15 @@ static bool plain_operands(dle_op op, dle_tensor *const *ins, int nin, const dle
   return *out_dt == x->dtype;
 }
 
+/* Whether a result of dtype `from` may be stored into an output of dtype `to` (PyTorch's
+ * can_cast): not a float into an integer or bool, nor an integer into bool. In-place ops
+ * (int64_tensor:exp_(), int_tensor:add_(0.5)) would otherwise truncate silently. */
+static bool dle_can_store(dle_dtype from, dle_dtype to) {
+  if (dle_dtype_is_float(from) && !dle_dtype_is_float(to)) return false;
+  if (from != DLE_BOOL && to == DLE_BOOL) return false;
+  return true;
+}
+
 /* ... and with an output given, one the kernel can write as it is: the result's dtype and shape,
  * no element sharing memory with another, and no input that is another view of its memory
  * (what unalias below would copy). Accumulating a gradient into .grad is such a call. */
@@ -131,6 +140,11 @@ dle_status dle_forward_elementwise(dle_op op, dle_tensor **outs, dle_tensor *con
       st = dle_error("%s: cannot write in place into an expanded tensor of shape %s (strides %s: "
                      "several elements share memory); clone it first", fn, SHAPE(given),
                      dle_shape_str(buf, sizeof buf, given->ndim, given->strides));
+    } else if (!dle_can_store(out_dt, given->dtype)) {
+      st = dle_error("%s: the result's dtype %s cannot be written into an output of dtype %s "
+                     "(PyTorch's casting rule: no float into an integer, no number into bool); "
+                     "convert the output first, e.g. t = t:to(\"%s\")", fn, dle_dtype_name(out_dt),
+                     dle_dtype_name(given->dtype), dle_dtype_name(out_dt));
     } else if (given->dtype == out_dt) {
       result = given;
       dle_tensor_retain(result);

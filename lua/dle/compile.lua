@@ -6,38 +6,48 @@
 --   loss:backward()                      -- gradients flow through the replayed ops
 --   print(dle.compile_info(step))        -- {traces =, replays =, eager =, guards =}
 --
--- Guards. A call's guard is its arguments' kinds: for each tensor its shape, dtype, device and
--- requires_grad; numbers, strings, booleans and nil by value (they are baked into the trace);
--- plus grad mode and autocast (on, dtype); and when fn is a dle.nn.Module, the train/eval flag
--- of each of its modules. The first call with a new guard traces fn (returning the results of
--- that eager run), rewrites the graph with opts.rules and caches it; a later call with the same
--- guard replays it. The cache keeps opts.cache_size (8) guards, dropping the least recently used.
--- Other Lua state fn reads (globals, upvalues changed between calls, a module's flags when fn is a
--- closure over it) is baked into the trace too: make a new compiled function after changing it.
+-- Guards: a replay happens only when it computes what fn would. A call's guard has two parts.
+-- Its arguments' kinds: for each tensor its shape, dtype, device and requires_grad; numbers,
+-- strings, booleans and nil by value (they are baked into the trace); plus grad mode and autocast
+-- (on, dtype). And the Lua state the trace read besides its arguments (dle.graph.guard): the
+-- upvalues of fn and of the closures it reaches, the globals it read, the fields of the tables
+-- it reaches (Modules with their train/eval flags, p, eps, ...; option tables), compared by value
+-- for numbers, strings, booleans and nil and by identity otherwise. Tensors fn reaches that way
+-- are graph leaves holding the tensor itself: a replay uses their current values, and an upvalue
+-- re-assigned to another tensor fails the guard. The first call whose guard matches no cached
+-- trace traces fn (returning the results of that eager run), rewrites the graph with opts.rules
+-- and caches it; a later call that matches it replays it. The cache keeps opts.cache_size (8)
+-- traces, dropping the least recently used.
 --
 -- Falling back to eager. A call with an argument of another kind (a table, a function) runs fn
--- eagerly. So does a guard whose trace was unsafe (fn read a tensor's value into Lua, stepped an
--- optimizer, called backward() into .grad, ...; see dle.graph): it runs eagerly from then on,
--- with one message on stderr when opts.debug or DLE_DEBUG is set. Calls made while another trace
--- runs (a compiled function inside dle.graph.trace or another compiled function's first call)
--- run fn's ops directly, so the outer trace records them.
+-- eagerly. So does a kind of call whose trace was unsafe (fn read a tensor's value into Lua,
+-- stepped an optimizer, called backward() into .grad, ...; see dle.graph), or cannot be guarded
+-- (fn assigned a global or changed state it reads, e.g. a counter upvalue, which a replay would
+-- not do; called math.random or another impure function; reaches too much state; see
+-- dle.graph.guard): it runs eagerly from then on, with one message on stderr when opts.debug or
+-- DLE_DEBUG is set. Calls made while another trace runs (a compiled function inside
+-- dle.graph.trace or another compiled function's first call) run fn's ops directly, so the outer
+-- trace records them.
 --
 -- opts.rules: a rule, list of rules or of rule sets, applied together; default: algebra, then
--- fusion (dle.rewrite.rules), each to its fixed point; {} for none. opts.debug: print each new graph before and after rewriting
--- and the rewrite counts on stderr.
+-- fusion (dle.rewrite.rules), each to its fixed point; {} for none. opts.debug: print each new
+-- graph before and after rewriting, the rewrite counts and why a call retraced on stderr.
 local core = require "dle.core"
 local check = require "dle.check"
+local guard = require "dle.graph.guard"
 
 return function(dle)
   local info_of = setmetatable({}, {__mode = "k"})
+  local fn_of = setmetatable({}, {__mode = "k"})   -- compiled function -> fn (guards walk into it)
 
   local function tensor_key(t)
     return "T" .. table.concat(t:shape(), ",") .. ":" .. t:dtype() .. ":" .. t:device() ..
            (t.requires_grad and ":g" or "")
   end
 
-  -- The guard of a call, or nil and the reason when an argument is of an unsupported kind.
-  local function guard_of(fn, args)
+  -- The arguments' part of a call's guard, or nil and the reason when an argument is of an
+  -- unsupported kind.
+  local function guard_of(args)
     local parts = {core.is_grad_enabled() and "grad" or "nograd",
                    core.is_autocast_enabled() and ("autocast:" .. core.get_autocast_dtype()) or "fp"}
     for i = 1, args.n do
@@ -48,11 +58,6 @@ return function(dle)
       elseif ty == "string" then parts[#parts + 1] = "S" .. #a .. ":" .. a
       elseif ty == "boolean" or ty == "nil" then parts[#parts + 1] = tostring(a)
       else return nil, string.format("argument %d is a %s", i, ty) end
-    end
-    if type(fn) == "table" and type(fn.modules) == "function" then
-      local flags = {}
-      for _, m in ipairs(fn:modules()) do flags[#flags + 1] = m.training and "t" or "e" end
-      parts[#parts + 1] = "M" .. table.concat(flags)
     end
     return table.concat(parts, "|")
   end
@@ -76,7 +81,9 @@ return function(dle)
     local debug = opts.debug or (tonumber(os.getenv("DLE_DEBUG") or "") or 0) >= 1
     local graph, run = dle.graph, require "dle.graph.run"
     local info = {traces = 0, replays = 0, eager = 0, guards = 0}
-    local cache = {}   -- guard -> entry; entries also in `recent`, most recent last
+    -- arguments' key -> list of entries {key, guard = state guard or nil, graph or eager};
+    -- every entry is also in `recent`, most recent last
+    local cache = {}
     local recent = {}
 
     local function log(s) io.stderr:write(s, "\n") end
@@ -90,62 +97,107 @@ return function(dle)
 
     local function add(key, e)
       e.key = key
-      cache[key] = e
+      local list = cache[key] or {}
+      cache[key] = list
+      list[#list + 1] = e
       recent[#recent + 1] = e
       if #recent > cache_size then
         local old = table.remove(recent, 1)
-        cache[old.key] = nil
+        local l = cache[old.key]
+        for i, x in ipairs(l) do
+          if x == old then table.remove(l, i); break end
+        end
+        if #l == 0 then cache[old.key] = nil end
       end
       info.guards = #recent
+    end
+
+    -- The cached entry whose state guard holds now, or nil and what changed since the last trace.
+    local function lookup(key)
+      local list = cache[key]
+      if not list then return nil end
+      local changed
+      for i = #list, 1, -1 do
+        local e = list[i]
+        if not e.guard then return e end
+        local c = e.guard:check()
+        if not c then return e end
+        changed = changed or c
+      end
+      return nil, changed
+    end
+
+    local function replay(e, args)
+      local g = e.graph
+      local tensors, k = {}, 0
+      for i = 1, args.n do
+        if core.is_tensor(args[i]) then k = k + 1; tensors[k] = args[i] end
+      end
+      info.replays = info.replays + 1
+      return run.results(g, run.run_flat(g, table.unpack(tensors, 1, k)))
+    end
+
+    local function eager_from_now(key, why)
+      add(key, {eager = true})
+      if debug then log("[dle] compile: running eagerly for this guard: " .. why) end
+    end
+
+    -- Traces fn with its Lua state recorded; caches the rewritten graph or an eager entry.
+    local function trace(key, ...)
+      local rec = guard.recorder(fn, {compiled = fn_of})
+      rec:install()
+      local ok, g, res = pcall(graph._trace, "compile", fn, ...)
+      rec:uninstall()
+      if not ok then error(g, 0) end
+      info.traces = info.traces + 1
+      local sg, why = rec:finish()
+      local changed = sg and sg:check()
+      if g.unsafe or not sg or changed then
+        eager_from_now(key, g.unsafe or why or ("fn changes " .. changed ..
+          " while it runs (a replay would not)"))
+        return res
+      end
+      rec:unfreeze(g)
+      local g2, counts = g, {}
+      for _, stage in ipairs(stages) do
+        local c
+        g2, c = rewrite.apply(g2, stage)
+        for name, k in pairs(c) do counts[name] = (counts[name] or 0) + k end
+      end
+      add(key, {graph = g2, guard = sg})
+      if debug then
+        local lines = {}
+        for name, c in pairs(counts) do lines[#lines + 1] = string.format("  %s: %d", name, c) end
+        table.sort(lines)
+        log("[dle] compile: traced graph\n" .. g:dump() .. "[dle] compile: rewritten graph\n" ..
+            g2:dump() .. "[dle] compile: rewrites\n" .. table.concat(lines, "\n"))
+      end
+      return res
     end
 
     local compiled = function(...)
       if core.trace_active() then return fn(...) end
       local args = table.pack(...)
-      local key, why = guard_of(fn, args)
+      local key = guard_of(args)
       if not key then
         info.eager = info.eager + 1
         return fn(...)
       end
-      local e = cache[key]
+      local e, changed = lookup(key)
       if e then
         touch(e)
         if e.eager then
           info.eager = info.eager + 1
           return fn(...)
         end
-        local g = e.graph
-        local tensors, k = {}, 0
-        for i = 1, args.n do
-          if core.is_tensor(args[i]) then k = k + 1; tensors[k] = args[i] end
-        end
-        info.replays = info.replays + 1
-        return run.results(g, run.run_flat(g, table.unpack(tensors, 1, k)))
+        return replay(e, args)
       end
-      local g, res = graph._trace("compile", fn, ...)
-      info.traces = info.traces + 1
-      if g.unsafe then
-        add(key, {eager = true})
-        if debug then log("[dle] compile: running eagerly for this guard: " .. g.unsafe) end
-      else
-        local g2, counts = g, {}
-        for _, stage in ipairs(stages) do
-          local c
-          g2, c = rewrite.apply(g2, stage)
-          for name, k in pairs(c) do counts[name] = (counts[name] or 0) + k end
-        end
-        add(key, {graph = g2})
-        if debug then
-          local lines = {}
-          for name, c in pairs(counts) do lines[#lines + 1] = string.format("  %s: %d", name, c) end
-          table.sort(lines)
-          log("[dle] compile: traced graph\n" .. g:dump() .. "[dle] compile: rewritten graph\n" ..
-              g2:dump() .. "[dle] compile: rewrites\n" .. table.concat(lines, "\n"))
-        end
-      end
+      if changed and debug then log("[dle] compile: retracing: " .. changed .. " changed") end
+      local res = trace(key, ...)
       return table.unpack(res, 1, res.n)
     end
     info_of[compiled] = info
+    fn_of[compiled] = fn
     return compiled
   end
 

@@ -608,19 +608,24 @@ TEST(a_large_transposed_output_is_written_correctly_by_several_threads) {
                (dle_tensor *const[]){a, b}, 2, NULL);
 }
 
-TEST(an_output_of_another_dtype_gets_the_result_converted) {
+TEST(an_output_of_another_dtype_gets_the_result_converted_where_pytorch_can_cast) {
   dle_tensor *a = t_values(DLE_F32, SIZES(3), (const double[]){1.25, -2.75, 3.5});
-  dle_tensor *b = t_values(DLE_F32, SIZES(3), (const double[]){1, 1, 1}), *o64, *oi, *of;
+  dle_tensor *b = t_values(DLE_F32, SIZES(3), (const double[]){1, 1, 1}), *o64, *oi, *of, *ob;
+  dle_tensor *i = t_values(DLE_I64, SIZES(3), (const double[]){1, 2, 3});
   MAKE(o64, dle_zeros(&o64, SIZES(3), DLE_F64));
   MAKE(oi, dle_zeros(&oi, SIZES(3), DLE_I64));
   MAKE(of, dle_zeros(&of, SIZES(3), DLE_F32));
+  MAKE(ob, dle_zeros(&ob, SIZES(3), DLE_BOOL));
   REQUIRE_OK(dle_binary(DLE_OP_ADD, &o64, a, b));
-  REQUIRE_OK(dle_binary(DLE_OP_ADD, &oi, a, b));
   REQUIRE_OK(dle_binary(DLE_OP_GT, &of, a, b));
+  REQUIRE_OK(dle_binary(DLE_OP_ADD, &of, i, i));   /* an integer result into a float output */
   CHECK(at(o64, 1) == -1.75 && o64->dtype == DLE_F64, "float64 output: %g", at(o64, 1));
-  CHECK(at(oi, 0) == 2 && at(oi, 1) == -1 && at(oi, 2) == 4, "int64 output: %g %g %g", at(oi, 0),
-        at(oi, 1), at(oi, 2));
-  CHECK(at(of, 0) == 1 && at(of, 1) == 0, "float32 output of gt: %g %g", at(of, 0), at(of, 1));
+  CHECK(at(of, 0) == 2 && at(of, 2) == 6, "float32 output of an int64 add: %g %g", at(of, 0), at(of, 2));
+  /* a float result would be truncated into an integer output, a number squashed into bool */
+  CHECK_ERR(dle_binary(DLE_OP_ADD, &oi, a, b), "add", "float32", "int64");
+  CHECK_ERR(dle_unary(DLE_OP_EXP, &oi, i), "exp", "float32", "int64");
+  CHECK_ERR(dle_binary(DLE_OP_ADD, &ob, i, i), "add", "int64", "bool");
+  CHECK(at(oi, 0) == 0 && at(oi, 2) == 0, "the refused int64 output is untouched: %g %g", at(oi, 0), at(oi, 2));
 }
 
 TEST(floor_of_integers_into_a_given_output_copies) {

@@ -425,11 +425,18 @@
 --- Picks elementwise from a where cond is true, else from b, broadcasting all three.
 -- cond must be a bool tensor (an error names `where` otherwise); a or b may be a Lua number, which
 -- takes the other side's dtype (a fractional number with an integer tensor gives float32).
--- Differentiable in a and b. The method form takes the condition as self: `cond:where(a, b)`
--- (PyTorch's `x.where(cond, y)` puts x first).
+-- Differentiable in a and b. The method form is PyTorch's: `x:where(cond, y)` (see Tensor:where).
 -- @function dle.where
 -- @tparam dle.Tensor cond bool
 -- @param a tensor or number (where cond is true)
 -- @param b tensor or number (where cond is false)
 -- @treturn dle.Tensor
 -- @usage local y = dle.where(x:gt(0), x, 0)   -- relu
+
+--- x:where(cond, y): x where cond is true, else y (PyTorch's method form of where(cond, x, y)).
+-- cond is a bool tensor; y a tensor or a number; all three broadcast.
+-- @function Tensor:where
+-- @tparam dle.Tensor cond bool
+-- @param y tensor or number (where cond is false)
+-- @treturn dle.Tensor
+-- @usage local y = x:where(x:gt(0), 0)   -- relu

@@ -299,12 +299,13 @@ function Graph:dot()
     if n.op == "input" then label = "input " .. n.attrs.index end
     if n.op == "fused" then label = "fused: " .. table.concat(n.attrs.ops or {}, " ") end
     if n.op == "const" and n.attrs.value ~= nil then label = "const " .. tostring(n.attrs.value) end
-    label = label .. "\\n" .. shape_str(n._shape) .. " " .. n._dtype
+    -- each line escaped on its own; "\\n" (dot's line break) joins them unescaped
+    label = dot_escape(label) .. "\\n" .. dot_escape(shape_str(n._shape) .. " " .. n._dtype)
     local style = {}
     if n.op == "input" then style[#style + 1] = 'style=filled, fillcolor="palegreen"'
     elseif n.op == "const" or n.op == "param" then style[#style + 1] = 'style=filled, fillcolor="lightgrey"' end
     if is_out[n] then style[#style + 1] = "penwidth=2" end
-    lines[#lines + 1] = string.format('  n%d [label="%s"%s];', i, dot_escape(label),
+    lines[#lines + 1] = string.format('  n%d [label="%s"%s];', i, label,
                                       #style > 0 and (", " .. table.concat(style, ", ")) or "")
   end
   for i, n in ipairs(nodes) do
