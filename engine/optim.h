@@ -66,19 +66,9 @@ typedef struct {
 dle_status dle_adam_step(dle_tensor *param, dle_tensor *grad, dle_tensor *exp_avg,
                          dle_tensor *exp_avg_sq, dle_tensor *max_exp_avg_sq, const dle_adam_opts *o);
 
-/* ---- CPU kernels (kernels/cpu/cpu_optim.c): arguments already checked by the entry points;
- * contiguous data pointers, n elements, param dtype dt, state in its compute type. */
-void dle_cpu_sgd_step(dle_dtype dt, int64_t n, void *p, const void *g, void *buf,
-                      const dle_sgd_opts *o);
-void dle_cpu_adagrad_step(dle_dtype dt, int64_t n, void *p, const void *g, void *sum,
-                          const dle_adagrad_opts *o);
-void dle_cpu_rmsprop_step(dle_dtype dt, int64_t n, void *p, const void *g, void *sq, void *buf,
-                          void *gavg, const dle_rmsprop_opts *o);
-void dle_cpu_adam_step(dle_dtype dt, int64_t n, void *p, const void *g, void *m, void *v,
-                       void *vmax, const dle_adam_opts *o);
-
-/* ---- a device backend's kernels (dle_backend.optim; kernels/cuda/optim.cu): the same contract
- * and arguments as the CPU kernels above, on the memory of device `device`, with a status. */
+/* ---- a device backend's kernels (dle_backend.optim; kernels/cpu/cpu_optim.c, kernels/cuda/optim.cu):
+ * arguments already checked by the entry points; contiguous data pointers on the memory of device
+ * `device`, n elements, param dtype dt, state in its compute type. */
 typedef struct dle_optim_kernels {
   dle_status (*sgd)(int device, dle_dtype dt, int64_t n, void *p, const void *g, void *buf,
                     const dle_sgd_opts *o);

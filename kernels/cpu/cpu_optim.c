@@ -5,6 +5,7 @@
  * chunks run by OpenMP threads; inside a chunk the loop is branch-free on loop-invariant flags
  * (the compiler unswitches them), so it can vectorise. */
 #include "../../engine/optim.h"
+#include "cpu_backend.h"
 #include "cpu_exp.h"
 #include "cpu_loop.h"
 
@@ -106,42 +107,51 @@ typedef struct {
 CPU_FLOAT_TYPES(ADAM_LOOP)
 
 /* ---------------------------------------------------------------- dispatch by param dtype */
-void dle_cpu_sgd_step(dle_dtype dt, int64_t n, void *p, const void *g, void *buf,
-                      const dle_sgd_opts *o) {
+static dle_status cpu_sgd_step(int device, dle_dtype dt, int64_t n, void *p, const void *g, void *buf,
+                               const dle_sgd_opts *o) {
   switch (dt) {
 #define CASE(ID, T, CT) case DLE_##ID: sgd_##ID(n, p, g, buf, o); break;
     CPU_FLOAT_TYPES(CASE)
 #undef CASE
   default: break;
   }
+  return DLE_OK;
 }
 
-void dle_cpu_adagrad_step(dle_dtype dt, int64_t n, void *p, const void *g, void *sum,
-                          const dle_adagrad_opts *o) {
+static dle_status cpu_adagrad_step(int device, dle_dtype dt, int64_t n, void *p, const void *g,
+                                   void *sum, const dle_adagrad_opts *o) {
   switch (dt) {
 #define CASE(ID, T, CT) case DLE_##ID: adagrad_##ID(n, p, g, sum, o); break;
     CPU_FLOAT_TYPES(CASE)
 #undef CASE
   default: break;
   }
+  return DLE_OK;
 }
 
-void dle_cpu_rmsprop_step(dle_dtype dt, int64_t n, void *p, const void *g, void *sq, void *buf,
-                          void *gavg, const dle_rmsprop_opts *o) {
+static dle_status cpu_rmsprop_step(int device, dle_dtype dt, int64_t n, void *p, const void *g,
+                                   void *sq, void *buf, void *gavg, const dle_rmsprop_opts *o) {
   switch (dt) {
 #define CASE(ID, T, CT) case DLE_##ID: rmsprop_##ID(n, p, g, sq, buf, gavg, o); break;
     CPU_FLOAT_TYPES(CASE)
 #undef CASE
   default: break;
   }
+  return DLE_OK;
 }
 
-void dle_cpu_adam_step(dle_dtype dt, int64_t n, void *p, const void *g, void *m, void *v,
-                       void *vmax, const dle_adam_opts *o) {
+static dle_status cpu_adam_step(int device, dle_dtype dt, int64_t n, void *p, const void *g, void *m,
+                                void *v, void *vmax, const dle_adam_opts *o) {
   switch (dt) {
 #define CASE(ID, T, CT) case DLE_##ID: adam_##ID(n, p, g, m, v, vmax, o); break;
     CPU_FLOAT_TYPES(CASE)
 #undef CASE
   default: break;
   }
+  return DLE_OK;
 }
+
+static const dle_optim_kernels cpu_optim = {cpu_sgd_step, cpu_adagrad_step, cpu_rmsprop_step,
+                                            cpu_adam_step};
+
+void cpu_register_optim(dle_backend *b) { b->optim = &cpu_optim; }
