@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../engine/fused.h"
 #include "../engine/nn.h"
 #include "../engine/trace.h"
 #include "lua_util.h"

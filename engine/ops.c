@@ -113,7 +113,7 @@ static dle_status small_lane(dle_op op, const dle_op_info *info, const dle_tenso
     return st;
   }
   dle_tensor_bump_version(*out); /* as dle_dispatch does for every output */
-  const dle_backend *b = dle_cpu_backend();
+  const dle_backend *b = dle_backend_get(DLE_CPU);
   if (b->small_elementwise && b->small_elementwise(op, *out, ins, nin, attrs)) return DLE_OK;
   st = dle_dispatch(op, out, 1, ins, nin, attrs);
   if (st != DLE_OK) DLE_RELEASE(*out);

@@ -37,6 +37,8 @@ const dle_backend *dle_cpu_backend(void) {
     cpu_register_losses(&cpu);
     cpu_register_attention(&cpu);
     cpu_register_pool(&cpu);
+    cpu_register_optim(&cpu);
+    cpu_register_fused(&cpu);
     ready = true;
   }
   return &cpu;

@@ -16,5 +16,7 @@ void cpu_register_norm(dle_backend *b);        /* norm.c: layer_norm, batch_norm
 void cpu_register_nn(dle_backend *b);          /* nn.c: cross-entropy, embedding, dropout */
 void cpu_register_losses(dle_backend *b);      /* losses.c: mse, nll, bce-with-logits, soft cross-entropy */
 void cpu_register_attention(dle_backend *b);   /* attention.c: sdpa and its score gradient */
+void cpu_register_optim(dle_backend *b);       /* optim.c: the fused optimizer steps (b->optim) */
+void cpu_register_fused(dle_backend *b);       /* fused.c: the fused elementwise executor */
 
 #endif

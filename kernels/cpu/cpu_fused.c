@@ -1,7 +1,8 @@
-/* cpu_fused.c — the fused elementwise executor (engine/fused.h): a small register program run
- * block by block over the output, with each block's temporaries in cache. */
-#include "../../engine/fused.h"
-#include "../../engine/profile.h"
+/* cpu_fused.c — the fused elementwise executor (dle_backend.fused_run, behind dle_fused_run in
+ * engine/fused.c): a small register program run block by block over the output, with each block's
+ * temporaries in cache. */
+#include "../../engine/internal.h"
+#include "cpu_backend.h"
 #include "cpu_loop.h"
 #include "cpu_vecmath.h"
 
@@ -9,7 +10,7 @@
 #include <stdlib.h>
 #include <tgmath.h>
 
-bool dle_fused_supports(dle_op op) {
+static bool cpu_fused_supports(dle_op op) {
   switch (op) {
     case DLE_OP_NEG: case DLE_OP_ABS: case DLE_OP_RELU: case DLE_OP_EXP: case DLE_OP_LOG:
     case DLE_OP_EXPM1: case DLE_OP_LOG1P: case DLE_OP_SQRT: case DLE_OP_RSQRT:
@@ -172,61 +173,33 @@ GATHER(double)
 RUN_PROGRAM(float)
 RUN_PROGRAM(double)
 
-dle_status dle_fused_run(dle_tensor **out, dle_tensor *const *ins, int nin, const dle_fused_instr *prog,
-                         int n, int ndim, const int64_t *sizes, dle_dtype dt) {
-  *out = NULL;
-  if (dt != DLE_F32 && dt != DLE_F64)
-    return dle_error("fused: only float32 and float64 are supported, got %s", dle_dtype_name(dt));
-  if (n < 1 || nin < 0 || nin + n > DLE_FUSED_MAX_REGS)
-    return dle_error("fused: %d inputs and %d instructions (at most %d registers)", nin, n, DLE_FUSED_MAX_REGS);
-  if (ndim < 0 || ndim > DLE_MAX_DIMS) return dle_error("fused: at most %d dims", DLE_MAX_DIMS);
-  for (int k = 0; k < n; k++) {
-    const dle_fused_instr *ins_k = &prog[k];
-    if (!dle_fused_supports((dle_op)ins_k->op))
-      return dle_error("fused: instruction %d: op %d is not supported", k + 1, ins_k->op);
-    if (ins_k->a < 0 || ins_k->a >= nin + k || (is_binary(ins_k->op) && (ins_k->b < 0 || ins_k->b >= nin + k)))
-      return dle_error("fused: instruction %d reads a register not yet written", k + 1);
-  }
+/* The engine (engine/fused.c) has checked the program, the dtypes and that every input
+ * broadcasts to out's shape, and allocated out (contiguous, at least one element). */
+static dle_status cpu_fused_run(dle_tensor *out, dle_tensor *const *ins, int nin,
+                                const dle_fused_instr *prog, int n) {
+  int ndim = out->ndim;
+  const int64_t *sizes = out->sizes;
   in_plan plans[DLE_FUSED_MAX_REGS];
-  char buf[128];
   for (int i = 0; i < nin; i++) {
     const dle_tensor *x = ins[i];
-    if (x->dtype != dt)
-      return dle_error("fused: input %d is %s, expected %s", i + 1, dle_dtype_name(x->dtype), dle_dtype_name(dt));
-    if (dle_tensor_device(x).type != DLE_CPU) return dle_error("fused: input %d is not on the CPU", i + 1);
-    if (x->ndim > ndim)
-      return dle_error("fused: input %d of shape %s does not broadcast to %s", i + 1, SHAPE(x),
-                       dle_shape_str(buf, sizeof buf, ndim, sizes));
     in_plan *p = &plans[i];
     memset(p, 0, sizeof *p);
     for (int d = 0; d < ndim; d++) {
       int xd = d - (ndim - x->ndim);
-      if (xd < 0) continue;
-      if (x->sizes[xd] == sizes[d]) p->strides[d] = x->strides[xd];
-      else if (x->sizes[xd] != 1)
-        return dle_error("fused: input %d of shape %s does not broadcast to %s", i + 1, SHAPE(x),
-                         dle_shape_str(buf, sizeof buf, ndim, sizes));
+      if (xd >= 0 && x->sizes[xd] == sizes[d]) p->strides[d] = x->strides[xd];
     }
     if (dle_tensor_numel(x) == 1) p->kind = IN_SCALAR;
     else if (x->ndim == ndim && dle_shape_equal(x->ndim, x->sizes, ndim, sizes) && dle_tensor_is_contiguous(x))
       p->kind = IN_DIRECT;
     else p->kind = IN_GATHER;
   }
-  DLE_TRY(dle_tensor_empty(out, ndim, sizes, dt, DLE_DEVICE_CPU));
-  int64_t numel = dle_tensor_numel(*out);
-  if (numel == 0) return DLE_OK;
-  double t0 = dle_profile_begin();
-  dle_status st = dt == DLE_F32
-                      ? run_float(dle_tensor_data(*out), ins, plans, nin, prog, n, ndim, sizes, numel)
-                      : run_double(dle_tensor_data(*out), ins, plans, nin, prog, n, ndim, sizes, numel);
-  if (st != DLE_OK) {
-    DLE_RELEASE(*out);
-    return st;
-  }
-  dle_tensor_bump_version(*out);
-  /* one FLOP per instruction and element, as the unfused ops count; inputs read once, out written once */
-  int64_t bytes = dle_profile_data_bytes(*out);
-  for (int i = 0; i < nin; i++) bytes += dle_profile_data_bytes(ins[i]);
-  dle_profile_end(DLE_PROF_FUSED_ELEMENTWISE, t0, (int64_t)n * numel, bytes);
-  return DLE_OK;
+  int64_t numel = dle_tensor_numel(out);
+  return out->dtype == DLE_F32
+             ? run_float(dle_tensor_data(out), ins, plans, nin, prog, n, ndim, sizes, numel)
+             : run_double(dle_tensor_data(out), ins, plans, nin, prog, n, ndim, sizes, numel);
+}
+
+void cpu_register_fused(dle_backend *b) {
+  b->fused_supports = cpu_fused_supports;
+  b->fused_run = cpu_fused_run;
 }
