@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "lua_util.h"
-#include "../engine/nn.h"
+#include "../engine/dle.h"
 #include "lua_nn_opts.h"
 
 /* cross_entropy(logits, targets, opts) -> loss, lse */

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "lua_util.h"
-#include "../engine/nn.h"
+#include "../engine/dle.h"
 
 static inline int opts_at(lua_State *L, int idx, const char *fn) {
   if (lua_isnoneornil(L, idx)) return 0;

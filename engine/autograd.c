@@ -2,9 +2,8 @@
  * adjoints per tensor, reverse topological order by dependency counting), freeing graphs, custom
  * nodes, and forward mode (tangents carried beside values). The per-op rules are elsewhere
  * (engine/ops/<family>.c); this file only knows the protocol. */
-#include "autocast.h"
+#include "internal.h"
 #include "autograd.h"
-#include "trace.h"
 
 #include <stdlib.h>
 
@@ -85,6 +84,12 @@ const dle_grad_rule *dle_grad_rule_of(dle_op op) {
     ready = true;
   }
   return &rules[op];
+}
+
+void dle_op_grad_rules(dle_op op, bool *has_vjp, bool *has_jvp) {
+  const dle_grad_rule *r = (unsigned)op < DLE_NUM_OPS ? dle_grad_rule_of(op) : NULL;
+  *has_vjp = r && r->vjp;
+  *has_jvp = r && r->jvp;
 }
 
 /* ---------------------------------------------------------------- nodes */

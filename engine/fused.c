@@ -1,7 +1,6 @@
 /* fused.c — the fused elementwise executor's front door (dle.h: dle_fused_run): checks the program
  * and its inputs, allocates the result and runs the device backend's fused_run slot. */
 #include "internal.h"
-#include "profile.h"
 
 static const dle_backend *fused_backend(dle_device_type type) {
   const dle_backend *b = dle_backend_get(type);

@@ -1,9 +1,7 @@
 /* ops.c — the front door: the op table from ops.def, argument checks common to all ops, and
  * dispatch to the per-kind shape rules (files under engine/ops/) and the device kernels. */
-#include "autocast.h"
+#include "internal.h"
 #include "autograd.h"
-#include "profile.h"
-#include "trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>

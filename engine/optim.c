@@ -1,11 +1,8 @@
 /* optim.c — the public entry points of the fused optimizer steps (optim.h): argument checks
  * (devices, dtypes, shapes, contiguity, aliasing), then one kernel call (the CPU's, or the fused
  * step of the param's device backend), then version bumps. */
-#include "optim.h"
-
 #include "internal.h"
-#include "profile.h"
-#include "trace.h"
+
 
 /* The dtype optimizer state must have for a param of dtype dt (the kernels' compute type). */
 static dle_dtype state_dtype(dle_dtype dt) { return dt == DLE_F64 ? DLE_F64 : DLE_F32; }

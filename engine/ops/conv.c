@@ -14,7 +14,7 @@
  * three (PyTorch's convolution double backward); avg_pool2d and avg_pool2d_grad are adjoint;
  * max_pool2d scatters into (and its tangent gathers from) the argmax positions. */
 #include "../autograd.h"
-#include "../conv.h"
+#include "../internal.h"
 
 static const char *op_name(dle_op op) { return dle_op_get_info(op)->name; }
 

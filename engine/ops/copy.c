@@ -1,7 +1,7 @@
 /* copy.c — the copy op (with dtype conversion and broadcasting) and what is built on it:
  * clone, copy_, conversions between dtypes and devices. */
 #include "../autograd.h"
-#include "../trace.h"
+#include "../internal.h"
 
 dle_status dle_forward_copy(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                             const dle_attrs *a) {

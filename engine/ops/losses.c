@@ -5,7 +5,7 @@
  * As for the other nn ops (nn_front.h), kernels get contiguous inputs in the compute dtype
  * (float64 stays, others compute in float32), int64 class targets, and fresh contiguous outputs.
  * attrs.ints[0] is the reduction everywhere. */
-#include "../losses.h"
+#include "../internal.h"
 #include "nn_front.h"
 
 static dle_status check_reduction(const char *fn, const dle_attrs *a) {

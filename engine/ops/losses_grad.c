@@ -16,7 +16,7 @@
  *                 d/dx = S p - q (p = exp(x - lse)), d/dt = -(1 - eps)(x - lse).
  *                 The backward G = w (p S - q), w = c gy, with lse an input as for cross_entropy:
  *                 dp = p (dx - dlse), dS = (1 - eps) sum dt, dq = (1 - eps) dt. */
-#include "../losses.h"
+#include "../internal.h"
 #include "grad_scope.h"
 
 static bool is_none(const dle_attrs *a) { return a->ints[0] == DLE_REDUCTION_NONE; }

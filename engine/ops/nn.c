@@ -9,7 +9,7 @@
  * when their rows are contiguous (the mask too, expanded to {..., L, S} with stride 0 on broadcast
  * dims, so it is never materialised), and its outputs are laid out like q and k. */
 #include "../autograd.h"
-#include "../nn.h"
+#include "../internal.h"
 #include "nn_front.h"
 
 /* An attention operand: t cast to dt, then expanded to {batch..., r, c} (its own last two dims).

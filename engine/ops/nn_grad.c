@@ -18,7 +18,7 @@
  *                        dq = scale dS k, dk = scale dS^T q, dv = P^T gout, d mask = dS.
  *   sdpa_score_grad      Z = s P (A - rowsum(P A)) with A = gout v^T. */
 #include "../autograd.h"
-#include "../nn.h"
+#include "../internal.h"
 #include "grad_scope.h"
 
 /* P (X - rowsum(P X)): the softmax's tangent map (and, P being symmetric in it, its adjoint) */

@@ -24,7 +24,7 @@
 #include <limits.h>
 #include <stdlib.h>
 
-#include "../../engine/nn.h"
+#include "../../engine/internal.h"
 #include "cpu_backend.h"
 #include "cpu_gemm.h"
 #include "cpu_loop.h"

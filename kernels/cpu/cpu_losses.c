@@ -16,7 +16,7 @@
  * soft CE         per row: lse by max + sum exp; loss = -((1 - eps) sum t (x - lse) + eps/C sum
  *     (x - lse)) (shifted by lse before the products: no cancellation of two large sums);
  *     backward g = w (exp(x - lse) sum q - q) with sum q = (1 - eps) sum t + eps. */
-#include "../../engine/losses.h"
+#include "../../engine/internal.h"
 #include "cpu_backend.h"
 #include "cpu_loop.h"
 #include "cpu_rows.h"

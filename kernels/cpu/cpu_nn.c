@@ -13,7 +13,7 @@
  * dropout        element i keeps its value when the float32 uniform of Philox word i % 4 of block
  *                offset + i / 4 is >= p (the numbers dle.rand would give), so the mask is the same
  *                for any thread count, and the gradient regenerates it from (seed, offset). */
-#include "../../engine/nn.h"
+#include "../../engine/internal.h"
 #include "cpu_backend.h"
 #include "cpu_loop.h"
 #include "cpu_rows.h"

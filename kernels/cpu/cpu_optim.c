@@ -4,7 +4,7 @@
  * type CT (float for float32/float16/bfloat16, double for float64). Large tensors are split into
  * chunks run by OpenMP threads; inside a chunk the loop is branch-free on loop-invariant flags
  * (the compiler unswitches them), so it can vectorise. */
-#include "../../engine/optim.h"
+#include "../../engine/internal.h"
 #include "cpu_backend.h"
 #include "cpu_exp.h"
 #include "cpu_loop.h"
