@@ -308,7 +308,6 @@ const char *dle_backend_unavailable_reason(dle_device_type type);
 const dle_backend *dle_backend_library_table(dle_device_type type, const char **why);
 /* Registered by backends themselves. */
 void dle_backend_register(dle_device_type type, const dle_backend *b);
-const dle_backend *dle_cpu_backend(void);
 
 /* ---------------------------------------------------------------- autodiff */
 /* Reverse mode records a node per op when grad mode is on and some float input requires grad;
