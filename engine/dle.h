@@ -2,13 +2,17 @@
  *
  * A tensor is a view (sizes, element strides, offset, dtype) onto a refcounted storage.
  * Every operation goes through one front door, dle_op_call(), driven by the op table in
- * ops.def; the named helpers below (dle_add, dle_sum, ...) are thin wrappers over it.
+ * ops.def; the named functions below are thin wrappers over it. The ops of ops.def that take
+ * only tensors (add, mul, exp, lt, ...) get theirs generated from the table: dle_<name>.
+ * (tests/header_example_spec.lua compiles and runs the example below as written.)
  *
  *   dle_tensor *a = NULL, *b = NULL, *c = NULL;
  *   int64_t sizes[2] = {2, 3};
  *   if (dle_full(&a, 2, sizes, 1.0, DLE_F32) || dle_arange(&b, 0, 3, 1, DLE_F32) ||
  *       dle_add(&c, a, b))                        // broadcasts {2,3} + {3}
  *     fprintf(stderr, "%s\n", dle_last_error());
+ *   else
+ *     printf("c[1][2] = %g\n", dle_tensor_get(c, (int64_t[]){1, 2}));   // 1 + 2 = 3
  *   dle_tensor_release(a); dle_tensor_release(b); dle_tensor_release(c);
  *
  * Conventions
@@ -415,6 +419,16 @@ dle_status dle_to_device(dle_tensor **out, dle_tensor *t, dle_device d);
 /* ---------------------------------------------------------------- elementwise */
 dle_status dle_unary(dle_op op, dle_tensor **out, dle_tensor *x);
 dle_status dle_binary(dle_op op, dle_tensor **out, dle_tensor *a, dle_tensor *b);
+/* The named entry points of ops.def's DLE_OP_PLAIN ops (engine/ops/entry.c): dle_<name>(&out, x)
+ * for a unary op, dle_<name>(&out, a, b) for a binary or comparison op (dle_add, dle_exp, dle_lt,
+ * ...); each is dle_op_call of its op with no attrs. */
+#define DLE_OP(id, name, nin, nout, kind, flags)
+#define DLE_OP_PLAIN(id, name, nin, nout, kind, flags) DLE_ENTRY_DECL_##nin(name)
+#define DLE_ENTRY_DECL_1(name) dle_status dle_##name(dle_tensor **out, dle_tensor *x);
+#define DLE_ENTRY_DECL_2(name) dle_status dle_##name(dle_tensor **out, dle_tensor *a, dle_tensor *b);
+#include "ops.def"
+#undef DLE_ENTRY_DECL_1
+#undef DLE_ENTRY_DECL_2
 /* Binary op with a scalar on one side (scalar_first: s op t). The scalar becomes a 0-dim tensor
  * of t's dtype (or the default float when t is integer and s is not whole). */
 dle_status dle_binary_scalar(dle_op op, dle_tensor **out, dle_tensor *t, double s, bool scalar_first);

@@ -22,9 +22,9 @@ external_dependencies = { OPENBLAS = { library = "openblas" } }
 
 -- C sources per directory (names without .c).
 local c_sources = {
-  ["engine/"] = { "alloc", "autocast", "autograd", "backend", "dtype", "error", "ops", "optim", "profile", "rng", "serialize",
+  ["engine/"] = { "alloc", "autocast", "autograd", "backend", "dtype", "error", "fused", "ops", "optim", "profile", "rng", "serialize",
                 "tensor", "trace" },
-  ["engine/ops/"] = { "conv", "copy", "create", "elementwise", "flops", "index", "losses", "losses_grad", "matmul", "nn", "nn_grad", "norm",
+  ["engine/ops/"] = { "conv", "copy", "create", "elementwise", "entry", "flops", "index", "losses", "losses_grad", "matmul", "nn", "nn_grad", "norm",
                       "norm_grad", "reduce", "view" },
   ["kernels/cpu/"] = { "cpu_attention", "cpu_backend", "cpu_conv", "cpu_conv_job", "cpu_conv_winograd", "cpu_copy", "cpu_elementwise", "cpu_index",
                        "cpu_loop", "cpu_loop_tiles", "cpu_losses", "cpu_matmul", "cpu_nn", "cpu_norm", "cpu_optim", "cpu_pool",
