@@ -29,6 +29,7 @@ const dle_backend *dle_cpu_backend(void) {
     cpu_register_elementwise(&cpu);
     cpu_register_random(&cpu);
     cpu_register_reduce(&cpu);
+    cpu_register_softmax(&cpu);
     cpu_register_matmul(&cpu);
     cpu_register_index(&cpu);
     cpu_register_conv(&cpu);

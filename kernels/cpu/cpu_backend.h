@@ -7,7 +7,8 @@
 void cpu_register_copy(dle_backend *b);        /* copy.c: copy, full, arange */
 void cpu_register_elementwise(dle_backend *b); /* elementwise.c */
 void cpu_register_random(dle_backend *b);      /* random.c: rand, randn, randint */
-void cpu_register_reduce(dle_backend *b);      /* reduce.c: reductions, softmax */
+void cpu_register_reduce(dle_backend *b);      /* reduce.c: reductions */
+void cpu_register_softmax(dle_backend *b);     /* softmax.c: softmax, log_softmax */
 void cpu_register_matmul(dle_backend *b);      /* matmul.c */
 void cpu_register_index(dle_backend *b);       /* index.c: cat, gather, masked_fill, ... */
 void cpu_register_conv(dle_backend *b);        /* conv.c: conv2d and its gradients */

@@ -1,5 +1,6 @@
 /* cpu_reduce.c — CPU kernels of the reductions (sum, mean, prod, var, std, logsumexp, amax, amin,
- * max/min with indices, argmax/argmin) and of softmax / log_softmax, for any strides.
+ * max/min with indices, argmax/argmin), for any strides (softmax, which shares the plan
+ * (reduce_plan.h), is in softmax.c).
  *
  * A call is planned once: the input's dims split into kept dims (one per output) and reduced dims,
  * each group merged where memory allows. When the input's fastest dim is reduced, each output
@@ -11,6 +12,7 @@
 #include "cpu_loop.h"
 #include "cpu_stream.h"
 #include "cpu_vecmath.h"
+#include "reduce_plan.h"
 
 #include <stdlib.h>
 #include <tgmath.h> /* exp/log pick the float or double version from the argument's type */
@@ -20,16 +22,7 @@
 #endif
 
 #define RED_BLOCK 4096 /* outputs accumulated together: a row of 4096 float64 accumulators is 32 KiB */
-#define SM_BLOCK 1024  /* softmax rows streamed side by side (stack buffers) */
 #define RED_LANES 16   /* independent accumulators of a contiguous run: 16 gives 4-8 vector chains */
-
-static int red_threads(void) {
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
 
 /* ================================================================ flavors */
 
@@ -61,11 +54,7 @@ static int red_threads(void) {
 #define SST_U8(v) ((int64_t)(v))
 #define SST_BOOL(v) ((int64_t)(v))
 
-#define RED_LOWEST(CT) _Generic((CT)0, float: -INFINITY, double: -INFINITY, int32_t: INT32_MIN, default: INT64_MIN)
-#define RED_HIGHEST(CT) _Generic((CT)0, float: INFINITY, double: INFINITY, int32_t: INT32_MAX, default: INT64_MAX)
-
 static inline double red_sq(double d) { return d * d; }
-
 
 /* Per flavor: accumulator type, initial value, one step (a: accumulator, x: element in compute
  * type, m: the per-output parameter of second passes), merge of two partial accumulators, and
@@ -83,20 +72,6 @@ static inline double red_sq(double d) { return d * d; }
 #define MERGE_PROD(a, b) ((a) * (b))
 #define OUT_PROD(ID, T) SOUT_##ID
 #define STORE_PROD(ID, v) SST_##ID(v)
-
-#define ACC_MAX(ID, CT) CT
-#define INIT_MAX(CT) RED_LOWEST(CT)
-#define STEP_MAX(CT, a, x, m) ((((x) > (a)) | ((x) != (x))) ? (x) : (a))
-#define MERGE_MAX(a, b) STEP_MAX(, a, b, 0)
-#define OUT_MAX(ID, T) T
-#define STORE_MAX(ID, v) ST_##ID(v)
-
-#define ACC_MIN(ID, CT) CT
-#define INIT_MIN(CT) RED_HIGHEST(CT)
-#define STEP_MIN(CT, a, x, m) ((((x) < (a)) | ((x) != (x))) ? (x) : (a))
-#define MERGE_MIN(a, b) STEP_MIN(, a, b, 0)
-#define OUT_MIN(ID, T) T
-#define STORE_MIN(ID, v) ST_##ID(v)
 
 /* second pass of var/std: squared deviations from the mean m */
 #define ACC_SQDEV(ID, CT) double
@@ -197,20 +172,6 @@ enum { FL_SUM, FL_PROD, FL_MAX, FL_MIN, FL_SQDEV, FL_EXPSUM, FL_ARGMAX, FL_ARGMI
     *(acc_t *)accp = a;                                                                            \
   }
 
-/* Max/min of a contiguous run: a plain max (what the vector max instruction computes) while
- * z += v * 0 stays 0; z turns NaN when the run holds a NaN (or an infinity), and then the
- * NaN-aware loop decides. */
-#define SIMPLE_MAX(b, v) ((v) > (b) ? (v) : (b))
-#define SIMPLE_MIN(b, v) ((v) < (b) ? (v) : (b))
-#define SIMD_MAX _Pragma("omp simd reduction(max : b) reduction(+ : z)")
-#define SIMD_MIN _Pragma("omp simd reduction(min : b) reduction(+ : z)")
-#define RED_EXTREME_FAST(FL, ID, T, CT, x, n, b, z)                                                \
-  CT b = INIT_##FL(CT), z = 0;                                                                     \
-  SIMD_##FL for (int64_t i_ = 0; i_ < (n); i_++) {                                                 \
-    CT v_ = LD_##ID((x)[i_]);                                                                      \
-    b = SIMPLE_##FL(b, v_);                                                                        \
-    z += v_ * 0;                                                                                   \
-  }
 #define RED_RUN_EXTREME(FL, ID, T, CT)                                                             \
   static void run_##FL##_##ID(void *accp, int64_t *idx, const char *p, int64_t sb, int64_t n,      \
                               const double *prm, int64_t pos) {                                    \
@@ -397,156 +358,6 @@ CPU_FLOAT_TYPES(STORE_F64)
 #define STORE_F64_ENTRY(ID, T, CT) [DLE_##ID] = store_f64_##ID,
 static void (*const store_f64[DLE_NUM_DTYPES])(char *, int64_t, const double *, int64_t) = {
     CPU_FLOAT_TYPES(STORE_F64_ENTRY)};
-
-/* ================================================================ the plan */
-
-typedef struct {
-  int nk, nr;
-  int64_t ks[DLE_MAX_DIMS], kx[DLE_MAX_DIMS], ko[DLE_MAX_DIMS]; /* kept: sizes, input byte strides, output element strides */
-  int64_t rs[DLE_MAX_DIMS], rx[DLE_MAX_DIMS], ro[DLE_MAX_DIMS]; /* reduced: sizes, input byte strides, output element strides */
-  int64_t nout, nred;
-  const char *x;
-  bool stream;  /* the fastest input dim is kept: stream rows of outputs along kept dim k0 */
-  int k0;
-  int64_t blk;  /* outputs per chunk: a run of consecutive outputs, or (streaming) of dim k0 */
-  int64_t nblk; /* streaming: chunks per row of dim k0 */
-  int64_t nchunks;
-} red_plan;
-
-typedef struct {
-  int64_t first;   /* kept flat index of the chunk's first output */
-  int64_t n;       /* outputs in the chunk */
-  int64_t in_off;  /* byte offset of the first output's input */
-  int64_t out_off; /* element offset of the first output */
-  int64_t os;      /* element stride between the chunk's outputs (streaming) */
-} red_chunk;
-
-static inline int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
-
-/* Appends dim (size, input stride, output stride) to a group, merging it into the previous dim
- * when that one steps exactly over it in input and output. */
-static void group_push(int *n, int64_t *s, int64_t *x, int64_t *o, int64_t size, int64_t xs, int64_t os) {
-  int k = *n;
-  if (k > 0 && x[k - 1] == xs * size && o[k - 1] == os * size) {
-    s[k - 1] *= size, x[k - 1] = xs, o[k - 1] = os;
-    return;
-  }
-  s[k] = size, x[k] = xs, o[k] = os;
-  *n = k + 1;
-}
-
-/* Splits x's dims into kept and reduced groups. ostr: output element stride per dim of x.
- * logical: the reduced dims keep their order (arg ops count positions in it); otherwise they are
- * reordered by decreasing stride so the innermost run is the densest. */
-static void plan_build(red_plan *pl, const dle_tensor *x, const int64_t *ostr, const bool *red, bool logical) {
-  int64_t es = cpu_esize(x->dtype);
-  int ord[DLE_MAX_DIMS], no = 0;
-  memset(pl, 0, sizeof *pl);
-  pl->x = dle_tensor_data(x);
-  pl->nout = pl->nred = 1;
-  for (int d = 0; d < x->ndim; d++) {
-    if (red[d]) pl->nred *= x->sizes[d], ord[no++] = d;
-    else pl->nout *= x->sizes[d];
-    if (x->sizes[d] == 1 || red[d]) continue;
-    group_push(&pl->nk, pl->ks, pl->kx, pl->ko, x->sizes[d], x->strides[d] * es, ostr[d]);
-  }
-  if (!logical)  /* insertion sort, stride-0 dims outermost */
-    for (int i = 1; i < no; i++)
-      for (int j = i; j > 0; j--) {
-        int64_t a = x->strides[ord[j - 1]], b = x->strides[ord[j]];
-        bool swap = a != 0 && (b == 0 || abs64(b) > abs64(a));
-        if (!swap) break;
-        int t = ord[j];
-        ord[j] = ord[j - 1], ord[j - 1] = t;
-      }
-  for (int i = 0; i < no; i++) {
-    int d = ord[i];
-    if (x->sizes[d] == 1) continue;
-    group_push(&pl->nr, pl->rs, pl->rx, pl->ro, x->sizes[d], x->strides[d] * es, ostr[d]);
-  }
-  if (pl->nk == 0) pl->ks[0] = 1, pl->nk = 1;
-  if (pl->nr == 0) pl->rs[0] = 1, pl->nr = 1;
-  /* stream when some kept dim is denser in memory than every reduced dim */
-  int64_t best_k = INT64_MAX, best_r = INT64_MAX;
-  for (int d = 0; d < pl->nk; d++)
-    if (pl->kx[d] && abs64(pl->kx[d]) < best_k) best_k = abs64(pl->kx[d]), pl->k0 = d;
-  for (int d = 0; d < pl->nr; d++)
-    if (pl->rx[d] && abs64(pl->rx[d]) < best_r) best_r = abs64(pl->rx[d]);
-  pl->stream = best_k < best_r;
-}
-
-/* Chunks of at most cap outputs. Streamed rows stay as wide as allowed, so each pass reads long
- * contiguous stretches (threads then split the rows when chunks are few); runs of outputs aim at
- * ~4 chunks per thread. */
-static void plan_chunks(red_plan *pl, int nthreads, int64_t cap) {
-  if (pl->stream) {
-    int64_t len = pl->ks[pl->k0];
-    pl->blk = len < cap ? len : cap;
-    pl->nblk = (len + pl->blk - 1) / pl->blk;
-    pl->nchunks = pl->nout / len * pl->nblk;
-  } else {
-    int64_t want = nthreads > 1 ? 4 * (int64_t)nthreads : 1;
-    int64_t blk = (pl->nout + want - 1) / want;
-    pl->blk = blk > cap ? cap : blk < 1 ? 1 : blk;
-    pl->nchunks = (pl->nout + pl->blk - 1) / pl->blk;
-  }
-}
-
-/* Input and output offsets of the kept multi-index of flat index q over the kept dims, skipping
- * dim `skip` (-1: none). */
-static void kept_offsets(const red_plan *pl, int64_t q, int skip, int64_t *in_off, int64_t *out_off) {
-  int64_t xi = 0, oi = 0;
-  for (int d = pl->nk - 1; d >= 0; d--) {
-    if (d == skip) continue;
-    int64_t i = q % pl->ks[d];
-    q /= pl->ks[d];
-    xi += i * pl->kx[d], oi += i * pl->ko[d];
-  }
-  *in_off = xi, *out_off = oi;
-}
-
-static void chunk_get(const red_plan *pl, int64_t i, red_chunk *c) {
-  if (pl->stream) {
-    int64_t q = i / pl->nblk, j0 = (i % pl->nblk) * pl->blk, len = pl->ks[pl->k0];
-    kept_offsets(pl, q, pl->k0, &c->in_off, &c->out_off);
-    c->in_off += j0 * pl->kx[pl->k0];
-    c->out_off += j0 * pl->ko[pl->k0];
-    c->os = pl->ko[pl->k0];
-    c->n = len - j0 < pl->blk ? len - j0 : pl->blk;
-    c->first = -1;
-  } else {
-    c->first = i * pl->blk;
-    c->n = pl->nout - c->first < pl->blk ? pl->nout - c->first : pl->blk;
-    kept_offsets(pl, c->first, -1, &c->in_off, &c->out_off);
-    c->os = 1;
-  }
-}
-
-/* Multi-index over a group of dims from a flat index; returns the byte offset. */
-static int64_t group_seek(int n, const int64_t *s, const int64_t *x, int64_t flat, int64_t *id) {
-  if (flat == 0) {  /* the common case: no divisions */
-    memset(id, 0, (size_t)n * sizeof *id);
-    return 0;
-  }
-  int64_t off = 0;
-  for (int d = n - 1; d >= 0; d--) {
-    id[d] = flat % s[d];
-    flat /= s[d];
-    off += id[d] * x[d];
-  }
-  return off;
-}
-
-/* Steps a multi-index whose last dim just reached its end; returns the offset change. */
-static inline int64_t group_carry(int n, const int64_t *s, const int64_t *x, int64_t *id) {
-  int64_t delta = 0;
-  for (int d = n - 1; d > 0 && id[d] == s[d]; d--) {
-    delta += x[d - 1] - id[d] * x[d];
-    id[d] = 0;
-    id[d - 1]++;
-  }
-  return delta;
-}
 
 /* Folds reduced positions [r0, r1) of the input at b into one accumulator, a run at a time. */
 static void fold_runs(const red_plan *pl, const red_flavor *f, const char *b, void *acc, int64_t *idx,
@@ -879,181 +690,6 @@ static dle_status cpu_reduce(dle_op op, dle_tensor *const *outs, dle_tensor *con
   return DLE_OK;
 }
 
-/* ================================================================ softmax */
-
-/* The max of a row, NaN if it holds one: vectorised when contiguous. */
-#define SM_MAX(ID, T, CT)                                                                          \
-  static CT sm_max_##ID(const char *x, int64_t xs, int64_t D) {                                    \
-    if (xs == (int64_t)sizeof(T)) {                                                                \
-      RED_EXTREME_FAST(MAX, ID, T, CT, (const T *)x, D, b, z)                                      \
-      if (z == z) return b;                                                                        \
-    }                                                                                              \
-    CT m = RED_LOWEST(CT);                                                                         \
-    for (int64_t r = 0; r < D; r++) {                                                              \
-      CT v = LD_##ID(*(const T *)(x + r * xs));                                                    \
-      m = STEP_MAX(CT, m, v, 0);                                                                   \
-    }                                                                                              \
-    return m;                                                                                      \
-  }
-
-/* One row of D elements (strides in bytes): max, sum of exp(x - max) in double, then the output.
- * Contiguous rows of float32/float64 keep exp(x - max) in the output and scale it after. */
-#define SOFTMAX_ROW(ID, T, CT)                                                                     \
-  static void sm_row_##ID(char *y, int64_t ys, const char *x, int64_t xs, int64_t D, bool lg) {   \
-    CT m = sm_max_##ID(x, xs, D);                                                                  \
-    double s = 0;                                                                                  \
-    if (xs == (int64_t)sizeof(T) && ys == (int64_t)sizeof(T)) {                                    \
-      const T *restrict xp = (const T *)x;                                                         \
-      T *restrict yp = (T *)y;                                                                     \
-      if (!lg && sizeof(T) == sizeof(CT)) {                                                        \
-        _Pragma("omp simd reduction(+ : s)") for (int64_t r = 0; r < D; r++) {                     \
-          CT e = RED_EXP(LD_##ID(xp[r]) - m);                                                      \
-          s += e;                                                                                  \
-          yp[r] = ST_##ID(e);                                                                      \
-        }                                                                                          \
-        CT inv = (CT)(1 / s);                                                                      \
-        for (int64_t r = 0; r < D; r++) yp[r] = ST_##ID(LD_##ID(yp[r]) * inv);                     \
-        return;                                                                                    \
-      }                                                                                            \
-      _Pragma("omp simd reduction(+ : s)") for (int64_t r = 0; r < D; r++)                         \
-        s += RED_EXP(LD_##ID(xp[r]) - m);                                                          \
-      CT k = lg ? (CT)log(s) : (CT)(1 / s);                                                        \
-      if (lg)                                                                                      \
-        for (int64_t r = 0; r < D; r++) yp[r] = ST_##ID(LD_##ID(xp[r]) - m - k);                   \
-      else                                                                                         \
-        for (int64_t r = 0; r < D; r++) yp[r] = ST_##ID(RED_EXP(LD_##ID(xp[r]) - m) * k);          \
-      return;                                                                                      \
-    }                                                                                              \
-    for (int64_t r = 0; r < D; r++) s += RED_EXP(LD_##ID(*(const T *)(x + r * xs)) - m);          \
-    CT k = lg ? (CT)log(s) : (CT)(1 / s);                                                          \
-    for (int64_t r = 0; r < D; r++) {                                                              \
-      CT v = LD_##ID(*(const T *)(x + r * xs)) - m;                                                \
-      *(T *)(y + r * ys) = ST_##ID(lg ? v - k : RED_EXP(v) * k);                                   \
-    }                                                                                              \
-  }
-
-/* n rows side by side (dim of stride xj in x, yj in y), streamed D times along the softmax dim
- * (strides xr, yr), so that every pass reads memory contiguously when xj is the element size. */
-#define SM_BLOCK_PASSES(ID, T, CT, XJ, YJ)                                                         \
-  for (int64_t r = 0; r < D; r++) {                                                                \
-    const T *restrict xp = (const T *)(x + r * xr);                                                \
-    for (int64_t j = 0; j < n; j++) {                                                              \
-      CT v = LD_##ID(xp[j * (XJ)]);                                                                \
-      m[j] = STEP_MAX(CT, m[j], v, 0);                                                             \
-    }                                                                                              \
-  }                                                                                                \
-  if (!lg && sizeof(T) == sizeof(CT)) { /* keep exp(x - max) in y, then scale it */              \
-    for (int64_t r = 0; r < D; r++) {                                                              \
-      const T *restrict xp = (const T *)(x + r * xr);                                              \
-      T *restrict yp = (T *)(y + r * yr);                                                          \
-      for (int64_t j = 0; j < n; j++) {                                                            \
-        CT e = RED_EXP(LD_##ID(xp[j * (XJ)]) - m[j]);                                              \
-        s[j] += e;                                                                                 \
-        yp[j * (YJ)] = ST_##ID(e);                                                                 \
-      }                                                                                            \
-    }                                                                                              \
-    for (int64_t j = 0; j < n; j++) k[j] = (CT)(1 / s[j]);                                         \
-    for (int64_t r = 0; r < D; r++) {                                                              \
-      T *restrict yp = (T *)(y + r * yr);                                                          \
-      for (int64_t j = 0; j < n; j++) yp[j * (YJ)] = ST_##ID(LD_##ID(yp[j * (YJ)]) * k[j]);        \
-    }                                                                                              \
-    return;                                                                                        \
-  }                                                                                                \
-  for (int64_t r = 0; r < D; r++) {                                                                \
-    const T *restrict xp = (const T *)(x + r * xr);                                                \
-    for (int64_t j = 0; j < n; j++) s[j] += RED_EXP(LD_##ID(xp[j * (XJ)]) - m[j]);                 \
-  }                                                                                                \
-  for (int64_t j = 0; j < n; j++) k[j] = lg ? (CT)log(s[j]) : (CT)(1 / s[j]);                      \
-  for (int64_t r = 0; r < D; r++) {                                                                \
-    const T *restrict xp = (const T *)(x + r * xr);                                                \
-    T *restrict yp = (T *)(y + r * yr);                                                            \
-    if (lg)                                                                                        \
-      for (int64_t j = 0; j < n; j++) yp[j * (YJ)] = ST_##ID(LD_##ID(xp[j * (XJ)]) - m[j] - k[j]); \
-    else                                                                                           \
-      for (int64_t j = 0; j < n; j++) yp[j * (YJ)] = ST_##ID(RED_EXP(LD_##ID(xp[j * (XJ)]) - m[j]) * k[j]); \
-  }
-#define SOFTMAX_BLOCK(ID, T, CT)                                                                   \
-  static void sm_block_##ID(char *y, int64_t yj, int64_t yr, const char *x, int64_t xj, int64_t xr, \
-                            int64_t n, int64_t D, bool lg) {                                       \
-    CT m[SM_BLOCK], k[SM_BLOCK];                                                                   \
-    double s[SM_BLOCK];                                                                            \
-    for (int64_t j = 0; j < n; j++) m[j] = RED_LOWEST(CT), s[j] = 0;                               \
-    if (xj == (int64_t)sizeof(T) && yj == (int64_t)sizeof(T)) {                                    \
-      SM_BLOCK_PASSES(ID, T, CT, 1, 1)                                                             \
-    } else {                                                                                       \
-      int64_t xje = xj / (int64_t)sizeof(T), yje = yj / (int64_t)sizeof(T);                        \
-      SM_BLOCK_PASSES(ID, T, CT, xje, yje)                                                         \
-    }                                                                                              \
-  }
-CPU_FLOAT_TYPES(SM_MAX)
-CPU_FLOAT_TYPES(SOFTMAX_ROW)
-CPU_FLOAT_TYPES(SOFTMAX_BLOCK)
-
-typedef void (*sm_row_fn)(char *, int64_t, const char *, int64_t, int64_t, bool);
-typedef void (*sm_block_fn)(char *, int64_t, int64_t, const char *, int64_t, int64_t, int64_t, int64_t, bool);
-#define SM_ROW_ENTRY(ID, T, CT) [DLE_##ID] = sm_row_##ID,
-#define SM_BLOCK_ENTRY(ID, T, CT) [DLE_##ID] = sm_block_##ID,
-static const sm_row_fn sm_rows[DLE_NUM_DTYPES] = {CPU_FLOAT_TYPES(SM_ROW_ENTRY)};
-static const sm_block_fn sm_blocks[DLE_NUM_DTYPES] = {CPU_FLOAT_TYPES(SM_BLOCK_ENTRY)};
-
-/* stream: write float32 rows with streaming stores (a large output, cpu_stream.h). */
-static void sm_chunk(const red_plan *pl, int64_t i, char *y, int64_t es, dle_dtype dt, bool lg, bool stream) {
-  red_chunk c;
-  chunk_get(pl, i, &c);
-  int64_t D = pl->rs[0], xr = pl->rx[0], yr = pl->ro[0] * es;
-  if (pl->stream) {
-    sm_blocks[dt](y + c.out_off * es, c.os * es, yr, pl->x + c.in_off, pl->kx[pl->k0], xr, c.n, D, lg);
-    return;
-  }
-  int64_t id[DLE_MAX_DIMS], xo = c.in_off, yo = c.out_off;
-  int last = pl->nk - 1;
-  group_seek(pl->nk, pl->ks, pl->kx, c.first, id);
-  bool vec = dt == DLE_F32 && cpu_vec && xr == sizeof(float) && yr == sizeof(float);
-  for (int64_t k = 0; k < c.n; k++) {
-    if (vec) cpu_vec->softmax_row((float *)(y + yo * es), (const float *)(pl->x + xo), D, lg, stream);
-    else sm_rows[dt](y + yo * es, yr, pl->x + xo, xr, D, lg);
-    xo += pl->kx[last], yo += pl->ko[last];
-    if (++id[last] == pl->ks[last] && k + 1 < c.n) {
-      for (int d = last; d > 0 && id[d] == pl->ks[d]; d--) {
-        xo += pl->kx[d - 1] - id[d] * pl->kx[d];
-        yo += pl->ko[d - 1] - id[d] * pl->ko[d];
-        id[d] = 0;
-        id[d - 1]++;
-      }
-    }
-  }
-  if (vec && stream) cpu_stream_fence();
-}
-
-/* attrs.ints[0]: the dim (0-based, checked); no ints for a 0-dim input. Output contiguous. */
-static dle_status cpu_softmax(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                              const dle_attrs *a) {
-  (void)nin;
-  dle_tensor *x = ins[0], *y = outs[0];
-  if (!sm_rows[x->dtype])
-    return dle_error("%s: no CPU kernel for dtype %s", dle_op_get_info(op)->name, dle_dtype_name(x->dtype));
-  bool red[DLE_MAX_DIMS] = {false};
-  if (a->nints > 0) red[a->ints[0]] = true;
-  int64_t ostr[DLE_MAX_DIMS];
-  dle_contiguous_strides(y->ndim, y->sizes, ostr);
-  red_plan pl;
-  plan_build(&pl, x, ostr, red, true);
-  if (pl.nout == 0 || pl.nred == 0) return DLE_OK;
-  int nt = red_threads();
-  bool par = nt > 1 && (double)pl.nout * (double)pl.nred >= CPU_PARALLEL_GRAIN;
-  /* 16 chunks per thread, taken dynamically: a thread that loses its core on a shared machine
-   * leaves its remaining rows to the others */
-  plan_chunks(&pl, par ? 4 * nt : 1, SM_BLOCK);
-  char *yd = dle_tensor_data(y);
-  int64_t es = cpu_esize(y->dtype);
-  bool lg = op == DLE_OP_LOG_SOFTMAX, stream = cpu_stream_output(pl.nout * pl.nred * es);
-#ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 1) if (par && pl.nchunks > 1)
-#endif
-  for (int64_t i = 0; i < pl.nchunks; i++) sm_chunk(&pl, i, yd, es, y->dtype, lg, stream);
-  return DLE_OK;
-}
-
 void cpu_register_reduce(dle_backend *b) {
   if (cpu_vec) {
     sum_f32_vec = flavors[FL_SUM][DLE_F32];
@@ -1064,6 +700,5 @@ void cpu_register_reduce(dle_backend *b) {
   for (int op = 0; op < DLE_NUM_OPS; op++) {
     dle_op_kind k = dle_op_get_info((dle_op)op)->kind;
     if (k == DLE_KIND_REDUCE) b->kernels[op] = cpu_reduce;
-    if (k == DLE_KIND_SOFTMAX) b->kernels[op] = cpu_softmax;
   }
 }
