@@ -220,7 +220,7 @@ dle_status dle_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int
 
 /* ---------------------------------------------------------------- fused elementwise */
 /* The fused elementwise executor of dle.rewrite.rules.fusion (engine/fused.c; the CPU backend's
- * fused_run slot, kernels/cpu/cpu_fused.c).
+ * fused_run slot, kernels/cpu/fused.c).
  *
  * A chain of elementwise ops over tensors that broadcast to one shape runs as a small program:
  * registers 0..nin-1 hold the inputs, instruction k writes register nin + k from registers a (and
@@ -239,7 +239,7 @@ dle_status dle_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int
  * the inputs and the output once.
  * float32 and float64, every input of the result's dtype, on a device whose backend has fused_run (the CPU). Ops: neg abs relu exp log expm1
  * log1p sqrt rsqrt reciprocal sin cos tanh sigmoid gelu silu pow_scalar clamp (f0, f1 as the
- * op's attrs.f), add sub mul div maximum minimum pow. Expressions as cpu_elementwise.c's. */
+ * op's attrs.f), add sub mul div maximum minimum pow. Expressions as kernels/cpu/elementwise.c's. */
 #define DLE_FUSED_BLOCK 1024
 #define DLE_FUSED_MAX_REGS 64
 
@@ -537,7 +537,7 @@ typedef struct {
 dle_status dle_adam_step(dle_tensor *param, dle_tensor *grad, dle_tensor *exp_avg,
                          dle_tensor *exp_avg_sq, dle_tensor *max_exp_avg_sq, const dle_adam_opts *o);
 
-/* ---- a device backend's kernels (dle_backend.optim; kernels/cpu/cpu_optim.c, kernels/cuda/optim.cu):
+/* ---- a device backend's kernels (dle_backend.optim; kernels/cpu/optim.c, kernels/cuda/optim.cu):
  * arguments already checked by the entry points; contiguous data pointers on the memory of device
  * `device`, n elements, param dtype dt, state in its compute type. */
 typedef struct dle_optim_kernels {

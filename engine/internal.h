@@ -102,7 +102,7 @@ dle_status dle_forward_nn(dle_op, dle_tensor **, dle_tensor *const *, int, const
  * element i to its block with the same rule. */
 int64_t dle_random_blocks(dle_op op, dle_dtype dt, int64_t n);
 
-/* The CPU backend's table (kernels/cpu/cpu_backend.c), filled on first use: the engine's one
+/* The CPU backend's table (kernels/cpu/backend.c), filled on first use: the engine's one
  * reference into the kernels (backend.c registers it; everything else goes through
  * dle_backend_get). */
 const dle_backend *dle_cpu_backend(void);

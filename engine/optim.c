@@ -65,7 +65,7 @@ static dle_status check_state(const char *fn, const char *what, const dle_tensor
 
 /* What the profiler counts for one step (dle.profile): bytes = param read and written, grad
  * read, each of nstate state tensors read and written; FLOPs per parameter element are the
- * arithmetic of the update formulas in optim.h (the kernels in cpu_optim.c), e.g. Adam's 13:
+ * arithmetic of the update formulas in optim.h (the kernels in kernels/cpu/optim.c), e.g. Adam's 13:
  * m 3, v 4, the bias-corrected denominator 3, the update 3; weight decay adds 2. */
 static void profile_step(int entry, double t0, const dle_tensor *p, int nstate, int64_t per) {
   if (!dle_profiler_on) return;

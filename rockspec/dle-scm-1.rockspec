@@ -26,9 +26,9 @@ local c_sources = {
                 "tensor", "trace" },
   ["engine/ops/"] = { "conv", "copy", "create", "elementwise", "entry", "flops", "index", "losses", "losses_grad", "matmul", "nn", "nn_grad", "norm",
                       "norm_grad", "reduce", "view" },
-  ["kernels/cpu/"] = { "cpu_attention", "cpu_backend", "cpu_conv", "cpu_conv_job", "cpu_conv_winograd", "cpu_copy", "cpu_elementwise", "cpu_index",
-                       "cpu_loop", "cpu_loop_tiles", "cpu_losses", "cpu_matmul", "cpu_nn", "cpu_norm", "cpu_optim", "cpu_pool",
-                       "cpu_random", "cpu_reduce", "softmax", "cpu_stream", "cpu_vec_gemm", "cpu_vec_softmax", "cpu_vec_sum", "cpu_vec_winograd", "cpu_vecmath", "cpu_fused" },
+  ["kernels/cpu/"] = { "attention", "backend", "conv", "cpu_conv_job", "cpu_conv_winograd", "copy", "elementwise", "index",
+                       "cpu_loop", "cpu_loop_tiles", "losses", "matmul", "nn", "norm", "optim", "pool",
+                       "random", "reduce", "softmax", "cpu_stream", "cpu_vec_gemm", "cpu_vec_softmax", "cpu_vec_sum", "cpu_vec_winograd", "cpu_vecmath", "fused" },
   ["bindings/"] = { "lua_autograd", "lua_conv", "lua_core", "lua_data", "lua_elementwise", "lua_index", "lua_io",
                     "lua_losses", "lua_matmul", "lua_nn", "lua_norm", "lua_optim", "lua_profile", "lua_random", "lua_reduce", "lua_tensor", "lua_graph" },
 }

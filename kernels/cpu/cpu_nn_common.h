@@ -1,4 +1,4 @@
-/* cpu_nn_common.h — what the kernels of the nn ops (cpu_nn.c) and of the losses (cpu_losses.c)
+/* cpu_nn_common.h — what the kernels of the nn ops (nn.c) and of the losses (losses.c)
  * share: the check of the layout the front door promises, and the check of the class targets of
  * the row losses (cross_entropy, nll_loss), done where they are read (their attrs, ce_args, are in
  * engine/ops/targets.h, shared with the CUDA kernels). */

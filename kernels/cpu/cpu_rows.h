@@ -1,5 +1,5 @@
 /* cpu_rows.h — loops over one contiguous float32/float64 row, shared by the cross-entropy and
- * attention kernels (cpu_nn.c, cpu_attention.c). Sums and dot products run over 8 independent
+ * attention kernels (nn.c, attention.c). Sums and dot products run over 8 independent
  * accumulators, so they vectorise without reassociation flags; every function has an AVX2 clone
  * (CPU_CLONES, cpu_exp.h). One body per type: ROWS_ID(name, ID) is name_F32 / name_F64. */
 #ifndef DLE_CPU_ROWS_H

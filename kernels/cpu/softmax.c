@@ -1,6 +1,6 @@
 /* softmax.c — CPU kernels of softmax / log_softmax along one dim, for any strides: rows planned as
  * a reduction over that dim (reduce_plan.h), each row max, sum of exp(x - max), then the output. */
-#include "cpu_backend.h"
+#include "backend.h"
 #include "cpu_exp.h"
 #include "cpu_loop.h"
 #include "cpu_stream.h"

@@ -1,5 +1,5 @@
 /* conv.cu — CUDA kernels of 2-D convolution over {N, C, H, W}, its two gradients, and max/average
- * pooling, mirroring kernels/cpu/cpu_conv.c and cpu_pool.c. The front door (engine/ops/conv.c)
+ * pooling, mirroring kernels/cpu/conv.c and kernels/cpu/pool.c. The front door (engine/ops/conv.c)
  * hands over contiguous inputs in one float dtype and contiguous outputs; attrs.ints hold the
  * geometry (ops.def). Written as direct loops, one thread per output element, each a plain sum in
  * the compute type (float; double for float64) — the simple and obviously correct form, not the

@@ -1,5 +1,5 @@
 /* join.cu — CUDA kernels of the ops that move elements by position, mirroring
- * kernels/cpu/cpu_index.c: cat (each input moved into its slice of the output), gather and
+ * kernels/cpu/index.c: cat (each input moved into its slice of the output), gather and
  * index_select (out[i] = src at index[i] - base along dim), scatter_add and index_add (sums in the
  * CPU's order, no atomics), one_hot. Elements move as raw words of their
  * size; the front door (engine/ops/index.c) has cast cat's inputs to the result dtype and made

@@ -1,5 +1,5 @@
 /* norm.cu — CUDA kernels of layer_norm, batch_norm and their backward ops (kind NORM), mirroring
- * kernels/cpu/cpu_norm.c. The front door hands over contiguous inputs (x, gy, weight, bias in one
+ * kernels/cpu/norm.c. The front door hands over contiguous inputs (x, gy, weight, bias in one
  * float dtype T; statistics in the compute type CT, float64 for float64 and float32 otherwise) and
  * contiguous outputs. x is a block {P, Q, S} (engine/ops/norm_geom.h): one statistic per q over its
  * P runs of S elements (layer_norm: P = 1, a run is a row; batch_norm: a channel's planes).

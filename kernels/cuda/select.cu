@@ -1,5 +1,5 @@
 /* select.cu — CUDA kernels that keep some elements and replace the others, mirroring
- * kernels/cpu/cpu_index.c: masked_fill (the value, converted once to the dtype as ST_<ID> does,
+ * kernels/cpu/index.c: masked_fill (the value, converted once to the dtype as ST_<ID> does,
  * where the broadcast bool mask is set) and tril/triu (zeros outside the triangle: tril keeps
  * column j <= i + k, triu keeps j >= i + k, of each matrix in the last two dims). The front door
  * (engine/ops/index.c) has already made a private copy of an input that aliases the output. */

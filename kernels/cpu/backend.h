@@ -1,4 +1,4 @@
-/* cpu_backend.h — how the CPU backend is assembled: each kernel family file registers its kernels. */
+/* backend.h — how the CPU backend is assembled: each kernel family file registers its kernels. */
 #ifndef DLE_CPU_BACKEND_H
 #define DLE_CPU_BACKEND_H
 

@@ -1,4 +1,4 @@
-/* cpu_random.c — CPU kernels of rand, randn and randint. Element i of the output reads only
+/* random.c — CPU kernels of rand, randn and randint. Element i of the output reads only
  * Philox block (offset + i / per_block), per_block as in dle_random_blocks, so threads split the
  * blocks and the tensor is the same for any thread count. */
 #include "cpu_loop.h"

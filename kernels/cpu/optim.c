@@ -1,11 +1,11 @@
-/* cpu_optim.c — the fused optimizer loops behind engine/optim.c: one pass over param, grad and
+/* optim.c — the fused optimizer loops behind engine/optim.c: one pass over param, grad and
  * state per step. Each body is written once for every float dtype (cpu_types.h X-macros): the
  * parameter is read/written in its storage type, the arithmetic and the state use the compute
  * type CT (float for float32/float16/bfloat16, double for float64). Large tensors are split into
  * chunks run by OpenMP threads; inside a chunk the loop is branch-free on loop-invariant flags
  * (the compiler unswitches them), so it can vectorise. */
 #include "../../engine/internal.h"
-#include "cpu_backend.h"
+#include "backend.h"
 #include "cpu_exp.h"
 #include "cpu_loop.h"
 

@@ -1,4 +1,4 @@
-/* cpu_copy.c — CPU kernels that move or produce values: copy with dtype conversion (every pair of
+/* copy.c — CPU kernels that move or produce values: copy with dtype conversion (every pair of
  * dtypes, generated), full (fill) and arange. */
 #include "cpu_loop.h"
 

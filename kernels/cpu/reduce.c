@@ -1,4 +1,4 @@
-/* cpu_reduce.c — CPU kernels of the reductions (sum, mean, prod, var, std, logsumexp, amax, amin,
+/* reduce.c — CPU kernels of the reductions (sum, mean, prod, var, std, logsumexp, amax, amin,
  * max/min with indices, argmax/argmin), for any strides (softmax, which shares the plan
  * (reduce_plan.h), is in softmax.c).
  *

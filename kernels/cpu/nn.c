@@ -1,4 +1,4 @@
-/* cpu_nn.c — CPU kernels of softmax cross-entropy (forward and its fused backward), embedding
+/* nn.c — CPU kernels of softmax cross-entropy (forward and its fused backward), embedding
  * (row gather and its index-add backward) and dropout.
  *
  * The front door (engine/ops/nn.c) hands over contiguous float32 or float64 inputs, int64
@@ -14,7 +14,7 @@
  *                offset + i / 4 is >= p (the numbers dle.rand would give), so the mask is the same
  *                for any thread count, and the gradient regenerates it from (seed, offset). */
 #include "../../engine/internal.h"
-#include "cpu_backend.h"
+#include "backend.h"
 #include "cpu_loop.h"
 #include "cpu_rows.h"
 #include "cpu_nn_common.h"

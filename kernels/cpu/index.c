@@ -1,8 +1,8 @@
-/* cpu_index.c — CPU kernels of the joining and indexing ops. Ops that only move elements (cat,
+/* index.c — CPU kernels of the joining and indexing ops. Ops that only move elements (cat,
  * gather, index_select, masked_fill, tril/triu) dispatch on the element size; the accumulating
  * ones (scatter_add, index_add) are instantiated per dtype. Index tensors are int64, read
  * relative to attrs.index_base, and range-checked before anything is written. */
-#include "cpu_backend.h"
+#include "backend.h"
 #include "cpu_loop.h"
 
 #include <stdlib.h>

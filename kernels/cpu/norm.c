@@ -1,4 +1,4 @@
-/* cpu_norm.c — CPU kernels of layer_norm, batch_norm and their backward ops (kind NORM).
+/* norm.c — CPU kernels of layer_norm, batch_norm and their backward ops (kind NORM).
  *
  * The front door (engine/ops/norm.c) hands over contiguous inputs (x, gy, weight, bias in one
  * float dtype T; statistics in the compute type CT) and contiguous outputs. x is seen as a block
@@ -25,7 +25,7 @@
 #include <stdlib.h>
 
 #include "../../engine/ops/norm_geom.h"
-#include "cpu_backend.h"
+#include "backend.h"
 #include "cpu_exp.h"
 #include "cpu_loop.h"
 #include "cpu_stream.h"

@@ -1,4 +1,4 @@
-/* cpu_attention.c — CPU kernels of scaled dot-product attention and of its score gradient.
+/* attention.c — CPU kernels of scaled dot-product attention and of its score gradient.
  *
  * The front door (engine/ops/nn.c) hands over q {B.., L, E}, k {B.., S, E}, v {B.., S, Ev} in
  * float32 or float64 with the batch dims already broadcast, an optional mask expanded to
@@ -25,7 +25,7 @@
 #include <stdlib.h>
 
 #include "../../engine/internal.h"
-#include "cpu_backend.h"
+#include "backend.h"
 #include "cpu_gemm.h"
 #include "cpu_loop.h"
 #include "cpu_rows.h"

@@ -1,8 +1,8 @@
-/* cpu_fused.c — the fused elementwise executor (dle_backend.fused_run, behind dle_fused_run in
+/* fused.c — the fused elementwise executor (dle_backend.fused_run, behind dle_fused_run in
  * engine/fused.c): a small register program run block by block over the output, with each block's
  * temporaries in cache. */
 #include "../../engine/internal.h"
-#include "cpu_backend.h"
+#include "backend.h"
 #include "cpu_loop.h"
 #include "cpu_vecmath.h"
 
@@ -38,7 +38,7 @@ typedef struct {
   int64_t strides[DLE_MAX_DIMS];
 } in_plan;
 
-/* One instruction over n elements: d = op(a[, b]). Expressions as in cpu_elementwise.c. */
+/* One instruction over n elements: d = op(a[, b]). Expressions as in elementwise.c. */
 #define SIGMOID_OF(x) (x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x)))
 #define RUN_INSTR(T, VEC)                                                                      \
   static void instr_##T(const dle_fused_instr *in, T *restrict d, const T *restrict a,         \

@@ -1,4 +1,4 @@
-/* cpu_matmul.c — CPU kernel of matmul: float32/float64 through OpenBLAS (transposed operands
+/* matmul.c — CPU kernel of matmul: float32/float64 through OpenBLAS (transposed operands
  * passed as flags, not copied), float16/bfloat16 through sgemm on float32 copies, integers by a
  * triple loop. The front door (engine/ops/matmul.c) hands over out {batch..., M, N},
  * a {batch..., M, K} and b {batch..., K, N} in one dtype, batch dims already broadcast (stride 0). */
@@ -6,7 +6,7 @@
 #include <limits.h>
 #include <stdlib.h>
 
-#include "cpu_backend.h"
+#include "backend.h"
 #include "cpu_loop.h"
 
 /* One matrix of a batch: rows x cols elements at p with element strides rs, cs. */

@@ -1,4 +1,4 @@
-/* cpu_losses.c — CPU kernels of the fused losses (engine/ops/losses.c): mse, nll,
+/* losses.c — CPU kernels of the fused losses (engine/ops/losses.c): mse, nll,
  * binary cross-entropy with logits and softmax cross-entropy against class probabilities, each
  * forward and backward in one pass over its inputs.
  *
@@ -17,7 +17,7 @@
  *     (x - lse)) (shifted by lse before the products: no cancellation of two large sums);
  *     backward g = w (exp(x - lse) sum q - q) with sum q = (1 - eps) sum t + eps. */
 #include "../../engine/internal.h"
-#include "cpu_backend.h"
+#include "backend.h"
 #include "cpu_loop.h"
 #include "cpu_rows.h"
 #include "cpu_nn_common.h"

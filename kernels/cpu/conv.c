@@ -1,4 +1,4 @@
-/* cpu_conv.c — CPU kernels of 2-D convolution over {N, C, H, W} and its two gradients.
+/* conv.c — CPU kernels of 2-D convolution over {N, C, H, W} and its two gradients.
  *
  * The front door (engine/ops/conv.c) hands over contiguous inputs in one float dtype and
  * contiguous outputs of the right shape; attrs.ints hold the geometry (see ops.def).
@@ -26,7 +26,7 @@
 #include <limits.h>
 #include <stdlib.h>
 
-#include "cpu_backend.h"
+#include "backend.h"
 #include "cpu_conv_job.h"
 #include "cpu_conv_winograd.h"
 #include "cpu_gemm.h"

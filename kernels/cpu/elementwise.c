@@ -1,4 +1,4 @@
-/* cpu_elementwise.c — CPU kernels of the unary, binary, comparison and where ops.
+/* elementwise.c — CPU kernels of the unary, binary, comparison and where ops.
  * Each op is one expression below; the macros instantiate it for every dtype it supports, with a
  * contiguous fast path the compiler vectorises and a strided path for everything else. */
 #include "cpu_loop.h"

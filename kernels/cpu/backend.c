@@ -1,5 +1,5 @@
-/* cpu_backend.c — the CPU backend's function table. */
-#include "cpu_backend.h"
+/* backend.c — the CPU backend's function table. */
+#include "backend.h"
 
 #include "../../engine/internal.h"
 

@@ -1,4 +1,4 @@
-/* cpu_pool.c — CPU kernels of 2-D max and average pooling over {N, C, H, W} (and the adjoint of
+/* pool.c — CPU kernels of 2-D max and average pooling over {N, C, H, W} (and the adjoint of
  * average pooling). ints: kernel h, w, stride h, w, padding h, w (avg: ints[6] count_include_pad).
  *
  * The front door (engine/ops/conv.c) hands over one contiguous input in one float dtype and
@@ -6,7 +6,7 @@
  * written once and instantiated per float dtype with the X-macros of cpu_types.h. max_pool has a
  * fast path for the common 2x2 window with stride 2 and no padding: the general loop recomputes
  * the clipped window of every output, which made it ~10x slower than a ReLU over the same input. */
-#include "cpu_backend.h"
+#include "backend.h"
 #include "cpu_loop.h"
 #include "../../engine/ops/conv_geom.h" /* pool_geom, pool_window */
 
