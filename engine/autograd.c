@@ -71,16 +71,8 @@ static dle_grad_rule rules[DLE_NUM_OPS];
 const dle_grad_rule *dle_grad_rule_of(dle_op op) {
   static bool ready;
   if (!ready) {
-    dle_grad_register_elementwise(rules);
-    dle_grad_register_copy(rules);
-    dle_grad_register_view(rules);
-    dle_grad_register_reduce(rules);
-    dle_grad_register_matmul(rules);
-    dle_grad_register_index(rules);
-    dle_grad_register_conv(rules);
-    dle_grad_register_norm(rules);
-    dle_grad_register_nn(rules);
-    dle_grad_register_losses(rules);
+#define DLE_FAMILY(name, grad, cpu, cuda) grad(dle_grad_register_##name(rules);)
+#include "ops/families.def"
     ready = true;
   }
   return &rules[op];

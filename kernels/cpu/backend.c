@@ -25,21 +25,8 @@ static dle_backend cpu = {.name = "cpu", .alloc = cpu_alloc, .free = cpu_free,
 const dle_backend *dle_cpu_backend(void) {
   static bool ready;
   if (!ready) {
-    cpu_register_copy(&cpu);
-    cpu_register_elementwise(&cpu);
-    cpu_register_random(&cpu);
-    cpu_register_reduce(&cpu);
-    cpu_register_softmax(&cpu);
-    cpu_register_matmul(&cpu);
-    cpu_register_index(&cpu);
-    cpu_register_conv(&cpu);
-    cpu_register_norm(&cpu);
-    cpu_register_nn(&cpu);
-    cpu_register_losses(&cpu);
-    cpu_register_attention(&cpu);
-    cpu_register_pool(&cpu);
-    cpu_register_optim(&cpu);
-    cpu_register_fused(&cpu);
+#define DLE_FAMILY(name, grad, cpu_part, cuda) cpu_part(cpu_register_##name(&cpu);)
+#include "../../engine/ops/families.def"
     ready = true;
   }
   return &cpu;
