@@ -1,5 +1,5 @@
-/* losses.c — CPU kernels of the fused losses (engine/ops/losses.c): mse, nll,
- * binary cross-entropy with logits and softmax cross-entropy against class probabilities, each
+/* losses.c — CPU kernels of the losses (engine/ops/losses.c): mse, nll, binary cross-entropy
+ * with logits and softmax cross-entropy against class indices or class probabilities, each
  * forward and backward in one pass over its inputs.
  *
  * Inputs are contiguous float32/float64 (int64 class targets), outputs fresh and contiguous. Each
@@ -13,6 +13,9 @@
  *     runs where the index into w is contiguous; a single weight is a constant.
  * nll             per row: -(1 - eps) x[t] - eps/C sum x; backward writes -w (1 - eps) at the target
  *     and -w eps/C elsewhere (zeros without smoothing).
+ * cross_entropy   one pass per row for the max, one for sum exp(x - max): lse = max + log(sum),
+ *     loss = lse - (1 - eps) x[t] - eps/C sum x; backward g = w (exp(x - lse) - eps/C),
+ *     g[t] -= w (1 - eps), with w = gy (/ count for the mean); ignored rows are zero.
  * soft CE         per row: lse by max + sum exp; loss = -((1 - eps) sum t (x - lse) + eps/C sum
  *     (x - lse)) (shifted by lse before the products: no cancellation of two large sums);
  *     backward g = w (exp(x - lse) sum q - q) with sum q = (1 - eps) sum t + eps. */
@@ -128,8 +131,7 @@ LOSS_TYPES(ELEMENTWISE_DRIVER)
       return DLE_OK;                                                                            \
     }                                                                                           \
     double total = elementwise_##ID(mse ? mse_fwd_##ID : bce_fwd_##ID, o, none, NULL, 0, x, y, w, wn, n); \
-    if (a->ints[0] == DLE_REDUCTION_MEAN) o[0] = (CT)(total / (double)n); /* empty: NaN */     \
-    else if (a->ints[0] == DLE_REDUCTION_SUM) o[0] = (CT)total;                                 \
+    CPU_LOSS_STORE_TOTAL(CT, o, a->ints[0], total, n);                                          \
     return DLE_OK;                                                                              \
   }
 LOSS_TYPES(ELEMENTWISE_KERNEL)
@@ -156,8 +158,7 @@ LOSS_TYPES(ELEMENTWISE_KERNEL)
       if (c.reduction == DLE_REDUCTION_NONE) loss[i] = (CT)li;                                  \
       else total += li;                                                                         \
     }                                                                                           \
-    if (c.reduction == DLE_REDUCTION_MEAN) loss[0] = (CT)(total / (double)count); /* 0/0: NaN */ \
-    else if (c.reduction == DLE_REDUCTION_SUM) loss[0] = (CT)total;                             \
+    CPU_LOSS_STORE_TOTAL(CT, loss, c.reduction, total, count);                                  \
     return DLE_OK;                                                                              \
   }                                                                                             \
   /* out {N, C}: ins gy, targets */                                                             \
@@ -181,6 +182,67 @@ LOSS_TYPES(ELEMENTWISE_KERNEL)
     return DLE_OK;                                                                              \
   }
 LOSS_TYPES(NLL_KERNELS)
+
+/* ---- cross-entropy against class indices ---- */
+
+/* g = w (exp(x - l) - off): a row of the cross-entropy gradient before the target's term */
+#define CE_GRAD_ROW(ID, CT)                                                                     \
+  static CPU_CLONES void ce_grad_row_##ID(CT *g, const CT *x, int64_t n, CT w, CT l, CT off) {   \
+    for (int64_t j = 0; j < n; j++) g[j] = w * (RED_EXP(x[j] - l) - off);                       \
+  }
+LOSS_TYPES(CE_GRAD_ROW)
+
+#define CE_KERNELS(ID, CT)                                                                      \
+  static dle_status ce_fwd_##ID(dle_tensor *const *outs, dle_tensor *const *ins, const dle_attrs *a) { \
+    ce_args c = ce_args_of(a, ins[0]);                                                          \
+    const CT *x = dle_tensor_data(ins[0]);                                                      \
+    const int64_t *t = dle_tensor_data(ins[1]);                                                 \
+    CT *loss = dle_tensor_data(outs[0]), *lse = dle_tensor_data(outs[1]);                       \
+    int64_t count = 0;                                                                          \
+    DLE_TRY(ce_check_targets("cross_entropy", t, &c, &count));                                  \
+    double total = 0;                                                                           \
+    _Pragma("omp parallel for reduction(+ : total) schedule(static) if (c.n * c.c >= CPU_PARALLEL_GRAIN)") \
+    for (int64_t i = 0; i < c.n; i++) {                                                         \
+      const CT *row = x + i * c.c;                                                              \
+      double l = row_lse_##ID(row, c.c);                                                        \
+      lse[i] = (CT)l;                                                                           \
+      double li = 0;                                                                            \
+      if (!ce_ignored(&c, t[i])) {                                                              \
+        li = l - (1 - c.eps) * (double)row[t[i] - c.base];                                      \
+        if (c.eps > 0) li -= c.eps / (double)c.c * row_sum_##ID(row, c.c);                      \
+      }                                                                                         \
+      if (c.reduction == DLE_REDUCTION_NONE) loss[i] = (CT)li;                                  \
+      else total += li;                                                                         \
+    }                                                                                           \
+    CPU_LOSS_STORE_TOTAL(CT, loss, c.reduction, total, count);                                  \
+    return DLE_OK;                                                                              \
+  }                                                                                             \
+  static dle_status ce_bwd_##ID(dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) {  \
+    ce_args c = ce_args_of(a, ins[1]);                                                          \
+    const CT *gy = dle_tensor_data(ins[0]), *x = dle_tensor_data(ins[1]);                       \
+    const int64_t *t = dle_tensor_data(ins[2]);                                                 \
+    const CT *lse = dle_tensor_data(ins[3]);                                                    \
+    CT *g = dle_tensor_data(out);                                                               \
+    int64_t count = 0;                                                                          \
+    DLE_TRY(ce_check_targets("cross_entropy_backward", t, &c, &count));                         \
+    bool none = c.reduction == DLE_REDUCTION_NONE;                                              \
+    double inv = c.reduction == DLE_REDUCTION_MEAN ? 1.0 / (double)count : 1.0;                 \
+    CT off = (CT)(c.eps / (double)c.c), hit = (CT)(1 - c.eps);                                  \
+    _Pragma("omp parallel for schedule(static) if (c.n * c.c >= CPU_PARALLEL_GRAIN)")          \
+    for (int64_t i = 0; i < c.n; i++) {                                                         \
+      CT *gr = g + i * c.c;                                                                     \
+      const CT *row = x + i * c.c;                                                              \
+      if (ce_ignored(&c, t[i])) {                                                               \
+        for (int64_t j = 0; j < c.c; j++) gr[j] = 0;                                            \
+        continue;                                                                               \
+      }                                                                                         \
+      CT w = (CT)((double)gy[none ? i : 0] * inv), l = lse[i];                                  \
+      ce_grad_row_##ID(gr, row, c.c, w, l, off);                                                \
+      gr[t[i] - c.base] -= w * hit;                                                             \
+    }                                                                                           \
+    return DLE_OK;                                                                              \
+  }
+LOSS_TYPES(CE_KERNELS)
 
 /* ---- cross-entropy against class probabilities ---- */
 
@@ -212,16 +274,14 @@ LOSS_TYPES(SOFT_CE_ROWS)
     _Pragma("omp parallel for reduction(+ : total) schedule(static) if (n * c >= CPU_PARALLEL_GRAIN)") \
     for (int64_t i = 0; i < n; i++) {                                                           \
       const CT *row = x + i * c, *tr = t + i * c;                                               \
-      CT m = row_max_##ID(row, c);                                                              \
-      CT l = (CT)(m == -INFINITY ? -INFINITY : (double)m + log(row_expsum_##ID(row, c, m)));    \
+      CT l = (CT)row_lse_##ID(row, c);                                                          \
       lse[i] = l;                                                                               \
       double li = -(1 - eps) * row_dot_shifted_##ID(tr, row, l, c);                             \
       if (eps > 0) li -= eps / (double)c * (row_sum_##ID(row, c) - (double)c * (double)l);      \
       if (red == DLE_REDUCTION_NONE) loss[i] = (CT)li;                                          \
       else total += li;                                                                         \
     }                                                                                           \
-    if (red == DLE_REDUCTION_MEAN) loss[0] = (CT)(total / (double)n); /* empty: NaN */          \
-    else if (red == DLE_REDUCTION_SUM) loss[0] = (CT)total;                                     \
+    CPU_LOSS_STORE_TOTAL(CT, loss, red, total, n);                                              \
     return DLE_OK;                                                                              \
   }                                                                                             \
   /* ins gy, x, t, lse */                                                                       \
@@ -246,34 +306,30 @@ LOSS_TYPES(SOFT_CE_KERNELS)
 
 /* ---- dispatch over dtypes ---- */
 
-static dle_status cpu_losses(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                             const dle_attrs *a) {
-  dle_tensor *o = outs[0];
-  DLE_TRY(cpu_nn_check_layout(op, o, ins, nin));
-#define CASE(ID, CT)                                                                            \
-  case DLE_##ID:                                                                                \
+#define LOSS_OPS(ID, CT)                                                                        \
+  static dle_status losses_##ID(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins,    \
+                                int nin, const dle_attrs *a) {                                  \
+    dle_tensor *o = outs[0];                                                                    \
     switch (op) {                                                                               \
-      case DLE_OP_MSE_LOSS:                                                                     \
-      case DLE_OP_MSE_LOSS_BACKWARD:                                                            \
-      case DLE_OP_BCE_WITH_LOGITS:                                                              \
-      case DLE_OP_BCE_WITH_LOGITS_BACKWARD: return elementwise_loss_##ID(op, o, ins, nin, a);   \
+      case DLE_OP_CROSS_ENTROPY: return ce_fwd_##ID(outs, ins, a);                              \
+      case DLE_OP_CROSS_ENTROPY_BACKWARD: return ce_bwd_##ID(o, ins, a);                        \
       case DLE_OP_NLL_LOSS: return nll_fwd_##ID(o, ins, a);                                     \
       case DLE_OP_NLL_LOSS_BACKWARD: return nll_bwd_##ID(o, ins, a);                            \
       case DLE_OP_SOFT_CROSS_ENTROPY: return soft_ce_fwd_##ID(outs, ins, a);                    \
       case DLE_OP_SOFT_CROSS_ENTROPY_BACKWARD: return soft_ce_bwd_##ID(o, ins, a);              \
-      default: break;                                                                           \
+      default: return elementwise_loss_##ID(op, o, ins, nin, a); /* mse, bce with logits */    \
     }                                                                                           \
-    break;
-  switch (o->dtype) {
-    LOSS_TYPES(CASE)
-    default: break;
   }
-#undef CASE
-  return dle_error("%s: no CPU kernel for %s", dle_op_get_info(op)->name, dle_dtype_name(o->dtype));
+LOSS_TYPES(LOSS_OPS)
+
+static dle_status cpu_losses(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
+                             const dle_attrs *a) {
+  return cpu_float_dispatch(op, outs, ins, nin, a, losses_F32, losses_F64);
 }
 
 void cpu_register_losses(dle_backend *b) {
 #define REGISTER(OP) b->kernels[DLE_OP_##OP] = cpu_losses;
+  REGISTER(CROSS_ENTROPY) REGISTER(CROSS_ENTROPY_BACKWARD)
   DLE_FUSED_LOSS_OPS(REGISTER)
 #undef REGISTER
 }

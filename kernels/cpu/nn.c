@@ -1,88 +1,20 @@
-/* nn.c — CPU kernels of softmax cross-entropy (forward and its fused backward), embedding
- * (row gather and its index-add backward) and dropout.
+/* nn.c — CPU kernels of embedding (row gather and its index-add backward) and dropout (softmax
+ * cross-entropy is with the other losses, losses.c).
  *
  * The front door (engine/ops/nn.c) hands over contiguous float32 or float64 inputs, int64
  * contiguous indices and fresh contiguous outputs. Each body is written once and instantiated
  * for both float types by NN_TYPES. Indices are checked here (where their values are read), so a
- * bad class or row gives an error naming the op instead of a stray memory access.
+ * bad row gives an error naming the op instead of a stray memory access.
  *
- * cross_entropy  one pass per row for the max, one for sum exp(x - max): lse = max + log(sum),
- *                loss = lse - (1 - eps) x[t] - eps/C sum x; rows side by side on OpenMP threads.
- * backward       one pass per row: g = w (exp(x - lse) - eps/C), g[t] -= w (1 - eps), with
- *                w = gy (/ count for the mean); ignored rows are zero.
  * dropout        element i keeps its value when the float32 uniform of Philox word i % 4 of block
  *                offset + i / 4 is >= p (the numbers dle.rand would give), so the mask is the same
  *                for any thread count, and the gradient regenerates it from (seed, offset). */
 #include "../../engine/internal.h"
 #include "backend.h"
 #include "cpu_loop.h"
-#include "cpu_rows.h"
 #include "cpu_nn_common.h"
 
 #define NN_TYPES(X) X(F32, float) X(F64, double)
-
-/* ---- cross-entropy ---- */
-
-/* g = w (exp(x - l) - off): a row of the cross-entropy gradient before the target's term */
-#define CE_GRAD_ROW(ID, CT)                                                                     \
-  static CPU_CLONES void ce_grad_row_##ID(CT *g, const CT *x, int64_t n, CT w, CT l, CT off) {   \
-    for (int64_t j = 0; j < n; j++) g[j] = w * (RED_EXP(x[j] - l) - off);                       \
-  }
-NN_TYPES(CE_GRAD_ROW)
-
-#define CE_KERNELS(ID, CT)                                                                      \
-  static dle_status ce_fwd_##ID(dle_tensor *const *outs, dle_tensor *const *ins, const dle_attrs *a) { \
-    ce_args c = ce_args_of(a, ins[0]);                                                          \
-    const CT *x = dle_tensor_data(ins[0]);                                                      \
-    const int64_t *t = dle_tensor_data(ins[1]);                                                 \
-    CT *loss = dle_tensor_data(outs[0]), *lse = dle_tensor_data(outs[1]);                       \
-    int64_t count = 0;                                                                          \
-    DLE_TRY(ce_check_targets("cross_entropy", t, &c, &count));                                  \
-    double total = 0;                                                                           \
-    _Pragma("omp parallel for reduction(+ : total) schedule(static) if (c.n * c.c >= CPU_PARALLEL_GRAIN)") \
-    for (int64_t i = 0; i < c.n; i++) {                                                         \
-      const CT *row = x + i * c.c;                                                              \
-      CT m = row_max_##ID(row, c.c);                                                            \
-      double l = m == -INFINITY ? -INFINITY : (double)m + log(row_expsum_##ID(row, c.c, m));    \
-      lse[i] = (CT)l;                                                                           \
-      double li = 0;                                                                            \
-      if (!ce_ignored(&c, t[i])) {                                                              \
-        li = l - (1 - c.eps) * (double)row[t[i] - c.base];                                      \
-        if (c.eps > 0) li -= c.eps / (double)c.c * row_sum_##ID(row, c.c);                      \
-      }                                                                                         \
-      if (c.reduction == DLE_REDUCTION_NONE) loss[i] = (CT)li;                                  \
-      else total += li;                                                                         \
-    }                                                                                           \
-    if (c.reduction == DLE_REDUCTION_MEAN) loss[0] = (CT)(total / (double)count); /* 0/0: NaN */ \
-    else if (c.reduction == DLE_REDUCTION_SUM) loss[0] = (CT)total;                             \
-    return DLE_OK;                                                                              \
-  }                                                                                             \
-  static dle_status ce_bwd_##ID(dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) {  \
-    ce_args c = ce_args_of(a, ins[1]);                                                          \
-    const CT *gy = dle_tensor_data(ins[0]), *x = dle_tensor_data(ins[1]);                       \
-    const int64_t *t = dle_tensor_data(ins[2]);                                                 \
-    const CT *lse = dle_tensor_data(ins[3]);                                                    \
-    CT *g = dle_tensor_data(out);                                                               \
-    int64_t count = 0;                                                                          \
-    DLE_TRY(ce_check_targets("cross_entropy_backward", t, &c, &count));                         \
-    bool none = c.reduction == DLE_REDUCTION_NONE;                                              \
-    double inv = c.reduction == DLE_REDUCTION_MEAN ? 1.0 / (double)count : 1.0;                 \
-    CT off = (CT)(c.eps / (double)c.c), hit = (CT)(1 - c.eps);                                  \
-    _Pragma("omp parallel for schedule(static) if (c.n * c.c >= CPU_PARALLEL_GRAIN)")          \
-    for (int64_t i = 0; i < c.n; i++) {                                                         \
-      CT *gr = g + i * c.c;                                                                     \
-      const CT *row = x + i * c.c;                                                              \
-      if (ce_ignored(&c, t[i])) {                                                               \
-        for (int64_t j = 0; j < c.c; j++) gr[j] = 0;                                            \
-        continue;                                                                               \
-      }                                                                                         \
-      CT w = (CT)((double)gy[none ? i : 0] * inv), l = lse[i];                                  \
-      ce_grad_row_##ID(gr, row, c.c, w, l, off);                                                \
-      gr[t[i] - c.base] -= w * hit;                                                             \
-    }                                                                                           \
-    return DLE_OK;                                                                              \
-  }
-NN_TYPES(CE_KERNELS)
 
 /* ---- embedding ---- */
 
@@ -174,32 +106,24 @@ NN_TYPES(DROPOUT_KERNEL)
 
 /* ---- dispatch over dtypes ---- */
 
+#define NN_OPS(ID, CT)                                                                          \
+  static dle_status nn_##ID(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin, \
+                            const dle_attrs *a) {                                               \
+    (void)nin;                                                                                  \
+    switch (op) {                                                                               \
+      case DLE_OP_EMBEDDING: return emb_fwd_##ID(outs[0], ins, a);                              \
+      case DLE_OP_EMBEDDING_BACKWARD: return emb_bwd_##ID(outs[0], ins, a);                     \
+      default: dropout_##ID(outs[0], ins[0], a); return DLE_OK; /* DROPOUT */                  \
+    }                                                                                           \
+  }
+NN_TYPES(NN_OPS)
+
 static dle_status cpu_nn(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
                          const dle_attrs *a) {
-  dle_tensor *o = outs[0];
-  DLE_TRY(cpu_nn_check_layout(op, o, ins, nin));
-#define CASE(ID, CT)                                                                            \
-  case DLE_##ID:                                                                                \
-    switch (op) {                                                                               \
-      case DLE_OP_CROSS_ENTROPY: return ce_fwd_##ID(outs, ins, a);                              \
-      case DLE_OP_CROSS_ENTROPY_BACKWARD: return ce_bwd_##ID(o, ins, a);                        \
-      case DLE_OP_EMBEDDING: return emb_fwd_##ID(o, ins, a);                                    \
-      case DLE_OP_EMBEDDING_BACKWARD: return emb_bwd_##ID(o, ins, a);                           \
-      case DLE_OP_DROPOUT: dropout_##ID(o, ins[0], a); return DLE_OK;                           \
-      default: break;                                                                           \
-    }                                                                                           \
-    break;
-  switch (o->dtype) {
-    NN_TYPES(CASE)
-    default: break;
-  }
-#undef CASE
-  return dle_error("%s: no CPU kernel for %s", dle_op_get_info(op)->name, dle_dtype_name(o->dtype));
+  return cpu_float_dispatch(op, outs, ins, nin, a, nn_F32, nn_F64);
 }
 
 void cpu_register_nn(dle_backend *b) {
-  b->kernels[DLE_OP_CROSS_ENTROPY] = cpu_nn;
-  b->kernels[DLE_OP_CROSS_ENTROPY_BACKWARD] = cpu_nn;
   b->kernels[DLE_OP_EMBEDDING] = cpu_nn;
   b->kernels[DLE_OP_EMBEDDING_BACKWARD] = cpu_nn;
   b->kernels[DLE_OP_DROPOUT] = cpu_nn;
