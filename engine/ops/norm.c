@@ -7,7 +7,7 @@
  * by a copy afterwards. */
 #include "../internal.h"
 
-#include "norm_geom.h"
+#include "../kernel/norm_geom.h"
 
 /* What each input of a NORM op is (NULL: absent). */
 typedef struct {

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "../../engine/dle.h"
-#include "../../engine/ops/conv_geom.h" /* conv_geom, conv_make_geom */
+#include "../../engine/kernel/conv_geom.h" /* conv_geom, conv_make_geom */
 
 /* What the per-chunk functions of one call share. The chunks (b samples each, the last maybe
  * fewer) are grouped into spans of consecutive chunks that one thread does in order. Scratch is

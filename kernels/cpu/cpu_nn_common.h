@@ -1,12 +1,12 @@
 /* cpu_nn_common.h — what the kernels of the nn ops (nn.c) and of the losses (losses.c)
  * share: the check of the layout the front door promises, and the check of the class targets of
  * the row losses (cross_entropy, nll_loss), done where they are read (their attrs, ce_args, are in
- * engine/ops/targets.h, shared with the CUDA kernels). */
+ * engine/kernel/targets.h, shared with the CUDA kernels). */
 #ifndef DLE_CPU_NN_COMMON_H
 #define DLE_CPU_NN_COMMON_H
 
 #include "../../engine/internal.h"
-#include "../../engine/ops/targets.h"
+#include "../../engine/kernel/targets.h"
 
 /* Inputs contiguous in the output's dtype (or int64 indices), the output contiguous. */
 static inline dle_status cpu_nn_check_layout(dle_op op, const dle_tensor *o, dle_tensor *const *ins, int nin) {

@@ -2,7 +2,7 @@
  *
  * The front door (engine/ops/norm.c) hands over contiguous inputs (x, gy, weight, bias in one
  * float dtype T; statistics in the compute type CT) and contiguous outputs. x is seen as a block
- * {P, Q, S} (engine/ops/norm_geom.h): one statistic per q over its P runs of S contiguous
+ * {P, Q, S} (engine/kernel/norm_geom.h): one statistic per q over its P runs of S contiguous
  * elements, so one loop nest serves layer_norm (P = 1, a run is a row) and batch_norm (a
  * channel's runs are its {H, W} planes across the batch). Work is split over q with OpenMP.
  *
@@ -24,7 +24,7 @@
  * took it from ~10 to ~14.5 GB/s (CPU time; scripts/bench --filter layer_norm for GB/s). */
 #include <stdlib.h>
 
-#include "../../engine/ops/norm_geom.h"
+#include "../../engine/kernel/norm_geom.h"
 #include "backend.h"
 #include "cpu_exp.h"
 #include "cpu_loop.h"

@@ -8,7 +8,7 @@
  * the clipped window of every output, which made it ~10x slower than a ReLU over the same input. */
 #include "backend.h"
 #include "cpu_loop.h"
-#include "../../engine/ops/conv_geom.h" /* pool_geom, pool_window */
+#include "../../engine/kernel/conv_geom.h" /* pool_geom, pool_window */
 
 static bool is_2x2_stride_2(const pool_geom *p) {
   return p->kh == 2 && p->kw == 2 && p->sh == 2 && p->sw == 2 && p->ph == 0 && p->pw == 0;

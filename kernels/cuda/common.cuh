@@ -16,7 +16,7 @@
 #include <type_traits>
 
 #include "../../engine/dle.h"
-#include "../../engine/ops/targets.h"
+#include "../../engine/kernel/targets.h"
 
 /* ---------------------------------------------------------------- errors (cuda_host.c) */
 extern "C" {

@@ -10,7 +10,7 @@
  *   max_pool2d    the first maximum of the window (padding as -inf), NaN propagates; int64 index
  *                 h W + w + index_base;  avg_pool2d / its adjoint: PyTorch's divisor (pool_window).
  * Sizes of zero give sums over nothing: zeros, or the bias. */
-#include "../../engine/ops/conv_geom.h"
+#include "../../engine/kernel/conv_geom.h"
 #include "common.cuh"
 
 template <dle_dtype D> using conv_ct = std::conditional_t<D == DLE_F64, double, float>;
