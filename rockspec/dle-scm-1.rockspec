@@ -22,8 +22,9 @@ external_dependencies = { OPENBLAS = { library = "openblas" } }
 
 -- C sources per directory (names without .c).
 local c_sources = {
-  ["engine/"] = { "alloc", "autocast", "autograd", "backend", "dtype", "error", "fused", "ops", "optim", "profile", "rng", "serialize",
+  ["engine/"] = { "alloc", "autocast", "backend", "dtype", "error", "fused", "ops", "optim", "profile", "rng", "serialize",
                 "tensor", "trace" },
+  ["engine/autograd/"] = { "backward", "checks", "forward", "tape" },
   ["engine/ops/"] = { "conv", "copy", "create", "elementwise", "entry", "flops", "index", "losses", "losses_grad", "matmul", "nn", "nn_grad", "norm",
                       "norm_grad", "reduce", "view" },
   ["kernels/cpu/"] = { "attention", "backend", "conv", "cpu_conv_job", "cpu_conv_winograd", "copy", "elementwise", "index",
@@ -49,7 +50,7 @@ local lua_files = {
 
 -- (The rockspec runs in an empty environment: no next/pairs/ipairs, only plain Lua.)
 local sources = {}
-local dirs = { "engine/", "engine/ops/", "kernels/cpu/", "bindings/" }
+local dirs = { "engine/", "engine/autograd/", "engine/ops/", "kernels/cpu/", "bindings/" }
 for k = 1, #dirs do
   local names = c_sources[dirs[k]]
   for i = 1, #names do sources[#sources + 1] = dirs[k] .. names[i] .. ".c" end
