@@ -7,7 +7,7 @@
 #ifndef DLE_NORM_GEOM_H
 #define DLE_NORM_GEOM_H
 
-#include "../internal.h"
+#include "../dle.h"
 
 typedef struct {
   int64_t p, q, s;
