@@ -3,8 +3,8 @@
  * Every differentiable op has a reverse rule (vjp: output gradients -> input gradients) and a
  * forward rule (jvp: input tangents -> output tangents), both written with dle ops, so a
  * gradient computed with create_graph is itself a graph and can be differentiated again.
- * Rules live next to their op's shape rule in engine/ops/<family>.c and are registered into
- * one table by dle_grad_register_<family>(). */
+ * Rules live in engine/ops/<family>_grad.c, beside their family's shape rules in <family>.c, and
+ * are registered into one table by dle_grad_register_<family>() (engine/ops/families.def). */
 #ifndef DLE_AUTOGRAD_H
 #define DLE_AUTOGRAD_H
 
