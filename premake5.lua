@@ -63,8 +63,14 @@ local function link_engine()
   links({"dle_engine", "dle_cpu"})
   linkoptions({"-Wl,--start-group", "lib/libdle_engine.a", "lib/libdle_cpu.a", "-Wl,--end-group"})
 end
+-- ar adds to an existing archive and never drops a member: a source file moved or deleted would
+-- leave its old object inside, where the link could still pick it. Each relink starts afresh.
+local function fresh_archive()
+  prelinkcommands({"rm -f $(TARGET)"})
+end
 project("dle_engine")
   kind("StaticLib")
+  fresh_archive()
   location(B)
   targetdir(B .. "/lib")
   objdir(B .. "/obj/engine")
@@ -72,6 +78,7 @@ project("dle_engine")
 
 project("dle_cpu")
   kind("StaticLib")
+  fresh_archive()
   location(B)
   targetdir(B .. "/lib")
   objdir(B .. "/obj/cpu")

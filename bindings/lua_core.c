@@ -399,10 +399,7 @@ static int core_op_names(lua_State *L) {
     lua_pushinteger(L, info->nin), lua_setfield(L, -2, "inputs");
     lua_pushinteger(L, info->nout), lua_setfield(L, -2, "outputs");
     lua_pushboolean(L, (info->flags & DLE_DIFF) != 0), lua_setfield(L, -2, "differentiable");
-    static const char *kinds[DLE_NUM_KINDS] = {"create", "view", "copy", "unary", "binary", "compare",
-                                               "where", "reduce", "softmax", "matmul", "index", "conv",
-                                               "norm", "nn"};
-    lua_pushstring(L, kinds[info->kind]), lua_setfield(L, -2, "kind");
+    lua_pushstring(L, dle_op_kind_name(info->kind)), lua_setfield(L, -2, "kind");
     bool has_vjp, has_jvp;
     dle_op_grad_rules((dle_op)i, &has_vjp, &has_jvp);
     lua_pushboolean(L, has_vjp), lua_setfield(L, -2, "has_vjp");

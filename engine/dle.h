@@ -169,11 +169,14 @@ void dle_empty_cache(void);
 void dle_set_cache_limit(size_t nbytes);
 
 /* ---------------------------------------------------------------- the op table */
+/* The kinds of ops (ops/families.def: DLE_KIND lines): ops of one kind share a shape rule. */
 typedef enum {
-  DLE_KIND_CREATE, DLE_KIND_VIEW, DLE_KIND_COPY, DLE_KIND_UNARY, DLE_KIND_BINARY,
-  DLE_KIND_COMPARE, DLE_KIND_WHERE, DLE_KIND_REDUCE, DLE_KIND_SOFTMAX, DLE_KIND_MATMUL,
-  DLE_KIND_INDEX, DLE_KIND_CONV, DLE_KIND_NORM, DLE_KIND_NN, DLE_NUM_KINDS
+#define DLE_KIND(ID, name, front) DLE_KIND_##ID,
+#include "ops/families.def"
+  DLE_NUM_KINDS
 } dle_op_kind;
+/* A kind's name ("unary", "nn", ...), NULL outside 0..DLE_NUM_KINDS-1. */
+const char *dle_op_kind_name(dle_op_kind kind);
 
 enum { DLE_DIFF = 1, DLE_FLOATOUT = 2 };
 

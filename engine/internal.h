@@ -86,17 +86,9 @@ dle_status dle_dispatch_contiguous(dle_op op, dle_tensor **outs, const dle_resul
 /* Per-kind front doors (shape rule + dtype rule + dispatch), one file each under engine/ops/. */
 typedef dle_status (*dle_forward_fn)(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                                      const dle_attrs *attrs);
-dle_status dle_forward_create(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
-dle_status dle_forward_view(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
-dle_status dle_forward_copy(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
-dle_status dle_forward_elementwise(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
-dle_status dle_forward_reduce(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
-dle_status dle_forward_softmax(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
-dle_status dle_forward_matmul(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
-dle_status dle_forward_index(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
-dle_status dle_forward_conv(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
-dle_status dle_forward_norm(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
-dle_status dle_forward_nn(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
+#define DLE_KIND(ID, name, front)                                                                \
+  dle_status dle_forward_##front(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
+#include "ops/families.def"
 
 /* 128-bit Philox blocks a random op consumes for n elements of dt (rng.c); the kernels map
  * element i to its block with the same rule. */
