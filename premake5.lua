@@ -64,9 +64,10 @@ local function link_engine()
   linkoptions({"-Wl,--start-group", "lib/libdle_engine.a", "lib/libdle_cpu.a", "-Wl,--end-group"})
 end
 -- ar adds to an existing archive and never drops a member: a source file moved or deleted would
--- leave its old object inside, where the link could still pick it. Each relink starts afresh.
+-- leave its old object inside, where the link could still pick it. So each time the archive is
+-- remade, it is made again from the current objects only (a post-build step runs only then).
 local function fresh_archive()
-  prelinkcommands({"rm -f $(TARGET)"})
+  postbuildcommands({"@rm -f $(TARGET) && $(AR) -rcs $(TARGET) $(OBJECTS)"})
 end
 project("dle_engine")
   kind("StaticLib")
