@@ -138,6 +138,17 @@ LOSS_TYPES(ELEMENTWISE_KERNEL)
 
 /* ---- nll ---- */
 
+/* -(1 - eps) x[t] - eps/C sum x: the class-target part of a row's loss (nll_loss's whole loss,
+ * cross_entropy's after lse); 0 for an ignored target. */
+#define TARGET_TERM(ID, CT)                                                                     \
+  static inline double target_term_##ID(const CT *row, int64_t t, const ce_args *c) {          \
+    if (ce_ignored(c, t)) return 0;                                                             \
+    double li = -(1 - c->eps) * (double)row[t - c->base];                                       \
+    if (c->eps > 0) li -= c->eps / (double)c->c * row_sum_##ID(row, c->c);                      \
+    return li;                                                                                  \
+  }
+LOSS_TYPES(TARGET_TERM)
+
 #define NLL_KERNELS(ID, CT)                                                                     \
   static dle_status nll_fwd_##ID(dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) { \
     ce_args c = ce_args_of(a, ins[0]);                                                          \
@@ -150,11 +161,7 @@ LOSS_TYPES(ELEMENTWISE_KERNEL)
     _Pragma("omp parallel for reduction(+ : total) schedule(static) if (c.n * (c.eps > 0 ? c.c : 1) >= CPU_PARALLEL_GRAIN)") \
     for (int64_t i = 0; i < c.n; i++) {                                                         \
       const CT *row = x + i * c.c;                                                              \
-      double li = 0;                                                                            \
-      if (!ce_ignored(&c, t[i])) {                                                              \
-        li = -(1 - c.eps) * (double)row[t[i] - c.base];                                         \
-        if (c.eps > 0) li -= c.eps / (double)c.c * row_sum_##ID(row, c.c);                      \
-      }                                                                                         \
+      double li = target_term_##ID(row, t[i], &c);                                              \
       if (c.reduction == DLE_REDUCTION_NONE) loss[i] = (CT)li;                                  \
       else total += li;                                                                         \
     }                                                                                           \
@@ -206,11 +213,7 @@ LOSS_TYPES(CE_GRAD_ROW)
       const CT *row = x + i * c.c;                                                              \
       double l = row_lse_##ID(row, c.c);                                                        \
       lse[i] = (CT)l;                                                                           \
-      double li = 0;                                                                            \
-      if (!ce_ignored(&c, t[i])) {                                                              \
-        li = l - (1 - c.eps) * (double)row[t[i] - c.base];                                      \
-        if (c.eps > 0) li -= c.eps / (double)c.c * row_sum_##ID(row, c.c);                      \
-      }                                                                                         \
+      double li = ce_ignored(&c, t[i]) ? 0 : l + target_term_##ID(row, t[i], &c);              \
       if (c.reduction == DLE_REDUCTION_NONE) loss[i] = (CT)li;                                  \
       else total += li;                                                                         \
     }                                                                                           \
