@@ -53,13 +53,37 @@ if P5 then workspace("dle") else solution("dle") end
     buildoptions({"-O0", "-g"})
   always()
 
--- The engine and CPU kernels: no Lua in here.
+-- The engine (engine/**) and the CPU kernels (kernels/cpu/): no Lua in here. Two libraries, so
+-- that an op family's engine file and kernel file can share a name (engine/ops/conv.c,
+-- kernels/cpu/conv.c) and tests/arch_spec.lua can tell their objects apart (build/obj/engine,
+-- build/obj/cpu). They call each other (the engine registers the CPU backend, the kernels use the
+-- engine's helpers), so a link takes them as one group that ld rescans (paths relative to the build
+-- directory, where make runs the link; links() keeps the dependency for the build order).
+local function link_engine()
+  links({"dle_engine", "dle_cpu"})
+  linkoptions({"-Wl,--start-group", "lib/libdle_engine.a", "lib/libdle_cpu.a", "-Wl,--end-group"})
+end
+-- ar adds to an existing archive and never drops a member: a source file moved or deleted would
+-- leave its old object inside, where the link could still pick it. So each time the archive is
+-- remade, it is made again from the current objects only (a post-build step runs only then).
+local function fresh_archive()
+  postbuildcommands({"@rm -f $(TARGET) && $(AR) -rcs $(TARGET) $(OBJECTS)"})
+end
 project("dle_engine")
   kind("StaticLib")
+  fresh_archive()
   location(B)
   targetdir(B .. "/lib")
   objdir(B .. "/obj/engine")
-  files({"engine/*.c", "engine/ops/*.c", "kernels/cpu/*.c"})
+  files({"engine/**.c"})
+
+project("dle_cpu")
+  kind("StaticLib")
+  fresh_archive()
+  location(B)
+  targetdir(B .. "/lib")
+  objdir(B .. "/obj/cpu")
+  files({"kernels/cpu/*.c"})
 
 -- The native Lua module dle.native: bindings + engine. It must not link liblua (the interpreter
 -- provides it).
@@ -72,7 +96,8 @@ project("native")
   objdir(B .. "/obj/native")
   files({"bindings/*.c"})
   buildoptions({lua_cflags})
-  links({"dle_engine", "openblas", "z", "m", "dl"})
+  link_engine()
+  links({"openblas", "z", "m", "dl"})
   -- lua_close unloads C modules at exit while OpenMP's worker threads still run code of libgomp,
   -- which goes with us: a crash at exit. Never unloading the module avoids it.
   linkoptions({"-Wl,-z,nodelete"})
@@ -201,7 +226,8 @@ project("test_engine")
   targetdir(B .. "/bin")
   objdir(B .. "/obj/tests")
   files({"tests/c/*.c"})
-  links({"dle_engine", "openblas", "z", "m", "dl"})
+  link_engine()
+  links({"openblas", "z", "m", "dl"})
   if nvcc then defines({"DLE_CUDA_BUILT"}) end  -- tests/c/test_cuda.c then expects the library
 
 -- The C reference of scripts/bench: raw cblas_sgemm, STREAM-style copy/triad loops, and Lua's

@@ -4,8 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/autocast.h"
-#include "../engine/trace.h"
+#include "../engine/dle.h"
 #include "lua_util.h"
 
 /* The Lua thread running the current backward pass: custom Lua rules are called on it. */

@@ -6,7 +6,7 @@
  * through dle.core: _conv2d_grad_input(gy, w, {H, W}, opts), _conv2d_grad_weight(gy, x, {kh, kw},
  * opts), _avg_pool2d_grad(gy, {H, W}, k, opts), and as tensor methods of gy with the op's name. */
 #include "lua_util.h"
-#include "../engine/conv.h"
+#include "../engine/dle.h"
 
 /* A number or a {h, w} table at idx into out[0..1]; def when nil. */
 static void pair_at(lua_State *L, int idx, const char *fn, const char *what, int64_t def, int64_t *out) {

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "lua_util.h"
-#include "../engine/autograd.h"
+#include "../engine/dle.h"
 
 #define TENSOR_MT "dle.Tensor"
 static const char metatable_key = 0; /* registry key of the metatable (faster than by name) */
@@ -428,13 +428,11 @@ static int core_op_names(lua_State *L) {
     lua_pushinteger(L, info->nin), lua_setfield(L, -2, "inputs");
     lua_pushinteger(L, info->nout), lua_setfield(L, -2, "outputs");
     lua_pushboolean(L, (info->flags & DLE_DIFF) != 0), lua_setfield(L, -2, "differentiable");
-    static const char *kinds[DLE_NUM_KINDS] = {"create", "view", "copy", "unary", "binary", "compare",
-                                               "where", "reduce", "softmax", "matmul", "index", "conv",
-                                               "norm", "nn"};
-    lua_pushstring(L, kinds[info->kind]), lua_setfield(L, -2, "kind");
-    const dle_grad_rule *r = dle_grad_rule_of((dle_op)i);
-    lua_pushboolean(L, r->vjp != NULL), lua_setfield(L, -2, "has_vjp");
-    lua_pushboolean(L, r->jvp != NULL), lua_setfield(L, -2, "has_jvp");
+    lua_pushstring(L, dle_op_kind_name(info->kind)), lua_setfield(L, -2, "kind");
+    bool has_vjp, has_jvp;
+    dle_op_grad_rules((dle_op)i, &has_vjp, &has_jvp);
+    lua_pushboolean(L, has_vjp), lua_setfield(L, -2, "has_vjp");
+    lua_pushboolean(L, has_jvp), lua_setfield(L, -2, "has_jvp");
     lua_rawseti(L, -2, i + 1);
   }
   return 1;

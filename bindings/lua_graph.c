@@ -4,9 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../engine/fused.h"
-#include "../engine/nn.h"
-#include "../engine/trace.h"
+#include "../engine/dle.h"
 #include "lua_util.h"
 
 #define ATTRS_MT "dle.graph.attrs"

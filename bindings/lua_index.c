@@ -3,7 +3,7 @@
  * values are 1-based: index tensors go to the engine unchanged with index_base = 1. */
 #include <string.h>
 
-#include "../engine/trace.h"
+#include "../engine/dle.h"
 #include "lua_util.h"
 
 #define LUA_INDEX_BASE 1

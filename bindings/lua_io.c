@@ -12,7 +12,7 @@
 #include <lualib.h>
 #include <unistd.h>
 
-#include "../engine/serialize.h"
+#include "../engine/dle.h"
 #include "lua_util.h"
 
 /* The FILE* of an open Lua file handle at idx, or a Lua error naming fn. */

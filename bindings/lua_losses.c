@@ -12,7 +12,7 @@
  *   gy:binary_cross_entropy_with_logits_backward(x, y, opts),
  *   gy:soft_cross_entropy_backward(logits, targets, lse, opts). */
 #include "lua_nn_opts.h"
-#include "../engine/losses.h"
+#include "../engine/dle.h"
 
 static const char *const BCE_OPTS[] = {"pos_weight", "reduction", NULL};
 

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "lua_util.h"
-#include "../engine/nn.h"
+#include "../engine/dle.h"
 #include "lua_nn_opts.h"
 
 static const char *const EMBEDDING_OPTS[] = {"padding_idx", NULL};

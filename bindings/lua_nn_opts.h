@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "lua_util.h"
-#include "../engine/nn.h"
+#include "../engine/dle.h"
 
 /* The options table at idx (0 when nil), holding only the names in known; or an error. */
 static inline int opts_at(lua_State *L, int idx, const char *fn, const char *const *known) {

@@ -11,7 +11,7 @@
  *   gy:batch_norm_grad_input(x, stats, weight_or_nil, eps)
  *   gy:batch_norm_grad_affine(x, stats, eps) -> gw, gb */
 #include "lua_util.h"
-#include "../engine/norm.h"
+#include "../engine/dle.h"
 
 /* The tensor or nil at idx (NULL for nil); an error naming `what` for anything else. */
 static dle_tensor *opt_tensor(lua_State *L, int idx, const char *fn, const char *what) {

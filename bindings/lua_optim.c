@@ -3,7 +3,7 @@
  * table, used by the optimizer classes in lua/dle/optim/. */
 #include <string.h>
 
-#include "../engine/optim.h"
+#include "../engine/dle.h"
 #include "lua_util.h"
 
 /* One recognised option: its name, its kind, where it goes, and whether it must be given. */

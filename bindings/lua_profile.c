@@ -1,6 +1,6 @@
 /* lua_profile.c — the native side of dle.profile / dle.flops (lua/dle/profile.lua): switching
  * the engine's profiler (engine/profile.h) and reading its counters. */
-#include "../engine/profile.h"
+#include "../engine/dle.h"
 #include "lua_util.h"
 
 static const char *const mode_names[] = {"off", "count", "timed", NULL};

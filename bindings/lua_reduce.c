@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../engine/autocast.h"
+#include "../engine/dle.h"
 #include "lua_util.h"
 
 typedef struct {

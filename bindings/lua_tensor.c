@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/trace.h"
+#include "../engine/dle.h"
 #include "lua_util.h"
 
 /* ---------------------------------------------------------------- creation */

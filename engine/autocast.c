@@ -1,10 +1,8 @@
 /* autocast.c — the mixed-precision policy of dle_op_call (autocast.h): the per-thread state, the
  * rule of each op, and the casts made before an op runs. */
-#include "autocast.h"
+#include "internal.h"
 
 #include "autograd.h"
-#include "internal.h"
-#include "trace.h"
 
 #include <stdlib.h>
 

@@ -3,8 +3,8 @@
  * Every differentiable op has a reverse rule (vjp: output gradients -> input gradients) and a
  * forward rule (jvp: input tangents -> output tangents), both written with dle ops, so a
  * gradient computed with create_graph is itself a graph and can be differentiated again.
- * Rules live next to their op's shape rule in engine/ops/<family>.c and are registered into
- * one table by dle_grad_register_<family>(). */
+ * Rules live in engine/ops/<family>_grad.c, beside their family's shape rules in <family>.c, and
+ * are registered into one table by dle_grad_register_<family>() (engine/ops/families.def). */
 #ifndef DLE_AUTOGRAD_H
 #define DLE_AUTOGRAD_H
 
@@ -64,16 +64,9 @@ dle_status dle_node_zeros_input(dle_tensor **out, const dle_node *n, int i);
 
 /* The rule table, filled once by the families. */
 const dle_grad_rule *dle_grad_rule_of(dle_op op);
-void dle_grad_register_elementwise(dle_grad_rule *rules); /* ops/elementwise.c */
-void dle_grad_register_copy(dle_grad_rule *rules);        /* ops/copy.c */
-void dle_grad_register_view(dle_grad_rule *rules);        /* ops/view.c */
-void dle_grad_register_reduce(dle_grad_rule *rules);      /* ops/reduce.c */
-void dle_grad_register_matmul(dle_grad_rule *rules);      /* ops/matmul.c */
-void dle_grad_register_index(dle_grad_rule *rules);       /* ops/index.c */
-void dle_grad_register_conv(dle_grad_rule *rules);        /* ops/conv.c */
-void dle_grad_register_norm(dle_grad_rule *rules);        /* ops/norm_grad.c */
-void dle_grad_register_nn(dle_grad_rule *rules);          /* ops/nn_grad.c */
-void dle_grad_register_losses(dle_grad_rule *rules);      /* ops/losses_grad.c */
+/* Each family with rules (ops/families.def) registers them: dle_grad_register_<family>. */
+#define DLE_FAMILY(name, grad, cpu, cuda) grad(void dle_grad_register_##name(dle_grad_rule *rules);)
+#include "ops/families.def"
 
 /* ---- used by the front door (ops.c) ---- */
 /* Should a call of op with these inputs be recorded? (grad mode on, op differentiable, some

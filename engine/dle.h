@@ -2,13 +2,17 @@
  *
  * A tensor is a view (sizes, element strides, offset, dtype) onto a refcounted storage.
  * Every operation goes through one front door, dle_op_call(), driven by the op table in
- * ops.def; the named helpers below (dle_add, dle_sum, ...) are thin wrappers over it.
+ * ops.def; the named functions below are thin wrappers over it. The ops of ops.def that take
+ * only tensors (add, mul, exp, lt, ...) get theirs generated from the table: dle_<name>.
+ * (tests/header_example_spec.lua compiles and runs the example below as written.)
  *
  *   dle_tensor *a = NULL, *b = NULL, *c = NULL;
  *   int64_t sizes[2] = {2, 3};
  *   if (dle_full(&a, 2, sizes, 1.0, DLE_F32) || dle_arange(&b, 0, 3, 1, DLE_F32) ||
  *       dle_add(&c, a, b))                        // broadcasts {2,3} + {3}
  *     fprintf(stderr, "%s\n", dle_last_error());
+ *   else
+ *     printf("c[1][2] = %g\n", dle_tensor_get(c, (int64_t[]){1, 2}));   // 1 + 2 = 3
  *   dle_tensor_release(a); dle_tensor_release(b); dle_tensor_release(c);
  *
  * Conventions
@@ -27,6 +31,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h> /* FILE, for the tensor file functions */
 
 #ifdef __cplusplus
 extern "C" {
@@ -171,11 +176,14 @@ size_t dle_memory_limit(void);
 bool dle_memory_over_limit(size_t nbytes);
 
 /* ---------------------------------------------------------------- the op table */
+/* The kinds of ops (ops/families.def: DLE_KIND lines): ops of one kind share a shape rule. */
 typedef enum {
-  DLE_KIND_CREATE, DLE_KIND_VIEW, DLE_KIND_COPY, DLE_KIND_UNARY, DLE_KIND_BINARY,
-  DLE_KIND_COMPARE, DLE_KIND_WHERE, DLE_KIND_REDUCE, DLE_KIND_SOFTMAX, DLE_KIND_MATMUL,
-  DLE_KIND_INDEX, DLE_KIND_CONV, DLE_KIND_NORM, DLE_KIND_NN, DLE_NUM_KINDS
+#define DLE_KIND(ID, name, front) DLE_KIND_##ID,
+#include "ops/families.def"
+  DLE_NUM_KINDS
 } dle_op_kind;
+/* A kind's name ("unary", "nn", ...), NULL outside 0..DLE_NUM_KINDS-1. */
+const char *dle_op_kind_name(dle_op_kind kind);
 
 enum { DLE_DIFF = 1, DLE_FLOATOUT = 2 };
 
@@ -220,6 +228,43 @@ dle_op dle_op_by_name(const char *name);
 dle_status dle_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                        const dle_attrs *attrs);
 
+/* ---------------------------------------------------------------- fused elementwise */
+/* The fused elementwise executor of dle.rewrite.rules.fusion (engine/fused.c; the CPU backend's
+ * fused_run slot, kernels/cpu/fused.c).
+ *
+ * A chain of elementwise ops over tensors that broadcast to one shape runs as a small program:
+ * registers 0..nin-1 hold the inputs, instruction k writes register nin + k from registers a (and
+ * b for binary ops), and the last register is the result. The executor walks the output in
+ * blocks of DLE_FUSED_BLOCK (1024) elements on OpenMP threads; in a block, each input is read once
+ * (contiguous ones in place, broadcast or strided ones gathered), the instructions run over
+ * block-sized temporaries that stay in cache, and the result is written once. So a chain reads
+ * its inputs and writes its output once instead of once per op.
+ *
+ *   dle_fused_instr prog[2] = {{DLE_OP_MUL, 0, 1}, {DLE_OP_RELU, 2, 0}};   // relu(x * y)
+ *   dle_fused_run(&out, ins, 2, prog, 2, x->ndim, x->sizes, DLE_F32);
+ *
+ * Not an op of ops.def: nothing records it for autograd (the graph runs the unfused ops instead
+ * when a gradient is needed, see lua/dle/rewrite/rules/fusion.lua). The profiler counts each run
+ * as one call of its "fused_elementwise" entry: one FLOP per instruction and element, the bytes of
+ * the inputs and the output once.
+ * float32 and float64, every input of the result's dtype, on a device whose backend has fused_run (the CPU). Ops: neg abs relu exp log expm1
+ * log1p sqrt rsqrt reciprocal sin cos tanh sigmoid gelu silu pow_scalar clamp (f0, f1 as the
+ * op's attrs.f), add sub mul div maximum minimum pow. Expressions as kernels/cpu/elementwise.c's. */
+#define DLE_FUSED_BLOCK 1024
+#define DLE_FUSED_MAX_REGS 64
+
+typedef struct {
+  int op;        /* DLE_OP_* */
+  int a, b;      /* source registers (b unused by unary ops) */
+  double f0, f1; /* pow_scalar's exponent, clamp's bounds (NAN: unbounded) */
+} dle_fused_instr;
+
+/* Whether the executor runs op. */
+bool dle_fused_supports(dle_op op);
+/* *out (NULL on entry) receives a new contiguous tensor of the given shape and dtype. */
+dle_status dle_fused_run(dle_tensor **out, dle_tensor *const *ins, int nin, const dle_fused_instr *prog,
+                         int n, int ndim, const int64_t *sizes, dle_dtype dt);
+
 /* ---------------------------------------------------------------- backends */
 /* One kernel signature for every op: outputs already allocated with the right shape/dtype,
  * inputs already promoted to the dtype the op computes in. */
@@ -239,15 +284,21 @@ typedef struct dle_backend {
    * many elements to stay on one thread, no such loop): the op then goes through kernels[op]. */
   bool (*small_elementwise)(dle_op op, dle_tensor *out, dle_tensor *const *ins, int nin,
                             const dle_attrs *attrs);
-  /* Optional, the fused optimizer steps on this device (optim.h); NULL: none (the CPU's are called
-   * directly). */
+  /* The fused optimizer steps on this device (optim.h); NULL: none (the optimizers' entry points
+   * then say so). */
   const struct dle_optim_kernels *optim;
+  /* Optional, the fused elementwise executor (dle_fused_run): whether it runs op, and the run into
+   * out (allocated, contiguous, at least one element) after the engine checked the program, the
+   * dtypes and the broadcast. NULL: not supported on this device (dle_fused_supports says false). */
+  bool (*fused_supports)(dle_op op);
+  dle_status (*fused_run)(dle_tensor *out, dle_tensor *const *ins, int nin, const dle_fused_instr *prog,
+                          int n);
 } dle_backend;
 
 /* What the engine hands a backend library it dlopens. The core module is loaded RTLD_LOCAL, so
  * such a library cannot link against the engine's symbols: the few engine functions it needs come
  * through this table. A library built against another ops.def (num_ops) or ABI refuses to load. */
-#define DLE_BACKEND_ABI 2
+#define DLE_BACKEND_ABI 3
 typedef struct dle_backend_host {
   int abi;                                   /* DLE_BACKEND_ABI */
   int num_ops;                               /* DLE_NUM_OPS */
@@ -271,7 +322,6 @@ const char *dle_backend_unavailable_reason(dle_device_type type);
 const dle_backend *dle_backend_library_table(dle_device_type type, const char **why);
 /* Registered by backends themselves. */
 void dle_backend_register(dle_device_type type, const dle_backend *b);
-const dle_backend *dle_cpu_backend(void);
 
 /* ---------------------------------------------------------------- autodiff */
 /* Reverse mode records a node per op when grad mode is on and some float input requires grad;
@@ -302,6 +352,8 @@ typedef dle_status (*dle_custom_vjp)(void *ctx, dle_tensor *const *gout, int nou
 dle_status dle_autograd_record_custom(const char *name, dle_tensor **outs, int nout,
                                       dle_tensor *const *ins, int nin, dle_custom_vjp vjp,
                                       void *ctx, void (*free_ctx)(void *ctx));
+/* Whether op has a reverse (vjp) and a forward (jvp) gradient rule. */
+void dle_op_grad_rules(dle_op op, bool *has_vjp, bool *has_jvp);
 /* Forward mode: attach (retained) or clear (NULL) the tangent carried by t. */
 dle_status dle_set_tangent(dle_tensor *t, dle_tensor *tangent);
 /* t.grad = g (retained; NULL clears it), g of t's shape. A g that holds t through its history
@@ -377,6 +429,16 @@ dle_status dle_to_device(dle_tensor **out, dle_tensor *t, dle_device d);
 /* ---------------------------------------------------------------- elementwise */
 dle_status dle_unary(dle_op op, dle_tensor **out, dle_tensor *x);
 dle_status dle_binary(dle_op op, dle_tensor **out, dle_tensor *a, dle_tensor *b);
+/* The named entry points of ops.def's DLE_OP_PLAIN ops (engine/ops/entry.c): dle_<name>(&out, x)
+ * for a unary op, dle_<name>(&out, a, b) for a binary or comparison op (dle_add, dle_exp, dle_lt,
+ * ...); each is dle_op_call of its op with no attrs. */
+#define DLE_OP(id, name, nin, nout, kind, flags)
+#define DLE_OP_PLAIN(id, name, nin, nout, kind, flags) DLE_ENTRY_DECL_##nin(name)
+#define DLE_ENTRY_DECL_1(name) dle_status dle_##name(dle_tensor **out, dle_tensor *x);
+#define DLE_ENTRY_DECL_2(name) dle_status dle_##name(dle_tensor **out, dle_tensor *a, dle_tensor *b);
+#include "ops.def"
+#undef DLE_ENTRY_DECL_1
+#undef DLE_ENTRY_DECL_2
 /* Binary op with a scalar on one side (scalar_first: s op t). The scalar becomes a 0-dim tensor
  * of t's dtype (or the default float when t is integer and s is not whole). */
 dle_status dle_binary_scalar(dle_op op, dle_tensor **out, dle_tensor *t, double s, bool scalar_first);
@@ -423,6 +485,466 @@ dle_status dle_tril(dle_tensor **out, dle_tensor *t, int64_t k);
 dle_status dle_triu(dle_tensor **out, dle_tensor *t, int64_t k);
 /* n < 0: the number of classes is the largest class + 1 (relative to base). */
 dle_status dle_one_hot(dle_tensor **out, dle_tensor *classes, int64_t n, int64_t base);
+
+
+/* ---------------------------------------------------------------- optimizer steps */
+/* fused optimizer steps: each updates a parameter and its optimizer state in place
+ * in one pass over memory (llm.c style), with no autograd recording.
+ *
+ *   dle_adam_opts o = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .step = 1};
+ *   if (dle_adam_step(param, grad, exp_avg, exp_avg_sq, NULL, &o)) puts(dle_last_error());
+ *
+ * Contract shared by every step:
+ * - param is float32, float64, float16 or bfloat16 and contiguous; grad has param's shape and
+ *   dtype and is contiguous; state tensors have param's shape, are contiguous and hold the
+ *   compute type: float64 for float64 params, float32 otherwise (low-precision params keep
+ *   float32 state, so the moments do not lose their small updates).
+ * - Every tensor is on one device (the CPU, or one whose backend has fused steps: CUDA), distinct
+ *   storages (no aliasing), and neither grad nor any state tensor requires grad. Violations give an error naming the function and the shapes/dtypes;
+ *   nothing was written then.
+ * - On success the storage versions of param and of every written state tensor are bumped.
+ * - `step` counts the updates including this one (1 on the first call). */
+/* SGD with momentum (PyTorch semantics):
+ *   g += weight_decay * p;  buf = first ? g : momentum * buf + (1 - dampening) * g;
+ *   g = nesterov ? g + momentum * buf : buf;  p -= lr * g.
+ * momentum_buf may be NULL only when momentum == 0. `first` initialises buf from g. */
+typedef struct {
+  double lr, momentum, dampening, weight_decay;
+  bool nesterov, first;
+} dle_sgd_opts;
+dle_status dle_sgd_step(dle_tensor *param, dle_tensor *grad, dle_tensor *momentum_buf,
+                        const dle_sgd_opts *o);
+
+/* Adagrad: g += wd * p;  sum += g * g;  p -= lr / (1 + (step - 1) * lr_decay) * g / (sqrt(sum) + eps). */
+typedef struct {
+  double lr, lr_decay, weight_decay, eps;
+  int64_t step;
+} dle_adagrad_opts;
+dle_status dle_adagrad_step(dle_tensor *param, dle_tensor *grad, dle_tensor *sum,
+                            const dle_adagrad_opts *o);
+
+/* RMSprop: g += wd * p;  sq = alpha * sq + (1 - alpha) * g * g;
+ *   centered: gavg = alpha * gavg + (1 - alpha) * g, avg = sqrt(sq - gavg^2) + eps; else sqrt(sq) + eps;
+ *   momentum > 0: buf = momentum * buf + g / avg, p -= lr * buf;  else p -= lr * g / avg.
+ * momentum_buf is needed when momentum > 0, grad_avg when centered (otherwise NULL). */
+typedef struct {
+  double lr, alpha, eps, weight_decay, momentum;
+  bool centered;
+} dle_rmsprop_opts;
+dle_status dle_rmsprop_step(dle_tensor *param, dle_tensor *grad, dle_tensor *square_avg,
+                            dle_tensor *momentum_buf, dle_tensor *grad_avg,
+                            const dle_rmsprop_opts *o);
+
+/* Adam / AdamW: decoupled: p *= 1 - lr * wd; else g += wd * p;
+ *   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  amsgrad: vmax = max(vmax, v), v := vmax;
+ *   p -= lr / (1 - b1^step) * m / (sqrt(v) / sqrt(1 - b2^step) + eps).
+ * max_exp_avg_sq is needed when amsgrad (otherwise NULL). */
+typedef struct {
+  double lr, beta1, beta2, eps, weight_decay;
+  int64_t step;
+  bool decoupled, amsgrad;
+} dle_adam_opts;
+dle_status dle_adam_step(dle_tensor *param, dle_tensor *grad, dle_tensor *exp_avg,
+                         dle_tensor *exp_avg_sq, dle_tensor *max_exp_avg_sq, const dle_adam_opts *o);
+
+/* ---- a device backend's kernels (dle_backend.optim; kernels/cpu/optim.c, kernels/cuda/optim.cu):
+ * arguments already checked by the entry points; contiguous data pointers on the memory of device
+ * `device`, n elements, param dtype dt, state in its compute type. */
+typedef struct dle_optim_kernels {
+  dle_status (*sgd)(int device, dle_dtype dt, int64_t n, void *p, const void *g, void *buf,
+                    const dle_sgd_opts *o);
+  dle_status (*adagrad)(int device, dle_dtype dt, int64_t n, void *p, const void *g, void *sum,
+                        const dle_adagrad_opts *o);
+  dle_status (*rmsprop)(int device, dle_dtype dt, int64_t n, void *p, const void *g, void *sq,
+                        void *buf, void *gavg, const dle_rmsprop_opts *o);
+  dle_status (*adam)(int device, dle_dtype dt, int64_t n, void *p, const void *g, void *m, void *v,
+                     void *vmax, const dle_adam_opts *o);
+} dle_optim_kernels;
+
+/* ---------------------------------------------------------------- convolution and pooling */
+/* public C interface of 2-D convolution and pooling over {N, C, H, W} tensors
+ * (engine/ops/conv.c; the op table entries are in ops.def). Same conventions as dle.h: outputs
+ * first (NULL slot: a new tensor), DLE_OK / DLE_ERR with dle_last_error().
+ *
+ *   dle_conv2d_params p = DLE_CONV2D_DEFAULTS;   // stride 1, padding 0, dilation 1, groups 1
+ *   p.padding[0] = p.padding[1] = 1;
+ *   dle_tensor *y = NULL;
+ *   if (dle_conv2d(&y, x, w, bias, &p)) fprintf(stderr, "%s\n", dle_last_error());
+ */
+/* Geometry of a convolution: {h, w} pairs. */
+typedef struct {
+  int64_t stride[2], padding[2], dilation[2];
+  int64_t groups;
+} dle_conv2d_params;
+#define DLE_CONV2D_DEFAULTS ((dle_conv2d_params){{1, 1}, {0, 0}, {1, 1}, 1})
+
+/* Geometry of a pooling window: {h, w} pairs; padding at most half the kernel. */
+typedef struct {
+  int64_t kernel[2], stride[2], padding[2];
+  bool count_include_pad; /* avg_pool2d: padding cells count in the divisor */
+} dle_pool2d_params;
+
+/* y {N, O, Ho, Wo} = conv(x {N, C, H, W}, w {O, C/groups, kh, kw}) + bias {O} (bias may be NULL);
+ * Ho = (H + 2 pad - dil (kh - 1) - 1) / stride + 1. Integer inputs compute in float32. */
+dle_status dle_conv2d(dle_tensor **out, dle_tensor *x, dle_tensor *w, dle_tensor *bias,
+                      const dle_conv2d_params *p);
+/* The gradient of conv2d's input: gy {N, O, Ho, Wo}, w -> {N, C, h, w_} (the input's H, W). */
+dle_status dle_conv2d_grad_input(dle_tensor **out, dle_tensor *gy, dle_tensor *w,
+                                 const dle_conv2d_params *p, int64_t h, int64_t w_);
+/* The gradient of conv2d's weight: gy {N, O, Ho, Wo}, x {N, C, H, W} -> {O, C/groups, kh, kw}. */
+dle_status dle_conv2d_grad_weight(dle_tensor **out, dle_tensor *gy, dle_tensor *x,
+                                  const dle_conv2d_params *p, int64_t kh, int64_t kw);
+
+/* Max over windows (padding counts as -inf): values {N, C, Ho, Wo} and int64 indices h*W + w of
+ * the max within each {H, W} plane, relative to index_base. */
+dle_status dle_max_pool2d(dle_tensor **values, dle_tensor **indices, dle_tensor *x,
+                          const dle_pool2d_params *p, int64_t index_base);
+dle_status dle_avg_pool2d(dle_tensor **out, dle_tensor *x, const dle_pool2d_params *p);
+/* The adjoint of avg_pool2d: gy {N, C, Ho, Wo} -> {N, C, h, w}. */
+dle_status dle_avg_pool2d_grad(dle_tensor **out, dle_tensor *gy, const dle_pool2d_params *p,
+                               int64_t h, int64_t w);
+
+/* ---------------------------------------------------------------- normalization layers */
+/* public C interface of the fused normalization layers (engine/ops/norm.c; op table
+ * entries in ops.def). Same conventions as dle.h: outputs first (NULL slot: a new tensor),
+ * DLE_OK / DLE_ERR with dle_last_error().
+ *
+ *   dle_tensor *y = NULL, *stats = NULL;   // x {B, T, 768}: normalize each row of 768
+ *   if (dle_layer_norm(&y, &stats, x, 1, w, b, 1e-5)) fprintf(stderr, "%s\n", dle_last_error());
+ *
+ * stats {rows or C, 2} holds the mean and biased variance of each normalized group (float32, or
+ * float64 for float64 inputs); the backward ops take it instead of recomputing it. */
+/* y = (x - mean) / sqrt(var + eps) * w + b over the last k dims of x (k >= 1); w and b (either
+ * may be NULL) have the shape of those dims. stats: {numel / D, 2} with D their product. */
+dle_status dle_layer_norm(dle_tensor **y, dle_tensor **stats, dle_tensor *x, int k, dle_tensor *w,
+                          dle_tensor *b, double eps);
+/* Gradient of layer_norm's input (x's statistics taken into account): w may be NULL. */
+dle_status dle_layer_norm_grad_input(dle_tensor **gx, dle_tensor *gy, dle_tensor *x, dle_tensor *stats,
+                                     dle_tensor *w, int k, double eps);
+/* Gradients of layer_norm's weight and bias: sums of gy * xhat and of gy over the rows. */
+dle_status dle_layer_norm_grad_affine(dle_tensor **gw, dle_tensor **gb, dle_tensor *gy, dle_tensor *x,
+                                      dle_tensor *stats, int k, double eps);
+
+/* Per-channel normalization of x {N, C, ...}: with training the batch statistics (over N and the
+ * trailing dims) are used, otherwise running_mean and running_var {C} (both required then;
+ * ignored and may be NULL in training). w, b {C} may be NULL. stats: {C, 2}, the statistics used.
+ * The running statistics are not updated here: stats has what an update needs. */
+dle_status dle_batch_norm(dle_tensor **y, dle_tensor **stats, dle_tensor *x, dle_tensor *w,
+                          dle_tensor *b, dle_tensor *running_mean, dle_tensor *running_var,
+                          bool training, double eps);
+/* Gradients of training-mode batch_norm: of the input (w may be NULL) and of weight and bias. */
+dle_status dle_batch_norm_grad_input(dle_tensor **gx, dle_tensor *gy, dle_tensor *x, dle_tensor *stats,
+                                     dle_tensor *w, double eps);
+dle_status dle_batch_norm_grad_affine(dle_tensor **gw, dle_tensor **gb, dle_tensor *gy, dle_tensor *x,
+                                      dle_tensor *stats, double eps);
+
+/* ---------------------------------------------------------------- cross-entropy, embedding, dropout, attention */
+/* public C interface of the fused neural-network ops: softmax cross-entropy, embedding,
+ * dropout and scaled dot-product attention (engine/ops/nn.c; op table entries in ops.def).
+ * Same conventions as dle.h: outputs first (NULL slot: a new tensor), DLE_OK / DLE_ERR with
+ * dle_last_error(); index tensors are int64 read relative to index_base (1 from Lua).
+ *
+ *   dle_cross_entropy_params p = DLE_CROSS_ENTROPY_DEFAULTS;   // mean, no ignore, no smoothing
+ *   dle_tensor *loss = NULL, *lse = NULL;
+ *   if (dle_cross_entropy(&loss, &lse, logits, targets, &p, 0)) fprintf(stderr, "%s\n", dle_last_error());
+ */
+typedef enum { DLE_REDUCTION_NONE, DLE_REDUCTION_MEAN, DLE_REDUCTION_SUM } dle_reduction;
+
+typedef struct {
+  dle_reduction reduction;
+  bool has_ignore_index;
+  int64_t ignore_index;    /* compared with the targets as stored (1-based from Lua) */
+  double label_smoothing;  /* in [0, 1] */
+} dle_cross_entropy_params;
+#define DLE_CROSS_ENTROPY_DEFAULTS ((dle_cross_entropy_params){DLE_REDUCTION_MEAN, false, 0, 0.0})
+
+/* Softmax cross-entropy of logits {N, C} (float; integers compute in float32) against int64
+ * class targets {N}: loss_i = lse_i - (1 - eps) x[i, t_i] - eps/C sum_c x[i, c]; ignored targets
+ * give 0 and do not count in the mean. loss is {N} (reduction none) or a scalar; lse {N} is the
+ * row log-sum-exp (may be NULL when the caller does not want it; it is needed for gradients). */
+dle_status dle_cross_entropy(dle_tensor **loss, dle_tensor **lse, dle_tensor *logits,
+                             dle_tensor *targets, const dle_cross_entropy_params *p,
+                             int64_t index_base);
+/* Gradient of the logits: (softmax - smoothed one-hot) * gy / count (mean) or * gy. */
+dle_status dle_cross_entropy_backward(dle_tensor **out, dle_tensor *gy, dle_tensor *logits,
+                                      dle_tensor *targets, dle_tensor *lse,
+                                      const dle_cross_entropy_params *p, int64_t index_base);
+
+/* Rows of weight {V, D} at int64 indices of any shape -> {..., D}. With has_padding, the row
+ * padding_idx (as stored in indices, i.e. relative to index_base) receives no gradient. */
+dle_status dle_embedding(dle_tensor **out, dle_tensor *weight, dle_tensor *indices, bool has_padding,
+                         int64_t padding_idx, int64_t index_base);
+/* {V, D} zeros with each row of gy {..., D} added at its index (padding_idx skipped). */
+dle_status dle_embedding_backward(dle_tensor **out, dle_tensor *gy, dle_tensor *indices, int64_t v,
+                                  bool has_padding, int64_t padding_idx, int64_t index_base);
+
+/* Inverted dropout: each element kept with probability 1 - p (scaled by 1/(1-p)) by a Philox
+ * mask from g (NULL: the default generator), which advances past the numbers used. p = 1 gives
+ * zeros. The mask depends only on (seed, offset, element number), never on threads or strides. */
+dle_status dle_dropout(dle_tensor **out, dle_tensor *x, double p, dle_generator *g);
+
+/* Scaled dot-product attention: probs = softmax(q k^T * scale + mask) over the keys (causal:
+ * query i sees keys 0..i), out = probs v. q {..., L, E}, k {..., S, E}, v {..., S, Ev}, batch
+ * dims broadcast; mask NULL, bool (true = may attend) or float (added), broadcastable to
+ * {..., L, S}. A query row with no allowed key gives zero probabilities and a zero output.
+ * probs may be NULL when not wanted. */
+
+
+dle_status dle_sdpa(dle_tensor **out, dle_tensor **probs, dle_tensor *q, dle_tensor *k,
+                    dle_tensor *v, dle_tensor *mask, bool causal, double scale);
+/* sdpa on q, k, v packed in one tensor qkv {3, ..., T, E} (q = qkv[0], ...): the same results; the
+ * gradient of qkv comes back as one tensor laid out like qkv. */
+dle_status dle_sdpa_packed(dle_tensor **out, dle_tensor **probs, dle_tensor *qkv, dle_tensor *mask,
+                           bool causal, double scale);
+/* d scores = scale * probs * (gout v^T - rowsum(probs * gout v^T)): the gradient of q k^T. */
+dle_status dle_sdpa_score_grad(dle_tensor **out, dle_tensor *gout, dle_tensor *v, dle_tensor *probs,
+                               double scale);
+/* The fused backward of sdpa (no mask gradient): with dS the score gradient above,
+ * dq = dS k {..., L, E}, dk = dS^T q {..., S, E} and dv = probs^T gout {..., S, Ev}. */
+dle_status dle_sdpa_backward(dle_tensor **dq, dle_tensor **dk, dle_tensor **dv, dle_tensor *gout,
+                             dle_tensor *q, dle_tensor *k, dle_tensor *v, dle_tensor *probs, double scale);
+
+/* ---------------------------------------------------------------- fused losses */
+/* public C interface of the fused losses (engine/ops/losses.c; op table entries in
+ * ops.def): mean squared error, negative log-likelihood, binary cross-entropy with logits and
+ * softmax cross-entropy against class probabilities. Each has a backward op, itself
+ * differentiable. Conventions as in nn.h: outputs first (NULL slot: a new tensor), DLE_OK /
+ * DLE_ERR with dle_last_error(), class targets int64 relative to index_base (1 from Lua).
+ *
+ *   dle_tensor *loss = NULL;
+ *   if (dle_mse_loss(&loss, input, target, DLE_REDUCTION_MEAN)) fprintf(stderr, "%s\n", dle_last_error());
+ */
+/* (input - target)^2, elementwise (reduction none) or summed / averaged to a scalar; the shapes
+ * must be equal. */
+dle_status dle_mse_loss(dle_tensor **loss, dle_tensor *input, dle_tensor *target, dle_reduction r);
+/* d loss / d input = 2 (input - target) gy (/ numel for the mean); the target's is its negative. */
+dle_status dle_mse_loss_backward(dle_tensor **out, dle_tensor *gy, dle_tensor *input,
+                                 dle_tensor *target, dle_reduction r);
+
+/* -(1 - eps) logp[i, t_i] - eps/C sum_c logp[i, c] for log-probabilities {N, C} and int64 class
+ * targets {N}; ignored targets give 0 and do not count in the mean (p: as for cross_entropy). */
+dle_status dle_nll_loss(dle_tensor **loss, dle_tensor *logp, dle_tensor *targets,
+                        const dle_cross_entropy_params *p, int64_t index_base);
+/* The gradient {N, c} of logp: -gy (smoothed one-hot of t) (/ count for the mean). */
+dle_status dle_nll_loss_backward(dle_tensor **out, dle_tensor *gy, dle_tensor *targets, int64_t c,
+                                 const dle_cross_entropy_params *p, int64_t index_base);
+
+/* (1 - y) x + (1 + (w - 1) y) softplus(-x), computed without overflow for any x; pos_weight w
+ * (NULL: 1) broadcasts to x's shape (PyTorch: one weight per class of the last dim). */
+dle_status dle_bce_with_logits(dle_tensor **loss, dle_tensor *x, dle_tensor *y, dle_tensor *pos_weight,
+                               dle_reduction r);
+/* d loss / d x = gy ((1 - y) - (1 + (w - 1) y) sigmoid(-x)) (/ numel for the mean); with w = 1 that
+ * is gy (sigmoid(x) - y). */
+dle_status dle_bce_with_logits_backward(dle_tensor **out, dle_tensor *gy, dle_tensor *x, dle_tensor *y,
+                                        dle_tensor *pos_weight, dle_reduction r);
+
+/* Softmax cross-entropy of logits {N, C} against class probabilities {N, C}: -sum_c q (x - lse)
+ * with q = (1 - eps) t + eps/C; the mean is over the N rows. lse {N} (may be NULL) is what the
+ * backward reads. */
+dle_status dle_soft_cross_entropy(dle_tensor **loss, dle_tensor **lse, dle_tensor *logits,
+                                  dle_tensor *targets, dle_reduction r, double label_smoothing);
+/* The gradient of the logits: gy (softmax(x) sum_c q - q) (/ N for the mean). */
+dle_status dle_soft_cross_entropy_backward(dle_tensor **out, dle_tensor *gy, dle_tensor *logits,
+                                           dle_tensor *targets, dle_tensor *lse, dle_reduction r,
+                                           double label_smoothing);
+
+/* ---------------------------------------------------------------- mixed precision (autocast) */
+/* mixed precision (dle.autocast): a per-thread autocast dtype and the policy the
+ * front door applies while it is on (engine/autocast.c). As PyTorch's autocast:
+ *
+ *   lower precision  matmul (mm, bmm, linear, addmm, einsum's products), conv2d, sdpa: their
+ *                    float inputs (float64 aside) are cast to the autocast dtype; the kernels
+ *                    accumulate in float32 and round once.
+ *   float32          softmax, log_softmax, logsumexp, layer_norm, batch_norm, the losses,
+ *                    exp/log/pow-like unary ops, sum/prod/mean/var/std: float16/bfloat16 inputs
+ *                    are cast up to float32.
+ *   anything else    unchanged (the usual promotion: a bfloat16 + float32 add is float32).
+ *
+ * The casts are ordinary recorded copy ops, so gradients flow back through them in the dtypes
+ * forward saw (a float32 parameter of a bfloat16 matmul gets a float32 .grad). The policy applies
+ * to calls made from outside the engine only: an op's own inner ops, the policy's casts and
+ * everything a backward pass runs (dle_backward switches autocast off) are left as they are.
+ * Ops given an output (in-place and out= forms) are not autocast either, as in PyTorch.
+ *
+ *   dle_autocast_set(true, DLE_BF16);
+ *   dle_matmul(&y, x, w);               // y is bfloat16
+ *   dle_autocast_set(false, DLE_BF16);
+ *
+ * The state is per thread, like grad mode. When off, the cost per op is one test of a
+ * thread-local.
+ *
+ * Regions and the cast cache (PyTorch's autocast cache): dle.autocast runs its function between
+ * dle_autocast_enter and dle_autocast_exit. Inside a region, the lower-precision cast of a float32
+ * leaf that requires grad (a parameter) is made once and served to every op that needs it again
+ * (a layer applied at every step of an unrolled RNN, tied embeddings), unless the weight was
+ * written since (its storage version is part of the key). The cached cast is the recorded copy, so
+ * its uses' gradients meet there and reach the float32 leaf summed. The outermost exit releases
+ * everything cached. Activations, non-leaves, float64 and integer tensors are cast at each use. */
+/* Turns this thread's autocast on in dtype dt (DLE_F16 or DLE_BF16), or off (on false: dt is
+ * still checked and kept as the dtype a later dle_autocast_set_enabled(true) uses). Any other
+ * dtype is an error naming autocast and the dtype; the state is then unchanged. */
+dle_status dle_autocast_set(bool on, dle_dtype dt);
+bool dle_autocast_enabled(void);
+/* The autocast dtype (bfloat16 until set, as PyTorch's CPU autocast), also while off. */
+dle_dtype dle_autocast_dtype(void);
+/* Switches autocast off or back on without changing its dtype; returns the previous state. For
+ * passes that must run in the dtypes forward recorded (dle_backward). */
+bool dle_autocast_set_enabled(bool on);
+
+/* The mode a region changes, for dle_autocast_exit to put back. */
+typedef struct {
+  bool on;
+  dle_dtype dtype;
+  bool cache;
+} dle_autocast_mode;
+
+/* Enters a region: autocast on in dt (checked as dle_autocast_set; on an error nothing changes),
+ * its float32 parameters' casts cached when cache is true. *prev gets the mode to restore. */
+dle_status dle_autocast_enter(dle_dtype dt, bool cache, dle_autocast_mode *prev);
+/* Leaves the region entered with prev: its mode comes back; leaving the outermost region empties
+ * the cache. Called however the region ends (an error included). */
+void dle_autocast_exit(const dle_autocast_mode *prev);
+
+/* What the policy does to op's inputs. */
+typedef enum { DLE_AUTOCAST_KEEP, DLE_AUTOCAST_LOWER, DLE_AUTOCAST_FLOAT32 } dle_autocast_rule;
+dle_autocast_rule dle_autocast_rule_of(dle_op op);
+/* *out = t as rule r wants it under this thread's autocast dtype (t itself, retained, when left
+ * alone), through the cache when t qualifies. For ops that apply the policy themselves (einsum). */
+dle_status dle_autocast_cast(dle_tensor **out, dle_tensor *t, dle_autocast_rule r);
+
+/* ---------------------------------------------------------------- profiler and FLOP counts */
+/* the op-level profiler behind dle.profile and dle.flops (engine/profile.c; the FLOP
+ * rules are in engine/ops/flops.c).
+ *
+ * While a profiler is on, every call of dle_op_call (forward and backward alike: gradient rules
+ * are written with ops), every fused optimizer step and every fused elementwise program adds one
+ * call, its FLOPs, the bytes it moved and (timed mode) its self time to a counter per entry.
+ * Entries are the ops of ops.def (index = op id) followed by the optimizer steps
+ * (DLE_PROF_SGD_STEP...) and DLE_PROF_FUSED_ELEMENTWISE.
+ *
+ *   dle_profile_set_mode(DLE_PROF_TIMED);   // counters start at zero
+ *   ... run ops ...
+ *   const dle_profile_entry *e = dle_profile_counters();
+ *   printf("%s: %lld calls\n", dle_profile_entry_name(DLE_OP_ADD), (long long)e[DLE_OP_ADD].calls);
+ *   dle_profile_set_mode(DLE_PROF_OFF);
+ *
+ * Conventions: FLOPs as in flops.c; bytes = elements of every input read plus every output
+ * written times the dtype size, where a broadcast (stride 0) dim counts once; views move no data
+ * (0 bytes). Time is the op's self time on dle_time's clock: an op run inside another op (a cast
+ * or copy a matmul makes) is its own entry and is not counted again in the outer one, so the
+ * seconds of all entries add up to the time spent in ops.
+ *
+ * The state is per thread: ops of a thread count in that thread's profiler only (kernels' OpenMP
+ * workers never call dle_op_call). When off, the cost per op is one test of a thread-local. */
+typedef enum { DLE_PROF_OFF, DLE_PROF_COUNT, DLE_PROF_TIMED } dle_profile_mode;
+
+/* Entries after the ops: the fused optimizer steps (optim.h) and the fused elementwise programs of
+ * dle.compile (fused.h), which are not ops. */
+enum {
+  DLE_PROF_SGD_STEP = DLE_NUM_OPS,
+  DLE_PROF_ADAGRAD_STEP,
+  DLE_PROF_RMSPROP_STEP,
+  DLE_PROF_ADAM_STEP,
+  DLE_PROF_ADAMW_STEP,
+  DLE_PROF_FUSED_ELEMENTWISE,
+  DLE_PROF_NUM_ENTRIES
+};
+
+typedef struct {
+  int64_t calls, flops, bytes;
+  double seconds;
+} dle_profile_entry;
+
+/* Switches the calling thread's profiler: COUNT counts calls, FLOPs and bytes; TIMED also reads
+ * the clock around each call. Turning it on from OFF zeroes the counters; changing between COUNT
+ * and TIMED keeps them. Errors only when out of memory. */
+dle_status dle_profile_set_mode(dle_profile_mode mode);
+dle_profile_mode dle_profile_get_mode(void);
+/* The counters, DLE_PROF_NUM_ENTRIES of them (all zero when the profiler never ran). */
+const dle_profile_entry *dle_profile_counters(void);
+/* "add", "adam_step"...; NULL outside 0..DLE_PROF_NUM_ENTRIES-1. */
+const char *dle_profile_entry_name(int entry);
+
+/* FLOPs of one call of op that produced outs from ins (engine/ops/flops.c). */
+int64_t dle_op_flops(dle_op op, dle_tensor *const *outs, int nout, dle_tensor *const *ins, int nin,
+                     const dle_attrs *attrs);
+/* The name of op's FLOP rule, e.g. "per output element" (*per FLOPs each; per may be NULL),
+ * "2*m*n*k per batch (+ m*n added)"; "none" when the op counts 0 FLOPs (creation, views, copies,
+ * pure data movement). NULL for an invalid op. */
+const char *dle_op_flops_rule(dle_op op, int *per);
+
+/* ---------------------------------------------------------------- tracing (dle.compile) */
+/* the graph tracer behind dle.graph.trace and dle.compile (engine/trace.c).
+ *
+ * While a thread's tracer is on, every op called from outside the engine (dle_op_call at depth 0:
+ * bindings, Lua layers, gradient rules run by dle_backward) is appended to a list of records with
+ * its inputs, outputs (all retained), attrs and the grad mode it ran in. Ops an op runs inside
+ * itself (its casts, copies, views) are not recorded: the outer record replays them. The Lua side
+ * (lua/dle/graph.lua) turns the records into a graph by tensor identity.
+ *
+ *   dle_trace_begin();
+ *   ... run ops ...
+ *   dle_trace *t = dle_trace_end();      // t->rec[0..n-1], t->unsafe[0] != 0 when unsafe
+ *   dle_trace_free(t);
+ *
+ * Besides ops, the tracer hears of things a replay could not repeat: a tensor's values read into
+ * Lua (item, totable, printing), optimizer steps, gradients stored into .grad, custom autograd
+ * functions, tangents. Each marks the trace unsafe with a reason (the first one is kept). detach
+ * makes a tensor without an op, so it is recorded as the pseudo-op DLE_TRACE_DETACH.
+ *
+ * The state is per thread; when off, the cost per op is one test of a thread-local. */
+/* Pseudo-ops after the op table's ids. */
+enum { DLE_TRACE_DETACH = DLE_NUM_OPS };
+
+typedef struct {
+  int op;                          /* an op id, or DLE_TRACE_DETACH */
+  dle_attrs attrs;
+  int nin, nout;
+  dle_tensor **ins;                /* nin, retained */
+  dle_tensor *outs[DLE_MAX_OUTS];  /* nout, retained */
+  bool given;                      /* outs[0] was the caller's (in place, out=, a random fill) */
+  bool fresh;                      /* ...and a never written buffer (version 0): a new tensor */
+  bool grad_enabled;               /* grad mode the op ran in */
+} dle_trace_record;
+
+typedef struct dle_trace {
+  dle_trace_record *rec;
+  int n, cap;
+  char unsafe[256];                /* why a replay would differ; empty when safe */
+} dle_trace;
+
+/* Starts tracing on this thread; an error when a trace is already running here. */
+dle_status dle_trace_begin(void);
+/* Stops and hands the records over (NULL when no trace was running). */
+dle_trace *dle_trace_end(void);
+void dle_trace_free(dle_trace *t);
+bool dle_trace_active(void);
+/* Marks the running trace unsafe (printf-style reason); nothing when no trace runs. */
+void dle_trace_note_unsafe(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Records out = detach(in) (a tensor made without an op). */
+void dle_trace_note_detach(dle_tensor *out, dle_tensor *in);
+
+/* ---------------------------------------------------------------- tensor files (dle.save / dle.load) */
+/* raw tensor bytes to and from stdio files, for the file formats in dle.io
+ * (dle.save/load, .npy, safetensors). The formats' headers are written in Lua; only the tensor
+ * data goes through here, straight between the FILE and the tensor's memory. */
+/* Writes t's elements in C order as raw little-endian bytes at f's current position (a CUDA
+ * or non-contiguous tensor is copied to a contiguous CPU tensor first). *nbytes receives the
+ * number of bytes written. `what` names the file in error messages. */
+dle_status dle_serialize_write(FILE *f, dle_tensor *t, uint64_t *nbytes, const char *what);
+
+/* Reads a new contiguous CPU tensor of the given dtype and sizes from byte `offset` of f.
+ * Checks offset + numel * element size against the file's size first (an error naming `what`
+ * and "truncated data" otherwise). swap != 0 reverses the bytes of every element (big-endian
+ * sources). */
+dle_status dle_serialize_read(dle_tensor **out, FILE *f, uint64_t offset, int ndim,
+                              const int64_t *sizes, dle_dtype dtype, int swap, const char *what);
+
+/* The size of f in bytes (its position is kept), or an error. */
+dle_status dle_serialize_file_size(FILE *f, uint64_t *size, const char *what);
+
+/* fflush + fsync: the data has reached the disk before the file is renamed into place. */
+dle_status dle_serialize_sync(FILE *f, const char *what);
 
 #ifdef __cplusplus
 }

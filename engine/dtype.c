@@ -1,5 +1,5 @@
 /* dtype.c — dtype names, sizes and the promotion rule used by every op with several inputs. */
-#include "half.h"
+#include "kernel/half.h"
 #include "internal.h"
 
 #include <stdlib.h>

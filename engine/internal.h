@@ -86,24 +86,80 @@ dle_status dle_dispatch_contiguous(dle_op op, dle_tensor **outs, const dle_resul
 /* Per-kind front doors (shape rule + dtype rule + dispatch), one file each under engine/ops/. */
 typedef dle_status (*dle_forward_fn)(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                                      const dle_attrs *attrs);
-dle_status dle_forward_create(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
-dle_status dle_forward_view(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
-dle_status dle_forward_copy(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
-dle_status dle_forward_elementwise(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
-dle_status dle_forward_reduce(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
-dle_status dle_forward_softmax(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
-dle_status dle_forward_matmul(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
-dle_status dle_forward_index(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
-dle_status dle_forward_conv(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
-dle_status dle_forward_norm(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
-dle_status dle_forward_nn(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
+#define DLE_KIND(ID, name, front)                                                                \
+  dle_status dle_forward_##front(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
+#include "ops/families.def"
 
 /* 128-bit Philox blocks a random op consumes for n elements of dt (rng.c); the kernels map
  * element i to its block with the same rule. */
 int64_t dle_random_blocks(dle_op op, dle_dtype dt, int64_t n);
 
+/* The CPU backend's table (kernels/cpu/backend.c), filled on first use: the engine's one
+ * reference into the kernels (backend.c registers it; everything else goes through
+ * dle_backend_get). */
+const dle_backend *dle_cpu_backend(void);
+
 /* CPU storage allocation with accounting (alloc.c). 64-byte aligned. */
 void *dle_cpu_alloc(size_t nbytes);
 void dle_cpu_free(void *p, size_t nbytes);
+
+
+/* ---- hooks of the front door (dle_op_call tests a thread-local each, then hands over) ---- */
+/* autocast (engine/autocast.c) */
+/* True while this thread's autocast is on; the only thing dle_op_call tests when it is off. */
+extern _Thread_local __attribute__((tls_model("initial-exec"))) bool dle_autocast_on;
+/* dle_op_call while autocast is on: casts the inputs by the policy, then runs the op with
+ * autocast off (so nothing inside it is cast again). */
+dle_status dle_autocast_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
+                                const dle_attrs *attrs);
+/* Pauses the cache (no lookups, no new entries) or resumes it; returns whether it was paused.
+ * dle_backward pauses it: a recomputation inside backward (dle.checkpoint) must record its own
+ * casts, not reuse nodes of the graph being differentiated. */
+bool dle_autocast_pause_cache(bool paused);
+/* profile (engine/profile.c) */
+/* Non-NULL while this thread's profiler is on; the only thing dle_op_call tests when it is off. */
+extern _Thread_local __attribute__((tls_model("initial-exec")))
+struct dle_profiler *dle_profiler_on;
+/* dle_op_call's body, run by the profiler between its measurements (ops.c). */
+dle_status dle_op_call_unprofiled(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
+                                  const dle_attrs *attrs);
+/* dle_op_call while profiling: runs the op and counts it. */
+dle_status dle_profile_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
+                               const dle_attrs *attrs);
+/* Around a fused optimizer step or program: t0 = dle_profile_begin(); ...; dle_profile_end(entry,
+ * t0, flops, bytes). Both do nothing when the profiler is off. */
+double dle_profile_begin(void);
+void dle_profile_end(int entry, double t0, int64_t flops, int64_t bytes);
+/* The bytes of t's data as the profiler counts them: a broadcast (stride 0) dim once; 0 for NULL. */
+int64_t dle_profile_data_bytes(const dle_tensor *t);
+/* trace (engine/trace.c) */
+/* Non-NULL while this thread traces; the only thing dle_op_call tests when it is off. */
+extern _Thread_local __attribute__((tls_model("initial-exec"))) struct dle_trace *dle_tracer_on;
+/* dle_op_call while tracing: runs the op with the tracer off, then records it. */
+dle_status dle_trace_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
+                             const dle_attrs *attrs);
+
+/* ---- matrices, attention (engine/ops/nn.c; the CPU attention kernel reads them too) ---- */
+/* Leading dimension of the matrices in t's last two dims (nb batch dims before them) as BLAS takes
+ * it: the row stride, or the row length for a single row (BLAS wants ld >= max(1, columns) even
+ * where it is never used). */
+static inline int64_t dle_matrix_ld(const dle_tensor *t, int nb) {
+  int64_t cols = t->sizes[nb + 1] > 1 ? t->sizes[nb + 1] : 1;
+  return t->sizes[nb] > 1 ? t->strides[nb] : cols;
+}
+/* Whether attention's kernel reads or writes t's matrices where they lie: rows contiguous, rows
+ * at least a row apart, batch strides not negative (stride 0 where broadcast is fine). The front
+ * door copies other operands; the kernel refuses them. */
+static inline bool dle_matrices_in_place(const dle_tensor *t, int nb) {
+  int64_t cols = t->sizes[nb + 1];
+  if (cols > 1 && t->strides[nb + 1] != 1) return false;
+  for (int d = 0; d < nb; d++)
+    if (t->strides[d] < 0) return false;
+  return dle_matrix_ld(t, nb) >= (cols > 1 ? cols : 1);
+}
+/* A new tensor of like's shape and dims ordered in memory as like's are (see nn_front.h). */
+dle_status dle_empty_laid_out_like(dle_tensor **out, const dle_tensor *like, dle_dtype dt);
+/* q, k, v: new views of a packed qkv {3, ...} (fn names the caller in the error for other shapes). */
+dle_status dle_sdpa_unpack(const char *fn, dle_tensor *qkv, dle_tensor **parts);
 
 #endif

@@ -1,9 +1,7 @@
 /* ops.c — the front door: the op table from ops.def, argument checks common to all ops, and
  * dispatch to the per-kind shape rules (files under engine/ops/) and the device kernels. */
-#include "autocast.h"
+#include "internal.h"
 #include "autograd.h"
-#include "profile.h"
-#include "trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,15 +14,17 @@ const dle_op_info dle_op_table[DLE_NUM_OPS] = {
 
 /* Each kind has one shape/dtype rule; it allocates outputs and calls dle_dispatch. */
 static const dle_forward_fn forward_of_kind[DLE_NUM_KINDS] = {
-    [DLE_KIND_CREATE] = dle_forward_create,       [DLE_KIND_VIEW] = dle_forward_view,
-    [DLE_KIND_COPY] = dle_forward_copy,           [DLE_KIND_UNARY] = dle_forward_elementwise,
-    [DLE_KIND_BINARY] = dle_forward_elementwise,  [DLE_KIND_COMPARE] = dle_forward_elementwise,
-    [DLE_KIND_WHERE] = dle_forward_elementwise,   [DLE_KIND_REDUCE] = dle_forward_reduce,
-    [DLE_KIND_SOFTMAX] = dle_forward_softmax,     [DLE_KIND_MATMUL] = dle_forward_matmul,
-    [DLE_KIND_INDEX] = dle_forward_index,         [DLE_KIND_CONV] = dle_forward_conv,
-    [DLE_KIND_NORM] = dle_forward_norm,
-    [DLE_KIND_NN] = dle_forward_nn,
+#define DLE_KIND(ID, name, front) [DLE_KIND_##ID] = dle_forward_##front,
+#include "ops/families.def"
 };
+
+const char *dle_op_kind_name(dle_op_kind kind) {
+  static const char *const names[DLE_NUM_KINDS] = {
+#define DLE_KIND(ID, name, front) [DLE_KIND_##ID] = #name,
+#include "ops/families.def"
+  };
+  return (unsigned)kind < DLE_NUM_KINDS ? names[kind] : NULL;
+}
 
 
 dle_op dle_op_by_name(const char *name) {
@@ -113,7 +113,7 @@ static dle_status small_lane(dle_op op, const dle_op_info *info, const dle_tenso
     return st;
   }
   dle_tensor_bump_version(*out); /* as dle_dispatch does for every output */
-  const dle_backend *b = dle_cpu_backend();
+  const dle_backend *b = dle_backend_get(DLE_CPU);
   if (b->small_elementwise && b->small_elementwise(op, *out, ins, nin, attrs)) return DLE_OK;
   st = dle_dispatch(op, out, 1, ins, nin, attrs);
   if (st != DLE_OK) DLE_RELEASE(*out);

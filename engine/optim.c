@@ -1,11 +1,8 @@
 /* optim.c — the public entry points of the fused optimizer steps (optim.h): argument checks
  * (devices, dtypes, shapes, contiguity, aliasing), then one kernel call (the CPU's, or the fused
  * step of the param's device backend), then version bumps. */
-#include "optim.h"
-
 #include "internal.h"
-#include "profile.h"
-#include "trace.h"
+
 
 /* The dtype optimizer state must have for a param of dtype dt (the kernels' compute type). */
 static dle_dtype state_dtype(dle_dtype dt) { return dt == DLE_F64 ? DLE_F64 : DLE_F32; }
@@ -68,7 +65,7 @@ static dle_status check_state(const char *fn, const char *what, const dle_tensor
 
 /* What the profiler counts for one step (dle.profile): bytes = param read and written, grad
  * read, each of nstate state tensors read and written; FLOPs per parameter element are the
- * arithmetic of the update formulas in optim.h (the kernels in cpu_optim.c), e.g. Adam's 13:
+ * arithmetic of the update formulas in optim.h (the kernels in kernels/cpu/optim.c), e.g. Adam's 13:
  * m 3, v 4, the bias-corrected denominator 3, the update 3; weight decay adds 2. */
 static void profile_step(int entry, double t0, const dle_tensor *p, int nstate, int64_t per) {
   if (!dle_profiler_on) return;
@@ -84,7 +81,6 @@ static int64_t weight_decay_flops(double wd) { return wd != 0 ? 2 : 0; }
 static dle_status device_kernels(const char *fn, const dle_tensor *p, const dle_optim_kernels **k) {
   dle_device d = dle_tensor_device(p);
   *k = NULL;
-  if (d.type == DLE_CPU) return DLE_OK;
   char buf[32];
   const dle_backend *b = dle_backend_get(d.type);
   if (!b) return dle_error("%s: %s", fn, dle_backend_unavailable_reason(d.type));
@@ -113,9 +109,8 @@ dle_status dle_sgd_step(dle_tensor *param, dle_tensor *grad, dle_tensor *buf, co
   DLE_TRY(device_kernels(fn, param, &k));
   double t0 = dle_profile_begin();
   void *pb = use_buf ? dle_tensor_data(buf) : NULL;
-  if (k) DLE_TRY(k->sgd(param->storage->device.index, param->dtype, n, dle_tensor_data(param),
-                        dle_tensor_data(grad), pb, o));
-  else dle_cpu_sgd_step(param->dtype, n, dle_tensor_data(param), dle_tensor_data(grad), pb, o);
+  DLE_TRY(k->sgd(param->storage->device.index, param->dtype, n, dle_tensor_data(param),
+                 dle_tensor_data(grad), pb, o));
   profile_step(DLE_PROF_SGD_STEP, t0, param, use_buf, 2 + weight_decay_flops(o->weight_decay) +
                (use_buf ? 3 + (o->nesterov ? 2 : 0) : 0));
   dle_tensor_bump_version(param);
@@ -136,10 +131,8 @@ dle_status dle_adagrad_step(dle_tensor *param, dle_tensor *grad, dle_tensor *sum
   DLE_TRY(device_kernels(fn, param, &k));
   double t0 = dle_profile_begin();
   int64_t n = dle_tensor_numel(param);
-  if (k) DLE_TRY(k->adagrad(param->storage->device.index, param->dtype, n, dle_tensor_data(param),
-                            dle_tensor_data(grad), dle_tensor_data(sum), o));
-  else dle_cpu_adagrad_step(param->dtype, n, dle_tensor_data(param), dle_tensor_data(grad),
-                            dle_tensor_data(sum), o);
+  DLE_TRY(k->adagrad(param->storage->device.index, param->dtype, n, dle_tensor_data(param),
+                     dle_tensor_data(grad), dle_tensor_data(sum), o));
   profile_step(DLE_PROF_ADAGRAD_STEP, t0, param, 1, 7 + weight_decay_flops(o->weight_decay));
   dle_tensor_bump_version(param);
   dle_tensor_bump_version(sum);
@@ -164,10 +157,8 @@ dle_status dle_rmsprop_step(dle_tensor *param, dle_tensor *grad, dle_tensor *squ
   int64_t n = dle_tensor_numel(param);
   void *mb = use_mom ? dle_tensor_data(momentum_buf) : NULL;
   void *ga = o->centered ? dle_tensor_data(grad_avg) : NULL;
-  if (k) DLE_TRY(k->rmsprop(param->storage->device.index, param->dtype, n, dle_tensor_data(param),
-                            dle_tensor_data(grad), dle_tensor_data(square_avg), mb, ga, o));
-  else dle_cpu_rmsprop_step(param->dtype, n, dle_tensor_data(param), dle_tensor_data(grad),
-                            dle_tensor_data(square_avg), mb, ga, o);
+  DLE_TRY(k->rmsprop(param->storage->device.index, param->dtype, n, dle_tensor_data(param),
+                     dle_tensor_data(grad), dle_tensor_data(square_avg), mb, ga, o));
   profile_step(DLE_PROF_RMSPROP_STEP, t0, param, 1 + use_mom + o->centered,
                8 + weight_decay_flops(o->weight_decay) + (use_mom ? 2 : 0) + (o->centered ? 5 : 0));
   dle_tensor_bump_version(param);
@@ -195,11 +186,9 @@ dle_status dle_adam_step(dle_tensor *param, dle_tensor *grad, dle_tensor *exp_av
   double t0 = dle_profile_begin();
   int64_t n = dle_tensor_numel(param);
   void *vmax = o->amsgrad ? dle_tensor_data(max_exp_avg_sq) : NULL;
-  if (k) DLE_TRY(k->adam(param->storage->device.index, param->dtype, n, dle_tensor_data(param),
-                         dle_tensor_data(grad), dle_tensor_data(exp_avg), dle_tensor_data(exp_avg_sq),
-                         vmax, o));
-  else dle_cpu_adam_step(param->dtype, n, dle_tensor_data(param), dle_tensor_data(grad),
-                         dle_tensor_data(exp_avg), dle_tensor_data(exp_avg_sq), vmax, o);
+  DLE_TRY(k->adam(param->storage->device.index, param->dtype, n, dle_tensor_data(param),
+                  dle_tensor_data(grad), dle_tensor_data(exp_avg), dle_tensor_data(exp_avg_sq),
+                  vmax, o));
   profile_step(o->decoupled ? DLE_PROF_ADAMW_STEP : DLE_PROF_ADAM_STEP, t0, param,
                2 + o->amsgrad, 13 + weight_decay_flops(o->weight_decay) + o->amsgrad);
   dle_tensor_bump_version(param);

@@ -1,8 +1,7 @@
 /* profile.c — the per-thread op profiler (profile.h): counters per op and optimizer step, and
  * the measured wrapper dle_op_call switches to while a profiler is on. */
-#include "profile.h"
-
 #include "internal.h"
+
 
 #include <stdlib.h>
 

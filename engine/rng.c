@@ -54,7 +54,7 @@ void dle_philox_blocks(uint64_t seed, uint64_t first, int64_t n, uint32_t (*out)
 }
 
 /* Elements per 128-bit block: rand/randn use one 32-bit word per element (two for float64),
- * randint 64 bits per element whatever the dtype. cpu_random.c maps element i to block
+ * randint 64 bits per element whatever the dtype. kernels/cpu/random.c maps element i to block
  * i / per_block with the same numbers. */
 int64_t dle_random_blocks(dle_op op, dle_dtype dt, int64_t n) {
   int64_t per_block;

@@ -3,7 +3,7 @@
  * CPU tensors. Files are little-endian; on a big-endian host the bytes are swapped. */
 #define _POSIX_C_SOURCE 200809L
 #define _FILE_OFFSET_BITS 64
-#include "serialize.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <stdlib.h>

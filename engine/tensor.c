@@ -1,5 +1,5 @@
 /* tensor.c — storages and tensor headers: lifetime (refcounts), geometry helpers, element access. */
-#include "half.h"
+#include "kernel/half.h"
 #include "internal.h"
 
 #include <stdatomic.h>

@@ -1,8 +1,7 @@
 /* trace.c — the per-thread graph tracer (trace.h): the records of the ops dle_op_call ran while
  * it was on, and the notes that make a trace unsafe to replay. */
-#include "trace.h"
-
 #include "internal.h"
+
 
 #include <stdarg.h>
 #include <stdlib.h>

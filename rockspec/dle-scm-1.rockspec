@@ -22,13 +22,16 @@ external_dependencies = { OPENBLAS = { library = "openblas" } }
 
 -- C sources per directory (names without .c).
 local c_sources = {
-  ["engine/"] = { "alloc", "autocast", "autograd", "backend", "dtype", "error", "ops", "optim", "profile", "rng", "serialize",
+  ["engine/"] = { "alloc", "autocast", "backend", "dtype", "error", "fused", "ops", "optim", "profile", "rng", "serialize",
                 "tensor", "trace" },
-  ["engine/ops/"] = { "conv", "copy", "create", "elementwise", "flops", "index", "losses", "losses_grad", "matmul", "nn", "nn_grad", "norm",
-                      "norm_grad", "reduce", "view" },
-  ["kernels/cpu/"] = { "cpu_attention", "cpu_backend", "cpu_conv", "cpu_conv_job", "cpu_conv_winograd", "cpu_copy", "cpu_elementwise", "cpu_index",
-                       "cpu_loop", "cpu_loop_tiles", "cpu_losses", "cpu_matmul", "cpu_nn", "cpu_norm", "cpu_optim", "cpu_pool",
-                       "cpu_random", "cpu_reduce", "cpu_stream", "cpu_vec_gemm", "cpu_vec_softmax", "cpu_vec_sum", "cpu_vec_winograd", "cpu_vecmath", "cpu_fused" },
+  ["engine/autograd/"] = { "backward", "checks", "forward", "tape" },
+  ["engine/ops/"] = { "conv", "conv_grad", "copy", "copy_grad", "create", "elementwise",
+                      "elementwise_grad", "entry", "flops", "index", "index_grad", "losses", "losses_grad",
+                      "matmul", "matmul_grad", "nn", "nn_grad", "norm", "norm_grad", "reduce",
+                      "reduce_grad", "view", "view_grad" },
+  ["kernels/cpu/"] = { "attention", "backend", "conv", "cpu_conv_job", "cpu_conv_winograd", "copy", "elementwise", "index",
+                       "cpu_loop", "cpu_loop_tiles", "losses", "matmul", "nn", "norm", "optim", "pool",
+                       "random", "reduce", "softmax", "cpu_stream", "cpu_vec_gemm", "cpu_vec_softmax", "cpu_vec_sum", "cpu_vec_winograd", "cpu_vecmath", "fused" },
   ["bindings/"] = { "lua_autograd", "lua_conv", "lua_core", "lua_data", "lua_elementwise", "lua_errors", "lua_index", "lua_io",
                     "lua_losses", "lua_matmul", "lua_nn", "lua_norm", "lua_optim", "lua_profile", "lua_random", "lua_reduce", "lua_tensor", "lua_graph" },
 }
@@ -53,7 +56,7 @@ local lua_files = {
 
 -- (The rockspec runs in an empty environment: no next/pairs/ipairs, only plain Lua.)
 local sources = {}
-local dirs = { "engine/", "engine/ops/", "kernels/cpu/", "bindings/" }
+local dirs = { "engine/", "engine/autograd/", "engine/ops/", "kernels/cpu/", "bindings/" }
 for k = 1, #dirs do
   local names = c_sources[dirs[k]]
   for i = 1, #names do sources[#sources + 1] = dirs[k] .. names[i] .. ".c" end

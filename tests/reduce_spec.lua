@@ -495,7 +495,7 @@ describe("large inputs", function()
     end)
   end
 
-  -- cpu_reduce.c folds the runs of outputs lying between reduced dims run by run across the
+  -- kernels/cpu/reduce.c folds the runs of outputs lying between reduced dims run by run across the
   -- outputs ({N, C, H*W} over N and H*W): {6, 5, 40} in one chunk, {40, 8, 200} (64000 elements)
   -- split across threads at run boundaries that fall inside the reduction
   for _, name in ipairs({"sum", "mean", "var", "std", "logsumexp", "amax", "amin"}) do

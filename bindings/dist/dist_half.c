@@ -4,7 +4,7 @@
  * no second pass; with two ranks the result equals reducing in float32 and converting once. */
 #include <stdint.h>
 
-#include "../../engine/half.h"
+#include "../../engine/kernel/half.h"
 #include "dist.h"
 
 /* NaN wins in max and min, as in dle's own reductions (and PyTorch's). */

@@ -17,9 +17,8 @@
  * - creation, views, copies, casts, and pure data movement (cat, gather, index_select, masked_fill,
  *   tril/triu, one_hot, embedding) count 0: their cost is in bytes, which the profiler reports.
  * The fused optimizer steps are counted in optim.c (per parameter element). */
-#include "../profile.h"
-
 #include "../internal.h"
+
 
 /* Per-element constants of the row-wise ops. */
 enum {

@@ -73,6 +73,10 @@ static inline dle_tensor *rowsum(scope *s, dle_tensor *a, bool keepdim) {
   int d = a->ndim - 1;
   return keep(s, dle_reduce(DLE_OP_SUM, &r, a, 1, &d, keepdim, 0), &r);
 }
+/* P (X - rowsum(P X)): the softmax's tangent map (and, P being symmetric in it, its adjoint) */
+static inline dle_tensor *softmax_jvp(scope *s, dle_tensor *p, dle_tensor *x) {
+  return bin(s, DLE_OP_MUL, p, bin(s, DLE_OP_SUB, x, rowsum(s, bin(s, DLE_OP_MUL, p, x), true)));
+}
 static inline dle_tensor *sumall(scope *s, dle_tensor *a) {
   dle_tensor *r = NULL;
   return ok(s) ? keep(s, dle_reduce(DLE_OP_SUM, &r, a, 0, NULL, false, 0), &r) : NULL;

@@ -1,11 +1,11 @@
-/* losses.c — shape rules and public wrappers of the fused losses (kind NN in ops.def, reached
- * through dle_forward_nn): mse_loss, nll_loss, binary_cross_entropy_with_logits and
- * soft_cross_entropy, each with its backward op. Gradient rules are in losses_grad.c.
+/* losses.c — shape rules and public wrappers of the losses (kind NN in ops.def, reached
+ * through dle_forward_nn): cross_entropy, mse_loss, nll_loss, binary_cross_entropy_with_logits
+ * and soft_cross_entropy, each with its backward op. Gradient rules are in losses_grad.c.
  *
  * As for the other nn ops (nn_front.h), kernels get contiguous inputs in the compute dtype
  * (float64 stays, others compute in float32), int64 class targets, and fresh contiguous outputs.
  * attrs.ints[0] is the reduction everywhere. */
-#include "../losses.h"
+#include "../internal.h"
 #include "nn_front.h"
 
 static dle_status check_reduction(const char *fn, const dle_attrs *a) {
@@ -158,7 +158,8 @@ static dle_status forward_bce(dle_op op, dle_tensor **outs, dle_tensor *const *i
   return run(op, outs, &o, cin, nin, a, cdt, rdt, dle_tensor_device(x));
 }
 
-/* ---- cross-entropy against class probabilities ---- */
+/* ---- softmax cross-entropy: logits {N, C} against class indices (cross_entropy, int64 targets
+ * {N}) or class probabilities (soft_cross_entropy, float targets of the logits' shape) ---- */
 
 static dle_status check_soft_targets(const char *fn, const dle_tensor *x, const dle_tensor *t) {
   DLE_TRY(need_numeric(fn, "logits", x));
@@ -170,36 +171,44 @@ static dle_status check_soft_targets(const char *fn, const dle_tensor *x, const 
   return DLE_OK;
 }
 
-static dle_status forward_soft_ce(dle_op op, dle_tensor **outs, dle_tensor *const *ins, const dle_attrs *a) {
-  const char *fn = op_name(op);
-  dle_tensor *x = ins[0], *t = ins[1];
+static dle_status check_ce_inputs(const char *fn, const dle_attrs *a, const dle_tensor *x,
+                                  const dle_tensor *t, bool soft) {
   DLE_TRY(check_ce_attrs(fn, a));
-  DLE_TRY(check_soft_targets(fn, x, t));
+  return soft ? check_soft_targets(fn, x, t) : check_rows_targets(fn, "logits", x, t);
+}
+
+/* logits, targets -> loss, lse {N} */
+static dle_status forward_ce(dle_op op, dle_tensor **outs, dle_tensor *const *ins, const dle_attrs *a) {
+  const char *fn = op_name(op);
+  bool soft = op == DLE_OP_SOFT_CROSS_ENTROPY;
+  dle_tensor *x = ins[0], *t = ins[1];
+  DLE_TRY(check_ce_inputs(fn, a, x, t, soft));
   out_shapes o = {.nout = 2};
   set_loss_shape(&o, 0, a, 1, x->sizes);
   set_shape(&o, 1, 1, x->sizes);
-  dle_dtype rdt = result_of(ins, 0, 2), cdt = compute_dtype(rdt);
+  dle_dtype rdt = result_of(ins, 0, soft ? 2 : 1), cdt = compute_dtype(rdt);
   dle_tensor *cin[2];
-  prepare(&cin[0], x, cdt), prepare(&cin[1], t, cdt);
+  prepare(&cin[0], x, cdt), prepare(&cin[1], t, soft ? cdt : DLE_I64);
   return run(op, outs, &o, cin, 2, a, cdt, rdt, dle_tensor_device(x));
 }
 
 /* gy, logits, targets, lse -> {N, C} */
-static dle_status forward_soft_ce_backward(dle_op op, dle_tensor **outs, dle_tensor *const *ins,
-                                           const dle_attrs *a) {
+static dle_status forward_ce_backward(dle_op op, dle_tensor **outs, dle_tensor *const *ins,
+                                      const dle_attrs *a) {
   const char *fn = op_name(op);
+  bool soft = op == DLE_OP_SOFT_CROSS_ENTROPY_BACKWARD;
   dle_tensor *gy = ins[0], *x = ins[1], *t = ins[2], *lse = ins[3];
-  DLE_TRY(check_ce_attrs(fn, a));
-  DLE_TRY(check_soft_targets(fn, x, t));
+  DLE_TRY(check_ce_inputs(fn, a, x, t, soft));
   DLE_TRY(check_grad_output(fn, a, gy, 1, x->sizes));
   DLE_TRY(need_numeric(fn, "lse", lse));
   if (lse->ndim != 1 || lse->sizes[0] != x->sizes[0])
     return dle_error("%s: lse must have shape {%lld}, got %s", fn, (long long)x->sizes[0], SHAPE(lse));
   out_shapes o = {.nout = 1};
   set_shape(&o, 0, 2, x->sizes);
-  dle_dtype rdt = result_of(ins, 0, 4), cdt = compute_dtype(rdt);
+  /* the class indices' dtype is not a float to promote with */
+  dle_dtype rdt = soft ? result_of(ins, 0, 4) : result_of(ins, 1, 2), cdt = compute_dtype(rdt);
   dle_tensor *cin[4];
-  for (int i = 0; i < 4; i++) prepare(&cin[i], ins[i], cdt);
+  for (int i = 0; i < 4; i++) prepare(&cin[i], ins[i], i == 2 && !soft ? DLE_I64 : cdt);
   return run(op, outs, &o, cin, 4, a, cdt, rdt, dle_tensor_device(x));
 }
 
@@ -212,8 +221,10 @@ dle_status dle_forward_losses(dle_op op, dle_tensor **outs, dle_tensor *const *i
     case DLE_OP_NLL_LOSS_BACKWARD: return forward_nll_backward(op, outs, ins, a);
     case DLE_OP_BCE_WITH_LOGITS:
     case DLE_OP_BCE_WITH_LOGITS_BACKWARD: return forward_bce(op, outs, ins, nin, a);
-    case DLE_OP_SOFT_CROSS_ENTROPY: return forward_soft_ce(op, outs, ins, a);
-    case DLE_OP_SOFT_CROSS_ENTROPY_BACKWARD: return forward_soft_ce_backward(op, outs, ins, a);
+    case DLE_OP_CROSS_ENTROPY:
+    case DLE_OP_SOFT_CROSS_ENTROPY: return forward_ce(op, outs, ins, a);
+    case DLE_OP_CROSS_ENTROPY_BACKWARD:
+    case DLE_OP_SOFT_CROSS_ENTROPY_BACKWARD: return forward_ce_backward(op, outs, ins, a);
     default: return dle_error("%s: not an nn op", op_name(op));
   }
 }
@@ -247,6 +258,28 @@ dle_status dle_mse_loss_backward(dle_tensor **out, dle_tensor *gy, dle_tensor *i
                                  dle_tensor *target, dle_reduction r) {
   dle_attrs a = reduction_attrs(r, 0);
   return dle_op_call(DLE_OP_MSE_LOSS_BACKWARD, out, (dle_tensor *[]){gy, input, target}, 3, &a);
+}
+
+dle_status dle_cross_entropy(dle_tensor **loss, dle_tensor **lse, dle_tensor *logits,
+                             dle_tensor *targets, const dle_cross_entropy_params *p,
+                             int64_t index_base) {
+  dle_attrs a = nll_attrs(p, index_base, 0);
+  a.nints = 3;
+  dle_tensor *ins[2] = {logits, targets}, *outs[2] = {*loss, lse ? *lse : NULL};
+  DLE_TRY(dle_op_call(DLE_OP_CROSS_ENTROPY, outs, ins, 2, &a));
+  *loss = outs[0];
+  if (lse) *lse = outs[1];
+  else dle_tensor_release(outs[1]);
+  return DLE_OK;
+}
+
+dle_status dle_cross_entropy_backward(dle_tensor **out, dle_tensor *gy, dle_tensor *logits,
+                                      dle_tensor *targets, dle_tensor *lse,
+                                      const dle_cross_entropy_params *p, int64_t index_base) {
+  dle_attrs a = nll_attrs(p, index_base, 0);
+  a.nints = 3;
+  dle_tensor *ins[4] = {gy, logits, targets, lse};
+  return dle_op_call(DLE_OP_CROSS_ENTROPY_BACKWARD, out, ins, 4, &a);
 }
 
 dle_status dle_nll_loss(dle_tensor **loss, dle_tensor *logp, dle_tensor *targets,

@@ -1,4 +1,4 @@
-/* losses_grad.c — reverse (vjp) and forward (jvp) rules of the fused losses (engine/ops/losses.c).
+/* losses_grad.c — reverse (vjp) and forward (jvp) rules of the losses (engine/ops/losses.c).
  *
  * The losses' gradients in their main input are the fused backward ops; every other gradient,
  * and the rules of the backward ops, are composites of dle ops (grad_scope.h), so gradients of
@@ -12,11 +12,15 @@
  *                 dl/dx = (1 - y) - lw s,  dl/dy = -x + (w - 1) sp,  dl/dw = y sp;
  *                 the backward B = c gy dl/dx has dB/dx = c gy lw s (1 - s), dB/dy = -c gy (1 + (w - 1) s),
  *                 dB/dw = -c gy y s.
+ *   cross_entropy loss_i = w_i (lse_i - q_i . x_i) with q_i the smoothed one-hot of t_i and
+ *                 w_i = [t_i not ignored] (/ count for the mean); lse_i = log sum exp x_i.
+ *                 d loss / d x_i = w_i (p_i - q_i), d lse_i / d x_i = p_i = exp(x_i - lse_i).
+ *                 Its backward G = w (gy) (p - q): linear in gy; d p = p (dx - d lse).
  *   soft CE       loss_i = -sum_c q (x - lse_i), q = (1 - eps) t + eps/C, S_i = sum_c q;
  *                 d/dx = S p - q (p = exp(x - lse)), d/dt = -(1 - eps)(x - lse).
  *                 The backward G = w (p S - q), w = c gy, with lse an input as for cross_entropy:
  *                 dp = p (dx - dlse), dS = (1 - eps) sum dt, dq = (1 - eps) dt. */
-#include "../losses.h"
+#include "../internal.h"
 #include "grad_scope.h"
 
 static bool is_none(const dle_attrs *a) { return a->ints[0] == DLE_REDUCTION_NONE; }
@@ -277,12 +281,112 @@ static dle_status jvp_bce_backward(dle_op op, const dle_attrs *a, dle_tensor *co
   return scope_end(&s, tout, 1);
 }
 
-/* ---- cross-entropy against class probabilities ---- */
-
-/* p = exp(x - lse) */
-static dle_tensor *soft_probs(scope *s, dle_tensor *x, dle_tensor *lse) {
+/* p = exp(x - lse): the softmax of logits x {N, C} from their row log-sum-exp lse {N} */
+static dle_tensor *lse_probs(scope *s, dle_tensor *x, dle_tensor *lse) {
   return unary(s, DLE_OP_EXP, bin(s, DLE_OP_SUB, x, unsq(s, lse, 1)));
 }
+
+/* ---- cross-entropy against class indices ---- */
+
+/* w_i: [target i not ignored], divided by their count for the mean; {N} in dtype dt. */
+static dle_tensor *ce_row_weights(scope *s, const dle_attrs *a, dle_tensor *t, dle_dtype dt) {
+  dle_tensor *m = NULL;
+  if (a->ints[1]) {
+    dle_tensor *ne = NULL;
+    ne = ok(s) ? keep(s, dle_binary_scalar(DLE_OP_NE, &ne, t, (double)a->ints[2], false), &ne) : NULL;
+    m = to_dtype(s, ne, dt);
+  } else if (ok(s)) {
+    m = keep(s, dle_full_on(&m, 1, t->sizes, 1.0, dt, dle_tensor_device(t)), &m);
+  }
+  if (a->ints[0] == DLE_REDUCTION_MEAN) m = bin(s, DLE_OP_DIV, m, sumall(s, m));
+  return m;
+}
+
+/* q = (1 - eps) one_hot(t) + eps / C, {N, C}; ignored rows hold some class (their weight is 0). */
+static dle_tensor *ce_smoothed(scope *s, const dle_attrs *a, dle_tensor *t, int64_t c, dle_dtype dt) {
+  dle_tensor *tc = NULL, *oh = NULL;
+  if (!ok(s)) return NULL;
+  tc = keep(s, dle_clamp(&tc, t, (double)a->index_base, (double)(a->index_base + c - 1)), &tc);
+  if (ok(s)) oh = keep(s, dle_one_hot(&oh, tc, c, a->index_base), &oh);
+  dle_tensor *q = to_dtype(s, oh, dt);
+  if (a->f[0] > 0) q = adds(s, muls(s, q, 1 - a->f[0]), a->f[0] / (double)c);
+  return q;
+}
+
+static dle_status vjp_ce(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  if (!dle_node_needs_grad(n, 0) || (!gout[0] && !gout[1])) return DLE_OK;
+  scope s = {.n = 0};
+  dle_tensor *x = dle_node_input(n, 0), *t = dle_node_input(n, 1), *lse = dle_node_output(n, 1);
+  dle_tensor *g = NULL;
+  if (gout[0]) g = call(&s, DLE_OP_CROSS_ENTROPY_BACKWARD, (dle_tensor *[]){gout[0], x, t, lse}, 4,
+                        dle_node_attrs(n));
+  if (gout[1]) g = add_opt(&s, g, bin(&s, DLE_OP_MUL, lse_probs(&s, x, lse), unsq(&s, gout[1], 1)));
+  gin[0] = give(&s, g);
+  return scope_end(&s, gin, 1);
+}
+
+/* d loss = sum_c G[., c] dx[., c] with G the backward at gy = 1; d lse = sum_c p dx */
+static dle_status jvp_ce(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                         dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op, (void)nin;
+  if (!tin[0]) return DLE_OK;
+  scope s = {.n = 0};
+  dle_tensor *ones = NULL;
+  ones = keep(&s, dle_full_on(&ones, outs[0]->ndim, outs[0]->sizes, 1.0, outs[0]->dtype, dle_tensor_device(outs[0])),
+              &ones);
+  dle_tensor *g = call(&s, DLE_OP_CROSS_ENTROPY_BACKWARD, (dle_tensor *[]){ones, ins[0], ins[1], outs[1]},
+                       4, a);
+  dle_tensor *gd = bin(&s, DLE_OP_MUL, g, tin[0]);
+  tout[0] = give(&s, a->ints[0] == DLE_REDUCTION_NONE ? rowsum(&s, gd, false) : sumall(&s, gd));
+  tout[1] = give(&s, rowsum(&s, bin(&s, DLE_OP_MUL, lse_probs(&s, ins[0], outs[1]), tin[0]), false));
+  return scope_end(&s, tout, 2);
+}
+
+/* Z = w (p - q) with w = rw gy (rw the row weights): inputs gy, x, targets, lse */
+static dle_status vjp_ce_backward(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  dle_tensor *g = gout[0];
+  if (!g) return DLE_OK;
+  const dle_attrs *a = dle_node_attrs(n);
+  scope s = {.n = 0};
+  dle_tensor *gy = dle_node_input(n, 0), *x = dle_node_input(n, 1), *t = dle_node_input(n, 2);
+  dle_tensor *lse = dle_node_input(n, 3);
+  dle_tensor *rw = ce_row_weights(&s, a, t, x->dtype), *p = lse_probs(&s, x, lse);
+  if (dle_node_needs_grad(n, 0)) {
+    dle_tensor *q = ce_smoothed(&s, a, t, x->sizes[1], x->dtype);
+    dle_tensor *d = rowsum(&s, bin(&s, DLE_OP_MUL, g, bin(&s, DLE_OP_SUB, p, q)), false);
+    gin[0] = give(&s, sum_to(&s, bin(&s, DLE_OP_MUL, d, rw), gy->ndim, gy->sizes));
+  }
+  if (dle_node_needs_grad(n, 1) || dle_node_needs_grad(n, 3)) {
+    dle_tensor *w = unsq(&s, bin(&s, DLE_OP_MUL, rw, gy), 1);
+    dle_tensor *dx = bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_MUL, w, p), g);
+    if (dle_node_needs_grad(n, 1)) gin[1] = give(&s, dx);
+    if (dle_node_needs_grad(n, 3)) gin[3] = give(&s, unary(&s, DLE_OP_NEG, rowsum(&s, dx, false)));
+  }
+  return scope_end(&s, gin, 4);
+}
+
+static dle_status jvp_ce_backward(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                                  dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op, (void)nin, (void)outs;
+  if (!tin[0] && !tin[1] && !tin[3]) return DLE_OK;
+  scope s = {.n = 0};
+  dle_tensor *gy = ins[0], *x = ins[1], *t = ins[2], *lse = ins[3];
+  dle_tensor *rw = ce_row_weights(&s, a, t, x->dtype), *p = lse_probs(&s, x, lse), *acc = NULL;
+  if (tin[0]) {
+    dle_tensor *q = ce_smoothed(&s, a, t, x->sizes[1], x->dtype);
+    acc = bin(&s, DLE_OP_MUL, unsq(&s, bin(&s, DLE_OP_MUL, rw, tin[0]), 1), bin(&s, DLE_OP_SUB, p, q));
+  }
+  if (tin[1] || tin[3]) {
+    dle_tensor *dl = tin[3] ? unsq(&s, tin[3], 1) : NULL;
+    dle_tensor *d = !tin[1] ? unary(&s, DLE_OP_NEG, dl) : dl ? bin(&s, DLE_OP_SUB, tin[1], dl) : tin[1];
+    dle_tensor *w = unsq(&s, bin(&s, DLE_OP_MUL, rw, gy), 1);
+    acc = add_opt(&s, acc, bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_MUL, w, p), d));
+  }
+  tout[0] = give(&s, acc);
+  return scope_end(&s, tout, 1);
+}
+
+/* ---- cross-entropy against class probabilities ---- */
 
 /* the row weights c gy, broadcastable to {N, C}: {N, 1} (none) or a scalar */
 static dle_tensor *soft_row_w(scope *s, const dle_attrs *a, dle_tensor *gy, int64_t rows) {
@@ -305,7 +409,7 @@ static dle_status vjp_soft_ce(dle_node *n, dle_tensor *const *gout, dle_tensor *
   if (dle_node_needs_grad(n, 0)) {
     dle_tensor *g = NULL;
     if (gout[0]) g = call(&s, DLE_OP_SOFT_CROSS_ENTROPY_BACKWARD, (dle_tensor *[]){gout[0], x, t, lse}, 4, a);
-    if (gout[1]) g = add_opt(&s, g, bin(&s, DLE_OP_MUL, soft_probs(&s, x, lse), unsq(&s, gout[1], 1)));
+    if (gout[1]) g = add_opt(&s, g, bin(&s, DLE_OP_MUL, lse_probs(&s, x, lse), unsq(&s, gout[1], 1)));
     gin[0] = give(&s, g);
   }
   if (dle_node_needs_grad(n, 1) && gout[0]) {
@@ -325,7 +429,7 @@ static dle_status jvp_soft_ce(dle_op op, const dle_attrs *a, dle_tensor *const *
     dle_tensor *g1 = call(&s, DLE_OP_SOFT_CROSS_ENTROPY_BACKWARD,
                           (dle_tensor *[]){ones_like(&s, outs[0]), x, t, lse}, 4, a);
     acc = bin(&s, DLE_OP_MUL, g1, tin[0]);
-    tout[1] = give(&s, rowsum(&s, bin(&s, DLE_OP_MUL, soft_probs(&s, x, lse), tin[0]), false));
+    tout[1] = give(&s, rowsum(&s, bin(&s, DLE_OP_MUL, lse_probs(&s, x, lse), tin[0]), false));
   }
   if (tin[1]) {
     double k = -(1 - a->f[0]) * mean_scale(a, x->sizes[0]);
@@ -342,7 +446,7 @@ static dle_status vjp_soft_ce_backward(dle_node *n, dle_tensor *const *gout, dle
   const dle_attrs *a = dle_node_attrs(n);
   scope s = {.n = 0};
   dle_tensor *gy = dle_node_input(n, 0), *x = dle_node_input(n, 1), *t = dle_node_input(n, 2);
-  dle_tensor *lse = dle_node_input(n, 3), *p = soft_probs(&s, x, lse), *sq = soft_sq(&s, a, t);
+  dle_tensor *lse = dle_node_input(n, 3), *p = lse_probs(&s, x, lse), *sq = soft_sq(&s, a, t);
   int64_t rows = x->sizes[0];
   if (dle_node_needs_grad(n, 0)) {
     dle_tensor *psq = bin(&s, DLE_OP_SUB, bin(&s, DLE_OP_MUL, p, sq), soft_q(&s, a, t));
@@ -369,7 +473,7 @@ static dle_status jvp_soft_ce_backward(dle_op op, const dle_attrs *a, dle_tensor
   if (!tin[0] && !tin[1] && !tin[2] && !tin[3]) return DLE_OK;
   scope s = {.n = 0};
   dle_tensor *gy = ins[0], *x = ins[1], *t = ins[2], *lse = ins[3];
-  dle_tensor *p = soft_probs(&s, x, lse), *sq = soft_sq(&s, a, t), *acc = NULL, *inner = NULL;
+  dle_tensor *p = lse_probs(&s, x, lse), *sq = soft_sq(&s, a, t), *acc = NULL, *inner = NULL;
   int64_t rows = x->sizes[0];
   if (tin[0]) {
     dle_tensor *psq = bin(&s, DLE_OP_SUB, bin(&s, DLE_OP_MUL, p, sq), soft_q(&s, a, t));
@@ -387,6 +491,8 @@ static dle_status jvp_soft_ce_backward(dle_op op, const dle_attrs *a, dle_tensor
 }
 
 void dle_grad_register_losses(dle_grad_rule *r) {
+  r[DLE_OP_CROSS_ENTROPY] = (dle_grad_rule){vjp_ce, jvp_ce, DLE_SAVE(0) | DLE_SAVE(1), true};
+  r[DLE_OP_CROSS_ENTROPY_BACKWARD] = (dle_grad_rule){vjp_ce_backward, jvp_ce_backward, DLE_SAVE_ALL, false};
   r[DLE_OP_MSE_LOSS] = (dle_grad_rule){vjp_mse, jvp_mse, DLE_SAVE(0) | DLE_SAVE(1), 0};
   r[DLE_OP_MSE_LOSS_BACKWARD] = (dle_grad_rule){vjp_mse_backward, jvp_mse_backward, DLE_SAVE_ALL, 0};
   r[DLE_OP_NLL_LOSS] = (dle_grad_rule){vjp_nll, jvp_nll, DLE_SAVE(1), 0};

@@ -1,5 +1,6 @@
-/* nn.c — shape rules and public wrappers of the fused nn ops (kind NN in ops.def): softmax
- * cross-entropy, embedding, dropout and scaled dot-product attention, with their backward ops.
+/* nn.c — shape rules and public wrappers of the fused nn ops (kind NN in ops.def): embedding,
+ * dropout and scaled dot-product attention, with their backward ops (the losses, softmax
+ * cross-entropy included, are in losses.c).
  * Their gradient rules are in nn_grad.c.
  *
  * The kernels get contiguous float inputs in the dtype the op computes in (float64 stays, every
@@ -9,7 +10,7 @@
  * when their rows are contiguous (the mask too, expanded to {..., L, S} with stride 0 on broadcast
  * dims, so it is never materialised), and its outputs are laid out like q and k. */
 #include "../autograd.h"
-#include "../nn.h"
+#include "../internal.h"
 #include "nn_front.h"
 
 /* An attention operand: t cast to dt, then expanded to {batch..., r, c} (its own last two dims).
@@ -33,46 +34,6 @@ static dle_status prepare_matrices(dle_tensor **out, dle_tensor *t, int nb, cons
   st = dle_contiguous(out, e);
   dle_tensor_release(e);
   return st;
-}
-
-/* ---- cross-entropy ---- */
-
-static dle_status forward_ce(dle_op op, dle_tensor **outs, dle_tensor *const *ins, const dle_attrs *a) {
-  const char *fn = op_name(op);
-  dle_tensor *x = ins[0], *t = ins[1];
-  DLE_TRY(check_ce_attrs(fn, a));
-  DLE_TRY(check_rows_targets(fn, "logits", x, t));
-  out_shapes o = {.nout = 2};
-  set_shape(&o, 0, a->ints[0] == DLE_REDUCTION_NONE ? 1 : 0, x->sizes);
-  set_shape(&o, 1, 1, x->sizes);
-  dle_dtype rdt = result_dtype(x->dtype), cdt = compute_dtype(rdt);
-  dle_tensor *cin[2];
-  prepare(&cin[0], x, cdt), prepare(&cin[1], t, DLE_I64);
-  return run(op, outs, &o, cin, 2, a, cdt, rdt, dle_tensor_device(x));
-}
-
-/* gy, logits, targets, lse -> {N, C} */
-static dle_status forward_ce_backward(dle_op op, dle_tensor **outs, dle_tensor *const *ins,
-                                      const dle_attrs *a) {
-  const char *fn = op_name(op);
-  dle_tensor *gy = ins[0], *x = ins[1], *t = ins[2], *lse = ins[3];
-  DLE_TRY(check_ce_attrs(fn, a));
-  DLE_TRY(check_rows_targets(fn, "logits", x, t));
-  bool none = a->ints[0] == DLE_REDUCTION_NONE;
-  if (none ? gy->ndim != 1 || gy->sizes[0] != x->sizes[0] : gy->ndim != 0)
-    return dle_error("%s: grad_output must have shape %s (the loss of logits %s), got %s", fn,
-                     none ? "{N}" : "{} (a scalar)", SHAPE(x), SHAPE(gy));
-  if (lse->ndim != 1 || lse->sizes[0] != x->sizes[0])
-    return dle_error("%s: lse must have shape {%lld}, got %s", fn, (long long)x->sizes[0], SHAPE(lse));
-  DLE_TRY(need_numeric(fn, "grad_output", gy));
-  DLE_TRY(need_numeric(fn, "lse", lse));
-  out_shapes o = {.nout = 1};
-  set_shape(&o, 0, 2, x->sizes);
-  dle_dtype rdt = result_dtype(x->dtype), cdt = compute_dtype(rdt);
-  dle_tensor *cin[4];
-  prepare(&cin[0], gy, cdt), prepare(&cin[1], x, cdt), prepare(&cin[2], t, DLE_I64);
-  prepare(&cin[3], lse, cdt);
-  return run(op, outs, &o, cin, 4, a, cdt, rdt, dle_tensor_device(x));
 }
 
 /* ---- embedding ---- */
@@ -288,50 +249,17 @@ static dle_status forward_sdpa_backward(dle_op op, dle_tensor **outs, dle_tensor
 dle_status dle_forward_nn(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                           const dle_attrs *a) {
   switch (op) {
-    case DLE_OP_CROSS_ENTROPY: return forward_ce(op, outs, ins, a);
-    case DLE_OP_CROSS_ENTROPY_BACKWARD: return forward_ce_backward(op, outs, ins, a);
     case DLE_OP_EMBEDDING:
     case DLE_OP_EMBEDDING_BACKWARD: return forward_embedding(op, outs, ins, a);
     case DLE_OP_DROPOUT: return forward_dropout(op, outs, ins, a);
     case DLE_OP_SDPA: return forward_sdpa(op, outs, ins, nin, a);
     case DLE_OP_SDPA_SCORE_GRAD: return forward_score_grad(op, outs, ins, a);
     case DLE_OP_SDPA_BACKWARD: return forward_sdpa_backward(op, outs, ins, a);
-    default: return dle_forward_losses(op, outs, ins, nin, a); /* the losses are kind NN too */
+    default: return dle_forward_losses(op, outs, ins, nin, a); /* the losses (cross_entropy too) are kind NN */
   }
 }
 
 /* ---- public wrappers ---- */
-
-static dle_attrs ce_attrs(const dle_cross_entropy_params *p, int64_t base) {
-  static const dle_cross_entropy_params def = {DLE_REDUCTION_MEAN, false, 0, 0.0};
-  if (!p) p = &def;
-  dle_attrs a = {0};
-  a.ints[0] = p->reduction, a.ints[1] = p->has_ignore_index, a.ints[2] = p->ignore_index;
-  a.nints = 3;
-  a.f[0] = p->label_smoothing;
-  a.index_base = base;
-  return a;
-}
-
-dle_status dle_cross_entropy(dle_tensor **loss, dle_tensor **lse, dle_tensor *logits,
-                             dle_tensor *targets, const dle_cross_entropy_params *p,
-                             int64_t index_base) {
-  dle_attrs a = ce_attrs(p, index_base);
-  dle_tensor *ins[2] = {logits, targets}, *outs[2] = {*loss, lse ? *lse : NULL};
-  DLE_TRY(dle_op_call(DLE_OP_CROSS_ENTROPY, outs, ins, 2, &a));
-  *loss = outs[0];
-  if (lse) *lse = outs[1];
-  else dle_tensor_release(outs[1]);
-  return DLE_OK;
-}
-
-dle_status dle_cross_entropy_backward(dle_tensor **out, dle_tensor *gy, dle_tensor *logits,
-                                      dle_tensor *targets, dle_tensor *lse,
-                                      const dle_cross_entropy_params *p, int64_t index_base) {
-  dle_attrs a = ce_attrs(p, index_base);
-  dle_tensor *ins[4] = {gy, logits, targets, lse};
-  return dle_op_call(DLE_OP_CROSS_ENTROPY_BACKWARD, out, ins, 4, &a);
-}
 
 static dle_attrs embedding_attrs(bool has_padding, int64_t padding_idx, int64_t base, int64_t v) {
   dle_attrs a = {0};

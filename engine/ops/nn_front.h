@@ -6,7 +6,6 @@
 #define DLE_OPS_NN_FRONT_H
 
 #include "../internal.h"
-#include "../nn.h"
 
 #include <string.h>
 

@@ -1,13 +1,9 @@
-/* nn_grad.c — reverse (vjp) and forward (jvp) rules of the fused nn ops (engine/ops/nn.c).
+/* nn_grad.c — reverse (vjp) and forward (jvp) rules of the fused nn ops (engine/ops/nn.c;
+ * cross_entropy is with the losses, losses_grad.c).
  *
- * The forward ops' gradients are the fused backward ops (cross_entropy_backward,
- * embedding_backward, sdpa_score_grad, dropout itself); the rules of those backward ops are
+ * The forward ops' gradients are the fused backward ops (embedding_backward, sdpa_score_grad, dropout itself); the rules of those backward ops are
  * written as composites of dle ops, so gradients of gradients (create_graph) work to any order.
  *
- *   cross_entropy        loss_i = w_i (lse_i - q_i . x_i) with q_i the smoothed one-hot of t_i and
- *                        w_i = [t_i not ignored] (/ count for the mean); lse_i = log sum exp x_i.
- *                        d loss / d x_i = w_i (p_i - q_i), d lse_i / d x_i = p_i = exp(x_i - lse_i).
- *   ..._backward         G = w (gy) (p - q):  linear in gy; d p = p (dx - d lse).
  *   embedding            linear in the weight; embedding_backward is its adjoint (with the rows at
  *                        padding_idx read as zeros, attrs.ints[2] = 1, which is what "no gradient
  *                        to the padding row" makes the forward look like to the gradient).
@@ -18,118 +14,8 @@
  *                        dq = scale dS k, dk = scale dS^T q, dv = P^T gout, d mask = dS.
  *   sdpa_score_grad      Z = s P (A - rowsum(P A)) with A = gout v^T. */
 #include "../autograd.h"
-#include "../nn.h"
+#include "../internal.h"
 #include "grad_scope.h"
-
-/* P (X - rowsum(P X)): the softmax's tangent map (and, P being symmetric in it, its adjoint) */
-static dle_tensor *softmax_jvp(scope *s, dle_tensor *p, dle_tensor *x) {
-  return bin(s, DLE_OP_MUL, p, bin(s, DLE_OP_SUB, x, rowsum(s, bin(s, DLE_OP_MUL, p, x), true)));
-}
-
-/* ---- cross-entropy ---- */
-
-/* w_i: [target i not ignored], divided by their count for the mean; {N} in dtype dt. */
-static dle_tensor *ce_row_weights(scope *s, const dle_attrs *a, dle_tensor *t, dle_dtype dt) {
-  dle_tensor *m = NULL;
-  if (a->ints[1]) {
-    dle_tensor *ne = NULL;
-    ne = ok(s) ? keep(s, dle_binary_scalar(DLE_OP_NE, &ne, t, (double)a->ints[2], false), &ne) : NULL;
-    m = to_dtype(s, ne, dt);
-  } else if (ok(s)) {
-    m = keep(s, dle_full_on(&m, 1, t->sizes, 1.0, dt, dle_tensor_device(t)), &m);
-  }
-  if (a->ints[0] == DLE_REDUCTION_MEAN) m = bin(s, DLE_OP_DIV, m, sumall(s, m));
-  return m;
-}
-
-/* q = (1 - eps) one_hot(t) + eps / C, {N, C}; ignored rows hold some class (their weight is 0). */
-static dle_tensor *ce_smoothed(scope *s, const dle_attrs *a, dle_tensor *t, int64_t c, dle_dtype dt) {
-  dle_tensor *tc = NULL, *oh = NULL;
-  if (!ok(s)) return NULL;
-  tc = keep(s, dle_clamp(&tc, t, (double)a->index_base, (double)(a->index_base + c - 1)), &tc);
-  if (ok(s)) oh = keep(s, dle_one_hot(&oh, tc, c, a->index_base), &oh);
-  dle_tensor *q = to_dtype(s, oh, dt);
-  if (a->f[0] > 0) q = adds(s, muls(s, q, 1 - a->f[0]), a->f[0] / (double)c);
-  return q;
-}
-
-/* p = exp(x - lse), the row softmax */
-static dle_tensor *ce_probs(scope *s, dle_tensor *x, dle_tensor *lse) {
-  return unary(s, DLE_OP_EXP, bin(s, DLE_OP_SUB, x, unsq(s, lse, 1)));
-}
-
-static dle_status vjp_ce(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
-  if (!dle_node_needs_grad(n, 0) || (!gout[0] && !gout[1])) return DLE_OK;
-  scope s = {.n = 0};
-  dle_tensor *x = dle_node_input(n, 0), *t = dle_node_input(n, 1), *lse = dle_node_output(n, 1);
-  dle_tensor *g = NULL;
-  if (gout[0]) g = call(&s, DLE_OP_CROSS_ENTROPY_BACKWARD, (dle_tensor *[]){gout[0], x, t, lse}, 4,
-                        dle_node_attrs(n));
-  if (gout[1]) g = add_opt(&s, g, bin(&s, DLE_OP_MUL, ce_probs(&s, x, lse), unsq(&s, gout[1], 1)));
-  gin[0] = give(&s, g);
-  return scope_end(&s, gin, 1);
-}
-
-/* d loss = sum_c G[., c] dx[., c] with G the backward at gy = 1; d lse = sum_c p dx */
-static dle_status jvp_ce(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                         dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)nin;
-  if (!tin[0]) return DLE_OK;
-  scope s = {.n = 0};
-  dle_tensor *ones = NULL;
-  ones = keep(&s, dle_full_on(&ones, outs[0]->ndim, outs[0]->sizes, 1.0, outs[0]->dtype, dle_tensor_device(outs[0])),
-              &ones);
-  dle_tensor *g = call(&s, DLE_OP_CROSS_ENTROPY_BACKWARD, (dle_tensor *[]){ones, ins[0], ins[1], outs[1]},
-                       4, a);
-  dle_tensor *gd = bin(&s, DLE_OP_MUL, g, tin[0]);
-  tout[0] = give(&s, a->ints[0] == DLE_REDUCTION_NONE ? rowsum(&s, gd, false) : sumall(&s, gd));
-  tout[1] = give(&s, rowsum(&s, bin(&s, DLE_OP_MUL, ce_probs(&s, ins[0], outs[1]), tin[0]), false));
-  return scope_end(&s, tout, 2);
-}
-
-/* Z = w (p - q) with w = rw gy (rw the row weights): inputs gy, x, targets, lse */
-static dle_status vjp_ce_backward(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
-  dle_tensor *g = gout[0];
-  if (!g) return DLE_OK;
-  const dle_attrs *a = dle_node_attrs(n);
-  scope s = {.n = 0};
-  dle_tensor *gy = dle_node_input(n, 0), *x = dle_node_input(n, 1), *t = dle_node_input(n, 2);
-  dle_tensor *lse = dle_node_input(n, 3);
-  dle_tensor *rw = ce_row_weights(&s, a, t, x->dtype), *p = ce_probs(&s, x, lse);
-  if (dle_node_needs_grad(n, 0)) {
-    dle_tensor *q = ce_smoothed(&s, a, t, x->sizes[1], x->dtype);
-    dle_tensor *d = rowsum(&s, bin(&s, DLE_OP_MUL, g, bin(&s, DLE_OP_SUB, p, q)), false);
-    gin[0] = give(&s, sum_to(&s, bin(&s, DLE_OP_MUL, d, rw), gy->ndim, gy->sizes));
-  }
-  if (dle_node_needs_grad(n, 1) || dle_node_needs_grad(n, 3)) {
-    dle_tensor *w = unsq(&s, bin(&s, DLE_OP_MUL, rw, gy), 1);
-    dle_tensor *dx = bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_MUL, w, p), g);
-    if (dle_node_needs_grad(n, 1)) gin[1] = give(&s, dx);
-    if (dle_node_needs_grad(n, 3)) gin[3] = give(&s, unary(&s, DLE_OP_NEG, rowsum(&s, dx, false)));
-  }
-  return scope_end(&s, gin, 4);
-}
-
-static dle_status jvp_ce_backward(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                  dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)nin, (void)outs;
-  if (!tin[0] && !tin[1] && !tin[3]) return DLE_OK;
-  scope s = {.n = 0};
-  dle_tensor *gy = ins[0], *x = ins[1], *t = ins[2], *lse = ins[3];
-  dle_tensor *rw = ce_row_weights(&s, a, t, x->dtype), *p = ce_probs(&s, x, lse), *acc = NULL;
-  if (tin[0]) {
-    dle_tensor *q = ce_smoothed(&s, a, t, x->sizes[1], x->dtype);
-    acc = bin(&s, DLE_OP_MUL, unsq(&s, bin(&s, DLE_OP_MUL, rw, tin[0]), 1), bin(&s, DLE_OP_SUB, p, q));
-  }
-  if (tin[1] || tin[3]) {
-    dle_tensor *dl = tin[3] ? unsq(&s, tin[3], 1) : NULL;
-    dle_tensor *d = !tin[1] ? unary(&s, DLE_OP_NEG, dl) : dl ? bin(&s, DLE_OP_SUB, tin[1], dl) : tin[1];
-    dle_tensor *w = unsq(&s, bin(&s, DLE_OP_MUL, rw, gy), 1);
-    acc = add_opt(&s, acc, bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_MUL, w, p), d));
-  }
-  tout[0] = give(&s, acc);
-  return scope_end(&s, tout, 1);
-}
 
 /* ---- embedding ---- */
 
@@ -395,8 +281,6 @@ static dle_status jvp_sdpa_backward(dle_op op, const dle_attrs *a, dle_tensor *c
 }
 
 void dle_grad_register_nn(dle_grad_rule *r) {
-  r[DLE_OP_CROSS_ENTROPY] = (dle_grad_rule){vjp_ce, jvp_ce, DLE_SAVE(0) | DLE_SAVE(1), true};
-  r[DLE_OP_CROSS_ENTROPY_BACKWARD] = (dle_grad_rule){vjp_ce_backward, jvp_ce_backward, DLE_SAVE_ALL, false};
   r[DLE_OP_EMBEDDING] = (dle_grad_rule){vjp_embedding, jvp_embedding, DLE_SAVE(1), false};
   r[DLE_OP_EMBEDDING_BACKWARD] =
       (dle_grad_rule){vjp_embedding_backward, jvp_embedding_backward, DLE_SAVE(1), false};

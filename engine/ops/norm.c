@@ -5,9 +5,9 @@
  * statistics (stats, running_mean, running_var) in float32, or float64 for float64. The kernels
  * get contiguous inputs in those dtypes and fresh contiguous outputs; a caller's output is filled
  * by a copy afterwards. */
-#include "../norm.h"
+#include "../internal.h"
 
-#include "norm_geom.h"
+#include "../kernel/norm_geom.h"
 
 /* What each input of a NORM op is (NULL: absent). */
 typedef struct {

@@ -17,8 +17,8 @@
  * Everything is written with dle ops (the gradient ops included), so it is differentiable again.
  * batch_norm in eval mode is the affine map y = (x - m) r w + b with constant m, v. */
 #include "../autograd.h"
-#include "../norm.h"
-#include "norm_geom.h"
+#include "../internal.h"
+#include "../kernel/norm_geom.h"
 
 /* ---- a scope for the temporaries of a formula: every result is kept until ex_finish; an
  * operand that is NULL after a failure makes the rest a no-op, and ex_finish reports it ---- */

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "../../engine/internal.h"
-#include "cpu_backend.h"
+#include "backend.h"
 
 #ifdef _OPENMP
 #include <omp.h>

@@ -1,4 +1,4 @@
-/* cpu_conv_job.h — what the CPU conv kernels share (cpu_conv.c: im2col + gemm; cpu_conv_winograd.c:
+/* cpu_conv_job.h — what the CPU conv kernels share (conv.c: im2col + gemm; cpu_conv_winograd.c:
  * Winograd F(2x2, 3x3)): the geometry of one call and the chunk loop that runs per-chunk functions
  * over the batch on OpenMP threads, each with its own scratch buffers, OpenBLAS set to one thread
  * meanwhile, and gradients that sum over the batch accumulated per span of chunks so the result
@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "../../engine/dle.h"
-#include "../../engine/ops/conv_geom.h" /* conv_geom, conv_make_geom */
+#include "../../engine/kernel/conv_geom.h" /* conv_geom, conv_make_geom */
 
 /* What the per-chunk functions of one call share. The chunks (b samples each, the last maybe
  * fewer) are grouped into spans of consecutive chunks that one thread does in order. Scratch is

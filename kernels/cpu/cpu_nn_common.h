@@ -1,12 +1,12 @@
-/* cpu_nn_common.h — what the kernels of the nn ops (cpu_nn.c) and of the losses (cpu_losses.c)
+/* cpu_nn_common.h — what the kernels of the nn ops (nn.c) and of the losses (losses.c)
  * share: the check of the layout the front door promises, and the check of the class targets of
  * the row losses (cross_entropy, nll_loss), done where they are read (their attrs, ce_args, are in
- * engine/ops/targets.h, shared with the CUDA kernels). */
+ * engine/kernel/targets.h, shared with the CUDA kernels). */
 #ifndef DLE_CPU_NN_COMMON_H
 #define DLE_CPU_NN_COMMON_H
 
 #include "../../engine/internal.h"
-#include "../../engine/ops/targets.h"
+#include "../../engine/kernel/targets.h"
 
 /* Inputs contiguous in the output's dtype (or int64 indices), the output contiguous. */
 static inline dle_status cpu_nn_check_layout(dle_op op, const dle_tensor *o, dle_tensor *const *ins, int nin) {
@@ -17,6 +17,30 @@ static inline dle_status cpu_nn_check_layout(dle_op op, const dle_tensor *o, dle
                        dle_dtype_name(o->dtype));
   if (!dle_tensor_is_contiguous(o)) return dle_error("%s: the CPU kernel expects a contiguous output", fn);
   return DLE_OK;
+}
+
+/* A row or elementwise loss's reduced result: loss[0] = total (sum) or total / count (mean; 0/0
+ * gives NaN); nothing for reduction none, which wrote each element's loss. */
+#define CPU_LOSS_STORE_TOTAL(CT, loss, reduction, total, count)                              \
+  do {                                                                                       \
+    if ((reduction) == DLE_REDUCTION_MEAN) (loss)[0] = (CT)((total) / (double)(count));      \
+    else if ((reduction) == DLE_REDUCTION_SUM) (loss)[0] = (CT)(total);                      \
+  } while (0)
+
+/* One kernel of a family's ops for one float dtype (F32, F64). */
+typedef dle_status (*cpu_float_kernel)(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins,
+                                       int nin, const dle_attrs *a);
+
+/* The dtype dispatch of the nn and loss kernels: checks the layout, then runs the float32 or
+ * float64 kernel of the output's dtype (an error naming the op for any other). */
+static inline dle_status cpu_float_dispatch(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins,
+                                            int nin, const dle_attrs *a, cpu_float_kernel f32,
+                                            cpu_float_kernel f64) {
+  const dle_tensor *o = outs[0];
+  DLE_TRY(cpu_nn_check_layout(op, o, ins, nin));
+  if (o->dtype == DLE_F32) return f32(op, outs, ins, nin, a);
+  if (o->dtype == DLE_F64) return f64(op, outs, ins, nin, a);
+  return dle_error("%s: no CPU kernel for %s", dle_op_get_info(op)->name, dle_dtype_name(o->dtype));
 }
 
 /* Every target not ignored must be a class base..base+C-1; *count gets how many there are. */

@@ -1,5 +1,5 @@
 /* cpu_rows.h — loops over one contiguous float32/float64 row, shared by the cross-entropy and
- * attention kernels (cpu_nn.c, cpu_attention.c). Sums and dot products run over 8 independent
+ * attention kernels (losses.c, attention.c). Sums and dot products run over 8 independent
  * accumulators, so they vectorise without reassociation flags; every function has an AVX2 clone
  * (CPU_CLONES, cpu_exp.h). One body per type: ROWS_ID(name, ID) is name_F32 / name_F64. */
 #ifndef DLE_CPU_ROWS_H
@@ -50,6 +50,11 @@
     for (; j < n; j++) s += a[j] * b[j];                                                        \
     for (int l = 0; l < ROW_LANES; l++) s += acc[l];                                            \
     return s;                                                                                   \
+  }                                                                                             \
+  /* log sum exp of x, in double: max + log(sum exp(x - max)) (-inf for an empty row) */         \
+  static CPU_UNUSED double row_lse_##ID(const CT *x, int64_t n) {                               \
+    CT m = row_max_##ID(x, n);                                                                  \
+    return m == -INFINITY ? -INFINITY : (double)m + log(row_expsum_##ID(x, n, m));              \
   }                                                                                             \
   /* sum of x, in double */                                                                     \
   static CPU_UNUSED double row_sum_##ID(const CT *x, int64_t n) {                               \

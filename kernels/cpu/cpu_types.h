@@ -7,7 +7,7 @@
 #ifndef DLE_CPU_TYPES_H
 #define DLE_CPU_TYPES_H
 
-#include "../../engine/half.h"
+#include "../../engine/kernel/half.h"
 #include "../../engine/internal.h"
 
 #include <math.h>

@@ -1,6 +1,6 @@
 /* cpu_vec_gemm.c — a small float32 gemm C = A . B or C += A . B (row-major) for operands that
  * are already in cache and laid out for it: Winograd's 16 products per chunk (cpu_conv_winograd.c),
- * {O, C} . {C, tiles} with C = 32 or 64, and attention's per-head products (cpu_attention.c). OpenBLAS spends as long as its kernel on such a call in
+ * {O, C} . {C, tiles} with C = 32 or 64, and attention's per-head products (attention.c). OpenBLAS spends as long as its kernel on such a call in
  * zeroing C for beta = 0 and packing both operands; this reads A and B in place and keeps a 4 x 24
  * block of C in 12 registers over the whole k loop (3 loads + 4 broadcasts per 12 FMAs). */
 #include "cpu_vecmath.h"

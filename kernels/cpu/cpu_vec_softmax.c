@@ -3,7 +3,7 @@
  * A row's max M and S = sum exp(x - M) come from one read of the row ("online" softmax): blocks of
  * SM_BLK elements, each read twice while it sits in L1 (its max, then its exp-sum), with S
  * rescaled by exp(M_old - M_new) when a block raises the max. The output then takes one more
- * read. Semantics match the portable loops of cpu_reduce.c: a NaN or +inf in a row, or a row of
+ * read. Semantics match the portable loops of reduce.c: a NaN or +inf in a row, or a row of
  * -inf only, gives NaN outputs (logsumexp: the max itself). Rows up to 8K elements take a
  * cheaper route for softmax (softmax_row_stored). With `stream`, y is written with streaming
  * stores (cpu_stream.h: for outputs far larger than the caches; the caller fences). */

@@ -137,19 +137,8 @@ static const dle_backend *table(const dle_backend_host *host) {
   cu_host = host;
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, [] {
-    cu_register_copy(&cuda);
-    cu_register_elementwise(&cuda);
-    cu_register_random(&cuda);
-    cu_register_reduce(&cuda);
-    cu_register_softmax(&cuda);
-    cu_register_matmul(&cuda);
-    cu_register_norm(&cuda);
-    cu_register_nn(&cuda);
-    cu_register_select(&cuda);
-    cu_register_join(&cuda);
-    cu_register_optim(&cuda);
-    cu_register_conv(&cuda);
-    cu_register_attention(&cuda);
+#define DLE_FAMILY(name, grad, cpu, cuda_part) cuda_part(cu_register_##name(&cuda);)
+#include "../../engine/ops/families.def"
   });
   return &cuda;
 }

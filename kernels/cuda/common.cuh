@@ -16,7 +16,7 @@
 #include <type_traits>
 
 #include "../../engine/dle.h"
-#include "../../engine/ops/targets.h"
+#include "../../engine/kernel/targets.h"
 
 /* ---------------------------------------------------------------- errors (cuda_host.c) */
 extern "C" {
@@ -358,18 +358,9 @@ dle_status cu_run_loss(const char *fn, dle_op op, dle_tensor *const *outs, dle_t
 dle_status cu_store_total(const char *fn, const double *rows, int64_t n, double div, bool dbl, void *loss);
 
 /* ---------------------------------------------------------------- registration */
-void cu_register_copy(dle_backend *b);        /* copy.cu: copy, full, arange */
-void cu_register_elementwise(dle_backend *b); /* elementwise.cu */
-void cu_register_random(dle_backend *b);      /* random.cu: rand, randn, randint */
-void cu_register_reduce(dle_backend *b);      /* reduce.cu */
-void cu_register_softmax(dle_backend *b);     /* softmax.cu */
-void cu_register_matmul(dle_backend *b);      /* matmul.cu (cuBLAS) */
-void cu_register_norm(dle_backend *b);        /* norm.cu: layer_norm, batch_norm */
-void cu_register_nn(dle_backend *b);          /* nn.cu: cross_entropy, dropout, the fused losses */
-void cu_register_select(dle_backend *b);      /* select.cu: masked_fill, tril, triu */
-void cu_register_join(dle_backend *b);        /* join.cu: cat, gather, index_select, scatter/index_add, one_hot */
-void cu_register_optim(dle_backend *b);       /* optim.cu: the fused optimizer steps (not ops) */
-void cu_register_conv(dle_backend *b);        /* conv.cu: conv2d and its gradients, pooling */
-void cu_register_attention(dle_backend *b);   /* attention.cu: sdpa and its gradients */
+/* cu_register_<family> (kernels/cuda/<family>.cu) for each family with CUDA kernels in
+ * engine/ops/families.def; backend.cu calls them in that order. */
+#define DLE_FAMILY(name, grad, cpu, cuda) cuda(void cu_register_##name(dle_backend *b);)
+#include "../../engine/ops/families.def"
 
 #endif

@@ -1,5 +1,5 @@
 /* conv.cu — CUDA kernels of 2-D convolution over {N, C, H, W}, its two gradients, and max/average
- * pooling, mirroring kernels/cpu/cpu_conv.c and cpu_pool.c. The front door (engine/ops/conv.c)
+ * pooling, mirroring kernels/cpu/conv.c and kernels/cpu/pool.c. The front door (engine/ops/conv.c)
  * hands over contiguous inputs in one float dtype and contiguous outputs; attrs.ints hold the
  * geometry (ops.def). Written as direct loops, one thread per output element, each a plain sum in
  * the compute type (float; double for float64) — the simple and obviously correct form, not the
@@ -10,7 +10,7 @@
  *   max_pool2d    the first maximum of the window (padding as -inf), NaN propagates; int64 index
  *                 h W + w + index_base;  avg_pool2d / its adjoint: PyTorch's divisor (pool_window).
  * Sizes of zero give sums over nothing: zeros, or the bias. */
-#include "../../engine/ops/conv_geom.h"
+#include "../../engine/kernel/conv_geom.h"
 #include "common.cuh"
 
 template <dle_dtype D> using conv_ct = std::conditional_t<D == DLE_F64, double, float>;

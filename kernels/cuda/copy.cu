@@ -1,4 +1,4 @@
-/* copy.cu — CUDA kernels that move or produce values, mirroring kernels/cpu/cpu_copy.c: copy with
+/* copy.cu — CUDA kernels that move or produce values, mirroring kernels/cpu/copy.c: copy with
  * dtype conversion between every pair of dtypes (any strides, broadcast source), full (fill) and
  * arange. */
 #include "common.cuh"

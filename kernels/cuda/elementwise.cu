@@ -1,5 +1,5 @@
 /* elementwise.cu — CUDA kernels of the unary, binary, comparison and where ops, mirroring
- * kernels/cpu/cpu_elementwise.c: the same expression per op in the same compute type, the same
+ * kernels/cpu/elementwise.c: the same expression per op in the same compute type, the same
  * dtypes per op (numeric ops: every dtype but bool; float ops: the four float dtypes; comparisons
  * and where: all; logical_not: bool). One functor per kind, instantiated per (op, dtype) by
  * templates; cu_map (common.cuh) walks any strides and broadcasts. */

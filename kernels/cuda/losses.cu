@@ -1,5 +1,5 @@
 /* losses.cu — CUDA kernels of the fused losses (engine/ops/losses.c; dispatched by nn.cu), mirroring
- * kernels/cpu/cpu_losses.c. Inputs are contiguous float32/float64 (int64 class targets), outputs
+ * kernels/cpu/losses.c. Inputs are contiguous float32/float64 (int64 class targets), outputs
  * fresh and contiguous; reduction ints[0]: 0 none, 1 mean, 2 sum.
  *
  * mse, bce with logits  elementwise, pos_weight read cyclically (w[i % wn]); a reduced forward

@@ -1,4 +1,4 @@
-/* matmul.cu — the CUDA kernel of matmul, mirroring kernels/cpu/cpu_matmul.c. The front door
+/* matmul.cu — the CUDA kernel of matmul, mirroring kernels/cpu/matmul.c. The front door
  * (engine/ops/matmul.c) hands over out {batch..., M, N} (contiguous), a {batch..., M, K} and
  * b {batch..., K, N} in one dtype, batch dims broadcast with stride 0; attrs.f[0] = 1 asks to
  * accumulate onto out (the addend of a b + c, already there).

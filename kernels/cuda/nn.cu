@@ -1,5 +1,5 @@
 /* nn.cu — CUDA kernels of softmax cross-entropy (forward and its fused backward), embedding and
- * dropout, mirroring kernels/cpu/cpu_nn.c, and the dispatch of the fused losses (losses.cu). The
+ * dropout, mirroring kernels/cpu/nn.c, and the dispatch of the fused losses (losses.cu). The
  * front door (engine/ops/nn.c) hands over contiguous float32 or float64 inputs, int64 contiguous
  * targets and fresh contiguous outputs.
  *

@@ -1,7 +1,7 @@
 /* norm.cu — CUDA kernels of layer_norm, batch_norm and their backward ops (kind NORM), mirroring
- * kernels/cpu/cpu_norm.c. The front door hands over contiguous inputs (x, gy, weight, bias in one
+ * kernels/cpu/norm.c. The front door hands over contiguous inputs (x, gy, weight, bias in one
  * float dtype T; statistics in the compute type CT, float64 for float64 and float32 otherwise) and
- * contiguous outputs. x is a block {P, Q, S} (engine/ops/norm_geom.h): one statistic per q over its
+ * contiguous outputs. x is a block {P, Q, S} (engine/kernel/norm_geom.h): one statistic per q over its
  * P runs of S elements (layer_norm: P = 1, a run is a row; batch_norm: a channel's planes).
  *
  * forward      one block per q: mean, then the centred sums c1 = sum (x - m), c2 = sum (x - m)^2
@@ -13,7 +13,7 @@
  * grad_affine  batch_norm: one block per q; layer_norm: one thread per column s summing over the
  *              rows: gw = sum gy (x - m) r, gb = sum gy.
  * Absent weight and bias read as ones and zeros. */
-#include "../../engine/ops/norm_geom.h"
+#include "../../engine/kernel/norm_geom.h"
 #include "common.cuh"
 
 template <dle_dtype D> struct norm_io {

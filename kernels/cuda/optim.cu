@@ -1,9 +1,9 @@
 /* optim.cu — the fused optimizer steps on the GPU (dle_backend.optim, engine/optim.h), mirroring
- * kernels/cpu/cpu_optim.c: one thread per element updates the parameter (read and written in its
+ * kernels/cpu/optim.c: one thread per element updates the parameter (read and written in its
  * storage type) and its state (in the compute type: float64 for float64 params, float32
  * otherwise), with the same formulas and the same loop-invariant factors, computed once in double
  * on the host and rounded to the compute type. engine/optim.c has checked every argument. */
-#include "../../engine/optim.h"
+#include "../../engine/dle.h"
 #include "common.cuh"
 
 template <dle_dtype D> using state_t = std::conditional_t<D == DLE_F64, double, float>;

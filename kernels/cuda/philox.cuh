@@ -19,7 +19,7 @@ __device__ __forceinline__ void cu_philox(uint64_t seed, uint64_t block, uint32_
   out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
 }
 
-/* Words 2k and 2k+1 as one 64-bit number, high word first (cpu_random.c's bits64). */
+/* Words 2k and 2k+1 as one 64-bit number, high word first (kernels/cpu/random.c's bits64). */
 __device__ __forceinline__ uint64_t cu_bits64(const uint32_t *w, int k) {
   return (uint64_t)w[2 * k] << 32 | w[2 * k + 1];
 }

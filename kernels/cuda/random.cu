@@ -1,5 +1,5 @@
 /* random.cu — CUDA kernels of rand, randn and randint with dle's RNG semantics
- * (kernels/cpu/cpu_random.c): element i of the output (logical order, any strides) reads Philox
+ * (kernels/cpu/random.c): element i of the output (logical order, any strides) reads Philox
  * block offset + i / per of the generator snapshot the front door hands over, per as in
  * dle_random_blocks (rand/randn: 4 elements per block, 2 for float64; randint: 2). rand and
  * randint give the CPU's values bit for bit (integer arithmetic and exact scalings); randn's
@@ -51,7 +51,7 @@ template <dle_dtype D, int OP> struct random_fn {
   }
 };
 
-/* Integers every value of which the dtype holds exactly: [min, max] (cpu_random.c). */
+/* Integers every value of which the dtype holds exactly: [min, max] (kernels/cpu/random.c). */
 static void exact_int_limits(dle_dtype dt, double *min, double *max) {
   static const double lim[DLE_NUM_DTYPES][2] = {
       {-0x1p24, 0x1p24}, {-0x1p53, 0x1p53}, {-0x1p11, 0x1p11}, {-0x1p8, 0x1p8},

@@ -1,6 +1,6 @@
 /* reduce.cu — CUDA kernels of the reductions (sum, mean, prod, var, std, logsumexp, amax, amin,
  * max/min with indices, argmax/argmin) over any dims of any strides, mirroring
- * kernels/cpu/cpu_reduce.c:
+ * kernels/cpu/reduce.c:
  *   sum, prod   floats accumulate in double, integers and bool in uint64 (wrapping like int64),
  *               stored as the float dtype or as int64;
  *   mean        the double sum / N;  var, std: the double mean, then the double sum of squared

@@ -1,5 +1,5 @@
 /* softmax.cu — CUDA kernels of softmax and log_softmax along one dim, mirroring the CPU's row
- * functions (kernels/cpu/cpu_reduce.c): per row the max m (NaN propagates), s = sum exp(x - m)
+ * functions (kernels/cpu/reduce.c): per row the max m (NaN propagates), s = sum exp(x - m)
  * with exp in the compute type and the sum in double, then softmax y = exp(x - m) * (1 / s) or
  * log_softmax y = x - m - log(s), the factors rounded to the compute type as there. One block
  * per row (blocks loop over rows), any input strides, the front door's contiguous output. */

@@ -4,8 +4,7 @@
  * check can end a test, so a failure cannot leak the mode into the tests after it. */
 #include "testutil.h"
 
-#include "../../engine/autocast.h"
-#include "../../engine/profile.h"
+#include "../../engine/dle.h"
 
 #include <pthread.h>
 #include <string.h>

@@ -6,7 +6,7 @@
 #define _GNU_SOURCE 1
 #include "testutil.h"
 
-#include "../../engine/optim.h"
+#include "../../engine/internal.h" /* dle_cpu_backend */
 
 #include <dlfcn.h>
 #include <libgen.h>

@@ -6,7 +6,7 @@
 
 #include <math.h>
 
-#include "../../engine/norm.h"
+#include "../../engine/dle.h"
 
 TEST(layer_norm_and_batch_norm_values_and_stats) {
   const double xv[6] = {1, 2, 3, 2, 2, 2};

@@ -2,6 +2,7 @@
  * arities fit each kind, and the CPU backend has a kernel for every op that needs one. The kernel
  * check fails while a kernel family is missing: that is its purpose. */
 #include "testutil.h"
+#include "../../engine/internal.h" /* dle_cpu_backend */
 
 #include <stdio.h>
 #include <string.h>

@@ -2,7 +2,7 @@
  * counts, modes and zeroing, self time of nested ops, per-thread state, and the FLOP rules. */
 #include "testutil.h"
 
-#include "../../engine/profile.h"
+#include "../../engine/dle.h"
 
 #include <pthread.h>
 #include <string.h>

@@ -1,0 +1,28 @@
+/* copy_grad.c — reverse (vjp) and forward (jvp) rules of the copy ops (engine/ops/copy.c),
+ * registered by dle_grad_register_copy (engine/ops/families.def). */
+#include "../autograd.h"
+#include "../internal.h"
+
+#include <stdlib.h>
+
+/* ---- gradients: reverse (vjp) and forward (jvp) rules, written with dle ops ---- */
+
+/* d copy(x) = dx: the gradient summed back over the dims copy_ broadcast the source to; the
+ * engine casts it back to the source's dtype (a dtype-converting copy). */
+static dle_status vjp_copy(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  if (!gout[0]) return DLE_OK;
+  return dle_sum_to(&gin[0], gout[0], dle_node_input_ndim(n, 0), dle_node_input_sizes(n, 0));
+}
+
+/* The tangent passes through; the engine broadcasts it to the destination and casts it. */
+static dle_status jvp_copy(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                           dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op, (void)a, (void)ins, (void)nin, (void)outs;
+  if (tin[0]) dle_tensor_retain(tin[0]);
+  tout[0] = tin[0];
+  return DLE_OK;
+}
+
+void dle_grad_register_copy(dle_grad_rule *r) {
+  r[DLE_OP_COPY] = (dle_grad_rule){vjp_copy, jvp_copy, 0, false};
+}

@@ -1,0 +1,551 @@
+/* elementwise_grad.c — reverse (vjp) and forward (jvp) rules of the elementwise ops (engine/ops/elementwise.c),
+ * registered by dle_grad_register_elementwise (engine/ops/families.def). */
+#include "../autograd.h"
+#include "../internal.h"
+
+#include <stdlib.h>
+
+/* ---- gradients: reverse (vjp) and forward (jvp) rules, written with dle ops ---- */
+
+/* A forward rule runs after its op: an input that the op overwrote in place (x:sin_()) no longer
+ * holds the value the tangent needs, so reading it (bit i of `reads`) is an error, not a wrong
+ * tangent. */
+static dle_status inputs_intact(dle_op op, dle_tensor *const *ins, int nin, unsigned reads,
+                                dle_tensor *out) {
+  for (int i = 0; i < nin; i++)
+    if ((reads & DLE_SAVE(i)) && dle_same_storage(ins[i], out))
+      return dle_error("%s_: forward-mode AD of this in-place op needs the value of input %d that "
+                       "it overwrote; use the out-of-place %s", dle_op_get_info(op)->name, i + 1,
+                       dle_op_get_info(op)->name);
+  return DLE_OK;
+}
+
+static dle_status vjp_add_sub(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  for (int i = 0; i < 2; i++) {
+    if (!dle_node_needs_grad(n, i)) continue;
+    DLE_TRY(dle_sum_to(&gin[i], gout[0], dle_node_input_ndim(n, i), dle_node_input_sizes(n, i)));
+    if (i == 1 && dle_node_op(n) == DLE_OP_SUB) {
+      dle_tensor *neg = NULL;
+      dle_status st = dle_unary(DLE_OP_NEG, &neg, gin[1]);
+      dle_tensor_release(gin[1]);
+      gin[1] = neg;
+      DLE_TRY(st);
+    }
+  }
+  return DLE_OK;
+}
+
+static dle_status jvp_add_sub(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                              dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)a, (void)ins, (void)nin, (void)outs;
+  if (tin[0] && tin[1]) return dle_binary(op, &tout[0], tin[0], tin[1]);
+  if (tin[0]) {   /* broadcast to the output's shape by the engine */
+    dle_tensor_retain(tin[0]);
+    tout[0] = tin[0];
+    return DLE_OK;
+  }
+  if (op == DLE_OP_SUB) return dle_unary(DLE_OP_NEG, &tout[0], tin[1]);
+  dle_tensor_retain(tin[1]);
+  tout[0] = tin[1];
+  return DLE_OK;
+}
+
+/* d(a*b) = b da + a db */
+static dle_status vjp_mul(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  for (int i = 0; i < 2; i++) {
+    if (!dle_node_needs_grad(n, i)) continue;
+    dle_tensor *prod = NULL;
+    DLE_TRY(dle_binary(DLE_OP_MUL, &prod, gout[0], dle_node_input(n, 1 - i)));
+    dle_status st = dle_sum_to(&gin[i], prod, dle_node_input_ndim(n, i), dle_node_input_sizes(n, i));
+    dle_tensor_release(prod);
+    DLE_TRY(st);
+  }
+  return DLE_OK;
+}
+
+static dle_status jvp_mul(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)a;
+  DLE_TRY(inputs_intact(op, ins, nin, (tin[0] ? DLE_SAVE(1) : 0) | (tin[1] ? DLE_SAVE(0) : 0), outs[0]));
+  return dle_jvp_bilinear(DLE_OP_MUL, NULL, ins[0], ins[1], tin[0], tin[1], &tout[0]);
+}
+
+static dle_status vjp_neg(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  (void)n;
+  return dle_unary(DLE_OP_NEG, &gin[0], gout[0]);
+}
+
+static dle_status jvp_neg(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op, (void)a, (void)ins, (void)nin, (void)outs;
+  return dle_unary(DLE_OP_NEG, &tout[0], tin[0]);
+}
+
+/* d exp(x) = exp(x) dx: the saved output, no recomputation */
+static dle_status vjp_exp(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  return dle_binary(DLE_OP_MUL, &gin[0], gout[0], dle_node_output(n, 0));
+}
+
+static dle_status jvp_exp(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op, (void)a, (void)ins, (void)nin;
+  return dle_binary(DLE_OP_MUL, &tout[0], tin[0], outs[0]);
+}
+
+/* d gelu = gelu'(x) dx: one pass of the fused gelu_backward(x, g) = g gelu'(x), not gelu_grad
+ * then a multiply (nor the ~30 full-size passes of a composite of dle ops); gelu_backward is
+ * differentiable in turn (d_gelu_backward below), so double backward works. */
+static dle_status vjp_gelu(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  if (!gout[0]) return DLE_OK;
+  return dle_binary(DLE_OP_GELU_BACKWARD, &gin[0], dle_node_input(n, 0), gout[0]);
+}
+
+static dle_status jvp_gelu(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                           dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)a;
+  DLE_TRY(inputs_intact(op, ins, nin, DLE_SAVE(0), outs[0]));
+  return dle_binary(DLE_OP_GELU_BACKWARD, &tout[0], ins[0], tin[0]);
+}
+
+/* ---- helpers: accumulate a chain of ops in *acc (the old value is released; NULL on error) ---- */
+
+static dle_status chain(dle_op op, dle_tensor **acc, dle_tensor *b) {
+  dle_tensor *r = NULL;
+  dle_status st = dle_binary(op, &r, *acc, b);
+  dle_tensor_release(*acc);
+  *acc = r;
+  return st;
+}
+
+/* *acc = *acc op s (or s op *acc when scalar_first) */
+static dle_status chain_s(dle_op op, dle_tensor **acc, double s, bool scalar_first) {
+  dle_tensor *r = NULL;
+  dle_status st = dle_binary_scalar(op, &r, *acc, s, scalar_first);
+  dle_tensor_release(*acc);
+  *acc = r;
+  return st;
+}
+
+static dle_status chain_u(dle_op op, dle_tensor **acc) {
+  dle_tensor *r = NULL;
+  dle_status st = dle_unary(op, &r, *acc);
+  dle_tensor_release(*acc);
+  *acc = r;
+  return st;
+}
+
+/* A 0-dim tensor holding v, of dtype dt, on like's device. */
+static dle_status scalar_like(dle_tensor **out, double v, dle_dtype dt, dle_tensor *like) {
+  dle_tensor *host = NULL;
+  *out = NULL;
+  DLE_TRY(dle_scalar_tensor(&host, v, dt));
+  if (dle_tensor_device(like).type == DLE_CPU) {
+    *out = host;
+    return DLE_OK;
+  }
+  dle_status st = dle_to_device(out, host, dle_tensor_device(like));
+  dle_tensor_release(host);
+  return st;
+}
+
+/* ---- unary ops: gin = gout * f and tout = tin * f with the local derivative f(x, y) (or
+ * gout / f when the rule divides: log, log1p, sqrt), x the input and y the output ---- */
+
+typedef dle_status (*deriv_fn)(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a);
+
+/* d |x| = sign(x) dx  (0 at 0, like PyTorch) */
+static dle_status d_abs(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)y, (void)a;
+  return dle_unary(DLE_OP_SIGN, d, x);
+}
+
+/* d log x = dx / x */
+static dle_status d_log(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)y, (void)a;
+  dle_tensor_retain(x);
+  *d = x;
+  return DLE_OK;
+}
+
+/* d expm1(x) = (expm1(x) + 1) dx */
+static dle_status d_expm1(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)x, (void)a;
+  return dle_binary_scalar(DLE_OP_ADD, d, y, 1, false);
+}
+
+/* d log1p(x) = dx / (1 + x) */
+static dle_status d_log1p(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)y, (void)a;
+  return dle_binary_scalar(DLE_OP_ADD, d, x, 1, false);
+}
+
+/* d sqrt(x) = dx / (2 sqrt(x))  (inf at 0) */
+static dle_status d_sqrt(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)x, (void)a;
+  return dle_binary_scalar(DLE_OP_MUL, d, y, 2, false);
+}
+
+/* d x^(-1/2) = -1/2 y^3 dx */
+static dle_status d_rsqrt(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)x, (void)a;
+  DLE_TRY(dle_binary(DLE_OP_MUL, d, y, y));
+  DLE_TRY(chain(DLE_OP_MUL, d, y));
+  return chain_s(DLE_OP_MUL, d, -0.5, false);
+}
+
+/* d (1/x) = -y^2 dx */
+static dle_status d_reciprocal(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)x, (void)a;
+  DLE_TRY(dle_binary(DLE_OP_MUL, d, y, y));
+  return chain_u(DLE_OP_NEG, d);
+}
+
+/* d sin x = cos x dx */
+static dle_status d_sin(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)y, (void)a;
+  return dle_unary(DLE_OP_COS, d, x);
+}
+
+/* d cos x = -sin x dx */
+static dle_status d_cos(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)y, (void)a;
+  DLE_TRY(dle_unary(DLE_OP_SIN, d, x));
+  return chain_u(DLE_OP_NEG, d);
+}
+
+/* d tanh = (1 - tanh^2) dx */
+static dle_status d_tanh(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)x, (void)a;
+  DLE_TRY(dle_binary(DLE_OP_MUL, d, y, y));
+  return chain_s(DLE_OP_SUB, d, 1, true);
+}
+
+/* d sigmoid = s (1 - s) dx, s the saved output (no overflow at large |x|) */
+static dle_status d_sigmoid(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)x, (void)a;
+  DLE_TRY(dle_binary_scalar(DLE_OP_SUB, d, y, 1, true));
+  return chain(DLE_OP_MUL, d, y);
+}
+
+/* d relu = [y > 0] dx  (0 at 0, like PyTorch); a bool mask */
+static dle_status d_relu(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)x, (void)a;
+  return dle_binary_scalar(DLE_OP_GT, d, y, 0, false);
+}
+
+/* d gelu'(x) = gelu''(x) dx = (2 - x^2) phi(x) dx, phi(x) = exp(-x^2 / 2) / sqrt(2 pi) (only
+ * double backward through gelu runs this, so plain dle ops are fine) */
+static dle_status d_gelu_grad(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)y, (void)a;
+  dle_tensor *z = NULL, *pdf = NULL;
+  dle_status st = dle_binary(DLE_OP_MUL, &z, x, x);
+  if (st == DLE_OK) st = dle_binary_scalar(DLE_OP_MUL, &pdf, z, -0.5, false);
+  if (st == DLE_OK) st = chain_u(DLE_OP_EXP, &pdf);
+  if (st == DLE_OK) st = chain_s(DLE_OP_MUL, &pdf, 0.39894228040143267794, false);
+  if (st == DLE_OK) st = dle_binary_scalar(DLE_OP_SUB, d, z, 2, true);
+  if (st == DLE_OK) st = chain(DLE_OP_MUL, d, pdf);
+  dle_tensor_release(z);
+  dle_tensor_release(pdf);
+  return st;
+}
+
+/* d silu = s (1 + x (1 - s)) dx, s = sigmoid(x) */
+static dle_status d_silu(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)y, (void)a;
+  dle_tensor *s = NULL;
+  DLE_TRY(dle_unary(DLE_OP_SIGMOID, &s, x));
+  dle_status st = dle_binary_scalar(DLE_OP_SUB, d, s, 1, true);
+  if (st == DLE_OK) st = chain(DLE_OP_MUL, d, x);
+  if (st == DLE_OK) st = chain_s(DLE_OP_ADD, d, 1, false);
+  if (st == DLE_OK) st = chain(DLE_OP_MUL, d, s);
+  dle_tensor_release(s);
+  return st;
+}
+
+/* d x^p = p x^(p-1) dx  (zero for p = 0, like PyTorch) */
+static dle_status d_pow_scalar(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)y;
+  double p = a->f[0];
+  if (p == 0) return DLE_OK;  /* *d stays NULL: zero */
+  if (p == 1) return scalar_like(d, 1, x->dtype, x);
+  DLE_TRY(dle_pow_scalar(d, x, p - 1));
+  return chain_s(DLE_OP_MUL, d, p, false);
+}
+
+/* d clamp(x, lo, hi) = [lo <= x <= hi] dx  (the bounds pass the gradient, like PyTorch) */
+static dle_status d_clamp(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)y;
+  dle_tensor *hi = NULL;
+  DLE_TRY(dle_binary_scalar(DLE_OP_GE, d, x, a->f[0], false));
+  dle_status st = dle_binary_scalar(DLE_OP_LE, &hi, x, a->f[1], false);
+  if (st == DLE_OK) st = chain(DLE_OP_MUL, d, hi);  /* bool * bool: 0/1 */
+  dle_tensor_release(hi);
+  return st;
+}
+
+typedef struct {
+  deriv_fn deriv;  /* NULL: the gradient is zero (sign) */
+  bool divide;     /* gout / f instead of gout * f */
+  unsigned save_inputs;
+  bool save_outputs;
+} unary_rule;
+
+static const unary_rule unary_rules[DLE_NUM_OPS] = {
+  [DLE_OP_ABS] = {d_abs, false, DLE_SAVE(0), false},
+  [DLE_OP_SIGN] = {NULL, false, 0, false},
+  [DLE_OP_LOG] = {d_log, true, DLE_SAVE(0), false},
+  [DLE_OP_EXPM1] = {d_expm1, false, 0, true},
+  [DLE_OP_LOG1P] = {d_log1p, true, DLE_SAVE(0), false},
+  [DLE_OP_SQRT] = {d_sqrt, true, 0, true},
+  [DLE_OP_RSQRT] = {d_rsqrt, false, 0, true},
+  [DLE_OP_RECIPROCAL] = {d_reciprocal, false, 0, true},
+  [DLE_OP_SIN] = {d_sin, false, DLE_SAVE(0), false},
+  [DLE_OP_COS] = {d_cos, false, DLE_SAVE(0), false},
+  [DLE_OP_TANH] = {d_tanh, false, 0, true},
+  [DLE_OP_SIGMOID] = {d_sigmoid, false, 0, true},
+  [DLE_OP_RELU] = {d_relu, false, 0, true},
+  [DLE_OP_GELU_GRAD] = {d_gelu_grad, false, DLE_SAVE(0), false},
+  [DLE_OP_SILU] = {d_silu, false, DLE_SAVE(0), false},
+  [DLE_OP_POW_SCALAR] = {d_pow_scalar, false, DLE_SAVE(0), false},
+  [DLE_OP_CLAMP] = {d_clamp, false, DLE_SAVE(0), false},
+};
+
+/* g * f (or g / f) for the unary op's local derivative f at (x, y); NULL result means zero. */
+static dle_status apply_unary(dle_op op, dle_tensor **out, dle_tensor *g, dle_tensor *x,
+                              dle_tensor *y, const dle_attrs *a) {
+  const unary_rule *u = &unary_rules[op];
+  if (!g || !u->deriv) return DLE_OK;
+  dle_tensor *f = NULL;
+  DLE_TRY(u->deriv(&f, x, y, a));
+  if (!f) return DLE_OK;
+  dle_status st = dle_binary(u->divide ? DLE_OP_DIV : DLE_OP_MUL, out, g, f);
+  dle_tensor_release(f);
+  return st;
+}
+
+static dle_status vjp_unary(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  return apply_unary(dle_node_op(n), &gin[0], gout[0], dle_node_input(n, 0), dle_node_output(n, 0),
+                     dle_node_attrs(n));
+}
+
+static dle_status jvp_unary(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                            dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  DLE_TRY(inputs_intact(op, ins, nin, unary_rules[op].save_inputs, outs[0]));
+  return apply_unary(op, &tout[0], tin[0], ins[0], outs[0], a);
+}
+
+/* ---- binary ops: local derivatives fa = dy/da, fb = dy/db (only those asked for), then
+ * gin = sum_to(gout * f) and tout = ta * fa + tb * fb ---- */
+
+typedef dle_status (*deriv2_fn)(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
+                                dle_tensor *y);
+
+/* d(a/b) = da / b - y db / b */
+static dle_status d_div(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b, dle_tensor *y) {
+  (void)a;
+  if (fa) DLE_TRY(dle_unary(DLE_OP_RECIPROCAL, fa, b));
+  if (fb) {
+    DLE_TRY(dle_binary(DLE_OP_DIV, fb, y, b));
+    DLE_TRY(chain_u(DLE_OP_NEG, fb));
+  }
+  return DLE_OK;
+}
+
+/* d a^b = b a^(b-1) da + a^b log(a) db  (each term 0 where b = 0, resp. a = 0, like PyTorch) */
+static dle_status d_pow(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b, dle_tensor *y) {
+  dle_dtype dt = y->dtype;
+  dle_tensor *zero = NULL, *mask = NULL, *v = NULL;
+  dle_status st = scalar_like(&zero, 0, dt, y);
+  if (st == DLE_OK && fa) {
+    st = dle_binary_scalar(DLE_OP_SUB, &v, b, 1, false);
+    if (st == DLE_OK) {
+      dle_tensor *p = NULL;
+      st = dle_binary(DLE_OP_POW, &p, a, v);
+      dle_tensor_release(v);
+      v = p;
+    }
+    if (st == DLE_OK) st = chain(DLE_OP_MUL, &v, b);
+    if (st == DLE_OK) st = dle_binary_scalar(DLE_OP_EQ, &mask, b, 0, false);
+    if (st == DLE_OK) st = dle_where(fa, mask, zero, v);
+    DLE_RELEASE(mask);
+    DLE_RELEASE(v);
+  }
+  if (st == DLE_OK && fb) {
+    st = dle_unary(DLE_OP_LOG, &v, a);
+    if (st == DLE_OK) st = chain(DLE_OP_MUL, &v, y);
+    if (st == DLE_OK) st = dle_binary_scalar(DLE_OP_EQ, &mask, a, 0, false);
+    if (st == DLE_OK) st = dle_where(fb, mask, zero, v);
+    DLE_RELEASE(mask);
+    DLE_RELEASE(v);
+  }
+  dle_tensor_release(zero);
+  return st;
+}
+
+/* [a cmp b] + tie, as dtype dt */
+static dle_status side_weight(dle_tensor **w, dle_op cmp, dle_tensor *a, dle_tensor *b,
+                              dle_tensor *tie, dle_dtype dt) {
+  dle_tensor *m = NULL;
+  DLE_TRY(dle_binary(cmp, &m, a, b));
+  dle_status st = dle_to_dtype(w, m, dt);
+  dle_tensor_release(m);
+  if (st == DLE_OK) st = chain(DLE_OP_ADD, w, tie);
+  return st;
+}
+
+/* d max(a, b) = [a > b] da + [a < b] db, ties split evenly (1/2 each, like PyTorch); min the
+ * same with the comparisons swapped */
+static dle_status d_maxmin(bool is_max, dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
+                           dle_tensor *y) {
+  (void)y;  /* not saved: the weights take the dtype the op computed in */
+  dle_dtype dt = dle_promote(a->dtype, b->dtype);
+  dle_tensor *eq = NULL, *tie = NULL;
+  DLE_TRY(dle_binary(DLE_OP_EQ, &eq, a, b));
+  dle_status st = dle_to_dtype(&tie, eq, dt);
+  dle_tensor_release(eq);
+  if (st == DLE_OK) st = chain_s(DLE_OP_MUL, &tie, 0.5, false);
+  if (st == DLE_OK && fa) st = side_weight(fa, is_max ? DLE_OP_GT : DLE_OP_LT, a, b, tie, dt);
+  if (st == DLE_OK && fb) st = side_weight(fb, is_max ? DLE_OP_LT : DLE_OP_GT, a, b, tie, dt);
+  dle_tensor_release(tie);
+  return st;
+}
+
+static dle_status d_maximum(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b, dle_tensor *y) {
+  return d_maxmin(true, fa, fb, a, b, y);
+}
+
+static dle_status d_minimum(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b, dle_tensor *y) {
+  return d_maxmin(false, fa, fb, a, b, y);
+}
+
+/* d (g gelu'(x)) = g gelu''(x) dx + gelu'(x) dg */
+static dle_status d_gelu_backward(dle_tensor **fa, dle_tensor **fb, dle_tensor *x, dle_tensor *g,
+                                  dle_tensor *y) {
+  (void)y;
+  if (fa) {
+    DLE_TRY(d_gelu_grad(fa, x, NULL, NULL));
+    DLE_TRY(chain(DLE_OP_MUL, fa, g));
+  }
+  if (fb) DLE_TRY(dle_unary(DLE_OP_GELU_GRAD, fb, x));
+  return DLE_OK;
+}
+
+static deriv2_fn binary_deriv(dle_op op) {
+  switch (op) {
+  case DLE_OP_GELU_BACKWARD: return d_gelu_backward;
+  case DLE_OP_DIV: return d_div;
+  case DLE_OP_POW: return d_pow;
+  case DLE_OP_MAXIMUM: return d_maximum;
+  default: return d_minimum;
+  }
+}
+
+/* The local derivatives, computed in the dtype the op computed in (an int64 divisor or base
+ * would otherwise make reciprocal/log compute in the default float and lose precision). */
+static dle_status local_derivs(dle_op op, dle_dtype dt, dle_tensor **fa, dle_tensor **fb,
+                               dle_tensor *a, dle_tensor *b, dle_tensor *y) {
+  dle_tensor *ca = NULL, *cb = NULL;  /* a, b: NULL when the rule does not read them */
+  dle_status st = a ? dle_cast_if_needed(&ca, a, dt) : DLE_OK;
+  if (st == DLE_OK && b) st = dle_cast_if_needed(&cb, b, dt);
+  if (st == DLE_OK) st = binary_deriv(op)(fa, fb, ca, cb, y);
+  dle_tensor_release(ca);
+  dle_tensor_release(cb);
+  return st;
+}
+
+static dle_status vjp_binary(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  if (!gout[0]) return DLE_OK;
+  dle_tensor *f[2] = {NULL, NULL};
+  bool need[2] = {dle_node_needs_grad(n, 0), dle_node_needs_grad(n, 1)};
+  dle_dtype dt = dle_promote(dle_node_input_dtype(n, 0), dle_node_input_dtype(n, 1));
+  dle_status st = local_derivs(dle_node_op(n), dt, need[0] ? &f[0] : NULL, need[1] ? &f[1] : NULL,
+                               dle_node_input(n, 0), dle_node_input(n, 1), dle_node_output(n, 0));
+  for (int i = 0; i < 2 && st == DLE_OK; i++) {
+    if (!need[i]) continue;
+    dle_tensor *p = NULL;
+    st = dle_binary(DLE_OP_MUL, &p, gout[0], f[i]);
+    if (st == DLE_OK)
+      st = dle_sum_to(&gin[i], p, dle_node_input_ndim(n, i), dle_node_input_sizes(n, i));
+    dle_tensor_release(p);
+  }
+  dle_tensor_release(f[0]);
+  dle_tensor_release(f[1]);
+  return st;
+}
+
+static dle_status jvp_binary(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                             dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)a;
+  DLE_TRY(inputs_intact(op, ins, nin, dle_grad_rule_of(op)->save_inputs, outs[0]));
+  dle_tensor *f[2] = {NULL, NULL};
+  dle_status st = local_derivs(op, dle_promote(ins[0]->dtype, ins[1]->dtype), tin[0] ? &f[0] : NULL,
+                               tin[1] ? &f[1] : NULL, ins[0], ins[1], outs[0]);
+  for (int i = 0; i < 2 && st == DLE_OK; i++) {
+    if (!tin[i]) continue;
+    if (!tout[0]) st = dle_binary(DLE_OP_MUL, &tout[0], tin[i], f[i]);
+    else {
+      dle_tensor *p = NULL;
+      st = dle_binary(DLE_OP_MUL, &p, tin[i], f[i]);
+      if (st == DLE_OK) st = chain(DLE_OP_ADD, &tout[0], p);
+      dle_tensor_release(p);
+    }
+  }
+  dle_tensor_release(f[0]);
+  dle_tensor_release(f[1]);
+  return st;
+}
+
+/* ---- where(cond, a, b): the gradient goes to a where cond holds, to b elsewhere; none to cond ---- */
+
+/* where(cond, g, 0) (side 0) or where(cond, 0, g) (side 1); g NULL: zero */
+static dle_status masked(dle_tensor **out, dle_tensor *cond, dle_tensor *g, int side, dle_tensor *zero) {
+  return side == 0 ? dle_where(out, cond, g, zero) : dle_where(out, cond, zero, g);
+}
+
+static dle_status vjp_where(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  if (!gout[0]) return DLE_OK;
+  dle_tensor *zero = NULL;
+  DLE_TRY(scalar_like(&zero, 0, gout[0]->dtype, gout[0]));
+  dle_status st = DLE_OK;
+  for (int i = 1; i < 3 && st == DLE_OK; i++) {
+    if (!dle_node_needs_grad(n, i)) continue;
+    dle_tensor *m = NULL;
+    st = masked(&m, dle_node_input(n, 0), gout[0], i - 1, zero);
+    if (st == DLE_OK) st = dle_sum_to(&gin[i], m, dle_node_input_ndim(n, i), dle_node_input_sizes(n, i));
+    dle_tensor_release(m);
+  }
+  dle_tensor_release(zero);
+  return st;
+}
+
+static dle_status jvp_where(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                            dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op, (void)a, (void)nin;
+  dle_tensor *zero = NULL;
+  DLE_TRY(scalar_like(&zero, 0, outs[0]->dtype, outs[0]));
+  dle_status st = dle_where(&tout[0], ins[0], tin[1] ? tin[1] : zero, tin[2] ? tin[2] : zero);
+  dle_tensor_release(zero);
+  return st;
+}
+
+void dle_grad_register_elementwise(dle_grad_rule *r) {
+  r[DLE_OP_ADD] = (dle_grad_rule){vjp_add_sub, jvp_add_sub, 0, false};
+  r[DLE_OP_SUB] = (dle_grad_rule){vjp_add_sub, jvp_add_sub, 0, false};
+  r[DLE_OP_MUL] = (dle_grad_rule){vjp_mul, jvp_mul, DLE_SAVE(0) | DLE_SAVE(1), false};
+  r[DLE_OP_NEG] = (dle_grad_rule){vjp_neg, jvp_neg, 0, false};
+  r[DLE_OP_EXP] = (dle_grad_rule){vjp_exp, jvp_exp, 0, true};
+  r[DLE_OP_GELU] = (dle_grad_rule){vjp_gelu, jvp_gelu, DLE_SAVE(0), false};
+  for (int op = 0; op < DLE_NUM_OPS; op++)
+    if (dle_op_get_info((dle_op)op)->kind == DLE_KIND_UNARY && !r[op].vjp &&
+        (dle_op_get_info((dle_op)op)->flags & DLE_DIFF)) {
+      const unary_rule *u = &unary_rules[op];
+      r[op] = (dle_grad_rule){vjp_unary, jvp_unary, u->save_inputs, u->save_outputs};
+    }
+  /* div reads b and y; pow reads a, b and y; maximum/minimum compare a with b */
+  r[DLE_OP_DIV] = (dle_grad_rule){vjp_binary, jvp_binary, DLE_SAVE(1), true};
+  r[DLE_OP_POW] = (dle_grad_rule){vjp_binary, jvp_binary, DLE_SAVE(0) | DLE_SAVE(1), true};
+  r[DLE_OP_MAXIMUM] = (dle_grad_rule){vjp_binary, jvp_binary, DLE_SAVE(0) | DLE_SAVE(1), false};
+  r[DLE_OP_MINIMUM] = (dle_grad_rule){vjp_binary, jvp_binary, DLE_SAVE(0) | DLE_SAVE(1), false};
+  r[DLE_OP_GELU_BACKWARD] = (dle_grad_rule){vjp_binary, jvp_binary, DLE_SAVE(0) | DLE_SAVE(1), false};
+  r[DLE_OP_WHERE] = (dle_grad_rule){vjp_where, jvp_where, DLE_SAVE(0), false};
+}

@@ -1,0 +1,453 @@
+/* reduce_grad.c — reverse (vjp) and forward (jvp) rules of the reduce ops (engine/ops/reduce.c),
+ * registered by dle_grad_register_reduce (engine/ops/families.def). */
+#include "../autograd.h"
+#include "../internal.h"
+
+#include <stdlib.h>
+
+/* ---- gradients: reverse (vjp) and forward (jvp) rules, written with dle ops ---- */
+
+static void release_all(dle_tensor **ts, int n) {
+  for (int i = 0; i < n; i++) dle_tensor_release(ts[i]);
+}
+
+/* The reduced dims of a node's attrs, as a mask over the input's dims (a 0-dim input has none). */
+static void reduced_mask(const dle_attrs *a, int ndim, bool *mask) {
+  for (int d = 0; d < ndim; d++) mask[d] = a->nints == 0;
+  for (int j = 0; j < a->nints && ndim > 0; j++) {
+    int d = (int)a->ints[j];
+    mask[d < 0 ? d + ndim : d] = true;
+  }
+}
+
+/* How many input elements each output element reduces (N). */
+static double reduced_count(const dle_attrs *a, int ndim, const int64_t *sizes) {
+  bool mask[DLE_MAX_DIMS];
+  reduced_mask(a, ndim, mask);
+  double count = 1;
+  for (int d = 0; d < ndim; d++)
+    if (mask[d]) count *= (double)sizes[d];
+  return count;
+}
+
+/* g (the shape of a reduction's output) viewed with the reduced dims kept as size 1, so it
+ * broadcasts against the input. */
+static dle_status unsqueeze_reduced(dle_tensor **out, dle_tensor *g, const dle_attrs *a, int ndim,
+                                    const int64_t *sizes) {
+  bool mask[DLE_MAX_DIMS];
+  int64_t kept[DLE_MAX_DIMS];
+  reduced_mask(a, ndim, mask);
+  for (int d = 0; d < ndim; d++) kept[d] = mask[d] ? 1 : sizes[d];
+  *out = NULL;
+  return dle_reshape(out, g, ndim, kept);
+}
+
+/* g broadcast back over the reduced elements (the input's shape). */
+static dle_status spread(dle_tensor **out, dle_tensor *g, const dle_attrs *a, int ndim,
+                         const int64_t *sizes) {
+  *out = NULL;
+  /* a full reduction's 0-dim g, or a keepdim g, broadcasts as it is: no reshape first */
+  if (g->ndim == 0 || g->ndim == ndim) return dle_expand(out, g, ndim, sizes);
+  dle_tensor *u = NULL;
+  DLE_TRY(unsqueeze_reduced(&u, g, a, ndim, sizes));
+  dle_status st = dle_expand(out, u, ndim, sizes);
+  dle_tensor_release(u);
+  return st;
+}
+
+/* op over the attrs' dims (as the caller gave them), with the given keepdim. */
+static dle_status reduce_like(dle_op op, dle_tensor **out, dle_tensor *x, const dle_attrs *a, bool keepdim) {
+  int dims[DLE_MAX_ATTR_INTS];
+  for (int j = 0; j < a->nints; j++) dims[j] = (int)a->ints[j];
+  *out = NULL;
+  return dle_reduce(op, out, x, a->nints, dims, keepdim, a->f[0]);
+}
+
+/* sum(x * w) over the attrs' dims, shaped like the op's output: the jvp of a reduction whose
+ * derivative is the weight w. */
+static dle_status weighted_sum(dle_tensor **out, dle_tensor *t, dle_tensor *w, const dle_attrs *a) {
+  dle_tensor *p = NULL;
+  DLE_TRY(dle_binary(DLE_OP_MUL, &p, t, w));
+  dle_status st = reduce_like(DLE_OP_SUM, out, p, a, a->keepdim);
+  dle_tensor_release(p);
+  return st;
+}
+
+/* A float (dtype dt) 0/1 mask of x op y (y a tensor, or the scalar s when y is NULL). */
+static dle_status float_mask(dle_tensor **out, dle_op op, dle_tensor *x, dle_tensor *y, double s,
+                             dle_dtype dt) {
+  dle_tensor *b = NULL;
+  DLE_TRY(y ? dle_binary(op, &b, x, y) : dle_binary_scalar(op, &b, x, s, false));
+  *out = NULL;
+  dle_status st = dle_to_dtype(out, b, dt);
+  dle_tensor_release(b);
+  return st;
+}
+
+/* d sum = g, spread over the reduced elements */
+static dle_status vjp_sum(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  if (!gout[0]) return DLE_OK;
+  return spread(&gin[0], gout[0], dle_node_attrs(n), dle_node_input_ndim(n, 0), dle_node_input_sizes(n, 0));
+}
+
+/* sum, mean: the same reduction of the tangent */
+static dle_status jvp_sum(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)ins, (void)nin, (void)outs;
+  if (!tin[0]) return DLE_OK;
+  return reduce_like(op, &tout[0], tin[0], a, a->keepdim);
+}
+
+/* d mean = g / N, spread over the reduced elements */
+static dle_status vjp_mean(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  if (!gout[0]) return DLE_OK;
+  int nd = dle_node_input_ndim(n, 0);
+  const int64_t *sizes = dle_node_input_sizes(n, 0);
+  const dle_attrs *a = dle_node_attrs(n);
+  dle_tensor *s = NULL;
+  DLE_TRY(dle_binary_scalar(DLE_OP_MUL, &s, gout[0], 1.0 / reduced_count(a, nd, sizes), false));
+  dle_status st = spread(&gin[0], s, a, nd, sizes);
+  dle_tensor_release(s);
+  return st;
+}
+
+/* d prod / dx_i = product of the other elements, exact with zeros: with xn = x where x != 0
+ * and 1 where x == 0, pn = prod(xn) and z = the number of zeros in the slice,
+ * d prod / dx_i = pn / xn_i when z = 0, pn at the zero when z = 1, 0 otherwise. */
+static dle_status prod_factor(dle_tensor **out, dle_tensor *x, const dle_attrs *a) {
+  enum { ZF, XN, CNT, PN, C0, C1, B, Q, Q2, NT };
+  dle_tensor *t[NT] = {0};
+  dle_dtype dt = x->dtype;
+  dle_status st = float_mask(&t[ZF], DLE_OP_EQ, x, NULL, 0, dt);
+  if (st == DLE_OK) st = dle_binary(DLE_OP_ADD, &t[XN], x, t[ZF]);
+  if (st == DLE_OK) st = reduce_like(DLE_OP_SUM, &t[CNT], t[ZF], a, true);
+  if (st == DLE_OK) st = reduce_like(DLE_OP_PROD, &t[PN], t[XN], a, true);
+  if (st == DLE_OK) st = float_mask(&t[C0], DLE_OP_EQ, t[CNT], NULL, 0, dt);
+  if (st == DLE_OK) st = float_mask(&t[C1], DLE_OP_EQ, t[CNT], NULL, 1, dt);
+  if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &t[B], t[ZF], t[C1]);
+  if (st == DLE_OK) st = dle_binary(DLE_OP_DIV, &t[Q], t[C0], t[XN]);
+  if (st == DLE_OK) st = dle_binary(DLE_OP_ADD, &t[Q2], t[Q], t[B]);
+  *out = NULL;
+  if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, out, t[PN], t[Q2]);
+  release_all(t, NT);
+  return st;
+}
+
+/* d prod = (product of the others) g */
+static dle_status vjp_prod(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  if (!gout[0]) return DLE_OK;
+  dle_tensor *f = NULL, *u = NULL;
+  dle_status st = prod_factor(&f, dle_node_input(n, 0), dle_node_attrs(n));
+  if (st == DLE_OK)
+    st = unsqueeze_reduced(&u, gout[0], dle_node_attrs(n), dle_node_input_ndim(n, 0), dle_node_input_sizes(n, 0));
+  if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &gin[0], f, u);
+  dle_tensor_release(f);
+  dle_tensor_release(u);
+  return st;
+}
+
+/* d prod = sum(product of the others * t) */
+static dle_status jvp_prod(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                           dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op, (void)nin, (void)outs;
+  if (!tin[0]) return DLE_OK;
+  dle_tensor *f = NULL;
+  DLE_TRY(prod_factor(&f, ins[0], a));
+  dle_status st = weighted_sum(&tout[0], tin[0], f, a);
+  dle_tensor_release(f);
+  return st;
+}
+
+/* x - mean(x) over the reduced dims (kept). */
+static dle_status centered(dle_tensor **out, dle_tensor *x, const dle_attrs *a) {
+  dle_tensor *m = NULL;
+  DLE_TRY(reduce_like(DLE_OP_MEAN, &m, x, a, true));
+  *out = NULL;
+  dle_status st = dle_binary(DLE_OP_SUB, out, x, m);
+  dle_tensor_release(m);
+  return st;
+}
+
+/* N - correction, the divisor of var/std (never negative, as in PyTorch). */
+static double var_divisor(const dle_attrs *a, int ndim, const int64_t *sizes) {
+  double d = reduced_count(a, ndim, sizes) - a->f[0];
+  return d > 0 ? d : 0;
+}
+
+/* d var = 2 (x - mean) / (N - c) g */
+static dle_status vjp_var(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  if (!gout[0]) return DLE_OK;
+  int nd = dle_node_input_ndim(n, 0);
+  const int64_t *sizes = dle_node_input_sizes(n, 0);
+  const dle_attrs *a = dle_node_attrs(n);
+  dle_tensor *d = NULL, *u = NULL, *w = NULL;
+  dle_status st = centered(&d, dle_node_input(n, 0), a);
+  if (st == DLE_OK) st = unsqueeze_reduced(&u, gout[0], a, nd, sizes);
+  if (st == DLE_OK) st = dle_binary_scalar(DLE_OP_MUL, &w, u, 2.0 / var_divisor(a, nd, sizes), false);
+  if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &gin[0], d, w);
+  release_all((dle_tensor *[]){d, u, w}, 3);
+  return st;
+}
+
+/* d var = 2 / (N - c) sum((x - mean) t) */
+static dle_status jvp_var(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op, (void)nin, (void)outs;
+  if (!tin[0]) return DLE_OK;
+  dle_tensor *d = NULL, *s = NULL;
+  dle_status st = centered(&d, ins[0], a);
+  if (st == DLE_OK) st = weighted_sum(&s, tin[0], d, a);
+  if (st == DLE_OK)
+    st = dle_binary_scalar(DLE_OP_MUL, &tout[0], s, 2.0 / var_divisor(a, ins[0]->ndim, ins[0]->sizes), false);
+  dle_tensor_release(d);
+  dle_tensor_release(s);
+  return st;
+}
+
+/* g / ((N - c) std), and 0 where std == 0 (as PyTorch: a constant slice has no direction). */
+static dle_status std_scale(dle_tensor **out, dle_tensor *g, dle_tensor *sd, double divisor) {
+  enum { ZF, NZ, DEN, Q, Q2, NT };
+  dle_tensor *t[NT] = {0};
+  dle_status st = float_mask(&t[ZF], DLE_OP_EQ, sd, NULL, 0, sd->dtype);
+  if (st == DLE_OK) st = float_mask(&t[NZ], DLE_OP_NE, sd, NULL, 0, sd->dtype);
+  if (st == DLE_OK) st = dle_binary(DLE_OP_ADD, &t[DEN], sd, t[ZF]);
+  if (st == DLE_OK) st = dle_binary(DLE_OP_DIV, &t[Q], g, t[DEN]);
+  if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &t[Q2], t[Q], t[NZ]);
+  *out = NULL;
+  if (st == DLE_OK) st = dle_binary_scalar(DLE_OP_MUL, out, t[Q2], 1.0 / divisor, false);
+  release_all(t, NT);
+  return st;
+}
+
+/* d std = (x - mean) / ((N - c) std) g, from the saved std */
+static dle_status vjp_std(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  if (!gout[0]) return DLE_OK;
+  int nd = dle_node_input_ndim(n, 0);
+  const int64_t *sizes = dle_node_input_sizes(n, 0);
+  const dle_attrs *a = dle_node_attrs(n);
+  dle_tensor *d = NULL, *u = NULL, *su = NULL, *w = NULL;
+  dle_status st = centered(&d, dle_node_input(n, 0), a);
+  if (st == DLE_OK) st = unsqueeze_reduced(&u, gout[0], a, nd, sizes);
+  if (st == DLE_OK) st = unsqueeze_reduced(&su, dle_node_output(n, 0), a, nd, sizes);
+  if (st == DLE_OK) st = std_scale(&w, u, su, var_divisor(a, nd, sizes));
+  if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &gin[0], d, w);
+  release_all((dle_tensor *[]){d, u, su, w}, 4);
+  return st;
+}
+
+/* d std = sum((x - mean) t) / ((N - c) std) */
+static dle_status jvp_std(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op, (void)nin;
+  if (!tin[0]) return DLE_OK;
+  dle_tensor *d = NULL, *s = NULL;
+  dle_status st = centered(&d, ins[0], a);
+  if (st == DLE_OK) st = weighted_sum(&s, tin[0], d, a);
+  if (st == DLE_OK) st = std_scale(&tout[0], s, outs[0], var_divisor(a, ins[0]->ndim, ins[0]->sizes));
+  dle_tensor_release(d);
+  dle_tensor_release(s);
+  return st;
+}
+
+/* softmax over the reduced elements: exp(x - logsumexp(x)), stable since x - lse <= 0. */
+static dle_status lse_weights(dle_tensor **out, dle_tensor *x, dle_tensor *lse, const dle_attrs *a) {
+  dle_tensor *u = NULL, *d = NULL;
+  dle_status st = unsqueeze_reduced(&u, lse, a, x->ndim, x->sizes);
+  if (st == DLE_OK) st = dle_binary(DLE_OP_SUB, &d, x, u);
+  *out = NULL;
+  if (st == DLE_OK) st = dle_unary(DLE_OP_EXP, out, d);
+  dle_tensor_release(u);
+  dle_tensor_release(d);
+  return st;
+}
+
+/* d logsumexp = exp(x - out) g */
+static dle_status vjp_logsumexp(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  if (!gout[0]) return DLE_OK;
+  dle_tensor *x = dle_node_input(n, 0), *w = NULL, *u = NULL;
+  dle_status st = lse_weights(&w, x, dle_node_output(n, 0), dle_node_attrs(n));
+  if (st == DLE_OK) st = unsqueeze_reduced(&u, gout[0], dle_node_attrs(n), x->ndim, x->sizes);
+  if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &gin[0], w, u);
+  dle_tensor_release(w);
+  dle_tensor_release(u);
+  return st;
+}
+
+/* d logsumexp = sum(exp(x - out) t) */
+static dle_status jvp_logsumexp(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                                dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op, (void)nin;
+  if (!tin[0]) return DLE_OK;
+  dle_tensor *w = NULL;
+  DLE_TRY(lse_weights(&w, ins[0], outs[0], a));
+  dle_status st = weighted_sum(&tout[0], tin[0], w, a);
+  dle_tensor_release(w);
+  return st;
+}
+
+/* amax/amin: the 0/1 mask of the elements equal to the result (the ties), and their count per
+ * output element (reduced dims kept or not). */
+static dle_status tie_mask(dle_tensor **mask, dle_tensor **count, dle_tensor *x, dle_tensor *res,
+                           const dle_attrs *a, bool keepdim) {
+  dle_tensor *u = NULL;
+  *mask = *count = NULL;
+  dle_status st = unsqueeze_reduced(&u, res, a, x->ndim, x->sizes);
+  if (st == DLE_OK) st = float_mask(mask, DLE_OP_EQ, x, u, 0, x->dtype);
+  if (st == DLE_OK) st = reduce_like(DLE_OP_SUM, count, *mask, a, keepdim);
+  dle_tensor_release(u);
+  if (st != DLE_OK) {
+    DLE_RELEASE(*mask);
+    DLE_RELEASE(*count);
+  }
+  return st;
+}
+
+/* d amax (amin) = g / (number of ties) at each element equal to the result, 0 elsewhere */
+static dle_status vjp_amax(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  if (!gout[0]) return DLE_OK;
+  dle_tensor *x = dle_node_input(n, 0), *mask = NULL, *count = NULL, *u = NULL, *w = NULL;
+  dle_status st = tie_mask(&mask, &count, x, dle_node_output(n, 0), dle_node_attrs(n), true);
+  if (st == DLE_OK) st = unsqueeze_reduced(&u, gout[0], dle_node_attrs(n), x->ndim, x->sizes);
+  if (st == DLE_OK) st = dle_binary(DLE_OP_DIV, &w, u, count);
+  if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &gin[0], mask, w);
+  release_all((dle_tensor *[]){mask, count, u, w}, 4);
+  return st;
+}
+
+/* d amax (amin) = mean of t over the ties */
+static dle_status jvp_amax(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                           dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op, (void)nin;
+  if (!tin[0]) return DLE_OK;
+  dle_tensor *mask = NULL, *count = NULL, *s = NULL;
+  dle_status st = tie_mask(&mask, &count, ins[0], outs[0], a, a->keepdim);
+  if (st == DLE_OK) st = weighted_sum(&s, tin[0], mask, a);
+  if (st == DLE_OK) st = dle_binary(DLE_OP_DIV, &tout[0], s, count);
+  release_all((dle_tensor *[]){mask, count, s}, 3);
+  return st;
+}
+
+/* max/min along one dim: the 0/1 mask (dtype dt, the input's shape) of the selected elements,
+ * from the indices (relative to attrs.index_base) compared with a range along the dim. */
+static dle_status selected_mask(dle_tensor **out, dle_op op, dle_tensor *idx, const dle_attrs *a,
+                                int ndim, const int64_t *sizes, dle_dtype dt) {
+  int d = 0;
+  if (ndim > 0) DLE_TRY(dle_wrap_dim(dle_op_get_info(op)->name, (int)a->ints[0], ndim, 0, &d));
+  int64_t len = ndim > 0 ? sizes[d] : 1, shape[DLE_MAX_DIMS];
+  for (int k = 0; k < ndim; k++) shape[k] = k == d ? len : 1;
+  dle_tensor *r = NULL, *iota = NULL, *u = NULL;
+  dle_status st = dle_arange(&r, (double)a->index_base, (double)(a->index_base + len), 1, DLE_I64);
+  if (st == DLE_OK && dle_tensor_device(idx).type != DLE_CPU) { /* beside the indices */
+    dle_tensor *moved = NULL;
+    st = dle_to_device(&moved, r, dle_tensor_device(idx));
+    dle_tensor_release(r);
+    r = moved;
+  }
+  if (st == DLE_OK) st = dle_reshape(&iota, r, ndim, shape);
+  if (st == DLE_OK) st = unsqueeze_reduced(&u, idx, a, ndim, sizes);
+  if (st == DLE_OK) st = float_mask(out, DLE_OP_EQ, iota, u, 0, dt);
+  release_all((dle_tensor *[]){r, iota, u}, 3);
+  return st;
+}
+
+/* d max (min) values = g at the selected index, 0 elsewhere (the indices have no gradient) */
+static dle_status vjp_max(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  if (!gout[0]) return DLE_OK;
+  int nd = dle_node_input_ndim(n, 0);
+  const int64_t *sizes = dle_node_input_sizes(n, 0);
+  const dle_attrs *a = dle_node_attrs(n);
+  dle_tensor *mask = NULL, *u = NULL;
+  dle_status st = selected_mask(&mask, dle_node_op(n), dle_node_output(n, 1), a, nd, sizes, gout[0]->dtype);
+  if (st == DLE_OK) st = unsqueeze_reduced(&u, gout[0], a, nd, sizes);
+  if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &gin[0], mask, u);
+  dle_tensor_release(mask);
+  dle_tensor_release(u);
+  return st;
+}
+
+/* d max (min) values = t at the selected index */
+static dle_status jvp_max(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)nin;
+  if (!tin[0]) return DLE_OK;
+  dle_tensor *mask = NULL;
+  DLE_TRY(selected_mask(&mask, op, outs[1], a, ins[0]->ndim, ins[0]->sizes, tin[0]->dtype));
+  dle_status st = weighted_sum(&tout[0], tin[0], mask, a);
+  dle_tensor_release(mask);
+  return st;
+}
+
+/* sum of x along the softmax dim, kept. */
+static dle_status sum_along(dle_tensor **out, dle_tensor *x, const dle_attrs *a) {
+  dle_attrs one = {0};
+  one.ints[0] = a->ints[0];
+  one.nints = 1;
+  return reduce_like(DLE_OP_SUM, out, x, &one, true);
+}
+
+/* s = softmax(x): ds = s v - s sum(s v), for v the output gradient or the input tangent */
+static dle_status softmax_apply(dle_tensor **out, dle_tensor *s, dle_tensor *v, const dle_attrs *a) {
+  dle_tensor *sv = NULL, *sum = NULL, *ss = NULL;
+  dle_status st = dle_binary(DLE_OP_MUL, &sv, s, v);
+  if (st == DLE_OK) st = sum_along(&sum, sv, a);
+  if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &ss, s, sum);
+  *out = NULL;
+  if (st == DLE_OK) st = dle_binary(DLE_OP_SUB, out, sv, ss);
+  release_all((dle_tensor *[]){sv, sum, ss}, 3);
+  return st;
+}
+
+/* d softmax: g s - s sum(g s) (symmetric Jacobian), from the saved output */
+static dle_status vjp_softmax(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  if (!gout[0]) return DLE_OK;
+  return softmax_apply(&gin[0], dle_node_output(n, 0), gout[0], dle_node_attrs(n));
+}
+
+/* d softmax: s t - s sum(s t) */
+static dle_status jvp_softmax(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                              dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op, (void)ins, (void)nin;
+  if (!tin[0]) return DLE_OK;
+  return softmax_apply(&tout[0], outs[0], tin[0], a);
+}
+
+/* d log_softmax (reverse): g - exp(out) sum(g) */
+static dle_status vjp_log_softmax(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  if (!gout[0]) return DLE_OK;
+  dle_tensor *p = NULL, *sum = NULL, *ps = NULL;
+  dle_status st = dle_unary(DLE_OP_EXP, &p, dle_node_output(n, 0));
+  if (st == DLE_OK) st = sum_along(&sum, gout[0], dle_node_attrs(n));
+  if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &ps, p, sum);
+  if (st == DLE_OK) st = dle_binary(DLE_OP_SUB, &gin[0], gout[0], ps);
+  release_all((dle_tensor *[]){p, sum, ps}, 3);
+  return st;
+}
+
+/* d log_softmax (forward): t - sum(exp(out) t) */
+static dle_status jvp_log_softmax(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                                  dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op, (void)ins, (void)nin;
+  if (!tin[0]) return DLE_OK;
+  dle_tensor *p = NULL, *pt = NULL, *sum = NULL;
+  dle_status st = dle_unary(DLE_OP_EXP, &p, outs[0]);
+  if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &pt, p, tin[0]);
+  if (st == DLE_OK) st = sum_along(&sum, pt, a);
+  if (st == DLE_OK) st = dle_binary(DLE_OP_SUB, &tout[0], tin[0], sum);
+  release_all((dle_tensor *[]){p, pt, sum}, 3);
+  return st;
+}
+
+void dle_grad_register_reduce(dle_grad_rule *r) {
+  r[DLE_OP_SUM] = (dle_grad_rule){vjp_sum, jvp_sum, 0, false};
+  r[DLE_OP_MEAN] = (dle_grad_rule){vjp_mean, jvp_sum, 0, false};
+  r[DLE_OP_PROD] = (dle_grad_rule){vjp_prod, jvp_prod, DLE_SAVE(0), false};
+  r[DLE_OP_VAR] = (dle_grad_rule){vjp_var, jvp_var, DLE_SAVE(0), false};
+  r[DLE_OP_STD] = (dle_grad_rule){vjp_std, jvp_std, DLE_SAVE(0), true};
+  r[DLE_OP_LOGSUMEXP] = (dle_grad_rule){vjp_logsumexp, jvp_logsumexp, DLE_SAVE(0), true};
+  r[DLE_OP_AMAX] = (dle_grad_rule){vjp_amax, jvp_amax, DLE_SAVE(0), true};
+  r[DLE_OP_AMIN] = (dle_grad_rule){vjp_amax, jvp_amax, DLE_SAVE(0), true};
+  r[DLE_OP_MAX] = (dle_grad_rule){vjp_max, jvp_max, 0, true};
+  r[DLE_OP_MIN] = (dle_grad_rule){vjp_max, jvp_max, 0, true};
+  r[DLE_OP_SOFTMAX] = (dle_grad_rule){vjp_softmax, jvp_softmax, 0, true};
+  r[DLE_OP_LOG_SOFTMAX] = (dle_grad_rule){vjp_log_softmax, jvp_log_softmax, 0, true};
+}

@@ -1,0 +1,121 @@
+/* view_grad.c — reverse (vjp) and forward (jvp) rules of the view ops (engine/ops/view.c),
+ * registered by dle_grad_register_view (engine/ops/families.def). */
+#include "../autograd.h"
+#include "../internal.h"
+
+#include <stdlib.h>
+
+/* ---- gradients: reverse (vjp) and forward (jvp) rules, written with dle ops ---- */
+
+/* A zero tensor of the given shape with g's dtype, on g's device (padding for narrow/select). */
+static dle_status zeros_like_g(dle_tensor **out, dle_tensor *g, int ndim, const int64_t *sizes) {
+  dle_tensor *z = NULL;
+  DLE_TRY(dle_zeros(&z, ndim, sizes, g->dtype));
+  if (dle_tensor_device(g).type == DLE_CPU) {
+    *out = z;
+    return DLE_OK;
+  }
+  *out = NULL;
+  dle_status st = dle_to_device(out, z, dle_tensor_device(g));
+  dle_tensor_release(z);
+  return st;
+}
+
+/* g placed at [start, start + g->sizes[dim]) along dim of a zero tensor of shape (ndim, sizes):
+ * cat(zeros before, g, zeros after), so the result stays differentiable in g (no in-place). */
+static dle_status pad_along(dle_tensor **out, dle_tensor *g, int dim, int64_t start, int ndim,
+                            const int64_t *sizes) {
+  int64_t len = g->sizes[dim], after = sizes[dim] - start - len;
+  if (start == 0 && after == 0) {
+    dle_tensor_retain(g);
+    *out = g;
+    return DLE_OK;
+  }
+  dle_tensor *parts[3] = {NULL, NULL, NULL};
+  int np = 0;
+  int64_t bs[DLE_MAX_DIMS];
+  memcpy(bs, sizes, (size_t)ndim * sizeof *bs);
+  dle_status st = DLE_OK;
+  if (start > 0) {
+    bs[dim] = start;
+    st = zeros_like_g(&parts[np++], g, ndim, bs);
+  }
+  if (st == DLE_OK) {
+    dle_tensor_retain(g);
+    parts[np++] = g;
+  }
+  if (st == DLE_OK && after > 0) {
+    bs[dim] = after;
+    st = zeros_like_g(&parts[np++], g, ndim, bs);
+  }
+  *out = NULL;
+  if (st == DLE_OK) st = dle_cat(out, parts, np, dim);
+  for (int i = 0; i < np; i++) dle_tensor_release(parts[i]);
+  return st;
+}
+
+/* view: d x = reshape(d y, shape of x); forward: d y = reshape(d x, shape of y) */
+static dle_status vjp_view(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  return dle_reshape(&gin[0], gout[0], dle_node_input_ndim(n, 0), dle_node_input_sizes(n, 0));
+}
+
+static dle_status jvp_view(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                           dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)op, (void)a, (void)ins, (void)nin;
+  return dle_reshape(&tout[0], tin[0], outs[0]->ndim, outs[0]->sizes);
+}
+
+/* permute by p: d x = permute(d y, p^-1); forward: d y = permute(d x, p) */
+static dle_status vjp_permute(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  const dle_attrs *a = dle_node_attrs(n);
+  int nd = dle_node_input_ndim(n, 0), inv[DLE_MAX_DIMS], d0;
+  for (int d = 0; d < nd; d++) {
+    DLE_TRY(dle_wrap_dim("permute", (int)a->ints[d], nd, 0, &d0));
+    inv[d0] = d;
+  }
+  return dle_permute(&gin[0], gout[0], inv);
+}
+
+/* narrow(dim, start, len): d x = d y padded with zeros outside [start, start + len) */
+static dle_status vjp_narrow(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  const dle_attrs *a = dle_node_attrs(n);
+  int nd = dle_node_input_ndim(n, 0), dim;
+  const int64_t *sizes = dle_node_input_sizes(n, 0);
+  DLE_TRY(dle_wrap_dim("narrow", (int)a->ints[0], nd, 0, &dim));
+  int64_t start = a->ints[1] < 0 ? a->ints[1] + sizes[dim] : a->ints[1];
+  return pad_along(&gin[0], gout[0], dim, start, nd, sizes);
+}
+
+/* select(dim, i): d x = unsqueeze(d y, dim) padded with zeros at every other index */
+static dle_status vjp_select(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  const dle_attrs *a = dle_node_attrs(n);
+  int nd = dle_node_input_ndim(n, 0), dim;
+  const int64_t *sizes = dle_node_input_sizes(n, 0);
+  DLE_TRY(dle_wrap_dim("select", (int)a->ints[0], nd, 0, &dim));
+  int64_t index = a->ints[1] < 0 ? a->ints[1] + sizes[dim] : a->ints[1];
+  dle_tensor *u = NULL;
+  DLE_TRY(dle_unsqueeze(&u, gout[0], dim));
+  dle_status st = pad_along(&gin[0], u, dim, index, nd, sizes);
+  dle_tensor_release(u);
+  return st;
+}
+
+/* permute, narrow, select, expand: forward, the tangent takes the same view (same attrs) */
+static dle_status jvp_same_view(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                                dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)ins, (void)nin, (void)outs;
+  return dle_op_call(op, &tout[0], &tin[0], 1, a);
+}
+
+/* expand: d x = d y summed over the broadcast dims (dle_sum_to) */
+static dle_status vjp_expand(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  return dle_sum_to(&gin[0], gout[0], dle_node_input_ndim(n, 0), dle_node_input_sizes(n, 0));
+}
+
+void dle_grad_register_view(dle_grad_rule *r) {
+  r[DLE_OP_VIEW] = (dle_grad_rule){vjp_view, jvp_view, 0, false};
+  r[DLE_OP_PERMUTE] = (dle_grad_rule){vjp_permute, jvp_same_view, 0, false};
+  r[DLE_OP_NARROW] = (dle_grad_rule){vjp_narrow, jvp_same_view, 0, false};
+  r[DLE_OP_SELECT] = (dle_grad_rule){vjp_select, jvp_same_view, 0, false};
+  r[DLE_OP_EXPAND] = (dle_grad_rule){vjp_expand, jvp_same_view, 0, false};
+}
