@@ -6,10 +6,15 @@
  *   core._io_read(file, offset, dtype, sizes, swap, what) -> new CPU tensor
  *   core._io_file_size(file, what)                -> size in bytes
  *   core._io_sync(file, what)                     -- fflush + fsync
- *   core._io_pid()                                -> process id */
+ *   core._io_pid()                                -> process id
+ *   core._io_sync_dir(dir, what)                  -- fsync of a directory (after a rename)
+ *   core._io_remove_stale(path, what)             -> number of dead processes' temp files removed
+ *   core._io_storage(t)                           -> storage identity (light userdata), its bytes
+ *   core._io_view(base, sizes, strides, offset, what) -> a view of base's storage (dle.load) */
 #define _POSIX_C_SOURCE 200809L
 #include <lauxlib.h>
 #include <lualib.h>
+#include <stdint.h>
 #include <unistd.h>
 
 #include "../engine/serialize.h"
@@ -81,11 +86,86 @@ static int l_io_pid(lua_State *L) {
   return 1;
 }
 
+static int l_io_sync_dir(lua_State *L) {
+  const char *dir = luaL_checkstring(L, 1);
+  const char *what = luaL_optstring(L, 2, "_io_sync_dir");
+  DLE_LUA_TRY(L, dle_serialize_sync_dir(dir, what));
+  return 0;
+}
+
+static int l_io_remove_stale(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  const char *what = luaL_optstring(L, 2, "_io_remove_stale");
+  int removed = 0;
+  DLE_LUA_TRY(L, dle_serialize_remove_stale(path, &removed, what));
+  lua_pushinteger(L, removed);
+  return 1;
+}
+
+/* Tensors with the same identity share their memory (dle.save stores that memory once). */
+static int l_io_storage(lua_State *L) {
+  dle_tensor *t = dle_lua_check(L, 1);
+  lua_pushlightuserdata(L, t->storage);
+  lua_pushinteger(L, (lua_Integer)t->storage->nbytes);
+  return 2;
+}
+
+/* Reads a table of ndim integers at idx into out; errors name what. */
+static void int64_list(lua_State *L, int idx, int ndim, int64_t *out, const char *what, const char *name) {
+  if (!lua_istable(L, idx) || (lua_Integer)lua_rawlen(L, idx) != ndim)
+    luaL_error(L, "%s: %s must be a table of %d integers", what, name, ndim);
+  for (int i = 0; i < ndim; i++) {
+    lua_rawgeti(L, idx, i + 1);
+    int ok = 0;
+    out[i] = (int64_t)lua_tointegerx(L, -1, &ok);
+    lua_pop(L, 1);
+    if (!ok) luaL_error(L, "%s: %s[%d] is not an integer", what, name, i + 1);
+  }
+}
+
+static int l_io_view(lua_State *L) {
+  dle_tensor *base = dle_lua_check(L, 1);
+  const char *what = luaL_optstring(L, 5, "_io_view");
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_Integer n = (lua_Integer)lua_rawlen(L, 2);
+  if (n > DLE_MAX_DIMS) return luaL_error(L, "%s: a view of %d dims (at most %d)", what, (int)n, DLE_MAX_DIMS);
+  int64_t sizes[DLE_MAX_DIMS], strides[DLE_MAX_DIMS];
+  int64_list(L, 2, (int)n, sizes, what, "sizes");
+  int64_list(L, 3, (int)n, strides, what, "strides");
+  int ok = 0;
+  lua_Integer offset = lua_tointegerx(L, 4, &ok);
+  if (!ok || offset < 0) return luaL_error(L, "%s: the view offset must be a non-negative integer", what);
+  /* The extent is checked here with overflow checks: a file's numbers can be anything, and the
+   * engine's own check assumes geometries that real tensors have. */
+  int64_t lo = offset, hi = offset, span;
+  int empty = 0;
+  for (int d = 0; d < n; d++) {
+    if (sizes[d] < 0) return luaL_error(L, "%s: negative size in a view", what);
+    if (sizes[d] == 0) empty = 1;
+    else if (__builtin_mul_overflow(sizes[d] - 1, strides[d], &span) ||
+             (span < 0 ? __builtin_add_overflow(lo, span, &lo) : __builtin_add_overflow(hi, span, &hi)))
+      return luaL_error(L, "%s: view geometry overflows (size %I, stride %I)", what,
+                        (lua_Integer)sizes[d], (lua_Integer)strides[d]);
+  }
+  int64_t elems = (int64_t)(base->storage->nbytes / dle_dtype_size(base->dtype));
+  if (!empty && (lo < 0 || hi >= elems))
+    return luaL_error(L, "%s: a view reaches elements %I..%I of a storage of %I", what,
+                      (lua_Integer)lo, (lua_Integer)hi, (lua_Integer)elems);
+  dle_lua_check_new_sizes(L, sizes, (int)n, what);
+  dle_tensor *t = NULL;
+  if (dle_tensor_as_strided(&t, base, (int)n, sizes, strides, (int64_t)offset) != DLE_OK)
+    return luaL_error(L, "%s: %s", what, dle_last_error());
+  dle_lua_push(L, t);
+  return 1;
+}
+
 void dle_lua_open_io(lua_State *L, int module, int methods) {
   (void)methods;
   static const luaL_Reg fns[] = {
     {"_io_write", l_io_write},   {"_io_read", l_io_read}, {"_io_file_size", l_io_file_size},
-    {"_io_sync", l_io_sync},     {"_io_pid", l_io_pid},   {NULL, NULL},
+    {"_io_sync", l_io_sync},     {"_io_pid", l_io_pid},   {"_io_sync_dir", l_io_sync_dir},
+    {"_io_remove_stale", l_io_remove_stale},  {"_io_storage", l_io_storage}, {"_io_view", l_io_view},
+    {NULL, NULL},
   };
   dle_lua_setfuncs(L, module, fns);
 }

@@ -1,0 +1,59 @@
+--- dle.io.json: JSON through lua-cjson (Debian package lua-cjson), for safetensors headers.
+-- A private cjson instance (cjson.new()) so that settings made by other code do not reach it:
+-- nesting limited, NaN/Infinity/hex numbers rejected. cjson gives JSON null as cjson.null and
+-- every number as a float; `integer` below turns a float that is an exact integer back into one.
+local ok, cjson = pcall(require, "cjson")
+if not ok then
+  error("dle.io needs lua-cjson (Debian package lua-cjson; `require \"cjson\"` failed: "
+    .. tostring(cjson) .. ")", 0)
+end
+
+local json = cjson.new()
+json.decode_max_depth(64)
+json.decode_invalid_numbers(false)
+json.encode_invalid_numbers(false)
+json.encode_max_depth(64)
+
+local M = {null = json.null}
+
+--- Decodes s; returns the value, or nil and cjson's message.
+function M.decode(s)
+  local okd, v = pcall(json.decode, s)
+  if not okd then return nil, tostring(v) end
+  return v
+end
+
+--- A JSON string literal for the Lua string s (any bytes; control bytes and 0x7F escaped).
+function M.string(s)
+  return json.encode(s)
+end
+
+-- Floats beyond 2^53 are not exact integers any more: a number there cannot be trusted.
+local EXACT = 1 << 53
+
+--- v as a Lua integer when it is a number holding an exact integer in [-2^53, 2^53], else nil.
+function M.integer(v)
+  if type(v) ~= "number" or v ~= v or v < -EXACT or v > EXACT then return nil end
+  return math.tointeger(v)
+end
+
+--- true when t is a table decoded from a JSON array (keys 1..n only; {} counts as empty).
+function M.is_array(t)
+  if type(t) ~= "table" then return false end
+  local n = 0
+  for _ in pairs(t) do n = n + 1 end
+  return n == #t and (n == 0 or t[n] ~= nil)
+end
+
+--- Plain Lua values of a decoded document: null becomes nil, exact integers become integers
+-- (for dle.io.json_decode, whose callers expect Lua values).
+function M.plain(v)
+  if v == json.null then return nil end
+  if type(v) == "number" then return M.integer(v) or v end
+  if type(v) ~= "table" then return v end
+  local out = {}
+  for k, x in pairs(v) do out[k] = M.plain(x) end
+  return out
+end
+
+return M
