@@ -14,7 +14,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include <lauxlib.h>
 #include <lualib.h>
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include "../engine/serialize.h"
@@ -26,6 +28,27 @@ static FILE *check_file(lua_State *L, int idx, const char *fn) {
   if (!p) luaL_error(L, "%s: expected a file handle, got %s", fn, luaL_typename(L, idx));
   if (p->closef == NULL || p->f == NULL) luaL_error(L, "%s: the file is closed", fn);
   return p->f;
+}
+
+/* Raises a message as is: luaL_error would put the Lua caller's line in front of it, and the
+ * file formats' errors begin with the public function's name. */
+static int io_fail(lua_State *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int io_fail(lua_State *L, const char *fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  lua_pushstring(L, buf);
+  return lua_error(L);
+}
+
+/* Sizes of a new tensor read from a file: at most INT64_MAX / 16 elements (as the engine wants). */
+static void check_file_sizes(lua_State *L, const int64_t *sizes, int n, const char *what) {
+  int64_t p = 1;
+  for (int d = 0; d < n; d++)
+    if (__builtin_mul_overflow(p, sizes[d] ? sizes[d] : 1, &p) || p > INT64_MAX / 16)
+      io_fail(L, "%s: shape %s has too many elements", what, dle_shape_str((char[128]){0}, 128, n, sizes));
 }
 
 static int l_io_write(lua_State *L) {
@@ -47,18 +70,18 @@ static int l_io_read(lua_State *L) {
   const char *what = luaL_optstring(L, 6, "_io_read");
   lua_Integer n = luaL_len(L, 4);
   if (n < 0 || n > DLE_MAX_DIMS)
-    return luaL_error(L, "%s: tensor has %d dims (at most %d supported)", what, (int)n, DLE_MAX_DIMS);
-  if (offset < 0) return luaL_error(L, "%s: negative data offset", what);
+    return io_fail(L, "%s: tensor has %d dims (at most %d supported)", what, (int)n, DLE_MAX_DIMS);
+  if (offset < 0) return io_fail(L, "%s: negative data offset", what);
   int64_t sizes[DLE_MAX_DIMS];
   for (lua_Integer i = 0; i < n; i++) {
     lua_geti(L, 4, i + 1);
     int ok = 0;
     sizes[i] = (int64_t)lua_tointegerx(L, -1, &ok);
     lua_pop(L, 1);
-    if (!ok) return luaL_error(L, "%s: tensor size %d is not an integer", what, (int)(i + 1));
-    if (sizes[i] < 0) return luaL_error(L, "%s: tensor size %d is negative", what, (int)(i + 1));
+    if (!ok) return io_fail(L, "%s: tensor size %d is not an integer", what, (int)(i + 1));
+    if (sizes[i] < 0) return io_fail(L, "%s: tensor size %d is negative", what, (int)(i + 1));
   }
-  dle_lua_check_new_sizes(L, sizes, (int)n, what);
+  check_file_sizes(L, sizes, (int)n, what);
   dle_tensor *t = NULL;
   DLE_LUA_TRY(L, dle_serialize_read(&t, f, (uint64_t)offset, (int)n, sizes, dt, swap, what));
   dle_lua_push(L, t);
@@ -128,33 +151,33 @@ static int l_io_view(lua_State *L) {
   const char *what = luaL_optstring(L, 5, "_io_view");
   luaL_checktype(L, 2, LUA_TTABLE);
   lua_Integer n = (lua_Integer)lua_rawlen(L, 2);
-  if (n > DLE_MAX_DIMS) return luaL_error(L, "%s: a view of %d dims (at most %d)", what, (int)n, DLE_MAX_DIMS);
+  if (n > DLE_MAX_DIMS) return io_fail(L, "%s: a view of %d dims (at most %d)", what, (int)n, DLE_MAX_DIMS);
   int64_t sizes[DLE_MAX_DIMS], strides[DLE_MAX_DIMS];
   int64_list(L, 2, (int)n, sizes, what, "sizes");
   int64_list(L, 3, (int)n, strides, what, "strides");
   int ok = 0;
   lua_Integer offset = lua_tointegerx(L, 4, &ok);
-  if (!ok || offset < 0) return luaL_error(L, "%s: the view offset must be a non-negative integer", what);
+  if (!ok || offset < 0) return io_fail(L, "%s: the view offset must be a non-negative integer", what);
   /* The extent is checked here with overflow checks: a file's numbers can be anything, and the
    * engine's own check assumes geometries that real tensors have. */
   int64_t lo = offset, hi = offset, span;
   int empty = 0;
   for (int d = 0; d < n; d++) {
-    if (sizes[d] < 0) return luaL_error(L, "%s: negative size in a view", what);
+    if (sizes[d] < 0) return io_fail(L, "%s: negative size in a view", what);
     if (sizes[d] == 0) empty = 1;
     else if (__builtin_mul_overflow(sizes[d] - 1, strides[d], &span) ||
              (span < 0 ? __builtin_add_overflow(lo, span, &lo) : __builtin_add_overflow(hi, span, &hi)))
-      return luaL_error(L, "%s: view geometry overflows (size %I, stride %I)", what,
-                        (lua_Integer)sizes[d], (lua_Integer)strides[d]);
+      return io_fail(L, "%s: view geometry overflows (size %lld, stride %lld)", what,
+                       (long long)sizes[d], (long long)strides[d]);
   }
   int64_t elems = (int64_t)(base->storage->nbytes / dle_dtype_size(base->dtype));
   if (!empty && (lo < 0 || hi >= elems))
-    return luaL_error(L, "%s: a view reaches elements %I..%I of a storage of %I", what,
-                      (lua_Integer)lo, (lua_Integer)hi, (lua_Integer)elems);
-  dle_lua_check_new_sizes(L, sizes, (int)n, what);
+    return io_fail(L, "%s: a view reaches elements %lld..%lld of a storage of %lld", what,
+                     (long long)lo, (long long)hi, (long long)elems);
+  check_file_sizes(L, sizes, (int)n, what);
   dle_tensor *t = NULL;
   if (dle_tensor_as_strided(&t, base, (int)n, sizes, strides, (int64_t)offset) != DLE_OK)
-    return luaL_error(L, "%s: %s", what, dle_last_error());
+    return io_fail(L, "%s: %s", what, dle_last_error());
   dle_lua_push(L, t);
   return 1;
 }

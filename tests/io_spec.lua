@@ -176,27 +176,35 @@ describe("dle.save / dle.load", function()
     assert.are.equal(read_bytes(path("d1.dle")), read_bytes(path("d2.dle")))
   end)
 
-  it("stores a tensor or table reached twice twice, and rejects cycles", function()
+  it("loads a tensor reached twice as one tensor, a table reached twice as two copies", function()
     local t = dle.ones(2)
     local shared = {x = 1}
     dle.save(path("s.dle"), {t, t, shared, shared})
     local r = dle.load(path("s.dle"))
+    assert.is_true(rawequal(r[1], r[2]))
     assert.are.same({1, 1}, r[2]:totable())
     assert.are.same({x = 1}, r[4])
-    local c = {a = {}}
-    c.a.back = c
-    local msg = err_of(dle.save, path("c.dle"), c)
-    assert.truthy(msg:find("dle.save", 1, true))
-    assert.truthy(msg:find("cycle", 1, true))
-    assert.is_false(exists(path("c.dle")))
+    assert.are.same({x = 1}, r[3])
+    assert.is_false(rawequal(r[3], r[4]))
   end)
 
   it("rejects values it cannot store, naming where they are", function()
-    local msg = err_of(dle.save, path("f.dle"), {model = {fn = print}})
-    assert.truthy(msg:find("function", 1, true))
-    assert.truthy(msg:find("dle.save: value.model.fn is a function", 1, true), msg)
-    msg = err_of(dle.save, path("f.dle"), {[{}] = 1})
-    assert.truthy(msg:find("dle.save: value has a key of type table", 1, true), msg)
+    local function rejects(value, expect)
+      local msg = err_of(dle.save, path("f.dle"), value)
+      assert.truthy(msg:find(expect, 1, true), msg)
+      assert.is_false(exists(path("f.dle")))
+    end
+    rejects({model = {fwd = print}}, "dle.save: value.model.fwd is a function")
+    rejects({co = coroutine.create(print)}, "dle.save: value.co is a coroutine")
+    rejects({list = {1, io.stdout}}, "dle.save: value.list[2] is a userdata (not a tensor)")
+    rejects({opt = setmetatable({}, {})}, "dle.save: value.opt is a table with a metatable")
+    rejects({["a b"] = {f = print}}, 'dle.save: value["a b"].f is a function')
+    rejects({[{}] = 1}, "dle.save: value has a key of type table")
+    local c = {a = {}}
+    c.a.back = c
+    rejects(c, "dle.save: value.a.back is a cycle: it is the table at value, which contains it")
+    local msg = err_of(dle.save, path("f.dle"), nil)
+    assert.truthy(msg:find("nothing to save", 1, true), msg)
   end)
 
   it("writes atomically: replaces an existing file and leaves no temp file", function()
@@ -260,6 +268,215 @@ describe("dle.save / dle.load", function()
     write_bytes(path("dt.dle"), bad)
     msg = err_of(dle.load, path("dt.dle"))
     assert.truthy(msg:find("truncated data", 1, true), msg)
+  end)
+end)
+
+-- The length of the data section a dle file announces (header bytes 25..32).
+local function data_len_of(p)
+  return (select(5, string.unpack("<c4I4i8i8i8", read_bytes(p))))
+end
+
+-- {n = 5, w = int32 {{1, 2, 3}}, g = float32 {1.5} requiring grad} as format version 1 wrote it
+-- (tag "X": a contiguous tensor with its own data), built byte by byte.
+local function v1_file()
+  local function str(s) return string.pack("<c1s8", "s", s) end
+  local desc = string.pack("<c1i8", "T", 3)
+    .. str("g") .. string.pack("<c1s1B", "X", "float32", 1) .. string.pack("<i8i8i8B", 1, 0, 4, 1)
+    .. str("n") .. string.pack("<c1i8", "i", 5)
+    .. str("w") .. string.pack("<c1s1B", "X", "int32", 2) .. string.pack("<i8i8i8i8B", 1, 3, 64, 12, 0)
+  local data_start = (32 + #desc + 63) // 64 * 64
+  local data = string.pack("<f", 1.5) .. string.rep("\0", 60) .. string.pack("<i4i4i4", 1, 2, 3)
+  return string.pack("<c4I4i8i8i8", "DLE\0", 1, #desc, data_start, #data) .. desc ..
+    string.rep("\0", data_start - 32 - #desc) .. data
+end
+
+describe("dle.save / dle.load keep aliasing (format version 2)", function()
+  it("tied weights: one tensor under two names is stored once and loads as one tensor", function()
+    local w = dle.randn(4, 4)
+    dle.save(path("tied.dle"), {emb = w, head = w})
+    assert.are.equal(64, data_len_of(path("tied.dle")))
+    local r = dle.load(path("tied.dle"))
+    assert.is_true(rawequal(r.emb, r.head))
+    assert.are.same(w:totable(), r.emb:totable())
+  end)
+
+  it("views (narrow, transpose, select, expand with stride 0, offset > 0) load sharing one storage", function()
+    local base = dle.arange(24):view(4, 6)
+    local v = {
+      base = base, nar = base:narrow(2, 2, 3), tr = base:t(), row = base:select(1, 3),
+      ex = base:select(1, 2):view(1, 6):expand(3, 6), low = base:narrow(1, 3, 2),
+    }
+    dle.save(path("views.dle"), v)
+    assert.are.equal(24 * 4, data_len_of(path("views.dle")))
+    local r = dle.load(path("views.dle"))
+    for k, t in pairs(v) do
+      assert.is_true(dle.same_storage(r[k], r.base), k)
+      assert.are.same(t:shape(), r[k]:shape(), k)
+      assert.are.same(t:stride(), r[k]:stride(), k)
+      assert.are.equal(t:storage_offset(), r[k]:storage_offset(), k)
+      assert.are.same(t:totable(), r[k]:totable(), k)
+    end
+    assert.are.same({0, 1}, r.ex:stride())
+    assert.are.equal(12, r.low:storage_offset())
+    -- writes through one view are seen in the others
+    r.row:fill_(-1)
+    assert.are.same({-1, -1, -1, -1, -1, -1}, r.base:select(1, 3):totable())
+    assert.are.equal(-1, r.tr:totable()[4][3])
+    r.base:fill_(7)
+    assert.are.same({{7, 7, 7}, {7, 7, 7}, {7, 7, 7}, {7, 7, 7}}, r.nar:totable())
+    assert.are.equal(7, r.ex:totable()[3][6])
+  end)
+
+  it("views in different subtables share after loading", function()
+    local base = dle.randn(3, 4)
+    dle.save(path("sub.dle"), {enc = {w = base:narrow(1, 2, 2)}, dec = {w = base:t()}, top = {{base}}})
+    local r = dle.load(path("sub.dle"))
+    assert.is_true(dle.same_storage(r.enc.w, r.dec.w))
+    assert.is_true(dle.same_storage(r.enc.w, r.top[1][1]))
+    r.top[1][1]:zero_()
+    assert.are.same({{0, 0, 0, 0}, {0, 0, 0, 0}}, r.enc.w:totable())
+    assert.are.same({0, 0, 0}, r.dec.w:select(1, 4):totable())
+  end)
+
+  it("a view saved without its base stores only the span its views cover", function()
+    local base = dle.arange(1000)
+    dle.save(path("span.dle"), {v = base:narrow(1, 101, 10)})
+    assert.are.equal(10 * 4, data_len_of(path("span.dle")))
+    local r = dle.load(path("span.dle"))
+    assert.are.equal(0, r.v:storage_offset())
+    assert.are.same(base:narrow(1, 101, 10):totable(), r.v:totable())
+    -- two overlapping views: the union of their ranges, offsets counted from its start
+    dle.save(path("span2.dle"), {a = base:narrow(1, 101, 10), b = base:narrow(1, 106, 10)})
+    assert.are.equal(15 * 4, data_len_of(path("span2.dle")))
+    r = dle.load(path("span2.dle"))
+    assert.are.equal(0, r.a:storage_offset())
+    assert.are.equal(5, r.b:storage_offset())
+    assert.is_true(dle.same_storage(r.a, r.b))
+    r.b:fill_(0)
+    assert.are.same({100, 101, 102, 103, 104, 0, 0, 0, 0, 0}, r.a:totable())
+  end)
+
+  it("keeps aliasing for float16, bfloat16, int64 and bool tensors", function()
+    for _, dt in ipairs({"float16", "bfloat16", "int64", "bool"}) do
+      local base = sample(dt)
+      dle.save(path("dt2.dle"), {b = base, v = base:t(), s = base:select(2, 3)})
+      local r = dle.load(path("dt2.dle"))
+      assert.are.equal(dt, r.v:dtype())
+      assert.is_true(dle.same_storage(r.b, r.v), dt)
+      assert.is_true(dle.same_storage(r.b, r.s), dt)
+      assert.are.same(base:t():totable(), r.v:totable(), dt)
+      assert.are.same(base:select(2, 3):totable(), r.s:totable(), dt)
+      assert.are.same({1, 3}, r.v:stride(), dt)
+    end
+  end)
+
+  it("keeps requires_grad per tensor, also for tensors sharing a storage", function()
+    local w = dle.randn(3, 2):requires_grad_(true)
+    dle.save(path("rg.dle"), {w = w, again = w, frozen = w:detach():t()})
+    local r = dle.load(path("rg.dle"))
+    assert.is_true(r.w.requires_grad)
+    assert.is_true(rawequal(r.w, r.again))
+    assert.is_false(r.frozen.requires_grad)
+    assert.is_true(dle.same_storage(r.w, r.frozen))
+    assert.are.same(w:detach():t():totable(), r.frozen:totable())
+  end)
+
+  it("still loads version 1 files (each tensor contiguous with its own data)", function()
+    write_bytes(path("v1.dle"), v1_file())
+    local r = dle.load(path("v1.dle"))
+    assert.are.equal(5, r.n)
+    assert.are.equal("int32", r.w:dtype())
+    assert.are.same({{1, 2, 3}}, r.w:totable())
+    assert.are.same({1.5}, r.g:detach():totable())
+    assert.is_true(r.g.requires_grad)
+    -- the tags of one version are not accepted in the other
+    local s = v1_file()
+    write_bytes(path("v1.dle"), s:sub(1, 4) .. string.pack("<I4", 2) .. s:sub(9))
+    assert.truthy(err_of(dle.load, path("v1.dle")):find("dle.load: ", 1, true))
+  end)
+
+  it("rejects tensor records that reach outside their storage or name missing ones", function()
+    dle.save(path("geo.dle"), {a = dle.arange(6):view(2, 3)})
+    local s = read_bytes(path("geo.dle"))
+    local rec = string.pack("<i8B", 1, 2) .. string.pack("<i8i8i8i8", 2, 3, 3, 1)
+    assert.truthy(s:find(rec, 1, true))
+    local function with(new)
+      write_bytes(path("geo.dle"), (s:gsub(rec:gsub("%p", "%%%0"), (new:gsub("%%", "%%%%")), 1)))
+      return err_of(dle.load, path("geo.dle"))
+    end
+    local msg = with(string.pack("<i8B", 1, 2) .. string.pack("<i8i8i8i8", 2, 3, 4, 1))
+    assert.truthy(msg:find("dle.load: " .. path("geo.dle") .. ": tensor 1: a view reaches", 1, true), msg)
+    msg = with(string.pack("<i8B", 1, 2) .. string.pack("<i8i8i8i8", 1 << 40, 3, 1 << 40, 1))
+    assert.truthy(msg:find("dle.load: ", 1, true) == 1, msg)
+    msg = with(string.pack("<i8B", 2, 2) .. string.pack("<i8i8i8i8", 2, 3, 3, 1))
+    assert.truthy(msg:find("names storage 2 of 1", 1, true), msg)
+  end)
+end)
+
+describe("dle.save, dle.save_npy, dle.save_safetensors write crash-safely", function()
+  local core = require "dle.core"
+
+  local function temps()
+    local out = {}
+    for _, name in ipairs(listdir()) do
+      if name:find(".tmp-", 1, true) then out[#out + 1] = name end
+    end
+    return out
+  end
+
+  it("remove their temp file and keep the old file when writing fails midway", function()
+    local savers = {
+      {dle.save, dle.load, {x = dle.ones(3)}},
+      {dle.save_npy, dle.load_npy, dle.ones(3)},
+      {dle.save_safetensors, dle.load_safetensors, {x = dle.ones(3)}},
+    }
+    local real = core._io_write
+    for i, s in ipairs(savers) do
+      local p = path("mid" .. i)
+      s[1](p, s[3])
+      local before = read_bytes(p)
+      -- the data write fails after some bytes reached the temp file
+      core._io_write = function(f) f:write("partial"); error("disk on fire", 0) end
+      local ok, msg = pcall(s[1], p, s[3])
+      core._io_write = real
+      assert.is_false(ok)
+      assert.truthy(tostring(msg):find("disk on fire", 1, true))
+      assert.are.same({}, temps())
+      assert.are.equal(before, read_bytes(p))
+      assert.is_truthy(s[2](p))
+    end
+  end)
+
+  it("remove temp files of dead processes on the next save to the same path, keep the others", function()
+    -- a pid that surely is dead: a shell that has exited
+    local pipe = io.popen("sh -c 'echo $$'")
+    local dead = pipe:read("n")
+    pipe:close()
+    local p = path("stale.dle")
+    write_bytes(p .. ".tmp-" .. dead, "litter")
+    write_bytes(p .. ".tmp-1", "a live process (init) is still writing")
+    write_bytes(path("other.dle.tmp-" .. dead), "another file's temp")
+    write_bytes(p .. ".tmp-x" .. dead, "not a temp name")
+    dle.save(p, {x = 1})
+    assert.is_false(exists(p .. ".tmp-" .. dead))
+    assert.is_true(exists(p .. ".tmp-1"))
+    assert.is_true(exists(path("other.dle.tmp-" .. dead)))
+    assert.is_true(exists(p .. ".tmp-x" .. dead))
+    for _, name in ipairs({p .. ".tmp-1", path("other.dle.tmp-" .. dead), p .. ".tmp-x" .. dead}) do
+      os.remove(name)
+    end
+    -- the same for the other formats
+    write_bytes(path("stale.npy.tmp-" .. dead), "litter")
+    dle.save_npy(path("stale.npy"), dle.ones(2))
+    write_bytes(path("stale.st.tmp-" .. dead), "litter")
+    dle.save_safetensors(path("stale.st"), {a = dle.ones(2)})
+    assert.are.same({}, temps())
+  end)
+
+  it("write into the target's directory and report a missing directory", function()
+    local msg = err_of(dle.save, path("no/such/dir/x.dle"), 1)
+    assert.truthy(msg:find("dle.save: cannot create the temporary file", 1, true), msg)
+    assert.truthy(msg:find(path("no/such/dir/x.dle.tmp-"), 1, true), msg)
   end)
 end)
 
