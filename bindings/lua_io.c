@@ -43,6 +43,9 @@ static int io_fail(lua_State *L, const char *fmt, ...) {
   return lua_error(L);
 }
 
+/* DLE_LUA_TRY without the position: engine errors here already name the dle function. */
+#define IO_TRY(L, call) do { if ((call) != DLE_OK) io_fail(L, "%s", dle_last_error()); } while (0)
+
 /* Sizes of a new tensor read from a file: at most INT64_MAX / 16 elements (as the engine wants). */
 static void check_file_sizes(lua_State *L, const int64_t *sizes, int n, const char *what) {
   int64_t p = 1;
@@ -56,7 +59,7 @@ static int l_io_write(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 2);
   const char *what = luaL_optstring(L, 3, "_io_write");
   uint64_t n = 0;
-  DLE_LUA_TRY(L, dle_serialize_write(f, t, &n, what));
+  IO_TRY(L, dle_serialize_write(f, t, &n, what));
   lua_pushinteger(L, (lua_Integer)n);
   return 1;
 }
@@ -83,7 +86,7 @@ static int l_io_read(lua_State *L) {
   }
   check_file_sizes(L, sizes, (int)n, what);
   dle_tensor *t = NULL;
-  DLE_LUA_TRY(L, dle_serialize_read(&t, f, (uint64_t)offset, (int)n, sizes, dt, swap, what));
+  IO_TRY(L, dle_serialize_read(&t, f, (uint64_t)offset, (int)n, sizes, dt, swap, what));
   dle_lua_push(L, t);
   return 1;
 }
@@ -92,7 +95,7 @@ static int l_io_file_size(lua_State *L) {
   FILE *f = check_file(L, 1, "_io_file_size");
   const char *what = luaL_optstring(L, 2, "_io_file_size");
   uint64_t size = 0;
-  DLE_LUA_TRY(L, dle_serialize_file_size(f, &size, what));
+  IO_TRY(L, dle_serialize_file_size(f, &size, what));
   lua_pushinteger(L, (lua_Integer)size);
   return 1;
 }
@@ -100,7 +103,7 @@ static int l_io_file_size(lua_State *L) {
 static int l_io_sync(lua_State *L) {
   FILE *f = check_file(L, 1, "_io_sync");
   const char *what = luaL_optstring(L, 2, "_io_sync");
-  DLE_LUA_TRY(L, dle_serialize_sync(f, what));
+  IO_TRY(L, dle_serialize_sync(f, what));
   return 0;
 }
 
@@ -112,7 +115,7 @@ static int l_io_pid(lua_State *L) {
 static int l_io_sync_dir(lua_State *L) {
   const char *dir = luaL_checkstring(L, 1);
   const char *what = luaL_optstring(L, 2, "_io_sync_dir");
-  DLE_LUA_TRY(L, dle_serialize_sync_dir(dir, what));
+  IO_TRY(L, dle_serialize_sync_dir(dir, what));
   return 0;
 }
 
@@ -120,7 +123,7 @@ static int l_io_remove_stale(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   const char *what = luaL_optstring(L, 2, "_io_remove_stale");
   int removed = 0;
-  DLE_LUA_TRY(L, dle_serialize_remove_stale(path, &removed, what));
+  IO_TRY(L, dle_serialize_remove_stale(path, &removed, what));
   lua_pushinteger(L, removed);
   return 1;
 }
