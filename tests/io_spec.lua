@@ -671,6 +671,68 @@ describe("dle.save_safetensors / dle.load_safetensors", function()
     assert.is_false(exists(path("n.st")))
   end)
 
+  it("refuses tensors sharing memory, naming both, unless copy_shared = true writes copies", function()
+    local w = dle.randn(4, 4)
+    local msg = err_of(dle.save_safetensors, path("sh.st"), {emb = w, head = w})
+    assert.truthy(msg:find('dle.save_safetensors: tensors "emb" and "head" share memory', 1, true), msg)
+    assert.truthy(msg:find("copy_shared", 1, true), msg)
+    msg = err_of(dle.save_safetensors, path("sh.st"), {a = w, b = w:t(), c = dle.ones(1)})
+    assert.truthy(msg:find('tensors "a" and "b" share memory', 1, true), msg)
+    msg = err_of(dle.save_safetensors, path("sh.st"), {x = w:narrow(1, 1, 3), y = w:narrow(1, 3, 2)})
+    assert.truthy(msg:find('tensors "x" and "y" share memory', 1, true), msg)
+    assert.is_false(exists(path("sh.st")))
+    -- disjoint parts of one storage do not overlap: allowed, written as two tensors
+    dle.save_safetensors(path("sh.st"), {top = w:narrow(1, 1, 2), bottom = w:narrow(1, 3, 2)})
+    local r = dle.load_safetensors(path("sh.st"))
+    assert.are.same(w:narrow(1, 3, 2):totable(), r.bottom:totable())
+    -- the option: copies, contiguous (the transpose too), untied after loading
+    dle.save_safetensors(path("sh.st"), {emb = w, head = w, t = w:t()}, nil, {copy_shared = true})
+    r = dle.load_safetensors(path("sh.st"))
+    assert.are.same(w:totable(), r.emb:totable())
+    assert.are.same(w:t():totable(), r.t:totable())
+    assert.are.same({4, 1}, r.t:stride())
+    assert.is_false(dle.same_storage(r.emb, r.head))
+    msg = err_of(dle.save_safetensors, path("sh.st"), {a = w}, nil, 5)
+    assert.truthy(msg:find("options must be a table", 1, true), msg)
+  end)
+
+  it("checks the header: exact integer offsets, overlapping ranges, arrays, metadata strings", function()
+    local function st(json, data)
+      write_bytes(path("chk.safetensors"), string.pack("<I8", #json) .. json .. (data or ""))
+      return err_of(dle.load_safetensors, path("chk.safetensors"))
+    end
+    local four = string.rep("\0", 16)
+    local function e(dtype, shape, offs) return string.format('{"dtype":"%s","shape":%s,"data_offsets":%s}', dtype, shape, offs) end
+    assert.truthy(st('{"a":' .. e("F32", "[1]", "[0.5,4.5]") .. '}', four):find('bad data_offsets for "a"', 1, true))
+    assert.truthy(st('{"a":' .. e("F32", "[1]", "[0,9007199254740993]") .. '}', four):find("bad data_offsets", 1, true))
+    assert.truthy(st('{"a":' .. e("F32", "[1]", "[null,4]") .. '}', four):find("bad data_offsets", 1, true))
+    assert.truthy(st('{"a":' .. e("F32", "[1]", "[0,4,8]") .. '}', four):find("bad data_offsets", 1, true))
+    assert.truthy(st('{"a":' .. e("F32", '{"0":1}', "[0,4]") .. '}', four):find('bad shape for "a"', 1, true))
+    assert.truthy(st('{"a":' .. e("F32", "[1.5]", "[0,4]") .. '}', four):find("size 1 is 1.5", 1, true))
+    assert.truthy(st('{"a":' .. e("F32", "[2]", "[0,8]") .. ',"b":' .. e("F32", "[1]", "[4,8]") .. '}', four)
+      :find('"b" (bytes 4..8) overlaps "a" (bytes 0..8)', 1, true))
+    assert.truthy(st('{"a":' .. e("F32", "[4]", "[0,16]") .. ',"b":' .. e("F32", "[0]", "[4,4]") ..
+      ',"c":' .. e("F32", "[1]", "[8,12]") .. '}', four):find('"c" (bytes 8..12) overlaps "a"', 1, true))
+    assert.truthy(st('{"__metadata__":{"k":1}}'):find("__metadata__ value of \"k\" is 1, not a string", 1, true))
+    assert.truthy(st('{"__metadata__":[1]}'):find("__metadata__ is an array", 1, true))
+    assert.truthy(st('{"a":[1]}'):find('entry "a" is an array, not an object', 1, true))
+    assert.truthy(st('{"a":' .. e("F32", "[1]", "[0,4]") .. '} '):find("truncated data", 1, true))
+    -- a 0x7F byte and other control bytes inside JSON strings are legal: they load, promptly
+    write_bytes(path("del.safetensors"), (function()
+      local json = '{"a\127\1":' .. e("F32", "[1]", "[0,4]") .. ',"__metadata__":{"k\127":"v\127"}}'
+      return string.pack("<I8", #json) .. json .. string.pack("<f", 2.5)
+    end)())
+    local r, meta = dle.load_safetensors(path("del.safetensors"))
+    assert.are.same({2.5}, r["a\127\1"]:totable())
+    assert.are.same({["k\127"] = "v\127"}, meta)
+    -- names with any bytes round-trip through the writer's JSON
+    local names = {["a\127"] = dle.ones(1), ["\0\31\"/\\"] = dle.zeros(2), ["\xff\xfe"] = dle.ones(3)}
+    dle.save_safetensors(path("names.safetensors"), names, {["\127"] = "\0"})
+    r, meta = dle.load_safetensors(path("names.safetensors"))
+    for k, t in pairs(names) do assert.are.same(t:totable(), r[k]:totable()) end
+    assert.are.same({["\127"] = "\0"}, meta)
+  end)
+
   it("parses JSON values: numbers, nested arrays, literals, unicode escapes", function()
     local v = dle.io.json_decode('{"n": -12, "f": 2.5e3, "a": [[], [true, false, null, 1]], "u": "\\ud83d\\ude00x"}')
     assert.are.equal(-12, v.n)

@@ -28,12 +28,13 @@ function M.string(s)
   return json.encode(s)
 end
 
--- Floats beyond 2^53 are not exact integers any more: a number there cannot be trusted.
+-- From 2^53 on, doubles skip integers: a number there may not be what the file says
+-- (9007199254740993 reads as 9007199254740992), so it is not trusted.
 local EXACT = 1 << 53
 
---- v as a Lua integer when it is a number holding an exact integer in [-2^53, 2^53], else nil.
+--- v as a Lua integer when it is a number holding an integer in (-2^53, 2^53), else nil.
 function M.integer(v)
-  if type(v) ~= "number" or v ~= v or v < -EXACT or v > EXACT then return nil end
+  if type(v) ~= "number" or v ~= v or v <= -EXACT or v >= EXACT then return nil end
   return math.tointeger(v)
 end
 

@@ -21,7 +21,7 @@ local function show(v)
   if v == json.null then return "null" end
   if type(v) == "string" then return string.format("%q", v) end
   if type(v) == "table" then return json.is_array(v) and "an array" or "an object" end
-  return tostring(v)
+  return tostring(json.integer(v) or v)
 end
 
 --- Errors when two of the named tensors share memory: safetensors stores every tensor on its
