@@ -5,13 +5,7 @@
 -- and leaves a reproducer in the output directory. The full round, under ASan, any seed:
 --   tests/fuzz/files --seed 7 --count 100000
 local fuzz = require "fuzz.file_fuzz"
-
-local function tmpdir()
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(os.execute("mkdir -p '" .. dir .. "'"))
-  return dir
-end
+local tmpdir = require("helpers").tmpdir
 
 local function report(failures)
   local lines = {}

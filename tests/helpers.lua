@@ -528,4 +528,27 @@ function H.read_file(path)
   return s
 end
 
+--- A new empty directory under /tmp (the caller removes it).
+function H.tmpdir()
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p '" .. dir .. "'"))
+  return dir
+end
+
+--- The bytes of a file.
+function H.read_file(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+--- Writes bytes to a file (replacing it).
+function H.write_file(path, bytes)
+  local f = assert(io.open(path, "wb"))
+  f:write(bytes)
+  f:close()
+end
+
 return H

@@ -8,9 +8,8 @@ local dle = require "dle"
 local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
 local root = os.getenv("PWD")
-local DIR = os.tmpname()
-os.remove(DIR)
-assert(os.execute("mkdir -p " .. q(DIR)))
+local H = require "helpers"
+local DIR = H.tmpdir()
 teardown(function() os.execute("rm -rf " .. q(DIR)) end)
 
 -- Version k of the saved value: sizes grow with k, a view shares the big tensor's storage.
@@ -58,9 +57,7 @@ describe("dle.save under SIGKILL", function()
     .. "leaves no temp file", function()
     local path = DIR .. "/ckpt.dle"
     local script = DIR .. "/writer.lua"
-    local f = assert(io.open(script, "w"))
-    f:write(WRITER)
-    f:close()
+    H.write_file(script, WRITER)
     local rng = dle.Generator(20260101)
     local littered, loaded = 0, 0
     for i = 1, 100 do

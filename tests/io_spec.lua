@@ -12,18 +12,8 @@ local function path(name) return DIR .. "/" .. name end
 
 teardown(function() os.execute("rm -rf '" .. DIR .. "'") end)
 
-local function read_bytes(p)
-  local f = assert(io.open(p, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function write_bytes(p, s)
-  local f = assert(io.open(p, "wb"))
-  f:write(s)
-  f:close()
-end
+local H = require "helpers"
+local read_bytes, write_bytes = H.read_file, H.write_file
 
 local function exists(p)
   local f = io.open(p, "rb")
@@ -592,6 +582,12 @@ describe("dle.save_npy / dle.load_npy", function()
 end)
 
 describe("dle.save_safetensors / dle.load_safetensors", function()
+  -- The error of loading a file with this JSON header and data.
+  local function st(json, data)
+    write_bytes(path("bad.safetensors"), string.pack("<I8", #json) .. json .. (data or ""))
+    return err_of(dle.load_safetensors, path("bad.safetensors"))
+  end
+
   it("round-trips every dtype, 0-dim, empty and transposed tensors, and the metadata", function()
     local ts = {}
     for _, dt in ipairs(DTYPES) do ts["t_" .. dt] = sample(dt) end
@@ -641,10 +637,6 @@ describe("dle.save_safetensors / dle.load_safetensors", function()
   end)
 
   it("reports wrong JSON, bad dtypes, bad offsets and truncated files clearly", function()
-    local function st(json, data)
-      write_bytes(path("bad.safetensors"), string.pack("<I8", #json) .. json .. (data or ""))
-      return err_of(dle.load_safetensors, path("bad.safetensors"))
-    end
     assert.truthy(st('{"a": {"dtype": "F32",}'):find("invalid JSON", 1, true))
     assert.truthy(st('{"a": [1, 2'):find("invalid JSON", 1, true))
     assert.truthy(st('{"a": "\\q"}'):find("invalid JSON", 1, true))
@@ -697,10 +689,6 @@ describe("dle.save_safetensors / dle.load_safetensors", function()
   end)
 
   it("checks the header: exact integer offsets, overlapping ranges, arrays, metadata strings", function()
-    local function st(json, data)
-      write_bytes(path("chk.safetensors"), string.pack("<I8", #json) .. json .. (data or ""))
-      return err_of(dle.load_safetensors, path("chk.safetensors"))
-    end
     local four = string.rep("\0", 16)
     local function e(dtype, shape, offs) return string.format('{"dtype":"%s","shape":%s,"data_offsets":%s}', dtype, shape, offs) end
     assert.truthy(st('{"a":' .. e("F32", "[1]", "[0.5,4.5]") .. '}', four):find('bad data_offsets for "a"', 1, true))

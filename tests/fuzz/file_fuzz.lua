@@ -25,6 +25,9 @@
 -- Adding a format (the ONNX and GGUF readers): one FORMATS entry {ext, name (the error prefix),
 -- load(path), make_seed(r, dir) -> bytes, tokens (dtype-like names to swap), be (big-endian
 -- integer fields)}.
+-- tests/ on the path (the runner scripts set only lua/), for helpers.lua
+local here = debug.getinfo(1, "S").source:match("^@(.-)[^/]*$") or "./"
+package.path = here .. "../?.lua;" .. package.path
 local dle = require "dle"
 
 ---------------------------------------------------------------- random numbers
@@ -49,18 +52,8 @@ local function rng(seed)
   return r
 end
 
-local function read_file(p)
-  local f = assert(io.open(p, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function write_file(p, s)
-  local f = assert(io.open(p, "wb"))
-  f:write(s)
-  f:close()
-end
+local H = require "helpers"
+local read_file, write_file = H.read_file, H.write_file
 
 ---------------------------------------------------------------- seeds
 
@@ -454,9 +447,7 @@ if arg and arg[0] and SCRIPT and arg[0]:find("file_fuzz%.lua$") then
   end
   o.out = o.out or string.format("/tmp/dle-file-fuzz-%d", o.seed)
   o.slow = o.slow or nil
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(os.execute("mkdir -p " .. q(dir)))
+  local dir = H.tmpdir()
   local fz = new(o)
   if o.only then
     local name, bytes = fz:case(o.only, dir)
