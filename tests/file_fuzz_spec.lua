@@ -20,7 +20,7 @@ describe("file fuzzer", function()
   it("classifies loads: values and named errors pass; unnamed errors, crashes and hangs fail", function()
     local dir, out = tmpdir(), tmpdir()
     local fz = fuzz.new({seed = 1, out = out, batch_seconds = 3, mem = 2048})
-    fz.failures, fz.stats = {}, {ok = 0, errors = 0}
+    fz.failures, fz.stats = {}, {ok = 0, errors = 0, by = {}}
     local cases = {}
     for i, body in ipairs({"ok", "named", "unnamed", "ok", "exit", "named", "hang", "ok"}) do
       local path = dir .. "/s" .. i .. ".txt"

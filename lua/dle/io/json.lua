@@ -2,21 +2,23 @@
 -- A private cjson instance (cjson.new()) so that settings made by other code do not reach it:
 -- nesting limited, NaN/Infinity/hex numbers rejected. cjson gives JSON null as cjson.null and
 -- every number as a float; `integer` below turns a float that is an exact integer back into one.
+-- Without lua-cjson, `require "dle"` still works; JSON use raises an error saying what is missing.
 local ok, cjson = pcall(require, "cjson")
-if not ok then
-  error("dle.io needs lua-cjson (Debian package lua-cjson; `require \"cjson\"` failed: "
-    .. tostring(cjson) .. ")", 0)
+local json
+if ok then
+  json = cjson.new()
+  json.decode_max_depth(64)
+  json.decode_invalid_numbers(false)
+  json.encode_invalid_numbers(false)
+  json.encode_max_depth(64)
+else
+  local missing = "JSON needs lua-cjson (Debian package lua-cjson), which is not installed: " .. tostring(cjson)
+  json = {null = {}, decode = function() error(missing, 0) end, encode = function() error(missing, 0) end}
 end
-
-local json = cjson.new()
-json.decode_max_depth(64)
-json.decode_invalid_numbers(false)
-json.encode_invalid_numbers(false)
-json.encode_max_depth(64)
 
 local M = {null = json.null}
 
---- Decodes s; returns the value, or nil and cjson's message.
+--- Decodes s; returns the value, or nil and the message (cjson's, or lua-cjson missing).
 function M.decode(s)
   local okd, v = pcall(json.decode, s)
   if not okd then return nil, tostring(v) end
