@@ -116,8 +116,9 @@ return function(dle)
     end
   end
 
-  -- Groups the tensors by storage (and dtype): each group stores the span [lo, hi) its views
-  -- cover, once. Returns the storage records and each tensor's storage number and offset.
+  -- Groups the tensors by storage (and dtype): each group stores the span [lo, hi) of elements
+  -- its views cover, once. Returns the storage records (in order of first use), the record of
+  -- each tensor, and the length of the data section.
   local function plan_storages(tensors)
     local storages, by_key, of_tensor = {}, {}, {}
     for i, t in ipairs(tensors) do
@@ -126,7 +127,7 @@ return function(dle)
       by_key[sid] = key
       local s = key[t:dtype()]
       if not s then
-        s = {base = t, dtype = t:dtype(), members = {}}
+        s = {base = t, dtype = t:dtype()}
         key[t:dtype()] = s
         storages[#storages + 1] = s
         s.index = #storages
@@ -136,7 +137,6 @@ return function(dle)
         s.lo = s.lo and math.min(s.lo, lo) or lo
         s.hi = s.hi and math.max(s.hi, hi) or hi
       end
-      s.members[#s.members + 1] = i
       of_tensor[i] = s
     end
     local cursor = 0
