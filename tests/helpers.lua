@@ -536,19 +536,4 @@ function H.tmpdir()
   return dir
 end
 
---- The bytes of a file.
-function H.read_file(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
---- Writes bytes to a file (replacing it).
-function H.write_file(path, bytes)
-  local f = assert(io.open(path, "wb"))
-  f:write(bytes)
-  f:close()
-end
-
 return H
