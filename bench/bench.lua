@@ -29,7 +29,7 @@ local function count_cores()
 end
 local cores = count_cores()
 local options = require "bench.options"
-local opts, err = options.parse(arg, cores)
+local opts, err = options.parse(arg, cores, root .. "/bench/RESULTS.md")
 if not opts then die(err) end
 if opts.help then print(options.USAGE); os.exit(0) end
 local target = opts.quick and 0.02 or 0.1     -- seconds per repetition
@@ -212,22 +212,34 @@ local cpu = first_line("lscpu 2>/dev/null | sed -n 's/^Model name: *//p'") or "?
 local rows = report.rows(measurements)
 local load_end = loadavg()
 
-print(string.format("# dle %s benchmarks, %s, %s mode: median [min..max] of %d repetitions (~%g s each) after warm-up",
-  dle.version, date, opts.quick and "quick" or "full", reps, target))
-print(string.format("# machine: %s, %d cores; load average %s at start, %s at end; %.0f s",
-  cpu, cores, load_start, load_end, dle.time() - t_start))
-print("# references: C = build/bin/bench_ref (OpenBLAS cblas_sgemm, STREAM triad over " .. STREAM_N .. " floats), "
-  .. (torch_version and ("PyTorch " .. torch_version) or "PyTorch (not run)")
-  .. " at the same thread count (OMP/OpenBLAS threads = the count, OMP_WAIT_POLICY passive as in dle)")
-print("# dle/ref: for rates (GFLOP/s, GB/s) above 1 = dle faster; for times (us, ms, s) below 1 = dle faster")
+-- The run's description: printed as "# " comment lines and written to the markdown log.
+local head = {
+  string.format("dle %s benchmarks, %s, %s mode: median [min..max] of %d repetitions (~%g s each) after warm-up",
+    dle.version, date, opts.quick and "quick" or "full", reps, target),
+  string.format("machine: %s, %d cores; load average %s at start, %s at end; %.0f s",
+    cpu, cores, load_start, load_end, dle.time() - t_start),
+  "references: C = build/bin/bench_ref (OpenBLAS cblas_sgemm, STREAM triad over " .. STREAM_N .. " floats), "
+    .. (torch_version and ("PyTorch " .. torch_version) or "PyTorch (not run)")
+    .. " at the same thread count (OMP/OpenBLAS threads = the count, OMP_WAIT_POLICY passive as in dle)",
+  "dle/ref: for rates (GFLOP/s, GB/s) above 1 = dle faster; for times (us, ms, s) below 1 = dle faster",
+}
 for _, t in ipairs(opts.threads) do
   local s = stream[tostring(t)]
   if s and s.copy and s.triad then
-    print(string.format("# STREAM at %d thread(s): copy %.1f GB/s, triad %.1f GB/s", t, s.copy.median, s.triad.median))
+    head[#head + 1] = string.format("STREAM at %d thread(s): copy %.1f GB/s, triad %.1f GB/s", t, s.copy.median, s.triad.median)
   end
 end
+for _, line in ipairs(head) do print("# " .. line) end
 report.print_table(rows)
 for _, n in ipairs(notes) do print("# note: " .. n) end
+
+if opts.markdown then
+  local commit = first_line("git -C " .. references.shell_quote(root) .. " describe --always --dirty 2>/dev/null") or "unknown"
+  local command = "scripts/bench" .. (#arg > 0 and (" " .. table.concat(arg, " ")) or "")
+  report.append_markdown(opts.markdown, {title = date .. " on " .. commit, command = command, head = head,
+                                         rows = rows, notes = notes})
+  print("# appended to " .. opts.markdown)
+end
 
 if opts.json then
   report.write_json(opts.json, {

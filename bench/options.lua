@@ -1,14 +1,16 @@
 --- bench/options.lua — the command line of scripts/bench.
 local M = {}
 
-M.USAGE = [[
-usage: scripts/bench [--quick] [--json FILE] [--no-ref] [--filter K1,K2,...] [--threads T1,T2,...] [--list]
+M.USAGE = [==[
+usage: scripts/bench [--quick] [--json FILE] [--markdown[=FILE]] [--no-ref] [--filter K1,K2,...] [--threads T1,T2,...] [--list]
   --quick        5 shorter repetitions, all cores only (about half the time)
   --json FILE    also write the results as JSON
+  --markdown     also append the run (date, commit, machine, table) to bench/RESULTS.md;
+                 --markdown=FILE appends to FILE instead
   --no-ref       dle only, no C or PyTorch reference
   --filter LIST  only the figures whose key contains one of the comma-separated strings
   --threads LIST thread settings (default: 1 and all cores; --quick: all cores)
-  --list         print the figures' keys and names and exit]]
+  --list         print the figures' keys and names and exit]==]
 
 local function split_list(s)
   local out = {}
@@ -19,10 +21,11 @@ end
 --- Parses the argument list.
 -- @param args the script's arguments (arg)
 -- @param cores the number of cores ("all cores")
--- @return opts {quick, json, ref, filter (list or nil), threads (list), list, help}, or nil and a
+-- @return opts {quick, json, markdown (a path or nil), ref, filter (list or nil), threads (list), list,
+--   help}, or nil and a
 --   message
-function M.parse(args, cores)
-  local opts = {quick = false, json = nil, ref = true, filter = nil, threads = nil, list = false, help = false}
+function M.parse(args, cores, default_markdown)
+  local opts = {quick = false, json = nil, markdown = nil, ref = true, filter = nil, threads = nil, list = false, help = false}
   local takes_value = {["--json"] = true, ["--filter"] = true, ["--threads"] = true}
   local i = 1
   while i <= #args do
@@ -34,6 +37,10 @@ function M.parse(args, cores)
     end
     if a == "--quick" then opts.quick = true
     elseif a == "--json" then opts.json = v
+    elseif a == "--markdown" then opts.markdown = default_markdown
+    elseif a:match("^%-%-markdown=") then
+      opts.markdown = a:match("^%-%-markdown=(.*)$")
+      if opts.markdown == "" then return nil, "--markdown= needs a file name" end
     elseif a == "--no-ref" then opts.ref = false
     elseif a == "--filter" then opts.filter = split_list(v)
     elseif a == "--threads" then

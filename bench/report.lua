@@ -113,6 +113,23 @@ function M.print_table(rows, out)
   end
 end
 
+--- Appends one run to a markdown log (bench/RESULTS.md): a dated heading, the command, the run's
+-- description lines, the table and its notes. Earlier runs are kept; the newest is last.
+-- @param run {title, command, head = list of lines, rows, notes = list of lines}
+function M.append_markdown(path, run)
+  local f, err = io.open(path, "a")
+  if not f then error("bench: cannot append to " .. tostring(err), 0) end
+  f:write("\n## ", run.title, "\n\n", "`", run.command, "`\n\n")
+  for _, line in ipairs(run.head) do f:write("- ", line, "\n") end
+  f:write("\n")
+  M.print_table(run.rows, f)
+  if #run.notes > 0 then
+    f:write("\n")
+    for _, n in ipairs(run.notes) do f:write("- note: ", n, "\n") end
+  end
+  f:close()
+end
+
 function M.write_json(path, doc)
   local f, err = io.open(path, "w")
   if not f then error("bench: cannot write " .. tostring(err), 0) end

@@ -69,6 +69,8 @@ static dle_status run_backward(lua_State *L, int nroots, dle_tensor **roots, dle
   return st;
 }
 
+static const char *const BACKWARD_OPTS[] = {"create_graph", "retain_graph", NULL};
+
 /** t:backward(grad_or_nil, {retain_graph, create_graph}) accumulates into the leaves' .grad. */
 static int m_backward(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1);
@@ -76,6 +78,7 @@ static int m_backward(lua_State *L) {
   if (!g && !lua_isnoneornil(L, 2) && !lua_istable(L, 2))
     return luaL_error(L, "backward: gradient must be a tensor or nil, got %s", luaL_typename(L, 2));
   int opts = lua_istable(L, 2) && !g ? 2 : 3;
+  dle_lua_check_options(L, opts, "backward", BACKWARD_OPTS);
   bool create = opt_bool(L, opts, "create_graph", false);
   bool retain = opt_bool(L, opts, "retain_graph", create);
   drain_dead_refs(L);
@@ -96,6 +99,7 @@ static int l_backward(lua_State *L) {
     gos = tensor_list(L, 2, &ngo, "backward", "grad_outputs");
     if (ngo != nout) return luaL_error(L, "backward: %d grad_outputs for %d outputs", ngo, nout);
   }
+  dle_lua_check_options(L, 3, "backward", BACKWARD_OPTS);
   bool create = opt_bool(L, 3, "create_graph", false);
   bool retain = opt_bool(L, 3, "retain_graph", create);
   drain_dead_refs(L);
@@ -117,6 +121,8 @@ static int l_grad(lua_State *L) {
   int nout, nin, ngo = 0;
   dle_tensor **outs = tensor_list(L, 1, &nout, "grad", "outputs");
   dle_tensor **ins = tensor_list(L, 2, &nin, "grad", "inputs");
+  static const char *const grad_opts[] = {"allow_unused", "create_graph", "grad_outputs", "retain_graph", NULL};
+  dle_lua_check_options(L, 3, "grad", grad_opts);
   bool create = opt_bool(L, 3, "create_graph", false);
   bool retain = opt_bool(L, 3, "retain_graph", create);
   bool allow_unused = opt_bool(L, 3, "allow_unused", false);
@@ -317,19 +323,14 @@ static dle_dtype autocast_dtype_arg(lua_State *L, int idx) {
 static dle_dtype autocast_region_arg(lua_State *L, int idx, bool *cache) {
   *cache = true;
   if (!lua_istable(L, idx)) return autocast_dtype_arg(L, idx);
-  lua_pushnil(L);
-  while (lua_next(L, idx)) {
-    const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "";
-    if (strcmp(k, "cache_enabled") == 0) {
-      if (!lua_isboolean(L, -1))
-        luaL_error(L, "autocast: cache_enabled must be a boolean, got %s", luaL_typename(L, -1));
-      *cache = lua_toboolean(L, -1);
-    } else if (strcmp(k, "dtype") != 0) {
-      luaL_error(L, "autocast: unknown option '%s' (expected dtype or cache_enabled)",
-                 lua_type(L, -2) == LUA_TSTRING ? k : luaL_typename(L, -2));
-    }
-    lua_pop(L, 1);
+  static const char *const known[] = {"cache_enabled", "dtype", NULL};
+  dle_lua_check_options(L, idx, "autocast", known);
+  if (lua_getfield(L, idx, "cache_enabled") != LUA_TNIL) {
+    if (!lua_isboolean(L, -1))
+      luaL_error(L, "autocast: cache_enabled must be a boolean, got %s", luaL_typename(L, -1));
+    *cache = lua_toboolean(L, -1);
   }
+  lua_pop(L, 1);
   lua_getfield(L, idx, "dtype");
   dle_dtype dt = autocast_dtype_arg(L, lua_gettop(L));
   lua_pop(L, 1);

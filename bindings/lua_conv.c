@@ -43,12 +43,17 @@ static void pair_field(lua_State *L, int opts, const char *fn, const char *field
   lua_pop(L, 1);
 }
 
-/* The options table at idx (0 when nil), or an error. */
-static int opts_at(lua_State *L, int idx, const char *fn) {
+/* The options table at idx (0 when nil), holding only the names in known; or an error. */
+static int opts_at(lua_State *L, int idx, const char *fn, const char *const *known) {
   if (lua_isnoneornil(L, idx)) return 0;
   if (!lua_istable(L, idx)) luaL_error(L, "%s: options must be a table, got %s", fn, luaL_typename(L, idx));
+  dle_lua_check_options(L, idx, fn, known);
   return lua_absindex(L, idx);
 }
+
+static const char *const CONV_OPTS[] = {"dilation", "groups", "padding", "stride", NULL};
+static const char *const MAX_POOL_OPTS[] = {"padding", "stride", NULL};
+static const char *const AVG_POOL_OPTS[] = {"count_include_pad", "padding", "stride", NULL};
 
 static dle_conv2d_params conv_params(lua_State *L, int opts, const char *fn) {
   dle_conv2d_params p;
@@ -93,7 +98,7 @@ static int l_conv2d(lua_State *L) {
   dle_tensor *x = dle_lua_check(L, 1), *w = dle_lua_check(L, 2), *bias = NULL, *r = NULL;
   if (!lua_isnoneornil(L, 3) && !(bias = dle_lua_opt(L, 3)))
     return luaL_error(L, "conv2d: bias must be a tensor or nil, got %s", luaL_typename(L, 3));
-  dle_conv2d_params p = conv_params(L, opts_at(L, 4, "conv2d"), "conv2d");
+  dle_conv2d_params p = conv_params(L, opts_at(L, 4, "conv2d", CONV_OPTS), "conv2d");
   DLE_LUA_TRY(L, dle_conv2d(&r, x, w, bias, &p));
   dle_lua_push(L, r);
   return 1;
@@ -101,7 +106,7 @@ static int l_conv2d(lua_State *L) {
 
 static int l_max_pool2d(lua_State *L) {
   dle_tensor *x = dle_lua_check(L, 1), *v = NULL, *i = NULL;
-  dle_pool2d_params p = pool_params(L, 2, opts_at(L, 3, "max_pool2d"), "max_pool2d");
+  dle_pool2d_params p = pool_params(L, 2, opts_at(L, 3, "max_pool2d", MAX_POOL_OPTS), "max_pool2d");
   DLE_LUA_TRY(L, dle_max_pool2d(&v, &i, x, &p, 1));
   dle_lua_push(L, v);
   dle_lua_push(L, i);
@@ -110,7 +115,7 @@ static int l_max_pool2d(lua_State *L) {
 
 static int l_avg_pool2d(lua_State *L) {
   dle_tensor *x = dle_lua_check(L, 1), *r = NULL;
-  dle_pool2d_params p = pool_params(L, 2, opts_at(L, 3, "avg_pool2d"), "avg_pool2d");
+  dle_pool2d_params p = pool_params(L, 2, opts_at(L, 3, "avg_pool2d", AVG_POOL_OPTS), "avg_pool2d");
   DLE_LUA_TRY(L, dle_avg_pool2d(&r, x, &p));
   dle_lua_push(L, r);
   return 1;
@@ -121,7 +126,7 @@ static int l_conv2d_grad_input(lua_State *L) {
   dle_tensor *gy = dle_lua_check(L, 1), *w = dle_lua_check(L, 2), *r = NULL;
   int64_t hw[2];
   pair_at(L, 3, "conv2d_grad_input", "input size", 0, hw);
-  dle_conv2d_params p = conv_params(L, opts_at(L, 4, "conv2d_grad_input"), "conv2d_grad_input");
+  dle_conv2d_params p = conv_params(L, opts_at(L, 4, "conv2d_grad_input", CONV_OPTS), "conv2d_grad_input");
   DLE_LUA_TRY(L, dle_conv2d_grad_input(&r, gy, w, &p, hw[0], hw[1]));
   dle_lua_push(L, r);
   return 1;
@@ -132,7 +137,7 @@ static int l_conv2d_grad_weight(lua_State *L) {
   dle_tensor *gy = dle_lua_check(L, 1), *x = dle_lua_check(L, 2), *r = NULL;
   int64_t k[2];
   pair_at(L, 3, "conv2d_grad_weight", "kernel size", 0, k);
-  dle_conv2d_params p = conv_params(L, opts_at(L, 4, "conv2d_grad_weight"), "conv2d_grad_weight");
+  dle_conv2d_params p = conv_params(L, opts_at(L, 4, "conv2d_grad_weight", CONV_OPTS), "conv2d_grad_weight");
   DLE_LUA_TRY(L, dle_conv2d_grad_weight(&r, gy, x, &p, k[0], k[1]));
   dle_lua_push(L, r);
   return 1;
@@ -143,7 +148,7 @@ static int l_avg_pool2d_grad(lua_State *L) {
   dle_tensor *gy = dle_lua_check(L, 1), *r = NULL;
   int64_t hw[2];
   pair_at(L, 2, "avg_pool2d_grad", "input size", 0, hw);
-  dle_pool2d_params p = pool_params(L, 3, opts_at(L, 4, "avg_pool2d_grad"), "avg_pool2d_grad");
+  dle_pool2d_params p = pool_params(L, 3, opts_at(L, 4, "avg_pool2d_grad", AVG_POOL_OPTS), "avg_pool2d_grad");
   DLE_LUA_TRY(L, dle_avg_pool2d_grad(&r, gy, &p, hw[0], hw[1]));
   dle_lua_push(L, r);
   return 1;

@@ -337,6 +337,32 @@ dle_dtype dle_lua_check_dtype(lua_State *L, int idx, const char *fn) {
   return dt;
 }
 
+void dle_lua_check_options(lua_State *L, int idx, const char *fn, const char *const *known) {
+  if (!lua_istable(L, idx)) return;
+  idx = lua_absindex(L, idx);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    lua_pop(L, 1);
+    const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    bool ok = false;
+    for (int i = 0; k && known[i] && !ok; i++) ok = strcmp(k, known[i]) == 0;
+    if (!ok) {
+      const char *name = luaL_tolstring(L, -1, NULL);
+      luaL_Buffer b;
+      luaL_buffinit(L, &b);
+      for (int i = 0; known[i]; i++) {
+        if (i) luaL_addstring(&b, ", ");
+        luaL_addstring(&b, known[i]);
+      }
+      luaL_pushresult(&b);
+      luaL_error(L, "%s: unknown option '%s' (known: %s)", fn, name, lua_tostring(L, -1));
+    }
+  }
+}
+
+/* What a creation function's options may hold (one list for all of them, sorted as messages show it). */
+static const char *const creation_options[] = {"device", "dtype", "generator", "requires_grad", NULL};
+
 void dle_lua_parse_opts(lua_State *L, int idx, dle_lua_opts *o, const char *fn) {
   memset(o, 0, sizeof *o);
   o->fn = fn;
@@ -345,6 +371,7 @@ void dle_lua_parse_opts(lua_State *L, int idx, dle_lua_opts *o, const char *fn) 
   if (lua_isnoneornil(L, idx)) return;
   if (!lua_istable(L, idx)) luaL_error(L, "%s: options must be a table, got %s", fn, luaL_typename(L, idx));
   idx = lua_absindex(L, idx);
+  dle_lua_check_options(L, idx, fn, creation_options);
   if (lua_getfield(L, idx, "dtype") != LUA_TNIL) {
     o->dtype = dle_lua_check_dtype(L, -1, fn);
     o->has_dtype = true;

@@ -70,6 +70,8 @@ static void scale_by_alpha(lua_State *L, dle_op op) {
   if ((op != DLE_OP_ADD && op != DLE_OP_SUB) || !lua_istable(L, 3))
     luaL_error(L, "%s: unexpected argument #3 (%s)%s", fn, luaL_typename(L, 3),
                op == DLE_OP_ADD || op == DLE_OP_SUB ? "; options are {alpha = number}" : "");
+  static const char *const known[] = {"alpha", NULL};
+  dle_lua_check_options(L, 3, fn, known);
   if (lua_getfield(L, 3, "alpha") == LUA_TNIL) return;
   if (lua_type(L, -1) != LUA_TNUMBER)
     luaL_error(L, "%s: alpha must be a number, got %s", fn, luaL_typename(L, -1));

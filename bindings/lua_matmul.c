@@ -10,6 +10,8 @@ static int push_product(lua_State *L, const char *fn, product_fn f) {
   dle_tensor *a = dle_lua_check(L, 1), *b = dle_lua_check(L, 2), *r = NULL;
   if (!lua_isnoneornil(L, 3)) {
     if (!lua_istable(L, 3)) return luaL_error(L, "%s: options must be a table, got %s", fn, luaL_typename(L, 3));
+    static const char *const known[] = {"out", NULL};
+    dle_lua_check_options(L, 3, fn, known);
     lua_getfield(L, 3, "out");
     if (!lua_isnil(L, -1)) {
       r = dle_lua_opt(L, -1);

@@ -16,10 +16,14 @@
 #include "../engine/nn.h"
 #include "lua_nn_opts.h"
 
+static const char *const EMBEDDING_OPTS[] = {"padding_idx", NULL};
+static const char *const DROPOUT_OPTS[] = {"generator", NULL};
+static const char *const SDPA_OPTS[] = {"causal", "mask", "scale", NULL};
+
 /* cross_entropy(logits, targets, opts) -> loss, lse */
 static int l_cross_entropy(lua_State *L) {
   dle_tensor *x = dle_lua_check(L, 1), *t = dle_lua_check(L, 2), *loss = NULL, *lse = NULL;
-  dle_cross_entropy_params p = ce_params(L, opts_at(L, 3, "cross_entropy"), "cross_entropy");
+  dle_cross_entropy_params p = ce_params(L, opts_at(L, 3, "cross_entropy", CLASS_LOSS_OPTS), "cross_entropy");
   DLE_LUA_TRY(L, dle_cross_entropy(&loss, &lse, x, t, &p, 1));
   dle_lua_push(L, loss);
   dle_lua_push(L, lse);
@@ -31,7 +35,7 @@ static int l_cross_entropy_backward(lua_State *L) {
   dle_tensor *gy = dle_lua_check(L, 1), *x = dle_lua_check(L, 2), *t = dle_lua_check(L, 3);
   dle_tensor *lse = dle_lua_check(L, 4), *r = NULL;
   const char *fn = "cross_entropy_backward";
-  dle_cross_entropy_params p = ce_params(L, opts_at(L, 5, fn), fn);
+  dle_cross_entropy_params p = ce_params(L, opts_at(L, 5, fn, CLASS_LOSS_OPTS), fn);
   DLE_LUA_TRY(L, dle_cross_entropy_backward(&r, gy, x, t, lse, &p, 1));
   dle_lua_push(L, r);
   return 1;
@@ -41,7 +45,7 @@ static int l_cross_entropy_backward(lua_State *L) {
 static int l_embedding(lua_State *L) {
   dle_tensor *w = dle_lua_check(L, 1), *idx = dle_lua_check(L, 2), *r = NULL;
   int64_t pad = 0;
-  bool has_pad = int_field(L, opts_at(L, 3, "embedding"), "embedding", "padding_idx", &pad);
+  bool has_pad = int_field(L, opts_at(L, 3, "embedding", EMBEDDING_OPTS), "embedding", "padding_idx", &pad);
   DLE_LUA_TRY(L, dle_embedding(&r, w, idx, has_pad, pad, 1));
   dle_lua_push(L, r);
   return 1;
@@ -52,7 +56,7 @@ static int l_embedding_backward(lua_State *L) {
   dle_tensor *gy = dle_lua_check(L, 1), *idx = dle_lua_check(L, 2), *r = NULL;
   const char *fn = "embedding_backward";
   int64_t v = luaL_checkinteger(L, 3), pad = 0;
-  bool has_pad = int_field(L, opts_at(L, 4, fn), fn, "padding_idx", &pad);
+  bool has_pad = int_field(L, opts_at(L, 4, fn, EMBEDDING_OPTS), fn, "padding_idx", &pad);
   DLE_LUA_TRY(L, dle_embedding_backward(&r, gy, idx, v, has_pad, pad, 1));
   dle_lua_push(L, r);
   return 1;
@@ -62,7 +66,7 @@ static int l_embedding_backward(lua_State *L) {
 static int l_dropout(lua_State *L) {
   dle_tensor *x = dle_lua_check(L, 1), *r = NULL;
   double p = luaL_checknumber(L, 2);
-  int opts = opts_at(L, 3, "dropout");
+  int opts = opts_at(L, 3, "dropout", DROPOUT_OPTS);
   dle_generator *g = NULL;
   if (opts) {
     lua_getfield(L, opts, "generator");
@@ -81,7 +85,7 @@ static int l_sdpa(lua_State *L) {
   dle_tensor *mask = NULL, *out = NULL, *probs = NULL;
   bool packed = !dle_lua_opt(L, 2);
   if (!packed) k = dle_lua_check(L, 2), v = dle_lua_check(L, 3);
-  int opts = opts_at(L, packed ? 2 : 4, "sdpa");
+  int opts = opts_at(L, packed ? 2 : 4, "sdpa", SDPA_OPTS);
   bool causal = false;
   double scale = q->ndim > 0 && q->sizes[q->ndim - 1] > 0 ? 1 / sqrt((double)q->sizes[q->ndim - 1]) : 1;
   if (opts) {

@@ -8,11 +8,18 @@
 #include "lua_util.h"
 #include "../engine/nn.h"
 
-static inline int opts_at(lua_State *L, int idx, const char *fn) {
+/* The options table at idx (0 when nil), holding only the names in known; or an error. */
+static inline int opts_at(lua_State *L, int idx, const char *fn, const char *const *known) {
   if (lua_isnoneornil(L, idx)) return 0;
   if (!lua_istable(L, idx)) luaL_error(L, "%s: options must be a table, got %s", fn, luaL_typename(L, idx));
+  dle_lua_check_options(L, idx, fn, known);
   return lua_absindex(L, idx);
 }
+
+/* The options of each kind of op, sorted as messages list them. */
+static const char *const REDUCTION_OPTS[] = {"reduction", NULL};
+static const char *const CLASS_LOSS_OPTS[] = {"ignore_index", "label_smoothing", "reduction", NULL};
+static const char *const SOFT_CE_OPTS[] = {"label_smoothing", "reduction", NULL};
 
 /* opts[field] as an integer; false when absent. */
 static inline bool int_field(lua_State *L, int opts, const char *fn, const char *field, int64_t *out) {

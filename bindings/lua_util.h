@@ -46,7 +46,13 @@ int dle_lua_sizes(lua_State *L, int first, int64_t *sizes, int *next, const char
  * INT64_MAX / 16), or a Lua error naming fn (the engine's own error would name its allocator). */
 void dle_lua_check_new_sizes(lua_State *L, const int64_t *sizes, int n, const char *fn);
 
-/* Options table: {dtype = "float64", device = "cpu", requires_grad = true, generator = g}. */
+/* An options table at idx (nil: none) may hold only the names in known (a NULL-terminated list):
+ * any other key is the error "fn: unknown option 'k' (known: a, b)", as in the Lua layer
+ * (dle.check.options). */
+void dle_lua_check_options(lua_State *L, int idx, const char *fn, const char *const *known);
+
+/* Options table: {dtype = "float64", device = "cpu", requires_grad = true, generator = g}; no
+ * other keys. */
 typedef struct {
   dle_dtype dtype;
   bool has_dtype;

@@ -44,11 +44,15 @@ local lua_files = {
   "nn/activations", "nn/flatten", "nn/dropout", "nn/embedding", "nn/layer_norm", "nn/losses",
   "nn/attention", "nn/transformer", "nn/batch_norm", "nn/conv", "nn/functional_conv",
   "optim/init", "optim/optimizer", "optim/sgd", "optim/adagrad", "optim/rmsprop", "optim/adam",
-  "optim/adamw", "optim/lr", "optim/zero",
+  "optim/adamw", "optim/lr", "optim/zero", "optim/functional",
   "dist/init", "dist/buckets", "dist/ddp",
   "compile", "graph/init", "graph/node", "graph/run",
   "rewrite/init", "rewrite/pattern", "rewrite/build", "rewrite/rules/algebra", "rewrite/rules/fusion",
   "rewrite/rules/inference",
+  -- help reads the doc-only files of doc/ (the docs of the C functions) next to itself
+  "help", "doc/autocast", "doc/autograd_modes", "doc/conversion", "doc/creation", "doc/elementwise",
+  "doc/files", "doc/functional_activations", "doc/grad_ops", "doc/indexing", "doc/linalg",
+  "doc/metadata", "doc/nn_ops", "doc/random", "doc/reductions", "doc/runtime", "doc/views",
 }
 
 -- (The rockspec runs in an empty environment: no next/pairs/ipairs, only plain Lua.)

@@ -275,8 +275,29 @@ describe("scripts/bench", function()
     assert.truthy(out:find("skipped: PyTorch not available", 1, true), out)
   end)
 
+  it("--markdown=FILE appends one dated run (heading, command, description, table) and keeps earlier ones", function()
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w"))
+    f:write("# earlier runs\n")
+    f:close()
+    for _ = 1, 2 do
+      local _, err, status = bench("--quick --threads 1 --no-ref --filter add_1elem --markdown=" .. q(path))
+      assert.are.equal(0, status, err)
+    end
+    local text = slurp(path)
+    os.remove(path)
+    assert.truthy(text:find("^# earlier runs\n"), text)
+    local headings = {}
+    for h in text:gmatch("\n## (%d%d%d%d%-%d%d%-%d%d %d%d:%d%d UTC on [^\n]+)") do headings[#headings + 1] = h end
+    assert.are.equal(2, #headings, text)
+    assert.truthy(text:find("`scripts/bench --quick --threads 1 --no-ref --filter add_1elem --markdown=", 1, true), text)
+    assert.truthy(text:find("\n%- machine: "), text)
+    local _, rows = text:gsub("\n| c = a %+ b, 1%-element float32", "")
+    assert.are.equal(2, rows, text)
+  end)
+
   it("rejects bad options with a message and status 2", function()
-    for _, args in ipairs({"--threads 0", "--filter no_such_figure", "--frobnicate", "--json"}) do
+    for _, args in ipairs({"--threads 0", "--filter no_such_figure", "--frobnicate", "--json", "--markdown="}) do
       local _, err, status = bench(args)
       assert.are.equal(2, status, args)
       assert.truthy(err:find("bench: ", 1, true), args .. ": " .. err)

@@ -69,7 +69,7 @@ describe("dle.dist loading", function()
       print(dist.is_initialized())]])
     assert.is_true(ok, out)
     for _, f in ipairs({"rank", "world_size", "barrier", "all_reduce", "broadcast"}) do
-      assert.truthy(out:find("false\t" .. f .. ": dle.dist is not initialized; call dle.dist.init() first",
+      assert.truthy(out:find("false\t(command line):4: " .. f .. ": dle.dist is not initialized; call dle.dist.init() first",
                              1, true), f .. ":\n" .. out)
     end
     assert.truthy(out:find("\nfalse\n$"), out)
@@ -413,10 +413,10 @@ describe("dle.autograd.register_backward_hook", function()
     ok, e = pcall(dle.autograd.register_backward_hook, 3)
     assert.is_false(ok)
     assert.truthy(e:find("register_backward_hook: fn must be a function, got number 3", 1, true), e)
-    -- backward errors pass through unchanged
+    -- backward errors pass through unchanged (reported at the caller's line)
     ok, e = pcall(function() dle.tensor({1, 2}):backward() end)
     assert.is_false(ok)
-    assert.truthy(tostring(e):find("^backward:"), e)
+    assert.truthy(tostring(e):find("^tests/dist_spec.lua:%d+: backward: output 1"), e)
   end)
 end)
 

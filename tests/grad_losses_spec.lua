@@ -13,9 +13,7 @@ local F = dle.nn.functional
 local F64 = {dtype = "float64"}
 local I64 = {dtype = "int64"}
 
-local function randn(shape, seed, lo, hi)
-  return dle.tensor(H.values(shape, {seed = seed, lo = lo or -1, hi = hi or 1}), F64)
-end
+local randn = H.seeded
 
 local check = H.gradcheck
 local function check2(f, inputs) check(f, inputs, {forward = false}) end

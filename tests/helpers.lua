@@ -146,6 +146,11 @@ function H.values(shape, opts)
   end)
 end
 
+--- A tensor of H.values in [lo, hi] (default -1..1) of shape, float64 unless dtype is given.
+function H.seeded(shape, seed, lo, hi, dtype)
+  return dle.tensor(H.values(shape, {seed = seed, lo = lo or -1, hi = hi or 1}), {dtype = dtype or "float64"})
+end
+
 --- The float32 value nearest to x (what a float32 tensor stores).
 function H.f32(x)
   if x ~= x or x == math.huge or x == -math.huge then return x end

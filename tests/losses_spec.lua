@@ -12,9 +12,7 @@ local F = dle.nn.functional
 local F64 = {dtype = "float64"}
 local I64 = {dtype = "int64"}
 
-local function randn(shape, seed, lo, hi, dtype)
-  return dle.tensor(H.values(shape, {seed = seed, lo = lo or -1, hi = hi or 1}), {dtype = dtype or "float64"})
-end
+local randn = H.seeded
 
 local function reduce(loss, r)
   if r == "none" then return loss end

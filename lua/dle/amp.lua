@@ -36,14 +36,13 @@ local function positive(v) return v > 0 and finite(v) end
 local function above_one(v) return v > 1 and finite(v) end
 local function below_one(v) return v > 0 and v < 1 end
 
-local options = {init_scale = true, growth_factor = true, backoff_factor = true,
-                 growth_interval = true, enabled = true}
+local OPTIONS = {"init_scale", "growth_factor", "backoff_factor", "growth_interval", "enabled"}
 
 -- self must be a GradScaler: scaler.step(opt) (a dot for the colon) is named, not a nil index.
 local function check_self(self, method)
   if getmetatable(self) ~= GradScaler then
-    error(string.format("GradScaler:%s: call it as a method (scaler:%s(...)), got %s as self",
-      method, method, check.typename(self)), 3)
+    check.error(string.format("GradScaler:%s: call it as a method (scaler:%s(...)), got %s as self",
+      method, method, check.typename(self)))
   end
 end
 
@@ -52,8 +51,8 @@ local function check_optimizer(opt, method, needs_step)
   local ok = type(opt) == "table" and type(opt.param_groups) == "table"
   if ok and needs_step then ok = check.is_callable(opt.step) end
   if not ok then
-    error(string.format("GradScaler:%s: optimizer must be a dle.optim optimizer (with param_groups%s), "
-      .. "got %s", method, needs_step and " and step" or "", check.typename(opt)), 3)
+    check.error(string.format("GradScaler:%s: optimizer must be a dle.optim optimizer (with param_groups%s), "
+      .. "got %s", method, needs_step and " and step" or "", check.typename(opt)))
   end
 end
 
@@ -62,10 +61,7 @@ end
 -- @param opts optional options table; every key is optional
 -- @return the scaler
 setmetatable(GradScaler, {__call = function(_, opts)
-  opts = check.table(opts, "GradScaler", "options", true) or {}
-  for k in pairs(opts) do
-    if not options[k] then error("GradScaler: unknown option '" .. tostring(k) .. "'", 2) end
-  end
+  opts = check.options(opts, "GradScaler", OPTIONS)
   local self = setmetatable({}, GradScaler)
   self._scale = check.number_that(opts.init_scale or 2.0 ^ 16, "GradScaler", "init_scale",
     "a finite number > 0", positive)
@@ -113,8 +109,8 @@ function GradScaler:scale(outputs)
   check_self(self, "scale")
   local bad, value = non_tensor(outputs, "outputs")
   if bad then
-    error(string.format("GradScaler:scale: %s must be a tensor or a table of tensors, got %s", bad,
-      check.typename(value)), 2)
+    check.error(string.format("GradScaler:scale: %s must be a tensor or a table of tensors, got %s", bad,
+      check.typename(value)))
   end
   if not self._enabled then return outputs end
   return scaled(outputs, self._scale)
@@ -159,13 +155,13 @@ function GradScaler:unscale_(optimizer)
   if not self._enabled then return end
   local stage = self._stage[optimizer]
   if stage == UNSCALED then
-    error("GradScaler:unscale_: unscale_() has already been called on this optimizer since the "
-      .. "last update()", 2)
+    check.error("GradScaler:unscale_: unscale_() has already been called on this optimizer since the "
+      .. "last update()")
   elseif stage == STEPPED then
-    error("GradScaler:unscale_: unscale_() is being called after step()", 2)
+    check.error("GradScaler:unscale_: unscale_() is being called after step()")
   end
   local found, msg = unscale_grads(optimizer, 1 / self._scale)
-  if msg then error("GradScaler:unscale_: " .. msg, 2) end
+  if msg then check.error("GradScaler:unscale_: " .. msg) end
   self._found_inf[optimizer] = found
   self._stage[optimizer] = UNSCALED
 end
@@ -179,20 +175,20 @@ function GradScaler:step(optimizer, ...)
   check_optimizer(optimizer, "step", true)
   if not self._enabled then return optimizer:step(...) end
   if select("#", ...) > 0 and type((...)) == "function" then
-    error("GradScaler:step: a closure is not supported while the scaler is enabled", 2)
+    check.error("GradScaler:step: a closure is not supported while the scaler is enabled")
   end
   if self._stage[optimizer] == STEPPED then
-    error("GradScaler:step: step() has already been called since the last update()", 2)
+    check.error("GradScaler:step: step() has already been called since the last update()")
   end
   if self._stage[optimizer] ~= UNSCALED then
     local found, msg = unscale_grads(optimizer, 1 / self._scale)
-    if msg then error("GradScaler:step: " .. msg, 2) end
+    if msg then check.error("GradScaler:step: " .. msg) end
     self._found_inf[optimizer] = found
   end
   local found = self._found_inf[optimizer]
   if found == nil then
-    error("GradScaler:step: no inf checks were recorded for this optimizer: none of its params "
-      .. "has a gradient (call backward on the scaled loss first)", 2)
+    check.error("GradScaler:step: no inf checks were recorded for this optimizer: none of its params "
+      .. "has a gradient (call backward on the scaled loss first)")
   end
   self._stage[optimizer] = STEPPED
   if found then return nil end
@@ -209,8 +205,8 @@ function GradScaler:update(new_scale)
   if new_scale ~= nil then
     if dle.is_tensor(new_scale) then
       if new_scale:numel() ~= 1 then
-        error("GradScaler:update: new_scale must hold one element, got shape "
-          .. check.shape_str(new_scale), 2)
+        check.error("GradScaler:update: new_scale must hold one element, got shape "
+          .. check.shape_str(new_scale))
       end
       new_scale = new_scale:item()
     end
@@ -223,8 +219,8 @@ function GradScaler:update(new_scale)
       found = found or f
     end
     if not any then
-      error("GradScaler:update: no inf checks were recorded prior to update (call step or unscale_ "
-        .. "after backward on the scaled loss)", 2)
+      check.error("GradScaler:update: no inf checks were recorded prior to update (call step or unscale_ "
+        .. "after backward on the scaled loss)")
     end
     if found then
       self._scale = self._scale * self._backoff_factor
@@ -295,8 +291,8 @@ function GradScaler:load_state_dict(sd)
   check.table(sd, "GradScaler:load_state_dict", "state_dict")
   if not self._enabled then return end
   if next(sd) == nil then
-    error("GradScaler:load_state_dict: the state dict is empty, possibly because it was saved from "
-      .. "a disabled GradScaler", 2)
+    check.error("GradScaler:load_state_dict: the state dict is empty, possibly because it was saved from "
+      .. "a disabled GradScaler")
   end
   local fn = "GradScaler:load_state_dict"
   local scale = check.number_that(sd.scale, fn, "scale", "a finite number > 0", positive)
@@ -315,4 +311,6 @@ function GradScaler:__tostring()
     self._growth_interval)
 end
 
+check.export(GradScaler)
+check.export(amp)
 return amp

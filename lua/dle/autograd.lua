@@ -12,11 +12,11 @@ return function(dle)
   local function as_list(v, fn, what)
     if core.is_tensor(v) then return {v}, true end
     if type(v) ~= "table" then
-      error(string.format("%s: %s must be a tensor or a list of tensors, got %s", fn, what, check.typename(v)), 3)
+      check.error(string.format("%s: %s must be a tensor or a list of tensors, got %s", fn, what, check.typename(v)))
     end
     for i, x in ipairs(v) do
       if not core.is_tensor(x) then
-        error(string.format("%s: %s[%d] must be a tensor, got %s", fn, what, i, check.typename(x)), 3)
+        check.error(string.format("%s: %s[%d] must be a tensor, got %s", fn, what, i, check.typename(x)))
       end
     end
     return v, false
@@ -31,7 +31,7 @@ return function(dle)
     local ins, single = as_list(inputs, "jvp", "inputs")
     local tans = as_list(tangents, "jvp", "tangents")
     if #tans ~= #ins then
-      error(string.format("jvp: %d tangents for %d inputs", #tans, #ins), 2)
+      check.error(string.format("jvp: %d tangents for %d inputs", #tans, #ins))
     end
     local primals = {}
     for i, x in ipairs(ins) do
@@ -42,7 +42,7 @@ return function(dle)
     local outs, out_tans = {}, {}
     for k = 1, results.n do
       local o = results[k]
-      if not core.is_tensor(o) then error("jvp: f returned a " .. type(o) .. " as result " .. k, 2) end
+      if not core.is_tensor(o) then check.error("jvp: f returned a " .. type(o) .. " as result " .. k) end
       outs[k] = o
       out_tans[k] = core.tangent(o) or dle.zeros_like(o)
       core.set_tangent(o, nil)
@@ -60,7 +60,7 @@ return function(dle)
   -- several; integer outputs are ignored.
   function dle.gradcheck(f, inputs, opts)
     check.callable(f, "gradcheck", "f")
-    opts = check.table(opts, "gradcheck", "options", true) or {}
+    opts = check.options(opts, "gradcheck", {"eps", "atol", "rtol", "forward"})
     local eps, atol, rtol = opts.eps or 1e-6, opts.atol or 1e-5, opts.rtol or 1e-3
     local ins = {}
     for i, x in ipairs((as_list(inputs, "gradcheck", "inputs"))) do
@@ -249,14 +249,14 @@ return function(dle)
   -- zero), called with one tangent (or nil) per tensor argument.
   function dle.autograd.Function(spec)
     if type(spec) ~= "table" then
-      error("autograd.Function: expected a table {forward = fn, backward = fn}, got " .. type(spec), 2)
+      check.error("autograd.Function: expected a table {forward = fn, backward = fn}, got " .. type(spec))
     end
     local name = spec.name or "Function"
-    if type(name) ~= "string" then error("autograd.Function: name must be a string", 2) end
+    if type(name) ~= "string" then check.error("autograd.Function: name must be a string") end
     local forward, backward, jvp = spec.forward, spec.backward, spec.jvp
-    if type(forward) ~= "function" then error(name .. ": forward must be a function", 2) end
-    if type(backward) ~= "function" then error(name .. ": backward must be a function", 2) end
-    if jvp ~= nil and type(jvp) ~= "function" then error(name .. ": jvp must be a function", 2) end
+    if type(forward) ~= "function" then check.error(name .. ": forward must be a function") end
+    if type(backward) ~= "function" then check.error(name .. ": backward must be a function") end
+    if jvp ~= nil and type(jvp) ~= "function" then check.error(name .. ": jvp must be a function") end
 
     local function apply(...)
       local args = table.pack(...)
@@ -298,7 +298,7 @@ return function(dle)
           local o, t = results[k], touts[k]
           if core.is_tensor(o) and o:is_floating_point() and t ~= nil then
             if not core.is_tensor(t) then
-              error(string.format("%s: jvp result %d must be a tensor or nil, got %s", name, k, type(t)), 2)
+              check.error(string.format("%s: jvp result %d must be a tensor or nil, got %s", name, k, type(t)))
             end
             core.set_tangent(o, t)
           end
@@ -322,9 +322,9 @@ return function(dle)
       end
       if #outs == 0 then return table.unpack(results, 1, results.n) end
       if #outs > 2 then
-        error(string.format("%s: a custom Function has at most 2 differentiable (float tensor) "
+        check.error(string.format("%s: a custom Function has at most 2 differentiable (float tensor) "
                             .. "outputs, got %d (mark the others with ctx:mark_non_differentiable)",
-                            name, #outs), 2)
+                            name, #outs))
       end
       -- saved tensors: outputs are kept detached (no cycle node -> closure -> output -> node);
       -- each one's version is checked by backward

@@ -16,10 +16,170 @@ function check.typename(v)
   return type(v)
 end
 
+-- ---------------------------------------------------------------- errors at the user's line
+-- A user's mistake is reported at the user's line, never at a line inside dle: the position an
+-- error names is the first frame on the stack outside dle's own Lua files (and outside C).
+-- check.error raises at that frame; check.public wraps an entry point so that errors raised
+-- further down (by dle.core's C functions, or Lua runtime errors in dle's files) are moved there.
+
+-- The source prefix of dle's Lua files, as debug.getinfo shows it ("@lua/dle/").
+local DLE_SOURCE = debug.getinfo(1, "S").source:match("^(@.*dle[/\\])check%.lua$") or "@dle/"
+local DLE_PATH = DLE_SOURCE:sub(2) -- the same path as an error message names it
+
+local function internal(info)
+  return info.what == "C" or info.source:sub(1, #DLE_SOURCE) == DLE_SOURCE
+end
+
+-- The first frame at or above `level` that is neither dle's nor C, as a level counted from this
+-- function's caller (error()'s and debug.getinfo's numbering there); nil when there is none.
+local function user_level(level)
+  for n = level, math.huge do
+    local info = debug.getinfo(n + 1, "S")
+    if not info then return nil end
+    if not internal(info) then return n end
+  end
+end
+
+--- Raises msg at the user's line: the first caller frame outside dle.
+function check.error(msg)
+  error(msg, user_level(2) or 1)
+end
+
+-- "file:line:" of the first Lua frame at or above `level` outside dle, or nil.
+local function user_where(level)
+  for l = level + 1, math.huge do
+    local info = debug.getinfo(l, "Sl")
+    if not info then return nil end
+    if not internal(info) and info.currentline > 0 then
+      return info.short_src .. ":" .. info.currentline .. ":"
+    end
+  end
+end
+
+-- Whether msg begins with a position "file:line:".
+local function has_where(msg) return msg:find("^[^:\n]+:%d+:") ~= nil end
+
+--- msg without its leading "file:line: ", for a message quoted inside another.
+function check.strip_where(msg)
+  return (tostring(msg):gsub("^[^:\n]+:%d+: ", "", 1))
+end
+
+-- xpcall's message handler: an error message whose "file:line:" is one of dle's own lines gets
+-- the user's line instead (the text is kept). The frame the message names is found on the stack;
+-- a message re-raised after its frame is gone (a pcall inside dle) is recognized by its path. A
+-- message without a position raised by dle's own code gets the user's line too.
+local function blame_user(msg)
+  if type(msg) ~= "string" then return msg end
+  if not has_where(msg) then
+    for l = 2, math.huge do
+      local info = debug.getinfo(l, "S")
+      if not info then return msg end
+      if info.what ~= "C" then
+        local where = internal(info) and user_where(l)
+        return where and where .. " " .. msg or msg
+      end
+    end
+  end
+  for l = 2, math.huge do
+    local info = debug.getinfo(l, "Sl")
+    if not info then break end
+    if info.currentline > 0 then
+      local prefix = info.short_src .. ":" .. info.currentline .. ":"
+      if msg:sub(1, #prefix) == prefix then
+        if not internal(info) then return msg end
+        local where = user_where(l)
+        return where and where .. msg:sub(#prefix + 1) or msg
+      end
+    end
+  end
+  local file, rest = msg:match("^([^:\n]+):%d+:(.*)$")
+  if file and file:sub(1, #DLE_PATH) == DLE_PATH then
+    local where = user_where(2)
+    if where then return where .. rest end
+  end
+  return msg
+end
+
+local function rethrow(ok, ...)
+  if ok then return ... end
+  error((...), 0)
+end
+
+--- f, wrapped as a public entry point: any error it raises that names a line inside dle is
+-- re-raised naming the user's line (see blame_user). Errors raised in the user's own code
+-- (a Module's forward, an autograd.Function, a callback) keep their positions.
+local original_of = setmetatable({}, {__mode = "k"})   -- wrapper -> the function it wraps
+
+function check.public(f)
+  local w = function(...) return rethrow(xpcall(f, blame_user, ...)) end
+  original_of[w] = f
+  return w
+end
+
+--- The function a check.public wrapper wraps (f itself when it is no wrapper): where its source,
+-- and so its doc comment, is.
+function check.original(f)
+  return original_of[f] or f
+end
+
+local wrapped = setmetatable({}, {__mode = "k"})
+
+--- Wraps every Lua function field of tbl (in place) with check.public, once; returns tbl. C
+-- functions are left alone: their errors already name the line calling them.
+-- @param skip optional set of field names to leave alone
+function check.export(tbl, skip)
+  for k, v in pairs(tbl) do
+    if type(v) == "function" and not wrapped[v] and not (skip and skip[k])
+        and debug.getinfo(v, "S").what ~= "C" then
+      local w = check.public(v)
+      wrapped[w] = true
+      tbl[k] = w
+    end
+  end
+  return tbl
+end
+
+-- v as messages show what was given: "number 5", "string", "dle.Tensor".
+local function given(v)
+  return type(v) == "number" and "number " .. tostring(v) or check.typename(v)
+end
+
+-- ---------------------------------------------------------------- options tables
+
+local known_sets = setmetatable({}, {__mode = "k"})
+local NONE = setmetatable({}, {__newindex = function() error("check.options: the empty options are read-only", 2) end})
+
+--- The options table of a public function: nil (no options: an empty read-only table) or a
+-- table whose every key is in known (a list of names). Anything else is an error at the user's
+-- line: "cross_entropy: unknown option 'wieght' (known: ignore_index, reduction, weight)".
+-- @return opts, or the empty table
+function check.options(opts, fn, known)
+  if opts == nil then return NONE end
+  if type(opts) ~= "table" or core.is_tensor(opts) then
+    check.error(string.format("%s: options must be a table, got %s", fn, given(opts)))
+  end
+  local set = known_sets[known]
+  if not set then
+    set = {}
+    for _, k in ipairs(known) do set[k] = true end
+    known_sets[known] = set
+  end
+  for k in pairs(opts) do
+    if not set[k] then
+      local names = {}
+      for i, n in ipairs(known) do names[i] = n end
+      table.sort(names)
+      check.error(string.format("%s: unknown option '%s' (known: %s)", fn, tostring(k),
+        #names > 0 and table.concat(names, ", ") or "none"))
+    end
+  end
+  return opts
+end
+
+-- ---------------------------------------------------------------- argument checks
+
 local function fail(fn, what, expected, v)
-  -- level 4: fail <- check.<kind> <- the public function <- its caller
-  error(string.format("%s: %s must be %s, got %s", fn, what, expected,
-    type(v) == "number" and "number " .. tostring(v) or check.typename(v)), 4)
+  check.error(string.format("%s: %s must be %s, got %s", fn, what, expected, given(v)))
 end
 
 --- v must be a tensor.

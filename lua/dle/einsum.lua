@@ -5,10 +5,12 @@
 -- permute to {batch, kept, contracted} x {batch, contracted, kept}, reshape to 3-D, matmul,
 -- reshape back. The result is finally permuted into the output's label order.
 
+local check = require "dle.check"
+
 return function(dle)
   -- Errors carry no position prefix, like the engine's own messages.
   local function fail(fmt, ...)
-    error("einsum: " .. string.format(fmt, ...), 0)
+    check.error("einsum: " .. string.format(fmt, ...))
   end
 
   local function shape_str(t) return "{" .. table.concat(t:shape(), ",") .. "}" end

@@ -29,6 +29,17 @@ require("dle.autograd")(dle)
 -- The file formats (dle.save/load, npy, safetensors) in dle.io.
 require("dle.io")(dle)
 
+-- The Lua functions among them report errors at the user's line, not at dle's own (see
+-- dle.check: check.public); C functions already do.
+local check = require "dle.check"
+local function export()
+  check.export(dle)
+  check.export(dle.Tensor)
+  check.export(dle.metatable)
+  if rawget(dle, "autograd") then check.export(dle.autograd) end
+end
+export()
+
 -- Subpackages dle.nn, dle.optim, dle.data, dle.amp, dle.dist, dle.graph, dle.rewrite load on first use (each is also
 -- requireable on its own): together they are half of `require "dle"`'s start-up, which scripts
 -- that only compute with tensors should not pay (and dle.dist, which loads MPI on init(), only
@@ -43,6 +54,7 @@ setmetatable(dle, {__index = function(t, k)
   local installer = installers[k]
   if installer then
     require(installer)(dle)
+    export()
     return rawget(t, k)
   end
   local name = subpackages[k]

@@ -27,13 +27,13 @@ return function(dle)
   -- Runs fn(...) with the profiler on; returns the counters it added, its wall time and results.
   local function run(fname, kind, fn, ...)
     if not check.is_callable(fn) then
-      error(string.format("%s: expected a function to run, got %s", fname, type(fn)), 3)
+      check.error(string.format("%s: expected a function to run, got %s", fname, type(fn)))
     end
     active[kind] = active[kind] + 1
     local ok, err = pcall(apply_mode)
     if not ok then
       active[kind] = active[kind] - 1
-      error(fname .. ": " .. tostring(err), 3)
+      check.error(fname .. ": " .. tostring(err))
     end
     local before = core.profile_counters()
     local t0 = core.time()
@@ -85,7 +85,7 @@ return function(dle)
   -- totals and fn's wall time (which also holds the Lua work between ops).
   function Profile:table(n)
     if n ~= nil and (math.type(n) ~= "integer" or n < 0) then
-      error("profile:table: n must be a non-negative integer, got " .. tostring(n), 2)
+      check.error("profile:table: n must be a non-negative integer, got " .. tostring(n))
     end
     local ops, t = self:ops(), self.total
     local lines = {string.format("%-28s %7s %10s %6s %10s %9s %10s %8s", "op", "calls", "total ms",

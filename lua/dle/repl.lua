@@ -229,7 +229,7 @@ end
 -- opts (all optional): readline = false disables lua-readline; interactive = true/false
 -- overrides the terminal test (prompts and banner appear only when interactive).
 function M.run(opts)
-  opts = opts or {}
+  opts = require("dle.check").options(opts, "repl.run", {"interactive", "readline"})
   local interactive = opts.interactive
   if interactive == nil then interactive = stdin_is_terminal() end
   local dle = require("dle")

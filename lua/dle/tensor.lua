@@ -15,17 +15,17 @@ return function(dle)
   --- Sets printing options from a table (keys of dle.print_options).
   function dle.set_printoptions(opts)
     check.table(opts, "set_printoptions", "options")
+    check.options(opts, "set_printoptions", {"threshold", "edgeitems", "precision"})
     for k, v in pairs(opts) do
-      if dle.print_options[k] == nil then error("set_printoptions: unknown option '" .. tostring(k) .. "'", 2) end
       -- threshold may be math.huge (never summarize); edgeitems and precision are bounded so
       -- printing stays cheap and its formats valid
       local ok
       if k == "threshold" then ok = type(v) == "number" and v >= 0
       else ok = math.type(v) == "integer" and v >= 0 and v <= (k == "precision" and 30 or 1 << 20) end
       if not ok then
-        error(string.format("set_printoptions: %s must be a non-negative %s, got %s", k,
+        check.error(string.format("set_printoptions: %s must be a non-negative %s, got %s", k,
           k == "threshold" and "number" or k == "precision" and "integer up to 30" or "integer up to 2^20",
-          tostring(v)), 2)
+          tostring(v)))
       end
     end
     for k, v in pairs(opts) do dle.print_options[k] = v end
@@ -198,7 +198,7 @@ return function(dle)
   local function operand(b, fn)
     if dle.is_tensor(b) then return b end
     if type(b) == "number" or type(b) == "boolean" then return dle.tensor(b) end
-    error(string.format("%s: other must be a tensor or a number, got %s", fn, check.typename(b)), 3)
+    check.error(string.format("%s: other must be a tensor or a number, got %s", fn, check.typename(b)))
   end
 
   --- t:logical_and(b), logical_or(b), logical_xor(b): bool tensors, nonzero meaning true,
@@ -207,18 +207,18 @@ return function(dle)
     check.tensor(a, "logical_and", "input")
     return a:ne(0):minimum(operand(b, "logical_and"):ne(0)):ne(0)
   end
+  --- t:logical_or(b): bool tensor of (t ~= 0) or (b ~= 0), broadcasting; b may be a number.
   function Tensor.logical_or(a, b)
     check.tensor(a, "logical_or", "input")
     return a:ne(0):maximum(operand(b, "logical_or"):ne(0)):ne(0)
   end
+  --- t:logical_xor(b): bool tensor of (t ~= 0) ~= (b ~= 0), broadcasting; b may be a number.
   function Tensor.logical_xor(a, b)
     check.tensor(a, "logical_xor", "input")
     return a:ne(0):ne(operand(b, "logical_xor"):ne(0))
   end
 
-  --- t:isclose(other, rtol, atol, equal_nan) / dle.isclose(a, b, ...): bool tensor of
-  -- |a - b| <= atol + rtol * |b| for finite elements (defaults rtol 1e-5, atol 1e-8, as PyTorch),
-  -- broadcasting; an infinity is close only to itself; NaN is close to NaN only with equal_nan.
+  -- The test behind isclose and allclose; fn names the caller in errors.
   local function isclose(fn, a, b, rtol, atol, equal_nan)
     check.tensor(a, fn, "input")
     b = operand(b, fn)
@@ -229,6 +229,10 @@ return function(dle)
     if equal_nan then close = close:logical_or(a:ne(a):logical_and(b:ne(b))) end
     return close
   end
+  --- t:isclose(other, rtol, atol, equal_nan) / dle.isclose(a, b, ...): closeness as a bool tensor.
+  -- Elementwise |a - b| <= atol + rtol * |b| for finite elements (defaults rtol 1e-5, atol 1e-8,
+  -- as PyTorch), broadcasting; an infinity is close only to itself; NaN is close to NaN only with
+  -- equal_nan.
   function Tensor.isclose(a, b, rtol, atol, equal_nan) return isclose("isclose", a, b, rtol, atol, equal_nan) end
 
   --- t:allclose(other, rtol, atol, equal_nan) / dle.allclose(a, b, ...): true when every element

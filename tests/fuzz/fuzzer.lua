@@ -311,7 +311,7 @@ function F:record(kind, target, msg)
 end
 
 -- Runs f(...) under pcall with an instruction budget and checks the outcome.
--- backward{create_graph = true} keeps a reference cycle on purpose, as PyTorch does (README,
+-- backward{create_graph = true} keeps a reference cycle on purpose, as PyTorch does (docs/performance.md,
 -- Memory): each leaf's .grad holds a history that holds the leaf. Such calls would flood
 -- LeakSanitizer runs with that known cycle, so backward's option tables lose the flag here.
 local KEEPS_CYCLE = {["Tensor:backward"] = true, ["dle.backward"] = true}

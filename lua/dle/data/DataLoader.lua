@@ -19,7 +19,7 @@ local is_tensor = core.is_tensor
 -- @param opts {batch_size = 1, shuffle = false, drop_last = false, generator = dle.Generator}
 -- @return DataLoader; #loader is the number of batches per epoch
 function DataLoader.new(source, opts)
-  opts = check.table(opts, "DataLoader", "options", true) or {}
+  opts = check.options(opts, "DataLoader", {"batch_size", "shuffle", "drop_last", "generator"})
   local self = setmetatable({}, DataLoader)
   local bs = opts.batch_size or 1
   if math.type(bs) ~= "integer" or bs < 1 then

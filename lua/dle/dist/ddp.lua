@@ -54,8 +54,8 @@ local function check_same_model(params)
   dist.all_reduce(sig, "max")
   local s = sig:totable()
   if s[1] ~= -s[4] or s[2] ~= -s[5] or s[3] ~= -s[6] then
-    error(string.format("DistributedDataParallel: the model differs across ranks (rank %d has %d "
-      .. "parameters of %d elements; every rank must build the same model)", dist.rank(), n, total), 0)
+    check.error(string.format("DistributedDataParallel: the model differs across ranks (rank %d has %d "
+      .. "parameters of %d elements; every rank must build the same model)", dist.rank(), n, total))
   end
 end
 
@@ -64,21 +64,17 @@ end
 -- @param opts optional {broadcast_buffers = true, bucket_cap_mb = 25}
 function DDP:init(model, opts)
   if not Module.is_module(model) then
-    error("DistributedDataParallel: model must be a dle.nn.Module, got " .. check.typename(model), 0)
+    check.error("DistributedDataParallel: model must be a dle.nn.Module, got " .. check.typename(model))
   end
-  check.table(opts, "DistributedDataParallel", "options", true)
-  opts = opts or {}
+  opts = check.options(opts, "DistributedDataParallel", {"broadcast_buffers", "bucket_cap_mb"})
   for k, v in pairs(opts) do
-    if not OPTIONS[k] then
-      error("DistributedDataParallel: unknown option '" .. tostring(k) .. "'", 0)
-    end
     if type(v) ~= OPTIONS[k] or (k == "bucket_cap_mb" and not (v > 0)) then
-      error(string.format("DistributedDataParallel: option %s must be a %s%s, got %s", k, OPTIONS[k],
-        k == "bucket_cap_mb" and " > 0" or "", tostring(v)), 0)
+      check.error(string.format("DistributedDataParallel: option %s must be a %s%s, got %s", k, OPTIONS[k],
+        k == "bucket_cap_mb" and " > 0" or "", tostring(v)))
     end
   end
   if not dist.is_initialized() then
-    error("DistributedDataParallel: dle.dist is not initialized; call dle.dist.init() first", 0)
+    check.error("DistributedDataParallel: dle.dist is not initialized; call dle.dist.init() first")
   end
   self.module = model   -- a registered submodule: train(), eval(), to() reach it
   rawset(self, "_broadcast_buffers", opts.broadcast_buffers ~= false)
@@ -141,8 +137,8 @@ function DDP:_sync_gradients()
         g = dle.zeros_like(p)   -- unused here, used elsewhere: contributes zeros
         p.grad = g
       elseif g.requires_grad then
-        error(string.format("DistributedDataParallel: the gradient of parameter %d requires grad "
-          .. "(a create_graph backward): averaging it across ranks is not supported", i), 0)
+        check.error(string.format("DistributedDataParallel: the gradient of parameter %d requires grad "
+          .. "(a create_graph backward): averaging it across ranks is not supported", i))
       end
       grads[#grads + 1] = g
     end
@@ -179,4 +175,4 @@ function DDP:load_state_dict(sd, opts) return rawget(self, "module"):load_state_
 
 function DDP:extra_repr() return "world_size=" .. self._world end
 
-return DDP
+return check.export(DDP)

@@ -51,7 +51,7 @@ end
 -- leaving it aborts the whole job (MPI_Abort) instead of leaving the other ranks waiting forever
 -- in a collective for this one.
 function dist.init()
-  if not load_native() then error(native_error, 2) end
+  if not load_native() then check.error(native_error) end
   return native.init()
 end
 
@@ -63,7 +63,7 @@ end
 -- native, or an error naming fn when init() has not been called.
 local function need(fn)
   if native and native.is_initialized() then return native end
-  error(string.format("%s: dle.dist is not initialized; call dle.dist.init() first", fn), 3)
+  check.error(string.format("%s: dle.dist is not initialized; call dle.dist.init() first", fn))
 end
 
 --- dist.rank() -> this process's rank, 0 .. world_size() - 1.
@@ -86,20 +86,20 @@ end
 local function check_writable(t, fn)
   check.tensor(t, fn, "tensor")
   if t:device() ~= "cpu" then
-    error(string.format("%s: only CPU tensors are supported, got a tensor on %s", fn, t:device()), 3)
+    check.error(string.format("%s: only CPU tensors are supported, got a tensor on %s", fn, t:device()))
   end
   if t.grad_fn then
-    error(string.format("%s: cannot write in place into a tensor that is part of an autograd graph "
-      .. "(shape %s); use a detached tensor", fn, check.shape_str(t)), 3)
+    check.error(string.format("%s: cannot write in place into a tensor that is part of an autograd graph "
+      .. "(shape %s); use a detached tensor", fn, check.shape_str(t)))
   end
   if t.requires_grad and dle.is_grad_enabled() then
-    error(string.format("%s: a leaf tensor that requires grad (shape %s) cannot be written in "
-      .. "place; do it under no_grad or on a detached tensor", fn, check.shape_str(t)), 3)
+    check.error(string.format("%s: a leaf tensor that requires grad (shape %s) cannot be written in "
+      .. "place; do it under no_grad or on a detached tensor", fn, check.shape_str(t)))
   end
   for d, s in ipairs(t:stride()) do
     if s == 0 and t:size(d) > 1 then
-      error(string.format("%s: cannot write into an expanded tensor of shape %s (several elements "
-        .. "share memory); clone it first", fn, check.shape_str(t)), 3)
+      check.error(string.format("%s: cannot write into an expanded tensor of shape %s (several elements "
+        .. "share memory); clone it first", fn, check.shape_str(t)))
     end
   end
 end
@@ -125,14 +125,14 @@ function dist.all_reduce(t, op)
   local m = need("all_reduce")
   check_writable(t, "all_reduce")
   if op ~= nil and type(op) ~= "string" then
-    error("all_reduce: op must be a string, got " .. check.typename(op), 2)
+    check.error("all_reduce: op must be a string, got " .. check.typename(op))
   end
   local name = OPS[op or "sum"]
   if not name then
-    error("all_reduce: unknown op '" .. op .. "' (expected sum, mean, avg, max, min or prod)", 2)
+    check.error("all_reduce: unknown op '" .. op .. "' (expected sum, mean, avg, max, min or prod)")
   end
   if name == "mean" and not t:is_floating_point() then
-    error("all_reduce: op '" .. op .. "' needs a floating-point tensor, got " .. t:dtype(), 2)
+    check.error("all_reduce: op '" .. op .. "' needs a floating-point tensor, got " .. t:dtype())
   end
   on_buffer(t, "all_reduce", true, function(ptr, n, dtype)
     m.all_reduce(ptr, n, dtype, name == "mean" and "sum" or name)
@@ -151,13 +151,13 @@ function dist.broadcast(t, root)
   root = root == nil and 0 or check.integer(root, "broadcast", "root")
   local size = m.world_size()
   if root < 0 or root >= size then
-    error(string.format("broadcast: root %d is not a rank (ranks are 0..%d)", root, size - 1), 2)
+    check.error(string.format("broadcast: root %d is not a rank (ranks are 0..%d)", root, size - 1))
   end
   local sender = m.rank() == root
   if sender then
     check.tensor(t, "broadcast", "tensor")
     if t:device() ~= "cpu" then
-      error("broadcast: only CPU tensors are supported, got a tensor on " .. t:device(), 2)
+      check.error("broadcast: only CPU tensors are supported, got a tensor on " .. t:device())
     end
   else
     check_writable(t, "broadcast")
@@ -175,4 +175,5 @@ setmetatable(dist, {__index = function(t, k)
   end
 end})
 
+check.export(dist)
 return dist

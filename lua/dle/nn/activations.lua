@@ -25,8 +25,8 @@ A.SiLU = simple("SiLU", "silu")
 A.Identity = Module:extend("Identity")
 function A.Identity:forward(x) return x end
 
---- Softmax(d): softmax along dimension d (default -1).
 A.Softmax = Module:extend("Softmax")
+--- Softmax(d): softmax along dimension d (default -1).
 function A.Softmax:init(d) self.dim = check.integer(d or -1, "Softmax", "dim") end
 function A.Softmax:forward(x)
   check.tensor(x, "Softmax", "input")
@@ -34,8 +34,8 @@ function A.Softmax:forward(x)
 end
 function A.Softmax:extra_repr() return "dim=" .. self.dim end
 
---- LogSoftmax(d): log_softmax along dimension d (default -1).
 A.LogSoftmax = Module:extend("LogSoftmax")
+--- LogSoftmax(d): log_softmax along dimension d (default -1).
 function A.LogSoftmax:init(d) self.dim = check.integer(d or -1, "LogSoftmax", "dim") end
 function A.LogSoftmax:forward(x)
   check.tensor(x, "LogSoftmax", "input")

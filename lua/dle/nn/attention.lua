@@ -11,6 +11,10 @@ local Module = require "dle.nn.module"
 local F = require "dle.nn.functional"
 local Linear = require "dle.nn.linear"
 
+-- The options each function knows (check.options).
+local SDPA_OPTS = {"scale", "mask", "causal", "dropout_p", "training", "generator"}
+local FORWARD_OPTS = {"mask"}
+
 local shape_str = require("dle.check").shape_str
 
 -- Causal masks (bool, true above the diagonal = position not allowed), cached by "Tq,Tk,device".
@@ -51,35 +55,35 @@ end
 -- @return tensor {..., Tq, Dv}
 -- A query row whose keys are all masked gives zero weights and a zero output (PyTorch: NaN).
 local function scaled_dot_product_attention(q, k, v, opts)
-  opts = check.table(opts, "scaled_dot_product_attention", "options", true) or {}
+  opts = check.options(opts, "scaled_dot_product_attention", SDPA_OPTS)
   for _, p in ipairs({{"q", q}, {"k", k}, {"v", v}}) do
     if not dle.is_tensor(p[2]) then
-      error("scaled_dot_product_attention: " .. p[1] .. " must be a tensor, got " .. type(p[2]), 2)
+      check.error("scaled_dot_product_attention: " .. p[1] .. " must be a tensor, got " .. type(p[2]))
     end
     if p[2]:dim() < 2 then
-      error("scaled_dot_product_attention: " .. p[1] .. " must have at least 2 dimensions {..., T, D}, got "
-        .. shape_str(p[2]), 2)
+      check.error("scaled_dot_product_attention: " .. p[1] .. " must have at least 2 dimensions {..., T, D}, got "
+        .. shape_str(p[2]))
     end
   end
   local D = q:size(-1)
   if k:size(-1) ~= D then
-    error("scaled_dot_product_attention: q " .. shape_str(q) .. " and k " .. shape_str(k)
-      .. " have different feature sizes (" .. D .. " vs " .. k:size(-1) .. ")", 2)
+    check.error("scaled_dot_product_attention: q " .. shape_str(q) .. " and k " .. shape_str(k)
+      .. " have different feature sizes (" .. D .. " vs " .. k:size(-1) .. ")")
   end
   if k:size(-2) ~= v:size(-2) then
-    error("scaled_dot_product_attention: k " .. shape_str(k) .. " and v " .. shape_str(v)
-      .. " have different lengths (" .. k:size(-2) .. " vs " .. v:size(-2) .. ")", 2)
+    check.error("scaled_dot_product_attention: k " .. shape_str(k) .. " and v " .. shape_str(v)
+      .. " have different lengths (" .. k:size(-2) .. " vs " .. v:size(-2) .. ")")
   end
   local scale = opts.scale or 1 / math.sqrt(D)
   if type(scale) ~= "number" then
-    error("scaled_dot_product_attention: scale must be a number, got " .. type(scale), 2)
+    check.error("scaled_dot_product_attention: scale must be a number, got " .. type(scale))
   end
   local mask = opts.mask
   if mask ~= nil and not dle.is_tensor(mask) then
-    error("scaled_dot_product_attention: mask must be a tensor, got " .. type(mask), 2)
+    check.error("scaled_dot_product_attention: mask must be a tensor, got " .. type(mask))
   end
   local ok, out, probs = pcall(dle.sdpa, q, k, v, {mask = mask, causal = opts.causal, scale = scale})
-  if not ok then error("scaled_dot_product_attention: " .. tostring(out), 2) end
+  if not ok then check.error("scaled_dot_product_attention: " .. tostring(out)) end
   local p = opts.dropout_p or 0
   if p > 0 and opts.training ~= false then
     out = F.dropout(probs, p, true, {generator = opts.generator}):matmul(v)
@@ -99,16 +103,16 @@ local MultiheadAttention = Module:extend("MultiheadAttention")
 -- @param opts optional {causal = false, bias = true, dropout = 0 (on the attention weights),
 --   dtype = "float32", generator = g (init and dropout)}
 function MultiheadAttention:init(d, heads, opts)
-  opts = check.table(opts, "MultiheadAttention", "options", true) or {}
+  opts = check.options(opts, "MultiheadAttention", {"causal", "bias", "dropout", "dtype", "generator"})
   if math.type(d) ~= "integer" or d < 1 or math.type(heads) ~= "integer" or heads < 1 then
-    error("MultiheadAttention: expected positive integers (d, heads), got " .. tostring(d) .. ", " .. tostring(heads), 3)
+    check.error("MultiheadAttention: expected positive integers (d, heads), got " .. tostring(d) .. ", " .. tostring(heads))
   end
   if d % heads ~= 0 then
-    error("MultiheadAttention: d = " .. d .. " is not divisible by heads = " .. heads, 3)
+    check.error("MultiheadAttention: d = " .. d .. " is not divisible by heads = " .. heads)
   end
   local dropout = opts.dropout or 0
   if type(dropout) ~= "number" or dropout < 0 or dropout > 1 then
-    error("MultiheadAttention: dropout must be a number in [0, 1], got " .. tostring(dropout), 3)
+    check.error("MultiheadAttention: dropout must be a number in [0, 1], got " .. tostring(dropout))
   end
   self.embed_dim, self.num_heads, self.head_dim = d, heads, d // heads
   self.causal, self.dropout = opts.causal and true or false, dropout
@@ -126,11 +130,11 @@ end
 
 function MultiheadAttention:_check(name, x)
   if not dle.is_tensor(x) then
-    error("MultiheadAttention: " .. name .. " must be a tensor, got " .. type(x), 4)
+    check.error("MultiheadAttention: " .. name .. " must be a tensor, got " .. type(x))
   end
   if x:dim() ~= 3 or x:size(3) ~= self.embed_dim then
-    error("MultiheadAttention: " .. name .. " has shape " .. shape_str(x) .. ", expected {B, T, "
-      .. self.embed_dim .. "}", 4)
+    check.error("MultiheadAttention: " .. name .. " has shape " .. shape_str(x) .. ", expected {B, T, "
+      .. self.embed_dim .. "}")
   end
 end
 
@@ -142,7 +146,7 @@ end
 -- @return tensor {B, Tq, d}
 function MultiheadAttention:forward(q, k, v, opts)
   if type(k) == "table" and not dle.is_tensor(k) then opts, k = k, nil end
-  opts = check.table(opts, "MultiheadAttention", "options", true) or {}
+  opts = check.options(opts, "MultiheadAttention:forward", FORWARD_OPTS)
   check.opt_tensor(k, "MultiheadAttention", "key")
   check.opt_tensor(v, "MultiheadAttention", "value")
   local unbatched = dle.is_tensor(q) and q:dim() == 2
@@ -163,7 +167,7 @@ function MultiheadAttention:forward(q, k, v, opts)
     local B, T, H = q:size(1), q:size(2), self.num_heads
     local qkv = F.linear(q, W, b):view(B, T, 3, H, self.head_dim):permute(3, 1, 4, 2, 5)
     local ok, o = pcall(dle.sdpa, qkv, {causal = self.causal, mask = opts.mask})
-    if not ok then error("MultiheadAttention: " .. tostring(o), 2) end
+    if not ok then check.error("MultiheadAttention: " .. tostring(o)) end
     local y = self.proj(o:transpose(2, 3):reshape(B, T, d))
     if unbatched then y = y:squeeze(1) end
     return y
@@ -176,8 +180,8 @@ function MultiheadAttention:forward(q, k, v, opts)
     self:_check("key", k)
     self:_check("value", v)
     if k:size(1) ~= q:size(1) or v:size(1) ~= q:size(1) or k:size(2) ~= v:size(2) then
-      error("MultiheadAttention: query " .. shape_str(q) .. ", key " .. shape_str(k) .. " and value "
-        .. shape_str(v) .. " do not match (same batch; key and value of the same length)", 2)
+      check.error("MultiheadAttention: query " .. shape_str(q) .. ", key " .. shape_str(k) .. " and value "
+        .. shape_str(v) .. " do not match (same batch; key and value of the same length)")
     end
   end
   -- cross attention: three products with slices of the fused weight rather than one product
@@ -214,7 +218,7 @@ function MultiheadAttention:flops(input_shape, kv_len)
     tk = kv_len
   end
   if type(input_shape) ~= "table" or #input_shape < 2 then
-    error("MultiheadAttention:flops: expected an input shape {B, T, d}", 2)
+    check.error("MultiheadAttention:flops: expected an input shape {B, T, d}")
   end
   local T = input_shape[#input_shape - 1]
   local B = 1

@@ -17,9 +17,9 @@ local BatchNorm = Module:extend("_BatchNorm")
 -- @param opts optional {eps = 1e-5, momentum = 0.1 (nil-able via cumulative = true),
 --   affine = true, track_running_stats = true, dtype = "float32"}
 function BatchNorm:init(c, opts)
-  opts = check.table(opts, self.__name, "options", true) or {}
+  opts = check.options(opts, self.__name, {"eps", "momentum", "cumulative", "affine", "track_running_stats", "dtype"})
   if math.type(c) ~= "integer" or c < 1 then
-    error(self.__name .. ": expected a positive integer number of features, got " .. tostring(c), 3)
+    check.error(self.__name .. ": expected a positive integer number of features, got " .. tostring(c))
   end
   self.num_features = c
   self.eps = opts.eps or 1e-5
@@ -51,13 +51,13 @@ end
 
 -- Checks the input's rank (allowed: a set of dims) and channel count.
 function BatchNorm:check_input(x)
-  if not dle.is_tensor(x) then error(self.__name .. ": input must be a tensor, got " .. type(x), 4) end
+  if not dle.is_tensor(x) then check.error(self.__name .. ": input must be a tensor, got " .. type(x)) end
   if not self._dims[x:dim()] then
-    error(self.__name .. ": expected a " .. self._dims_text .. " input, got {" .. table.concat(x:shape(), ",") .. "}", 4)
+    check.error(self.__name .. ": expected a " .. self._dims_text .. " input, got {" .. table.concat(x:shape(), ",") .. "}")
   end
   if x:size(2) ~= self.num_features then
-    error(self.__name .. ": input has " .. x:size(2) .. " channels (shape {" .. table.concat(x:shape(), ",")
-      .. "}), expected " .. self.num_features, 4)
+    check.error(self.__name .. ": input has " .. x:size(2) .. " channels (shape {" .. table.concat(x:shape(), ",")
+      .. "}), expected " .. self.num_features)
   end
 end
 

@@ -14,9 +14,9 @@ local function pair(cls, what, v, lo)
   local p
   if math.type(v) == "integer" then p = {v, v}
   elseif type(v) == "table" and #v == 2 and math.type(v[1]) == "integer" and math.type(v[2]) == "integer" then p = {v[1], v[2]}
-  else error(cls .. ": " .. what .. " must be an integer or a pair {h, w} of integers, got " .. tostring(v), 4) end
+  else check.error(cls .. ": " .. what .. " must be an integer or a pair {h, w} of integers, got " .. tostring(v)) end
   if p[1] < lo or p[2] < lo then
-    error(cls .. ": " .. what .. " must be >= " .. lo .. ", got {" .. p[1] .. "," .. p[2] .. "}", 4)
+    check.error(cls .. ": " .. what .. " must be >= " .. lo .. ", got {" .. p[1] .. "," .. p[2] .. "}")
   end
   return p
 end
@@ -41,7 +41,7 @@ end
 -- Output shape {N, C, Hout, Wout} of a window op given an input shape {N, Cin, H, W}.
 local function window_out_shape(cls, shape, cout, k, s, p, d)
   if type(shape) ~= "table" or (#shape ~= 4 and #shape ~= 3) then
-    error(cls .. ": expected an input shape {N, C, H, W}, got " .. tostring(type(shape) == "table" and shape_str(shape) or shape), 3)
+    check.error(cls .. ": expected an input shape {N, C, H, W}, got " .. tostring(type(shape) == "table" and shape_str(shape) or shape))
   end
   local off = #shape - 4
   local n = off == 0 and shape[1] or 1
@@ -51,13 +51,13 @@ end
 
 -- Checks a {N, C, H, W} (or {C, H, W}) input with `c` channels (nil: any).
 local function check_input(cls, x, c)
-  if not dle.is_tensor(x) then error(cls .. ": input must be a tensor, got " .. type(x), 4) end
+  if not dle.is_tensor(x) then check.error(cls .. ": input must be a tensor, got " .. type(x)) end
   if x:dim() ~= 4 and x:dim() ~= 3 then
-    error(cls .. ": expected a 4-D input {N, C, H, W} (or 3-D {C, H, W}), got " .. shape_str(x:shape()), 4)
+    check.error(cls .. ": expected a 4-D input {N, C, H, W} (or 3-D {C, H, W}), got " .. shape_str(x:shape()))
   end
   local cin = x:size(x:dim() - 2)
   if c and cin ~= c then
-    error(cls .. ": input has " .. cin .. " channels (shape " .. shape_str(x:shape()) .. "), expected " .. c, 4)
+    check.error(cls .. ": input has " .. cin .. " channels (shape " .. shape_str(x:shape()) .. "), expected " .. c)
   end
 end
 
@@ -73,14 +73,14 @@ local Conv2d = Module:extend("Conv2d")
 -- @param opts optional {stride = 1, padding = 0, dilation = 1 (integers or {h, w}), groups = 1,
 --   bias = true, dtype = "float32", generator = g}
 function Conv2d:init(cin, cout, k, opts)
-  opts = check.table(opts, "Conv2d", "options", true) or {}
+  opts = check.options(opts, "Conv2d", {"stride", "padding", "dilation", "groups", "bias", "dtype", "generator"})
   if math.type(cin) ~= "integer" or cin < 1 or math.type(cout) ~= "integer" or cout < 1 then
-    error("Conv2d: expected positive integer channel counts (cin, cout), got " .. tostring(cin) .. ", " .. tostring(cout), 3)
+    check.error("Conv2d: expected positive integer channel counts (cin, cout), got " .. tostring(cin) .. ", " .. tostring(cout))
   end
   local groups = opts.groups or 1
-  if math.type(groups) ~= "integer" or groups < 1 then error("Conv2d: groups must be a positive integer, got " .. tostring(groups), 3) end
+  if math.type(groups) ~= "integer" or groups < 1 then check.error("Conv2d: groups must be a positive integer, got " .. tostring(groups)) end
   if cin % groups ~= 0 or cout % groups ~= 0 then
-    error("Conv2d: in_channels " .. cin .. " and out_channels " .. cout .. " must be divisible by groups " .. groups, 3)
+    check.error("Conv2d: in_channels " .. cin .. " and out_channels " .. cout .. " must be divisible by groups " .. groups)
   end
   self.in_channels, self.out_channels, self.groups = cin, cout, groups
   self.kernel_size = pair("Conv2d", "kernel size", k, 1)
@@ -106,8 +106,8 @@ function Conv2d:forward(x)
   local kh = self.dilation[1] * (self.kernel_size[1] - 1) + 1
   local kw = self.dilation[2] * (self.kernel_size[2] - 1) + 1
   if h + 2 * self.padding[1] < kh or w + 2 * self.padding[2] < kw then
-    error("Conv2d: input " .. shape_str(x:shape()) .. " is smaller than the (dilated) kernel " .. kh .. "x" .. kw
-      .. " after padding " .. fmt_pair(self.padding), 3)
+    check.error("Conv2d: input " .. shape_str(x:shape()) .. " is smaller than the (dilated) kernel " .. kh .. "x" .. kw
+      .. " after padding " .. fmt_pair(self.padding))
   end
   return F.conv2d(x, self.weight, self.bias,
     {stride = self.stride, padding = self.padding, dilation = self.dilation, groups = self.groups})
@@ -143,15 +143,15 @@ end
 ---------------------------------------------------------------------------------------------
 -- Shared constructor of the pools: Pool(k, stride) or Pool(k, stride, {padding}) or
 -- Pool(k, {stride, padding}).
-local function pool_init(self, k, stride, opts)
+local function pool_init(self, k, stride, opts, known)
   if type(stride) == "table" and opts == nil and stride[1] == nil then opts, stride = stride, stride.stride end
-  opts = check.table(opts, self.__name, "options", true) or {}
+  opts = check.options(opts, self.__name, known)
   self.kernel_size = pair(self.__name, "kernel size", k, 1)
   self.stride = pair(self.__name, "stride", stride or opts.stride or k, 1)
   self.padding = pair(self.__name, "padding", opts.padding or 0, 0)
   if self.padding[1] * 2 > self.kernel_size[1] or self.padding[2] * 2 > self.kernel_size[2] then
-    error(self.__name .. ": padding " .. fmt_pair(self.padding) .. " must be at most half the kernel size "
-      .. fmt_pair(self.kernel_size), 4)
+    check.error(self.__name .. ": padding " .. fmt_pair(self.padding) .. " must be at most half the kernel size "
+      .. fmt_pair(self.kernel_size))
   end
 end
 
@@ -159,8 +159,8 @@ local function pool_check(self, x)
   check_input(self.__name, x, nil)
   local h, w = x:size(-2), x:size(-1)
   if h + 2 * self.padding[1] < self.kernel_size[1] or w + 2 * self.padding[2] < self.kernel_size[2] then
-    error(self.__name .. ": input " .. shape_str(x:shape()) .. " is smaller than the kernel "
-      .. self.kernel_size[1] .. "x" .. self.kernel_size[2], 4)
+    check.error(self.__name .. ": input " .. shape_str(x:shape()) .. " is smaller than the kernel "
+      .. self.kernel_size[1] .. "x" .. self.kernel_size[2])
   end
 end
 
@@ -183,7 +183,7 @@ local MaxPool2d = Module:extend("MaxPool2d")
 -- @param stride default k (integer or {h, w}); an options table may stand here instead
 -- @param opts optional {padding = 0, return_indices = false}
 function MaxPool2d:init(k, stride, opts)
-  pool_init(self, k, stride, opts)
+  pool_init(self, k, stride, opts, {"stride", "padding", "return_indices"})
   self.return_indices = (opts or (type(stride) == "table" and stride) or {}).return_indices == true
 end
 
@@ -210,7 +210,7 @@ local AvgPool2d = Module:extend("AvgPool2d")
 -- @param stride default k (integer or {h, w}); an options table may stand here instead
 -- @param opts optional {padding = 0, count_include_pad = true}
 function AvgPool2d:init(k, stride, opts)
-  pool_init(self, k, stride, opts)
+  pool_init(self, k, stride, opts, {"stride", "padding", "count_include_pad"})
   self.count_include_pad = (opts or (type(stride) == "table" and stride) or {}).count_include_pad ~= false
 end
 

@@ -12,13 +12,13 @@ local Embedding = Module:extend("Embedding")
 -- @param embedding_dim integer d
 -- @param opts optional {dtype = "float32", generator = g, padding_idx = i (1..n)}
 function Embedding:init(num_embeddings, embedding_dim, opts)
-  opts = check.table(opts, "Embedding", "options", true) or {}
+  opts = check.options(opts, "Embedding", {"dtype", "generator", "padding_idx"})
   if math.type(num_embeddings) ~= "integer" or num_embeddings < 1 or math.type(embedding_dim) ~= "integer" or embedding_dim < 1 then
-    error("Embedding: expected positive integer sizes (n, d), got " .. tostring(num_embeddings) .. ", " .. tostring(embedding_dim), 3)
+    check.error("Embedding: expected positive integer sizes (n, d), got " .. tostring(num_embeddings) .. ", " .. tostring(embedding_dim))
   end
   local pad = opts.padding_idx
   if pad ~= nil and (math.type(pad) ~= "integer" or pad < 1 or pad > num_embeddings) then
-    error("Embedding: padding_idx must be an integer in 1.." .. num_embeddings .. ", got " .. tostring(pad), 3)
+    check.error("Embedding: padding_idx must be an integer in 1.." .. num_embeddings .. ", got " .. tostring(pad))
   end
   self.num_embeddings, self.embedding_dim, self.padding_idx = num_embeddings, embedding_dim, pad
   self.weight = dle.randn(num_embeddings, embedding_dim, {dtype = opts.dtype or "float32", generator = opts.generator})

@@ -11,6 +11,13 @@ local F = {}
 local check = require "dle.check"
 local shape_str = check.shape_str
 
+-- The options each function knows (check.options).
+local DROPOUT_OPTS = {"generator"}
+local EMBEDDING_OPTS = {"padding_idx"}
+local MSE_OPTS = {"reduction"}
+local BCE_OPTS = {"reduction", "pos_weight"}
+local LOSS_OPTS = {"ignore_index", "label_smoothing", "reduction", "weight"}
+
 -- Elementwise activations: relu(x) = max(x, 0), gelu(x), silu(x) = x * sigmoid(x), tanh(x),
 -- sigmoid(x); softmax(x, d) and log_softmax(x, d) along dimension d (default -1). Each returns a
 -- tensor of x's shape.
@@ -33,11 +40,11 @@ function F.linear(x, weight, bias)
   check.tensor(x, "linear", "input")
   check.tensor(weight, "linear", "weight")
   check.opt_tensor(bias, "linear", "bias")
-  if weight:dim() ~= 2 then error("linear: weight must be 2-D {out, in}, got " .. shape_str(weight), 2) end
+  if weight:dim() ~= 2 then check.error("linear: weight must be 2-D {out, in}, got " .. shape_str(weight)) end
   local inf = weight:size(2)
   if x:dim() < 1 or x:size(-1) ~= inf then
-    error("linear: input has shape " .. shape_str(x) .. ", expected last dimension " .. inf
-      .. " (weight " .. shape_str(weight) .. ")", 2)
+    check.error("linear: input has shape " .. shape_str(x) .. ", expected last dimension " .. inf
+      .. " (weight " .. shape_str(weight) .. ")")
   end
   -- Leading dims are folded into one ({..., in} -> {rows, in}), so the weight's gradient is one
   -- {out, in} product rather than a batch of them summed afterwards. With a bias, one product
@@ -62,9 +69,9 @@ end
 -- @param opts optional {generator = g}
 -- @return tensor of x's shape
 function F.dropout(x, p, training, opts)
-  check.table(opts, "dropout", "options", true)
+  opts = check.options(opts, "dropout", DROPOUT_OPTS)
   p = p or 0.5
-  if type(p) ~= "number" or p < 0 or p > 1 then error("dropout: p must be a number in [0, 1], got " .. tostring(p), 2) end
+  if type(p) ~= "number" or p < 0 or p > 1 then check.error("dropout: p must be a number in [0, 1], got " .. tostring(p)) end
   check.tensor(x, "dropout", "input")
   if training == false or p == 0 then return x end
   return dle.dropout(x, p, {generator = opts and opts.generator})
@@ -86,7 +93,7 @@ function F.layer_norm(x, weight, bias, eps, normalized_shape)
   if type(weight) == "number" or type(weight) == "table" then  -- tensors are userdata
     normalized_shape, weight, bias, eps = weight, bias, eps, normalized_shape
   end
-  if x:dim() < 1 then error("layer_norm: expected an input of at least 1 dimension, got " .. shape_str(x), 2) end
+  if x:dim() < 1 then check.error("layer_norm: expected an input of at least 1 dimension, got " .. shape_str(x)) end
   check.opt_tensor(weight, "layer_norm", "weight")
   check.opt_tensor(bias, "layer_norm", "bias")
   local shape = normalized_shape or (weight and weight:shape()) or (bias and bias:shape()) or x:size(-1)
@@ -105,7 +112,7 @@ end
 -- @param opts optional {padding_idx = i}: row i receives no gradient
 -- @return tensor {ids shape..., d}
 function F.embedding(ids, weight, opts)
-  check.table(opts, "embedding", "options", true)
+  opts = check.options(opts, "embedding", EMBEDDING_OPTS)
   check.tensor(ids, "embedding", "ids")
   check.tensor(weight, "embedding", "weight")
   return dle.embedding(weight, ids, {padding_idx = opts and opts.padding_idx})
@@ -122,16 +129,18 @@ local function classes_last(input)
   return input:permute(perm):reshape(-1, input:size(2)), out_shape
 end
 
--- Class targets of an input whose per-element loss has shape out_shape: checked, flattened.
+-- Class targets of an input whose per-element loss has shape out_shape: checked, flattened. As in
+-- PyTorch, class indices are int64 only.
 local function class_targets(fname, input, targets, out_shape)
   local dt = targets:dtype()
-  if dt ~= "int64" and dt ~= "int32" then
-    error(fname .. ": targets must be int64 class numbers (1-based) or float probabilities, got " .. dt, 3)
+  if dt ~= "int64" then
+    check.error(fname .. ": targets must be int64 class indices, got " .. dt
+      .. " (or float class probabilities of the input's shape)")
   end
   local expect = "{" .. table.concat(out_shape, ",") .. "}"
   if shape_str(targets) ~= expect then
-    error(fname .. ": input has shape " .. shape_str(input) .. ", so targets must have shape "
-      .. expect .. ", got " .. shape_str(targets), 3)
+    check.error(fname .. ": input has shape " .. shape_str(input) .. ", so targets must have shape "
+      .. expect .. ", got " .. shape_str(targets))
   end
   return targets:reshape(-1)
 end
@@ -142,74 +151,132 @@ local function unflatten(loss, opts, out_shape)
   return loss
 end
 
+
+local REDUCTIONS = {mean = true, sum = true, none = true}
+local function check_reduction(fname, r)
+  if r ~= nil and not REDUCTIONS[r] then
+    check.error(fname .. ": reduction must be 'mean', 'sum' or 'none', got '" .. tostring(r) .. "'")
+  end
+  return r or "mean"
+end
+
+-- opts.weight, checked: a float tensor {C}, in x's dtype.
+local function class_weight(fname, w, x)
+  local c = x:size(2)
+  if not dle.is_tensor(w) or not w:is_floating_point() or w:dim() ~= 1 or w:size(1) ~= c then
+    check.error(string.format("%s: weight must be a float tensor of shape {%d} (one per class), got %s", fname, c,
+      dle.is_tensor(w) and w:dtype() .. " " .. shape_str(w) or check.typename(w)))
+  end
+  return w:dtype() == x:dtype() and w or w:to(x:dtype())
+end
+
+-- Per-class weighted loss of class targets t {M} for x {M, C} (logits; log-probabilities when
+-- logits is false), as PyTorch 1.13 defines it: row i's loss is
+--   (1 - eps) w[t_i] l_i + eps / C * -sum_c w[c] logp[i, c],   zero on ignored rows,
+-- with l_i the unweighted, unsmoothed per-row loss of the fused op (which also checks the
+-- targets); "mean" divides the sum by sum_i w[t_i] over the rows not ignored. Composed of
+-- differentiable ops, so reverse and forward mode come with them.
+local function weighted_class_loss(fname, x, t, w, opts, logits)
+  local r = check_reduction(fname, opts.reduction)
+  local eps = opts.label_smoothing or 0
+  if type(eps) ~= "number" or not (eps >= 0 and eps <= 1) then
+    check.error(fname .. ": label_smoothing must be in [0, 1], got " .. tostring(eps))
+  end
+  local op = logits and dle.cross_entropy or dle.nll_loss
+  local rows = op(x, t, {reduction = "none", ignore_index = opts.ignore_index})   -- 0 where ignored
+  local ignored = opts.ignore_index ~= nil and t:eq(opts.ignore_index) or nil
+  local keep = ignored and ignored:logical_not():to(w:dtype())
+  local wt = w:index_select(1, ignored and t:masked_fill(ignored, 1) or t)          -- w[t_i]
+  if keep then wt = wt * keep end
+  rows = rows * wt
+  if eps > 0 then
+    -- -sum_c w[c] logp[i, c]: soft cross-entropy against w in every row
+    local smooth = logits and dle.soft_cross_entropy(x, w:expand(x:size(1), x:size(2)), {reduction = "none"})
+      or -(x * w):sum(2)
+    if keep then smooth = smooth * keep end
+    rows = rows * (1 - eps) + smooth * (eps / x:size(2))
+  end
+  if r == "none" then return rows end
+  if r == "sum" then return rows:sum() end
+  return rows:sum() / wt:sum()
+end
+
+-- Loss against class probabilities p {M, C} with per-class weights w (PyTorch 1.13): row i's
+-- loss is -sum_c w[c] q[i, c] logp[i, c] with q = (1 - eps) p + eps / C; "mean" is over the rows.
+local function weighted_prob_loss(fname, x, p, w, opts, logits)
+  local r = check_reduction(fname, opts.reduction)
+  local eps = opts.label_smoothing or 0
+  local q = (eps ~= 0 and p * (1 - eps) + eps / x:size(2) or p) * w
+  local rows = logits and dle.soft_cross_entropy(x, q, {reduction = "none"}) or -(x * q):sum(2)
+  if r == "none" then return rows end
+  if r == "sum" then return rows:sum() end
+  return rows:mean()
+end
+
+-- The losses over classes, nll_loss (log-probabilities) and cross_entropy (logits): both check
+-- the options and targets the same way; weighted forms are composed, unweighted ones fused.
+local function class_loss(fname, input, targets, opts, logits)
+  opts = check.options(opts, fname, LOSS_OPTS)
+  check.tensor(input, fname, logits and "logits" or "input")
+  check.tensor(targets, fname, "targets")
+  local x, out_shape = classes_last(input)
+  local w = opts.weight ~= nil and class_weight(fname, opts.weight, x) or nil
+  if targets:is_floating_point() then
+    if shape_str(targets) ~= shape_str(input) then
+      check.error(fname .. ": probability targets have shape " .. shape_str(targets) .. ", expected " .. shape_str(input))
+    end
+    local p = classes_last(targets)
+    if w then return unflatten(weighted_prob_loss(fname, x, p, w, opts, logits), opts, out_shape) end
+    if logits then
+      return unflatten(dle.soft_cross_entropy(x, p, {reduction = opts.reduction,
+        label_smoothing = opts.label_smoothing}), opts, out_shape)
+    end
+    local r = check_reduction(fname, opts.reduction)
+    local loss = -(x * p):sum(2)
+    if r == "none" then return loss:reshape(out_shape) end
+    return r == "sum" and loss:sum() or loss:mean()
+  end
+  local t = class_targets(fname, input, targets, out_shape)
+  if w then return unflatten(weighted_class_loss(fname, x, t, w, opts, logits), opts, out_shape) end
+  local op = logits and dle.cross_entropy or dle.nll_loss
+  local loss = op(x, t, {reduction = opts.reduction, ignore_index = opts.ignore_index,
+    label_smoothing = opts.label_smoothing})
+  return unflatten(loss, opts, out_shape)
+end
+
 --- nll_loss(logp, targets, opts): negative log-likelihood of log-probabilities {N, C} (or
 -- {N, C, d1, ...}, or {C}) at 1-based int64 targets {N} ({N, d1, ...}): the fused nll_loss op
 -- (a gather forward, a scatter of -gy/count into the target column backward). Float targets of
 -- logp's shape are class probabilities: -sum(logp * targets) over the classes.
--- @param opts optional {ignore_index, label_smoothing = 0, reduction = "mean"|"sum"|"none"};
---   the mean is over the targets that are not ignore_index
+-- @param opts optional {ignore_index, label_smoothing = 0, reduction = "mean"|"sum"|"none",
+--   weight = {C} float per-class weights}; the mean is over the targets that are not ignore_index
+--   (weighted: divided by the sum of their weights, as PyTorch)
 -- @return scalar tensor, or per-element losses for reduction "none"
-function F.nll_loss(logp, targets, opts)
-  check.table(opts, "nll_loss", "options", true)
-  check.tensor(logp, "nll_loss", "input")
-  check.tensor(targets, "nll_loss", "targets")
-  opts = opts or {}
-  local lp, out_shape = classes_last(logp)
-  if targets:is_floating_point() then
-    if shape_str(targets) ~= shape_str(logp) then
-      error("nll_loss: probability targets have shape " .. shape_str(targets) .. ", expected " .. shape_str(logp), 2)
-    end
-    local loss = -(lp * classes_last(targets)):sum(2)
-    local r = opts.reduction or "mean"
-    if r == "none" then return loss:reshape(out_shape) end
-    if r == "sum" then return loss:sum() end
-    if r == "mean" then return loss:mean() end
-    error("nll_loss: reduction must be 'mean', 'sum' or 'none', got '" .. tostring(r) .. "'", 2)
-  end
-  local t = class_targets("nll_loss", logp, targets, out_shape)
-  local loss = dle.nll_loss(lp, t, {reduction = opts.reduction, ignore_index = opts.ignore_index,
-    label_smoothing = opts.label_smoothing})
-  return unflatten(loss, opts, out_shape)
-end
+function F.nll_loss(logp, targets, opts) return class_loss("nll_loss", logp, targets, opts, false) end
 
 --- cross_entropy(logits, targets, opts): softmax cross-entropy over dimension 2 (the classes).
 -- Logits are {N, C}, {C} or {N, C, d1, ...}. Targets are 1-based int64 class numbers of shape
 -- {N} ({}, {N, d1, ...}): the fused cross_entropy op (one log-sum-exp pass per row forward, one
 -- fused pass backward); or float class probabilities of logits' shape: the fused
 -- soft_cross_entropy op (the same passes; label smoothing mixes eps/C into the probabilities).
--- @param opts optional {ignore_index, label_smoothing = 0, reduction = "mean"|"sum"|"none"}; the
---   mean is over the targets that are not ignore_index (over all rows for probabilities)
+-- With per-class weights the fused op's per-row losses are weighted by w[target] (label smoothing
+-- adds soft_cross_entropy against the weights), see weighted_class_loss.
+-- @param opts optional {ignore_index, label_smoothing = 0, reduction = "mean"|"sum"|"none",
+--   weight = {C} float per-class weights}; the mean is over the targets that are not
+--   ignore_index (over all rows for probabilities; weighted class targets: divided by the sum
+--   of the targets' weights, as PyTorch 1.13)
 -- @return scalar tensor, or per-element losses for reduction "none"
-function F.cross_entropy(logits, targets, opts)
-  check.table(opts, "cross_entropy", "options", true)
-  check.tensor(logits, "cross_entropy", "logits")
-  check.tensor(targets, "cross_entropy", "targets")
-  opts = opts or {}
-  local x, out_shape = classes_last(logits)
-  if targets:is_floating_point() then
-    if shape_str(targets) ~= shape_str(logits) then
-      error("cross_entropy: probability targets have shape " .. shape_str(targets) .. ", expected "
-        .. shape_str(logits), 2)
-    end
-    local loss = dle.soft_cross_entropy(x, classes_last(targets), {reduction = opts.reduction,
-      label_smoothing = opts.label_smoothing})
-    return unflatten(loss, opts, out_shape)
-  end
-  local t = class_targets("cross_entropy", logits, targets, out_shape)
-  local loss = dle.cross_entropy(x, t, {reduction = opts.reduction,
-    ignore_index = opts.ignore_index, label_smoothing = opts.label_smoothing})
-  return unflatten(loss, opts, out_shape)
-end
+function F.cross_entropy(logits, targets, opts) return class_loss("cross_entropy", logits, targets, opts, true) end
 
 --- mse_loss(input, target, opts): mean squared error (the fused mse_loss op); shapes must match.
 -- @param opts optional {reduction = "mean"|"sum"|"none"}
 -- @return scalar tensor, or elementwise losses for reduction "none"
 function F.mse_loss(input, target, opts)
-  check.table(opts, "mse_loss", "options", true)
+  opts = check.options(opts, "mse_loss", MSE_OPTS)
   check.tensor(input, "mse_loss", "input")
   check.tensor(target, "mse_loss", "target")
   if shape_str(input) ~= shape_str(target) then
-    error("mse_loss: input has shape " .. shape_str(input) .. " but target has shape " .. shape_str(target), 2)
+    check.error("mse_loss: input has shape " .. shape_str(input) .. " but target has shape " .. shape_str(target))
   end
   return dle.mse_loss(input, target, {reduction = opts and opts.reduction})
 end
@@ -222,11 +289,11 @@ end
 --   broadcasts to x's shape (a weight per class of the last dim: {C} for x {N, C})
 -- @return scalar tensor, or elementwise losses for reduction "none"
 function F.binary_cross_entropy_with_logits(x, y, opts)
-  check.table(opts, "binary_cross_entropy_with_logits", "options", true)
+  opts = check.options(opts, "binary_cross_entropy_with_logits", BCE_OPTS)
   check.tensor(x, "binary_cross_entropy_with_logits", "input")
   check.tensor(y, "binary_cross_entropy_with_logits", "target")
   if shape_str(x) ~= shape_str(y) then
-    error("binary_cross_entropy_with_logits: input has shape " .. shape_str(x) .. " but target has shape " .. shape_str(y), 2)
+    check.error("binary_cross_entropy_with_logits: input has shape " .. shape_str(x) .. " but target has shape " .. shape_str(y))
   end
   return dle.binary_cross_entropy_with_logits(x, y, {reduction = opts and opts.reduction,
     pos_weight = opts and opts.pos_weight})

@@ -8,6 +8,12 @@ local F = require "dle.nn.functional"
 
 local M = {}
 
+-- The options each function knows (check.options).
+local BATCH_NORM_OPTS = {"cumulative", "num_batches_tracked"}
+local CONV_OPTS = {"stride", "padding", "dilation", "groups"}
+local MAX_POOL_OPTS = {"stride", "padding", "return_indices"}
+local AVG_POOL_OPTS = {"stride", "padding", "count_include_pad"}
+
 local check = require "dle.check"
 local shape_str = check.shape_str
 
@@ -15,7 +21,7 @@ local shape_str = check.shape_str
 local function native(name)
   local fn = dle[name]
   if type(fn) ~= "function" then
-    error(name .. ": the native dle." .. name .. " is not available in this build", 3)
+    check.error(name .. ": the native dle." .. name .. " is not available in this build")
   end
   return fn
 end
@@ -40,11 +46,11 @@ end
 -- @return tensor of x's shape
 function M.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps, opts)
   check.tensor(x, "batch_norm", "input")
-  check.table(opts, "batch_norm", "options", true)
+  opts = check.options(opts, "batch_norm", BATCH_NORM_OPTS)
   eps = eps or 1e-5
   if momentum == nil then momentum = 0.1 end
   if x:dim() < 2 then
-    error("batch_norm: expected an input of at least 2 dimensions {N, C, ...}, got " .. shape_str(x), 2)
+    check.error("batch_norm: expected an input of at least 2 dimensions {N, C, ...}, got " .. shape_str(x))
   end
   local C = x:size(2)
   for _, p in ipairs({{"running_mean", running_mean}, {"running_var", running_var}, {"weight", weight}, {"bias", bias}}) do
@@ -52,13 +58,13 @@ function M.batch_norm(x, running_mean, running_var, weight, bias, training, mome
     if t ~= nil then
       check.tensor(t, "batch_norm", p[1])
       if t:numel() ~= C then
-        error("batch_norm: " .. p[1] .. " has shape " .. shape_str(t) .. ", expected " .. C
-          .. " elements for input " .. shape_str(x), 2)
+        check.error("batch_norm: " .. p[1] .. " has shape " .. shape_str(t) .. ", expected " .. C
+          .. " elements for input " .. shape_str(x))
       end
     end
   end
   if (running_mean == nil) ~= (running_var == nil) then
-    error("batch_norm: running_mean and running_var must be given together", 2)
+    check.error("batch_norm: running_mean and running_var must be given together")
   end
   local flat = function(t) return t and t:reshape(C) end
   local use_batch = training or running_mean == nil
@@ -86,7 +92,7 @@ local function as_batched(fname, x)
   check.tensor(x, fname, "input")
   if x:dim() == 3 then return x:unsqueeze(1), true end
   if x:dim() ~= 4 then
-    error(fname .. ": expected a 4-D input {N, C, H, W} (or 3-D {C, H, W}), got " .. shape_str(x), 3)
+    check.error(fname .. ": expected a 4-D input {N, C, H, W} (or 3-D {C, H, W}), got " .. shape_str(x))
   end
   return x, false
 end
@@ -98,10 +104,10 @@ end
 -- @return tensor {N, Cout, Hout, Wout}
 function M.conv2d(x, weight, bias, opts)
   local conv = native("conv2d")
-  check.table(opts, "conv2d", "options", true)
+  opts = check.options(opts, "conv2d", CONV_OPTS)
   local xb, added = as_batched("conv2d", x)
   check.tensor(weight, "conv2d", "weight")
-  if weight:dim() ~= 4 then error("conv2d: weight must be 4-D {Cout, Cin/groups, kh, kw}, got " .. shape_str(weight), 2) end
+  if weight:dim() ~= 4 then check.error("conv2d: weight must be 4-D {Cout, Cin/groups, kh, kw}, got " .. shape_str(weight)) end
   local y = conv(xb, weight, bias, opts or {})
   if added then y = y:squeeze(1) end
   return y
@@ -114,8 +120,7 @@ end
 --   (those dle.max_pool2d returns)
 function M.max_pool2d(x, k, opts)
   local pool = native("max_pool2d")
-  check.table(opts, "max_pool2d", "options", true)
-  opts = opts or {}
+  opts = check.options(opts, "max_pool2d", MAX_POOL_OPTS)
   local xb, added = as_batched("max_pool2d", x)
   local v, i = pool(xb, k, {stride = opts.stride, padding = opts.padding})
   if added then v = v:squeeze(1); i = i and i:squeeze(1) end
@@ -129,8 +134,7 @@ end
 -- @return tensor {N, C, Hout, Wout}
 function M.avg_pool2d(x, k, opts)
   local pool = native("avg_pool2d")
-  check.table(opts, "avg_pool2d", "options", true)
-  opts = opts or {}
+  opts = check.options(opts, "avg_pool2d", AVG_POOL_OPTS)
   local xb, added = as_batched("avg_pool2d", x)
   local y = pool(xb, k, {stride = opts.stride, padding = opts.padding, count_include_pad = opts.count_include_pad})
   if added then y = y:squeeze(1) end

@@ -1,6 +1,7 @@
 --- dle.nn: modules (dle.nn.Module and layers), losses, dle.nn.functional, dle.nn.init and
 -- dle.nn.utils. Layers are Lua compositions of dle ops, so autograd comes for free.
 local dle = require "dle"
+local check = require "dle.check"
 
 local nn = {}
 
@@ -13,8 +14,8 @@ nn.utils = require "dle.nn.utils"
 -- Assigning it to a module field registers it as a parameter.
 -- @return tensor
 function nn.Parameter(t, requires_grad)
-  if not dle.is_tensor(t) then error("Parameter: expected a tensor, got " .. type(t), 2) end
-  if not t:is_floating_point() then error("Parameter: expected a float tensor, got " .. t:dtype(), 2) end
+  if not dle.is_tensor(t) then check.error("Parameter: expected a tensor, got " .. type(t)) end
+  if not t:is_floating_point() then check.error("Parameter: expected a float tensor, got " .. t:dtype()) end
   if not t.is_leaf or t.requires_grad then t = t:detach() end
   return t:requires_grad_(requires_grad ~= false)
 end
@@ -32,5 +33,17 @@ nn.MultiheadAttention = require "dle.nn.attention"
 nn.TransformerBlock = require "dle.nn.transformer"
 for name, cls in pairs(require "dle.nn.activations") do nn[name] = cls end
 for name, cls in pairs(require "dle.nn.losses") do nn[name] = cls end
+
+-- Every Lua function of the package and every method of its classes reports errors at the
+-- user's line (check.public). Constructing and calling a module are wrapped once in module.lua,
+-- so init and forward are not wrapped again (a call costs one wrapper, not two).
+check.export(nn)
+check.export(nn.functional)
+check.export(nn.init)
+check.export(nn.utils)
+local NOT_WRAPPED = {is_module = true, init = true, forward = true}
+for _, cls in pairs(nn) do
+  if type(cls) == "table" and rawget(cls, "__name") then check.export(cls, NOT_WRAPPED) end
+end
 
 return nn

@@ -12,12 +12,12 @@ local LayerNorm = Module:extend("LayerNorm")
 --- @param normalized_shape size of the last dimension, or a table of trailing sizes
 -- @param opts optional {eps = 1e-5, elementwise_affine = true, dtype = "float32"}
 function LayerNorm:init(normalized_shape, opts)
-  opts = check.table(opts, "LayerNorm", "options", true) or {}
+  opts = check.options(opts, "LayerNorm", {"eps", "elementwise_affine", "dtype"})
   local shape = type(normalized_shape) == "table" and normalized_shape or {normalized_shape}
-  if #shape < 1 then error("LayerNorm: normalized_shape must have at least one size", 3) end
+  if #shape < 1 then check.error("LayerNorm: normalized_shape must have at least one size") end
   for _, d in ipairs(shape) do
     if math.type(d) ~= "integer" or d < 1 then
-      error("LayerNorm: expected positive integer sizes, got " .. tostring(d), 3)
+      check.error("LayerNorm: expected positive integer sizes, got " .. tostring(d))
     end
   end
   self.shape = {table.unpack(shape)}
@@ -38,8 +38,8 @@ function LayerNorm:forward(x)
   for i = 1, k do ok = ok and x:size(x:dim() - k + i) == self.shape[i] end
   if not ok then
     local got = dle.is_tensor(x) and "{" .. table.concat(x:shape(), ",") .. "}" or type(x)
-    error("LayerNorm: input has shape " .. got .. ", expected "
-      .. (k == 1 and "last dimension " .. self.shape[1] or "trailing dimensions {" .. table.concat(self.shape, ",") .. "}"), 3)
+    check.error("LayerNorm: input has shape " .. got .. ", expected "
+      .. (k == 1 and "last dimension " .. self.shape[1] or "trailing dimensions {" .. table.concat(self.shape, ",") .. "}"))
   end
   return F.layer_norm(x, self.weight, self.bias, self.eps, self.shape)
 end

@@ -11,9 +11,9 @@ local Linear = Module:extend("Linear")
 -- @param out_features integer
 -- @param opts optional {bias = true, dtype = "float32", generator = g}
 function Linear:init(in_features, out_features, opts)
-  opts = check.table(opts, "Linear", "options", true) or {}
+  opts = check.options(opts, "Linear", {"bias", "dtype", "generator"})
   if math.type(in_features) ~= "integer" or in_features < 1 or math.type(out_features) ~= "integer" or out_features < 1 then
-    error("Linear: expected positive integer sizes (in, out), got " .. tostring(in_features) .. ", " .. tostring(out_features), 3)
+    check.error("Linear: expected positive integer sizes (in, out), got " .. tostring(in_features) .. ", " .. tostring(out_features))
   end
   self.in_features, self.out_features = in_features, out_features
   local bound = 1 / math.sqrt(in_features)
@@ -28,10 +28,10 @@ end
 --- @param x tensor {..., in}
 -- @return tensor {..., out}
 function Linear:forward(x)
-  if not dle.is_tensor(x) then error("Linear: input must be a tensor, got " .. type(x), 2) end
+  if not dle.is_tensor(x) then check.error("Linear: input must be a tensor, got " .. type(x)) end
   if x:dim() < 1 or x:size(-1) ~= self.in_features then
-    error("Linear: input has " .. (x:dim() > 0 and x:size(-1) or 0) .. " features (shape {"
-      .. table.concat(x:shape(), ",") .. "}), expected " .. self.in_features, 3)
+    check.error("Linear: input has " .. (x:dim() > 0 and x:size(-1) or 0) .. " features (shape {"
+      .. table.concat(x:shape(), ",") .. "}), expected " .. self.in_features)
   end
   return F.linear(x, self.weight, self.bias)
 end

@@ -10,13 +10,8 @@ local function loss_class(name, fn, keys)
   local cls = Module:extend(name)
   --- @param opts optional options table (see dle.nn.functional)
   cls.init = function(self, opts)
-    opts = check.table(opts, self.__name, "options", true) or {}
-    if type(opts) ~= "table" then error(name .. ": expected an options table, got " .. type(opts), 3) end
     local o = {}
-    for k, v in pairs(opts) do
-      if not keys[k] then error(name .. ": unknown option '" .. tostring(k) .. "'", 3) end
-      o[k] = v
-    end
+    for k, v in pairs(check.options(opts, name, keys)) do o[k] = v end
     self.opts = o
   end
   --- @param input tensor
@@ -27,15 +22,14 @@ local function loss_class(name, fn, keys)
   return cls
 end
 
---- CrossEntropyLoss({ignore_index, label_smoothing, reduction = "mean"|"sum"|"none"}).
-L.CrossEntropyLoss = loss_class("CrossEntropyLoss", F.cross_entropy,
-  {ignore_index = true, label_smoothing = true, reduction = true})
---- NLLLoss({ignore_index, reduction}).
-L.NLLLoss = loss_class("NLLLoss", F.nll_loss, {ignore_index = true, reduction = true})
+local CLASS_OPTS = {"ignore_index", "label_smoothing", "reduction", "weight"}
+--- CrossEntropyLoss({ignore_index, label_smoothing, reduction = "mean"|"sum"|"none", weight}).
+L.CrossEntropyLoss = loss_class("CrossEntropyLoss", F.cross_entropy, CLASS_OPTS)
+--- NLLLoss({ignore_index, label_smoothing, reduction, weight}).
+L.NLLLoss = loss_class("NLLLoss", F.nll_loss, CLASS_OPTS)
 --- MSELoss({reduction}).
-L.MSELoss = loss_class("MSELoss", F.mse_loss, {reduction = true})
+L.MSELoss = loss_class("MSELoss", F.mse_loss, {"reduction"})
 --- BCEWithLogitsLoss({reduction, pos_weight}).
-L.BCEWithLogitsLoss = loss_class("BCEWithLogitsLoss", F.binary_cross_entropy_with_logits,
-  {reduction = true, pos_weight = true})
+L.BCEWithLogitsLoss = loss_class("BCEWithLogitsLoss", F.binary_cross_entropy_with_logits, {"reduction", "pos_weight"})
 
 return L

@@ -55,11 +55,11 @@ local function instance_mt(cls)
       end
       rawset(self, k, v)
     end,
-    __call = function(self, ...)
+    __call = check.public(function(self, ...)
       local out = self:forward(...)
       if call_hook then call_hook(self, {...}, out) end
       return out
-    end,
+    end),
     __tostring = function(self) return self:__repr() end,
   }
   rawset(cls, "_instance_mt", mt)
@@ -67,7 +67,7 @@ local function instance_mt(cls)
 end
 
 local class_mt = {
-  __call = function(cls, ...) return cls:new(...) end,
+  __call = check.public(function(cls, ...) return cls:new(...) end),
   __tostring = function(cls) return "dle.nn." .. cls.__name .. " (class)" end,
 }
 -- dle.nn.Module() itself makes an empty container module, as PyTorch's nn.Module() does.
@@ -77,7 +77,7 @@ setmetatable(Module, class_mt)
 -- @param name class name (used in messages, printing and summary())
 -- @return the new class table; call it to make instances
 function Module:extend(name)
-  if type(name) ~= "string" then error("Module:extend: expected a class name (string), got " .. type(name), 2) end
+  if type(name) ~= "string" then check.error("Module:extend: expected a class name (string), got " .. type(name)) end
   local cls = {__name = name, super = self}
   return setmetatable(cls, {__index = self, __call = class_mt.__call, __tostring = class_mt.__tostring})
 end
@@ -96,7 +96,7 @@ function Module:init() end
 
 --- The computation; subclasses override it.
 function Module:forward()
-  error(self.__name .. ": this module has no forward method (define " .. self.__name .. ":forward)", 2)
+  check.error(self.__name .. ": this module has no forward method (define " .. self.__name .. ":forward)")
 end
 
 --- Registers `t` (a tensor, or nil) as a buffer: saved in state_dict, converted by to(), not trained.
@@ -104,7 +104,7 @@ end
 -- @param t tensor or nil
 function Module:register_buffer(name, t)
   check.string(name, self.__name .. ":register_buffer", "name")
-  if t ~= nil and not is_tensor(t) then error(self.__name .. ":register_buffer: '" .. name .. "' must be a tensor", 2) end
+  if t ~= nil and not is_tensor(t) then check.error(self.__name .. ":register_buffer: '" .. name .. "' must be a tensor") end
   local seen, order = rawget(self, "_seen"), rawget(self, "_order")
   if not seen[name] then seen[name] = true; order[#order + 1] = name end
   rawget(self, "_buffers")[name] = true
@@ -115,7 +115,7 @@ end
 -- @param name field name
 -- @param t tensor
 function Module:register_parameter(name, t)
-  if not is_tensor(t) then error(self.__name .. ":register_parameter: '" .. name .. "' must be a tensor", 2) end
+  if not is_tensor(t) then check.error(self.__name .. ":register_parameter: '" .. name .. "' must be a tensor") end
   local seen, order = rawget(self, "_seen"), rawget(self, "_order")
   if not seen[name] then seen[name] = true; order[#order + 1] = name end
   rawget(self, "_params")[name] = true
@@ -276,7 +276,7 @@ function Module:eval() return self:train(false) end
 -- fills existing gradients with zeros).
 -- @param opts optional {set_to_none = true}
 function Module:zero_grad(opts)
-  check.table(opts, self.__name .. ":zero_grad", "options", true)
+  if opts ~= nil then check.options(opts, self.__name .. ":zero_grad", {"set_to_none"}) end
   local to_none = not (opts and opts.set_to_none == false)
   for _, p in ipairs(self:parameters()) do
     if to_none then p.grad = nil
@@ -302,8 +302,8 @@ local shape_str = require("dle.check").shape_str
 -- @param opts optional {strict = true}
 -- @return list of missing keys, list of unexpected keys
 function Module:load_state_dict(sd, opts)
-  if type(sd) ~= "table" then error("load_state_dict: expected a table name -> tensor, got " .. type(sd), 2) end
-  check.table(opts, "load_state_dict", "options", true)
+  if type(sd) ~= "table" then check.error("load_state_dict: expected a table name -> tensor, got " .. type(sd)) end
+  opts = check.options(opts, "load_state_dict", {"strict"})
   local strict = not (opts and opts.strict == false)
   local targets, names = {}, {}
   for _, want in ipairs({"param", "buffer"}) do
@@ -317,17 +317,17 @@ function Module:load_state_dict(sd, opts)
     local parts = {}
     if #missing > 0 then parts[#parts + 1] = "missing keys: " .. table.concat(missing, ", ") end
     if #unexpected > 0 then parts[#parts + 1] = "unexpected keys: " .. table.concat(unexpected, ", ") end
-    error("load_state_dict: " .. table.concat(parts, "; "), 2)
+    check.error("load_state_dict: " .. table.concat(parts, "; "))
   end
   for _, n in ipairs(names) do
     local src, dst = sd[n], targets[n]
     if src ~= nil then
-      if not is_tensor(src) then error("load_state_dict: '" .. n .. "' is a " .. type(src) .. ", expected a tensor", 2) end
+      if not is_tensor(src) then check.error("load_state_dict: '" .. n .. "' is a " .. type(src) .. ", expected a tensor") end
       if shape_str(src) ~= shape_str(dst) then
-        error("load_state_dict: '" .. n .. "' has shape " .. shape_str(src) .. ", expected " .. shape_str(dst), 2)
+        check.error("load_state_dict: '" .. n .. "' has shape " .. shape_str(src) .. ", expected " .. shape_str(dst))
       end
       if src:dtype() ~= dst:dtype() then
-        error("load_state_dict: '" .. n .. "' has dtype " .. src:dtype() .. ", expected " .. dst:dtype(), 2)
+        check.error("load_state_dict: '" .. n .. "' has dtype " .. src:dtype() .. ", expected " .. dst:dtype())
       end
     end
   end
@@ -344,10 +344,10 @@ end
 -- @param dtype_or_device e.g. "float64", "cpu"
 -- @return self
 function Module:to(target)
-  if type(target) ~= "string" then error("Module:to: expected a dtype or device string, got " .. type(target), 2) end
+  if type(target) ~= "string" then check.error("Module:to: expected a dtype or device string, got " .. type(target)) end
   local non_float = {int32 = true, int64 = true, uint8 = true, bool = true}
   if non_float[target] and #self:parameters() > 0 then
-    error("Module:to: cannot convert parameters to " .. target .. " (not a float dtype)", 2)
+    check.error("Module:to: cannot convert parameters to " .. target .. " (not a float dtype)")
   end
   for _, m in ipairs(self:modules()) do
     -- a no-op conversion keeps the very same tensor (optimizers holding it stay valid)
@@ -364,7 +364,7 @@ function Module:to(target)
         local c = convert(v)
         if rg and c ~= v then
           if not c:is_floating_point() then
-            error("Module:to: cannot convert parameter '" .. tostring(k) .. "' to " .. target .. " (not a float dtype)", 2)
+            check.error("Module:to: cannot convert parameter '" .. tostring(k) .. "' to " .. target .. " (not a float dtype)")
           end
           c:requires_grad_(true)
         end
@@ -429,8 +429,8 @@ end
 -- @return table {layers = {{name, type, output_shape, params, flops, memory}, ...},
 --   total_params, trainable_params, total_flops, total_memory}
 function Module:summary(input_shape, opts)
-  opts = check.table(opts, self.__name .. ":summary", "options", true) or {}
-  if type(input_shape) ~= "table" then error("summary: expected an input shape table, e.g. {1, 784}", 2) end
+  opts = check.options(opts, self.__name .. ":summary", {"dtype", "print"})
+  if type(input_shape) ~= "table" then check.error("summary: expected an input shape table, e.g. {1, 784}") end
   local names = {}
   for _, e in ipairs(self:named_modules()) do names[e[2]] = e[1] end
   local layers = {}
@@ -451,7 +451,7 @@ function Module:summary(input_shape, opts)
     self(x)
   end)
   call_hook = prev
-  if not ok then error(err, 2) end
+  if not ok then error(err, 0) end
   local res = {layers = layers, total_params = 0, trainable_params = 0, total_flops = 0, total_memory = 0}
   for _, p in ipairs(self:parameters()) do
     res.total_params = res.total_params + p:numel()

@@ -1,5 +1,6 @@
 --- dle.nn.Sequential(m1, m2, ...): applies modules in order; submodules are named "1", "2", ...
 local Module = require "dle.nn.module"
+local check = require "dle.check"
 
 local Sequential = Module:extend("Sequential")
 
@@ -9,7 +10,7 @@ function Sequential:init(...)
   if #mods == 1 and not Module.is_module(mods[1]) and type(mods[1]) == "table" then mods = mods[1] end
   self._n = 0
   for i, m in ipairs(mods) do
-    if not Module.is_module(m) then error("Sequential: argument " .. i .. " is not a module (" .. type(m) .. ")", 3) end
+    if not Module.is_module(m) then check.error("Sequential: argument " .. i .. " is not a module (" .. type(m) .. ")") end
     self:add(m)
   end
 end
@@ -18,7 +19,7 @@ end
 -- @param m module
 -- @return self
 function Sequential:add(m)
-  if not Module.is_module(m) then error("Sequential:add: expected a module, got " .. type(m), 2) end
+  if not Module.is_module(m) then check.error("Sequential:add: expected a module, got " .. type(m)) end
   local n = self._n + 1
   self._n = n
   self[n] = m

@@ -18,14 +18,14 @@ local TransformerBlock = Module:extend("TransformerBlock")
 -- @param opts optional {causal = false, mlp_ratio = 4, dropout = 0 (residual branches and
 --   attention weights), bias = true, dtype = "float32", generator = g}
 function TransformerBlock:init(d, heads, opts)
-  opts = check.table(opts, "TransformerBlock", "options", true) or {}
+  opts = check.options(opts, "TransformerBlock", {"causal", "mlp_ratio", "dropout", "bias", "dtype", "generator"})
   if math.type(d) ~= "integer" or d < 1 then
-    error("TransformerBlock: expected a positive integer size d, got " .. tostring(d), 3)
+    check.error("TransformerBlock: expected a positive integer size d, got " .. tostring(d))
   end
   local ratio = opts.mlp_ratio or 4
   local hidden = math.tointeger(ratio * d)
   if not hidden or hidden < 1 then
-    error("TransformerBlock: mlp_ratio * d must be a positive integer, got " .. tostring(ratio * d), 3)
+    check.error("TransformerBlock: mlp_ratio * d must be a positive integer, got " .. tostring(ratio * d))
   end
   self.embed_dim, self.hidden = d, hidden
   self.dropout = opts.dropout or 0
@@ -44,8 +44,8 @@ end
 -- @return tensor {B, T, d}
 function TransformerBlock:forward(x, opts)
   if not dle.is_tensor(x) or x:dim() < 2 or x:size(-1) ~= self.embed_dim then
-    error("TransformerBlock: input has shape " .. (dle.is_tensor(x) and ("{" .. table.concat(x:shape(), ",") .. "}")
-      or type(x)) .. ", expected {B, T, " .. self.embed_dim .. "}", 2)
+    check.error("TransformerBlock: input has shape " .. (dle.is_tensor(x) and ("{" .. table.concat(x:shape(), ",") .. "}")
+      or type(x)) .. ", expected {B, T, " .. self.embed_dim .. "}")
   end
   local p, tr = self.dropout, self.training
   local g = {generator = self.generator}

@@ -7,9 +7,9 @@ local U = {}
 local function param_list(fname, params)
   if dle.is_tensor(params) then return {params} end
   if type(params) == "table" and type(params.parameters) == "function" then return params:parameters() end
-  if type(params) ~= "table" then error(fname .. ": expected a list of tensors, got " .. check.typename(params), 3) end
+  if type(params) ~= "table" then check.error(fname .. ": expected a list of tensors, got " .. check.typename(params)) end
   for i, p in ipairs(params) do
-    if not dle.is_tensor(p) then error(string.format("%s: parameter %d is a %s, not a tensor", fname, i, check.typename(p)), 3) end
+    if not dle.is_tensor(p) then check.error(string.format("%s: parameter %d is a %s, not a tensor", fname, i, check.typename(p))) end
   end
   return params
 end
@@ -22,9 +22,9 @@ end
 -- @return the total norm before clipping (a Lua float computed in float64)
 function U.clip_grad_norm_(params, max_norm, opts)
   local ps = param_list("clip_grad_norm_", params)
-  check.table(opts, "clip_grad_norm_", "options", true)
+  opts = check.options(opts, "clip_grad_norm_", {"norm_type"})
   if type(max_norm) ~= "number" or max_norm < 0 then
-    error("clip_grad_norm_: max_norm must be a non-negative number, got " .. tostring(max_norm), 2)
+    check.error("clip_grad_norm_: max_norm must be a non-negative number, got " .. tostring(max_norm))
   end
   local norm_type = opts and opts.norm_type or 2
   local grads = {}

@@ -7,20 +7,23 @@ local check = require "dle.check"
 local I = {}
 
 local function check_float(fname, t)
-  if not dle.is_tensor(t) then error(fname .. ": expected a tensor, got " .. type(t), 3) end
-  if not t:is_floating_point() then error(fname .. ": expected a float tensor, got " .. t:dtype(), 3) end
+  if not dle.is_tensor(t) then check.error(fname .. ": expected a tensor, got " .. type(t)) end
+  if not t:is_floating_point() then check.error(fname .. ": expected a float tensor, got " .. t:dtype()) end
 end
 
-local function gen(fname, opts)
-  check.table(opts, fname, "options", true)
-  return opts and opts.generator and {generator = opts.generator} or nil
+local KAIMING_OPTS = {"a", "mode", "nonlinearity", "generator"}
+
+-- The creation options {generator = g} of opts (known: the option names fname accepts).
+local function gen(fname, opts, known)
+  opts = check.options(opts, fname, known or {"generator"})
+  return opts.generator and {generator = opts.generator} or nil
 end
 
 -- Fans of t for the initializer fname (named in the errors).
 local function fans(t, fname)
   if t:dim() < 2 then
-    error(fname .. ": fan in/out need a tensor of at least 2 dims, got shape {"
-      .. table.concat(t:shape(), ",") .. "}", 3)
+    check.error(fname .. ": fan in/out need a tensor of at least 2 dims, got shape {"
+      .. table.concat(t:shape(), ",") .. "}")
   end
   local rf = 1
   for d = 3, t:dim() do rf = rf * t:size(d) end
@@ -48,7 +51,7 @@ function I.calculate_gain(nonlinearity, param)
     return math.sqrt(2 / (1 + a * a))
   end
   if n == "selu" then return 3 / 4 end
-  error("calculate_gain: unknown nonlinearity '" .. tostring(n) .. "'", 2)
+  check.error("calculate_gain: unknown nonlinearity '" .. tostring(n) .. "'")
 end
 
 --- uniform_(t, a = 0, b = 1, opts): U(a, b).
@@ -96,10 +99,10 @@ function I.xavier_normal_(t, gain, opts)
 end
 
 local function kaiming_std(fname, t, opts)
-  opts = check.table(opts, fname, "options", true) or {}
+  opts = check.options(opts, fname, KAIMING_OPTS)
   local mode = opts.mode or "fan_in"
   if mode ~= "fan_in" and mode ~= "fan_out" then
-    error(fname .. ": mode must be 'fan_in' or 'fan_out', got '" .. tostring(mode) .. "'", 3)
+    check.error(fname .. ": mode must be 'fan_in' or 'fan_out', got '" .. tostring(mode) .. "'")
   end
   local fi, fo = fans(t, fname)
   local gain = I.calculate_gain(opts.nonlinearity or "leaky_relu", opts.a or 0)
@@ -111,14 +114,14 @@ end
 function I.kaiming_uniform_(t, opts)
   check_float("kaiming_uniform_", t)
   local b = math.sqrt(3) * kaiming_std("kaiming_uniform_", t, opts)
-  return I.uniform_(t, -b, b, opts)
+  return I.uniform_(t, -b, b, gen("kaiming_uniform_", opts, KAIMING_OPTS))
 end
 
 --- kaiming_normal_(t, {a = 0, mode = "fan_in", nonlinearity = "leaky_relu", generator}):
 -- N(0, std^2), std = gain / sqrt(fan).
 function I.kaiming_normal_(t, opts)
   check_float("kaiming_normal_", t)
-  return I.normal_(t, 0, kaiming_std("kaiming_normal_", t, opts), opts)
+  return I.normal_(t, 0, kaiming_std("kaiming_normal_", t, opts), gen("kaiming_normal_", opts, KAIMING_OPTS))
 end
 
 --- trunc_normal_(t, std, a, b, opts): N(0, std^2) truncated to [a, b] by resampling the values
@@ -132,13 +135,13 @@ function I.trunc_normal_(t, std, a, b, opts)
   end
   check.number(std, "trunc_normal_", "std")
   a, b = check.number(a or -3 * std, "trunc_normal_", "a"), check.number(b or 3 * std, "trunc_normal_", "b")
-  check.table(opts, "trunc_normal_", "options", true)
-  if not (a < b) then error("trunc_normal_: need a < b, got [" .. a .. ", " .. b .. "]", 2) end
+  opts = check.options(opts, "trunc_normal_", {"generator"})
+  if not (a < b) then check.error("trunc_normal_: need a < b, got [" .. a .. ", " .. b .. "]") end
   if a > 3 * std or b < -3 * std then
-    error("trunc_normal_: interval [" .. a .. ", " .. b .. "] is too far from the mean for resampling (std " .. std .. ")", 2)
+    check.error("trunc_normal_: interval [" .. a .. ", " .. b .. "] is too far from the mean for resampling (std " .. std .. ")")
   end
   dle.no_grad(function()
-    local o = {dtype = t:dtype(), generator = opts and opts.generator}
+    local o = {dtype = t:dtype(), generator = opts.generator}
     local shape = t:shape()
     local r = dle.randn(shape, o) * std
     for _ = 1, 1000 do

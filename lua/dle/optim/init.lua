@@ -1,7 +1,11 @@
---- dle.optim: optimizers (fused C steps over explicit, saveable state) and lr schedulers.
+--- dle.optim: optimizers (fused C steps over explicit, saveable state) and lr schedulers; the steps
+-- themselves as plain functions in dle.optim.functional (Torch7's optim habit).
 --   local opt = dle.optim.AdamW(params, {lr = 3e-4})
 --   opt:zero_grad(); loss:backward(); opt:step()
-return {
+--   dle.optim.functional.adamw(params, grads, state, {lr = 3e-4})   -- the same step, state kept by you
+local check = require "dle.check"
+
+local optim = {
   Optimizer = require "dle.optim.optimizer",
   SGD = require "dle.optim.sgd",
   Adagrad = require "dle.optim.adagrad",
@@ -12,3 +16,10 @@ return {
   -- over dle.dist: each rank keeps the state of its share of the params
   ZeroRedundancyOptimizer = require "dle.optim.zero",
 }
+-- (not a class: its functions are exported by dle.optim.functional itself)
+optim.functional = require "dle.optim.functional"
+
+-- Errors from dle's own lines are reported at the user's line (check.public): the optimizers'
+-- methods, the shared ones of Optimizer and each class's own.
+for _, cls in pairs(optim) do check.export(cls) end
+return optim

@@ -10,7 +10,7 @@ Scheduler.__index = Scheduler
 
 local function new(opt, name, lr_at)
   if type(opt) ~= "table" or type(opt.param_groups) ~= "table" then
-    error("lr." .. name .. ": expected an optimizer as first argument", 3)
+    check.error("lr." .. name .. ": expected an optimizer as first argument")
   end
   local self = setmetatable({optimizer = opt, name = name, last_step = 0, base_lrs = {},
     lr_at = lr_at}, Scheduler)
@@ -51,7 +51,7 @@ end
 -- @param sd table from state_dict()
 function Scheduler:load_state_dict(sd)
   if type(sd) ~= "table" or math.type(sd.last_step) ~= "integer" or type(sd.base_lrs) ~= "table" then
-    error("lr." .. self.name .. ": load_state_dict expects {last_step = int, base_lrs = {...}}", 2)
+    check.error("lr." .. self.name .. ": load_state_dict expects {last_step = int, base_lrs = {...}}")
   end
   self.last_step = sd.last_step
   for i, v in ipairs(sd.base_lrs) do self.base_lrs[i] = v end
@@ -62,9 +62,9 @@ local function check_int(name, opts, key, min, required, default)
   local v = opts[key]
   if v == nil and not required then return default end
   if math.type(v) ~= "integer" and not (type(v) == "number" and v == math.floor(v)) then
-    error(string.format("lr.%s: %s must be an integer, got %s", name, key, tostring(v)), 4)
+    check.error(string.format("lr.%s: %s must be an integer, got %s", name, key, tostring(v)))
   end
-  if v < min then error(string.format("lr.%s: %s must be >= %d, got %d", name, key, min, v), 4) end
+  if v < min then check.error(string.format("lr.%s: %s must be >= %d, got %d", name, key, min, v)) end
   return math.tointeger(v)
 end
 
@@ -77,15 +77,15 @@ local lr = {Scheduler = Scheduler}
 -- @param opts {warmup = 0, total = (required, > warmup), min_lr = 0}
 -- @return scheduler
 function lr.cosine(opt, opts)
-  opts = check.table(opts, "lr.cosine", "options", true) or {}
+  opts = check.options(opts, "lr.cosine", {"warmup", "total", "min_lr"})
   local warmup = check_int("cosine", opts, "warmup", 0, false, 0)
   local total = check_int("cosine", opts, "total", 1, true)
   local min_lr = opts.min_lr or 0
   if total <= warmup then
-    error(string.format("lr.cosine: total (%d) must be larger than warmup (%d)", total, warmup), 2)
+    check.error(string.format("lr.cosine: total (%d) must be larger than warmup (%d)", total, warmup))
   end
   if type(min_lr) ~= "number" or min_lr < 0 then
-    error("lr.cosine: min_lr must be a number >= 0, got " .. tostring(min_lr), 2)
+    check.error("lr.cosine: min_lr must be a number >= 0, got " .. tostring(min_lr))
   end
   return new(opt, "cosine", function(base, t)
     if t < warmup then return base * t / warmup end
@@ -100,13 +100,14 @@ end
 -- @param opts {step_size = (required, >= 1), gamma = 0.1}
 -- @return scheduler
 function lr.step(opt, opts)
-  opts = check.table(opts, "lr.step", "options", true) or {}
+  opts = check.options(opts, "lr.step", {"step_size", "gamma"})
   local step_size = check_int("step", opts, "step_size", 1, true)
   local gamma = opts.gamma or 0.1
   if type(gamma) ~= "number" or gamma < 0 then
-    error("lr.step: gamma must be a number >= 0, got " .. tostring(gamma), 2)
+    check.error("lr.step: gamma must be a number >= 0, got " .. tostring(gamma))
   end
   return new(opt, "step", function(base, t) return base * gamma ^ (t // step_size) end)
 end
 
-return lr
+check.export(Scheduler)
+return check.export(lr)

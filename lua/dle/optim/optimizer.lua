@@ -1,23 +1,21 @@
---- dle.optim.Optimizer: the base class of every optimizer (Torch7/llm.c habit: the update is a
--- fused C step over explicit state; the state is plain tables of numbers and tensors, so it
--- saves and resumes exactly). A subclass is made with Optimizer.extend(name, defaults) and
--- provides three methods:
---   cls.check(group)            validates a param group's hyperparameters (errors at level 3)
---   cls:update(p, g, st, group) runs one fused step of param p with gradient g and state st
---   cls.state_tensors           names of the tensors the state may hold (besides the number
---                               step): load_state_dict and ZeRO consolidation rely on it
+--- dle.optim.Optimizer: the base class of every optimizer. The update itself is an algorithm of
+-- dle.optim.functional (Torch7/llm.c habit: a fused C step over explicit state; the state is plain
+-- tables of numbers and tensors, so it saves and resumes exactly). A class adds what PyTorch's
+-- optimizers have around it: param groups with their own hyperparameters, `.grad` as the gradient,
+-- state_dict / load_state_dict and the lr property. A subclass is made with
+-- Optimizer.extend(name, algorithm), from which it gets
+--   cls.defaults, cls.state_tensors   the algorithm's hyperparameters and state tensor names
+--                                     (load_state_dict and ZeRO consolidation rely on the latter)
+--   cls.check(group)                  validates a param group's hyperparameters
+--   cls:update(p, g, st, group)       one fused step of param p with gradient g and state st
 local dle = require "dle"
+local check = require "dle.check"
+local functional = require "dle.optim.functional"
 
 local Optimizer = {}
 Optimizer.__index = Optimizer
 
---- A hyperparameter value copied one level deep (betas = {b1, b2} is a table).
-local function copy_value(v)
-  if type(v) ~= "table" then return v end
-  local r = {}
-  for k, x in pairs(v) do r[k] = x end
-  return r
-end
+local copy_value = functional.copy_value
 Optimizer.copy_value = copy_value
 
 --- Gives an optimizer class (or any object with param_groups) its lr property: opt.lr reads the
@@ -33,7 +31,7 @@ function Optimizer.lr_property(cls, name)
   cls.__newindex = function(self, k, v)
     if k == "lr" then
       if type(v) ~= "number" or v < 0 or v ~= v then
-        error(name .. ": lr must be a non-negative number, got " .. tostring(v), 2)
+        check.error(name .. ": lr must be a non-negative number, got " .. tostring(v))
       end
       for _, group in ipairs(self.param_groups) do group.lr = v end
     else
@@ -42,12 +40,14 @@ function Optimizer.lr_property(cls, name)
   end
 end
 
---- Creates an optimizer class.
+--- Creates an optimizer class from an algorithm of dle.optim.functional.
 -- @param name class name used in error messages ("SGD")
--- @param defaults table of hyperparameters and their defaults (every accepted option)
+-- @param alg the algorithm (dle.optim.functional.algorithms.<name>)
 -- @return the class: call it as cls(params, opts) or cls.new(params, opts)
-function Optimizer.extend(name, defaults)
-  local cls = {name = name, defaults = defaults, state_tensors = {}}
+function Optimizer.extend(name, alg)
+  local cls = {name = name, defaults = alg.defaults, state_tensors = alg.state_tensors, algorithm = alg}
+  cls.check = function(group) alg.check(group, name) end
+  cls.update = function(_, p, g, st, group) alg.update(p, g, st, group) end
   Optimizer.lr_property(cls, name)
   cls.__name = "dle.optim." .. name
   --- Makes an optimizer over params (a list of tensors, or a list of param groups
@@ -57,24 +57,19 @@ function Optimizer.extend(name, defaults)
     Optimizer._init(self, params, opts)
     return self
   end
-  return setmetatable(cls, {__index = Optimizer, __call = function(_, params, opts)
-    local ok, r = pcall(cls.new, params, opts)
-    if not ok then error(r, 2) end
-    return r
-  end})
+  return setmetatable(cls, {__index = Optimizer, __call = function(_, params, opts) return cls.new(params, opts) end})
 end
 
 -- Hyperparameters: defaults, overridden by base, overridden by opts; unknown keys are errors.
+-- (The options a class knows are its defaults' keys; a param group may also hold its params.)
 local function merge(cls, base, opts, what)
+  local known = {}
+  for k in pairs(cls.defaults) do known[#known + 1] = k end
+  if what == "group" then known[#known + 1] = "params" end
   local h = {}
   for k, v in pairs(base) do h[k] = copy_value(v) end
-  for k, v in pairs(opts or {}) do
-    if k ~= "params" or what ~= "group" then
-      if cls.defaults[k] == nil then
-        error(string.format("%s: unknown option '%s'", cls.name, tostring(k)), 0)
-      end
-      h[k] = copy_value(v)
-    end
+  for k, v in pairs(check.options(opts, cls.name, known)) do
+    if k ~= "params" then h[k] = copy_value(v) end
   end
   return h
 end
@@ -83,10 +78,10 @@ function Optimizer:_init(params, opts)
   local cls = getmetatable(self)
   local name = cls.name
   if opts ~= nil and type(opts) ~= "table" then
-    error(name .. ": options must be a table, got " .. type(opts), 0)
+    check.error(name .. ": options must be a table, got " .. type(opts))
   end
   if type(params) ~= "table" or #params == 0 then
-    error(name .. ": params must be a non-empty list of tensors or of param groups", 0)
+    check.error(name .. ": params must be a non-empty list of tensors or of param groups")
   end
   local base = merge(cls, cls.defaults, opts, "opts")
   local groups = dle.is_tensor(params[1]) and {{params = params}} or params
@@ -95,21 +90,21 @@ function Optimizer:_init(params, opts)
   rawset(self, "state", {})
   for gi, spec in ipairs(groups) do
     if type(spec) ~= "table" or type(spec.params) ~= "table" then
-      error(string.format("%s: param group %d must be a table with a params list", name, gi), 0)
+      check.error(string.format("%s: param group %d must be a table with a params list", name, gi))
     end
     local group = merge(cls, base, spec, "group")
     group.params = {}
     for i, p in ipairs(spec.params) do
       if not dle.is_tensor(p) then
-        error(string.format("%s: param %d of group %d is a %s, expected a tensor", name, i, gi,
-          type(p)), 0)
+        check.error(string.format("%s: param %d of group %d is a %s, expected a tensor", name, i, gi,
+          type(p)))
       end
       if not p:is_floating_point() then
-        error(string.format("%s: param %d of group %d is %s, expected a float tensor", name, i, gi,
-          p:dtype()), 0)
+        check.error(string.format("%s: param %d of group %d is %s, expected a float tensor", name, i, gi,
+          p:dtype()))
       end
       if seen[p] then
-        error(string.format("%s: param %d of group %d appears more than once", name, i, gi), 0)
+        check.error(string.format("%s: param %d of group %d appears more than once", name, i, gi))
       end
       seen[p] = true
       group.params[i] = p
@@ -148,12 +143,7 @@ function Optimizer:step(closure)
         index = index + 1
         local g = p.grad
         if g ~= nil then
-          if g.requires_grad then
-            error(string.format("%s: the gradient of param %d requires grad; detach it", name,
-              index), 0)
-          end
-          if not g:is_contiguous() then g = g:contiguous() end
-          if g:dtype() ~= p:dtype() then g = g:to(p:dtype()) end
+          g = functional.step_gradient(p, g, index, name)
           local st = self.state[index]
           if st == nil then
             st = {step = 0}
@@ -224,26 +214,26 @@ end
 function Optimizer:load_state_dict(sd)
   local name = self.name
   if type(sd) ~= "table" or type(sd.param_groups) ~= "table" or type(sd.state) ~= "table" then
-    error(name .. ": load_state_dict expects a table with state and param_groups", 2)
+    check.error(name .. ": load_state_dict expects a table with state and param_groups")
   end
   if sd.owners ~= nil then   -- it would load, silently without the other ranks' state
-    error(string.format("%s: load_state_dict: the state is rank %s's shard of a "
+    check.error(string.format("%s: load_state_dict: the state is rank %s's shard of a "
       .. "ZeroRedundancyOptimizer in a world of %s; load a full state (zero:consolidate_state_dict(), "
-      .. "then state_dict() on that rank)", name, tostring(sd.rank), tostring(sd.world_size)), 2)
+      .. "then state_dict() on that rank)", name, tostring(sd.rank), tostring(sd.world_size)))
   end
   if #sd.param_groups ~= #self.param_groups then
-    error(string.format("%s: load_state_dict: state has %d param groups, optimizer has %d", name,
-      #sd.param_groups, #self.param_groups), 2)
+    check.error(string.format("%s: load_state_dict: state has %d param groups, optimizer has %d", name,
+      #sd.param_groups, #self.param_groups))
   end
   local params = {}
   for gi, group in ipairs(self.param_groups) do
     local sg = sd.param_groups[gi]
     if type(sg) ~= "table" then
-      error(string.format("%s: load_state_dict: param group %d is a %s, not a table", name, gi, type(sg)), 2)
+      check.error(string.format("%s: load_state_dict: param group %d is a %s, not a table", name, gi, type(sg)))
     end
     if type(sg.params) ~= "table" or #sg.params ~= #group.params then
-      error(string.format("%s: load_state_dict: group %d has %d params in the state, %d here", name,
-        gi, type(sg.params) == "table" and #sg.params or 0, #group.params), 2)
+      check.error(string.format("%s: load_state_dict: group %d has %d params in the state, %d here", name,
+        gi, type(sg.params) == "table" and #sg.params or 0, #group.params))
     end
     for _, p in ipairs(group.params) do params[#params + 1] = p end
   end
@@ -251,15 +241,15 @@ function Optimizer:load_state_dict(sd)
   for i, s in pairs(sd.state) do
     local p = params[math.tointeger(i) or 0]
     if p == nil then
-      error(string.format("%s: load_state_dict: state for param %s, which does not exist", name,
-        tostring(i)), 2)
+      check.error(string.format("%s: load_state_dict: state for param %s, which does not exist", name,
+        tostring(i)))
     end
     local st = {}
     for k, v in pairs(s) do
       if dle.is_tensor(v) then
         if table.concat(v:shape(), ",") ~= table.concat(p:shape(), ",") then
-          error(string.format("%s: load_state_dict: %s of param %d has shape {%s}, param has {%s}",
-            name, k, i, table.concat(v:shape(), ","), table.concat(p:shape(), ",")), 2)
+          check.error(string.format("%s: load_state_dict: %s of param %d has shape {%s}, param has {%s}",
+            name, k, i, table.concat(v:shape(), ","), table.concat(p:shape(), ",")))
         end
         st[k] = v:to(Optimizer.state_dtype(p)):contiguous():clone()
       else
@@ -275,17 +265,6 @@ function Optimizer:load_state_dict(sd)
     getmetatable(self).check(group)
   end
   rawset(self, "state", state)
-end
-
-function Optimizer.check() end
-
---- A hyperparameter check shared by the subclasses: a finite number >= 0 (or in [lo, hi)).
-function Optimizer.check_number(cls_name, group, key, hi)
-  local v = group[key]
-  if type(v) ~= "number" or v ~= v or v < 0 or v == math.huge or (hi and v >= hi) then
-    error(string.format("%s: invalid %s %s (expected a number >= 0%s)", cls_name, key, tostring(v),
-      hi and (" and < " .. hi) or ""), 0)
-  end
 end
 
 return Optimizer

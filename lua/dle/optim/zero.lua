@@ -73,7 +73,7 @@ local function new(opt_class, params, opts)
   -- An optimizer over every param checks params and options the same way on every rank (a rank
   -- owning none must fail like the others) and gives the global param groups. It has no state.
   local ok, full = pcall(opt_class.new, params, opts)
-  if not ok then error(NAME .. ": " .. tostring(full), 0) end
+  if not ok then error(NAME .. ": " .. check.strip_where(full), 0) end
   local world, rank = dist.world_size(), dist.rank()
   local all, sizes = {}, {}
   for _, group in ipairs(full.param_groups) do
@@ -116,16 +116,12 @@ local function new(opt_class, params, opts)
   return self
 end
 
-setmetatable(Zero, {__call = function(_, opt_class, params, opts)
-  local ok, r = pcall(new, opt_class, params, opts)
-  if not ok then error(r, 2) end
-  return r
-end})
+setmetatable(Zero, {__call = check.public(function(_, opt_class, params, opts) return new(opt_class, params, opts) end)})
 
 --- zero:owner(i) -> the 0-based rank that owns param i (1-based, in the order given).
 function Zero:owner(i)
   local r = self.owners[i]
-  if r == nil then error(string.format("%s:owner: no param %s", NAME, tostring(i)), 2) end
+  if r == nil then check.error(string.format("%s:owner: no param %s", NAME, tostring(i))) end
   return r
 end
 
@@ -174,13 +170,7 @@ end
 
 
 -- f as a public method: its errors (messages that name the method) point at the caller's line.
-local function reported_at_caller(f)
-  return function(...)
-    local ok, r = pcall(f, ...)
-    if not ok then error(r, 2) end
-    return r
-  end
-end
+local function reported_at_caller(f) return check.public(f) end
 
 local function fail(fmt, ...) error(string.format(fmt, ...), 0) end
 

@@ -10,6 +10,7 @@
 -- elsewhere one broadcast element: zeros, or index_base for integer inputs), so every shape rule
 -- and error of the front door applies. A bad call is an error naming build.<op> and the shapes.
 local core = require "dle.core"
+local check = require "dle.check"
 local Nodes = require "dle.graph.node"
 
 local Node, op_ids = Nodes.Node, Nodes.op_ids
@@ -36,8 +37,8 @@ local ATTR_KEYS = {ints = true, f = true, dtype = true, keepdim = true, index_ba
 local function check_attrs(fname, attrs)
   for k in pairs(attrs) do
     if not ATTR_KEYS[k] then
-      error(string.format("%s: unknown attr '%s' (attrs are ints, f, dtype, keepdim, index_base, "
-        .. "generator, as node.attrs shows them)", fname, tostring(k)), 4)
+      check.error(string.format("%s: unknown attr '%s' (attrs are ints, f, dtype, keepdim, index_base, "
+        .. "generator, as node.attrs shows them)", fname, tostring(k)))
     end
   end
 end
@@ -46,13 +47,13 @@ end
 function B.make(op, inputs, attrs)
   local fname = "build." .. tostring(op)
   local id = op_ids[op]
-  if not id then error(fname .. ": no op named '" .. tostring(op) .. "' in the op table", 3) end
+  if not id then check.error(fname .. ": no op named '" .. tostring(op) .. "' in the op table") end
   attrs = attrs or {}
   check_attrs(fname, attrs)
   local ins = {}
   for i, n in ipairs(inputs) do
     if getmetatable(n) ~= Node then
-      error(string.format("%s: input %d must be a graph node, got %s", fname, i, type(n)), 3)
+      check.error(string.format("%s: input %d must be a graph node, got %s", fname, i, type(n)))
     end
     ins[i] = stand_in(n, attrs)
   end
@@ -61,7 +62,7 @@ function B.make(op, inputs, attrs)
   if not ok then
     local shapes = {}
     for i, n in ipairs(inputs) do shapes[i] = Nodes.shape_str(n._shape) .. " " .. n._dtype end
-    error(string.format("%s: inputs %s: %s", fname, table.concat(shapes, ", "), tostring(r)), 3)
+    check.error(string.format("%s: inputs %s: %s", fname, table.concat(shapes, ", "), tostring(r)))
   end
   local n = Nodes.new(op, {table.unpack(inputs)}, attrs, r:shape(), r:dtype())
   n.op_id = id
@@ -72,7 +73,7 @@ end
 -- pass a tensor to choose the dtype).
 function B.const(t)
   if type(t) == "number" then t = core.tensor(t) end
-  if not core.is_tensor(t) then error("build.const: expected a tensor, got " .. type(t), 2) end
+  if not core.is_tensor(t) then check.error("build.const: expected a tensor, got " .. type(t)) end
   return Nodes.leaf(t, true)
 end
 

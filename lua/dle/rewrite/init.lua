@@ -39,19 +39,19 @@ Rule.__tostring = function(r) return "dle.rewrite.Rule(" .. r.name .. ")" end
 -- example (optional, for verify): function(trial) -> fn, inputs... : a function whose trace
 -- contains the pattern, and example inputs for it.
 function rewrite.rule(spec)
-  if type(spec) ~= "table" then error("rewrite.rule: expected a table {name, pattern, replace}, got " .. type(spec), 2) end
+  if type(spec) ~= "table" then check.error("rewrite.rule: expected a table {name, pattern, replace}, got " .. type(spec)) end
   if type(spec.name) ~= "string" or spec.name == "" then
-    error("rewrite.rule: name must be a non-empty string, got " .. check.typename(spec.name), 2)
+    check.error("rewrite.rule: name must be a non-empty string, got " .. check.typename(spec.name))
   end
   if not P.is_pattern(spec.pattern) then
-    error("rewrite.rule: rule '" .. spec.name .. "': pattern must be a pattern (P.any, P.const, P.<op>), got "
-          .. check.typename(spec.pattern), 2)
+    check.error("rewrite.rule: rule '" .. spec.name .. "': pattern must be a pattern (P.any, P.const, P.<op>), got "
+          .. check.typename(spec.pattern))
   end
   if not check.is_callable(spec.replace) then
-    error("rewrite.rule: rule '" .. spec.name .. "': replace must be a function, got " .. type(spec.replace), 2)
+    check.error("rewrite.rule: rule '" .. spec.name .. "': replace must be a function, got " .. type(spec.replace))
   end
   if spec.example ~= nil and not check.is_callable(spec.example) then
-    error("rewrite.rule: rule '" .. spec.name .. "': example must be a function, got " .. type(spec.example), 2)
+    check.error("rewrite.rule: rule '" .. spec.name .. "': example must be a function, got " .. type(spec.example))
   end
   return setmetatable({name = spec.name, pattern = spec.pattern, replace = spec.replace,
                        example = spec.example, root = P.root_op(spec.pattern)}, Rule)
@@ -68,15 +68,17 @@ local function flatten(rules, out, fname)
   elseif type(rules) == "table" then
     for i, r in ipairs(rules) do
       if getmetatable(r) ~= Rule and type(r) ~= "table" then
-        error(string.format("%s: rules[%d] must be a rule or a list of rules, got %s", fname, i, type(r)), 3)
+        check.error(string.format("%s: rules[%d] must be a rule or a list of rules, got %s", fname, i, type(r)))
       end
       flatten(r, out, fname)
     end
   else
-    error(fname .. ": rules must be a rule or a list of rules, got " .. type(rules), 3)
+    check.error(fname .. ": rules must be a rule or a list of rules, got " .. type(rules))
   end
   return out
 end
+--- rewrite.flatten(rules) -> one flat list of the rules in a rule, a list or a list of rule sets.
+-- An entry that is neither a rule nor a list is an error naming its position.
 rewrite.flatten = function(rules) return flatten(rules, nil, "rewrite") end
 
 local shape_eq = Nodes.same_shape
@@ -109,9 +111,9 @@ local function describe(n) return n.op .. Nodes.shape_str(n._shape) end
 -- list of rules or of rule sets. opts.max_passes (100) bounds the passes.
 function rewrite.apply(g, rules, opts)
   local Graph = require("dle.graph").Graph
-  if getmetatable(g) ~= Graph then error("rewrite.apply: expected a graph, got " .. check.typename(g), 2) end
+  if getmetatable(g) ~= Graph then check.error("rewrite.apply: expected a graph, got " .. check.typename(g)) end
   local list = flatten(rules, nil, "rewrite.apply")
-  opts = opts or {}
+  opts = check.options(opts, "rewrite.apply", {"max_passes"})
   local max_passes = opts.max_passes or 100
   local counts, by_op, anywhere = {}, {}, {}
   for _, r in ipairs(list) do
@@ -198,8 +200,8 @@ function rewrite.apply(g, rules, opts)
       local names = {}
       for name, c in pairs(fired) do names[#names + 1] = string.format("'%s' (%d times)", name, c) end
       table.sort(names)
-      error(string.format("rewrite.apply: the rules did not settle after %d passes; still firing: %s",
-                          max_passes, table.concat(names, ", ")), 2)
+      check.error(string.format("rewrite.apply: the rules did not settle after %d passes; still firing: %s",
+                          max_passes, table.concat(names, ", ")))
     end
   end
 end
@@ -242,8 +244,8 @@ end
 -- before and after; max_error is the largest difference relative to 1 + max |before|. Not ok when
 -- some trial differs by more than tol, when the rule never fired, or when a trial raised an error.
 function rewrite.verify(rule, opts)
-  if getmetatable(rule) ~= Rule then error("rewrite.verify: expected a rule, got " .. check.typename(rule), 2) end
-  opts = opts or {}
+  if getmetatable(rule) ~= Rule then check.error("rewrite.verify: expected a rule, got " .. check.typename(rule)) end
+  opts = check.options(opts, "rewrite.verify", {"trials", "tol", "shape"})
   local trials = opts.trials or 10
   local tol = opts.tol or 1e-6
   local dle = require "dle"
@@ -296,4 +298,4 @@ rewrite.rules = setmetatable({}, {__index = function(t, name)
   return set
 end})
 
-return rewrite
+return check.export(rewrite)

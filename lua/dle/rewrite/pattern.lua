@@ -13,6 +13,7 @@
 -- predicate on the node and the match so far), attrs (fields the node's attrs must equal; verify
 -- also builds its instances with them). In-place nodes never match an op pattern.
 local Node = require("dle.graph.node").Node
+local check = require "dle.check"
 
 local P = {}
 
@@ -24,7 +25,7 @@ P.is_pattern = is_pattern
 --- P.any(name) -> a pattern matching any node, bound as match[name] (name optional).
 function P.any(name)
   if name ~= nil and type(name) ~= "string" then
-    error("pattern.any: name must be a string, got " .. type(name), 2)
+    check.error("pattern.any: name must be a string, got " .. type(name))
   end
   return {kind = "any", name = name}
 end
@@ -32,14 +33,15 @@ end
 --- P.const(v) -> a pattern matching a scalar constant equal to v; P.const() any constant node.
 function P.const(v, opts)
   if v ~= nil and type(v) ~= "number" and type(v) ~= "boolean" then
-    error("pattern.const: value must be a number, got " .. type(v), 2)
+    check.error("pattern.const: value must be a number, got " .. type(v))
   end
-  return {kind = "const", value = v, name = opts and opts.name, where = opts and opts.where}
+  opts = check.options(opts, "pattern.const", {"name", "where"})
+  return {kind = "const", value = v, name = opts.name, where = opts.where}
 end
 
 --- P.op(name, args...) -> a pattern matching a node of op `name` whose inputs match args.
 function P.op(name, ...)
-  if type(name) ~= "string" then error("pattern.op: op name must be a string, got " .. type(name), 2) end
+  if type(name) ~= "string" then check.error("pattern.op: op name must be a string, got " .. type(name)) end
   local args, opts = {...}, nil
   local last = args[#args]
   if #args > 0 and type(last) == "table" and not is_pattern(last) then
@@ -47,11 +49,11 @@ function P.op(name, ...)
   end
   for i, a in ipairs(args) do
     if not is_pattern(a) then
-      error(string.format("pattern.%s: argument %d must be a pattern (P.any, P.const, P.<op>), got %s",
-                          name, i, type(a)), 2)
+      check.error(string.format("pattern.%s: argument %d must be a pattern (P.any, P.const, P.<op>), got %s",
+                          name, i, type(a)))
     end
   end
-  opts = opts or {}
+  opts = check.options(opts, "pattern." .. name, {"name", "where", "attrs"})
   return {kind = "op", op = name, args = args, name = opts.name, where = opts.where, attrs = opts.attrs}
 end
 
@@ -127,4 +129,4 @@ setmetatable(P, {__index = function(_, name)
   return function(...) return P.op(name, ...) end
 end})
 
-return P
+return check.export(P)

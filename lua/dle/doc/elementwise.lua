@@ -1,0 +1,435 @@
+-- Documentation only (dle.help and LDoc read it; see lua/dle/help.lua).
+
+--- Elementwise math, arithmetic and comparisons.
+-- Implemented in C (bindings/lua_elementwise.c; one entry of the op table engine/ops.def each).
+-- Every function here is both `dle.NAME(t, ...)` and the method `t:NAME(...)`. Binary ones
+-- broadcast their operands (sizes aligned from the last dim; a size 1 stretches) and take a
+-- tensor or a Lua number on either side; the operators `a + b`, `a - b`, `a * b`, `a / b`,
+-- `-a` and `a ^ p` call them. The result dtype is the promotion of the tensor operands
+-- (bool < uint8 < int32 < int64 < floats, the wider float wins; float16 with bfloat16 gives
+-- float32; arithmetic on bool operands only counts in int64); a Lua number keeps the tensor's
+-- dtype unless it is fractional and the tensor integer (then float32). div and the float-valued
+-- math (exp, log, sqrt, rsqrt, reciprocal, sin, cos, tanh, sigmoid, gelu, silu, expm1, log1p)
+-- give float32 for integer inputs. The in-place forms `t:NAME_(...)` write the result into t (in t's dtype,
+-- converting, e.g. truncating a float result into an integer t) and return t; the result must
+-- have t's shape, and a leaf that requires grad cannot be written in place (an error naming the
+-- op). The math ops are differentiable; sign, floor, ceil and round pass no gradient, and the
+-- comparisons and logical_not give bool tensors.
+-- @module tensor.elementwise
+
+--- Returns -t elementwise (also the operator `-t`).
+-- Also `dle.neg(t)`; in place: `t:neg_()`.
+-- @function dle.neg
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place neg: writes neg(t) into t (in t's dtype) and returns t.
+-- @function Tensor:neg_
+-- @treturn dle.Tensor t
+
+--- Returns the absolute value of t elementwise.
+-- Also `dle.abs(t)`; in place: `t:abs_()`.
+-- @function dle.abs
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place abs: writes abs(t) into t (in t's dtype) and returns t.
+-- @function Tensor:abs_
+-- @treturn dle.Tensor t
+
+--- Returns the sign of t elementwise: -1, 0 or 1 in t's dtype.
+-- No gradient flows through it.
+-- Also `dle.sign(t)`; in place: `t:sign_()`.
+-- @function dle.sign
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place sign: writes sign(t) into t (in t's dtype) and returns t.
+-- @function Tensor:sign_
+-- @treturn dle.Tensor t
+
+--- Returns e to the power of t elementwise.
+-- Integer inputs give float32.
+-- Also `dle.exp(t)`; in place: `t:exp_()`.
+-- @function dle.exp
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place exp: writes exp(t) into t (in t's dtype) and returns t.
+-- @function Tensor:exp_
+-- @treturn dle.Tensor t
+
+--- Returns the natural logarithm of t elementwise (-inf at 0, NaN below).
+-- Integer inputs give float32.
+-- Also `dle.log(t)`; in place: `t:log_()`.
+-- @function dle.log
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place log: writes log(t) into t (in t's dtype) and returns t.
+-- @function Tensor:log_
+-- @treturn dle.Tensor t
+
+--- Returns exp(t) - 1 elementwise, accurate for t near 0.
+-- Integer inputs give float32.
+-- Also `dle.expm1(t)`; in place: `t:expm1_()`.
+-- @function dle.expm1
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place expm1: writes expm1(t) into t (in t's dtype) and returns t.
+-- @function Tensor:expm1_
+-- @treturn dle.Tensor t
+
+--- Returns log(1 + t) elementwise, accurate for t near 0.
+-- Integer inputs give float32.
+-- Also `dle.log1p(t)`; in place: `t:log1p_()`.
+-- @function dle.log1p
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place log1p: writes log1p(t) into t (in t's dtype) and returns t.
+-- @function Tensor:log1p_
+-- @treturn dle.Tensor t
+
+--- Returns the square root of t elementwise (NaN for negative values).
+-- Integer inputs give float32.
+-- Also `dle.sqrt(t)`; in place: `t:sqrt_()`.
+-- @function dle.sqrt
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place sqrt: writes sqrt(t) into t (in t's dtype) and returns t.
+-- @function Tensor:sqrt_
+-- @treturn dle.Tensor t
+
+--- Returns 1 / sqrt(t) elementwise.
+-- Integer inputs give float32.
+-- Also `dle.rsqrt(t)`; in place: `t:rsqrt_()`.
+-- @function dle.rsqrt
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place rsqrt: writes rsqrt(t) into t (in t's dtype) and returns t.
+-- @function Tensor:rsqrt_
+-- @treturn dle.Tensor t
+
+--- Returns 1 / t elementwise.
+-- Integer inputs give float32.
+-- Also `dle.reciprocal(t)`; in place: `t:reciprocal_()`.
+-- @function dle.reciprocal
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place reciprocal: writes reciprocal(t) into t (in t's dtype) and returns t.
+-- @function Tensor:reciprocal_
+-- @treturn dle.Tensor t
+
+--- Returns the sine of t (radians) elementwise.
+-- Integer inputs give float32.
+-- Also `dle.sin(t)`; in place: `t:sin_()`.
+-- @function dle.sin
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place sin: writes sin(t) into t (in t's dtype) and returns t.
+-- @function Tensor:sin_
+-- @treturn dle.Tensor t
+
+--- Returns the cosine of t (radians) elementwise.
+-- Integer inputs give float32.
+-- Also `dle.cos(t)`; in place: `t:cos_()`.
+-- @function dle.cos
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place cos: writes cos(t) into t (in t's dtype) and returns t.
+-- @function Tensor:cos_
+-- @treturn dle.Tensor t
+
+--- Returns the hyperbolic tangent of t elementwise.
+-- Integer inputs give float32. `dle.nn.functional.tanh` and `dle.nn.Tanh` call it.
+-- Also `dle.tanh(t)`; in place: `t:tanh_()`.
+-- @function dle.tanh
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place tanh: writes tanh(t) into t (in t's dtype) and returns t.
+-- @function Tensor:tanh_
+-- @treturn dle.Tensor t
+
+--- Returns the logistic sigmoid 1 / (1 + exp(-t)) elementwise.
+-- Integer inputs give float32. `dle.nn.functional.sigmoid` and `dle.nn.Sigmoid` call it.
+-- Also `dle.sigmoid(t)`; in place: `t:sigmoid_()`.
+-- @function dle.sigmoid
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place sigmoid: writes sigmoid(t) into t (in t's dtype) and returns t.
+-- @function Tensor:sigmoid_
+-- @treturn dle.Tensor t
+
+--- Returns max(t, 0) elementwise (ReLU), in t's dtype.
+-- `dle.nn.functional.relu` and `dle.nn.ReLU` call it.
+-- Also `dle.relu(t)`; in place: `t:relu_()`.
+-- @function dle.relu
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place relu: writes relu(t) into t (in t's dtype) and returns t.
+-- @function Tensor:relu_
+-- @treturn dle.Tensor t
+
+--- Returns the GELU activation x * Phi(x) elementwise (exact erf form, not the tanh one).
+-- Integer inputs give float32. Its backward is one fused op, `dle.gelu_backward`.
+-- `dle.nn.functional.gelu` and `dle.nn.GELU` call it.
+-- Also `dle.gelu(t)`; in place: `t:gelu_()`.
+-- @function dle.gelu
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place gelu: writes gelu(t) into t (in t's dtype) and returns t.
+-- @function Tensor:gelu_
+-- @treturn dle.Tensor t
+
+--- Returns the SiLU (swish) activation x * sigmoid(x) elementwise.
+-- Integer inputs give float32. `dle.nn.functional.silu` and `dle.nn.SiLU` call it.
+-- Also `dle.silu(t)`; in place: `t:silu_()`.
+-- @function dle.silu
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place silu: writes silu(t) into t (in t's dtype) and returns t.
+-- @function Tensor:silu_
+-- @treturn dle.Tensor t
+
+--- Rounds t down to integral values elementwise (same dtype).
+-- Not differentiable (no gradient flows through it).
+-- Also `dle.floor(t)`; in place: `t:floor_()`.
+-- @function dle.floor
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place floor: writes floor(t) into t (in t's dtype) and returns t.
+-- @function Tensor:floor_
+-- @treturn dle.Tensor t
+
+--- Rounds t up to integral values elementwise (same dtype).
+-- Not differentiable (no gradient flows through it).
+-- Also `dle.ceil(t)`; in place: `t:ceil_()`.
+-- @function dle.ceil
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place ceil: writes ceil(t) into t (in t's dtype) and returns t.
+-- @function Tensor:ceil_
+-- @treturn dle.Tensor t
+
+--- Rounds t to the nearest integral value elementwise, halves to even (0.5 gives 0, 1.5 gives 2).
+-- Not differentiable (no gradient flows through it).
+-- Also `dle.round(t)`; in place: `t:round_()`.
+-- @function dle.round
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place round: writes round(t) into t (in t's dtype) and returns t.
+-- @function Tensor:round_
+-- @treturn dle.Tensor t
+
+--- Returns the logical negation of t elementwise as a bool tensor (true where t is 0).
+-- Also `t:logical_not()`. Not differentiable; there is no in-place form.
+-- @function dle.logical_not
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor bool
+
+--- Returns a + b elementwise, broadcasting (also the operator `a + b`).
+-- A trailing options table `{alpha = s}` adds s * b instead (as PyTorch's add).
+-- a or b may be a Lua number (at least one must be a tensor). Also `a:add(b)`; in place:
+-- `a:add_(b)`.
+-- @function dle.add
+-- @param a tensor or number
+-- @param b tensor or number
+-- @param[opt] opts `{alpha = number}`
+-- @treturn dle.Tensor
+-- @usage local r = a:add(b, {alpha = 2})
+
+--- In-place add: writes add(a, b) into a (in a's dtype) and returns a.
+-- b must broadcast to a's shape.
+-- @function Tensor:add_
+-- @param b tensor or number
+-- @param[opt] opts `{alpha = number}`
+-- @treturn dle.Tensor a
+
+--- Returns a - b elementwise, broadcasting (also the operator `a - b`).
+-- A trailing options table `{alpha = s}` subtracts s * b instead.
+-- a or b may be a Lua number (at least one must be a tensor). Also `a:sub(b)`; in place:
+-- `a:sub_(b)`.
+-- @function dle.sub
+-- @param a tensor or number
+-- @param b tensor or number
+-- @param[opt] opts `{alpha = number}`
+-- @treturn dle.Tensor
+-- @usage local r = a:sub(1)
+
+--- In-place sub: writes sub(a, b) into a (in a's dtype) and returns a.
+-- b must broadcast to a's shape.
+-- @function Tensor:sub_
+-- @param b tensor or number
+-- @param[opt] opts `{alpha = number}`
+-- @treturn dle.Tensor a
+
+--- Returns a * b elementwise, broadcasting (also the operator `a * b`).
+-- For the matrix product see `dle.matmul`.
+-- a or b may be a Lua number (at least one must be a tensor). Also `a:mul(b)`; in place:
+-- `a:mul_(b)`.
+-- @function dle.mul
+-- @param a tensor or number
+-- @param b tensor or number
+-- @treturn dle.Tensor
+-- @usage local r = a:mul(0.5)
+
+--- In-place mul: writes mul(a, b) into a (in a's dtype) and returns a.
+-- b must broadcast to a's shape.
+-- @function Tensor:mul_
+-- @param b tensor or number
+-- @treturn dle.Tensor a
+
+--- Returns a / b elementwise, broadcasting: true division (also the operator `a / b`).
+-- Integer operands give float32 (`int64 / 2` is not floor division).
+-- a or b may be a Lua number (at least one must be a tensor). Also `a:div(b)`; in place:
+-- `a:div_(b)`.
+-- @function dle.div
+-- @param a tensor or number
+-- @param b tensor or number
+-- @treturn dle.Tensor
+-- @usage local r = a:div(4)
+
+--- In-place div: writes div(a, b) into a (in a's dtype) and returns a.
+-- b must broadcast to a's shape.
+-- @function Tensor:div_
+-- @param b tensor or number
+-- @treturn dle.Tensor a
+
+--- Returns the larger of a and b elementwise, broadcasting; NaN wins.
+-- `t:max(other)` with a tensor, or a fractional number, calls it too. The gradient goes to the
+-- larger operand (half to each on a tie).
+-- a or b may be a Lua number (at least one must be a tensor). Also `a:maximum(b)`; in place:
+-- `a:maximum_(b)`.
+-- @function dle.maximum
+-- @param a tensor or number
+-- @param b tensor or number
+-- @treturn dle.Tensor
+-- @usage local r = x:maximum(0)
+
+--- In-place maximum: writes maximum(a, b) into a (in a's dtype) and returns a.
+-- b must broadcast to a's shape.
+-- @function Tensor:maximum_
+-- @param b tensor or number
+-- @treturn dle.Tensor a
+
+--- Returns the smaller of a and b elementwise, broadcasting; NaN wins.
+-- `t:min(other)` with a tensor, or a fractional number, calls it too.
+-- a or b may be a Lua number (at least one must be a tensor). Also `a:minimum(b)`; in place:
+-- `a:minimum_(b)`.
+-- @function dle.minimum
+-- @param a tensor or number
+-- @param b tensor or number
+-- @treturn dle.Tensor
+-- @usage local r = x:minimum(1)
+
+--- In-place minimum: writes minimum(a, b) into a (in a's dtype) and returns a.
+-- b must broadcast to a's shape.
+-- @function Tensor:minimum_
+-- @param b tensor or number
+-- @treturn dle.Tensor a
+
+--- Returns t raised to the power p elementwise (also the operator `t ^ p`).
+-- p is a number or a tensor (broadcast); `dle.pow(2, t)` puts the number in the base. A number
+-- exponent runs a cheaper op with its own gradient rule; a fractional one lifts an integer t to
+-- float32. Also `t:pow(p)`; in place: `t:pow_(p)`.
+-- @function dle.pow
+-- @param t tensor (or a number base when p is a tensor)
+-- @param p number or tensor
+-- @treturn dle.Tensor
+-- @usage local sq = x:pow(2)
+
+--- In-place pow: writes t ^ p into t (in t's dtype) and returns t.
+-- @function Tensor:pow_
+-- @param p number or tensor
+-- @treturn dle.Tensor t
+
+--- Clamps t into [lo, hi] elementwise; either bound may be nil (no bound on that side).
+-- Also `t:clamp(lo, hi)` and `t:clip(lo, hi)`; in place: `t:clamp_(lo, hi)`. The gradient is 1
+-- inside the bounds, 0 where clamped.
+-- @function dle.clamp
+-- @tparam dle.Tensor t
+-- @param[opt] lo lower bound (number or nil)
+-- @param[opt] hi upper bound (number or nil)
+-- @treturn dle.Tensor
+-- @usage local y = x:clamp(0, 6)   -- relu6
+
+--- In-place clamp: clamps t into [lo, hi] (either may be nil) and returns t.
+-- @function Tensor:clamp_
+-- @param[opt] lo number
+-- @param[opt] hi number
+-- @treturn dle.Tensor t
+
+--- Returns the bool tensor of a == b elementwise, broadcasting.
+-- a or b may be a Lua number. Also `a:eq(b)`. Not differentiable. (Lua's `==` on tensors tests
+-- identity, not values: use this.)
+-- @function dle.eq
+-- @param a tensor or number
+-- @param b tensor or number
+-- @treturn dle.Tensor bool
+
+--- Returns the bool tensor of a ~= b elementwise, broadcasting.
+-- a or b may be a Lua number. Also `a:ne(b)`. Not differentiable. (Lua's `==` on tensors tests
+-- identity, not values: use this.)
+-- @function dle.ne
+-- @param a tensor or number
+-- @param b tensor or number
+-- @treturn dle.Tensor bool
+
+--- Returns the bool tensor of a < b elementwise, broadcasting.
+-- a or b may be a Lua number. Also `a:lt(b)`. Not differentiable. (Lua's `==` on tensors tests
+-- identity, not values: use this.)
+-- @function dle.lt
+-- @param a tensor or number
+-- @param b tensor or number
+-- @treturn dle.Tensor bool
+
+--- Returns the bool tensor of a <= b elementwise, broadcasting.
+-- a or b may be a Lua number. Also `a:le(b)`. Not differentiable. (Lua's `==` on tensors tests
+-- identity, not values: use this.)
+-- @function dle.le
+-- @param a tensor or number
+-- @param b tensor or number
+-- @treturn dle.Tensor bool
+
+--- Returns the bool tensor of a > b elementwise, broadcasting.
+-- a or b may be a Lua number. Also `a:gt(b)`. Not differentiable. (Lua's `==` on tensors tests
+-- identity, not values: use this.)
+-- @function dle.gt
+-- @param a tensor or number
+-- @param b tensor or number
+-- @treturn dle.Tensor bool
+
+--- Returns the bool tensor of a >= b elementwise, broadcasting.
+-- a or b may be a Lua number. Also `a:ge(b)`. Not differentiable. (Lua's `==` on tensors tests
+-- identity, not values: use this.)
+-- @function dle.ge
+-- @param a tensor or number
+-- @param b tensor or number
+-- @treturn dle.Tensor bool
+
+--- Picks elementwise from a where cond is true, else from b, broadcasting all three.
+-- cond must be a bool tensor (an error names `where` otherwise); a or b may be a Lua number, which
+-- takes the other side's dtype (a fractional number with an integer tensor gives float32).
+-- Differentiable in a and b. The method form takes the condition as self: `cond:where(a, b)`
+-- (PyTorch's `x.where(cond, y)` puts x first).
+-- @function dle.where
+-- @tparam dle.Tensor cond bool
+-- @param a tensor or number (where cond is true)
+-- @param b tensor or number (where cond is false)
+-- @treturn dle.Tensor
+-- @usage local y = dle.where(x:gt(0), x, 0)   -- relu

@@ -1,0 +1,157 @@
+-- Documentation only (dle.help and LDoc read it; see lua/dle/help.lua).
+
+--- The fused neural-network ops: convolution, pooling, normalization, losses, attention.
+-- Also embedding and dropout. Implemented in C (bindings/lua_conv.c, lua_norm.c, lua_nn.c,
+-- lua_losses.c).
+-- Each has its own kernels and gradient rule and is both `dle.NAME(x, ...)` and
+-- `x:NAME(...)`. dle.nn.functional and the dle.nn layers build on them and are what a model
+-- usually calls (`F.conv2d`, `F.cross_entropy`, `nn.LayerNorm`, ...). Class targets and indices
+-- are int64 holding 1-based numbers. The losses take `{reduction = "mean" | "sum" | "none"}`
+-- (default "mean"). Their backward ops are in nn.grad_ops.
+-- @module nn.ops
+
+--- Returns the 2-D convolution (cross-correlation) of x {N, Cin, H, W} with the weight w.
+-- w is {Cout, Cin/groups, kh, kw}.
+-- Options `{stride = 1, padding = 0, dilation = 1, groups = 1}`, each a number or `{h, w}`; the
+-- output is {N, Cout, (H + 2 pad - dil (kh - 1) - 1) // stride + 1, ...}. bias {Cout} or nil.
+-- 3x3 stride-1 convolutions with at least 8 channels per group run by Winograd's F(2x2, 3x3),
+-- others by im2col + gemm. Differentiable in x, w and bias.
+-- @function dle.conv2d
+-- @tparam dle.Tensor x 4-D {N, Cin, H, W}
+-- @tparam dle.Tensor w 4-D {Cout, Cin/groups, kh, kw}
+-- @param[opt] bias tensor {Cout} or nil
+-- @param[opt] opts `{stride, padding, dilation, groups}`
+-- @treturn dle.Tensor {N, Cout, Hout, Wout}
+-- @usage local y = dle.conv2d(x, w, b, {padding = 1})
+
+--- Returns the 2-D max pooling of x {N, C, H, W} and the positions of the maxima.
+-- k is the window (a number or `{h, w}`); options `{stride = k, padding = 0}`. The indices are
+-- int64, 1-based positions in each input plane, (h - 1) * W + w of the unpadded input.
+-- Differentiable in the values.
+-- @function dle.max_pool2d
+-- @tparam dle.Tensor x 4-D
+-- @param k window size, number or `{h, w}`
+-- @param[opt] opts `{stride, padding}`
+-- @return values {N, C, Hout, Wout}, indices (int64, same shape)
+
+--- Returns the 2-D average pooling of x {N, C, H, W}.
+-- k is the window (a number or `{h, w}`); options `{stride = k, padding = 0, count_include_pad =
+-- true}` (false: padded positions do not count in the divisor). Differentiable.
+-- @function dle.avg_pool2d
+-- @tparam dle.Tensor x 4-D
+-- @param k window size, number or `{h, w}`
+-- @param[opt] opts `{stride, padding, count_include_pad}`
+-- @treturn dle.Tensor {N, C, Hout, Wout}
+
+--- Normalizes x over its trailing dims (layer norm) and returns y and the statistics used.
+-- normalized_shape is the size of the last dim or a table of the trailing sizes (x must end
+-- with them); y = (x - mean) / sqrt(var + eps) * weight + bias over those dims, with the biased
+-- variance; weight and bias (of normalized_shape) may be nil; eps defaults to 1e-5. stats is
+-- {rows, 2}: each row's mean and biased variance, float32 (float64 for float64 x), what the
+-- backward reads. Differentiable in x, weight and bias. `F.layer_norm` and `nn.LayerNorm` call it.
+-- @function dle.layer_norm
+-- @tparam dle.Tensor x
+-- @param normalized_shape integer or table of sizes
+-- @param[opt] weight tensor or nil
+-- @param[opt] bias tensor or nil
+-- @param[opt] eps number (default 1e-5)
+-- @return y (x's shape), stats {rows, 2}
+
+--- Normalizes x {N, C, ...} per channel (batch norm) and returns y and the statistics used.
+-- training true: the statistics of this batch (over N and the dims after C); false: running_mean
+-- and running_var (required then, treated as constants). weight and bias {C} may be nil; eps
+-- defaults to 1e-5. stats is {C, 2}: the mean and biased variance used. The running statistics are
+-- not updated here (`F.batch_norm` and `nn.BatchNorm1d/2d` do that from stats). Differentiable.
+-- @function dle.batch_norm
+-- @tparam dle.Tensor x {N, C, ...}
+-- @param[opt] weight tensor {C} or nil
+-- @param[opt] bias tensor {C} or nil
+-- @param[opt] running_mean tensor {C} or nil
+-- @param[opt] running_var tensor {C} or nil
+-- @param training boolean
+-- @param[opt] eps number (default 1e-5)
+-- @return y (x's shape), stats {C, 2}
+
+--- Returns the softmax cross-entropy of logits {N, C} against int64 class targets {N} (1-based).
+-- loss_i = logsumexp(x_i) - (1 - eps) x[i, t_i] - eps/C sum_c x[i, c], with eps the
+-- `label_smoothing`; targets equal to `ignore_index` give 0 and do not count in the mean. The
+-- second result is lse {N}, each row's log-sum-exp (what the backward reads). Integer logits
+-- compute in float32. Differentiable in the logits. `F.cross_entropy` calls it.
+-- @function dle.cross_entropy
+-- @tparam dle.Tensor logits 2-D {N, C}
+-- @tparam dle.Tensor targets int64 {N}, values 1..C
+-- @param[opt] opts `{reduction = "mean", ignore_index, label_smoothing = 0}`
+-- @return loss (a scalar, or {N} for reduction "none"), lse {N}
+-- @usage local loss = dle.cross_entropy(logits, labels)
+
+--- Returns the cross-entropy of logits {N, C} against probability targets {N, C}.
+-- loss_i = -sum_c q_c (x_c - lse_i) with q = (1 - eps) t + eps/C (eps the `label_smoothing`);
+-- the mean is over the N rows. The second result is lse {N}. Differentiable in the logits.
+-- `F.cross_entropy` calls it for float targets.
+-- @function dle.soft_cross_entropy
+-- @tparam dle.Tensor logits 2-D {N, C}
+-- @tparam dle.Tensor targets float {N, C}, rows of probabilities
+-- @param[opt] opts `{reduction = "mean", label_smoothing = 0}`
+-- @return loss, lse {N}
+
+--- Returns the negative log-likelihood of log-probabilities {N, C} at int64 class targets {N}.
+-- loss_i = -(1 - eps) logp[i, t_i] - eps/C sum_c logp[i, c] (eps the `label_smoothing`); targets
+-- equal to `ignore_index` give 0 and do not count in the mean. Feed it `log_softmax` output.
+-- Differentiable in logp. `F.nll_loss` calls it.
+-- @function dle.nll_loss
+-- @tparam dle.Tensor logp 2-D {N, C}
+-- @tparam dle.Tensor targets int64 {N}, values 1..C
+-- @param[opt] opts `{reduction = "mean", ignore_index, label_smoothing = 0}`
+-- @treturn dle.Tensor
+
+--- Returns the mean squared error (input - target)^2, reduced by `reduction` (default the mean).
+-- input and target must have the same shape. Differentiable in both. `F.mse_loss` calls it.
+-- @function dle.mse_loss
+-- @tparam dle.Tensor input
+-- @tparam dle.Tensor target same shape
+-- @param[opt] opts `{reduction = "mean"}`
+-- @treturn dle.Tensor
+
+--- Returns the binary cross-entropy of logits x against targets y in [0, 1], computed stably.
+-- loss = (1 - y) x + (1 + (w - 1) y) softplus(-x), with w the `pos_weight` (1 without; a number,
+-- or a tensor broadcasting to x such as {C} for x {N, C}). Differentiable in x and y.
+-- `F.binary_cross_entropy_with_logits` calls it.
+-- @function dle.binary_cross_entropy_with_logits
+-- @tparam dle.Tensor x logits
+-- @tparam dle.Tensor y targets, x's shape
+-- @param[opt] opts `{reduction = "mean", pos_weight}`
+-- @treturn dle.Tensor
+
+--- Returns the rows of weight {V, D} at int64 indices (1-based, any shape): {..., D}.
+-- With `padding_idx`, that row receives no gradient (its forward value is still read).
+-- Differentiable in weight. `F.embedding` and `nn.Embedding` call it.
+-- @function dle.embedding
+-- @tparam dle.Tensor weight 2-D {V, D}
+-- @tparam dle.Tensor indices int64, values 1..V
+-- @param[opt] opts `{padding_idx}`
+-- @treturn dle.Tensor {indices..., D}
+
+--- Returns inverted dropout of x: elements zeroed with probability p, the rest scaled by 1/(1-p).
+-- Always applies (the training switch is `F.dropout`'s and `nn.Dropout`'s); p must be in [0, 1]:
+-- 0 is the identity, 1 gives zeros. The mask comes from the generator's Philox stream and is
+-- regenerated in the backward, never stored. Integer x gives float32. Differentiable.
+-- @function dle.dropout
+-- @tparam dle.Tensor x
+-- @param p number in [0, 1]
+-- @param[opt] opts `{generator}`
+-- @treturn dle.Tensor
+
+--- Returns scaled dot-product attention softmax(q k^T * scale + mask) v and the probabilities.
+-- q {..., L, E}, k {..., S, E}, v {..., S, Ev}; the batch dims broadcast. Options: `mask` (bool,
+-- true = may attend, or float, added to the scores; broadcastable to {..., L, S}), `causal`
+-- (query i sees keys 1..i), `scale` (default 1/sqrt(E)). A query with no allowed key gets zero
+-- probabilities and a zero output. `dle.sdpa(qkv, opts)` takes q, k, v packed in one
+-- {3, ..., T, E} tensor. q, k and v are read where they lie (head-split views are not copied).
+-- Differentiable in q, k and v (not the mask). `nn.MultiheadAttention` runs on it.
+-- @function dle.sdpa
+-- @tparam dle.Tensor q {..., L, E} (or the packed qkv {3, ..., T, E})
+-- @tparam dle.Tensor k {..., S, E}
+-- @tparam dle.Tensor v {..., S, Ev}
+-- @param[opt] opts `{mask, causal = false, scale}`
+-- @return out {..., L, Ev}, probs {..., L, S}
+-- @usage local out = dle.sdpa(q, k, v, {causal = true})

@@ -1,0 +1,234 @@
+-- options_spec.lua — "an option a function does not know is an error naming it" (API.md), across
+-- the public API: every function and constructor that takes an options table, called with valid
+-- positional arguments and {bogus_option = 1}, raises an error naming the function and
+-- bogus_option (and the options it knows). The Lua packages are walked: each public function
+-- and class of dle.nn, dle.nn.functional, dle.nn.init, dle.nn.utils, dle.optim, dle.optim.lr,
+-- dle.amp, dle.dist and dle.rewrite must be listed below as taking options (with a call) or
+-- not, so a new one cannot be forgotten. dle's own functions (C) are listed by hand.
+local dle = require "dle"
+
+local nn, F = dle.nn, dle.nn.functional
+local I64 = {dtype = "int64"}
+local BOGUS = {bogus_option = 1}
+
+local x = dle.randn(2, 3)
+local t = dle.tensor({1, 3}, I64)
+local img = dle.randn(1, 2, 4, 4)
+local function params() return {dle.zeros(2):requires_grad_()} end
+local function opt() return dle.optim.SGD(params(), {lr = 0.1}) end
+
+-- name -> {function(opts) calling it with opts, the name its message uses}
+local with_options = {
+  -- dle.nn classes (constructors) and methods
+  ["nn.Linear"] = {function(o) return nn.Linear(3, 2, o) end, "Linear"},
+  ["nn.Conv2d"] = {function(o) return nn.Conv2d(2, 2, 3, o) end, "Conv2d"},
+  ["nn.MaxPool2d"] = {function(o) return nn.MaxPool2d(2, 2, o) end, "MaxPool2d"},
+  ["nn.AvgPool2d"] = {function(o) return nn.AvgPool2d(2, 2, o) end, "AvgPool2d"},
+  ["nn.BatchNorm1d"] = {function(o) return nn.BatchNorm1d(3, o) end, "BatchNorm1d"},
+  ["nn.BatchNorm2d"] = {function(o) return nn.BatchNorm2d(3, o) end, "BatchNorm2d"},
+  ["nn.Dropout"] = {function(o) return nn.Dropout(0.5, o) end, "Dropout"},
+  ["nn.Embedding"] = {function(o) return nn.Embedding(4, 2, o) end, "Embedding"},
+  ["nn.LayerNorm"] = {function(o) return nn.LayerNorm(3, o) end, "LayerNorm"},
+  ["nn.MultiheadAttention"] = {function(o) return nn.MultiheadAttention(4, 2, o) end, "MultiheadAttention"},
+  ["nn.TransformerBlock"] = {function(o) return nn.TransformerBlock(4, 2, o) end, "TransformerBlock"},
+  ["nn.CrossEntropyLoss"] = {function(o) return nn.CrossEntropyLoss(o) end, "CrossEntropyLoss"},
+  ["nn.NLLLoss"] = {function(o) return nn.NLLLoss(o) end, "NLLLoss"},
+  ["nn.MSELoss"] = {function(o) return nn.MSELoss(o) end, "MSELoss"},
+  ["nn.BCEWithLogitsLoss"] = {function(o) return nn.BCEWithLogitsLoss(o) end, "BCEWithLogitsLoss"},
+  ["Module:zero_grad"] = {function(o) return nn.Linear(3, 2):zero_grad(o) end, "Linear:zero_grad"},
+  ["Module:load_state_dict"] = {function(o)
+    local m = nn.Linear(3, 2)
+    return m:load_state_dict(m:state_dict(), o)
+  end, "load_state_dict"},
+  ["Module:summary"] = {function(o) return nn.Linear(3, 2):summary({1, 3}, o) end, "Linear:summary"},
+  ["MultiheadAttention:forward"] = {function(o)
+    return nn.MultiheadAttention(4, 2)(dle.randn(1, 2, 4), o)
+  end, "MultiheadAttention:forward"},
+  ["TransformerBlock:forward"] = {function(o)
+    return nn.TransformerBlock(4, 2)(dle.randn(1, 2, 4), o)
+  end, "MultiheadAttention:forward"},
+  -- dle.nn.functional
+  ["nn.functional.cross_entropy"] = {function(o) return F.cross_entropy(x, t, o) end, "cross_entropy"},
+  ["nn.functional.nll_loss"] = {function(o) return F.nll_loss(x, t, o) end, "nll_loss"},
+  ["nn.functional.mse_loss"] = {function(o) return F.mse_loss(x, x, o) end, "mse_loss"},
+  ["nn.functional.binary_cross_entropy_with_logits"] = {function(o)
+    return F.binary_cross_entropy_with_logits(x, x, o)
+  end, "binary_cross_entropy_with_logits"},
+  ["nn.functional.dropout"] = {function(o) return F.dropout(x, 0.5, true, o) end, "dropout"},
+  ["nn.functional.embedding"] = {function(o) return F.embedding(t, dle.randn(4, 2), o) end, "embedding"},
+  ["nn.functional.conv2d"] = {function(o) return F.conv2d(img, dle.randn(2, 2, 3, 3), nil, o) end, "conv2d"},
+  ["nn.functional.max_pool2d"] = {function(o) return F.max_pool2d(img, 2, o) end, "max_pool2d"},
+  ["nn.functional.avg_pool2d"] = {function(o) return F.avg_pool2d(img, 2, o) end, "avg_pool2d"},
+  ["nn.functional.batch_norm"] = {function(o)
+    return F.batch_norm(x, dle.zeros(3), dle.ones(3), nil, nil, true, 0.1, 1e-5, o)
+  end, "batch_norm"},
+  ["nn.functional.scaled_dot_product_attention"] = {function(o)
+    local q = dle.randn(1, 2, 4)
+    return F.scaled_dot_product_attention(q, q, q, o)
+  end, "scaled_dot_product_attention"},
+  -- dle.nn.init and dle.nn.utils
+  ["nn.init.uniform_"] = {function(o) return nn.init.uniform_(dle.zeros(2, 2), 0, 1, o) end, "uniform_"},
+  ["nn.init.normal_"] = {function(o) return nn.init.normal_(dle.zeros(2, 2), 0, 1, o) end, "normal_"},
+  ["nn.init.xavier_uniform_"] = {function(o) return nn.init.xavier_uniform_(dle.zeros(2, 2), 1, o) end, "uniform_"},
+  ["nn.init.xavier_normal_"] = {function(o) return nn.init.xavier_normal_(dle.zeros(2, 2), 1, o) end, "normal_"},
+  ["nn.init.kaiming_uniform_"] = {function(o) return nn.init.kaiming_uniform_(dle.zeros(2, 2), o) end, "kaiming_uniform_"},
+  ["nn.init.kaiming_normal_"] = {function(o) return nn.init.kaiming_normal_(dle.zeros(2, 2), o) end, "kaiming_normal_"},
+  ["nn.init.trunc_normal_"] = {function(o) return nn.init.trunc_normal_(dle.zeros(2, 2), 1, -2, 2, o) end, "trunc_normal_"},
+  ["nn.utils.clip_grad_norm_"] = {function(o) return nn.utils.clip_grad_norm_(params(), 1, o) end, "clip_grad_norm_"},
+  -- dle.optim and its schedulers
+  ["optim.SGD"] = {function(o) return dle.optim.SGD(params(), o) end, "SGD"},
+  ["optim.Adam"] = {function(o) return dle.optim.Adam(params(), o) end, "Adam"},
+  ["optim.functional.adam"] = {function(o)
+    local p = params()
+    return dle.optim.functional.adam(p, {dle.ones(2)}, {}, o)
+  end, "optim.functional.adam"},
+  ["optim.AdamW"] = {function(o) return dle.optim.AdamW(params(), o) end, "AdamW"},
+  ["optim.Adagrad"] = {function(o) return dle.optim.Adagrad(params(), o) end, "Adagrad"},
+  ["optim.RMSprop"] = {function(o) return dle.optim.RMSprop(params(), o) end, "RMSprop"},
+  ["optim param group"] = {function(o)
+    o.params = params()
+    return dle.optim.SGD({o}, {lr = 0.1})
+  end, "SGD"},
+  ["optim.lr.cosine"] = {function(o) o.total = 10; return dle.optim.lr.cosine(opt(), o) end, "lr.cosine"},
+  ["optim.lr.step"] = {function(o) o.step_size = 2; return dle.optim.lr.step(opt(), o) end, "lr.step"},
+  -- dle.amp, dle.dist, dle.rewrite, dle.data, the REPL
+  ["amp.GradScaler"] = {function(o) return dle.amp.GradScaler(o) end, "GradScaler"},
+  ["dist.DistributedDataParallel"] = {function(o) return dle.dist.DistributedDataParallel(nn.Linear(2, 2), o) end,
+    "DistributedDataParallel"},
+  ["rewrite.apply"] = {function(o)
+    local g = dle.graph.trace(function(a) return a * 1 end, x)
+    return dle.rewrite.apply(g, {}, o)
+  end, "rewrite.apply"},
+  ["rewrite.verify"] = {function(o) return dle.rewrite.verify(dle.rewrite.rules.algebra[1], o) end, "rewrite.verify"},
+  ["rewrite.pattern.const"] = {function(o) return dle.rewrite.pattern.const(1, o) end, "pattern.const"},
+  ["rewrite.pattern.op"] = {function(o) return dle.rewrite.pattern.mul(dle.rewrite.pattern.any("x"), o) end, "pattern.mul"},
+  ["data.DataLoader"] = {function(o) return dle.data.DataLoader({x}, o) end, "DataLoader"},
+  ["repl.run"] = {function(o) return require("dle.repl").run(o) end, "repl.run"},
+  -- dle's own functions (C): creation, random, nn ops, autograd, arithmetic
+  ["zeros"] = {function(o) return dle.zeros(2, o) end, "zeros"},
+  ["ones"] = {function(o) return dle.ones(2, o) end, "ones"},
+  ["empty"] = {function(o) return dle.empty(2, o) end, "empty"},
+  ["full"] = {function(o) return dle.full({2}, 1, o) end, "full"},
+  ["arange"] = {function(o) return dle.arange(1, 3, o) end, "arange"},
+  ["linspace"] = {function(o) return dle.linspace(0, 1, 3, o) end, "linspace"},
+  ["eye"] = {function(o) return dle.eye(2, o) end, "eye"},
+  ["tensor"] = {function(o) return dle.tensor({1, 2}, o) end, "tensor"},
+  ["zeros_like"] = {function(o) return dle.zeros_like(x, o) end, "zeros_like"},
+  ["ones_like"] = {function(o) return dle.ones_like(x, o) end, "ones_like"},
+  ["empty_like"] = {function(o) return dle.empty_like(x, o) end, "empty_like"},
+  ["full_like"] = {function(o) return dle.full_like(x, 2, o) end, "full_like"},
+  ["rand"] = {function(o) return dle.rand(2, o) end, "rand"},
+  ["randn"] = {function(o) return dle.randn(2, o) end, "randn"},
+  ["randint"] = {function(o) return dle.randint(1, 5, {2}, o) end, "randint"},
+  ["rand_like"] = {function(o) return dle.rand_like(x, o) end, "rand_like"},
+  ["randn_like"] = {function(o) return dle.randn_like(x, o) end, "randn_like"},
+  ["randperm"] = {function(o) return dle.randperm(3, o) end, "randperm"},
+  ["bernoulli"] = {function(o) return dle.bernoulli(dle.rand(2), o) end, "bernoulli"},
+  ["Tensor:uniform_"] = {function(o) return dle.zeros(2):uniform_(0, 1, o) end, "uniform_"},
+  ["Tensor:normal_"] = {function(o) return dle.zeros(2):normal_(0, 1, o) end, "normal_"},
+  ["Tensor:random_"] = {function(o) return dle.zeros(2):random_(1, 5, o) end, "random_"},
+  ["Tensor:bernoulli_"] = {function(o) return dle.zeros(2):bernoulli_(0.5, o) end, "bernoulli_"},
+  ["cross_entropy"] = {function(o) return dle.cross_entropy(x, t, o) end, "cross_entropy"},
+  ["nll_loss"] = {function(o) return dle.nll_loss(x, t, o) end, "nll_loss"},
+  ["mse_loss"] = {function(o) return dle.mse_loss(x, x, o) end, "mse_loss"},
+  ["binary_cross_entropy_with_logits"] = {function(o) return dle.binary_cross_entropy_with_logits(x, x, o) end,
+    "binary_cross_entropy_with_logits"},
+  ["soft_cross_entropy"] = {function(o) return dle.soft_cross_entropy(x, x, o) end, "soft_cross_entropy"},
+  ["embedding"] = {function(o) return dle.embedding(dle.randn(4, 2), t, o) end, "embedding"},
+  ["dropout"] = {function(o) return dle.dropout(x, 0.5, o) end, "dropout"},
+  ["sdpa"] = {function(o) local q = dle.randn(1, 2, 4); return dle.sdpa(q, q, q, o) end, "sdpa"},
+  ["conv2d"] = {function(o) return dle.conv2d(img, dle.randn(2, 2, 3, 3), nil, o) end, "conv2d"},
+  ["max_pool2d"] = {function(o) return dle.max_pool2d(img, 2, o) end, "max_pool2d"},
+  ["avg_pool2d"] = {function(o) return dle.avg_pool2d(img, 2, o) end, "avg_pool2d"},
+  ["add"] = {function(o) return dle.add(x, x, o) end, "add"},
+  ["sub"] = {function(o) return x:sub(x, o) end, "sub"},
+  ["matmul"] = {function(o) return dle.matmul(x, x:t(), o) end, "matmul"},
+  ["Tensor:backward"] = {function(o) return (x:requires_grad_() * 1):sum():backward(o) end, "backward"},
+  ["backward"] = {function(o) return dle.backward({(x:requires_grad_() * 1):sum()}, nil, o) end, "backward"},
+  ["grad"] = {function(o) local a = dle.randn(2):requires_grad_(); return dle.grad({a:sum()}, {a}, o) end, "grad"},
+  ["gradcheck"] = {function(o) return dle.gradcheck(function(a) return a * 2 end, {dle.randn(2)}, o) end, "gradcheck"},
+  ["autocast"] = {function(o) o.dtype = "bfloat16"; return dle.autocast(o, function() end) end, "autocast"},
+  ["set_printoptions"] = {function(o) return dle.set_printoptions(o) end, "set_printoptions"},
+}
+
+-- The public names of the walked packages that take no options table.
+local without_options = {
+  nn = {"Module", "Parameter", "Sequential", "Flatten", "Identity", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid",
+        "Softmax", "LogSoftmax", "functional", "init", "utils"},
+  ["nn.functional"] = {"relu", "gelu", "silu", "tanh", "sigmoid", "softmax", "log_softmax", "linear",
+                       "layer_norm", "one_hot", "causal_mask"},
+  ["nn.init"] = {"calculate_fans", "calculate_gain", "constant_", "ones_", "zeros_"},
+  ["nn.utils"] = {"parameters_to_vector", "vector_to_parameters"},
+  -- Optimizer is the base class; ZeroRedundancyOptimizer checks its options with the optimizer
+  -- class it wraps, after dle.dist.init() (tested in dist_spec)
+  optim = {"Optimizer", "ZeroRedundancyOptimizer", "lr", "functional"},
+  ["optim.lr"] = {"Scheduler"},
+  amp = {},
+  dist = {"abort", "all_reduce", "barrier", "broadcast", "finalize", "init", "is_available", "is_initialized",
+          "rank", "world_size"},
+  -- rule takes a rule's spec {name, pattern, replace}, checked by rewrite.rule itself
+  rewrite = {"build", "flatten", "is_rule", "rule", "rules", "pattern"},
+}
+
+local function package(path)
+  local p = dle
+  for part in path:gmatch("[^.]+") do p = p[part] end
+  return p
+end
+
+describe("unknown options", function()
+  it("every public function and class of the Lua packages is classified as taking options or not", function()
+    for path, without in pairs(without_options) do
+      local no = {}
+      for _, n in ipairs(without) do no[n] = true end
+      for name, v in pairs(package(path)) do
+        if type(v) == "function" or type(v) == "table" then
+          local key = path .. "." .. name
+          assert.is_true(no[name] or with_options[key] ~= nil,
+            key .. " is neither called with options here nor listed as taking none")
+        end
+      end
+    end
+  end)
+
+  local names = {}
+  for name in pairs(with_options) do names[#names + 1] = name end
+  table.sort(names)
+  for _, name in ipairs(names) do
+    local call, fname = with_options[name][1], with_options[name][2]
+    it(name .. " raises an error naming " .. fname .. " and bogus_option", function()
+      local o = {}
+      for k, v in pairs(BOGUS) do o[k] = v end
+      local ok, err = pcall(call, o)
+      assert.is_false(ok, name .. " accepted {bogus_option = 1}")
+      err = tostring(err)
+      assert.truthy(err:find(fname .. ": unknown option 'bogus_option' (known: ", 1, true), err)
+    end)
+  end
+
+  it("the message lists the known options, sorted", function()
+    local ok, err = pcall(F.cross_entropy, x, t, {wieght = dle.ones(3)})
+    assert.is_false(ok)
+    assert.truthy(err:find("cross_entropy: unknown option 'wieght' (known: ignore_index, label_smoothing, "
+      .. "reduction, weight)", 1, true), err)
+    ok, err = pcall(dle.zeros, 2, {dtyp = "float64"})
+    assert.is_false(ok)
+    assert.truthy(err:find("zeros: unknown option 'dtyp' (known: device, dtype, generator, requires_grad)", 1, true), err)
+  end)
+
+  it("a non-table options argument is an error naming the function and what was given", function()
+    local ok, err = pcall(F.cross_entropy, x, t, 3)
+    assert.is_false(ok)
+    assert.truthy(err:find("cross_entropy: options must be a table, got number 3", 1, true), err)
+  end)
+
+  it("valid options still work (one of each kind)", function()
+    assert.are.equal("float64", dle.zeros(2, {dtype = "float64", requires_grad = false}):dtype())
+    assert.are.equal(0, nn.Linear(3, 2, {bias = false, dtype = "float32"}).bias == nil and 0 or 1)
+    assert.are.equal(0.5, dle.optim.SGD(params(), {lr = 0.5, momentum = 0.9}).param_groups[1].lr)
+    assert.is_true(F.cross_entropy(x, t, {reduction = "sum", label_smoothing = 0.1, ignore_index = 2,
+      weight = dle.ones(3)}):item() > 0)
+    assert.are.equal(2, dle.add(x, x, {alpha = 2}):size(1))
+    assert.are.equal(4, #dle.rand(4, {generator = dle.Generator(1)}):totable())
+  end)
+end)
