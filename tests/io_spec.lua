@@ -463,6 +463,15 @@ describe("dle.save, dle.save_npy, dle.save_safetensors write crash-safely", func
     assert.are.same({}, temps())
   end)
 
+  it("fsync the directory after the rename (the binding opens it O_DIRECTORY)", function()
+    core._io_sync_dir(DIR, "test")
+    local msg = err_of(core._io_sync_dir, path("no-such-dir"), "dle.save: x")
+    assert.truthy(msg:find("dle.save: x: cannot open the directory " .. path("no-such-dir"), 1, true), msg)
+    write_bytes(path("plain"), "not a directory")
+    msg = err_of(core._io_sync_dir, path("plain"), "dle.save: x")
+    assert.truthy(msg:find("Not a directory", 1, true), msg)
+  end)
+
   it("write into the target's directory and report a missing directory", function()
     local msg = err_of(dle.save, path("no/such/dir/x.dle"), 1)
     assert.truthy(msg:find("dle.save: cannot create the temporary file", 1, true), msg)
