@@ -167,6 +167,10 @@ static int l_io_view(lua_State *L) {
   int empty = 0;
   for (int d = 0; d < n; d++) {
     if (sizes[d] < 0) return io_fail(L, "%s: negative size in a view", what);
+    /* A stride of a size-1 dim addresses nothing, but kernels still scale it to bytes: keep it
+     * within what a dle tensor can have (at most INT64_MAX / 16 elements). */
+    if (strides[d] > INT64_MAX / 16 || strides[d] < -(INT64_MAX / 16))
+      return io_fail(L, "%s: view stride %lld out of range", what, (long long)strides[d]);
     if (sizes[d] == 0) empty = 1;
     else if (__builtin_mul_overflow(sizes[d] - 1, strides[d], &span) ||
              (span < 0 ? __builtin_add_overflow(lo, span, &lo) : __builtin_add_overflow(hi, span, &hi)))

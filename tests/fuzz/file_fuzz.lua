@@ -165,7 +165,7 @@ FORMATS.selftest = {ext = "txt", name = "selftest", tokens = {}, make_seed = fun
 ---------------------------------------------------------------- mutations
 
 local HUGE = {0, 1, 2, 7, 8, 64, 255, 0x7F, 0x7FFF, 0xFFFF, 0x7FFFFFFF, 0xFFFFFFFF, 1 << 32, 1 << 40,
-  1 << 56, math.maxinteger, math.mininteger, -1, -8, -64}
+  1 << 56, math.maxinteger // 16, math.maxinteger, math.mininteger, -1, -8, -64}
 local BAD_TOKENS = {"float99", "F8", "<U4", "<c8", "|O", "int8", "I8", "complex64", "", "null", "[]",
   "{}", "\0", "F32\0", "BF16 "}
 local BAD_NUMBERS = {"0", "-1", "4.5", "1e400", "-0", "9007199254740993", "18446744073709551616",
