@@ -64,7 +64,7 @@ local function random_tensor(r, dtypes)
   local ndim = r(4) - 1
   local shape = {}
   for i = 1, ndim do shape[i] = r(4) - 1 end
-  local t = dle.randn(shape):mul(4):to(r.pick(dtypes or DTYPES))
+  local t = dle.randn(shape, {generator = r.gen}):mul(4):to(r.pick(dtypes or DTYPES))
   if ndim >= 2 and r(3) == 1 then t = t:transpose(1, 2) end
   if ndim >= 1 and t:size(1) > 1 and r(3) == 1 then t = t:narrow(1, 2, t:size(1) - 1) end
   if ndim == 0 and r(4) == 1 then t = t:view(1):expand(r(3), r(3)) end
@@ -283,6 +283,7 @@ function Fuzz:seeds(dir)
   if self.pool then return self.pool end
   self.pool = {}
   local r = rng(self.opts.seed * 7919)
+  r.gen = dle.Generator(self.opts.seed)   -- tensor values independent of dle's global RNG state
   for _, name in ipairs(self.formats) do
     local list = {}
     for k = 1, 16 do list[k] = FORMATS[name].make_seed(r, dir) end
@@ -345,7 +346,6 @@ local function child(listfile, outfile)
 end
 
 ---------------------------------------------------------------- the parent: batches
-
 
 -- This script's path, to run it again as the child.
 local SCRIPT = debug.getinfo(1, "S").source:match("^@(.*)$")
@@ -411,8 +411,8 @@ function Fuzz:fail(case, reason)
   os.execute("mkdir -p " .. q(self.opts.out))
   local base = string.format("%s/case-%d-%d.%s", self.opts.out, self.opts.seed, case.i, FORMATS[case.name].ext)
   write_file(base, case.bytes)
-  write_file(base .. ".txt", string.format("%s\nreplay: scripts/dle tests/fuzz/file_fuzz.lua --seed %d --only %d\n",
-    reason, self.opts.seed, case.i))
+  write_file(base .. ".txt", string.format("%s\nreplay: tests/fuzz/files --seed %d --only %d   (ASan; "
+    .. "scripts/dle tests/fuzz/file_fuzz.lua ... on the release build)\n", reason, self.opts.seed, case.i))
   self.failures[#self.failures + 1] = {i = case.i, name = case.name, reason = reason, file = base}
 end
 
@@ -465,8 +465,10 @@ if arg and arg[0] and SCRIPT and arg[0]:find("file_fuzz%.lua$") then
     local path = dir .. "/only." .. FORMATS[name].ext
     write_file(path, bytes)
     print(string.format("# case %d: %s, %d bytes, saved as %s", o.only, name, #bytes, path))
-    print(pcall(FORMATS[name].load, path))
-    os.exit(0)
+    local res = table.pack(pcall(FORMATS[name].load, path))
+    print(table.unpack(res, 1, res.n))
+    if res[1] then touch(res[2], 0); touch(res[3], 0) end
+    os.exit(0, true)
   end
   local t0 = os.time()
   print(string.format("# file_fuzz: seed %d, cases %d..%d, formats %s%s", o.seed, o.from, o.from + o.count - 1,
