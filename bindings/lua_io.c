@@ -178,6 +178,10 @@ static int l_io_view(lua_State *L) {
                        (long long)sizes[d], (long long)strides[d]);
   }
   int64_t elems = (int64_t)(base->storage->nbytes / dle_dtype_size(base->dtype));
+  /* even an empty view's offset is scaled to a data pointer: it must lie in the storage */
+  if (offset > elems)
+    return io_fail(L, "%s: view offset %lld past a storage of %lld elements", what, (long long)offset,
+                   (long long)elems);
   if (!empty && (lo < 0 || hi >= elems))
     return io_fail(L, "%s: a view reaches elements %lld..%lld of a storage of %lld", what,
                      (long long)lo, (long long)hi, (long long)elems);
