@@ -141,9 +141,21 @@ static dle_status read_idx(const char *path, dle_tensor **out) {
     count *= (uint64_t)sizes[d];
     if (sizes[d] != 0) nonzero *= (uint64_t)sizes[d];
   }
+  /* A raw file's size is known: a header announcing more data than the file holds is an error
+   * before anything is allocated for it. */
+  struct stat st;
+  uint64_t need = 4 + 4 * (uint64_t)ndim + count * (uint64_t)ty->file_size;
+  if (gzdirect(f) && stat(path, &st) == 0 && need > (uint64_t)st.st_size) {
+    char shape[128];
+    dle_error("idx: %s: truncated data: a %s tensor of size %s needs %llu bytes, the file has %llu",
+              path, ty->name, dle_shape_str(shape, sizeof shape, ndim, sizes),
+              (unsigned long long)(count * (uint64_t)ty->file_size),
+              (unsigned long long)(st.st_size - 4 - 4 * ndim));
+    goto fail;
+  }
   if (dle_tensor_empty(&t, ndim, sizes, ty->dtype, DLE_DEVICE_CPU) != DLE_OK) {
     char why[256];
-    snprintf(why, sizeof why, "%s", dle_last_error());  /* dle_error overwrites it */
+    snprintf(why, sizeof why, "%s", dle_last_error());
     dle_error("idx: %s: %s", path, why);
     goto fail;
   }

@@ -946,6 +946,14 @@ dle_status dle_serialize_file_size(FILE *f, uint64_t *size, const char *what);
 /* fflush + fsync: the data has reached the disk before the file is renamed into place. */
 dle_status dle_serialize_sync(FILE *f, const char *what);
 
+/* fsync of a directory (opened O_RDONLY | O_DIRECTORY): a rename into it is on the disk. */
+dle_status dle_serialize_sync_dir(const char *dir, const char *what);
+
+/* Removes the temp files "<path>.tmp-<pid>" that dead processes left next to path (a save killed
+ * mid-write); a pid that is still alive (kill(pid, 0) does not fail with ESRCH) keeps its file.
+ * *removed receives how many were removed. */
+dle_status dle_serialize_remove_stale(const char *path, int *removed, const char *what);
+
 #ifdef __cplusplus
 }
 #endif

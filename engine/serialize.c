@@ -5,10 +5,14 @@
 #define _FILE_OFFSET_BITS 64
 #include "internal.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 static int host_is_big_endian(void) {
@@ -115,4 +119,69 @@ dle_status dle_serialize_sync(FILE *f, const char *what) {
   if (fflush(f) != 0) return dle_error("%s: flush failed (%s)", what, strerror(errno));
   if (fsync(fileno(f)) != 0) return dle_error("%s: fsync failed (%s)", what, strerror(errno));
   return DLE_OK;
+}
+
+dle_status dle_serialize_sync_dir(const char *dir, const char *what) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return dle_error("%s: cannot open the directory %s (%s)", what, dir, strerror(errno));
+  int rc = fsync(fd), e = errno;
+  close(fd);
+  /* Some file systems cannot fsync a directory (EINVAL): there is nothing more to wait for. */
+  if (rc != 0 && e != EINVAL)
+    return dle_error("%s: fsync of the directory %s failed (%s)", what, dir, strerror(e));
+  return DLE_OK;
+}
+
+/* The pid in a name "<base>.tmp-<digits>", or 0 when name is not such a temp file of base. */
+static long temp_pid(const char *name, const char *base) {
+  size_t n = strlen(base);
+  if (strncmp(name, base, n) != 0 || strncmp(name + n, ".tmp-", 5) != 0) return 0;
+  const char *p = name + n + 5;
+  if (*p < '1' || *p > '9') return 0;
+  long pid = 0;
+  for (; *p; p++) {
+    if (*p < '0' || *p > '9' || pid > 99999999) return 0;
+    pid = pid * 10 + (*p - '0');
+  }
+  return pid;
+}
+
+dle_status dle_serialize_remove_stale(const char *path, int *removed, const char *what) {
+  *removed = 0;
+  const char *slash = strrchr(path, '/');
+  const char *base = slash ? slash + 1 : path;
+  size_t dlen = slash ? (size_t)(slash - path) : 0;
+  char *dir = malloc(dlen + 2);
+  if (!dir) return dle_error("%s: out of memory", what);
+  if (!slash) strcpy(dir, ".");
+  else if (dlen == 0) strcpy(dir, "/");
+  else {
+    memcpy(dir, path, dlen);
+    dir[dlen] = 0;
+  }
+  DIR *d = opendir(dir);
+  if (!d) {
+    /* the save itself reports a missing directory */
+    free(dir);
+    return DLE_OK;
+  }
+  dle_status st = DLE_OK;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    long pid = temp_pid(e->d_name, base);
+    if (pid <= 0 || pid == (long)getpid()) continue;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;   /* alive, or not ours to judge */
+    size_t len = strlen(dir) + strlen(e->d_name) + 2;
+    char *full = malloc(len);
+    if (!full) { st = dle_error("%s: out of memory", what); break; }
+    snprintf(full, len, "%s/%s", dir, e->d_name);
+    if (unlink(full) == 0) (*removed)++;
+    else if (errno != ENOENT)   /* another process may have removed it first */
+      st = dle_error("%s: cannot remove the stale temp file %s (%s)", what, full, strerror(errno));
+    free(full);
+    if (st != DLE_OK) break;
+  }
+  closedir(d);
+  free(dir);
+  return st;
 }

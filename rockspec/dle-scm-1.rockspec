@@ -17,6 +17,9 @@ description = {
   detailed = "Tensors with views and broadcasting, CPU kernels (OpenMP, OpenBLAS), scripted in Lua 5.4.",
   license = "MIT",
 }
+-- dle.io also needs lua-cjson (`require "cjson"`, JSON of safetensors headers). It is not listed
+-- here because the offline install takes it from Debian (package lua-cjson, scripts/bootstrap),
+-- which LuaRocks does not see; from a LuaRocks server it is the rock "lua-cjson".
 dependencies = { "lua >= 5.4, < 5.5" }
 external_dependencies = { OPENBLAS = { library = "openblas" } }
 
@@ -37,7 +40,8 @@ local c_sources = {
 }
 -- Lua files under lua/dle/ (without .lua): "x" is module dle.x, "x/init" dle.x, "x/y" dle.x.y.
 local lua_files = {
-  "amp", "autograd", "check", "checkpoint", "einsum", "io", "profile", "repl", "tensor",
+  "amp", "autograd", "check", "checkpoint", "einsum", "profile", "repl", "tensor",
+  "io/init", "io/common", "io/json", "io/atomic", "io/dle_format", "io/npy", "io/safetensors",
   "data/init", "data/DataLoader", "data/TextCorpus",
   "nn/init", "nn/module", "nn/functional", "nn/weight_init", "nn/utils", "nn/linear", "nn/sequential",
   "nn/activations", "nn/flatten", "nn/dropout", "nn/embedding", "nn/layer_norm", "nn/losses",

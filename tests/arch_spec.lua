@@ -18,10 +18,27 @@ local function sh(cmd)
   return out
 end
 
--- The object files of one build/obj/<dir> (any configuration).
+-- The source files (by stem) of the C layer each object directory is built from: an object whose
+-- source is gone (left by a build before a file was renamed) is not part of the library.
+local SOURCES = {engine = {"engine", "engine/ops", "engine/autograd"}, cpu = {"kernels/cpu"}, native = {"bindings"}}
+
+local function stems(dirs)
+  local set = {}
+  for _, d in ipairs(dirs) do
+    for f in sh("ls " .. q(root .. "/" .. d)):gmatch("[^\n]+") do
+      local stem = f:match("^(.*)%.c$")
+      if stem then set[stem] = true end
+    end
+  end
+  return set
+end
+
+-- The object files of one build/obj/<dir> (any configuration) whose source exists.
 local function objects(dir)
-  local list = {}
-  for f in sh("ls " .. q(build .. "/obj/" .. dir) .. "/*/*.o"):gmatch("[^\n]+") do list[#list + 1] = f end
+  local list, current = {}, stems(SOURCES[dir])
+  for f in sh("ls " .. q(build .. "/obj/" .. dir) .. "/*/*.o"):gmatch("[^\n]+") do
+    if current[f:match("([^/]+)%.o$")] then list[#list + 1] = f end
+  end
   return list
 end
 

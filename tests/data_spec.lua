@@ -140,6 +140,18 @@ describe("dle.data.idx", function()
     H.assert_error(function() dle.data.idx(gz) end, gz, "truncated data", "has 21")
   end)
 
+  it("rejects a raw file whose header announces more data than it holds before allocating it", function()
+    -- 3 x 111 x 2^31 int32 elements announced (2.6 TB), 6 bytes of data; also the gzip of it,
+    -- whose size is unknown until read: its allocation error names idx and the path
+    write(tmp("huge.idx"), string.pack(">BBBBI4I4I4", 0, 0, 0x0C, 3, 3, 111, 1 << 31) .. "\1\2\3\4\5\6")
+    H.assert_error(function() dle.data.idx(tmp("huge.idx")) end, "idx: " .. tmp("huge.idx"),
+      "truncated data", "{3,111,2147483648}", "has 6")
+    local gz = gzip(tmp("huge.idx"))
+    local ok, msg = pcall(dle.data.idx, gz)
+    assert.is_false(ok)
+    assert.truthy(msg:find("idx: " .. gz, 1, true), msg)
+  end)
+
   it("rejects a file with more data than its header says (size mismatch)", function()
     write(tmp("long.idx"), idx_bytes(0x08, "B", {2}, {1, 2, 3}))
     H.assert_error(function() dle.data.idx(tmp("long.idx")) end, tmp("long.idx"), "size mismatch")

@@ -6,12 +6,7 @@
 local dle = require "dle"
 local fuzzer = require "fuzz.fuzzer"
 
-local function tmpdir()
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(os.execute("mkdir -p '" .. dir .. "'"))
-  return dir
-end
+local tmpdir = require("helpers").tmpdir
 
 -- The problems as readable lines, for the failure message.
 local function report(problems)

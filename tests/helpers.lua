@@ -533,4 +533,12 @@ function H.read_file(path)
   return s
 end
 
+--- A new empty directory under /tmp (the caller removes it).
+function H.tmpdir()
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p '" .. dir .. "'"))
+  return dir
+end
+
 return H

@@ -12,18 +12,8 @@ local function path(name) return DIR .. "/" .. name end
 
 teardown(function() os.execute("rm -rf '" .. DIR .. "'") end)
 
-local function read_bytes(p)
-  local f = assert(io.open(p, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function write_bytes(p, s)
-  local f = assert(io.open(p, "wb"))
-  f:write(s)
-  f:close()
-end
+local H = require "helpers"
+local read_bytes, write_bytes = H.read_file, H.write_file
 
 local function exists(p)
   local f = io.open(p, "rb")
@@ -78,7 +68,7 @@ describe("dle.save / dle.load", function()
     end
   end)
 
-  it("round-trips 0-dim, empty and transposed (non-contiguous) tensors", function()
+  it("round-trips 0-dim, empty and transposed (non-contiguous, strides kept) tensors", function()
     local t = dle.arange(6):view(2, 3):t()
     assert.is_false(t:is_contiguous())
     local v = {s = dle.tensor(4.5), e = dle.zeros(0, 3), big = dle.zeros(2, 0, 4, {dtype = "int64"}), t = t}
@@ -89,7 +79,8 @@ describe("dle.save / dle.load", function()
     assert.are.same({0, 3}, r.e:shape())
     assert.are.same({2, 0, 4}, r.big:shape())
     assert.are.equal("int64", r.big:dtype())
-    assert.is_true(r.t:is_contiguous())
+    assert.is_false(r.t:is_contiguous())
+    assert.are.same({1, 3}, r.t:stride())
     assert.are.same({{0, 3}, {1, 4}, {2, 5}}, r.t:totable())
   end)
 
@@ -150,19 +141,22 @@ describe("dle.save / dle.load", function()
     assert.are.same(expect, dle.rand(4, {generator = g2}):totable())
   end)
 
-  it("writes the documented layout: magic, version 1, 64-byte aligned little-endian data", function()
+  it("writes the documented layout: magic, version 2, storage and tensor lists, 64-byte aligned data", function()
     dle.save(path("lay.dle"), dle.tensor({1, 2}, {dtype = "int32"}))
     local s = read_bytes(path("lay.dle"))
     assert.are.equal("DLE\0", s:sub(1, 4))
     local _, version, dlen, data_start, data_len = string.unpack("<c4I4i8i8i8", s)
-    assert.are.equal(1, version)
+    assert.are.equal(2, version)
     assert.are.equal(0, data_start % 64)
     assert.is_true(data_start >= 32 + dlen)
     assert.are.equal(8, data_len)
     assert.are.equal(data_start + 8, #s)
     assert.are.equal("\1\0\0\0\2\0\0\0", s:sub(data_start + 1, data_start + 8))
-    -- the description: tag X, dtype name, rank, size, offset, nbytes, flags
-    assert.are.equal("X\5int32\1" .. string.pack("<i8i8i8B", 2, 0, 8, 0), s:sub(33, 32 + dlen))
+    -- the description: 1 storage (dtype, data offset, elements), 1 tensor (storage, rank, size,
+    -- stride, offset, flags), then the value: tensor 1
+    assert.are.equal(string.pack("<i8s1i8i8", 1, "int32", 0, 2) ..
+      string.pack("<i8i8Bi8i8i8B", 1, 1, 1, 2, 1, 0, 0) .. "R" .. string.pack("<i8", 1),
+      s:sub(33, 32 + dlen))
   end)
 
   it("is deterministic: the same value gives the same bytes", function()
@@ -172,27 +166,35 @@ describe("dle.save / dle.load", function()
     assert.are.equal(read_bytes(path("d1.dle")), read_bytes(path("d2.dle")))
   end)
 
-  it("stores a tensor or table reached twice twice, and rejects cycles", function()
+  it("loads a tensor reached twice as one tensor, a table reached twice as two copies", function()
     local t = dle.ones(2)
     local shared = {x = 1}
     dle.save(path("s.dle"), {t, t, shared, shared})
     local r = dle.load(path("s.dle"))
+    assert.is_true(rawequal(r[1], r[2]))
     assert.are.same({1, 1}, r[2]:totable())
     assert.are.same({x = 1}, r[4])
-    local c = {a = {}}
-    c.a.back = c
-    local msg = err_of(dle.save, path("c.dle"), c)
-    assert.truthy(msg:find("dle.save", 1, true))
-    assert.truthy(msg:find("cycle", 1, true))
-    assert.is_false(exists(path("c.dle")))
+    assert.are.same({x = 1}, r[3])
+    assert.is_false(rawequal(r[3], r[4]))
   end)
 
   it("rejects values it cannot store, naming where they are", function()
-    local msg = err_of(dle.save, path("f.dle"), {model = {fn = print}})
-    assert.truthy(msg:find("function", 1, true))
-    assert.truthy(msg:find('value["model"]["fn"]', 1, true))
-    msg = err_of(dle.save, path("f.dle"), {[{}] = 1})
-    assert.truthy(msg:find("table key", 1, true))
+    local function rejects(value, expect)
+      local msg = err_of(dle.save, path("f.dle"), value)
+      assert.truthy(msg:find(expect, 1, true), msg)
+      assert.is_false(exists(path("f.dle")))
+    end
+    rejects({model = {fwd = print}}, "dle.save: value.model.fwd is a function")
+    rejects({co = coroutine.create(print)}, "dle.save: value.co is a coroutine")
+    rejects({list = {1, io.stdout}}, "dle.save: value.list[2] is a userdata (not a tensor)")
+    rejects({opt = setmetatable({}, {})}, "dle.save: value.opt is a table with a metatable")
+    rejects({["a b"] = {f = print}}, 'dle.save: value["a b"].f is a function')
+    rejects({[{}] = 1}, "dle.save: value has a key of type table")
+    local c = {a = {}}
+    c.a.back = c
+    rejects(c, "dle.save: value.a.back is a cycle: it is the table at value, which contains it")
+    local msg = err_of(dle.save, path("f.dle"), nil)
+    assert.truthy(msg:find("nothing to save", 1, true), msg)
   end)
 
   it("writes atomically: replaces an existing file and leaves no temp file", function()
@@ -245,11 +247,249 @@ describe("dle.save / dle.load", function()
     write_bytes(path("dt.dle"), s:sub(1, 32) .. "Q" .. s:sub(34))
     msg = err_of(dle.load, path("dt.dle"))
     assert.truthy(msg:find("corrupt description", 1, true), msg)
-    -- a tensor record pointing past the data section
-    local bad = s:gsub(string.pack("<i8i8", 0, 8), string.pack("<i8i8", 64, 8), 1)
+    -- a value tag that does not exist
+    write_bytes(path("dt.dle"), (s:gsub("R\1\0", "Q\1\0", 1)))
+    msg = err_of(dle.load, path("dt.dle"))
+    assert.truthy(msg:find('unknown tag "Q"', 1, true), msg)
+    -- a storage record pointing past the data section
+    local rec = string.pack("<s1i8i8", "float32", 0, 2)
+    assert.truthy(s:find(rec, 1, true))
+    local bad = s:gsub(rec, string.pack("<s1i8i8", "float32", 64, 2), 1)
     write_bytes(path("dt.dle"), bad)
     msg = err_of(dle.load, path("dt.dle"))
     assert.truthy(msg:find("truncated data", 1, true), msg)
+  end)
+end)
+
+-- The length of the data section a dle file announces (header bytes 25..32).
+local function data_len_of(p)
+  return (select(5, string.unpack("<c4I4i8i8i8", read_bytes(p))))
+end
+
+-- {n = 5, w = int32 {{1, 2, 3}}, g = float32 {1.5} requiring grad} as format version 1 wrote it
+-- (tag "X": a contiguous tensor with its own data), built byte by byte.
+local function v1_file()
+  local function str(s) return string.pack("<c1s8", "s", s) end
+  local desc = string.pack("<c1i8", "T", 3)
+    .. str("g") .. string.pack("<c1s1B", "X", "float32", 1) .. string.pack("<i8i8i8B", 1, 0, 4, 1)
+    .. str("n") .. string.pack("<c1i8", "i", 5)
+    .. str("w") .. string.pack("<c1s1B", "X", "int32", 2) .. string.pack("<i8i8i8i8B", 1, 3, 64, 12, 0)
+  local data_start = (32 + #desc + 63) // 64 * 64
+  local data = string.pack("<f", 1.5) .. string.rep("\0", 60) .. string.pack("<i4i4i4", 1, 2, 3)
+  return string.pack("<c4I4i8i8i8", "DLE\0", 1, #desc, data_start, #data) .. desc ..
+    string.rep("\0", data_start - 32 - #desc) .. data
+end
+
+describe("dle.save / dle.load keep aliasing (format version 2)", function()
+  it("tied weights: one tensor under two names is stored once and loads as one tensor", function()
+    local w = dle.randn(4, 4)
+    dle.save(path("tied.dle"), {emb = w, head = w})
+    assert.are.equal(64, data_len_of(path("tied.dle")))
+    local r = dle.load(path("tied.dle"))
+    assert.is_true(rawequal(r.emb, r.head))
+    assert.are.same(w:totable(), r.emb:totable())
+  end)
+
+  it("views (narrow, transpose, select, expand with stride 0, offset > 0) load sharing one storage", function()
+    local base = dle.arange(24):view(4, 6)
+    local v = {
+      base = base, nar = base:narrow(2, 2, 3), tr = base:t(), row = base:select(1, 3),
+      ex = base:select(1, 2):view(1, 6):expand(3, 6), low = base:narrow(1, 3, 2),
+    }
+    dle.save(path("views.dle"), v)
+    assert.are.equal(24 * 4, data_len_of(path("views.dle")))
+    local r = dle.load(path("views.dle"))
+    for k, t in pairs(v) do
+      assert.is_true(dle.same_storage(r[k], r.base), k)
+      assert.are.same(t:shape(), r[k]:shape(), k)
+      assert.are.same(t:stride(), r[k]:stride(), k)
+      assert.are.equal(t:storage_offset(), r[k]:storage_offset(), k)
+      assert.are.same(t:totable(), r[k]:totable(), k)
+    end
+    assert.are.same({0, 1}, r.ex:stride())
+    assert.are.equal(12, r.low:storage_offset())
+    -- writes through one view are seen in the others
+    r.row:fill_(-1)
+    assert.are.same({-1, -1, -1, -1, -1, -1}, r.base:select(1, 3):totable())
+    assert.are.equal(-1, r.tr:totable()[4][3])
+    r.base:fill_(7)
+    assert.are.same({{7, 7, 7}, {7, 7, 7}, {7, 7, 7}, {7, 7, 7}}, r.nar:totable())
+    assert.are.equal(7, r.ex:totable()[3][6])
+  end)
+
+  it("views in different subtables share after loading", function()
+    local base = dle.randn(3, 4)
+    dle.save(path("sub.dle"), {enc = {w = base:narrow(1, 2, 2)}, dec = {w = base:t()}, top = {{base}}})
+    local r = dle.load(path("sub.dle"))
+    assert.is_true(dle.same_storage(r.enc.w, r.dec.w))
+    assert.is_true(dle.same_storage(r.enc.w, r.top[1][1]))
+    r.top[1][1]:zero_()
+    assert.are.same({{0, 0, 0, 0}, {0, 0, 0, 0}}, r.enc.w:totable())
+    assert.are.same({0, 0, 0}, r.dec.w:select(1, 4):totable())
+  end)
+
+  it("a view saved without its base stores only the span its views cover", function()
+    local base = dle.arange(1000)
+    dle.save(path("span.dle"), {v = base:narrow(1, 101, 10)})
+    assert.are.equal(10 * 4, data_len_of(path("span.dle")))
+    local r = dle.load(path("span.dle"))
+    assert.are.equal(0, r.v:storage_offset())
+    assert.are.same(base:narrow(1, 101, 10):totable(), r.v:totable())
+    -- two overlapping views: the union of their ranges, offsets counted from its start
+    dle.save(path("span2.dle"), {a = base:narrow(1, 101, 10), b = base:narrow(1, 106, 10)})
+    assert.are.equal(15 * 4, data_len_of(path("span2.dle")))
+    r = dle.load(path("span2.dle"))
+    assert.are.equal(0, r.a:storage_offset())
+    assert.are.equal(5, r.b:storage_offset())
+    assert.is_true(dle.same_storage(r.a, r.b))
+    r.b:fill_(0)
+    assert.are.same({100, 101, 102, 103, 104, 0, 0, 0, 0, 0}, r.a:totable())
+  end)
+
+  it("keeps aliasing for float16, bfloat16, int64 and bool tensors", function()
+    for _, dt in ipairs({"float16", "bfloat16", "int64", "bool"}) do
+      local base = sample(dt)
+      dle.save(path("dt2.dle"), {b = base, v = base:t(), s = base:select(2, 3)})
+      local r = dle.load(path("dt2.dle"))
+      assert.are.equal(dt, r.v:dtype())
+      assert.is_true(dle.same_storage(r.b, r.v), dt)
+      assert.is_true(dle.same_storage(r.b, r.s), dt)
+      assert.are.same(base:t():totable(), r.v:totable(), dt)
+      assert.are.same(base:select(2, 3):totable(), r.s:totable(), dt)
+      assert.are.same({1, 3}, r.v:stride(), dt)
+    end
+  end)
+
+  it("keeps requires_grad per tensor, also for tensors sharing a storage", function()
+    local w = dle.randn(3, 2):requires_grad_(true)
+    dle.save(path("rg.dle"), {w = w, again = w, frozen = w:detach():t()})
+    local r = dle.load(path("rg.dle"))
+    assert.is_true(r.w.requires_grad)
+    assert.is_true(rawequal(r.w, r.again))
+    assert.is_false(r.frozen.requires_grad)
+    assert.is_true(dle.same_storage(r.w, r.frozen))
+    assert.are.same(w:detach():t():totable(), r.frozen:totable())
+  end)
+
+  it("still loads version 1 files (each tensor contiguous with its own data)", function()
+    write_bytes(path("v1.dle"), v1_file())
+    local r = dle.load(path("v1.dle"))
+    assert.are.equal(5, r.n)
+    assert.are.equal("int32", r.w:dtype())
+    assert.are.same({{1, 2, 3}}, r.w:totable())
+    assert.are.same({1.5}, r.g:detach():totable())
+    assert.is_true(r.g.requires_grad)
+    -- the tags of one version are not accepted in the other
+    local s = v1_file()
+    write_bytes(path("v1.dle"), s:sub(1, 4) .. string.pack("<I4", 2) .. s:sub(9))
+    assert.truthy(err_of(dle.load, path("v1.dle")):find("dle.load: ", 1, true))
+  end)
+
+  it("rejects tensor records that reach outside their storage or name missing ones", function()
+    dle.save(path("geo.dle"), {a = dle.arange(6):view(2, 3)})
+    local s = read_bytes(path("geo.dle"))
+    local rec = string.pack("<i8B", 1, 2) .. string.pack("<i8i8i8i8", 2, 3, 3, 1)
+    assert.truthy(s:find(rec, 1, true))
+    local function with(new)
+      write_bytes(path("geo.dle"), (s:gsub(rec:gsub("%p", "%%%0"), (new:gsub("%%", "%%%%")), 1)))
+      return err_of(dle.load, path("geo.dle"))
+    end
+    local msg = with(string.pack("<i8B", 1, 2) .. string.pack("<i8i8i8i8", 2, 3, 4, 1))
+    assert.truthy(msg:find("dle.load: " .. path("geo.dle") .. ": tensor 1: a view reaches", 1, true), msg)
+    msg = with(string.pack("<i8B", 1, 2) .. string.pack("<i8i8i8i8", 1 << 40, 3, 1 << 40, 1))
+    assert.truthy(msg:find("dle.load: " .. path("geo.dle") .. ": tensor 1: view geometry overflows", 1, true), msg)
+    -- an empty view addresses nothing, but its offset must lie in the storage (it is scaled to a
+    -- data pointer)
+    local with_off = rec .. string.pack("<i8", 0)
+    assert.truthy(s:find(with_off, 1, true))
+    write_bytes(path("geo.dle"), (s:gsub(with_off:gsub("%p", "%%%0"), ((string.pack("<i8B", 1, 2)
+      .. string.pack("<i8i8i8i8i8", 0, 3, 3, 1, 1 << 62)):gsub("%%", "%%%%")), 1)))
+    msg = err_of(dle.load, path("geo.dle"))
+    assert.truthy(msg:find("tensor 1: view offset 4611686018427387904 past a storage of 6 elements", 1, true), msg)
+    -- a stride of a size-1 dim addresses nothing, but must stay in range (kernels scale it)
+    msg = with(string.pack("<i8B", 1, 2) .. string.pack("<i8i8i8i8", 1, 6, 1 << 60, 1))
+    assert.truthy(msg:find("tensor 1: view stride 1152921504606846976 out of range", 1, true), msg)
+    write_bytes(path("geo.dle"), (s:gsub(rec:gsub("%p", "%%%0"),
+      (string.pack("<i8B", 1, 2) .. string.pack("<i8i8i8i8", 1, 6, 1 << 50, 1)):gsub("%%", "%%%%"), 1)))
+    assert.are.same({{0, 1, 2, 3, 4, 5}}, dle.load(path("geo.dle")).a:totable())
+    msg = with(string.pack("<i8B", 2, 2) .. string.pack("<i8i8i8i8", 2, 3, 3, 1))
+    assert.truthy(msg:find("names storage 2 of 1", 1, true), msg)
+  end)
+end)
+
+describe("dle.save, dle.save_npy, dle.save_safetensors write crash-safely", function()
+  local core = require "dle.core"
+
+  local function temps()
+    local out = {}
+    for _, name in ipairs(listdir()) do
+      if name:find(".tmp-", 1, true) then out[#out + 1] = name end
+    end
+    return out
+  end
+
+  it("remove their temp file and keep the old file when writing fails midway", function()
+    local savers = {
+      {dle.save, dle.load, {x = dle.ones(3)}},
+      {dle.save_npy, dle.load_npy, dle.ones(3)},
+      {dle.save_safetensors, dle.load_safetensors, {x = dle.ones(3)}},
+    }
+    local real = core._io_write
+    for i, s in ipairs(savers) do
+      local p = path("mid" .. i)
+      s[1](p, s[3])
+      local before = read_bytes(p)
+      -- the data write fails after some bytes reached the temp file
+      core._io_write = function(f) f:write("partial"); error("disk on fire", 0) end
+      local ok, msg = pcall(s[1], p, s[3])
+      core._io_write = real
+      assert.is_false(ok)
+      assert.truthy(tostring(msg):find("disk on fire", 1, true))
+      assert.are.same({}, temps())
+      assert.are.equal(before, read_bytes(p))
+      assert.is_truthy(s[2](p))
+    end
+  end)
+
+  it("remove temp files of dead processes on the next save to the same path, keep the others", function()
+    -- a pid that surely is dead: a shell that has exited
+    local pipe = io.popen("sh -c 'echo $$'")
+    local dead = pipe:read("n")
+    pipe:close()
+    local p = path("stale.dle")
+    write_bytes(p .. ".tmp-" .. dead, "litter")
+    write_bytes(p .. ".tmp-1", "a live process (init) is still writing")
+    write_bytes(path("other.dle.tmp-" .. dead), "another file's temp")
+    write_bytes(p .. ".tmp-x" .. dead, "not a temp name")
+    dle.save(p, {x = 1})
+    assert.is_false(exists(p .. ".tmp-" .. dead))
+    assert.is_true(exists(p .. ".tmp-1"))
+    assert.is_true(exists(path("other.dle.tmp-" .. dead)))
+    assert.is_true(exists(p .. ".tmp-x" .. dead))
+    for _, name in ipairs({p .. ".tmp-1", path("other.dle.tmp-" .. dead), p .. ".tmp-x" .. dead}) do
+      os.remove(name)
+    end
+    -- the same for the other formats
+    write_bytes(path("stale.npy.tmp-" .. dead), "litter")
+    dle.save_npy(path("stale.npy"), dle.ones(2))
+    write_bytes(path("stale.st.tmp-" .. dead), "litter")
+    dle.save_safetensors(path("stale.st"), {a = dle.ones(2)})
+    assert.are.same({}, temps())
+  end)
+
+  it("fsync the directory after the rename (the binding opens it O_DIRECTORY)", function()
+    core._io_sync_dir(DIR, "test")
+    local msg = err_of(core._io_sync_dir, path("no-such-dir"), "dle.save: x")
+    assert.truthy(msg:find("dle.save: x: cannot open the directory " .. path("no-such-dir"), 1, true), msg)
+    write_bytes(path("plain"), "not a directory")
+    msg = err_of(core._io_sync_dir, path("plain"), "dle.save: x")
+    assert.truthy(msg:find("Not a directory", 1, true), msg)
+  end)
+
+  it("write into the target's directory and report a missing directory", function()
+    local msg = err_of(dle.save, path("no/such/dir/x.dle"), 1)
+    assert.truthy(msg:find("dle.save: cannot create the temporary file", 1, true), msg)
+    assert.truthy(msg:find(path("no/such/dir/x.dle.tmp-"), 1, true), msg)
   end)
 end)
 
@@ -365,6 +605,12 @@ describe("dle.save_npy / dle.load_npy", function()
 end)
 
 describe("dle.save_safetensors / dle.load_safetensors", function()
+  -- The error of loading a file with this JSON header and data.
+  local function st(json, data)
+    write_bytes(path("bad.safetensors"), string.pack("<I8", #json) .. json .. (data or ""))
+    return err_of(dle.load_safetensors, path("bad.safetensors"))
+  end
+
   it("round-trips every dtype, 0-dim, empty and transposed tensors, and the metadata", function()
     local ts = {}
     for _, dt in ipairs(DTYPES) do ts["t_" .. dt] = sample(dt) end
@@ -414,16 +660,12 @@ describe("dle.save_safetensors / dle.load_safetensors", function()
   end)
 
   it("reports wrong JSON, bad dtypes, bad offsets and truncated files clearly", function()
-    local function st(json, data)
-      write_bytes(path("bad.safetensors"), string.pack("<I8", #json) .. json .. (data or ""))
-      return err_of(dle.load_safetensors, path("bad.safetensors"))
-    end
     assert.truthy(st('{"a": {"dtype": "F32",}'):find("invalid JSON", 1, true))
     assert.truthy(st('{"a": [1, 2'):find("invalid JSON", 1, true))
-    assert.truthy(st('{"a": "\\q"}'):find("bad escape", 1, true))
-    assert.truthy(st('[1, 2]'):find("is not an object", 1, true))
+    assert.truthy(st('{"a": "\\q"}'):find("invalid JSON", 1, true))
+    assert.truthy(st('[1, 2]'):find("is an array, not a JSON object", 1, true))
     assert.truthy(st('{"a": {"dtype": "F8", "shape": [1], "data_offsets": [0, 1]}}', "\0")
-      :find("bad dtype F8", 1, true))
+      :find('bad dtype "F8"', 1, true))
     assert.truthy(st('{"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4]}}', "\0\0\0\0")
       :find("need 8", 1, true))
     assert.truthy(st('{"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}', "\0\0")
@@ -444,6 +686,64 @@ describe("dle.save_safetensors / dle.load_safetensors", function()
     assert.is_false(exists(path("n.st")))
   end)
 
+  it("refuses tensors sharing memory, naming both, unless copy_shared = true writes copies", function()
+    local w = dle.randn(4, 4)
+    local msg = err_of(dle.save_safetensors, path("sh.st"), {emb = w, head = w})
+    assert.truthy(msg:find('dle.save_safetensors: tensors "emb" and "head" share memory', 1, true), msg)
+    assert.truthy(msg:find("copy_shared", 1, true), msg)
+    msg = err_of(dle.save_safetensors, path("sh.st"), {a = w, b = w:t(), c = dle.ones(1)})
+    assert.truthy(msg:find('tensors "a" and "b" share memory', 1, true), msg)
+    msg = err_of(dle.save_safetensors, path("sh.st"), {x = w:narrow(1, 1, 3), y = w:narrow(1, 3, 2)})
+    assert.truthy(msg:find('tensors "x" and "y" share memory', 1, true), msg)
+    assert.is_false(exists(path("sh.st")))
+    -- disjoint parts of one storage do not overlap: allowed, written as two tensors
+    dle.save_safetensors(path("sh.st"), {top = w:narrow(1, 1, 2), bottom = w:narrow(1, 3, 2)})
+    local r = dle.load_safetensors(path("sh.st"))
+    assert.are.same(w:narrow(1, 3, 2):totable(), r.bottom:totable())
+    -- the option: copies, contiguous (the transpose too), untied after loading
+    dle.save_safetensors(path("sh.st"), {emb = w, head = w, t = w:t()}, nil, {copy_shared = true})
+    r = dle.load_safetensors(path("sh.st"))
+    assert.are.same(w:totable(), r.emb:totable())
+    assert.are.same(w:t():totable(), r.t:totable())
+    assert.are.same({4, 1}, r.t:stride())
+    assert.is_false(dle.same_storage(r.emb, r.head))
+    msg = err_of(dle.save_safetensors, path("sh.st"), {a = w}, nil, 5)
+    assert.truthy(msg:find("options must be a table", 1, true), msg)
+  end)
+
+  it("checks the header: exact integer offsets, overlapping ranges, arrays, metadata strings", function()
+    local four = string.rep("\0", 16)
+    local function e(dtype, shape, offs) return string.format('{"dtype":"%s","shape":%s,"data_offsets":%s}', dtype, shape, offs) end
+    assert.truthy(st('{"a":' .. e("F32", "[1]", "[0.5,4.5]") .. '}', four):find('bad data_offsets for "a"', 1, true))
+    assert.truthy(st('{"a":' .. e("F32", "[1]", "[0,9007199254740993]") .. '}', four):find("bad data_offsets", 1, true))
+    assert.truthy(st('{"a":' .. e("F32", "[1]", "[null,4]") .. '}', four):find("bad data_offsets", 1, true))
+    assert.truthy(st('{"a":' .. e("F32", "[1]", "[0,4,8]") .. '}', four):find("bad data_offsets", 1, true))
+    assert.truthy(st('{"a":' .. e("F32", '{"0":1}', "[0,4]") .. '}', four):find('bad shape for "a"', 1, true))
+    assert.truthy(st('{"a":' .. e("F32", "[1.5]", "[0,4]") .. '}', four):find("size 1 is 1.5", 1, true))
+    assert.truthy(st('{"a":' .. e("F32", "[2]", "[0,8]") .. ',"b":' .. e("F32", "[1]", "[4,8]") .. '}', four)
+      :find('"b" (bytes 4..8) overlaps "a" (bytes 0..8)', 1, true))
+    assert.truthy(st('{"a":' .. e("F32", "[4]", "[0,16]") .. ',"b":' .. e("F32", "[0]", "[4,4]") ..
+      ',"c":' .. e("F32", "[1]", "[8,12]") .. '}', four):find('"c" (bytes 8..12) overlaps "a"', 1, true))
+    assert.truthy(st('{"__metadata__":{"k":1}}'):find("__metadata__ value of \"k\" is 1, not a string", 1, true))
+    assert.truthy(st('{"__metadata__":[1]}'):find("__metadata__ is an array", 1, true))
+    assert.truthy(st('{"a":[1]}'):find('entry "a" is an array, not an object', 1, true))
+    assert.truthy(st('{"a":' .. e("F32", "[1]", "[0,4]") .. '} '):find("truncated data", 1, true))
+    -- a 0x7F byte and other control bytes inside JSON strings are legal: they load, promptly
+    write_bytes(path("del.safetensors"), (function()
+      local json = '{"a\127\1":' .. e("F32", "[1]", "[0,4]") .. ',"__metadata__":{"k\127":"v\127"}}'
+      return string.pack("<I8", #json) .. json .. string.pack("<f", 2.5)
+    end)())
+    local r, meta = dle.load_safetensors(path("del.safetensors"))
+    assert.are.same({2.5}, r["a\127\1"]:totable())
+    assert.are.same({["k\127"] = "v\127"}, meta)
+    -- names with any bytes round-trip through the writer's JSON
+    local names = {["a\127"] = dle.ones(1), ["\0\31\"/\\"] = dle.zeros(2), ["\xff\xfe"] = dle.ones(3)}
+    dle.save_safetensors(path("names.safetensors"), names, {["\127"] = "\0"})
+    r, meta = dle.load_safetensors(path("names.safetensors"))
+    for k, t in pairs(names) do assert.are.same(t:totable(), r[k]:totable()) end
+    assert.are.same({["\127"] = "\0"}, meta)
+  end)
+
   it("parses JSON values: numbers, nested arrays, literals, unicode escapes", function()
     local v = dle.io.json_decode('{"n": -12, "f": 2.5e3, "a": [[], [true, false, null, 1]], "u": "\\ud83d\\ude00x"}')
     assert.are.equal(-12, v.n)
@@ -454,6 +754,6 @@ describe("dle.save_safetensors / dle.load_safetensors", function()
     assert.are.equal(false, v.a[2][2])
     assert.are.equal(1, v.a[2][4])
     assert.are.equal("\u{1F600}x", v.u)
-    assert.are.equal('"a\\"b\\\\c\\u000a"', dle.io.json_string('a"b\\c\n'))
+    assert.are.equal('"a\\"b\\\\c\\n\\u007f"', dle.io.json_string('a"b\\c\n\127'))
   end)
 end)

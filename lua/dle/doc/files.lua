@@ -1,18 +1,26 @@
 -- Documentation only (dle.help and LDoc read it; see lua/dle/help.lua). The functions are
--- written in Lua (lua/dle/io.lua) behind a wrapper that reports errors at the caller's line, so
+-- written in Lua (lua/dle/io/) behind a wrapper that reports errors at the caller's line, so
 -- their doc comments live here.
 
 --- Saving and loading tensors and checkpoints: dle's own format, NumPy .npy and safetensors.
--- Written in Lua (lua/dle/io.lua, which also describes the dle file layout). Writes are atomic
--- (a temporary file, flushed, fsync'ed and renamed over the path); a corrupt or truncated file
--- gives an error naming the function, the path and the problem. Tensors are written contiguous
--- from the CPU (a CUDA tensor is saved as CPU data) and load on the CPU.
+-- Written in Lua (lua/dle/io/; dle_format.lua describes the dle file layout). Writes are atomic
+-- and crash-safe: a temporary file `<path>.tmp-<pid>` next to the target, flushed, fsync'ed and
+-- renamed over the path, then the directory fsync'ed; an error removes the temporary file, and
+-- the next save to a path removes the ones that killed processes left. A corrupt or truncated
+-- file gives an error naming the function, the path and the problem. Tensors are written from
+-- the CPU (a CUDA tensor is saved as CPU data) and load on the CPU. Safetensors headers are JSON
+-- read and written by lua-cjson.
 -- @module io.files
 
 --- Saves a value (a tensor, or nested tables of tensors, numbers, strings, booleans) to a file.
--- dle's own format. Integers stay integers; table keys must be strings, numbers or booleans;
--- cycles and functions are errors naming the key path. A tensor reached twice is stored twice;
--- requires_grad is kept.
+-- dle's own format (version 2). Integers stay integers; table keys must be strings, numbers or
+-- booleans. Aliasing is kept: tensors sharing a storage (tied weights, views such as narrow,
+-- transpose, select, expand) are stored once (the span of the storage their views cover) and
+-- load as views of one storage, each with its sizes and strides (offsets count from the start
+-- of the stored span); one tensor reached twice loads as one tensor. A table reached twice
+-- (without a cycle) is stored twice and loads as two equal tables. Functions, coroutines, other
+-- userdata, tables with a metatable and cycles are errors naming the place
+-- (`dle.save: value.model.fwd is a function`). requires_grad is kept.
 -- The usual value is a checkpoint: model and optimizer state, step, RNG state.
 -- @function dle.save
 -- @param path string
@@ -20,7 +28,8 @@
 -- @usage dle.save("ckpt.dle", {model = net:state_dict(), opt = opt:state_dict(), step = 10,
 --   rng = dle.get_rng_state()})
 
---- Loads a value written by dle.save (tensors come back on the CPU, contiguous).
+--- Loads a value written by dle.save (file versions 1 and 2); tensors come back on the CPU, with
+-- the aliasing, sizes and strides they were saved with.
 -- Errors name the path and the problem: bad magic, unsupported version, truncated description
 -- or data, bad dtype.
 -- @function dle.load
@@ -44,11 +53,15 @@
 --- Saves a table of named tensors in the safetensors format.
 -- Names are sorted, so the file is deterministic; the JSON header is padded with spaces to a
 -- multiple of 8 bytes. metadata (string -> string) is stored as "__metadata__", a name no tensor
--- may have.
+-- may have. Non-contiguous tensors are written contiguously. The format cannot express sharing:
+-- tensors whose memory overlaps (tied weights, one tensor under two names, overlapping views)
+-- are an error naming both, as in the safetensors library, unless opts.copy_shared is true,
+-- which writes a copy of each (they load untied).
 -- @function dle.save_safetensors
 -- @param path string
 -- @param tensors table name -> tensor
 -- @param[opt] metadata table string -> string
+-- @param[opt] opts {copy_shared = boolean}
 -- @usage dle.save_safetensors("model.safetensors", net:state_dict())
 
 --- Loads a safetensors file: its tensors by name, and its metadata.

@@ -1,5 +1,5 @@
 --- dle.rewrite.rules.fusion: chains of elementwise ops become one "fused" node, run by the fused
--- kernel (engine/fused.h, kernels/cpu/cpu_fused.c) that reads the chain's inputs once and writes
+-- kernel (engine/fused.c, kernels/cpu/fused.c) that reads the chain's inputs once and writes
 -- its result once.
 --
 -- A region grows from its root (an elementwise node that is not itself absorbed by a consumer)
