@@ -12,6 +12,9 @@ local internal = {read_idx = true, memmap = true, record_custom = true,
                   trace_active = true, trace_note = true, tensor_id = true, graph_attrs = true,
                   graph_op = true, peek_scalar = true, tensor_view_key = true,
                   fused_program = true, fused_run = true, kernel_ops = true}
+-- Errors raised in dle.core are reported at the first caller outside this directory; the
+-- internal functions' messages name the public function they serve.
+core._set_source_root(debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "", internal, core)
 local dle = {}
 for name, value in pairs(core) do
   if not internal[name] and name:sub(1, 1) ~= "_" then dle[name] = value end
