@@ -70,7 +70,7 @@ function W.targets()
     end
   end
   -- lazily installed functions of dle are touched so they appear
-  for _, k in ipairs{"checkpoint", "profile", "flops", "compile", "compile_info"} do local _ = dle[k] end
+  for _, k in ipairs{"checkpoint", "profile", "flops", "compile", "compile_info", "io"} do local _ = dle[k] end
   local plain = {}
   for k, v in pairs(dle) do if k ~= "Tensor" and k ~= "core" and k ~= "metatable" then plain[k] = v end end
   add_table("dle.", plain, false)

@@ -29,9 +29,6 @@ require("dle.tensor")(dle)
 require("dle.einsum")(dle)
 require("dle.autograd")(dle)
 
--- The file formats (dle.save/load, npy, safetensors) in dle.io.
-require("dle.io")(dle)
-
 -- The Lua functions among them report errors at the user's line, not at dle's own (see
 -- dle.check: check.public); C functions already do.
 local check = require "dle.check"
@@ -50,8 +47,12 @@ export()
 -- So do the functions of dle.checkpoint, dle.profile and dle.compile (whose modules add them to dle).
 local subpackages = {nn = "dle.nn", optim = "dle.optim", data = "dle.data", amp = "dle.amp",
                      dist = "dle.dist", graph = "dle.graph", rewrite = "dle.rewrite"}
+-- The file formats (dle.save/load, npy, safetensors, dle.io) too: lua-cjson and the format modules
+-- were a third of the start-up.
 local installers = {checkpoint = "dle.checkpoint", profile = "dle.profile", flops = "dle.profile",
-                    compile = "dle.compile", compile_info = "dle.compile"}
+                    compile = "dle.compile", compile_info = "dle.compile", io = "dle.io", save = "dle.io",
+                    load = "dle.io", save_npy = "dle.io", load_npy = "dle.io", save_safetensors = "dle.io",
+                    load_safetensors = "dle.io"}
 local loading = {}   -- a subpackage's own files may look for it while it loads: nil then
 setmetatable(dle, {__index = function(t, k)
   local installer = installers[k]
