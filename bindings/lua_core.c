@@ -48,11 +48,13 @@ static void pace_gc(lua_State *L) {
  *
  * The step. Lua's own minor collections wait until the heap has grown by a fifth, and a tensor's
  * userdata is a few dozen bytes of it: beside a 9 MB heap, tens of thousands of dead tensors
- * waited and their headers were out of cache when freed (`c = a + b` on one element took 1.7 us
- * there, 0.33 us beside a 200 KB heap). Counting bytes too does the same for mid-size tensors:
+ * waited and their headers were out of cache when freed (`c = a + b` on one element was several
+ * times slower there than beside a 200 KB heap). Counting bytes too does the same for mid-size
+ * tensors:
  * with only pace_gc's 64 MB allowance, a loop's dead results of 256 KB cycled through 64 MB, out
  * of every cache, before a collection gave their blocks back (a transposing copy of 256 x 256
- * floats ran at 3.6 GB/s, 32-36 GB/s with the step every 2 or 8 MB; training steps 3-6% faster).
+ * floats ran about ten times faster with the step every 2 or 8 MB, and training steps gained a
+ * little; figures in bench/RESULTS.md).
  *
  * The collector's mode. lua5.4 runs it in generational mode, which has a fallback: after a "bad"
  * major collection, one that frees less than half of what the heap grew by since the last one
@@ -60,7 +62,7 @@ static void pace_gc(lua_State *L) {
  * the heap doubles, and returns to generational mode only when a full collection marks at most
  * 1/8 more objects than the one before. Dead tensors keep it from ever returning: an object with
  * a finalizer is revived, and counted, by the collection that finds it dead. In that state
- * `c = a + b` took 0.65 us instead of 0.37, the tiny autograd graph 6.3 us instead of 2.2. Asking
+ * `c = a + b` and the tiny autograd graph were markedly slower. Asking
  * for generational mode leaves the fallback (at the cost of one full collection) and does nothing
  * in true generational mode. The answer says if the program runs the incremental collector
  * instead: dle then puts that mode back, takes no step, and asks far less often (each ask is then

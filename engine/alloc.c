@@ -2,7 +2,7 @@
  *
  * Training loops free and reallocate the same sizes every step. Going to malloc each time costs
  * twice: glibc serves large blocks with fresh mmaps, so every step page-faults its whole working set
- * again (measured: half the time of a 64 MB add), and small blocks churn its free lists. Freed
+ * again (a large part of a large add's time), and small blocks churn its free lists. Freed
  * blocks therefore go to a free list per size class and are reused; the cache holds at most
  * `cache_limit` bytes (dle_set_cache_limit, dle_empty_cache). Live bytes are counted separately so
  * the Lua side can pace its garbage collector on what tensors really hold. */
@@ -68,7 +68,7 @@ static void count_alloc(size_t nbytes) {
 /* Blocks of 8 MiB and more (their size classes are whole multiples of 2 MiB) are 2 MiB aligned
  * and offered to the kernel as transparent huge pages: strided and transposed walks over large
  * tensors touch a new 4 KiB page every few elements, and TLB misses, costly under virtualisation,
- * then dominate (measured: a transposed 4096 x 4096 copy 1.5x faster). */
+ * then dominate (a transposed 4096 x 4096 copy measured faster with them). */
 #define HUGE_BLOCK ((size_t)8 << 20)
 static void *block_alloc(size_t rounded) {
   if (rounded < HUGE_BLOCK || rounded % (2 << 20)) return aligned_alloc(64, rounded);

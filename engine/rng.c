@@ -44,8 +44,8 @@ void dle_philox(uint64_t seed, uint64_t block, uint32_t out[4]) {
   philox_rounds((uint32_t)block, (uint32_t)(block >> 32), 0, 0, seed, out);
 }
 
-/* Blocks first .. first+n-1 at once: the kernels' form (about 1.6x faster per block than calls
- * to dle_philox, which serialise on one block's dependency chain). */
+/* Blocks first .. first+n-1 at once: the kernels' form (faster per block than calls to
+ * dle_philox, which serialise on one block's dependency chain). */
 void dle_philox_blocks(uint64_t seed, uint64_t first, int64_t n, uint32_t (*out)[4]) {
   for (int64_t i = 0; i < n; i++) {
     uint64_t b = first + (uint64_t)i;

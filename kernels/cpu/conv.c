@@ -34,14 +34,14 @@
 #include "cpu_vecmath.h"
 
 /* Samples per chunk: the column buffer of a chunk stays under CONV_COL_BYTES (at least one
- * sample), so im2col writes it into the L2 cache the gemm then reads it from (Fashion-MNIST's
- * conv2, CPU time of forward + both gradients: 256 KiB chunks ~60 ms, 2 MiB ~68 ms, 8 MiB ~65 ms,
- * measured when it still went through im2col).
+ * sample), so im2col writes it into the L2 cache the gemm then reads it from (of 256 KiB,
+ * 2 MiB and 8 MiB chunks, 256 KiB was the fastest for Fashion-MNIST's conv2, forward + both
+ * gradients, measured when it still went through im2col).
  * A sample whose columns alone exceed that is cut into parts of whole output rows (part_rows):
  * im2col of one part, its gemms, then the next, so the buffer stays bounded on large images
- * (not for speed: conv2 with 128 KiB parts, two per sample, took 17 ms of CPU time per forward
- * instead of 15). Each thread has its own buffers: the budget is per thread, and a chunk holds at
- * most a 1/threads share of the batch so that a small batch is still split between the threads. */
+ * (not for speed: conv2 cut into two 128 KiB parts per sample was slower than uncut). Each
+ * thread has its own buffers: the budget is per thread, and a chunk holds at most a 1/threads
+ * share of the batch so that a small batch is still split between the threads. */
 #define CONV_COL_BYTES ((int64_t)256 << 10)
 static int64_t chunk_of(const conv_geom *q, size_t es, int threads) {
   int64_t per = q->c * q->kh * q->kw * q->l * (int64_t)es;
@@ -91,7 +91,7 @@ static dle_status job_init(conv_job *j, const char *fn, conv_geom q, size_t es, 
 /* Whether grad_weight's products go to the dot-product kernel (cpu_vec_gemm.c) instead of gemm:
  * float32 with few weights per output channel (K = C/G kh kw), as in a first layer's 1 x 3 x 3,
  * where gemm's narrow N = K and the gather of gy into {O, B L} cost most of the time (conv 1->32
- * at 1 thread: 2.7 ms for 13 MB). */
+ * at 1 thread, a 13 MB problem, ran well below memory speed). */
 #define CONV_DOTS_MAX_K 16
 static bool gw_by_dots(const conv_geom *q, bool f32) {
   return f32 && cpu_vec && q->k <= CONV_DOTS_MAX_K;
@@ -126,8 +126,8 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
 }
 
 /* The zero runs im2col writes are mostly a few elements long (a padding row or column per tap):
- * inline stores, not calls to memset (which GCC would substitute for the loops; 5% of conv2's
- * forward time went to those calls). */
+ * inline stores, not calls to memset (which GCC would substitute for the loops; those calls took
+ * a visible share of conv2's forward time). */
 #if defined(__GNUC__) && !defined(__clang__)
 #define NO_MEMSET __attribute__((optimize("no-tree-loop-distribute-patterns")))
 #else

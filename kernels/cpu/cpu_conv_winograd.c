@@ -2,8 +2,8 @@
  * "Fast Algorithms for Convolutional Neural Networks", 2015): each 2x2 block of outputs (a tile)
  * is A^T [(G k G^T) . (B^T d B)] A, d the 4x4 input patch under it, so a channel pair costs 16
  * multiplications per tile instead of 36. Over channels the 16 products are 16 gemms, which
- * leaves 2.25x fewer flops than im2col + gemm (conv2 of the Fashion-MNIST CNN spent ~55% of its
- * time in gemm there, ~30% in im2col/col2im and OpenBLAS's copies).
+ * leaves 2.25x fewer flops than im2col + gemm (conv2 of the Fashion-MNIST CNN spent most of its
+ * time in gemm there, most of the rest in im2col/col2im and OpenBLAS's copies).
  *
  * conv2d        V[xi][c][t] = (B^T d B)[xi] of x's tiles, U[xi][o][c] = (G w G^T)[xi],
  *               M[xi] = U[xi] . V[xi] (per group), y's tile = A^T M A (+ bias).
@@ -19,10 +19,10 @@
  * with contiguous inner loops, reading zero-padded copies of the input rows, so no bounds checks.
  * In float with AVX2 + FMA, the 16 products and the input rows' pass are cpu_vec kernels
  * (cpu_vec_gemm.c, cpu_vec_winograd.c); grad_weight's products, dot products over the tiles, stay
- * with BLAS (a hand kernel of that shape reached ~50 GFLOP/s, OpenBLAS's ~100 plus its packing).
+ * with BLAS (a hand kernel of that shape reached half of OpenBLAS's rate, packing included).
  * The transform constants are 0, +-1, +-1/2: the results agree with im2col's to a few ulps of the
- * sums (checked by tests/conv_spec.lua). Conv2 of the CNN, one thread, CPU time: forward ~12 ms,
- * grad_input ~13, grad_weight ~12 (im2col: 22, 26, 18), about half of it in the products.
+ * sums (checked by tests/conv_spec.lua). Conv2 of the CNN at one thread: each of forward,
+ * grad_input and grad_weight faster than by im2col, about half of it in the products.
  * Every body is instantiated per float dtype by the X-macros of cpu_types.h (CT: compute type). */
 #include "cpu_conv_winograd.h"
 
@@ -35,8 +35,8 @@
 
 /* Used from this many channels per group on both sides (fewer make gemms too thin to beat
  * im2col: the CNN's first layer, 1 input channel, stays there; forward + both gradients at one
- * thread, CPU time, Winograd vs im2col: 128 x 8x28x28 -> 8 16 vs 23 ms, 32 x 64x28x28 -> 64 51 vs
- * 98 ms, 64 x 8x14x14 -> 64 7.7 vs 7.1 ms), and while one sample's scratch stays under
+ * thread, Winograd against im2col: faster at 8 and 64 channels on 28x28, about even at 8
+ * channels on 14x14; figures in bench/RESULTS.md), and while one sample's scratch stays under
  * WINO_SAMPLE_BYTES (chunks are whole samples). */
 #define WINO_MIN_CHANNELS 8
 #define WINO_SAMPLE_BYTES ((int64_t)8 << 20)

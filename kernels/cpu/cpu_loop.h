@@ -11,15 +11,15 @@
 #include "cpu_types.h"
 
 #define CPU_MAX_OPERANDS 4
-/* Below this many elements an op that spends a few ns or more per element (a libm-class function,
+/* Below this many elements an op with real work per element (a libm-class function,
  * a row of exps, a pooling window) stays on one thread: forking costs more than it saves. */
 #define CPU_PARALLEL_GRAIN 32768
 /* The same for light one-pass ops (copies, fills, arithmetic, comparisons, sums, optimizer steps:
- * a fraction of a ns per element, bound by memory). Waking OpenMP's sleeping workers (dle runs
- * them with OMP_WAIT_POLICY=passive, bindings/loader) costs 10-20 us on an idle 2-core KVM guest
- * and 50-130 us when the other core is busy or was idle for a while; 256K floats take about
- * 100 us on one core, so below that a second thread breaks even at best (measured: the 128 x 256
- * activations of the Fashion-MNIST MLP step, 32K elements, took 2-5x longer on 2 threads). */
+ * bound by memory). Waking OpenMP's sleeping workers (dle runs them with OMP_WAIT_POLICY=passive,
+ * bindings/loader) costs about as much as one core spends on 256K floats of such an op, more when
+ * the other core is busy, so below that a second thread breaks even at best (the 128 x 256
+ * activations of the Fashion-MNIST MLP step, 32K elements, were slower on 2 threads than on 1;
+ * figures in bench/RESULTS.md, "Measurements behind design choices"). */
 #define CPU_PARALLEL_GRAIN_LIGHT 262144
 
 typedef void (*cpu_loop_fn)(char **ptrs, const int64_t *strides, int64_t n, const void *ctx);

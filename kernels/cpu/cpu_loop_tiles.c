@@ -10,12 +10,12 @@
  *
  * Tiles go in bands along L: a band is TILE_P rows of P, whose tiles read each operand in runs of
  * TILE_L (contiguous along L) or TILE_P (transposed) elements, 256 bytes of floats. Such short runs
- * are what memory serves worst: reading a 4096 x 4096 float matrix this way ran at 10-11 GB/s
- * (1 thread), in runs of 1 KiB at 20-27. When every input is transposed and the output is large,
- * a band is therefore BAND_TALL rows, the tiles of one column of the band back to back, so each
- * transposed input column is read in a 1 KiB run (exp(a:t()) 9.0 -> 8.5 ms, a:t():contiguous()
- * 6.3 -> 5.7 ms). A contiguous input keeps the short bands: its rows would be read in 256-byte
- * runs then (a:t() + b went from 11 to 18 ms when all bands were tall). */
+ * are what memory serves worst: a 4096 x 4096 float matrix read this way came at about half the
+ * rate of runs of 1 KiB. When every input is transposed and the output is large, a band is
+ * therefore BAND_TALL rows, the tiles of one column of the band back to back, so each transposed
+ * input column is read in a 1 KiB run (exp(a:t()) and a:t():contiguous() got faster). A
+ * contiguous input keeps the short bands: its rows would be read in 256-byte runs then (a:t() + b
+ * got much slower when all bands were tall). Figures in bench/RESULTS.md. */
 #include "cpu_loop.h"
 #include "cpu_stream.h"
 #include "cpu_vecmath.h"
@@ -75,7 +75,7 @@ static inline void prefetch_next(const char *next, bool transposed, int64_t r, i
   if (transposed && r >= nl) return;
   /* into L2 only (the T1 hint): the tile is read once, from there, by tile_move or fn. With the
    * default T0 hint (into L1) the prefetches stalled, waiting for L1 miss slots, and a:t() * b
-   * ran at 14.8 GB/s against 21 GB/s (1 thread, 4096 x 4096, alternating builds). */
+   * ran clearly slower (1 thread, 4096 x 4096, alternating builds). */
   for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(at + o, 0, 2);
 }
 
@@ -175,9 +175,9 @@ static void run_tiled(const cpu_iter *it, cpu_loop_fn fn, const void *ctx, unsig
 /* A same-dtype copy of 4-byte elements from a transposed input (contiguous along P) into an
  * output contiguous along L: 8 x 8 register transposes straight into the output, no buffer.
  * Outputs of COPY_DIRECT_MAX_BYTES and more go through run_tiled instead, whose prefetch of the
- * next tile into L2 (and, past the streaming threshold, its streaming stores) wins there: at 1
- * thread, a 1024 x 1024 float copy ran at 26 GB/s against 17 direct, 4096 x 4096 at 21 against
- * 13; below it the direct route wins (724 x 724: 52 against 25 GB/s). */
+ * next tile into L2 (and, past the streaming threshold, its streaming stores) wins there (1024 x
+ * 1024 and 4096 x 4096 float copies at 1 thread); below it the direct route wins (724 x 724).
+ * Figures in bench/RESULTS.md. */
 #define COPY_DIRECT_MAX_BYTES ((int64_t)4 << 20)
 bool cpu_iter_copy_transposed(const cpu_iter *it) {
   int L = it->ndim - 1, P = L - 1;

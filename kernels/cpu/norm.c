@@ -19,9 +19,9 @@
  * Sums run in blocks of NORM_BLOCK elements in CT (vector accumulators), blocks joined in double.
  * The layer_norm row loops prefetch the next row while writing the current one (a row is one
  * 4 KiB page at D = 1024, where the hardware prefetcher stops), and large float32 outputs are
- * written with streaming stores. Measured on 4096 x 1024 float32, 1 thread: forward 6.7 -> 3.4 ms
- * with vector accumulators and prefetching; 32-byte vectors in an x86-64-v3 clone (CPU_CLONES)
- * took it from ~10 to ~14.5 GB/s (CPU time; scripts/bench --filter layer_norm for GB/s). */
+ * written with streaming stores. On 4096 x 1024 float32 at 1 thread, vector accumulators and
+ * prefetching made the forward about twice as fast, and 32-byte vectors in an x86-64-v3 clone
+ * (CPU_CLONES) faster again (scripts/bench --filter layer_norm; figures in bench/RESULTS.md). */
 #include <stdlib.h>
 
 #include "../../engine/kernel/norm_geom.h"

@@ -5,7 +5,8 @@
  * contiguous outputs. Every kernel runs over the N*C planes with OpenMP (no BLAS here), each body
  * written once and instantiated per float dtype with the X-macros of cpu_types.h. max_pool has a
  * fast path for the common 2x2 window with stride 2 and no padding: the general loop recomputes
- * the clipped window of every output, which made it ~10x slower than a ReLU over the same input. */
+ * the clipped window of every output, which made it many times slower than a ReLU over the same
+ * input. */
 #include "backend.h"
 #include "cpu_loop.h"
 #include "../../engine/kernel/conv_geom.h" /* pool_geom, pool_window */

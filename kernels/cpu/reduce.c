@@ -378,8 +378,8 @@ static void fold_runs(const red_plan *pl, const red_flavor *f, const char *b, vo
 /* Whether chunk c reads memory in order when its outputs take turns run by run, rather than each
  * output folding all its runs in turn: the kept dims lie between the reduced ones, as the
  * channels of an {N, C, H*W} tensor summed over N and H*W (a bias gradient, batch-norm
- * statistics). Output by output, that jumped a whole sample ahead every run (12 GB/s at one
- * thread for a conv layer's bias gradient). Runs of at least 64 bytes, so that going around the
+ * statistics). Output by output, that jumped a whole sample ahead every run (a conv layer's
+ * bias gradient ran far below memory speed). Runs of at least 64 bytes, so that going around the
  * outputs once per run costs little next to the run itself. */
 static bool runs_outermost(const red_plan *pl, const red_chunk *c) {
   int last = pl->nr - 1;

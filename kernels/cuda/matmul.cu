@@ -17,7 +17,7 @@
 
 #define CU_MAX_DEVICES 64
 
-/* One cuBLAS handle per device, made on first use (creating it costs ~100 ms and memory). */
+/* One cuBLAS handle per device, made on first use (creating one is slow and takes memory). */
 static cublasHandle_t handles[CU_MAX_DEVICES];
 static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
 
