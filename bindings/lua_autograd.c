@@ -106,7 +106,7 @@ static int l_backward(lua_State *L) {
   return 0;
 }
 
-/** dle.core.backward_captures() -> true inside a dle.grad pass (gradients returned, not
+/** dle.core._backward_captures() -> true inside a dle.grad pass (gradients returned, not
  * accumulated into .grad). */
 static int l_backward_captures(lua_State *L) {
   lua_pushboolean(L, backward_L != NULL && capturing);
@@ -260,7 +260,7 @@ static dle_status custom_vjp(void *p, dle_tensor *const *gout, int nout, dle_ten
   return st;
 }
 
-/** dle.core.record_custom(name, outputs, inputs, backward) makes the outputs (already computed
+/** dle.core._record_custom(name, outputs, inputs, backward) makes the outputs (already computed
  * without recording) depend on the inputs through the Lua function backward(grads...). */
 static int l_record_custom(lua_State *L) {
   const char *name = luaL_checkstring(L, 1);
@@ -283,7 +283,7 @@ static int l_record_custom(lua_State *L) {
 
 /* ---------------------------------------------------------------- forward mode */
 
-/** dle.core.set_tangent(t, tangent_or_nil) */
+/** dle.core._set_tangent(t, tangent_or_nil) */
 static int l_set_tangent(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1);
   dle_tensor *g = lua_isnoneornil(L, 2) ? NULL : dle_lua_check(L, 2);
@@ -291,7 +291,7 @@ static int l_set_tangent(lua_State *L) {
   return 0;
 }
 
-/** dle.core.tangent(t) -> the tangent t carries, or nil */
+/** dle.core._tangent(t) -> the tangent t carries, or nil */
 static int l_tangent(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1);
   if (!t->tangent) return 0;
@@ -336,7 +336,7 @@ static dle_dtype autocast_region_arg(lua_State *L, int idx, bool *cache) {
   return dt;
 }
 
-/** dle.core.autocast_set(on[, dtype]) switches this thread's autocast (dtype nil: the current
+/** dle.core._autocast_set(on[, dtype]) switches this thread's autocast (dtype nil: the current
  * one) and returns the previous on and dtype, for dle.autocast to restore. */
 static int l_autocast_set(lua_State *L) {
   bool on = lua_toboolean(L, 1);
@@ -374,7 +374,7 @@ static int l_autocast(lua_State *L) {
   return lua_gettop(L);
 }
 
-/** dle.core.autocast_lower(t) -> t as autocast's lower-precision ops take it: cast to the autocast
+/** dle.core._autocast_lower(t) -> t as autocast's lower-precision ops take it: cast to the autocast
  * dtype (through the cast cache, for a parameter) when a float tensor other than float64, else t.
  * For ops that apply the policy in Lua (dle.einsum). */
 static int l_autocast_lower(lua_State *L) {
@@ -399,14 +399,14 @@ static int l_get_autocast_dtype(lua_State *L) {
 
 void dle_lua_open_autograd(lua_State *L, int module, int methods) {
   static const luaL_Reg fns[] = {{"grad", l_grad}, {"backward", l_backward},
-                                 {"backward_captures", l_backward_captures}, {"no_grad", l_no_grad},
+                                 {"_backward_captures", l_backward_captures}, {"no_grad", l_no_grad},
                                  {"enable_grad", l_enable_grad},
                                  {"is_grad_enabled", l_is_grad_enabled},
                                  {"set_grad_enabled", l_set_grad_enabled},
-                                 {"record_custom", l_record_custom}, {"set_tangent", l_set_tangent},
-                                 {"tangent", l_tangent}, {"detach", m_detach},
-                                 {"autocast", l_autocast}, {"autocast_set", l_autocast_set},
-                                 {"autocast_lower", l_autocast_lower},
+                                 {"_record_custom", l_record_custom}, {"_set_tangent", l_set_tangent},
+                                 {"_tangent", l_tangent}, {"detach", m_detach},
+                                 {"autocast", l_autocast}, {"_autocast_set", l_autocast_set},
+                                 {"_autocast_lower", l_autocast_lower},
                                  {"is_autocast_enabled", l_is_autocast_enabled},
                                  {"get_autocast_dtype", l_get_autocast_dtype}, {NULL, NULL}};
   static const luaL_Reg meths[] = {{"backward", m_backward}, {"detach", m_detach},

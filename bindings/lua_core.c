@@ -514,7 +514,7 @@ static int core_cuda_available(lua_State *L) {
   return 2;
 }
 
-/* dle.core.kernel_ops(device): the names of the ops a device type's backend has kernels for ("cpu",
+/* dle.core._kernel_ops(device): the names of the ops a device type's backend has kernels for ("cpu",
  * or "cuda": read from the CUDA library's table without touching a device), or nil and the reason
  * when that library cannot be loaded. */
 static int core_kernel_ops(lua_State *L) {
@@ -550,7 +550,7 @@ int luaopen_dle_native(lua_State *L) {
       {"get_num_threads", core_get_num_threads},
       {"is_tensor", core_is_tensor},
       {"cuda_available", core_cuda_available},
-      {"kernel_ops", core_kernel_ops},
+      {"_kernel_ops", core_kernel_ops},
       {NULL, NULL},
   };
   lua_newtable(L);                  /* module */

@@ -212,7 +212,7 @@ fail:
   return DLE_ERR;
 }
 
-/* dle.core.read_idx(path) -> tensor */
+/* dle.core._read_idx(path) -> tensor */
 static int l_read_idx(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   dle_tensor *t = NULL;
@@ -287,7 +287,7 @@ static dle_status map_file(dle_tensor **out, const char *path, dle_dtype dtype, 
   return DLE_OK;
 }
 
-/* dle.core.memmap(path, dtype, sizes_table, offset = 0, writable = false) -> tensor */
+/* dle.core._memmap(path, dtype, sizes_table, offset = 0, writable = false) -> tensor */
 static int l_memmap(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   dle_dtype dtype = dle_lua_check_dtype(L, 2, "memmap");
@@ -306,8 +306,8 @@ static int l_memmap(lua_State *L) {
 void dle_lua_open_data(lua_State *L, int module, int methods) {
   (void)methods;
   static const luaL_Reg fns[] = {
-      {"read_idx", l_read_idx},
-      {"memmap", l_memmap},
+      {"_read_idx", l_read_idx},
+      {"_memmap", l_memmap},
       {NULL, NULL},
   };
   dle_lua_setfuncs(L, module, fns);

@@ -9,7 +9,7 @@
 
 #define ATTRS_MT "dle.graph.attrs"
 
-/** dle.core.trace_begin(): starts recording this thread's ops; an error when already tracing. */
+/** dle.core._trace_begin(): starts recording this thread's ops; an error when already tracing. */
 static int l_trace_begin(lua_State *L) {
   DLE_LUA_TRY(L, dle_trace_begin());
   return 0;
@@ -63,7 +63,7 @@ static void push_tensor_list(lua_State *L, dle_tensor *const *ts, int n, const c
   lua_setfield(L, -2, ids);
 }
 
-/** dle.core.trace_end() -> {records..., unsafe = reason or nil}: stops the tracer. Each record is
+/** dle.core._trace_end() -> {records..., unsafe = reason or nil}: stops the tracer. Each record is
  * {op = name ("detach" for the pseudo-op), op_id, ins, in_ids, outs, out_ids, attrs, given,
  * fresh, grad}: ins/outs tensors (the same engine tensors the ops saw), *_ids their identities. */
 static int l_trace_end(lua_State *L) {
@@ -90,25 +90,25 @@ static int l_trace_end(lua_State *L) {
   return 1;
 }
 
-/** dle.core.trace_active() -> whether this thread is tracing. */
+/** dle.core._trace_active() -> whether this thread is tracing. */
 static int l_trace_active(lua_State *L) {
   lua_pushboolean(L, dle_trace_active());
   return 1;
 }
 
-/** dle.core.trace_note(reason): marks the running trace unsafe (nothing when none runs). */
+/** dle.core._trace_note(reason): marks the running trace unsafe (nothing when none runs). */
 static int l_trace_note(lua_State *L) {
   dle_trace_note_unsafe("%s", luaL_checkstring(L, 1));
   return 0;
 }
 
-/** dle.core.tensor_id(t) -> an integer naming t's engine tensor (the ids of trace_end). */
+/** dle.core._tensor_id(t) -> an integer naming t's engine tensor (the ids of trace_end). */
 static int l_tensor_id(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)(uintptr_t)dle_lua_check(L, 1));
   return 1;
 }
 
-/** dle.core.peek_scalar(t) -> the number a one-element CPU tensor holds, read without making a
+/** dle.core._peek_scalar(t) -> the number a one-element CPU tensor holds, read without making a
  * running trace unsafe (the graph's own bookkeeping of its constants). */
 static int l_peek_scalar(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1);
@@ -122,7 +122,7 @@ static int l_peek_scalar(lua_State *L) {
   return 1;
 }
 
-/** dle.core.tensor_view_key(t) -> a string naming t's storage, dtype and geometry: two headers
+/** dle.core._tensor_view_key(t) -> a string naming t's storage, dtype and geometry: two headers
  * with the same key see the same elements (autograd saves aliases of the tensors an op used). */
 static int l_tensor_view_key(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1);
@@ -146,7 +146,7 @@ static int64_t int_field(lua_State *L, int idx, const char *what) {
   return (int64_t)v;
 }
 
-/** dle.core.graph_attrs(tbl) -> the engine attrs of a node, packed once for its replays; tbl as
+/** dle.core._graph_attrs(tbl) -> the engine attrs of a node, packed once for its replays; tbl as
  * trace_end gives them (missing fields are zero). */
 static int l_graph_attrs(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -190,7 +190,7 @@ static int l_graph_attrs(lua_State *L) {
   return 1;
 }
 
-/** dle.core.graph_op(op_id, attrs, target, no_grad, inputs...) -> the op's outputs: one call of
+/** dle.core._graph_op(op_id, attrs, target, no_grad, inputs...) -> the op's outputs: one call of
  * the front door as a trace recorded it. attrs: from graph_attrs (or nil); target: the tensor
  * written as output 1 (in place; nil for a new one); no_grad: run without recording. Dropout
  * draws a new seed and offset from its generator as dle.dropout does; the pseudo-op id of
@@ -235,7 +235,7 @@ typedef struct {
   dle_fused_instr instr[DLE_FUSED_MAX_REGS];
 } fused_program;
 
-/** dle.core.fused_program(instrs, nin) -> a packed program for fused_run: instrs a list of
+/** dle.core._fused_program(instrs, nin) -> a packed program for fused_run: instrs a list of
  * {op_id, a, b, f0, f1} (registers 1-based: 1..nin are the inputs, nin + k instruction k). */
 static int l_fused_program(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -265,7 +265,7 @@ static int l_fused_program(lua_State *L) {
   return 1;
 }
 
-/** dle.core.fused_run(program, shape, dtype, inputs...) -> a new tensor of shape and dtype: the
+/** dle.core._fused_run(program, shape, dtype, inputs...) -> a new tensor of shape and dtype: the
  * program run over inputs that broadcast to shape (engine/fused.h). */
 static int l_fused_run(lua_State *L) {
   fused_program *p = luaL_checkudata(L, 1, PROGRAM_MT);
@@ -289,12 +289,12 @@ void dle_lua_open_graph(lua_State *L, int module, int methods) {
   lua_pop(L, 1);
   luaL_newmetatable(L, PROGRAM_MT);
   lua_pop(L, 1);
-  static const luaL_Reg fns[] = {{"trace_begin", l_trace_begin}, {"trace_end", l_trace_end},
-                                 {"trace_active", l_trace_active}, {"trace_note", l_trace_note},
-                                 {"tensor_id", l_tensor_id},       {"graph_attrs", l_graph_attrs},
-                                 {"graph_op", l_graph_op},         {"peek_scalar", l_peek_scalar},
-                                 {"tensor_view_key", l_tensor_view_key},
-                                 {"fused_program", l_fused_program}, {"fused_run", l_fused_run},
+  static const luaL_Reg fns[] = {{"_trace_begin", l_trace_begin}, {"_trace_end", l_trace_end},
+                                 {"_trace_active", l_trace_active}, {"_trace_note", l_trace_note},
+                                 {"_tensor_id", l_tensor_id},       {"_graph_attrs", l_graph_attrs},
+                                 {"_graph_op", l_graph_op},         {"_peek_scalar", l_peek_scalar},
+                                 {"_tensor_view_key", l_tensor_view_key},
+                                 {"_fused_program", l_fused_program}, {"_fused_run", l_fused_run},
                                  {NULL, NULL}};
   dle_lua_setfuncs(L, module, fns);
 }

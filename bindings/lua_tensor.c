@@ -325,7 +325,7 @@ static int m_version(lua_State *L) {
   return 1;
 }
 
-/** dle.core.raw_buffer(t, fn, writable) -> data pointer (light userdata), element count, dtype name
+/** dle.core._raw_buffer(t, fn, writable) -> data pointer (light userdata), element count, dtype name
  * of a contiguous CPU tensor, for a module that cannot call the engine (dle.dist_native, loaded
  * apart from this one): errors name fn. The pointer is valid while the caller keeps t referenced.
  * writable: the caller will write through it, so the engine's in-place rules apply and the
@@ -639,7 +639,7 @@ void dle_lua_open_tensor(lua_State *L, int module, int methods) {
       {"zeros", l_zeros}, {"ones", l_ones}, {"empty", l_empty}, {"full", l_full},
       {"arange", l_arange}, {"linspace", l_linspace}, {"eye", l_eye}, {"tensor", l_tensor},
       {"zeros_like", l_zeros_like}, {"ones_like", l_ones_like}, {"empty_like", l_empty_like},
-      {"full_like", l_full_like}, {"same_storage", l_same_storage}, {"raw_buffer", l_raw_buffer},
+      {"full_like", l_full_like}, {"same_storage", l_same_storage}, {"_raw_buffer", l_raw_buffer},
       {NULL, NULL}};
   static const luaL_Reg meths[] = {
       {"shape", m_shape}, {"size", m_size}, {"stride", m_stride}, {"dim", m_dim},

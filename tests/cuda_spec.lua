@@ -91,7 +91,7 @@ describe("the CUDA kernel table", function()
   local ops = dle.core.op_table()
 
   it("covers every op of ops.def but views and the documented CPU-only ops", function()
-    local cuda, why = dle.core.kernel_ops("cuda")
+    local cuda, why = dle.core._kernel_ops("cuda")
     if not cuda then
       assert.is_false(H.exists(library), why)
       return pending("libdle_cuda.so was not built: " .. why)
@@ -112,16 +112,16 @@ describe("the CUDA kernel table", function()
   end)
 
   it("has a CPU kernel for every CUDA kernel (the CPU is the reference)", function()
-    local cuda = dle.core.kernel_ops("cuda")
+    local cuda = dle.core._kernel_ops("cuda")
     if not cuda then return pending("libdle_cuda.so was not built") end
     local cpu = {}
-    for _, name in ipairs(assert(dle.core.kernel_ops("cpu"))) do cpu[name] = true end
+    for _, name in ipairs(assert(dle.core._kernel_ops("cpu"))) do cpu[name] = true end
     for _, name in ipairs(cuda) do assert.is_true(cpu[name], name) end
     assert.is_true(#cuda >= 60, "only " .. #cuda .. " CUDA kernels")
   end)
 
   it("rejects unknown device names", function()
-    H.assert_error(function() return dle.core.kernel_ops("tpu") end, "kernel_ops:", "tpu")
+    H.assert_error(function() return dle.core._kernel_ops("tpu") end, "kernel_ops:", "tpu")
   end)
 end)
 

@@ -1,7 +1,7 @@
 /* dist.h — what the files of dle.dist_native (the MPI side of dle.dist) share: the private
  * communicator, the dtype table and MPI error reporting. This module never calls the engine (the
  * core module is loaded RTLD_LOCAL): lua/dle/dist/init.lua hands it raw buffers from
- * dle.core.raw_buffer. */
+ * dle.core._raw_buffer. */
 #ifndef DLE_DIST_H
 #define DLE_DIST_H
 

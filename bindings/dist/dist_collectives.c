@@ -1,6 +1,6 @@
 /* dist_collectives.c — all_reduce, broadcast and barrier over raw buffers (pointer, element
  * count, dtype name) that lua/dle/dist/init.lua takes from contiguous CPU tensors (through
- * dle.core.raw_buffer). A buffer of more elements than an MPI count (an int) holds goes in several
+ * dle.core._raw_buffer). A buffer of more elements than an MPI count (an int) holds goes in several
  * calls. */
 #include <limits.h>
 #include <stdint.h>

@@ -176,7 +176,7 @@ return function(dle)
     end
 
     local compiled = function(...)
-      if core.trace_active() then return fn(...) end
+      if core._trace_active() then return fn(...) end
       local args = table.pack(...)
       local key = guard_of(args)
       if not key then

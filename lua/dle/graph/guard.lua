@@ -178,7 +178,7 @@ function Recorder:walk(v, name)
   local ty = type(v)
   if ty == "function" then self:walk_fn(v)
   elseif ty == "table" then self:walk_table(v, name)
-  elseif ty == "userdata" and core.is_tensor(v) then self.tensors[core.tensor_id(v)] = true end
+  elseif ty == "userdata" and core.is_tensor(v) then self.tensors[core._tensor_id(v)] = true end
 end
 
 --- rec:unfreeze(g): forgets the traced value (attrs.value) of each 0-dim constant of g that holds
@@ -187,7 +187,7 @@ end
 -- theirs: they are guarded by value.)
 function Recorder:unfreeze(g)
   for _, n in ipairs(g:nodes()) do
-    if n.op == "const" and n.attrs.value ~= nil and self.tensors[core.tensor_id(n._value)] then
+    if n.op == "const" and n.attrs.value ~= nil and self.tensors[core._tensor_id(n._value)] then
       n.attrs.value = nil
     end
   end
