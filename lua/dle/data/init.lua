@@ -18,8 +18,8 @@ local function native(fn, ...)
   return table.unpack(res, 2, res.n)
 end
 
-data.DataLoader = require "dle.data.DataLoader"
-data.TextCorpus = require "dle.data.TextCorpus"
+data.DataLoader = require "dle.data.data_loader"
+data.TextCorpus = require "dle.data.text_corpus"
 
 --- Reads an IDX file (the MNIST format), gzip-compressed or raw, into a tensor.
 -- Element types: uint8 -> uint8; int8, int16, int32 -> int32; float32 -> float32;
