@@ -185,7 +185,7 @@ end
 -- Values for dtype: positive floats for the float ops (log, sqrt), small integers otherwise.
 local function values_for(shape, dtype, seed)
   local k = seed or 0
-  return H.build(shape, function(idx)
+  return H.build(shape, function()
     k = k + 1
     local v = ((k * 37) % 23) / 7 - 1.3
     if dtype == "bool" then return k % 3 == 0 end
@@ -508,7 +508,8 @@ describe("CUDA kernels against the CPU", function()
 
   it("conv2d with stride, padding, dilation and groups, its gradients, and pooling", on_gpu(function()
     local F = dle.nn.functional
-    local cases = {{{}, 1}, {{stride = 2, padding = 1}, 1}, {{padding = 2, dilation = 2}, 1}, {{groups = 2, stride = {1, 2}}, 2}}
+    local cases = {{{}, 1}, {{stride = 2, padding = 1}, 1}, {{padding = 2, dilation = 2}, 1},
+                   {{groups = 2, stride = {1, 2}}, 2}}
     for _, dt in ipairs(floats) do
       for _, c in ipairs(cases) do
         local x, gx = pair(values_for({2, 4, 7, 6}, dt, 31), dt, "contiguous")
@@ -576,8 +577,10 @@ describe("CUDA kernels against the CPU", function()
 
   it("fused optimizer steps on GPU params match the CPU's", on_gpu(function()
     local configs = {{"SGD", {lr = 0.1}}, {"SGD", {lr = 0.1, momentum = 0.9, nesterov = true, weight_decay = 0.01}},
-                     {"Adagrad", {lr = 0.1, lr_decay = 0.01}}, {"RMSprop", {lr = 0.01, momentum = 0.5, centered = true}},
-                     {"Adam", {lr = 0.01, amsgrad = true, weight_decay = 0.1}}, {"AdamW", {lr = 0.01, weight_decay = 0.1}}}
+                     {"Adagrad", {lr = 0.1, lr_decay = 0.01}},
+                         {"RMSprop", {lr = 0.01, momentum = 0.5, centered = true}},
+                     {"Adam", {lr = 0.01, amsgrad = true, weight_decay = 0.1}},
+                         {"AdamW", {lr = 0.01, weight_decay = 0.1}}}
     for _, dt in ipairs(floats) do
       for _, c in ipairs(configs) do
         local x, gx = pair(values_for({3, 5}, dt, 30), dt, "contiguous")

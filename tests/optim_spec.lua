@@ -10,7 +10,7 @@ local function assert_close(got, want, tol, what)
   assert.are.equal(#want, #got, what)
   for i = 1, #want do
     local err = math.abs(got[i] - want[i])
-    if not (err <= tol * math.max(1, math.abs(want[i]))) then
+    if not (err <= tol * math.max(1, math.abs(want[i]))) then -- luacheck: ignore 581 (NaN fails)
       error(string.format("%s: element %d is %.17g, expected %.17g (tol %g)", what or "value", i,
         got[i], want[i], tol), 2)
     end
@@ -372,7 +372,8 @@ describe("dle.optim optimizer behaviour", function()
   end)
   -- found by the API fuzzer: a number as a param group was indexed ("attempt to index a number")
   it("load_state_dict names itself when a param group is not a table", function()
-    local ok, msg = pcall(function() optim.SGD({param()}, {lr = 0.1}):load_state_dict({state = {}, param_groups = {4}}) end)
+    local ok, msg = pcall(function() optim.SGD({param()}, {lr = 0.1}):load_state_dict({state = {},
+                                                                                       param_groups = {4}}) end)
     assert.is_false(ok)
     assert.is_truthy(msg:find("SGD: load_state_dict: param group 1 is a number", 1, true), msg)
   end)

@@ -28,7 +28,7 @@ return function(dle)
   -- when f returns several values) and the matching tangent(s).
   function dle.jvp(f, inputs, tangents)
     check.callable(f, "jvp", "f")
-    local ins, single = as_list(inputs, "jvp", "inputs")
+    local ins = as_list(inputs, "jvp", "inputs")
     local tans = as_list(tangents, "jvp", "tangents")
     if #tans ~= #ins then
       check.error(string.format("jvp: %d tangents for %d inputs", #tans, #ins))

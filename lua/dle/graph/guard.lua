@@ -205,9 +205,9 @@ function Recorder:walk_fn(f)
     local name, v = getupvalue(f, i)
     if name == nil then break end
     local id = upvalueid(f, i)
-    if library_fn and not (type(v) == "function" and not is_library_fn(v)) then
-      -- dle's state: fixed (see the header)
-    elseif not self.seen_up[id] then
+    -- in dle's own closures, only user functions count: dle's state is fixed (see the header)
+    local fixed = library_fn and not (type(v) == "function" and not is_library_fn(v))
+    if not fixed and not self.seen_up[id] then
       self.seen_up[id] = true
       if self:over(1) then return end
       local k = #self.uf + 1

@@ -389,7 +389,9 @@ function Graph:backward_graph(opts)
     examples[i] = c
   end
   if opts.grad_outputs then
-    for _, k in ipairs(float_outs) do examples[#examples + 1] = dle.ones(self.outputs[k]:shape(), {dtype = self.outputs[k]:dtype()}) end
+    for _, k in ipairs(float_outs) do
+      examples[#examples + 1] = dle.ones(self.outputs[k]:shape(), {dtype = self.outputs[k]:dtype()})
+    end
   end
   local ninputs = #self.inputs
   local function backward(...)

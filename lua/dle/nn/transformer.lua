@@ -44,7 +44,8 @@ end
 -- @return tensor {B, T, d}
 function TransformerBlock:forward(x, opts)
   if not dle.is_tensor(x) or x:dim() < 2 or x:size(-1) ~= self.embed_dim then
-    check.error("TransformerBlock: input has shape " .. (dle.is_tensor(x) and ("{" .. table.concat(x:shape(), ",") .. "}")
+    check.error("TransformerBlock: input has shape " .. (dle.is_tensor(x)
+                                                         and ("{" .. table.concat(x:shape(), ",") .. "}")
       or type(x)) .. ", expected {B, T, " .. self.embed_dim .. "}")
   end
   local p, tr = self.dropout, self.training
