@@ -183,6 +183,7 @@ static int l_is_grad_enabled(lua_State *L) {
 
 /** dle.set_grad_enabled(on) returns the previous mode. */
 static int l_set_grad_enabled(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TBOOLEAN);
   lua_pushboolean(L, dle_set_grad_enabled(lua_toboolean(L, 1)));
   return 1;
 }

@@ -128,15 +128,18 @@ static dle_status read_idx(const char *path, dle_tensor **out) {
     goto fail;
   }
   int64_t sizes[DLE_MAX_DIMS];
-  uint64_t count = 1;
+  /* nonzero: the product of the non-zero sizes, checked as well, so that a zero size cannot hide
+   * sizes whose product overflows (the engine checks shapes the same way) */
+  uint64_t count = 1, nonzero = 1;
   for (int d = 0; d < ndim; d++) {
     const unsigned char *p = head + 4 + 4 * d;
     sizes[d] = (int64_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
-    if (sizes[d] != 0 && count > (UINT64_C(1) << 48) / (uint64_t)sizes[d]) {
+    if (sizes[d] != 0 && nonzero > (UINT64_C(1) << 48) / (uint64_t)sizes[d]) {
       dle_error("idx: %s: sizes too large (dim %d is %lld)", path, d + 1, (long long)sizes[d]);
       goto fail;
     }
     count *= (uint64_t)sizes[d];
+    if (sizes[d] != 0) nonzero *= (uint64_t)sizes[d];
   }
   /* A raw file's size is known: a header announcing more data than the file holds is an error
    * before anything is allocated for it. */

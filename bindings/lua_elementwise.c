@@ -15,16 +15,19 @@ typedef struct {
   lua_Integer i;
 } operand;
 
+/* The error for an operand that is neither a tensor nor a number (nor a boolean). */
+static void bad_operand(lua_State *L, int idx) { dle_lua_typeerror(L, idx, "tensor or number"); }
+
 /* Filled in place, not returned: the copies of a returned struct were a measurable share of
  * `c = a + b` on one element (a 16-byte load of bytes just stored separately stalls
  * store-to-load forwarding). */
-static void get_operand(lua_State *L, int idx, const char *fn, operand *o) {
+static void get_operand(lua_State *L, int idx, operand *o) {
   *o = (operand){dle_lua_opt(L, idx), 0, false, 0};
   if (o->t) return;
   if (lua_isinteger(L, idx)) o->is_int = true, o->i = lua_tointeger(L, idx);
   if (lua_type(L, idx) == LUA_TNUMBER) o->v = lua_tonumber(L, idx);
   else if (lua_isboolean(L, idx)) o->v = lua_toboolean(L, idx);
-  else luaL_error(L, "%s: expected a tensor or a number for argument #%d, got %s", fn, idx, luaL_typename(L, idx));
+  else bad_operand(L, idx);
 }
 
 /* t op n (or n op t) for a Lua integer n and an int64 CPU tensor t, with n exact. */
@@ -53,8 +56,8 @@ static dle_status binary(dle_op op, dle_tensor **out, const operand *a, const op
 static void binary_args(lua_State *L, dle_op op, bool inplace, dle_tensor **out) {
   operand a, b;
   const char *fn = dle_op_get_info(op)->name;
-  get_operand(L, 1, fn, &a);
-  get_operand(L, 2, fn, &b);
+  get_operand(L, 1, &a);
+  get_operand(L, 2, &b);
   if (inplace) {
     if (!a.t) luaL_error(L, "%s_: self must be a tensor", fn);
     *out = a.t;
@@ -76,6 +79,12 @@ static void scale_by_alpha(lua_State *L, dle_op op) {
   if (lua_getfield(L, 3, "alpha") == LUA_TNIL) return;
   if (lua_type(L, -1) != LUA_TNUMBER)
     luaL_error(L, "%s: alpha must be a number, got %s", fn, luaL_typename(L, -1));
+  int t2 = lua_type(L, 2);   /* checked first: s*b of a string or table is Lua's own error */
+  if (t2 != LUA_TNUMBER && t2 != LUA_TBOOLEAN && !dle_lua_opt(L, 2)) bad_operand(L, 2);
+  if (t2 == LUA_TBOOLEAN) {  /* as get_operand reads it */
+    lua_pushinteger(L, lua_toboolean(L, 2));
+    lua_replace(L, 2);
+  }
   lua_pushvalue(L, 2);
   lua_arith(L, LUA_OPMUL);  /* alpha * b: tensor metamethod or plain number product */
   lua_replace(L, 2);

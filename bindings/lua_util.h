@@ -16,7 +16,8 @@ typedef struct {
 } dle_lua_tensor;
 #define DLE_LUA_TENSOR_MAGIC UINT64_C(0x646c652e54656e73) /* "dle.Tens" */
 
-/* The tensor at idx, or a Lua error naming the argument ("bad argument #1 to 'add'"). */
+/* The tensor at idx, or a Lua error naming the function and the argument ("add: argument #1 must
+ * be a tensor, got nil"). */
 dle_tensor *dle_lua_check(lua_State *L, int idx);
 /* The tensor at idx, or NULL when the value there is not a tensor. */
 dle_tensor *dle_lua_opt(lua_State *L, int idx);
@@ -26,7 +27,8 @@ void dle_lua_push(lua_State *L, dle_tensor *t);
  * elementwise ops and operators keep it as an upvalue, a fetch about 100 instructions cheaper
  * than the registry lookup (callgrind, `c = a + b` on one element). */
 void dle_lua_push_mt(lua_State *L, dle_tensor *t, int mt);
-/* Raises dle_last_error() as a Lua error. Release C temporaries before calling. */
+/* Raises dle_last_error() as a Lua error, prefixed with the running function's name unless the
+ * message already starts with it. Release C temporaries before calling. */
 int dle_lua_fail(lua_State *L);
 #define DLE_LUA_TRY(L, call) do { if ((call) != DLE_OK) dle_lua_fail(L); } while (0)
 
@@ -93,5 +95,48 @@ void dle_lua_open_nn(lua_State *L, int module, int methods);
 void dle_lua_open_losses(lua_State *L, int module, int methods);
 void dle_lua_open_profile(lua_State *L, int module, int methods);
 void dle_lua_open_graph(lua_State *L, int module, int methods);
+
+/* ---- errors (lua_errors.c) ----
+ * Every error the bindings raise names the dle function and is reported at the user's line, the
+ * first caller outside dle. The function's name is that it was registered under (see
+ * dle_lua_register_names), whatever the call path: pcall(dle.matmul, ...), a local alias, t:mm().
+ * Arguments are numbered as the user wrote the call (t:f(x): x is argument #1, t is self). */
+const char *dle_lua_fname(lua_State *L);
+int dle_lua_error(lua_State *L, const char *fmt, ...);
+int dle_lua_argerror(lua_State *L, int arg, const char *msg);
+int dle_lua_typeerror(lua_State *L, int arg, const char *expected);
+lua_Number dle_lua_checknumber(lua_State *L, int arg);
+lua_Integer dle_lua_checkinteger(lua_State *L, int arg);
+const char *dle_lua_checklstring(lua_State *L, int arg, size_t *len);
+lua_Number dle_lua_optnumber(lua_State *L, int arg, lua_Number def);
+lua_Integer dle_lua_optinteger(lua_State *L, int arg, lua_Integer def);
+const char *dle_lua_optlstring(lua_State *L, int arg, const char *def, size_t *len);
+void dle_lua_checktype(lua_State *L, int arg, int t);
+void *dle_lua_checkudata(lua_State *L, int arg, const char *tname);
+int dle_lua_checkoption(lua_State *L, int arg, const char *def, const char *const lst[]);
+/* Maps each C function in the table at idx to its key, for dle_lua_fname. */
+void dle_lua_register_names(lua_State *L, int idx);
+void dle_lua_open_errors(lua_State *L, int module);
+
+/* The bindings call lauxlib's checks and luaL_error by their usual names; these route them
+ * through the helpers above, whose messages read "name: argument #2 must be a number, got nil"
+ * where lauxlib's read "bad argument #2 to 'f' (number expected, got nil)". (luaL_argcheck and
+ * luaL_argexpected are lauxlib macros over luaL_argerror and luaL_typeerror: covered too.) */
+#undef luaL_checkstring
+#undef luaL_optstring
+#define luaL_error dle_lua_error
+#define luaL_argerror dle_lua_argerror
+#define luaL_typeerror dle_lua_typeerror
+#define luaL_checknumber dle_lua_checknumber
+#define luaL_checkinteger dle_lua_checkinteger
+#define luaL_checklstring dle_lua_checklstring
+#define luaL_checkstring(L, arg) dle_lua_checklstring(L, (arg), NULL)
+#define luaL_optnumber dle_lua_optnumber
+#define luaL_optinteger dle_lua_optinteger
+#define luaL_optlstring dle_lua_optlstring
+#define luaL_optstring(L, arg, d) dle_lua_optlstring(L, (arg), (d), NULL)
+#define luaL_checktype dle_lua_checktype
+#define luaL_checkudata dle_lua_checkudata
+#define luaL_checkoption dle_lua_checkoption
 
 #endif

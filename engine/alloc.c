@@ -31,6 +31,8 @@ static size_t cache_limit = (size_t)1 << 30;
 /* Live and peak bytes, changed under the lock (one lock round trip per call, no extra atomic
  * read-modify-writes: those cost more than the rest of a small allocation), read without it. */
 static size_t allocated, peak;
+/* dle_set_memory_limit: the most live bytes allowed (0: no limit). */
+static size_t memory_limit;
 
 /* Class index and rounded size for a request of n bytes. */
 static int size_class(size_t n, size_t *rounded) {
@@ -84,6 +86,14 @@ void *dle_cpu_alloc(size_t nbytes) {
   size_t rounded;
   int c = size_class(nbytes, &rounded);
   void *p = NULL;
+  if (memory_limit) {
+    lock();
+    bool over = allocated + nbytes > memory_limit;
+    unlock();
+    /* the cache is not counted as in use, but a program hitting its limit wants the memory back */
+    if (over) dle_empty_cache();
+    if (over) return NULL;
+  }
   lock();
   block *b = c < NUM_CLASSES ? free_lists[c] : NULL;
   if (b) {
@@ -167,6 +177,17 @@ void dle_set_cache_limit(size_t nbytes) {
   cache_limit = nbytes;
   unlock();
   if (cached_bytes > nbytes) dle_empty_cache();
+}
+
+void dle_set_memory_limit(size_t nbytes) {
+  lock();
+  memory_limit = nbytes;
+  unlock();
+}
+size_t dle_memory_limit(void) { return __atomic_load_n(&memory_limit, __ATOMIC_RELAXED); }
+bool dle_memory_over_limit(size_t nbytes) {
+  size_t limit = dle_memory_limit();
+  return limit && dle_memory_allocated() + nbytes > limit;
 }
 
 size_t dle_memory_allocated(void) { return __atomic_load_n(&allocated, __ATOMIC_RELAXED); }

@@ -167,6 +167,13 @@ void dle_memory_reset_peak(void);
 size_t dle_memory_cached(void);
 void dle_empty_cache(void);
 void dle_set_cache_limit(size_t nbytes);
+/* A cap on the bytes live CPU storages may hold (0, the default: none). An allocation that would
+ * go over it fails (after the cache is returned to the system), and the tensor that asked for it
+ * reports the shape, the limit and the bytes in use. */
+void dle_set_memory_limit(size_t nbytes);
+size_t dle_memory_limit(void);
+/* Whether nbytes more would go over the limit now. */
+bool dle_memory_over_limit(size_t nbytes);
 
 /* ---------------------------------------------------------------- the op table */
 /* The kinds of ops (ops/families.def: DLE_KIND lines): ops of one kind share a shape rule. */

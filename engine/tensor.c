@@ -147,6 +147,17 @@ dle_status dle_tensor_empty(dle_tensor **out, int ndim, const int64_t *sizes, dl
   return dle_tensor_empty_checked(out, ndim, sizes, dtype, device);
 }
 
+/* "40.0 GB": decimal units, as the DLE_MAX_MEMORY suffixes. */
+static char *format_bytes(char *buf, size_t n, size_t bytes) {
+  static const char *units[] = {"bytes", "KB", "MB", "GB", "TB", "PB"};
+  double v = (double)bytes;
+  int u = 0;
+  while (v >= 1000 && u < 5) v /= 1000, u++;
+  if (u == 0) snprintf(buf, n, "%zu bytes", bytes);
+  else snprintf(buf, n, "%.1f %s", v, units[u]);
+  return buf;
+}
+
 dle_status dle_tensor_empty_checked(dle_tensor **out, int ndim, const int64_t *sizes, dle_dtype dtype,
                                     dle_device device) {
   dle_tensor *t = header_new();
@@ -155,10 +166,16 @@ dle_status dle_tensor_empty_checked(dle_tensor **out, int ndim, const int64_t *s
   t->storage = storage_new(nbytes, device);
   if (!t->storage) {
     header_free(&tensor_headers, t);
-    char buf[128], why[256];
+    /* no function name: the binding puts the user's function before it ("randn: allocating ...") */
+    char buf[128], why[256], size[32], limit[32], used[32];
     snprintf(why, sizeof why, "%s", dle_last_error());  /* dle_error overwrites it */
-    return dle_error("empty: cannot allocate a %s tensor of shape %s (%zu bytes): %s",
-                     dle_dtype_name(dtype), dle_shape_str(buf, sizeof buf, ndim, sizes), nbytes, why);
+    dle_shape_str(buf, sizeof buf, ndim, sizes);
+    format_bytes(size, sizeof size, nbytes);
+    if (device.type == DLE_CPU && dle_memory_over_limit(nbytes))
+      return dle_error("allocating %s %s (%s) would exceed the memory limit of %s (in use %s)", buf,
+                       dle_dtype_name(dtype), size, format_bytes(limit, sizeof limit, dle_memory_limit()),
+                       format_bytes(used, sizeof used, dle_memory_allocated()));
+    return dle_error("cannot allocate %s %s (%s): %s", buf, dle_dtype_name(dtype), size, why);
   }
   t->ndim = ndim;
   t->dtype = dtype;

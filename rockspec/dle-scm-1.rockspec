@@ -35,7 +35,7 @@ local c_sources = {
   ["kernels/cpu/"] = { "attention", "backend", "conv", "cpu_conv_job", "cpu_conv_winograd", "copy", "elementwise", "index",
                        "cpu_loop", "cpu_loop_tiles", "losses", "matmul", "nn", "norm", "optim", "pool",
                        "random", "reduce", "softmax", "cpu_stream", "cpu_vec_gemm", "cpu_vec_softmax", "cpu_vec_sum", "cpu_vec_winograd", "cpu_vecmath", "fused" },
-  ["bindings/"] = { "lua_autograd", "lua_conv", "lua_core", "lua_data", "lua_elementwise", "lua_index", "lua_io",
+  ["bindings/"] = { "lua_autograd", "lua_conv", "lua_core", "lua_data", "lua_elementwise", "lua_errors", "lua_index", "lua_io",
                     "lua_losses", "lua_matmul", "lua_nn", "lua_norm", "lua_optim", "lua_profile", "lua_random", "lua_reduce", "lua_tensor", "lua_graph" },
 }
 -- Lua files under lua/dle/ (without .lua): "x" is module dle.x, "x/init" dle.x, "x/y" dle.x.y.

@@ -5,6 +5,7 @@
 -- can free them, which luacheck calls unused:
 -- luacheck: ignore 211 231 241 311
 local dle = require "dle"
+local H = require "helpers"
 
 local MB = 1024 * 1024
 local N1MB = MB // 4   -- float32 elements in 1 MB
@@ -333,5 +334,109 @@ describe("memory", function()
       for _ = 1, 2000 do dle.ones(1) end                             -- count checks
       assert.are.equal("incremental", collectgarbage("incremental"))
     end)
+  end)
+end)
+
+-- engine/alloc.c: DLE_MAX_MEMORY and dle.set_memory_limit cap the bytes live tensors hold
+describe("the memory limit", function()
+  local root = debug.getinfo(1, "S").source:match("^@(.*)/tests/[^/]*$") or "."
+
+  -- Runs code in a child `scripts/dle -e` with DLE_MAX_MEMORY set to value; returns its output.
+  local function child(value, code)
+    local p = assert(io.popen(string.format("DLE_MAX_MEMORY=%q %q -e %q 2>&1", value, root .. "/scripts/dle", code)))
+    local out = p:read("a")
+    p:close()
+    return out
+  end
+
+  before_each(full_gc)
+  after_each(function() dle.set_memory_limit(nil) end)
+
+  it("DLE_MAX_MEMORY sets it at load, with K/M/G suffixes; over it is an error naming the op, shape and limit", function()
+    local out = child("2M", [[
+      local dle = require "dle"
+      io.write(dle.get_memory_limit(), "\n")
+      local ok, msg = pcall(dle.randn, 1000, 1000)
+      io.write(msg, "\n")
+      io.write(dle.randn(100, 100):numel(), "\n")]])
+    local limit, msg, after = out:match("^(%d+)\n(.-)\n(%d+)\n$")
+    assert.are.equal("2000000", limit, out)
+    assert.are.equal("randn: allocating {1000,1000} float32 (4.0 MB) would exceed the memory limit of 2.0 MB "
+                     .. "(in use 0 bytes)", msg)
+    assert.are.equal("10000", after)   -- the process carries on
+    assert.are.equal("1073741824\n", child("1GiB", [[io.write(require("dle").get_memory_limit(), "\n")]]))
+  end)
+
+  it("a bad DLE_MAX_MEMORY is an error at require time naming the variable", function()
+    for _, bad in ipairs{"lots", "2X", "-1G", "1G5"} do
+      local out = child(bad, [[require "dle"; io.write("loaded")]])
+      assert.is_truthy(out:find("DLE_MAX_MEMORY: '" .. bad .. "' is not a number of bytes", 1, true), out)
+      assert.is_falsy(out:find("loaded", 1, true))
+    end
+  end)
+
+  it("set_memory_limit caps live bytes; nil or 0 removes it; get_memory_limit reports it", function()
+    assert.is_nil(dle.get_memory_limit())
+    local base = allocated()
+    dle.set_memory_limit(base + 2 * MB)
+    assert.are.equal(base + 2 * MB, dle.get_memory_limit())
+    assert.are.equal(base + 2 * MB, dle.memory_stats().limit)
+    local a = dle.zeros(N1MB)
+    local ok, msg = pcall(dle.ones, 2 * N1MB)
+    assert.is_false(ok)
+    assert.is_truthy(msg:find("^ones: allocating {524288} float32 %(2%.1 MB%) would exceed the memory limit of "), msg)
+    local b = dle.ones(N1MB // 2)          -- a smaller allocation still fits
+    assert.are.equal(base + MB + MB // 2, allocated())
+    a, b = nil, nil
+    full_gc()
+    assert.are.equal(base, allocated())    -- nothing leaked by the failure
+    dle.set_memory_limit(0)
+    assert.is_nil(dle.get_memory_limit())
+    dle.set_memory_limit("3M")
+    assert.are.equal(3000000, dle.get_memory_limit())
+    dle.set_memory_limit()
+    assert.is_nil(dle.get_memory_limit())
+    H.assert_error(function() dle.set_memory_limit(-1) end, "set_memory_limit:", "non-negative")
+    H.assert_error(function() dle.set_memory_limit("lots") end, "set_memory_limit:", "'lots'")
+    H.assert_error(function() dle.set_memory_limit({}) end, "set_memory_limit:", "argument #1")
+  end)
+
+  it("the allocator's cache is returned to the system when the limit refuses an allocation", function()
+    do local t <close> = dle.empty(4 * N1MB) end
+    assert.is_true(dle.memory_stats().cached >= 4 * MB)
+    dle.set_memory_limit(allocated() + MB)
+    assert.is_false(pcall(dle.empty, 2 * N1MB))
+    assert.are.equal(0, dle.memory_stats().cached)
+  end)
+
+  it("backward hitting the limit mid-graph is an error; the process and the graph's memory recover", function()
+    local base = allocated()
+    local w = dle.randn(256, 256):requires_grad_()
+    local x = dle.randn(64, 256)
+    local h = x:matmul(w):relu():matmul(w):tanh():sum()
+    dle.set_memory_limit(allocated() + 64 * 1024)   -- room for a little, not for the gradients
+    local ok, msg = pcall(function() h:backward() end)
+    assert.is_false(ok)
+    assert.is_truthy(msg:find("would exceed the memory limit", 1, true), msg)
+    assert.is_truthy(msg:find("^backward: ") or msg:find(": backward: "), msg)
+    dle.set_memory_limit(nil)
+    -- usable again: a fresh graph runs backward and gives the gradient
+    w.grad = nil
+    local h2 = x:matmul(w):sum()
+    h2:backward()
+    assert.are.same({256, 256}, w.grad:shape())
+    w, x, h, h2 = nil, nil, nil, nil
+    full_gc()
+    assert.are.equal(base, allocated())
+  end)
+
+  it("the limit counts CPU memory only: CUDA tensors are not refused by it", function()
+    if not dle.cuda_available() then
+      pending("no CUDA device here")
+      return
+    end
+    dle.set_memory_limit(allocated() + MB)
+    local t = dle.zeros(4 * N1MB, {device = "cuda"})
+    assert.are.equal(4 * N1MB, t:numel())
   end)
 end)

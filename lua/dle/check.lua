@@ -122,6 +122,19 @@ function check.original(f)
   return original_of[f] or f
 end
 
+--- Calls f(...) and returns its results; an error from an op f uses (a shape mismatch found by
+-- `minimum` inside logical_and) is raised again named after fn ("logical_and: minimum: shapes
+-- ..."), at the user's line. For public functions composed of other ops.
+function check.call(fn, f, ...)
+  local res = table.pack(pcall(f, ...))
+  if res[1] then return table.unpack(res, 2, res.n) end
+  local msg = res[2]
+  if type(msg) ~= "string" then error(msg, 0) end
+  local body = check.strip_where(msg)
+  if body:sub(1, #fn + 1) ~= fn .. ":" then body = fn .. ": " .. body end
+  check.error(body)
+end
+
 local wrapped = setmetatable({}, {__mode = "k"})
 
 --- Wraps every Lua function field of tbl (in place) with check.public, once; returns tbl. C

@@ -96,7 +96,7 @@ end
 -- A class counts as its `init` function, named after the class (`dle.nn.Linear`).
 function M.public_functions()
   local dle = require "dle"
-  for _, k in ipairs({"checkpoint", "profile", "flops", "compile", "compile_info"}) do local _ = dle[k] end
+  for _, k in ipairs({"checkpoint", "profile", "flops", "compile", "compile_info", "io"}) do local _ = dle[k] end
   local list = {}
   local function add(name, v)
     if type(v) == "function" then list[#list + 1] = {name = name, fn = v}

@@ -5,6 +5,13 @@ local core = require "dle.core"
 
 -- dle.core's helpers for the Lua packages are registered under names starting with `_` and stay
 -- in dle.core; everything else is public.
+local internal = {}
+for name in pairs(core) do
+  if name:sub(1, 1) == "_" then internal[name] = true end
+end
+-- Errors raised in dle.core are reported at the first caller outside this directory; the
+-- internal functions' messages name the public function they serve.
+core._set_source_root(debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "", internal, core)
 local dle = {}
 for name, value in pairs(core) do
   if name:sub(1, 1) ~= "_" then dle[name] = value end
@@ -18,9 +25,6 @@ package.loaded["dle"] = dle
 require("dle.tensor")(dle)
 require("dle.einsum")(dle)
 require("dle.autograd")(dle)
-
--- The file formats (dle.save/load, npy, safetensors) in dle.io.
-require("dle.io")(dle)
 
 -- The Lua functions among them report errors at the user's line, not at dle's own (see
 -- dle.check: check.public); C functions already do.
@@ -40,8 +44,12 @@ export()
 -- So do the functions of dle.checkpoint, dle.profile and dle.compile (whose modules add them to dle).
 local subpackages = {nn = "dle.nn", optim = "dle.optim", data = "dle.data", amp = "dle.amp",
                      dist = "dle.dist", graph = "dle.graph", rewrite = "dle.rewrite"}
+-- The file formats (dle.save/load, npy, safetensors, dle.io) too: lua-cjson and the format modules
+-- were a third of the start-up.
 local installers = {checkpoint = "dle.checkpoint", profile = "dle.profile", flops = "dle.profile",
-                    compile = "dle.compile", compile_info = "dle.compile"}
+                    compile = "dle.compile", compile_info = "dle.compile", io = "dle.io", save = "dle.io",
+                    load = "dle.io", save_npy = "dle.io", load_npy = "dle.io", save_safetensors = "dle.io",
+                    load_safetensors = "dle.io"}
 local loading = {}   -- a subpackage's own files may look for it while it loads: nil then
 setmetatable(dle, {__index = function(t, k)
   local installer = installers[k]

@@ -207,17 +207,20 @@ return function(dle)
   -- broadcasting; b may be a number.
   function Tensor.logical_and(a, b)
     check.tensor(a, "logical_and", "input")
-    return a:ne(0):minimum(operand(b, "logical_and"):ne(0)):ne(0)
+    b = operand(b, "logical_and")
+    return check.call("logical_and", function() return a:ne(0):minimum(b:ne(0)):ne(0) end)
   end
   --- t:logical_or(b): bool tensor of (t ~= 0) or (b ~= 0), broadcasting; b may be a number.
   function Tensor.logical_or(a, b)
     check.tensor(a, "logical_or", "input")
-    return a:ne(0):maximum(operand(b, "logical_or"):ne(0)):ne(0)
+    b = operand(b, "logical_or")
+    return check.call("logical_or", function() return a:ne(0):maximum(b:ne(0)):ne(0) end)
   end
   --- t:logical_xor(b): bool tensor of (t ~= 0) ~= (b ~= 0), broadcasting; b may be a number.
   function Tensor.logical_xor(a, b)
     check.tensor(a, "logical_xor", "input")
-    return a:ne(0):ne(operand(b, "logical_xor"):ne(0))
+    b = operand(b, "logical_xor")
+    return check.call("logical_xor", function() return a:ne(0):ne(b:ne(0)) end)
   end
 
   -- The test behind isclose and allclose; fn names the caller in errors.
@@ -226,10 +229,12 @@ return function(dle)
     b = operand(b, fn)
     rtol = rtol == nil and 1e-5 or check.number(rtol, fn, "rtol")
     atol = atol == nil and 1e-8 or check.number(atol, fn, "atol")
-    local finite = a:abs():lt(math.huge):logical_and(b:abs():lt(math.huge))
-    local close = (a - b):abs():le(b:abs() * rtol + atol):logical_and(finite):logical_or(a:eq(b))
-    if equal_nan then close = close:logical_or(a:ne(a):logical_and(b:ne(b))) end
-    return close
+    return check.call(fn, function()
+      local finite = a:abs():lt(math.huge):logical_and(b:abs():lt(math.huge))
+      local close = (a - b):abs():le(b:abs() * rtol + atol):logical_and(finite):logical_or(a:eq(b))
+      if equal_nan then close = close:logical_or(a:ne(a):logical_and(b:ne(b))) end
+      return close
+    end)
   end
   --- t:isclose(other, rtol, atol, equal_nan) / dle.isclose(a, b, ...): closeness as a bool tensor.
   -- Elementwise |a - b| <= atol + rtol * |b| for finite elements (defaults rtol 1e-5, atol 1e-8,

@@ -23,22 +23,22 @@ function DataLoader.new(source, opts)
   local self = setmetatable({}, DataLoader)
   local bs = opts.batch_size or 1
   if math.type(bs) ~= "integer" or bs < 1 then
-    error("DataLoader: batch_size must be a positive integer, got " .. tostring(bs), 3)
+    check.error("DataLoader: batch_size must be a positive integer, got " .. tostring(bs))
   end
   self.batch_size, self.shuffle, self.drop_last = bs, opts.shuffle and true or false,
     opts.drop_last and true or false
   self.generator = opts.generator
   if is_tensor(source) then source = {source} end
   if type(source) ~= "table" then
-    error("DataLoader: expected a list of tensors or a dataset object, got " .. type(source), 3)
+    check.error("DataLoader: expected a list of tensors or a dataset object, got " .. type(source))
   end
   if is_tensor(source[1]) then
     local n = source[1]:dim() > 0 and source[1]:size(1) or 0
     for i, t in ipairs(source) do
-      if not is_tensor(t) then error(string.format("DataLoader: item %d is not a tensor", i), 3) end
+      if not is_tensor(t) then check.error(string.format("DataLoader: item %d is not a tensor", i)) end
       if t:dim() == 0 or t:size(1) ~= n then
-        error(string.format("DataLoader: tensor %d has shape {%s}, tensor 1 has %d rows on dim 1",
-          i, table.concat(t:shape(), ","), n), 3)
+        check.error(string.format("DataLoader: tensor %d has shape {%s}, tensor 1 has %d rows on dim 1",
+          i, table.concat(t:shape(), ","), n))
       end
     end
     self.tensors, self.n = source, n
@@ -50,11 +50,11 @@ function DataLoader.new(source, opts)
       if mt and mt.__len then n = #source end
     end
     if math.type(n) ~= "integer" then
-      error("DataLoader: dataset needs :len() or __len returning an integer", 3)
+      check.error("DataLoader: dataset needs :len() or __len returning an integer")
     end
     self.dataset, self.n = source, n
   else
-    error("DataLoader: expected a list of tensors or a dataset with :get(i) and :len()", 3)
+    check.error("DataLoader: expected a list of tensors or a dataset with :get(i) and :len()")
   end
   self._pos = nil -- next sample position of the running epoch (nil: no epoch running)
   return self
@@ -76,8 +76,8 @@ local function dataset_batch(self, first, count)
     local sample = table.pack(self.dataset:get(i))
     if nout == nil then nout = sample.n
     elseif sample.n ~= nout then
-      error(string.format("DataLoader: dataset:get(%d) returned %d values, earlier samples %d",
-        i, sample.n, nout), 3)
+      check.error(string.format("DataLoader: dataset:get(%d) returned %d values, earlier samples %d",
+        i, sample.n, nout))
     end
     for c = 1, nout do
       columns[c] = columns[c] or {}

@@ -30,6 +30,16 @@
 -- @function dle.set_cache_limit
 -- @param bytes non-negative integer
 
+--- Caps the bytes live CPU tensors may hold (as `DLE_MAX_MEMORY` does at load): an allocation
+-- that would go over it returns the cache to the system, then is an error naming the op, the
+-- shape and the limit. `nil` or 0 removes the cap.
+-- @function dle.set_memory_limit
+-- @tparam[opt] number|string bytes a number of bytes, or a string with a suffix ("512M", "2G", "4GiB")
+
+--- The memory cap in bytes, or nil when there is none.
+-- @function dle.get_memory_limit
+-- @treturn ?int
+
 --- Returns a monotonic wall clock in seconds, with sub-microsecond resolution.
 -- Only differences are meaningful (the origin is arbitrary).
 -- @function dle.time

@@ -38,6 +38,11 @@ local function open_read(fn, path)
   if type(path) ~= "string" then fail("%s: path must be a string, got %s", fn, type(path)) end
   local f, msg = io.open(path, "rb")
   if not f then fail("%s: cannot open %s", fn, msg) end
+  local probe, why = f:read(0)   -- a directory opens, then fails to read ("Is a directory")
+  if probe == nil and why then
+    f:close()
+    fail("%s: cannot read %s: %s", fn, path, why)
+  end
   local ok, size = pcall(core._io_file_size, f, fn .. ": " .. path)
   if not ok then
     f:close()

@@ -54,7 +54,7 @@ function F.linear(x, weight, bias)
   -- under autocast, the weight is cast before it is transposed: the product then receives a view
   -- of the parameter's cast, which the cast cache keeps, rather than a new view to cast each call
   if dle.is_autocast_enabled() then weight = dle.core._autocast_lower(weight) end
-  local y = bias and dle.addmm(bias, x, weight:t()) or x:matmul(weight:t())
+  local y = check.call("linear", function() return bias and dle.addmm(bias, x, weight:t()) or x:matmul(weight:t()) end)
   if lead then
     lead[#lead] = weight:size(1)
     y = y:view(lead)

@@ -30,6 +30,10 @@ function TransformerBlock:init(d, heads, opts)
   self.embed_dim, self.hidden = d, hidden
   self.dropout = opts.dropout or 0
   self.generator = opts.generator
+  if math.type(heads) ~= "integer" or heads < 1 or d % heads ~= 0 then
+    check.error(string.format("TransformerBlock: heads must be a positive integer dividing d = %d, got %s", d,
+      tostring(heads)))
+  end
   local lo = {bias = opts.bias ~= false, dtype = opts.dtype, generator = opts.generator}
   self.ln1 = LayerNorm(d, {dtype = opts.dtype})
   self.attn = MultiheadAttention(d, heads, {causal = opts.causal, bias = opts.bias, dropout = self.dropout,

@@ -59,6 +59,7 @@ end
 function U.parameters_to_vector(params)
   local flat = {}
   for _, p in ipairs(param_list("parameters_to_vector", params)) do flat[#flat + 1] = p:detach():reshape(-1) end
+  if #flat == 0 then check.error("parameters_to_vector: the list of parameters is empty") end
   return dle.cat(flat, 1)
 end
 
@@ -66,7 +67,12 @@ end
 function U.vector_to_parameters(vec, params)
   check.tensor(vec, "vector_to_parameters", "vec")
   local ps = param_list("vector_to_parameters", params)
-  local off = 1
+  local off, total = 1, 0
+  for _, p in ipairs(ps) do total = total + p:numel() end
+  if vec:dim() ~= 1 or vec:numel() ~= total then
+    check.error(string.format("vector_to_parameters: vec has shape %s, expected {%d} (the parameters' elements)",
+      check.shape_str(vec), total))
+  end
   dle.no_grad(function()
     for _, p in ipairs(ps) do
       local n = p:numel()

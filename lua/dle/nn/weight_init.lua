@@ -70,18 +70,21 @@ function I.normal_(t, mean, std, opts)
   return t
 end
 
---- constant_(t, v): fills with v.
-function I.constant_(t, v)
-  check_float("constant_", t)
+local function fill(fname, t, v)
+  check_float(fname, t)
+  check.number(v, fname, "value")
   dle.no_grad(function() t:fill_(v) end)
   return t
 end
 
+--- constant_(t, v): fills with v.
+function I.constant_(t, v) return fill("constant_", t, v) end
+
 --- zeros_(t): fills with 0.
-function I.zeros_(t) return I.constant_(t, 0) end
+function I.zeros_(t) return fill("zeros_", t, 0) end
 
 --- ones_(t): fills with 1.
-function I.ones_(t) return I.constant_(t, 1) end
+function I.ones_(t) return fill("ones_", t, 1) end
 
 --- xavier_uniform_(t, gain = 1, opts): U(-a, a), a = gain * sqrt(6 / (fan_in + fan_out)).
 function I.xavier_uniform_(t, gain, opts)

@@ -81,7 +81,7 @@ local function flatten(rules, out, fname)
 end
 --- rewrite.flatten(rules) -> one flat list of the rules in a rule, a list or a list of rule sets.
 -- An entry that is neither a rule nor a list is an error naming its position.
-rewrite.flatten = function(rules) return flatten(rules, nil, "rewrite") end
+rewrite.flatten = function(rules) return flatten(rules, nil, "rewrite.flatten") end
 
 local shape_eq = Nodes.same_shape
 
