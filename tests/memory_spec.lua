@@ -352,7 +352,8 @@ describe("the memory limit", function()
   before_each(full_gc)
   after_each(function() dle.set_memory_limit(nil) end)
 
-  it("DLE_MAX_MEMORY sets it at load, with K/M/G suffixes; over it is an error naming the op, shape and limit", function()
+  it("DLE_MAX_MEMORY sets it at load, with K/M/G suffixes; over it is an error naming the op, shape and limit",
+     function()
     local out = child("2M", [[
       local dle = require "dle"
       io.write(dle.get_memory_limit(), "\n")

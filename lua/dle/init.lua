@@ -4,10 +4,11 @@
 local core = require "dle.core"
 
 -- dle.core's helpers for the Lua packages are registered under names starting with `_` and stay
--- in dle.core; everything else is public.
+-- in dle.core; everything else is public. Those that are only helpers (not also a tensor method,
+-- like _avg_pool2d_grad) are internal for error messages: theirs name the function they serve.
 local internal = {}
-for name in pairs(core) do
-  if name:sub(1, 1) == "_" then internal[name] = true end
+for name, f in pairs(core) do
+  if name:sub(1, 1) == "_" and core.Tensor[name:sub(2)] ~= f then internal[name] = true end
 end
 -- Errors raised in dle.core are reported at the first caller outside this directory; the
 -- internal functions' messages name the public function they serve.
