@@ -154,7 +154,8 @@ static views views_of(dle_op op, int xnd, const int64_t *xs, const dle_attrs *a)
 #define WV(t) ex_reshape(E, t, v->nd, v->wv)  /* weight-shaped -> view */
 #define TO_X(t) ex_reshape(E, t, v->xnd, v->xs)
 #define TO_P(t) ex_reshape(E, t, v->pnd, v->ps)
-#define MEAN_S(t) MULS(ex_sum_to(E, t, v->nd, v->sv), 1.0 / v->n)  /* per-statistic mean, kept dims */
+/* per-statistic mean, kept dims */
+#define MEAN_S(t) MULS(ex_sum_to(E, t, v->nd, v->sv), 1.0 / v->n)
 
 /* A view-shaped tangent or gradient that may still broadcast (e.g. {1, S}) as x's own shape. */
 static dle_tensor *full_x(ex *E, const views *v, dle_tensor *t) {

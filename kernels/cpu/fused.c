@@ -40,6 +40,8 @@ typedef struct {
 
 /* One instruction over n elements: d = op(a[, b]). Expressions as in elementwise.c. */
 #define SIGMOID_OF(x) (x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x)))
+/* One line per op, as a table (clang-format would give each three). */
+// clang-format off
 #define RUN_INSTR(T, VEC)                                                                      \
   static void instr_##T(const dle_fused_instr *in, T *restrict d, const T *restrict a,         \
                         const T *restrict b, int64_t n) {                                      \
@@ -85,6 +87,7 @@ typedef struct {
 /* float32 takes the AVX2 maps eager ops use (exp, log, tanh, sigmoid, gelu, silu): same results */
 RUN_INSTR(float, if (cpu_vec && cpu_vec->unary[in->op]) { cpu_vec->unary[in->op](d, a, n); return; })
 RUN_INSTR(double, )
+// clang-format on
 
 /* Gathers n elements of input x from linear output position start, a run of the last dim at a
  * time (a copy, a fill for a broadcast dim, or a strided walk). */

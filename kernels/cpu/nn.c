@@ -57,7 +57,8 @@ static dle_status check_rows(const char *fn, const int64_t *idx, int64_t n, int6
     DLE_TRY(check_rows("embedding_backward", idx, n, v, base));                                 \
     memset(o, 0, sizeof(CT) * (size_t)(v * d));                                                 \
     int64_t tasks = (d + EMB_COLS - 1) / EMB_COLS;                                              \
-    _Pragma("omp parallel for schedule(static) if (tasks > 1 && n * d >= CPU_PARALLEL_GRAIN)") \
+    bool parallel = tasks > 1 && n * d >= CPU_PARALLEL_GRAIN;                                   \
+    _Pragma("omp parallel for schedule(static) if (parallel)")                                  \
     for (int64_t k = 0; k < tasks; k++) {                                                       \
       int64_t c0 = k * EMB_COLS, c1 = c0 + EMB_COLS < d ? c0 + EMB_COLS : d;                    \
       for (int64_t p = 0; p < n; p++) {                                                         \

@@ -21,7 +21,8 @@
 #include <omp.h>
 #endif
 
-#define RED_BLOCK 4096 /* outputs accumulated together: a row of 4096 float64 accumulators is 32 KiB */
+/* outputs accumulated together: a row of 4096 float64 accumulators is 32 KiB */
+#define RED_BLOCK 4096
 #define RED_LANES 16   /* independent accumulators of a contiguous run: 16 gives 4-8 vector chains */
 
 /* ================================================================ flavors */
