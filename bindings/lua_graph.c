@@ -39,7 +39,8 @@ static void push_attrs(lua_State *L, const dle_attrs *a) {
   }
   if (a->has_dtype) lua_pushstring(L, dle_dtype_name(a->dtype)), lua_setfield(L, -2, "dtype");
   if (a->keepdim) lua_pushboolean(L, 1), lua_setfield(L, -2, "keepdim");
-  if (a->index_base) lua_pushinteger(L, (lua_Integer)a->index_base), lua_setfield(L, -2, "index_base");
+  if (a->index_base)
+    lua_pushinteger(L, (lua_Integer)a->index_base), lua_setfield(L, -2, "index_base");
   if (a->generator) {
     dle_lua_push_generator(L, a->generator);
     lua_setfield(L, -2, "generator");
@@ -116,9 +117,12 @@ static int l_peek_scalar(lua_State *L) {
     return luaL_error(L, "peek_scalar: expected a one-element CPU tensor");
   int64_t zero[DLE_MAX_DIMS] = {0};
   double v = dle_tensor_get(t, zero);
-  if (t->dtype == DLE_BOOL) lua_pushboolean(L, v != 0);
-  else if (!dle_dtype_is_float(t->dtype)) lua_pushinteger(L, (lua_Integer)v);
-  else lua_pushnumber(L, v);
+  if (t->dtype == DLE_BOOL)
+    lua_pushboolean(L, v != 0);
+  else if (!dle_dtype_is_float(t->dtype))
+    lua_pushinteger(L, (lua_Integer)v);
+  else
+    lua_pushnumber(L, v);
   return 1;
 }
 
@@ -129,7 +133,8 @@ static int l_tensor_view_key(lua_State *L) {
   luaL_Buffer b;
   luaL_buffinit(L, &b);
   char part[64];
-  snprintf(part, sizeof part, "%p:%lld:%d:", (void *)t->storage, (long long)t->offset, (int)t->dtype);
+  snprintf(part, sizeof part, "%p:%lld:%d:", (void *)t->storage, (long long)t->offset,
+           (int)t->dtype);
   luaL_addstring(&b, part);
   for (int d = 0; d < t->ndim; d++) {
     snprintf(part, sizeof part, "%lld/%lld,", (long long)t->sizes[d], (long long)t->strides[d]);
@@ -155,7 +160,8 @@ static int l_graph_attrs(lua_State *L) {
   int ud = lua_gettop(L);
   if (lua_getfield(L, 1, "ints") == LUA_TTABLE) {
     int n = (int)lua_rawlen(L, -1);
-    if (n > DLE_MAX_ATTR_INTS) return luaL_error(L, "graph_attrs: at most %d ints, got %d", DLE_MAX_ATTR_INTS, n);
+    if (n > DLE_MAX_ATTR_INTS)
+      return luaL_error(L, "graph_attrs: at most %d ints, got %d", DLE_MAX_ATTR_INTS, n);
     for (int i = 0; i < n; i++) {
       lua_rawgeti(L, -1, i + 1);
       a->ints[i] = int_field(L, -1, "ints");
@@ -185,7 +191,7 @@ static int l_graph_attrs(lua_State *L) {
   lua_pop(L, 1);
   lua_getfield(L, 1, "generator");
   a->generator = dle_lua_opt_generator(L, -1, "graph_attrs");
-  lua_setiuservalue(L, ud, 1);  /* keeps the generator alive */
+  lua_setiuservalue(L, ud, 1); /* keeps the generator alive */
   luaL_setmetatable(L, ATTRS_MT);
   return 1;
 }
@@ -217,13 +223,17 @@ static int l_graph_op(lua_State *L) {
   dle_tensor *outs[DLE_MAX_OUTS] = {target};
   bool was = no_grad ? dle_set_grad_enabled(false) : false;
   dle_status st;
-  if (op == DLE_OP_DROPOUT && nin == 1) st = dle_dropout(&outs[0], ins[0], a->f[0], a->generator);
-  else st = dle_op_call((dle_op)op, outs, ins, nin, a);
+  if (op == DLE_OP_DROPOUT && nin == 1)
+    st = dle_dropout(&outs[0], ins[0], a->f[0], a->generator);
+  else
+    st = dle_op_call((dle_op)op, outs, ins, nin, a);
   if (no_grad) dle_set_grad_enabled(was);
   if (st != DLE_OK) return dle_lua_fail(L);
   for (int k = 0; k < info->nout; k++) {
-    if (k == 0 && target) lua_pushvalue(L, 3);
-    else dle_lua_push(L, outs[k]);
+    if (k == 0 && target)
+      lua_pushvalue(L, 3);
+    else
+      dle_lua_push(L, outs[k]);
   }
   return info->nout;
 }
@@ -242,8 +252,8 @@ static int l_fused_program(lua_State *L) {
   lua_Integer nin = luaL_checkinteger(L, 2);
   int n = (int)lua_rawlen(L, 1);
   if (nin < 0 || n < 1 || nin + n > DLE_FUSED_MAX_REGS)
-    return luaL_error(L, "fused_program: %d inputs and %d instructions (at most %d registers)", (int)nin, n,
-                      DLE_FUSED_MAX_REGS);
+    return luaL_error(L, "fused_program: %d inputs and %d instructions (at most %d registers)",
+                      (int)nin, n, DLE_FUSED_MAX_REGS);
   fused_program *p = lua_newuserdatauv(L, sizeof *p, 0);
   memset(p, 0, sizeof *p);
   p->nin = (int)nin, p->n = n;
@@ -259,7 +269,8 @@ static int l_fused_program(lua_State *L) {
     lua_pop(L, 1);
     p->instr[k] = (dle_fused_instr){(int)v[0], (int)v[1] - 1, (int)v[2] - 1, v[3], v[4]};
     if (!dle_fused_supports((dle_op)p->instr[k].op))
-      return luaL_error(L, "fused_program: instruction %d: op id %d cannot be fused", k + 1, p->instr[k].op);
+      return luaL_error(L, "fused_program: instruction %d: op id %d cannot be fused", k + 1,
+                        p->instr[k].op);
   }
   luaL_setmetatable(L, PROGRAM_MT);
   return 1;
@@ -274,7 +285,8 @@ static int l_fused_run(lua_State *L) {
   int ndim = dle_lua_sizes(L, 2, sizes, &next, "fused_run", 0);
   dle_dtype dt = dle_lua_check_dtype(L, 3, "fused_run");
   int nin = lua_gettop(L) - 3;
-  if (nin != p->nin) return luaL_error(L, "fused_run: the program takes %d inputs, got %d", p->nin, nin);
+  if (nin != p->nin)
+    return luaL_error(L, "fused_run: the program takes %d inputs, got %d", p->nin, nin);
   dle_tensor *ins[DLE_FUSED_MAX_REGS];
   for (int i = 0; i < nin; i++) ins[i] = dle_lua_check(L, 4 + i);
   dle_tensor *out = NULL;
@@ -289,12 +301,17 @@ void dle_lua_open_graph(lua_State *L, int module, int methods) {
   lua_pop(L, 1);
   luaL_newmetatable(L, PROGRAM_MT);
   lua_pop(L, 1);
-  static const luaL_Reg fns[] = {{"_trace_begin", l_trace_begin}, {"_trace_end", l_trace_end},
-                                 {"_trace_active", l_trace_active}, {"_trace_note", l_trace_note},
-                                 {"_tensor_id", l_tensor_id},       {"_graph_attrs", l_graph_attrs},
-                                 {"_graph_op", l_graph_op},         {"_peek_scalar", l_peek_scalar},
+  static const luaL_Reg fns[] = {{"_trace_begin", l_trace_begin},
+                                 {"_trace_end", l_trace_end},
+                                 {"_trace_active", l_trace_active},
+                                 {"_trace_note", l_trace_note},
+                                 {"_tensor_id", l_tensor_id},
+                                 {"_graph_attrs", l_graph_attrs},
+                                 {"_graph_op", l_graph_op},
+                                 {"_peek_scalar", l_peek_scalar},
                                  {"_tensor_view_key", l_tensor_view_key},
-                                 {"_fused_program", l_fused_program}, {"_fused_run", l_fused_run},
+                                 {"_fused_program", l_fused_program},
+                                 {"_fused_run", l_fused_run},
                                  {NULL, NULL}};
   dle_lua_setfuncs(L, module, fns);
 }

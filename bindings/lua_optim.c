@@ -33,36 +33,38 @@ static void parse_opts(lua_State *L, int idx, const char *fn, opt_field *fields)
       if (!fields[f].name) luaL_error(L, "%s: unknown option '%s'", fn, k);
       seen[f] = true;
       switch (fields[f].kind) {
-      case OPT_NUM:
-        if (lua_type(L, -1) != LUA_TNUMBER)
-          luaL_error(L, "%s: option %s must be a number, got %s", fn, k, luaL_typename(L, -1));
-        *(double *)fields[f].dst = lua_tonumber(L, -1);
-        break;
-      case OPT_INT: {
-        int ok = 0;
-        lua_Integer v = lua_tointegerx(L, -1, &ok);
-        if (!ok) luaL_error(L, "%s: option %s must be an integer, got %s", fn, k, luaL_typename(L, -1));
-        *(int64_t *)fields[f].dst = (int64_t)v;
-        break;
-      }
-      case OPT_BOOL:
-        if (lua_type(L, -1) != LUA_TBOOLEAN)
-          luaL_error(L, "%s: option %s must be a boolean, got %s", fn, k, luaL_typename(L, -1));
-        *(bool *)fields[f].dst = lua_toboolean(L, -1);
-        break;
-      case OPT_TENSOR: {
-        dle_tensor *t = dle_lua_opt(L, -1);
-        if (!t && !lua_isnil(L, -1))
-          luaL_error(L, "%s: option %s must be a tensor, got %s", fn, k, luaL_typename(L, -1));
-        *(dle_tensor **)fields[f].dst = t;
-        break;
-      }
+        case OPT_NUM:
+          if (lua_type(L, -1) != LUA_TNUMBER)
+            luaL_error(L, "%s: option %s must be a number, got %s", fn, k, luaL_typename(L, -1));
+          *(double *)fields[f].dst = lua_tonumber(L, -1);
+          break;
+        case OPT_INT: {
+          int ok = 0;
+          lua_Integer v = lua_tointegerx(L, -1, &ok);
+          if (!ok)
+            luaL_error(L, "%s: option %s must be an integer, got %s", fn, k, luaL_typename(L, -1));
+          *(int64_t *)fields[f].dst = (int64_t)v;
+          break;
+        }
+        case OPT_BOOL:
+          if (lua_type(L, -1) != LUA_TBOOLEAN)
+            luaL_error(L, "%s: option %s must be a boolean, got %s", fn, k, luaL_typename(L, -1));
+          *(bool *)fields[f].dst = lua_toboolean(L, -1);
+          break;
+        case OPT_TENSOR: {
+          dle_tensor *t = dle_lua_opt(L, -1);
+          if (!t && !lua_isnil(L, -1))
+            luaL_error(L, "%s: option %s must be a tensor, got %s", fn, k, luaL_typename(L, -1));
+          *(dle_tensor **)fields[f].dst = t;
+          break;
+        }
       }
       lua_pop(L, 1);
     }
   }
   for (int f = 0; fields[f].name; f++)
-    if (fields[f].required && !seen[f]) luaL_error(L, "%s: option %s is required", fn, fields[f].name);
+    if (fields[f].required && !seen[f])
+      luaL_error(L, "%s: option %s is required", fn, fields[f].name);
 }
 
 /** dle.core._sgd_step(p, g, {lr, momentum = 0, dampening = 0, nesterov = false, weight_decay = 0,
@@ -146,8 +148,9 @@ static int l_adamw_step(lua_State *L) { return adam_common(L, true, "adamw_step"
 
 void dle_lua_open_optim(lua_State *L, int module, int methods) {
   (void)methods;
-  static const luaL_Reg fns[] = {{"_sgd_step", l_sgd_step}, {"_adagrad_step", l_adagrad_step},
-                                 {"_rmsprop_step", l_rmsprop_step}, {"_adam_step", l_adam_step},
-                                 {"_adamw_step", l_adamw_step}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {
+      {"_sgd_step", l_sgd_step},         {"_adagrad_step", l_adagrad_step},
+      {"_rmsprop_step", l_rmsprop_step}, {"_adam_step", l_adam_step},
+      {"_adamw_step", l_adamw_step},     {NULL, NULL}};
   dle_lua_setfuncs(L, module, fns);
 }

@@ -23,7 +23,9 @@ typedef struct block {
 
 /* A spinlock: the critical sections are a few instructions and contention is rare. */
 static atomic_flag busy = ATOMIC_FLAG_INIT;
-static void lock(void) { while (atomic_flag_test_and_set_explicit(&busy, memory_order_acquire)) {} }
+static void lock(void) {
+  while (atomic_flag_test_and_set_explicit(&busy, memory_order_acquire)) {}
+}
 static void unlock(void) { atomic_flag_clear_explicit(&busy, memory_order_release); }
 static block *free_lists[NUM_CLASSES];
 static size_t cached_bytes;
@@ -43,7 +45,7 @@ static int size_class(size_t n, size_t *rounded) {
   }
   int p = 63 - __builtin_clzll((unsigned long long)(n - 1)); /* 2^p < n <= 2^(p+1) */
   size_t base = (size_t)1 << p, step = base / 4;
-  size_t q = (n - base + step - 1) / step;                     /* 1..4 */
+  size_t q = (n - base + step - 1) / step; /* 1..4 */
   *rounded = base + q * step;
   return SMALL_LIMIT / 64 + (p - 10) * 4 + (int)q;
 }

@@ -22,8 +22,8 @@ typedef struct {
   const char *name;
   MPI_Datatype type;
   size_t size;
-  int half;     /* 0, or 1 for float16, 2 for bfloat16 */
-  int boolean;  /* bool: sum/max reduce with logical or, min/prod with logical and */
+  int half;    /* 0, or 1 for float16, 2 for bfloat16 */
+  int boolean; /* bool: sum/max reduce with logical or, min/prod with logical and */
 } dle_dist_dtype;
 
 /* The dtype named at stack index idx (a Lua error naming fn for an unknown name). */

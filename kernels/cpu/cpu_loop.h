@@ -29,9 +29,10 @@ typedef struct {
   int64_t numel;
   int64_t sizes[DLE_MAX_DIMS];
   int64_t strides[CPU_MAX_OPERANDS][DLE_MAX_DIMS]; /* bytes */
-  int64_t esize[CPU_MAX_OPERANDS];                  /* element sizes, bytes */
+  int64_t esize[CPU_MAX_OPERANDS];                 /* element sizes, bytes */
   char *base[CPU_MAX_OPERANDS];
-  int64_t grain; /* threads from this many elements on; cpu_iter_init sets CPU_PARALLEL_GRAIN_LIGHT */
+  int64_t
+      grain; /* threads from this many elements on; cpu_iter_init sets CPU_PARALLEL_GRAIN_LIGHT */
 } cpu_iter;
 
 /* ops[0] is the output (its shape is the iteration shape); ops[1..] broadcast to it. */
@@ -50,8 +51,8 @@ bool cpu_iter_copy_transposed(const cpu_iter *it);
 /* Convenience: init + run over out and ins; cpu_foreach with the light grain, the elementwise
  * one with the given grain (CPU_PARALLEL_GRAIN or CPU_PARALLEL_GRAIN_LIGHT). */
 void cpu_foreach(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx);
-void cpu_foreach_elementwise(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx,
-                             int64_t grain);
+void cpu_foreach_elementwise(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn,
+                             const void *ctx, int64_t grain);
 
 /* Should a loop of n elements run on several threads? (heavy and light elements) */
 static inline bool cpu_parallel(int64_t n) { return n >= CPU_PARALLEL_GRAIN; }
