@@ -124,28 +124,27 @@ static int l_avg_pool2d(lua_State *L) {
   return 1;
 }
 
-/* _conv2d_grad_input(gy, w, {H, W}, opts) */
-static int l_conv2d_grad_input(lua_State *L) {
-  dle_tensor *gy = dle_lua_check(L, 1), *w = dle_lua_check(L, 2), *r = NULL;
-  int64_t hw[2];
-  pair_at(L, 3, "conv2d_grad_input", "input size", 0, hw);
-  dle_conv2d_params p =
-      conv_params(L, opts_at(L, 4, "conv2d_grad_input", CONV_OPTS), "conv2d_grad_input");
-  DLE_LUA_TRY(L, dle_conv2d_grad_input(&r, gy, w, &p, hw[0], hw[1]));
+/* The two conv2d gradients: name(gy, other, {a, b}, opts), {a, b} the size named by what. */
+static int conv_grad(lua_State *L, const char *name, const char *what,
+                     dle_status (*op)(dle_tensor **, dle_tensor *, dle_tensor *,
+                                      const dle_conv2d_params *, int64_t, int64_t)) {
+  dle_tensor *gy = dle_lua_check(L, 1), *other = dle_lua_check(L, 2), *r = NULL;
+  int64_t ab[2];
+  pair_at(L, 3, name, what, 0, ab);
+  dle_conv2d_params p = conv_params(L, opts_at(L, 4, name, CONV_OPTS), name);
+  DLE_LUA_TRY(L, op(&r, gy, other, &p, ab[0], ab[1]));
   dle_lua_push(L, r);
   return 1;
 }
 
+/* _conv2d_grad_input(gy, w, {H, W}, opts) */
+static int l_conv2d_grad_input(lua_State *L) {
+  return conv_grad(L, "conv2d_grad_input", "input size", dle_conv2d_grad_input);
+}
+
 /* _conv2d_grad_weight(gy, x, {kh, kw}, opts) */
 static int l_conv2d_grad_weight(lua_State *L) {
-  dle_tensor *gy = dle_lua_check(L, 1), *x = dle_lua_check(L, 2), *r = NULL;
-  int64_t k[2];
-  pair_at(L, 3, "conv2d_grad_weight", "kernel size", 0, k);
-  dle_conv2d_params p =
-      conv_params(L, opts_at(L, 4, "conv2d_grad_weight", CONV_OPTS), "conv2d_grad_weight");
-  DLE_LUA_TRY(L, dle_conv2d_grad_weight(&r, gy, x, &p, k[0], k[1]));
-  dle_lua_push(L, r);
-  return 1;
+  return conv_grad(L, "conv2d_grad_weight", "kernel size", dle_conv2d_grad_weight);
 }
 
 /* _avg_pool2d_grad(gy, {H, W}, k, opts) */

@@ -98,27 +98,21 @@ static int push_result(lua_State *L, dle_tensor *r, bool inplace) {
 
 /* ---------------------------------------------------------------- cat, stack */
 
-static int l_cat(lua_State *L) {
+/* name(list, dim = 0) for the ops that join a list of tensors along a dim. */
+static int join(lua_State *L, const char *name,
+                dle_status (*op)(dle_tensor **, dle_tensor *const *, int, int)) {
   lua_settop(L, 2); /* check_list's scratch goes above the arguments */
   int n;
-  dle_tensor **ts = check_list(L, 1, "cat", &n);
-  int d = dle_lua_optdim(L, 2, "cat", 0);
+  dle_tensor **ts = check_list(L, 1, name, &n);
+  int d = dle_lua_optdim(L, 2, name, 0);
   dle_tensor *r = NULL;
-  DLE_LUA_TRY(L, dle_cat(&r, ts, n, d));
+  DLE_LUA_TRY(L, op(&r, ts, n, d));
   dle_lua_push(L, r);
   return 1;
 }
 
-static int l_stack(lua_State *L) {
-  lua_settop(L, 2); /* check_list's scratch goes above the arguments */
-  int n;
-  dle_tensor **ts = check_list(L, 1, "stack", &n);
-  int d = dle_lua_optdim(L, 2, "stack", 0);
-  dle_tensor *r = NULL;
-  DLE_LUA_TRY(L, dle_stack(&r, ts, n, d));
-  dle_lua_push(L, r);
-  return 1;
-}
+static int l_cat(lua_State *L) { return join(L, "cat", dle_cat); }
+static int l_stack(lua_State *L) { return join(L, "stack", dle_stack); }
 
 /* ---------------------------------------------------------------- split, chunk */
 

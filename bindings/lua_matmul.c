@@ -37,25 +37,25 @@ static dle_status check_ranks(const char *fn, const char *what, dle_tensor *a, i
                    dle_tensor_shape_str(sa, sizeof sa, a), dle_tensor_shape_str(sb, sizeof sb, b));
 }
 
+/* The error when a's size ia and b's size ib differ: "fn: shapes {..} and {..} <how> (m vs n)". */
+static dle_status check_sizes(const char *fn, const char *how, dle_tensor *a, int ia, dle_tensor *b,
+                              int ib) {
+  if (a->sizes[ia] == b->sizes[ib]) return DLE_OK;
+  char sa[128], sb[128];
+  return dle_error("%s: shapes %s and %s %s (%lld vs %lld)", fn,
+                   dle_tensor_shape_str(sa, sizeof sa, a), dle_tensor_shape_str(sb, sizeof sb, b),
+                   how, (long long)a->sizes[ia], (long long)b->sizes[ib]);
+}
+
 static dle_status mv(dle_tensor **out, dle_tensor *a, dle_tensor *v) {
   if (check_ranks("mv", "a 2-D matrix and a 1-D vector", a, 2, v, 1) != DLE_OK) return DLE_ERR;
-  if (a->sizes[1] != v->sizes[0]) {
-    char sa[128], sb[128];
-    return dle_error("mv: shapes %s and %s are not aligned (%lld vs %lld)",
-                     dle_tensor_shape_str(sa, sizeof sa, a), dle_tensor_shape_str(sb, sizeof sb, v),
-                     (long long)a->sizes[1], (long long)v->sizes[0]);
-  }
+  if (check_sizes("mv", "are not aligned", a, 1, v, 0) != DLE_OK) return DLE_ERR;
   return dle_matmul(out, a, v);
 }
 
 static dle_status dot(dle_tensor **out, dle_tensor *a, dle_tensor *b) {
   if (check_ranks("dot", "two 1-D tensors", a, 1, b, 1) != DLE_OK) return DLE_ERR;
-  if (a->sizes[0] != b->sizes[0]) {
-    char sa[128], sb[128];
-    return dle_error("dot: shapes %s and %s have different lengths (%lld vs %lld)",
-                     dle_tensor_shape_str(sa, sizeof sa, a), dle_tensor_shape_str(sb, sizeof sb, b),
-                     (long long)a->sizes[0], (long long)b->sizes[0]);
-  }
+  if (check_sizes("dot", "have different lengths", a, 0, b, 0) != DLE_OK) return DLE_ERR;
   return dle_matmul(out, a, b);
 }
 

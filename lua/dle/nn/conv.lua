@@ -76,10 +76,7 @@ local Conv2d = Module:extend("Conv2d")
 --   bias = true, dtype = "float32", generator = g}
 function Conv2d:init(cin, cout, k, opts)
   opts = check.options(opts, "Conv2d", {"stride", "padding", "dilation", "groups", "bias", "dtype", "generator"})
-  if math.type(cin) ~= "integer" or cin < 1 or math.type(cout) ~= "integer" or cout < 1 then
-    check.error("Conv2d: expected positive integer channel counts (cin, cout), got " .. tostring(cin) .. ", "
-                .. tostring(cout))
-  end
+  check.positive_integers("Conv2d", "positive integer channel counts (cin, cout)", cin, cout)
   local groups = opts.groups or 1
   if math.type(groups) ~= "integer" or groups < 1 then
     check.error("Conv2d: groups must be a positive integer, got " .. tostring(groups))
