@@ -628,3 +628,20 @@ describe("loading dle.nn, dle.optim and dle.data", function()
     assert.equal("true true", out)
   end)
 end)
+
+describe("nn layer sizes", function()
+  it("refuse non-positive or non-integer sizes, naming the layer, the sizes expected and those given", function()
+    for _, c in ipairs({
+      {function() return nn.Linear(0, 3) end, "Linear: expected positive integer sizes (in, out), got 0, 3"},
+      {function() return nn.Embedding(2, "x") end, "Embedding: expected positive integer sizes (n, d), got 2, x"},
+      {function() return nn.MultiheadAttention(8, 0) end,
+       "MultiheadAttention: expected positive integers (d, heads), got 8, 0"},
+      {function() return nn.Conv2d(1.5, 2, 3) end,
+       "Conv2d: expected positive integer channel counts (cin, cout), got 1.5, 2"},
+      {function() return nn.TransformerBlock(-1, 2) end,
+       "TransformerBlock: expected a positive integer size d, got -1"},
+    }) do
+      H.assert_error(c[1], c[2])
+    end
+  end)
+end)
