@@ -50,9 +50,8 @@ local function extra_bytes(fn)
   local filler = dle.empty(math.max(1, (dle.core.memory_peak() - dle.core.memory_allocated()) // 4 + 1))
   local base = dle.core.memory_peak()
   local out = fn()
-  local extra = dle.core.memory_peak() - base - out:numel() * 4
-  filler, out = nil, nil
-  return extra
+  assert(filler:numel() > 0)   -- the filler stays alive until the peak is read
+  return dle.core.memory_peak() - base - out:numel() * 4
 end
 
 local ctx = {
@@ -93,11 +92,15 @@ local function progress(fmt, ...)
   io.stderr:write(string.format("bench: [%5.1f s] ", dle.time() - clock0), string.format(fmt, ...), "\n")
 end
 
-local function measure_dle(e)
+-- In a function of its own, so that the body (and what it holds) is garbage once it returns.
+local function measure_body(e)
   local body = e.dle()
   timing.settle(body, dle.core.memory_allocated, dle.time)
-  local s = timing.measure(body, dle.time, target, reps)
-  body = nil
+  return timing.measure(body, dle.time, target, reps)
+end
+
+local function measure_dle(e)
+  local s = measure_body(e)
   collectgarbage()
   collectgarbage()
   return s
@@ -185,7 +188,8 @@ local function run_setting(list, threads)
       idle(e.idle_before)
       ref_rounds[r] = measure_refs(e, n, torch)
     end
-    local m = {entry = e, threads = threads, dle = timing.combine(dle_rounds), refs = references.combine_rounds(ref_rounds, timing.combine)}
+    local m = {entry = e, threads = threads, dle = timing.combine(dle_rounds),
+               refs = references.combine_rounds(ref_rounds, timing.combine)}
     if e.check and (threads == opts.threads[1] or threads == "process") then m.check = e.check() end
     measurements[#measurements + 1] = m
   end
@@ -226,7 +230,8 @@ local head = {
 for _, t in ipairs(opts.threads) do
   local s = stream[tostring(t)]
   if s and s.copy and s.triad then
-    head[#head + 1] = string.format("STREAM at %d thread(s): copy %.1f GB/s, triad %.1f GB/s", t, s.copy.median, s.triad.median)
+    head[#head + 1] = string.format("STREAM at %d thread(s): copy %.1f GB/s, triad %.1f GB/s", t, s.copy.median,
+                                    s.triad.median)
   end
 end
 for _, line in ipairs(head) do print("# " .. line) end
@@ -234,7 +239,8 @@ report.print_table(rows)
 for _, n in ipairs(notes) do print("# note: " .. n) end
 
 if opts.markdown then
-  local commit = first_line("git -C " .. references.shell_quote(root) .. " describe --always --dirty 2>/dev/null") or "unknown"
+  local commit = first_line("git -C " .. references.shell_quote(root) .. " describe --always --dirty 2>/dev/null")
+      or "unknown"
   local command = "scripts/bench" .. (#arg > 0 and (" " .. table.concat(arg, " ")) or "")
   report.append_markdown(opts.markdown, {title = date .. " on " .. commit, command = command, head = head,
                                          rows = rows, notes = notes})

@@ -18,7 +18,8 @@ return function(ctx)
       end,
       refs = {
         {kind = "c", label = "cblas_sgemm", task = string.format("sgemm:%d:%d:%d", n, n, n)},
-        {kind = "torch", label = "torch.mm", setup = string.format("a = torch.randn(%d, %d)\nb = torch.randn(%d, %d)", n, n, n, n),
+        {kind = "torch", label = "torch.mm", setup = string.format("a = torch.randn(%d, %d)\nb = torch.randn(%d, %d)",
+                                                                   n, n, n, n),
          body = "c = torch.mm(a, b)"},
       },
     }

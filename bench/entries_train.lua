@@ -86,7 +86,8 @@ loss_fn = nn.CrossEntropyLoss()]], body = torch_step}},
   entries[#entries + 1] = {
     key = "train_gpt",
     name = string.format("training step: char-GPT %d layers d %d, batch %dx%d", L, D, B, T),
-    unit = "ms", scale = 1e3, target = {ref = "PyTorch", max = 0.8}, rounds = 3,   -- near its bound: alternate the sides
+    -- near its bound: alternate the sides
+    unit = "ms", scale = 1e3, target = {ref = "PyTorch", max = 0.8}, rounds = 3,
     dle = function()
       local model = GPT({vocab = V, context = T, d = D, heads = H, layers = L})
       local decay, no_decay = {}, {}

@@ -2,7 +2,8 @@
 local M = {}
 
 M.USAGE = [==[
-usage: scripts/bench [--quick] [--json FILE] [--markdown[=FILE]] [--no-ref] [--filter K1,K2,...] [--threads T1,T2,...] [--list]
+usage: scripts/bench [--quick] [--json FILE] [--markdown[=FILE]] [--no-ref] [--filter K1,K2,...]
+                     [--threads T1,T2,...] [--list]
   --quick        5 shorter repetitions, all cores only (about half the time)
   --json FILE    also write the results as JSON
   --markdown     also append the run (date, commit, machine, table) to bench/RESULTS.md;
@@ -25,7 +26,8 @@ end
 --   help}, or nil and a
 --   message
 function M.parse(args, cores, default_markdown)
-  local opts = {quick = false, json = nil, markdown = nil, ref = true, filter = nil, threads = nil, list = false, help = false}
+  local opts = {quick = false, json = nil, markdown = nil, ref = true, filter = nil, threads = nil, list = false,
+                help = false}
   local takes_value = {["--json"] = true, ["--filter"] = true, ["--threads"] = true}
   local i = 1
   while i <= #args do

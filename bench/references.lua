@@ -1,7 +1,7 @@
 --- bench/references.lua — runs the reference sides of scripts/bench in child processes:
 -- build/bin/bench_ref (cblas_sgemm, STREAM copy/triad; one short run per figure) and
--- bench/torch_side.py (one Python process per thread setting, serving every PyTorch figure). Each child gets OMP_NUM_THREADS and
--- OPENBLAS_NUM_THREADS set to the thread count, and the OpenMP wait policy dle's loader picks
+-- bench/torch_side.py (one Python process per thread setting, serving every PyTorch figure). Each child gets
+-- OMP_NUM_THREADS and OPENBLAS_NUM_THREADS set to the thread count, and the OpenMP wait policy dle's loader picks
 -- (OMP_WAIT_POLICY=passive unless the environment sets one: with spinning OpenMP workers next to
 -- OpenBLAS's threads, PyTorch's 2-thread MLP step measured 254 ms instead of 13 ms here); other
 -- OpenBLAS variables are left as they are.

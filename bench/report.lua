@@ -49,7 +49,8 @@ function M.rows(measurements)
     rows[#rows + 1] = row
     if e.epoch_steps then   -- a derived row: the projected epoch time in seconds
       local f = e.epoch_steps / 1e3
-      local ep = {key = e.key .. "_epoch", name = string.format("  projected epoch (%d steps)", e.epoch_steps), unit = "s",
+      local ep = {key = e.key .. "_epoch", name = string.format("  projected epoch (%d steps)", e.epoch_steps),
+                  unit = "s",
                   threads = m.threads, dle = scaled(row.dle, f), target = false, note = false, references = {}}
       for _, r in ipairs(row.references) do   -- same ratios; the target stays on the step's row
         ep.references[#ep.references + 1] = {label = r.label, value = r.value and scaled(r.value, f) or false,
@@ -77,7 +78,8 @@ end
 -- on the first).
 function M.print_table(rows, out)
   out = out or io.stdout
-  local t = {{"figure", "thr", "dle: median [min..max]", "reference", "reference: median [min..max]", "dle/ref", "target"}}
+  local t = {{"figure", "thr", "dle: median [min..max]", "reference", "reference: median [min..max]", "dle/ref",
+              "target"}}
   for _, r in ipairs(rows) do
     local refs = #r.references > 0 and r.references or {{label = "-", value = false, ratio = false, skipped = false}}
     for i, ref in ipairs(refs) do
@@ -88,7 +90,8 @@ function M.print_table(rows, out)
         ref.value and value_str(ref.value, r.unit) or (ref.skipped and ("skipped: " .. ref.skipped) or "-"),
         ref.ratio and string.format("%.2f", ref.ratio) or "-",
         (i == 1 and r.absolute_target) and (r.target .. (r.target_met and ": met" or ": not met"))
-          or ref.target and (ref.ratio and (ref.target .. (r.target_met and ": met" or ": not met")) or ref.target) or "",
+          or ref.target and (ref.ratio and (ref.target .. (r.target_met and ": met" or ": not met")) or ref.target)
+              or "",
       }
     end
     if r.note then t[#t + 1] = {"  (" .. r.note .. ")", "", "", "", "", "", ""} end

@@ -27,7 +27,8 @@ static dle_tensor **tensor_list(lua_State *L, int idx, int *n, const char *fn, c
   idx = lua_absindex(L, idx);
   dle_tensor *one = dle_lua_opt(L, idx);
   if (!one && !lua_istable(L, idx))
-    luaL_error(L, "%s: %s must be a tensor or a list of tensors, got %s", fn, what, luaL_typename(L, idx));
+    luaL_error(L, "%s: %s must be a tensor or a list of tensors, got %s", fn, what,
+               luaL_typename(L, idx));
   int len = one ? 1 : (int)lua_rawlen(L, idx);
   dle_tensor **v = lua_newuserdatauv(L, sizeof *v * (size_t)(len ? len : 1), 0);
   if (one) v[0] = one;
@@ -106,7 +107,7 @@ static int l_backward(lua_State *L) {
   return 0;
 }
 
-/** dle.core.backward_captures() -> true inside a dle.grad pass (gradients returned, not
+/** dle.core._backward_captures() -> true inside a dle.grad pass (gradients returned, not
  * accumulated into .grad). */
 static int l_backward_captures(lua_State *L) {
   lua_pushboolean(L, backward_L != NULL && capturing);
@@ -120,7 +121,8 @@ static int l_grad(lua_State *L) {
   int nout, nin, ngo = 0;
   dle_tensor **outs = tensor_list(L, 1, &nout, "grad", "outputs");
   dle_tensor **ins = tensor_list(L, 2, &nin, "grad", "inputs");
-  static const char *const grad_opts[] = {"allow_unused", "create_graph", "grad_outputs", "retain_graph", NULL};
+  static const char *const grad_opts[] = {"allow_unused", "create_graph", "grad_outputs",
+                                          "retain_graph", NULL};
   dle_lua_check_options(L, 3, "grad", grad_opts);
   bool create = opt_bool(L, 3, "create_graph", false);
   bool retain = opt_bool(L, 3, "retain_graph", create);
@@ -144,8 +146,10 @@ static int l_grad(lua_State *L) {
     lua_rawseti(L, -2, j + 1);
   }
   if (unused && !allow_unused)
-    return luaL_error(L, "grad: input %d is not used to compute the outputs (pass allow_unused = "
-                      "true to get nil for it)", unused);
+    return luaL_error(L,
+                      "grad: input %d is not used to compute the outputs (pass allow_unused = "
+                      "true to get nil for it)",
+                      unused);
   return 1;
 }
 
@@ -208,7 +212,7 @@ static int l_enable_grad(lua_State *L) { return with_grad_mode(L, true, "enable_
 /* ---------------------------------------------------------------- custom Lua ops */
 
 typedef struct {
-  int ref;   /* registry reference to the Lua backward closure */
+  int ref; /* registry reference to the Lua backward closure */
 } custom_ctx;
 
 static void custom_free(void *p) {
@@ -216,7 +220,10 @@ static void custom_free(void *p) {
   if (ndead == capdead) {
     int cap = capdead ? capdead * 2 : 64;
     int *v = realloc(dead_refs, sizeof *v * (size_t)cap);
-    if (!v) { free(c); return; }  /* out of memory: the closure stays referenced */
+    if (!v) {
+      free(c);
+      return;
+    } /* out of memory: the closure stays referenced */
     dead_refs = v, capdead = cap;
   }
   dead_refs[ndead++] = c->ref;
@@ -225,7 +232,8 @@ static void custom_free(void *p) {
 
 /* Calls the Lua backward closure with the output gradients (nil for none); it returns one
  * gradient (or nil) per input. */
-static dle_status custom_vjp(void *p, dle_tensor *const *gout, int nout, dle_tensor **gin, int nin) {
+static dle_status custom_vjp(void *p, dle_tensor *const *gout, int nout, dle_tensor **gin,
+                             int nin) {
   custom_ctx *c = p;
   lua_State *L = backward_L;
   if (!L) return dle_error("autograd.Function: backward ran outside a Lua backward call");
@@ -261,7 +269,7 @@ static dle_status custom_vjp(void *p, dle_tensor *const *gout, int nout, dle_ten
   return st;
 }
 
-/** dle.core.record_custom(name, outputs, inputs, backward) makes the outputs (already computed
+/** dle.core._record_custom(name, outputs, inputs, backward) makes the outputs (already computed
  * without recording) depend on the inputs through the Lua function backward(grads...). */
 static int l_record_custom(lua_State *L) {
   const char *name = luaL_checkstring(L, 1);
@@ -274,7 +282,8 @@ static int l_record_custom(lua_State *L) {
   if (!c) return luaL_error(L, "%s: out of memory", name);
   lua_pushvalue(L, 4);
   c->ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  dle_status st = dle_autograd_record_custom(name, outs, nout, ins, nin, custom_vjp, c, custom_free);
+  dle_status st =
+      dle_autograd_record_custom(name, outs, nout, ins, nin, custom_vjp, c, custom_free);
   if (st != DLE_OK) {
     drain_dead_refs(L);
     return dle_lua_fail(L);
@@ -284,7 +293,7 @@ static int l_record_custom(lua_State *L) {
 
 /* ---------------------------------------------------------------- forward mode */
 
-/** dle.core.set_tangent(t, tangent_or_nil) */
+/** dle.core._set_tangent(t, tangent_or_nil) */
 static int l_set_tangent(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1);
   dle_tensor *g = lua_isnoneornil(L, 2) ? NULL : dle_lua_check(L, 2);
@@ -292,7 +301,7 @@ static int l_set_tangent(lua_State *L) {
   return 0;
 }
 
-/** dle.core.tangent(t) -> the tangent t carries, or nil */
+/** dle.core._tangent(t) -> the tangent t carries, or nil */
 static int l_tangent(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1);
   if (!t->tangent) return 0;
@@ -312,10 +321,13 @@ static dle_dtype autocast_dtype_arg(lua_State *L, int idx) {
       (dt == DLE_F16 || dt == DLE_BF16))
     return dt;
   const char *got = type == LUA_TSTRING ? lua_pushfstring(L, "\"%s\"", lua_tostring(L, idx))
-                    : type == LUA_TNUMBER ? lua_pushfstring(L, "number %s", luaL_tolstring(L, idx, NULL))
-                    : luaL_typename(L, idx);
-  return (dle_dtype)luaL_error(L, "autocast: dtype must be \"bfloat16\" or \"float16\" (or bf16, "
-                               "half, fp16), got %s", got);
+                    : type == LUA_TNUMBER
+                        ? lua_pushfstring(L, "number %s", luaL_tolstring(L, idx, NULL))
+                        : luaL_typename(L, idx);
+  return (dle_dtype)luaL_error(L,
+                               "autocast: dtype must be \"bfloat16\" or \"float16\" (or bf16, "
+                               "half, fp16), got %s",
+                               got);
 }
 
 /* dle.autocast's first argument: a dtype, or {dtype = ..., cache_enabled = true|false} (PyTorch's
@@ -337,7 +349,7 @@ static dle_dtype autocast_region_arg(lua_State *L, int idx, bool *cache) {
   return dt;
 }
 
-/** dle.core.autocast_set(on[, dtype]) switches this thread's autocast (dtype nil: the current
+/** dle.core._autocast_set(on[, dtype]) switches this thread's autocast (dtype nil: the current
  * one) and returns the previous on and dtype, for dle.autocast to restore. */
 static int l_autocast_set(lua_State *L) {
   bool on = lua_toboolean(L, 1);
@@ -361,21 +373,22 @@ static int l_autocast(lua_State *L) {
   bool cache;
   dle_dtype dt = autocast_region_arg(L, 1, &cache);
   bool callable = lua_type(L, 2) == LUA_TFUNCTION;
-  if (!callable && luaL_getmetafield(L, 2, "__call") != LUA_TNIL) {  /* a callable table: a Module */
+  if (!callable && luaL_getmetafield(L, 2, "__call") != LUA_TNIL) { /* a callable table: a Module */
     lua_pop(L, 1);
     callable = true;
   }
-  if (!callable) return luaL_error(L, "autocast: fn must be a function, got %s", luaL_typename(L, 2));
+  if (!callable)
+    return luaL_error(L, "autocast: fn must be a function, got %s", luaL_typename(L, 2));
   lua_remove(L, 1);
   dle_autocast_mode prev;
   DLE_LUA_TRY(L, dle_autocast_enter(dt, cache, &prev));
   int st = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
-  dle_autocast_exit(&prev);   /* before the error goes on: the cache is emptied either way */
+  dle_autocast_exit(&prev); /* before the error goes on: the cache is emptied either way */
   if (st != LUA_OK) return lua_error(L);
   return lua_gettop(L);
 }
 
-/** dle.core.autocast_lower(t) -> t as autocast's lower-precision ops take it: cast to the autocast
+/** dle.core._autocast_lower(t) -> t as autocast's lower-precision ops take it: cast to the autocast
  * dtype (through the cast cache, for a parameter) when a float tensor other than float64, else t.
  * For ops that apply the policy in Lua (dle.einsum). */
 static int l_autocast_lower(lua_State *L) {
@@ -399,19 +412,27 @@ static int l_get_autocast_dtype(lua_State *L) {
 }
 
 void dle_lua_open_autograd(lua_State *L, int module, int methods) {
-  static const luaL_Reg fns[] = {{"grad", l_grad}, {"backward", l_backward},
-                                 {"backward_captures", l_backward_captures}, {"no_grad", l_no_grad},
+  static const luaL_Reg fns[] = {{"grad", l_grad},
+                                 {"backward", l_backward},
+                                 {"_backward_captures", l_backward_captures},
+                                 {"no_grad", l_no_grad},
                                  {"enable_grad", l_enable_grad},
                                  {"is_grad_enabled", l_is_grad_enabled},
                                  {"set_grad_enabled", l_set_grad_enabled},
-                                 {"record_custom", l_record_custom}, {"set_tangent", l_set_tangent},
-                                 {"tangent", l_tangent}, {"detach", m_detach},
-                                 {"autocast", l_autocast}, {"autocast_set", l_autocast_set},
-                                 {"autocast_lower", l_autocast_lower},
+                                 {"_record_custom", l_record_custom},
+                                 {"_set_tangent", l_set_tangent},
+                                 {"_tangent", l_tangent},
+                                 {"detach", m_detach},
+                                 {"autocast", l_autocast},
+                                 {"_autocast_set", l_autocast_set},
+                                 {"_autocast_lower", l_autocast_lower},
                                  {"is_autocast_enabled", l_is_autocast_enabled},
-                                 {"get_autocast_dtype", l_get_autocast_dtype}, {NULL, NULL}};
-  static const luaL_Reg meths[] = {{"backward", m_backward}, {"detach", m_detach},
-                                   {"detach_", m_detach_}, {"requires_grad_", m_requires_grad_},
+                                 {"get_autocast_dtype", l_get_autocast_dtype},
+                                 {NULL, NULL}};
+  static const luaL_Reg meths[] = {{"backward", m_backward},
+                                   {"detach", m_detach},
+                                   {"detach_", m_detach_},
+                                   {"requires_grad_", m_requires_grad_},
                                    {NULL, NULL}};
   dle_lua_setfuncs(L, module, fns);
   dle_lua_setfuncs(L, methods, meths);

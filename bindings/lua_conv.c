@@ -9,7 +9,8 @@
 #include "../engine/dle.h"
 
 /* A number or a {h, w} table at idx into out[0..1]; def when nil. */
-static void pair_at(lua_State *L, int idx, const char *fn, const char *what, int64_t def, int64_t *out) {
+static void pair_at(lua_State *L, int idx, const char *fn, const char *what, int64_t def,
+                    int64_t *out) {
   if (lua_isnoneornil(L, idx)) {
     out[0] = out[1] = def;
     return;
@@ -33,7 +34,8 @@ static void pair_at(lua_State *L, int idx, const char *fn, const char *what, int
 }
 
 /* opts[field] as a pair (def when absent). */
-static void pair_field(lua_State *L, int opts, const char *fn, const char *field, int64_t def, int64_t *out) {
+static void pair_field(lua_State *L, int opts, const char *fn, const char *field, int64_t def,
+                       int64_t *out) {
   if (!opts) {
     out[0] = out[1] = def;
     return;
@@ -46,7 +48,8 @@ static void pair_field(lua_State *L, int opts, const char *fn, const char *field
 /* The options table at idx (0 when nil), holding only the names in known; or an error. */
 static int opts_at(lua_State *L, int idx, const char *fn, const char *const *known) {
   if (lua_isnoneornil(L, idx)) return 0;
-  if (!lua_istable(L, idx)) luaL_error(L, "%s: options must be a table, got %s", fn, luaL_typename(L, idx));
+  if (!lua_istable(L, idx))
+    luaL_error(L, "%s: options must be a table, got %s", fn, luaL_typename(L, idx));
   dle_lua_check_options(L, idx, fn, known);
   return lua_absindex(L, idx);
 }
@@ -121,26 +124,27 @@ static int l_avg_pool2d(lua_State *L) {
   return 1;
 }
 
-/* _conv2d_grad_input(gy, w, {H, W}, opts) */
-static int l_conv2d_grad_input(lua_State *L) {
-  dle_tensor *gy = dle_lua_check(L, 1), *w = dle_lua_check(L, 2), *r = NULL;
-  int64_t hw[2];
-  pair_at(L, 3, "conv2d_grad_input", "input size", 0, hw);
-  dle_conv2d_params p = conv_params(L, opts_at(L, 4, "conv2d_grad_input", CONV_OPTS), "conv2d_grad_input");
-  DLE_LUA_TRY(L, dle_conv2d_grad_input(&r, gy, w, &p, hw[0], hw[1]));
+/* The two conv2d gradients: name(gy, other, {a, b}, opts), {a, b} the size named by what. */
+static int conv_grad(lua_State *L, const char *name, const char *what,
+                     dle_status (*op)(dle_tensor **, dle_tensor *, dle_tensor *,
+                                      const dle_conv2d_params *, int64_t, int64_t)) {
+  dle_tensor *gy = dle_lua_check(L, 1), *other = dle_lua_check(L, 2), *r = NULL;
+  int64_t ab[2];
+  pair_at(L, 3, name, what, 0, ab);
+  dle_conv2d_params p = conv_params(L, opts_at(L, 4, name, CONV_OPTS), name);
+  DLE_LUA_TRY(L, op(&r, gy, other, &p, ab[0], ab[1]));
   dle_lua_push(L, r);
   return 1;
 }
 
+/* _conv2d_grad_input(gy, w, {H, W}, opts) */
+static int l_conv2d_grad_input(lua_State *L) {
+  return conv_grad(L, "conv2d_grad_input", "input size", dle_conv2d_grad_input);
+}
+
 /* _conv2d_grad_weight(gy, x, {kh, kw}, opts) */
 static int l_conv2d_grad_weight(lua_State *L) {
-  dle_tensor *gy = dle_lua_check(L, 1), *x = dle_lua_check(L, 2), *r = NULL;
-  int64_t k[2];
-  pair_at(L, 3, "conv2d_grad_weight", "kernel size", 0, k);
-  dle_conv2d_params p = conv_params(L, opts_at(L, 4, "conv2d_grad_weight", CONV_OPTS), "conv2d_grad_weight");
-  DLE_LUA_TRY(L, dle_conv2d_grad_weight(&r, gy, x, &p, k[0], k[1]));
-  dle_lua_push(L, r);
-  return 1;
+  return conv_grad(L, "conv2d_grad_weight", "kernel size", dle_conv2d_grad_weight);
 }
 
 /* _avg_pool2d_grad(gy, {H, W}, k, opts) */
@@ -148,18 +152,22 @@ static int l_avg_pool2d_grad(lua_State *L) {
   dle_tensor *gy = dle_lua_check(L, 1), *r = NULL;
   int64_t hw[2];
   pair_at(L, 2, "avg_pool2d_grad", "input size", 0, hw);
-  dle_pool2d_params p = pool_params(L, 3, opts_at(L, 4, "avg_pool2d_grad", AVG_POOL_OPTS), "avg_pool2d_grad");
+  dle_pool2d_params p =
+      pool_params(L, 3, opts_at(L, 4, "avg_pool2d_grad", AVG_POOL_OPTS), "avg_pool2d_grad");
   DLE_LUA_TRY(L, dle_avg_pool2d_grad(&r, gy, &p, hw[0], hw[1]));
   dle_lua_push(L, r);
   return 1;
 }
 
 void dle_lua_open_conv(lua_State *L, int module, int methods) {
-  static const luaL_Reg both[] = {{"conv2d", l_conv2d}, {"max_pool2d", l_max_pool2d},
-                                  {"avg_pool2d", l_avg_pool2d}, {NULL, NULL}};
+  static const luaL_Reg both[] = {{"conv2d", l_conv2d},
+                                  {"max_pool2d", l_max_pool2d},
+                                  {"avg_pool2d", l_avg_pool2d},
+                                  {NULL, NULL}};
   static const luaL_Reg internal[] = {{"_conv2d_grad_input", l_conv2d_grad_input},
                                       {"_conv2d_grad_weight", l_conv2d_grad_weight},
-                                      {"_avg_pool2d_grad", l_avg_pool2d_grad}, {NULL, NULL}};
+                                      {"_avg_pool2d_grad", l_avg_pool2d_grad},
+                                      {NULL, NULL}};
   dle_lua_setfuncs(L, module, both);
   dle_lua_setfuncs(L, methods, both);
   dle_lua_setfuncs(L, module, internal);
@@ -167,6 +175,7 @@ void dle_lua_open_conv(lua_State *L, int module, int methods) {
    * op of the table is reachable from Lua (tests/ops_table_spec.lua) without a public dle.* name */
   static const luaL_Reg grads[] = {{"conv2d_grad_input", l_conv2d_grad_input},
                                    {"conv2d_grad_weight", l_conv2d_grad_weight},
-                                   {"avg_pool2d_grad", l_avg_pool2d_grad}, {NULL, NULL}};
+                                   {"avg_pool2d_grad", l_avg_pool2d_grad},
+                                   {NULL, NULL}};
   dle_lua_setfuncs(L, methods, grads);
 }

@@ -29,7 +29,9 @@ static const char metatable_key = 0; /* registry key of the metatable (faster th
 #define GC_FLOOR ((size_t)64 << 20)
 static size_t gc_threshold = GC_FLOOR;
 
-static size_t gc_limit_above(size_t live) { return live + (live / 4 > GC_FLOOR ? live / 4 : GC_FLOOR); }
+static size_t gc_limit_above(size_t live) {
+  return live + (live / 4 > GC_FLOOR ? live / 4 : GC_FLOOR);
+}
 /* Live bytes after the last full collection (or their low since): see keep_gc_generational. */
 static size_t major_mark;
 
@@ -53,11 +55,13 @@ static void pace_gc(lua_State *L) {
  *
  * The step. Lua's own minor collections wait until the heap has grown by a fifth, and a tensor's
  * userdata is a few dozen bytes of it: beside a 9 MB heap, tens of thousands of dead tensors
- * waited and their headers were out of cache when freed (`c = a + b` on one element took 1.7 us
- * there, 0.33 us beside a 200 KB heap). Counting bytes too does the same for mid-size tensors:
+ * waited and their headers were out of cache when freed (`c = a + b` on one element was several
+ * times slower there than beside a 200 KB heap). Counting bytes too does the same for mid-size
+ * tensors:
  * with only pace_gc's 64 MB allowance, a loop's dead results of 256 KB cycled through 64 MB, out
  * of every cache, before a collection gave their blocks back (a transposing copy of 256 x 256
- * floats ran at 3.6 GB/s, 32-36 GB/s with the step every 2 or 8 MB; training steps 3-6% faster).
+ * floats ran about ten times faster with the step every 2 or 8 MB, and training steps gained a
+ * little; figures in bench/RESULTS.md).
  *
  * The collector's mode. lua5.4 runs it in generational mode, which has a fallback: after a "bad"
  * major collection, one that frees less than half of what the heap grew by since the last one
@@ -65,7 +69,7 @@ static void pace_gc(lua_State *L) {
  * the heap doubles, and returns to generational mode only when a full collection marks at most
  * 1/8 more objects than the one before. Dead tensors keep it from ever returning: an object with
  * a finalizer is revived, and counted, by the collection that finds it dead. In that state
- * `c = a + b` took 0.65 us instead of 0.37, the tiny autograd graph 6.3 us instead of 2.2. Asking
+ * `c = a + b` and the tiny autograd graph were markedly slower. Asking
  * for generational mode leaves the fallback (at the cost of one full collection) and does nothing
  * in true generational mode. The answer says if the program runs the incremental collector
  * instead: dle then puts that mode back, takes no step, and asks far less often (each ask is then
@@ -76,12 +80,12 @@ static void pace_gc(lua_State *L) {
  * then takes its own step: a minor collection, or the major one once the heap has doubled.
  * (A plain "step" with 0 KB always makes a minor collection and resets the debt, so Lua's own
  * steps, where majors are decided, never came: Lua garbage that had grown old piled up.) */
-#define GC_STEP_KB (INT_MAX / 1024)
+#define GC_STEP_KB                (INT_MAX / 1024)
 #define GC_MODE_CHECK_INCREMENTAL (1024u * 1024u)
 static unsigned gc_mode_countdown = 1; /* the first new tensor checks */
 
 #define GC_STEP_BYTES ((size_t)4 << 20) /* well inside the L3 cache (2 and 8 MB measured alike) */
-static size_t step_mark;        /* live native bytes after the last step (or their low since) */
+static size_t step_mark;         /* live native bytes after the last step (or their low since) */
 static bool program_incremental; /* what the last mode check found */
 
 /* A program found running the incremental collector gets no byte steps until the count says
@@ -224,7 +228,7 @@ static int tensor_index(lua_State *L) {
       dle_lua_push(L, t->grad);
       return 1;
     }
-    if (strcmp(k, "grad_fn") == 0) {   /* the name of the op that made t, nil for a leaf */
+    if (strcmp(k, "grad_fn") == 0) { /* the name of the op that made t, nil for a leaf */
       if (!t->grad_fn) return 0;
       lua_pushstring(L, dle_node_name(t->grad_fn));
       return 1;
@@ -239,7 +243,7 @@ static int tensor_index(lua_State *L) {
   int64_t i0 = row_index(L, t);
   dle_tensor *r = NULL;
   DLE_LUA_TRY(L, dle_select(&r, t, 0, i0));
-  if (t->ndim == 1) {   /* an element: its value, exactly (item() reads int64 without a double) */
+  if (t->ndim == 1) { /* an element: its value, exactly (item() reads int64 without a double) */
     dle_lua_push(L, r);
     lua_replace(L, 1);
     lua_settop(L, 1);
@@ -265,7 +269,8 @@ static int tensor_newindex(lua_State *L) {
       DLE_LUA_TRY(L, dle_set_grad(t, lua_isnil(L, 3) ? NULL : dle_lua_check(L, 3)));
       return 0;
     }
-    return luaL_error(L, "index: cannot set field '%s' of a tensor (only requires_grad and grad can be set)", k);
+    return luaL_error(
+        L, "index: cannot set field '%s' of a tensor (only requires_grad and grad can be set)", k);
   }
   int64_t i0 = row_index(L, t);
   dle_tensor *src = dle_lua_opt(L, 3);
@@ -273,8 +278,9 @@ static int tensor_newindex(lua_State *L) {
     return luaL_error(L, "index: cannot assign a %s to a tensor element", luaL_typename(L, 3));
   dle_tensor *row = NULL;
   DLE_LUA_TRY(L, dle_select(&row, t, 0, i0));
-  dle_status st = src ? dle_copy_(row, src)
-                      : dle_fill_(row, lua_isboolean(L, 3) ? lua_toboolean(L, 3) : lua_tonumber(L, 3));
+  dle_status st =
+      src ? dle_copy_(row, src)
+          : dle_fill_(row, lua_isboolean(L, 3) ? lua_toboolean(L, 3) : lua_tonumber(L, 3));
   dle_tensor_release(row);
   if (st != DLE_OK) dle_lua_fail(L);
   return 0;
@@ -300,9 +306,11 @@ int dle_lua_optdim(lua_State *L, int arg, const char *fn, int def) {
 static int64_t check_size(lua_State *L, int idx, const char *fn, int allow_neg1) {
   int isint = 0;
   lua_Integer v = lua_tointegerx(L, idx, &isint);
-  if (!isint) luaL_error(L, "%s: sizes must be integers, got %s", fn,
-                         lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx) : luaL_typename(L, idx));
-  if (v < 0 && !(allow_neg1 == 2 || (allow_neg1 && v == -1))) luaL_error(L, "%s: negative size %I", fn, (LUAI_UACINT)v);
+  if (!isint)
+    luaL_error(L, "%s: sizes must be integers, got %s", fn,
+               lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx) : luaL_typename(L, idx));
+  if (v < 0 && !(allow_neg1 == 2 || (allow_neg1 && v == -1)))
+    luaL_error(L, "%s: negative size %I", fn, (LUAI_UACINT)v);
   return (int64_t)v;
 }
 
@@ -310,7 +318,8 @@ void dle_lua_check_new_sizes(lua_State *L, const int64_t *sizes, int n, const ch
   int64_t p = 1;
   for (int d = 0; d < n; d++)
     if (__builtin_mul_overflow(p, sizes[d] ? sizes[d] : 1, &p) || p > INT64_MAX / 16)
-      luaL_error(L, "%s: shape %s has too many elements", fn, dle_shape_str((char[128]){0}, 128, n, sizes));
+      luaL_error(L, "%s: shape %s has too many elements", fn,
+                 dle_shape_str((char[128]){0}, 128, n, sizes));
 }
 
 static int new_sizes(lua_State *L, const int64_t *sizes, int n, const char *fn, int allow_neg1) {
@@ -318,11 +327,13 @@ static int new_sizes(lua_State *L, const int64_t *sizes, int n, const char *fn, 
   return n;
 }
 
-int dle_lua_sizes(lua_State *L, int first, int64_t *sizes, int *next, const char *fn, int allow_neg1) {
+int dle_lua_sizes(lua_State *L, int first, int64_t *sizes, int *next, const char *fn,
+                  int allow_neg1) {
   int n = 0;
-  if (lua_istable(L, first) && !dle_lua_opt(L, first) && lua_rawlen(L, first) > 0 ) {
+  if (lua_istable(L, first) && !dle_lua_opt(L, first) && lua_rawlen(L, first) > 0) {
     int len = (int)lua_rawlen(L, first);
-    if (len > DLE_MAX_DIMS) luaL_error(L, "%s: %d dims given, at most %d supported", fn, len, DLE_MAX_DIMS);
+    if (len > DLE_MAX_DIMS)
+      luaL_error(L, "%s: %d dims given, at most %d supported", fn, len, DLE_MAX_DIMS);
     for (int i = 1; i <= len; i++) {
       lua_rawgeti(L, first, i);
       sizes[n++] = check_size(L, -1, fn, allow_neg1);
@@ -334,7 +345,10 @@ int dle_lua_sizes(lua_State *L, int first, int64_t *sizes, int *next, const char
   /* an empty table {} means zero dims only when it is not an options table (has no keys) */
   if (lua_istable(L, first) && !dle_lua_opt(L, first)) {
     lua_pushnil(L);
-    if (!lua_next(L, first)) { *next = first + 1; return 0; }
+    if (!lua_next(L, first)) {
+      *next = first + 1;
+      return 0;
+    }
     lua_pop(L, 2);
   }
   int i = first;
@@ -348,7 +362,8 @@ int dle_lua_sizes(lua_State *L, int first, int64_t *sizes, int *next, const char
 }
 
 dle_dtype dle_lua_check_dtype(lua_State *L, int idx, const char *fn) {
-  if (lua_type(L, idx) != LUA_TSTRING) luaL_error(L, "%s: dtype must be a string, got %s", fn, luaL_typename(L, idx));
+  if (lua_type(L, idx) != LUA_TSTRING)
+    luaL_error(L, "%s: dtype must be a string, got %s", fn, luaL_typename(L, idx));
   dle_dtype dt;
   if (dle_dtype_parse(lua_tostring(L, idx), &dt) != DLE_OK)
     luaL_error(L, "%s: %s", fn, dle_last_error());
@@ -379,7 +394,8 @@ void dle_lua_check_options(lua_State *L, int idx, const char *fn, const char *co
 }
 
 /* What a creation function's options may hold (one list for all of them, sorted as messages show it). */
-static const char *const creation_options[] = {"device", "dtype", "generator", "requires_grad", NULL};
+static const char *const creation_options[] = {"device", "dtype", "generator", "requires_grad",
+                                               NULL};
 
 void dle_lua_parse_opts(lua_State *L, int idx, dle_lua_opts *o, const char *fn) {
   memset(o, 0, sizeof *o);
@@ -387,7 +403,8 @@ void dle_lua_parse_opts(lua_State *L, int idx, dle_lua_opts *o, const char *fn) 
   o->dtype = DLE_DEFAULT_FLOAT;
   o->device = DLE_DEVICE_CPU;
   if (lua_isnoneornil(L, idx)) return;
-  if (!lua_istable(L, idx)) luaL_error(L, "%s: options must be a table, got %s", fn, luaL_typename(L, idx));
+  if (!lua_istable(L, idx))
+    luaL_error(L, "%s: options must be a table, got %s", fn, luaL_typename(L, idx));
   idx = lua_absindex(L, idx);
   dle_lua_check_options(L, idx, fn, creation_options);
   if (lua_getfield(L, idx, "dtype") != LUA_TNIL) {
@@ -396,8 +413,10 @@ void dle_lua_parse_opts(lua_State *L, int idx, dle_lua_opts *o, const char *fn) 
   }
   lua_pop(L, 1);
   if (lua_getfield(L, idx, "device") != LUA_TNIL) {
-    if (lua_type(L, -1) != LUA_TSTRING || dle_device_parse(lua_tostring(L, -1), &o->device) != DLE_OK)
-      luaL_error(L, "%s: %s", fn, lua_type(L, -1) == LUA_TSTRING ? dle_last_error() : "device must be a string");
+    if (lua_type(L, -1) != LUA_TSTRING ||
+        dle_device_parse(lua_tostring(L, -1), &o->device) != DLE_OK)
+      luaL_error(L, "%s: %s", fn,
+                 lua_type(L, -1) == LUA_TSTRING ? dle_last_error() : "device must be a string");
   }
   lua_pop(L, 1);
   lua_getfield(L, idx, "requires_grad");
@@ -419,7 +438,8 @@ void dle_lua_push_created(lua_State *L, dle_tensor *t, const dle_lua_opts *o) {
   if (o->requires_grad) {
     if (!dle_dtype_is_float(t->dtype)) {
       dle_tensor_release(t);
-      luaL_error(L, "requires_grad: only float tensors can require grad, got %s", dle_dtype_name(o->dtype));
+      luaL_error(L, "requires_grad: only float tensors can require grad, got %s",
+                 dle_dtype_name(o->dtype));
     }
     t->requires_grad = true;
   }
@@ -530,13 +550,15 @@ static int core_set_memory_limit(lua_State *L) {
   if (lua_type(L, 1) == LUA_TNUMBER) {
     lua_Number v = lua_tonumber(L, 1);
     if (!(v >= 0) || v >= 18446744073709551615.0)
-      return luaL_error(L, "set_memory_limit: the limit must be a non-negative number of bytes, got %s",
-                        lua_tostring(L, 1));
+      return luaL_error(
+          L, "set_memory_limit: the limit must be a non-negative number of bytes, got %s",
+          lua_tostring(L, 1));
     n = (size_t)v;
   } else if (lua_type(L, 1) == LUA_TSTRING) {
     if (!parse_bytes(lua_tostring(L, 1), &n))
-      return luaL_error(L, "set_memory_limit: '%s' is not a number of bytes (e.g. 2000000, \"512M\", \"2G\")",
-                        lua_tostring(L, 1));
+      return luaL_error(
+          L, "set_memory_limit: '%s' is not a number of bytes (e.g. 2000000, \"512M\", \"2G\")",
+          lua_tostring(L, 1));
   } else if (!lua_isnoneornil(L, 1)) {
     return luaL_typeerror(L, 1, "number of bytes or nil");
   }
@@ -547,8 +569,10 @@ static int core_set_memory_limit(lua_State *L) {
 /* dle.get_memory_limit(): the cap in bytes, or nil when there is none. */
 static int core_get_memory_limit(lua_State *L) {
   size_t n = dle_memory_limit();
-  if (n) lua_pushinteger(L, (lua_Integer)n);
-  else lua_pushnil(L);
+  if (n)
+    lua_pushinteger(L, (lua_Integer)n);
+  else
+    lua_pushnil(L);
   return 1;
 }
 
@@ -558,7 +582,8 @@ static void apply_env_memory_limit(lua_State *L) {
   if (!s || !*s) return;
   size_t n;
   if (!parse_bytes(s, &n))
-    luaL_error(L, "DLE_MAX_MEMORY: '%s' is not a number of bytes (e.g. 2000000, 512M, 2G, 4GiB)", s);
+    luaL_error(L, "DLE_MAX_MEMORY: '%s' is not a number of bytes (e.g. 2000000, 512M, 2G, 4GiB)",
+               s);
   dle_set_memory_limit(n);
 }
 
@@ -570,9 +595,10 @@ static int core_time(lua_State *L) {
 static int core_set_num_threads(lua_State *L) {
   lua_Integer n = luaL_checkinteger(L, 1);
   if (n > DLE_MAX_THREADS)
-    return luaL_error(L, "set_num_threads: %I threads requested, at most %d are supported", (LUAI_UACINT)n,
-                      DLE_MAX_THREADS);
-  dle_set_num_threads(n < 1 ? 0 : (int)n);   /* n < 1: all cores (no int truncation of huge negatives) */
+    return luaL_error(L, "set_num_threads: %I threads requested, at most %d are supported",
+                      (LUAI_UACINT)n, DLE_MAX_THREADS);
+  dle_set_num_threads(n < 1 ? 0
+                            : (int)n); /* n < 1: all cores (no int truncation of huge negatives) */
   return 0;
 }
 
@@ -594,12 +620,13 @@ static int core_cuda_available(lua_State *L) {
   return 2;
 }
 
-/* dle.core.kernel_ops(device): the names of the ops a device type's backend has kernels for ("cpu",
+/* dle.core._kernel_ops(device): the names of the ops a device type's backend has kernels for ("cpu",
  * or "cuda": read from the CUDA library's table without touching a device), or nil and the reason
  * when that library cannot be loaded. */
 static int core_kernel_ops(lua_State *L) {
   dle_device dev;
-  if (dle_device_parse(luaL_checkstring(L, 1), &dev) != DLE_OK) return luaL_error(L, "kernel_ops: %s", dle_last_error());
+  if (dle_device_parse(luaL_checkstring(L, 1), &dev) != DLE_OK)
+    return luaL_error(L, "kernel_ops: %s", dle_last_error());
   const char *why = NULL;
   const dle_backend *b = dle_backend_library_table(dev.type, &why);
   if (!b) {
@@ -633,13 +660,13 @@ int luaopen_dle_native(lua_State *L) {
       {"get_num_threads", core_get_num_threads},
       {"is_tensor", core_is_tensor},
       {"cuda_available", core_cuda_available},
-      {"kernel_ops", core_kernel_ops},
+      {"_kernel_ops", core_kernel_ops},
       {NULL, NULL},
   };
-  lua_newtable(L);                  /* module */
+  lua_newtable(L); /* module */
   int module = lua_gettop(L);
   dle_lua_setfuncs(L, module, module_fns);
-  lua_newtable(L);                  /* methods */
+  lua_newtable(L); /* methods */
   int methods = lua_gettop(L);
 
   luaL_newmetatable(L, TENSOR_MT);
@@ -678,9 +705,9 @@ int luaopen_dle_native(lua_State *L) {
   dle_lua_register_names(L, methods);
   dle_lua_register_names(L, mt);
   lua_pushvalue(L, methods);
-  lua_setfield(L, module, "Tensor");     /* methods table: Lua code adds methods here */
+  lua_setfield(L, module, "Tensor"); /* methods table: Lua code adds methods here */
   lua_pushvalue(L, mt);
-  lua_setfield(L, module, "metatable");  /* Lua sets __tostring and friends */
+  lua_setfield(L, module, "metatable"); /* Lua sets __tostring and friends */
   lua_settop(L, module);
   return 1;
 }

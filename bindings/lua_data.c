@@ -56,32 +56,30 @@ static int64_t gz_read_full(gzFile f, void *buf, size_t n, const char **err) {
 /* Converts count big-endian file elements of type ty at src into dst (the dle dtype). */
 static void idx_convert(void *dst, const unsigned char *src, size_t count, const idx_type *ty) {
   switch (ty->code) {
-  case 0x08:
-    memcpy(dst, src, count);
-    break;
-  case 0x09:
-    for (size_t i = 0; i < count; i++) ((int32_t *)dst)[i] = (int8_t)src[i];
-    break;
-  case 0x0B:
-    for (size_t i = 0; i < count; i++)
-      ((int32_t *)dst)[i] = (int16_t)(uint16_t)((unsigned)src[2 * i] << 8 | src[2 * i + 1]);
-    break;
-  case 0x0C:
-  case 0x0D:
-    for (size_t i = 0; i < count; i++) {
-      const unsigned char *p = src + 4 * i;
-      uint32_t v = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-      memcpy((char *)dst + 4 * i, &v, 4);
-    }
-    break;
-  case 0x0E:
-    for (size_t i = 0; i < count; i++) {
-      const unsigned char *p = src + 8 * i;
-      uint64_t v = 0;
-      for (int k = 0; k < 8; k++) v = v << 8 | p[k];
-      memcpy((char *)dst + 8 * i, &v, 8);
-    }
-    break;
+    case 0x08: memcpy(dst, src, count); break;
+    case 0x09:
+      for (size_t i = 0; i < count; i++) ((int32_t *)dst)[i] = (int8_t)src[i];
+      break;
+    case 0x0B:
+      for (size_t i = 0; i < count; i++)
+        ((int32_t *)dst)[i] = (int16_t)(uint16_t)((unsigned)src[2 * i] << 8 | src[2 * i + 1]);
+      break;
+    case 0x0C:
+    case 0x0D:
+      for (size_t i = 0; i < count; i++) {
+        const unsigned char *p = src + 4 * i;
+        uint32_t v = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+        memcpy((char *)dst + 4 * i, &v, 4);
+      }
+      break;
+    case 0x0E:
+      for (size_t i = 0; i < count; i++) {
+        const unsigned char *p = src + 8 * i;
+        uint64_t v = 0;
+        for (int k = 0; k < 8; k++) v = v << 8 | p[k];
+        memcpy((char *)dst + 8 * i, &v, 8);
+      }
+      break;
   }
 }
 
@@ -91,7 +89,8 @@ static dle_status read_idx(const char *path, dle_tensor **out) {
   *out = NULL;
   errno = 0;
   gzFile f = gzopen(path, "rb");
-  if (!f) return dle_error("idx: cannot open %s: %s", path, errno ? strerror(errno) : "out of memory");
+  if (!f)
+    return dle_error("idx: cannot open %s: %s", path, errno ? strerror(errno) : "out of memory");
   dle_tensor *t = NULL;
   unsigned char *buf = NULL;
   const char *zerr = NULL;
@@ -108,8 +107,10 @@ static dle_status read_idx(const char *path, dle_tensor **out) {
   }
   const idx_type *ty = idx_type_of(head[2]);
   if (head[0] != 0 || head[1] != 0 || !ty) {
-    dle_error("idx: %s: bad magic %02x %02x %02x %02x (expected 00 00 <type 08/09/0b/0c/0d/0e> "
-              "<ndim>)", path, head[0], head[1], head[2], head[3]);
+    dle_error(
+        "idx: %s: bad magic %02x %02x %02x %02x (expected 00 00 <type 08/09/0b/0c/0d/0e> "
+        "<ndim>)",
+        path, head[0], head[1], head[2], head[3]);
     goto fail;
   }
   int ndim = head[3];
@@ -178,10 +179,11 @@ static dle_status read_idx(const char *path, dle_tensor **out) {
     }
     if ((size_t)got < n * (size_t)ty->file_size) {
       char shape[128];
-      dle_error("idx: %s: truncated data: a %s tensor of size %s needs %llu bytes, the file has %llu",
-                path, ty->name, dle_shape_str(shape, sizeof shape, ndim, sizes),
-                (unsigned long long)(count * (uint64_t)ty->file_size),
-                (unsigned long long)(done * (uint64_t)ty->file_size + (uint64_t)got));
+      dle_error(
+          "idx: %s: truncated data: a %s tensor of size %s needs %llu bytes, the file has %llu",
+          path, ty->name, dle_shape_str(shape, sizeof shape, ndim, sizes),
+          (unsigned long long)(count * (uint64_t)ty->file_size),
+          (unsigned long long)(done * (uint64_t)ty->file_size + (uint64_t)got));
       goto fail;
     }
     idx_convert(dst + done * esz, buf, n, ty);
@@ -215,7 +217,7 @@ fail:
   return DLE_ERR;
 }
 
-/* dle.core.read_idx(path) -> tensor */
+/* dle.core._read_idx(path) -> tensor */
 static int l_read_idx(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   dle_tensor *t = NULL;
@@ -265,9 +267,11 @@ static dle_status map_file(dle_tensor **out, const char *path, dle_dtype dtype, 
   }
   if ((uint64_t)st.st_size < (uint64_t)offset + nbytes) {
     close(fd);
-    return dle_error("memmap: %s: file too short: %s %s at offset %lld needs %llu bytes, the file has "
-                     "%lld", path, dle_dtype_name(dtype), shape, (long long)offset,
-                     (unsigned long long)((uint64_t)offset + nbytes), (long long)st.st_size);
+    return dle_error(
+        "memmap: %s: file too short: %s %s at offset %lld needs %llu bytes, the file has "
+        "%lld",
+        path, dle_dtype_name(dtype), shape, (long long)offset,
+        (unsigned long long)((uint64_t)offset + nbytes), (long long)st.st_size);
   }
   if (nbytes == 0) { /* mmap refuses length 0: an empty tensor needs no mapping */
     close(fd);
@@ -290,7 +294,7 @@ static dle_status map_file(dle_tensor **out, const char *path, dle_dtype dtype, 
   return DLE_OK;
 }
 
-/* dle.core.memmap(path, dtype, sizes_table, offset = 0, writable = false) -> tensor */
+/* dle.core._memmap(path, dtype, sizes_table, offset = 0, writable = false) -> tensor */
 static int l_memmap(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   dle_dtype dtype = dle_lua_check_dtype(L, 2, "memmap");
@@ -309,8 +313,8 @@ static int l_memmap(lua_State *L) {
 void dle_lua_open_data(lua_State *L, int module, int methods) {
   (void)methods;
   static const luaL_Reg fns[] = {
-      {"read_idx", l_read_idx},
-      {"memmap", l_memmap},
+      {"_read_idx", l_read_idx},
+      {"_memmap", l_memmap},
       {NULL, NULL},
   };
   dle_lua_setfuncs(L, module, fns);

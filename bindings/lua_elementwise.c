@@ -18,19 +18,24 @@ typedef struct {
 /* The error for an operand that is neither a tensor nor a number (nor a boolean). */
 static void bad_operand(lua_State *L, int idx) { dle_lua_typeerror(L, idx, "tensor or number"); }
 
-/* Filled in place, not returned: the copies of a returned struct were 10% of `c = a + b` on one
- * element (a 16-byte load of bytes just stored separately stalls store-to-load forwarding). */
+/* Filled in place, not returned: the copies of a returned struct were a measurable share of
+ * `c = a + b` on one element (a 16-byte load of bytes just stored separately stalls
+ * store-to-load forwarding). */
 static void get_operand(lua_State *L, int idx, operand *o) {
   *o = (operand){dle_lua_opt(L, idx), 0, false, 0};
   if (o->t) return;
   if (lua_isinteger(L, idx)) o->is_int = true, o->i = lua_tointeger(L, idx);
-  if (lua_type(L, idx) == LUA_TNUMBER) o->v = lua_tonumber(L, idx);
-  else if (lua_isboolean(L, idx)) o->v = lua_toboolean(L, idx);
-  else bad_operand(L, idx);
+  if (lua_type(L, idx) == LUA_TNUMBER)
+    o->v = lua_tonumber(L, idx);
+  else if (lua_isboolean(L, idx))
+    o->v = lua_toboolean(L, idx);
+  else
+    bad_operand(L, idx);
 }
 
 /* t op n (or n op t) for a Lua integer n and an int64 CPU tensor t, with n exact. */
-static dle_status binary_int64(dle_op op, dle_tensor **out, dle_tensor *t, lua_Integer n, bool n_first) {
+static dle_status binary_int64(dle_op op, dle_tensor **out, dle_tensor *t, lua_Integer n,
+                               bool n_first) {
   dle_tensor *s = NULL;
   if (dle_scalar_tensor(&s, 0, DLE_I64) != DLE_OK) return DLE_ERR;
   *(int64_t *)dle_tensor_data(s) = n;
@@ -78,14 +83,14 @@ static void scale_by_alpha(lua_State *L, dle_op op) {
   if (lua_getfield(L, 3, "alpha") == LUA_TNIL) return;
   if (lua_type(L, -1) != LUA_TNUMBER)
     luaL_error(L, "%s: alpha must be a number, got %s", fn, luaL_typename(L, -1));
-  int t2 = lua_type(L, 2);   /* checked first: s*b of a string or table is Lua's own error */
+  int t2 = lua_type(L, 2); /* checked first: s*b of a string or table is Lua's own error */
   if (t2 != LUA_TNUMBER && t2 != LUA_TBOOLEAN && !dle_lua_opt(L, 2)) bad_operand(L, 2);
-  if (t2 == LUA_TBOOLEAN) {  /* as get_operand reads it */
+  if (t2 == LUA_TBOOLEAN) { /* as get_operand reads it */
     lua_pushinteger(L, lua_toboolean(L, 2));
     lua_replace(L, 2);
   }
   lua_pushvalue(L, 2);
-  lua_arith(L, LUA_OPMUL);  /* alpha * b: tensor metamethod or plain number product */
+  lua_arith(L, LUA_OPMUL); /* alpha * b: tensor metamethod or plain number product */
   lua_replace(L, 2);
 }
 
@@ -122,16 +127,19 @@ static int l_unary(lua_State *L) {
 
 /* pow(p): tensor ^ number uses the scalar-exponent op (cheaper, and its own gradient rule). */
 static int pow_impl(lua_State *L, bool inplace) {
-  if (!dle_lua_opt(L, 1)) {  /* number ^ tensor */
+  if (!dle_lua_opt(L, 1)) { /* number ^ tensor */
     dle_tensor *r = NULL;
     binary_args(L, DLE_OP_POW, false, &r);
     dle_lua_push(L, r);
     return 1;
   }
   dle_tensor *t = dle_lua_check(L, 1), *e = dle_lua_opt(L, 2), *r = inplace ? t : NULL;
-  if (e) DLE_LUA_TRY(L, dle_binary(DLE_OP_POW, &r, t, e));
-  else if (lua_type(L, 2) == LUA_TNUMBER) DLE_LUA_TRY(L, dle_pow_scalar(&r, t, lua_tonumber(L, 2)));
-  else return luaL_error(L, "pow: exponent must be a number or tensor, got %s", luaL_typename(L, 2));
+  if (e)
+    DLE_LUA_TRY(L, dle_binary(DLE_OP_POW, &r, t, e));
+  else if (lua_type(L, 2) == LUA_TNUMBER)
+    DLE_LUA_TRY(L, dle_pow_scalar(&r, t, lua_tonumber(L, 2)));
+  else
+    return luaL_error(L, "pow: exponent must be a number or tensor, got %s", luaL_typename(L, 2));
   if (inplace) {
     lua_settop(L, 1);
     return 1;
@@ -168,7 +176,8 @@ static int l_where(lua_State *L) {
     if (mine) continue;
     if (lua_type(L, 2 + i) != LUA_TNUMBER) {
       dle_tensor_release(tmp[0]);
-      return luaL_error(L, "where: argument #%d must be a tensor or a number, got %s", 2 + i, luaL_typename(L, 2 + i));
+      return luaL_error(L, "where: argument #%d must be a tensor or a number, got %s", 2 + i,
+                        luaL_typename(L, 2 + i));
     }
     double v = lua_tonumber(L, 2 + i);
     dle_dtype dt = other ? other->dtype : DLE_DEFAULT_FLOAT;
@@ -190,11 +199,14 @@ static int l_where(lua_State *L) {
 /* x:where(cond, y) is PyTorch's method form: x where cond is true, else y, i.e. where(cond, x, y). */
 static int m_where(lua_State *L) {
   if (lua_gettop(L) != 3)
-    return luaL_error(L, "where: x:where(cond, other) takes a condition and another tensor or number, got %d "
-                      "arguments", lua_gettop(L) - 1);
-  lua_pushvalue(L, 2);   /* (x, cond, y) -> (x, cond, y, cond) */
-  lua_remove(L, 2);      /* -> (x, y, cond) */
-  lua_insert(L, 1);      /* -> (cond, x, y) */
+    return luaL_error(
+        L,
+        "where: x:where(cond, other) takes a condition and another tensor or number, got %d "
+        "arguments",
+        lua_gettop(L) - 1);
+  lua_pushvalue(L, 2); /* (x, cond, y) -> (x, cond, y, cond) */
+  lua_remove(L, 2);    /* -> (x, y, cond) */
+  lua_insert(L, 1);    /* -> (cond, x, y) */
   return l_where(L);
 }
 
@@ -231,20 +243,24 @@ void dle_lua_open_elementwise(lua_State *L, int module, int methods) {
     dle_op op = (dle_op)i;
     const dle_op_info *info = dle_op_get_info(op);
     lua_CFunction f;
-    if (info->kind == DLE_KIND_UNARY && op != DLE_OP_POW_SCALAR && op != DLE_OP_CLAMP) f = l_unary;
-    else if ((info->kind == DLE_KIND_BINARY && op != DLE_OP_POW) || info->kind == DLE_KIND_COMPARE) f = l_binary;
-    else continue;
+    if (info->kind == DLE_KIND_UNARY && op != DLE_OP_POW_SCALAR && op != DLE_OP_CLAMP)
+      f = l_unary;
+    else if ((info->kind == DLE_KIND_BINARY && op != DLE_OP_POW) || info->kind == DLE_KIND_COMPARE)
+      f = l_binary;
+    else
+      continue;
     push_op_closure(L, f, op, false, mt);
     lua_pushvalue(L, -1);
     lua_setfield(L, module, info->name);
     lua_setfield(L, methods, info->name);
-    if (info->kind == DLE_KIND_COMPARE || op == DLE_OP_LOGICAL_NOT) continue;  /* bool results */
+    if (info->kind == DLE_KIND_COMPARE || op == DLE_OP_LOGICAL_NOT) continue; /* bool results */
     snprintf(name, sizeof name, "%s_", info->name);
     push_op_closure(L, f, op, true, mt);
     lua_setfield(L, methods, name);
   }
   static const luaL_Reg both[] = {{"pow", l_pow}, {"clamp", l_clamp}, {NULL, NULL}};
-  static const luaL_Reg meths[] = {{"pow_", l_pow_}, {"clamp_", l_clamp_}, {"where", m_where}, {NULL, NULL}};
+  static const luaL_Reg meths[] = {
+      {"pow_", l_pow_}, {"clamp_", l_clamp_}, {"where", m_where}, {NULL, NULL}};
   dle_lua_setfuncs(L, module, both);
   lua_pushcfunction(L, l_where);
   lua_setfield(L, module, "where");

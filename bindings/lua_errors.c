@@ -14,8 +14,8 @@
 
 #include "lua_util.h"
 
-static const char names_key = 0;  /* registry: function -> its dle name */
-static const char root_key = 0;   /* registry: "@/path/to/lua/dle/", the sources to skip */
+static const char names_key = 0; /* registry: function -> its dle name */
+static const char root_key = 0;  /* registry: "@/path/to/lua/dle/", the sources to skip */
 
 /* Records name for every function in the table at `table` not named yet; "__add" is "add". */
 void dle_lua_register_names(lua_State *L, int table) {
@@ -33,7 +33,8 @@ void dle_lua_register_names(lua_State *L, int table) {
       lua_pushvalue(L, -1);
       /* a public name wins over an internal one ("_conv2d_grad_input", also a method) */
       int t = lua_rawget(L, names);
-      if (t == LUA_TNIL || (t == LUA_TSTRING && lua_tostring(L, -1)[0] == '_' && lua_tostring(L, -3)[0] != '_')) {
+      if (t == LUA_TNIL ||
+          (t == LUA_TSTRING && lua_tostring(L, -1)[0] == '_' && lua_tostring(L, -3)[0] != '_')) {
         const char *k = lua_tostring(L, -3);
         lua_pushvalue(L, -2);
         lua_pushstring(L, strncmp(k, "__", 2) == 0 ? k + 2 : k);
@@ -81,8 +82,10 @@ static const char *fname(lua_State *L, bool *internal) {
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &names_key) == LUA_TTABLE) {
       lua_pushvalue(L, -2);
       int t = lua_rawget(L, -2);
-      if (t == LUA_TBOOLEAN) *internal = true;
-      else name = lua_tostring(L, -1);  /* stays valid: the names table holds the string */
+      if (t == LUA_TBOOLEAN)
+        *internal = true;
+      else
+        name = lua_tostring(L, -1); /* stays valid: the names table holds the string */
       lua_pop(L, 1);
     }
     lua_pop(L, 2);
@@ -115,7 +118,8 @@ int dle_lua_fail(lua_State *L) {
 /* True when the function at level 0 was called as a method (t:f(...)): argument 1 is then self. */
 static bool called_as_method(lua_State *L) {
   lua_Debug ar;
-  return lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.namewhat && strcmp(ar.namewhat, "method") == 0;
+  return lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.namewhat &&
+         strcmp(ar.namewhat, "method") == 0;
 }
 
 /* Whether the frame at level is dle's: a Lua function of dle's sources, or a C function (pcall,
@@ -158,8 +162,10 @@ int dle_lua_error(lua_State *L, const char *fmt, ...) {
 /* "argument #2" (or "self", "argument #1" for t:f(x)): numbered as the user wrote the call. */
 static void push_arg_name(lua_State *L, int arg) {
   if (called_as_method(L)) arg--;
-  if (arg == 0) lua_pushliteral(L, "self");
-  else lua_pushfstring(L, "argument #%d", arg);
+  if (arg == 0)
+    lua_pushliteral(L, "self");
+  else
+    lua_pushfstring(L, "argument #%d", arg);
 }
 
 int dle_lua_argerror(lua_State *L, int arg, const char *msg) {
@@ -173,12 +179,13 @@ static const char *article(const char *what) { return strchr("aeiou", what[0]) ?
 
 int dle_lua_typeerror(lua_State *L, int arg, const char *expected) {
   const char *fn = dle_lua_fname(L);
-  const char *got = lua_type(L, arg) == LUA_TNUMBER ? lua_pushfstring(L, "number %s", luaL_tolstring(L, arg, NULL))
-                                                     : luaL_typename(L, arg);
+  const char *got = lua_type(L, arg) == LUA_TNUMBER
+                        ? lua_pushfstring(L, "number %s", luaL_tolstring(L, arg, NULL))
+                        : luaL_typename(L, arg);
   if (luaL_getmetafield(L, arg, "__name") == LUA_TSTRING) got = lua_tostring(L, -1);
   push_arg_name(L, arg);
-  return dle_lua_error(L, "%s: %s must be %s %s, got %s", fn, lua_tostring(L, -1), article(expected), expected,
-                       got);
+  return dle_lua_error(L, "%s: %s must be %s %s, got %s", fn, lua_tostring(L, -1),
+                       article(expected), expected, got);
 }
 
 lua_Number dle_lua_checknumber(lua_State *L, int arg) {
@@ -223,7 +230,8 @@ void *dle_lua_checkudata(lua_State *L, int arg, const char *tname) {
 }
 
 int dle_lua_checkoption(lua_State *L, int arg, const char *def, const char *const lst[]) {
-  const char *name = def ? dle_lua_optlstring(L, arg, def, NULL) : dle_lua_checklstring(L, arg, NULL);
+  const char *name =
+      def ? dle_lua_optlstring(L, arg, def, NULL) : dle_lua_checklstring(L, arg, NULL);
   for (int i = 0; lst[i]; i++)
     if (strcmp(lst[i], name) == 0) return i;
   luaL_Buffer b;
@@ -233,7 +241,8 @@ int dle_lua_checkoption(lua_State *L, int arg, const char *def, const char *cons
     luaL_addstring(&b, lst[i]);
   }
   luaL_pushresult(&b);
-  return dle_lua_argerror(L, arg, lua_pushfstring(L, "invalid option '%s' (one of %s)", name, lua_tostring(L, -1)));
+  return dle_lua_argerror(
+      L, arg, lua_pushfstring(L, "invalid option '%s' (one of %s)", name, lua_tostring(L, -1)));
 }
 
 void dle_lua_open_errors(lua_State *L, int module) {

@@ -9,7 +9,7 @@
 
 #define ATTRS_MT "dle.graph.attrs"
 
-/** dle.core.trace_begin(): starts recording this thread's ops; an error when already tracing. */
+/** dle.core._trace_begin(): starts recording this thread's ops; an error when already tracing. */
 static int l_trace_begin(lua_State *L) {
   DLE_LUA_TRY(L, dle_trace_begin());
   return 0;
@@ -39,7 +39,8 @@ static void push_attrs(lua_State *L, const dle_attrs *a) {
   }
   if (a->has_dtype) lua_pushstring(L, dle_dtype_name(a->dtype)), lua_setfield(L, -2, "dtype");
   if (a->keepdim) lua_pushboolean(L, 1), lua_setfield(L, -2, "keepdim");
-  if (a->index_base) lua_pushinteger(L, (lua_Integer)a->index_base), lua_setfield(L, -2, "index_base");
+  if (a->index_base)
+    lua_pushinteger(L, (lua_Integer)a->index_base), lua_setfield(L, -2, "index_base");
   if (a->generator) {
     dle_lua_push_generator(L, a->generator);
     lua_setfield(L, -2, "generator");
@@ -63,7 +64,7 @@ static void push_tensor_list(lua_State *L, dle_tensor *const *ts, int n, const c
   lua_setfield(L, -2, ids);
 }
 
-/** dle.core.trace_end() -> {records..., unsafe = reason or nil}: stops the tracer. Each record is
+/** dle.core._trace_end() -> {records..., unsafe = reason or nil}: stops the tracer. Each record is
  * {op = name ("detach" for the pseudo-op), op_id, ins, in_ids, outs, out_ids, attrs, given,
  * fresh, grad}: ins/outs tensors (the same engine tensors the ops saw), *_ids their identities. */
 static int l_trace_end(lua_State *L) {
@@ -90,25 +91,25 @@ static int l_trace_end(lua_State *L) {
   return 1;
 }
 
-/** dle.core.trace_active() -> whether this thread is tracing. */
+/** dle.core._trace_active() -> whether this thread is tracing. */
 static int l_trace_active(lua_State *L) {
   lua_pushboolean(L, dle_trace_active());
   return 1;
 }
 
-/** dle.core.trace_note(reason): marks the running trace unsafe (nothing when none runs). */
+/** dle.core._trace_note(reason): marks the running trace unsafe (nothing when none runs). */
 static int l_trace_note(lua_State *L) {
   dle_trace_note_unsafe("%s", luaL_checkstring(L, 1));
   return 0;
 }
 
-/** dle.core.tensor_id(t) -> an integer naming t's engine tensor (the ids of trace_end). */
+/** dle.core._tensor_id(t) -> an integer naming t's engine tensor (the ids of trace_end). */
 static int l_tensor_id(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)(uintptr_t)dle_lua_check(L, 1));
   return 1;
 }
 
-/** dle.core.peek_scalar(t) -> the number a one-element CPU tensor holds, read without making a
+/** dle.core._peek_scalar(t) -> the number a one-element CPU tensor holds, read without making a
  * running trace unsafe (the graph's own bookkeeping of its constants). */
 static int l_peek_scalar(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1);
@@ -116,20 +117,24 @@ static int l_peek_scalar(lua_State *L) {
     return luaL_error(L, "peek_scalar: expected a one-element CPU tensor");
   int64_t zero[DLE_MAX_DIMS] = {0};
   double v = dle_tensor_get(t, zero);
-  if (t->dtype == DLE_BOOL) lua_pushboolean(L, v != 0);
-  else if (!dle_dtype_is_float(t->dtype)) lua_pushinteger(L, (lua_Integer)v);
-  else lua_pushnumber(L, v);
+  if (t->dtype == DLE_BOOL)
+    lua_pushboolean(L, v != 0);
+  else if (!dle_dtype_is_float(t->dtype))
+    lua_pushinteger(L, (lua_Integer)v);
+  else
+    lua_pushnumber(L, v);
   return 1;
 }
 
-/** dle.core.tensor_view_key(t) -> a string naming t's storage, dtype and geometry: two headers
+/** dle.core._tensor_view_key(t) -> a string naming t's storage, dtype and geometry: two headers
  * with the same key see the same elements (autograd saves aliases of the tensors an op used). */
 static int l_tensor_view_key(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1);
   luaL_Buffer b;
   luaL_buffinit(L, &b);
   char part[64];
-  snprintf(part, sizeof part, "%p:%lld:%d:", (void *)t->storage, (long long)t->offset, (int)t->dtype);
+  snprintf(part, sizeof part, "%p:%lld:%d:", (void *)t->storage, (long long)t->offset,
+           (int)t->dtype);
   luaL_addstring(&b, part);
   for (int d = 0; d < t->ndim; d++) {
     snprintf(part, sizeof part, "%lld/%lld,", (long long)t->sizes[d], (long long)t->strides[d]);
@@ -146,7 +151,7 @@ static int64_t int_field(lua_State *L, int idx, const char *what) {
   return (int64_t)v;
 }
 
-/** dle.core.graph_attrs(tbl) -> the engine attrs of a node, packed once for its replays; tbl as
+/** dle.core._graph_attrs(tbl) -> the engine attrs of a node, packed once for its replays; tbl as
  * trace_end gives them (missing fields are zero). */
 static int l_graph_attrs(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -155,7 +160,8 @@ static int l_graph_attrs(lua_State *L) {
   int ud = lua_gettop(L);
   if (lua_getfield(L, 1, "ints") == LUA_TTABLE) {
     int n = (int)lua_rawlen(L, -1);
-    if (n > DLE_MAX_ATTR_INTS) return luaL_error(L, "graph_attrs: at most %d ints, got %d", DLE_MAX_ATTR_INTS, n);
+    if (n > DLE_MAX_ATTR_INTS)
+      return luaL_error(L, "graph_attrs: at most %d ints, got %d", DLE_MAX_ATTR_INTS, n);
     for (int i = 0; i < n; i++) {
       lua_rawgeti(L, -1, i + 1);
       a->ints[i] = int_field(L, -1, "ints");
@@ -185,12 +191,12 @@ static int l_graph_attrs(lua_State *L) {
   lua_pop(L, 1);
   lua_getfield(L, 1, "generator");
   a->generator = dle_lua_opt_generator(L, -1, "graph_attrs");
-  lua_setiuservalue(L, ud, 1);  /* keeps the generator alive */
+  lua_setiuservalue(L, ud, 1); /* keeps the generator alive */
   luaL_setmetatable(L, ATTRS_MT);
   return 1;
 }
 
-/** dle.core.graph_op(op_id, attrs, target, no_grad, inputs...) -> the op's outputs: one call of
+/** dle.core._graph_op(op_id, attrs, target, no_grad, inputs...) -> the op's outputs: one call of
  * the front door as a trace recorded it. attrs: from graph_attrs (or nil); target: the tensor
  * written as output 1 (in place; nil for a new one); no_grad: run without recording. Dropout
  * draws a new seed and offset from its generator as dle.dropout does; the pseudo-op id of
@@ -217,13 +223,17 @@ static int l_graph_op(lua_State *L) {
   dle_tensor *outs[DLE_MAX_OUTS] = {target};
   bool was = no_grad ? dle_set_grad_enabled(false) : false;
   dle_status st;
-  if (op == DLE_OP_DROPOUT && nin == 1) st = dle_dropout(&outs[0], ins[0], a->f[0], a->generator);
-  else st = dle_op_call((dle_op)op, outs, ins, nin, a);
+  if (op == DLE_OP_DROPOUT && nin == 1)
+    st = dle_dropout(&outs[0], ins[0], a->f[0], a->generator);
+  else
+    st = dle_op_call((dle_op)op, outs, ins, nin, a);
   if (no_grad) dle_set_grad_enabled(was);
   if (st != DLE_OK) return dle_lua_fail(L);
   for (int k = 0; k < info->nout; k++) {
-    if (k == 0 && target) lua_pushvalue(L, 3);
-    else dle_lua_push(L, outs[k]);
+    if (k == 0 && target)
+      lua_pushvalue(L, 3);
+    else
+      dle_lua_push(L, outs[k]);
   }
   return info->nout;
 }
@@ -235,15 +245,15 @@ typedef struct {
   dle_fused_instr instr[DLE_FUSED_MAX_REGS];
 } fused_program;
 
-/** dle.core.fused_program(instrs, nin) -> a packed program for fused_run: instrs a list of
+/** dle.core._fused_program(instrs, nin) -> a packed program for fused_run: instrs a list of
  * {op_id, a, b, f0, f1} (registers 1-based: 1..nin are the inputs, nin + k instruction k). */
 static int l_fused_program(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_Integer nin = luaL_checkinteger(L, 2);
   int n = (int)lua_rawlen(L, 1);
   if (nin < 0 || n < 1 || nin + n > DLE_FUSED_MAX_REGS)
-    return luaL_error(L, "fused_program: %d inputs and %d instructions (at most %d registers)", (int)nin, n,
-                      DLE_FUSED_MAX_REGS);
+    return luaL_error(L, "fused_program: %d inputs and %d instructions (at most %d registers)",
+                      (int)nin, n, DLE_FUSED_MAX_REGS);
   fused_program *p = lua_newuserdatauv(L, sizeof *p, 0);
   memset(p, 0, sizeof *p);
   p->nin = (int)nin, p->n = n;
@@ -259,13 +269,14 @@ static int l_fused_program(lua_State *L) {
     lua_pop(L, 1);
     p->instr[k] = (dle_fused_instr){(int)v[0], (int)v[1] - 1, (int)v[2] - 1, v[3], v[4]};
     if (!dle_fused_supports((dle_op)p->instr[k].op))
-      return luaL_error(L, "fused_program: instruction %d: op id %d cannot be fused", k + 1, p->instr[k].op);
+      return luaL_error(L, "fused_program: instruction %d: op id %d cannot be fused", k + 1,
+                        p->instr[k].op);
   }
   luaL_setmetatable(L, PROGRAM_MT);
   return 1;
 }
 
-/** dle.core.fused_run(program, shape, dtype, inputs...) -> a new tensor of shape and dtype: the
+/** dle.core._fused_run(program, shape, dtype, inputs...) -> a new tensor of shape and dtype: the
  * program run over inputs that broadcast to shape (engine/fused.h). */
 static int l_fused_run(lua_State *L) {
   fused_program *p = luaL_checkudata(L, 1, PROGRAM_MT);
@@ -274,7 +285,8 @@ static int l_fused_run(lua_State *L) {
   int ndim = dle_lua_sizes(L, 2, sizes, &next, "fused_run", 0);
   dle_dtype dt = dle_lua_check_dtype(L, 3, "fused_run");
   int nin = lua_gettop(L) - 3;
-  if (nin != p->nin) return luaL_error(L, "fused_run: the program takes %d inputs, got %d", p->nin, nin);
+  if (nin != p->nin)
+    return luaL_error(L, "fused_run: the program takes %d inputs, got %d", p->nin, nin);
   dle_tensor *ins[DLE_FUSED_MAX_REGS];
   for (int i = 0; i < nin; i++) ins[i] = dle_lua_check(L, 4 + i);
   dle_tensor *out = NULL;
@@ -289,12 +301,17 @@ void dle_lua_open_graph(lua_State *L, int module, int methods) {
   lua_pop(L, 1);
   luaL_newmetatable(L, PROGRAM_MT);
   lua_pop(L, 1);
-  static const luaL_Reg fns[] = {{"trace_begin", l_trace_begin}, {"trace_end", l_trace_end},
-                                 {"trace_active", l_trace_active}, {"trace_note", l_trace_note},
-                                 {"tensor_id", l_tensor_id},       {"graph_attrs", l_graph_attrs},
-                                 {"graph_op", l_graph_op},         {"peek_scalar", l_peek_scalar},
-                                 {"tensor_view_key", l_tensor_view_key},
-                                 {"fused_program", l_fused_program}, {"fused_run", l_fused_run},
+  static const luaL_Reg fns[] = {{"_trace_begin", l_trace_begin},
+                                 {"_trace_end", l_trace_end},
+                                 {"_trace_active", l_trace_active},
+                                 {"_trace_note", l_trace_note},
+                                 {"_tensor_id", l_tensor_id},
+                                 {"_graph_attrs", l_graph_attrs},
+                                 {"_graph_op", l_graph_op},
+                                 {"_peek_scalar", l_peek_scalar},
+                                 {"_tensor_view_key", l_tensor_view_key},
+                                 {"_fused_program", l_fused_program},
+                                 {"_fused_run", l_fused_run},
                                  {NULL, NULL}};
   dle_lua_setfuncs(L, module, fns);
 }

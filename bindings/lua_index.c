@@ -14,8 +14,9 @@
  * cannot leak it); the tensors themselves stay owned by the list. */
 static dle_tensor **check_list(lua_State *L, int arg, const char *fn, int *n) {
   if (!lua_istable(L, arg) || dle_lua_opt(L, arg))
-    luaL_error(L, "%s: expected a list of tensors, got %s", fn,
-               dle_lua_opt(L, arg) ? "a tensor (wrap the tensors in a table)" : luaL_typename(L, arg));
+    luaL_error(
+        L, "%s: expected a list of tensors, got %s", fn,
+        dle_lua_opt(L, arg) ? "a tensor (wrap the tensors in a table)" : luaL_typename(L, arg));
   lua_Unsigned len = lua_rawlen(L, arg);
   if (len == 0) luaL_error(L, "%s: expected a non-empty list of tensors", fn);
   if (len > 1u << 24) luaL_error(L, "%s: too many tensors (%d)", fn, (int)len);
@@ -23,7 +24,9 @@ static dle_tensor **check_list(lua_State *L, int arg, const char *fn, int *n) {
   for (lua_Unsigned i = 0; i < len; i++) {
     lua_rawgeti(L, arg, (lua_Integer)i + 1);
     ts[i] = dle_lua_opt(L, -1);
-    if (!ts[i]) luaL_error(L, "%s: element %d of the list is a %s, expected a tensor", fn, (int)i + 1, luaL_typename(L, -1));
+    if (!ts[i])
+      luaL_error(L, "%s: element %d of the list is a %s, expected a tensor", fn, (int)i + 1,
+                 luaL_typename(L, -1));
     lua_pop(L, 1);
   }
   *n = (int)len;
@@ -40,7 +43,7 @@ static dle_tensor *check_index(lua_State *L, int arg, const char *fn, bool allow
                allow_table ? " or a table of integers" : "", luaL_typename(L, arg));
   int64_t n = (int64_t)lua_rawlen(L, arg);
   DLE_LUA_TRY(L, dle_tensor_empty(&t, 1, &n, DLE_I64, DLE_DEVICE_CPU));
-  dle_lua_push(L, t);  /* owned by Lua from here on */
+  dle_lua_push(L, t); /* owned by Lua from here on */
   int64_t *v = dle_tensor_data(t);
   for (int64_t i = 0; i < n; i++) {
     lua_rawgeti(L, arg, (lua_Integer)i + 1);
@@ -59,7 +62,9 @@ static double check_value(lua_State *L, int arg, const char *fn) {
   if (lua_isboolean(L, arg)) return lua_toboolean(L, arg);
   if (lua_type(L, arg) == LUA_TNUMBER) return lua_tonumber(L, arg);
   dle_tensor *t = dle_lua_opt(L, arg);
-  if (!t) luaL_error(L, "%s: value must be a number, boolean or one-element tensor, got %s", fn, luaL_typename(L, arg));
+  if (!t)
+    luaL_error(L, "%s: value must be a number, boolean or one-element tensor, got %s", fn,
+               luaL_typename(L, arg));
   if (dle_tensor_numel(t) != 1)
     luaL_error(L, "%s: a tensor value must have one element, got shape %s", fn,
                dle_tensor_shape_str((char[128]){0}, 128, t));
@@ -93,27 +98,21 @@ static int push_result(lua_State *L, dle_tensor *r, bool inplace) {
 
 /* ---------------------------------------------------------------- cat, stack */
 
-static int l_cat(lua_State *L) {
-  lua_settop(L, 2);  /* check_list's scratch goes above the arguments */
+/* name(list, dim = 0) for the ops that join a list of tensors along a dim. */
+static int join(lua_State *L, const char *name,
+                dle_status (*op)(dle_tensor **, dle_tensor *const *, int, int)) {
+  lua_settop(L, 2); /* check_list's scratch goes above the arguments */
   int n;
-  dle_tensor **ts = check_list(L, 1, "cat", &n);
-  int d = dle_lua_optdim(L, 2, "cat", 0);
+  dle_tensor **ts = check_list(L, 1, name, &n);
+  int d = dle_lua_optdim(L, 2, name, 0);
   dle_tensor *r = NULL;
-  DLE_LUA_TRY(L, dle_cat(&r, ts, n, d));
+  DLE_LUA_TRY(L, op(&r, ts, n, d));
   dle_lua_push(L, r);
   return 1;
 }
 
-static int l_stack(lua_State *L) {
-  lua_settop(L, 2);  /* check_list's scratch goes above the arguments */
-  int n;
-  dle_tensor **ts = check_list(L, 1, "stack", &n);
-  int d = dle_lua_optdim(L, 2, "stack", 0);
-  dle_tensor *r = NULL;
-  DLE_LUA_TRY(L, dle_stack(&r, ts, n, d));
-  dle_lua_push(L, r);
-  return 1;
-}
+static int l_cat(lua_State *L) { return join(L, "cat", dle_cat); }
+static int l_stack(lua_State *L) { return join(L, "stack", dle_stack); }
 
 /* ---------------------------------------------------------------- split, chunk */
 
@@ -145,8 +144,8 @@ static int l_split(lua_State *L) {
   if (!lua_istable(L, 2)) {
     int64_t step = check_int(L, 2, "split", "split size");
     if (step < 0 || (step == 0 && size > 0))
-      return luaL_error(L, "split: split size must be positive, got %I (dim %d of shape %s)", (LUAI_UACINT)step,
-                        dim + 1, dle_tensor_shape_str((char[128]){0}, 128, t));
+      return luaL_error(L, "split: split size must be positive, got %I (dim %d of shape %s)",
+                        (LUAI_UACINT)step, dim + 1, dle_tensor_shape_str((char[128]){0}, 128, t));
     return push_pieces(L, t, dim, step, size == 0 ? 1 : ceil_div(size, step));
   }
   int n = (int)lua_rawlen(L, 2);
@@ -155,15 +154,17 @@ static int l_split(lua_State *L) {
     lua_rawgeti(L, 2, i);
     int64_t len = check_int(L, -1, "split", "each size");
     lua_pop(L, 1);
-    if (len < 0) return luaL_error(L, "split: size %d of the list is negative (%I)", i, (LUAI_UACINT)len);
-    if (len > size - total)   /* checked before adding: a sum of huge sizes would overflow */
+    if (len < 0)
+      return luaL_error(L, "split: size %d of the list is negative (%I)", i, (LUAI_UACINT)len);
+    if (len > size - total) /* checked before adding: a sum of huge sizes would overflow */
       return luaL_error(L, "split: sizes add up to more than dim %d of shape %s (size %I)", dim + 1,
                         dle_tensor_shape_str((char[128]){0}, 128, t), (LUAI_UACINT)size);
     total += len;
   }
   if (total != size)
-    return luaL_error(L, "split: sizes add up to %I but dim %d of shape %s has size %I", (LUAI_UACINT)total,
-                      dim + 1, dle_tensor_shape_str((char[128]){0}, 128, t), (LUAI_UACINT)size);
+    return luaL_error(L, "split: sizes add up to %I but dim %d of shape %s has size %I",
+                      (LUAI_UACINT)total, dim + 1, dle_tensor_shape_str((char[128]){0}, 128, t),
+                      (LUAI_UACINT)size);
   lua_createtable(L, n, 0);
   int64_t start = 0;
   for (int i = 1; i <= n; i++) {
@@ -183,7 +184,8 @@ static int l_split(lua_State *L) {
 static int l_chunk(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1);
   int64_t n = check_int(L, 2, "chunk", "number of chunks");
-  if (n < 1) return luaL_error(L, "chunk: number of chunks must be positive, got %I", (LUAI_UACINT)n);
+  if (n < 1)
+    return luaL_error(L, "chunk: number of chunks must be positive, got %I", (LUAI_UACINT)n);
   int dim;
   DLE_LUA_TRY(L, dle_wrap_dim("chunk", dle_lua_optdim(L, 3, "chunk", 0), t->ndim, 0, &dim));
   /* An empty dim gives one empty chunk (like split; chunk may return fewer than n chunks, as in
@@ -224,8 +226,10 @@ static int accumulate(lua_State *L, dle_op op, bool inplace) {
   dle_tensor *src = dle_lua_opt(L, 4);
   if (!src) return luaL_error(L, "%s: src must be a tensor, got %s", fn, luaL_typename(L, 4));
   dle_tensor *r = inplace ? self : NULL;
-  if (op == DLE_OP_SCATTER_ADD) DLE_LUA_TRY(L, dle_scatter_add(&r, self, d, index, src, LUA_INDEX_BASE));
-  else DLE_LUA_TRY(L, dle_index_add(&r, self, d, index, src, LUA_INDEX_BASE));
+  if (op == DLE_OP_SCATTER_ADD)
+    DLE_LUA_TRY(L, dle_scatter_add(&r, self, d, index, src, LUA_INDEX_BASE));
+  else
+    DLE_LUA_TRY(L, dle_index_add(&r, self, d, index, src, LUA_INDEX_BASE));
   return push_result(L, r, inplace);
 }
 static int l_scatter_add(lua_State *L) { return accumulate(L, DLE_OP_SCATTER_ADD, false); }
@@ -238,7 +242,8 @@ static int l_index_add_(lua_State *L) { return accumulate(L, DLE_OP_INDEX_ADD, t
 static int masked_fill_impl(lua_State *L, bool inplace) {
   const char *fn = inplace ? "masked_fill_" : "masked_fill";
   dle_tensor *t = dle_lua_check(L, 1), *mask = dle_lua_opt(L, 2);
-  if (!mask) return luaL_error(L, "%s: mask must be a bool tensor, got %s", fn, luaL_typename(L, 2));
+  if (!mask)
+    return luaL_error(L, "%s: mask must be a bool tensor, got %s", fn, luaL_typename(L, 2));
   double v = check_value(L, 3, fn);
   dle_tensor *r = inplace ? t : NULL;
   DLE_LUA_TRY(L, dle_masked_fill(&r, t, mask, v));
@@ -265,7 +270,9 @@ static int l_one_hot(lua_State *L) {
   int64_t n = -1;
   if (!lua_isnoneornil(L, 2)) {
     n = check_int(L, 2, "one_hot", "number of classes");
-    if (n < 0) return luaL_error(L, "one_hot: number of classes must not be negative, got %I", (LUAI_UACINT)n);
+    if (n < 0)
+      return luaL_error(L, "one_hot: number of classes must not be negative, got %I",
+                        (LUAI_UACINT)n);
   }
   DLE_LUA_TRY(L, dle_one_hot(&r, classes, n, LUA_INDEX_BASE));
   dle_lua_push(L, r);
@@ -273,17 +280,25 @@ static int l_one_hot(lua_State *L) {
 }
 
 void dle_lua_open_index(lua_State *L, int module, int methods) {
-  static const luaL_Reg module_only[] = {{"cat", l_cat}, {"concat", l_cat}, {"stack", l_stack},
-                                         {NULL, NULL}};
-  static const luaL_Reg both[] = {
-      {"split", l_split},         {"chunk", l_chunk},           {"gather", l_gather},
-      {"scatter_add", l_scatter_add}, {"index_select", l_index_select},
-      {"index_add", l_index_add}, {"masked_fill", l_masked_fill}, {"tril", l_tril},
-      {"triu", l_triu},           {"one_hot", l_one_hot},       {NULL, NULL}};
-  static const luaL_Reg methods_only[] = {
-      {"scatter_add_", l_scatter_add_}, {"index_add_", l_index_add_},
-      {"masked_fill_", l_masked_fill_}, {"tril_", l_tril_},
-      {"triu_", l_triu_},               {NULL, NULL}};
+  static const luaL_Reg module_only[] = {
+      {"cat", l_cat}, {"concat", l_cat}, {"stack", l_stack}, {NULL, NULL}};
+  static const luaL_Reg both[] = {{"split", l_split},
+                                  {"chunk", l_chunk},
+                                  {"gather", l_gather},
+                                  {"scatter_add", l_scatter_add},
+                                  {"index_select", l_index_select},
+                                  {"index_add", l_index_add},
+                                  {"masked_fill", l_masked_fill},
+                                  {"tril", l_tril},
+                                  {"triu", l_triu},
+                                  {"one_hot", l_one_hot},
+                                  {NULL, NULL}};
+  static const luaL_Reg methods_only[] = {{"scatter_add_", l_scatter_add_},
+                                          {"index_add_", l_index_add_},
+                                          {"masked_fill_", l_masked_fill_},
+                                          {"tril_", l_tril_},
+                                          {"triu_", l_triu_},
+                                          {NULL, NULL}};
   dle_lua_setfuncs(L, module, module_only);
   dle_lua_setfuncs(L, module, both);
   dle_lua_setfuncs(L, methods, both);

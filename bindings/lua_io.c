@@ -44,14 +44,18 @@ static int io_fail(lua_State *L, const char *fmt, ...) {
 }
 
 /* DLE_LUA_TRY without the position: engine errors here already name the dle function. */
-#define IO_TRY(L, call) do { if ((call) != DLE_OK) io_fail(L, "%s", dle_last_error()); } while (0)
+#define IO_TRY(L, call)                                       \
+  do {                                                        \
+    if ((call) != DLE_OK) io_fail(L, "%s", dle_last_error()); \
+  } while (0)
 
 /* Sizes of a new tensor read from a file: at most INT64_MAX / 16 elements (as the engine wants). */
 static void check_file_sizes(lua_State *L, const int64_t *sizes, int n, const char *what) {
   int64_t p = 1;
   for (int d = 0; d < n; d++)
     if (__builtin_mul_overflow(p, sizes[d] ? sizes[d] : 1, &p) || p > INT64_MAX / 16)
-      io_fail(L, "%s: shape %s has too many elements", what, dle_shape_str((char[128]){0}, 128, n, sizes));
+      io_fail(L, "%s: shape %s has too many elements", what,
+              dle_shape_str((char[128]){0}, 128, n, sizes));
 }
 
 static int l_io_write(lua_State *L) {
@@ -137,7 +141,8 @@ static int l_io_storage(lua_State *L) {
 }
 
 /* Reads a table of ndim integers at idx into out; errors name what. */
-static void int64_list(lua_State *L, int idx, int ndim, int64_t *out, const char *what, const char *name) {
+static void int64_list(lua_State *L, int idx, int ndim, int64_t *out, const char *what,
+                       const char *name) {
   if (!lua_istable(L, idx) || (lua_Integer)lua_rawlen(L, idx) != ndim)
     luaL_error(L, "%s: %s must be a table of %d integers", what, name, ndim);
   for (int i = 0; i < ndim; i++) {
@@ -154,13 +159,15 @@ static int l_io_view(lua_State *L) {
   const char *what = luaL_optstring(L, 5, "_io_view");
   luaL_checktype(L, 2, LUA_TTABLE);
   lua_Integer n = (lua_Integer)lua_rawlen(L, 2);
-  if (n > DLE_MAX_DIMS) return io_fail(L, "%s: a view of %d dims (at most %d)", what, (int)n, DLE_MAX_DIMS);
+  if (n > DLE_MAX_DIMS)
+    return io_fail(L, "%s: a view of %d dims (at most %d)", what, (int)n, DLE_MAX_DIMS);
   int64_t sizes[DLE_MAX_DIMS], strides[DLE_MAX_DIMS];
   int64_list(L, 2, (int)n, sizes, what, "sizes");
   int64_list(L, 3, (int)n, strides, what, "strides");
   int ok = 0;
   lua_Integer offset = lua_tointegerx(L, 4, &ok);
-  if (!ok || offset < 0) return io_fail(L, "%s: the view offset must be a non-negative integer", what);
+  if (!ok || offset < 0)
+    return io_fail(L, "%s: the view offset must be a non-negative integer", what);
   /* The extent is checked here with overflow checks: a file's numbers can be anything, and the
    * engine's own check assumes geometries that real tensors have. */
   int64_t lo = offset, hi = offset, span;
@@ -171,20 +178,22 @@ static int l_io_view(lua_State *L) {
      * within what a dle tensor can have (at most INT64_MAX / 16 elements). */
     if (strides[d] > INT64_MAX / 16 || strides[d] < -(INT64_MAX / 16))
       return io_fail(L, "%s: view stride %lld out of range", what, (long long)strides[d]);
-    if (sizes[d] == 0) empty = 1;
+    if (sizes[d] == 0)
+      empty = 1;
     else if (__builtin_mul_overflow(sizes[d] - 1, strides[d], &span) ||
-             (span < 0 ? __builtin_add_overflow(lo, span, &lo) : __builtin_add_overflow(hi, span, &hi)))
+             (span < 0 ? __builtin_add_overflow(lo, span, &lo)
+                       : __builtin_add_overflow(hi, span, &hi)))
       return io_fail(L, "%s: view geometry overflows (size %lld, stride %lld)", what,
-                       (long long)sizes[d], (long long)strides[d]);
+                     (long long)sizes[d], (long long)strides[d]);
   }
   int64_t elems = (int64_t)(base->storage->nbytes / dle_dtype_size(base->dtype));
   /* even an empty view's offset is scaled to a data pointer: it must lie in the storage */
   if (offset > elems)
-    return io_fail(L, "%s: view offset %lld past a storage of %lld elements", what, (long long)offset,
-                   (long long)elems);
+    return io_fail(L, "%s: view offset %lld past a storage of %lld elements", what,
+                   (long long)offset, (long long)elems);
   if (!empty && (lo < 0 || hi >= elems))
     return io_fail(L, "%s: a view reaches elements %lld..%lld of a storage of %lld", what,
-                     (long long)lo, (long long)hi, (long long)elems);
+                   (long long)lo, (long long)hi, (long long)elems);
   check_file_sizes(L, sizes, (int)n, what);
   dle_tensor *t = NULL;
   if (dle_tensor_as_strided(&t, base, (int)n, sizes, strides, (int64_t)offset) != DLE_OK)
@@ -196,10 +205,16 @@ static int l_io_view(lua_State *L) {
 void dle_lua_open_io(lua_State *L, int module, int methods) {
   (void)methods;
   static const luaL_Reg fns[] = {
-    {"_io_write", l_io_write},   {"_io_read", l_io_read}, {"_io_file_size", l_io_file_size},
-    {"_io_sync", l_io_sync},     {"_io_pid", l_io_pid},   {"_io_sync_dir", l_io_sync_dir},
-    {"_io_remove_stale", l_io_remove_stale},  {"_io_storage", l_io_storage}, {"_io_view", l_io_view},
-    {NULL, NULL},
+      {"_io_write", l_io_write},
+      {"_io_read", l_io_read},
+      {"_io_file_size", l_io_file_size},
+      {"_io_sync", l_io_sync},
+      {"_io_pid", l_io_pid},
+      {"_io_sync_dir", l_io_sync_dir},
+      {"_io_remove_stale", l_io_remove_stale},
+      {"_io_storage", l_io_storage},
+      {"_io_view", l_io_view},
+      {NULL, NULL},
   };
   dle_lua_setfuncs(L, module, fns);
 }

@@ -51,7 +51,8 @@ static int l_mse_loss(lua_State *L) {
 
 /* gy:mse_loss_backward(input, target, opts) */
 static int l_mse_loss_backward(lua_State *L) {
-  dle_tensor *gy = dle_lua_check(L, 1), *x = dle_lua_check(L, 2), *y = dle_lua_check(L, 3), *r = NULL;
+  dle_tensor *gy = dle_lua_check(L, 1), *x = dle_lua_check(L, 2), *y = dle_lua_check(L, 3),
+             *r = NULL;
   const char *fn = "mse_loss_backward";
   dle_reduction red = reduction_of(L, opts_at(L, 4, fn, REDUCTION_OPTS), fn);
   DLE_LUA_TRY(L, dle_mse_loss_backward(&r, gy, x, y, red));
@@ -94,7 +95,8 @@ static int l_bce(lua_State *L) {
 /* gy:binary_cross_entropy_with_logits_backward(x, y, opts) */
 static int l_bce_backward(lua_State *L) {
   const char *fn = "binary_cross_entropy_with_logits_backward";
-  dle_tensor *gy = dle_lua_check(L, 1), *x = dle_lua_check(L, 2), *y = dle_lua_check(L, 3), *r = NULL;
+  dle_tensor *gy = dle_lua_check(L, 1), *x = dle_lua_check(L, 2), *y = dle_lua_check(L, 3),
+             *r = NULL;
   int opts = opts_at(L, 4, fn, BCE_OPTS);
   dle_reduction red = reduction_of(L, opts, fn);
   dle_tensor *w = pos_weight_of(L, opts, fn, x);
@@ -120,19 +122,23 @@ static int l_soft_ce_backward(lua_State *L) {
   dle_tensor *gy = dle_lua_check(L, 1), *x = dle_lua_check(L, 2), *t = dle_lua_check(L, 3);
   dle_tensor *lse = dle_lua_check(L, 4), *r = NULL;
   dle_cross_entropy_params p = ce_params(L, opts_at(L, 5, fn, SOFT_CE_OPTS), fn);
-  DLE_LUA_TRY(L, dle_soft_cross_entropy_backward(&r, gy, x, t, lse, p.reduction, p.label_smoothing));
+  DLE_LUA_TRY(L,
+              dle_soft_cross_entropy_backward(&r, gy, x, t, lse, p.reduction, p.label_smoothing));
   dle_lua_push(L, r);
   return 1;
 }
 
 void dle_lua_open_losses(lua_State *L, int module, int methods) {
-  static const luaL_Reg both[] = {{"mse_loss", l_mse_loss}, {"nll_loss", l_nll_loss},
+  static const luaL_Reg both[] = {{"mse_loss", l_mse_loss},
+                                  {"nll_loss", l_nll_loss},
                                   {"binary_cross_entropy_with_logits", l_bce},
-                                  {"soft_cross_entropy", l_soft_ce}, {NULL, NULL}};
+                                  {"soft_cross_entropy", l_soft_ce},
+                                  {NULL, NULL}};
   static const luaL_Reg grads[] = {{"mse_loss_backward", l_mse_loss_backward},
                                    {"nll_loss_backward", l_nll_loss_backward},
                                    {"binary_cross_entropy_with_logits_backward", l_bce_backward},
-                                   {"soft_cross_entropy_backward", l_soft_ce_backward}, {NULL, NULL}};
+                                   {"soft_cross_entropy_backward", l_soft_ce_backward},
+                                   {NULL, NULL}};
   dle_lua_setfuncs(L, module, both);
   dle_lua_setfuncs(L, methods, both);
   dle_lua_setfuncs(L, methods, grads);

@@ -9,15 +9,17 @@ typedef dle_status (*product_fn)(dle_tensor **out, dle_tensor *a, dle_tensor *b)
 static int push_product(lua_State *L, const char *fn, product_fn f) {
   dle_tensor *a = dle_lua_check(L, 1), *b = dle_lua_check(L, 2), *r = NULL;
   if (!lua_isnoneornil(L, 3)) {
-    if (!lua_istable(L, 3)) return luaL_error(L, "%s: options must be a table, got %s", fn, luaL_typename(L, 3));
+    if (!lua_istable(L, 3))
+      return luaL_error(L, "%s: options must be a table, got %s", fn, luaL_typename(L, 3));
     static const char *const known[] = {"out", NULL};
     dle_lua_check_options(L, 3, fn, known);
     lua_getfield(L, 3, "out");
     if (!lua_isnil(L, -1)) {
       r = dle_lua_opt(L, -1);
-      if (!r) return luaL_error(L, "%s: option 'out' must be a tensor, got %s", fn, luaL_typename(L, -1));
+      if (!r)
+        return luaL_error(L, "%s: option 'out' must be a tensor, got %s", fn, luaL_typename(L, -1));
       DLE_LUA_TRY(L, f(&r, a, b));
-      return 1;  /* the out tensor, still on top of the stack */
+      return 1; /* the out tensor, still on top of the stack */
     }
     lua_pop(L, 1);
   }
@@ -27,33 +29,33 @@ static int push_product(lua_State *L, const char *fn, product_fn f) {
 }
 
 /* Checks that a has rank ra and b rank rb, else an error naming fn and both shapes. */
-static dle_status check_ranks(const char *fn, const char *what, dle_tensor *a, int ra, dle_tensor *b,
-                              int rb) {
+static dle_status check_ranks(const char *fn, const char *what, dle_tensor *a, int ra,
+                              dle_tensor *b, int rb) {
   if (a->ndim == ra && b->ndim == rb) return DLE_OK;
   char sa[128], sb[128];
-  return dle_error("%s: expected %s, got shapes %s and %s", fn, what, dle_tensor_shape_str(sa, sizeof sa, a),
-                   dle_tensor_shape_str(sb, sizeof sb, b));
+  return dle_error("%s: expected %s, got shapes %s and %s", fn, what,
+                   dle_tensor_shape_str(sa, sizeof sa, a), dle_tensor_shape_str(sb, sizeof sb, b));
+}
+
+/* The error when a's size ia and b's size ib differ: "fn: shapes {..} and {..} <how> (m vs n)". */
+static dle_status check_sizes(const char *fn, const char *how, dle_tensor *a, int ia, dle_tensor *b,
+                              int ib) {
+  if (a->sizes[ia] == b->sizes[ib]) return DLE_OK;
+  char sa[128], sb[128];
+  return dle_error("%s: shapes %s and %s %s (%lld vs %lld)", fn,
+                   dle_tensor_shape_str(sa, sizeof sa, a), dle_tensor_shape_str(sb, sizeof sb, b),
+                   how, (long long)a->sizes[ia], (long long)b->sizes[ib]);
 }
 
 static dle_status mv(dle_tensor **out, dle_tensor *a, dle_tensor *v) {
   if (check_ranks("mv", "a 2-D matrix and a 1-D vector", a, 2, v, 1) != DLE_OK) return DLE_ERR;
-  if (a->sizes[1] != v->sizes[0]) {
-    char sa[128], sb[128];
-    return dle_error("mv: shapes %s and %s are not aligned (%lld vs %lld)",
-                     dle_tensor_shape_str(sa, sizeof sa, a), dle_tensor_shape_str(sb, sizeof sb, v),
-                     (long long)a->sizes[1], (long long)v->sizes[0]);
-  }
+  if (check_sizes("mv", "are not aligned", a, 1, v, 0) != DLE_OK) return DLE_ERR;
   return dle_matmul(out, a, v);
 }
 
 static dle_status dot(dle_tensor **out, dle_tensor *a, dle_tensor *b) {
   if (check_ranks("dot", "two 1-D tensors", a, 1, b, 1) != DLE_OK) return DLE_ERR;
-  if (a->sizes[0] != b->sizes[0]) {
-    char sa[128], sb[128];
-    return dle_error("dot: shapes %s and %s have different lengths (%lld vs %lld)",
-                     dle_tensor_shape_str(sa, sizeof sa, a), dle_tensor_shape_str(sb, sizeof sb, b),
-                     (long long)a->sizes[0], (long long)b->sizes[0]);
-  }
+  if (check_sizes("dot", "have different lengths", a, 0, b, 0) != DLE_OK) return DLE_ERR;
   return dle_matmul(out, a, b);
 }
 
@@ -86,8 +88,8 @@ static int l_dot(lua_State *L) { return push_product(L, "dot", dot); }
 static int l_outer(lua_State *L) { return push_product(L, "outer", outer); }
 
 void dle_lua_open_matmul(lua_State *L, int module, int methods) {
-  static const luaL_Reg both[] = {{"matmul", l_matmul}, {"mm", l_mm},   {"bmm", l_bmm},
-                                  {"mv", l_mv},         {"dot", l_dot}, {"outer", l_outer},
+  static const luaL_Reg both[] = {{"matmul", l_matmul}, {"mm", l_mm},       {"bmm", l_bmm},
+                                  {"mv", l_mv},         {"dot", l_dot},     {"outer", l_outer},
                                   {"ger", l_outer},     {"addmm", l_addmm}, {NULL, NULL}};
   dle_lua_setfuncs(L, module, both);
   dle_lua_setfuncs(L, methods, both);

@@ -23,7 +23,8 @@ static const char *const SDPA_OPTS[] = {"causal", "mask", "scale", NULL};
 /* cross_entropy(logits, targets, opts) -> loss, lse */
 static int l_cross_entropy(lua_State *L) {
   dle_tensor *x = dle_lua_check(L, 1), *t = dle_lua_check(L, 2), *loss = NULL, *lse = NULL;
-  dle_cross_entropy_params p = ce_params(L, opts_at(L, 3, "cross_entropy", CLASS_LOSS_OPTS), "cross_entropy");
+  dle_cross_entropy_params p =
+      ce_params(L, opts_at(L, 3, "cross_entropy", CLASS_LOSS_OPTS), "cross_entropy");
   DLE_LUA_TRY(L, dle_cross_entropy(&loss, &lse, x, t, &p, 1));
   dle_lua_push(L, loss);
   dle_lua_push(L, lse);
@@ -45,7 +46,8 @@ static int l_cross_entropy_backward(lua_State *L) {
 static int l_embedding(lua_State *L) {
   dle_tensor *w = dle_lua_check(L, 1), *idx = dle_lua_check(L, 2), *r = NULL;
   int64_t pad = 0;
-  bool has_pad = int_field(L, opts_at(L, 3, "embedding", EMBEDDING_OPTS), "embedding", "padding_idx", &pad);
+  bool has_pad =
+      int_field(L, opts_at(L, 3, "embedding", EMBEDDING_OPTS), "embedding", "padding_idx", &pad);
   DLE_LUA_TRY(L, dle_embedding(&r, w, idx, has_pad, pad, 1));
   dle_lua_push(L, r);
   return 1;
@@ -87,19 +89,22 @@ static int l_sdpa(lua_State *L) {
   if (!packed) k = dle_lua_check(L, 2), v = dle_lua_check(L, 3);
   int opts = opts_at(L, packed ? 2 : 4, "sdpa", SDPA_OPTS);
   bool causal = false;
-  double scale = q->ndim > 0 && q->sizes[q->ndim - 1] > 0 ? 1 / sqrt((double)q->sizes[q->ndim - 1]) : 1;
+  double scale =
+      q->ndim > 0 && q->sizes[q->ndim - 1] > 0 ? 1 / sqrt((double)q->sizes[q->ndim - 1]) : 1;
   if (opts) {
     lua_getfield(L, opts, "mask");
     if (!lua_isnil(L, -1) && !(mask = dle_lua_opt(L, -1)))
       luaL_error(L, "sdpa: mask must be a tensor, got %s", luaL_typename(L, -1));
-    lua_pop(L, 1);  /* the options table keeps the mask alive */
+    lua_pop(L, 1); /* the options table keeps the mask alive */
     lua_getfield(L, opts, "causal");
     causal = lua_toboolean(L, -1);
     lua_pop(L, 1);
     scale = num_field(L, opts, "sdpa", "scale", scale);
   }
-  if (packed) DLE_LUA_TRY(L, dle_sdpa_packed(&out, &probs, q, mask, causal, scale));
-  else DLE_LUA_TRY(L, dle_sdpa(&out, &probs, q, k, v, mask, causal, scale));
+  if (packed)
+    DLE_LUA_TRY(L, dle_sdpa_packed(&out, &probs, q, mask, causal, scale));
+  else
+    DLE_LUA_TRY(L, dle_sdpa(&out, &probs, q, k, v, mask, causal, scale));
   dle_lua_push(L, out);
   dle_lua_push(L, probs);
   return 2;
@@ -107,7 +112,8 @@ static int l_sdpa(lua_State *L) {
 
 /* gout:sdpa_score_grad(v, probs, scale) */
 static int l_sdpa_score_grad(lua_State *L) {
-  dle_tensor *g = dle_lua_check(L, 1), *v = dle_lua_check(L, 2), *p = dle_lua_check(L, 3), *r = NULL;
+  dle_tensor *g = dle_lua_check(L, 1), *v = dle_lua_check(L, 2), *p = dle_lua_check(L, 3),
+             *r = NULL;
   DLE_LUA_TRY(L, dle_sdpa_score_grad(&r, g, v, p, luaL_checknumber(L, 4)));
   dle_lua_push(L, r);
   return 1;
@@ -125,12 +131,16 @@ static int l_sdpa_backward(lua_State *L) {
 }
 
 void dle_lua_open_nn(lua_State *L, int module, int methods) {
-  static const luaL_Reg both[] = {{"cross_entropy", l_cross_entropy}, {"embedding", l_embedding},
-                                  {"dropout", l_dropout}, {"sdpa", l_sdpa}, {NULL, NULL}};
+  static const luaL_Reg both[] = {{"cross_entropy", l_cross_entropy},
+                                  {"embedding", l_embedding},
+                                  {"dropout", l_dropout},
+                                  {"sdpa", l_sdpa},
+                                  {NULL, NULL}};
   static const luaL_Reg grads[] = {{"cross_entropy_backward", l_cross_entropy_backward},
                                    {"embedding_backward", l_embedding_backward},
                                    {"sdpa_score_grad", l_sdpa_score_grad},
-                                   {"sdpa_backward", l_sdpa_backward}, {NULL, NULL}};
+                                   {"sdpa_backward", l_sdpa_backward},
+                                   {NULL, NULL}};
   dle_lua_setfuncs(L, module, both);
   dle_lua_setfuncs(L, methods, both);
   dle_lua_setfuncs(L, methods, grads);

@@ -11,7 +11,8 @@
 /* The options table at idx (0 when nil), holding only the names in known; or an error. */
 static inline int opts_at(lua_State *L, int idx, const char *fn, const char *const *known) {
   if (lua_isnoneornil(L, idx)) return 0;
-  if (!lua_istable(L, idx)) luaL_error(L, "%s: options must be a table, got %s", fn, luaL_typename(L, idx));
+  if (!lua_istable(L, idx))
+    luaL_error(L, "%s: options must be a table, got %s", fn, luaL_typename(L, idx));
   dle_lua_check_options(L, idx, fn, known);
   return lua_absindex(L, idx);
 }
@@ -22,26 +23,30 @@ static const char *const CLASS_LOSS_OPTS[] = {"ignore_index", "label_smoothing",
 static const char *const SOFT_CE_OPTS[] = {"label_smoothing", "reduction", NULL};
 
 /* opts[field] as an integer; false when absent. */
-static inline bool int_field(lua_State *L, int opts, const char *fn, const char *field, int64_t *out) {
+static inline bool int_field(lua_State *L, int opts, const char *fn, const char *field,
+                             int64_t *out) {
   if (!opts) return false;
   lua_getfield(L, opts, field);
   bool present = !lua_isnil(L, -1);
   if (present) {
     int isint = 0;
     lua_Integer v = lua_tointegerx(L, -1, &isint); /* 3 and 3.0 alike */
-    if (!isint) luaL_error(L, "%s: %s must be an integer, got %s", fn, field, luaL_tolstring(L, -1, NULL));
+    if (!isint)
+      luaL_error(L, "%s: %s must be an integer, got %s", fn, field, luaL_tolstring(L, -1, NULL));
     *out = v;
   }
   lua_pop(L, 1);
   return present;
 }
 
-static inline double num_field(lua_State *L, int opts, const char *fn, const char *field, double def) {
+static inline double num_field(lua_State *L, int opts, const char *fn, const char *field,
+                               double def) {
   if (!opts) return def;
   lua_getfield(L, opts, field);
   double v = def;
   if (!lua_isnil(L, -1)) {
-    if (!lua_isnumber(L, -1)) luaL_error(L, "%s: %s must be a number, got %s", fn, field, luaL_typename(L, -1));
+    if (!lua_isnumber(L, -1))
+      luaL_error(L, "%s: %s must be a number, got %s", fn, field, luaL_typename(L, -1));
     v = lua_tonumber(L, -1);
   }
   lua_pop(L, 1);
@@ -54,10 +59,15 @@ static inline dle_cross_entropy_params ce_params(lua_State *L, int opts, const c
   lua_getfield(L, opts, "reduction");
   if (!lua_isnil(L, -1)) {
     const char *r = lua_isstring(L, -1) ? lua_tostring(L, -1) : "?";
-    if (strcmp(r, "mean") == 0) p.reduction = DLE_REDUCTION_MEAN;
-    else if (strcmp(r, "sum") == 0) p.reduction = DLE_REDUCTION_SUM;
-    else if (strcmp(r, "none") == 0) p.reduction = DLE_REDUCTION_NONE;
-    else luaL_error(L, "%s: reduction must be 'mean', 'sum' or 'none', got '%s'", fn, luaL_tolstring(L, -1, NULL));
+    if (strcmp(r, "mean") == 0)
+      p.reduction = DLE_REDUCTION_MEAN;
+    else if (strcmp(r, "sum") == 0)
+      p.reduction = DLE_REDUCTION_SUM;
+    else if (strcmp(r, "none") == 0)
+      p.reduction = DLE_REDUCTION_NONE;
+    else
+      luaL_error(L, "%s: reduction must be 'mean', 'sum' or 'none', got '%s'", fn,
+                 luaL_tolstring(L, -1, NULL));
   }
   lua_pop(L, 1);
   p.has_ignore_index = int_field(L, opts, fn, "ignore_index", &p.ignore_index);

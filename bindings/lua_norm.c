@@ -23,7 +23,8 @@ static dle_tensor *opt_tensor(lua_State *L, int idx, const char *fn, const char 
 
 static double eps_at(lua_State *L, int idx, const char *fn) {
   if (lua_isnoneornil(L, idx)) return 1e-5;
-  if (!lua_isnumber(L, idx)) luaL_error(L, "%s: eps must be a number, got %s", fn, luaL_typename(L, idx));
+  if (!lua_isnumber(L, idx))
+    luaL_error(L, "%s: eps must be a number, got %s", fn, luaL_typename(L, idx));
   return lua_tonumber(L, idx);
 }
 
@@ -36,7 +37,8 @@ static int normalized_dims(lua_State *L, int idx, const dle_tensor *x, const cha
     sizes[k++] = lua_tointeger(L, idx);
   } else if (lua_istable(L, idx)) {
     int n = (int)lua_rawlen(L, idx);
-    if (n < 1 || n > DLE_MAX_DIMS) luaL_error(L, "%s: normalized_shape must have 1 to %d sizes, got %d", fn, DLE_MAX_DIMS, n);
+    if (n < 1 || n > DLE_MAX_DIMS)
+      luaL_error(L, "%s: normalized_shape must have 1 to %d sizes, got %d", fn, DLE_MAX_DIMS, n);
     for (int i = 1; i <= n; i++) {
       lua_rawgeti(L, idx, i);
       if (!lua_isinteger(L, -1)) luaL_error(L, "%s: normalized_shape must hold integers", fn);
@@ -44,7 +46,8 @@ static int normalized_dims(lua_State *L, int idx, const dle_tensor *x, const cha
       lua_pop(L, 1);
     }
   } else {
-    luaL_error(L, "%s: normalized_shape must be an integer or a table of sizes, got %s", fn, luaL_typename(L, idx));
+    luaL_error(L, "%s: normalized_shape must be an integer or a table of sizes, got %s", fn,
+               luaL_typename(L, idx));
   }
   bool ok = k <= x->ndim;
   for (int i = 0; ok && i < k; i++) ok = x->sizes[x->ndim - k + i] == sizes[i];
@@ -83,7 +86,8 @@ static int l_batch_norm(lua_State *L) {
 
 static int l_layer_norm_grad_input(lua_State *L) {
   const char *fn = "layer_norm_grad_input";
-  dle_tensor *gy = dle_lua_check(L, 1), *x = dle_lua_check(L, 2), *stats = dle_lua_check(L, 3), *r = NULL;
+  dle_tensor *gy = dle_lua_check(L, 1), *x = dle_lua_check(L, 2), *stats = dle_lua_check(L, 3),
+             *r = NULL;
   dle_tensor *w = opt_tensor(L, 4, fn, "weight");
   int k = normalized_dims(L, 5, x, fn);
   DLE_LUA_TRY(L, dle_layer_norm_grad_input(&r, gy, x, stats, w, k, eps_at(L, 6, fn)));
@@ -102,7 +106,8 @@ static int l_layer_norm_grad_affine(lua_State *L) {
 
 static int l_batch_norm_grad_input(lua_State *L) {
   const char *fn = "batch_norm_grad_input";
-  dle_tensor *gy = dle_lua_check(L, 1), *x = dle_lua_check(L, 2), *stats = dle_lua_check(L, 3), *r = NULL;
+  dle_tensor *gy = dle_lua_check(L, 1), *x = dle_lua_check(L, 2), *stats = dle_lua_check(L, 3),
+             *r = NULL;
   dle_tensor *w = opt_tensor(L, 4, fn, "weight");
   DLE_LUA_TRY(L, dle_batch_norm_grad_input(&r, gy, x, stats, w, eps_at(L, 5, fn)));
   dle_lua_push(L, r);
@@ -118,7 +123,8 @@ static int l_batch_norm_grad_affine(lua_State *L) {
 }
 
 void dle_lua_open_norm(lua_State *L, int module, int methods) {
-  static const luaL_Reg both[] = {{"layer_norm", l_layer_norm}, {"batch_norm", l_batch_norm}, {NULL, NULL}};
+  static const luaL_Reg both[] = {
+      {"layer_norm", l_layer_norm}, {"batch_norm", l_batch_norm}, {NULL, NULL}};
   static const luaL_Reg grads[] = {{"layer_norm_grad_input", l_layer_norm_grad_input},
                                    {"layer_norm_grad_affine", l_layer_norm_grad_affine},
                                    {"batch_norm_grad_input", l_batch_norm_grad_input},

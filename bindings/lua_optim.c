@@ -1,4 +1,4 @@
-/* lua_optim.c — the fused optimizer steps for Lua (dle.core.sgd_step, adagrad_step,
+/* lua_optim.c — the fused optimizer steps for Lua (dle.core._sgd_step, adagrad_step,
  * rmsprop_step, adam_step, adamw_step): thin wrappers over engine/optim.h taking an options
  * table, used by the optimizer classes in lua/dle/optim/. */
 #include <string.h>
@@ -33,39 +33,41 @@ static void parse_opts(lua_State *L, int idx, const char *fn, opt_field *fields)
       if (!fields[f].name) luaL_error(L, "%s: unknown option '%s'", fn, k);
       seen[f] = true;
       switch (fields[f].kind) {
-      case OPT_NUM:
-        if (lua_type(L, -1) != LUA_TNUMBER)
-          luaL_error(L, "%s: option %s must be a number, got %s", fn, k, luaL_typename(L, -1));
-        *(double *)fields[f].dst = lua_tonumber(L, -1);
-        break;
-      case OPT_INT: {
-        int ok = 0;
-        lua_Integer v = lua_tointegerx(L, -1, &ok);
-        if (!ok) luaL_error(L, "%s: option %s must be an integer, got %s", fn, k, luaL_typename(L, -1));
-        *(int64_t *)fields[f].dst = (int64_t)v;
-        break;
-      }
-      case OPT_BOOL:
-        if (lua_type(L, -1) != LUA_TBOOLEAN)
-          luaL_error(L, "%s: option %s must be a boolean, got %s", fn, k, luaL_typename(L, -1));
-        *(bool *)fields[f].dst = lua_toboolean(L, -1);
-        break;
-      case OPT_TENSOR: {
-        dle_tensor *t = dle_lua_opt(L, -1);
-        if (!t && !lua_isnil(L, -1))
-          luaL_error(L, "%s: option %s must be a tensor, got %s", fn, k, luaL_typename(L, -1));
-        *(dle_tensor **)fields[f].dst = t;
-        break;
-      }
+        case OPT_NUM:
+          if (lua_type(L, -1) != LUA_TNUMBER)
+            luaL_error(L, "%s: option %s must be a number, got %s", fn, k, luaL_typename(L, -1));
+          *(double *)fields[f].dst = lua_tonumber(L, -1);
+          break;
+        case OPT_INT: {
+          int ok = 0;
+          lua_Integer v = lua_tointegerx(L, -1, &ok);
+          if (!ok)
+            luaL_error(L, "%s: option %s must be an integer, got %s", fn, k, luaL_typename(L, -1));
+          *(int64_t *)fields[f].dst = (int64_t)v;
+          break;
+        }
+        case OPT_BOOL:
+          if (lua_type(L, -1) != LUA_TBOOLEAN)
+            luaL_error(L, "%s: option %s must be a boolean, got %s", fn, k, luaL_typename(L, -1));
+          *(bool *)fields[f].dst = lua_toboolean(L, -1);
+          break;
+        case OPT_TENSOR: {
+          dle_tensor *t = dle_lua_opt(L, -1);
+          if (!t && !lua_isnil(L, -1))
+            luaL_error(L, "%s: option %s must be a tensor, got %s", fn, k, luaL_typename(L, -1));
+          *(dle_tensor **)fields[f].dst = t;
+          break;
+        }
       }
       lua_pop(L, 1);
     }
   }
   for (int f = 0; fields[f].name; f++)
-    if (fields[f].required && !seen[f]) luaL_error(L, "%s: option %s is required", fn, fields[f].name);
+    if (fields[f].required && !seen[f])
+      luaL_error(L, "%s: option %s is required", fn, fields[f].name);
 }
 
-/** dle.core.sgd_step(p, g, {lr, momentum = 0, dampening = 0, nesterov = false, weight_decay = 0,
+/** dle.core._sgd_step(p, g, {lr, momentum = 0, dampening = 0, nesterov = false, weight_decay = 0,
  * momentum_buffer = t, first = false}) updates p (and the momentum buffer) in place. */
 static int l_sgd_step(lua_State *L) {
   dle_tensor *p = dle_lua_check(L, 1), *g = dle_lua_check(L, 2), *buf = NULL;
@@ -83,7 +85,7 @@ static int l_sgd_step(lua_State *L) {
   return 0;
 }
 
-/** dle.core.adagrad_step(p, g, sum, {lr, step, lr_decay = 0, weight_decay = 0, eps = 1e-10}). */
+/** dle.core._adagrad_step(p, g, sum, {lr, step, lr_decay = 0, weight_decay = 0, eps = 1e-10}). */
 static int l_adagrad_step(lua_State *L) {
   dle_tensor *p = dle_lua_check(L, 1), *g = dle_lua_check(L, 2), *sum = dle_lua_check(L, 3);
   dle_adagrad_opts o = {.eps = 1e-10};
@@ -98,7 +100,7 @@ static int l_adagrad_step(lua_State *L) {
   return 0;
 }
 
-/** dle.core.rmsprop_step(p, g, square_avg, {lr, alpha = 0.99, eps = 1e-8, weight_decay = 0,
+/** dle.core._rmsprop_step(p, g, square_avg, {lr, alpha = 0.99, eps = 1e-8, weight_decay = 0,
  * momentum = 0, centered = false, momentum_buffer = t, grad_avg = t}). */
 static int l_rmsprop_step(lua_State *L) {
   dle_tensor *p = dle_lua_check(L, 1), *g = dle_lua_check(L, 2), *sq = dle_lua_check(L, 3);
@@ -138,16 +140,17 @@ static int adam_common(lua_State *L, bool decoupled, const char *fn) {
   return 0;
 }
 
-/** dle.core.adam_step(p, g, exp_avg, exp_avg_sq, {lr, step, beta1 = 0.9, beta2 = 0.999,
+/** dle.core._adam_step(p, g, exp_avg, exp_avg_sq, {lr, step, beta1 = 0.9, beta2 = 0.999,
  * eps = 1e-8, weight_decay = 0, decoupled = false, amsgrad = false, max_exp_avg_sq = t}). */
 static int l_adam_step(lua_State *L) { return adam_common(L, false, "adam_step"); }
-/** dle.core.adamw_step(...): adam_step with decoupled weight decay (decoupled = true). */
+/** dle.core._adamw_step(...): adam_step with decoupled weight decay (decoupled = true). */
 static int l_adamw_step(lua_State *L) { return adam_common(L, true, "adamw_step"); }
 
 void dle_lua_open_optim(lua_State *L, int module, int methods) {
   (void)methods;
-  static const luaL_Reg fns[] = {{"sgd_step", l_sgd_step}, {"adagrad_step", l_adagrad_step},
-                                 {"rmsprop_step", l_rmsprop_step}, {"adam_step", l_adam_step},
-                                 {"adamw_step", l_adamw_step}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {
+      {"_sgd_step", l_sgd_step},         {"_adagrad_step", l_adagrad_step},
+      {"_rmsprop_step", l_rmsprop_step}, {"_adam_step", l_adam_step},
+      {"_adamw_step", l_adamw_step},     {NULL, NULL}};
   dle_lua_setfuncs(L, module, fns);
 }

@@ -5,7 +5,7 @@
 
 static const char *const mode_names[] = {"off", "count", "timed", NULL};
 
-/** dle.core.profile_mode([mode]) -> the mode before: "off", "count" (calls, FLOPs, bytes) or
+/** dle.core._profile_mode([mode]) -> the mode before: "off", "count" (calls, FLOPs, bytes) or
  * "timed" (also self time per op). Switching on from "off" zeroes the counters. */
 static int l_profile_mode(lua_State *L) {
   lua_pushstring(L, mode_names[dle_profile_get_mode()]);
@@ -16,7 +16,7 @@ static int l_profile_mode(lua_State *L) {
   return 1;
 }
 
-/** dle.core.profile_counters() -> {name = {calls =, seconds =, flops =, bytes =}} for every op
+/** dle.core._profile_counters() -> {name = {calls =, seconds =, flops =, bytes =}} for every op
  * or optimizer step called since the profiler was switched on. */
 static int l_profile_counters(lua_State *L) {
   const dle_profile_entry *e = dle_profile_counters();
@@ -33,7 +33,7 @@ static int l_profile_counters(lua_State *L) {
   return 1;
 }
 
-/** dle.core.op_flops_rule(op_name) -> rule name ("none" for 0 FLOPs), FLOPs per element. */
+/** dle.core._op_flops_rule(op_name) -> rule name ("none" for 0 FLOPs), FLOPs per element. */
 static int l_op_flops_rule(lua_State *L) {
   const char *name = luaL_checkstring(L, 1);
   dle_op op = dle_op_by_name(name);
@@ -46,9 +46,9 @@ static int l_op_flops_rule(lua_State *L) {
 
 void dle_lua_open_profile(lua_State *L, int module, int methods) {
   (void)methods;
-  static const luaL_Reg fns[] = {{"profile_mode", l_profile_mode},
-                                 {"profile_counters", l_profile_counters},
-                                 {"op_flops_rule", l_op_flops_rule},
+  static const luaL_Reg fns[] = {{"_profile_mode", l_profile_mode},
+                                 {"_profile_counters", l_profile_counters},
+                                 {"_op_flops_rule", l_op_flops_rule},
                                  {NULL, NULL}};
   dle_lua_setfuncs(L, module, fns);
 }

@@ -50,7 +50,8 @@ static char *shape_of(char *buf, const dle_tensor *t) { return dle_tensor_shape_
 dle_generator *dle_lua_opt_generator(lua_State *L, int idx, const char *fn) {
   if (lua_isnoneornil(L, idx)) return NULL;
   lua_generator *ud = luaL_testudata(L, idx, GENERATOR_MT);
-  if (!ud) luaL_error(L, "%s: generator must be a dle.Generator, got %s", fn, luaL_typename(L, idx));
+  if (!ud)
+    luaL_error(L, "%s: generator must be a dle.Generator, got %s", fn, luaL_typename(L, idx));
   return ud->g;
 }
 
@@ -78,7 +79,7 @@ static void push_by_address(lua_State *L) {
 
 static lua_generator *push_generator(lua_State *L, dle_generator *shared, uint64_t seed) {
   lua_generator *ud = lua_newuserdatauv(L, sizeof *ud, 0);
-  ud->g = shared ? shared : &ud->own;  /* Lua never moves userdata, so &ud->own stays valid */
+  ud->g = shared ? shared : &ud->own; /* Lua never moves userdata, so &ud->own stays valid */
   dle_generator_seed(&ud->own, seed);
   luaL_setmetatable(L, GENERATOR_MT);
   if (!shared) {
@@ -113,10 +114,12 @@ static int push_state(lua_State *L, const dle_generator *g) {
 
 static void read_state(lua_State *L, int idx, dle_generator *g, const char *fn) {
   if (!lua_istable(L, idx))
-    luaL_error(L, "%s: state must be a table {seed = int, offset = int}, got %s", fn, luaL_typename(L, idx));
+    luaL_error(L, "%s: state must be a table {seed = int, offset = int}, got %s", fn,
+               luaL_typename(L, idx));
   lua_getfield(L, idx, "seed");
   lua_getfield(L, idx, "offset");
-  lua_Integer seed = check_int(L, -2, fn, "state.seed"), offset = check_int(L, -1, fn, "state.offset");
+  lua_Integer seed = check_int(L, -2, fn, "state.seed"),
+              offset = check_int(L, -1, fn, "state.offset");
   if (offset < 0) luaL_error(L, "%s: state.offset must be >= 0, got %I", fn, offset);
   lua_pop(L, 2);
   g->seed = (uint64_t)seed;
@@ -126,7 +129,8 @@ static void read_state(lua_State *L, int idx, dle_generator *g, const char *fn) 
 /** dle.Generator([seed]) -> a new generator (seed defaults to the default seed, as an unseeded
  * default generator has, so unseeded streams are reproducible). Pass it as {generator = g}. */
 static int l_generator(lua_State *L) {
-  uint64_t seed = lua_isnoneornil(L, 1) ? DLE_DEFAULT_SEED : (uint64_t)check_int(L, 1, "Generator", "seed");
+  uint64_t seed =
+      lua_isnoneornil(L, 1) ? DLE_DEFAULT_SEED : (uint64_t)check_int(L, 1, "Generator", "seed");
   push_generator(L, NULL, seed);
   return 1;
 }
@@ -196,7 +200,7 @@ static uint64_t fresh_seed(void) {
     double t = dle_time() * 1e9;
     s = (uint64_t)t ^ (uint64_t)(uintptr_t)&s;
     uint32_t w[4];
-    dle_philox(s, 0, w);  /* mix the clock bits */
+    dle_philox(s, 0, w); /* mix the clock bits */
     s = (uint64_t)w[0] << 32 | w[1];
   }
   return s & (UINT64_MAX >> 1);
@@ -290,7 +294,8 @@ static int l_randint(lua_State *L) {
 }
 
 /* Options of a _like function: dtype and device default to the source tensor's. */
-static void like_opts(lua_State *L, int idx, const dle_tensor *src, dle_lua_opts *o, const char *fn) {
+static void like_opts(lua_State *L, int idx, const dle_tensor *src, dle_lua_opts *o,
+                      const char *fn) {
   dle_lua_parse_opts(L, idx, o, fn);
   if (!o->has_dtype) o->dtype = src->dtype;
   bool has_device = false;
@@ -404,8 +409,9 @@ static int m_normal_(lua_State *L) {
   int next;
   number_args(L, v, 2, &next);
   if (!(v[1] >= 0) || !isfinite(v[1]) || !isfinite(v[0]))
-    return luaL_error(L, "normal_: need a finite mean and std >= 0, got mean = %f, std = %f (shape %s)",
-                      v[0], v[1], shape_of((char[128]){0}, t));
+    return luaL_error(
+        L, "normal_: need a finite mean and std >= 0, got mean = %f, std = %f (shape %s)", v[0],
+        v[1], shape_of((char[128]){0}, t));
   dle_lua_opts o;
   dle_lua_parse_opts(L, next, &o, "normal_");
   DLE_LUA_TRY(L, fill_random(t, DLE_OP_RANDN, 0, 0, o.generator));
@@ -420,7 +426,8 @@ static int m_random_(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1);
   bool two = lua_type(L, 3) == LUA_TNUMBER;
   if (lua_type(L, 2) != LUA_TNUMBER)
-    return luaL_error(L, "random_: expected random_(hi) or random_(lo, hi), got %s", luaL_typename(L, 2));
+    return luaL_error(L, "random_: expected random_(hi) or random_(lo, hi), got %s",
+                      luaL_typename(L, 2));
   lua_Integer lo = two ? check_bound(L, 2, "random_", "low") : 0;
   lua_Integer hi = check_bound(L, two ? 3 : 2, "random_", "high");
   if (lo >= hi)
@@ -440,8 +447,8 @@ static dle_status bernoulli_into(dle_tensor *dst, dle_tensor *p, double pv, dle_
   char bp[128], bd[128];
   if (p) {
     if (!dle_dtype_is_float(p->dtype))
-      return dle_error("%s: p must be a float tensor, got %s of shape %s", fn, dle_dtype_name(p->dtype),
-                       shape_of(bp, p));
+      return dle_error("%s: p must be a float tensor, got %s of shape %s", fn,
+                       dle_dtype_name(p->dtype), shape_of(bp, p));
     /* p may have fewer or size-1 dims, never a size dst lacks */
     bool fits = p->ndim <= dst->ndim;
     for (int d = 0; fits && d < p->ndim; d++) {
@@ -456,7 +463,8 @@ static dle_status bernoulli_into(dle_tensor *dst, dle_tensor *p, double pv, dle_
   }
   bool wide = dst->dtype == DLE_F64 || (p && p->dtype == DLE_F64);
   dle_tensor *u = NULL, *mask = NULL;
-  dle_status st = random_tensor(&u, DLE_OP_RAND, dst->ndim, dst->sizes, wide ? DLE_F64 : DLE_F32, 0, 0, g);
+  dle_status st =
+      random_tensor(&u, DLE_OP_RAND, dst->ndim, dst->sizes, wide ? DLE_F64 : DLE_F32, 0, 0, g);
   if (st == DLE_OK)
     st = p ? dle_binary(DLE_OP_LT, &mask, u, p) : dle_binary_scalar(DLE_OP_LT, &mask, u, pv, false);
   if (st == DLE_OK) st = dle_copy_(dst, mask);
@@ -469,7 +477,7 @@ static dle_status bernoulli_into(dle_tensor *dst, dle_tensor *p, double pv, dle_
  * float tensor broadcastable to t. */
 static int m_bernoulli_(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1), *p = dle_lua_opt(L, 2);
-  bool opts_only = !p && lua_istable(L, 2);  /* t:bernoulli_{generator = g} */
+  bool opts_only = !p && lua_istable(L, 2); /* t:bernoulli_{generator = g} */
   double pv = p || opts_only ? 0.5 : opt_number(L, 2, "bernoulli_", "p", 0.5);
   dle_lua_opts o;
   dle_lua_parse_opts(L, opts_only ? 2 : 3, &o, "bernoulli_");
@@ -486,10 +494,12 @@ static int l_bernoulli(lua_State *L) {
   dle_lua_opts o;
   if (p) {
     dle_lua_parse_opts(L, 2, &o, "bernoulli");
-    DLE_LUA_TRY(L, dle_tensor_empty(&t, p->ndim, p->sizes, o.has_dtype ? o.dtype : p->dtype, DLE_DEVICE_CPU));
+    DLE_LUA_TRY(L, dle_tensor_empty(&t, p->ndim, p->sizes, o.has_dtype ? o.dtype : p->dtype,
+                                    DLE_DEVICE_CPU));
   } else {
     if (lua_type(L, 1) != LUA_TNUMBER)
-      return luaL_error(L, "bernoulli: p must be a number or a tensor, got %s", luaL_typename(L, 1));
+      return luaL_error(L, "bernoulli: p must be a number or a tensor, got %s",
+                        luaL_typename(L, 1));
     int64_t sizes[DLE_MAX_DIMS];
     int next, n = dle_lua_sizes(L, 2, sizes, &next, "bernoulli", 0);
     dle_lua_parse_opts(L, next, &o, "bernoulli");
@@ -506,10 +516,11 @@ static int l_bernoulli(lua_State *L) {
 /* ---------------------------------------------------------------- registration */
 
 void dle_lua_open_random(lua_State *L, int module, int methods) {
-  static const luaL_Reg gen_methods[] = {
-      {"manual_seed", g_manual_seed}, {"initial_seed", g_initial_seed},
-      {"get_state", g_get_state},     {"set_state", g_set_state},
-      {NULL, NULL}};
+  static const luaL_Reg gen_methods[] = {{"manual_seed", g_manual_seed},
+                                         {"initial_seed", g_initial_seed},
+                                         {"get_state", g_get_state},
+                                         {"set_state", g_set_state},
+                                         {NULL, NULL}};
   luaL_newmetatable(L, GENERATOR_MT);
   int mt = lua_gettop(L);
   lua_newtable(L);
@@ -524,19 +535,26 @@ void dle_lua_open_random(lua_State *L, int module, int methods) {
   lua_rawsetp(L, LUA_REGISTRYINDEX, &default_key);
   lua_setfield(L, module, "default_generator");
 
-  static const luaL_Reg fns[] = {
-      {"Generator", l_generator},       {"is_generator", l_is_generator},
-      {"manual_seed", l_manual_seed},   {"initial_seed", l_initial_seed},
-      {"seed", l_seed},                 {"get_rng_state", l_get_rng_state},
-      {"set_rng_state", l_set_rng_state}, {"_philox", l_philox},
-      {"rand", l_rand},                 {"randn", l_randn},
-      {"randint", l_randint},           {"rand_like", l_rand_like},
-      {"randn_like", l_randn_like},     {"randint_like", l_randint_like},
-      {"randperm", l_randperm},         {"bernoulli", l_bernoulli},
-      {NULL, NULL}};
-  static const luaL_Reg meths[] = {
-      {"uniform_", m_uniform_}, {"normal_", m_normal_}, {"random_", m_random_},
-      {"bernoulli_", m_bernoulli_}, {"bernoulli", l_bernoulli}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"Generator", l_generator},
+                                 {"is_generator", l_is_generator},
+                                 {"manual_seed", l_manual_seed},
+                                 {"initial_seed", l_initial_seed},
+                                 {"seed", l_seed},
+                                 {"get_rng_state", l_get_rng_state},
+                                 {"set_rng_state", l_set_rng_state},
+                                 {"_philox", l_philox},
+                                 {"rand", l_rand},
+                                 {"randn", l_randn},
+                                 {"randint", l_randint},
+                                 {"rand_like", l_rand_like},
+                                 {"randn_like", l_randn_like},
+                                 {"randint_like", l_randint_like},
+                                 {"randperm", l_randperm},
+                                 {"bernoulli", l_bernoulli},
+                                 {NULL, NULL}};
+  static const luaL_Reg meths[] = {{"uniform_", m_uniform_},   {"normal_", m_normal_},
+                                   {"random_", m_random_},     {"bernoulli_", m_bernoulli_},
+                                   {"bernoulli", l_bernoulli}, {NULL, NULL}};
   dle_lua_setfuncs(L, module, fns);
   dle_lua_setfuncs(L, methods, meths);
 }

@@ -16,8 +16,10 @@ static int create_filled(lua_State *L, const char *fn, double value, bool fill) 
   dle_lua_opts o;
   dle_lua_parse_opts(L, next, &o, fn);
   dle_tensor *t = NULL;
-  if (fill) DLE_LUA_TRY(L, dle_full(&t, n, sizes, value, o.dtype));
-  else DLE_LUA_TRY(L, dle_tensor_empty(&t, n, sizes, o.dtype, DLE_DEVICE_CPU));
+  if (fill)
+    DLE_LUA_TRY(L, dle_full(&t, n, sizes, value, o.dtype));
+  else
+    DLE_LUA_TRY(L, dle_tensor_empty(&t, n, sizes, o.dtype, DLE_DEVICE_CPU));
   dle_lua_push_created(L, t, &o);
   return 1;
 }
@@ -30,8 +32,9 @@ static int l_empty(lua_State *L) { return create_filled(L, "empty", 0, false); }
 static int l_full(lua_State *L) {
   int64_t sizes[DLE_MAX_DIMS];
   int next, n;
-  if (lua_type(L, 1) == LUA_TNUMBER) {   /* full(n, value): only the first number is a size */
-    if (!lua_isinteger(L, 1)) return luaL_error(L, "full: sizes must be integers, got %s", lua_tostring(L, 1));
+  if (lua_type(L, 1) == LUA_TNUMBER) { /* full(n, value): only the first number is a size */
+    if (!lua_isinteger(L, 1))
+      return luaL_error(L, "full: sizes must be integers, got %s", lua_tostring(L, 1));
     sizes[0] = lua_tointeger(L, 1);
     if (sizes[0] < 0) return luaL_error(L, "full: negative size in {%I}", (LUAI_UACINT)sizes[0]);
     n = 1, next = 2;
@@ -55,8 +58,10 @@ static int l_full(lua_State *L) {
 static int l_arange(lua_State *L) {
   int nnum = 0;
   double v[3];
-  while (nnum < 3 && lua_type(L, nnum + 1) == LUA_TNUMBER) v[nnum] = lua_tonumber(L, nnum + 1), nnum++;
-  if (nnum == 0) return luaL_error(L, "arange: expected arange(stop) or arange(start, stop[, step])");
+  while (nnum < 3 && lua_type(L, nnum + 1) == LUA_TNUMBER)
+    v[nnum] = lua_tonumber(L, nnum + 1), nnum++;
+  if (nnum == 0)
+    return luaL_error(L, "arange: expected arange(stop) or arange(start, stop[, step])");
   double start = nnum == 1 ? 0 : v[0], stop = nnum == 1 ? v[0] : v[1], step = nnum == 3 ? v[2] : 1;
   dle_lua_opts o;
   dle_lua_parse_opts(L, nnum + 1, &o, "arange");
@@ -101,7 +106,8 @@ typedef struct {
 static void nested_shape(lua_State *L, int idx, nested_info *info) {
   lua_pushvalue(L, idx);
   while (lua_istable(L, -1) && !dle_lua_opt(L, -1)) {
-    if (info->ndim == DLE_MAX_DIMS) luaL_error(L, "tensor: nested table deeper than %d dims", DLE_MAX_DIMS);
+    if (info->ndim == DLE_MAX_DIMS)
+      luaL_error(L, "tensor: nested table deeper than %d dims", DLE_MAX_DIMS);
     int64_t n = (int64_t)lua_rawlen(L, -1);
     info->sizes[info->ndim++] = n;
     if (n == 0) break;
@@ -138,11 +144,18 @@ static void fill_nested(lua_State *L, const nested_info *info, int depth, int64_
         char where[128] = "";
         size_t used = 0;
         for (int d = 0; d <= depth && used < sizeof where; d++)
-          used += (size_t)snprintf(where + used, sizeof where - used, "[%lld]", (long long)path[d] + 1);
-        luaL_error(L, "tensor: element%s is a %s, expected a number or boolean", where, luaL_typename(L, -1));
+          used +=
+              (size_t)snprintf(where + used, sizeof where - used, "[%lld]", (long long)path[d] + 1);
+        luaL_error(L, "tensor: element%s is a %s, expected a number or boolean", where,
+                   luaL_typename(L, -1));
       }
-      if (as_int) ((int64_t *)buf)[*pos] = t == LUA_TBOOLEAN ? lua_toboolean(L, -1) : (lua_isinteger(L, -1) ? lua_tointeger(L, -1) : (int64_t)lua_tonumber(L, -1));
-      else ((double *)buf)[*pos] = t == LUA_TBOOLEAN ? lua_toboolean(L, -1) : lua_tonumber(L, -1);
+      if (as_int)
+        ((int64_t *)buf)[*pos] =
+            t == LUA_TBOOLEAN
+                ? lua_toboolean(L, -1)
+                : (lua_isinteger(L, -1) ? lua_tointeger(L, -1) : (int64_t)lua_tonumber(L, -1));
+      else
+        ((double *)buf)[*pos] = t == LUA_TBOOLEAN ? lua_toboolean(L, -1) : lua_tonumber(L, -1);
       (*pos)++;
     }
     lua_pop(L, 1);
@@ -158,9 +171,13 @@ static int l_tensor(lua_State *L) {
   dle_lua_opts o;
   dle_lua_parse_opts(L, 2, &o, "tensor");
   dle_tensor *src = dle_lua_opt(L, 1), *t = NULL;
-  if (src) {   /* dle.tensor(t): a copy, converted when a dtype is given */
+  if (src) { /* dle.tensor(t): a copy, converted when a dtype is given */
     if (o.has_dtype) DLE_LUA_TRY(L, dle_to_dtype(&t, src, o.dtype));
-    if (t == src || !t) { dle_tensor_release(t); t = NULL; DLE_LUA_TRY(L, dle_clone(&t, src)); }
+    if (t == src || !t) {
+      dle_tensor_release(t);
+      t = NULL;
+      DLE_LUA_TRY(L, dle_clone(&t, src));
+    }
     dle_lua_push_created(L, t, &o);
     return 1;
   }
@@ -174,7 +191,8 @@ static int l_tensor(lua_State *L) {
     return 1;
   }
   if (type != LUA_TTABLE)
-    return luaL_error(L, "tensor: expected a number, boolean, nested table or tensor, got %s", luaL_typename(L, 1));
+    return luaL_error(L, "tensor: expected a number, boolean, nested table or tensor, got %s",
+                      luaL_typename(L, 1));
   nested_info info = {0};
   nested_shape(L, 1, &info);
   /* leaf kinds decide the default dtype: booleans give bool, numbers float32 */
@@ -183,7 +201,10 @@ static int l_tensor(lua_State *L) {
   dle_dtype dt = o.dtype;
   if (!o.has_dtype && numel > 0) {
     lua_pushvalue(L, 1);
-    for (int d = 0; d < info.ndim; d++) { lua_rawgeti(L, -1, 1); lua_remove(L, -2); }
+    for (int d = 0; d < info.ndim; d++) {
+      lua_rawgeti(L, -1, 1);
+      lua_remove(L, -2);
+    }
     if (lua_isboolean(L, -1)) dt = DLE_BOOL;
     lua_pop(L, 1);
   }
@@ -197,13 +218,13 @@ static int l_tensor(lua_State *L) {
     free(buf);
     return dle_lua_fail(L);
   }
-  dle_lua_push(L, raw);  /* keeps raw alive (and freed) whatever happens */
+  dle_lua_push(L, raw); /* keeps raw alive (and freed) whatever happens */
   int64_t pos = 0, path[DLE_MAX_DIMS];
   lua_pushvalue(L, 1);
   if (info.ndim > 0) fill_nested(L, &info, 0, &pos, buf, as_int, path);
   lua_pop(L, 1);
   DLE_LUA_TRY(L, dle_to_dtype(&t, raw, dt));
-  if (t == raw) {  /* same dtype: copy out of the temporary buffer */
+  if (t == raw) { /* same dtype: copy out of the temporary buffer */
     dle_tensor_release(t);
     t = NULL;
     DLE_LUA_TRY(L, dle_clone(&t, raw));
@@ -222,8 +243,10 @@ static int like(lua_State *L, const char *fn, int kind) {
   dle_lua_parse_opts(L, opt, &o, fn);
   if (!o.has_dtype) o.dtype = src->dtype;
   dle_tensor *t = NULL;
-  if (kind == 2) DLE_LUA_TRY(L, dle_tensor_empty(&t, src->ndim, src->sizes, o.dtype, DLE_DEVICE_CPU));
-  else DLE_LUA_TRY(L, dle_full(&t, src->ndim, src->sizes, v, o.dtype));
+  if (kind == 2)
+    DLE_LUA_TRY(L, dle_tensor_empty(&t, src->ndim, src->sizes, o.dtype, DLE_DEVICE_CPU));
+  else
+    DLE_LUA_TRY(L, dle_full(&t, src->ndim, src->sizes, v, o.dtype));
   bool has_device = lua_istable(L, opt) && lua_getfield(L, opt, "device") != LUA_TNIL;
   if (lua_istable(L, opt)) lua_pop(L, 1);
   if (!has_device) o.device = dle_tensor_device(src);
@@ -325,7 +348,7 @@ static int m_version(lua_State *L) {
   return 1;
 }
 
-/** dle.core.raw_buffer(t, fn, writable) -> data pointer (light userdata), element count, dtype name
+/** dle.core._raw_buffer(t, fn, writable) -> data pointer (light userdata), element count, dtype name
  * of a contiguous CPU tensor, for a module that cannot call the engine (dle.dist_native, loaded
  * apart from this one): errors name fn. The pointer is valid while the caller keeps t referenced.
  * writable: the caller will write through it, so the engine's in-place rules apply and the
@@ -346,13 +369,15 @@ static int l_raw_buffer(lua_State *L) {
                       dle_shape_str(shape, sizeof shape, t->ndim, t->sizes),
                       dle_shape_str(strides, sizeof strides, t->ndim, t->strides));
   if (writable && t->grad_fn)
-    return luaL_error(L, "%s: cannot write in place into a tensor that is part of an autograd "
-                      "graph (shape %s); use a detached tensor", fn,
-                      dle_shape_str(shape, sizeof shape, t->ndim, t->sizes));
+    return luaL_error(L,
+                      "%s: cannot write in place into a tensor that is part of an autograd "
+                      "graph (shape %s); use a detached tensor",
+                      fn, dle_shape_str(shape, sizeof shape, t->ndim, t->sizes));
   if (writable && t->requires_grad && dle_grad_enabled())
-    return luaL_error(L, "%s: a leaf tensor that requires grad (shape %s) cannot be written in "
-                      "place; do it under no_grad or on a detached tensor", fn,
-                      dle_shape_str(shape, sizeof shape, t->ndim, t->sizes));
+    return luaL_error(L,
+                      "%s: a leaf tensor that requires grad (shape %s) cannot be written in "
+                      "place; do it under no_grad or on a detached tensor",
+                      fn, dle_shape_str(shape, sizeof shape, t->ndim, t->sizes));
   if (writable) dle_tensor_bump_version(t);
   dle_trace_note_unsafe("%s: a tensor's memory was handed out of the engine", fn);
   lua_pushlightuserdata(L, dle_tensor_data(t));
@@ -368,8 +393,10 @@ static int m_view(lua_State *L) {
   dle_tensor *like_t = dle_lua_opt(L, 2);
   int64_t sizes[DLE_MAX_DIMS];
   int next, n;
-  if (like_t) n = like_t->ndim, memcpy(sizes, like_t->sizes, sizeof sizes);
-  else n = dle_lua_sizes(L, 2, sizes, &next, "view", 1);
+  if (like_t)
+    n = like_t->ndim, memcpy(sizes, like_t->sizes, sizeof sizes);
+  else
+    n = dle_lua_sizes(L, 2, sizes, &next, "view", 1);
   DLE_LUA_TRY(L, dle_view(&r, t, n, sizes));
   dle_lua_push(L, r);
   return 1;
@@ -394,8 +421,9 @@ static int m_transpose(lua_State *L) {
 
 static int m_t(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
-  if (t->ndim > 2) return luaL_error(L, "t: expects a tensor with <= 2 dims, got shape %s",
-                                     dle_tensor_shape_str((char[128]){0}, 128, t));
+  if (t->ndim > 2)
+    return luaL_error(L, "t: expects a tensor with <= 2 dims, got shape %s",
+                      dle_tensor_shape_str((char[128]){0}, 128, t));
   DLE_LUA_TRY(L, t->ndim < 2 ? dle_transpose(&r, t, 0, 0) : dle_transpose(&r, t, 0, 1));
   dle_lua_push(L, r);
   return 1;
@@ -425,7 +453,7 @@ static int m_narrow(lua_State *L) {
   lua_Integer start = luaL_checkinteger(L, 3), len = luaL_checkinteger(L, 4);
   if (start == 0) return luaL_error(L, "narrow: start 0 is invalid (indices are 1-based)");
   dle_attrs a = {.nints = 3, .ints = {d, start > 0 ? start - 1 : start, len}, .index_base = 1};
-  DLE_LUA_TRY(L, dle_op_call(DLE_OP_NARROW, &r, &t, 1, &a));   /* base 1: messages say `start` */
+  DLE_LUA_TRY(L, dle_op_call(DLE_OP_NARROW, &r, &t, 1, &a)); /* base 1: messages say `start` */
   dle_lua_push(L, r);
   return 1;
 }
@@ -436,7 +464,7 @@ static int m_select(lua_State *L) {
   lua_Integer i = luaL_checkinteger(L, 3);
   if (i == 0) return luaL_error(L, "select: index 0 is invalid (indices are 1-based)");
   dle_attrs a = {.nints = 2, .ints = {d, i > 0 ? i - 1 : i}, .index_base = 1};
-  DLE_LUA_TRY(L, dle_op_call(DLE_OP_SELECT, &r, &t, 1, &a));   /* base 1: messages say `i` */
+  DLE_LUA_TRY(L, dle_op_call(DLE_OP_SELECT, &r, &t, 1, &a)); /* base 1: messages say `i` */
   dle_lua_push(L, r);
   return 1;
 }
@@ -445,8 +473,10 @@ static int m_expand(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1), *r = NULL, *other = dle_lua_opt(L, 2);
   int64_t sizes[DLE_MAX_DIMS];
   int next, n;
-  if (other) n = other->ndim, memcpy(sizes, other->sizes, sizeof sizes);
-  else n = dle_lua_sizes(L, 2, sizes, &next, "expand", 1);
+  if (other)
+    n = other->ndim, memcpy(sizes, other->sizes, sizeof sizes);
+  else
+    n = dle_lua_sizes(L, 2, sizes, &next, "expand", 1);
   DLE_LUA_TRY(L, dle_expand(&r, t, n, sizes));
   dle_lua_push(L, r);
   return 1;
@@ -478,7 +508,7 @@ static int m_flatten(lua_State *L) {
 
 static int m_contiguous(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
-  if (dle_tensor_is_contiguous(t)) {   /* the same Lua object, as PyTorch returns self */
+  if (dle_tensor_is_contiguous(t)) { /* the same Lua object, as PyTorch returns self */
     lua_settop(L, 1);
     return 1;
   }
@@ -518,9 +548,12 @@ static int m_copy_(lua_State *L) {
 static int m_fill_(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1);
   double v;
-  if (lua_isboolean(L, 2)) v = lua_toboolean(L, 2);
-  else if (lua_type(L, 2) == LUA_TNUMBER) v = lua_tonumber(L, 2);
-  else return luaL_error(L, "fill_: value must be a number or boolean, got %s", luaL_typename(L, 2));
+  if (lua_isboolean(L, 2))
+    v = lua_toboolean(L, 2);
+  else if (lua_type(L, 2) == LUA_TNUMBER)
+    v = lua_tonumber(L, 2);
+  else
+    return luaL_error(L, "fill_: value must be a number or boolean, got %s", luaL_typename(L, 2));
   DLE_LUA_TRY(L, dle_fill_(t, v));
   lua_settop(L, 1);
   return 1;
@@ -534,17 +567,23 @@ static int m_zero_(lua_State *L) {
 
 static void push_element(lua_State *L, const dle_tensor *t, const int64_t *idx) {
   double v = dle_tensor_get(t, idx);
-  if (t->dtype == DLE_BOOL) lua_pushboolean(L, v != 0);
-  else if (t->dtype == DLE_I64) {  /* exact, not through a double */
+  if (t->dtype == DLE_BOOL)
+    lua_pushboolean(L, v != 0);
+  else if (t->dtype == DLE_I64) { /* exact, not through a double */
     int64_t off = t->offset;
     for (int d = 0; d < t->ndim; d++) off += idx[d] * t->strides[d];
     lua_pushinteger(L, ((const int64_t *)t->storage->data)[off]);
-  } else if (!dle_dtype_is_float(t->dtype)) lua_pushinteger(L, (lua_Integer)v);
-  else lua_pushnumber(L, v);
+  } else if (!dle_dtype_is_float(t->dtype))
+    lua_pushinteger(L, (lua_Integer)v);
+  else
+    lua_pushnumber(L, v);
 }
 
 static dle_tensor *on_cpu(lua_State *L, dle_tensor *t) {
-  if (dle_tensor_device(t).type == DLE_CPU) { dle_tensor_retain(t); return t; }
+  if (dle_tensor_device(t).type == DLE_CPU) {
+    dle_tensor_retain(t);
+    return t;
+  }
   dle_tensor *c = NULL;
   DLE_LUA_TRY(L, dle_to_device(&c, t, DLE_DEVICE_CPU));
   return c;
@@ -635,34 +674,74 @@ static int m_cuda(lua_State *L) {
 }
 
 void dle_lua_open_tensor(lua_State *L, int module, int methods) {
-  static const luaL_Reg fns[] = {
-      {"zeros", l_zeros}, {"ones", l_ones}, {"empty", l_empty}, {"full", l_full},
-      {"arange", l_arange}, {"linspace", l_linspace}, {"eye", l_eye}, {"tensor", l_tensor},
-      {"zeros_like", l_zeros_like}, {"ones_like", l_ones_like}, {"empty_like", l_empty_like},
-      {"full_like", l_full_like}, {"same_storage", l_same_storage}, {"raw_buffer", l_raw_buffer},
-      {NULL, NULL}};
-  static const luaL_Reg meths[] = {
-      {"shape", m_shape}, {"size", m_size}, {"stride", m_stride}, {"dim", m_dim},
-      {"ndimension", m_dim}, {"numel", m_numel}, {"nelement", m_numel},
-      {"storage_offset", m_storage_offset}, {"dtype", m_dtype}, {"device", m_device},
-      {"is_contiguous", m_is_contiguous}, {"is_floating_point", m_is_floating_point},
-      {"element_size", m_element_size}, {"_version", m_version},
-      {"view", m_view}, {"view_as", m_view}, {"reshape", m_reshape}, {"transpose", m_transpose},
-      {"t", m_t}, {"permute", m_permute}, {"narrow", m_narrow}, {"select", m_select},
-      {"expand", m_expand}, {"expand_as", m_expand}, {"squeeze", m_squeeze},
-      {"unsqueeze", m_unsqueeze}, {"flatten", m_flatten}, {"contiguous", m_contiguous},
-      {"clone", m_clone}, {"copy_", m_copy_}, {"fill_", m_fill_}, {"zero_", m_zero_},
-      {"item", m_item}, {"totable", m_totable}, {"to", m_to}, {"float", m_float},
-      {"double", m_double}, {"half", m_half}, {"bfloat16", m_bfloat16}, {"long", m_long},
-      {"int", m_int}, {"byte", m_byte}, {"bool", m_bool}, {"cpu", m_cpu}, {"cuda", m_cuda},
-      {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"zeros", l_zeros},
+                                 {"ones", l_ones},
+                                 {"empty", l_empty},
+                                 {"full", l_full},
+                                 {"arange", l_arange},
+                                 {"linspace", l_linspace},
+                                 {"eye", l_eye},
+                                 {"tensor", l_tensor},
+                                 {"zeros_like", l_zeros_like},
+                                 {"ones_like", l_ones_like},
+                                 {"empty_like", l_empty_like},
+                                 {"full_like", l_full_like},
+                                 {"same_storage", l_same_storage},
+                                 {"_raw_buffer", l_raw_buffer},
+                                 {NULL, NULL}};
+  static const luaL_Reg meths[] = {{"shape", m_shape},
+                                   {"size", m_size},
+                                   {"stride", m_stride},
+                                   {"dim", m_dim},
+                                   {"ndimension", m_dim},
+                                   {"numel", m_numel},
+                                   {"nelement", m_numel},
+                                   {"storage_offset", m_storage_offset},
+                                   {"dtype", m_dtype},
+                                   {"device", m_device},
+                                   {"is_contiguous", m_is_contiguous},
+                                   {"is_floating_point", m_is_floating_point},
+                                   {"element_size", m_element_size},
+                                   {"_version", m_version},
+                                   {"view", m_view},
+                                   {"view_as", m_view},
+                                   {"reshape", m_reshape},
+                                   {"transpose", m_transpose},
+                                   {"t", m_t},
+                                   {"permute", m_permute},
+                                   {"narrow", m_narrow},
+                                   {"select", m_select},
+                                   {"expand", m_expand},
+                                   {"expand_as", m_expand},
+                                   {"squeeze", m_squeeze},
+                                   {"unsqueeze", m_unsqueeze},
+                                   {"flatten", m_flatten},
+                                   {"contiguous", m_contiguous},
+                                   {"clone", m_clone},
+                                   {"copy_", m_copy_},
+                                   {"fill_", m_fill_},
+                                   {"zero_", m_zero_},
+                                   {"item", m_item},
+                                   {"totable", m_totable},
+                                   {"to", m_to},
+                                   {"float", m_float},
+                                   {"double", m_double},
+                                   {"half", m_half},
+                                   {"bfloat16", m_bfloat16},
+                                   {"long", m_long},
+                                   {"int", m_int},
+                                   {"byte", m_byte},
+                                   {"bool", m_bool},
+                                   {"cpu", m_cpu},
+                                   {"cuda", m_cuda},
+                                   {NULL, NULL}};
   dle_lua_setfuncs(L, module, fns);
   dle_lua_setfuncs(L, methods, meths);
   /* module-level forms of the view functions: dle.transpose(t, 1, 2) etc. */
-  static const luaL_Reg both[] = {{"reshape", m_reshape}, {"transpose", m_transpose},
-                                  {"permute", m_permute}, {"narrow", m_narrow},
-                                  {"select", m_select}, {"squeeze", m_squeeze},
+  static const luaL_Reg both[] = {{"reshape", m_reshape},     {"transpose", m_transpose},
+                                  {"permute", m_permute},     {"narrow", m_narrow},
+                                  {"select", m_select},       {"squeeze", m_squeeze},
                                   {"unsqueeze", m_unsqueeze}, {"flatten", m_flatten},
-                                  {"clone", m_clone}, {NULL, NULL}};
+                                  {"clone", m_clone},         {NULL, NULL}};
   dle_lua_setfuncs(L, module, both);
 }

@@ -30,7 +30,10 @@ void dle_lua_push_mt(lua_State *L, dle_tensor *t, int mt);
 /* Raises dle_last_error() as a Lua error, prefixed with the running function's name unless the
  * message already starts with it. Release C temporaries before calling. */
 int dle_lua_fail(lua_State *L);
-#define DLE_LUA_TRY(L, call) do { if ((call) != DLE_OK) dle_lua_fail(L); } while (0)
+#define DLE_LUA_TRY(L, call)               \
+  do {                                     \
+    if ((call) != DLE_OK) dle_lua_fail(L); \
+  } while (0)
 
 /* A 1-based dim argument (negative counts from the end) as a 0-based dim for the engine, which
  * still range-checks it; extra = 1 where one past the end is valid (unsqueeze). */
@@ -42,7 +45,8 @@ int dle_lua_optdim(lua_State *L, int arg, const char *fn, int def);
  * Returns the number of dims; *next receives the index after the sizes (an options table may
  * follow). Sizes must be integers; allow_neg1 = 1 admits -1 (view, reshape, expand), 2 any integer
  * (lists of dims). */
-int dle_lua_sizes(lua_State *L, int first, int64_t *sizes, int *next, const char *fn, int allow_neg1);
+int dle_lua_sizes(lua_State *L, int first, int64_t *sizes, int *next, const char *fn,
+                  int allow_neg1);
 
 /* Sizes of a new tensor within the engine's limit (the product of its non-zero sizes at most
  * INT64_MAX / 16), or a Lua error naming fn (the engine's own error would name its allocator). */
@@ -124,19 +128,19 @@ void dle_lua_open_errors(lua_State *L, int module);
  * luaL_argexpected are lauxlib macros over luaL_argerror and luaL_typeerror: covered too.) */
 #undef luaL_checkstring
 #undef luaL_optstring
-#define luaL_error dle_lua_error
-#define luaL_argerror dle_lua_argerror
-#define luaL_typeerror dle_lua_typeerror
-#define luaL_checknumber dle_lua_checknumber
-#define luaL_checkinteger dle_lua_checkinteger
-#define luaL_checklstring dle_lua_checklstring
-#define luaL_checkstring(L, arg) dle_lua_checklstring(L, (arg), NULL)
-#define luaL_optnumber dle_lua_optnumber
-#define luaL_optinteger dle_lua_optinteger
-#define luaL_optlstring dle_lua_optlstring
+#define luaL_error                dle_lua_error
+#define luaL_argerror             dle_lua_argerror
+#define luaL_typeerror            dle_lua_typeerror
+#define luaL_checknumber          dle_lua_checknumber
+#define luaL_checkinteger         dle_lua_checkinteger
+#define luaL_checklstring         dle_lua_checklstring
+#define luaL_checkstring(L, arg)  dle_lua_checklstring(L, (arg), NULL)
+#define luaL_optnumber            dle_lua_optnumber
+#define luaL_optinteger           dle_lua_optinteger
+#define luaL_optlstring           dle_lua_optlstring
 #define luaL_optstring(L, arg, d) dle_lua_optlstring(L, (arg), (d), NULL)
-#define luaL_checktype dle_lua_checktype
-#define luaL_checkudata dle_lua_checkudata
-#define luaL_checkoption dle_lua_checkoption
+#define luaL_checktype            dle_lua_checktype
+#define luaL_checkudata           dle_lua_checkudata
+#define luaL_checkoption          dle_lua_checkoption
 
 #endif

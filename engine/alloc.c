@@ -2,7 +2,7 @@
  *
  * Training loops free and reallocate the same sizes every step. Going to malloc each time costs
  * twice: glibc serves large blocks with fresh mmaps, so every step page-faults its whole working set
- * again (measured: half the time of a 64 MB add), and small blocks churn its free lists. Freed
+ * again (a large part of a large add's time), and small blocks churn its free lists. Freed
  * blocks therefore go to a free list per size class and are reused; the cache holds at most
  * `cache_limit` bytes (dle_set_cache_limit, dle_empty_cache). Live bytes are counted separately so
  * the Lua side can pace its garbage collector on what tensors really hold. */
@@ -23,7 +23,9 @@ typedef struct block {
 
 /* A spinlock: the critical sections are a few instructions and contention is rare. */
 static atomic_flag busy = ATOMIC_FLAG_INIT;
-static void lock(void) { while (atomic_flag_test_and_set_explicit(&busy, memory_order_acquire)) {} }
+static void lock(void) {
+  while (atomic_flag_test_and_set_explicit(&busy, memory_order_acquire)) {}
+}
 static void unlock(void) { atomic_flag_clear_explicit(&busy, memory_order_release); }
 static block *free_lists[NUM_CLASSES];
 static size_t cached_bytes;
@@ -43,7 +45,7 @@ static int size_class(size_t n, size_t *rounded) {
   }
   int p = 63 - __builtin_clzll((unsigned long long)(n - 1)); /* 2^p < n <= 2^(p+1) */
   size_t base = (size_t)1 << p, step = base / 4;
-  size_t q = (n - base + step - 1) / step;                     /* 1..4 */
+  size_t q = (n - base + step - 1) / step; /* 1..4 */
   *rounded = base + q * step;
   return SMALL_LIMIT / 64 + (p - 10) * 4 + (int)q;
 }
@@ -70,7 +72,7 @@ static void count_alloc(size_t nbytes) {
 /* Blocks of 8 MiB and more (their size classes are whole multiples of 2 MiB) are 2 MiB aligned
  * and offered to the kernel as transparent huge pages: strided and transposed walks over large
  * tensors touch a new 4 KiB page every few elements, and TLB misses, costly under virtualisation,
- * then dominate (measured: a transposed 4096 x 4096 copy 1.5x faster). */
+ * then dominate (a transposed 4096 x 4096 copy measured faster with them). */
 #define HUGE_BLOCK ((size_t)8 << 20)
 static void *block_alloc(size_t rounded) {
   if (rounded < HUGE_BLOCK || rounded % (2 << 20)) return aligned_alloc(64, rounded);

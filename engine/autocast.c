@@ -8,9 +8,9 @@
 
 _Thread_local DLE_HOT_TLS bool dle_autocast_on;
 static _Thread_local dle_dtype autocast_dtype = DLE_BF16;
-static _Thread_local int region_depth;     /* dle_autocast_enter calls not yet exited */
-static _Thread_local bool cache_enabled;   /* set by the innermost region */
-static _Thread_local bool cache_paused;    /* by dle_backward */
+static _Thread_local int region_depth;   /* dle_autocast_enter calls not yet exited */
+static _Thread_local bool cache_enabled; /* set by the innermost region */
+static _Thread_local bool cache_paused;  /* by dle_backward */
 
 /* PyTorch's lists, restricted to dle's ops. Lower precision: the products, where float16/
  * bfloat16 halve the bytes moved and the kernels still accumulate in float32. Float32: ops whose
@@ -20,17 +20,33 @@ static _Thread_local bool cache_paused;    /* by dle_backward */
 #define L DLE_AUTOCAST_LOWER
 #define F DLE_AUTOCAST_FLOAT32
 static const unsigned char rules[DLE_NUM_OPS] = {
-    [DLE_OP_MATMUL] = L,        [DLE_OP_CONV2D] = L,         [DLE_OP_SDPA] = L,
+    [DLE_OP_MATMUL] = L,
+    [DLE_OP_CONV2D] = L,
+    [DLE_OP_SDPA] = L,
 
-    [DLE_OP_EXP] = F,           [DLE_OP_LOG] = F,            [DLE_OP_EXPM1] = F,
-    [DLE_OP_LOG1P] = F,         [DLE_OP_RSQRT] = F,          [DLE_OP_RECIPROCAL] = F,
-    [DLE_OP_POW] = F,           [DLE_OP_POW_SCALAR] = F,
-    [DLE_OP_SUM] = F,           [DLE_OP_PROD] = F,           [DLE_OP_MEAN] = F,
-    [DLE_OP_VAR] = F,           [DLE_OP_STD] = F,            [DLE_OP_LOGSUMEXP] = F,
-    [DLE_OP_SOFTMAX] = F,       [DLE_OP_LOG_SOFTMAX] = F,
-    [DLE_OP_LAYER_NORM] = F,    [DLE_OP_BATCH_NORM] = F,
-    [DLE_OP_CROSS_ENTROPY] = F, [DLE_OP_SOFT_CROSS_ENTROPY] = F, [DLE_OP_NLL_LOSS] = F,
-    [DLE_OP_MSE_LOSS] = F,      [DLE_OP_BCE_WITH_LOGITS] = F,
+    [DLE_OP_EXP] = F,
+    [DLE_OP_LOG] = F,
+    [DLE_OP_EXPM1] = F,
+    [DLE_OP_LOG1P] = F,
+    [DLE_OP_RSQRT] = F,
+    [DLE_OP_RECIPROCAL] = F,
+    [DLE_OP_POW] = F,
+    [DLE_OP_POW_SCALAR] = F,
+    [DLE_OP_SUM] = F,
+    [DLE_OP_PROD] = F,
+    [DLE_OP_MEAN] = F,
+    [DLE_OP_VAR] = F,
+    [DLE_OP_STD] = F,
+    [DLE_OP_LOGSUMEXP] = F,
+    [DLE_OP_SOFTMAX] = F,
+    [DLE_OP_LOG_SOFTMAX] = F,
+    [DLE_OP_LAYER_NORM] = F,
+    [DLE_OP_BATCH_NORM] = F,
+    [DLE_OP_CROSS_ENTROPY] = F,
+    [DLE_OP_SOFT_CROSS_ENTROPY] = F,
+    [DLE_OP_NLL_LOSS] = F,
+    [DLE_OP_MSE_LOSS] = F,
+    [DLE_OP_BCE_WITH_LOGITS] = F,
 };
 #undef L
 #undef F
@@ -125,7 +141,8 @@ static void cache_store(cached_cast *e, dle_tensor *src, dle_tensor *cast, bool 
   }
   dle_tensor_retain(src);
   dle_tensor_retain(cast);
-  *e = (cached_cast){src, cast, cast->dtype, grad_on, src->storage->version, cast->storage->version};
+  *e =
+      (cached_cast){src, cast, cast->dtype, grad_on, src->storage->version, cast->storage->version};
 }
 
 static void cache_clear(void) {
@@ -190,7 +207,7 @@ static dle_status call_with_policy(dle_op op, dle_tensor **outs, dle_tensor *con
                                    const dle_attrs *attrs) {
   const dle_op_info *info = dle_op_get_info(op);
   dle_autocast_rule r = dle_autocast_rule_of(op);
-  bool given = false;  /* out= and in-place forms keep their output's dtype: not autocast */
+  bool given = false; /* out= and in-place forms keep their output's dtype: not autocast */
   for (int k = 0; info && k < info->nout; k++) given = given || outs[k];
   bool any = false;
   for (int i = 0; r != DLE_AUTOCAST_KEEP && !given && i < nin && !any; i++)

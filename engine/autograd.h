@@ -21,18 +21,19 @@ typedef dle_status (*dle_vjp_fn)(dle_node *n, dle_tensor *const *gout, dle_tenso
 /* Forward rule: tin[i] is the tangent of input i (NULL: zero). Writes tout[k] (new reference or
  * NULL for zero) for each output k, given the inputs and the outputs already computed. */
 typedef dle_status (*dle_jvp_fn)(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                 dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout);
+                                 dle_tensor *const *tin, dle_tensor *const *outs,
+                                 dle_tensor **tout);
 
 typedef struct {
   dle_vjp_fn vjp;
   dle_jvp_fn jvp;
-  unsigned save_inputs; /* bit i: the reverse rule reads input i's value */
+  unsigned save_inputs;  /* bit i: the reverse rule reads input i's value */
   unsigned save_outputs; /* the reverse rule reads the outputs' values: true (1) every output,
                           * else bit k (DLE_SAVE(k)) output k. An output not saved is neither kept
                           * alive by the graph nor checked for later in-place writes. */
 } dle_grad_rule;
 
-#define DLE_SAVE(i) (1u << (i))
+#define DLE_SAVE(i)  (1u << (i))
 #define DLE_SAVE_ALL 0xffffffffu
 
 /* ---- what a reverse rule may ask its node ---- */

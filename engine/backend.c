@@ -21,7 +21,8 @@ static bool cuda_tried;
 
 void dle_backend_register(dle_device_type type, const dle_backend *b) { backends[type] = b; }
 
-#define CUDA_MISSING "CUDA backend not available: libdle_cuda.so was not built or could not be loaded"
+#define CUDA_MISSING \
+  "CUDA backend not available: libdle_cuda.so was not built or could not be loaded"
 
 /* The engine functions a backend library may call (dle.h: dle_backend_host). */
 static const dle_backend_host host = {DLE_BACKEND_ABI, DLE_NUM_OPS, dle_op_table, dle_error};
@@ -39,7 +40,9 @@ static void *cuda_library(char *why, size_t n) {
     char path[4096] = "libdle_cuda.so";
     if (dladdr((void *)cuda_library, &self) && self.dli_fname) {
       const char *slash = strrchr(self.dli_fname, '/');
-      if (slash) snprintf(path, sizeof path, "%.*s/libdle_cuda.so", (int)(slash - self.dli_fname), self.dli_fname);
+      if (slash)
+        snprintf(path, sizeof path, "%.*s/libdle_cuda.so", (int)(slash - self.dli_fname),
+                 self.dli_fname);
     }
     h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     const char *e = h ? NULL : dlerror();
@@ -67,8 +70,10 @@ static void load_cuda(void) {
   }
   char reason[200] = "unknown reason";
   const dle_backend *b = init(&host, reason, sizeof reason);
-  if (b) backends[DLE_CUDA] = b;
-  else snprintf(why, n, "CUDA backend not available: %s", reason);
+  if (b)
+    backends[DLE_CUDA] = b;
+  else
+    snprintf(why, n, "CUDA backend not available: %s", reason);
 }
 
 const dle_backend *dle_backend_library_table(dle_device_type type, const char **why) {
@@ -82,7 +87,8 @@ const dle_backend *dle_backend_library_table(dle_device_type type, const char **
   typedef const dle_backend *(*table_fn)(const dle_backend_host *);
   table_fn table = (table_fn)dlsym(h, "dle_cuda_backend_table");
   const dle_backend *b = table ? table(&host) : NULL;
-  if (!b) snprintf(reason, sizeof reason, "%s (no usable dle_cuda_backend_table in it)", CUDA_MISSING);
+  if (!b)
+    snprintf(reason, sizeof reason, "%s (no usable dle_cuda_backend_table in it)", CUDA_MISSING);
   return b;
 }
 

@@ -42,8 +42,8 @@ extern "C" {
 #define DLE_MAX_OUTS 3
 /* "every dim" for squeeze and argmax/argmin (any valid dim, -1 included, means that dim). */
 #define DLE_ALL_DIMS (-1 - DLE_MAX_DIMS)
-#define DLE_OK 0
-#define DLE_ERR (-1)
+#define DLE_OK       0
+#define DLE_ERR      (-1)
 typedef int dle_status;
 
 /* ---------------------------------------------------------------- errors */
@@ -59,7 +59,15 @@ char *dle_shape_str(char *buf, size_t n, int ndim, const int64_t *sizes);
 /* ---------------------------------------------------------------- dtypes */
 /* Order matters: dle_promote and the kernels' dispatch tables follow it. */
 typedef enum {
-  DLE_F32, DLE_F64, DLE_F16, DLE_BF16, DLE_I32, DLE_I64, DLE_U8, DLE_BOOL, DLE_NUM_DTYPES
+  DLE_F32,
+  DLE_F64,
+  DLE_F16,
+  DLE_BF16,
+  DLE_I32,
+  DLE_I64,
+  DLE_U8,
+  DLE_BOOL,
+  DLE_NUM_DTYPES
 } dle_dtype;
 
 #define DLE_DEFAULT_FLOAT DLE_F32
@@ -86,7 +94,10 @@ float dle_bf16_to_f32(uint16_t b);
 
 /* ---------------------------------------------------------------- devices */
 typedef enum { DLE_CPU, DLE_CUDA, DLE_NUM_DEVICE_TYPES } dle_device_type;
-typedef struct { dle_device_type type; int index; } dle_device;
+typedef struct {
+  dle_device_type type;
+  int index;
+} dle_device;
 static const dle_device DLE_DEVICE_CPU = {DLE_CPU, 0};
 /* "cpu", "cuda", "cuda:1" */
 dle_status dle_device_parse(const char *name, dle_device *out);
@@ -99,8 +110,8 @@ typedef struct dle_storage {
   size_t nbytes;
   int refcount;
   dle_device device;
-  uint32_t version;   /* bumped by every write through any view; autograd checks it */
-  bool grad_views;    /* a view of it is part of an autograd graph: in-place writes are refused */
+  uint32_t version; /* bumped by every write through any view; autograd checks it */
+  bool grad_views;  /* a view of it is part of an autograd graph: in-place writes are refused */
   /* Borrowed memory (mmap, foreign buffers): called instead of the allocator's free. */
   void (*release)(void *ctx, void *data, size_t nbytes);
   void *release_ctx;
@@ -110,20 +121,20 @@ struct dle_node; /* autograd record (autograd.c) */
 
 typedef struct dle_tensor {
   dle_storage *storage;
-  int64_t offset;                 /* in elements */
+  int64_t offset; /* in elements */
   int ndim;
   dle_dtype dtype;
   int64_t sizes[DLE_MAX_DIMS];
-  int64_t strides[DLE_MAX_DIMS];  /* in elements; 0 for broadcast dims */
+  int64_t strides[DLE_MAX_DIMS]; /* in elements; 0 for broadcast dims */
   int refcount;
   /* autograd slots */
   bool requires_grad;
-  struct dle_tensor *grad;        /* accumulated gradient of a leaf */
-  struct dle_node *grad_fn;       /* node that produced this tensor, NULL for leaves */
-  int output_nr;                  /* which output of grad_fn this tensor is */
-  bool is_view;                   /* made by a view op: shares a base tensor's storage */
-  struct dle_tensor *tangent;     /* forward-mode tangent (dle_jvp), NULL when none */
-  void *user;                     /* free for the embedding language (e.g. a Lua ref) */
+  struct dle_tensor *grad;    /* accumulated gradient of a leaf */
+  struct dle_node *grad_fn;   /* node that produced this tensor, NULL for leaves */
+  int output_nr;              /* which output of grad_fn this tensor is */
+  bool is_view;               /* made by a view op: shares a base tensor's storage */
+  struct dle_tensor *tangent; /* forward-mode tangent (dle_jvp), NULL when none */
+  void *user;                 /* free for the embedding language (e.g. a Lua ref) */
 } dle_tensor;
 
 /* A new tensor with fresh (uninitialised) contiguous storage. */
@@ -200,9 +211,9 @@ typedef enum {
 typedef struct dle_attrs {
   int64_t ints[DLE_MAX_ATTR_INTS]; /* dims, sizes, start/length, diagonal, class count... */
   int nints;
-  double f[2];                     /* fill value, exponent, clamp bounds, correction */
-  dle_dtype dtype;                 /* result dtype for create/copy ops */
-  bool has_dtype;                  /* dtype above is set */
+  double f[2];     /* fill value, exponent, clamp bounds, correction */
+  dle_dtype dtype; /* result dtype for create/copy ops */
+  bool has_dtype;  /* dtype above is set */
   bool keepdim;
   int64_t index_base;              /* 0 in C, 1 from Lua: see the conventions above */
   struct dle_generator *generator; /* random ops; NULL = default generator */
@@ -210,7 +221,7 @@ typedef struct dle_attrs {
 
 typedef struct dle_op_info {
   const char *name;
-  int nin, nout;       /* nin -1: variadic */
+  int nin, nout; /* nin -1: variadic */
   dle_op_kind kind;
   unsigned flags;
 } dle_op_info;
@@ -250,7 +261,7 @@ dle_status dle_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int
  * float32 and float64, every input of the result's dtype, on a device whose backend has fused_run (the CPU). Ops: neg abs relu exp log expm1
  * log1p sqrt rsqrt reciprocal sin cos tanh sigmoid gelu silu pow_scalar clamp (f0, f1 as the
  * op's attrs.f), add sub mul div maximum minimum pow. Expressions as kernels/cpu/elementwise.c's. */
-#define DLE_FUSED_BLOCK 1024
+#define DLE_FUSED_BLOCK    1024
 #define DLE_FUSED_MAX_REGS 64
 
 typedef struct {
@@ -262,8 +273,9 @@ typedef struct {
 /* Whether the executor runs op. */
 bool dle_fused_supports(dle_op op);
 /* *out (NULL on entry) receives a new contiguous tensor of the given shape and dtype. */
-dle_status dle_fused_run(dle_tensor **out, dle_tensor *const *ins, int nin, const dle_fused_instr *prog,
-                         int n, int ndim, const int64_t *sizes, dle_dtype dt);
+dle_status dle_fused_run(dle_tensor **out, dle_tensor *const *ins, int nin,
+                         const dle_fused_instr *prog, int n, int ndim, const int64_t *sizes,
+                         dle_dtype dt);
 
 /* ---------------------------------------------------------------- backends */
 /* One kernel signature for every op: outputs already allocated with the right shape/dtype,
@@ -273,12 +285,12 @@ typedef dle_status (*dle_kernel_fn)(dle_op op, dle_tensor *const *outs, dle_tens
 
 typedef struct dle_backend {
   const char *name;
-  void *(*alloc)(size_t nbytes, int device_index);  /* NULL on failure */
+  void *(*alloc)(size_t nbytes, int device_index); /* NULL on failure */
   void (*free)(void *ptr, size_t nbytes, int device_index);
   /* Raw byte copies between this device and the host. */
   dle_status (*to_host)(void *dst, const void *src, size_t nbytes, int device_index);
   dle_status (*from_host)(void *dst, const void *src, size_t nbytes, int device_index);
-  dle_kernel_fn kernels[DLE_NUM_OPS];                 /* NULL: op unsupported here */
+  dle_kernel_fn kernels[DLE_NUM_OPS]; /* NULL: op unsupported here */
   /* Optional, the kernel of dle_op_call's small-op lane: a unary or binary op whose output and
    * inputs are all contiguous, of one float dtype and one shape. Returns false to decline (too
    * many elements to stay on one thread, no such loop): the op then goes through kernels[op]. */
@@ -291,8 +303,8 @@ typedef struct dle_backend {
    * out (allocated, contiguous, at least one element) after the engine checked the program, the
    * dtypes and the broadcast. NULL: not supported on this device (dle_fused_supports says false). */
   bool (*fused_supports)(dle_op op);
-  dle_status (*fused_run)(dle_tensor *out, dle_tensor *const *ins, int nin, const dle_fused_instr *prog,
-                          int n);
+  dle_status (*fused_run)(dle_tensor *out, dle_tensor *const *ins, int nin,
+                          const dle_fused_instr *prog, int n);
 } dle_backend;
 
 /* What the engine hands a backend library it dlopens. The core module is loaded RTLD_LOCAL, so
@@ -329,7 +341,7 @@ void dle_backend_register(dle_device_type type, const dle_backend *b);
  * per-op rules registered next to each op (engine/autograd.h). */
 struct dle_node;
 bool dle_grad_enabled(void);
-bool dle_set_grad_enabled(bool on);              /* per thread; returns the previous mode */
+bool dle_set_grad_enabled(bool on); /* per thread; returns the previous mode */
 void dle_node_retain(struct dle_node *n);
 void dle_node_release(struct dle_node *n);
 const char *dle_node_name(const struct dle_node *n); /* the op's name, or a custom op's name */
@@ -362,16 +374,17 @@ dle_status dle_set_grad(dle_tensor *t, dle_tensor *g);
 
 /* ---------------------------------------------------------------- threads and time */
 #define DLE_MAX_THREADS 1024
-void dle_set_num_threads(int n);   /* kernels and BLAS; n < 1 means all cores; at most DLE_MAX_THREADS */
+void dle_set_num_threads(
+    int n); /* kernels and BLAS; n < 1 means all cores; at most DLE_MAX_THREADS */
 int dle_get_num_threads(void);
-double dle_time(void);             /* monotonic seconds */
+double dle_time(void); /* monotonic seconds */
 
 /* ---------------------------------------------------------------- random numbers */
 /* Philox4x32-10 counter-based generator: (seed, offset) is the whole state, so streams are
  * identical for any thread count and trivially saved. */
 typedef struct dle_generator {
   uint64_t seed;
-  uint64_t offset;  /* number of 128-bit blocks consumed */
+  uint64_t offset; /* number of 128-bit blocks consumed */
 } dle_generator;
 #define DLE_DEFAULT_SEED UINT64_C(67280421310721) /* unseeded runs are reproducible */
 dle_generator *dle_default_generator(void);
@@ -396,8 +409,10 @@ dle_status dle_arange(dle_tensor **out, double start, double stop, double step, 
 dle_status dle_linspace(dle_tensor **out, double a, double b, int64_t n, dle_dtype dt);
 dle_status dle_eye(dle_tensor **out, int64_t n, int64_t m, dle_dtype dt);
 /* Uniform [0,1), standard normal, integers in [lo, hi). g NULL = default generator. */
-dle_status dle_rand(dle_tensor **out, int ndim, const int64_t *sizes, dle_dtype dt, dle_generator *g);
-dle_status dle_randn(dle_tensor **out, int ndim, const int64_t *sizes, dle_dtype dt, dle_generator *g);
+dle_status dle_rand(dle_tensor **out, int ndim, const int64_t *sizes, dle_dtype dt,
+                    dle_generator *g);
+dle_status dle_randn(dle_tensor **out, int ndim, const int64_t *sizes, dle_dtype dt,
+                     dle_generator *g);
 dle_status dle_randint(dle_tensor **out, int64_t lo, int64_t hi, int ndim, const int64_t *sizes,
                        dle_dtype dt, dle_generator *g);
 
@@ -412,7 +427,8 @@ dle_status dle_narrow(dle_tensor **out, dle_tensor *t, int dim, int64_t start, i
 dle_status dle_select(dle_tensor **out, dle_tensor *t, int dim, int64_t index);
 /* sizes may hold -1 (keep); new leading dims allowed. */
 dle_status dle_expand(dle_tensor **out, dle_tensor *t, int ndim, const int64_t *sizes);
-dle_status dle_squeeze(dle_tensor **out, dle_tensor *t, int dim); /* DLE_ALL_DIMS: every size-1 dim */
+dle_status dle_squeeze(dle_tensor **out, dle_tensor *t,
+                       int dim); /* DLE_ALL_DIMS: every size-1 dim */
 dle_status dle_unsqueeze(dle_tensor **out, dle_tensor *t, int dim);
 dle_status dle_flatten(dle_tensor **out, dle_tensor *t, int d1, int d2);
 /* t itself (retained) when contiguous, else a contiguous copy. */
@@ -434,14 +450,16 @@ dle_status dle_binary(dle_op op, dle_tensor **out, dle_tensor *a, dle_tensor *b)
  * ...); each is dle_op_call of its op with no attrs. */
 #define DLE_OP(id, name, nin, nout, kind, flags)
 #define DLE_OP_PLAIN(id, name, nin, nout, kind, flags) DLE_ENTRY_DECL_##nin(name)
-#define DLE_ENTRY_DECL_1(name) dle_status dle_##name(dle_tensor **out, dle_tensor *x);
-#define DLE_ENTRY_DECL_2(name) dle_status dle_##name(dle_tensor **out, dle_tensor *a, dle_tensor *b);
+#define DLE_ENTRY_DECL_1(name)                         dle_status dle_##name(dle_tensor **out, dle_tensor *x);
+#define DLE_ENTRY_DECL_2(name) \
+  dle_status dle_##name(dle_tensor **out, dle_tensor *a, dle_tensor *b);
 #include "ops.def"
 #undef DLE_ENTRY_DECL_1
 #undef DLE_ENTRY_DECL_2
 /* Binary op with a scalar on one side (scalar_first: s op t). The scalar becomes a 0-dim tensor
  * of t's dtype (or the default float when t is integer and s is not whole). */
-dle_status dle_binary_scalar(dle_op op, dle_tensor **out, dle_tensor *t, double s, bool scalar_first);
+dle_status dle_binary_scalar(dle_op op, dle_tensor **out, dle_tensor *t, double s,
+                             bool scalar_first);
 dle_status dle_pow_scalar(dle_tensor **out, dle_tensor *x, double p);
 /* NAN for lo or hi means unbounded on that side. */
 dle_status dle_clamp(dle_tensor **out, dle_tensor *x, double lo, double hi);
@@ -458,8 +476,8 @@ dle_status dle_broadcast_shapes(const char *fn, int na, const int64_t *a, int nb
 dle_status dle_reduce(dle_op op, dle_tensor **out, dle_tensor *x, int ndims, const int *dims,
                       bool keepdim, double correction);
 /* max/min along one dim: values and int64 indices (relative to index_base). */
-dle_status dle_max_dim(dle_op op, dle_tensor **values, dle_tensor **indices, dle_tensor *x,
-                       int dim, bool keepdim, int64_t index_base);
+dle_status dle_max_dim(dle_op op, dle_tensor **values, dle_tensor **indices, dle_tensor *x, int dim,
+                       bool keepdim, int64_t index_base);
 /* argmax/argmin along one dim (DLE_ALL_DIMS: over the flattened tensor, 0-dim result). */
 dle_status dle_arg_reduce(dle_op op, dle_tensor **out, dle_tensor *x, int dim, bool keepdim,
                           int64_t index_base);
@@ -468,8 +486,8 @@ dle_status dle_softmax(dle_op op, dle_tensor **out, dle_tensor *x, int dim);
 /* ---------------------------------------------------------------- linear algebra */
 /* PyTorch matmul semantics: 1-D, 2-D, and batched with broadcast batch dims. */
 dle_status dle_matmul(dle_tensor **out, dle_tensor *a, dle_tensor *b);
-dle_status dle_mm(dle_tensor **out, dle_tensor *a, dle_tensor *b);   /* both 2-D */
-dle_status dle_bmm(dle_tensor **out, dle_tensor *a, dle_tensor *b);  /* both 3-D, same batch */
+dle_status dle_mm(dle_tensor **out, dle_tensor *a, dle_tensor *b);  /* both 2-D */
+dle_status dle_bmm(dle_tensor **out, dle_tensor *a, dle_tensor *b); /* both 3-D, same batch */
 
 /* ---------------------------------------------------------------- joining and indexing */
 dle_status dle_cat(dle_tensor **out, dle_tensor *const *ts, int n, int dim);
@@ -477,7 +495,8 @@ dle_status dle_stack(dle_tensor **out, dle_tensor *const *ts, int n, int dim);
 dle_status dle_gather(dle_tensor **out, dle_tensor *src, int dim, dle_tensor *index, int64_t base);
 dle_status dle_scatter_add(dle_tensor **out, dle_tensor *self, int dim, dle_tensor *index,
                            dle_tensor *src, int64_t base);
-dle_status dle_index_select(dle_tensor **out, dle_tensor *src, int dim, dle_tensor *index, int64_t base);
+dle_status dle_index_select(dle_tensor **out, dle_tensor *src, int dim, dle_tensor *index,
+                            int64_t base);
 dle_status dle_index_add(dle_tensor **out, dle_tensor *self, int dim, dle_tensor *index,
                          dle_tensor *src, int64_t base);
 dle_status dle_masked_fill(dle_tensor **out, dle_tensor *src, dle_tensor *mask, double value);
@@ -485,7 +504,6 @@ dle_status dle_tril(dle_tensor **out, dle_tensor *t, int64_t k);
 dle_status dle_triu(dle_tensor **out, dle_tensor *t, int64_t k);
 /* n < 0: the number of classes is the largest class + 1 (relative to base). */
 dle_status dle_one_hot(dle_tensor **out, dle_tensor *classes, int64_t n, int64_t base);
-
 
 /* ---------------------------------------------------------------- optimizer steps */
 /* fused optimizer steps: each updates a parameter and its optimizer state in place
@@ -545,7 +563,8 @@ typedef struct {
   bool decoupled, amsgrad;
 } dle_adam_opts;
 dle_status dle_adam_step(dle_tensor *param, dle_tensor *grad, dle_tensor *exp_avg,
-                         dle_tensor *exp_avg_sq, dle_tensor *max_exp_avg_sq, const dle_adam_opts *o);
+                         dle_tensor *exp_avg_sq, dle_tensor *max_exp_avg_sq,
+                         const dle_adam_opts *o);
 
 /* ---- a device backend's kernels (dle_backend.optim; kernels/cpu/optim.c, kernels/cuda/optim.cu):
  * arguments already checked by the entry points; contiguous data pointers on the memory of device
@@ -619,11 +638,11 @@ dle_status dle_avg_pool2d_grad(dle_tensor **out, dle_tensor *gy, const dle_pool2
 dle_status dle_layer_norm(dle_tensor **y, dle_tensor **stats, dle_tensor *x, int k, dle_tensor *w,
                           dle_tensor *b, double eps);
 /* Gradient of layer_norm's input (x's statistics taken into account): w may be NULL. */
-dle_status dle_layer_norm_grad_input(dle_tensor **gx, dle_tensor *gy, dle_tensor *x, dle_tensor *stats,
-                                     dle_tensor *w, int k, double eps);
+dle_status dle_layer_norm_grad_input(dle_tensor **gx, dle_tensor *gy, dle_tensor *x,
+                                     dle_tensor *stats, dle_tensor *w, int k, double eps);
 /* Gradients of layer_norm's weight and bias: sums of gy * xhat and of gy over the rows. */
-dle_status dle_layer_norm_grad_affine(dle_tensor **gw, dle_tensor **gb, dle_tensor *gy, dle_tensor *x,
-                                      dle_tensor *stats, int k, double eps);
+dle_status dle_layer_norm_grad_affine(dle_tensor **gw, dle_tensor **gb, dle_tensor *gy,
+                                      dle_tensor *x, dle_tensor *stats, int k, double eps);
 
 /* Per-channel normalization of x {N, C, ...}: with training the batch statistics (over N and the
  * trailing dims) are used, otherwise running_mean and running_var {C} (both required then;
@@ -633,10 +652,10 @@ dle_status dle_batch_norm(dle_tensor **y, dle_tensor **stats, dle_tensor *x, dle
                           dle_tensor *b, dle_tensor *running_mean, dle_tensor *running_var,
                           bool training, double eps);
 /* Gradients of training-mode batch_norm: of the input (w may be NULL) and of weight and bias. */
-dle_status dle_batch_norm_grad_input(dle_tensor **gx, dle_tensor *gy, dle_tensor *x, dle_tensor *stats,
-                                     dle_tensor *w, double eps);
-dle_status dle_batch_norm_grad_affine(dle_tensor **gw, dle_tensor **gb, dle_tensor *gy, dle_tensor *x,
-                                      dle_tensor *stats, double eps);
+dle_status dle_batch_norm_grad_input(dle_tensor **gx, dle_tensor *gy, dle_tensor *x,
+                                     dle_tensor *stats, dle_tensor *w, double eps);
+dle_status dle_batch_norm_grad_affine(dle_tensor **gw, dle_tensor **gb, dle_tensor *gy,
+                                      dle_tensor *x, dle_tensor *stats, double eps);
 
 /* ---------------------------------------------------------------- cross-entropy, embedding, dropout, attention */
 /* public C interface of the fused neural-network ops: softmax cross-entropy, embedding,
@@ -653,8 +672,8 @@ typedef enum { DLE_REDUCTION_NONE, DLE_REDUCTION_MEAN, DLE_REDUCTION_SUM } dle_r
 typedef struct {
   dle_reduction reduction;
   bool has_ignore_index;
-  int64_t ignore_index;    /* compared with the targets as stored (1-based from Lua) */
-  double label_smoothing;  /* in [0, 1] */
+  int64_t ignore_index;   /* compared with the targets as stored (1-based from Lua) */
+  double label_smoothing; /* in [0, 1] */
 } dle_cross_entropy_params;
 #define DLE_CROSS_ENTROPY_DEFAULTS ((dle_cross_entropy_params){DLE_REDUCTION_MEAN, false, 0, 0.0})
 
@@ -672,8 +691,8 @@ dle_status dle_cross_entropy_backward(dle_tensor **out, dle_tensor *gy, dle_tens
 
 /* Rows of weight {V, D} at int64 indices of any shape -> {..., D}. With has_padding, the row
  * padding_idx (as stored in indices, i.e. relative to index_base) receives no gradient. */
-dle_status dle_embedding(dle_tensor **out, dle_tensor *weight, dle_tensor *indices, bool has_padding,
-                         int64_t padding_idx, int64_t index_base);
+dle_status dle_embedding(dle_tensor **out, dle_tensor *weight, dle_tensor *indices,
+                         bool has_padding, int64_t padding_idx, int64_t index_base);
 /* {V, D} zeros with each row of gy {..., D} added at its index (padding_idx skipped). */
 dle_status dle_embedding_backward(dle_tensor **out, dle_tensor *gy, dle_tensor *indices, int64_t v,
                                   bool has_padding, int64_t padding_idx, int64_t index_base);
@@ -689,7 +708,6 @@ dle_status dle_dropout(dle_tensor **out, dle_tensor *x, double p, dle_generator 
  * {..., L, S}. A query row with no allowed key gives zero probabilities and a zero output.
  * probs may be NULL when not wanted. */
 
-
 dle_status dle_sdpa(dle_tensor **out, dle_tensor **probs, dle_tensor *q, dle_tensor *k,
                     dle_tensor *v, dle_tensor *mask, bool causal, double scale);
 /* sdpa on q, k, v packed in one tensor qkv {3, ..., T, E} (q = qkv[0], ...): the same results; the
@@ -702,7 +720,8 @@ dle_status dle_sdpa_score_grad(dle_tensor **out, dle_tensor *gout, dle_tensor *v
 /* The fused backward of sdpa (no mask gradient): with dS the score gradient above,
  * dq = dS k {..., L, E}, dk = dS^T q {..., S, E} and dv = probs^T gout {..., S, Ev}. */
 dle_status dle_sdpa_backward(dle_tensor **dq, dle_tensor **dk, dle_tensor **dv, dle_tensor *gout,
-                             dle_tensor *q, dle_tensor *k, dle_tensor *v, dle_tensor *probs, double scale);
+                             dle_tensor *q, dle_tensor *k, dle_tensor *v, dle_tensor *probs,
+                             double scale);
 
 /* ---------------------------------------------------------------- fused losses */
 /* public C interface of the fused losses (engine/ops/losses.c; op table entries in
@@ -731,12 +750,12 @@ dle_status dle_nll_loss_backward(dle_tensor **out, dle_tensor *gy, dle_tensor *t
 
 /* (1 - y) x + (1 + (w - 1) y) softplus(-x), computed without overflow for any x; pos_weight w
  * (NULL: 1) broadcasts to x's shape (PyTorch: one weight per class of the last dim). */
-dle_status dle_bce_with_logits(dle_tensor **loss, dle_tensor *x, dle_tensor *y, dle_tensor *pos_weight,
-                               dle_reduction r);
+dle_status dle_bce_with_logits(dle_tensor **loss, dle_tensor *x, dle_tensor *y,
+                               dle_tensor *pos_weight, dle_reduction r);
 /* d loss / d x = gy ((1 - y) - (1 + (w - 1) y) sigmoid(-x)) (/ numel for the mean); with w = 1 that
  * is gy (sigmoid(x) - y). */
-dle_status dle_bce_with_logits_backward(dle_tensor **out, dle_tensor *gy, dle_tensor *x, dle_tensor *y,
-                                        dle_tensor *pos_weight, dle_reduction r);
+dle_status dle_bce_with_logits_backward(dle_tensor **out, dle_tensor *gy, dle_tensor *x,
+                                        dle_tensor *y, dle_tensor *pos_weight, dle_reduction r);
 
 /* Softmax cross-entropy of logits {N, C} against class probabilities {N, C}: -sum_c q (x - lse)
  * with q = (1 - eps) t + eps/C; the mean is over the N rows. lse {N} (may be NULL) is what the
@@ -897,20 +916,20 @@ const char *dle_op_flops_rule(dle_op op, int *per);
 enum { DLE_TRACE_DETACH = DLE_NUM_OPS };
 
 typedef struct {
-  int op;                          /* an op id, or DLE_TRACE_DETACH */
+  int op; /* an op id, or DLE_TRACE_DETACH */
   dle_attrs attrs;
   int nin, nout;
-  dle_tensor **ins;                /* nin, retained */
-  dle_tensor *outs[DLE_MAX_OUTS];  /* nout, retained */
-  bool given;                      /* outs[0] was the caller's (in place, out=, a random fill) */
-  bool fresh;                      /* ...and a never written buffer (version 0): a new tensor */
-  bool grad_enabled;               /* grad mode the op ran in */
+  dle_tensor **ins;               /* nin, retained */
+  dle_tensor *outs[DLE_MAX_OUTS]; /* nout, retained */
+  bool given;                     /* outs[0] was the caller's (in place, out=, a random fill) */
+  bool fresh;                     /* ...and a never written buffer (version 0): a new tensor */
+  bool grad_enabled;              /* grad mode the op ran in */
 } dle_trace_record;
 
 typedef struct dle_trace {
   dle_trace_record *rec;
   int n, cap;
-  char unsafe[256];                /* why a replay would differ; empty when safe */
+  char unsafe[256]; /* why a replay would differ; empty when safe */
 } dle_trace;
 
 /* Starts tracing on this thread; an error when a trace is already running here. */

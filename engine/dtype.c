@@ -12,9 +12,9 @@ static const char *const dtype_names[DLE_NUM_DTYPES] = {
 static const struct {
   const char *alias;
   dle_dtype dtype;
-} aliases[] = {{"float", DLE_F32},  {"double", DLE_F64}, {"half", DLE_F16}, {"long", DLE_I64},
-               {"int", DLE_I32},    {"byte", DLE_U8},    {"bf16", DLE_BF16}, {"fp16", DLE_F16},
-               {"fp32", DLE_F32},   {"fp64", DLE_F64}};
+} aliases[] = {{"float", DLE_F32}, {"double", DLE_F64}, {"half", DLE_F16},  {"long", DLE_I64},
+               {"int", DLE_I32},   {"byte", DLE_U8},    {"bf16", DLE_BF16}, {"fp16", DLE_F16},
+               {"fp32", DLE_F32},  {"fp64", DLE_F64}};
 
 const char *dle_dtype_name(dle_dtype t) {
   return (unsigned)t < DLE_NUM_DTYPES ? dtype_names[t] : "invalid";
@@ -22,11 +22,19 @@ const char *dle_dtype_name(dle_dtype t) {
 
 dle_status dle_dtype_parse(const char *name, dle_dtype *out) {
   for (int i = 0; i < DLE_NUM_DTYPES; i++)
-    if (strcmp(name, dtype_names[i]) == 0) { *out = (dle_dtype)i; return DLE_OK; }
+    if (strcmp(name, dtype_names[i]) == 0) {
+      *out = (dle_dtype)i;
+      return DLE_OK;
+    }
   for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
-    if (strcmp(name, aliases[i].alias) == 0) { *out = aliases[i].dtype; return DLE_OK; }
-  return dle_error("unknown dtype '%s' (expected float32, float64, float16, bfloat16, int32, "
-                   "int64, uint8 or bool)", name);
+    if (strcmp(name, aliases[i].alias) == 0) {
+      *out = aliases[i].dtype;
+      return DLE_OK;
+    }
+  return dle_error(
+      "unknown dtype '%s' (expected float32, float64, float16, bfloat16, int32, "
+      "int64, uint8 or bool)",
+      name);
 }
 
 const uint8_t dle_dtype_sizes[DLE_NUM_DTYPES] = {
@@ -34,7 +42,10 @@ const uint8_t dle_dtype_sizes[DLE_NUM_DTYPES] = {
     [DLE_I32] = 4, [DLE_I64] = 8, [DLE_U8] = 1,  [DLE_BOOL] = 1,
 };
 const bool dle_dtype_floats[DLE_NUM_DTYPES] = {
-    [DLE_F32] = true, [DLE_F64] = true, [DLE_F16] = true, [DLE_BF16] = true,
+    [DLE_F32] = true,
+    [DLE_F64] = true,
+    [DLE_F16] = true,
+    [DLE_BF16] = true,
 };
 
 /* Rank within a category: integers by width (bool lowest), floats by precision. */
@@ -44,7 +55,8 @@ static int rank(dle_dtype t) {
     case DLE_U8: return 1;
     case DLE_I32: return 2;
     case DLE_I64: return 3;
-    case DLE_F16: case DLE_BF16: return 4;
+    case DLE_F16:
+    case DLE_BF16: return 4;
     case DLE_F32: return 5;
     case DLE_F64: return 6;
     default: return -1;
@@ -63,7 +75,10 @@ uint16_t dle_f32_to_bf16(float f) { return dle_float_to_bfloat(f); }
 float dle_bf16_to_f32(uint16_t b) { return dle_bfloat_to_float(b); }
 
 dle_status dle_device_parse(const char *name, dle_device *out) {
-  if (strcmp(name, "cpu") == 0) { *out = DLE_DEVICE_CPU; return DLE_OK; }
+  if (strcmp(name, "cpu") == 0) {
+    *out = DLE_DEVICE_CPU;
+    return DLE_OK;
+  }
   if (strncmp(name, "cuda", 4) == 0) {
     int index = 0;
     if (name[4] == ':') {
@@ -82,7 +97,9 @@ bad:
 }
 
 const char *dle_device_str(char *buf, size_t n, dle_device d) {
-  if (d.type == DLE_CPU) snprintf(buf, n, "cpu");
-  else snprintf(buf, n, "cuda:%d", d.index);
+  if (d.type == DLE_CPU)
+    snprintf(buf, n, "cpu");
+  else
+    snprintf(buf, n, "cuda:%d", d.index);
   return buf;
 }

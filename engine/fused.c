@@ -12,13 +12,15 @@ bool dle_fused_supports(dle_op op) {
   return b && (unsigned)op < DLE_NUM_OPS && b->fused_supports(op);
 }
 
-dle_status dle_fused_run(dle_tensor **out, dle_tensor *const *ins, int nin, const dle_fused_instr *prog,
-                         int n, int ndim, const int64_t *sizes, dle_dtype dt) {
+dle_status dle_fused_run(dle_tensor **out, dle_tensor *const *ins, int nin,
+                         const dle_fused_instr *prog, int n, int ndim, const int64_t *sizes,
+                         dle_dtype dt) {
   *out = NULL;
   if (dt != DLE_F32 && dt != DLE_F64)
     return dle_error("fused: only float32 and float64 are supported, got %s", dle_dtype_name(dt));
   if (n < 1 || nin < 0 || nin + n > DLE_FUSED_MAX_REGS)
-    return dle_error("fused: %d inputs and %d instructions (at most %d registers)", nin, n, DLE_FUSED_MAX_REGS);
+    return dle_error("fused: %d inputs and %d instructions (at most %d registers)", nin, n,
+                     DLE_FUSED_MAX_REGS);
   if (ndim < 0 || ndim > DLE_MAX_DIMS) return dle_error("fused: at most %d dims", DLE_MAX_DIMS);
   const dle_backend *b = fused_backend(DLE_CPU);
   if (!b) return dle_error("fused: the CPU backend has no fused executor");
@@ -34,8 +36,10 @@ dle_status dle_fused_run(dle_tensor **out, dle_tensor *const *ins, int nin, cons
   for (int i = 0; i < nin; i++) {
     const dle_tensor *x = ins[i];
     if (x->dtype != dt)
-      return dle_error("fused: input %d is %s, expected %s", i + 1, dle_dtype_name(x->dtype), dle_dtype_name(dt));
-    if (dle_tensor_device(x).type != DLE_CPU) return dle_error("fused: input %d is not on the CPU", i + 1);
+      return dle_error("fused: input %d is %s, expected %s", i + 1, dle_dtype_name(x->dtype),
+                       dle_dtype_name(dt));
+    if (dle_tensor_device(x).type != DLE_CPU)
+      return dle_error("fused: input %d is not on the CPU", i + 1);
     bool fits = x->ndim <= ndim;
     for (int d = 0; fits && d < x->ndim; d++) {
       int64_t s = x->sizes[d], want = sizes[d + ndim - x->ndim];

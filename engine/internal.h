@@ -31,18 +31,26 @@
 int dle_debug_level(void);
 
 /* Release a tensor pointer and set it to NULL (safe on NULL). */
-#define DLE_RELEASE(t) do { dle_tensor_release(t); (t) = NULL; } while (0)
+#define DLE_RELEASE(t)     \
+  do {                     \
+    dle_tensor_release(t); \
+    (t) = NULL;            \
+  } while (0)
 /* Return the status of `call` when it failed. */
-#define DLE_TRY(call) do { if ((call) != DLE_OK) return DLE_ERR; } while (0)
+#define DLE_TRY(call)                     \
+  do {                                    \
+    if ((call) != DLE_OK) return DLE_ERR; \
+  } while (0)
 
 /* Shape text for messages: SHAPE(t) expands to a temporary buffer holding "{2,3}". */
-typedef struct { char s[128]; } dle_shape_buf;
+typedef struct {
+  char s[128];
+} dle_shape_buf;
 #define SHAPE(t) (dle_tensor_shape_str((dle_shape_buf){{0}}.s, 128, (t)))
 
-
 /* dle_tensor_empty for a shape and dtype already known valid (another tensor's): no checks. */
-dle_status dle_tensor_empty_checked(dle_tensor **out, int ndim, const int64_t *sizes, dle_dtype dtype,
-                                    dle_device device);
+dle_status dle_tensor_empty_checked(dle_tensor **out, int ndim, const int64_t *sizes,
+                                    dle_dtype dtype, dle_device device);
 
 /* Gives *out a tensor of the given shape and dtype: allocates when *out is NULL, otherwise checks
  * that the caller's tensor has exactly that shape and dtype. */
@@ -86,8 +94,9 @@ dle_status dle_dispatch_contiguous(dle_op op, dle_tensor **outs, const dle_resul
 /* Per-kind front doors (shape rule + dtype rule + dispatch), one file each under engine/ops/. */
 typedef dle_status (*dle_forward_fn)(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                                      const dle_attrs *attrs);
-#define DLE_KIND(ID, name, front)                                                                \
-  dle_status dle_forward_##front(dle_op, dle_tensor **, dle_tensor *const *, int, const dle_attrs *);
+#define DLE_KIND(ID, name, front)                                                 \
+  dle_status dle_forward_##front(dle_op, dle_tensor **, dle_tensor *const *, int, \
+                                 const dle_attrs *);
 #include "ops/families.def"
 
 /* 128-bit Philox blocks a random op consumes for n elements of dt (rng.c); the kernels map
@@ -103,7 +112,6 @@ const dle_backend *dle_cpu_backend(void);
 void *dle_cpu_alloc(size_t nbytes);
 void dle_cpu_free(void *p, size_t nbytes);
 
-
 /* ---- hooks of the front door (dle_op_call tests a thread-local each, then hands over) ---- */
 /* autocast (engine/autocast.c) */
 /* True while this thread's autocast is on; the only thing dle_op_call tests when it is off. */
@@ -118,8 +126,8 @@ dle_status dle_autocast_op_call(dle_op op, dle_tensor **outs, dle_tensor *const 
 bool dle_autocast_pause_cache(bool paused);
 /* profile (engine/profile.c) */
 /* Non-NULL while this thread's profiler is on; the only thing dle_op_call tests when it is off. */
-extern _Thread_local __attribute__((tls_model("initial-exec")))
-struct dle_profiler *dle_profiler_on;
+extern _Thread_local
+    __attribute__((tls_model("initial-exec"))) struct dle_profiler *dle_profiler_on;
 /* dle_op_call's body, run by the profiler between its measurements (ops.c). */
 dle_status dle_op_call_unprofiled(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                                   const dle_attrs *attrs);

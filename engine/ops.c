@@ -8,7 +8,8 @@
 #include <string.h>
 
 const dle_op_info dle_op_table[DLE_NUM_OPS] = {
-#define DLE_OP(id, nm, ni, no, k, fl) [DLE_OP_##id] = {.name = nm, .nin = ni, .nout = no, .kind = k, .flags = fl},
+#define DLE_OP(id, nm, ni, no, k, fl) \
+  [DLE_OP_##id] = {.name = nm, .nin = ni, .nout = no, .kind = k, .flags = fl},
 #include "ops.def"
 };
 
@@ -25,7 +26,6 @@ const char *dle_op_kind_name(dle_op_kind kind) {
   };
   return (unsigned)kind < DLE_NUM_KINDS ? names[kind] : NULL;
 }
-
 
 dle_op dle_op_by_name(const char *name) {
   for (int i = 0; i < DLE_NUM_OPS; i++)
@@ -51,7 +51,8 @@ static void trace_op(const dle_op_info *info, dle_tensor *const *ins, int nin) {
 }
 
 static bool is_elementwise(dle_op_kind k) {
-  return k == DLE_KIND_UNARY || k == DLE_KIND_BINARY || k == DLE_KIND_COMPARE || k == DLE_KIND_WHERE;
+  return k == DLE_KIND_UNARY || k == DLE_KIND_BINARY || k == DLE_KIND_COMPARE ||
+         k == DLE_KIND_WHERE;
 }
 
 /* An output too large to allocate: the message names the op, not the allocator. */
@@ -70,7 +71,8 @@ static void name_allocation_failure(const dle_op_info *info) {
 dle_status dle_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                        const dle_attrs *attrs) {
   if (__builtin_expect(dle_autocast_on, 0)) return dle_autocast_op_call(op, outs, ins, nin, attrs);
-  if (__builtin_expect(dle_tracer_on != NULL, 0)) return dle_trace_op_call(op, outs, ins, nin, attrs);
+  if (__builtin_expect(dle_tracer_on != NULL, 0))
+    return dle_trace_op_call(op, outs, ins, nin, attrs);
   if (__builtin_expect(dle_profiler_on != NULL, 0))
     return dle_profile_op_call(op, outs, ins, nin, attrs);
   return dle_op_call_unprofiled(op, outs, ins, nin, attrs);
@@ -105,9 +107,11 @@ static const dle_tensor *small_lane_shape(dle_op op, const dle_op_info *info, dl
   return x;
 }
 
-static dle_status small_lane(dle_op op, const dle_op_info *info, const dle_tensor *x, dle_tensor **out,
-                             dle_tensor *const *ins, int nin, const dle_attrs *attrs) {
-  dle_status st = dle_tensor_empty_checked(out, x->ndim, x->sizes, x->dtype, (dle_device){DLE_CPU, 0});
+static dle_status small_lane(dle_op op, const dle_op_info *info, const dle_tensor *x,
+                             dle_tensor **out, dle_tensor *const *ins, int nin,
+                             const dle_attrs *attrs) {
+  dle_status st =
+      dle_tensor_empty_checked(out, x->ndim, x->sizes, x->dtype, (dle_device){DLE_CPU, 0});
   if (st != DLE_OK) {
     name_allocation_failure(info);
     return st;
@@ -139,16 +143,19 @@ dle_status dle_op_call_unprofiled(dle_op op, dle_tensor **outs, dle_tensor *cons
   bool grad_on = dle_grad_enabled();
   for (int k = 0; k < nout; k++)
     if (given[k] && grad_on && outs[k]->requires_grad && !outs[k]->grad_fn)
-      return dle_error("%s: a leaf tensor that requires grad (shape %s) cannot be written in place; "
-                       "do it under no_grad or on a detached tensor", info->name, SHAPE(outs[k]));
+      return dle_error(
+          "%s: a leaf tensor that requires grad (shape %s) cannot be written in place; "
+          "do it under no_grad or on a detached tensor",
+          info->name, SHAPE(outs[k]));
   bool record = dle_autograd_wants(op, ins, nin);
   for (int k = 0; k < nout; k++)
     if (given[k] && grad_on && (record || outs[k]->requires_grad) &&
         (outs[k]->storage->grad_views || (record && outs[k]->is_view)))
-      return dle_error("%s: recording an in-place write into a view, or into a tensor whose "
-                       "storage a recorded view shares (shape %s), is not supported: the other "
-                       "views' gradients would be wrong; write into a clone or under no_grad",
-                       info->name, SHAPE(outs[k]));
+      return dle_error(
+          "%s: recording an in-place write into a view, or into a tensor whose "
+          "storage a recorded view shares (shape %s), is not supported: the other "
+          "views' gradients would be wrong; write into a clone or under no_grad",
+          info->name, SHAPE(outs[k]));
   bool tangents = dle_forward_ad_wants(ins, nin);
   if (!record && !tangents && nout == 1 && !given[0] && is_elementwise(info->kind)) {
     /* The commonest call, kept short: with nothing to record and no tangent, an elementwise
@@ -215,9 +222,10 @@ dle_status dle_dispatch(dle_op op, dle_tensor *const *outs, int nout, dle_tensor
   if (!b) return dle_error("%s: %s", fn, dle_backend_unavailable_reason(dev.type));
   if (!b->kernels[op]) {
     char buf[32];
-    return dle_error("%s: not supported on device %s (the %s backend has no kernel for this op; "
-                     "move the tensors to the CPU with :cpu())", fn, dle_device_str(buf, sizeof buf, dev),
-                     b->name);
+    return dle_error(
+        "%s: not supported on device %s (the %s backend has no kernel for this op; "
+        "move the tensors to the CPU with :cpu())",
+        fn, dle_device_str(buf, sizeof buf, dev), b->name);
   }
   for (int i = 0; i < nout; i++) dle_tensor_bump_version(outs[i]);
   return b->kernels[op](op, outs, ins, nin, attrs);
@@ -244,14 +252,17 @@ dle_status dle_dispatch_contiguous(dle_op op, dle_tensor **outs, const dle_resul
     dle_tensor_release(c);
   }
   for (int k = 0; k < nout && st == DLE_OK; k++)
-    st = dle_tensor_empty(&r[k], res[k].ndim, res[k].sizes, res[k].dtype, dle_tensor_device(ins[0]));
+    st =
+        dle_tensor_empty(&r[k], res[k].ndim, res[k].sizes, res[k].dtype, dle_tensor_device(ins[0]));
   if (st == DLE_OK) st = dle_dispatch(op, r, nout, cin, nin, a);
   for (int k = 0; k < nout && st == DLE_OK; k++)
     if (outs[k]) st = dle_copy_(outs[k], r[k]);
   for (int i = 0; i < nin; i++) dle_tensor_release(cin[i]);
   for (int k = 0; k < nout; k++) {
-    if (st == DLE_OK && !outs[k]) outs[k] = r[k];
-    else dle_tensor_release(r[k]);
+    if (st == DLE_OK && !outs[k])
+      outs[k] = r[k];
+    else
+      dle_tensor_release(r[k]);
   }
   return st;
 }

@@ -3,7 +3,6 @@
  * step of the param's device backend), then version bumps. */
 #include "internal.h"
 
-
 /* The dtype optimizer state must have for a param of dtype dt (the kernels' compute type). */
 static dle_dtype state_dtype(dle_dtype dt) { return dt == DLE_F64 ? DLE_F64 : DLE_F32; }
 
@@ -43,15 +42,15 @@ static dle_status check_state(const char *fn, const char *what, const dle_tensor
   dle_device ds = dle_tensor_device(s), dp = dle_tensor_device(p);
   if (ds.type != dp.type || ds.index != dp.index) {
     char b1[32], b2[32];
-    return dle_error("%s: %s is on %s, the param on %s", fn, what, dle_device_str(b1, sizeof b1, ds),
-                     dle_device_str(b2, sizeof b2, dp));
+    return dle_error("%s: %s is on %s, the param on %s", fn, what,
+                     dle_device_str(b1, sizeof b1, ds), dle_device_str(b2, sizeof b2, dp));
   }
   if (!dle_shape_equal(p->ndim, p->sizes, s->ndim, s->sizes))
     return dle_error("%s: %s has shape %s, param has shape %s", fn, what, SHAPE(s), SHAPE(p));
   dle_dtype want = state_dtype(p->dtype);
   if (s->dtype != want)
-    return dle_error("%s: %s is %s, expected %s for a %s param", fn, what,
-                     dle_dtype_name(s->dtype), dle_dtype_name(want), dle_dtype_name(p->dtype));
+    return dle_error("%s: %s is %s, expected %s for a %s param", fn, what, dle_dtype_name(s->dtype),
+                     dle_dtype_name(want), dle_dtype_name(p->dtype));
   if (!dle_tensor_is_contiguous(s))
     return dle_error("%s: %s of shape %s must be contiguous", fn, what, SHAPE(s));
   if (s->requires_grad)
@@ -84,14 +83,16 @@ static dle_status device_kernels(const char *fn, const dle_tensor *p, const dle_
   char buf[32];
   const dle_backend *b = dle_backend_get(d.type);
   if (!b) return dle_error("%s: %s", fn, dle_backend_unavailable_reason(d.type));
-  if (!b->optim) return dle_error("%s: no fused kernel for device %s", fn, dle_device_str(buf, sizeof buf, d));
+  if (!b->optim)
+    return dle_error("%s: no fused kernel for device %s", fn, dle_device_str(buf, sizeof buf, d));
   *k = b->optim;
   return DLE_OK;
 }
 
 static bool finite_nonneg(double x) { return x >= 0 && isfinite(x); }
 
-dle_status dle_sgd_step(dle_tensor *param, dle_tensor *grad, dle_tensor *buf, const dle_sgd_opts *o) {
+dle_status dle_sgd_step(dle_tensor *param, dle_tensor *grad, dle_tensor *buf,
+                        const dle_sgd_opts *o) {
   const char *fn = "sgd_step";
   DLE_TRY(check_param_grad(fn, param, grad));
   if (!o) return dle_error("%s: options are missing", fn);
@@ -101,8 +102,10 @@ dle_status dle_sgd_step(dle_tensor *param, dle_tensor *grad, dle_tensor *buf, co
     DLE_TRY(check_state(fn, "momentum_buffer", buf, param, seen, 2));
   }
   if (o->nesterov && (o->momentum <= 0 || o->dampening != 0))
-    return dle_error("%s: nesterov needs momentum > 0 and dampening 0 (got momentum %g, "
-                     "dampening %g)", fn, o->momentum, o->dampening);
+    return dle_error(
+        "%s: nesterov needs momentum > 0 and dampening 0 (got momentum %g, "
+        "dampening %g)",
+        fn, o->momentum, o->dampening);
   int64_t n = dle_tensor_numel(param);
   bool use_buf = o->momentum != 0;
   const dle_optim_kernels *k;
@@ -111,8 +114,8 @@ dle_status dle_sgd_step(dle_tensor *param, dle_tensor *grad, dle_tensor *buf, co
   void *pb = use_buf ? dle_tensor_data(buf) : NULL;
   DLE_TRY(k->sgd(param->storage->device.index, param->dtype, n, dle_tensor_data(param),
                  dle_tensor_data(grad), pb, o));
-  profile_step(DLE_PROF_SGD_STEP, t0, param, use_buf, 2 + weight_decay_flops(o->weight_decay) +
-               (use_buf ? 3 + (o->nesterov ? 2 : 0) : 0));
+  profile_step(DLE_PROF_SGD_STEP, t0, param, use_buf,
+               2 + weight_decay_flops(o->weight_decay) + (use_buf ? 3 + (o->nesterov ? 2 : 0) : 0));
   dle_tensor_bump_version(param);
   if (use_buf) dle_tensor_bump_version(buf);
   return DLE_OK;
@@ -169,7 +172,8 @@ dle_status dle_rmsprop_step(dle_tensor *param, dle_tensor *grad, dle_tensor *squ
 }
 
 dle_status dle_adam_step(dle_tensor *param, dle_tensor *grad, dle_tensor *exp_avg,
-                         dle_tensor *exp_avg_sq, dle_tensor *max_exp_avg_sq, const dle_adam_opts *o) {
+                         dle_tensor *exp_avg_sq, dle_tensor *max_exp_avg_sq,
+                         const dle_adam_opts *o) {
   const char *fn = o && o->decoupled ? "adamw_step" : "adam_step";
   DLE_TRY(check_param_grad(fn, param, grad));
   if (!o) return dle_error("%s: options are missing", fn);
@@ -189,8 +193,8 @@ dle_status dle_adam_step(dle_tensor *param, dle_tensor *grad, dle_tensor *exp_av
   DLE_TRY(k->adam(param->storage->device.index, param->dtype, n, dle_tensor_data(param),
                   dle_tensor_data(grad), dle_tensor_data(exp_avg), dle_tensor_data(exp_avg_sq),
                   vmax, o));
-  profile_step(o->decoupled ? DLE_PROF_ADAMW_STEP : DLE_PROF_ADAM_STEP, t0, param,
-               2 + o->amsgrad, 13 + weight_decay_flops(o->weight_decay) + o->amsgrad);
+  profile_step(o->decoupled ? DLE_PROF_ADAMW_STEP : DLE_PROF_ADAM_STEP, t0, param, 2 + o->amsgrad,
+               13 + weight_decay_flops(o->weight_decay) + o->amsgrad);
   dle_tensor_bump_version(param);
   dle_tensor_bump_version(exp_avg);
   dle_tensor_bump_version(exp_avg_sq);

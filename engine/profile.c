@@ -2,7 +2,6 @@
  * the measured wrapper dle_op_call switches to while a profiler is on. */
 #include "internal.h"
 
-
 #include <stdlib.h>
 
 struct dle_profiler {
@@ -59,8 +58,8 @@ int64_t dle_profile_data_bytes(const dle_tensor *t) {
   return t ? distinct_elements(t) * (int64_t)dle_dtype_size(t->dtype) : 0;
 }
 
-static int64_t bytes_moved(const dle_op_info *info, dle_tensor *const *outs,
-                           dle_tensor *const *ins, int nin) {
+static int64_t bytes_moved(const dle_op_info *info, dle_tensor *const *outs, dle_tensor *const *ins,
+                           int nin) {
   if (info->kind == DLE_KIND_VIEW) return 0;
   int64_t b = 0;
   for (int i = 0; i < nin; i++) b += dle_profile_data_bytes(ins[i]);

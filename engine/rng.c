@@ -44,8 +44,8 @@ void dle_philox(uint64_t seed, uint64_t block, uint32_t out[4]) {
   philox_rounds((uint32_t)block, (uint32_t)(block >> 32), 0, 0, seed, out);
 }
 
-/* Blocks first .. first+n-1 at once: the kernels' form (about 1.6x faster per block than calls
- * to dle_philox, which serialise on one block's dependency chain). */
+/* Blocks first .. first+n-1 at once: the kernels' form (faster per block than calls to
+ * dle_philox, which serialise on one block's dependency chain). */
 void dle_philox_blocks(uint64_t seed, uint64_t first, int64_t n, uint32_t (*out)[4]) {
   for (int64_t i = 0; i < n; i++) {
     uint64_t b = first + (uint64_t)i;
@@ -84,7 +84,7 @@ dle_status dle_randperm(dle_tensor **out, int64_t n, int64_t base, dle_generator
   int64_t *p = dle_tensor_data(*out);
   for (int64_t i = 0; i < n; i++) p[i] = base + i;
   uint64_t offset = g->offset;
-  g->offset += (uint64_t)(n > 1 ? n / 2 : 0);  /* ceil((n - 1) / 2) blocks */
+  g->offset += (uint64_t)(n > 1 ? n / 2 : 0); /* ceil((n - 1) / 2) blocks */
   uint32_t w[4];
   for (int64_t k = 0; k + 1 < n; k++) {
     if (k % 2 == 0) dle_philox(g->seed, offset + (uint64_t)(k / 2), w);

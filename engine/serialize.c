@@ -1,7 +1,7 @@
 /* serialize.c — raw tensor bytes between stdio files and tensor memory (see serialize.h).
  * The data is moved with one fwrite/fread per tensor, no intermediate copies for contiguous
  * CPU tensors. Files are little-endian; on a big-endian host the bytes are swapped. */
-#define _POSIX_C_SOURCE 200809L
+#define _POSIX_C_SOURCE   200809L
 #define _FILE_OFFSET_BITS 64
 #include "internal.h"
 
@@ -59,7 +59,8 @@ dle_status dle_serialize_write(FILE *f, dle_tensor *t, uint64_t *nbytes, const c
     uint8_t *swapped = NULL;
     if (host_is_big_endian() && elsize > 1) {
       swapped = malloc(bytes);
-      if (!swapped) st = dle_error("%s: out of memory (%zu bytes)", what, bytes);
+      if (!swapped)
+        st = dle_error("%s: out of memory (%zu bytes)", what, bytes);
       else {
         memcpy(swapped, src, bytes);
         swap_bytes(swapped, n, elsize);
@@ -84,7 +85,8 @@ dle_status dle_serialize_read(dle_tensor **out, FILE *f, uint64_t offset, int nd
   size_t elsize = dle_dtype_size(dtype);
   uint64_t numel = 1;
   for (int i = 0; i < ndim; i++) {
-    if (sizes[i] < 0) return dle_error("%s: negative size %lld in a tensor shape", what, (long long)sizes[i]);
+    if (sizes[i] < 0)
+      return dle_error("%s: negative size %lld in a tensor shape", what, (long long)sizes[i]);
     if (sizes[i] != 0 && numel > (UINT64_MAX / 16) / (uint64_t)sizes[i])
       return dle_error("%s: tensor shape too large", what);
     numel *= (uint64_t)sizes[i];
@@ -109,7 +111,8 @@ dle_status dle_serialize_read(dle_tensor **out, FILE *f, uint64_t offset, int nd
       return dle_error("%s: truncated data: read %zu of %llu bytes at offset %llu", what, got,
                        (unsigned long long)bytes, (unsigned long long)offset);
     }
-    if ((swap != 0) != (host_is_big_endian() != 0)) swap_bytes(dle_tensor_data(t), (size_t)numel, elsize);
+    if ((swap != 0) != (host_is_big_endian() != 0))
+      swap_bytes(dle_tensor_data(t), (size_t)numel, elsize);
   }
   *out = t;
   return DLE_OK;
@@ -153,8 +156,10 @@ dle_status dle_serialize_remove_stale(const char *path, int *removed, const char
   size_t dlen = slash ? (size_t)(slash - path) : 0;
   char *dir = malloc(dlen + 2);
   if (!dir) return dle_error("%s: out of memory", what);
-  if (!slash) strcpy(dir, ".");
-  else if (dlen == 0) strcpy(dir, "/");
+  if (!slash)
+    strcpy(dir, ".");
+  else if (dlen == 0)
+    strcpy(dir, "/");
   else {
     memcpy(dir, path, dlen);
     dir[dlen] = 0;
@@ -170,13 +175,17 @@ dle_status dle_serialize_remove_stale(const char *path, int *removed, const char
   while ((e = readdir(d)) != NULL) {
     long pid = temp_pid(e->d_name, base);
     if (pid <= 0 || pid == (long)getpid()) continue;
-    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;   /* alive, or not ours to judge */
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive, or not ours to judge */
     size_t len = strlen(dir) + strlen(e->d_name) + 2;
     char *full = malloc(len);
-    if (!full) { st = dle_error("%s: out of memory", what); break; }
+    if (!full) {
+      st = dle_error("%s: out of memory", what);
+      break;
+    }
     snprintf(full, len, "%s/%s", dir, e->d_name);
-    if (unlink(full) == 0) (*removed)++;
-    else if (errno != ENOENT)   /* another process may have removed it first */
+    if (unlink(full) == 0)
+      (*removed)++;
+    else if (errno != ENOENT) /* another process may have removed it first */
       st = dle_error("%s: cannot remove the stale temp file %s (%s)", what, full, strerror(errno));
     free(full);
     if (st != DLE_OK) break;

@@ -26,11 +26,13 @@ static _Thread_local DLE_HOT_TLS free_header *tensor_headers, *storage_headers;
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("no-tree-loop-distribute-patterns")))
 #endif
-static void zero_header(void *p, size_t size) {
+static void
+zero_header(void *p, size_t size) {
   uint64_t *w = p;
   for (size_t i = 0; i < size / sizeof *w; i++) w[i] = 0;
 }
-_Static_assert(sizeof(dle_tensor) % 8 == 0 && sizeof(dle_storage) % 8 == 0, "headers are whole words");
+_Static_assert(sizeof(dle_tensor) % 8 == 0 && sizeof(dle_storage) % 8 == 0,
+               "headers are whole words");
 
 static void *header_alloc(free_header **list, size_t size) {
   free_header *p = *list;
@@ -42,7 +44,10 @@ static void *header_alloc(free_header **list, size_t size) {
 
 static void header_free(free_header **list, void *p) {
   if (!p) return;
-  if (!DLE_RECYCLE) { free(p); return; }
+  if (!DLE_RECYCLE) {
+    free(p);
+    return;
+  }
   free_header *h = p;
   h->next = *list;
   *list = h;
@@ -50,7 +55,10 @@ static void header_free(free_header **list, void *p) {
 
 static dle_storage *storage_new(size_t nbytes, dle_device dev) {
   dle_storage *s = header_alloc(&storage_headers, sizeof *s);
-  if (!s) { dle_error("out of memory allocating a storage header"); return NULL; }
+  if (!s) {
+    dle_error("out of memory allocating a storage header");
+    return NULL;
+  }
   if (dev.type == DLE_CPU) {
     s->data = dle_cpu_alloc(nbytes);
   } else {
@@ -58,7 +66,8 @@ static dle_storage *storage_new(size_t nbytes, dle_device dev) {
     if (!b) {
       char buf[32];
       header_free(&storage_headers, s);
-      dle_error("%s: %s", dle_device_str(buf, sizeof buf, dev), dle_backend_unavailable_reason(dev.type));
+      dle_error("%s: %s", dle_device_str(buf, sizeof buf, dev),
+                dle_backend_unavailable_reason(dev.type));
       return NULL;
     }
     s->data = b->alloc(nbytes, dev.index);
@@ -83,8 +92,10 @@ static dle_storage *storage_new(size_t nbytes, dle_device dev) {
 
 static void storage_release(dle_storage *s) {
   if (!s || --s->refcount > 0) return;
-  if (s->release) s->release(s->release_ctx, s->data, s->nbytes);
-  else if (s->device.type == DLE_CPU) dle_cpu_free(s->data, s->nbytes);
+  if (s->release)
+    s->release(s->release_ctx, s->data, s->nbytes);
+  else if (s->device.type == DLE_CPU)
+    dle_cpu_free(s->data, s->nbytes);
   else {
     const dle_backend *b = dle_backend_get(s->device.type);
     if (b) b->free(s->data, s->nbytes, s->device.index);
@@ -127,7 +138,8 @@ static dle_status check_sizes(const char *fn, int ndim, const int64_t *sizes) {
      * products of its other sizes ({0, 2^40, 2^40} would overflow them). */
     if (__builtin_mul_overflow(n, sizes[d] ? sizes[d] : 1, &n) || n > INT64_MAX / 16) {
       char buf[128];
-      return dle_error("%s: shape %s has too many elements", fn, dle_shape_str(buf, sizeof buf, ndim, sizes));
+      return dle_error("%s: shape %s has too many elements", fn,
+                       dle_shape_str(buf, sizeof buf, ndim, sizes));
     }
   }
   return DLE_OK;
@@ -135,8 +147,10 @@ static dle_status check_sizes(const char *fn, int ndim, const int64_t *sizes) {
 
 static dle_tensor *header_new(void) {
   dle_tensor *t = header_alloc(&tensor_headers, sizeof *t);
-  if (!t) dle_error("out of memory allocating a tensor header");
-  else t->refcount = 1;
+  if (!t)
+    dle_error("out of memory allocating a tensor header");
+  else
+    t->refcount = 1;
   return t;
 }
 
@@ -153,13 +167,15 @@ static char *format_bytes(char *buf, size_t n, size_t bytes) {
   double v = (double)bytes;
   int u = 0;
   while (v >= 1000 && u < 5) v /= 1000, u++;
-  if (u == 0) snprintf(buf, n, "%zu bytes", bytes);
-  else snprintf(buf, n, "%.1f %s", v, units[u]);
+  if (u == 0)
+    snprintf(buf, n, "%zu bytes", bytes);
+  else
+    snprintf(buf, n, "%.1f %s", v, units[u]);
   return buf;
 }
 
-dle_status dle_tensor_empty_checked(dle_tensor **out, int ndim, const int64_t *sizes, dle_dtype dtype,
-                                    dle_device device) {
+dle_status dle_tensor_empty_checked(dle_tensor **out, int ndim, const int64_t *sizes,
+                                    dle_dtype dtype, dle_device device) {
   dle_tensor *t = header_new();
   if (!t) return DLE_ERR;
   size_t nbytes = (size_t)dle_shape_numel(ndim, sizes) * dle_dtype_size(dtype);
@@ -168,12 +184,13 @@ dle_status dle_tensor_empty_checked(dle_tensor **out, int ndim, const int64_t *s
     header_free(&tensor_headers, t);
     /* no function name: the binding puts the user's function before it ("randn: allocating ...") */
     char buf[128], why[256], size[32], limit[32], used[32];
-    snprintf(why, sizeof why, "%s", dle_last_error());  /* dle_error overwrites it */
+    snprintf(why, sizeof why, "%s", dle_last_error()); /* dle_error overwrites it */
     dle_shape_str(buf, sizeof buf, ndim, sizes);
     format_bytes(size, sizeof size, nbytes);
     if (device.type == DLE_CPU && dle_memory_over_limit(nbytes))
       return dle_error("allocating %s %s (%s) would exceed the memory limit of %s (in use %s)", buf,
-                       dle_dtype_name(dtype), size, format_bytes(limit, sizeof limit, dle_memory_limit()),
+                       dle_dtype_name(dtype), size,
+                       format_bytes(limit, sizeof limit, dle_memory_limit()),
                        format_bytes(used, sizeof used, dle_memory_allocated()));
     return dle_error("cannot allocate %s %s (%s): %s", buf, dle_dtype_name(dtype), size, why);
   }
@@ -190,9 +207,15 @@ static void extent(int ndim, const int64_t *sizes, const int64_t *strides, int64
                    int64_t *lo, int64_t *hi) {
   *lo = *hi = offset;
   for (int d = 0; d < ndim; d++) {
-    if (sizes[d] == 0) { *hi = *lo; return; }
+    if (sizes[d] == 0) {
+      *hi = *lo;
+      return;
+    }
     int64_t span = (sizes[d] - 1) * strides[d];
-    if (span < 0) *lo += span; else *hi += span;
+    if (span < 0)
+      *lo += span;
+    else
+      *hi += span;
   }
   *hi += 1;
 }
@@ -204,8 +227,8 @@ static dle_status check_in_storage(const char *fn, size_t nbytes, dle_dtype dt, 
   if (lo == hi) return DLE_OK;
   if (lo < 0 || (uint64_t)hi * dle_dtype_size(dt) > nbytes) {
     char buf[128];
-    return dle_error("%s: geometry %s with offset %lld reaches outside its storage of %zu bytes", fn,
-                     dle_shape_str(buf, sizeof buf, ndim, sizes), (long long)offset, nbytes);
+    return dle_error("%s: geometry %s with offset %lld reaches outside its storage of %zu bytes",
+                     fn, dle_shape_str(buf, sizeof buf, ndim, sizes), (long long)offset, nbytes);
   }
   return DLE_OK;
 }
@@ -219,8 +242,10 @@ dle_status dle_tensor_from_memory(dle_tensor **out, void *data, size_t nbytes, i
                                   void (*release)(void *, void *, size_t), void *release_ctx) {
   DLE_TRY(check_sizes("from_memory", ndim, sizes));
   int64_t st[DLE_MAX_DIMS];
-  if (!strides) dle_contiguous_strides(ndim, sizes, st);
-  else copy_dims(st, strides, ndim);
+  if (!strides)
+    dle_contiguous_strides(ndim, sizes, st);
+  else
+    copy_dims(st, strides, ndim);
   DLE_TRY(check_in_storage("from_memory", nbytes, dtype, ndim, sizes, st, 0));
   dle_tensor *t = header_new();
   dle_storage *s = header_alloc(&storage_headers, sizeof *s);
@@ -230,8 +255,12 @@ dle_status dle_tensor_from_memory(dle_tensor **out, void *data, size_t nbytes, i
     return dle_error("out of memory");
   }
   /* A NULL release means "never freed by dle": a no-op keeps storage_release from free()ing. */
-  *s = (dle_storage){.data = data, .nbytes = nbytes, .refcount = 1, .device = DLE_DEVICE_CPU,
-                     .release = release ? release : release_nothing, .release_ctx = release_ctx};
+  *s = (dle_storage){.data = data,
+                     .nbytes = nbytes,
+                     .refcount = 1,
+                     .device = DLE_DEVICE_CPU,
+                     .release = release ? release : release_nothing,
+                     .release_ctx = release_ctx};
   t->storage = s;
   t->ndim = ndim;
   t->dtype = dtype;
@@ -244,7 +273,8 @@ dle_status dle_tensor_from_memory(dle_tensor **out, void *data, size_t nbytes, i
 dle_status dle_tensor_as_strided(dle_tensor **out, const dle_tensor *src, int ndim,
                                  const int64_t *sizes, const int64_t *strides, int64_t offset) {
   DLE_TRY(check_sizes("as_strided", ndim, sizes));
-  DLE_TRY(check_in_storage("as_strided", src->storage->nbytes, src->dtype, ndim, sizes, strides, offset));
+  DLE_TRY(check_in_storage("as_strided", src->storage->nbytes, src->dtype, ndim, sizes, strides,
+                           offset));
   dle_tensor *t = header_new();
   if (!t) return DLE_ERR;
   t->storage = src->storage;
@@ -258,7 +288,9 @@ dle_status dle_tensor_as_strided(dle_tensor **out, const dle_tensor *src, int nd
   return DLE_OK;
 }
 
-void dle_tensor_retain(dle_tensor *t) { if (t) t->refcount++; }
+void dle_tensor_retain(dle_tensor *t) {
+  if (t) t->refcount++;
+}
 
 void dle_tensor_release(dle_tensor *t) {
   if (!t || --t->refcount > 0) return;
@@ -276,8 +308,8 @@ bool dle_tensor_is_contiguous(const dle_tensor *t) {
   bool dense = true;
   for (int d = t->ndim - 1; d >= 0; d--) {
     int64_t n = t->sizes[d];
-    if (n == 0) return true;   /* no element to be out of place */
-    if (n != 1 && t->strides[d] != st) dense = false;   /* a size-1 dim's stride is irrelevant */
+    if (n == 0) return true;                          /* no element to be out of place */
+    if (n != 1 && t->strides[d] != st) dense = false; /* a size-1 dim's stride is irrelevant */
     st *= n;
   }
   return dense;

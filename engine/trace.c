@@ -2,7 +2,6 @@
  * it was on, and the notes that make a trace unsafe to replay. */
 #include "internal.h"
 
-
 #include <stdarg.h>
 #include <stdlib.h>
 
@@ -83,8 +82,9 @@ dle_status dle_trace_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *in
    * for the graph, not a write into something that existed before. */
   bool fresh = given && outs[0]->storage->version == 0 && !outs[0]->grad_fn;
   for (int k = 1; info && k < info->nout; k++)
-    if (outs[k]) dle_trace_note_unsafe("%s: an output given for result %d is not traced", info->name, k + 1);
-  dle_tracer_on = NULL;  /* the op's own inner ops are part of it */
+    if (outs[k])
+      dle_trace_note_unsafe("%s: an output given for result %d is not traced", info->name, k + 1);
+  dle_tracer_on = NULL; /* the op's own inner ops are part of it */
   dle_status st = dle_op_call(op, outs, ins, nin, attrs);
   dle_tracer_on = t;
   if (st == DLE_OK) append(t, (int)op, attrs, ins, nin, outs, info->nout, given, fresh);

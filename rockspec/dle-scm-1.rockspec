@@ -42,7 +42,7 @@ local c_sources = {
 local lua_files = {
   "amp", "autograd", "check", "checkpoint", "einsum", "profile", "repl", "tensor",
   "io/init", "io/common", "io/json", "io/atomic", "io/dle_format", "io/npy", "io/safetensors",
-  "data/init", "data/DataLoader", "data/TextCorpus",
+  "data/init", "data/data_loader", "data/text_corpus",
   "nn/init", "nn/module", "nn/functional", "nn/weight_init", "nn/utils", "nn/linear", "nn/sequential",
   "nn/activations", "nn/flatten", "nn/dropout", "nn/embedding", "nn/layer_norm", "nn/losses",
   "nn/attention", "nn/transformer", "nn/batch_norm", "nn/conv", "nn/functional_conv",

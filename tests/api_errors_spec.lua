@@ -55,7 +55,8 @@ describe("API errors", function()
     assert.is_true(#targets > 400, #targets .. " targets")
   end)
 
-  it("every wrong argument, in each position, gives 'name: ...' at the caller's line, never Lua's own errors", function()
+  it("every wrong argument, in each position, gives 'name: ...' at the caller's line, never Lua's own errors",
+     function()
     local problems = W.walk(targets)
     local lines = {}
     for i = 1, math.min(#problems, 20) do lines[i] = W.format(problems[i]) end
@@ -130,7 +131,8 @@ describe("API errors", function()
         {function() return a:to(5) end, "to: argument #1 must be a string, got number 5"},
         {function() return dle.where(1, a, a) end, "where: argument #1 must be a tensor, got number 1"},
         {function() return dle.log(true) end, "log: argument #1 must be a tensor, got boolean"},
-        {function() return dle.set_grad_enabled(1) end, "set_grad_enabled: argument #1 must be a boolean, got number 1"},
+        {function() return dle.set_grad_enabled(1) end,
+         "set_grad_enabled: argument #1 must be a boolean, got number 1"},
       }
       for _, c in ipairs(cases) do
         local ok, msg = pcall(c[1])
@@ -200,7 +202,8 @@ describe("API errors", function()
       local ok, msg = pcall(dle.data.idx, p)
       dle.set_memory_limit(nil)
       assert.is_false(ok)
-      assert.is_truthy(msg:find("^idx: " .. p:gsub("%p", "%%%0") .. ": allocating {2000,2000} uint8 %(4%.0 MB%) would exceed"), msg)
+      local want = "^idx: " .. p:gsub("%p", "%%%0") .. ": allocating {2000,2000} uint8 %(4%.0 MB%) would exceed"
+      assert.is_truthy(msg:find(want), msg)
       assert.are.same({2000, 2000}, dle.data.idx(p):shape())   -- and loads without the cap
     end)
   end)

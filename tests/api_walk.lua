@@ -130,7 +130,7 @@ function W.walk(targets)
     for pos = first, 3 do
       for _, bv in ipairs(bad_values()) do
         local args, n = {}, 0
-        for p = first, pos - 1 do n = n + 1; args[n] = dle.zeros(2, 3) end
+        for _ = first, pos - 1 do n = n + 1; args[n] = dle.zeros(2, 3) end
         n = n + 1; args[n] = bv[2]
         local s = settings()
         -- straight from pcall: no position, or (check.error's choice) that of the pcall's line

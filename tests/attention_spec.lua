@@ -58,7 +58,7 @@ local function ref_batched(q, k, v, scale, allowed, bias)
   return out
 end
 
-local function all(...) return true end
+local function all() return true end
 
 
 describe("attention operands read in place", function()
@@ -73,8 +73,10 @@ describe("attention operands read in place", function()
       assert.is_false(q:is_contiguous())
       local o, p = dle.sdpa(q, k, v, {causal = true})
       local o2, p2 = dle.sdpa(q:contiguous(), k:contiguous(), v:contiguous(), {causal = true})
-      H.assert_close(o, o2:totable(), {atol = dt == "float32" and 1e-6 or 1e-12, rtol = dt == "float32" and 1e-5 or 1e-12})
-      H.assert_close(p, p2:totable(), {atol = dt == "float32" and 1e-6 or 1e-12, rtol = dt == "float32" and 1e-5 or 1e-12})
+      H.assert_close(o, o2:totable(), {atol = dt == "float32" and 1e-6 or 1e-12, rtol = dt == "float32" and 1e-5
+                                       or 1e-12})
+      H.assert_close(p, p2:totable(), {atol = dt == "float32" and 1e-6 or 1e-12, rtol = dt == "float32" and 1e-5
+                                       or 1e-12})
     end
   end)
 
@@ -104,10 +106,11 @@ describe("attention operands read in place", function()
                       {L = 100, S = 200}, {L = 129, S = 70}, {L = 130, S = 130, dtype = "float32"},
                       {L = 65, S = 65, dtype = "float32", E = 37}, {L = 100, S = 200, dtype = "float32"}}) do
     local dt = c.dtype or "float64"
-    it(string.format("causal blocks: L = %d, S = %d, %s, with a bool mask, forward and gradients", c.L, c.S, dt), function()
+    it(string.format("causal blocks: L = %d, S = %d, %s, with a bool mask, forward and gradients", c.L, c.S, dt),
+       function()
       local o64 = {dtype = dt}
-      local E = c.E or 5
-      local q, k, v = dle.randn(2, c.L, E, o64), dle.randn(2, c.S, E, o64), dle.randn(2, c.S, 3, o64)
+      local e = c.E or 5
+      local q, k, v = dle.randn(2, c.L, e, o64), dle.randn(2, c.S, e, o64), dle.randn(2, c.S, 3, o64)
       local keep = dle.rand(c.L, c.S, o64):gt(0.2)
       local g = dle.randn(2, c.L, 3, o64)
       local function grads(f)
@@ -117,9 +120,11 @@ describe("attention operands read in place", function()
         return out, p, qq.grad, kk.grad, vv.grad
       end
       local causal = dle.ones(c.L, c.S, {dtype = "bool"}):tril()
-      local out, p, dq, dk, dv = grads(function(a, b, c_) return dle.sdpa(a, b, c_, {mask = keep, causal = true, scale = 0.4}) end)
+      local out, p, dq, dk, dv = grads(function(a, b, c_) return dle.sdpa(a, b, c_,
+          {mask = keep, causal = true, scale = 0.4}) end)
       local rout, rp, rdq, rdk, rdv = grads(function(a, b, c_)
-        local sc = (a:matmul(b:transpose(2, 3)) * 0.4):masked_fill(dle.where(causal, keep, causal):logical_not(), -math.huge)
+        local sc = (a:matmul(b:transpose(2, 3)) * 0.4):masked_fill(dle.where(causal, keep, causal):logical_not(),
+                                                                   -math.huge)
         local pr = sc:softmax(3)
         pr = pr:masked_fill(pr:ne(pr), 0)   -- rows with no allowed key: zeros, as sdpa gives
         return pr:matmul(c_), pr
@@ -197,7 +202,8 @@ describe("scaled_dot_product_attention", function()
     H.assert_close(out, want, {rtol = 1e-5, atol = 1e-6})
   end)
 
-  it("ignores future positions with causal = true (changing a later key/value leaves earlier rows unchanged)", function()
+  it("ignores future positions with causal = true (changing a later key/value leaves earlier rows unchanged)",
+     function()
     local sq = dle.randn(1, 2, 6, 4, {dtype = "float64"})
     local sk, sv = dle.randn(1, 2, 6, 4, {dtype = "float64"}), dle.randn(1, 2, 6, 4, {dtype = "float64"})
     local base = F.scaled_dot_product_attention(sq, sk, sv, {causal = true})
@@ -233,11 +239,14 @@ describe("scaled_dot_product_attention", function()
   end)
 
   it("names the function and the shapes on bad input", function()
-    H.assert_error(function() F.scaled_dot_product_attention(dle.zeros(2, 3, 4), dle.zeros(2, 3, 5), dle.zeros(2, 3, 4)) end,
+    H.assert_error(function() F.scaled_dot_product_attention(dle.zeros(2, 3, 4), dle.zeros(2, 3, 5),
+                                                             dle.zeros(2, 3, 4)) end,
       "scaled_dot_product_attention", "{2,3,4}", "{2,3,5}")
-    H.assert_error(function() F.scaled_dot_product_attention(dle.zeros(2, 3, 4), dle.zeros(2, 3, 4), dle.zeros(2, 2, 4)) end,
+    H.assert_error(function() F.scaled_dot_product_attention(dle.zeros(2, 3, 4), dle.zeros(2, 3, 4),
+                                                             dle.zeros(2, 2, 4)) end,
       "scaled_dot_product_attention", "different lengths")
-    H.assert_error(function() F.scaled_dot_product_attention(dle.zeros(3, 4), dle.zeros(3, 4), dle.zeros(3, 4), {mask = dle.ones(5, 5)}) end,
+    H.assert_error(function() F.scaled_dot_product_attention(dle.zeros(3, 4), dle.zeros(3, 4), dle.zeros(3, 4),
+                                                             {mask = dle.ones(5, 5)}) end,
       "scaled_dot_product_attention", "mask {5,5}")
   end)
 end)

@@ -46,8 +46,10 @@ end
 describe("bench_ref (the C reference)", function()
   local exe = build .. "/bin/bench_ref"
 
-  it("prints `task median min max iterations unit` for sgemm, transposed sgemm, copy, triad and the Lua floor", function()
-    local out, err, status = run(q(exe) .. " --threads 1 --reps 5 --target 0.001 sgemm:64:48:32 sgemm_tn:32:48:16 copy:100000 triad:100000 lua_object:1")
+  it("prints `task median min max iterations unit` for sgemm, transposed sgemm, copy, triad and the Lua floor",
+     function()
+    local out, err, status = run(q(exe) .. " --threads 1 --reps 5 --target 0.001 sgemm:64:48:32 sgemm_tn:32:48:16 " ..
+        "copy:100000 triad:100000 lua_object:1")
     assert.are.equal(0, status, err)
     local units = {}
     for line in out:gmatch("[^\n]+") do
@@ -136,10 +138,13 @@ describe("timing.combine (a figure measured in rounds alternating with its refer
     local out = references.combine_rounds({round(1, 10), round(2, 20)}, sum)
     assert.are.same({{label = "torch", seconds = {median = 3}}, {label = "C", rate = {median = 30}},
                      {label = "gone", skipped = "--no-ref"}}, out)
-    local partial = references.combine_rounds({round(1, 10), {{label = "torch", skipped = "error"}, {label = "C", rate = {median = 5}}, {label = "gone", skipped = "x"}}}, sum)
+    local partial = references.combine_rounds({round(1, 10),
+        {{label = "torch", skipped = "error"}, {label = "C", rate = {median = 5}}, {label = "gone", skipped = "x"}}},
+            sum)
     assert.are.same({label = "torch", seconds = {median = 1}}, partial[1])
     assert.are.same({label = "C", rate = {median = 15}}, partial[2])
-    local late = references.combine_rounds({{{label = "torch", skipped = "error"}}, {{label = "torch", seconds = {median = 2}}}}, sum)
+    local late = references.combine_rounds({{{label = "torch", skipped = "error"}},
+                                            {{label = "torch", seconds = {median = 2}}}}, sum)
     assert.are.same({{label = "torch", skipped = "error"}}, late)
   end)
 
@@ -216,7 +221,8 @@ describe("scripts/bench", function()
       local cells = select(2, lines[i]:gsub("|", "|")) - 1
       assert.are.equal(7, cells, lines[i])
     end
-    for _, name in ipairs({"c = a + b, 1-element float32", "matmul 512x512 @ 512x512", "projected epoch (469 steps)"}) do
+    for _, name in ipairs({"c = a + b, 1-element float32", "matmul 512x512 @ 512x512",
+                           "projected epoch (469 steps)"}) do
       assert.truthy(out:find(name, 1, true), name .. " missing from\n" .. out)
     end
 
@@ -290,7 +296,8 @@ describe("scripts/bench", function()
     local headings = {}
     for h in text:gmatch("\n## (%d%d%d%d%-%d%d%-%d%d %d%d:%d%d UTC on [^\n]+)") do headings[#headings + 1] = h end
     assert.are.equal(2, #headings, text)
-    assert.truthy(text:find("`scripts/bench --quick --threads 1 --no-ref --filter add_1elem --markdown=", 1, true), text)
+    assert.truthy(text:find("`scripts/bench --quick --threads 1 --no-ref --filter add_1elem --markdown=", 1, true),
+                  text)
     assert.truthy(text:find("\n%- machine: "), text)
     local _, rows = text:gsub("\n| c = a %+ b, 1%-element float32", "")
     assert.are.equal(2, rows, text)

@@ -97,7 +97,8 @@ describe("BatchNorm1d", function()
     H.assert_close(bn.running_var, {5 / 3, 0})
   end)
 
-  it("without affine has no parameters; without track_running_stats has no buffers and uses batch stats in eval", function()
+  it("without affine has no parameters; without track_running_stats has no buffers and uses batch stats in eval",
+     function()
     local bn = nn.BatchNorm1d(2, {affine = false, track_running_stats = false})
     assert.are.equal(0, #bn:parameters())
     assert.are.equal(0, #bn:named_buffers())
@@ -332,7 +333,8 @@ describe("a small CNN on Fashion-MNIST", function()
       assert.is_true(last < 0.75 * first, string.format("loss did not fall: %.3f -> %.3f", first, last))
       -- eval mode uses the running statistics: accuracy on the seen images is well above chance
       net:eval()
-      local acc = dle.no_grad(function() return net(x:narrow(1, 1, 500)):argmax(2):eq(y:narrow(1, 1, 500)):sum():item() end) / 500
+      local acc = dle.no_grad(function() return net(x:narrow(1, 1, 500)):argmax(2):eq(y:narrow(1, 1,
+          500)):sum():item() end) / 500
       assert.is_true(acc > 0.6, "accuracy " .. acc)
     end)
   end

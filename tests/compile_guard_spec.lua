@@ -69,7 +69,8 @@ describe("dle.compile guards modules reached through closures", function()
     assert.equal(4, dle.compile_info(f).traces)
   end)
 
-  it("guards a Module passed as fn and a user Module class whose forward reads an upvalue and an option table", function()
+  it("guards a Module passed as fn and a user Module class whose forward reads an upvalue and an option table",
+     function()
     local k = 2
     local Net = nn.Module:extend("GuardNet")
     function Net:init() self.lin = nn.Linear(2, 2); self.cfg = {act = "relu"} end
@@ -115,7 +116,8 @@ describe("dle.compile guards upvalues, globals and tables", function()
       return y
     end)
     local x = dle.randn(4)
-    local function eager() local y = act == "relu" and x:relu() or x:tanh(); if neg then y = -y end; if extra then y = y + extra end; return y end
+    local function eager() local y = act == "relu" and x:relu()
+        or x:tanh(); if neg then y = -y end; if extra then y = y + extra end; return y end
     f(x)
     act = "tanh"; assert.equal(0, max_diff(f(x), eager()))
     neg = true; assert.equal(0, max_diff(f(x), eager()))
@@ -136,7 +138,9 @@ describe("dle.compile guards upvalues, globals and tables", function()
   it("guards globals read by fn and by a helper from another chunk", function()
     _G.TRUST_GLOBAL_SCALE, _G.TRUST_GLOBAL_SHIFT = 2, 0
     local helper = load("return function(y) return y + TRUST_GLOBAL_SHIFT end", "=helper_chunk")()
+    -- luacheck: push ignore 113 (globals read on purpose: their guard is tested)
     local f = dle.compile(function(x) return helper(x * TRUST_GLOBAL_SCALE) end)
+    -- luacheck: pop
     local x = dle.randn(3)
     f(x)
     _G.TRUST_GLOBAL_SCALE = 3
@@ -154,7 +158,8 @@ describe("dle.compile guards upvalues, globals and tables", function()
       return opts.act == "relu" and y:relu() or y:sigmoid()
     end)
     local x = dle.randn(5)
-    local function eager() local y = x * opts.alpha + opts.inner.beta; return opts.act == "relu" and y:relu() or y:sigmoid() end
+    local function eager() local y = x * opts.alpha + opts.inner.beta; return opts.act == "relu" and y:relu()
+        or y:sigmoid() end
     f(x)
     opts.alpha = 4; assert.equal(0, max_diff(f(x), eager()))
     opts.inner.beta = -3; assert.equal(0, max_diff(f(x), eager()))
@@ -163,7 +168,8 @@ describe("dle.compile guards upvalues, globals and tables", function()
     assert.equal(5, dle.compile_info(f).traces)
   end)
 
-  it("replays over unchanged awkward values (quotes and newlines, NaN, infinities, extreme integers) and retraces on changes", function()
+  it("replays over unchanged awkward values (quotes and newlines, NaN, infinities, extreme integers) and retraces " ..
+      "on changes", function()
     local o = {s = 'a"b\nc\\', nan = 0 / 0, inf = math.huge, ninf = -math.huge, min = math.mininteger,
                max = math.maxinteger, f = 3.0, tiny = 5e-324}
     local f = dle.compile(function(x)
@@ -200,7 +206,7 @@ describe("dle.compile guards upvalues, globals and tables", function()
     assert.equal(0, max_diff(f(x), (x + 5) * 2))
     local m = 1
     local c = dle.compile(function(y) return y * m end)
-    local outer = dle.compile(function(x) return c(x) + 1 end)
+    local outer = dle.compile(function(y) return c(y) + 1 end)
     outer(x)
     m = 4
     assert.equal(0, max_diff(outer(x), x * 4 + 1))
@@ -249,12 +255,14 @@ describe("dle.compile falls back to eager for what it cannot guard", function()
   end)
 
   it("runs eagerly when fn assigns a global or calls math.random", function()
+    -- luacheck: push ignore 111 113 (fn assigns a global on purpose)
     local f = dle.compile(function(x) TRUST_WRITTEN = (TRUST_WRITTEN or 0) + 1; return x * TRUST_WRITTEN end,
                           {debug = true})
     local msg = stderr_of(function() f(dle.ones(1)) end)
     assert.truthy(msg:find("assigns the global 'TRUST_WRITTEN'", 1, true))
     H.assert_close(f(dle.ones(1)), {2})
     TRUST_WRITTEN = nil
+    -- luacheck: pop
     local random = math.random
     local r = dle.compile(function(x) return x * random() + x * math.random() end, {debug = true})
     msg = stderr_of(function() r(dle.ones(1)) end)

@@ -108,7 +108,7 @@ describe("dle.compile", function()
   it("applies the given rules, and none with rules = {}", function()
     local seen
     local r = dle.rewrite.rule{name = "see", pattern = dle.rewrite.pattern.exp(dle.rewrite.pattern.any "x"),
-                               replace = function(m) seen = true; return nil end}
+                               replace = function() seen = true; return nil end}
     local f = dle.compile(function(x) return x:exp() end, {rules = {r}})
     f(dle.ones(2))
     assert.is_true(seen)

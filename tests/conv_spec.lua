@@ -21,7 +21,7 @@ local function ref_conv(x, w, b, o)
   local dh, dw = pair(o.dilation, 1)
   local g = o.groups or 1
   local xs, ws = H.shape(x), H.shape(w)
-  local N, C, Hh, W = xs[1], xs[2], xs[3], xs[4]
+  local N, Hh, W = xs[1], xs[3], xs[4]
   local O, Cg, kh, kw = ws[1], ws[2], ws[3], ws[4]
   local Ho = (Hh + 2 * ph - dh * (kh - 1) - 1) // sh + 1
   local Wo = (W + 2 * pw - dw * (kw - 1) - 1) // sw + 1
@@ -190,13 +190,19 @@ describe("conv2d", function()
   it("rejects huge geometry values without overflow, empty batches included", function()
     local x, w = dle.zeros(0, 2, 1, 5), dle.zeros(3, 2, 3, 3)
     local big = 1 << 40
-    H.assert_error(function() dle.conv2d(x, w, nil, {padding = big, stride = 2}) end, "conv2d", "larger than the supported")
-    H.assert_error(function() dle.conv2d(x, w, nil, {dilation = math.maxinteger}) end, "conv2d", "larger than the supported")
-    H.assert_error(function() dle.conv2d(dle.zeros(1, 2, 5, 5), w, nil, {groups = math.maxinteger}) end, "conv2d", "groups")
-    H.assert_error(function() dle.conv2d(dle.zeros(1, 2, 5, 5), dle.zeros(1, 2, 1 << 40, 0), nil, {dilation = 1 << 30}) end,
+    H.assert_error(function() dle.conv2d(x, w, nil, {padding = big, stride = 2}) end, "conv2d",
+                   "larger than the supported")
+    H.assert_error(function() dle.conv2d(x, w, nil, {dilation = math.maxinteger}) end, "conv2d",
+                   "larger than the supported")
+    H.assert_error(function() dle.conv2d(dle.zeros(1, 2, 5, 5), w, nil, {groups = math.maxinteger}) end, "conv2d",
+                   "groups")
+    H.assert_error(function() dle.conv2d(dle.zeros(1, 2, 5, 5), dle.zeros(1, 2, 1 << 40, 0), nil,
+                                         {dilation = 1 << 30}) end,
                    "conv2d", "too large")
-    H.assert_error(function() dle.max_pool2d(dle.zeros(1, 1, 4, 4), math.maxinteger) end, "max_pool2d", "larger than the supported")
-    H.assert_error(function() dle.avg_pool2d(dle.zeros(1, 1, 4, 4), 2, {stride = big}) end, "avg_pool2d", "larger than the supported")
+    H.assert_error(function() dle.max_pool2d(dle.zeros(1, 1, 4, 4), math.maxinteger) end, "max_pool2d",
+                   "larger than the supported")
+    H.assert_error(function() dle.avg_pool2d(dle.zeros(1, 1, 4, 4), 2, {stride = big}) end, "avg_pool2d",
+                   "larger than the supported")
     H.assert_error(function() dle.zeros(0, big, big) end, "zeros", "too many elements")
     assert.same({0, 3, 1, 3}, dle.conv2d(x, w, nil, {padding = 1, stride = 2}):shape())
   end)
@@ -216,7 +222,8 @@ describe("conv2d kernel paths", function()
   setup(function() threads = dle.get_num_threads(); dle.set_num_threads(1) end)
   teardown(function() dle.set_num_threads(threads) end)
 
-  it("one-sample chunks in row parts (4 x 43 x 43 input, 9-tap columns > 256 KiB) match the direct loops in float32, float64 and float16", function()
+  it("one-sample chunks in row parts (4 x 43 x 43 input, 9-tap columns > 256 KiB) match the direct loops in " ..
+      "float32, float64 and float16", function()
     local X = H.values({2, 4, 43, 43}, {seed = 51})
     local W = H.values({3, 4, 3, 3}, {seed = 52})
     local B = H.values({3}, {seed = 53})
@@ -277,7 +284,8 @@ describe("conv2d kernel paths", function()
     end
   end)
 
-  it("multi-sample chunks with a partial last one (41 x 1x28x28, float64: 4 samples per chunk, 11 chunks) agree on 1 and 2 threads", function()
+  it("multi-sample chunks with a partial last one (41 x 1x28x28, float64: 4 samples per chunk, 11 chunks) agree on " ..
+      "1 and 2 threads", function()
     local g = dle.Generator(9)
     local x = dle.randn({41, 1, 28, 28}, {generator = g, dtype = "float64"})
     local w = dle.randn({6, 1, 3, 3}, {generator = g, dtype = "float64"})
@@ -350,7 +358,8 @@ describe("conv2d Winograd path (3x3, stride 1, >= 8 channels per group)", functi
     local name = string.format("{%s} -> %d, %s", table.concat(c.x, ","), c.o_ch,
                                c.o.padding and "padding " .. tostring(type(c.o.padding) == "table" and
                                  table.concat(c.o.padding, ",") or c.o.padding) or "no padding")
-    it(name .. ": y matches the direct loops (float64, float32, float16), grad ops adjoint and close in every dtype", function()
+    it(name .. ": y matches the direct loops (float64, float32, float16), grad ops adjoint and close in every dtype",
+       function()
       local g = c.o.groups or 1
       local X = H.values(c.x, {seed = 200 + k})
       local W = H.values({c.o_ch, c.x[2] // g, 3, 3}, {seed = 210 + k})

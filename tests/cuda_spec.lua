@@ -91,7 +91,7 @@ describe("the CUDA kernel table", function()
   local ops = dle.core.op_table()
 
   it("covers every op of ops.def but views and the documented CPU-only ops", function()
-    local cuda, why = dle.core.kernel_ops("cuda")
+    local cuda, why = dle.core._kernel_ops("cuda")
     if not cuda then
       assert.is_false(H.exists(library), why)
       return pending("libdle_cuda.so was not built: " .. why)
@@ -112,16 +112,16 @@ describe("the CUDA kernel table", function()
   end)
 
   it("has a CPU kernel for every CUDA kernel (the CPU is the reference)", function()
-    local cuda = dle.core.kernel_ops("cuda")
+    local cuda = dle.core._kernel_ops("cuda")
     if not cuda then return pending("libdle_cuda.so was not built") end
     local cpu = {}
-    for _, name in ipairs(assert(dle.core.kernel_ops("cpu"))) do cpu[name] = true end
+    for _, name in ipairs(assert(dle.core._kernel_ops("cpu"))) do cpu[name] = true end
     for _, name in ipairs(cuda) do assert.is_true(cpu[name], name) end
     assert.is_true(#cuda >= 60, "only " .. #cuda .. " CUDA kernels")
   end)
 
   it("rejects unknown device names", function()
-    H.assert_error(function() return dle.core.kernel_ops("tpu") end, "kernel_ops:", "tpu")
+    H.assert_error(function() return dle.core._kernel_ops("tpu") end, "kernel_ops:", "tpu")
   end)
 end)
 
@@ -185,7 +185,7 @@ end
 -- Values for dtype: positive floats for the float ops (log, sqrt), small integers otherwise.
 local function values_for(shape, dtype, seed)
   local k = seed or 0
-  return H.build(shape, function(idx)
+  return H.build(shape, function()
     k = k + 1
     local v = ((k * 37) % 23) / 7 - 1.3
     if dtype == "bool" then return k % 3 == 0 end
@@ -508,7 +508,8 @@ describe("CUDA kernels against the CPU", function()
 
   it("conv2d with stride, padding, dilation and groups, its gradients, and pooling", on_gpu(function()
     local F = dle.nn.functional
-    local cases = {{{}, 1}, {{stride = 2, padding = 1}, 1}, {{padding = 2, dilation = 2}, 1}, {{groups = 2, stride = {1, 2}}, 2}}
+    local cases = {{{}, 1}, {{stride = 2, padding = 1}, 1}, {{padding = 2, dilation = 2}, 1},
+                   {{groups = 2, stride = {1, 2}}, 2}}
     for _, dt in ipairs(floats) do
       for _, c in ipairs(cases) do
         local x, gx = pair(values_for({2, 4, 7, 6}, dt, 31), dt, "contiguous")
@@ -576,8 +577,10 @@ describe("CUDA kernels against the CPU", function()
 
   it("fused optimizer steps on GPU params match the CPU's", on_gpu(function()
     local configs = {{"SGD", {lr = 0.1}}, {"SGD", {lr = 0.1, momentum = 0.9, nesterov = true, weight_decay = 0.01}},
-                     {"Adagrad", {lr = 0.1, lr_decay = 0.01}}, {"RMSprop", {lr = 0.01, momentum = 0.5, centered = true}},
-                     {"Adam", {lr = 0.01, amsgrad = true, weight_decay = 0.1}}, {"AdamW", {lr = 0.01, weight_decay = 0.1}}}
+                     {"Adagrad", {lr = 0.1, lr_decay = 0.01}},
+                         {"RMSprop", {lr = 0.01, momentum = 0.5, centered = true}},
+                     {"Adam", {lr = 0.01, amsgrad = true, weight_decay = 0.1}},
+                         {"AdamW", {lr = 0.01, weight_decay = 0.1}}}
     for _, dt in ipairs(floats) do
       for _, c in ipairs(configs) do
         local x, gx = pair(values_for({3, 5}, dt, 30), dt, "contiguous")

@@ -307,7 +307,7 @@ describe("dle.data.memmap", function()
   it("mode r+: writes through the tensor reach the file", function()
     local t = dle.data.memmap(path, "float32", {12}, {offset = 8, mode = "r+"})
     t[2] = 42
-    t = nil
+    t = nil -- luacheck: ignore 311 (dropped for the collection)
     collectgarbage()
     assert.are.equal(string.pack("<f", 42), read(path):sub(13, 16))
   end)
@@ -315,7 +315,7 @@ describe("dle.data.memmap", function()
   it("keeps the mapping alive while a view of it lives", function()
     local t = dle.data.memmap(path, "float32", {3, 4}, {offset = 8})
     local row = t:select(1, 3)
-    t = nil
+    t = nil -- luacheck: ignore 311 (dropped for the collection)
     collectgarbage()
     collectgarbage()
     H.assert_close(row, {values[9], values[10], values[11], values[12]})
@@ -411,7 +411,7 @@ describe("dle.data.DataLoader", function()
   it("starts a new epoch in every `for`, even after a loop that stopped early", function()
     local x, y = make(10)
     local loader = dle.data.DataLoader({x, y}, {batch_size = 3})
-    for _, yb in loader do
+    for _, yb in loader do -- luacheck: ignore 512 (stops early on purpose)
       assert.are.equal(101, yb[1])
       break
     end

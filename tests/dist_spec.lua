@@ -69,7 +69,8 @@ describe("dle.dist loading", function()
       print(dist.is_initialized())]])
     assert.is_true(ok, out)
     for _, f in ipairs({"rank", "world_size", "barrier", "all_reduce", "broadcast"}) do
-      assert.truthy(out:find("false\t(command line):4: " .. f .. ": dle.dist is not initialized; call dle.dist.init() first",
+      assert.truthy(out:find("false\t(command line):4: " .. f
+                             .. ": dle.dist is not initialized; call dle.dist.init() first",
                              1, true), f .. ":\n" .. out)
     end
     assert.truthy(out:find("\nfalse\n$"), out)
@@ -147,22 +148,24 @@ describe("dle.dist in a world of one process", function()
     dle.no_grad(function() dist.all_reduce(leaf) end)   -- allowed under no_grad
     assert.truthy(err(dist.all_reduce, leaf * 2)
       :find("all_reduce: cannot write in place into a tensor that is part of an autograd graph (shape {2,2})", 1, true))
-    assert.truthy(err(dist.broadcast, dle.zeros(2), 1):find("broadcast: root 1 is not a rank (ranks are 0..0)", 1, true))
+    assert.truthy(err(dist.broadcast, dle.zeros(2), 1):find("broadcast: root 1 is not a rank (ranks are 0..0)", 1,
+                                                            true))
     assert.truthy(err(dist.broadcast, dle.zeros(2), -1):find("broadcast: root -1 is not a rank", 1, true))
-    assert.truthy(err(dist.broadcast, dle.zeros(2), 0.5):find("broadcast: root must be an integer, got number 0.5", 1, true))
+    assert.truthy(err(dist.broadcast, dle.zeros(2), 0.5):find("broadcast: root must be an integer, got number 0.5", 1,
+                                                              true))
     assert.truthy(err(dist.broadcast, {}, 0):find("broadcast: tensor must be a tensor, got table", 1, true))
     assert.truthy(err(dist.abort, "now"):find("abort: code must be an integer, got string", 1, true))
   end)
 
-  it("dle.core.raw_buffer gives a contiguous CPU tensor's pointer, size and dtype, and refuses others", function()
+  it("dle.core._raw_buffer gives a contiguous CPU tensor's pointer, size and dtype, and refuses others", function()
     local t = dle.zeros(2, 3, {dtype = "float16"})
     local v0 = t:_version()
-    local p, n, dt = dle.core.raw_buffer(t, "f", true)
+    local p, n, dt = dle.core._raw_buffer(t, "f", true)
     assert.are.equal("userdata", type(p))
     assert.are.equal(6, n)
     assert.are.equal("float16", dt)
     assert.is_true(t:_version() > v0, "a writable buffer bumps the version")
-    local ok, e = pcall(dle.core.raw_buffer, t:t(), "myfn")
+    local ok, e = pcall(dle.core._raw_buffer, t:t(), "myfn")
     assert.is_false(ok)
     assert.truthy(e:find("myfn: the tensor must be contiguous (shape {3,2}, strides {1,3})", 1, true), e)
     assert.is_nil(dle.raw_buffer, "internal: not in the public dle table")
@@ -276,18 +279,22 @@ describe("dle.dist in a world of one process", function()
     local p = mlp(1):parameters()
     local Z = dle.optim.ZeroRedundancyOptimizer
     assert.truthy(err(Z, "Adam", p):find("ZeroRedundancyOptimizer: opt_class must be an optimizer class", 1, true))
-    assert.truthy(err(Z, dle.optim.Adam, {}):find("ZeroRedundancyOptimizer: Adam: params must be a non-empty list", 1, true))
+    assert.truthy(err(Z, dle.optim.Adam, {}):find("ZeroRedundancyOptimizer: Adam: params must be a non-empty list", 1,
+                                                  true))
     assert.truthy(err(Z, dle.optim.Adam, p, {lr = -1}):find("ZeroRedundancyOptimizer: Adam: invalid lr -1", 1, true))
     local z = Z(dle.optim.Adam, p)
-    assert.truthy(err(function() z.lr = "fast" end):find("ZeroRedundancyOptimizer: lr must be a non-negative number", 1, true))
-    assert.truthy(err(z.load_state_dict, z, {}):find("ZeroRedundancyOptimizer:load_state_dict: expected a table", 1, true))
+    assert.truthy(err(function() z.lr = "fast" end):find("ZeroRedundancyOptimizer: lr must be a non-negative number", 1,
+                                                         true))
+    assert.truthy(err(z.load_state_dict, z, {}):find("ZeroRedundancyOptimizer:load_state_dict: expected a table", 1,
+                                                     true))
     local sd = z:state_dict()
     sd.world_size = 2
     assert.truthy(err(z.load_state_dict, z, sd):find("a shard loads only on its own rank", 1, true))
     assert.truthy(err(z.owner, z, 99):find("ZeroRedundancyOptimizer:owner: no param 99", 1, true))
   end)
 
-  it("ZeroRedundancyOptimizer:consolidate_state_dict gives exactly the plain optimizer's state_dict, until a step or a load", function()
+  it("ZeroRedundancyOptimizer:consolidate_state_dict gives exactly the plain optimizer's state_dict, until a step " ..
+      "or a load", function()
     local a, b, c = mlp(2), mlp(2), mlp(2)
     local opts = {lr = 0.01, amsgrad = true}
     local plain = dle.optim.Adam(a:parameters(), opts)
@@ -348,16 +355,20 @@ describe("dle.dist in a world of one process", function()
     -- the same params grouped otherwise
     local p = mlp(1):parameters()
     local split = trained_state(mlp(1), {{params = {p[1], p[2]}}, {params = {p[3], p[4]}}})
-    assert.truthy(err(z.load_state_dict, z, split):find(fn .. "the state has 2 param groups, this optimizer 1", 1, true))
+    assert.truthy(err(z.load_state_dict, z, split):find(fn .. "the state has 2 param groups, this optimizer 1", 1,
+                                                        true))
     local z2 = Z(dle.optim.Adam, {{params = {model:parameters()[1]}}, {params = {table.unpack(model:parameters(), 2)}}})
-    assert.truthy(err(z2.load_state_dict, z2, split):find(fn .. "param group 1 has 2 params in the state, 1 here", 1, true))
+    assert.truthy(err(z2.load_state_dict, z2, split):find(fn .. "param group 1 has 2 params in the state, 1 here", 1,
+                                                          true))
     -- state for a param that does not exist, or that the class does not keep
     local sd = trained_state(model)
     sd.state[5] = sd.state[1]
-    assert.truthy(err(z.load_state_dict, z, sd):find(fn .. "state for param 5, which does not exist (4 params)", 1, true))
+    assert.truthy(err(z.load_state_dict, z, sd):find(fn .. "state for param 5, which does not exist (4 params)", 1,
+                                                     true))
     sd.state[5] = nil
     sd.state[2].momentum_buffer = sd.state[2].exp_avg
-    assert.truthy(err(z.load_state_dict, z, sd):find(fn .. "the state of param 2 holds 'momentum_buffer', which Adam does not keep", 1, true))
+    assert.truthy(err(z.load_state_dict, z, sd):find(fn
+        .. "the state of param 2 holds 'momentum_buffer', which Adam does not keep", 1, true))
     -- a state consolidation cannot send fails on every rank, naming the param and its owner
     sd.state[2].momentum_buffer = nil
     z:load_state_dict(sd)
@@ -528,7 +539,8 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
     assert.is_true(tonumber(r[0].barrier_wait) >= 0.2, r[0].barrier_wait)
   end)
 
-  it_mpi("DistributedDataParallel: rank 0's init everywhere, identical parameters, equal to one process on the whole batch", function()
+  it_mpi("DistributedDataParallel: rank 0's init everywhere, identical parameters, equal to one process on the " ..
+      "whole batch", function()
     local r = report("ddp")
     for rank = 0, NP - 1 do
       assert.are.equal(0, tonumber(r[rank].init_diff))
@@ -590,7 +602,8 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
     return report("zero_checkpoint", "DLE_ZERO_CHECKPOINT=" .. q(checkpoint))
   end
 
-  it_mpi("ZeroRedundancyOptimizer:consolidate_state_dict: plain Adam's exact state on rank `to` (1, then 0), shards elsewhere and after a step", function()
+  it_mpi("ZeroRedundancyOptimizer:consolidate_state_dict: plain Adam's exact state on rank `to` (1, then 0), shards " ..
+      "elsewhere and after a step", function()
     local r = checkpoint_report()
     for rank = 0, NP - 1 do
       assert.are.equal("0", r[rank].trained_diff)
@@ -602,14 +615,16 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
     assert.are.equal("same", r[0].to0_vs_plain)
   end)
 
-  it_mpi("ZeroRedundancyOptimizer:consolidate_state_dict gathers SGD, RMSprop, Adagrad and AdamW state, and params without any", function()
+  it_mpi("ZeroRedundancyOptimizer:consolidate_state_dict gathers SGD, RMSprop, Adagrad and AdamW state, and params " ..
+      "without any", function()
     local r = checkpoint_report()
     for _, cls in ipairs({"SGD", "RMSprop", "Adagrad", "AdamW"}) do
       assert.are.equal("same", r[1]["class." .. cls], cls)
     end
   end)
 
-  it_mpi("a consolidated 2-rank checkpoint resumes in one process, in plain Adam and in ZeRO: the next step is the 2 ranks', bit for bit", function()
+  it_mpi("a consolidated 2-rank checkpoint resumes in one process, in plain Adam and in ZeRO: the next step is the " ..
+      "2 ranks', bit for bit", function()
     local r = checkpoint_report()
     local ck = dle.load(checkpoint)
     dle.dist.init()   -- a world of one here
@@ -629,11 +644,14 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
     end
     local plain = resumed(function(p) return dle.optim.Adam(p, common.ADAM) end)
     assert.are.equal(r[0].params_step4, plain)
-    local zero = resumed(function(p) return dle.optim.ZeroRedundancyOptimizer(dle.optim.Adam, p, common.ADAM) end)
+    local zero = resumed(function(p)
+      return dle.optim.ZeroRedundancyOptimizer(dle.optim.Adam, p, common.ADAM)
+    end)
     assert.are.equal(r[0].params_step4, zero)
   end)
 
-  it_mpi("a consolidated checkpoint, or a plain Adam's state, resumes ZeRO on 2 ranks exactly as uninterrupted training", function()
+  it_mpi("a consolidated checkpoint, or a plain Adam's state, resumes ZeRO on 2 ranks exactly as uninterrupted " ..
+         "training", function()
     local r = checkpoint_report()
     for rank = 0, NP - 1 do
       assert.are.equal("0.025", r[rank].resumed_lr)
@@ -643,13 +661,18 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
     end
   end)
 
-  it_mpi("ZeroRedundancyOptimizer checkpoint errors on 2 ranks: a bad `to`, another rank's shard, a full state of other shapes", function()
+  it_mpi("ZeroRedundancyOptimizer checkpoint errors on 2 ranks: a bad `to`, another rank's shard, a full state of " ..
+      "other shapes", function()
     local r = checkpoint_report()
     for rank = 0, NP - 1 do
-      assert.truthy(r[rank].bad_to:find("ZeroRedundancyOptimizer:consolidate_state_dict: to 2 is not a rank (ranks are 0..1)", 1, true), r[rank].bad_to)
-      assert.truthy(r[rank].wrong_rank:find(string.format("ZeroRedundancyOptimizer:load_state_dict: the state is rank %d's "
-        .. "shard of a world of 2; this is rank %d of 2 (a shard loads only on its own rank", 1 - rank, rank), 1, true), r[rank].wrong_rank)
-      assert.truthy(r[rank].bad_shape:find("ZeroRedundancyOptimizer:load_state_dict: the state of param 3 has exp_avg of shape {2,2}, the param {3,8}", 1, true),
+      assert.truthy(r[rank].bad_to:find("ZeroRedundancyOptimizer:consolidate_state_dict: to 2 is not a rank (ranks " ..
+          "are 0..1)", 1, true), r[rank].bad_to)
+      assert.truthy(r[rank].wrong_rank:find(string.format("ZeroRedundancyOptimizer:load_state_dict: the state is " ..
+          "rank %d's "
+        .. "shard of a world of 2; this is rank %d of 2 (a shard loads only on its own rank", 1 - rank, rank), 1, true),
+            r[rank].wrong_rank)
+      assert.truthy(r[rank].bad_shape:find("ZeroRedundancyOptimizer:load_state_dict: the state of param 3 has " ..
+          "exp_avg of shape {2,2}, the param {3,8}", 1, true),
         r[rank].bad_shape)
     end
   end)
@@ -663,7 +686,9 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
     assert.is_true(ok, out)
     assert.truthy(out:find("2 ranks, 1000 training images each, batch 32 per rank", 1, true), out)
     local n, acc = 0, nil
-    for a in out:gmatch("epoch 1  loss %S+  test accuracy (%S+)  %d+ samples/s") do n, acc = n + 1, a end
+    for a in out:gmatch("epoch 1  loss %S+  test accuracy (%S+)  %d+ samples/s") do
+      n, acc = n + 1, a
+    end
     assert.are.equal(1, n, "one report line, from rank 0:\n" .. out)
     assert.is_true(tonumber(acc) > 0.5, out)
   end)
@@ -671,7 +696,8 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
   it_mpi("an error on one rank aborts every rank when the process group is a <close> variable", function()
     local out, ok, secs = run_worker("abort")
     assert.is_false(ok, out)
-    assert.truthy(out:find("dle.dist: rank 1 failed, aborting every rank: tests/dist/abort.lua:%d+: deliberate failure"), out)
+    assert.truthy(out:find("dle.dist: rank 1 failed, aborting every rank: " ..
+                           "tests/dist/abort.lua:%d+: deliberate failure"), out)
     assert.is_nil(out:find("rank 0 finished", 1, true), out)
     assert.is_true(secs < 60, "took " .. secs .. " s")
   end)

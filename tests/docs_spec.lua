@@ -62,7 +62,8 @@ describe("the API reference", function()
     if not H.have_command("ldoc") then return pending("ldoc is not installed (apt-get install lua-ldoc)") end
     local dir = os.tmpname()
     os.remove(dir)
-    local ok = os.execute(string.format("cd %q && env -u LD_PRELOAD ldoc -q -c docs/config.ld -d %q . >/dev/null 2>&1", root, dir))
+    local ok = os.execute(string.format("cd %q && env -u LD_PRELOAD ldoc -q -c docs/config.ld -d %q . >/dev/null 2>&1",
+                                        root, dir))
     assert.truthy(ok)
     local index = slurp(dir .. "/index.html")
     for _, m in ipairs({"nn.functional", "optim.adam", "io", "autograd"}) do

@@ -250,7 +250,8 @@ describe("reduced precision", function()
 
   it("NaN and infinities survive the round trip", function()
     for _, m in ipairs({"half", "bfloat16"}) do
-      local r = dle.tensor({0 / 0, math.huge, -math.huge})[m](dle.tensor({0 / 0, math.huge, -math.huge})):float():totable()
+      local r = dle.tensor({0 / 0, math.huge, -math.huge})[m](dle.tensor({0 / 0, math.huge,
+                                                                          -math.huge})):float():totable()
       assert.is_true(r[1] ~= r[1], m)
       assert.are.equal(math.huge, r[2])
       assert.are.equal(-math.huge, r[3])

@@ -204,7 +204,8 @@ describe("binary ops", function()
           local vb = stored(H.values(shapes[2], {lo = db[1], hi = db[2], seed = c + 50}), dt)
           local want = H.zipmap(ref, va, vb)
           local a, b = dle.tensor(va, {dtype = dt}), dle.tensor(vb, {dtype = dt})
-          local msg = string.format("%s {%s} with {%s}", name, table.concat(shapes[1], ","), table.concat(shapes[2], ","))
+          local msg = string.format("%s {%s} with {%s}", name, table.concat(shapes[1], ","),
+                                    table.concat(shapes[2], ","))
           H.assert_close(a[name](a, b), want, {dtype = dt, shape = H.broadcast_shape(shapes[1], shapes[2]), msg = msg})
           if #shapes[1] > 0 then   -- the same through non-contiguous operands
             local ta, tb = H.make(va, dt, "sliced"), H.make(vb, dt, "strided")
@@ -477,7 +478,8 @@ describe("where", function()
 
   it("rejects a non-bool condition and non-broadcastable shapes", function()
     H.assert_error(function() return dle.where(dle.ones(2), dle.ones(2), dle.ones(2)) end, "where:", "bool", "float32")
-    H.assert_error(function() return dle.where(dle.ones(2):bool(), dle.ones(3), dle.ones(2)) end, "where:", "{2}", "{3}")
+    H.assert_error(function() return dle.where(dle.ones(2):bool(), dle.ones(3), dle.ones(2)) end, "where:", "{2}",
+                   "{3}")
     H.assert_error(function() return dle.where(dle.ones(2):bool(), "a", 1) end, "where:", "string")
   end)
 end)
@@ -543,7 +545,8 @@ describe("in-place ops", function()
     end)
   end
 
-  it("add, sub and their in-place forms take PyTorch's {alpha = s} (a + s*b); other extra arguments are errors", function()
+  it("add, sub and their in-place forms take PyTorch's {alpha = s} (a + s*b); other extra arguments are errors",
+     function()
     local v = H.values({2, 3}, {seed = 5})
     local a = dle.tensor(v, {dtype = "float64"})
     local b = dle.tensor({10, 20, 30}, {dtype = "float64"})

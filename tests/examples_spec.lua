@@ -46,8 +46,10 @@ describe("examples/char_gpt/train.lua", function()
   local missing = not have_command("bible") and not exists((os.getenv("HOME") or "") .. "/.cache/dle/kjv.txt")
     and "the KJV text is absent: Debian packages bible-kjv-text and bible-kjv" or nil
 
-  it_with(missing, "trains a few steps of a small GPT, reports FLOPs and MFU (at most 100%), profiles a step and samples", function()
-    local out, ok = run("", "examples/char_gpt/train.lua 6 4 32 layers=1 d=32 heads=2 print_every=3 sample=20 profile=1")
+  it_with(missing,
+      "trains a few steps of a small GPT, reports FLOPs and MFU (at most 100%), profiles a step and samples", function()
+    local out,
+        ok = run("", "examples/char_gpt/train.lua 6 4 32 layers=1 d=32 heads=2 print_every=3 sample=20 profile=1")
     assert.is_true(ok, out)
     local first, last = out:match("loss (%S+) %-> (%S+)")
     assert.truthy(first, out)
@@ -62,7 +64,8 @@ describe("examples/char_gpt/train.lua", function()
     -- FLOPs the profiler counts agree with the formula (which also counts biases and LayerNorm
     -- weights as matmul parameters) to a few percent
     assert.truthy(out:match("\nmatmul +15 "), out)
-    local counted, formula = out:match("FLOPs: %S+ counted by dle.profile, (%S+) of them in matmul/sdpa; formula above (%S+)")
+    local counted,
+        formula = out:match("FLOPs: %S+ counted by dle.profile, (%S+) of them in matmul/sdpa; formula above (%S+)")
     assert.truthy(counted, out)
     assert.is_true(math.abs(tonumber(counted) / tonumber(formula) - 1) < 0.05, out)
     assert.truthy(out:match("sample %(temperature"), out)

@@ -33,7 +33,8 @@ describe("file fuzzer", function()
     while k <= #cases do k = fz:run_child(cases, k, dir) end
     local got = {}
     for _, f in ipairs(fz.failures) do got[f.i] = f.reason:match("^[^\n]*") end
-    assert.are.same({3, 5, 7}, (function() local l = {} for i in pairs(got) do l[#l + 1] = i end table.sort(l) return l end)())
+    assert.are.same({3, 5, 7},
+                    (function() local l = {} for i in pairs(got) do l[#l + 1] = i end table.sort(l) return l end)())
     assert.truthy(got[3]:find("^error not naming selftest: .*attempt to index a nil value"), got[3])
     assert.are.equal("exit status 3", got[5])
     assert.are.equal("killed: time-out", got[7])

@@ -94,7 +94,8 @@ describe("conv2d gradients", function()
     {name = "padding 1, odd sizes", x = {2, 8, 3, 3}, w = {8, 8, 3, 3}, o = {padding = 1}},
     {name = "no padding, groups 2 of 8", x = {1, 16, 3, 4}, w = {16, 8, 3, 3}, o = {groups = 2}},
   }) do
-    it("Winograd path (" .. v.name .. "): gradcheck of conv2d and its gradient ops on 1 and 2 threads, double backward", function()
+    it("Winograd path (" .. v.name .. "): gradcheck of conv2d and its gradient ops on 1 and 2 threads, double backward",
+       function()
       local threads = dle.get_num_threads()
       finally(function() dle.set_num_threads(threads) end)
       for _, n in ipairs({1, 2}) do

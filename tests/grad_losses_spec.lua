@@ -29,7 +29,8 @@ describe("mse_loss gradients", function()
     end)
     it("gradcheck of mse_loss_backward in grad_output, input and target, reduction " .. rname(o), function()
       local gy = o.reduction == "none" and randn({3, 5}, 20 + k) or dle.tensor(0.7, F64)
-      check(function(g, x, y) return g:mse_loss_backward(x, y, o) end, {gy, randn({3, 5}, 30 + k), randn({3, 5}, 40 + k)})
+      check(function(g, x, y) return g:mse_loss_backward(x, y, o) end,
+            {gy, randn({3, 5}, 30 + k), randn({3, 5}, 40 + k)})
     end)
   end
 
@@ -47,7 +48,7 @@ end)
 
 describe("nll_loss gradients", function()
   local variants = H.class_target_variants()
-  local targets, with_ignored = variants[1].t, variants[4].t   -- all rows, and rows 2 and 5 ignored (-1)
+  local with_ignored = variants[4].t   -- rows 2 and 5 ignored (-1)
   for k, v in ipairs(variants) do
     it("gradcheck with " .. v.name, function()
       check(function(lp) return dle.nll_loss(lp, v.t, v.o) end, {randn({5, 4}, 60 + k, -3, 0)})
@@ -136,7 +137,8 @@ describe("soft_cross_entropy gradients", function()
     local t = randn({4, 5}, 242, 0, 1)
     local lse = dle.no_grad(function() return select(2, dle.soft_cross_entropy(x, t)) end)
     local o = {label_smoothing = 0.1}
-    check(function(g, x_, t_, l) return g:soft_cross_entropy_backward(x_, t_, l, o) end, {dle.tensor(1.3, F64), x, t, lse})
+    check(function(g, x_, t_, l) return g:soft_cross_entropy_backward(x_, t_, l, o) end,
+          {dle.tensor(1.3, F64), x, t, lse})
     local on = {reduction = "none", label_smoothing = 0.3}
     check(function(g, x_, t_, l) return g:soft_cross_entropy_backward(x_, t_, l, on) end, {randn({4}, 243), x, t, lse})
   end)

@@ -170,7 +170,8 @@ describe("sdpa gradients", function()
 
   it("gradcheck of sdpa_score_grad in grad_output, v and probs", function()
     local p = dle.randn(2, 3, 4, F64):softmax(-1)
-    check(function(g, v, p_) return g:sdpa_score_grad(v, p_, 0.6) end, {randn({2, 3, 2}, 101), randn({2, 4, 2}, 102), p})
+    check(function(g, v, p_) return g:sdpa_score_grad(v, p_, 0.6) end,
+          {randn({2, 3, 2}, 101), randn({2, 4, 2}, 102), p})
   end)
 
   it("gradcheck of sdpa_backward (dq, dk and dv) in all five inputs, with broadcast batch dims", function()

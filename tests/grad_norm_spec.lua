@@ -1,4 +1,5 @@
--- covers: layer_norm layer_norm_grad_input layer_norm_grad_affine batch_norm batch_norm_grad_input batch_norm_grad_affine
+-- covers: layer_norm layer_norm_grad_input layer_norm_grad_affine
+-- covers: batch_norm batch_norm_grad_input batch_norm_grad_affine
 -- grad_norm_spec.lua — gradient rules of the fused normalization ops: reverse and forward mode
 -- against central finite differences in float64 (dle.gradcheck with forward = true) for
 -- layer_norm and batch_norm (affine or not, several shapes, train and eval, the stats output

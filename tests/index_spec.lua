@@ -118,7 +118,6 @@ local function assert_error(f, parts)
   end
 end
 
-local FLOAT_TYPES = {"float32", "float64"}
 local MOVE_TYPES = {"float32", "float64", "int64", "bool"}
 local NUMERIC_TYPES = {"float32", "float64", "int64"}
 
@@ -597,7 +596,8 @@ describe("masked_fill", function()
     local t = dle.zeros(2, 3)
     assert_error(function() t:masked_fill(dle.ones(2, 3), 1) end, {"masked_fill", "bool", "float32", "{2,3}"})
     assert_error(function() t:masked_fill(dle.ones(4, {dtype = "bool"}), 1) end, {"masked_fill", "{2,3}", "{4}"})
-    assert_error(function() t:masked_fill_(dle.ones(2, 2, 3, {dtype = "bool"}), 1) end, {"masked_fill", "{2,3}", "{2,2,3}"})
+    assert_error(function() t:masked_fill_(dle.ones(2, 2, 3, {dtype = "bool"}), 1) end,
+                 {"masked_fill", "{2,3}", "{2,2,3}"})
     assert_error(function() t:masked_fill(dle.ones(2, 3, {dtype = "bool"}), "x") end, {"masked_fill", "value"})
   end)
 end)
@@ -611,8 +611,10 @@ describe("tril and triu", function()
       local views = layouts(src, shape, dtype)
       for _, k in ipairs({0, 1, -2, 5, -7, 20}) do
         for _, name in ipairs(layout_names(2)) do
-          assert.same(ref_triangle(src, shape, k, true, zero[dtype]), views[name]:tril(k):totable(), name .. " tril " .. k)
-          assert.same(ref_triangle(src, shape, k, false, zero[dtype]), views[name]:triu(k):totable(), name .. " triu " .. k)
+          assert.same(ref_triangle(src, shape, k, true, zero[dtype]), views[name]:tril(k):totable(), name .. " tril "
+                      .. k)
+          assert.same(ref_triangle(src, shape, k, false, zero[dtype]), views[name]:triu(k):totable(), name .. " triu "
+                      .. k)
         end
       end
     end

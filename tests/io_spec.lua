@@ -713,7 +713,8 @@ describe("dle.save_safetensors / dle.load_safetensors", function()
 
   it("checks the header: exact integer offsets, overlapping ranges, arrays, metadata strings", function()
     local four = string.rep("\0", 16)
-    local function e(dtype, shape, offs) return string.format('{"dtype":"%s","shape":%s,"data_offsets":%s}', dtype, shape, offs) end
+    local function e(dtype, shape, offs) return string.format('{"dtype":"%s","shape":%s,"data_offsets":%s}', dtype,
+                                                              shape, offs) end
     assert.truthy(st('{"a":' .. e("F32", "[1]", "[0.5,4.5]") .. '}', four):find('bad data_offsets for "a"', 1, true))
     assert.truthy(st('{"a":' .. e("F32", "[1]", "[0,9007199254740993]") .. '}', four):find("bad data_offsets", 1, true))
     assert.truthy(st('{"a":' .. e("F32", "[1]", "[null,4]") .. '}', four):find("bad data_offsets", 1, true))

@@ -81,7 +81,8 @@ describe("class targets are int64 only (PyTorch's rule)", function()
     it("cross_entropy and nll_loss reject " .. dt .. " targets naming the dtype", function()
       H.assert_error(function() F.cross_entropy(x, t:to(dt)) end,
         "cross_entropy: targets must be int64 class indices, got " .. dt)
-      H.assert_error(function() F.nll_loss(x, t:to(dt)) end, "nll_loss: targets must be int64 class indices, got " .. dt)
+      H.assert_error(function() F.nll_loss(x, t:to(dt)) end, "nll_loss: targets must be int64 class indices, got "
+                     .. dt)
     end)
   end
 end)
@@ -120,7 +121,8 @@ end)
 
 -- Optional: PyTorch's numbers (skipped when /usr/bin/python3 cannot import torch).
 describe("cross_entropy weight against PyTorch (optional)", function()
-  it("cross_entropy / nll_loss with weight, every reduction, ignore_index, smoothing, {N, C, d} and probabilities match torch 1e-12 in float64", function()
+  it("cross_entropy / nll_loss with weight, every reduction, ignore_index, smoothing, {N, C, d} and probabilities " ..
+      "match torch 1e-12 in float64", function()
     if not H.torch_available() then
       pending("python3 with torch is not available")
       return

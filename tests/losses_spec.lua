@@ -65,7 +65,9 @@ describe("mse_loss", function()
     local vx, vy = H.values({5, 7}, {seed = 1}), H.values({5, 7}, {seed = 2})
     for _, layout in ipairs(H.layouts) do
       local x, y = H.make(vx, "float64", layout), H.make(vy, "float64", layout)
-      for _, r in ipairs({"mean", "sum", "none"}) do close(dle.mse_loss(x, y, {reduction = r}), composite.mse(x, y, r)) end
+      for _, r in ipairs({"mean", "sum", "none"}) do
+        close(dle.mse_loss(x, y, {reduction = r}), composite.mse(x, y, r))
+      end
     end
     for _, n in ipairs({3000, 40000}) do
       local x, y = randn({n}, 3), randn({n}, 4)
@@ -83,7 +85,8 @@ describe("mse_loss", function()
   end)
 
   it("keeps float16 and float64, promotes integer inputs to float32; empty mean is NaN, sum 0", function()
-    assert.are.equal("float16", dle.mse_loss(dle.ones(3, {dtype = "float16"}), dle.zeros(3, {dtype = "float16"})):dtype())
+    assert.are.equal("float16", dle.mse_loss(dle.ones(3, {dtype = "float16"}),
+                                             dle.zeros(3, {dtype = "float16"})):dtype())
     assert.are.equal("float64", dle.mse_loss(dle.ones(3, F64), dle.zeros(3, F64)):dtype())
     local i = dle.mse_loss(dle.tensor({1, 2}, {dtype = "int32"}), dle.tensor({0, 0}, {dtype = "int32"}))
     assert.are.equal("float32", i:dtype())
@@ -279,7 +282,8 @@ end)
 
 -- Optional: the same numbers from PyTorch (skipped when /usr/bin/python3 cannot import torch).
 describe("PyTorch agreement (optional)", function()
-  it("mse, nll (ignore_index), bce (per-class pos_weight) and soft cross-entropy (smoothing) match torch 1e-10 in float64", function()
+  it("mse, nll (ignore_index), bce (per-class pos_weight) and soft cross-entropy (smoothing) match torch 1e-10 in " ..
+      "float64", function()
     if not H.torch_available() then
       pending("python3 with torch is not available")
       return

@@ -249,7 +249,8 @@ describe("matmul", function()
       {"transposed a", function() return dle.randn(257, 131):t(), dle.randn(257, 67) end},
       {"transposed b", function() return dle.randn(131, 257), dle.randn(67, 257):t() end},
       {"sliced rows and columns", function()
-        return dle.randn(140, 270):narrow(1, 5, 131):narrow(2, 3, 257), dle.randn(260, 80):narrow(1, 2, 257):narrow(2, 7, 67)
+        return dle.randn(140, 270):narrow(1, 5, 131):narrow(2, 3, 257),
+            dle.randn(260, 80):narrow(1, 2, 257):narrow(2, 7, 67)
       end},
       {"batched {3,67,129} . {3,129,71}", function() return dle.randn(3, 67, 129), dle.randn(3, 129, 71) end},
       {"batch folded {3,67,129} . {129,71}", function() return dle.randn(3, 67, 129), dle.randn(129, 71) end},
@@ -278,13 +279,16 @@ describe("matmul", function()
   it("gives the same bits on every run at 2 threads, close to 1 thread's", function()
     local g = dle.Generator(11)
     local cases = {
-      {"128x784 . 784x256 (the MLP's first layer)", dle.randn(128, 784, {generator = g}), dle.randn(256, 784, {generator = g}):t()},
-      {"its weight gradient 256x128 . 128x784", dle.randn(128, 256, {generator = g}):t(), dle.randn(128, 784, {generator = g})},
+      {"128x784 . 784x256 (the MLP's first layer)", dle.randn(128, 784, {generator = g}),
+       dle.randn(256, 784, {generator = g}):t()},
+      {"its weight gradient 256x128 . 128x784", dle.randn(128, 256, {generator = g}):t(),
+       dle.randn(128, 784, {generator = g})},
       {"517x129 . 129x67", dle.randn(517, 129, {generator = g}), dle.randn(129, 67, {generator = g})},
       {"transposed a 517x129", dle.randn(129, 517, {generator = g}):t(), dle.randn(129, 67, {generator = g})},
       {"float64, transposed b", dle.randn(67, 129, {generator = g, dtype = "float64"}),
         dle.randn(1031, 129, {generator = g, dtype = "float64"}):t()},
-      {"batched {2,131,257} . {2,257,67}", dle.randn(2, 131, 257, {generator = g}), dle.randn(2, 257, 67, {generator = g})},
+      {"batched {2,131,257} . {2,257,67}", dle.randn(2, 131, 257, {generator = g}),
+       dle.randn(2, 257, 67, {generator = g})},
     }
     local threads = dle.get_num_threads()
     finally(function() dle.set_num_threads(threads) end)
@@ -301,7 +305,9 @@ describe("matmul", function()
       H.assert_close(two, one:totable(), {rtol = 1e-4, atol = 1e-4, msg = c[1] .. " vs 1 thread"})
       for run = 1, 5 do
         assert.is_true(a:matmul(b):equal(two), c[1] .. ", run " .. run)
-        if lin then assert.is_true(dle.nn.functional.linear(a, b:t(), bias):equal(lin2), c[1] .. " with bias, run " .. run) end
+        if lin then
+          assert.is_true(dle.nn.functional.linear(a, b:t(), bias):equal(lin2), c[1] .. " with bias, run " .. run)
+        end
       end
     end
   end)
@@ -556,8 +562,10 @@ describe("einsum", function()
                    "einsum: label 'j' has size 3 in operand 1 {2,3} but size 4 in operand 2 {4,4}")
     H.assert_error(function() return dle.einsum("ij,jk->iz", a, b) end,
                    "einsum: output label 'z' does not appear in any operand")
-    H.assert_error(function() return dle.einsum("ij,jk->ii", a, b) end, "einsum: output label 'i' appears more than once")
-    H.assert_error(function() return dle.einsum("ij", a, b) end, "einsum: subscripts 'ij' name 1 operand but 2 were given")
+    H.assert_error(function() return dle.einsum("ij,jk->ii", a, b) end,
+                   "einsum: output label 'i' appears more than once")
+    H.assert_error(function() return dle.einsum("ij", a, b) end,
+                   "einsum: subscripts 'ij' name 1 operand but 2 were given")
     H.assert_error(function() return dle.einsum("i1,jk", a, b) end, "einsum: invalid character '1'")
     H.assert_error(function() return dle.einsum("ij,jk", a, 3) end, "einsum: operand 2 is a number, not a tensor")
   end)

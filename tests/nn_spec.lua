@@ -341,7 +341,8 @@ describe("nn layers", function()
     local x = dle.randn(2, 3, 4, {dtype = "float64", generator = g})
     local w = dle.randn(3, 4, {dtype = "float64", generator = g})
     local b = dle.randn(3, 4, {dtype = "float64", generator = g})
-    H.assert_close(F.layer_norm(x, {3, 4}, w, b, 1e-3), F.layer_norm(x, w, b, 1e-3, {3, 4}):totable(), {dtype = "float64"})
+    H.assert_close(F.layer_norm(x, {3, 4}, w, b, 1e-3), F.layer_norm(x, w, b, 1e-3, {3, 4}):totable(),
+                   {dtype = "float64"})
     H.assert_close(F.layer_norm(x, 4), F.layer_norm(x, nil, nil, nil, 4):totable(), {dtype = "float64"})
     H.assert_error(function() F.layer_norm(x, {4}, "w") end, "layer_norm", "weight")
   end)
@@ -507,7 +508,7 @@ describe("nn.init", function()
     local m, sd = stats(I.xavier_normal_(t, 2))
     assert.is_true(math.abs(m) < 0.01)
     assert.is_true(math.abs(sd - 2 * math.sqrt(2 / 500)) < 0.02 * 2 * math.sqrt(2 / 500))
-    _, sd = stats(I.kaiming_normal_(t, {nonlinearity = "relu"}))
+    sd = select(2, stats(I.kaiming_normal_(t, {nonlinearity = "relu"})))
     assert.is_true(math.abs(sd - math.sqrt(2 / 200)) < 0.02 * math.sqrt(2 / 200))
     H.assert_error(function() I.xavier_normal_(dle.empty(5)) end, "xavier_normal_", "2 dims")
   end)
@@ -615,7 +616,8 @@ describe("loading dle.nn, dle.optim and dle.data", function()
       io.write(tostring(package.loaded["dle.nn"] == nil), " ", tostring(package.loaded["dle.optim"] == nil), " ")
       io.write(tostring(dle.nn == require "dle.nn"), " ", tostring(dle.optim.Adam ~= nil), " ")
       io.write(tostring(dle.data == require "dle.data"), " ", tostring(dle.nn.Conv2d ~= nil), " ")
-      io.write(tostring(dle.nn.MultiheadAttention ~= nil and dle.nn.TransformerBlock ~= nil), " ", tostring(dle.nope))]])
+      io.write(tostring(dle.nn.MultiheadAttention ~= nil and dle.nn.TransformerBlock ~= nil), " ")
+      io.write(tostring(dle.nope))]])
     assert.equal("true true true true true true true nil", out)
   end)
 
@@ -624,5 +626,22 @@ describe("loading dle.nn, dle.optim and dle.data", function()
       local nn = require "dle.nn"
       io.write(tostring(require("dle").nn == nn), " ", tostring(nn.BatchNorm2d ~= nil and nn.Conv2d ~= nil))]])
     assert.equal("true true", out)
+  end)
+end)
+
+describe("nn layer sizes", function()
+  it("refuse non-positive or non-integer sizes, naming the layer, the sizes expected and those given", function()
+    for _, c in ipairs({
+      {function() return nn.Linear(0, 3) end, "Linear: expected positive integer sizes (in, out), got 0, 3"},
+      {function() return nn.Embedding(2, "x") end, "Embedding: expected positive integer sizes (n, d), got 2, x"},
+      {function() return nn.MultiheadAttention(8, 0) end,
+       "MultiheadAttention: expected positive integers (d, heads), got 8, 0"},
+      {function() return nn.Conv2d(1.5, 2, 3) end,
+       "Conv2d: expected positive integer channel counts (cin, cout), got 1.5, 2"},
+      {function() return nn.TransformerBlock(-1, 2) end,
+       "TransformerBlock: expected a positive integer size d, got -1"},
+    }) do
+      H.assert_error(c[1], c[2])
+    end
   end)
 end)

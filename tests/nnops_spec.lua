@@ -118,10 +118,12 @@ describe("dle.cross_entropy", function()
     local x = randn({4, 3}, 9)
     H.assert_error(function() dle.cross_entropy(randn({2, 3, 4}, 1), classes(2, 3, 1)) end, "cross_entropy", "{2,3,4}")
     H.assert_error(function() dle.cross_entropy(x, classes(3, 3, 1)) end, "cross_entropy", "{4}", "{3}")
-    H.assert_error(function() dle.cross_entropy(x, dle.tensor({1, 2, 4, 1}, I64)) end, "cross_entropy", "target 4", "3 classes")
+    H.assert_error(function() dle.cross_entropy(x, dle.tensor({1, 2, 4, 1}, I64)) end, "cross_entropy", "target 4",
+                   "3 classes")
     H.assert_error(function() dle.cross_entropy(x, dle.tensor({1, 0, 2, 1}, I64)) end, "cross_entropy", "target 0")
     H.assert_error(function() dle.cross_entropy(x, dle.tensor({1, 2, 3, 1})) end, "cross_entropy", "int64", "float32")
-    H.assert_error(function() dle.cross_entropy(x, classes(4, 3, 1), {label_smoothing = 1.5}) end, "label_smoothing", "1.5")
+    H.assert_error(function() dle.cross_entropy(x, classes(4, 3, 1), {label_smoothing = 1.5}) end, "label_smoothing",
+                   "1.5")
     H.assert_error(function() dle.cross_entropy(x, classes(4, 3, 1), {reduction = "avg"}) end, "reduction", "avg")
     H.assert_error(function() F.cross_entropy(x, dle.tensor({1, 2}, I64)) end, "cross_entropy", "{4,3}", "{2}")
   end)
@@ -149,7 +151,8 @@ describe("dle.embedding", function()
   it("reads a non-contiguous weight and non-contiguous indices", function()
     local w = randn({5, 6}, 21):transpose(1, 2)             -- {6, 5}
     local ids = dle.tensor({{1, 2}, {6, 3}, {4, 4}}, I64):transpose(1, 2)  -- {2, 3}
-    assert.is_true(dle.embedding(w, ids):equal(w:contiguous():index_select(1, ids:contiguous():reshape(-1)):reshape(2, 3, 5)))
+    assert.is_true(dle.embedding(w, ids):equal(w:contiguous():index_select(1, ids:contiguous():reshape(-1)):reshape(2,
+        3, 5)))
   end)
 
   it("backward is an index-add of the output gradient, skipping padding_idx", function()
@@ -352,13 +355,16 @@ describe("dle.sdpa", function()
 
   it("names the function and the shapes on bad input", function()
     H.assert_error(function() dle.sdpa(dle.zeros(3, 4), dle.zeros(3, 5), dle.zeros(3, 4)) end, "sdpa", "{3,4}", "{3,5}")
-    H.assert_error(function() dle.sdpa(dle.zeros(3, 4), dle.zeros(3, 4), dle.zeros(2, 4)) end, "sdpa", "different lengths")
+    H.assert_error(function() dle.sdpa(dle.zeros(3, 4), dle.zeros(3, 4), dle.zeros(2, 4)) end, "sdpa",
+                   "different lengths")
     H.assert_error(function() dle.sdpa(dle.zeros(4), dle.zeros(3, 4), dle.zeros(3, 4)) end, "sdpa", "q", "{4}")
     H.assert_error(function() dle.sdpa(dle.zeros(3, 4), dle.zeros(3, 4), dle.zeros(3, 4), {mask = dle.ones(5, 5)}) end,
       "sdpa", "mask {5,5}", "{3,3}")
-    H.assert_error(function() dle.sdpa(dle.zeros(3, 4), dle.zeros(3, 4), dle.zeros(3, 4), {mask = dle.ones(3, 3, I64)}) end,
+    H.assert_error(function() dle.sdpa(dle.zeros(3, 4), dle.zeros(3, 4), dle.zeros(3, 4),
+                                       {mask = dle.ones(3, 3, I64)}) end,
       "sdpa", "mask", "int64")
-    H.assert_error(function() dle.sdpa(dle.zeros(2, 3, 4), dle.zeros(3, 3, 4), dle.zeros(3, 3, 4)) end, "sdpa", "{2}", "{3}")
+    H.assert_error(function() dle.sdpa(dle.zeros(2, 3, 4), dle.zeros(3, 3, 4), dle.zeros(3, 3, 4)) end, "sdpa", "{2}",
+                   "{3}")
   end)
 end)
 

@@ -73,7 +73,8 @@ end
 -- ---------------------------------------------------------------- layer_norm
 
 describe("dle.layer_norm", function()
-  it("matches the reference on odd sizes, over 1 and 2 trailing dims, with and without weight/bias (float64)", function()
+  it("matches the reference on odd sizes, over 1 and 2 trailing dims, with and without weight/bias (float64)",
+     function()
     local shape = {3, 7, 5}
     local vals = H.values(shape, {seed = 1})
     local x = dle.tensor(vals, F64)
@@ -118,7 +119,7 @@ describe("dle.layer_norm", function()
 
   it("computes float32 with float statistics, and float16/bfloat16 in float32 (stats float32)", function()
     local vals = H.values({5, 33}, {seed = 9})
-    local ry, rstats = ref_layer_norm(H.flat(vals), 33, nil, nil, 1e-5)
+    local ry = ref_layer_norm(H.flat(vals), 33, nil, nil, 1e-5)
     local y, stats = dle.layer_norm(dle.tensor(vals), 33)
     assert.are.equal("float32", y:dtype())
     assert.are.equal("float32", stats:dtype())
@@ -138,7 +139,8 @@ describe("dle.layer_norm", function()
     assert_flat(yi, ref_layer_norm({1, 2, 3}, 3, nil, nil, 1e-5), 1e-5, 1e-5, "int64")
   end)
 
-  it("keeps the variance exact for rows with a large offset (two-pass, not E[x^2] - E[x]^2) and never gives NaN", function()
+  it("keeps the variance exact for rows with a large offset (two-pass, not E[x^2] - E[x]^2) and never gives NaN",
+     function()
     -- float32 rows 1e4 + u, u in [-1, 1]: the naive formula loses all digits of the variance
     local base = H.values({3, 1000}, {seed = 10, lo = -1, hi = 1})
     local shifted = H.map(base, function(u) return 1e4 + u end)
@@ -173,7 +175,8 @@ describe("dle.layer_norm", function()
   it("writes large float32 outputs (>= 8 MiB, streaming stores) right, rows aligned or not", function()
     for _, shape in ipairs({{2048, 1024}, {2048, 1027}}) do
       local x = dle.randn(shape, {generator = dle.Generator(12)})
-      local w, b = dle.randn(shape[2], {generator = dle.Generator(13)}), dle.randn(shape[2], {generator = dle.Generator(14)})
+      local w, b = dle.randn(shape[2], {generator = dle.Generator(13)}),
+          dle.randn(shape[2], {generator = dle.Generator(14)})
       local y = dle.layer_norm(x, shape[2], w, b)
       local x64 = x:to("float64")
       local m = x64:mean(-1, true)
@@ -256,7 +259,8 @@ describe("dle.batch_norm", function()
   it("refuses bad shapes, missing running statistics in eval and one value per channel in training", function()
     local x = dle.zeros(4, 3, 2)
     H.assert_error(function() dle.batch_norm(dle.zeros(4), nil, nil, nil, nil, true) end, "batch_norm", "{4}", "2 dims")
-    H.assert_error(function() dle.batch_norm(x, dle.ones(2), nil, nil, nil, true) end, "batch_norm", "weight", "{2}", "{3}")
+    H.assert_error(function() dle.batch_norm(x, dle.ones(2), nil, nil, nil, true) end, "batch_norm", "weight", "{2}",
+                   "{3}")
     H.assert_error(function() dle.batch_norm(x, nil, dle.ones(3, 1), nil, nil, true) end, "batch_norm", "bias", "{3,1}")
     H.assert_error(function() dle.batch_norm(x, nil, nil, nil, nil, false) end, "batch_norm", "running_mean")
     H.assert_error(function() dle.batch_norm(x, nil, nil, dle.zeros(4), dle.ones(3), false) end,
@@ -265,7 +269,8 @@ describe("dle.batch_norm", function()
       "batch_norm", "more than 1 value per channel", "{1,3}")
     H.assert_error(function() dle.batch_norm(x, nil, nil, dle.zeros(3):requires_grad_(true), dle.ones(3), false) end,
       "batch_norm", "must not require grad")
-    H.assert_error(function() x:batch_norm_grad_affine(x, dle.zeros(2, 2)) end, "batch_norm_grad_affine", "stats", "{2,2}")
+    H.assert_error(function() x:batch_norm_grad_affine(x, dle.zeros(2, 2)) end, "batch_norm_grad_affine", "stats",
+                   "{2,2}")
   end)
 end)
 
@@ -370,7 +375,8 @@ end
 
 describe("against PyTorch", function()
   local it_torch = have_torch() and it or pending
-  it_torch("layer_norm and batch_norm forward and input/weight/bias gradients match torch in float64 (needs /usr/bin/python3 + torch)", function()
+  it_torch("layer_norm and batch_norm forward and input/weight/bias gradients match torch in float64 (needs " ..
+      "/usr/bin/python3 + torch)", function()
     local dir = os.tmpname()
     os.remove(dir)
     assert(os.execute("mkdir -p " .. dir))
@@ -388,11 +394,13 @@ describe("against PyTorch", function()
       "x, w, b, gy = L('x').requires_grad_(), L('w').requires_grad_(), L('b').requires_grad_(), L('gy')",
       "y = torch.nn.functional.layer_norm(x, (6,), w, b, 1e-5)",
       "gx, gw, gb = torch.autograd.grad(y, (x, w, b), gy)",
-      "for n, t in (('ln_y', y), ('ln_gx', gx), ('ln_gw', gw), ('ln_gb', gb)): np.save(d + '/' + n + '.npy', t.detach().numpy())",
+      "for n, t in (('ln_y', y), ('ln_gx', gx), ('ln_gw', gw), ('ln_gb', gb)): np.save(d + '/' + n + '.npy', " ..
+          "t.detach().numpy())",
       "wc, bc = w[:4].detach().clone().requires_grad_(), b[:4].detach().clone().requires_grad_()",
       "y = torch.nn.functional.batch_norm(x, None, None, wc, bc, True, 0.1, 1e-5)",
       "gx, gw, gb = torch.autograd.grad(y, (x, wc, bc), gy)",
-      "for n, t in (('bn_y', y), ('bn_gx', gx), ('bn_gw', gw), ('bn_gb', gb)): np.save(d + '/' + n + '.npy', t.detach().numpy())",
+      "for n, t in (('bn_y', y), ('bn_gx', gx), ('bn_gw', gw), ('bn_gb', gb)): np.save(d + '/' + n + '.npy', " ..
+          "t.detach().numpy())",
     }, "\n"))
     f:close()
     assert.is_true(os.execute("/usr/bin/python3 " .. p("ref.py") .. " " .. dir) == true)
@@ -401,7 +409,8 @@ describe("against PyTorch", function()
       for i, t in ipairs(ins) do req[i] = t:detach():requires_grad_(true) end
       local y = fn(table.unpack(req))
       local g = dle.grad(y, req, {grad_outputs = gy})
-      H.assert_close(y, dle.load_npy(p(prefix .. "_y.npy")):totable(), {msg = prefix .. " y", rtol = 1e-10, atol = 1e-10})
+      H.assert_close(y, dle.load_npy(p(prefix .. "_y.npy")):totable(),
+                     {msg = prefix .. " y", rtol = 1e-10, atol = 1e-10})
       for i, n in ipairs({"gx", "gw", "gb"}) do
         H.assert_close(g[i], dle.load_npy(p(prefix .. "_" .. n .. ".npy")):totable(),
           {msg = prefix .. " " .. n, rtol = 1e-9, atol = 1e-9})

@@ -10,7 +10,7 @@ local function assert_close(got, want, tol, what)
   assert.are.equal(#want, #got, what)
   for i = 1, #want do
     local err = math.abs(got[i] - want[i])
-    if not (err <= tol * math.max(1, math.abs(want[i]))) then
+    if not (err <= tol * math.max(1, math.abs(want[i]))) then -- luacheck: ignore 581 (NaN fails)
       error(string.format("%s: element %d is %.17g, expected %.17g (tol %g)", what or "value", i,
         got[i], want[i], tol), 2)
     end
@@ -181,7 +181,7 @@ describe("dle.optim steps match hand-computed float64 updates", function()
     local p = dle.full({n}, 2.0, {dtype = "float64"})
     local g = dle.full({n}, 0.5, {dtype = "float64"})
     local m, v = dle.zeros({n}, {dtype = "float64"}), dle.zeros({n}, {dtype = "float64"})
-    core.adam_step(p, g, m, v, {lr = 0.1, step = 1})
+    core._adam_step(p, g, m, v, {lr = 0.1, step = 1})
     -- m = 0.05, v = 0.00025, step size lr / (1 - 0.9) = 1, denominator 0.5 + eps
     local want = 2.0 - 0.05 / (math.sqrt(0.00025) / math.sqrt(1 - 0.999) + 1e-8)
     assert.is_true(math.abs(p:sum():item() - want * n) < 1e-9 * n)
@@ -213,7 +213,7 @@ describe("dle.optim steps match hand-computed float64 updates", function()
     local p, g = dle.ones({3}, {dtype = "float64"}), dle.ones({3}, {dtype = "float64"})
     local m, v = dle.zeros({3}, {dtype = "float64"}), dle.zeros({3}, {dtype = "float64"})
     local pv, mv = p:_version(), m:_version()
-    core.adam_step(p, g, m, v, {lr = 0.1, step = 1})
+    core._adam_step(p, g, m, v, {lr = 0.1, step = 1})
     assert.is_true(p:_version() > pv)
     assert.is_true(m:_version() > mv)
   end)
@@ -223,37 +223,37 @@ describe("dle.optim errors", function()
   local function f64(...) return dle.zeros({...}, {dtype = "float64"}) end
   it("a non-contiguous param or grad is refused", function()
     local p, g, m, v = f64(2, 3):t(), f64(3, 2), f64(3, 2), f64(3, 2)
-    assert.has_error(function() core.adam_step(p, g, m, v, {lr = 0.1, step = 1}) end,
+    assert.has_error(function() core._adam_step(p, g, m, v, {lr = 0.1, step = 1}) end,
       "adam_step: param of shape {3,2} must be contiguous")
-    assert.has_error(function() core.sgd_step(g, f64(2, 3):t(), {lr = 0.1}) end,
+    assert.has_error(function() core._sgd_step(g, f64(2, 3):t(), {lr = 0.1}) end,
       "sgd_step: grad of shape {3,2} must be contiguous")
   end)
   it("mismatched shapes and dtypes are refused with both shapes/dtypes named", function()
-    assert.has_error(function() core.adam_step(f64(3), f64(4), f64(3), f64(3), {lr = 1, step = 1}) end,
+    assert.has_error(function() core._adam_step(f64(3), f64(4), f64(3), f64(3), {lr = 1, step = 1}) end,
       "adam_step: grad has shape {4}, param has shape {3}")
     assert.has_error(function()
-      core.adam_step(f64(3), f64(3), f64(2), f64(3), {lr = 1, step = 1})
+      core._adam_step(f64(3), f64(3), f64(2), f64(3), {lr = 1, step = 1})
     end, "adam_step: exp_avg has shape {2}, param has shape {3}")
     assert.has_error(function()
-      core.adam_step(f64(3), f64(3), dle.zeros({3}), f64(3), {lr = 1, step = 1})
+      core._adam_step(f64(3), f64(3), dle.zeros({3}), f64(3), {lr = 1, step = 1})
     end, "adam_step: exp_avg is float32, expected float64 for a float64 param")
-    assert.has_error(function() core.sgd_step(f64(3), dle.zeros({3}), {lr = 1}) end,
+    assert.has_error(function() core._sgd_step(f64(3), dle.zeros({3}), {lr = 1}) end,
       "sgd_step: grad is float32, param is float64 (they must match)")
-    assert.has_error(function() core.adagrad_step(dle.zeros({3}, {dtype = "int64"}),
+    assert.has_error(function() core._adagrad_step(dle.zeros({3}, {dtype = "int64"}),
       dle.zeros({3}, {dtype = "int64"}), f64(3), {lr = 1, step = 1}) end,
       "adagrad_step: param must be float32, float64, float16 or bfloat16, got int64")
   end)
   it("aliasing, missing state and bad options are refused", function()
     local p = f64(3)
-    assert.has_error(function() core.sgd_step(p, p, {lr = 1}) end,
+    assert.has_error(function() core._sgd_step(p, p, {lr = 1}) end,
       "sgd_step: param and grad share storage")
-    assert.has_error(function() core.sgd_step(p, f64(3), {lr = 1, momentum = 0.9}) end,
+    assert.has_error(function() core._sgd_step(p, f64(3), {lr = 1, momentum = 0.9}) end,
       "sgd_step: momentum_buffer is missing")
-    assert.has_error(function() core.rmsprop_step(p, f64(3), f64(3), {lr = 1, centered = true}) end,
+    assert.has_error(function() core._rmsprop_step(p, f64(3), f64(3), {lr = 1, centered = true}) end,
       "rmsprop_step: grad_avg is missing")
-    assert.has_error(function() core.adam_step(p, f64(3), f64(3), f64(3), {lr = 1}) end,
+    assert.has_error(function() core._adam_step(p, f64(3), f64(3), f64(3), {lr = 1}) end,
       "adam_step: option step is required")
-    assert.has_error(function() core.adam_step(p, f64(3), f64(3), f64(3), {lr = 1, step = 1, lrr = 2}) end,
+    assert.has_error(function() core._adam_step(p, f64(3), f64(3), f64(3), {lr = 1, step = 1, lrr = 2}) end,
       "adam_step: unknown option 'lrr'")
   end)
   it("constructors check params and options", function()
@@ -372,7 +372,8 @@ describe("dle.optim optimizer behaviour", function()
   end)
   -- found by the API fuzzer: a number as a param group was indexed ("attempt to index a number")
   it("load_state_dict names itself when a param group is not a table", function()
-    local ok, msg = pcall(function() optim.SGD({param()}, {lr = 0.1}):load_state_dict({state = {}, param_groups = {4}}) end)
+    local ok, msg = pcall(function() optim.SGD({param()}, {lr = 0.1}):load_state_dict({state = {},
+                                                                                       param_groups = {4}}) end)
     assert.is_false(ok)
     assert.is_truthy(msg:find("SGD: load_state_dict: param group 1 is a number", 1, true), msg)
   end)

@@ -71,9 +71,11 @@ local with_options = {
   ["nn.init.normal_"] = {function(o) return nn.init.normal_(dle.zeros(2, 2), 0, 1, o) end, "normal_"},
   ["nn.init.xavier_uniform_"] = {function(o) return nn.init.xavier_uniform_(dle.zeros(2, 2), 1, o) end, "uniform_"},
   ["nn.init.xavier_normal_"] = {function(o) return nn.init.xavier_normal_(dle.zeros(2, 2), 1, o) end, "normal_"},
-  ["nn.init.kaiming_uniform_"] = {function(o) return nn.init.kaiming_uniform_(dle.zeros(2, 2), o) end, "kaiming_uniform_"},
+  ["nn.init.kaiming_uniform_"] = {function(o) return nn.init.kaiming_uniform_(dle.zeros(2, 2), o) end,
+                                  "kaiming_uniform_"},
   ["nn.init.kaiming_normal_"] = {function(o) return nn.init.kaiming_normal_(dle.zeros(2, 2), o) end, "kaiming_normal_"},
-  ["nn.init.trunc_normal_"] = {function(o) return nn.init.trunc_normal_(dle.zeros(2, 2), 1, -2, 2, o) end, "trunc_normal_"},
+  ["nn.init.trunc_normal_"] = {function(o) return nn.init.trunc_normal_(dle.zeros(2, 2), 1, -2, 2, o) end,
+                               "trunc_normal_"},
   ["nn.utils.clip_grad_norm_"] = {function(o) return nn.utils.clip_grad_norm_(params(), 1, o) end, "clip_grad_norm_"},
   -- dle.optim and its schedulers
   ["optim.SGD"] = {function(o) return dle.optim.SGD(params(), o) end, "SGD"},
@@ -101,7 +103,8 @@ local with_options = {
   end, "rewrite.apply"},
   ["rewrite.verify"] = {function(o) return dle.rewrite.verify(dle.rewrite.rules.algebra[1], o) end, "rewrite.verify"},
   ["rewrite.pattern.const"] = {function(o) return dle.rewrite.pattern.const(1, o) end, "pattern.const"},
-  ["rewrite.pattern.op"] = {function(o) return dle.rewrite.pattern.mul(dle.rewrite.pattern.any("x"), o) end, "pattern.mul"},
+  ["rewrite.pattern.op"] = {function(o) return dle.rewrite.pattern.mul(dle.rewrite.pattern.any("x"), o) end,
+                            "pattern.mul"},
   ["data.DataLoader"] = {function(o) return dle.data.DataLoader({x}, o) end, "DataLoader"},
   ["repl.run"] = {function(o) return require("dle.repl").run(o) end, "repl.run"},
   -- dle's own functions (C): creation, random, nn ops, autograd, arithmetic
@@ -213,7 +216,8 @@ describe("unknown options", function()
       .. "reduction, weight)", 1, true), err)
     ok, err = pcall(dle.zeros, 2, {dtyp = "float64"})
     assert.is_false(ok)
-    assert.truthy(err:find("zeros: unknown option 'dtyp' (known: device, dtype, generator, requires_grad)", 1, true), err)
+    assert.truthy(err:find("zeros: unknown option 'dtyp' (known: device, dtype, generator, requires_grad)", 1, true),
+                  err)
   end)
 
   it("a non-table options argument is an error naming the function and what was given", function()

@@ -37,7 +37,7 @@ describe("dle.flops", function()
     assert.are.equal(24, (dle.flops(function() return x:exp() end)))
     assert.are.equal(24, (dle.flops(function() return x:sum(2) end)))
     assert.are.equal(24, (dle.flops(function() return x:sum() end)))
-    local rule, per = dle.core.op_flops_rule("softmax")
+    local rule, per = dle.core._op_flops_rule("softmax")
     assert.are.equal("per input element", rule)
     assert.are.equal(per * 24, (dle.flops(function() return x:softmax(2) end)))
   end)
@@ -176,9 +176,9 @@ describe("dle.profile", function()
     local outer = dle.profile(function()
       local _ = a + a
       inner = dle.profile(function() return a * a end)
-      assert.are.equal("timed", dle.core.profile_mode())
+      assert.are.equal("timed", dle.core._profile_mode())
       local _ = dle.flops(function() return a - a end)
-      assert.are.equal("timed", dle.core.profile_mode()) -- a nested dle.flops keeps the timing on
+      assert.are.equal("timed", dle.core._profile_mode()) -- a nested dle.flops keeps the timing on
       return a + a
     end)
     assert.are.equal(1, inner.total.calls)
@@ -186,7 +186,7 @@ describe("dle.profile", function()
     assert.are.equal(2, entry(outer, "add").calls)
     assert.are.equal(1, entry(outer, "mul").calls)
     assert.are.equal(1, entry(outer, "sub").calls)
-    assert.are.equal("off", dle.core.profile_mode())
+    assert.are.equal("off", dle.core._profile_mode())
   end)
 
   it("is switched off after an error in fn, and re-raises it", function()
@@ -197,20 +197,20 @@ describe("dle.profile", function()
     end)
     assert.is_false(ok)
     assert.matches("boom in fn", err)
-    assert.are.equal("off", dle.core.profile_mode())
+    assert.are.equal("off", dle.core._profile_mode())
     -- also from a nested dle.flops inside a profile: the outer one is left running
     local outer = dle.profile(function()
       assert.is_false(pcall(dle.flops, function() local _ = a * a; error({code = 7}) end))
-      assert.are.equal("timed", dle.core.profile_mode())
+      assert.are.equal("timed", dle.core._profile_mode())
       return a + a
     end)
-    assert.are.equal("off", dle.core.profile_mode())
+    assert.are.equal("off", dle.core._profile_mode())
     assert.are.equal(1, entry(outer, "mul").calls)
     -- an engine error inside fn (bad shapes) comes out unchanged too
     local ok2, err2 = pcall(dle.flops, function() return dle.randn(2, 3):matmul(dle.randn(2, 3)) end)
     assert.is_false(ok2)
     assert.matches("not aligned", err2)
-    assert.are.equal("off", dle.core.profile_mode())
+    assert.are.equal("off", dle.core._profile_mode())
   end)
 
   it("prints a table of op, calls, time, FLOPs and bytes", function()
@@ -235,8 +235,8 @@ describe("dle.profile", function()
     local prof = dle.profile(function() end)
     assert.are.equal(0, prof.total.calls)
     assert.has_error(function() prof:table(-1) end, "profile:table: n must be a non-negative integer, got -1")
-    assert.has_error(function() dle.core.profile_mode("loud") end)
-    assert.are.equal("off", dle.core.profile_mode())
+    assert.has_error(function() dle.core._profile_mode("loud") end)
+    assert.are.equal("off", dle.core._profile_mode())
     -- a callable table is a function
     local callable = setmetatable({}, {__call = function() return dle.ones(2) + 1 end})
     assert.are.equal(2, (dle.flops(callable)))
@@ -245,7 +245,7 @@ describe("dle.profile", function()
   it("gives every op a FLOP rule; the ops that count none are data movement", function()
     local none = {}
     for _, info in ipairs(dle.core.op_table()) do
-      local rule, per = dle.core.op_flops_rule(info.name)
+      local rule, per = dle.core._op_flops_rule(info.name)
       assert.is_string(rule)
       if rule == "none" then none[#none + 1] = info.name
       elseif rule:find("per .* element") and rule:sub(1, 2) ~= "kh" then
@@ -256,6 +256,6 @@ describe("dle.profile", function()
     assert.are.same({"arange", "cat", "copy", "embedding", "expand", "full", "gather",
                      "index_select", "masked_fill", "narrow", "one_hot", "permute", "rand",
                      "randint", "randn", "select", "tril", "triu", "view"}, none)
-    assert.has_error(function() dle.core.op_flops_rule("nope") end, "op_flops_rule: no op named 'nope'")
+    assert.has_error(function() dle.core._op_flops_rule("nope") end, "op_flops_rule: no op named 'nope'")
   end)
 end)

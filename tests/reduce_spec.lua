@@ -126,18 +126,21 @@ describe("value reductions", function()
   for k, spec in ipairs(VALUE_OPS) do
     local name, lo, hi = spec[1], spec[2], spec[3]
     for _, dt in ipairs(FLOATS) do
-      it(name .. " " .. dt .. " matches the reference over each dim, both dims and all, with keepdim, on every layout (7x13)", function()
+      it(name .. " " .. dt
+         .. " matches the reference over each dim, both dims and all, with keepdim, on every layout (7x13)", function()
         local v = stored(H.values(ODD, {lo = lo, hi = hi, seed = k}), dt)
         every_layout(v, dt, function(layout, x)
           for _, dd in ipairs(DIMS_2D) do
             for _, keep in ipairs({false, true}) do
               local want = ref_reduce(v, dd[1], keep, REF[name])
               local msg = string.format("%s %s %s keepdim=%s", name, layout, dd[2], tostring(keep))
-              H.assert_close(x[name](x, dd[1], keep), want, {dtype = dt, msg = msg, rtol = dt == "float32" and 2e-5 or nil})
+              H.assert_close(x[name](x, dd[1], keep), want, {dtype = dt, msg = msg, rtol = dt == "float32" and 2e-5
+                                                             or nil})
             end
           end
         end)
-        H.assert_close(dle[name](H.make(v, dt), 2), ref_reduce(v, 2, false, REF[name]), {dtype = dt, msg = "dle." .. name})
+        H.assert_close(dle[name](H.make(v, dt), 2), ref_reduce(v, 2, false, REF[name]),
+                       {dtype = dt, msg = "dle." .. name})
       end)
     end
 
@@ -161,13 +164,16 @@ describe("value reductions", function()
       local v = H.repeat_rows(row, 6)
       local x = H.make(v, "float64", "expanded")
       for _, d in ipairs({1, 2}) do
-        H.assert_close(x[name](x, d), ref_reduce(v, d, false, REF[name]), {dtype = "float64", msg = name .. " expanded dim " .. d})
+        H.assert_close(x[name](x, d), ref_reduce(v, d, false, REF[name]),
+                       {dtype = "float64", msg = name .. " expanded dim " .. d})
       end
-      H.assert_close(x[name](x), ref_reduce(v, nil, false, REF[name]), {dtype = "float64", msg = name .. " expanded all"})
+      H.assert_close(x[name](x), ref_reduce(v, nil, false, REF[name]),
+                     {dtype = "float64", msg = name .. " expanded all"})
       local w = H.values({4, 1, 3}, {lo = lo, hi = hi, seed = 30 + k})
       local y = dle.tensor(w, {dtype = "float64"})
       for _, d in ipairs({1, 2, 3, {1, 2}, {2, 3}}) do
-        H.assert_close(y[name](y, d, true), ref_reduce(w, d, true, REF[name]), {dtype = "float64", msg = name .. " size-1"})
+        H.assert_close(y[name](y, d, true), ref_reduce(w, d, true, REF[name]),
+                       {dtype = "float64", msg = name .. " size-1"})
       end
     end)
   end
@@ -258,7 +264,8 @@ describe("var and std", function()
     local kept = x:std(2, true, {correction = 0})
     assert.are.same({2, 1}, kept:shape())
     H.assert_close(kept, ref_reduce(v, 2, true, function(l) return REF.std(l, 0) end), {dtype = "float64"})
-    H.assert_close(x:std(2, {keepdim = true, correction = 2}), ref_reduce(v, 2, true, function(l) return REF.std(l, 2) end), {dtype = "float64"})
+    H.assert_close(x:std(2, {keepdim = true, correction = 2}),
+                   ref_reduce(v, 2, true, function(l) return REF.std(l, 2) end), {dtype = "float64"})
     H.assert_close(x:var({unbiased = false}), REF.var(H.flat(v), 0), {dtype = "float64"})
     H.assert_close(dle.std(x, nil, {correction = 0}), REF.std(H.flat(v), 0), {dtype = "float64"})
   end)
@@ -282,7 +289,8 @@ end)
 
 describe("max, min, argmax and argmin", function()
   for _, dt in ipairs({"float32", "float64", "int64"}) do
-    it("max/min values and 1-based first-occurrence indices match the reference on every layout (" .. dt .. ")", function()
+    it("max/min values and 1-based first-occurrence indices match the reference on every layout (" .. dt .. ")",
+       function()
       local v = H.values(ODD, {lo = -3, hi = 3, int = true, seed = 7})  -- many ties
       every_layout(v, dt, function(layout, x)
         for _, d in ipairs({1, 2, -1}) do
@@ -374,7 +382,8 @@ describe("softmax and log_softmax", function()
           for _, name in ipairs({"softmax", "log_softmax"}) do
             local r = x[name](x, d)
             assert.is_true(r:is_contiguous())
-            H.assert_close(r, ref_softmax(v, d, name == "log_softmax"), {dtype = dt, msg = name .. " " .. layout .. " dim " .. d})
+            H.assert_close(r, ref_softmax(v, d, name == "log_softmax"),
+                           {dtype = dt, msg = name .. " " .. layout .. " dim " .. d})
           end
         end
         H.assert_close(x:softmax(), ref_softmax(v, -1), {dtype = dt, msg = "default dim is the last"})
@@ -407,7 +416,8 @@ describe("softmax and log_softmax", function()
     local r = dle.tensor({{1, 2, 3}}, {dtype = "int64"}):softmax(2)
     assert.are.equal("float32", r:dtype())
     H.assert_close(r, ref_softmax({{1, 2, 3}}, 2))
-    H.assert_close(dle.tensor({1, 1, 1, 1}, {dtype = "float16"}):softmax(), {0.25, 0.25, 0.25, 0.25}, {dtype = "float16"})
+    H.assert_close(dle.tensor({1, 1, 1, 1}, {dtype = "float16"}):softmax(), {0.25, 0.25, 0.25, 0.25},
+                   {dtype = "float16"})
   end)
 
   it("give exact zeros for -inf (masked) logits and keep float32 accuracy over exp's whole range", function()
@@ -490,7 +500,8 @@ describe("large inputs", function()
         H.assert_close(a, want, {dtype = "float64", rtol = 1e-9, msg = name .. " threaded " .. tostring(d)})
         H.assert_close(b, want, {dtype = "float64", rtol = 1e-9, msg = name .. " 1 thread " .. tostring(d)})
         -- the transpose reduced over the other dim gives the same values from the other layout
-        H.assert_close(xt[name](xt, d and 3 - d or nil), want, {dtype = "float64", rtol = 1e-9, msg = name .. " transposed " .. tostring(d)})
+        H.assert_close(xt[name](xt, d and 3 - d or nil), want,
+                       {dtype = "float64", rtol = 1e-9, msg = name .. " transposed " .. tostring(d)})
       end
     end)
   end
@@ -662,7 +673,8 @@ describe("all, any and norm", function()
     H.assert_close(dle.norm(x, "fro"), pnorm(2)(H.flat(v)), {dtype = "float64"})
     for _, p in ipairs({1, 2, 3, INF, -INF, 0}) do
       for _, d in ipairs({1, 2}) do
-        H.assert_close(x:norm(p, d), ref_reduce(v, d, false, pnorm(p)), {dtype = "float64", msg = "norm p=" .. p .. " dim " .. d})
+        H.assert_close(x:norm(p, d), ref_reduce(v, d, false, pnorm(p)),
+                       {dtype = "float64", msg = "norm p=" .. p .. " dim " .. d})
       end
     end
     assert.are.same({2, 1}, x:norm(2, 2, true):shape())
@@ -678,7 +690,8 @@ describe("errors", function()
   local x = dle.zeros(7, 13)
 
   it("a bad dim names the function and the shape", function()
-    for _, name in ipairs({"sum", "mean", "prod", "var", "std", "logsumexp", "amax", "amin", "max", "min", "argmax", "argmin", "softmax", "log_softmax"}) do
+    for _, name in ipairs({"sum", "mean", "prod", "var", "std", "logsumexp", "amax", "amin", "max", "min", "argmax",
+                           "argmin", "softmax", "log_softmax"}) do
       H.assert_error(function() return x[name](x, 3) end, name .. ": dim 3 out of range", "shape {7,13}")
       H.assert_error(function() return dle[name](x, -3) end, name .. ": dim -3 out of range", "{7,13}")
     end

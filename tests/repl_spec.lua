@@ -99,7 +99,8 @@ describe("the REPL through a pipe", function()
   end)
 
   it("prints errors raised with non-string values", function()
-    local out, err = run_repl({"error({})", "error(setmetatable({}, {__tostring = function() return 'custom' end}))", "1"})
+    local out, err = run_repl({"error({})", "error(setmetatable({}, {__tostring = function() return 'custom' end}))",
+                               "1"})
     assert.are.equal("1\n", out)
     assert.truthy(err:find("error object is a table value", 1, true), err)
     assert.truthy(err:find("custom", 1, true), err)

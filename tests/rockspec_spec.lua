@@ -120,14 +120,17 @@ describe("luarocks make #rock", function()
 
   it("lets plain lua5.4 require dle after `luarocks path`", function()
     local out, status = sh(path_env .. "\ncd / && lua5.4 -e " ..
-      q('local dle = require "dle"; print((dle.ones(2, 2) + 1):totable()[2][2], package.searchpath("dle.core", package.cpath))'))
+      q('local dle = require "dle"; print((dle.ones(2, 2) + 1):totable()[2][2], ' ..
+        'package.searchpath("dle.core", package.cpath))'))
     assert.are.equal(0, status, out)
     assert.are.equal("2.0\t" .. tree .. "/lib/lua/5.4/dle/core.so\n", out)
   end)
 
   it("installs a bin/dle that runs -e chunks, scripts with arguments and the REPL", function()
     local dle_bin = q(tree .. "/bin/dle")
-    local out, status = sh("cd / && " .. dle_bin .. " -e " .. q('print(require("dle").arange(0, 3, {dtype = "int64"}):totable()[3], ...)') .. " a b")
+    local out,
+        status = sh("cd / && " .. dle_bin .. " -e "
+                    .. q('print(require("dle").arange(0, 3, {dtype = "int64"}):totable()[3], ...)') .. " a b")
     assert.are.equal(0, status, out)
     assert.are.equal("2\ta\tb\n", out)
 

@@ -34,7 +34,8 @@ for _, threads in ipairs({1, 2}) do
     end)
     teardown(function() dle.set_num_threads(saved) end)
 
-    it("softmax and log_softmax over 2100 rows of 1023 (8.6 MB, unaligned rows) equal the small-block results", function()
+    it("softmax and log_softmax over 2100 rows of 1023 (8.6 MB, unaligned rows) equal the small-block results",
+       function()
       dle.manual_seed(11)
       local x = dle.randn(2100, 1023) * 5
       for _, op in ipairs({"softmax", "log_softmax"}) do

@@ -427,7 +427,6 @@ describe("logical_and / logical_or / logical_xor, isclose / allclose", function(
   end)
 
   it("name themselves and the argument on wrong arguments", function()
-    local H = require "helpers"
     H.assert_error(function() dle.isclose("x", dle.ones(2)) end, "isclose: input must be a tensor, got string")
     H.assert_error(function() dle.ones(2):allclose({}) end, "allclose: other must be a tensor or a number, got table")
     H.assert_error(function() dle.ones(2):isclose(dle.ones(2), "big") end, "isclose: rtol must be a number")

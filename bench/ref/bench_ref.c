@@ -72,8 +72,8 @@ typedef struct {
 
 static void run_gemm(void *p) {
   gemm_state *s = p;
-  cblas_sgemm(CblasRowMajor, s->trans_a ? CblasTrans : CblasNoTrans, CblasNoTrans, s->m, s->n, s->k, 1.0f, s->a,
-              s->trans_a ? s->m : s->k, s->b, s->n, 0.0f, s->c, s->n);
+  cblas_sgemm(CblasRowMajor, s->trans_a ? CblasTrans : CblasNoTrans, CblasNoTrans, s->m, s->n, s->k,
+              1.0f, s->a, s->trans_a ? s->m : s->k, s->b, s->n, 0.0f, s->c, s->n);
 }
 
 static float *filled(size_t n) {
@@ -110,15 +110,18 @@ static void run_triad(void *p) {
 
 /* ------------------------------------------------------------------ main */
 
-static void report(const char *task, long iters, const double *per, int reps, double work, const char *unit) {
+static void report(const char *task, long iters, const double *per, int reps, double work,
+                   const char *unit) {
   double med = reps % 2 ? per[reps / 2] : 0.5 * (per[reps / 2 - 1] + per[reps / 2]);
   /* rates: the slowest repetition gives the minimum */
-  printf("%s %.6g %.6g %.6g %ld %s\n", task, work / med, work / per[reps - 1], work / per[0], iters, unit);
+  printf("%s %.6g %.6g %.6g %ld %s\n", task, work / med, work / per[reps - 1], work / per[0], iters,
+         unit);
   fflush(stdout);
 }
 
 /* Times: the median, fastest and slowest repetition of `per_op` seconds, scaled to microseconds. */
-static void report_us(const char *task, long iters, const double *per, int reps, double ops_per_iter) {
+static void report_us(const char *task, long iters, const double *per, int reps,
+                      double ops_per_iter) {
   double med = reps % 2 ? per[reps / 2] : 0.5 * (per[reps / 2 - 1] + per[reps / 2]);
   double k = 1e6 / ops_per_iter;
   printf("%s %.6g %.6g %.6g %ld us\n", task, med * k, per[0] * k, per[reps - 1] * k, iters);
@@ -130,7 +133,9 @@ static int run_task(const char *task, double target, int reps) {
   long x = 0, y = 0, z = 0;
   double per[MAX_REPS];
   if (sscanf(task, "%15[a-z_]:%ld:%ld:%ld", kind, &x, &y, &z) < 2 || x < 1) {
-    printf("%s error bad task (expected sgemm:M:N:K, sgemm_tn:M:N:K, copy:N, triad:N or lua_object:1)\n", task);
+    printf(
+        "%s error bad task (expected sgemm:M:N:K, sgemm_tn:M:N:K, copy:N, triad:N or lua_object:1)\n",
+        task);
     return 1;
   }
   if (!strcmp(kind, "sgemm") || !strcmp(kind, "sgemm_tn")) {
@@ -138,7 +143,12 @@ static int run_task(const char *task, double target, int reps) {
       printf("%s error bad sizes\n", task);
       return 1;
     }
-    gemm_state s = {(int)x, (int)y, (int)z, !strcmp(kind, "sgemm_tn"), filled((size_t)x * z), filled((size_t)z * y),
+    gemm_state s = {(int)x,
+                    (int)y,
+                    (int)z,
+                    !strcmp(kind, "sgemm_tn"),
+                    filled((size_t)x * z),
+                    filled((size_t)z * y),
                     filled((size_t)x * y)};
     int ok = s.a && s.b && s.c;
     if (ok) {
@@ -187,9 +197,12 @@ int main(int argc, char **argv) {
       fprintf(stderr, "bench_ref: %s needs a value\n", argv[i]);
       return 2;
     }
-    if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--target")) target = atof(argv[i + 1]);
+    if (!strcmp(argv[i], "--threads"))
+      threads = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--reps"))
+      reps = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--target"))
+      target = atof(argv[i + 1]);
     else {
       fprintf(stderr, "bench_ref: unknown option %s\n", argv[i]);
       return 2;

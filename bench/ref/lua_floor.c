@@ -49,8 +49,9 @@ lua_floor *lua_floor_new(void) {
   lua_setfield(L, -2, "__gc");
   lua_pushcclosure(L, new_object, 1);
   lua_setglobal(L, "new_object");
-  static const char chunk[] = "local new_object = new_object\n"
-                              "return function() for _ = 1, " LUA_FLOOR_BATCH_STR " do local o = new_object() end end";
+  static const char chunk[] =
+      "local new_object = new_object\n"
+      "return function() for _ = 1, " LUA_FLOOR_BATCH_STR " do local o = new_object() end end";
   if (luaL_loadstring(L, chunk) != LUA_OK || lua_pcall(L, 0, 1, 0) != LUA_OK) {
     lua_close(L);
     free(f);

@@ -1,7 +1,7 @@
 /* dist.h — what the files of dle.dist_native (the MPI side of dle.dist) share: the private
  * communicator, the dtype table and MPI error reporting. This module never calls the engine (the
  * core module is loaded RTLD_LOCAL): lua/dle/dist/init.lua hands it raw buffers from
- * dle.core.raw_buffer. */
+ * dle.core._raw_buffer. */
 #ifndef DLE_DIST_H
 #define DLE_DIST_H
 
@@ -22,8 +22,8 @@ typedef struct {
   const char *name;
   MPI_Datatype type;
   size_t size;
-  int half;     /* 0, or 1 for float16, 2 for bfloat16 */
-  int boolean;  /* bool: sum/max reduce with logical or, min/prod with logical and */
+  int half;    /* 0, or 1 for float16, 2 for bfloat16 */
+  int boolean; /* bool: sum/max reduce with logical or, min/prod with logical and */
 } dle_dist_dtype;
 
 /* The dtype named at stack index idx (a Lua error naming fn for an unknown name). */

@@ -1,6 +1,6 @@
 /* dist_collectives.c — all_reduce, broadcast and barrier over raw buffers (pointer, element
  * count, dtype name) that lua/dle/dist/init.lua takes from contiguous CPU tensors (through
- * dle.core.raw_buffer). A buffer of more elements than an MPI count (an int) holds goes in several
+ * dle.core._raw_buffer). A buffer of more elements than an MPI count (an int) holds goes in several
  * calls. */
 #include <limits.h>
 #include <stdint.h>
@@ -42,7 +42,8 @@ static int l_all_reduce(lua_State *L) {
   MPI_Op mop = pick_op(d, op);
   for (int64_t done = 0; done < count; done += CHUNK) {
     int n = (int)(count - done < CHUNK ? count - done : CHUNK);
-    dle_dist_check(L, MPI_Allreduce(MPI_IN_PLACE, p + done * (int64_t)d->size, n, d->type, mop, comm),
+    dle_dist_check(L,
+                   MPI_Allreduce(MPI_IN_PLACE, p + done * (int64_t)d->size, n, d->type, mop, comm),
                    "all_reduce", "MPI_Allreduce");
   }
   return 0;
@@ -75,8 +76,10 @@ static int l_barrier(lua_State *L) {
 }
 
 void dle_dist_open_collectives(lua_State *L, int t) {
-  static const luaL_Reg fns[] = {{"all_reduce", l_all_reduce}, {"broadcast", l_broadcast},
-                                 {"barrier", l_barrier}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"all_reduce", l_all_reduce},
+                                 {"broadcast", l_broadcast},
+                                 {"barrier", l_barrier},
+                                 {NULL, NULL}};
   for (const luaL_Reg *f = fns; f->name; f++) {
     lua_pushcfunction(L, f->func);
     lua_setfield(L, t, f->name);

@@ -16,16 +16,16 @@
 
 MPI_Comm dle_dist_comm = MPI_COMM_NULL;
 
-static bool we_initialized;   /* MPI_Init_thread was ours: so is MPI_Finalize */
+static bool we_initialized; /* MPI_Init_thread was ours: so is MPI_Finalize */
 static bool atexit_set;
-static const char handle_key = 0;   /* registry key of the process-group handle */
+static const char handle_key = 0; /* registry key of the process-group handle */
 #define HANDLE_MT "dle.dist.ProcessGroup"
 
 static const dle_dist_dtype dtypes[] = {
-    {"float32", MPI_FLOAT, 4, 0, 0},   {"float64", MPI_DOUBLE, 8, 0, 0},
+    {"float32", MPI_FLOAT, 4, 0, 0},    {"float64", MPI_DOUBLE, 8, 0, 0},
     {"float16", MPI_UINT16_T, 2, 1, 0}, {"bfloat16", MPI_UINT16_T, 2, 2, 0},
-    {"int32", MPI_INT32_T, 4, 0, 0},   {"int64", MPI_INT64_T, 8, 0, 0},
-    {"uint8", MPI_UINT8_T, 1, 0, 0},   {"bool", MPI_C_BOOL, 1, 0, 1},
+    {"int32", MPI_INT32_T, 4, 0, 0},    {"int64", MPI_INT64_T, 8, 0, 0},
+    {"uint8", MPI_UINT8_T, 1, 0, 0},    {"bool", MPI_C_BOOL, 1, 0, 1},
 };
 
 const dle_dist_dtype *dle_dist_check_dtype(lua_State *L, int idx, const char *fn) {
@@ -40,7 +40,8 @@ void dle_dist_check(lua_State *L, int rc, const char *fn, const char *call) {
   if (rc == MPI_SUCCESS) return;
   char msg[MPI_MAX_ERROR_STRING];
   int len = 0;
-  if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "error code %d", rc);
+  if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS)
+    snprintf(msg, sizeof msg, "error code %d", rc);
   luaL_error(L, "%s: %s failed: %s", fn, call, msg);
 }
 
@@ -178,10 +179,13 @@ static int handle_tostring(lua_State *L) {
 
 int luaopen_dle_dist_native(lua_State *L) {
   static const luaL_Reg fns[] = {
-      {"init", l_init}, {"finalize", l_finalize}, {"is_initialized", l_is_initialized},
-      {"rank", l_rank}, {"world_size", l_world_size}, {"abort", l_abort}, {NULL, NULL}};
-  static const luaL_Reg handle_meta[] = {{"__close", handle_close}, {"__gc", handle_gc},
-                                         {"__tostring", handle_tostring}, {NULL, NULL}};
+      {"init", l_init}, {"finalize", l_finalize},     {"is_initialized", l_is_initialized},
+      {"rank", l_rank}, {"world_size", l_world_size}, {"abort", l_abort},
+      {NULL, NULL}};
+  static const luaL_Reg handle_meta[] = {{"__close", handle_close},
+                                         {"__gc", handle_gc},
+                                         {"__tostring", handle_tostring},
+                                         {NULL, NULL}};
   if (luaL_newmetatable(L, HANDLE_MT)) luaL_setfuncs(L, handle_meta, 0);
   lua_pop(L, 1);
   luaL_newlib(L, fns);

@@ -13,12 +13,12 @@ static inline float f_prod(float a, float b) { return a * b; }
 static inline float f_max(float a, float b) { return (a != a || a > b) ? a : b; }
 static inline float f_min(float a, float b) { return (a != a || a < b) ? a : b; }
 
-#define HALF_OP(name, to_f, from_f, combine)                                                     \
-  static void name(void *in, void *inout, int *len, MPI_Datatype *type) {                        \
-    (void)type;                                                                                   \
-    const uint16_t *a = in;                                                                       \
-    uint16_t *b = inout;                                                                          \
-    for (int i = 0; i < *len; i++) b[i] = from_f(combine(to_f(a[i]), to_f(b[i])));               \
+#define HALF_OP(name, to_f, from_f, combine)                                       \
+  static void name(void *in, void *inout, int *len, MPI_Datatype *type) {          \
+    (void)type;                                                                    \
+    const uint16_t *a = in;                                                        \
+    uint16_t *b = inout;                                                           \
+    for (int i = 0; i < *len; i++) b[i] = from_f(combine(to_f(a[i]), to_f(b[i]))); \
   }
 
 HALF_OP(f16_sum, dle_half_to_float, dle_float_to_half, f_sum)
@@ -41,7 +41,7 @@ int dle_dist_half_ops_create(void) {
   for (int h = 0; h < 2; h++)
     for (int o = 0; o < 4; o++) {
       if (ops[h][o] != MPI_OP_NULL) continue;
-      int rc = MPI_Op_create(functions[h][o], 1, &ops[h][o]);   /* 1: commutative */
+      int rc = MPI_Op_create(functions[h][o], 1, &ops[h][o]); /* 1: commutative */
       if (rc != MPI_SUCCESS) return rc;
     }
   return MPI_SUCCESS;

@@ -3,8 +3,8 @@
  *
  * Why a separate module: libgomp reads OMP_WAIT_POLICY once, when it is loaded. Its default
  * lets idle worker threads spin after every parallel region, and on a 2-core machine they then
- * steal the cores from OpenBLAS's threads and from the Lua thread itself (measured: a
- * Fashion-MNIST MLP epoch 3x slower, a third of the time spinning in libgomp). Only this module
+ * steal the cores from OpenBLAS's threads and from the Lua thread itself (a Fashion-MNIST
+ * MLP epoch ran several times slower, much of it spinning in libgomp). Only this module
  * runs before libgomp is loaded, so only it can choose "passive". A value the user set wins. */
 #include <stdlib.h>
 

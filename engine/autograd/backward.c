@@ -9,7 +9,7 @@
 
 typedef struct {
   dle_node *node;
-  int deps;               /* consumers in this pass that have not yet sent their gradient */
+  int deps;                       /* consumers in this pass that have not yet sent their gradient */
   dle_tensor *grad[DLE_MAX_OUTS]; /* sum of the gradients received per output */
 } slot;
 
@@ -18,7 +18,7 @@ typedef struct {
 #define PASS_INLINE 32
 
 typedef struct {
-  slot *slots;            /* inline, or malloc'ed once the graph outgrows it */
+  slot *slots; /* inline, or malloc'ed once the graph outgrows it */
   int n, cap;
   uint64_t id;
   slot inline_slots[PASS_INLINE];
@@ -87,11 +87,13 @@ static dle_status accumulate(dle_tensor **acc, dle_tensor *g) {
   return DLE_OK;
 }
 
-static dle_status check_version(const dle_node *n, const char *what, int i, dle_tensor *v, uint32_t version) {
+static dle_status check_version(const dle_node *n, const char *what, int i, dle_tensor *v,
+                                uint32_t version) {
   if (!v || v->storage->version == version) return DLE_OK;
-  return dle_error("backward: %s %d of %s (shape %s), needed for its gradient, was modified by an "
-                   "in-place operation after it was used (version %u, expected %u)",
-                   what, i + 1, dle_node_name(n), SHAPE(v), v->storage->version, version);
+  return dle_error(
+      "backward: %s %d of %s (shape %s), needed for its gradient, was modified by an "
+      "in-place operation after it was used (version %u, expected %u)",
+      what, i + 1, dle_node_name(n), SHAPE(v), v->storage->version, version);
 }
 
 /* A saved output as the rule sees it: with create_graph it must carry this node's history so
@@ -104,7 +106,7 @@ static dle_status unpack_outputs(dle_node *n, bool create_graph, dle_tensor **tm
     DLE_TRY(dle_node_alias(&tmp[k], v));
     tmp[k]->grad_fn = n, tmp[k]->output_nr = k, tmp[k]->requires_grad = true;
     dle_node_retain(n);
-    n->out[k].value = tmp[k];  /* swapped back after the rule */
+    n->out[k].value = tmp[k]; /* swapped back after the rule */
     tmp[k] = v;
   }
   return DLE_OK;
@@ -119,11 +121,13 @@ static void restore_outputs(dle_node *n, dle_tensor **tmp) {
 }
 
 /* Runs one node's reverse rule: gradients for its inputs (cast to their dtypes), into gin. */
-static dle_status run_rule(dle_node *n, dle_tensor *const *gout, dle_tensor **gin, bool create_graph) {
+static dle_status run_rule(dle_node *n, dle_tensor *const *gout, dle_tensor **gin,
+                           bool create_graph) {
   if (n->freed)
-    return dle_error("backward: the graph through %s was already freed by a previous backward; "
-                     "pass retain_graph = true to the first backward to go through it again",
-                     dle_node_name(n));
+    return dle_error(
+        "backward: the graph through %s was already freed by a previous backward; "
+        "pass retain_graph = true to the first backward to go through it again",
+        dle_node_name(n));
   for (int i = 0; i < n->nin; i++)
     DLE_TRY(check_version(n, "input", i, n->in[i].value, n->in[i].version));
   for (int k = 0; k < n->nout; k++)
@@ -140,7 +144,10 @@ static dle_status run_rule(dle_node *n, dle_tensor *const *gout, dle_tensor **gi
   if (st != DLE_OK) return st;
   for (int i = 0; i < n->nin; i++) {
     if (!gin[i]) continue;
-    if (!n->in[i].requires_grad) { DLE_RELEASE(gin[i]); continue; }
+    if (!n->in[i].requires_grad) {
+      DLE_RELEASE(gin[i]);
+      continue;
+    }
     if (!dle_shape_equal(gin[i]->ndim, gin[i]->sizes, n->in[i].ndim, n->in[i].sizes)) {
       char buf[128];
       st = dle_error("backward: the gradient rule of %s gave shape %s for input %d of shape %s",
@@ -173,10 +180,14 @@ static int captured_leaf(const capture *c, const dle_tensor *leaf) {
 }
 
 /* A leaf's gradient: into .grad (detached unless create_graph), or into the capture. */
-static dle_status deliver_leaf(dle_tensor *leaf, dle_tensor *g, const capture *c, bool create_graph) {
+static dle_status deliver_leaf(dle_tensor *leaf, dle_tensor *g, const capture *c,
+                               bool create_graph) {
   if (c->ninputs) {
     int j = captured_leaf(c, leaf);
-    if (j < 0) { dle_tensor_release(g); return DLE_OK; }
+    if (j < 0) {
+      dle_tensor_release(g);
+      return DLE_OK;
+    }
     return accumulate(&c->grads[j], g);
   }
   if (!create_graph && g->grad_fn) {
@@ -236,8 +247,10 @@ static dle_status root_grad(dle_tensor **out, dle_tensor *root, dle_tensor *give
     return dle_to_dtype(out, given, root->dtype);
   }
   if (dle_tensor_numel(root) != 1)
-    return dle_error("backward: output %d has shape %s; a gradient can be implied only for a "
-                     "one-element output (pass grad_outputs)", r + 1, SHAPE(root));
+    return dle_error(
+        "backward: output %d has shape %s; a gradient can be implied only for a "
+        "one-element output (pass grad_outputs)",
+        r + 1, SHAPE(root));
   *out = NULL;
   return dle_full_on(out, root->ndim, root->sizes, 1, root->dtype, dle_tensor_device(root));
 }
@@ -245,12 +258,14 @@ static dle_status root_grad(dle_tensor **out, dle_tensor *root, dle_tensor *give
 dle_status dle_backward(int nroots, dle_tensor *const *roots, dle_tensor *const *root_grads,
                         int ninputs, dle_tensor *const *inputs, dle_tensor **input_grads,
                         bool retain_graph, bool create_graph) {
-  if (ninputs == 0) dle_trace_note_unsafe("backward: gradients accumulate into .grad outside the graph");
+  if (ninputs == 0)
+    dle_trace_note_unsafe("backward: gradients accumulate into .grad outside the graph");
   for (int r = 0; r < nroots; r++)
     if (!roots[r]->requires_grad)
-      return dle_error("backward: output %d (shape %s) does not require grad: nothing recorded "
-                       "it (was it computed from tensors with requires_grad, outside no_grad?)",
-                       r + 1, SHAPE(roots[r]));
+      return dle_error(
+          "backward: output %d (shape %s) does not require grad: nothing recorded "
+          "it (was it computed from tensors with requires_grad, outside no_grad?)",
+          r + 1, SHAPE(roots[r]));
   for (int j = 0; j < ninputs; j++) {
     input_grads[j] = NULL;
     if (!inputs[j]->requires_grad)
@@ -262,7 +277,7 @@ dle_status dle_backward(int nroots, dle_tensor *const *roots, dle_tensor *const 
    * ops are not autocast, whatever the mode around the call. */
   bool was_autocast = dle_autocast_set_enabled(false);
   bool was_paused = dle_autocast_pause_cache(true);
-  pass p;   /* not zeroed as a whole: slot_of initialises each slot it hands out */
+  pass p; /* not zeroed as a whole: slot_of initialises each slot it hands out */
   p.id = next_run++, p.n = 0, p.cap = PASS_INLINE, p.slots = p.inline_slots;
   dle_node *root_nodes[64];
   dle_node **rn = nroots <= 64 ? root_nodes : malloc(sizeof *rn * (size_t)nroots);
@@ -275,8 +290,10 @@ dle_status dle_backward(int nroots, dle_tensor *const *roots, dle_tensor *const 
     dle_tensor *g = NULL;
     st = root_grad(&g, roots[r], root_grads ? root_grads[r] : NULL, r);
     if (st != DLE_OK) break;
-    if (!roots[r]->grad_fn) st = deliver_leaf(roots[r], g, &cap, create_graph);
-    else st = accumulate(&p.slots[roots[r]->grad_fn->run_slot].grad[roots[r]->output_nr], g);
+    if (!roots[r]->grad_fn)
+      st = deliver_leaf(roots[r], g, &cap, create_graph);
+    else
+      st = accumulate(&p.slots[roots[r]->grad_fn->run_slot].grad[roots[r]->output_nr], g);
   }
 
   /* ready stack: nodes all of whose consumers have sent their gradients */
@@ -295,8 +312,12 @@ dle_status dle_backward(int nroots, dle_tensor *const *roots, dle_tensor *const 
         dle_tensor_retain(sl->grad[inputs[j]->output_nr]);
         input_grads[j] = sl->grad[inputs[j]->output_nr];
       }
-    dle_tensor *gin_small[8] = {NULL}, **gin = n->nin <= 8 ? gin_small : calloc((size_t)n->nin, sizeof *gin);
-    if (!gin) { st = dle_error("backward: out of memory"); break; }
+    dle_tensor *gin_small[8] = {NULL},
+               **gin = n->nin <= 8 ? gin_small : calloc((size_t)n->nin, sizeof *gin);
+    if (!gin) {
+      st = dle_error("backward: out of memory");
+      break;
+    }
     bool any = false;
     for (int k = 0; k < n->nout; k++) any = any || sl->grad[k];
     if (any) st = run_rule(n, sl->grad, gin, create_graph);
@@ -332,4 +353,3 @@ dle_status dle_backward(int nroots, dle_tensor *const *roots, dle_tensor *const 
     for (int j = 0; j < ninputs; j++) DLE_RELEASE(input_grads[j]);
   return st;
 }
-

@@ -19,20 +19,26 @@ bool dle_tensor_holds(const dle_tensor *from, const dle_tensor *to) {
   int top = 0, cap = 64;
   uint64_t walk = next_walk++;
   bool found = false;
-#define HOLD_PUSH(...)                                                            \
-  do {                                                                            \
-    if (top == cap) {                                                             \
-      held *bigger = grow(stack, inline_stack, cap, sizeof *stack);               \
-      if (!bigger) { found = true; goto done; } /* unknown: say held (the safe answer) */ \
-      stack = bigger, cap *= 2;                                                   \
-    }                                                                             \
-    stack[top++] = (held){__VA_ARGS__};                                           \
+#define HOLD_PUSH(...)                                              \
+  do {                                                              \
+    if (top == cap) {                                               \
+      held *bigger = grow(stack, inline_stack, cap, sizeof *stack); \
+      if (!bigger) {                                                \
+        found = true;                                               \
+        goto done;                                                  \
+      } /* unknown: say held (the safe answer) */                   \
+      stack = bigger, cap *= 2;                                     \
+    }                                                               \
+    stack[top++] = (held){__VA_ARGS__};                             \
   } while (0)
   HOLD_PUSH(from, NULL);
   while (top > 0) {
     held h = stack[--top];
     if (h.t) {
-      if (h.t == to) { found = true; break; }
+      if (h.t == to) {
+        found = true;
+        break;
+      }
       if (h.t->grad) HOLD_PUSH(h.t->grad, NULL);
       if (h.t->tangent) HOLD_PUSH(h.t->tangent, NULL);
       if (h.t->grad_fn && h.t->grad_fn->walk != walk) HOLD_PUSH(NULL, h.t->grad_fn);
@@ -53,4 +59,3 @@ done:
   if (stack != inline_stack) free(stack);
   return found;
 }
-

@@ -31,8 +31,10 @@ dle_status dle_set_tangent(dle_tensor *t, dle_tensor *tangent) {
     if (!dle_dtype_is_float(t->dtype))
       return dle_error("jvp: only float tensors carry tangents, got %s", dle_dtype_name(t->dtype));
     if (dle_tensor_reaches(tangent, t))
-      return dle_error("jvp: a tensor cannot be its own tangent, directly or through .grad/.tangent links "
-                       "(shape %s)", SHAPE(t));
+      return dle_error(
+          "jvp: a tensor cannot be its own tangent, directly or through .grad/.tangent links "
+          "(shape %s)",
+          SHAPE(t));
   }
   return set_link(&t->tangent, t, tangent);
 }
@@ -41,10 +43,11 @@ dle_status dle_set_grad(dle_tensor *t, dle_tensor *g) {
   dle_trace_note_unsafe("grad: a .grad assignment is not part of the graph");
   if (g) {
     if (!dle_shape_equal(t->ndim, t->sizes, g->ndim, g->sizes))
-      return dle_error("grad: assigned gradient of shape %s does not match tensor shape %s", SHAPE(g),
-                       dle_tensor_shape_str((dle_shape_buf){{0}}.s, 128, t));
+      return dle_error("grad: assigned gradient of shape %s does not match tensor shape %s",
+                       SHAPE(g), dle_tensor_shape_str((dle_shape_buf){{0}}.s, 128, t));
     if (dle_tensor_reaches(g, t))
-      return dle_error("grad: a tensor cannot be its own gradient, directly or through .grad/.tangent links");
+      return dle_error(
+          "grad: a tensor cannot be its own gradient, directly or through .grad/.tangent links");
   }
   return set_link(&t->grad, t, g);
 }
@@ -65,22 +68,24 @@ bool dle_forward_ad_wants(dle_tensor *const *ins, int nin) {
 dle_status dle_forward_ad_apply(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
                                 dle_tensor **outs, int nout) {
   const dle_op_info *info = dle_op_get_info(op);
-  if (!(info->flags & DLE_DIFF)) return DLE_OK;  /* integer results carry no tangent */
+  if (!(info->flags & DLE_DIFF)) return DLE_OK; /* integer results carry no tangent */
   const dle_grad_rule *r = dle_grad_rule_of(op);
   if (!r->jvp) return dle_error("%s: no forward-mode rule (jvp)", info->name);
   dle_tensor *tin_small[8], **tin = nin <= 8 ? tin_small : malloc(sizeof *tin * (size_t)nin);
   if (!tin) return dle_error("%s: out of memory", info->name);
   for (int i = 0; i < nin; i++) tin[i] = ins[i]->tangent;
   dle_tensor *tout[DLE_MAX_OUTS] = {NULL};
-  forward_ad_off = true;  /* the rule's own ops carry no tangents */
+  forward_ad_off = true; /* the rule's own ops carry no tangents */
   dle_status st = r->jvp(op, a, ins, nin, tin, outs, tout);
   forward_ad_off = false;
   if (tin != tin_small) free(tin);
   for (int k = 0; k < nout && st == DLE_OK; k++) {
     if (!dle_dtype_is_float(outs[k]->dtype)) continue;
-    if (!tout[k]) st = dle_full_on(&tout[k], outs[k]->ndim, outs[k]->sizes, 0, outs[k]->dtype, dle_tensor_device(outs[k]));
+    if (!tout[k])
+      st = dle_full_on(&tout[k], outs[k]->ndim, outs[k]->sizes, 0, outs[k]->dtype,
+                       dle_tensor_device(outs[k]));
     else if (!dle_shape_equal(tout[k]->ndim, tout[k]->sizes, outs[k]->ndim, outs[k]->sizes)) {
-      dle_tensor *e = NULL;   /* rules may return a tangent that broadcasts to the output */
+      dle_tensor *e = NULL; /* rules may return a tangent that broadcasts to the output */
       st = dle_expand(&e, tout[k], outs[k]->ndim, outs[k]->sizes);
       dle_tensor_release(tout[k]);
       tout[k] = e;
@@ -96,4 +101,3 @@ dle_status dle_forward_ad_apply(dle_op op, const dle_attrs *a, dle_tensor *const
   for (int k = 0; k < DLE_MAX_OUTS; k++) dle_tensor_release(tout[k]);
   return st;
 }
-

@@ -15,34 +15,34 @@
  * does not need are freed as soon as the forward pass drops them. */
 typedef struct {
   bool requires_grad;
-  dle_node *fn;         /* producer of the input (retained), NULL for a leaf */
+  dle_node *fn; /* producer of the input (retained), NULL for a leaf */
   int output_nr;
-  dle_tensor *leaf;     /* a leaf requiring grad (retained): where its gradient accumulates */
+  dle_tensor *leaf; /* a leaf requiring grad (retained): where its gradient accumulates */
   int ndim;
   int64_t sizes[DLE_MAX_DIMS];
   dle_dtype dtype;
   dle_device device;
-  dle_tensor *value;    /* saved value: the leaf itself, or an alias carrying the input's history */
-  uint32_t version;     /* its storage version when saved */
+  dle_tensor *value; /* saved value: the leaf itself, or an alias carrying the input's history */
+  uint32_t version;  /* its storage version when saved */
 } node_input;
 
 typedef struct {
   int ndim;
   int64_t sizes[DLE_MAX_DIMS];
   dle_dtype dtype;
-  dle_tensor *value;    /* saved detached alias (never points back at this node: no cycle) */
+  dle_tensor *value; /* saved detached alias (never points back at this node: no cycle) */
   uint32_t version;
 } node_output;
 
 struct dle_node {
   int refcount;
-  dle_op op;            /* DLE_NUM_OPS for a custom node */
+  dle_op op; /* DLE_NUM_OPS for a custom node */
   dle_attrs attrs;
   int nin, nout;
   node_input *in;
   node_output out[DLE_MAX_OUTS];
-  bool freed;           /* saved values released by a backward pass without retain_graph */
-  bool pooled;          /* allocated from the node pool (see node_alloc) */
+  bool freed;  /* saved values released by a backward pass without retain_graph */
+  bool pooled; /* allocated from the node pool (see node_alloc) */
   /* custom nodes */
   char name[32];
   dle_custom_vjp custom_vjp;
@@ -51,7 +51,7 @@ struct dle_node {
   /* bookkeeping of the backward pass running now */
   uint64_t run;
   int run_slot;
-  uint64_t walk;        /* the last dle_tensor_holds walk that went through this node */
+  uint64_t walk; /* the last dle_tensor_holds walk that went through this node */
 };
 
 /* Releases the values n saved (a backward pass without retain_graph went through it). */
@@ -61,7 +61,8 @@ dle_status dle_node_alias(dle_tensor **out, dle_tensor *t);
 
 /* Grows an array that starts in caller-provided inline storage to hold 2x its capacity. */
 static inline void *grow(void *arr, const void *inline_arr, int cap, size_t elem) {
-  void *bigger = arr == inline_arr ? malloc(elem * (size_t)cap * 2) : realloc(arr, elem * (size_t)cap * 2);
+  void *bigger =
+      arr == inline_arr ? malloc(elem * (size_t)cap * 2) : realloc(arr, elem * (size_t)cap * 2);
   if (bigger && arr == inline_arr) memcpy(bigger, arr, elem * (size_t)cap);
   return bigger;
 }

@@ -7,7 +7,7 @@
 
 /* ---------------------------------------------------------------- modes */
 
-static _Thread_local DLE_HOT_TLS bool grad_disabled;  /* default on */
+static _Thread_local DLE_HOT_TLS bool grad_disabled; /* default on */
 
 bool dle_grad_enabled(void) { return !grad_disabled; }
 
@@ -46,19 +46,25 @@ void dle_op_grad_rules(dle_op op, bool *has_vjp, bool *has_jvp) {
 #define POOL_NIN 3
 typedef union pooled_node {
   union pooled_node *next;
-  struct { dle_node node; node_input in[POOL_NIN]; } block;
+  struct {
+    dle_node node;
+    node_input in[POOL_NIN];
+  } block;
 } pooled_node;
 static _Thread_local DLE_HOT_TLS pooled_node *node_pool;
 
 static dle_node *node_alloc(int nin) {
   if (!DLE_RECYCLE || nin > POOL_NIN) {
     dle_node *n = calloc(1, sizeof *n);
-    if (n && !(n->in = calloc((size_t)nin, sizeof *n->in))) { free(n); n = NULL; }
+    if (n && !(n->in = calloc((size_t)nin, sizeof *n->in))) {
+      free(n);
+      n = NULL;
+    }
     return n;
   }
   pooled_node *p = node_pool;
   if (p) {
-    node_pool = p->next;  /* clear only what this node uses */
+    node_pool = p->next; /* clear only what this node uses */
     memset(&p->block.node, 0, sizeof p->block.node);
     memset(p->block.in, 0, sizeof p->block.in[0] * (size_t)nin);
   } else if (!(p = calloc(1, sizeof *p))) {
@@ -75,12 +81,14 @@ static void node_free(dle_node *n) {
     free(n);
     return;
   }
-  pooled_node *p = (pooled_node *)n;  /* the node is the first member of its block */
+  pooled_node *p = (pooled_node *)n; /* the node is the first member of its block */
   p->next = node_pool;
   node_pool = p;
 }
 
-void dle_node_retain(dle_node *n) { if (n) n->refcount++; }
+void dle_node_retain(dle_node *n) {
+  if (n) n->refcount++;
+}
 
 void dle_node_free_saved(dle_node *n) {
   for (int i = 0; i < n->nin; i++) DLE_RELEASE(n->in[i].value);
@@ -106,7 +114,10 @@ void dle_node_release(dle_node *n) {
       if (p && --p->refcount == 0) {
         if (top == cap) {
           dle_node **bigger = malloc(sizeof *bigger * (size_t)cap * 2);
-          if (!bigger) { dle_node_free_saved(p); continue; } /* out of memory: leak rather than crash */
+          if (!bigger) {
+            dle_node_free_saved(p);
+            continue;
+          } /* out of memory: leak rather than crash */
           memcpy(bigger, stack, sizeof *stack * (size_t)top);
           if (stack != stack_small) free(stack);
           stack = bigger, cap *= 2;
@@ -177,7 +188,7 @@ static dle_status save_input_value(dle_tensor **out, dle_tensor *t) {
   (*out)->grad_fn = t->grad_fn;
   (*out)->output_nr = t->output_nr;
   dle_node_retain(t->grad_fn);
-  (*out)->tangent = t->tangent;  /* forward over reverse: the rule's ops see the tangent */
+  (*out)->tangent = t->tangent; /* forward over reverse: the rule's ops see the tangent */
   dle_tensor_retain(t->tangent);
   return DLE_OK;
 }
@@ -238,7 +249,7 @@ static void attach(dle_node *n, dle_tensor **outs, int nout) {
     dle_tensor *t = outs[k];
     if (!dle_dtype_is_float(t->dtype)) continue;
     dle_node_retain(n);
-    dle_node_release(t->grad_fn);  /* an in-place op rewrites the history of its output */
+    dle_node_release(t->grad_fn); /* an in-place op rewrites the history of its output */
     t->grad_fn = n;
     t->output_nr = k;
     t->requires_grad = true;
@@ -248,9 +259,12 @@ static void attach(dle_node *n, dle_tensor **outs, int nout) {
 dle_status dle_autograd_record(dle_op op, const dle_attrs *a, dle_tensor **outs, int nout,
                                dle_tensor *const *ins, int nin, const uint32_t *versions) {
   const dle_grad_rule *r = dle_grad_rule_of(op);
-  if (!r->vjp) return dle_error("%s: no gradient rule (cannot record it for autograd)", dle_op_get_info(op)->name);
+  if (!r->vjp)
+    return dle_error("%s: no gradient rule (cannot record it for autograd)",
+                     dle_op_get_info(op)->name);
   dle_node *n = node_new(op, a, nin, nout);
-  if (!n) return dle_error("%s: out of memory recording the autograd graph", dle_op_get_info(op)->name);
+  if (!n)
+    return dle_error("%s: out of memory recording the autograd graph", dle_op_get_info(op)->name);
   if (node_fill(n, ins, versions, r->save_inputs, outs, r->save_outputs) != DLE_OK) {
     dle_node_release(n);
     return DLE_ERR;
@@ -259,7 +273,7 @@ dle_status dle_autograd_record(dle_op op, const dle_attrs *a, dle_tensor **outs,
   /* Writing through one view would change what other views of the storage hold without
    * rewriting their histories: a silently wrong gradient. Such writes are refused instead. */
   if (dle_op_get_info(op)->kind == DLE_KIND_VIEW) outs[0]->storage->grad_views = true;
-  dle_node_release(n);  /* the outputs hold it now */
+  dle_node_release(n); /* the outputs hold it now */
   return DLE_OK;
 }
 
@@ -291,10 +305,12 @@ dle_status dle_autograd_record_custom(const char *name, dle_tensor **outs, int n
 
 dle_status dle_set_requires_grad(dle_tensor *t, bool on) {
   if (on && !dle_dtype_is_float(t->dtype))
-    return dle_error("requires_grad: only float tensors can require grad, got %s", dle_dtype_name(t->dtype));
+    return dle_error("requires_grad: only float tensors can require grad, got %s",
+                     dle_dtype_name(t->dtype));
   if (!on && t->grad_fn)
-    return dle_error("requires_grad: a tensor computed from tensors that require grad (not a leaf) "
-                     "cannot stop requiring it; use detach()");
+    return dle_error(
+        "requires_grad: a tensor computed from tensors that require grad (not a leaf) "
+        "cannot stop requiring it; use detach()");
   t->requires_grad = on;
   return DLE_OK;
 }

@@ -12,11 +12,11 @@
 /* Geometry of one conv call. xs, ws, ys: the shapes of the input {N, C, H, W}, the weight
  * {O, C/G, kh, kw} and the output {N, O, Ho, Wo}, whichever tensor of the call has them. */
 typedef struct {
-  int64_t n, c, h, w;      /* input */
-  int64_t o, kh, kw;       /* weight {O, C/G, kh, kw} */
-  int64_t ho, wo;          /* output */
+  int64_t n, c, h, w; /* input */
+  int64_t o, kh, kw;  /* weight {O, C/G, kh, kw} */
+  int64_t ho, wo;     /* output */
   int64_t sh, sw, ph, pw, dh, dw, g;
-  int64_t cg, og, k, l;    /* C/G, O/G, K = C/G*kh*kw, L = Ho*Wo */
+  int64_t cg, og, k, l; /* C/G, O/G, K = C/G*kh*kw, L = Ho*Wo */
 } conv_geom;
 
 static inline conv_geom conv_make_geom(const int64_t *xs, const int64_t *ws, const int64_t *ys,
@@ -40,15 +40,15 @@ typedef struct {
 } pool_geom;
 
 static inline pool_geom pool_make_geom(const int64_t *xs, const int64_t *ys, const dle_attrs *a) {
-  pool_geom p = {xs[0] * xs[1], xs[2], xs[3], ys[2], ys[3], a->ints[0], a->ints[1], a->ints[2],
-                 a->ints[3], a->ints[4], a->ints[5], a->ints[6] != 0};
+  pool_geom p = {xs[0] * xs[1], xs[2],      xs[3],      ys[2],      ys[3],      a->ints[0],
+                 a->ints[1],    a->ints[2], a->ints[3], a->ints[4], a->ints[5], a->ints[6] != 0};
   return p;
 }
 
 /* The window of output (oh, ow) clipped to the input: [h0, h1) x [w0, w1), and the divisor of the
  * average (PyTorch's: the window clipped to the padded input, or only the valid cells). */
-static inline DLE_HD int64_t pool_window(const pool_geom *p, int64_t oh, int64_t ow, int64_t *h0, int64_t *h1,
-                                         int64_t *w0, int64_t *w1) {
+static inline DLE_HD int64_t pool_window(const pool_geom *p, int64_t oh, int64_t ow, int64_t *h0,
+                                         int64_t *h1, int64_t *w0, int64_t *w1) {
   int64_t hs = oh * p->sh - p->ph, ws = ow * p->sw - p->pw;
   int64_t he = hs + p->kh < p->h + p->ph ? hs + p->kh : p->h + p->ph;
   int64_t we = ws + p->kw < p->w + p->pw ? ws + p->kw : p->w + p->pw;

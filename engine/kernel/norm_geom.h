@@ -35,8 +35,9 @@ static inline dle_norm_geom dle_norm_geom_of(dle_op op, const dle_tensor *x, con
 
 /* Which inputs of a NORM op are its weight, bias and running statistics (NULL: absent), by the
  * layout of ops.def: forward ops x[, w][, b][, rmean, rvar]; gradient ops gy, x, stats[, w]. */
-static inline void dle_norm_param_inputs(dle_op op, dle_tensor *const *ins, int nin, const dle_attrs *a,
-                                         dle_tensor **w, dle_tensor **b, dle_tensor **rmean, dle_tensor **rvar) {
+static inline void dle_norm_param_inputs(dle_op op, dle_tensor *const *ins, int nin,
+                                         const dle_attrs *a, dle_tensor **w, dle_tensor **b,
+                                         dle_tensor **rmean, dle_tensor **rvar) {
   *w = *b = *rmean = *rvar = NULL;
   if (op == DLE_OP_LAYER_NORM || op == DLE_OP_BATCH_NORM) {
     int i = 1;
@@ -49,6 +50,8 @@ static inline void dle_norm_param_inputs(dle_op op, dle_tensor *const *ins, int 
 }
 
 /* The dtype statistics are kept in for a computation in dt: the kernels' accumulation type. */
-static inline dle_dtype dle_norm_stats_dtype(dle_dtype dt) { return dt == DLE_F64 ? DLE_F64 : DLE_F32; }
+static inline dle_dtype dle_norm_stats_dtype(dle_dtype dt) {
+  return dt == DLE_F64 ? DLE_F64 : DLE_F32;
+}
 
 #endif

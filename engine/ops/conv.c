@@ -33,12 +33,12 @@ static dle_status need_4d(const char *fn, const char *what, const dle_tensor *t)
 /* Bounds of the geometry (kernel, stride, padding, dilation, groups; the sizes the grad ops are
  * given): far beyond any real network, and small enough that the shape arithmetic below cannot
  * overflow int64 with tensor sizes (at most 2^59 elements). */
-#define GEOM_MAX ((int64_t)1 << 31)
+#define GEOM_MAX      ((int64_t)1 << 31)
 #define SIZE_MAX_GEOM ((int64_t)1 << 40)
 
 /* attrs.ints[first + i] named names[i / 2] (h and w pairs; groups alone) must be at most max. */
-static dle_status check_bounded(const char *fn, const dle_attrs *a, int first, int count, int64_t max,
-                                const char *const *names) {
+static dle_status check_bounded(const char *fn, const dle_attrs *a, int first, int count,
+                                int64_t max, const char *const *names) {
   for (int i = 0; i < count; i++)
     if (a->ints[first + i] > max)
       return dle_error("%s: %s %lld is larger than the supported %lld", fn, names[i / 2],
@@ -53,11 +53,14 @@ static dle_status check_conv_attrs(const char *fn, const dle_attrs *a) {
   const int64_t *v = a->ints;
   DLE_TRY(check_bounded(fn, a, 0, 7, GEOM_MAX, conv_names));
   if (v[0] < 1 || v[1] < 1)
-    return dle_error("%s: stride must be positive, got {%lld, %lld}", fn, (long long)v[0], (long long)v[1]);
+    return dle_error("%s: stride must be positive, got {%lld, %lld}", fn, (long long)v[0],
+                     (long long)v[1]);
   if (v[2] < 0 || v[3] < 0)
-    return dle_error("%s: padding must be non-negative, got {%lld, %lld}", fn, (long long)v[2], (long long)v[3]);
+    return dle_error("%s: padding must be non-negative, got {%lld, %lld}", fn, (long long)v[2],
+                     (long long)v[3]);
   if (v[4] < 1 || v[5] < 1)
-    return dle_error("%s: dilation must be positive, got {%lld, %lld}", fn, (long long)v[4], (long long)v[5]);
+    return dle_error("%s: dilation must be positive, got {%lld, %lld}", fn, (long long)v[4],
+                     (long long)v[5]);
   if (v[6] < 1) return dle_error("%s: groups must be positive, got %lld", fn, (long long)v[6]);
   return DLE_OK;
 }
@@ -66,15 +69,19 @@ static dle_status check_conv_attrs(const char *fn, const dle_attrs *a) {
  * dilated kernel does not fit the padded input. */
 static dle_status conv_out_hw(const char *fn, const dle_attrs *a, int64_t h, int64_t w, int64_t kh,
                               int64_t kw, int64_t *ho, int64_t *wo) {
-  int64_t eh = 0, ew = 0;   /* the dilated kernel: dilation (<= 2^31) x a size (< 2^59) may overflow */
-  if (__builtin_mul_overflow(a->ints[4], kh - 1, &eh) || __builtin_mul_overflow(a->ints[5], kw - 1, &ew))
+  int64_t eh = 0,
+          ew = 0; /* the dilated kernel: dilation (<= 2^31) x a size (< 2^59) may overflow */
+  if (__builtin_mul_overflow(a->ints[4], kh - 1, &eh) ||
+      __builtin_mul_overflow(a->ints[5], kw - 1, &ew))
     return dle_error("%s: kernel %lldx%lld dilated by {%lld, %lld} is too large", fn, (long long)kh,
                      (long long)kw, (long long)a->ints[4], (long long)a->ints[5]);
   eh++, ew++;
   if (eh > h + 2 * a->ints[2] || ew > w + 2 * a->ints[3])
-    return dle_error("%s: kernel %lldx%lld (dilated %lldx%lld) is larger than the padded input "
-                     "%lldx%lld", fn, (long long)kh, (long long)kw, (long long)eh, (long long)ew,
-                     (long long)(h + 2 * a->ints[2]), (long long)(w + 2 * a->ints[3]));
+    return dle_error(
+        "%s: kernel %lldx%lld (dilated %lldx%lld) is larger than the padded input "
+        "%lldx%lld",
+        fn, (long long)kh, (long long)kw, (long long)eh, (long long)ew,
+        (long long)(h + 2 * a->ints[2]), (long long)(w + 2 * a->ints[3]));
   *ho = out_size(h, kh, a->ints[0], a->ints[2], a->ints[4]);
   *wo = out_size(w, kw, a->ints[1], a->ints[3], a->ints[5]);
   return DLE_OK;
@@ -84,19 +91,24 @@ static dle_status check_pool_attrs(const char *fn, const dle_attrs *a, int64_t h
   const int64_t *v = a->ints;
   DLE_TRY(check_bounded(fn, a, 0, 6, GEOM_MAX, pool_names));
   if (v[0] < 1 || v[1] < 1)
-    return dle_error("%s: kernel size must be positive, got {%lld, %lld}", fn, (long long)v[0], (long long)v[1]);
+    return dle_error("%s: kernel size must be positive, got {%lld, %lld}", fn, (long long)v[0],
+                     (long long)v[1]);
   if (v[2] < 1 || v[3] < 1)
-    return dle_error("%s: stride must be positive, got {%lld, %lld}", fn, (long long)v[2], (long long)v[3]);
+    return dle_error("%s: stride must be positive, got {%lld, %lld}", fn, (long long)v[2],
+                     (long long)v[3]);
   if (v[4] < 0 || v[5] < 0 || 2 * v[4] > v[0] || 2 * v[5] > v[1])
-    return dle_error("%s: padding {%lld, %lld} must be between 0 and half the kernel {%lld, %lld}", fn,
-                     (long long)v[4], (long long)v[5], (long long)v[0], (long long)v[1]);
+    return dle_error("%s: padding {%lld, %lld} must be between 0 and half the kernel {%lld, %lld}",
+                     fn, (long long)v[4], (long long)v[5], (long long)v[0], (long long)v[1]);
   if (v[0] > h + 2 * v[4] || v[1] > w + 2 * v[5])
     return dle_error("%s: kernel %lldx%lld is larger than the padded input %lldx%lld", fn,
-                     (long long)v[0], (long long)v[1], (long long)(h + 2 * v[4]), (long long)(w + 2 * v[5]));
+                     (long long)v[0], (long long)v[1], (long long)(h + 2 * v[4]),
+                     (long long)(w + 2 * v[5]));
   return DLE_OK;
 }
 
-static int64_t pool_out(int64_t in, int64_t k, int64_t s, int64_t pad) { return (in + 2 * pad - k) / s + 1; }
+static int64_t pool_out(int64_t in, int64_t k, int64_t s, int64_t pad) {
+  return (in + 2 * pad - k) / s + 1;
+}
 
 /* The result shape(s) of op; checks every input's shape against the attributes. */
 static dle_status conv_shape(dle_op op, dle_tensor *const *ins, int nin, const dle_attrs *a,
@@ -112,18 +124,21 @@ static dle_status conv_shape(dle_op op, dle_tensor *const *ins, int nin, const d
       DLE_TRY(check_conv_attrs(fn, a));
       int64_t g = a->ints[6], c = x->sizes[1], o = w->sizes[0];
       if (c % g || o % g)
-        return dle_error("conv2d: groups %lld must divide the input channels %lld and the output "
-                         "channels %lld (input %s, weight %s)", (long long)g, (long long)c,
-                         (long long)o, SHAPE(x), SHAPE(w));
-      if (w->sizes[1] != c / g)   /* not w->sizes[1] * g != c: that product may overflow */
-        return dle_error("conv2d: input %s has %lld channels but weight %s expects "
-                         "%lld per group x %lld groups", SHAPE(x), (long long)c, SHAPE(w),
-                         (long long)w->sizes[1], (long long)g);
+        return dle_error(
+            "conv2d: groups %lld must divide the input channels %lld and the output "
+            "channels %lld (input %s, weight %s)",
+            (long long)g, (long long)c, (long long)o, SHAPE(x), SHAPE(w));
+      if (w->sizes[1] != c / g) /* not w->sizes[1] * g != c: that product may overflow */
+        return dle_error(
+            "conv2d: input %s has %lld channels but weight %s expects "
+            "%lld per group x %lld groups",
+            SHAPE(x), (long long)c, SHAPE(w), (long long)w->sizes[1], (long long)g);
       if (nin == 3 && (ins[2]->ndim != 1 || ins[2]->sizes[0] != o))
         return dle_error("conv2d: bias must have shape {%lld} (one per output channel), got %s",
                          (long long)o, SHAPE(ins[2]));
       sizes[0] = x->sizes[0], sizes[1] = o;
-      return conv_out_hw(fn, a, x->sizes[2], x->sizes[3], w->sizes[2], w->sizes[3], &sizes[2], &sizes[3]);
+      return conv_out_hw(fn, a, x->sizes[2], x->sizes[3], w->sizes[2], w->sizes[3], &sizes[2],
+                         &sizes[3]);
     }
     case DLE_OP_CONV2D_GRAD_INPUT:
     case DLE_OP_CONV2D_GRAD_WEIGHT: {
@@ -139,8 +154,8 @@ static dle_status conv_shape(dle_op op, dle_tensor *const *ins, int nin, const d
       DLE_TRY(check_bounded(fn, a, 7, 2, SIZE_MAX_GEOM, gi ? input_size : kernel_size));
       int64_t o = gy->sizes[1], c = other->sizes[1];
       if (gi && __builtin_mul_overflow(other->sizes[1], g, &c))
-        return dle_error("%s: weight %s with %lld groups has too many input channels", fn, SHAPE(other),
-                         (long long)g);
+        return dle_error("%s: weight %s with %lld groups has too many input channels", fn,
+                         SHAPE(other), (long long)g);
       if (o % g || c % g)
         return dle_error("%s: groups %lld must divide the channels (grad_output %s, %s %s)", fn,
                          (long long)g, SHAPE(gy), gi ? "weight" : "input", SHAPE(other));
@@ -148,17 +163,21 @@ static dle_status conv_shape(dle_op op, dle_tensor *const *ins, int nin, const d
         return dle_error("%s: grad_output %s has %lld channels but weight %s has %lld outputs", fn,
                          SHAPE(gy), (long long)o, SHAPE(other), (long long)other->sizes[0]);
       if (!gi && other->sizes[0] != gy->sizes[0])
-        return dle_error("%s: grad_output %s and input %s have different batch sizes", fn, SHAPE(gy),
-                         SHAPE(other));
+        return dle_error("%s: grad_output %s and input %s have different batch sizes", fn,
+                         SHAPE(gy), SHAPE(other));
       int64_t h = gi ? s7 : other->sizes[2], w = gi ? s8 : other->sizes[3];
       int64_t kh = gi ? other->sizes[2] : s7, kw = gi ? other->sizes[3] : s8, ho, wo;
       DLE_TRY(conv_out_hw(fn, a, h, w, kh, kw, &ho, &wo));
       if (ho != gy->sizes[2] || wo != gy->sizes[3])
-        return dle_error("%s: grad_output %s does not match the conv output %lldx%lld of a %lldx%lld "
-                         "input and a %lldx%lld kernel", fn, SHAPE(gy), (long long)ho, (long long)wo,
-                         (long long)h, (long long)w, (long long)kh, (long long)kw);
-      if (gi) sizes[0] = gy->sizes[0], sizes[1] = c, sizes[2] = h, sizes[3] = w;
-      else sizes[0] = o, sizes[1] = c / g, sizes[2] = kh, sizes[3] = kw;
+        return dle_error(
+            "%s: grad_output %s does not match the conv output %lldx%lld of a %lldx%lld "
+            "input and a %lldx%lld kernel",
+            fn, SHAPE(gy), (long long)ho, (long long)wo, (long long)h, (long long)w, (long long)kh,
+            (long long)kw);
+      if (gi)
+        sizes[0] = gy->sizes[0], sizes[1] = c, sizes[2] = h, sizes[3] = w;
+      else
+        sizes[0] = o, sizes[1] = c / g, sizes[2] = kh, sizes[3] = kw;
       return DLE_OK;
     }
     case DLE_OP_MAX_POOL2D:
@@ -183,13 +202,14 @@ static dle_status conv_shape(dle_op op, dle_tensor *const *ins, int nin, const d
       int64_t ho = pool_out(h, a->ints[0], a->ints[2], a->ints[4]);
       int64_t wo = pool_out(w, a->ints[1], a->ints[3], a->ints[5]);
       if (gy->sizes[2] != ho || gy->sizes[3] != wo)
-        return dle_error("%s: grad_output %s does not match the pooled size %lldx%lld of a %lldx%lld "
-                         "input", fn, SHAPE(gy), (long long)ho, (long long)wo, (long long)h, (long long)w);
+        return dle_error(
+            "%s: grad_output %s does not match the pooled size %lldx%lld of a %lldx%lld "
+            "input",
+            fn, SHAPE(gy), (long long)ho, (long long)wo, (long long)h, (long long)w);
       sizes[0] = gy->sizes[0], sizes[1] = gy->sizes[1], sizes[2] = h, sizes[3] = w;
       return DLE_OK;
     }
-    default:
-      return dle_error("%s: not a conv op", fn);
+    default: return dle_error("%s: not a conv op", fn);
   }
 }
 
@@ -201,7 +221,8 @@ dle_status dle_forward_conv(dle_op op, dle_tensor **outs, dle_tensor *const *ins
   dle_dtype dt = ins[0]->dtype;
   for (int i = 1; i < nin; i++) dt = dle_promote(dt, ins[i]->dtype);
   if (!dle_dtype_is_float(dt)) dt = DLE_DEFAULT_FLOAT;
-  dle_result_spec res[2] = {{.ndim = 4, .dtype = dt}, {.ndim = 4, .dtype = DLE_I64}}; /* values, indices */
+  dle_result_spec res[2] = {{.ndim = 4, .dtype = dt},
+                            {.ndim = 4, .dtype = DLE_I64}}; /* values, indices */
   memcpy(res[0].sizes, sizes, sizeof sizes);
   memcpy(res[1].sizes, sizes, sizeof sizes);
   dle_dtype in_dt[3] = {dt, dt, dt};

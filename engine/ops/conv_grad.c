@@ -58,7 +58,8 @@ static dle_status vjp_conv2d_grad_input(dle_node *n, dle_tensor *const *gout, dl
   dle_tensor *g = gout[0];
   if (!g) return DLE_OK;
   const int64_t *ws = dle_node_input_sizes(n, 1);
-  if (dle_node_needs_grad(n, 0)) DLE_TRY(call1(DLE_OP_CONV2D, &gin[0], g, dle_node_input(n, 1), a, 0, 0));
+  if (dle_node_needs_grad(n, 0))
+    DLE_TRY(call1(DLE_OP_CONV2D, &gin[0], g, dle_node_input(n, 1), a, 0, 0));
   if (dle_node_needs_grad(n, 1))
     DLE_TRY(call1(DLE_OP_CONV2D_GRAD_WEIGHT, &gin[1], dle_node_input(n, 0), g, a, ws[2], ws[3]));
   return DLE_OK;
@@ -70,7 +71,8 @@ static dle_status vjp_conv2d_grad_weight(dle_node *n, dle_tensor *const *gout, d
   dle_tensor *g = gout[0];
   if (!g) return DLE_OK;
   const int64_t *xs = dle_node_input_sizes(n, 1);
-  if (dle_node_needs_grad(n, 0)) DLE_TRY(call1(DLE_OP_CONV2D, &gin[0], dle_node_input(n, 1), g, a, 0, 0));
+  if (dle_node_needs_grad(n, 0))
+    DLE_TRY(call1(DLE_OP_CONV2D, &gin[0], dle_node_input(n, 1), g, a, 0, 0));
   if (dle_node_needs_grad(n, 1))
     DLE_TRY(call1(DLE_OP_CONV2D_GRAD_INPUT, &gin[1], dle_node_input(n, 0), g, a, xs[2], xs[3]));
   return DLE_OK;
@@ -167,7 +169,8 @@ static dle_status vjp_max_pool2d(dle_node *n, dle_tensor *const *gout, dle_tenso
 
 /* max pool: the tangent at the argmax positions; none for the indices */
 static dle_status jvp_max_pool2d(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                 dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+                                 dle_tensor *const *tin, dle_tensor *const *outs,
+                                 dle_tensor **tout) {
   (void)op, (void)ins, (void)nin;
   if (!tin[0]) return DLE_OK;
   dle_tensor *tp = NULL, *ip = NULL, *r = NULL;
@@ -197,7 +200,8 @@ static dle_status vjp_avg_pool2d_grad(dle_node *n, dle_tensor *const *gout, dle_
 }
 
 static dle_status jvp_linear_pool(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                  dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+                                  dle_tensor *const *tin, dle_tensor *const *outs,
+                                  dle_tensor **tout) {
   (void)ins, (void)nin, (void)outs;
   if (!tin[0]) return DLE_OK;
   return call1(op, &tout[0], tin[0], NULL, a, a->ints[7], a->ints[8]);

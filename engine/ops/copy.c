@@ -22,9 +22,10 @@ dle_status dle_forward_copy(dle_op op, dle_tensor **outs, dle_tensor *const *ins
   if (dle_same_view(dst, src)) return DLE_OK;
   if (dle_tensor_overlaps_itself(dst)) {
     char buf[128];
-    return dle_error("copy_: cannot write into an expanded tensor of shape %s (strides %s: several "
-                     "elements share memory); clone it first", SHAPE(dst),
-                     dle_shape_str(buf, sizeof buf, dst->ndim, dst->strides));
+    return dle_error(
+        "copy_: cannot write into an expanded tensor of shape %s (strides %s: several "
+        "elements share memory); clone it first",
+        SHAPE(dst), dle_shape_str(buf, sizeof buf, dst->ndim, dst->strides));
   }
   if (dle_tensor_device(dst).type != dle_tensor_device(src).type) {
     dle_tensor *moved = NULL;
@@ -75,19 +76,27 @@ dle_status dle_to_device(dle_tensor **out, dle_tensor *t, dle_device d) {
   char buf[32];
   dle_trace_note_unsafe("to(%s): device copies are not traced", dle_device_str(buf, sizeof buf, d));
   const dle_backend *b = dle_backend_get(d.type == DLE_CPU ? from.type : d.type);
-  if (!b) return dle_error("to(%s): %s", dle_device_str(buf, sizeof buf, d),
-                           dle_backend_unavailable_reason(d.type == DLE_CPU ? from.type : d.type));
+  if (!b)
+    return dle_error("to(%s): %s", dle_device_str(buf, sizeof buf, d),
+                     dle_backend_unavailable_reason(d.type == DLE_CPU ? from.type : d.type));
   dle_tensor *c = NULL, *r = NULL;
   DLE_TRY(dle_contiguous(&c, t));
   dle_status st = dle_tensor_empty(&r, t->ndim, t->sizes, t->dtype, d);
   if (st == DLE_OK) {
     size_t nbytes = (size_t)dle_tensor_numel(t) * dle_dtype_size(t->dtype);
-    if (from.type == DLE_CPU) st = b->from_host(dle_tensor_data(r), dle_tensor_data(c), nbytes, d.index);
-    else if (d.type == DLE_CPU) st = b->to_host(dle_tensor_data(r), dle_tensor_data(c), nbytes, from.index);
-    else st = dle_error("to(%s): copies between two accelerators go through the CPU", dle_device_str(buf, sizeof buf, d));
+    if (from.type == DLE_CPU)
+      st = b->from_host(dle_tensor_data(r), dle_tensor_data(c), nbytes, d.index);
+    else if (d.type == DLE_CPU)
+      st = b->to_host(dle_tensor_data(r), dle_tensor_data(c), nbytes, from.index);
+    else
+      st = dle_error("to(%s): copies between two accelerators go through the CPU",
+                     dle_device_str(buf, sizeof buf, d));
   }
   dle_tensor_release(c);
-  if (st != DLE_OK) { dle_tensor_release(r); return st; }
+  if (st != DLE_OK) {
+    dle_tensor_release(r);
+    return st;
+  }
   *out = r;
   return DLE_OK;
 }

@@ -75,7 +75,8 @@ dle_status dle_zeros(dle_tensor **out, int ndim, const int64_t *sizes, dle_dtype
 }
 
 dle_status dle_arange(dle_tensor **out, double start, double stop, double step, dle_dtype dt) {
-  if (step == 0 || !isfinite(step)) return dle_error("arange: step must be finite and nonzero, got %g", step);
+  if (step == 0 || !isfinite(step))
+    return dle_error("arange: step must be finite and nonzero, got %g", step);
   if (!isfinite(start) || !isfinite(stop))
     return dle_error("arange: start and stop must be finite, got %g and %g", start, stop);
   double n = ceil((stop - start) / step);
@@ -89,22 +90,25 @@ dle_status dle_linspace(dle_tensor **out, double a, double b, int64_t n, dle_dty
   if (n < 0) return dle_error("linspace: number of points must be >= 0, got %lld", (long long)n);
   double step = n > 1 ? (b - a) / (double)(n - 1) : 0;
   DLE_TRY(create(DLE_OP_ARANGE, out, 1, &n, dt, a, step, NULL));
-  if (n > 1) dle_tensor_set(*out, (int64_t[]){n - 1}, b);  /* exact end point */
+  if (n > 1) dle_tensor_set(*out, (int64_t[]){n - 1}, b); /* exact end point */
   return DLE_OK;
 }
 
 dle_status dle_eye(dle_tensor **out, int64_t n, int64_t m, dle_dtype dt) {
-  if (n < 0 || m < 0) return dle_error("eye: sizes must be >= 0, got %lld x %lld", (long long)n, (long long)m);
+  if (n < 0 || m < 0)
+    return dle_error("eye: sizes must be >= 0, got %lld x %lld", (long long)n, (long long)m);
   DLE_TRY(dle_zeros(out, 2, (int64_t[]){n, m}, dt));
   for (int64_t i = 0; i < n && i < m; i++) dle_tensor_set(*out, (int64_t[]){i, i}, 1);
   return DLE_OK;
 }
 
-dle_status dle_rand(dle_tensor **out, int ndim, const int64_t *sizes, dle_dtype dt, dle_generator *g) {
+dle_status dle_rand(dle_tensor **out, int ndim, const int64_t *sizes, dle_dtype dt,
+                    dle_generator *g) {
   return create(DLE_OP_RAND, out, ndim, sizes, dt, 0, 0, g);
 }
 
-dle_status dle_randn(dle_tensor **out, int ndim, const int64_t *sizes, dle_dtype dt, dle_generator *g) {
+dle_status dle_randn(dle_tensor **out, int ndim, const int64_t *sizes, dle_dtype dt,
+                     dle_generator *g) {
   return create(DLE_OP_RANDN, out, ndim, sizes, dt, 0, 0, g);
 }
 

@@ -5,7 +5,7 @@
 dle_status dle_broadcast_shapes(const char *fn, int na, const int64_t *a, int nb, const int64_t *b,
                                 int *nout, int64_t *out) {
   int n = na > nb ? na : nb;
-  for (int i = 0; i < n; i++) {  /* i counts from the right */
+  for (int i = 0; i < n; i++) { /* i counts from the right */
     int64_t sa = i < na ? a[na - 1 - i] : 1, sb = i < nb ? b[nb - 1 - i] : 1;
     if (sa != sb && sa != 1 && sb != 1) {
       char b1[128], b2[128];
@@ -30,8 +30,9 @@ static dle_dtype compute_dtype(dle_op op, dle_dtype in, const dle_attrs *a) {
   if (op == DLE_OP_LOGICAL_NOT) return DLE_BOOL;
   if (dle_dtype_is_float(in)) return in;
   if (flags & DLE_FLOATOUT) return DLE_DEFAULT_FLOAT;
-  if (op == DLE_OP_POW_SCALAR && (a->f[0] != floor(a->f[0]) || a->f[0] < 0)) return DLE_DEFAULT_FLOAT;
-  if (in == DLE_BOOL && is_arithmetic(op)) return DLE_I64;  /* bool arithmetic counts in int64 */
+  if (op == DLE_OP_POW_SCALAR && (a->f[0] != floor(a->f[0]) || a->f[0] < 0))
+    return DLE_DEFAULT_FLOAT;
+  if (in == DLE_BOOL && is_arithmetic(op)) return DLE_I64; /* bool arithmetic counts in int64 */
   return in;
 }
 
@@ -53,9 +54,11 @@ static dle_status unalias(dle_tensor *out, dle_tensor **in) {
 static bool plain_operands(dle_op op, dle_tensor *const *ins, int nin, const dle_attrs *a,
                            dle_dtype *out_dt) {
   const dle_tensor *x = ins[0];
-  if (op == DLE_OP_WHERE || op == DLE_OP_FLOOR || op == DLE_OP_CEIL || op == DLE_OP_ROUND) return false;
+  if (op == DLE_OP_WHERE || op == DLE_OP_FLOOR || op == DLE_OP_CEIL || op == DLE_OP_ROUND)
+    return false;
   for (int i = 1; i < nin; i++)
-    if (ins[i]->dtype != x->dtype || !dle_shape_equal(x->ndim, x->sizes, ins[i]->ndim, ins[i]->sizes))
+    if (ins[i]->dtype != x->dtype ||
+        !dle_shape_equal(x->ndim, x->sizes, ins[i]->ndim, ins[i]->sizes))
       return false;
   if (dle_op_get_info(op)->kind == DLE_KIND_COMPARE) {
     *out_dt = DLE_BOOL;
@@ -91,7 +94,8 @@ dle_status dle_forward_elementwise(dle_op op, dle_tensor **outs, dle_tensor *con
   dle_dtype plain_dt;
   if (plain_operands(op, ins, nin, a, &plain_dt)) {
     if (!outs[0]) {
-      DLE_TRY(dle_tensor_empty(&outs[0], ins[0]->ndim, ins[0]->sizes, plain_dt, dle_tensor_device(ins[0])));
+      DLE_TRY(dle_tensor_empty(&outs[0], ins[0]->ndim, ins[0]->sizes, plain_dt,
+                               dle_tensor_device(ins[0])));
       dle_status st = dle_dispatch(op, outs, 1, ins, nin, a);
       if (st != DLE_OK) DLE_RELEASE(outs[0]);
       return st;
@@ -100,7 +104,7 @@ dle_status dle_forward_elementwise(dle_op op, dle_tensor **outs, dle_tensor *con
   }
   const dle_op_info *info = dle_op_get_info(op);
   const char *fn = info->name;
-  int first = op == DLE_OP_WHERE;  /* where's condition is not promoted */
+  int first = op == DLE_OP_WHERE; /* where's condition is not promoted */
   if (op == DLE_OP_WHERE && ins[0]->dtype != DLE_BOOL)
     return dle_error("where: condition must be bool, got %s", dle_dtype_name(ins[0]->dtype));
 
@@ -115,8 +119,9 @@ dle_status dle_forward_elementwise(dle_op op, dle_tensor **outs, dle_tensor *con
   /* dtypes: promote, then the op's own rule */
   dle_dtype in_dt = ins[first]->dtype;
   for (int i = first + 1; i < nin; i++) in_dt = dle_promote(in_dt, ins[i]->dtype);
-  if ((op == DLE_OP_FLOOR || op == DLE_OP_CEIL || op == DLE_OP_ROUND) && !dle_dtype_is_float(in_dt)) {
-    if (!outs[0]) return dle_clone(&outs[0], ins[0]);   /* already whole numbers */
+  if ((op == DLE_OP_FLOOR || op == DLE_OP_CEIL || op == DLE_OP_ROUND) &&
+      !dle_dtype_is_float(in_dt)) {
+    if (!outs[0]) return dle_clone(&outs[0], ins[0]); /* already whole numbers */
     return dle_copy_(outs[0], ins[0]);
   }
   dle_dtype cdt = compute_dtype(op, in_dt, a);
@@ -137,14 +142,16 @@ dle_status dle_forward_elementwise(dle_op op, dle_tensor **outs, dle_tensor *con
                      dle_shape_str(buf, sizeof buf, n, shape), SHAPE(given));
     } else if (dle_tensor_overlaps_itself(given)) {
       char buf[128];
-      st = dle_error("%s: cannot write in place into an expanded tensor of shape %s (strides %s: "
-                     "several elements share memory); clone it first", fn, SHAPE(given),
-                     dle_shape_str(buf, sizeof buf, given->ndim, given->strides));
+      st = dle_error(
+          "%s: cannot write in place into an expanded tensor of shape %s (strides %s: "
+          "several elements share memory); clone it first",
+          fn, SHAPE(given), dle_shape_str(buf, sizeof buf, given->ndim, given->strides));
     } else if (!dle_can_store(out_dt, given->dtype)) {
-      st = dle_error("%s: the result's dtype %s cannot be written into an output of dtype %s "
-                     "(PyTorch's casting rule: no float into an integer, no number into bool); "
-                     "convert the output first, e.g. t = t:to(\"%s\")", fn, dle_dtype_name(out_dt),
-                     dle_dtype_name(given->dtype), dle_dtype_name(out_dt));
+      st = dle_error(
+          "%s: the result's dtype %s cannot be written into an output of dtype %s "
+          "(PyTorch's casting rule: no float into an integer, no number into bool); "
+          "convert the output first, e.g. t = t:to(\"%s\")",
+          fn, dle_dtype_name(out_dt), dle_dtype_name(given->dtype), dle_dtype_name(out_dt));
     } else if (given->dtype == out_dt) {
       result = given;
       dle_tensor_retain(result);
@@ -182,17 +189,22 @@ dle_status dle_scalar_tensor(dle_tensor **out, double v, dle_dtype dt) {
   if (dt != DLE_F32 && dt != DLE_F64) return dle_full(out, 0, NULL, v, dt);
   /* float32/64 (every `x * 2` on float tensors) without the op machinery of dle_full */
   DLE_TRY(dle_tensor_empty(out, 0, NULL, dt, (dle_device){DLE_CPU, 0}));
-  if (dt == DLE_F32) *(float *)dle_tensor_data(*out) = (float)v;
-  else *(double *)dle_tensor_data(*out) = v;
+  if (dt == DLE_F32)
+    *(float *)dle_tensor_data(*out) = (float)v;
+  else
+    *(double *)dle_tensor_data(*out) = v;
   return DLE_OK;
 }
 
-dle_status dle_binary_scalar(dle_op op, dle_tensor **out, dle_tensor *t, double s, bool scalar_first) {
+dle_status dle_binary_scalar(dle_op op, dle_tensor **out, dle_tensor *t, double s,
+                             bool scalar_first) {
   /* A number takes the tensor's dtype, so float32 stays float32; it only lifts an integer
    * tensor to float when it has a fraction, and a bool tensor to int64. */
   dle_dtype dt = t->dtype;
-  if (!dle_dtype_is_float(dt) && !(isfinite(s) && s == floor(s))) dt = DLE_DEFAULT_FLOAT; /* nan, inf too */
-  else if (dt == DLE_BOOL && s != 0 && s != 1) dt = DLE_I64;
+  if (!dle_dtype_is_float(dt) && !(isfinite(s) && s == floor(s)))
+    dt = DLE_DEFAULT_FLOAT; /* nan, inf too */
+  else if (dt == DLE_BOOL && s != 0 && s != 1)
+    dt = DLE_I64;
   dle_tensor *st = NULL;
   if (dle_tensor_device(t).type != DLE_CPU) {
     dle_tensor *host = NULL;

@@ -14,9 +14,10 @@ static dle_status inputs_intact(dle_op op, dle_tensor *const *ins, int nin, unsi
                                 dle_tensor *out) {
   for (int i = 0; i < nin; i++)
     if ((reads & DLE_SAVE(i)) && dle_same_storage(ins[i], out))
-      return dle_error("%s_: forward-mode AD of this in-place op needs the value of input %d that "
-                       "it overwrote; use the out-of-place %s", dle_op_get_info(op)->name, i + 1,
-                       dle_op_get_info(op)->name);
+      return dle_error(
+          "%s_: forward-mode AD of this in-place op needs the value of input %d that "
+          "it overwrote; use the out-of-place %s",
+          dle_op_get_info(op)->name, i + 1, dle_op_get_info(op)->name);
   return DLE_OK;
 }
 
@@ -39,7 +40,7 @@ static dle_status jvp_add_sub(dle_op op, const dle_attrs *a, dle_tensor *const *
                               dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
   (void)a, (void)ins, (void)nin, (void)outs;
   if (tin[0] && tin[1]) return dle_binary(op, &tout[0], tin[0], tin[1]);
-  if (tin[0]) {   /* broadcast to the output's shape by the engine */
+  if (tin[0]) { /* broadcast to the output's shape by the engine */
     dle_tensor_retain(tin[0]);
     tout[0] = tin[0];
     return DLE_OK;
@@ -56,7 +57,8 @@ static dle_status vjp_mul(dle_node *n, dle_tensor *const *gout, dle_tensor **gin
     if (!dle_node_needs_grad(n, i)) continue;
     dle_tensor *prod = NULL;
     DLE_TRY(dle_binary(DLE_OP_MUL, &prod, gout[0], dle_node_input(n, 1 - i)));
-    dle_status st = dle_sum_to(&gin[i], prod, dle_node_input_ndim(n, i), dle_node_input_sizes(n, i));
+    dle_status st =
+        dle_sum_to(&gin[i], prod, dle_node_input_ndim(n, i), dle_node_input_sizes(n, i));
     dle_tensor_release(prod);
     DLE_TRY(st);
   }
@@ -66,7 +68,8 @@ static dle_status vjp_mul(dle_node *n, dle_tensor *const *gout, dle_tensor **gin
 static dle_status jvp_mul(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
                           dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
   (void)a;
-  DLE_TRY(inputs_intact(op, ins, nin, (tin[0] ? DLE_SAVE(1) : 0) | (tin[1] ? DLE_SAVE(0) : 0), outs[0]));
+  DLE_TRY(inputs_intact(op, ins, nin, (tin[0] ? DLE_SAVE(1) : 0) | (tin[1] ? DLE_SAVE(0) : 0),
+                        outs[0]));
   return dle_jvp_bilinear(DLE_OP_MUL, NULL, ins[0], ins[1], tin[0], tin[1], &tout[0]);
 }
 
@@ -266,7 +269,7 @@ static dle_status d_silu(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle
 static dle_status d_pow_scalar(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
   (void)y;
   double p = a->f[0];
-  if (p == 0) return DLE_OK;  /* *d stays NULL: zero */
+  if (p == 0) return DLE_OK; /* *d stays NULL: zero */
   if (p == 1) return scalar_like(d, 1, x->dtype, x);
   DLE_TRY(dle_pow_scalar(d, x, p - 1));
   return chain_s(DLE_OP_MUL, d, p, false);
@@ -278,36 +281,36 @@ static dle_status d_clamp(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dl
   dle_tensor *hi = NULL;
   DLE_TRY(dle_binary_scalar(DLE_OP_GE, d, x, a->f[0], false));
   dle_status st = dle_binary_scalar(DLE_OP_LE, &hi, x, a->f[1], false);
-  if (st == DLE_OK) st = chain(DLE_OP_MUL, d, hi);  /* bool * bool: 0/1 */
+  if (st == DLE_OK) st = chain(DLE_OP_MUL, d, hi); /* bool * bool: 0/1 */
   dle_tensor_release(hi);
   return st;
 }
 
 typedef struct {
-  deriv_fn deriv;  /* NULL: the gradient is zero (sign) */
-  bool divide;     /* gout / f instead of gout * f */
+  deriv_fn deriv; /* NULL: the gradient is zero (sign) */
+  bool divide;    /* gout / f instead of gout * f */
   unsigned save_inputs;
   bool save_outputs;
 } unary_rule;
 
 static const unary_rule unary_rules[DLE_NUM_OPS] = {
-  [DLE_OP_ABS] = {d_abs, false, DLE_SAVE(0), false},
-  [DLE_OP_SIGN] = {NULL, false, 0, false},
-  [DLE_OP_LOG] = {d_log, true, DLE_SAVE(0), false},
-  [DLE_OP_EXPM1] = {d_expm1, false, 0, true},
-  [DLE_OP_LOG1P] = {d_log1p, true, DLE_SAVE(0), false},
-  [DLE_OP_SQRT] = {d_sqrt, true, 0, true},
-  [DLE_OP_RSQRT] = {d_rsqrt, false, 0, true},
-  [DLE_OP_RECIPROCAL] = {d_reciprocal, false, 0, true},
-  [DLE_OP_SIN] = {d_sin, false, DLE_SAVE(0), false},
-  [DLE_OP_COS] = {d_cos, false, DLE_SAVE(0), false},
-  [DLE_OP_TANH] = {d_tanh, false, 0, true},
-  [DLE_OP_SIGMOID] = {d_sigmoid, false, 0, true},
-  [DLE_OP_RELU] = {d_relu, false, 0, true},
-  [DLE_OP_GELU_GRAD] = {d_gelu_grad, false, DLE_SAVE(0), false},
-  [DLE_OP_SILU] = {d_silu, false, DLE_SAVE(0), false},
-  [DLE_OP_POW_SCALAR] = {d_pow_scalar, false, DLE_SAVE(0), false},
-  [DLE_OP_CLAMP] = {d_clamp, false, DLE_SAVE(0), false},
+    [DLE_OP_ABS] = {d_abs, false, DLE_SAVE(0), false},
+    [DLE_OP_SIGN] = {NULL, false, 0, false},
+    [DLE_OP_LOG] = {d_log, true, DLE_SAVE(0), false},
+    [DLE_OP_EXPM1] = {d_expm1, false, 0, true},
+    [DLE_OP_LOG1P] = {d_log1p, true, DLE_SAVE(0), false},
+    [DLE_OP_SQRT] = {d_sqrt, true, 0, true},
+    [DLE_OP_RSQRT] = {d_rsqrt, false, 0, true},
+    [DLE_OP_RECIPROCAL] = {d_reciprocal, false, 0, true},
+    [DLE_OP_SIN] = {d_sin, false, DLE_SAVE(0), false},
+    [DLE_OP_COS] = {d_cos, false, DLE_SAVE(0), false},
+    [DLE_OP_TANH] = {d_tanh, false, 0, true},
+    [DLE_OP_SIGMOID] = {d_sigmoid, false, 0, true},
+    [DLE_OP_RELU] = {d_relu, false, 0, true},
+    [DLE_OP_GELU_GRAD] = {d_gelu_grad, false, DLE_SAVE(0), false},
+    [DLE_OP_SILU] = {d_silu, false, DLE_SAVE(0), false},
+    [DLE_OP_POW_SCALAR] = {d_pow_scalar, false, DLE_SAVE(0), false},
+    [DLE_OP_CLAMP] = {d_clamp, false, DLE_SAVE(0), false},
 };
 
 /* g * f (or g / f) for the unary op's local derivative f at (x, y); NULL result means zero. */
@@ -341,7 +344,8 @@ typedef dle_status (*deriv2_fn)(dle_tensor **fa, dle_tensor **fb, dle_tensor *a,
                                 dle_tensor *y);
 
 /* d(a/b) = da / b - y db / b */
-static dle_status d_div(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b, dle_tensor *y) {
+static dle_status d_div(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
+                        dle_tensor *y) {
   (void)a;
   if (fa) DLE_TRY(dle_unary(DLE_OP_RECIPROCAL, fa, b));
   if (fb) {
@@ -352,7 +356,8 @@ static dle_status d_div(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_ten
 }
 
 /* d a^b = b a^(b-1) da + a^b log(a) db  (each term 0 where b = 0, resp. a = 0, like PyTorch) */
-static dle_status d_pow(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b, dle_tensor *y) {
+static dle_status d_pow(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
+                        dle_tensor *y) {
   dle_dtype dt = y->dtype;
   dle_tensor *zero = NULL, *mask = NULL, *v = NULL;
   dle_status st = scalar_like(&zero, 0, dt, y);
@@ -395,9 +400,9 @@ static dle_status side_weight(dle_tensor **w, dle_op cmp, dle_tensor *a, dle_ten
 
 /* d max(a, b) = [a > b] da + [a < b] db, ties split evenly (1/2 each, like PyTorch); min the
  * same with the comparisons swapped */
-static dle_status d_maxmin(bool is_max, dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
-                           dle_tensor *y) {
-  (void)y;  /* not saved: the weights take the dtype the op computed in */
+static dle_status d_maxmin(bool is_max, dle_tensor **fa, dle_tensor **fb, dle_tensor *a,
+                           dle_tensor *b, dle_tensor *y) {
+  (void)y; /* not saved: the weights take the dtype the op computed in */
   dle_dtype dt = dle_promote(a->dtype, b->dtype);
   dle_tensor *eq = NULL, *tie = NULL;
   DLE_TRY(dle_binary(DLE_OP_EQ, &eq, a, b));
@@ -410,11 +415,13 @@ static dle_status d_maxmin(bool is_max, dle_tensor **fa, dle_tensor **fb, dle_te
   return st;
 }
 
-static dle_status d_maximum(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b, dle_tensor *y) {
+static dle_status d_maximum(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
+                            dle_tensor *y) {
   return d_maxmin(true, fa, fb, a, b, y);
 }
 
-static dle_status d_minimum(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b, dle_tensor *y) {
+static dle_status d_minimum(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
+                            dle_tensor *y) {
   return d_maxmin(false, fa, fb, a, b, y);
 }
 
@@ -432,11 +439,11 @@ static dle_status d_gelu_backward(dle_tensor **fa, dle_tensor **fb, dle_tensor *
 
 static deriv2_fn binary_deriv(dle_op op) {
   switch (op) {
-  case DLE_OP_GELU_BACKWARD: return d_gelu_backward;
-  case DLE_OP_DIV: return d_div;
-  case DLE_OP_POW: return d_pow;
-  case DLE_OP_MAXIMUM: return d_maximum;
-  default: return d_minimum;
+    case DLE_OP_GELU_BACKWARD: return d_gelu_backward;
+    case DLE_OP_DIV: return d_div;
+    case DLE_OP_POW: return d_pow;
+    case DLE_OP_MAXIMUM: return d_maximum;
+    default: return d_minimum;
   }
 }
 
@@ -444,7 +451,7 @@ static deriv2_fn binary_deriv(dle_op op) {
  * would otherwise make reciprocal/log compute in the default float and lose precision). */
 static dle_status local_derivs(dle_op op, dle_dtype dt, dle_tensor **fa, dle_tensor **fb,
                                dle_tensor *a, dle_tensor *b, dle_tensor *y) {
-  dle_tensor *ca = NULL, *cb = NULL;  /* a, b: NULL when the rule does not read them */
+  dle_tensor *ca = NULL, *cb = NULL; /* a, b: NULL when the rule does not read them */
   dle_status st = a ? dle_cast_if_needed(&ca, a, dt) : DLE_OK;
   if (st == DLE_OK && b) st = dle_cast_if_needed(&cb, b, dt);
   if (st == DLE_OK) st = binary_deriv(op)(fa, fb, ca, cb, y);
@@ -482,7 +489,8 @@ static dle_status jvp_binary(dle_op op, const dle_attrs *a, dle_tensor *const *i
                                tin[1] ? &f[1] : NULL, ins[0], ins[1], outs[0]);
   for (int i = 0; i < 2 && st == DLE_OK; i++) {
     if (!tin[i]) continue;
-    if (!tout[0]) st = dle_binary(DLE_OP_MUL, &tout[0], tin[i], f[i]);
+    if (!tout[0])
+      st = dle_binary(DLE_OP_MUL, &tout[0], tin[i], f[i]);
     else {
       dle_tensor *p = NULL;
       st = dle_binary(DLE_OP_MUL, &p, tin[i], f[i]);
@@ -498,7 +506,8 @@ static dle_status jvp_binary(dle_op op, const dle_attrs *a, dle_tensor *const *i
 /* ---- where(cond, a, b): the gradient goes to a where cond holds, to b elsewhere; none to cond ---- */
 
 /* where(cond, g, 0) (side 0) or where(cond, 0, g) (side 1); g NULL: zero */
-static dle_status masked(dle_tensor **out, dle_tensor *cond, dle_tensor *g, int side, dle_tensor *zero) {
+static dle_status masked(dle_tensor **out, dle_tensor *cond, dle_tensor *g, int side,
+                         dle_tensor *zero) {
   return side == 0 ? dle_where(out, cond, g, zero) : dle_where(out, cond, zero, g);
 }
 
@@ -511,7 +520,8 @@ static dle_status vjp_where(dle_node *n, dle_tensor *const *gout, dle_tensor **g
     if (!dle_node_needs_grad(n, i)) continue;
     dle_tensor *m = NULL;
     st = masked(&m, dle_node_input(n, 0), gout[0], i - 1, zero);
-    if (st == DLE_OK) st = dle_sum_to(&gin[i], m, dle_node_input_ndim(n, i), dle_node_input_sizes(n, i));
+    if (st == DLE_OK)
+      st = dle_sum_to(&gin[i], m, dle_node_input_ndim(n, i), dle_node_input_sizes(n, i));
     dle_tensor_release(m);
   }
   dle_tensor_release(zero);
@@ -546,6 +556,7 @@ void dle_grad_register_elementwise(dle_grad_rule *r) {
   r[DLE_OP_POW] = (dle_grad_rule){vjp_binary, jvp_binary, DLE_SAVE(0) | DLE_SAVE(1), true};
   r[DLE_OP_MAXIMUM] = (dle_grad_rule){vjp_binary, jvp_binary, DLE_SAVE(0) | DLE_SAVE(1), false};
   r[DLE_OP_MINIMUM] = (dle_grad_rule){vjp_binary, jvp_binary, DLE_SAVE(0) | DLE_SAVE(1), false};
-  r[DLE_OP_GELU_BACKWARD] = (dle_grad_rule){vjp_binary, jvp_binary, DLE_SAVE(0) | DLE_SAVE(1), false};
+  r[DLE_OP_GELU_BACKWARD] =
+      (dle_grad_rule){vjp_binary, jvp_binary, DLE_SAVE(0) | DLE_SAVE(1), false};
   r[DLE_OP_WHERE] = (dle_grad_rule){vjp_where, jvp_where, DLE_SAVE(0), false};
 }

@@ -6,8 +6,8 @@
 #define DLE_OP_PLAIN(id, name, nin, nout, kind, flags) DLE_ENTRY_DEF_##nin(id, name)
 #define DLE_ENTRY_DEF_1(id, name) \
   dle_status dle_##name(dle_tensor **out, dle_tensor *x) { return dle_unary(DLE_OP_##id, out, x); }
-#define DLE_ENTRY_DEF_2(id, name)                                      \
+#define DLE_ENTRY_DEF_2(id, name)                                         \
   dle_status dle_##name(dle_tensor **out, dle_tensor *a, dle_tensor *b) { \
-    return dle_binary(DLE_OP_##id, out, a, b);                         \
+    return dle_binary(DLE_OP_##id, out, a, b);                            \
   }
 #include "../ops.def"

@@ -19,14 +19,13 @@
  * The fused optimizer steps are counted in optim.c (per parameter element). */
 #include "../internal.h"
 
-
 /* Per-element constants of the row-wise ops. */
 enum {
-  PER_SOFTMAX = 5,          /* max, subtract, exp, sum, divide (log_softmax: log, subtract) */
-  PER_NORM = 8,             /* mean 1, variance 3, normalize 2, affine 2 */
-  PER_NORM_GRAD_INPUT = 10, /* x-hat 2, two row sums 2, the combination 6 */
-  PER_NORM_GRAD_AFFINE = 5, /* x-hat 2, gw += gy x-hat 2, gb += gy 1 */
-  PER_CROSS_ENTROPY = 5,    /* log-sum-exp as softmax; picking the target is per row */
+  PER_SOFTMAX = 5,            /* max, subtract, exp, sum, divide (log_softmax: log, subtract) */
+  PER_NORM = 8,               /* mean 1, variance 3, normalize 2, affine 2 */
+  PER_NORM_GRAD_INPUT = 10,   /* x-hat 2, two row sums 2, the combination 6 */
+  PER_NORM_GRAD_AFFINE = 5,   /* x-hat 2, gw += gy x-hat 2, gb += gy 1 */
+  PER_CROSS_ENTROPY = 5,      /* log-sum-exp as softmax; picking the target is per row */
   PER_CROSS_ENTROPY_GRAD = 4, /* exp(x - lse), minus the smoothed one-hot, times gy */
   PER_SOFT_CROSS_ENTROPY = 8, /* log-sum-exp 5, q = (1 - eps) t + eps/C and q (x - lse) 3 */
   PER_SOFT_CROSS_ENTROPY_GRAD = 8,
@@ -36,14 +35,14 @@ enum {
 };
 
 typedef enum {
-  NONE,          /* 0 */
-  PER_OUT,       /* per element of the first output */
-  PER_IN,        /* per element of the first input */
-  MATMUL,        /* 2*m*n*k per batch (+ m*n with the added term) */
-  CONV,          /* 2 * out elements * (Cin/groups)*kh*kw (+ out elements with bias) */
-  CONV_GRAD_IN,  /* the same product from gy and the weight */
-  CONV_GRAD_W,   /* the same product from gy and the weight gradient's shape */
-  POOL,          /* kh*kw per output element (per gy element for the gradient) */
+  NONE,         /* 0 */
+  PER_OUT,      /* per element of the first output */
+  PER_IN,       /* per element of the first input */
+  MATMUL,       /* 2*m*n*k per batch (+ m*n with the added term) */
+  CONV,         /* 2 * out elements * (Cin/groups)*kh*kw (+ out elements with bias) */
+  CONV_GRAD_IN, /* the same product from gy and the weight */
+  CONV_GRAD_W,  /* the same product from gy and the weight gradient's shape */
+  POOL,         /* kh*kw per output element (per gy element for the gradient) */
   POOL_GRAD,
   SDPA,
   SDPA_SCORE_GRAD,
@@ -57,42 +56,47 @@ typedef struct {
 
 static rule rule_of(dle_op op) {
   switch (op) {
-  case DLE_OP_SCATTER_ADD: case DLE_OP_INDEX_ADD: return (rule){PER_IN, 1}; /* adds to self */
-  case DLE_OP_CONV2D: return (rule){CONV, 0};
-  case DLE_OP_CONV2D_GRAD_INPUT: return (rule){CONV_GRAD_IN, 0};
-  case DLE_OP_CONV2D_GRAD_WEIGHT: return (rule){CONV_GRAD_W, 0};
-  case DLE_OP_MAX_POOL2D: case DLE_OP_AVG_POOL2D: return (rule){POOL, 0};
-  case DLE_OP_AVG_POOL2D_GRAD: return (rule){POOL_GRAD, 0};
-  case DLE_OP_LAYER_NORM: case DLE_OP_BATCH_NORM: return (rule){PER_IN, PER_NORM};
-  case DLE_OP_LAYER_NORM_GRAD_INPUT: case DLE_OP_BATCH_NORM_GRAD_INPUT:
-    return (rule){PER_IN, PER_NORM_GRAD_INPUT};
-  case DLE_OP_LAYER_NORM_GRAD_AFFINE: case DLE_OP_BATCH_NORM_GRAD_AFFINE:
-    return (rule){PER_IN, PER_NORM_GRAD_AFFINE};
-  case DLE_OP_CROSS_ENTROPY: return (rule){PER_IN, PER_CROSS_ENTROPY};
-  case DLE_OP_CROSS_ENTROPY_BACKWARD: return (rule){PER_OUT, PER_CROSS_ENTROPY_GRAD};
-  case DLE_OP_SOFT_CROSS_ENTROPY: return (rule){PER_IN, PER_SOFT_CROSS_ENTROPY};
-  case DLE_OP_SOFT_CROSS_ENTROPY_BACKWARD: return (rule){PER_OUT, PER_SOFT_CROSS_ENTROPY_GRAD};
-  case DLE_OP_EMBEDDING: return (rule){NONE, 0};
-  case DLE_OP_EMBEDDING_BACKWARD: return (rule){PER_IN, 1}; /* adds gy rows */
-  case DLE_OP_DROPOUT: return (rule){PER_OUT, 1};
-  case DLE_OP_SDPA: return (rule){SDPA, 0};
-  case DLE_OP_SDPA_SCORE_GRAD: return (rule){SDPA_SCORE_GRAD, 0};
-  case DLE_OP_SDPA_BACKWARD: return (rule){SDPA_BACKWARD, 0};
-  case DLE_OP_MSE_LOSS: return (rule){PER_IN, PER_MSE};
-  case DLE_OP_MSE_LOSS_BACKWARD: return (rule){PER_OUT, PER_MSE};
-  case DLE_OP_NLL_LOSS: return (rule){PER_IN, 1}; /* the smoothing term sums every logp */
-  case DLE_OP_NLL_LOSS_BACKWARD: return (rule){PER_OUT, 1};
-  case DLE_OP_BCE_WITH_LOGITS: return (rule){PER_IN, PER_BCE};
-  case DLE_OP_BCE_WITH_LOGITS_BACKWARD: return (rule){PER_OUT, PER_BCE};
-  default: break;
+    case DLE_OP_SCATTER_ADD:
+    case DLE_OP_INDEX_ADD: return (rule){PER_IN, 1}; /* adds to self */
+    case DLE_OP_CONV2D: return (rule){CONV, 0};
+    case DLE_OP_CONV2D_GRAD_INPUT: return (rule){CONV_GRAD_IN, 0};
+    case DLE_OP_CONV2D_GRAD_WEIGHT: return (rule){CONV_GRAD_W, 0};
+    case DLE_OP_MAX_POOL2D:
+    case DLE_OP_AVG_POOL2D: return (rule){POOL, 0};
+    case DLE_OP_AVG_POOL2D_GRAD: return (rule){POOL_GRAD, 0};
+    case DLE_OP_LAYER_NORM:
+    case DLE_OP_BATCH_NORM: return (rule){PER_IN, PER_NORM};
+    case DLE_OP_LAYER_NORM_GRAD_INPUT:
+    case DLE_OP_BATCH_NORM_GRAD_INPUT: return (rule){PER_IN, PER_NORM_GRAD_INPUT};
+    case DLE_OP_LAYER_NORM_GRAD_AFFINE:
+    case DLE_OP_BATCH_NORM_GRAD_AFFINE: return (rule){PER_IN, PER_NORM_GRAD_AFFINE};
+    case DLE_OP_CROSS_ENTROPY: return (rule){PER_IN, PER_CROSS_ENTROPY};
+    case DLE_OP_CROSS_ENTROPY_BACKWARD: return (rule){PER_OUT, PER_CROSS_ENTROPY_GRAD};
+    case DLE_OP_SOFT_CROSS_ENTROPY: return (rule){PER_IN, PER_SOFT_CROSS_ENTROPY};
+    case DLE_OP_SOFT_CROSS_ENTROPY_BACKWARD: return (rule){PER_OUT, PER_SOFT_CROSS_ENTROPY_GRAD};
+    case DLE_OP_EMBEDDING: return (rule){NONE, 0};
+    case DLE_OP_EMBEDDING_BACKWARD: return (rule){PER_IN, 1}; /* adds gy rows */
+    case DLE_OP_DROPOUT: return (rule){PER_OUT, 1};
+    case DLE_OP_SDPA: return (rule){SDPA, 0};
+    case DLE_OP_SDPA_SCORE_GRAD: return (rule){SDPA_SCORE_GRAD, 0};
+    case DLE_OP_SDPA_BACKWARD: return (rule){SDPA_BACKWARD, 0};
+    case DLE_OP_MSE_LOSS: return (rule){PER_IN, PER_MSE};
+    case DLE_OP_MSE_LOSS_BACKWARD: return (rule){PER_OUT, PER_MSE};
+    case DLE_OP_NLL_LOSS: return (rule){PER_IN, 1}; /* the smoothing term sums every logp */
+    case DLE_OP_NLL_LOSS_BACKWARD: return (rule){PER_OUT, 1};
+    case DLE_OP_BCE_WITH_LOGITS: return (rule){PER_IN, PER_BCE};
+    case DLE_OP_BCE_WITH_LOGITS_BACKWARD: return (rule){PER_OUT, PER_BCE};
+    default: break;
   }
   switch (dle_op_table[op].kind) {
-  case DLE_KIND_UNARY: case DLE_KIND_BINARY: case DLE_KIND_COMPARE: case DLE_KIND_WHERE:
-    return (rule){PER_OUT, 1};
-  case DLE_KIND_REDUCE: return (rule){PER_IN, 1};
-  case DLE_KIND_SOFTMAX: return (rule){PER_IN, PER_SOFTMAX};
-  case DLE_KIND_MATMUL: return (rule){MATMUL, 0};
-  default: return (rule){NONE, 0}; /* create, view, copy, index: data movement */
+    case DLE_KIND_UNARY:
+    case DLE_KIND_BINARY:
+    case DLE_KIND_COMPARE:
+    case DLE_KIND_WHERE: return (rule){PER_OUT, 1};
+    case DLE_KIND_REDUCE: return (rule){PER_IN, 1};
+    case DLE_KIND_SOFTMAX: return (rule){PER_IN, PER_SOFTMAX};
+    case DLE_KIND_MATMUL: return (rule){MATMUL, 0};
+    default: return (rule){NONE, 0}; /* create, view, copy, index: data movement */
   }
 }
 
@@ -109,22 +113,22 @@ int64_t dle_op_flops(dle_op op, dle_tensor *const *outs, int nout, dle_tensor *c
   rule r = rule_of(op);
   const dle_tensor *y = outs[0];
   switch (r.kind) {
-  case NONE: return 0;
-  case PER_OUT: return r.per * numel(y);
-  case PER_IN: return nin ? r.per * numel(ins[0]) : 0;
-  case MATMUL: return 2 * numel(y) * last_dim(ins[0]) + (nin == 3 ? numel(y) : 0);
-  case CONV: return 2 * numel(y) * per_out_channel(ins[1]) + (nin == 3 ? numel(y) : 0);
-  case CONV_GRAD_IN: return 2 * numel(ins[0]) * per_out_channel(ins[1]);
-  case CONV_GRAD_W: return 2 * numel(ins[0]) * per_out_channel(y);
-  case POOL: return numel(y) * a->ints[0] * a->ints[1];
-  case POOL_GRAD: return numel(ins[0]) * a->ints[0] * a->ints[1];
-  /* ins[0] is q (or the packed qkv) with E last; outs: out {..., L, Ev}, probs {..., L, S} */
-  case SDPA: return nout > 1 ? 2 * numel(outs[1]) * (last_dim(ins[0]) + last_dim(y)) : 0;
-  /* gout {..., L, Ev}, v, probs -> the scores' gradient {..., L, S} */
-  case SDPA_SCORE_GRAD: return numel(y) * (2 * last_dim(ins[0]) + PER_SDPA_SOFTMAX_GRAD);
-  /* gout, q, k, v, probs: d p = gout v^T, d v = p^T gout, d q = ds k, d k = ds^T q */
-  case SDPA_BACKWARD:
-    return nin == 5 ? 4 * numel(ins[4]) * (last_dim(ins[0]) + last_dim(ins[1])) : 0;
+    case NONE: return 0;
+    case PER_OUT: return r.per * numel(y);
+    case PER_IN: return nin ? r.per * numel(ins[0]) : 0;
+    case MATMUL: return 2 * numel(y) * last_dim(ins[0]) + (nin == 3 ? numel(y) : 0);
+    case CONV: return 2 * numel(y) * per_out_channel(ins[1]) + (nin == 3 ? numel(y) : 0);
+    case CONV_GRAD_IN: return 2 * numel(ins[0]) * per_out_channel(ins[1]);
+    case CONV_GRAD_W: return 2 * numel(ins[0]) * per_out_channel(y);
+    case POOL: return numel(y) * a->ints[0] * a->ints[1];
+    case POOL_GRAD: return numel(ins[0]) * a->ints[0] * a->ints[1];
+    /* ins[0] is q (or the packed qkv) with E last; outs: out {..., L, Ev}, probs {..., L, S} */
+    case SDPA: return nout > 1 ? 2 * numel(outs[1]) * (last_dim(ins[0]) + last_dim(y)) : 0;
+    /* gout {..., L, Ev}, v, probs -> the scores' gradient {..., L, S} */
+    case SDPA_SCORE_GRAD: return numel(y) * (2 * last_dim(ins[0]) + PER_SDPA_SOFTMAX_GRAD);
+    /* gout, q, k, v, probs: d p = gout v^T, d v = p^T gout, d q = ds k, d k = ds^T q */
+    case SDPA_BACKWARD:
+      return nin == 5 ? 4 * numel(ins[4]) * (last_dim(ins[0]) + last_dim(ins[1])) : 0;
   }
   return 0;
 }

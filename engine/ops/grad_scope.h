@@ -102,7 +102,8 @@ static inline dle_tensor *to_dtype(scope *s, dle_tensor *a, dle_dtype dt) {
   dle_tensor *r = NULL;
   return ok(s) ? keep(s, dle_to_dtype(&r, a, dt), &r) : NULL;
 }
-static inline dle_tensor *call(scope *s, dle_op op, dle_tensor *const *ins, int nin, const dle_attrs *a) {
+static inline dle_tensor *call(scope *s, dle_op op, dle_tensor *const *ins, int nin,
+                               const dle_attrs *a) {
   dle_tensor *r = NULL;
   return ok(s) ? keep(s, dle_op_call(op, &r, ins, nin, a), &r) : NULL;
 }

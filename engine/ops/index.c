@@ -41,8 +41,8 @@ static dle_status run(dle_op op, dle_tensor **outs, dle_tensor **owned, int nin,
 
 static dle_status check_index_dtype(const char *fn, const dle_tensor *index, const char *what) {
   if (index->dtype == DLE_I64) return DLE_OK;
-  return dle_error("%s: %s must be int64, got %s (shape %s)", fn, what, dle_dtype_name(index->dtype),
-                   SHAPE(index));
+  return dle_error("%s: %s must be int64, got %s (shape %s)", fn, what,
+                   dle_dtype_name(index->dtype), SHAPE(index));
 }
 
 static dle_attrs with_dim(const dle_attrs *a, int dim) {
@@ -64,8 +64,10 @@ static dle_status cat_shape(dle_tensor *const *ins, int n, int64_t dim_arg, int 
   while (ref < n - 1 && skipped_in_cat(ins[ref])) ref++;
   const dle_tensor *r = ins[ref];
   if (r->ndim == 0)
-    return dle_error("cat: input %d is a 0-dim tensor and cannot be concatenated (unsqueeze it, "
-                     "or use stack)", ref + 1);
+    return dle_error(
+        "cat: input %d is a 0-dim tensor and cannot be concatenated (unsqueeze it, "
+        "or use stack)",
+        ref + 1);
   DLE_TRY(dle_wrap_dim("cat", (int)dim_arg, r->ndim, 0, dim));
   *ndim = r->ndim;
   memcpy(sizes, r->sizes, sizeof r->sizes);
@@ -74,18 +76,23 @@ static dle_status cat_shape(dle_tensor *const *ins, int n, int64_t dim_arg, int 
     const dle_tensor *t = ins[i];
     if (skipped_in_cat(t)) continue;
     if (t->ndim != r->ndim)
-      return dle_error("cat: input %d has shape %s but input %d has shape %s (all inputs need the "
-                       "same number of dims)", i + 1, SHAPE(t), ref + 1, SHAPE(r));
+      return dle_error(
+          "cat: input %d has shape %s but input %d has shape %s (all inputs need the "
+          "same number of dims)",
+          i + 1, SHAPE(t), ref + 1, SHAPE(r));
     for (int d = 0; d < r->ndim; d++)
       if (d != *dim && t->sizes[d] != r->sizes[d])
-        return dle_error("cat: input %d has shape %s but input %d has shape %s (sizes must match "
-                         "except in dim %d)", i + 1, SHAPE(t), ref + 1, SHAPE(r), *dim + 1);
+        return dle_error(
+            "cat: input %d has shape %s but input %d has shape %s (sizes must match "
+            "except in dim %d)",
+            i + 1, SHAPE(t), ref + 1, SHAPE(r), *dim + 1);
     sizes[*dim] += t->sizes[*dim];
   }
   return DLE_OK;
 }
 
-static dle_status forward_cat(dle_tensor **outs, dle_tensor *const *ins, int n, const dle_attrs *a) {
+static dle_status forward_cat(dle_tensor **outs, dle_tensor *const *ins, int n,
+                              const dle_attrs *a) {
   int dim = 0, ndim = 0;
   int64_t sizes[DLE_MAX_DIMS];
   if (n < 1) return dle_error("cat: expected at least one tensor, got none");
@@ -118,8 +125,9 @@ static dle_status forward_gather(dle_tensor **outs, dle_tensor *const *ins, cons
   int dim;
   DLE_TRY(check_index_dtype("gather", index, "index"));
   if (index->ndim != src->ndim)
-    return dle_error("gather: index of shape %s and src of shape %s must have the same number of dims",
-                     SHAPE(index), SHAPE(src));
+    return dle_error(
+        "gather: index of shape %s and src of shape %s must have the same number of dims",
+        SHAPE(index), SHAPE(src));
   DLE_TRY(dle_wrap_dim("gather", (int)a->ints[0], src->ndim, 0, &dim));
   for (int d = 0; d < src->ndim; d++)
     if (d != dim && index->sizes[d] > src->sizes[d])
@@ -138,8 +146,9 @@ static dle_status check_accumulate(dle_op op, const dle_tensor *self, const dle_
   const char *fn = op_name(op);
   if (op == DLE_OP_SCATTER_ADD) {
     if (index->ndim != self->ndim || src->ndim != self->ndim)
-      return dle_error("scatter_add: self %s, index %s and src %s must have the same number of dims",
-                       SHAPE(self), SHAPE(index), SHAPE(src));
+      return dle_error(
+          "scatter_add: self %s, index %s and src %s must have the same number of dims",
+          SHAPE(self), SHAPE(index), SHAPE(src));
     for (int d = 0; d < self->ndim; d++)
       if (index->sizes[d] > src->sizes[d] || (d != dim && index->sizes[d] > self->sizes[d]))
         return dle_error("scatter_add: index of shape %s is larger than %s of shape %s in dim %d",
@@ -147,15 +156,15 @@ static dle_status check_accumulate(dle_op op, const dle_tensor *self, const dle_
                          index->sizes[d] > src->sizes[d] ? SHAPE(src) : SHAPE(self), d + 1);
     return DLE_OK;
   }
-  if (index->ndim > 1)
-    return dle_error("%s: index must be 1-D, got shape %s", fn, SHAPE(index));
+  if (index->ndim > 1) return dle_error("%s: index must be 1-D, got shape %s", fn, SHAPE(index));
   bool ok = src->ndim == self->ndim && src->sizes[dim] == dle_tensor_numel(index);
   for (int d = 0; d < self->ndim && ok; d++) ok = d == dim || src->sizes[d] == self->sizes[d];
   if (!ok)
-    return dle_error("%s: src of shape %s does not fit self of shape %s with %lld indices in dim %d "
-                     "(src must match self except for size %lld in dim %d)", fn, SHAPE(src),
-                     SHAPE(self), (long long)dle_tensor_numel(index), dim + 1,
-                     (long long)dle_tensor_numel(index), dim + 1);
+    return dle_error(
+        "%s: src of shape %s does not fit self of shape %s with %lld indices in dim %d "
+        "(src must match self except for size %lld in dim %d)",
+        fn, SHAPE(src), SHAPE(self), (long long)dle_tensor_numel(index), dim + 1,
+        (long long)dle_tensor_numel(index), dim + 1);
   return DLE_OK;
 }
 
@@ -183,12 +192,14 @@ static dle_status forward_accumulate(dle_op op, dle_tensor **outs, dle_tensor *c
 
 /* ---------------------------------------------------------------- index_select */
 
-static dle_status forward_index_select(dle_tensor **outs, dle_tensor *const *ins, const dle_attrs *a) {
+static dle_status forward_index_select(dle_tensor **outs, dle_tensor *const *ins,
+                                       const dle_attrs *a) {
   dle_tensor *src = ins[0], *index = ins[1];
   int dim;
   DLE_TRY(check_index_dtype("index_select", index, "index"));
   if (index->ndim > 1)
-    return dle_error("index_select: index must be 1-D, got shape %s (src shape %s)", SHAPE(index), SHAPE(src));
+    return dle_error("index_select: index must be 1-D, got shape %s (src shape %s)", SHAPE(index),
+                     SHAPE(src));
   DLE_TRY(dle_wrap_dim("index_select", (int)a->ints[0], src->ndim, 0, &dim));
   int64_t sizes[DLE_MAX_DIMS];
   memcpy(sizes, src->sizes, sizeof sizes);
@@ -202,24 +213,28 @@ static dle_status forward_index_select(dle_tensor **outs, dle_tensor *const *ins
 
 /* ---------------------------------------------------------------- masked_fill, tril, triu */
 
-static dle_status forward_masked_fill(dle_tensor **outs, dle_tensor *const *ins, const dle_attrs *a) {
+static dle_status forward_masked_fill(dle_tensor **outs, dle_tensor *const *ins,
+                                      const dle_attrs *a) {
   dle_tensor *src = ins[0], *mask = ins[1];
   if (mask->dtype != DLE_BOOL)
     return dle_error("masked_fill: mask must be bool, got %s (mask shape %s, src shape %s)",
                      dle_dtype_name(mask->dtype), SHAPE(mask), SHAPE(src));
   int n;
   int64_t sizes[DLE_MAX_DIMS];
-  DLE_TRY(dle_broadcast_shapes("masked_fill", src->ndim, src->sizes, mask->ndim, mask->sizes, &n, sizes));
+  DLE_TRY(dle_broadcast_shapes("masked_fill", src->ndim, src->sizes, mask->ndim, mask->sizes, &n,
+                               sizes));
   dle_tensor *owned[2] = {src, mask};
   dle_tensor_retain(src), dle_tensor_retain(mask);
-  return run(DLE_OP_MASKED_FILL, outs, owned, 2, n, sizes, src->dtype, dle_tensor_device(src), 0, a);
+  return run(DLE_OP_MASKED_FILL, outs, owned, 2, n, sizes, src->dtype, dle_tensor_device(src), 0,
+             a);
 }
 
 static dle_status forward_triangle(dle_op op, dle_tensor **outs, dle_tensor *const *ins,
                                    const dle_attrs *a) {
   dle_tensor *t = ins[0];
   if (t->ndim < 2)
-    return dle_error("%s: expects a tensor of at least 2 dims, got shape %s", op_name(op), SHAPE(t));
+    return dle_error("%s: expects a tensor of at least 2 dims, got shape %s", op_name(op),
+                     SHAPE(t));
   dle_tensor *owned[1] = {t};
   dle_tensor_retain(t);
   return run(op, outs, owned, 1, t->ndim, t->sizes, t->dtype, dle_tensor_device(t), 0, a);
@@ -246,15 +261,16 @@ static dle_status forward_one_hot(dle_tensor **outs, dle_tensor *const *ins, con
   dle_tensor *classes = ins[0];
   DLE_TRY(check_index_dtype("one_hot", classes, "classes"));
   if (classes->ndim >= DLE_MAX_DIMS)
-    return dle_error("one_hot: classes of shape %s already have %d dims", SHAPE(classes), DLE_MAX_DIMS);
+    return dle_error("one_hot: classes of shape %s already have %d dims", SHAPE(classes),
+                     DLE_MAX_DIMS);
   dle_attrs local = *a;
-  if (local.ints[0] < 0) {  /* infer the class count from the largest class */
+  if (local.ints[0] < 0) { /* infer the class count from the largest class */
     if (dle_tensor_numel(classes) == 0)
       return dle_error("one_hot: cannot infer the number of classes from empty classes of shape %s",
                        SHAPE(classes));
     int64_t m;
     DLE_TRY(max_class(classes, &m));
-    int64_t base = a->index_base;   /* m - base + 1 without overflow at the int64 extremes */
+    int64_t base = a->index_base; /* m - base + 1 without overflow at the int64 extremes */
     local.ints[0] = m < base ? 0 : m - base >= INT64_MAX - 1 ? INT64_MAX : m - base + 1;
   }
   int64_t sizes[DLE_MAX_DIMS];
@@ -304,8 +320,9 @@ dle_status dle_stack(dle_tensor **out, dle_tensor *const *ts, int n, int dim) {
   if (n < 1) return dle_error("stack: expected at least one tensor, got none");
   for (int i = 1; i < n; i++)
     if (!dle_shape_equal(ts[i]->ndim, ts[i]->sizes, ts[0]->ndim, ts[0]->sizes))
-      return dle_error("stack: input %d has shape %s but input 1 has shape %s (stack needs equal shapes)",
-                       i + 1, SHAPE(ts[i]), SHAPE(ts[0]));
+      return dle_error(
+          "stack: input %d has shape %s but input 1 has shape %s (stack needs equal shapes)", i + 1,
+          SHAPE(ts[i]), SHAPE(ts[0]));
   int d;
   DLE_TRY(dle_wrap_dim("stack", dim, ts[0]->ndim, 1, &d));
   dle_tensor **views = calloc((size_t)n, sizeof *views);
@@ -331,7 +348,8 @@ dle_status dle_scatter_add(dle_tensor **out, dle_tensor *self, int dim, dle_tens
   return dle_op_call(DLE_OP_SCATTER_ADD, out, ins, 3, &a);
 }
 
-dle_status dle_index_select(dle_tensor **out, dle_tensor *src, int dim, dle_tensor *index, int64_t base) {
+dle_status dle_index_select(dle_tensor **out, dle_tensor *src, int dim, dle_tensor *index,
+                            int64_t base) {
   dle_tensor *ins[2] = {src, index};
   dle_attrs a = dim_attrs(dim, base);
   return dle_op_call(DLE_OP_INDEX_SELECT, out, ins, 2, &a);

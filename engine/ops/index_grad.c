@@ -7,7 +7,6 @@
 
 /* ---- gradients: reverse (vjp) and forward (jvp) rules, written with dle ops ---- */
 
-
 /* A new reference to t (rules hand back gradients they pass through unchanged). */
 static dle_tensor *retained(dle_tensor *t) {
   if (t) dle_tensor_retain(t);
@@ -43,7 +42,8 @@ static dle_status pad_to(dle_tensor **out, dle_tensor *t, int ndim, const int64_
 static dle_status vjp_cat(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
   int nin = dle_node_num_inputs(n), ref = 0, dim;
   if (!gout[0]) return DLE_OK;
-  while (ref < nin - 1 && dle_node_input_ndim(n, ref) == 1 && dle_node_input_sizes(n, ref)[0] == 0) ref++;
+  while (ref < nin - 1 && dle_node_input_ndim(n, ref) == 1 && dle_node_input_sizes(n, ref)[0] == 0)
+    ref++;
   int ndim = dle_node_input_ndim(n, ref);
   DLE_TRY(dle_wrap_dim("cat", (int)dle_node_attrs(n)->ints[0], ndim, 0, &dim));
   int64_t offset = 0;
@@ -86,7 +86,8 @@ static dle_status vjp_gather(dle_node *n, dle_tensor *const *gout, dle_tensor **
   dle_tensor *z = NULL;
   DLE_TRY(dle_node_zeros_input(&z, n, 0));
   gin[0] = NULL;
-  dle_status st = dle_scatter_add(&gin[0], z, (int)a->ints[0], dle_node_input(n, 1), gout[0], a->index_base);
+  dle_status st =
+      dle_scatter_add(&gin[0], z, (int)a->ints[0], dle_node_input(n, 1), gout[0], a->index_base);
   dle_tensor_release(z);
   return st;
 }
@@ -106,13 +107,15 @@ static dle_status vjp_index_select(dle_node *n, dle_tensor *const *gout, dle_ten
   dle_tensor *z = NULL;
   DLE_TRY(dle_node_zeros_input(&z, n, 0));
   gin[0] = NULL;
-  dle_status st = dle_index_add(&gin[0], z, (int)a->ints[0], dle_node_input(n, 1), gout[0], a->index_base);
+  dle_status st =
+      dle_index_add(&gin[0], z, (int)a->ints[0], dle_node_input(n, 1), gout[0], a->index_base);
   dle_tensor_release(z);
   return st;
 }
 
 static dle_status jvp_index_select(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                   dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+                                   dle_tensor *const *tin, dle_tensor *const *outs,
+                                   dle_tensor **tout) {
   (void)op, (void)nin, (void)outs;
   if (!tin[0]) return DLE_OK;
   return dle_index_select(&tout[0], tin[0], (int)a->ints[0], ins[1], a->index_base);
@@ -140,7 +143,8 @@ static dle_status vjp_accumulate(dle_node *n, dle_tensor *const *gout, dle_tenso
 }
 
 static dle_status jvp_accumulate(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                 dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+                                 dle_tensor *const *tin, dle_tensor *const *outs,
+                                 dle_tensor **tout) {
   (void)nin;
   if (!tin[2]) {
     tout[0] = retained(tin[0]);
@@ -148,9 +152,10 @@ static dle_status jvp_accumulate(dle_op op, const dle_attrs *a, dle_tensor *cons
   }
   dle_tensor *base = retained(tin[0]);
   if (!base) DLE_TRY(dle_zeros(&base, outs[0]->ndim, outs[0]->sizes, outs[0]->dtype));
-  dle_status st = op == DLE_OP_INDEX_ADD
-                      ? dle_index_add(&tout[0], base, (int)a->ints[0], ins[1], tin[2], a->index_base)
-                      : dle_scatter_add(&tout[0], base, (int)a->ints[0], ins[1], tin[2], a->index_base);
+  dle_status st =
+      op == DLE_OP_INDEX_ADD
+          ? dle_index_add(&tout[0], base, (int)a->ints[0], ins[1], tin[2], a->index_base)
+          : dle_scatter_add(&tout[0], base, (int)a->ints[0], ins[1], tin[2], a->index_base);
   dle_tensor_release(base);
   return st;
 }
@@ -167,7 +172,8 @@ static dle_status vjp_masked_fill(dle_node *n, dle_tensor *const *gout, dle_tens
 }
 
 static dle_status jvp_masked_fill(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                  dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+                                  dle_tensor *const *tin, dle_tensor *const *outs,
+                                  dle_tensor **tout) {
   (void)op, (void)a, (void)nin, (void)outs;
   if (!tin[0]) return DLE_OK;
   return dle_masked_fill(&tout[0], tin[0], ins[1], 0.0);
@@ -178,14 +184,16 @@ static dle_status vjp_triangle(dle_node *n, dle_tensor *const *gout, dle_tensor 
   if (!gout[0] || !dle_node_needs_grad(n, 0)) return DLE_OK;
   int64_t k = dle_node_attrs(n)->ints[0];
   gin[0] = NULL;
-  return dle_node_op(n) == DLE_OP_TRIL ? dle_tril(&gin[0], gout[0], k) : dle_triu(&gin[0], gout[0], k);
+  return dle_node_op(n) == DLE_OP_TRIL ? dle_tril(&gin[0], gout[0], k)
+                                       : dle_triu(&gin[0], gout[0], k);
 }
 
 static dle_status jvp_triangle(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
                                dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
   (void)ins, (void)nin, (void)outs;
   if (!tin[0]) return DLE_OK;
-  return op == DLE_OP_TRIL ? dle_tril(&tout[0], tin[0], a->ints[0]) : dle_triu(&tout[0], tin[0], a->ints[0]);
+  return op == DLE_OP_TRIL ? dle_tril(&tout[0], tin[0], a->ints[0])
+                           : dle_triu(&tout[0], tin[0], a->ints[0]);
 }
 
 void dle_grad_register_index(dle_grad_rule *r) {

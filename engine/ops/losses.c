@@ -10,19 +10,21 @@
 
 static dle_status check_reduction(const char *fn, const dle_attrs *a) {
   if (a->ints[0] >= DLE_REDUCTION_NONE && a->ints[0] <= DLE_REDUCTION_SUM) return DLE_OK;
-  return dle_error("%s: reduction must be none, mean or sum (0..2), got %lld", fn, (long long)a->ints[0]);
+  return dle_error("%s: reduction must be none, mean or sum (0..2), got %lld", fn,
+                   (long long)a->ints[0]);
 }
 
 static bool reduced(const dle_attrs *a) { return a->ints[0] != DLE_REDUCTION_NONE; }
 
 /* The loss has shape {ndim, sizes} (reduction none) or is a scalar. */
-static void set_loss_shape(out_shapes *o, int k, const dle_attrs *a, int ndim, const int64_t *sizes) {
+static void set_loss_shape(out_shapes *o, int k, const dle_attrs *a, int ndim,
+                           const int64_t *sizes) {
   set_shape(o, k, reduced(a) ? 0 : ndim, sizes);
 }
 
 /* gy must have the loss's shape: {ndim, sizes} for reduction none, else a scalar. */
-static dle_status check_grad_output(const char *fn, const dle_attrs *a, const dle_tensor *gy, int ndim,
-                                    const int64_t *sizes) {
+static dle_status check_grad_output(const char *fn, const dle_attrs *a, const dle_tensor *gy,
+                                    int ndim, const int64_t *sizes) {
   DLE_TRY(need_numeric(fn, "grad_output", gy));
   bool none = !reduced(a);
   if (none ? dle_shape_equal(gy->ndim, gy->sizes, ndim, sizes) : gy->ndim == 0) return DLE_OK;
@@ -71,7 +73,8 @@ static dle_status forward_mse(dle_op op, dle_tensor **outs, dle_tensor *const *i
 
 /* ---- nll ---- */
 
-static dle_status forward_nll(dle_op op, dle_tensor **outs, dle_tensor *const *ins, const dle_attrs *a) {
+static dle_status forward_nll(dle_op op, dle_tensor **outs, dle_tensor *const *ins,
+                              const dle_attrs *a) {
   const char *fn = op_name(op);
   dle_tensor *x = ins[0], *t = ins[1];
   DLE_TRY(check_ce_attrs(fn, a));
@@ -92,7 +95,8 @@ static dle_status forward_nll_backward(dle_op op, dle_tensor **outs, dle_tensor 
   DLE_TRY(check_ce_attrs(fn, a));
   DLE_TRY(need_indices(fn, "targets", t));
   if (t->ndim != 1) return dle_error("%s: targets must be 1-D {N}, got shape %s", fn, SHAPE(t));
-  if (a->ints[3] < 1) return dle_error("%s: the number of classes must be >= 1, got %lld", fn, (long long)a->ints[3]);
+  if (a->ints[3] < 1)
+    return dle_error("%s: the number of classes must be >= 1, got %lld", fn, (long long)a->ints[3]);
   DLE_TRY(check_grad_output(fn, a, gy, 1, t->sizes));
   out_shapes o = {.nout = 1};
   int64_t s[2] = {t->sizes[0], a->ints[3]};
@@ -108,8 +112,8 @@ static dle_status forward_nll_backward(dle_op op, dle_tensor **outs, dle_tensor 
 /* pos_weight w for x: it must broadcast to x's shape. The kernel reads it cyclically (element i
  * of x uses w[i % numel(w)]), which is right when w without its leading 1s is x's trailing dims
  * (a weight per class: {C} for x {..., C}); any other broadcast is expanded here. */
-static dle_status prepare_pos_weight(const char *fn, dle_tensor **out, dle_tensor *w, const dle_tensor *x,
-                                     dle_dtype dt) {
+static dle_status prepare_pos_weight(const char *fn, dle_tensor **out, dle_tensor *w,
+                                     const dle_tensor *x, dle_dtype dt) {
   *out = NULL;
   DLE_TRY(need_numeric(fn, "pos_weight", w));
   int nb;
@@ -121,7 +125,8 @@ static dle_status prepare_pos_weight(const char *fn, dle_tensor **out, dle_tenso
   int lead = 0;
   while (lead < w->ndim && w->sizes[lead] == 1) lead++;
   int rest = w->ndim - lead;
-  if (dle_shape_equal(rest, w->sizes + lead, rest, x->sizes + x->ndim - rest)) return prepare(out, w, dt);
+  if (dle_shape_equal(rest, w->sizes + lead, rest, x->sizes + x->ndim - rest))
+    return prepare(out, w, dt);
   dle_tensor *e = NULL;
   DLE_TRY(dle_expand(&e, w, x->ndim, x->sizes));
   dle_status st = prepare(out, e, dt);
@@ -135,8 +140,8 @@ static dle_status forward_bce(dle_op op, dle_tensor **outs, dle_tensor *const *i
   const char *fn = op_name(op);
   int k = op == DLE_OP_BCE_WITH_LOGITS ? 0 : 1; /* where x is */
   if (nin < k + 2 || nin > k + 3)
-    return dle_error("%s: expected %d or %d tensor inputs (%sinput, target[, pos_weight]), got %d", fn, k + 2,
-                     k + 3, k ? "grad_output, " : "", nin);
+    return dle_error("%s: expected %d or %d tensor inputs (%sinput, target[, pos_weight]), got %d",
+                     fn, k + 2, k + 3, k ? "grad_output, " : "", nin);
   dle_tensor *x = ins[k], *y = ins[k + 1];
   DLE_TRY(check_reduction(fn, a));
   DLE_TRY(check_pair(fn, x, y));
@@ -166,8 +171,10 @@ static dle_status check_soft_targets(const char *fn, const dle_tensor *x, const 
   DLE_TRY(need_numeric(fn, "targets", t));
   if (x->ndim != 2) return dle_error("%s: logits must be 2-D {N, C}, got shape %s", fn, SHAPE(x));
   if (!dle_shape_equal(x->ndim, x->sizes, t->ndim, t->sizes))
-    return dle_error("%s: probability targets must have the logits' shape %s, got %s", fn, SHAPE(x), SHAPE(t));
-  if (x->sizes[1] < 1 && x->sizes[0] > 0) return dle_error("%s: logits %s have no classes", fn, SHAPE(x));
+    return dle_error("%s: probability targets must have the logits' shape %s, got %s", fn, SHAPE(x),
+                     SHAPE(t));
+  if (x->sizes[1] < 1 && x->sizes[0] > 0)
+    return dle_error("%s: logits %s have no classes", fn, SHAPE(x));
   return DLE_OK;
 }
 
@@ -178,7 +185,8 @@ static dle_status check_ce_inputs(const char *fn, const dle_attrs *a, const dle_
 }
 
 /* logits, targets -> loss, lse {N} */
-static dle_status forward_ce(dle_op op, dle_tensor **outs, dle_tensor *const *ins, const dle_attrs *a) {
+static dle_status forward_ce(dle_op op, dle_tensor **outs, dle_tensor *const *ins,
+                             const dle_attrs *a) {
   const char *fn = op_name(op);
   bool soft = op == DLE_OP_SOFT_CROSS_ENTROPY;
   dle_tensor *x = ins[0], *t = ins[1];
@@ -202,7 +210,8 @@ static dle_status forward_ce_backward(dle_op op, dle_tensor **outs, dle_tensor *
   DLE_TRY(check_grad_output(fn, a, gy, 1, x->sizes));
   DLE_TRY(need_numeric(fn, "lse", lse));
   if (lse->ndim != 1 || lse->sizes[0] != x->sizes[0])
-    return dle_error("%s: lse must have shape {%lld}, got %s", fn, (long long)x->sizes[0], SHAPE(lse));
+    return dle_error("%s: lse must have shape {%lld}, got %s", fn, (long long)x->sizes[0],
+                     SHAPE(lse));
   out_shapes o = {.nout = 1};
   set_shape(&o, 0, 2, x->sizes);
   /* the class indices' dtype is not a float to promote with */
@@ -242,7 +251,8 @@ static dle_attrs nll_attrs(const dle_cross_entropy_params *p, int64_t base, int6
   static const dle_cross_entropy_params def = {DLE_REDUCTION_MEAN, false, 0, 0.0};
   if (!p) p = &def;
   dle_attrs a = {0};
-  a.ints[0] = p->reduction, a.ints[1] = p->has_ignore_index, a.ints[2] = p->ignore_index, a.ints[3] = c;
+  a.ints[0] = p->reduction, a.ints[1] = p->has_ignore_index, a.ints[2] = p->ignore_index,
+  a.ints[3] = c;
   a.nints = 4;
   a.f[0] = p->label_smoothing;
   a.index_base = base;
@@ -268,8 +278,10 @@ dle_status dle_cross_entropy(dle_tensor **loss, dle_tensor **lse, dle_tensor *lo
   dle_tensor *ins[2] = {logits, targets}, *outs[2] = {*loss, lse ? *lse : NULL};
   DLE_TRY(dle_op_call(DLE_OP_CROSS_ENTROPY, outs, ins, 2, &a));
   *loss = outs[0];
-  if (lse) *lse = outs[1];
-  else dle_tensor_release(outs[1]);
+  if (lse)
+    *lse = outs[1];
+  else
+    dle_tensor_release(outs[1]);
   return DLE_OK;
 }
 
@@ -294,14 +306,15 @@ dle_status dle_nll_loss_backward(dle_tensor **out, dle_tensor *gy, dle_tensor *t
   return dle_op_call(DLE_OP_NLL_LOSS_BACKWARD, out, (dle_tensor *[]){gy, targets}, 2, &a);
 }
 
-dle_status dle_bce_with_logits(dle_tensor **loss, dle_tensor *x, dle_tensor *y, dle_tensor *pos_weight,
-                               dle_reduction r) {
+dle_status dle_bce_with_logits(dle_tensor **loss, dle_tensor *x, dle_tensor *y,
+                               dle_tensor *pos_weight, dle_reduction r) {
   dle_attrs a = reduction_attrs(r, 0);
-  return dle_op_call(DLE_OP_BCE_WITH_LOGITS, loss, (dle_tensor *[]){x, y, pos_weight}, pos_weight ? 3 : 2, &a);
+  return dle_op_call(DLE_OP_BCE_WITH_LOGITS, loss, (dle_tensor *[]){x, y, pos_weight},
+                     pos_weight ? 3 : 2, &a);
 }
 
-dle_status dle_bce_with_logits_backward(dle_tensor **out, dle_tensor *gy, dle_tensor *x, dle_tensor *y,
-                                        dle_tensor *pos_weight, dle_reduction r) {
+dle_status dle_bce_with_logits_backward(dle_tensor **out, dle_tensor *gy, dle_tensor *x,
+                                        dle_tensor *y, dle_tensor *pos_weight, dle_reduction r) {
   dle_attrs a = reduction_attrs(r, 0);
   return dle_op_call(DLE_OP_BCE_WITH_LOGITS_BACKWARD, out, (dle_tensor *[]){gy, x, y, pos_weight},
                      pos_weight ? 4 : 3, &a);
@@ -313,8 +326,10 @@ dle_status dle_soft_cross_entropy(dle_tensor **loss, dle_tensor **lse, dle_tenso
   dle_tensor *outs[2] = {*loss, lse ? *lse : NULL};
   DLE_TRY(dle_op_call(DLE_OP_SOFT_CROSS_ENTROPY, outs, (dle_tensor *[]){logits, targets}, 2, &a));
   *loss = outs[0];
-  if (lse) *lse = outs[1];
-  else dle_tensor_release(outs[1]);
+  if (lse)
+    *lse = outs[1];
+  else
+    dle_tensor_release(outs[1]);
   return DLE_OK;
 }
 
@@ -322,5 +337,6 @@ dle_status dle_soft_cross_entropy_backward(dle_tensor **out, dle_tensor *gy, dle
                                            dle_tensor *targets, dle_tensor *lse, dle_reduction r,
                                            double label_smoothing) {
   dle_attrs a = reduction_attrs(r, label_smoothing);
-  return dle_op_call(DLE_OP_SOFT_CROSS_ENTROPY_BACKWARD, out, (dle_tensor *[]){gy, logits, targets, lse}, 4, &a);
+  return dle_op_call(DLE_OP_SOFT_CROSS_ENTROPY_BACKWARD, out,
+                     (dle_tensor *[]){gy, logits, targets, lse}, 4, &a);
 }

@@ -39,7 +39,9 @@ static double mean_scale(const dle_attrs *a, int64_t count) {
 
 static dle_tensor *ones_like(scope *s, dle_tensor *t) {
   dle_tensor *r = NULL;
-  return ok(s) ? keep(s, dle_full_on(&r, t->ndim, t->sizes, 1.0, t->dtype, dle_tensor_device(t)), &r) : NULL;
+  return ok(s)
+             ? keep(s, dle_full_on(&r, t->ndim, t->sizes, 1.0, t->dtype, dle_tensor_device(t)), &r)
+             : NULL;
 }
 
 /* a - b where either may be NULL (zero) */
@@ -49,7 +51,9 @@ static dle_tensor *sub_opt(scope *s, dle_tensor *a, dle_tensor *b) {
 }
 
 /* a * b where b may be NULL (one) */
-static dle_tensor *mul_opt(scope *s, dle_tensor *a, dle_tensor *b) { return b ? bin(s, DLE_OP_MUL, a, b) : a; }
+static dle_tensor *mul_opt(scope *s, dle_tensor *a, dle_tensor *b) {
+  return b ? bin(s, DLE_OP_MUL, a, b) : a;
+}
 
 /* ---- mse ---- */
 
@@ -57,7 +61,8 @@ static dle_status vjp_mse(dle_node *n, dle_tensor *const *gout, dle_tensor **gin
   if (!gout[0] || (!dle_node_needs_grad(n, 0) && !dle_node_needs_grad(n, 1))) return DLE_OK;
   scope s = {.n = 0};
   dle_tensor *x = dle_node_input(n, 0), *y = dle_node_input(n, 1);
-  dle_tensor *g = call(&s, DLE_OP_MSE_LOSS_BACKWARD, (dle_tensor *[]){gout[0], x, y}, 3, dle_node_attrs(n));
+  dle_tensor *g =
+      call(&s, DLE_OP_MSE_LOSS_BACKWARD, (dle_tensor *[]){gout[0], x, y}, 3, dle_node_attrs(n));
   if (dle_node_needs_grad(n, 0)) gin[0] = give(&s, g);
   if (dle_node_needs_grad(n, 1)) gin[1] = give(&s, unary(&s, DLE_OP_NEG, g));
   return scope_end(&s, gin, 2);
@@ -70,7 +75,8 @@ static dle_status jvp_mse(dle_op op, const dle_attrs *a, dle_tensor *const *ins,
   scope s = {.n = 0};
   td = sub_opt(&s, tin[0], tin[1]);
   if (!td) return DLE_OK;
-  dle_tensor *g1 = call(&s, DLE_OP_MSE_LOSS_BACKWARD, (dle_tensor *[]){ones_like(&s, outs[0]), ins[0], ins[1]}, 3, a);
+  dle_tensor *g1 = call(&s, DLE_OP_MSE_LOSS_BACKWARD,
+                        (dle_tensor *[]){ones_like(&s, outs[0]), ins[0], ins[1]}, 3, a);
   tout[0] = give(&s, reduce_terms(&s, a, bin(&s, DLE_OP_MUL, g1, td), false));
   return scope_end(&s, tout, 1);
 }
@@ -83,7 +89,8 @@ static dle_status vjp_mse_backward(dle_node *n, dle_tensor *const *gout, dle_ten
   dle_tensor *gy = dle_node_input(n, 0), *x = dle_node_input(n, 1), *y = dle_node_input(n, 2);
   double k = 2 * mean_scale(dle_node_attrs(n), dle_tensor_numel(x));
   if (dle_node_needs_grad(n, 0))
-    gin[0] = give(&s, sum_to(&s, muls(&s, bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_SUB, x, y), g), k), gy->ndim, gy->sizes));
+    gin[0] = give(&s, sum_to(&s, muls(&s, bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_SUB, x, y), g), k),
+                             gy->ndim, gy->sizes));
   if (dle_node_needs_grad(n, 1) || dle_node_needs_grad(n, 2)) {
     dle_tensor *dx = muls(&s, bin(&s, DLE_OP_MUL, gy, g), k);
     if (dle_node_needs_grad(n, 1)) gin[1] = give(&s, dx);
@@ -93,7 +100,8 @@ static dle_status vjp_mse_backward(dle_node *n, dle_tensor *const *gout, dle_ten
 }
 
 static dle_status jvp_mse_backward(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                   dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+                                   dle_tensor *const *tin, dle_tensor *const *outs,
+                                   dle_tensor **tout) {
   (void)op, (void)nin, (void)outs;
   scope s = {.n = 0};
   dle_tensor *gy = ins[0], *x = ins[1], *y = ins[2], *acc = NULL;
@@ -107,8 +115,8 @@ static dle_status jvp_mse_backward(dle_op op, const dle_attrs *a, dle_tensor *co
 
 /* ---- nll: nll_loss and nll_loss_backward are adjoint linear maps ---- */
 
-static dle_status nll_call(dle_op op, dle_tensor **out, dle_tensor *src, dle_tensor *t, const dle_attrs *base,
-                           int64_t c) {
+static dle_status nll_call(dle_op op, dle_tensor **out, dle_tensor *src, dle_tensor *t,
+                           const dle_attrs *base, int64_t c) {
   dle_attrs a = *base;
   a.ints[3] = c, a.nints = 4;
   *out = NULL;
@@ -117,8 +125,8 @@ static dle_status nll_call(dle_op op, dle_tensor **out, dle_tensor *src, dle_ten
 
 static dle_status vjp_nll(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
   if (!gout[0] || !dle_node_needs_grad(n, 0)) return DLE_OK;
-  return nll_call(DLE_OP_NLL_LOSS_BACKWARD, &gin[0], gout[0], dle_node_input(n, 1), dle_node_attrs(n),
-                  dle_node_input_sizes(n, 0)[1]);
+  return nll_call(DLE_OP_NLL_LOSS_BACKWARD, &gin[0], gout[0], dle_node_input(n, 1),
+                  dle_node_attrs(n), dle_node_input_sizes(n, 0)[1]);
 }
 
 static dle_status jvp_nll(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
@@ -135,7 +143,8 @@ static dle_status vjp_nll_backward(dle_node *n, dle_tensor *const *gout, dle_ten
 }
 
 static dle_status jvp_nll_backward(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                   dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+                                   dle_tensor *const *tin, dle_tensor *const *outs,
+                                   dle_tensor **tout) {
   (void)op, (void)nin, (void)outs;
   if (!tin[0]) return DLE_OK;
   return nll_call(DLE_OP_NLL_LOSS_BACKWARD, &tout[0], tin[0], ins[1], a, a->ints[3]);
@@ -149,7 +158,9 @@ typedef struct {
 } bce_in;
 
 /* s = sigmoid(-x) */
-static dle_tensor *bce_sig_neg(scope *s, const bce_in *b) { return unary(s, DLE_OP_SIGMOID, unary(s, DLE_OP_NEG, b->x)); }
+static dle_tensor *bce_sig_neg(scope *s, const bce_in *b) {
+  return unary(s, DLE_OP_SIGMOID, unary(s, DLE_OP_NEG, b->x));
+}
 
 /* w - 1, NULL without pos_weight */
 static dle_tensor *bce_wm1(scope *s, const bce_in *b) { return b->w ? adds(s, b->w, -1) : NULL; }
@@ -162,7 +173,8 @@ static dle_tensor *bce_lw(scope *s, const bce_in *b) {
 /* softplus(-x) = log1p(exp(-|x|)) + relu(-x) */
 static dle_tensor *bce_softplus_neg(scope *s, const bce_in *b) {
   dle_tensor *e = unary(s, DLE_OP_EXP, unary(s, DLE_OP_NEG, unary(s, DLE_OP_ABS, b->x)));
-  return bin(s, DLE_OP_ADD, unary(s, DLE_OP_LOG1P, e), unary(s, DLE_OP_RELU, unary(s, DLE_OP_NEG, b->x)));
+  return bin(s, DLE_OP_ADD, unary(s, DLE_OP_LOG1P, e),
+             unary(s, DLE_OP_RELU, unary(s, DLE_OP_NEG, b->x)));
 }
 
 /* dl/dx elementwise (unscaled): the fused backward with gy = 1 and reduction sum */
@@ -179,7 +191,8 @@ static dle_tensor *bce_dx(scope *s, const bce_in *b) {
 /* dl/dy = -x + (w - 1) sp */
 static dle_tensor *bce_dy(scope *s, const bce_in *b) {
   dle_tensor *nx = unary(s, DLE_OP_NEG, b->x);
-  return b->w ? bin(s, DLE_OP_ADD, nx, bin(s, DLE_OP_MUL, bce_wm1(s, b), bce_softplus_neg(s, b))) : nx;
+  return b->w ? bin(s, DLE_OP_ADD, nx, bin(s, DLE_OP_MUL, bce_wm1(s, b), bce_softplus_neg(s, b)))
+              : nx;
 }
 
 /* c gy as a tensor that broadcasts to x: gy itself (none) or the scalar gy c */
@@ -195,7 +208,8 @@ static bce_in bce_of(dle_tensor *const *ins, int nin, int k, const dle_attrs *a)
 static dle_status vjp_bce(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
   if (!gout[0]) return DLE_OK;
   int nin = dle_node_num_inputs(n);
-  dle_tensor *ins[3] = {dle_node_input(n, 0), dle_node_input(n, 1), nin > 2 ? dle_node_input(n, 2) : NULL};
+  dle_tensor *ins[3] = {dle_node_input(n, 0), dle_node_input(n, 1),
+                        nin > 2 ? dle_node_input(n, 2) : NULL};
   bce_in b = bce_of(ins, nin, 0, dle_node_attrs(n));
   scope s = {.n = 0};
   if (dle_node_needs_grad(n, 0)) {
@@ -220,7 +234,8 @@ static dle_status jvp_bce(dle_op op, const dle_attrs *a, dle_tensor *const *ins,
   if (tin[0]) acc = bin(&s, DLE_OP_MUL, bce_dx(&s, &b), tin[0]);
   if (tin[1]) acc = add_opt(&s, acc, bin(&s, DLE_OP_MUL, bce_dy(&s, &b), tin[1]));
   if (nin > 2 && tin[2])
-    acc = add_opt(&s, acc, bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_MUL, b.y, bce_softplus_neg(&s, &b)), tin[2]));
+    acc = add_opt(&s, acc,
+                  bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_MUL, b.y, bce_softplus_neg(&s, &b)), tin[2]));
   if (acc) {
     acc = muls(&s, acc, mean_scale(a, dle_tensor_numel(b.x)));
     tout[0] = give(&s, reduce_terms(&s, a, acc, false));
@@ -229,11 +244,12 @@ static dle_status jvp_bce(dle_op op, const dle_attrs *a, dle_tensor *const *ins,
 }
 
 /* The partial derivatives of B = gyc dl/dx in x, y, w, each times v (NULL when not wanted). */
-static void bce_backward_partials(scope *s, const bce_in *b, dle_tensor *gyc, dle_tensor *v, dle_tensor **dx,
-                                  dle_tensor **dy, dle_tensor **dw) {
+static void bce_backward_partials(scope *s, const bce_in *b, dle_tensor *gyc, dle_tensor *v,
+                                  dle_tensor **dx, dle_tensor **dy, dle_tensor **dw) {
   dle_tensor *sn = bce_sig_neg(s, b), *gv = bin(s, DLE_OP_MUL, gyc, v);
   if (dx) /* lw s (1 - s) */
-    *dx = bin(s, DLE_OP_MUL, mul_opt(s, bin(s, DLE_OP_MUL, sn, adds(s, muls(s, sn, -1), 1)), bce_lw(s, b)), gv);
+    *dx = bin(s, DLE_OP_MUL,
+              mul_opt(s, bin(s, DLE_OP_MUL, sn, adds(s, muls(s, sn, -1), 1)), bce_lw(s, b)), gv);
   if (dy) { /* -(1 + (w - 1) s) */
     dle_tensor *f = b->w ? adds(s, bin(s, DLE_OP_MUL, bce_wm1(s, b), sn), 1) : NULL;
     *dy = unary(s, DLE_OP_NEG, mul_opt(s, gv, f));
@@ -252,12 +268,14 @@ static dle_status vjp_bce_backward(dle_node *n, dle_tensor *const *gout, dle_ten
   scope s = {.n = 0};
   dle_tensor *gy = ins[0], *d[4] = {NULL, NULL, NULL, NULL};
   if (dle_node_needs_grad(n, 0)) {
-    dle_tensor *e = muls(&s, bin(&s, DLE_OP_MUL, bce_dx(&s, &b), g), mean_scale(b.a, dle_tensor_numel(b.x)));
+    dle_tensor *e =
+        muls(&s, bin(&s, DLE_OP_MUL, bce_dx(&s, &b), g), mean_scale(b.a, dle_tensor_numel(b.x)));
     d[0] = sum_to(&s, e, gy->ndim, gy->sizes);
   }
   bool want_w = b.w && dle_node_needs_grad(n, 3);
   if (dle_node_needs_grad(n, 1) || dle_node_needs_grad(n, 2) || want_w)
-    bce_backward_partials(&s, &b, bce_scaled_gy(&s, &b, gy), g, dle_node_needs_grad(n, 1) ? &d[1] : NULL,
+    bce_backward_partials(&s, &b, bce_scaled_gy(&s, &b, gy), g,
+                          dle_node_needs_grad(n, 1) ? &d[1] : NULL,
                           dle_node_needs_grad(n, 2) ? &d[2] : NULL, want_w ? &d[3] : NULL);
   if (d[3]) d[3] = sum_to(&s, d[3], b.w->ndim, b.w->sizes);
   for (int i = 0; i < nin; i++) gin[i] = give(&s, d[i]);
@@ -265,7 +283,8 @@ static dle_status vjp_bce_backward(dle_node *n, dle_tensor *const *gout, dle_ten
 }
 
 static dle_status jvp_bce_backward(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                   dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+                                   dle_tensor *const *tin, dle_tensor *const *outs,
+                                   dle_tensor **tout) {
   (void)op, (void)outs;
   bce_in b = bce_of(ins, nin, 1, a);
   scope s = {.n = 0};
@@ -274,7 +293,8 @@ static dle_status jvp_bce_backward(dle_op op, const dle_attrs *a, dle_tensor *co
   for (int i = 1; i < nin; i++) {
     if (!tin[i]) continue;
     dle_tensor *p = NULL;
-    bce_backward_partials(&s, &b, gyc, tin[i], i == 1 ? &p : NULL, i == 2 ? &p : NULL, i == 3 ? &p : NULL);
+    bce_backward_partials(&s, &b, gyc, tin[i], i == 1 ? &p : NULL, i == 2 ? &p : NULL,
+                          i == 3 ? &p : NULL);
     acc = add_opt(&s, acc, p);
   }
   tout[0] = give(&s, acc);
@@ -293,7 +313,8 @@ static dle_tensor *ce_row_weights(scope *s, const dle_attrs *a, dle_tensor *t, d
   dle_tensor *m = NULL;
   if (a->ints[1]) {
     dle_tensor *ne = NULL;
-    ne = ok(s) ? keep(s, dle_binary_scalar(DLE_OP_NE, &ne, t, (double)a->ints[2], false), &ne) : NULL;
+    ne = ok(s) ? keep(s, dle_binary_scalar(DLE_OP_NE, &ne, t, (double)a->ints[2], false), &ne)
+               : NULL;
     m = to_dtype(s, ne, dt);
   } else if (ok(s)) {
     m = keep(s, dle_full_on(&m, 1, t->sizes, 1.0, dt, dle_tensor_device(t)), &m);
@@ -303,7 +324,8 @@ static dle_tensor *ce_row_weights(scope *s, const dle_attrs *a, dle_tensor *t, d
 }
 
 /* q = (1 - eps) one_hot(t) + eps / C, {N, C}; ignored rows hold some class (their weight is 0). */
-static dle_tensor *ce_smoothed(scope *s, const dle_attrs *a, dle_tensor *t, int64_t c, dle_dtype dt) {
+static dle_tensor *ce_smoothed(scope *s, const dle_attrs *a, dle_tensor *t, int64_t c,
+                               dle_dtype dt) {
   dle_tensor *tc = NULL, *oh = NULL;
   if (!ok(s)) return NULL;
   tc = keep(s, dle_clamp(&tc, t, (double)a->index_base, (double)(a->index_base + c - 1)), &tc);
@@ -318,8 +340,9 @@ static dle_status vjp_ce(dle_node *n, dle_tensor *const *gout, dle_tensor **gin)
   scope s = {.n = 0};
   dle_tensor *x = dle_node_input(n, 0), *t = dle_node_input(n, 1), *lse = dle_node_output(n, 1);
   dle_tensor *g = NULL;
-  if (gout[0]) g = call(&s, DLE_OP_CROSS_ENTROPY_BACKWARD, (dle_tensor *[]){gout[0], x, t, lse}, 4,
-                        dle_node_attrs(n));
+  if (gout[0])
+    g = call(&s, DLE_OP_CROSS_ENTROPY_BACKWARD, (dle_tensor *[]){gout[0], x, t, lse}, 4,
+             dle_node_attrs(n));
   if (gout[1]) g = add_opt(&s, g, bin(&s, DLE_OP_MUL, lse_probs(&s, x, lse), unsq(&s, gout[1], 1)));
   gin[0] = give(&s, g);
   return scope_end(&s, gin, 1);
@@ -332,13 +355,16 @@ static dle_status jvp_ce(dle_op op, const dle_attrs *a, dle_tensor *const *ins, 
   if (!tin[0]) return DLE_OK;
   scope s = {.n = 0};
   dle_tensor *ones = NULL;
-  ones = keep(&s, dle_full_on(&ones, outs[0]->ndim, outs[0]->sizes, 1.0, outs[0]->dtype, dle_tensor_device(outs[0])),
+  ones = keep(&s,
+              dle_full_on(&ones, outs[0]->ndim, outs[0]->sizes, 1.0, outs[0]->dtype,
+                          dle_tensor_device(outs[0])),
               &ones);
-  dle_tensor *g = call(&s, DLE_OP_CROSS_ENTROPY_BACKWARD, (dle_tensor *[]){ones, ins[0], ins[1], outs[1]},
-                       4, a);
+  dle_tensor *g = call(&s, DLE_OP_CROSS_ENTROPY_BACKWARD,
+                       (dle_tensor *[]){ones, ins[0], ins[1], outs[1]}, 4, a);
   dle_tensor *gd = bin(&s, DLE_OP_MUL, g, tin[0]);
   tout[0] = give(&s, a->ints[0] == DLE_REDUCTION_NONE ? rowsum(&s, gd, false) : sumall(&s, gd));
-  tout[1] = give(&s, rowsum(&s, bin(&s, DLE_OP_MUL, lse_probs(&s, ins[0], outs[1]), tin[0]), false));
+  tout[1] =
+      give(&s, rowsum(&s, bin(&s, DLE_OP_MUL, lse_probs(&s, ins[0], outs[1]), tin[0]), false));
   return scope_end(&s, tout, 2);
 }
 
@@ -366,7 +392,8 @@ static dle_status vjp_ce_backward(dle_node *n, dle_tensor *const *gout, dle_tens
 }
 
 static dle_status jvp_ce_backward(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                  dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+                                  dle_tensor *const *tin, dle_tensor *const *outs,
+                                  dle_tensor **tout) {
   (void)op, (void)nin, (void)outs;
   if (!tin[0] && !tin[1] && !tin[3]) return DLE_OK;
   scope s = {.n = 0};
@@ -374,11 +401,14 @@ static dle_status jvp_ce_backward(dle_op op, const dle_attrs *a, dle_tensor *con
   dle_tensor *rw = ce_row_weights(&s, a, t, x->dtype), *p = lse_probs(&s, x, lse), *acc = NULL;
   if (tin[0]) {
     dle_tensor *q = ce_smoothed(&s, a, t, x->sizes[1], x->dtype);
-    acc = bin(&s, DLE_OP_MUL, unsq(&s, bin(&s, DLE_OP_MUL, rw, tin[0]), 1), bin(&s, DLE_OP_SUB, p, q));
+    acc = bin(&s, DLE_OP_MUL, unsq(&s, bin(&s, DLE_OP_MUL, rw, tin[0]), 1),
+              bin(&s, DLE_OP_SUB, p, q));
   }
   if (tin[1] || tin[3]) {
     dle_tensor *dl = tin[3] ? unsq(&s, tin[3], 1) : NULL;
-    dle_tensor *d = !tin[1] ? unary(&s, DLE_OP_NEG, dl) : dl ? bin(&s, DLE_OP_SUB, tin[1], dl) : tin[1];
+    dle_tensor *d = !tin[1] ? unary(&s, DLE_OP_NEG, dl)
+                    : dl    ? bin(&s, DLE_OP_SUB, tin[1], dl)
+                            : tin[1];
     dle_tensor *w = unsq(&s, bin(&s, DLE_OP_MUL, rw, gy), 1);
     acc = add_opt(&s, acc, bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_MUL, w, p), d));
   }
@@ -408,13 +438,16 @@ static dle_status vjp_soft_ce(dle_node *n, dle_tensor *const *gout, dle_tensor *
   dle_tensor *x = dle_node_input(n, 0), *t = dle_node_input(n, 1), *lse = dle_node_output(n, 1);
   if (dle_node_needs_grad(n, 0)) {
     dle_tensor *g = NULL;
-    if (gout[0]) g = call(&s, DLE_OP_SOFT_CROSS_ENTROPY_BACKWARD, (dle_tensor *[]){gout[0], x, t, lse}, 4, a);
-    if (gout[1]) g = add_opt(&s, g, bin(&s, DLE_OP_MUL, lse_probs(&s, x, lse), unsq(&s, gout[1], 1)));
+    if (gout[0])
+      g = call(&s, DLE_OP_SOFT_CROSS_ENTROPY_BACKWARD, (dle_tensor *[]){gout[0], x, t, lse}, 4, a);
+    if (gout[1])
+      g = add_opt(&s, g, bin(&s, DLE_OP_MUL, lse_probs(&s, x, lse), unsq(&s, gout[1], 1)));
     gin[0] = give(&s, g);
   }
   if (dle_node_needs_grad(n, 1) && gout[0]) {
     dle_tensor *w = soft_row_w(&s, a, gout[0], x->sizes[0]);
-    gin[1] = give(&s, muls(&s, bin(&s, DLE_OP_MUL, w, bin(&s, DLE_OP_SUB, x, unsq(&s, lse, 1))), -(1 - a->f[0])));
+    gin[1] = give(&s, muls(&s, bin(&s, DLE_OP_MUL, w, bin(&s, DLE_OP_SUB, x, unsq(&s, lse, 1))),
+                           -(1 - a->f[0])));
   }
   return scope_end(&s, gin, 2);
 }
@@ -433,7 +466,9 @@ static dle_status jvp_soft_ce(dle_op op, const dle_attrs *a, dle_tensor *const *
   }
   if (tin[1]) {
     double k = -(1 - a->f[0]) * mean_scale(a, x->sizes[0]);
-    acc = add_opt(&s, acc, muls(&s, bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_SUB, x, unsq(&s, lse, 1)), tin[1]), k));
+    acc =
+        add_opt(&s, acc,
+                muls(&s, bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_SUB, x, unsq(&s, lse, 1)), tin[1]), k));
   }
   tout[0] = give(&s, reduce_terms(&s, a, acc, true));
   return scope_end(&s, tout, 2);
@@ -467,8 +502,9 @@ static dle_status vjp_soft_ce_backward(dle_node *n, dle_tensor *const *gout, dle
 }
 
 /* dG = c dgy (p S - q) + w (S p (dx - dlse) + (1 - eps) (p sum_c dt - dt)) */
-static dle_status jvp_soft_ce_backward(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                       dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+static dle_status jvp_soft_ce_backward(dle_op op, const dle_attrs *a, dle_tensor *const *ins,
+                                       int nin, dle_tensor *const *tin, dle_tensor *const *outs,
+                                       dle_tensor **tout) {
   (void)op, (void)nin, (void)outs;
   if (!tin[0] && !tin[1] && !tin[2] && !tin[3]) return DLE_OK;
   scope s = {.n = 0};
@@ -492,14 +528,18 @@ static dle_status jvp_soft_ce_backward(dle_op op, const dle_attrs *a, dle_tensor
 
 void dle_grad_register_losses(dle_grad_rule *r) {
   r[DLE_OP_CROSS_ENTROPY] = (dle_grad_rule){vjp_ce, jvp_ce, DLE_SAVE(0) | DLE_SAVE(1), true};
-  r[DLE_OP_CROSS_ENTROPY_BACKWARD] = (dle_grad_rule){vjp_ce_backward, jvp_ce_backward, DLE_SAVE_ALL, false};
+  r[DLE_OP_CROSS_ENTROPY_BACKWARD] =
+      (dle_grad_rule){vjp_ce_backward, jvp_ce_backward, DLE_SAVE_ALL, false};
   r[DLE_OP_MSE_LOSS] = (dle_grad_rule){vjp_mse, jvp_mse, DLE_SAVE(0) | DLE_SAVE(1), 0};
-  r[DLE_OP_MSE_LOSS_BACKWARD] = (dle_grad_rule){vjp_mse_backward, jvp_mse_backward, DLE_SAVE_ALL, 0};
+  r[DLE_OP_MSE_LOSS_BACKWARD] =
+      (dle_grad_rule){vjp_mse_backward, jvp_mse_backward, DLE_SAVE_ALL, 0};
   r[DLE_OP_NLL_LOSS] = (dle_grad_rule){vjp_nll, jvp_nll, DLE_SAVE(1), 0};
   r[DLE_OP_NLL_LOSS_BACKWARD] = (dle_grad_rule){vjp_nll_backward, jvp_nll_backward, DLE_SAVE(1), 0};
   r[DLE_OP_BCE_WITH_LOGITS] = (dle_grad_rule){vjp_bce, jvp_bce, DLE_SAVE_ALL, 0};
-  r[DLE_OP_BCE_WITH_LOGITS_BACKWARD] = (dle_grad_rule){vjp_bce_backward, jvp_bce_backward, DLE_SAVE_ALL, 0};
-  r[DLE_OP_SOFT_CROSS_ENTROPY] = (dle_grad_rule){vjp_soft_ce, jvp_soft_ce, DLE_SAVE(0) | DLE_SAVE(1), DLE_SAVE(1)};
+  r[DLE_OP_BCE_WITH_LOGITS_BACKWARD] =
+      (dle_grad_rule){vjp_bce_backward, jvp_bce_backward, DLE_SAVE_ALL, 0};
+  r[DLE_OP_SOFT_CROSS_ENTROPY] =
+      (dle_grad_rule){vjp_soft_ce, jvp_soft_ce, DLE_SAVE(0) | DLE_SAVE(1), DLE_SAVE(1)};
   r[DLE_OP_SOFT_CROSS_ENTROPY_BACKWARD] =
       (dle_grad_rule){vjp_soft_ce_backward, jvp_soft_ce_backward, DLE_SAVE_ALL, 0};
 }

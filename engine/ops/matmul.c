@@ -8,26 +8,29 @@ typedef struct {
   int nbatch;
   int64_t batch[DLE_MAX_DIMS];
   int64_t m, k, n;
-  int ndim;                    /* of the result: batch, then M unless a is 1-D, N unless b is */
+  int ndim; /* of the result: batch, then M unless a is 1-D, N unless b is */
   int64_t sizes[DLE_MAX_DIMS];
 } mm_shape;
 
-static dle_status matmul_shape(const char *fn, const dle_tensor *a, const dle_tensor *b, mm_shape *s) {
+static dle_status matmul_shape(const char *fn, const dle_tensor *a, const dle_tensor *b,
+                               mm_shape *s) {
   int na = a->ndim, nb = b->ndim;
   if (na == 0 || nb == 0)
-    return dle_error("%s: both arguments need at least 1 dim, got shapes %s and %s", fn, SHAPE(a), SHAPE(b));
+    return dle_error("%s: both arguments need at least 1 dim, got shapes %s and %s", fn, SHAPE(a),
+                     SHAPE(b));
   int64_t ka = a->sizes[na - 1], kb = nb == 1 ? b->sizes[0] : b->sizes[nb - 2];
   if (ka != kb)
     return dle_error("%s: shapes %s and %s are not aligned (%lld vs %lld)", fn, SHAPE(a), SHAPE(b),
                      (long long)ka, (long long)kb);
   int ba = na > 2 ? na - 2 : 0, bb = nb > 2 ? nb - 2 : 0;
   s->nbatch = ba > bb ? ba : bb;
-  for (int i = 0; i < s->nbatch; i++) {  /* i counts from the right */
+  for (int i = 0; i < s->nbatch; i++) { /* i counts from the right */
     int64_t sa = i < ba ? a->sizes[ba - 1 - i] : 1, sb = i < bb ? b->sizes[bb - 1 - i] : 1;
     if (sa != sb && sa != 1 && sb != 1)
-      return dle_error("%s: shapes %s and %s have batch dims that cannot be broadcast "
-                       "(dim %d: %lld vs %lld)", fn, SHAPE(a), SHAPE(b), s->nbatch - i,
-                       (long long)sa, (long long)sb);
+      return dle_error(
+          "%s: shapes %s and %s have batch dims that cannot be broadcast "
+          "(dim %d: %lld vs %lld)",
+          fn, SHAPE(a), SHAPE(b), s->nbatch - i, (long long)sa, (long long)sb);
     s->batch[s->nbatch - 1 - i] = sa == 1 ? sb : sa;
   }
   s->m = na >= 2 ? a->sizes[na - 2] : 1;
@@ -43,7 +46,8 @@ static dle_status matmul_shape(const char *fn, const dle_tensor *a, const dle_te
 /* t as the canonical operand {batch..., rows, cols}: its own batch dims right-aligned, stride 0
  * where it is broadcast; a 1-D t becomes a row (is_left) or a column. Size-1 dims get stride 0
  * (never read). */
-static dle_status canonical_operand(dle_tensor **out, dle_tensor *t, const mm_shape *s, bool is_left) {
+static dle_status canonical_operand(dle_tensor **out, dle_tensor *t, const mm_shape *s,
+                                    bool is_left) {
   int nd = s->nbatch + 2, own = t->ndim > 2 ? t->ndim - 2 : 0;
   int64_t sizes[DLE_MAX_DIMS], strides[DLE_MAX_DIMS];
   for (int d = 0; d < s->nbatch; d++) {
@@ -122,7 +126,7 @@ dle_status dle_forward_matmul(dle_op op, dle_tensor **outs, dle_tensor *const *i
   DLE_TRY(matmul_shape(fn, ins[0], ins[1], &s));
   if (nin == 3) DLE_TRY(check_addend(fn, ins[2], &s));
   dle_dtype dt = dle_promote(ins[0]->dtype, ins[1]->dtype);
-  if (dt == DLE_BOOL) dt = DLE_I64;  /* bool products count, like bool arithmetic elsewhere */
+  if (dt == DLE_BOOL) dt = DLE_I64; /* bool products count, like bool arithmetic elsewhere */
 
   dle_tensor *given = outs[0];
   if (given && !dle_shape_equal(s.ndim, s.sizes, given->ndim, given->sizes)) {
@@ -149,7 +153,7 @@ dle_status dle_forward_matmul(dle_op op, dle_tensor **outs, dle_tensor *const *i
   if (st == DLE_OK && fused) st = put_addend(r, ins[2], &s);
   if (st == DLE_OK) st = run_matmul(op, r, cast, &s, &acc);
   if (st == DLE_OK && nin == 3 && !fused) st = dle_binary(DLE_OP_ADD, &r, r, ins[2]);
-  if (st == DLE_OK && given && r != given) st = dle_copy_(given, r);  /* cast on store */
+  if (st == DLE_OK && given && r != given) st = dle_copy_(given, r); /* cast on store */
   dle_tensor_release(cast[0]);
   dle_tensor_release(cast[1]);
   if (st != DLE_OK || given) {
@@ -172,7 +176,8 @@ static dle_status restricted_matmul(const char *fn, int rank, dle_tensor **out, 
                                     dle_tensor *b) {
   if (!a || !b) return dle_error("%s: input %d is missing", fn, a ? 2 : 1);
   if (a->ndim != rank || b->ndim != rank)
-    return dle_error("%s: expected %d-D tensors, got shapes %s and %s", fn, rank, SHAPE(a), SHAPE(b));
+    return dle_error("%s: expected %d-D tensors, got shapes %s and %s", fn, rank, SHAPE(a),
+                     SHAPE(b));
   if (rank == 3 && a->sizes[0] != b->sizes[0])
     return dle_error("%s: batch sizes of shapes %s and %s differ (%lld vs %lld)", fn, SHAPE(a),
                      SHAPE(b), (long long)a->sizes[0], (long long)b->sizes[0]);

@@ -84,17 +84,21 @@ static dle_status vjp_matmul(dle_node *n, dle_tensor *const *gout, dle_tensor **
   dle_status st = dle_reshape(&g, gout[0], gnd, gs);
   if (st == DLE_OK) st = as_matrix(&a2, a, true);
   if (st == DLE_OK) st = as_matrix(&b2, b, false);
-  bool plain = na == 2 && nb == 2;  /* no batch dims to sum over */
+  bool plain = na == 2 && nb == 2; /* no batch dims to sum over */
   if (st == DLE_OK && dle_node_needs_grad(n, 0)) {
     st = mT(&t, b2);
-    if (st == DLE_OK && plain && is_transposed_matrix(a)) st = mm_grad_transposed(&gin[0], g, t);
-    else if (st == DLE_OK) st = mm_grad(&gin[0], g, t, na == 1 ? -2 : 0, na, dle_node_input_sizes(n, 0));
+    if (st == DLE_OK && plain && is_transposed_matrix(a))
+      st = mm_grad_transposed(&gin[0], g, t);
+    else if (st == DLE_OK)
+      st = mm_grad(&gin[0], g, t, na == 1 ? -2 : 0, na, dle_node_input_sizes(n, 0));
     DLE_RELEASE(t);
   }
   if (st == DLE_OK && dle_node_needs_grad(n, 1)) {
     st = mT(&t, a2);
-    if (st == DLE_OK && plain && is_transposed_matrix(b)) st = mm_grad_transposed(&gin[1], t, g);
-    else if (st == DLE_OK) st = mm_grad(&gin[1], t, g, nb == 1 ? -1 : 0, nb, dle_node_input_sizes(n, 1));
+    if (st == DLE_OK && plain && is_transposed_matrix(b))
+      st = mm_grad_transposed(&gin[1], t, g);
+    else if (st == DLE_OK)
+      st = mm_grad(&gin[1], t, g, nb == 1 ? -1 : 0, nb, dle_node_input_sizes(n, 1));
     DLE_RELEASE(t);
   }
   /* d c = d out summed over the dims c was broadcast along */
@@ -111,10 +115,11 @@ static dle_status jvp_matmul(dle_op op, const dle_attrs *attrs, dle_tensor *cons
                              dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
   (void)op, (void)attrs, (void)outs;
   DLE_TRY(dle_jvp_bilinear(DLE_OP_MATMUL, NULL, ins[0], ins[1], tin[0], tin[1], &tout[0]));
-  if (nin < 3 || !tin[2]) return DLE_OK;   /* + d c, broadcast like c */
+  if (nin < 3 || !tin[2]) return DLE_OK; /* + d c, broadcast like c */
   if (!tout[0]) {
     dle_tensor *z = NULL;
-    DLE_TRY(dle_full_on(&z, outs[0]->ndim, outs[0]->sizes, 0, outs[0]->dtype, dle_tensor_device(outs[0])));
+    DLE_TRY(dle_full_on(&z, outs[0]->ndim, outs[0]->sizes, 0, outs[0]->dtype,
+                        dle_tensor_device(outs[0])));
     tout[0] = z;
   }
   dle_tensor *sum = NULL;

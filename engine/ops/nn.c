@@ -47,17 +47,22 @@ static dle_status forward_embedding(dle_op op, dle_tensor **outs, dle_tensor *co
   DLE_TRY(need_indices(fn, "indices", idx));
   out_shapes o = {.nout = 1};
   if (!back) {
-    if (src->ndim != 2) return dle_error("%s: weight must be 2-D {V, D}, got shape %s", fn, SHAPE(src));
+    if (src->ndim != 2)
+      return dle_error("%s: weight must be 2-D {V, D}, got shape %s", fn, SHAPE(src));
     if (idx->ndim + 1 > DLE_MAX_DIMS)
-      return dle_error("%s: indices %s have too many dims (at most %d)", fn, SHAPE(idx), DLE_MAX_DIMS - 1);
+      return dle_error("%s: indices %s have too many dims (at most %d)", fn, SHAPE(idx),
+                       DLE_MAX_DIMS - 1);
     set_shape(&o, 0, idx->ndim, idx->sizes);
     o.ndim[0] = idx->ndim + 1;
     o.sizes[0][idx->ndim] = src->sizes[1];
   } else {
-    if (src->ndim != idx->ndim + 1 || !dle_shape_equal(idx->ndim, src->sizes, idx->ndim, idx->sizes))
+    if (src->ndim != idx->ndim + 1 ||
+        !dle_shape_equal(idx->ndim, src->sizes, idx->ndim, idx->sizes))
       return dle_error("%s: grad_output must have shape {indices..., D} for indices %s, got %s", fn,
                        SHAPE(idx), SHAPE(src));
-    if (a->ints[3] < 0) return dle_error("%s: the number of rows V must be >= 0, got %lld", fn, (long long)a->ints[3]);
+    if (a->ints[3] < 0)
+      return dle_error("%s: the number of rows V must be >= 0, got %lld", fn,
+                       (long long)a->ints[3]);
     int64_t s[2] = {a->ints[3], src->sizes[src->ndim - 1]};
     set_shape(&o, 0, 2, s);
   }
@@ -69,7 +74,8 @@ static dle_status forward_embedding(dle_op op, dle_tensor **outs, dle_tensor *co
 
 /* ---- dropout ---- */
 
-static dle_status forward_dropout(dle_op op, dle_tensor **outs, dle_tensor *const *ins, const dle_attrs *a) {
+static dle_status forward_dropout(dle_op op, dle_tensor **outs, dle_tensor *const *ins,
+                                  const dle_attrs *a) {
   dle_tensor *x = ins[0];
   if (!(a->f[0] >= 0 && a->f[0] <= 1))
     return dle_error("dropout: p must be in [0, 1], got %g", a->f[0]);
@@ -108,7 +114,8 @@ static void set_batched(out_shapes *o, int k, int nb, const int64_t *batch, int6
 static dle_status need_matrix(const char *fn, const char *what, const dle_tensor *t) {
   DLE_TRY(need_numeric(fn, what, t));
   if (t->ndim >= 2) return DLE_OK;
-  return dle_error("%s: %s must have at least 2 dims {..., T, D}, got shape %s", fn, what, SHAPE(t));
+  return dle_error("%s: %s must have at least 2 dims {..., T, D}, got shape %s", fn, what,
+                   SHAPE(t));
 }
 
 /* The packed form (ints[1] = 1): ins[0] = qkv {3, ..., T, E} (q, k, v stacked on a first dim of
@@ -132,7 +139,8 @@ static dle_status forward_sdpa(dle_op op, dle_tensor **outs, dle_tensor *const *
                                const dle_attrs *a) {
   const char *fn = op_name(op);
   if (a->ints[1]) { /* packed: the same op on views */
-    if (nin < 1 || nin > 2) return dle_error("%s: expected 1 or 2 tensor inputs (qkv[, mask]), got %d", fn, nin);
+    if (nin < 1 || nin > 2)
+      return dle_error("%s: expected 1 or 2 tensor inputs (qkv[, mask]), got %d", fn, nin);
     dle_tensor *parts[4] = {NULL, NULL, NULL, nin > 1 ? ins[1] : NULL};
     DLE_TRY(dle_sdpa_unpack(fn, ins[0], parts));
     dle_attrs b = *a;
@@ -141,7 +149,8 @@ static dle_status forward_sdpa(dle_op op, dle_tensor **outs, dle_tensor *const *
     for (int i = 0; i < 3; i++) dle_tensor_release(parts[i]);
     return st;
   }
-  if (nin < 3 || nin > 4) return dle_error("%s: expected 3 or 4 tensor inputs (q, k, v[, mask]), got %d", fn, nin);
+  if (nin < 3 || nin > 4)
+    return dle_error("%s: expected 3 or 4 tensor inputs (q, k, v[, mask]), got %d", fn, nin);
   dle_tensor *q = ins[0], *k = ins[1], *v = ins[2], *mask = nin > 3 ? ins[3] : NULL;
   DLE_TRY(need_matrix(fn, "q", q));
   DLE_TRY(need_matrix(fn, "k", k));
@@ -152,8 +161,8 @@ static dle_status forward_sdpa(dle_op op, dle_tensor **outs, dle_tensor *const *
     return dle_error("%s: q %s and k %s have different feature sizes (%lld vs %lld)", fn, SHAPE(q),
                      SHAPE(k), (long long)E, (long long)k->sizes[k->ndim - 1]);
   if (v->sizes[v->ndim - 2] != S)
-    return dle_error("%s: k %s and v %s have different lengths (%lld vs %lld)", fn, SHAPE(k), SHAPE(v),
-                     (long long)S, (long long)v->sizes[v->ndim - 2]);
+    return dle_error("%s: k %s and v %s have different lengths (%lld vs %lld)", fn, SHAPE(k),
+                     SHAPE(v), (long long)S, (long long)v->sizes[v->ndim - 2]);
   if (!isfinite(a->f[0])) return dle_error("%s: scale must be finite, got %g", fn, a->f[0]);
   int nb;
   int64_t batch[DLE_MAX_DIMS];
@@ -164,8 +173,10 @@ static dle_status forward_sdpa(dle_op op, dle_tensor **outs, dle_tensor *const *
   const int64_t *s = o.sizes[1]; /* the scores' shape */
   if (mask) {
     if (mask->dtype != DLE_BOOL && !dle_dtype_is_float(mask->dtype))
-      return dle_error("%s: mask must be bool (true = may attend) or float (added to the scores), "
-                       "got %s", fn, dle_dtype_name(mask->dtype));
+      return dle_error(
+          "%s: mask must be bool (true = may attend) or float (added to the scores), "
+          "got %s",
+          fn, dle_dtype_name(mask->dtype));
     int nm;
     int64_t ms[DLE_MAX_DIMS];
     if (dle_broadcast_shapes(fn, mask->ndim, mask->sizes, nb + 2, s, &nm, ms) != DLE_OK ||
@@ -199,8 +210,10 @@ static dle_status forward_score_grad(dle_op op, dle_tensor **outs, dle_tensor *c
   DLE_TRY(need_matrix(fn, "probs", p));
   int64_t L = p->sizes[p->ndim - 2], S = p->sizes[p->ndim - 1], Ev = v->sizes[v->ndim - 1];
   if (g->sizes[g->ndim - 2] != L || g->sizes[g->ndim - 1] != Ev || v->sizes[v->ndim - 2] != S)
-    return dle_error("%s: grad_output %s, v %s and probs %s do not fit ({..., L, Ev}, {..., S, Ev}, "
-                     "{..., L, S})", fn, SHAPE(g), SHAPE(v), SHAPE(p));
+    return dle_error(
+        "%s: grad_output %s, v %s and probs %s do not fit ({..., L, Ev}, {..., S, Ev}, "
+        "{..., L, S})",
+        fn, SHAPE(g), SHAPE(v), SHAPE(p));
   int nb;
   int64_t batch[DLE_MAX_DIMS];
   DLE_TRY(batch_of(fn, ins, 3, &nb, batch));
@@ -225,9 +238,10 @@ static dle_status forward_sdpa_backward(dle_op op, dle_tensor **outs, dle_tensor
   int64_t S = k->sizes[k->ndim - 2], Ev = v->sizes[v->ndim - 1];
   if (k->sizes[k->ndim - 1] != E || v->sizes[v->ndim - 2] != S || g->sizes[g->ndim - 2] != L ||
       g->sizes[g->ndim - 1] != Ev || p->sizes[p->ndim - 2] != L || p->sizes[p->ndim - 1] != S)
-    return dle_error("%s: grad_output %s, q %s, k %s, v %s and probs %s do not fit ({..., L, Ev}, "
-                     "{..., L, E}, {..., S, E}, {..., S, Ev}, {..., L, S})", fn, SHAPE(g), SHAPE(q),
-                     SHAPE(k), SHAPE(v), SHAPE(p));
+    return dle_error(
+        "%s: grad_output %s, q %s, k %s, v %s and probs %s do not fit ({..., L, Ev}, "
+        "{..., L, E}, {..., S, E}, {..., S, Ev}, {..., L, S})",
+        fn, SHAPE(g), SHAPE(q), SHAPE(k), SHAPE(v), SHAPE(p));
   int nb;
   int64_t batch[DLE_MAX_DIMS];
   DLE_TRY(batch_of(fn, ins, 5, &nb, batch));
@@ -255,7 +269,9 @@ dle_status dle_forward_nn(dle_op op, dle_tensor **outs, dle_tensor *const *ins, 
     case DLE_OP_SDPA: return forward_sdpa(op, outs, ins, nin, a);
     case DLE_OP_SDPA_SCORE_GRAD: return forward_score_grad(op, outs, ins, a);
     case DLE_OP_SDPA_BACKWARD: return forward_sdpa_backward(op, outs, ins, a);
-    default: return dle_forward_losses(op, outs, ins, nin, a); /* the losses (cross_entropy too) are kind NN */
+    default:
+      return dle_forward_losses(op, outs, ins, nin,
+                                a); /* the losses (cross_entropy too) are kind NN */
   }
 }
 
@@ -269,8 +285,8 @@ static dle_attrs embedding_attrs(bool has_padding, int64_t padding_idx, int64_t 
   return a;
 }
 
-dle_status dle_embedding(dle_tensor **out, dle_tensor *weight, dle_tensor *indices, bool has_padding,
-                         int64_t padding_idx, int64_t index_base) {
+dle_status dle_embedding(dle_tensor **out, dle_tensor *weight, dle_tensor *indices,
+                         bool has_padding, int64_t padding_idx, int64_t index_base) {
   dle_attrs a = embedding_attrs(has_padding, padding_idx, index_base, 0);
   dle_tensor *ins[2] = {weight, indices};
   return dle_op_call(DLE_OP_EMBEDDING, out, ins, 2, &a);
@@ -306,8 +322,10 @@ dle_status dle_sdpa(dle_tensor **out, dle_tensor **probs, dle_tensor *q, dle_ten
   dle_tensor *ins[4] = {q, k, v, mask}, *outs[2] = {*out, probs ? *probs : NULL};
   DLE_TRY(dle_op_call(DLE_OP_SDPA, outs, ins, mask ? 4 : 3, &a));
   *out = outs[0];
-  if (probs) *probs = outs[1];
-  else dle_tensor_release(outs[1]);
+  if (probs)
+    *probs = outs[1];
+  else
+    dle_tensor_release(outs[1]);
   return DLE_OK;
 }
 
@@ -323,8 +341,10 @@ dle_status dle_sdpa_packed(dle_tensor **out, dle_tensor **probs, dle_tensor *qkv
   dle_tensor *ins[2] = {qkv, mask}, *outs[2] = {*out, probs ? *probs : NULL};
   DLE_TRY(dle_op_call(DLE_OP_SDPA, outs, ins, mask ? 2 : 1, &a));
   *out = outs[0];
-  if (probs) *probs = outs[1];
-  else dle_tensor_release(outs[1]);
+  if (probs)
+    *probs = outs[1];
+  else
+    dle_tensor_release(outs[1]);
   return DLE_OK;
 }
 
@@ -337,7 +357,8 @@ dle_status dle_sdpa_score_grad(dle_tensor **out, dle_tensor *gout, dle_tensor *v
 }
 
 dle_status dle_sdpa_backward(dle_tensor **dq, dle_tensor **dk, dle_tensor **dv, dle_tensor *gout,
-                             dle_tensor *q, dle_tensor *k, dle_tensor *v, dle_tensor *probs, double scale) {
+                             dle_tensor *q, dle_tensor *k, dle_tensor *v, dle_tensor *probs,
+                             double scale) {
   dle_attrs a = {0};
   a.f[0] = scale;
   dle_tensor *ins[5] = {gout, q, k, v, probs}, *outs[3] = {*dq, *dk, *dv};

@@ -11,7 +11,9 @@
 
 static inline const char *op_name(dle_op op) { return dle_op_get_info(op)->name; }
 
-static inline dle_dtype result_dtype(dle_dtype dt) { return dle_dtype_is_float(dt) ? dt : DLE_DEFAULT_FLOAT; }
+static inline dle_dtype result_dtype(dle_dtype dt) {
+  return dle_dtype_is_float(dt) ? dt : DLE_DEFAULT_FLOAT;
+}
 static inline dle_dtype compute_dtype(dle_dtype dt) { return dt == DLE_F64 ? DLE_F64 : DLE_F32; }
 
 /* t cast to dt and made contiguous, into *out (a new reference). */
@@ -40,13 +42,12 @@ static inline dle_status need_numeric(const char *fn, const char *what, const dl
  * head-split views ({B, T, H, E} permuted to {B, H, T, E}) then comes out as {B, T, H, E} in
  * memory, so merging the heads back is a view. The last dim stays innermost, and a template with
  * broadcast (stride 0) dims gives the row-major layout. */
-static inline dle_status empty_laid_out_like(dle_tensor **out, int ndim, const int64_t *sizes, dle_dtype dt,
-                                             dle_device dev, const dle_tensor *like) {
+static inline dle_status empty_laid_out_like(dle_tensor **out, int ndim, const int64_t *sizes,
+                                             dle_dtype dt, dle_device dev, const dle_tensor *like) {
   int order[DLE_MAX_DIMS];
   bool permuted = false, usable = like && like->ndim == ndim && ndim >= 2 && dev.type == DLE_CPU;
   for (int d = 0; d < ndim; d++) order[d] = d;
-  for (int d = 0; d + 1 < ndim && usable; d++)
-    usable = like->sizes[d] <= 1 || like->strides[d] > 0;
+  for (int d = 0; d + 1 < ndim && usable; d++) usable = like->sizes[d] <= 1 || like->strides[d] > 0;
   if (usable) { /* stable insertion sort of the leading dims by decreasing stride */
     for (int i = 1; i + 1 < ndim; i++) {
       int d = order[i], j = i;
@@ -80,8 +81,9 @@ typedef struct {
 /* Whether the kernel may write the caller's output t directly (see out_shapes.write_given). */
 static inline bool writes_directly(const out_shapes *o, const dle_tensor *t, dle_dtype cdt,
                                    dle_tensor *const *cin, int nin) {
-  if (!o->write_given || !t || t->dtype != cdt || t->ndim < 2 || dle_tensor_device(t).type != DLE_CPU ||
-      !dle_matrices_in_place(t, t->ndim - 2) || dle_tensor_overlaps_itself(t))
+  if (!o->write_given || !t || t->dtype != cdt || t->ndim < 2 ||
+      dle_tensor_device(t).type != DLE_CPU || !dle_matrices_in_place(t, t->ndim - 2) ||
+      dle_tensor_overlaps_itself(t))
     return false;
   for (int i = 0; i < nin; i++)
     if (cin[i] && dle_same_storage(cin[i], t)) return false; /* it would read what it writes */
@@ -95,8 +97,9 @@ static inline void set_shape(out_shapes *o, int k, int ndim, const int64_t *size
 
 /* Runs the kernel on prepared inputs cin (released here) into fresh outputs of dtype cdt, then
  * delivers them as rdt: into the caller's tensors (copy with cast) or as new tensors. */
-static inline dle_status run(dle_op op, dle_tensor **outs, const out_shapes *o, dle_tensor **cin, int nin,
-                      const dle_attrs *a, dle_dtype cdt, dle_dtype rdt, dle_device dev) {
+static inline dle_status run(dle_op op, dle_tensor **outs, const out_shapes *o, dle_tensor **cin,
+                             int nin, const dle_attrs *a, dle_dtype cdt, dle_dtype rdt,
+                             dle_device dev) {
   const char *fn = op_name(op);
   dle_status st = DLE_OK;
   for (int k = 0; k < o->nout && st == DLE_OK; k++)
@@ -108,7 +111,7 @@ static inline dle_status run(dle_op op, dle_tensor **outs, const out_shapes *o, 
   dle_tensor *r[DLE_MAX_OUTS] = {NULL};
   bool direct[DLE_MAX_OUTS] = {false};
   for (int i = 0; i < nin && st == DLE_OK; i++)
-    if (!cin[i]) st = DLE_ERR;  /* the cast or copy that failed has set the message */
+    if (!cin[i]) st = DLE_ERR; /* the cast or copy that failed has set the message */
   for (int k = 0; k < o->nout && st == DLE_OK; k++) {
     if ((direct[k] = writes_directly(o, outs[k], cdt, cin, nin))) {
       dle_tensor_retain(outs[k]);
@@ -131,15 +134,18 @@ static inline dle_status run(dle_op op, dle_tensor **outs, const out_shapes *o, 
   }
   for (int i = 0; i < nin; i++) dle_tensor_release(cin[i]);
   for (int k = 0; k < o->nout; k++) {
-    if (st == DLE_OK && !outs[k]) outs[k] = r[k];
-    else dle_tensor_release(r[k]);
+    if (st == DLE_OK && !outs[k])
+      outs[k] = r[k];
+    else
+      dle_tensor_release(r[k]);
   }
   return st;
 }
 
 static inline dle_status check_ce_attrs(const char *fn, const dle_attrs *a) {
   if (a->ints[0] < DLE_REDUCTION_NONE || a->ints[0] > DLE_REDUCTION_SUM)
-    return dle_error("%s: reduction must be none, mean or sum (0..2), got %lld", fn, (long long)a->ints[0]);
+    return dle_error("%s: reduction must be none, mean or sum (0..2), got %lld", fn,
+                     (long long)a->ints[0]);
   if (!(a->f[0] >= 0 && a->f[0] <= 1))
     return dle_error("%s: label_smoothing must be in [0, 1], got %g", fn, a->f[0]);
   return DLE_OK;
@@ -152,8 +158,8 @@ static inline dle_status check_rows_targets(const char *fn, const char *what, co
   if (x->ndim != 2) return dle_error("%s: %s must be 2-D {N, C}, got shape %s", fn, what, SHAPE(x));
   DLE_TRY(need_indices(fn, "targets", t));
   if (t->ndim != 1 || t->sizes[0] != x->sizes[0])
-    return dle_error("%s: targets must have shape {%lld} (one class per row of %s %s), got %s",
-                     fn, (long long)x->sizes[0], what, SHAPE(x), SHAPE(t));
+    return dle_error("%s: targets must have shape {%lld} (one class per row of %s %s), got %s", fn,
+                     (long long)x->sizes[0], what, SHAPE(x), SHAPE(t));
   if (x->sizes[1] < 1 && x->sizes[0] > 0)
     return dle_error("%s: %s %s have no classes", fn, what, SHAPE(x));
   return DLE_OK;

@@ -35,7 +35,8 @@ static dle_status vjp_embedding(dle_node *n, dle_tensor *const *gout, dle_tensor
 
 /* the tangent the reverse rule is adjoint to: padding rows carry none */
 static dle_status jvp_embedding(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+                                dle_tensor *const *tin, dle_tensor *const *outs,
+                                dle_tensor **tout) {
   (void)op, (void)nin, (void)outs;
   if (!tin[0]) return DLE_OK;
   return embedding_call(DLE_OP_EMBEDDING, &tout[0], tin[0], ins[1], a, 1, 0);
@@ -43,14 +44,17 @@ static dle_status jvp_embedding(dle_op op, const dle_attrs *a, dle_tensor *const
 
 static dle_status vjp_embedding_backward(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
   if (!gout[0] || !dle_node_needs_grad(n, 0)) return DLE_OK;
-  return embedding_call(DLE_OP_EMBEDDING, &gin[0], gout[0], dle_node_input(n, 1), dle_node_attrs(n), 1, 0);
+  return embedding_call(DLE_OP_EMBEDDING, &gin[0], gout[0], dle_node_input(n, 1), dle_node_attrs(n),
+                        1, 0);
 }
 
-static dle_status jvp_embedding_backward(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                         dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+static dle_status jvp_embedding_backward(dle_op op, const dle_attrs *a, dle_tensor *const *ins,
+                                         int nin, dle_tensor *const *tin, dle_tensor *const *outs,
+                                         dle_tensor **tout) {
   (void)op, (void)nin, (void)outs;
   if (!tin[0]) return DLE_OK;
-  return embedding_call(DLE_OP_EMBEDDING_BACKWARD, &tout[0], tin[0], ins[1], a, a->ints[2], a->ints[3]);
+  return embedding_call(DLE_OP_EMBEDDING_BACKWARD, &tout[0], tin[0], ins[1], a, a->ints[2],
+                        a->ints[3]);
 }
 
 /* ---- dropout: the same mask (same attrs) applied to the gradient or the tangent ---- */
@@ -71,8 +75,8 @@ static dle_status jvp_dropout(dle_op op, const dle_attrs *a, dle_tensor *const *
 
 /* ---- attention ---- */
 
-static dle_tensor *score_grad(scope *s, dle_tensor *g, dle_tensor *v, dle_tensor *p, const dle_attrs *base,
-                              double scale) {
+static dle_tensor *score_grad(scope *s, dle_tensor *g, dle_tensor *v, dle_tensor *p,
+                              const dle_attrs *base, double scale) {
   dle_attrs a = *base;
   a.f[0] = scale;
   return call(s, DLE_OP_SDPA_SCORE_GRAD, (dle_tensor *[]){g, v, p}, 3, &a);
@@ -118,13 +122,15 @@ static dle_status vjp_sdpa(dle_node *n, dle_tensor *const *gout, dle_tensor **gi
   bool mask_grad = nin > mi && dle_node_needs_grad(n, mi);
   double sk = mask_grad ? 1.0 : scale; /* the mask's gradient is the unscaled score gradient */
   scope s = {.n = 0};
-  dle_tensor *ins[3] = {dle_node_input(n, 0), packed ? NULL : dle_node_input(n, 1), packed ? NULL : dle_node_input(n, 2)};
+  dle_tensor *ins[3] = {dle_node_input(n, 0), packed ? NULL : dle_node_input(n, 1),
+                        packed ? NULL : dle_node_input(n, 2)};
   dle_tensor *x[3], *p = dle_node_output(n, 1), *ds = NULL, *d[3] = {NULL, NULL, NULL};
   sdpa_qkv(&s, ins, packed, x);
   dle_tensor *q = x[0], *k = x[1], *v = x[2];
   bool need[3];
   for (int i = 0; i < 3; i++) need[i] = dle_node_needs_grad(n, packed ? 0 : i);
-  if (gout[0] && !gout[1] && !mask_grad && ok(&s)) { /* the common case: one fused kernel for dq, dk, dv */
+  if (gout[0] && !gout[1] && !mask_grad &&
+      ok(&s)) { /* the common case: one fused kernel for dq, dk, dv */
     dle_tensor *ka[5] = {gout[0], q, k, v, p};
     dle_attrs b = *a;
     b.ints[1] = 0;
@@ -171,8 +177,10 @@ static dle_status jvp_sdpa(dle_op op, const dle_attrs *a, dle_tensor *const *ins
   bool packed = a->ints[1] != 0;
   dle_tensor *x[3], *t[3], *tm = packed ? (nin > 1 ? tin[1] : NULL) : (nin > 3 ? tin[3] : NULL);
   sdpa_qkv(&s, ins, packed, x);
-  if (packed && tin[0]) sdpa_qkv(&s, tin, true, t);
-  else for (int i = 0; i < 3; i++) t[i] = packed ? NULL : tin[i];
+  if (packed && tin[0])
+    sdpa_qkv(&s, tin, true, t);
+  else
+    for (int i = 0; i < 3; i++) t[i] = packed ? NULL : tin[i];
   dle_tensor *q = x[0], *k = x[1], *v = x[2], *p = outs[1], *ts = NULL;
   if (t[0]) ts = muls(&s, mm(&s, t[0], tr(&s, k)), a->f[0]);
   if (t[1]) ts = add_opt(&s, ts, muls(&s, mm(&s, q, tr(&s, t[1])), a->f[0]));
@@ -187,8 +195,9 @@ static dle_status jvp_sdpa(dle_op op, const dle_attrs *a, dle_tensor *const *ins
 
 /* The adjoint of Z = s P (A - rowsum(P A)), A = gout v^T, at G: the gradients of <G, Z> in gout,
  * v and P, into *dgo, *dv, *dp (each only when its pointer is given; shapes broadcast, not summed) */
-static void score_grad_adjoint(scope *s, dle_tensor *g, dle_tensor *go, dle_tensor *v, dle_tensor *p,
-                               double sc, dle_tensor **dgo, dle_tensor **dv, dle_tensor **dp) {
+static void score_grad_adjoint(scope *s, dle_tensor *g, dle_tensor *go, dle_tensor *v,
+                               dle_tensor *p, double sc, dle_tensor **dgo, dle_tensor **dv,
+                               dle_tensor **dp) {
   if (dgo || dv) {
     dle_tensor *ga = muls(s, softmax_jvp(s, p, g), sc); /* d/dA */
     if (dgo) *dgo = mm(s, ga, v);
@@ -198,15 +207,16 @@ static void score_grad_adjoint(scope *s, dle_tensor *g, dle_tensor *go, dle_tens
     dle_tensor *am = mm(s, go, tr(s, v));
     dle_tensor *r = rowsum(s, bin(s, DLE_OP_MUL, p, am), true);
     dle_tensor *gp = rowsum(s, bin(s, DLE_OP_MUL, g, p), true);
-    dle_tensor *x = bin(s, DLE_OP_SUB, bin(s, DLE_OP_MUL, g, bin(s, DLE_OP_SUB, am, r)), bin(s, DLE_OP_MUL, am, gp));
+    dle_tensor *x = bin(s, DLE_OP_SUB, bin(s, DLE_OP_MUL, g, bin(s, DLE_OP_SUB, am, r)),
+                        bin(s, DLE_OP_MUL, am, gp));
     *dp = muls(s, x, sc);
   }
 }
 
 /* The tangent of Z given tangents of gout, v, P (NULL: zero; result NULL when all are):
  * dZ = s (U - P rowsum(U) - dP rowsum(P A)), U = dP A + P dA, dA = d gout v^T + gout dv^T */
-static dle_tensor *score_grad_tangent(scope *s, dle_tensor *go, dle_tensor *v, dle_tensor *p, double sc,
-                                      dle_tensor *tgo, dle_tensor *tv, dle_tensor *tp) {
+static dle_tensor *score_grad_tangent(scope *s, dle_tensor *go, dle_tensor *v, dle_tensor *p,
+                                      double sc, dle_tensor *tgo, dle_tensor *tv, dle_tensor *tp) {
   dle_tensor *am = mm(s, go, tr(s, v)), *ta = NULL, *u = NULL;
   if (tgo) ta = mm(s, tgo, tr(s, v));
   if (tv) ta = add_opt(s, ta, mm(s, go, tr(s, tv)));
@@ -214,7 +224,8 @@ static dle_tensor *score_grad_tangent(scope *s, dle_tensor *go, dle_tensor *v, d
   if (ta) u = add_opt(s, u, bin(s, DLE_OP_MUL, p, ta));
   if (!u) return NULL;
   dle_tensor *z = bin(s, DLE_OP_SUB, u, bin(s, DLE_OP_MUL, p, rowsum(s, u, true)));
-  if (tp) z = bin(s, DLE_OP_SUB, z, bin(s, DLE_OP_MUL, tp, rowsum(s, bin(s, DLE_OP_MUL, p, am), true)));
+  if (tp)
+    z = bin(s, DLE_OP_SUB, z, bin(s, DLE_OP_MUL, tp, rowsum(s, bin(s, DLE_OP_MUL, p, am), true)));
   return muls(s, z, sc);
 }
 
@@ -224,16 +235,19 @@ static dle_status vjp_score_grad(dle_node *n, dle_tensor *const *gout, dle_tenso
   dle_tensor *d[3] = {NULL, NULL, NULL};
   score_grad_adjoint(&s, gout[0], dle_node_input(n, 0), dle_node_input(n, 1), dle_node_input(n, 2),
                      dle_node_attrs(n)->f[0], dle_node_needs_grad(n, 0) ? &d[0] : NULL,
-                     dle_node_needs_grad(n, 1) ? &d[1] : NULL, dle_node_needs_grad(n, 2) ? &d[2] : NULL);
+                     dle_node_needs_grad(n, 1) ? &d[1] : NULL,
+                     dle_node_needs_grad(n, 2) ? &d[2] : NULL);
   for (int i = 0; i < 3; i++) gin[i] = give(&s, to_input(&s, n, i, d[i]));
   return scope_end(&s, gin, 3);
 }
 
 static dle_status jvp_score_grad(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                 dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+                                 dle_tensor *const *tin, dle_tensor *const *outs,
+                                 dle_tensor **tout) {
   (void)op, (void)nin, (void)outs;
   scope s = {.n = 0};
-  tout[0] = give(&s, score_grad_tangent(&s, ins[0], ins[1], ins[2], a->f[0], tin[0], tin[1], tin[2]));
+  tout[0] =
+      give(&s, score_grad_tangent(&s, ins[0], ins[1], ins[2], a->f[0], tin[0], tin[1], tin[2]));
   return scope_end(&s, tout, 1);
 }
 
@@ -250,8 +264,10 @@ static dle_status vjp_sdpa_backward(dle_node *n, dle_tensor *const *gout, dle_te
   dle_tensor *ds = score_grad(&s, go, v, p, dle_node_attrs(n), sc);
   dle_tensor *h = gq ? mm(&s, gq, tr(&s, k)) : NULL, *d[5] = {NULL, NULL, NULL, NULL, NULL};
   if (gk) h = add_opt(&s, h, mm(&s, q, tr(&s, gk)));
-  if (h) score_grad_adjoint(&s, h, go, v, p, sc, dle_node_needs_grad(n, 0) ? &d[0] : NULL,
-                            dle_node_needs_grad(n, 3) ? &d[3] : NULL, dle_node_needs_grad(n, 4) ? &d[4] : NULL);
+  if (h)
+    score_grad_adjoint(&s, h, go, v, p, sc, dle_node_needs_grad(n, 0) ? &d[0] : NULL,
+                       dle_node_needs_grad(n, 3) ? &d[3] : NULL,
+                       dle_node_needs_grad(n, 4) ? &d[4] : NULL);
   if (gk && dle_node_needs_grad(n, 1)) d[1] = mm(&s, ds, gk);
   if (gq && dle_node_needs_grad(n, 2)) d[2] = mm(&s, tr(&s, ds), gq);
   if (gv && dle_node_needs_grad(n, 4)) d[4] = add_opt(&s, d[4], mm(&s, go, tr(&s, gv)));
@@ -262,13 +278,15 @@ static dle_status vjp_sdpa_backward(dle_node *n, dle_tensor *const *gout, dle_te
 
 /* d(D k) = dD k + D dk, d(D^T q) = dD^T q + D^T dq, d(P^T gout) = dP^T gout + P^T d gout */
 static dle_status jvp_sdpa_backward(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                    dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+                                    dle_tensor *const *tin, dle_tensor *const *outs,
+                                    dle_tensor **tout) {
   (void)op, (void)nin;
   scope s = {.n = 0};
   dle_tensor *go = ins[0], *q = ins[1], *k = ins[2], *v = ins[3], *p = ins[4];
   dle_tensor *ds = score_grad(&s, go, v, p, a, a->f[0]);
   dle_tensor *tds = score_grad_tangent(&s, go, v, p, a->f[0], tin[0], tin[3], tin[4]);
-  dle_tensor *tq = tds ? mm(&s, tds, k) : NULL, *tk = tds ? mm(&s, tr(&s, tds), q) : NULL, *tv = NULL;
+  dle_tensor *tq = tds ? mm(&s, tds, k) : NULL, *tk = tds ? mm(&s, tr(&s, tds), q) : NULL,
+             *tv = NULL;
   if (tin[2]) tq = add_opt(&s, tq, mm(&s, ds, tin[2]));
   if (tin[1]) tk = add_opt(&s, tk, mm(&s, tr(&s, ds), tin[1]));
   if (tin[4]) tv = mm(&s, tr(&s, tin[4]), go);
@@ -285,7 +303,9 @@ void dle_grad_register_nn(dle_grad_rule *r) {
   r[DLE_OP_EMBEDDING_BACKWARD] =
       (dle_grad_rule){vjp_embedding_backward, jvp_embedding_backward, DLE_SAVE(1), false};
   r[DLE_OP_DROPOUT] = (dle_grad_rule){vjp_dropout, jvp_dropout, 0, false};
-  r[DLE_OP_SDPA] = (dle_grad_rule){vjp_sdpa, jvp_sdpa, DLE_SAVE(0) | DLE_SAVE(1) | DLE_SAVE(2), true};
+  r[DLE_OP_SDPA] =
+      (dle_grad_rule){vjp_sdpa, jvp_sdpa, DLE_SAVE(0) | DLE_SAVE(1) | DLE_SAVE(2), true};
   r[DLE_OP_SDPA_SCORE_GRAD] = (dle_grad_rule){vjp_score_grad, jvp_score_grad, DLE_SAVE_ALL, false};
-  r[DLE_OP_SDPA_BACKWARD] = (dle_grad_rule){vjp_sdpa_backward, jvp_sdpa_backward, DLE_SAVE_ALL, false};
+  r[DLE_OP_SDPA_BACKWARD] =
+      (dle_grad_rule){vjp_sdpa_backward, jvp_sdpa_backward, DLE_SAVE_ALL, false};
 }

@@ -14,15 +14,17 @@ typedef struct {
   dle_tensor *x, *gy, *stats, *w, *b, *rmean, *rvar;
 } norm_args;
 
-static dle_status read_args(dle_op op, dle_tensor *const *ins, int nin, const dle_attrs *a, norm_args *r) {
+static dle_status read_args(dle_op op, dle_tensor *const *ins, int nin, const dle_attrs *a,
+                            norm_args *r) {
   const char *fn = dle_op_get_info(op)->name;
   *r = (norm_args){0};
   if (op == DLE_OP_LAYER_NORM || op == DLE_OP_BATCH_NORM) {
     bool eval = op == DLE_OP_BATCH_NORM && !a->ints[0];
     int want = 1 + (a->ints[1] != 0) + (a->ints[2] != 0) + (eval ? 2 : 0), i = 1;
     if (nin != want)
-      return dle_error("%s: expected %d tensor inputs (x%s%s%s), got %d", fn, want, a->ints[1] ? ", weight" : "",
-                       a->ints[2] ? ", bias" : "", eval ? ", running_mean, running_var" : "", nin);
+      return dle_error("%s: expected %d tensor inputs (x%s%s%s), got %d", fn, want,
+                       a->ints[1] ? ", weight" : "", a->ints[2] ? ", bias" : "",
+                       eval ? ", running_mean, running_var" : "", nin);
     r->x = ins[0];
     if (a->ints[1]) r->w = ins[i++];
     if (a->ints[2]) r->b = ins[i++];
@@ -31,8 +33,8 @@ static dle_status read_args(dle_op op, dle_tensor *const *ins, int nin, const dl
   }
   bool gin = op == DLE_OP_LAYER_NORM_GRAD_INPUT || op == DLE_OP_BATCH_NORM_GRAD_INPUT;
   if (nin < 3 || nin > (gin ? 4 : 3))
-    return dle_error("%s: expected %s tensor inputs (grad_output, x, stats%s), got %d", fn, gin ? "3 or 4" : "3",
-                     gin ? "[, weight]" : "", nin);
+    return dle_error("%s: expected %s tensor inputs (grad_output, x, stats%s), got %d", fn,
+                     gin ? "3 or 4" : "3", gin ? "[, weight]" : "", nin);
   r->gy = ins[0], r->x = ins[1], r->stats = ins[2];
   if (nin > 3) r->w = ins[3];
   return DLE_OK;
@@ -49,47 +51,55 @@ static dle_status need_shape(const char *fn, const char *what, const dle_tensor 
 
 /* Checks every input's shape; gives the shape of the affine parameters ({C} or x's normalized
  * dims) in *pn / psizes and the number of statistics in *q. */
-static dle_status check_shapes(dle_op op, const norm_args *r, const dle_attrs *a, int *pn, int64_t *psizes,
-                               int64_t *q) {
+static dle_status check_shapes(dle_op op, const norm_args *r, const dle_attrs *a, int *pn,
+                               int64_t *psizes, int64_t *q) {
   const char *fn = dle_op_get_info(op)->name;
   dle_tensor *x = r->x;
   if (dle_norm_is_layer(op)) {
     int k = (int)a->ints[0];
     if (k < 1 || k > x->ndim)
-      return dle_error("%s: the normalized shape must cover 1 to %d trailing dims of input %s, got %d dims", fn,
-                       x->ndim, SHAPE(x), k);
+      return dle_error(
+          "%s: the normalized shape must cover 1 to %d trailing dims of input %s, got %d dims", fn,
+          x->ndim, SHAPE(x), k);
     *pn = k;
     memcpy(psizes, x->sizes + x->ndim - k, sizeof(int64_t) * (size_t)k);
     DLE_TRY(need_shape(fn, "weight", r->w, k, psizes, "the normalized dims", x));
     DLE_TRY(need_shape(fn, "bias", r->b, k, psizes, "the normalized dims", x));
   } else {
     if (x->ndim < 2)
-      return dle_error("%s: expected an input of at least 2 dims {N, C, ...}, got %s", fn, SHAPE(x));
+      return dle_error("%s: expected an input of at least 2 dims {N, C, ...}, got %s", fn,
+                       SHAPE(x));
     *pn = 1;
     psizes[0] = x->sizes[1];
     DLE_TRY(need_shape(fn, "weight", r->w, 1, psizes, "one per channel", x));
     DLE_TRY(need_shape(fn, "bias", r->b, 1, psizes, "one per channel", x));
     DLE_TRY(need_shape(fn, "running_mean", r->rmean, 1, psizes, "one per channel", x));
     DLE_TRY(need_shape(fn, "running_var", r->rvar, 1, psizes, "one per channel", x));
-    if (op == DLE_OP_BATCH_NORM && a->ints[0] && dle_tensor_numel(x) / (x->sizes[1] ? x->sizes[1] : 1) <= 1)
-      return dle_error("%s: expected more than 1 value per channel when training, got input %s", fn, SHAPE(x));
+    if (op == DLE_OP_BATCH_NORM && a->ints[0] &&
+        dle_tensor_numel(x) / (x->sizes[1] ? x->sizes[1] : 1) <= 1)
+      return dle_error("%s: expected more than 1 value per channel when training, got input %s", fn,
+                       SHAPE(x));
   }
   if ((r->rmean && r->rmean->requires_grad) || (r->rvar && r->rvar->requires_grad))
-    return dle_error("%s: running_mean and running_var are constants here and must not require grad", fn);
+    return dle_error(
+        "%s: running_mean and running_var are constants here and must not require grad", fn);
   dle_norm_geom g = dle_norm_geom_of(op, x, a);
   *q = g.q;
   DLE_TRY(need_shape(fn, "grad_output", r->gy, x->ndim, x->sizes, "the shape", x));
   int64_t ss[2] = {g.q, 2};
   DLE_TRY(need_shape(fn, "stats", r->stats, 2, ss, "mean and variance per statistic", x));
-  for (dle_tensor *const *t = (dle_tensor *const[]){r->stats, r->rmean, r->rvar}, *const *e = t + 3; t < e; t++)
+  for (dle_tensor *const *t = (dle_tensor *const[]){r->stats, r->rmean, r->rvar}, *const *e = t + 3;
+       t < e; t++)
     if (*t && !dle_dtype_is_float((*t)->dtype))
-      return dle_error("%s: statistics must be a float tensor, got %s", fn, dle_dtype_name((*t)->dtype));
+      return dle_error("%s: statistics must be a float tensor, got %s", fn,
+                       dle_dtype_name((*t)->dtype));
   if (!(a->f[0] >= 0))
     return dle_error("%s: eps must be a non-negative number, got %g", fn, a->f[0]);
   return DLE_OK;
 }
 
-dle_status dle_forward_norm(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin, const dle_attrs *a) {
+dle_status dle_forward_norm(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
+                            const dle_attrs *a) {
   norm_args r;
   int pn = 0;
   int64_t psizes[DLE_MAX_DIMS], q = 0;
@@ -105,7 +115,8 @@ dle_status dle_forward_norm(dle_op op, dle_tensor **outs, dle_tensor *const *ins
   /* results: y and stats, or gx, or gw and gb of the parameters' shape */
   dle_result_spec res[2] = {{.dtype = dt}, {.dtype = dt}};
   if (op == DLE_OP_LAYER_NORM_GRAD_AFFINE || op == DLE_OP_BATCH_NORM_GRAD_AFFINE) {
-    for (int k = 0; k < 2; k++) res[k].ndim = pn, memcpy(res[k].sizes, psizes, sizeof(int64_t) * (size_t)pn);
+    for (int k = 0; k < 2; k++)
+      res[k].ndim = pn, memcpy(res[k].sizes, psizes, sizeof(int64_t) * (size_t)pn);
   } else {
     res[0].ndim = r.x->ndim, memcpy(res[0].sizes, r.x->sizes, sizeof(int64_t) * (size_t)r.x->ndim);
     res[1] = (dle_result_spec){.ndim = 2, .sizes = {q, 2}, .dtype = sdt};
@@ -127,8 +138,8 @@ static dle_attrs norm_attrs(int64_t i0, bool has_w, bool has_b, double eps) {
 
 /* Calls op with the non-NULL tensors of ins in order; its two outputs go to o0 and o1 (o1 may be
  * NULL for one-output ops). */
-static dle_status call_norm(dle_op op, dle_tensor **o0, dle_tensor **o1, dle_tensor *const *ins, int n,
-                            const dle_attrs *a) {
+static dle_status call_norm(dle_op op, dle_tensor **o0, dle_tensor **o1, dle_tensor *const *ins,
+                            int n, const dle_attrs *a) {
   dle_tensor *given[5];
   int nin = 0;
   for (int i = 0; i < n; i++)
@@ -136,8 +147,10 @@ static dle_status call_norm(dle_op op, dle_tensor **o0, dle_tensor **o1, dle_ten
   dle_tensor *outs[2] = {*o0, o1 ? *o1 : NULL};
   DLE_TRY(dle_op_call(op, outs, given, nin, a));
   *o0 = outs[0];
-  if (o1) *o1 = outs[1];
-  else dle_tensor_release(outs[1]);  /* NULL for one-output ops */
+  if (o1)
+    *o1 = outs[1];
+  else
+    dle_tensor_release(outs[1]); /* NULL for one-output ops */
   return DLE_OK;
 }
 
@@ -147,17 +160,20 @@ dle_status dle_layer_norm(dle_tensor **y, dle_tensor **stats, dle_tensor *x, int
   return call_norm(DLE_OP_LAYER_NORM, y, stats, (dle_tensor *[]){x, w, b}, 3, &a);
 }
 
-dle_status dle_layer_norm_grad_input(dle_tensor **gx, dle_tensor *gy, dle_tensor *x, dle_tensor *stats,
-                                     dle_tensor *w, int k, double eps) {
+dle_status dle_layer_norm_grad_input(dle_tensor **gx, dle_tensor *gy, dle_tensor *x,
+                                     dle_tensor *stats, dle_tensor *w, int k, double eps) {
   dle_attrs a = norm_attrs(k, w != NULL, false, eps);
-  if (!gy || !x || !stats) return dle_error("layer_norm_grad_input: grad_output, x and stats are required");
-  return call_norm(DLE_OP_LAYER_NORM_GRAD_INPUT, gx, NULL, (dle_tensor *[]){gy, x, stats, w}, 4, &a);
+  if (!gy || !x || !stats)
+    return dle_error("layer_norm_grad_input: grad_output, x and stats are required");
+  return call_norm(DLE_OP_LAYER_NORM_GRAD_INPUT, gx, NULL, (dle_tensor *[]){gy, x, stats, w}, 4,
+                   &a);
 }
 
-dle_status dle_layer_norm_grad_affine(dle_tensor **gw, dle_tensor **gb, dle_tensor *gy, dle_tensor *x,
-                                      dle_tensor *stats, int k, double eps) {
+dle_status dle_layer_norm_grad_affine(dle_tensor **gw, dle_tensor **gb, dle_tensor *gy,
+                                      dle_tensor *x, dle_tensor *stats, int k, double eps) {
   dle_attrs a = norm_attrs(k, false, false, eps);
-  if (!gy || !x || !stats) return dle_error("layer_norm_grad_affine: grad_output, x and stats are required");
+  if (!gy || !x || !stats)
+    return dle_error("layer_norm_grad_affine: grad_output, x and stats are required");
   return call_norm(DLE_OP_LAYER_NORM_GRAD_AFFINE, gw, gb, (dle_tensor *[]){gy, x, stats}, 3, &a);
 }
 
@@ -171,16 +187,19 @@ dle_status dle_batch_norm(dle_tensor **y, dle_tensor **stats, dle_tensor *x, dle
   return call_norm(DLE_OP_BATCH_NORM, y, stats, ins, 5, &a);
 }
 
-dle_status dle_batch_norm_grad_input(dle_tensor **gx, dle_tensor *gy, dle_tensor *x, dle_tensor *stats,
-                                     dle_tensor *w, double eps) {
+dle_status dle_batch_norm_grad_input(dle_tensor **gx, dle_tensor *gy, dle_tensor *x,
+                                     dle_tensor *stats, dle_tensor *w, double eps) {
   dle_attrs a = norm_attrs(1, w != NULL, false, eps);
-  if (!gy || !x || !stats) return dle_error("batch_norm_grad_input: grad_output, x and stats are required");
-  return call_norm(DLE_OP_BATCH_NORM_GRAD_INPUT, gx, NULL, (dle_tensor *[]){gy, x, stats, w}, 4, &a);
+  if (!gy || !x || !stats)
+    return dle_error("batch_norm_grad_input: grad_output, x and stats are required");
+  return call_norm(DLE_OP_BATCH_NORM_GRAD_INPUT, gx, NULL, (dle_tensor *[]){gy, x, stats, w}, 4,
+                   &a);
 }
 
-dle_status dle_batch_norm_grad_affine(dle_tensor **gw, dle_tensor **gb, dle_tensor *gy, dle_tensor *x,
-                                      dle_tensor *stats, double eps) {
+dle_status dle_batch_norm_grad_affine(dle_tensor **gw, dle_tensor **gb, dle_tensor *gy,
+                                      dle_tensor *x, dle_tensor *stats, double eps) {
   dle_attrs a = norm_attrs(1, false, false, eps);
-  if (!gy || !x || !stats) return dle_error("batch_norm_grad_affine: grad_output, x and stats are required");
+  if (!gy || !x || !stats)
+    return dle_error("batch_norm_grad_affine: grad_output, x and stats are required");
   return call_norm(DLE_OP_BATCH_NORM_GRAD_AFFINE, gw, gb, (dle_tensor *[]){gy, x, stats}, 3, &a);
 }

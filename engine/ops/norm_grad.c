@@ -104,18 +104,18 @@ static dle_status ex_finish(ex *E, int n, dle_tensor **const *dst, dle_tensor *c
   return E->failed ? DLE_ERR : DLE_OK;
 }
 
-#define ADD(a, b) ex_bin(E, DLE_OP_ADD, a, b)
-#define SUB(a, b) ex_bin(E, DLE_OP_SUB, a, b)
-#define MUL(a, b) ex_bin(E, DLE_OP_MUL, a, b)
+#define ADD(a, b)  ex_bin(E, DLE_OP_ADD, a, b)
+#define SUB(a, b)  ex_bin(E, DLE_OP_SUB, a, b)
+#define MUL(a, b)  ex_bin(E, DLE_OP_MUL, a, b)
 #define MULS(a, s) ex_scalar(E, DLE_OP_MUL, a, s)
-#define NEG(a) ex_unary(E, DLE_OP_NEG, a)
+#define NEG(a)     ex_unary(E, DLE_OP_NEG, a)
 
 /* ---- the views of one call (norm_geom.h): x as {Q, S} (layer) or {P, Q, S} (batch); a
  * statistic as {Q, 1} / {1, Q, 1}; a weight as {1, S} / {1, Q, 1} ---- */
 typedef struct {
   bool layer;
-  int k;                                    /* layer_norm: normalized dims */
-  int nd;                                   /* 2 or 3 */
+  int k;  /* layer_norm: normalized dims */
+  int nd; /* 2 or 3 */
   int64_t xv[3], sv[3], wv[3], q;
   double n, eps;
   int xnd, pnd;
@@ -150,11 +150,12 @@ static views views_of(dle_op op, int xnd, const int64_t *xs, const dle_attrs *a)
   return v;
 }
 
-#define XV(t) ex_reshape(E, t, v->nd, v->xv)  /* x-shaped -> view */
-#define WV(t) ex_reshape(E, t, v->nd, v->wv)  /* weight-shaped -> view */
+#define XV(t)   ex_reshape(E, t, v->nd, v->xv) /* x-shaped -> view */
+#define WV(t)   ex_reshape(E, t, v->nd, v->wv) /* weight-shaped -> view */
 #define TO_X(t) ex_reshape(E, t, v->xnd, v->xs)
 #define TO_P(t) ex_reshape(E, t, v->pnd, v->ps)
-#define MEAN_S(t) MULS(ex_sum_to(E, t, v->nd, v->sv), 1.0 / v->n)  /* per-statistic mean, kept dims */
+/* per-statistic mean, kept dims */
+#define MEAN_S(t) MULS(ex_sum_to(E, t, v->nd, v->sv), 1.0 / v->n)
 
 /* A view-shaped tangent or gradient that may still broadcast (e.g. {1, S}) as x's own shape. */
 static dle_tensor *full_x(ex *E, const views *v, dle_tensor *t) {
@@ -181,7 +182,8 @@ static dle_tensor *pack_stats(ex *E, const views *v, dle_tensor *dm, dle_tensor 
   int64_t col[2] = {v->q, 1};
   dle_tensor *c[2] = {dm, dv}, *z = NULL, *r = NULL;
   for (int i = 0; i < 2; i++) {
-    if (!c[i] && !ex_keep(E, dle_full_on(&z, 2, col, 0, c[1 - i]->dtype, dle_tensor_device(c[1 - i])), &z))
+    if (!c[i] &&
+        !ex_keep(E, dle_full_on(&z, 2, col, 0, c[1 - i]->dtype, dle_tensor_device(c[1 - i])), &z))
       return NULL;
     c[i] = c[i] ? ex_reshape(E, c[i], 2, col) : z;
   }
@@ -206,8 +208,8 @@ static xstats xstats_of(ex *E, const views *v, dle_tensor *x, dle_tensor *stats)
 }
 
 /* The gradient ops on x-shaped gy, x (w: weight-shaped or NULL). */
-static dle_tensor *grad_input(ex *E, const views *v, dle_tensor *gy, dle_tensor *x, dle_tensor *stats,
-                              dle_tensor *w) {
+static dle_tensor *grad_input(ex *E, const views *v, dle_tensor *gy, dle_tensor *x,
+                              dle_tensor *stats, dle_tensor *w) {
   dle_tensor *r = NULL;
   if (!ex_go(E, gy, x) || !ex_go(E, stats, stats)) return NULL;
   dle_status st = v->layer ? dle_layer_norm_grad_input(&r, gy, x, stats, w, v->k, v->eps)
@@ -232,7 +234,9 @@ static void affine_inputs(const dle_attrs *a, int *wi, int *bi) {
   *bi = a->ints[2] ? (a->ints[1] ? 2 : 1) : -1;
 }
 
-static bool is_eval(dle_op op, const dle_attrs *a) { return op == DLE_OP_BATCH_NORM && !a->ints[0]; }
+static bool is_eval(dle_op op, const dle_attrs *a) {
+  return op == DLE_OP_BATCH_NORM && !a->ints[0];
+}
 
 /* ---- layer_norm, batch_norm ---- */
 
@@ -264,8 +268,9 @@ static dle_status vjp_norm(dle_node *n, dle_tensor *const *gout, dle_tensor **gi
       gx = ex_acc(E, gx, TO_X(t));
     }
   }
-  return ex_finish(E, 3, (dle_tensor **const[]){&gin[0], wi > 0 ? &gin[wi] : NULL, bi > 0 ? &gin[bi] : NULL},
-                   (dle_tensor *const[]){gx, gw, gb});
+  return ex_finish(
+      E, 3, (dle_tensor * *const[]){&gin[0], wi > 0 ? &gin[wi] : NULL, bi > 0 ? &gin[bi] : NULL},
+      (dle_tensor *const[]){gx, gw, gb});
 }
 
 static dle_status jvp_norm(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
@@ -290,7 +295,8 @@ static dle_status jvp_norm(dle_op op, const dle_attrs *a, dle_tensor *const *ins
   }
   if (tw) ty = ex_acc(E, ty, MUL(WV(tw), s.XH));
   if (tb) ty = ex_acc(E, ty, WV(tb));
-  return ex_finish(E, 2, (dle_tensor **const[]){&tout[0], &tout[1]}, (dle_tensor *const[]){full_x(E, v, ty), ts});
+  return ex_finish(E, 2, (dle_tensor * *const[]){&tout[0], &tout[1]},
+                   (dle_tensor *const[]){full_x(E, v, ty), ts});
 }
 
 /* ---- *_grad_input: inputs gy, x, stats[, w] ---- */
@@ -321,24 +327,26 @@ static dle_status vjp_grad_input(dle_node *n, dle_tensor *const *gout, dle_tenso
     if (dle_node_needs_grad(n, 1)) gx = TO_X(dx);
     if (dle_node_needs_grad(n, 2)) {
       dle_tensor *dm = NEG(ex_sum_to(E, dx, v->nd, v->sv));
-      dle_tensor *dldr = MULS(SUB(SUB(MEAN_S(MUL(U, G)), MUL(am, um)), MULS(MUL(c, uxh), 3.0)), v->n);
+      dle_tensor *dldr =
+          MULS(SUB(SUB(MEAN_S(MUL(U, G)), MUL(am, um)), MULS(MUL(c, uxh), 3.0)), v->n);
       dle_tensor *dv = MUL(dldr, MULS(MUL(R2, s.R), -0.5));
       gst = pack_stats(E, v, dm, dv);
     }
   }
-  return ex_finish(E, 4, (dle_tensor **const[]){&gin[0], &gin[1], &gin[2], has_w ? &gin[3] : NULL},
+  return ex_finish(E, 4, (dle_tensor * *const[]){&gin[0], &gin[1], &gin[2], has_w ? &gin[3] : NULL},
                    (dle_tensor *const[]){ggy, gx, gst, gw});
 }
 
 static dle_status jvp_grad_input(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                 dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+                                 dle_tensor *const *tin, dle_tensor *const *outs,
+                                 dle_tensor **tout) {
   (void)outs;
   views vs = views_of(op, ins[1]->ndim, ins[1]->sizes, a), *v = &vs;
   dle_tensor *gy = ins[0], *x = ins[1], *stats = ins[2], *w = nin > 3 ? ins[3] : NULL;
   dle_tensor *tgy = tin[0], *tx = tin[1], *tst = tin[2], *tw = nin > 3 ? tin[3] : NULL;
   ex ctx = {0}, *E = &ctx;
   dle_tensor *t = NULL;
-  if (tgy) t = XV(grad_input(E, v, tgy, x, stats, w));           /* linear in gy */
+  if (tgy) t = XV(grad_input(E, v, tgy, x, stats, w));              /* linear in gy */
   if (tw) t = ex_acc(E, t, XV(grad_input(E, v, gy, x, stats, tw))); /* and in w */
   if (tx || tst) {
     xstats s = xstats_of(E, v, x, stats);
@@ -355,7 +363,7 @@ static dle_status jvp_grad_input(dle_op op, const dle_attrs *a, dle_tensor *cons
       t = ex_acc(E, t, MUL(SUB(SUB(G, am), MULS(MUL(s.XH, c), 3.0)), dr));
     }
   }
-  return ex_finish(E, 1, (dle_tensor **const[]){&tout[0]}, (dle_tensor *const[]){full_x(E, v, t)});
+  return ex_finish(E, 1, (dle_tensor * *const[]){&tout[0]}, (dle_tensor *const[]){full_x(E, v, t)});
 }
 
 /* ---- *_grad_affine: inputs gy, x, stats; outputs gw = sum gy xhat, gb = sum gy ---- */
@@ -379,11 +387,13 @@ static dle_status vjp_grad_affine(dle_node *n, dle_tensor *const *gout, dle_tens
       gst = pack_stats(E, v, dm, dv);
     }
   }
-  return ex_finish(E, 3, (dle_tensor **const[]){&gin[0], &gin[1], &gin[2]}, (dle_tensor *const[]){ggy, gx, gst});
+  return ex_finish(E, 3, (dle_tensor * *const[]){&gin[0], &gin[1], &gin[2]},
+                   (dle_tensor *const[]){ggy, gx, gst});
 }
 
 static dle_status jvp_grad_affine(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                  dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+                                  dle_tensor *const *tin, dle_tensor *const *outs,
+                                  dle_tensor **tout) {
   (void)nin, (void)outs;
   views vs = views_of(op, ins[1]->ndim, ins[1]->sizes, a), *v = &vs;
   dle_tensor *gy = ins[0], *x = ins[1], *stats = ins[2], *tgy = tin[0], *tx = tin[1], *tst = tin[2];
@@ -403,15 +413,20 @@ static dle_status jvp_grad_affine(dle_op op, const dle_attrs *a, dle_tensor *con
   }
   if (dxh) tgw = ex_acc(E, tgw, MUL(XV(gy), dxh));
   if (tgw) tgw = TO_P(ex_sum_to(E, tgw, v->nd, v->wv));
-  return ex_finish(E, 2, (dle_tensor **const[]){&tout[0], &tout[1]}, (dle_tensor *const[]){tgw, tgb});
+  return ex_finish(E, 2, (dle_tensor * *const[]){&tout[0], &tout[1]},
+                   (dle_tensor *const[]){tgw, tgb});
 }
 
 void dle_grad_register_norm(dle_grad_rule *r) {
   /* the forward ops read x, the weight and their stats output, never y (not kept alive) */
   r[DLE_OP_LAYER_NORM] = (dle_grad_rule){vjp_norm, jvp_norm, DLE_SAVE_ALL, DLE_SAVE(1)};
   r[DLE_OP_BATCH_NORM] = (dle_grad_rule){vjp_norm, jvp_norm, DLE_SAVE_ALL, DLE_SAVE(1)};
-  r[DLE_OP_LAYER_NORM_GRAD_INPUT] = (dle_grad_rule){vjp_grad_input, jvp_grad_input, DLE_SAVE_ALL, false};
-  r[DLE_OP_BATCH_NORM_GRAD_INPUT] = (dle_grad_rule){vjp_grad_input, jvp_grad_input, DLE_SAVE_ALL, false};
-  r[DLE_OP_LAYER_NORM_GRAD_AFFINE] = (dle_grad_rule){vjp_grad_affine, jvp_grad_affine, DLE_SAVE_ALL, false};
-  r[DLE_OP_BATCH_NORM_GRAD_AFFINE] = (dle_grad_rule){vjp_grad_affine, jvp_grad_affine, DLE_SAVE_ALL, false};
+  r[DLE_OP_LAYER_NORM_GRAD_INPUT] =
+      (dle_grad_rule){vjp_grad_input, jvp_grad_input, DLE_SAVE_ALL, false};
+  r[DLE_OP_BATCH_NORM_GRAD_INPUT] =
+      (dle_grad_rule){vjp_grad_input, jvp_grad_input, DLE_SAVE_ALL, false};
+  r[DLE_OP_LAYER_NORM_GRAD_AFFINE] =
+      (dle_grad_rule){vjp_grad_affine, jvp_grad_affine, DLE_SAVE_ALL, false};
+  r[DLE_OP_BATCH_NORM_GRAD_AFFINE] =
+      (dle_grad_rule){vjp_grad_affine, jvp_grad_affine, DLE_SAVE_ALL, false};
 }

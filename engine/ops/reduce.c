@@ -20,8 +20,9 @@ static long long dim_text(int64_t d) { return d >= 0 ? (long long)d + 1 : (long 
 static dle_status wrap_dim(const char *fn, const dle_tensor *x, int64_t dim, int *out) {
   int64_t n = x->ndim > 0 ? x->ndim : 1;
   if (dim < -n || dim >= n)
-    return dle_error("%s: dim %lld out of range for a tensor of shape %s (valid: 1..%lld, or %lld..-1)",
-                     fn, dim_text(dim), SHAPE(x), (long long)n, (long long)-n);
+    return dle_error(
+        "%s: dim %lld out of range for a tensor of shape %s (valid: 1..%lld, or %lld..-1)", fn,
+        dim_text(dim), SHAPE(x), (long long)n, (long long)-n);
   *out = x->ndim > 0 ? (int)(dim < 0 ? dim + n : dim) : -1;
   return DLE_OK;
 }
@@ -55,7 +56,7 @@ static void reduce_dtypes(dle_op op, dle_dtype in, dle_dtype *compute, dle_dtype
   if (dle_op_get_info(op)->flags & DLE_FLOATOUT) {
     *compute = *out = fl ? in : DLE_DEFAULT_FLOAT;
   } else if (op == DLE_OP_SUM || op == DLE_OP_PROD) {
-    *out = fl ? in : DLE_I64;  /* integers and bool count in int64 */
+    *out = fl ? in : DLE_I64; /* integers and bool count in int64 */
   } else if (op == DLE_OP_ARGMAX || op == DLE_OP_ARGMIN) {
     *out = DLE_I64;
   } else {
@@ -77,7 +78,8 @@ static dle_status output_slot(dle_tensor **out, dle_tensor **tmp, const char *fn
 
 /* Runs the kernel into outs[0..nout) (NULL slots receive new tensors): shared by both kinds. */
 static dle_status run_into(dle_op op, dle_tensor **outs, int nout, int ndim, const int64_t *sizes,
-                           const dle_dtype *dts, dle_tensor *x, dle_dtype compute, const dle_attrs *ka) {
+                           const dle_dtype *dts, dle_tensor *x, dle_dtype compute,
+                           const dle_attrs *ka) {
   const char *fn = dle_op_get_info(op)->name;
   dle_tensor *res[2] = {NULL, NULL}, *tmp[2] = {NULL, NULL}, *xin = NULL;
   bool fresh[2] = {outs[0] == NULL, nout > 1 && outs[1] == NULL};
@@ -110,13 +112,14 @@ dle_status dle_forward_reduce(dle_op op, dle_tensor **outs, dle_tensor *const *i
   const char *fn = dle_op_get_info(op)->name;
   dle_tensor *x = ins[0];
   if ((op == DLE_OP_MAX || op == DLE_OP_MIN) && a->nints != 1)
-    return dle_error("%s: expects exactly one dim to reduce along, got %d (shape %s)", fn, a->nints, SHAPE(x));
+    return dle_error("%s: expects exactly one dim to reduce along, got %d (shape %s)", fn, a->nints,
+                     SHAPE(x));
   if ((op == DLE_OP_ARGMAX || op == DLE_OP_ARGMIN) && a->nints > 1)
     return dle_error("%s: expects one dim or none, got %d (shape %s)", fn, a->nints, SHAPE(x));
   bool mask[DLE_MAX_DIMS];
   DLE_TRY(reduce_mask(fn, x, a, mask));
 
-  dle_attrs ka = *a;  /* the kernel gets the reduced dims sorted and 0-based */
+  dle_attrs ka = *a; /* the kernel gets the reduced dims sorted and 0-based */
   ka.nints = 0;
   int ndim = 0;
   int64_t sizes[DLE_MAX_DIMS];
@@ -124,8 +127,10 @@ dle_status dle_forward_reduce(dle_op op, dle_tensor **outs, dle_tensor *const *i
     if (mask[d] && x->sizes[d] == 0 && needs_elements(op))
       return dle_error("%s: cannot reduce over dim %d of size 0 (shape %s)", fn, d + 1, SHAPE(x));
     if (mask[d]) ka.ints[ka.nints++] = d;
-    if (!mask[d]) sizes[ndim++] = x->sizes[d];
-    else if (a->keepdim) sizes[ndim++] = 1;
+    if (!mask[d])
+      sizes[ndim++] = x->sizes[d];
+    else if (a->keepdim)
+      sizes[ndim++] = 1;
   }
   dle_dtype compute, dts[2];
   reduce_dtypes(op, x->dtype, &compute, &dts[0]);
@@ -138,7 +143,8 @@ dle_status dle_forward_softmax(dle_op op, dle_tensor **outs, dle_tensor *const *
   (void)nin;
   const char *fn = dle_op_get_info(op)->name;
   dle_tensor *x = ins[0];
-  if (a->nints < 1) return dle_error("%s: the dim to normalize along is missing (shape %s)", fn, SHAPE(x));
+  if (a->nints < 1)
+    return dle_error("%s: the dim to normalize along is missing (shape %s)", fn, SHAPE(x));
   int d = 0;
   DLE_TRY(wrap_dim(fn, x, a->ints[0], &d));
   dle_attrs ka = *a;
@@ -160,7 +166,7 @@ static dle_status check_kind(dle_op op, dle_op_kind kind, const char *what) {
 dle_status dle_reduce(dle_op op, dle_tensor **out, dle_tensor *x, int ndims, const int *dims,
                       bool keepdim, double correction) {
   DLE_TRY(check_kind(op, DLE_KIND_REDUCE, "reduce"));
-  if (op == DLE_OP_MAX) op = DLE_OP_AMAX;  /* one result: the values */
+  if (op == DLE_OP_MAX) op = DLE_OP_AMAX; /* one result: the values */
   if (op == DLE_OP_MIN) op = DLE_OP_AMIN;
   const char *fn = dle_op_get_info(op)->name;
   if (ndims < 0 || ndims > DLE_MAX_DIMS || (ndims > 0 && !dims))

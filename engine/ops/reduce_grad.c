@@ -56,7 +56,8 @@ static dle_status spread(dle_tensor **out, dle_tensor *g, const dle_attrs *a, in
 }
 
 /* op over the attrs' dims (as the caller gave them), with the given keepdim. */
-static dle_status reduce_like(dle_op op, dle_tensor **out, dle_tensor *x, const dle_attrs *a, bool keepdim) {
+static dle_status reduce_like(dle_op op, dle_tensor **out, dle_tensor *x, const dle_attrs *a,
+                              bool keepdim) {
   int dims[DLE_MAX_ATTR_INTS];
   for (int j = 0; j < a->nints; j++) dims[j] = (int)a->ints[j];
   *out = NULL;
@@ -87,7 +88,8 @@ static dle_status float_mask(dle_tensor **out, dle_op op, dle_tensor *x, dle_ten
 /* d sum = g, spread over the reduced elements */
 static dle_status vjp_sum(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
   if (!gout[0]) return DLE_OK;
-  return spread(&gin[0], gout[0], dle_node_attrs(n), dle_node_input_ndim(n, 0), dle_node_input_sizes(n, 0));
+  return spread(&gin[0], gout[0], dle_node_attrs(n), dle_node_input_ndim(n, 0),
+                dle_node_input_sizes(n, 0));
 }
 
 /* sum, mean: the same reduction of the tangent */
@@ -139,7 +141,8 @@ static dle_status vjp_prod(dle_node *n, dle_tensor *const *gout, dle_tensor **gi
   dle_tensor *f = NULL, *u = NULL;
   dle_status st = prod_factor(&f, dle_node_input(n, 0), dle_node_attrs(n));
   if (st == DLE_OK)
-    st = unsqueeze_reduced(&u, gout[0], dle_node_attrs(n), dle_node_input_ndim(n, 0), dle_node_input_sizes(n, 0));
+    st = unsqueeze_reduced(&u, gout[0], dle_node_attrs(n), dle_node_input_ndim(n, 0),
+                           dle_node_input_sizes(n, 0));
   if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &gin[0], f, u);
   dle_tensor_release(f);
   dle_tensor_release(u);
@@ -183,7 +186,8 @@ static dle_status vjp_var(dle_node *n, dle_tensor *const *gout, dle_tensor **gin
   dle_tensor *d = NULL, *u = NULL, *w = NULL;
   dle_status st = centered(&d, dle_node_input(n, 0), a);
   if (st == DLE_OK) st = unsqueeze_reduced(&u, gout[0], a, nd, sizes);
-  if (st == DLE_OK) st = dle_binary_scalar(DLE_OP_MUL, &w, u, 2.0 / var_divisor(a, nd, sizes), false);
+  if (st == DLE_OK)
+    st = dle_binary_scalar(DLE_OP_MUL, &w, u, 2.0 / var_divisor(a, nd, sizes), false);
   if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &gin[0], d, w);
   release_all((dle_tensor *[]){d, u, w}, 3);
   return st;
@@ -198,7 +202,8 @@ static dle_status jvp_var(dle_op op, const dle_attrs *a, dle_tensor *const *ins,
   dle_status st = centered(&d, ins[0], a);
   if (st == DLE_OK) st = weighted_sum(&s, tin[0], d, a);
   if (st == DLE_OK)
-    st = dle_binary_scalar(DLE_OP_MUL, &tout[0], s, 2.0 / var_divisor(a, ins[0]->ndim, ins[0]->sizes), false);
+    st = dle_binary_scalar(DLE_OP_MUL, &tout[0], s,
+                           2.0 / var_divisor(a, ins[0]->ndim, ins[0]->sizes), false);
   dle_tensor_release(d);
   dle_tensor_release(s);
   return st;
@@ -243,14 +248,16 @@ static dle_status jvp_std(dle_op op, const dle_attrs *a, dle_tensor *const *ins,
   dle_tensor *d = NULL, *s = NULL;
   dle_status st = centered(&d, ins[0], a);
   if (st == DLE_OK) st = weighted_sum(&s, tin[0], d, a);
-  if (st == DLE_OK) st = std_scale(&tout[0], s, outs[0], var_divisor(a, ins[0]->ndim, ins[0]->sizes));
+  if (st == DLE_OK)
+    st = std_scale(&tout[0], s, outs[0], var_divisor(a, ins[0]->ndim, ins[0]->sizes));
   dle_tensor_release(d);
   dle_tensor_release(s);
   return st;
 }
 
 /* softmax over the reduced elements: exp(x - logsumexp(x)), stable since x - lse <= 0. */
-static dle_status lse_weights(dle_tensor **out, dle_tensor *x, dle_tensor *lse, const dle_attrs *a) {
+static dle_status lse_weights(dle_tensor **out, dle_tensor *x, dle_tensor *lse,
+                              const dle_attrs *a) {
   dle_tensor *u = NULL, *d = NULL;
   dle_status st = unsqueeze_reduced(&u, lse, a, x->ndim, x->sizes);
   if (st == DLE_OK) st = dle_binary(DLE_OP_SUB, &d, x, u);
@@ -275,7 +282,8 @@ static dle_status vjp_logsumexp(dle_node *n, dle_tensor *const *gout, dle_tensor
 
 /* d logsumexp = sum(exp(x - out) t) */
 static dle_status jvp_logsumexp(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+                                dle_tensor *const *tin, dle_tensor *const *outs,
+                                dle_tensor **tout) {
   (void)op, (void)nin;
   if (!tin[0]) return DLE_OK;
   dle_tensor *w = NULL;
@@ -357,7 +365,8 @@ static dle_status vjp_max(dle_node *n, dle_tensor *const *gout, dle_tensor **gin
   const int64_t *sizes = dle_node_input_sizes(n, 0);
   const dle_attrs *a = dle_node_attrs(n);
   dle_tensor *mask = NULL, *u = NULL;
-  dle_status st = selected_mask(&mask, dle_node_op(n), dle_node_output(n, 1), a, nd, sizes, gout[0]->dtype);
+  dle_status st =
+      selected_mask(&mask, dle_node_op(n), dle_node_output(n, 1), a, nd, sizes, gout[0]->dtype);
   if (st == DLE_OK) st = unsqueeze_reduced(&u, gout[0], a, nd, sizes);
   if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &gin[0], mask, u);
   dle_tensor_release(mask);
@@ -386,7 +395,8 @@ static dle_status sum_along(dle_tensor **out, dle_tensor *x, const dle_attrs *a)
 }
 
 /* s = softmax(x): ds = s v - s sum(s v), for v the output gradient or the input tangent */
-static dle_status softmax_apply(dle_tensor **out, dle_tensor *s, dle_tensor *v, const dle_attrs *a) {
+static dle_status softmax_apply(dle_tensor **out, dle_tensor *s, dle_tensor *v,
+                                const dle_attrs *a) {
   dle_tensor *sv = NULL, *sum = NULL, *ss = NULL;
   dle_status st = dle_binary(DLE_OP_MUL, &sv, s, v);
   if (st == DLE_OK) st = sum_along(&sum, sv, a);
@@ -425,7 +435,8 @@ static dle_status vjp_log_softmax(dle_node *n, dle_tensor *const *gout, dle_tens
 
 /* d log_softmax (forward): t - sum(exp(out) t) */
 static dle_status jvp_log_softmax(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                  dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+                                  dle_tensor *const *tin, dle_tensor *const *outs,
+                                  dle_tensor **tout) {
   (void)op, (void)ins, (void)nin;
   if (!tin[0]) return DLE_OK;
   dle_tensor *p = NULL, *pt = NULL, *sum = NULL;

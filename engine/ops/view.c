@@ -15,7 +15,8 @@ static bool view_strides(int nd, const int64_t *sizes, const int64_t *strides, i
   int64_t chunk_stride = strides[nd - 1], tensor_numel = 1, view_numel = 1;
   for (int d = nd - 1; d >= 0; d--) {
     tensor_numel *= sizes[d];
-    bool chunk_ends = d == 0 || (sizes[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_stride);
+    bool chunk_ends =
+        d == 0 || (sizes[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_stride);
     if (!chunk_ends) continue;
     while (view_d >= 0 && (view_numel < tensor_numel || new_sizes[view_d] == 1)) {
       new_strides[view_d] = view_numel * chunk_stride;
@@ -32,7 +33,8 @@ static bool view_strides(int nd, const int64_t *sizes, const int64_t *strides, i
 }
 
 /* Resolves one -1 in sizes and checks the element count. */
-static dle_status infer_sizes(const char *fn, const dle_tensor *t, int n, const int64_t *in, int64_t *out) {
+static dle_status infer_sizes(const char *fn, const dle_tensor *t, int n, const int64_t *in,
+                              int64_t *out) {
   int infer = -1;
   /* The product of the non-zero sizes must fit (as for new tensors): the view's element count and
    * strides are products of its sizes, even when a 0 makes it empty. */
@@ -42,7 +44,9 @@ static dle_status infer_sizes(const char *fn, const dle_tensor *t, int n, const 
   for (int d = 0; d < n; d++) {
     out[d] = in[d];
     if (in[d] == -1) {
-      if (infer >= 0) return dle_error("%s: only one size can be -1, got %s", fn, dle_shape_str(buf, sizeof buf, n, in));
+      if (infer >= 0)
+        return dle_error("%s: only one size can be -1, got %s", fn,
+                         dle_shape_str(buf, sizeof buf, n, in));
       infer = d;
     } else if (in[d] < 0) {
       return dle_error("%s: negative size in %s", fn, dle_shape_str(buf, sizeof buf, n, in));
@@ -53,7 +57,8 @@ static dle_status infer_sizes(const char *fn, const dle_tensor *t, int n, const 
     }
   }
   if (overflow)
-    return dle_error("%s: shape %s has too many elements", fn, dle_shape_str(buf, sizeof buf, n, in));
+    return dle_error("%s: shape %s has too many elements", fn,
+                     dle_shape_str(buf, sizeof buf, n, in));
   int64_t known = zero ? 0 : nonzero;
   int64_t numel = dle_tensor_numel(t);
   if (infer >= 0) {
@@ -75,7 +80,8 @@ dle_status dle_forward_view(dle_op op, dle_tensor **outs, dle_tensor *const *ins
                             const dle_attrs *a) {
   (void)nin;
   dle_tensor *t = ins[0];
-  if (outs[0]) return dle_error("%s: views cannot write into a given output", dle_op_get_info(op)->name);
+  if (outs[0])
+    return dle_error("%s: views cannot write into a given output", dle_op_get_info(op)->name);
   int nd = t->ndim, n = 0, dim;
   int64_t sizes[DLE_MAX_DIMS], strides[DLE_MAX_DIMS], offset = t->offset;
   switch (op) {
@@ -85,10 +91,11 @@ dle_status dle_forward_view(dle_op op, dle_tensor **outs, dle_tensor *const *ins
       DLE_TRY(infer_sizes("view", t, n, a->ints, sizes));
       if (!view_strides(nd, t->sizes, t->strides, n, sizes, strides)) {
         char buf[128];
-        return dle_error("view: a tensor of shape %s with strides %s cannot be viewed as %s "
-                         "without a copy; use reshape", SHAPE(t),
-                         dle_shape_str((dle_shape_buf){{0}}.s, 128, nd, t->strides),
-                         dle_shape_str(buf, sizeof buf, n, sizes));
+        return dle_error(
+            "view: a tensor of shape %s with strides %s cannot be viewed as %s "
+            "without a copy; use reshape",
+            SHAPE(t), dle_shape_str((dle_shape_buf){{0}}.s, 128, nd, t->strides),
+            dle_shape_str(buf, sizeof buf, n, sizes));
       }
       break;
     case DLE_OP_PERMUTE: {
@@ -100,7 +107,8 @@ dle_status dle_forward_view(dle_op op, dle_tensor **outs, dle_tensor *const *ins
         if (dle_wrap_dim("permute", (int)a->ints[d], nd, 0, &dim) != DLE_OK)
           return dle_error("permute: dim %lld out of range for a tensor of shape %s",
                            (long long)(a->ints[d] < 0 ? a->ints[d] : a->ints[d] + 1), SHAPE(t));
-        if (seen[dim]) return dle_error("permute: dim %d repeated for a tensor of shape %s", dim + 1, SHAPE(t));
+        if (seen[dim])
+          return dle_error("permute: dim %d repeated for a tensor of shape %s", dim + 1, SHAPE(t));
         seen[dim] = true;
         sizes[d] = t->sizes[dim];
         strides[d] = t->strides[dim];
@@ -112,9 +120,10 @@ dle_status dle_forward_view(dle_op op, dle_tensor **outs, dle_tensor *const *ins
       int64_t start = a->ints[1], len = a->ints[2], size = t->sizes[dim];
       if (start < 0) start += size;
       if (start < 0 || start > size || len < 0 || len > size - start)
-        return dle_error("narrow: start %lld and length %lld out of range for dim %d of size %lld (shape %s)",
-                         (long long)user_index(a, a->ints[1]), (long long)a->ints[2], dim + 1,
-                         (long long)size, SHAPE(t));
+        return dle_error(
+            "narrow: start %lld and length %lld out of range for dim %d of size %lld (shape %s)",
+            (long long)user_index(a, a->ints[1]), (long long)a->ints[2], dim + 1, (long long)size,
+            SHAPE(t));
       n = nd;
       memcpy(sizes, t->sizes, sizeof sizes);
       memcpy(strides, t->strides, sizeof strides);
@@ -137,12 +146,14 @@ dle_status dle_forward_view(dle_op op, dle_tensor **outs, dle_tensor *const *ins
     case DLE_OP_EXPAND: {
       n = a->nints;
       if (n < nd || n > DLE_MAX_DIMS)
-        return dle_error("expand: %d sizes given for a tensor of shape %s (need at least %d)", n, SHAPE(t), nd);
+        return dle_error("expand: %d sizes given for a tensor of shape %s (need at least %d)", n,
+                         SHAPE(t), nd);
       for (int d = n - 1; d >= 0; d--) {
         int src = d - (n - nd);
         int64_t want = a->ints[d];
         if (src < 0) {
-          if (want < 0) return dle_error("expand: size -1 not allowed for new leading dim %d", d + 1);
+          if (want < 0)
+            return dle_error("expand: size -1 not allowed for new leading dim %d", d + 1);
           sizes[d] = want, strides[d] = 0;
         } else if (want == -1 || want == t->sizes[src]) {
           sizes[d] = t->sizes[src], strides[d] = t->strides[src];
@@ -151,13 +162,13 @@ dle_status dle_forward_view(dle_op op, dle_tensor **outs, dle_tensor *const *ins
         } else {
           char buf[128];
           return dle_error("expand: cannot expand shape %s to %s (dim %d has size %lld)", SHAPE(t),
-                           dle_shape_str(buf, sizeof buf, n, a->ints), d + 1, (long long)t->sizes[src]);
+                           dle_shape_str(buf, sizeof buf, n, a->ints), d + 1,
+                           (long long)t->sizes[src]);
         }
       }
       break;
     }
-    default:
-      return dle_error("%s: not a view op", dle_op_get_info(op)->name);
+    default: return dle_error("%s: not a view op", dle_op_get_info(op)->name);
   }
   DLE_TRY(dle_tensor_as_strided(&outs[0], t, n, sizes, strides, offset));
   outs[0]->is_view = true;
@@ -245,7 +256,8 @@ dle_status dle_squeeze(dle_tensor **out, dle_tensor *t, int dim) {
 
 dle_status dle_unsqueeze(dle_tensor **out, dle_tensor *t, int dim) {
   int d0;
-  if (t->ndim >= DLE_MAX_DIMS) return dle_error("unsqueeze: a tensor of shape %s already has %d dims", SHAPE(t), DLE_MAX_DIMS);
+  if (t->ndim >= DLE_MAX_DIMS)
+    return dle_error("unsqueeze: a tensor of shape %s already has %d dims", SHAPE(t), DLE_MAX_DIMS);
   DLE_TRY(dle_wrap_dim("unsqueeze", dim, t->ndim, 1, &d0));
   int64_t sizes[DLE_MAX_DIMS];
   for (int d = 0, n = 0; d <= t->ndim; d++) sizes[d] = d == d0 ? 1 : t->sizes[n++];
@@ -261,8 +273,10 @@ dle_status dle_flatten(dle_tensor **out, dle_tensor *t, int d1, int d2) {
   int64_t sizes[DLE_MAX_DIMS];
   int n = 0;
   for (int d = 0; d < t->ndim; d++) {
-    if (d <= a1 || d > a2) sizes[n++] = t->sizes[d];
-    else sizes[n - 1] *= t->sizes[d];
+    if (d <= a1 || d > a2)
+      sizes[n++] = t->sizes[d];
+    else
+      sizes[n - 1] *= t->sizes[d];
   }
   return dle_reshape(out, t, n, sizes);
 }

@@ -102,7 +102,8 @@ static dle_status vjp_select(dle_node *n, dle_tensor *const *gout, dle_tensor **
 
 /* permute, narrow, select, expand: forward, the tangent takes the same view (same attrs) */
 static dle_status jvp_same_view(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+                                dle_tensor *const *tin, dle_tensor *const *outs,
+                                dle_tensor **tout) {
   (void)ins, (void)nin, (void)outs;
   return dle_op_call(op, &tout[0], &tin[0], 1, a);
 }

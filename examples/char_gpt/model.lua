@@ -23,7 +23,9 @@ function GPT:init(opts)
     if name:match("bias$") then nn.init.zeros_(p)
     elseif p:dim() == 2 then
       local std = 0.02
-      if name:match("attn%.proj%.weight$") or name:match("fc2%.weight$") then std = 0.02 / math.sqrt(2 * opts.layers) end
+      if name:match("attn%.proj%.weight$") or name:match("fc2%.weight$") then
+        std = 0.02 / math.sqrt(2 * opts.layers)
+      end
       nn.init.normal_(p, 0, std)
     end
   end

@@ -137,7 +137,8 @@ for step = 1, cfg.steps do
     untimed = untimed + (dle.time() - t_peak)
     last_avg = interval_loss / interval_n
     curve[#curve + 1] = string.format("%d:%.3f", step, last_avg)
-    print(string.format("step %4d  loss %.4f  lr %.2e  %7.0f tok/s  %7.1f ms/step  %.3g FLOP/step  %.1f GFLOP/s  MFU %.1f%%",
+    print(string.format("step %4d  loss %.4f  lr %.2e  %7.0f tok/s  %7.1f ms/step  %.3g FLOP/step  %.1f GFLOP/s  " ..
+        "MFU %.1f%%",
       step, last_avg, opt.lr, B * T / per_step, per_step * 1000, flops_per_step, flops_per_step / per_step / 1e9,
       100 * flops_per_step / per_step / peak))
     io.stdout:flush()

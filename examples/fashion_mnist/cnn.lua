@@ -33,7 +33,8 @@
 --   batch 16, lr 1e-3, label smoothing 0.1, no dropout                 0.9209 (two)
 --   batch 64, lr 2e-3, label smoothing 0.1, dropout 0.25 (+ flips)     0.9175 (0.9137) (one)
 -- Prints loss, test accuracy and throughput per epoch.
---   scripts/dle examples/fashion_mnist/cnn.lua [epochs] [batch_size] [peak_lr] [label_smoothing] [flip|noflip] [dropout] [width] [ema] [weight_decay]
+--   scripts/dle examples/fashion_mnist/cnn.lua [epochs] [batch_size] [peak_lr] [label_smoothing]
+--       [flip|noflip] [dropout] [width] [ema] [weight_decay]
 local dle = require "dle"
 
 local epochs = tonumber(arg and arg[1]) or 3
@@ -57,4 +58,5 @@ model:summary({batch_size, 1, 28, 28})
 
 local opt = dle.optim.AdamW(model:parameters(), {lr = lr, weight_decay = weight_decay})
 common.fit(model, opt, {train_x, train_y, test_x, test_y}, {epochs = epochs, batch_size = batch_size,
-                                                                     label_smoothing = label_smoothing, flip = flip, ema = ema})
+                                                                     label_smoothing = label_smoothing, flip = flip,
+                                                                         ema = ema})

@@ -53,8 +53,8 @@ end
 
 --- Trains `model` with `opt` for opts.epochs epochs of opts.batch_size (shuffled with a seeded
 -- generator), the learning rate following a cosine schedule with opts.warmup warmup steps
--- (default 100, at most a tenth of the run), cross-entropy with opts.label_smoothing (default 0); with opts.flip, random left-right
--- flips of the training images and test accuracy averaged over each image and its mirror image.
+-- (default 100, at most a tenth of the run), cross-entropy with opts.label_smoothing (default 0); with opts.flip,
+-- random left-right flips of the training images and test accuracy averaged over each image and its mirror image.
 -- Prints loss, test accuracy, samples/s and seconds per epoch. Returns the last test accuracy.
 function common.fit(model, opt, data, opts)
   local train_x, train_y, test_x, test_y = table.unpack(data)

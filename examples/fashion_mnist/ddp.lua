@@ -10,7 +10,7 @@ local dle = require "dle"
 local dist = dle.dist
 
 -- <close>: an error on one rank then aborts every rank instead of leaving them waiting for it
-local pg <close> = dist.init()
+local pg <close> = dist.init() -- luacheck: ignore 211 (used by its <close>)
 local rank, world = dist.rank(), dist.world_size()
 -- the ranks share the machine's cores
 dle.set_num_threads(math.max(1, dle.get_num_threads() // world))

@@ -19,8 +19,11 @@ static dle_status cpu_memcpy(void *dst, const void *src, size_t nbytes, int devi
   return DLE_OK;
 }
 
-static dle_backend cpu = {.name = "cpu", .alloc = cpu_alloc, .free = cpu_free,
-                          .to_host = cpu_memcpy, .from_host = cpu_memcpy};
+static dle_backend cpu = {.name = "cpu",
+                          .alloc = cpu_alloc,
+                          .free = cpu_free,
+                          .to_host = cpu_memcpy,
+                          .from_host = cpu_memcpy};
 
 const dle_backend *dle_cpu_backend(void) {
   static bool ready;

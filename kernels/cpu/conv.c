@@ -34,19 +34,19 @@
 #include "cpu_vecmath.h"
 
 /* Samples per chunk: the column buffer of a chunk stays under CONV_COL_BYTES (at least one
- * sample), so im2col writes it into the L2 cache the gemm then reads it from (Fashion-MNIST's
- * conv2, CPU time of forward + both gradients: 256 KiB chunks ~60 ms, 2 MiB ~68 ms, 8 MiB ~65 ms,
- * measured when it still went through im2col).
+ * sample), so im2col writes it into the L2 cache the gemm then reads it from (of 256 KiB,
+ * 2 MiB and 8 MiB chunks, 256 KiB was the fastest for Fashion-MNIST's conv2, forward + both
+ * gradients, measured when it still went through im2col).
  * A sample whose columns alone exceed that is cut into parts of whole output rows (part_rows):
  * im2col of one part, its gemms, then the next, so the buffer stays bounded on large images
- * (not for speed: conv2 with 128 KiB parts, two per sample, took 17 ms of CPU time per forward
- * instead of 15). Each thread has its own buffers: the budget is per thread, and a chunk holds at
- * most a 1/threads share of the batch so that a small batch is still split between the threads. */
+ * (not for speed: conv2 cut into two 128 KiB parts per sample was slower than uncut). Each
+ * thread has its own buffers: the budget is per thread, and a chunk holds at most a 1/threads
+ * share of the batch so that a small batch is still split between the threads. */
 #define CONV_COL_BYTES ((int64_t)256 << 10)
 static int64_t chunk_of(const conv_geom *q, size_t es, int threads) {
   int64_t per = q->c * q->kh * q->kw * q->l * (int64_t)es;
   int64_t b = per > 0 ? CONV_COL_BYTES / per : q->n;
-  int64_t share = (q->n + threads - 1) / threads;  /* every thread gets a chunk when it can */
+  int64_t share = (q->n + threads - 1) / threads; /* every thread gets a chunk when it can */
   if (b > share) b = share;
   if (b < 1) b = 1;
   if (b > q->n) b = q->n;
@@ -91,7 +91,7 @@ static dle_status job_init(conv_job *j, const char *fn, conv_geom q, size_t es, 
 /* Whether grad_weight's products go to the dot-product kernel (cpu_vec_gemm.c) instead of gemm:
  * float32 with few weights per output channel (K = C/G kh kw), as in a first layer's 1 x 3 x 3,
  * where gemm's narrow N = K and the gather of gy into {O, B L} cost most of the time (conv 1->32
- * at 1 thread: 2.7 ms for 13 MB). */
+ * at 1 thread, a 13 MB problem, ran well below memory speed). */
 #define CONV_DOTS_MAX_K 16
 static bool gw_by_dots(const conv_geom *q, bool f32) {
   return f32 && cpu_vec && q->k <= CONV_DOTS_MAX_K;
@@ -99,7 +99,6 @@ static bool gw_by_dots(const conv_geom *q, bool f32) {
 
 /* T and CT are the same type (float32, float64; not the 16-bit floats computing in float) */
 #define SAME_TYPE(T, CT) (sizeof(T) == sizeof(CT))
-
 
 /* The outputs o in [0, n) whose input position o*s + off lies in [0, in): [*lo, *hi). Hoisting
  * this out of the loops leaves im2col/col2im with branch-free runs (contiguous when s == 1). */
@@ -126,8 +125,8 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
 }
 
 /* The zero runs im2col writes are mostly a few elements long (a padding row or column per tap):
- * inline stores, not calls to memset (which GCC would substitute for the loops; 5% of conv2's
- * forward time went to those calls). */
+ * inline stores, not calls to memset (which GCC would substitute for the loops; those calls took
+ * a visible share of conv2's forward time). */
 #if defined(__GNUC__) && !defined(__clang__)
 #define NO_MEMSET __attribute__((optimize("no-tree-loop-distribute-patterns")))
 #else
@@ -137,242 +136,246 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
 /* ---- conv kernels, one body per dtype ----
  * A part is output rows [r0, r1) (lp = (r1 - r0) * Wo columns per sample) of nb samples; its
  * column block has ld = nb * lp columns, sample b's at b * lp. */
-#define CONV_KERNELS(ID, T, CT)                                                                   \
+#define CONV_KERNELS(ID, T, CT)                                                                     \
   /* col[(c*kh*kw + i*kw + j) * ld + b*lp + (oh - r0)*Wo + ow]                                    \
-   *   = x[b0 + b, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw] (0 in the padding) */                  \
-  NO_MEMSET static void im2col_##ID(const T *x, int64_t b0, int64_t nb, int64_t r0, int64_t r1,  \
-                          const conv_geom *q, CT *col) {                                          \
-    const int64_t wo = q->wo, sw = q->sw, lp = (r1 - r0) * wo, ld = nb * lp;                      \
+   *   = x[b0 + b, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw] (0 in the padding) */ \
+  NO_MEMSET static void im2col_##ID(const T *x, int64_t b0, int64_t nb, int64_t r0, int64_t r1,     \
+                                    const conv_geom *q, CT *col) {                                  \
+    const int64_t wo = q->wo, sw = q->sw, lp = (r1 - r0) * wo, ld = nb * lp;                        \
     /* stride 1 with the output as wide as the input ("same" padding): a tap's valid rows are     \
-     * one contiguous run of the plane, shifted */                                                \
-    const bool same_width = q->sh == 1 && sw == 1 && wo == q->w;                                  \
-    for (int64_t i = 0; i < q->kh; i++)                                                           \
-      for (int64_t j = 0; j < q->kw; j++) {                                                       \
-        const conv_tap t = tap_of(q, i, j);                                                       \
-        const int64_t offh = t.offh, offw = t.offw, ow0 = t.ow0, ow1 = t.ow1;                     \
-        const int64_t oh0 = t.oh0 > r0 ? (t.oh0 < r1 ? t.oh0 : r1) : r0;                          \
-        const int64_t oh1 = t.oh1 < r1 ? (t.oh1 > oh0 ? t.oh1 : oh0) : r1;                        \
-        for (int64_t bc = 0; bc < nb * q->c; bc++) {                                              \
-          const int64_t b = bc / q->c, c = bc % q->c;                                             \
-          const T *plane = x + ((b0 + b) * q->c + c) * q->h * q->w;                               \
-          CT *restrict row = col + ((c * q->kh + i) * q->kw + j) * ld + b * lp;                   \
-          for (int64_t l = 0; l < (oh0 - r0) * wo; l++) row[l] = 0;                               \
-          for (int64_t l = (oh1 - r0) * wo; l < lp; l++) row[l] = 0;                              \
-          if (same_width) { /* one run over the valid rows, then the columns that wrapped */      \
-            CT *restrict r = row + (oh0 - r0) * wo;                                               \
-            const T *restrict src = plane + (oh0 + offh) * q->w + offw;                           \
-            int64_t n = (oh1 - oh0) * wo, lo = offw < 0 ? -offw : 0, hi = n - (offw > 0 ? offw : 0); \
-            for (int64_t k = lo; k < hi; k++) r[k] = LD_##ID(src[k]);                             \
-            for (int64_t oh = 0; oh < oh1 - oh0; oh++) {                                          \
-              for (int64_t ow = 0; ow < ow0; ow++) r[oh * wo + ow] = 0;                           \
-              for (int64_t ow = ow1; ow < wo; ow++) r[oh * wo + ow] = 0;                          \
-            }                                                                                     \
-            continue;                                                                             \
-          }                                                                                       \
-          for (int64_t oh = oh0; oh < oh1; oh++) {                                                \
-            CT *restrict r = row + (oh - r0) * wo;                                                \
-            const T *restrict src = plane + (oh * q->sh + offh) * q->w + offw;                    \
-            for (int64_t ow = 0; ow < ow0; ow++) r[ow] = 0;                                       \
-            if (sw == 1)                                                                          \
-              for (int64_t ow = ow0; ow < ow1; ow++) r[ow] = LD_##ID(src[ow]);                    \
-            else                                                                                  \
-              for (int64_t ow = ow0; ow < ow1; ow++) r[ow] = LD_##ID(src[ow * sw]);               \
-            for (int64_t ow = ow1; ow < wo; ow++) r[ow] = 0;                                      \
-          }                                                                                       \
-        }                                                                                         \
-      }                                                                                           \
-  }                                                                                               \
+     * one contiguous run of the plane, shifted */ \
+    const bool same_width = q->sh == 1 && sw == 1 && wo == q->w;                                    \
+    for (int64_t i = 0; i < q->kh; i++)                                                             \
+      for (int64_t j = 0; j < q->kw; j++) {                                                         \
+        const conv_tap t = tap_of(q, i, j);                                                         \
+        const int64_t offh = t.offh, offw = t.offw, ow0 = t.ow0, ow1 = t.ow1;                       \
+        const int64_t oh0 = t.oh0 > r0 ? (t.oh0 < r1 ? t.oh0 : r1) : r0;                            \
+        const int64_t oh1 = t.oh1 < r1 ? (t.oh1 > oh0 ? t.oh1 : oh0) : r1;                          \
+        for (int64_t bc = 0; bc < nb * q->c; bc++) {                                                \
+          const int64_t b = bc / q->c, c = bc % q->c;                                               \
+          const T *plane = x + ((b0 + b) * q->c + c) * q->h * q->w;                                 \
+          CT *restrict row = col + ((c * q->kh + i) * q->kw + j) * ld + b * lp;                     \
+          for (int64_t l = 0; l < (oh0 - r0) * wo; l++) row[l] = 0;                                 \
+          for (int64_t l = (oh1 - r0) * wo; l < lp; l++) row[l] = 0;                                \
+          if (same_width) { /* one run over the valid rows, then the columns that wrapped */        \
+            CT *restrict r = row + (oh0 - r0) * wo;                                                 \
+            const T *restrict src = plane + (oh0 + offh) * q->w + offw;                             \
+            int64_t n = (oh1 - oh0) * wo, lo = offw < 0 ? -offw : 0,                                \
+                    hi = n - (offw > 0 ? offw : 0);                                                 \
+            for (int64_t k = lo; k < hi; k++) r[k] = LD_##ID(src[k]);                               \
+            for (int64_t oh = 0; oh < oh1 - oh0; oh++) {                                            \
+              for (int64_t ow = 0; ow < ow0; ow++) r[oh * wo + ow] = 0;                             \
+              for (int64_t ow = ow1; ow < wo; ow++) r[oh * wo + ow] = 0;                            \
+            }                                                                                       \
+            continue;                                                                               \
+          }                                                                                         \
+          for (int64_t oh = oh0; oh < oh1; oh++) {                                                  \
+            CT *restrict r = row + (oh - r0) * wo;                                                  \
+            const T *restrict src = plane + (oh * q->sh + offh) * q->w + offw;                      \
+            for (int64_t ow = 0; ow < ow0; ow++) r[ow] = 0;                                         \
+            if (sw == 1)                                                                            \
+              for (int64_t ow = ow0; ow < ow1; ow++) r[ow] = LD_##ID(src[ow]);                      \
+            else                                                                                    \
+              for (int64_t ow = ow0; ow < ow1; ow++) r[ow] = LD_##ID(src[ow * sw]);                 \
+            for (int64_t ow = ow1; ow < wo; ow++) r[ow] = 0;                                        \
+          }                                                                                         \
+        }                                                                                           \
+      }                                                                                             \
+  }                                                                                                 \
   /* The adjoint of im2col: acc {nb, C, H, W} (CT) += the columns of the part. With "same"      \
    * width (as in im2col) a tap's rows are added as one shifted run after zeroing, in col, the    \
-   * columns that read padding (they would wrap onto the neighbouring row). */                    \
-  NO_MEMSET static void col2im_##ID(CT *col, int64_t nb, int64_t r0, int64_t r1,                  \
-                                    const conv_geom *q, CT *acc) {                                \
-    const int64_t wo = q->wo, sw = q->sw, lp = (r1 - r0) * wo, ld = nb * lp;                      \
-    const bool same_width = q->sh == 1 && sw == 1 && wo == q->w;                                  \
-    for (int64_t i = 0; i < q->kh; i++)                                                           \
-      for (int64_t j = 0; j < q->kw; j++) {                                                       \
-        const conv_tap t = tap_of(q, i, j);                                                       \
-        const int64_t oh0 = t.oh0 > r0 ? t.oh0 : r0, oh1 = t.oh1 < r1 ? t.oh1 : r1;              \
-        const int64_t ow0 = t.ow0, ow1 = t.ow1, offw = t.offw;                                    \
-        for (int64_t bc = 0; bc < nb * q->c && oh0 < oh1; bc++) {                                 \
-          const int64_t b = bc / q->c, c = bc % q->c;                                             \
-          CT *restrict row = col + ((c * q->kh + i) * q->kw + j) * ld + b * lp;                   \
-          CT *restrict plane = acc + bc * q->h * q->w;                                            \
-          if (same_width) {                                                                       \
-            CT *restrict r = row + (oh0 - r0) * wo;                                               \
-            CT *restrict dst = plane + (oh0 + t.offh) * q->w + offw;                              \
-            int64_t n = (oh1 - oh0) * wo, lo = offw < 0 ? -offw : 0, hi = n - (offw > 0 ? offw : 0); \
-            for (int64_t oh = 0; oh < oh1 - oh0; oh++) {                                          \
-              for (int64_t ow = 0; ow < ow0; ow++) r[oh * wo + ow] = 0;                           \
-              for (int64_t ow = ow1; ow < wo; ow++) r[oh * wo + ow] = 0;                          \
-            }                                                                                     \
-            for (int64_t k = lo; k < hi; k++) dst[k] += r[k];                                     \
-            continue;                                                                             \
-          }                                                                                       \
-          for (int64_t oh = oh0; oh < oh1; oh++) {                                                \
-            CT *restrict dst = plane + (oh * q->sh + t.offh) * q->w + offw;                       \
-            const CT *restrict r = row + (oh - r0) * wo;                                          \
-            if (sw == 1)                                                                          \
-              for (int64_t ow = ow0; ow < ow1; ow++) dst[ow] += r[ow];                            \
-            else                                                                                  \
-              for (int64_t ow = ow0; ow < ow1; ow++) dst[ow * sw] += r[ow];                       \
-          }                                                                                       \
-        }                                                                                         \
-      }                                                                                           \
-  }                                                                                               \
+   * columns that read padding (they would wrap onto the neighbouring row). */   \
+  NO_MEMSET static void col2im_##ID(CT *col, int64_t nb, int64_t r0, int64_t r1,                    \
+                                    const conv_geom *q, CT *acc) {                                  \
+    const int64_t wo = q->wo, sw = q->sw, lp = (r1 - r0) * wo, ld = nb * lp;                        \
+    const bool same_width = q->sh == 1 && sw == 1 && wo == q->w;                                    \
+    for (int64_t i = 0; i < q->kh; i++)                                                             \
+      for (int64_t j = 0; j < q->kw; j++) {                                                         \
+        const conv_tap t = tap_of(q, i, j);                                                         \
+        const int64_t oh0 = t.oh0 > r0 ? t.oh0 : r0, oh1 = t.oh1 < r1 ? t.oh1 : r1;                 \
+        const int64_t ow0 = t.ow0, ow1 = t.ow1, offw = t.offw;                                      \
+        for (int64_t bc = 0; bc < nb * q->c && oh0 < oh1; bc++) {                                   \
+          const int64_t b = bc / q->c, c = bc % q->c;                                               \
+          CT *restrict row = col + ((c * q->kh + i) * q->kw + j) * ld + b * lp;                     \
+          CT *restrict plane = acc + bc * q->h * q->w;                                              \
+          if (same_width) {                                                                         \
+            CT *restrict r = row + (oh0 - r0) * wo;                                                 \
+            CT *restrict dst = plane + (oh0 + t.offh) * q->w + offw;                                \
+            int64_t n = (oh1 - oh0) * wo, lo = offw < 0 ? -offw : 0,                                \
+                    hi = n - (offw > 0 ? offw : 0);                                                 \
+            for (int64_t oh = 0; oh < oh1 - oh0; oh++) {                                            \
+              for (int64_t ow = 0; ow < ow0; ow++) r[oh * wo + ow] = 0;                             \
+              for (int64_t ow = ow1; ow < wo; ow++) r[oh * wo + ow] = 0;                            \
+            }                                                                                       \
+            for (int64_t k = lo; k < hi; k++) dst[k] += r[k];                                       \
+            continue;                                                                               \
+          }                                                                                         \
+          for (int64_t oh = oh0; oh < oh1; oh++) {                                                  \
+            CT *restrict dst = plane + (oh * q->sh + t.offh) * q->w + offw;                         \
+            const CT *restrict r = row + (oh - r0) * wo;                                            \
+            if (sw == 1)                                                                            \
+              for (int64_t ow = ow0; ow < ow1; ow++) dst[ow] += r[ow];                              \
+            else                                                                                    \
+              for (int64_t ow = ow0; ow < ow1; ow++) dst[ow * sw] += r[ow];                         \
+          }                                                                                         \
+        }                                                                                           \
+      }                                                                                             \
+  }                                                                                                 \
   /* gy's part of samples [b0, b0 + nb) as {O, nb*lp} in CT, its leading dim in *ld: gy itself    \
-   * for one sample in the compute type, else gathered into dst */                                \
-  static const CT *gy_part_##ID(const T *gy, int64_t b0, int64_t nb, int64_t r0, int64_t r1,     \
-                                const conv_geom *q, CT *dst, int64_t *ld) {                       \
-    const int64_t lp = (r1 - r0) * q->wo;                                                         \
-    if (nb == 1 && SAME_TYPE(T, CT)) {                                                            \
-      *ld = q->l;                                                                                 \
-      return (const CT *)(const void *)(gy + b0 * q->o * q->l + r0 * q->wo);                      \
-    }                                                                                             \
-    *ld = nb * lp;                                                                                \
-    for (int64_t b = 0; b < nb; b++)                                                              \
-      for (int64_t o = 0; o < q->o; o++) {                                                        \
-        const T *s = gy + ((b0 + b) * q->o + o) * q->l + r0 * q->wo;                              \
-        CT *d = dst + o * nb * lp + b * lp;                                                       \
-        for (int64_t l = 0; l < lp; l++) d[l] = LD_##ID(s[l]);                                    \
-      }                                                                                           \
-    return dst;                                                                                   \
-  }                                                                                               \
-  /* the weight {O, K} in the compute type: the tensor's own data, or converted into j->wbuf */   \
-  static const CT *weight_##ID(const dle_tensor *wt, conv_job *j) {                               \
-    const T *w = dle_tensor_data(wt);                                                             \
-    if (SAME_TYPE(T, CT)) return (const CT *)(const void *)w;                                     \
-    CT *d = j->wbuf;                                                                              \
-    for (int64_t i = 0; i < j->nw; i++) d[i] = LD_##ID(w[i]);                                     \
-    return d;                                                                                     \
-  }                                                                                               \
-  /* y of samples [b0, b0 + nb) */                                                                \
-  static void fwd_chunk_##ID(const conv_job *j, int64_t b0, int64_t nb, int t, int64_t s) {        \
-    const conv_geom *q = &j->q;                                                                   \
-    const T *bias = j->bias;                                                                      \
-    const CT *w = j->w;                                                                           \
-    T *y = j->dst;                                                                                \
-    CT *col = (CT *)j->col + t * j->ncol;                                                         \
-    /* one sample in the compute type: the gemms accumulate onto the bias in y's {O, L} block */  \
-    const bool direct = nb == 1 && SAME_TYPE(T, CT);                                              \
-    CT *out = direct ? (CT *)(void *)(y + b0 * q->o * q->l) : (CT *)j->tmp + t * j->ntmp;        \
-    const int64_t ldo = nb * q->l;                                                                \
-    if (direct && bias)                                                                           \
-      for (int64_t o = 0; o < q->o; o++)                                                          \
-        for (int64_t l = 0; l < q->l; l++) out[o * q->l + l] = (CT)LD_##ID(bias[o]);             \
-    for (int64_t r0 = 0; r0 < q->ho; r0 += j->rows) { /* parts only when nb == 1 */              \
-      const int64_t r1 = r0 + j->rows < q->ho ? r0 + j->rows : q->ho, ld = nb * (r1 - r0) * q->wo; \
-      im2col_##ID(j->src, b0, nb, r0, r1, q, col);                                                \
-      for (int64_t g = 0; g < q->g; g++)                                                          \
-        GEMM(CT)(false, false, q->og, ld, q->k, w + g * q->og * q->k, q->k, col + g * q->k * ld,  \
-                 ld, direct && bias ? (CT)1 : (CT)0, out + g * q->og * ldo + r0 * q->wo, ldo);    \
-    }                                                                                             \
-    if (direct) return;                                                                           \
-    for (int64_t b = 0; b < nb; b++)                                                              \
-      for (int64_t o = 0; o < q->o; o++) {                                                        \
-        CT add = bias ? (CT)LD_##ID(bias[o]) : (CT)0;                                             \
-        const CT *s = out + o * ldo + b * q->l;                                                   \
-        T *d = y + ((b0 + b) * q->o + o) * q->l;                                                  \
-        for (int64_t l = 0; l < q->l; l++) d[l] = ST_##ID(s[l] + add);                            \
-      }                                                                                           \
-  }                                                                                               \
+   * for one sample in the compute type, else gathered into dst */ \
+  static const CT *gy_part_##ID(const T *gy, int64_t b0, int64_t nb, int64_t r0, int64_t r1,        \
+                                const conv_geom *q, CT *dst, int64_t *ld) {                         \
+    const int64_t lp = (r1 - r0) * q->wo;                                                           \
+    if (nb == 1 && SAME_TYPE(T, CT)) {                                                              \
+      *ld = q->l;                                                                                   \
+      return (const CT *)(const void *)(gy + b0 * q->o * q->l + r0 * q->wo);                        \
+    }                                                                                               \
+    *ld = nb * lp;                                                                                  \
+    for (int64_t b = 0; b < nb; b++)                                                                \
+      for (int64_t o = 0; o < q->o; o++) {                                                          \
+        const T *s = gy + ((b0 + b) * q->o + o) * q->l + r0 * q->wo;                                \
+        CT *d = dst + o * nb * lp + b * lp;                                                         \
+        for (int64_t l = 0; l < lp; l++) d[l] = LD_##ID(s[l]);                                      \
+      }                                                                                             \
+    return dst;                                                                                     \
+  }                                                                                                 \
+  /* the weight {O, K} in the compute type: the tensor's own data, or converted into j->wbuf */     \
+  static const CT *weight_##ID(const dle_tensor *wt, conv_job *j) {                                 \
+    const T *w = dle_tensor_data(wt);                                                               \
+    if (SAME_TYPE(T, CT)) return (const CT *)(const void *)w;                                       \
+    CT *d = j->wbuf;                                                                                \
+    for (int64_t i = 0; i < j->nw; i++) d[i] = LD_##ID(w[i]);                                       \
+    return d;                                                                                       \
+  }                                                                                                 \
+  /* y of samples [b0, b0 + nb) */                                                                  \
+  static void fwd_chunk_##ID(const conv_job *j, int64_t b0, int64_t nb, int t, int64_t s) {         \
+    const conv_geom *q = &j->q;                                                                     \
+    const T *bias = j->bias;                                                                        \
+    const CT *w = j->w;                                                                             \
+    T *y = j->dst;                                                                                  \
+    CT *col = (CT *)j->col + t * j->ncol;                                                           \
+    /* one sample in the compute type: the gemms accumulate onto the bias in y's {O, L} block */    \
+    const bool direct = nb == 1 && SAME_TYPE(T, CT);                                                \
+    CT *out = direct ? (CT *)(void *)(y + b0 * q->o * q->l) : (CT *)j->tmp + t * j->ntmp;           \
+    const int64_t ldo = nb * q->l;                                                                  \
+    if (direct && bias)                                                                             \
+      for (int64_t o = 0; o < q->o; o++)                                                            \
+        for (int64_t l = 0; l < q->l; l++) out[o * q->l + l] = (CT)LD_##ID(bias[o]);                \
+    for (int64_t r0 = 0; r0 < q->ho; r0 += j->rows) { /* parts only when nb == 1 */                 \
+      const int64_t r1 = r0 + j->rows < q->ho ? r0 + j->rows : q->ho, ld = nb * (r1 - r0) * q->wo;  \
+      im2col_##ID(j->src, b0, nb, r0, r1, q, col);                                                  \
+      for (int64_t g = 0; g < q->g; g++) GEMM(CT)                                                   \
+      (false, false, q->og, ld, q->k, w + g * q->og * q->k, q->k, col + g * q->k * ld, ld,          \
+       direct && bias ? (CT)1 : (CT)0, out + g * q->og * ldo + r0 * q->wo, ldo);                    \
+    }                                                                                               \
+    if (direct) return;                                                                             \
+    for (int64_t b = 0; b < nb; b++)                                                                \
+      for (int64_t o = 0; o < q->o; o++) {                                                          \
+        CT add = bias ? (CT)LD_##ID(bias[o]) : (CT)0;                                               \
+        const CT *s = out + o * ldo + b * q->l;                                                     \
+        T *d = y + ((b0 + b) * q->o + o) * q->l;                                                    \
+        for (int64_t l = 0; l < q->l; l++) d[l] = ST_##ID(s[l] + add);                              \
+      }                                                                                             \
+  }                                                                                                 \
   /* gx of samples [b0, b0 + nb): accumulated in place in float32/float64, else in thread t's acc \
-   * and stored */                                                                                \
-  static void gin_chunk_##ID(const conv_job *j, int64_t b0, int64_t nb, int t, int64_t s) {        \
-    const conv_geom *q = &j->q;                                                                   \
-    const CT *w = j->w;                                                                           \
-    CT *col = (CT *)j->col + t * j->ncol, *tmp = (CT *)j->tmp + t * j->ntmp;                      \
-    T *gx = (T *)j->dst + b0 * q->c * q->h * q->w;                                                \
-    const int64_t n = nb * q->c * q->h * q->w;                                                    \
-    CT *acc = SAME_TYPE(T, CT) ? (CT *)(void *)gx : (CT *)j->acc + t * j->nacc;                   \
-    for (int64_t i = 0; i < n; i++) acc[i] = 0;                                                   \
-    for (int64_t r0 = 0; r0 < q->ho; r0 += j->rows) {                                             \
-      const int64_t r1 = r0 + j->rows < q->ho ? r0 + j->rows : q->ho, ld = nb * (r1 - r0) * q->wo; \
-      int64_t ldg;                                                                                \
-      const CT *gyb = gy_part_##ID(j->src, b0, nb, r0, r1, q, tmp, &ldg);                         \
-      for (int64_t g = 0; g < q->g; g++)                                                          \
-        GEMM(CT)(true, false, q->k, ld, q->og, w + g * q->og * q->k, q->k, gyb + g * q->og * ldg, \
-                 ldg, (CT)0, col + g * q->k * ld, ld);                                            \
-      col2im_##ID(col, nb, r0, r1, q, acc);                                                       \
-    }                                                                                             \
-    if (!SAME_TYPE(T, CT))                                                                        \
-      for (int64_t i = 0; i < n; i++) gx[i] = ST_##ID(acc[i]);                                    \
-  }                                                                                               \
-  /* span s's gw accumulator += the contribution of samples [b0, b0 + nb) */                      \
-  static void gw_chunk_##ID(const conv_job *j, int64_t b0, int64_t nb, int t, int64_t s) {         \
-    const conv_geom *q = &j->q;                                                                   \
-    CT *col = (CT *)j->col + t * j->ncol, *tmp = (CT *)j->tmp + t * j->ntmp;                      \
-    CT *acc = (CT *)j->acc + s * j->nacc;                                                         \
-    const bool dots = gw_by_dots(q, SAME_TYPE(T, CT) && sizeof(CT) == sizeof(float));             \
-    for (int64_t r0 = 0; r0 < q->ho; r0 += j->rows) {                                             \
-      const int64_t r1 = r0 + j->rows < q->ho ? r0 + j->rows : q->ho, ld = nb * (r1 - r0) * q->wo; \
-      int64_t ldg;                                                                                \
-      im2col_##ID(j->src, b0, nb, r0, r1, q, col);                                                \
-      if (dots) { /* each sample's gy rows read in place: no gather into {O, nb L} */             \
-        const int64_t lp = (r1 - r0) * q->wo;                                                     \
-        for (int64_t b = 0; b < nb; b++)                                                          \
-          for (int64_t g = 0; g < q->g; g++)                                                      \
-            cpu_vec->sgemm_nt_add(                                                                \
-                q->og, q->k, lp,                                                                  \
-                (const float *)j->gy + ((b0 + b) * q->o + g * q->og) * q->l + r0 * q->wo, q->l,   \
-                (const float *)(const void *)(col + g * q->k * ld + b * lp), ld,                  \
-                (float *)(void *)(acc + g * q->og * q->k), q->k);                                 \
-        continue;                                                                                 \
-      }                                                                                           \
-      const CT *gyb = gy_part_##ID(j->gy, b0, nb, r0, r1, q, tmp, &ldg);                          \
-      for (int64_t g = 0; g < q->g; g++)                                                          \
-        GEMM(CT)(false, true, q->og, q->k, ld, gyb + g * q->og * ldg, ldg, col + g * q->k * ld,   \
-                 ld, (CT)1, acc + g * q->og * q->k, q->k);                                        \
-    }                                                                                             \
-  }                                                                                               \
-  static dle_status conv_fwd_##ID(dle_tensor *y, dle_tensor *const *ins, int nin,                 \
-                                  const dle_attrs *a) {                                           \
-    conv_job j;                                                                                   \
-    conv_geom q = conv_make_geom(ins[0]->sizes, ins[1]->sizes, y->sizes, a);                           \
-    dle_status st = job_init(&j, "conv2d", q, sizeof(CT), SAME_TYPE(T, CT) ? 0 : q.o * q.k, 0, false); \
-    if (st == DLE_OK) {                                                                           \
-      j.src = dle_tensor_data(ins[0]), j.dst = dle_tensor_data(y);                                \
-      j.bias = nin > 2 ? dle_tensor_data(ins[2]) : NULL;                                          \
-      j.w = weight_##ID(ins[1], &j);                                                              \
-      conv_for_chunks(&j, fwd_chunk_##ID);                                                             \
-    }                                                                                             \
-    conv_job_free(&j);                                                                                 \
-    return st;                                                                                    \
-  }                                                                                               \
-  /* gx {N, C, H, W} from gy {N, O, Ho, Wo} and w {O, C/G, kh, kw} */                              \
-  static dle_status conv_gin_##ID(dle_tensor *gx, dle_tensor *const *ins, const dle_attrs *a) {   \
-    conv_job j;                                                                                   \
-    conv_geom q = conv_make_geom(gx->sizes, ins[1]->sizes, ins[0]->sizes, a);                          \
-    dle_status st = job_init(&j, "conv2d_grad_input", q, sizeof(CT), SAME_TYPE(T, CT) ? 0 : q.o * q.k, \
-                             SAME_TYPE(T, CT) ? 0 : q.c * q.h * q.w, false);                      \
-    if (st == DLE_OK) {                                                                           \
-      j.src = dle_tensor_data(ins[0]), j.dst = dle_tensor_data(gx);                               \
-      j.w = weight_##ID(ins[1], &j);                                                              \
-      conv_for_chunks(&j, gin_chunk_##ID);                                                             \
-    }                                                                                             \
-    conv_job_free(&j);                                                                                 \
-    return st;                                                                                    \
-  }                                                                                               \
+   * and stored */ \
+  static void gin_chunk_##ID(const conv_job *j, int64_t b0, int64_t nb, int t, int64_t s) {         \
+    const conv_geom *q = &j->q;                                                                     \
+    const CT *w = j->w;                                                                             \
+    CT *col = (CT *)j->col + t * j->ncol, *tmp = (CT *)j->tmp + t * j->ntmp;                        \
+    T *gx = (T *)j->dst + b0 * q->c * q->h * q->w;                                                  \
+    const int64_t n = nb * q->c * q->h * q->w;                                                      \
+    CT *acc = SAME_TYPE(T, CT) ? (CT *)(void *)gx : (CT *)j->acc + t * j->nacc;                     \
+    for (int64_t i = 0; i < n; i++) acc[i] = 0;                                                     \
+    for (int64_t r0 = 0; r0 < q->ho; r0 += j->rows) {                                               \
+      const int64_t r1 = r0 + j->rows < q->ho ? r0 + j->rows : q->ho, ld = nb * (r1 - r0) * q->wo;  \
+      int64_t ldg;                                                                                  \
+      const CT *gyb = gy_part_##ID(j->src, b0, nb, r0, r1, q, tmp, &ldg);                           \
+      for (int64_t g = 0; g < q->g; g++) GEMM(CT)                                                   \
+      (true, false, q->k, ld, q->og, w + g * q->og * q->k, q->k, gyb + g * q->og * ldg, ldg,        \
+       (CT)0, col + g * q->k * ld, ld);                                                             \
+      col2im_##ID(col, nb, r0, r1, q, acc);                                                         \
+    }                                                                                               \
+    if (!SAME_TYPE(T, CT))                                                                          \
+      for (int64_t i = 0; i < n; i++) gx[i] = ST_##ID(acc[i]);                                      \
+  }                                                                                                 \
+  /* span s's gw accumulator += the contribution of samples [b0, b0 + nb) */                        \
+  static void gw_chunk_##ID(const conv_job *j, int64_t b0, int64_t nb, int t, int64_t s) {          \
+    const conv_geom *q = &j->q;                                                                     \
+    CT *col = (CT *)j->col + t * j->ncol, *tmp = (CT *)j->tmp + t * j->ntmp;                        \
+    CT *acc = (CT *)j->acc + s * j->nacc;                                                           \
+    const bool dots = gw_by_dots(q, SAME_TYPE(T, CT) && sizeof(CT) == sizeof(float));               \
+    for (int64_t r0 = 0; r0 < q->ho; r0 += j->rows) {                                               \
+      const int64_t r1 = r0 + j->rows < q->ho ? r0 + j->rows : q->ho, ld = nb * (r1 - r0) * q->wo;  \
+      int64_t ldg;                                                                                  \
+      im2col_##ID(j->src, b0, nb, r0, r1, q, col);                                                  \
+      if (dots) { /* each sample's gy rows read in place: no gather into {O, nb L} */               \
+        const int64_t lp = (r1 - r0) * q->wo;                                                       \
+        for (int64_t b = 0; b < nb; b++)                                                            \
+          for (int64_t g = 0; g < q->g; g++)                                                        \
+            cpu_vec->sgemm_nt_add(                                                                  \
+                q->og, q->k, lp,                                                                    \
+                (const float *)j->gy + ((b0 + b) * q->o + g * q->og) * q->l + r0 * q->wo, q->l,     \
+                (const float *)(const void *)(col + g * q->k * ld + b * lp), ld,                    \
+                (float *)(void *)(acc + g * q->og * q->k), q->k);                                   \
+        continue;                                                                                   \
+      }                                                                                             \
+      const CT *gyb = gy_part_##ID(j->gy, b0, nb, r0, r1, q, tmp, &ldg);                            \
+      for (int64_t g = 0; g < q->g; g++) GEMM(CT)                                                   \
+      (false, true, q->og, q->k, ld, gyb + g * q->og * ldg, ldg, col + g * q->k * ld, ld, (CT)1,    \
+       acc + g * q->og * q->k, q->k);                                                               \
+    }                                                                                               \
+  }                                                                                                 \
+  static dle_status conv_fwd_##ID(dle_tensor *y, dle_tensor *const *ins, int nin,                   \
+                                  const dle_attrs *a) {                                             \
+    conv_job j;                                                                                     \
+    conv_geom q = conv_make_geom(ins[0]->sizes, ins[1]->sizes, y->sizes, a);                        \
+    dle_status st =                                                                                 \
+        job_init(&j, "conv2d", q, sizeof(CT), SAME_TYPE(T, CT) ? 0 : q.o * q.k, 0, false);          \
+    if (st == DLE_OK) {                                                                             \
+      j.src = dle_tensor_data(ins[0]), j.dst = dle_tensor_data(y);                                  \
+      j.bias = nin > 2 ? dle_tensor_data(ins[2]) : NULL;                                            \
+      j.w = weight_##ID(ins[1], &j);                                                                \
+      conv_for_chunks(&j, fwd_chunk_##ID);                                                          \
+    }                                                                                               \
+    conv_job_free(&j);                                                                              \
+    return st;                                                                                      \
+  }                                                                                                 \
+  /* gx {N, C, H, W} from gy {N, O, Ho, Wo} and w {O, C/G, kh, kw} */                               \
+  static dle_status conv_gin_##ID(dle_tensor *gx, dle_tensor *const *ins, const dle_attrs *a) {     \
+    conv_job j;                                                                                     \
+    conv_geom q = conv_make_geom(gx->sizes, ins[1]->sizes, ins[0]->sizes, a);                       \
+    dle_status st =                                                                                 \
+        job_init(&j, "conv2d_grad_input", q, sizeof(CT), SAME_TYPE(T, CT) ? 0 : q.o * q.k,          \
+                 SAME_TYPE(T, CT) ? 0 : q.c * q.h * q.w, false);                                    \
+    if (st == DLE_OK) {                                                                             \
+      j.src = dle_tensor_data(ins[0]), j.dst = dle_tensor_data(gx);                                 \
+      j.w = weight_##ID(ins[1], &j);                                                                \
+      conv_for_chunks(&j, gin_chunk_##ID);                                                          \
+    }                                                                                               \
+    conv_job_free(&j);                                                                              \
+    return st;                                                                                      \
+  }                                                                                                 \
   /* gw {O, C/G, kh, kw} from gy {N, O, Ho, Wo} and x {N, C, H, W}: the spans' accumulators       \
-   * summed in span order */                                                                    \
-  static dle_status conv_gw_##ID(dle_tensor *gw, dle_tensor *const *ins, const dle_attrs *a) {    \
-    conv_job j;                                                                                   \
-    conv_geom q = conv_make_geom(ins[1]->sizes, gw->sizes, ins[0]->sizes, a);                          \
-    const int64_t nw = q.o * q.k;                                                                 \
-    dle_status st = job_init(&j, "conv2d_grad_weight", q, sizeof(CT), 0, nw, true);               \
-    if (st == DLE_OK) {                                                                           \
-      j.gy = dle_tensor_data(ins[0]), j.src = dle_tensor_data(ins[1]);                            \
-      conv_for_chunks(&j, gw_chunk_##ID);                                                              \
-      const CT *acc = j.acc;                                                                      \
-      T *d = dle_tensor_data(gw);                                                                 \
-      for (int64_t i = 0; i < nw; i++) {                                                          \
-        CT s = acc[i];                                                                            \
-        for (int64_t k = 1; k < j.spans; k++) s += acc[k * nw + i];                               \
-        d[i] = ST_##ID(s);                                                                        \
-      }                                                                                           \
-    }                                                                                             \
-    conv_job_free(&j);                                                                                 \
-    return st;                                                                                    \
+   * summed in span order */ \
+  static dle_status conv_gw_##ID(dle_tensor *gw, dle_tensor *const *ins, const dle_attrs *a) {      \
+    conv_job j;                                                                                     \
+    conv_geom q = conv_make_geom(ins[1]->sizes, gw->sizes, ins[0]->sizes, a);                       \
+    const int64_t nw = q.o * q.k;                                                                   \
+    dle_status st = job_init(&j, "conv2d_grad_weight", q, sizeof(CT), 0, nw, true);                 \
+    if (st == DLE_OK) {                                                                             \
+      j.gy = dle_tensor_data(ins[0]), j.src = dle_tensor_data(ins[1]);                              \
+      conv_for_chunks(&j, gw_chunk_##ID);                                                           \
+      const CT *acc = j.acc;                                                                        \
+      T *d = dle_tensor_data(gw);                                                                   \
+      for (int64_t i = 0; i < nw; i++) {                                                            \
+        CT s = acc[i];                                                                              \
+        for (int64_t k = 1; k < j.spans; k++) s += acc[k * nw + i];                                 \
+        d[i] = ST_##ID(s);                                                                          \
+      }                                                                                             \
+    }                                                                                               \
+    conv_job_free(&j);                                                                              \
+    return st;                                                                                      \
   }
 CPU_FLOAT_TYPES(CONV_KERNELS)
 
@@ -383,8 +386,10 @@ static dle_status cpu_conv(dle_op op, dle_tensor *const *outs, dle_tensor *const
   const char *fn = dle_op_get_info(op)->name;
   for (int i = 0; i < nin; i++)
     if (ins[i]->dtype != o->dtype || !dle_tensor_is_contiguous(ins[i]))
-      return dle_error("%s: the CPU kernel expects contiguous %s inputs", fn, dle_dtype_name(o->dtype));
-  if (!dle_tensor_is_contiguous(o)) return dle_error("%s: the CPU kernel expects a contiguous output", fn);
+      return dle_error("%s: the CPU kernel expects contiguous %s inputs", fn,
+                       dle_dtype_name(o->dtype));
+  if (!dle_tensor_is_contiguous(o))
+    return dle_error("%s: the CPU kernel expects a contiguous output", fn);
   if (dle_tensor_numel(o) == 0) return DLE_OK;
   switch (op) {
     case DLE_OP_CONV2D:
@@ -392,7 +397,7 @@ static dle_status cpu_conv(dle_op op, dle_tensor *const *outs, dle_tensor *const
     case DLE_OP_CONV2D_GRAD_WEIGHT: {
       bool empty = false;
       for (int i = 0; i < nin; i++) empty = empty || dle_tensor_numel(ins[i]) == 0;
-      if (empty) {  /* a sum over nothing: zeros, or the bias alone */
+      if (empty) { /* a sum over nothing: zeros, or the bias alone */
         memset(dle_tensor_data(o), 0, (size_t)dle_tensor_numel(o) * dle_dtype_size(o->dtype));
         if (op != DLE_OP_CONV2D || nin < 3) return DLE_OK;
         int64_t idx[4];
@@ -405,23 +410,24 @@ static dle_status cpu_conv(dle_op op, dle_tensor *const *outs, dle_tensor *const
       }
       break;
     }
-    default:
-      return dle_error("%s: not a conv kernel", fn);
+    default: return dle_error("%s: not a conv kernel", fn);
   }
-  const int64_t *xs = op == DLE_OP_CONV2D_GRAD_INPUT ? o->sizes : op == DLE_OP_CONV2D ? ins[0]->sizes : ins[1]->sizes;
+  const int64_t *xs = op == DLE_OP_CONV2D_GRAD_INPUT ? o->sizes
+                      : op == DLE_OP_CONV2D          ? ins[0]->sizes
+                                                     : ins[1]->sizes;
   const int64_t *ws = op == DLE_OP_CONV2D_GRAD_WEIGHT ? o->sizes : ins[1]->sizes;
   const int64_t *ys = op == DLE_OP_CONV2D ? o->sizes : ins[0]->sizes;
   conv_geom q = conv_make_geom(xs, ws, ys, a);
   if (cpu_conv_winograd_applies(&q, o->dtype == DLE_F64 ? sizeof(double) : sizeof(float)))
     return cpu_conv_winograd(op, &q, o->dtype, o, ins, nin);
-#define CASE(ID, T, CT)                                                                   \
-  case DLE_##ID:                                                                          \
-    switch (op) {                                                                         \
-      case DLE_OP_CONV2D: return conv_fwd_##ID(o, ins, nin, a);                           \
-      case DLE_OP_CONV2D_GRAD_INPUT: return conv_gin_##ID(o, ins, a);                     \
-      case DLE_OP_CONV2D_GRAD_WEIGHT: return conv_gw_##ID(o, ins, a);                     \
-      default: break;                                                                     \
-    }                                                                                     \
+#define CASE(ID, T, CT)                                               \
+  case DLE_##ID:                                                      \
+    switch (op) {                                                     \
+      case DLE_OP_CONV2D: return conv_fwd_##ID(o, ins, nin, a);       \
+      case DLE_OP_CONV2D_GRAD_INPUT: return conv_gin_##ID(o, ins, a); \
+      case DLE_OP_CONV2D_GRAD_WEIGHT: return conv_gw_##ID(o, ins, a); \
+      default: break;                                                 \
+    }                                                                 \
     break;
   switch (o->dtype) {
     CPU_FLOAT_TYPES(CASE)

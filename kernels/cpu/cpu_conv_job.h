@@ -19,18 +19,18 @@
  * type), accumulators per thread or per span (nacc elements each, zeroed). */
 typedef struct {
   conv_geom q;
-  int64_t b, rows;   /* samples per chunk, output rows per part (im2col's part_rows) */
+  int64_t b, rows; /* samples per chunk, output rows per part (im2col's part_rows) */
   int64_t spans;
-  const void *src;   /* the input the chunks read (x, or gy for grad_input) */
-  const void *gy;    /* grad_weight's gy */
-  const void *bias;  /* conv2d's bias, or NULL */
-  const void *w;     /* the weight in the compute type (or transformed) */
-  void *dst;         /* y (conv2d) or gx (grad_input) */
+  const void *src;  /* the input the chunks read (x, or gy for grad_input) */
+  const void *gy;   /* grad_weight's gy */
+  const void *bias; /* conv2d's bias, or NULL */
+  const void *w;    /* the weight in the compute type (or transformed) */
+  void *dst;        /* y (conv2d) or gx (grad_input) */
   void *wbuf, *col, *tmp, *acc;
-  int64_t nw, ncol, ntmp, nacc, naccs;  /* naccs: how many accumulators */
-  int64_t ext[4];    /* free for the kernel family (Winograd: tile counts, offsets) */
-  size_t es;         /* sizeof the compute type */
-  int nt;            /* threads: one per chunk at most (one chunk keeps OpenBLAS's own threads) */
+  int64_t nw, ncol, ntmp, nacc, naccs; /* naccs: how many accumulators */
+  int64_t ext[4]; /* free for the kernel family (Winograd: tile counts, offsets) */
+  size_t es;      /* sizeof the compute type */
+  int nt;         /* threads: one per chunk at most (one chunk keeps OpenBLAS's own threads) */
 } conv_job;
 
 typedef void (*conv_chunk_fn)(const conv_job *j, int64_t b0, int64_t nb, int thread, int64_t span);

@@ -28,7 +28,7 @@ void cpu_iter_init(cpu_iter *it, int nops, dle_tensor *const *ops) {
   for (int d = 0; d < nd; d++) {
     if (out->sizes[d] == 1) continue;
     if (n > 0) {
-      bool merge = true;  /* the kept outer dim steps exactly over this whole dim */
+      bool merge = true; /* the kept outer dim steps exactly over this whole dim */
       for (int k = 0; k < nops && merge; k++)
         merge = it->strides[k][n - 1] == st[k][d] * out->sizes[d];
       if (merge) {
@@ -41,7 +41,7 @@ void cpu_iter_init(cpu_iter *it, int nops, dle_tensor *const *ops) {
     for (int k = 0; k < nops; k++) it->strides[k][n] = st[k][d];
     n++;
   }
-  if (n == 0) {  /* a single element */
+  if (n == 0) { /* a single element */
     sizes[0] = 1;
     for (int k = 0; k < nops; k++) it->strides[k][0] = 0;
     n = 1;
@@ -52,7 +52,8 @@ void cpu_iter_init(cpu_iter *it, int nops, dle_tensor *const *ops) {
 }
 
 /* Runs elements [begin, end) of the iteration. */
-static void run_range(const cpu_iter *it, cpu_loop_fn fn, const void *ctx, int64_t begin, int64_t end) {
+static void run_range(const cpu_iter *it, cpu_loop_fn fn, const void *ctx, int64_t begin,
+                      int64_t end) {
   int nd = it->ndim, last = nd - 1;
   int64_t idx[DLE_MAX_DIMS];
   int64_t rem = begin;
@@ -123,23 +124,28 @@ static bool run_small_contiguous(dle_tensor *out, dle_tensor *const *ins, int ni
   return true;
 }
 
-static void foreach(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx,
-                    bool elementwise, int64_t grain) {
+static void foreach (dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn,
+                     const void *ctx, bool elementwise, int64_t grain) {
   if (run_small_contiguous(out, ins, nin, fn, ctx, grain)) return;
   dle_tensor *ops[CPU_MAX_OPERANDS] = {out};
   for (int i = 0; i < nin; i++) ops[i + 1] = ins[i];
   cpu_iter it;
   cpu_iter_init(&it, nin + 1, ops);
   it.grain = grain;
-  if (elementwise) cpu_iter_run_elementwise(&it, fn, ctx);
-  else cpu_iter_run(&it, fn, ctx);
+  if (elementwise)
+    cpu_iter_run_elementwise(&it, fn, ctx);
+  else
+    cpu_iter_run(&it, fn, ctx);
 }
 
-void cpu_foreach(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx) {
-  foreach(out, ins, nin, fn, ctx, false, CPU_PARALLEL_GRAIN_LIGHT);
+void cpu_foreach(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn,
+                 const void *ctx) {
+  foreach (out, ins, nin, fn, ctx, false, CPU_PARALLEL_GRAIN_LIGHT)
+    ;
 }
 
-void cpu_foreach_elementwise(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx,
-                             int64_t grain) {
-  foreach(out, ins, nin, fn, ctx, true, grain);
+void cpu_foreach_elementwise(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn,
+                             const void *ctx, int64_t grain) {
+  foreach (out, ins, nin, fn, ctx, true, grain)
+    ;
 }

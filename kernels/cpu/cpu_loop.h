@@ -11,15 +11,15 @@
 #include "cpu_types.h"
 
 #define CPU_MAX_OPERANDS 4
-/* Below this many elements an op that spends a few ns or more per element (a libm-class function,
+/* Below this many elements an op with real work per element (a libm-class function,
  * a row of exps, a pooling window) stays on one thread: forking costs more than it saves. */
 #define CPU_PARALLEL_GRAIN 32768
 /* The same for light one-pass ops (copies, fills, arithmetic, comparisons, sums, optimizer steps:
- * a fraction of a ns per element, bound by memory). Waking OpenMP's sleeping workers (dle runs
- * them with OMP_WAIT_POLICY=passive, bindings/loader) costs 10-20 us on an idle 2-core KVM guest
- * and 50-130 us when the other core is busy or was idle for a while; 256K floats take about
- * 100 us on one core, so below that a second thread breaks even at best (measured: the 128 x 256
- * activations of the Fashion-MNIST MLP step, 32K elements, took 2-5x longer on 2 threads). */
+ * bound by memory). Waking OpenMP's sleeping workers (dle runs them with OMP_WAIT_POLICY=passive,
+ * bindings/loader) costs about as much as one core spends on 256K floats of such an op, more when
+ * the other core is busy, so below that a second thread breaks even at best (the 128 x 256
+ * activations of the Fashion-MNIST MLP step, 32K elements, were slower on 2 threads than on 1;
+ * figures in bench/RESULTS.md, "Measurements behind design choices"). */
 #define CPU_PARALLEL_GRAIN_LIGHT 262144
 
 typedef void (*cpu_loop_fn)(char **ptrs, const int64_t *strides, int64_t n, const void *ctx);
@@ -29,9 +29,10 @@ typedef struct {
   int64_t numel;
   int64_t sizes[DLE_MAX_DIMS];
   int64_t strides[CPU_MAX_OPERANDS][DLE_MAX_DIMS]; /* bytes */
-  int64_t esize[CPU_MAX_OPERANDS];                  /* element sizes, bytes */
+  int64_t esize[CPU_MAX_OPERANDS];                 /* element sizes, bytes */
   char *base[CPU_MAX_OPERANDS];
-  int64_t grain; /* threads from this many elements on; cpu_iter_init sets CPU_PARALLEL_GRAIN_LIGHT */
+  int64_t
+      grain; /* threads from this many elements on; cpu_iter_init sets CPU_PARALLEL_GRAIN_LIGHT */
 } cpu_iter;
 
 /* ops[0] is the output (its shape is the iteration shape); ops[1..] broadcast to it. */
@@ -50,8 +51,8 @@ bool cpu_iter_copy_transposed(const cpu_iter *it);
 /* Convenience: init + run over out and ins; cpu_foreach with the light grain, the elementwise
  * one with the given grain (CPU_PARALLEL_GRAIN or CPU_PARALLEL_GRAIN_LIGHT). */
 void cpu_foreach(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx);
-void cpu_foreach_elementwise(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn, const void *ctx,
-                             int64_t grain);
+void cpu_foreach_elementwise(dle_tensor *out, dle_tensor *const *ins, int nin, cpu_loop_fn fn,
+                             const void *ctx, int64_t grain);
 
 /* Should a loop of n elements run on several threads? (heavy and light elements) */
 static inline bool cpu_parallel(int64_t n) { return n >= CPU_PARALLEL_GRAIN; }

@@ -53,7 +53,8 @@ void cpu_stream_copy(void *dst, const void *src, size_t bytes) {
   copy_head(&d, &s, &bytes, 16);
   for (; bytes >= 64; d += 64, s += 64, bytes -= 64) { /* one cache line per step */
     __m128i a = _mm_loadu_si128((const __m128i *)s), b = _mm_loadu_si128((const __m128i *)(s + 16));
-    __m128i c = _mm_loadu_si128((const __m128i *)(s + 32)), e = _mm_loadu_si128((const __m128i *)(s + 48));
+    __m128i c = _mm_loadu_si128((const __m128i *)(s + 32)),
+            e = _mm_loadu_si128((const __m128i *)(s + 48));
     _mm_stream_si128((__m128i *)d, a);
     _mm_stream_si128((__m128i *)(d + 16), b);
     _mm_stream_si128((__m128i *)(d + 32), c);

@@ -13,46 +13,55 @@
 #include <math.h>
 #include <stdint.h>
 
-#define CPU_FLOAT_TYPES(X) X(F32, float, float) X(F64, double, double) \
-                           X(F16, uint16_t, float) X(BF16, uint16_t, float)
+// clang-format off
+#define CPU_FLOAT_TYPES(X) \
+  X(F32, float, float) X(F64, double, double) X(F16, uint16_t, float) X(BF16, uint16_t, float)
 #define CPU_INT_TYPES(X) X(I32, int32_t, int32_t) X(I64, int64_t, int64_t) X(U8, uint8_t, int32_t)
 #define CPU_NUMERIC_TYPES(X) CPU_FLOAT_TYPES(X) CPU_INT_TYPES(X)
 #define CPU_ALL_TYPES(X) CPU_NUMERIC_TYPES(X) X(BOOL, uint8_t, int32_t)
+// clang-format on
 
 /* The same lists taking extra leading arguments: X(args..., ID, T, CT). Two copies, because the
  * preprocessor will not expand a macro inside its own expansion (for type-pair kernels). */
-#define CPU_ALL_TYPES_WITH(X, ...) \
-  X(__VA_ARGS__, F32, float, float) X(__VA_ARGS__, F64, double, double) \
-  X(__VA_ARGS__, F16, uint16_t, float) X(__VA_ARGS__, BF16, uint16_t, float) \
-  X(__VA_ARGS__, I32, int32_t, int32_t) X(__VA_ARGS__, I64, int64_t, int64_t) \
+// clang-format off
+#define CPU_ALL_TYPES_WITH(X, ...)                                              \
+  X(__VA_ARGS__, F32, float, float) X(__VA_ARGS__, F64, double, double)         \
+  X(__VA_ARGS__, F16, uint16_t, float) X(__VA_ARGS__, BF16, uint16_t, float)    \
+  X(__VA_ARGS__, I32, int32_t, int32_t) X(__VA_ARGS__, I64, int64_t, int64_t)   \
   X(__VA_ARGS__, U8, uint8_t, int32_t) X(__VA_ARGS__, BOOL, uint8_t, int32_t)
-#define CPU_FLOAT_TYPES_WITH(X, ...) \
-  X(__VA_ARGS__, F32, float, float) X(__VA_ARGS__, F64, double, double) \
+#define CPU_FLOAT_TYPES_WITH(X, ...)                                            \
+  X(__VA_ARGS__, F32, float, float) X(__VA_ARGS__, F64, double, double)         \
   X(__VA_ARGS__, F16, uint16_t, float) X(__VA_ARGS__, BF16, uint16_t, float)
-#define CPU_NUMERIC_TYPES_WITH(X, ...) CPU_FLOAT_TYPES_WITH(X, __VA_ARGS__) \
-  X(__VA_ARGS__, I32, int32_t, int32_t) X(__VA_ARGS__, I64, int64_t, int64_t) \
+#define CPU_NUMERIC_TYPES_WITH(X, ...)                                          \
+  CPU_FLOAT_TYPES_WITH(X, __VA_ARGS__)                                          \
+  X(__VA_ARGS__, I32, int32_t, int32_t) X(__VA_ARGS__, I64, int64_t, int64_t)   \
   X(__VA_ARGS__, U8, uint8_t, int32_t)
+// clang-format on
 
 /* A double attribute (clamp bound, exponent) in compute type CT; saturating for integers. */
-#define CPU_PARAM(CT, v) ((CT)_Generic((CT)0, float: (v), double: (v), \
-    int32_t: cpu_f_to_i64(v, INT32_MIN, INT32_MAX), default: cpu_f_to_i64(v, INT64_MIN, INT64_MAX)))
+#define CPU_PARAM(CT, v)                                          \
+  ((CT) _Generic((CT)0, float                                     \
+                 : (v), double                                    \
+                 : (v), int32_t                                   \
+                 : cpu_f_to_i64(v, INT32_MIN, INT32_MAX), default \
+                 : cpu_f_to_i64(v, INT64_MIN, INT64_MAX)))
 
-#define LD_F32(x) (x)
-#define LD_F64(x) (x)
-#define LD_F16(x) dle_half_to_float(x)
+#define LD_F32(x)  (x)
+#define LD_F64(x)  (x)
+#define LD_F16(x)  dle_half_to_float(x)
 #define LD_BF16(x) dle_bfloat_to_float(x)
-#define LD_I32(x) (x)
-#define LD_I64(x) (x)
-#define LD_U8(x) ((int32_t)(x))
+#define LD_I32(x)  (x)
+#define LD_I64(x)  (x)
+#define LD_U8(x)   ((int32_t)(x))
 #define LD_BOOL(x) ((int32_t)((x) != 0))
 
-#define ST_F32(v) ((float)(v))
-#define ST_F64(v) ((double)(v))
-#define ST_F16(v) dle_float_to_half((float)(v))
+#define ST_F32(v)  ((float)(v))
+#define ST_F64(v)  ((double)(v))
+#define ST_F16(v)  dle_float_to_half((float)(v))
 #define ST_BF16(v) dle_float_to_bfloat((float)(v))
-#define ST_I32(v) ((int32_t)cpu_to_i64(v, INT32_MIN, INT32_MAX))
-#define ST_I64(v) (cpu_to_i64(v, INT64_MIN, INT64_MAX))
-#define ST_U8(v) ((uint8_t)cpu_to_i64(v, 0, 255))
+#define ST_I32(v)  ((int32_t)cpu_to_i64(v, INT32_MIN, INT32_MAX))
+#define ST_I64(v)  (cpu_to_i64(v, INT64_MIN, INT64_MAX))
+#define ST_U8(v)   ((uint8_t)cpu_to_i64(v, 0, 255))
 #define ST_BOOL(v) ((uint8_t)((v) != 0))
 
 /* Conversions into integers: plain for integer values (wrapping like C casts of in-range
@@ -67,16 +76,21 @@ static inline int64_t cpu_i_to_i64(int64_t v, int64_t lo, int64_t hi) {
   (void)lo, (void)hi;
   return v;
 }
-#define cpu_to_i64(v, lo, hi) _Generic((v), float: cpu_f_to_i64, double: cpu_f_to_i64, \
-                                       default: cpu_i_to_i64)(v, lo, hi)
+#define cpu_to_i64(v, lo, hi) \
+  _Generic((v), float : cpu_f_to_i64, double : cpu_f_to_i64, default : cpu_i_to_i64)(v, lo, hi)
 
 /* a OP b for + - *: integers wrap around (two's complement) as in PyTorch, computed in the
  * unsigned type because signed overflow is undefined behaviour in C; floats are unchanged. */
-#define CPU_WRAP(a, b, OP) _Generic((a),                                   \
-    int32_t: (int32_t)((uint32_t)(a) OP (uint32_t)(b)),                   \
-    int64_t: (int64_t)((uint64_t)(a) OP (uint64_t)(b)), default: (a) OP (b))
-#define CPU_NEG(x) _Generic((x), int32_t: (int32_t)(0u - (uint32_t)(x)),   \
-    int64_t: (int64_t)(0u - (uint64_t)(x)), default: -(x))
+#define CPU_WRAP(a, b, OP)                                    \
+  _Generic((a), int32_t                                       \
+           : (int32_t)((uint32_t)(a)OP(uint32_t)(b)), int64_t \
+           : (int64_t)((uint64_t)(a)OP(uint64_t)(b)), default \
+           : (a)OP(b))
+#define CPU_NEG(x)                                  \
+  _Generic((x), int32_t                             \
+           : (int32_t)(0u - (uint32_t)(x)), int64_t \
+           : (int64_t)(0u - (uint64_t)(x)), default \
+           : -(x))
 
 /* Element size per dtype, for byte strides. */
 static inline int64_t cpu_esize(dle_dtype t) { return (int64_t)dle_dtype_size(t); }

@@ -19,7 +19,7 @@
 
 #define VEC_TARGET __attribute__((target("avx2,fma")))
 #define VEC_INLINE static inline __attribute__((always_inline, target("avx2,fma")))
-#define V8(c) _mm256_set1_ps(c)
+#define V8(c)      _mm256_set1_ps(c)
 
 /* Lanes [0, n) of x (n < 8) with `fill` in the others; and the store of lanes [0, n). */
 VEC_INLINE __m256i vmask_first(int64_t n) {
@@ -29,7 +29,9 @@ VEC_INLINE __m256 vload_part(const float *x, int64_t n, float fill) {
   __m256i m = vmask_first(n);
   return _mm256_blendv_ps(V8(fill), _mm256_maskload_ps(x, m), _mm256_castsi256_ps(m));
 }
-VEC_INLINE void vstore_part(float *o, int64_t n, __m256 v) { _mm256_maskstore_ps(o, vmask_first(n), v); }
+VEC_INLINE void vstore_part(float *o, int64_t n, __m256 v) {
+  _mm256_maskstore_ps(o, vmask_first(n), v);
+}
 /* Elements [0, n) of x as a vector, n <= 8 (a plain load when n is 8). */
 VEC_INLINE __m256 vload_n(const float *x, int64_t n, float fill) {
   return n >= 8 ? _mm256_loadu_ps(x) : vload_part(x, n, fill);
@@ -38,19 +40,19 @@ VEC_INLINE __m256 vload_n(const float *x, int64_t n, float fill) {
 /* Writes y[0, n) from GET(i, len), the vector of elements [i, i + len) with len <= 8 (below 8 only
  * at the ends). With `stream` true, the whole vectors from y's first 32-byte boundary on go out
  * with streaming stores (cpu_stream.h; the caller fences); the part before it is one masked store. */
-#define VEC_WRITE_ROW(y, n, stream, GET)                                                    \
-  do {                                                                                      \
-    float *y_ = (y);                                                                        \
-    int64_t n_ = (n), i_ = 0;                                                               \
-    if (stream) {                                                                           \
+#define VEC_WRITE_ROW(y, n, stream, GET)                                                         \
+  do {                                                                                           \
+    float *y_ = (y);                                                                             \
+    int64_t n_ = (n), i_ = 0;                                                                    \
+    if (stream) {                                                                                \
       int64_t h_ = (int64_t)((-(uintptr_t)y_ / sizeof(float)) & 7); /* floats to the boundary */ \
-      if (h_ > n_) h_ = n_;                                                                 \
-      if (h_) vstore_part(y_, h_, GET(0, h_));                                              \
-      for (i_ = h_; i_ + 8 <= n_; i_ += 8) _mm256_stream_ps(y_ + i_, GET(i_, 8));           \
-    } else {                                                                                \
-      for (; i_ + 8 <= n_; i_ += 8) _mm256_storeu_ps(y_ + i_, GET(i_, 8));                  \
-    }                                                                                       \
-    if (i_ < n_) vstore_part(y_ + i_, n_ - i_, GET(i_, n_ - i_));                           \
+      if (h_ > n_) h_ = n_;                                                                      \
+      if (h_) vstore_part(y_, h_, GET(0, h_));                                                   \
+      for (i_ = h_; i_ + 8 <= n_; i_ += 8) _mm256_stream_ps(y_ + i_, GET(i_, 8));                \
+    } else {                                                                                     \
+      for (; i_ + 8 <= n_; i_ += 8) _mm256_storeu_ps(y_ + i_, GET(i_, 8));                       \
+    }                                                                                            \
+    if (i_ < n_) vstore_part(y_ + i_, n_ - i_, GET(i_, n_ - i_));                                \
   } while (0)
 
 VEC_INLINE __m256 vpoly(__m256 x, const float *c, int n) { /* c[0] x^(n-1) + ... + c[n-1] */
@@ -77,10 +79,14 @@ VEC_INLINE __m256 vexp_scaled(__m256 x, int k) {
   p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), V8(1.0f));
   __m256i ni = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(k));
   __m256i h = _mm256_srai_epi32(ni, 1), h2 = _mm256_sub_epi32(ni, h);
-  __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h, _mm256_set1_epi32(127)), 23));
-  __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h2, _mm256_set1_epi32(127)), 23));
+  __m256 s1 =
+      _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h, _mm256_set1_epi32(127)), 23));
+  __m256 s2 =
+      _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h2, _mm256_set1_epi32(127)), 23));
   __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
-  if (k) y = _mm256_andnot_ps(_mm256_cmp_ps(x, V8(-120.0f), _CMP_LT_OQ), y); /* exp(-120) 2^24 < 2^-149 */
+  if (k)
+    y = _mm256_andnot_ps(_mm256_cmp_ps(x, V8(-120.0f), _CMP_LT_OQ),
+                         y); /* exp(-120) 2^24 < 2^-149 */
   return y;
 }
 VEC_INLINE __m256 vexp(__m256 x) { return vexp_scaled(x, 0); }
@@ -97,7 +103,8 @@ VEC_INLINE __m256 vexp_short(__m256 x) {
   r = _mm256_fnmadd_ps(n, V8(-2.12194440e-4f), r);
   __m256 p = vpoly(r, cpu_exp_P, 5);
   p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), V8(1.0f));
-  __m256i n23 = _mm256_slli_epi32(_mm256_castps_si256(t), 23); /* n << 23: t's higher bits shift out */
+  __m256i n23 =
+      _mm256_slli_epi32(_mm256_castps_si256(t), 23); /* n << 23: t's higher bits shift out */
   return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), n23));
 }
 /* exp(x) for x <= 0, as softmax needs it (x - max): a vector with a lane below -87 (a denormal or
@@ -115,18 +122,21 @@ VEC_INLINE __m256 vexp_fast(__m256 x) {
 /* log: x = m 2^e with m in [sqrt(1/2), sqrt(2)), log(m) = f - f^2/2 + f^3 P(f), f = m - 1.
  * Denormal inputs are scaled by 2^23 first; x < 0 and NaN give NaN, 0 gives -inf, inf gives inf. */
 VEC_INLINE __m256 vlog(__m256 x) {
-  static const float P[] = {7.0376836292e-2f, -1.1514610310e-1f, 1.1676998740e-1f, -1.2420140846e-1f,
-                            1.4249322787e-1f, -1.6668057665e-1f, 2.0000714765e-1f, -2.4999993993e-1f,
-                            3.3333331174e-1f};
+  static const float P[] = {7.0376836292e-2f,  -1.1514610310e-1f, 1.1676998740e-1f,
+                            -1.2420140846e-1f, 1.4249322787e-1f,  -1.6668057665e-1f,
+                            2.0000714765e-1f,  -2.4999993993e-1f, 3.3333331174e-1f};
   __m256 den = _mm256_cmp_ps(x, V8(1.17549435e-38f), _CMP_LT_OQ);
   __m256 xs = _mm256_blendv_ps(x, _mm256_mul_ps(x, V8(8388608.0f)), den);
   __m256i bits = _mm256_castps_si256(xs);
-  __m256 e = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(bits, 23), _mm256_set1_epi32(126)));
+  __m256 e =
+      _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(bits, 23), _mm256_set1_epi32(126)));
   e = _mm256_sub_ps(e, _mm256_and_ps(den, V8(23.0f)));
-  __m256 m = _mm256_castsi256_ps(_mm256_or_si256(_mm256_and_si256(bits, _mm256_set1_epi32(0x007fffff)),
-                                                 _mm256_set1_epi32(0x3f000000))); /* [0.5, 1) */
+  __m256 m =
+      _mm256_castsi256_ps(_mm256_or_si256(_mm256_and_si256(bits, _mm256_set1_epi32(0x007fffff)),
+                                          _mm256_set1_epi32(0x3f000000))); /* [0.5, 1) */
   __m256 small = _mm256_cmp_ps(m, V8(0.707106781186547524f), _CMP_LT_OQ);
-  __m256 f = _mm256_add_ps(_mm256_sub_ps(m, V8(1.0f)), _mm256_and_ps(small, m)); /* m - 1 or 2m - 1 */
+  __m256 f =
+      _mm256_add_ps(_mm256_sub_ps(m, V8(1.0f)), _mm256_and_ps(small, m)); /* m - 1 or 2m - 1 */
   e = _mm256_sub_ps(e, _mm256_and_ps(small, V8(1.0f)));
   __m256 z = _mm256_mul_ps(f, f);
   __m256 y = _mm256_mul_ps(_mm256_mul_ps(vpoly(f, P, 9), f), z);
@@ -135,15 +145,17 @@ VEC_INLINE __m256 vlog(__m256 x) {
   __m256 r = _mm256_fmadd_ps(e, V8(0.693359375f), _mm256_add_ps(f, y));
   r = _mm256_blendv_ps(r, V8(-INFINITY), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_EQ_OQ));
   r = _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, V8(INFINITY), _CMP_EQ_OQ));
-  return _mm256_blendv_ps(r, V8(NAN), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_NGE_UQ)); /* x < 0, NaN */
+  return _mm256_blendv_ps(r, V8(NAN),
+                          _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_NGE_UQ)); /* x < 0, NaN */
 }
 
 /* tanh: x + x^3 P(x^2) below |x| = 0.625, else sign(x) (1 - 2 / (exp(2|x|) + 1)). */
 VEC_INLINE __m256 vtanh(__m256 x) {
-  static const float P[] = {-5.70498872745e-3f, 2.06390887954e-2f, -5.37397155531e-2f, 1.33314422036e-1f,
-                            -3.33332819422e-1f};
+  static const float P[] = {-5.70498872745e-3f, 2.06390887954e-2f, -5.37397155531e-2f,
+                            1.33314422036e-1f, -3.33332819422e-1f};
   __m256 ax = vabs(x), z = _mm256_mul_ps(x, x);
-  __m256 ys = _mm256_or_ps(_mm256_fmadd_ps(_mm256_mul_ps(vpoly(z, P, 5), z), x, x), vsign(x)); /* keeps -0 */
+  __m256 ys = _mm256_or_ps(_mm256_fmadd_ps(_mm256_mul_ps(vpoly(z, P, 5), z), x, x),
+                           vsign(x)); /* keeps -0 */
   __m256 e = vexp(_mm256_add_ps(ax, ax));
   __m256 yl = _mm256_sub_ps(V8(1.0f), _mm256_div_ps(V8(2.0f), _mm256_add_ps(e, V8(1.0f))));
   yl = _mm256_or_ps(yl, vsign(x));
@@ -168,8 +180,9 @@ VEC_INLINE __m256 vsilu(__m256 x) {
 }
 
 /* erf for |x| < 1: x T(x^2) = c0 x + x^3 T'(x^2) with T' the higher terms. */
-static const float ERF_T[] = {7.853861353153693e-5f, -8.010193625184903e-4f, 5.188327685732524e-3f,
-                              -2.685381193529856e-2f, 1.128358514861418e-1f, -3.761262582423300e-1f};
+static const float ERF_T[] = {7.853861353153693e-5f, -8.010193625184903e-4f,
+                              5.188327685732524e-3f, -2.685381193529856e-2f,
+                              1.128358514861418e-1f, -3.761262582423300e-1f};
 #define ERF_C0_HI 1.128379225730896f /* c0 = 1.128379165726710 (Cephes' fit) = hi + lo */
 #define ERF_C0_LO -6.0004186e-08f
 VEC_INLINE __m256 verf_small(__m256 x) {
@@ -189,11 +202,11 @@ VEC_INLINE __m256 verfc_small(__m256 a) {
  * 1 - erf(a) below 1, else exp(-a^2) / a * P(1/a^2), with a^2 kept to double-float precision
  * (its rounding error would be multiplied by a^2 ~ 100 in the exp). */
 VEC_INLINE __m256 verfc_pos(__m256 ah, __m256 al) {
-  static const float P[] = {2.326819970068386e-2f, -1.387039388740657e-1f, 3.687424674597105e-1f,
-                            -5.824733027278666e-1f, 6.210004621745983e-1f, -4.944515323274145e-1f,
-                            3.404879937665872e-1f, -2.741127028184656e-1f, 5.638259427386472e-1f};
-  static const float R[] = {-1.047766399936249e+1f, 1.297719955372516e+1f, -7.495518717768503e+0f,
-                            2.921019019210786e+0f, -1.015265279202700e+0f, 4.218463358204948e-1f,
+  static const float P[] = {2.326819970068386e-2f,  -1.387039388740657e-1f, 3.687424674597105e-1f,
+                            -5.824733027278666e-1f, 6.210004621745983e-1f,  -4.944515323274145e-1f,
+                            3.404879937665872e-1f,  -2.741127028184656e-1f, 5.638259427386472e-1f};
+  static const float R[] = {-1.047766399936249e+1f, 1.297719955372516e+1f,  -7.495518717768503e+0f,
+                            2.921019019210786e+0f,  -1.015265279202700e+0f, 4.218463358204948e-1f,
                             -2.820767439740514e-1f, 5.641895067754075e-1f};
   __m256 near = verfc_small(ah);
   __m256 is_near = _mm256_cmp_ps(ah, V8(1.0f), _CMP_LT_OQ);
@@ -205,10 +218,12 @@ VEC_INLINE __m256 verfc_pos(__m256 ah, __m256 al) {
   __m256 q = _mm256_div_ps(V8(1.0f), ah), y = _mm256_mul_ps(q, q);
   __m256 far = _mm256_cmp_ps(ah, V8(2.0f), _CMP_GE_OQ);
   int nfar = _mm256_movemask_ps(far); /* one of the two fits when no lane needs the other */
-  __m256 big = nfar == 0 ? vpoly(y, P, 9) : nfar == 0xff ? vpoly(y, R, 8)
-                                           : _mm256_blendv_ps(vpoly(y, P, 9), vpoly(y, R, 8), far);
+  __m256 big = nfar == 0      ? vpoly(y, P, 9)
+               : nfar == 0xff ? vpoly(y, R, 8)
+                              : _mm256_blendv_ps(vpoly(y, P, 9), vpoly(y, R, 8), far);
   __m256 tail = _mm256_mul_ps(_mm256_mul_ps(z, q), big);
-  tail = _mm256_andnot_ps(_mm256_cmp_ps(ah, V8(10.5f), _CMP_GT_OQ), tail); /* erfc < 2^-150; inf-safe */
+  tail = _mm256_andnot_ps(_mm256_cmp_ps(ah, V8(10.5f), _CMP_GT_OQ),
+                          tail); /* erfc < 2^-150; inf-safe */
   return _mm256_blendv_ps(tail, near, is_near);
 }
 
@@ -221,7 +236,8 @@ VEC_INLINE __m256 verf(__m256 x) {
 
 VEC_INLINE __m256 verfc(__m256 x) {
   __m256 e = verfc_pos(vabs(x), _mm256_setzero_ps());
-  __m256 y = _mm256_blendv_ps(e, _mm256_sub_ps(V8(2.0f), e), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+  __m256 y = _mm256_blendv_ps(e, _mm256_sub_ps(V8(2.0f), e),
+                              _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
   return _mm256_blendv_ps(y, x, visnan(x));
 }
 
@@ -230,7 +246,8 @@ VEC_INLINE __m256 verfc(__m256 x) {
  * double-float so that tail stays within a few ulp. */
 /* 2 Phi(x) = erfc(-x / sqrt 2), Phi the standard normal CDF */
 VEC_INLINE __m256 vtwo_phi(__m256 x) {
-  const float c_hi = 0.707106769084930419921875f, c_lo = 1.21016175e-08f; /* 1/sqrt 2 = c_hi + c_lo */
+  const float c_hi = 0.707106769084930419921875f,
+              c_lo = 1.21016175e-08f; /* 1/sqrt 2 = c_hi + c_lo */
   __m256 uh = _mm256_mul_ps(x, V8(c_hi));
   __m256 ul = _mm256_fmadd_ps(x, V8(c_lo), _mm256_fmsub_ps(x, V8(c_hi), uh));
   __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
@@ -241,7 +258,8 @@ VEC_INLINE __m256 vtwo_phi(__m256 x) {
 VEC_INLINE __m256 vgelu(__m256 x) { return _mm256_mul_ps(_mm256_mul_ps(V8(0.5f), x), vtwo_phi(x)); }
 /* gelu'(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi) */
 VEC_INLINE __m256 vgelu_grad(__m256 x) {
-  __m256 pdf = _mm256_mul_ps(vexp_nonpos(_mm256_mul_ps(V8(-0.5f), _mm256_mul_ps(x, x))), V8(0.398942280401432678f));
+  __m256 pdf = _mm256_mul_ps(vexp_nonpos(_mm256_mul_ps(V8(-0.5f), _mm256_mul_ps(x, x))),
+                             V8(0.398942280401432678f));
   return _mm256_fmadd_ps(x, pdf, _mm256_mul_ps(V8(0.5f), vtwo_phi(x)));
 }
 

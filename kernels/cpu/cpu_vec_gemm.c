@@ -12,19 +12,22 @@
  * `masked` (the right edge); inlined with constant mr, nv, masked so acc stays in registers.
  * With `add` the block starts from C's values (C += A B). */
 VEC_INLINE void gemm_block(int mr, int nv, bool masked, __m256i mask, int64_t k, const float *a,
-                           int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc, bool add) {
+                           int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc,
+                           bool add) {
   __m256 acc[4][3];
   for (int i = 0; i < mr; i++)
     for (int v = 0; v < nv; v++) {
       const float *cp = c + i * ldc + 8 * v;
-      acc[i][v] = !add ? _mm256_setzero_ps()
-                  : masked && v == nv - 1 ? _mm256_maskload_ps(cp, mask) : _mm256_loadu_ps(cp);
+      acc[i][v] = !add                    ? _mm256_setzero_ps()
+                  : masked && v == nv - 1 ? _mm256_maskload_ps(cp, mask)
+                                          : _mm256_loadu_ps(cp);
     }
   for (int64_t p = 0; p < k; p++) {
     const float *bp = b + p * ldb;
     __m256 bv[3];
     for (int v = 0; v < nv; v++)
-      bv[v] = masked && v == nv - 1 ? _mm256_maskload_ps(bp + 8 * v, mask) : _mm256_loadu_ps(bp + 8 * v);
+      bv[v] = masked && v == nv - 1 ? _mm256_maskload_ps(bp + 8 * v, mask)
+                                    : _mm256_loadu_ps(bp + 8 * v);
     for (int i = 0; i < mr; i++) {
       __m256 av = _mm256_broadcast_ss(a + i * lda + p);
       for (int v = 0; v < nv; v++) acc[i][v] = _mm256_fmadd_ps(av, bv[v], acc[i][v]);
@@ -33,21 +36,27 @@ VEC_INLINE void gemm_block(int mr, int nv, bool masked, __m256i mask, int64_t k,
   for (int i = 0; i < mr; i++)
     for (int v = 0; v < nv; v++) {
       float *cp = c + i * ldc + 8 * v;
-      if (masked && v == nv - 1) _mm256_maskstore_ps(cp, mask, acc[i][v]);
-      else _mm256_storeu_ps(cp, acc[i][v]);
+      if (masked && v == nv - 1)
+        _mm256_maskstore_ps(cp, mask, acc[i][v]);
+      else
+        _mm256_storeu_ps(cp, acc[i][v]);
     }
 }
 
 /* The rows of one column block: 4 at a time, then one by one. */
 VEC_INLINE void gemm_rows(int nv, bool masked, __m256i mask, int64_t m, int64_t k, const float *a,
-                          int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc, bool add) {
+                          int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc,
+                          bool add) {
   int64_t i = 0;
-  for (; i + 4 <= m; i += 4) gemm_block(4, nv, masked, mask, k, a + i * lda, lda, b, ldb, c + i * ldc, ldc, add);
-  for (; i < m; i++) gemm_block(1, nv, masked, mask, k, a + i * lda, lda, b, ldb, c + i * ldc, ldc, add);
+  for (; i + 4 <= m; i += 4)
+    gemm_block(4, nv, masked, mask, k, a + i * lda, lda, b, ldb, c + i * ldc, ldc, add);
+  for (; i < m; i++)
+    gemm_block(1, nv, masked, mask, k, a + i * lda, lda, b, ldb, c + i * ldc, ldc, add);
 }
 
 VEC_TARGET void cpu_vec_sgemm_nn_avx2(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                                      const float *b, int64_t ldb, float *c, int64_t ldc, bool add) {
+                                      const float *b, int64_t ldb, float *c, int64_t ldc,
+                                      bool add) {
   const __m256i all = _mm256_set1_epi32(-1);
   int64_t j = 0;
   for (; j + 24 <= n; j += 24) gemm_rows(3, false, all, m, k, a, lda, b + j, ldb, c + j, ldc, add);
@@ -91,8 +100,9 @@ VEC_INLINE void nt_block(int mr, int nr, int64_t k, const float *a, int64_t lda,
     for (int r = 0; r < nr; r++) c[i * ldc + r] += vhsum(acc[i][r]);
 }
 
-VEC_TARGET void cpu_vec_sgemm_nt_add_avx2(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                                          const float *b, int64_t ldb, float *c, int64_t ldc) {
+VEC_TARGET void cpu_vec_sgemm_nt_add_avx2(int64_t m, int64_t n, int64_t k, const float *a,
+                                          int64_t lda, const float *b, int64_t ldb, float *c,
+                                          int64_t ldc) {
   for (int64_t i = 0; i < m; i += 4) {
     int mr = m - i >= 4 ? 4 : (int)(m - i);
     for (int64_t j = 0; j < n; j += 3) {
@@ -100,12 +110,16 @@ VEC_TARGET void cpu_vec_sgemm_nt_add_avx2(int64_t m, int64_t n, int64_t k, const
       const float *ai = a + i * lda, *bj = b + j * ldb;
       float *cij = c + i * ldc + j;
       /* constant block shapes, so the accumulators stay in registers */
-      if (mr == 4 && nr == 3) nt_block(4, 3, k, ai, lda, bj, ldb, cij, ldc);
-      else if (mr == 4 && nr == 2) nt_block(4, 2, k, ai, lda, bj, ldb, cij, ldc);
-      else if (mr == 4) nt_block(4, 1, k, ai, lda, bj, ldb, cij, ldc);
+      if (mr == 4 && nr == 3)
+        nt_block(4, 3, k, ai, lda, bj, ldb, cij, ldc);
+      else if (mr == 4 && nr == 2)
+        nt_block(4, 2, k, ai, lda, bj, ldb, cij, ldc);
+      else if (mr == 4)
+        nt_block(4, 1, k, ai, lda, bj, ldb, cij, ldc);
       else
         for (int ii = 0; ii < mr; ii++)
-          for (int jj = 0; jj < nr; jj++) nt_block(1, 1, k, ai + ii * lda, lda, bj + jj * ldb, ldb, cij + ii * ldc + jj, ldc);
+          for (int jj = 0; jj < nr; jj++)
+            nt_block(1, 1, k, ai + ii * lda, lda, bj + jj * ldb, ldb, cij + ii * ldc + jj, ldc);
     }
   }
 }

@@ -119,7 +119,8 @@ VEC_TARGET static void softmax_row_stored(float *y, const float *x, int64_t n, b
   }
 }
 
-VEC_TARGET void cpu_vec_softmax_row_avx2(float *y, const float *x, int64_t n, bool lg, bool stream) {
+VEC_TARGET void cpu_vec_softmax_row_avx2(float *y, const float *x, int64_t n, bool lg,
+                                         bool stream) {
   if (!lg && n <= SM_BLK * SM_STORE_BLOCKS) {
     softmax_row_stored(y, x, n, stream);
     return;

@@ -6,11 +6,11 @@
 #include "cpu_vec_avx2.h"
 
 /* 8 floats -> two vectors of 4 doubles, added to a and b. */
-#define ADD8(a, b, v)                                                      \
-  do {                                                                     \
-    __m256 v_ = (v);                                                       \
-    a = _mm256_add_pd(a, _mm256_cvtps_pd(_mm256_castps256_ps128(v_)));     \
-    b = _mm256_add_pd(b, _mm256_cvtps_pd(_mm256_extractf128_ps(v_, 1)));   \
+#define ADD8(a, b, v)                                                    \
+  do {                                                                   \
+    __m256 v_ = (v);                                                     \
+    a = _mm256_add_pd(a, _mm256_cvtps_pd(_mm256_castps256_ps128(v_)));   \
+    b = _mm256_add_pd(b, _mm256_cvtps_pd(_mm256_extractf128_ps(v_, 1))); \
   } while (0)
 
 /* Blocks of 128 floats are summed in float (4 chains of 4 additions each, exact for small
@@ -36,7 +36,8 @@ VEC_TARGET double cpu_vec_sum_f32_avx2(const float *x, int64_t n) {
  * float (as the blocks of a contiguous sum, within 2^-22 relative of their total) and then added
  * to the double accumulators, which are so read and written an eighth as often: a 4096-wide acc is
  * 32 KiB, the whole L1 cache, and updating it per row or four left the loads of x waiting. */
-VEC_TARGET void cpu_vec_sum_rows_f32_avx2(double *acc, const char *p, int64_t rs, int64_t nrows, int64_t n) {
+VEC_TARGET void cpu_vec_sum_rows_f32_avx2(double *acc, const char *p, int64_t rs, int64_t nrows,
+                                          int64_t n) {
   int64_t r = 0;
   for (; r + 8 <= nrows; r += 8) {
     const float *x[8];
@@ -53,7 +54,8 @@ VEC_TARGET void cpu_vec_sum_rows_f32_avx2(double *acc, const char *p, int64_t rs
       _mm256_storeu_pd(acc + j + 4, hi);
     }
     for (; j < n; j++) {
-      float t = ((x[0][j] + x[1][j]) + (x[2][j] + x[3][j])) + ((x[4][j] + x[5][j]) + (x[6][j] + x[7][j]));
+      float t =
+          ((x[0][j] + x[1][j]) + (x[2][j] + x[3][j])) + ((x[4][j] + x[5][j]) + (x[6][j] + x[7][j]));
       acc[j] += t;
     }
   }

@@ -11,26 +11,26 @@ const cpu_vec_kernels *cpu_vec;
 
 /* o[i] = F(x[i]): two independent vectors per step (more in flight), then one masked vector for
  * the tail; map_NAME_stream writes o with streaming stores and fences (cpu_stream.h). */
-#define VEC_MAP_LOOP(o, x, n, F, STORE)                                                      \
-  int64_t i = 0;                                                                             \
-  for (; i + 16 <= n; i += 16) {                                                             \
-    __m256 a = F(_mm256_loadu_ps(x + i)), b = F(_mm256_loadu_ps(x + i + 8));                \
-    STORE(o + i, a);                                                                         \
-    STORE(o + i + 8, b);                                                                     \
-  }                                                                                          \
-  for (; i + 8 <= n; i += 8) STORE(o + i, F(_mm256_loadu_ps(x + i)));                        \
+#define VEC_MAP_LOOP(o, x, n, F, STORE)                                      \
+  int64_t i = 0;                                                             \
+  for (; i + 16 <= n; i += 16) {                                             \
+    __m256 a = F(_mm256_loadu_ps(x + i)), b = F(_mm256_loadu_ps(x + i + 8)); \
+    STORE(o + i, a);                                                         \
+    STORE(o + i + 8, b);                                                     \
+  }                                                                          \
+  for (; i + 8 <= n; i += 8) STORE(o + i, F(_mm256_loadu_ps(x + i)));        \
   if (i < n) vstore_part(o + i, n - i, F(vload_part(x + i, n - i, 0.0f)));
-#define VEC_MAP(NAME, F)                                                                     \
-  VEC_TARGET static void map_##NAME(float *o, const float *x, int64_t n) {                   \
-    VEC_MAP_LOOP(o, x, n, F, _mm256_storeu_ps)                                               \
-  }                                                                                          \
-  VEC_TARGET __attribute__((unused)) static void map_##NAME##_stream(float *o, const float *x, int64_t n) { \
-    int64_t h = (int64_t)((-(uintptr_t)o / sizeof(float)) & 7); /* to a 32-byte boundary */  \
-    if (h > n) h = n;                                                                        \
-    if (h) map_##NAME(o, x, h);                                                              \
-    o += h, x += h, n -= h;                                                                  \
-    VEC_MAP_LOOP(o, x, n, F, _mm256_stream_ps)                                               \
-    _mm_sfence();                                                                            \
+#define VEC_MAP(NAME, F)                                                                          \
+  VEC_TARGET static void map_##NAME(                                                              \
+      float *o, const float *x, int64_t n){VEC_MAP_LOOP(o, x, n, F, _mm256_storeu_ps)} VEC_TARGET \
+      __attribute__((unused)) static void map_##NAME##_stream(float *o, const float *x,           \
+                                                              int64_t n) {                        \
+    int64_t h = (int64_t)((-(uintptr_t)o / sizeof(float)) & 7); /* to a 32-byte boundary */       \
+    if (h > n) h = n;                                                                             \
+    if (h) map_##NAME(o, x, h);                                                                   \
+    o += h, x += h, n -= h;                                                                       \
+    VEC_MAP_LOOP(o, x, n, F, _mm256_stream_ps)                                                    \
+    _mm_sfence();                                                                                 \
   }
 VEC_MAP(exp, vexp_fast) /* the cheaper route of vexp when a vector is within +-87 */
 VEC_MAP(log, vlog)
@@ -43,27 +43,29 @@ VEC_MAP(erf, verf)
 VEC_MAP(erfc, verfc)
 
 /* o[i] = G(x[i], g[i]), the binary counterpart of VEC_MAP (same steps, same streaming variant). */
-#define VEC_MAP2_LOOP(o, x, g, n, G, STORE)                                                  \
-  int64_t i = 0;                                                                             \
-  for (; i + 16 <= n; i += 16) {                                                             \
-    __m256 a = G(_mm256_loadu_ps(x + i), _mm256_loadu_ps(g + i));                           \
-    __m256 b = G(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(g + i + 8));                   \
-    STORE(o + i, a);                                                                         \
-    STORE(o + i + 8, b);                                                                     \
-  }                                                                                          \
+#define VEC_MAP2_LOOP(o, x, g, n, G, STORE)                                                   \
+  int64_t i = 0;                                                                              \
+  for (; i + 16 <= n; i += 16) {                                                              \
+    __m256 a = G(_mm256_loadu_ps(x + i), _mm256_loadu_ps(g + i));                             \
+    __m256 b = G(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(g + i + 8));                     \
+    STORE(o + i, a);                                                                          \
+    STORE(o + i + 8, b);                                                                      \
+  }                                                                                           \
   for (; i + 8 <= n; i += 8) STORE(o + i, G(_mm256_loadu_ps(x + i), _mm256_loadu_ps(g + i))); \
-  if (i < n) vstore_part(o + i, n - i, G(vload_part(x + i, n - i, 0.0f), vload_part(g + i, n - i, 0.0f)));
-#define VEC_MAP2(NAME, G)                                                                    \
-  VEC_TARGET static void map2_##NAME(float *o, const float *x, const float *g, int64_t n) {  \
-    VEC_MAP2_LOOP(o, x, g, n, G, _mm256_storeu_ps)                                           \
-  }                                                                                          \
-  VEC_TARGET static void map2_##NAME##_stream(float *o, const float *x, const float *g, int64_t n) { \
-    int64_t h = (int64_t)((-(uintptr_t)o / sizeof(float)) & 7); /* to a 32-byte boundary */  \
-    if (h > n) h = n;                                                                        \
-    if (h) map2_##NAME(o, x, g, h);                                                          \
-    o += h, x += h, g += h, n -= h;                                                          \
-    VEC_MAP2_LOOP(o, x, g, n, G, _mm256_stream_ps)                                           \
-    _mm_sfence();                                                                            \
+  if (i < n)                                                                                  \
+    vstore_part(o + i, n - i, G(vload_part(x + i, n - i, 0.0f), vload_part(g + i, n - i, 0.0f)));
+#define VEC_MAP2(NAME, G)                                                                         \
+  VEC_TARGET static void map2_##NAME(float *o, const float *x, const float *g,                    \
+                                     int64_t n){VEC_MAP2_LOOP(                                    \
+      o, x, g, n, G,                                                                              \
+      _mm256_storeu_ps)} VEC_TARGET static void map2_##NAME##_stream(float *o, const float *x,    \
+                                                                     const float *g, int64_t n) { \
+    int64_t h = (int64_t)((-(uintptr_t)o / sizeof(float)) & 7); /* to a 32-byte boundary */       \
+    if (h > n) h = n;                                                                             \
+    if (h) map2_##NAME(o, x, g, h);                                                               \
+    o += h, x += h, g += h, n -= h;                                                               \
+    VEC_MAP2_LOOP(o, x, g, n, G, _mm256_stream_ps)                                                \
+    _mm_sfence();                                                                                 \
   }
 VEC_INLINE __m256 vgelu_backward(__m256 x, __m256 g) { return _mm256_mul_ps(g, vgelu_grad(x)); }
 VEC_MAP2(gelu_backward, vgelu_backward)
@@ -88,7 +90,8 @@ VEC_INLINE void transpose8(float *dst, int64_t ds, const float *src, int64_t ss)
   }
 }
 
-VEC_TARGET static void transpose32(void *dstp, int64_t ds, const void *srcp, int64_t ss, int64_t ni, int64_t nj) {
+VEC_TARGET static void transpose32(void *dstp, int64_t ds, const void *srcp, int64_t ss, int64_t ni,
+                                   int64_t nj) {
   float *dst = dstp;
   const float *src = srcp;
   int64_t i8 = ni & ~(int64_t)7, j8 = nj & ~(int64_t)7;
@@ -99,12 +102,19 @@ VEC_TARGET static void transpose32(void *dstp, int64_t ds, const void *srcp, int
 }
 
 static const cpu_vec_kernels avx2 = {
-    .unary = {[DLE_OP_EXP] = map_exp, [DLE_OP_LOG] = map_log, [DLE_OP_TANH] = map_tanh,
-              [DLE_OP_SIGMOID] = map_sigmoid, [DLE_OP_SILU] = map_silu, [DLE_OP_GELU] = map_gelu,
+    .unary = {[DLE_OP_EXP] = map_exp,
+              [DLE_OP_LOG] = map_log,
+              [DLE_OP_TANH] = map_tanh,
+              [DLE_OP_SIGMOID] = map_sigmoid,
+              [DLE_OP_SILU] = map_silu,
+              [DLE_OP_GELU] = map_gelu,
               [DLE_OP_GELU_GRAD] = map_gelu_grad},
-    .unary_stream = {[DLE_OP_EXP] = map_exp_stream, [DLE_OP_LOG] = map_log_stream,
-                     [DLE_OP_TANH] = map_tanh_stream, [DLE_OP_SIGMOID] = map_sigmoid_stream,
-                     [DLE_OP_SILU] = map_silu_stream, [DLE_OP_GELU] = map_gelu_stream,
+    .unary_stream = {[DLE_OP_EXP] = map_exp_stream,
+                     [DLE_OP_LOG] = map_log_stream,
+                     [DLE_OP_TANH] = map_tanh_stream,
+                     [DLE_OP_SIGMOID] = map_sigmoid_stream,
+                     [DLE_OP_SILU] = map_silu_stream,
+                     [DLE_OP_GELU] = map_gelu_stream,
                      [DLE_OP_GELU_GRAD] = map_gelu_grad_stream},
     .binary = {[DLE_OP_GELU_BACKWARD] = map2_gelu_backward},
     .binary_stream = {[DLE_OP_GELU_BACKWARD] = map2_gelu_backward_stream},

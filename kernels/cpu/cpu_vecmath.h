@@ -12,12 +12,13 @@ typedef void (*cpu_vec_map_fn)(float *o, const float *x, int64_t n);
 typedef void (*cpu_vec_map2_fn)(float *o, const float *x, const float *g, int64_t n);
 
 typedef struct {
-  cpu_vec_map_fn unary[DLE_NUM_OPS]; /* by op: exp, log, tanh, sigmoid, gelu(_grad), silu; others NULL */
+  cpu_vec_map_fn
+      unary[DLE_NUM_OPS]; /* by op: exp, log, tanh, sigmoid, gelu(_grad), silu; others NULL */
   /* the same, writing o with streaming stores (then a fence); o must not be x */
   cpu_vec_map_fn unary_stream[DLE_NUM_OPS];
   /* by op: binary ops with a vector kernel (gelu_backward); o may equal x or g (not when streamed) */
   cpu_vec_map2_fn binary[DLE_NUM_OPS], binary_stream[DLE_NUM_OPS];
-  cpu_vec_map_fn erf, erfc;          /* not ops (yet): for gelu's tests and future use */
+  cpu_vec_map_fn erf, erfc; /* not ops (yet): for gelu's tests and future use */
   /* One softmax (lg false) or log_softmax (lg true) row of n elements; y may be x. stream: write y
    * with streaming stores (cpu_stream.h; the caller fences). */
   void (*softmax_row)(float *y, const float *x, int64_t n, bool lg, bool stream);
@@ -57,7 +58,8 @@ void cpu_vec_sgemm_nn_avx2(int64_t m, int64_t n, int64_t k, const float *a, int6
                            const float *b, int64_t ldb, float *c, int64_t ldc, bool add);
 void cpu_vec_sgemm_nt_add_avx2(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                                const float *b, int64_t ldb, float *c, int64_t ldc);
-void cpu_vec_wino_rows_avx2(const float *row, int64_t tw, float *h0, float *h1, float *h2, float *h3);
+void cpu_vec_wino_rows_avx2(const float *row, int64_t tw, float *h0, float *h1, float *h2,
+                            float *h3);
 void cpu_vec_sum_rows_f32_avx2(double *acc, const char *x, int64_t rs, int64_t nrows, int64_t n);
 
 #endif

@@ -12,55 +12,57 @@
 #define CPU_SIGMOID(x) (x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x)))
 
 /* gelu'(x) = Phi(x) + x phi(x) (gelu_grad, and gelu_backward's factor) */
-#define CPU_GELU_GRAD(x)                                                                   \
-  ((compute_t)0.5 * erfc(x * (compute_t)-0.70710678118654752440) +                         \
+#define CPU_GELU_GRAD(x)                                           \
+  ((compute_t)0.5 * erfc(x * (compute_t)-0.70710678118654752440) + \
    x * exp((compute_t)-0.5 * x * x) * (compute_t)0.39894228040143267794)
 
 /* ---- the ops: name, expression of x (unary) or a, b (binary) in compute type CT ---- */
-#define UNARY_NUMERIC_OPS(X)                                  \
-  X(NEG, CPU_NEG(x))                                          \
-  X(ABS, x < 0 ? CPU_NEG(x) : x)                              \
-  X(SIGN, (compute_t)((x > 0) - (x < 0)))                     \
-  X(RELU, x < 0 ? (compute_t)0 : x)                           \
-  X(CLAMP, x < p0 ? p0 : (x > p1 ? p1 : x))                   \
+#define UNARY_NUMERIC_OPS(X)                \
+  X(NEG, CPU_NEG(x))                        \
+  X(ABS, x < 0 ? CPU_NEG(x) : x)            \
+  X(SIGN, (compute_t)((x > 0) - (x < 0)))   \
+  X(RELU, x < 0 ? (compute_t)0 : x)         \
+  X(CLAMP, x < p0 ? p0 : (x > p1 ? p1 : x)) \
   X(POW_SCALAR, pow(x, p0))
 
-#define UNARY_FLOAT_OPS(X)                                    \
-  X(EXP, exp(x))                                              \
-  X(LOG, log(x))                                              \
-  X(EXPM1, expm1(x))                                          \
-  X(LOG1P, log1p(x))                                          \
-  X(SQRT, sqrt(x))                                            \
-  X(RSQRT, 1 / sqrt(x))                                       \
-  X(RECIPROCAL, 1 / x)                                        \
-  X(SIN, sin(x))                                              \
-  X(COS, cos(x))                                              \
-  X(TANH, tanh(x))                                            \
-  X(SIGMOID, CPU_SIGMOID(x))                                  \
-  /* erfc in double even for float: float erfc and the products round to ~7 ulp */          \
-  X(GELU, (compute_t)(0.5 * (double)x * erfc((double)x * -0.70710678118654752440))) /* no 1 + erf cancellation */ \
-  X(GELU_GRAD, CPU_GELU_GRAD(x))                              \
-  X(SILU, x * CPU_SIGMOID(x))                                 \
-  X(FLOOR, floor(x))                                          \
-  X(CEIL, ceil(x))                                            \
+#define UNARY_FLOAT_OPS(X)                                                                      \
+  X(EXP, exp(x))                                                                                \
+  X(LOG, log(x))                                                                                \
+  X(EXPM1, expm1(x))                                                                            \
+  X(LOG1P, log1p(x))                                                                            \
+  X(SQRT, sqrt(x))                                                                              \
+  X(RSQRT, 1 / sqrt(x))                                                                         \
+  X(RECIPROCAL, 1 / x)                                                                          \
+  X(SIN, sin(x))                                                                                \
+  X(COS, cos(x))                                                                                \
+  X(TANH, tanh(x))                                                                              \
+  X(SIGMOID, CPU_SIGMOID(x))                                                                    \
+  /* erfc in double even for float: float erfc and the products round to ~7 ulp */              \
+  X(GELU, (compute_t)(0.5 * (double)x *                                                         \
+                      erfc((double)x * -0.70710678118654752440))) /* no 1 + erf cancellation */ \
+  X(GELU_GRAD, CPU_GELU_GRAD(x))                                                                \
+  X(SILU, x *CPU_SIGMOID(x))                                                                    \
+  X(FLOOR, floor(x))                                                                            \
+  X(CEIL, ceil(x))                                                                              \
   X(ROUND, nearbyint(x))
 
-#define BINARY_NUMERIC_OPS(X)                                 \
-  X(ADD, CPU_WRAP(a, b, +))                                   \
-  X(SUB, CPU_WRAP(a, b, -))                                   \
-  X(MUL, CPU_WRAP(a, b, *))                                   \
-  X(POW, pow(a, b))                                           \
-  X(MAXIMUM, (a > b || a != a) ? a : b)                       \
+#define BINARY_NUMERIC_OPS(X)           \
+  X(ADD, CPU_WRAP(a, b, +))             \
+  X(SUB, CPU_WRAP(a, b, -))             \
+  X(MUL, CPU_WRAP(a, b, *))             \
+  X(POW, pow(a, b))                     \
+  X(MAXIMUM, (a > b || a != a) ? a : b) \
   X(MINIMUM, (a < b || a != a) ? a : b)
 
-#define BINARY_FLOAT_OPS(X) X(DIV, a / b) X(GELU_BACKWARD, b * CPU_GELU_GRAD(a))
+#define BINARY_FLOAT_OPS(X) X(DIV, a / b) X(GELU_BACKWARD, b *CPU_GELU_GRAD(a))
 
-#define COMPARE_OPS(X) X(EQ, a == b) X(NE, a != b) X(LT, a < b) X(LE, a <= b) X(GT, a > b) X(GE, a >= b)
+#define COMPARE_OPS(X) \
+  X(EQ, a == b) X(NE, a != b) X(LT, a < b) X(LE, a <= b) X(GT, a > b) X(GE, a >= b)
 
 /* ---- loop templates ---- */
 #define UNARY_LOOP(OP, EXPR, ID, T, CT)                                                   \
   static void unary_##OP##_##ID(char **p, const int64_t *s, int64_t n, const void *ctx) { \
-    typedef CT compute_t; /* the op expressions name the compute type this way */      \
+    typedef CT compute_t; /* the op expressions name the compute type this way */         \
     const double *f = ((const dle_attrs *)ctx)->f;                                        \
     const CT p0 = CPU_PARAM(CT, f[0]), p1 = CPU_PARAM(CT, f[1]);                          \
     (void)p0, (void)p1, (void)sizeof(compute_t);                                          \
@@ -81,37 +83,37 @@
 
 /* Binary: one body, three layouts (both contiguous, a contiguous with scalar b, scalar a with
  * contiguous b) that vectorise, plus the general strided walk. */
-#define BINARY_BODY(OT, STORE, ID, T, CT, EXPR)                                                \
-  typedef CT compute_t;                                                                        \
-  (void)sizeof(compute_t);                                                                     \
-  if (s[0] == sizeof(OT) && s[1] == sizeof(T) && (s[2] == sizeof(T) || s[2] == 0)) {            \
-    OT *o = (OT *)p[0];                                                                        \
-    const T *pa = (const T *)p[1], *pb = (const T *)p[2];                                       \
-    if (s[2]) {                                                                                \
-      _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) {                                   \
-        CT a = LD_##ID(pa[i]), b = LD_##ID(pb[i]);                                             \
-        o[i] = STORE(EXPR);                                                                    \
-      }                                                                                        \
-    } else {                                                                                   \
-      const CT b = LD_##ID(pb[0]);                                                             \
-      _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) {                                   \
-        CT a = LD_##ID(pa[i]);                                                                 \
-        o[i] = STORE(EXPR);                                                                    \
-      }                                                                                        \
-    }                                                                                          \
-  } else if (s[0] == sizeof(OT) && s[1] == 0 && s[2] == sizeof(T)) {                           \
-    OT *o = (OT *)p[0];                                                                        \
-    const T *pb = (const T *)p[2];                                                             \
-    const CT a = LD_##ID(*(const T *)p[1]);                                                    \
-    _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) {                                     \
-      CT b = LD_##ID(pb[i]);                                                                   \
-      o[i] = STORE(EXPR);                                                                      \
-    }                                                                                          \
-  } else {                                                                                     \
-    for (int64_t i = 0; i < n; i++) {                                                          \
+#define BINARY_BODY(OT, STORE, ID, T, CT, EXPR)                                                  \
+  typedef CT compute_t;                                                                          \
+  (void)sizeof(compute_t);                                                                       \
+  if (s[0] == sizeof(OT) && s[1] == sizeof(T) && (s[2] == sizeof(T) || s[2] == 0)) {             \
+    OT *o = (OT *)p[0];                                                                          \
+    const T *pa = (const T *)p[1], *pb = (const T *)p[2];                                        \
+    if (s[2]) {                                                                                  \
+      _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) {                                     \
+        CT a = LD_##ID(pa[i]), b = LD_##ID(pb[i]);                                               \
+        o[i] = STORE(EXPR);                                                                      \
+      }                                                                                          \
+    } else {                                                                                     \
+      const CT b = LD_##ID(pb[0]);                                                               \
+      _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) {                                     \
+        CT a = LD_##ID(pa[i]);                                                                   \
+        o[i] = STORE(EXPR);                                                                      \
+      }                                                                                          \
+    }                                                                                            \
+  } else if (s[0] == sizeof(OT) && s[1] == 0 && s[2] == sizeof(T)) {                             \
+    OT *o = (OT *)p[0];                                                                          \
+    const T *pb = (const T *)p[2];                                                               \
+    const CT a = LD_##ID(*(const T *)p[1]);                                                      \
+    _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) {                                       \
+      CT b = LD_##ID(pb[i]);                                                                     \
+      o[i] = STORE(EXPR);                                                                        \
+    }                                                                                            \
+  } else {                                                                                       \
+    for (int64_t i = 0; i < n; i++) {                                                            \
       CT a = LD_##ID(*(const T *)(p[1] + i * s[1])), b = LD_##ID(*(const T *)(p[2] + i * s[2])); \
-      *(OT *)(p[0] + i * s[0]) = STORE(EXPR);                                                  \
-    }                                                                                          \
+      *(OT *)(p[0] + i * s[0]) = STORE(EXPR);                                                    \
+    }                                                                                            \
   }
 
 #define BINARY_LOOP(OP, EXPR, ID, T, CT)                                                   \
@@ -121,32 +123,33 @@
   }
 
 #define STORE_BOOL(v) ((uint8_t)((v) != 0))
-#define COMPARE_LOOP(OP, EXPR, ID, T, CT)                                                  \
+#define COMPARE_LOOP(OP, EXPR, ID, T, CT)                                                   \
   static void compare_##OP##_##ID(char **p, const int64_t *s, int64_t n, const void *ctx) { \
-    (void)ctx;                                                                             \
-    BINARY_BODY(uint8_t, STORE_BOOL, ID, T, CT, EXPR)                                      \
+    (void)ctx;                                                                              \
+    BINARY_BODY(uint8_t, STORE_BOOL, ID, T, CT, EXPR)                                       \
   }
 
-#define WHERE_LOOP(ID, T, CT)                                                               \
-  static void where_##ID(char **p, const int64_t *s, int64_t n, const void *ctx) {          \
-    (void)ctx;                                                                              \
-    for (int64_t i = 0; i < n; i++) {                                                       \
-      uint8_t c = *(const uint8_t *)(p[1] + i * s[1]);                                      \
-      *(T *)(p[0] + i * s[0]) = *(const T *)(c ? p[2] + i * s[2] : p[3] + i * s[3]);        \
-    }                                                                                       \
+#define WHERE_LOOP(ID, T, CT)                                                        \
+  static void where_##ID(char **p, const int64_t *s, int64_t n, const void *ctx) {   \
+    (void)ctx;                                                                       \
+    for (int64_t i = 0; i < n; i++) {                                                \
+      uint8_t c = *(const uint8_t *)(p[1] + i * s[1]);                               \
+      *(T *)(p[0] + i * s[0]) = *(const T *)(c ? p[2] + i * s[2] : p[3] + i * s[3]); \
+    }                                                                                \
   }
 
 static void logical_not_BOOL(char **p, const int64_t *s, int64_t n, const void *ctx) {
   (void)ctx;
-  for (int64_t i = 0; i < n; i++) *(uint8_t *)(p[0] + i * s[0]) = !*(const uint8_t *)(p[1] + i * s[1]);
+  for (int64_t i = 0; i < n; i++)
+    *(uint8_t *)(p[0] + i * s[0]) = !*(const uint8_t *)(p[1] + i * s[1]);
 }
 
 /* ---- instantiation: op x dtype ---- */
-#define UNARY_NUMERIC(OP, EXPR) CPU_NUMERIC_TYPES_WITH(UNARY_LOOP, OP, EXPR)
-#define UNARY_FLOAT(OP, EXPR) CPU_FLOAT_TYPES_WITH(UNARY_LOOP, OP, EXPR)
+#define UNARY_NUMERIC(OP, EXPR)  CPU_NUMERIC_TYPES_WITH(UNARY_LOOP, OP, EXPR)
+#define UNARY_FLOAT(OP, EXPR)    CPU_FLOAT_TYPES_WITH(UNARY_LOOP, OP, EXPR)
 #define BINARY_NUMERIC(OP, EXPR) CPU_NUMERIC_TYPES_WITH(BINARY_LOOP, OP, EXPR)
-#define BINARY_FLOAT(OP, EXPR) CPU_FLOAT_TYPES_WITH(BINARY_LOOP, OP, EXPR)
-#define COMPARE_ALL(OP, EXPR) CPU_ALL_TYPES_WITH(COMPARE_LOOP, OP, EXPR)
+#define BINARY_FLOAT(OP, EXPR)   CPU_FLOAT_TYPES_WITH(BINARY_LOOP, OP, EXPR)
+#define COMPARE_ALL(OP, EXPR)    CPU_ALL_TYPES_WITH(COMPARE_LOOP, OP, EXPR)
 
 UNARY_NUMERIC_OPS(UNARY_NUMERIC)
 UNARY_FLOAT_OPS(UNARY_FLOAT)
@@ -157,26 +160,28 @@ CPU_ALL_TYPES(WHERE_LOOP)
 
 /* ---- dispatch tables [op][dtype] ---- */
 #define ENTRY(PREFIX, OP, EXPR, ID, T, CT) [DLE_OP_##OP][DLE_##ID] = PREFIX##_##OP##_##ID,
-#define UNARY_NUMERIC_ENTRIES(OP, EXPR) CPU_NUMERIC_TYPES_WITH(ENTRY, unary, OP, EXPR)
-#define UNARY_FLOAT_ENTRIES(OP, EXPR) CPU_FLOAT_TYPES_WITH(ENTRY, unary, OP, EXPR)
-#define BINARY_NUMERIC_ENTRIES(OP, EXPR) CPU_NUMERIC_TYPES_WITH(ENTRY, binary, OP, EXPR)
-#define BINARY_FLOAT_ENTRIES(OP, EXPR) CPU_FLOAT_TYPES_WITH(ENTRY, binary, OP, EXPR)
-#define COMPARE_ENTRIES(OP, EXPR) CPU_ALL_TYPES_WITH(ENTRY, compare, OP, EXPR)
-#define WHERE_ENTRY(ID, T, CT) [DLE_OP_WHERE][DLE_##ID] = where_##ID,
+#define UNARY_NUMERIC_ENTRIES(OP, EXPR)    CPU_NUMERIC_TYPES_WITH(ENTRY, unary, OP, EXPR)
+#define UNARY_FLOAT_ENTRIES(OP, EXPR)      CPU_FLOAT_TYPES_WITH(ENTRY, unary, OP, EXPR)
+#define BINARY_NUMERIC_ENTRIES(OP, EXPR)   CPU_NUMERIC_TYPES_WITH(ENTRY, binary, OP, EXPR)
+#define BINARY_FLOAT_ENTRIES(OP, EXPR)     CPU_FLOAT_TYPES_WITH(ENTRY, binary, OP, EXPR)
+#define COMPARE_ENTRIES(OP, EXPR)          CPU_ALL_TYPES_WITH(ENTRY, compare, OP, EXPR)
+#define WHERE_ENTRY(ID, T, CT)             [DLE_OP_WHERE][DLE_##ID] = where_##ID,
 
 static const cpu_loop_fn loops[DLE_NUM_OPS][DLE_NUM_DTYPES] = {
     UNARY_NUMERIC_OPS(UNARY_NUMERIC_ENTRIES) UNARY_FLOAT_OPS(UNARY_FLOAT_ENTRIES)
-    BINARY_NUMERIC_OPS(BINARY_NUMERIC_ENTRIES) BINARY_FLOAT_OPS(BINARY_FLOAT_ENTRIES)
-    COMPARE_OPS(COMPARE_ENTRIES) CPU_ALL_TYPES(WHERE_ENTRY)
-    [DLE_OP_LOGICAL_NOT][DLE_BOOL] = logical_not_BOOL,
+        BINARY_NUMERIC_OPS(BINARY_NUMERIC_ENTRIES) BINARY_FLOAT_OPS(BINARY_FLOAT_ENTRIES)
+            COMPARE_OPS(COMPARE_ENTRIES) CPU_ALL_TYPES(WHERE_ENTRY)[DLE_OP_LOGICAL_NOT][DLE_BOOL] =
+                logical_not_BOOL,
 };
 
 /* Ops whose element costs a libm-class function go on several threads from CPU_PARALLEL_GRAIN
  * elements; the others (a few instructions, bound by memory) from CPU_PARALLEL_GRAIN_LIGHT. */
 #define HEAVY_ENTRY(OP, EXPR) [DLE_OP_##OP] = true,
-static const bool heavy[DLE_NUM_OPS] = {UNARY_FLOAT_OPS(HEAVY_ENTRY)[DLE_OP_POW] = true, [DLE_OP_POW_SCALAR] = true,
-                                        [DLE_OP_GELU_BACKWARD] = true};
-static int64_t grain_of(dle_op op) { return heavy[op] ? CPU_PARALLEL_GRAIN : CPU_PARALLEL_GRAIN_LIGHT; }
+static const bool heavy[DLE_NUM_OPS] = {UNARY_FLOAT_OPS(HEAVY_ENTRY)[DLE_OP_POW] = true,
+                                        [DLE_OP_POW_SCALAR] = true, [DLE_OP_GELU_BACKWARD] = true};
+static int64_t grain_of(dle_op op) {
+  return heavy[op] ? CPU_PARALLEL_GRAIN : CPU_PARALLEL_GRAIN_LIGHT;
+}
 
 /* float32 unary ops with an AVX2 array kernel (cpu_vecmath.h): contiguous runs go straight to it,
  * strided ones through a small stack buffer. */
@@ -236,8 +241,8 @@ typedef union {
   vec_ctx unary;
   vec2_ctx binary;
 } loop_ctx;
-static cpu_loop_fn loop_of(dle_op op, dle_dtype dt, bool stream, const dle_attrs *attrs, loop_ctx *c,
-                           const void **ctx) {
+static cpu_loop_fn loop_of(dle_op op, dle_dtype dt, bool stream, const dle_attrs *attrs,
+                           loop_ctx *c, const void **ctx) {
   if (dt == DLE_F32 && cpu_vec && cpu_vec->unary[op]) {
     c->unary = (vec_ctx){cpu_vec->unary[op], stream ? cpu_vec->unary_stream[op] : NULL};
     *ctx = &c->unary;
@@ -262,7 +267,8 @@ static dle_status cpu_elementwise(dle_op op, dle_tensor *const *outs, dle_tensor
   const void *ctx;
   cpu_loop_fn fn = loop_of(op, dt, large, attrs, &c, &ctx);
   if (!fn)
-    return dle_error("%s: no CPU kernel for dtype %s", dle_op_get_info(op)->name, dle_dtype_name(dt));
+    return dle_error("%s: no CPU kernel for dtype %s", dle_op_get_info(op)->name,
+                     dle_dtype_name(dt));
   cpu_foreach_elementwise(outs[0], ins, nin, fn, ctx, grain_of(op));
   return DLE_OK;
 }
@@ -278,7 +284,8 @@ static bool cpu_small_elementwise(dle_op op, dle_tensor *out, dle_tensor *const 
   const void *ctx;
   cpu_loop_fn fn = loop_of(op, out->dtype, false, attrs, &c, &ctx);
   if (!fn) return false;
-  char *p[3] = {dle_tensor_data(out), dle_tensor_data(ins[0]), nin > 1 ? dle_tensor_data(ins[1]) : NULL};
+  char *p[3] = {dle_tensor_data(out), dle_tensor_data(ins[0]),
+                nin > 1 ? dle_tensor_data(ins[1]) : NULL};
   int64_t st[3] = {es, es, es};
   for (int i = 0; i < nin; i++)
     if (ins[i]->ndim == 0 && out->ndim > 0) st[i + 1] = 0;

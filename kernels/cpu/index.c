@@ -17,7 +17,7 @@ typedef uint16_t __attribute__((may_alias)) word2;
 typedef uint32_t __attribute__((may_alias)) word4;
 typedef uint64_t __attribute__((may_alias)) word8;
 #define WORD_SIZES(X) X(1) X(2) X(4) X(8)
-#define SIZE_SLOT(B) ((B) == 1 ? 0 : (B) == 2 ? 1 : (B) == 4 ? 2 : 3)
+#define SIZE_SLOT(B)  ((B) == 1 ? 0 : (B) == 2 ? 1 : (B) == 4 ? 2 : 3)
 
 /* A header describing other geometry over t's memory: kernels hand such views to the iterator,
  * which only reads geometry, so no reference is taken. */
@@ -99,29 +99,34 @@ static dle_status check_indices(dle_op op, const dle_tensor *index, int64_t base
   if (lo >= base && hi - base < size) return DLE_OK;
   int64_t bad = lo < base ? lo : hi;
   char range[64] = "none: the dim is empty";
-  if (size > 0) snprintf(range, sizeof range, "%lld..%lld", (long long)base, (long long)(base + size - 1));
+  if (size > 0)
+    snprintf(range, sizeof range, "%lld..%lld", (long long)base, (long long)(base + size - 1));
   if (op == DLE_OP_ONE_HOT)
-    return dle_error("one_hot: class %lld is out of range for %lld classes (valid: %s; classes shape %s)",
-                     (long long)bad, (long long)size, range, SHAPE(index));
-  return dle_error("%s: index %lld is out of range for dim %d of size %lld (valid: %s; %s shape %s, "
-                   "index shape %s)", op_name(op), (long long)bad, dim + 1, (long long)size, range,
-                   target_name, SHAPE(target), SHAPE(index));
+    return dle_error(
+        "one_hot: class %lld is out of range for %lld classes (valid: %s; classes shape %s)",
+        (long long)bad, (long long)size, range, SHAPE(index));
+  return dle_error(
+      "%s: index %lld is out of range for dim %d of size %lld (valid: %s; %s shape %s, "
+      "index shape %s)",
+      op_name(op), (long long)bad, dim + 1, (long long)size, range, target_name, SHAPE(target),
+      SHAPE(index));
 }
 
 /* ---------------------------------------------------------------- moving elements */
 
 /* out[i] = in[i]; an input stride of 0 repeats one element. */
-#define MOVE_LOOP(B)                                                                        \
-  static void move_##B(char **p, const int64_t *s, int64_t n, const void *ctx) {            \
-    (void)ctx;                                                                              \
-    if (s[0] == B && s[1] == B) {                                                           \
-      if (p[0] != p[1]) memcpy(p[0], p[1], (size_t)(n * B));                                \
-    } else if (s[1] == 0) {                                                                 \
-      const word##B v = *(const word##B *)p[1];                                             \
-      for (int64_t i = 0; i < n; i++) *(word##B *)(p[0] + i * s[0]) = v;                   \
-    } else {                                                                                \
-      for (int64_t i = 0; i < n; i++) *(word##B *)(p[0] + i * s[0]) = *(const word##B *)(p[1] + i * s[1]); \
-    }                                                                                       \
+#define MOVE_LOOP(B)                                                             \
+  static void move_##B(char **p, const int64_t *s, int64_t n, const void *ctx) { \
+    (void)ctx;                                                                   \
+    if (s[0] == B && s[1] == B) {                                                \
+      if (p[0] != p[1]) memcpy(p[0], p[1], (size_t)(n * B));                     \
+    } else if (s[1] == 0) {                                                      \
+      const word##B v = *(const word##B *)p[1];                                  \
+      for (int64_t i = 0; i < n; i++) *(word##B *)(p[0] + i * s[0]) = v;         \
+    } else {                                                                     \
+      for (int64_t i = 0; i < n; i++)                                            \
+        *(word##B *)(p[0] + i * s[0]) = *(const word##B *)(p[1] + i * s[1]);     \
+    }                                                                            \
   }
 WORD_SIZES(MOVE_LOOP)
 #define MOVE_ENTRY(B) move_##B,
@@ -155,25 +160,25 @@ static dle_status cpu_cat(dle_op op, dle_tensor *const *outs, dle_tensor *const 
 /* ---------------------------------------------------------------- gather, index_select */
 
 typedef struct {
-  int64_t dim_stride;  /* bytes between elements of src along the indexed dim */
+  int64_t dim_stride; /* bytes between elements of src along the indexed dim */
   int64_t base;
 } pick_ctx;
 
 /* out[i] = src[i + (index[i] - base) * dim_stride], where the iterator gives src with a zero
  * stride along dim. A zero index stride (index_select along an outer dim) moves whole runs. */
-#define PICK_LOOP(B)                                                                        \
-  static void pick_##B(char **p, const int64_t *s, int64_t n, const void *ctx) {            \
-    const pick_ctx *c = ctx;                                                                \
-    if (s[1] == 0) {                                                                        \
-      char *from[2] = {p[0], p[2] + (*(const int64_t *)p[1] - c->base) * c->dim_stride};    \
-      int64_t st[2] = {s[0], s[2]};                                                         \
-      move_##B(from, st, n, NULL);                                                          \
-      return;                                                                               \
-    }                                                                                       \
-    for (int64_t i = 0; i < n; i++) {                                                       \
-      int64_t k = *(const int64_t *)(p[1] + i * s[1]) - c->base;                            \
+#define PICK_LOOP(B)                                                                           \
+  static void pick_##B(char **p, const int64_t *s, int64_t n, const void *ctx) {               \
+    const pick_ctx *c = ctx;                                                                   \
+    if (s[1] == 0) {                                                                           \
+      char *from[2] = {p[0], p[2] + (*(const int64_t *)p[1] - c->base) * c->dim_stride};       \
+      int64_t st[2] = {s[0], s[2]};                                                            \
+      move_##B(from, st, n, NULL);                                                             \
+      return;                                                                                  \
+    }                                                                                          \
+    for (int64_t i = 0; i < n; i++) {                                                          \
+      int64_t k = *(const int64_t *)(p[1] + i * s[1]) - c->base;                               \
       *(word##B *)(p[0] + i * s[0]) = *(const word##B *)(p[2] + i * s[2] + k * c->dim_stride); \
-    }                                                                                       \
+    }                                                                                          \
   }
 WORD_SIZES(PICK_LOOP)
 #define PICK_ENTRY(B) pick_##B,
@@ -222,8 +227,8 @@ static dle_status cpu_index_select(dle_op op, dle_tensor *const *outs, dle_tenso
 /* ---------------------------------------------------------------- scatter_add, index_add */
 
 typedef struct {
-  int64_t count;                           /* indices along dim */
-  int64_t index_step, src_step, out_step;  /* bytes per step along dim */
+  int64_t count;                          /* indices along dim */
+  int64_t index_step, src_step, out_step; /* bytes per step along dim */
   int64_t base;
 } accumulate_ctx;
 
@@ -233,32 +238,37 @@ typedef struct {
  * positions are swept once per step (index_add of rows); scattered ones finish their steps
  * one position at a time, walking index and src along dim (scatter_add along the last dim). */
 /* integers wrap (CPU_WRAP) as the elementwise add does, without signed-overflow UB */
-#define ACCUMULATE_ADD(ID, T, o, x) (*(T *)(o) = ST_##ID(CPU_WRAP(LD_##ID(*(T *)(o)), LD_##ID(*(const T *)(x)), +)))
-#define ACCUMULATE_LOOP(ID, T, CT)                                                            \
-  static void accumulate_##ID(char **p, const int64_t *s, int64_t n, const void *ctx) {       \
-    const accumulate_ctx *c = ctx;                                                            \
-    if (s[0] != sizeof(T)) {                                                                  \
-      for (int64_t i = 0; i < n; i++) {                                                       \
-        char *o = p[0] + i * s[0];                                                            \
-        const char *ip = p[1] + i * s[1], *sp = p[2] + i * s[2];                              \
-        for (int64_t k = 0; k < c->count; k++)                                                \
-          ACCUMULATE_ADD(ID, T, o + (*(const int64_t *)(ip + k * c->index_step) - c->base) * c->out_step, \
-                         sp + k * c->src_step);                                               \
-      }                                                                                       \
-      return;                                                                                 \
-    }                                                                                         \
-    for (int64_t k = 0; k < c->count; k++) {                                                  \
-      const char *ip = p[1] + k * c->index_step, *sp = p[2] + k * c->src_step;                \
-      if (s[1] == 0 && s[2] == sizeof(T)) {                                                   \
-        T *o = (T *)(p[0] + (*(const int64_t *)ip - c->base) * c->out_step);                  \
-        const T *x = (const T *)sp;                                                           \
-        _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) o[i] = ST_##ID(CPU_WRAP(LD_##ID(o[i]), LD_##ID(x[i]), +)); \
-      } else {                                                                                \
-        for (int64_t i = 0; i < n; i++)                                                       \
-          ACCUMULATE_ADD(ID, T, p[0] + i * s[0] + (*(const int64_t *)(ip + i * s[1]) - c->base) * c->out_step, \
-                         sp + i * s[2]);                                                      \
-      }                                                                                       \
-    }                                                                                         \
+#define ACCUMULATE_ADD(ID, T, o, x) \
+  (*(T *)(o) = ST_##ID(CPU_WRAP(LD_##ID(*(T *)(o)), LD_##ID(*(const T *)(x)), +)))
+#define ACCUMULATE_LOOP(ID, T, CT)                                                                 \
+  static void accumulate_##ID(char **p, const int64_t *s, int64_t n, const void *ctx) {            \
+    const accumulate_ctx *c = ctx;                                                                 \
+    if (s[0] != sizeof(T)) {                                                                       \
+      for (int64_t i = 0; i < n; i++) {                                                            \
+        char *o = p[0] + i * s[0];                                                                 \
+        const char *ip = p[1] + i * s[1], *sp = p[2] + i * s[2];                                   \
+        for (int64_t k = 0; k < c->count; k++)                                                     \
+          ACCUMULATE_ADD(ID, T,                                                                    \
+                         o + (*(const int64_t *)(ip + k * c->index_step) - c->base) * c->out_step, \
+                         sp + k * c->src_step);                                                    \
+      }                                                                                            \
+      return;                                                                                      \
+    }                                                                                              \
+    for (int64_t k = 0; k < c->count; k++) {                                                       \
+      const char *ip = p[1] + k * c->index_step, *sp = p[2] + k * c->src_step;                     \
+      if (s[1] == 0 && s[2] == sizeof(T)) {                                                        \
+        T *o = (T *)(p[0] + (*(const int64_t *)ip - c->base) * c->out_step);                       \
+        const T *x = (const T *)sp;                                                                \
+        _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) o[i] =                                \
+            ST_##ID(CPU_WRAP(LD_##ID(o[i]), LD_##ID(x[i]), +));                                    \
+      } else {                                                                                     \
+        for (int64_t i = 0; i < n; i++)                                                            \
+          ACCUMULATE_ADD(                                                                          \
+              ID, T,                                                                               \
+              p[0] + i * s[0] + (*(const int64_t *)(ip + i * s[1]) - c->base) * c->out_step,       \
+              sp + i * s[2]);                                                                      \
+      }                                                                                            \
+    }                                                                                              \
   }
 CPU_ALL_TYPES(ACCUMULATE_LOOP)
 #define ACCUMULATE_ENTRY(ID, T, CT) [DLE_##ID] = accumulate_##ID,
@@ -271,7 +281,8 @@ static void accumulate_run(dle_tensor *out_view, dle_tensor *index_view, dle_ten
   dle_tensor *ins[2] = {index_view, src_view};
   int64_t positions = dle_tensor_numel(out_view);
   int split = 0, nt = 1;
-  for (int d = 1; d < out_view->ndim; d++) split = out_view->sizes[d] > out_view->sizes[split] ? d : split;
+  for (int d = 1; d < out_view->ndim; d++)
+    split = out_view->sizes[d] > out_view->sizes[split] ? d : split;
 #ifdef _OPENMP
   nt = omp_get_max_threads();
 #endif
@@ -309,7 +320,8 @@ static dle_status cpu_accumulate(dle_op op, dle_tensor *const *outs, dle_tensor 
   int64_t es = cpu_esize(out->dtype);
   accumulate_ctx c = {walk->sizes[dim], 0, src->strides[dim] * es, out->strides[dim] * es,
                       a->index_base};
-  dle_tensor out_view = geometry_of(out), index_view = geometry_of(index), src_view = geometry_of(src);
+  dle_tensor out_view = geometry_of(out), index_view = geometry_of(index),
+             src_view = geometry_of(src);
   memcpy(out_view.sizes, walk->sizes, sizeof out_view.sizes);
   memcpy(src_view.sizes, walk->sizes, sizeof src_view.sizes);
   if (op == DLE_OP_SCATTER_ADD) {
@@ -330,25 +342,30 @@ static dle_status cpu_accumulate(dle_op op, dle_tensor *const *outs, dle_tensor 
 /* The fill value converted once to the output dtype's bits. */
 static void value_bits(dle_dtype dt, double v, void *bits) {
   switch (dt) {
-#define VALUE_CASE(ID, T, CT) case DLE_##ID: { T x = ST_##ID(v); memcpy(bits, &x, sizeof x); break; }
+#define VALUE_CASE(ID, T, CT)   \
+  case DLE_##ID: {              \
+    T x = ST_##ID(v);           \
+    memcpy(bits, &x, sizeof x); \
+    break;                      \
+  }
     CPU_ALL_TYPES(VALUE_CASE)
     default: break;
   }
 }
 
-#define MASKED_FILL_LOOP(B)                                                                  \
-  static void masked_fill_##B(char **p, const int64_t *s, int64_t n, const void *ctx) {      \
-    const word##B v = *(const word##B *)ctx;                                                 \
-    if (s[0] == B && s[1] == B && s[2] == 1) {                                               \
-      word##B *o = (word##B *)p[0];                                                          \
-      const word##B *x = (const word##B *)p[1];                                              \
-      const uint8_t *m = (const uint8_t *)p[2];                                              \
-      _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) o[i] = m[i] ? v : x[i];           \
-    } else {                                                                                 \
-      for (int64_t i = 0; i < n; i++)                                                        \
-        *(word##B *)(p[0] + i * s[0]) =                                                      \
-            *(const uint8_t *)(p[2] + i * s[2]) ? v : *(const word##B *)(p[1] + i * s[1]);   \
-    }                                                                                        \
+#define MASKED_FILL_LOOP(B)                                                                \
+  static void masked_fill_##B(char **p, const int64_t *s, int64_t n, const void *ctx) {    \
+    const word##B v = *(const word##B *)ctx;                                               \
+    if (s[0] == B && s[1] == B && s[2] == 1) {                                             \
+      word##B *o = (word##B *)p[0];                                                        \
+      const word##B *x = (const word##B *)p[1];                                            \
+      const uint8_t *m = (const uint8_t *)p[2];                                            \
+      _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) o[i] = m[i] ? v : x[i];         \
+    } else {                                                                               \
+      for (int64_t i = 0; i < n; i++)                                                      \
+        *(word##B *)(p[0] + i * s[0]) =                                                    \
+            *(const uint8_t *)(p[2] + i * s[2]) ? v : *(const word##B *)(p[1] + i * s[1]); \
+    }                                                                                      \
   }
 WORD_SIZES(MASKED_FILL_LOOP)
 #define MASKED_FILL_ENTRY(B) masked_fill_##B,
@@ -367,19 +384,20 @@ static dle_status cpu_masked_fill(dle_op op, dle_tensor *const *outs, dle_tensor
 
 /* One row: columns [keep_lo, keep_hi) are copied, the others zeroed (zero bits are 0 in every
  * dtype). In place, the kept columns are already there. */
-#define TRIANGLE_ROW(B)                                                                       \
-  static void triangle_row_##B(char *o, int64_t os, const char *x, int64_t xs, int64_t cols,  \
-                               int64_t keep_lo, int64_t keep_hi) {                            \
-    if (os == B && xs == B) {                                                                 \
-      memset(o, 0, (size_t)(keep_lo * B));                                                    \
+#define TRIANGLE_ROW(B)                                                                        \
+  static void triangle_row_##B(char *o, int64_t os, const char *x, int64_t xs, int64_t cols,   \
+                               int64_t keep_lo, int64_t keep_hi) {                             \
+    if (os == B && xs == B) {                                                                  \
+      memset(o, 0, (size_t)(keep_lo * B));                                                     \
       if (o != x) memcpy(o + keep_lo * B, x + keep_lo * B, (size_t)((keep_hi - keep_lo) * B)); \
-      memset(o + keep_hi * B, 0, (size_t)((cols - keep_hi) * B));                             \
-      return;                                                                                 \
-    }                                                                                         \
-    for (int64_t j = 0; j < keep_lo; j++) *(word##B *)(o + j * os) = 0;                       \
-    if (o != x)                                                                               \
-      for (int64_t j = keep_lo; j < keep_hi; j++) *(word##B *)(o + j * os) = *(const word##B *)(x + j * xs); \
-    for (int64_t j = keep_hi; j < cols; j++) *(word##B *)(o + j * os) = 0;                    \
+      memset(o + keep_hi * B, 0, (size_t)((cols - keep_hi) * B));                              \
+      return;                                                                                  \
+    }                                                                                          \
+    for (int64_t j = 0; j < keep_lo; j++) *(word##B *)(o + j * os) = 0;                        \
+    if (o != x)                                                                                \
+      for (int64_t j = keep_lo; j < keep_hi; j++)                                              \
+        *(word##B *)(o + j * os) = *(const word##B *)(x + j * xs);                             \
+    for (int64_t j = keep_hi; j < cols; j++) *(word##B *)(o + j * os) = 0;                     \
   }
 WORD_SIZES(TRIANGLE_ROW)
 typedef void (*triangle_row_fn)(char *, int64_t, const char *, int64_t, int64_t, int64_t, int64_t);
@@ -404,7 +422,7 @@ static dle_status cpu_triangle(dle_op op, dle_tensor *const *outs, dle_tensor *c
   int64_t numel = dle_tensor_numel(out);
   if (numel == 0) return DLE_OK;
   int64_t rows = out->sizes[nd - 2], cols = out->sizes[nd - 1], k = a->ints[0];
-  k = k > cols ? cols : k < -rows ? -rows : k;  /* same mask, and i + k cannot overflow */
+  k = k > cols ? cols : k < -rows ? -rows : k; /* same mask, and i + k cannot overflow */
   int64_t es = cpu_esize(out->dtype), nrows = numel / cols;
   int64_t os = out->strides[nd - 1] * es, xs = src->strides[nd - 1] * es;
   char *obase = dle_tensor_data(out);
@@ -413,7 +431,7 @@ static dle_status cpu_triangle(dle_op op, dle_tensor *const *outs, dle_tensor *c
   bool lower = op == DLE_OP_TRIL;
 #pragma omp parallel for if (cpu_parallel(numel)) schedule(static)
   for (int64_t r = 0; r < nrows; r++) {
-    int64_t i = r % rows;  /* tril keeps j <= i + k, triu keeps j >= i + k */
+    int64_t i = r % rows; /* tril keeps j <= i + k, triu keeps j >= i + k */
     int64_t lo = lower ? 0 : i + k, hi = lower ? i + k + 1 : cols;
     lo = lo < 0 ? 0 : lo > cols ? cols : lo;
     hi = hi < lo ? lo : hi > cols ? cols : hi;
@@ -425,20 +443,23 @@ static dle_status cpu_triangle(dle_op op, dle_tensor *const *outs, dle_tensor *c
 /* ---------------------------------------------------------------- one_hot */
 
 typedef struct {
-  int64_t class_step;  /* bytes between classes in the output's last dim */
+  int64_t class_step; /* bytes between classes in the output's last dim */
   int64_t base;
 } one_hot_ctx;
 
 static void zero_loop(char **p, const int64_t *s, int64_t n, const void *ctx) {
   (void)ctx;
-  if (s[0] == 8) memset(p[0], 0, (size_t)n * 8);
-  else for (int64_t i = 0; i < n; i++) *(int64_t *)(p[0] + i * s[0]) = 0;
+  if (s[0] == 8)
+    memset(p[0], 0, (size_t)n * 8);
+  else
+    for (int64_t i = 0; i < n; i++) *(int64_t *)(p[0] + i * s[0]) = 0;
 }
 
 static void one_hot_loop(char **p, const int64_t *s, int64_t n, const void *ctx) {
   const one_hot_ctx *c = ctx;
   for (int64_t i = 0; i < n; i++)
-    *(int64_t *)(p[0] + i * s[0] + (*(const int64_t *)(p[1] + i * s[1]) - c->base) * c->class_step) = 1;
+    *(int64_t *)(p[0] + i * s[0] +
+                 (*(const int64_t *)(p[1] + i * s[1]) - c->base) * c->class_step) = 1;
 }
 
 static dle_status cpu_one_hot(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
@@ -450,7 +471,7 @@ static dle_status cpu_one_hot(dle_op op, dle_tensor *const *outs, dle_tensor *co
   cpu_foreach(out, NULL, 0, zero_loop, NULL);
   if (dle_tensor_numel(out) == 0) return DLE_OK;
   one_hot_ctx c = {out->strides[last] * 8, a->index_base};
-  dle_tensor rows = geometry_of(out);  /* the output without its class dim */
+  dle_tensor rows = geometry_of(out); /* the output without its class dim */
   rows.ndim = last;
   cpu_foreach(&rows, &classes, 1, one_hot_loop, &c);
   return DLE_OK;

@@ -18,7 +18,7 @@ typedef struct {
 /* What BLAS is given for an operand: the matrix itself or a packed copy. */
 typedef struct {
   const void *p;
-  bool trans;  /* stored column-major (a transposed view of a row-major matrix) */
+  bool trans; /* stored column-major (a transposed view of a row-major matrix) */
   int64_t ld;
 } blas_mat;
 
@@ -47,32 +47,32 @@ static bool col_major(const cpu_mat *m, int64_t *ld) {
 }
 
 /* ---- packing: strided storage <-> contiguous row-major compute type, one body per dtype ---- */
-#define PACK_LOOPS(ID, T, CT)                                                             \
-  static void pack_##ID(void *dst, const cpu_mat *m) {                                    \
-    for (int64_t i = 0; i < m->rows; i++) {                                               \
-      const T *row = (const T *)m->p + i * m->rs;                                         \
-      CT *o = (CT *)dst + i * m->cols;                                                    \
-      if (m->cs == 1)                                                                     \
-        for (int64_t j = 0; j < m->cols; j++) o[j] = LD_##ID(row[j]);                     \
-      else                                                                                \
-        for (int64_t j = 0; j < m->cols; j++) o[j] = LD_##ID(row[j * m->cs]);             \
-    }                                                                                     \
-  }                                                                                       \
-  static void unpack_##ID(const cpu_mat *m, const void *src, int64_t ld) {                \
-    for (int64_t i = 0; i < m->rows; i++) {                                               \
-      T *row = (T *)m->p + i * m->rs;                                                     \
-      const CT *s = (const CT *)src + i * ld;                                             \
-      if (m->cs == 1)                                                                     \
-        for (int64_t j = 0; j < m->cols; j++) row[j] = ST_##ID(s[j]);                     \
-      else                                                                                \
-        for (int64_t j = 0; j < m->cols; j++) row[j * m->cs] = ST_##ID(s[j]);             \
-    }                                                                                     \
+#define PACK_LOOPS(ID, T, CT)                                                 \
+  static void pack_##ID(void *dst, const cpu_mat *m) {                        \
+    for (int64_t i = 0; i < m->rows; i++) {                                   \
+      const T *row = (const T *)m->p + i * m->rs;                             \
+      CT *o = (CT *)dst + i * m->cols;                                        \
+      if (m->cs == 1)                                                         \
+        for (int64_t j = 0; j < m->cols; j++) o[j] = LD_##ID(row[j]);         \
+      else                                                                    \
+        for (int64_t j = 0; j < m->cols; j++) o[j] = LD_##ID(row[j * m->cs]); \
+    }                                                                         \
+  }                                                                           \
+  static void unpack_##ID(const cpu_mat *m, const void *src, int64_t ld) {    \
+    for (int64_t i = 0; i < m->rows; i++) {                                   \
+      T *row = (T *)m->p + i * m->rs;                                         \
+      const CT *s = (const CT *)src + i * ld;                                 \
+      if (m->cs == 1)                                                         \
+        for (int64_t j = 0; j < m->cols; j++) row[j] = ST_##ID(s[j]);         \
+      else                                                                    \
+        for (int64_t j = 0; j < m->cols; j++) row[j * m->cs] = ST_##ID(s[j]); \
+    }                                                                         \
   }
 CPU_FLOAT_TYPES(PACK_LOOPS)
 
 typedef void (*pack_fn)(void *dst, const cpu_mat *m);
 typedef void (*unpack_fn)(const cpu_mat *m, const void *src, int64_t ld);
-#define PACK_ENTRY(ID, T, CT) [DLE_##ID] = pack_##ID,
+#define PACK_ENTRY(ID, T, CT)   [DLE_##ID] = pack_##ID,
 #define UNPACK_ENTRY(ID, T, CT) [DLE_##ID] = unpack_##ID,
 static const pack_fn pack_of[DLE_NUM_DTYPES] = {CPU_FLOAT_TYPES(PACK_ENTRY)};
 static const unpack_fn unpack_of[DLE_NUM_DTYPES] = {CPU_FLOAT_TYPES(UNPACK_ENTRY)};
@@ -104,8 +104,9 @@ static dle_status blas_operand(blas_mat *out, const cpu_mat *m, dle_dtype dt, bo
   }
   if (s->src != m->p) {
     void *buf = scratch_get(s, (size_t)(m->rows * m->cols) * esize);
-    if (!buf) return dle_error("matmul: out of memory packing a %lldx%lld operand",
-                               (long long)m->rows, (long long)m->cols);
+    if (!buf)
+      return dle_error("matmul: out of memory packing a %lldx%lld operand", (long long)m->rows,
+                       (long long)m->cols);
     pack_of[dt](buf, m);
     s->src = m->p;
   }
@@ -114,30 +115,30 @@ static dle_status blas_operand(blas_mat *out, const cpu_mat *m, dle_dtype dt, bo
 }
 
 /* ---- BLAS calls: gemm, or gemv when one side is a vector (OpenBLAS 0.3.21 does not forward) ---- */
-#define BLAS_CALLS(P, CT)                                                                      \
+#define BLAS_CALLS(P, CT)                                                                       \
   static void blas_##P(const blas_mat *a, const blas_mat *b, CT *c, int64_t ldc, int64_t m,     \
-                       int64_t n, int64_t k, CT beta) {                                        \
-    if (n == 1) { /* c[:, 0] = A x, x = column of b, y = column of c */                        \
-      int incx = b->trans ? 1 : (int)b->ld;                                                    \
-      if (a->trans)                                                                            \
+                       int64_t n, int64_t k, CT beta) {                                         \
+    if (n == 1) { /* c[:, 0] = A x, x = column of b, y = column of c */                         \
+      int incx = b->trans ? 1 : (int)b->ld;                                                     \
+      if (a->trans)                                                                             \
         cblas_##P##gemv(CblasRowMajor, CblasTrans, (int)k, (int)m, 1, a->p, (int)a->ld, b->p,   \
-                        incx, beta, c, (int)ldc);                                              \
-      else                                                                                     \
+                        incx, beta, c, (int)ldc);                                               \
+      else                                                                                      \
         cblas_##P##gemv(CblasRowMajor, CblasNoTrans, (int)m, (int)k, 1, a->p, (int)a->ld, b->p, \
-                        incx, beta, c, (int)ldc);                                              \
-    } else if (m == 1) { /* c[0, :] = B^T x, x = row of a */                                  \
-      int incx = a->trans ? (int)a->ld : 1;                                                    \
-      if (b->trans)                                                                            \
+                        incx, beta, c, (int)ldc);                                               \
+    } else if (m == 1) { /* c[0, :] = B^T x, x = row of a */                                    \
+      int incx = a->trans ? (int)a->ld : 1;                                                     \
+      if (b->trans)                                                                             \
         cblas_##P##gemv(CblasRowMajor, CblasNoTrans, (int)n, (int)k, 1, b->p, (int)b->ld, a->p, \
-                        incx, beta, c, 1);                                                     \
-      else                                                                                     \
+                        incx, beta, c, 1);                                                      \
+      else                                                                                      \
         cblas_##P##gemv(CblasRowMajor, CblasTrans, (int)k, (int)n, 1, b->p, (int)b->ld, a->p,   \
-                        incx, beta, c, 1);                                                     \
-    } else {                                                                                   \
-      cblas_##P##gemm(CblasRowMajor, a->trans ? CblasTrans : CblasNoTrans,                     \
+                        incx, beta, c, 1);                                                      \
+    } else {                                                                                    \
+      cblas_##P##gemm(CblasRowMajor, a->trans ? CblasTrans : CblasNoTrans,                      \
                       b->trans ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, 1, a->p,    \
                       (int)a->ld, b->p, (int)b->ld, beta, c, (int)ldc);                         \
-    }                                                                                          \
+    }                                                                                           \
   }
 BLAS_CALLS(s, float)
 BLAS_CALLS(d, double)
@@ -164,30 +165,33 @@ static dle_status float_matmul(mm_ctx *ctx, const cpu_mat *a, const cpu_mat *b, 
   if (!direct) {
     ldc = max1(n);
     cp = scratch_get(&ctx->sc, (size_t)(m * n) * es);
-    if (!cp) return dle_error("matmul: out of memory for a %lldx%lld result", (long long)m, (long long)n);
+    if (!cp)
+      return dle_error("matmul: out of memory for a %lldx%lld result", (long long)m, (long long)n);
     /* the addend widened into the compute type: the sum is rounded once, when stored */
     if (ctx->accumulate) pack_of[ctx->dt](cp, c);
   }
-  if (dbl) blas_d(&ba, &bb, cp, ldc, m, n, k, ctx->accumulate);
-  else blas_s(&ba, &bb, cp, ldc, m, n, k, ctx->accumulate);
+  if (dbl)
+    blas_d(&ba, &bb, cp, ldc, m, n, k, ctx->accumulate);
+  else
+    blas_s(&ba, &bb, cp, ldc, m, n, k, ctx->accumulate);
   if (!direct) unpack_of[ctx->dt](c, cp, ldc);
   return DLE_OK;
 }
 
 /* ---- integers: a plain triple loop with int64 accumulation (in uint64, so overflow wraps like
  * the int64 arithmetic elsewhere instead of being undefined) ---- */
-#define INT_MATMUL(ID, T, CT)                                                                  \
-  static void int_matmul_##ID(const cpu_mat *a, const cpu_mat *b, const cpu_mat *c) {          \
-    int64_t m = a->rows, k = a->cols, n = b->cols;                                             \
-    _Pragma("omp parallel for collapse(2) if (m * n * k >= CPU_PARALLEL_GRAIN)")               \
-    for (int64_t i = 0; i < m; i++)                                                            \
-      for (int64_t j = 0; j < n; j++) {                                                        \
-        const T *pa = (const T *)a->p + i * a->rs, *pb = (const T *)b->p + j * b->cs;          \
-        uint64_t acc = 0;                                                                      \
-        for (int64_t l = 0; l < k; l++)                                                        \
-          acc += (uint64_t)(int64_t)LD_##ID(pa[l * a->cs]) * (uint64_t)(int64_t)LD_##ID(pb[l * b->rs]); \
-        ((T *)c->p)[i * c->rs + j * c->cs] = ST_##ID((int64_t)acc);                            \
-      }                                                                                        \
+#define INT_MATMUL(ID, T, CT)                                                                      \
+  static void int_matmul_##ID(const cpu_mat *a, const cpu_mat *b, const cpu_mat *c) {              \
+    int64_t m = a->rows, k = a->cols, n = b->cols;                                                 \
+    _Pragma("omp parallel for collapse(2) if (m * n * k >= CPU_PARALLEL_GRAIN)") for (             \
+        int64_t i = 0; i < m; i++) for (int64_t j = 0; j < n; j++) {                               \
+      const T *pa = (const T *)a->p + i * a->rs, *pb = (const T *)b->p + j * b->cs;                \
+      uint64_t acc = 0;                                                                            \
+      for (int64_t l = 0; l < k; l++)                                                              \
+        acc +=                                                                                     \
+            (uint64_t)(int64_t)LD_##ID(pa[l * a->cs]) * (uint64_t)(int64_t)LD_##ID(pb[l * b->rs]); \
+      ((T *)c->p)[i * c->rs + j * c->cs] = ST_##ID((int64_t)acc);                                  \
+    }                                                                                              \
   }
 CPU_INT_TYPES(INT_MATMUL)
 
@@ -199,14 +203,15 @@ static const int_matmul_fn int_matmul_of[DLE_NUM_DTYPES] = {CPU_INT_TYPES(INT_EN
 static void zero_fill(const cpu_mat *c, size_t es) {
   for (int64_t i = 0; i < c->rows; i++) {
     char *row = c->p + i * c->rs * (int64_t)es;
-    if (c->cs == 1) memset(row, 0, (size_t)c->cols * es);
+    if (c->cs == 1)
+      memset(row, 0, (size_t)c->cols * es);
     else
       for (int64_t j = 0; j < c->cols; j++) memset(row + j * c->cs * (int64_t)es, 0, es);
   }
 }
 
 static dle_status one_matmul(mm_ctx *ctx, const cpu_mat *a, const cpu_mat *b, const cpu_mat *c) {
-  if (a->cols == 0) {   /* an empty sum: 0, or the addend itself */
+  if (a->cols == 0) { /* an empty sum: 0, or the addend itself */
     if (!ctx->accumulate) zero_fill(c, dle_dtype_size(ctx->dt));
     return DLE_OK;
   }
@@ -221,7 +226,8 @@ static dle_status one_matmul(mm_ctx *ctx, const cpu_mat *a, const cpu_mat *b, co
 static cpu_mat mat_of(const dle_tensor *t, int64_t off) {
   int nd = t->ndim;
   char *base = (char *)dle_tensor_data(t) + off * (int64_t)dle_dtype_size(t->dtype);
-  return (cpu_mat){base, t->sizes[nd - 2], t->sizes[nd - 1], t->strides[nd - 2], t->strides[nd - 1]};
+  return (cpu_mat){base, t->sizes[nd - 2], t->sizes[nd - 1], t->strides[nd - 2],
+                   t->strides[nd - 1]};
 }
 
 /* The Linear-layer case {batch..., M, K} . {K, N}: when b does not vary over the batch and a's
@@ -236,8 +242,10 @@ static bool fold_batch(const dle_tensor *o, const dle_tensor *a, const dle_tenso
     int64_t n = a->sizes[d];
     if (n == 1) continue;
     if (b->strides[d] != 0) return false;
-    if (rows == 1) rs = a->strides[d];
-    else if (a->strides[d] != rows * rs) return false;
+    if (rows == 1)
+      rs = a->strides[d];
+    else if (a->strides[d] != rows * rs)
+      return false;
     rows *= n;
   }
   if (rows > INT_MAX) return false;

@@ -19,9 +19,9 @@
  * Sums run in blocks of NORM_BLOCK elements in CT (vector accumulators), blocks joined in double.
  * The layer_norm row loops prefetch the next row while writing the current one (a row is one
  * 4 KiB page at D = 1024, where the hardware prefetcher stops), and large float32 outputs are
- * written with streaming stores. Measured on 4096 x 1024 float32, 1 thread: forward 6.7 -> 3.4 ms
- * with vector accumulators and prefetching; 32-byte vectors in an x86-64-v3 clone (CPU_CLONES)
- * took it from ~10 to ~14.5 GB/s (CPU time; scripts/bench --filter layer_norm for GB/s). */
+ * written with streaming stores. On 4096 x 1024 float32 at 1 thread, vector accumulators and
+ * prefetching made the forward about twice as fast, and 32-byte vectors in an x86-64-v3 clone
+ * (CPU_CLONES) faster again (scripts/bench --filter layer_norm; figures in bench/RESULTS.md). */
 #include <stdlib.h>
 
 #include "../../engine/kernel/norm_geom.h"
@@ -48,71 +48,77 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
  * over n <= NORM_BLOCK contiguous values of CT. */
 /* Vectors of the vector extension are loaded and summed by macros, not functions: a 32-byte vector
  * passed to or returned from a function of the baseline (SSE2) build would change the ABI. */
-#define VLOAD(VT, p) __extension__({ VT v_; memcpy(&v_, (p), sizeof v_); v_; })
-#define VHSUM(CT, W, v)                                                                            \
-  __extension__({                                                                                  \
-    __typeof__(v) h_ = (v);                                                                        \
-    CT t_ = 0;                                                                                     \
-    for (int k_ = 0; k_ < (W); k_++) t_ += h_[k_];                                                 \
-    t_;                                                                                            \
+#define VLOAD(VT, p)             \
+  __extension__({                \
+    VT v_;                       \
+    memcpy(&v_, (p), sizeof v_); \
+    v_;                          \
   })
-#define VSUMS(CT, NAME)                                                                                   \
-  typedef CT NAME##_vec __attribute__((vector_size(32)));                                                 \
-  enum { NAME##_W = (int)(32 / sizeof(CT)) };                                                             \
-  static CPU_CLONES void NAME##_sums(const CT *x, int64_t n, CT m, double *s1, double *s2) {              \
-    NAME##_vec a[4] = {{0}}, b[4] = {{0}}, mv = (NAME##_vec){0} + m;                                      \
-    int64_t i = 0;                                                                                        \
-    if (!s2) { /* the plain sum (the mean's pass) */                                                      \
-      for (; i + 4 * NAME##_W <= n; i += 4 * NAME##_W)                                                    \
-        for (int k = 0; k < 4; k++) a[k] += VLOAD(NAME##_vec, x + i + k * NAME##_W) - mv;                 \
-    } else {                                                                                              \
-      for (; i + 4 * NAME##_W <= n; i += 4 * NAME##_W)                                                    \
-        for (int k = 0; k < 4; k++) {                                                                     \
-          NAME##_vec d = VLOAD(NAME##_vec, x + i + k * NAME##_W) - mv;                                    \
-          a[k] += d, b[k] += d * d;                                                                       \
-        }                                                                                                 \
-    }                                                                                                     \
-    CT t1 = VHSUM(CT, NAME##_W, a[0] + a[1] + a[2] + a[3]),                                               \
-       t2 = VHSUM(CT, NAME##_W, b[0] + b[1] + b[2] + b[3]);                                               \
-    for (; i < n; i++) t1 += x[i] - m, t2 += (x[i] - m) * (x[i] - m);                                     \
-    *s1 += t1;                                                                                            \
-    if (s2) *s2 += t2;                                                                                    \
-  }                                                                                                       \
-  static CPU_CLONES void NAME##_gsums(const CT *gy, const CT *x, const CT *w, int64_t n, CT m, double *A, \
-                           double *B) {                                                                   \
-    NAME##_vec a[4] = {{0}}, b[4] = {{0}}, mv = (NAME##_vec){0} + m;                                      \
-    int64_t i = 0;                                                                                        \
-    for (; i + 4 * NAME##_W <= n; i += 4 * NAME##_W)                                                      \
-      for (int k = 0; k < 4; k++) {                                                                       \
-        int64_t o = i + k * NAME##_W;                                                                     \
-        NAME##_vec g = VLOAD(NAME##_vec, gy + o);                                                         \
-        if (w) g *= VLOAD(NAME##_vec, w + o);                                                             \
-        a[k] += g, b[k] += g * (VLOAD(NAME##_vec, x + o) - mv);                                           \
-      }                                                                                                   \
-    CT ta = VHSUM(CT, NAME##_W, a[0] + a[1] + a[2] + a[3]),                                               \
-       tb = VHSUM(CT, NAME##_W, b[0] + b[1] + b[2] + b[3]);                                               \
-    for (; i < n; i++) {                                                                                  \
-      CT g = gy[i] * (w ? w[i] : 1);                                                                      \
-      ta += g, tb += g * (x[i] - m);                                                                      \
-    }                                                                                                     \
-    *A += ta, *B += tb;                                                                                   \
+#define VHSUM(CT, W, v)                            \
+  __extension__({                                  \
+    __typeof__(v) h_ = (v);                        \
+    CT t_ = 0;                                     \
+    for (int k_ = 0; k_ < (W); k_++) t_ += h_[k_]; \
+    t_;                                            \
+  })
+#define VSUMS(CT, NAME)                                                                        \
+  typedef CT NAME##_vec __attribute__((vector_size(32)));                                      \
+  enum { NAME##_W = (int)(32 / sizeof(CT)) };                                                  \
+  static CPU_CLONES void NAME##_sums(const CT *x, int64_t n, CT m, double *s1, double *s2) {   \
+    NAME##_vec a[4] = {{0}}, b[4] = {{0}}, mv = (NAME##_vec){0} + m;                           \
+    int64_t i = 0;                                                                             \
+    if (!s2) { /* the plain sum (the mean's pass) */                                           \
+      for (; i + 4 * NAME##_W <= n; i += 4 * NAME##_W)                                         \
+        for (int k = 0; k < 4; k++) a[k] += VLOAD(NAME##_vec, x + i + k * NAME##_W) - mv;      \
+    } else {                                                                                   \
+      for (; i + 4 * NAME##_W <= n; i += 4 * NAME##_W)                                         \
+        for (int k = 0; k < 4; k++) {                                                          \
+          NAME##_vec d = VLOAD(NAME##_vec, x + i + k * NAME##_W) - mv;                         \
+          a[k] += d, b[k] += d * d;                                                            \
+        }                                                                                      \
+    }                                                                                          \
+    CT t1 = VHSUM(CT, NAME##_W, a[0] + a[1] + a[2] + a[3]),                                    \
+       t2 = VHSUM(CT, NAME##_W, b[0] + b[1] + b[2] + b[3]);                                    \
+    for (; i < n; i++) t1 += x[i] - m, t2 += (x[i] - m) * (x[i] - m);                          \
+    *s1 += t1;                                                                                 \
+    if (s2) *s2 += t2;                                                                         \
+  }                                                                                            \
+  static CPU_CLONES void NAME##_gsums(const CT *gy, const CT *x, const CT *w, int64_t n, CT m, \
+                                      double *A, double *B) {                                  \
+    NAME##_vec a[4] = {{0}}, b[4] = {{0}}, mv = (NAME##_vec){0} + m;                           \
+    int64_t i = 0;                                                                             \
+    for (; i + 4 * NAME##_W <= n; i += 4 * NAME##_W)                                           \
+      for (int k = 0; k < 4; k++) {                                                            \
+        int64_t o = i + k * NAME##_W;                                                          \
+        NAME##_vec g = VLOAD(NAME##_vec, gy + o);                                              \
+        if (w) g *= VLOAD(NAME##_vec, w + o);                                                  \
+        a[k] += g, b[k] += g * (VLOAD(NAME##_vec, x + o) - mv);                                \
+      }                                                                                        \
+    CT ta = VHSUM(CT, NAME##_W, a[0] + a[1] + a[2] + a[3]),                                    \
+       tb = VHSUM(CT, NAME##_W, b[0] + b[1] + b[2] + b[3]);                                    \
+    for (; i < n; i++) {                                                                       \
+      CT g = gy[i] * (w ? w[i] : 1);                                                           \
+      ta += g, tb += g * (x[i] - m);                                                           \
+    }                                                                                          \
+    *A += ta, *B += tb;                                                                        \
   }
 VSUMS(float, vf)
 VSUMS(double, vd)
 #undef VSUMS
-#define VSUM_OF(CT, f) _Generic((CT)0, float: vf_##f, double: vd_##f)
+#define VSUM_OF(CT, f) _Generic((CT)0, float : vf_##f, double : vd_##f)
 
 /* Large float32 layer_norm outputs are written with streaming stores (cpu_stream.h), which do
  * not first read the destination's cache lines: a third less memory traffic for an output far
  * larger than the caches. */
 #ifdef __SSE2__
-#define NORM_CAN_STREAM(T) _Generic((T *)0, float *: true, default: false)
+#define NORM_CAN_STREAM(T) _Generic((T *)0, float * : true, default : false)
 /* y = (x - m) r w + b over a row of n floats, y 16-byte aligned; prefetches the next row nx.
  * 8-wide vectors (one AVX register in the x86-64-v3 clone), stored as two streamed halves. No FMA
  * contraction: the rows written with cached stores (the baseline build) round the same way. */
 typedef float norm_v8 __attribute__((vector_size(32)));
-static CPU_CLONES __attribute__((optimize("fp-contract=off"))) void norm_row_stream(float *y, const float *x, const float *nx, int64_t n, float m, float r,
-                                       const float *w, const float *b) {
+static CPU_CLONES __attribute__((optimize("fp-contract=off"))) void norm_row_stream(
+    float *y, const float *x, const float *nx, int64_t n, float m, float r, const float *w,
+    const float *b) {
   int64_t s = 0;
   for (; s + 8 <= n; s += 8) {
     if (s % 16 == 0) __builtin_prefetch(nx + s);
@@ -136,168 +142,175 @@ static void norm_row_stream(float *y, const float *x, const float *nx, int64_t n
 
 #define NORM_KERNELS(ID, T, CT)                                                                        \
   /* n <= NORM_BLOCK values of T as CT: the values themselves when T is CT, else converted into buf */ \
-  static const CT *block_##ID(const T *x, int64_t n, CT *buf) {                                       \
-    if (sizeof(T) == sizeof(CT)) return (const CT *)(const void *)x;                                  \
-    for (int64_t i = 0; i < n; i++) buf[i] = (CT)LD_##ID(x[i]);                                       \
-    return buf;                                                                                       \
-  }                                                                                                   \
-  static void sums_##ID(const T *x, int64_t n, CT m, double *s1, double *s2) {                        \
-    CT buf[NORM_BLOCK];                                                                               \
-    for (int64_t i0 = 0; i0 < n; i0 += NORM_BLOCK) {                                                  \
-      int64_t len = min64(NORM_BLOCK, n - i0);                                                        \
-      VSUM_OF(CT, sums)(block_##ID(x + i0, len, buf), len, m, s1, s2);                                \
-    }                                                                                                 \
-  }                                                                                                   \
-  /* w: the weight of each element (NULL: 1) */                                                      \
-  static void gsums_##ID(const T *gy, const T *x, const CT *w, int64_t n, CT m, double *A, double *B) { \
-    CT gbuf[NORM_BLOCK], xbuf[NORM_BLOCK];                                                            \
-    for (int64_t i0 = 0; i0 < n; i0 += NORM_BLOCK) {                                                  \
-      int64_t len = min64(NORM_BLOCK, n - i0);                                                        \
-      VSUM_OF(CT, gsums)(block_##ID(gy + i0, len, gbuf), block_##ID(x + i0, len, xbuf),               \
-                         w ? w + i0 : NULL, len, m, A, B);                                            \
-    }                                                                                                 \
-  }                                                                                                   \
-  static void forward_##ID(const dle_norm_geom *g, T *y, CT *stats, const T *x, const CT *w,          \
-                           const CT *b, const CT *rmean, const CT *rvar, double eps) {                \
-    int64_t P = g->p, Q = g->q, S = g->s, n = P * S;                                                  \
-    bool stream = NORM_CAN_STREAM(T) && cpu_stream_output(P * Q * S * (int64_t)sizeof(T));           \
-    _Pragma("omp parallel for schedule(dynamic, 16) if (Q > 1 && cpu_parallel(P * Q * S))")                \
-    for (int64_t q = 0; q < Q; q++) {                                                                 \
-      double mean, var;                                                                               \
-      if (rmean) {                                                                                    \
-        mean = rmean[q], var = rvar[q];                                                               \
-      } else {                                                                                        \
-        double s1 = 0, c1 = 0, c2 = 0;                                                                \
-        for (int64_t p = 0; p < P; p++) sums_##ID(x + (p * Q + q) * S, S, 0, &s1, NULL);              \
-        mean = s1 / (double)n;                                                                        \
-        for (int64_t p = 0; p < P; p++) sums_##ID(x + (p * Q + q) * S, S, (CT)mean, &c1, &c2);        \
-        /* c1 corrects for mean having been rounded to CT */                                          \
-        var = (c2 - c1 * c1 / (double)n) / (double)n;                                                 \
-        mean += c1 / (double)n;                                                                       \
-        if (n == 0) mean = var = NAN;                                                                 \
-      }                                                                                               \
-      stats[2 * q] = (CT)mean, stats[2 * q + 1] = (CT)var;                                            \
-      CT m = (CT)mean, r = (CT)(1.0 / sqrt(var + eps));                                               \
-      for (int64_t p = 0; p < P; p++) {                                                               \
-        const T *xr = x + (p * Q + q) * S;                                                            \
-        T *yr = y + (p * Q + q) * S;                                                                  \
-        if (g->weight_on_q) {                                                                         \
-          CT sc = r * w[q], sh = b[q] - m * sc;                                                       \
-          _Pragma("omp simd") for (int64_t s = 0; s < S; s++) yr[s] = ST_##ID((CT)LD_##ID(xr[s]) * sc + sh); \
-        } else if (stream && (uintptr_t)yr % 16 == 0) { /* large float32 layer_norm */             \
-          norm_row_stream((float *)(void *)yr, (const float *)(const void *)xr,                       \
-                          (const float *)(const void *)(q + 1 < Q ? xr + S : xr), S, (float)m,        \
-                          (float)r, (const float *)(const void *)w, (const float *)(const void *)b);  \
-        } else { /* layer_norm: also fetches the next row while this one is written */                \
-          const T *nx = q + 1 < Q ? xr + S : xr;                                                      \
-          for (int64_t s0 = 0; s0 < S; s0 += NORM_LINE(T)) {                                          \
-            int64_t e = min64(S, s0 + NORM_LINE(T));                                                  \
-            __builtin_prefetch(nx + s0);                                                              \
-            _Pragma("omp simd") for (int64_t s = s0; s < e; s++)                                      \
-              yr[s] = ST_##ID(((CT)LD_##ID(xr[s]) - m) * r * w[s] + b[s]);                            \
-          }                                                                                           \
-        }                                                                                             \
-      }                                                                                               \
-    }                                                                                                 \
-  }                                                                                                   \
-  static void grad_input_##ID(const dle_norm_geom *g, T *gx, const T *gy, const T *x, const CT *stats, \
-                              const CT *w, double eps) {                                              \
-    int64_t P = g->p, Q = g->q, S = g->s, n = P * S;                                                  \
-    _Pragma("omp parallel for schedule(static) if (Q > 1 && cpu_parallel(P * Q * S))")                \
-    for (int64_t q = 0; q < Q; q++) {                                                                 \
-      CT m = stats[2 * q], r = (CT)(1.0 / sqrt((double)stats[2 * q + 1] + eps));                      \
-      CT wq = g->weight_on_q ? w[q] : 1;                                                              \
-      double A = 0, B = 0;                                                                            \
-      for (int64_t p = 0; p < P; p++) {                                                               \
-        int64_t o = (p * Q + q) * S;                                                                  \
-        gsums_##ID(gy + o, x + o, g->weight_on_q ? NULL : w, S, m, &A, &B);                           \
-      }                                                                                               \
-      /* mean(g) and r * mean(g * xhat) / ... folded: gx = r g - r a - (x - m) r^3 mean(g (x - m)) */ \
+  static const CT *block_##ID(const T *x, int64_t n, CT *buf) {                                        \
+    if (sizeof(T) == sizeof(CT)) return (const CT *)(const void *)x;                                   \
+    for (int64_t i = 0; i < n; i++) buf[i] = (CT)LD_##ID(x[i]);                                        \
+    return buf;                                                                                        \
+  }                                                                                                    \
+  static void sums_##ID(const T *x, int64_t n, CT m, double *s1, double *s2) {                         \
+    CT buf[NORM_BLOCK];                                                                                \
+    for (int64_t i0 = 0; i0 < n; i0 += NORM_BLOCK) {                                                   \
+      int64_t len = min64(NORM_BLOCK, n - i0);                                                         \
+      VSUM_OF(CT, sums)(block_##ID(x + i0, len, buf), len, m, s1, s2);                                 \
+    }                                                                                                  \
+  }                                                                                                    \
+  /* w: the weight of each element (NULL: 1) */                                                        \
+  static void gsums_##ID(const T *gy, const T *x, const CT *w, int64_t n, CT m, double *A,             \
+                         double *B) {                                                                  \
+    CT gbuf[NORM_BLOCK], xbuf[NORM_BLOCK];                                                             \
+    for (int64_t i0 = 0; i0 < n; i0 += NORM_BLOCK) {                                                   \
+      int64_t len = min64(NORM_BLOCK, n - i0);                                                         \
+      VSUM_OF(CT, gsums)                                                                               \
+      (block_##ID(gy + i0, len, gbuf), block_##ID(x + i0, len, xbuf), w ? w + i0 : NULL, len, m,       \
+       A, B);                                                                                          \
+    }                                                                                                  \
+  }                                                                                                    \
+  static void forward_##ID(const dle_norm_geom *g, T *y, CT *stats, const T *x, const CT *w,           \
+                           const CT *b, const CT *rmean, const CT *rvar, double eps) {                 \
+    int64_t P = g->p, Q = g->q, S = g->s, n = P * S;                                                   \
+    bool stream = NORM_CAN_STREAM(T) && cpu_stream_output(P * Q * S * (int64_t)sizeof(T));             \
+    _Pragma("omp parallel for schedule(dynamic, 16) if (Q > 1 && cpu_parallel(P * Q * S))") for (      \
+        int64_t q = 0; q < Q; q++) {                                                                   \
+      double mean, var;                                                                                \
+      if (rmean) {                                                                                     \
+        mean = rmean[q], var = rvar[q];                                                                \
+      } else {                                                                                         \
+        double s1 = 0, c1 = 0, c2 = 0;                                                                 \
+        for (int64_t p = 0; p < P; p++) sums_##ID(x + (p * Q + q) * S, S, 0, &s1, NULL);               \
+        mean = s1 / (double)n;                                                                         \
+        for (int64_t p = 0; p < P; p++) sums_##ID(x + (p * Q + q) * S, S, (CT)mean, &c1, &c2);         \
+        /* c1 corrects for mean having been rounded to CT */                                           \
+        var = (c2 - c1 * c1 / (double)n) / (double)n;                                                  \
+        mean += c1 / (double)n;                                                                        \
+        if (n == 0) mean = var = NAN;                                                                  \
+      }                                                                                                \
+      stats[2 * q] = (CT)mean, stats[2 * q + 1] = (CT)var;                                             \
+      CT m = (CT)mean, r = (CT)(1.0 / sqrt(var + eps));                                                \
+      for (int64_t p = 0; p < P; p++) {                                                                \
+        const T *xr = x + (p * Q + q) * S;                                                             \
+        T *yr = y + (p * Q + q) * S;                                                                   \
+        if (g->weight_on_q) {                                                                          \
+          CT sc = r * w[q], sh = b[q] - m * sc;                                                        \
+          _Pragma("omp simd") for (int64_t s = 0; s < S; s++) yr[s] =                                  \
+              ST_##ID((CT)LD_##ID(xr[s]) * sc + sh);                                                   \
+        } else if (stream && (uintptr_t)yr % 16 == 0) { /* large float32 layer_norm */                 \
+          norm_row_stream((float *)(void *)yr, (const float *)(const void *)xr,                        \
+                          (const float *)(const void *)(q + 1 < Q ? xr + S : xr), S, (float)m,         \
+                          (float)r, (const float *)(const void *)w,                                    \
+                          (const float *)(const void *)b);                                             \
+        } else { /* layer_norm: also fetches the next row while this one is written */                 \
+          const T *nx = q + 1 < Q ? xr + S : xr;                                                       \
+          for (int64_t s0 = 0; s0 < S; s0 += NORM_LINE(T)) {                                           \
+            int64_t e = min64(S, s0 + NORM_LINE(T));                                                   \
+            __builtin_prefetch(nx + s0);                                                               \
+            _Pragma("omp simd") for (int64_t s = s0; s < e; s++) yr[s] =                               \
+                ST_##ID(((CT)LD_##ID(xr[s]) - m) * r * w[s] + b[s]);                                   \
+          }                                                                                            \
+        }                                                                                              \
+      }                                                                                                \
+    }                                                                                                  \
+  }                                                                                                    \
+  static void grad_input_##ID(const dle_norm_geom *g, T *gx, const T *gy, const T *x,                  \
+                              const CT *stats, const CT *w, double eps) {                              \
+    int64_t P = g->p, Q = g->q, S = g->s, n = P * S;                                                   \
+    _Pragma(                                                                                           \
+        "omp parallel for schedule(static) if (Q > 1 && cpu_parallel(P * Q * S))") for (int64_t        \
+                                                                                            q = 0;     \
+                                                                                        q < Q;         \
+                                                                                        q++) {         \
+      CT m = stats[2 * q], r = (CT)(1.0 / sqrt((double)stats[2 * q + 1] + eps));                       \
+      CT wq = g->weight_on_q ? w[q] : 1;                                                               \
+      double A = 0, B = 0;                                                                             \
+      for (int64_t p = 0; p < P; p++) {                                                                \
+        int64_t o = (p * Q + q) * S;                                                                   \
+        gsums_##ID(gy + o, x + o, g->weight_on_q ? NULL : w, S, m, &A, &B);                            \
+      }                                                                                                \
+      /* mean(g) and r * mean(g * xhat) / ... folded: gx = r g - r a - (x - m) r^3 mean(g (x - m)) */  \
       CT ra = (CT)(r * wq * A / (double)n), k3 = (CT)((double)r * r * r * wq * B / (double)n);         \
-      CT rw = r * wq;                                                                                 \
-      for (int64_t p = 0; p < P; p++) {                                                               \
-        int64_t o = (p * Q + q) * S;                                                                  \
-        const T *gr = gy + o, *xr = x + o;                                                            \
-        T *dr = gx + o;                                                                               \
-        if (g->weight_on_q) {                                                                         \
-          _Pragma("omp simd") for (int64_t s = 0; s < S; s++)                                         \
-            dr[s] = ST_##ID(rw * (CT)LD_##ID(gr[s]) - ra - ((CT)LD_##ID(xr[s]) - m) * k3);           \
-        } else { /* layer_norm: fetches the next rows of gy and x meanwhile */                       \
-          int64_t nxt = q + 1 < Q ? S : 0;                                                            \
-          for (int64_t s0 = 0; s0 < S; s0 += NORM_LINE(T)) {                                          \
-            int64_t e = min64(S, s0 + NORM_LINE(T));                                                  \
-            __builtin_prefetch(gr + nxt + s0);                                                        \
-            __builtin_prefetch(xr + nxt + s0);                                                        \
-            _Pragma("omp simd") for (int64_t s = s0; s < e; s++)                                      \
-              dr[s] = ST_##ID(r * (CT)LD_##ID(gr[s]) * w[s] - ra - ((CT)LD_##ID(xr[s]) - m) * k3);   \
-          }                                                                                           \
-        }                                                                                             \
-      }                                                                                               \
-    }                                                                                                 \
-  }                                                                                                   \
-  static dle_status grad_affine_##ID(const dle_norm_geom *g, T *gw, T *gb, const T *gy, const T *x,   \
-                                     const CT *stats, double eps) {                                   \
-    int64_t P = g->p, Q = g->q, S = g->s;                                                             \
-    if (g->weight_on_q) {                                                                             \
-      _Pragma("omp parallel for schedule(static) if (Q > 1 && cpu_parallel(P * Q * S))")              \
-      for (int64_t q = 0; q < Q; q++) {                                                               \
-        CT m = stats[2 * q];                                                                          \
-        double r = 1.0 / sqrt((double)stats[2 * q + 1] + eps), A = 0, B = 0;                          \
-        for (int64_t p = 0; p < P; p++) {                                                             \
-          int64_t o = (p * Q + q) * S;                                                                \
-          gsums_##ID(gy + o, x + o, NULL, S, m, &A, &B);                                              \
-        }                                                                                             \
-        gw[q] = ST_##ID(r * B), gb[q] = ST_##ID(A);                                                   \
-      }                                                                                               \
-      return DLE_OK;                                                                                  \
-    }                                                                                                 \
+      CT rw = r * wq;                                                                                  \
+      for (int64_t p = 0; p < P; p++) {                                                                \
+        int64_t o = (p * Q + q) * S;                                                                   \
+        const T *gr = gy + o, *xr = x + o;                                                             \
+        T *dr = gx + o;                                                                                \
+        if (g->weight_on_q) {                                                                          \
+          _Pragma("omp simd") for (int64_t s = 0; s < S; s++) dr[s] =                                  \
+              ST_##ID(rw * (CT)LD_##ID(gr[s]) - ra - ((CT)LD_##ID(xr[s]) - m) * k3);                   \
+        } else { /* layer_norm: fetches the next rows of gy and x meanwhile */                         \
+          int64_t nxt = q + 1 < Q ? S : 0;                                                             \
+          for (int64_t s0 = 0; s0 < S; s0 += NORM_LINE(T)) {                                           \
+            int64_t e = min64(S, s0 + NORM_LINE(T));                                                   \
+            __builtin_prefetch(gr + nxt + s0);                                                         \
+            __builtin_prefetch(xr + nxt + s0);                                                         \
+            _Pragma("omp simd") for (int64_t s = s0; s < e; s++) dr[s] =                               \
+                ST_##ID(r * (CT)LD_##ID(gr[s]) * w[s] - ra - ((CT)LD_##ID(xr[s]) - m) * k3);           \
+          }                                                                                            \
+        }                                                                                              \
+      }                                                                                                \
+    }                                                                                                  \
+  }                                                                                                    \
+  static dle_status grad_affine_##ID(const dle_norm_geom *g, T *gw, T *gb, const T *gy,                \
+                                     const T *x, const CT *stats, double eps) {                        \
+    int64_t P = g->p, Q = g->q, S = g->s;                                                              \
+    if (g->weight_on_q) {                                                                              \
+      _Pragma("omp parallel for schedule(static) if (Q > 1 && cpu_parallel(P * Q * S))") for (         \
+          int64_t q = 0; q < Q; q++) {                                                                 \
+        CT m = stats[2 * q];                                                                           \
+        double r = 1.0 / sqrt((double)stats[2 * q + 1] + eps), A = 0, B = 0;                           \
+        for (int64_t p = 0; p < P; p++) {                                                              \
+          int64_t o = (p * Q + q) * S;                                                                 \
+          gsums_##ID(gy + o, x + o, NULL, S, m, &A, &B);                                               \
+        }                                                                                              \
+        gw[q] = ST_##ID(r * B), gb[q] = ST_##ID(A);                                                    \
+      }                                                                                                \
+      return DLE_OK;                                                                                   \
+    }                                                                                                  \
     /* layer_norm: P == 1; column sums over the Q rows in chunks, each summing groups of      \
-     * NORM_GROUP rows in CT (vectorised along the row) and the groups in double */                  \
-    int64_t nc = cpu_parallel(Q * S) ? min64(Q, NORM_CHUNKS) : 1, per = nc ? (Q + nc - 1) / nc : 0;  \
-    size_t ns = (size_t)(nc > 0 ? nc : 1) * 2 * (size_t)(S > 0 ? S : 1);                              \
-    double *part = calloc(ns, sizeof(double));                                                        \
-    CT *grp = malloc(ns * sizeof(CT));                                                                \
-    if (!part || !grp) {                                                                              \
-      free(part), free(grp);                                                                          \
-      return dle_error("layer_norm_grad_affine: out of memory");                                      \
-    }                                                                                                 \
-    _Pragma("omp parallel for schedule(static) if (nc > 1)")                                          \
-    for (int64_t c = 0; c < nc; c++) {                                                                \
-      double *pw = part + 2 * c * S, *pb = pw + S;                                                    \
-      CT *aw = grp + 2 * c * S, *ab = aw + S;                                                         \
-      int64_t q1 = min64(Q, (c + 1) * per);                                                           \
-      for (int64_t g0 = c * per; g0 < q1; g0 += NORM_GROUP) {                                         \
-        for (int64_t s = 0; s < S; s++) aw[s] = ab[s] = 0;                                            \
-        for (int64_t q = g0; q < min64(q1, g0 + NORM_GROUP); q++) {                                   \
-          CT m = stats[2 * q], r = (CT)(1.0 / sqrt((double)stats[2 * q + 1] + eps));                  \
-          const T *gr = gy + q * S, *xr = x + q * S;                                                  \
-          int64_t nxt = q + 1 < q1 ? S : 0;                                                           \
-          for (int64_t s0 = 0; s0 < S; s0 += NORM_LINE(T)) {                                          \
-            int64_t e = min64(S, s0 + NORM_LINE(T));                                                  \
-            __builtin_prefetch(gr + nxt + s0);                                                        \
-            __builtin_prefetch(xr + nxt + s0);                                                        \
-            _Pragma("omp simd") for (int64_t s = s0; s < e; s++) {                                    \
-              CT gv = (CT)LD_##ID(gr[s]);                                                             \
-              aw[s] += gv * (((CT)LD_##ID(xr[s]) - m) * r);                                           \
-              ab[s] += gv;                                                                            \
-            }                                                                                         \
-          }                                                                                           \
-        }                                                                                             \
-        for (int64_t s = 0; s < S; s++) pw[s] += aw[s], pb[s] += ab[s];                               \
-      }                                                                                               \
-    }                                                                                                 \
-    for (int64_t s = 0; s < S; s++) {                                                                 \
-      double sw = 0, sb = 0;                                                                          \
-      for (int64_t c = 0; c < nc; c++) sw += part[2 * c * S + s], sb += part[(2 * c + 1) * S + s];    \
-      gw[s] = ST_##ID(sw), gb[s] = ST_##ID(sb);                                                       \
-    }                                                                                                 \
-    free(part), free(grp);                                                                            \
-    return DLE_OK;                                                                                    \
-  }                                                                                                   \
-  /* the weight (ones when absent) or bias (zeros) as n values of CT */                               \
-  static void load_param_##ID(CT *dst, const dle_tensor *t, int64_t n, CT def) {                      \
-    const T *src = t ? dle_tensor_data(t) : NULL;                                                     \
-    for (int64_t i = 0; i < n; i++) dst[i] = src ? (CT)LD_##ID(src[i]) : def;                         \
+     * NORM_GROUP rows in CT (vectorised along the row) and the groups in double */        \
+    int64_t nc = cpu_parallel(Q * S) ? min64(Q, NORM_CHUNKS) : 1,                                      \
+            per = nc ? (Q + nc - 1) / nc : 0;                                                          \
+    size_t ns = (size_t)(nc > 0 ? nc : 1) * 2 * (size_t)(S > 0 ? S : 1);                               \
+    double *part = calloc(ns, sizeof(double));                                                         \
+    CT *grp = malloc(ns * sizeof(CT));                                                                 \
+    if (!part || !grp) {                                                                               \
+      free(part), free(grp);                                                                           \
+      return dle_error("layer_norm_grad_affine: out of memory");                                       \
+    }                                                                                                  \
+    _Pragma("omp parallel for schedule(static) if (nc > 1)") for (int64_t c = 0; c < nc; c++) {        \
+      double *pw = part + 2 * c * S, *pb = pw + S;                                                     \
+      CT *aw = grp + 2 * c * S, *ab = aw + S;                                                          \
+      int64_t q1 = min64(Q, (c + 1) * per);                                                            \
+      for (int64_t g0 = c * per; g0 < q1; g0 += NORM_GROUP) {                                          \
+        for (int64_t s = 0; s < S; s++) aw[s] = ab[s] = 0;                                             \
+        for (int64_t q = g0; q < min64(q1, g0 + NORM_GROUP); q++) {                                    \
+          CT m = stats[2 * q], r = (CT)(1.0 / sqrt((double)stats[2 * q + 1] + eps));                   \
+          const T *gr = gy + q * S, *xr = x + q * S;                                                   \
+          int64_t nxt = q + 1 < q1 ? S : 0;                                                            \
+          for (int64_t s0 = 0; s0 < S; s0 += NORM_LINE(T)) {                                           \
+            int64_t e = min64(S, s0 + NORM_LINE(T));                                                   \
+            __builtin_prefetch(gr + nxt + s0);                                                         \
+            __builtin_prefetch(xr + nxt + s0);                                                         \
+            _Pragma("omp simd") for (int64_t s = s0; s < e; s++) {                                     \
+              CT gv = (CT)LD_##ID(gr[s]);                                                              \
+              aw[s] += gv * (((CT)LD_##ID(xr[s]) - m) * r);                                            \
+              ab[s] += gv;                                                                             \
+            }                                                                                          \
+          }                                                                                            \
+        }                                                                                              \
+        for (int64_t s = 0; s < S; s++) pw[s] += aw[s], pb[s] += ab[s];                                \
+      }                                                                                                \
+    }                                                                                                  \
+    for (int64_t s = 0; s < S; s++) {                                                                  \
+      double sw = 0, sb = 0;                                                                           \
+      for (int64_t c = 0; c < nc; c++) sw += part[2 * c * S + s], sb += part[(2 * c + 1) * S + s];     \
+      gw[s] = ST_##ID(sw), gb[s] = ST_##ID(sb);                                                        \
+    }                                                                                                  \
+    free(part), free(grp);                                                                             \
+    return DLE_OK;                                                                                     \
+  }                                                                                                    \
+  /* the weight (ones when absent) or bias (zeros) as n values of CT */                                \
+  static void load_param_##ID(CT *dst, const dle_tensor *t, int64_t n, CT def) {                       \
+    const T *src = t ? dle_tensor_data(t) : NULL;                                                      \
+    for (int64_t i = 0; i < n; i++) dst[i] = src ? (CT)LD_##ID(src[i]) : def;                          \
   }
 
 CPU_FLOAT_TYPES(NORM_KERNELS)
@@ -309,9 +322,11 @@ static dle_status cpu_norm(dle_op op, dle_tensor *const *outs, dle_tensor *const
   bool fwd = op == DLE_OP_LAYER_NORM || op == DLE_OP_BATCH_NORM;
   int nout = dle_op_get_info(op)->nout;
   for (int i = 0; i < nin; i++)
-    if (!dle_tensor_is_contiguous(ins[i])) return dle_error("%s: the CPU kernel expects contiguous inputs", fn);
+    if (!dle_tensor_is_contiguous(ins[i]))
+      return dle_error("%s: the CPU kernel expects contiguous inputs", fn);
   for (int k = 0; k < nout; k++)
-    if (!dle_tensor_is_contiguous(outs[k])) return dle_error("%s: the CPU kernel expects contiguous outputs", fn);
+    if (!dle_tensor_is_contiguous(outs[k]))
+      return dle_error("%s: the CPU kernel expects contiguous outputs", fn);
   const dle_tensor *x = fwd ? ins[0] : ins[1];
   dle_norm_geom g = dle_norm_geom_of(op, x, a);
   dle_tensor *w, *b, *rmean, *rvar;
@@ -319,34 +334,36 @@ static dle_status cpu_norm(dle_op op, dle_tensor *const *outs, dle_tensor *const
   int64_t np = g.weight_on_q ? g.q : g.s;
   double eps = a->f[0];
   dle_status st = DLE_OK;
-#define CASE(ID, T, CT)                                                                              \
-  case DLE_##ID: {                                                                                   \
-    size_t nb = sizeof(CT) * (size_t)(np > 0 ? np : 1);                                              \
-    CT *wc = dle_cpu_alloc(nb), *bc = dle_cpu_alloc(nb);                                             \
-    if (!wc || !bc) {                                                                                \
-      st = dle_error("%s: out of memory", fn);                                                       \
-    } else {                                                                                         \
-      load_param_##ID(wc, w, np, 1);                                                                 \
-      load_param_##ID(bc, b, np, 0);                                                                 \
-      switch (op) {                                                                                  \
-        case DLE_OP_LAYER_NORM:                                                                      \
-        case DLE_OP_BATCH_NORM:                                                                      \
-          forward_##ID(&g, dle_tensor_data(outs[0]), dle_tensor_data(outs[1]), dle_tensor_data(ins[0]), \
-                       wc, bc, rmean ? dle_tensor_data(rmean) : NULL, rvar ? dle_tensor_data(rvar) : NULL, eps); \
-          break;                                                                                     \
-        case DLE_OP_LAYER_NORM_GRAD_INPUT:                                                           \
-        case DLE_OP_BATCH_NORM_GRAD_INPUT:                                                           \
-          grad_input_##ID(&g, dle_tensor_data(outs[0]), dle_tensor_data(ins[0]), dle_tensor_data(ins[1]), \
-                          dle_tensor_data(ins[2]), wc, eps);                                         \
-          break;                                                                                     \
-        default:                                                                                     \
-          st = grad_affine_##ID(&g, dle_tensor_data(outs[0]), dle_tensor_data(outs[1]),              \
-                                dle_tensor_data(ins[0]), dle_tensor_data(ins[1]), dle_tensor_data(ins[2]), eps); \
-      }                                                                                              \
-    }                                                                                                \
-    dle_cpu_free(wc, nb);                                                                            \
-    dle_cpu_free(bc, nb);                                                                            \
-    return st;                                                                                       \
+#define CASE(ID, T, CT)                                                                        \
+  case DLE_##ID: {                                                                             \
+    size_t nb = sizeof(CT) * (size_t)(np > 0 ? np : 1);                                        \
+    CT *wc = dle_cpu_alloc(nb), *bc = dle_cpu_alloc(nb);                                       \
+    if (!wc || !bc) {                                                                          \
+      st = dle_error("%s: out of memory", fn);                                                 \
+    } else {                                                                                   \
+      load_param_##ID(wc, w, np, 1);                                                           \
+      load_param_##ID(bc, b, np, 0);                                                           \
+      switch (op) {                                                                            \
+        case DLE_OP_LAYER_NORM:                                                                \
+        case DLE_OP_BATCH_NORM:                                                                \
+          forward_##ID(&g, dle_tensor_data(outs[0]), dle_tensor_data(outs[1]),                 \
+                       dle_tensor_data(ins[0]), wc, bc, rmean ? dle_tensor_data(rmean) : NULL, \
+                       rvar ? dle_tensor_data(rvar) : NULL, eps);                              \
+          break;                                                                               \
+        case DLE_OP_LAYER_NORM_GRAD_INPUT:                                                     \
+        case DLE_OP_BATCH_NORM_GRAD_INPUT:                                                     \
+          grad_input_##ID(&g, dle_tensor_data(outs[0]), dle_tensor_data(ins[0]),               \
+                          dle_tensor_data(ins[1]), dle_tensor_data(ins[2]), wc, eps);          \
+          break;                                                                               \
+        default:                                                                               \
+          st = grad_affine_##ID(&g, dle_tensor_data(outs[0]), dle_tensor_data(outs[1]),        \
+                                dle_tensor_data(ins[0]), dle_tensor_data(ins[1]),              \
+                                dle_tensor_data(ins[2]), eps);                                 \
+      }                                                                                        \
+    }                                                                                          \
+    dle_cpu_free(wc, nb);                                                                      \
+    dle_cpu_free(bc, nb);                                                                      \
+    return st;                                                                                 \
   }
   switch (outs[0]->dtype) {
     CPU_FLOAT_TYPES(CASE)
@@ -357,7 +374,8 @@ static dle_status cpu_norm(dle_op op, dle_tensor *const *outs, dle_tensor *const
 }
 
 void cpu_register_norm(dle_backend *b) {
-  static const dle_op ops[] = {DLE_OP_LAYER_NORM, DLE_OP_LAYER_NORM_GRAD_INPUT, DLE_OP_LAYER_NORM_GRAD_AFFINE,
-                               DLE_OP_BATCH_NORM, DLE_OP_BATCH_NORM_GRAD_INPUT, DLE_OP_BATCH_NORM_GRAD_AFFINE};
+  static const dle_op ops[] = {
+      DLE_OP_LAYER_NORM, DLE_OP_LAYER_NORM_GRAD_INPUT, DLE_OP_LAYER_NORM_GRAD_AFFINE,
+      DLE_OP_BATCH_NORM, DLE_OP_BATCH_NORM_GRAD_INPUT, DLE_OP_BATCH_NORM_GRAD_AFFINE};
   for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) b->kernels[ops[i]] = cpu_norm;
 }

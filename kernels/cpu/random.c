@@ -11,9 +11,9 @@
 #define BLOCK_CHUNK 64
 
 typedef struct {
-  uint64_t seed, offset;  /* the generator snapshot the front door handed us */
-  int64_t lo;             /* randint: lowest value */
-  uint64_t range;         /* randint: hi - lo */
+  uint64_t seed, offset; /* the generator snapshot the front door handed us */
+  int64_t lo;            /* randint: lowest value */
+  uint64_t range;        /* randint: hi - lo */
 } rand_ctx;
 
 /* Fills the elements of blocks [b0, b1) of a contiguous output of n elements. */
@@ -26,12 +26,12 @@ static inline uint64_t bits64(const uint32_t *w, int k) {
 /* ---- rand: uniforms in [0, 1) with exactly as many random bits as the storage type holds
  * (24 for float32, 11 for float16, 8 for bfloat16, 53 for float64), so the store never rounds
  * up to 1. */
-#define RAND_PER(ID) (DLE_##ID == DLE_F64 ? 2 : 4)
-#define RAND_VT(CT) CT
-#define UNIFORM_F32(w, k) ((float)((w)[k] >> 8) * 0x1p-24f)
-#define UNIFORM_F16(w, k) ((float)((w)[k] >> 21) * 0x1p-11f)
+#define RAND_PER(ID)       (DLE_##ID == DLE_F64 ? 2 : 4)
+#define RAND_VT(CT)        CT
+#define UNIFORM_F32(w, k)  ((float)((w)[k] >> 8) * 0x1p-24f)
+#define UNIFORM_F16(w, k)  ((float)((w)[k] >> 21) * 0x1p-11f)
 #define UNIFORM_BF16(w, k) ((float)((w)[k] >> 24) * 0x1p-8f)
-#define UNIFORM_F64(w, k) ((double)(bits64(w, k) >> 11) * 0x1p-53)
+#define UNIFORM_F64(w, k)  ((double)(bits64(w, k) >> 11) * 0x1p-53)
 #define RAND_VALUES(ID, w, v, c) \
   for (int k = 0; k < RAND_PER(ID); k++) v[k] = UNIFORM_##ID(w, k);
 
@@ -39,7 +39,7 @@ static inline uint64_t bits64(const uint32_t *w, int k) {
  * never sees 0 (the largest |z| is 5.8 in float, 8.6 in double). Reduced-precision types use
  * float normals. */
 #define RANDN_PER(ID) RAND_PER(ID)
-#define RANDN_VT(CT) CT
+#define RANDN_VT(CT)  CT
 static inline void normals_f(const uint32_t w[4], float z[4]) {
   for (int k = 0; k < 4; k += 2) {
     float u1 = (float)((w[k] >> 8) + 1) * 0x1p-24f, u2 = (float)(w[k + 1] >> 8) * 0x1p-24f;
@@ -48,41 +48,42 @@ static inline void normals_f(const uint32_t w[4], float z[4]) {
   }
 }
 static inline void normals_d(const uint32_t w[4], double z[2]) {
-  double u1 = (double)((bits64(w, 0) >> 11) + 1) * 0x1p-53, u2 = (double)(bits64(w, 1) >> 11) * 0x1p-53;
+  double u1 = (double)((bits64(w, 0) >> 11) + 1) * 0x1p-53,
+         u2 = (double)(bits64(w, 1) >> 11) * 0x1p-53;
   double r = sqrt(-2.0 * log(u1)), th = 6.28318530717958647692 * u2;
   z[0] = r * cos(th), z[1] = r * sin(th);
 }
-#define NORMALS_F32 normals_f
-#define NORMALS_F16 normals_f
-#define NORMALS_BF16 normals_f
-#define NORMALS_F64 normals_d
+#define NORMALS_F32               normals_f
+#define NORMALS_F16               normals_f
+#define NORMALS_BF16              normals_f
+#define NORMALS_F64               normals_d
 #define RANDN_VALUES(ID, w, v, c) NORMALS_##ID(w, v);
 
 /* ---- randint: 64 bits per element, scaled to [0, range) by Lemire's multiply-shift (no
  * rejection, so every element keeps a fixed place in the stream; the bias is below range/2^64). */
 #define RANDINT_PER(ID) 2
-#define RANDINT_VT(CT) int64_t
-#define RANDINT_VALUES(ID, w, v, c)                                                             \
-  for (int k = 0; k < 2; k++)                                                                   \
+#define RANDINT_VT(CT)  int64_t
+#define RANDINT_VALUES(ID, w, v, c) \
+  for (int k = 0; k < 2; k++)       \
     v[k] = c->lo + (int64_t)(uint64_t)(((unsigned __int128)bits64(w, k) * c->range) >> 64);
 
 /* One block loop per op and dtype: Philox blocks -> values -> stores of the elements in range. */
-#define BLOCK_KERNEL(OP, ID, T, CT)                                                             \
-  static void kernel_##OP##_##ID(void *out, int64_t n, int64_t b0, int64_t b1, const rand_ctx *c) { \
-    T *o = (T *)out;                                                                            \
-    enum { per = OP##_PER(ID) };                                                                \
-    uint32_t words[BLOCK_CHUNK][4];                                                             \
-    for (int64_t first = b0; first < b1; first += BLOCK_CHUNK) {                                \
-      int64_t nb = b1 - first < BLOCK_CHUNK ? b1 - first : BLOCK_CHUNK;                         \
-      dle_philox_blocks(c->seed, c->offset + (uint64_t)first, nb, words);                       \
-      for (int64_t j = 0; j < nb; j++) {                                                        \
-        const uint32_t *w = words[j];                                                           \
-        OP##_VT(CT) v[4];                                                                       \
-        OP##_VALUES(ID, w, v, c)                                                                \
-        int64_t i0 = (first + j) * per, m = n - i0 < per ? n - i0 : per;                        \
-        for (int64_t k = 0; k < m; k++) o[i0 + k] = ST_##ID((CT)v[k]);                          \
-      }                                                                                         \
-    }                                                                                           \
+#define BLOCK_KERNEL(OP, ID, T, CT)                                                               \
+  static void kernel_##OP##_##ID(void *out, int64_t n, int64_t b0, int64_t b1,                    \
+                                 const rand_ctx *c) {                                             \
+    T *o = (T *)out;                                                                              \
+    enum { per = OP##_PER(ID) };                                                                  \
+    uint32_t words[BLOCK_CHUNK][4];                                                               \
+    for (int64_t first = b0; first < b1; first += BLOCK_CHUNK) {                                  \
+      int64_t nb = b1 - first < BLOCK_CHUNK ? b1 - first : BLOCK_CHUNK;                           \
+      dle_philox_blocks(c->seed, c->offset + (uint64_t)first, nb, words);                         \
+      for (int64_t j = 0; j < nb; j++) {                                                          \
+        const uint32_t *w = words[j];                                                             \
+        OP##_VT(CT) v[4];                                                                         \
+        OP##_VALUES(ID, w, v, c) int64_t i0 = (first + j) * per, m = n - i0 < per ? n - i0 : per; \
+        for (int64_t k = 0; k < m; k++) o[i0 + k] = ST_##ID((CT)v[k]);                            \
+      }                                                                                           \
+    }                                                                                             \
   }
 CPU_FLOAT_TYPES_WITH(BLOCK_KERNEL, RAND)
 CPU_FLOAT_TYPES_WITH(BLOCK_KERNEL, RANDN)
@@ -112,11 +113,14 @@ static void run_blocks(block_fn fn, void *out, int64_t n, int64_t nblocks, const
 
 /* Integers every value of which the dtype holds exactly: [min, max]. */
 static void exact_int_limits(dle_dtype dt, double *min, double *max) {
-  static const double lim[DLE_NUM_DTYPES][2] = {
-      [DLE_F32] = {-0x1p24, 0x1p24},   [DLE_F64] = {-0x1p53, 0x1p53},
-      [DLE_F16] = {-0x1p11, 0x1p11},   [DLE_BF16] = {-0x1p8, 0x1p8},
-      [DLE_I32] = {-0x1p31, 0x1p31 - 1}, [DLE_I64] = {-0x1p62, 0x1p62},
-      [DLE_U8] = {0, 255},             [DLE_BOOL] = {0, 1}};
+  static const double lim[DLE_NUM_DTYPES][2] = {[DLE_F32] = {-0x1p24, 0x1p24},
+                                                [DLE_F64] = {-0x1p53, 0x1p53},
+                                                [DLE_F16] = {-0x1p11, 0x1p11},
+                                                [DLE_BF16] = {-0x1p8, 0x1p8},
+                                                [DLE_I32] = {-0x1p31, 0x1p31 - 1},
+                                                [DLE_I64] = {-0x1p62, 0x1p62},
+                                                [DLE_U8] = {0, 255},
+                                                [DLE_BOOL] = {0, 1}};
   *min = lim[dt][0], *max = lim[dt][1];
 }
 
@@ -127,8 +131,9 @@ static dle_status randint_bounds(const dle_tensor *o, const dle_attrs *a, rand_c
                      lo, hi, SHAPE(o));
   exact_int_limits(o->dtype, &min, &max);
   if (lo < min || hi - 1 > max)
-    return dle_error("randint: range [%.17g, %.17g) does not fit dtype %s (integers %.17g .. %.17g)",
-                     lo, hi, dle_dtype_name(o->dtype), min, max);
+    return dle_error(
+        "randint: range [%.17g, %.17g) does not fit dtype %s (integers %.17g .. %.17g)", lo, hi,
+        dle_dtype_name(o->dtype), min, max);
   c->lo = (int64_t)lo;
   c->range = (uint64_t)(int64_t)hi - (uint64_t)c->lo;
   return DLE_OK;
@@ -141,7 +146,9 @@ static dle_status cpu_random(dle_op op, dle_tensor *const *outs, dle_tensor *con
   (void)ins, (void)nin;
   const char *fn = dle_op_get_info(op)->name;
   dle_tensor *o = outs[0];
-  const block_fn *table = op == DLE_OP_RAND ? rand_fns : op == DLE_OP_RANDN ? randn_fns : randint_fns;
+  const block_fn *table = op == DLE_OP_RAND    ? rand_fns
+                          : op == DLE_OP_RANDN ? randn_fns
+                                               : randint_fns;
   if (!table[o->dtype])
     return dle_error("%s: dtype must be a float type, got %s for shape %s", fn,
                      dle_dtype_name(o->dtype), SHAPE(o));

@@ -21,47 +21,51 @@ static inline int red_threads(void) {
 #endif
 }
 
-#define RED_LOWEST(CT) _Generic((CT)0, float: -INFINITY, double: -INFINITY, int32_t: INT32_MIN, default: INT64_MIN)
-#define RED_HIGHEST(CT) _Generic((CT)0, float: INFINITY, double: INFINITY, int32_t: INT32_MAX, default: INT64_MAX)
+#define RED_LOWEST(CT) \
+  _Generic((CT)0, float : -INFINITY, double : -INFINITY, int32_t : INT32_MIN, default : INT64_MIN)
+#define RED_HIGHEST(CT) \
+  _Generic((CT)0, float : INFINITY, double : INFINITY, int32_t : INT32_MAX, default : INT64_MAX)
 
-#define ACC_MAX(ID, CT) CT
-#define INIT_MAX(CT) RED_LOWEST(CT)
+#define ACC_MAX(ID, CT)       CT
+#define INIT_MAX(CT)          RED_LOWEST(CT)
 #define STEP_MAX(CT, a, x, m) ((((x) > (a)) | ((x) != (x))) ? (x) : (a))
-#define MERGE_MAX(a, b) STEP_MAX(, a, b, 0)
-#define OUT_MAX(ID, T) T
-#define STORE_MAX(ID, v) ST_##ID(v)
+#define MERGE_MAX(a, b)       STEP_MAX(, a, b, 0)
+#define OUT_MAX(ID, T)        T
+#define STORE_MAX(ID, v)      ST_##ID(v)
 
-#define ACC_MIN(ID, CT) CT
-#define INIT_MIN(CT) RED_HIGHEST(CT)
+#define ACC_MIN(ID, CT)       CT
+#define INIT_MIN(CT)          RED_HIGHEST(CT)
 #define STEP_MIN(CT, a, x, m) ((((x) < (a)) | ((x) != (x))) ? (x) : (a))
-#define MERGE_MIN(a, b) STEP_MIN(, a, b, 0)
-#define OUT_MIN(ID, T) T
-#define STORE_MIN(ID, v) ST_##ID(v)
+#define MERGE_MIN(a, b)       STEP_MIN(, a, b, 0)
+#define OUT_MIN(ID, T)        T
+#define STORE_MIN(ID, v)      ST_##ID(v)
 
 /* Max/min of a contiguous run: a plain max (what the vector max instruction computes) while
  * z += v * 0 stays 0; z turns NaN when the run holds a NaN (or an infinity), and then the
  * NaN-aware loop decides. */
 #define SIMPLE_MAX(b, v) ((v) > (b) ? (v) : (b))
 #define SIMPLE_MIN(b, v) ((v) < (b) ? (v) : (b))
-#define SIMD_MAX _Pragma("omp simd reduction(max : b) reduction(+ : z)")
-#define SIMD_MIN _Pragma("omp simd reduction(min : b) reduction(+ : z)")
-#define RED_EXTREME_FAST(FL, ID, T, CT, x, n, b, z)                                                \
-  CT b = INIT_##FL(CT), z = 0;                                                                     \
-  SIMD_##FL for (int64_t i_ = 0; i_ < (n); i_++) {                                                 \
-    CT v_ = LD_##ID((x)[i_]);                                                                      \
-    b = SIMPLE_##FL(b, v_);                                                                        \
-    z += v_ * 0;                                                                                   \
+#define SIMD_MAX         _Pragma("omp simd reduction(max : b) reduction(+ : z)")
+#define SIMD_MIN         _Pragma("omp simd reduction(min : b) reduction(+ : z)")
+#define RED_EXTREME_FAST(FL, ID, T, CT, x, n, b, z) \
+  CT b = INIT_##FL(CT), z = 0;                      \
+  SIMD_##FL for (int64_t i_ = 0; i_ < (n); i_++) {  \
+    CT v_ = LD_##ID((x)[i_]);                       \
+    b = SIMPLE_##FL(b, v_);                         \
+    z += v_ * 0;                                    \
   }
 
 /* ================================================================ the plan */
 
 typedef struct {
   int nk, nr;
-  int64_t ks[DLE_MAX_DIMS], kx[DLE_MAX_DIMS], ko[DLE_MAX_DIMS]; /* kept: sizes, input byte strides, output element strides */
-  int64_t rs[DLE_MAX_DIMS], rx[DLE_MAX_DIMS], ro[DLE_MAX_DIMS]; /* reduced: sizes, input byte strides, output element strides */
+  int64_t ks[DLE_MAX_DIMS], kx[DLE_MAX_DIMS],
+      ko[DLE_MAX_DIMS]; /* kept: sizes, input byte strides, output element strides */
+  int64_t rs[DLE_MAX_DIMS], rx[DLE_MAX_DIMS],
+      ro[DLE_MAX_DIMS]; /* reduced: sizes, input byte strides, output element strides */
   int64_t nout, nred;
   const char *x;
-  bool stream;  /* the fastest input dim is kept: stream rows of outputs along kept dim k0 */
+  bool stream; /* the fastest input dim is kept: stream rows of outputs along kept dim k0 */
   int k0;
   int64_t blk;  /* outputs per chunk: a run of consecutive outputs, or (streaming) of dim k0 */
   int64_t nblk; /* streaming: chunks per row of dim k0 */
@@ -80,7 +84,8 @@ static inline int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
 
 /* Appends dim (size, input stride, output stride) to a group, merging it into the previous dim
  * when that one steps exactly over it in input and output. */
-static inline void group_push(int *n, int64_t *s, int64_t *x, int64_t *o, int64_t size, int64_t xs, int64_t os) {
+static inline void group_push(int *n, int64_t *s, int64_t *x, int64_t *o, int64_t size, int64_t xs,
+                              int64_t os) {
   int k = *n;
   if (k > 0 && x[k - 1] == xs * size && o[k - 1] == os * size) {
     s[k - 1] *= size, x[k - 1] = xs, o[k - 1] = os;
@@ -93,19 +98,22 @@ static inline void group_push(int *n, int64_t *s, int64_t *x, int64_t *o, int64_
 /* Splits x's dims into kept and reduced groups. ostr: output element stride per dim of x.
  * logical: the reduced dims keep their order (arg ops count positions in it); otherwise they are
  * reordered by decreasing stride so the innermost run is the densest. */
-static inline void plan_build(red_plan *pl, const dle_tensor *x, const int64_t *ostr, const bool *red, bool logical) {
+static inline void plan_build(red_plan *pl, const dle_tensor *x, const int64_t *ostr,
+                              const bool *red, bool logical) {
   int64_t es = cpu_esize(x->dtype);
   int ord[DLE_MAX_DIMS], no = 0;
   memset(pl, 0, sizeof *pl);
   pl->x = dle_tensor_data(x);
   pl->nout = pl->nred = 1;
   for (int d = 0; d < x->ndim; d++) {
-    if (red[d]) pl->nred *= x->sizes[d], ord[no++] = d;
-    else pl->nout *= x->sizes[d];
+    if (red[d])
+      pl->nred *= x->sizes[d], ord[no++] = d;
+    else
+      pl->nout *= x->sizes[d];
     if (x->sizes[d] == 1 || red[d]) continue;
     group_push(&pl->nk, pl->ks, pl->kx, pl->ko, x->sizes[d], x->strides[d] * es, ostr[d]);
   }
-  if (!logical)  /* insertion sort, stride-0 dims outermost */
+  if (!logical) /* insertion sort, stride-0 dims outermost */
     for (int i = 1; i < no; i++)
       for (int j = i; j > 0; j--) {
         int64_t a = x->strides[ord[j - 1]], b = x->strides[ord[j]];
@@ -149,7 +157,8 @@ static inline void plan_chunks(red_plan *pl, int nthreads, int64_t cap) {
 
 /* Input and output offsets of the kept multi-index of flat index q over the kept dims, skipping
  * dim `skip` (-1: none). */
-static inline void kept_offsets(const red_plan *pl, int64_t q, int skip, int64_t *in_off, int64_t *out_off) {
+static inline void kept_offsets(const red_plan *pl, int64_t q, int skip, int64_t *in_off,
+                                int64_t *out_off) {
   int64_t xi = 0, oi = 0;
   for (int d = pl->nk - 1; d >= 0; d--) {
     if (d == skip) continue;
@@ -178,8 +187,9 @@ static inline void chunk_get(const red_plan *pl, int64_t i, red_chunk *c) {
 }
 
 /* Multi-index over a group of dims from a flat index; returns the byte offset. */
-static inline int64_t group_seek(int n, const int64_t *s, const int64_t *x, int64_t flat, int64_t *id) {
-  if (flat == 0) {  /* the common case: no divisions */
+static inline int64_t group_seek(int n, const int64_t *s, const int64_t *x, int64_t flat,
+                                 int64_t *id) {
+  if (flat == 0) { /* the common case: no divisions */
     memset(id, 0, (size_t)n * sizeof *id);
     return 0;
   }

@@ -31,7 +31,8 @@ static mats mats_of(const dle_tensor *t, int nb) {
   return m;
 }
 
-template <class T> __device__ __forceinline__ T *at(const mats &m, int64_t b, int64_t i, int64_t j) {
+template <class T>
+__device__ __forceinline__ T *at(const mats &m, int64_t b, int64_t i, int64_t j) {
   int64_t off = 0;
   for (int d = m.nb - 1; d >= 0; d--) {
     off += (b % m.sizes[d]) * m.strides[d];
@@ -63,14 +64,17 @@ __global__ void sdpa_kernel(att_geom g, mats q, mats k, mats v, mats mask, mats 
   const CT scale = (CT)g.scale;
   for (int64_t r = blockIdx.x; r < g.B * g.L; r += gridDim.x) {
     int64_t b = r / g.L, i = r % g.L, keys = block_keys(i, g.L, g.S, g.causal);
-    int64_t n = g.causal && i + 1 < keys ? i + 1 : keys; /* keys past i: weight 0, not in the softmax */
+    int64_t n =
+        g.causal && i + 1 < keys ? i + 1 : keys; /* keys past i: weight 0, not in the softmax */
     CT m = -INFINITY;
     for (int64_t j = threadIdx.x; j < keys; j += blockDim.x) {
       CT s = 0;
       for (int64_t e = 0; e < g.E; e++) s += *at<CT>(q, b, i, e) * *at<CT>(k, b, j, e);
       s *= scale;
-      if (g.has_mask && g.mask_bool) s = *at<uint8_t>(mask, b, i, j) ? s : (CT)-INFINITY;
-      else if (g.has_mask) s += *at<CT>(mask, b, i, j);
+      if (g.has_mask && g.mask_bool)
+        s = *at<uint8_t>(mask, b, i, j) ? s : (CT)-INFINITY;
+      else if (g.has_mask)
+        s += *at<CT>(mask, b, i, j);
       *at<CT>(p, b, i, j) = s;
       if (j < n) m = s > m ? s : m; /* row_max: NaN skipped */
     }
@@ -84,7 +88,8 @@ __global__ void sdpa_kernel(att_geom g, mats q, mats k, mats v, mats mask, mats 
     }
     sum = cu_block_reduce(sum, sh, cu_add{});
     CT inv = 1 / sum;
-    for (int64_t j = threadIdx.x; j < n && m != (CT)-INFINITY; j += blockDim.x) *at<CT>(p, b, i, j) *= inv;
+    for (int64_t j = threadIdx.x; j < n && m != (CT)-INFINITY; j += blockDim.x)
+      *at<CT>(p, b, i, j) *= inv;
     __syncthreads(); /* the row is written: each thread now reads all of it */
     for (int64_t e = threadIdx.x; e < g.Ev; e += blockDim.x) {
       CT s = 0;
@@ -120,9 +125,11 @@ __global__ void score_grad_kernel(att_geom g, mats gy, mats v, mats p, mats d, b
 }
 
 /* dq[b, i, e] = sum over the row's keys of ds[i, j] k[j, e] */
-template <class CT> __global__ void grad_q_kernel(att_geom g, mats ds, mats k, mats dq) {
+template <class CT>
+__global__ void grad_q_kernel(att_geom g, mats ds, mats k, mats dq) {
   CU_GRID_LOOP(x, g.B * g.L * g.E) {
-    int64_t e = x % g.E, i = (x / g.E) % g.L, b = x / (g.E * g.L), keys = block_keys(i, g.L, g.S, g.causal);
+    int64_t e = x % g.E, i = (x / g.E) % g.L, b = x / (g.E * g.L),
+            keys = block_keys(i, g.L, g.S, g.causal);
     CT s = 0;
     for (int64_t j = 0; j < keys; j++) s += *at<CT>(ds, b, i, j) * *at<CT>(k, b, j, e);
     *at<CT>(dq, b, i, e) = s;
@@ -131,7 +138,8 @@ template <class CT> __global__ void grad_q_kernel(att_geom g, mats ds, mats k, m
 
 /* dk[b, j, e] = sum of ds[i, j] q[i, e] (a = ds, c = q), or dv[b, j, e] = sum of p[i, j] gout[i, e]
  * (a = p, c = gout), over the rows i whose keys include j; n columns (E or Ev). */
-template <class CT> __global__ void grad_kv_kernel(att_geom g, int64_t n, mats a, mats c, mats out) {
+template <class CT>
+__global__ void grad_kv_kernel(att_geom g, int64_t n, mats a, mats c, mats out) {
   CU_GRID_LOOP(x, g.B * g.S * n) {
     int64_t e = x % n, j = (x / n) % g.S, b = x / (n * g.S);
     CT s = 0;
@@ -141,27 +149,30 @@ template <class CT> __global__ void grad_kv_kernel(att_geom g, int64_t n, mats a
   }
 }
 
-template <class T> struct zero_fn {
+template <class T>
+struct zero_fn {
   __device__ void operator()(char *const *p, int64_t) const { *(T *)p[0] = 0; }
 };
 
 template <class CT>
-static dle_status attention(const char *fn, dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                            const dle_attrs *a) {
+static dle_status attention(const char *fn, dle_op op, dle_tensor *const *outs,
+                            dle_tensor *const *ins, int nin, const dle_attrs *a) {
   const dle_tensor *x = op == DLE_OP_SDPA_SCORE_GRAD ? ins[2] : op == DLE_OP_SDPA ? ins[0] : ins[1];
   int nb = x->ndim - 2;
   att_geom g = {1, 0, 0, 0, 0, a->ints[0] != 0, false, false, a->f[0]};
   for (int d = 0; d < nb; d++) g.B *= x->sizes[d];
   unsigned threads = 0, blocks = 0;
   if (op == DLE_OP_SDPA) {
-    g.L = ins[0]->sizes[nb], g.E = ins[0]->sizes[nb + 1], g.S = ins[1]->sizes[nb], g.Ev = ins[2]->sizes[nb + 1];
+    g.L = ins[0]->sizes[nb], g.E = ins[0]->sizes[nb + 1], g.S = ins[1]->sizes[nb],
+    g.Ev = ins[2]->sizes[nb + 1];
     g.has_mask = nin > 3, g.mask_bool = nin > 3 && ins[3]->dtype == DLE_BOOL;
     mats mask = g.has_mask ? mats_of(ins[3], nb) : mats{};
     if (g.B * g.L == 0) return DLE_OK;
     threads = cu_row_threads(g.S > g.Ev ? g.S : g.Ev);
     blocks = (unsigned)(g.B * g.L < 65535 * 16 ? g.B * g.L : 65535 * 16);
-    sdpa_kernel<CT><<<blocks, threads>>>(g, mats_of(ins[0], nb), mats_of(ins[1], nb), mats_of(ins[2], nb), mask,
-                                         mats_of(outs[1], nb), mats_of(outs[0], nb));
+    sdpa_kernel<CT><<<blocks, threads>>>(g, mats_of(ins[0], nb), mats_of(ins[1], nb),
+                                         mats_of(ins[2], nb), mask, mats_of(outs[1], nb),
+                                         mats_of(outs[0], nb));
     CU_LAUNCHED(fn);
     return DLE_OK;
   }
@@ -169,14 +180,17 @@ static dle_status attention(const char *fn, dle_op op, dle_tensor *const *outs, 
     g.L = ins[2]->sizes[nb], g.S = ins[2]->sizes[nb + 1], g.Ev = ins[1]->sizes[nb + 1];
     if (g.B * g.L * g.S == 0) return DLE_OK;
     blocks = (unsigned)(g.B * g.L < 65535 * 16 ? g.B * g.L : 65535 * 16);
-    score_grad_kernel<CT><<<blocks, cu_row_threads(g.S)>>>(g, mats_of(ins[0], nb), mats_of(ins[1], nb),
-                                                           mats_of(ins[2], nb), mats_of(outs[0], nb), false);
+    score_grad_kernel<CT><<<blocks, cu_row_threads(g.S)>>>(g, mats_of(ins[0], nb),
+                                                           mats_of(ins[1], nb), mats_of(ins[2], nb),
+                                                           mats_of(outs[0], nb), false);
     CU_LAUNCHED(fn);
     return DLE_OK;
   }
   /* backward: gout, q, k, v, probs -> dq, dk, dv */
-  g.L = ins[1]->sizes[nb], g.E = ins[1]->sizes[nb + 1], g.S = ins[2]->sizes[nb], g.Ev = ins[3]->sizes[nb + 1];
-  mats gy = mats_of(ins[0], nb), q = mats_of(ins[1], nb), k = mats_of(ins[2], nb), p = mats_of(ins[4], nb);
+  g.L = ins[1]->sizes[nb], g.E = ins[1]->sizes[nb + 1], g.S = ins[2]->sizes[nb],
+  g.Ev = ins[3]->sizes[nb + 1];
+  mats gy = mats_of(ins[0], nb), q = mats_of(ins[1], nb), k = mats_of(ins[2], nb),
+       p = mats_of(ins[4], nb);
   mats dq = mats_of(outs[0], nb), dk = mats_of(outs[1], nb), dv = mats_of(outs[2], nb);
   CT *ds = NULL;
   if (g.B * g.L * g.S > 0) {
@@ -188,12 +202,14 @@ static dle_status attention(const char *fn, dle_op op, dle_tensor *const *outs, 
                     outs[0]->storage->device);
     mats dsm = mats_of(&t, 1);
     blocks = (unsigned)(g.B * g.L < 65535 * 16 ? g.B * g.L : 65535 * 16);
-    score_grad_kernel<CT><<<blocks, cu_row_threads(g.S)>>>(g, gy, mats_of(ins[3], nb), p, dsm, true);
+    score_grad_kernel<CT>
+        <<<blocks, cu_row_threads(g.S)>>>(g, gy, mats_of(ins[3], nb), p, dsm, true);
     if (g.E > 0) {
       grad_q_kernel<CT><<<cu_blocks(g.B * g.L * g.E), CU_THREADS>>>(g, dsm, k, dq);
       grad_kv_kernel<CT><<<cu_blocks(g.B * g.S * g.E), CU_THREADS>>>(g, g.E, dsm, q, dk);
     }
-    if (g.Ev > 0) grad_kv_kernel<CT><<<cu_blocks(g.B * g.S * g.Ev), CU_THREADS>>>(g, g.Ev, p, gy, dv);
+    if (g.Ev > 0)
+      grad_kv_kernel<CT><<<cu_blocks(g.B * g.S * g.Ev), CU_THREADS>>>(g, g.Ev, p, gy, dv);
   } else { /* a sum over nothing: zeros, in whatever layout the outputs have */
     for (int kk = 0; kk < 3; kk++) CU_OK(cu_map(fn, outs[kk], NULL, 0, zero_fn<CT>{}));
   }
@@ -203,7 +219,8 @@ static dle_status attention(const char *fn, dle_op op, dle_tensor *const *outs, 
   return DLE_OK;
 }
 
-static dle_status cu_attention(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin, const dle_attrs *a) {
+static dle_status cu_attention(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
+                               const dle_attrs *a) {
   const char *fn = cu_op_name(op);
   dle_tensor *o = outs[0];
   int nmat = op == DLE_OP_SDPA ? 3 : nin; /* the mask (4th input) has any strides */
@@ -211,12 +228,16 @@ static dle_status cu_attention(dle_op op, dle_tensor *const *outs, dle_tensor *c
   if (nb < 0) return cu_error("%s: expects matrices", fn);
   for (int i = 0; i < nmat; i++)
     if (ins[i]->dtype != o->dtype || ins[i]->ndim != nb + 2)
-      return cu_error("%s: the CUDA kernel expects %s inputs of %d dims", fn, cu_dtype_name(o->dtype), nb + 2);
-  if (nin > nmat && (ins[3]->ndim != nb + 2 || (ins[3]->dtype != DLE_BOOL && ins[3]->dtype != o->dtype)))
+      return cu_error("%s: the CUDA kernel expects %s inputs of %d dims", fn,
+                      cu_dtype_name(o->dtype), nb + 2);
+  if (nin > nmat &&
+      (ins[3]->ndim != nb + 2 || (ins[3]->dtype != DLE_BOOL && ins[3]->dtype != o->dtype)))
     return cu_error("%s: the CUDA kernel expects a bool or %s mask", fn, cu_dtype_name(o->dtype));
-  if (o->dtype != DLE_F32 && o->dtype != DLE_F64) return cu_error("%s: no CUDA kernel for %s", fn, cu_dtype_name(o->dtype));
+  if (o->dtype != DLE_F32 && o->dtype != DLE_F64)
+    return cu_error("%s: no CUDA kernel for %s", fn, cu_dtype_name(o->dtype));
   CU_OK(cu_use_device(fn, o));
-  return o->dtype == DLE_F64 ? attention<double>(fn, op, outs, ins, nin, a) : attention<float>(fn, op, outs, ins, nin, a);
+  return o->dtype == DLE_F64 ? attention<double>(fn, op, outs, ins, nin, a)
+                             : attention<float>(fn, op, outs, ins, nin, a);
 }
 
 void cu_register_attention(dle_backend *b) {

@@ -19,13 +19,12 @@
 
 dle_status cu_fail(const char *fn, const char *what, cudaError_t e) {
   cudaGetLastError(); /* clears a non-sticky error so the next call starts clean */
-  return cu_error("%s: CUDA error in %s: %s (%s)", fn, what, cudaGetErrorName(e), cudaGetErrorString(e));
+  return cu_error("%s: CUDA error in %s: %s (%s)", fn, what, cudaGetErrorName(e),
+                  cudaGetErrorString(e));
 }
 
 /* Per device: whether it was set up, and whether it has stream-ordered memory pools. */
-static struct {
-  bool ready, pools;
-} devices[CU_MAX_DEVICES];
+static struct { bool ready, pools; } devices[CU_MAX_DEVICES];
 /* pthread rather than std::mutex: nothing in this library may throw across the C boundary */
 static pthread_mutex_t devices_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -42,7 +41,8 @@ static cudaError_t select_device(int i) {
       cudaMemPool_t pool;
       uint64_t keep = UINT64_MAX;
       e = cudaDeviceGetDefaultMemPool(&pool, i);
-      if (e == cudaSuccess) e = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+      if (e == cudaSuccess)
+        e = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
     }
     devices[i].pools = pools != 0;
     devices[i].ready = e == cudaSuccess;
@@ -63,7 +63,8 @@ static bool has_pools(void) {
 dle_status cu_use_device(const char *fn, const dle_tensor *t) {
   int i = t->storage->device.index;
   cudaError_t e = select_device(i);
-  if (e != cudaSuccess) return cu_error("%s: cannot use CUDA device %d: %s", fn, i, cudaGetErrorString(e));
+  if (e != cudaSuccess)
+    return cu_error("%s: cannot use CUDA device %d: %s", fn, i, cudaGetErrorString(e));
   return DLE_OK;
 }
 
@@ -111,8 +112,8 @@ static void cuda_free(void *p, size_t nbytes, int device_index) {
 }
 
 /* Synchronous copies: the legacy default stream orders them after every kernel queued before. */
-static dle_status cuda_copy(const char *fn, void *dst, const void *src, size_t nbytes, int device_index,
-                            cudaMemcpyKind kind) {
+static dle_status cuda_copy(const char *fn, void *dst, const void *src, size_t nbytes,
+                            int device_index, cudaMemcpyKind kind) {
   if (nbytes == 0) return DLE_OK;
   cudaError_t e = select_device(device_index);
   if (e != cudaSuccess) return cu_fail(fn, "cudaSetDevice", e);
@@ -143,21 +144,26 @@ static const dle_backend *table(const dle_backend_host *host) {
   return &cuda;
 }
 
-extern "C" const dle_backend *dle_cuda_backend_table(const dle_backend_host *host) { return table(host); }
+extern "C" const dle_backend *dle_cuda_backend_table(const dle_backend_host *host) {
+  return table(host);
+}
 
-extern "C" const dle_backend *dle_cuda_backend_init(const dle_backend_host *host, char *why, size_t n) {
+extern "C" const dle_backend *dle_cuda_backend_init(const dle_backend_host *host, char *why,
+                                                    size_t n) {
   if (!table(host)) {
-    snprintf(why, n, "libdle_cuda.so was built for another engine (backend ABI %d with %d ops; the "
-             "engine has ABI %d with %d ops): rebuild it", DLE_BACKEND_ABI, DLE_NUM_OPS,
-             host ? host->abi : -1, host && host->abi == DLE_BACKEND_ABI ? host->num_ops : -1);
+    snprintf(why, n,
+             "libdle_cuda.so was built for another engine (backend ABI %d with %d ops; the "
+             "engine has ABI %d with %d ops): rebuild it",
+             DLE_BACKEND_ABI, DLE_NUM_OPS, host ? host->abi : -1,
+             host && host->abi == DLE_BACKEND_ABI ? host->num_ops : -1);
     return NULL;
   }
   int count = 0; /* without a driver the call fails and leaves count untouched */
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count <= 0) {
     if (e != cudaSuccess)
-      snprintf(why, n, "no CUDA device (cudaGetDeviceCount: error %d, %s: %s)", (int)e, cudaGetErrorName(e),
-               cudaGetErrorString(e));
+      snprintf(why, n, "no CUDA device (cudaGetDeviceCount: error %d, %s: %s)", (int)e,
+               cudaGetErrorName(e), cudaGetErrorString(e));
     else
       snprintf(why, n, "no CUDA device (cudaGetDeviceCount found 0 devices)");
     cudaGetLastError();

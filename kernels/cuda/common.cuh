@@ -30,17 +30,17 @@ extern const dle_backend_host *cu_host;
 
 /* A failed CUDA runtime call as a dle error naming the op (or function) and the call. */
 dle_status cu_fail(const char *fn, const char *what, cudaError_t e);
-#define CU_TRY(fn, call)                                        \
-  do {                                                          \
-    cudaError_t e_ = (call);                                    \
-    if (e_ != cudaSuccess) return cu_fail((fn), #call, e_);     \
+#define CU_TRY(fn, call)                                    \
+  do {                                                      \
+    cudaError_t e_ = (call);                                \
+    if (e_ != cudaSuccess) return cu_fail((fn), #call, e_); \
   } while (0)
 /* After a kernel launch: a bad configuration or a sticky error from an earlier kernel. */
 #define CU_LAUNCHED(fn) CU_TRY(fn, cudaGetLastError())
 /* A dle_status-returning call inside a function returning dle_status. */
-#define CU_OK(call)                          \
-  do {                                       \
-    if ((call) != DLE_OK) return DLE_ERR;    \
+#define CU_OK(call)                       \
+  do {                                    \
+    if ((call) != DLE_OK) return DLE_ERR; \
   } while (0)
 
 /* ---------------------------------------------------------------- devices and memory (backend.cu) */
@@ -85,23 +85,61 @@ static inline bool cu_contiguous(const dle_tensor *t) {
 
 /* Storage type T and compute type CT of each dtype, as in cpu_types.h: float16/bfloat16 are kept
  * as their bits and compute in float; uint8 and bool compute in int32. */
-template <dle_dtype D> struct cu_type;
-template <> struct cu_type<DLE_F32> { typedef float T; typedef float CT; };
-template <> struct cu_type<DLE_F64> { typedef double T; typedef double CT; };
-template <> struct cu_type<DLE_F16> { typedef uint16_t T; typedef float CT; };
-template <> struct cu_type<DLE_BF16> { typedef uint16_t T; typedef float CT; };
-template <> struct cu_type<DLE_I32> { typedef int32_t T; typedef int32_t CT; };
-template <> struct cu_type<DLE_I64> { typedef int64_t T; typedef int64_t CT; };
-template <> struct cu_type<DLE_U8> { typedef uint8_t T; typedef int32_t CT; };
-template <> struct cu_type<DLE_BOOL> { typedef uint8_t T; typedef int32_t CT; };
-#define CU_T(D) typename cu_type<D>::T
+template <dle_dtype D>
+struct cu_type;
+template <>
+struct cu_type<DLE_F32> {
+  typedef float T;
+  typedef float CT;
+};
+template <>
+struct cu_type<DLE_F64> {
+  typedef double T;
+  typedef double CT;
+};
+template <>
+struct cu_type<DLE_F16> {
+  typedef uint16_t T;
+  typedef float CT;
+};
+template <>
+struct cu_type<DLE_BF16> {
+  typedef uint16_t T;
+  typedef float CT;
+};
+template <>
+struct cu_type<DLE_I32> {
+  typedef int32_t T;
+  typedef int32_t CT;
+};
+template <>
+struct cu_type<DLE_I64> {
+  typedef int64_t T;
+  typedef int64_t CT;
+};
+template <>
+struct cu_type<DLE_U8> {
+  typedef uint8_t T;
+  typedef int32_t CT;
+};
+template <>
+struct cu_type<DLE_BOOL> {
+  typedef uint8_t T;
+  typedef int32_t CT;
+};
+#define CU_T(D)  typename cu_type<D>::T
 #define CU_CT(D) typename cu_type<D>::CT
 
-template <dle_dtype D> __device__ __forceinline__ CU_CT(D) cu_load(CU_T(D) x) {
-  if constexpr (D == DLE_F16) return __half2float(__ushort_as_half(x));
-  else if constexpr (D == DLE_BF16) return __bfloat162float(__ushort_as_bfloat16(x));
-  else if constexpr (D == DLE_BOOL) return x != 0;
-  else return (CU_CT(D))x;
+template <dle_dtype D>
+__device__ __forceinline__ CU_CT(D) cu_load(CU_T(D) x) {
+  if constexpr (D == DLE_F16)
+    return __half2float(__ushort_as_half(x));
+  else if constexpr (D == DLE_BF16)
+    return __bfloat162float(__ushort_as_bfloat16(x));
+  else if constexpr (D == DLE_BOOL)
+    return x != 0;
+  else
+    return (CU_CT(D))x;
 }
 
 /* A floating value into an integer range: NaN -> 0, saturating at lo and hi (cpu_f_to_i64). */
@@ -115,32 +153,48 @@ __host__ __device__ __forceinline__ int64_t cu_f_to_i64(double v, int64_t lo, in
 /* A value of any arithmetic type V into dtype D's storage (ST_<ID> of cpu_types.h): floating
  * values saturate into integers, integer values wrap like C casts; float16/bfloat16 round the float
  * value to nearest even (a double is rounded to float first, as the CPU does). */
-template <dle_dtype D, class V> __device__ __forceinline__ CU_T(D) cu_store(V v) {
+template <dle_dtype D, class V>
+__device__ __forceinline__ CU_T(D) cu_store(V v) {
   constexpr bool fv = std::is_floating_point<V>::value;
-  if constexpr (D == DLE_F32) return (float)v;
-  else if constexpr (D == DLE_F64) return (double)v;
-  else if constexpr (D == DLE_F16) return __half_as_ushort(__float2half_rn((float)v));
-  else if constexpr (D == DLE_BF16) return __bfloat16_as_ushort(__float2bfloat16_rn((float)v));
-  else if constexpr (D == DLE_BOOL) return (uint8_t)(v != 0);
-  else if constexpr (D == DLE_I32) return fv ? (int32_t)cu_f_to_i64((double)v, INT32_MIN, INT32_MAX) : (int32_t)v;
-  else if constexpr (D == DLE_I64) return fv ? cu_f_to_i64((double)v, INT64_MIN, INT64_MAX) : (int64_t)v;
-  else return fv ? (uint8_t)cu_f_to_i64((double)v, 0, 255) : (uint8_t)v; /* U8 */
+  if constexpr (D == DLE_F32)
+    return (float)v;
+  else if constexpr (D == DLE_F64)
+    return (double)v;
+  else if constexpr (D == DLE_F16)
+    return __half_as_ushort(__float2half_rn((float)v));
+  else if constexpr (D == DLE_BF16)
+    return __bfloat16_as_ushort(__float2bfloat16_rn((float)v));
+  else if constexpr (D == DLE_BOOL)
+    return (uint8_t)(v != 0);
+  else if constexpr (D == DLE_I32)
+    return fv ? (int32_t)cu_f_to_i64((double)v, INT32_MIN, INT32_MAX) : (int32_t)v;
+  else if constexpr (D == DLE_I64)
+    return fv ? cu_f_to_i64((double)v, INT64_MIN, INT64_MAX) : (int64_t)v;
+  else
+    return fv ? (uint8_t)cu_f_to_i64((double)v, 0, 255) : (uint8_t)v; /* U8 */
 }
 
 /* A double attribute (clamp bound, exponent) in compute type CT, saturating for integers
  * (CPU_PARAM). */
-template <class CT> __host__ __device__ __forceinline__ CT cu_param(double v) {
-  if constexpr (std::is_floating_point<CT>::value) return (CT)v;
-  else if constexpr (sizeof(CT) == 4) return (CT)cu_f_to_i64(v, INT32_MIN, INT32_MAX);
-  else return (CT)cu_f_to_i64(v, INT64_MIN, INT64_MAX);
+template <class CT>
+__host__ __device__ __forceinline__ CT cu_param(double v) {
+  if constexpr (std::is_floating_point<CT>::value)
+    return (CT)v;
+  else if constexpr (sizeof(CT) == 4)
+    return (CT)cu_f_to_i64(v, INT32_MIN, INT32_MAX);
+  else
+    return (CT)cu_f_to_i64(v, INT64_MIN, INT64_MAX);
 }
 
 /* <tgmath.h>'s choice: the float function for float, else the double one (integers too, so an
  * integer pow gives a double that the store saturates, as on the CPU). */
-#define CU_MATH(name)                                                                 \
-  template <class X> __device__ __forceinline__ auto cu_##name(X x) {                \
-    if constexpr (std::is_same<X, float>::value) return name##f(x);                   \
-    else return name((double)x);                                                      \
+#define CU_MATH(name)                              \
+  template <class X>                               \
+  __device__ __forceinline__ auto cu_##name(X x) { \
+    if constexpr (std::is_same<X, float>::value)   \
+      return name##f(x);                           \
+    else                                           \
+      return name((double)x);                      \
   }
 CU_MATH(exp)
 CU_MATH(log)
@@ -155,32 +209,51 @@ CU_MATH(floor)
 CU_MATH(ceil)
 CU_MATH(rint) /* nearbyint: round half to even in the default rounding mode */
 CU_MATH(fabs)
-template <class X> __device__ __forceinline__ auto cu_pow(X a, X b) {
-  if constexpr (std::is_same<X, float>::value) return powf(a, b);
-  else return pow((double)a, (double)b);
+template <class X>
+__device__ __forceinline__ auto cu_pow(X a, X b) {
+  if constexpr (std::is_same<X, float>::value)
+    return powf(a, b);
+  else
+    return pow((double)a, (double)b);
 }
 
 /* Integer + - * and negation wrap around (computed unsigned: signed overflow is undefined). */
-template <class CT> __device__ __forceinline__ CT cu_wrap_add(CT a, CT b) {
-  if constexpr (std::is_integral<CT>::value) return (CT)((std::make_unsigned_t<CT>)a + (std::make_unsigned_t<CT>)b);
-  else return a + b;
+template <class CT>
+__device__ __forceinline__ CT cu_wrap_add(CT a, CT b) {
+  if constexpr (std::is_integral<CT>::value)
+    return (CT)((std::make_unsigned_t<CT>)a + (std::make_unsigned_t<CT>)b);
+  else
+    return a + b;
 }
-template <class CT> __device__ __forceinline__ CT cu_wrap_sub(CT a, CT b) {
-  if constexpr (std::is_integral<CT>::value) return (CT)((std::make_unsigned_t<CT>)a - (std::make_unsigned_t<CT>)b);
-  else return a - b;
+template <class CT>
+__device__ __forceinline__ CT cu_wrap_sub(CT a, CT b) {
+  if constexpr (std::is_integral<CT>::value)
+    return (CT)((std::make_unsigned_t<CT>)a - (std::make_unsigned_t<CT>)b);
+  else
+    return a - b;
 }
-template <class CT> __device__ __forceinline__ CT cu_wrap_mul(CT a, CT b) {
-  if constexpr (std::is_integral<CT>::value) return (CT)((std::make_unsigned_t<CT>)a * (std::make_unsigned_t<CT>)b);
-  else return a * b;
+template <class CT>
+__device__ __forceinline__ CT cu_wrap_mul(CT a, CT b) {
+  if constexpr (std::is_integral<CT>::value)
+    return (CT)((std::make_unsigned_t<CT>)a * (std::make_unsigned_t<CT>)b);
+  else
+    return a * b;
 }
-template <class CT> __device__ __forceinline__ CT cu_neg(CT x) {
-  if constexpr (std::is_integral<CT>::value) return (CT)(0u - (std::make_unsigned_t<CT>)x);
-  else return -x;
+template <class CT>
+__device__ __forceinline__ CT cu_neg(CT x) {
+  if constexpr (std::is_integral<CT>::value)
+    return (CT)(0u - (std::make_unsigned_t<CT>)x);
+  else
+    return -x;
 }
 
 /* Calls fn(tag) with tag's ::value the dtype dt as a compile-time constant. */
-template <dle_dtype D> struct cu_tag { static constexpr dle_dtype value = D; };
-template <class Fn> dle_status cu_with_dtype(dle_dtype dt, Fn &&fn) {
+template <dle_dtype D>
+struct cu_tag {
+  static constexpr dle_dtype value = D;
+};
+template <class Fn>
+dle_status cu_with_dtype(dle_dtype dt, Fn &&fn) {
   switch (dt) {
     case DLE_F32: return fn(cu_tag<DLE_F32>{});
     case DLE_F64: return fn(cu_tag<DLE_F64>{});
@@ -194,7 +267,8 @@ template <class Fn> dle_status cu_with_dtype(dle_dtype dt, Fn &&fn) {
   }
 }
 /* The same over the float dtypes only (the CPU kernels of these ops have no others). */
-template <class Fn> dle_status cu_with_float_dtype(const char *fn_name, dle_dtype dt, Fn &&fn) {
+template <class Fn>
+dle_status cu_with_float_dtype(const char *fn_name, dle_dtype dt, Fn &&fn) {
   switch (dt) {
     case DLE_F32: return fn(cu_tag<DLE_F32>{});
     case DLE_F64: return fn(cu_tag<DLE_F64>{});
@@ -211,8 +285,8 @@ static inline unsigned cu_blocks(int64_t n) {
   int64_t b = (n + CU_THREADS - 1) / CU_THREADS;
   return (unsigned)(b < 1 ? 1 : b > 65535 * 16 ? 65535 * 16 : b);
 }
-#define CU_GRID_LOOP(i, n)                                                                  \
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                 \
+#define CU_GRID_LOOP(i, n)                                                  \
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
        i += (int64_t)gridDim.x * blockDim.x)
 
 /* ---------------------------------------------------------------- the elementwise index */
@@ -246,7 +320,8 @@ __device__ __forceinline__ void cu_offsets(const cu_index &ix, int64_t i, int64_
 }
 
 /* f(p, i) for every element i, p[k] pointing at operand k's element. */
-template <class F> __global__ void cu_map_kernel(cu_index ix, F f) {
+template <class F>
+__global__ void cu_map_kernel(cu_index ix, F f) {
   CU_GRID_LOOP(i, ix.n) {
     int64_t off[CU_MAX_OPS];
     cu_offsets(ix, i, off);
@@ -257,7 +332,8 @@ template <class F> __global__ void cu_map_kernel(cu_index ix, F f) {
 }
 
 /* Launches f over the output and inputs of an elementwise kernel (nothing to do when empty). */
-template <class F> dle_status cu_map(const char *fn, dle_tensor *out, dle_tensor *const *ins, int nin, F f) {
+template <class F>
+dle_status cu_map(const char *fn, dle_tensor *out, dle_tensor *const *ins, int nin, F f) {
   dle_tensor *ops[CU_MAX_OPS] = {out};
   for (int i = 0; i < nin; i++) ops[i + 1] = ins[i];
   cu_index ix;
@@ -282,7 +358,8 @@ struct cu_red_geom {
 void cu_red_geom_make(cu_red_geom *g, const dle_tensor *x, const bool *red, const dle_tensor *y);
 
 /* Byte offset of flat index i over a group of n dims (row-major). */
-__device__ __forceinline__ int64_t cu_group_offset(int n, const int64_t *sizes, const int64_t *strides, int64_t i) {
+__device__ __forceinline__ int64_t cu_group_offset(int n, const int64_t *sizes,
+                                                   const int64_t *strides, int64_t i) {
   int64_t off = 0;
   for (int d = n - 1; d >= 0; d--) {
     off += (i % sizes[d]) * strides[d];
@@ -293,15 +370,21 @@ __device__ __forceinline__ int64_t cu_group_offset(int n, const int64_t *sizes, 
 
 /* Max and min that let NaN through (STEP_MAX / STEP_MIN of the CPU's reductions). */
 struct cu_max_nan {
-  template <class A> __device__ A operator()(A a, A x) const { return ((x > a) | (x != x)) ? x : a; }
+  template <class A>
+  __device__ A operator()(A a, A x) const {
+    return ((x > a) | (x != x)) ? x : a;
+  }
 };
 struct cu_min_nan {
-  template <class A> __device__ A operator()(A a, A x) const { return ((x < a) | (x != x)) ? x : a; }
+  template <class A>
+  __device__ A operator()(A a, A x) const {
+    return ((x < a) | (x != x)) ? x : a;
+  }
 };
 
 /* A contiguous tensor header over device memory p (scratch), for handing scratch to cu_map. */
-static inline void cu_wrap_scratch(dle_tensor *t, dle_storage *s, void *p, size_t nbytes, dle_dtype dt,
-                                   int ndim, const int64_t *sizes, dle_device dev) {
+static inline void cu_wrap_scratch(dle_tensor *t, dle_storage *s, void *p, size_t nbytes,
+                                   dle_dtype dt, int ndim, const int64_t *sizes, dle_device dev) {
   *s = dle_storage{};
   s->data = p, s->nbytes = nbytes, s->refcount = 1, s->device = dev;
   *t = dle_tensor{};
@@ -319,7 +402,8 @@ dle_status cu_copy_same(const char *fn, dle_tensor *dst, dle_tensor *src);
 /* combine(v) over the block's threads by a tree in shared memory sh[blockDim.x] (blockDim.x a
  * power of two); every thread gets the result. The order of combination is fixed, so results do
  * not vary from run to run. */
-template <class A, class C> __device__ A cu_block_reduce(A v, A *sh, C combine) {
+template <class A, class C>
+__device__ A cu_block_reduce(A v, A *sh, C combine) {
   sh[threadIdx.x] = v;
   __syncthreads();
   for (unsigned s = blockDim.x / 2; s > 0; s /= 2) {
@@ -331,10 +415,16 @@ template <class A, class C> __device__ A cu_block_reduce(A v, A *sh, C combine) 
   return r;
 }
 struct cu_add {
-  template <class A> __device__ A operator()(A a, A b) const { return a + b; }
+  template <class A>
+  __device__ A operator()(A a, A b) const {
+    return a + b;
+  }
 };
 struct cu_mul {
-  template <class A> __device__ A operator()(A a, A b) const { return a * b; }
+  template <class A>
+  __device__ A operator()(A a, A b) const {
+    return a * b;
+  }
 };
 
 /* Threads per block for rows of n elements: a power of two from 32 to CU_THREADS. */
@@ -347,15 +437,17 @@ static inline unsigned cu_row_threads(int64_t n) {
 /* ---------------------------------------------------------------- row losses (nn.cu, losses.cu) */
 /* The layout the front door promises these kernels: inputs contiguous in the output's dtype (or
  * int64 targets), float32 or float64, the output contiguous; then makes the device current. */
-dle_status cu_float_rows_ready(const char *fn, const dle_tensor *o, dle_tensor *const *ins, int nin);
+dle_status cu_float_rows_ready(const char *fn, const dle_tensor *o, dle_tensor *const *ins,
+                               int nin);
 /* Checks every target not ignored (a class base..base+c-1) on the device, with the CPU's message
  * for the first bad one; *count gets how many rows are not ignored. */
 dle_status cu_check_targets(const char *fn, const ce_args &c, const int64_t *t, int64_t *count);
 /* loss[0] = (sum of rows[0..n), in double, in a fixed order) / div, stored as float or double. */
 /* The fused losses (losses.cu), once nn.cu has checked the layout and made the device current. */
-dle_status cu_run_loss(const char *fn, dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                       const dle_attrs *a);
-dle_status cu_store_total(const char *fn, const double *rows, int64_t n, double div, bool dbl, void *loss);
+dle_status cu_run_loss(const char *fn, dle_op op, dle_tensor *const *outs, dle_tensor *const *ins,
+                       int nin, const dle_attrs *a);
+dle_status cu_store_total(const char *fn, const double *rows, int64_t n, double div, bool dbl,
+                          void *loss);
 
 /* ---------------------------------------------------------------- registration */
 /* cu_register_<family> (kernels/cuda/<family>.cu) for each family with CUDA kernels in

@@ -13,10 +13,12 @@
 #include "../../engine/kernel/conv_geom.h"
 #include "common.cuh"
 
-template <dle_dtype D> using conv_ct = std::conditional_t<D == DLE_F64, double, float>;
+template <dle_dtype D>
+using conv_ct = std::conditional_t<D == DLE_F64, double, float>;
 
 /* Element e of a contiguous {d0, d1, d2, d3} tensor as its indices k[0..3]. */
-__device__ __forceinline__ void unravel4(int64_t e, int64_t d1, int64_t d2, int64_t d3, int64_t *k) {
+__device__ __forceinline__ void unravel4(int64_t e, int64_t d1, int64_t d2, int64_t d3,
+                                         int64_t *k) {
   k[3] = e % d3, e /= d3;
   k[2] = e % d2, e /= d2;
   k[1] = e % d1, k[0] = e / d1;
@@ -24,14 +26,16 @@ __device__ __forceinline__ void unravel4(int64_t e, int64_t d1, int64_t d2, int6
 
 /* The input position tap (u, v) of output (i, j) reads: its offset ih W + iw in an input plane,
  * or -1 in the padding. */
-__device__ __forceinline__ int64_t conv_tap(const conv_geom &q, int64_t i, int64_t j, int64_t u, int64_t v) {
+__device__ __forceinline__ int64_t conv_tap(const conv_geom &q, int64_t i, int64_t j, int64_t u,
+                                            int64_t v) {
   int64_t ih = i * q.sh - q.ph + u * q.dh, iw = j * q.sw - q.pw + v * q.dw;
   return ih < 0 || ih >= q.h || iw < 0 || iw >= q.w ? -1 : ih * q.w + iw;
 }
 
 /* The output index i whose tap u reads input index h (stride s, padding p, dilation d, n
  * outputs), or -1: i s - p + u d = h. */
-__device__ __forceinline__ int64_t conv_out_of(int64_t h, int64_t u, int64_t s, int64_t p, int64_t d, int64_t n) {
+__device__ __forceinline__ int64_t conv_out_of(int64_t h, int64_t u, int64_t s, int64_t p,
+                                               int64_t d, int64_t n) {
   int64_t t = h + p - u * d;
   return t < 0 || t % s != 0 || t / s >= n ? -1 : t / s;
 }
@@ -40,7 +44,8 @@ enum { CONV_FORWARD, CONV_GRAD_INPUT, CONV_GRAD_WEIGHT };
 
 /* y[n, o, i, j] (k = n, o, i, j): the bias plus the taps of the group's channels (a = x, b = w). */
 template <dle_dtype D, class CT>
-__device__ CT forward_sum(const conv_geom &q, const int64_t *k, const CU_T(D) *x, const CU_T(D) *w, const CU_T(D) *bias) {
+__device__ CT forward_sum(const conv_geom &q, const int64_t *k, const CU_T(D) * x,
+                          const CU_T(D) * w, const CU_T(D) * bias) {
   const int64_t n = k[0], o = k[1], i = k[2], j = k[3];
   const CU_T(D) *xg = x + (n * q.c + (o / q.og) * q.cg) * q.h * q.w; /* the group's first channel */
   CT s = bias ? (CT)cu_load<D>(bias[o]) : (CT)0;
@@ -49,14 +54,16 @@ __device__ CT forward_sum(const conv_geom &q, const int64_t *k, const CU_T(D) *x
       for (int64_t v = 0; v < q.kw; v++) {
         int64_t hw = conv_tap(q, i, j, u, v);
         if (hw >= 0)
-          s += (CT)cu_load<D>(w[((o * q.cg + c) * q.kh + u) * q.kw + v]) * (CT)cu_load<D>(xg[c * q.h * q.w + hw]);
+          s += (CT)cu_load<D>(w[((o * q.cg + c) * q.kh + u) * q.kw + v]) *
+               (CT)cu_load<D>(xg[c * q.h * q.w + hw]);
       }
   return s;
 }
 
 /* gx[n, ci, ih, iw]: gy w over the group's outputs whose taps read (ih, iw) (a = gy, b = w). */
 template <dle_dtype D, class CT>
-__device__ CT grad_input_sum(const conv_geom &q, const int64_t *k, const CU_T(D) *gy, const CU_T(D) *w) {
+__device__ CT grad_input_sum(const conv_geom &q, const int64_t *k, const CU_T(D) * gy,
+                             const CU_T(D) * w) {
   const int64_t g = k[1] / q.cg, c = k[1] % q.cg;
   CT s = 0;
   for (int64_t o = g * q.og; o < (g + 1) * q.og; o++)
@@ -74,7 +81,8 @@ __device__ CT grad_input_sum(const conv_geom &q, const int64_t *k, const CU_T(D)
 
 /* gw[o, c, u, v]: gy x over the batch and the outputs (a = gy, b = x). */
 template <dle_dtype D, class CT>
-__device__ CT grad_weight_sum(const conv_geom &q, const int64_t *k, const CU_T(D) *gy, const CU_T(D) *x) {
+__device__ CT grad_weight_sum(const conv_geom &q, const int64_t *k, const CU_T(D) * gy,
+                              const CU_T(D) * x) {
   const int64_t o = k[0], u = k[2], v = k[3], ci = (o / q.og) * q.cg + k[1];
   CT s = 0;
   for (int64_t n = 0; n < q.n; n++) {
@@ -90,8 +98,8 @@ __device__ CT grad_weight_sum(const conv_geom &q, const int64_t *k, const CU_T(D
 
 /* One thread per element of the result (y, gx or gw, total elements). */
 template <dle_dtype D, int KIND>
-__global__ void conv_kernel(conv_geom q, const CU_T(D) *a, const CU_T(D) *b, const CU_T(D) *bias, CU_T(D) *out,
-                            int64_t total) {
+__global__ void conv_kernel(conv_geom q, const CU_T(D) * a, const CU_T(D) * b, const CU_T(D) * bias,
+                            CU_T(D) * out, int64_t total) {
   typedef conv_ct<D> CT;
   CU_GRID_LOOP(e, total) {
     int64_t k[4];
@@ -111,7 +119,8 @@ __global__ void conv_kernel(conv_geom q, const CU_T(D) *a, const CU_T(D) *b, con
 /* ---- pooling ---- */
 
 template <dle_dtype D>
-__global__ void pool_kernel(pool_geom p, const CU_T(D) *x, CU_T(D) *y, int64_t *idx, int64_t base, bool max) {
+__global__ void pool_kernel(pool_geom p, const CU_T(D) * x, CU_T(D) * y, int64_t *idx, int64_t base,
+                            bool max) {
   typedef CU_CT(D) CT;
   CU_GRID_LOOP(o, p.planes * p.ho * p.wo) {
     int64_t ow = o % p.wo, oh = (o / p.wo) % p.ho, pl = o / (p.wo * p.ho);
@@ -138,14 +147,16 @@ __global__ void pool_kernel(pool_geom p, const CU_T(D) *x, CU_T(D) *y, int64_t *
 }
 
 /* the adjoint of avg_pool, as a gather: input (h, w) sums gy / div over the windows holding it */
-template <dle_dtype D> __global__ void avg_pool_grad_kernel(pool_geom p, const CU_T(D) *gy, CU_T(D) *gx) {
+template <dle_dtype D>
+__global__ void avg_pool_grad_kernel(pool_geom p, const CU_T(D) * gy, CU_T(D) * gx) {
   typedef CU_CT(D) CT;
   CU_GRID_LOOP(e, p.planes * p.h * p.w) {
     int64_t w = e % p.w, h = (e / p.w) % p.h, pl = e / (p.w * p.h);
     const CU_T(D) *gp = gy + pl * p.ho * p.wo;
     /* outputs oh with oh*sh - ph <= h < oh*sh - ph + kh */
     int64_t lo_h = h + p.ph - p.kh + 1, lo_w = w + p.pw - p.kw + 1;
-    int64_t oh0 = lo_h <= 0 ? 0 : (lo_h + p.sh - 1) / p.sh, ow0 = lo_w <= 0 ? 0 : (lo_w + p.sw - 1) / p.sw;
+    int64_t oh0 = lo_h <= 0 ? 0 : (lo_h + p.sh - 1) / p.sh,
+            ow0 = lo_w <= 0 ? 0 : (lo_w + p.sw - 1) / p.sw;
     int64_t oh1 = (h + p.ph) / p.sh, ow1 = (w + p.pw) / p.sw;
     if (oh1 >= p.ho) oh1 = p.ho - 1;
     if (ow1 >= p.wo) ow1 = p.wo - 1;
@@ -160,12 +171,14 @@ template <dle_dtype D> __global__ void avg_pool_grad_kernel(pool_geom p, const C
   }
 }
 
-static dle_status cu_conv(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin, const dle_attrs *a) {
+static dle_status cu_conv(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
+                          const dle_attrs *a) {
   const char *fn = cu_op_name(op);
   dle_tensor *o = outs[0];
   for (int i = 0; i < nin; i++)
     if (ins[i]->dtype != o->dtype || !cu_contiguous(ins[i]) || ins[i]->ndim != (i == 2 ? 1 : 4))
-      return cu_error("%s: the CUDA kernel expects contiguous %s inputs", fn, cu_dtype_name(o->dtype));
+      return cu_error("%s: the CUDA kernel expects contiguous %s inputs", fn,
+                      cu_dtype_name(o->dtype));
   bool pool = op == DLE_OP_MAX_POOL2D || op == DLE_OP_AVG_POOL2D || op == DLE_OP_AVG_POOL2D_GRAD;
   if (!cu_contiguous(o) || o->ndim != 4 || (op == DLE_OP_MAX_POOL2D && !cu_contiguous(outs[1])))
     return cu_error("%s: the CUDA kernel expects contiguous outputs", fn);
@@ -175,10 +188,13 @@ static dle_status cu_conv(dle_op op, dle_tensor *const *outs, dle_tensor *const 
   conv_geom q = {};
   pool_geom p = {};
   if (pool) {
-    p = op == DLE_OP_AVG_POOL2D_GRAD ? pool_make_geom(o->sizes, ins[0]->sizes, a) : pool_make_geom(ins[0]->sizes, o->sizes, a);
+    p = op == DLE_OP_AVG_POOL2D_GRAD ? pool_make_geom(o->sizes, ins[0]->sizes, a)
+                                     : pool_make_geom(ins[0]->sizes, o->sizes, a);
     if (p.sh <= 0 || p.sw <= 0) return cu_error("%s: bad stride", fn);
   } else {
-    const int64_t *xs = op == DLE_OP_CONV2D_GRAD_INPUT ? o->sizes : op == DLE_OP_CONV2D ? ins[0]->sizes : ins[1]->sizes;
+    const int64_t *xs = op == DLE_OP_CONV2D_GRAD_INPUT ? o->sizes
+                        : op == DLE_OP_CONV2D          ? ins[0]->sizes
+                                                       : ins[1]->sizes;
     const int64_t *ws = op == DLE_OP_CONV2D_GRAD_WEIGHT ? o->sizes : ins[1]->sizes;
     const int64_t *ys = op == DLE_OP_CONV2D ? o->sizes : ins[0]->sizes;
     q = conv_make_geom(xs, ws, ys, a);
@@ -195,18 +211,20 @@ static dle_status cu_conv(dle_op op, dle_tensor *const *outs, dle_tensor *const 
             q, in0, in1, nin > 2 ? (const T *)cu_data(ins[2]) : NULL, out, total);
         break;
       case DLE_OP_CONV2D_GRAD_INPUT:
-        conv_kernel<D, CONV_GRAD_INPUT><<<cu_blocks(total), CU_THREADS>>>(q, in0, in1, NULL, out, total);
+        conv_kernel<D, CONV_GRAD_INPUT>
+            <<<cu_blocks(total), CU_THREADS>>>(q, in0, in1, NULL, out, total);
         break;
       case DLE_OP_CONV2D_GRAD_WEIGHT:
-        conv_kernel<D, CONV_GRAD_WEIGHT><<<cu_blocks(total), CU_THREADS>>>(q, in0, in1, NULL, out, total);
+        conv_kernel<D, CONV_GRAD_WEIGHT>
+            <<<cu_blocks(total), CU_THREADS>>>(q, in0, in1, NULL, out, total);
         break;
       case DLE_OP_AVG_POOL2D_GRAD:
         avg_pool_grad_kernel<D><<<cu_blocks(total), CU_THREADS>>>(p, in0, out);
         break;
       default: /* max_pool2d, avg_pool2d */
-        pool_kernel<D><<<cu_blocks(total), CU_THREADS>>>(p, in0, out,
-                                                         op == DLE_OP_MAX_POOL2D ? (int64_t *)cu_data(outs[1]) : NULL,
-                                                         a->index_base, op == DLE_OP_MAX_POOL2D);
+        pool_kernel<D><<<cu_blocks(total), CU_THREADS>>>(
+            p, in0, out, op == DLE_OP_MAX_POOL2D ? (int64_t *)cu_data(outs[1]) : NULL,
+            a->index_base, op == DLE_OP_MAX_POOL2D);
         break;
     }
     CU_LAUNCHED(fn);
@@ -216,6 +234,7 @@ static dle_status cu_conv(dle_op op, dle_tensor *const *outs, dle_tensor *const 
 
 void cu_register_conv(dle_backend *b) {
 #define REGISTER(OP) b->kernels[DLE_OP_##OP] = cu_conv;
-  REGISTER(CONV2D) REGISTER(CONV2D_GRAD_INPUT) REGISTER(CONV2D_GRAD_WEIGHT)
-  REGISTER(MAX_POOL2D) REGISTER(AVG_POOL2D) REGISTER(AVG_POOL2D_GRAD)
+  REGISTER(CONV2D)
+  REGISTER(CONV2D_GRAD_INPUT)
+  REGISTER(CONV2D_GRAD_WEIGHT) REGISTER(MAX_POOL2D) REGISTER(AVG_POOL2D) REGISTER(AVG_POOL2D_GRAD)
 }

@@ -4,11 +4,13 @@
 #include "common.cuh"
 
 /* Same dtype (bool aside, which is normalised to 0/1): the element's bytes. */
-template <class T> struct raw_copy_fn {
+template <class T>
+struct raw_copy_fn {
   __device__ void operator()(char *const *p, int64_t) const { *(T *)p[0] = *(const T *)p[1]; }
 };
 
-template <dle_dtype S, dle_dtype D> struct cast_fn {
+template <dle_dtype S, dle_dtype D>
+struct cast_fn {
   __device__ void operator()(char *const *p, int64_t) const {
     *(CU_T(D) *)p[0] = cu_store<D>(cu_load<S>(*(const CU_T(S) *)p[1]));
   }
@@ -39,7 +41,8 @@ static dle_status cu_copy(dle_op op, dle_tensor *const *outs, dle_tensor *const 
 
 /* full: the double value converted by each thread (the same conversion as the CPU's, done once
  * there), any strides (fill_ writes into views). */
-template <dle_dtype D> struct fill_fn {
+template <dle_dtype D>
+struct fill_fn {
   double v;
   __device__ void operator()(char *const *p, int64_t) const { *(CU_T(D) *)p[0] = cu_store<D>(v); }
 };
@@ -53,7 +56,8 @@ static dle_status cu_full(dle_op op, dle_tensor *const *outs, dle_tensor *const 
 }
 
 /* arange: element i (logical order) is start + i * step, computed in double then converted. */
-template <dle_dtype D> struct arange_fn {
+template <dle_dtype D>
+struct arange_fn {
   double start, step;
   __device__ void operator()(char *const *p, int64_t i) const {
     *(CU_T(D) *)p[0] = cu_store<D>(start + (double)i * step);
@@ -64,7 +68,8 @@ static dle_status cu_arange(dle_op op, dle_tensor *const *outs, dle_tensor *cons
                             const dle_attrs *a) {
   (void)ins, (void)nin;
   return cu_with_dtype(outs[0]->dtype, [&](auto tag) -> dle_status {
-    return cu_map(cu_op_name(op), outs[0], NULL, 0, arange_fn<decltype(tag)::value>{a->f[0], a->f[1]});
+    return cu_map(cu_op_name(op), outs[0], NULL, 0,
+                  arange_fn<decltype(tag)::value>{a->f[0], a->f[1]});
   });
 }
 

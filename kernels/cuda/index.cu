@@ -50,18 +50,22 @@ static dle_status check_indices(dle_op op, dle_tensor *index, int64_t base, int6
   if (lo >= base && hi - base < size) return DLE_OK;
   int64_t bad = lo < base ? lo : hi;
   char range[64] = "none: the dim is empty", s1[128], s2[128];
-  if (size > 0) snprintf(range, sizeof range, "%lld..%lld", (long long)base, (long long)(base + size - 1));
+  if (size > 0)
+    snprintf(range, sizeof range, "%lld..%lld", (long long)base, (long long)(base + size - 1));
   if (op == DLE_OP_ONE_HOT)
-    return cu_error("one_hot: class %lld is out of range for %lld classes (valid: %s; classes shape %s)",
-                    (long long)bad, (long long)size, range, shape_str(s2, sizeof s2, index));
-  return cu_error("%s: index %lld is out of range for dim %d of size %lld (valid: %s; %s shape %s, index shape %s)",
-                  fn, (long long)bad, dim + 1, (long long)size, range, target_name, shape_str(s1, sizeof s1, target),
-                  shape_str(s2, sizeof s2, index));
+    return cu_error(
+        "one_hot: class %lld is out of range for %lld classes (valid: %s; classes shape %s)",
+        (long long)bad, (long long)size, range, shape_str(s2, sizeof s2, index));
+  return cu_error(
+      "%s: index %lld is out of range for dim %d of size %lld (valid: %s; %s shape %s, index shape %s)",
+      fn, (long long)bad, dim + 1, (long long)size, range, target_name,
+      shape_str(s1, sizeof s1, target), shape_str(s2, sizeof s2, index));
 }
 
 /* ---- cat ---- */
 
-static dle_status cu_cat(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin, const dle_attrs *a) {
+static dle_status cu_cat(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
+                         const dle_attrs *a) {
   const char *fn = cu_op_name(op);
   dle_tensor *out = outs[0];
   int dim = (int)a->ints[0];
@@ -80,7 +84,8 @@ static dle_status cu_cat(dle_op op, dle_tensor *const *outs, dle_tensor *const *
 
 /* out[i] = src[i + (index[i] - base) * dim_stride]: p[1] the index, p[2] src with stride 0 along
  * dim. */
-template <class T> struct pick_fn {
+template <class T>
+struct pick_fn {
   int64_t dim_stride, base;
   __device__ void operator()(char *const *p, int64_t) const {
     int64_t k = *(const int64_t *)p[1] - base;
@@ -88,8 +93,8 @@ template <class T> struct pick_fn {
   }
 };
 
-static dle_status pick(const char *fn, dle_tensor *out, dle_tensor *index_view, dle_tensor *src_view,
-                       int64_t dim_stride, int64_t base) {
+static dle_status pick(const char *fn, dle_tensor *out, dle_tensor *index_view,
+                       dle_tensor *src_view, int64_t dim_stride, int64_t base) {
   dle_tensor *ins[2] = {index_view, src_view};
   switch (cu_esize(out->dtype)) {
     case 1: return cu_map(fn, out, ins, 2, pick_fn<uint8_t>{dim_stride, base});
@@ -101,7 +106,8 @@ static dle_status pick(const char *fn, dle_tensor *out, dle_tensor *index_view, 
 
 /* gather: index has out's shape; index_select: a 1-D index, seen as a tensor of out's rank that
  * varies only along dim. src is seen with out's sizes and stride 0 along dim. */
-static dle_status cu_pick(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin, const dle_attrs *a) {
+static dle_status cu_pick(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
+                          const dle_attrs *a) {
   (void)nin;
   const char *fn = cu_op_name(op);
   dle_tensor *out = outs[0], *src = ins[0], *index = ins[1];
@@ -116,7 +122,8 @@ static dle_status cu_pick(dle_op op, dle_tensor *const *outs, dle_tensor *const 
   }
   memcpy(src_view.sizes, out->sizes, sizeof src_view.sizes);
   src_view.strides[dim] = 0;
-  return pick(fn, out, &index_view, &src_view, src->strides[dim] * cu_esize(src->dtype), a->index_base);
+  return pick(fn, out, &index_view, &src_view, src->strides[dim] * cu_esize(src->dtype),
+              a->index_base);
 }
 
 /* ---- scatter_add, index_add ---- */
@@ -125,7 +132,8 @@ static dle_status cu_pick(dle_op op, dle_tensor *const *outs, dle_tensor *const 
  * step k along dim in order, out[pos + (index - base) out_step] += src[pos + k src_step]. Positions
  * never share an output element, and each adds in the CPU's order: the same sums, bit for bit.
  * Integers wrap, as the elementwise add does. */
-template <dle_dtype D> struct accumulate_fn {
+template <dle_dtype D>
+struct accumulate_fn {
   int64_t count, index_step, src_step, out_step, base;
   __device__ void operator()(char *const *p, int64_t) const {
     typedef CU_T(D) T;
@@ -185,7 +193,8 @@ struct one_hot_fn {
   }
 };
 
-static dle_status cu_one_hot(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin, const dle_attrs *a) {
+static dle_status cu_one_hot(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
+                             const dle_attrs *a) {
   (void)nin;
   const char *fn = cu_op_name(op);
   dle_tensor *out = outs[0], *classes = ins[0];
@@ -204,8 +213,12 @@ static void register_join(dle_backend *b) {
   static const struct {
     dle_op op;
     dle_kernel_fn fn;
-  } table[] = {{DLE_OP_CAT, cu_cat},           {DLE_OP_GATHER, cu_pick},         {DLE_OP_INDEX_SELECT, cu_pick},
-               {DLE_OP_SCATTER_ADD, cu_accumulate}, {DLE_OP_INDEX_ADD, cu_accumulate}, {DLE_OP_ONE_HOT, cu_one_hot}};
+  } table[] = {{DLE_OP_CAT, cu_cat},
+               {DLE_OP_GATHER, cu_pick},
+               {DLE_OP_INDEX_SELECT, cu_pick},
+               {DLE_OP_SCATTER_ADD, cu_accumulate},
+               {DLE_OP_INDEX_ADD, cu_accumulate},
+               {DLE_OP_ONE_HOT, cu_one_hot}};
   for (const auto &e : table) b->kernels[e.op] = e.fn;
 }
 
@@ -215,7 +228,8 @@ static void register_join(dle_backend *b) {
  * column j <= i + k, triu keeps j >= i + k, of each matrix in the last two dims). The front door
  * (engine/ops/index.c) has already made a private copy of an input that aliases the output. */
 
-template <dle_dtype D> struct masked_fill_fn {
+template <dle_dtype D>
+struct masked_fill_fn {
   double v;
   __device__ void operator()(char *const *p, int64_t) const {
     typedef CU_T(D) T;
@@ -224,7 +238,8 @@ template <dle_dtype D> struct masked_fill_fn {
 };
 
 /* Zero bits are 0 in every dtype: the element's bytes or zeros. */
-template <class T> struct triangle_fn {
+template <class T>
+struct triangle_fn {
   int64_t rows, cols, k;
   bool lower;
   __device__ void operator()(char *const *p, int64_t e) const {
@@ -234,8 +249,8 @@ template <class T> struct triangle_fn {
   }
 };
 
-static dle_status cu_masked_fill(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                                 const dle_attrs *a) {
+static dle_status cu_masked_fill(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins,
+                                 int nin, const dle_attrs *a) {
   const char *fn = cu_op_name(op);
   return cu_with_dtype(outs[0]->dtype, [&](auto tag) -> dle_status {
     return cu_map(fn, outs[0], ins, nin, masked_fill_fn<decltype(tag)::value>{a->f[0]});

@@ -41,7 +41,9 @@ void cu_red_geom_make(cu_red_geom *g, const dle_tensor *x, const bool *red, cons
     *(red[d] ? &g->nred : &g->nout) *= size;
     if (size == 1) continue;
     int64_t sx = x->strides[d] * es, sy = y ? y->strides[d] * ey : 0;
-    if (red[d]) g->rs[g->nr] = size, g->rx[g->nr] = sx, g->ry[g->nr++] = sy;
-    else g->ks[g->nk] = size, g->kx[g->nk] = sx, g->ky[g->nk++] = sy;
+    if (red[d])
+      g->rs[g->nr] = size, g->rx[g->nr] = sx, g->ry[g->nr++] = sy;
+    else
+      g->ks[g->nk] = size, g->kx[g->nk] = sx, g->ky[g->nk++] = sy;
   }
 }

@@ -15,14 +15,17 @@
 
 /* ---- mse and bce with logits ---- */
 
-template <class CT> struct loss_in {
+template <class CT>
+struct loss_in {
   const CT *gy, *x, *y, *w;
   int64_t n, wn;
   int64_t reduction;
 };
 
-template <bool MSE, class CT> __device__ __forceinline__ CT loss_fwd(CT xv, CT yv, CT wv) {
-  if constexpr (MSE) return (xv - yv) * (xv - yv);
+template <bool MSE, class CT>
+__device__ __forceinline__ CT loss_fwd(CT xv, CT yv, CT wv) {
+  if constexpr (MSE)
+    return (xv - yv) * (xv - yv);
   else {
     CT ax = cu_fabs(xv);
     CT softplus_neg = cu_log1p(cu_exp(-ax)) + (ax - xv) * (CT)0.5; /* softplus(-x) */
@@ -30,21 +33,28 @@ template <bool MSE, class CT> __device__ __forceinline__ CT loss_fwd(CT xv, CT y
   }
 }
 
-template <bool MSE, class CT> __device__ __forceinline__ CT loss_bwd(CT xv, CT yv, CT wv, CT gv) {
-  if constexpr (MSE) return (CT)2 * gv * (xv - yv);
-  else return gv * (((CT)1 - yv) - ((CT)1 + (wv - (CT)1) * yv) / ((CT)1 + cu_exp(xv)));
+template <bool MSE, class CT>
+__device__ __forceinline__ CT loss_bwd(CT xv, CT yv, CT wv, CT gv) {
+  if constexpr (MSE)
+    return (CT)2 * gv * (xv - yv);
+  else
+    return gv * (((CT)1 - yv) - ((CT)1 + (wv - (CT)1) * yv) / ((CT)1 + cu_exp(xv)));
 }
 
 /* out: the losses (none), or each element's loss in double into rows (reduced) */
-template <bool MSE, class CT> __global__ void loss_fwd_kernel(loss_in<CT> in, CT *out, double *rows) {
+template <bool MSE, class CT>
+__global__ void loss_fwd_kernel(loss_in<CT> in, CT *out, double *rows) {
   CU_GRID_LOOP(i, in.n) {
     CT v = loss_fwd<MSE>(in.x[i], in.y[i], in.w ? in.w[i % in.wn] : (CT)1);
-    if (in.reduction == 0) out[i] = v;
-    else rows[i] = v;
+    if (in.reduction == 0)
+      out[i] = v;
+    else
+      rows[i] = v;
   }
 }
 
-template <bool MSE, class CT> __global__ void loss_bwd_kernel(loss_in<CT> in, CT *out) {
+template <bool MSE, class CT>
+__global__ void loss_bwd_kernel(loss_in<CT> in, CT *out) {
   double inv = in.reduction == 1 ? 1.0 / (double)in.n : 1.0;
   CU_GRID_LOOP(i, in.n) {
     CT gv = in.reduction == 0 ? in.gy[i] : (CT)((double)in.gy[0] * inv);
@@ -52,29 +62,39 @@ template <bool MSE, class CT> __global__ void loss_bwd_kernel(loss_in<CT> in, CT
   }
 }
 
-template <class CT> static dle_status elementwise_loss(const char *fn, dle_op op, dle_tensor *out, dle_tensor *const *ins,
-                                                      int nin, const dle_attrs *a) {
+template <class CT>
+static dle_status elementwise_loss(const char *fn, dle_op op, dle_tensor *out,
+                                   dle_tensor *const *ins, int nin, const dle_attrs *a) {
   bool back = op == DLE_OP_MSE_LOSS_BACKWARD || op == DLE_OP_BCE_WITH_LOGITS_BACKWARD;
   bool mse = op == DLE_OP_MSE_LOSS || op == DLE_OP_MSE_LOSS_BACKWARD;
   int k = back;
-  loss_in<CT> in = {back ? (const CT *)cu_data(ins[0]) : NULL, (const CT *)cu_data(ins[k]),
-                    (const CT *)cu_data(ins[k + 1]), nin > k + 2 ? (const CT *)cu_data(ins[k + 2]) : NULL,
-                    cu_numel(ins[k]), nin > k + 2 ? cu_numel(ins[k + 2]) : 1, a->ints[0]};
+  loss_in<CT> in = {back ? (const CT *)cu_data(ins[0]) : NULL,
+                    (const CT *)cu_data(ins[k]),
+                    (const CT *)cu_data(ins[k + 1]),
+                    nin > k + 2 ? (const CT *)cu_data(ins[k + 2]) : NULL,
+                    cu_numel(ins[k]),
+                    nin > k + 2 ? cu_numel(ins[k + 2]) : 1,
+                    a->ints[0]};
   if (in.w && in.wn == 0 && in.n > 0) return cu_error("%s: empty pos_weight", fn);
   CT *o = (CT *)cu_data(out);
   if (back) {
     if (in.n == 0) return DLE_OK;
-    if (mse) loss_bwd_kernel<true><<<cu_blocks(in.n), CU_THREADS>>>(in, o);
-    else loss_bwd_kernel<false><<<cu_blocks(in.n), CU_THREADS>>>(in, o);
+    if (mse)
+      loss_bwd_kernel<true><<<cu_blocks(in.n), CU_THREADS>>>(in, o);
+    else
+      loss_bwd_kernel<false><<<cu_blocks(in.n), CU_THREADS>>>(in, o);
     CU_LAUNCHED(fn);
     return DLE_OK;
   }
   double *rows = NULL;
-  if (in.reduction != 0) CU_OK(cu_scratch(fn, (void **)&rows, sizeof(double) * (size_t)(in.n > 0 ? in.n : 1)));
+  if (in.reduction != 0)
+    CU_OK(cu_scratch(fn, (void **)&rows, sizeof(double) * (size_t)(in.n > 0 ? in.n : 1)));
   dle_status st = DLE_OK;
   if (in.n > 0) {
-    if (mse) loss_fwd_kernel<true><<<cu_blocks(in.n), CU_THREADS>>>(in, o, rows);
-    else loss_fwd_kernel<false><<<cu_blocks(in.n), CU_THREADS>>>(in, o, rows);
+    if (mse)
+      loss_fwd_kernel<true><<<cu_blocks(in.n), CU_THREADS>>>(in, o, rows);
+    else
+      loss_fwd_kernel<false><<<cu_blocks(in.n), CU_THREADS>>>(in, o, rows);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) st = cu_fail(fn, "the loss kernel", e);
   }
@@ -86,7 +106,8 @@ template <class CT> static dle_status elementwise_loss(const char *fn, dle_op op
 
 /* ---- nll ---- */
 
-template <class CT> __global__ void nll_fwd_kernel(ce_args c, const CT *x, const int64_t *t, CT *loss, double *rows) {
+template <class CT>
+__global__ void nll_fwd_kernel(ce_args c, const CT *x, const int64_t *t, CT *loss, double *rows) {
   __shared__ double sh[CU_THREADS];
   for (int64_t i = blockIdx.x; i < c.n; i += gridDim.x) {
     const CT *row = x + i * c.c;
@@ -100,16 +121,20 @@ template <class CT> __global__ void nll_fwd_kernel(ce_args c, const CT *x, const
       li = -(1 - c.eps) * (double)row[t[i] - c.base];
       if (c.eps > 0) li -= c.eps / (double)c.c * sum;
     }
-    if (c.reduction == 0) loss[i] = (CT)li;
-    else rows[i] = li;
+    if (c.reduction == 0)
+      loss[i] = (CT)li;
+    else
+      rows[i] = li;
   }
 }
 
-template <class CT> __global__ void nll_bwd_kernel(ce_args c, const CT *gy, const int64_t *t, double inv, CT *g) {
+template <class CT>
+__global__ void nll_bwd_kernel(ce_args c, const CT *gy, const int64_t *t, double inv, CT *g) {
   CU_GRID_LOOP(e, c.n * c.c) {
     int64_t i = e / c.c, j = e % c.c;
     bool skip = ce_ignored(&c, t[i]);
-    CT w = skip ? (CT)0 : (CT)(-(double)gy[c.reduction == 0 ? i : 0] * inv), off = w * (CT)(c.eps / (double)c.c);
+    CT w = skip ? (CT)0 : (CT)(-(double)gy[c.reduction == 0 ? i : 0] * inv),
+       off = w * (CT)(c.eps / (double)c.c);
     g[e] = !skip && j == t[i] - c.base ? off + w * (CT)(1 - c.eps) : off;
   }
 }
@@ -117,35 +142,39 @@ template <class CT> __global__ void nll_bwd_kernel(ce_args c, const CT *gy, cons
 /* ---- soft cross-entropy ---- */
 
 template <class CT>
-__global__ void soft_ce_fwd_kernel(int64_t n, int64_t c, double eps, int64_t red, const CT *x, const CT *t, CT *loss,
-                                   CT *lse, double *rows) {
+__global__ void soft_ce_fwd_kernel(int64_t n, int64_t c, double eps, int64_t red, const CT *x,
+                                   const CT *t, CT *loss, CT *lse, double *rows) {
   __shared__ CT shm[CU_THREADS];
   __shared__ double shs[CU_THREADS];
   for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
     const CT *row = x + i * c, *tr = t + i * c;
     CT m = -INFINITY;
-    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) m = row[j] > m ? row[j] : m; /* NaN skipped */
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x)
+      m = row[j] > m ? row[j] : m; /* NaN skipped */
     m = cu_block_reduce(m, shm, [](CT a, CT b) { return b > a ? b : a; });
     double s = 0;
     for (int64_t j = threadIdx.x; j < c; j += blockDim.x) s += (double)cu_exp(row[j] - m);
     s = cu_block_reduce(s, shs, cu_add{});
     CT l = (CT)(m == -INFINITY ? -INFINITY : (double)m + log(s));
     double dot = 0, sum = 0;
-    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) dot += (double)(tr[j] * (row[j] - l)), sum += row[j];
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x)
+      dot += (double)(tr[j] * (row[j] - l)), sum += row[j];
     dot = cu_block_reduce(dot, shs, cu_add{});
     sum = cu_block_reduce(sum, shs, cu_add{});
     if (threadIdx.x != 0) continue;
     lse[i] = l;
     double li = -(1 - eps) * dot;
     if (eps > 0) li -= eps / (double)c * (sum - (double)c * (double)l);
-    if (red == 0) loss[i] = (CT)li;
-    else rows[i] = li;
+    if (red == 0)
+      loss[i] = (CT)li;
+    else
+      rows[i] = li;
   }
 }
 
 template <class CT>
-__global__ void soft_ce_bwd_kernel(int64_t n, int64_t c, double eps, int64_t red, const CT *gy, const CT *x,
-                                   const CT *t, const CT *lse, CT *g) {
+__global__ void soft_ce_bwd_kernel(int64_t n, int64_t c, double eps, int64_t red, const CT *gy,
+                                   const CT *x, const CT *t, const CT *lse, CT *g) {
   __shared__ double sh[CU_THREADS];
   double inv = red == 1 ? 1.0 / (double)n : 1.0;
   for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
@@ -160,8 +189,9 @@ __global__ void soft_ce_bwd_kernel(int64_t n, int64_t c, double eps, int64_t red
   }
 }
 
-template <class CT> static dle_status row_loss(const char *fn, dle_op op, dle_tensor *const *outs, dle_tensor *const *ins,
-                                               const dle_attrs *a) {
+template <class CT>
+static dle_status row_loss(const char *fn, dle_op op, dle_tensor *const *outs,
+                           dle_tensor *const *ins, const dle_attrs *a) {
   dle_tensor *o = outs[0];
   bool dbl = sizeof(CT) == 8;
   if (op == DLE_OP_NLL_LOSS_BACKWARD) {
@@ -171,7 +201,8 @@ template <class CT> static dle_status row_loss(const char *fn, dle_op op, dle_te
     CU_OK(cu_check_targets(fn, c, t, &count));
     if (c.n * c.c == 0) return DLE_OK;
     double inv = c.reduction == 1 ? 1.0 / (double)count : 1.0;
-    nll_bwd_kernel<CT><<<cu_blocks(c.n * c.c), CU_THREADS>>>(c, (const CT *)cu_data(ins[0]), t, inv, (CT *)cu_data(o));
+    nll_bwd_kernel<CT><<<cu_blocks(c.n * c.c), CU_THREADS>>>(c, (const CT *)cu_data(ins[0]), t, inv,
+                                                             (CT *)cu_data(o));
     CU_LAUNCHED(fn);
     return DLE_OK;
   }
@@ -201,8 +232,9 @@ template <class CT> static dle_status row_loss(const char *fn, dle_op op, dle_te
   if (n > 0) {
     unsigned blocks = (unsigned)(n < 65535 * 16 ? n : 65535 * 16), threads = cu_row_threads(c);
     if (op == DLE_OP_NLL_LOSS)
-      nll_fwd_kernel<CT><<<blocks, threads>>>(tg, (const CT *)cu_data(ins[0]), (const int64_t *)cu_data(ins[1]),
-                                              (CT *)cu_data(o), rows);
+      nll_fwd_kernel<CT><<<blocks, threads>>>(tg, (const CT *)cu_data(ins[0]),
+                                              (const int64_t *)cu_data(ins[1]), (CT *)cu_data(o),
+                                              rows);
     else
       soft_ce_fwd_kernel<CT><<<blocks, threads>>>(n, c, a->f[0], red, (const CT *)cu_data(ins[0]),
                                                   (const CT *)cu_data(ins[1]), (CT *)cu_data(o),
@@ -215,15 +247,16 @@ template <class CT> static dle_status row_loss(const char *fn, dle_op op, dle_te
   return st;
 }
 
-dle_status cu_run_loss(const char *fn, dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                       const dle_attrs *a) {
+dle_status cu_run_loss(const char *fn, dle_op op, dle_tensor *const *outs, dle_tensor *const *ins,
+                       int nin, const dle_attrs *a) {
   bool dbl = outs[0]->dtype == DLE_F64;
   switch (op) {
     case DLE_OP_MSE_LOSS:
     case DLE_OP_MSE_LOSS_BACKWARD:
     case DLE_OP_BCE_WITH_LOGITS:
     case DLE_OP_BCE_WITH_LOGITS_BACKWARD:
-      return dbl ? elementwise_loss<double>(fn, op, outs[0], ins, nin, a) : elementwise_loss<float>(fn, op, outs[0], ins, nin, a);
+      return dbl ? elementwise_loss<double>(fn, op, outs[0], ins, nin, a)
+                 : elementwise_loss<float>(fn, op, outs[0], ins, nin, a);
     default:
       return dbl ? row_loss<double>(fn, op, outs, ins, a) : row_loss<float>(fn, op, outs, ins, a);
   }

@@ -17,7 +17,7 @@
 
 #define CU_MAX_DEVICES 64
 
-/* One cuBLAS handle per device, made on first use (creating it costs ~100 ms and memory). */
+/* One cuBLAS handle per device, made on first use (creating one is slow and takes memory). */
 static cublasHandle_t handles[CU_MAX_DEVICES];
 static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -56,8 +56,10 @@ static bool linear_batch(const dle_tensor *t, int64_t *stride) {
   bool found = false;
   for (int d = nb - 1; d >= 0; d--) {
     if (t->sizes[d] == 1) continue;
-    if (!found) s = t->strides[d], found = true;
-    else if (t->strides[d] != s * inner) return false;
+    if (!found)
+      s = t->strides[d], found = true;
+    else if (t->strides[d] != s * inner)
+      return false;
     inner *= t->sizes[d];
   }
   *stride = s;
@@ -98,13 +100,15 @@ static dle_status operand(const char *fn, dle_tensor *t, blas_operand *o, void *
   return DLE_OK;
 }
 
-static dle_status float_matmul(const char *fn, dle_tensor *o, dle_tensor *a, dle_tensor *b, bool accumulate) {
+static dle_status float_matmul(const char *fn, dle_tensor *o, dle_tensor *a, dle_tensor *b,
+                               bool accumulate) {
   int nd = o->ndim;
   int64_t m = o->sizes[nd - 2], n = o->sizes[nd - 1], k = a->sizes[nd - 1], nb = 1;
   for (int d = 0; d < nd - 2; d++) nb *= o->sizes[d];
   if (m > INT_MAX || n > INT_MAX || k > INT_MAX || nb > INT_MAX)
-    return cu_error("%s: a %lldx%lld by %lldx%lld product (batch %lld) exceeds cuBLAS's 32-bit sizes", fn,
-                    (long long)m, (long long)k, (long long)k, (long long)n, (long long)nb);
+    return cu_error(
+        "%s: a %lldx%lld by %lldx%lld product (batch %lld) exceeds cuBLAS's 32-bit sizes", fn,
+        (long long)m, (long long)k, (long long)k, (long long)n, (long long)nb);
   cublasHandle_t h;
   CU_OK(get_handle(fn, o->storage->device.index, &h));
   cudaDataType_t type;
@@ -117,7 +121,8 @@ static dle_status float_matmul(const char *fn, dle_tensor *o, dle_tensor *a, dle
   }
   float alpha_f = 1, beta_f = accumulate ? 1.0f : 0.0f;
   double alpha_d = 1, beta_d = accumulate ? 1.0 : 0.0;
-  const void *alpha = compute == CUBLAS_COMPUTE_64F ? (const void *)&alpha_d : (const void *)&alpha_f;
+  const void *alpha =
+      compute == CUBLAS_COMPUTE_64F ? (const void *)&alpha_d : (const void *)&alpha_f;
   const void *beta = compute == CUBLAS_COMPUTE_64F ? (const void *)&beta_d : (const void *)&beta_f;
   void *sa = NULL, *sb = NULL;
   blas_operand A, B;
@@ -126,9 +131,9 @@ static dle_status float_matmul(const char *fn, dle_tensor *o, dle_tensor *a, dle
   if (st == DLE_OK) {
     /* column-major: C^T {N, M} = op(B^T) {N, K} . op(A^T) {K, M} */
     cublasStatus_t bs = cublasGemmStridedBatchedEx(
-        h, B.trans ? CUBLAS_OP_T : CUBLAS_OP_N, A.trans ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m, (int)k,
-        alpha, B.p, type, (int)B.ld, B.batch_stride, A.p, type, (int)A.ld, A.batch_stride, beta, cu_data(o),
-        type, (int)max1(n), m * n, (int)nb, compute, CUBLAS_GEMM_DEFAULT);
+        h, B.trans ? CUBLAS_OP_T : CUBLAS_OP_N, A.trans ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m,
+        (int)k, alpha, B.p, type, (int)B.ld, B.batch_stride, A.p, type, (int)A.ld, A.batch_stride,
+        beta, cu_data(o), type, (int)max1(n), m * n, (int)nb, compute, CUBLAS_GEMM_DEFAULT);
     if (bs != CUBLAS_STATUS_SUCCESS) st = blas_fail(fn, "cublasGemmStridedBatchedEx", bs);
   }
   cu_scratch_free(sa);
@@ -146,7 +151,8 @@ typedef struct {
 } int_geom;
 
 template <dle_dtype D>
-__global__ void int_matmul_kernel(int_geom g, int64_t total, const char *ap, const char *bp, char *op) {
+__global__ void int_matmul_kernel(int_geom g, int64_t total, const char *ap, const char *bp,
+                                  char *op) {
   typedef CU_T(D) T;
   CU_GRID_LOOP(e, total) {
     int64_t j = e % g.n, i = (e / g.n) % g.m, bi = e / (g.n * g.m), oa = 0, ob = 0;
@@ -158,7 +164,8 @@ __global__ void int_matmul_kernel(int_geom g, int64_t total, const char *ap, con
     const T *pa = (const T *)ap + oa + i * g.ars, *pb = (const T *)bp + ob + j * g.bcs;
     uint64_t acc = 0;
     for (int64_t l = 0; l < g.k; l++)
-      acc += (uint64_t)(int64_t)cu_load<D>(pa[l * g.acs]) * (uint64_t)(int64_t)cu_load<D>(pb[l * g.brs]);
+      acc += (uint64_t)(int64_t)cu_load<D>(pa[l * g.acs]) *
+             (uint64_t)(int64_t)cu_load<D>(pb[l * g.brs]);
     ((T *)op)[e] = cu_store<D>((int64_t)acc);
   }
 }
@@ -167,14 +174,17 @@ static dle_status int_matmul(const char *fn, dle_tensor *o, dle_tensor *a, dle_t
   int nd = o->ndim;
   int_geom g = {};
   g.nb = nd - 2;
-  for (int d = 0; d < g.nb; d++) g.sizes[d] = o->sizes[d], g.sa[d] = a->strides[d], g.sb[d] = b->strides[d];
+  for (int d = 0; d < g.nb; d++)
+    g.sizes[d] = o->sizes[d], g.sa[d] = a->strides[d], g.sb[d] = b->strides[d];
   g.m = o->sizes[nd - 2], g.n = o->sizes[nd - 1], g.k = a->sizes[nd - 1];
-  g.ars = a->strides[nd - 2], g.acs = a->strides[nd - 1], g.brs = b->strides[nd - 2], g.bcs = b->strides[nd - 1];
+  g.ars = a->strides[nd - 2], g.acs = a->strides[nd - 1], g.brs = b->strides[nd - 2],
+  g.bcs = b->strides[nd - 1];
   int64_t total = cu_numel(o);
   return cu_with_dtype(o->dtype, [&](auto tag) -> dle_status {
     constexpr dle_dtype D = decltype(tag)::value;
     if constexpr (D == DLE_I32 || D == DLE_I64 || D == DLE_U8) {
-      int_matmul_kernel<D><<<cu_blocks(total), CU_THREADS>>>(g, total, cu_data(a), cu_data(b), cu_data(o));
+      int_matmul_kernel<D>
+          <<<cu_blocks(total), CU_THREADS>>>(g, total, cu_data(a), cu_data(b), cu_data(o));
       CU_LAUNCHED(fn);
       return DLE_OK;
     }
@@ -189,8 +199,8 @@ static dle_status cu_matmul(dle_op op, dle_tensor *const *outs, dle_tensor *cons
   dle_tensor *o = outs[0], *a = ins[0], *b = ins[1];
   dle_dtype dt = o->dtype;
   if (a->dtype != dt || b->dtype != dt || o->ndim < 2 || a->ndim != o->ndim || b->ndim != o->ndim)
-    return cu_error("%s: no CUDA kernel for %s x %s -> %s", fn, cu_dtype_name(a->dtype), cu_dtype_name(b->dtype),
-                    cu_dtype_name(dt));
+    return cu_error("%s: no CUDA kernel for %s x %s -> %s", fn, cu_dtype_name(a->dtype),
+                    cu_dtype_name(b->dtype), cu_dtype_name(dt));
   if (!cu_contiguous(o)) return cu_error("%s: the CUDA kernel expects a contiguous output", fn);
   bool accumulate = attrs && attrs->f[0] == 1;
   if (accumulate && !cu_is_float(dt))
@@ -198,7 +208,8 @@ static dle_status cu_matmul(dle_op op, dle_tensor *const *outs, dle_tensor *cons
   if (cu_numel(o) == 0) return DLE_OK;
   CU_OK(cu_use_device(fn, o));
   if (a->sizes[a->ndim - 1] == 0) { /* an empty sum: 0, or the addend itself */
-    if (!accumulate) CU_TRY(fn, cudaMemsetAsync(cu_data(o), 0, (size_t)(cu_numel(o) * cu_esize(dt)), 0));
+    if (!accumulate)
+      CU_TRY(fn, cudaMemsetAsync(cu_data(o), 0, (size_t)(cu_numel(o) * cu_esize(dt)), 0));
     return DLE_OK;
   }
   return cu_is_float(dt) ? float_matmul(fn, o, a, b, accumulate) : int_matmul(fn, o, a, b);

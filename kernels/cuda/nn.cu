@@ -21,19 +21,22 @@
 
 /* flags[0]: the first position whose value is out of [base, base + limit) (n when none), not
  * counting those equal to `ignore` when has_ignore; flags[1]: positions not ignored. */
-__global__ void first_bad_kernel(int64_t n, const int64_t *t, int64_t base, int64_t limit, bool has_ignore,
-                                 int64_t ignore, unsigned long long *flags) {
+__global__ void first_bad_kernel(int64_t n, const int64_t *t, int64_t base, int64_t limit,
+                                 bool has_ignore, int64_t ignore, unsigned long long *flags) {
   CU_GRID_LOOP(i, n) {
     if (has_ignore && t[i] == ignore) continue;
-    if (t[i] < base || t[i] - base >= limit) atomicMin(&flags[0], (unsigned long long)i); /* no overflow */
-    else atomicAdd(&flags[1], 1ull);
+    if (t[i] < base || t[i] - base >= limit)
+      atomicMin(&flags[0], (unsigned long long)i); /* no overflow */
+    else
+      atomicAdd(&flags[1], 1ull);
   }
 }
 
 /* The first bad position of t[0..n) (n when none), its value, and the count of positions not
  * ignored. */
-static dle_status first_bad(const char *fn, int64_t n, const int64_t *t, int64_t base, int64_t limit,
-                            bool has_ignore, int64_t ignore, int64_t *bad, int64_t *value, int64_t *count) {
+static dle_status first_bad(const char *fn, int64_t n, const int64_t *t, int64_t base,
+                            int64_t limit, bool has_ignore, int64_t ignore, int64_t *bad,
+                            int64_t *value, int64_t *count) {
   unsigned long long *flags = NULL, h[2] = {(unsigned long long)n, 0};
   CU_OK(cu_scratch(fn, (void **)&flags, sizeof h));
   dle_status st = DLE_OK;
@@ -56,12 +59,14 @@ dle_status cu_check_targets(const char *fn, const ce_args &c, const int64_t *t, 
   int64_t bad, v;
   CU_OK(first_bad(fn, c.n, t, c.base, c.c, c.has_ignore, c.ignore, &bad, &v, count));
   if (bad < c.n)
-    return cu_error("%s: target %lld (row %lld) is out of range for %lld classes (%lld..%lld)", fn, (long long)v,
-                    (long long)(bad + c.base), (long long)c.c, (long long)c.base, (long long)(c.base + c.c - 1));
+    return cu_error("%s: target %lld (row %lld) is out of range for %lld classes (%lld..%lld)", fn,
+                    (long long)v, (long long)(bad + c.base), (long long)c.c, (long long)c.base,
+                    (long long)(c.base + c.c - 1));
   return DLE_OK;
 }
 
-template <class CT> __global__ void total_kernel(int64_t n, const double *rows, double div, CT *loss) {
+template <class CT>
+__global__ void total_kernel(int64_t n, const double *rows, double div, CT *loss) {
   __shared__ double sh[CU_THREADS];
   double s = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += rows[i];
@@ -69,9 +74,12 @@ template <class CT> __global__ void total_kernel(int64_t n, const double *rows, 
   if (threadIdx.x == 0) loss[0] = (CT)(s / div);
 }
 
-dle_status cu_store_total(const char *fn, const double *rows, int64_t n, double div, bool dbl, void *loss) {
-  if (dbl) total_kernel<double><<<1, CU_THREADS>>>(n, rows, div, (double *)loss);
-  else total_kernel<float><<<1, CU_THREADS>>>(n, rows, div, (float *)loss);
+dle_status cu_store_total(const char *fn, const double *rows, int64_t n, double div, bool dbl,
+                          void *loss) {
+  if (dbl)
+    total_kernel<double><<<1, CU_THREADS>>>(n, rows, div, (double *)loss);
+  else
+    total_kernel<float><<<1, CU_THREADS>>>(n, rows, div, (float *)loss);
   CU_LAUNCHED(fn);
   return DLE_OK;
 }
@@ -79,7 +87,8 @@ dle_status cu_store_total(const char *fn, const double *rows, int64_t n, double 
 /* ---- cross-entropy ---- */
 
 template <class CT>
-__global__ void ce_forward_kernel(ce_args c, const CT *x, const int64_t *t, CT *loss, CT *lse, double *row_loss) {
+__global__ void ce_forward_kernel(ce_args c, const CT *x, const int64_t *t, CT *loss, CT *lse,
+                                  double *row_loss) {
   __shared__ CT shm[CU_THREADS];
   __shared__ double shs[CU_THREADS];
   for (int64_t i = blockIdx.x; i < c.n; i += gridDim.x) {
@@ -88,7 +97,8 @@ __global__ void ce_forward_kernel(ce_args c, const CT *x, const int64_t *t, CT *
     for (int64_t j = threadIdx.x; j < c.c; j += blockDim.x) m = row[j] > m ? row[j] : m;
     m = cu_block_reduce(m, shm, [](CT a, CT b) { return b > a ? b : a; });
     double s = 0, sum = 0;
-    for (int64_t j = threadIdx.x; j < c.c; j += blockDim.x) s += (double)cu_exp(row[j] - m), sum += row[j];
+    for (int64_t j = threadIdx.x; j < c.c; j += blockDim.x)
+      s += (double)cu_exp(row[j] - m), sum += row[j];
     s = cu_block_reduce(s, shs, cu_add{});
     sum = cu_block_reduce(sum, shs, cu_add{});
     if (threadIdx.x != 0) continue;
@@ -99,14 +109,16 @@ __global__ void ce_forward_kernel(ce_args c, const CT *x, const int64_t *t, CT *
       li = l - (1 - c.eps) * (double)row[t[i] - c.base];
       if (c.eps > 0) li -= c.eps / (double)c.c * sum;
     }
-    if (c.reduction == 0) loss[i] = (CT)li;
-    else row_loss[i] = li;
+    if (c.reduction == 0)
+      loss[i] = (CT)li;
+    else
+      row_loss[i] = li;
   }
 }
 
 template <class CT>
-__global__ void ce_backward_kernel(ce_args c, const CT *gy, const CT *x, const int64_t *t, const CT *lse, double inv,
-                                   CT *g) {
+__global__ void ce_backward_kernel(ce_args c, const CT *gy, const CT *x, const int64_t *t,
+                                   const CT *lse, double inv, CT *g) {
   CT off = (CT)(c.eps / (double)c.c), hit = (CT)(1 - c.eps);
   CU_GRID_LOOP(e, c.n * c.c) {
     int64_t i = e / c.c, j = e % c.c;
@@ -121,14 +133,17 @@ __global__ void ce_backward_kernel(ce_args c, const CT *gy, const CT *x, const i
   }
 }
 
-template <class CT> static dle_status ce_forward(const char *fn, dle_tensor *const *outs, dle_tensor *const *ins, const dle_attrs *a) {
+template <class CT>
+static dle_status ce_forward(const char *fn, dle_tensor *const *outs, dle_tensor *const *ins,
+                             const dle_attrs *a) {
   ce_args c = ce_args_of(a, ins[0]);
   const int64_t *t = (const int64_t *)cu_data(ins[1]);
   int64_t count = 0;
   CU_OK(cu_check_targets(fn, c, t, &count));
   CT *loss = (CT *)cu_data(outs[0]);
   double *rows = NULL;
-  if (c.reduction != 0) CU_OK(cu_scratch(fn, (void **)&rows, sizeof(double) * (size_t)(c.n > 0 ? c.n : 1)));
+  if (c.reduction != 0)
+    CU_OK(cu_scratch(fn, (void **)&rows, sizeof(double) * (size_t)(c.n > 0 ? c.n : 1)));
   dle_status st = DLE_OK;
   if (c.n > 0) {
     unsigned blocks = (unsigned)(c.n < 65535 * 16 ? c.n : 65535 * 16);
@@ -138,20 +153,24 @@ template <class CT> static dle_status ce_forward(const char *fn, dle_tensor *con
     if (e != cudaSuccess) st = cu_fail(fn, "the forward kernel", e);
   }
   if (st == DLE_OK && c.reduction != 0)
-    st = cu_store_total(fn, rows, c.n, c.reduction == 1 ? (double)count : 1.0, sizeof(CT) == 8, loss);
+    st = cu_store_total(fn, rows, c.n, c.reduction == 1 ? (double)count : 1.0, sizeof(CT) == 8,
+                        loss);
   cu_scratch_free(rows);
   return st;
 }
 
-template <class CT> static dle_status ce_backward(const char *fn, dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) {
+template <class CT>
+static dle_status ce_backward(const char *fn, dle_tensor *out, dle_tensor *const *ins,
+                              const dle_attrs *a) {
   ce_args c = ce_args_of(a, ins[1]);
   const int64_t *t = (const int64_t *)cu_data(ins[2]);
   int64_t count = 0;
   CU_OK(cu_check_targets(fn, c, t, &count));
   if (c.n * c.c == 0) return DLE_OK;
   double inv = c.reduction == 1 ? 1.0 / (double)count : 1.0;
-  ce_backward_kernel<CT><<<cu_blocks(c.n * c.c), CU_THREADS>>>(c, (const CT *)cu_data(ins[0]), (const CT *)cu_data(ins[1]),
-                                                              t, (const CT *)cu_data(ins[3]), inv, (CT *)cu_data(out));
+  ce_backward_kernel<CT><<<cu_blocks(c.n * c.c), CU_THREADS>>>(
+      c, (const CT *)cu_data(ins[0]), (const CT *)cu_data(ins[1]), t, (const CT *)cu_data(ins[3]),
+      inv, (CT *)cu_data(out));
   CU_LAUNCHED(fn);
   return DLE_OK;
 }
@@ -159,18 +178,20 @@ template <class CT> static dle_status ce_backward(const char *fn, dle_tensor *ou
 /* ---- embedding ---- */
 
 /* Every index must be a row base..base+V-1 (check_rows on the CPU). */
-static dle_status check_rows(const char *fn, const int64_t *idx, int64_t n, int64_t v, int64_t base) {
+static dle_status check_rows(const char *fn, const int64_t *idx, int64_t n, int64_t v,
+                             int64_t base) {
   int64_t bad, value, count;
   CU_OK(first_bad(fn, n, idx, base, v, false, 0, &bad, &value, &count));
   if (bad < n)
-    return cu_error("%s: index %lld (at position %lld) is out of range for %lld rows (%lld..%lld)", fn,
-                    (long long)value, (long long)(bad + base), (long long)v, (long long)base, (long long)(base + v - 1));
+    return cu_error("%s: index %lld (at position %lld) is out of range for %lld rows (%lld..%lld)",
+                    fn, (long long)value, (long long)(bad + base), (long long)v, (long long)base,
+                    (long long)(base + v - 1));
   return DLE_OK;
 }
 
 template <class CT>
-__global__ void embedding_kernel(int64_t n, int64_t d, const CT *w, const int64_t *idx, int64_t base, bool zero_pad,
-                                 int64_t pad, CT *o) {
+__global__ void embedding_kernel(int64_t n, int64_t d, const CT *w, const int64_t *idx,
+                                 int64_t base, bool zero_pad, int64_t pad, CT *o) {
   CU_GRID_LOOP(e, n * d) {
     int64_t p = e / d, j = e % d;
     o[e] = zero_pad && idx[p] == pad ? (CT)0 : w[(idx[p] - base) * d + j];
@@ -180,8 +201,8 @@ __global__ void embedding_kernel(int64_t n, int64_t d, const CT *w, const int64_
 /* One thread per column, adding the rows in index order: the CPU's sums, bit for bit, without
  * atomics (and so the same on every run). */
 template <class CT>
-__global__ void embedding_backward_kernel(int64_t n, int64_t d, const CT *gy, const int64_t *idx, int64_t base,
-                                          bool skip_pad, int64_t pad, CT *o) {
+__global__ void embedding_backward_kernel(int64_t n, int64_t d, const CT *gy, const int64_t *idx,
+                                          int64_t base, bool skip_pad, int64_t pad, CT *o) {
   CU_GRID_LOOP(j, d) {
     for (int64_t p = 0; p < n; p++) {
       if (skip_pad && idx[p] == pad) continue;
@@ -190,24 +211,26 @@ __global__ void embedding_backward_kernel(int64_t n, int64_t d, const CT *gy, co
   }
 }
 
-template <class CT> static dle_status embedding(const char *fn, dle_op op, dle_tensor *out, dle_tensor *const *ins,
-                                                const dle_attrs *a) {
+template <class CT>
+static dle_status embedding(const char *fn, dle_op op, dle_tensor *out, dle_tensor *const *ins,
+                            const dle_attrs *a) {
   const int64_t *idx = (const int64_t *)cu_data(ins[1]);
   int64_t n = cu_numel(ins[1]), base = a->index_base, pad = a->ints[1];
   if (op == DLE_OP_EMBEDDING) {
     int64_t v = ins[0]->sizes[0], d = ins[0]->sizes[1];
     CU_OK(check_rows(fn, idx, n, v, base));
     if (n * d == 0) return DLE_OK;
-    embedding_kernel<CT><<<cu_blocks(n * d), CU_THREADS>>>(n, d, (const CT *)cu_data(ins[0]), idx, base,
-                                                           a->ints[0] && a->ints[2], pad, (CT *)cu_data(out));
+    embedding_kernel<CT><<<cu_blocks(n * d), CU_THREADS>>>(n, d, (const CT *)cu_data(ins[0]), idx,
+                                                           base, a->ints[0] && a->ints[2], pad,
+                                                           (CT *)cu_data(out));
   } else {
     int64_t v = out->sizes[0], d = out->sizes[1];
     CU_OK(check_rows(fn, idx, n, v, base));
     if (v * d == 0) return DLE_OK;
     CU_TRY(fn, cudaMemsetAsync(cu_data(out), 0, sizeof(CT) * (size_t)(v * d), 0));
     if (d == 0 || n == 0) return DLE_OK;
-    embedding_backward_kernel<CT><<<cu_blocks(d), CU_THREADS>>>(n, d, (const CT *)cu_data(ins[0]), idx, base,
-                                                                a->ints[0] != 0, pad, (CT *)cu_data(out));
+    embedding_backward_kernel<CT><<<cu_blocks(d), CU_THREADS>>>(
+        n, d, (const CT *)cu_data(ins[0]), idx, base, a->ints[0] != 0, pad, (CT *)cu_data(out));
   }
   CU_LAUNCHED(fn);
   return DLE_OK;
@@ -215,7 +238,9 @@ template <class CT> static dle_status embedding(const char *fn, dle_op op, dle_t
 
 /* ---- dropout ---- */
 
-template <class CT> __global__ void dropout_kernel(int64_t n, const CT *x, CT *y, double p, uint64_t seed, uint64_t offset) {
+template <class CT>
+__global__ void dropout_kernel(int64_t n, const CT *x, CT *y, double p, uint64_t seed,
+                               uint64_t offset) {
   float thr = (float)p;
   CT scale = (CT)(1.0 / (1.0 - p));
   CU_GRID_LOOP(i, n) {
@@ -230,35 +255,44 @@ template <class CT> __global__ void dropout_kernel(int64_t n, const CT *x, CT *y
   }
 }
 
-template <class CT> static dle_status dropout(const char *fn, dle_tensor *out, dle_tensor *in, const dle_attrs *a) {
+template <class CT>
+static dle_status dropout(const char *fn, dle_tensor *out, dle_tensor *in, const dle_attrs *a) {
   int64_t n = cu_numel(in);
   if (n == 0) return DLE_OK;
-  dropout_kernel<CT><<<cu_blocks(n), CU_THREADS>>>(n, (const CT *)cu_data(in), (CT *)cu_data(out), a->f[0],
-                                                  (uint64_t)a->ints[0], (uint64_t)a->ints[1]);
+  dropout_kernel<CT><<<cu_blocks(n), CU_THREADS>>>(n, (const CT *)cu_data(in), (CT *)cu_data(out),
+                                                   a->f[0], (uint64_t)a->ints[0],
+                                                   (uint64_t)a->ints[1]);
   CU_LAUNCHED(fn);
   return DLE_OK;
 }
 
 /* ---- dispatch ---- */
 
-dle_status cu_float_rows_ready(const char *fn, const dle_tensor *o, dle_tensor *const *ins, int nin) {
+dle_status cu_float_rows_ready(const char *fn, const dle_tensor *o, dle_tensor *const *ins,
+                               int nin) {
   for (int i = 0; i < nin; i++)
     if ((ins[i]->dtype != o->dtype && ins[i]->dtype != DLE_I64) || !cu_contiguous(ins[i]))
-      return cu_error("%s: the CUDA kernel expects contiguous %s or int64 inputs", fn, cu_dtype_name(o->dtype));
+      return cu_error("%s: the CUDA kernel expects contiguous %s or int64 inputs", fn,
+                      cu_dtype_name(o->dtype));
   if (!cu_contiguous(o)) return cu_error("%s: the CUDA kernel expects a contiguous output", fn);
-  if (o->dtype != DLE_F32 && o->dtype != DLE_F64) return cu_error("%s: no CUDA kernel for %s", fn, cu_dtype_name(o->dtype));
+  if (o->dtype != DLE_F32 && o->dtype != DLE_F64)
+    return cu_error("%s: no CUDA kernel for %s", fn, cu_dtype_name(o->dtype));
   return cu_use_device(fn, o);
 }
 
-static dle_status cu_nn(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin, const dle_attrs *a) {
+static dle_status cu_nn(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
+                        const dle_attrs *a) {
   const char *fn = cu_op_name(op);
   dle_tensor *o = outs[0];
   CU_OK(cu_float_rows_ready(fn, o, ins, nin));
   bool dbl = o->dtype == DLE_F64;
   switch (op) {
-    case DLE_OP_CROSS_ENTROPY: return dbl ? ce_forward<double>(fn, outs, ins, a) : ce_forward<float>(fn, outs, ins, a);
-    case DLE_OP_CROSS_ENTROPY_BACKWARD: return dbl ? ce_backward<double>(fn, o, ins, a) : ce_backward<float>(fn, o, ins, a);
-    case DLE_OP_DROPOUT: return dbl ? dropout<double>(fn, o, ins[0], a) : dropout<float>(fn, o, ins[0], a);
+    case DLE_OP_CROSS_ENTROPY:
+      return dbl ? ce_forward<double>(fn, outs, ins, a) : ce_forward<float>(fn, outs, ins, a);
+    case DLE_OP_CROSS_ENTROPY_BACKWARD:
+      return dbl ? ce_backward<double>(fn, o, ins, a) : ce_backward<float>(fn, o, ins, a);
+    case DLE_OP_DROPOUT:
+      return dbl ? dropout<double>(fn, o, ins[0], a) : dropout<float>(fn, o, ins[0], a);
     case DLE_OP_EMBEDDING:
     case DLE_OP_EMBEDDING_BACKWARD:
       return dbl ? embedding<double>(fn, op, o, ins, a) : embedding<float>(fn, op, o, ins, a);
@@ -268,6 +302,7 @@ static dle_status cu_nn(dle_op op, dle_tensor *const *outs, dle_tensor *const *i
 
 void cu_register_nn(dle_backend *b) {
 #define REGISTER(OP) b->kernels[DLE_OP_##OP] = cu_nn;
-  REGISTER(CROSS_ENTROPY) REGISTER(CROSS_ENTROPY_BACKWARD) REGISTER(EMBEDDING) REGISTER(EMBEDDING_BACKWARD)
-  REGISTER(DROPOUT) DLE_FUSED_LOSS_OPS(REGISTER)
+  REGISTER(CROSS_ENTROPY)
+  REGISTER(CROSS_ENTROPY_BACKWARD)
+  REGISTER(EMBEDDING) REGISTER(EMBEDDING_BACKWARD) REGISTER(DROPOUT) DLE_FUSED_LOSS_OPS(REGISTER)
 }

@@ -16,28 +16,30 @@
 #include "../../engine/kernel/norm_geom.h"
 #include "common.cuh"
 
-template <dle_dtype D> struct norm_io {
+template <dle_dtype D>
+struct norm_io {
   typedef CU_T(D) T;
   typedef std::conditional_t<D == DLE_F64, double, float> CT;
 };
 
 /* weight (1 when absent) / bias (0) at i */
-template <dle_dtype D> __device__ __forceinline__ typename norm_io<D>::CT param(const CU_T(D) *p, int64_t i,
-                                                                                 float def) {
+template <dle_dtype D>
+__device__ __forceinline__ typename norm_io<D>::CT param(const CU_T(D) * p, int64_t i, float def) {
   typedef typename norm_io<D>::CT CT;
   return p ? (CT)cu_load<D>(p[i]) : (CT)def;
 }
 
-#define NORM_ELEMENTS(g, q, ...)                                    \
-  for (int64_t p_ = 0; p_ < (g).p; p_++)                            \
-    for (int64_t s = threadIdx.x; s < (g).s; s += blockDim.x) {     \
-      int64_t e = (p_ * (g).q + (q)) * (g).s + s;                   \
-      __VA_ARGS__                                                   \
+#define NORM_ELEMENTS(g, q, ...)                                \
+  for (int64_t p_ = 0; p_ < (g).p; p_++)                        \
+    for (int64_t s = threadIdx.x; s < (g).s; s += blockDim.x) { \
+      int64_t e = (p_ * (g).q + (q)) * (g).s + s;               \
+      __VA_ARGS__                                               \
     }
 
 template <dle_dtype D>
-__global__ void norm_forward(dle_norm_geom g, CU_T(D) *y, typename norm_io<D>::CT *stats, const CU_T(D) *x,
-                             const CU_T(D) *w, const CU_T(D) *b, const typename norm_io<D>::CT *rmean,
+__global__ void norm_forward(dle_norm_geom g, CU_T(D) * y, typename norm_io<D>::CT *stats,
+                             const CU_T(D) * x, const CU_T(D) * w, const CU_T(D) * b,
+                             const typename norm_io<D>::CT *rmean,
                              const typename norm_io<D>::CT *rvar, double eps) {
   typedef typename norm_io<D>::CT CT;
   __shared__ double sh[CU_THREADS];
@@ -67,14 +69,17 @@ __global__ void norm_forward(dle_norm_geom g, CU_T(D) *y, typename norm_io<D>::C
       CT sc = r * param<D>(w, q, 1), sh_ = param<D>(b, q, 0) - m * sc;
       NORM_ELEMENTS(g, q, y[e] = cu_store<D>((CT)cu_load<D>(x[e]) * sc + sh_);)
     } else {
-      NORM_ELEMENTS(g, q, y[e] = cu_store<D>(((CT)cu_load<D>(x[e]) - m) * r * param<D>(w, s, 1) + param<D>(b, s, 0));)
+      NORM_ELEMENTS(g, q,
+                    y[e] = cu_store<D>(((CT)cu_load<D>(x[e]) - m) * r * param<D>(w, s, 1) +
+                                       param<D>(b, s, 0));)
     }
   }
 }
 
 template <dle_dtype D>
-__global__ void norm_grad_input(dle_norm_geom g, CU_T(D) *gx, const CU_T(D) *gy, const CU_T(D) *x,
-                                const typename norm_io<D>::CT *stats, const CU_T(D) *w, double eps) {
+__global__ void norm_grad_input(dle_norm_geom g, CU_T(D) * gx, const CU_T(D) * gy,
+                                const CU_T(D) * x, const typename norm_io<D>::CT *stats,
+                                const CU_T(D) * w, double eps) {
   typedef typename norm_io<D>::CT CT;
   __shared__ double sh[CU_THREADS];
   double n = (double)(g.p * g.s);
@@ -90,18 +95,22 @@ __global__ void norm_grad_input(dle_norm_geom g, CU_T(D) *gx, const CU_T(D) *gy,
     B = cu_block_reduce(B, sh, cu_add{});
     CT ra = (CT)((double)(r * wq) * A / n), k3 = (CT)((double)r * r * r * wq * B / n), rw = r * wq;
     if (g.weight_on_q) {
-      NORM_ELEMENTS(g, q, gx[e] = cu_store<D>(rw * (CT)cu_load<D>(gy[e]) - ra - ((CT)cu_load<D>(x[e]) - m) * k3);)
+      NORM_ELEMENTS(
+          g, q,
+          gx[e] = cu_store<D>(rw * (CT)cu_load<D>(gy[e]) - ra - ((CT)cu_load<D>(x[e]) - m) * k3);)
     } else {
-      NORM_ELEMENTS(g, q, gx[e] = cu_store<D>(r * (CT)cu_load<D>(gy[e]) * param<D>(w, s, 1) - ra -
-                                             ((CT)cu_load<D>(x[e]) - m) * k3);)
+      NORM_ELEMENTS(g, q,
+                    gx[e] = cu_store<D>(r * (CT)cu_load<D>(gy[e]) * param<D>(w, s, 1) - ra -
+                                        ((CT)cu_load<D>(x[e]) - m) * k3);)
     }
   }
 }
 
 /* batch_norm: one block per channel q. */
 template <dle_dtype D>
-__global__ void norm_grad_affine_q(dle_norm_geom g, CU_T(D) *gw, CU_T(D) *gb, const CU_T(D) *gy, const CU_T(D) *x,
-                                   const typename norm_io<D>::CT *stats, double eps) {
+__global__ void norm_grad_affine_q(dle_norm_geom g, CU_T(D) * gw, CU_T(D) * gb, const CU_T(D) * gy,
+                                   const CU_T(D) * x, const typename norm_io<D>::CT *stats,
+                                   double eps) {
   typedef typename norm_io<D>::CT CT;
   __shared__ double sh[CU_THREADS];
   for (int64_t q = blockIdx.x; q < g.q; q += gridDim.x) {
@@ -119,8 +128,9 @@ __global__ void norm_grad_affine_q(dle_norm_geom g, CU_T(D) *gw, CU_T(D) *gb, co
 
 /* layer_norm (P = 1): one thread per column s, over the Q rows. */
 template <dle_dtype D>
-__global__ void norm_grad_affine_s(dle_norm_geom g, CU_T(D) *gw, CU_T(D) *gb, const CU_T(D) *gy, const CU_T(D) *x,
-                                   const typename norm_io<D>::CT *stats, double eps) {
+__global__ void norm_grad_affine_s(dle_norm_geom g, CU_T(D) * gw, CU_T(D) * gb, const CU_T(D) * gy,
+                                   const CU_T(D) * x, const typename norm_io<D>::CT *stats,
+                                   double eps) {
   typedef typename norm_io<D>::CT CT;
   CU_GRID_LOOP(s, g.s) {
     double sw = 0, sb = 0;
@@ -136,12 +146,14 @@ __global__ void norm_grad_affine_s(dle_norm_geom g, CU_T(D) *gw, CU_T(D) *gb, co
 
 static void *data_or_null(const dle_tensor *t) { return t ? (void *)cu_data(t) : NULL; }
 
-static dle_status cu_norm(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin, const dle_attrs *a) {
+static dle_status cu_norm(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
+                          const dle_attrs *a) {
   const char *fn = cu_op_name(op);
   bool fwd = op == DLE_OP_LAYER_NORM || op == DLE_OP_BATCH_NORM;
   int nout = op == DLE_OP_LAYER_NORM_GRAD_INPUT || op == DLE_OP_BATCH_NORM_GRAD_INPUT ? 1 : 2;
   bool dense = true; /* the front door's promise, checked */
-  for (int i = 0; i < nin + nout; i++) dense = dense && cu_contiguous(i < nin ? ins[i] : outs[i - nin]);
+  for (int i = 0; i < nin + nout; i++)
+    dense = dense && cu_contiguous(i < nin ? ins[i] : outs[i - nin]);
   if (!dense) return cu_error("%s: the CUDA kernel expects contiguous inputs and outputs", fn);
   const dle_tensor *x = fwd ? ins[0] : ins[1];
   dle_norm_geom g = dle_norm_geom_of(op, x, a);
@@ -159,26 +171,27 @@ static dle_status cu_norm(dle_op op, dle_tensor *const *outs, dle_tensor *const 
     switch (op) {
       case DLE_OP_LAYER_NORM:
       case DLE_OP_BATCH_NORM:
-        norm_forward<D><<<blocks, threads>>>(g, (T *)cu_data(outs[0]), (CT *)cu_data(outs[1]), (const T *)cu_data(ins[0]),
-                                             (const T *)data_or_null(w), (const T *)data_or_null(b),
-                                             (const CT *)data_or_null(rmean), (const CT *)data_or_null(rvar), eps);
+        norm_forward<D><<<blocks, threads>>>(
+            g, (T *)cu_data(outs[0]), (CT *)cu_data(outs[1]), (const T *)cu_data(ins[0]),
+            (const T *)data_or_null(w), (const T *)data_or_null(b), (const CT *)data_or_null(rmean),
+            (const CT *)data_or_null(rvar), eps);
         break;
       case DLE_OP_LAYER_NORM_GRAD_INPUT:
       case DLE_OP_BATCH_NORM_GRAD_INPUT:
-        norm_grad_input<D><<<blocks, threads>>>(g, (T *)cu_data(outs[0]), (const T *)cu_data(ins[0]),
-                                                (const T *)cu_data(ins[1]), (const CT *)cu_data(ins[2]),
-                                                (const T *)data_or_null(w), eps);
+        norm_grad_input<D><<<blocks, threads>>>(
+            g, (T *)cu_data(outs[0]), (const T *)cu_data(ins[0]), (const T *)cu_data(ins[1]),
+            (const CT *)cu_data(ins[2]), (const T *)data_or_null(w), eps);
         break;
       case DLE_OP_BATCH_NORM_GRAD_AFFINE:
-        norm_grad_affine_q<D><<<blocks, threads>>>(g, (T *)cu_data(outs[0]), (T *)cu_data(outs[1]),
-                                                   (const T *)cu_data(ins[0]), (const T *)cu_data(ins[1]),
-                                                   (const CT *)cu_data(ins[2]), eps);
+        norm_grad_affine_q<D><<<blocks, threads>>>(
+            g, (T *)cu_data(outs[0]), (T *)cu_data(outs[1]), (const T *)cu_data(ins[0]),
+            (const T *)cu_data(ins[1]), (const CT *)cu_data(ins[2]), eps);
         break;
       default: /* layer_norm_grad_affine */
         if (g.s == 0) return DLE_OK;
-        norm_grad_affine_s<D><<<cu_blocks(g.s), CU_THREADS>>>(g, (T *)cu_data(outs[0]), (T *)cu_data(outs[1]),
-                                                              (const T *)cu_data(ins[0]), (const T *)cu_data(ins[1]),
-                                                              (const CT *)cu_data(ins[2]), eps);
+        norm_grad_affine_s<D><<<cu_blocks(g.s), CU_THREADS>>>(
+            g, (T *)cu_data(outs[0]), (T *)cu_data(outs[1]), (const T *)cu_data(ins[0]),
+            (const T *)cu_data(ins[1]), (const CT *)cu_data(ins[2]), eps);
         break;
     }
     CU_LAUNCHED(fn);
@@ -187,7 +200,8 @@ static dle_status cu_norm(dle_op op, dle_tensor *const *outs, dle_tensor *const 
 }
 
 void cu_register_norm(dle_backend *b) {
-  static const dle_op ops[] = {DLE_OP_LAYER_NORM, DLE_OP_LAYER_NORM_GRAD_INPUT, DLE_OP_LAYER_NORM_GRAD_AFFINE,
-                               DLE_OP_BATCH_NORM, DLE_OP_BATCH_NORM_GRAD_INPUT, DLE_OP_BATCH_NORM_GRAD_AFFINE};
+  static const dle_op ops[] = {
+      DLE_OP_LAYER_NORM, DLE_OP_LAYER_NORM_GRAD_INPUT, DLE_OP_LAYER_NORM_GRAD_AFFINE,
+      DLE_OP_BATCH_NORM, DLE_OP_BATCH_NORM_GRAD_INPUT, DLE_OP_BATCH_NORM_GRAD_AFFINE};
   for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) b->kernels[ops[i]] = cu_norm;
 }

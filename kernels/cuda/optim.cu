@@ -6,11 +6,13 @@
 #include "../../engine/dle.h"
 #include "common.cuh"
 
-template <dle_dtype D> using state_t = std::conditional_t<D == DLE_F64, double, float>;
+template <dle_dtype D>
+using state_t = std::conditional_t<D == DLE_F64, double, float>;
 
 template <dle_dtype D>
-__global__ void sgd_kernel(int64_t n, CU_T(D) *p, const CU_T(D) *g, state_t<D> *buf, double lr_, double mom_,
-                           double damp1_, double wd_, bool use_mom, bool nesterov, bool first) {
+__global__ void sgd_kernel(int64_t n, CU_T(D) * p, const CU_T(D) * g, state_t<D> *buf, double lr_,
+                           double mom_, double damp1_, double wd_, bool use_mom, bool nesterov,
+                           bool first) {
   typedef state_t<D> CT;
   const CT lr = (CT)lr_, mom = (CT)mom_, damp1 = (CT)damp1_, wd = (CT)wd_;
   CU_GRID_LOOP(i, n) {
@@ -25,8 +27,8 @@ __global__ void sgd_kernel(int64_t n, CU_T(D) *p, const CU_T(D) *g, state_t<D> *
 }
 
 template <dle_dtype D>
-__global__ void adagrad_kernel(int64_t n, CU_T(D) *p, const CU_T(D) *g, state_t<D> *sum, double clr_, double wd_,
-                               double eps_) {
+__global__ void adagrad_kernel(int64_t n, CU_T(D) * p, const CU_T(D) * g, state_t<D> *sum,
+                               double clr_, double wd_, double eps_) {
   typedef state_t<D> CT;
   const CT clr = (CT)clr_, wd = (CT)wd_, eps = (CT)eps_;
   CU_GRID_LOOP(i, n) {
@@ -38,8 +40,8 @@ __global__ void adagrad_kernel(int64_t n, CU_T(D) *p, const CU_T(D) *g, state_t<
 }
 
 template <dle_dtype D>
-__global__ void rmsprop_kernel(int64_t n, CU_T(D) *p, const CU_T(D) *g, state_t<D> *sq, state_t<D> *buf,
-                               state_t<D> *gavg, dle_rmsprop_opts o) {
+__global__ void rmsprop_kernel(int64_t n, CU_T(D) * p, const CU_T(D) * g, state_t<D> *sq,
+                               state_t<D> *buf, state_t<D> *gavg, dle_rmsprop_opts o) {
   typedef state_t<D> CT;
   const CT lr = (CT)o.lr, alpha = (CT)o.alpha, alpha1 = (CT)(1 - o.alpha);
   const CT eps = (CT)o.eps, wd = (CT)o.weight_decay, mom = (CT)o.momentum;
@@ -69,8 +71,8 @@ typedef struct {
 } adam_consts;
 
 template <dle_dtype D>
-__global__ void adam_kernel(int64_t n, CU_T(D) *p, const CU_T(D) *g, state_t<D> *m, state_t<D> *v, state_t<D> *vmax,
-                            adam_consts k) {
+__global__ void adam_kernel(int64_t n, CU_T(D) * p, const CU_T(D) * g, state_t<D> *m, state_t<D> *v,
+                            state_t<D> *vmax, adam_consts k) {
   typedef state_t<D> CT;
   const CT b1 = (CT)k.b1, b1c = (CT)k.b1c, b2 = (CT)k.b2, b2c = (CT)k.b2c;
   const CT eps = (CT)k.eps, step_size = (CT)k.step_size, bc2_sqrt = (CT)k.bc2_sqrt;
@@ -89,7 +91,8 @@ __global__ void adam_kernel(int64_t n, CU_T(D) *p, const CU_T(D) *g, state_t<D> 
 }
 
 /* Runs launch(tag) for the param's float dtype on device `device`. */
-template <class F> static dle_status run(const char *fn, int device, dle_dtype dt, int64_t n, F launch) {
+template <class F>
+static dle_status run(const char *fn, int device, dle_dtype dt, int64_t n, F launch) {
   if (n == 0) return DLE_OK;
   cudaError_t e = cudaSetDevice(device);
   if (e != cudaSuccess) return cu_fail(fn, "cudaSetDevice", e);
@@ -100,12 +103,13 @@ template <class F> static dle_status run(const char *fn, int device, dle_dtype d
 
 #define STATE(D, x) ((state_t<D> *)(x))
 
-static dle_status sgd(int device, dle_dtype dt, int64_t n, void *p, const void *g, void *buf, const dle_sgd_opts *o) {
+static dle_status sgd(int device, dle_dtype dt, int64_t n, void *p, const void *g, void *buf,
+                      const dle_sgd_opts *o) {
   return run("sgd_step", device, dt, n, [&](auto tag) -> dle_status {
     constexpr dle_dtype D = decltype(tag)::value;
-    sgd_kernel<D><<<cu_blocks(n), CU_THREADS>>>(n, (CU_T(D) *)p, (const CU_T(D) *)g, STATE(D, buf), o->lr,
-                                                o->momentum, 1 - o->dampening, o->weight_decay, o->momentum != 0,
-                                                o->nesterov, o->first);
+    sgd_kernel<D><<<cu_blocks(n), CU_THREADS>>>(
+        n, (CU_T(D) *)p, (const CU_T(D) *)g, STATE(D, buf), o->lr, o->momentum, 1 - o->dampening,
+        o->weight_decay, o->momentum != 0, o->nesterov, o->first);
     return DLE_OK;
   });
 }
@@ -115,32 +119,38 @@ static dle_status adagrad(int device, dle_dtype dt, int64_t n, void *p, const vo
   double clr = o->lr / (1 + (double)(o->step - 1) * o->lr_decay);
   return run("adagrad_step", device, dt, n, [&](auto tag) -> dle_status {
     constexpr dle_dtype D = decltype(tag)::value;
-    adagrad_kernel<D><<<cu_blocks(n), CU_THREADS>>>(n, (CU_T(D) *)p, (const CU_T(D) *)g, STATE(D, sum), clr,
-                                                    o->weight_decay, o->eps);
+    adagrad_kernel<D><<<cu_blocks(n), CU_THREADS>>>(n, (CU_T(D) *)p, (const CU_T(D) *)g,
+                                                    STATE(D, sum), clr, o->weight_decay, o->eps);
     return DLE_OK;
   });
 }
 
-static dle_status rmsprop(int device, dle_dtype dt, int64_t n, void *p, const void *g, void *sq, void *buf, void *gavg,
-                          const dle_rmsprop_opts *o) {
+static dle_status rmsprop(int device, dle_dtype dt, int64_t n, void *p, const void *g, void *sq,
+                          void *buf, void *gavg, const dle_rmsprop_opts *o) {
   return run("rmsprop_step", device, dt, n, [&](auto tag) -> dle_status {
     constexpr dle_dtype D = decltype(tag)::value;
-    rmsprop_kernel<D><<<cu_blocks(n), CU_THREADS>>>(n, (CU_T(D) *)p, (const CU_T(D) *)g, STATE(D, sq), STATE(D, buf),
-                                                    STATE(D, gavg), *o);
+    rmsprop_kernel<D><<<cu_blocks(n), CU_THREADS>>>(
+        n, (CU_T(D) *)p, (const CU_T(D) *)g, STATE(D, sq), STATE(D, buf), STATE(D, gavg), *o);
     return DLE_OK;
   });
 }
 
-static dle_status adam(int device, dle_dtype dt, int64_t n, void *p, const void *g, void *m, void *v, void *vmax,
-                       const dle_adam_opts *o) {
-  const adam_consts k = {o->beta1, 1 - o->beta1, o->beta2, 1 - o->beta2, o->eps,
-                         o->lr / (1 - pow(o->beta1, (double)o->step)), sqrt(1 - pow(o->beta2, (double)o->step)),
-                         o->decoupled ? 0 : o->weight_decay, o->decoupled ? 1 - o->lr * o->weight_decay : 1,
+static dle_status adam(int device, dle_dtype dt, int64_t n, void *p, const void *g, void *m,
+                       void *v, void *vmax, const dle_adam_opts *o) {
+  const adam_consts k = {o->beta1,
+                         1 - o->beta1,
+                         o->beta2,
+                         1 - o->beta2,
+                         o->eps,
+                         o->lr / (1 - pow(o->beta1, (double)o->step)),
+                         sqrt(1 - pow(o->beta2, (double)o->step)),
+                         o->decoupled ? 0 : o->weight_decay,
+                         o->decoupled ? 1 - o->lr * o->weight_decay : 1,
                          o->amsgrad};
   return run(o->decoupled ? "adamw_step" : "adam_step", device, dt, n, [&](auto tag) -> dle_status {
     constexpr dle_dtype D = decltype(tag)::value;
-    adam_kernel<D><<<cu_blocks(n), CU_THREADS>>>(n, (CU_T(D) *)p, (const CU_T(D) *)g, STATE(D, m), STATE(D, v),
-                                                 STATE(D, vmax), k);
+    adam_kernel<D><<<cu_blocks(n), CU_THREADS>>>(n, (CU_T(D) *)p, (const CU_T(D) *)g, STATE(D, m),
+                                                 STATE(D, v), STATE(D, vmax), k);
     return DLE_OK;
   });
 }

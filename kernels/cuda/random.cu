@@ -10,17 +10,24 @@
 #include "philox.cuh"
 
 /* Uniform in [0, 1) with as many random bits as the storage type holds (UNIFORM_* there). */
-template <dle_dtype D> __device__ __forceinline__ auto uniform(const uint32_t *w, int k) {
-  if constexpr (D == DLE_F64) return (double)(cu_bits64(w, k) >> 11) * 0x1p-53;
-  else if constexpr (D == DLE_F16) return (float)(w[k] >> 21) * 0x1p-11f;
-  else if constexpr (D == DLE_BF16) return (float)(w[k] >> 24) * 0x1p-8f;
-  else return (float)(w[k] >> 8) * 0x1p-24f;
+template <dle_dtype D>
+__device__ __forceinline__ auto uniform(const uint32_t *w, int k) {
+  if constexpr (D == DLE_F64)
+    return (double)(cu_bits64(w, k) >> 11) * 0x1p-53;
+  else if constexpr (D == DLE_F16)
+    return (float)(w[k] >> 21) * 0x1p-11f;
+  else if constexpr (D == DLE_BF16)
+    return (float)(w[k] >> 24) * 0x1p-8f;
+  else
+    return (float)(w[k] >> 8) * 0x1p-24f;
 }
 
 /* Normal number k of a block by Box-Muller on pairs of uniforms; u1 in (0, 1] (normals_f/d). */
-template <dle_dtype D> __device__ __forceinline__ auto normal(const uint32_t *w, int k) {
+template <dle_dtype D>
+__device__ __forceinline__ auto normal(const uint32_t *w, int k) {
   if constexpr (D == DLE_F64) {
-    double u1 = (double)((cu_bits64(w, 0) >> 11) + 1) * 0x1p-53, u2 = (double)(cu_bits64(w, 1) >> 11) * 0x1p-53;
+    double u1 = (double)((cu_bits64(w, 0) >> 11) + 1) * 0x1p-53,
+           u2 = (double)(cu_bits64(w, 1) >> 11) * 0x1p-53;
     double r = sqrt(-2.0 * log(u1)), th = 6.28318530717958647692 * u2;
     return k == 0 ? r * cos(th) : r * sin(th);
   } else {
@@ -31,7 +38,8 @@ template <dle_dtype D> __device__ __forceinline__ auto normal(const uint32_t *w,
   }
 }
 
-template <dle_dtype D, int OP> struct random_fn {
+template <dle_dtype D, int OP>
+struct random_fn {
   uint64_t seed, offset;
   int64_t lo;     /* randint */
   uint64_t range; /* randint: hi - lo */
@@ -54,8 +62,8 @@ template <dle_dtype D, int OP> struct random_fn {
 /* Integers every value of which the dtype holds exactly: [min, max] (kernels/cpu/random.c). */
 static void exact_int_limits(dle_dtype dt, double *min, double *max) {
   static const double lim[DLE_NUM_DTYPES][2] = {
-      {-0x1p24, 0x1p24}, {-0x1p53, 0x1p53}, {-0x1p11, 0x1p11}, {-0x1p8, 0x1p8},
-      {-0x1p31, 0x1p31 - 1}, {-0x1p62, 0x1p62}, {0, 255}, {0, 1}};
+      {-0x1p24, 0x1p24},     {-0x1p53, 0x1p53}, {-0x1p11, 0x1p11}, {-0x1p8, 0x1p8},
+      {-0x1p31, 0x1p31 - 1}, {-0x1p62, 0x1p62}, {0, 255},          {0, 1}};
   *min = lim[dt][0], *max = lim[dt][1];
 }
 
@@ -75,17 +83,20 @@ static dle_status cu_random(dle_op op, dle_tensor *const *outs, dle_tensor *cons
       return cu_error("randint: bounds must be integers with low < high, got [%g, %g)", l, h);
     exact_int_limits(o->dtype, &min, &max);
     if (l < min || h - 1 > max)
-      return cu_error("randint: range [%.17g, %.17g) does not fit dtype %s (integers %.17g .. %.17g)", l, h,
-                      cu_dtype_name(o->dtype), min, max);
+      return cu_error(
+          "randint: range [%.17g, %.17g) does not fit dtype %s (integers %.17g .. %.17g)", l, h,
+          cu_dtype_name(o->dtype), min, max);
     lo = (int64_t)l;
     range = (uint64_t)(int64_t)h - (uint64_t)lo;
   }
   uint64_t seed = a->generator->seed, offset = a->generator->offset;
   return cu_with_dtype(o->dtype, [&](auto tag) -> dle_status {
     constexpr dle_dtype D = decltype(tag)::value;
-    if (op == DLE_OP_RANDINT) return cu_map(fn, o, NULL, 0, random_fn<D, DLE_OP_RANDINT>{seed, offset, lo, range});
+    if (op == DLE_OP_RANDINT)
+      return cu_map(fn, o, NULL, 0, random_fn<D, DLE_OP_RANDINT>{seed, offset, lo, range});
     if constexpr (D <= DLE_BF16) {
-      if (op == DLE_OP_RAND) return cu_map(fn, o, NULL, 0, random_fn<D, DLE_OP_RAND>{seed, offset, 0, 0});
+      if (op == DLE_OP_RAND)
+        return cu_map(fn, o, NULL, 0, random_fn<D, DLE_OP_RAND>{seed, offset, 0, 0});
       return cu_map(fn, o, NULL, 0, random_fn<D, DLE_OP_RANDN>{seed, offset, 0, 0});
     }
     return cu_error("%s: dtype must be a float type, got %s", fn, cu_dtype_name(D));

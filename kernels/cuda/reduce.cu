@@ -17,19 +17,25 @@
 
 #define NO_INDEX INT64_MAX
 
-template <class CT> struct arg_acc {
+template <class CT>
+struct arg_acc {
   CT v;
   int64_t i; /* NO_INDEX: no element seen */
 };
 
-template <bool MAX, class CT> __device__ __forceinline__ bool better(CT x, CT b) {
-  if constexpr (MAX) return x > b || (x != x && b == b);
-  else return x < b || (x != x && b == b);
+template <bool MAX, class CT>
+__device__ __forceinline__ bool better(CT x, CT b) {
+  if constexpr (MAX)
+    return x > b || (x != x && b == b);
+  else
+    return x < b || (x != x && b == b);
 }
 
 /* The better of two partial results; between equals, the smaller index. */
-template <bool MAX> struct arg_combine {
-  template <class CT> __device__ arg_acc<CT> operator()(arg_acc<CT> a, arg_acc<CT> b) const {
+template <bool MAX>
+struct arg_combine {
+  template <class CT>
+  __device__ arg_acc<CT> operator()(arg_acc<CT> a, arg_acc<CT> b) const {
     if (b.i == NO_INDEX) return a;
     if (a.i == NO_INDEX) return b;
     if (better<MAX>(b.v, a.v)) return b;
@@ -38,23 +44,31 @@ template <bool MAX> struct arg_combine {
   }
 };
 
-template <class CT> __device__ __forceinline__ CT lowest() {
-  if constexpr (std::is_floating_point<CT>::value) return (CT)-INFINITY;
-  else if constexpr (sizeof(CT) == 4) return (CT)INT32_MIN;
-  else return (CT)INT64_MIN;
+template <class CT>
+__device__ __forceinline__ CT lowest() {
+  if constexpr (std::is_floating_point<CT>::value)
+    return (CT)-INFINITY;
+  else if constexpr (sizeof(CT) == 4)
+    return (CT)INT32_MIN;
+  else
+    return (CT)INT64_MIN;
 }
-template <class CT> __device__ __forceinline__ CT highest() {
-  if constexpr (std::is_floating_point<CT>::value) return (CT)INFINITY;
-  else if constexpr (sizeof(CT) == 4) return (CT)INT32_MAX;
-  else return (CT)INT64_MAX;
+template <class CT>
+__device__ __forceinline__ CT highest() {
+  if constexpr (std::is_floating_point<CT>::value)
+    return (CT)INFINITY;
+  else if constexpr (sizeof(CT) == 4)
+    return (CT)INT32_MAX;
+  else
+    return (CT)INT64_MAX;
 }
 
 /* Shared memory for one accumulator per thread (at most 16 bytes: an arg_acc<double>). */
 #define RED_SMEM (CU_THREADS * 16)
 
 template <dle_dtype D, int OP>
-__global__ void reduce_kernel(cu_red_geom g, const char *x, char *out, int64_t out_es, int64_t *idx_out,
-                              double correction, int64_t base) {
+__global__ void reduce_kernel(cu_red_geom g, const char *x, char *out, int64_t out_es,
+                              int64_t *idx_out, double correction, int64_t base) {
   typedef CU_T(D) T;
   typedef CU_CT(D) CT;
   typedef std::conditional_t<(D <= DLE_BF16), double, uint64_t> S; /* sums and products */
@@ -63,7 +77,9 @@ __global__ void reduce_kernel(cu_red_geom g, const char *x, char *out, int64_t o
   const double nred = (double)g.nred;
   for (int64_t q = blockIdx.x; q < g.nout; q += gridDim.x) {
     const char *xq = x + cu_group_offset(g.nk, g.ks, g.kx, q);
-    auto at = [&](int64_t r) { return cu_load<D>(*(const T *)(xq + cu_group_offset(g.nr, g.rs, g.rx, r))); };
+    auto at = [&](int64_t r) {
+      return cu_load<D>(*(const T *)(xq + cu_group_offset(g.nr, g.rs, g.rx, r)));
+    };
     T *o = (T *)(out + q * out_es);
     if constexpr (OP == DLE_OP_SUM || OP == DLE_OP_MEAN || OP == DLE_OP_VAR || OP == DLE_OP_STD) {
       S acc = 0;
@@ -71,8 +87,10 @@ __global__ void reduce_kernel(cu_red_geom g, const char *x, char *out, int64_t o
       acc = cu_block_reduce(acc, (S *)smem, cu_add{});
       if constexpr (OP == DLE_OP_SUM) {
         if (tid == 0) {
-          if constexpr (D <= DLE_BF16) *o = cu_store<D>(acc);
-          else *(int64_t *)o = (int64_t)acc;
+          if constexpr (D <= DLE_BF16)
+            *o = cu_store<D>(acc);
+          else
+            *(int64_t *)o = (int64_t)acc;
         }
       } else if constexpr (OP == DLE_OP_MEAN) {
         if (tid == 0) *o = cu_store<D>((double)acc / nred);
@@ -92,8 +110,10 @@ __global__ void reduce_kernel(cu_red_geom g, const char *x, char *out, int64_t o
       for (int64_t r = tid; r < g.nred; r += nt) acc *= (S)at(r);
       acc = cu_block_reduce(acc, (S *)smem, cu_mul{});
       if (tid == 0) {
-        if constexpr (D <= DLE_BF16) *o = cu_store<D>(acc);
-        else *(int64_t *)o = (int64_t)acc;
+        if constexpr (D <= DLE_BF16)
+          *o = cu_store<D>(acc);
+        else
+          *(int64_t *)o = (int64_t)acc;
       }
     } else if constexpr (OP == DLE_OP_AMAX || OP == DLE_OP_AMIN || OP == DLE_OP_LOGSUMEXP) {
       constexpr bool is_max = OP != DLE_OP_AMIN;
@@ -130,7 +150,7 @@ __global__ void reduce_kernel(cu_red_geom g, const char *x, char *out, int64_t o
   }
 }
 
-#define CU_REDUCE_ALL_OPS(X) X(SUM) X(PROD) X(AMAX) X(AMIN) X(MAX) X(MIN) X(ARGMAX) X(ARGMIN)
+#define CU_REDUCE_ALL_OPS(X)   X(SUM) X(PROD) X(AMAX) X(AMIN) X(MAX) X(MIN) X(ARGMAX) X(ARGMIN)
 #define CU_REDUCE_FLOAT_OPS(X) X(MEAN) X(VAR) X(STD) X(LOGSUMEXP)
 
 /* attrs.ints: the reduced dims (0-based, sorted, distinct); none means all. */
@@ -143,7 +163,8 @@ static dle_status cu_reduce(dle_op op, dle_tensor *const *outs, dle_tensor *cons
   bool red[DLE_MAX_DIMS] = {false};
   for (int d = 0; d < x->ndim; d++) red[d] = a->nints == 0;
   for (int i = 0; i < a->nints; i++) {
-    if (a->ints[i] < 0 || a->ints[i] >= x->ndim) return cu_error("%s: bad dim %lld", fn, (long long)a->ints[i]);
+    if (a->ints[i] < 0 || a->ints[i] >= x->ndim)
+      return cu_error("%s: bad dim %lld", fn, (long long)a->ints[i]);
     red[a->ints[i]] = true;
   }
   if (!cu_contiguous(out) || (two && !cu_contiguous(outs[1])))
@@ -152,19 +173,26 @@ static dle_status cu_reduce(dle_op op, dle_tensor *const *outs, dle_tensor *cons
   cu_red_geom_make(&g, x, red, NULL);
   if (g.nout == 0) return DLE_OK;
   CU_OK(cu_use_device(fn, out));
-  unsigned blocks = (unsigned)(g.nout < 65535 * 16 ? g.nout : 65535 * 16), threads = cu_row_threads(g.nred);
+  unsigned blocks = (unsigned)(g.nout < 65535 * 16 ? g.nout : 65535 * 16),
+           threads = cu_row_threads(g.nred);
   int64_t *idx = two ? (int64_t *)cu_data(outs[1]) : NULL;
   int64_t oes = cu_esize(out->dtype);
   return cu_with_dtype(x->dtype, [&](auto tag) -> dle_status {
     constexpr dle_dtype D = decltype(tag)::value;
     switch (op) {
-#define LAUNCH(OP)                                                                                     \
-  reduce_kernel<D, DLE_OP_##OP><<<blocks, threads>>>(g, cu_data(x), cu_data(out), oes, idx, a->f[0], \
-                                                     a->index_base);                                   \
-  CU_LAUNCHED(fn);                                                                                     \
+#define LAUNCH(OP)                                                                          \
+  reduce_kernel<D, DLE_OP_##OP>                                                             \
+      <<<blocks, threads>>>(g, cu_data(x), cu_data(out), oes, idx, a->f[0], a->index_base); \
+  CU_LAUNCHED(fn);                                                                          \
   return DLE_OK;
-#define ALL_CASE(OP) case DLE_OP_##OP: { LAUNCH(OP) }
-#define FLOAT_CASE(OP) case DLE_OP_##OP: if constexpr (D <= DLE_BF16) { LAUNCH(OP) } break;
+#define ALL_CASE(OP)  \
+  case DLE_OP_##OP: { \
+    LAUNCH(OP)        \
+  }
+#define FLOAT_CASE(OP)                          \
+  case DLE_OP_##OP:                             \
+    if constexpr (D <= DLE_BF16) { LAUNCH(OP) } \
+    break;
       CU_REDUCE_ALL_OPS(ALL_CASE)
       CU_REDUCE_FLOAT_OPS(FLOAT_CASE)
       default: break;

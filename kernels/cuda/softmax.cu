@@ -15,7 +15,9 @@ __global__ void softmax_kernel(cu_red_geom g, const char *x, char *y, bool lg) {
   for (int64_t q = blockIdx.x; q < g.nout; q += gridDim.x) {
     const char *xq = x + cu_group_offset(g.nk, g.ks, g.kx, q);
     char *yq = y + cu_group_offset(g.nk, g.ks, g.ky, q);
-    auto at = [&](int64_t r) { return cu_load<D>(*(const T *)(xq + cu_group_offset(g.nr, g.rs, g.rx, r))); };
+    auto at = [&](int64_t r) {
+      return cu_load<D>(*(const T *)(xq + cu_group_offset(g.nr, g.rs, g.rx, r)));
+    };
     CT m = (CT)-INFINITY;
     for (int64_t r = tid; r < g.nred; r += nt) m = cu_max_nan{}(m, at(r));
     m = cu_block_reduce(m, shm, cu_max_nan{});
@@ -36,17 +38,20 @@ static dle_status cu_softmax(dle_op op, dle_tensor *const *outs, dle_tensor *con
   (void)nin;
   const char *fn = cu_op_name(op);
   dle_tensor *x = ins[0], *y = outs[0];
-  if (y->dtype != x->dtype || y->ndim != x->ndim) return cu_error("%s: output and input differ", fn);
+  if (y->dtype != x->dtype || y->ndim != x->ndim)
+    return cu_error("%s: output and input differ", fn);
   bool red[DLE_MAX_DIMS] = {false};
   if (a->nints > 0) {
-    if (a->ints[0] < 0 || a->ints[0] >= x->ndim) return cu_error("%s: bad dim %lld", fn, (long long)a->ints[0]);
+    if (a->ints[0] < 0 || a->ints[0] >= x->ndim)
+      return cu_error("%s: bad dim %lld", fn, (long long)a->ints[0]);
     red[a->ints[0]] = true;
   }
   cu_red_geom g;
   cu_red_geom_make(&g, x, red, y);
   if (g.nout == 0 || g.nred == 0) return DLE_OK;
   CU_OK(cu_use_device(fn, y));
-  unsigned blocks = (unsigned)(g.nout < 65535 * 16 ? g.nout : 65535 * 16), threads = cu_row_threads(g.nred);
+  unsigned blocks = (unsigned)(g.nout < 65535 * 16 ? g.nout : 65535 * 16),
+           threads = cu_row_threads(g.nred);
   bool lg = op == DLE_OP_LOG_SOFTMAX;
   return cu_with_float_dtype(fn, x->dtype, [&](auto tag) -> dle_status {
     softmax_kernel<decltype(tag)::value><<<blocks, threads>>>(g, cu_data(x), cu_data(y), lg);

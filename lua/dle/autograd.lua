@@ -28,7 +28,7 @@ return function(dle)
   -- when f returns several values) and the matching tangent(s).
   function dle.jvp(f, inputs, tangents)
     check.callable(f, "jvp", "f")
-    local ins, single = as_list(inputs, "jvp", "inputs")
+    local ins = as_list(inputs, "jvp", "inputs")
     local tans = as_list(tangents, "jvp", "tangents")
     if #tans ~= #ins then
       check.error(string.format("jvp: %d tangents for %d inputs", #tans, #ins))
@@ -36,7 +36,7 @@ return function(dle)
     local primals = {}
     for i, x in ipairs(ins) do
       primals[i] = x:detach()
-      core.set_tangent(primals[i], tans[i])
+      core._set_tangent(primals[i], tans[i])
     end
     local results = table.pack(f(table.unpack(primals, 1, #ins)))
     local outs, out_tans = {}, {}
@@ -44,10 +44,10 @@ return function(dle)
       local o = results[k]
       if not core.is_tensor(o) then check.error("jvp: f returned a " .. type(o) .. " as result " .. k) end
       outs[k] = o
-      out_tans[k] = core.tangent(o) or dle.zeros_like(o)
-      core.set_tangent(o, nil)
+      out_tans[k] = core._tangent(o) or dle.zeros_like(o)
+      core._set_tangent(o, nil)
     end
-    for _, p in ipairs(primals) do core.set_tangent(p, nil) end
+    for _, p in ipairs(primals) do core._set_tangent(p, nil) end
     if results.n == 1 then return outs[1], out_tans[1] end
     return outs, out_tans
   end
@@ -278,8 +278,8 @@ return function(dle)
       local tangents, any_tangent = {}, false
       if jvp then
         for j, t in ipairs(tin) do
-          tangents[j] = core.tangent(t)
-          if tangents[j] then any_tangent = true; core.set_tangent(t, nil) end
+          tangents[j] = core._tangent(t)
+          if tangents[j] then any_tangent = true; core._set_tangent(t, nil) end
         end
       end
       local res = table.pack(pcall(dle.no_grad, forward, ctx, ...))
@@ -287,7 +287,7 @@ return function(dle)
       local tres = (res[1] and any_tangent)
                    and table.pack(pcall(dle.no_grad, jvp, ctx, table.unpack(tangents, 1, #tin)))
       if any_tangent then
-        for j, t in ipairs(tin) do if tangents[j] then core.set_tangent(t, tangents[j]) end end
+        for j, t in ipairs(tin) do if tangents[j] then core._set_tangent(t, tangents[j]) end end
       end
       if not res[1] then error(res[2], 0) end
       if tres and not tres[1] then error(name .. " jvp: " .. tostring(tres[2]), 0) end
@@ -300,7 +300,7 @@ return function(dle)
             if not core.is_tensor(t) then
               check.error(string.format("%s: jvp result %d must be a tensor or nil, got %s", name, k, type(t)))
             end
-            core.set_tangent(o, t)
+            core._set_tangent(o, t)
           end
         end
       end
@@ -380,7 +380,7 @@ return function(dle)
         end
         return table.unpack(gin, 1, ntin)
       end
-      core.record_custom(name, outs, tin, rule)
+      core._record_custom(name, outs, tin, rule)
       return table.unpack(results, 1, results.n)
     end
 

@@ -221,6 +221,18 @@ function check.integer_min(v, fn, what, min)
   return i
 end
 
+--- A layer's sizes must all be positive integers, else "fn: expected <expected>, got a, b".
+function check.positive_integers(fn, expected, ...)
+  local n, got = select("#", ...), {}
+  for i = 1, n do
+    local v = select(i, ...)
+    if math.type(v) ~= "integer" or v < 1 then
+      for k = 1, n do got[k] = tostring((select(k, ...))) end
+      check.error(fn .. ": expected " .. expected .. ", got " .. table.concat(got, ", "))
+    end
+  end
+end
+
 --- v must be a number (not NaN).
 function check.number(v, fn, what)
   if type(v) ~= "number" or v ~= v then fail(fn, what, "a number", v) end

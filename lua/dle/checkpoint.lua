@@ -32,7 +32,7 @@ return function(dle)
       return fn(...)
     end,
     backward = function(ctx, ...)
-      if core.backward_captures() then
+      if core._backward_captures() then
         error("a checkpointed function's gradients can only be accumulated into .grad "
           .. "(t:backward() or dle.backward()), not returned by dle.grad", 0)
       end
@@ -52,12 +52,12 @@ return function(dle)
       -- the forward again, recorded, drawing the random numbers it drew the first time
       local now = dle.get_rng_state()
       dle.set_rng_state(ctx.rng)
-      local was_on, was_dtype = core.autocast_set(ctx.autocast, ctx.autocast_dtype)
+      local was_on, was_dtype = core._autocast_set(ctx.autocast, ctx.autocast_dtype)
       local ok, results = pcall(function()
         -- through a closure: enable_grad takes functions only, and fn may be a module
         return table.pack(dle.enable_grad(function() return ctx.fn(table.unpack(args, 1, ctx.args.n)) end))
       end)
-      core.autocast_set(was_on, was_dtype)
+      core._autocast_set(was_on, was_dtype)
       dle.set_rng_state(now)
       if not ok then error(results, 0) end
       -- backpropagate the incoming gradients from the matching recomputed results

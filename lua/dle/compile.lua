@@ -54,7 +54,8 @@ return function(dle)
       local a = args[i]
       local ty = type(a)
       if core.is_tensor(a) then parts[#parts + 1] = tensor_key(a)
-      elseif ty == "number" then parts[#parts + 1] = (math.type(a) == "integer" and "I" or "F") .. string.format("%.17g", a)
+      elseif ty == "number" then parts[#parts + 1] = (math.type(a) == "integer" and "I" or "F")
+          .. string.format("%.17g", a)
       elseif ty == "string" then parts[#parts + 1] = "S" .. #a .. ":" .. a
       elseif ty == "boolean" or ty == "nil" then parts[#parts + 1] = tostring(a)
       else return nil, string.format("argument %d is a %s", i, ty) end
@@ -176,7 +177,7 @@ return function(dle)
     end
 
     local compiled = function(...)
-      if core.trace_active() then return fn(...) end
+      if core._trace_active() then return fn(...) end
       local args = table.pack(...)
       local key = guard_of(args)
       if not key then

@@ -272,10 +272,10 @@ return function(dle)
       if not dle.is_tensor(ops[k]) then fail("operand %d is a %s, not a tensor", k, type(ops[k])) end
     end
     if not dle.is_autocast_enabled() then return einsum(equation, ops) end
-    for k = 1, ops.n do ops[k] = dle.core.autocast_lower(ops[k]) end   -- parameters' casts cached
-    local was_on = dle.core.autocast_set(false)
+    for k = 1, ops.n do ops[k] = dle.core._autocast_lower(ops[k]) end   -- parameters' casts cached
+    local was_on = dle.core._autocast_set(false)
     local ok, r = pcall(einsum, equation, ops)
-    dle.core.autocast_set(was_on)
+    dle.core._autocast_set(was_on)
     if not ok then error(r, 0) end
     return r
   end

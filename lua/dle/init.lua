@@ -3,21 +3,19 @@
 -- operations (from the native module dle.core), plus the Lua-level helpers loaded below.
 local core = require "dle.core"
 
--- dle.core's helpers for the Lua packages stay in dle.core; everything else is public.
-local internal = {read_idx = true, memmap = true, record_custom = true,
-                  set_tangent = true, tangent = true, backward_captures = true, sgd_step = true,
-                  adagrad_step = true, rmsprop_step = true, adam_step = true, adamw_step = true,
-                  profile_mode = true, profile_counters = true, op_flops_rule = true,
-                  autocast_set = true, autocast_lower = true, raw_buffer = true, trace_begin = true, trace_end = true,
-                  trace_active = true, trace_note = true, tensor_id = true, graph_attrs = true,
-                  graph_op = true, peek_scalar = true, tensor_view_key = true,
-                  fused_program = true, fused_run = true, kernel_ops = true}
+-- dle.core's helpers for the Lua packages are registered under names starting with `_` and stay
+-- in dle.core; everything else is public. Those that are only helpers (not also a tensor method,
+-- like _avg_pool2d_grad) are internal for error messages: theirs name the function they serve.
+local internal = {}
+for name, f in pairs(core) do
+  if name:sub(1, 1) == "_" and core.Tensor[name:sub(2)] ~= f then internal[name] = true end
+end
 -- Errors raised in dle.core are reported at the first caller outside this directory; the
 -- internal functions' messages name the public function they serve.
 core._set_source_root(debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "", internal, core)
 local dle = {}
 for name, value in pairs(core) do
-  if not internal[name] and name:sub(1, 1) ~= "_" then dle[name] = value end
+  if name:sub(1, 1) ~= "_" then dle[name] = value end
 end
 dle.core = core
 dle.version = "0.1.0"

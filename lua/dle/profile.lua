@@ -21,7 +21,7 @@ return function(dle)
   local active = {timed = 0, count = 0}
 
   local function apply_mode()
-    core.profile_mode(active.timed > 0 and "timed" or active.count > 0 and "count" or "off")
+    core._profile_mode(active.timed > 0 and "timed" or active.count > 0 and "count" or "off")
   end
 
   -- Runs fn(...) with the profiler on; returns the counters it added, its wall time and results.
@@ -35,11 +35,11 @@ return function(dle)
       active[kind] = active[kind] - 1
       check.error(fname .. ": " .. tostring(err))
     end
-    local before = core.profile_counters()
+    local before = core._profile_counters()
     local t0 = core.time()
     local res = table.pack(pcall(fn, ...))
     local wall = core.time() - t0
-    local after = core.profile_counters()
+    local after = core._profile_counters()
     active[kind] = active[kind] - 1
     apply_mode()
     if not res[1] then error(res[2], 0) end

@@ -234,13 +234,14 @@ function M.run(opts)
   if interactive == nil then interactive = stdin_is_terminal() end
   local dle = require("dle")
   _G.dle = dle
-  local _ = dle.nn, dle.optim, dle.data   -- loaded now, so `dle.<Tab>` lists them
+  local _ = {dle.nn, dle.optim, dle.data}   -- loaded now, so `dle.<Tab>` lists them
   local out = io.stdout
   out:setvbuf("line")   -- keeps results and (unbuffered) error output in order in a pipe
   local read, save, editing = make_reader(interactive, opts.readline ~= false)
 
   local real_exit = os.exit
-  os.exit = function(...)   -- an exit from the prompt still saves the history
+  -- an exit from the prompt still saves the history
+  os.exit = function(...) -- luacheck: ignore 122
     pcall(save)
     return real_exit(...)
   end
@@ -278,7 +279,7 @@ function M.run(opts)
   if buffer then io.stderr:write("stdin: incomplete input at end of file\n") end
   if interactive then out:write("\n") end
   pcall(save)
-  os.exit = real_exit
+  os.exit = real_exit -- luacheck: ignore 122
 end
 
 return M

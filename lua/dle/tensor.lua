@@ -144,7 +144,9 @@ return function(dle)
     local opts = dle.print_options
     if t:device() ~= "cpu" then t = t:cpu() end
     local n, nd = t:numel(), t:dim()
-    if n == 0 then return "[dle.Tensor " .. t:dtype() .. " with no elements, size " .. table.concat(t:shape(), "x") .. "]" end
+    if n == 0 then
+      return "[dle.Tensor " .. t:dtype() .. " with no elements, size " .. table.concat(t:shape(), "x") .. "]"
+    end
     local summarize = n > opts.threshold
     local values = nd == 0 and t:item() or gather(t, summarize, opts.edgeitems)
     local flat = leaves(values, {})

@@ -20,11 +20,11 @@ typedef void (*check_test_fn)(void);
 
 /* Defines a test; constructors register them, and the runner orders them by file and line so
  * the TAP numbers stay stable. */
-#define TEST(name)                                                            \
-  static void name(void);                                                     \
-  __attribute__((constructor)) static void name##_register(void) {            \
-    check_register(#name, __FILE__, __LINE__, name);                          \
-  }                                                                           \
+#define TEST(name)                                                 \
+  static void name(void);                                          \
+  __attribute__((constructor)) static void name##_register(void) { \
+    check_register(#name, __FILE__, __LINE__, name);               \
+  }                                                                \
   static void name(void)
 
 /* Each of these evaluates to true when the check passed. */

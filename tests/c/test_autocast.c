@@ -26,7 +26,7 @@ TEST(off_by_default_and_only_float16_or_bfloat16) {
   CHECK_OK(dle_autocast_set(true, DLE_F16));
   bool on = dle_autocast_enabled();
   dle_dtype dt = dle_autocast_dtype();
-  bool was = dle_autocast_set_enabled(false);  /* off, dtype kept */
+  bool was = dle_autocast_set_enabled(false); /* off, dtype kept */
   dle_dtype kept = dle_autocast_dtype();
   dle_autocast_set(false, DLE_BF16);
   CHECK(on && dt == DLE_F16 && was, "set(true, F16): on %d, dtype %s", on, dle_dtype_name(dt));
@@ -37,9 +37,11 @@ TEST(products_run_low_gradient_ops_are_left_alone) {
   CHECK(dle_autocast_rule_of(DLE_OP_MATMUL) == DLE_AUTOCAST_LOWER, "matmul");
   CHECK(dle_autocast_rule_of(DLE_OP_CONV2D) == DLE_AUTOCAST_LOWER, "conv2d");
   CHECK(dle_autocast_rule_of(DLE_OP_SDPA) == DLE_AUTOCAST_LOWER, "sdpa");
-  const dle_op f32[] = {DLE_OP_SOFTMAX, DLE_OP_LOG_SOFTMAX, DLE_OP_LOGSUMEXP, DLE_OP_LAYER_NORM,
-                        DLE_OP_BATCH_NORM, DLE_OP_CROSS_ENTROPY, DLE_OP_NLL_LOSS, DLE_OP_MSE_LOSS,
-                        DLE_OP_EXP, DLE_OP_LOG, DLE_OP_POW, DLE_OP_SUM, DLE_OP_MEAN, DLE_OP_VAR};
+  const dle_op f32[] = {DLE_OP_SOFTMAX,    DLE_OP_LOG_SOFTMAX, DLE_OP_LOGSUMEXP,
+                        DLE_OP_LAYER_NORM, DLE_OP_BATCH_NORM,  DLE_OP_CROSS_ENTROPY,
+                        DLE_OP_NLL_LOSS,   DLE_OP_MSE_LOSS,    DLE_OP_EXP,
+                        DLE_OP_LOG,        DLE_OP_POW,         DLE_OP_SUM,
+                        DLE_OP_MEAN,       DLE_OP_VAR};
   for (size_t i = 0; i < sizeof f32 / sizeof f32[0]; i++)
     CHECK(dle_autocast_rule_of(f32[i]) == DLE_AUTOCAST_FLOAT32, "%s not float32",
           dle_op_table[f32[i]].name);
@@ -49,7 +51,8 @@ TEST(products_run_low_gradient_ops_are_left_alone) {
   for (int op = 0; op < DLE_NUM_OPS; op++) {
     const char *name = dle_op_table[op].name;
     if (strstr(name, "_grad") || strstr(name, "_backward"))
-      CHECK(dle_autocast_rule_of((dle_op)op) == DLE_AUTOCAST_KEEP, "gradient op %s is autocast", name);
+      CHECK(dle_autocast_rule_of((dle_op)op) == DLE_AUTOCAST_KEEP, "gradient op %s is autocast",
+            name);
   }
 }
 

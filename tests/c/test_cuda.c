@@ -54,9 +54,11 @@ TEST(cuda_kernel_table_is_built_without_a_device) {
   REQUIRE(b != NULL, "the table was refused");
   CHECK(strcmp(b->name, "cuda") == 0, "backend named %s", b->name);
   CHECK(b->alloc && b->free && b->to_host && b->from_host, "memory functions missing");
-  static const dle_op must[] = {DLE_OP_COPY, DLE_OP_FULL, DLE_OP_ADD, DLE_OP_EXP, DLE_OP_EQ, DLE_OP_WHERE,
-                                DLE_OP_SUM, DLE_OP_ARGMAX, DLE_OP_SOFTMAX, DLE_OP_MATMUL, DLE_OP_LAYER_NORM,
-                                DLE_OP_CROSS_ENTROPY_BACKWARD, DLE_OP_RANDN};
+  static const dle_op must[] = {DLE_OP_COPY,   DLE_OP_FULL,       DLE_OP_ADD,
+                                DLE_OP_EXP,    DLE_OP_EQ,         DLE_OP_WHERE,
+                                DLE_OP_SUM,    DLE_OP_ARGMAX,     DLE_OP_SOFTMAX,
+                                DLE_OP_MATMUL, DLE_OP_LAYER_NORM, DLE_OP_CROSS_ENTROPY_BACKWARD,
+                                DLE_OP_RANDN};
   for (size_t i = 0; i < sizeof must / sizeof *must; i++)
     CHECK(b->kernels[must[i]] != NULL, "no CUDA kernel for %s", dle_op_get_info(must[i])->name);
   const dle_backend *cpu = dle_cpu_backend();
@@ -110,8 +112,10 @@ TEST(full_on_fills_on_the_given_device_or_says_why_it_cannot) {
   dle_tensor *t = NULL, *c = NULL;
   MAKE(t, dle_full_on(&t, SIZES(2, 3), 7, DLE_F64, DLE_DEVICE_CPU));
   CHECK(t->ndim == 2 && t->sizes[1] == 3 && t->dtype == DLE_F64, "shape or dtype");
-  CHECK(dle_tensor_get(t, (int64_t[]){1, 2}) == 7, "value %g", dle_tensor_get(t, (int64_t[]){1, 2}));
+  CHECK(dle_tensor_get(t, (int64_t[]){1, 2}) == 7, "value %g",
+        dle_tensor_get(t, (int64_t[]){1, 2}));
   if (dle_backend_get(DLE_CUDA)) SKIP("a CUDA backend is loaded");
-  CHECK_ERR(dle_full_on(&c, SIZES(2), 1, DLE_F32, (dle_device){DLE_CUDA, 0}), "CUDA backend not available");
+  CHECK_ERR(dle_full_on(&c, SIZES(2), 1, DLE_F32, (dle_device){DLE_CUDA, 0}),
+            "CUDA backend not available");
   CHECK(c == NULL, "output set on error");
 }

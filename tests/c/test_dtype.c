@@ -7,13 +7,13 @@
 #include <string.h>
 
 /* Short names keep the promotion table readable. */
-#define F32 DLE_F32
-#define F64 DLE_F64
-#define F16 DLE_F16
+#define F32  DLE_F32
+#define F64  DLE_F64
+#define F16  DLE_F16
 #define BF16 DLE_BF16
-#define I32 DLE_I32
-#define I64 DLE_I64
-#define U8 DLE_U8
+#define I32  DLE_I32
+#define I64  DLE_I64
+#define U8   DLE_U8
 #define BOOL DLE_BOOL
 
 TEST(dtype_names_round_trip_through_parse) {
@@ -21,7 +21,8 @@ TEST(dtype_names_round_trip_through_parse) {
       [F32] = "float32", [F64] = "float64", [F16] = "float16", [BF16] = "bfloat16",
       [I32] = "int32",   [I64] = "int64",   [U8] = "uint8",    [BOOL] = "bool"};
   for (int dt = 0; dt < DLE_NUM_DTYPES; dt++) {
-    CHECK(strcmp(dle_dtype_name(dt), names[dt]) == 0, "dtype %d is named %s", dt, dle_dtype_name(dt));
+    CHECK(strcmp(dle_dtype_name(dt), names[dt]) == 0, "dtype %d is named %s", dt,
+          dle_dtype_name(dt));
     dle_dtype back = DLE_NUM_DTYPES;
     CHECK(dle_dtype_parse(names[dt], &back) == DLE_OK && back == (dle_dtype)dt, "parse(%s) gave %d",
           names[dt], back);
@@ -31,9 +32,11 @@ TEST(dtype_names_round_trip_through_parse) {
 }
 
 TEST(dtype_aliases_parse_to_their_dtypes) {
-  static const struct { const char *alias; dle_dtype dt; } cases[] = {
-      {"float", F32}, {"double", F64}, {"half", F16}, {"long", I64}, {"int", I32},
-      {"byte", U8},   {"bf16", BF16},  {"fp16", F16}, {"fp32", F32}, {"fp64", F64}};
+  static const struct {
+    const char *alias;
+    dle_dtype dt;
+  } cases[] = {{"float", F32}, {"double", F64}, {"half", F16}, {"long", I64}, {"int", I32},
+               {"byte", U8},   {"bf16", BF16},  {"fp16", F16}, {"fp32", F32}, {"fp64", F64}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     dle_dtype dt = DLE_NUM_DTYPES;
     CHECK(dle_dtype_parse(cases[i].alias, &dt) == DLE_OK && dt == cases[i].dt, "%s gave %s",
@@ -42,10 +45,11 @@ TEST(dtype_aliases_parse_to_their_dtypes) {
 }
 
 TEST(dtype_sizes_and_float_flags) {
-  static const size_t sizes[DLE_NUM_DTYPES] = {[F32] = 4, [F64] = 8, [F16] = 2, [BF16] = 2,
-                                               [I32] = 4, [I64] = 8, [U8] = 1,  [BOOL] = 1};
+  static const size_t sizes[DLE_NUM_DTYPES] = {
+      [F32] = 4, [F64] = 8, [F16] = 2, [BF16] = 2, [I32] = 4, [I64] = 8, [U8] = 1, [BOOL] = 1};
   for (int dt = 0; dt < DLE_NUM_DTYPES; dt++) {
-    CHECK(dle_dtype_size(dt) == sizes[dt], "%s has size %zu", dle_dtype_name(dt), dle_dtype_size(dt));
+    CHECK(dle_dtype_size(dt) == sizes[dt], "%s has size %zu", dle_dtype_name(dt),
+          dle_dtype_size(dt));
     CHECK(dle_dtype_is_float(dt) == (dt <= BF16), "%s float flag", dle_dtype_name(dt));
   }
 }
@@ -55,14 +59,14 @@ TEST(promote_follows_the_documented_table) {
    * bool < uint8 < int32 < int64. Rows and columns in dle_dtype order. */
   static const dle_dtype want[DLE_NUM_DTYPES][DLE_NUM_DTYPES] = {
       /*           F32  F64  F16   BF16  I32   I64   U8    BOOL */
-      [F32] =  {F32, F64, F32,  F32,  F32,  F32,  F32,  F32},
-      [F64] =  {F64, F64, F64,  F64,  F64,  F64,  F64,  F64},
-      [F16] =  {F32, F64, F16,  F32,  F16,  F16,  F16,  F16},
-      [BF16] = {F32, F64, F32,  BF16, BF16, BF16, BF16, BF16},
-      [I32] =  {F32, F64, F16,  BF16, I32,  I64,  I32,  I32},
-      [I64] =  {F32, F64, F16,  BF16, I64,  I64,  I64,  I64},
-      [U8] =   {F32, F64, F16,  BF16, I32,  I64,  U8,   U8},
-      [BOOL] = {F32, F64, F16,  BF16, I32,  I64,  U8,   BOOL},
+      [F32] = {F32, F64, F32, F32, F32, F32, F32, F32},
+      [F64] = {F64, F64, F64, F64, F64, F64, F64, F64},
+      [F16] = {F32, F64, F16, F32, F16, F16, F16, F16},
+      [BF16] = {F32, F64, F32, BF16, BF16, BF16, BF16, BF16},
+      [I32] = {F32, F64, F16, BF16, I32, I64, I32, I32},
+      [I64] = {F32, F64, F16, BF16, I64, I64, I64, I64},
+      [U8] = {F32, F64, F16, BF16, I32, I64, U8, U8},
+      [BOOL] = {F32, F64, F16, BF16, I32, I64, U8, BOOL},
   };
   for (int a = 0; a < DLE_NUM_DTYPES; a++)
     for (int b = 0; b < DLE_NUM_DTYPES; b++) {
@@ -102,20 +106,24 @@ TEST(float16_largest_value_is_65504_and_65520_overflows) {
   CHECK(dle_f32_to_f16(65520.0f) == 0x7c00, "65520 -> %#x, expected inf", dle_f32_to_f16(65520.0f));
   CHECK(dle_f32_to_f16(-65520.0f) == 0xfc00, "-65520 -> %#x", dle_f32_to_f16(-65520.0f));
   CHECK(dle_f32_to_f16(1e30f) == 0x7c00, "1e30 -> %#x", dle_f32_to_f16(1e30f));
-  CHECK(isinf(dle_f16_to_f32(0x7c00)) && dle_f16_to_f32(0xfc00) < 0, "inf bits do not decode to inf");
+  CHECK(isinf(dle_f16_to_f32(0x7c00)) && dle_f16_to_f32(0xfc00) < 0,
+        "inf bits do not decode to inf");
 }
 
 TEST(float16_subnormals_round_to_nearest_even) {
   const float tiny = ldexpf(1, -24);
   CHECK(dle_f32_to_f16(tiny) == 0x0001, "2^-24 -> %#x", dle_f32_to_f16(tiny));
   CHECK(dle_f16_to_f32(0x0001) == tiny, "0x0001 -> %g", dle_f16_to_f32(0x0001));
-  CHECK(dle_f32_to_f16(ldexpf(1, -25)) == 0, "2^-25 (tie with 0) -> %#x", dle_f32_to_f16(ldexpf(1, -25)));
-  CHECK(dle_f32_to_f16(ldexpf(3, -25)) == 0x0002, "3*2^-25 (tie) -> %#x", dle_f32_to_f16(ldexpf(3, -25)));
+  CHECK(dle_f32_to_f16(ldexpf(1, -25)) == 0, "2^-25 (tie with 0) -> %#x",
+        dle_f32_to_f16(ldexpf(1, -25)));
+  CHECK(dle_f32_to_f16(ldexpf(3, -25)) == 0x0002, "3*2^-25 (tie) -> %#x",
+        dle_f32_to_f16(ldexpf(3, -25)));
   CHECK(dle_f32_to_f16(ldexpf(1.0001f, -25)) == 0x0001, "just above 2^-25 -> %#x",
         dle_f32_to_f16(ldexpf(1.0001f, -25)));
   CHECK(dle_f32_to_f16(ldexpf(1023, -24)) == 0x03ff, "largest subnormal -> %#x",
         dle_f32_to_f16(ldexpf(1023, -24)));
-  CHECK(dle_f32_to_f16(ldexpf(1, -14)) == 0x0400, "smallest normal -> %#x", dle_f32_to_f16(ldexpf(1, -14)));
+  CHECK(dle_f32_to_f16(ldexpf(1, -14)) == 0x0400, "smallest normal -> %#x",
+        dle_f32_to_f16(ldexpf(1, -14)));
 }
 
 TEST(float16_ties_round_to_even) {
@@ -124,7 +132,8 @@ TEST(float16_ties_round_to_even) {
         f16_round(1 + 3 * ldexpf(1, -11)));
   CHECK(f16_round(1 + ldexpf(1, -11) + ldexpf(1, -20)) == 1 + ldexpf(1, -10),
         "just above the tie -> %.9g", f16_round(1 + ldexpf(1, -11) + ldexpf(1, -20)));
-  CHECK(f16_round(-(1 + ldexpf(1, -11))) == -1.0f, "negative tie -> %.9g", f16_round(-(1 + ldexpf(1, -11))));
+  CHECK(f16_round(-(1 + ldexpf(1, -11))) == -1.0f, "negative tie -> %.9g",
+        f16_round(-(1 + ldexpf(1, -11))));
   CHECK(f16_round(2049.0f) == 2048.0f && f16_round(2051.0f) == 2052.0f, "2049 -> %g, 2051 -> %g",
         f16_round(2049.0f), f16_round(2051.0f));
 }
@@ -135,8 +144,10 @@ TEST(bfloat16_ties_round_to_even_and_overflow_to_inf) {
         bf16_round(1 + 3 * ldexpf(1, -8)));
   CHECK(bf16_round(1 + ldexpf(1, -8) + ldexpf(1, -20)) == 1 + ldexpf(1, -7),
         "just above the tie -> %.9g", bf16_round(1 + ldexpf(1, -8) + ldexpf(1, -20)));
-  CHECK(dle_f32_to_bf16(bits_to_float(0x7f7f0000u)) == 0x7f7f, "largest bfloat16 does not round trip");
-  CHECK(dle_f32_to_bf16(FLT_MAX) == 0x7f80, "FLT_MAX -> %#x, expected inf", dle_f32_to_bf16(FLT_MAX));
+  CHECK(dle_f32_to_bf16(bits_to_float(0x7f7f0000u)) == 0x7f7f,
+        "largest bfloat16 does not round trip");
+  CHECK(dle_f32_to_bf16(FLT_MAX) == 0x7f80, "FLT_MAX -> %#x, expected inf",
+        dle_f32_to_bf16(FLT_MAX));
   CHECK(dle_f32_to_bf16(-INFINITY) == 0xff80, "-inf -> %#x", dle_f32_to_bf16(-INFINITY));
   CHECK(dle_f32_to_bf16(-0.0f) == 0x8000, "-0 -> %#x", dle_f32_to_bf16(-0.0f));
 }
@@ -243,7 +254,8 @@ static double convert_ref(double v, dle_dtype from, dle_dtype to) {
     case DLE_F32: return (float)v;
     case DLE_F16: return f16_round((float)v);
     case DLE_BF16: return bf16_round((float)v);
-    case DLE_I32: return from_float ? saturate(v, INT32_MIN, INT32_MAX) : (double)(int32_t)(int64_t)v;
+    case DLE_I32:
+      return from_float ? saturate(v, INT32_MIN, INT32_MAX) : (double)(int32_t)(int64_t)v;
     case DLE_I64: return from_float ? saturate(v, -0x1p63, 0x1p63) : v;
     case DLE_U8: return from_float ? saturate(v, 0, 255) : (double)(uint8_t)(int64_t)v;
     case DLE_BOOL: return v != 0;
@@ -267,8 +279,9 @@ TEST(to_dtype_converts_between_every_pair_of_dtypes) {
         CHECK(out->dtype == (dle_dtype)to, "dtype %s", dle_dtype_name(out->dtype));
         for (int64_t i = 0; i < 8; i++) {
           double stored = at(srcs[k], i), want = convert_ref(stored, from, to), got = at(out, i);
-          CHECK(got == want || (isnan(got) && isnan(want)), "%s %s -> %s: %.9g became %.9g, expected %.9g",
-                k ? "stepped" : "contiguous", dle_dtype_name(from), dle_dtype_name(to), stored, got, want);
+          CHECK(got == want || (isnan(got) && isnan(want)),
+                "%s %s -> %s: %.9g became %.9g, expected %.9g", k ? "stepped" : "contiguous",
+                dle_dtype_name(from), dle_dtype_name(to), stored, got, want);
         }
       }
   }
@@ -276,7 +289,10 @@ TEST(to_dtype_converts_between_every_pair_of_dtypes) {
 
 TEST(float_to_integer_conversion_saturates_and_maps_nan_to_zero) {
   const double vals[6] = {NAN, INFINITY, -INFINITY, 1e30, -1e30, -0.99};
-  static const struct { dle_dtype dt; int64_t want[6]; } cases[] = {
+  static const struct {
+    dle_dtype dt;
+    int64_t want[6];
+  } cases[] = {
       {DLE_I32, {0, INT32_MAX, INT32_MIN, INT32_MAX, INT32_MIN, 0}},
       {DLE_I64, {0, INT64_MAX, INT64_MIN, INT64_MAX, INT64_MIN, 0}},
       {DLE_U8, {0, 255, 0, 255, 0, 0}},
@@ -291,8 +307,9 @@ TEST(float_to_integer_conversion_saturates_and_maps_nan_to_zero) {
         /* int64 is read raw: as a double INT64_MAX and INT64_MAX - 1000 look alike */
         int64_t got = cases[c].dt == DLE_I64 ? ((const int64_t *)dle_tensor_data(out))[i]
                                              : (int64_t)at(out, i);
-        CHECK(got == cases[c].want[i], "%s(%g) -> %s gave %lld, expected %lld", dle_dtype_name(from),
-              at(src, i), dle_dtype_name(cases[c].dt), (long long)got, (long long)cases[c].want[i]);
+        CHECK(got == cases[c].want[i], "%s(%g) -> %s gave %lld, expected %lld",
+              dle_dtype_name(from), at(src, i), dle_dtype_name(cases[c].dt), (long long)got,
+              (long long)cases[c].want[i]);
       }
     }
   }
@@ -311,7 +328,8 @@ TEST(long_conversions_use_the_vector_path_and_stay_exact) {
   MAKE(back, dle_to_dtype(&back, h, DLE_I64));
   MAKE(bf, dle_to_dtype(&bf, a, DLE_BF16));
   for (int64_t i = 0; i < 1000; i++) {
-    CHECK(at(back, i) == i, "int64 -> float16 -> int64 turned %lld into %g", (long long)i, at(back, i));
+    CHECK(at(back, i) == i, "int64 -> float16 -> int64 turned %lld into %g", (long long)i,
+          at(back, i));
     CHECK(at(bf, i) == bf16_round((float)i), "bfloat16(%lld) = %g", (long long)i, at(bf, i));
   }
 }

@@ -29,7 +29,9 @@ static bool unary_ref(dle_op op, double x, const double *f, double *y) {
     case DLE_OP_SIGMOID: *y = 1 / (1 + exp(-x)); break;
     case DLE_OP_RELU: *y = x < 0 ? 0 : x; break;
     case DLE_OP_GELU: *y = 0.5 * x * (1 + erf(x / sqrt(2.0))); break;
-    case DLE_OP_GELU_GRAD: *y = 0.5 * erfc(-x / sqrt(2.0)) + x * exp(-0.5 * x * x) / sqrt(2 * M_PI); break;
+    case DLE_OP_GELU_GRAD:
+      *y = 0.5 * erfc(-x / sqrt(2.0)) + x * exp(-0.5 * x * x) / sqrt(2 * M_PI);
+      break;
     case DLE_OP_SILU: *y = x / (1 + exp(-x)); break;
     case DLE_OP_FLOOR: *y = floor(x); break;
     case DLE_OP_CEIL: *y = ceil(x); break;
@@ -51,7 +53,9 @@ static bool binary_ref(dle_op op, double a, double b, double *y) {
     case DLE_OP_POW: *y = pow(a, b); break;
     case DLE_OP_MAXIMUM: *y = isnan(a) || isnan(b) ? NAN : fmax(a, b); break;
     case DLE_OP_MINIMUM: *y = isnan(a) || isnan(b) ? NAN : fmin(a, b); break;
-    case DLE_OP_GELU_BACKWARD: *y = b * (0.5 * erfc(-a / sqrt(2.0)) + a * exp(-0.5 * a * a) / sqrt(2 * M_PI)); break;
+    case DLE_OP_GELU_BACKWARD:
+      *y = b * (0.5 * erfc(-a / sqrt(2.0)) + a * exp(-0.5 * a * a) / sqrt(2 * M_PI));
+      break;
     case DLE_OP_EQ: *y = a == b; break;
     case DLE_OP_NE: *y = a != b; break;
     case DLE_OP_LT: *y = a < b; break;
@@ -67,11 +71,13 @@ static dle_op_kind kind_of(dle_op op) { return dle_op_get_info(op)->kind; }
 static const char *name_of(dle_op op) { return dle_op_get_info(op)->name; }
 static bool is_elementwise(dle_op op) {
   dle_op_kind k = kind_of(op);
-  return k == DLE_KIND_UNARY || k == DLE_KIND_BINARY || k == DLE_KIND_COMPARE || k == DLE_KIND_WHERE;
+  return k == DLE_KIND_UNARY || k == DLE_KIND_BINARY || k == DLE_KIND_COMPARE ||
+         k == DLE_KIND_WHERE;
 }
 
 /* The reference value of op's result at idx of the broadcast shape (ndim dims). */
-static double ref_at(dle_op op, dle_tensor *const *ins, const double *f, int ndim, const int64_t *idx) {
+static double ref_at(dle_op op, dle_tensor *const *ins, const double *f, int ndim,
+                     const int64_t *idx) {
   double y = NAN;
   switch (kind_of(op)) {
     case DLE_KIND_UNARY: unary_ref(op, at_broadcast(ins[0], ndim, idx), f, &y); break;
@@ -88,7 +94,8 @@ static double tolerance(dle_dtype dt) {
   switch (dt) {
     case DLE_F64: return 1e-12;
     case DLE_F32: return 2e-6;
-    case DLE_F16: case DLE_BF16: return 1e-2;
+    case DLE_F16:
+    case DLE_BF16: return 1e-2;
     default: return 0;
   }
 }
@@ -174,11 +181,13 @@ static void binary_domains(dle_op op, dle_dtype dt, value_domain *da, value_doma
 
 static dle_dtype binary_result_dtype(dle_op op, dle_dtype dt) {
   if (kind_of(op) == DLE_KIND_COMPARE) return DLE_BOOL;
-  if (!dle_dtype_is_float(dt) && (dle_op_get_info(op)->flags & DLE_FLOATOUT)) return DLE_DEFAULT_FLOAT;
+  if (!dle_dtype_is_float(dt) && (dle_op_get_info(op)->flags & DLE_FLOATOUT))
+    return DLE_DEFAULT_FLOAT;
   return dt;
 }
 
-static dle_status call_op(dle_op op, dle_tensor **out, dle_tensor *const *ins, int nin, const double *f) {
+static dle_status call_op(dle_op op, dle_tensor **out, dle_tensor *const *ins, int nin,
+                          const double *f) {
   dle_attrs a = {0};
   if (f) a.f[0] = f[0], a.f[1] = f[1];
   return dle_op_call(op, out, ins, nin, &a);
@@ -194,12 +203,14 @@ typedef struct {
   memory_layout layout;
 } operand;
 
-static const char *describe(char *buf, size_t n, dle_op op, dle_dtype dt, const operand *ops, int nops) {
+static const char *describe(char *buf, size_t n, dle_op op, dle_dtype dt, const operand *ops,
+                            int nops) {
   int used = snprintf(buf, n, "%s %s", name_of(op), dle_dtype_name(dt));
   for (int i = 0; i < nops && used < (int)n; i++) {
     char s[64];
     used += snprintf(buf + used, n - (size_t)used, "%s %s %s", i ? " with" : " on",
-                     layout_names[ops[i].layout], dle_shape_str(s, sizeof s, ops[i].ndim, ops[i].sizes));
+                     layout_names[ops[i].layout],
+                     dle_shape_str(s, sizeof s, ops[i].ndim, ops[i].sizes));
   }
   return buf;
 }
@@ -221,11 +232,17 @@ static bool runs_large_cases(dle_op op) {
 /* ---- unary ---- */
 
 static const operand unary_cases[] = {
-    {2, {7, 13}, LAYOUT_CONTIGUOUS}, {2, {7, 13}, LAYOUT_TRANSPOSED}, {2, {7, 13}, LAYOUT_SLICED},
-    {2, {7, 13}, LAYOUT_STEPPED},    {0, {0}, LAYOUT_CONTIGUOUS},     {0, {0}, LAYOUT_SLICED},
-    {3, {2, 0, 3}, LAYOUT_CONTIGUOUS}, {3, {3, 5, 7}, LAYOUT_TRANSPOSED},
+    {2, {7, 13}, LAYOUT_CONTIGUOUS},
+    {2, {7, 13}, LAYOUT_TRANSPOSED},
+    {2, {7, 13}, LAYOUT_SLICED},
+    {2, {7, 13}, LAYOUT_STEPPED},
+    {0, {0}, LAYOUT_CONTIGUOUS},
+    {0, {0}, LAYOUT_SLICED},
+    {3, {2, 0, 3}, LAYOUT_CONTIGUOUS},
+    {3, {3, 5, 7}, LAYOUT_TRANSPOSED},
     /* above CPU_PARALLEL_GRAIN: threads split rows of the strided walk */
-    {2, {259, 131}, LAYOUT_TRANSPOSED}, {2, {259, 131}, LAYOUT_CONTIGUOUS},
+    {2, {259, 131}, LAYOUT_TRANSPOSED},
+    {2, {259, 131}, LAYOUT_CONTIGUOUS},
 };
 
 static void run_unary_case(dle_op op, dle_dtype dt, const operand *c) {
@@ -302,19 +319,22 @@ TEST(every_binary_op_matches_its_reference_in_every_layout_and_dtype) {
   run_binary_kind(DLE_KIND_BINARY);
 }
 
-TEST(every_comparison_matches_its_reference_and_returns_bool) {
-  run_binary_kind(DLE_KIND_COMPARE);
-}
+TEST(every_comparison_matches_its_reference_and_returns_bool) { run_binary_kind(DLE_KIND_COMPARE); }
 
 /* ---- where ---- */
 
 TEST(where_picks_from_a_or_b_with_broadcasting_in_every_dtype) {
-  static const operand cases[][3] = { /* cond, a, b */
-      {{2, {7, 13}, LAYOUT_CONTIGUOUS}, {2, {7, 13}, LAYOUT_CONTIGUOUS}, {2, {7, 13}, LAYOUT_CONTIGUOUS}},
+  static const operand cases[][3] = {
+      /* cond, a, b */
+      {{2, {7, 13}, LAYOUT_CONTIGUOUS},
+       {2, {7, 13}, LAYOUT_CONTIGUOUS},
+       {2, {7, 13}, LAYOUT_CONTIGUOUS}},
       {{2, {7, 1}, LAYOUT_SLICED}, {2, {7, 13}, LAYOUT_TRANSPOSED}, {0, {0}, LAYOUT_CONTIGUOUS}},
       {{2, {7, 13}, LAYOUT_TRANSPOSED}, {1, {13}, LAYOUT_CONTIGUOUS}, {2, {7, 13}, LAYOUT_STEPPED}},
       {{1, {13}, LAYOUT_STEPPED}, {2, {7, 1}, LAYOUT_CONTIGUOUS}, {2, {1, 13}, LAYOUT_SLICED}},
-      {{2, {259, 131}, LAYOUT_TRANSPOSED}, {2, {259, 131}, LAYOUT_CONTIGUOUS}, {1, {131}, LAYOUT_CONTIGUOUS}},
+      {{2, {259, 131}, LAYOUT_TRANSPOSED},
+       {2, {259, 131}, LAYOUT_CONTIGUOUS},
+       {1, {131}, LAYOUT_CONTIGUOUS}},
   };
   for (int k = 0; k < NUM_TEST_DTYPES; k++)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -328,7 +348,8 @@ TEST(where_picks_from_a_or_b_with_broadcasting_in_every_dtype) {
                             t_make(o[1].layout, dt, o[1].ndim, o[1].sizes, d, 0),
                             t_make(o[2].layout, dt, o[2].ndim, o[2].sizes, d, 1)};
       dle_tensor *y = NULL;
-      if (CHECK(dle_where(&y, ins[0], ins[1], ins[2]) == DLE_OK, "%s: %s", what, dle_last_error())) {
+      if (CHECK(dle_where(&y, ins[0], ins[1], ins[2]) == DLE_OK, "%s: %s", what,
+                dle_last_error())) {
         track(y);
         check_result(what, DLE_OP_WHERE, y, dt, ins, 3, NULL);
       }
@@ -342,7 +363,8 @@ TEST(where_promotes_its_two_value_operands) {
   dle_tensor *b = t_values(DLE_I64, SIZES(3), (const double[]){-1, -2, -3}), *y;
   MAKE(y, dle_where(&y, cond, a, b));
   CHECK(y->dtype == DLE_F32, "where(float32, int64) is %s", dle_dtype_name(y->dtype));
-  CHECK(at(y, 0) == 1.5 && at(y, 1) == -2 && at(y, 2) == 3.5, "got %g %g %g", at(y, 0), at(y, 1), at(y, 2));
+  CHECK(at(y, 0) == 1.5 && at(y, 1) == -2 && at(y, 2) == 3.5, "got %g %g %g", at(y, 0), at(y, 1),
+        at(y, 2));
 }
 
 TEST(every_elementwise_op_in_the_table_has_a_reference_here) {
@@ -367,7 +389,8 @@ TEST(round_goes_half_to_even_and_floor_ceil_handle_negatives) {
   const double v[7] = {0.5, 1.5, 2.5, -0.5, -2.5, -1.25, 3.75};
   for (int k = 0; k < 2; k++) {
     dle_tensor *x = t_values(k ? DLE_F64 : DLE_F32, SIZES(7), v);
-    dle_tensor *r = unary_of(DLE_OP_ROUND, x), *fl = unary_of(DLE_OP_FLOOR, x), *ce = unary_of(DLE_OP_CEIL, x);
+    dle_tensor *r = unary_of(DLE_OP_ROUND, x), *fl = unary_of(DLE_OP_FLOOR, x),
+               *ce = unary_of(DLE_OP_CEIL, x);
     const double want_r[7] = {0, 2, 2, -0.0, -2, -1, 4}, want_f[7] = {0, 1, 2, -1, -3, -2, 3},
                  want_c[7] = {1, 2, 3, -0.0, -2, -1, 4};
     for (int i = 0; i < 7; i++) {
@@ -384,7 +407,8 @@ TEST(floor_ceil_round_of_integers_return_new_tensors_with_the_same_values) {
     dle_tensor *y = unary_of(op, x);
     CHECK(y->dtype == DLE_I64 && !dle_same_storage(x, y), "%s of int64 gave %s sharing storage %d",
           name_of(op), dle_dtype_name(y->dtype), dle_same_storage(x, y));
-    for (int64_t i = 0; i < 12; i++) CHECK(at(y, i) == at(x, i), "%s changed element %lld", name_of(op), (long long)i);
+    for (int64_t i = 0; i < 12; i++)
+      CHECK(at(y, i) == at(x, i), "%s changed element %lld", name_of(op), (long long)i);
   }
 }
 
@@ -399,7 +423,8 @@ TEST(nan_propagates_through_maximum_minimum_relu_and_clamp) {
     CHECK(isnan(at(mx, i)) && isnan(at(mn, i)), "maximum/minimum lost a NaN at %d: %g %g", i,
           at(mx, i), at(mn, i));
   }
-  CHECK(isnan(at(r, 0)) && isnan(at(cl, 0)), "relu(NaN) = %g, clamp(NaN) = %g", at(r, 0), at(cl, 0));
+  CHECK(isnan(at(r, 0)) && isnan(at(cl, 0)), "relu(NaN) = %g, clamp(NaN) = %g", at(r, 0),
+        at(cl, 0));
 }
 
 TEST(comparisons_with_nan_are_false_except_ne) {
@@ -409,19 +434,22 @@ TEST(comparisons_with_nan_are_false_except_ne) {
     dle_tensor *y;
     MAKE(y, dle_binary(op, &y, a, b));
     double want = op == DLE_OP_NE;
-    CHECK(at(y, 0) == want && at(y, 1) == want, "%s with NaN gave %g %g", name_of(op), at(y, 0), at(y, 1));
+    CHECK(at(y, 0) == want && at(y, 1) == want, "%s with NaN gave %g %g", name_of(op), at(y, 0),
+          at(y, 1));
   }
 }
 
 TEST(float_results_reach_inf_and_nan_like_ieee) {
   dle_tensor *z = t_values(DLE_F32, SIZES(2), (const double[]){0, -1});
-  dle_tensor *lg = unary_of(DLE_OP_LOG, z), *sq = unary_of(DLE_OP_SQRT, z), *rc = unary_of(DLE_OP_RECIPROCAL, z);
+  dle_tensor *lg = unary_of(DLE_OP_LOG, z), *sq = unary_of(DLE_OP_SQRT, z),
+             *rc = unary_of(DLE_OP_RECIPROCAL, z);
   CHECK(isinf(at(lg, 0)) && at(lg, 0) < 0, "log(0) = %g", at(lg, 0));
   CHECK(isnan(at(sq, 1)), "sqrt(-1) = %g", at(sq, 1));
   CHECK(isinf(at(rc, 0)) && at(rc, 0) > 0, "1/0 = %g", at(rc, 0));
   dle_tensor *big = t_values(DLE_F32, SIZES(2), (const double[]){100, -100});
   dle_tensor *sg = unary_of(DLE_OP_SIGMOID, big), *si = unary_of(DLE_OP_SILU, big);
-  CHECK(at(sg, 0) == 1 && at(sg, 1) >= 0 && at(sg, 1) < 1e-30, "sigmoid(+-100) = %g %g", at(sg, 0), at(sg, 1));
+  CHECK(at(sg, 0) == 1 && at(sg, 1) >= 0 && at(sg, 1) < 1e-30, "sigmoid(+-100) = %g %g", at(sg, 0),
+        at(sg, 1));
   CHECK(at(si, 0) == 100 && fabs(at(si, 1)) < 1e-30, "silu(+-100) = %g %g", at(si, 0), at(si, 1));
 }
 
@@ -431,9 +459,11 @@ TEST(pow_scalar_and_clamp_follow_their_attributes) {
   CHECK(h->dtype == DLE_F32, "int64 ^ 0.5 is %s", dle_dtype_name(h->dtype));
   CHECK(at(h, 0) == 2 && at(h, 1) == 3, "sqrt by pow: %g %g", at(h, 0), at(h, 1));
   MAKE(n, dle_pow_scalar(&n, xi, -1));
-  CHECK(n->dtype == DLE_F32 && at(n, 2) == 0.5, "int64 ^ -1 is %s, 2^-1 = %g", dle_dtype_name(n->dtype), at(n, 2));
+  CHECK(n->dtype == DLE_F32 && at(n, 2) == 0.5, "int64 ^ -1 is %s, 2^-1 = %g",
+        dle_dtype_name(n->dtype), at(n, 2));
   MAKE(sq, dle_pow_scalar(&sq, xi, 2));
-  CHECK(sq->dtype == DLE_I64 && at(sq, 1) == 81, "int64 ^ 2 is %s, 9^2 = %g", dle_dtype_name(sq->dtype), at(sq, 1));
+  CHECK(sq->dtype == DLE_I64 && at(sq, 1) == 81, "int64 ^ 2 is %s, 9^2 = %g",
+        dle_dtype_name(sq->dtype), at(sq, 1));
   dle_tensor *x = t_values(DLE_F64, SIZES(4), (const double[]){-5, -0.5, 0.5, 5}), *lo, *hi;
   MAKE(lo, dle_clamp(&lo, x, -1, NAN)); /* NaN bound: unbounded above */
   MAKE(hi, dle_clamp(&hi, x, NAN, 1));
@@ -443,19 +473,25 @@ TEST(pow_scalar_and_clamp_follow_their_attributes) {
 
 TEST(integer_arithmetic_wraps_around_like_twos_complement) {
   /* PyTorch's integer semantics; in C the kernels must not overflow a signed type to get there */
-  dle_tensor *a = t_values(DLE_I64, SIZES(1), (const double[]){0}), *one = t_values(DLE_I64, SIZES(1), (const double[]){1});
+  dle_tensor *a = t_values(DLE_I64, SIZES(1), (const double[]){0}),
+             *one = t_values(DLE_I64, SIZES(1), (const double[]){1});
   *(int64_t *)dle_tensor_data(a) = INT64_MAX;
   dle_tensor *sum, *neg, *prod;
   MAKE(sum, dle_binary(DLE_OP_ADD, &sum, a, one));
-  CHECK(*(int64_t *)dle_tensor_data(sum) == INT64_MIN, "INT64_MAX + 1 = %lld", (long long)*(int64_t *)dle_tensor_data(sum));
+  CHECK(*(int64_t *)dle_tensor_data(sum) == INT64_MIN, "INT64_MAX + 1 = %lld",
+        (long long)*(int64_t *)dle_tensor_data(sum));
   MAKE(neg, dle_unary(DLE_OP_NEG, &neg, sum));
-  CHECK(*(int64_t *)dle_tensor_data(neg) == INT64_MIN, "-INT64_MIN = %lld", (long long)*(int64_t *)dle_tensor_data(neg));
+  CHECK(*(int64_t *)dle_tensor_data(neg) == INT64_MIN, "-INT64_MIN = %lld",
+        (long long)*(int64_t *)dle_tensor_data(neg));
   MAKE(prod, dle_binary(DLE_OP_MUL, &prod, a, a));
-  CHECK(*(int64_t *)dle_tensor_data(prod) == 1, "INT64_MAX * INT64_MAX = %lld", (long long)*(int64_t *)dle_tensor_data(prod));
-  dle_tensor *b = t_values(DLE_I32, SIZES(1), (const double[]){INT32_MAX}), *one32 = t_values(DLE_I32, SIZES(1), (const double[]){1}), *s32;
+  CHECK(*(int64_t *)dle_tensor_data(prod) == 1, "INT64_MAX * INT64_MAX = %lld",
+        (long long)*(int64_t *)dle_tensor_data(prod));
+  dle_tensor *b = t_values(DLE_I32, SIZES(1), (const double[]){INT32_MAX}),
+             *one32 = t_values(DLE_I32, SIZES(1), (const double[]){1}), *s32;
   MAKE(s32, dle_binary(DLE_OP_ADD, &s32, b, one32));
   CHECK(at(s32, 0) == INT32_MIN, "INT32_MAX + 1 = %g", at(s32, 0));
-  dle_tensor *u = t_values(DLE_U8, SIZES(1), (const double[]){200}), *u2 = t_values(DLE_U8, SIZES(1), (const double[]){100}), *su;
+  dle_tensor *u = t_values(DLE_U8, SIZES(1), (const double[]){200}),
+             *u2 = t_values(DLE_U8, SIZES(1), (const double[]){100}), *su;
   MAKE(su, dle_binary(DLE_OP_ADD, &su, u, u2));
   CHECK(at(su, 0) == 44, "uint8 200 + 100 = %g", at(su, 0));
 }
@@ -463,16 +499,22 @@ TEST(integer_arithmetic_wraps_around_like_twos_complement) {
 /* ---- dtypes ---- */
 
 TEST(mixed_dtype_operands_are_promoted_before_computing) {
-  static const struct { dle_dtype a, b; dle_op op; dle_dtype want; } cases[] = {
-      {DLE_F32, DLE_I64, DLE_OP_ADD, DLE_F32}, {DLE_I32, DLE_I64, DLE_OP_MUL, DLE_I64},
-      {DLE_U8, DLE_BOOL, DLE_OP_ADD, DLE_U8},  {DLE_F16, DLE_BF16, DLE_OP_SUB, DLE_F32},
-      {DLE_BOOL, DLE_BOOL, DLE_OP_ADD, DLE_I64}, {DLE_I32, DLE_I32, DLE_OP_DIV, DLE_F32},
+  static const struct {
+    dle_dtype a, b;
+    dle_op op;
+    dle_dtype want;
+  } cases[] = {
+      {DLE_F32, DLE_I64, DLE_OP_ADD, DLE_F32},     {DLE_I32, DLE_I64, DLE_OP_MUL, DLE_I64},
+      {DLE_U8, DLE_BOOL, DLE_OP_ADD, DLE_U8},      {DLE_F16, DLE_BF16, DLE_OP_SUB, DLE_F32},
+      {DLE_BOOL, DLE_BOOL, DLE_OP_ADD, DLE_I64},   {DLE_I32, DLE_I32, DLE_OP_DIV, DLE_F32},
       {DLE_F32, DLE_F64, DLE_OP_MAXIMUM, DLE_F64}, {DLE_I64, DLE_F16, DLE_OP_MUL, DLE_F16},
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     int mark = track_count();
     dle_tensor *a = t_make(LAYOUT_TRANSPOSED, cases[c].a, SIZES(3, 5), DOM_BOOL, 0);
-    dle_tensor *b = t_make(LAYOUT_CONTIGUOUS, cases[c].b, SIZES(5), cases[c].b == DLE_BOOL ? DOM_BOOL : DOM_INT_POS, 1), *y;
+    dle_tensor *b = t_make(LAYOUT_CONTIGUOUS, cases[c].b, SIZES(5),
+                           cases[c].b == DLE_BOOL ? DOM_BOOL : DOM_INT_POS, 1),
+               *y;
     MAKE(y, dle_binary(cases[c].op, &y, a, b));
     char what[128];
     snprintf(what, sizeof what, "%s(%s, %s)", name_of(cases[c].op), dle_dtype_name(cases[c].a),
@@ -511,20 +553,26 @@ TEST(binary_scalar_keeps_float32_and_lifts_integers_only_for_fractions) {
   dle_tensor *h = t_values(DLE_F16, SIZES(3), (const double[]){1, 2, 3});
   dle_tensor *y;
   MAKE(y, dle_binary_scalar(DLE_OP_ADD, &y, f, 0.5, false));
-  CHECK(y->dtype == DLE_F32 && at(y, 2) == 3.5, "float32 + 0.5: %s %g", dle_dtype_name(y->dtype), at(y, 2));
+  CHECK(y->dtype == DLE_F32 && at(y, 2) == 3.5, "float32 + 0.5: %s %g", dle_dtype_name(y->dtype),
+        at(y, 2));
   MAKE(y, dle_binary_scalar(DLE_OP_ADD, &y, i, 2, false));
-  CHECK(y->dtype == DLE_I64 && at(y, 2) == 5, "int64 + 2: %s %g", dle_dtype_name(y->dtype), at(y, 2));
+  CHECK(y->dtype == DLE_I64 && at(y, 2) == 5, "int64 + 2: %s %g", dle_dtype_name(y->dtype),
+        at(y, 2));
   MAKE(y, dle_binary_scalar(DLE_OP_MUL, &y, i, 0.5, false));
-  CHECK(y->dtype == DLE_F32 && at(y, 2) == 1.5, "int64 * 0.5: %s %g", dle_dtype_name(y->dtype), at(y, 2));
+  CHECK(y->dtype == DLE_F32 && at(y, 2) == 1.5, "int64 * 0.5: %s %g", dle_dtype_name(y->dtype),
+        at(y, 2));
   MAKE(y, dle_binary_scalar(DLE_OP_ADD, &y, b, 2, false));
   CHECK(y->dtype == DLE_I64 && at(y, 0) == 3 && at(y, 1) == 2, "bool + 2: %s %g %g",
         dle_dtype_name(y->dtype), at(y, 0), at(y, 1));
   MAKE(y, dle_binary_scalar(DLE_OP_MUL, &y, h, 3, false));
-  CHECK(y->dtype == DLE_F16 && at(y, 2) == 9, "float16 * 3: %s %g", dle_dtype_name(y->dtype), at(y, 2));
+  CHECK(y->dtype == DLE_F16 && at(y, 2) == 9, "float16 * 3: %s %g", dle_dtype_name(y->dtype),
+        at(y, 2));
   MAKE(y, dle_binary_scalar(DLE_OP_ADD, &y, i, NAN, false));
-  CHECK(y->dtype == DLE_F32 && isnan(at(y, 0)), "int64 + NaN: %s %g", dle_dtype_name(y->dtype), at(y, 0));
+  CHECK(y->dtype == DLE_F32 && isnan(at(y, 0)), "int64 + NaN: %s %g", dle_dtype_name(y->dtype),
+        at(y, 0));
   MAKE(y, dle_binary_scalar(DLE_OP_MUL, &y, i, INFINITY, false));
-  CHECK(y->dtype == DLE_F32 && isinf(at(y, 0)), "int64 * inf: %s %g", dle_dtype_name(y->dtype), at(y, 0));
+  CHECK(y->dtype == DLE_F32 && isinf(at(y, 0)), "int64 * inf: %s %g", dle_dtype_name(y->dtype),
+        at(y, 0));
   MAKE(y, dle_binary_scalar(DLE_OP_GT, &y, i, 1.5, false));
   CHECK(y->dtype == DLE_BOOL && at(y, 0) == 0 && at(y, 1) == 1, "int64 > 1.5: %s %g %g",
         dle_dtype_name(y->dtype), at(y, 0), at(y, 1));
@@ -551,7 +599,8 @@ TEST(a_given_output_receives_the_result_and_keeps_its_identity) {
   keep = out;
   REQUIRE_OK(dle_binary(DLE_OP_SUB, &out, a, b));
   CHECK(out == keep && out->refcount == 1, "output pointer or refcount changed");
-  check_result("sub into a given output", DLE_OP_SUB, out, DLE_F32, (dle_tensor *const[]){a, b}, 2, NULL);
+  check_result("sub into a given output", DLE_OP_SUB, out, DLE_F32, (dle_tensor *const[]){a, b}, 2,
+               NULL);
 }
 
 TEST(output_equal_to_an_input_computes_in_place) {
@@ -594,7 +643,8 @@ TEST(a_transposed_output_is_written_through_its_strides) {
   REQUIRE_OK(dle_binary(DLE_OP_MAXIMUM, &out, a, b));
   check_result("maximum into a transposed output", DLE_OP_MAXIMUM, out, DLE_F64,
                (dle_tensor *const[]){a, b}, 2, NULL);
-  CHECK(dle_tensor_get(base, (const int64_t[]){12, 6}) == dle_tensor_get(out, (const int64_t[]){6, 12}),
+  CHECK(dle_tensor_get(base, (const int64_t[]){12, 6}) ==
+            dle_tensor_get(out, (const int64_t[]){6, 12}),
         "base and output disagree");
 }
 
@@ -618,21 +668,24 @@ TEST(an_output_of_another_dtype_gets_the_result_converted_where_pytorch_can_cast
   MAKE(ob, dle_zeros(&ob, SIZES(3), DLE_BOOL));
   REQUIRE_OK(dle_binary(DLE_OP_ADD, &o64, a, b));
   REQUIRE_OK(dle_binary(DLE_OP_GT, &of, a, b));
-  REQUIRE_OK(dle_binary(DLE_OP_ADD, &of, i, i));   /* an integer result into a float output */
+  REQUIRE_OK(dle_binary(DLE_OP_ADD, &of, i, i)); /* an integer result into a float output */
   CHECK(at(o64, 1) == -1.75 && o64->dtype == DLE_F64, "float64 output: %g", at(o64, 1));
-  CHECK(at(of, 0) == 2 && at(of, 2) == 6, "float32 output of an int64 add: %g %g", at(of, 0), at(of, 2));
+  CHECK(at(of, 0) == 2 && at(of, 2) == 6, "float32 output of an int64 add: %g %g", at(of, 0),
+        at(of, 2));
   /* a float result would be truncated into an integer output, a number squashed into bool */
   CHECK_ERR(dle_binary(DLE_OP_ADD, &oi, a, b), "add", "float32", "int64");
   CHECK_ERR(dle_unary(DLE_OP_EXP, &oi, i), "exp", "float32", "int64");
   CHECK_ERR(dle_binary(DLE_OP_ADD, &ob, i, i), "add", "int64", "bool");
-  CHECK(at(oi, 0) == 0 && at(oi, 2) == 0, "the refused int64 output is untouched: %g %g", at(oi, 0), at(oi, 2));
+  CHECK(at(oi, 0) == 0 && at(oi, 2) == 0, "the refused int64 output is untouched: %g %g", at(oi, 0),
+        at(oi, 2));
 }
 
 TEST(floor_of_integers_into_a_given_output_copies) {
   dle_tensor *x = t_values(DLE_I64, SIZES(3), (const double[]){-2, 0, 5}), *out;
   MAKE(out, dle_zeros(&out, SIZES(3), DLE_F64));
   REQUIRE_OK(dle_unary(DLE_OP_FLOOR, &out, x));
-  CHECK(at(out, 0) == -2 && at(out, 2) == 5, "floor into float64 output: %g %g", at(out, 0), at(out, 2));
+  CHECK(at(out, 0) == -2 && at(out, 2) == 5, "floor into float64 output: %g %g", at(out, 0),
+        at(out, 2));
 }
 
 TEST(an_output_of_the_wrong_shape_is_an_error_naming_the_op_and_shapes) {
@@ -651,7 +704,8 @@ TEST(an_expanded_output_is_refused_because_its_elements_share_memory) {
   MAKE(out, dle_expand(&out, col, SIZES(3, 4)));
   CHECK_ERR(dle_binary(DLE_OP_ADD, &out, a, a), "add", "expanded", "{3,4}");
   CHECK_ERR(dle_unary(DLE_OP_NEG, &out, a), "neg", "{3,4}");
-  for (int64_t i = 0; i < 3; i++) CHECK(at(col, i) == 0, "element %lld written to %g", (long long)i, at(col, i));
+  for (int64_t i = 0; i < 3; i++)
+    CHECK(at(col, i) == 0, "element %lld written to %g", (long long)i, at(col, i));
 }
 
 TEST(broadcasting_errors_name_the_op_and_both_shapes) {

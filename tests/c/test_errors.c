@@ -11,7 +11,8 @@
 
 TEST(negative_sizes_are_rejected_by_every_constructor) {
   dle_tensor *t = NULL;
-  CHECK_ERR(dle_tensor_empty(&t, SIZES(2, -1), DLE_F32, DLE_DEVICE_CPU), "empty", "negative", "{2,-1}");
+  CHECK_ERR(dle_tensor_empty(&t, SIZES(2, -1), DLE_F32, DLE_DEVICE_CPU), "empty", "negative",
+            "{2,-1}");
   CHECK_ERR(dle_zeros(&t, SIZES(-3), DLE_F32), "full", "negative", "{-3}");
   CHECK_ERR(dle_full(&t, SIZES(4, -2, 1), 1.0, DLE_I64), "full", "{4,-2,1}");
   CHECK_ERR(dle_rand(&t, SIZES(-1), DLE_F32, NULL), "rand", "{-1}");
@@ -57,8 +58,9 @@ TEST(shape_mismatches_name_the_function_and_both_shapes) {
   CHECK_ERR(dle_copy_(c, a), "copy_", "{2,3}", "{3,2}");
   CHECK_ERR(dle_view(&y, a, SIZES(4)), "view", "{4}", "{2,3}");
   CHECK_ERR(dle_reshape(&y, a, SIZES(5, -1)), "reshape", "{5,-1}", "{2,3}");
-  CHECK_ERR(dle_broadcast_shapes("my_fn", SIZES(2, 3), SIZES(2), &(int){0}, (int64_t[DLE_MAX_DIMS]){0}),
-            "my_fn", "{2,3}", "{2}");
+  CHECK_ERR(
+      dle_broadcast_shapes("my_fn", SIZES(2, 3), SIZES(2), &(int){0}, (int64_t[DLE_MAX_DIMS]){0}),
+      "my_fn", "{2,3}", "{2}");
   CHECK(y == NULL, "output set on error");
 }
 
@@ -82,7 +84,8 @@ TEST(cuda_tensors_without_a_cuda_backend_give_a_clear_message) {
   if (dle_backend_get(DLE_CUDA)) SKIP("a CUDA backend is loaded");
   dle_tensor *t = NULL, *a = t_arange(4, DLE_F32);
   const dle_device cuda = {DLE_CUDA, 0};
-  CHECK_ERR(dle_tensor_empty(&t, SIZES(2, 2), DLE_F32, cuda), "CUDA backend not available", "cuda:0");
+  CHECK_ERR(dle_tensor_empty(&t, SIZES(2, 2), DLE_F32, cuda), "CUDA backend not available",
+            "cuda:0");
   CHECK_ERR(dle_to_device(&t, a, cuda), "CUDA backend not available", "to(cuda:0)");
   CHECK(t == NULL, "output set on error");
   CHECK(strstr(dle_backend_unavailable_reason(DLE_CUDA), "CUDA backend not available") != NULL,
@@ -92,7 +95,8 @@ TEST(cuda_tensors_without_a_cuda_backend_give_a_clear_message) {
 TEST(op_call_checks_arity_and_missing_inputs) {
   dle_tensor *a = t_arange(3, DLE_F32), *y = NULL;
   CHECK_ERR(dle_op_call(DLE_OP_ADD, &y, &a, 1, NULL), "add", "expected 2", "got 1");
-  CHECK_ERR(dle_op_call(DLE_OP_EXP, &y, (dle_tensor *const[]){NULL}, 1, NULL), "exp", "input 1", "missing");
+  CHECK_ERR(dle_op_call(DLE_OP_EXP, &y, (dle_tensor *const[]){NULL}, 1, NULL), "exp", "input 1",
+            "missing");
   CHECK_ERR(dle_op_call(DLE_NUM_OPS, &y, &a, 1, NULL), "op_call", "invalid op");
   CHECK_ERR(dle_op_call((dle_op)-1, &y, &a, 1, NULL), "op_call", "invalid op");
   CHECK(y == NULL, "output set on error");
@@ -119,7 +123,8 @@ TEST(errors_on_given_outputs_leave_them_untouched) {
   keep = out;
   CHECK_ERR(dle_binary(DLE_OP_ADD, &out, a, a), "add", "{2,3}", "{3,3}");
   CHECK(out == keep && out->refcount == 1, "output slot or refcount changed");
-  for (int64_t i = 0; i < 9; i++) CHECK(at(out, i) == 5, "element %lld became %g", (long long)i, at(out, i));
+  for (int64_t i = 0; i < 9; i++)
+    CHECK(at(out, i) == 5, "element %lld became %g", (long long)i, at(out, i));
 }
 
 TEST(error_messages_are_per_thread) {
@@ -135,7 +140,8 @@ TEST(error_messages_are_per_thread) {
   }
   CHECK(omp_get_max_threads() < 2 || other_saw_its_own, "the worker did not read its own message");
 #endif
-  CHECK(strcmp(dle_last_error(), "main thread: first") == 0, "main thread reads \"%s\"", dle_last_error());
+  CHECK(strcmp(dle_last_error(), "main thread: first") == 0, "main thread reads \"%s\"",
+        dle_last_error());
 }
 
 TEST(long_messages_are_truncated_not_overflowed) {

@@ -59,7 +59,10 @@ void check_register(const char *name, const char *file, int line, check_test_fn 
 static void add_detail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void add_detail(const char *fmt, ...) {
   failures++;
-  if (ndetails == MAX_DETAILS) { dropped_details++; return; }
+  if (ndetails == MAX_DETAILS) {
+    dropped_details++;
+    return;
+  }
   char buf[1024];
   va_list ap;
   va_start(ap, fmt);
@@ -194,8 +197,10 @@ static bool run_one(const test_entry *e, int number) {
   if (after != before)
     add_detail("tensor storage in use went from %zu to %zu bytes: %s", before, after,
                after > before ? "a leak" : "freed more than was allocated");
-  if (skip_reason[0] && !failures) printf("ok %d - %s # SKIP %s\n", number, e->label, skip_reason);
-  else printf("%s %d - %s\n", failures ? "not ok" : "ok", number, e->label);
+  if (skip_reason[0] && !failures)
+    printf("ok %d - %s # SKIP %s\n", number, e->label, skip_reason);
+  else
+    printf("%s %d - %s\n", failures ? "not ok" : "ok", number, e->label);
   for (int i = 0; i < ndetails; i++) {
     printf("# %s\n", details[i]);
     free(details[i]);

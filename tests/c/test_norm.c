@@ -35,16 +35,19 @@ TEST(normalization_errors_name_the_op_and_shapes) {
   CHECK_ERR(dle_layer_norm(&y, &st, x2, 3, NULL, NULL, 1e-5), "layer_norm", "1 to 2", "{2,3}");
   CHECK_ERR(dle_layer_norm(&y, &st, x2, 1, w, NULL, 1e-5), "layer_norm", "weight", "{4}", "{3}");
   CHECK_ERR(dle_batch_norm(&y, &st, x, NULL, NULL, NULL, NULL, true, 1e-5), "batch_norm", "{6}");
-  CHECK_ERR(dle_batch_norm(&y, &st, x2, NULL, NULL, NULL, NULL, false, 1e-5), "batch_norm", "running_mean");
-  CHECK_ERR(dle_batch_norm(&y, &st, x2, NULL, NULL, w, w, false, 1e-5), "batch_norm", "running_mean", "{4}");
+  CHECK_ERR(dle_batch_norm(&y, &st, x2, NULL, NULL, NULL, NULL, false, 1e-5), "batch_norm",
+            "running_mean");
+  CHECK_ERR(dle_batch_norm(&y, &st, x2, NULL, NULL, w, w, false, 1e-5), "batch_norm",
+            "running_mean", "{4}");
   dle_attrs a = {0};
   a.ints[0] = 1, a.ints[1] = 1;
   dle_tensor *outs[2] = {NULL, NULL};
-  CHECK_ERR(dle_op_call(DLE_OP_LAYER_NORM, outs, (dle_tensor *[]){x2}, 1, &a), "layer_norm", "expected 2",
-            "weight");
+  CHECK_ERR(dle_op_call(DLE_OP_LAYER_NORM, outs, (dle_tensor *[]){x2}, 1, &a), "layer_norm",
+            "expected 2", "weight");
   CHECK_ERR(dle_op_call(DLE_OP_LAYER_NORM_GRAD_AFFINE, outs, (dle_tensor *[]){x2, x2}, 2, &a),
             "layer_norm_grad_affine", "3");
-  CHECK_ERR(dle_layer_norm_grad_input(&y, x2, x2, x2, NULL, 1, 1e-5), "layer_norm_grad_input", "stats", "{2,3}");
+  CHECK_ERR(dle_layer_norm_grad_input(&y, x2, x2, x2, NULL, 1, 1e-5), "layer_norm_grad_input",
+            "stats", "{2,3}");
   CHECK(y == NULL && st == NULL && !outs[0] && !outs[1], "outputs set on error");
   dle_tensor_release(x2);
 }

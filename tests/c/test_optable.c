@@ -23,7 +23,8 @@ TEST(every_op_has_a_cpu_kernel_except_views) {
     if (cpu->kernels[op]) continue;
     nmissing++;
     if (used < sizeof missing)
-      used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%s", used ? " " : "", info->name);
+      used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%s", used ? " " : "",
+                               info->name);
   }
   CHECK(nmissing == 0, "%d ops have no CPU kernel: %s", nmissing, missing);
 }
@@ -35,7 +36,8 @@ TEST(op_names_round_trip_through_op_by_name) {
     CHECK(dle_op_by_name(info->name) == (dle_op)op, "op_by_name(%s) = %d, expected %d", info->name,
           dle_op_by_name(info->name), op);
   }
-  CHECK(dle_op_by_name("no_such_op") == DLE_NUM_OPS, "unknown name gave %d", dle_op_by_name("no_such_op"));
+  CHECK(dle_op_by_name("no_such_op") == DLE_NUM_OPS, "unknown name gave %d",
+        dle_op_by_name("no_such_op"));
   CHECK(dle_op_by_name("") == DLE_NUM_OPS, "empty name gave %d", dle_op_by_name(""));
 }
 
@@ -50,25 +52,32 @@ TEST(op_arities_fit_their_kinds) {
     int want_in = -2;
     switch (i->kind) {
       case DLE_KIND_CREATE: want_in = 0; break;
-      case DLE_KIND_VIEW: case DLE_KIND_COPY: case DLE_KIND_UNARY: case DLE_KIND_SOFTMAX: want_in = 1; break;
-      case DLE_KIND_BINARY: case DLE_KIND_COMPARE: want_in = 2; break;
-      case DLE_KIND_MATMUL: want_in = -1; break;  /* a, b[, c] */
+      case DLE_KIND_VIEW:
+      case DLE_KIND_COPY:
+      case DLE_KIND_UNARY:
+      case DLE_KIND_SOFTMAX: want_in = 1; break;
+      case DLE_KIND_BINARY:
+      case DLE_KIND_COMPARE: want_in = 2; break;
+      case DLE_KIND_MATMUL: want_in = -1; break; /* a, b[, c] */
       case DLE_KIND_WHERE: want_in = 3; break;
       default: break; /* reductions and index ops vary */
     }
-    if (want_in != -2) CHECK(i->nin == want_in, "%s takes %d inputs, its kind takes %d", i->name, i->nin, want_in);
-    CHECK(i->nout == 1 || (i->nout == 2 && (i->kind == DLE_KIND_REDUCE || i->kind == DLE_KIND_CONV ||
-                                          i->kind == DLE_KIND_NORM || i->kind == DLE_KIND_NN)) ||
+    if (want_in != -2)
+      CHECK(i->nin == want_in, "%s takes %d inputs, its kind takes %d", i->name, i->nin, want_in);
+    CHECK(i->nout == 1 ||
+              (i->nout == 2 && (i->kind == DLE_KIND_REDUCE || i->kind == DLE_KIND_CONV ||
+                                i->kind == DLE_KIND_NORM || i->kind == DLE_KIND_NN)) ||
               (i->nout == 3 && i->kind == DLE_KIND_NN && i->nout <= DLE_MAX_OUTS),
           "%s has %d outputs", i->name, i->nout);
     CHECK((unsigned)i->kind < DLE_NUM_KINDS, "%s has kind %d", i->name, i->kind);
-    CHECK((i->flags & ~(unsigned)(DLE_DIFF | DLE_FLOATOUT)) == 0, "%s has unknown flags %#x", i->name, i->flags);
+    CHECK((i->flags & ~(unsigned)(DLE_DIFF | DLE_FLOATOUT)) == 0, "%s has unknown flags %#x",
+          i->name, i->flags);
   }
 }
 
 TEST(op_names_are_unique) {
   for (int a = 0; a < DLE_NUM_OPS; a++)
     for (int b = a + 1; b < DLE_NUM_OPS; b++)
-      CHECK(strcmp(dle_op_get_info(a)->name, dle_op_get_info(b)->name) != 0, "ops %d and %d are both %s",
-            a, b, dle_op_get_info(a)->name);
+      CHECK(strcmp(dle_op_get_info(a)->name, dle_op_get_info(b)->name) != 0,
+            "ops %d and %d are both %s", a, b, dle_op_get_info(a)->name);
 }

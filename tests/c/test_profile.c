@@ -23,11 +23,13 @@ TEST(an_add_counts_one_call_its_flops_and_bytes) {
   CHECK(e[DLE_OP_ADD].flops == 15, "add flops %lld", (long long)e[DLE_OP_ADD].flops);
   CHECK(e[DLE_OP_ADD].bytes == add_bytes, "add bytes %lld, expected %lld",
         (long long)e[DLE_OP_ADD].bytes, (long long)add_bytes);
-  CHECK(e[DLE_OP_COPY].calls == 1 && e[DLE_OP_COPY].bytes == 15 * 4 + 15 * 8 && e[DLE_OP_COPY].flops == 0,
+  CHECK(e[DLE_OP_COPY].calls == 1 && e[DLE_OP_COPY].bytes == 15 * 4 + 15 * 8 &&
+            e[DLE_OP_COPY].flops == 0,
         "copy: %lld calls, %lld bytes, %lld flops", (long long)e[DLE_OP_COPY].calls,
         (long long)e[DLE_OP_COPY].bytes, (long long)e[DLE_OP_COPY].flops);
   CHECK(e[DLE_OP_ADD].seconds == 0, "count mode read the clock: %g s", e[DLE_OP_ADD].seconds);
-  CHECK(e[DLE_OP_MATMUL].calls == 0, "matmul counted %lld calls", (long long)e[DLE_OP_MATMUL].calls);
+  CHECK(e[DLE_OP_MATMUL].calls == 0, "matmul counted %lld calls",
+        (long long)e[DLE_OP_MATMUL].calls);
   /* off: nothing more is counted, and the counters stay readable */
   dle_tensor *d;
   MAKE(d, dle_binary(DLE_OP_ADD, &d, a, b));

@@ -28,7 +28,8 @@ TEST(numel_is_the_product_of_sizes) {
   MAKE(s, dle_tensor_empty(&s, NO_SIZES, DLE_F64, DLE_DEVICE_CPU));
   MAKE(e, dle_tensor_empty(&e, SIZES(3, 0, 2), DLE_I64, DLE_DEVICE_CPU));
   CHECK(dle_tensor_numel(a) == 24, "numel of {2,3,4} is %lld", (long long)dle_tensor_numel(a));
-  CHECK(dle_tensor_numel(s) == 1, "numel of a 0-dim tensor is %lld", (long long)dle_tensor_numel(s));
+  CHECK(dle_tensor_numel(s) == 1, "numel of a 0-dim tensor is %lld",
+        (long long)dle_tensor_numel(s));
   CHECK(dle_tensor_numel(e) == 0, "numel of {3,0,2} is %lld", (long long)dle_tensor_numel(e));
 }
 
@@ -85,7 +86,8 @@ TEST(a_full_cache_makes_room_for_the_size_freed_last) {
   dle_set_cache_limit((size_t)64 << 10);
   dle_empty_cache();
   dle_tensor *small[4], *big = NULL;
-  for (int i = 0; i < 4; i++) REQUIRE_OK(dle_tensor_empty(&small[i], SIZES(4096), DLE_F32, DLE_DEVICE_CPU));
+  for (int i = 0; i < 4; i++)
+    REQUIRE_OK(dle_tensor_empty(&small[i], SIZES(4096), DLE_F32, DLE_DEVICE_CPU));
   REQUIRE_OK(dle_tensor_empty(&big, SIZES(8192), DLE_F32, DLE_DEVICE_CPU));
   void *big_data = big->storage->data;
   for (int i = 0; i < 4; i++) dle_tensor_release(small[i]);
@@ -96,7 +98,8 @@ TEST(a_full_cache_makes_room_for_the_size_freed_last) {
         dle_memory_cached());
   REQUIRE_OK(dle_tensor_empty(&big, SIZES(8192), DLE_F32, DLE_DEVICE_CPU));
   CHECK(big->storage->data == big_data, "the 32 KiB block was not kept for reuse");
-  CHECK(dle_memory_cached() == (size_t)32 << 10, "%zu bytes cached after reuse", dle_memory_cached());
+  CHECK(dle_memory_cached() == (size_t)32 << 10, "%zu bytes cached after reuse",
+        dle_memory_cached());
   dle_tensor_release(big);
   dle_empty_cache();
   dle_set_cache_limit(CHECK_CACHE_LIMIT);
@@ -168,7 +171,8 @@ TEST(from_memory_calls_release_once_when_the_last_view_dies) {
   float buf[6] = {1, 2, 3, 4, 5, 6};
   release_log log = {0};
   dle_tensor *a = NULL, *t = NULL, *r = NULL;
-  REQUIRE_OK(dle_tensor_from_memory(&a, buf, sizeof buf, SIZES(2, 3), NULL, DLE_F32, log_release, &log));
+  REQUIRE_OK(
+      dle_tensor_from_memory(&a, buf, sizeof buf, SIZES(2, 3), NULL, DLE_F32, log_release, &log));
   CHECK(dle_tensor_data(a) == buf, "data is not the caller's buffer");
   CHECK_NEAR(at(a, 4), 5, 0);
   REQUIRE_OK(dle_transpose(&t, a, 0, 1));
@@ -179,8 +183,8 @@ TEST(from_memory_calls_release_once_when_the_last_view_dies) {
   CHECK_NEAR(at(r, 1), 6, 0);
   dle_tensor_release(r);
   CHECK(log.calls == 1, "release called %d times, expected once", log.calls);
-  CHECK(log.data == buf && log.nbytes == sizeof buf, "release got %p/%zu, expected %p/%zu", log.data,
-        log.nbytes, (void *)buf, sizeof buf);
+  CHECK(log.data == buf && log.nbytes == sizeof buf, "release got %p/%zu, expected %p/%zu",
+        log.data, log.nbytes, (void *)buf, sizeof buf);
 }
 
 TEST(from_memory_with_strides_reads_a_column_major_buffer) {
@@ -201,8 +205,9 @@ TEST(from_memory_rejects_a_buffer_too_small_and_does_not_release_it) {
   float buf[5];
   release_log log = {0};
   dle_tensor *a = NULL;
-  CHECK_ERR(dle_tensor_from_memory(&a, buf, sizeof buf, SIZES(2, 3), NULL, DLE_F32, log_release, &log),
-            "from_memory", "{2,3}", "20 bytes");
+  CHECK_ERR(
+      dle_tensor_from_memory(&a, buf, sizeof buf, SIZES(2, 3), NULL, DLE_F32, log_release, &log),
+      "from_memory", "{2,3}", "20 bytes");
   CHECK(a == NULL, "output set on error");
   CHECK(log.calls == 0, "release called %d times for a rejected buffer", log.calls);
 }
@@ -229,7 +234,8 @@ TEST(as_strided_rejects_geometry_outside_the_storage) {
   CHECK_ERR(dle_tensor_as_strided(&w, a, SIZES(4, 3), (const int64_t[]){3, 1}, 0), "as_strided",
             "{4,3}", "outside");
   CHECK_ERR(dle_tensor_as_strided(&w, a, SIZES(10), (const int64_t[]){1}, 1), "as_strided", "{10}");
-  CHECK_ERR(dle_tensor_as_strided(&w, a, SIZES(2), (const int64_t[]){1}, -1), "as_strided", "offset -1");
+  CHECK_ERR(dle_tensor_as_strided(&w, a, SIZES(2), (const int64_t[]){1}, -1), "as_strided",
+            "offset -1");
   CHECK_ERR(dle_tensor_as_strided(&w, a, SIZES(5), (const int64_t[]){-1}, 3), "as_strided", "{5}");
   CHECK_ERR(dle_tensor_as_strided(&w, a, SIZES(2, -2), (const int64_t[]){1, 1}, 0), "as_strided",
             "negative size", "{2,-2}");
@@ -312,19 +318,27 @@ TEST(set_saturates_into_integer_dtypes_and_maps_nan_to_zero) {
   MAKE(i64, dle_zeros(&i64, SIZES(1), DLE_I64));
   MAKE(b, dle_zeros(&b, SIZES(1), DLE_BOOL));
   const int64_t i0[1] = {0};
-  dle_tensor_set(u8, i0, 300), CHECK(dle_tensor_get(u8, i0) == 255, "300 -> %g", dle_tensor_get(u8, i0));
-  dle_tensor_set(u8, i0, -5), CHECK(dle_tensor_get(u8, i0) == 0, "-5 -> %g", dle_tensor_get(u8, i0));
-  dle_tensor_set(u8, i0, NAN), CHECK(dle_tensor_get(u8, i0) == 0, "NaN -> %g", dle_tensor_get(u8, i0));
-  dle_tensor_set(i32, i0, 1e12), CHECK(dle_tensor_get(i32, i0) == 2147483647.0, "1e12 -> %g", dle_tensor_get(i32, i0));
-  dle_tensor_set(i32, i0, -2.7), CHECK(dle_tensor_get(i32, i0) == -2, "-2.7 -> %g", dle_tensor_get(i32, i0));
+  dle_tensor_set(u8, i0, 300),
+      CHECK(dle_tensor_get(u8, i0) == 255, "300 -> %g", dle_tensor_get(u8, i0));
+  dle_tensor_set(u8, i0, -5),
+      CHECK(dle_tensor_get(u8, i0) == 0, "-5 -> %g", dle_tensor_get(u8, i0));
+  dle_tensor_set(u8, i0, NAN),
+      CHECK(dle_tensor_get(u8, i0) == 0, "NaN -> %g", dle_tensor_get(u8, i0));
+  dle_tensor_set(i32, i0, 1e12),
+      CHECK(dle_tensor_get(i32, i0) == 2147483647.0, "1e12 -> %g", dle_tensor_get(i32, i0));
+  dle_tensor_set(i32, i0, -2.7),
+      CHECK(dle_tensor_get(i32, i0) == -2, "-2.7 -> %g", dle_tensor_get(i32, i0));
   dle_tensor_set(i64, i0, -INFINITY);
-  CHECK(*(int64_t *)dle_tensor_data(i64) == INT64_MIN, "-inf -> %lld", (long long)*(int64_t *)dle_tensor_data(i64));
-  dle_tensor_set(b, i0, 0.25), CHECK(dle_tensor_get(b, i0) == 1, "0.25 -> %g", dle_tensor_get(b, i0));
+  CHECK(*(int64_t *)dle_tensor_data(i64) == INT64_MIN, "-inf -> %lld",
+        (long long)*(int64_t *)dle_tensor_data(i64));
+  dle_tensor_set(b, i0, 0.25),
+      CHECK(dle_tensor_get(b, i0) == 1, "0.25 -> %g", dle_tensor_get(b, i0));
 }
 
 TEST(shape_str_formats_sizes_in_braces) {
   char buf[64];
-  CHECK(strcmp(dle_shape_str(buf, sizeof buf, 3, (const int64_t[]){2, 3, 4}), "{2,3,4}") == 0, "%s", buf);
+  CHECK(strcmp(dle_shape_str(buf, sizeof buf, 3, (const int64_t[]){2, 3, 4}), "{2,3,4}") == 0, "%s",
+        buf);
   CHECK(strcmp(dle_shape_str(buf, sizeof buf, 0, NULL), "{}") == 0, "%s", buf);
   char tiny[4];
   dle_shape_str(tiny, sizeof tiny, 3, (const int64_t[]){200, 300, 4});

@@ -27,18 +27,21 @@ static double ulp_err(float y, double ref) {
   float rf = (float)ref;
   if (isinf(rf) || isinf(y)) {
     if (y == rf) return 0;
-    if (isinf(y) && !isinf(rf)) return fabs(ref) >= 3.4028234e38 * (1 - 3e-8) ? 1 : 1e9; /* at the edge */
+    if (isinf(y) && !isinf(rf))
+      return fabs(ref) >= 3.4028234e38 * (1 - 3e-8) ? 1 : 1e9; /* at the edge */
     return fabs(rf) >= 3.4028234e38 ? 1 : 1e9;
   }
   double a = fabs(ref) < 1.17549435e-38 ? ldexp(1, -149) : ldexp(1, ilogb(ref) - 23);
   return fabs((double)y - ref) / a;
 }
 
-static const float edges[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 1.0f, -1.0f, 1e-45f, -1e-45f,
-                              1.17549435e-38f, 1e-39f, -1e-39f, 88.72283f, 88.72284f, 88.7f, 89.0f,
-                              -87.33654f, -87.4f, -103.97f, -103.98f, -104.0f, -110.0f, 3.4028235e38f,
-                              -3.4028235e38f, 0.625f, -0.625f, 0.62499994f, 9.0f, -9.0f, 10.0f, -10.0f,
-                              10.5f, -14.0f, 14.0f, 2.0f, -2.0f, 1.9999999f, 0.99999994f, -0.99999994f};
+static const float edges[] = {
+    0.0f,      -0.0f,   INFINITY,      -INFINITY,       NAN,         -NAN,     1.0f,
+    -1.0f,     1e-45f,  -1e-45f,       1.17549435e-38f, 1e-39f,      -1e-39f,  88.72283f,
+    88.72284f, 88.7f,   89.0f,         -87.33654f,      -87.4f,      -103.97f, -103.98f,
+    -104.0f,   -110.0f, 3.4028235e38f, -3.4028235e38f,  0.625f,      -0.625f,  0.62499994f,
+    9.0f,      -9.0f,   10.0f,         -10.0f,          10.5f,       -14.0f,   14.0f,
+    2.0f,      -2.0f,   1.9999999f,    0.99999994f,     -0.99999994f};
 
 /* Max ulp error of map over the sample; reports the worst input. */
 static double sweep(cpu_vec_map_fn map, ref_fn ref, const char *name, float lo, float hi) {
@@ -88,20 +91,23 @@ TEST(vec_exp_log_within_2_ulp_of_libm) {
 static double ref_exp_nonpos(double x) { return exp(-fabs(x)); }
 VEC_TARGET static void map_exp_nonpos(float *o, const float *x, int64_t n) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, vexp_nonpos(vabs(_mm256_loadu_ps(x + i)) * -1.0f));
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(o + i, vexp_nonpos(vabs(_mm256_loadu_ps(x + i)) * -1.0f));
   if (i < n) vstore_part(o + i, n - i, vexp_nonpos(vabs(vload_part(x + i, n - i, 0)) * -1.0f));
 }
 
 TEST(vec_exp_of_nonpositive_within_2_ulp_of_libm) {
   need_avx2();
-  CHECK(sweep(map_exp_nonpos, ref_exp_nonpos, "exp(-|x|)", -INFINITY, INFINITY) <= 2, "softmax's exp");
+  CHECK(sweep(map_exp_nonpos, ref_exp_nonpos, "exp(-|x|)", -INFINITY, INFINITY) <= 2,
+        "softmax's exp");
 }
 #endif
 
 TEST(vec_tanh_sigmoid_silu_within_3_ulp_of_libm) {
   const cpu_vec_kernels *v = need_avx2();
   CHECK(sweep(v->unary[DLE_OP_TANH], tanh, "tanh", -INFINITY, INFINITY) <= 2, "tanh");
-  CHECK(sweep(v->unary[DLE_OP_SIGMOID], ref_sigmoid, "sigmoid", -INFINITY, INFINITY) <= 3, "sigmoid");
+  CHECK(sweep(v->unary[DLE_OP_SIGMOID], ref_sigmoid, "sigmoid", -INFINITY, INFINITY) <= 3,
+        "sigmoid");
   /* silu(-inf) is NaN (-inf * 0) in both the reference and the portable loop */
   CHECK(sweep(v->unary[DLE_OP_SILU], ref_silu, "silu", -INFINITY, INFINITY) <= 3, "silu");
 }
@@ -119,7 +125,8 @@ TEST(vec_special_values_follow_c99) {
   v->unary[DLE_OP_EXP](y, x, 6);
   CHECK(y[0] == 1 && y[1] == 1 && y[2] == INFINITY && y[3] == 0 && isnan(y[4]), "exp specials");
   v->unary[DLE_OP_LOG](y, x, 6);
-  CHECK(y[0] == -INFINITY && y[1] == -INFINITY && y[2] == INFINITY && isnan(y[3]) && isnan(y[4]) && isnan(y[5]),
+  CHECK(y[0] == -INFINITY && y[1] == -INFINITY && y[2] == INFINITY && isnan(y[3]) && isnan(y[4]) &&
+            isnan(y[5]),
         "log specials");
   v->unary[DLE_OP_TANH](y, x, 6);
   CHECK(y[0] == 0 && signbit(y[0]) && y[2] == 1 && y[3] == -1 && isnan(y[4]), "tanh specials");
@@ -164,11 +171,13 @@ TEST(vec_softmax_rows_match_double_reference) {
     for (int i = 0; i < n; i++) s += exp(x[i] - m);
     double worst = 0, worst_lg = 0;
     v->softmax_row(y, x, n, false, false);
-    for (int i = 0; i < n; i++) worst = fmax(worst, fabs(y[i] - exp(x[i] - m) / s) / (exp(x[i] - m) / s + 1e-30));
+    for (int i = 0; i < n; i++)
+      worst = fmax(worst, fabs(y[i] - exp(x[i] - m) / s) / (exp(x[i] - m) / s + 1e-30));
     v->softmax_row(y, x, n, true, false);
     for (int i = 0; i < n; i++)
       if (isfinite(x[i])) worst_lg = fmax(worst_lg, fabs(y[i] - (x[i] - m - log(s))));
-    CHECK(worst < 1e-5 && worst_lg < 1e-4, "softmax rel err %g, log_softmax abs err %g over %d", worst, worst_lg, n);
+    CHECK(worst < 1e-5 && worst_lg < 1e-4, "softmax rel err %g, log_softmax abs err %g over %d",
+          worst, worst_lg, n);
     CHECK_NEAR(v->logsumexp_row(x, n), m + log(s), 1e-5 * fabs(m + log(s)) + 1e-6);
   }
   float ninf[3] = {-INFINITY, -INFINITY, -INFINITY}, withnan[3] = {1, NAN, 2};
@@ -200,13 +209,14 @@ TEST(vec_softmax_rows_streamed_equal_cached) {
         bool same = memcmp(y, want, (size_t)n * sizeof(float)) == 0, guard = true;
         for (float *p = buf; p < buf + N + 2 * PAD; p++)
           if (p < y || p >= y + n) guard = guard && *p == 777.0f;
-        CHECK(same && guard, "%s over %d at float offset %d: %s", lg ? "log_softmax" : "softmax", n, off,
-              same ? "wrote outside the row" : "differs from the cached route");
+        CHECK(same && guard, "%s over %d at float offset %d: %s", lg ? "log_softmax" : "softmax", n,
+              off, same ? "wrote outside the row" : "differs from the cached route");
       }
       memcpy(inplace, x, (size_t)n * sizeof(float));
       v->softmax_row(inplace, inplace, n, lg, true);
       cpu_stream_fence();
-      CHECK(memcmp(inplace, want, (size_t)n * sizeof(float)) == 0, "%s in place over %d", lg ? "log_softmax" : "softmax", n);
+      CHECK(memcmp(inplace, want, (size_t)n * sizeof(float)) == 0, "%s in place over %d",
+            lg ? "log_softmax" : "softmax", n);
     }
 }
 
@@ -237,26 +247,27 @@ TEST(vec_sgemm_nn_matches_reference_on_every_tail) {
   static float a[9 * (40 + LD_PAD)], b[40 * (53 + LD_PAD)], c[9 * (53 + LD_PAD)];
   bool ok = true;
   for (int add = 0; add <= 1; add++)
-  for (int64_t m = 1; m <= 9 && ok; m++)
-    for (int64_t n = 1; n <= 53 && ok; n += n < 26 ? 1 : 9)
-      for (int64_t k = 1; k <= 40 && ok; k += 13) {
-        const int64_t lda = k + LD_PAD, ldb = n + LD_PAD, ldc = n + LD_PAD;
-        for (int64_t i = 0; i < m * lda; i++) a[i] = (float)((i * 37 % 19) - 9) / 8;
-        for (int64_t i = 0; i < k * ldb; i++) b[i] = (float)((i * 11 % 23) - 11) / 16;
-        for (int64_t i = 0; i < m * ldc; i++) c[i] = 1234.5f;
-        v->sgemm_nn(m, n, k, a, lda, b, ldb, c, ldc, add);
-        for (int64_t i = 0; i < m && ok; i++)
-          for (int64_t j = 0; j < ldc && ok; j++) {
-            double want = 1234.5;
-            if (j < n) {
-              want = add ? 1234.5 : 0;
-              for (int64_t p = 0; p < k; p++) want += (double)a[i * lda + p] * b[p * ldb + j];
+    for (int64_t m = 1; m <= 9 && ok; m++)
+      for (int64_t n = 1; n <= 53 && ok; n += n < 26 ? 1 : 9)
+        for (int64_t k = 1; k <= 40 && ok; k += 13) {
+          const int64_t lda = k + LD_PAD, ldb = n + LD_PAD, ldc = n + LD_PAD;
+          for (int64_t i = 0; i < m * lda; i++) a[i] = (float)((i * 37 % 19) - 9) / 8;
+          for (int64_t i = 0; i < k * ldb; i++) b[i] = (float)((i * 11 % 23) - 11) / 16;
+          for (int64_t i = 0; i < m * ldc; i++) c[i] = 1234.5f;
+          v->sgemm_nn(m, n, k, a, lda, b, ldb, c, ldc, add);
+          for (int64_t i = 0; i < m && ok; i++)
+            for (int64_t j = 0; j < ldc && ok; j++) {
+              double want = 1234.5;
+              if (j < n) {
+                want = add ? 1234.5 : 0;
+                for (int64_t p = 0; p < k; p++) want += (double)a[i * lda + p] * b[p * ldb + j];
+              }
+              ok = fabs(c[i * ldc + j] - want) <= 1e-4 * (1 + fabs(want));
+              CHECK(ok, "m %lld n %lld k %lld add %d: c[%lld][%lld] = %g, want %g", (long long)m,
+                    (long long)n, (long long)k, add, (long long)i, (long long)j, c[i * ldc + j],
+                    want);
             }
-            ok = fabs(c[i * ldc + j] - want) <= 1e-4 * (1 + fabs(want));
-            CHECK(ok, "m %lld n %lld k %lld add %d: c[%lld][%lld] = %g, want %g", (long long)m,
-                  (long long)n, (long long)k, add, (long long)i, (long long)j, c[i * ldc + j], want);
-          }
-      }
+        }
 }
 
 /* wino_rows against the scalar row pass for every row length up to 3 blocks of 8 tiles; the
@@ -273,7 +284,8 @@ TEST(vec_wino_rows_match_scalar_row_pass) {
       const float want[4] = {d[0] - d[2], d[1] + d[2], d[2] - d[1], d[1] - d[3]};
       for (int j = 0; j < 4 && ok; j++) {
         ok = h[j][tx] == want[j];
-        CHECK(ok, "tw %lld: h%d[%lld] = %g, want %g", (long long)tw, j, (long long)tx, h[j][tx], want[j]);
+        CHECK(ok, "tw %lld: h%d[%lld] = %g, want %g", (long long)tw, j, (long long)tx, h[j][tx],
+              want[j]);
       }
     }
   }

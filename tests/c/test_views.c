@@ -89,8 +89,8 @@ TEST(view_of_an_expanded_tensor_keeps_zero_strides) {
   CHECK_ERR(dle_view(&bad, e, SIZES(12)), "view", "{3,4}");
   dle_tensor *r;
   MAKE(r, dle_reshape(&r, e, SIZES(12)));
-  CHECK(!dle_same_storage(r, a) && at(r, 5) == 1 && at(r, 11) == 2, "reshape of an expanded tensor: %g %g",
-        at(r, 5), at(r, 11));
+  CHECK(!dle_same_storage(r, a) && at(r, 5) == 1 && at(r, 11) == 2,
+        "reshape of an expanded tensor: %g %g", at(r, 5), at(r, 11));
 }
 
 TEST(view_handles_0dim_and_empty_tensors) {
@@ -213,7 +213,8 @@ TEST(flatten_merges_a_range_of_dims) {
   MAKE(t, dle_transpose(&t, m, 0, 2));
   MAKE(ft, dle_flatten(&ft, t, 0, 1)); /* {4,3,2} -> {12,2}: needs a copy */
   CHECK_SHAPE(ft, 12, 2);
-  CHECK_NEAR(dle_tensor_get(ft, (const int64_t[]){5, 1}), dle_tensor_get(t, (const int64_t[]){1, 2, 1}), 0);
+  CHECK_NEAR(dle_tensor_get(ft, (const int64_t[]){5, 1}),
+             dle_tensor_get(t, (const int64_t[]){1, 2, 1}), 0);
   MAKE(s, dle_full(&s, NO_SIZES, 3, DLE_F32));
   MAKE(fs, dle_flatten(&fs, s, 0, -1));
   CHECK_SHAPE(fs, 1);

@@ -19,7 +19,8 @@ const char *strides_of(const dle_tensor *t) {
 }
 
 bool shape_is(const dle_tensor *t, int ndim, const int64_t *sizes) {
-  return t->ndim == ndim && (ndim == 0 || memcmp(t->sizes, sizes, (size_t)ndim * sizeof *sizes) == 0);
+  return t->ndim == ndim &&
+         (ndim == 0 || memcmp(t->sizes, sizes, (size_t)ndim * sizeof *sizes) == 0);
 }
 
 bool strides_are(const dle_tensor *t, int ndim, const int64_t *strides) {
@@ -103,8 +104,7 @@ static dle_tensor *layout_view(memory_layout layout, dle_dtype dt, int ndim, con
       big[ndim] = 2;
       MAKE(t, dle_select(&t, base_tensor(dt, ndim + 1, big), ndim, 1));
       return t;
-    default:
-      return base_tensor(dt, ndim, sizes);
+    default: return base_tensor(dt, ndim, sizes);
   }
 }
 

@@ -8,7 +8,7 @@
 
 /* SIZES(2, 3) expands to the (ndim, sizes) argument pair of the engine's functions. */
 #define SIZES(...) \
-  (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (const int64_t[]){__VA_ARGS__}
+  (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (const int64_t[]) { __VA_ARGS__ }
 #define NO_SIZES 0, (const int64_t *)NULL
 
 /* Shape or strides of t as text, e.g. "{2,3}"; valid until eight more calls. */

@@ -4,7 +4,7 @@ local dle = require "dle"
 local common = require "dist.common"
 local dist = dle.dist
 
-local pg <close>, rank, world, emit = common.start()
+local pg <close>, rank, _, emit = common.start() -- luacheck: ignore 211 (pg: used by its <close>)
 emit("world", dist.world_size())
 
 -- every dtype and op on rank-dependent values (as a 2x3 tensor)

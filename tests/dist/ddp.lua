@@ -4,7 +4,7 @@ local dle = require "dle"
 local common = require "dist.common"
 local dist, nn = dle.dist, dle.nn
 
-local pg <close>, rank, world, emit = common.start()
+local pg <close>, rank, world, emit = common.start() -- luacheck: ignore 211 (pg: used by its <close>)
 
 local make_model, max_diff, flat_params = common.mlp, common.max_diff, common.flat_params
 -- the global batch, the same on every rank; rank r trains on rows r*B+1 .. (r+1)*B

@@ -5,7 +5,7 @@ local dle = require "dle"
 local common = require "dist.common"
 local dist, nn = dle.dist, dle.nn
 
-local pg <close>, rank, world, emit = common.start()
+local pg <close>, rank, world, emit = common.start() -- luacheck: ignore 211 (pg: used by its <close>)
 
 local X, Y, xr, yr = common.batch(rank, world)
 local loss_fn = nn.CrossEntropyLoss()

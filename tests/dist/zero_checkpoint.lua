@@ -7,7 +7,7 @@
 local dle = require "dle"
 local common = require "dist.common"
 
-local pg <close>, rank, world, emit = common.start()
+local pg <close>, rank, world, emit = common.start() -- luacheck: ignore 211 (pg: used by its <close>)
 local path = assert(os.getenv("DLE_ZERO_CHECKPOINT"), "DLE_ZERO_CHECKPOINT: the checkpoint's path")
 local X, Y = common.batch(rank, world)   -- the whole batch (every rank's)
 local opts = common.ADAM

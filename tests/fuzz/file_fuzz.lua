@@ -156,7 +156,7 @@ FORMATS.selftest = {ext = "txt", name = "selftest", tokens = {}, make_seed = fun
   load = function(p)
     local s = read_file(p)
     if s == "named" then error("selftest: a named error", 0) end
-    if s == "unnamed" then local x; return x.field end
+    if s == "unnamed" then local x = nil; return x.field end
     if s == "exit" then os.exit(3) end
     if s == "hang" then while true do end end
     return 1
@@ -339,7 +339,7 @@ local function child(listfile, outfile)
       out:write(string.format("E %s %.3f %s\n", i, os.clock() - t0, (msg:gsub("[\r\n]", " "))))
     end
     out:flush()
-    res = nil
+    res = nil -- luacheck: ignore 311 (dropped for the collection)
     collectgarbage()
   end
   out:close()

@@ -186,15 +186,15 @@ end
 function F:callback()
   return self:pick({
     function(x) return x end,
-    function(x, ...) if dle.is_tensor(x) then return x * 2 + 1 end return x end,
+    function(x) if dle.is_tensor(x) then return x * 2 + 1 end return x end,
     function(x) if dle.is_tensor(x) then return x:sum() end return x end,
     function(x) if dle.is_tensor(x) then return x:exp(), x:sin() end end,
     function() return nil end,
     function() return "junk", {} end,
     function() error("fuzz callback error") end,
     function() error({}) end,                             -- a non-string error object
-    function(ctx, x) return x end,
-    function(ctx, g) return g, g end,
+    function(_, x) return x end,
+    function(_, g) return g, g end,
   })
 end
 
@@ -320,7 +320,9 @@ function F:call(target, f, ...)
   local args = table.pack(...)
   if KEEPS_CYCLE[target] then
     for i = 1, args.n do
-      if type(args[i]) == "table" and rawget(args[i], "create_graph") ~= nil then rawset(args[i], "create_graph", nil) end
+      if type(args[i]) == "table" and rawget(args[i], "create_graph") ~= nil then
+        rawset(args[i], "create_graph", nil)
+      end
     end
   end
   self.current = target .. "(" .. describe_args(args) .. ")"
@@ -415,7 +417,7 @@ local function sorted_keys(t)
 end
 
 --- The list of targets: {name = ..., run = function(fz)}.
-function M.targets(self, pattern)
+function M.targets(_, pattern)
   local list = {}
   local function add(name, run)
     if (not pattern or name:find(pattern)) and not SKIP[name] then list[#list + 1] = {name = name, run = run} end
@@ -660,7 +662,8 @@ scenario("dle.data.memmap", function(fz)
   write_file(path, string.rep("\7", fz.r(40) - 1))
   local shape = fz:chance(0.7) and fz:fresh_shape() or fz:value(1)
   local o = fz:chance(0.5) and {offset = fz:number()} or nil
-  local ok, res = fz:call("dle.data.memmap", dle.data.memmap, path, fz:chance(0.8) and fz:pick(DTYPES) or fz:value(1), shape, o)
+  local ok, res = fz:call("dle.data.memmap", dle.data.memmap, path, fz:chance(0.8) and fz:pick(DTYPES) or fz:value(1),
+                          shape, o)
   if ok and dle.is_tensor(res[2]) then fz:call("memmap:clone", res[2].clone, res[2]) end
 end)
 
@@ -671,7 +674,8 @@ scenario("dle.data.text_corpus", function(fz)
   if not ok then return end
   local c = res[2]
   local k = fz.r(3)
-  if k == 1 then fz:call("TextCorpus:batch", c.batch, c, fz:number(), fz:number(), fz:chance(0.5) and fz:options(1) or nil)
+  if k == 1 then fz:call("TextCorpus:batch", c.batch, c, fz:number(), fz:number(), fz:chance(0.5) and fz:options(1)
+                         or nil)
   elseif k == 2 then fz:call("TextCorpus:encode", c.encode, c, fz:chance(0.5) and "abc" or fz:value(0))
   else fz:call("TextCorpus:decode", c.decode, c, fz:value(0)) end
 end)
@@ -719,11 +723,14 @@ scenario("autograd", function(fz)
   local k = fz.r(4)
   if k == 1 then fz:call("Tensor:backward", y.backward, y, fz:value(0))
   elseif k == 2 then fz:call("dle.grad", dle.grad, y, fz:chance(0.7) and {x} or fz:value(0), fz:options(1))
-  elseif k == 3 then fz:call("dle.grad", dle.grad, {y, y}, {x, x}, {create_graph = fz:chance(0.5), grad_outputs = fz:value(0)})
+  elseif k == 3 then fz:call("dle.grad", dle.grad, {y, y}, {x, x},
+                             {create_graph = fz:chance(0.5), grad_outputs = fz:value(0)})
   else
     local Fn = dle.autograd.Function({forward = fz:callback(), backward = fz:callback()})
     local cok, out = fz:call("autograd.Function", Fn, x, fz:value(0))
-    if cok and dle.is_tensor(out[2]) then fz:call("autograd.Function:backward", function() out[2]:sum():backward() end) end
+    if cok and dle.is_tensor(out[2]) then
+      fz:call("autograd.Function:backward", function() out[2]:sum():backward() end)
+    end
   end
 end)
 
@@ -739,7 +746,9 @@ scenario("dle.autocast", function(fz)
     if fz:chance(0.5) then y:sum():backward() end
     return y
   end)
-  if ok and dle.is_tensor(res[2]) and fz:chance(0.3) then fz:call("Tensor:backward", res[2].backward, res[2], fz:value(0)) end
+  if ok and dle.is_tensor(res[2]) and fz:chance(0.3) then
+    fz:call("Tensor:backward", res[2].backward, res[2], fz:value(0))
+  end
 end)
 
 scenario("dle.amp.GradScaler", function(fz)
@@ -773,17 +782,21 @@ local OPTION_VALUES = {
   count_include_pad = function(fz) return fz:chance(0.5) end,
   lr = function(fz) return fz:pick({0.1, 0.01, 0, -1, 0 / 0, 1e300}) end,
   step = function(fz) return fz:pick({1, 2, 0, -1, 1 << 40, math.maxinteger}) end,
-  momentum_buffer = function(fz, dims) return fz:tensor({shape = {dims.N, fz:chance(0.8) and dims.C or dims.C + 1}}) end,
+  momentum_buffer = function(fz, dims) return fz:tensor({shape = {dims.N, fz:chance(0.8) and dims.C
+                                                                  or dims.C + 1}}) end,
   grad_avg = function(fz, dims) return fz:tensor({shape = {dims.N, fz:chance(0.8) and dims.C or dims.C + 1}}) end,
   max_exp_avg_sq = function(fz, dims) return fz:tensor({shape = {dims.N, fz:chance(0.8) and dims.C or dims.C + 1}}) end,
   reduction = function(fz) return fz:pick({"mean", "sum", "none", "mean", "max"}) end,
   ignore_index = function(fz, dims) return fz:pick({1, dims.C, -100, 0, dims.C + 1}) end,
   label_smoothing = function(fz) return fz:pick({0, 0.1, 0.5, 1, -0.1, 1.5, 0 / 0}) end,
-  weight = function(fz, dims) return fz:tensor({shape = {fz:chance(0.8) and dims.C or dims.C + 1}, dtype = fz:pick(FLOAT_DTYPES)}) end,
-  pos_weight = function(fz, dims) return fz:chance(0.7) and fz:tensor({shape = {dims.C}, dtype = fz:pick(FLOAT_DTYPES)}) or fz:pick({2, -1, 0 / 0}) end,
+  weight = function(fz, dims) return fz:tensor({shape = {fz:chance(0.8) and dims.C or dims.C + 1},
+                                                dtype = fz:pick(FLOAT_DTYPES)}) end,
+  pos_weight = function(fz, dims) return fz:chance(0.7) and fz:tensor({shape = {dims.C},
+      dtype = fz:pick(FLOAT_DTYPES)}) or fz:pick({2, -1, 0 / 0}) end,
   padding_idx = function(fz, dims) return fz:pick({1, dims.V, 0, -1, dims.V + 1}) end,
   generator = function(fz) return fz:chance(0.8) and dle.Generator(fz.r(100)) or fz:value(1) end,
-  mask = function(fz, dims) return fz:tensor({shape = fz:chance(0.8) and {dims.S, dims.P} or {dims.P, dims.S}, dtype = fz:pick({"bool", "float32", "bool"})}) end,
+  mask = function(fz, dims) return fz:tensor({shape = fz:chance(0.8) and {dims.S, dims.P} or {dims.P, dims.S},
+                                              dtype = fz:pick({"bool", "float32", "bool"})}) end,
   causal = function(fz) return fz:chance(0.5) end,
   scale = function(fz) return fz:pick({0.5, 1, 0, -1, 0 / 0, math.huge}) end,
   dtype = function(fz) return fz:pick(DTYPES) end,
@@ -854,8 +867,10 @@ function F:typed_arg(spec, dims, first)
       return self:chance(0.3) and d - nd - 1 or d
     end
     return self:pick({0, nd + 1, -nd - 1, 65, -65, 1 << 40})
-  elseif spec == "n" then return self:chance(0.85) and self.r(5) - 1 or self:pick({-1, 1 << 36, 1 << 62, math.maxinteger, 0})
-  elseif spec:match("^n:") then return self:chance(0.9) and dims[spec:sub(3)] or self:pick({0, -1, dims[spec:sub(3)] + 1})
+  elseif spec == "n" then return self:chance(0.85) and self.r(5) - 1
+      or self:pick({-1, 1 << 36, 1 << 62, math.maxinteger, 0})
+  elseif spec:match("^n:") then return self:chance(0.9) and dims[spec:sub(3)]
+      or self:pick({0, -1, dims[spec:sub(3)] + 1})
   elseif spec == "x" then return self:pick({0.5, 1, 0, -1, 2, 1e-5, 0.1, 3, -2.5, 0 / 0, math.huge, 1e300})
   elseif spec == "b" then return self:chance(0.5)
   elseif spec == "e" then return self:pick(EINSUM) end

@@ -18,8 +18,8 @@ local function native(fn, ...)
   return table.unpack(res, 2, res.n)
 end
 
-data.DataLoader = require "dle.data.DataLoader"
-data.TextCorpus = require "dle.data.TextCorpus"
+data.DataLoader = require "dle.data.data_loader"
+data.TextCorpus = require "dle.data.text_corpus"
 
 --- Reads an IDX file (the MNIST format), gzip-compressed or raw, into a tensor.
 -- Element types: uint8 -> uint8; int8, int16, int32 -> int32; float32 -> float32;
@@ -30,7 +30,7 @@ function data.idx(path)
   if type(path) ~= "string" then
     error("idx: path must be a string, got " .. type(path), 2)
   end
-  return (native(core.read_idx, path))
+  return (native(core._read_idx, path))
 end
 
 local function file_exists(path)
@@ -82,8 +82,8 @@ function data.fashion_mnist(split, opts)
       .. "DLE_DATA or opts.path to a directory holding them); tried: %s",
       split, FASHION_PACKAGE, table.concat(tried, ", ")), 2)
   end
-  local raw = native(core.read_idx, images_path)
-  local labels8 = native(core.read_idx, labels_path)
+  local raw = native(core._read_idx, images_path)
+  local labels8 = native(core._read_idx, labels_path)
   if raw:dtype() ~= "uint8" or raw:dim() ~= 3 then
     error(string.format("fashion_mnist: %s holds a %s tensor of %d dims, expected uint8 N x 28 x 28",
       images_path, raw:dtype(), raw:dim()), 2)
@@ -132,7 +132,7 @@ function data.memmap(path, dtype, shape, opts)
   elseif type(shape) ~= "table" then
     error("memmap: shape must be a table of sizes, got " .. type(shape), 2)
   end
-  return (native(core.memmap, path, dtype, shape, offset, mode == "r+"))
+  return (native(core._memmap, path, dtype, shape, offset, mode == "r+"))
 end
 
 --- A byte-level text corpus for character language models (see dle.data.TextCorpus).

@@ -68,7 +68,8 @@ function DDP:init(model, opts)
   end
   opts = check.options(opts, "DistributedDataParallel", {"broadcast_buffers", "bucket_cap_mb"})
   for k, v in pairs(opts) do
-    if type(v) ~= OPTIONS[k] or (k == "bucket_cap_mb" and not (v > 0)) then
+    -- not (v > 0): NaN is refused too
+    if type(v) ~= OPTIONS[k] or (k == "bucket_cap_mb" and not (v > 0)) then -- luacheck: ignore 581
       check.error(string.format("DistributedDataParallel: option %s must be a %s%s, got %s", k, OPTIONS[k],
         k == "bucket_cap_mb" and " > 0" or "", tostring(v)))
     end

@@ -108,7 +108,7 @@ end
 -- contiguous copy that is then copied back (write = false: nothing to copy back).
 local function on_buffer(t, fn, write, op)
   local c = t:is_contiguous() and t or t:contiguous()
-  local ptr, n, dtype = core.raw_buffer(c, fn, write)
+  local ptr, n, dtype = core._raw_buffer(c, fn, write)
   op(ptr, n, dtype)   -- c (and t) stay referenced by this frame meanwhile
   if write and c ~= t then dle.no_grad(function() t:copy_(c) end) end
   return t

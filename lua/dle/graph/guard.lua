@@ -178,7 +178,7 @@ function Recorder:walk(v, name)
   local ty = type(v)
   if ty == "function" then self:walk_fn(v)
   elseif ty == "table" then self:walk_table(v, name)
-  elseif ty == "userdata" and core.is_tensor(v) then self.tensors[core.tensor_id(v)] = true end
+  elseif ty == "userdata" and core.is_tensor(v) then self.tensors[core._tensor_id(v)] = true end
 end
 
 --- rec:unfreeze(g): forgets the traced value (attrs.value) of each 0-dim constant of g that holds
@@ -187,7 +187,7 @@ end
 -- theirs: they are guarded by value.)
 function Recorder:unfreeze(g)
   for _, n in ipairs(g:nodes()) do
-    if n.op == "const" and n.attrs.value ~= nil and self.tensors[core.tensor_id(n._value)] then
+    if n.op == "const" and n.attrs.value ~= nil and self.tensors[core._tensor_id(n._value)] then
       n.attrs.value = nil
     end
   end
@@ -205,9 +205,9 @@ function Recorder:walk_fn(f)
     local name, v = getupvalue(f, i)
     if name == nil then break end
     local id = upvalueid(f, i)
-    if library_fn and not (type(v) == "function" and not is_library_fn(v)) then
-      -- dle's state: fixed (see the header)
-    elseif not self.seen_up[id] then
+    -- in dle's own closures, only user functions count: dle's state is fixed (see the header)
+    local fixed = library_fn and not (type(v) == "function" and not is_library_fn(v))
+    if not fixed and not self.seen_up[id] then
       self.seen_up[id] = true
       if self:over(1) then return end
       local k = #self.uf + 1

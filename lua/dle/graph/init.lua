@@ -81,7 +81,7 @@ end
 -- ops of a backward pass find their node by view key when not by identity.
 local function build(g, recs, map, by_view)
   local order, tensor_of = g._order, {}
-  local view_key = core.tensor_view_key
+  local view_key = core._tensor_view_key
   local function known(n, t)
     tensor_of[n] = t
     by_view[view_key(t)] = n
@@ -132,13 +132,13 @@ local function build(g, recs, map, by_view)
       known(p, r.outs[k])
     end
   end
-  return function(t) return node_of_id(t, core.tensor_id(t)) end
+  return function(t) return node_of_id(t, core._tensor_id(t)) end
 end
 
 -- Traces fn(...) and returns the graph and fn's results (packed).
 function graph._trace(fname, fn, ...)
   check.callable(fn, fname, "fn")
-  if core.trace_active() then
+  if core._trace_active() then
     error(fname .. ": a trace is already running on this thread (traces do not nest)", 3)
   end
   local g = graph.new()
@@ -154,16 +154,16 @@ function graph._trace(fname, fn, ...)
       g.example_inputs[#g.inputs] = a
       g._order[#g._order + 1] = n
       g.args[i] = {input = #g.inputs}
-      local id = core.tensor_id(a)
+      local id = core._tensor_id(a)
       map[id] = map[id] or n
-      by_view[core.tensor_view_key(a)] = by_view[core.tensor_view_key(a)] or n
+      by_view[core._tensor_view_key(a)] = by_view[core._tensor_view_key(a)] or n
     else
       g.args[i] = {value = a}
     end
   end
-  core.trace_begin()
+  core._trace_begin()
   local res = table.pack(pcall(fn, ...))
-  local recs = core.trace_end()
+  local recs = core._trace_end()
   if not res[1] then error(res[2], 0) end
   g.unsafe = recs.unsafe
   local node_of = build(g, recs, map, by_view)
@@ -389,7 +389,9 @@ function Graph:backward_graph(opts)
     examples[i] = c
   end
   if opts.grad_outputs then
-    for _, k in ipairs(float_outs) do examples[#examples + 1] = dle.ones(self.outputs[k]:shape(), {dtype = self.outputs[k]:dtype()}) end
+    for _, k in ipairs(float_outs) do
+      examples[#examples + 1] = dle.ones(self.outputs[k]:shape(), {dtype = self.outputs[k]:dtype()})
+    end
   end
   local ninputs = #self.inputs
   local function backward(...)

@@ -46,7 +46,7 @@ function M.leaf(t, force_const)
   local n = M.new(op, {}, {}, t:shape(), t:dtype())
   n._value = t
   if op == "const" and t:dim() == 0 and t:device() == "cpu" then
-    n.attrs.value = core.peek_scalar(t)   -- bookkeeping, not a read that makes a trace unsafe
+    n.attrs.value = core._peek_scalar(t)   -- bookkeeping, not a read that makes a trace unsafe
   end
   return n
 end

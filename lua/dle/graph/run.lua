@@ -2,7 +2,7 @@
 --
 -- A graph is turned once into a plan: one step per node of g:nodes(), each reading the slots of
 -- its inputs, and per step the slots whose last reader it is. A replay fills the slots in order
--- through the engine's front door (dle.core.graph_op: autograd records, autocast casts and the
+-- through the engine's front door (dle.core._graph_op: autograd records, autocast casts and the
 -- profiler counts as for eager calls) and closes each intermediate after its last reader, so its
 -- memory goes back to the allocator's cache at once instead of waiting for Lua's collector: a
 -- replay's peak is the live set of the schedule (ggml's liveness-based reuse, with dle's size-
@@ -11,7 +11,7 @@
 local core = require "dle.core"
 local Nodes = require "dle.graph.node"
 
-local graph_op, is_tensor = core.graph_op, core.is_tensor
+local graph_op, is_tensor = core._graph_op, core.is_tensor
 local close = core.metatable.__close
 local unpack = table.unpack
 local shape_str = Nodes.shape_str
@@ -51,7 +51,7 @@ local function plan_of(g)
         st.kind = "op"
         st.id = n.op == "detach" and Nodes.detach_id or n.op_id or Nodes.op_ids[n.op]
         if not st.id then error("run: node " .. i .. " has the unknown op '" .. tostring(n.op) .. "'", 0) end
-        if next(n.attrs) ~= nil then st.attrs = core.graph_attrs(n.attrs) end
+        if next(n.attrs) ~= nil then st.attrs = core._graph_attrs(n.attrs) end
         st.no_grad = n.no_grad or false
         if n.inplace then
           st.target = table.remove(st.ins, 1)

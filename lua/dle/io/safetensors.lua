@@ -66,7 +66,9 @@ return function(dle)
   -- @param opts optional {copy_shared = boolean}
   local function save_safetensors(path, tensors, metadata, opts)
     local fn = "dle.save_safetensors"
-    if type(tensors) ~= "table" then fail("%s: tensors must be a table of name -> tensor, got %s", fn, type(tensors)) end
+    if type(tensors) ~= "table" then
+      fail("%s: tensors must be a table of name -> tensor, got %s", fn, type(tensors))
+    end
     if opts ~= nil and type(opts) ~= "table" then fail("%s: options must be a table, got %s", fn, type(opts)) end
     local names = {}
     for k, v in pairs(tensors) do

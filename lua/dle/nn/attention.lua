@@ -104,9 +104,7 @@ local MultiheadAttention = Module:extend("MultiheadAttention")
 --   dtype = "float32", generator = g (init and dropout)}
 function MultiheadAttention:init(d, heads, opts)
   opts = check.options(opts, "MultiheadAttention", {"causal", "bias", "dropout", "dtype", "generator"})
-  if math.type(d) ~= "integer" or d < 1 or math.type(heads) ~= "integer" or heads < 1 then
-    check.error("MultiheadAttention: expected positive integers (d, heads), got " .. tostring(d) .. ", " .. tostring(heads))
-  end
+  check.positive_integers("MultiheadAttention", "positive integers (d, heads)", d, heads)
   if d % heads ~= 0 then
     check.error("MultiheadAttention: d = " .. d .. " is not divisible by heads = " .. heads)
   end

@@ -53,7 +53,8 @@ end
 function BatchNorm:check_input(x)
   if not dle.is_tensor(x) then check.error(self.__name .. ": input must be a tensor, got " .. type(x)) end
   if not self._dims[x:dim()] then
-    check.error(self.__name .. ": expected a " .. self._dims_text .. " input, got {" .. table.concat(x:shape(), ",") .. "}")
+    check.error(self.__name .. ": expected a " .. self._dims_text .. " input, got {" .. table.concat(x:shape(), ",")
+                .. "}")
   end
   if x:size(2) ~= self.num_features then
     check.error(self.__name .. ": input has " .. x:size(2) .. " channels (shape {" .. table.concat(x:shape(), ",")

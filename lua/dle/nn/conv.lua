@@ -13,7 +13,8 @@ require "dle.nn.functional_conv"
 local function pair(cls, what, v, lo)
   local p
   if math.type(v) == "integer" then p = {v, v}
-  elseif type(v) == "table" and #v == 2 and math.type(v[1]) == "integer" and math.type(v[2]) == "integer" then p = {v[1], v[2]}
+  elseif type(v) == "table" and #v == 2 and math.type(v[1]) == "integer"
+      and math.type(v[2]) == "integer" then p = {v[1], v[2]}
   else check.error(cls .. ": " .. what .. " must be an integer or a pair {h, w} of integers, got " .. tostring(v)) end
   if p[1] < lo or p[2] < lo then
     check.error(cls .. ": " .. what .. " must be >= " .. lo .. ", got {" .. p[1] .. "," .. p[2] .. "}")
@@ -41,7 +42,8 @@ end
 -- Output shape {N, C, Hout, Wout} of a window op given an input shape {N, Cin, H, W}.
 local function window_out_shape(cls, shape, cout, k, s, p, d)
   if type(shape) ~= "table" or (#shape ~= 4 and #shape ~= 3) then
-    check.error(cls .. ": expected an input shape {N, C, H, W}, got " .. tostring(type(shape) == "table" and shape_str(shape) or shape))
+    check.error(cls .. ": expected an input shape {N, C, H, W}, got "
+                .. tostring(type(shape) == "table" and shape_str(shape) or shape))
   end
   local off = #shape - 4
   local n = off == 0 and shape[1] or 1
@@ -74,13 +76,14 @@ local Conv2d = Module:extend("Conv2d")
 --   bias = true, dtype = "float32", generator = g}
 function Conv2d:init(cin, cout, k, opts)
   opts = check.options(opts, "Conv2d", {"stride", "padding", "dilation", "groups", "bias", "dtype", "generator"})
-  if math.type(cin) ~= "integer" or cin < 1 or math.type(cout) ~= "integer" or cout < 1 then
-    check.error("Conv2d: expected positive integer channel counts (cin, cout), got " .. tostring(cin) .. ", " .. tostring(cout))
-  end
+  check.positive_integers("Conv2d", "positive integer channel counts (cin, cout)", cin, cout)
   local groups = opts.groups or 1
-  if math.type(groups) ~= "integer" or groups < 1 then check.error("Conv2d: groups must be a positive integer, got " .. tostring(groups)) end
+  if math.type(groups) ~= "integer" or groups < 1 then
+    check.error("Conv2d: groups must be a positive integer, got " .. tostring(groups))
+  end
   if cin % groups ~= 0 or cout % groups ~= 0 then
-    check.error("Conv2d: in_channels " .. cin .. " and out_channels " .. cout .. " must be divisible by groups " .. groups)
+    check.error("Conv2d: in_channels " .. cin .. " and out_channels " .. cout .. " must be divisible by groups "
+                .. groups)
   end
   self.in_channels, self.out_channels, self.groups = cin, cout, groups
   self.kernel_size = pair("Conv2d", "kernel size", k, 1)

@@ -9,7 +9,9 @@ local Dropout = Module:extend("Dropout")
 -- @param opts optional {generator = g} for the mask (dle.rand)
 function Dropout:init(p, opts)
   p = p or 0.5
-  if type(p) ~= "number" or p < 0 or p > 1 then check.error("Dropout: p must be a number in [0, 1], got " .. tostring(p)) end
+  if type(p) ~= "number" or p < 0 or p > 1 then
+    check.error("Dropout: p must be a number in [0, 1], got " .. tostring(p))
+  end
   self.p = p
   self.generator = check.options(opts, "Dropout", {"generator"}).generator
 end

@@ -13,9 +13,7 @@ local Embedding = Module:extend("Embedding")
 -- @param opts optional {dtype = "float32", generator = g, padding_idx = i (1..n)}
 function Embedding:init(num_embeddings, embedding_dim, opts)
   opts = check.options(opts, "Embedding", {"dtype", "generator", "padding_idx"})
-  if math.type(num_embeddings) ~= "integer" or num_embeddings < 1 or math.type(embedding_dim) ~= "integer" or embedding_dim < 1 then
-    check.error("Embedding: expected positive integer sizes (n, d), got " .. tostring(num_embeddings) .. ", " .. tostring(embedding_dim))
-  end
+  check.positive_integers("Embedding", "positive integer sizes (n, d)", num_embeddings, embedding_dim)
   local pad = opts.padding_idx
   if pad ~= nil and (math.type(pad) ~= "integer" or pad < 1 or pad > num_embeddings) then
     check.error("Embedding: padding_idx must be an integer in 1.." .. num_embeddings .. ", got " .. tostring(pad))
@@ -33,7 +31,8 @@ function Embedding:forward(ids)
 end
 
 function Embedding:extra_repr()
-  return self.num_embeddings .. ", " .. self.embedding_dim .. (self.padding_idx and ", padding_idx=" .. self.padding_idx or "")
+  return self.num_embeddings .. ", " .. self.embedding_dim .. (self.padding_idx and ", padding_idx="
+                                                               .. self.padding_idx or "")
 end
 
 return Embedding

@@ -20,7 +20,8 @@ function Flatten:forward(x)
   local e = self.end_dim < 0 and nd + 1 + self.end_dim or self.end_dim
   if s < 1 or e > nd or s > e then
     if nd == 0 or s > e then return x end
-    check.error("Flatten: dims " .. self.start_dim .. ".." .. self.end_dim .. " out of range for shape {" .. table.concat(x:shape(), ",") .. "}")
+    check.error("Flatten: dims " .. self.start_dim .. ".." .. self.end_dim .. " out of range for shape {"
+                .. table.concat(x:shape(), ",") .. "}")
   end
   local shape, n = {}, 1
   for d = 1, s - 1 do shape[#shape + 1] = x:size(d) end

@@ -53,7 +53,7 @@ function F.linear(x, weight, bias)
   if lead then x = x:reshape(-1, inf) end
   -- under autocast, the weight is cast before it is transposed: the product then receives a view
   -- of the parameter's cast, which the cast cache keeps, rather than a new view to cast each call
-  if dle.is_autocast_enabled() then weight = dle.core.autocast_lower(weight) end
+  if dle.is_autocast_enabled() then weight = dle.core._autocast_lower(weight) end
   local y = check.call("linear", function() return bias and dle.addmm(bias, x, weight:t()) or x:matmul(weight:t()) end)
   if lead then
     lead[#lead] = weight:size(1)
@@ -71,7 +71,9 @@ end
 function F.dropout(x, p, training, opts)
   opts = check.options(opts, "dropout", DROPOUT_OPTS)
   p = p or 0.5
-  if type(p) ~= "number" or p < 0 or p > 1 then check.error("dropout: p must be a number in [0, 1], got " .. tostring(p)) end
+  if type(p) ~= "number" or p < 0 or p > 1 then
+    check.error("dropout: p must be a number in [0, 1], got " .. tostring(p))
+  end
   check.tensor(x, "dropout", "input")
   if training == false or p == 0 then return x end
   return dle.dropout(x, p, {generator = opts and opts.generator})
@@ -223,7 +225,8 @@ local function class_loss(fname, input, targets, opts, logits)
   local w = opts.weight ~= nil and class_weight(fname, opts.weight, x) or nil
   if targets:is_floating_point() then
     if shape_str(targets) ~= shape_str(input) then
-      check.error(fname .. ": probability targets have shape " .. shape_str(targets) .. ", expected " .. shape_str(input))
+      check.error(fname .. ": probability targets have shape " .. shape_str(targets) .. ", expected "
+                  .. shape_str(input))
     end
     local p = classes_last(targets)
     if w then return unflatten(weighted_prob_loss(fname, x, p, w, opts, logits), opts, out_shape) end
@@ -293,7 +296,8 @@ function F.binary_cross_entropy_with_logits(x, y, opts)
   check.tensor(x, "binary_cross_entropy_with_logits", "input")
   check.tensor(y, "binary_cross_entropy_with_logits", "target")
   if shape_str(x) ~= shape_str(y) then
-    check.error("binary_cross_entropy_with_logits: input has shape " .. shape_str(x) .. " but target has shape " .. shape_str(y))
+    check.error("binary_cross_entropy_with_logits: input has shape " .. shape_str(x) .. " but target has shape "
+                .. shape_str(y))
   end
   return dle.binary_cross_entropy_with_logits(x, y, {reduction = opts and opts.reduction,
     pos_weight = opts and opts.pos_weight})

@@ -53,7 +53,8 @@ function M.batch_norm(x, running_mean, running_var, weight, bias, training, mome
     check.error("batch_norm: expected an input of at least 2 dimensions {N, C, ...}, got " .. shape_str(x))
   end
   local C = x:size(2)
-  for _, p in ipairs({{"running_mean", running_mean}, {"running_var", running_var}, {"weight", weight}, {"bias", bias}}) do
+  for _, p in ipairs({{"running_mean", running_mean}, {"running_var", running_var}, {"weight", weight},
+                      {"bias", bias}}) do
     local t = p[2]
     if t ~= nil then
       check.tensor(t, "batch_norm", p[1])
@@ -107,7 +108,9 @@ function M.conv2d(x, weight, bias, opts)
   opts = check.options(opts, "conv2d", CONV_OPTS)
   local xb, added = as_batched("conv2d", x)
   check.tensor(weight, "conv2d", "weight")
-  if weight:dim() ~= 4 then check.error("conv2d: weight must be 4-D {Cout, Cin/groups, kh, kw}, got " .. shape_str(weight)) end
+  if weight:dim() ~= 4 then
+    check.error("conv2d: weight must be 4-D {Cout, Cin/groups, kh, kw}, got " .. shape_str(weight))
+  end
   local y = conv(xb, weight, bias, opts or {})
   if added then y = y:squeeze(1) end
   return y

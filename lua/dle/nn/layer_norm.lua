@@ -39,7 +39,8 @@ function LayerNorm:forward(x)
   if not ok then
     local got = dle.is_tensor(x) and "{" .. table.concat(x:shape(), ",") .. "}" or type(x)
     check.error("LayerNorm: input has shape " .. got .. ", expected "
-      .. (k == 1 and "last dimension " .. self.shape[1] or "trailing dimensions {" .. table.concat(self.shape, ",") .. "}"))
+      .. (k == 1 and "last dimension " .. self.shape[1] or "trailing dimensions {" .. table.concat(self.shape, ",")
+          .. "}"))
   end
   return F.layer_norm(x, self.weight, self.bias, self.eps, self.shape)
 end

@@ -12,9 +12,7 @@ local Linear = Module:extend("Linear")
 -- @param opts optional {bias = true, dtype = "float32", generator = g}
 function Linear:init(in_features, out_features, opts)
   opts = check.options(opts, "Linear", {"bias", "dtype", "generator"})
-  if math.type(in_features) ~= "integer" or in_features < 1 or math.type(out_features) ~= "integer" or out_features < 1 then
-    check.error("Linear: expected positive integer sizes (in, out), got " .. tostring(in_features) .. ", " .. tostring(out_features))
-  end
+  check.positive_integers("Linear", "positive integer sizes (in, out)", in_features, out_features)
   self.in_features, self.out_features = in_features, out_features
   local bound = 1 / math.sqrt(in_features)
   local o = {dtype = opts.dtype or "float32"}
@@ -43,7 +41,8 @@ function Linear:flops(inputs)
 end
 
 function Linear:extra_repr()
-  return string.format("in_features=%d, out_features=%d, bias=%s", self.in_features, self.out_features, tostring(self.bias ~= nil))
+  return string.format("in_features=%d, out_features=%d, bias=%s", self.in_features, self.out_features,
+                       tostring(self.bias ~= nil))
 end
 
 return Linear

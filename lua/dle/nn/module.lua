@@ -104,7 +104,9 @@ end
 -- @param t tensor or nil
 function Module:register_buffer(name, t)
   check.string(name, self.__name .. ":register_buffer", "name")
-  if t ~= nil and not is_tensor(t) then check.error(self.__name .. ":register_buffer: '" .. name .. "' must be a tensor") end
+  if t ~= nil and not is_tensor(t) then
+    check.error(self.__name .. ":register_buffer: '" .. name .. "' must be a tensor")
+  end
   local seen, order = rawget(self, "_seen"), rawget(self, "_order")
   if not seen[name] then seen[name] = true; order[#order + 1] = name end
   rawget(self, "_buffers")[name] = true
@@ -322,7 +324,9 @@ function Module:load_state_dict(sd, opts)
   for _, n in ipairs(names) do
     local src, dst = sd[n], targets[n]
     if src ~= nil then
-      if not is_tensor(src) then check.error("load_state_dict: '" .. n .. "' is a " .. type(src) .. ", expected a tensor") end
+      if not is_tensor(src) then
+        check.error("load_state_dict: '" .. n .. "' is a " .. type(src) .. ", expected a tensor")
+      end
       if shape_str(src) ~= shape_str(dst) then
         check.error("load_state_dict: '" .. n .. "' has shape " .. shape_str(src) .. ", expected " .. shape_str(dst))
       end
@@ -364,7 +368,8 @@ function Module:to(target)
         local c = convert(v)
         if rg and c ~= v then
           if not c:is_floating_point() then
-            check.error("Module:to: cannot convert parameter '" .. tostring(k) .. "' to " .. target .. " (not a float dtype)")
+            check.error("Module:to: cannot convert parameter '" .. tostring(k) .. "' to " .. target
+                        .. " (not a float dtype)")
           end
           c:requires_grad_(true)
         end
@@ -462,14 +467,16 @@ function Module:summary(input_shape, opts)
     res.total_memory = res.total_memory + l.memory
   end
   if opts.print ~= false then
-    local rows = {string.format("%-20s %-14s %-18s %12s %14s %12s", "Layer", "Type", "Output shape", "Params", "FLOPs", "Memory (B)")}
+    local rows = {string.format("%-20s %-14s %-18s %12s %14s %12s", "Layer", "Type", "Output shape", "Params", "FLOPs",
+                                "Memory (B)")}
     rows[#rows + 1] = string.rep("-", #rows[1])
     for _, l in ipairs(layers) do
       rows[#rows + 1] = string.format("%-20s %-14s %-18s %12s %14s %12s", l.name, l.type, fmt_shape(l.output_shape),
         fmt_int(l.params), fmt_int(l.flops), fmt_int(l.memory))
     end
     rows[#rows + 1] = string.rep("-", #rows[1])
-    rows[#rows + 1] = "Total params: " .. fmt_int(res.total_params) .. " (trainable " .. fmt_int(res.trainable_params) .. ")"
+    rows[#rows + 1] = "Total params: " .. fmt_int(res.total_params) .. " (trainable " .. fmt_int(res.trainable_params)
+        .. ")"
     rows[#rows + 1] = "Forward FLOPs: " .. fmt_int(res.total_flops)
     rows[#rows + 1] = "Activation memory: " .. fmt_int(res.total_memory) .. " bytes"
     print(table.concat(rows, "\n"))

@@ -10,7 +10,9 @@ function Sequential:init(...)
   if #mods == 1 and not Module.is_module(mods[1]) and type(mods[1]) == "table" then mods = mods[1] end
   self._n = 0
   for i, m in ipairs(mods) do
-    if not Module.is_module(m) then check.error("Sequential: argument " .. i .. " is not a module (" .. type(m) .. ")") end
+    if not Module.is_module(m) then
+      check.error("Sequential: argument " .. i .. " is not a module (" .. type(m) .. ")")
+    end
     self:add(m)
   end
 end

@@ -19,9 +19,7 @@ local TransformerBlock = Module:extend("TransformerBlock")
 --   attention weights), bias = true, dtype = "float32", generator = g}
 function TransformerBlock:init(d, heads, opts)
   opts = check.options(opts, "TransformerBlock", {"causal", "mlp_ratio", "dropout", "bias", "dtype", "generator"})
-  if math.type(d) ~= "integer" or d < 1 then
-    check.error("TransformerBlock: expected a positive integer size d, got " .. tostring(d))
-  end
+  check.positive_integers("TransformerBlock", "a positive integer size d", d)
   local ratio = opts.mlp_ratio or 4
   local hidden = math.tointeger(ratio * d)
   if not hidden or hidden < 1 then
@@ -48,7 +46,8 @@ end
 -- @return tensor {B, T, d}
 function TransformerBlock:forward(x, opts)
   if not dle.is_tensor(x) or x:dim() < 2 or x:size(-1) ~= self.embed_dim then
-    check.error("TransformerBlock: input has shape " .. (dle.is_tensor(x) and ("{" .. table.concat(x:shape(), ",") .. "}")
+    check.error("TransformerBlock: input has shape " .. (dle.is_tensor(x)
+                                                         and ("{" .. table.concat(x:shape(), ",") .. "}")
       or type(x)) .. ", expected {B, T, " .. self.embed_dim .. "}")
   end
   local p, tr = self.dropout, self.training

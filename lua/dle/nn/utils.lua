@@ -7,9 +7,13 @@ local U = {}
 local function param_list(fname, params)
   if dle.is_tensor(params) then return {params} end
   if type(params) == "table" and type(params.parameters) == "function" then return params:parameters() end
-  if type(params) ~= "table" then check.error(fname .. ": expected a list of tensors, got " .. check.typename(params)) end
+  if type(params) ~= "table" then
+    check.error(fname .. ": expected a list of tensors, got " .. check.typename(params))
+  end
   for i, p in ipairs(params) do
-    if not dle.is_tensor(p) then check.error(string.format("%s: parameter %d is a %s, not a tensor", fname, i, check.typename(p))) end
+    if not dle.is_tensor(p) then
+      check.error(string.format("%s: parameter %d is a %s, not a tensor", fname, i, check.typename(p)))
+    end
   end
   return params
 end

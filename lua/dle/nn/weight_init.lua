@@ -139,9 +139,13 @@ function I.trunc_normal_(t, std, a, b, opts)
   check.number(std, "trunc_normal_", "std")
   a, b = check.number(a or -3 * std, "trunc_normal_", "a"), check.number(b or 3 * std, "trunc_normal_", "b")
   opts = check.options(opts, "trunc_normal_", {"generator"})
-  if not (a < b) then check.error("trunc_normal_: need a < b, got [" .. a .. ", " .. b .. "]") end
+  -- not (a < b): a NaN bound is refused too
+  if not (a < b) then -- luacheck: ignore 581
+    check.error("trunc_normal_: need a < b, got [" .. a .. ", " .. b .. "]")
+  end
   if a > 3 * std or b < -3 * std then
-    check.error("trunc_normal_: interval [" .. a .. ", " .. b .. "] is too far from the mean for resampling (std " .. std .. ")")
+    check.error("trunc_normal_: interval [" .. a .. ", " .. b .. "] is too far from the mean for resampling (std "
+                .. std .. ")")
   end
   dle.no_grad(function()
     local o = {dtype = t:dtype(), generator = opts.generator}

@@ -71,7 +71,7 @@ M.algorithms.sgd = {
       first = true
     end
     st.step = st.step + 1
-    core.sgd_step(p, g, {lr = h.lr, momentum = h.momentum, dampening = h.dampening,
+    core._sgd_step(p, g, {lr = h.lr, momentum = h.momentum, dampening = h.dampening,
       nesterov = h.nesterov, weight_decay = h.weight_decay, first = first,
       momentum_buffer = st.momentum_buffer})
   end,
@@ -91,7 +91,7 @@ M.algorithms.adagrad = {
       if h.initial_accumulator_value ~= 0 then st.sum:fill_(h.initial_accumulator_value) end
     end
     st.step = st.step + 1
-    core.adagrad_step(p, g, st.sum, {lr = h.lr, step = st.step, lr_decay = h.lr_decay,
+    core._adagrad_step(p, g, st.sum, {lr = h.lr, step = st.step, lr_decay = h.lr_decay,
       weight_decay = h.weight_decay, eps = h.eps})
   end,
 }
@@ -109,7 +109,7 @@ M.algorithms.rmsprop = {
     if h.momentum > 0 then st.momentum_buffer = st.momentum_buffer or zeros_state(p) end
     if h.centered then st.grad_avg = st.grad_avg or zeros_state(p) end
     st.step = st.step + 1
-    core.rmsprop_step(p, g, st.square_avg, {lr = h.lr, alpha = h.alpha, eps = h.eps,
+    core._rmsprop_step(p, g, st.square_avg, {lr = h.lr, alpha = h.alpha, eps = h.eps,
       weight_decay = h.weight_decay, momentum = h.momentum, centered = h.centered,
       momentum_buffer = st.momentum_buffer, grad_avg = st.grad_avg})
   end,
@@ -135,7 +135,7 @@ local function adam_algorithm(weight_decay, decoupled)
       st.exp_avg_sq = st.exp_avg_sq or zeros_state(p)
       if h.amsgrad then st.max_exp_avg_sq = st.max_exp_avg_sq or zeros_state(p) end
       st.step = st.step + 1
-      core.adam_step(p, g, st.exp_avg, st.exp_avg_sq, {lr = h.lr, step = st.step,
+      core._adam_step(p, g, st.exp_avg, st.exp_avg_sq, {lr = h.lr, step = st.step,
         beta1 = h.betas[1], beta2 = h.betas[2], eps = h.eps, weight_decay = h.weight_decay,
         amsgrad = h.amsgrad, decoupled = decoupled, max_exp_avg_sq = st.max_exp_avg_sq})
     end,

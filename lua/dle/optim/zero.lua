@@ -116,7 +116,8 @@ local function new(opt_class, params, opts)
   return self
 end
 
-setmetatable(Zero, {__call = check.public(function(_, opt_class, params, opts) return new(opt_class, params, opts) end)})
+setmetatable(Zero, {__call = check.public(function(_, opt_class, params, opts) return new(opt_class, params,
+                                                                                          opts) end)})
 
 --- zero:owner(i) -> the 0-based rank that owns param i (1-based, in the order given).
 function Zero:owner(i)

@@ -30,7 +30,7 @@ local function stand_in(n, attrs)
   return one:expand(n._shape)
 end
 
--- The attrs the engine reads (core.graph_attrs); any other key would be dropped without a word,
+-- The attrs the engine reads (core._graph_attrs); any other key would be dropped without a word,
 -- so build.clamp(x, {min = 0}) would silently clamp to [0, 0].
 local ATTR_KEYS = {ints = true, f = true, dtype = true, keepdim = true, index_base = true, generator = true}
 
@@ -57,7 +57,7 @@ function B.make(op, inputs, attrs)
     end
     ins[i] = stand_in(n, attrs)
   end
-  local ok, r = pcall(core.graph_op, id, next(attrs) and core.graph_attrs(attrs) or nil, nil, true,
+  local ok, r = pcall(core._graph_op, id, next(attrs) and core._graph_attrs(attrs) or nil, nil, true,
                       table.unpack(ins))
   if not ok then
     local shapes = {}

@@ -39,7 +39,9 @@ Rule.__tostring = function(r) return "dle.rewrite.Rule(" .. r.name .. ")" end
 -- example (optional, for verify): function(trial) -> fn, inputs... : a function whose trace
 -- contains the pattern, and example inputs for it.
 function rewrite.rule(spec)
-  if type(spec) ~= "table" then check.error("rewrite.rule: expected a table {name, pattern, replace}, got " .. type(spec)) end
+  if type(spec) ~= "table" then
+    check.error("rewrite.rule: expected a table {name, pattern, replace}, got " .. type(spec))
+  end
   if type(spec.name) ~= "string" or spec.name == "" then
     check.error("rewrite.rule: name must be a non-empty string, got " .. check.typename(spec.name))
   end
@@ -138,7 +140,6 @@ function rewrite.apply(g, rules, opts)
       table.insert(outputs[n], k)
     end
     local function users_of(n) return users[n] or {} end
-    local ctx = {graph = g, users = users_of, outputs = outputs}
     local fired, replaced = {}, {}
     for _, n in ipairs(nodes) do
       if not replaced[n] and not effects[n] then

@@ -9,7 +9,6 @@
 int main(void) {
   {
 #include DLE_EXAMPLE
-  }
-  printf("bytes left: %zu\n", dle_memory_allocated());
+  } printf("bytes left: %zu\n", dle_memory_allocated());
   return dle_memory_allocated() == 0 ? 0 : 1;
 }

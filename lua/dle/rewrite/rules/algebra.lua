@@ -157,7 +157,7 @@ local function views_fit(list, total, users)
     local part = base:narrow(#shape, off + 1, n)
     for _, u in ipairs(users(p)) do
       if u.op == "view" then
-        local ok = pcall(core.graph_op, Nodes.op_ids.view, core.graph_attrs(u.attrs), nil, true, part)
+        local ok = pcall(core._graph_op, Nodes.op_ids.view, core._graph_attrs(u.attrs), nil, true, part)
         if not ok then return false end
       end
     end

@@ -110,9 +110,9 @@ local function fuse(m)
 end
 
 -- Runs a fused node: the kernel, or its ops one by one through the front door.
-local graph_op, graph_attrs = core.graph_op, core.graph_attrs
+local graph_op, graph_attrs = core._graph_op, core._graph_attrs
 run.executors.fused = function(node, ins)
-  local unfused = core.trace_active()
+  local unfused = core._trace_active()
   if not unfused and core.is_grad_enabled() and not node.no_grad then
     for _, x in ipairs(ins) do
       if x.requires_grad then unfused = true; break end
@@ -124,8 +124,8 @@ run.executors.fused = function(node, ins)
     end
   end
   if not unfused then
-    node._cprogram = node._cprogram or core.fused_program(node.program, #ins)
-    return core.fused_run(node._cprogram, node._shape, node._dtype, table.unpack(ins))
+    node._cprogram = node._cprogram or core._fused_program(node.program, #ins)
+    return core._fused_run(node._cprogram, node._shape, node._dtype, table.unpack(ins))
   end
   local regs = {table.unpack(ins)}
   local nin = #ins

@@ -33,7 +33,7 @@ local function frozen_value(n)
   if view_ops[n.op] and not n.inplace and #n.inputs == 1 then
     local x = frozen_value(n.inputs[1])
     if not x then return nil end
-    return core.graph_op(op_ids[n.op], core.graph_attrs(n.attrs), nil, true, x)
+    return core._graph_op(op_ids[n.op], core._graph_attrs(n.attrs), nil, true, x)
   end
   return nil
 end
@@ -50,7 +50,7 @@ local function fold(m)
     if u.op ~= "const" or u.clobbered_by then return nil end
     ins[i] = u:value()
   end
-  local r = core.graph_op(n.op_id, next(n.attrs) and core.graph_attrs(n.attrs) or nil, nil, true,
+  local r = core._graph_op(n.op_id, next(n.attrs) and core._graph_attrs(n.attrs) or nil, nil, true,
                           table.unpack(ins))
   return B.const(r:contiguous())
 end
