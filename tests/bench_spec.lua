@@ -3,6 +3,7 @@
 -- --filter) prints a well-formed table and writes JSON in which every row has a figure, dle's
 -- median [min..max] and, per reference, a ratio or a "skipped" note. No timing is asserted.
 local json = require "dkjson"
+local H = require "helpers"
 
 local root = debug.getinfo(1, "S").source:match("^@(.*)/tests/[^/]*$") or "."
 local build = os.getenv("DLE_BUILD") or (root .. "/build")
@@ -283,9 +284,7 @@ describe("scripts/bench", function()
 
   it("--markdown=FILE appends one dated run (heading, command, description, table) and keeps earlier ones", function()
     local path = os.tmpname()
-    local f = assert(io.open(path, "w"))
-    f:write("# earlier runs\n")
-    f:close()
+    H.write_file(path, "# earlier runs\n")
     for _ = 1, 2 do
       local _, err, status = bench("--quick --threads 1 --no-ref --filter add_1elem --markdown=" .. q(path))
       assert.are.equal(0, status, err)
