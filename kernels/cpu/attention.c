@@ -187,8 +187,8 @@ typedef struct {
     bool causal = a->ints[0] != 0;                                                                 \
     int nt = batch_begin(B);                                                                       \
     bool oom = false;                                                                              \
-    _Pragma("omp parallel for schedule(static) num_threads(nt) if (nt > 1)") for (int64_t b = 0;   \
-                                                                                  b < B; b++) {    \
+    _Pragma("omp parallel for schedule(static) num_threads(nt) if (nt > 1)")                       \
+    for (int64_t b = 0; b < B; b++) {                                                              \
       CT *pb = mat_at(&p, b), *ob = mat_at(&o, b);                                                 \
       if (L * S == 0) {                                                                            \
         zero_rows(ob, L, Ev, o.ld, sizeof(CT));                                                    \
@@ -196,7 +196,8 @@ typedef struct {
       }                                                                                            \
       CT *tmp = malloc(sizeof(CT) * (size_t)(S * (E > 0 ? E : 1))); /* k^T */                      \
       if (!tmp) {                                                                                  \
-        _Pragma("omp atomic write") oom = true;                                                    \
+        _Pragma("omp atomic write")                                                                \
+        oom = true;                                                                                \
         continue;                                                                                  \
       }                                                                                            \
       const CT *qb = mat_at(&q, b), *kb = mat_at(&k, b), *vb = mat_at(&v, b);                      \
@@ -238,8 +239,8 @@ typedef struct {
     mats d = mats_of(out, nb);                                                                     \
     CT scale = (CT)a->f[0];                                                                        \
     int nt = batch_begin(B);                                                                       \
-    _Pragma("omp parallel for schedule(static) num_threads(nt) if (nt > 1)") for (int64_t b = 0;   \
-                                                                                  b < B; b++) {    \
+    _Pragma("omp parallel for schedule(static) num_threads(nt) if (nt > 1)")                       \
+    for (int64_t b = 0; b < B; b++) {                                                              \
       CT *db = mat_at(&d, b);                                                                      \
       const CT *pb = mat_at(&p, b);                                                                \
       if (L * S == 0) continue;                                                                    \
@@ -275,15 +276,16 @@ typedef struct {
     }                                                                                              \
     int nt = batch_begin(B);                                                                       \
     bool oom = false;                                                                              \
-    _Pragma("omp parallel for schedule(static) num_threads(nt) if (nt > 1)") for (int64_t b = 0;   \
-                                                                                  b < B; b++) {    \
+    _Pragma("omp parallel for schedule(static) num_threads(nt) if (nt > 1)")                       \
+    for (int64_t b = 0; b < B; b++) {                                                              \
       /* ds: a block's score gradients; tmp: v^T */                                                \
       CT *ds = malloc(sizeof(CT) * (size_t)(L * S)),                                               \
          *tmp = malloc(sizeof(CT) * (size_t)(S * (Ev > 0 ? Ev : 1)));                              \
       if (!ds || !tmp) {                                                                           \
         free(ds);                                                                                  \
         free(tmp);                                                                                 \
-        _Pragma("omp atomic write") oom = true;                                                    \
+        _Pragma("omp atomic write")                                                                \
+        oom = true;                                                                                \
         continue;                                                                                  \
       }                                                                                            \
       const CT *gb = mat_at(&g, b), *pb = mat_at(&p, b), *qb = mat_at(&q, b);                      \

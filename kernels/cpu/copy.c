@@ -2,17 +2,18 @@
  * dtypes, generated), full (fill) and arange. */
 #include "cpu_loop.h"
 
-#define COPY_LOOP(S, ST, SCT, D, DT, DCT)                                                \
-  static void copy_##S##_##D(char **p, const int64_t *s, int64_t n, const void *ctx) {   \
-    (void)ctx;                                                                           \
-    if (s[0] == sizeof(DT) && s[1] == sizeof(ST)) {                                      \
-      DT *o = (DT *)p[0];                                                                \
-      const ST *in = (const ST *)p[1];                                                   \
-      _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) o[i] = ST_##D(LD_##S(in[i])); \
-    } else {                                                                             \
-      for (int64_t i = 0; i < n; i++)                                                    \
-        *(DT *)(p[0] + i * s[0]) = ST_##D(LD_##S(*(const ST *)(p[1] + i * s[1])));       \
-    }                                                                                    \
+#define COPY_LOOP(S, ST, SCT, D, DT, DCT)                                              \
+  static void copy_##S##_##D(char **p, const int64_t *s, int64_t n, const void *ctx) { \
+    (void)ctx;                                                                         \
+    if (s[0] == sizeof(DT) && s[1] == sizeof(ST)) {                                    \
+      DT *o = (DT *)p[0];                                                              \
+      const ST *in = (const ST *)p[1];                                                 \
+      _Pragma("GCC ivdep")                                                             \
+      for (int64_t i = 0; i < n; i++) o[i] = ST_##D(LD_##S(in[i]));                    \
+    } else {                                                                           \
+      for (int64_t i = 0; i < n; i++)                                                  \
+        *(DT *)(p[0] + i * s[0]) = ST_##D(LD_##S(*(const ST *)(p[1] + i * s[1])));     \
+    }                                                                                  \
   }
 #define COPY_FROM(S, ST, SCT) CPU_ALL_TYPES_WITH(COPY_LOOP, S, ST, SCT)
 CPU_ALL_TYPES(COPY_FROM)

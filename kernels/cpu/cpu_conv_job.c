@@ -83,9 +83,8 @@ void conv_for_chunks(const conv_job *j, conv_chunk_fn f) {
   }
 #ifdef _OPENMP
   openblas_set_num_threads(1);
-  _Pragma("omp parallel for schedule(dynamic) num_threads(j->nt)") for (int64_t s = 0; s < j->spans;
-                                                                        s++)
-      run_span(j, f, s, omp_get_thread_num());
+  _Pragma("omp parallel for schedule(dynamic) num_threads(j->nt)")
+  for (int64_t s = 0; s < j->spans; s++) run_span(j, f, s, omp_get_thread_num());
   openblas_set_num_threads(dle_get_num_threads());
 #endif
 }

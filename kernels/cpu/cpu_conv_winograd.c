@@ -142,7 +142,8 @@ enum { E_OFFH, E_OFFW, E_TH, E_TW };
                            (float *)(void *)h1, (float *)(void *)h2, (float *)(void *)h3);                    \
         continue;                                                                                             \
       }                                                                                                       \
-      _Pragma("GCC ivdep") for (int64_t tx = 0; tx < tw; tx++) {                                              \
+      _Pragma("GCC ivdep")                                                                                    \
+      for (int64_t tx = 0; tx < tw; tx++) {                                                                   \
         CT d0 = row[2 * tx], d1 = row[2 * tx + 1], d2 = row[2 * tx + 2], d3 = row[2 * tx + 3];                \
         h0[tx] = d0 - d2, h1[tx] = d1 + d2, h2[tx] = d2 - d1, h3[tx] = d1 - d3;                               \
       }                                                                                                       \
@@ -152,7 +153,8 @@ enum { E_OFFH, E_OFFW, E_TH, E_TW };
       const CT *restrict o2 = o + tw;                                                                         \
       CT *restrict v0 = v + j * vs, *restrict v1 = v0 + 4 * vs, *restrict v2 = v1 + 4 * vs;                   \
       CT *restrict v3 = v2 + 4 * vs;                                                                          \
-      _Pragma("GCC ivdep") for (int64_t t = 0; t < tps; t++) {                                                \
+      _Pragma("GCC ivdep")                                                                                    \
+      for (int64_t t = 0; t < tps; t++) {                                                                     \
         v0[t] = e[t] - e2[t], v1[t] = o[t] + e2[t], v2[t] = e2[t] - o[t], v3[t] = o[t] - o2[t];               \
       }                                                                                                       \
     }                                                                                                         \
@@ -168,7 +170,8 @@ enum { E_OFFH, E_OFFW, E_TH, E_TW };
     const CT *restrict m0 = m;                                                                                \
     /* rows s0 = m[0] + m[1] + m[2] and s1 = m[1] - m[2] - m[3] of the 4x4 (4 * ms apart), then   \
      * their columns combined the same way: one pass over the 16 streams */           \
-    _Pragma("GCC ivdep") for (int64_t t = 0; t < tps; t++) {                                                  \
+    _Pragma("GCC ivdep")                                                                                      \
+    for (int64_t t = 0; t < tps; t++) {                                                                       \
       CT s0[4], s1[4];                                                                                        \
       for (int j = 0; j < 4; j++) {                                                                           \
         CT r0 = m0[j * ms + t], r1 = m0[(4 + j) * ms + t], r2 = m0[(8 + j) * ms + t];                         \
@@ -183,9 +186,9 @@ enum { E_OFFH, E_OFFW, E_TH, E_TW };
       const CT *restrict a = (r % 2 ? y10 : y00) + (r / 2) * tw;                                              \
       const CT *restrict b = (r % 2 ? y11 : y01) + (r / 2) * tw;                                              \
       T *restrict d = dst + r * wo;                                                                           \
-      _Pragma("GCC ivdep") for (int64_t tx = 0; tx < pairs; tx++) d[2 * tx] = ST_##ID(a[tx]),                 \
-                                                                        d[2 * tx + 1] =                       \
-                                                                            ST_##ID(b[tx]);                   \
+      _Pragma("GCC ivdep")                                                                                    \
+      for (int64_t tx = 0; tx < pairs; tx++)                                                                  \
+        d[2 * tx] = ST_##ID(a[tx]), d[2 * tx + 1] = ST_##ID(b[tx]);                                           \
       if (wo % 2) d[wo - 1] = ST_##ID(a[pairs]);                                                              \
     }                                                                                                         \
   }                                                                                                           \
@@ -205,8 +208,9 @@ enum { E_OFFH, E_OFFW, E_TH, E_TW };
         for (int64_t tx = 0; tx < tw; tx++) a[tx] = b[tx] = 0;                                                \
         continue;                                                                                             \
       }                                                                                                       \
-      _Pragma("GCC ivdep") for (int64_t tx = 0; tx < pairs; tx++) a[tx] = LD_##ID(s[2 * tx]),                 \
-                                                                  b[tx] = LD_##ID(s[2 * tx + 1]);             \
+      _Pragma("GCC ivdep")                                                                                    \
+      for (int64_t tx = 0; tx < pairs; tx++)                                                                  \
+        a[tx] = LD_##ID(s[2 * tx]), b[tx] = LD_##ID(s[2 * tx + 1]);                                           \
       if (wo % 2) a[pairs] = LD_##ID(s[wo - 1]), b[pairs] = 0;                                                \
     }                                                                                                         \
     for (int i = 0; i < 4; i++) {                                                                             \
@@ -214,7 +218,8 @@ enum { E_OFFH, E_OFFW, E_TH, E_TW };
       const CT c0 = i < 3 ? 1 : 0, c1 = i == 0 ? 0 : i == 1 ? 1 : -1;                                         \
       CT *restrict v0 = v + 4 * i * vs, *restrict v1 = v0 + vs, *restrict v2 = v1 + vs;                       \
       CT *restrict v3 = v2 + vs;                                                                              \
-      _Pragma("GCC ivdep") for (int64_t t = 0; t < tps; t++) {                                                \
+      _Pragma("GCC ivdep")                                                                                    \
+      for (int64_t t = 0; t < tps; t++) {                                                                     \
         CT a0 = c0 * g00[t] + c1 * g10[t], a1 = c0 * g01[t] + c1 * g11[t];                                    \
         v0[t] = a0, v1[t] = a0 + a1, v2[t] = a0 - a1, v3[t] = -a1;                                            \
       }                                                                                                       \

@@ -15,8 +15,8 @@
   /* max of x (-inf for an empty row; NaN elements are skipped) */                           \
   static CPU_UNUSED CPU_CLONES CT row_max_##ID(const CT *x, int64_t n) {                     \
     CT m = -INFINITY; /* omp simd: a max reduction GCC otherwise keeps scalar (NaN rules) */ \
-    _Pragma("omp simd reduction(max : m)") for (int64_t j = 0; j < n; j++) m =               \
-        x[j] > m ? x[j] : m;                                                                 \
+    _Pragma("omp simd reduction(max : m)")                                                   \
+    for (int64_t j = 0; j < n; j++) m = x[j] > m ? x[j] : m;                                 \
     return m;                                                                                \
   }                                                                                          \
   /* sum of exp(x - m) */                                                                    \

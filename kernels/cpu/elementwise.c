@@ -69,7 +69,8 @@
     if (s[0] == sizeof(T) && s[1] == sizeof(T)) {                                         \
       T *o = (T *)p[0];                                                                   \
       const T *in = (const T *)p[1];                                                      \
-      _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) {                              \
+      _Pragma("GCC ivdep")                                                                \
+      for (int64_t i = 0; i < n; i++) {                                                   \
         CT x = LD_##ID(in[i]);                                                            \
         o[i] = ST_##ID(EXPR);                                                             \
       }                                                                                   \
@@ -90,13 +91,15 @@
     OT *o = (OT *)p[0];                                                                          \
     const T *pa = (const T *)p[1], *pb = (const T *)p[2];                                        \
     if (s[2]) {                                                                                  \
-      _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) {                                     \
+      _Pragma("GCC ivdep")                                                                       \
+      for (int64_t i = 0; i < n; i++) {                                                          \
         CT a = LD_##ID(pa[i]), b = LD_##ID(pb[i]);                                               \
         o[i] = STORE(EXPR);                                                                      \
       }                                                                                          \
     } else {                                                                                     \
       const CT b = LD_##ID(pb[0]);                                                               \
-      _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) {                                     \
+      _Pragma("GCC ivdep")                                                                       \
+      for (int64_t i = 0; i < n; i++) {                                                          \
         CT a = LD_##ID(pa[i]);                                                                   \
         o[i] = STORE(EXPR);                                                                      \
       }                                                                                          \
@@ -105,7 +108,8 @@
     OT *o = (OT *)p[0];                                                                          \
     const T *pb = (const T *)p[2];                                                               \
     const CT a = LD_##ID(*(const T *)p[1]);                                                      \
-    _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) {                                       \
+    _Pragma("GCC ivdep")                                                                         \
+    for (int64_t i = 0; i < n; i++) {                                                            \
       CT b = LD_##ID(pb[i]);                                                                     \
       o[i] = STORE(EXPR);                                                                        \
     }                                                                                            \

@@ -155,11 +155,13 @@ GATHER(double)
     int nregs = nin + n;                                                                        \
     int64_t nblocks = (numel + DLE_FUSED_BLOCK - 1) / DLE_FUSED_BLOCK;                          \
     bool failed = false;                                                                        \
-    _Pragma("omp parallel if (numel >= CPU_PARALLEL_GRAIN && nblocks > 1)") {                   \
+    _Pragma("omp parallel if (numel >= CPU_PARALLEL_GRAIN && nblocks > 1)")                     \
+    {                                                                                           \
       T *buf = malloc(sizeof(T) * (size_t)nregs * DLE_FUSED_BLOCK);                             \
       const T *reg[DLE_FUSED_MAX_REGS];                                                         \
       if (!buf) {                                                                               \
-        _Pragma("omp atomic write") failed = true;                                              \
+        _Pragma("omp atomic write")                                                             \
+        failed = true;                                                                          \
       } else {                                                                                  \
         /* single values are splatted once per thread */                                        \
         for (int i = 0; i < nin; i++)                                                           \
@@ -168,7 +170,8 @@ GATHER(double)
             for (int64_t e = 0; e < DLE_FUSED_BLOCK; e++)                                       \
               buf[(size_t)i * DLE_FUSED_BLOCK + e] = v;                                         \
           }                                                                                     \
-        _Pragma("omp for schedule(static)") for (int64_t blk = 0; blk < nblocks; blk++) {       \
+        _Pragma("omp for schedule(static)")                                                     \
+        for (int64_t blk = 0; blk < nblocks; blk++) {                                           \
           int64_t start = blk * DLE_FUSED_BLOCK;                                                \
           int64_t len = numel - start < DLE_FUSED_BLOCK ? numel - start : DLE_FUSED_BLOCK;      \
           for (int i = 0; i < nin; i++) {                                                       \

@@ -259,8 +259,8 @@ typedef struct {
       if (s[1] == 0 && s[2] == sizeof(T)) {                                                        \
         T *o = (T *)(p[0] + (*(const int64_t *)ip - c->base) * c->out_step);                       \
         const T *x = (const T *)sp;                                                                \
-        _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) o[i] =                                \
-            ST_##ID(CPU_WRAP(LD_##ID(o[i]), LD_##ID(x[i]), +));                                    \
+        _Pragma("GCC ivdep")                                                                       \
+        for (int64_t i = 0; i < n; i++) o[i] = ST_##ID(CPU_WRAP(LD_##ID(o[i]), LD_##ID(x[i]), +)); \
       } else {                                                                                     \
         for (int64_t i = 0; i < n; i++)                                                            \
           ACCUMULATE_ADD(                                                                          \
@@ -360,7 +360,8 @@ static void value_bits(dle_dtype dt, double v, void *bits) {
       word##B *o = (word##B *)p[0];                                                        \
       const word##B *x = (const word##B *)p[1];                                            \
       const uint8_t *m = (const uint8_t *)p[2];                                            \
-      _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) o[i] = m[i] ? v : x[i];         \
+      _Pragma("GCC ivdep")                                                                 \
+      for (int64_t i = 0; i < n; i++) o[i] = m[i] ? v : x[i];                              \
     } else {                                                                               \
       for (int64_t i = 0; i < n; i++)                                                      \
         *(word##B *)(p[0] + i * s[0]) =                                                    \

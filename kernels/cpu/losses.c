@@ -87,40 +87,40 @@ static inline float loss_log1pf(float u) {
   }
 
 /* Sums of a block over ROW_LANES accumulators (vectorises without reassociation). */
-#define ELEMENTWISE_DRIVER(ID, CT)                                                                       \
-  SPAN_FN(ID, CT, mse_fwd, MSE_FWD)                                                                      \
-  SPAN_FN(ID, CT, mse_bwd, MSE_BWD)                                                                      \
-  SPAN_FN(ID, CT, bce_fwd, BCE_FWD)                                                                      \
-  SPAN_FN(ID, CT, bce_bwd, BCE_BWD)                                                                      \
-  typedef void (*span_##ID)(CT *, const CT *, CT, const CT *, const CT *, const CT *, CT,                \
-                            int64_t);                                                                    \
-  /* elements [i0, i1) into dst: w is read cyclically over wn elements */                                \
-  static void span_over_##ID(span_##ID f, CT *dst, const CT *gy, CT gs, const CT *x, const CT *y,        \
-                             const CT *w, int64_t wn, int64_t i0, int64_t i1) {                          \
-    const CT *g = gy ? gy + i0 : NULL;                                                                   \
-    if (!w || wn == 1) {                                                                                 \
-      f(dst, g, gs, x + i0, y + i0, NULL, w ? w[0] : (CT)1, i1 - i0);                                    \
-      return;                                                                                            \
-    }                                                                                                    \
-    for (int64_t i = i0; i < i1;) {                                                                      \
-      int64_t off = i % wn, len = wn - off < i1 - i ? wn - off : i1 - i;                                 \
-      f(dst + (i - i0), g ? g + (i - i0) : NULL, gs, x + i, y + i, w + off, 1, len);                     \
-      i += len;                                                                                          \
-    }                                                                                                    \
-  }                                                                                                      \
-  /* n elements: into out (none) or summed (returned, in double) */                                      \
-  static double elementwise_##ID(span_##ID f, CT *out, bool none, const CT *gy, CT gs,                   \
-                                 const CT *x, const CT *y, const CT *w, int64_t wn, int64_t n) {         \
-    int64_t nb = (n + LOSS_BLOCK - 1) / LOSS_BLOCK;                                                      \
-    double total = 0;                                                                                    \
-    _Pragma("omp parallel for reduction(+ : total) schedule(static) if (n >= CPU_PARALLEL_GRAIN)") for ( \
-        int64_t b = 0; b < nb; b++) {                                                                    \
-      CT buf[LOSS_BLOCK];                                                                                \
-      int64_t i0 = b * LOSS_BLOCK, i1 = i0 + LOSS_BLOCK < n ? i0 + LOSS_BLOCK : n;                       \
-      span_over_##ID(f, none ? out + i0 : buf, gy, gs, x, y, w, wn, i0, i1);                             \
-      if (!none) total += (double)row_dot_##ID(buf, ones_##ID, i1 - i0);                                 \
-    }                                                                                                    \
-    return total;                                                                                        \
+#define ELEMENTWISE_DRIVER(ID, CT)                                                                 \
+  SPAN_FN(ID, CT, mse_fwd, MSE_FWD)                                                                \
+  SPAN_FN(ID, CT, mse_bwd, MSE_BWD)                                                                \
+  SPAN_FN(ID, CT, bce_fwd, BCE_FWD)                                                                \
+  SPAN_FN(ID, CT, bce_bwd, BCE_BWD)                                                                \
+  typedef void (*span_##ID)(CT *, const CT *, CT, const CT *, const CT *, const CT *, CT,          \
+                            int64_t);                                                              \
+  /* elements [i0, i1) into dst: w is read cyclically over wn elements */                          \
+  static void span_over_##ID(span_##ID f, CT *dst, const CT *gy, CT gs, const CT *x, const CT *y,  \
+                             const CT *w, int64_t wn, int64_t i0, int64_t i1) {                    \
+    const CT *g = gy ? gy + i0 : NULL;                                                             \
+    if (!w || wn == 1) {                                                                           \
+      f(dst, g, gs, x + i0, y + i0, NULL, w ? w[0] : (CT)1, i1 - i0);                              \
+      return;                                                                                      \
+    }                                                                                              \
+    for (int64_t i = i0; i < i1;) {                                                                \
+      int64_t off = i % wn, len = wn - off < i1 - i ? wn - off : i1 - i;                           \
+      f(dst + (i - i0), g ? g + (i - i0) : NULL, gs, x + i, y + i, w + off, 1, len);               \
+      i += len;                                                                                    \
+    }                                                                                              \
+  }                                                                                                \
+  /* n elements: into out (none) or summed (returned, in double) */                                \
+  static double elementwise_##ID(span_##ID f, CT *out, bool none, const CT *gy, CT gs,             \
+                                 const CT *x, const CT *y, const CT *w, int64_t wn, int64_t n) {   \
+    int64_t nb = (n + LOSS_BLOCK - 1) / LOSS_BLOCK;                                                \
+    double total = 0;                                                                              \
+    _Pragma("omp parallel for reduction(+ : total) schedule(static) if (n >= CPU_PARALLEL_GRAIN)") \
+    for (int64_t b = 0; b < nb; b++) {                                                             \
+      CT buf[LOSS_BLOCK];                                                                          \
+      int64_t i0 = b * LOSS_BLOCK, i1 = i0 + LOSS_BLOCK < n ? i0 + LOSS_BLOCK : n;                 \
+      span_over_##ID(f, none ? out + i0 : buf, gy, gs, x, y, w, wn, i0, i1);                       \
+      if (!none) total += (double)row_dot_##ID(buf, ones_##ID, i1 - i0);                           \
+    }                                                                                              \
+    return total;                                                                                  \
   }
 
 /* row_dot against ones: the lane-parallel sum of cpu_rows.h for a block */
@@ -168,50 +168,48 @@ LOSS_TYPES(ELEMENTWISE_KERNEL)
   }
 LOSS_TYPES(TARGET_TERM)
 
-#define NLL_KERNELS(ID, CT)                                                                                                        \
-  static dle_status nll_fwd_##ID(dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) {                                    \
-    ce_args c = ce_args_of(a, ins[0]);                                                                                             \
-    const CT *x = dle_tensor_data(ins[0]);                                                                                         \
-    const int64_t *t = dle_tensor_data(ins[1]);                                                                                    \
-    CT *loss = dle_tensor_data(out);                                                                                               \
-    int64_t count = 0;                                                                                                             \
-    DLE_TRY(ce_check_targets("nll_loss", t, &c, &count));                                                                          \
-    double total = 0;                                                                                                              \
-    _Pragma("omp parallel for reduction(+ : total) schedule(static) if (c.n * (c.eps > 0 ? c.c : 1) >= CPU_PARALLEL_GRAIN)") for ( \
-        int64_t i = 0; i < c.n; i++) {                                                                                             \
-      const CT *row = x + i * c.c;                                                                                                 \
-      double li = target_term_##ID(row, t[i], &c);                                                                                 \
-      if (c.reduction == DLE_REDUCTION_NONE)                                                                                       \
-        loss[i] = (CT)li;                                                                                                          \
-      else                                                                                                                         \
-        total += li;                                                                                                               \
-    }                                                                                                                              \
-    CPU_LOSS_STORE_TOTAL(CT, loss, c.reduction, total, count);                                                                     \
-    return DLE_OK;                                                                                                                 \
-  }                                                                                                                                \
-  /* out {N, C}: ins gy, targets */                                                                                                \
-  static dle_status nll_bwd_##ID(dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) {                                    \
-    ce_args c = ce_args_of(a, out);                                                                                                \
-    const CT *gy = dle_tensor_data(ins[0]);                                                                                        \
-    const int64_t *t = dle_tensor_data(ins[1]);                                                                                    \
-    CT *g = dle_tensor_data(out);                                                                                                  \
-    int64_t count = 0;                                                                                                             \
-    DLE_TRY(ce_check_targets("nll_loss_backward", t, &c, &count));                                                                 \
-    bool none = c.reduction == DLE_REDUCTION_NONE;                                                                                 \
-    double inv = c.reduction == DLE_REDUCTION_MEAN ? 1.0 / (double)count : 1.0;                                                    \
-    _Pragma(                                                                                                                       \
-        "omp parallel for schedule(static) if (c.n * c.c >= CPU_PARALLEL_GRAIN)") for (int64_t i =                                 \
-                                                                                           0;                                      \
-                                                                                       i < c.n;                                    \
-                                                                                       i++) {                                      \
-      CT *gr = g + i * c.c;                                                                                                        \
-      bool skip = ce_ignored(&c, t[i]);                                                                                            \
-      CT w = skip ? 0 : (CT)(-(double)gy[none ? i : 0] * inv),                                                                     \
-         off = w * (CT)(c.eps / (double)c.c);                                                                                      \
-      for (int64_t j = 0; j < c.c; j++) gr[j] = off;                                                                               \
-      if (!skip) gr[t[i] - c.base] += w * (CT)(1 - c.eps);                                                                         \
-    }                                                                                                                              \
-    return DLE_OK;                                                                                                                 \
+#define NLL_KERNELS(ID, CT)                                                                                              \
+  static dle_status nll_fwd_##ID(dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) {                          \
+    ce_args c = ce_args_of(a, ins[0]);                                                                                   \
+    const CT *x = dle_tensor_data(ins[0]);                                                                               \
+    const int64_t *t = dle_tensor_data(ins[1]);                                                                          \
+    CT *loss = dle_tensor_data(out);                                                                                     \
+    int64_t count = 0;                                                                                                   \
+    DLE_TRY(ce_check_targets("nll_loss", t, &c, &count));                                                                \
+    double total = 0;                                                                                                    \
+    _Pragma(                                                                                                             \
+        "omp parallel for reduction(+ : total) schedule(static) if (c.n * (c.eps > 0 ? c.c : 1) >= CPU_PARALLEL_GRAIN)") \
+    for (int64_t i = 0; i < c.n; i++) {                                                                                  \
+      const CT *row = x + i * c.c;                                                                                       \
+      double li = target_term_##ID(row, t[i], &c);                                                                       \
+      if (c.reduction == DLE_REDUCTION_NONE)                                                                             \
+        loss[i] = (CT)li;                                                                                                \
+      else                                                                                                               \
+        total += li;                                                                                                     \
+    }                                                                                                                    \
+    CPU_LOSS_STORE_TOTAL(CT, loss, c.reduction, total, count);                                                           \
+    return DLE_OK;                                                                                                       \
+  }                                                                                                                      \
+  /* out {N, C}: ins gy, targets */                                                                                      \
+  static dle_status nll_bwd_##ID(dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) {                          \
+    ce_args c = ce_args_of(a, out);                                                                                      \
+    const CT *gy = dle_tensor_data(ins[0]);                                                                              \
+    const int64_t *t = dle_tensor_data(ins[1]);                                                                          \
+    CT *g = dle_tensor_data(out);                                                                                        \
+    int64_t count = 0;                                                                                                   \
+    DLE_TRY(ce_check_targets("nll_loss_backward", t, &c, &count));                                                       \
+    bool none = c.reduction == DLE_REDUCTION_NONE;                                                                       \
+    double inv = c.reduction == DLE_REDUCTION_MEAN ? 1.0 / (double)count : 1.0;                                          \
+    _Pragma("omp parallel for schedule(static) if (c.n * c.c >= CPU_PARALLEL_GRAIN)")                                    \
+    for (int64_t i = 0; i < c.n; i++) {                                                                                  \
+      CT *gr = g + i * c.c;                                                                                              \
+      bool skip = ce_ignored(&c, t[i]);                                                                                  \
+      CT w = skip ? 0 : (CT)(-(double)gy[none ? i : 0] * inv),                                                           \
+         off = w * (CT)(c.eps / (double)c.c);                                                                            \
+      for (int64_t j = 0; j < c.c; j++) gr[j] = off;                                                                     \
+      if (!skip) gr[t[i] - c.base] += w * (CT)(1 - c.eps);                                                               \
+    }                                                                                                                    \
+    return DLE_OK;                                                                                                       \
   }
 LOSS_TYPES(NLL_KERNELS)
 
@@ -224,57 +222,55 @@ LOSS_TYPES(NLL_KERNELS)
   }
 LOSS_TYPES(CE_GRAD_ROW)
 
-#define CE_KERNELS(ID, CT)                                                                                       \
-  static dle_status ce_fwd_##ID(dle_tensor *const *outs, dle_tensor *const *ins,                                 \
-                                const dle_attrs *a) {                                                            \
-    ce_args c = ce_args_of(a, ins[0]);                                                                           \
-    const CT *x = dle_tensor_data(ins[0]);                                                                       \
-    const int64_t *t = dle_tensor_data(ins[1]);                                                                  \
-    CT *loss = dle_tensor_data(outs[0]), *lse = dle_tensor_data(outs[1]);                                        \
-    int64_t count = 0;                                                                                           \
-    DLE_TRY(ce_check_targets("cross_entropy", t, &c, &count));                                                   \
-    double total = 0;                                                                                            \
-    _Pragma("omp parallel for reduction(+ : total) schedule(static) if (c.n * c.c >= CPU_PARALLEL_GRAIN)") for ( \
-        int64_t i = 0; i < c.n; i++) {                                                                           \
-      const CT *row = x + i * c.c;                                                                               \
-      double l = row_lse_##ID(row, c.c);                                                                         \
-      lse[i] = (CT)l;                                                                                            \
-      double li = ce_ignored(&c, t[i]) ? 0 : l + target_term_##ID(row, t[i], &c);                                \
-      if (c.reduction == DLE_REDUCTION_NONE)                                                                     \
-        loss[i] = (CT)li;                                                                                        \
-      else                                                                                                       \
-        total += li;                                                                                             \
-    }                                                                                                            \
-    CPU_LOSS_STORE_TOTAL(CT, loss, c.reduction, total, count);                                                   \
-    return DLE_OK;                                                                                               \
-  }                                                                                                              \
-  static dle_status ce_bwd_##ID(dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) {                   \
-    ce_args c = ce_args_of(a, ins[1]);                                                                           \
-    const CT *gy = dle_tensor_data(ins[0]), *x = dle_tensor_data(ins[1]);                                        \
-    const int64_t *t = dle_tensor_data(ins[2]);                                                                  \
-    const CT *lse = dle_tensor_data(ins[3]);                                                                     \
-    CT *g = dle_tensor_data(out);                                                                                \
-    int64_t count = 0;                                                                                           \
-    DLE_TRY(ce_check_targets("cross_entropy_backward", t, &c, &count));                                          \
-    bool none = c.reduction == DLE_REDUCTION_NONE;                                                               \
-    double inv = c.reduction == DLE_REDUCTION_MEAN ? 1.0 / (double)count : 1.0;                                  \
-    CT off = (CT)(c.eps / (double)c.c), hit = (CT)(1 - c.eps);                                                   \
-    _Pragma(                                                                                                     \
-        "omp parallel for schedule(static) if (c.n * c.c >= CPU_PARALLEL_GRAIN)") for (int64_t i =               \
-                                                                                           0;                    \
-                                                                                       i < c.n;                  \
-                                                                                       i++) {                    \
-      CT *gr = g + i * c.c;                                                                                      \
-      const CT *row = x + i * c.c;                                                                               \
-      if (ce_ignored(&c, t[i])) {                                                                                \
-        for (int64_t j = 0; j < c.c; j++) gr[j] = 0;                                                             \
-        continue;                                                                                                \
-      }                                                                                                          \
-      CT w = (CT)((double)gy[none ? i : 0] * inv), l = lse[i];                                                   \
-      ce_grad_row_##ID(gr, row, c.c, w, l, off);                                                                 \
-      gr[t[i] - c.base] -= w * hit;                                                                              \
-    }                                                                                                            \
-    return DLE_OK;                                                                                               \
+#define CE_KERNELS(ID, CT)                                                                             \
+  static dle_status ce_fwd_##ID(dle_tensor *const *outs, dle_tensor *const *ins,                       \
+                                const dle_attrs *a) {                                                  \
+    ce_args c = ce_args_of(a, ins[0]);                                                                 \
+    const CT *x = dle_tensor_data(ins[0]);                                                             \
+    const int64_t *t = dle_tensor_data(ins[1]);                                                        \
+    CT *loss = dle_tensor_data(outs[0]), *lse = dle_tensor_data(outs[1]);                              \
+    int64_t count = 0;                                                                                 \
+    DLE_TRY(ce_check_targets("cross_entropy", t, &c, &count));                                         \
+    double total = 0;                                                                                  \
+    _Pragma(                                                                                           \
+        "omp parallel for reduction(+ : total) schedule(static) if (c.n * c.c >= CPU_PARALLEL_GRAIN)") \
+    for (int64_t i = 0; i < c.n; i++) {                                                                \
+      const CT *row = x + i * c.c;                                                                     \
+      double l = row_lse_##ID(row, c.c);                                                               \
+      lse[i] = (CT)l;                                                                                  \
+      double li = ce_ignored(&c, t[i]) ? 0 : l + target_term_##ID(row, t[i], &c);                      \
+      if (c.reduction == DLE_REDUCTION_NONE)                                                           \
+        loss[i] = (CT)li;                                                                              \
+      else                                                                                             \
+        total += li;                                                                                   \
+    }                                                                                                  \
+    CPU_LOSS_STORE_TOTAL(CT, loss, c.reduction, total, count);                                         \
+    return DLE_OK;                                                                                     \
+  }                                                                                                    \
+  static dle_status ce_bwd_##ID(dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) {         \
+    ce_args c = ce_args_of(a, ins[1]);                                                                 \
+    const CT *gy = dle_tensor_data(ins[0]), *x = dle_tensor_data(ins[1]);                              \
+    const int64_t *t = dle_tensor_data(ins[2]);                                                        \
+    const CT *lse = dle_tensor_data(ins[3]);                                                           \
+    CT *g = dle_tensor_data(out);                                                                      \
+    int64_t count = 0;                                                                                 \
+    DLE_TRY(ce_check_targets("cross_entropy_backward", t, &c, &count));                                \
+    bool none = c.reduction == DLE_REDUCTION_NONE;                                                     \
+    double inv = c.reduction == DLE_REDUCTION_MEAN ? 1.0 / (double)count : 1.0;                        \
+    CT off = (CT)(c.eps / (double)c.c), hit = (CT)(1 - c.eps);                                         \
+    _Pragma("omp parallel for schedule(static) if (c.n * c.c >= CPU_PARALLEL_GRAIN)")                  \
+    for (int64_t i = 0; i < c.n; i++) {                                                                \
+      CT *gr = g + i * c.c;                                                                            \
+      const CT *row = x + i * c.c;                                                                     \
+      if (ce_ignored(&c, t[i])) {                                                                      \
+        for (int64_t j = 0; j < c.c; j++) gr[j] = 0;                                                   \
+        continue;                                                                                      \
+      }                                                                                                \
+      CT w = (CT)((double)gy[none ? i : 0] * inv), l = lse[i];                                         \
+      ce_grad_row_##ID(gr, row, c.c, w, l, off);                                                       \
+      gr[t[i] - c.base] -= w * hit;                                                                    \
+    }                                                                                                  \
+    return DLE_OK;                                                                                     \
   }
 LOSS_TYPES(CE_KERNELS)
 
@@ -298,48 +294,48 @@ LOSS_TYPES(CE_KERNELS)
   }
 LOSS_TYPES(SOFT_CE_ROWS)
 
-#define SOFT_CE_KERNELS(ID, CT)                                                                              \
-  static dle_status soft_ce_fwd_##ID(dle_tensor *const *outs, dle_tensor *const *ins,                        \
-                                     const dle_attrs *a) {                                                   \
-    int64_t n = ins[0]->sizes[0], c = ins[0]->sizes[1], red = a->ints[0];                                    \
-    double eps = a->f[0];                                                                                    \
-    const CT *x = dle_tensor_data(ins[0]), *t = dle_tensor_data(ins[1]);                                     \
-    CT *loss = dle_tensor_data(outs[0]), *lse = dle_tensor_data(outs[1]);                                    \
-    double total = 0;                                                                                        \
-    _Pragma("omp parallel for reduction(+ : total) schedule(static) if (n * c >= CPU_PARALLEL_GRAIN)") for ( \
-        int64_t i = 0; i < n; i++) {                                                                         \
-      const CT *row = x + i * c, *tr = t + i * c;                                                            \
-      CT l = (CT)row_lse_##ID(row, c);                                                                       \
-      lse[i] = l;                                                                                            \
-      double li = -(1 - eps) * row_dot_shifted_##ID(tr, row, l, c);                                          \
-      if (eps > 0) li -= eps / (double)c * (row_sum_##ID(row, c) - (double)c * (double)l);                   \
-      if (red == DLE_REDUCTION_NONE)                                                                         \
-        loss[i] = (CT)li;                                                                                    \
-      else                                                                                                   \
-        total += li;                                                                                         \
-    }                                                                                                        \
-    CPU_LOSS_STORE_TOTAL(CT, loss, red, total, n);                                                           \
-    return DLE_OK;                                                                                           \
-  }                                                                                                          \
-  /* ins gy, x, t, lse */                                                                                    \
-  static dle_status soft_ce_bwd_##ID(dle_tensor *out, dle_tensor *const *ins,                                \
-                                     const dle_attrs *a) {                                                   \
-    int64_t n = ins[1]->sizes[0], c = ins[1]->sizes[1];                                                      \
-    bool none = a->ints[0] == DLE_REDUCTION_NONE;                                                            \
-    double eps = a->f[0], inv = a->ints[0] == DLE_REDUCTION_MEAN ? 1.0 / (double)n : 1.0;                    \
-    const CT *gy = dle_tensor_data(ins[0]), *x = dle_tensor_data(ins[1]);                                    \
-    const CT *t = dle_tensor_data(ins[2]), *lse = dle_tensor_data(ins[3]);                                   \
-    CT *g = dle_tensor_data(out);                                                                            \
-    _Pragma(                                                                                                 \
-        "omp parallel for schedule(static) if (n * c >= CPU_PARALLEL_GRAIN)") for (int64_t i = 0;            \
-                                                                                   i < n; i++) {             \
-      const CT *tr = t + i * c;                                                                              \
-      double sq = (1 - eps) * row_sum_##ID(tr, c) + eps;                                                     \
-      CT w = (CT)((double)gy[none ? i : 0] * inv);                                                           \
-      soft_ce_grad_row_##ID(g + i * c, x + i * c, tr, c, w, lse[i], (CT)sq, (CT)(1 - eps),                   \
-                            (CT)(eps / (double)c));                                                          \
-    }                                                                                                        \
-    return DLE_OK;                                                                                           \
+#define SOFT_CE_KERNELS(ID, CT)                                                                    \
+  static dle_status soft_ce_fwd_##ID(dle_tensor *const *outs, dle_tensor *const *ins,              \
+                                     const dle_attrs *a) {                                         \
+    int64_t n = ins[0]->sizes[0], c = ins[0]->sizes[1], red = a->ints[0];                          \
+    double eps = a->f[0];                                                                          \
+    const CT *x = dle_tensor_data(ins[0]), *t = dle_tensor_data(ins[1]);                           \
+    CT *loss = dle_tensor_data(outs[0]), *lse = dle_tensor_data(outs[1]);                          \
+    double total = 0;                                                                              \
+    _Pragma(                                                                                       \
+        "omp parallel for reduction(+ : total) schedule(static) if (n * c >= CPU_PARALLEL_GRAIN)") \
+    for (int64_t i = 0; i < n; i++) {                                                              \
+      const CT *row = x + i * c, *tr = t + i * c;                                                  \
+      CT l = (CT)row_lse_##ID(row, c);                                                             \
+      lse[i] = l;                                                                                  \
+      double li = -(1 - eps) * row_dot_shifted_##ID(tr, row, l, c);                                \
+      if (eps > 0) li -= eps / (double)c * (row_sum_##ID(row, c) - (double)c * (double)l);         \
+      if (red == DLE_REDUCTION_NONE)                                                               \
+        loss[i] = (CT)li;                                                                          \
+      else                                                                                         \
+        total += li;                                                                               \
+    }                                                                                              \
+    CPU_LOSS_STORE_TOTAL(CT, loss, red, total, n);                                                 \
+    return DLE_OK;                                                                                 \
+  }                                                                                                \
+  /* ins gy, x, t, lse */                                                                          \
+  static dle_status soft_ce_bwd_##ID(dle_tensor *out, dle_tensor *const *ins,                      \
+                                     const dle_attrs *a) {                                         \
+    int64_t n = ins[1]->sizes[0], c = ins[1]->sizes[1];                                            \
+    bool none = a->ints[0] == DLE_REDUCTION_NONE;                                                  \
+    double eps = a->f[0], inv = a->ints[0] == DLE_REDUCTION_MEAN ? 1.0 / (double)n : 1.0;          \
+    const CT *gy = dle_tensor_data(ins[0]), *x = dle_tensor_data(ins[1]);                          \
+    const CT *t = dle_tensor_data(ins[2]), *lse = dle_tensor_data(ins[3]);                         \
+    CT *g = dle_tensor_data(out);                                                                  \
+    _Pragma("omp parallel for schedule(static) if (n * c >= CPU_PARALLEL_GRAIN)")                  \
+    for (int64_t i = 0; i < n; i++) {                                                              \
+      const CT *tr = t + i * c;                                                                    \
+      double sq = (1 - eps) * row_sum_##ID(tr, c) + eps;                                           \
+      CT w = (CT)((double)gy[none ? i : 0] * inv);                                                 \
+      soft_ce_grad_row_##ID(g + i * c, x + i * c, tr, c, w, lse[i], (CT)sq, (CT)(1 - eps),         \
+                            (CT)(eps / (double)c));                                                \
+    }                                                                                              \
+    return DLE_OK;                                                                                 \
   }
 LOSS_TYPES(SOFT_CE_KERNELS)
 

@@ -180,18 +180,19 @@ static dle_status float_matmul(mm_ctx *ctx, const cpu_mat *a, const cpu_mat *b, 
 
 /* ---- integers: a plain triple loop with int64 accumulation (in uint64, so overflow wraps like
  * the int64 arithmetic elsewhere instead of being undefined) ---- */
-#define INT_MATMUL(ID, T, CT)                                                                      \
-  static void int_matmul_##ID(const cpu_mat *a, const cpu_mat *b, const cpu_mat *c) {              \
-    int64_t m = a->rows, k = a->cols, n = b->cols;                                                 \
-    _Pragma("omp parallel for collapse(2) if (m * n * k >= CPU_PARALLEL_GRAIN)") for (             \
-        int64_t i = 0; i < m; i++) for (int64_t j = 0; j < n; j++) {                               \
-      const T *pa = (const T *)a->p + i * a->rs, *pb = (const T *)b->p + j * b->cs;                \
-      uint64_t acc = 0;                                                                            \
-      for (int64_t l = 0; l < k; l++)                                                              \
-        acc +=                                                                                     \
-            (uint64_t)(int64_t)LD_##ID(pa[l * a->cs]) * (uint64_t)(int64_t)LD_##ID(pb[l * b->rs]); \
-      ((T *)c->p)[i * c->rs + j * c->cs] = ST_##ID((int64_t)acc);                                  \
-    }                                                                                              \
+#define INT_MATMUL(ID, T, CT)                                                         \
+  static void int_matmul_##ID(const cpu_mat *a, const cpu_mat *b, const cpu_mat *c) { \
+    int64_t m = a->rows, k = a->cols, n = b->cols;                                    \
+    _Pragma("omp parallel for collapse(2) if (m * n * k >= CPU_PARALLEL_GRAIN)")      \
+    for (int64_t i = 0; i < m; i++)                                                   \
+      for (int64_t j = 0; j < n; j++) {                                               \
+        const T *pa = (const T *)a->p + i * a->rs, *pb = (const T *)b->p + j * b->cs; \
+        uint64_t acc = 0;                                                             \
+        for (int64_t l = 0; l < k; l++)                                               \
+          acc += (uint64_t)(int64_t)LD_##ID(pa[l * a->cs]) *                          \
+                 (uint64_t)(int64_t)LD_##ID(pb[l * b->rs]);                           \
+        ((T *)c->p)[i * c->rs + j * c->cs] = ST_##ID((int64_t)acc);                   \
+      }                                                                               \
   }
 CPU_INT_TYPES(INT_MATMUL)
 

@@ -32,48 +32,47 @@ static dle_status check_rows(const char *fn, const int64_t *idx, int64_t n, int6
 
 #define EMB_COLS 64 /* columns per task of the backward's index-add */
 
-#define EMBEDDING_KERNELS(ID, CT)                                                                 \
-  static dle_status emb_fwd_##ID(dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) {   \
-    const CT *w = dle_tensor_data(ins[0]);                                                        \
-    const int64_t *idx = dle_tensor_data(ins[1]);                                                 \
-    int64_t n = dle_tensor_numel(ins[1]), v = ins[0]->sizes[0], d = ins[0]->sizes[1];             \
-    int64_t base = a->index_base, pad = a->ints[1];                                               \
-    bool zero_pad = a->ints[0] && a->ints[2];                                                     \
-    CT *o = dle_tensor_data(out);                                                                 \
-    DLE_TRY(check_rows("embedding", idx, n, v, base));                                            \
-    _Pragma(                                                                                      \
-        "omp parallel for schedule(static) if (n * d >= CPU_PARALLEL_GRAIN)") for (int64_t p = 0; \
-                                                                                   p < n; p++) {  \
-      if (zero_pad && idx[p] == pad)                                                              \
-        memset(o + p * d, 0, sizeof(CT) * (size_t)d);                                             \
-      else                                                                                        \
-        memcpy(o + p * d, w + (idx[p] - base) * d, sizeof(CT) * (size_t)d);                       \
-    }                                                                                             \
-    return DLE_OK;                                                                                \
-  }                                                                                               \
-  /* Columns are split between threads, so no two threads add into the same element. */           \
-  static dle_status emb_bwd_##ID(dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) {   \
-    const CT *gy = dle_tensor_data(ins[0]);                                                       \
-    const int64_t *idx = dle_tensor_data(ins[1]);                                                 \
-    int64_t n = dle_tensor_numel(ins[1]), v = out->sizes[0], d = out->sizes[1];                   \
-    int64_t base = a->index_base, pad = a->ints[1];                                               \
-    bool skip_pad = a->ints[0] != 0;                                                              \
-    CT *o = dle_tensor_data(out);                                                                 \
-    DLE_TRY(check_rows("embedding_backward", idx, n, v, base));                                   \
-    memset(o, 0, sizeof(CT) * (size_t)(v * d));                                                   \
-    int64_t tasks = (d + EMB_COLS - 1) / EMB_COLS;                                                \
-    bool parallel = tasks > 1 && n * d >= CPU_PARALLEL_GRAIN;                                     \
-    _Pragma("omp parallel for schedule(static) if (parallel)") for (int64_t k = 0; k < tasks;     \
-                                                                    k++) {                        \
-      int64_t c0 = k * EMB_COLS, c1 = c0 + EMB_COLS < d ? c0 + EMB_COLS : d;                      \
-      for (int64_t p = 0; p < n; p++) {                                                           \
-        if (skip_pad && idx[p] == pad) continue;                                                  \
-        CT *dst = o + (idx[p] - base) * d;                                                        \
-        const CT *src = gy + p * d;                                                               \
-        for (int64_t j = c0; j < c1; j++) dst[j] += src[j];                                       \
-      }                                                                                           \
-    }                                                                                             \
-    return DLE_OK;                                                                                \
+#define EMBEDDING_KERNELS(ID, CT)                                                               \
+  static dle_status emb_fwd_##ID(dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) { \
+    const CT *w = dle_tensor_data(ins[0]);                                                      \
+    const int64_t *idx = dle_tensor_data(ins[1]);                                               \
+    int64_t n = dle_tensor_numel(ins[1]), v = ins[0]->sizes[0], d = ins[0]->sizes[1];           \
+    int64_t base = a->index_base, pad = a->ints[1];                                             \
+    bool zero_pad = a->ints[0] && a->ints[2];                                                   \
+    CT *o = dle_tensor_data(out);                                                               \
+    DLE_TRY(check_rows("embedding", idx, n, v, base));                                          \
+    _Pragma("omp parallel for schedule(static) if (n * d >= CPU_PARALLEL_GRAIN)")               \
+    for (int64_t p = 0; p < n; p++) {                                                           \
+      if (zero_pad && idx[p] == pad)                                                            \
+        memset(o + p * d, 0, sizeof(CT) * (size_t)d);                                           \
+      else                                                                                      \
+        memcpy(o + p * d, w + (idx[p] - base) * d, sizeof(CT) * (size_t)d);                     \
+    }                                                                                           \
+    return DLE_OK;                                                                              \
+  }                                                                                             \
+  /* Columns are split between threads, so no two threads add into the same element. */         \
+  static dle_status emb_bwd_##ID(dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) { \
+    const CT *gy = dle_tensor_data(ins[0]);                                                     \
+    const int64_t *idx = dle_tensor_data(ins[1]);                                               \
+    int64_t n = dle_tensor_numel(ins[1]), v = out->sizes[0], d = out->sizes[1];                 \
+    int64_t base = a->index_base, pad = a->ints[1];                                             \
+    bool skip_pad = a->ints[0] != 0;                                                            \
+    CT *o = dle_tensor_data(out);                                                               \
+    DLE_TRY(check_rows("embedding_backward", idx, n, v, base));                                 \
+    memset(o, 0, sizeof(CT) * (size_t)(v * d));                                                 \
+    int64_t tasks = (d + EMB_COLS - 1) / EMB_COLS;                                              \
+    bool parallel = tasks > 1 && n * d >= CPU_PARALLEL_GRAIN;                                   \
+    _Pragma("omp parallel for schedule(static) if (parallel)")                                  \
+    for (int64_t k = 0; k < tasks; k++) {                                                       \
+      int64_t c0 = k * EMB_COLS, c1 = c0 + EMB_COLS < d ? c0 + EMB_COLS : d;                    \
+      for (int64_t p = 0; p < n; p++) {                                                         \
+        if (skip_pad && idx[p] == pad) continue;                                                \
+        CT *dst = o + (idx[p] - base) * d;                                                      \
+        const CT *src = gy + p * d;                                                             \
+        for (int64_t j = c0; j < c1; j++) dst[j] += src[j];                                     \
+      }                                                                                         \
+    }                                                                                           \
+    return DLE_OK;                                                                              \
   }
 NN_TYPES(EMBEDDING_KERNELS)
 
@@ -81,33 +80,32 @@ NN_TYPES(EMBEDDING_KERNELS)
 
 #define DROPOUT_CHUNK 64 /* Philox blocks generated at once (256 elements) */
 
-#define DROPOUT_KERNEL(ID, CT)                                                                     \
-  static void dropout_##ID(dle_tensor *out, const dle_tensor *in, const dle_attrs *a) {            \
-    const CT *x = dle_tensor_data(in);                                                             \
-    CT *y = dle_tensor_data(out);                                                                  \
-    int64_t n = dle_tensor_numel(in);                                                              \
-    double p = a->f[0];                                                                            \
-    if (p >= 1) {                                                                                  \
-      memset(y, 0, sizeof(CT) * (size_t)n);                                                        \
-      return;                                                                                      \
-    }                                                                                              \
-    uint64_t seed = (uint64_t)a->ints[0], offset = (uint64_t)a->ints[1];                           \
-    float thr = (float)p;                                                                          \
-    CT scale = (CT)(1.0 / (1.0 - p));                                                              \
-    int64_t blocks = (n + 3) / 4, chunks = (blocks + DROPOUT_CHUNK - 1) / DROPOUT_CHUNK;           \
-    _Pragma("omp parallel for schedule(static) if (n >= CPU_PARALLEL_GRAIN)") for (int64_t ch = 0; \
-                                                                                   ch < chunks;    \
-                                                                                   ch++) {         \
-      uint32_t w[DROPOUT_CHUNK][4];                                                                \
-      int64_t b0 = ch * DROPOUT_CHUNK;                                                             \
-      int64_t nb = blocks - b0 < DROPOUT_CHUNK ? blocks - b0 : DROPOUT_CHUNK;                      \
-      dle_philox_blocks(seed, offset + (uint64_t)b0, nb, w);                                       \
-      int64_t i0 = b0 * 4, i1 = i0 + nb * 4 < n ? i0 + nb * 4 : n;                                 \
-      for (int64_t i = i0; i < i1; i++) {                                                          \
-        float u = (float)(w[(i - i0) / 4][i % 4] >> 8) * 0x1p-24f;                                 \
-        y[i] = u >= thr ? x[i] * scale : (CT)0;                                                    \
-      }                                                                                            \
-    }                                                                                              \
+#define DROPOUT_KERNEL(ID, CT)                                                           \
+  static void dropout_##ID(dle_tensor *out, const dle_tensor *in, const dle_attrs *a) {  \
+    const CT *x = dle_tensor_data(in);                                                   \
+    CT *y = dle_tensor_data(out);                                                        \
+    int64_t n = dle_tensor_numel(in);                                                    \
+    double p = a->f[0];                                                                  \
+    if (p >= 1) {                                                                        \
+      memset(y, 0, sizeof(CT) * (size_t)n);                                              \
+      return;                                                                            \
+    }                                                                                    \
+    uint64_t seed = (uint64_t)a->ints[0], offset = (uint64_t)a->ints[1];                 \
+    float thr = (float)p;                                                                \
+    CT scale = (CT)(1.0 / (1.0 - p));                                                    \
+    int64_t blocks = (n + 3) / 4, chunks = (blocks + DROPOUT_CHUNK - 1) / DROPOUT_CHUNK; \
+    _Pragma("omp parallel for schedule(static) if (n >= CPU_PARALLEL_GRAIN)")            \
+    for (int64_t ch = 0; ch < chunks; ch++) {                                            \
+      uint32_t w[DROPOUT_CHUNK][4];                                                      \
+      int64_t b0 = ch * DROPOUT_CHUNK;                                                   \
+      int64_t nb = blocks - b0 < DROPOUT_CHUNK ? blocks - b0 : DROPOUT_CHUNK;            \
+      dle_philox_blocks(seed, offset + (uint64_t)b0, nb, w);                             \
+      int64_t i0 = b0 * 4, i1 = i0 + nb * 4 < n ? i0 + nb * 4 : n;                       \
+      for (int64_t i = i0; i < i1; i++) {                                                \
+        float u = (float)(w[(i - i0) / 4][i % 4] >> 8) * 0x1p-24f;                       \
+        y[i] = u >= thr ? x[i] * scale : (CT)0;                                          \
+      }                                                                                  \
+    }                                                                                    \
   }
 NN_TYPES(DROPOUT_KERNEL)
 

@@ -169,8 +169,8 @@ static void norm_row_stream(float *y, const float *x, const float *nx, int64_t n
                            const CT *b, const CT *rmean, const CT *rvar, double eps) {                 \
     int64_t P = g->p, Q = g->q, S = g->s, n = P * S;                                                   \
     bool stream = NORM_CAN_STREAM(T) && cpu_stream_output(P * Q * S * (int64_t)sizeof(T));             \
-    _Pragma("omp parallel for schedule(dynamic, 16) if (Q > 1 && cpu_parallel(P * Q * S))") for (      \
-        int64_t q = 0; q < Q; q++) {                                                                   \
+    _Pragma("omp parallel for schedule(dynamic, 16) if (Q > 1 && cpu_parallel(P * Q * S))")            \
+    for (int64_t q = 0; q < Q; q++) {                                                                  \
       double mean, var;                                                                                \
       if (rmean) {                                                                                     \
         mean = rmean[q], var = rvar[q];                                                                \
@@ -191,8 +191,8 @@ static void norm_row_stream(float *y, const float *x, const float *nx, int64_t n
         T *yr = y + (p * Q + q) * S;                                                                   \
         if (g->weight_on_q) {                                                                          \
           CT sc = r * w[q], sh = b[q] - m * sc;                                                        \
-          _Pragma("omp simd") for (int64_t s = 0; s < S; s++) yr[s] =                                  \
-              ST_##ID((CT)LD_##ID(xr[s]) * sc + sh);                                                   \
+          _Pragma("omp simd")                                                                          \
+          for (int64_t s = 0; s < S; s++) yr[s] = ST_##ID((CT)LD_##ID(xr[s]) * sc + sh);               \
         } else if (stream && (uintptr_t)yr % 16 == 0) { /* large float32 layer_norm */                 \
           norm_row_stream((float *)(void *)yr, (const float *)(const void *)xr,                        \
                           (const float *)(const void *)(q + 1 < Q ? xr + S : xr), S, (float)m,         \
@@ -203,8 +203,9 @@ static void norm_row_stream(float *y, const float *x, const float *nx, int64_t n
           for (int64_t s0 = 0; s0 < S; s0 += NORM_LINE(T)) {                                           \
             int64_t e = min64(S, s0 + NORM_LINE(T));                                                   \
             __builtin_prefetch(nx + s0);                                                               \
-            _Pragma("omp simd") for (int64_t s = s0; s < e; s++) yr[s] =                               \
-                ST_##ID(((CT)LD_##ID(xr[s]) - m) * r * w[s] + b[s]);                                   \
+            _Pragma("omp simd")                                                                        \
+            for (int64_t s = s0; s < e; s++)                                                           \
+              yr[s] = ST_##ID(((CT)LD_##ID(xr[s]) - m) * r * w[s] + b[s]);                             \
           }                                                                                            \
         }                                                                                              \
       }                                                                                                \
@@ -213,11 +214,8 @@ static void norm_row_stream(float *y, const float *x, const float *nx, int64_t n
   static void grad_input_##ID(const dle_norm_geom *g, T *gx, const T *gy, const T *x,                  \
                               const CT *stats, const CT *w, double eps) {                              \
     int64_t P = g->p, Q = g->q, S = g->s, n = P * S;                                                   \
-    _Pragma(                                                                                           \
-        "omp parallel for schedule(static) if (Q > 1 && cpu_parallel(P * Q * S))") for (int64_t        \
-                                                                                            q = 0;     \
-                                                                                        q < Q;         \
-                                                                                        q++) {         \
+    _Pragma("omp parallel for schedule(static) if (Q > 1 && cpu_parallel(P * Q * S))")                 \
+    for (int64_t q = 0; q < Q; q++) {                                                                  \
       CT m = stats[2 * q], r = (CT)(1.0 / sqrt((double)stats[2 * q + 1] + eps));                       \
       CT wq = g->weight_on_q ? w[q] : 1;                                                               \
       double A = 0, B = 0;                                                                             \
@@ -233,16 +231,18 @@ static void norm_row_stream(float *y, const float *x, const float *nx, int64_t n
         const T *gr = gy + o, *xr = x + o;                                                             \
         T *dr = gx + o;                                                                                \
         if (g->weight_on_q) {                                                                          \
-          _Pragma("omp simd") for (int64_t s = 0; s < S; s++) dr[s] =                                  \
-              ST_##ID(rw * (CT)LD_##ID(gr[s]) - ra - ((CT)LD_##ID(xr[s]) - m) * k3);                   \
+          _Pragma("omp simd")                                                                          \
+          for (int64_t s = 0; s < S; s++)                                                              \
+            dr[s] = ST_##ID(rw * (CT)LD_##ID(gr[s]) - ra - ((CT)LD_##ID(xr[s]) - m) * k3);             \
         } else { /* layer_norm: fetches the next rows of gy and x meanwhile */                         \
           int64_t nxt = q + 1 < Q ? S : 0;                                                             \
           for (int64_t s0 = 0; s0 < S; s0 += NORM_LINE(T)) {                                           \
             int64_t e = min64(S, s0 + NORM_LINE(T));                                                   \
             __builtin_prefetch(gr + nxt + s0);                                                         \
             __builtin_prefetch(xr + nxt + s0);                                                         \
-            _Pragma("omp simd") for (int64_t s = s0; s < e; s++) dr[s] =                               \
-                ST_##ID(r * (CT)LD_##ID(gr[s]) * w[s] - ra - ((CT)LD_##ID(xr[s]) - m) * k3);           \
+            _Pragma("omp simd")                                                                        \
+            for (int64_t s = s0; s < e; s++)                                                           \
+              dr[s] = ST_##ID(r * (CT)LD_##ID(gr[s]) * w[s] - ra - ((CT)LD_##ID(xr[s]) - m) * k3);     \
           }                                                                                            \
         }                                                                                              \
       }                                                                                                \
@@ -252,8 +252,8 @@ static void norm_row_stream(float *y, const float *x, const float *nx, int64_t n
                                      const T *x, const CT *stats, double eps) {                        \
     int64_t P = g->p, Q = g->q, S = g->s;                                                              \
     if (g->weight_on_q) {                                                                              \
-      _Pragma("omp parallel for schedule(static) if (Q > 1 && cpu_parallel(P * Q * S))") for (         \
-          int64_t q = 0; q < Q; q++) {                                                                 \
+      _Pragma("omp parallel for schedule(static) if (Q > 1 && cpu_parallel(P * Q * S))")               \
+      for (int64_t q = 0; q < Q; q++) {                                                                \
         CT m = stats[2 * q];                                                                           \
         double r = 1.0 / sqrt((double)stats[2 * q + 1] + eps), A = 0, B = 0;                           \
         for (int64_t p = 0; p < P; p++) {                                                              \
@@ -275,7 +275,8 @@ static void norm_row_stream(float *y, const float *x, const float *nx, int64_t n
       free(part), free(grp);                                                                           \
       return dle_error("layer_norm_grad_affine: out of memory");                                       \
     }                                                                                                  \
-    _Pragma("omp parallel for schedule(static) if (nc > 1)") for (int64_t c = 0; c < nc; c++) {        \
+    _Pragma("omp parallel for schedule(static) if (nc > 1)")                                           \
+    for (int64_t c = 0; c < nc; c++) {                                                                 \
       double *pw = part + 2 * c * S, *pb = pw + S;                                                     \
       CT *aw = grp + 2 * c * S, *ab = aw + S;                                                          \
       int64_t q1 = min64(Q, (c + 1) * per);                                                            \
@@ -289,7 +290,8 @@ static void norm_row_stream(float *y, const float *x, const float *nx, int64_t n
             int64_t e = min64(S, s0 + NORM_LINE(T));                                                   \
             __builtin_prefetch(gr + nxt + s0);                                                         \
             __builtin_prefetch(xr + nxt + s0);                                                         \
-            _Pragma("omp simd") for (int64_t s = s0; s < e; s++) {                                     \
+            _Pragma("omp simd")                                                                        \
+            for (int64_t s = s0; s < e; s++) {                                                         \
               CT gv = (CT)LD_##ID(gr[s]);                                                              \
               aw[s] += gv * (((CT)LD_##ID(xr[s]) - m) * r);                                            \
               ab[s] += gv;                                                                             \

@@ -17,15 +17,14 @@
 /* Runs the body (variadic, so its commas pass through) for i in [lo, hi) of every chunk of n
  * elements; chunks go to OpenMP threads when n >= CPU_PARALLEL_GRAIN_LIGHT (a step is a few
  * arithmetic instructions per element, bound by memory). */
-#define FOR_CHUNKS(n, ...)                                                                       \
-  do {                                                                                           \
-    int64_t nchunks_ = ((n) + OPTIM_CHUNK - 1) / OPTIM_CHUNK;                                    \
-    _Pragma("omp parallel for if (cpu_parallel_light(n)) schedule(static)") for (int64_t c_ = 0; \
-                                                                                 c_ < nchunks_;  \
-                                                                                 c_++) {         \
-      int64_t lo = c_ * OPTIM_CHUNK, hi = lo + OPTIM_CHUNK < (n) ? lo + OPTIM_CHUNK : (n);       \
-      __VA_ARGS__                                                                                \
-    }                                                                                            \
+#define FOR_CHUNKS(n, ...)                                                                 \
+  do {                                                                                     \
+    int64_t nchunks_ = ((n) + OPTIM_CHUNK - 1) / OPTIM_CHUNK;                              \
+    _Pragma("omp parallel for if (cpu_parallel_light(n)) schedule(static)")                \
+    for (int64_t c_ = 0; c_ < nchunks_; c_++) {                                            \
+      int64_t lo = c_ * OPTIM_CHUNK, hi = lo + OPTIM_CHUNK < (n) ? lo + OPTIM_CHUNK : (n); \
+      __VA_ARGS__                                                                          \
+    }                                                                                      \
   } while (0)
 
 /* ---------------------------------------------------------------- SGD */

@@ -32,16 +32,17 @@ static bool is_2x2_stride_2(const pool_geom *p) {
 /* Runs the block after p for every output (pl, oh, ow) of every plane, threads splitting the
  * planes: with its window [h0, h1) x [w0, w1) and divisor div from pool_window, and o its index
  * in the output. (The block is variadic so that its commas pass through.) */
-#define POOL_EACH_WINDOW(p, ...)                                                                      \
-  _Pragma("omp parallel for schedule(static) if (cpu_parallel((p)->planes * (p)->h * (p)->w))") for ( \
-      int64_t pl = 0; pl < (p)->planes;                                                               \
-      pl++) for (int64_t oh = 0; oh < (p)->ho; oh++) for (int64_t ow = 0; ow < (p)->wo; ow++) {       \
-    int64_t h0, h1, w0, w1;                                                                           \
-    int64_t div = pool_window(p, oh, ow, &h0, &h1, &w0, &w1);                                         \
-    int64_t o = (pl * (p)->ho + oh) * (p)->wo + ow;                                                   \
-    (void)div;                                                                                        \
-    __VA_ARGS__                                                                                       \
-  }
+#define POOL_EACH_WINDOW(p, ...)                                                                \
+  _Pragma("omp parallel for schedule(static) if (cpu_parallel((p)->planes * (p)->h * (p)->w))") \
+  for (int64_t pl = 0; pl < (p)->planes; pl++)                                                  \
+    for (int64_t oh = 0; oh < (p)->ho; oh++)                                                    \
+      for (int64_t ow = 0; ow < (p)->wo; ow++) {                                                \
+        int64_t h0, h1, w0, w1;                                                                 \
+        int64_t div = pool_window(p, oh, ow, &h0, &h1, &w0, &w1);                               \
+        int64_t o = (pl * (p)->ho + oh) * (p)->wo + ow;                                         \
+        (void)div;                                                                              \
+        __VA_ARGS__                                                                             \
+      }
 
 #define POOL_KERNELS(ID, T, CT)                                                                    \
   /* 2x2 windows at stride 2 without padding (every window lies inside the input), a row of up  \
@@ -50,11 +51,8 @@ static bool is_2x2_stride_2(const pool_geom *p) {
   static void max_pool_2x2_##ID(T *restrict y, int64_t *restrict idx, const T *restrict x,         \
                                 const pool_geom *p, int64_t base) {                                \
     const int64_t planes = p->planes, h = p->h, w = p->w, ho = p->ho, wo = p->wo;                  \
-    _Pragma(                                                                                       \
-        "omp parallel for schedule(static) if (cpu_parallel(planes * h * w))") for (int64_t pl =   \
-                                                                                        0;         \
-                                                                                    pl < planes;   \
-                                                                                    pl++) {        \
+    _Pragma("omp parallel for schedule(static) if (cpu_parallel(planes * h * w))")                 \
+    for (int64_t pl = 0; pl < planes; pl++) {                                                      \
       int32_t kb[256];                                                                             \
       for (int64_t oh = 0; oh < ho; oh++)                                                          \
         for (int64_t o0 = 0; o0 < wo; o0 += 256) {                                                 \
@@ -114,8 +112,8 @@ static bool is_2x2_stride_2(const pool_geom *p) {
   static void avg_pool_grad_##ID(dle_tensor *gxt, const dle_tensor *gyt, const pool_geom *p) {     \
     const T *gy = dle_tensor_data(gyt);                                                            \
     T *gx = dle_tensor_data(gxt);                                                                  \
-    _Pragma("omp parallel for schedule(static) if (cpu_parallel(p->planes * p->h * p->w))") for (  \
-        int64_t pl = 0; pl < p->planes; pl++) {                                                    \
+    _Pragma("omp parallel for schedule(static) if (cpu_parallel(p->planes * p->h * p->w))")        \
+    for (int64_t pl = 0; pl < p->planes; pl++) {                                                   \
       const T *gp = gy + pl * p->ho * p->wo;                                                       \
       for (int64_t h = 0; h < p->h; h++)                                                           \
         for (int64_t w = 0; w < p->w; w++) {                                                       \

@@ -36,7 +36,8 @@
       const T *restrict xp = (const T *)x;                                                      \
       T *restrict yp = (T *)y;                                                                  \
       if (!lg && sizeof(T) == sizeof(CT)) {                                                     \
-        _Pragma("omp simd reduction(+ : s)") for (int64_t r = 0; r < D; r++) {                  \
+        _Pragma("omp simd reduction(+ : s)")                                                    \
+        for (int64_t r = 0; r < D; r++) {                                                       \
           CT e = RED_EXP(LD_##ID(xp[r]) - m);                                                   \
           s += e;                                                                               \
           yp[r] = ST_##ID(e);                                                                   \
@@ -45,8 +46,8 @@
         for (int64_t r = 0; r < D; r++) yp[r] = ST_##ID(LD_##ID(yp[r]) * inv);                  \
         return;                                                                                 \
       }                                                                                         \
-      _Pragma("omp simd reduction(+ : s)") for (int64_t r = 0; r < D; r++) s +=                 \
-          RED_EXP(LD_##ID(xp[r]) - m);                                                          \
+      _Pragma("omp simd reduction(+ : s)")                                                      \
+      for (int64_t r = 0; r < D; r++) s += RED_EXP(LD_##ID(xp[r]) - m);                         \
       CT k = lg ? (CT)log(s) : (CT)(1 / s);                                                     \
       if (lg)                                                                                   \
         for (int64_t r = 0; r < D; r++) yp[r] = ST_##ID(LD_##ID(xp[r]) - m - k);                \
