@@ -25,12 +25,7 @@ local function run(cmd)
   return out, e, status
 end
 
-local function slurp(path)
-  local f = assert(io.open(path))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local function slurp(path) return (assert(H.read_file(path), path)) end
 
 local function bench(args)
   return run(q(root .. "/scripts/bench") .. " " .. args)

@@ -6,12 +6,7 @@ local H = require "helpers"
 
 local root = debug.getinfo(1, "S").source:match("^@(.*)/tests/[^/]*$") or "."
 
-local function slurp(path)
-  local f = assert(io.open(path))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local function slurp(path) return (assert(H.read_file(path), path)) end
 
 describe("doc comments", function()
   it("document every public function (dle.*, its subpackages, tensor, Module and Optimizer methods)", function()
