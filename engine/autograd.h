@@ -71,7 +71,8 @@ static inline void dle_release_all(dle_tensor **ts, int n) {
 /* The rule table, filled once by the families. */
 const dle_grad_rule *dle_grad_rule_of(dle_op op);
 /* Each family with rules (ops/families.def) registers them: dle_grad_register_<family>. */
-#define DLE_FAMILY(name, grad, cpu, cuda, lua) grad(void dle_grad_register_##name(dle_grad_rule *rules);)
+#define DLE_FAMILY(name, grad, cpu, cuda, lua) \
+  grad(void dle_grad_register_##name(dle_grad_rule *rules);)
 #include "ops/families.def"
 
 /* ---- used by the front door (ops.c) ---- */

@@ -227,8 +227,7 @@ static int64_t sdpa_flops(const dle_flops_call *c, int per) {
 /* gout {..., L, Ev}, v, probs -> the scores' gradient {..., L, S} */
 static int64_t score_grad_flops(const dle_flops_call *c, int per) {
   (void)per;
-  return dle_flops_numel(c->outs[0]) *
-         (2 * dle_flops_last_dim(c->ins[0]) + PER_SDPA_SOFTMAX_GRAD);
+  return dle_flops_numel(c->outs[0]) * (2 * dle_flops_last_dim(c->ins[0]) + PER_SDPA_SOFTMAX_GRAD);
 }
 /* gout, q, k, v, probs: d p = gout v^T, d v = p^T gout, d q = ds k, d k = ds^T q */
 static int64_t sdpa_backward_flops(const dle_flops_call *c, int per) {

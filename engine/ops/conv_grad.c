@@ -31,9 +31,11 @@ static dle_status vjp_conv2d(dle_node *n, dle_tensor *const *gout, dle_tensor **
   if (!g) return DLE_OK;
   const int64_t *xs = dle_node_input_sizes(n, 0), *ws = dle_node_input_sizes(n, 1);
   if (dle_node_needs_grad(n, 0))
-    DLE_TRY(dle_spatial_call(DLE_OP_CONV2D_GRAD_INPUT, &gin[0], g, dle_node_input(n, 1), a, xs[2], xs[3]));
+    DLE_TRY(dle_spatial_call(DLE_OP_CONV2D_GRAD_INPUT, &gin[0], g, dle_node_input(n, 1), a, xs[2],
+                             xs[3]));
   if (dle_node_needs_grad(n, 1))
-    DLE_TRY(dle_spatial_call(DLE_OP_CONV2D_GRAD_WEIGHT, &gin[1], g, dle_node_input(n, 0), a, ws[2], ws[3]));
+    DLE_TRY(dle_spatial_call(DLE_OP_CONV2D_GRAD_WEIGHT, &gin[1], g, dle_node_input(n, 0), a, ws[2],
+                             ws[3]));
   if (dle_node_num_inputs(n) > 2 && dle_node_needs_grad(n, 2)) {
     int dims[3] = {0, 2, 3};
     gin[2] = NULL;
@@ -51,7 +53,8 @@ static dle_status vjp_conv2d_grad_input(dle_node *n, dle_tensor *const *gout, dl
   if (dle_node_needs_grad(n, 0))
     DLE_TRY(dle_spatial_call(DLE_OP_CONV2D, &gin[0], g, dle_node_input(n, 1), a, 0, 0));
   if (dle_node_needs_grad(n, 1))
-    DLE_TRY(dle_spatial_call(DLE_OP_CONV2D_GRAD_WEIGHT, &gin[1], dle_node_input(n, 0), g, a, ws[2], ws[3]));
+    DLE_TRY(dle_spatial_call(DLE_OP_CONV2D_GRAD_WEIGHT, &gin[1], dle_node_input(n, 0), g, a, ws[2],
+                             ws[3]));
   return DLE_OK;
 }
 
@@ -64,7 +67,8 @@ static dle_status vjp_conv2d_grad_weight(dle_node *n, dle_tensor *const *gout, d
   if (dle_node_needs_grad(n, 0))
     DLE_TRY(dle_spatial_call(DLE_OP_CONV2D, &gin[0], dle_node_input(n, 1), g, a, 0, 0));
   if (dle_node_needs_grad(n, 1))
-    DLE_TRY(dle_spatial_call(DLE_OP_CONV2D_GRAD_INPUT, &gin[1], dle_node_input(n, 0), g, a, xs[2], xs[3]));
+    DLE_TRY(dle_spatial_call(DLE_OP_CONV2D_GRAD_INPUT, &gin[1], dle_node_input(n, 0), g, a, xs[2],
+                             xs[3]));
   return DLE_OK;
 }
 

@@ -57,7 +57,8 @@ static dle_status jvp_max_pool2d(dle_op op, const dle_attrs *a, dle_tensor *cons
 static dle_status vjp_avg_pool2d(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
   if (!gout[0] || !dle_node_needs_grad(n, 0)) return DLE_OK;
   const int64_t *xs = dle_node_input_sizes(n, 0);
-  return dle_spatial_call(DLE_OP_AVG_POOL2D_GRAD, &gin[0], gout[0], NULL, dle_node_attrs(n), xs[2], xs[3]);
+  return dle_spatial_call(DLE_OP_AVG_POOL2D_GRAD, &gin[0], gout[0], NULL, dle_node_attrs(n), xs[2],
+                          xs[3]);
 }
 
 static dle_status vjp_avg_pool2d_grad(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {

@@ -77,9 +77,9 @@ static dle_status output_slot(dle_tensor **out, dle_tensor **tmp, const char *fn
 }
 
 /* Runs the kernel into outs[0..nout) (NULL slots receive new tensors): shared with softmax.c. */
-dle_status dle_reduce_run_into(dle_op op, dle_tensor **outs, int nout, int ndim, const int64_t *sizes,
-                           const dle_dtype *dts, dle_tensor *x, dle_dtype compute,
-                           const dle_attrs *ka) {
+dle_status dle_reduce_run_into(dle_op op, dle_tensor **outs, int nout, int ndim,
+                               const int64_t *sizes, const dle_dtype *dts, dle_tensor *x,
+                               dle_dtype compute, const dle_attrs *ka) {
   const char *fn = dle_op_get_info(op)->name;
   dle_tensor *res[2] = {NULL, NULL}, *tmp[2] = {NULL, NULL}, *xin = NULL;
   bool fresh[2] = {outs[0] == NULL, nout > 1 && outs[1] == NULL};
@@ -135,7 +135,8 @@ dle_status dle_forward_reduce(dle_op op, dle_tensor **outs, dle_tensor *const *i
   dle_dtype compute, dts[2];
   reduce_dtypes(op, x->dtype, &compute, &dts[0]);
   dts[1] = DLE_I64;
-  return dle_reduce_run_into(op, outs, dle_op_get_info(op)->nout, ndim, sizes, dts, x, compute, &ka);
+  return dle_reduce_run_into(op, outs, dle_op_get_info(op)->nout, ndim, sizes, dts, x, compute,
+                             &ka);
 }
 
 /* FLOPs: 1 per input element (var/std and logsumexp too). */

@@ -345,7 +345,7 @@ static dle_status row_loss(const char *fn, dle_op op, dle_tensor *const *outs,
 }
 
 static dle_status cu_losses(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                           const dle_attrs *a) {
+                            const dle_attrs *a) {
   const char *fn = cu_op_name(op);
   dle_tensor *o = outs[0];
   CU_OK(cu_float_rows_ready(fn, o, ins, nin));
