@@ -175,7 +175,7 @@ extern _Thread_local __attribute__((tls_model("initial-exec"))) struct dle_trace
 dle_status dle_trace_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                              const dle_attrs *attrs);
 
-/* ---- matrices, attention (engine/ops/nn.c; the CPU attention kernel reads them too) ---- */
+/* ---- matrices, attention (engine/ops/attention.c; the CPU attention kernel reads them too) ---- */
 /* Leading dimension of the matrices in t's last two dims (nb batch dims before them) as BLAS takes
  * it: the row stride, or the row length for a single row (BLAS wants ld >= max(1, columns) even
  * where it is never used). */
