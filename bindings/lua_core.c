@@ -684,19 +684,11 @@ int luaopen_dle_native(lua_State *L) {
   lua_setfield(L, mt, "__name");
 
   dle_lua_open_tensor(L, module, methods);
-  dle_lua_open_elementwise(L, module, methods);
-  dle_lua_open_reduce(L, module, methods);
-  dle_lua_open_matmul(L, module, methods);
-  dle_lua_open_index(L, module, methods);
-  dle_lua_open_random(L, module, methods);
+#define DLE_FAMILY(name, grad, cpu, cuda, lua) lua(dle_lua_open_##name(L, module, methods);)
+#include "../engine/ops/families.def"
   dle_lua_open_autograd(L, module, methods);
-  dle_lua_open_optim(L, module, methods);
   dle_lua_open_data(L, module, methods);
   dle_lua_open_io(L, module, methods);
-  dle_lua_open_conv(L, module, methods);
-  dle_lua_open_norm(L, module, methods);
-  dle_lua_open_nn(L, module, methods);
-  dle_lua_open_losses(L, module, methods);
   dle_lua_open_profile(L, module, methods);
   dle_lua_open_graph(L, module, methods);
 

@@ -82,21 +82,16 @@ void dle_lua_push_created(lua_State *L, dle_tensor *t, const dle_lua_opts *o);
 void dle_lua_setfuncs(lua_State *L, int table, const luaL_Reg *fns);
 
 /* Each binding file adds its functions to the module table and methods to the tensor methods
- * table (both absolute stack indices). */
+ * table (both absolute stack indices): bindings/lua_<family>.c for each family with the lua
+ * column of engine/ops/families.def (lua_core.c calls them in that order), and the files that
+ * bind no op family. */
+#define DLE_FAMILY(name, grad, cpu, cuda, lua) \
+  lua(void dle_lua_open_##name(lua_State *L, int module, int methods);)
+#include "../engine/ops/families.def"
 void dle_lua_open_tensor(lua_State *L, int module, int methods);
-void dle_lua_open_elementwise(lua_State *L, int module, int methods);
-void dle_lua_open_reduce(lua_State *L, int module, int methods);
-void dle_lua_open_matmul(lua_State *L, int module, int methods);
-void dle_lua_open_index(lua_State *L, int module, int methods);
-void dle_lua_open_random(lua_State *L, int module, int methods);
 void dle_lua_open_autograd(lua_State *L, int module, int methods);
-void dle_lua_open_optim(lua_State *L, int module, int methods);
 void dle_lua_open_data(lua_State *L, int module, int methods);
 void dle_lua_open_io(lua_State *L, int module, int methods);
-void dle_lua_open_conv(lua_State *L, int module, int methods);
-void dle_lua_open_norm(lua_State *L, int module, int methods);
-void dle_lua_open_nn(lua_State *L, int module, int methods);
-void dle_lua_open_losses(lua_State *L, int module, int methods);
 void dle_lua_open_profile(lua_State *L, int module, int methods);
 void dle_lua_open_graph(lua_State *L, int module, int methods);
 

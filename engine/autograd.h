@@ -63,10 +63,16 @@ dle_status dle_jvp_bilinear(dle_op op, const dle_attrs *attrs, dle_tensor *a, dl
 /* A zero tensor with input i's shape and dtype. */
 dle_status dle_node_zeros_input(dle_tensor **out, const dle_node *n, int i);
 
+/* Releases the n temporaries of a rule (NULL entries are skipped). */
+static inline void dle_release_all(dle_tensor **ts, int n) {
+  for (int i = 0; i < n; i++) dle_tensor_release(ts[i]);
+}
+
 /* The rule table, filled once by the families. */
 const dle_grad_rule *dle_grad_rule_of(dle_op op);
 /* Each family with rules (ops/families.def) registers them: dle_grad_register_<family>. */
-#define DLE_FAMILY(name, grad, cpu, cuda) grad(void dle_grad_register_##name(dle_grad_rule *rules);)
+#define DLE_FAMILY(name, grad, cpu, cuda, lua) \
+  grad(void dle_grad_register_##name(dle_grad_rule *rules);)
 #include "ops/families.def"
 
 /* ---- used by the front door (ops.c) ---- */

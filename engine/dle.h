@@ -582,7 +582,7 @@ typedef struct dle_optim_kernels {
 
 /* ---------------------------------------------------------------- convolution and pooling */
 /* public C interface of 2-D convolution and pooling over {N, C, H, W} tensors
- * (engine/ops/conv.c; the op table entries are in ops.def). Same conventions as dle.h: outputs
+ * (engine/ops/conv.c, engine/ops/pool.c; the op table entries are in ops.def). Same conventions as dle.h: outputs
  * first (NULL slot: a new tensor), DLE_OK / DLE_ERR with dle_last_error().
  *
  *   dle_conv2d_params p = DLE_CONV2D_DEFAULTS;   // stride 1, padding 0, dilation 1, groups 1
@@ -659,7 +659,8 @@ dle_status dle_batch_norm_grad_affine(dle_tensor **gw, dle_tensor **gb, dle_tens
 
 /* ---------------------------------------------------------------- cross-entropy, embedding, dropout, attention */
 /* public C interface of the fused neural-network ops: softmax cross-entropy, embedding,
- * dropout and scaled dot-product attention (engine/ops/nn.c; op table entries in ops.def).
+ * dropout and scaled dot-product attention (engine/ops/losses.c, nn.c, attention.c; op table
+ * entries in ops.def).
  * Same conventions as dle.h: outputs first (NULL slot: a new tensor), DLE_OK / DLE_ERR with
  * dle_last_error(); index tensors are int64 read relative to index_base (1 from Lua).
  *
@@ -833,7 +834,7 @@ dle_status dle_autocast_cast(dle_tensor **out, dle_tensor *t, dle_autocast_rule 
 
 /* ---------------------------------------------------------------- profiler and FLOP counts */
 /* the op-level profiler behind dle.profile and dle.flops (engine/profile.c; the FLOP
- * rules are in engine/ops/flops.c).
+ * conventions are in engine/ops/flops.c, each kind's rule beside its front door).
  *
  * While a profiler is on, every call of dle_op_call (forward and backward alike: gradient rules
  * are written with ops), every fused optimizer step and every fused elementwise program adds one

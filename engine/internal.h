@@ -91,6 +91,30 @@ dle_status dle_dispatch_contiguous(dle_op op, dle_tensor **outs, const dle_resul
                                    dle_tensor *const *ins, int nin, const dle_dtype *in_dt,
                                    const dle_attrs *a);
 
+/* FLOP rules (conventions and dispatch: engine/ops/flops.c). A rule counts one call from its
+ * tensors' shapes (count NULL: 0 FLOPs); `per` is its constant per element where it has one. */
+typedef struct {
+  dle_tensor *const *outs, *const *ins;
+  int nout, nin;
+  const dle_attrs *a;
+} dle_flops_call;
+typedef struct {
+  const char *name; /* how it counts, for dle.core._op_flops_rule ("none" for 0) */
+  int64_t (*count)(const dle_flops_call *c, int per);
+  int per;
+} dle_flops_rule;
+/* The shared rules: nothing (data movement), per element of the first output or input. */
+dle_flops_rule dle_flops_none(void);
+dle_flops_rule dle_flops_per_out(int per);
+dle_flops_rule dle_flops_per_in(int per);
+/* Elements of t (0 for NULL), and its last dim (1 for a 0-dim tensor). */
+int64_t dle_flops_numel(const dle_tensor *t);
+int64_t dle_flops_last_dim(const dle_tensor *t);
+/* Each kind's rule, dle_flops_<front> beside its front door (families.def): a kind whose family
+ * lacks one fails to link. */
+#define DLE_KIND(ID, name, front) dle_flops_rule dle_flops_##front(dle_op op);
+#include "ops/families.def"
+
 /* Per-kind front doors (shape rule + dtype rule + dispatch), one file each under engine/ops/. */
 typedef dle_status (*dle_forward_fn)(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                                      const dle_attrs *attrs);
@@ -102,6 +126,10 @@ typedef dle_status (*dle_forward_fn)(dle_op op, dle_tensor **outs, dle_tensor *c
 /* 128-bit Philox blocks a random op consumes for n elements of dt (rng.c); the kernels map
  * element i to its block with the same rule. */
 int64_t dle_random_blocks(dle_op op, dle_dtype dt, int64_t n);
+/* A call of the creation op (full, arange, a random fill) with the sizes, dtype, values f0, f1 and
+ * generator in its attrs, into a new tensor *out (engine/ops/copy.c). */
+dle_status dle_create_call(dle_op op, dle_tensor **out, int ndim, const int64_t *sizes,
+                           dle_dtype dt, double f0, double f1, dle_generator *g);
 
 /* The CPU backend's table (kernels/cpu/backend.c), filled on first use: the engine's one
  * reference into the kernels (backend.c registers it; everything else goes through
@@ -147,7 +175,7 @@ extern _Thread_local __attribute__((tls_model("initial-exec"))) struct dle_trace
 dle_status dle_trace_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                              const dle_attrs *attrs);
 
-/* ---- matrices, attention (engine/ops/nn.c; the CPU attention kernel reads them too) ---- */
+/* ---- matrices, attention (engine/ops/attention.c; the CPU attention kernel reads them too) ---- */
 /* Leading dimension of the matrices in t's last two dims (nb batch dims before them) as BLAS takes
  * it: the row stride, or the row length for a single row (BLAS wants ld >= max(1, columns) even
  * where it is never used). */

@@ -24,7 +24,7 @@ static dle_grad_rule rules[DLE_NUM_OPS];
 const dle_grad_rule *dle_grad_rule_of(dle_op op) {
   static bool ready;
   if (!ready) {
-#define DLE_FAMILY(name, grad, cpu, cuda) grad(dle_grad_register_##name(rules);)
+#define DLE_FAMILY(name, grad, cpu, cuda, lua) grad(dle_grad_register_##name(rules);)
 #include "../ops/families.def"
     ready = true;
   }

@@ -1,6 +1,7 @@
-/* conv_geom.h — how the conv and pooling kernels see their tensors (kind CONV, ops.def): the
+/* conv_geom.h — how the conv and pooling kernels see their tensors (kinds CONV and POOL, ops.def): the
  * geometry of one call read from attrs and the shapes, and a pooling window clipped to the input.
- * Shared by the CPU kernels (cpu_conv*.c, kernels/cpu/pool.c) and the CUDA ones (kernels/cuda/conv.cu):
+ * Shared by the CPU kernels (cpu_conv*.c, kernels/cpu/pool.c) and the CUDA ones (kernels/cuda/conv.cu,
+ * pool.cu):
  * header-only, it calls no engine function; DLE_HD marks what device code may call too. */
 #ifndef DLE_CONV_GEOM_H
 #define DLE_CONV_GEOM_H

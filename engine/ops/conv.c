@@ -1,22 +1,18 @@
-/* conv.c — shape rules and public wrappers of 2-D convolution and pooling (rules: conv_grad.c) over
- * {N, C, H, W} (kind CONV in ops.def).
+/* conv.c — shape rules and public wrappers of 2-D convolution (rules: conv_grad.c) over
+ * {N, C, H, W} (kind CONV in ops.def; pooling is pool.c).
  *
  * attrs.ints, conv ops:  stride h, w, padding h, w, dilation h, w, groups; conv2d_grad_input adds
  *                        the input's H, W in ints[7..8], conv2d_grad_weight the kernel's kh, kw.
- * attrs.ints, pool ops:  kernel h, w, stride h, w, padding h, w; avg: ints[6] count_include_pad;
- *                        avg_pool2d_grad adds the input's H, W in ints[7..8].
  * The kernels get contiguous inputs in the dtype the op computes in (the promoted float dtype;
  * integers compute in float32) and fresh contiguous outputs; a caller's output is filled by a
  * copy afterwards.
  *
  * Gradients: conv2d, conv2d_grad_input and conv2d_grad_weight are the three partial derivatives
  * of one trilinear form F(gy, x, w) = <gy, conv2d(x, w)>, so each one's gradient is another of the
- * three (PyTorch's convolution double backward); avg_pool2d and avg_pool2d_grad are adjoint;
- * max_pool2d scatters into (and its tangent gathers from) the argmax positions. */
+ * three (PyTorch's convolution double backward). */
 #include "../autograd.h"
 #include "../internal.h"
-
-static const char *op_name(dle_op op) { return dle_op_get_info(op)->name; }
+#include "spatial.h"
 
 /* (in + 2 pad - dil (k - 1) - 1) / stride + 1: the output size along one dim (< 1: too small). */
 static int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t pad, int64_t dil) {
@@ -24,29 +20,7 @@ static int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t pad, int64_t d
   return span < 0 ? 0 : span / s + 1;
 }
 
-static dle_status need_4d(const char *fn, const char *what, const dle_tensor *t) {
-  if (t->ndim == 4) return DLE_OK;
-  return dle_error("%s: %s must be 4-D {%s}, got shape %s", fn, what,
-                   what[0] == 'w' ? "O, C/groups, kh, kw" : "N, C, H, W", SHAPE(t));
-}
-
-/* Bounds of the geometry (kernel, stride, padding, dilation, groups; the sizes the grad ops are
- * given): far beyond any real network, and small enough that the shape arithmetic below cannot
- * overflow int64 with tensor sizes (at most 2^59 elements). */
-#define GEOM_MAX      ((int64_t)1 << 31)
-#define SIZE_MAX_GEOM ((int64_t)1 << 40)
-
-/* attrs.ints[first + i] named names[i / 2] (h and w pairs; groups alone) must be at most max. */
-static dle_status check_bounded(const char *fn, const dle_attrs *a, int first, int count,
-                                int64_t max, const char *const *names) {
-  for (int i = 0; i < count; i++)
-    if (a->ints[first + i] > max)
-      return dle_error("%s: %s %lld is larger than the supported %lld", fn, names[i / 2],
-                       (long long)a->ints[first + i], (long long)max);
-  return DLE_OK;
-}
 static const char *const conv_names[] = {"stride", "padding", "dilation", "groups"};
-static const char *const pool_names[] = {"kernel size", "stride", "padding"};
 static const char *const input_size[] = {"input size"}, *const kernel_size[] = {"kernel size"};
 
 static dle_status check_conv_attrs(const char *fn, const dle_attrs *a) {
@@ -87,33 +61,10 @@ static dle_status conv_out_hw(const char *fn, const dle_attrs *a, int64_t h, int
   return DLE_OK;
 }
 
-static dle_status check_pool_attrs(const char *fn, const dle_attrs *a, int64_t h, int64_t w) {
-  const int64_t *v = a->ints;
-  DLE_TRY(check_bounded(fn, a, 0, 6, GEOM_MAX, pool_names));
-  if (v[0] < 1 || v[1] < 1)
-    return dle_error("%s: kernel size must be positive, got {%lld, %lld}", fn, (long long)v[0],
-                     (long long)v[1]);
-  if (v[2] < 1 || v[3] < 1)
-    return dle_error("%s: stride must be positive, got {%lld, %lld}", fn, (long long)v[2],
-                     (long long)v[3]);
-  if (v[4] < 0 || v[5] < 0 || 2 * v[4] > v[0] || 2 * v[5] > v[1])
-    return dle_error("%s: padding {%lld, %lld} must be between 0 and half the kernel {%lld, %lld}",
-                     fn, (long long)v[4], (long long)v[5], (long long)v[0], (long long)v[1]);
-  if (v[0] > h + 2 * v[4] || v[1] > w + 2 * v[5])
-    return dle_error("%s: kernel %lldx%lld is larger than the padded input %lldx%lld", fn,
-                     (long long)v[0], (long long)v[1], (long long)(h + 2 * v[4]),
-                     (long long)(w + 2 * v[5]));
-  return DLE_OK;
-}
-
-static int64_t pool_out(int64_t in, int64_t k, int64_t s, int64_t pad) {
-  return (in + 2 * pad - k) / s + 1;
-}
-
 /* The result shape(s) of op; checks every input's shape against the attributes. */
 static dle_status conv_shape(dle_op op, dle_tensor *const *ins, int nin, const dle_attrs *a,
                              int64_t *sizes) {
-  const char *fn = op_name(op);
+  const char *fn = dle_op_get_info(op)->name;
   switch (op) {
     case DLE_OP_CONV2D: {
       dle_tensor *x = ins[0], *w = ins[1];
@@ -180,35 +131,6 @@ static dle_status conv_shape(dle_op op, dle_tensor *const *ins, int nin, const d
         sizes[0] = o, sizes[1] = c / g, sizes[2] = kh, sizes[3] = kw;
       return DLE_OK;
     }
-    case DLE_OP_MAX_POOL2D:
-    case DLE_OP_AVG_POOL2D: {
-      dle_tensor *x = ins[0];
-      DLE_TRY(need_4d(fn, "input", x));
-      DLE_TRY(check_pool_attrs(fn, a, x->sizes[2], x->sizes[3]));
-      sizes[0] = x->sizes[0], sizes[1] = x->sizes[1];
-      sizes[2] = pool_out(x->sizes[2], a->ints[0], a->ints[2], a->ints[4]);
-      sizes[3] = pool_out(x->sizes[3], a->ints[1], a->ints[3], a->ints[5]);
-      return DLE_OK;
-    }
-    case DLE_OP_AVG_POOL2D_GRAD: {
-      dle_tensor *gy = ins[0];
-      DLE_TRY(need_4d(fn, "grad_output", gy));
-      int64_t h = a->ints[7], w = a->ints[8];
-      if (h < 1 || w < 1)
-        return dle_error("%s: the input size {%lld, %lld} (ints[7], ints[8]) must be positive", fn,
-                         (long long)h, (long long)w);
-      DLE_TRY(check_bounded(fn, a, 7, 2, SIZE_MAX_GEOM, input_size));
-      DLE_TRY(check_pool_attrs(fn, a, h, w));
-      int64_t ho = pool_out(h, a->ints[0], a->ints[2], a->ints[4]);
-      int64_t wo = pool_out(w, a->ints[1], a->ints[3], a->ints[5]);
-      if (gy->sizes[2] != ho || gy->sizes[3] != wo)
-        return dle_error(
-            "%s: grad_output %s does not match the pooled size %lldx%lld of a %lldx%lld "
-            "input",
-            fn, SHAPE(gy), (long long)ho, (long long)wo, (long long)h, (long long)w);
-      sizes[0] = gy->sizes[0], sizes[1] = gy->sizes[1], sizes[2] = h, sizes[3] = w;
-      return DLE_OK;
-    }
     default: return dle_error("%s: not a conv op", fn);
   }
 }
@@ -217,16 +139,40 @@ dle_status dle_forward_conv(dle_op op, dle_tensor **outs, dle_tensor *const *ins
                             const dle_attrs *a) {
   int64_t sizes[4];
   DLE_TRY(conv_shape(op, ins, nin, a, sizes));
-  /* dtype: the promoted dtype of the inputs; integers compute in the default float */
-  dle_dtype dt = ins[0]->dtype;
-  for (int i = 1; i < nin; i++) dt = dle_promote(dt, ins[i]->dtype);
-  if (!dle_dtype_is_float(dt)) dt = DLE_DEFAULT_FLOAT;
-  dle_result_spec res[2] = {{.ndim = 4, .dtype = dt},
-                            {.ndim = 4, .dtype = DLE_I64}}; /* values, indices */
-  memcpy(res[0].sizes, sizes, sizeof sizes);
-  memcpy(res[1].sizes, sizes, sizeof sizes);
-  dle_dtype in_dt[3] = {dt, dt, dt};
-  return dle_dispatch_contiguous(op, outs, res, ins, nin, in_dt, a);
+  return dle_spatial_dispatch(op, outs, ins, nin, a, sizes);
+}
+
+/* ---- FLOPs: 2 * output elements * (Cin/groups)*kh*kw (+ the output elements with a bias); the
+ * gradient ops count the same product, from gy and the weight or the weight gradient's shape ---- */
+
+/* (Cin/groups)*kh*kw: the weight's (or weight gradient's) elements per output channel. */
+static int64_t per_out_channel(const dle_tensor *w) {
+  return w->ndim && w->sizes[0] ? dle_tensor_numel(w) / w->sizes[0] : 0;
+}
+static int64_t conv_flops(const dle_flops_call *c, int per) {
+  (void)per;
+  int64_t y = dle_flops_numel(c->outs[0]);
+  return 2 * y * per_out_channel(c->ins[1]) + (c->nin == 3 ? y : 0);
+}
+static int64_t conv_grad_input_flops(const dle_flops_call *c, int per) {
+  (void)per;
+  return 2 * dle_flops_numel(c->ins[0]) * per_out_channel(c->ins[1]);
+}
+static int64_t conv_grad_weight_flops(const dle_flops_call *c, int per) {
+  (void)per;
+  return 2 * dle_flops_numel(c->ins[0]) * per_out_channel(c->outs[0]);
+}
+
+dle_flops_rule dle_flops_conv(dle_op op) {
+  const char *product = "2*N*Hout*Wout*Cout*(Cin/groups)*kh*kw";
+  switch (op) {
+    case DLE_OP_CONV2D:
+      return (dle_flops_rule){"2*N*Hout*Wout*Cout*(Cin/groups)*kh*kw (+ N*Cout*Hout*Wout bias)",
+                              conv_flops, 0};
+    case DLE_OP_CONV2D_GRAD_INPUT: return (dle_flops_rule){product, conv_grad_input_flops, 0};
+    case DLE_OP_CONV2D_GRAD_WEIGHT: return (dle_flops_rule){product, conv_grad_weight_flops, 0};
+    default: return dle_flops_none();
+  }
 }
 
 /* ---- public wrappers ---- */
@@ -239,16 +185,6 @@ static dle_attrs conv_attrs(const dle_conv2d_params *p) {
   a.ints[2] = p->padding[0], a.ints[3] = p->padding[1];
   a.ints[4] = p->dilation[0], a.ints[5] = p->dilation[1];
   a.ints[6] = p->groups;
-  a.nints = 7;
-  return a;
-}
-
-static dle_attrs pool_attrs(const dle_pool2d_params *p) {
-  dle_attrs a = {0};
-  a.ints[0] = p->kernel[0], a.ints[1] = p->kernel[1];
-  a.ints[2] = p->stride[0], a.ints[3] = p->stride[1];
-  a.ints[4] = p->padding[0], a.ints[5] = p->padding[1];
-  a.ints[6] = p->count_include_pad;
   a.nints = 7;
   return a;
 }
@@ -274,26 +210,4 @@ dle_status dle_conv2d_grad_weight(dle_tensor **out, dle_tensor *gy, dle_tensor *
   a.ints[7] = kh, a.ints[8] = kw, a.nints = 9;
   dle_tensor *ins[2] = {gy, x};
   return dle_op_call(DLE_OP_CONV2D_GRAD_WEIGHT, out, ins, 2, &a);
-}
-
-dle_status dle_max_pool2d(dle_tensor **values, dle_tensor **indices, dle_tensor *x,
-                          const dle_pool2d_params *p, int64_t index_base) {
-  dle_attrs a = pool_attrs(p);
-  a.index_base = index_base;
-  dle_tensor *outs[2] = {*values, *indices};
-  DLE_TRY(dle_op_call(DLE_OP_MAX_POOL2D, outs, &x, 1, &a));
-  *values = outs[0], *indices = outs[1];
-  return DLE_OK;
-}
-
-dle_status dle_avg_pool2d(dle_tensor **out, dle_tensor *x, const dle_pool2d_params *p) {
-  dle_attrs a = pool_attrs(p);
-  return dle_op_call(DLE_OP_AVG_POOL2D, out, &x, 1, &a);
-}
-
-dle_status dle_avg_pool2d_grad(dle_tensor **out, dle_tensor *gy, const dle_pool2d_params *p,
-                               int64_t h, int64_t w) {
-  dle_attrs a = pool_attrs(p);
-  a.ints[7] = h, a.ints[8] = w, a.nints = 9;
-  return dle_op_call(DLE_OP_AVG_POOL2D_GRAD, out, &gy, 1, &a);
 }

@@ -173,6 +173,12 @@ dle_status dle_forward_elementwise(dle_op op, dle_tensor **outs, dle_tensor *con
   return DLE_OK;
 }
 
+/* FLOPs: 1 per output element, whatever the function (comparisons and where too). */
+dle_flops_rule dle_flops_elementwise(dle_op op) {
+  (void)op;
+  return dle_flops_per_out(1);
+}
+
 /* ---- public wrappers ---- */
 
 dle_status dle_unary(dle_op op, dle_tensor **out, dle_tensor *x) {

@@ -1,5 +1,5 @@
 /* grad_scope.h — building blocks of gradient rules written as composites of dle ops (nn_grad.c,
- * losses_grad.c): a scope owns the temporaries, each helper is a no-op once a call has failed. */
+ * attention_grad.c, losses_grad.c): a scope owns the temporaries, each helper is a no-op once a call has failed. */
 #ifndef DLE_OPS_GRAD_SCOPE_H
 #define DLE_OPS_GRAD_SCOPE_H
 

@@ -300,6 +300,12 @@ dle_status dle_forward_index(dle_op op, dle_tensor **outs, dle_tensor *const *in
   }
 }
 
+/* FLOPs: scatter_add and index_add add to self, 1 per input element; the rest move data. */
+dle_flops_rule dle_flops_index(dle_op op) {
+  return op == DLE_OP_SCATTER_ADD || op == DLE_OP_INDEX_ADD ? dle_flops_per_in(1)
+                                                            : dle_flops_none();
+}
+
 /* ---------------------------------------------------------------- public wrappers */
 
 static dle_attrs dim_attrs(int64_t v, int64_t base) {

@@ -1,6 +1,6 @@
-/* losses.c — shape rules and public wrappers of the losses (kind NN in ops.def, reached
- * through dle_forward_nn): cross_entropy, mse_loss, nll_loss, binary_cross_entropy_with_logits
- * and soft_cross_entropy, each with its backward op. Gradient rules are in losses_grad.c.
+/* losses.c — shape rules and public wrappers of the losses (kind LOSS in ops.def): cross_entropy,
+ * mse_loss, nll_loss, binary_cross_entropy_with_logits and soft_cross_entropy, each with its
+ * backward op. Gradient rules are in losses_grad.c.
  *
  * As for the other nn ops (nn_front.h), kernels get contiguous inputs in the compute dtype
  * (float64 stays, others compute in float32), int64 class targets, and fresh contiguous outputs.
@@ -234,7 +234,35 @@ dle_status dle_forward_losses(dle_op op, dle_tensor **outs, dle_tensor *const *i
     case DLE_OP_SOFT_CROSS_ENTROPY: return forward_ce(op, outs, ins, a);
     case DLE_OP_CROSS_ENTROPY_BACKWARD:
     case DLE_OP_SOFT_CROSS_ENTROPY_BACKWARD: return forward_ce_backward(op, outs, ins, a);
-    default: return dle_error("%s: not an nn op", op_name(op));
+    default: return dle_error("%s: not a loss op", op_name(op));
+  }
+}
+
+/* FLOPs per element of one straightforward pass: the forward ops per input element, the
+ * backward ops per output element. */
+enum {
+  PER_CROSS_ENTROPY = 5,      /* log-sum-exp as softmax; picking the target is per row */
+  PER_CROSS_ENTROPY_GRAD = 4, /* exp(x - lse), minus the smoothed one-hot, times gy */
+  PER_SOFT_CROSS_ENTROPY = 8, /* log-sum-exp 5, q = (1 - eps) t + eps/C and q (x - lse) 3 */
+  PER_SOFT_CROSS_ENTROPY_GRAD = 8,
+  PER_MSE = 3, /* subtract, square, sum (backward: subtract, scale, times gy) */
+  PER_NLL = 1, /* the smoothing term sums every logp */
+  PER_BCE = 6  /* softplus(-x) = log1p(exp(-x)) 3, the weighted sum 3 */
+};
+
+dle_flops_rule dle_flops_losses(dle_op op) {
+  switch (op) {
+    case DLE_OP_CROSS_ENTROPY: return dle_flops_per_in(PER_CROSS_ENTROPY);
+    case DLE_OP_CROSS_ENTROPY_BACKWARD: return dle_flops_per_out(PER_CROSS_ENTROPY_GRAD);
+    case DLE_OP_SOFT_CROSS_ENTROPY: return dle_flops_per_in(PER_SOFT_CROSS_ENTROPY);
+    case DLE_OP_SOFT_CROSS_ENTROPY_BACKWARD: return dle_flops_per_out(PER_SOFT_CROSS_ENTROPY_GRAD);
+    case DLE_OP_MSE_LOSS: return dle_flops_per_in(PER_MSE);
+    case DLE_OP_MSE_LOSS_BACKWARD: return dle_flops_per_out(PER_MSE);
+    case DLE_OP_NLL_LOSS: return dle_flops_per_in(PER_NLL);
+    case DLE_OP_NLL_LOSS_BACKWARD: return dle_flops_per_out(PER_NLL);
+    case DLE_OP_BCE_WITH_LOGITS: return dle_flops_per_in(PER_BCE);
+    case DLE_OP_BCE_WITH_LOGITS_BACKWARD: return dle_flops_per_out(PER_BCE);
+    default: return dle_flops_none();
   }
 }
 

@@ -164,6 +164,18 @@ dle_status dle_forward_matmul(dle_op op, dle_tensor **outs, dle_tensor *const *i
   return DLE_OK;
 }
 
+/* FLOPs: 2*m*n*k per batch, plus m*n for the added term c. */
+static int64_t matmul_flops(const dle_flops_call *c, int per) {
+  (void)per;
+  int64_t y = dle_flops_numel(c->outs[0]);
+  return 2 * y * dle_flops_last_dim(c->ins[0]) + (c->nin == 3 ? y : 0);
+}
+
+dle_flops_rule dle_flops_matmul(dle_op op) {
+  (void)op;
+  return (dle_flops_rule){"2*m*n*k per batch (+ m*n added)", matmul_flops, 0};
+}
+
 /* ---- public wrappers ---- */
 
 dle_status dle_matmul(dle_tensor **out, dle_tensor *a, dle_tensor *b) {

@@ -1,7 +1,7 @@
-/* nn_front.h — what the front doors of the fused nn ops (nn.c) and losses (losses.c) share:
- * result and compute dtypes, input preparation (cast + contiguous), argument checks, and run(),
- * which calls the kernel into fresh outputs (row-major, or laid out like a given tensor) and
- * delivers them in the result dtype. */
+/* nn_front.h — what the front doors of the fused nn ops (nn.c), attention (attention.c) and the
+ * losses (losses.c) share: result and compute dtypes, input preparation (cast + contiguous),
+ * argument checks, and run(), which calls the kernel into fresh outputs (row-major, or laid out
+ * like a given tensor) and delivers them in the result dtype. */
 #ifndef DLE_OPS_NN_FRONT_H
 #define DLE_OPS_NN_FRONT_H
 
@@ -164,9 +164,5 @@ static inline dle_status check_rows_targets(const char *fn, const char *what, co
     return dle_error("%s: %s %s have no classes", fn, what, SHAPE(x));
   return DLE_OK;
 }
-
-/* losses.c: the fused losses (mse, nll, bce-with-logits, soft cross-entropy) and their backward ops */
-dle_status dle_forward_losses(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                              const dle_attrs *a);
 
 #endif

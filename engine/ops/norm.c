@@ -127,6 +127,25 @@ dle_status dle_forward_norm(dle_op op, dle_tensor **outs, dle_tensor *const *ins
   return dle_dispatch_contiguous(op, outs, res, ins, nin, in_dt, a);
 }
 
+/* FLOPs per input element of one straightforward pass. */
+enum {
+  PER_NORM = 8,             /* mean 1, variance 3, normalize 2, affine 2 */
+  PER_NORM_GRAD_INPUT = 10, /* x-hat 2, two row sums 2, the combination 6 */
+  PER_NORM_GRAD_AFFINE = 5  /* x-hat 2, gw += gy x-hat 2, gb += gy 1 */
+};
+
+dle_flops_rule dle_flops_norm(dle_op op) {
+  switch (op) {
+    case DLE_OP_LAYER_NORM:
+    case DLE_OP_BATCH_NORM: return dle_flops_per_in(PER_NORM);
+    case DLE_OP_LAYER_NORM_GRAD_INPUT:
+    case DLE_OP_BATCH_NORM_GRAD_INPUT: return dle_flops_per_in(PER_NORM_GRAD_INPUT);
+    case DLE_OP_LAYER_NORM_GRAD_AFFINE:
+    case DLE_OP_BATCH_NORM_GRAD_AFFINE: return dle_flops_per_in(PER_NORM_GRAD_AFFINE);
+    default: return dle_flops_none();
+  }
+}
+
 /* ---- public wrappers ---- */
 
 static dle_attrs norm_attrs(int64_t i0, bool has_w, bool has_b, double eps) {

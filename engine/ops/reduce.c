@@ -1,8 +1,8 @@
 /* reduce.c — shape and dtype rules of the reductions (sum, mean, prod, var, std, logsumexp,
- * amax/amin, max/min with indices, argmax/argmin) and of softmax/log_softmax, with their public
- * wrappers. Dims arrive 0-based (negative wraps); messages print them 1-based, as Lua users
+ * amax/amin, max/min with indices, argmax/argmin), with their public wrappers. Dims arrive 0-based (negative wraps); messages print them 1-based, as Lua users
  * wrote them. */
 #include "../autograd.h"
+#include "reduce_front.h"
 
 static bool is_indexed(dle_op op) {
   return op == DLE_OP_MAX || op == DLE_OP_MIN || op == DLE_OP_ARGMAX || op == DLE_OP_ARGMIN;
@@ -17,7 +17,7 @@ static bool needs_elements(dle_op op) {
 static long long dim_text(int64_t d) { return d >= 0 ? (long long)d + 1 : (long long)d; }
 
 /* Wraps dim into 0..ndim-1; a 0-dim tensor accepts 0 and -1 (its one element), reported as *out -1. */
-static dle_status wrap_dim(const char *fn, const dle_tensor *x, int64_t dim, int *out) {
+dle_status dle_reduce_wrap_dim(const char *fn, const dle_tensor *x, int64_t dim, int *out) {
   int64_t n = x->ndim > 0 ? x->ndim : 1;
   if (dim < -n || dim >= n)
     return dle_error(
@@ -39,7 +39,7 @@ static dle_status reduce_mask(const char *fn, const dle_tensor *x, const dle_att
   bool seen_scalar = false;
   for (int i = 0; i < a->nints; i++) {
     int d = 0;
-    DLE_TRY(wrap_dim(fn, x, a->ints[i], &d));
+    DLE_TRY(dle_reduce_wrap_dim(fn, x, a->ints[i], &d));
     bool *slot = d < 0 ? &seen_scalar : &mask[d];
     if (*slot)
       return dle_error("%s: dim %lld appears more than once in the dims to reduce (shape %s)", fn,
@@ -76,10 +76,10 @@ static dle_status output_slot(dle_tensor **out, dle_tensor **tmp, const char *fn
   return dle_tensor_empty(tmp, ndim, sizes, dt, dle_tensor_device(x));
 }
 
-/* Runs the kernel into outs[0..nout) (NULL slots receive new tensors): shared by both kinds. */
-static dle_status run_into(dle_op op, dle_tensor **outs, int nout, int ndim, const int64_t *sizes,
-                           const dle_dtype *dts, dle_tensor *x, dle_dtype compute,
-                           const dle_attrs *ka) {
+/* Runs the kernel into outs[0..nout) (NULL slots receive new tensors): shared with softmax.c. */
+dle_status dle_reduce_run_into(dle_op op, dle_tensor **outs, int nout, int ndim,
+                               const int64_t *sizes, const dle_dtype *dts, dle_tensor *x,
+                               dle_dtype compute, const dle_attrs *ka) {
   const char *fn = dle_op_get_info(op)->name;
   dle_tensor *res[2] = {NULL, NULL}, *tmp[2] = {NULL, NULL}, *xin = NULL;
   bool fresh[2] = {outs[0] == NULL, nout > 1 && outs[1] == NULL};
@@ -135,28 +135,19 @@ dle_status dle_forward_reduce(dle_op op, dle_tensor **outs, dle_tensor *const *i
   dle_dtype compute, dts[2];
   reduce_dtypes(op, x->dtype, &compute, &dts[0]);
   dts[1] = DLE_I64;
-  return run_into(op, outs, dle_op_get_info(op)->nout, ndim, sizes, dts, x, compute, &ka);
+  return dle_reduce_run_into(op, outs, dle_op_get_info(op)->nout, ndim, sizes, dts, x, compute,
+                             &ka);
 }
 
-dle_status dle_forward_softmax(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                               const dle_attrs *a) {
-  (void)nin;
-  const char *fn = dle_op_get_info(op)->name;
-  dle_tensor *x = ins[0];
-  if (a->nints < 1)
-    return dle_error("%s: the dim to normalize along is missing (shape %s)", fn, SHAPE(x));
-  int d = 0;
-  DLE_TRY(wrap_dim(fn, x, a->ints[0], &d));
-  dle_attrs ka = *a;
-  ka.nints = d < 0 ? 0 : 1;
-  ka.ints[0] = d < 0 ? 0 : d;
-  dle_dtype dt = dle_dtype_is_float(x->dtype) ? x->dtype : DLE_DEFAULT_FLOAT;
-  return run_into(op, outs, 1, x->ndim, x->sizes, &dt, x, dt, &ka);
+/* FLOPs: 1 per input element (var/std and logsumexp too). */
+dle_flops_rule dle_flops_reduce(dle_op op) {
+  (void)op;
+  return dle_flops_per_in(1);
 }
 
 /* ---- public wrappers ---- */
 
-static dle_status check_kind(dle_op op, dle_op_kind kind, const char *what) {
+dle_status dle_check_op_kind(dle_op op, dle_op_kind kind, const char *what) {
   const dle_op_info *info = dle_op_get_info(op);
   if (!info || info->kind != kind)
     return dle_error("%s: %s is not a %s op", what, info ? info->name : "(invalid op)", what);
@@ -165,7 +156,7 @@ static dle_status check_kind(dle_op op, dle_op_kind kind, const char *what) {
 
 dle_status dle_reduce(dle_op op, dle_tensor **out, dle_tensor *x, int ndims, const int *dims,
                       bool keepdim, double correction) {
-  DLE_TRY(check_kind(op, DLE_KIND_REDUCE, "reduce"));
+  DLE_TRY(dle_check_op_kind(op, DLE_KIND_REDUCE, "reduce"));
   if (op == DLE_OP_MAX) op = DLE_OP_AMAX; /* one result: the values */
   if (op == DLE_OP_MIN) op = DLE_OP_AMIN;
   const char *fn = dle_op_get_info(op)->name;
@@ -205,13 +196,5 @@ dle_status dle_arg_reduce(dle_op op, dle_tensor **out, dle_tensor *x, int dim, b
   if (dim != DLE_ALL_DIMS) a.ints[0] = dim, a.nints = 1;
   a.keepdim = keepdim;
   a.index_base = index_base;
-  return dle_op_call(op, out, &x, 1, &a);
-}
-
-dle_status dle_softmax(dle_op op, dle_tensor **out, dle_tensor *x, int dim) {
-  DLE_TRY(check_kind(op, DLE_KIND_SOFTMAX, "softmax"));
-  dle_attrs a = {0};
-  a.ints[0] = dim;
-  a.nints = 1;
   return dle_op_call(op, out, &x, 1, &a);
 }

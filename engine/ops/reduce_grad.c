@@ -7,10 +7,6 @@
 
 /* ---- gradients: reverse (vjp) and forward (jvp) rules, written with dle ops ---- */
 
-static void release_all(dle_tensor **ts, int n) {
-  for (int i = 0; i < n; i++) dle_tensor_release(ts[i]);
-}
-
 /* The reduced dims of a node's attrs, as a mask over the input's dims (a 0-dim input has none). */
 static void reduced_mask(const dle_attrs *a, int ndim, bool *mask) {
   for (int d = 0; d < ndim; d++) mask[d] = a->nints == 0;
@@ -131,7 +127,7 @@ static dle_status prod_factor(dle_tensor **out, dle_tensor *x, const dle_attrs *
   if (st == DLE_OK) st = dle_binary(DLE_OP_ADD, &t[Q2], t[Q], t[B]);
   *out = NULL;
   if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, out, t[PN], t[Q2]);
-  release_all(t, NT);
+  dle_release_all(t, NT);
   return st;
 }
 
@@ -189,7 +185,7 @@ static dle_status vjp_var(dle_node *n, dle_tensor *const *gout, dle_tensor **gin
   if (st == DLE_OK)
     st = dle_binary_scalar(DLE_OP_MUL, &w, u, 2.0 / var_divisor(a, nd, sizes), false);
   if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &gin[0], d, w);
-  release_all((dle_tensor *[]){d, u, w}, 3);
+  dle_release_all((dle_tensor *[]){d, u, w}, 3);
   return st;
 }
 
@@ -220,7 +216,7 @@ static dle_status std_scale(dle_tensor **out, dle_tensor *g, dle_tensor *sd, dou
   if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &t[Q2], t[Q], t[NZ]);
   *out = NULL;
   if (st == DLE_OK) st = dle_binary_scalar(DLE_OP_MUL, out, t[Q2], 1.0 / divisor, false);
-  release_all(t, NT);
+  dle_release_all(t, NT);
   return st;
 }
 
@@ -236,7 +232,7 @@ static dle_status vjp_std(dle_node *n, dle_tensor *const *gout, dle_tensor **gin
   if (st == DLE_OK) st = unsqueeze_reduced(&su, dle_node_output(n, 0), a, nd, sizes);
   if (st == DLE_OK) st = std_scale(&w, u, su, var_divisor(a, nd, sizes));
   if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &gin[0], d, w);
-  release_all((dle_tensor *[]){d, u, su, w}, 4);
+  dle_release_all((dle_tensor *[]){d, u, su, w}, 4);
   return st;
 }
 
@@ -318,7 +314,7 @@ static dle_status vjp_amax(dle_node *n, dle_tensor *const *gout, dle_tensor **gi
   if (st == DLE_OK) st = unsqueeze_reduced(&u, gout[0], dle_node_attrs(n), x->ndim, x->sizes);
   if (st == DLE_OK) st = dle_binary(DLE_OP_DIV, &w, u, count);
   if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &gin[0], mask, w);
-  release_all((dle_tensor *[]){mask, count, u, w}, 4);
+  dle_release_all((dle_tensor *[]){mask, count, u, w}, 4);
   return st;
 }
 
@@ -331,7 +327,7 @@ static dle_status jvp_amax(dle_op op, const dle_attrs *a, dle_tensor *const *ins
   dle_status st = tie_mask(&mask, &count, ins[0], outs[0], a, a->keepdim);
   if (st == DLE_OK) st = weighted_sum(&s, tin[0], mask, a);
   if (st == DLE_OK) st = dle_binary(DLE_OP_DIV, &tout[0], s, count);
-  release_all((dle_tensor *[]){mask, count, s}, 3);
+  dle_release_all((dle_tensor *[]){mask, count, s}, 3);
   return st;
 }
 
@@ -354,7 +350,7 @@ static dle_status selected_mask(dle_tensor **out, dle_op op, dle_tensor *idx, co
   if (st == DLE_OK) st = dle_reshape(&iota, r, ndim, shape);
   if (st == DLE_OK) st = unsqueeze_reduced(&u, idx, a, ndim, sizes);
   if (st == DLE_OK) st = float_mask(out, DLE_OP_EQ, iota, u, 0, dt);
-  release_all((dle_tensor *[]){r, iota, u}, 3);
+  dle_release_all((dle_tensor *[]){r, iota, u}, 3);
   return st;
 }
 
@@ -386,68 +382,6 @@ static dle_status jvp_max(dle_op op, const dle_attrs *a, dle_tensor *const *ins,
   return st;
 }
 
-/* sum of x along the softmax dim, kept. */
-static dle_status sum_along(dle_tensor **out, dle_tensor *x, const dle_attrs *a) {
-  dle_attrs one = {0};
-  one.ints[0] = a->ints[0];
-  one.nints = 1;
-  return reduce_like(DLE_OP_SUM, out, x, &one, true);
-}
-
-/* s = softmax(x): ds = s v - s sum(s v), for v the output gradient or the input tangent */
-static dle_status softmax_apply(dle_tensor **out, dle_tensor *s, dle_tensor *v,
-                                const dle_attrs *a) {
-  dle_tensor *sv = NULL, *sum = NULL, *ss = NULL;
-  dle_status st = dle_binary(DLE_OP_MUL, &sv, s, v);
-  if (st == DLE_OK) st = sum_along(&sum, sv, a);
-  if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &ss, s, sum);
-  *out = NULL;
-  if (st == DLE_OK) st = dle_binary(DLE_OP_SUB, out, sv, ss);
-  release_all((dle_tensor *[]){sv, sum, ss}, 3);
-  return st;
-}
-
-/* d softmax: g s - s sum(g s) (symmetric Jacobian), from the saved output */
-static dle_status vjp_softmax(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
-  if (!gout[0]) return DLE_OK;
-  return softmax_apply(&gin[0], dle_node_output(n, 0), gout[0], dle_node_attrs(n));
-}
-
-/* d softmax: s t - s sum(s t) */
-static dle_status jvp_softmax(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                              dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)ins, (void)nin;
-  if (!tin[0]) return DLE_OK;
-  return softmax_apply(&tout[0], outs[0], tin[0], a);
-}
-
-/* d log_softmax (reverse): g - exp(out) sum(g) */
-static dle_status vjp_log_softmax(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
-  if (!gout[0]) return DLE_OK;
-  dle_tensor *p = NULL, *sum = NULL, *ps = NULL;
-  dle_status st = dle_unary(DLE_OP_EXP, &p, dle_node_output(n, 0));
-  if (st == DLE_OK) st = sum_along(&sum, gout[0], dle_node_attrs(n));
-  if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &ps, p, sum);
-  if (st == DLE_OK) st = dle_binary(DLE_OP_SUB, &gin[0], gout[0], ps);
-  release_all((dle_tensor *[]){p, sum, ps}, 3);
-  return st;
-}
-
-/* d log_softmax (forward): t - sum(exp(out) t) */
-static dle_status jvp_log_softmax(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                  dle_tensor *const *tin, dle_tensor *const *outs,
-                                  dle_tensor **tout) {
-  (void)op, (void)ins, (void)nin;
-  if (!tin[0]) return DLE_OK;
-  dle_tensor *p = NULL, *pt = NULL, *sum = NULL;
-  dle_status st = dle_unary(DLE_OP_EXP, &p, outs[0]);
-  if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &pt, p, tin[0]);
-  if (st == DLE_OK) st = sum_along(&sum, pt, a);
-  if (st == DLE_OK) st = dle_binary(DLE_OP_SUB, &tout[0], tin[0], sum);
-  release_all((dle_tensor *[]){p, pt, sum}, 3);
-  return st;
-}
-
 void dle_grad_register_reduce(dle_grad_rule *r) {
   r[DLE_OP_SUM] = (dle_grad_rule){vjp_sum, jvp_sum, 0, false};
   r[DLE_OP_MEAN] = (dle_grad_rule){vjp_mean, jvp_sum, 0, false};
@@ -459,6 +393,4 @@ void dle_grad_register_reduce(dle_grad_rule *r) {
   r[DLE_OP_AMIN] = (dle_grad_rule){vjp_amax, jvp_amax, DLE_SAVE(0), true};
   r[DLE_OP_MAX] = (dle_grad_rule){vjp_max, jvp_max, 0, true};
   r[DLE_OP_MIN] = (dle_grad_rule){vjp_max, jvp_max, 0, true};
-  r[DLE_OP_SOFTMAX] = (dle_grad_rule){vjp_softmax, jvp_softmax, 0, true};
-  r[DLE_OP_LOG_SOFTMAX] = (dle_grad_rule){vjp_log_softmax, jvp_log_softmax, 0, true};
 }

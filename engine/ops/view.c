@@ -175,6 +175,12 @@ dle_status dle_forward_view(dle_op op, dle_tensor **outs, dle_tensor *const *ins
   return DLE_OK;
 }
 
+/* FLOPs: a view changes metadata only. */
+dle_flops_rule dle_flops_view(dle_op op) {
+  (void)op;
+  return dle_flops_none();
+}
+
 /* ---- public wrappers ---- */
 
 static dle_status call1(dle_op op, dle_tensor **out, dle_tensor *t, const dle_attrs *a) {

@@ -1,6 +1,6 @@
 /* attention.c — CPU kernels of scaled dot-product attention and of its score gradient.
  *
- * The front door (engine/ops/nn.c) hands over q {B.., L, E}, k {B.., S, E}, v {B.., S, Ev} in
+ * The front door (engine/ops/attention.c) hands over q {B.., L, E}, k {B.., S, E}, v {B.., S, Ev} in
  * float32 or float64 with the batch dims already broadcast, an optional mask expanded to
  * {B.., L, S} (any strides; bool or the compute type), and outputs. Every matrix operand and output
  * is read where it lies: its rows contiguous, rows ld elements apart, batch elements anywhere

@@ -28,7 +28,7 @@ static dle_backend cpu = {.name = "cpu",
 const dle_backend *dle_cpu_backend(void) {
   static bool ready;
   if (!ready) {
-#define DLE_FAMILY(name, grad, cpu_part, cuda) cpu_part(cpu_register_##name(&cpu);)
+#define DLE_FAMILY(name, grad, cpu_part, cuda, lua) cpu_part(cpu_register_##name(&cpu);)
 #include "../../engine/ops/families.def"
     ready = true;
   }

@@ -6,7 +6,7 @@
 
 /* cpu_register_<family> (kernels/cpu/<family>.c) for each family with CPU kernels in
  * engine/ops/families.def; the backend calls them in that order. */
-#define DLE_FAMILY(name, grad, cpu, cuda) cpu(void cpu_register_##name(dle_backend *b);)
+#define DLE_FAMILY(name, grad, cpu, cuda, lua) cpu(void cpu_register_##name(dle_backend *b);)
 #include "../../engine/ops/families.def"
 
 #endif

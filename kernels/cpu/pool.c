@@ -1,7 +1,7 @@
 /* pool.c — CPU kernels of 2-D max and average pooling over {N, C, H, W} (and the adjoint of
  * average pooling). ints: kernel h, w, stride h, w, padding h, w (avg: ints[6] count_include_pad).
  *
- * The front door (engine/ops/conv.c) hands over one contiguous input in one float dtype and
+ * The front door (engine/ops/pool.c) hands over one contiguous input in one float dtype and
  * contiguous outputs. Every kernel runs over the N*C planes with OpenMP (no BLAS here), each body
  * written once and instantiated per float dtype with the X-macros of cpu_types.h. max_pool has a
  * fast path for the common 2x2 window with stride 2 and no padding: the general loop recomputes

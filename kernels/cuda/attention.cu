@@ -1,5 +1,5 @@
 /* attention.cu — CUDA kernels of scaled dot-product attention and its gradients, mirroring
- * kernels/cpu/attention.c. The front door (engine/ops/nn.c) hands over q {B.., L, E},
+ * kernels/cpu/attention.c. The front door (engine/ops/attention.c) hands over q {B.., L, E},
  * k {B.., S, E}, v {B.., S, Ev} in float32 or float64 with the batch dims broadcast (stride 0 where
  * so), an optional mask expanded to {B.., L, S} (bool, or the compute type: added to the scores),
  * and outputs; every operand is read through its strides. Direct loops, sums in the compute type:

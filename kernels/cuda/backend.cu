@@ -138,7 +138,7 @@ static const dle_backend *table(const dle_backend_host *host) {
   cu_host = host;
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, [] {
-#define DLE_FAMILY(name, grad, cpu, cuda_part) cuda_part(cu_register_##name(&cuda);)
+#define DLE_FAMILY(name, grad, cpu, cuda_part, lua) cuda_part(cu_register_##name(&cuda);)
 #include "../../engine/ops/families.def"
   });
   return &cuda;

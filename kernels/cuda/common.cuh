@@ -434,7 +434,7 @@ static inline unsigned cu_row_threads(int64_t n) {
   return t;
 }
 
-/* ---------------------------------------------------------------- row losses (nn.cu, losses.cu) */
+/* ------------------------------------------- row losses (defined in nn.cu, used by losses.cu too) */
 /* The layout the front door promises these kernels: inputs contiguous in the output's dtype (or
  * int64 targets), float32 or float64, the output contiguous; then makes the device current. */
 dle_status cu_float_rows_ready(const char *fn, const dle_tensor *o, dle_tensor *const *ins,
@@ -443,16 +443,13 @@ dle_status cu_float_rows_ready(const char *fn, const dle_tensor *o, dle_tensor *
  * for the first bad one; *count gets how many rows are not ignored. */
 dle_status cu_check_targets(const char *fn, const ce_args &c, const int64_t *t, int64_t *count);
 /* loss[0] = (sum of rows[0..n), in double, in a fixed order) / div, stored as float or double. */
-/* The fused losses (losses.cu), once nn.cu has checked the layout and made the device current. */
-dle_status cu_run_loss(const char *fn, dle_op op, dle_tensor *const *outs, dle_tensor *const *ins,
-                       int nin, const dle_attrs *a);
 dle_status cu_store_total(const char *fn, const double *rows, int64_t n, double div, bool dbl,
                           void *loss);
 
 /* ---------------------------------------------------------------- registration */
 /* cu_register_<family> (kernels/cuda/<family>.cu) for each family with CUDA kernels in
  * engine/ops/families.def; backend.cu calls them in that order. */
-#define DLE_FAMILY(name, grad, cpu, cuda) cuda(void cu_register_##name(dle_backend *b);)
+#define DLE_FAMILY(name, grad, cpu, cuda, lua) cuda(void cu_register_##name(dle_backend *b);)
 #include "../../engine/ops/families.def"
 
 #endif

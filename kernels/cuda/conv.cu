@@ -1,5 +1,5 @@
-/* conv.cu — CUDA kernels of 2-D convolution over {N, C, H, W}, its two gradients, and max/average
- * pooling, mirroring kernels/cpu/conv.c and kernels/cpu/pool.c. The front door (engine/ops/conv.c)
+/* conv.cu — CUDA kernels of 2-D convolution over {N, C, H, W} and its two gradients, mirroring
+ * kernels/cpu/conv.c (pooling: pool.cu). The front door (engine/ops/conv.c)
  * hands over contiguous inputs in one float dtype and contiguous outputs; attrs.ints hold the
  * geometry (ops.def). Written as direct loops, one thread per output element, each a plain sum in
  * the compute type (float; double for float64) — the simple and obviously correct form, not the
@@ -7,8 +7,6 @@
  *   conv2d        y[n, o, i, j] = bias[o] + sum_{c, u, v} w[o, c, u, v] x[n, g cg + c, i sh - ph + u dh, ...]
  *   grad_input    gx[n, ci, h, w] = sum over the outputs whose window holds (h, w) of gy w
  *   grad_weight   gw[o, c, u, v] = sum over n and the outputs of gy x
- *   max_pool2d    the first maximum of the window (padding as -inf), NaN propagates; int64 index
- *                 h W + w + index_base;  avg_pool2d / its adjoint: PyTorch's divisor (pool_window).
  * Sizes of zero give sums over nothing: zeros, or the bias. */
 #include "../../engine/kernel/conv_geom.h"
 #include "common.cuh"
@@ -116,61 +114,6 @@ __global__ void conv_kernel(conv_geom q, const CU_T(D) * a, const CU_T(D) * b, c
   }
 }
 
-/* ---- pooling ---- */
-
-template <dle_dtype D>
-__global__ void pool_kernel(pool_geom p, const CU_T(D) * x, CU_T(D) * y, int64_t *idx, int64_t base,
-                            bool max) {
-  typedef CU_CT(D) CT;
-  CU_GRID_LOOP(o, p.planes * p.ho * p.wo) {
-    int64_t ow = o % p.wo, oh = (o / p.wo) % p.ho, pl = o / (p.wo * p.ho);
-    int64_t h0, h1, w0, w1;
-    int64_t div = pool_window(&p, oh, ow, &h0, &h1, &w0, &w1);
-    const CU_T(D) *xp = x + pl * p.h * p.w;
-    if (max) {
-      CT best = (CT)-INFINITY;
-      int64_t bi = h0 * p.w + w0;
-      for (int64_t h = h0; h < h1; h++)
-        for (int64_t w = w0; w < w1; w++) {
-          CT v = cu_load<D>(xp[h * p.w + w]);
-          if (v > best || v != v) best = v, bi = h * p.w + w; /* the first max; NaN takes over */
-        }
-      y[o] = cu_store<D>(best);
-      idx[o] = bi + base;
-    } else {
-      CT s = 0;
-      for (int64_t h = h0; h < h1; h++)
-        for (int64_t w = w0; w < w1; w++) s += cu_load<D>(xp[h * p.w + w]);
-      y[o] = cu_store<D>(div > 0 ? s / (CT)div : (CT)0);
-    }
-  }
-}
-
-/* the adjoint of avg_pool, as a gather: input (h, w) sums gy / div over the windows holding it */
-template <dle_dtype D>
-__global__ void avg_pool_grad_kernel(pool_geom p, const CU_T(D) * gy, CU_T(D) * gx) {
-  typedef CU_CT(D) CT;
-  CU_GRID_LOOP(e, p.planes * p.h * p.w) {
-    int64_t w = e % p.w, h = (e / p.w) % p.h, pl = e / (p.w * p.h);
-    const CU_T(D) *gp = gy + pl * p.ho * p.wo;
-    /* outputs oh with oh*sh - ph <= h < oh*sh - ph + kh */
-    int64_t lo_h = h + p.ph - p.kh + 1, lo_w = w + p.pw - p.kw + 1;
-    int64_t oh0 = lo_h <= 0 ? 0 : (lo_h + p.sh - 1) / p.sh,
-            ow0 = lo_w <= 0 ? 0 : (lo_w + p.sw - 1) / p.sw;
-    int64_t oh1 = (h + p.ph) / p.sh, ow1 = (w + p.pw) / p.sw;
-    if (oh1 >= p.ho) oh1 = p.ho - 1;
-    if (ow1 >= p.wo) ow1 = p.wo - 1;
-    CT s = 0;
-    for (int64_t oh = oh0; oh <= oh1; oh++)
-      for (int64_t ow = ow0; ow <= ow1; ow++) {
-        int64_t h0, h1, w0, w1;
-        int64_t div = pool_window(&p, oh, ow, &h0, &h1, &w0, &w1);
-        if (div > 0) s += cu_load<D>(gp[oh * p.wo + ow]) / (CT)div;
-      }
-    gx[e] = cu_store<D>(s);
-  }
-}
-
 static dle_status cu_conv(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
                           const dle_attrs *a) {
   const char *fn = cu_op_name(op);
@@ -179,27 +122,18 @@ static dle_status cu_conv(dle_op op, dle_tensor *const *outs, dle_tensor *const 
     if (ins[i]->dtype != o->dtype || !cu_contiguous(ins[i]) || ins[i]->ndim != (i == 2 ? 1 : 4))
       return cu_error("%s: the CUDA kernel expects contiguous %s inputs", fn,
                       cu_dtype_name(o->dtype));
-  bool pool = op == DLE_OP_MAX_POOL2D || op == DLE_OP_AVG_POOL2D || op == DLE_OP_AVG_POOL2D_GRAD;
-  if (!cu_contiguous(o) || o->ndim != 4 || (op == DLE_OP_MAX_POOL2D && !cu_contiguous(outs[1])))
+  if (!cu_contiguous(o) || o->ndim != 4)
     return cu_error("%s: the CUDA kernel expects contiguous outputs", fn);
   int64_t total = cu_numel(o);
   if (total == 0) return DLE_OK;
   CU_OK(cu_use_device(fn, o));
-  conv_geom q = {};
-  pool_geom p = {};
-  if (pool) {
-    p = op == DLE_OP_AVG_POOL2D_GRAD ? pool_make_geom(o->sizes, ins[0]->sizes, a)
-                                     : pool_make_geom(ins[0]->sizes, o->sizes, a);
-    if (p.sh <= 0 || p.sw <= 0) return cu_error("%s: bad stride", fn);
-  } else {
-    const int64_t *xs = op == DLE_OP_CONV2D_GRAD_INPUT ? o->sizes
-                        : op == DLE_OP_CONV2D          ? ins[0]->sizes
-                                                       : ins[1]->sizes;
-    const int64_t *ws = op == DLE_OP_CONV2D_GRAD_WEIGHT ? o->sizes : ins[1]->sizes;
-    const int64_t *ys = op == DLE_OP_CONV2D ? o->sizes : ins[0]->sizes;
-    q = conv_make_geom(xs, ws, ys, a);
-    if (q.g <= 0 || q.sh <= 0 || q.sw <= 0) return cu_error("%s: bad groups or stride", fn);
-  }
+  const int64_t *xs = op == DLE_OP_CONV2D_GRAD_INPUT ? o->sizes
+                      : op == DLE_OP_CONV2D          ? ins[0]->sizes
+                                                     : ins[1]->sizes;
+  const int64_t *ws = op == DLE_OP_CONV2D_GRAD_WEIGHT ? o->sizes : ins[1]->sizes;
+  const int64_t *ys = op == DLE_OP_CONV2D ? o->sizes : ins[0]->sizes;
+  conv_geom q = conv_make_geom(xs, ws, ys, a);
+  if (q.g <= 0 || q.sh <= 0 || q.sw <= 0) return cu_error("%s: bad groups or stride", fn);
   return cu_with_float_dtype(fn, o->dtype, [&](auto tag) -> dle_status {
     constexpr dle_dtype D = decltype(tag)::value;
     typedef CU_T(D) T;
@@ -214,17 +148,9 @@ static dle_status cu_conv(dle_op op, dle_tensor *const *outs, dle_tensor *const 
         conv_kernel<D, CONV_GRAD_INPUT>
             <<<cu_blocks(total), CU_THREADS>>>(q, in0, in1, NULL, out, total);
         break;
-      case DLE_OP_CONV2D_GRAD_WEIGHT:
+      default: /* conv2d_grad_weight */
         conv_kernel<D, CONV_GRAD_WEIGHT>
             <<<cu_blocks(total), CU_THREADS>>>(q, in0, in1, NULL, out, total);
-        break;
-      case DLE_OP_AVG_POOL2D_GRAD:
-        avg_pool_grad_kernel<D><<<cu_blocks(total), CU_THREADS>>>(p, in0, out);
-        break;
-      default: /* max_pool2d, avg_pool2d */
-        pool_kernel<D><<<cu_blocks(total), CU_THREADS>>>(
-            p, in0, out, op == DLE_OP_MAX_POOL2D ? (int64_t *)cu_data(outs[1]) : NULL,
-            a->index_base, op == DLE_OP_MAX_POOL2D);
         break;
     }
     CU_LAUNCHED(fn);
@@ -236,5 +162,6 @@ void cu_register_conv(dle_backend *b) {
 #define REGISTER(OP) b->kernels[DLE_OP_##OP] = cu_conv;
   REGISTER(CONV2D)
   REGISTER(CONV2D_GRAD_INPUT)
-  REGISTER(CONV2D_GRAD_WEIGHT) REGISTER(MAX_POOL2D) REGISTER(AVG_POOL2D) REGISTER(AVG_POOL2D_GRAD)
+  REGISTER(CONV2D_GRAD_WEIGHT)
+#undef REGISTER
 }

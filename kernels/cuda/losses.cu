@@ -1,7 +1,13 @@
-/* losses.cu — CUDA kernels of the fused losses (engine/ops/losses.c; dispatched by nn.cu), mirroring
- * kernels/cpu/losses.c. Inputs are contiguous float32/float64 (int64 class targets), outputs
- * fresh and contiguous; reduction ints[0]: 0 none, 1 mean, 2 sum.
+/* losses.cu — CUDA kernels of the losses (engine/ops/losses.c), mirroring kernels/cpu/losses.c.
+ * Inputs are contiguous float32/float64 (int64 class targets), outputs fresh and contiguous;
+ * reduction ints[0]: 0 none, 1 mean, 2 sum. Targets are checked and row losses totalled by
+ * nn.cu's helpers (common.cuh).
  *
+ * cross_entropy  per row (one block): m = max (NaN skipped), lse = m + log(sum exp(x - m)) (-inf
+ *     for an all -inf row), loss = lse - (1 - eps) x[t] - eps/C sum x; rows ignored by
+ *     ignore_index give 0. The mean divides the double sum of the rows' losses by the count of
+ *     rows not ignored (0/0: NaN). backward: g = w (exp(x - lse) - eps/C), minus w (1 - eps) at
+ *     the target, w = gy (/ count for the mean); ignored rows are zero.
  * mse, bce with logits  elementwise, pos_weight read cyclically (w[i % wn]); a reduced forward
  *     sums the elements' losses in double (mean: / n); the backward's grad_output is gy[i] (none)
  *     or gy[0] (/ n for the mean). bce uses log1p and exp of the device's libm where the CPU's
@@ -12,6 +18,97 @@
  *     - eps/C (sum x - C lse) (mean: / N); backward g = w (exp(x - lse) sq - (1 - eps) t - eps/C)
  *     with sq = (1 - eps) sum t + eps. */
 #include "common.cuh"
+
+/* ---- cross-entropy ---- */
+
+template <class CT>
+__global__ void ce_forward_kernel(ce_args c, const CT *x, const int64_t *t, CT *loss, CT *lse,
+                                  double *row_loss) {
+  __shared__ CT shm[CU_THREADS];
+  __shared__ double shs[CU_THREADS];
+  for (int64_t i = blockIdx.x; i < c.n; i += gridDim.x) {
+    const CT *row = x + i * c.c;
+    CT m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < c.c; j += blockDim.x) m = row[j] > m ? row[j] : m;
+    m = cu_block_reduce(m, shm, [](CT a, CT b) { return b > a ? b : a; });
+    double s = 0, sum = 0;
+    for (int64_t j = threadIdx.x; j < c.c; j += blockDim.x)
+      s += (double)cu_exp(row[j] - m), sum += row[j];
+    s = cu_block_reduce(s, shs, cu_add{});
+    sum = cu_block_reduce(sum, shs, cu_add{});
+    if (threadIdx.x != 0) continue;
+    double l = m == -INFINITY ? -INFINITY : (double)m + log(s);
+    lse[i] = (CT)l;
+    double li = 0;
+    if (!ce_ignored(&c, t[i])) {
+      li = l - (1 - c.eps) * (double)row[t[i] - c.base];
+      if (c.eps > 0) li -= c.eps / (double)c.c * sum;
+    }
+    if (c.reduction == 0)
+      loss[i] = (CT)li;
+    else
+      row_loss[i] = li;
+  }
+}
+
+template <class CT>
+__global__ void ce_backward_kernel(ce_args c, const CT *gy, const CT *x, const int64_t *t,
+                                   const CT *lse, double inv, CT *g) {
+  CT off = (CT)(c.eps / (double)c.c), hit = (CT)(1 - c.eps);
+  CU_GRID_LOOP(e, c.n * c.c) {
+    int64_t i = e / c.c, j = e % c.c;
+    if (ce_ignored(&c, t[i])) {
+      g[e] = 0;
+      continue;
+    }
+    CT w = (CT)((double)gy[c.reduction == 0 ? i : 0] * inv);
+    CT v = w * (cu_exp(x[e] - lse[i]) - off);
+    if (j == t[i] - c.base) v -= w * hit;
+    g[e] = v;
+  }
+}
+
+template <class CT>
+static dle_status ce_forward(const char *fn, dle_tensor *const *outs, dle_tensor *const *ins,
+                             const dle_attrs *a) {
+  ce_args c = ce_args_of(a, ins[0]);
+  const int64_t *t = (const int64_t *)cu_data(ins[1]);
+  int64_t count = 0;
+  CU_OK(cu_check_targets(fn, c, t, &count));
+  CT *loss = (CT *)cu_data(outs[0]);
+  double *rows = NULL;
+  if (c.reduction != 0)
+    CU_OK(cu_scratch(fn, (void **)&rows, sizeof(double) * (size_t)(c.n > 0 ? c.n : 1)));
+  dle_status st = DLE_OK;
+  if (c.n > 0) {
+    unsigned blocks = (unsigned)(c.n < 65535 * 16 ? c.n : 65535 * 16);
+    ce_forward_kernel<CT><<<blocks, cu_row_threads(c.c)>>>(c, (const CT *)cu_data(ins[0]), t, loss,
+                                                           (CT *)cu_data(outs[1]), rows);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) st = cu_fail(fn, "the forward kernel", e);
+  }
+  if (st == DLE_OK && c.reduction != 0)
+    st = cu_store_total(fn, rows, c.n, c.reduction == 1 ? (double)count : 1.0, sizeof(CT) == 8,
+                        loss);
+  cu_scratch_free(rows);
+  return st;
+}
+
+template <class CT>
+static dle_status ce_backward(const char *fn, dle_tensor *out, dle_tensor *const *ins,
+                              const dle_attrs *a) {
+  ce_args c = ce_args_of(a, ins[1]);
+  const int64_t *t = (const int64_t *)cu_data(ins[2]);
+  int64_t count = 0;
+  CU_OK(cu_check_targets(fn, c, t, &count));
+  if (c.n * c.c == 0) return DLE_OK;
+  double inv = c.reduction == 1 ? 1.0 / (double)count : 1.0;
+  ce_backward_kernel<CT><<<cu_blocks(c.n * c.c), CU_THREADS>>>(
+      c, (const CT *)cu_data(ins[0]), (const CT *)cu_data(ins[1]), t, (const CT *)cu_data(ins[3]),
+      inv, (CT *)cu_data(out));
+  CU_LAUNCHED(fn);
+  return DLE_OK;
+}
 
 /* ---- mse and bce with logits ---- */
 
@@ -247,17 +344,30 @@ static dle_status row_loss(const char *fn, dle_op op, dle_tensor *const *outs,
   return st;
 }
 
-dle_status cu_run_loss(const char *fn, dle_op op, dle_tensor *const *outs, dle_tensor *const *ins,
-                       int nin, const dle_attrs *a) {
-  bool dbl = outs[0]->dtype == DLE_F64;
+static dle_status cu_losses(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
+                            const dle_attrs *a) {
+  const char *fn = cu_op_name(op);
+  dle_tensor *o = outs[0];
+  CU_OK(cu_float_rows_ready(fn, o, ins, nin));
+  bool dbl = o->dtype == DLE_F64;
   switch (op) {
+    case DLE_OP_CROSS_ENTROPY:
+      return dbl ? ce_forward<double>(fn, outs, ins, a) : ce_forward<float>(fn, outs, ins, a);
+    case DLE_OP_CROSS_ENTROPY_BACKWARD:
+      return dbl ? ce_backward<double>(fn, o, ins, a) : ce_backward<float>(fn, o, ins, a);
     case DLE_OP_MSE_LOSS:
     case DLE_OP_MSE_LOSS_BACKWARD:
     case DLE_OP_BCE_WITH_LOGITS:
     case DLE_OP_BCE_WITH_LOGITS_BACKWARD:
-      return dbl ? elementwise_loss<double>(fn, op, outs[0], ins, nin, a)
-                 : elementwise_loss<float>(fn, op, outs[0], ins, nin, a);
+      return dbl ? elementwise_loss<double>(fn, op, o, ins, nin, a)
+                 : elementwise_loss<float>(fn, op, o, ins, nin, a);
     default:
       return dbl ? row_loss<double>(fn, op, outs, ins, a) : row_loss<float>(fn, op, outs, ins, a);
   }
+}
+
+void cu_register_losses(dle_backend *b) {
+#define REGISTER(OP) b->kernels[DLE_OP_##OP] = cu_losses;
+  REGISTER(CROSS_ENTROPY) REGISTER(CROSS_ENTROPY_BACKWARD) DLE_FUSED_LOSS_OPS(REGISTER)
+#undef REGISTER
 }

@@ -51,7 +51,8 @@ TEST(op_arities_fit_their_kinds) {
     const dle_op_info *i = dle_op_get_info(op);
     int want_in = -2;
     switch (i->kind) {
-      case DLE_KIND_CREATE: want_in = 0; break;
+      case DLE_KIND_CREATE:
+      case DLE_KIND_RANDOM: want_in = 0; break;
       case DLE_KIND_VIEW:
       case DLE_KIND_COPY:
       case DLE_KIND_UNARY:
@@ -65,9 +66,10 @@ TEST(op_arities_fit_their_kinds) {
     if (want_in != -2)
       CHECK(i->nin == want_in, "%s takes %d inputs, its kind takes %d", i->name, i->nin, want_in);
     CHECK(i->nout == 1 ||
-              (i->nout == 2 && (i->kind == DLE_KIND_REDUCE || i->kind == DLE_KIND_CONV ||
-                                i->kind == DLE_KIND_NORM || i->kind == DLE_KIND_NN)) ||
-              (i->nout == 3 && i->kind == DLE_KIND_NN && i->nout <= DLE_MAX_OUTS),
+              (i->nout == 2 && (i->kind == DLE_KIND_REDUCE || i->kind == DLE_KIND_POOL ||
+                                i->kind == DLE_KIND_NORM || i->kind == DLE_KIND_LOSS ||
+                                i->kind == DLE_KIND_ATTENTION)) ||
+              (i->nout == 3 && i->kind == DLE_KIND_ATTENTION && i->nout <= DLE_MAX_OUTS),
           "%s has %d outputs", i->name, i->nout);
     CHECK((unsigned)i->kind < DLE_NUM_KINDS, "%s has kind %d", i->name, i->kind);
     CHECK((i->flags & ~(unsigned)(DLE_DIFF | DLE_FLOATOUT)) == 0, "%s has unknown flags %#x",
