@@ -636,7 +636,7 @@ static int core_kernel_ops(lua_State *L) {
   }
   lua_newtable(L);
   for (int i = 0, n = 0; i < DLE_NUM_OPS; i++)
-    if (b->kernels[i]) {
+    if (dle_backend_has_kernel(b, (dle_op)i)) {
       lua_pushstring(L, dle_op_get_info((dle_op)i)->name);
       lua_rawseti(L, -2, ++n);
     }

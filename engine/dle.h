@@ -183,8 +183,6 @@ void dle_set_cache_limit(size_t nbytes);
  * reports the shape, the limit and the bytes in use. */
 void dle_set_memory_limit(size_t nbytes);
 size_t dle_memory_limit(void);
-/* Whether nbytes more would go over the limit now. */
-bool dle_memory_over_limit(size_t nbytes);
 
 /* ---------------------------------------------------------------- the op table */
 /* The kinds of ops (ops/families.def: DLE_KIND lines): ops of one kind share a shape rule. */
@@ -246,7 +244,7 @@ dle_status dle_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int
  * A chain of elementwise ops over tensors that broadcast to one shape runs as a small program:
  * registers 0..nin-1 hold the inputs, instruction k writes register nin + k from registers a (and
  * b for binary ops), and the last register is the result. The executor walks the output in
- * blocks of DLE_FUSED_BLOCK (1024) elements on OpenMP threads; in a block, each input is read once
+ * blocks of 1024 elements (DLE_FUSED_BLOCK) on OpenMP threads; in a block, each input is read once
  * (contiguous ones in place, broadcast or strided ones gathered), the instructions run over
  * block-sized temporaries that stay in cache, and the result is written once. So a chain reads
  * its inputs and writes its output once instead of once per op.
@@ -261,7 +259,6 @@ dle_status dle_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int
  * float32 and float64, every input of the result's dtype, on a device whose backend has fused_run (the CPU). Ops: neg abs relu exp log expm1
  * log1p sqrt rsqrt reciprocal sin cos tanh sigmoid gelu silu pow_scalar clamp (f0, f1 as the
  * op's attrs.f), add sub mul div maximum minimum pow. Expressions as kernels/cpu/elementwise.c's. */
-#define DLE_FUSED_BLOCK    1024
 #define DLE_FUSED_MAX_REGS 64
 
 typedef struct {
@@ -278,62 +275,20 @@ dle_status dle_fused_run(dle_tensor **out, dle_tensor *const *ins, int nin,
                          dle_dtype dt);
 
 /* ---------------------------------------------------------------- backends */
-/* One kernel signature for every op: outputs already allocated with the right shape/dtype,
- * inputs already promoted to the dtype the op computes in. */
-typedef dle_status (*dle_kernel_fn)(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins,
-                                    int nin, const dle_attrs *attrs);
-
-typedef struct dle_backend {
-  const char *name;
-  void *(*alloc)(size_t nbytes, int device_index); /* NULL on failure */
-  void (*free)(void *ptr, size_t nbytes, int device_index);
-  /* Raw byte copies between this device and the host. */
-  dle_status (*to_host)(void *dst, const void *src, size_t nbytes, int device_index);
-  dle_status (*from_host)(void *dst, const void *src, size_t nbytes, int device_index);
-  dle_kernel_fn kernels[DLE_NUM_OPS]; /* NULL: op unsupported here */
-  /* Optional, the kernel of dle_op_call's small-op lane: a unary or binary op whose output and
-   * inputs are all contiguous, of one float dtype and one shape. Returns false to decline (too
-   * many elements to stay on one thread, no such loop): the op then goes through kernels[op]. */
-  bool (*small_elementwise)(dle_op op, dle_tensor *out, dle_tensor *const *ins, int nin,
-                            const dle_attrs *attrs);
-  /* The fused optimizer steps on this device (optim.h); NULL: none (the optimizers' entry points
-   * then say so). */
-  const struct dle_optim_kernels *optim;
-  /* Optional, the fused elementwise executor (dle_fused_run): whether it runs op, and the run into
-   * out (allocated, contiguous, at least one element) after the engine checked the program, the
-   * dtypes and the broadcast. NULL: not supported on this device (dle_fused_supports says false). */
-  bool (*fused_supports)(dle_op op);
-  dle_status (*fused_run)(dle_tensor *out, dle_tensor *const *ins, int nin,
-                          const dle_fused_instr *prog, int n);
-} dle_backend;
-
-/* What the engine hands a backend library it dlopens. The core module is loaded RTLD_LOCAL, so
- * such a library cannot link against the engine's symbols: the few engine functions it needs come
- * through this table. A library built against another ops.def (num_ops) or ABI refuses to load. */
-#define DLE_BACKEND_ABI 3
-typedef struct dle_backend_host {
-  int abi;                                   /* DLE_BACKEND_ABI */
-  int num_ops;                               /* DLE_NUM_OPS */
-  const dle_op_info *op_table;               /* dle_op_table: op names for messages */
-  dle_status (*error)(const char *fmt, ...); /* dle_error: sets the thread's message */
-} dle_backend_host;
-/* The CUDA library (libdle_cuda.so) exports two functions taking it:
- *   const dle_backend *dle_cuda_backend_init(const dle_backend_host *, char *why, size_t n);
- *       the backend, or NULL with the reason in why (no device, ABI mismatch);
- *   const dle_backend *dle_cuda_backend_table(const dle_backend_host *);
- *       the same kernel table built without touching a device (NULL on ABI mismatch), which tells
- *       on any machine which ops have CUDA kernels. */
-
+/* A device type's kernel table. What a backend fills in, its registration and the kernels' own
+ * helpers are for backends only: engine/kernel/backend.h. */
+typedef struct dle_backend dle_backend;
 /* The backend of a device type: NULL when absent. The CPU one is always there; "cuda" is
  * loaded on first use from a separate shared library when it was built. */
 const dle_backend *dle_backend_get(dle_device_type type);
 /* Why the last dle_backend_get(DLE_CUDA) returned NULL (no library / no device). */
 const char *dle_backend_unavailable_reason(dle_device_type type);
-/* The kernel table of a device type's backend library, built without a device (see above): which
- * ops it implements. NULL, with the reason in *why, when the library cannot be loaded. */
+/* The kernel table of a device type's backend library, built without a device (for CUDA: which
+ * ops the library implements, on any machine). NULL, with the reason in *why, when the library
+ * cannot be loaded. */
 const dle_backend *dle_backend_library_table(dle_device_type type, const char **why);
-/* Registered by backends themselves. */
-void dle_backend_register(dle_device_type type, const dle_backend *b);
+/* Whether b has a kernel for op. */
+bool dle_backend_has_kernel(const dle_backend *b, dle_op op);
 
 /* ---------------------------------------------------------------- autodiff */
 /* Reverse mode records a node per op when grad mode is on and some float input requires grad;
@@ -342,7 +297,6 @@ void dle_backend_register(dle_device_type type, const dle_backend *b);
 struct dle_node;
 bool dle_grad_enabled(void);
 bool dle_set_grad_enabled(bool on); /* per thread; returns the previous mode */
-void dle_node_retain(struct dle_node *n);
 void dle_node_release(struct dle_node *n);
 const char *dle_node_name(const struct dle_node *n); /* the op's name, or a custom op's name */
 /* Marks a leaf as requiring grad (float dtypes only; a non-leaf cannot be switched off). */
@@ -374,8 +328,8 @@ dle_status dle_set_grad(dle_tensor *t, dle_tensor *g);
 
 /* ---------------------------------------------------------------- threads and time */
 #define DLE_MAX_THREADS 1024
-void dle_set_num_threads(
-    int n); /* kernels and BLAS; n < 1 means all cores; at most DLE_MAX_THREADS */
+/* Kernels and BLAS; n < 1 means all cores; at most DLE_MAX_THREADS. */
+void dle_set_num_threads(int n);
 int dle_get_num_threads(void);
 double dle_time(void); /* monotonic seconds */
 
@@ -393,8 +347,6 @@ void dle_generator_seed(dle_generator *g, uint64_t seed);
 void dle_philox(uint64_t seed, uint64_t block, uint32_t out[4]);
 /* Philox with the full 128-bit counter (lo, hi); dle_philox is hi = 0. */
 void dle_philox_counter(uint64_t seed, uint64_t lo, uint64_t hi, uint32_t out[4]);
-/* Blocks first..first+n-1 at once (what the kernels use). */
-void dle_philox_blocks(uint64_t seed, uint64_t first, int64_t n, uint32_t (*out)[4]);
 /* Random permutation of base..base+n-1 (int64), Fisher-Yates; advances g (NULL = default). */
 dle_status dle_randperm(dle_tensor **out, int64_t n, int64_t base, dle_generator *g);
 
@@ -427,8 +379,7 @@ dle_status dle_narrow(dle_tensor **out, dle_tensor *t, int dim, int64_t start, i
 dle_status dle_select(dle_tensor **out, dle_tensor *t, int dim, int64_t index);
 /* sizes may hold -1 (keep); new leading dims allowed. */
 dle_status dle_expand(dle_tensor **out, dle_tensor *t, int ndim, const int64_t *sizes);
-dle_status dle_squeeze(dle_tensor **out, dle_tensor *t,
-                       int dim); /* DLE_ALL_DIMS: every size-1 dim */
+dle_status dle_squeeze(dle_tensor **out, dle_tensor *t, int dim); /* DLE_ALL_DIMS: all size-1 */
 dle_status dle_unsqueeze(dle_tensor **out, dle_tensor *t, int dim);
 dle_status dle_flatten(dle_tensor **out, dle_tensor *t, int d1, int d2);
 /* t itself (retained) when contiguous, else a contiguous copy. */
@@ -566,24 +517,8 @@ dle_status dle_adam_step(dle_tensor *param, dle_tensor *grad, dle_tensor *exp_av
                          dle_tensor *exp_avg_sq, dle_tensor *max_exp_avg_sq,
                          const dle_adam_opts *o);
 
-/* ---- a device backend's kernels (dle_backend.optim; kernels/cpu/optim.c, kernels/cuda/optim.cu):
- * arguments already checked by the entry points; contiguous data pointers on the memory of device
- * `device`, n elements, param dtype dt, state in its compute type. */
-typedef struct dle_optim_kernels {
-  dle_status (*sgd)(int device, dle_dtype dt, int64_t n, void *p, const void *g, void *buf,
-                    const dle_sgd_opts *o);
-  dle_status (*adagrad)(int device, dle_dtype dt, int64_t n, void *p, const void *g, void *sum,
-                        const dle_adagrad_opts *o);
-  dle_status (*rmsprop)(int device, dle_dtype dt, int64_t n, void *p, const void *g, void *sq,
-                        void *buf, void *gavg, const dle_rmsprop_opts *o);
-  dle_status (*adam)(int device, dle_dtype dt, int64_t n, void *p, const void *g, void *m, void *v,
-                     void *vmax, const dle_adam_opts *o);
-} dle_optim_kernels;
-
 /* ---------------------------------------------------------------- convolution and pooling */
-/* public C interface of 2-D convolution and pooling over {N, C, H, W} tensors
- * (engine/ops/conv.c; the op table entries are in ops.def). Same conventions as dle.h: outputs
- * first (NULL slot: a new tensor), DLE_OK / DLE_ERR with dle_last_error().
+/* 2-D convolution and pooling over {N, C, H, W} tensors (engine/ops/conv.c).
  *
  *   dle_conv2d_params p = DLE_CONV2D_DEFAULTS;   // stride 1, padding 0, dilation 1, groups 1
  *   p.padding[0] = p.padding[1] = 1;
@@ -624,9 +559,7 @@ dle_status dle_avg_pool2d_grad(dle_tensor **out, dle_tensor *gy, const dle_pool2
                                int64_t h, int64_t w);
 
 /* ---------------------------------------------------------------- normalization layers */
-/* public C interface of the fused normalization layers (engine/ops/norm.c; op table
- * entries in ops.def). Same conventions as dle.h: outputs first (NULL slot: a new tensor),
- * DLE_OK / DLE_ERR with dle_last_error().
+/* The fused normalization layers (engine/ops/norm.c).
  *
  *   dle_tensor *y = NULL, *stats = NULL;   // x {B, T, 768}: normalize each row of 768
  *   if (dle_layer_norm(&y, &stats, x, 1, w, b, 1e-5)) fprintf(stderr, "%s\n", dle_last_error());
@@ -658,10 +591,8 @@ dle_status dle_batch_norm_grad_affine(dle_tensor **gw, dle_tensor **gb, dle_tens
                                       dle_tensor *x, dle_tensor *stats, double eps);
 
 /* ---------------------------------------------------------------- cross-entropy, embedding, dropout, attention */
-/* public C interface of the fused neural-network ops: softmax cross-entropy, embedding,
- * dropout and scaled dot-product attention (engine/ops/nn.c; op table entries in ops.def).
- * Same conventions as dle.h: outputs first (NULL slot: a new tensor), DLE_OK / DLE_ERR with
- * dle_last_error(); index tensors are int64 read relative to index_base (1 from Lua).
+/* The fused neural-network ops: softmax cross-entropy, embedding, dropout and scaled dot-product
+ * attention (engine/ops/nn.c).
  *
  *   dle_cross_entropy_params p = DLE_CROSS_ENTROPY_DEFAULTS;   // mean, no ignore, no smoothing
  *   dle_tensor *loss = NULL, *lse = NULL;
@@ -724,11 +655,9 @@ dle_status dle_sdpa_backward(dle_tensor **dq, dle_tensor **dk, dle_tensor **dv, 
                              double scale);
 
 /* ---------------------------------------------------------------- fused losses */
-/* public C interface of the fused losses (engine/ops/losses.c; op table entries in
- * ops.def): mean squared error, negative log-likelihood, binary cross-entropy with logits and
- * softmax cross-entropy against class probabilities. Each has a backward op, itself
- * differentiable. Conventions as in nn.h: outputs first (NULL slot: a new tensor), DLE_OK /
- * DLE_ERR with dle_last_error(), class targets int64 relative to index_base (1 from Lua).
+/* The fused losses (engine/ops/losses.c): mean squared error, negative log-likelihood, binary
+ * cross-entropy with logits and softmax cross-entropy against class probabilities. Each has a
+ * backward op, itself differentiable.
  *
  *   dle_tensor *loss = NULL;
  *   if (dle_mse_loss(&loss, input, target, DLE_REDUCTION_MEAN)) fprintf(stderr, "%s\n", dle_last_error());
@@ -940,8 +869,6 @@ void dle_trace_free(dle_trace *t);
 bool dle_trace_active(void);
 /* Marks the running trace unsafe (printf-style reason); nothing when no trace runs. */
 void dle_trace_note_unsafe(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Records out = detach(in) (a tensor made without an op). */
-void dle_trace_note_detach(dle_tensor *out, dle_tensor *in);
 
 /* ---------------------------------------------------------------- tensor files (dle.save / dle.load) */
 /* raw tensor bytes to and from stdio files, for the file formats in dle.io

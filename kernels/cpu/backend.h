@@ -2,7 +2,7 @@
 #ifndef DLE_CPU_BACKEND_H
 #define DLE_CPU_BACKEND_H
 
-#include "../../engine/dle.h"
+#include "../../engine/kernel/backend.h"
 
 /* cpu_register_<family> (kernels/cpu/<family>.c) for each family with CPU kernels in
  * engine/ops/families.def; the backend calls them in that order. */
