@@ -453,6 +453,16 @@ void dle_lua_setfuncs(lua_State *L, int table, const luaL_Reg *fns) {
   }
 }
 
+void dle_lua_register(lua_State *L, int module, int methods, const luaL_Reg *module_only,
+                      const luaL_Reg *both, const luaL_Reg *methods_only) {
+  if (module_only) dle_lua_setfuncs(L, module, module_only);
+  if (both) {
+    dle_lua_setfuncs(L, module, both);
+    dle_lua_setfuncs(L, methods, both);
+  }
+  if (methods_only) dle_lua_setfuncs(L, methods, methods_only);
+}
+
 /* ---------------------------------------------------------------- module */
 
 static int core_op_names(lua_State *L) {

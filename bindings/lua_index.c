@@ -280,27 +280,16 @@ static int l_one_hot(lua_State *L) {
 }
 
 void dle_lua_open_index(lua_State *L, int module, int methods) {
+  // clang-format off
   static const luaL_Reg module_only[] = {
       {"cat", l_cat}, {"concat", l_cat}, {"stack", l_stack}, {NULL, NULL}};
-  static const luaL_Reg both[] = {{"split", l_split},
-                                  {"chunk", l_chunk},
-                                  {"gather", l_gather},
-                                  {"scatter_add", l_scatter_add},
-                                  {"index_select", l_index_select},
-                                  {"index_add", l_index_add},
-                                  {"masked_fill", l_masked_fill},
-                                  {"tril", l_tril},
-                                  {"triu", l_triu},
-                                  {"one_hot", l_one_hot},
-                                  {NULL, NULL}};
-  static const luaL_Reg methods_only[] = {{"scatter_add_", l_scatter_add_},
-                                          {"index_add_", l_index_add_},
-                                          {"masked_fill_", l_masked_fill_},
-                                          {"tril_", l_tril_},
-                                          {"triu_", l_triu_},
-                                          {NULL, NULL}};
-  dle_lua_setfuncs(L, module, module_only);
-  dle_lua_setfuncs(L, module, both);
-  dle_lua_setfuncs(L, methods, both);
-  dle_lua_setfuncs(L, methods, methods_only);
+  static const luaL_Reg both[] = {
+      {"split", l_split}, {"chunk", l_chunk}, {"gather", l_gather}, {"scatter_add", l_scatter_add},
+      {"index_select", l_index_select}, {"index_add", l_index_add}, {"masked_fill", l_masked_fill},
+      {"tril", l_tril}, {"triu", l_triu}, {"one_hot", l_one_hot}, {NULL, NULL}};
+  static const luaL_Reg methods_only[] = {
+      {"scatter_add_", l_scatter_add_}, {"index_add_", l_index_add_},
+      {"masked_fill_", l_masked_fill_}, {"tril_", l_tril_}, {"triu_", l_triu_}, {NULL, NULL}};
+  // clang-format on
+  dle_lua_register(L, module, methods, module_only, both, methods_only);
 }

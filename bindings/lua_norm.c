@@ -123,14 +123,14 @@ static int l_batch_norm_grad_affine(lua_State *L) {
 }
 
 void dle_lua_open_norm(lua_State *L, int module, int methods) {
+  // clang-format off
   static const luaL_Reg both[] = {
       {"layer_norm", l_layer_norm}, {"batch_norm", l_batch_norm}, {NULL, NULL}};
-  static const luaL_Reg grads[] = {{"layer_norm_grad_input", l_layer_norm_grad_input},
-                                   {"layer_norm_grad_affine", l_layer_norm_grad_affine},
-                                   {"batch_norm_grad_input", l_batch_norm_grad_input},
-                                   {"batch_norm_grad_affine", l_batch_norm_grad_affine},
-                                   {NULL, NULL}};
-  dle_lua_setfuncs(L, module, both);
-  dle_lua_setfuncs(L, methods, both);
-  dle_lua_setfuncs(L, methods, grads);
+  static const luaL_Reg grads[] = {
+      {"layer_norm_grad_input", l_layer_norm_grad_input},
+      {"layer_norm_grad_affine", l_layer_norm_grad_affine},
+      {"batch_norm_grad_input", l_batch_norm_grad_input},
+      {"batch_norm_grad_affine", l_batch_norm_grad_affine}, {NULL, NULL}};
+  // clang-format on
+  dle_lua_register(L, module, methods, NULL, both, grads);
 }

@@ -555,6 +555,5 @@ void dle_lua_open_random(lua_State *L, int module, int methods) {
   static const luaL_Reg meths[] = {{"uniform_", m_uniform_},   {"normal_", m_normal_},
                                    {"random_", m_random_},     {"bernoulli_", m_bernoulli_},
                                    {"bernoulli", l_bernoulli}, {NULL, NULL}};
-  dle_lua_setfuncs(L, module, fns);
-  dle_lua_setfuncs(L, methods, meths);
+  dle_lua_register(L, module, methods, fns, NULL, meths);
 }

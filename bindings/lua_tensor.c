@@ -735,8 +735,6 @@ void dle_lua_open_tensor(lua_State *L, int module, int methods) {
                                    {"cpu", m_cpu},
                                    {"cuda", m_cuda},
                                    {NULL, NULL}};
-  dle_lua_setfuncs(L, module, fns);
-  dle_lua_setfuncs(L, methods, meths);
   /* module-level forms of the view functions: dle.transpose(t, 1, 2) etc. */
   static const luaL_Reg both[] = {{"reshape", m_reshape},     {"transpose", m_transpose},
                                   {"permute", m_permute},     {"narrow", m_narrow},
@@ -744,4 +742,5 @@ void dle_lua_open_tensor(lua_State *L, int module, int methods) {
                                   {"unsqueeze", m_unsqueeze}, {"flatten", m_flatten},
                                   {"clone", m_clone},         {NULL, NULL}};
   dle_lua_setfuncs(L, module, both);
+  dle_lua_register(L, module, methods, fns, NULL, meths);
 }

@@ -80,6 +80,10 @@ void dle_lua_push_created(lua_State *L, dle_tensor *t, const dle_lua_opts *o);
 
 /* Registers functions into the table at index `table` (absolute index). */
 void dle_lua_setfuncs(lua_State *L, int table, const luaL_Reg *fns);
+/* A binding file's functions: module_only into the module table, both into it and the tensor
+ * methods, methods_only into the methods (any of the three may be NULL). */
+void dle_lua_register(lua_State *L, int module, int methods, const luaL_Reg *module_only,
+                      const luaL_Reg *both, const luaL_Reg *methods_only);
 
 /* Each binding file adds its functions to the module table and methods to the tensor methods
  * table (both absolute stack indices). */
