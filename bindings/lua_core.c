@@ -303,6 +303,15 @@ int dle_lua_optdim(lua_State *L, int arg, const char *fn, int def) {
   return lua_isnoneornil(L, arg) ? def : dle_lua_dim(L, arg, fn);
 }
 
+lua_Integer dle_lua_check_int(lua_State *L, int arg, const char *fn, const char *what) {
+  int ok = 0;
+  lua_Integer v = lua_tointegerx(L, arg, &ok);
+  if (!ok)
+    luaL_error(L, "%s: %s must be an integer, got %s", fn, what,
+               lua_type(L, arg) == LUA_TNUMBER ? lua_tostring(L, arg) : luaL_typename(L, arg));
+  return v;
+}
+
 static int64_t check_size(lua_State *L, int idx, const char *fn, int allow_neg1) {
   int isint = 0;
   lua_Integer v = lua_tointegerx(L, idx, &isint);
@@ -427,6 +436,12 @@ void dle_lua_parse_opts(lua_State *L, int idx, dle_lua_opts *o, const char *fn) 
   lua_pop(L, 1);
 }
 
+int dle_lua_sizes_opts(lua_State *L, int first, int64_t *sizes, dle_lua_opts *o, const char *fn) {
+  int next, n = dle_lua_sizes(L, first, sizes, &next, fn, 0);
+  dle_lua_parse_opts(L, next, o, fn);
+  return n;
+}
+
 void dle_lua_push_created(lua_State *L, dle_tensor *t, const dle_lua_opts *o) {
   if (o->device.type != DLE_CPU) {
     dle_tensor *moved = NULL;
@@ -444,6 +459,14 @@ void dle_lua_push_created(lua_State *L, dle_tensor *t, const dle_lua_opts *o) {
     t->requires_grad = true;
   }
   dle_lua_push(L, t);
+}
+
+int dle_lua_push_result(lua_State *L, dle_tensor *r, bool inplace) {
+  if (inplace)
+    lua_settop(L, 1);
+  else
+    dle_lua_push(L, r);
+  return 1;
 }
 
 void dle_lua_setfuncs(lua_State *L, int table, const luaL_Reg *fns) {

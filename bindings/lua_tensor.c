@@ -11,10 +11,8 @@
 /* zeros/ones/empty(sizes..., opts) share this shape: sizes then an optional options table. */
 static int create_filled(lua_State *L, const char *fn, double value, bool fill) {
   int64_t sizes[DLE_MAX_DIMS];
-  int next;
-  int n = dle_lua_sizes(L, 1, sizes, &next, fn, 0);
   dle_lua_opts o;
-  dle_lua_parse_opts(L, next, &o, fn);
+  int n = dle_lua_sizes_opts(L, 1, sizes, &o, fn);
   dle_tensor *t = NULL;
   if (fill)
     DLE_LUA_TRY(L, dle_full(&t, n, sizes, value, o.dtype));
@@ -388,15 +386,19 @@ static int l_raw_buffer(lua_State *L) {
 
 /* ---------------------------------------------------------------- views */
 
+/* The sizes of view and expand: given from argument 2 on (-1 allowed), or another tensor's. */
+static int target_sizes(lua_State *L, int64_t *sizes, const char *fn) {
+  dle_tensor *like = dle_lua_opt(L, 2);
+  int next;
+  if (!like) return dle_lua_sizes(L, 2, sizes, &next, fn, 1);
+  memcpy(sizes, like->sizes, sizeof like->sizes);
+  return like->ndim;
+}
+
 static int m_view(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
-  dle_tensor *like_t = dle_lua_opt(L, 2);
   int64_t sizes[DLE_MAX_DIMS];
-  int next, n;
-  if (like_t)
-    n = like_t->ndim, memcpy(sizes, like_t->sizes, sizeof sizes);
-  else
-    n = dle_lua_sizes(L, 2, sizes, &next, "view", 1);
+  int n = target_sizes(L, sizes, "view");
   DLE_LUA_TRY(L, dle_view(&r, t, n, sizes));
   dle_lua_push(L, r);
   return 1;
@@ -470,13 +472,9 @@ static int m_select(lua_State *L) {
 }
 
 static int m_expand(lua_State *L) {
-  dle_tensor *t = dle_lua_check(L, 1), *r = NULL, *other = dle_lua_opt(L, 2);
+  dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
   int64_t sizes[DLE_MAX_DIMS];
-  int next, n;
-  if (other)
-    n = other->ndim, memcpy(sizes, other->sizes, sizeof sizes);
-  else
-    n = dle_lua_sizes(L, 2, sizes, &next, "expand", 1);
+  int n = target_sizes(L, sizes, "expand");
   DLE_LUA_TRY(L, dle_expand(&r, t, n, sizes));
   dle_lua_push(L, r);
   return 1;

@@ -40,6 +40,8 @@ int dle_lua_fail(lua_State *L);
 int dle_lua_dim(lua_State *L, int arg, const char *fn);
 /* Same, for an optional dim: returns def when the argument is nil/absent. */
 int dle_lua_optdim(lua_State *L, int arg, const char *fn, int def);
+/* An integer argument (floats with an integer value accepted), or an error naming fn and what. */
+lua_Integer dle_lua_check_int(lua_State *L, int arg, const char *fn, const char *what);
 
 /* Reads sizes given as varargs (numbers from index first) or as one table at first.
  * Returns the number of dims; *next receives the index after the sizes (an options table may
@@ -68,6 +70,9 @@ typedef struct {
   const char *fn; /* the function they were given to, for messages */
 } dle_lua_opts;
 void dle_lua_parse_opts(lua_State *L, int idx, dle_lua_opts *o, const char *fn);
+/* Sizes from index first (as dle_lua_sizes, no -1) followed by an options table: the arguments of
+ * the creation functions (zeros, rand, randint...). Returns the number of dims. */
+int dle_lua_sizes_opts(lua_State *L, int first, int64_t *sizes, dle_lua_opts *o, const char *fn);
 dle_dtype dle_lua_check_dtype(lua_State *L, int idx, const char *fn);
 
 /* The generator userdata at idx (or NULL for nil): defined by lua_random.c. */
@@ -77,6 +82,9 @@ void dle_lua_push_generator(lua_State *L, dle_generator *g);
 
 /* Applies the creation options (device move, requires_grad) to a new CPU tensor, then pushes it. */
 void dle_lua_push_created(lua_State *L, dle_tensor *t, const dle_lua_opts *o);
+/* Pushes the new tensor r (owned by Lua from then on), or self (argument 1) for an in-place form;
+ * returns 1. */
+int dle_lua_push_result(lua_State *L, dle_tensor *r, bool inplace);
 
 /* Registers functions into the table at index `table` (absolute index). */
 void dle_lua_setfuncs(lua_State *L, int table, const luaL_Reg *fns);
