@@ -75,8 +75,8 @@ local Conv2d = Module:extend("Conv2d")
 -- @param opts optional {stride = 1, padding = 0, dilation = 1 (integers or {h, w}), groups = 1,
 --   bias = true, dtype = "float32", generator = g}
 function Conv2d:init(cin, cout, k, opts)
-  opts = check.options(opts, "Conv2d", {"stride", "padding", "dilation", "groups", "bias", "dtype", "generator"})
-  check.positive_integers("Conv2d", "positive integer channel counts (cin, cout)", cin, cout)
+  opts = check.layer_args("Conv2d", opts, {"stride", "padding", "dilation", "groups", "bias", "dtype", "generator"},
+                          "positive integer channel counts (cin, cout)", cin, cout)
   local groups = opts.groups or 1
   if math.type(groups) ~= "integer" or groups < 1 then
     check.error("Conv2d: groups must be a positive integer, got " .. tostring(groups))
