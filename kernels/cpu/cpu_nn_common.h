@@ -32,6 +32,11 @@ static inline dle_status cpu_nn_check_layout(dle_op op, const dle_tensor *o, dle
       (loss)[0] = (CT)(total);                                  \
   } while (0)
 
+/* The factor of a loss gradient: 1 / count for the mean, 1 otherwise. */
+static inline double cpu_loss_grad_scale(int64_t reduction, int64_t count) {
+  return reduction == DLE_REDUCTION_MEAN ? 1.0 / (double)count : 1.0;
+}
+
 /* One kernel of a family's ops for one float dtype (F32, F64). */
 typedef dle_status (*cpu_float_kernel)(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins,
                                        int nin, const dle_attrs *a);
