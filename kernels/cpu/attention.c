@@ -352,16 +352,10 @@ static dle_status cpu_attention(dle_op op, dle_tensor *const *outs, dle_tensor *
   case DLE_##ID:                                                        \
     if (op == DLE_OP_SDPA_BACKWARD) return sdpa_bwd_##ID(outs, ins, a); \
     return op == DLE_OP_SDPA ? sdpa_fwd_##ID(o, outs[1], ins, nin, a) : score_grad_##ID(o, ins, a);
-  switch (o->dtype) {
-    ATT_TYPES(CASE)
-    default: break;
-  }
+  CPU_DTYPE_SWITCH(fn, o->dtype, ATT_TYPES, CASE);
 #undef CASE
-  return dle_error("%s: no CPU kernel for %s", fn, dle_dtype_name(o->dtype));
 }
 
 void cpu_register_attention(dle_backend *b) {
-  b->kernels[DLE_OP_SDPA] = cpu_attention;
-  b->kernels[DLE_OP_SDPA_SCORE_GRAD] = cpu_attention;
-  b->kernels[DLE_OP_SDPA_BACKWARD] = cpu_attention;
+  CPU_REGISTER(b, cpu_attention, DLE_OP_SDPA, DLE_OP_SDPA_SCORE_GRAD, DLE_OP_SDPA_BACKWARD);
 }

@@ -129,7 +129,5 @@ static dle_status cpu_nn(dle_op op, dle_tensor *const *outs, dle_tensor *const *
 }
 
 void cpu_register_nn(dle_backend *b) {
-  b->kernels[DLE_OP_EMBEDDING] = cpu_nn;
-  b->kernels[DLE_OP_EMBEDDING_BACKWARD] = cpu_nn;
-  b->kernels[DLE_OP_DROPOUT] = cpu_nn;
+  CPU_REGISTER(b, cpu_nn, DLE_OP_EMBEDDING, DLE_OP_EMBEDDING_BACKWARD, DLE_OP_DROPOUT);
 }

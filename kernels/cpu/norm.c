@@ -357,17 +357,12 @@ static dle_status cpu_norm(dle_op op, dle_tensor *const *outs, dle_tensor *const
     dle_cpu_free(bc, nb);                                                                      \
     return st;                                                                                 \
   }
-  switch (outs[0]->dtype) {
-    CPU_FLOAT_TYPES(CASE)
-    default: break;
-  }
+  CPU_DTYPE_SWITCH(fn, outs[0]->dtype, CPU_FLOAT_TYPES, CASE);
 #undef CASE
-  return dle_error("%s: no CPU kernel for %s", fn, dle_dtype_name(outs[0]->dtype));
 }
 
 void cpu_register_norm(dle_backend *b) {
-  static const dle_op ops[] = {
-      DLE_OP_LAYER_NORM, DLE_OP_LAYER_NORM_GRAD_INPUT, DLE_OP_LAYER_NORM_GRAD_AFFINE,
-      DLE_OP_BATCH_NORM, DLE_OP_BATCH_NORM_GRAD_INPUT, DLE_OP_BATCH_NORM_GRAD_AFFINE};
-  for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) b->kernels[ops[i]] = cpu_norm;
+  CPU_REGISTER(b, cpu_norm, DLE_OP_LAYER_NORM, DLE_OP_LAYER_NORM_GRAD_INPUT,
+               DLE_OP_LAYER_NORM_GRAD_AFFINE, DLE_OP_BATCH_NORM, DLE_OP_BATCH_NORM_GRAD_INPUT,
+               DLE_OP_BATCH_NORM_GRAD_AFFINE);
 }
