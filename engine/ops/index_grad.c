@@ -137,10 +137,7 @@ static dle_status jvp_accumulate(dle_op op, const dle_attrs *a, dle_tensor *cons
   }
   dle_tensor *base = retained(tin[0]);
   if (!base) DLE_TRY(dle_zeros(&base, outs[0]->ndim, outs[0]->sizes, outs[0]->dtype));
-  dle_status st =
-      op == DLE_OP_INDEX_ADD
-          ? dle_index_add(&tout[0], base, (int)a->ints[0], ins[1], tin[2], a->index_base)
-          : dle_scatter_add(&tout[0], base, (int)a->ints[0], ins[1], tin[2], a->index_base);
+  dle_status st = dle_op_call(op, &tout[0], (dle_tensor *[]){base, ins[1], tin[2]}, 3, a);
   dle_tensor_release(base);
   return st;
 }
