@@ -238,27 +238,21 @@ dle_status dle_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int
                        const dle_attrs *attrs);
 
 /* ---------------------------------------------------------------- fused elementwise */
-/* The fused elementwise executor of dle.rewrite.rules.fusion (engine/fused.c; the CPU backend's
- * fused_run slot, kernels/cpu/fused.c).
- *
- * A chain of elementwise ops over tensors that broadcast to one shape runs as a small program:
+/* The fused elementwise executor of dle.rewrite.rules.fusion (engine/fused.c; how backends run it:
+ * engine/kernel/backend.h). A chain of elementwise ops over tensors that broadcast to one shape
+ * runs as a small program, reading its inputs and writing its output once instead of once per op:
  * registers 0..nin-1 hold the inputs, instruction k writes register nin + k from registers a (and
- * b for binary ops), and the last register is the result. The executor walks the output in
- * blocks of 1024 elements (DLE_FUSED_BLOCK) on OpenMP threads; in a block, each input is read once
- * (contiguous ones in place, broadcast or strided ones gathered), the instructions run over
- * block-sized temporaries that stay in cache, and the result is written once. So a chain reads
- * its inputs and writes its output once instead of once per op.
+ * b for binary ops), and the last register is the result.
  *
  *   dle_fused_instr prog[2] = {{DLE_OP_MUL, 0, 1}, {DLE_OP_RELU, 2, 0}};   // relu(x * y)
  *   dle_fused_run(&out, ins, 2, prog, 2, x->ndim, x->sizes, DLE_F32);
  *
- * Not an op of ops.def: nothing records it for autograd (the graph runs the unfused ops instead
- * when a gradient is needed, see lua/dle/rewrite/rules/fusion.lua). The profiler counts each run
- * as one call of its "fused_elementwise" entry: one FLOP per instruction and element, the bytes of
- * the inputs and the output once.
- * float32 and float64, every input of the result's dtype, on a device whose backend has fused_run (the CPU). Ops: neg abs relu exp log expm1
- * log1p sqrt rsqrt reciprocal sin cos tanh sigmoid gelu silu pow_scalar clamp (f0, f1 as the
- * op's attrs.f), add sub mul div maximum minimum pow. Expressions as kernels/cpu/elementwise.c's. */
+ * Not an op of ops.def: nothing records it for autograd (see lua/dle/rewrite/rules/fusion.lua);
+ * the profiler counts a run as one call of "fused_elementwise" (a FLOP per instruction and
+ * element). float32 and float64, every input of the result's dtype, on a device whose backend has
+ * fused_run (the CPU). Ops: neg abs relu exp log expm1 log1p sqrt rsqrt reciprocal sin cos tanh
+ * sigmoid gelu silu pow_scalar clamp (f0, f1 as the op's attrs.f), add sub mul div maximum minimum
+ * pow, computed as kernels/cpu/elementwise.c does. */
 #define DLE_FUSED_MAX_REGS 64
 
 typedef struct {
@@ -457,8 +451,8 @@ dle_status dle_triu(dle_tensor **out, dle_tensor *t, int64_t k);
 dle_status dle_one_hot(dle_tensor **out, dle_tensor *classes, int64_t n, int64_t base);
 
 /* ---------------------------------------------------------------- optimizer steps */
-/* fused optimizer steps: each updates a parameter and its optimizer state in place
- * in one pass over memory (llm.c style), with no autograd recording.
+/* Fused optimizer steps: each updates a parameter and its optimizer state in place in one pass
+ * over memory (llm.c style), with no autograd recording.
  *
  *   dle_adam_opts o = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .step = 1};
  *   if (dle_adam_step(param, grad, exp_avg, exp_avg_sq, NULL, &o)) puts(dle_last_error());
@@ -469,8 +463,8 @@ dle_status dle_one_hot(dle_tensor **out, dle_tensor *classes, int64_t n, int64_t
  *   compute type: float64 for float64 params, float32 otherwise (low-precision params keep
  *   float32 state, so the moments do not lose their small updates).
  * - Every tensor is on one device (the CPU, or one whose backend has fused steps: CUDA), distinct
- *   storages (no aliasing), and neither grad nor any state tensor requires grad. Violations give an error naming the function and the shapes/dtypes;
- *   nothing was written then.
+ *   storages (no aliasing), and neither grad nor any state tensor requires grad. Violations give
+ *   an error naming the function and the shapes/dtypes; nothing was written then.
  * - On success the storage versions of param and of every written state tensor are bumped.
  * - `step` counts the updates including this one (1 on the first call). */
 /* SGD with momentum (PyTorch semantics):
@@ -718,16 +712,10 @@ dle_status dle_soft_cross_entropy_backward(dle_tensor **out, dle_tensor *gy, dle
  *   dle_matmul(&y, x, w);               // y is bfloat16
  *   dle_autocast_set(false, DLE_BF16);
  *
- * The state is per thread, like grad mode. When off, the cost per op is one test of a
- * thread-local.
- *
- * Regions and the cast cache (PyTorch's autocast cache): dle.autocast runs its function between
- * dle_autocast_enter and dle_autocast_exit. Inside a region, the lower-precision cast of a float32
- * leaf that requires grad (a parameter) is made once and served to every op that needs it again
- * (a layer applied at every step of an unrolled RNN, tied embeddings), unless the weight was
- * written since (its storage version is part of the key). The cached cast is the recorded copy, so
- * its uses' gradients meet there and reach the float32 leaf summed. The outermost exit releases
- * everything cached. Activations, non-leaves, float64 and integer tensors are cast at each use. */
+ * The state is per thread, like grad mode. Regions (dle_autocast_enter/exit, what dle.autocast
+ * uses) may cache the cast of a float32 parameter (a leaf requiring grad, keyed with its storage
+ * version) for every op of the region that needs it again; other tensors are cast at each use
+ * (docs/mixed_precision.md). */
 /* Turns this thread's autocast on in dtype dt (DLE_F16 or DLE_BF16), or off (on false: dt is
  * still checked and kept as the dtype a later dle_autocast_set_enabled(true) uses). Any other
  * dtype is an error naming autocast and the dtype; the state is then unchanged. */
@@ -761,10 +749,8 @@ dle_autocast_rule dle_autocast_rule_of(dle_op op);
 dle_status dle_autocast_cast(dle_tensor **out, dle_tensor *t, dle_autocast_rule r);
 
 /* ---------------------------------------------------------------- profiler and FLOP counts */
-/* the op-level profiler behind dle.profile and dle.flops (engine/profile.c; the FLOP
- * rules are in engine/ops/flops.c).
- *
- * While a profiler is on, every call of dle_op_call (forward and backward alike: gradient rules
+/* The op-level profiler behind dle.profile and dle.flops (engine/profile.c; FLOP rules in
+ * engine/ops/flops.c). While a profiler is on, every call of dle_op_call (forward and backward alike: gradient rules
  * are written with ops), every fused optimizer step and every fused elementwise program adds one
  * call, its FLOPs, the bytes it moved and (timed mode) its self time to a counter per entry.
  * Entries are the ops of ops.def (index = op id) followed by the optimizer steps
@@ -781,9 +767,7 @@ dle_status dle_autocast_cast(dle_tensor **out, dle_tensor *t, dle_autocast_rule 
  * (0 bytes). Time is the op's self time on dle_time's clock: an op run inside another op (a cast
  * or copy a matmul makes) is its own entry and is not counted again in the outer one, so the
  * seconds of all entries add up to the time spent in ops.
- *
- * The state is per thread: ops of a thread count in that thread's profiler only (kernels' OpenMP
- * workers never call dle_op_call). When off, the cost per op is one test of a thread-local. */
+ * The state is per thread: ops of a thread count in that thread's profiler only. */
 typedef enum { DLE_PROF_OFF, DLE_PROF_COUNT, DLE_PROF_TIMED } dle_profile_mode;
 
 /* Entries after the ops: the fused optimizer steps (optim.h) and the fused elementwise programs of
@@ -822,9 +806,8 @@ int64_t dle_op_flops(dle_op op, dle_tensor *const *outs, int nout, dle_tensor *c
 const char *dle_op_flops_rule(dle_op op, int *per);
 
 /* ---------------------------------------------------------------- tracing (dle.compile) */
-/* the graph tracer behind dle.graph.trace and dle.compile (engine/trace.c).
- *
- * While a thread's tracer is on, every op called from outside the engine (dle_op_call at depth 0:
+/* The graph tracer behind dle.graph.trace and dle.compile (engine/trace.c). While a thread's
+ * tracer is on, every op called from outside the engine (dle_op_call at depth 0:
  * bindings, Lua layers, gradient rules run by dle_backward) is appended to a list of records with
  * its inputs, outputs (all retained), attrs and the grad mode it ran in. Ops an op runs inside
  * itself (its casts, copies, views) are not recorded: the outer record replays them. The Lua side
@@ -838,9 +821,8 @@ const char *dle_op_flops_rule(dle_op op, int *per);
  * Besides ops, the tracer hears of things a replay could not repeat: a tensor's values read into
  * Lua (item, totable, printing), optimizer steps, gradients stored into .grad, custom autograd
  * functions, tangents. Each marks the trace unsafe with a reason (the first one is kept). detach
- * makes a tensor without an op, so it is recorded as the pseudo-op DLE_TRACE_DETACH.
- *
- * The state is per thread; when off, the cost per op is one test of a thread-local. */
+ * makes a tensor without an op, so it is recorded as the pseudo-op DLE_TRACE_DETACH. The state is
+ * per thread. */
 /* Pseudo-ops after the op table's ids. */
 enum { DLE_TRACE_DETACH = DLE_NUM_OPS };
 

@@ -17,8 +17,8 @@ extern "C" {
 /* dle_philox of blocks first..first+n-1 at once. */
 void dle_philox_blocks(uint64_t seed, uint64_t first, int64_t n, uint32_t (*out)[4]);
 
-/* A device backend's fused optimizer steps (dle_backend.optim; kernels/cpu/optim.c, kernels/cuda/optim.cu):
- * arguments already checked by the entry points; contiguous data pointers on the memory of device
+/* A device backend's fused optimizer steps (dle_backend.optim; kernels/cpu/optim.c,
+ * kernels/cuda/optim.cu): arguments already checked by the entry points; contiguous data pointers on the memory of device
  * `device`, n elements, param dtype dt, state in its compute type. */
 typedef struct dle_optim_kernels {
   dle_status (*sgd)(int device, dle_dtype dt, int64_t n, void *p, const void *g, void *buf,
@@ -52,9 +52,12 @@ struct dle_backend {
   /* The fused optimizer steps on this device (optim.h); NULL: none (the optimizers' entry points
    * then say so). */
   const struct dle_optim_kernels *optim;
-  /* Optional, the fused elementwise executor (dle_fused_run): whether it runs op, and the run into
-   * out (allocated, contiguous, at least one element) after the engine checked the program, the
-   * dtypes and the broadcast. NULL: not supported on this device (dle_fused_supports says false). */
+  /* Optional, the fused elementwise executor (dle_fused_run). The CPU one walks the output in
+   * blocks of DLE_FUSED_BLOCK elements on OpenMP threads; in a block each input is read once
+   * (contiguous ones in place, broadcast or strided ones gathered), the instructions run over
+   * block-sized temporaries that stay in cache, and the result is written once.
+   * fused_supports: whether it runs op; fused_run: the run into out (allocated, contiguous, at
+   * least one element) after the engine checked the program, the dtypes and the broadcast. NULL: not supported on this device (dle_fused_supports says false). */
   bool (*fused_supports)(dle_op op);
   dle_status (*fused_run)(dle_tensor *out, dle_tensor *const *ins, int nin,
                           const dle_fused_instr *prog, int n);
