@@ -504,11 +504,11 @@ static int l_bernoulli(lua_State *L) {
 /* ---------------------------------------------------------------- registration */
 
 void dle_lua_open_random(lua_State *L, int module, int methods) {
-  static const luaL_Reg gen_methods[] = {{"manual_seed", g_manual_seed},
-                                         {"initial_seed", g_initial_seed},
-                                         {"get_state", g_get_state},
-                                         {"set_state", g_set_state},
-                                         {NULL, NULL}};
+  // clang-format off
+  static const luaL_Reg gen_methods[] = {
+      {"manual_seed", g_manual_seed}, {"initial_seed", g_initial_seed}, {"get_state", g_get_state},
+      {"set_state", g_set_state}, {NULL, NULL}};
+  // clang-format on
   luaL_newmetatable(L, GENERATOR_MT);
   int mt = lua_gettop(L);
   lua_newtable(L);
@@ -523,25 +523,17 @@ void dle_lua_open_random(lua_State *L, int module, int methods) {
   lua_rawsetp(L, LUA_REGISTRYINDEX, &default_key);
   lua_setfield(L, module, "default_generator");
 
-  static const luaL_Reg fns[] = {{"Generator", l_generator},
-                                 {"is_generator", l_is_generator},
-                                 {"manual_seed", l_manual_seed},
-                                 {"initial_seed", l_initial_seed},
-                                 {"seed", l_seed},
-                                 {"get_rng_state", l_get_rng_state},
-                                 {"set_rng_state", l_set_rng_state},
-                                 {"_philox", l_philox},
-                                 {"rand", l_rand},
-                                 {"randn", l_randn},
-                                 {"randint", l_randint},
-                                 {"rand_like", l_rand_like},
-                                 {"randn_like", l_randn_like},
-                                 {"randint_like", l_randint_like},
-                                 {"randperm", l_randperm},
-                                 {"bernoulli", l_bernoulli},
-                                 {NULL, NULL}};
-  static const luaL_Reg meths[] = {{"uniform_", m_uniform_},   {"normal_", m_normal_},
-                                   {"random_", m_random_},     {"bernoulli_", m_bernoulli_},
-                                   {"bernoulli", l_bernoulli}, {NULL, NULL}};
+  // clang-format off
+  static const luaL_Reg fns[] = {
+      {"Generator", l_generator}, {"is_generator", l_is_generator}, {"manual_seed", l_manual_seed},
+      {"initial_seed", l_initial_seed}, {"seed", l_seed}, {"get_rng_state", l_get_rng_state},
+      {"set_rng_state", l_set_rng_state}, {"_philox", l_philox}, {"rand", l_rand},
+      {"randn", l_randn}, {"randint", l_randint}, {"rand_like", l_rand_like},
+      {"randn_like", l_randn_like}, {"randint_like", l_randint_like}, {"randperm", l_randperm},
+      {"bernoulli", l_bernoulli}, {NULL, NULL}};
+  static const luaL_Reg meths[] = {
+      {"uniform_", m_uniform_}, {"normal_", m_normal_}, {"random_", m_random_},
+      {"bernoulli_", m_bernoulli_}, {"bernoulli", l_bernoulli}, {NULL, NULL}};
+  // clang-format on
   dle_lua_register(L, module, methods, fns, NULL, meths);
 }

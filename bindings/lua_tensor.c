@@ -386,23 +386,20 @@ static int l_raw_buffer(lua_State *L) {
 
 /* ---------------------------------------------------------------- views */
 
-/* The sizes of view and expand: given from argument 2 on (-1 allowed), or another tensor's. */
-static int target_sizes(lua_State *L, int64_t *sizes, const char *fn) {
-  dle_tensor *like = dle_lua_opt(L, 2);
-  int next;
-  if (!like) return dle_lua_sizes(L, 2, sizes, &next, fn, 1);
-  memcpy(sizes, like->sizes, sizeof like->sizes);
-  return like->ndim;
-}
-
-static int m_view(lua_State *L) {
-  dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
+/* t:view(sizes...) / t:expand(sizes...): sizes given from argument 2 on (-1 allowed), or another
+ * tensor's (the view_as / expand_as forms). */
+static int view_or_expand(lua_State *L, bool expand) {
+  const char *fn = expand ? "expand" : "view";
+  dle_tensor *t = dle_lua_check(L, 1), *r = NULL, *like = dle_lua_opt(L, 2);
   int64_t sizes[DLE_MAX_DIMS];
-  int n = target_sizes(L, sizes, "view");
-  DLE_LUA_TRY(L, dle_view(&r, t, n, sizes));
+  int next, n = like ? like->ndim : dle_lua_sizes(L, 2, sizes, &next, fn, 1);
+  if (like) memcpy(sizes, like->sizes, sizeof like->sizes);
+  DLE_LUA_TRY(L, expand ? dle_expand(&r, t, n, sizes) : dle_view(&r, t, n, sizes));
   dle_lua_push(L, r);
   return 1;
 }
+static int m_view(lua_State *L) { return view_or_expand(L, false); }
+static int m_expand(lua_State *L) { return view_or_expand(L, true); }
 
 static int m_reshape(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
@@ -467,15 +464,6 @@ static int m_select(lua_State *L) {
   if (i == 0) return luaL_error(L, "select: index 0 is invalid (indices are 1-based)");
   dle_attrs a = {.nints = 2, .ints = {d, i > 0 ? i - 1 : i}, .index_base = 1};
   DLE_LUA_TRY(L, dle_op_call(DLE_OP_SELECT, &r, &t, 1, &a)); /* base 1: messages say `i` */
-  dle_lua_push(L, r);
-  return 1;
-}
-
-static int m_expand(lua_State *L) {
-  dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
-  int64_t sizes[DLE_MAX_DIMS];
-  int n = target_sizes(L, sizes, "expand");
-  DLE_LUA_TRY(L, dle_expand(&r, t, n, sizes));
   dle_lua_push(L, r);
   return 1;
 }
@@ -672,67 +660,28 @@ static int m_cuda(lua_State *L) {
 }
 
 void dle_lua_open_tensor(lua_State *L, int module, int methods) {
-  static const luaL_Reg fns[] = {{"zeros", l_zeros},
-                                 {"ones", l_ones},
-                                 {"empty", l_empty},
-                                 {"full", l_full},
-                                 {"arange", l_arange},
-                                 {"linspace", l_linspace},
-                                 {"eye", l_eye},
-                                 {"tensor", l_tensor},
-                                 {"zeros_like", l_zeros_like},
-                                 {"ones_like", l_ones_like},
-                                 {"empty_like", l_empty_like},
-                                 {"full_like", l_full_like},
-                                 {"same_storage", l_same_storage},
-                                 {"_raw_buffer", l_raw_buffer},
-                                 {NULL, NULL}};
-  static const luaL_Reg meths[] = {{"shape", m_shape},
-                                   {"size", m_size},
-                                   {"stride", m_stride},
-                                   {"dim", m_dim},
-                                   {"ndimension", m_dim},
-                                   {"numel", m_numel},
-                                   {"nelement", m_numel},
-                                   {"storage_offset", m_storage_offset},
-                                   {"dtype", m_dtype},
-                                   {"device", m_device},
-                                   {"is_contiguous", m_is_contiguous},
-                                   {"is_floating_point", m_is_floating_point},
-                                   {"element_size", m_element_size},
-                                   {"_version", m_version},
-                                   {"view", m_view},
-                                   {"view_as", m_view},
-                                   {"reshape", m_reshape},
-                                   {"transpose", m_transpose},
-                                   {"t", m_t},
-                                   {"permute", m_permute},
-                                   {"narrow", m_narrow},
-                                   {"select", m_select},
-                                   {"expand", m_expand},
-                                   {"expand_as", m_expand},
-                                   {"squeeze", m_squeeze},
-                                   {"unsqueeze", m_unsqueeze},
-                                   {"flatten", m_flatten},
-                                   {"contiguous", m_contiguous},
-                                   {"clone", m_clone},
-                                   {"copy_", m_copy_},
-                                   {"fill_", m_fill_},
-                                   {"zero_", m_zero_},
-                                   {"item", m_item},
-                                   {"totable", m_totable},
-                                   {"to", m_to},
-                                   {"float", m_float},
-                                   {"double", m_double},
-                                   {"half", m_half},
-                                   {"bfloat16", m_bfloat16},
-                                   {"long", m_long},
-                                   {"int", m_int},
-                                   {"byte", m_byte},
-                                   {"bool", m_bool},
-                                   {"cpu", m_cpu},
-                                   {"cuda", m_cuda},
-                                   {NULL, NULL}};
+  // clang-format off
+  static const luaL_Reg fns[] = {
+      {"zeros", l_zeros}, {"ones", l_ones}, {"empty", l_empty}, {"full", l_full},
+      {"arange", l_arange}, {"linspace", l_linspace}, {"eye", l_eye}, {"tensor", l_tensor},
+      {"zeros_like", l_zeros_like}, {"ones_like", l_ones_like}, {"empty_like", l_empty_like},
+      {"full_like", l_full_like}, {"same_storage", l_same_storage}, {"_raw_buffer", l_raw_buffer},
+      {NULL, NULL}};
+  static const luaL_Reg meths[] = {
+      {"shape", m_shape}, {"size", m_size}, {"stride", m_stride}, {"dim", m_dim},
+      {"ndimension", m_dim}, {"numel", m_numel}, {"nelement", m_numel},
+      {"storage_offset", m_storage_offset}, {"dtype", m_dtype}, {"device", m_device},
+      {"is_contiguous", m_is_contiguous}, {"is_floating_point", m_is_floating_point},
+      {"element_size", m_element_size}, {"_version", m_version}, {"view", m_view},
+      {"view_as", m_view}, {"reshape", m_reshape}, {"transpose", m_transpose}, {"t", m_t},
+      {"permute", m_permute}, {"narrow", m_narrow}, {"select", m_select}, {"expand", m_expand},
+      {"expand_as", m_expand}, {"squeeze", m_squeeze}, {"unsqueeze", m_unsqueeze},
+      {"flatten", m_flatten}, {"contiguous", m_contiguous}, {"clone", m_clone}, {"copy_", m_copy_},
+      {"fill_", m_fill_}, {"zero_", m_zero_}, {"item", m_item}, {"totable", m_totable},
+      {"to", m_to}, {"float", m_float}, {"double", m_double}, {"half", m_half},
+      {"bfloat16", m_bfloat16}, {"long", m_long}, {"int", m_int}, {"byte", m_byte},
+      {"bool", m_bool}, {"cpu", m_cpu}, {"cuda", m_cuda}, {NULL, NULL}};
+  // clang-format on
   /* module-level forms of the view functions: dle.transpose(t, 1, 2) etc. */
   static const luaL_Reg both[] = {{"reshape", m_reshape},     {"transpose", m_transpose},
                                   {"permute", m_permute},     {"narrow", m_narrow},

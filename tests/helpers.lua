@@ -475,6 +475,15 @@ function H.torch_available()
   return out:match("yes") ~= nil
 end
 
+--- For the optional PyTorch comparisons: false when python3 can import torch; otherwise marks the
+-- running test pending (busted's pending, passed in) and returns true.
+--   if H.without_torch(pending) then return end
+function H.without_torch(pending)
+  if H.torch_available() then return false end
+  pending("python3 with torch is not available")
+  return true
+end
+
 --- A Python expression building float64 tensor t exactly (17 significant digits).
 function H.torch_literal(t)
   local flat = {}

@@ -371,10 +371,7 @@ end)
 -- Optional: the same numbers from PyTorch (skipped when /usr/bin/python3 cannot import torch).
 describe("PyTorch agreement (optional)", function()
   it("cross_entropy (smoothing, ignore_index) and causal SDPA match torch 1e-10 in float64", function()
-    if not H.torch_available() then
-      pending("python3 with torch is not available")
-      return
-    end
+    if H.without_torch(pending) then return end
     local x, t = randn({4, 5}, 60, nil, 3), dle.tensor({2, 5, -1, 1}, I64)
     local q, k, v = randn({1, 2, 4, 3}, 61), randn({1, 2, 4, 3}, 62), randn({1, 2, 4, 2}, 63)
     local py = H.torch_literal
