@@ -52,6 +52,12 @@ static inline dle_status cpu_float_dispatch(dle_op op, dle_tensor *const *outs,
   if (o->dtype == DLE_F64) return f64(op, outs, ins, nin, a);
   return dle_error("%s: no CPU kernel for %s", dle_op_get_info(op)->name, dle_dtype_name(o->dtype));
 }
+/* cpu_<name>: the family's kernel, <name>_F32 or <name>_F64 through cpu_float_dispatch. */
+#define CPU_FLOAT_FAMILY(name)                                                             \
+  static dle_status cpu_##name(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, \
+                               int nin, const dle_attrs *a) {                              \
+    return cpu_float_dispatch(op, outs, ins, nin, a, name##_F32, name##_F64);              \
+  }
 
 /* Every target not ignored must be a class base..base+C-1; *count gets how many there are. */
 static inline dle_status ce_check_targets(const char *fn, const int64_t *t, const ce_args *c,

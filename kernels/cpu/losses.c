@@ -342,10 +342,7 @@ LOSS_TYPES(SOFT_CE_KERNELS)
   }
 LOSS_TYPES(LOSS_OPS)
 
-static dle_status cpu_losses(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                             const dle_attrs *a) {
-  return cpu_float_dispatch(op, outs, ins, nin, a, losses_F32, losses_F64);
-}
+CPU_FLOAT_FAMILY(losses)
 
 void cpu_register_losses(dle_backend *b) {
 #define REGISTER(OP) b->kernels[DLE_OP_##OP] = cpu_losses;
