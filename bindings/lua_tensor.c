@@ -445,28 +445,24 @@ static int m_permute(lua_State *L) {
   return 1;
 }
 
-/* narrow(dim, start, length): start is 1-based (negative counts from the end). */
-static int m_narrow(lua_State *L) {
+/* narrow(dim, start, length) / select(dim, index): the position is 1-based (negative counts from
+ * the end), and stays so for the engine (index_base 1), whose messages then say it as given. */
+static int narrow_or_select(lua_State *L, bool narrow) {
+  const char *fn = narrow ? "narrow" : "select";
   dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
-  int d = dle_lua_dim(L, 2, "narrow");
-  lua_Integer start = luaL_checkinteger(L, 3), len = luaL_checkinteger(L, 4);
-  if (start == 0) return luaL_error(L, "narrow: start 0 is invalid (indices are 1-based)");
-  dle_attrs a = {.nints = 3, .ints = {d, start > 0 ? start - 1 : start, len}, .index_base = 1};
-  DLE_LUA_TRY(L, dle_op_call(DLE_OP_NARROW, &r, &t, 1, &a)); /* base 1: messages say `start` */
+  int d = dle_lua_dim(L, 2, fn);
+  lua_Integer pos = luaL_checkinteger(L, 3), len = narrow ? luaL_checkinteger(L, 4) : 0;
+  if (pos == 0)
+    return luaL_error(L, "%s: %s 0 is invalid (indices are 1-based)", fn,
+                      narrow ? "start" : "index");
+  dle_attrs a = {
+      .nints = narrow ? 3 : 2, .ints = {d, pos > 0 ? pos - 1 : pos, len}, .index_base = 1};
+  DLE_LUA_TRY(L, dle_op_call(narrow ? DLE_OP_NARROW : DLE_OP_SELECT, &r, &t, 1, &a));
   dle_lua_push(L, r);
   return 1;
 }
-
-static int m_select(lua_State *L) {
-  dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
-  int d = dle_lua_dim(L, 2, "select");
-  lua_Integer i = luaL_checkinteger(L, 3);
-  if (i == 0) return luaL_error(L, "select: index 0 is invalid (indices are 1-based)");
-  dle_attrs a = {.nints = 2, .ints = {d, i > 0 ? i - 1 : i}, .index_base = 1};
-  DLE_LUA_TRY(L, dle_op_call(DLE_OP_SELECT, &r, &t, 1, &a)); /* base 1: messages say `i` */
-  dle_lua_push(L, r);
-  return 1;
-}
+static int m_narrow(lua_State *L) { return narrow_or_select(L, true); }
+static int m_select(lua_State *L) { return narrow_or_select(L, false); }
 
 static int m_squeeze(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
