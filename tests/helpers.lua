@@ -475,6 +475,20 @@ function H.torch_available()
   return out:match("yes") ~= nil
 end
 
+--- Puts the thread count back when the running test ends (busted's finally, passed in).
+function H.keep_threads(finally)
+  local threads = dle.get_num_threads()
+  finally(function() dle.set_num_threads(threads) end)
+end
+
+--- Runs the tests of the enclosing describe block on one thread (busted's setup and teardown,
+-- passed in), and puts the thread count back after them.
+function H.one_thread(setup, teardown)
+  local threads
+  setup(function() threads = dle.get_num_threads(); dle.set_num_threads(1) end)
+  teardown(function() dle.set_num_threads(threads) end)
+end
+
 --- For the optional PyTorch comparisons: false when python3 can import torch; otherwise marks the
 -- running test pending (busted's pending, passed in) and returns true.
 --   if H.without_torch(pending) then return end

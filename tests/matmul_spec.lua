@@ -290,8 +290,7 @@ describe("matmul", function()
       {"batched {2,131,257} . {2,257,67}", dle.randn(2, 131, 257, {generator = g}),
        dle.randn(2, 257, 67, {generator = g})},
     }
-    local threads = dle.get_num_threads()
-    finally(function() dle.set_num_threads(threads) end)
+    H.keep_threads(finally)
     for _, c in ipairs(cases) do
       local a, b = c[2], c[3]
       dle.set_num_threads(1)
