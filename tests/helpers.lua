@@ -498,6 +498,19 @@ function H.without_torch(pending)
   return true
 end
 
+--- Asserts that line, numbers PyTorch printed (whitespace-separated), holds as many numbers as
+-- the list values and each within tol of its value; what names the values in the messages.
+function H.assert_torch_numbers(values, line, tol, what)
+  local i = 0
+  for z in line:gmatch("%S+") do
+    i = i + 1
+    if not (math.abs((values[i] or math.huge) - tonumber(z)) < tol) then
+      error(what .. " " .. i .. ": " .. tostring(values[i]) .. " vs torch " .. z, 2)
+    end
+  end
+  if i ~= #values then error(#values .. " " .. what .. " values, torch printed " .. i, 2) end
+end
+
 --- A Python expression building float64 tensor t exactly (17 significant digits).
 function H.torch_literal(t)
   local flat = {}

@@ -153,11 +153,6 @@ describe("cross_entropy weight against PyTorch (optional)", function()
     end
     local flat = {}
     for _, g in ipairs(got) do for _, v in ipairs(g:reshape(-1):totable()) do flat[#flat + 1] = v end end
-    local i = 0
-    for z in lines[1]:gmatch("%S+") do
-      i = i + 1
-      assert.is_true(math.abs(flat[i] - tonumber(z)) < 1e-12, "value " .. i .. ": " .. flat[i] .. " vs torch " .. z)
-    end
-    assert.are.equal(#flat, i)
+    H.assert_torch_numbers(flat, lines[1], 1e-12, "value")
   end)
 end)

@@ -305,11 +305,6 @@ describe("PyTorch agreement (optional)", function()
       dle.binary_cross_entropy_with_logits(x, y, {pos_weight = w}):item(),
       F.cross_entropy(x, probs, {label_smoothing = 0.1, reduction = "sum"}):item(),
     }
-    local i = 0
-    for z in line:gmatch("%S+") do
-      i = i + 1
-      assert.is_true(math.abs(got[i] - tonumber(z)) < 1e-10, "loss " .. i .. ": " .. got[i] .. " vs torch " .. z)
-    end
-    assert.are.equal(#got, i)
+    H.assert_torch_numbers(got, line, 1e-10, "loss")
   end)
 end)

@@ -391,11 +391,6 @@ describe("PyTorch agreement (optional)", function()
     local ce = dle.cross_entropy(x, t, {ignore_index = -1, label_smoothing = 0.1}):item()
     assert.is_true(math.abs(ce - tonumber(ce_line)) < 1e-10, "cross_entropy " .. ce .. " vs torch " .. ce_line)
     local got = dle.sdpa(q, k, v, {causal = true}):reshape(-1):totable()
-    local i = 0
-    for z in o_line:gmatch("%S+") do
-      i = i + 1
-      assert.is_true(math.abs(got[i] - tonumber(z)) < 1e-10, "sdpa element " .. i)
-    end
-    assert.are.equal(#got, i)
+    H.assert_torch_numbers(got, o_line, 1e-10, "sdpa element")
   end)
 end)
