@@ -153,12 +153,7 @@ static int l_grad(lua_State *L) {
   return 1;
 }
 
-static int m_detach(lua_State *L) {
-  dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
-  DLE_LUA_TRY(L, dle_detach(&r, t));
-  dle_lua_push(L, r);
-  return 1;
-}
+static int m_detach(lua_State *L) { return dle_lua_apply(L, dle_detach); }
 
 /** t:detach_() cuts t from the graph in place. */
 static int m_detach_(lua_State *L) {

@@ -469,6 +469,13 @@ int dle_lua_push_result(lua_State *L, dle_tensor *r, bool inplace) {
   return 1;
 }
 
+int dle_lua_apply(lua_State *L, dle_status (*f)(dle_tensor **out, dle_tensor *t)) {
+  dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
+  DLE_LUA_TRY(L, f(&r, t));
+  dle_lua_push(L, r);
+  return 1;
+}
+
 void dle_lua_setfuncs(lua_State *L, int table, const luaL_Reg *fns) {
   for (; fns->name; fns++) {
     lua_pushcfunction(L, fns->func);

@@ -490,13 +490,10 @@ static int m_flatten(lua_State *L) {
 
 static int m_contiguous(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
-  if (dle_tensor_is_contiguous(t)) { /* the same Lua object, as PyTorch returns self */
-    lua_settop(L, 1);
-    return 1;
-  }
-  DLE_LUA_TRY(L, dle_contiguous(&r, t));
-  dle_lua_push(L, r);
-  return 1;
+  bool already =
+      dle_tensor_is_contiguous(t); /* then the same Lua object, as PyTorch returns self */
+  if (!already) DLE_LUA_TRY(L, dle_contiguous(&r, t));
+  return dle_lua_push_result(L, r, already);
 }
 
 /* ---------------------------------------------------------------- copies and conversion */
@@ -513,12 +510,7 @@ static int push_or_self(lua_State *L, dle_tensor *t, dle_tensor *r) {
   return 1;
 }
 
-static int m_clone(lua_State *L) {
-  dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
-  DLE_LUA_TRY(L, dle_clone(&r, t));
-  dle_lua_push(L, r);
-  return 1;
-}
+static int m_clone(lua_State *L) { return dle_lua_apply(L, dle_clone); }
 
 static int m_copy_(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1), *src = dle_lua_check(L, 2);

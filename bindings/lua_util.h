@@ -85,6 +85,8 @@ void dle_lua_push_created(lua_State *L, dle_tensor *t, const dle_lua_opts *o);
 /* Pushes the new tensor r (owned by Lua from then on), or self (argument 1) for an in-place form;
  * returns 1. */
 int dle_lua_push_result(lua_State *L, dle_tensor *r, bool inplace);
+/* Pushes f(t), t the tensor at argument 1 (the tensor-to-tensor methods: clone, detach); returns 1. */
+int dle_lua_apply(lua_State *L, dle_status (*f)(dle_tensor **out, dle_tensor *t));
 
 /* Registers functions into the table at index `table` (absolute index). */
 void dle_lua_setfuncs(lua_State *L, int table, const luaL_Reg *fns);
