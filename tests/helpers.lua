@@ -53,6 +53,19 @@ function H.build(shape, f)
   return rec(1)
 end
 
+--- Calls visit() for every assignment of 1..sizes[k] to into[k], k running over the list keys (a
+-- nested loop, the first key outermost): the sums and reductions of the pure-Lua references.
+function H.each_assignment(keys, sizes, into, visit)
+  local function rec(n)
+    if n > #keys then return visit() end
+    for v = 1, sizes[keys[n]] do
+      into[keys[n]] = v
+      rec(n + 1)
+    end
+  end
+  rec(1)
+end
+
 --- Element of a nested table at a 1-based multi-index.
 function H.get(v, idx)
   for _, i in ipairs(idx) do v = v[i] end
@@ -504,7 +517,8 @@ function H.assert_torch_numbers(values, line, tol, what)
   local i = 0
   for z in line:gmatch("%S+") do
     i = i + 1
-    if not (math.abs((values[i] or math.huge) - tonumber(z)) < tol) then
+    -- not (d < tol): a NaN on either side fails
+    if not (math.abs((values[i] or math.huge) - tonumber(z)) < tol) then -- luacheck: ignore 581
       error(what .. " " .. i .. ": " .. tostring(values[i]) .. " vs torch " .. z, 2)
     end
   end

@@ -61,23 +61,15 @@ local function ref_einsum(eq, ...)
     local val = {}
     for d = 1, #rhs do val[rhs:sub(d, d)] = idx[d] end
     local total = 0
-    local function rec(n)
-      if n > #summed then
-        local p = 1
-        for k, s in ipairs(subs) do
-          local at = {}
-          for d = 1, #s do at[d] = val[s:sub(d, d)] end
-          p = p * H.get(ops[k], at)
-        end
-        total = total + p
-        return
+    H.each_assignment(summed, size, val, function()
+      local p = 1
+      for k, s in ipairs(subs) do
+        local at = {}
+        for d = 1, #s do at[d] = val[s:sub(d, d)] end
+        p = p * H.get(ops[k], at)
       end
-      for v = 1, size[summed[n]] do
-        val[summed[n]] = v
-        rec(n + 1)
-      end
-    end
-    rec(1)
+      total = total + p
+    end)
     return total
   end)
 end

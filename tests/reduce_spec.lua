@@ -47,14 +47,7 @@ local function ref_reduce(v, dims, keepdim, f)
       elseif keepdim then j = j + 1 end
     end
     local list = {}
-    local function rec(i)
-      if i > #rdims then list[#list + 1] = H.get(v, src); return end
-      for r = 1, shape[rdims[i]] do
-        src[rdims[i]] = r
-        rec(i + 1)
-      end
-    end
-    rec(1)
+    H.each_assignment(rdims, shape, src, function() list[#list + 1] = H.get(v, src) end)
     return f(list)
   end)
 end
