@@ -148,7 +148,7 @@ static dle_status vjp_masked_fill(dle_node *n, dle_tensor *const *gout, dle_tens
   if (!gout[0] || !dle_node_needs_grad(n, 0)) return DLE_OK;
   dle_tensor *m = NULL;
   DLE_TRY(dle_masked_fill(&m, gout[0], dle_node_input(n, 1), 0.0));
-  dle_status st = dle_sum_to(&gin[0], m, dle_node_input_ndim(n, 0), dle_node_input_sizes(n, 0));
+  dle_status st = dle_grad_to_input(n, 0, m, gin);
   dle_tensor_release(m);
   return st;
 }

@@ -100,7 +100,7 @@ static dle_status vjp_matmul(dle_node *n, dle_tensor *const *gout, dle_tensor **
   }
   /* d c = d out summed over the dims c was broadcast along */
   if (st == DLE_OK && dle_node_num_inputs(n) == 3 && dle_node_needs_grad(n, 2))
-    st = dle_sum_to(&gin[2], gout[0], dle_node_input_ndim(n, 2), dle_node_input_sizes(n, 2));
+    st = dle_grad_to_input(n, 2, gout[0], gin);
   dle_tensor_release(g);
   dle_tensor_release(a2);
   dle_tensor_release(b2);

@@ -117,7 +117,7 @@ static dle_status jvp_same_view(dle_op op, const dle_attrs *a, dle_tensor *const
 
 /* expand: d x = d y summed over the broadcast dims (dle_sum_to) */
 static dle_status vjp_expand(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
-  return dle_sum_to(&gin[0], gout[0], dle_node_input_ndim(n, 0), dle_node_input_sizes(n, 0));
+  return dle_grad_to_input(n, 0, gout[0], gin);
 }
 
 void dle_grad_register_view(dle_grad_rule *r) {
