@@ -153,12 +153,7 @@ static int l_grad(lua_State *L) {
   return 1;
 }
 
-static int m_detach(lua_State *L) {
-  dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
-  DLE_LUA_TRY(L, dle_detach(&r, t));
-  dle_lua_push(L, r);
-  return 1;
-}
+static int m_detach(lua_State *L) { return dle_lua_apply(L, dle_detach); }
 
 /** t:detach_() cuts t from the graph in place. */
 static int m_detach_(lua_State *L) {
@@ -412,28 +407,19 @@ static int l_get_autocast_dtype(lua_State *L) {
 }
 
 void dle_lua_open_autograd(lua_State *L, int module, int methods) {
-  static const luaL_Reg fns[] = {{"grad", l_grad},
-                                 {"backward", l_backward},
-                                 {"_backward_captures", l_backward_captures},
-                                 {"no_grad", l_no_grad},
-                                 {"enable_grad", l_enable_grad},
-                                 {"is_grad_enabled", l_is_grad_enabled},
-                                 {"set_grad_enabled", l_set_grad_enabled},
-                                 {"_record_custom", l_record_custom},
-                                 {"_set_tangent", l_set_tangent},
-                                 {"_tangent", l_tangent},
-                                 {"detach", m_detach},
-                                 {"autocast", l_autocast},
-                                 {"_autocast_set", l_autocast_set},
-                                 {"_autocast_lower", l_autocast_lower},
-                                 {"is_autocast_enabled", l_is_autocast_enabled},
-                                 {"get_autocast_dtype", l_get_autocast_dtype},
-                                 {NULL, NULL}};
-  static const luaL_Reg meths[] = {{"backward", m_backward},
-                                   {"detach", m_detach},
-                                   {"detach_", m_detach_},
-                                   {"requires_grad_", m_requires_grad_},
-                                   {NULL, NULL}};
-  dle_lua_setfuncs(L, module, fns);
-  dle_lua_setfuncs(L, methods, meths);
+  // clang-format off
+  static const luaL_Reg fns[] = {
+      {"grad", l_grad}, {"backward", l_backward}, {"_backward_captures", l_backward_captures},
+      {"no_grad", l_no_grad}, {"enable_grad", l_enable_grad}, {"is_grad_enabled", l_is_grad_enabled},
+      {"set_grad_enabled", l_set_grad_enabled}, {"_record_custom", l_record_custom},
+      {"_set_tangent", l_set_tangent}, {"_tangent", l_tangent}, {"autocast", l_autocast},
+      {"_autocast_set", l_autocast_set}, {"_autocast_lower", l_autocast_lower},
+      {"is_autocast_enabled", l_is_autocast_enabled}, {"get_autocast_dtype", l_get_autocast_dtype},
+      {NULL, NULL}};
+  static const luaL_Reg both[] = {{"detach", m_detach}, {NULL, NULL}};
+  static const luaL_Reg meths[] = {
+      {"backward", m_backward}, {"detach_", m_detach_}, {"requires_grad_", m_requires_grad_},
+      {NULL, NULL}};
+  // clang-format on
+  dle_lua_register(L, module, methods, fns, both, meths);
 }

@@ -160,22 +160,18 @@ static int l_avg_pool2d_grad(lua_State *L) {
 }
 
 void dle_lua_open_conv(lua_State *L, int module, int methods) {
-  static const luaL_Reg both[] = {{"conv2d", l_conv2d},
-                                  {"max_pool2d", l_max_pool2d},
-                                  {"avg_pool2d", l_avg_pool2d},
-                                  {NULL, NULL}};
-  static const luaL_Reg internal[] = {{"_conv2d_grad_input", l_conv2d_grad_input},
-                                      {"_conv2d_grad_weight", l_conv2d_grad_weight},
-                                      {"_avg_pool2d_grad", l_avg_pool2d_grad},
-                                      {NULL, NULL}};
-  dle_lua_setfuncs(L, module, both);
-  dle_lua_setfuncs(L, methods, both);
-  dle_lua_setfuncs(L, module, internal);
+  // clang-format off
+  static const luaL_Reg both[] = {
+      {"conv2d", l_conv2d}, {"max_pool2d", l_max_pool2d}, {"avg_pool2d", l_avg_pool2d},
+      {NULL, NULL}};
+  static const luaL_Reg internal[] = {
+      {"_conv2d_grad_input", l_conv2d_grad_input}, {"_conv2d_grad_weight", l_conv2d_grad_weight},
+      {"_avg_pool2d_grad", l_avg_pool2d_grad}, {NULL, NULL}};
   /* also as tensor methods named like the ops (gy:conv2d_grad_input(w, {H, W}, opts)), so every
    * op of the table is reachable from Lua (tests/ops_table_spec.lua) without a public dle.* name */
-  static const luaL_Reg grads[] = {{"conv2d_grad_input", l_conv2d_grad_input},
-                                   {"conv2d_grad_weight", l_conv2d_grad_weight},
-                                   {"avg_pool2d_grad", l_avg_pool2d_grad},
-                                   {NULL, NULL}};
-  dle_lua_setfuncs(L, methods, grads);
+  static const luaL_Reg grads[] = {
+      {"conv2d_grad_input", l_conv2d_grad_input}, {"conv2d_grad_weight", l_conv2d_grad_weight},
+      {"avg_pool2d_grad", l_avg_pool2d_grad}, {NULL, NULL}};
+  // clang-format on
+  dle_lua_register(L, module, methods, internal, both, grads);
 }

@@ -303,6 +303,15 @@ int dle_lua_optdim(lua_State *L, int arg, const char *fn, int def) {
   return lua_isnoneornil(L, arg) ? def : dle_lua_dim(L, arg, fn);
 }
 
+lua_Integer dle_lua_check_int(lua_State *L, int arg, const char *fn, const char *what) {
+  int ok = 0;
+  lua_Integer v = lua_tointegerx(L, arg, &ok);
+  if (!ok)
+    luaL_error(L, "%s: %s must be an integer, got %s", fn, what,
+               lua_type(L, arg) == LUA_TNUMBER ? lua_tostring(L, arg) : luaL_typename(L, arg));
+  return v;
+}
+
 static int64_t check_size(lua_State *L, int idx, const char *fn, int allow_neg1) {
   int isint = 0;
   lua_Integer v = lua_tointegerx(L, idx, &isint);
@@ -427,6 +436,12 @@ void dle_lua_parse_opts(lua_State *L, int idx, dle_lua_opts *o, const char *fn) 
   lua_pop(L, 1);
 }
 
+int dle_lua_sizes_opts(lua_State *L, int first, int64_t *sizes, dle_lua_opts *o, const char *fn) {
+  int next, n = dle_lua_sizes(L, first, sizes, &next, fn, 0);
+  dle_lua_parse_opts(L, next, o, fn);
+  return n;
+}
+
 void dle_lua_push_created(lua_State *L, dle_tensor *t, const dle_lua_opts *o) {
   if (o->device.type != DLE_CPU) {
     dle_tensor *moved = NULL;
@@ -446,11 +461,36 @@ void dle_lua_push_created(lua_State *L, dle_tensor *t, const dle_lua_opts *o) {
   dle_lua_push(L, t);
 }
 
+int dle_lua_push_result(lua_State *L, dle_tensor *r, bool inplace) {
+  if (inplace)
+    lua_settop(L, 1);
+  else
+    dle_lua_push(L, r);
+  return 1;
+}
+
+int dle_lua_apply(lua_State *L, dle_status (*f)(dle_tensor **out, dle_tensor *t)) {
+  dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
+  DLE_LUA_TRY(L, f(&r, t));
+  dle_lua_push(L, r);
+  return 1;
+}
+
 void dle_lua_setfuncs(lua_State *L, int table, const luaL_Reg *fns) {
   for (; fns->name; fns++) {
     lua_pushcfunction(L, fns->func);
     lua_setfield(L, table, fns->name);
   }
+}
+
+void dle_lua_register(lua_State *L, int module, int methods, const luaL_Reg *module_only,
+                      const luaL_Reg *both, const luaL_Reg *methods_only) {
+  if (module_only) dle_lua_setfuncs(L, module, module_only);
+  if (both) {
+    dle_lua_setfuncs(L, module, both);
+    dle_lua_setfuncs(L, methods, both);
+  }
+  if (methods_only) dle_lua_setfuncs(L, methods, methods_only);
 }
 
 /* ---------------------------------------------------------------- module */
@@ -636,7 +676,7 @@ static int core_kernel_ops(lua_State *L) {
   }
   lua_newtable(L);
   for (int i = 0, n = 0; i < DLE_NUM_OPS; i++)
-    if (b->kernels[i]) {
+    if (dle_backend_has_kernel(b, (dle_op)i)) {
       lua_pushstring(L, dle_op_get_info((dle_op)i)->name);
       lua_rawseti(L, -2, ++n);
     }

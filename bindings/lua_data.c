@@ -312,10 +312,6 @@ static int l_memmap(lua_State *L) {
 
 void dle_lua_open_data(lua_State *L, int module, int methods) {
   (void)methods;
-  static const luaL_Reg fns[] = {
-      {"_read_idx", l_read_idx},
-      {"_memmap", l_memmap},
-      {NULL, NULL},
-  };
+  static const luaL_Reg fns[] = {{"_read_idx", l_read_idx}, {"_memmap", l_memmap}, {NULL, NULL}};
   dle_lua_setfuncs(L, module, fns);
 }

@@ -140,12 +140,7 @@ static int pow_impl(lua_State *L, bool inplace) {
     DLE_LUA_TRY(L, dle_pow_scalar(&r, t, lua_tonumber(L, 2)));
   else
     return luaL_error(L, "pow: exponent must be a number or tensor, got %s", luaL_typename(L, 2));
-  if (inplace) {
-    lua_settop(L, 1);
-    return 1;
-  }
-  dle_lua_push(L, r);
-  return 1;
+  return dle_lua_push_result(L, r, inplace);
 }
 static int l_pow(lua_State *L) { return pow_impl(L, false); }
 static int l_pow_(lua_State *L) { return pow_impl(L, true); }
@@ -156,12 +151,7 @@ static int clamp_impl(lua_State *L, bool inplace) {
   double lo = lua_isnoneornil(L, 2) ? NAN : luaL_checknumber(L, 2);
   double hi = lua_isnoneornil(L, 3) ? NAN : luaL_checknumber(L, 3);
   DLE_LUA_TRY(L, dle_clamp(&r, t, lo, hi));
-  if (inplace) {
-    lua_settop(L, 1);
-    return 1;
-  }
-  dle_lua_push(L, r);
-  return 1;
+  return dle_lua_push_result(L, r, inplace);
 }
 static int l_clamp(lua_State *L) { return clamp_impl(L, false); }
 static int l_clamp_(lua_State *L) { return clamp_impl(L, true); }

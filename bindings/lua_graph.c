@@ -301,17 +301,13 @@ void dle_lua_open_graph(lua_State *L, int module, int methods) {
   lua_pop(L, 1);
   luaL_newmetatable(L, PROGRAM_MT);
   lua_pop(L, 1);
-  static const luaL_Reg fns[] = {{"_trace_begin", l_trace_begin},
-                                 {"_trace_end", l_trace_end},
-                                 {"_trace_active", l_trace_active},
-                                 {"_trace_note", l_trace_note},
-                                 {"_tensor_id", l_tensor_id},
-                                 {"_graph_attrs", l_graph_attrs},
-                                 {"_graph_op", l_graph_op},
-                                 {"_peek_scalar", l_peek_scalar},
-                                 {"_tensor_view_key", l_tensor_view_key},
-                                 {"_fused_program", l_fused_program},
-                                 {"_fused_run", l_fused_run},
-                                 {NULL, NULL}};
+  // clang-format off
+  static const luaL_Reg fns[] = {
+      {"_trace_begin", l_trace_begin}, {"_trace_end", l_trace_end},
+      {"_trace_active", l_trace_active}, {"_trace_note", l_trace_note},
+      {"_tensor_id", l_tensor_id}, {"_graph_attrs", l_graph_attrs}, {"_graph_op", l_graph_op},
+      {"_peek_scalar", l_peek_scalar}, {"_tensor_view_key", l_tensor_view_key},
+      {"_fused_program", l_fused_program}, {"_fused_run", l_fused_run}, {NULL, NULL}};
+  // clang-format on
   dle_lua_setfuncs(L, module, fns);
 }

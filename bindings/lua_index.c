@@ -77,25 +77,6 @@ static double check_value(lua_State *L, int arg, const char *fn) {
   return v;
 }
 
-static int64_t check_int(lua_State *L, int arg, const char *fn, const char *what) {
-  int isint = 0;
-  lua_Integer v = lua_tointegerx(L, arg, &isint);
-  if (!isint)
-    luaL_error(L, "%s: %s must be an integer, got %s", fn, what,
-               lua_type(L, arg) == LUA_TNUMBER ? lua_tostring(L, arg) : luaL_typename(L, arg));
-  return (int64_t)v;
-}
-
-/* Returns the new tensor, or self for the in-place forms. */
-static int push_result(lua_State *L, dle_tensor *r, bool inplace) {
-  if (inplace) {
-    lua_settop(L, 1);
-    return 1;
-  }
-  dle_lua_push(L, r);
-  return 1;
-}
-
 /* ---------------------------------------------------------------- cat, stack */
 
 /* name(list, dim = 0) for the ops that join a list of tensors along a dim. */
@@ -142,7 +123,7 @@ static int l_split(lua_State *L) {
   DLE_LUA_TRY(L, dle_wrap_dim("split", dle_lua_optdim(L, 3, "split", 0), t->ndim, 0, &dim));
   int64_t size = t->sizes[dim];
   if (!lua_istable(L, 2)) {
-    int64_t step = check_int(L, 2, "split", "split size");
+    int64_t step = dle_lua_check_int(L, 2, "split", "split size");
     if (step < 0 || (step == 0 && size > 0))
       return luaL_error(L, "split: split size must be positive, got %I (dim %d of shape %s)",
                         (LUAI_UACINT)step, dim + 1, dle_tensor_shape_str((char[128]){0}, 128, t));
@@ -152,7 +133,7 @@ static int l_split(lua_State *L) {
   int64_t total = 0;
   for (int i = 1; i <= n; i++) {
     lua_rawgeti(L, 2, i);
-    int64_t len = check_int(L, -1, "split", "each size");
+    int64_t len = dle_lua_check_int(L, -1, "split", "each size");
     lua_pop(L, 1);
     if (len < 0)
       return luaL_error(L, "split: size %d of the list is negative (%I)", i, (LUAI_UACINT)len);
@@ -183,7 +164,7 @@ static int l_split(lua_State *L) {
 /* chunk(t, n, d): at most n views of equal size (the last may be smaller), as PyTorch. */
 static int l_chunk(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1);
-  int64_t n = check_int(L, 2, "chunk", "number of chunks");
+  int64_t n = dle_lua_check_int(L, 2, "chunk", "number of chunks");
   if (n < 1)
     return luaL_error(L, "chunk: number of chunks must be positive, got %I", (LUAI_UACINT)n);
   int dim;
@@ -198,23 +179,19 @@ static int l_chunk(lua_State *L) {
 
 /* ---------------------------------------------------------------- gather and scatter */
 
-static int l_gather(lua_State *L) {
+/* gather(t, d, index) / index_select(t, d, index): index of t's rank / a 1-D index. */
+static int pick(lua_State *L, bool select) {
+  const char *fn = select ? "index_select" : "gather";
   dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
-  int d = dle_lua_dim(L, 2, "gather");
-  dle_tensor *index = check_index(L, 3, "gather", false);
-  DLE_LUA_TRY(L, dle_gather(&r, t, d, index, LUA_INDEX_BASE));
+  int d = dle_lua_dim(L, 2, fn);
+  dle_tensor *index = check_index(L, 3, fn, select);
+  DLE_LUA_TRY(L, select ? dle_index_select(&r, t, d, index, LUA_INDEX_BASE)
+                        : dle_gather(&r, t, d, index, LUA_INDEX_BASE));
   dle_lua_push(L, r);
   return 1;
 }
-
-static int l_index_select(lua_State *L) {
-  dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
-  int d = dle_lua_dim(L, 2, "index_select");
-  dle_tensor *index = check_index(L, 3, "index_select", true);
-  DLE_LUA_TRY(L, dle_index_select(&r, t, d, index, LUA_INDEX_BASE));
-  dle_lua_push(L, r);
-  return 1;
-}
+static int l_gather(lua_State *L) { return pick(L, false); }
+static int l_index_select(lua_State *L) { return pick(L, true); }
 
 /* scatter_add / index_add (self, d, index, src), and their in-place forms. */
 static int accumulate(lua_State *L, dle_op op, bool inplace) {
@@ -230,7 +207,7 @@ static int accumulate(lua_State *L, dle_op op, bool inplace) {
     DLE_LUA_TRY(L, dle_scatter_add(&r, self, d, index, src, LUA_INDEX_BASE));
   else
     DLE_LUA_TRY(L, dle_index_add(&r, self, d, index, src, LUA_INDEX_BASE));
-  return push_result(L, r, inplace);
+  return dle_lua_push_result(L, r, inplace);
 }
 static int l_scatter_add(lua_State *L) { return accumulate(L, DLE_OP_SCATTER_ADD, false); }
 static int l_scatter_add_(lua_State *L) { return accumulate(L, DLE_OP_SCATTER_ADD, true); }
@@ -247,7 +224,7 @@ static int masked_fill_impl(lua_State *L, bool inplace) {
   double v = check_value(L, 3, fn);
   dle_tensor *r = inplace ? t : NULL;
   DLE_LUA_TRY(L, dle_masked_fill(&r, t, mask, v));
-  return push_result(L, r, inplace);
+  return dle_lua_push_result(L, r, inplace);
 }
 static int l_masked_fill(lua_State *L) { return masked_fill_impl(L, false); }
 static int l_masked_fill_(lua_State *L) { return masked_fill_impl(L, true); }
@@ -255,9 +232,9 @@ static int l_masked_fill_(lua_State *L) { return masked_fill_impl(L, true); }
 static int triangle(lua_State *L, dle_op op, bool inplace) {
   const char *fn = op == DLE_OP_TRIL ? "tril" : "triu";
   dle_tensor *t = dle_lua_check(L, 1), *r = inplace ? t : NULL;
-  int64_t k = lua_isnoneornil(L, 2) ? 0 : check_int(L, 2, fn, "diagonal k");
+  int64_t k = lua_isnoneornil(L, 2) ? 0 : dle_lua_check_int(L, 2, fn, "diagonal k");
   DLE_LUA_TRY(L, op == DLE_OP_TRIL ? dle_tril(&r, t, k) : dle_triu(&r, t, k));
-  return push_result(L, r, inplace);
+  return dle_lua_push_result(L, r, inplace);
 }
 static int l_tril(lua_State *L) { return triangle(L, DLE_OP_TRIL, false); }
 static int l_tril_(lua_State *L) { return triangle(L, DLE_OP_TRIL, true); }
@@ -269,7 +246,7 @@ static int l_one_hot(lua_State *L) {
   dle_tensor *classes = dle_lua_check(L, 1), *r = NULL;
   int64_t n = -1;
   if (!lua_isnoneornil(L, 2)) {
-    n = check_int(L, 2, "one_hot", "number of classes");
+    n = dle_lua_check_int(L, 2, "one_hot", "number of classes");
     if (n < 0)
       return luaL_error(L, "one_hot: number of classes must not be negative, got %I",
                         (LUAI_UACINT)n);
@@ -280,27 +257,16 @@ static int l_one_hot(lua_State *L) {
 }
 
 void dle_lua_open_index(lua_State *L, int module, int methods) {
+  // clang-format off
   static const luaL_Reg module_only[] = {
       {"cat", l_cat}, {"concat", l_cat}, {"stack", l_stack}, {NULL, NULL}};
-  static const luaL_Reg both[] = {{"split", l_split},
-                                  {"chunk", l_chunk},
-                                  {"gather", l_gather},
-                                  {"scatter_add", l_scatter_add},
-                                  {"index_select", l_index_select},
-                                  {"index_add", l_index_add},
-                                  {"masked_fill", l_masked_fill},
-                                  {"tril", l_tril},
-                                  {"triu", l_triu},
-                                  {"one_hot", l_one_hot},
-                                  {NULL, NULL}};
-  static const luaL_Reg methods_only[] = {{"scatter_add_", l_scatter_add_},
-                                          {"index_add_", l_index_add_},
-                                          {"masked_fill_", l_masked_fill_},
-                                          {"tril_", l_tril_},
-                                          {"triu_", l_triu_},
-                                          {NULL, NULL}};
-  dle_lua_setfuncs(L, module, module_only);
-  dle_lua_setfuncs(L, module, both);
-  dle_lua_setfuncs(L, methods, both);
-  dle_lua_setfuncs(L, methods, methods_only);
+  static const luaL_Reg both[] = {
+      {"split", l_split}, {"chunk", l_chunk}, {"gather", l_gather}, {"scatter_add", l_scatter_add},
+      {"index_select", l_index_select}, {"index_add", l_index_add}, {"masked_fill", l_masked_fill},
+      {"tril", l_tril}, {"triu", l_triu}, {"one_hot", l_one_hot}, {NULL, NULL}};
+  static const luaL_Reg methods_only[] = {
+      {"scatter_add_", l_scatter_add_}, {"index_add_", l_index_add_},
+      {"masked_fill_", l_masked_fill_}, {"tril_", l_tril_}, {"triu_", l_triu_}, {NULL, NULL}};
+  // clang-format on
+  dle_lua_register(L, module, methods, module_only, both, methods_only);
 }

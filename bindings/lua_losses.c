@@ -129,17 +129,14 @@ static int l_soft_ce_backward(lua_State *L) {
 }
 
 void dle_lua_open_losses(lua_State *L, int module, int methods) {
-  static const luaL_Reg both[] = {{"mse_loss", l_mse_loss},
-                                  {"nll_loss", l_nll_loss},
-                                  {"binary_cross_entropy_with_logits", l_bce},
-                                  {"soft_cross_entropy", l_soft_ce},
-                                  {NULL, NULL}};
-  static const luaL_Reg grads[] = {{"mse_loss_backward", l_mse_loss_backward},
-                                   {"nll_loss_backward", l_nll_loss_backward},
-                                   {"binary_cross_entropy_with_logits_backward", l_bce_backward},
-                                   {"soft_cross_entropy_backward", l_soft_ce_backward},
-                                   {NULL, NULL}};
-  dle_lua_setfuncs(L, module, both);
-  dle_lua_setfuncs(L, methods, both);
-  dle_lua_setfuncs(L, methods, grads);
+  // clang-format off
+  static const luaL_Reg both[] = {
+      {"mse_loss", l_mse_loss}, {"nll_loss", l_nll_loss},
+      {"binary_cross_entropy_with_logits", l_bce}, {"soft_cross_entropy", l_soft_ce}, {NULL, NULL}};
+  static const luaL_Reg grads[] = {
+      {"mse_loss_backward", l_mse_loss_backward}, {"nll_loss_backward", l_nll_loss_backward},
+      {"binary_cross_entropy_with_logits_backward", l_bce_backward},
+      {"soft_cross_entropy_backward", l_soft_ce_backward}, {NULL, NULL}};
+  // clang-format on
+  dle_lua_register(L, module, methods, NULL, both, grads);
 }

@@ -91,6 +91,5 @@ void dle_lua_open_matmul(lua_State *L, int module, int methods) {
   static const luaL_Reg both[] = {{"matmul", l_matmul}, {"mm", l_mm},       {"bmm", l_bmm},
                                   {"mv", l_mv},         {"dot", l_dot},     {"outer", l_outer},
                                   {"ger", l_outer},     {"addmm", l_addmm}, {NULL, NULL}};
-  dle_lua_setfuncs(L, module, both);
-  dle_lua_setfuncs(L, methods, both);
+  dle_lua_register(L, module, methods, NULL, both, NULL);
 }

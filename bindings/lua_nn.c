@@ -131,17 +131,14 @@ static int l_sdpa_backward(lua_State *L) {
 }
 
 void dle_lua_open_nn(lua_State *L, int module, int methods) {
-  static const luaL_Reg both[] = {{"cross_entropy", l_cross_entropy},
-                                  {"embedding", l_embedding},
-                                  {"dropout", l_dropout},
-                                  {"sdpa", l_sdpa},
-                                  {NULL, NULL}};
-  static const luaL_Reg grads[] = {{"cross_entropy_backward", l_cross_entropy_backward},
-                                   {"embedding_backward", l_embedding_backward},
-                                   {"sdpa_score_grad", l_sdpa_score_grad},
-                                   {"sdpa_backward", l_sdpa_backward},
-                                   {NULL, NULL}};
-  dle_lua_setfuncs(L, module, both);
-  dle_lua_setfuncs(L, methods, both);
-  dle_lua_setfuncs(L, methods, grads);
+  // clang-format off
+  static const luaL_Reg both[] = {
+      {"cross_entropy", l_cross_entropy}, {"embedding", l_embedding}, {"dropout", l_dropout},
+      {"sdpa", l_sdpa}, {NULL, NULL}};
+  static const luaL_Reg grads[] = {
+      {"cross_entropy_backward", l_cross_entropy_backward},
+      {"embedding_backward", l_embedding_backward}, {"sdpa_score_grad", l_sdpa_score_grad},
+      {"sdpa_backward", l_sdpa_backward}, {NULL, NULL}};
+  // clang-format on
+  dle_lua_register(L, module, methods, NULL, both, grads);
 }

@@ -84,53 +84,40 @@ static int l_batch_norm(lua_State *L) {
   return push2(L, y, stats);
 }
 
-static int l_layer_norm_grad_input(lua_State *L) {
-  const char *fn = "layer_norm_grad_input";
-  dle_tensor *gy = dle_lua_check(L, 1), *x = dle_lua_check(L, 2), *stats = dle_lua_check(L, 3),
-             *r = NULL;
-  dle_tensor *w = opt_tensor(L, 4, fn, "weight");
-  int k = normalized_dims(L, 5, x, fn);
-  DLE_LUA_TRY(L, dle_layer_norm_grad_input(&r, gy, x, stats, w, k, eps_at(L, 6, fn)));
+/* The normalization layers' gradients, methods of gy: (x, stats, w, k, eps) for layer_norm's input,
+ * (x, stats, k, eps) for its weight and bias; batch_norm's take no k. */
+static int norm_grad(lua_State *L, bool layer, bool affine) {
+  const char *fn = layer ? (affine ? "layer_norm_grad_affine" : "layer_norm_grad_input")
+                         : (affine ? "batch_norm_grad_affine" : "batch_norm_grad_input");
+  dle_tensor *gy = dle_lua_check(L, 1), *x = dle_lua_check(L, 2), *stats = dle_lua_check(L, 3);
+  dle_tensor *w = affine ? NULL : opt_tensor(L, 4, fn, "weight"), *r = NULL, *gb = NULL;
+  int arg = affine ? 4 : 5; /* after the weight of the input gradients */
+  int k = layer ? normalized_dims(L, arg++, x, fn) : 0;
+  double eps = eps_at(L, arg, fn);
+  if (affine) {
+    DLE_LUA_TRY(L, layer ? dle_layer_norm_grad_affine(&r, &gb, gy, x, stats, k, eps)
+                         : dle_batch_norm_grad_affine(&r, &gb, gy, x, stats, eps));
+    return push2(L, r, gb);
+  }
+  DLE_LUA_TRY(L, layer ? dle_layer_norm_grad_input(&r, gy, x, stats, w, k, eps)
+                       : dle_batch_norm_grad_input(&r, gy, x, stats, w, eps));
   dle_lua_push(L, r);
   return 1;
 }
-
-static int l_layer_norm_grad_affine(lua_State *L) {
-  const char *fn = "layer_norm_grad_affine";
-  dle_tensor *gy = dle_lua_check(L, 1), *x = dle_lua_check(L, 2), *stats = dle_lua_check(L, 3);
-  dle_tensor *gw = NULL, *gb = NULL;
-  int k = normalized_dims(L, 4, x, fn);
-  DLE_LUA_TRY(L, dle_layer_norm_grad_affine(&gw, &gb, gy, x, stats, k, eps_at(L, 5, fn)));
-  return push2(L, gw, gb);
-}
-
-static int l_batch_norm_grad_input(lua_State *L) {
-  const char *fn = "batch_norm_grad_input";
-  dle_tensor *gy = dle_lua_check(L, 1), *x = dle_lua_check(L, 2), *stats = dle_lua_check(L, 3),
-             *r = NULL;
-  dle_tensor *w = opt_tensor(L, 4, fn, "weight");
-  DLE_LUA_TRY(L, dle_batch_norm_grad_input(&r, gy, x, stats, w, eps_at(L, 5, fn)));
-  dle_lua_push(L, r);
-  return 1;
-}
-
-static int l_batch_norm_grad_affine(lua_State *L) {
-  const char *fn = "batch_norm_grad_affine";
-  dle_tensor *gy = dle_lua_check(L, 1), *x = dle_lua_check(L, 2), *stats = dle_lua_check(L, 3);
-  dle_tensor *gw = NULL, *gb = NULL;
-  DLE_LUA_TRY(L, dle_batch_norm_grad_affine(&gw, &gb, gy, x, stats, eps_at(L, 4, fn)));
-  return push2(L, gw, gb);
-}
+static int l_layer_norm_grad_input(lua_State *L) { return norm_grad(L, true, false); }
+static int l_layer_norm_grad_affine(lua_State *L) { return norm_grad(L, true, true); }
+static int l_batch_norm_grad_input(lua_State *L) { return norm_grad(L, false, false); }
+static int l_batch_norm_grad_affine(lua_State *L) { return norm_grad(L, false, true); }
 
 void dle_lua_open_norm(lua_State *L, int module, int methods) {
+  // clang-format off
   static const luaL_Reg both[] = {
       {"layer_norm", l_layer_norm}, {"batch_norm", l_batch_norm}, {NULL, NULL}};
-  static const luaL_Reg grads[] = {{"layer_norm_grad_input", l_layer_norm_grad_input},
-                                   {"layer_norm_grad_affine", l_layer_norm_grad_affine},
-                                   {"batch_norm_grad_input", l_batch_norm_grad_input},
-                                   {"batch_norm_grad_affine", l_batch_norm_grad_affine},
-                                   {NULL, NULL}};
-  dle_lua_setfuncs(L, module, both);
-  dle_lua_setfuncs(L, methods, both);
-  dle_lua_setfuncs(L, methods, grads);
+  static const luaL_Reg grads[] = {
+      {"layer_norm_grad_input", l_layer_norm_grad_input},
+      {"layer_norm_grad_affine", l_layer_norm_grad_affine},
+      {"batch_norm_grad_input", l_batch_norm_grad_input},
+      {"batch_norm_grad_affine", l_batch_norm_grad_affine}, {NULL, NULL}};
+  // clang-format on
+  dle_lua_register(L, module, methods, NULL, both, grads);
 }

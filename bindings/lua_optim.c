@@ -72,14 +72,14 @@ static void parse_opts(lua_State *L, int idx, const char *fn, opt_field *fields)
 static int l_sgd_step(lua_State *L) {
   dle_tensor *p = dle_lua_check(L, 1), *g = dle_lua_check(L, 2), *buf = NULL;
   dle_sgd_opts o = {0};
-  opt_field fields[] = {{"lr", OPT_NUM, &o.lr, true},
-                        {"momentum", OPT_NUM, &o.momentum, false},
-                        {"dampening", OPT_NUM, &o.dampening, false},
-                        {"weight_decay", OPT_NUM, &o.weight_decay, false},
-                        {"nesterov", OPT_BOOL, &o.nesterov, false},
-                        {"first", OPT_BOOL, &o.first, false},
-                        {"momentum_buffer", OPT_TENSOR, &buf, false},
-                        {NULL, 0, NULL, false}};
+  // clang-format off
+  opt_field fields[] = {
+      {"lr", OPT_NUM, &o.lr, true}, {"momentum", OPT_NUM, &o.momentum, false},
+      {"dampening", OPT_NUM, &o.dampening, false},
+      {"weight_decay", OPT_NUM, &o.weight_decay, false},
+      {"nesterov", OPT_BOOL, &o.nesterov, false}, {"first", OPT_BOOL, &o.first, false},
+      {"momentum_buffer", OPT_TENSOR, &buf, false}, {NULL, 0, NULL, false}};
+  // clang-format on
   parse_opts(L, 3, "sgd_step", fields);
   DLE_LUA_TRY(L, dle_sgd_step(p, g, buf, &o));
   return 0;
@@ -89,12 +89,12 @@ static int l_sgd_step(lua_State *L) {
 static int l_adagrad_step(lua_State *L) {
   dle_tensor *p = dle_lua_check(L, 1), *g = dle_lua_check(L, 2), *sum = dle_lua_check(L, 3);
   dle_adagrad_opts o = {.eps = 1e-10};
-  opt_field fields[] = {{"lr", OPT_NUM, &o.lr, true},
-                        {"step", OPT_INT, &o.step, true},
-                        {"lr_decay", OPT_NUM, &o.lr_decay, false},
-                        {"weight_decay", OPT_NUM, &o.weight_decay, false},
-                        {"eps", OPT_NUM, &o.eps, false},
-                        {NULL, 0, NULL, false}};
+  // clang-format off
+  opt_field fields[] = {
+      {"lr", OPT_NUM, &o.lr, true}, {"step", OPT_INT, &o.step, true},
+      {"lr_decay", OPT_NUM, &o.lr_decay, false}, {"weight_decay", OPT_NUM, &o.weight_decay, false},
+      {"eps", OPT_NUM, &o.eps, false}, {NULL, 0, NULL, false}};
+  // clang-format on
   parse_opts(L, 4, "adagrad_step", fields);
   DLE_LUA_TRY(L, dle_adagrad_step(p, g, sum, &o));
   return 0;
@@ -106,15 +106,14 @@ static int l_rmsprop_step(lua_State *L) {
   dle_tensor *p = dle_lua_check(L, 1), *g = dle_lua_check(L, 2), *sq = dle_lua_check(L, 3);
   dle_tensor *buf = NULL, *gavg = NULL;
   dle_rmsprop_opts o = {.alpha = 0.99, .eps = 1e-8};
-  opt_field fields[] = {{"lr", OPT_NUM, &o.lr, true},
-                        {"alpha", OPT_NUM, &o.alpha, false},
-                        {"eps", OPT_NUM, &o.eps, false},
-                        {"weight_decay", OPT_NUM, &o.weight_decay, false},
-                        {"momentum", OPT_NUM, &o.momentum, false},
-                        {"centered", OPT_BOOL, &o.centered, false},
-                        {"momentum_buffer", OPT_TENSOR, &buf, false},
-                        {"grad_avg", OPT_TENSOR, &gavg, false},
-                        {NULL, 0, NULL, false}};
+  // clang-format off
+  opt_field fields[] = {
+      {"lr", OPT_NUM, &o.lr, true}, {"alpha", OPT_NUM, &o.alpha, false},
+      {"eps", OPT_NUM, &o.eps, false}, {"weight_decay", OPT_NUM, &o.weight_decay, false},
+      {"momentum", OPT_NUM, &o.momentum, false}, {"centered", OPT_BOOL, &o.centered, false},
+      {"momentum_buffer", OPT_TENSOR, &buf, false}, {"grad_avg", OPT_TENSOR, &gavg, false},
+      {NULL, 0, NULL, false}};
+  // clang-format on
   parse_opts(L, 4, "rmsprop_step", fields);
   DLE_LUA_TRY(L, dle_rmsprop_step(p, g, sq, buf, gavg, &o));
   return 0;
@@ -125,16 +124,14 @@ static int adam_common(lua_State *L, bool decoupled, const char *fn) {
   dle_tensor *p = dle_lua_check(L, 1), *g = dle_lua_check(L, 2);
   dle_tensor *m = dle_lua_check(L, 3), *v = dle_lua_check(L, 4), *vmax = NULL;
   dle_adam_opts o = {.beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .decoupled = decoupled};
-  opt_field fields[] = {{"lr", OPT_NUM, &o.lr, true},
-                        {"step", OPT_INT, &o.step, true},
-                        {"beta1", OPT_NUM, &o.beta1, false},
-                        {"beta2", OPT_NUM, &o.beta2, false},
-                        {"eps", OPT_NUM, &o.eps, false},
-                        {"weight_decay", OPT_NUM, &o.weight_decay, false},
-                        {"decoupled", OPT_BOOL, &o.decoupled, false},
-                        {"amsgrad", OPT_BOOL, &o.amsgrad, false},
-                        {"max_exp_avg_sq", OPT_TENSOR, &vmax, false},
-                        {NULL, 0, NULL, false}};
+  // clang-format off
+  opt_field fields[] = {
+      {"lr", OPT_NUM, &o.lr, true}, {"step", OPT_INT, &o.step, true},
+      {"beta1", OPT_NUM, &o.beta1, false}, {"beta2", OPT_NUM, &o.beta2, false},
+      {"eps", OPT_NUM, &o.eps, false}, {"weight_decay", OPT_NUM, &o.weight_decay, false},
+      {"decoupled", OPT_BOOL, &o.decoupled, false}, {"amsgrad", OPT_BOOL, &o.amsgrad, false},
+      {"max_exp_avg_sq", OPT_TENSOR, &vmax, false}, {NULL, 0, NULL, false}};
+  // clang-format on
   parse_opts(L, 5, fn, fields);
   DLE_LUA_TRY(L, dle_adam_step(p, g, m, v, vmax, &o));
   return 0;

@@ -17,16 +17,6 @@ typedef struct {
 
 /* ---------------------------------------------------------------- argument helpers */
 
-/* An integer argument (floats with an integer value accepted), or an error naming fn and what. */
-static lua_Integer check_int(lua_State *L, int idx, const char *fn, const char *what) {
-  int ok = 0;
-  lua_Integer v = lua_tointegerx(L, idx, &ok);
-  if (!ok)
-    luaL_error(L, "%s: %s must be an integer, got %s", fn, what,
-               lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx) : luaL_typename(L, idx));
-  return v;
-}
-
 /* An optional number argument: def when nil/absent. */
 static double opt_number(lua_State *L, int idx, const char *fn, const char *what, double def) {
   if (lua_isnoneornil(L, idx)) return def;
@@ -37,7 +27,7 @@ static double opt_number(lua_State *L, int idx, const char *fn, const char *what
 
 /* randint bounds travel as doubles (attrs.f), exact up to 2^53. */
 static lua_Integer check_bound(lua_State *L, int idx, const char *fn, const char *what) {
-  lua_Integer v = check_int(L, idx, fn, what);
+  lua_Integer v = dle_lua_check_int(L, idx, fn, what);
   if (v > ((lua_Integer)1 << 53) || v < -((lua_Integer)1 << 53))
     luaL_error(L, "%s: %s %I must be within +-2^53", fn, what, v);
   return v;
@@ -118,8 +108,8 @@ static void read_state(lua_State *L, int idx, dle_generator *g, const char *fn) 
                luaL_typename(L, idx));
   lua_getfield(L, idx, "seed");
   lua_getfield(L, idx, "offset");
-  lua_Integer seed = check_int(L, -2, fn, "state.seed"),
-              offset = check_int(L, -1, fn, "state.offset");
+  lua_Integer seed = dle_lua_check_int(L, -2, fn, "state.seed"),
+              offset = dle_lua_check_int(L, -1, fn, "state.offset");
   if (offset < 0) luaL_error(L, "%s: state.offset must be >= 0, got %I", fn, offset);
   lua_pop(L, 2);
   g->seed = (uint64_t)seed;
@@ -129,8 +119,8 @@ static void read_state(lua_State *L, int idx, dle_generator *g, const char *fn) 
 /** dle.Generator([seed]) -> a new generator (seed defaults to the default seed, as an unseeded
  * default generator has, so unseeded streams are reproducible). Pass it as {generator = g}. */
 static int l_generator(lua_State *L) {
-  uint64_t seed =
-      lua_isnoneornil(L, 1) ? DLE_DEFAULT_SEED : (uint64_t)check_int(L, 1, "Generator", "seed");
+  uint64_t seed = lua_isnoneornil(L, 1) ? DLE_DEFAULT_SEED
+                                        : (uint64_t)dle_lua_check_int(L, 1, "Generator", "seed");
   push_generator(L, NULL, seed);
   return 1;
 }
@@ -138,7 +128,7 @@ static int l_generator(lua_State *L) {
 /** g:manual_seed(n) -> g: restarts the stream of seed n. */
 static int g_manual_seed(lua_State *L) {
   dle_generator *g = check_generator(L, 1, "manual_seed");
-  dle_generator_seed(g, (uint64_t)check_int(L, 2, "manual_seed", "seed"));
+  dle_generator_seed(g, (uint64_t)dle_lua_check_int(L, 2, "manual_seed", "seed"));
   lua_settop(L, 1);
   return 1;
 }
@@ -180,7 +170,8 @@ static int push_default_generator(lua_State *L) {
 
 /** dle.manual_seed(n) -> dle.default_generator, reseeded: the same numbers follow on every run. */
 static int l_manual_seed(lua_State *L) {
-  dle_generator_seed(dle_default_generator(), (uint64_t)check_int(L, 1, "manual_seed", "seed"));
+  dle_generator_seed(dle_default_generator(),
+                     (uint64_t)dle_lua_check_int(L, 1, "manual_seed", "seed"));
   return push_default_generator(L);
 }
 
@@ -226,9 +217,10 @@ static int l_set_rng_state(lua_State *L) {
 /** dle.core._philox(seed, block[, block_hi]) -> four 32-bit words of Philox4x32-10 with key = seed
  * and 128-bit counter (block, block_hi): for known-answer tests. */
 static int l_philox(lua_State *L) {
-  uint64_t seed = (uint64_t)check_int(L, 1, "_philox", "seed");
-  uint64_t lo = (uint64_t)check_int(L, 2, "_philox", "block");
-  uint64_t hi = lua_isnoneornil(L, 3) ? 0 : (uint64_t)check_int(L, 3, "_philox", "block_hi");
+  uint64_t seed = (uint64_t)dle_lua_check_int(L, 1, "_philox", "seed");
+  uint64_t lo = (uint64_t)dle_lua_check_int(L, 2, "_philox", "block");
+  uint64_t hi =
+      lua_isnoneornil(L, 3) ? 0 : (uint64_t)dle_lua_check_int(L, 3, "_philox", "block_hi");
   uint32_t w[4];
   dle_philox_counter(seed, lo, hi, w);
   for (int k = 0; k < 4; k++) lua_pushinteger(L, w[k]);
@@ -263,10 +255,8 @@ static dle_status random_tensor(dle_tensor **out, dle_op op, int ndim, const int
  * values; opts {dtype (a float type, float32 default), generator, device, requires_grad}. */
 static int create_random(lua_State *L, dle_op op, const char *fn) {
   int64_t sizes[DLE_MAX_DIMS];
-  int next;
-  int n = dle_lua_sizes(L, 1, sizes, &next, fn, 0);
   dle_lua_opts o;
-  dle_lua_parse_opts(L, next, &o, fn);
+  int n = dle_lua_sizes_opts(L, 1, sizes, &o, fn);
   dle_tensor *t = NULL;
   DLE_LUA_TRY(L, random_tensor(&t, op, n, sizes, o.dtype, 0, 0, o.generator));
   dle_lua_push_created(L, t, &o);
@@ -282,10 +272,8 @@ static int l_randint(lua_State *L) {
   lua_Integer lo = short_form ? 0 : check_bound(L, 1, "randint", "low");
   lua_Integer hi = check_bound(L, short_form ? 1 : 2, "randint", "high");
   int64_t sizes[DLE_MAX_DIMS];
-  int next;
-  int n = dle_lua_sizes(L, short_form ? 2 : 3, sizes, &next, "randint", 0);
   dle_lua_opts o;
-  dle_lua_parse_opts(L, next, &o, "randint");
+  int n = dle_lua_sizes_opts(L, short_form ? 2 : 3, sizes, &o, "randint");
   dle_tensor *t = NULL;
   DLE_LUA_TRY(L, random_tensor(&t, DLE_OP_RANDINT, n, sizes, o.has_dtype ? o.dtype : DLE_I64,
                                (double)lo, (double)hi, o.generator));
@@ -342,7 +330,7 @@ static int l_randint_like(lua_State *L) {
  * PyTorch's 0..n-1) because their use is indexing (index_select, gather) from Lua, where indices
  * are 1-based. int64 unless opts.dtype says otherwise; Fisher-Yates driven by the generator. */
 static int l_randperm(lua_State *L) {
-  lua_Integer n = check_int(L, 1, "randperm", "n");
+  lua_Integer n = dle_lua_check_int(L, 1, "randperm", "n");
   if (n > 0) dle_lua_check_new_sizes(L, (int64_t[]){n}, 1, "randperm");
   dle_lua_opts o;
   dle_lua_parse_opts(L, 2, &o, "randperm");
@@ -516,11 +504,11 @@ static int l_bernoulli(lua_State *L) {
 /* ---------------------------------------------------------------- registration */
 
 void dle_lua_open_random(lua_State *L, int module, int methods) {
-  static const luaL_Reg gen_methods[] = {{"manual_seed", g_manual_seed},
-                                         {"initial_seed", g_initial_seed},
-                                         {"get_state", g_get_state},
-                                         {"set_state", g_set_state},
-                                         {NULL, NULL}};
+  // clang-format off
+  static const luaL_Reg gen_methods[] = {
+      {"manual_seed", g_manual_seed}, {"initial_seed", g_initial_seed}, {"get_state", g_get_state},
+      {"set_state", g_set_state}, {NULL, NULL}};
+  // clang-format on
   luaL_newmetatable(L, GENERATOR_MT);
   int mt = lua_gettop(L);
   lua_newtable(L);
@@ -535,26 +523,17 @@ void dle_lua_open_random(lua_State *L, int module, int methods) {
   lua_rawsetp(L, LUA_REGISTRYINDEX, &default_key);
   lua_setfield(L, module, "default_generator");
 
-  static const luaL_Reg fns[] = {{"Generator", l_generator},
-                                 {"is_generator", l_is_generator},
-                                 {"manual_seed", l_manual_seed},
-                                 {"initial_seed", l_initial_seed},
-                                 {"seed", l_seed},
-                                 {"get_rng_state", l_get_rng_state},
-                                 {"set_rng_state", l_set_rng_state},
-                                 {"_philox", l_philox},
-                                 {"rand", l_rand},
-                                 {"randn", l_randn},
-                                 {"randint", l_randint},
-                                 {"rand_like", l_rand_like},
-                                 {"randn_like", l_randn_like},
-                                 {"randint_like", l_randint_like},
-                                 {"randperm", l_randperm},
-                                 {"bernoulli", l_bernoulli},
-                                 {NULL, NULL}};
-  static const luaL_Reg meths[] = {{"uniform_", m_uniform_},   {"normal_", m_normal_},
-                                   {"random_", m_random_},     {"bernoulli_", m_bernoulli_},
-                                   {"bernoulli", l_bernoulli}, {NULL, NULL}};
-  dle_lua_setfuncs(L, module, fns);
-  dle_lua_setfuncs(L, methods, meths);
+  // clang-format off
+  static const luaL_Reg fns[] = {
+      {"Generator", l_generator}, {"is_generator", l_is_generator}, {"manual_seed", l_manual_seed},
+      {"initial_seed", l_initial_seed}, {"seed", l_seed}, {"get_rng_state", l_get_rng_state},
+      {"set_rng_state", l_set_rng_state}, {"_philox", l_philox}, {"rand", l_rand},
+      {"randn", l_randn}, {"randint", l_randint}, {"rand_like", l_rand_like},
+      {"randn_like", l_randn_like}, {"randint_like", l_randint_like}, {"randperm", l_randperm},
+      {"bernoulli", l_bernoulli}, {NULL, NULL}};
+  static const luaL_Reg meths[] = {
+      {"uniform_", m_uniform_}, {"normal_", m_normal_}, {"random_", m_random_},
+      {"bernoulli_", m_bernoulli_}, {"bernoulli", l_bernoulli}, {NULL, NULL}};
+  // clang-format on
+  dle_lua_register(L, module, methods, fns, NULL, meths);
 }

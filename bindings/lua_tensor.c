@@ -11,10 +11,8 @@
 /* zeros/ones/empty(sizes..., opts) share this shape: sizes then an optional options table. */
 static int create_filled(lua_State *L, const char *fn, double value, bool fill) {
   int64_t sizes[DLE_MAX_DIMS];
-  int next;
-  int n = dle_lua_sizes(L, 1, sizes, &next, fn, 0);
   dle_lua_opts o;
-  dle_lua_parse_opts(L, next, &o, fn);
+  int n = dle_lua_sizes_opts(L, 1, sizes, &o, fn);
   dle_tensor *t = NULL;
   if (fill)
     DLE_LUA_TRY(L, dle_full(&t, n, sizes, value, o.dtype));
@@ -388,19 +386,20 @@ static int l_raw_buffer(lua_State *L) {
 
 /* ---------------------------------------------------------------- views */
 
-static int m_view(lua_State *L) {
-  dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
-  dle_tensor *like_t = dle_lua_opt(L, 2);
+/* t:view(sizes...) / t:expand(sizes...): sizes given from argument 2 on (-1 allowed), or another
+ * tensor's (the view_as / expand_as forms). */
+static int view_or_expand(lua_State *L, bool expand) {
+  const char *fn = expand ? "expand" : "view";
+  dle_tensor *t = dle_lua_check(L, 1), *r = NULL, *like = dle_lua_opt(L, 2);
   int64_t sizes[DLE_MAX_DIMS];
-  int next, n;
-  if (like_t)
-    n = like_t->ndim, memcpy(sizes, like_t->sizes, sizeof sizes);
-  else
-    n = dle_lua_sizes(L, 2, sizes, &next, "view", 1);
-  DLE_LUA_TRY(L, dle_view(&r, t, n, sizes));
+  int next, n = like ? like->ndim : dle_lua_sizes(L, 2, sizes, &next, fn, 1);
+  if (like) memcpy(sizes, like->sizes, sizeof like->sizes);
+  DLE_LUA_TRY(L, expand ? dle_expand(&r, t, n, sizes) : dle_view(&r, t, n, sizes));
   dle_lua_push(L, r);
   return 1;
 }
+static int m_view(lua_State *L) { return view_or_expand(L, false); }
+static int m_expand(lua_State *L) { return view_or_expand(L, true); }
 
 static int m_reshape(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
@@ -446,41 +445,24 @@ static int m_permute(lua_State *L) {
   return 1;
 }
 
-/* narrow(dim, start, length): start is 1-based (negative counts from the end). */
-static int m_narrow(lua_State *L) {
+/* narrow(dim, start, length) / select(dim, index): the position is 1-based (negative counts from
+ * the end), and stays so for the engine (index_base 1), whose messages then say it as given. */
+static int narrow_or_select(lua_State *L, bool narrow) {
+  const char *fn = narrow ? "narrow" : "select";
   dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
-  int d = dle_lua_dim(L, 2, "narrow");
-  lua_Integer start = luaL_checkinteger(L, 3), len = luaL_checkinteger(L, 4);
-  if (start == 0) return luaL_error(L, "narrow: start 0 is invalid (indices are 1-based)");
-  dle_attrs a = {.nints = 3, .ints = {d, start > 0 ? start - 1 : start, len}, .index_base = 1};
-  DLE_LUA_TRY(L, dle_op_call(DLE_OP_NARROW, &r, &t, 1, &a)); /* base 1: messages say `start` */
+  int d = dle_lua_dim(L, 2, fn);
+  lua_Integer pos = luaL_checkinteger(L, 3), len = narrow ? luaL_checkinteger(L, 4) : 0;
+  if (pos == 0)
+    return luaL_error(L, "%s: %s 0 is invalid (indices are 1-based)", fn,
+                      narrow ? "start" : "index");
+  dle_attrs a = {
+      .nints = narrow ? 3 : 2, .ints = {d, pos > 0 ? pos - 1 : pos, len}, .index_base = 1};
+  DLE_LUA_TRY(L, dle_op_call(narrow ? DLE_OP_NARROW : DLE_OP_SELECT, &r, &t, 1, &a));
   dle_lua_push(L, r);
   return 1;
 }
-
-static int m_select(lua_State *L) {
-  dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
-  int d = dle_lua_dim(L, 2, "select");
-  lua_Integer i = luaL_checkinteger(L, 3);
-  if (i == 0) return luaL_error(L, "select: index 0 is invalid (indices are 1-based)");
-  dle_attrs a = {.nints = 2, .ints = {d, i > 0 ? i - 1 : i}, .index_base = 1};
-  DLE_LUA_TRY(L, dle_op_call(DLE_OP_SELECT, &r, &t, 1, &a)); /* base 1: messages say `i` */
-  dle_lua_push(L, r);
-  return 1;
-}
-
-static int m_expand(lua_State *L) {
-  dle_tensor *t = dle_lua_check(L, 1), *r = NULL, *other = dle_lua_opt(L, 2);
-  int64_t sizes[DLE_MAX_DIMS];
-  int next, n;
-  if (other)
-    n = other->ndim, memcpy(sizes, other->sizes, sizeof sizes);
-  else
-    n = dle_lua_sizes(L, 2, sizes, &next, "expand", 1);
-  DLE_LUA_TRY(L, dle_expand(&r, t, n, sizes));
-  dle_lua_push(L, r);
-  return 1;
-}
+static int m_narrow(lua_State *L) { return narrow_or_select(L, true); }
+static int m_select(lua_State *L) { return narrow_or_select(L, false); }
 
 static int m_squeeze(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
@@ -508,13 +490,10 @@ static int m_flatten(lua_State *L) {
 
 static int m_contiguous(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
-  if (dle_tensor_is_contiguous(t)) { /* the same Lua object, as PyTorch returns self */
-    lua_settop(L, 1);
-    return 1;
-  }
-  DLE_LUA_TRY(L, dle_contiguous(&r, t));
-  dle_lua_push(L, r);
-  return 1;
+  bool already =
+      dle_tensor_is_contiguous(t); /* then the same Lua object, as PyTorch returns self */
+  if (!already) DLE_LUA_TRY(L, dle_contiguous(&r, t));
+  return dle_lua_push_result(L, r, already);
 }
 
 /* ---------------------------------------------------------------- copies and conversion */
@@ -531,12 +510,7 @@ static int push_or_self(lua_State *L, dle_tensor *t, dle_tensor *r) {
   return 1;
 }
 
-static int m_clone(lua_State *L) {
-  dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
-  DLE_LUA_TRY(L, dle_clone(&r, t));
-  dle_lua_push(L, r);
-  return 1;
-}
+static int m_clone(lua_State *L) { return dle_lua_apply(L, dle_clone); }
 
 static int m_copy_(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1), *src = dle_lua_check(L, 2);
@@ -674,69 +648,28 @@ static int m_cuda(lua_State *L) {
 }
 
 void dle_lua_open_tensor(lua_State *L, int module, int methods) {
-  static const luaL_Reg fns[] = {{"zeros", l_zeros},
-                                 {"ones", l_ones},
-                                 {"empty", l_empty},
-                                 {"full", l_full},
-                                 {"arange", l_arange},
-                                 {"linspace", l_linspace},
-                                 {"eye", l_eye},
-                                 {"tensor", l_tensor},
-                                 {"zeros_like", l_zeros_like},
-                                 {"ones_like", l_ones_like},
-                                 {"empty_like", l_empty_like},
-                                 {"full_like", l_full_like},
-                                 {"same_storage", l_same_storage},
-                                 {"_raw_buffer", l_raw_buffer},
-                                 {NULL, NULL}};
-  static const luaL_Reg meths[] = {{"shape", m_shape},
-                                   {"size", m_size},
-                                   {"stride", m_stride},
-                                   {"dim", m_dim},
-                                   {"ndimension", m_dim},
-                                   {"numel", m_numel},
-                                   {"nelement", m_numel},
-                                   {"storage_offset", m_storage_offset},
-                                   {"dtype", m_dtype},
-                                   {"device", m_device},
-                                   {"is_contiguous", m_is_contiguous},
-                                   {"is_floating_point", m_is_floating_point},
-                                   {"element_size", m_element_size},
-                                   {"_version", m_version},
-                                   {"view", m_view},
-                                   {"view_as", m_view},
-                                   {"reshape", m_reshape},
-                                   {"transpose", m_transpose},
-                                   {"t", m_t},
-                                   {"permute", m_permute},
-                                   {"narrow", m_narrow},
-                                   {"select", m_select},
-                                   {"expand", m_expand},
-                                   {"expand_as", m_expand},
-                                   {"squeeze", m_squeeze},
-                                   {"unsqueeze", m_unsqueeze},
-                                   {"flatten", m_flatten},
-                                   {"contiguous", m_contiguous},
-                                   {"clone", m_clone},
-                                   {"copy_", m_copy_},
-                                   {"fill_", m_fill_},
-                                   {"zero_", m_zero_},
-                                   {"item", m_item},
-                                   {"totable", m_totable},
-                                   {"to", m_to},
-                                   {"float", m_float},
-                                   {"double", m_double},
-                                   {"half", m_half},
-                                   {"bfloat16", m_bfloat16},
-                                   {"long", m_long},
-                                   {"int", m_int},
-                                   {"byte", m_byte},
-                                   {"bool", m_bool},
-                                   {"cpu", m_cpu},
-                                   {"cuda", m_cuda},
-                                   {NULL, NULL}};
-  dle_lua_setfuncs(L, module, fns);
-  dle_lua_setfuncs(L, methods, meths);
+  // clang-format off
+  static const luaL_Reg fns[] = {
+      {"zeros", l_zeros}, {"ones", l_ones}, {"empty", l_empty}, {"full", l_full},
+      {"arange", l_arange}, {"linspace", l_linspace}, {"eye", l_eye}, {"tensor", l_tensor},
+      {"zeros_like", l_zeros_like}, {"ones_like", l_ones_like}, {"empty_like", l_empty_like},
+      {"full_like", l_full_like}, {"same_storage", l_same_storage}, {"_raw_buffer", l_raw_buffer},
+      {NULL, NULL}};
+  static const luaL_Reg meths[] = {
+      {"shape", m_shape}, {"size", m_size}, {"stride", m_stride}, {"dim", m_dim},
+      {"ndimension", m_dim}, {"numel", m_numel}, {"nelement", m_numel},
+      {"storage_offset", m_storage_offset}, {"dtype", m_dtype}, {"device", m_device},
+      {"is_contiguous", m_is_contiguous}, {"is_floating_point", m_is_floating_point},
+      {"element_size", m_element_size}, {"_version", m_version}, {"view", m_view},
+      {"view_as", m_view}, {"reshape", m_reshape}, {"transpose", m_transpose}, {"t", m_t},
+      {"permute", m_permute}, {"narrow", m_narrow}, {"select", m_select}, {"expand", m_expand},
+      {"expand_as", m_expand}, {"squeeze", m_squeeze}, {"unsqueeze", m_unsqueeze},
+      {"flatten", m_flatten}, {"contiguous", m_contiguous}, {"clone", m_clone}, {"copy_", m_copy_},
+      {"fill_", m_fill_}, {"zero_", m_zero_}, {"item", m_item}, {"totable", m_totable},
+      {"to", m_to}, {"float", m_float}, {"double", m_double}, {"half", m_half},
+      {"bfloat16", m_bfloat16}, {"long", m_long}, {"int", m_int}, {"byte", m_byte},
+      {"bool", m_bool}, {"cpu", m_cpu}, {"cuda", m_cuda}, {NULL, NULL}};
+  // clang-format on
   /* module-level forms of the view functions: dle.transpose(t, 1, 2) etc. */
   static const luaL_Reg both[] = {{"reshape", m_reshape},     {"transpose", m_transpose},
                                   {"permute", m_permute},     {"narrow", m_narrow},
@@ -744,4 +677,5 @@ void dle_lua_open_tensor(lua_State *L, int module, int methods) {
                                   {"unsqueeze", m_unsqueeze}, {"flatten", m_flatten},
                                   {"clone", m_clone},         {NULL, NULL}};
   dle_lua_setfuncs(L, module, both);
+  dle_lua_register(L, module, methods, fns, NULL, meths);
 }

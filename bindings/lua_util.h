@@ -40,6 +40,8 @@ int dle_lua_fail(lua_State *L);
 int dle_lua_dim(lua_State *L, int arg, const char *fn);
 /* Same, for an optional dim: returns def when the argument is nil/absent. */
 int dle_lua_optdim(lua_State *L, int arg, const char *fn, int def);
+/* An integer argument (floats with an integer value accepted), or an error naming fn and what. */
+lua_Integer dle_lua_check_int(lua_State *L, int arg, const char *fn, const char *what);
 
 /* Reads sizes given as varargs (numbers from index first) or as one table at first.
  * Returns the number of dims; *next receives the index after the sizes (an options table may
@@ -68,6 +70,9 @@ typedef struct {
   const char *fn; /* the function they were given to, for messages */
 } dle_lua_opts;
 void dle_lua_parse_opts(lua_State *L, int idx, dle_lua_opts *o, const char *fn);
+/* Sizes from index first (as dle_lua_sizes, no -1) followed by an options table: the arguments of
+ * the creation functions (zeros, rand, randint...). Returns the number of dims. */
+int dle_lua_sizes_opts(lua_State *L, int first, int64_t *sizes, dle_lua_opts *o, const char *fn);
 dle_dtype dle_lua_check_dtype(lua_State *L, int idx, const char *fn);
 
 /* The generator userdata at idx (or NULL for nil): defined by lua_random.c. */
@@ -77,9 +82,18 @@ void dle_lua_push_generator(lua_State *L, dle_generator *g);
 
 /* Applies the creation options (device move, requires_grad) to a new CPU tensor, then pushes it. */
 void dle_lua_push_created(lua_State *L, dle_tensor *t, const dle_lua_opts *o);
+/* Pushes the new tensor r (owned by Lua from then on), or self (argument 1) for an in-place form;
+ * returns 1. */
+int dle_lua_push_result(lua_State *L, dle_tensor *r, bool inplace);
+/* Pushes f(t), t the tensor at argument 1 (the tensor-to-tensor methods: clone, detach); returns 1. */
+int dle_lua_apply(lua_State *L, dle_status (*f)(dle_tensor **out, dle_tensor *t));
 
 /* Registers functions into the table at index `table` (absolute index). */
 void dle_lua_setfuncs(lua_State *L, int table, const luaL_Reg *fns);
+/* A binding file's functions: module_only into the module table, both into it and the tensor
+ * methods, methods_only into the methods (any of the three may be NULL). */
+void dle_lua_register(lua_State *L, int module, int methods, const luaL_Reg *module_only,
+                      const luaL_Reg *both, const luaL_Reg *methods_only);
 
 /* Each binding file adds its functions to the module table and methods to the tensor methods
  * table (both absolute stack indices): bindings/lua_<family>.c for each family with the lua

@@ -56,6 +56,8 @@ bool dle_node_freed(const dle_node *n);
 /* ---- helpers for rules ---- */
 /* g summed over broadcast dims so it has the given shape (undoes broadcasting). */
 dle_status dle_sum_to(dle_tensor **out, dle_tensor *g, int ndim, const int64_t *sizes);
+/* gin[i] = g summed to the shape of n's input i (dle_sum_to): the gradient of a broadcast input. */
+dle_status dle_grad_to_input(const dle_node *n, int i, dle_tensor *g, dle_tensor **gin);
 /* Product rule of a bilinear op (mul, matmul, conv...): *out = op(ta, b) + op(a, tb), either
  * tangent may be NULL (zero); *out stays NULL when both are. */
 dle_status dle_jvp_bilinear(dle_op op, const dle_attrs *attrs, dle_tensor *a, dle_tensor *b,

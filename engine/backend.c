@@ -103,6 +103,10 @@ const char *dle_backend_unavailable_reason(dle_device_type type) {
   return unavailable[type][0] ? unavailable[type] : "backend not available";
 }
 
+bool dle_backend_has_kernel(const dle_backend *b, dle_op op) {
+  return b && (unsigned)op < DLE_NUM_OPS && b->kernels[op] != NULL;
+}
+
 /* Threads: OpenMP kernels and OpenBLAS share the same count so they never oversubscribe. */
 static int num_threads;
 

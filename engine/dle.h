@@ -183,8 +183,6 @@ void dle_set_cache_limit(size_t nbytes);
  * reports the shape, the limit and the bytes in use. */
 void dle_set_memory_limit(size_t nbytes);
 size_t dle_memory_limit(void);
-/* Whether nbytes more would go over the limit now. */
-bool dle_memory_over_limit(size_t nbytes);
 
 /* ---------------------------------------------------------------- the op table */
 /* The kinds of ops (ops/families.def: DLE_KIND lines): ops of one kind share a shape rule. */
@@ -240,28 +238,21 @@ dle_status dle_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int
                        const dle_attrs *attrs);
 
 /* ---------------------------------------------------------------- fused elementwise */
-/* The fused elementwise executor of dle.rewrite.rules.fusion (engine/fused.c; the CPU backend's
- * fused_run slot, kernels/cpu/fused.c).
- *
- * A chain of elementwise ops over tensors that broadcast to one shape runs as a small program:
+/* The fused elementwise executor of dle.rewrite.rules.fusion (engine/fused.c; how backends run it:
+ * engine/kernel/backend.h). A chain of elementwise ops over tensors that broadcast to one shape
+ * runs as a small program, reading its inputs and writing its output once instead of once per op:
  * registers 0..nin-1 hold the inputs, instruction k writes register nin + k from registers a (and
- * b for binary ops), and the last register is the result. The executor walks the output in
- * blocks of DLE_FUSED_BLOCK (1024) elements on OpenMP threads; in a block, each input is read once
- * (contiguous ones in place, broadcast or strided ones gathered), the instructions run over
- * block-sized temporaries that stay in cache, and the result is written once. So a chain reads
- * its inputs and writes its output once instead of once per op.
+ * b for binary ops), and the last register is the result.
  *
  *   dle_fused_instr prog[2] = {{DLE_OP_MUL, 0, 1}, {DLE_OP_RELU, 2, 0}};   // relu(x * y)
  *   dle_fused_run(&out, ins, 2, prog, 2, x->ndim, x->sizes, DLE_F32);
  *
- * Not an op of ops.def: nothing records it for autograd (the graph runs the unfused ops instead
- * when a gradient is needed, see lua/dle/rewrite/rules/fusion.lua). The profiler counts each run
- * as one call of its "fused_elementwise" entry: one FLOP per instruction and element, the bytes of
- * the inputs and the output once.
- * float32 and float64, every input of the result's dtype, on a device whose backend has fused_run (the CPU). Ops: neg abs relu exp log expm1
- * log1p sqrt rsqrt reciprocal sin cos tanh sigmoid gelu silu pow_scalar clamp (f0, f1 as the
- * op's attrs.f), add sub mul div maximum minimum pow. Expressions as kernels/cpu/elementwise.c's. */
-#define DLE_FUSED_BLOCK    1024
+ * Not an op of ops.def: nothing records it for autograd (see lua/dle/rewrite/rules/fusion.lua);
+ * the profiler counts a run as one call of "fused_elementwise" (a FLOP per instruction and
+ * element). float32 and float64, every input of the result's dtype, on a device whose backend has
+ * fused_run (the CPU). Ops: neg abs relu exp log expm1 log1p sqrt rsqrt reciprocal sin cos tanh
+ * sigmoid gelu silu pow_scalar clamp (f0, f1 as the op's attrs.f), add sub mul div maximum minimum
+ * pow, computed as kernels/cpu/elementwise.c does. */
 #define DLE_FUSED_MAX_REGS 64
 
 typedef struct {
@@ -278,62 +269,20 @@ dle_status dle_fused_run(dle_tensor **out, dle_tensor *const *ins, int nin,
                          dle_dtype dt);
 
 /* ---------------------------------------------------------------- backends */
-/* One kernel signature for every op: outputs already allocated with the right shape/dtype,
- * inputs already promoted to the dtype the op computes in. */
-typedef dle_status (*dle_kernel_fn)(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins,
-                                    int nin, const dle_attrs *attrs);
-
-typedef struct dle_backend {
-  const char *name;
-  void *(*alloc)(size_t nbytes, int device_index); /* NULL on failure */
-  void (*free)(void *ptr, size_t nbytes, int device_index);
-  /* Raw byte copies between this device and the host. */
-  dle_status (*to_host)(void *dst, const void *src, size_t nbytes, int device_index);
-  dle_status (*from_host)(void *dst, const void *src, size_t nbytes, int device_index);
-  dle_kernel_fn kernels[DLE_NUM_OPS]; /* NULL: op unsupported here */
-  /* Optional, the kernel of dle_op_call's small-op lane: a unary or binary op whose output and
-   * inputs are all contiguous, of one float dtype and one shape. Returns false to decline (too
-   * many elements to stay on one thread, no such loop): the op then goes through kernels[op]. */
-  bool (*small_elementwise)(dle_op op, dle_tensor *out, dle_tensor *const *ins, int nin,
-                            const dle_attrs *attrs);
-  /* The fused optimizer steps on this device (optim.h); NULL: none (the optimizers' entry points
-   * then say so). */
-  const struct dle_optim_kernels *optim;
-  /* Optional, the fused elementwise executor (dle_fused_run): whether it runs op, and the run into
-   * out (allocated, contiguous, at least one element) after the engine checked the program, the
-   * dtypes and the broadcast. NULL: not supported on this device (dle_fused_supports says false). */
-  bool (*fused_supports)(dle_op op);
-  dle_status (*fused_run)(dle_tensor *out, dle_tensor *const *ins, int nin,
-                          const dle_fused_instr *prog, int n);
-} dle_backend;
-
-/* What the engine hands a backend library it dlopens. The core module is loaded RTLD_LOCAL, so
- * such a library cannot link against the engine's symbols: the few engine functions it needs come
- * through this table. A library built against another ops.def (num_ops) or ABI refuses to load. */
-#define DLE_BACKEND_ABI 3
-typedef struct dle_backend_host {
-  int abi;                                   /* DLE_BACKEND_ABI */
-  int num_ops;                               /* DLE_NUM_OPS */
-  const dle_op_info *op_table;               /* dle_op_table: op names for messages */
-  dle_status (*error)(const char *fmt, ...); /* dle_error: sets the thread's message */
-} dle_backend_host;
-/* The CUDA library (libdle_cuda.so) exports two functions taking it:
- *   const dle_backend *dle_cuda_backend_init(const dle_backend_host *, char *why, size_t n);
- *       the backend, or NULL with the reason in why (no device, ABI mismatch);
- *   const dle_backend *dle_cuda_backend_table(const dle_backend_host *);
- *       the same kernel table built without touching a device (NULL on ABI mismatch), which tells
- *       on any machine which ops have CUDA kernels. */
-
+/* A device type's kernel table. What a backend fills in, its registration and the kernels' own
+ * helpers are for backends only: engine/kernel/backend.h. */
+typedef struct dle_backend dle_backend;
 /* The backend of a device type: NULL when absent. The CPU one is always there; "cuda" is
  * loaded on first use from a separate shared library when it was built. */
 const dle_backend *dle_backend_get(dle_device_type type);
 /* Why the last dle_backend_get(DLE_CUDA) returned NULL (no library / no device). */
 const char *dle_backend_unavailable_reason(dle_device_type type);
-/* The kernel table of a device type's backend library, built without a device (see above): which
- * ops it implements. NULL, with the reason in *why, when the library cannot be loaded. */
+/* The kernel table of a device type's backend library, built without a device (for CUDA: which
+ * ops the library implements, on any machine). NULL, with the reason in *why, when the library
+ * cannot be loaded. */
 const dle_backend *dle_backend_library_table(dle_device_type type, const char **why);
-/* Registered by backends themselves. */
-void dle_backend_register(dle_device_type type, const dle_backend *b);
+/* Whether b has a kernel for op. */
+bool dle_backend_has_kernel(const dle_backend *b, dle_op op);
 
 /* ---------------------------------------------------------------- autodiff */
 /* Reverse mode records a node per op when grad mode is on and some float input requires grad;
@@ -342,7 +291,6 @@ void dle_backend_register(dle_device_type type, const dle_backend *b);
 struct dle_node;
 bool dle_grad_enabled(void);
 bool dle_set_grad_enabled(bool on); /* per thread; returns the previous mode */
-void dle_node_retain(struct dle_node *n);
 void dle_node_release(struct dle_node *n);
 const char *dle_node_name(const struct dle_node *n); /* the op's name, or a custom op's name */
 /* Marks a leaf as requiring grad (float dtypes only; a non-leaf cannot be switched off). */
@@ -374,8 +322,8 @@ dle_status dle_set_grad(dle_tensor *t, dle_tensor *g);
 
 /* ---------------------------------------------------------------- threads and time */
 #define DLE_MAX_THREADS 1024
-void dle_set_num_threads(
-    int n); /* kernels and BLAS; n < 1 means all cores; at most DLE_MAX_THREADS */
+/* Kernels and BLAS; n < 1 means all cores; at most DLE_MAX_THREADS. */
+void dle_set_num_threads(int n);
 int dle_get_num_threads(void);
 double dle_time(void); /* monotonic seconds */
 
@@ -393,8 +341,6 @@ void dle_generator_seed(dle_generator *g, uint64_t seed);
 void dle_philox(uint64_t seed, uint64_t block, uint32_t out[4]);
 /* Philox with the full 128-bit counter (lo, hi); dle_philox is hi = 0. */
 void dle_philox_counter(uint64_t seed, uint64_t lo, uint64_t hi, uint32_t out[4]);
-/* Blocks first..first+n-1 at once (what the kernels use). */
-void dle_philox_blocks(uint64_t seed, uint64_t first, int64_t n, uint32_t (*out)[4]);
 /* Random permutation of base..base+n-1 (int64), Fisher-Yates; advances g (NULL = default). */
 dle_status dle_randperm(dle_tensor **out, int64_t n, int64_t base, dle_generator *g);
 
@@ -427,8 +373,7 @@ dle_status dle_narrow(dle_tensor **out, dle_tensor *t, int dim, int64_t start, i
 dle_status dle_select(dle_tensor **out, dle_tensor *t, int dim, int64_t index);
 /* sizes may hold -1 (keep); new leading dims allowed. */
 dle_status dle_expand(dle_tensor **out, dle_tensor *t, int ndim, const int64_t *sizes);
-dle_status dle_squeeze(dle_tensor **out, dle_tensor *t,
-                       int dim); /* DLE_ALL_DIMS: every size-1 dim */
+dle_status dle_squeeze(dle_tensor **out, dle_tensor *t, int dim); /* DLE_ALL_DIMS: all size-1 */
 dle_status dle_unsqueeze(dle_tensor **out, dle_tensor *t, int dim);
 dle_status dle_flatten(dle_tensor **out, dle_tensor *t, int d1, int d2);
 /* t itself (retained) when contiguous, else a contiguous copy. */
@@ -506,8 +451,8 @@ dle_status dle_triu(dle_tensor **out, dle_tensor *t, int64_t k);
 dle_status dle_one_hot(dle_tensor **out, dle_tensor *classes, int64_t n, int64_t base);
 
 /* ---------------------------------------------------------------- optimizer steps */
-/* fused optimizer steps: each updates a parameter and its optimizer state in place
- * in one pass over memory (llm.c style), with no autograd recording.
+/* Fused optimizer steps: each updates a parameter and its optimizer state in place in one pass
+ * over memory (llm.c style), with no autograd recording.
  *
  *   dle_adam_opts o = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .step = 1};
  *   if (dle_adam_step(param, grad, exp_avg, exp_avg_sq, NULL, &o)) puts(dle_last_error());
@@ -518,8 +463,8 @@ dle_status dle_one_hot(dle_tensor **out, dle_tensor *classes, int64_t n, int64_t
  *   compute type: float64 for float64 params, float32 otherwise (low-precision params keep
  *   float32 state, so the moments do not lose their small updates).
  * - Every tensor is on one device (the CPU, or one whose backend has fused steps: CUDA), distinct
- *   storages (no aliasing), and neither grad nor any state tensor requires grad. Violations give an error naming the function and the shapes/dtypes;
- *   nothing was written then.
+ *   storages (no aliasing), and neither grad nor any state tensor requires grad. Violations give
+ *   an error naming the function and the shapes/dtypes; nothing was written then.
  * - On success the storage versions of param and of every written state tensor are bumped.
  * - `step` counts the updates including this one (1 on the first call). */
 /* SGD with momentum (PyTorch semantics):
@@ -566,24 +511,8 @@ dle_status dle_adam_step(dle_tensor *param, dle_tensor *grad, dle_tensor *exp_av
                          dle_tensor *exp_avg_sq, dle_tensor *max_exp_avg_sq,
                          const dle_adam_opts *o);
 
-/* ---- a device backend's kernels (dle_backend.optim; kernels/cpu/optim.c, kernels/cuda/optim.cu):
- * arguments already checked by the entry points; contiguous data pointers on the memory of device
- * `device`, n elements, param dtype dt, state in its compute type. */
-typedef struct dle_optim_kernels {
-  dle_status (*sgd)(int device, dle_dtype dt, int64_t n, void *p, const void *g, void *buf,
-                    const dle_sgd_opts *o);
-  dle_status (*adagrad)(int device, dle_dtype dt, int64_t n, void *p, const void *g, void *sum,
-                        const dle_adagrad_opts *o);
-  dle_status (*rmsprop)(int device, dle_dtype dt, int64_t n, void *p, const void *g, void *sq,
-                        void *buf, void *gavg, const dle_rmsprop_opts *o);
-  dle_status (*adam)(int device, dle_dtype dt, int64_t n, void *p, const void *g, void *m, void *v,
-                     void *vmax, const dle_adam_opts *o);
-} dle_optim_kernels;
-
 /* ---------------------------------------------------------------- convolution and pooling */
-/* public C interface of 2-D convolution and pooling over {N, C, H, W} tensors
- * (engine/ops/conv.c, engine/ops/pool.c; the op table entries are in ops.def). Same conventions as dle.h: outputs
- * first (NULL slot: a new tensor), DLE_OK / DLE_ERR with dle_last_error().
+/* 2-D convolution and pooling over {N, C, H, W} tensors (engine/ops/conv.c, engine/ops/pool.c).
  *
  *   dle_conv2d_params p = DLE_CONV2D_DEFAULTS;   // stride 1, padding 0, dilation 1, groups 1
  *   p.padding[0] = p.padding[1] = 1;
@@ -624,9 +553,7 @@ dle_status dle_avg_pool2d_grad(dle_tensor **out, dle_tensor *gy, const dle_pool2
                                int64_t h, int64_t w);
 
 /* ---------------------------------------------------------------- normalization layers */
-/* public C interface of the fused normalization layers (engine/ops/norm.c; op table
- * entries in ops.def). Same conventions as dle.h: outputs first (NULL slot: a new tensor),
- * DLE_OK / DLE_ERR with dle_last_error().
+/* The fused normalization layers (engine/ops/norm.c).
  *
  *   dle_tensor *y = NULL, *stats = NULL;   // x {B, T, 768}: normalize each row of 768
  *   if (dle_layer_norm(&y, &stats, x, 1, w, b, 1e-5)) fprintf(stderr, "%s\n", dle_last_error());
@@ -658,11 +585,8 @@ dle_status dle_batch_norm_grad_affine(dle_tensor **gw, dle_tensor **gb, dle_tens
                                       dle_tensor *x, dle_tensor *stats, double eps);
 
 /* ---------------------------------------------------------------- cross-entropy, embedding, dropout, attention */
-/* public C interface of the fused neural-network ops: softmax cross-entropy, embedding,
- * dropout and scaled dot-product attention (engine/ops/losses.c, nn.c, attention.c; op table
- * entries in ops.def).
- * Same conventions as dle.h: outputs first (NULL slot: a new tensor), DLE_OK / DLE_ERR with
- * dle_last_error(); index tensors are int64 read relative to index_base (1 from Lua).
+/* The fused neural-network ops: softmax cross-entropy, embedding, dropout and scaled dot-product
+ * attention (engine/ops/losses.c, nn.c, attention.c).
  *
  *   dle_cross_entropy_params p = DLE_CROSS_ENTROPY_DEFAULTS;   // mean, no ignore, no smoothing
  *   dle_tensor *loss = NULL, *lse = NULL;
@@ -725,11 +649,9 @@ dle_status dle_sdpa_backward(dle_tensor **dq, dle_tensor **dk, dle_tensor **dv, 
                              double scale);
 
 /* ---------------------------------------------------------------- fused losses */
-/* public C interface of the fused losses (engine/ops/losses.c; op table entries in
- * ops.def): mean squared error, negative log-likelihood, binary cross-entropy with logits and
- * softmax cross-entropy against class probabilities. Each has a backward op, itself
- * differentiable. Conventions as in nn.h: outputs first (NULL slot: a new tensor), DLE_OK /
- * DLE_ERR with dle_last_error(), class targets int64 relative to index_base (1 from Lua).
+/* The fused losses (engine/ops/losses.c): mean squared error, negative log-likelihood, binary
+ * cross-entropy with logits and softmax cross-entropy against class probabilities. Each has a
+ * backward op, itself differentiable.
  *
  *   dle_tensor *loss = NULL;
  *   if (dle_mse_loss(&loss, input, target, DLE_REDUCTION_MEAN)) fprintf(stderr, "%s\n", dle_last_error());
@@ -790,16 +712,10 @@ dle_status dle_soft_cross_entropy_backward(dle_tensor **out, dle_tensor *gy, dle
  *   dle_matmul(&y, x, w);               // y is bfloat16
  *   dle_autocast_set(false, DLE_BF16);
  *
- * The state is per thread, like grad mode. When off, the cost per op is one test of a
- * thread-local.
- *
- * Regions and the cast cache (PyTorch's autocast cache): dle.autocast runs its function between
- * dle_autocast_enter and dle_autocast_exit. Inside a region, the lower-precision cast of a float32
- * leaf that requires grad (a parameter) is made once and served to every op that needs it again
- * (a layer applied at every step of an unrolled RNN, tied embeddings), unless the weight was
- * written since (its storage version is part of the key). The cached cast is the recorded copy, so
- * its uses' gradients meet there and reach the float32 leaf summed. The outermost exit releases
- * everything cached. Activations, non-leaves, float64 and integer tensors are cast at each use. */
+ * The state is per thread, like grad mode. Regions (dle_autocast_enter/exit, what dle.autocast
+ * uses) may cache the cast of a float32 parameter (a leaf requiring grad, keyed with its storage
+ * version) for every op of the region that needs it again; other tensors are cast at each use
+ * (docs/mixed_precision.md). */
 /* Turns this thread's autocast on in dtype dt (DLE_F16 or DLE_BF16), or off (on false: dt is
  * still checked and kept as the dtype a later dle_autocast_set_enabled(true) uses). Any other
  * dtype is an error naming autocast and the dtype; the state is then unchanged. */
@@ -833,10 +749,9 @@ dle_autocast_rule dle_autocast_rule_of(dle_op op);
 dle_status dle_autocast_cast(dle_tensor **out, dle_tensor *t, dle_autocast_rule r);
 
 /* ---------------------------------------------------------------- profiler and FLOP counts */
-/* the op-level profiler behind dle.profile and dle.flops (engine/profile.c; the FLOP
- * conventions are in engine/ops/flops.c, each kind's rule beside its front door).
- *
- * While a profiler is on, every call of dle_op_call (forward and backward alike: gradient rules
+/* The op-level profiler behind dle.profile and dle.flops (engine/profile.c; FLOP conventions in
+ * engine/ops/flops.c, each kind's rule beside its front door). While a profiler is on, every call
+ * of dle_op_call (forward and backward alike: gradient rules
  * are written with ops), every fused optimizer step and every fused elementwise program adds one
  * call, its FLOPs, the bytes it moved and (timed mode) its self time to a counter per entry.
  * Entries are the ops of ops.def (index = op id) followed by the optimizer steps
@@ -853,9 +768,7 @@ dle_status dle_autocast_cast(dle_tensor **out, dle_tensor *t, dle_autocast_rule 
  * (0 bytes). Time is the op's self time on dle_time's clock: an op run inside another op (a cast
  * or copy a matmul makes) is its own entry and is not counted again in the outer one, so the
  * seconds of all entries add up to the time spent in ops.
- *
- * The state is per thread: ops of a thread count in that thread's profiler only (kernels' OpenMP
- * workers never call dle_op_call). When off, the cost per op is one test of a thread-local. */
+ * The state is per thread: ops of a thread count in that thread's profiler only. */
 typedef enum { DLE_PROF_OFF, DLE_PROF_COUNT, DLE_PROF_TIMED } dle_profile_mode;
 
 /* Entries after the ops: the fused optimizer steps (optim.h) and the fused elementwise programs of
@@ -894,9 +807,8 @@ int64_t dle_op_flops(dle_op op, dle_tensor *const *outs, int nout, dle_tensor *c
 const char *dle_op_flops_rule(dle_op op, int *per);
 
 /* ---------------------------------------------------------------- tracing (dle.compile) */
-/* the graph tracer behind dle.graph.trace and dle.compile (engine/trace.c).
- *
- * While a thread's tracer is on, every op called from outside the engine (dle_op_call at depth 0:
+/* The graph tracer behind dle.graph.trace and dle.compile (engine/trace.c). While a thread's
+ * tracer is on, every op called from outside the engine (dle_op_call at depth 0:
  * bindings, Lua layers, gradient rules run by dle_backward) is appended to a list of records with
  * its inputs, outputs (all retained), attrs and the grad mode it ran in. Ops an op runs inside
  * itself (its casts, copies, views) are not recorded: the outer record replays them. The Lua side
@@ -910,9 +822,8 @@ const char *dle_op_flops_rule(dle_op op, int *per);
  * Besides ops, the tracer hears of things a replay could not repeat: a tensor's values read into
  * Lua (item, totable, printing), optimizer steps, gradients stored into .grad, custom autograd
  * functions, tangents. Each marks the trace unsafe with a reason (the first one is kept). detach
- * makes a tensor without an op, so it is recorded as the pseudo-op DLE_TRACE_DETACH.
- *
- * The state is per thread; when off, the cost per op is one test of a thread-local. */
+ * makes a tensor without an op, so it is recorded as the pseudo-op DLE_TRACE_DETACH. The state is
+ * per thread. */
 /* Pseudo-ops after the op table's ids. */
 enum { DLE_TRACE_DETACH = DLE_NUM_OPS };
 
@@ -941,8 +852,6 @@ void dle_trace_free(dle_trace *t);
 bool dle_trace_active(void);
 /* Marks the running trace unsafe (printf-style reason); nothing when no trace runs. */
 void dle_trace_note_unsafe(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Records out = detach(in) (a tensor made without an op). */
-void dle_trace_note_detach(dle_tensor *out, dle_tensor *in);
 
 /* ---------------------------------------------------------------- tensor files (dle.save / dle.load) */
 /* raw tensor bytes to and from stdio files, for the file formats in dle.io

@@ -3,6 +3,7 @@
 #define DLE_INTERNAL_H
 
 #include "dle.h"
+#include "kernel/backend.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -47,6 +48,13 @@ typedef struct {
   char s[128];
 } dle_shape_buf;
 #define SHAPE(t) (dle_tensor_shape_str((dle_shape_buf){{0}}.s, 128, (t)))
+
+/* Whether nbytes more would go over the memory limit now (dle_set_memory_limit). */
+bool dle_memory_over_limit(size_t nbytes);
+/* An autograd node's references (dle_node_release is public: bindings drop the grad_fn they hold). */
+void dle_node_retain(struct dle_node *n);
+/* Records out = detach(in) in the running trace (a tensor made without an op). */
+void dle_trace_note_detach(dle_tensor *out, dle_tensor *in);
 
 /* dle_tensor_empty for a shape and dtype already known valid (another tensor's): no checks. */
 dle_status dle_tensor_empty_checked(dle_tensor **out, int ndim, const int64_t *sizes,

@@ -91,12 +91,19 @@ static dle_status device_kernels(const char *fn, const dle_tensor *p, const dle_
 
 static bool finite_nonneg(double x) { return x >= 0 && isfinite(x); }
 
+/* What every step checks first: param and grad, that the options o are given, their lr. */
+static dle_status check_step(const char *fn, const dle_tensor *param, const dle_tensor *grad,
+                             const void *o, double lr) {
+  DLE_TRY(check_param_grad(fn, param, grad));
+  if (!o) return dle_error("%s: options are missing", fn);
+  if (!finite_nonneg(lr)) return dle_error("%s: invalid lr %g", fn, lr);
+  return DLE_OK;
+}
+
 dle_status dle_sgd_step(dle_tensor *param, dle_tensor *grad, dle_tensor *buf,
                         const dle_sgd_opts *o) {
   const char *fn = "sgd_step";
-  DLE_TRY(check_param_grad(fn, param, grad));
-  if (!o) return dle_error("%s: options are missing", fn);
-  if (!finite_nonneg(o->lr)) return dle_error("%s: invalid lr %g", fn, o->lr);
+  DLE_TRY(check_step(fn, param, grad, o, o ? o->lr : 0));
   if (o->momentum != 0) {
     dle_tensor *seen[2] = {param, grad};
     DLE_TRY(check_state(fn, "momentum_buffer", buf, param, seen, 2));
@@ -124,9 +131,7 @@ dle_status dle_sgd_step(dle_tensor *param, dle_tensor *grad, dle_tensor *buf,
 dle_status dle_adagrad_step(dle_tensor *param, dle_tensor *grad, dle_tensor *sum,
                             const dle_adagrad_opts *o) {
   const char *fn = "adagrad_step";
-  DLE_TRY(check_param_grad(fn, param, grad));
-  if (!o) return dle_error("%s: options are missing", fn);
-  if (!finite_nonneg(o->lr)) return dle_error("%s: invalid lr %g", fn, o->lr);
+  DLE_TRY(check_step(fn, param, grad, o, o ? o->lr : 0));
   if (o->step < 1) return dle_error("%s: step must be >= 1, got %lld", fn, (long long)o->step);
   dle_tensor *seen[2] = {param, grad};
   DLE_TRY(check_state(fn, "sum", sum, param, seen, 2));
@@ -146,9 +151,7 @@ dle_status dle_rmsprop_step(dle_tensor *param, dle_tensor *grad, dle_tensor *squ
                             dle_tensor *momentum_buf, dle_tensor *grad_avg,
                             const dle_rmsprop_opts *o) {
   const char *fn = "rmsprop_step";
-  DLE_TRY(check_param_grad(fn, param, grad));
-  if (!o) return dle_error("%s: options are missing", fn);
-  if (!finite_nonneg(o->lr)) return dle_error("%s: invalid lr %g", fn, o->lr);
+  DLE_TRY(check_step(fn, param, grad, o, o ? o->lr : 0));
   dle_tensor *seen[4] = {param, grad, square_avg, momentum_buf};
   DLE_TRY(check_state(fn, "square_avg", square_avg, param, seen, 2));
   bool use_mom = o->momentum > 0;
@@ -175,9 +178,7 @@ dle_status dle_adam_step(dle_tensor *param, dle_tensor *grad, dle_tensor *exp_av
                          dle_tensor *exp_avg_sq, dle_tensor *max_exp_avg_sq,
                          const dle_adam_opts *o) {
   const char *fn = o && o->decoupled ? "adamw_step" : "adam_step";
-  DLE_TRY(check_param_grad(fn, param, grad));
-  if (!o) return dle_error("%s: options are missing", fn);
-  if (!finite_nonneg(o->lr)) return dle_error("%s: invalid lr %g", fn, o->lr);
+  DLE_TRY(check_step(fn, param, grad, o, o ? o->lr : 0));
   if (!(o->beta1 >= 0 && o->beta1 < 1) || !(o->beta2 >= 0 && o->beta2 < 1))
     return dle_error("%s: betas must be in [0, 1), got (%g, %g)", fn, o->beta1, o->beta2);
   if (o->step < 1) return dle_error("%s: step must be >= 1, got %lld", fn, (long long)o->step);

@@ -5,6 +5,8 @@
 local dle = require "dle"
 local H = require "helpers"
 
+local function dot(a, b) return (a * b):sum():item() end
+
 -- ---------------------------------------------------------------- references
 
 local function pair(v, def)
@@ -217,10 +219,7 @@ end)
 -- padding/stride/dilation edges, on one thread (the threaded chunk loop is tested further down).
 
 describe("conv2d kernel paths", function()
-  local function dot(a, b) return (a * b):sum():item() end
-  local threads
-  setup(function() threads = dle.get_num_threads(); dle.set_num_threads(1) end)
-  teardown(function() dle.set_num_threads(threads) end)
+  H.one_thread(setup, teardown)
 
   it("one-sample chunks in row parts (4 x 43 x 43 input, 9-tap columns > 256 KiB) match the direct loops in " ..
       "float32, float64 and float16", function()
@@ -341,10 +340,7 @@ end)
 -- flipped and padding 2 - p (negative past p = 2). Smaller channel counts keep im2col.
 
 describe("conv2d Winograd path (3x3, stride 1, >= 8 channels per group)", function()
-  local function dot(a, b) return (a * b):sum():item() end
-  local threads
-  setup(function() threads = dle.get_num_threads(); dle.set_num_threads(1) end)
-  teardown(function() dle.set_num_threads(threads) end)
+  H.one_thread(setup, teardown)
 
   local cases = {
     {x = {2, 8, 5, 7}, o_ch = 8, o = {padding = 1}},                -- odd sizes: partial tiles
@@ -448,7 +444,6 @@ end)
 -- out bit for bit the same on every run, on batches that do not divide evenly among the threads.
 
 describe("conv2d on two threads", function()
-  local function dot(a, b) return (a * b):sum():item() end
   local threads
   setup(function() threads = dle.get_num_threads() end)
   teardown(function() dle.set_num_threads(threads) end)
@@ -628,7 +623,6 @@ end)
 
 describe("gradient ops", function()
   local core = dle.core
-  local function dot(a, b) return (a * b):sum():item() end
 
   it("conv2d_grad_input and conv2d_grad_weight are the adjoints of conv2d in x and in w", function()
     local o = {stride = 2, padding = 1, dilation = {1, 2}, groups = 3}
@@ -646,9 +640,8 @@ describe("gradient ops", function()
   end)
 
   it("the gradient ops stay adjoint when the batch spans several column chunks (40 x 4x32x32)", function()
-    local threads = dle.get_num_threads()
+    H.keep_threads(finally)
     dle.set_num_threads(1) -- one-sample chunks in two row parts each
-    finally(function() dle.set_num_threads(threads) end)
     local g = dle.Generator(5)
     local x = dle.randn({40, 4, 32, 32}, {generator = g, dtype = "float64"})
     local w = dle.randn({3, 4, 5, 5}, {generator = g, dtype = "float64"})

@@ -702,8 +702,7 @@ describe("threads", function()
   -- ones (exp, gelu, pow): kernels/cpu/cpu_loop.h. Sizes below, between and above both grains, odd
   -- so the thread ranges do not split evenly, contiguous, transposed and broadcast.
   it("unary, binary, comparison and copy results are the same bits at 1 and 2 threads", function()
-    local threads = dle.get_num_threads()
-    finally(function() dle.set_num_threads(threads) end)
+    H.keep_threads(finally)
     for _, rows in ipairs({5, 129, 1031}) do -- 5x253 < 32768 < 129x253 < 262144 < 1031x253
       local g = dle.Generator(rows)
       local a, b = dle.randn(rows, 253, {generator = g}), dle.randn(rows, 253, {generator = g})

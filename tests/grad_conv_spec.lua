@@ -75,9 +75,8 @@ describe("conv2d gradients", function()
   end)
 
   it("gradcheck and double backward on two threads (a batch of 3 in chunks of 2 and 1, one per thread)", function()
-    local threads = dle.get_num_threads()
+    H.keep_threads(finally)
     dle.set_num_threads(2)
-    finally(function() dle.set_num_threads(threads) end)
     for k, o in ipairs({{padding = 1}, {padding = {1, 0}, stride = {1, 2}, groups = 2}}) do
       local x, w, b = randn({3, 2, 5, 4}, 140 + k), randn({4, 2 // (o.groups or 1), 3, 3}, 150 + k), randn({4}, 160 + k)
       check(function(x_, w_, b_) return dle.conv2d(x_, w_, b_, o) end, {x, w, b})
@@ -96,8 +95,7 @@ describe("conv2d gradients", function()
   }) do
     it("Winograd path (" .. v.name .. "): gradcheck of conv2d and its gradient ops on 1 and 2 threads, double backward",
        function()
-      local threads = dle.get_num_threads()
-      finally(function() dle.set_num_threads(threads) end)
+      H.keep_threads(finally)
       for _, n in ipairs({1, 2}) do
         dle.set_num_threads(n)
         local x, w, b = randn(v.x, 300 + k), randn(v.w, 310 + k), randn({v.w[1]}, 320 + k)

@@ -66,21 +66,16 @@ describe("gradient coverage", function()
     end
   end)
 
-  it("every differentiable op has a reverse rule (vjp)", function()
-    local ops, missing = differentiable_ops(), {}
-    for _, o in ipairs(ops) do
-      if not o.has_vjp then missing[#missing + 1] = o.name end
-    end
-    fail_listing("have no reverse rule (vjp)", missing, #ops)
-  end)
-
-  it("every differentiable op has a forward rule (jvp)", function()
-    local ops, missing = differentiable_ops(), {}
-    for _, o in ipairs(ops) do
-      if not o.has_jvp then missing[#missing + 1] = o.name end
-    end
-    fail_listing("have no forward rule (jvp)", missing, #ops)
-  end)
+  for _, rule in ipairs({{"reverse", "vjp"}, {"forward", "jvp"}}) do
+    local what = rule[1] .. " rule (" .. rule[2] .. ")"
+    it("every differentiable op has a " .. what, function()
+      local ops, missing = differentiable_ops(), {}
+      for _, o in ipairs(ops) do
+        if not o["has_" .. rule[2]] then missing[#missing + 1] = o.name end
+      end
+      fail_listing("have no " .. what, missing, #ops)
+    end)
+  end
 
   it("every differentiable op is named on a '-- covers:' line of a tests/grad_*_spec.lua", function()
     local ops, missing = differentiable_ops(), {}

@@ -53,6 +53,19 @@ function H.build(shape, f)
   return rec(1)
 end
 
+--- Calls visit() for every assignment of 1..sizes[k] to into[k], k running over the list keys (a
+-- nested loop, the first key outermost): the sums and reductions of the pure-Lua references.
+function H.each_assignment(keys, sizes, into, visit)
+  local function rec(n)
+    if n > #keys then return visit() end
+    for v = 1, sizes[keys[n]] do
+      into[keys[n]] = v
+      rec(n + 1)
+    end
+  end
+  rec(1)
+end
+
 --- Element of a nested table at a 1-based multi-index.
 function H.get(v, idx)
   for _, i in ipairs(idx) do v = v[i] end
@@ -473,6 +486,43 @@ function H.torch_available()
   local out = p and p:read("*a") or ""
   if p then p:close() end
   return out:match("yes") ~= nil
+end
+
+--- Puts the thread count back when the running test ends (busted's finally, passed in).
+function H.keep_threads(finally)
+  local threads = dle.get_num_threads()
+  finally(function() dle.set_num_threads(threads) end)
+end
+
+--- Runs the tests of the enclosing describe block on one thread (busted's setup and teardown,
+-- passed in), and puts the thread count back after them.
+function H.one_thread(setup, teardown)
+  local threads
+  setup(function() threads = dle.get_num_threads(); dle.set_num_threads(1) end)
+  teardown(function() dle.set_num_threads(threads) end)
+end
+
+--- For the optional PyTorch comparisons: false when python3 can import torch; otherwise marks the
+-- running test pending (busted's pending, passed in) and returns true.
+--   if H.without_torch(pending) then return end
+function H.without_torch(pending)
+  if H.torch_available() then return false end
+  pending("python3 with torch is not available")
+  return true
+end
+
+--- Asserts that line, numbers PyTorch printed (whitespace-separated), holds as many numbers as
+-- the list values and each within tol of its value; what names the values in the messages.
+function H.assert_torch_numbers(values, line, tol, what)
+  local i = 0
+  for z in line:gmatch("%S+") do
+    i = i + 1
+    -- not (d < tol): a NaN on either side fails
+    if not (math.abs((values[i] or math.huge) - tonumber(z)) < tol) then -- luacheck: ignore 581
+      error(what .. " " .. i .. ": " .. tostring(values[i]) .. " vs torch " .. z, 2)
+    end
+  end
+  if i ~= #values then error(#values .. " " .. what .. " values, torch printed " .. i, 2) end
 end
 
 --- A Python expression building float64 tensor t exactly (17 significant digits).

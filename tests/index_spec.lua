@@ -2,23 +2,11 @@
 -- index_select, index_add, masked_fill, tril, triu, one_hot) against pure-Lua references, on
 -- contiguous, transposed, strided, narrowed, broadcast and odd-sized inputs, every dim, several dtypes.
 local dle = require "dle"
+local H = require "helpers"
 
 -- ---------------------------------------------------------------- nested-table helpers
 
--- A nested table of `shape` whose element at multi-index idx is f(idx) (idx is reused: copy it).
-local function build(shape, f)
-  local idx = {}
-  local function rec(d)
-    if d > #shape then return f(idx) end
-    local t = {}
-    for i = 1, shape[d] do
-      idx[d] = i
-      t[i] = rec(d + 1)
-    end
-    return t
-  end
-  return rec(1)
-end
+local build = H.build   -- nested table of `shape` whose element at multi-index idx is f(idx)
 
 local function get(tbl, idx, n)
   local v = tbl
@@ -121,6 +109,24 @@ end
 local MOVE_TYPES = {"float32", "float64", "int64", "bool"}
 local NUMERIC_TYPES = {"float32", "float64", "int64"}
 
+-- check(dtype, values, views, case) for every dtype of types and every case of cases, on a random
+-- {7, 13} input (values: its nested table; views: it in every layout).
+local SHAPE = {7, 13}
+local DIMS = {1, 2}
+local function for_inputs(types, cases, check)
+  for _, dtype in ipairs(types) do
+    local values = random_values(SHAPE, dtype)
+    local views = layouts(values, SHAPE, dtype)
+    for _, case in ipairs(cases) do check(dtype, values, views, case) end
+  end
+end
+
+-- f(name, other, other1) for each 2-D layout name: other is another 2-D layout, other1 a 1-D one.
+local function layout_pairs(f)
+  local names, names1 = layout_names(2), layout_names(1)
+  for k, name in ipairs(names) do f(name, names[(k % 4) + 1], names1[(k % 3) + 1]) end
+end
+
 -- ---------------------------------------------------------------- references
 
 local function ref_cat(tbls, shapes, dim)
@@ -136,44 +142,44 @@ local function ref_cat(tbls, shapes, dim)
   end), out_shape
 end
 
-local function ref_gather(src, dim, index, index_shape)
-  return build(index_shape, function(idx)
+-- The picks along dim: a table of shape whose element idx is src at idx with its dim coordinate
+-- replaced by at(idx).
+local function ref_pick(src, dim, shape, at)
+  return build(shape, function(idx)
     local j = copy_list(idx)
-    j[dim] = get(index, idx)
+    j[dim] = at(idx)
     return get(src, j)
   end)
+end
+
+local function ref_gather(src, dim, index, index_shape)
+  return ref_pick(src, dim, index_shape, function(idx) return get(index, idx) end)
 end
 
 local function ref_index_select(src, src_shape, dim, index)
   local shape = copy_list(src_shape)
   shape[dim] = #index
-  return build(shape, function(idx)
+  return ref_pick(src, dim, shape, function(idx) return index[idx[dim]] end)
+end
+
+-- The accumulations along dim: self with src[idx] added at idx with its dim coordinate replaced
+-- by at(idx), for every idx of shape.
+local function ref_accumulate(self, dim, shape, src, at)
+  local out = deep_copy(self)
+  each(shape, function(idx)
     local j = copy_list(idx)
-    j[dim] = index[idx[dim]]
-    return get(src, j)
+    j[dim] = at(idx)
+    set(out, j, #shape, get(out, j) + get(src, idx))
   end)
+  return out
 end
 
 local function ref_scatter_add(self, dim, index, index_shape, src)
-  local out = deep_copy(self)
-  local n = #index_shape
-  each(index_shape, function(idx)
-    local j = copy_list(idx)
-    j[dim] = get(index, idx)
-    set(out, j, n, get(out, j) + get(src, idx))
-  end)
-  return out
+  return ref_accumulate(self, dim, index_shape, src, function(idx) return get(index, idx) end)
 end
 
 local function ref_index_add(self, dim, index, src, src_shape)
-  local out = deep_copy(self)
-  local n = #src_shape
-  each(src_shape, function(idx)
-    local j = copy_list(idx)
-    j[dim] = index[idx[dim]]
-    set(out, j, n, get(out, j) + get(src, idx))
-  end)
-  return out
+  return ref_accumulate(self, dim, src_shape, src, function(idx) return index[idx[dim]] end)
 end
 
 -- mask broadcasts to src's shape (right-aligned, size-1 dims repeat)
@@ -344,26 +350,20 @@ end)
 
 describe("gather", function()
   it("matches the reference on every dim, layout and dtype", function()
-    local shape = {7, 13}
-    for _, dtype in ipairs(MOVE_TYPES) do
-      local src = random_values(shape, dtype)
-      local views = layouts(src, shape, dtype)
-      for dim = 1, 2 do
-        local ishape = {5, 6}
-        ishape[dim] = 9   -- longer than src along dim: indices repeat
-        local index = random_index(ishape, shape[dim])
-        local ilay = layouts(index, ishape, "int64")
-        local expected = ref_gather(src, dim, index, ishape)
-        for k, name in ipairs(layout_names(2)) do
-          local iname = layout_names(2)[(k % 4) + 1]
-          local r = views[name]:gather(dim, ilay[iname])
-          assert.same(ishape, r:shape())
-          assert.equal(dtype, r:dtype())
-          assert.same(expected, r:totable(), name .. "/" .. iname .. " dim " .. dim)
-        end
-        assert.same(expected, dle.gather(views.contiguous, dim - 3, ilay.contiguous):totable())
-      end
-    end
+    for_inputs(MOVE_TYPES, DIMS, function(dtype, src, views, dim)
+      local ishape = {5, 6}
+      ishape[dim] = 9   -- longer than src along dim: indices repeat
+      local index = random_index(ishape, SHAPE[dim])
+      local ilay = layouts(index, ishape, "int64")
+      local expected = ref_gather(src, dim, index, ishape)
+      layout_pairs(function(name, iname)
+        local r = views[name]:gather(dim, ilay[iname])
+        assert.same(ishape, r:shape())
+        assert.equal(dtype, r:dtype())
+        assert.same(expected, r:totable(), name .. "/" .. iname .. " dim " .. dim)
+      end)
+      assert.same(expected, dle.gather(views.contiguous, dim - 3, ilay.contiguous):totable())
+    end)
   end)
 
   it("handles 3-D inputs and a broadcast (expanded) index", function()
@@ -400,24 +400,18 @@ end)
 
 describe("index_select", function()
   it("matches the reference on every dim, layout and dtype", function()
-    local shape = {7, 13}
-    for _, dtype in ipairs(MOVE_TYPES) do
-      local src = random_values(shape, dtype)
-      local views = layouts(src, shape, dtype)
-      for dim = 1, 2 do
-        local index = random_index({9}, shape[dim])
-        local expected = ref_index_select(src, shape, dim, index)
-        local ilay = layouts(index, {9}, "int64")
-        for k, name in ipairs(layout_names(2)) do
-          local iname = layout_names(1)[(k % 3) + 1]
-          local r = views[name]:index_select(dim, ilay[iname])
-          assert.equal(dtype, r:dtype())
-          assert.same(expected, r:totable(), name .. "/" .. iname .. " dim " .. dim)
-        end
-        assert.same(expected, views.transposed:index_select(dim, index):totable())  -- a Lua table
-        assert.same(expected, dle.index_select(views.contiguous, dim - 3, index):totable())
-      end
-    end
+    for_inputs(MOVE_TYPES, DIMS, function(dtype, src, views, dim)
+      local index = random_index({9}, SHAPE[dim])
+      local expected = ref_index_select(src, SHAPE, dim, index)
+      local ilay = layouts(index, {9}, "int64")
+      layout_pairs(function(name, _, iname)
+        local r = views[name]:index_select(dim, ilay[iname])
+        assert.equal(dtype, r:dtype())
+        assert.same(expected, r:totable(), name .. "/" .. iname .. " dim " .. dim)
+      end)
+      assert.same(expected, views.transposed:index_select(dim, index):totable())  -- a Lua table
+      assert.same(expected, dle.index_select(views.contiguous, dim - 3, index):totable())
+    end)
   end)
 
   it("selects along every dim of a 3-D tensor and accepts empty and 0-dim indices", function()
@@ -451,28 +445,22 @@ end)
 
 describe("scatter_add", function()
   it("matches the reference on every dim, layout and dtype (with repeated indices)", function()
-    local shape = {7, 13}
-    for _, dtype in ipairs(NUMERIC_TYPES) do
-      local self = random_values(shape, dtype)
-      local views = layouts(self, shape, dtype)
-      for dim = 1, 2 do
-        local ishape = {5, 6}
-        ishape[dim] = 9
-        local index = random_index(ishape, shape[dim])
-        local sshape = {6, 8}
-        sshape[dim] = 10
-        local src = random_values(sshape, dtype)
-        local expected = ref_scatter_add(self, dim, index, ishape, src)
-        local ilay, slay = layouts(index, ishape, "int64"), layouts(src, sshape, dtype)
-        for k, name in ipairs(layout_names(2)) do
-          local other = layout_names(2)[(k % 4) + 1]
-          local r = views[name]:scatter_add(dim, ilay[other], slay[name])
-          assert.equal(dtype, r:dtype())
-          assert.same(expected, r:totable(), name .. "/" .. other .. " dim " .. dim)
-        end
-        assert.same(self, views.contiguous:totable())   -- self unchanged
-      end
-    end
+    for_inputs(NUMERIC_TYPES, DIMS, function(dtype, self, views, dim)
+      local ishape = {5, 6}
+      ishape[dim] = 9
+      local index = random_index(ishape, SHAPE[dim])
+      local sshape = {6, 8}
+      sshape[dim] = 10
+      local src = random_values(sshape, dtype)
+      local expected = ref_scatter_add(self, dim, index, ishape, src)
+      local ilay, slay = layouts(index, ishape, "int64"), layouts(src, sshape, dtype)
+      layout_pairs(function(name, other)
+        local r = views[name]:scatter_add(dim, ilay[other], slay[name])
+        assert.equal(dtype, r:dtype())
+        assert.same(expected, r:totable(), name .. "/" .. other .. " dim " .. dim)
+      end)
+      assert.same(self, views.contiguous:totable())   -- self unchanged
+    end)
   end)
 
   it("runs the threaded path when few positions have many steps each", function()
@@ -503,25 +491,19 @@ end)
 
 describe("index_add", function()
   it("matches the reference on every dim, layout and dtype (with repeated indices)", function()
-    local shape = {7, 13}
-    for _, dtype in ipairs(NUMERIC_TYPES) do
-      local self = random_values(shape, dtype)
-      local views = layouts(self, shape, dtype)
-      for dim = 1, 2 do
-        local index = random_index({9}, shape[dim])
-        local sshape = copy_list(shape)
-        sshape[dim] = 9
-        local src = random_values(sshape, dtype)
-        local expected = ref_index_add(self, dim, index, src, sshape)
-        local slay, ilay = layouts(src, sshape, dtype), layouts(index, {9}, "int64")
-        for k, name in ipairs(layout_names(2)) do
-          local other = layout_names(2)[(k % 4) + 1]
-          local r = views[name]:index_add(dim, ilay[layout_names(1)[(k % 3) + 1]], slay[other])
-          assert.same(expected, r:totable(), name .. "/" .. other .. " dim " .. dim)
-        end
-        assert.same(expected, dle.index_add(views.contiguous, dim - 3, index, slay.contiguous):totable())
-      end
-    end
+    for_inputs(NUMERIC_TYPES, DIMS, function(dtype, self, views, dim)
+      local index = random_index({9}, SHAPE[dim])
+      local sshape = copy_list(SHAPE)
+      sshape[dim] = 9
+      local src = random_values(sshape, dtype)
+      local expected = ref_index_add(self, dim, index, src, sshape)
+      local slay, ilay = layouts(src, sshape, dtype), layouts(index, {9}, "int64")
+      layout_pairs(function(name, other, iname)
+        local r = views[name]:index_add(dim, ilay[iname], slay[other])
+        assert.same(expected, r:totable(), name .. "/" .. other .. " dim " .. dim)
+      end)
+      assert.same(expected, dle.index_add(views.contiguous, dim - 3, index, slay.contiguous):totable())
+    end)
   end)
 
   it("index_add_ accumulates in place and runs the threaded path on large inputs", function()
@@ -548,23 +530,18 @@ end)
 
 describe("masked_fill", function()
   it("matches the reference with broadcast masks, every layout and dtype", function()
-    local shape = {7, 13}
     local values = {float32 = -2.5, float64 = 7.25, int64 = -9, bool = true}
-    for _, dtype in ipairs(MOVE_TYPES) do
-      local src = random_values(shape, dtype)
-      local views = layouts(src, shape, dtype)
-      for _, mshape in ipairs({{7, 13}, {13}, {7, 1}, {1, 13}}) do
-        local mask = random_values(mshape, "bool")
-        local mlay = layouts(mask, mshape, "bool")
-        local expected = ref_masked_fill(src, shape, mask, mshape, values[dtype])
-        for k, name in ipairs(layout_names(2)) do
-          local mname = layout_names(#mshape)[(k % #layout_names(#mshape)) + 1]
-          local r = views[name]:masked_fill(mlay[mname], values[dtype])
-          assert.equal(dtype, r:dtype())
-          assert.same(expected, r:totable(), name .. "/" .. mname)
-        end
-      end
-    end
+    for_inputs(MOVE_TYPES, {{7, 13}, {13}, {7, 1}, {1, 13}}, function(dtype, src, views, mshape)
+      local mask = random_values(mshape, "bool")
+      local mlay = layouts(mask, mshape, "bool")
+      local expected = ref_masked_fill(src, SHAPE, mask, mshape, values[dtype])
+      layout_pairs(function(name, other, other1)
+        local mname = #mshape == 2 and other or other1
+        local r = views[name]:masked_fill(mlay[mname], values[dtype])
+        assert.equal(dtype, r:dtype())
+        assert.same(expected, r:totable(), name .. "/" .. mname)
+      end)
+    end)
   end)
 
   it("broadcasts src against a larger mask and expands masks", function()
@@ -604,20 +581,14 @@ end)
 
 describe("tril and triu", function()
   it("match the reference for diagonals above and below, every layout and dtype", function()
-    local shape = {7, 13}
     local zero = {float32 = 0, float64 = 0, int64 = 0, bool = false}
-    for _, dtype in ipairs(MOVE_TYPES) do
-      local src = random_values(shape, dtype)
-      local views = layouts(src, shape, dtype)
-      for _, k in ipairs({0, 1, -2, 5, -7, 20}) do
-        for _, name in ipairs(layout_names(2)) do
-          assert.same(ref_triangle(src, shape, k, true, zero[dtype]), views[name]:tril(k):totable(), name .. " tril "
-                      .. k)
-          assert.same(ref_triangle(src, shape, k, false, zero[dtype]), views[name]:triu(k):totable(), name .. " triu "
-                      .. k)
-        end
+    for_inputs(MOVE_TYPES, {0, 1, -2, 5, -7, 20}, function(dtype, src, views, k)
+      for _, name in ipairs(layout_names(2)) do
+        local where = name .. " " .. k
+        assert.same(ref_triangle(src, SHAPE, k, true, zero[dtype]), views[name]:tril(k):totable(), "tril " .. where)
+        assert.same(ref_triangle(src, SHAPE, k, false, zero[dtype]), views[name]:triu(k):totable(), "triu " .. where)
       end
-    end
+    end)
   end)
 
   it("work on batches and default to the main diagonal", function()

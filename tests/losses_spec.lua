@@ -284,10 +284,7 @@ end)
 describe("PyTorch agreement (optional)", function()
   it("mse, nll (ignore_index), bce (per-class pos_weight) and soft cross-entropy (smoothing) match torch 1e-10 in " ..
       "float64", function()
-    if not H.torch_available() then
-      pending("python3 with torch is not available")
-      return
-    end
+    if H.without_torch(pending) then return end
     local x, y, w = randn({4, 5}, 20, -3, 3), randn({4, 5}, 21, 0, 1), randn({5}, 22, 0.5, 2)
     local t = dle.tensor({2, 5, -1, 1}, I64)
     local py = H.torch_literal
@@ -308,11 +305,6 @@ describe("PyTorch agreement (optional)", function()
       dle.binary_cross_entropy_with_logits(x, y, {pos_weight = w}):item(),
       F.cross_entropy(x, probs, {label_smoothing = 0.1, reduction = "sum"}):item(),
     }
-    local i = 0
-    for z in line:gmatch("%S+") do
-      i = i + 1
-      assert.is_true(math.abs(got[i] - tonumber(z)) < 1e-10, "loss " .. i .. ": " .. got[i] .. " vs torch " .. z)
-    end
-    assert.are.equal(#got, i)
+    H.assert_torch_numbers(got, line, 1e-10, "loss")
   end)
 end)

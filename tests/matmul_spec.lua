@@ -61,23 +61,15 @@ local function ref_einsum(eq, ...)
     local val = {}
     for d = 1, #rhs do val[rhs:sub(d, d)] = idx[d] end
     local total = 0
-    local function rec(n)
-      if n > #summed then
-        local p = 1
-        for k, s in ipairs(subs) do
-          local at = {}
-          for d = 1, #s do at[d] = val[s:sub(d, d)] end
-          p = p * H.get(ops[k], at)
-        end
-        total = total + p
-        return
+    H.each_assignment(summed, size, val, function()
+      local p = 1
+      for k, s in ipairs(subs) do
+        local at = {}
+        for d = 1, #s do at[d] = val[s:sub(d, d)] end
+        p = p * H.get(ops[k], at)
       end
-      for v = 1, size[summed[n]] do
-        val[summed[n]] = v
-        rec(n + 1)
-      end
-    end
-    rec(1)
+      total = total + p
+    end)
     return total
   end)
 end
@@ -290,8 +282,7 @@ describe("matmul", function()
       {"batched {2,131,257} . {2,257,67}", dle.randn(2, 131, 257, {generator = g}),
        dle.randn(2, 257, 67, {generator = g})},
     }
-    local threads = dle.get_num_threads()
-    finally(function() dle.set_num_threads(threads) end)
+    H.keep_threads(finally)
     for _, c in ipairs(cases) do
       local a, b = c[2], c[3]
       dle.set_num_threads(1)

@@ -371,10 +371,7 @@ end)
 -- Optional: the same numbers from PyTorch (skipped when /usr/bin/python3 cannot import torch).
 describe("PyTorch agreement (optional)", function()
   it("cross_entropy (smoothing, ignore_index) and causal SDPA match torch 1e-10 in float64", function()
-    if not H.torch_available() then
-      pending("python3 with torch is not available")
-      return
-    end
+    if H.without_torch(pending) then return end
     local x, t = randn({4, 5}, 60, nil, 3), dle.tensor({2, 5, -1, 1}, I64)
     local q, k, v = randn({1, 2, 4, 3}, 61), randn({1, 2, 4, 3}, 62), randn({1, 2, 4, 2}, 63)
     local py = H.torch_literal
@@ -394,11 +391,6 @@ describe("PyTorch agreement (optional)", function()
     local ce = dle.cross_entropy(x, t, {ignore_index = -1, label_smoothing = 0.1}):item()
     assert.is_true(math.abs(ce - tonumber(ce_line)) < 1e-10, "cross_entropy " .. ce .. " vs torch " .. ce_line)
     local got = dle.sdpa(q, k, v, {causal = true}):reshape(-1):totable()
-    local i = 0
-    for z in o_line:gmatch("%S+") do
-      i = i + 1
-      assert.is_true(math.abs(got[i] - tonumber(z)) < 1e-10, "sdpa element " .. i)
-    end
-    assert.are.equal(#got, i)
+    H.assert_torch_numbers(got, o_line, 1e-10, "sdpa element")
   end)
 end)

@@ -1,6 +1,7 @@
 -- optim_spec.lua — dle.optim: fused steps vs hand-computed updates (float64), errors, state
 -- round trips, lr, schedulers, and convergence on the 2-D Rosenbrock function.
 local dle = require "dle"
+local H = require "helpers"
 local core = dle.core
 local optim = dle.optim
 
@@ -189,8 +190,7 @@ describe("dle.optim steps match hand-computed float64 updates", function()
     assert.is_true(math.abs(m[n] - 0.05) < 1e-15 and math.abs(v[n] - 0.00025) < 1e-18)
   end)
   it("Adam and AdamW give the same bits at 1 and 2 threads, below and above the threading grain", function()
-    local threads = dle.get_num_threads()
-    finally(function() dle.set_num_threads(threads) end)
+    H.keep_threads(finally)
     for _, n in ipairs {32771, 300007} do -- the MLP example's layer sizes are in between
       for _, cls in ipairs {optim.Adam, optim.AdamW} do
         local results = {}

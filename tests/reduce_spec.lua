@@ -47,14 +47,7 @@ local function ref_reduce(v, dims, keepdim, f)
       elseif keepdim then j = j + 1 end
     end
     local list = {}
-    local function rec(i)
-      if i > #rdims then list[#list + 1] = H.get(v, src); return end
-      for r = 1, shape[rdims[i]] do
-        src[rdims[i]] = r
-        rec(i + 1)
-      end
-    end
-    rec(1)
+    H.each_assignment(rdims, shape, src, function() list[#list + 1] = H.get(v, src) end)
     return f(list)
   end)
 end
@@ -722,8 +715,7 @@ describe("threads", function()
   -- the one-thread loop whatever the thread count, so its bits cannot change; above, the threads'
   -- partial sums are merged in order and agree to rounding.
   it("sum, mean, amax and logsumexp agree at 1 and 2 threads (same bits below the grain)", function()
-    local threads = dle.get_num_threads()
-    finally(function() dle.set_num_threads(threads) end)
+    H.keep_threads(finally)
     for _, rows in ipairs({129, 1031}) do -- 129x253 is between the grains, 1031x253 above both
       local x = dle.randn(rows, 253, {generator = dle.Generator(rows)})
       local function all() return {x:sum(), x:mean(1), x:amax(2), x:t():sum(2), x:logsumexp(2)} end

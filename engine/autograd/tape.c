@@ -340,6 +340,10 @@ dle_status dle_sum_to(dle_tensor **out, dle_tensor *g, int ndim, const int64_t *
   return st;
 }
 
+dle_status dle_grad_to_input(const dle_node *n, int i, dle_tensor *g, dle_tensor **gin) {
+  return dle_sum_to(&gin[i], g, dle_node_input_ndim(n, i), dle_node_input_sizes(n, i));
+}
+
 dle_status dle_jvp_bilinear(dle_op op, const dle_attrs *attrs, dle_tensor *a, dle_tensor *b,
                             dle_tensor *ta, dle_tensor *tb, dle_tensor **out) {
   dle_tensor *t0 = NULL, *t1 = NULL;

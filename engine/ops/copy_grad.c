@@ -11,7 +11,7 @@
  * engine casts it back to the source's dtype (a dtype-converting copy). */
 static dle_status vjp_copy(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
   if (!gout[0]) return DLE_OK;
-  return dle_sum_to(&gin[0], gout[0], dle_node_input_ndim(n, 0), dle_node_input_sizes(n, 0));
+  return dle_grad_to_input(n, 0, gout[0], gin);
 }
 
 /* The tangent passes through; the engine broadcasts it to the destination and casts it. */

@@ -24,7 +24,7 @@ static dle_status inputs_intact(dle_op op, dle_tensor *const *ins, int nin, unsi
 static dle_status vjp_add_sub(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
   for (int i = 0; i < 2; i++) {
     if (!dle_node_needs_grad(n, i)) continue;
-    DLE_TRY(dle_sum_to(&gin[i], gout[0], dle_node_input_ndim(n, i), dle_node_input_sizes(n, i)));
+    DLE_TRY(dle_grad_to_input(n, i, gout[0], gin));
     if (i == 1 && dle_node_op(n) == DLE_OP_SUB) {
       dle_tensor *neg = NULL;
       dle_status st = dle_unary(DLE_OP_NEG, &neg, gin[1]);
@@ -57,8 +57,7 @@ static dle_status vjp_mul(dle_node *n, dle_tensor *const *gout, dle_tensor **gin
     if (!dle_node_needs_grad(n, i)) continue;
     dle_tensor *prod = NULL;
     DLE_TRY(dle_binary(DLE_OP_MUL, &prod, gout[0], dle_node_input(n, 1 - i)));
-    dle_status st =
-        dle_sum_to(&gin[i], prod, dle_node_input_ndim(n, i), dle_node_input_sizes(n, i));
+    dle_status st = dle_grad_to_input(n, i, prod, gin);
     dle_tensor_release(prod);
     DLE_TRY(st);
   }
@@ -471,8 +470,7 @@ static dle_status vjp_binary(dle_node *n, dle_tensor *const *gout, dle_tensor **
     if (!need[i]) continue;
     dle_tensor *p = NULL;
     st = dle_binary(DLE_OP_MUL, &p, gout[0], f[i]);
-    if (st == DLE_OK)
-      st = dle_sum_to(&gin[i], p, dle_node_input_ndim(n, i), dle_node_input_sizes(n, i));
+    if (st == DLE_OK) st = dle_grad_to_input(n, i, p, gin);
     dle_tensor_release(p);
   }
   dle_tensor_release(f[0]);
@@ -520,8 +518,7 @@ static dle_status vjp_where(dle_node *n, dle_tensor *const *gout, dle_tensor **g
     if (!dle_node_needs_grad(n, i)) continue;
     dle_tensor *m = NULL;
     st = masked(&m, dle_node_input(n, 0), gout[0], i - 1, zero);
-    if (st == DLE_OK)
-      st = dle_sum_to(&gin[i], m, dle_node_input_ndim(n, i), dle_node_input_sizes(n, i));
+    if (st == DLE_OK) st = dle_grad_to_input(n, i, m, gin);
     dle_tensor_release(m);
   }
   dle_tensor_release(zero);

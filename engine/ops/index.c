@@ -341,31 +341,30 @@ dle_status dle_stack(dle_tensor **out, dle_tensor *const *ts, int n, int dim) {
   return st;
 }
 
-dle_status dle_gather(dle_tensor **out, dle_tensor *src, int dim, dle_tensor *index, int64_t base) {
-  dle_tensor *ins[2] = {src, index};
+/* The ops along a dim with an index (gather, scatter_add, index_select, index_add). */
+static dle_status dim_call(dle_op op, dle_tensor **out, dle_tensor *const *ins, int nin, int dim,
+                           int64_t base) {
   dle_attrs a = dim_attrs(dim, base);
-  return dle_op_call(DLE_OP_GATHER, out, ins, 2, &a);
+  return dle_op_call(op, out, ins, nin, &a);
+}
+
+dle_status dle_gather(dle_tensor **out, dle_tensor *src, int dim, dle_tensor *index, int64_t base) {
+  return dim_call(DLE_OP_GATHER, out, (dle_tensor *[]){src, index}, 2, dim, base);
 }
 
 dle_status dle_scatter_add(dle_tensor **out, dle_tensor *self, int dim, dle_tensor *index,
                            dle_tensor *src, int64_t base) {
-  dle_tensor *ins[3] = {self, index, src};
-  dle_attrs a = dim_attrs(dim, base);
-  return dle_op_call(DLE_OP_SCATTER_ADD, out, ins, 3, &a);
+  return dim_call(DLE_OP_SCATTER_ADD, out, (dle_tensor *[]){self, index, src}, 3, dim, base);
 }
 
 dle_status dle_index_select(dle_tensor **out, dle_tensor *src, int dim, dle_tensor *index,
                             int64_t base) {
-  dle_tensor *ins[2] = {src, index};
-  dle_attrs a = dim_attrs(dim, base);
-  return dle_op_call(DLE_OP_INDEX_SELECT, out, ins, 2, &a);
+  return dim_call(DLE_OP_INDEX_SELECT, out, (dle_tensor *[]){src, index}, 2, dim, base);
 }
 
 dle_status dle_index_add(dle_tensor **out, dle_tensor *self, int dim, dle_tensor *index,
                          dle_tensor *src, int64_t base) {
-  dle_tensor *ins[3] = {self, index, src};
-  dle_attrs a = dim_attrs(dim, base);
-  return dle_op_call(DLE_OP_INDEX_ADD, out, ins, 3, &a);
+  return dim_call(DLE_OP_INDEX_ADD, out, (dle_tensor *[]){self, index, src}, 3, dim, base);
 }
 
 dle_status dle_masked_fill(dle_tensor **out, dle_tensor *src, dle_tensor *mask, double value) {

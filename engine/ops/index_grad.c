@@ -78,47 +78,32 @@ static dle_status jvp_cat(dle_op op, const dle_attrs *a, dle_tensor *const *ins,
   return st;
 }
 
-/* d gather(src, index) = gather(dsrc, index); its adjoint scatter-adds g into zeros of src's
- * shape (repeated indices accumulate) */
+/* d pick(src, index) = pick(dsrc, index) for the picks along a dim (gather, index_select); the
+ * adjoint accumulates g at the indices (scatter_add, index_add) into zeros of src's shape, so
+ * repeated indices add up. Both run with the pick's own attrs (dim, index base). */
+static dle_status vjp_pick(dle_node *n, dle_tensor *const *gout, dle_tensor **gin, dle_op adjoint) {
+  if (!gout[0] || !dle_node_needs_grad(n, 0)) return DLE_OK;
+  dle_tensor *z = NULL;
+  DLE_TRY(dle_node_zeros_input(&z, n, 0));
+  dle_tensor *ins[3] = {z, dle_node_input(n, 1), gout[0]};
+  gin[0] = NULL;
+  dle_status st = dle_op_call(adjoint, &gin[0], ins, 3, dle_node_attrs(n));
+  dle_tensor_release(z);
+  return st;
+}
 static dle_status vjp_gather(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
-  if (!gout[0] || !dle_node_needs_grad(n, 0)) return DLE_OK;
-  const dle_attrs *a = dle_node_attrs(n);
-  dle_tensor *z = NULL;
-  DLE_TRY(dle_node_zeros_input(&z, n, 0));
-  gin[0] = NULL;
-  dle_status st =
-      dle_scatter_add(&gin[0], z, (int)a->ints[0], dle_node_input(n, 1), gout[0], a->index_base);
-  dle_tensor_release(z);
-  return st;
+  return vjp_pick(n, gout, gin, DLE_OP_SCATTER_ADD);
 }
-
-static dle_status jvp_gather(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                             dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)nin, (void)outs;
-  if (!tin[0]) return DLE_OK;
-  return dle_gather(&tout[0], tin[0], (int)a->ints[0], ins[1], a->index_base);
-}
-
-/* d index_select(src, index) = index_select(dsrc, index); its adjoint index-adds g into zeros
- * of src's shape */
 static dle_status vjp_index_select(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
-  if (!gout[0] || !dle_node_needs_grad(n, 0)) return DLE_OK;
-  const dle_attrs *a = dle_node_attrs(n);
-  dle_tensor *z = NULL;
-  DLE_TRY(dle_node_zeros_input(&z, n, 0));
-  gin[0] = NULL;
-  dle_status st =
-      dle_index_add(&gin[0], z, (int)a->ints[0], dle_node_input(n, 1), gout[0], a->index_base);
-  dle_tensor_release(z);
-  return st;
+  return vjp_pick(n, gout, gin, DLE_OP_INDEX_ADD);
 }
 
-static dle_status jvp_index_select(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                   dle_tensor *const *tin, dle_tensor *const *outs,
-                                   dle_tensor **tout) {
-  (void)op, (void)nin, (void)outs;
+static dle_status jvp_pick(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                           dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+  (void)nin, (void)outs;
   if (!tin[0]) return DLE_OK;
-  return dle_index_select(&tout[0], tin[0], (int)a->ints[0], ins[1], a->index_base);
+  dle_tensor *t[2] = {tin[0], ins[1]};
+  return dle_op_call(op, &tout[0], t, 2, a);
 }
 
 /* d scatter_add(self, index, src) = dself + scatter_add(0, index, dsrc): grad_self = g,
@@ -152,10 +137,7 @@ static dle_status jvp_accumulate(dle_op op, const dle_attrs *a, dle_tensor *cons
   }
   dle_tensor *base = retained(tin[0]);
   if (!base) DLE_TRY(dle_zeros(&base, outs[0]->ndim, outs[0]->sizes, outs[0]->dtype));
-  dle_status st =
-      op == DLE_OP_INDEX_ADD
-          ? dle_index_add(&tout[0], base, (int)a->ints[0], ins[1], tin[2], a->index_base)
-          : dle_scatter_add(&tout[0], base, (int)a->ints[0], ins[1], tin[2], a->index_base);
+  dle_status st = dle_op_call(op, &tout[0], (dle_tensor *[]){base, ins[1], tin[2]}, 3, a);
   dle_tensor_release(base);
   return st;
 }
@@ -166,7 +148,7 @@ static dle_status vjp_masked_fill(dle_node *n, dle_tensor *const *gout, dle_tens
   if (!gout[0] || !dle_node_needs_grad(n, 0)) return DLE_OK;
   dle_tensor *m = NULL;
   DLE_TRY(dle_masked_fill(&m, gout[0], dle_node_input(n, 1), 0.0));
-  dle_status st = dle_sum_to(&gin[0], m, dle_node_input_ndim(n, 0), dle_node_input_sizes(n, 0));
+  dle_status st = dle_grad_to_input(n, 0, m, gin);
   dle_tensor_release(m);
   return st;
 }
@@ -198,9 +180,9 @@ static dle_status jvp_triangle(dle_op op, const dle_attrs *a, dle_tensor *const 
 
 void dle_grad_register_index(dle_grad_rule *r) {
   r[DLE_OP_CAT] = (dle_grad_rule){vjp_cat, jvp_cat, 0, false};
-  r[DLE_OP_GATHER] = (dle_grad_rule){vjp_gather, jvp_gather, DLE_SAVE(1), false};
+  r[DLE_OP_GATHER] = (dle_grad_rule){vjp_gather, jvp_pick, DLE_SAVE(1), false};
   r[DLE_OP_SCATTER_ADD] = (dle_grad_rule){vjp_accumulate, jvp_accumulate, DLE_SAVE(1), false};
-  r[DLE_OP_INDEX_SELECT] = (dle_grad_rule){vjp_index_select, jvp_index_select, DLE_SAVE(1), false};
+  r[DLE_OP_INDEX_SELECT] = (dle_grad_rule){vjp_index_select, jvp_pick, DLE_SAVE(1), false};
   r[DLE_OP_INDEX_ADD] = (dle_grad_rule){vjp_accumulate, jvp_accumulate, DLE_SAVE(1), false};
   r[DLE_OP_MASKED_FILL] = (dle_grad_rule){vjp_masked_fill, jvp_masked_fill, DLE_SAVE(1), false};
   r[DLE_OP_TRIL] = (dle_grad_rule){vjp_triangle, jvp_triangle, 0, false};

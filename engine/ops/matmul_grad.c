@@ -85,25 +85,22 @@ static dle_status vjp_matmul(dle_node *n, dle_tensor *const *gout, dle_tensor **
   if (st == DLE_OK) st = as_matrix(&a2, a, true);
   if (st == DLE_OK) st = as_matrix(&b2, b, false);
   bool plain = na == 2 && nb == 2; /* no batch dims to sum over */
-  if (st == DLE_OK && dle_node_needs_grad(n, 0)) {
-    st = mT(&t, b2);
-    if (st == DLE_OK && plain && is_transposed_matrix(a))
-      st = mm_grad_transposed(&gin[0], g, t);
+  /* operand i's gradient: g times the other operand transposed, on the side i stands on */
+  dle_tensor *const ops[2] = {a, b}, *const mats[2] = {b2, a2};
+  const int nds[2] = {na, nb}, drops[2] = {-2, -1};
+  for (int i = 0; i < 2 && st == DLE_OK; i++) {
+    if (!dle_node_needs_grad(n, i)) continue;
+    st = mT(&t, mats[i]);
+    dle_tensor *x = i == 0 ? g : t, *y = i == 0 ? t : g;
+    if (st == DLE_OK && plain && is_transposed_matrix(ops[i]))
+      st = mm_grad_transposed(&gin[i], x, y);
     else if (st == DLE_OK)
-      st = mm_grad(&gin[0], g, t, na == 1 ? -2 : 0, na, dle_node_input_sizes(n, 0));
-    DLE_RELEASE(t);
-  }
-  if (st == DLE_OK && dle_node_needs_grad(n, 1)) {
-    st = mT(&t, a2);
-    if (st == DLE_OK && plain && is_transposed_matrix(b))
-      st = mm_grad_transposed(&gin[1], t, g);
-    else if (st == DLE_OK)
-      st = mm_grad(&gin[1], t, g, nb == 1 ? -1 : 0, nb, dle_node_input_sizes(n, 1));
+      st = mm_grad(&gin[i], x, y, nds[i] == 1 ? drops[i] : 0, nds[i], dle_node_input_sizes(n, i));
     DLE_RELEASE(t);
   }
   /* d c = d out summed over the dims c was broadcast along */
   if (st == DLE_OK && dle_node_num_inputs(n) == 3 && dle_node_needs_grad(n, 2))
-    st = dle_sum_to(&gin[2], gout[0], dle_node_input_ndim(n, 2), dle_node_input_sizes(n, 2));
+    st = dle_grad_to_input(n, 2, gout[0], gin);
   dle_tensor_release(g);
   dle_tensor_release(a2);
   dle_tensor_release(b2);

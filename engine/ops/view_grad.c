@@ -76,26 +76,33 @@ static dle_status vjp_permute(dle_node *n, dle_tensor *const *gout, dle_tensor *
   return dle_permute(&gin[0], gout[0], inv);
 }
 
+/* The dim (wrapped) and the position along it (a negative one counts from the end) of a narrow
+ * or select node: its attrs ints {dim, start or index}. */
+static dle_status dim_and_position(dle_node *n, const char *fn, int *dim, int64_t *pos) {
+  const dle_attrs *a = dle_node_attrs(n);
+  DLE_TRY(dle_wrap_dim(fn, (int)a->ints[0], dle_node_input_ndim(n, 0), 0, dim));
+  *pos = a->ints[1] < 0 ? a->ints[1] + dle_node_input_sizes(n, 0)[*dim] : a->ints[1];
+  return DLE_OK;
+}
+
 /* narrow(dim, start, len): d x = d y padded with zeros outside [start, start + len) */
 static dle_status vjp_narrow(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
-  const dle_attrs *a = dle_node_attrs(n);
-  int nd = dle_node_input_ndim(n, 0), dim;
-  const int64_t *sizes = dle_node_input_sizes(n, 0);
-  DLE_TRY(dle_wrap_dim("narrow", (int)a->ints[0], nd, 0, &dim));
-  int64_t start = a->ints[1] < 0 ? a->ints[1] + sizes[dim] : a->ints[1];
-  return pad_along(&gin[0], gout[0], dim, start, nd, sizes);
+  int dim;
+  int64_t start;
+  DLE_TRY(dim_and_position(n, "narrow", &dim, &start));
+  return pad_along(&gin[0], gout[0], dim, start, dle_node_input_ndim(n, 0),
+                   dle_node_input_sizes(n, 0));
 }
 
 /* select(dim, i): d x = unsqueeze(d y, dim) padded with zeros at every other index */
 static dle_status vjp_select(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
-  const dle_attrs *a = dle_node_attrs(n);
-  int nd = dle_node_input_ndim(n, 0), dim;
-  const int64_t *sizes = dle_node_input_sizes(n, 0);
-  DLE_TRY(dle_wrap_dim("select", (int)a->ints[0], nd, 0, &dim));
-  int64_t index = a->ints[1] < 0 ? a->ints[1] + sizes[dim] : a->ints[1];
+  int dim;
+  int64_t index;
+  DLE_TRY(dim_and_position(n, "select", &dim, &index));
   dle_tensor *u = NULL;
   DLE_TRY(dle_unsqueeze(&u, gout[0], dim));
-  dle_status st = pad_along(&gin[0], u, dim, index, nd, sizes);
+  dle_status st =
+      pad_along(&gin[0], u, dim, index, dle_node_input_ndim(n, 0), dle_node_input_sizes(n, 0));
   dle_tensor_release(u);
   return st;
 }
@@ -110,7 +117,7 @@ static dle_status jvp_same_view(dle_op op, const dle_attrs *a, dle_tensor *const
 
 /* expand: d x = d y summed over the broadcast dims (dle_sum_to) */
 static dle_status vjp_expand(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
-  return dle_sum_to(&gin[0], gout[0], dle_node_input_ndim(n, 0), dle_node_input_sizes(n, 0));
+  return dle_grad_to_input(n, 0, gout[0], gin);
 }
 
 void dle_grad_register_view(dle_grad_rule *r) {

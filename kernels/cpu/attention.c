@@ -90,6 +90,17 @@ static void batch_end(int n) {
   if (n > 1) openblas_set_num_threads(n);
 }
 
+/* batch_end, then an out-of-memory error naming fn and the rows x cols buffer (what) a thread
+ * could not get, or DLE_OK. */
+static dle_status batch_done(int n, bool oom, const char *fn, const char *what, int64_t rows,
+                             int64_t cols) {
+  batch_end(n);
+  if (oom)
+    return dle_error("%s: out of memory for a %lldx%lld %s buffer", fn, (long long)rows,
+                     (long long)cols, what);
+  return DLE_OK;
+}
+
 static dle_status check_blas(const char *fn, int64_t a, int64_t b, int64_t c) {
   if (a > INT_MAX || b > INT_MAX || c > INT_MAX)
     return dle_error("%s: sizes exceed BLAS's 32-bit limits (%lld, %lld, %lld)", fn, (long long)a,
@@ -223,11 +234,7 @@ typedef struct {
       }                                                                                            \
       free(tmp);                                                                                   \
     }                                                                                              \
-    batch_end(nt);                                                                                 \
-    if (oom)                                                                                       \
-      return dle_error("sdpa: out of memory for a %lldx%lld scratch buffer", (long long)S,         \
-                       (long long)E);                                                              \
-    return DLE_OK;                                                                                 \
+    return batch_done(nt, oom, "sdpa", "scratch", S, E);                                           \
   }                                                                                                \
   static dle_status score_grad_##ID(dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) { \
     const dle_tensor *gt = ins[0];                                                                 \
@@ -291,8 +298,8 @@ typedef struct {
       const CT *gb = mat_at(&g, b), *pb = mat_at(&p, b), *qb = mat_at(&q, b);                      \
       const CT *kb = mat_at(&k, b), *vb = mat_at(&v, b);                                           \
       CT *dqb = mat_at(&dq, b), *dkb = mat_at(&dk, b), *dvb = mat_at(&dv, b);                      \
-      /* blocks last to first: the last sees every key any block sees, so it sets dk and dv     \
-       * (beta 0) and the earlier ones add to a prefix of their rows */  \
+      /* blocks last to first: the last sees every key any block sees, so it sets dk and dv \
+       * (beta 0) and the earlier ones add to a prefix of their rows */      \
       int64_t nblk = num_blocks(L, causal);                                                        \
       row_block last = block_at(nblk - 1, L, S, causal);                                           \
       if (last.keys < S) {                                                                         \
@@ -325,11 +332,7 @@ typedef struct {
       free(ds);                                                                                    \
       free(tmp);                                                                                   \
     }                                                                                              \
-    batch_end(nt);                                                                                 \
-    if (oom)                                                                                       \
-      return dle_error("sdpa_backward: out of memory for a %lldx%lld score buffer", (long long)L,  \
-                       (long long)S);                                                              \
-    return DLE_OK;                                                                                 \
+    return batch_done(nt, oom, "sdpa_backward", "score", L, S);                                    \
   }
 ATT_TYPES(ATTENTION_KERNELS)
 
@@ -352,16 +355,10 @@ static dle_status cpu_attention(dle_op op, dle_tensor *const *outs, dle_tensor *
   case DLE_##ID:                                                        \
     if (op == DLE_OP_SDPA_BACKWARD) return sdpa_bwd_##ID(outs, ins, a); \
     return op == DLE_OP_SDPA ? sdpa_fwd_##ID(o, outs[1], ins, nin, a) : score_grad_##ID(o, ins, a);
-  switch (o->dtype) {
-    ATT_TYPES(CASE)
-    default: break;
-  }
+  CPU_DTYPE_SWITCH(fn, o->dtype, ATT_TYPES, CASE);
 #undef CASE
-  return dle_error("%s: no CPU kernel for %s", fn, dle_dtype_name(o->dtype));
 }
 
 void cpu_register_attention(dle_backend *b) {
-  b->kernels[DLE_OP_SDPA] = cpu_attention;
-  b->kernels[DLE_OP_SDPA_SCORE_GRAD] = cpu_attention;
-  b->kernels[DLE_OP_SDPA_BACKWARD] = cpu_attention;
+  CPU_REGISTER(b, cpu_attention, DLE_OP_SDPA, DLE_OP_SDPA_SCORE_GRAD, DLE_OP_SDPA_BACKWARD);
 }

@@ -429,16 +429,10 @@ static dle_status cpu_conv(dle_op op, dle_tensor *const *outs, dle_tensor *const
       default: break;                                                 \
     }                                                                 \
     break;
-  switch (o->dtype) {
-    CPU_FLOAT_TYPES(CASE)
-    default: break;
-  }
+  CPU_DTYPE_SWITCH(fn, o->dtype, CPU_FLOAT_TYPES, CASE);
 #undef CASE
-  return dle_error("%s: no CPU kernel for %s", fn, dle_dtype_name(o->dtype));
 }
 
 void cpu_register_conv(dle_backend *b) {
-  b->kernels[DLE_OP_CONV2D] = cpu_conv;
-  b->kernels[DLE_OP_CONV2D_GRAD_INPUT] = cpu_conv;
-  b->kernels[DLE_OP_CONV2D_GRAD_WEIGHT] = cpu_conv;
+  CPU_REGISTER(b, cpu_conv, DLE_OP_CONV2D, DLE_OP_CONV2D_GRAD_INPUT, DLE_OP_CONV2D_GRAD_WEIGHT);
 }

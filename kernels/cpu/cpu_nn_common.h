@@ -32,6 +32,11 @@ static inline dle_status cpu_nn_check_layout(dle_op op, const dle_tensor *o, dle
       (loss)[0] = (CT)(total);                                  \
   } while (0)
 
+/* The factor of a loss gradient: 1 / count for the mean, 1 otherwise. */
+static inline double cpu_loss_grad_scale(int64_t reduction, int64_t count) {
+  return reduction == DLE_REDUCTION_MEAN ? 1.0 / (double)count : 1.0;
+}
+
 /* One kernel of a family's ops for one float dtype (F32, F64). */
 typedef dle_status (*cpu_float_kernel)(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins,
                                        int nin, const dle_attrs *a);
@@ -47,6 +52,12 @@ static inline dle_status cpu_float_dispatch(dle_op op, dle_tensor *const *outs,
   if (o->dtype == DLE_F64) return f64(op, outs, ins, nin, a);
   return dle_error("%s: no CPU kernel for %s", dle_op_get_info(op)->name, dle_dtype_name(o->dtype));
 }
+/* cpu_<name>: the family's kernel, <name>_F32 or <name>_F64 through cpu_float_dispatch. */
+#define CPU_FLOAT_FAMILY(name)                                                             \
+  static dle_status cpu_##name(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, \
+                               int nin, const dle_attrs *a) {                              \
+    return cpu_float_dispatch(op, outs, ins, nin, a, name##_F32, name##_F64);              \
+  }
 
 /* Every target not ignored must be a class base..base+C-1; *count gets how many there are. */
 static inline dle_status ce_check_targets(const char *fn, const int64_t *t, const ce_args *c,

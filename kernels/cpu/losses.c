@@ -142,7 +142,7 @@ LOSS_TYPES(ELEMENTWISE_DRIVER)
     bool none = a->ints[0] == DLE_REDUCTION_NONE;                                                 \
     if (back) {                                                                                   \
       const CT *gy = dle_tensor_data(ins[0]);                                                     \
-      double inv = a->ints[0] == DLE_REDUCTION_MEAN ? 1.0 / (double)n : 1.0;                      \
+      double inv = cpu_loss_grad_scale(a->ints[0], n);                                            \
       CT gs = none ? 0 : (CT)((double)gy[0] * inv);                                               \
       elementwise_##ID(mse ? mse_bwd_##ID : bce_bwd_##ID, o, true, none ? gy : NULL, gs, x, y, w, \
                        wn, n);                                                                    \
@@ -157,6 +157,34 @@ LOSS_TYPES(ELEMENTWISE_KERNEL)
 
 /* ---- nll ---- */
 
+/* The forward loop of the row losses over n rows (work: the elements read, for the OpenMP
+ * threshold): the statements after the arguments set `double li`, row i's loss, which goes to
+ * loss[i] (reduction none) or into the total CPU_LOSS_STORE_TOTAL stores over count. */
+#define ROW_LOSS_LOOP(CT, loss, red, n, work, count, ...)                                          \
+  do {                                                                                             \
+    double total = 0;                                                                              \
+    int64_t work_ = (work);                                                                        \
+    _Pragma(                                                                                       \
+        "omp parallel for reduction(+ : total) schedule(static) if (work_ >= CPU_PARALLEL_GRAIN)") \
+    for (int64_t i = 0; i < (n); i++) {                                                            \
+      double li;                                                                                   \
+      __VA_ARGS__                                                                                  \
+      if ((red) == DLE_REDUCTION_NONE)                                                             \
+        (loss)[i] = (CT)li;                                                                        \
+      else                                                                                         \
+        total += li;                                                                               \
+    }                                                                                              \
+    CPU_LOSS_STORE_TOTAL(CT, loss, red, total, count);                                             \
+  } while (0)
+
+/* The class-target kernels' arguments: c (the rows and classes of tensor shaped, the attrs a) and
+ * the int64 targets t of tensor targets, checked (count: those not ignored), or an error naming fn. */
+#define CE_TARGETS(fn, shaped, targets)        \
+  ce_args c = ce_args_of(a, shaped);           \
+  const int64_t *t = dle_tensor_data(targets); \
+  int64_t count = 0;                           \
+  DLE_TRY(ce_check_targets(fn, t, &c, &count))
+
 /* -(1 - eps) x[t] - eps/C sum x: the class-target part of a row's loss (nll_loss's whole loss,
  * cross_entropy's after lse); 0 for an ignored target. */
 #define TARGET_TERM(ID, CT)                                                           \
@@ -168,48 +196,32 @@ LOSS_TYPES(ELEMENTWISE_KERNEL)
   }
 LOSS_TYPES(TARGET_TERM)
 
-#define NLL_KERNELS(ID, CT)                                                                                              \
-  static dle_status nll_fwd_##ID(dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) {                          \
-    ce_args c = ce_args_of(a, ins[0]);                                                                                   \
-    const CT *x = dle_tensor_data(ins[0]);                                                                               \
-    const int64_t *t = dle_tensor_data(ins[1]);                                                                          \
-    CT *loss = dle_tensor_data(out);                                                                                     \
-    int64_t count = 0;                                                                                                   \
-    DLE_TRY(ce_check_targets("nll_loss", t, &c, &count));                                                                \
-    double total = 0;                                                                                                    \
-    _Pragma(                                                                                                             \
-        "omp parallel for reduction(+ : total) schedule(static) if (c.n * (c.eps > 0 ? c.c : 1) >= CPU_PARALLEL_GRAIN)") \
-    for (int64_t i = 0; i < c.n; i++) {                                                                                  \
-      const CT *row = x + i * c.c;                                                                                       \
-      double li = target_term_##ID(row, t[i], &c);                                                                       \
-      if (c.reduction == DLE_REDUCTION_NONE)                                                                             \
-        loss[i] = (CT)li;                                                                                                \
-      else                                                                                                               \
-        total += li;                                                                                                     \
-    }                                                                                                                    \
-    CPU_LOSS_STORE_TOTAL(CT, loss, c.reduction, total, count);                                                           \
-    return DLE_OK;                                                                                                       \
-  }                                                                                                                      \
-  /* out {N, C}: ins gy, targets */                                                                                      \
-  static dle_status nll_bwd_##ID(dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) {                          \
-    ce_args c = ce_args_of(a, out);                                                                                      \
-    const CT *gy = dle_tensor_data(ins[0]);                                                                              \
-    const int64_t *t = dle_tensor_data(ins[1]);                                                                          \
-    CT *g = dle_tensor_data(out);                                                                                        \
-    int64_t count = 0;                                                                                                   \
-    DLE_TRY(ce_check_targets("nll_loss_backward", t, &c, &count));                                                       \
-    bool none = c.reduction == DLE_REDUCTION_NONE;                                                                       \
-    double inv = c.reduction == DLE_REDUCTION_MEAN ? 1.0 / (double)count : 1.0;                                          \
-    _Pragma("omp parallel for schedule(static) if (c.n * c.c >= CPU_PARALLEL_GRAIN)")                                    \
-    for (int64_t i = 0; i < c.n; i++) {                                                                                  \
-      CT *gr = g + i * c.c;                                                                                              \
-      bool skip = ce_ignored(&c, t[i]);                                                                                  \
-      CT w = skip ? 0 : (CT)(-(double)gy[none ? i : 0] * inv),                                                           \
-         off = w * (CT)(c.eps / (double)c.c);                                                                            \
-      for (int64_t j = 0; j < c.c; j++) gr[j] = off;                                                                     \
-      if (!skip) gr[t[i] - c.base] += w * (CT)(1 - c.eps);                                                               \
-    }                                                                                                                    \
-    return DLE_OK;                                                                                                       \
+#define NLL_KERNELS(ID, CT)                                                                     \
+  static dle_status nll_fwd_##ID(dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) { \
+    CE_TARGETS("nll_loss", ins[0], ins[1]);                                                     \
+    const CT *x = dle_tensor_data(ins[0]);                                                      \
+    CT *loss = dle_tensor_data(out);                                                            \
+    ROW_LOSS_LOOP(CT, loss, c.reduction, c.n, c.n *(c.eps > 0 ? c.c : 1), count,                \
+                  li = target_term_##ID(x + i * c.c, t[i], &c););                               \
+    return DLE_OK;                                                                              \
+  }                                                                                             \
+  /* out {N, C}: ins gy, targets */                                                             \
+  static dle_status nll_bwd_##ID(dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) { \
+    CE_TARGETS("nll_loss_backward", out, ins[1]);                                               \
+    const CT *gy = dle_tensor_data(ins[0]);                                                     \
+    CT *g = dle_tensor_data(out);                                                               \
+    bool none = c.reduction == DLE_REDUCTION_NONE;                                              \
+    double inv = cpu_loss_grad_scale(c.reduction, count);                                       \
+    _Pragma("omp parallel for schedule(static) if (c.n * c.c >= CPU_PARALLEL_GRAIN)")           \
+    for (int64_t i = 0; i < c.n; i++) {                                                         \
+      CT *gr = g + i * c.c;                                                                     \
+      bool skip = ce_ignored(&c, t[i]);                                                         \
+      CT w = skip ? 0 : (CT)(-(double)gy[none ? i : 0] * inv),                                  \
+         off = w * (CT)(c.eps / (double)c.c);                                                   \
+      for (int64_t j = 0; j < c.c; j++) gr[j] = off;                                            \
+      if (!skip) gr[t[i] - c.base] += w * (CT)(1 - c.eps);                                      \
+    }                                                                                           \
+    return DLE_OK;                                                                              \
   }
 LOSS_TYPES(NLL_KERNELS)
 
@@ -222,55 +234,38 @@ LOSS_TYPES(NLL_KERNELS)
   }
 LOSS_TYPES(CE_GRAD_ROW)
 
-#define CE_KERNELS(ID, CT)                                                                             \
-  static dle_status ce_fwd_##ID(dle_tensor *const *outs, dle_tensor *const *ins,                       \
-                                const dle_attrs *a) {                                                  \
-    ce_args c = ce_args_of(a, ins[0]);                                                                 \
-    const CT *x = dle_tensor_data(ins[0]);                                                             \
-    const int64_t *t = dle_tensor_data(ins[1]);                                                        \
-    CT *loss = dle_tensor_data(outs[0]), *lse = dle_tensor_data(outs[1]);                              \
-    int64_t count = 0;                                                                                 \
-    DLE_TRY(ce_check_targets("cross_entropy", t, &c, &count));                                         \
-    double total = 0;                                                                                  \
-    _Pragma(                                                                                           \
-        "omp parallel for reduction(+ : total) schedule(static) if (c.n * c.c >= CPU_PARALLEL_GRAIN)") \
-    for (int64_t i = 0; i < c.n; i++) {                                                                \
-      const CT *row = x + i * c.c;                                                                     \
-      double l = row_lse_##ID(row, c.c);                                                               \
-      lse[i] = (CT)l;                                                                                  \
-      double li = ce_ignored(&c, t[i]) ? 0 : l + target_term_##ID(row, t[i], &c);                      \
-      if (c.reduction == DLE_REDUCTION_NONE)                                                           \
-        loss[i] = (CT)li;                                                                              \
-      else                                                                                             \
-        total += li;                                                                                   \
-    }                                                                                                  \
-    CPU_LOSS_STORE_TOTAL(CT, loss, c.reduction, total, count);                                         \
-    return DLE_OK;                                                                                     \
-  }                                                                                                    \
-  static dle_status ce_bwd_##ID(dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) {         \
-    ce_args c = ce_args_of(a, ins[1]);                                                                 \
-    const CT *gy = dle_tensor_data(ins[0]), *x = dle_tensor_data(ins[1]);                              \
-    const int64_t *t = dle_tensor_data(ins[2]);                                                        \
-    const CT *lse = dle_tensor_data(ins[3]);                                                           \
-    CT *g = dle_tensor_data(out);                                                                      \
-    int64_t count = 0;                                                                                 \
-    DLE_TRY(ce_check_targets("cross_entropy_backward", t, &c, &count));                                \
-    bool none = c.reduction == DLE_REDUCTION_NONE;                                                     \
-    double inv = c.reduction == DLE_REDUCTION_MEAN ? 1.0 / (double)count : 1.0;                        \
-    CT off = (CT)(c.eps / (double)c.c), hit = (CT)(1 - c.eps);                                         \
-    _Pragma("omp parallel for schedule(static) if (c.n * c.c >= CPU_PARALLEL_GRAIN)")                  \
-    for (int64_t i = 0; i < c.n; i++) {                                                                \
-      CT *gr = g + i * c.c;                                                                            \
-      const CT *row = x + i * c.c;                                                                     \
-      if (ce_ignored(&c, t[i])) {                                                                      \
-        for (int64_t j = 0; j < c.c; j++) gr[j] = 0;                                                   \
-        continue;                                                                                      \
-      }                                                                                                \
-      CT w = (CT)((double)gy[none ? i : 0] * inv), l = lse[i];                                         \
-      ce_grad_row_##ID(gr, row, c.c, w, l, off);                                                       \
-      gr[t[i] - c.base] -= w * hit;                                                                    \
-    }                                                                                                  \
-    return DLE_OK;                                                                                     \
+#define CE_KERNELS(ID, CT)                                                                     \
+  static dle_status ce_fwd_##ID(dle_tensor *const *outs, dle_tensor *const *ins,               \
+                                const dle_attrs *a) {                                          \
+    CE_TARGETS("cross_entropy", ins[0], ins[1]);                                               \
+    const CT *x = dle_tensor_data(ins[0]);                                                     \
+    CT *loss = dle_tensor_data(outs[0]), *lse = dle_tensor_data(outs[1]);                      \
+    ROW_LOSS_LOOP(CT, loss, c.reduction, c.n, c.n *c.c, count, const CT *row = x + i * c.c;    \
+                  double l = row_lse_##ID(row, c.c); lse[i] = (CT)l;                           \
+                  li = ce_ignored(&c, t[i]) ? 0 : l + target_term_##ID(row, t[i], &c););       \
+    return DLE_OK;                                                                             \
+  }                                                                                            \
+  static dle_status ce_bwd_##ID(dle_tensor *out, dle_tensor *const *ins, const dle_attrs *a) { \
+    CE_TARGETS("cross_entropy_backward", ins[1], ins[2]);                                      \
+    const CT *gy = dle_tensor_data(ins[0]), *x = dle_tensor_data(ins[1]);                      \
+    const CT *lse = dle_tensor_data(ins[3]);                                                   \
+    CT *g = dle_tensor_data(out);                                                              \
+    bool none = c.reduction == DLE_REDUCTION_NONE;                                             \
+    double inv = cpu_loss_grad_scale(c.reduction, count);                                      \
+    CT off = (CT)(c.eps / (double)c.c), hit = (CT)(1 - c.eps);                                 \
+    _Pragma("omp parallel for schedule(static) if (c.n * c.c >= CPU_PARALLEL_GRAIN)")          \
+    for (int64_t i = 0; i < c.n; i++) {                                                        \
+      CT *gr = g + i * c.c;                                                                    \
+      const CT *row = x + i * c.c;                                                             \
+      if (ce_ignored(&c, t[i])) {                                                              \
+        for (int64_t j = 0; j < c.c; j++) gr[j] = 0;                                           \
+        continue;                                                                              \
+      }                                                                                        \
+      CT w = (CT)((double)gy[none ? i : 0] * inv), l = lse[i];                                 \
+      ce_grad_row_##ID(gr, row, c.c, w, l, off);                                               \
+      gr[t[i] - c.base] -= w * hit;                                                            \
+    }                                                                                          \
+    return DLE_OK;                                                                             \
   }
 LOSS_TYPES(CE_KERNELS)
 
@@ -294,48 +289,38 @@ LOSS_TYPES(CE_KERNELS)
   }
 LOSS_TYPES(SOFT_CE_ROWS)
 
-#define SOFT_CE_KERNELS(ID, CT)                                                                    \
-  static dle_status soft_ce_fwd_##ID(dle_tensor *const *outs, dle_tensor *const *ins,              \
-                                     const dle_attrs *a) {                                         \
-    int64_t n = ins[0]->sizes[0], c = ins[0]->sizes[1], red = a->ints[0];                          \
-    double eps = a->f[0];                                                                          \
-    const CT *x = dle_tensor_data(ins[0]), *t = dle_tensor_data(ins[1]);                           \
-    CT *loss = dle_tensor_data(outs[0]), *lse = dle_tensor_data(outs[1]);                          \
-    double total = 0;                                                                              \
-    _Pragma(                                                                                       \
-        "omp parallel for reduction(+ : total) schedule(static) if (n * c >= CPU_PARALLEL_GRAIN)") \
-    for (int64_t i = 0; i < n; i++) {                                                              \
-      const CT *row = x + i * c, *tr = t + i * c;                                                  \
-      CT l = (CT)row_lse_##ID(row, c);                                                             \
-      lse[i] = l;                                                                                  \
-      double li = -(1 - eps) * row_dot_shifted_##ID(tr, row, l, c);                                \
-      if (eps > 0) li -= eps / (double)c * (row_sum_##ID(row, c) - (double)c * (double)l);         \
-      if (red == DLE_REDUCTION_NONE)                                                               \
-        loss[i] = (CT)li;                                                                          \
-      else                                                                                         \
-        total += li;                                                                               \
-    }                                                                                              \
-    CPU_LOSS_STORE_TOTAL(CT, loss, red, total, n);                                                 \
-    return DLE_OK;                                                                                 \
-  }                                                                                                \
-  /* ins gy, x, t, lse */                                                                          \
-  static dle_status soft_ce_bwd_##ID(dle_tensor *out, dle_tensor *const *ins,                      \
-                                     const dle_attrs *a) {                                         \
-    int64_t n = ins[1]->sizes[0], c = ins[1]->sizes[1];                                            \
-    bool none = a->ints[0] == DLE_REDUCTION_NONE;                                                  \
-    double eps = a->f[0], inv = a->ints[0] == DLE_REDUCTION_MEAN ? 1.0 / (double)n : 1.0;          \
-    const CT *gy = dle_tensor_data(ins[0]), *x = dle_tensor_data(ins[1]);                          \
-    const CT *t = dle_tensor_data(ins[2]), *lse = dle_tensor_data(ins[3]);                         \
-    CT *g = dle_tensor_data(out);                                                                  \
-    _Pragma("omp parallel for schedule(static) if (n * c >= CPU_PARALLEL_GRAIN)")                  \
-    for (int64_t i = 0; i < n; i++) {                                                              \
-      const CT *tr = t + i * c;                                                                    \
-      double sq = (1 - eps) * row_sum_##ID(tr, c) + eps;                                           \
-      CT w = (CT)((double)gy[none ? i : 0] * inv);                                                 \
-      soft_ce_grad_row_##ID(g + i * c, x + i * c, tr, c, w, lse[i], (CT)sq, (CT)(1 - eps),         \
-                            (CT)(eps / (double)c));                                                \
-    }                                                                                              \
-    return DLE_OK;                                                                                 \
+#define SOFT_CE_KERNELS(ID, CT)                                                                \
+  static dle_status soft_ce_fwd_##ID(dle_tensor *const *outs, dle_tensor *const *ins,          \
+                                     const dle_attrs *a) {                                     \
+    int64_t n = ins[0]->sizes[0], c = ins[0]->sizes[1], red = a->ints[0];                      \
+    double eps = a->f[0];                                                                      \
+    const CT *x = dle_tensor_data(ins[0]), *t = dle_tensor_data(ins[1]);                       \
+    CT *loss = dle_tensor_data(outs[0]), *lse = dle_tensor_data(outs[1]);                      \
+    ROW_LOSS_LOOP(                                                                             \
+        CT, loss, red, n, n *c, n, const CT *row = x + i * c, *tr = t + i * c;                 \
+        CT l = (CT)row_lse_##ID(row, c); lse[i] = l;                                           \
+        li = -(1 - eps) * row_dot_shifted_##ID(tr, row, l, c);                                 \
+        if (eps > 0) li -= eps / (double)c * (row_sum_##ID(row, c) - (double)c * (double)l);); \
+    return DLE_OK;                                                                             \
+  }                                                                                            \
+  /* ins gy, x, t, lse */                                                                      \
+  static dle_status soft_ce_bwd_##ID(dle_tensor *out, dle_tensor *const *ins,                  \
+                                     const dle_attrs *a) {                                     \
+    int64_t n = ins[1]->sizes[0], c = ins[1]->sizes[1];                                        \
+    bool none = a->ints[0] == DLE_REDUCTION_NONE;                                              \
+    double eps = a->f[0], inv = cpu_loss_grad_scale(a->ints[0], n);                            \
+    const CT *gy = dle_tensor_data(ins[0]), *x = dle_tensor_data(ins[1]);                      \
+    const CT *t = dle_tensor_data(ins[2]), *lse = dle_tensor_data(ins[3]);                     \
+    CT *g = dle_tensor_data(out);                                                              \
+    _Pragma("omp parallel for schedule(static) if (n * c >= CPU_PARALLEL_GRAIN)")              \
+    for (int64_t i = 0; i < n; i++) {                                                          \
+      const CT *tr = t + i * c;                                                                \
+      double sq = (1 - eps) * row_sum_##ID(tr, c) + eps;                                       \
+      CT w = (CT)((double)gy[none ? i : 0] * inv);                                             \
+      soft_ce_grad_row_##ID(g + i * c, x + i * c, tr, c, w, lse[i], (CT)sq, (CT)(1 - eps),     \
+                            (CT)(eps / (double)c));                                            \
+    }                                                                                          \
+    return DLE_OK;                                                                             \
   }
 LOSS_TYPES(SOFT_CE_KERNELS)
 
@@ -357,10 +342,7 @@ LOSS_TYPES(SOFT_CE_KERNELS)
   }
 LOSS_TYPES(LOSS_OPS)
 
-static dle_status cpu_losses(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                             const dle_attrs *a) {
-  return cpu_float_dispatch(op, outs, ins, nin, a, losses_F32, losses_F64);
-}
+CPU_FLOAT_FAMILY(losses)
 
 void cpu_register_losses(dle_backend *b) {
 #define REGISTER(OP) b->kernels[DLE_OP_##OP] = cpu_losses;

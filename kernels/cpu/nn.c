@@ -123,13 +123,8 @@ NN_TYPES(DROPOUT_KERNEL)
   }
 NN_TYPES(NN_OPS)
 
-static dle_status cpu_nn(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                         const dle_attrs *a) {
-  return cpu_float_dispatch(op, outs, ins, nin, a, nn_F32, nn_F64);
-}
+CPU_FLOAT_FAMILY(nn)
 
 void cpu_register_nn(dle_backend *b) {
-  b->kernels[DLE_OP_EMBEDDING] = cpu_nn;
-  b->kernels[DLE_OP_EMBEDDING_BACKWARD] = cpu_nn;
-  b->kernels[DLE_OP_DROPOUT] = cpu_nn;
+  CPU_REGISTER(b, cpu_nn, DLE_OP_EMBEDDING, DLE_OP_EMBEDDING_BACKWARD, DLE_OP_DROPOUT);
 }

@@ -39,6 +39,16 @@
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 /* Elements of T per 64-byte cache line. */
 #define NORM_LINE(T) ((int64_t)(64 / sizeof(T)))
+/* A row's S elements by cache lines: the statements after pa and pb run (vectorised) for each s of
+ * a line, after the same line of the next rows (pa, pb: those rows' starts) is prefetched. */
+#define NORM_LINES(T, S, pa, pb, ...)                  \
+  for (int64_t s0 = 0; s0 < (S); s0 += NORM_LINE(T)) { \
+    int64_t e = min64((S), s0 + NORM_LINE(T));         \
+    __builtin_prefetch((pa) + s0);                     \
+    __builtin_prefetch((pb) + s0);                     \
+    _Pragma("omp simd")                                \
+    for (int64_t s = s0; s < e; s++) { __VA_ARGS__ }   \
+  }
 
 /* Block sums in the compute type, written with vector extensions: four independent vector
  * accumulators per sum, so that the adds do not wait on each other (one accumulator made the
@@ -200,13 +210,7 @@ static void norm_row_stream(float *y, const float *x, const float *nx, int64_t n
                           (const float *)(const void *)b);                                             \
         } else { /* layer_norm: also fetches the next row while this one is written */                 \
           const T *nx = q + 1 < Q ? xr + S : xr;                                                       \
-          for (int64_t s0 = 0; s0 < S; s0 += NORM_LINE(T)) {                                           \
-            int64_t e = min64(S, s0 + NORM_LINE(T));                                                   \
-            __builtin_prefetch(nx + s0);                                                               \
-            _Pragma("omp simd")                                                                        \
-            for (int64_t s = s0; s < e; s++)                                                           \
-              yr[s] = ST_##ID(((CT)LD_##ID(xr[s]) - m) * r * w[s] + b[s]);                             \
-          }                                                                                            \
+          NORM_LINES(T, S, nx, nx, yr[s] = ST_##ID(((CT)LD_##ID(xr[s]) - m) * r * w[s] + b[s]);)       \
         }                                                                                              \
       }                                                                                                \
     }                                                                                                  \
@@ -236,14 +240,9 @@ static void norm_row_stream(float *y, const float *x, const float *nx, int64_t n
             dr[s] = ST_##ID(rw * (CT)LD_##ID(gr[s]) - ra - ((CT)LD_##ID(xr[s]) - m) * k3);             \
         } else { /* layer_norm: fetches the next rows of gy and x meanwhile */                         \
           int64_t nxt = q + 1 < Q ? S : 0;                                                             \
-          for (int64_t s0 = 0; s0 < S; s0 += NORM_LINE(T)) {                                           \
-            int64_t e = min64(S, s0 + NORM_LINE(T));                                                   \
-            __builtin_prefetch(gr + nxt + s0);                                                         \
-            __builtin_prefetch(xr + nxt + s0);                                                         \
-            _Pragma("omp simd")                                                                        \
-            for (int64_t s = s0; s < e; s++)                                                           \
-              dr[s] = ST_##ID(r * (CT)LD_##ID(gr[s]) * w[s] - ra - ((CT)LD_##ID(xr[s]) - m) * k3);     \
-          }                                                                                            \
+          NORM_LINES(T, S, gr + nxt, xr + nxt,                                                         \
+                     dr[s] = ST_##ID(r * (CT)LD_##ID(gr[s]) * w[s] - ra -                              \
+                                     ((CT)LD_##ID(xr[s]) - m) * k3);)                                  \
         }                                                                                              \
       }                                                                                                \
     }                                                                                                  \
@@ -264,8 +263,8 @@ static void norm_row_stream(float *y, const float *x, const float *nx, int64_t n
       }                                                                                                \
       return DLE_OK;                                                                                   \
     }                                                                                                  \
-    /* layer_norm: P == 1; column sums over the Q rows in chunks, each summing groups of      \
-     * NORM_GROUP rows in CT (vectorised along the row) and the groups in double */        \
+    /* layer_norm: P == 1; column sums over the Q rows in chunks, each summing groups of \
+     * NORM_GROUP rows in CT (vectorised along the row) and the groups in double */             \
     int64_t nc = cpu_parallel(Q * S) ? min64(Q, NORM_CHUNKS) : 1,                                      \
             per = nc ? (Q + nc - 1) / nc : 0;                                                          \
     size_t ns = (size_t)(nc > 0 ? nc : 1) * 2 * (size_t)(S > 0 ? S : 1);                               \
@@ -286,17 +285,8 @@ static void norm_row_stream(float *y, const float *x, const float *nx, int64_t n
           CT m = stats[2 * q], r = (CT)(1.0 / sqrt((double)stats[2 * q + 1] + eps));                   \
           const T *gr = gy + q * S, *xr = x + q * S;                                                   \
           int64_t nxt = q + 1 < q1 ? S : 0;                                                            \
-          for (int64_t s0 = 0; s0 < S; s0 += NORM_LINE(T)) {                                           \
-            int64_t e = min64(S, s0 + NORM_LINE(T));                                                   \
-            __builtin_prefetch(gr + nxt + s0);                                                         \
-            __builtin_prefetch(xr + nxt + s0);                                                         \
-            _Pragma("omp simd")                                                                        \
-            for (int64_t s = s0; s < e; s++) {                                                         \
-              CT gv = (CT)LD_##ID(gr[s]);                                                              \
-              aw[s] += gv * (((CT)LD_##ID(xr[s]) - m) * r);                                            \
-              ab[s] += gv;                                                                             \
-            }                                                                                          \
-          }                                                                                            \
+          NORM_LINES(T, S, gr + nxt, xr + nxt, CT gv = (CT)LD_##ID(gr[s]);                             \
+                     aw[s] += gv * (((CT)LD_##ID(xr[s]) - m) * r); ab[s] += gv;)                       \
         }                                                                                              \
         for (int64_t s = 0; s < S; s++) pw[s] += aw[s], pb[s] += ab[s];                                \
       }                                                                                                \
@@ -367,17 +357,12 @@ static dle_status cpu_norm(dle_op op, dle_tensor *const *outs, dle_tensor *const
     dle_cpu_free(bc, nb);                                                                      \
     return st;                                                                                 \
   }
-  switch (outs[0]->dtype) {
-    CPU_FLOAT_TYPES(CASE)
-    default: break;
-  }
+  CPU_DTYPE_SWITCH(fn, outs[0]->dtype, CPU_FLOAT_TYPES, CASE);
 #undef CASE
-  return dle_error("%s: no CPU kernel for %s", fn, dle_dtype_name(outs[0]->dtype));
 }
 
 void cpu_register_norm(dle_backend *b) {
-  static const dle_op ops[] = {
-      DLE_OP_LAYER_NORM, DLE_OP_LAYER_NORM_GRAD_INPUT, DLE_OP_LAYER_NORM_GRAD_AFFINE,
-      DLE_OP_BATCH_NORM, DLE_OP_BATCH_NORM_GRAD_INPUT, DLE_OP_BATCH_NORM_GRAD_AFFINE};
-  for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) b->kernels[ops[i]] = cpu_norm;
+  CPU_REGISTER(b, cpu_norm, DLE_OP_LAYER_NORM, DLE_OP_LAYER_NORM_GRAD_INPUT,
+               DLE_OP_LAYER_NORM_GRAD_AFFINE, DLE_OP_BATCH_NORM, DLE_OP_BATCH_NORM_GRAD_INPUT,
+               DLE_OP_BATCH_NORM_GRAD_AFFINE);
 }

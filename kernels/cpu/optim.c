@@ -140,53 +140,29 @@ typedef struct {
 CPU_FLOAT_TYPES(ADAM_LOOP)
 
 /* ---------------------------------------------------------------- dispatch by param dtype */
-static dle_status cpu_sgd_step(int device, dle_dtype dt, int64_t n, void *p, const void *g,
-                               void *buf, const dle_sgd_opts *o) {
-  switch (dt) {
-#define CASE(ID, T, CT) \
-  case DLE_##ID: sgd_##ID(n, p, g, buf, o); break;
-    CPU_FLOAT_TYPES(CASE)
-#undef CASE
-    default: break;
+/* cpu_<name>_step(params): <name>_<dtype>(args) for the param dtype dt. */
+#define STEP_CASE(name, args, ID, T, CT) \
+  case DLE_##ID:                         \
+    name##_##ID args;                    \
+    break;
+#define STEP_ENTRY(name, params, args)            \
+  static dle_status cpu_##name##_step params {    \
+    switch (dt) {                                 \
+      CPU_FLOAT_TYPES_WITH(STEP_CASE, name, args) \
+      default: break;                             \
+    }                                             \
+    return DLE_OK;                                \
   }
-  return DLE_OK;
-}
-
-static dle_status cpu_adagrad_step(int device, dle_dtype dt, int64_t n, void *p, const void *g,
-                                   void *sum, const dle_adagrad_opts *o) {
-  switch (dt) {
-#define CASE(ID, T, CT) \
-  case DLE_##ID: adagrad_##ID(n, p, g, sum, o); break;
-    CPU_FLOAT_TYPES(CASE)
-#undef CASE
-    default: break;
-  }
-  return DLE_OK;
-}
-
-static dle_status cpu_rmsprop_step(int device, dle_dtype dt, int64_t n, void *p, const void *g,
-                                   void *sq, void *buf, void *gavg, const dle_rmsprop_opts *o) {
-  switch (dt) {
-#define CASE(ID, T, CT) \
-  case DLE_##ID: rmsprop_##ID(n, p, g, sq, buf, gavg, o); break;
-    CPU_FLOAT_TYPES(CASE)
-#undef CASE
-    default: break;
-  }
-  return DLE_OK;
-}
-
-static dle_status cpu_adam_step(int device, dle_dtype dt, int64_t n, void *p, const void *g,
-                                void *m, void *v, void *vmax, const dle_adam_opts *o) {
-  switch (dt) {
-#define CASE(ID, T, CT) \
-  case DLE_##ID: adam_##ID(n, p, g, m, v, vmax, o); break;
-    CPU_FLOAT_TYPES(CASE)
-#undef CASE
-    default: break;
-  }
-  return DLE_OK;
-}
+// clang-format off
+STEP_ENTRY(sgd, (int device, dle_dtype dt, int64_t n, void *p, const void *g, void *buf,
+                 const dle_sgd_opts *o), (n, p, g, buf, o))
+STEP_ENTRY(adagrad, (int device, dle_dtype dt, int64_t n, void *p, const void *g, void *sum,
+                     const dle_adagrad_opts *o), (n, p, g, sum, o))
+STEP_ENTRY(rmsprop, (int device, dle_dtype dt, int64_t n, void *p, const void *g, void *sq, void *buf,
+                     void *gavg, const dle_rmsprop_opts *o), (n, p, g, sq, buf, gavg, o))
+STEP_ENTRY(adam, (int device, dle_dtype dt, int64_t n, void *p, const void *g, void *m, void *v,
+                  void *vmax, const dle_adam_opts *o), (n, p, g, m, v, vmax, o))
+// clang-format on
 
 static const dle_optim_kernels cpu_optim = {cpu_sgd_step, cpu_adagrad_step, cpu_rmsprop_step,
                                             cpu_adam_step};

@@ -157,16 +157,10 @@ static dle_status cpu_pool(dle_op op, dle_tensor *const *outs, dle_tensor *const
       case DLE_OP_AVG_POOL2D_GRAD: avg_pool_grad_##ID(o, ins[0], &p); return DLE_OK;               \
       default: return dle_error("%s: not a pool kernel", fn);                                      \
     }
-  switch (o->dtype) {
-    CPU_FLOAT_TYPES(CASE)
-    default: break;
-  }
+  CPU_DTYPE_SWITCH(fn, o->dtype, CPU_FLOAT_TYPES, CASE);
 #undef CASE
-  return dle_error("%s: no CPU kernel for %s", fn, dle_dtype_name(o->dtype));
 }
 
 void cpu_register_pool(dle_backend *b) {
-  b->kernels[DLE_OP_MAX_POOL2D] = cpu_pool;
-  b->kernels[DLE_OP_AVG_POOL2D] = cpu_pool;
-  b->kernels[DLE_OP_AVG_POOL2D_GRAD] = cpu_pool;
+  CPU_REGISTER(b, cpu_pool, DLE_OP_MAX_POOL2D, DLE_OP_AVG_POOL2D, DLE_OP_AVG_POOL2D_GRAD);
 }

@@ -1,6 +1,7 @@
 /* random.c — CPU kernels of rand, randn and randint. Element i of the output reads only
  * Philox block (offset + i / per_block), per_block as in dle_random_blocks, so threads split the
  * blocks and the tensor is the same for any thread count. */
+#include "backend.h"
 #include "cpu_loop.h"
 
 #ifdef _OPENMP
@@ -170,7 +171,5 @@ static dle_status cpu_random(dle_op op, dle_tensor *const *outs, dle_tensor *con
 }
 
 void cpu_register_random(dle_backend *b) {
-  b->kernels[DLE_OP_RAND] = cpu_random;
-  b->kernels[DLE_OP_RANDN] = cpu_random;
-  b->kernels[DLE_OP_RANDINT] = cpu_random;
+  CPU_REGISTER(b, cpu_random, DLE_OP_RAND, DLE_OP_RANDN, DLE_OP_RANDINT);
 }

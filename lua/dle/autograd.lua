@@ -3,7 +3,11 @@
 -- dle.no_grad) and dle.autocast are native (bindings/lua_autograd.c).
 local check = require "dle.check"
 
-return function(dle)
+local M = {}
+
+-- An installer rather than only a table of functions: it wraps the tensor method backward (hooks
+-- run around the native one), which merging a table into dle cannot do.
+function M.install(dle)
   local core = dle.core
   dle.autograd = dle.autograd or {}
 
@@ -387,3 +391,5 @@ return function(dle)
     return apply   -- a plain function, so it goes wherever a function does (pcall, no_grad)
   end
 end
+
+return M

@@ -233,6 +233,14 @@ function check.positive_integers(fn, expected, ...)
   end
 end
 
+--- A layer constructor's arguments: its options (check.options against known) and its sizes
+-- (check.positive_integers, `expected` naming them). Returns the options.
+function check.layer_args(fn, opts, known, expected, ...)
+  opts = check.options(opts, fn, known)
+  check.positive_integers(fn, expected, ...)
+  return opts
+end
+
 --- v must be a number (not NaN).
 function check.number(v, fn, what)
   if type(v) ~= "number" or v ~= v then fail(fn, what, "a number", v) end

@@ -22,10 +22,19 @@ dle.version = "0.1.0"
 -- Registered before the subpackages load, so they can `require "dle"` themselves.
 package.loaded["dle"] = dle
 
--- Lua-level parts; each adds its functions to `dle` and its methods to dle.Tensor.
-require("dle.tensor")(dle)
-require("dle.einsum")(dle)
-require("dle.autograd")(dle)
+-- Lua-level parts: each module is a table of functions merged into `dle`; one that must patch the
+-- tensor metatable also has an install(dle) run first. dle.io (lua/dle/io/init.lua) is still a
+-- function that installs its functions itself.
+local function merge(m)
+  if type(m) == "function" then return m(dle) end
+  if m.install then m.install(dle) end
+  for k, v in pairs(m) do
+    if k ~= "install" then dle[k] = v end
+  end
+end
+merge(require "dle.tensor")
+merge(require "dle.einsum")
+merge(require "dle.autograd")
 
 -- The Lua functions among them report errors at the user's line, not at dle's own (see
 -- dle.check: check.public); C functions already do.
@@ -55,7 +64,7 @@ local loading = {}   -- a subpackage's own files may look for it while it loads:
 setmetatable(dle, {__index = function(t, k)
   local installer = installers[k]
   if installer then
-    require(installer)(dle)
+    merge(require(installer))
     export()
     return rawget(t, k)
   end

@@ -5,7 +5,11 @@
 
 local check = require "dle.check"
 
-return function(dle)
+local M = {}
+
+-- An installer rather than only a table of functions: most of it is methods and __tostring on
+-- dle.core's tensor metatable, which merging a table into dle cannot put there.
+function M.install(dle)
   local Tensor = dle.Tensor
   local mt = dle.metatable
 
@@ -249,3 +253,5 @@ return function(dle)
   end
   dle.isclose, dle.allclose = Tensor.isclose, Tensor.allclose
 end
+
+return M

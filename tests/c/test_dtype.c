@@ -126,12 +126,17 @@ TEST(float16_subnormals_round_to_nearest_even) {
         dle_f32_to_f16(ldexpf(1, -14)));
 }
 
+/* Ties at 1 round to even for a format whose half ulp at 1 is h: 1 + h down to 1, 1 + 3h up to
+ * 1 + 4h, and just above 1 + h up to 1 + 2h. */
+static void check_ties_at_one(const char *fmt_name, float (*round)(float), float h) {
+  CHECK(round(1 + h) == 1.0f, "%s: 1 + h -> %.9g", fmt_name, round(1 + h));
+  CHECK(round(1 + 3 * h) == 1 + 4 * h, "%s: 1 + 3h -> %.9g", fmt_name, round(1 + 3 * h));
+  CHECK(round(1 + h + ldexpf(1, -20)) == 1 + 2 * h, "%s: just above the tie -> %.9g", fmt_name,
+        round(1 + h + ldexpf(1, -20)));
+}
+
 TEST(float16_ties_round_to_even) {
-  CHECK(f16_round(1 + ldexpf(1, -11)) == 1.0f, "1 + 2^-11 -> %.9g", f16_round(1 + ldexpf(1, -11)));
-  CHECK(f16_round(1 + 3 * ldexpf(1, -11)) == 1 + ldexpf(1, -9), "1 + 3*2^-11 -> %.9g",
-        f16_round(1 + 3 * ldexpf(1, -11)));
-  CHECK(f16_round(1 + ldexpf(1, -11) + ldexpf(1, -20)) == 1 + ldexpf(1, -10),
-        "just above the tie -> %.9g", f16_round(1 + ldexpf(1, -11) + ldexpf(1, -20)));
+  check_ties_at_one("float16", f16_round, ldexpf(1, -11));
   CHECK(f16_round(-(1 + ldexpf(1, -11))) == -1.0f, "negative tie -> %.9g",
         f16_round(-(1 + ldexpf(1, -11))));
   CHECK(f16_round(2049.0f) == 2048.0f && f16_round(2051.0f) == 2052.0f, "2049 -> %g, 2051 -> %g",
@@ -139,11 +144,7 @@ TEST(float16_ties_round_to_even) {
 }
 
 TEST(bfloat16_ties_round_to_even_and_overflow_to_inf) {
-  CHECK(bf16_round(1 + ldexpf(1, -8)) == 1.0f, "1 + 2^-8 -> %.9g", bf16_round(1 + ldexpf(1, -8)));
-  CHECK(bf16_round(1 + 3 * ldexpf(1, -8)) == 1 + ldexpf(1, -6), "1 + 3*2^-8 -> %.9g",
-        bf16_round(1 + 3 * ldexpf(1, -8)));
-  CHECK(bf16_round(1 + ldexpf(1, -8) + ldexpf(1, -20)) == 1 + ldexpf(1, -7),
-        "just above the tie -> %.9g", bf16_round(1 + ldexpf(1, -8) + ldexpf(1, -20)));
+  check_ties_at_one("bfloat16", bf16_round, ldexpf(1, -8));
   CHECK(dle_f32_to_bf16(bits_to_float(0x7f7f0000u)) == 0x7f7f,
         "largest bfloat16 does not round trip");
   CHECK(dle_f32_to_bf16(FLT_MAX) == 0x7f80, "FLT_MAX -> %#x, expected inf",

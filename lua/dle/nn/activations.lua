@@ -15,32 +15,28 @@ local function simple(name, method)
   return cls
 end
 
-A.ReLU = simple("ReLU", "relu")
-A.GELU = simple("GELU", "gelu")
-A.Tanh = simple("Tanh", "tanh")
-A.Sigmoid = simple("Sigmoid", "sigmoid")
-A.SiLU = simple("SiLU", "silu")
+for name, method in pairs({ReLU = "relu", GELU = "gelu", Tanh = "tanh", Sigmoid = "sigmoid", SiLU = "silu"}) do
+  A[name] = simple(name, method)
+end
 
 --- Identity(): returns its input.
 A.Identity = Module:extend("Identity")
 function A.Identity:forward(x) return x end
 
-A.Softmax = Module:extend("Softmax")
---- Softmax(d): softmax along dimension d (default -1).
-function A.Softmax:init(d) self.dim = check.integer(d or -1, "Softmax", "dim") end
-function A.Softmax:forward(x)
-  check.tensor(x, "Softmax", "input")
-  return x:softmax(self.dim)
+-- A layer applying a tensor method along one dimension.
+local function along_dim(name, method)
+  local cls = Module:extend(name)
+  --- Softmax(d) / LogSoftmax(d): softmax / log_softmax along dimension d (default -1).
+  function cls:init(d) self.dim = check.integer(d or -1, name, "dim") end
+  function cls:forward(x)
+    check.tensor(x, name, "input")
+    return x[method](x, self.dim)
+  end
+  function cls:extra_repr() return "dim=" .. self.dim end
+  return cls
 end
-function A.Softmax:extra_repr() return "dim=" .. self.dim end
 
-A.LogSoftmax = Module:extend("LogSoftmax")
---- LogSoftmax(d): log_softmax along dimension d (default -1).
-function A.LogSoftmax:init(d) self.dim = check.integer(d or -1, "LogSoftmax", "dim") end
-function A.LogSoftmax:forward(x)
-  check.tensor(x, "LogSoftmax", "input")
-  return x:log_softmax(self.dim)
-end
-function A.LogSoftmax:extra_repr() return "dim=" .. self.dim end
+A.Softmax = along_dim("Softmax", "softmax")
+A.LogSoftmax = along_dim("LogSoftmax", "log_softmax")
 
 return A

@@ -103,8 +103,8 @@ local MultiheadAttention = Module:extend("MultiheadAttention")
 -- @param opts optional {causal = false, bias = true, dropout = 0 (on the attention weights),
 --   dtype = "float32", generator = g (init and dropout)}
 function MultiheadAttention:init(d, heads, opts)
-  opts = check.options(opts, "MultiheadAttention", {"causal", "bias", "dropout", "dtype", "generator"})
-  check.positive_integers("MultiheadAttention", "positive integers (d, heads)", d, heads)
+  opts = check.layer_args("MultiheadAttention", opts, {"causal", "bias", "dropout", "dtype", "generator"},
+                          "positive integers (d, heads)", d, heads)
   if d % heads ~= 0 then
     check.error("MultiheadAttention: d = " .. d .. " is not divisible by heads = " .. heads)
   end

@@ -75,8 +75,8 @@ local Conv2d = Module:extend("Conv2d")
 -- @param opts optional {stride = 1, padding = 0, dilation = 1 (integers or {h, w}), groups = 1,
 --   bias = true, dtype = "float32", generator = g}
 function Conv2d:init(cin, cout, k, opts)
-  opts = check.options(opts, "Conv2d", {"stride", "padding", "dilation", "groups", "bias", "dtype", "generator"})
-  check.positive_integers("Conv2d", "positive integer channel counts (cin, cout)", cin, cout)
+  opts = check.layer_args("Conv2d", opts, {"stride", "padding", "dilation", "groups", "bias", "dtype", "generator"},
+                          "positive integer channel counts (cin, cout)", cin, cout)
   local groups = opts.groups or 1
   if math.type(groups) ~= "integer" or groups < 1 then
     check.error("Conv2d: groups must be a positive integer, got " .. tostring(groups))
@@ -167,19 +167,35 @@ local function pool_check(self, x)
   end
 end
 
-local function pool_output_shape(self, input_shape)
-  return window_out_shape(self.__name, input_shape_of(input_shape), nil, self.kernel_size, self.stride,
-    self.padding, {1, 1})
-end
+-- A pooling layer class: F[fname] over its window, passing its own option flag along; the layers
+-- differ in that flag (and in their init, below).
+local function pool_class(name, fname, flag)
+  local cls = Module:extend(name)
 
-local function pool_repr(self)
-  local s = "kernel_size=" .. fmt_pair(self.kernel_size) .. ", stride=" .. fmt_pair(self.stride)
-  if self.padding[1] ~= 0 or self.padding[2] ~= 0 then s = s .. ", padding=" .. fmt_pair(self.padding) end
-  return s
+  --- @param x tensor {N, C, H, W} (or {C, H, W})
+  -- @return tensor {N, C, Hout, Wout} (MaxPool2d with return_indices: and the indices)
+  function cls:forward(x)
+    pool_check(self, x)
+    return F[fname](x, self.kernel_size, {stride = self.stride, padding = self.padding, [flag] = self[flag]})
+  end
+
+  --- Output shape for an input shape {N, C, H, W}.
+  -- @return table {N, C, Hout, Wout}
+  function cls:output_shape(input_shape)
+    return window_out_shape(self.__name, input_shape_of(input_shape), nil, self.kernel_size, self.stride,
+      self.padding, {1, 1})
+  end
+
+  function cls:extra_repr()
+    local s = "kernel_size=" .. fmt_pair(self.kernel_size) .. ", stride=" .. fmt_pair(self.stride)
+    if self.padding[1] ~= 0 or self.padding[2] ~= 0 then s = s .. ", padding=" .. fmt_pair(self.padding) end
+    return s
+  end
+  return cls
 end
 
 ---------------------------------------------------------------------------------------------
-local MaxPool2d = Module:extend("MaxPool2d")
+local MaxPool2d = pool_class("MaxPool2d", "max_pool2d", "return_indices")
 
 --- MaxPool2d(k, stride, opts): maximum over k x k windows.
 -- @param k kernel size: integer or {kh, kw}
@@ -190,22 +206,8 @@ function MaxPool2d:init(k, stride, opts)
   self.return_indices = (opts or (type(stride) == "table" and stride) or {}).return_indices == true
 end
 
---- @param x tensor {N, C, H, W} (or {C, H, W})
--- @return tensor {N, C, Hout, Wout} (and the indices with return_indices)
-function MaxPool2d:forward(x)
-  pool_check(self, x)
-  return F.max_pool2d(x, self.kernel_size,
-    {stride = self.stride, padding = self.padding, return_indices = self.return_indices})
-end
-
---- Output shape for an input shape {N, C, H, W}.
--- @return table {N, C, Hout, Wout}
-function MaxPool2d:output_shape(input_shape) return pool_output_shape(self, input_shape) end
-
-function MaxPool2d:extra_repr() return pool_repr(self) end
-
 ---------------------------------------------------------------------------------------------
-local AvgPool2d = Module:extend("AvgPool2d")
+local AvgPool2d = pool_class("AvgPool2d", "avg_pool2d", "count_include_pad")
 
 --- AvgPool2d(k, stride, opts): mean over k x k windows (padded zeros count unless
 -- count_include_pad is false).
@@ -216,20 +218,6 @@ function AvgPool2d:init(k, stride, opts)
   pool_init(self, k, stride, opts, {"stride", "padding", "count_include_pad"})
   self.count_include_pad = (opts or (type(stride) == "table" and stride) or {}).count_include_pad ~= false
 end
-
---- @param x tensor {N, C, H, W} (or {C, H, W})
--- @return tensor {N, C, Hout, Wout}
-function AvgPool2d:forward(x)
-  pool_check(self, x)
-  return F.avg_pool2d(x, self.kernel_size,
-    {stride = self.stride, padding = self.padding, count_include_pad = self.count_include_pad})
-end
-
---- Output shape for an input shape {N, C, H, W}.
--- @return table {N, C, Hout, Wout}
-function AvgPool2d:output_shape(input_shape) return pool_output_shape(self, input_shape) end
-
-function AvgPool2d:extra_repr() return pool_repr(self) end
 
 local classes = {Conv2d = Conv2d, MaxPool2d = MaxPool2d, AvgPool2d = AvgPool2d}
 if type(rawget(dle, "nn")) == "table" then   -- registered when dle.nn is already loaded

@@ -12,8 +12,8 @@ local Embedding = Module:extend("Embedding")
 -- @param embedding_dim integer d
 -- @param opts optional {dtype = "float32", generator = g, padding_idx = i (1..n)}
 function Embedding:init(num_embeddings, embedding_dim, opts)
-  opts = check.options(opts, "Embedding", {"dtype", "generator", "padding_idx"})
-  check.positive_integers("Embedding", "positive integer sizes (n, d)", num_embeddings, embedding_dim)
+  opts = check.layer_args("Embedding", opts, {"dtype", "generator", "padding_idx"}, "positive integer sizes (n, d)",
+                          num_embeddings, embedding_dim)
   local pad = opts.padding_idx
   if pad ~= nil and (math.type(pad) ~= "integer" or pad < 1 or pad > num_embeddings) then
     check.error("Embedding: padding_idx must be an integer in 1.." .. num_embeddings .. ", got " .. tostring(pad))

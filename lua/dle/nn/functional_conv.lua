@@ -116,17 +116,23 @@ function M.conv2d(x, weight, bias, opts)
   return y
 end
 
+-- The native pooling fname of x over k x k windows (native_opts), x {N, C, H, W} or {C, H, W} (run
+-- as a batch of one); its results (values, and the indices of max_pool2d).
+local function pool2d(fname, x, k, native_opts)
+  local xb, added = as_batched(fname, x)
+  local v, i = native(fname)(xb, k, native_opts)
+  if added then v = v:squeeze(1); i = i and i:squeeze(1) end
+  return v, i
+end
+
 --- max_pool2d(x, k, opts): maximum over k x k windows of x {N, C, H, W} (or {C, H, W}).
 -- @param k kernel size, a number or {kh, kw}
 -- @param opts optional {stride = k, padding = 0, return_indices = false}
 -- @return values tensor {N, C, Hout, Wout}; with return_indices also the int64 indices
 --   (those dle.max_pool2d returns)
 function M.max_pool2d(x, k, opts)
-  local pool = native("max_pool2d")
   opts = check.options(opts, "max_pool2d", MAX_POOL_OPTS)
-  local xb, added = as_batched("max_pool2d", x)
-  local v, i = pool(xb, k, {stride = opts.stride, padding = opts.padding})
-  if added then v = v:squeeze(1); i = i and i:squeeze(1) end
+  local v, i = pool2d("max_pool2d", x, k, {stride = opts.stride, padding = opts.padding})
   if opts.return_indices then return v, i end
   return v
 end
@@ -136,12 +142,9 @@ end
 -- @param opts optional {stride = k, padding = 0, count_include_pad = true}
 -- @return tensor {N, C, Hout, Wout}
 function M.avg_pool2d(x, k, opts)
-  local pool = native("avg_pool2d")
   opts = check.options(opts, "avg_pool2d", AVG_POOL_OPTS)
-  local xb, added = as_batched("avg_pool2d", x)
-  local y = pool(xb, k, {stride = opts.stride, padding = opts.padding, count_include_pad = opts.count_include_pad})
-  if added then y = y:squeeze(1) end
-  return y
+  return (pool2d("avg_pool2d", x, k,
+                 {stride = opts.stride, padding = opts.padding, count_include_pad = opts.count_include_pad}))
 end
 
 for name, fn in pairs(M) do F[name] = fn end

@@ -11,8 +11,8 @@ local Linear = Module:extend("Linear")
 -- @param out_features integer
 -- @param opts optional {bias = true, dtype = "float32", generator = g}
 function Linear:init(in_features, out_features, opts)
-  opts = check.options(opts, "Linear", {"bias", "dtype", "generator"})
-  check.positive_integers("Linear", "positive integer sizes (in, out)", in_features, out_features)
+  opts = check.layer_args("Linear", opts, {"bias", "dtype", "generator"}, "positive integer sizes (in, out)",
+                          in_features, out_features)
   self.in_features, self.out_features = in_features, out_features
   local bound = 1 / math.sqrt(in_features)
   local o = {dtype = opts.dtype or "float32"}

@@ -18,8 +18,8 @@ local TransformerBlock = Module:extend("TransformerBlock")
 -- @param opts optional {causal = false, mlp_ratio = 4, dropout = 0 (residual branches and
 --   attention weights), bias = true, dtype = "float32", generator = g}
 function TransformerBlock:init(d, heads, opts)
-  opts = check.options(opts, "TransformerBlock", {"causal", "mlp_ratio", "dropout", "bias", "dtype", "generator"})
-  check.positive_integers("TransformerBlock", "a positive integer size d", d)
+  opts = check.layer_args("TransformerBlock", opts, {"causal", "mlp_ratio", "dropout", "bias", "dtype", "generator"},
+                          "a positive integer size d", d)
   local ratio = opts.mlp_ratio or 4
   local hidden = math.tointeger(ratio * d)
   if not hidden or hidden < 1 then

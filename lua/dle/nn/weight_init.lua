@@ -54,21 +54,20 @@ function I.calculate_gain(nonlinearity, param)
   check.error("calculate_gain: unknown nonlinearity '" .. tostring(n) .. "'")
 end
 
---- uniform_(t, a = 0, b = 1, opts): U(a, b).
-function I.uniform_(t, a, b, opts)
-  check_float("uniform_", t)
-  local g = gen("uniform_", opts)
-  dle.no_grad(function() t:uniform_(a or 0, b or 1, g) end)
+-- Fills t in place with the tensor method of the same name (uniform_, normal_) and its two
+-- parameters, outside autograd.
+local function sample(fname, t, p1, p2, opts)
+  check_float(fname, t)
+  local g = gen(fname, opts)
+  dle.no_grad(function() t[fname](t, p1, p2, g) end)
   return t
 end
 
+--- uniform_(t, a = 0, b = 1, opts): U(a, b).
+function I.uniform_(t, a, b, opts) return sample("uniform_", t, a or 0, b or 1, opts) end
+
 --- normal_(t, mean = 0, std = 1, opts): N(mean, std^2).
-function I.normal_(t, mean, std, opts)
-  check_float("normal_", t)
-  local g = gen("normal_", opts)
-  dle.no_grad(function() t:normal_(mean or 0, std or 1, g) end)
-  return t
-end
+function I.normal_(t, mean, std, opts) return sample("normal_", t, mean or 0, std or 1, opts) end
 
 local function fill(fname, t, v)
   check_float(fname, t)

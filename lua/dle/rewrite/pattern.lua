@@ -57,7 +57,9 @@ function P.op(name, ...)
   return {kind = "op", op = name, args = args, name = opts.name, where = opts.where, attrs = opts.attrs}
 end
 
-local function attrs_equal(want, have)
+--- Whether every attr in want (a pattern's attrs) has its value in have (a node's attrs); list
+-- values compare element by element.
+function P.attrs_match(want, have)
   for k, v in pairs(want) do
     local h = have[k]
     if type(v) == "table" then
@@ -98,7 +100,7 @@ local function match(p, n, m)
         if not match(args[i], n.inputs[i], m) then return false end
       end
     end
-    if p.attrs and not attrs_equal(p.attrs, n.attrs) then return false end
+    if p.attrs and not P.attrs_match(p.attrs, n.attrs) then return false end
   end
   if not bind(m, p.name, n) then return false end
   if p.where and not p.where(n, m) then return false end

@@ -73,23 +73,7 @@ rules[#rules + 1] = rule{
 
 -- Two views of one node with the same op and attrs are one value (Linear layers each reshape
 -- their shared input): the later becomes the earlier, so products of the same view can merge.
-local function same_attrs(a, b)
-  for k, v in pairs(a) do
-    local w = b[k]
-    if type(v) == "table" and type(w) == "table" then
-      if #v ~= #w then return false end
-      for i = 1, #v do
-        if v[i] ~= w[i] then return false end
-      end
-    elseif v ~= w then
-      return false
-    end
-  end
-  for k in pairs(b) do
-    if a[k] == nil then return false end
-  end
-  return true
-end
+local function same_attrs(a, b) return P.attrs_match(a, b) and P.attrs_match(b, a) end
 
 local function common_view(m)
   local n = m.root
