@@ -11,9 +11,9 @@
 #include "lua_util.h"
 #include "../engine/dle.h"
 
-/* The boolean option `name` of the options table at idx (def when absent or idx holds none). */
+/* The boolean option `name` of the options table at idx (def when absent or idx is 0: none). */
 static bool flag(lua_State *L, int idx, const char *fn, const char *name, bool def) {
-  if (!lua_istable(L, idx)) return def;
+  if (idx == 0) return def;
   lua_getfield(L, idx, name);
   bool v = def;
   if (lua_isboolean(L, -1))

@@ -4,18 +4,19 @@
  * One thread handles one line along the dim (lines run in parallel). Its elements become
  * unsigned keys whose ascending order is the wanted one (floats by their bits, NaN above +inf and
  * -0.0 as 0.0; signed integers with the sign bit flipped; all complemented for a descending sort
- * or the largest), each paired with its position. A full sort, and a selection of more than a
- * sixteenth of the line, is an LSD radix sort, 8 bits a pass, skipping the passes in which every
- * key has the same digit: stable, so equal keys keep their order. A smaller selection (topk,
- * kthvalue) keeps a max-heap of the k smallest (key, position) pairs seen so far and looks into a
- * block of keys only when the block's minimum beats the heap's top; since later positions are
- * larger, a key equal to the top never enters, which is the stable order's choice. The values
+ * or the largest), each paired with its position. A full sort is an LSD radix sort, 8 bits a
+ * pass, skipping the passes in which every key has the same digit: stable, so equal keys keep
+ * their order. topk with k at most a sixteenth of the line keeps a max-heap of the k smallest
+ * (key, position) pairs seen so far and looks into a block of keys only when the block's minimum
+ * beats the heap's top; since later positions are larger, a key equal to the top never enters,
+ * which is the stable order's choice. kthvalue, and topk of more, first find the k-th key by an
+ * MSD radix selection (each pass keeps the keys of one bucket), then take the keys below it and
+ * the right number of those equal to it in position order (and sort those for topk). The values
  * are copied from x at the chosen positions, so NaN payloads and -0.0 come out as they went in. */
 #include "backend.h"
 #include "cpu_exp.h"
 #include "cpu_loop.h"
 
-#include <stdlib.h>
 
 /* Lines up to this long sort by insertion. */
 #define SORT_INSERTION_MAX 32
@@ -148,18 +149,57 @@ static inline uint64_t key_f64(double x) {
       sift_##KB(hk, hp, end, 0);                                                                   \
     }                                                                                              \
   }                                                                                                \
-  /* the k first pairs of the stable order of the n keys in key (positions 0..n-1): left in        \
-   * key/pos[0..k), with tkey/tpos as scratch of n more */                                         \
-  static void select_##KB(K *key, uint32_t *pos, K *tkey, uint32_t *tpos, int64_t n, int64_t k) { \
-    if (k == 0) return;                                                                            \
-    if (k > n / 16 || n <= SORT_INSERTION_MAX) {                                                   \
+  /* The key at rank r (0-based) of the stable order of key[0..n), and in *ties how many equal    \
+   * keys come before it: an MSD radix selection, 8 bits a pass, keeping only the keys of the      \
+   * bucket holding rank r (in cand, room for n). */                                               \
+  static K radix_select_##KB(const K *key, int64_t n, int64_t r, K *cand, int64_t *ties) {         \
+    uint32_t c[256];                                                                               \
+    const K *src = key;                                                                            \
+    K kv = 0;                                                                                      \
+    for (int b = (int)sizeof(K) - 1; b >= 0; b--) {                                                \
+      memset(c, 0, sizeof c);                                                                      \
+      for (int64_t i = 0; i < n; i++) c[(src[i] >> (8 * b)) & 255]++;                              \
+      int v = 0;                                                                                   \
+      for (; r >= (int64_t)c[v]; v++) r -= c[v];                                                   \
+      kv |= (K)v << (8 * b);                                                                       \
+      if (c[v] == (uint32_t)n) continue; /* every key is in that bucket */                         \
+      int64_t w = 0;                                                                               \
+      for (int64_t i = 0; i < n; i++)                                                              \
+        if ((int)((src[i] >> (8 * b)) & 255) == v) cand[w++] = src[i];                             \
+      src = cand, n = w;                                                                           \
+    }                                                                                              \
+    *ties = r;                                                                                     \
+    return kv;                                                                                     \
+  }                                                                                                \
+  /* The positions of the k (>= 1) first elements of the stable order of key[0..n), in that       \
+   * order (only the k-th when kth): a pointer into pos or tpos. key, tkey, pos, tpos hold n each; \
+   * key is overwritten. */                                                                        \
+  static uint32_t *select_##KB(K *key, uint32_t *pos, K *tkey, uint32_t *tpos, int64_t n,          \
+                               int64_t k, bool kth) {                                              \
+    if ((k == n && !kth) || n <= SORT_INSERTION_MAX) {                                             \
       for (int64_t i = 0; i < n; i++) pos[i] = (uint32_t)i;                                        \
       sort_pairs_##KB(key, pos, tkey, tpos, n);                                                    \
-    } else {                                                                                       \
-      heap_select_##KB(key, n, k, tkey, tpos);                                                     \
-      memcpy(key, tkey, sizeof(K) * (size_t)k);                                                    \
-      memcpy(pos, tpos, sizeof(uint32_t) * (size_t)k);                                             \
+      return kth ? pos + k - 1 : pos;                                                              \
     }                                                                                              \
+    if (!kth && k <= n / 16) {                                                                     \
+      heap_select_##KB(key, n, k, tkey, tpos);                                                     \
+      return tpos;                                                                                 \
+    }                                                                                              \
+    int64_t ties = 0, seen = 0, w = 0;                                                             \
+    K kv = radix_select_##KB(key, n, k - 1, tkey, &ties);                                          \
+    if (kth) {                                                                                     \
+      for (int64_t i = 0;; i++)                                                                    \
+        if (key[i] == kv && seen++ == ties) {                                                      \
+          pos[0] = (uint32_t)i;                                                                    \
+          return pos;                                                                              \
+        }                                                                                          \
+    }                                                                                              \
+    /* the keys below kv and the first ties + 1 equal to it, in position order, then sorted */     \
+    for (int64_t i = 0; i < n; i++)                                                                \
+      if (key[i] < kv || (key[i] == kv && seen++ <= ties))                                         \
+        tkey[w] = key[i], tpos[w++] = (uint32_t)i;                                                 \
+    sort_pairs_##KB(tkey, tpos, key, pos, k);                                                      \
+    return tpos;                                                                                   \
   }
 SORT_KEY_FUNCTIONS(32, uint32_t)
 SORT_KEY_FUNCTIONS(64, uint64_t)
@@ -190,12 +230,6 @@ static int64_t x_off(const sort_geom *g, int64_t l) {
   return off;
 }
 
-/* How many elements of each line the op keeps, and which of them it writes (from first). */
-static void kept(dle_op op, const dle_attrs *a, int64_t n, int64_t *k, int64_t *first) {
-  *k = op == DLE_OP_SORT ? n : a->ints[1];
-  *first = op == DLE_OP_KTHVALUE ? *k - 1 : 0;
-}
-
 /* Whether the keys are complemented: a descending sort, the largest of topk. */
 static bool reversed(dle_op op, const dle_attrs *a) {
   return (op == DLE_OP_SORT && a->nints > 1 && a->ints[1]) ||
@@ -205,14 +239,13 @@ static bool reversed(dle_op op, const dle_attrs *a) {
 #define SORT_KERNEL(ID, T, K)                                                                    \
   static dle_status sort_##ID(dle_op op, const sort_geom *g, const dle_attrs *a, T *vo,          \
                               int64_t *io, const T *x) {                                         \
-    int64_t k, first;                                                                            \
-    kept(op, a, g->n, &k, &first);                                                               \
+    int64_t k = op == DLE_OP_SORT ? g->n : a->ints[1];                                           \
     K flip = reversed(op, a) ? (K)-1 : 0;                                                        \
     int64_t n = g->n, base = a->index_base;                                                      \
     bool failed = false;                                                                         \
     _Pragma("omp parallel if (g->lines > 1 && cpu_parallel(g->lines * n))") {                    \
       size_t bytes = (sizeof(K) + sizeof(uint32_t)) * 2 * (size_t)n;                             \
-      char *buf = malloc(bytes ? bytes : 1);                                                     \
+      char *buf = dle_cpu_alloc(bytes ? bytes : 1);                                              \
       if (!buf) {                                                                                \
         _Pragma("omp atomic write") failed = true;                                               \
       } else {                                                                                   \
@@ -222,13 +255,13 @@ static bool reversed(dle_op op, const dle_attrs *a) {
           const T *xl = x + x_off(g, l);                                                         \
           int64_t sd = g->sd, at = (l / g->inner) * g->m * g->inner + l % g->inner;              \
           for (int64_t j = 0; j < n; j++) key[j] = KEY_##ID(xl[j * sd]) ^ flip;                  \
-          SELECT(K)(key, pos, tkey, tpos, n, k);                                                 \
-          for (int64_t j = first; j < k; j++, at += g->inner) {                                  \
-            vo[at] = xl[(int64_t)pos[j] * sd];                                                   \
-            io[at] = (int64_t)pos[j] + base;                                                     \
+          uint32_t *p = SELECT(K)(key, pos, tkey, tpos, n, k, op == DLE_OP_KTHVALUE);            \
+          for (int64_t j = 0; j < g->m; j++, at += g->inner) {                                   \
+            vo[at] = xl[(int64_t)p[j] * sd];                                                     \
+            io[at] = (int64_t)p[j] + base;                                                       \
           }                                                                                      \
         }                                                                                        \
-        free(buf);                                                                               \
+        dle_cpu_free(buf, bytes ? bytes : 1);                                                    \
       }                                                                                          \
     }                                                                                            \
     return failed ? dle_error("%s: out of memory for lines of %lld elements",                    \
@@ -242,10 +275,10 @@ static dle_status cpu_sort(dle_op op, dle_tensor *const *outs, dle_tensor *const
   (void)nin;
   const dle_tensor *x = ins[0];
   int d = (int)a->ints[0];
-  int64_t k, first;
-  kept(op, a, x->sizes[d], &k, &first);
-  sort_geom g = {.ndim = x->ndim, .d = d, .sizes = x->sizes, .strides = x->strides,
-                 .n = x->sizes[d], .m = k - first, .inner = 1, .sd = x->strides[d]};
+  int64_t n = x->sizes[d];
+  sort_geom g = {.ndim = x->ndim, .d = d, .sizes = x->sizes, .strides = x->strides, .n = n,
+                 .m = op == DLE_OP_SORT ? n : op == DLE_OP_TOPK ? a->ints[1] : 1, .inner = 1,
+                 .sd = x->strides[d]};
   for (int j = d + 1; j < x->ndim; j++) g.inner *= x->sizes[j];
   g.lines = g.n ? dle_tensor_numel(x) / g.n : 0; /* empty lines: nothing to write */
   if (g.lines == 0 || g.m == 0) return DLE_OK;
