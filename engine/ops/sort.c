@@ -40,16 +40,18 @@ static dle_status picked(dle_op op, const char *fn, const dle_tensor *x, int d, 
     *m = n;
   } else if (op == DLE_OP_TOPK) {
     if (k < 0 || k > n)
-      return dle_error("%s: k = %lld out of range for dim %d of size %lld (shape %s; valid: 0..%lld)",
-                       fn, (long long)k, d + 1, (long long)n, SHAPE(x), (long long)n);
+      return dle_error(
+          "%s: k = %lld out of range for dim %d of size %lld (shape %s; valid: 0..%lld)", fn,
+          (long long)k, d + 1, (long long)n, SHAPE(x), (long long)n);
     *m = k;
   } else {
     if (n == 0)
       return dle_error("%s: dim %d of shape %s is empty: there is no k-th value", fn, d + 1,
                        SHAPE(x));
     if (k < 1 || k > n)
-      return dle_error("%s: k = %lld out of range for dim %d of size %lld (shape %s; valid: 1..%lld)",
-                       fn, (long long)k, d + 1, (long long)n, SHAPE(x), (long long)n);
+      return dle_error(
+          "%s: k = %lld out of range for dim %d of size %lld (shape %s; valid: 1..%lld)", fn,
+          (long long)k, d + 1, (long long)n, SHAPE(x), (long long)n);
     *m = 1;
   }
   if (n > SORT_MAX_LINE)

@@ -112,7 +112,8 @@ __device__ void select_first(K *key, uint32_t *pos, K *tk, uint32_t *tp, int64_t
 }
 
 template <dle_dtype D>
-__global__ void sort_lines(sort_geom g, CU_T(D) * vo, int64_t *io, const CU_T(D) * x, char *scratch) {
+__global__ void sort_lines(sort_geom g, CU_T(D) * vo, int64_t *io, const CU_T(D) * x,
+                           char *scratch) {
   typedef typename sort_key<D>::K K;
   size_t per_line = (sizeof(K) + sizeof(uint32_t)) * 2 * (size_t)g.n;
   CU_GRID_LOOP(l, g.lines) {
@@ -126,7 +127,7 @@ __global__ void sort_lines(sort_geom g, CU_T(D) * vo, int64_t *io, const CU_T(D)
     }
     const CU_T(D) *xl = x + off;
     int64_t sd = g.strides[g.d], at = (l / g.inner) * g.m * g.inner + l % g.inner;
-    K flip = g.flip ? (K)~(K)0 : (K)0;
+    K flip = g.flip ? (K) ~(K)0 : (K)0;
     for (int64_t j = 0; j < g.n; j++) key[j] = sort_key<D>::of(xl[j * sd]) ^ flip;
     select_first(key, pos, tk, tp, g.n, g.k);
     for (int64_t j = g.first; j < g.k; j++, at += g.inner) {
@@ -143,9 +144,9 @@ static dle_status launch(const char *fn, const sort_geom &g, dle_tensor *const *
   char *scratch = NULL;
   size_t bytes = (sizeof(K) + sizeof(uint32_t)) * 2 * (size_t)g.n * (size_t)g.lines;
   CU_OK(cu_scratch(fn, (void **)&scratch, bytes));
-  sort_lines<D><<<cu_blocks(g.lines), CU_THREADS>>>(
-      g, (CU_T(D) *)cu_data(outs[0]), (int64_t *)cu_data(outs[1]), (const CU_T(D) *)cu_data(x),
-      scratch);
+  sort_lines<D><<<cu_blocks(g.lines), CU_THREADS>>>(g, (CU_T(D) *)cu_data(outs[0]),
+                                                    (int64_t *)cu_data(outs[1]),
+                                                    (const CU_T(D) *)cu_data(x), scratch);
   cudaError_t e = cudaGetLastError();
   cu_scratch_free(scratch);
   return e == cudaSuccess ? DLE_OK : cu_fail(fn, "sort_lines", e);
