@@ -11,8 +11,8 @@
  * The kernels get x as it is (any strides, its own dtype) and fresh contiguous outputs laid out
  * as x's shape with the dim sized m (n for sort, k for topk, 1 for kthvalue, whose output without
  * keepdim drops that dim, the same elements in the same order). A caller's outputs are filled by
- * a copy. Sorting counts no FLOPs
- * (flops.c: it is comparisons and data movement). */
+ * a copy. FLOPs (flops.c): one per input element, as for a reduction (each element becomes one
+ * key; the radix passes are data movement). */
 #include "../internal.h"
 
 /* Longest line the kernels index with 32 bits. */
