@@ -11,8 +11,7 @@
  * The kernels get x as it is (any strides, its own dtype) and fresh contiguous outputs laid out
  * as x's shape with the dim sized m (n for sort, k for topk, 1 for kthvalue, whose output without
  * keepdim drops that dim, the same elements in the same order). A caller's outputs are filled by
- * a copy. FLOPs (flops.c): one per input element, as for a reduction (each element becomes one
- * key; the radix passes are data movement). */
+ * a copy. */
 #include "../internal.h"
 
 /* Longest line the kernels index with 32 bits. */
@@ -101,4 +100,11 @@ dle_status dle_forward_sort(dle_op op, dle_tensor **outs, dle_tensor *const *ins
   }
   for (int i = 0; i < 2; i++) dle_tensor_release(res[i]);
   return st;
+}
+
+/* FLOPs: one per input element, as for a reduction (each element becomes one key; the radix
+ * passes are data movement). */
+dle_flops_rule dle_flops_sort(dle_op op) {
+  (void)op;
+  return dle_flops_per_in(1);
 }
