@@ -13,7 +13,24 @@ local timing = require "bench.timing"
 local references = require "bench.references"
 local report = require "bench.report"
 
-local FAMILIES = {"matmul", "memory", "nn", "autograd", "overhead", "train"}
+-- The entry files run in this order, then any other bench/entries_*.lua (a new op family's) by name.
+local FIRST = {"matmul", "memory", "nn", "autograd", "overhead", "train"}
+local function families()
+  local list, seen = {}, {}
+  for _, f in ipairs(FIRST) do
+    list[#list + 1], seen[f] = f, true
+  end
+  local more = {}
+  local p = io.popen("ls '" .. root .. "/bench'")
+  for name in (p and p:lines() or function() end) do
+    local f = name:match("^entries_(.+)%.lua$")
+    if f and not seen[f] then more[#more + 1] = f end
+  end
+  if p then p:close() end
+  table.sort(more)
+  for _, f in ipairs(more) do list[#list + 1] = f end
+  return list
+end
 
 local function die(msg)
   io.stderr:write("bench: ", msg, "\n")
@@ -63,7 +80,7 @@ local ctx = {
 }
 
 local entries = {}
-for _, fam in ipairs(FAMILIES) do
+for _, fam in ipairs(families()) do
   for _, e in ipairs(require("bench.entries_" .. fam)(ctx)) do
     local keep = not opts.filter
     for _, f in ipairs(opts.filter or {}) do

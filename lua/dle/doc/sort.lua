@@ -1,0 +1,61 @@
+-- Documentation only (dle.help and LDoc read it; see lua/dle/help.lua).
+
+--- Sorting and selection along one dim (implemented in C, bindings/lua_sort.c).
+-- Each is `dle.NAME(t, ...)` and `t:NAME(...)`, with PyTorch's names and defaults: `dim` is 1-based
+-- (-1 the last, the default) and indices are int64 and 1-based, as for max and argmax. The order
+-- is total: NaN is larger than every number (NaNs equal to each other), -0.0 equals 0.0, and
+-- equal elements keep their order in t, descending sorts included: every sort is stable, and
+-- topk and kthvalue pick the elements a stable sort would put at those places, so ties go to the
+-- lower index. Every dtype sorts (bool as false < true). The values are differentiable (their
+-- gradient goes back to the picked positions); the indices are not. A 0-d tensor, a dim out of
+-- range or a k out of range is an error naming the function and the shape.
+-- @module tensor.sort
+
+--- Returns the elements of t sorted along dim, and their positions.
+-- The options table may stand in place of dim (`t:sort{descending = true}`). `stable` is accepted
+-- for PyTorch's sake: every sort is stable.
+-- @function dle.sort
+-- @tparam dle.Tensor t at least 1-D
+-- @param[opt] dim 1-based dim (default -1, the last)
+-- @param[opt] opts `{descending = false, stable = false}`
+-- @treturn dle.Tensor values, t's shape and dtype
+-- @treturn dle.Tensor int64 indices along dim (1-based)
+-- @usage local v, i = x:sort()
+-- local v2 = x:sort(1, {descending = true})
+
+--- Returns the positions that sort t along dim (sort's indices).
+-- @function dle.argsort
+-- @tparam dle.Tensor t at least 1-D
+-- @param[opt] dim 1-based dim (default -1)
+-- @param[opt] opts `{descending = false, stable = false}`
+-- @treturn dle.Tensor int64 indices (1-based)
+
+--- Returns t sorted along dim 1 (the values of `t:sort(1)`).
+-- @function dle.msort
+-- @tparam dle.Tensor t at least 1-D
+-- @treturn dle.Tensor
+
+--- Returns the k largest (or smallest) elements of t along dim, and their positions.
+-- The results are always sorted (largest first, or smallest first with `largest = false`), so
+-- `sorted = false` changes nothing; among equal elements the lower index is taken first. k may be
+-- 0 (empty results) up to the size of dim.
+-- @function dle.topk
+-- @tparam dle.Tensor t at least 1-D
+-- @int k how many
+-- @param[opt] dim 1-based dim (default -1)
+-- @param[opt] opts `{largest = true, sorted = true}`
+-- @treturn dle.Tensor values (dim sized k)
+-- @treturn dle.Tensor int64 indices (1-based)
+-- @usage local best, where = scores:topk(5)
+
+--- Returns the k-th smallest element of t along dim (k from 1), and its position.
+-- The dim is dropped unless keepdim (a boolean or `{keepdim = true}`). Among equal elements the
+-- position is the one a stable sort puts at rank k.
+-- @function dle.kthvalue
+-- @tparam dle.Tensor t at least 1-D, dim not empty
+-- @int k 1 to the size of dim
+-- @param[opt] dim 1-based dim (default -1)
+-- @param[opt] keepdim boolean, or an options table `{keepdim = false}`
+-- @treturn dle.Tensor values
+-- @treturn dle.Tensor int64 indices (1-based)
+-- @usage local median = x:kthvalue((x:size(2) + 1) // 2, 2)
