@@ -1,0 +1,72 @@
+--- dle.models.hf: Hugging Face checkpoint directories — config.json and the weights in
+-- model.safetensors or shards listed by model.safetensors.index.json ("weight_map": tensor name ->
+-- file), each file memory-mapped (dle.load_safetensors with {mmap = true}).
+local dle = require "dle"
+local check = require "dle.check"
+local L = require "dle.models.layers"
+
+local H = {}
+
+local function read_text(fn, path)
+  local f, err = io.open(path, "rb")
+  if not f then check.error(fn .. ": cannot open " .. tostring(err)) end
+  local s, rerr = f:read("a")
+  f:close()
+  if not s then check.error(fn .. ": cannot read " .. path .. ": " .. tostring(rerr)) end
+  return s
+end
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+--- A JSON file's contents as Lua values (null -> nil); errors name fn and the file.
+function H.read_json(fn, path)
+  local ok, v = pcall(dle.io.json_decode, read_text(fn, path))
+  if not ok then check.error(fn .. ": " .. path .. ": " .. check.strip_where(tostring(v))) end
+  if type(v) ~= "table" then check.error(fn .. ": " .. path .. ": expected a JSON object") end
+  return v
+end
+
+--- All tensors of the checkpoint in dir (name -> tensor, memory-mapped) and the file named in errors.
+function H.weights(fn, dir)
+  local single = dir .. "/model.safetensors"
+  if exists(single) then return dle.load_safetensors(single, {mmap = true}), single end
+  local index = dir .. "/model.safetensors.index.json"
+  if not exists(index) then
+    check.error(fn .. ": " .. dir .. " has neither model.safetensors nor model.safetensors.index.json")
+  end
+  local map = H.read_json(fn, index).weight_map
+  if type(map) ~= "table" then check.error(fn .. ": " .. index .. ": no weight_map object") end
+  local files, out = {}, {}
+  for name, file in pairs(map) do
+    if type(file) ~= "string" or file:find("/", 1, true) or file:find("^%.") then
+      check.error(string.format("%s: %s: bad shard file name %s for %q", fn, index, tostring(file), name))
+    end
+    if not files[file] then files[file] = dle.load_safetensors(dir .. "/" .. file, {mmap = true}) end
+    local t = files[file][name]
+    if t == nil then check.error(string.format("%s: %s: tensor %q is not in %s", fn, index, name, file)) end
+    out[name] = t
+  end
+  return out, index
+end
+
+--- Builds a model from dir: make(config, source) with the checkpoint's tensors (renamed by
+-- rename(tensors) when given). The model is returned in eval mode; names the checkpoint held but
+-- the architecture did not use are in model.unused_weights.
+function H.build(fn, dir, opts, make, rename)
+  check.string(dir, fn, "dir")
+  check.options(opts, fn, {})
+  local config = H.read_json(fn, dir .. "/config.json")
+  local tensors, where = H.weights(fn, dir)
+  if rename then tensors = rename(tensors) end
+  local src = L.source(tensors, fn, where)
+  local model = make(config, src)
+  model:eval()
+  model.unused_weights = src:unused()
+  return model
+end
+
+return H
