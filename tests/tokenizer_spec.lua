@@ -204,7 +204,8 @@ describe("byte-level BPE", function()
   end)
 
   it("bad files and ids are errors naming the function and the file", function()
-    assert.matches("dle.tokenizer.load: .*nothing is not a tokenizer.json", err_of(dle.tokenizer.load, DIR .. "/nothing"))
+    local missing = DIR .. "/nothing"
+    assert.matches("dle.tokenizer.load: .*nothing is not a tokenizer.json", err_of(dle.tokenizer.load, missing))
     local path = DIR .. "/bad.json"
     H.write_file(path, "{not json")
     assert.matches("dle.tokenizer.load: .*bad.json: .*invalid JSON", err_of(dle.tokenizer.load, path))

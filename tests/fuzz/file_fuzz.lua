@@ -148,7 +148,8 @@ local function seed_llmc(r)
   local fmt = version == 3 and "<f" or "<I2"
   for i = 1, n do
     local v = (i * 7919 % 200 - 100) / 100
-    parts[#parts + 1] = version == 3 and string.pack(fmt, v) or string.pack(fmt, (string.unpack("<I4", string.pack("<f", v)) >> 16))
+    local bf16 = string.unpack("<I4", string.pack("<f", v)) >> 16   -- the top half of the float32
+    parts[#parts + 1] = version == 3 and string.pack(fmt, v) or string.pack(fmt, bf16)
   end
   return table.concat(parts)
 end

@@ -42,13 +42,13 @@ function G.generate(self, ids, opts)
     check.error("generate: max_new_tokens must be a non-negative integer, got " .. tostring(max_new))
   end
   local o = {temperature = opts.temperature or 1, top_k = opts.top_k, top_p = opts.top_p, generator = opts.generator}
-  if type(o.temperature) ~= "number" or not (o.temperature >= 0) then
+  if type(o.temperature) ~= "number" or not (o.temperature >= 0) then -- luacheck: ignore 581 (NaN)
     check.error("generate: temperature must be a number >= 0, got " .. tostring(o.temperature))
   end
   if o.top_k ~= nil and (math.type(o.top_k) ~= "integer" or o.top_k < 1) then
     check.error("generate: top_k must be a positive integer, got " .. tostring(o.top_k))
   end
-  if o.top_p ~= nil and (type(o.top_p) ~= "number" or not (o.top_p > 0 and o.top_p <= 1)) then
+  if o.top_p ~= nil and (type(o.top_p) ~= "number" or not (o.top_p > 0 and o.top_p <= 1)) then -- luacheck: ignore 581
     check.error("generate: top_p must be a number in (0, 1], got " .. tostring(o.top_p))
   end
   local stops = stop_set(opts.stop, vocab)

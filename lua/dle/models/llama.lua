@@ -38,8 +38,12 @@ local function complete(cfg, fn)
     check.error(string.format("%s: config.num_attention_heads = %d is not a multiple of num_key_value_heads = %d",
       fn, c.num_attention_heads, c.num_key_value_heads))
   end
-  if c.head_dim % 2 ~= 0 then check.error(fn .. ": config.head_dim must be even for rotary embeddings, got " .. c.head_dim) end
-  if c.hidden_act ~= "silu" then check.error(fn .. ": config.hidden_act " .. tostring(c.hidden_act) .. " is not supported (silu)") end
+  if c.head_dim % 2 ~= 0 then
+    check.error(fn .. ": config.head_dim must be even for rotary embeddings, got " .. c.head_dim)
+  end
+  if c.hidden_act ~= "silu" then
+    check.error(fn .. ": config.hidden_act " .. tostring(c.hidden_act) .. " is not supported (silu)")
+  end
   if c.rope_scaling ~= nil then
     check.error(fn .. ": config.rope_scaling is not supported yet (plain rotary embeddings with rope_theta only)")
   end
