@@ -160,6 +160,16 @@ function M.from_pretrained(dir, opts)
   end)
 end
 
+local CONV1D = {["attn.c_attn.weight"] = true, ["attn.c_proj.weight"] = true, ["mlp.c_fc.weight"] = true,
+  ["mlp.c_proj.weight"] = true}
+
+--- Writes the model as a Hugging Face checkpoint directory (config.json, model.safetensors with
+-- Conv1D weights {in, out}) that from_pretrained reads back.
+-- @param dir directory (created when missing)
+function GPT2:save_pretrained(dir)
+  require("dle.models.hf").save("GPT2:save_pretrained", self, dir, "gpt2", CONV1D)
+end
+
 --- Reads llm.c's GPT-2 checkpoint (gpt2_124M.bin: 256 int32 header, magic 20240326, version 3
 -- float32 or 5 bfloat16, then the parameters in llm.c's order, wte padded to padded_vocab_size
 -- rows), memory-mapped.

@@ -53,6 +53,44 @@ function H.weights(fn, dir)
   return out, index
 end
 
+-- A flat config table as JSON (numbers, strings, booleans; keys sorted).
+local function config_json(c)
+  local keys, parts = {}, {}
+  for k, v in pairs(c) do
+    local t = type(v)
+    if type(k) == "string" and (t == "number" or t == "string" or t == "boolean") then keys[#keys + 1] = k end
+  end
+  table.sort(keys)
+  for i, k in ipairs(keys) do
+    local v = c[k]
+    local s = type(v) == "string" and dle.io.json_string(v) or math.type(v) == "float" and string.format("%.17g", v)
+      or tostring(v)
+    parts[i] = "  " .. dle.io.json_string(k) .. ": " .. s
+  end
+  return "{\n" .. table.concat(parts, ",\n") .. "\n}\n"
+end
+
+--- Writes model (GPT2 or Llama) as a Hugging Face checkpoint directory: config.json and
+-- model.safetensors with Hugging Face's names (0-based layer numbers; GPT-2's Conv1D weights
+-- {in, out}; a tied head is not written twice). `conv1d` names the weights stored transposed.
+function H.save(fn, model, dir, model_type, conv1d)
+  check.string(dir, fn, "dir")
+  if not os.execute("mkdir -p '" .. dir:gsub("'", "'\\''") .. "'") then check.error(fn .. ": cannot create " .. dir) end
+  local c = {model_type = model_type}
+  for k, v in pairs(model.config) do c[k] = v end
+  local f, err = io.open(dir .. "/config.json", "wb")
+  if not f then check.error(fn .. ": cannot write " .. tostring(err)) end
+  f:write(config_json(c))
+  f:close()
+  local tensors = {}
+  for name, p in model:named_parameters() do
+    local hf = name:gsub("%.(%d+)%.", function(i) return "." .. (tonumber(i) - 1) .. "." end)
+    local last = hf:match("[^.]+%.[^.]+%.weight$") or ""
+    tensors[hf] = (conv1d and conv1d[last]) and p:detach():t():contiguous() or p:detach()
+  end
+  dle.save_safetensors(dir .. "/model.safetensors", tensors)
+end
+
 --- Builds a model from dir: make(config, source) with the checkpoint's tensors (renamed by
 -- rename(tensors) when given). The model is returned in eval mode; names the checkpoint held but
 -- the architecture did not use are in model.unused_weights.

@@ -165,6 +165,13 @@ function Llama:max_positions() return self.config.max_position_embeddings end
 
 Llama.generate = generation.generate
 
+--- Writes the model as a Hugging Face checkpoint directory (config.json, model.safetensors) that
+-- from_pretrained reads back.
+-- @param dir directory (created when missing)
+function Llama:save_pretrained(dir)
+  require("dle.models.hf").save("Llama:save_pretrained", self, dir, "llama")
+end
+
 --- Reads a Hugging Face Llama-architecture checkpoint directory (config.json + model.safetensors or
 -- the sharded model.safetensors.index.json), memory-mapped: float32 weights used in place
 -- (copy-on-write), other float dtypes converted once.
