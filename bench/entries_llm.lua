@@ -62,6 +62,7 @@ return function(ctx)
       local prompt = dle.randint(0, V, {1, PROMPT}, {generator = dle.Generator(1)}):long()
       return function() m:generate(prompt, {max_new_tokens = NEW, temperature = 0}) end
     end,
-    refs = {{kind = "torch", label = "PyTorch", setup = TORCH_SETUP, body = string.format("generate(prompt, %d)", NEW)}},
+    refs = {{kind = "torch", label = "PyTorch", setup = TORCH_SETUP,
+             body = string.format("generate(prompt, %d)", NEW)}},
   }}
 end

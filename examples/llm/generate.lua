@@ -55,8 +55,11 @@ local load_seconds = dle.time() - t0
 
 local ids = tok:encode(prompt)
 if ids:numel() == 0 then usage("the prompt encodes to no tokens") end
-local out, stats = model:generate(ids, {max_new_tokens = math.tointeger(o["max-new"]), temperature = o.temperature,
-  top_k = o["top-k"] and math.tointeger(o["top-k"]), top_p = o["top-p"], generator = dle.Generator(math.tointeger(o.seed))})
+local out, stats = model:generate(ids, {
+  max_new_tokens = math.tointeger(o["max-new"]), temperature = o.temperature,
+  top_k = o["top-k"] and math.tointeger(o["top-k"]), top_p = o["top-p"],
+  generator = dle.Generator(math.tointeger(o.seed)),
+})
 print(tok:decode(out[1]))
 print("----")
 local weights = 0
@@ -65,5 +68,6 @@ print(string.format("load %.2f s; prompt %d tokens, prefill %.3f s; %d new token
   load_seconds, ids:numel(), stats.prefill_seconds, stats.new_tokens, stats.decode_seconds,
   stats.new_tokens / math.max(stats.decode_seconds, 1e-9)))
 local rss = peak_rss()
-print(string.format("KV cache %d bytes per token; weights %.1f MB (float32); peak resident memory %s", stats.kv_cache_bytes_per_token,
-  weights / 1e6, rss and string.format("%.1f MB (%.2fx the weights)", rss / 1e6, rss / weights) or "unknown"))
+print(string.format("KV cache %d bytes per token; weights %.1f MB (float32); peak resident memory %s",
+  stats.kv_cache_bytes_per_token, weights / 1e6,
+  rss and string.format("%.1f MB (%.2fx the weights)", rss / 1e6, rss / weights) or "unknown"))
