@@ -13,10 +13,10 @@ local function torch_it(name, fn)
   if HAVE_TORCH then it(name, fn) else pending(name .. " (needs /usr/bin/python3 with torch)") end
 end
 
+-- The message of the error fn(...) must raise.
 local function err_of(fn, ...)
-  local ok, msg = pcall(fn, ...)
-  assert.is_false(ok, "expected an error")
-  return tostring(msg)
+  local args = table.pack(...)
+  return H.assert_error(function() return fn(table.unpack(args, 1, args.n)) end)
 end
 
 local function rel_err(a, b) return H.max_diff(a, b) / b:abs():max():item() end

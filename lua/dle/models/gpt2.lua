@@ -99,8 +99,7 @@ function GPT2:init(config, opts)
   t.ln_f = L.norm(src, "transformer.ln_f", c.n_embd, c.layer_norm_epsilon)
   self.transformer = t
   if c.tie_word_embeddings or not src then
-    self.lm_head = L.adopt(dle.nn.Linear, {{"in_features", c.n_embd}, {"out_features", c.vocab_size},
-      {"weight", t.wte.weight}})
+    self.lm_head = L.tied_head(t.wte)
   else
     self.lm_head = L.linear(src, "lm_head", c.n_embd, c.vocab_size, {bias = false})
   end
@@ -110,19 +109,14 @@ end
 -- @param opts optional {cache = a KV cache (dle.models.layers.kv_cache; generate makes it),
 --   last_only = true: logits of the last position only, {B, 1, vocab}}
 function GPT2:forward(ids, opts)
-  opts = check.options(opts, "GPT2", {"cache", "last_only"})
   local c = self.config
-  ids = L.check_ids("GPT2", ids, c.vocab_size)
-  local cache = opts.cache
-  local T, pos = ids:size(2), cache and cache.pos or 0
-  if pos + T > c.n_positions then
-    check.error(string.format("GPT2: %d positions exceed n_positions = %d", pos + T, c.n_positions))
-  end
+  local cache, T, pos
+  ids, cache, T, pos = L.step("GPT2", ids, opts, c.vocab_size, c.n_positions)
   local t = self.transformer
   local x = t.wte(ids + 1) + t.wpe(dle.arange(pos + 1, pos + T + 1, {dtype = "int64"}))
   for i, block in ipairs(t.h) do x = block(x, cache, i) end
   if cache then cache.pos = pos + T end
-  if opts.last_only then x = x:narrow(2, T, 1) end
+  if opts and opts.last_only then x = x:narrow(2, T, 1) end
   return self.lm_head(t.ln_f(x))
 end
 

@@ -4,17 +4,9 @@
 local dle = require "dle"
 local check = require "dle.check"
 local L = require "dle.models.layers"
+local json = require "dle.io.json"
 
 local H = {}
-
-local function read_text(fn, path)
-  local f, err = io.open(path, "rb")
-  if not f then check.error(fn .. ": cannot open " .. tostring(err)) end
-  local s, rerr = f:read("a")
-  f:close()
-  if not s then check.error(fn .. ": cannot read " .. path .. ": " .. tostring(rerr)) end
-  return s
-end
 
 local function exists(path)
   local f = io.open(path, "rb")
@@ -22,13 +14,8 @@ local function exists(path)
   return f ~= nil
 end
 
---- A JSON file's contents as Lua values (null -> nil); errors name fn and the file.
-function H.read_json(fn, path)
-  local ok, v = pcall(dle.io.json_decode, read_text(fn, path))
-  if not ok then check.error(fn .. ": " .. path .. ": " .. check.strip_where(tostring(v))) end
-  if type(v) ~= "table" then check.error(fn .. ": " .. path .. ": expected a JSON object") end
-  return v
-end
+--- A JSON file's object as Lua values (null -> nil); errors name fn and the file.
+H.read_json = json.read_object
 
 --- All tensors of the checkpoint in dir (name -> tensor, memory-mapped) and the file named in errors.
 function H.weights(fn, dir)

@@ -114,6 +114,12 @@ function L.norm(src, name, d, eps, rms)
     {"weight", src:take(name .. ".weight", {d})}, {"bias", (not rms) and src:take(name .. ".bias", {d}) or nil}})
 end
 
+--- The output head {vocab, d} sharing the embedding's weight (tied embeddings).
+function L.tied_head(embedding)
+  local w = embedding.weight
+  return L.adopt(nn.Linear, {{"in_features", w:size(2)}, {"out_features", w:size(1)}, {"weight", w}})
+end
+
 --- A plain Lua list of n modules, made by make(i) with i 0-based (checkpoint layer numbers).
 function L.list(n, make)
   local out = {}
@@ -172,6 +178,21 @@ function L.attend(q, k, v, cache, layer)
   local o = F.scaled_dot_product_attention(q:reshape(B, Hkv, G, T, D), k:unsqueeze(3), v:unsqueeze(3),
     {causal = causal, mask = mask})
   return o:reshape(B, H, T, D)
+end
+
+--- What a language model's forward(ids, opts) starts with: the options and ids checked, the
+-- cache (or nil), the step's length T and first position pos; max_positions (or nil: no limit)
+-- bounds pos + T.
+-- @return ids {B, T}, cache, T, pos
+function L.step(fn, ids, opts, vocab, max_positions)
+  opts = check.options(opts, fn, {"cache", "last_only"})
+  ids = L.check_ids(fn, ids, vocab)
+  local cache = opts.cache
+  local T, pos = ids:size(2), cache and cache.pos or 0
+  if max_positions and pos + T > max_positions then
+    check.error(string.format("%s: %d positions exceed the model's %d", fn, pos + T, max_positions))
+  end
+  return ids, cache, T, pos
 end
 
 --- Checks model input ids: an int64 tensor {B, T} (or {T}, made {1, T}) of values in [0, vocab).

@@ -115,8 +115,7 @@ function Llama:init(config, opts)
   m.norm = L.norm(src, "model.norm", c.hidden_size, c.rms_norm_eps, true)
   self.model = m
   if c.tie_word_embeddings then
-    self.lm_head = L.adopt(dle.nn.Linear, {{"in_features", c.hidden_size}, {"out_features", c.vocab_size},
-      {"weight", m.embed_tokens.weight}})
+    self.lm_head = L.tied_head(m.embed_tokens)
   else
     self.lm_head = L.linear(src, "lm_head", c.hidden_size, c.vocab_size, {bias = false, generator = g})
   end
@@ -141,16 +140,14 @@ end
 -- @param opts optional {cache = a KV cache (generate makes it), last_only = true: logits of the
 --   last position only, {B, 1, vocab}}
 function Llama:forward(ids, opts)
-  opts = check.options(opts, "Llama", {"cache", "last_only"})
   local c = self.config
-  ids = L.check_ids("Llama", ids, c.vocab_size)
-  local cache = opts.cache
-  local T, pos = ids:size(2), cache and cache.pos or 0
+  local cache, T, pos
+  ids, cache, T, pos = L.step("Llama", ids, opts, c.vocab_size, nil)
   local cos, sin = self:_rope(pos, T)
   local x = self.model.embed_tokens(ids + 1)
   for i, layer in ipairs(self.model.layers) do x = layer(x, cos, sin, cache, i) end
   if cache then cache.pos = pos + T end
-  if opts.last_only then x = x:narrow(2, T, 1) end
+  if opts and opts.last_only then x = x:narrow(2, T, 1) end
   return self.lm_head(self.model.norm(x))
 end
 

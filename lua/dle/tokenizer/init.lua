@@ -9,6 +9,7 @@ local dle = require "dle"
 local check = require "dle.check"
 local bytes = require "dle.tokenizer.bytes"
 local pretokenize = require "dle.tokenizer.pretokenize"
+local json = require "dle.io.json"
 
 local M = {}
 
@@ -18,21 +19,8 @@ Tokenizer.__name = "dle.Tokenizer"
 
 local FN = "dle.tokenizer.load"
 
-local function read_text(path)
-  local f, err = io.open(path, "rb")
-  if not f then check.error(FN .. ": cannot open " .. tostring(err)) end
-  local s = f:read("a")
-  f:close()
-  if not s then check.error(FN .. ": cannot read " .. path) end
-  return s
-end
-
-local function read_json(path)
-  local ok, v = pcall(dle.io.json_decode, read_text(path))
-  if not ok then check.error(FN .. ": " .. path .. ": " .. check.strip_where(tostring(v))) end
-  if type(v) ~= "table" then check.error(FN .. ": " .. path .. ": expected a JSON object") end
-  return v
-end
+local function read_text(path) return json.read_text(FN, path) end
+local function read_json(path) return json.read_object(FN, path) end
 
 local function is_file(path)
   local f = io.open(path, "rb")
