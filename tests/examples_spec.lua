@@ -71,3 +71,24 @@ describe("examples/char_gpt/train.lua", function()
     assert.truthy(out:match("sample %(temperature"), out)
   end)
 end)
+
+describe("examples/llm", function()
+  for _, arch in ipairs({"gpt2", "llama"}) do
+    it("random_checkpoint.lua writes a tiny " .. arch .. " checkpoint; generate.lua continues a prompt from it and "
+        .. "prints tokens/s, KV-cache bytes per token and peak memory", function()
+      local dir = H.tmpdir()
+      local out, ok = run("", "examples/llm/random_checkpoint.lua " .. dir .. " " .. arch .. " tiny")
+      assert.is_true(ok, out)
+      out, ok = run("", "examples/llm/generate.lua " .. dir .. " 'Once upon a time' --max-new 12 --temperature 0")
+      os.execute("rm -rf '" .. dir .. "'")
+      assert.is_true(ok, out)
+      -- one token per byte: the prompt's 16 bytes, then 12 new tokens
+      assert.truthy(out:match("^Once upon a time"), out)
+      assert.truthy(out:match("prompt 16 tokens, prefill %S+ s; 12 new tokens in %S+ s: %S+ tokens/s"), out)
+      local kv = tonumber(out:match("KV cache (%d+) bytes per token"))
+      -- 2 layers x (keys + values) x width 64 (gpt2) or 2 of 4 heads of 16 (llama) x 4 bytes
+      assert.are.equal(arch == "gpt2" and 2 * 2 * 64 * 4 or 2 * 2 * 32 * 4, kv)
+      assert.truthy(out:match("peak resident memory %S+ MB"), out)
+    end)
+  end
+end)

@@ -3,7 +3,7 @@
 -- positional arguments and {bogus_option = 1}, raises an error naming the function and
 -- bogus_option (and the options it knows). The Lua packages are walked: each public function
 -- and class of dle.nn, dle.nn.functional, dle.nn.init, dle.nn.utils, dle.optim, dle.optim.lr,
--- dle.amp, dle.dist and dle.rewrite must be listed below as taking options (with a call) or
+-- dle.amp, dle.dist, dle.rewrite, dle.models and dle.tokenizer must be listed below as taking options (with a call) or
 -- not, so a new one cannot be forgotten. dle's own functions (C) are listed by hand.
 local dle = require "dle"
 
@@ -29,6 +29,19 @@ local with_options = {
   ["nn.Dropout"] = {function(o) return nn.Dropout(0.5, o) end, "Dropout"},
   ["nn.Embedding"] = {function(o) return nn.Embedding(4, 2, o) end, "Embedding"},
   ["nn.LayerNorm"] = {function(o) return nn.LayerNorm(3, o) end, "LayerNorm"},
+  ["nn.RMSNorm"] = {function(o) return nn.RMSNorm(3, o) end, "RMSNorm"},
+  ["models.gpt2.GPT2"] = {function(o) return dle.models.gpt2.GPT2({n_layer = 1, n_embd = 4, n_head = 1}, o) end,
+    "GPT2"},
+  ["models.llama.Llama"] = {function(o) return dle.models.llama.Llama({num_hidden_layers = 1, hidden_size = 4,
+    num_attention_heads = 1}, o) end, "Llama"},
+  ["models.gpt2.from_pretrained"] = {function(o) return dle.models.gpt2.from_pretrained("/nonexistent", o) end,
+    "dle.models.gpt2.from_pretrained"},
+  ["models.llama.from_pretrained"] = {function(o) return dle.models.llama.from_pretrained("/nonexistent", o) end,
+    "dle.models.llama.from_pretrained"},
+  ["GPT2:generate"] = {function(o)
+    local m = dle.models.gpt2.GPT2({vocab_size = 8, n_positions = 8, n_layer = 1, n_embd = 4, n_head = 1})
+    return m:generate(dle.tensor({1}, I64), o)
+  end, "generate"},
   ["nn.MultiheadAttention"] = {function(o) return nn.MultiheadAttention(4, 2, o) end, "MultiheadAttention"},
   ["nn.TransformerBlock"] = {function(o) return nn.TransformerBlock(4, 2, o) end, "TransformerBlock"},
   ["nn.CrossEntropyLoss"] = {function(o) return nn.CrossEntropyLoss(o) end, "CrossEntropyLoss"},
@@ -175,6 +188,10 @@ local without_options = {
           "rank", "world_size"},
   -- rule takes a rule's spec {name, pattern, replace}, checked by rewrite.rule itself
   rewrite = {"build", "flatten", "is_rule", "rule", "rules", "pattern"},
+  models = {"gpt2", "llama"},
+  ["models.gpt2"] = {"from_llmc"},
+  ["models.llama"] = {},
+  tokenizer = {"load", "new", "Tokenizer"},
 }
 
 local function package(path)

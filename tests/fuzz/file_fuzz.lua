@@ -136,6 +136,24 @@ local function seed_idx(r, dir)
   return s
 end
 
+-- An llm.c GPT-2 checkpoint (a 256-int32 header, then the parameters) of a tiny random model:
+-- version 3 (float32) or 5 (bfloat16), padded vocab or not.
+local function seed_llmc(r)
+  local T, V, L, NH, C = r(4), r(6), r(2), 1, 2 * r(2)
+  local Vp = V + r(3) - 1
+  local version = r(2) == 1 and 3 or 5
+  local n = Vp * C + T * C + L * (2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + 4 * C * C + 4 * C + 4 * C * C + C)
+    + 2 * C
+  local parts = {string.pack("<" .. string.rep("i4", 8), 20240326, version, T, V, L, NH, C, Vp), string.rep("\0", 992)}
+  local fmt = version == 3 and "<f" or "<I2"
+  for i = 1, n do
+    local v = (i * 7919 % 200 - 100) / 100
+    local bf16 = string.unpack("<I4", string.pack("<f", v)) >> 16   -- the top half of the float32
+    parts[#parts + 1] = version == 3 and string.pack(fmt, v) or string.pack(fmt, bf16)
+  end
+  return table.concat(parts)
+end
+
 local FORMATS = {
   dle = {ext = "dle", name = "dle.load", load = function(p) return dle.load(p) end, make_seed = seed_dle,
     tokens = {"float32", "float16", "bfloat16", "int64", "bool", "uint8"}},
@@ -147,8 +165,17 @@ local FORMATS = {
       "__metadata__"}},
   idx = {ext = "idx", name = "idx", load = function(p) return require("dle.data").idx(p) end,
     make_seed = seed_idx, be = true, tokens = {}},
+  -- the memory-mapped path of dle.load_safetensors (the models' loaders use it)
+  safetensors_mmap = {ext = "safetensors", name = "dle.load_safetensors",
+    load = function(p) return dle.load_safetensors(p, {mmap = true}) end, make_seed = seed_safetensors,
+    tokens = {"F32", "F64", "F16", "BF16", "I32", "I64", "U8", "BOOL", "dtype", "shape", "data_offsets"}},
+  llmc = {ext = "bin", name = "dle.models.gpt2.from_llmc", make_seed = seed_llmc, tokens = {},
+    load = function(p)
+      local m = dle.models.gpt2.from_llmc(p)
+      return dle.no_grad(function() return m(dle.tensor({{0}}, {dtype = "int64"})) end)
+    end},
 }
-local FORMAT_NAMES = {"dle", "npy", "safetensors", "idx"}
+local FORMAT_NAMES = {"dle", "npy", "safetensors", "idx", "safetensors_mmap", "llmc"}
 
 -- Not fuzzed: a loader that misbehaves on purpose, so that tests can check the classification
 -- (file contents "ok", "named", "unnamed", "exit", "hang").

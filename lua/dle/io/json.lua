@@ -59,4 +59,26 @@ function M.plain(v)
   return out
 end
 
+--- The bytes of a file; errors (raised at the caller's caller's line) name fn and the path.
+function M.read_text(fn, path)
+  local check = require "dle.check"
+  local f, err = io.open(path, "rb")
+  if not f then check.error(fn .. ": cannot open " .. tostring(err)) end
+  local s, rerr = f:read("a")
+  f:close()
+  if not s then check.error(fn .. ": cannot read " .. path .. ": " .. tostring(rerr)) end
+  return s
+end
+
+--- A JSON file holding an object, as plain Lua values (M.plain); errors name fn and the path.
+function M.read_object(fn, path)
+  local check = require "dle.check"
+  local v, err = M.decode(M.read_text(fn, path))
+  if v == nil then check.error(fn .. ": " .. path .. ": invalid JSON: " .. err) end
+  if type(v) ~= "table" or M.is_array(v) and next(v) ~= nil then
+    check.error(fn .. ": " .. path .. ": expected a JSON object")
+  end
+  return M.plain(v)
+end
+
 return M

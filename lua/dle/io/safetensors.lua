@@ -145,9 +145,18 @@ return function(dle)
 
   --- Loads a safetensors file.
   -- @param path string
+  -- @param opts optional {mmap = false}: with mmap = true each tensor's storage is a private
+  --   copy-on-write memory map of its bytes in the file (nothing is read until used; writes stay in
+  --   memory, the file is never changed); a tensor whose offset is not a multiple of its element
+  --   size is read instead
   -- @return table name -> tensor, and the "__metadata__" table (empty when absent)
-  local function load_safetensors(path)
+  local function load_safetensors(path, opts)
     local fn = "dle.load_safetensors"
+    if opts ~= nil and type(opts) ~= "table" then fail("%s: options must be a table, got %s", fn, type(opts)) end
+    for k in pairs(opts or {}) do
+      if k ~= "mmap" then fail("%s: unknown option %s (known: mmap)", fn, tostring(k)) end
+    end
+    local mmap = opts and opts.mmap
     return common.with_file(fn, path, function(f, size)
       local pre = common.read_at(f, 0, math.min(size, 8), fn, path, "header length")
       if #pre < 8 then fail("%s: %s: truncated header length (%d bytes)", fn, path, #pre) end
@@ -195,7 +204,12 @@ return function(dle)
       end
       local out = {}
       for _, e in ipairs(entries) do
-        out[e.name] = core._io_read(f, data_at + e.b, e.dtype, e.shape, false, fn .. ": " .. path)
+        local at = data_at + e.b
+        if mmap and at % ELSIZE[e.dtype] == 0 then
+          out[e.name] = core._memmap(path, e.dtype, e.shape, at, false)
+        else
+          out[e.name] = core._io_read(f, at, e.dtype, e.shape, false, fn .. ": " .. path)
+        end
       end
       return out, meta
     end)
