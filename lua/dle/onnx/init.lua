@@ -25,15 +25,15 @@ end
 --- ONNX operators (default domain, opsets 7-17) that dle's public ops cannot express exactly
 -- today: a model using them fails to load naming them; each needs a real dle op first.
 onnx.missing = {
-  "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "Cosh", "Sinh", "Erf", "BitShift",
+  "Acos", "Asin", "Atan", "Erf", "BitShift",
   "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor", "Compress", "ConvInteger", "ConvTranspose",
   "CumSum", "DequantizeLinear", "Det", "DynamicQuantizeLinear", "GatherND", "GRU", "GridSample",
-  "If", "Loop", "LRN", "LSTM", "MatMulInteger", "MaxRoiPool", "MaxUnpool", "MeanVarianceNormalization",
-  "Multinomial", "NegativeLogLikelihoodLoss", "NonMaxSuppression", "NonZero", "QLinearConv",
+  "If", "Loop", "LRN", "LSTM", "MatMulInteger", "MaxRoiPool", "MaxUnpool",
+  "Multinomial", "NonMaxSuppression", "NonZero", "QLinearConv",
   "QLinearMatMul", "QuantizeLinear", "RandomNormal", "RandomNormalLike", "RandomUniform",
   "RandomUniformLike", "Resize", "ReverseSequence", "RNN", "RoiAlign", "Scan", "Scatter",
   "ScatterElements", "ScatterND", "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase",
-  "SequenceInsert", "SequenceLength", "Shrink", "SoftmaxCrossEntropyLoss", "StringNormalizer",
+  "SequenceInsert", "SequenceLength", "StringNormalizer",
   "TfIdfVectorizer", "TopK", "Unique", "Upsample", "Bernoulli", "Optional", "OptionalHasElement",
   "OptionalGetElement", "BlackmanWindow", "HammingWindow", "HannWindow", "DFT", "STFT", "MelWeightMatrix",
   "LpPool", "GlobalLpPool", "SplitToSequence", "ConcatFromSequence", "CenterCropPad", "Col2Im",
@@ -63,6 +63,14 @@ local function check_ops(graph, opset, what)
   end
   if #bad > 0 then
     check.error(("%s: unsupported ONNX ops at opset %d: %s"):format(what, opset, table.concat(bad, ", ")))
+  end
+  -- sequences, maps and optionals have no dle counterpart
+  for _, list in ipairs({graph.inputs, graph.outputs}) do
+    for _, v in ipairs(list) do
+      if v.type.kind ~= "tensor" then
+        check.error(("%s: unsupported value type %s of '%s' (only tensors are)"):format(what, v.type.kind, v.name))
+      end
+    end
   end
 end
 

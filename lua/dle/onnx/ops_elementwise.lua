@@ -58,13 +58,35 @@ E.Sign = unary("sign")
 -- ONNX rounds halves to even, as dle's round does
 E.Round = unary("round")
 E.Tan = function(_, x) return x:sin() / x:cos() end
+-- Hyperbolic functions from expm1/log1p, accurate near 0 where exp(x) - exp(-x) would cancel.
+E.Sinh = function(_, x) return (x:expm1() - (-x):expm1()) * 0.5 end
+E.Cosh = function(_, x) return (x:exp() + (-x):exp()) * 0.5 end
+E.Asinh = function(_, x)
+  local a = x:abs()
+  return x:sign() * (a + a * a / ((a * a + 1):sqrt() + 1)):log1p()
+end
+E.Acosh = function(_, x) return (x + (x * x - 1):sqrt()):log() end
+E.Atanh = function(_, x) return (x:log1p() - (-x):log1p()) * 0.5 end
+E.Shrink = function(ctx, x)
+  local lambd, bias = ctx.a.lambd or 0.5, ctx.a.bias or 0
+  local y = dle.where(x:lt(-lambd), x + bias, dle.where(x:gt(lambd), x - bias, 0))
+  return y:to(x:dtype())
+end
 E.Identity = function(_, x) return x end
 
 E.LeakyRelu = function(ctx, x)
   local alpha = ctx.a.alpha or 0.01
   return dle.where(x:lt(0), x * alpha, x)
 end
-E.PRelu = function(_, x, slope) return dle.where(x:lt(0), x * slope, x) end
+E.PRelu = function(_, x, slope)
+  -- before opset 7 (and in old PyTorch exports) a 1-D slope of x's channel count is per channel
+  if slope:dim() == 1 and x:dim() > 2 and slope:size(1) == x:size(2) and slope:size(1) ~= x:size(-1) then
+    local s = {1, slope:size(1)}
+    for _ = 3, x:dim() do s[#s + 1] = 1 end
+    slope = slope:reshape(s)
+  end
+  return dle.where(x:lt(0), x * slope, x)
+end
 E.ThresholdedRelu = function(ctx, x)
   return dle.where(x:gt(ctx.a.alpha or 1.0), x, 0)
 end

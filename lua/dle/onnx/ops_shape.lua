@@ -241,14 +241,39 @@ S.Trilu = function(ctx, x, k)
   return x:tril(k)
 end
 
--- Dropout at inference: the identity, and an all-true mask when asked for.
-S.Dropout = function(_, x)
+-- Dropout: the identity at inference (and an all-true mask); with training_mode true (opset 12+:
+-- the third input) dle's dropout, whose random draws no other implementation reproduces.
+S.Dropout = function(ctx, x, ratio, training)
+  local p = ratio and U.scalar(ratio) or ctx.a.ratio or 0.5
+  if training and U.scalar(training) and p > 0 then
+    local mask = dle.rand(x:shape()):ge(p)
+    return dle.where(mask, x / (1 - p), 0):to(x:dtype()), mask
+  end
   return x, dle.ones(x:shape(), {dtype = "bool"})
 end
 
-S.Pad = function(ctx, x, pads, value)
+-- Pad: "constant" concatenates blocks of the value; "edge" and "reflect" select the source
+-- positions (clamped or mirrored) with index_select.
+local function source_index(mode, n, before, after)
+  local idx = {}
+  for j = -before, n + after - 1 do
+    local k = j
+    if mode == "edge" then
+      k = math.max(0, math.min(n - 1, j))
+    elseif n > 1 then
+      local period = 2 * (n - 1)
+      k = j % period
+      if k >= n then k = period - k end
+    else
+      k = 0
+    end
+    idx[#idx + 1] = k + 1
+  end
+  return idx
+end
+
+S.Pad = function(ctx, x, pads, value, axes)
   local mode = ctx.a.mode or "constant"
-  if mode ~= "constant" then U.fail(ctx, "pad mode '" .. mode .. "' is not supported") end
   local p, v
   if ctx.opset < 11 then
     p, v = ctx.a.pads, ctx.a.value or 0
@@ -256,7 +281,26 @@ S.Pad = function(ctx, x, pads, value)
     p, v = U.ints(pads), value and U.scalar(value) or 0
   end
   local r = x:dim()
-  for d = 1, r do x = U.pad_dim(x, d, p[d], p[d + r], v) end
+  local dims = {}
+  if axes then
+    dims = U.dims(ctx, U.ints(axes), r)
+  else
+    for d = 1, r do dims[d] = d end
+  end
+  local k = #dims
+  for i, d in ipairs(dims) do
+    local before, after = p[i], p[i + k]
+    if mode == "constant" then
+      x = U.pad_dim(x, d, before, after, v)
+    elseif mode == "edge" or mode == "reflect" then
+      if before ~= 0 or after ~= 0 then
+        local idx = source_index(mode, x:size(d), before, after)
+        x = x:index_select(d, dle.tensor(idx, {dtype = "int64"}):reshape(#idx))
+      end
+    else
+      U.fail(ctx, "pad mode '" .. mode .. "' is not supported")
+    end
+  end
   return x
 end
 
