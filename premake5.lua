@@ -87,9 +87,9 @@ project("dle_cpu")
 
 -- The ONNX protobuf code (dle.onnx, bindings/lua_onnx.c): protoc-c generates it from the onnx.proto
 -- of libonnx-dev into <build>/gen/onnx when premake runs (scripts/build runs premake before every
--- make), and again only when onnx.proto is newer; it is compiled into dle.native and never
--- committed. premake4 has no per-file rules, and a prebuild step would race the compilation of
--- the file it generates under make -j.
+-- make), and again only when onnx.proto is newer; bindings/lua_onnx.c includes it (so only the
+-- include path is needed), and it is never committed. Not a prebuild step: premake4 has no
+-- per-file rules, and a prebuild step would race the compilation that needs it under make -j.
 local onnx_proto = os.getenv("DLE_ONNX_PROTO") or "/usr/include/onnx/onnx.proto"
 local onnx_gen = path.getabsolute(B .. "/gen/onnx")
 do
@@ -113,7 +113,7 @@ project("native")
   targetname("native")
   targetprefix("")
   objdir(B .. "/obj/native")
-  files({"bindings/*.c", onnx_gen .. "/onnx.pb-c.c"})
+  files({"bindings/*.c"})
   includedirs({onnx_gen})
   buildoptions({lua_cflags})
   link_engine()

@@ -24,7 +24,9 @@
 
 #include "../engine/dle.h"
 #include "lua_util.h"
-#include "onnx.pb-c.h"
+/* The code protoc-c generates from onnx.proto (into <build>/gen/onnx, see premake5.lua), compiled
+ * as part of this file: the build (premake, LuaRocks) then only needs its include path. */
+#include "onnx.pb-c.c"
 
 /* Nested graphs (If/Loop bodies) deeper than this are rejected: a crafted file cannot exhaust
  * the C stack through our recursion. */
@@ -46,8 +48,8 @@ static int onnx_fail(lua_State *L, const char *what, const char *fmt, ...) {
 /* ---- owned memory that a Lua error must not leak: a userdata whose __gc frees it ---- */
 
 typedef struct {
-  void *bytes;               /* file contents (malloc) */
-  ProtobufCMessage *msg;     /* the unpacked message */
+  void *bytes;           /* file contents (malloc) */
+  ProtobufCMessage *msg; /* the unpacked message */
 } onnx_box;
 
 static int box_gc(lua_State *L) {
@@ -107,7 +109,8 @@ static ProtobufCMessage *unpack_arg(lua_State *L, const ProtobufCMessageDescript
     len = (size_t)size;
   }
   b->msg = protobuf_c_message_unpack(desc, NULL, len, data);
-  if (!b->msg) onnx_fail(L, what, "not a valid ONNX %s (protobuf decoding failed)", desc->short_name);
+  if (!b->msg)
+    onnx_fail(L, what, "not a valid ONNX %s (protobuf decoding failed)", desc->short_name);
   free(b->bytes); /* protobuf-c copied what it keeps */
   b->bytes = NULL;
   return b->msg;
@@ -116,8 +119,9 @@ static ProtobufCMessage *unpack_arg(lua_State *L, const ProtobufCMessageDescript
 /* ---- tensors ---- */
 
 static const char *const onnx_type_names[] = {
-    "UNDEFINED", "FLOAT",  "UINT8",  "INT8",      "UINT16",     "INT16",   "INT32",   "INT64", "STRING",
-    "BOOL",      "FLOAT16", "DOUBLE", "UINT32",   "UINT64",     "COMPLEX64", "COMPLEX128", "BFLOAT16"};
+    "UNDEFINED", "FLOAT",  "UINT8",     "INT8",       "UINT16",  "INT16",
+    "INT32",     "INT64",  "STRING",    "BOOL",       "FLOAT16", "DOUBLE",
+    "UINT32",    "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16"};
 #define N_ONNX_TYPES ((int)(sizeof onnx_type_names / sizeof onnx_type_names[0]))
 
 /* dle's dtype for an ONNX data type; false when dle has none. */
@@ -180,15 +184,17 @@ static void push_tensor(lua_State *L, const Onnx__TensorProto *tp, const char *w
   if (tp->segment) onnx_fail(L, what, "tensor '%s': segmented tensors are not supported", name);
   dle_dtype dt = DLE_F32;
   if (!onnx_dtype(tp->data_type, &dt))
-    onnx_fail(L, what, "tensor '%s': unsupported data type %s (%d)", name, onnx_type_name(tp->data_type),
-              (int)tp->data_type);
+    onnx_fail(L, what, "tensor '%s': unsupported data type %s (%d)", name,
+              onnx_type_name(tp->data_type), (int)tp->data_type);
   if (tp->n_dims > DLE_MAX_DIMS)
-    onnx_fail(L, what, "tensor '%s' has %d dims (at most %d supported)", name, (int)tp->n_dims, DLE_MAX_DIMS);
+    onnx_fail(L, what, "tensor '%s' has %d dims (at most %d supported)", name, (int)tp->n_dims,
+              DLE_MAX_DIMS);
   int64_t sizes[DLE_MAX_DIMS], numel = 1;
   for (size_t d = 0; d < tp->n_dims; d++) {
     sizes[d] = tp->dims[d];
-    if (sizes[d] < 0) onnx_fail(L, what, "tensor '%s': dim %d is negative (%lld)", name, (int)d + 1,
-                                (long long)sizes[d]);
+    if (sizes[d] < 0)
+      onnx_fail(L, what, "tensor '%s': dim %d is negative (%lld)", name, (int)d + 1,
+                (long long)sizes[d]);
     if (__builtin_mul_overflow(numel, sizes[d], &numel) || numel > INT64_MAX / 16)
       onnx_fail(L, what, "tensor '%s': too many elements", name);
   }
@@ -285,16 +291,17 @@ static void push_value_infos(lua_State *L, size_t n, Onnx__ValueInfoProto **v) {
 static void push_graph(lua_State *L, const Onnx__GraphProto *g, const char *what, int depth);
 
 static const char *attr_type_name(int t) {
-  static const char *const names[] = {"UNDEFINED", "FLOAT",   "INT",    "STRING",  "TENSOR",
-                                      "GRAPH",     "FLOATS",  "INTS",   "STRINGS", "TENSORS",
-                                      "GRAPHS",    "SPARSE_TENSOR", "SPARSE_TENSORS", "TYPE_PROTO",
-                                      "TYPE_PROTOS"};
+  static const char *const names[] = {"UNDEFINED",      "FLOAT",      "INT",        "STRING",
+                                      "TENSOR",         "GRAPH",      "FLOATS",     "INTS",
+                                      "STRINGS",        "TENSORS",    "GRAPHS",     "SPARSE_TENSOR",
+                                      "SPARSE_TENSORS", "TYPE_PROTO", "TYPE_PROTOS"};
   return t >= 0 && t < (int)(sizeof names / sizeof names[0]) ? names[t] : "UNDEFINED";
 }
 
 /* Pushes {type = "...", value = v}; value is nil for kinds dle does not read (sparse tensors,
  * type protos). */
-static void push_attribute(lua_State *L, const Onnx__AttributeProto *a, const char *what, int depth) {
+static void push_attribute(lua_State *L, const Onnx__AttributeProto *a, const char *what,
+                           int depth) {
   lua_createtable(L, 0, 2);
   set_str(L, "type", attr_type_name(a->type));
   switch (a->type) {
@@ -373,7 +380,8 @@ static void push_node(lua_State *L, const Onnx__NodeProto *n, const char *what, 
 }
 
 static void push_graph(lua_State *L, const Onnx__GraphProto *g, const char *what, int depth) {
-  if (depth > MAX_GRAPH_DEPTH) onnx_fail(L, what, "graphs nested deeper than %d levels", MAX_GRAPH_DEPTH);
+  if (depth > MAX_GRAPH_DEPTH)
+    onnx_fail(L, what, "graphs nested deeper than %d levels", MAX_GRAPH_DEPTH);
   luaL_checkstack(L, 8, what);
   lua_createtable(L, 0, 7);
   set_str(L, "name", g->name);
@@ -392,8 +400,7 @@ static void push_graph(lua_State *L, const Onnx__GraphProto *g, const char *what
     lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
   lua_setfield(L, -2, "initializers");
-  if (g->n_sparse_initializer)
-    onnx_fail(L, what, "sparse initializers are not supported");
+  if (g->n_sparse_initializer) onnx_fail(L, what, "sparse initializers are not supported");
   push_value_infos(L, g->n_input, g->input);
   lua_setfield(L, -2, "inputs");
   push_value_infos(L, g->n_output, g->output);
@@ -404,7 +411,8 @@ static void push_graph(lua_State *L, const Onnx__GraphProto *g, const char *what
 
 static int l_onnx_model(lua_State *L) {
   const char *what = luaL_optstring(L, 3, "_onnx_model");
-  const Onnx__ModelProto *m = (const Onnx__ModelProto *)unpack_arg(L, &onnx__model_proto__descriptor, what);
+  const Onnx__ModelProto *m =
+      (const Onnx__ModelProto *)unpack_arg(L, &onnx__model_proto__descriptor, what);
   if (!m->graph) return onnx_fail(L, what, "the model has no graph");
   lua_createtable(L, 0, 6);
   lua_pushinteger(L, m->has_ir_version ? m->ir_version : 0);
@@ -436,6 +444,7 @@ static int l_onnx_tensor(lua_State *L) {
 
 void dle_lua_open_onnx(lua_State *L, int module, int methods) {
   (void)methods;
-  static const luaL_Reg fns[] = {{"_onnx_model", l_onnx_model}, {"_onnx_tensor", l_onnx_tensor}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {
+      {"_onnx_model", l_onnx_model}, {"_onnx_tensor", l_onnx_tensor}, {NULL, NULL}};
   dle_lua_setfuncs(L, module, fns);
 }

@@ -36,7 +36,7 @@ local c_sources = {
                        "cpu_loop", "cpu_loop_tiles", "losses", "matmul", "nn", "norm", "optim", "pool",
                        "random", "reduce", "softmax", "cpu_stream", "cpu_vec_gemm", "cpu_vec_softmax", "cpu_vec_sum", "cpu_vec_winograd", "cpu_vecmath", "fused" },
   ["bindings/"] = { "lua_autograd", "lua_conv", "lua_core", "lua_data", "lua_elementwise", "lua_errors", "lua_index", "lua_io",
-                    "lua_losses", "lua_matmul", "lua_nn", "lua_norm", "lua_optim", "lua_profile", "lua_random", "lua_reduce", "lua_tensor", "lua_graph" },
+                    "lua_losses", "lua_matmul", "lua_nn", "lua_norm", "lua_optim", "lua_profile", "lua_random", "lua_reduce", "lua_tensor", "lua_graph", "lua_onnx" },
 }
 -- Lua files under lua/dle/ (without .lua): "x" is module dle.x, "x/init" dle.x, "x/y" dle.x.y.
 local lua_files = {
@@ -52,6 +52,8 @@ local lua_files = {
   "compile", "graph/init", "graph/guard", "graph/guard_code", "graph/node", "graph/run",
   "rewrite/init", "rewrite/pattern", "rewrite/build", "rewrite/rules/algebra", "rewrite/rules/fusion",
   "rewrite/rules/inference",
+  "onnx/init", "onnx/util", "onnx/ops_elementwise", "onnx/ops_reduce", "onnx/ops_shape", "onnx/ops_nn",
+  "onnx/conformance",
   -- help reads the doc-only files of doc/ (the docs of the C functions) next to itself
   "help", "doc/autocast", "doc/autograd_modes", "doc/conversion", "doc/creation", "doc/elementwise",
   "doc/files", "doc/functional_activations", "doc/grad_ops", "doc/indexing", "doc/linalg",
@@ -71,8 +73,8 @@ local modules = {
   ["dle.core"] = { sources = { "bindings/loader/core_loader.c" } },
   ["dle.native"] = {
     sources = sources,
-    libraries = { "openblas", "z", "gomp", "m", "dl" },
-    incdirs = { "$(OPENBLAS_INCDIR)" },
+    libraries = { "openblas", "z", "gomp", "m", "dl", "protobuf-c" },
+    incdirs = { "$(OPENBLAS_INCDIR)", "build/gen/onnx" },
     libdirs = { "$(OPENBLAS_LIBDIR)" },
   },
   dle = "lua/dle/init.lua",

@@ -13,7 +13,8 @@ local FLOAT = 1
 -- x {N, 3} -> relu(x @ w) reshaped to {N, 2, 2}: a dynamic batch dim and a constant shape input.
 local function mlp_model(w)
   return W.model{opset = 13,
-    nodes = {W.node("MatMul", {"x", "w"}, {"h"}), W.node("Relu", {"h"}, {"r"}), W.node("Reshape", {"r", "shape"}, {"y"})},
+    nodes = {W.node("MatMul", {"x", "w"}, {"h"}), W.node("Relu", {"h"}, {"r"}),
+             W.node("Reshape", {"r", "shape"}, {"y"})},
     initializers = {W.tensor("w", w), W.tensor("shape", dle.tensor({0, -1, 2}, {dtype = "int64"}))},
     inputs = {W.value("x", FLOAT, {"N", 3})}, outputs = {W.value("y", FLOAT, {"N", 2, 2})}}
 end
@@ -126,15 +127,20 @@ describe("dle.onnx.load", function()
       {init_model{name = "t", dims = {2, 3}, data_type = 1, raw = ("\0"):rep(20)},
        "tensor 't': raw_data has 20 bytes, shape {2,3} of FLOAT needs 24"},
       {init_model{name = "t", dims = {2, -3}, data_type = 1, raw = ""}, "tensor 't': dim 2 is negative (-3)"},
-      {init_model{name = "t", dims = {2}, data_type = 99, raw = "12345678"}, "tensor 't': unsupported data type unknown (99)"},
+      {init_model{name = "t", dims = {2}, data_type = 99, raw = "12345678"},
+       "tensor 't': unsupported data type unknown (99)"},
       {init_model{name = "t", dims = {2}, data_type = 3, raw = "12"}, "tensor 't': unsupported data type INT8 (3)"},
-      {init_model{name = "t", dims = {3}, data_type = 1, float_data = {1, 2}}, "tensor 't': 2 values for shape {3} (FLOAT)"},
+      {init_model{name = "t", dims = {3}, data_type = 1, float_data = {1, 2}},
+       "tensor 't': 2 values for shape {3} (FLOAT)"},
       {init_model{name = "t", dims = {1 << 40, 1 << 40}, data_type = 1, raw = ""}, "tensor 't': too many elements"},
     }
-    for _, c in ipairs(cases) do H.assert_error(function() dle.onnx.load(c[1]) end, "dle.onnx.load: (bytes): ", c[2]) end
+    for _, c in ipairs(cases) do
+      H.assert_error(function() dle.onnx.load(c[1]) end, "dle.onnx.load: (bytes): ", c[2])
+    end
     local dir = H.tmpdir()
     H.write_file(dir .. "/bad.onnx", cases[1][1])
-    H.assert_error(function() dle.onnx.load(dir .. "/bad.onnx") end, "dle.onnx.load: " .. dir .. "/bad.onnx: not a valid")
+    H.assert_error(function() dle.onnx.load(dir .. "/bad.onnx") end,
+                   "dle.onnx.load: " .. dir .. "/bad.onnx: not a valid")
     H.assert_error(function() dle.onnx.load(dir .. "/absent.onnx") end,
                    "dle.onnx.load: " .. dir .. "/absent.onnx: cannot open the file")
     os.execute("rm -rf '" .. dir .. "'")
@@ -189,17 +195,20 @@ end)
 local SUBSET = {
   "test_add_bcast", "test_sub_bcast", "test_mul_bcast", "test_div_bcast", "test_pow_bcast_array",
   "test_matmul_4d", "test_gemm_all_attributes", "test_conv_with_strides_and_asymmetric_padding",
-  "test_conv_with_autopad_same", "test_maxpool_2d_same_upper", "test_maxpool_2d_ceil", "test_maxpool_3d_default",
-  "test_averagepool_2d_pads", "test_averagepool_2d_same_lower", "test_globalaveragepool",
-  "test_batchnorm_example", "test_batchnorm_epsilon_training_mode", "test_layer_normalization_3d_axis1_epsilon",
-  "test_softmax_axis_1", "test_logsoftmax_axis_0", "test_reduce_sum_keepdims_example",
-  "test_reduce_mean_do_not_keepdims_example", "test_reduce_log_sum_exp_keepdims_random", "test_argmax_keepdims_example_select_last_index",
-  "test_reshape_reordered_all_dims", "test_transpose_all_permutations_3", "test_flatten_axis2", "test_squeeze_negative_axes",
-  "test_unsqueeze_three_axes", "test_concat_3d_axis_negative_2", "test_slice_neg_steps", "test_gather_negative_indices",
-  "test_split_variable_parts_2d", "test_expand_dim_changed", "test_shape_start_1_end_negative_1", "test_cast_FLOAT_to_DOUBLE",
-  "test_constantofshape_int_zeros", "test_where_long_example", "test_equal_bcast", "test_clip_default_inbounds",
-  "test_leakyrelu_default", "test_selu", "test_hardswish", "test_tile", "test_reflect_pad", "test_nllloss_NCd1d2_with_weight",
-  "test_sce_mean_weight_ii_3d", "test_range_float_type_positive_delta", "test_depthtospace_crd_mode",
+  "test_conv_with_autopad_same", "test_maxpool_2d_same_upper", "test_maxpool_2d_ceil",
+  "test_maxpool_3d_default", "test_averagepool_2d_pads", "test_averagepool_2d_same_lower",
+  "test_globalaveragepool", "test_batchnorm_example", "test_batchnorm_epsilon_training_mode",
+  "test_layer_normalization_3d_axis1_epsilon", "test_softmax_axis_1", "test_logsoftmax_axis_0",
+  "test_reduce_sum_keepdims_example", "test_reduce_mean_do_not_keepdims_example",
+  "test_reduce_log_sum_exp_keepdims_random", "test_argmax_keepdims_example_select_last_index",
+  "test_reshape_reordered_all_dims", "test_transpose_all_permutations_3", "test_flatten_axis2",
+  "test_squeeze_negative_axes", "test_unsqueeze_three_axes", "test_concat_3d_axis_negative_2",
+  "test_slice_neg_steps", "test_gather_negative_indices", "test_split_variable_parts_2d",
+  "test_expand_dim_changed", "test_shape_start_1_end_negative_1", "test_cast_FLOAT_to_DOUBLE",
+  "test_constantofshape_int_zeros", "test_where_long_example", "test_equal_bcast",
+  "test_clip_default_inbounds", "test_leakyrelu_default", "test_selu", "test_hardswish", "test_tile",
+  "test_reflect_pad", "test_nllloss_NCd1d2_with_weight", "test_sce_mean_weight_ii_3d",
+  "test_range_float_type_positive_delta", "test_depthtospace_crd_mode",
 }
 
 describe("ONNX backend tests (libonnx-testdata)", function()

@@ -100,9 +100,12 @@ describe("luarocks make #rock", function()
     tmp = os.tmpname()
     os.remove(tmp)
     tree = tmp .. "/tree"
-    -- a copy of the sources, so the objects builtin leaves in place stay out of the checkout
+    -- a copy of the sources, so the objects builtin leaves in place stay out of the checkout; the
+    -- ONNX protobuf code generated as premake5.lua does it (bindings/lua_onnx.c includes it)
     build_out, build_status = sh(string.format(
       "mkdir -p %s/src && cd %s && cp -r engine kernels bindings lua rockspec %s/src && cd %s/src && " ..
+      "mkdir -p build/gen/onnx && protoc-c --proto_path=/usr/include/onnx --c_out=build/gen/onnx " ..
+      "/usr/include/onnx/onnx.proto && " ..
       "luarocks --lua-version 5.4 make %s --tree %s " ..
       "CFLAGS='-O2 -fPIC -std=gnu11 -fopenmp' LIBFLAG='-shared -fopenmp -Wl,-z,nodelete'",
       q(tmp), q(root), q(tmp), q(tmp), ROCKSPEC, q(tree)))

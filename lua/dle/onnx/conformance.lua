@@ -103,7 +103,8 @@ function C.run(dir)
     if not got[1] then
       local msg = clean(got[2])
       local kind = classify(msg)
-      res.status, res.reason = kind == "error" and "fail" or "skip", (kind == "error" and "run error: " or kind .. ": ") .. msg
+      res.status = kind == "error" and "fail" or "skip"
+      res.reason = (kind == "error" and "run error: " or kind .. ": ") .. msg
       return res
     end
     for k, want in ipairs(outputs) do

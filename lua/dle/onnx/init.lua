@@ -137,7 +137,8 @@ local function bind_inputs(self, env, ...)
     end
     local ty = self._input_types[i]
     if ty and ty.shape and #ty.shape ~= x:dim() then
-      check.error(("%s: input '%s' must have %d dims, got shape %s"):format(self._what, name, #ty.shape, check.shape_str(x)))
+      check.error(("%s: input '%s' must have %d dims, got shape %s"):format(self._what, name, #ty.shape,
+                                                                         check.shape_str(x)))
     end
     env[name] = x
   end

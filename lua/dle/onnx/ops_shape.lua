@@ -257,7 +257,7 @@ end
 local function source_index(mode, n, before, after)
   local idx = {}
   for j = -before, n + after - 1 do
-    local k = j
+    local k
     if mode == "edge" then
       k = math.max(0, math.min(n - 1, j))
     elseif n > 1 then
