@@ -61,8 +61,16 @@ local function clean(msg)
   return (msg:gsub("dle%.onnx%.[%w_]+: [^:]*/[^:]*%.[op][nb][nx]?x?: ", ""))
 end
 
---- Runs one test directory; returns {status = "pass"|"fail"|"skip", reason, ops = {op_type...}}.
-function C.run(dir)
+-- Tests whose expected outputs no implementation reproduces: random draws of ONNX's reference.
+C.UNMATCHABLE = {
+  test_training_dropout = "random outputs (dropout in training mode draws its own mask)",
+  test_training_dropout_default = "random outputs (dropout in training mode draws its own mask)",
+  test_training_dropout_default_mask = "random outputs (dropout in training mode draws its own mask)",
+  test_training_dropout_mask = "random outputs (dropout in training mode draws its own mask)",
+}
+
+-- One test directory: {status = "pass"|"fail"|"skip", reason, ops = {op_type...}}.
+local function run_case(dir)
   local res = {ops = {}}
   local okp, parsed = pcall(dle.onnx.parse, dir .. "/model.onnx")
   if okp then
@@ -127,6 +135,15 @@ function C.run(dir)
     set = set + 1
   end
   res.status = "pass"
+  return res
+end
+
+--- Runs one test directory: {status = "pass"|"fail"|"skip", reason, ops}; a failing test of
+-- C.UNMATCHABLE is skipped with its reason.
+function C.run(dir)
+  local res = run_case(dir)
+  local why = C.UNMATCHABLE[dir:match("([^/]+)/*$")]
+  if why and res.status == "fail" then res.status, res.reason = "skip", why .. "; " .. res.reason end
   return res
 end
 

@@ -26,10 +26,10 @@ end
 -- today: a model using them fails to load naming them; each needs a real dle op first.
 onnx.missing = {
   "Acos", "Asin", "Atan", "Erf", "BitShift",
-  "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor", "Compress", "ConvInteger", "ConvTranspose",
-  "CumSum", "DequantizeLinear", "Det", "DynamicQuantizeLinear", "GatherND", "GRU", "GridSample",
-  "If", "Loop", "LRN", "LSTM", "MatMulInteger", "MaxRoiPool", "MaxUnpool",
-  "Multinomial", "NonMaxSuppression", "NonZero", "QLinearConv",
+  "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor", "ConvInteger", "ConvTranspose",
+  "CumSum", "DequantizeLinear", "Det", "DynamicQuantizeLinear", "GRU", "GridSample",
+  "If", "Loop", "LSTM", "MatMulInteger", "MaxRoiPool", "MaxUnpool",
+  "Multinomial", "NonMaxSuppression", "QLinearConv",
   "QLinearMatMul", "QuantizeLinear", "RandomNormal", "RandomNormalLike", "RandomUniform",
   "RandomUniformLike", "Resize", "ReverseSequence", "RNN", "RoiAlign", "Scan", "Scatter",
   "ScatterElements", "ScatterND", "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase",

@@ -173,11 +173,28 @@ N.Conv = function(ctx, x, w, b)
   end)
 end
 
+-- MaxPool's Indices output from dle's (1-based positions in each H x W plane): offsets into the
+-- whole tensor, row-major (storage_order 0) or with each plane column-major (1).
+local function onnx_indices(ctx, x, idx)
+  local n, c, h, w = x:size(1), x:size(2), x:size(3), x:size(4)
+  local pos = idx - 1
+  if (ctx.a.storage_order or 0) == 1 then
+    local row = (pos:double() / w):floor():long()
+    pos = (pos - row * w) * h + row
+  end
+  local plane = dle.arange(0, n * c, 1, {dtype = "int64"}):reshape(n, c, 1, 1) * (h * w)
+  return pos + plane
+end
+
 N.MaxPool = function(ctx, x)
   local kernel, strides, dil, pads, ceil = pool_params(ctx, x)
-  if (ctx.a.storage_order or 0) == 1 then U.fail(ctx, "storage_order = 1 is not supported") end
-  if #ctx.node.outputs > 1 and ctx.node.outputs[2] ~= "" then
-    U.fail(ctx, "the Indices output is not supported")
+  local want_indices = #ctx.node.outputs > 1 and ctx.node.outputs[2] ~= ""
+  if want_indices then
+    if x:dim() ~= 4 or ceil or not native_ok(2, kernel, pads, dil) then
+      U.fail(ctx, "the Indices output is supported for 2-D pooling with symmetric padding only")
+    end
+    local y, idx = dle.max_pool2d(x, kernel, {stride = strides, padding = {pads[1], pads[2]}})
+    return y, onnx_indices(ctx, x, idx)
   end
   if not ceil and native_ok(x:dim() - 2, kernel, pads, dil) then
     return as_2d(x, kernel, strides, dil, pads, function(x4, pad, k, st)
@@ -283,6 +300,22 @@ end
 N.SoftmaxCrossEntropyLoss = function(ctx, x, target, weight)
   local logp = x:log_softmax(2)
   return nll(ctx, logp, target, weight), logp
+end
+
+-- LRN: x / (bias + alpha / size * (sum of squares over a window of `size` channels))^beta, the
+-- window sum as a sum of shifted slices of the zero-padded squares.
+N.LRN = function(ctx, x)
+  local size = ctx.a.size
+  local alpha, beta, bias = ctx.a.alpha or 1e-4, ctx.a.beta or 0.75, ctx.a.bias or 1.0
+  local c = x:size(2)
+  local before = (size - 1) // 2
+  local sq = U.pad_dim(x * x, 2, before, size - 1 - before, 0)
+  local sum
+  for o = 0, size - 1 do
+    local part = sq:narrow(2, o + 1, c)
+    sum = sum and sum + part or part
+  end
+  return x / (sum * (alpha / size) + bias) ^ beta
 end
 
 N.MeanVarianceNormalization = function(ctx, x)

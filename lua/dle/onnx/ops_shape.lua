@@ -165,6 +165,71 @@ S.Gather = function(ctx, x, idx)
   return y:reshape(out)
 end
 
+-- GatherND: the last dim of indices addresses the k dims after batch_dims; each tuple becomes a
+-- row number of data viewed as {batch * prod(addressed dims), rest...}, picked by index_select.
+S.GatherND = function(ctx, x, idx)
+  local b = ctx.a.batch_dims or 0
+  local xs, is = x:shape(), idx:shape()
+  local k = is[#is]
+  local batch, addressed, rest = 1, 1, {}
+  for d = 1, b do batch = batch * xs[d] end
+  for d = b + 1, b + k do addressed = addressed * xs[d] end
+  for d = b + k + 1, #xs do rest[#rest + 1] = xs[d] end
+  local i = idx:to("int64"):reshape(batch, -1, k)
+  local row = dle.zeros(i:size(1), i:size(2), {dtype = "int64"})
+  for j = 1, k do
+    local n = xs[b + j]
+    local ij = i:select(3, j)
+    row = row * n + dle.where(ij:lt(0), ij + n, ij)
+  end
+  row = row + dle.arange(0, batch, 1, {dtype = "int64"}):reshape(batch, 1) * addressed
+  local flat = x:reshape(batch * addressed, table.unpack(rest))
+  local out = {}
+  for d = 1, #is - 1 do out[d] = is[d] end
+  for _, n in ipairs(rest) do out[#out + 1] = n end
+  return flat:index_select(1, row:reshape(-1) + 1):reshape(out)
+end
+
+-- Compress and NonZero read their condition's values (data-dependent shapes).
+S.Compress = function(ctx, x, cond)
+  local keep = {}
+  for i, v in ipairs(U.values(cond)) do
+    if v then keep[#keep + 1] = i end
+  end
+  local src, d = x, 1
+  if ctx.a.axis then
+    d = U.dim(ctx, ctx.a.axis, x:dim())
+  else
+    src = x:reshape(-1)
+  end
+  local n = math.min(#keep, src:size(d))
+  local idx = dle.tensor(keep, {dtype = "int64"}):reshape(#keep):narrow(1, 1, n)
+  return src:index_select(d, idx)
+end
+
+S.NonZero = function(_, x)
+  local shape, vals = x:shape(), x:reshape(-1):totable()
+  local r = math.max(#shape, 1)
+  local coords = {}
+  for d = 1, r do coords[d] = {} end
+  for flat, v in ipairs(vals) do
+    if v ~= 0 and v ~= false then
+      local rem = flat - 1
+      for d = r, 1, -1 do
+        local n = shape[d] or 1
+        table.insert(coords[d], rem % n)
+        rem = rem // n
+      end
+    end
+  end
+  local count = #coords[1]
+  local out = dle.zeros(r, count, {dtype = "int64"})
+  for d = 1, r do
+    for j = 1, count do out[d][j] = coords[d][j] end
+  end
+  return out
+end
+
 S.GatherElements = function(ctx, x, idx)
   local d = U.dim(ctx, ctx.a.axis or 0, x:dim())
   local i = idx:to("int64")
