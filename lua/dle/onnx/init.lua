@@ -18,7 +18,7 @@ local onnx = {}
 
 --- The op mapping: op_type -> fn(ctx, inputs...) -> outputs..., merged from the files by kind.
 onnx.ops = {}
-for _, kind in ipairs({"elementwise", "reduce", "shape", "nn"}) do
+for _, kind in ipairs({"elementwise", "reduce", "shape", "nn", "resize"}) do
   for name, fn in pairs(require("dle.onnx.ops_" .. kind)) do onnx.ops[name] = fn end
 end
 
@@ -31,10 +31,10 @@ onnx.missing = {
   "If", "Loop", "LSTM", "MatMulInteger", "MaxRoiPool", "MaxUnpool",
   "Multinomial", "NonMaxSuppression", "QLinearConv",
   "QLinearMatMul", "QuantizeLinear", "RandomNormal", "RandomNormalLike", "RandomUniform",
-  "RandomUniformLike", "Resize", "ReverseSequence", "RNN", "RoiAlign", "Scan", "Scatter",
+  "RandomUniformLike", "ReverseSequence", "RNN", "RoiAlign", "Scan", "Scatter",
   "ScatterElements", "ScatterND", "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase",
   "SequenceInsert", "SequenceLength", "StringNormalizer",
-  "TfIdfVectorizer", "TopK", "Unique", "Upsample", "Bernoulli", "Optional", "OptionalHasElement",
+  "TfIdfVectorizer", "TopK", "Unique", "Bernoulli", "Optional", "OptionalHasElement",
   "OptionalGetElement", "BlackmanWindow", "HammingWindow", "HannWindow", "DFT", "STFT", "MelWeightMatrix",
   "LpPool", "GlobalLpPool", "SplitToSequence", "ConcatFromSequence", "CenterCropPad", "Col2Im",
 }
