@@ -26,15 +26,15 @@ end
 -- today: a model using them fails to load naming them; each needs a real dle op first.
 onnx.missing = {
   "Acos", "Asin", "Atan", "Erf", "BitShift",
-  "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor", "ConvInteger", "ConvTranspose",
+  "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor", "ConvInteger",
   "CumSum", "DequantizeLinear", "Det", "DynamicQuantizeLinear", "GRU", "GridSample",
   "If", "Loop", "LSTM", "MatMulInteger", "MaxRoiPool", "MaxUnpool",
   "Multinomial", "NonMaxSuppression", "QLinearConv",
-  "QLinearMatMul", "QuantizeLinear", "RandomNormal", "RandomNormalLike", "RandomUniform",
-  "RandomUniformLike", "ReverseSequence", "RNN", "RoiAlign", "Scan", "Scatter",
+  "QLinearMatMul", "QuantizeLinear",
+  "ReverseSequence", "RNN", "RoiAlign", "Scan", "Scatter",
   "ScatterElements", "ScatterND", "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase",
   "SequenceInsert", "SequenceLength", "StringNormalizer",
-  "TfIdfVectorizer", "TopK", "Unique", "Bernoulli", "Optional", "OptionalHasElement",
+  "TfIdfVectorizer", "TopK", "Unique", "Optional", "OptionalHasElement",
   "OptionalGetElement", "BlackmanWindow", "HammingWindow", "HannWindow", "DFT", "STFT", "MelWeightMatrix",
   "LpPool", "GlobalLpPool", "SplitToSequence", "ConcatFromSequence", "CenterCropPad", "Col2Im",
 }

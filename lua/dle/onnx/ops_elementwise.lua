@@ -160,6 +160,29 @@ E.Mean = function(ctx, ...)
   return E.Sum(ctx, ...) / select("#", ...)
 end
 
+-- Random ops draw from dle's generator (seed attributes are not honoured: dle.manual_seed is).
+local function random_dtype(ctx, like, default)
+  return ctx.a.dtype and U.dtype(ctx, ctx.a.dtype) or like and like:dtype() or default
+end
+E.Bernoulli = function(ctx, p)
+  return dle.bernoulli(p):to(random_dtype(ctx, p))
+end
+E.RandomUniform = function(ctx)
+  local lo, hi = ctx.a.low or 0, ctx.a.high or 1
+  return (dle.rand(ctx.a.shape, {dtype = "float64"}) * (hi - lo) + lo):to(random_dtype(ctx, nil, "float32"))
+end
+E.RandomNormal = function(ctx)
+  return (dle.randn(ctx.a.shape, {dtype = "float64"}) * (ctx.a.scale or 1) + (ctx.a.mean or 0))
+    :to(random_dtype(ctx, nil, "float32"))
+end
+E.RandomUniformLike = function(ctx, x)
+  local lo, hi = ctx.a.low or 0, ctx.a.high or 1
+  return (dle.rand(x:shape(), {dtype = "float64"}) * (hi - lo) + lo):to(random_dtype(ctx, x))
+end
+E.RandomNormalLike = function(ctx, x)
+  return (dle.randn(x:shape(), {dtype = "float64"}) * (ctx.a.scale or 1) + (ctx.a.mean or 0)):to(random_dtype(ctx, x))
+end
+
 E.Cast = function(ctx, x) return x:to(U.dtype(ctx, ctx.a.to)) end
 E.CastLike = function(_, x, like) return x:to(like:dtype()) end
 

@@ -173,6 +173,51 @@ N.Conv = function(ctx, x, w, b)
   end)
 end
 
+-- ConvTranspose: the gradient of a convolution's input (dle's conv2d_grad_input, whose weight
+-- layout {Cin, Cout/groups, kh, kw} is ONNX's), computed unpadded at full size and then cropped by
+-- the pads (or grown to output_shape).
+N.ConvTranspose = function(ctx, x, w, b)
+  local ns = x:dim() - 2
+  if ns < 1 or ns > 2 then U.fail(ctx, ("%d-D ConvTranspose is not supported (1-D and 2-D are)"):format(ns)) end
+  if ns == 1 then x, w = x:unsqueeze(3), w:unsqueeze(3) end
+  local function two(v, default)
+    if ns == 1 then return {default, v and v[1] or default} end
+    return {v and v[1] or default, v and v[2] or default}
+  end
+  local strides, dil = two(ctx.a.strides, 1), two(ctx.a.dilations, 1)
+  local outpad = two(ctx.a.output_padding, 0)
+  local full, pads = {}, {}
+  local given = ctx.a.pads and (ns == 1 and {0, ctx.a.pads[1], 0, ctx.a.pads[2]} or ctx.a.pads) or {0, 0, 0, 0}
+  local out_shape = ctx.a.output_shape and two(ctx.a.output_shape, 1)
+  local auto = ctx.a.auto_pad or "NOTSET"
+  for i = 1, 2 do
+    local k = (w:size(i + 2) - 1) * dil[i] + 1
+    full[i] = strides[i] * (x:size(i + 2) - 1) + k + outpad[i]
+    if out_shape or auto == "SAME_UPPER" or auto == "SAME_LOWER" then
+      local want = out_shape and out_shape[i] or x:size(i + 2) * strides[i]
+      local total = full[i] - want
+      local half = total >= 0 and total // 2 or -(-total // 2)   -- C's division, as ONNX's
+      if auto == "SAME_UPPER" or (out_shape and auto ~= "SAME_LOWER") then
+        pads[i], pads[i + 2] = half, total - half
+      else
+        pads[i], pads[i + 2] = total - half, half
+      end
+    else
+      pads[i], pads[i + 2] = given[i], given[i + 2]
+    end
+  end
+  -- the forward convolution's input size that gives x's size: the full size minus output_padding
+  local y = x:conv2d_grad_input(w, {full[1] - outpad[1], full[2] - outpad[2]},
+                                {stride = strides, dilation = dil, groups = ctx.a.group or 1})
+  for i = 1, 2 do
+    y = U.pad_dim(y, i + 2, 0, outpad[i], 0)
+    y = U.pad_dim(y, i + 2, -pads[i], -pads[i + 2], 0)
+  end
+  if b then y = y + b:reshape(1, -1, 1, 1) end
+  if ns == 1 then y = y:squeeze(3) end
+  return y
+end
+
 -- MaxPool's Indices output from dle's (1-based positions in each H x W plane): offsets into the
 -- whole tensor, row-major (storage_order 0) or with each plane column-major (1).
 local function onnx_indices(ctx, x, idx)
