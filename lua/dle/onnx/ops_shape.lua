@@ -165,10 +165,10 @@ S.Gather = function(ctx, x, idx)
   return y:reshape(out)
 end
 
--- GatherND: the last dim of indices addresses the k dims after batch_dims; each tuple becomes a
--- row number of data viewed as {batch * prod(addressed dims), rest...}, picked by index_select.
-S.GatherND = function(ctx, x, idx)
-  local b = ctx.a.batch_dims or 0
+-- GatherND and ScatterND: the last dim of indices addresses the k dims after b batch dims; each
+-- tuple becomes a (1-based) row of data viewed as {batch * prod(addressed dims), rest...}.
+-- Returns the rows (flat), that view and the sizes of `rest`.
+local function nd_rows(x, idx, b)
   local xs, is = x:shape(), idx:shape()
   local k = is[#is]
   local batch, addressed, rest = 1, 1, {}
@@ -183,12 +183,45 @@ S.GatherND = function(ctx, x, idx)
     row = row * n + dle.where(ij:lt(0), ij + n, ij)
   end
   row = row + dle.arange(0, batch, 1, {dtype = "int64"}):reshape(batch, 1) * addressed
-  local flat = x:reshape(batch * addressed, table.unpack(rest))
-  local out = {}
+  return row:reshape(-1) + 1, x:reshape(batch * addressed, table.unpack(rest)), rest
+end
+
+S.GatherND = function(ctx, x, idx)
+  local rows, flat, rest = nd_rows(x, idx, ctx.a.batch_dims or 0)
+  local is, out = idx:shape(), {}
   for d = 1, #is - 1 do out[d] = is[d] end
   for _, n in ipairs(rest) do out[#out + 1] = n end
-  return flat:index_select(1, row:reshape(-1) + 1):reshape(out)
+  return flat:index_select(1, rows):reshape(out)
 end
+
+-- Scatters with reduction "none" (indices unique, as ONNX requires) or "add": the written
+-- positions are those a scatter of ones reaches; "mul", "max", "min" have no dle op.
+local function scatter(ctx, x, add_at)
+  local reduction = ctx.a.reduction or "none"
+  local written, summed = add_at(true), add_at(false)
+  if reduction == "add" then return x + summed end
+  if reduction ~= "none" then U.fail(ctx, "reduction '" .. reduction .. "' is not supported") end
+  return dle.where(written:ne(0), summed, x)
+end
+
+S.ScatterND = function(ctx, x, idx, updates)
+  local rows, flat = nd_rows(x, idx, 0)
+  local upd = updates:reshape(rows:size(1), table.unpack(flat:shape(), 2))
+  return scatter(ctx, x, function(ones_of)
+    local src = ones_of and dle.ones_like(upd) or upd
+    return dle.zeros_like(flat):index_add(1, rows, src):reshape(x:shape())
+  end)
+end
+
+S.ScatterElements = function(ctx, x, idx, updates)
+  local d = U.dim(ctx, ctx.a.axis or 0, x:dim())
+  local i = idx:to("int64")
+  i = dle.where(i:lt(0), i + x:size(d), i) + 1
+  return scatter(ctx, x, function(ones_of)
+    return dle.zeros_like(x):scatter_add(d, i, ones_of and dle.ones_like(updates) or updates)
+  end)
+end
+S.Scatter = S.ScatterElements
 
 -- Compress and NonZero read their condition's values (data-dependent shapes).
 S.Compress = function(ctx, x, cond)
