@@ -209,7 +209,8 @@ local SUBSET = {
   "test_clip_default_inbounds", "test_leakyrelu_default", "test_selu", "test_hardswish", "test_tile",
   "test_reflect_pad", "test_nllloss_NCd1d2_with_weight", "test_sce_mean_weight_ii_3d",
   "test_resize_upsample_scales_cubic",
-  "test_resize_tf_crop_and_resize", "test_gathernd_example_int32_batch_dim1",
+  "test_resize_tf_crop_and_resize", "test_gathernd_example_int32_batch_dim1", "test_lstm_with_peepholes",
+  "test_gru_with_initial_bias", "test_rnn_seq_length", "test_convtranspose_pads", "test_scatternd",
   "test_range_float_type_positive_delta", "test_depthtospace_crd_mode",
 }
 

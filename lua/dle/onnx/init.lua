@@ -18,7 +18,7 @@ local onnx = {}
 
 --- The op mapping: op_type -> fn(ctx, inputs...) -> outputs..., merged from the files by kind.
 onnx.ops = {}
-for _, kind in ipairs({"elementwise", "reduce", "shape", "nn", "resize"}) do
+for _, kind in ipairs({"elementwise", "reduce", "shape", "nn", "resize", "rnn"}) do
   for name, fn in pairs(require("dle.onnx.ops_" .. kind)) do onnx.ops[name] = fn end
 end
 
@@ -27,11 +27,11 @@ end
 onnx.missing = {
   "Acos", "Asin", "Atan", "Erf", "BitShift",
   "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor", "ConvInteger",
-  "CumSum", "DequantizeLinear", "Det", "DynamicQuantizeLinear", "GRU", "GridSample",
-  "If", "Loop", "LSTM", "MatMulInteger", "MaxRoiPool", "MaxUnpool",
+  "CumSum", "DequantizeLinear", "Det", "DynamicQuantizeLinear", "GridSample",
+  "If", "Loop", "MatMulInteger", "MaxRoiPool", "MaxUnpool",
   "Multinomial", "NonMaxSuppression", "QLinearConv",
   "QLinearMatMul", "QuantizeLinear",
-  "ReverseSequence", "RNN", "RoiAlign", "Scan",
+  "ReverseSequence", "RoiAlign", "Scan",
   "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase",
   "SequenceInsert", "SequenceLength", "StringNormalizer",
   "TfIdfVectorizer", "TopK", "Unique", "Optional", "OptionalHasElement",
