@@ -63,8 +63,8 @@ local function setup(ctx, gates, x, w, r, b, lens, h0)
       local bd = b:select(1, d)
       bias = bd:narrow(1, 1, gates * hidden) + bd:narrow(1, gates * hidden + 1, gates * hidden)
     end
-    per_dir[d] = {w = w:select(1, d):t(), rt = r:select(1, d):t(), bias = bias, rb = b and b:select(1, d), h = state(h0, d),
-                  reverse = direction == "reverse" or d == 2}
+    per_dir[d] = {w = w:select(1, d):t(), rt = r:select(1, d):t(), bias = bias, rb = b and b:select(1, d),
+                  h = state(h0, d), reverse = direction == "reverse" or d == 2}
   end
   return x, seq, hidden, per_dir, layout, state
 end
