@@ -18,7 +18,7 @@ local onnx = {}
 
 --- The op mapping: op_type -> fn(ctx, inputs...) -> outputs..., merged from the files by kind.
 onnx.ops = {}
-for _, kind in ipairs({"elementwise", "reduce", "shape", "nn", "resize", "rnn"}) do
+for _, kind in ipairs({"elementwise", "reduce", "shape", "nn", "resize", "rnn", "quant"}) do
   for name, fn in pairs(require("dle.onnx.ops_" .. kind)) do onnx.ops[name] = fn end
 end
 
@@ -26,16 +26,16 @@ end
 -- today: a model using them fails to load naming them; each needs a real dle op first.
 onnx.missing = {
   "Acos", "Asin", "Atan", "Erf", "BitShift",
-  "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor", "ConvInteger",
-  "CumSum", "DequantizeLinear", "Det", "DynamicQuantizeLinear", "GridSample",
-  "If", "Loop", "MatMulInteger", "MaxRoiPool", "MaxUnpool",
-  "Multinomial", "NonMaxSuppression", "QLinearConv",
-  "QLinearMatMul", "QuantizeLinear",
+  "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor",
+  "CumSum", "Det", "GridSample",
+  "If", "Loop", "MaxRoiPool", "MaxUnpool",
+  "Multinomial", "NonMaxSuppression",
+  "QLinearMatMul",
   "ReverseSequence", "RoiAlign", "Scan",
   "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase",
   "SequenceInsert", "SequenceLength", "StringNormalizer",
   "TfIdfVectorizer", "TopK", "Unique", "Optional", "OptionalHasElement",
-  "OptionalGetElement", "BlackmanWindow", "HammingWindow", "HannWindow", "DFT", "STFT", "MelWeightMatrix",
+  "OptionalGetElement", "DFT", "STFT", "MelWeightMatrix",
   "LpPool", "GlobalLpPool", "SplitToSequence", "ConcatFromSequence", "CenterCropPad", "Col2Im",
 }
 

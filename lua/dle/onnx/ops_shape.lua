@@ -324,6 +324,21 @@ S.Range = function(_, start, limit, delta)
   return (dle.arange(0, n, 1, {dtype = "float64"}) * d + s):to(start:dtype())
 end
 
+-- The window functions: a0 - a1 cos(2 pi n / N) + a2 cos(4 pi n / N), N = size (periodic) or size - 1.
+local function window(a0, a1, a2)
+  return function(ctx, size)
+    local n = math.floor(U.scalar(size))
+    local denom = (ctx.a.periodic or 1) == 1 and n or n - 1
+    local k = dle.arange(0, n, 1, {dtype = "float64"}) * (2 * math.pi / denom)
+    local w = a0 - k:cos() * a1
+    if a2 ~= 0 then w = w + (k * 2):cos() * a2 end
+    return w:to(U.dtype(ctx, ctx.a.output_datatype or 1))
+  end
+end
+S.HannWindow = window(0.5, 0.5, 0)
+S.HammingWindow = window(25 / 46, 21 / 46, 0)
+S.BlackmanWindow = window(0.42, 0.5, 0.08)
+
 S.EyeLike = function(ctx, x)
   local k = ctx.a.k or 0
   local dt = ctx.a.dtype and U.dtype(ctx, ctx.a.dtype) or x:dtype()
