@@ -218,6 +218,24 @@ N.ConvTranspose = function(ctx, x, w, b)
   return y
 end
 
+-- MaxUnpool: the values added at MaxPool's flat indices into zeros of the unpooled shape (the
+-- indices address that shape; a larger output_shape pads it at the end).
+N.MaxUnpool = function(ctx, x, idx, out_shape)
+  local shape, ns = {x:size(1), x:size(2)}, x:dim() - 2
+  for i = 1, ns do
+    local s, p = ctx.a.strides and ctx.a.strides[i] or 1, ctx.a.pads or {}
+    shape[i + 2] = (x:size(i + 2) - 1) * s + ctx.a.kernel_shape[i] - (p[i] or 0) - (p[i + ns] or 0)
+  end
+  local n = 1
+  for _, v in ipairs(shape) do n = n * v end
+  local y = dle.zeros({n}, {dtype = x:dtype()}):index_add(1, idx:reshape(-1) + 1, x:reshape(-1)):reshape(shape)
+  if out_shape then
+    local want = U.ints(out_shape)
+    for i = 3, #want do y = U.pad_dim(y, i, 0, want[i] - shape[i], 0) end
+  end
+  return y
+end
+
 -- MaxPool's Indices output from dle's (1-based positions in each H x W plane): offsets into the
 -- whole tensor, row-major (storage_order 0) or with each plane column-major (1).
 local function onnx_indices(ctx, x, idx)

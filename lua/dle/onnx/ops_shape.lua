@@ -263,6 +263,23 @@ S.NonZero = function(_, x)
   return out
 end
 
+-- ReverseSequence: a gather along the time axis whose index reverses each batch entry's first
+-- sequence_lens[b] steps.
+S.ReverseSequence = function(ctx, x, lens)
+  local bd, td = U.dim(ctx, ctx.a.batch_axis or 1, x:dim()), U.dim(ctx, ctx.a.time_axis or 0, x:dim())
+  local steps, l = x:size(td), U.ints(lens)
+  local rows = {}
+  for t = 1, steps do
+    rows[t] = {}
+    for b, n in ipairs(l) do rows[t][b] = t <= n and n - t + 1 or t end
+  end
+  local idx = dle.tensor(rows, {dtype = "int64"})
+  if bd < td then idx = idx:t() end
+  local shape = {}
+  for d = 1, x:dim() do shape[d] = (d == bd or d == td) and x:size(d) or 1 end
+  return x:gather(td, idx:reshape(shape):expand(x:shape()):contiguous())
+end
+
 S.GatherElements = function(ctx, x, idx)
   local d = U.dim(ctx, ctx.a.axis or 0, x:dim())
   local i = idx:to("int64")
