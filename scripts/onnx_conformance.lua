@@ -66,7 +66,19 @@ say(("| **all** | %d | %d | %d | %d | %s |"):format(total.pass, total.fail, tota
 
 if out then
   local f = assert(io.open(out, "w"))
-  f:write("# ONNX conformance of dle.onnx\n\n",
+  f:write("# ONNX import (dle.onnx) and its conformance\n\n",
+          "`dle.onnx.load(path_or_bytes, {requires_grad})` returns an `nn.Module` running the ONNX graph with\n",
+          "dle's public ops: `model(x, ...)` (graph-input order) or `model{name = x}`, `model.input_names`,\n",
+          "`model.output_names`, `model.opset`; float initializers are its parameters (trainable, in\n",
+          "`state_dict()` under their ONNX names). The file is decoded by protobuf-c (code generated at build\n",
+          "time from libonnx-dev's `onnx.proto`) in `bindings/lua_onnx.c`; the op mapping is a table keyed by\n",
+          "op_type in `lua/dle/onnx/ops_*.lua`. `dle.onnx.parse` gives the decoded tables, `dle.onnx.load_tensor`\n",
+          "reads a serialized TensorProto. Unsupported ops are all listed in one error at load time.\n\n",
+          "## Ops dle cannot express yet\n\n",
+          "These ONNX ops (default domain) need dle ops that do not exist (sorting, cumulative sums, inverse\n",
+          "trigonometry, FFT, sequences, control flow, ...) or dtypes dle lacks; each should become a real dle\n",
+          "op first: ", table.concat(dle.onnx.missing, ", "), ".\n\n",
+          "## Conformance\n\n",
           "Written by `scripts/onnx-conformance`: ONNX 1.12's backend tests from Debian's `libonnx-testdata`\n",
           "(`", C.ROOT, "`), each model imported with `dle.onnx.load` and its outputs compared with\n",
           "rtol ", C.RTOL, ", atol ", C.ATOL, " (exact for integer and bool outputs). A test is *skipped* when\n",
@@ -78,6 +90,19 @@ if out then
     if l:find("^| suite") then start = k end
   end
   for k = start, #lines do f:write(lines[k], "\n") end
+  -- the skip and failure reasons, grouped (the op or dtype named, else the reason itself)
+  local groups, order = {}, {}
+  for _, p in ipairs(problems) do
+    local r = tostring(p[4])
+    local key = r:match("unsupported ONNX ops at opset %d+: ([%w%.]+)") or r:match("(unsupported data type %u+%d*)")
+                or r:match("^(random outputs)") or r:match("^(unsupported value type %a+)") or r
+    key = (p[3] == "skip" and "" or "fail: ") .. key
+    if not groups[key] then groups[key] = 0; order[#order + 1] = key end
+    groups[key] = groups[key] + 1
+  end
+  table.sort(order, function(a, b) return groups[a] > groups[b] or groups[a] == groups[b] and a < b end)
+  f:write("\n## Why tests do not pass (grouped)\n\n| reason (op, dtype, ...) | tests |\n|---|---|\n")
+  for _, key in ipairs(order) do f:write(("| %s | %d |\n"):format(key:gsub("|", "\\|"), groups[key])) end
   f:write("\n## Failing and skipped tests\n\n| suite | test | status | reason |\n|---|---|---|---|\n")
   for _, p in ipairs(problems) do
     local reason = tostring(p[4]):gsub("|", "\\|"):gsub(C.ROOT .. "/", "")

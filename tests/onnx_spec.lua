@@ -103,6 +103,13 @@ describe("dle.onnx.load", function()
     assert.is_true(H.max_diff(m(a, b, c), dle.where(g:lt(0), g * 0.01, g)) < 1e-6)
   end)
 
+  it("keeps dle.onnx.missing (ops dle cannot express) apart from the mapped ops", function()
+    for _, op in ipairs(dle.onnx.missing) do assert.is_nil(dle.onnx.ops[op], op) end
+    for _, op in ipairs({"Conv", "LSTM", "Resize", "Softmax", "ReduceSum", "Gather"}) do
+      assert.is_function(dle.onnx.ops[op], op)
+    end
+  end)
+
   it("lists every unsupported op with its node name in one load-time error", function()
     local err = H.assert_error(function()
       dle.onnx.load(W.model{nodes = {W.node("Foo", {"x"}, {"y"}, nil, "first"), W.node("Relu", {"y"}, {"z"}),

@@ -30,7 +30,6 @@ onnx.missing = {
   "CumSum", "Det", "GridSample",
   "If", "Loop", "MaxRoiPool",
   "Multinomial", "NonMaxSuppression",
-  "QLinearMatMul",
   "RoiAlign", "Scan",
   "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase",
   "SequenceInsert", "SequenceLength", "StringNormalizer",
