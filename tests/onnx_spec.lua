@@ -126,6 +126,13 @@ describe("dle.onnx.load", function()
     H.assert_error(function() dle.onnx.load(mlp_model(w), {bogus = 1}) end, "dle.onnx.load: unknown option 'bogus'")
   end)
 
+  it("names the node and the op's own message when an op fails while running", function()
+    local m = dle.onnx.load(W.model{nodes = {W.node("Add", {"x", "y"}, {"z"}, nil, "adder")},
+      inputs = {W.value("x", FLOAT, {2, 3}), W.value("y", FLOAT, {2, 3})}, outputs = {W.value("z", FLOAT, {2, 3})}})
+    H.assert_error(function() m(dle.randn(2, 3), dle.randn(2, 4)) end,
+                   "dle.onnx model (bytes): node 'adder' (Add): add: shapes {2,3} and {2,4} cannot be broadcast")
+  end)
+
   it("gives clean errors naming the file for malformed files and tensors", function()
     local function init_model(t) return W.model{nodes = {}, initializers = {W.raw_tensor(t)}} end
     local cases = {

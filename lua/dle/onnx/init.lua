@@ -77,16 +77,19 @@ function Model:init(m, what)
   local g = m.graph
   self._graph = g
   self.opset = m.opset_import[""] or m.opset_import["ai.onnx"] or 1
-  self._const = {}     -- name -> tensor: non-float initializers, and all while loading
+  self._const = {}        -- name -> tensor: the non-float initializers
   self._param_field = {}  -- initializer name -> module field of its parameter
   for _, init in ipairs(g.initializers) do
     local t = init.tensor
+    -- small initializers' values are read into Lua now: ops that take shapes, axes or scales from
+    -- them then need no read inside a traced forward (which would make the trace unsafe)
+    if t:numel() <= 64 then U.remember(t, t:reshape(-1):totable()) end
     if t:is_floating_point() then
       local field = field_name(init.name)
       self:register_parameter(field, t:requires_grad_(true))
       self._param_field[init.name] = field
     else
-      self._const[init.name] = U.remember(t, t:numel() <= 64 and t:reshape(-1):totable() or nil)
+      self._const[init.name] = t
     end
   end
   local is_init = {}
@@ -100,7 +103,7 @@ function Model:init(m, what)
   end
   self.output_names = {}
   for i, v in ipairs(g.outputs) do self.output_names[i] = v.name end
-  self._what = what
+  self._what = what:gsub("^dle%.onnx%.load: ", "dle.onnx model ")
   -- per node: its mapping and a context holding its attributes (values only) and the opset
   self._steps = {}
   for i, n in ipairs(g.nodes) do
@@ -163,7 +166,14 @@ function Model:forward(...)
       end
       k = i
     end
-    local outs = table.pack(step.fn(step.ctx, table.unpack(ins, 1, k)))
+    local outs = table.pack(pcall(step.fn, step.ctx, table.unpack(ins, 1, k)))
+    if not outs[1] then
+      -- an op's own error ("mul: shapes ...") gets the node it happened in
+      local msg = check.strip_where(tostring(outs[2]))
+      if not msg:find("^dle%.onnx: node") then msg = ("node '%s' (%s): %s"):format(n.name, n.op_type, msg) end
+      check.error(self._what .. ": " .. msg:gsub("^dle%.onnx: ", ""))
+    end
+    table.remove(outs, 1)
     for i, name in ipairs(n.outputs) do
       if name ~= "" then env[name] = outs[i] end
     end
