@@ -157,6 +157,7 @@ static int64_t typed_count(const Onnx__TensorProto *tp, dle_dtype dt) {
 }
 
 static void copy_typed(void *dst, const Onnx__TensorProto *tp, dle_dtype dt, int64_t n) {
+  if (n == 0) return; /* the field's array is NULL then, which memcpy must not be given */
   switch (dt) {
     case DLE_F32: memcpy(dst, tp->float_data, (size_t)n * 4); return;
     case DLE_F64: memcpy(dst, tp->double_data, (size_t)n * 8); return;

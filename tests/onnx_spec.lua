@@ -170,6 +170,10 @@ describe("dle.onnx.load", function()
     end
     local got = dle.onnx.load_tensor(W.raw_tensor{dims = {2}, data_type = 1, float_data = {1.5, -2}}, true)
     assert.are.same({1.5, -2}, got:totable())
+    -- no data at all: an empty tensor (its typed field is absent)
+    for _, ty in ipairs({1, 7, 9, 11}) do
+      assert.are.same({0, 3}, dle.onnx.load_tensor(W.raw_tensor{dims = {0, 3}, data_type = ty}, true):shape())
+    end
   end)
 end)
 
