@@ -53,7 +53,7 @@ local lua_files = {
   "rewrite/init", "rewrite/pattern", "rewrite/build", "rewrite/rules/algebra", "rewrite/rules/fusion",
   "rewrite/rules/inference",
   "onnx/init", "onnx/util",
-  "onnx/ops_elementwise", "onnx/ops_reduce", "onnx/ops_shape", "onnx/ops_nn", "onnx/ops_resize", "onnx/ops_rnn", "onnx/ops_quant",
+  "onnx/ops_elementwise", "onnx/ops_reduce", "onnx/ops_shape", "onnx/ops_nn", "onnx/ops_resize", "onnx/ops_rnn", "onnx/ops_quant", "onnx/ops_training",
   "onnx/conformance",
   -- help reads the doc-only files of doc/ (the docs of the C functions) next to itself
   "help", "doc/autocast", "doc/autograd_modes", "doc/conversion", "doc/creation", "doc/elementwise",

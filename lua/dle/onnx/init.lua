@@ -16,10 +16,20 @@ local U = require "dle.onnx.util"
 
 local onnx = {}
 
---- The op mapping: op_type -> fn(ctx, inputs...) -> outputs..., merged from the files by kind.
+--- The op mapping of the default domain: op_type -> fn(ctx, inputs...) -> outputs..., merged
+-- from the files by kind.
 onnx.ops = {}
 for _, kind in ipairs({"elementwise", "reduce", "shape", "nn", "resize", "rnn", "quant"}) do
   for name, fn in pairs(require("dle.onnx.ops_" .. kind)) do onnx.ops[name] = fn end
+end
+--- The op mappings by domain ("" and "ai.onnx" are the default one).
+onnx.domains = {[""] = onnx.ops, ["ai.onnx"] = onnx.ops,
+                ["ai.onnx.preview.training"] = require("dle.onnx.ops_training")}
+
+-- The mapping of node n, or nil.
+local function op_of(n)
+  local ops = onnx.domains[n.domain]
+  return ops and ops[n.op_type]
 end
 
 --- ONNX operators (default domain, opsets 7-17) that dle's public ops cannot express exactly
@@ -54,8 +64,7 @@ end
 local function check_ops(graph, opset, what)
   local bad = {}
   for i, n in ipairs(graph.nodes) do
-    local fn = (n.domain == "" or n.domain == "ai.onnx") and onnx.ops[n.op_type]
-    if not fn then
+    if not op_of(n) then
       local label = n.domain ~= "" and n.domain .. "." .. n.op_type or n.op_type
       bad[#bad + 1] = ("%s (node '%s')"):format(label, n.name ~= "" and n.name or "#" .. i)
     end
@@ -110,7 +119,7 @@ function Model:init(m, what)
     local a = {}
     for k, attr in pairs(n.attributes) do a[k] = attr.value end
     if n.name == "" then n.name = "#" .. i end
-    self._steps[i] = {fn = onnx.ops[n.op_type], ctx = {a = a, opset = self.opset, node = n}}
+    self._steps[i] = {fn = op_of(n), ctx = {a = a, opset = self.opset, node = n}}
   end
 end
 
