@@ -183,6 +183,21 @@ E.RandomNormalLike = function(ctx, x)
   return (dle.randn(x:shape(), {dtype = "float64"}) * (ctx.a.scale or 1) + (ctx.a.mean or 0)):to(random_dtype(ctx, x))
 end
 
+-- BitShift on unsigned integers (ONNX defines it for uint8..uint64; dle has uint8): x * 2^y
+-- modulo 2^8 or floor(x / 2^y), exact in float64 for these ranges.
+E.BitShift = function(ctx, x, y)
+  if x:dtype() ~= "uint8" then U.fail(ctx, "BitShift needs an unsigned integer dtype, got " .. x:dtype()) end
+  local p = dle.pow(dle.full_like(y, 2, {dtype = "float64"}), y:double())
+  local v = x:double()
+  if ctx.a.direction == "LEFT" then
+    v = v * p
+    v = v - (v / 256):floor() * 256
+  else
+    v = (v / p):floor()
+  end
+  return v:to(x:dtype())
+end
+
 E.Cast = function(ctx, x) return x:to(U.dtype(ctx, ctx.a.to)) end
 E.CastLike = function(_, x, like) return x:to(like:dtype()) end
 
