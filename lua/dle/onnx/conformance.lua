@@ -58,7 +58,8 @@ end
 -- An error message's first line without the position and the file path.
 local function clean(msg)
   msg = check.strip_where(tostring(msg)):gsub("\n.*", "")
-  return (msg:gsub("dle%.onnx%.[%w_]+: [^:]*/[^:]*%.[op][nb][nx]?x?: ", ""))
+  msg = msg:gsub("dle%.onnx%.[%w_]+: [^:]*/[^:]*%.[op][nb][nx]?x?: ", "")
+  return (msg:gsub("dle%.onnx model [^:]*/[^:]*%.onnx: ", ""))
 end
 
 -- Tests whose expected outputs no implementation reproduces (random draws of ONNX's reference,

@@ -138,4 +138,87 @@ R.Upsample = function(ctx, x, scales)
   return resize(ctx, x, scales and U.values(scales) or ctx.a.scales, nil, nil, p)
 end
 
+-- ---------------------------------------------------------------- GridSample (opset 16)
+-- PyTorch's grid_sample, whose outputs ONNX's tests hold: grid {N, Ho, Wo, 2} of normalized (x, y)
+-- in [-1, 1]; samples gathered from x {N, C, H*W} at clamped flat positions, zero where outside.
+
+-- PyTorch's reflect_coordinates: v reflected into [low2 / 2, high2 / 2].
+local function reflect(v, low2, high2)
+  if low2 == high2 then return v * 0 end
+  local lo, span = low2 / 2, (high2 - low2) / 2
+  local a = (v - lo):abs()
+  local extra = a - (a / span):floor() * span
+  local flips = (a / span):floor()
+  local even = (flips - (flips / 2):floor() * 2):eq(0)
+  return dle.where(even, extra + lo, (extra * -1) + span + lo)
+end
+
+local function padded_coordinate(v, size, padding, align)
+  if padding == "border" then return v:clamp(0, size - 1) end
+  if padding == "reflection" then
+    v = align and reflect(v, 0, 2 * (size - 1)) or reflect(v, -1, 2 * size - 1)
+    return v:clamp(0, size - 1)
+  end
+  return v
+end
+
+-- The values of x {N, C, H, W} at integer positions (ix, iy) {N, 1, P}; 0 outside.
+local function fetch(x, ix, iy)
+  local n, c, h, w = table.unpack(x:shape())
+  local inside = ix:ge(0):logical_and(ix:le(w - 1)):logical_and(iy:ge(0)):logical_and(iy:le(h - 1))
+  local flat = (iy:clamp(0, h - 1) * w + ix:clamp(0, w - 1)):long()   -- 0-based
+  local v = x:reshape(n, c, h * w):gather(3, flat:expand(n, c, flat:size(3)):contiguous() + 1)
+  return dle.where(inside, v, 0)
+end
+
+R.GridSample = function(ctx, x, grid)
+  if x:dim() ~= 4 then U.fail(ctx, "only 4-D inputs are supported") end
+  local mode, padding = ctx.a.mode or "bilinear", ctx.a.padding_mode or "zeros"
+  local align = (ctx.a.align_corners or 0) == 1
+  local n, c, h, w = table.unpack(x:shape())
+  local ho, wo = grid:size(2), grid:size(3)
+  local g = grid:double()
+  local function unnormalize(v, size)
+    if align then return (v + 1) / 2 * (size - 1) end
+    return ((v + 1) * size - 1) / 2
+  end
+  local gx = unnormalize(g:select(4, 1):reshape(n, 1, ho * wo), w)
+  local gy = unnormalize(g:select(4, 2):reshape(n, 1, ho * wo), h)
+  local xd = x:double()
+  local y
+  if mode == "bicubic" then
+    -- 4 x 4 neighbours of the unpadded coordinate, each index padded on its own (PyTorch's rule)
+    local fx, fy = gx:floor(), gy:floor()
+    local tx, ty = gx - fx, gy - fy
+    local function coeffs(t)
+      local a = -0.75
+      local function near(s) return ((a + 2) * s - (a + 3)) * s * s + 1 end
+      local function far(s) return ((a * s - 5 * a) * s + 8 * a) * s - 4 * a end
+      return {far(t + 1), near(t), near(1 - t), far(2 - t)}
+    end
+    local cx, cy = coeffs(tx), coeffs(ty)
+    for j = 1, 4 do
+      local row
+      local iy = padded_coordinate(fy + (j - 2), h, padding, align)
+      for i = 1, 4 do
+        local ix = padded_coordinate(fx + (i - 2), w, padding, align)
+        local v = fetch(xd, ix, iy) * cx[i]
+        row = row and row + v or v
+      end
+      y = y and y + row * cy[j] or row * cy[j]
+    end
+  else
+    gx, gy = padded_coordinate(gx, w, padding, align), padded_coordinate(gy, h, padding, align)
+    if mode == "nearest" then
+      y = fetch(xd, gx:round(), gy:round())
+    else
+      local x0, y0 = gx:floor(), gy:floor()
+      local wx, wy = gx - x0, gy - y0
+      y = fetch(xd, x0, y0) * (1 - wx) * (1 - wy) + fetch(xd, x0 + 1, y0) * wx * (1 - wy)
+          + fetch(xd, x0, y0 + 1) * (1 - wx) * wy + fetch(xd, x0 + 1, y0 + 1) * wx * wy
+    end
+  end
+  return y:reshape(n, c, ho, wo):to(x:dtype())
+end
+
 return R
