@@ -85,6 +85,25 @@ project("dle_cpu")
   objdir(B .. "/obj/cpu")
   files({"kernels/cpu/*.c"})
 
+-- The ONNX protobuf code (dle.onnx, bindings/lua_onnx.c): protoc-c generates it from the onnx.proto
+-- of libonnx-dev into <build>/gen/onnx when premake runs (scripts/build runs premake before every
+-- make), and again only when onnx.proto is newer; bindings/lua_onnx.c includes it (so only the
+-- include path is needed), and it is never committed. Not a prebuild step: premake4 has no
+-- per-file rules, and a prebuild step would race the compilation that needs it under make -j.
+local onnx_proto = os.getenv("DLE_ONNX_PROTO") or "/usr/include/onnx/onnx.proto"
+local onnx_gen = path.getabsolute(B .. "/gen/onnx")
+do
+  local q = function(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+  local cmd = table.concat({"mkdir -p", q(onnx_gen), "&& { test", q(onnx_gen .. "/onnx.pb-c.c"), "-nt",
+    q(onnx_proto), "|| protoc-c", "--proto_path=" .. q(onnx_proto:match("^(.*)/[^/]*$") or "."),
+    "--c_out=" .. q(onnx_gen), q(onnx_proto), "; }"}, " ")
+  local ok = os.execute(cmd)
+  if ok ~= true and ok ~= 0 then
+    error("dle: cannot generate the ONNX protobuf code from " .. onnx_proto .. " (needs protoc-c from "
+          .. "protobuf-c-compiler and onnx.proto from libonnx-dev; scripts/bootstrap installs them)")
+  end
+end
+
 -- The native Lua module dle.native: bindings + engine. It must not link liblua (the interpreter
 -- provides it).
 project("native")
@@ -95,9 +114,10 @@ project("native")
   targetprefix("")
   objdir(B .. "/obj/native")
   files({"bindings/*.c"})
+  includedirs({onnx_gen})
   buildoptions({lua_cflags})
   link_engine()
-  links({"openblas", "z", "m", "dl"})
+  links({"openblas", "z", "m", "dl", "protobuf-c"})
   -- lua_close unloads C modules at exit while OpenMP's worker threads still run code of libgomp,
   -- which goes with us: a crash at exit. Never unloading the module avoids it.
   linkoptions({"-Wl,-z,nodelete"})

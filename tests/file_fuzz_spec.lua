@@ -1,5 +1,5 @@
 -- file_fuzz_spec.lua — a short seeded round of the file fuzzer (tests/fuzz/file_fuzz.lua): 400
--- mutated dle, npy, safetensors and IDX files, loaded by child processes under a time and a
+-- mutated dle, npy, safetensors, IDX and ONNX files, loaded by child processes under a time and a
 -- memory limit. Each must load or raise an error beginning with its loader's name; a crash, a
 -- sanitizer report (under scripts/test --asan), a time-out or an unnamed error fails the test
 -- and leaves a reproducer in the output directory. The full round, under ASan, any seed:

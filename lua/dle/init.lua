@@ -54,7 +54,8 @@ export()
 -- So do the functions of dle.checkpoint, dle.profile and dle.compile (whose modules add them to dle).
 local subpackages = {nn = "dle.nn", optim = "dle.optim", data = "dle.data", amp = "dle.amp",
                      dist = "dle.dist", graph = "dle.graph", rewrite = "dle.rewrite", models = "dle.models",
-                     tokenizer = "dle.tokenizer"}
+                     tokenizer = "dle.tokenizer",
+                     onnx = "dle.onnx"}
 -- The file formats (dle.save/load, npy, safetensors, dle.io) too: lua-cjson and the format modules
 -- were a third of the start-up.
 local installers = {checkpoint = "dle.checkpoint", profile = "dle.profile", flops = "dle.profile",

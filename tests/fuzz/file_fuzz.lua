@@ -1,6 +1,6 @@
 --- file_fuzz.lua — the file fuzzer: mutated files fed to every file loader of dle (dle.load,
--- dle.load_npy, dle.load_safetensors, dle.data.idx). Seeds are valid files this script writes
--- itself with dle's writers (IDX by hand); each case is one seed with 1-3 mutations: bit flips,
+-- dle.load_npy, dle.load_safetensors, dle.data.idx, dle.onnx.load). Seeds are valid files this script writes
+-- itself with dle's writers (IDX and ONNX by hand); each case is one seed with 1-3 mutations: bit flips,
 -- byte inserts and deletes, truncation, huge or negative sizes and counts written over integer
 -- fields, dtype names swapped for wrong ones, numbers in text replaced (bad offsets and shapes),
 -- control bytes (0x00-0x1F, 0x7F) and non-ASCII bytes put inside text fields (JSON strings, the
@@ -22,7 +22,7 @@
 --   --mem MB (memory limit per child, default 2048), --batch_seconds T (time limit per child,
 --   default 60 s, 300 s under ASan), --only I.
 -- Exit status 0 when no case failed.
--- Adding a format (the ONNX and GGUF readers): one FORMATS entry {ext, name (the error prefix),
+-- Adding a format (the GGUF reader): one FORMATS entry {ext, name (the error prefix),
 -- load(path), make_seed(r, dir) -> bytes, tokens (dtype-like names to swap), be (big-endian
 -- integer fields)}.
 -- tests/ on the path (the runner scripts set only lua/), for helpers.lua
@@ -154,6 +154,25 @@ local function seed_llmc(r)
   return table.concat(parts)
 end
 
+-- An ONNX model (tests/onnx_writer.lua): a chain of a few ops over an input with a dynamic
+-- batch, with initializers of several dtypes and an attribute or two.
+local W = require "onnx_writer"
+local function seed_onnx(r)
+  local inits, nodes = {}, {}
+  for k = 1, r(3) do
+    inits[k] = W.tensor("w" .. k, random_tensor(r, {"float32", "float64", "int64", "int32", "uint8", "bool"}))
+  end
+  local prev = "x"
+  for k = 1, r(4) do
+    local op = r.pick({"Relu", "Sigmoid", "Softmax", "Transpose", "Identity"})
+    local attrs = op == "Softmax" and {axis = W.int(-1)} or op == "Transpose" and {perm = W.ints({1, 0})} or nil
+    nodes[k] = W.node(op, {prev}, {"h" .. k}, attrs)
+    prev = "h" .. k
+  end
+  return W.model{opset = r.pick({7, 11, 13, 17}), nodes = nodes, initializers = inits,
+                 inputs = {W.value("x", 1, {"N", r(4)})}, outputs = {W.value(prev, 1, {"N", "M"})}}
+end
+
 local FORMATS = {
   dle = {ext = "dle", name = "dle.load", load = function(p) return dle.load(p) end, make_seed = seed_dle,
     tokens = {"float32", "float16", "bfloat16", "int64", "bool", "uint8"}},
@@ -174,8 +193,10 @@ local FORMATS = {
       local m = dle.models.gpt2.from_llmc(p)
       return dle.no_grad(function() return m(dle.tensor({{0}}, {dtype = "int64"})) end)
     end},
+  onnx = {ext = "onnx", name = "dle.onnx.load", load = function(p) return dle.onnx.load(p) end,
+    make_seed = seed_onnx, tokens = {"Relu", "Sigmoid", "Softmax", "Transpose", "Identity", "axis", "perm"}},
 }
-local FORMAT_NAMES = {"dle", "npy", "safetensors", "idx", "safetensors_mmap", "llmc"}
+local FORMAT_NAMES = {"dle", "npy", "safetensors", "idx", "safetensors_mmap", "llmc", "onnx"}
 
 -- Not fuzzed: a loader that misbehaves on purpose, so that tests can check the classification
 -- (file contents "ok", "named", "unnamed", "exit", "hang").

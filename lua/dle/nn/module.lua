@@ -55,10 +55,12 @@ local function instance_mt(cls)
       end
       rawset(self, k, v)
     end,
+    -- every result of forward is returned (an LSTM's output and state, an imported ONNX graph's
+    -- outputs); summary()'s hook sees the first
     __call = check.public(function(self, ...)
-      local out = self:forward(...)
-      if call_hook then call_hook(self, {...}, out) end
-      return out
+      local out = table.pack(self:forward(...))
+      if call_hook then call_hook(self, {...}, out[1]) end
+      return table.unpack(out, 1, out.n)
     end),
     __tostring = function(self) return self:__repr() end,
   }

@@ -1,0 +1,252 @@
+--- dle.onnx: ONNX models as dle modules.
+--
+--   local m = dle.onnx.load("model.onnx")           -- or the file's bytes: dle.onnx.load(s)
+--   local y = m(x)                                   -- inputs in graph order, or m{input = x}
+--   print(m.input_names[1], m.output_names[1], m.opset)
+--
+-- The file is decoded by the native binding (bindings/lua_onnx.c: protobuf-c) into plain tables;
+-- the model's forward runs the nodes in order with dle's public ops (the mapping tables of
+-- dle.onnx.ops_*, keyed by op_type), so an imported model traces, compiles, profiles and trains
+-- like any module. Float initializers are its parameters (named as in the file), other
+-- initializers constants. Ops without a mapping are all listed in one error at load time.
+local dle = require "dle"
+local check = require "dle.check"
+local Module = require "dle.nn.module"
+local U = require "dle.onnx.util"
+
+local onnx = {}
+
+--- The op mapping of the default domain: op_type -> fn(ctx, inputs...) -> outputs..., merged
+-- from the files by kind.
+onnx.ops = {}
+for _, kind in ipairs({"elementwise", "reduce", "shape", "nn", "resize", "rnn", "quant"}) do
+  for name, fn in pairs(require("dle.onnx.ops_" .. kind)) do onnx.ops[name] = fn end
+end
+--- The op mappings by domain ("" and "ai.onnx" are the default one).
+onnx.domains = {[""] = onnx.ops, ["ai.onnx"] = onnx.ops,
+                ["ai.onnx.preview.training"] = require("dle.onnx.ops_training")}
+
+-- The mapping of node n, or nil.
+local function op_of(n)
+  local ops = onnx.domains[n.domain]
+  return ops and ops[n.op_type]
+end
+
+--- ONNX operators (default domain, opsets 7-17) that dle's public ops cannot express exactly
+-- today: a model using them fails to load naming them; each needs a real dle op first.
+onnx.missing = {
+  "Acos", "Asin", "Atan", "Erf",
+  "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor",
+  "CumSum", "Det",
+  "If", "Loop", "MaxRoiPool",
+  "Multinomial", "NonMaxSuppression",
+  "RoiAlign", "Scan",
+  "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase",
+  "SequenceInsert", "SequenceLength", "StringNormalizer",
+  "TfIdfVectorizer", "TopK", "Unique", "Optional", "OptionalHasElement",
+  "OptionalGetElement", "DFT", "STFT", "MelWeightMatrix",
+  "LpPool", "GlobalLpPool", "SplitToSequence", "ConcatFromSequence", "CenterCropPad", "Col2Im",
+}
+
+local Model = Module:extend("OnnxModel")
+
+-- The module field of initializer `name`: its own name unless that would hide a method or an
+-- internal field of the module.
+local function field_name(name)
+  if name:sub(1, 1) == "_" or Model[name] ~= nil or name == "input_names" or name == "output_names"
+      or name == "opset" then
+    return "onnx:" .. name
+  end
+  return name
+end
+
+-- Every node's mapping, or one error listing all the nodes whose op has none.
+local function check_ops(graph, opset, what)
+  local bad = {}
+  for i, n in ipairs(graph.nodes) do
+    if not op_of(n) then
+      local label = n.domain ~= "" and n.domain .. "." .. n.op_type or n.op_type
+      bad[#bad + 1] = ("%s (node '%s')"):format(label, n.name ~= "" and n.name or "#" .. i)
+    end
+  end
+  if #bad > 0 then
+    check.error(("%s: unsupported ONNX ops at opset %d: %s"):format(what, opset, table.concat(bad, ", ")))
+  end
+  -- sequences, maps and optionals have no dle counterpart
+  for _, list in ipairs({graph.inputs, graph.outputs}) do
+    for _, v in ipairs(list) do
+      if v.type.kind ~= "tensor" then
+        check.error(("%s: unsupported value type %s of '%s' (only tensors are)"):format(what, v.type.kind, v.name))
+      end
+    end
+  end
+end
+
+function Model:init(m, what)
+  local g = m.graph
+  self._graph = g
+  self.opset = m.opset_import[""] or m.opset_import["ai.onnx"] or 1
+  self._const = {}        -- name -> tensor: the non-float initializers
+  self._param_field = {}  -- initializer name -> module field of its parameter
+  for _, init in ipairs(g.initializers) do
+    local t = init.tensor
+    -- small initializers' values are read into Lua now: ops that take shapes, axes or scales from
+    -- them then need no read inside a traced forward (which would make the trace unsafe)
+    if t:numel() <= 64 then U.remember(t, t:reshape(-1):totable()) end
+    if t:is_floating_point() then
+      local field = field_name(init.name)
+      self:register_parameter(field, t:requires_grad_(true))
+      self._param_field[init.name] = field
+    else
+      self._const[init.name] = t
+    end
+  end
+  local is_init = {}
+  for _, init in ipairs(g.initializers) do is_init[init.name] = true end
+  self.input_names, self._input_types = {}, {}
+  for _, v in ipairs(g.inputs) do
+    if not is_init[v.name] then
+      self.input_names[#self.input_names + 1] = v.name
+      self._input_types[#self._input_types + 1] = v.type
+    end
+  end
+  self.output_names = {}
+  for i, v in ipairs(g.outputs) do self.output_names[i] = v.name end
+  self._what = what:gsub("^dle%.onnx%.load: ", "dle.onnx model ")
+  -- per node: its mapping and a context holding its attributes (values only) and the opset
+  self._steps = {}
+  for i, n in ipairs(g.nodes) do
+    local a = {}
+    for k, attr in pairs(n.attributes) do a[k] = attr.value end
+    if n.name == "" then n.name = "#" .. i end
+    self._steps[i] = {fn = op_of(n), ctx = {a = a, opset = self.opset, node = n}}
+  end
+end
+
+-- The graph inputs of a call: positional tensors, or one table keyed by input name.
+local function bind_inputs(self, env, ...)
+  local args = table.pack(...)
+  local names = self.input_names
+  if args.n == 1 and type(args[1]) == "table" and not dle.is_tensor(args[1]) then
+    local t = args[1]
+    local known = {}
+    for i, name in ipairs(names) do args[i] = t[name]; known[name] = true end
+    for k in pairs(t) do
+      if not known[k] then
+        check.error(("%s: unknown input '%s' (inputs: %s)"):format(self._what, tostring(k), table.concat(names, ", ")))
+      end
+    end
+    args.n = #names
+  end
+  if args.n ~= #names then
+    check.error(("%s: expected %d inputs (%s), got %d"):format(self._what, #names, table.concat(names, ", "), args.n))
+  end
+  for i, name in ipairs(names) do
+    local x = args[i]
+    if not dle.is_tensor(x) then
+      check.error(("%s: input '%s' must be a tensor, got %s"):format(self._what, name, check.typename(x)))
+    end
+    local ty = self._input_types[i]
+    if ty and ty.shape and #ty.shape ~= x:dim() then
+      check.error(("%s: input '%s' must have %d dims, got shape %s"):format(self._what, name, #ty.shape,
+                                                                         check.shape_str(x)))
+    end
+    env[name] = x
+  end
+end
+
+--- Runs the graph: the inputs as positional tensors (graph order) or one table keyed by input
+-- name; returns the graph's outputs in order.
+function Model:forward(...)
+  local env = {}
+  for name, t in pairs(self._const) do env[name] = t end
+  for name, field in pairs(self._param_field) do env[name] = self[field] end
+  bind_inputs(self, env, ...)
+  for _, step in ipairs(self._steps) do
+    local n = step.ctx.node
+    local ins, k = {}, 0
+    for i, name in ipairs(n.inputs) do
+      if name ~= "" then
+        local v = env[name]
+        if v == nil then
+          check.error(("%s: node '%s' (%s): input '%s' is not defined"):format(self._what, n.name, n.op_type, name))
+        end
+        ins[i] = v
+      end
+      k = i
+    end
+    local outs = table.pack(pcall(step.fn, step.ctx, table.unpack(ins, 1, k)))
+    if not outs[1] then
+      -- an op's own error ("mul: shapes ...") gets the node it happened in
+      local msg = check.strip_where(tostring(outs[2]))
+      if not msg:find("^dle%.onnx: node") then msg = ("node '%s' (%s): %s"):format(n.name, n.op_type, msg) end
+      check.error(self._what .. ": " .. msg:gsub("^dle%.onnx: ", ""))
+    end
+    table.remove(outs, 1)
+    for i, name in ipairs(n.outputs) do
+      if name ~= "" then env[name] = outs[i] end
+    end
+  end
+  local res = {}
+  for i, name in ipairs(self.output_names) do res[i] = env[name] end
+  return table.unpack(res, 1, #self.output_names)
+end
+
+--- Loads an ONNX model (a file path, or the file's bytes) as an nn.Module (see the module doc).
+-- Options: `requires_grad` (default true: float initializers are trainable parameters).
+-- @param src path or bytes of a ModelProto
+-- @param[opt] opts `{requires_grad}`
+-- @return the model
+function onnx.load(src, opts)
+  opts = check.options(opts, "dle.onnx.load", {"requires_grad"})
+  check.string(src, "dle.onnx.load", "argument #1")
+  local m = onnx.parse(src, nil, "dle.onnx.load")
+  local what = "dle.onnx.load: " .. (m._is_bytes and "(bytes)" or src)
+  local opset = m.opset_import[""] or m.opset_import["ai.onnx"] or 1
+  check_ops(m.graph, opset, what)
+  local model = Model(m, what)
+  if opts.requires_grad == false then
+    for _, p in ipairs(model:parameters()) do p:requires_grad_(false) end
+  end
+  return model
+end
+
+-- Whether src holds a message's bytes rather than a path: not an openable file and with a
+-- control byte (a serialized message starts with a field tag such as 0x08).
+local function bytes_given(src, is_bytes)
+  if is_bytes ~= nil then return is_bytes end
+  local f = io.open(src, "rb")
+  if f then f:close(); return false end
+  return src:find("[%z\1-\31]") ~= nil
+end
+
+-- Calls the binding's decoder, with errors raised at the user's line.
+local function decode(decoder, src, is_bytes, fn)
+  check.string(src, fn, "argument #1")
+  is_bytes = bytes_given(src, is_bytes)
+  local res = table.pack(pcall(decoder, src, is_bytes, fn .. ": " .. (is_bytes and "(bytes)" or src)))
+  if not res[1] then check.error(check.strip_where(tostring(res[2]))) end
+  return is_bytes, table.unpack(res, 2, res.n)
+end
+
+--- Reads a serialized TensorProto (a path, or its bytes) as a tensor; also returns its name.
+-- @param src path or bytes
+-- @param[opt] is_bytes boolean (default: bytes when src is no file and holds control bytes)
+-- @return tensor, name
+function onnx.load_tensor(src, is_bytes)
+  local _, t, name = decode(dle.core._onnx_tensor, src, is_bytes, "dle.onnx.load_tensor")
+  return t, name
+end
+
+--- The decoded model as plain tables (nodes, initializers as tensors, inputs/outputs with shapes,
+-- opset_import), as the native binding returns it (see bindings/lua_onnx.c).
+-- @param src path or bytes of a ModelProto
+-- @param[opt] is_bytes boolean (default: bytes when src is no file and holds control bytes)
+-- @return table
+function onnx.parse(src, is_bytes, fn)
+  local b, m = decode(dle.core._onnx_model, src, is_bytes, fn or "dle.onnx.parse")
+  m._is_bytes = b
+  return m
+end
+
+return onnx

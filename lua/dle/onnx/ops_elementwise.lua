@@ -1,0 +1,204 @@
+--- dle.onnx.ops_elementwise: ONNX's elementwise operators (arithmetic, activations, comparisons,
+-- logic, casts) on dle's public ops. Each entry is `fn(ctx, inputs...) -> outputs...` where ctx.a
+-- holds the node's attributes and ctx.opset the model's opset (see dle.onnx). dle's arithmetic
+-- broadcasts as ONNX's multidirectional broadcasting does.
+local dle = require "dle"
+local U = require "dle.onnx.util"
+
+local E = {}
+
+local function unary(method)
+  return function(_, x) return x[method](x) end
+end
+
+-- Integer division and remainder in ONNX truncate towards zero as C does (the reference casts
+-- numpy's quotient), where dle's `/` is true division.
+local function int_div(a, b)
+  local q = a:double() / b:double()
+  return (q:sign() * q:abs():floor()):to(a:dtype())
+end
+
+E.Add = function(_, a, b) return a + b end
+E.Sub = function(_, a, b) return a - b end
+E.Mul = function(_, a, b) return a * b end
+E.Div = function(_, a, b)
+  if not U.is_float(a) then return int_div(a, b) end
+  return a / b
+end
+E.Pow = function(_, a, b)
+  local y = dle.pow(U.is_float(a) and a or a:double(), b:to(U.is_float(a) and a:dtype() or "float64"))
+  return y:to(a:dtype())
+end
+E.Mod = function(ctx, a, b)
+  if U.is_float(a) then
+    if (ctx.a.fmod or 0) == 1 then return a - (a / b):sign() * (a / b):abs():floor() * b end
+    return a - (a / b):floor() * b
+  end
+  local r = a - int_div(a, b) * b
+  if (ctx.a.fmod or 0) == 1 then return r end
+  -- integer mod with fmod = 0 takes the divisor's sign (numpy's %)
+  local fix = r:ne(0):logical_and(r:lt(0):logical_xor(b:lt(0)))
+  return dle.where(fix, r + b, r)
+end
+
+E.Neg = unary("neg")
+E.Abs = unary("abs")
+E.Exp = unary("exp")
+E.Log = unary("log")
+E.Sqrt = unary("sqrt")
+E.Reciprocal = unary("reciprocal")
+E.Sigmoid = unary("sigmoid")
+E.Tanh = unary("tanh")
+E.Relu = unary("relu")
+E.Floor = unary("floor")
+E.Ceil = unary("ceil")
+E.Sin = unary("sin")
+E.Cos = unary("cos")
+E.Sign = unary("sign")
+-- ONNX rounds halves to even, as dle's round does
+E.Round = unary("round")
+E.Tan = function(_, x) return x:sin() / x:cos() end
+-- Hyperbolic functions from expm1/log1p, accurate near 0 where exp(x) - exp(-x) would cancel.
+E.Sinh = function(_, x) return (x:expm1() - (-x):expm1()) * 0.5 end
+E.Cosh = function(_, x) return (x:exp() + (-x):exp()) * 0.5 end
+E.Asinh = function(_, x)
+  local a = x:abs()
+  return x:sign() * (a + a * a / ((a * a + 1):sqrt() + 1)):log1p()
+end
+E.Acosh = function(_, x) return (x + (x * x - 1):sqrt()):log() end
+E.Atanh = function(_, x) return (x:log1p() - (-x):log1p()) * 0.5 end
+E.Shrink = function(ctx, x)
+  local lambd, bias = ctx.a.lambd or 0.5, ctx.a.bias or 0
+  local y = dle.where(x:lt(-lambd), x + bias, dle.where(x:gt(lambd), x - bias, 0))
+  return y:to(x:dtype())
+end
+E.Identity = function(_, x) return x end
+
+E.LeakyRelu = function(ctx, x)
+  local alpha = ctx.a.alpha or 0.01
+  return dle.where(x:lt(0), x * alpha, x)
+end
+E.PRelu = function(_, x, slope)
+  -- before opset 7 (and in old PyTorch exports) a 1-D slope of x's channel count is per channel
+  if slope:dim() == 1 and x:dim() > 2 and slope:size(1) == x:size(2) and slope:size(1) ~= x:size(-1) then
+    local s = {1, slope:size(1)}
+    for _ = 3, x:dim() do s[#s + 1] = 1 end
+    slope = slope:reshape(s)
+  end
+  return dle.where(x:lt(0), x * slope, x)
+end
+E.ThresholdedRelu = function(ctx, x)
+  return dle.where(x:gt(ctx.a.alpha or 1.0), x, 0)
+end
+E.Elu = function(ctx, x)
+  local alpha = ctx.a.alpha or 1.0
+  return dle.where(x:lt(0), x:expm1() * alpha, x)
+end
+E.Celu = function(ctx, x)
+  local alpha = ctx.a.alpha or 1.0
+  return x:relu() + ((x / alpha):expm1() * alpha):clamp(nil, 0)
+end
+E.Selu = function(ctx, x)
+  local alpha = ctx.a.alpha or 1.67326319217681884765625
+  local gamma = ctx.a.gamma or 1.05070102214813232421875
+  return dle.where(x:le(0), x:expm1() * alpha, x) * gamma
+end
+E.HardSigmoid = function(ctx, x)
+  return (x * (ctx.a.alpha or 0.2) + (ctx.a.beta or 0.5)):clamp(0, 1)
+end
+E.HardSwish = function(_, x) return x * (x / 6 + 0.5):clamp(0, 1) end
+E.Softplus = function(_, x)
+  -- log(1 + exp(x)) without overflow: max(x, 0) + log1p(exp(-|x|))
+  return x:relu() + (-x:abs()):exp():log1p()
+end
+E.Softsign = function(_, x) return x / (x:abs() + 1) end
+E.Mish = function(ctx, x) return x * E.Softplus(ctx, x):tanh() end
+
+E.Clip = function(ctx, x, lo, hi)
+  if ctx.opset < 11 then
+    lo, hi = ctx.a.min, ctx.a.max
+  else
+    lo, hi = lo and U.scalar(lo), hi and U.scalar(hi)
+  end
+  local y = x
+  if lo then y = dle.where(y:lt(lo), lo, y) end
+  if hi then y = dle.where(y:gt(hi), hi, y) end
+  return y:to(x:dtype())
+end
+
+E.Equal = function(_, a, b) return a:eq(b) end
+E.Less = function(_, a, b) return a:lt(b) end
+E.LessOrEqual = function(_, a, b) return a:le(b) end
+E.Greater = function(_, a, b) return a:gt(b) end
+E.GreaterOrEqual = function(_, a, b) return a:ge(b) end
+E.Not = function(_, a) return a:logical_not() end
+E.And = function(_, a, b) return a:logical_and(b) end
+E.Or = function(_, a, b) return a:logical_or(b) end
+E.Xor = function(_, a, b) return a:logical_xor(b) end
+E.IsNaN = function(_, x) return x:ne(x) end
+E.IsInf = function(ctx, x)
+  local pos, neg = (ctx.a.detect_positive or 1) == 1, (ctx.a.detect_negative or 1) == 1
+  local inf = x:abs():eq(math.huge)
+  if not pos then inf = inf:logical_and(x:lt(0)) end
+  if not neg then inf = inf:logical_and(x:gt(0)) end
+  return inf
+end
+E.Where = function(_, c, a, b) return dle.where(c, a, b) end
+
+-- Variadic ops: a fold over the inputs (each broadcasting).
+local function fold(f)
+  return function(_, first, ...)
+    local acc = first
+    for _, t in ipairs({...}) do acc = f(acc, t) end
+    return acc
+  end
+end
+E.Sum = fold(function(a, b) return a + b end)
+E.Max = fold(dle.maximum)
+E.Min = fold(dle.minimum)
+E.Mean = function(ctx, ...)
+  return E.Sum(ctx, ...) / select("#", ...)
+end
+
+-- Random ops draw from dle's generator (seed attributes are not honoured: dle.manual_seed is).
+local function random_dtype(ctx, like, default)
+  return ctx.a.dtype and U.dtype(ctx, ctx.a.dtype) or like and like:dtype() or default
+end
+E.Bernoulli = function(ctx, p)
+  return dle.bernoulli(p):to(random_dtype(ctx, p))
+end
+E.RandomUniform = function(ctx)
+  local lo, hi = ctx.a.low or 0, ctx.a.high or 1
+  return (dle.rand(ctx.a.shape, {dtype = "float64"}) * (hi - lo) + lo):to(random_dtype(ctx, nil, "float32"))
+end
+E.RandomNormal = function(ctx)
+  return (dle.randn(ctx.a.shape, {dtype = "float64"}) * (ctx.a.scale or 1) + (ctx.a.mean or 0))
+    :to(random_dtype(ctx, nil, "float32"))
+end
+E.RandomUniformLike = function(ctx, x)
+  local lo, hi = ctx.a.low or 0, ctx.a.high or 1
+  return (dle.rand(x:shape(), {dtype = "float64"}) * (hi - lo) + lo):to(random_dtype(ctx, x))
+end
+E.RandomNormalLike = function(ctx, x)
+  return (dle.randn(x:shape(), {dtype = "float64"}) * (ctx.a.scale or 1) + (ctx.a.mean or 0)):to(random_dtype(ctx, x))
+end
+
+-- BitShift on unsigned integers (ONNX defines it for uint8..uint64; dle has uint8): x * 2^y
+-- modulo 2^8 or floor(x / 2^y), exact in float64 for these ranges.
+E.BitShift = function(ctx, x, y)
+  if x:dtype() ~= "uint8" then U.fail(ctx, "BitShift needs an unsigned integer dtype, got " .. x:dtype()) end
+  local p = dle.pow(dle.full_like(y, 2, {dtype = "float64"}), y:double())
+  local v = x:double()
+  if ctx.a.direction == "LEFT" then
+    v = v * p
+    v = v - (v / 256):floor() * 256
+  else
+    v = (v / p):floor()
+  end
+  return v:to(x:dtype())
+end
+
+E.Cast = function(ctx, x) return x:to(U.dtype(ctx, ctx.a.to)) end
+E.CastLike = function(_, x, like) return x:to(like:dtype()) end
+
+return E

@@ -1,0 +1,126 @@
+--- dle.onnx.ops_reduce: ONNX's reductions, arg-reductions and (log-)softmax on dle's public ops.
+-- Reduction axes are an attribute until opset 18 except ReduceSum, whose axes became an optional
+-- input in opset 13; no axes reduce everything unless noop_with_empty_axes says otherwise.
+local dle = require "dle"
+local U = require "dle.onnx.util"
+
+local R = {}
+
+-- The dims to reduce (1-based, ascending), or nil for "all", or false for "none" (identity).
+local function reduce_dims(ctx, x, axes_input)
+  local axes = ctx.a.axes
+  if axes_input ~= nil then axes = U.ints(axes_input) end
+  if axes == nil or #axes == 0 then
+    if (ctx.a.noop_with_empty_axes or 0) == 1 then return false end
+    return nil
+  end
+  return U.dims(ctx, axes, x:dim())
+end
+
+-- A reduction op from f(x, dims, keepdim) where dims is a list of 1-based dims.
+local function reduction(f)
+  return function(ctx, x, axes_input)
+    local dims = reduce_dims(ctx, x, axes_input)
+    if dims == false then return x end
+    local keep = (ctx.a.keepdims or 1) == 1
+    if dims == nil then
+      dims = {}
+      for d = 1, x:dim() do dims[d] = d end
+    end
+    if #dims == 0 then return x end  -- a 0-d tensor: nothing to reduce
+    return f(x, dims, keep)
+  end
+end
+
+-- dle's prod and argmax-style reductions take one dim: reduce the dims one at a time, last first.
+local function one_at_a_time(method)
+  return function(x, dims, keep)
+    for i = #dims, 1, -1 do
+      x = x[method](x, dims[i], true)
+    end
+    if not keep then
+      for i = #dims, 1, -1 do x = x:squeeze(dims[i]) end
+    end
+    return x
+  end
+end
+
+R.ReduceSum = reduction(function(x, d, k) return x:sum(d, k) end)
+R.ReduceMean = reduction(function(x, d, k) return x:mean(d, k) end)
+R.ReduceMax = reduction(function(x, d, k) return x:amax(d, k) end)
+R.ReduceMin = reduction(function(x, d, k) return x:amin(d, k) end)
+R.ReduceProd = reduction(one_at_a_time("prod"))
+R.ReduceL1 = reduction(function(x, d, k) return x:abs():sum(d, k) end)
+R.ReduceL2 = reduction(function(x, d, k) return (x * x):sum(d, k):sqrt() end)
+R.ReduceSumSquare = reduction(function(x, d, k) return (x * x):sum(d, k) end)
+R.ReduceLogSum = reduction(function(x, d, k) return x:sum(d, k):log() end)
+R.ReduceLogSumExp = reduction(function(x, d, k)
+  -- max-shifted, as logsumexp (which takes one dim) does
+  local m = x:amax(d, true)
+  m = dle.where(m:abs():eq(math.huge), 0, m)
+  local y = (x - m):exp():sum(d, true):log() + m
+  if not k then
+    for i = #d, 1, -1 do y = y:squeeze(d[i]) end
+  end
+  return y
+end)
+
+-- ArgMax/ArgMin: 0-based int64 indices; select_last_index = 1 takes the last of equal extremes
+-- (found as the first one in the flipped tensor).
+local function arg_reduce(method)
+  return function(ctx, x)
+    local d = U.dim(ctx, ctx.a.axis or 0, x:dim())
+    local keep = (ctx.a.keepdims or 1) == 1
+    local i
+    if (ctx.a.select_last_index or 0) == 1 then
+      local n = x:size(d)
+      local rev = dle.arange(n - 1, -1, -1, {dtype = "int64"})
+      i = (n - 1) - (x:index_select(d, rev + 1)[method](x:index_select(d, rev + 1), d, true) - 1)
+    else
+      i = x[method](x, d, true) - 1
+    end
+    if not keep then i = i:squeeze(d) end
+    return i
+  end
+end
+R.ArgMax = arg_reduce("argmax")
+R.ArgMin = arg_reduce("argmin")
+
+-- Softmax and LogSoftmax: from opset 13 along one axis (default -1); before, over the flattened
+-- trailing dims from axis (default 1) on, as a 2-D {prod(before), prod(after)} softmax.
+local function softmax_like(method)
+  return function(ctx, x)
+    local r = x:dim()
+    if ctx.opset >= 13 then
+      return x[method](x, U.dim(ctx, ctx.a.axis or -1, r))
+    end
+    local d = U.dim(ctx, ctx.a.axis or 1, r)
+    local shape = x:shape()
+    local outer = 1
+    for i = 1, d - 1 do outer = outer * shape[i] end
+    local flat = x:reshape(outer, -1)
+    return flat[method](flat, 2):reshape(shape)
+  end
+end
+R.Softmax = softmax_like("softmax")
+R.LogSoftmax = softmax_like("log_softmax")
+
+R.Hardmax = function(ctx, x)
+  local r = x:dim()
+  local shape = x:shape()
+  local flat, d
+  if ctx.opset >= 13 then
+    d = U.dim(ctx, ctx.a.axis or -1, r)
+    flat = x
+  else
+    local a = U.dim(ctx, ctx.a.axis or 1, r)
+    local outer = 1
+    for i = 1, a - 1 do outer = outer * shape[i] end
+    flat, d = x:reshape(outer, -1), 2
+  end
+  local i = flat:argmax(d, true)
+  local y = dle.zeros_like(flat):scatter_add(d, i, dle.ones_like(i):to(flat:dtype()))
+  return y:reshape(shape)
+end
+
+return R
