@@ -59,11 +59,11 @@ void dle_lua_open_scan(lua_State *L, int module, int methods) {
              {"cummax", DLE_OP_CUMMAX, true, false},
              {"cummin", DLE_OP_CUMMIN, true, false}};
   for (size_t k = 0; k < sizeof fns / sizeof *fns; k++) {
-    for (int t = 0; t < 2; t++) {
-      lua_pushinteger(L, fns[k].op);
-      lua_pushboolean(L, fns[k].dtype);
-      lua_pushcclosure(L, fns[k].indexed ? l_scan_indexed : l_scan, 2);
-      lua_setfield(L, t == 0 ? module : methods, fns[k].name);
-    }
+    lua_pushinteger(L, fns[k].op);
+    lua_pushboolean(L, fns[k].dtype);
+    lua_pushcclosure(L, fns[k].indexed ? l_scan_indexed : l_scan, 2);
+    lua_pushvalue(L, -1); /* one function under both names: dle.cumsum is Tensor.cumsum */
+    lua_setfield(L, module, fns[k].name);
+    lua_setfield(L, methods, fns[k].name);
   }
 }
