@@ -26,8 +26,8 @@ end
 
 local function ref_extreme(v, d, better)
   local shape = H.shape(v)
-  local vals, inds = {}, {}
-  vals = H.build(shape, function(idx)
+  local inds = {}
+  local vals = H.build(shape, function(idx)
     local best, bi, at = nil, nil, {}
     for i = 1, #idx do at[i] = idx[i] end
     for k = 1, idx[d] do
@@ -224,17 +224,22 @@ describe("scan ops: 0-dim, empty and long inputs", function()
       for k = 1, n do
         if math.abs(got[k] - ref[k]) > 2 ^ -24 * math.abs(ref[k]) + 1e-9 then bad = bad or k end
       end
-      assert.is_nil(bad, bad and string.format("element %d: %.9g vs %.9g at %d threads", bad, got[bad], ref[bad], threads))
-      -- cummax across the slice boundary: the maximum sits in the first slice and ties later
+      assert.is_nil(bad, bad and
+        string.format("element %d: %.9g vs %.9g at %d threads", bad, got[bad], ref[bad], threads))
+      -- cummax along the same line: the maximum early, a tie near the end
       local y = dle.zeros({n})
       y[10] = 7
       y[n - 3] = 7
       local v, i = y:cummax(1)
       local vt, it = v:totable(), i:totable()
       assert.are.same({10, n - 3, 7, 0}, {it[n - 4], it[n], vt[n], vt[9]})
-      -- logcumsumexp and cumprod along the same long line
-      local ones = dle.ones({n}, F64)
-      assert.are.equal(1, ones:cumprod(1)[n])
+      -- cumprod of 2, 0.5, 2, 0.5, ...: the carry from the first slice must enter the second
+      local alt = {}
+      for k = 1, n do alt[k] = k % 2 == 1 and 2 or 0.5 end
+      local p = dle.tensor(alt, F64):cumprod(1):totable()
+      assert.are.same({2, 1, 2, 1}, {p[1], p[2], p[n - 2], p[n - 1]})
+      assert.are.equal(2, p[n])
+      -- logcumsumexp along the same long line
       H.assert_close(dle.zeros({n}, F64):logcumsumexp(1)[n], math.log(n), {rtol = 1e-12})
     end
     dle.set_num_threads(before)

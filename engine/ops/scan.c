@@ -30,7 +30,8 @@ dle_status dle_forward_scan(dle_op op, dle_tensor **outs, dle_tensor *const *ins
   (void)nin;
   const char *fn = dle_op_get_info(op)->name;
   dle_tensor *x = ins[0];
-  if (a->nints < 1) return dle_error("%s: the dim to scan along is missing (shape %s)", fn, SHAPE(x));
+  if (a->nints < 1)
+    return dle_error("%s: the dim to scan along is missing (shape %s)", fn, SHAPE(x));
   int d = 0; /* a 0-dim tensor is scanned as one element along dim 1 (or -1), as in PyTorch */
   DLE_TRY(dle_wrap_dim(fn, (int)a->ints[0], x->ndim > 0 ? x->ndim : 1, 0, &d));
   dle_dtype dt = x->dtype;
@@ -43,7 +44,8 @@ dle_status dle_forward_scan(dle_op op, dle_tensor **outs, dle_tensor *const *ins
   int nout = has_indices(op) ? 2 : 1;
   dle_dtype odt[2] = {dt, DLE_I64};
   for (int k = 0; k < nout; k++)
-    if (outs[k]) DLE_TRY(dle_prepare_out(&outs[k], fn, x->ndim, x->sizes, odt[k], dle_tensor_device(x)));
+    if (outs[k])
+      DLE_TRY(dle_prepare_out(&outs[k], fn, x->ndim, x->sizes, odt[k], dle_tensor_device(x)));
 
   dle_tensor *xin = NULL, *res[2] = {NULL, NULL};
   dle_scan_geom g;

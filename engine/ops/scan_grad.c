@@ -138,7 +138,8 @@ static dle_status vjp_logcumsumexp(dle_node *n, dle_tensor *const *gout, dle_ten
   if (!gout[0]) return DLE_OK;
   dle_tensor *ny = NULL;
   DLE_TRY(dle_unary(DLE_OP_NEG, &ny, dle_node_output(n, 0)));
-  dle_status st = signed_lse_sum(&gin[0], gout[0], ny, dle_node_input(n, 0), dle_node_attrs(n), true);
+  dle_status st =
+      signed_lse_sum(&gin[0], gout[0], ny, dle_node_input(n, 0), dle_node_attrs(n), true);
   dle_tensor_release(ny);
   return st;
 }
@@ -168,8 +169,8 @@ static dle_status vjp_cummax(dle_node *n, dle_tensor *const *gout, dle_tensor **
   const dle_attrs *a = dle_node_attrs(n);
   dle_tensor *z = NULL;
   DLE_TRY(dle_node_zeros_input(&z, n, 0));
-  dle_status st = dle_scatter_add(&gin[0], z, dim_of(a), dle_node_output(n, 1), gout[0],
-                                  a->index_base);
+  dle_status st =
+      dle_scatter_add(&gin[0], z, dim_of(a), dle_node_output(n, 1), gout[0], a->index_base);
   dle_tensor_release(z);
   return st;
 }

@@ -3,9 +3,9 @@
  * The input is a strided block {outer, n, inner} scanned along n (engine/kernel/scan_geom.h); the
  * outputs are contiguous. Three ways through it:
  *   lines    inner = 1: one running state per line, OpenMP over the lines;
- *   blocked  fewer lines than threads but long ones: each thread reduces its slice of the line,
- *            then scans it again starting from the combined totals of the slices before it (two
- *            passes over the input, so 2 threads help a single line of 1M floats);
+ *   blocked  (cumsum) fewer lines than threads but long ones: each thread reduces its slice of
+ *            the line, then scans it again starting from the combined totals of the slices before
+ *            it (two passes over the input, so 2 threads help a single line of 1M floats);
  *   columns  inner > 1: states for up to SCAN_COLS adjacent columns, advanced row by row.
  * Float states are double (PyTorch's CPU accumulator for float32 too), integer ones int64 with
  * wrapping arithmetic. cummax/cummin keep the last position of the running extreme on ties, and a
@@ -37,7 +37,9 @@ static inline double add_f(double a, double b) { return a + b; }
 static inline int64_t add_i(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
 static inline double mul_f(double a, double b) { return a * b; }
 static inline int64_t mul_i(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
-static inline int64_t lae_i(int64_t a, int64_t b) { return a > b ? a : b; } /* unused: floats only */
+static inline int64_t lae_i(int64_t a, int64_t b) {
+  return a > b ? a : b;
+} /* unused: floats only */
 /* log(exp(a) + exp(b)) without overflow; -inf and +inf pass through, NaN propagates */
 static inline double lae_f(double a, double b) {
   if (a != a || b != b) return a + b;
@@ -45,10 +47,11 @@ static inline double lae_f(double a, double b) {
   if (lo == -INFINITY || hi == INFINITY) return hi;
   return hi + log1p(exp(lo - hi));
 }
-#define STEP(name, AT, a, b) _Generic((AT)0, double: name##_f, default: name##_i)(a, b)
-/* Does v replace the running extreme a? (NaN first, then ties to the later element.) */
-#define MAX_BETTER(v, a) ((v) != (v) || ((a) == (a) && (v) >= (a)))
-#define MIN_BETTER(v, a) ((v) != (v) || ((a) == (a) && (v) <= (a)))
+#define STEP(name, AT, a, b) _Generic((AT)0, double : name##_f, default : name##_i)(a, b)
+/* Does v replace the running extreme a? Ties go to the later element; a NaN replaces anything,
+ * and only a NaN replaces a NaN. (One comparison while a is a number: !(v < a) is v >= a or v NaN.) */
+#define MAX_BETTER(v, a) ((a) == (a) ? !((v) < (a)) : (v) != (v))
+#define MIN_BETTER(v, a) ((a) == (a) ? !((v) > (a)) : (v) != (v))
 
 typedef void (*line_fn)(const void *x, int64_t sx, void *y, int64_t sy, int64_t *ix, int64_t n,
                         int64_t i0, int64_t di, scan_state *s);
@@ -60,123 +63,127 @@ typedef void (*combine_fn)(scan_state *c, const scan_state *t);
 
 typedef struct {
   line_fn line;
-  total_fn total;
-  cols_fn cols;
-  combine_fn combine;
-  double ident; /* the value ops' identity (0, 1, -inf); extremes start empty */
+  total_fn total;     /* with combine: the two-pass scan (cumsum, whose totals cost well under */
+  cols_fn cols;       /* its scan); NULL for the others, whose first pass would cost as much as */
+  combine_fn combine; /* the scan (or regroup a product): they take one thread per line */
+  double ident;       /* the value ops' identity (0, 1, -inf); extremes start empty */
   bool extreme;
 } scan_fns;
 
-/* cumsum, cumprod, logcumsumexp over dtype ID (storage T, state AT in field FLD). FAST: the step
- * is cheap and associative enough to regroup by 4 (sum, prod), which breaks the dependency chain
- * of one running value. */
-#define VALUE_FNS(OPN, FAST, ID, T, AT, FLD)                                                       \
-  static void line_##OPN##_##ID(const void *xv, int64_t sx, void *yv, int64_t sy, int64_t *ix,    \
-                                int64_t n, int64_t i0, int64_t di, scan_state *s) {               \
-    (void)ix, (void)i0, (void)di;                                                                 \
-    const T *x = xv;                                                                              \
-    T *y = yv;                                                                                    \
-    AT a = s->v.FLD;                                                                              \
-    int64_t j = 0;                                                                                \
-    if (FAST)                                                                                     \
-      for (; j + 4 <= n; j += 4) {                                                                \
-        AT a0 = (AT)LD_##ID(x[j * sx]);                                                           \
-        AT a1 = STEP(OPN, AT, a0, (AT)LD_##ID(x[(j + 1) * sx]));                                  \
-        AT a2 = STEP(OPN, AT, a1, (AT)LD_##ID(x[(j + 2) * sx]));                                  \
-        AT a3 = STEP(OPN, AT, a2, (AT)LD_##ID(x[(j + 3) * sx]));                                  \
-        y[j * sy] = ST_##ID(STEP(OPN, AT, a, a0));                                                \
-        y[(j + 1) * sy] = ST_##ID(STEP(OPN, AT, a, a1));                                          \
-        y[(j + 2) * sy] = ST_##ID(STEP(OPN, AT, a, a2));                                          \
-        y[(j + 3) * sy] = ST_##ID(STEP(OPN, AT, a, a3));                                          \
-        a = STEP(OPN, AT, a, a3);                                                                 \
-      }                                                                                           \
-    for (; j < n; j++) {                                                                          \
-      a = STEP(OPN, AT, a, (AT)LD_##ID(x[j * sx]));                                               \
-      y[j * sy] = ST_##ID(a);                                                                     \
-    }                                                                                             \
-    s->v.FLD = a;                                                                                 \
-  }                                                                                               \
-  static void total_##OPN##_##ID(const void *xv, int64_t sx, int64_t n, int64_t i0, int64_t di,   \
-                                 scan_state *s) {                                                 \
-    (void)i0, (void)di;                                                                           \
-    const T *x = xv;                                                                              \
-    AT a = s->v.FLD;                                                                              \
-    int64_t j = 0;                                                                                \
-    if (FAST && n >= 4) { /* four independent partial results */                                 \
-      AT p[4];                                                                                    \
-      for (int k = 0; k < 4; k++) p[k] = (AT)LD_##ID(x[k * sx]);                                  \
-      for (j = 4; j + 4 <= n; j += 4)                                                             \
-        for (int k = 0; k < 4; k++) p[k] = STEP(OPN, AT, p[k], (AT)LD_##ID(x[(j + k) * sx]));     \
-      a = STEP(OPN, AT, a, STEP(OPN, AT, STEP(OPN, AT, p[0], p[1]), STEP(OPN, AT, p[2], p[3])));  \
-    }                                                                                             \
-    for (; j < n; j++) a = STEP(OPN, AT, a, (AT)LD_##ID(x[j * sx]));                              \
-    s->v.FLD = a;                                                                                 \
-  }                                                                                               \
-  static void cols_##OPN##_##ID(const void *xv, int64_t sxn, int64_t sxi, void *yv, int64_t syn,  \
-                                int64_t *ix, int64_t n, int64_t w, int64_t i0, int64_t di) {      \
-    (void)ix, (void)i0, (void)di;                                                                 \
-    const T *x = xv;                                                                              \
-    T *y = yv;                                                                                    \
-    AT a[SCAN_COLS];                                                                              \
-    for (int64_t k = 0; k < w; k++) a[k] = (AT)OPN##_IDENT;                                       \
-    for (int64_t j = 0; j < n; j++) {                                                             \
-      const T *xr = x + j * sxn;                                                                  \
-      T *yr = y + j * syn;                                                                        \
-      for (int64_t k = 0; k < w; k++) {                                                           \
-        a[k] = STEP(OPN, AT, a[k], (AT)LD_##ID(xr[k * sxi]));                                     \
-        yr[k] = ST_##ID(a[k]);                                                                    \
-      }                                                                                           \
-    }                                                                                             \
-  }                                                                                               \
-  static void combine_##OPN##_##ID(scan_state *c, const scan_state *t) {                          \
-    c->v.FLD = STEP(OPN, AT, c->v.FLD, t->v.FLD);                                                 \
+/* cumsum, cumprod, logcumsumexp over dtype ID (storage T, state AT in field FLD). FAST (sum only):
+ * regroup by 4, which breaks the dependency chain of one running value; a double state cannot
+ * overflow on float32/16 inputs and int64 wraps the same in any order. A product regrouped could
+ * overflow or underflow where the running one does not (2^k times 0.5^k), so cumprod, like
+ * logcumsumexp, keeps the sequential order. */
+#define VALUE_FNS(OPN, FAST, ID, T, AT, FLD)                                                     \
+  static void line_##OPN##_##ID(const void *xv, int64_t sx, void *yv, int64_t sy, int64_t *ix,   \
+                                int64_t n, int64_t i0, int64_t di, scan_state *s) {              \
+    (void)ix, (void)i0, (void)di;                                                                \
+    const T *x = xv;                                                                             \
+    T *y = yv;                                                                                   \
+    AT a = s->v.FLD;                                                                             \
+    int64_t j = 0;                                                                               \
+    if (FAST)                                                                                    \
+      for (; j + 4 <= n; j += 4) {                                                               \
+        AT a0 = (AT)LD_##ID(x[j * sx]);                                                          \
+        AT a1 = STEP(OPN, AT, a0, (AT)LD_##ID(x[(j + 1) * sx]));                                 \
+        AT a2 = STEP(OPN, AT, a1, (AT)LD_##ID(x[(j + 2) * sx]));                                 \
+        AT a3 = STEP(OPN, AT, a2, (AT)LD_##ID(x[(j + 3) * sx]));                                 \
+        y[j * sy] = ST_##ID(STEP(OPN, AT, a, a0));                                               \
+        y[(j + 1) * sy] = ST_##ID(STEP(OPN, AT, a, a1));                                         \
+        y[(j + 2) * sy] = ST_##ID(STEP(OPN, AT, a, a2));                                         \
+        y[(j + 3) * sy] = ST_##ID(STEP(OPN, AT, a, a3));                                         \
+        a = STEP(OPN, AT, a, a3);                                                                \
+      }                                                                                          \
+    for (; j < n; j++) {                                                                         \
+      a = STEP(OPN, AT, a, (AT)LD_##ID(x[j * sx]));                                              \
+      y[j * sy] = ST_##ID(a);                                                                    \
+    }                                                                                            \
+    s->v.FLD = a;                                                                                \
+  }                                                                                              \
+  static void cols_##OPN##_##ID(const void *xv, int64_t sxn, int64_t sxi, void *yv, int64_t syn, \
+                                int64_t *ix, int64_t n, int64_t w, int64_t i0, int64_t di) {     \
+    (void)ix, (void)i0, (void)di;                                                                \
+    const T *x = xv;                                                                             \
+    T *y = yv;                                                                                   \
+    AT a[SCAN_COLS];                                                                             \
+    for (int64_t k = 0; k < w; k++) a[k] = (AT)OPN##_IDENT;                                      \
+    for (int64_t j = 0; j < n; j++) {                                                            \
+      const T *xr = x + j * sxn;                                                                 \
+      T *yr = y + j * syn;                                                                       \
+      for (int64_t k = 0; k < w; k++) {                                                          \
+        a[k] = STEP(OPN, AT, a[k], (AT)LD_##ID(xr[k * sxi]));                                    \
+        yr[k] = ST_##ID(a[k]);                                                                   \
+      }                                                                                          \
+    }                                                                                            \
+  }
+/* The total of a run and the combining of totals, for the two-pass parallel scan of cumsum (four
+ * independent partial results, so the first pass runs at the speed of a plain sum). */
+#define VALUE_TOTAL(OPN, ID, T, AT, FLD)                                                         \
+  static void total_##OPN##_##ID(const void *xv, int64_t sx, int64_t n, int64_t i0, int64_t di,  \
+                                 scan_state *s) {                                                \
+    (void)i0, (void)di;                                                                          \
+    const T *x = xv;                                                                             \
+    AT a = s->v.FLD;                                                                             \
+    int64_t j = 0;                                                                               \
+    if (n >= 4) { /* four independent partial results */                                         \
+      AT p[4];                                                                                   \
+      for (int k = 0; k < 4; k++) p[k] = (AT)LD_##ID(x[k * sx]);                                 \
+      for (j = 4; j + 4 <= n; j += 4)                                                            \
+        for (int k = 0; k < 4; k++) p[k] = STEP(OPN, AT, p[k], (AT)LD_##ID(x[(j + k) * sx]));    \
+      a = STEP(OPN, AT, a, STEP(OPN, AT, STEP(OPN, AT, p[0], p[1]), STEP(OPN, AT, p[2], p[3]))); \
+    }                                                                                            \
+    for (; j < n; j++) a = STEP(OPN, AT, a, (AT)LD_##ID(x[j * sx]));                             \
+    s->v.FLD = a;                                                                                \
+  }                                                                                              \
+  static void combine_##OPN##_##ID(scan_state *c, const scan_state *t) {                         \
+    c->v.FLD = STEP(OPN, AT, c->v.FLD, t->v.FLD);                                                \
   }
 #define add_IDENT 0
 #define mul_IDENT 1
 #define lae_IDENT (-INFINITY)
 
 /* cummax (BETTER = MAX_BETTER) or cummin over dtype ID. */
-#define EXTREME_FNS(OPN, BETTER, ID, T, AT, FLD)                                                   \
-  static inline void step_##OPN##_##ID(AT *a, int64_t *ai, AT v, int64_t i) {                      \
-    if (*ai == NO_INDEX || BETTER(v, *a)) *a = v, *ai = i;                                        \
-  }                                                                                               \
-  static void line_##OPN##_##ID(const void *xv, int64_t sx, void *yv, int64_t sy, int64_t *ix,    \
-                                int64_t n, int64_t i0, int64_t di, scan_state *s) {               \
-    const T *x = xv;                                                                              \
-    T *y = yv;                                                                                    \
-    AT a = s->v.FLD;                                                                              \
-    int64_t ai = s->idx;                                                                          \
-    for (int64_t j = 0; j < n; j++) {                                                             \
-      step_##OPN##_##ID(&a, &ai, (AT)LD_##ID(x[j * sx]), i0 + j * di);                            \
-      y[j * sy] = ST_##ID(a);                                                                     \
-      ix[j * sy] = ai;                                                                            \
-    }                                                                                             \
-    s->v.FLD = a, s->idx = ai;                                                                    \
-  }                                                                                               \
-  static void total_##OPN##_##ID(const void *xv, int64_t sx, int64_t n, int64_t i0, int64_t di,   \
-                                 scan_state *s) {                                                 \
-    const T *x = xv;                                                                              \
-    AT a = s->v.FLD;                                                                              \
-    int64_t ai = s->idx;                                                                          \
-    for (int64_t j = 0; j < n; j++) step_##OPN##_##ID(&a, &ai, (AT)LD_##ID(x[j * sx]), i0 + j * di); \
-    s->v.FLD = a, s->idx = ai;                                                                    \
-  }                                                                                               \
-  static void cols_##OPN##_##ID(const void *xv, int64_t sxn, int64_t sxi, void *yv, int64_t syn,  \
-                                int64_t *ix, int64_t n, int64_t w, int64_t i0, int64_t di) {      \
-    const T *x = xv;                                                                              \
-    T *y = yv;                                                                                    \
-    AT a[SCAN_COLS];                                                                              \
-    int64_t ai[SCAN_COLS];                                                                        \
-    for (int64_t k = 0; k < w; k++) a[k] = 0, ai[k] = NO_INDEX;                                   \
-    for (int64_t j = 0; j < n; j++)                                                               \
-      for (int64_t k = 0; k < w; k++) {                                                           \
-        step_##OPN##_##ID(&a[k], &ai[k], (AT)LD_##ID(x[j * sxn + k * sxi]), i0 + j * di);         \
-        y[j * syn + k] = ST_##ID(a[k]);                                                           \
-        ix[j * syn + k] = ai[k];                                                                  \
-      }                                                                                           \
-  }                                                                                               \
-  static void combine_##OPN##_##ID(scan_state *c, const scan_state *t) {                          \
-    if (t->idx != NO_INDEX && (c->idx == NO_INDEX || BETTER(t->v.FLD, c->v.FLD))) *c = *t;        \
+#define EXTREME_FNS(OPN, BETTER, ID, T, AT, FLD)                                                 \
+  static inline void step_##OPN##_##ID(AT *a, int64_t *ai, AT v, int64_t i) {                    \
+    if (*ai == NO_INDEX || BETTER(v, *a)) *a = v, *ai = i;                                       \
+  }                                                                                              \
+  static void line_##OPN##_##ID(const void *xv, int64_t sx, void *yv, int64_t sy, int64_t *ix,   \
+                                int64_t n, int64_t i0, int64_t di, scan_state *s) {              \
+    const T *x = xv;                                                                             \
+    T *y = yv;                                                                                   \
+    AT a = s->v.FLD;                                                                             \
+    int64_t ai = s->idx, j = 0;                                                                  \
+    if (ai == NO_INDEX && n > 0) /* the first element starts the line: no test in the loop */    \
+      a = (AT)LD_##ID(x[0]), ai = i0, y[0] = ST_##ID(a), ix[0] = ai, j = 1;                      \
+    if (sx == 1 && sy == 1) /* the common dense line: simpler addressing for the compiler */     \
+      for (; j < n; j++) {                                                                       \
+        AT v = (AT)LD_##ID(x[j]);                                                                \
+        if (BETTER(v, a)) a = v, ai = i0 + j * di;                                               \
+        y[j] = ST_##ID(a);                                                                       \
+        ix[j] = ai;                                                                              \
+      }                                                                                          \
+    for (; j < n; j++) {                                                                         \
+      AT v = (AT)LD_##ID(x[j * sx]);                                                             \
+      if (BETTER(v, a)) a = v, ai = i0 + j * di;                                                 \
+      y[j * sy] = ST_##ID(a);                                                                    \
+      ix[j * sy] = ai;                                                                           \
+    }                                                                                            \
+    s->v.FLD = a, s->idx = ai;                                                                   \
+  }                                                                                              \
+  static void cols_##OPN##_##ID(const void *xv, int64_t sxn, int64_t sxi, void *yv, int64_t syn, \
+                                int64_t *ix, int64_t n, int64_t w, int64_t i0, int64_t di) {     \
+    const T *x = xv;                                                                             \
+    T *y = yv;                                                                                   \
+    AT a[SCAN_COLS];                                                                             \
+    int64_t ai[SCAN_COLS];                                                                       \
+    for (int64_t k = 0; k < w; k++) a[k] = 0, ai[k] = NO_INDEX;                                  \
+    for (int64_t j = 0; j < n; j++)                                                              \
+      for (int64_t k = 0; k < w; k++) {                                                          \
+        step_##OPN##_##ID(&a[k], &ai[k], (AT)LD_##ID(x[j * sxn + k * sxi]), i0 + j * di);        \
+        y[j * syn + k] = ST_##ID(a[k]);                                                          \
+        ix[j * syn + k] = ai[k];                                                                 \
+      }                                                                                          \
   }
 
 /* dtype ID, storage T, state type and field */
@@ -192,20 +199,28 @@ typedef struct {
 
 SCAN_FLOATS(VALUE_FNS, add, 1)
 VALUE_I64(VALUE_FNS, add, 1)
-SCAN_FLOATS(VALUE_FNS, mul, 1)
-VALUE_I64(VALUE_FNS, mul, 1)
+SCAN_FLOATS(VALUE_TOTAL, add)
+VALUE_I64(VALUE_TOTAL, add)
+SCAN_FLOATS(VALUE_FNS, mul, 0)
+VALUE_I64(VALUE_FNS, mul, 0)
 SCAN_FLOATS(VALUE_FNS, lae, 0)
 SCAN_FLOATS(EXTREME_FNS, max, MAX_BETTER)
 SCAN_INTS(EXTREME_FNS, max, MAX_BETTER)
 SCAN_FLOATS(EXTREME_FNS, min, MIN_BETTER)
 SCAN_INTS(EXTREME_FNS, min, MIN_BETTER)
 
-/* The table [op][dtype]: entries without a line function have no kernel. */
-#define ENTRY(OPN, IDENT, EXT, ID, T, AT, FLD)                                           \
-  [DLE_##ID] = {line_##OPN##_##ID, total_##OPN##_##ID, cols_##OPN##_##ID, combine_##OPN##_##ID, \
-                IDENT, EXT},
-static const scan_fns fns_sum[DLE_NUM_DTYPES] = {SCAN_FLOATS(ENTRY, add, 0, false)
-                                                     VALUE_I64(ENTRY, add, 0, false)};
+/* The tables [dtype] of each op: entries without a line function have no kernel. */
+#define ENTRY(OPN, IDENT, EXT, ID, T, AT, FLD) \
+  [DLE_##ID] = {line_##OPN##_##ID, NULL, cols_##OPN##_##ID, NULL, IDENT, EXT},
+#define ENTRY_2PASS(OPN, IDENT, ID, T, AT, FLD) \
+  [DLE_##ID] = {line_##OPN##_##ID,              \
+                total_##OPN##_##ID,             \
+                cols_##OPN##_##ID,              \
+                combine_##OPN##_##ID,           \
+                IDENT,                          \
+                false},
+static const scan_fns fns_sum[DLE_NUM_DTYPES] = {SCAN_FLOATS(ENTRY_2PASS, add, 0)
+                                                     VALUE_I64(ENTRY_2PASS, add, 0)};
 static const scan_fns fns_prod[DLE_NUM_DTYPES] = {SCAN_FLOATS(ENTRY, mul, 1, false)
                                                       VALUE_I64(ENTRY, mul, 1, false)};
 static const scan_fns fns_lse[DLE_NUM_DTYPES] = {SCAN_FLOATS(ENTRY, lae, -INFINITY, false)};
@@ -214,6 +229,7 @@ static const scan_fns fns_max[DLE_NUM_DTYPES] = {SCAN_FLOATS(ENTRY, max, 0, true
 static const scan_fns fns_min[DLE_NUM_DTYPES] = {SCAN_FLOATS(ENTRY, min, 0, true)
                                                      SCAN_INTS(ENTRY, min, 0, true)};
 #undef ENTRY
+#undef ENTRY_2PASS
 
 static const scan_fns *fns_of(dle_op op, dle_dtype dt) {
   const scan_fns *t = op == DLE_OP_CUMSUM    ? fns_sum
@@ -265,8 +281,8 @@ static void scan_blocked(const scan_fns *f, bool fl, int nt, const char *x, int6
     state_init(f, &s, fl);
     for (int k = 0; k < c; k++) f->combine(&s, &tot[k]);
     if (m > 0)
-      f->line(x + lo * sx * (int64_t)es, sx, y + lo * sy * (int64_t)es, sy, ix ? ix + lo * sy : NULL,
-              m, i0 + lo * di, di, &s);
+      f->line(x + lo * sx * (int64_t)es, sx, y + lo * sy * (int64_t)es, sy,
+              ix ? ix + lo * sy : NULL, m, i0 + lo * di, di, &s);
   }
 }
 
@@ -296,7 +312,7 @@ static dle_status cpu_scan(dle_op op, dle_tensor *const *outs, dle_tensor *const
   bool par = op == DLE_OP_LOGCUMSUMEXP ? cpu_parallel(numel) : cpu_parallel_light(numel);
   int nt = max_threads();
 
-  if (g.inner == 1 && par && nt > 1 && g.outer < nt) {
+  if (g.inner == 1 && par && nt > 1 && g.outer < nt && f->total) {
     for (int64_t o = 0; o < g.outer; o++)
       scan_blocked(f, fl, nt, xd + o * g.so * (int64_t)es, sn, yd + o * g.n * (int64_t)es, yn,
                    id ? id + o * g.n : NULL, g.n, i0, di, es);

@@ -10,8 +10,8 @@
 #include "common.cuh"
 
 enum { K_SUM, K_PROD, K_LSE, K_MAX, K_MIN };
-#define SCAN_CHUNK     1024
-#define SCAN_NO_INDEX  INT64_MIN
+#define SCAN_CHUNK    1024
+#define SCAN_NO_INDEX INT64_MIN
 
 template <class AT>
 struct scan_state {
@@ -21,10 +21,14 @@ struct scan_state {
 
 template <int K, class AT>
 __device__ __forceinline__ scan_state<AT> scan_ident() {
-  if constexpr (K == K_SUM) return {(AT)0, SCAN_NO_INDEX};
-  else if constexpr (K == K_PROD) return {(AT)1, SCAN_NO_INDEX};
-  else if constexpr (K == K_LSE) return {(AT)-INFINITY, SCAN_NO_INDEX};
-  else return {(AT)0, SCAN_NO_INDEX};
+  if constexpr (K == K_SUM)
+    return {(AT)0, SCAN_NO_INDEX};
+  else if constexpr (K == K_PROD)
+    return {(AT)1, SCAN_NO_INDEX};
+  else if constexpr (K == K_LSE)
+    return {(AT)-INFINITY, SCAN_NO_INDEX};
+  else
+    return {(AT)0, SCAN_NO_INDEX};
 }
 
 __device__ __forceinline__ double scan_lae(double a, double b) {
@@ -36,18 +40,24 @@ __device__ __forceinline__ double scan_lae(double a, double b) {
 
 template <int K, class AT>
 __device__ __forceinline__ bool scan_better(AT v, AT a) {
-  if constexpr (K == K_MAX) return v != v || (a == a && v >= a);
-  else return v != v || (a == a && v <= a);
+  if constexpr (K == K_MAX)
+    return v != v || (a == a && v >= a);
+  else
+    return v != v || (a == a && v <= a);
 }
 
 /* s takes element v at index i */
 template <int K, class AT>
 __device__ __forceinline__ void scan_step(scan_state<AT> &s, AT v, int64_t i) {
   constexpr bool fl = std::is_floating_point<AT>::value;
-  if constexpr (K == K_SUM) s.v = fl ? s.v + v : cu_wrap_add(s.v, v);
-  else if constexpr (K == K_PROD) s.v = fl ? s.v * v : cu_wrap_mul(s.v, v);
-  else if constexpr (K == K_LSE) s.v = scan_lae((double)s.v, (double)v);
-  else if (s.idx == SCAN_NO_INDEX || scan_better<K>(v, s.v)) s.v = v, s.idx = i;
+  if constexpr (K == K_SUM)
+    s.v = fl ? s.v + v : cu_wrap_add(s.v, v);
+  else if constexpr (K == K_PROD)
+    s.v = fl ? s.v * v : cu_wrap_mul(s.v, v);
+  else if constexpr (K == K_LSE)
+    s.v = scan_lae((double)s.v, (double)v);
+  else if (s.idx == SCAN_NO_INDEX || scan_better<K>(v, s.v))
+    s.v = v, s.idx = i;
 }
 
 /* c followed by a run whose total is t */
@@ -71,8 +81,8 @@ struct scan_args {
 };
 
 template <int K, dle_dtype D, class AT>
-__device__ void scan_run(const scan_args &a, int64_t line, int64_t j0, int64_t m,
-                         scan_state<AT> &s, bool write) {
+__device__ void scan_run(const scan_args &a, int64_t line, int64_t j0, int64_t m, scan_state<AT> &s,
+                         bool write) {
   typedef CU_T(D) T;
   int64_t o = line / a.g.inner, k = line % a.g.inner;
   const T *x = (const T *)a.x + o * a.g.so + k * a.g.si;
@@ -174,8 +184,9 @@ static dle_status cu_scan(dle_op op, dle_tensor *const *outs, dle_tensor *const 
   /* the chunk scans index from the line's first element scanned: shift the bases there */
   a.x = cu_data(x) + first * a.g.sn * es;
   a.y = cu_data(outs[0]) + first * a.g.inner * es;
-  a.ix = op == DLE_OP_CUMMAX || op == DLE_OP_CUMMIN ? (int64_t *)cu_data(outs[1]) + first * a.g.inner
-                                                    : NULL;
+  a.ix = op == DLE_OP_CUMMAX || op == DLE_OP_CUMMIN
+             ? (int64_t *)cu_data(outs[1]) + first * a.g.inner
+             : NULL;
   switch (op) {
     case DLE_OP_CUMSUM: return scan_typed<K_SUM>(fn, x->dtype, a);
     case DLE_OP_CUMPROD: return scan_typed<K_PROD>(fn, x->dtype, a);
