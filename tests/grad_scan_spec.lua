@@ -9,11 +9,7 @@ local H = require "helpers"
 
 local F64 = {dtype = "float64"}
 
-local function randn(shape, seed, lo, hi)
-  return dle.tensor(H.values(shape, {seed = seed, lo = lo or -1, hi = hi or 1}), F64)
-end
-
-local check, gradients_of = H.gradcheck, H.gradients_of
+local randn, check, gradients_of = H.seeded, H.gradcheck, H.gradients_of
 
 local function along(name, d) return function(x) return (x[name](x, d)) end end
 

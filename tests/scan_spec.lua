@@ -137,6 +137,22 @@ describe("scan ops: cummax and cummin ties and NaN (as PyTorch)", function()
   end)
 end)
 
+describe("scan ops: infinities and NaN (as PyTorch)", function()
+  it("logcumsumexp: -inf adds nothing, +inf stays, NaN propagates; cumsum: inf - inf is NaN", function()
+    local inf = math.huge
+    local l = dle.tensor({-inf, -inf, 1, inf, 2}):logcumsumexp(1):totable()
+    assert.are.same({-inf, -inf, 1, inf, inf}, l)
+    local n = dle.tensor({1, 0 / 0, 2}):logcumsumexp(1):totable()
+    assert.are.equal(1, n[1])
+    assert.is_true(is_nan(n[2]) and is_nan(n[3]))
+    local c = dle.tensor({1, inf, -inf, 1}):cumsum(1):totable()
+    assert.are.same({1, inf}, {c[1], c[2]})
+    assert.is_true(is_nan(c[3]) and is_nan(c[4]))
+    local _, i = dle.tensor({3, 0 / 0, 1, 0 / 0}):cummin(1)
+    assert.are.same({1, 2, 2, 4}, i:totable())
+  end)
+end)
+
 describe("scan ops: dtypes", function()
   it("cumsum and cumprod of integers and bool give int64, as in PyTorch", function()
     for _, dt in ipairs({"int32", "int64", "uint8"}) do
