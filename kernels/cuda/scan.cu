@@ -4,8 +4,9 @@
  * ones; cummax/cummin keep the last position of the extreme on ties and let a NaN stay.
  *   lines    one thread per line (outer x inner of them; neighbouring threads take neighbouring
  *            columns, so reads and writes coalesce when inner > 1);
- *   blocked  few long lines: chunk totals (one thread per chunk), then per line the exclusive
- *            prefix of its chunk totals, then each chunk scanned from its carry. */
+ *   blocked  few long lines (not cumprod, kept sequential as on the CPU): chunk totals (one
+ *            thread per chunk), then per line the exclusive prefix of its chunk totals, then each
+ *            chunk scanned from its carry. */
 #include "../../engine/kernel/scan_geom.h"
 #include "common.cuh"
 
@@ -135,7 +136,9 @@ template <int K, dle_dtype D>
 static dle_status scan_launch(const char *fn, const scan_args &a) {
   typedef std::conditional_t<(D <= DLE_BF16), double, int64_t> AT;
   int64_t lines = a.g.outer * a.g.inner, nch = (a.g.n + SCAN_CHUNK - 1) / SCAN_CHUNK;
-  if (lines >= 4096 || nch < 4) {
+  /* a product regrouped by chunks could overflow where the running one does not (the CPU keeps
+   * cumprod sequential for the same reason) */
+  if (lines >= 4096 || nch < 4 || K == K_PROD) {
     scan_lines<K, D, AT><<<cu_blocks(lines), CU_THREADS>>>(a, lines);
     CU_LAUNCHED(fn);
     return DLE_OK;
