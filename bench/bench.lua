@@ -13,7 +13,7 @@ local timing = require "bench.timing"
 local references = require "bench.references"
 local report = require "bench.report"
 
-local FAMILIES = {"matmul", "memory", "nn", "autograd", "overhead", "train"}
+local FAMILIES = {"matmul", "memory", "nn", "autograd", "overhead", "train", "scan"}
 
 local function die(msg)
   io.stderr:write("bench: ", msg, "\n")

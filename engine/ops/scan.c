@@ -71,6 +71,12 @@ dle_status dle_forward_scan(dle_op op, dle_tensor **outs, dle_tensor *const *ins
   return st;
 }
 
+/* FLOPs: one combining step per element, as the reductions count (flops.c conventions). */
+dle_flops_rule dle_flops_scan(dle_op op) {
+  (void)op;
+  return dle_flops_per_in(1);
+}
+
 dle_status dle_scan(dle_op op, dle_tensor **out, dle_tensor **indices, dle_tensor *x, int dim,
                     bool reverse, int64_t index_base) {
   const dle_op_info *info = dle_op_get_info(op);

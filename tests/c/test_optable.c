@@ -68,7 +68,7 @@ TEST(op_arities_fit_their_kinds) {
     CHECK(i->nout == 1 ||
               (i->nout == 2 && (i->kind == DLE_KIND_REDUCE || i->kind == DLE_KIND_POOL ||
                                 i->kind == DLE_KIND_NORM || i->kind == DLE_KIND_LOSS ||
-                                i->kind == DLE_KIND_ATTENTION)) ||
+                                i->kind == DLE_KIND_ATTENTION || i->kind == DLE_KIND_SCAN)) ||
               (i->nout == 3 && i->kind == DLE_KIND_ATTENTION && i->nout <= DLE_MAX_OUTS),
           "%s has %d outputs", i->name, i->nout);
     CHECK((unsigned)i->kind < DLE_NUM_KINDS, "%s has kind %d", i->name, i->kind);
