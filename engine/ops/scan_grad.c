@@ -5,10 +5,6 @@
 #include "../autograd.h"
 #include "../internal.h"
 
-static void release_all(dle_tensor **ts, int n) {
-  for (int i = 0; i < n; i++) dle_tensor_release(ts[i]);
-}
-
 static int dim_of(const dle_attrs *a) { return (int)a->ints[0]; }
 static bool rev_of(const dle_attrs *a) { return a->nints > 1 && a->ints[1]; }
 
@@ -49,13 +45,13 @@ static dle_status find_zeros(zeros_info *z, dle_tensor *x, const dle_attrs *a) {
   if (st == DLE_OK) st = dle_binary_scalar(DLE_OP_EQ, &z->first, ce, 1, false);
   if (st == DLE_OK) st = dle_binary_scalar(DLE_OP_NE, &z->after, c, 0, false);
   if (st == DLE_OK) st = dle_masked_fill(&z->safe, x, z->after, 1);
-  release_all((dle_tensor *[]){is0, e, c, ce}, 4);
-  if (st != DLE_OK) release_all((dle_tensor *[]){z->first, z->after, z->safe}, 3);
+  dle_release_all((dle_tensor *[]){is0, e, c, ce}, 4);
+  if (st != DLE_OK) dle_release_all((dle_tensor *[]){z->first, z->after, z->safe}, 3);
   return st;
 }
 
 static void zeros_release(zeros_info *z) {
-  release_all((dle_tensor *[]){z->first, z->after, z->safe}, 3);
+  dle_release_all((dle_tensor *[]){z->first, z->after, z->safe}, 3);
 }
 
 /* d cumprod, zeros included (y = cumprod x; the first zero of a line at z):
@@ -82,7 +78,7 @@ static dle_status vjp_cumprod(dle_node *n, dle_tensor *const *gout, dle_tensor *
   if (st == DLE_OK) st = dle_unary(DLE_OP_LOGICAL_NOT, &nf, z.first);
   if (st == DLE_OK) st = dle_masked_fill(&at, s1, nf, 0);
   if (st == DLE_OK) st = dle_binary(DLE_OP_ADD, &gin[0], qa, at);
-  release_all((dle_tensor *[]){gy, s, q, qa, x1, y1, gy1, s1, at, nf}, 10);
+  dle_release_all((dle_tensor *[]){gy, s, q, qa, x1, y1, gy1, s1, at, nf}, 10);
   zeros_release(&z);
   return st;
 }
@@ -103,7 +99,7 @@ static dle_status jvp_cumprod(dle_op op, const dle_attrs *a, dle_tensor *const *
   if (st == DLE_OK) st = dle_where(&xt, z.first, t, x);
   if (st == DLE_OK) st = scan_along(DLE_OP_CUMPROD, &late, xt, a, false);
   if (st == DLE_OK) st = dle_where(&tout[0], z.after, late, gen);
-  release_all((dle_tensor *[]){r, c, gen, xt, late}, 5);
+  dle_release_all((dle_tensor *[]){r, c, gen, xt, late}, 5);
   zeros_release(&z);
   return st;
 }
@@ -125,11 +121,11 @@ static dle_status signed_lse_sum(dle_tensor **out, dle_tensor *w, dle_tensor *u,
     if (st == DLE_OK) st = scan_along(DLE_OP_LOGCUMSUMEXP, &c, s, a, turn);
     if (st == DLE_OK) st = dle_binary(DLE_OP_ADD, &e, c, v);
     if (st == DLE_OK) st = dle_unary(DLE_OP_EXP, &part[k], e);
-    release_all((dle_tensor *[]){drop, lk, s, c, e}, 5);
+    dle_release_all((dle_tensor *[]){drop, lk, s, c, e}, 5);
   }
   *out = NULL;
   if (st == DLE_OK) st = dle_binary(DLE_OP_SUB, out, part[0], part[1]);
-  release_all((dle_tensor *[]){aw, lw, part[0], part[1]}, 4);
+  dle_release_all((dle_tensor *[]){aw, lw, part[0], part[1]}, 4);
   return st;
 }
 
