@@ -427,6 +427,10 @@ dle_status dle_max_dim(dle_op op, dle_tensor **values, dle_tensor **indices, dle
 dle_status dle_arg_reduce(dle_op op, dle_tensor **out, dle_tensor *x, int dim, bool keepdim,
                           int64_t index_base);
 dle_status dle_softmax(dle_op op, dle_tensor **out, dle_tensor *x, int dim);
+/* A scan op along dim (engine/ops/scan.c), from the end of the dim when reverse; cummax and
+ * cummin also give int64 indices (+ index_base), the others take indices NULL. */
+dle_status dle_scan(dle_op op, dle_tensor **out, dle_tensor **indices, dle_tensor *x, int dim,
+                    bool reverse, int64_t index_base);
 
 /* ---------------------------------------------------------------- linear algebra */
 /* PyTorch matmul semantics: 1-D, 2-D, and batched with broadcast batch dims. */
