@@ -90,6 +90,7 @@ end
 -- `weight` {num_parameters} filled with init.
 -- @param opts optional {dtype = "float32"}
 A.PReLU = Module:extend("PReLU")
+--- PReLU(num_parameters = 1, init = 0.25, opts): makes the slopes (see above).
 function A.PReLU:init(num_parameters, init, opts)
   opts = check.layer_args("PReLU", opts, {"dtype"}, "num_parameters >= 1", num_parameters or 1)
   init = init == nil and 0.25 or check.number(init, "PReLU", "init")

@@ -153,7 +153,7 @@ function M.glu(x, dim)
   float_input(x, "glu")
   local d = check.integer(dim or -1, "glu", "dim")
   if x:dim() == 0 then check.error("glu: input must have at least 1 dimension, got a 0-d tensor") end
-  local size = x:size(d)
+  local size = check.call("glu", x.size, x, d)
   if size % 2 ~= 0 then
     check.error(string.format("glu: dimension %d of input %s has odd size %d (it is halved)", d, shape_str(x), size))
   end
@@ -172,7 +172,8 @@ end
 -- @return tensor of x's shape
 function M.softmin(x, dim)
   float_input(x, "softmin")
-  return (-x):softmax(check.integer(dim or -1, "softmin", "dim"))
+  local d = check.integer(dim or -1, "softmin", "dim")
+  return check.call("softmin", function() return (-x):softmax(d) end)
 end
 
 --- tanhshrink(x): x - tanh(x).
