@@ -63,8 +63,8 @@ describe("closed-form schedulers", function()
 
   it("exponential: base * gamma ^ t", function()
     local opt = sgd({0.1})
-    H.assert_close(sequence(opt, lr.exponential(opt, {gamma = 0.8}), 6), formula(6, function(t) return 0.1 * 0.8 ^ t end),
-      TOL)
+    H.assert_close(sequence(opt, lr.exponential(opt, {gamma = 0.8}), 6),
+      formula(6, function(t) return 0.1 * 0.8 ^ t end), TOL)
   end)
 
   it("linear: from start_factor to end_factor over total_iters, then constant (defaults 1/3, 1, 5)", function()
@@ -199,7 +199,8 @@ describe("scheduler errors", function()
       "lr.lambda: lr_lambda has 1 entries but the optimizer has 2 param groups")
     H.assert_error(function() lr.lambda(opt, {lr_lambda = function() return "x" end}) end,
       "lr.lambda: lr_lambda(0) returned a string, expected a number")
-    H.assert_error(function() lr.linear(opt, {start_factor = 0}) end, "lr.linear: start_factor must be a number in (0, 1]")
+    H.assert_error(function() lr.linear(opt, {start_factor = 0}) end,
+      "lr.linear: start_factor must be a number in (0, 1]")
     H.assert_error(function() lr.cosine_warm_restarts(opt, {T_0 = 0}) end, "lr.cosine_warm_restarts: T_0 must be >= 1")
     H.assert_error(function() lr.one_cycle(opt, {max_lr = 1}) end,
       "lr.one_cycle: give total_steps, or epochs and steps_per_epoch")

@@ -19,6 +19,7 @@ local function softplus(v, b, th)
   return math.log(1 + math.exp(b * v)) / b
 end
 local function clamp(v, lo, hi) return math.min(math.max(v, lo), hi) end
+local function tanh(v) return 1 - 2 / (math.exp(2 * v) + 1) end
 
 -- name -> {call(x), scalar reference(v)}
 local cases = {
@@ -30,13 +31,13 @@ local cases = {
   softplus = {function(x) return F.softplus(x, 2, 3) end, function(v) return softplus(v, 2, 3) end},
   softplus_default = {F.softplus, function(v) return softplus(v) end},
   softsign = {F.softsign, function(v) return v / (1 + math.abs(v)) end},
-  mish = {F.mish, function(v) return v * math.tanh(softplus(v)) end},
+  mish = {F.mish, function(v) return v * tanh(softplus(v)) end},
   hardswish = {F.hardswish, function(v) return v * clamp(v + 3, 0, 6) / 6 end},
   hardsigmoid = {F.hardsigmoid, function(v) return clamp(v + 3, 0, 6) / 6 end},
   hardtanh = {function(x) return F.hardtanh(x, -0.5, 2) end, function(v) return clamp(v, -0.5, 2) end},
   relu6 = {F.relu6, function(v) return clamp(v, 0, 6) end},
   logsigmoid = {F.logsigmoid, function(v) return math.log(sigmoid(v)) end},
-  tanhshrink = {F.tanhshrink, function(v) return v - math.tanh(v) end},
+  tanhshrink = {F.tanhshrink, function(v) return v - tanh(v) end},
   softshrink = {function(x) return F.softshrink(x, 0.3) end,
                 function(v) return v > 0.3 and v - 0.3 or (v < -0.3 and v + 0.3 or 0) end},
   hardshrink = {function(x) return F.hardshrink(x, 0.3) end, function(v) return math.abs(v) > 0.3 and v or 0 end},
@@ -173,7 +174,8 @@ describe("activations against PyTorch (optional)", function()
       {function(z) return F.softplus(z, 2, 3) end, "F.softplus(x, 2, 3)"}, {F.softplus, "F.softplus(x)"},
       {F.softsign, "F.softsign(x)"}, {F.mish, "F.mish(x)"}, {F.hardswish, "F.hardswish(x)"},
       -- values only: PyTorch's hardsigmoid gradient is float32's 1/6 even in float64
-      {F.hardsigmoid, "F.hardsigmoid(x)", values_only = true}, {function(z) return F.hardtanh(z, -0.5, 2) end, "F.hardtanh(x, -0.5, 2)"},
+      {F.hardsigmoid, "F.hardsigmoid(x)", values_only = true},
+      {function(z) return F.hardtanh(z, -0.5, 2) end, "F.hardtanh(x, -0.5, 2)"},
       {F.relu6, "F.relu6(x)"}, {F.logsigmoid, "F.logsigmoid(x)"}, {F.tanhshrink, "F.tanhshrink(x)"},
       {function(z) return F.softshrink(z, 0.3) end, "F.softshrink(x, 0.3)"},
       {function(z) return F.hardshrink(z, 0.3) end, "F.hardshrink(x, 0.3)"},

@@ -161,7 +161,8 @@ describe("Adamax, NAdam, RAdam, SGD dampening: trajectories", function()
 
   it("bad hyperparameters are errors naming the optimizer", function()
     local p = {dle.zeros(2):requires_grad_()}
-    H.assert_error(function() optim.Adamax(p, {betas = {1, 0.9}}) end, "Adamax: betas must be {b1, b2} with both in [0, 1)")
+    H.assert_error(function() optim.Adamax(p, {betas = {1, 0.9}}) end,
+      "Adamax: betas must be {b1, b2} with both in [0, 1)")
     H.assert_error(function() optim.NAdam(p, {momentum_decay = -1}) end, "NAdam: invalid momentum_decay -1")
     H.assert_error(function() optim.RAdam(p, {lr = -1}) end, "RAdam: invalid lr -1")
     H.assert_error(function() optim.functional.radam(p, {dle.ones(3)}, {}) end,
@@ -281,7 +282,8 @@ describe("optimizers against PyTorch (optional)", function()
       add(p)
     end
     for _, ls in ipairs({false, "strong_wolfe"}) do
-      local p, opt = lbfgs_run(rosenbrock, {-1.5, 2}, {lr = 0.8, max_iter = 5, history_size = 3, line_search_fn = ls}, 2)
+      local opts = {lr = 0.8, max_iter = 5, history_size = 3, line_search_fn = ls}
+      local p, opt = lbfgs_run(rosenbrock, {-1.5, 2}, opts, 2)
       add(p)
       got[#got + 1] = opt.state[1].func_evals
     end
@@ -300,7 +302,8 @@ describe("optimizers against PyTorch (optional)", function()
     for _, ls in ipairs({"None", "'strong_wolfe'"}) do
       py[#py + 1] = "p = torch.tensor([-1.5, 2], dtype=torch.float64, requires_grad=True)"
       py[#py + 1] = "o = torch.optim.LBFGS([p], lr=0.8, max_iter=5, history_size=3, line_search_fn=" .. ls .. ")"
-      py[#py + 1] = "def cl():\n  o.zero_grad(); l = (1 - p[0]) ** 2 + 100 * (p[1] - p[0] ** 2) ** 2; l.backward(); return l"
+      py[#py + 1] = "def cl():\n  o.zero_grad(); l = (1 - p[0]) ** 2 + 100 * (p[1] - p[0] ** 2) ** 2\n"
+        .. "  l.backward(); return l"
       py[#py + 1] = "for i in range(2): o.step(cl)"
       py[#py + 1] = "out += p.tolist() + [o.state[p]['func_evals']]"
     end
@@ -325,7 +328,8 @@ describe("optimizers against PyTorch (optional)", function()
       "  mp *= mu; mp_next = mp * mu_next",
       "  m.mul_(b1).add_(g, alpha=1 - b1); v.mul_(b2).addcmul_(g, g, value=1 - b2)",
       "  denom = v.div(1 - b2 ** s).sqrt().add_(eps)",
-      "  p.addcdiv_(g, denom, value=-lr * (1 - mu) / (1 - mp)); p.addcdiv_(m, denom, value=-lr * mu_next / (1 - mp_next))",
+      "  p.addcdiv_(g, denom, value=-lr * (1 - mu) / (1 - mp))",
+      "  p.addcdiv_(m, denom, value=-lr * mu_next / (1 - mp_next))",
       "if not torch.__version__.startswith('1.'):",
       "  q = torch.tensor([0.5, -1.25, 2.0], dtype=torch.float64, requires_grad=True)",
       "  o = torch.optim.NAdam([q], lr=lr, weight_decay=wd)",

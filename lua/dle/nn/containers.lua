@@ -9,7 +9,9 @@ local check = require "dle.check"
 local C = {}
 
 local function module_arg(m, fname, what)
-  if not Module.is_module(m) then check.error(string.format("%s: %s is not a module (%s)", fname, what, check.typename(m))) end
+  if not Module.is_module(m) then
+    check.error(string.format("%s: %s is not a module (%s)", fname, what, check.typename(m)))
+  end
   return m
 end
 

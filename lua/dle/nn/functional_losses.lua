@@ -314,7 +314,8 @@ function M.gaussian_nll_loss(input, target, var, opts)
       var = var:unsqueeze(-1)
     elseif not (#vs == #lead + 1 and vs[#vs] == 1 and table.concat(vs, ",", 1, #lead) == table.concat(lead, ",")) then
       check.error(string.format("gaussian_nll_loss: var has shape %s; for input %s it must be %s, %s or that "
-        .. "with its last size 1", shape_str(var), shape_str(input), shape_str(input), "{" .. table.concat(lead, ",") .. "}"))
+        .. "with its last size 1", shape_str(var), shape_str(input), shape_str(input),
+        "{" .. table.concat(lead, ",") .. "}"))
     end
   end
   if var:numel() > 0 and var:amin():item() < 0 then check.error("gaussian_nll_loss: var has negative entries") end

@@ -25,7 +25,9 @@ local function loss_class(name, fn, keys, nargs)
   -- @return loss tensor
   cls.forward = function(self, ...)
     local args = table.pack(...)
-    if args.n > nargs then check.error(string.format("%s: expected %d tensors, got %d arguments", name, nargs, args.n)) end
+    if args.n > nargs then
+      check.error(string.format("%s: expected %d tensors, got %d arguments", name, nargs, args.n))
+    end
     args[nargs + 1] = self.opts
     return fn(table.unpack(args, 1, nargs + 1))
   end

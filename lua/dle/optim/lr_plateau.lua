@@ -84,7 +84,9 @@ local function reduce_lr_on_plateau(opt, opts)
   opts = check.options(opts, "lr." .. NAME, OPTS)
   S.check_optimizer(opt, NAME)
   local mode = opts.mode or "min"
-  if mode ~= "min" and mode ~= "max" then check.error("lr." .. NAME .. ": mode must be \"min\" or \"max\", got " .. tostring(mode)) end
+  if mode ~= "min" and mode ~= "max" then
+    check.error("lr." .. NAME .. ": mode must be \"min\" or \"max\", got " .. tostring(mode))
+  end
   local tmode = opts.threshold_mode or "rel"
   if tmode ~= "rel" and tmode ~= "abs" then
     check.error("lr." .. NAME .. ": threshold_mode must be \"rel\" or \"abs\", got " .. tostring(tmode))
