@@ -158,10 +158,16 @@ local function working(p, g)
 end
 local function finish(orig, pw) if orig then orig:copy_(pw) end end
 
--- The gradient with L2 weight decay added (a new tensor when weight_decay is not 0).
-local function decayed(gw, pw, wd)
-  if wd == 0 then return gw end
-  return gw + pw * wd
+-- The start of an Adamax / NAdam / RAdam step: the state's exp_avg and second buffer (named
+-- second) made on first use, the step counted; returns the working param and gradient (with L2
+-- weight decay added) and the param to write back (see working).
+local function begin_step(p, g, st, h, second)
+  local pw, gw, orig = working(p, g)
+  st.exp_avg = st.exp_avg or zeros_state(p)
+  st[second] = st[second] or zeros_state(p)
+  st.step = st.step + 1
+  if h.weight_decay ~= 0 then gw = gw + pw * h.weight_decay end
+  return pw, gw, orig
 end
 
 -- exp_avg <- b1 exp_avg + (1 - b1) g; exp_avg_sq <- b2 exp_avg_sq + (1 - b2) g^2.
@@ -175,12 +181,8 @@ M.algorithms.adamax = {
   state_tensors = {"exp_avg", "exp_inf"},
   check = check_lr_eps_wd_betas,
   update = function(p, g, st, h)
-    local pw, gw, orig = working(p, g)
-    st.exp_avg = st.exp_avg or zeros_state(p)
-    st.exp_inf = st.exp_inf or zeros_state(p)
-    st.step = st.step + 1
+    local pw, gw, orig = begin_step(p, g, st, h, "exp_inf")
     local b1, b2 = h.betas[1], h.betas[2]
-    gw = decayed(gw, pw, h.weight_decay)
     update_moments(st, gw, b1)
     st.exp_inf:mul_(b2):maximum_(gw:abs() + h.eps)
     pw:sub_(st.exp_avg / st.exp_inf * (h.lr / (1 - b1 ^ st.step)))
@@ -196,13 +198,9 @@ M.algorithms.nadam = {
     check_number(name, h, "momentum_decay")
   end,
   update = function(p, g, st, h)
-    local pw, gw, orig = working(p, g)
-    st.exp_avg = st.exp_avg or zeros_state(p)
-    st.exp_avg_sq = st.exp_avg_sq or zeros_state(p)
+    local pw, gw, orig = begin_step(p, g, st, h, "exp_avg_sq")
     st.mu_product = st.mu_product or 1
-    st.step = st.step + 1
     local b1, b2, t = h.betas[1], h.betas[2], st.step
-    gw = decayed(gw, pw, h.weight_decay)
     local mu = b1 * (1 - 0.5 * 0.96 ^ (t * h.momentum_decay))
     local mu_next = b1 * (1 - 0.5 * 0.96 ^ ((t + 1) * h.momentum_decay))
     st.mu_product = st.mu_product * mu
@@ -220,12 +218,8 @@ M.algorithms.radam = {
   state_tensors = {"exp_avg", "exp_avg_sq"},
   check = check_lr_eps_wd_betas,
   update = function(p, g, st, h)
-    local pw, gw, orig = working(p, g)
-    st.exp_avg = st.exp_avg or zeros_state(p)
-    st.exp_avg_sq = st.exp_avg_sq or zeros_state(p)
-    st.step = st.step + 1
+    local pw, gw, orig = begin_step(p, g, st, h, "exp_avg_sq")
     local b1, b2, t = h.betas[1], h.betas[2], st.step
-    gw = decayed(gw, pw, h.weight_decay)
     update_moments(st, gw, b1, b2)
     local bc1, bc2 = 1 - b1 ^ t, 1 - b2 ^ t
     -- the length of the approximated simple moving average; the variance is rectified only
