@@ -159,6 +159,19 @@ describe("Adamax, NAdam, RAdam, SGD dampening: trajectories", function()
     end
   end)
 
+  it("NAdam resumes exactly from a state holding only step and tensors (as ZeRO consolidates it)", function()
+    local c = cases[3]
+    local p, opt = run(optim.NAdam, c[3], 5)
+    local sd = opt:state_dict()
+    assert.is_number(sd.state[1].mu_product)
+    sd.state[1].mu_product = nil
+    local q = p:detach():clone():requires_grad_()
+    local opt2 = optim.NAdam({q}, c[3])
+    opt2:load_state_dict(sd)
+    run(optim.NAdam, nil, 3, nil, opt2, q)
+    H.assert_close(q, ref.nadam(8, c[4]), {rtol = 1e-13, atol = 1e-15})
+  end)
+
   it("bad hyperparameters are errors naming the optimizer", function()
     local p = {dle.zeros(2):requires_grad_()}
     H.assert_error(function() optim.Adamax(p, {betas = {1, 0.9}}) end,

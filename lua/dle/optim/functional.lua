@@ -199,10 +199,15 @@ M.algorithms.nadam = {
   end,
   update = function(p, g, st, h)
     local pw, gw, orig = begin_step(p, g, st, h, "exp_avg_sq")
-    st.mu_product = st.mu_product or 1
     local b1, b2, t = h.betas[1], h.betas[2], st.step
-    local mu = b1 * (1 - 0.5 * 0.96 ^ (t * h.momentum_decay))
-    local mu_next = b1 * (1 - 0.5 * 0.96 ^ ((t + 1) * h.momentum_decay))
+    local function mu_at(k) return b1 * (1 - 0.5 * 0.96 ^ (k * h.momentum_decay)) end
+    if st.mu_product == nil then
+      -- the product of the earlier steps' mu (a state that holds only the step and the tensors,
+      -- as a ZeroRedundancyOptimizer consolidates it, resumes exactly)
+      st.mu_product = 1
+      for k = 1, t - 1 do st.mu_product = st.mu_product * mu_at(k) end
+    end
+    local mu, mu_next = mu_at(t), mu_at(t + 1)
     st.mu_product = st.mu_product * mu
     local mu_product_next = st.mu_product * mu_next
     update_moments(st, gw, b1, b2)
