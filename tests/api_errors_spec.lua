@@ -20,18 +20,25 @@ allow({"nil", "string", "table", "boolean"}, NO_ARGS, {
   "dle.memory_allocated", "dle.memory_peak", "dle.memory_stats", "dle.op_table",
   "dle.reset_peak_memory_stats", "dle.seed", "dle.time", "dle.get_memory_limit", "dle.nn.GELU",
   "dle.nn.Identity", "dle.nn.ReLU", "dle.nn.SiLU", "dle.nn.Sigmoid", "dle.nn.Tanh",
-  "dle.nn.Module", "dle.graph.new"})
+  "dle.nn.Module", "dle.graph.new", "dle.nn.SELU", "dle.nn.Softsign", "dle.nn.Mish", "dle.nn.Hardswish",
+  "dle.nn.Hardsigmoid", "dle.nn.ReLU6", "dle.nn.LogSigmoid", "dle.nn.Tanhshrink"})
 allow({"nil", "string", "table", "boolean"}, "a predicate: any value is a valid question",
       {"dle.is_tensor", "dle.is_generator", "dle.rewrite.is_rule"})
 allow({"nil", "table"}, "sizes are optional (nil: a 0-dim tensor) and may be a table",
       {"dle.empty", "dle.zeros", "dle.ones", "dle.rand", "dle.randn"})
 allow({"nil", "table"}, "an optional options table",
       {"dle.nn.BCEWithLogitsLoss", "dle.nn.CrossEntropyLoss", "dle.nn.MSELoss", "dle.nn.NLLLoss",
-       "dle.amp.GradScaler"})
+       "dle.amp.GradScaler", "dle.nn.L1Loss", "dle.nn.SmoothL1Loss", "dle.nn.HuberLoss", "dle.nn.KLDivLoss",
+       "dle.nn.BCELoss", "dle.nn.PoissonNLLLoss", "dle.nn.CosineEmbeddingLoss", "dle.nn.MarginRankingLoss",
+       "dle.nn.TripletMarginLoss", "dle.nn.MultiLabelSoftMarginLoss", "dle.nn.HingeEmbeddingLoss",
+       "dle.nn.SoftMarginLoss", "dle.nn.GaussianNLLLoss"})
 allow({"nil"}, "every argument has a default",
       {"dle.Generator", "dle.nn.Dropout", "dle.nn.Flatten", "dle.nn.LogSoftmax", "dle.nn.Softmax",
-       "dle.nn.init.calculate_gain", "dle.data.fashion_mnist", "dle.set_memory_limit"})
-allow({"nil", "table"}, "a list of modules, possibly empty", {"dle.nn.Sequential"})
+       "dle.nn.init.calculate_gain", "dle.data.fashion_mnist", "dle.set_memory_limit", "dle.nn.CELU", "dle.nn.ELU",
+       "dle.nn.GLU", "dle.nn.Hardshrink", "dle.nn.Hardtanh", "dle.nn.LeakyReLU", "dle.nn.PReLU", "dle.nn.Softmin",
+       "dle.nn.Softplus", "dle.nn.Softshrink"})
+allow({"nil", "table"}, "a list of modules, possibly empty", {"dle.nn.Sequential", "dle.nn.ModuleList"})
+allow({"nil", "table"}, "a table of modules by key, possibly empty", {"dle.nn.ModuleDict"})
 allow({"table", "boolean"}, "nested tables and booleans are tensor data", {"dle.tensor"})
 allow({"table"}, "an options table, possibly empty", {"dle.set_printoptions"})
 allow({"table"}, "a list of rules, possibly empty", {"dle.rewrite.flatten"})

@@ -12,6 +12,7 @@ local I64 = {dtype = "int64"}
 local BOGUS = {bogus_option = 1}
 
 local x = dle.randn(2, 3)
+local p01 = dle.rand(2, 3)
 local t = dle.tensor({1, 3}, I64)
 local img = dle.randn(1, 2, 4, 4)
 local function params() return {dle.zeros(2):requires_grad_()} end
@@ -48,6 +49,20 @@ local with_options = {
   ["nn.NLLLoss"] = {function(o) return nn.NLLLoss(o) end, "NLLLoss"},
   ["nn.MSELoss"] = {function(o) return nn.MSELoss(o) end, "MSELoss"},
   ["nn.BCEWithLogitsLoss"] = {function(o) return nn.BCEWithLogitsLoss(o) end, "BCEWithLogitsLoss"},
+  ["nn.L1Loss"] = {function(o) return nn.L1Loss(o) end, "L1Loss"},
+  ["nn.SmoothL1Loss"] = {function(o) return nn.SmoothL1Loss(o) end, "SmoothL1Loss"},
+  ["nn.HuberLoss"] = {function(o) return nn.HuberLoss(o) end, "HuberLoss"},
+  ["nn.KLDivLoss"] = {function(o) return nn.KLDivLoss(o) end, "KLDivLoss"},
+  ["nn.BCELoss"] = {function(o) return nn.BCELoss(o) end, "BCELoss"},
+  ["nn.PoissonNLLLoss"] = {function(o) return nn.PoissonNLLLoss(o) end, "PoissonNLLLoss"},
+  ["nn.CosineEmbeddingLoss"] = {function(o) return nn.CosineEmbeddingLoss(o) end, "CosineEmbeddingLoss"},
+  ["nn.MarginRankingLoss"] = {function(o) return nn.MarginRankingLoss(o) end, "MarginRankingLoss"},
+  ["nn.TripletMarginLoss"] = {function(o) return nn.TripletMarginLoss(o) end, "TripletMarginLoss"},
+  ["nn.MultiLabelSoftMarginLoss"] = {function(o) return nn.MultiLabelSoftMarginLoss(o) end, "MultiLabelSoftMarginLoss"},
+  ["nn.HingeEmbeddingLoss"] = {function(o) return nn.HingeEmbeddingLoss(o) end, "HingeEmbeddingLoss"},
+  ["nn.SoftMarginLoss"] = {function(o) return nn.SoftMarginLoss(o) end, "SoftMarginLoss"},
+  ["nn.GaussianNLLLoss"] = {function(o) return nn.GaussianNLLLoss(o) end, "GaussianNLLLoss"},
+  ["nn.PReLU"] = {function(o) return nn.PReLU(3, 0.25, o) end, "PReLU"},
   ["Module:zero_grad"] = {function(o) return nn.Linear(3, 2):zero_grad(o) end, "Linear:zero_grad"},
   ["Module:load_state_dict"] = {function(o)
     local m = nn.Linear(3, 2)
@@ -67,6 +82,26 @@ local with_options = {
   ["nn.functional.binary_cross_entropy_with_logits"] = {function(o)
     return F.binary_cross_entropy_with_logits(x, x, o)
   end, "binary_cross_entropy_with_logits"},
+  ["nn.functional.l1_loss"] = {function(o) return F.l1_loss(p01, p01, o) end, "l1_loss"},
+  ["nn.functional.smooth_l1_loss"] = {function(o) return F.smooth_l1_loss(p01, p01, o) end, "smooth_l1_loss"},
+  ["nn.functional.huber_loss"] = {function(o) return F.huber_loss(p01, p01, o) end, "huber_loss"},
+  ["nn.functional.kl_div"] = {function(o) return F.kl_div(p01, p01, o) end, "kl_div"},
+  ["nn.functional.binary_cross_entropy"] = {function(o) return F.binary_cross_entropy(p01, p01, o) end,
+    "binary_cross_entropy"},
+  ["nn.functional.poisson_nll_loss"] = {function(o) return F.poisson_nll_loss(p01, p01, o) end, "poisson_nll_loss"},
+  ["nn.functional.cosine_embedding_loss"] = {function(o) return F.cosine_embedding_loss(x, x, dle.ones(2), o) end,
+    "cosine_embedding_loss"},
+  ["nn.functional.margin_ranking_loss"] = {function(o) return F.margin_ranking_loss(x, x, x, o) end,
+    "margin_ranking_loss"},
+  ["nn.functional.triplet_margin_loss"] = {function(o) return F.triplet_margin_loss(p01, p01, p01, o) end,
+    "triplet_margin_loss"},
+  ["nn.functional.multilabel_soft_margin_loss"] = {function(o) return F.multilabel_soft_margin_loss(p01, p01, o) end,
+    "multilabel_soft_margin_loss"},
+  ["nn.functional.hinge_embedding_loss"] = {function(o) return F.hinge_embedding_loss(p01, p01, o) end,
+    "hinge_embedding_loss"},
+  ["nn.functional.soft_margin_loss"] = {function(o) return F.soft_margin_loss(p01, p01, o) end, "soft_margin_loss"},
+  ["nn.functional.gaussian_nll_loss"] = {function(o) return F.gaussian_nll_loss(p01, p01, p01, o) end,
+    "gaussian_nll_loss"},
   ["nn.functional.dropout"] = {function(o) return F.dropout(x, 0.5, true, o) end, "dropout"},
   ["nn.functional.embedding"] = {function(o) return F.embedding(t, dle.randn(4, 2), o) end, "embedding"},
   ["nn.functional.conv2d"] = {function(o) return F.conv2d(img, dle.randn(2, 2, 3, 3), nil, o) end, "conv2d"},
@@ -97,6 +132,16 @@ local with_options = {
     local p = params()
     return dle.optim.functional.adam(p, {dle.ones(2)}, {}, o)
   end, "optim.functional.adam"},
+  ["optim.Adamax"] = {function(o) return dle.optim.Adamax(params(), o) end, "Adamax"},
+  ["optim.NAdam"] = {function(o) return dle.optim.NAdam(params(), o) end, "NAdam"},
+  ["optim.RAdam"] = {function(o) return dle.optim.RAdam(params(), o) end, "RAdam"},
+  ["optim.LBFGS"] = {function(o) return dle.optim.LBFGS(params(), o) end, "LBFGS"},
+  ["optim.functional.adamax"] = {function(o) return dle.optim.functional.adamax(params(), {dle.ones(2)}, {}, o) end,
+    "optim.functional.adamax"},
+  ["optim.functional.nadam"] = {function(o) return dle.optim.functional.nadam(params(), {dle.ones(2)}, {}, o) end,
+    "optim.functional.nadam"},
+  ["optim.functional.radam"] = {function(o) return dle.optim.functional.radam(params(), {dle.ones(2)}, {}, o) end,
+    "optim.functional.radam"},
   ["optim.AdamW"] = {function(o) return dle.optim.AdamW(params(), o) end, "AdamW"},
   ["optim.Adagrad"] = {function(o) return dle.optim.Adagrad(params(), o) end, "Adagrad"},
   ["optim.RMSprop"] = {function(o) return dle.optim.RMSprop(params(), o) end, "RMSprop"},
@@ -106,6 +151,24 @@ local with_options = {
   end, "SGD"},
   ["optim.lr.cosine"] = {function(o) o.total = 10; return dle.optim.lr.cosine(opt(), o) end, "lr.cosine"},
   ["optim.lr.step"] = {function(o) o.step_size = 2; return dle.optim.lr.step(opt(), o) end, "lr.step"},
+  ["optim.lr.lambda"] = {function(o) o.lr_lambda = function() return 1 end; return dle.optim.lr.lambda(opt(), o) end,
+    "lr.lambda"},
+  ["optim.lr.multiplicative"] = {function(o) o.lr_lambda = function() return 1 end
+    return dle.optim.lr.multiplicative(opt(), o) end, "lr.multiplicative"},
+  ["optim.lr.exponential"] = {function(o) o.gamma = 0.5; return dle.optim.lr.exponential(opt(), o) end,
+    "lr.exponential"},
+  ["optim.lr.linear"] = {function(o) return dle.optim.lr.linear(opt(), o) end, "lr.linear"},
+  ["optim.lr.one_cycle"] = {function(o) o.max_lr = 1; o.total_steps = 10; return dle.optim.lr.one_cycle(opt(), o) end,
+    "lr.one_cycle"},
+  ["optim.lr.cosine_warm_restarts"] = {function(o) o.T_0 = 2; return dle.optim.lr.cosine_warm_restarts(opt(), o) end,
+    "lr.cosine_warm_restarts"},
+  ["optim.lr.sequential"] = {function(o)
+    local op = opt()
+    o.schedulers, o.milestones = {dle.optim.lr.linear(op)}, {}
+    return dle.optim.lr.sequential(op, o)
+  end, "lr.sequential"},
+  ["optim.lr.reduce_lr_on_plateau"] = {function(o) return dle.optim.lr.reduce_lr_on_plateau(opt(), o) end,
+    "lr.reduce_lr_on_plateau"},
   -- dle.amp, dle.dist, dle.rewrite, dle.data, the REPL
   ["amp.GradScaler"] = {function(o) return dle.amp.GradScaler(o) end, "GradScaler"},
   ["dist.DistributedDataParallel"] = {function(o) return dle.dist.DistributedDataParallel(nn.Linear(2, 2), o) end,
@@ -174,9 +237,14 @@ local with_options = {
 -- The public names of the walked packages that take no options table.
 local without_options = {
   nn = {"Module", "Parameter", "Sequential", "Flatten", "Identity", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid",
-        "Softmax", "LogSoftmax", "functional", "init", "utils"},
+        "Softmax", "LogSoftmax", "functional", "init", "utils", "LeakyReLU", "ELU", "SELU", "CELU", "Softplus",
+        "Softsign", "Mish", "Hardswish", "Hardsigmoid", "Hardtanh", "ReLU6", "GLU", "LogSigmoid", "Softmin",
+        "Tanhshrink", "Softshrink", "Hardshrink", "ModuleList", "ModuleDict"},
   ["nn.functional"] = {"relu", "gelu", "silu", "tanh", "sigmoid", "softmax", "log_softmax", "linear",
-                       "layer_norm", "one_hot", "causal_mask"},
+                       "layer_norm", "one_hot", "causal_mask", "leaky_relu", "elu", "selu", "celu", "softplus",
+                       "softsign", "mish", "hardswish", "hardsigmoid", "hardtanh", "relu6", "prelu", "glu",
+                       "logsigmoid", "softmin", "tanhshrink", "softshrink", "hardshrink", "cosine_similarity",
+                       "normalize", "pairwise_distance"},
   ["nn.init"] = {"calculate_fans", "calculate_gain", "constant_", "ones_", "zeros_"},
   ["nn.utils"] = {"parameters_to_vector", "vector_to_parameters"},
   -- Optimizer is the base class; ZeroRedundancyOptimizer checks its options with the optimizer

@@ -278,6 +278,25 @@ function check.is_callable(v)
   return type(v) == "function" or (mt and mt.__call ~= nil) or false
 end
 
+local REDUCTIONS = {mean = true, sum = true, none = true}
+
+--- A loss's reduction option: nil (the default "mean"), "mean", "sum" or "none" (or one of the
+-- extra names a loss also knows, e.g. {batchmean = true}); anything else is an error naming fn.
+-- @return the reduction name
+function check.reduction(fn, r, extra)
+  if r ~= nil and not REDUCTIONS[r] and not (extra and extra[r]) then
+    local names = "'mean', 'sum' or 'none'"
+    if extra then
+      local e = {}
+      for k in pairs(extra) do e[#e + 1] = "'" .. k .. "'" end
+      table.sort(e)
+      names = "'mean', 'sum', 'none' or " .. table.concat(e, ", ")
+    end
+    check.error(fn .. ": reduction must be " .. names .. ", got '" .. tostring(r) .. "'")
+  end
+  return r or "mean"
+end
+
 --- v must be a table (not a tensor), or nil when optional is true.
 function check.table(v, fn, what, optional)
   if optional and v == nil then return v end

@@ -154,13 +154,7 @@ local function unflatten(loss, opts, out_shape)
 end
 
 
-local REDUCTIONS = {mean = true, sum = true, none = true}
-local function check_reduction(fname, r)
-  if r ~= nil and not REDUCTIONS[r] then
-    check.error(fname .. ": reduction must be 'mean', 'sum' or 'none', got '" .. tostring(r) .. "'")
-  end
-  return r or "mean"
-end
+local check_reduction = check.reduction
 
 -- opts.weight, checked: a float tensor {C}, in x's dtype.
 local function class_weight(fname, w, x)

@@ -1,12 +1,18 @@
---- Loss modules: CrossEntropyLoss, NLLLoss, MSELoss, BCEWithLogitsLoss (options kept, forward
--- calls dle.nn.functional). Called as `loss_fn(input, target)`.
+--- Loss modules: CrossEntropyLoss, NLLLoss, MSELoss, BCEWithLogitsLoss, L1Loss, SmoothL1Loss,
+-- HuberLoss, KLDivLoss, BCELoss, PoissonNLLLoss, CosineEmbeddingLoss, MarginRankingLoss,
+-- TripletMarginLoss, MultiLabelSoftMarginLoss, HingeEmbeddingLoss, SoftMarginLoss,
+-- GaussianNLLLoss (options kept, forward calls dle.nn.functional with them). Called as
+-- `loss_fn(input, target)` (three tensors for the ranking, embedding, triplet and Gaussian ones).
 local Module = require "dle.nn.module"
 local F = require "dle.nn.functional"
+local FL = require "dle.nn.functional_losses"
 local check = require "dle.check"
 
 local L = {}
 
-local function loss_class(name, fn, keys)
+-- nargs: how many tensors forward takes (2 unless given).
+local function loss_class(name, fn, keys, nargs)
+  nargs = nargs or 2
   local cls = Module:extend(name)
   --- @param opts optional options table (see dle.nn.functional)
   cls.init = function(self, opts)
@@ -14,10 +20,17 @@ local function loss_class(name, fn, keys)
     for k, v in pairs(check.options(opts, name, keys)) do o[k] = v end
     self.opts = o
   end
-  --- @param input tensor
-  -- @param target tensor
+  --- @param ... the loss's tensors (input, target; or input1, input2, target; anchor, positive,
+  --   negative; input, target, var)
   -- @return loss tensor
-  cls.forward = function(self, input, target) return fn(input, target, self.opts) end
+  cls.forward = function(self, ...)
+    local args = table.pack(...)
+    if args.n > nargs then
+      check.error(string.format("%s: expected %d tensors, got %d arguments", name, nargs, args.n))
+    end
+    args[nargs + 1] = self.opts
+    return fn(table.unpack(args, 1, nargs + 1))
+  end
   cls.extra_repr = function(self) return "reduction=" .. (self.opts.reduction or "mean") end
   return cls
 end
@@ -31,5 +44,35 @@ L.NLLLoss = loss_class("NLLLoss", F.nll_loss, CLASS_OPTS)
 L.MSELoss = loss_class("MSELoss", F.mse_loss, {"reduction"})
 --- BCEWithLogitsLoss({reduction, pos_weight}).
 L.BCEWithLogitsLoss = loss_class("BCEWithLogitsLoss", F.binary_cross_entropy_with_logits, {"reduction", "pos_weight"})
+
+--- L1Loss({reduction}).
+L.L1Loss = loss_class("L1Loss", FL.l1_loss, {"reduction"})
+--- SmoothL1Loss({reduction, beta = 1}).
+L.SmoothL1Loss = loss_class("SmoothL1Loss", FL.smooth_l1_loss, {"reduction", "beta"})
+--- HuberLoss({reduction, delta = 1}).
+L.HuberLoss = loss_class("HuberLoss", FL.huber_loss, {"reduction", "delta"})
+--- KLDivLoss({reduction = "mean"|"batchmean"|"sum"|"none", log_target = false}).
+L.KLDivLoss = loss_class("KLDivLoss", FL.kl_div, {"reduction", "log_target"})
+--- BCELoss({reduction, weight}).
+L.BCELoss = loss_class("BCELoss", FL.binary_cross_entropy, {"reduction", "weight"})
+--- PoissonNLLLoss({log_input = true, full = false, eps = 1e-8, reduction}).
+L.PoissonNLLLoss = loss_class("PoissonNLLLoss", FL.poisson_nll_loss, {"reduction", "log_input", "full", "eps"})
+--- CosineEmbeddingLoss({margin = 0, reduction}); called as loss_fn(x1, x2, y).
+L.CosineEmbeddingLoss = loss_class("CosineEmbeddingLoss", FL.cosine_embedding_loss, {"reduction", "margin"}, 3)
+--- MarginRankingLoss({margin = 0, reduction}); called as loss_fn(x1, x2, y).
+L.MarginRankingLoss = loss_class("MarginRankingLoss", FL.margin_ranking_loss, {"reduction", "margin"}, 3)
+--- TripletMarginLoss({margin = 1, p = 2, eps = 1e-6, swap = false, reduction}); called as
+-- loss_fn(anchor, positive, negative).
+L.TripletMarginLoss = loss_class("TripletMarginLoss", FL.triplet_margin_loss,
+  {"reduction", "margin", "p", "eps", "swap"}, 3)
+--- MultiLabelSoftMarginLoss({weight, reduction}).
+L.MultiLabelSoftMarginLoss = loss_class("MultiLabelSoftMarginLoss", FL.multilabel_soft_margin_loss,
+  {"reduction", "weight"})
+--- HingeEmbeddingLoss({margin = 1, reduction}).
+L.HingeEmbeddingLoss = loss_class("HingeEmbeddingLoss", FL.hinge_embedding_loss, {"reduction", "margin"})
+--- SoftMarginLoss({reduction}).
+L.SoftMarginLoss = loss_class("SoftMarginLoss", FL.soft_margin_loss, {"reduction"})
+--- GaussianNLLLoss({full = false, eps = 1e-6, reduction}); called as loss_fn(input, target, var).
+L.GaussianNLLLoss = loss_class("GaussianNLLLoss", FL.gaussian_nll_loss, {"reduction", "full", "eps"}, 3)
 
 return L

@@ -391,6 +391,30 @@ function Module:to(target)
   return self
 end
 
+--- to("float64"): parameters and buffers to float64.
+-- @return self
+function Module:double() return self:to("float64") end
+
+--- to("float32"): parameters and buffers to float32.
+-- @return self
+function Module:float() return self:to("float32") end
+
+--- to("float16"): parameters and buffers to float16.
+-- @return self
+function Module:half() return self:to("float16") end
+
+--- to("bfloat16"): parameters and buffers to bfloat16.
+-- @return self
+function Module:bfloat16() return self:to("bfloat16") end
+
+--- to("cuda"): parameters and buffers to the GPU.
+-- @return self
+function Module:cuda() return self:to("cuda") end
+
+--- to("cpu"): parameters and buffers to the CPU.
+-- @return self
+function Module:cpu() return self:to("cpu") end
+
 --- Forward FLOPs of one call of this module given its inputs and output (summary() uses it);
 -- layers built on matmul override it (2*m*n*k per matmul); the default is 0.
 -- @return number

@@ -12,6 +12,10 @@ local optim = {
   RMSprop = require "dle.optim.rmsprop",
   Adam = require "dle.optim.adam",
   AdamW = require "dle.optim.adamw",
+  Adamax = require "dle.optim.adamax",
+  NAdam = require "dle.optim.nadam",
+  RAdam = require "dle.optim.radam",
+  LBFGS = require "dle.optim.lbfgs",
   lr = require "dle.optim.lr",
   -- over dle.dist: each rank keeps the state of its share of the params
   ZeroRedundancyOptimizer = require "dle.optim.zero",

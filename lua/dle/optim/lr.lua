@@ -3,70 +3,14 @@
 -- lr of every group. Call sched:step() after opt:step(), once per optimizer step:
 --   local sched = dle.optim.lr.cosine(opt, {warmup = 100, total = 10000, min_lr = 1e-5})
 --   for it = 1, 10000 do ...; opt:step(); sched:step() end
+-- Here: cosine and step; PyTorch's LambdaLR, MultiplicativeLR, ExponentialLR, LinearLR,
+-- OneCycleLR, CosineAnnealingWarmRestarts and SequentialLR are lr.lambda, lr.multiplicative,
+-- lr.exponential, lr.linear, lr.one_cycle, lr.cosine_warm_restarts and lr.sequential
+-- (dle.optim.lr_more); ReduceLROnPlateau is lr.reduce_lr_on_plateau (dle.optim.lr_plateau).
 local check = require "dle.check"
 
-local Scheduler = {}
-Scheduler.__index = Scheduler
-
-local function new(opt, name, lr_at)
-  if type(opt) ~= "table" or type(opt.param_groups) ~= "table" then
-    check.error("lr." .. name .. ": expected an optimizer as first argument")
-  end
-  local self = setmetatable({optimizer = opt, name = name, last_step = 0, base_lrs = {},
-    lr_at = lr_at}, Scheduler)
-  for i, group in ipairs(opt.param_groups) do self.base_lrs[i] = group.lr end
-  self:_apply()
-  return self
-end
-
-function Scheduler:_apply()
-  for i, group in ipairs(self.optimizer.param_groups) do
-    group.lr = self.lr_at(self.base_lrs[i], self.last_step)
-  end
-end
-
---- Advances one step and sets the optimizers' lr.
--- @return the new lr (of the first param group)
-function Scheduler:step()
-  self.last_step = self.last_step + 1
-  self:_apply()
-  return self:get_lr()
-end
-
---- The lr (of the first param group) at step t (default: the current step).
--- @param t optional step number (0 = before any :step())
--- @return number
-function Scheduler:get_lr(t)
-  return self.lr_at(self.base_lrs[1], t or self.last_step)
-end
-
---- The scheduler's position as a plain table {last_step, base_lrs}.
-function Scheduler:state_dict()
-  local b = {}
-  for i, v in ipairs(self.base_lrs) do b[i] = v end
-  return {last_step = self.last_step, base_lrs = b}
-end
-
---- Restores a state_dict() and sets the optimizer's lr accordingly.
--- @param sd table from state_dict()
-function Scheduler:load_state_dict(sd)
-  if type(sd) ~= "table" or math.type(sd.last_step) ~= "integer" or type(sd.base_lrs) ~= "table" then
-    check.error("lr." .. self.name .. ": load_state_dict expects {last_step = int, base_lrs = {...}}")
-  end
-  self.last_step = sd.last_step
-  for i, v in ipairs(sd.base_lrs) do self.base_lrs[i] = v end
-  self:_apply()
-end
-
-local function check_int(name, opts, key, min, required, default)
-  local v = opts[key]
-  if v == nil and not required then return default end
-  if math.type(v) ~= "integer" and not (type(v) == "number" and v == math.floor(v)) then
-    check.error(string.format("lr.%s: %s must be an integer, got %s", name, key, tostring(v)))
-  end
-  if v < min then check.error(string.format("lr.%s: %s must be >= %d, got %d", name, key, min, v)) end
-  return math.tointeger(v)
-end
+local S = require "dle.optim.scheduler"
+local Scheduler, new, check_int = S.Scheduler, S.new, S.check_int
 
 local lr = {Scheduler = Scheduler}
 
@@ -108,6 +52,9 @@ function lr.step(opt, opts)
   end
   return new(opt, "step", function(base, t) return base * gamma ^ (t // step_size) end)
 end
+
+for name, fn in pairs(require "dle.optim.lr_more") do lr[name] = fn end
+lr.reduce_lr_on_plateau = require "dle.optim.lr_plateau"
 
 check.export(Scheduler)
 return check.export(lr)
