@@ -38,7 +38,9 @@ typedef struct {
   dle_status st;
 } scope;
 
-static dle_tensor *own(scope *s, dle_status st, dle_tensor *t) {
+/* (takes &o: the call that fills o is another argument, evaluated in no set order) */
+static dle_tensor *own(scope *s, dle_status st, dle_tensor **o) {
+  dle_tensor *t = *o;
   if (st != DLE_OK || s->st != DLE_OK) {
     s->st = DLE_ERR;
     dle_tensor_release(t);
@@ -54,15 +56,15 @@ static dle_tensor *own(scope *s, dle_status st, dle_tensor *t) {
 #define OK(...) (s->st == DLE_OK && __VA_ARGS__)
 static dle_tensor *mT(scope *s, dle_tensor *a) {
   dle_tensor *o = NULL;
-  return own(s, OK(a) ? dle_transpose(&o, a, a->ndim - 2, a->ndim - 1) : DLE_ERR, o);
+  return own(s, OK(a) ? dle_transpose(&o, a, a->ndim - 2, a->ndim - 1) : DLE_ERR, &o);
 }
 static dle_tensor *mm(scope *s, dle_tensor *a, dle_tensor *b) {
   dle_tensor *o = NULL;
-  return own(s, OK(a && b) ? dle_matmul(&o, a, b) : DLE_ERR, o);
+  return own(s, OK(a && b) ? dle_matmul(&o, a, b) : DLE_ERR, &o);
 }
 static dle_tensor *bin(scope *s, dle_op op, dle_tensor *a, dle_tensor *b) {
   dle_tensor *o = NULL;
-  return own(s, OK(a && b) ? dle_binary(op, &o, a, b) : DLE_ERR, o);
+  return own(s, OK(a && b) ? dle_binary(op, &o, a, b) : DLE_ERR, &o);
 }
 #define add(s, a, b) bin(s, DLE_OP_ADD, a, b)
 #define sub(s, a, b) bin(s, DLE_OP_SUB, a, b)
@@ -70,21 +72,21 @@ static dle_tensor *bin(scope *s, dle_op op, dle_tensor *a, dle_tensor *b) {
 #define dvd(s, a, b) bin(s, DLE_OP_DIV, a, b)
 static dle_tensor *scale(scope *s, dle_tensor *a, double c) {
   dle_tensor *o = NULL;
-  return own(s, OK(a) ? dle_binary_scalar(DLE_OP_MUL, &o, a, c, false) : DLE_ERR, o);
+  return own(s, OK(a) ? dle_binary_scalar(DLE_OP_MUL, &o, a, c, false) : DLE_ERR, &o);
 }
 static dle_tensor *tri(scope *s, dle_tensor *a, int64_t k, bool lower) {
   dle_tensor *o = NULL;
-  return own(s, OK(a) ? (lower ? dle_tril(&o, a, k) : dle_triu(&o, a, k)) : DLE_ERR, o);
+  return own(s, OK(a) ? (lower ? dle_tril(&o, a, k) : dle_triu(&o, a, k)) : DLE_ERR, &o);
 }
 /* a with a size-1 dim inserted at d (negative: from the end) */
 static dle_tensor *unsq(scope *s, dle_tensor *a, int d) {
   dle_tensor *o = NULL;
-  return own(s, OK(a) ? dle_unsqueeze(&o, a, d < 0 ? a->ndim + 1 + d : d) : DLE_ERR, o);
+  return own(s, OK(a) ? dle_unsqueeze(&o, a, d < 0 ? a->ndim + 1 + d : d) : DLE_ERR, &o);
 }
 static dle_tensor *linop(scope *s, dle_op op, dle_tensor *a, dle_tensor *b) {
   dle_tensor *o = NULL, *ins[2] = {a, b};
   dle_attrs at = {0};
-  return own(s, OK(a) ? dle_op_call(op, &o, ins, b ? 2 : 1, &at) : DLE_ERR, o);
+  return own(s, OK(a) ? dle_op_call(op, &o, ins, b ? 2 : 1, &at) : DLE_ERR, &o);
 }
 #define inv(s, a)      linop(s, DLE_OP_LINALG_INV, a, NULL)
 #define solve(s, a, b) linop(s, DLE_OP_LINALG_SOLVE, a, b)
@@ -95,11 +97,11 @@ static dle_tensor *rdiv(scope *s, dle_tensor *g, dle_tensor *r) {
 /* the n x n identity in like's dtype, and 1 - I */
 static dle_tensor *eye(scope *s, int64_t n, dle_tensor *like) {
   dle_tensor *o = NULL;
-  return own(s, OK(like) ? dle_eye(&o, n, n, like->dtype) : DLE_ERR, o);
+  return own(s, OK(like) ? dle_eye(&o, n, n, like->dtype) : DLE_ERR, &o);
 }
 static dle_tensor *off_diag(scope *s, int64_t n, dle_tensor *like) {
   dle_tensor *o = NULL, *i = eye(s, n, like);
-  return own(s, OK(i) ? dle_binary_scalar(DLE_OP_SUB, &o, i, 1.0, true) : DLE_ERR, o);
+  return own(s, OK(i) ? dle_binary_scalar(DLE_OP_SUB, &o, i, 1.0, true) : DLE_ERR, &o);
 }
 /* the vector v {*,n} as the diagonal of {*,n,n} matrices; the diagonal of a {*,n,n} */
 static dle_tensor *diag_embed(scope *s, dle_tensor *v) {
@@ -107,13 +109,13 @@ static dle_tensor *diag_embed(scope *s, dle_tensor *v) {
 }
 static dle_tensor *diagonal(scope *s, dle_tensor *a) {
   dle_tensor *o = NULL, *p = OK(a) ? mul(s, a, eye(s, a->sizes[a->ndim - 1], a)) : NULL;
-  return own(s, OK(p) ? dle_reduce(DLE_OP_SUM, &o, p, 1, (int[]){p->ndim - 1}, false, 0) : DLE_ERR, o);
+  return own(s, OK(p) ? dle_reduce(DLE_OP_SUM, &o, p, 1, (int[]){p->ndim - 1}, false, 0) : DLE_ERR, &o);
 }
 /* sum over the last two dims */
 static dle_tensor *sum2(scope *s, dle_tensor *a) {
   dle_tensor *o = NULL;
   return own(s, OK(a) ? dle_reduce(DLE_OP_SUM, &o, a, 2, (int[]){a->ndim - 2, a->ndim - 1}, false, 0)
-                      : DLE_ERR, o);
+                      : DLE_ERR, &o);
 }
 /* F_jk = 1/(w_k - w_j) off the diagonal, 0 on it, for the vector w {*,n} */
 static dle_tensor *gap_inverse(scope *s, dle_tensor *w) {
