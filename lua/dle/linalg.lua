@@ -55,6 +55,22 @@ local function expand_batch(t, batch, keep)
   return t:expand(sizes)
 end
 
+-- Runs the LAPACK op core._linalg_<name> on the CPU (there are no CUDA kernels): inputs on another
+-- device are copied to the CPU and the results back (differentiable both ways). flag is the op's
+-- boolean option.
+local function lapack(name, flag, A, B)
+  local f = core["_linalg_" .. name]
+  local dev = A:device()
+  if dev == "cpu" then
+    if B then return f(A, B, flag) end
+    return f(A, flag)
+  end
+  local outs
+  if B then outs = table.pack(f(A:cpu(), B:cpu(), flag)) else outs = table.pack(f(A:cpu(), flag)) end
+  for i = 1, outs.n do outs[i] = outs[i]:to(dev) end
+  return table.unpack(outs, 1, outs.n)
+end
+
 --- Solves A X = B for X (or X A = B with `left = false`), A square and invertible; B is a batch
 -- of matrices {*, n, k} or of vectors {*, n} (when B has one dim fewer than A), the batch dims
 -- broadcast. A singular A is an error naming the batch element.
@@ -78,26 +94,26 @@ function linalg.solve(A, B, opts)
     fail("linalg.solve: incompatible shapes of A and B for the equation AX = B (%s and %s)", shape_str(A),
       shape_str(vector and B:squeeze(-1) or B))
   end
-  local X = core._linalg_solve(expand_batch(A, batch, 2), expand_batch(B, batch, 2))
+  local X = lapack("solve", false, expand_batch(A, batch, 2), expand_batch(B, batch, 2))
   return vector and X:squeeze(-1) or X
 end
 
 --- The inverse of each square matrix of A; a singular one is an error naming the batch element.
 -- @tparam dle.Tensor A {*, n, n}
 -- @treturn dle.Tensor {*, n, n}
-function linalg.inv(A) return core._linalg_inv(matrix_arg(A, "linalg.inv")) end
+function linalg.inv(A) return lapack("inv", false, matrix_arg(A, "linalg.inv")) end
 
 --- The determinant of each square matrix of A (by LU). Its gradient needs A invertible.
 -- @tparam dle.Tensor A {*, n, n}
 -- @treturn dle.Tensor {*}
-function linalg.det(A) return core._linalg_det(matrix_arg(A, "linalg.det")) end
+function linalg.det(A) return lapack("det", false, matrix_arg(A, "linalg.det")) end
 
 --- The sign and the log of the absolute value of the determinant (sign 0 and logabsdet -inf for
 -- a singular matrix). The gradient flows through logabsdet.
 -- @tparam dle.Tensor A {*, n, n}
 -- @treturn dle.Tensor sign {*}
 -- @treturn dle.Tensor logabsdet {*}
-function linalg.slogdet(A) return core._linalg_slogdet(matrix_arg(A, "linalg.slogdet")) end
+function linalg.slogdet(A) return lapack("slogdet", false, matrix_arg(A, "linalg.slogdet")) end
 
 --- The Cholesky factor L (lower triangular, A = L L^T) of each symmetric positive-definite matrix
 -- of A, read from its lower triangle; with `upper = true` the upper factor U = L^T (A = U^T U).
@@ -107,7 +123,7 @@ function linalg.slogdet(A) return core._linalg_slogdet(matrix_arg(A, "linalg.slo
 -- @treturn dle.Tensor {*, n, n}
 function linalg.cholesky(A, opts)
   opts = check.options(opts, "linalg.cholesky", {"upper"})
-  local L = core._linalg_cholesky(matrix_arg(A, "linalg.cholesky"))
+  local L = lapack("cholesky", false, matrix_arg(A, "linalg.cholesky"))
   return opts.upper and mT(L) or L
 end
 
@@ -126,8 +142,8 @@ function linalg.qr(A, mode)
   if not QR_MODES[mode] then
     fail("linalg.qr: mode must be 'reduced', 'complete' or 'r', got %s", tostring(mode))
   end
-  local Q, R = core._linalg_qr(matrix_arg(A, "linalg.qr"), mode == "complete")
-  if mode == "r" then Q = dle.empty({0}, {dtype = A:dtype()}) end
+  local Q, R = lapack("qr", mode == "complete", matrix_arg(A, "linalg.qr"))
+  if mode == "r" then Q = dle.empty({0}, {dtype = A:dtype(), device = A:device()}) end
   return Q, R
 end
 
@@ -143,14 +159,14 @@ end
 -- @treturn dle.Tensor Vh
 function linalg.svd(A, opts)
   opts = check.options(opts, "linalg.svd", {"full_matrices"})
-  return core._linalg_svd(matrix_arg(A, "linalg.svd"), opts.full_matrices ~= false)
+  return lapack("svd", opts.full_matrices ~= false, matrix_arg(A, "linalg.svd"))
 end
 
 --- The singular values of A, descending (those of svd with full_matrices = false).
 -- @tparam dle.Tensor A {*, m, n}
 -- @treturn dle.Tensor {*, min(m, n)}
 function linalg.svdvals(A)
-  local _, S = core._linalg_svd(matrix_arg(A, "linalg.svdvals"), false)
+  local _, S = lapack("svd", false, matrix_arg(A, "linalg.svdvals"))
   return S
 end
 
@@ -170,7 +186,7 @@ end
 -- @treturn dle.Tensor eigenvectors {*, n, n}
 function linalg.eigh(A, opts)
   local upper = uplo(opts, "linalg.eigh")
-  return core._linalg_eigh(matrix_arg(A, "linalg.eigh"), upper)
+  return lapack("eigh", upper, matrix_arg(A, "linalg.eigh"))
 end
 
 --- The eigenvalues (ascending) of each symmetric matrix of A (eigh's first result).
@@ -179,7 +195,7 @@ end
 -- @treturn dle.Tensor {*, n}
 function linalg.eigvalsh(A, opts)
   local upper = uplo(opts, "linalg.eigvalsh")
-  return (core._linalg_eigh(matrix_arg(A, "linalg.eigvalsh"), upper))
+  return (lapack("eigh", upper, matrix_arg(A, "linalg.eigvalsh")))
 end
 
 -- dims as a list of 1-based dims (nil: all of t's)
@@ -307,7 +323,7 @@ function linalg.matrix_power(A, n)
     fail("%s: A must be batches of square matrices, but they are %d by %d matrices (shape %s)", fn,
       s[#s - 1], s[#s], shape_str(A))
   end
-  if n == 0 then return dle.eye(s[#s], {dtype = A:dtype()}):expand(s):clone() end
+  if n == 0 then return dle.eye(s[#s], {dtype = A:dtype(), device = A:device()}):expand(s):clone() end
   if n < 0 then A, n = linalg.inv(A), -n end
   local result, base = nil, A
   while n > 0 do
@@ -333,7 +349,7 @@ function linalg.pinv(A, opts)
   local eps = A:dtype() == "float64" and 2.220446049250313e-16 or 1.1920928955078125e-07
   local atol = opts.atol or 0
   local rtol = opts.rtol or ((opts.atol == nil or opts.atol == 0) and math.max(s[#s], s[#s - 1]) * eps or 0)
-  local U, S, Vh = core._linalg_svd(A, false)
+  local U, S, Vh = lapack("svd", false, A)
   local cutoff = (S:amax(-1, true) * rtol):clamp(atol, nil)
   local keep = S:gt(cutoff)
   local safe = dle.where(keep, S, dle.ones_like(S))
@@ -370,7 +386,7 @@ function linalg.lstsq(A, B, opts)
   local eps = A:dtype() == "float64" and 2.220446049250313e-16 or 1.1920928955078125e-07
   local tol = S:amax(-1, true) * (opts.rcond or math.max(m, n) * eps)
   local rank = S:gt(tol):long():sum(-1)
-  local residuals = dle.empty({0}, {dtype = A:dtype()})
+  local residuals = dle.empty({0}, {dtype = A:dtype(), device = A:device()})
   if m > n and rank:numel() > 0 and rank:min():item() == n then
     local R = A:matmul(X) - Bm
     residuals = (R * R):sum(-2)
@@ -394,8 +410,8 @@ function linalg.cross(a, b, opts)
     fail("%s: a and b must have the same number of dims and size 3 in dim %d, got shapes %s and %s", fn, dim,
       shape_str(a), shape_str(b))
   end
-  local i1 = dle.tensor({2, 3, 1}, {dtype = "int64"})
-  local i2 = dle.tensor({3, 1, 2}, {dtype = "int64"})
+  local i1 = dle.tensor({2, 3, 1}, {dtype = "int64", device = a:device()})
+  local i2 = dle.tensor({3, 1, 2}, {dtype = "int64", device = a:device()})
   return a:index_select(dim, i1) * b:index_select(dim, i2) - a:index_select(dim, i2) * b:index_select(dim, i1)
 end
 
