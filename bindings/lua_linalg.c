@@ -27,9 +27,9 @@ static int l_linalg(lua_State *L) {
 
 void dle_lua_open_linalg(lua_State *L, int module, int methods) {
   (void)methods;
-  static const dle_op ops[] = {DLE_OP_LINALG_SOLVE,    DLE_OP_LINALG_INV, DLE_OP_LINALG_DET,
-                               DLE_OP_LINALG_SLOGDET,  DLE_OP_LINALG_CHOLESKY,
-                               DLE_OP_LINALG_QR,       DLE_OP_LINALG_SVD, DLE_OP_LINALG_EIGH};
+  static const dle_op ops[] = {DLE_OP_LINALG_SOLVE,   DLE_OP_LINALG_INV,      DLE_OP_LINALG_DET,
+                               DLE_OP_LINALG_SLOGDET, DLE_OP_LINALG_CHOLESKY, DLE_OP_LINALG_QR,
+                               DLE_OP_LINALG_SVD,     DLE_OP_LINALG_EIGH};
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
     lua_pushinteger(L, ops[i]);
     lua_pushcclosure(L, l_linalg, 1);

@@ -110,7 +110,8 @@ describe("gradients of dle.linalg", function()
     check(f, {wellcond({3, 3}, 43)}, {forward = false})
   end)
 
-  it("refuses the derivatives it does not implement: qr complete of a tall matrix, svd full_matrices of a non-square one", function()
+  it("refuses the derivatives it does not implement: complete qr of a tall matrix, full svd of a non-square one",
+    function()
     local a = vals({4, 3}, 44):requires_grad_()
     local q = L.qr(a, "complete")
     local ok, err = pcall(function() q:sum():backward() end)
@@ -120,7 +121,8 @@ describe("gradients of dle.linalg", function()
     local u = L.svd(a)
     ok, err = pcall(function() u:sum():backward() end)
     assert.is_false(ok)
-    assert.truthy(tostring(err):find("linalg.svd: the derivative is implemented only for full_matrices = false", 1, true))
+    assert.truthy(tostring(err):find("linalg.svd: the derivative is implemented only for full_matrices = false", 1,
+      true))
   end)
 
   it("the gradient of det at a singular matrix is inv's error", function()

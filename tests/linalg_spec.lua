@@ -96,7 +96,8 @@ describe("dle.linalg", function()
 
     it("inv rejects a singular matrix, naming linalg.inv and the shape", function()
       assert.has_error(function() L.inv(dle.tensor({{1, 2}, {2, 4}}, F64)) end,
-        "linalg.inv: the diagonal element 2 of U in the LU factorization is zero: the input matrix is singular (A has shape {2,2})")
+        "linalg.inv: the diagonal element 2 of U in the LU factorization is zero: the input matrix is singular " ..
+        "(A has shape {2,2})")
     end)
   end)
 

@@ -19,17 +19,18 @@ static dle_status float_matrix(const char *fn, const char *what, const dle_tenso
     return dle_error("%s: expected %s of dtype float32 or float64, got %s (shape %s)", fn, what,
                      dle_dtype_name(x->dtype), SHAPE(x));
   if (x->ndim < 2)
-    return dle_error("%s: expected %s with at least 2 dims (a matrix or a batch of them), got shape %s",
-                     fn, what, SHAPE(x));
+    return dle_error(
+        "%s: expected %s with at least 2 dims (a matrix or a batch of them), got shape %s", fn,
+        what, SHAPE(x));
   return DLE_OK;
 }
 
 static dle_status square(const char *fn, const char *what, const dle_tensor *x) {
   DLE_TRY(float_matrix(fn, what, x));
   if (x->sizes[x->ndim - 1] != x->sizes[x->ndim - 2])
-    return dle_error("%s: %s must be batches of square matrices, but they are %lld by %lld matrices (shape %s)",
-                     fn, what, (long long)x->sizes[x->ndim - 2], (long long)x->sizes[x->ndim - 1],
-                     SHAPE(x));
+    return dle_error(
+        "%s: %s must be batches of square matrices, but they are %lld by %lld matrices (shape %s)",
+        fn, what, (long long)x->sizes[x->ndim - 2], (long long)x->sizes[x->ndim - 1], SHAPE(x));
   return DLE_OK;
 }
 
@@ -49,7 +50,8 @@ dle_status dle_forward_linalg(dle_op op, dle_tensor **outs, dle_tensor *const *i
   const char *fn = fn_name(op, buf);
   dle_tensor *x = ins[0];
   dle_dtype dt = x->dtype;
-  int64_t m = x->ndim >= 2 ? x->sizes[x->ndim - 2] : 0, n = x->ndim >= 2 ? x->sizes[x->ndim - 1] : 0;
+  int64_t m = x->ndim >= 2 ? x->sizes[x->ndim - 2] : 0,
+          n = x->ndim >= 2 ? x->sizes[x->ndim - 1] : 0;
   int64_t k = m < n ? m : n;
   dle_result_spec res[3];
   dle_dtype in_dt[2] = {dt, dt};
@@ -104,7 +106,8 @@ dle_status dle_forward_linalg(dle_op op, dle_tensor **outs, dle_tensor *const *i
     }
     default: return dle_error("%s: not a linalg op", fn);
   }
-  if (x->ndim - 2 + 2 > DLE_MAX_DIMS) return dle_error("%s: too many dims (shape %s)", fn, SHAPE(x));
+  if (x->ndim - 2 + 2 > DLE_MAX_DIMS)
+    return dle_error("%s: too many dims (shape %s)", fn, SHAPE(x));
   return dle_dispatch_contiguous(op, outs, res, ins, nin, in_dt, a);
 }
 

@@ -109,13 +109,16 @@ static dle_tensor *diag_embed(scope *s, dle_tensor *v) {
 }
 static dle_tensor *diagonal(scope *s, dle_tensor *a) {
   dle_tensor *o = NULL, *p = OK(a) ? mul(s, a, eye(s, a->sizes[a->ndim - 1], a)) : NULL;
-  return own(s, OK(p) ? dle_reduce(DLE_OP_SUM, &o, p, 1, (int[]){p->ndim - 1}, false, 0) : DLE_ERR, &o);
+  return own(s, OK(p) ? dle_reduce(DLE_OP_SUM, &o, p, 1, (int[]){p->ndim - 1}, false, 0) : DLE_ERR,
+             &o);
 }
 /* sum over the last two dims */
 static dle_tensor *sum2(scope *s, dle_tensor *a) {
   dle_tensor *o = NULL;
-  return own(s, OK(a) ? dle_reduce(DLE_OP_SUM, &o, a, 2, (int[]){a->ndim - 2, a->ndim - 1}, false, 0)
-                      : DLE_ERR, &o);
+  return own(s,
+             OK(a) ? dle_reduce(DLE_OP_SUM, &o, a, 2, (int[]){a->ndim - 2, a->ndim - 1}, false, 0)
+                   : DLE_ERR,
+             &o);
 }
 /* F_jk = 1/(w_k - w_j) off the diagonal, 0 on it, for the vector w {*,n} */
 static dle_tensor *gap_inverse(scope *s, dle_tensor *w) {
@@ -227,8 +230,10 @@ static dle_status jvp_cholesky(dle_op op, const dle_attrs *a, dle_tensor *const 
 /* ---- qr ---- */
 static dle_status qr_supported(const dle_attrs *a, int64_t m, int64_t n, const char *shape) {
   if (m < n || (a->ints[0] && m != n))
-    return dle_error("linalg.qr: the derivative is implemented only for mode 'reduced' with at "
-                     "least as many rows as columns (A has shape %s)", shape);
+    return dle_error(
+        "linalg.qr: the derivative is implemented only for mode 'reduced' with at "
+        "least as many rows as columns (A has shape %s)",
+        shape);
   return DLE_OK;
 }
 static dle_status vjp_qr(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
@@ -271,8 +276,10 @@ static dle_status jvp_qr(dle_op op, const dle_attrs *a, dle_tensor *const *ins, 
 /* ---- svd ---- */
 static dle_status svd_supported(const dle_attrs *a, int64_t m, int64_t n, const char *shape) {
   if (a->ints[0] && m != n)
-    return dle_error("linalg.svd: the derivative is implemented only for full_matrices = false "
-                     "(or square matrices; A has shape %s)", shape);
+    return dle_error(
+        "linalg.svd: the derivative is implemented only for full_matrices = false "
+        "(or square matrices; A has shape %s)",
+        shape);
   return DLE_OK;
 }
 /* g S^-1 - W (W^T (g S^-1)): the part of g S^-1 orthogonal to W's columns */
