@@ -320,10 +320,7 @@ describe("dle.linalg", function()
   end)
 
   it("matches PyTorch's values in float64 (determinants, inverses, singular values, eigenvalues, norms)", function()
-    if not H.torch_available() then
-      pending("python3 with torch is not available")
-      return
-    end
+    if H.without_torch(pending) then return end
     local A = wellcond({2, 3, 3}, 30)
     local out = H.run_python({
       "import torch",
@@ -339,11 +336,6 @@ describe("dle.linalg", function()
     for _, t in ipairs(mine) do
       for _, v in ipairs(t:reshape(-1):totable()) do flat[#flat + 1] = v end
     end
-    local i = 0
-    for v in out[1]:gmatch("%S+") do
-      i = i + 1
-      assert.is_true(math.abs(tonumber(v) - flat[i]) < 1e-10, "element " .. i)
-    end
-    assert.are.equal(#flat, i)
+    H.assert_torch_numbers(flat, out[1], 1e-10, "element")
   end)
 end)

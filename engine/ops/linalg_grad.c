@@ -227,6 +227,16 @@ static dle_status jvp_cholesky(dle_op op, const dle_attrs *a, dle_tensor *const 
   return close_scope(s, s->st);
 }
 
+/* The check `ok` of whether a rule supports node n's input (its attrs, rows, columns, shape text). */
+typedef dle_status (*support_fn)(const dle_attrs *a, int64_t m, int64_t n, const char *shape);
+static dle_status node_supported(dle_node *n, support_fn ok) {
+  int nd = dle_node_input_ndim(n, 0);
+  const int64_t *sz = dle_node_input_sizes(n, 0);
+  char shape[128];
+  dle_shape_str(shape, sizeof shape, nd, sz);
+  return ok(dle_node_attrs(n), sz[nd - 2], sz[nd - 1], shape);
+}
+
 /* ---- qr ---- */
 static dle_status qr_supported(const dle_attrs *a, int64_t m, int64_t n, const char *shape) {
   if (m < n || (a->ints[0] && m != n))
@@ -237,11 +247,7 @@ static dle_status qr_supported(const dle_attrs *a, int64_t m, int64_t n, const c
   return DLE_OK;
 }
 static dle_status vjp_qr(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
-  int nd = dle_node_input_ndim(n, 0);
-  const int64_t *sz = dle_node_input_sizes(n, 0);
-  char shape[128];
-  dle_shape_str(shape, sizeof shape, nd, sz);
-  DLE_TRY(qr_supported(dle_node_attrs(n), sz[nd - 2], sz[nd - 1], shape));
+  DLE_TRY(node_supported(n, qr_supported));
   if (!gout[0] && !gout[1]) return DLE_OK;
   scope sc = {.st = DLE_OK}, *s = &sc;
   dle_tensor *q = dle_node_output(n, 0), *r = dle_node_output(n, 1);
@@ -288,11 +294,9 @@ static dle_tensor *off_span(scope *s, dle_tensor *g, dle_tensor *sv, dle_tensor 
   return sub(s, gs, mm(s, w, mm(s, mT(s, w), gs)));
 }
 static dle_status vjp_svd(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  DLE_TRY(node_supported(n, svd_supported));
   int nd = dle_node_input_ndim(n, 0);
   const int64_t *sz = dle_node_input_sizes(n, 0);
-  char shape[128];
-  dle_shape_str(shape, sizeof shape, nd, sz);
-  DLE_TRY(svd_supported(dle_node_attrs(n), sz[nd - 2], sz[nd - 1], shape));
   if (!gout[0] && !gout[1] && !gout[2]) return DLE_OK;
   int64_t m = sz[nd - 2], ncol = sz[nd - 1], k = m < ncol ? m : ncol;
   scope sc = {.st = DLE_OK}, *s = &sc;
