@@ -319,6 +319,22 @@ describe("dle.linalg", function()
       "linalg.cholesky: A must be batches of square matrices, but they are 2 by 3 matrices (shape {4,2,3})")
   end)
 
+  it("rejects a NaN input naming the function, the batch element and the shape (LAPACK refuses NaN)", function()
+    local A = wellcond({2, 2, 2}, 31)
+    A[2][1][1] = 0 / 0
+    for _, f in ipairs({"inv", "det", "cholesky", "svdvals", "eigvalsh"}) do
+      local ok, err = pcall(L[f], A)
+      assert.is_false(ok, f)
+      assert.truthy(tostring(err):find("(batch element 2): the input contains NaN", 1, true), err)
+    end
+  end)
+
+  it("counts FLOPs per matrix: inv of a {2,4,4} batch is 2 * 2 n^3", function()
+    local A = wellcond({2, 4, 4}, 32)
+    assert.are.equal(2 * 2 * 4 ^ 3, dle.flops(function() return L.inv(A) end))
+    assert.are.equal("per/3 * m*n^2 per matrix", (dle.core._op_flops_rule("linalg_inv")))
+  end)
+
   it("matches PyTorch's values in float64 (determinants, inverses, singular values, eigenvalues, norms)", function()
     if H.without_torch(pending) then return end
     local A = wellcond({2, 3, 3}, 30)

@@ -106,8 +106,10 @@ dle_status dle_forward_linalg(dle_op op, dle_tensor **outs, dle_tensor *const *i
     }
     default: return dle_error("%s: not a linalg op", fn);
   }
-  if (x->ndim - 2 + 2 > DLE_MAX_DIMS)
-    return dle_error("%s: too many dims (shape %s)", fn, SHAPE(x));
+  for (int i = 0; i < nin; i++) /* LAPACK indexes with 32-bit ints */
+    if (ins[i]->sizes[ins[i]->ndim - 1] > INT32_MAX || ins[i]->sizes[ins[i]->ndim - 2] > INT32_MAX)
+      return dle_error("%s: matrices of shape %s are too large for LAPACK (32-bit sizes)", fn,
+                       SHAPE(ins[i]));
   return dle_dispatch_contiguous(op, outs, res, ins, nin, in_dt, a);
 }
 

@@ -39,8 +39,9 @@ static dle_status failure(dle_op op, const dle_tensor *x, int64_t nbatch, const 
     snprintf(where, sizeof where, " (batch element %lld)", (long long)f->batch + 1);
   if (f->oom) return dle_error("%s%s: out of memory for a matrix of shape %s", fn, where, shape);
   if (f->info < 0)
-    return dle_error("%s%s: LAPACK rejected argument %d (input shape %s)", fn, where, (int)-f->info,
-                     shape);
+    /* LAPACKE's own check: the only argument it can reject from us is a matrix holding NaN */
+    return dle_error("%s%s: the input contains NaN (LAPACK rejected argument %d; input shape %s)",
+                     fn, where, (int)-f->info, shape);
   switch (op) {
     case DLE_OP_LINALG_SOLVE:
     case DLE_OP_LINALG_INV:
