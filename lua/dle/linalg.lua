@@ -212,7 +212,8 @@ local INF = math.huge
 
 --- The vector norm of x over dim (a dim, a list of dims, or nil: all elements): ord 2 (default),
 -- any real p (sum |x|^p)^(1/p), math.huge (max |x|), -math.huge (min |x|) or 0 (number of
--- nonzeros).
+-- nonzeros). Differentiated through its parts: the gradient of the 2-norm of an all-zero vector is
+-- NaN (PyTorch gives 0).
 -- @tparam dle.Tensor x
 -- @param[opt] ord number (default 2)
 -- @param[opt] dim dim or list of dims (default: all)
@@ -238,6 +239,8 @@ local function matrix_dims(A, dim, fn)
   local n = A:dim()
   dim = dim or {-2, -1}
   if type(dim) ~= "table" or #dim ~= 2 then fail("%s: dim must be a list of 2 dims", fn) end
+  check.integer(dim[1], fn, "dim[1]")
+  check.integer(dim[2], fn, "dim[2]")
   local d1, d2 = dim[1] < 0 and dim[1] + n + 1 or dim[1], dim[2] < 0 and dim[2] + n + 1 or dim[2]
   if d1 < 1 or d1 > n or d2 < 1 or d2 > n or d1 == d2 then
     fail("%s: dims {%d,%d} are not two different dims of a tensor of shape %s", fn, dim[1], dim[2],
