@@ -117,7 +117,7 @@ project("native")
   includedirs({onnx_gen})
   buildoptions({lua_cflags})
   link_engine()
-  links({"openblas", "z", "m", "dl", "protobuf-c"})
+  links({"lapacke", "openblas", "z", "m", "dl", "protobuf-c"})
   -- lua_close unloads C modules at exit while OpenMP's worker threads still run code of libgomp,
   -- which goes with us: a crash at exit. Never unloading the module avoids it.
   linkoptions({"-Wl,-z,nodelete"})
@@ -251,7 +251,7 @@ project("test_engine")
   objdir(B .. "/obj/tests")
   files({"tests/c/*.c"})
   link_engine()
-  links({"openblas", "z", "m", "dl"})
+  links({"lapacke", "openblas", "z", "m", "dl"})
   if nvcc then defines({"DLE_CUDA_BUILT"}) end  -- tests/c/test_cuda.c then expects the library
 
 -- The C reference of scripts/bench: raw cblas_sgemm, STREAM-style copy/triad loops, and Lua's

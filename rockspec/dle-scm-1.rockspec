@@ -19,7 +19,7 @@ description = {
 -- here because the offline install takes it from Debian (package lua-cjson, scripts/bootstrap),
 -- which LuaRocks does not see; from a LuaRocks server it is the rock "lua-cjson".
 dependencies = { "lua >= 5.4, < 5.5" }
-external_dependencies = { OPENBLAS = { library = "openblas" } }
+external_dependencies = { OPENBLAS = { library = "openblas" }, LAPACKE = { library = "lapacke" } }
 
 build = {
   type = "command",

@@ -232,6 +232,19 @@ local with_options = {
   ["gradcheck"] = {function(o) return dle.gradcheck(function(a) return a * 2 end, {dle.randn(2)}, o) end, "gradcheck"},
   ["autocast"] = {function(o) o.dtype = "bfloat16"; return dle.autocast(o, function() end) end, "autocast"},
   ["set_printoptions"] = {function(o) return dle.set_printoptions(o) end, "set_printoptions"},
+  -- dle.linalg (lua/dle/linalg.lua)
+  ["linalg.solve"] = {function(o) return dle.linalg.solve(dle.eye(2), dle.ones(2), o) end, "linalg.solve"},
+  ["linalg.cholesky"] = {function(o) return dle.linalg.cholesky(dle.eye(2), o) end, "linalg.cholesky"},
+  ["linalg.qr"] = {function(o) return dle.linalg.qr(x, o) end, "linalg.qr"},
+  ["linalg.svd"] = {function(o) return dle.linalg.svd(x, o) end, "linalg.svd"},
+  ["linalg.eigh"] = {function(o) return dle.linalg.eigh(dle.eye(2), o) end, "linalg.eigh"},
+  ["linalg.eigvalsh"] = {function(o) return dle.linalg.eigvalsh(dle.eye(2), o) end, "linalg.eigvalsh"},
+  ["linalg.vector_norm"] = {function(o) return dle.linalg.vector_norm(x, 2, nil, o) end, "linalg.vector_norm"},
+  ["linalg.matrix_norm"] = {function(o) return dle.linalg.matrix_norm(x, "fro", nil, o) end, "linalg.matrix_norm"},
+  ["linalg.norm"] = {function(o) return dle.linalg.norm(x, nil, nil, o) end, "linalg.norm"},
+  ["linalg.pinv"] = {function(o) return dle.linalg.pinv(x, o) end, "linalg.pinv"},
+  ["linalg.lstsq"] = {function(o) return dle.linalg.lstsq(x, dle.ones(2), o) end, "linalg.lstsq"},
+  ["linalg.cross"] = {function(o) return dle.linalg.cross(dle.ones(3), dle.ones(3), o) end, "linalg.cross"},
 }
 
 -- The public names of the walked packages that take no options table.
@@ -260,6 +273,7 @@ local without_options = {
   ["models.gpt2"] = {"from_llmc"},
   ["models.llama"] = {},
   tokenizer = {"load", "new", "Tokenizer"},
+  linalg = {"inv", "det", "slogdet", "svdvals", "matrix_power"},
 }
 
 local function package(path)

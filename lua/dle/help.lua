@@ -86,7 +86,7 @@ function M.entry_names()
 end
 
 local PUBLIC_TABLES = {"nn", "nn.functional", "nn.init", "nn.utils", "optim", "optim.lr", "data", "amp",
-                       "graph", "rewrite", "dist", "autograd"}
+                       "graph", "rewrite", "dist", "autograd", "linalg"}
 
 local function is_class(v)
   return type(v) == "table" and type(rawget(v, "init")) == "function"

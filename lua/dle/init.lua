@@ -35,6 +35,7 @@ end
 merge(require "dle.tensor")
 merge(require "dle.einsum")
 merge(require "dle.autograd")
+merge(require "dle.linalg")
 
 -- The Lua functions among them report errors at the user's line, not at dle's own (see
 -- dle.check: check.public); C functions already do.

@@ -78,7 +78,7 @@ function M.new(opts)
   self.unnamed = {}       -- message pattern -> {count, example}
   self.targets = M.targets(self, opts.targets)
   self.typed = M.typed_targets(opts.targets)
-  self.defaults = {threads = dle.get_num_threads(), print = {}}
+  self.defaults = {threads = dle.get_num_threads(), memory_limit = dle.get_memory_limit(), print = {}}
   for k, v in pairs(dle.print_options) do self.defaults.print[k] = v end
   self.paths = {}
   for i = 1, 4 do self.paths[i] = string.format("%s/f%d", self.tmpdir, i) end
@@ -437,6 +437,7 @@ function M.targets(_, pattern)
   functions("dle.nn.utils.", dle.nn.utils)
   functions("dle.data.", dle.data)
   functions("dle.autograd.", dle.autograd)
+  functions("dle.linalg.", dle.linalg)
   functions("dle.io.", dle.io)
   -- tensor methods: a tensor first, then random arguments
   for _, name in ipairs(sorted_keys(dle.Tensor)) do
@@ -968,6 +969,7 @@ end
 function F:reset()
   dle.set_grad_enabled(true)
   dle.set_num_threads(self.defaults.threads)
+  dle.set_memory_limit(self.defaults.memory_limit)
   for k, v in pairs(self.defaults.print) do dle.print_options[k] = v end
 end
 

@@ -37,7 +37,7 @@ end
 onnx.missing = {
   "Acos", "Asin", "Atan", "Erf",
   "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor",
-  "CumSum", "Det",
+  "CumSum",
   "If", "Loop", "MaxRoiPool",
   "Multinomial", "NonMaxSuppression",
   "RoiAlign", "Scan",

@@ -7,6 +7,7 @@ local U = require "dle.onnx.util"
 local N = {}
 
 N.MatMul = function(_, a, b) return dle.matmul(a, b) end
+N.Det = function(_, x) return dle.linalg.det(x) end
 
 N.Gemm = function(ctx, a, b, c)
   if (ctx.a.transA or 0) == 1 then a = a:t() end
