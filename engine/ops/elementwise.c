@@ -142,7 +142,7 @@ dle_status dle_forward_elementwise(dle_op op, dle_tensor **outs, dle_tensor *con
   }
   dle_dtype cdt = compute_dtype(op, in_dt, a);
   dle_dtype out_dt = bool_result(op) ? DLE_BOOL : cdt;
-  if (bool_result(op)) cdt = in_dt;
+  if (bool_result(op) && op != DLE_OP_LOGICAL_NOT) cdt = in_dt; /* logical_not reads bools */
 
   dle_tensor *cast[3] = {NULL, NULL, NULL};
   dle_tensor *result = NULL;
