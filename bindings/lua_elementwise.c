@@ -166,7 +166,8 @@ static int nan_to_num_impl(lua_State *L, bool inplace) {
   double v[3] = {0, NAN, NAN};
   bool opts = lua_istable(L, 2);
   if (opts) {
-    if (!lua_isnoneornil(L, 3)) return luaL_error(L, "%s: unexpected argument #3 after the options table", fn);
+    if (!lua_isnoneornil(L, 3))
+      return luaL_error(L, "%s: unexpected argument #3 after the options table", fn);
     dle_lua_check_options(L, 2, fn, names);
   }
   for (int i = 0; i < 3; i++) {

@@ -775,7 +775,7 @@ describe("special values of the trigonometric, hyperbolic, error and predicate o
       assert.are.same({true, false, false}, x:view(3, 2):t():select(1, 1):isnan():totable())
     end)
 
-    it("nan_to_num: defaults (0, the dtype's largest and lowest finite), positional and named values (" .. dt .. ")", function()
+    it("nan_to_num: defaults (0, largest and lowest finite), positional and named values (" .. dt .. ")", function()
       local big = dt == "float32" and 3.4028234663852886e38 or 1.7976931348623157e308
       local x = dle.tensor({nan, inf, -inf, 2.5}, {dtype = dt})
       same({0, big, -big, 2.5}, x:nan_to_num():totable(), "defaults")
@@ -786,7 +786,7 @@ describe("special values of the trigonometric, hyperbolic, error and predicate o
       same({0, 9, -big, 2.5}, y:totable(), "in place")
     end)
 
-    it("copysign takes the sign of -0; fmax/fmin ignore NaN where maximum/minimum propagate it (" .. dt .. ")", function()
+    it("copysign takes the sign of -0; fmax/fmin ignore NaN, maximum/minimum propagate it (" .. dt .. ")", function()
       local a = dle.tensor({1, 2, nan, nan, 3}, {dtype = dt})
       local b = dle.tensor({-0.0, nan, 4, nan, 1}, {dtype = dt})
       local s = dle.tensor({-0.0, 0.0, -inf, inf, -1}, {dtype = dt})
@@ -818,7 +818,7 @@ describe("special values of the trigonometric, hyperbolic, error and predicate o
     end
   end)
 
-  it("the float ops give float32 on int64 inputs; isnan/isinf/isfinite, trunc and nan_to_num accept integers", function()
+  it("float ops give float32 on int64; isnan/isinf/isfinite, trunc and nan_to_num accept integers", function()
     local x = dle.tensor({{1, 2}, {3, 4}}, {dtype = "int64"})
     for _, name in ipairs({"tan", "atan", "erf", "log2", "exp2", "sinh"}) do
       assert.are.equal("float32", x[name](x):dtype(), name)
@@ -930,7 +930,8 @@ describe("new elementwise ops against PyTorch (float64)", function()
       py[#py + 1] = "a = " .. H.torch_literal(a:detach()) .. ".requires_grad_()"
       py[#py + 1] = "b = " .. H.torch_literal(b:detach()) .. ".requires_grad_()"
       if name == "floor_divide" then
-        py[#py + 1] = "y = torch.div(a, b, rounding_mode='floor'); a.grad = torch.zeros_like(a); b.grad = torch.zeros_like(b)"
+        py[#py + 1] = "y = torch.div(a, b, rounding_mode='floor')"
+        py[#py + 1] = "a.grad = torch.zeros_like(a); b.grad = torch.zeros_like(b)"
       else
         py[#py + 1] = "y = torch." .. name .. "(a, b); y.sum().backward()"
       end
@@ -939,5 +940,43 @@ describe("new elementwise ops against PyTorch (float64)", function()
     local out = H.run_python(py)
     assert.are.equal(#want, #out)
     for i, w in ipairs(want) do H.assert_torch_numbers(w, out[i], 1e-9, "line " .. i) end
+  end)
+end)
+
+describe("lerp, addcmul and addcdiv (compositions)", function()
+  local function T(v) return dle.tensor(v, {dtype = "float64"}) end
+
+  it("compute input + w (end - input), input + v t1 t2, input + v t1 / t2, broadcasting, strided", function()
+    local x = T({{1, 2, 3}, {4, 5, 6}})
+    local e = T({{3, 2, 1}, {0, 0, 0}}):t():contiguous():t() -- transposed storage
+    H.assert_close(dle.lerp(x, e, 0.25), {{1.5, 2, 2.5}, {3, 3.75, 4.5}}, {dtype = "float64"})
+    H.assert_close(x:lerp(e, T({0, 0.5, 1})), {{1, 2, 1}, {4, 2.5, 0}}, {dtype = "float64"})
+    H.assert_close(dle.addcmul(x, x, T({1, 2, 3}), {value = 0.5}), {{1.5, 4, 7.5}, {6, 10, 15}}, {dtype = "float64"})
+    H.assert_close(x:addcdiv(x:narrow(2, 1, 1), T({2, 4, 8})), {{1.5, 2.25, 3.125}, {6, 6, 6.5}}, {dtype = "float64"})
+  end)
+
+  it("in-place forms write into input and return it", function()
+    local x = T({1, 2})
+    assert.are.equal(x, x:addcmul_(T({2, 2}), T({3, 1}), {value = -1}))
+    assert.are.same({-5, 0}, x:totable())
+    x:lerp_(T({5, 10}), 0.5)
+    assert.are.same({0, 5}, x:totable())
+    x:addcdiv_(T({1, 1}), T({4, 2}))
+    assert.are.same({0.25, 5.5}, x:totable())
+  end)
+
+  it("are differentiable in every tensor argument (gradcheck, both modes)", function()
+    local r = function(...) return dle.randn({...}, {dtype = "float64"}) end
+    H.gradcheck(function(a, b, w) return dle.lerp(a, b, w) end, {r(3, 4), r(3, 4), r(4)})
+    H.gradcheck(function(a, b, c) return dle.addcmul(a, b, c, {value = 0.7}) end, {r(3, 4), r(4), r(3, 1)})
+    H.gradcheck(function(a, b, c) return dle.addcdiv(a, b, c, {value = -2}) end, {r(3, 4), r(3, 4), r(4):abs() + 0.5})
+  end)
+
+  it("bad arguments are errors naming the function and the argument", function()
+    local x = T({1, 2})
+    H.assert_error(function() return dle.addcmul(x, x, x, {valeu = 1}) end, "addcmul", "valeu")
+    H.assert_error(function() return dle.addcdiv(x, x, "y") end, "addcdiv", "tensor2")
+    H.assert_error(function() return dle.lerp(x, x, "w") end, "lerp", "weight")
+    H.assert_error(function() return dle.lerp(x, T({1, 2, 3}), 0.5) end, "lerp", "{2}", "{3}")
   end)
 end)

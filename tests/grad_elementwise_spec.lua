@@ -403,7 +403,9 @@ describe("elementwise gradients", function()
       it(name .. ": both modes on broadcast operands, reversed, a number operand and transposed inputs", function()
         check(dle[name], {ma(), mb()})
         check(function(x, y) return dle[name](x:t(), y:view(5, 1)) end, {ma(), mb()})
-        if name ~= "fmod" and name ~= "remainder" then check(function(y, x) return dle[name](x, y) end, {ma(), mb()}) end
+        if name ~= "fmod" and name ~= "remainder" then
+          check(function(y, x) return dle[name](x, y) end, {ma(), mb()})
+        end
         check(function(x) return dle[name](x, 1.75) end, {ma()})
       end)
     end

@@ -288,7 +288,11 @@ local more = {
   tan = math.tan, asin = math.asin, acos = math.acos, atan = math.atan,
   sinh = sinh,
   cosh = function(x) return (math.exp(x) + math.exp(-x)) / 2 end,
-  asinh = function(x) local a = math.abs(x) local r = log1p(a + a * a / (1 + math.sqrt(1 + a * a))) return x < 0 and -r or r end,
+  asinh = function(x)
+    local a = math.abs(x)
+    local r = log1p(a + a * a / (1 + math.sqrt(1 + a * a)))
+    return x < 0 and -r or r
+  end,
   acosh = function(x) return math.log(x + math.sqrt(x * x - 1)) end,
   atanh = function(x) return 0.5 * log1p(2 * x / (1 - x)) end,
   erf = H.erf,

@@ -619,8 +619,8 @@ static dle_status d_copysign(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dl
 }
 
 /* d fmod(a, b) = da - trunc(a / b) db; d remainder(a, b) = da - floor(a / b) db */
-static dle_status d_fmod_remainder(dle_op rounding, dle_tensor **fa, dle_tensor **fb,
-                                   dle_tensor *a, dle_tensor *b, dle_tensor *y) {
+static dle_status d_fmod_remainder(dle_op rounding, dle_tensor **fa, dle_tensor **fb, dle_tensor *a,
+                                   dle_tensor *b, dle_tensor *y) {
   (void)y; /* not saved */
   if (fa) DLE_TRY(scalar_like(fa, 1, a->dtype, a));
   if (fb) {
@@ -799,8 +799,8 @@ void dle_grad_register_elementwise(dle_grad_rule *r) {
   r[DLE_OP_MAXIMUM] = (dle_grad_rule){vjp_binary, jvp_binary, DLE_SAVE(0) | DLE_SAVE(1), false};
   r[DLE_OP_MINIMUM] = (dle_grad_rule){vjp_binary, jvp_binary, DLE_SAVE(0) | DLE_SAVE(1), false};
   /* atan2, fmod, remainder, fmax, fmin read a and b; hypot, logaddexp and copysign y too */
-  const dle_op both[] = {DLE_OP_ATAN2, DLE_OP_FMOD, DLE_OP_REMAINDER, DLE_OP_FMAX, DLE_OP_FMIN,
-                         DLE_OP_HYPOT, DLE_OP_LOGADDEXP, DLE_OP_COPYSIGN};
+  const dle_op both[] = {DLE_OP_ATAN2, DLE_OP_FMOD,  DLE_OP_REMAINDER, DLE_OP_FMAX,
+                         DLE_OP_FMIN,  DLE_OP_HYPOT, DLE_OP_LOGADDEXP, DLE_OP_COPYSIGN};
   for (size_t i = 0; i < sizeof both / sizeof both[0]; i++)
     r[both[i]] = (dle_grad_rule){vjp_binary, jvp_binary, DLE_SAVE(0) | DLE_SAVE(1), i >= 5};
   r[DLE_OP_GELU_BACKWARD] =

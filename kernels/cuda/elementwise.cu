@@ -46,13 +46,13 @@ __device__ __forceinline__ CT cu_fmod(CT a, CT b) {
   else
     return fmod(a, b);
 }
-#define CU_DIVLIKE(name)                                      \
-  template <class CT>                                         \
-  __device__ __forceinline__ CT cu_##name(CT a, CT b) {       \
-    if constexpr (std::is_integral<CT>::value)                \
-      return (CT)ew_##name##_i64(a, b);                       \
-    else                                                      \
-      return (CT)ew_##name((double)a, (double)b);             \
+#define CU_DIVLIKE(name)                                \
+  template <class CT>                                   \
+  __device__ __forceinline__ CT cu_##name(CT a, CT b) { \
+    if constexpr (std::is_integral<CT>::value)          \
+      return (CT)ew_##name##_i64(a, b);                 \
+    else                                                \
+      return (CT)ew_##name((double)a, (double)b);       \
   }
 CU_DIVLIKE(remainder)
 CU_DIVLIKE(div_floor)
@@ -271,9 +271,10 @@ struct logical_not_fn {
 #define CU_PREDICATE_OPS(X) X(ISNAN) X(ISINF) X(ISFINITE)
 // clang-format on
 #define CU_BINARY_NUMERIC_OPS(X) \
-  X(ADD) X(SUB) X(MUL) X(POW) X(MAXIMUM) X(MINIMUM) X(FMAX) X(FMIN) X(FMOD) X(REMAINDER) X(FLOOR_DIVIDE)
+  X(ADD)                         \
+  X(SUB) X(MUL) X(POW) X(MAXIMUM) X(MINIMUM) X(FMAX) X(FMIN) X(FMOD) X(REMAINDER) X(FLOOR_DIVIDE)
 #define CU_BINARY_FLOAT_OPS(X) X(DIV) X(GELU_BACKWARD) X(ATAN2) X(HYPOT) X(LOGADDEXP) X(COPYSIGN)
-#define CU_COMPARE_OPS(X)        X(EQ) X(NE) X(LT) X(LE) X(GT) X(GE)
+#define CU_COMPARE_OPS(X)      X(EQ) X(NE) X(LT) X(LE) X(GT) X(GE)
 
 /* The front door has promoted the inputs: the kernel is chosen by the dtype the op computes in,
  * the last input's (where's first input is its bool condition). */
@@ -289,8 +290,8 @@ static dle_status cu_elementwise(dle_op op, dle_tensor *const *outs, dle_tensor 
     CT p0 = cu_param<CT>(a->f[0]), p1 = cu_param<CT>(a->f[1]);
     CT p2 = op == DLE_OP_NAN_TO_NUM ? cu_param<CT>(ew_double_of_bits(a->ints[0])) : (CT)0;
     switch (op) {
-#define UNARY_CASE(OP, OK)                                                                \
-  case DLE_OP_##OP:                                                                       \
+#define UNARY_CASE(OP, OK)                                                                    \
+  case DLE_OP_##OP:                                                                           \
     if constexpr (OK) return cu_map(fn, out, ins, nin, unary_fn<DLE_OP_##OP, D>{p0, p1, p2}); \
     break;
 #define UNARY_NUMERIC_CASE(OP) UNARY_CASE(OP, numeric)

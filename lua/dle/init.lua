@@ -34,6 +34,7 @@ local function merge(m)
 end
 merge(require "dle.tensor")
 merge(require "dle.einsum")
+merge(require "dle.ternary")
 merge(require "dle.autograd")
 
 -- The Lua functions among them report errors at the user's line, not at dle's own (see

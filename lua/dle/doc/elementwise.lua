@@ -5,7 +5,8 @@
 -- Every function here is both `dle.NAME(t, ...)` and the method `t:NAME(...)`. Binary ones
 -- broadcast their operands (sizes aligned from the last dim; a size 1 stretches) and take a
 -- tensor or a Lua number on either side; the operators `a + b`, `a - b`, `a * b`, `a / b`,
--- `a % b` (remainder), `a // b` (floor_divide), `-a` and `a ^ p` call them. The result dtype is the promotion of the tensor operands
+-- `a % b` (remainder), `a // b` (floor_divide), `-a` and `a ^ p` call them. The result dtype is
+-- the promotion of the tensor operands
 -- (bool < uint8 < int32 < int64 < floats, the wider float wins; float16 with bfloat16 gives
 -- float32; arithmetic on bool operands only counts in int64); a Lua number keeps the tensor's
 -- dtype unless it is fractional and the tensor integer (then float32). div and the float-valued
