@@ -1,6 +1,7 @@
 /* lua_elementwise.c — unary, binary and comparison ops for Lua, registered by walking the op
  * table: every elementwise op in ops.def becomes dle.<name>(t), t:<name>() and, where it makes
- * sense, the in-place t:<name>_(). Operators + - * / ^ and unary minus live here too. */
+ * sense, the in-place t:<name>_(). Operators + - * / % // ^ and unary minus live here too (% is
+ * remainder, // floor_divide, as in PyTorch and Lua). */
 #include <math.h>
 #include <string.h>
 
@@ -156,6 +157,36 @@ static int clamp_impl(lua_State *L, bool inplace) {
 static int l_clamp(lua_State *L) { return clamp_impl(L, false); }
 static int l_clamp_(lua_State *L) { return clamp_impl(L, true); }
 
+/* nan_to_num(nan, posinf, neginf) or nan_to_num{nan =, posinf =, neginf =}: NaN becomes nan
+ * (default 0), +inf posinf and -inf neginf (default: the dtype's largest and lowest finite value). */
+static int nan_to_num_impl(lua_State *L, bool inplace) {
+  static const char *const names[] = {"nan", "posinf", "neginf", NULL};
+  const char *fn = inplace ? "nan_to_num_" : "nan_to_num";
+  dle_tensor *t = dle_lua_check(L, 1), *r = inplace ? t : NULL;
+  double v[3] = {0, NAN, NAN};
+  bool opts = lua_istable(L, 2);
+  if (opts) {
+    if (!lua_isnoneornil(L, 3))
+      return luaL_error(L, "%s: unexpected argument #3 after the options table", fn);
+    dle_lua_check_options(L, 2, fn, names);
+  }
+  for (int i = 0; i < 3; i++) {
+    int idx = 2 + i;
+    if (opts) {
+      lua_getfield(L, 2, names[i]);
+      idx = lua_gettop(L);
+    }
+    if (lua_isnil(L, idx) || lua_isnone(L, idx)) continue;
+    if (lua_type(L, idx) != LUA_TNUMBER)
+      return luaL_error(L, "%s: %s must be a number, got %s", fn, names[i], luaL_typename(L, idx));
+    v[i] = lua_tonumber(L, idx);
+  }
+  DLE_LUA_TRY(L, dle_nan_to_num(&r, t, v[0], v[1], v[2]));
+  return dle_lua_push_result(L, r, inplace);
+}
+static int l_nan_to_num(lua_State *L) { return nan_to_num_impl(L, false); }
+static int l_nan_to_num_(lua_State *L) { return nan_to_num_impl(L, true); }
+
 /* where(cond, a, b): a and b may be numbers (they take the other side's dtype). */
 static int l_where(lua_State *L) {
   dle_tensor *cond = dle_lua_check(L, 1);
@@ -211,6 +242,8 @@ static int mt_add(lua_State *L) { return binary_meta(L, DLE_OP_ADD); }
 static int mt_sub(lua_State *L) { return binary_meta(L, DLE_OP_SUB); }
 static int mt_mul(lua_State *L) { return binary_meta(L, DLE_OP_MUL); }
 static int mt_div(lua_State *L) { return binary_meta(L, DLE_OP_DIV); }
+static int mt_mod(lua_State *L) { return binary_meta(L, DLE_OP_REMAINDER); }
+static int mt_idiv(lua_State *L) { return binary_meta(L, DLE_OP_FLOOR_DIVIDE); }
 static int mt_unm(lua_State *L) {
   dle_tensor *r = NULL;
   DLE_LUA_TRY(L, dle_unary(DLE_OP_NEG, &r, dle_lua_check(L, 1)));
@@ -233,7 +266,8 @@ void dle_lua_open_elementwise(lua_State *L, int module, int methods) {
     dle_op op = (dle_op)i;
     const dle_op_info *info = dle_op_get_info(op);
     lua_CFunction f;
-    if (info->kind == DLE_KIND_UNARY && op != DLE_OP_POW_SCALAR && op != DLE_OP_CLAMP)
+    if (info->kind == DLE_KIND_UNARY && op != DLE_OP_POW_SCALAR && op != DLE_OP_CLAMP &&
+        op != DLE_OP_NAN_TO_NUM)
       f = l_unary;
     else if ((info->kind == DLE_KIND_BINARY && op != DLE_OP_POW) || info->kind == DLE_KIND_COMPARE)
       f = l_binary;
@@ -243,14 +277,20 @@ void dle_lua_open_elementwise(lua_State *L, int module, int methods) {
     lua_pushvalue(L, -1);
     lua_setfield(L, module, info->name);
     lua_setfield(L, methods, info->name);
-    if (info->kind == DLE_KIND_COMPARE || op == DLE_OP_LOGICAL_NOT) continue; /* bool results */
+    if (info->kind == DLE_KIND_COMPARE || op == DLE_OP_LOGICAL_NOT || op == DLE_OP_ISNAN ||
+        op == DLE_OP_ISINF || op == DLE_OP_ISFINITE)
+      continue; /* bool results */
     snprintf(name, sizeof name, "%s_", info->name);
     push_op_closure(L, f, op, true, mt);
     lua_setfield(L, methods, name);
   }
-  static const luaL_Reg both[] = {{"pow", l_pow}, {"clamp", l_clamp}, {NULL, NULL}};
-  static const luaL_Reg meths[] = {
-      {"pow_", l_pow_}, {"clamp_", l_clamp_}, {"where", m_where}, {NULL, NULL}};
+  static const luaL_Reg both[] = {
+      {"pow", l_pow}, {"clamp", l_clamp}, {"nan_to_num", l_nan_to_num}, {NULL, NULL}};
+  static const luaL_Reg meths[] = {{"pow_", l_pow_},
+                                   {"clamp_", l_clamp_},
+                                   {"nan_to_num_", l_nan_to_num_},
+                                   {"where", m_where},
+                                   {NULL, NULL}};
   dle_lua_setfuncs(L, module, both);
   lua_pushcfunction(L, l_where);
   lua_setfield(L, module, "where");
@@ -260,7 +300,8 @@ void dle_lua_open_elementwise(lua_State *L, int module, int methods) {
   lua_setfield(L, methods, "clip");
 
   static const luaL_Reg meta[] = {{"__add", mt_add}, {"__sub", mt_sub}, {"__mul", mt_mul},
-                                  {"__div", mt_div}, {"__unm", mt_unm}, {NULL, NULL}};
+                                  {"__div", mt_div}, {"__mod", mt_mod}, {"__idiv", mt_idiv},
+                                  {"__unm", mt_unm}, {NULL, NULL}};
   for (const luaL_Reg *m = meta; m->name; m++) {
     lua_pushvalue(L, mt);
     lua_pushcclosure(L, m->func, 1);

@@ -408,6 +408,10 @@ dle_status dle_binary_scalar(dle_op op, dle_tensor **out, dle_tensor *t, double 
 dle_status dle_pow_scalar(dle_tensor **out, dle_tensor *x, double p);
 /* NAN for lo or hi means unbounded on that side. */
 dle_status dle_clamp(dle_tensor **out, dle_tensor *x, double lo, double hi);
+/* nan, posinf and neginf replace NaN, +inf and -inf; NAN for posinf (neginf) means the largest
+ * (lowest) finite value of x's dtype, as in PyTorch. Integer tensors are returned unchanged. */
+dle_status dle_nan_to_num(dle_tensor **out, dle_tensor *x, double nan, double posinf,
+                          double neginf);
 dle_status dle_where(dle_tensor **out, dle_tensor *cond, dle_tensor *a, dle_tensor *b);
 /* A 0-dim tensor holding v. */
 dle_status dle_scalar_tensor(dle_tensor **out, double v, dle_dtype dt);

@@ -88,7 +88,8 @@ dle_status dle_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int
 static const dle_tensor *small_lane_shape(dle_op op, const dle_op_info *info, dle_tensor **outs,
                                           dle_tensor *const *ins, int nin) {
   if ((info->kind != DLE_KIND_UNARY && info->kind != DLE_KIND_BINARY) || outs[0] ||
-      op == DLE_OP_LOGICAL_NOT)
+      op == DLE_OP_LOGICAL_NOT || op == DLE_OP_ISNAN || op == DLE_OP_ISINF ||
+      op == DLE_OP_ISFINITE) /* bool results */
     return NULL;
   const dle_tensor *x = nin > 1 && ins[0]->ndim == 0 ? ins[1] : ins[0];
   if (!dle_dtype_is_float(x->dtype)) return NULL;

@@ -23,6 +23,10 @@ local UNARY = {
   {"log1p", -0.9, 3}, {"sqrt", 0, 5}, {"rsqrt", 0.1, 5}, {"reciprocal", 0.3, 3},
   {"sin", -3, 3}, {"cos", -3, 3}, {"tanh", -3, 3}, {"sigmoid", -6, 6}, {"gelu", -4, 4},
   {"silu", -6, 6}, {"floor", -3, 3}, {"ceil", -3, 3}, {"round", -3, 3},
+  {"trunc", -3, 3}, {"frac", -3, 3}, {"tan", -1.4, 1.4}, {"asin", -0.99, 0.99}, {"acos", -0.99, 0.99},
+  {"atan", -5, 5}, {"sinh", -4, 4}, {"cosh", -4, 4}, {"asinh", -5, 5}, {"acosh", 1.01, 5},
+  {"atanh", -0.95, 0.95}, {"erf", -3, 3}, {"erfc", -2, 2}, {"erfinv", -0.999, 0.999},
+  {"log2", 0.1, 5}, {"log10", 0.1, 5}, {"exp2", -5, 5},
 }
 
 describe("unary ops", function()
@@ -172,6 +176,15 @@ local BINARY = {
   {"pow", {0.2, 3}, {-2, 2}, nil},
   {"maximum", {-3, 3}, {-3, 3}, nil},
   {"minimum", {-3, 3}, {-3, 3}, nil},
+  {"atan2", {-3, 3}, {-3, 3}, nil},
+  {"fmod", {-5, 5}, {0.5, 3}, nil},
+  {"remainder", {-5, 5}, {-3, 3}, function(a, b) return a % b end},
+  {"floor_divide", {-5, 5}, {0.5, 3}, function(a, b) return a // b end},
+  {"fmax", {-3, 3}, {-3, 3}, nil},
+  {"fmin", {-3, 3}, {-3, 3}, nil},
+  {"hypot", {-3, 3}, {-3, 3}, nil},
+  {"logaddexp", {-30, 30}, {-3, 3}, nil},
+  {"copysign", {-3, 3}, {-3, 3}, nil},
 }
 
 describe("binary ops", function()
@@ -719,5 +732,251 @@ describe("threads", function()
         assert.is_true(one[i]:equal(two[i]), string.format("result %d at %d rows", i, rows))
       end
     end
+  end)
+end)
+
+-- ---------------------------------------------------------------- special values, integers, PyTorch
+
+describe("special values of the trigonometric, hyperbolic, error and predicate ops", function()
+  local nan, inf = 0 / 0, math.huge
+  local function same(want, got, msg)
+    for i, w in ipairs(want) do
+      local g = got[i]
+      local ok = (w ~= w and g ~= g) or w == g and (w ~= 0 or 1 / w == 1 / g) -- -0 is not 0
+      assert(ok, (msg or "") .. " element " .. i .. ": want " .. tostring(w) .. ", got " .. tostring(g))
+    end
+  end
+
+  for _, dt in ipairs({"float32", "float64"}) do
+    it("domain edges give PyTorch's nan/inf/-0 (" .. dt .. ")", function()
+      local function f(name, xs) return dle[name](dle.tensor(xs, {dtype = dt})):totable() end
+      same({nan, nan, dt == "float32" and H.f32(math.pi / 2) or math.pi / 2}, f("asin", {1.5, -1.5, 1}), "asin")
+      same({nan, 0}, f("acos", {1.5, 1}), "acos")
+      same({inf, -inf, nan, nan}, f("erfinv", {1, -1, 1.5, nan}), "erfinv")
+      same({inf, -inf, nan}, f("atanh", {1, -1, 2}), "atanh")
+      same({nan, 0}, f("acosh", {0.5, 1}), "acosh")
+      same({-inf, nan, inf}, f("log2", {0, -1, inf}), "log2")
+      same({-inf, 3}, f("log10", {0, 1000}), "log10")
+      same({0, inf, 1024}, f("exp2", {-inf, inf, 10}), "exp2")
+      same({1, -1, 0, -0.0}, f("erf", {inf, -inf, 0, -0.0}), "erf")
+      same({-0.0, -0.0, 2, -2}, f("trunc", {-0.5, -0.0, 2.7, -2.7}), "trunc")
+      same({-0.5, nan}, f("frac", {-2.5, inf}), "frac")
+      same({inf, -inf}, f("sinh", {inf, -inf}), "sinh")
+      same({inf, 1}, f("cosh", {-inf, 0}), "cosh")
+    end)
+
+    it("isnan, isinf, isfinite give bool on nan, +-inf, +-0 and numbers (" .. dt .. ")", function()
+      local x = dle.tensor({nan, inf, -inf, 0, -0.0, 1.5}, {dtype = dt})
+      assert.are.equal("bool", x:isnan():dtype())
+      assert.are.same({true, false, false, false, false, false}, x:isnan():totable())
+      assert.are.same({false, true, true, false, false, false}, dle.isinf(x):totable())
+      assert.are.same({false, false, false, true, true, true}, x:isfinite():totable())
+      -- strided input
+      assert.are.same({true, false, false}, x:view(3, 2):t():select(1, 1):isnan():totable())
+    end)
+
+    it("nan_to_num: defaults (0, largest and lowest finite), positional and named values (" .. dt .. ")", function()
+      local big = dt == "float32" and 3.4028234663852886e38 or 1.7976931348623157e308
+      local x = dle.tensor({nan, inf, -inf, 2.5}, {dtype = dt})
+      same({0, big, -big, 2.5}, x:nan_to_num():totable(), "defaults")
+      same({1, 2, 3, 2.5}, dle.nan_to_num(x, 1, 2, 3):totable(), "positional")
+      same({-1, big, -7, 2.5}, x:nan_to_num({nan = -1, neginf = -7}):totable(), "named")
+      local y = x:clone()
+      assert.are.equal(y, y:nan_to_num_({posinf = 9}))
+      same({0, 9, -big, 2.5}, y:totable(), "in place")
+    end)
+
+    it("copysign takes the sign of -0; fmax/fmin ignore NaN, maximum/minimum propagate it (" .. dt .. ")", function()
+      local a = dle.tensor({1, 2, nan, nan, 3}, {dtype = dt})
+      local b = dle.tensor({-0.0, nan, 4, nan, 1}, {dtype = dt})
+      local s = dle.tensor({-0.0, 0.0, -inf, inf, -1}, {dtype = dt})
+      same({-1, 2, nan, nan, -3}, dle.copysign(a, s):totable(), "copysign")
+      same({1, 2, 4, nan, 3}, dle.fmax(a, b):totable(), "fmax")
+      same({-0.0, 2, 4, nan, 1}, dle.fmin(a, b):totable(), "fmin")
+      same({1, nan, nan, nan, 3}, dle.maximum(a, b):totable(), "maximum")
+    end)
+
+    it("remainder, fmod and floor_divide by 0 and with infinities follow PyTorch (" .. dt .. ")", function()
+      local a = dle.tensor({5, -5, 5, -5, inf}, {dtype = dt})
+      local b = dle.tensor({0, 0, inf, inf, 2}, {dtype = dt})
+      same({nan, nan, 5, inf, nan}, (a % b):totable(), "remainder")
+      same({nan, nan, 5, -5, nan}, dle.fmod(a, b):totable(), "fmod")
+      same({inf, -inf, 0, -1, nan}, (a // b):totable(), "floor_divide")
+    end)
+  end
+
+  it("float16 and bfloat16 compute the new ops in float32 and round on store", function()
+    local v = H.values({3, 4}, {lo = -0.9, hi = 0.9, seed = 5})
+    for _, dt in ipairs({"float16", "bfloat16"}) do
+      local x = dle.tensor(v, {dtype = dt})
+      local xs = x:double():totable()
+      for _, name in ipairs({"asin", "atanh", "erf", "erfinv", "tan", "exp2"}) do
+        H.assert_close(x[name](x), H.map(xs, H.ref[name]), {dtype = dt, msg = name .. " " .. dt})
+      end
+      H.assert_close(dle.atan2(x, x:t():t() + 1), H.zipmap(H.ref.atan2, xs, H.map(xs, function(e) return e + 1 end)),
+                     {dtype = dt, msg = "atan2 " .. dt})
+    end
+  end)
+
+  it("float ops give float32 on int64; isnan/isinf/isfinite, trunc and nan_to_num accept integers", function()
+    local x = dle.tensor({{1, 2}, {3, 4}}, {dtype = "int64"})
+    for _, name in ipairs({"tan", "atan", "erf", "log2", "exp2", "sinh"}) do
+      assert.are.equal("float32", x[name](x):dtype(), name)
+    end
+    assert.are.same({{false, false}, {false, false}}, x:isnan():totable())
+    assert.are.same({{true, true}, {true, true}}, x:isfinite():totable())
+    assert.are.same({{false, false}, {false, false}}, x:isinf():totable())
+    assert.are.same({{1, 2}, {3, 4}}, x:trunc():totable())
+    assert.are.equal("int64", x:nan_to_num():dtype())
+    assert.are.equal("float32", dle.atan2(x, x):dtype())
+  end)
+
+  it("frac of an integer tensor is an error naming frac and the dtype", function()
+    H.assert_error(function() return dle.tensor({1, 2}, {dtype = "int64"}):frac() end, "frac", "int64")
+  end)
+
+  it("nan_to_num rejects unknown options and non-numbers", function()
+    H.assert_error(function() return dle.ones(2):nan_to_num({nann = 1}) end, "nan_to_num", "nann")
+    H.assert_error(function() return dle.ones(2):nan_to_num("x") end, "nan_to_num", "nan")
+  end)
+end)
+
+describe("integer remainder, floor_divide, fmod, fmax and fmin", function()
+  for _, dt in ipairs({"int64", "int32", "uint8"}) do
+    it(dt .. " matches Lua's integer // and % (floor rounding, sign of the divisor) on every layout", function()
+      local lo = dt == "uint8" and 0 or -50
+      local va = H.values(ODD, {lo = lo, hi = 50, int = true, seed = 3})
+      local vb = H.map(H.values(ODD, {lo = lo, hi = 9, int = true, seed = 4}), function(v) return v == 0 and 7 or v end)
+      local ref = {
+        remainder = function(a, b) return a % b end,
+        floor_divide = function(a, b) return a // b end,
+        fmod = function(a, b) return math.fmod(a, b) end,
+        fmax = math.max, fmin = math.min,
+      }
+      for name, f in pairs(ref) do
+        local want = H.zipmap(f, va, vb)
+        for _, la in ipairs(H.layouts) do
+          local a, b = H.make(va, dt, la), H.make(vb, dt, "contiguous")
+          local r = dle[name](a, b)
+          assert.are.equal(dt, r:dtype(), name)
+          assert.are.same(want, r:totable(), name .. " " .. dt .. " " .. la)
+        end
+      end
+    end)
+  end
+
+  it("integer division by zero is defined (0, as NumPy), not a crash; INT64_MIN // -1 wraps, % -1 is 0", function()
+    local a = dle.tensor({7, -7, 0, math.mininteger}, {dtype = "int64"})
+    local z = dle.zeros({4}, {dtype = "int64"})
+    assert.are.same({0, 0, 0, 0}, (a // z):totable())
+    assert.are.same({0, 0, 0, 0}, (a % z):totable())
+    assert.are.same({0, 0, 0, 0}, dle.fmod(a, z):totable())
+    assert.are.same({0, 0, 0, 0}, (dle.tensor({7, -7, 0, 3}, {dtype = "int32"}) // 0):totable())
+    local m = dle.tensor({math.mininteger}, {dtype = "int64"})
+    assert.are.same({math.mininteger}, (m // -1):totable())
+    assert.are.same({0}, (m % -1):totable())
+    assert.are.same({0}, dle.fmod(m, -1):totable())
+  end)
+
+  it("% and // take numbers on either side and keep int64 exact", function()
+    local a = dle.tensor({-7, 7}, {dtype = "int64"})
+    assert.are.same({2, 1}, (a % 3):totable())
+    assert.are.same({-3, 2}, (a // 3):totable())
+    assert.are.same({-3, 2}, (20 // a):totable())
+    assert.are.same({-1, 6}, (20 % a):totable())
+    assert.are.same({"int64"}, {(a // 2):dtype()})
+    H.assert_close((a % 2.5), {0.5, 2}, {dtype = "float32"})
+  end)
+end)
+
+describe("new elementwise ops against PyTorch (float64)", function()
+  local UN = {"tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc",
+              "erfinv", "log2", "log10", "exp2", "trunc", "frac", "nan_to_num"}
+  local BIN = {"atan2", "fmod", "remainder", "floor_divide", "fmax", "fmin", "hypot", "logaddexp", "copysign"}
+  local function input(name)
+    local lo, hi = -0.95, 0.95
+    if name == "acosh" then lo, hi = 1.05, 4 elseif name == "log2" or name == "log10" then lo, hi = 0.1, 4 end
+    return dle.rand({3, 5}, {dtype = "float64"}) * (hi - lo) + lo
+  end
+
+  it("values and gradients of the unary and binary ops match torch", function()
+    if H.without_torch(pending) then return end
+    dle.manual_seed(17)
+    local py, want = {"import torch"}, {}
+    local function emit(expr_torch, y, grads)
+      py[#py + 1] = "print(' '.join('%.17g' % v for v in (" .. expr_torch .. ").reshape(-1).tolist()))"
+      want[#want + 1] = y:reshape(-1):totable()
+      for _, g in ipairs(grads) do
+        py[#py + 1] = "print(' '.join('%.17g' % v for v in " .. g[1] .. ".reshape(-1).tolist()))"
+        want[#want + 1] = g[2]:reshape(-1):totable()
+      end
+    end
+    for _, name in ipairs(UN) do
+      local x = input(name):requires_grad_(true)
+      local y = dle[name](x)
+      local g = name == "trunc" and dle.zeros_like(x) or dle.grad(y:sum(), {x})[1] -- trunc: no gradient
+      py[#py + 1] = "x = " .. H.torch_literal(x:detach()) .. ".requires_grad_()"
+      py[#py + 1] = "y = torch." .. name .. "(x); y.sum().backward()" ..
+        (name == "trunc" and "; x.grad = torch.zeros_like(x)" or "")
+      emit("y.detach()", y:detach(), {{"x.grad", g}})
+    end
+    for _, name in ipairs(BIN) do
+      local a = (dle.rand({3, 5}, {dtype = "float64"}) * 6 - 3):requires_grad_(true)
+      local b = (dle.rand({5}, {dtype = "float64"}) * 2 + 0.5):requires_grad_(true) -- broadcast
+      if name == "copysign" then b = (b - 1.5):detach():requires_grad_(true) end
+      local y = dle[name](a, b)
+      local ga = name == "floor_divide" and dle.zeros_like(a) or dle.grad(y:sum(), {a, b})[1]
+      local gb = name == "floor_divide" and dle.zeros_like(b) or dle.grad(dle[name](a, b):sum(), {a, b})[2]
+      py[#py + 1] = "a = " .. H.torch_literal(a:detach()) .. ".requires_grad_()"
+      py[#py + 1] = "b = " .. H.torch_literal(b:detach()) .. ".requires_grad_()"
+      if name == "floor_divide" then
+        py[#py + 1] = "y = torch.div(a, b, rounding_mode='floor')"
+        py[#py + 1] = "a.grad = torch.zeros_like(a); b.grad = torch.zeros_like(b)"
+      else
+        py[#py + 1] = "y = torch." .. name .. "(a, b); y.sum().backward()"
+      end
+      emit("y.detach()", y:detach(), {{"a.grad", ga}, {"b.grad", gb}})
+    end
+    local out = H.run_python(py)
+    assert.are.equal(#want, #out)
+    for i, w in ipairs(want) do H.assert_torch_numbers(w, out[i], 1e-9, "line " .. i) end
+  end)
+end)
+
+describe("lerp, addcmul and addcdiv (compositions)", function()
+  local function T(v) return dle.tensor(v, {dtype = "float64"}) end
+
+  it("compute input + w (end - input), input + v t1 t2, input + v t1 / t2, broadcasting, strided", function()
+    local x = T({{1, 2, 3}, {4, 5, 6}})
+    local e = T({{3, 2, 1}, {0, 0, 0}}):t():contiguous():t() -- transposed storage
+    H.assert_close(dle.lerp(x, e, 0.25), {{1.5, 2, 2.5}, {3, 3.75, 4.5}}, {dtype = "float64"})
+    H.assert_close(x:lerp(e, T({0, 0.5, 1})), {{1, 2, 1}, {4, 2.5, 0}}, {dtype = "float64"})
+    H.assert_close(dle.addcmul(x, x, T({1, 2, 3}), {value = 0.5}), {{1.5, 4, 7.5}, {6, 10, 15}}, {dtype = "float64"})
+    H.assert_close(x:addcdiv(x:narrow(2, 1, 1), T({2, 4, 8})), {{1.5, 2.25, 3.125}, {6, 6, 6.5}}, {dtype = "float64"})
+  end)
+
+  it("in-place forms write into input and return it", function()
+    local x = T({1, 2})
+    assert.are.equal(x, x:addcmul_(T({2, 2}), T({3, 1}), {value = -1}))
+    assert.are.same({-5, 0}, x:totable())
+    x:lerp_(T({5, 10}), 0.5)
+    assert.are.same({0, 5}, x:totable())
+    x:addcdiv_(T({1, 1}), T({4, 2}))
+    assert.are.same({0.25, 5.5}, x:totable())
+  end)
+
+  it("are differentiable in every tensor argument (gradcheck, both modes)", function()
+    local r = function(...) return dle.randn({...}, {dtype = "float64"}) end
+    H.gradcheck(function(a, b, w) return dle.lerp(a, b, w) end, {r(3, 4), r(3, 4), r(4)})
+    H.gradcheck(function(a, b, c) return dle.addcmul(a, b, c, {value = 0.7}) end, {r(3, 4), r(4), r(3, 1)})
+    H.gradcheck(function(a, b, c) return dle.addcdiv(a, b, c, {value = -2}) end, {r(3, 4), r(3, 4), r(4):abs() + 0.5})
+  end)
+
+  it("bad arguments are errors naming the function and the argument", function()
+    local x = T({1, 2})
+    H.assert_error(function() return dle.addcmul(x, x, x, {valeu = 1}) end, "addcmul", "valeu")
+    H.assert_error(function() return dle.addcdiv(x, x, "y") end, "addcdiv", "tensor2")
+    H.assert_error(function() return dle.lerp(x, x, "w") end, "lerp", "weight")
+    H.assert_error(function() return dle.lerp(x, T({1, 2, 3}), 0.5) end, "lerp", "{2}", "{3}")
   end)
 end)

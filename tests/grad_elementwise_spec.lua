@@ -1,5 +1,7 @@
 -- covers: neg abs sign exp log expm1 log1p sqrt rsqrt reciprocal sin cos tanh sigmoid relu gelu
 -- covers: gelu_grad gelu_backward silu pow_scalar clamp add sub mul div pow maximum minimum where copy
+-- covers: frac tan asin acos atan sinh cosh asinh acosh atanh erf erfc erfinv log2 log10 exp2 nan_to_num
+-- covers: atan2 fmod remainder fmax fmin hypot logaddexp copysign
 -- grad_elementwise_spec.lua — gradient rules of the elementwise family (unary, binary, where)
 -- and of copy: reverse and forward mode against central finite differences in float64
 -- (dle.gradcheck with forward = true) on odd-shaped inputs, broadcast operands, numbers as
@@ -129,6 +131,23 @@ describe("elementwise gradients", function()
       {"gelu", function() return randn(3, 5) * 2 end},
       {"gelu_grad", function() return randn(3, 5) * 2 end},  -- gelu's backward op
       {"silu", function() return randn(3, 5) * 2 end},
+      {"frac", function() return uniform(0.1, 0.9, 3, 5) + dle.randint(-3, 3, {3, 5}):double() end},
+      {"tan", function() return uniform(-1.3, 1.3, 3, 5) end},
+      {"asin", function() return uniform(-0.9, 0.9, 3, 5) end},
+      {"acos", function() return uniform(-0.9, 0.9, 3, 5) end},
+      {"atan", function() return randn(3, 5) * 2 end},
+      {"sinh", function() return randn(3, 5) * 2 end},
+      {"cosh", function() return randn(3, 5) * 2 end},
+      {"asinh", function() return randn(3, 5) * 2 end},
+      {"acosh", function() return uniform(1.1, 4, 3, 5) end},
+      {"atanh", function() return uniform(-0.9, 0.9, 3, 5) end},
+      {"erf", function() return randn(3, 5) * 1.5 end},
+      {"erfc", function() return randn(3, 5) * 1.5 end},
+      {"erfinv", function() return uniform(-0.9, 0.9, 3, 5) end},
+      {"log2", function() return uniform(0.2, 3, 3, 5) end},
+      {"log10", function() return uniform(0.2, 3, 3, 5) end},
+      {"exp2", function() return randn(3, 5) end},
+      {"nan_to_num", function() return randn(3, 5) end},
     }
 
     for _, case in ipairs(UNARY) do
@@ -365,6 +384,59 @@ describe("elementwise gradients", function()
       end
     end)
 
+    -- the new binary ops: a, b makers (3x5 with a broadcast 5) away from their kinks
+    local BINARY_NEW = {
+      {"atan2", function() return randn(3, 5) end, function() return away0(0.3, 5) end},
+      {"hypot", function() return away0(0.3, 3, 5) end, function() return away0(0.3, 5) end},
+      {"logaddexp", function() return randn(3, 5) * 3 end, function() return randn(5) * 3 end},
+      {"copysign", function() return away0(0.2, 3, 5) end, function() return away0(0.2, 5) end},
+      -- a / b kept 0.1 away from whole numbers, where fmod and remainder jump
+      {"fmod", function() return dle.randint(-4, 4, {3, 5}):double() * 1.5 + uniform(0.15, 1.35, 3, 5) end,
+       function() return dle.full({5}, 1.5, F64) + uniform(-0.01, 0.01, 5) end},
+      {"remainder", function() return dle.randint(-4, 4, {3, 5}):double() * 1.5 + uniform(0.15, 1.35, 3, 5) end,
+       function() return dle.full({5}, -1.5, F64) + uniform(-0.01, 0.01, 5) end},
+      {"fmax", function() return randn(3, 5) end, function() return randn(5) + 10 * dle.sign(randn(5)) end},
+      {"fmin", function() return randn(3, 5) end, function() return randn(5) + 10 * dle.sign(randn(5)) end},
+    }
+    for _, case in ipairs(BINARY_NEW) do
+      local name, ma, mb = case[1], case[2], case[3]
+      it(name .. ": both modes on broadcast operands, reversed, a number operand and transposed inputs", function()
+        check(dle[name], {ma(), mb()})
+        check(function(x, y) return dle[name](x:t(), y:view(5, 1)) end, {ma(), mb()})
+        if name ~= "fmod" and name ~= "remainder" then
+          check(function(y, x) return dle[name](x, y) end, {ma(), mb()})
+        end
+        check(function(x) return dle[name](x, 1.75) end, {ma()})
+      end)
+    end
+
+    it("fmax and fmin give a tie and a NaN other operand's gradient to a (PyTorch's rule)", function()
+      for _, op in ipairs({"fmax", "fmin"}) do
+        local x, y = leaf({1, 2, 5}), leaf({1, 0 / 0, 3})
+        local g = dle.grad(dle[op](x, y):sum(), {x, y})
+        all_close(g[1], {1, 1, op == "fmax" and 1 or 0})
+        all_close(g[2], {0, 0, op == "fmax" and 0 or 1})
+      end
+    end)
+
+    it("copysign passes no gradient to its sign operand and 0 at a = 0; nan_to_num none at nan and inf", function()
+      local a, b = leaf({0, 2, -3}), leaf({-1, -1, 1})
+      local g = dle.grad(dle.copysign(a, b):sum(), {a, b})
+      all_close(g[1], {0, -1, -1})
+      all_close(g[2], {0, 0, 0})
+      local x = leaf({0 / 0, math.huge, -math.huge, 2})
+      all_close(dle.grad(x:nan_to_num():sum(), {x})[1], {0, 0, 0, 1})
+    end)
+
+    it("erfinv, tan, erf, atan2, logaddexp: second derivatives match finite differences (create_graph)", function()
+      for _, name in ipairs({"erfinv", "tan", "erf", "asin", "atanh", "exp2"}) do
+        check2(dle[name], {uniform(-0.8, 0.8, 2, 3)})
+      end
+      check2(dle.atan2, {randn(2, 3), away0(0.3, 2, 3)})
+      check2(dle.logaddexp, {randn(2, 3), randn(2, 3)})
+      check2(dle.hypot, {away0(0.3, 2, 3), away0(0.3, 2, 3)})
+    end)
+
     it("maximum and minimum split the gradient of ties evenly (1/2 each, like PyTorch)", function()
       for _, op in ipairs({"maximum", "minimum"}) do
         local x, y = leaf({1, 2, 3}), leaf({1, 1, 4})
@@ -545,6 +617,6 @@ describe("elementwise gradients", function()
         assert(o.differentiable and o.has_vjp and o.has_jvp, o.name .. " lacks a rule")
       end
     end
-    assert.are.equal(30, seen)
+    assert.are.equal(55, seen)
   end)
 end)

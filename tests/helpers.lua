@@ -271,6 +271,50 @@ H.ref = {
   ge = function(a, b) return a >= b end,
 }
 
+local LN2 = math.log(2)
+local function sinh(x) return (expm1(x) - expm1(-x)) / 2 end
+local function trunc(x) return x < 0 and math.ceil(x) or math.floor(x) end
+local function erfinv(y) -- Newton on H.erf from a bracket-safe start
+  if y <= -1 or y >= 1 then return y == 1 and math.huge or (y == -1 and -math.huge or 0 / 0) end
+  local x = 0
+  for _ = 1, 100 do
+    local step = (H.erf(x) - y) / (2 / SQRT_PI * math.exp(-x * x))
+    x = x - step
+    if math.abs(step) <= 1e-16 * (1 + math.abs(x)) then break end
+  end
+  return x
+end
+local more = {
+  tan = math.tan, asin = math.asin, acos = math.acos, atan = math.atan,
+  sinh = sinh,
+  cosh = function(x) return (math.exp(x) + math.exp(-x)) / 2 end,
+  asinh = function(x)
+    local a = math.abs(x)
+    local r = log1p(a + a * a / (1 + math.sqrt(1 + a * a)))
+    return x < 0 and -r or r
+  end,
+  acosh = function(x) return math.log(x + math.sqrt(x * x - 1)) end,
+  atanh = function(x) return 0.5 * log1p(2 * x / (1 - x)) end,
+  erf = H.erf,
+  erfc = function(x) return 1 - H.erf(x) end,
+  erfinv = erfinv,
+  log2 = function(x) return math.log(x, 2) end,
+  log10 = function(x) return math.log(x, 10) end,
+  exp2 = function(x) return math.exp(x * LN2) end,
+  trunc = trunc,
+  frac = function(x) return x - trunc(x) end,
+  atan2 = function(a, b) return math.atan(a, b) end,
+  fmod = math.fmod,
+  remainder = function(a, b) return a % b end,       -- Lua's float % has the sign of b
+  floor_divide = function(a, b) return a // b end,
+  fmax = function(a, b) if a ~= a then return b end if b ~= b then return a end return math.max(a, b) end,
+  fmin = function(a, b) if a ~= a then return b end if b ~= b then return a end return math.min(a, b) end,
+  hypot = function(a, b) return math.sqrt(a * a + b * b) end,
+  logaddexp = function(a, b) local m = math.max(a, b) return m + log1p(math.exp(-math.abs(a - b))) end,
+  copysign = function(a, b) a = math.abs(a) return (b < 0 or 1 / b < 0) and -a or a end,
+}
+for k, f in pairs(more) do H.ref[k] = f end
+
 -- ---------------------------------------------------------------- comparison
 
 --- Default tolerances per dtype (relative and absolute).

@@ -2,6 +2,10 @@
  * where): NumPy broadcasting, dtype promotion (dle_promote in dtype.c), in-place outputs. */
 #include "../autograd.h"
 
+#include <float.h>
+
+#include "../kernel/elementwise_math.h"
+
 dle_status dle_broadcast_shapes(const char *fn, int na, const int64_t *a, int nb, const int64_t *b,
                                 int *nout, int64_t *out) {
   int n = na > nb ? na : nb;
@@ -19,9 +23,23 @@ dle_status dle_broadcast_shapes(const char *fn, int na, const int64_t *a, int nb
   return DLE_OK;
 }
 
-static bool is_arithmetic(dle_op op) {
-  return op != DLE_OP_LOGICAL_NOT && dle_op_get_info(op)->kind != DLE_KIND_COMPARE &&
-         op != DLE_OP_WHERE;
+/* isnan, isinf, isfinite: bool results computed in the input's dtype (as comparisons) */
+static bool is_predicate(dle_op op) {
+  return op == DLE_OP_ISNAN || op == DLE_OP_ISINF || op == DLE_OP_ISFINITE;
+}
+
+/* Ops with a bool result: comparisons, predicates, logical_not. */
+static bool bool_result(dle_op op) {
+  return op == DLE_OP_LOGICAL_NOT || is_predicate(op) ||
+         dle_op_get_info(op)->kind == DLE_KIND_COMPARE;
+}
+
+static bool is_arithmetic(dle_op op) { return !bool_result(op) && op != DLE_OP_WHERE; }
+
+/* Ops that return integer inputs unchanged (their values are already whole and finite). */
+static bool identity_on_integers(dle_op op) {
+  return op == DLE_OP_FLOOR || op == DLE_OP_CEIL || op == DLE_OP_ROUND || op == DLE_OP_TRUNC ||
+         op == DLE_OP_NAN_TO_NUM;
 }
 
 /* The dtype an op computes in, given its inputs' promoted dtype. */
@@ -54,13 +72,12 @@ static dle_status unalias(dle_tensor *out, dle_tensor **in) {
 static bool plain_operands(dle_op op, dle_tensor *const *ins, int nin, const dle_attrs *a,
                            dle_dtype *out_dt) {
   const dle_tensor *x = ins[0];
-  if (op == DLE_OP_WHERE || op == DLE_OP_FLOOR || op == DLE_OP_CEIL || op == DLE_OP_ROUND)
-    return false;
+  if (op == DLE_OP_WHERE || identity_on_integers(op)) return false;
   for (int i = 1; i < nin; i++)
     if (ins[i]->dtype != x->dtype ||
         !dle_shape_equal(x->ndim, x->sizes, ins[i]->ndim, ins[i]->sizes))
       return false;
-  if (dle_op_get_info(op)->kind == DLE_KIND_COMPARE) {
+  if (bool_result(op) && op != DLE_OP_LOGICAL_NOT) {
     *out_dt = DLE_BOOL;
     return true;
   }
@@ -119,14 +136,13 @@ dle_status dle_forward_elementwise(dle_op op, dle_tensor **outs, dle_tensor *con
   /* dtypes: promote, then the op's own rule */
   dle_dtype in_dt = ins[first]->dtype;
   for (int i = first + 1; i < nin; i++) in_dt = dle_promote(in_dt, ins[i]->dtype);
-  if ((op == DLE_OP_FLOOR || op == DLE_OP_CEIL || op == DLE_OP_ROUND) &&
-      !dle_dtype_is_float(in_dt)) {
+  if (identity_on_integers(op) && !dle_dtype_is_float(in_dt)) {
     if (!outs[0]) return dle_clone(&outs[0], ins[0]); /* already whole numbers */
     return dle_copy_(outs[0], ins[0]);
   }
   dle_dtype cdt = compute_dtype(op, in_dt, a);
-  dle_dtype out_dt = info->kind == DLE_KIND_COMPARE ? DLE_BOOL : cdt;
-  if (info->kind == DLE_KIND_COMPARE) cdt = in_dt;
+  dle_dtype out_dt = bool_result(op) ? DLE_BOOL : cdt;
+  if (bool_result(op) && op != DLE_OP_LOGICAL_NOT) cdt = in_dt; /* logical_not reads bools */
 
   dle_tensor *cast[3] = {NULL, NULL, NULL};
   dle_tensor *result = NULL;
@@ -238,6 +254,26 @@ dle_status dle_clamp(dle_tensor **out, dle_tensor *x, double lo, double hi) {
   a.f[0] = lo != lo ? -INFINITY : lo;
   a.f[1] = hi != hi ? INFINITY : hi;
   return dle_op_call(DLE_OP_CLAMP, out, &x, 1, &a);
+}
+
+/* The largest finite value of a float dtype (nan_to_num's default for +inf). */
+static double max_finite(dle_dtype dt) {
+  switch (dt) {
+    case DLE_F16: return 65504.0;
+    case DLE_BF16: return 3.3895313892515355e38;
+    case DLE_F32: return FLT_MAX;
+    default: return DBL_MAX;
+  }
+}
+
+dle_status dle_nan_to_num(dle_tensor **out, dle_tensor *x, double nan, double posinf,
+                          double neginf) {
+  dle_attrs a = {0};
+  a.f[0] = nan;
+  a.f[1] = posinf != posinf ? max_finite(x->dtype) : posinf;
+  a.ints[0] = ew_bits_of_double(neginf != neginf ? -max_finite(x->dtype) : neginf);
+  a.nints = 1;
+  return dle_op_call(DLE_OP_NAN_TO_NUM, out, &x, 1, &a);
 }
 
 dle_status dle_where(dle_tensor **out, dle_tensor *cond, dle_tensor *a, dle_tensor *b) {

@@ -285,6 +285,117 @@ static dle_status d_clamp(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dl
   return st;
 }
 
+/* *d = s x^2 + c (the derivatives of the inverse trigonometric and hyperbolic functions) */
+static dle_status square_affine(dle_tensor **d, dle_tensor *x, double s, double c) {
+  DLE_TRY(dle_binary(DLE_OP_MUL, d, x, x));
+  if (s != 1) DLE_TRY(chain_s(DLE_OP_MUL, d, s, false));
+  return chain_s(DLE_OP_ADD, d, c, false);
+}
+
+/* d tan x = (1 + tan^2 x) dx */
+static dle_status d_tan(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)x, (void)a;
+  return square_affine(d, y, 1, 1);
+}
+
+/* d asin x = dx / sqrt(1 - x^2); d acos x = dx / -sqrt(1 - x^2) */
+static dle_status d_asin(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)y, (void)a;
+  DLE_TRY(square_affine(d, x, -1, 1));
+  return chain_u(DLE_OP_SQRT, d);
+}
+
+static dle_status d_acos(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  DLE_TRY(d_asin(d, x, y, a));
+  return chain_u(DLE_OP_NEG, d);
+}
+
+/* d atan x = dx / (1 + x^2) */
+static dle_status d_atan(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)y, (void)a;
+  return square_affine(d, x, 1, 1);
+}
+
+/* d sinh x = cosh x dx; d cosh x = sinh x dx */
+static dle_status d_sinh(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)y, (void)a;
+  return dle_unary(DLE_OP_COSH, d, x);
+}
+
+static dle_status d_cosh(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)y, (void)a;
+  return dle_unary(DLE_OP_SINH, d, x);
+}
+
+/* d asinh x = dx / sqrt(x^2 + 1); d acosh x = dx / sqrt(x^2 - 1) */
+static dle_status d_asinh(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)y, (void)a;
+  DLE_TRY(square_affine(d, x, 1, 1));
+  return chain_u(DLE_OP_SQRT, d);
+}
+
+static dle_status d_acosh(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)y, (void)a;
+  DLE_TRY(square_affine(d, x, 1, -1));
+  return chain_u(DLE_OP_SQRT, d);
+}
+
+/* d atanh x = dx / (1 - x^2) */
+static dle_status d_atanh(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)y, (void)a;
+  return square_affine(d, x, -1, 1);
+}
+
+/* d erf x = 2/sqrt(pi) exp(-x^2) dx; erfc the negative */
+static dle_status d_erf(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)y, (void)a;
+  DLE_TRY(square_affine(d, x, -1, 0));
+  DLE_TRY(chain_u(DLE_OP_EXP, d));
+  return chain_s(DLE_OP_MUL, d, 1.12837916709551257390, false);
+}
+
+static dle_status d_erfc(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  DLE_TRY(d_erf(d, x, y, a));
+  return chain_u(DLE_OP_NEG, d);
+}
+
+/* d erfinv x = sqrt(pi)/2 exp(y^2) dx, y = erfinv(x) */
+static dle_status d_erfinv(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)x, (void)a;
+  DLE_TRY(square_affine(d, y, 1, 0));
+  DLE_TRY(chain_u(DLE_OP_EXP, d));
+  return chain_s(DLE_OP_MUL, d, 0.88622692545275801365, false);
+}
+
+/* d log2 x = dx / (x ln 2); d log10 x = dx / (x ln 10) */
+static dle_status d_log2(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)y, (void)a;
+  return dle_binary_scalar(DLE_OP_MUL, d, x, 0.69314718055994530942, false);
+}
+
+static dle_status d_log10(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)y, (void)a;
+  return dle_binary_scalar(DLE_OP_MUL, d, x, 2.30258509299404568402, false);
+}
+
+/* d 2^x = 2^x ln 2 dx */
+static dle_status d_exp2(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)x, (void)a;
+  return dle_binary_scalar(DLE_OP_MUL, d, y, 0.69314718055994530942, false);
+}
+
+/* d frac x = dx (trunc is piecewise constant) */
+static dle_status d_frac(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)y, (void)a;
+  return scalar_like(d, 1, x->dtype, x);
+}
+
+/* d nan_to_num x = [x finite] dx (PyTorch's rule; a bool mask) */
+static dle_status d_nan_to_num(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
+  (void)y, (void)a;
+  return dle_unary(DLE_OP_ISFINITE, d, x);
+}
+
 typedef struct {
   deriv_fn deriv; /* NULL: the gradient is zero (sign) */
   bool divide;    /* gout / f instead of gout * f */
@@ -310,6 +421,23 @@ static const unary_rule unary_rules[DLE_NUM_OPS] = {
     [DLE_OP_SILU] = {d_silu, false, DLE_SAVE(0), false},
     [DLE_OP_POW_SCALAR] = {d_pow_scalar, false, DLE_SAVE(0), false},
     [DLE_OP_CLAMP] = {d_clamp, false, DLE_SAVE(0), false},
+    [DLE_OP_TAN] = {d_tan, false, 0, true},
+    [DLE_OP_ASIN] = {d_asin, true, DLE_SAVE(0), false},
+    [DLE_OP_ACOS] = {d_acos, true, DLE_SAVE(0), false},
+    [DLE_OP_ATAN] = {d_atan, true, DLE_SAVE(0), false},
+    [DLE_OP_SINH] = {d_sinh, false, DLE_SAVE(0), false},
+    [DLE_OP_COSH] = {d_cosh, false, DLE_SAVE(0), false},
+    [DLE_OP_ASINH] = {d_asinh, true, DLE_SAVE(0), false},
+    [DLE_OP_ACOSH] = {d_acosh, true, DLE_SAVE(0), false},
+    [DLE_OP_ATANH] = {d_atanh, true, DLE_SAVE(0), false},
+    [DLE_OP_ERF] = {d_erf, false, DLE_SAVE(0), false},
+    [DLE_OP_ERFC] = {d_erfc, false, DLE_SAVE(0), false},
+    [DLE_OP_ERFINV] = {d_erfinv, false, 0, true},
+    [DLE_OP_LOG2] = {d_log2, true, DLE_SAVE(0), false},
+    [DLE_OP_LOG10] = {d_log10, true, DLE_SAVE(0), false},
+    [DLE_OP_EXP2] = {d_exp2, false, 0, true},
+    [DLE_OP_FRAC] = {d_frac, false, DLE_SAVE(0), false},
+    [DLE_OP_NAN_TO_NUM] = {d_nan_to_num, false, DLE_SAVE(0), false},
 };
 
 /* g * f (or g / f) for the unary op's local derivative f at (x, y); NULL result means zero. */
@@ -386,14 +514,14 @@ static dle_status d_pow(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_ten
   return st;
 }
 
-/* [a cmp b] + tie, as dtype dt */
+/* [a cmp b] + tie (tie NULL: none), as dtype dt */
 static dle_status side_weight(dle_tensor **w, dle_op cmp, dle_tensor *a, dle_tensor *b,
                               dle_tensor *tie, dle_dtype dt) {
   dle_tensor *m = NULL;
   DLE_TRY(dle_binary(cmp, &m, a, b));
   dle_status st = dle_to_dtype(w, m, dt);
   dle_tensor_release(m);
-  if (st == DLE_OK) st = chain(DLE_OP_ADD, w, tie);
+  if (st == DLE_OK && tie) st = chain(DLE_OP_ADD, w, tie);
   return st;
 }
 
@@ -436,12 +564,129 @@ static dle_status d_gelu_backward(dle_tensor **fa, dle_tensor **fb, dle_tensor *
   return DLE_OK;
 }
 
+/* d atan2(a, b) = (b da - a db) / (a^2 + b^2) */
+static dle_status d_atan2(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
+                          dle_tensor *y) {
+  (void)y;
+  dle_tensor *r = NULL, *bb = NULL;
+  dle_status st = dle_binary(DLE_OP_MUL, &r, a, a);
+  if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &bb, b, b);
+  if (st == DLE_OK) st = chain(DLE_OP_ADD, &r, bb);
+  if (st == DLE_OK && fa) st = dle_binary(DLE_OP_DIV, fa, b, r);
+  if (st == DLE_OK && fb) st = dle_binary(DLE_OP_DIV, fb, a, r);
+  if (st == DLE_OK && fb) st = chain_u(DLE_OP_NEG, fb);
+  dle_tensor_release(r);
+  dle_tensor_release(bb);
+  return st;
+}
+
+/* d hypot(a, b) = (a da + b db) / y */
+static dle_status d_hypot(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
+                          dle_tensor *y) {
+  if (fa) DLE_TRY(dle_binary(DLE_OP_DIV, fa, a, y));
+  if (fb) DLE_TRY(dle_binary(DLE_OP_DIV, fb, b, y));
+  return DLE_OK;
+}
+
+/* d logaddexp(a, b) = exp(a - y) da + exp(b - y) db */
+static dle_status d_logaddexp(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
+                              dle_tensor *y) {
+  if (fa) {
+    DLE_TRY(dle_binary(DLE_OP_SUB, fa, a, y));
+    DLE_TRY(chain_u(DLE_OP_EXP, fa));
+  }
+  if (fb) {
+    DLE_TRY(dle_binary(DLE_OP_SUB, fb, b, y));
+    DLE_TRY(chain_u(DLE_OP_EXP, fb));
+  }
+  return DLE_OK;
+}
+
+/* d copysign(a, b) = y / a da (0 at a = 0, like PyTorch); nothing flows to b */
+static dle_status d_copysign(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
+                             dle_tensor *y) {
+  (void)b;
+  dle_tensor *zero = NULL, *q = NULL, *mask = NULL;
+  dle_status st = scalar_like(&zero, 0, y->dtype, y);
+  if (st == DLE_OK && fb) st = scalar_like(fb, 0, y->dtype, y);
+  if (st == DLE_OK && fa) st = dle_binary(DLE_OP_DIV, &q, y, a);
+  if (st == DLE_OK && fa) st = dle_binary_scalar(DLE_OP_EQ, &mask, a, 0, false);
+  if (st == DLE_OK && fa) st = dle_where(fa, mask, zero, q);
+  dle_tensor_release(zero);
+  dle_tensor_release(q);
+  dle_tensor_release(mask);
+  return st;
+}
+
+/* d fmod(a, b) = da - trunc(a / b) db; d remainder(a, b) = da - floor(a / b) db */
+static dle_status d_fmod_remainder(dle_op rounding, dle_tensor **fa, dle_tensor **fb, dle_tensor *a,
+                                   dle_tensor *b, dle_tensor *y) {
+  (void)y; /* not saved */
+  if (fa) DLE_TRY(scalar_like(fa, 1, a->dtype, a));
+  if (fb) {
+    DLE_TRY(dle_binary(DLE_OP_DIV, fb, a, b));
+    DLE_TRY(chain_u(rounding, fb));
+    DLE_TRY(chain_u(DLE_OP_NEG, fb));
+  }
+  return DLE_OK;
+}
+
+static dle_status d_fmod(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
+                         dle_tensor *y) {
+  return d_fmod_remainder(DLE_OP_TRUNC, fa, fb, a, b, y);
+}
+
+static dle_status d_remainder(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
+                              dle_tensor *y) {
+  return d_fmod_remainder(DLE_OP_FLOOR, fa, fb, a, b, y);
+}
+
+/* fmax/fmin: all of the gradient to a where a wins or ties, or b is NaN (PyTorch's rule), the
+ * rest to b */
+static dle_status d_fmaxmin(bool is_max, dle_tensor **fa, dle_tensor **fb, dle_tensor *a,
+                            dle_tensor *b, dle_tensor *y) {
+  (void)y; /* not saved */
+  dle_dtype dt = a->dtype;
+  dle_tensor *isnan_b = NULL, *nan = NULL, *wa = NULL;
+  dle_status st = dle_unary(DLE_OP_ISNAN, &isnan_b, b);
+  if (st == DLE_OK) st = dle_to_dtype(&nan, isnan_b, dt);
+  /* [a wins] + [b NaN]: never both, as a comparison with NaN is false */
+  if (st == DLE_OK) st = side_weight(&wa, is_max ? DLE_OP_GE : DLE_OP_LE, a, b, nan, dt);
+  if (st == DLE_OK && fb) st = dle_binary_scalar(DLE_OP_SUB, fb, wa, 1, true);
+  if (st == DLE_OK && fa) {
+    *fa = wa;
+    wa = NULL;
+  }
+  dle_tensor_release(isnan_b);
+  dle_tensor_release(nan);
+  dle_tensor_release(wa);
+  return st;
+}
+
+static dle_status d_fmax(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
+                         dle_tensor *y) {
+  return d_fmaxmin(true, fa, fb, a, b, y);
+}
+
+static dle_status d_fmin(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
+                         dle_tensor *y) {
+  return d_fmaxmin(false, fa, fb, a, b, y);
+}
+
 static deriv2_fn binary_deriv(dle_op op) {
   switch (op) {
     case DLE_OP_GELU_BACKWARD: return d_gelu_backward;
     case DLE_OP_DIV: return d_div;
     case DLE_OP_POW: return d_pow;
     case DLE_OP_MAXIMUM: return d_maximum;
+    case DLE_OP_ATAN2: return d_atan2;
+    case DLE_OP_HYPOT: return d_hypot;
+    case DLE_OP_LOGADDEXP: return d_logaddexp;
+    case DLE_OP_COPYSIGN: return d_copysign;
+    case DLE_OP_FMOD: return d_fmod;
+    case DLE_OP_REMAINDER: return d_remainder;
+    case DLE_OP_FMAX: return d_fmax;
+    case DLE_OP_FMIN: return d_fmin;
     default: return d_minimum;
   }
 }
@@ -553,6 +798,11 @@ void dle_grad_register_elementwise(dle_grad_rule *r) {
   r[DLE_OP_POW] = (dle_grad_rule){vjp_binary, jvp_binary, DLE_SAVE(0) | DLE_SAVE(1), true};
   r[DLE_OP_MAXIMUM] = (dle_grad_rule){vjp_binary, jvp_binary, DLE_SAVE(0) | DLE_SAVE(1), false};
   r[DLE_OP_MINIMUM] = (dle_grad_rule){vjp_binary, jvp_binary, DLE_SAVE(0) | DLE_SAVE(1), false};
+  /* atan2, fmod, remainder, fmax, fmin read a and b; hypot, logaddexp and copysign y too */
+  const dle_op both[] = {DLE_OP_ATAN2, DLE_OP_FMOD,  DLE_OP_REMAINDER, DLE_OP_FMAX,
+                         DLE_OP_FMIN,  DLE_OP_HYPOT, DLE_OP_LOGADDEXP, DLE_OP_COPYSIGN};
+  for (size_t i = 0; i < sizeof both / sizeof both[0]; i++)
+    r[both[i]] = (dle_grad_rule){vjp_binary, jvp_binary, DLE_SAVE(0) | DLE_SAVE(1), i >= 5};
   r[DLE_OP_GELU_BACKWARD] =
       (dle_grad_rule){vjp_binary, jvp_binary, DLE_SAVE(0) | DLE_SAVE(1), false};
   r[DLE_OP_WHERE] = (dle_grad_rule){vjp_where, jvp_where, DLE_SAVE(0), false};

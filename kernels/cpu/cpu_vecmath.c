@@ -105,11 +105,12 @@ static const cpu_vec_kernels avx2 = {
     // clang-format off
     .unary = {[DLE_OP_EXP] = map_exp, [DLE_OP_LOG] = map_log, [DLE_OP_TANH] = map_tanh,
               [DLE_OP_SIGMOID] = map_sigmoid, [DLE_OP_SILU] = map_silu, [DLE_OP_GELU] = map_gelu,
-              [DLE_OP_GELU_GRAD] = map_gelu_grad},
+              [DLE_OP_GELU_GRAD] = map_gelu_grad, [DLE_OP_ERF] = map_erf, [DLE_OP_ERFC] = map_erfc},
     .unary_stream = {[DLE_OP_EXP] = map_exp_stream, [DLE_OP_LOG] = map_log_stream,
                      [DLE_OP_TANH] = map_tanh_stream, [DLE_OP_SIGMOID] = map_sigmoid_stream,
                      [DLE_OP_SILU] = map_silu_stream, [DLE_OP_GELU] = map_gelu_stream,
-                     [DLE_OP_GELU_GRAD] = map_gelu_grad_stream},
+                     [DLE_OP_GELU_GRAD] = map_gelu_grad_stream, [DLE_OP_ERF] = map_erf_stream,
+                     [DLE_OP_ERFC] = map_erfc_stream},
     // clang-format on
     .binary = {[DLE_OP_GELU_BACKWARD] = map2_gelu_backward},
     .binary_stream = {[DLE_OP_GELU_BACKWARD] = map2_gelu_backward_stream},

@@ -12,8 +12,8 @@ typedef void (*cpu_vec_map_fn)(float *o, const float *x, int64_t n);
 typedef void (*cpu_vec_map2_fn)(float *o, const float *x, const float *g, int64_t n);
 
 typedef struct {
-  cpu_vec_map_fn
-      unary[DLE_NUM_OPS]; /* by op: exp, log, tanh, sigmoid, gelu(_grad), silu; others NULL */
+  cpu_vec_map_fn unary
+      [DLE_NUM_OPS]; /* by op: exp, log, tanh, sigmoid, gelu(_grad), silu, erf(c); others NULL */
   /* the same, writing o with streaming stores (then a fence); o must not be x */
   cpu_vec_map_fn unary_stream[DLE_NUM_OPS];
   /* by op: binary ops with a vector kernel (gelu_backward); o may equal x or g (not when streamed) */

@@ -4,6 +4,7 @@
 #include "cpu_loop.h"
 #include "cpu_stream.h"
 #include "cpu_vecmath.h"
+#include "../../engine/kernel/elementwise_math.h"
 
 #include <tgmath.h> /* exp(x) etc. pick the float or double version from x's type */
 
@@ -15,6 +16,21 @@
 #define CPU_GELU_GRAD(x)                                           \
   ((compute_t)0.5 * erfc(x * (compute_t)-0.70710678118654752440) + \
    x * exp((compute_t)-0.5 * x * x) * (compute_t)0.39894228040143267794)
+
+/* Integer (int64) or double versions of the division-like ops (elementwise_math.h); float32
+ * goes through double, where fmod is exact too. */
+#define CPU_FMOD(a, b)                               \
+  _Generic((a), float                                \
+           : fmodf((float)(a), (float)(b)), double   \
+           : fmod((double)(a), (double)(b)), default \
+           : ew_fmod_i64((int64_t)(a), (int64_t)(b)))
+#define CPU_DIVLIKE(a, b, F, I)                         \
+  _Generic((a), float                                   \
+           : (float)F((double)(a), (double)(b)), double \
+           : F((double)(a), (double)(b)), default       \
+           : I((int64_t)(a), (int64_t)(b)))
+
+#define CPU_ISINF(x) ((double)(x) == INFINITY || (double)(x) == -INFINITY)
 
 /* ---- the ops: name, expression of x (unary) or a, b (binary) in compute type CT ---- */
 #define UNARY_NUMERIC_OPS(X)                \
@@ -44,42 +60,81 @@
   X(SILU, x *CPU_SIGMOID(x))                                                                    \
   X(FLOOR, floor(x))                                                                            \
   X(CEIL, ceil(x))                                                                              \
-  X(ROUND, nearbyint(x))
+  X(ROUND, nearbyint(x))                                                                        \
+  X(TRUNC, trunc(x))                                                                            \
+  X(FRAC, x - trunc(x))                                                                         \
+  X(TAN, tan(x))                                                                                \
+  X(ASIN, asin(x))                                                                              \
+  X(ACOS, acos(x))                                                                              \
+  X(ATAN, atan(x))                                                                              \
+  X(SINH, sinh(x))                                                                              \
+  X(COSH, cosh(x))                                                                              \
+  X(ASINH, asinh(x))                                                                            \
+  X(ACOSH, acosh(x))                                                                            \
+  X(ATANH, atanh(x))                                                                            \
+  X(ERF, erf(x))                                                                                \
+  X(ERFC, erfc(x))                                                                              \
+  X(ERFINV, (compute_t)ew_erfinv((double)x))                                                    \
+  X(LOG2, log2(x))                                                                              \
+  X(LOG10, log10(x))                                                                            \
+  X(EXP2, exp2(x))                                                                              \
+  X(NAN_TO_NUM,                                                                                 \
+    x != x ? p0 : (x == (compute_t)INFINITY ? p1 : (x == -(compute_t)INFINITY ? p2 : x)))
 
-#define BINARY_NUMERIC_OPS(X)           \
-  X(ADD, CPU_WRAP(a, b, +))             \
-  X(SUB, CPU_WRAP(a, b, -))             \
-  X(MUL, CPU_WRAP(a, b, *))             \
-  X(POW, pow(a, b))                     \
-  X(MAXIMUM, (a > b || a != a) ? a : b) \
-  X(MINIMUM, (a < b || a != a) ? a : b)
+/* bool results, every dtype (integers are never NaN nor infinite) */
+#define PREDICATE_OPS(X) \
+  X(ISNAN, x != x)       \
+  X(ISINF, CPU_ISINF(x)) \
+  X(ISFINITE, x == x && !CPU_ISINF(x))
 
-#define BINARY_FLOAT_OPS(X) X(DIV, a / b) X(GELU_BACKWARD, b *CPU_GELU_GRAD(a))
+#define BINARY_NUMERIC_OPS(X)                                     \
+  X(ADD, CPU_WRAP(a, b, +))                                       \
+  X(SUB, CPU_WRAP(a, b, -))                                       \
+  X(MUL, CPU_WRAP(a, b, *))                                       \
+  X(POW, pow(a, b))                                               \
+  X(MAXIMUM, (a > b || a != a) ? a : b)                           \
+  X(MINIMUM, (a < b || a != a) ? a : b)                           \
+  X(FMAX, (a > b || b != b) ? a : b)                              \
+  X(FMIN, (a < b || b != b) ? a : b)                              \
+  X(FMOD, CPU_FMOD(a, b))                                         \
+  X(REMAINDER, CPU_DIVLIKE(a, b, ew_remainder, ew_remainder_i64)) \
+  X(FLOOR_DIVIDE, CPU_DIVLIKE(a, b, ew_div_floor, ew_div_floor_i64))
+
+#define BINARY_FLOAT_OPS(X)                                   \
+  X(DIV, a / b)                                               \
+  X(GELU_BACKWARD, b *CPU_GELU_GRAD(a))                       \
+  X(ATAN2, atan2(a, b))                                       \
+  X(HYPOT, hypot(a, b))                                       \
+  X(LOGADDEXP, (compute_t)ew_logaddexp((double)a, (double)b)) \
+  X(COPYSIGN, copysign(a, b))
 
 #define COMPARE_OPS(X) \
   X(EQ, a == b) X(NE, a != b) X(LT, a < b) X(LE, a <= b) X(GT, a > b) X(GE, a >= b)
 
 /* ---- loop templates ---- */
-#define UNARY_LOOP(OP, EXPR, ID, T, CT)                                                   \
-  static void unary_##OP##_##ID(char **p, const int64_t *s, int64_t n, const void *ctx) { \
-    typedef CT compute_t; /* the op expressions name the compute type this way */         \
-    const double *f = ((const dle_attrs *)ctx)->f;                                        \
-    const CT p0 = CPU_PARAM(CT, f[0]), p1 = CPU_PARAM(CT, f[1]);                          \
-    (void)p0, (void)p1, (void)sizeof(compute_t);                                          \
-    if (s[0] == sizeof(T) && s[1] == sizeof(T)) {                                         \
-      T *o = (T *)p[0];                                                                   \
-      const T *in = (const T *)p[1];                                                      \
-      _Pragma("GCC ivdep")                                                                \
-      for (int64_t i = 0; i < n; i++) {                                                   \
-        CT x = LD_##ID(in[i]);                                                            \
-        o[i] = ST_##ID(EXPR);                                                             \
-      }                                                                                   \
-    } else {                                                                              \
-      for (int64_t i = 0; i < n; i++) {                                                   \
-        CT x = LD_##ID(*(const T *)(p[1] + i * s[1]));                                    \
-        *(T *)(p[0] + i * s[0]) = ST_##ID(EXPR);                                          \
-      }                                                                                   \
-    }                                                                                     \
+#define UNARY_LOOP(OP, EXPR, ID, T, CT)                                                           \
+  static void unary_##OP##_##ID(char **p, const int64_t *s, int64_t n, const void *ctx) {         \
+    typedef CT compute_t; /* the op expressions name the compute type this way */                 \
+    const dle_attrs *at = ctx;                                                                    \
+    const double *f = at->f;                                                                      \
+    const CT p0 = CPU_PARAM(CT, f[0]), p1 = CPU_PARAM(CT, f[1]);                                  \
+    const CT p2 =                                                                                 \
+        DLE_OP_##OP == DLE_OP_NAN_TO_NUM ? CPU_PARAM(CT, ew_double_of_bits(at->ints[0])) : (CT)0; \
+    (void)p0, (void)p1, (void)p2, (void)sizeof(compute_t);                                        \
+    if (s[0] == sizeof(T) && s[1] == sizeof(T)) {                                                 \
+      T *o = (T *)p[0];                                                                           \
+      const T *in = (const T *)p[1];                                                              \
+      _Pragma("GCC ivdep")                                                                        \
+      for (int64_t i = 0; i < n; i++) {                                                           \
+        CT x = LD_##ID(in[i]);                                                                    \
+        o[i] = ST_##ID(EXPR);                                                                     \
+      }                                                                                           \
+    } else {                                                                                      \
+      for (int64_t i = 0; i < n; i++) {                                                           \
+        CT x = LD_##ID(*(const T *)(p[1] + i * s[1]));                                            \
+        *(T *)(p[0] + i * s[0]) = ST_##ID(EXPR);                                                  \
+      }                                                                                           \
+    }                                                                                             \
   }
 
 /* Binary: one body, three layouts (both contiguous, a contiguous with scalar b, scalar a with
@@ -142,6 +197,16 @@
     }                                                                                \
   }
 
+#define PREDICATE_LOOP(OP, EXPR, ID, T, CT)                                                   \
+  static void predicate_##OP##_##ID(char **p, const int64_t *s, int64_t n, const void *ctx) { \
+    typedef CT compute_t;                                                                     \
+    (void)ctx, (void)sizeof(compute_t);                                                       \
+    for (int64_t i = 0; i < n; i++) {                                                         \
+      CT x = LD_##ID(*(const T *)(p[1] + i * s[1]));                                          \
+      *(uint8_t *)(p[0] + i * s[0]) = (uint8_t)(EXPR);                                        \
+    }                                                                                         \
+  }
+
 static void logical_not_BOOL(char **p, const int64_t *s, int64_t n, const void *ctx) {
   (void)ctx;
   for (int64_t i = 0; i < n; i++)
@@ -154,12 +219,14 @@ static void logical_not_BOOL(char **p, const int64_t *s, int64_t n, const void *
 #define BINARY_NUMERIC(OP, EXPR) CPU_NUMERIC_TYPES_WITH(BINARY_LOOP, OP, EXPR)
 #define BINARY_FLOAT(OP, EXPR)   CPU_FLOAT_TYPES_WITH(BINARY_LOOP, OP, EXPR)
 #define COMPARE_ALL(OP, EXPR)    CPU_ALL_TYPES_WITH(COMPARE_LOOP, OP, EXPR)
+#define PREDICATE_ALL(OP, EXPR)  CPU_ALL_TYPES_WITH(PREDICATE_LOOP, OP, EXPR)
 
 UNARY_NUMERIC_OPS(UNARY_NUMERIC)
 UNARY_FLOAT_OPS(UNARY_FLOAT)
 BINARY_NUMERIC_OPS(BINARY_NUMERIC)
 BINARY_FLOAT_OPS(BINARY_FLOAT)
 COMPARE_OPS(COMPARE_ALL)
+PREDICATE_OPS(PREDICATE_ALL)
 CPU_ALL_TYPES(WHERE_LOOP)
 
 /* ---- dispatch tables [op][dtype] ---- */
@@ -169,20 +236,28 @@ CPU_ALL_TYPES(WHERE_LOOP)
 #define BINARY_NUMERIC_ENTRIES(OP, EXPR)   CPU_NUMERIC_TYPES_WITH(ENTRY, binary, OP, EXPR)
 #define BINARY_FLOAT_ENTRIES(OP, EXPR)     CPU_FLOAT_TYPES_WITH(ENTRY, binary, OP, EXPR)
 #define COMPARE_ENTRIES(OP, EXPR)          CPU_ALL_TYPES_WITH(ENTRY, compare, OP, EXPR)
+#define PREDICATE_ENTRIES(OP, EXPR)        CPU_ALL_TYPES_WITH(ENTRY, predicate, OP, EXPR)
 #define WHERE_ENTRY(ID, T, CT)             [DLE_OP_WHERE][DLE_##ID] = where_##ID,
 
 static const cpu_loop_fn loops[DLE_NUM_OPS][DLE_NUM_DTYPES] = {
     UNARY_NUMERIC_OPS(UNARY_NUMERIC_ENTRIES) UNARY_FLOAT_OPS(UNARY_FLOAT_ENTRIES)
         BINARY_NUMERIC_OPS(BINARY_NUMERIC_ENTRIES) BINARY_FLOAT_OPS(BINARY_FLOAT_ENTRIES)
-            COMPARE_OPS(COMPARE_ENTRIES) CPU_ALL_TYPES(WHERE_ENTRY)[DLE_OP_LOGICAL_NOT][DLE_BOOL] =
-                logical_not_BOOL,
+            COMPARE_OPS(COMPARE_ENTRIES) PREDICATE_OPS(PREDICATE_ENTRIES)
+                CPU_ALL_TYPES(WHERE_ENTRY)[DLE_OP_LOGICAL_NOT][DLE_BOOL] = logical_not_BOOL,
 };
 
 /* Ops whose element costs a libm-class function go on several threads from CPU_PARALLEL_GRAIN
  * elements; the others (a few instructions, bound by memory) from CPU_PARALLEL_GRAIN_LIGHT. */
 #define HEAVY_ENTRY(OP, EXPR) [DLE_OP_##OP] = true,
 static const bool heavy[DLE_NUM_OPS] = {UNARY_FLOAT_OPS(HEAVY_ENTRY)[DLE_OP_POW] = true,
-                                        [DLE_OP_POW_SCALAR] = true, [DLE_OP_GELU_BACKWARD] = true};
+                                        [DLE_OP_POW_SCALAR] = true,
+                                        [DLE_OP_GELU_BACKWARD] = true,
+                                        [DLE_OP_ATAN2] = true,
+                                        [DLE_OP_HYPOT] = true,
+                                        [DLE_OP_LOGADDEXP] = true,
+                                        [DLE_OP_FMOD] = true,
+                                        [DLE_OP_REMAINDER] = true,
+                                        [DLE_OP_FLOOR_DIVIDE] = true};
 static int64_t grain_of(dle_op op) {
   return heavy[op] ? CPU_PARALLEL_GRAIN : CPU_PARALLEL_GRAIN_LIGHT;
 }

@@ -34,6 +34,7 @@ local function merge(m)
 end
 merge(require "dle.tensor")
 merge(require "dle.einsum")
+merge(require "dle.ternary")
 merge(require "dle.autograd")
 merge(require "dle.linalg")
 

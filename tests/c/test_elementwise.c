@@ -39,6 +39,40 @@ static bool unary_ref(dle_op op, double x, const double *f, double *y) {
     case DLE_OP_LOGICAL_NOT: *y = x == 0; break;
     case DLE_OP_POW_SCALAR: *y = pow(x, f[0]); break;
     case DLE_OP_CLAMP: *y = x < f[0] ? f[0] : x > f[1] ? f[1] : x; break;
+    case DLE_OP_TRUNC: *y = trunc(x); break;
+    case DLE_OP_FRAC: *y = x - trunc(x); break;
+    case DLE_OP_TAN: *y = tan(x); break;
+    case DLE_OP_ASIN: *y = asin(x); break;
+    case DLE_OP_ACOS: *y = acos(x); break;
+    case DLE_OP_ATAN: *y = atan(x); break;
+    case DLE_OP_SINH: *y = sinh(x); break;
+    case DLE_OP_COSH: *y = cosh(x); break;
+    case DLE_OP_ASINH: *y = asinh(x); break;
+    case DLE_OP_ACOSH: *y = acosh(x); break;
+    case DLE_OP_ATANH: *y = atanh(x); break;
+    case DLE_OP_ERF: *y = erf(x); break;
+    case DLE_OP_ERFC: *y = erfc(x); break;
+    case DLE_OP_ERFINV: /* bisection on erf: independent of the kernel's Newton steps */
+      if (fabs(x) >= 1) {
+        *y = fabs(x) == 1 ? copysign(INFINITY, x) : NAN;
+      } else {
+        double lo = -7, hi = 7;
+        for (int i = 0; i < 200; i++) {
+          double m = (lo + hi) / 2;
+          *(erf(m) < x ? &lo : &hi) = m;
+        }
+        *y = (lo + hi) / 2;
+      }
+      break;
+    case DLE_OP_LOG2: *y = log2(x); break;
+    case DLE_OP_LOG10: *y = log10(x); break;
+    case DLE_OP_EXP2: *y = exp2(x); break;
+    case DLE_OP_ISNAN: *y = isnan(x); break;
+    case DLE_OP_ISINF: *y = isinf(x); break;
+    case DLE_OP_ISFINITE: *y = isfinite(x); break;
+    case DLE_OP_NAN_TO_NUM:
+      *y = isnan(x) ? f[0] : x == INFINITY ? f[1] : x == -INFINITY ? 0 : x;
+      break;
     default: return false;
   }
   return true;
@@ -56,6 +90,19 @@ static bool binary_ref(dle_op op, double a, double b, double *y) {
     case DLE_OP_GELU_BACKWARD:
       *y = b * (0.5 * erfc(-a / sqrt(2.0)) + a * exp(-0.5 * a * a) / sqrt(2 * M_PI));
       break;
+    case DLE_OP_ATAN2: *y = atan2(a, b); break;
+    case DLE_OP_FMOD: *y = fmod(a, b); break;
+    case DLE_OP_REMAINDER: {
+      double r = fmod(a, b);
+      *y = r != 0 && (r < 0) != (b < 0) ? r + b : r;
+      break;
+    }
+    case DLE_OP_FLOOR_DIVIDE: *y = floor(a / b); break;
+    case DLE_OP_FMAX: *y = fmax(a, b); break;
+    case DLE_OP_FMIN: *y = fmin(a, b); break;
+    case DLE_OP_HYPOT: *y = hypot(a, b); break;
+    case DLE_OP_LOGADDEXP: *y = fmax(a, b) + log1p(exp(-fabs(a - b))); break;
+    case DLE_OP_COPYSIGN: *y = copysign(a, b); break;
     case DLE_OP_EQ: *y = a == b; break;
     case DLE_OP_NE: *y = a != b; break;
     case DLE_OP_LT: *y = a < b; break;
@@ -164,7 +211,8 @@ static void unary_attrs(dle_op op, dle_dtype dt, double *f) {
 
 /* Result dtype of a unary op on dt: the rule ops.def's flags describe. */
 static dle_dtype unary_result_dtype(dle_op op, dle_dtype dt, const double *f) {
-  if (op == DLE_OP_LOGICAL_NOT) return DLE_BOOL;
+  if (op == DLE_OP_LOGICAL_NOT || op == DLE_OP_ISNAN || op == DLE_OP_ISINF || op == DLE_OP_ISFINITE)
+    return DLE_BOOL;
   if (dle_dtype_is_float(dt)) return dt;
   if (dle_op_get_info(op)->flags & DLE_FLOATOUT) return DLE_DEFAULT_FLOAT;
   if (op == DLE_OP_POW_SCALAR && (f[0] != floor(f[0]) || f[0] < 0)) return DLE_DEFAULT_FLOAT;
@@ -176,6 +224,9 @@ static void binary_domains(dle_op op, dle_dtype dt, value_domain *da, value_doma
   *da = fl ? DOM_ANY : DOM_INT, *db = fl ? DOM_ANY : DOM_INT;
   if (op == DLE_OP_DIV) *db = fl ? DOM_POS : DOM_INT_POS;
   if (op == DLE_OP_POW) *da = fl ? DOM_POS : DOM_SMALL_INT, *db = fl ? DOM_ANY : DOM_EXPONENT;
+  /* integer division by 0 is defined as 0 (elementwise_spec.lua checks it), not floor(a / 0) */
+  if (!fl && (op == DLE_OP_FMOD || op == DLE_OP_REMAINDER || op == DLE_OP_FLOOR_DIVIDE))
+    *db = DOM_INT_POS;
   if (kind_of(op) == DLE_KIND_COMPARE) *da = *db = DOM_SMALL_INT;
 }
 
@@ -247,6 +298,7 @@ static const operand unary_cases[] = {
 
 static void run_unary_case(dle_op op, dle_dtype dt, const operand *c) {
   if (is_large(c, 1) && !runs_large_cases(op)) return;
+  if (op == DLE_OP_FRAC && !dle_dtype_is_float(dt)) return; /* floats only, as in PyTorch */
   double f[2];
   unary_attrs(op, dt, f);
   char what[256];

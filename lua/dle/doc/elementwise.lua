@@ -5,7 +5,8 @@
 -- Every function here is both `dle.NAME(t, ...)` and the method `t:NAME(...)`. Binary ones
 -- broadcast their operands (sizes aligned from the last dim; a size 1 stretches) and take a
 -- tensor or a Lua number on either side; the operators `a + b`, `a - b`, `a * b`, `a / b`,
--- `-a` and `a ^ p` call them. The result dtype is the promotion of the tensor operands
+-- `a % b` (remainder), `a // b` (floor_divide), `-a` and `a ^ p` call them. The result dtype is
+-- the promotion of the tensor operands
 -- (bool < uint8 < int32 < int64 < floats, the wider float wins; float16 with bfloat16 gives
 -- float32; arithmetic on bool operands only counts in int64); a Lua number keeps the tensor's
 -- dtype unless it is fractional and the tensor integer (then float32). div and the float-valued
@@ -440,3 +441,371 @@
 -- @param y tensor or number (where cond is false)
 -- @treturn dle.Tensor
 -- @usage local y = x:where(x:gt(0), 0)   -- relu
+
+--- Rounds t toward zero elementwise (same dtype; integers unchanged). No gradient flows through it.
+-- Also `t:trunc()`; in place: `t:trunc_()`.
+-- @function dle.trunc
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place trunc: writes trunc(t) into t (in t's dtype) and returns t.
+-- @function Tensor:trunc_
+-- @treturn dle.Tensor t
+
+--- Returns the fractional part t - trunc(t) elementwise, with t's sign (floats only: an integer tensor is an error).
+-- Also `t:frac()`; in place: `t:frac_()`.
+-- @function dle.frac
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place frac: writes frac(t) into t (in t's dtype) and returns t.
+-- @function Tensor:frac_
+-- @treturn dle.Tensor t
+
+--- Returns the tangent of t (radians) elementwise.
+-- Integer inputs give float32.
+-- Also `t:tan()`; in place: `t:tan_()`.
+-- @function dle.tan
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place tan: writes tan(t) into t (in t's dtype) and returns t.
+-- @function Tensor:tan_
+-- @treturn dle.Tensor t
+
+--- Returns the arcsine of t elementwise, in [-pi/2, pi/2] (NaN outside [-1, 1]).
+-- Integer inputs give float32.
+-- Also `t:asin()`; in place: `t:asin_()`.
+-- @function dle.asin
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place asin: writes asin(t) into t (in t's dtype) and returns t.
+-- @function Tensor:asin_
+-- @treturn dle.Tensor t
+
+--- Returns the arccosine of t elementwise, in [0, pi] (NaN outside [-1, 1]).
+-- Integer inputs give float32.
+-- Also `t:acos()`; in place: `t:acos_()`.
+-- @function dle.acos
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place acos: writes acos(t) into t (in t's dtype) and returns t.
+-- @function Tensor:acos_
+-- @treturn dle.Tensor t
+
+--- Returns the arctangent of t elementwise, in (-pi/2, pi/2).
+-- Integer inputs give float32.
+-- Also `t:atan()`; in place: `t:atan_()`.
+-- @function dle.atan
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place atan: writes atan(t) into t (in t's dtype) and returns t.
+-- @function Tensor:atan_
+-- @treturn dle.Tensor t
+
+--- Returns the hyperbolic sine of t elementwise.
+-- Integer inputs give float32.
+-- Also `t:sinh()`; in place: `t:sinh_()`.
+-- @function dle.sinh
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place sinh: writes sinh(t) into t (in t's dtype) and returns t.
+-- @function Tensor:sinh_
+-- @treturn dle.Tensor t
+
+--- Returns the hyperbolic cosine of t elementwise.
+-- Integer inputs give float32.
+-- Also `t:cosh()`; in place: `t:cosh_()`.
+-- @function dle.cosh
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place cosh: writes cosh(t) into t (in t's dtype) and returns t.
+-- @function Tensor:cosh_
+-- @treturn dle.Tensor t
+
+--- Returns the inverse hyperbolic sine of t elementwise.
+-- Integer inputs give float32.
+-- Also `t:asinh()`; in place: `t:asinh_()`.
+-- @function dle.asinh
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place asinh: writes asinh(t) into t (in t's dtype) and returns t.
+-- @function Tensor:asinh_
+-- @treturn dle.Tensor t
+
+--- Returns the inverse hyperbolic cosine of t elementwise (NaN below 1).
+-- Integer inputs give float32.
+-- Also `t:acosh()`; in place: `t:acosh_()`.
+-- @function dle.acosh
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place acosh: writes acosh(t) into t (in t's dtype) and returns t.
+-- @function Tensor:acosh_
+-- @treturn dle.Tensor t
+
+--- Returns the inverse hyperbolic tangent of t elementwise (+-inf at +-1, NaN beyond).
+-- Integer inputs give float32.
+-- Also `t:atanh()`; in place: `t:atanh_()`.
+-- @function dle.atanh
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place atanh: writes atanh(t) into t (in t's dtype) and returns t.
+-- @function Tensor:atanh_
+-- @treturn dle.Tensor t
+
+--- Returns the error function of t elementwise (float32 uses an AVX2 kernel where the CPU has one).
+-- Integer inputs give float32.
+-- Also `t:erf()`; in place: `t:erf_()`.
+-- @function dle.erf
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place erf: writes erf(t) into t (in t's dtype) and returns t.
+-- @function Tensor:erf_
+-- @treturn dle.Tensor t
+
+--- Returns the complementary error function 1 - erf(t) elementwise, accurate where erf(t) is near 1.
+-- Integer inputs give float32.
+-- Also `t:erfc()`; in place: `t:erfc_()`.
+-- @function dle.erfc
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place erfc: writes erfc(t) into t (in t's dtype) and returns t.
+-- @function Tensor:erfc_
+-- @treturn dle.Tensor t
+
+--- Returns the inverse error function of t elementwise: +-inf at +-1, NaN outside [-1, 1].
+-- Integer inputs give float32.
+-- Also `t:erfinv()`; in place: `t:erfinv_()`.
+-- @function dle.erfinv
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place erfinv: writes erfinv(t) into t (in t's dtype) and returns t.
+-- @function Tensor:erfinv_
+-- @treturn dle.Tensor t
+
+--- Returns the base-2 logarithm of t elementwise (-inf at 0, NaN below).
+-- Integer inputs give float32.
+-- Also `t:log2()`; in place: `t:log2_()`.
+-- @function dle.log2
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place log2: writes log2(t) into t (in t's dtype) and returns t.
+-- @function Tensor:log2_
+-- @treturn dle.Tensor t
+
+--- Returns the base-10 logarithm of t elementwise (-inf at 0, NaN below).
+-- Integer inputs give float32.
+-- Also `t:log10()`; in place: `t:log10_()`.
+-- @function dle.log10
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place log10: writes log10(t) into t (in t's dtype) and returns t.
+-- @function Tensor:log10_
+-- @treturn dle.Tensor t
+
+--- Returns 2 to the power of t elementwise.
+-- Integer inputs give float32.
+-- Also `t:exp2()`; in place: `t:exp2_()`.
+-- @function dle.exp2
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor
+
+--- In-place exp2: writes exp2(t) into t (in t's dtype) and returns t.
+-- @function Tensor:exp2_
+-- @treturn dle.Tensor t
+
+--- Returns a bool tensor, true where t is NaN (integer tensors are never NaN nor infinite).
+-- Also `t:isnan()`. Not differentiable; there is no in-place form.
+-- @function dle.isnan
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor bool
+
+--- Returns a bool tensor, true where t is +inf or -inf (integer tensors are never NaN nor infinite).
+-- Also `t:isinf()`. Not differentiable; there is no in-place form.
+-- @function dle.isinf
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor bool
+
+--- Returns a bool tensor, true where t is neither NaN nor infinite (integer tensors are never NaN nor infinite).
+-- Also `t:isfinite()`. Not differentiable; there is no in-place form.
+-- @function dle.isfinite
+-- @tparam dle.Tensor t
+-- @treturn dle.Tensor bool
+
+--- Replaces NaN, +inf and -inf in t (PyTorch's nan_to_num): NaN by nan (default 0), +inf by
+-- posinf and -inf by neginf (defaults: the largest and lowest finite value of t's dtype). The values
+-- are given in order or by name; integer tensors come back unchanged. The gradient passes where t
+-- is finite and is 0 elsewhere. Also `t:nan_to_num(...)`; in place: `t:nan_to_num_(...)`.
+-- @function dle.nan_to_num
+-- @tparam dle.Tensor t
+-- @param[opt] nan number, or an options table `{nan =, posinf =, neginf =}`
+-- @tparam[opt] number posinf
+-- @tparam[opt] number neginf
+-- @treturn dle.Tensor
+-- @usage local y = x:nan_to_num({nan = 0, posinf = 1e4})
+
+--- In-place nan_to_num: writes nan_to_num(t, ...) into t and returns t.
+-- @function Tensor:nan_to_num_
+-- @param[opt] nan number or options table
+-- @tparam[opt] number posinf
+-- @tparam[opt] number neginf
+-- @treturn dle.Tensor t
+
+--- Returns the angle atan(a / b) in the quadrant of the point (b, a) elementwise, broadcasting, in
+-- [-pi, pi]. Integer inputs give float32.
+-- a or b may be a Lua number (at least one must be a tensor). Also `a:atan2(b)`; in place:
+-- `a:atan2_(b)`.
+-- @function dle.atan2
+-- @param a tensor or number
+-- @param b tensor or number
+-- @treturn dle.Tensor
+-- @usage local r = x:atan2(b)
+
+--- In-place atan2: writes atan2(a, b) into a (in a's dtype) and returns a.
+-- b must broadcast to a's shape.
+-- @function Tensor:atan2_
+-- @param b tensor or number
+-- @treturn dle.Tensor a
+
+--- Returns the remainder of a / b with the sign of a (C's fmod, rounding the quotient toward zero),
+-- broadcasting. Integer tensors stay integer; an integer remainder by 0 is 0 (defined, not an
+-- error).
+-- a or b may be a Lua number (at least one must be a tensor). Also `a:fmod(b)`; in place:
+-- `a:fmod_(b)`.
+-- @function dle.fmod
+-- @param a tensor or number
+-- @param b tensor or number
+-- @treturn dle.Tensor
+-- @usage local r = x:fmod(3)
+
+--- In-place fmod: writes fmod(a, b) into a (in a's dtype) and returns a.
+-- b must broadcast to a's shape.
+-- @function Tensor:fmod_
+-- @param b tensor or number
+-- @treturn dle.Tensor a
+
+--- Returns the remainder of a / b with the sign of b (Python's %, PyTorch's remainder),
+-- broadcasting; also the operator `a % b`. Integer tensors stay integer; an integer remainder by 0
+-- is 0 (defined, as NumPy; PyTorch raises).
+-- a or b may be a Lua number (at least one must be a tensor). Also `a:remainder(b)`; in place:
+-- `a:remainder_(b)`.
+-- @function dle.remainder
+-- @param a tensor or number
+-- @param b tensor or number
+-- @treturn dle.Tensor
+-- @usage local r = x:remainder(3)
+
+--- In-place remainder: writes remainder(a, b) into a (in a's dtype) and returns a.
+-- b must broadcast to a's shape.
+-- @function Tensor:remainder_
+-- @param b tensor or number
+-- @treturn dle.Tensor a
+
+--- Returns floor(a / b) elementwise (PyTorch's floor rounding), broadcasting; also the operator `a
+-- // b`. Integer tensors stay integer: integer division by 0 gives 0 (defined, as NumPy) and the
+-- lowest int64 divided by -1 wraps to itself. Not differentiable.
+-- a or b may be a Lua number (at least one must be a tensor). Also `a:floor_divide(b)`; in place:
+-- `a:floor_divide_(b)`.
+-- @function dle.floor_divide
+-- @param a tensor or number
+-- @param b tensor or number
+-- @treturn dle.Tensor
+-- @usage local r = x:floor_divide(2)
+
+--- In-place floor_divide: writes floor_divide(a, b) into a (in a's dtype) and returns a.
+-- b must broadcast to a's shape.
+-- @function Tensor:floor_divide_
+-- @param b tensor or number
+-- @treturn dle.Tensor a
+
+--- Returns the larger of a and b elementwise, broadcasting; a NaN loses to a number (NaN only where
+-- both are NaN). Ties and a NaN b give the gradient to a (as PyTorch).
+-- a or b may be a Lua number (at least one must be a tensor). Also `a:fmax(b)`; in place:
+-- `a:fmax_(b)`.
+-- @function dle.fmax
+-- @param a tensor or number
+-- @param b tensor or number
+-- @treturn dle.Tensor
+-- @usage local r = x:fmax(0)
+
+--- In-place fmax: writes fmax(a, b) into a (in a's dtype) and returns a.
+-- b must broadcast to a's shape.
+-- @function Tensor:fmax_
+-- @param b tensor or number
+-- @treturn dle.Tensor a
+
+--- Returns the smaller of a and b elementwise, broadcasting; a NaN loses to a number (NaN only
+-- where both are NaN). Ties and a NaN b give the gradient to a (as PyTorch).
+-- a or b may be a Lua number (at least one must be a tensor). Also `a:fmin(b)`; in place:
+-- `a:fmin_(b)`.
+-- @function dle.fmin
+-- @param a tensor or number
+-- @param b tensor or number
+-- @treturn dle.Tensor
+-- @usage local r = x:fmin(0)
+
+--- In-place fmin: writes fmin(a, b) into a (in a's dtype) and returns a.
+-- b must broadcast to a's shape.
+-- @function Tensor:fmin_
+-- @param b tensor or number
+-- @treturn dle.Tensor a
+
+--- Returns sqrt(a^2 + b^2) elementwise without overflow, broadcasting. Integer inputs give float32.
+-- a or b may be a Lua number (at least one must be a tensor). Also `a:hypot(b)`; in place:
+-- `a:hypot_(b)`.
+-- @function dle.hypot
+-- @param a tensor or number
+-- @param b tensor or number
+-- @treturn dle.Tensor
+-- @usage local r = x:hypot(b)
+
+--- In-place hypot: writes hypot(a, b) into a (in a's dtype) and returns a.
+-- b must broadcast to a's shape.
+-- @function Tensor:hypot_
+-- @param b tensor or number
+-- @treturn dle.Tensor a
+
+--- Returns log(exp(a) + exp(b)) elementwise without overflow, broadcasting. Integer inputs give
+-- float32.
+-- a or b may be a Lua number (at least one must be a tensor). Also `a:logaddexp(b)`; in place:
+-- `a:logaddexp_(b)`.
+-- @function dle.logaddexp
+-- @param a tensor or number
+-- @param b tensor or number
+-- @treturn dle.Tensor
+-- @usage local r = x:logaddexp(b)
+
+--- In-place logaddexp: writes logaddexp(a, b) into a (in a's dtype) and returns a.
+-- b must broadcast to a's shape.
+-- @function Tensor:logaddexp_
+-- @param b tensor or number
+-- @treturn dle.Tensor a
+
+--- Returns |a| with the sign of b elementwise (the sign bit: -0 counts as negative), broadcasting.
+-- Integer inputs give float32; no gradient flows to b.
+-- a or b may be a Lua number (at least one must be a tensor). Also `a:copysign(b)`; in place:
+-- `a:copysign_(b)`.
+-- @function dle.copysign
+-- @param a tensor or number
+-- @param b tensor or number
+-- @treturn dle.Tensor
+-- @usage local r = x:copysign(-1)
+
+--- In-place copysign: writes copysign(a, b) into a (in a's dtype) and returns a.
+-- b must broadcast to a's shape.
+-- @function Tensor:copysign_
+-- @param b tensor or number
+-- @treturn dle.Tensor a

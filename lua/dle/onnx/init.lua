@@ -35,7 +35,6 @@ end
 --- ONNX operators (default domain, opsets 7-17) that dle's public ops cannot express exactly
 -- today: a model using them fails to load naming them; each needs a real dle op first.
 onnx.missing = {
-  "Acos", "Asin", "Atan", "Erf",
   "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor",
   "CumSum",
   "If", "Loop", "MaxRoiPool",

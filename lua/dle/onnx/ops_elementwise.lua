@@ -29,16 +29,10 @@ E.Pow = function(_, a, b)
   local y = dle.pow(U.is_float(a) and a or a:double(), b:to(U.is_float(a) and a:dtype() or "float64"))
   return y:to(a:dtype())
 end
+-- fmod = 1: C's fmod (the dividend's sign); fmod = 0: the divisor's sign (numpy's %)
 E.Mod = function(ctx, a, b)
-  if U.is_float(a) then
-    if (ctx.a.fmod or 0) == 1 then return a - (a / b):sign() * (a / b):abs():floor() * b end
-    return a - (a / b):floor() * b
-  end
-  local r = a - int_div(a, b) * b
-  if (ctx.a.fmod or 0) == 1 then return r end
-  -- integer mod with fmod = 0 takes the divisor's sign (numpy's %)
-  local fix = r:ne(0):logical_and(r:lt(0):logical_xor(b:lt(0)))
-  return dle.where(fix, r + b, r)
+  if (ctx.a.fmod or 0) == 1 then return dle.fmod(a, b) end
+  return dle.remainder(a, b)
 end
 
 E.Neg = unary("neg")
@@ -57,16 +51,16 @@ E.Cos = unary("cos")
 E.Sign = unary("sign")
 -- ONNX rounds halves to even, as dle's round does
 E.Round = unary("round")
-E.Tan = function(_, x) return x:sin() / x:cos() end
--- Hyperbolic functions from expm1/log1p, accurate near 0 where exp(x) - exp(-x) would cancel.
-E.Sinh = function(_, x) return (x:expm1() - (-x):expm1()) * 0.5 end
-E.Cosh = function(_, x) return (x:exp() + (-x):exp()) * 0.5 end
-E.Asinh = function(_, x)
-  local a = x:abs()
-  return x:sign() * (a + a * a / ((a * a + 1):sqrt() + 1)):log1p()
-end
-E.Acosh = function(_, x) return (x + (x * x - 1):sqrt()):log() end
-E.Atanh = function(_, x) return (x:log1p() - (-x):log1p()) * 0.5 end
+E.Tan = unary("tan")
+E.Asin = unary("asin")
+E.Acos = unary("acos")
+E.Atan = unary("atan")
+E.Sinh = unary("sinh")
+E.Cosh = unary("cosh")
+E.Asinh = unary("asinh")
+E.Acosh = unary("acosh")
+E.Atanh = unary("atanh")
+E.Erf = unary("erf")
 E.Shrink = function(ctx, x)
   local lambd, bias = ctx.a.lambd or 0.5, ctx.a.bias or 0
   local y = dle.where(x:lt(-lambd), x + bias, dle.where(x:gt(lambd), x - bias, 0))
@@ -135,10 +129,10 @@ E.Not = function(_, a) return a:logical_not() end
 E.And = function(_, a, b) return a:logical_and(b) end
 E.Or = function(_, a, b) return a:logical_or(b) end
 E.Xor = function(_, a, b) return a:logical_xor(b) end
-E.IsNaN = function(_, x) return x:ne(x) end
+E.IsNaN = unary("isnan")
 E.IsInf = function(ctx, x)
   local pos, neg = (ctx.a.detect_positive or 1) == 1, (ctx.a.detect_negative or 1) == 1
-  local inf = x:abs():eq(math.huge)
+  local inf = x:isinf()
   if not pos then inf = inf:logical_and(x:lt(0)) end
   if not neg then inf = inf:logical_and(x:gt(0)) end
   return inf
