@@ -196,18 +196,21 @@ dle_status dle_conv2d(dle_tensor **out, dle_tensor *x, dle_tensor *w, dle_tensor
   return dle_op_call(DLE_OP_CONV2D, out, ins, bias ? 3 : 2, &a);
 }
 
+/* A gradient op of conv2d on gy and v (w or x), whose output's last two sizes are h, w. */
+static dle_status conv_grad_call(dle_op op, dle_tensor **out, dle_tensor *gy, dle_tensor *v,
+                                 const dle_conv2d_params *p, int64_t h, int64_t w) {
+  dle_attrs a = conv_attrs(p);
+  a.ints[7] = h, a.ints[8] = w, a.nints = 9;
+  dle_tensor *ins[2] = {gy, v};
+  return dle_op_call(op, out, ins, 2, &a);
+}
+
 dle_status dle_conv2d_grad_input(dle_tensor **out, dle_tensor *gy, dle_tensor *w,
                                  const dle_conv2d_params *p, int64_t h, int64_t w_) {
-  dle_attrs a = conv_attrs(p);
-  a.ints[7] = h, a.ints[8] = w_, a.nints = 9;
-  dle_tensor *ins[2] = {gy, w};
-  return dle_op_call(DLE_OP_CONV2D_GRAD_INPUT, out, ins, 2, &a);
+  return conv_grad_call(DLE_OP_CONV2D_GRAD_INPUT, out, gy, w, p, h, w_);
 }
 
 dle_status dle_conv2d_grad_weight(dle_tensor **out, dle_tensor *gy, dle_tensor *x,
                                   const dle_conv2d_params *p, int64_t kh, int64_t kw) {
-  dle_attrs a = conv_attrs(p);
-  a.ints[7] = kh, a.ints[8] = kw, a.nints = 9;
-  dle_tensor *ins[2] = {gy, x};
-  return dle_op_call(DLE_OP_CONV2D_GRAD_WEIGHT, out, ins, 2, &a);
+  return conv_grad_call(DLE_OP_CONV2D_GRAD_WEIGHT, out, gy, x, p, kh, kw);
 }
