@@ -1,5 +1,5 @@
-/* lua_nn_opts.h — reading the options tables of the nn ops and losses (lua_nn.c, lua_losses.c, lua_attention.c):
- * {reduction = "mean"|"sum"|"none", ignore_index = i, label_smoothing = e, ...}. */
+/* lua_nn_opts.h — reading the options tables of the nn ops, losses and attention (lua_nn.c,
+ * lua_losses.c, lua_attention.c): {reduction = "mean"|"sum"|"none", ignore_index = i, label_smoothing = e, ...}. */
 #ifndef DLE_LUA_NN_OPTS_H
 #define DLE_LUA_NN_OPTS_H
 

@@ -26,15 +26,9 @@ static const char *const input_size[] = {"input size"}, *const kernel_size[] = {
 static dle_status check_conv_attrs(const char *fn, const dle_attrs *a) {
   const int64_t *v = a->ints;
   DLE_TRY(check_bounded(fn, a, 0, 7, GEOM_MAX, conv_names));
-  if (v[0] < 1 || v[1] < 1)
-    return dle_error("%s: stride must be positive, got {%lld, %lld}", fn, (long long)v[0],
-                     (long long)v[1]);
-  if (v[2] < 0 || v[3] < 0)
-    return dle_error("%s: padding must be non-negative, got {%lld, %lld}", fn, (long long)v[2],
-                     (long long)v[3]);
-  if (v[4] < 1 || v[5] < 1)
-    return dle_error("%s: dilation must be positive, got {%lld, %lld}", fn, (long long)v[4],
-                     (long long)v[5]);
+  DLE_TRY(check_pair_at_least(fn, "stride", v, 1));
+  DLE_TRY(check_pair_at_least(fn, "padding", v + 2, 0));
+  DLE_TRY(check_pair_at_least(fn, "dilation", v + 4, 1));
   if (v[6] < 1) return dle_error("%s: groups must be positive, got %lld", fn, (long long)v[6]);
   return DLE_OK;
 }
@@ -180,13 +174,7 @@ dle_flops_rule dle_flops_conv(dle_op op) {
 static dle_attrs conv_attrs(const dle_conv2d_params *p) {
   static const dle_conv2d_params def = {{1, 1}, {0, 0}, {1, 1}, 1};
   if (!p) p = &def;
-  dle_attrs a = {0};
-  a.ints[0] = p->stride[0], a.ints[1] = p->stride[1];
-  a.ints[2] = p->padding[0], a.ints[3] = p->padding[1];
-  a.ints[4] = p->dilation[0], a.ints[5] = p->dilation[1];
-  a.ints[6] = p->groups;
-  a.nints = 7;
-  return a;
+  return spatial_attrs(p->stride, p->padding, p->dilation, p->groups);
 }
 
 dle_status dle_conv2d(dle_tensor **out, dle_tensor *x, dle_tensor *w, dle_tensor *bias,
