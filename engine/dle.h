@@ -528,8 +528,9 @@ dle_status dle_avg_pool2d_grad(dle_tensor **out, dle_tensor *gy, const dle_pool2
                                int64_t h, int64_t w);
 
 /* ---------------------------------------------------------------- normalization layers */
-/* The fused normalization layers (engine/ops/norm.c). stats {rows or C, 2} holds the mean and biased variance of each normalized group (float32, or
- * float64 for float64 inputs); the backward ops take it instead of recomputing it. */
+/* The fused normalization layers (engine/ops/norm.c). stats {rows or C, 2} holds the mean and
+ * biased variance of each normalized group (float32, or float64 for float64 inputs); the backward
+ * ops take it instead of recomputing it. */
 /* y = (x - mean) / sqrt(var + eps) * w + b over the last k dims of x (k >= 1); w and b (either
  * may be NULL) have the shape of those dims. stats: {numel / D, 2} with D their product. */
 dle_status dle_layer_norm(dle_tensor **y, dle_tensor **stats, dle_tensor *x, int k, dle_tensor *w,
