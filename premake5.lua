@@ -204,14 +204,11 @@ local nvcc = find_nvcc()
 if nvcc then
   local cuda_home = nvcc:match("^(.*)/bin/nvcc$") or "/usr/local/cuda"
   local cuda_obj = path.getabsolute(B .. "/obj/cuda")
-  -- The backend table and its slots are in engine/kernel/backend.h, not in the public dle.h that
-  -- kernels/cuda's sources include: until they include it themselves, the compilers put it first.
-  local kernel_api = path.getabsolute("engine/kernel/backend.h")
   -- sm_80 (A100) and sm_90 (H100) machine code, plus compute_90 PTX for newer GPUs to JIT.
   -- -fmad=false: no fused multiply-adds the CPU kernels do not do, so results round the same way.
   local nvcc_flags = table.concat({"-std=c++17", "-O3", "-fmad=false", "-Xcompiler", "-fPIC",
     "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90",
-    "-gencode", "arch=compute_90,code=compute_90", "-include", kernel_api}, " ")
+    "-gencode", "arch=compute_90,code=compute_90"}, " ")
   local objects = {}
   for _, src in ipairs(os.matchfiles("kernels/cuda/*.cu")) do
     objects[#objects + 1] = cuda_obj .. "/" .. path.getbasename(src) .. ".o"
@@ -223,7 +220,6 @@ if nvcc then
     targetname("dle_cuda_host")
     objdir(B .. "/obj/cuda_host")
     files({"kernels/cuda/*.c"})
-    buildoptions({"-include " .. kernel_api})
     prebuildcommands({table.concat({path.getabsolute("scripts/nvcc_objects"), nvcc, cuda_obj,
                                     path.getabsolute(B .. "/lib/dle/libdle_cuda.so"), nvcc_flags}, " ")})
   project("dle_cuda")

@@ -379,6 +379,14 @@ dle_dtype dle_lua_check_dtype(lua_State *L, int idx, const char *fn) {
   return dt;
 }
 
+int dle_lua_opts_at(lua_State *L, int idx, const char *fn, const char *const *known) {
+  if (lua_isnoneornil(L, idx)) return 0;
+  if (!lua_istable(L, idx))
+    luaL_error(L, "%s: options must be a table, got %s", fn, luaL_typename(L, idx));
+  dle_lua_check_options(L, idx, fn, known);
+  return lua_absindex(L, idx);
+}
+
 void dle_lua_check_options(lua_State *L, int idx, const char *fn, const char *const *known) {
   if (!lua_istable(L, idx)) return;
   idx = lua_absindex(L, idx);

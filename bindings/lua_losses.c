@@ -43,7 +43,8 @@ static dle_tensor *pos_weight_of(lua_State *L, int opts, const char *fn, const d
 /* mse_loss(input, target, opts) */
 static int l_mse_loss(lua_State *L) {
   dle_tensor *x = dle_lua_check(L, 1), *y = dle_lua_check(L, 2), *r = NULL;
-  dle_reduction red = reduction_of(L, opts_at(L, 3, "mse_loss", REDUCTION_OPTS), "mse_loss");
+  dle_reduction red =
+      reduction_of(L, dle_lua_opts_at(L, 3, "mse_loss", REDUCTION_OPTS), "mse_loss");
   DLE_LUA_TRY(L, dle_mse_loss(&r, x, y, red));
   dle_lua_push(L, r);
   return 1;
@@ -54,7 +55,7 @@ static int l_mse_loss_backward(lua_State *L) {
   dle_tensor *gy = dle_lua_check(L, 1), *x = dle_lua_check(L, 2), *y = dle_lua_check(L, 3),
              *r = NULL;
   const char *fn = "mse_loss_backward";
-  dle_reduction red = reduction_of(L, opts_at(L, 4, fn, REDUCTION_OPTS), fn);
+  dle_reduction red = reduction_of(L, dle_lua_opts_at(L, 4, fn, REDUCTION_OPTS), fn);
   DLE_LUA_TRY(L, dle_mse_loss_backward(&r, gy, x, y, red));
   dle_lua_push(L, r);
   return 1;
@@ -63,7 +64,8 @@ static int l_mse_loss_backward(lua_State *L) {
 /* nll_loss(logp, targets, opts) */
 static int l_nll_loss(lua_State *L) {
   dle_tensor *x = dle_lua_check(L, 1), *t = dle_lua_check(L, 2), *r = NULL;
-  dle_cross_entropy_params p = ce_params(L, opts_at(L, 3, "nll_loss", CLASS_LOSS_OPTS), "nll_loss");
+  dle_cross_entropy_params p =
+      ce_params(L, dle_lua_opts_at(L, 3, "nll_loss", CLASS_LOSS_OPTS), "nll_loss");
   DLE_LUA_TRY(L, dle_nll_loss(&r, x, t, &p, 1));
   dle_lua_push(L, r);
   return 1;
@@ -74,7 +76,7 @@ static int l_nll_loss_backward(lua_State *L) {
   dle_tensor *gy = dle_lua_check(L, 1), *t = dle_lua_check(L, 2), *r = NULL;
   const char *fn = "nll_loss_backward";
   int64_t c = luaL_checkinteger(L, 3);
-  dle_cross_entropy_params p = ce_params(L, opts_at(L, 4, fn, CLASS_LOSS_OPTS), fn);
+  dle_cross_entropy_params p = ce_params(L, dle_lua_opts_at(L, 4, fn, CLASS_LOSS_OPTS), fn);
   DLE_LUA_TRY(L, dle_nll_loss_backward(&r, gy, t, c, &p, 1));
   dle_lua_push(L, r);
   return 1;
@@ -84,7 +86,7 @@ static int l_nll_loss_backward(lua_State *L) {
 static int l_bce(lua_State *L) {
   const char *fn = "binary_cross_entropy_with_logits";
   dle_tensor *x = dle_lua_check(L, 1), *y = dle_lua_check(L, 2), *r = NULL;
-  int opts = opts_at(L, 3, fn, BCE_OPTS);
+  int opts = dle_lua_opts_at(L, 3, fn, BCE_OPTS);
   dle_reduction red = reduction_of(L, opts, fn);
   dle_tensor *w = pos_weight_of(L, opts, fn, x);
   DLE_LUA_TRY(L, dle_bce_with_logits(&r, x, y, w, red));
@@ -97,7 +99,7 @@ static int l_bce_backward(lua_State *L) {
   const char *fn = "binary_cross_entropy_with_logits_backward";
   dle_tensor *gy = dle_lua_check(L, 1), *x = dle_lua_check(L, 2), *y = dle_lua_check(L, 3),
              *r = NULL;
-  int opts = opts_at(L, 4, fn, BCE_OPTS);
+  int opts = dle_lua_opts_at(L, 4, fn, BCE_OPTS);
   dle_reduction red = reduction_of(L, opts, fn);
   dle_tensor *w = pos_weight_of(L, opts, fn, x);
   DLE_LUA_TRY(L, dle_bce_with_logits_backward(&r, gy, x, y, w, red));
@@ -109,7 +111,7 @@ static int l_bce_backward(lua_State *L) {
 static int l_soft_ce(lua_State *L) {
   const char *fn = "soft_cross_entropy";
   dle_tensor *x = dle_lua_check(L, 1), *t = dle_lua_check(L, 2), *loss = NULL, *lse = NULL;
-  dle_cross_entropy_params p = ce_params(L, opts_at(L, 3, fn, SOFT_CE_OPTS), fn);
+  dle_cross_entropy_params p = ce_params(L, dle_lua_opts_at(L, 3, fn, SOFT_CE_OPTS), fn);
   DLE_LUA_TRY(L, dle_soft_cross_entropy(&loss, &lse, x, t, p.reduction, p.label_smoothing));
   dle_lua_push(L, loss);
   dle_lua_push(L, lse);
@@ -121,7 +123,7 @@ static int l_soft_ce_backward(lua_State *L) {
   const char *fn = "soft_cross_entropy_backward";
   dle_tensor *gy = dle_lua_check(L, 1), *x = dle_lua_check(L, 2), *t = dle_lua_check(L, 3);
   dle_tensor *lse = dle_lua_check(L, 4), *r = NULL;
-  dle_cross_entropy_params p = ce_params(L, opts_at(L, 5, fn, SOFT_CE_OPTS), fn);
+  dle_cross_entropy_params p = ce_params(L, dle_lua_opts_at(L, 5, fn, SOFT_CE_OPTS), fn);
   DLE_LUA_TRY(L,
               dle_soft_cross_entropy_backward(&r, gy, x, t, lse, p.reduction, p.label_smoothing));
   dle_lua_push(L, r);

@@ -1,5 +1,5 @@
-/* lua_nn_opts.h — reading the options tables of the nn ops and losses (lua_nn.c, lua_losses.c):
- * {reduction = "mean"|"sum"|"none", ignore_index = i, label_smoothing = e, ...}. */
+/* lua_nn_opts.h — reading the options tables of the nn ops, losses and attention (lua_nn.c,
+ * lua_losses.c, lua_attention.c): {reduction = "mean"|"sum"|"none", ignore_index = i, label_smoothing = e, ...}. */
 #ifndef DLE_LUA_NN_OPTS_H
 #define DLE_LUA_NN_OPTS_H
 
@@ -7,15 +7,6 @@
 
 #include "lua_util.h"
 #include "../engine/dle.h"
-
-/* The options table at idx (0 when nil), holding only the names in known; or an error. */
-static inline int opts_at(lua_State *L, int idx, const char *fn, const char *const *known) {
-  if (lua_isnoneornil(L, idx)) return 0;
-  if (!lua_istable(L, idx))
-    luaL_error(L, "%s: options must be a table, got %s", fn, luaL_typename(L, idx));
-  dle_lua_check_options(L, idx, fn, known);
-  return lua_absindex(L, idx);
-}
 
 /* The options of each kind of op, sorted as messages list them. */
 static const char *const REDUCTION_OPTS[] = {"reduction", NULL};

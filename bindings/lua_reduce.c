@@ -1,4 +1,4 @@
-/* lua_reduce.c — reductions, softmax and what is built on them (all, any, norm) for Lua, each as
+/* lua_reduce.c — reductions and what is built on them (all, any, norm) for Lua, each as
  * dle.<name>(t, ...) and t:<name>(...). Dims are 1-based here (negative counts from the end) and
  * may be one dim, a table of dims, or nil for all; indices come back 1-based. */
 #include <math.h>
@@ -168,16 +168,6 @@ static int l_arg(lua_State *L) {
   return 1;
 }
 
-/* t:softmax(d), t:log_softmax(d): d defaults to the last dim. */
-static int l_softmax(lua_State *L) {
-  dle_op op = (dle_op)lua_tointeger(L, lua_upvalueindex(1));
-  dle_tensor *x = dle_lua_check(L, 1), *r = NULL;
-  int d = dle_lua_optdim(L, 2, dle_op_get_info(op)->name, -1);
-  DLE_LUA_TRY(L, dle_softmax(op, &r, x, d));
-  dle_lua_push(L, r);
-  return 1;
-}
-
 /* any: some element is nonzero (count of nonzeros > 0); all: no element is zero. Counting keeps
  * empty slices right (any -> false, all -> true) where a max/min would have nothing to pick. */
 static dle_status truth(dle_tensor **out, dle_tensor *x, bool all, int nd, const int *dims,
@@ -269,9 +259,7 @@ void dle_lua_open_reduce(lua_State *L, int module, int methods) {
   for (int i = 0; i < DLE_NUM_OPS; i++) {
     const dle_op_info *info = dle_op_get_info((dle_op)i);
     lua_CFunction f;
-    if (info->kind == DLE_KIND_SOFTMAX)
-      f = l_softmax;
-    else if (info->kind != DLE_KIND_REDUCE)
+    if (info->kind != DLE_KIND_REDUCE)
       continue;
     else if (i == DLE_OP_MAX || i == DLE_OP_MIN)
       f = l_extreme;

@@ -58,6 +58,8 @@ void dle_lua_check_new_sizes(lua_State *L, const int64_t *sizes, int n, const ch
  * any other key is the error "fn: unknown option 'k' (known: a, b)", as in the Lua layer
  * (dle.check.options). */
 void dle_lua_check_options(lua_State *L, int idx, const char *fn, const char *const *known);
+/* The options table at idx (0 when nil), holding only the names in known; or an error. */
+int dle_lua_opts_at(lua_State *L, int idx, const char *fn, const char *const *known);
 
 /* Options table: {dtype = "float64", device = "cpu", requires_grad = true, generator = g}; no
  * other keys. */

@@ -238,21 +238,10 @@ dle_status dle_op_call(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int
                        const dle_attrs *attrs);
 
 /* ---------------------------------------------------------------- fused elementwise */
-/* The fused elementwise executor of dle.rewrite.rules.fusion (engine/fused.c; how backends run it:
- * engine/kernel/backend.h). A chain of elementwise ops over tensors that broadcast to one shape
- * runs as a small program, reading its inputs and writing its output once instead of once per op:
- * registers 0..nin-1 hold the inputs, instruction k writes register nin + k from registers a (and
- * b for binary ops), and the last register is the result.
- *
- *   dle_fused_instr prog[2] = {{DLE_OP_MUL, 0, 1}, {DLE_OP_RELU, 2, 0}};   // relu(x * y)
- *   dle_fused_run(&out, ins, 2, prog, 2, x->ndim, x->sizes, DLE_F32);
- *
- * Not an op of ops.def: nothing records it for autograd (see lua/dle/rewrite/rules/fusion.lua);
- * the profiler counts a run as one call of "fused_elementwise" (a FLOP per instruction and
- * element). float32 and float64, every input of the result's dtype, on a device whose backend has
- * fused_run (the CPU). Ops: neg abs relu exp log expm1 log1p sqrt rsqrt reciprocal sin cos tanh
- * sigmoid gelu silu pow_scalar clamp (f0, f1 as the op's attrs.f), add sub mul div maximum minimum
- * pow, computed as kernels/cpu/elementwise.c does. */
+/* The fused elementwise executor (engine/fused.c; docs/c_api.md): registers 0..nin-1 hold the
+ * inputs, instruction k writes register nin + k from registers a (and b), the last register is the
+ * result. Not an op: nothing records it for autograd. float32 and float64, every input of the
+ * result's dtype, on a device whose backend has fused_run (the CPU). */
 #define DLE_FUSED_MAX_REGS 64
 
 typedef struct {
@@ -285,9 +274,6 @@ const dle_backend *dle_backend_library_table(dle_device_type type, const char **
 bool dle_backend_has_kernel(const dle_backend *b, dle_op op);
 
 /* ---------------------------------------------------------------- autodiff */
-/* Reverse mode records a node per op when grad mode is on and some float input requires grad;
- * forward mode propagates tangents when some input carries one (dle_set_tangent). Both use the
- * per-op rules registered next to each op (engine/autograd.h). */
 struct dle_node;
 bool dle_grad_enabled(void);
 bool dle_set_grad_enabled(bool on); /* per thread; returns the previous mode */
@@ -459,13 +445,8 @@ dle_status dle_triu(dle_tensor **out, dle_tensor *t, int64_t k);
 dle_status dle_one_hot(dle_tensor **out, dle_tensor *classes, int64_t n, int64_t base);
 
 /* ---------------------------------------------------------------- optimizer steps */
-/* Fused optimizer steps: each updates a parameter and its optimizer state in place in one pass
- * over memory (llm.c style), with no autograd recording.
- *
- *   dle_adam_opts o = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .step = 1};
- *   if (dle_adam_step(param, grad, exp_avg, exp_avg_sq, NULL, &o)) puts(dle_last_error());
- *
- * Contract shared by every step:
+/* Fused optimizer steps: each updates a parameter and its state in place in one pass, with no
+ * autograd recording. Contract shared by every step:
  * - param is float32, float64, float16 or bfloat16 and contiguous; grad has param's shape and
  *   dtype and is contiguous; state tensors have param's shape, are contiguous and hold the
  *   compute type: float64 for float64 params, float32 otherwise (low-precision params keep
@@ -520,13 +501,7 @@ dle_status dle_adam_step(dle_tensor *param, dle_tensor *grad, dle_tensor *exp_av
                          const dle_adam_opts *o);
 
 /* ---------------------------------------------------------------- convolution and pooling */
-/* 2-D convolution and pooling over {N, C, H, W} tensors (engine/ops/conv.c, engine/ops/pool.c).
- *
- *   dle_conv2d_params p = DLE_CONV2D_DEFAULTS;   // stride 1, padding 0, dilation 1, groups 1
- *   p.padding[0] = p.padding[1] = 1;
- *   dle_tensor *y = NULL;
- *   if (dle_conv2d(&y, x, w, bias, &p)) fprintf(stderr, "%s\n", dle_last_error());
- */
+/* 2-D convolution and pooling over {N, C, H, W} tensors (engine/ops/conv.c, engine/ops/pool.c). */
 /* Geometry of a convolution: {h, w} pairs. */
 typedef struct {
   int64_t stride[2], padding[2], dilation[2];
@@ -561,13 +536,9 @@ dle_status dle_avg_pool2d_grad(dle_tensor **out, dle_tensor *gy, const dle_pool2
                                int64_t h, int64_t w);
 
 /* ---------------------------------------------------------------- normalization layers */
-/* The fused normalization layers (engine/ops/norm.c).
- *
- *   dle_tensor *y = NULL, *stats = NULL;   // x {B, T, 768}: normalize each row of 768
- *   if (dle_layer_norm(&y, &stats, x, 1, w, b, 1e-5)) fprintf(stderr, "%s\n", dle_last_error());
- *
- * stats {rows or C, 2} holds the mean and biased variance of each normalized group (float32, or
- * float64 for float64 inputs); the backward ops take it instead of recomputing it. */
+/* The fused normalization layers (engine/ops/norm.c). stats {rows or C, 2} holds the mean and
+ * biased variance of each normalized group (float32, or float64 for float64 inputs); the backward
+ * ops take it instead of recomputing it. */
 /* y = (x - mean) / sqrt(var + eps) * w + b over the last k dims of x (k >= 1); w and b (either
  * may be NULL) have the shape of those dims. stats: {numel / D, 2} with D their product. */
 dle_status dle_layer_norm(dle_tensor **y, dle_tensor **stats, dle_tensor *x, int k, dle_tensor *w,
@@ -593,13 +564,8 @@ dle_status dle_batch_norm_grad_affine(dle_tensor **gw, dle_tensor **gb, dle_tens
                                       dle_tensor *x, dle_tensor *stats, double eps);
 
 /* ---------------------------------------------------------------- cross-entropy, embedding, dropout, attention */
-/* The fused neural-network ops: softmax cross-entropy, embedding, dropout and scaled dot-product
- * attention (engine/ops/losses.c, nn.c, attention.c).
- *
- *   dle_cross_entropy_params p = DLE_CROSS_ENTROPY_DEFAULTS;   // mean, no ignore, no smoothing
- *   dle_tensor *loss = NULL, *lse = NULL;
- *   if (dle_cross_entropy(&loss, &lse, logits, targets, &p, 0)) fprintf(stderr, "%s\n", dle_last_error());
- */
+/* Softmax cross-entropy, embedding, dropout and scaled dot-product attention (engine/ops/losses.c,
+ * nn.c, attention.c). */
 typedef enum { DLE_REDUCTION_NONE, DLE_REDUCTION_MEAN, DLE_REDUCTION_SUM } dle_reduction;
 
 typedef struct {
@@ -640,7 +606,6 @@ dle_status dle_dropout(dle_tensor **out, dle_tensor *x, double p, dle_generator 
  * dims broadcast; mask NULL, bool (true = may attend) or float (added), broadcastable to
  * {..., L, S}. A query row with no allowed key gives zero probabilities and a zero output.
  * probs may be NULL when not wanted. */
-
 dle_status dle_sdpa(dle_tensor **out, dle_tensor **probs, dle_tensor *q, dle_tensor *k,
                     dle_tensor *v, dle_tensor *mask, bool causal, double scale);
 /* sdpa on q, k, v packed in one tensor qkv {3, ..., T, E} (q = qkv[0], ...): the same results; the
@@ -657,13 +622,7 @@ dle_status dle_sdpa_backward(dle_tensor **dq, dle_tensor **dk, dle_tensor **dv, 
                              double scale);
 
 /* ---------------------------------------------------------------- fused losses */
-/* The fused losses (engine/ops/losses.c): mean squared error, negative log-likelihood, binary
- * cross-entropy with logits and softmax cross-entropy against class probabilities. Each has a
- * backward op, itself differentiable.
- *
- *   dle_tensor *loss = NULL;
- *   if (dle_mse_loss(&loss, input, target, DLE_REDUCTION_MEAN)) fprintf(stderr, "%s\n", dle_last_error());
- */
+/* The fused losses (engine/ops/losses.c); each has a backward op, itself differentiable. */
 /* (input - target)^2, elementwise (reduction none) or summed / averaged to a scalar; the shapes
  * must be equal. */
 dle_status dle_mse_loss(dle_tensor **loss, dle_tensor *input, dle_tensor *target, dle_reduction r);
@@ -699,31 +658,9 @@ dle_status dle_soft_cross_entropy_backward(dle_tensor **out, dle_tensor *gy, dle
                                            double label_smoothing);
 
 /* ---------------------------------------------------------------- mixed precision (autocast) */
-/* mixed precision (dle.autocast): a per-thread autocast dtype and the policy the
- * front door applies while it is on (engine/autocast.c). As PyTorch's autocast:
- *
- *   lower precision  matmul (mm, bmm, linear, addmm, einsum's products), conv2d, sdpa: their
- *                    float inputs (float64 aside) are cast to the autocast dtype; the kernels
- *                    accumulate in float32 and round once.
- *   float32          softmax, log_softmax, logsumexp, layer_norm, batch_norm, the losses,
- *                    exp/log/pow-like unary ops, sum/prod/mean/var/std: float16/bfloat16 inputs
- *                    are cast up to float32.
- *   anything else    unchanged (the usual promotion: a bfloat16 + float32 add is float32).
- *
- * The casts are ordinary recorded copy ops, so gradients flow back through them in the dtypes
- * forward saw (a float32 parameter of a bfloat16 matmul gets a float32 .grad). The policy applies
- * to calls made from outside the engine only: an op's own inner ops, the policy's casts and
- * everything a backward pass runs (dle_backward switches autocast off) are left as they are.
- * Ops given an output (in-place and out= forms) are not autocast either, as in PyTorch.
- *
- *   dle_autocast_set(true, DLE_BF16);
- *   dle_matmul(&y, x, w);               // y is bfloat16
- *   dle_autocast_set(false, DLE_BF16);
- *
- * The state is per thread, like grad mode. Regions (dle_autocast_enter/exit, what dle.autocast
- * uses) may cache the cast of a float32 parameter (a leaf requiring grad, keyed with its storage
- * version) for every op of the region that needs it again; other tensors are cast at each use
- * (docs/mixed_precision.md). */
+/* A per-thread autocast dtype and the policy the front door applies while it is on to calls from
+ * outside the engine, as PyTorch's autocast (engine/autocast.c; the policy: docs/c_api.md,
+ * docs/mixed_precision.md). The casts are recorded copy ops; ops given an output are left alone. */
 /* Turns this thread's autocast on in dtype dt (DLE_F16 or DLE_BF16), or off (on false: dt is
  * still checked and kept as the dtype a later dle_autocast_set_enabled(true) uses). Any other
  * dtype is an error naming autocast and the dtype; the state is then unchanged. */
@@ -757,26 +694,10 @@ dle_autocast_rule dle_autocast_rule_of(dle_op op);
 dle_status dle_autocast_cast(dle_tensor **out, dle_tensor *t, dle_autocast_rule r);
 
 /* ---------------------------------------------------------------- profiler and FLOP counts */
-/* The op-level profiler behind dle.profile and dle.flops (engine/profile.c; FLOP conventions in
- * engine/ops/flops.c, each kind's rule beside its front door). While a profiler is on, every call
- * of dle_op_call (forward and backward alike: gradient rules
- * are written with ops), every fused optimizer step and every fused elementwise program adds one
- * call, its FLOPs, the bytes it moved and (timed mode) its self time to a counter per entry.
- * Entries are the ops of ops.def (index = op id) followed by the optimizer steps
- * (DLE_PROF_SGD_STEP...) and DLE_PROF_FUSED_ELEMENTWISE.
- *
- *   dle_profile_set_mode(DLE_PROF_TIMED);   // counters start at zero
- *   ... run ops ...
- *   const dle_profile_entry *e = dle_profile_counters();
- *   printf("%s: %lld calls\n", dle_profile_entry_name(DLE_OP_ADD), (long long)e[DLE_OP_ADD].calls);
- *   dle_profile_set_mode(DLE_PROF_OFF);
- *
- * Conventions: FLOPs as in flops.c; bytes = elements of every input read plus every output
- * written times the dtype size, where a broadcast (stride 0) dim counts once; views move no data
- * (0 bytes). Time is the op's self time on dle_time's clock: an op run inside another op (a cast
- * or copy a matmul makes) is its own entry and is not counted again in the outer one, so the
- * seconds of all entries add up to the time spent in ops.
- * The state is per thread: ops of a thread count in that thread's profiler only. */
+/* The per-thread op-level profiler behind dle.profile and dle.flops (engine/profile.c; what is
+ * counted and how: docs/c_api.md). Every dle_op_call (forward and backward), fused optimizer step
+ * and fused elementwise program adds a call, its FLOPs, bytes moved and (timed) its self time to
+ * its entry: the ops of ops.def (index = op id), then the entries below. */
 typedef enum { DLE_PROF_OFF, DLE_PROF_COUNT, DLE_PROF_TIMED } dle_profile_mode;
 
 /* Entries after the ops: the fused optimizer steps (optim.h) and the fused elementwise programs of
@@ -815,23 +736,10 @@ int64_t dle_op_flops(dle_op op, dle_tensor *const *outs, int nout, dle_tensor *c
 const char *dle_op_flops_rule(dle_op op, int *per);
 
 /* ---------------------------------------------------------------- tracing (dle.compile) */
-/* The graph tracer behind dle.graph.trace and dle.compile (engine/trace.c). While a thread's
- * tracer is on, every op called from outside the engine (dle_op_call at depth 0:
- * bindings, Lua layers, gradient rules run by dle_backward) is appended to a list of records with
- * its inputs, outputs (all retained), attrs and the grad mode it ran in. Ops an op runs inside
- * itself (its casts, copies, views) are not recorded: the outer record replays them. The Lua side
- * (lua/dle/graph.lua) turns the records into a graph by tensor identity.
- *
- *   dle_trace_begin();
- *   ... run ops ...
- *   dle_trace *t = dle_trace_end();      // t->rec[0..n-1], t->unsafe[0] != 0 when unsafe
- *   dle_trace_free(t);
- *
- * Besides ops, the tracer hears of things a replay could not repeat: a tensor's values read into
- * Lua (item, totable, printing), optimizer steps, gradients stored into .grad, custom autograd
- * functions, tangents. Each marks the trace unsafe with a reason (the first one is kept). detach
- * makes a tensor without an op, so it is recorded as the pseudo-op DLE_TRACE_DETACH. The state is
- * per thread. */
+/* The per-thread graph tracer behind dle.graph.trace and dle.compile (engine/trace.c; more in
+ * docs/c_api.md): while on, every op called from outside the engine (dle_op_call at depth 0) is
+ * recorded with its inputs and outputs (retained), attrs and grad mode; what a replay could not
+ * repeat marks the trace unsafe with a reason (the first is kept); detach is DLE_TRACE_DETACH. */
 /* Pseudo-ops after the op table's ids. */
 enum { DLE_TRACE_DETACH = DLE_NUM_OPS };
 
@@ -862,9 +770,7 @@ bool dle_trace_active(void);
 void dle_trace_note_unsafe(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---------------------------------------------------------------- tensor files (dle.save / dle.load) */
-/* raw tensor bytes to and from stdio files, for the file formats in dle.io
- * (dle.save/load, .npy, safetensors). The formats' headers are written in Lua; only the tensor
- * data goes through here, straight between the FILE and the tensor's memory. */
+/* Raw tensor bytes to and from stdio files for dle.io's formats (their headers are Lua's). */
 /* Writes t's elements in C order as raw little-endian bytes at f's current position (a CUDA
  * or non-contiguous tensor is copied to a contiguous CPU tensor first). *nbytes receives the
  * number of bytes written. `what` names the file in error messages. */

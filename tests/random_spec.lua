@@ -92,23 +92,28 @@ end)
 describe("random kernels map Philox words to values", function()
   local seed = 1234
 
-  it("rand float32 element i is the top 24 bits of word i of the stream (7x13, odd size)", function()
+  -- The values of make() made right after manual_seed(seed).
+  local function seeded_values(make)
     dle.manual_seed(seed)
-    local got = values(dle.rand(7, 13))
+    return values(make())
+  end
+
+  -- f(i, w, v) for each value v of got (element i, 0-based) and the words w of its block, the
+  -- stream's blocks holding per_block elements each.
+  local function each_element(got, per_block, f)
+    for i = 0, #got - 1 do f(i, words(seed, i // per_block), got[i + 1]) end
+  end
+
+  it("rand float32 element i is the top 24 bits of word i of the stream (7x13, odd size)", function()
+    local got = seeded_values(function() return dle.rand(7, 13) end)
     assert.equal(91, #got)
-    for i = 0, 90 do
-      local w = words(seed, i // 4)
-      assert.equal((w[i % 4 + 1] >> 8) * 2.0 ^ -24, got[i + 1])
-    end
+    each_element(got, 4, function(i, w, v) assert.equal((w[i % 4 + 1] >> 8) * 2.0 ^ -24, v) end)
   end)
 
   it("rand float64 uses 53 bits from two words per element", function()
-    dle.manual_seed(seed)
-    local got = values(dle.rand(5, {dtype = "float64"}))
-    for i = 0, 4 do
-      local w = words(seed, i // 2)
-      assert.equal((word64(w, i % 2) >> 11) * 2.0 ^ -53, got[i + 1])
-    end
+    local got = seeded_values(function() return dle.rand(5, {dtype = "float64"}) end)
+    assert.equal(5, #got)
+    each_element(got, 2, function(i, w, v) assert.equal((word64(w, i % 2) >> 11) * 2.0 ^ -53, v) end)
   end)
 
   it("rand float16 and bfloat16 use as many bits as they hold (11 and 8)", function()
@@ -151,12 +156,9 @@ describe("random kernels map Philox words to values", function()
   end)
 
   it("randint scales 64 random bits per element (a power-of-two range keeps the top bits)", function()
-    dle.manual_seed(seed)
-    local got = values(dle.randint(-8, 8, {9}))
-    for i = 0, 8 do
-      local w = words(seed, i // 2)
-      assert.equal(-8 + (w[2 * (i % 2) + 1] >> 28), got[i + 1])
-    end
+    local got = seeded_values(function() return dle.randint(-8, 8, {9}) end)
+    assert.equal(9, #got)
+    each_element(got, 2, function(i, w, v) assert.equal(-8 + (w[2 * (i % 2) + 1] >> 28), v) end)
   end)
 
   it("consecutive calls continue the stream at the next unused block", function()

@@ -10,6 +10,17 @@ local count = H.count_ops
 
 local max_diff = H.max_diff
 
+-- R.verify passes for every rule of a set (trials random inputs each), its error below max_err
+-- when given; rules are named by name_of(r) in the messages.
+local function verify_all(rules, trials, max_err, name_of)
+  for _, r in ipairs(rules) do
+    local ok, err, msg = R.verify(r, {trials = trials})
+    assert.is_true(ok, name_of(r) .. ": " .. tostring(msg))
+    if max_err then assert.is_true(err < max_err, name_of(r)) end
+  end
+end
+local function rule_name(r) return r.name end
+
 describe("patterns and rules", function()
   it("P.mul(P.any 'x', P.const(2)) matches x * 2 and binds x", function()
     local g = dle.graph.trace(function(x) return x * 2 end, dle.randn(3))
@@ -158,11 +169,7 @@ describe("rules.algebra", function()
   end)
 
   it("verify is ok for every algebra rule", function()
-    for _, r in ipairs(R.rules.algebra) do
-      local ok, err, msg = R.verify(r, {trials = 2})
-      assert.is_true(ok, r.name .. ": " .. tostring(msg))
-      assert.is_true(err < 1e-9, r.name)
-    end
+    verify_all(R.rules.algebra, 2, 1e-9, rule_name)
   end)
 end)
 
@@ -252,11 +259,7 @@ describe("rules.fusion", function()
   end)
 
   it("verify is ok for every fusion rule", function()
-    for _, r in ipairs(R.rules.fusion) do
-      local ok, err, msg = R.verify(r, {trials = 1})
-      assert.is_true(ok, r.root .. ": " .. tostring(msg))
-      assert.is_true(err < 1e-9)
-    end
+    verify_all(R.rules.fusion, 1, 1e-9, function(r) return r.root end)
   end)
 end)
 
@@ -319,9 +322,6 @@ describe("rules.inference", function()
   end)
 
   it("verify is ok for every inference rule", function()
-    for _, r in ipairs(R.rules.inference) do
-      local ok, _, msg = R.verify(r, {trials = 2})
-      assert.is_true(ok, r.name .. ": " .. tostring(msg))
-    end
+    verify_all(R.rules.inference, 2, nil, rule_name)
   end)
 end)

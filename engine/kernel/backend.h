@@ -80,6 +80,18 @@ typedef struct dle_backend_host {
  *       the same kernel table built without touching a device (NULL on ABI mismatch), which tells
  *       on any machine which ops have CUDA kernels. */
 
+/* The reduced dims of a reduction kernel's call: red[d] for each of the ndim dims of its input,
+ * from attrs.ints (the reduced dims, 0-based; none means all). Returns the position in ints of a
+ * dim out of range (the kernel's error), or -1. */
+static inline int dle_reduced_dims(const dle_attrs *a, int ndim, bool *red) {
+  for (int d = 0; d < ndim; d++) red[d] = a->nints == 0;
+  for (int i = 0; i < a->nints; i++) {
+    if (a->ints[i] < 0 || a->ints[i] >= ndim) return i;
+    red[a->ints[i]] = true;
+  }
+  return -1;
+}
+
 /* Registered by backends themselves (the CPU one by the engine at start-up, via dle_cpu_backend). */
 void dle_backend_register(dle_device_type type, const dle_backend *b);
 

@@ -33,6 +33,18 @@ static inline conv_geom conv_make_geom(const int64_t *xs, const int64_t *ws, con
   return q;
 }
 
+/* The geometry of a call of a conv op: output o and inputs ins as the op has them (conv2d: x, w
+ * -> y; conv2d_grad_input: gy, w -> gx; conv2d_grad_weight: gy, x -> gw). Host code only. */
+static inline conv_geom conv_geom_of_call(dle_op op, const dle_tensor *o, dle_tensor *const *ins,
+                                          const dle_attrs *a) {
+  const int64_t *xs = op == DLE_OP_CONV2D_GRAD_INPUT ? o->sizes
+                      : op == DLE_OP_CONV2D          ? ins[0]->sizes
+                                                     : ins[1]->sizes;
+  const int64_t *ws = op == DLE_OP_CONV2D_GRAD_WEIGHT ? o->sizes : ins[1]->sizes;
+  const int64_t *ys = op == DLE_OP_CONV2D ? o->sizes : ins[0]->sizes;
+  return conv_make_geom(xs, ws, ys, a);
+}
+
 /* Pooling over the N*C planes: ints kernel h, w, stride h, w, padding h, w (avg: ints[6]
  * count_include_pad); xs the input's shape, ys the output's. */
 typedef struct {

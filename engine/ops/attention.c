@@ -46,12 +46,24 @@ static dle_status batch_of(const char *fn, dle_tensor *const *ts, int n, int *nb
   return DLE_OK;
 }
 
-/* Output k of o is {batch..., r, c}. */
-static void set_batched(out_shapes *o, int k, int nb, const int64_t *batch, int64_t r, int64_t c) {
-  int64_t s[DLE_MAX_DIMS];
-  memcpy(s, batch, sizeof *s * (size_t)nb);
-  s[nb] = r, s[nb + 1] = c;
-  set_shape(o, k, nb + 2, s);
+/* The batch dims of an attention call (batch_of). */
+typedef struct {
+  int nb;
+  int64_t batch[DLE_MAX_DIMS];
+} batch_dims;
+
+/* The batch dims of the n tensors ts into *b, and the shapes of o's outputs from them: output k
+ * is {batch..., rc[k][0], rc[k][1]}. */
+static dle_status batched_outputs(const char *fn, dle_tensor *const *ts, int n, batch_dims *b,
+                                  out_shapes *o, const int64_t (*rc)[2]) {
+  DLE_TRY(batch_of(fn, ts, n, &b->nb, b->batch));
+  for (int k = 0; k < o->nout; k++) {
+    int64_t s[DLE_MAX_DIMS];
+    memcpy(s, b->batch, sizeof *s * (size_t)b->nb);
+    s[b->nb] = rc[k][0], s[b->nb + 1] = rc[k][1];
+    set_shape(o, k, b->nb + 2, s);
+  }
+  return DLE_OK;
 }
 
 static dle_status need_matrix(const char *fn, const char *what, const dle_tensor *t) {
@@ -107,12 +119,9 @@ static dle_status forward_sdpa(dle_op op, dle_tensor **outs, dle_tensor *const *
     return dle_error("%s: k %s and v %s have different lengths (%lld vs %lld)", fn, SHAPE(k),
                      SHAPE(v), (long long)S, (long long)v->sizes[v->ndim - 2]);
   if (!isfinite(a->f[0])) return dle_error("%s: scale must be finite, got %g", fn, a->f[0]);
-  int nb;
-  int64_t batch[DLE_MAX_DIMS];
-  DLE_TRY(batch_of(fn, ins, 3, &nb, batch));
+  batch_dims b;
   out_shapes o = {.nout = 2};
-  set_batched(&o, 0, nb, batch, L, Ev);
-  set_batched(&o, 1, nb, batch, L, S);
+  DLE_TRY(batched_outputs(fn, ins, 3, &b, &o, (const int64_t[][2]){{L, Ev}, {L, S}}));
   const int64_t *s = o.sizes[1]; /* the scores' shape */
   if (mask) {
     if (mask->dtype != DLE_BOOL && !dle_dtype_is_float(mask->dtype))
@@ -122,22 +131,22 @@ static dle_status forward_sdpa(dle_op op, dle_tensor **outs, dle_tensor *const *
           fn, dle_dtype_name(mask->dtype));
     int nm;
     int64_t ms[DLE_MAX_DIMS];
-    if (dle_broadcast_shapes(fn, mask->ndim, mask->sizes, nb + 2, s, &nm, ms) != DLE_OK ||
-        !dle_shape_equal(nm, ms, nb + 2, s)) {
+    if (dle_broadcast_shapes(fn, mask->ndim, mask->sizes, b.nb + 2, s, &nm, ms) != DLE_OK ||
+        !dle_shape_equal(nm, ms, b.nb + 2, s)) {
       char buf[128];
       return dle_error("%s: mask %s does not broadcast to the scores %s", fn, SHAPE(mask),
-                       dle_shape_str(buf, sizeof buf, nb + 2, s));
+                       dle_shape_str(buf, sizeof buf, b.nb + 2, s));
     }
   }
   dle_dtype rdt = result_dtype(dle_promote(dle_promote(q->dtype, k->dtype), v->dtype));
   dle_dtype cdt = compute_dtype(rdt);
   dle_tensor *cin[4] = {NULL, NULL, NULL, NULL};
-  for (int i = 0; i < 3; i++) prepare_matrices(&cin[i], ins[i], nb, batch, cdt);
+  for (int i = 0; i < 3; i++) prepare_matrices(&cin[i], ins[i], b.nb, b.batch, cdt);
   o.like[0] = cin[0];
   if (mask) { /* cast first (small), then expand: the kernel reads it through strides */
     dle_tensor *c = NULL;
     if (dle_cast_if_needed(&c, mask, mask->dtype == DLE_BOOL ? DLE_BOOL : cdt) == DLE_OK)
-      dle_expand(&cin[3], c, nb + 2, s);
+      dle_expand(&cin[3], c, b.nb + 2, s);
     dle_tensor_release(c);
   }
   return run(op, outs, &o, cin, nin, a, cdt, rdt, dle_tensor_device(q));
@@ -157,15 +166,13 @@ static dle_status forward_score_grad(dle_op op, dle_tensor **outs, dle_tensor *c
         "%s: grad_output %s, v %s and probs %s do not fit ({..., L, Ev}, {..., S, Ev}, "
         "{..., L, S})",
         fn, SHAPE(g), SHAPE(v), SHAPE(p));
-  int nb;
-  int64_t batch[DLE_MAX_DIMS];
-  DLE_TRY(batch_of(fn, ins, 3, &nb, batch));
+  batch_dims b;
   out_shapes o = {.nout = 1};
-  set_batched(&o, 0, nb, batch, L, S);
+  DLE_TRY(batched_outputs(fn, ins, 3, &b, &o, (const int64_t[][2]){{L, S}}));
   dle_dtype rdt = result_dtype(dle_promote(dle_promote(g->dtype, v->dtype), p->dtype));
   dle_dtype cdt = compute_dtype(rdt);
   dle_tensor *cin[3];
-  for (int i = 0; i < 3; i++) prepare_matrices(&cin[i], ins[i], nb, batch, cdt);
+  for (int i = 0; i < 3; i++) prepare_matrices(&cin[i], ins[i], b.nb, b.batch, cdt);
   return run(op, outs, &o, cin, 3, a, cdt, rdt, dle_tensor_device(g));
 }
 
@@ -185,19 +192,15 @@ static dle_status forward_sdpa_backward(dle_op op, dle_tensor **outs, dle_tensor
         "%s: grad_output %s, q %s, k %s, v %s and probs %s do not fit ({..., L, Ev}, "
         "{..., L, E}, {..., S, E}, {..., S, Ev}, {..., L, S})",
         fn, SHAPE(g), SHAPE(q), SHAPE(k), SHAPE(v), SHAPE(p));
-  int nb;
-  int64_t batch[DLE_MAX_DIMS];
-  DLE_TRY(batch_of(fn, ins, 5, &nb, batch));
+  batch_dims b;
   out_shapes o = {.nout = 3};
-  set_batched(&o, 0, nb, batch, L, E);
-  set_batched(&o, 1, nb, batch, S, E);
-  set_batched(&o, 2, nb, batch, S, Ev);
+  DLE_TRY(batched_outputs(fn, ins, 5, &b, &o, (const int64_t[][2]){{L, E}, {S, E}, {S, Ev}}));
   dle_dtype rdt = DLE_BOOL;
   for (int i = 0; i < 5; i++) rdt = i ? dle_promote(rdt, ins[i]->dtype) : ins[i]->dtype;
   rdt = result_dtype(rdt);
   dle_dtype cdt = compute_dtype(rdt);
   dle_tensor *cin[5];
-  for (int i = 0; i < 5; i++) prepare_matrices(&cin[i], ins[i], nb, batch, cdt);
+  for (int i = 0; i < 5; i++) prepare_matrices(&cin[i], ins[i], b.nb, b.batch, cdt);
   o.like[0] = cin[1], o.like[1] = cin[2], o.like[2] = cin[3]; /* dq like q, dk like k, dv like v */
   o.write_given = true; /* sdpa's gradient rule hands over views of one buffer for dq, dk, dv */
   return run(op, outs, &o, cin, 5, a, cdt, rdt, dle_tensor_device(q));

@@ -26,15 +26,9 @@ static const char *const input_size[] = {"input size"}, *const kernel_size[] = {
 static dle_status check_conv_attrs(const char *fn, const dle_attrs *a) {
   const int64_t *v = a->ints;
   DLE_TRY(check_bounded(fn, a, 0, 7, GEOM_MAX, conv_names));
-  if (v[0] < 1 || v[1] < 1)
-    return dle_error("%s: stride must be positive, got {%lld, %lld}", fn, (long long)v[0],
-                     (long long)v[1]);
-  if (v[2] < 0 || v[3] < 0)
-    return dle_error("%s: padding must be non-negative, got {%lld, %lld}", fn, (long long)v[2],
-                     (long long)v[3]);
-  if (v[4] < 1 || v[5] < 1)
-    return dle_error("%s: dilation must be positive, got {%lld, %lld}", fn, (long long)v[4],
-                     (long long)v[5]);
+  DLE_TRY(check_pair_at_least(fn, "stride", v, 1));
+  DLE_TRY(check_pair_at_least(fn, "padding", v + 2, 0));
+  DLE_TRY(check_pair_at_least(fn, "dilation", v + 4, 1));
   if (v[6] < 1) return dle_error("%s: groups must be positive, got %lld", fn, (long long)v[6]);
   return DLE_OK;
 }
@@ -180,13 +174,7 @@ dle_flops_rule dle_flops_conv(dle_op op) {
 static dle_attrs conv_attrs(const dle_conv2d_params *p) {
   static const dle_conv2d_params def = {{1, 1}, {0, 0}, {1, 1}, 1};
   if (!p) p = &def;
-  dle_attrs a = {0};
-  a.ints[0] = p->stride[0], a.ints[1] = p->stride[1];
-  a.ints[2] = p->padding[0], a.ints[3] = p->padding[1];
-  a.ints[4] = p->dilation[0], a.ints[5] = p->dilation[1];
-  a.ints[6] = p->groups;
-  a.nints = 7;
-  return a;
+  return spatial_attrs(p->stride, p->padding, p->dilation, p->groups);
 }
 
 dle_status dle_conv2d(dle_tensor **out, dle_tensor *x, dle_tensor *w, dle_tensor *bias,
@@ -196,18 +184,21 @@ dle_status dle_conv2d(dle_tensor **out, dle_tensor *x, dle_tensor *w, dle_tensor
   return dle_op_call(DLE_OP_CONV2D, out, ins, bias ? 3 : 2, &a);
 }
 
+/* A gradient op of conv2d on gy and v (w or x), whose output's last two sizes are h, w. */
+static dle_status conv_grad_call(dle_op op, dle_tensor **out, dle_tensor *gy, dle_tensor *v,
+                                 const dle_conv2d_params *p, int64_t h, int64_t w) {
+  dle_attrs a = conv_attrs(p);
+  a.ints[7] = h, a.ints[8] = w, a.nints = 9;
+  dle_tensor *ins[2] = {gy, v};
+  return dle_op_call(op, out, ins, 2, &a);
+}
+
 dle_status dle_conv2d_grad_input(dle_tensor **out, dle_tensor *gy, dle_tensor *w,
                                  const dle_conv2d_params *p, int64_t h, int64_t w_) {
-  dle_attrs a = conv_attrs(p);
-  a.ints[7] = h, a.ints[8] = w_, a.nints = 9;
-  dle_tensor *ins[2] = {gy, w};
-  return dle_op_call(DLE_OP_CONV2D_GRAD_INPUT, out, ins, 2, &a);
+  return conv_grad_call(DLE_OP_CONV2D_GRAD_INPUT, out, gy, w, p, h, w_);
 }
 
 dle_status dle_conv2d_grad_weight(dle_tensor **out, dle_tensor *gy, dle_tensor *x,
                                   const dle_conv2d_params *p, int64_t kh, int64_t kw) {
-  dle_attrs a = conv_attrs(p);
-  a.ints[7] = kh, a.ints[8] = kw, a.nints = 9;
-  dle_tensor *ins[2] = {gy, x};
-  return dle_op_call(DLE_OP_CONV2D_GRAD_WEIGHT, out, ins, 2, &a);
+  return conv_grad_call(DLE_OP_CONV2D_GRAD_WEIGHT, out, gy, x, p, kh, kw);
 }

@@ -44,32 +44,40 @@ static dle_status vjp_conv2d(dle_node *n, dle_tensor *const *gout, dle_tensor **
   return DLE_OK;
 }
 
-/* z = grad_input(gy, w) = dF/dx, so <g, z> = F(gy, g, w): d gy = conv(g, w), d w = grad_weight(gy, g) */
-static dle_status vjp_conv2d_grad_input(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+/* The gradient ops of conv2d are adjoints of the bilinear F(gy, x, w) = <gy, conv(x, w)>:
+ *   z = grad_input(gy, w) = dF/dx, so <g, z> = F(gy, g, w): d gy = conv(g, w), d w = grad_weight(gy, g);
+ *   z = grad_weight(gy, x) = dF/dw, so <g, z> = F(gy, x, g): d gy = conv(x, g), d x = grad_input(gy, g).
+ * Input 1 (w or x) gives the size of the other one's gradient's spatial dims. */
+static dle_status vjp_conv2d_adjoint(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  bool of_input = dle_node_op(n) == DLE_OP_CONV2D_GRAD_INPUT;
   const dle_attrs *a = dle_node_attrs(n);
-  dle_tensor *g = gout[0];
+  dle_tensor *g = gout[0], *other = dle_node_input(n, 1);
   if (!g) return DLE_OK;
-  const int64_t *ws = dle_node_input_sizes(n, 1);
+  const int64_t *s = dle_node_input_sizes(n, 1);
   if (dle_node_needs_grad(n, 0))
-    DLE_TRY(dle_spatial_call(DLE_OP_CONV2D, &gin[0], g, dle_node_input(n, 1), a, 0, 0));
+    DLE_TRY(dle_spatial_call(DLE_OP_CONV2D, &gin[0], of_input ? g : other, of_input ? other : g, a,
+                             0, 0));
   if (dle_node_needs_grad(n, 1))
-    DLE_TRY(dle_spatial_call(DLE_OP_CONV2D_GRAD_WEIGHT, &gin[1], dle_node_input(n, 0), g, a, ws[2],
-                             ws[3]));
+    DLE_TRY(dle_spatial_call(of_input ? DLE_OP_CONV2D_GRAD_WEIGHT : DLE_OP_CONV2D_GRAD_INPUT,
+                             &gin[1], dle_node_input(n, 0), g, a, s[2], s[3]));
   return DLE_OK;
 }
 
-/* z = grad_weight(gy, x) = dF/dw, so <g, z> = F(gy, x, g): d gy = conv(x, g), d x = grad_input(gy, g) */
-static dle_status vjp_conv2d_grad_weight(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
-  const dle_attrs *a = dle_node_attrs(n);
-  dle_tensor *g = gout[0];
-  if (!g) return DLE_OK;
-  const int64_t *xs = dle_node_input_sizes(n, 1);
-  if (dle_node_needs_grad(n, 0))
-    DLE_TRY(dle_spatial_call(DLE_OP_CONV2D, &gin[0], dle_node_input(n, 1), g, a, 0, 0));
-  if (dle_node_needs_grad(n, 1))
-    DLE_TRY(dle_spatial_call(DLE_OP_CONV2D_GRAD_INPUT, &gin[1], dle_node_input(n, 0), g, a, xs[2],
-                             xs[3]));
-  return DLE_OK;
+/* d op(u, v) = op(du, v) + op(u, dv) for a bilinear op (conv2d in x and w, its gradient ops in
+ * their two inputs), added into *acc; h, w: the gradient ops' output size. */
+static dle_status bilinear_tangent(dle_op op, const dle_attrs *a, dle_tensor *const *ins,
+                                   dle_tensor *const *tin, int64_t h, int64_t w, dle_tensor **acc) {
+  dle_tensor *t = NULL;
+  dle_status st = DLE_OK;
+  if (tin[0]) {
+    st = dle_spatial_call(op, &t, tin[0], ins[1], a, h, w);
+    if (st == DLE_OK) st = accumulate(acc, t);
+  }
+  if (st == DLE_OK && tin[1]) {
+    st = dle_spatial_call(op, &t, ins[0], tin[1], a, h, w);
+    if (st == DLE_OK) st = accumulate(acc, t);
+  }
+  return st;
 }
 
 /* d conv(x, w, b) = conv(dx, w) + conv(x, dw) + db (broadcast over N, H, W) */
@@ -77,15 +85,7 @@ static dle_status jvp_conv2d(dle_op op, const dle_attrs *a, dle_tensor *const *i
                              dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
   (void)op;
   dle_tensor *acc = NULL, *t = NULL;
-  dle_status st = DLE_OK;
-  if (tin[0]) {
-    st = dle_spatial_call(DLE_OP_CONV2D, &t, tin[0], ins[1], a, 0, 0);
-    if (st == DLE_OK) st = accumulate(&acc, t);
-  }
-  if (st == DLE_OK && tin[1]) {
-    st = dle_spatial_call(DLE_OP_CONV2D, &t, ins[0], tin[1], a, 0, 0);
-    if (st == DLE_OK) st = accumulate(&acc, t);
-  }
+  dle_status st = bilinear_tangent(DLE_OP_CONV2D, a, ins, tin, 0, 0, &acc);
   if (st == DLE_OK && nin > 2 && tin[2]) {
     int64_t bs[4] = {1, tin[2]->sizes[0], 1, 1};
     dle_tensor *b = NULL, *e = NULL;
@@ -114,16 +114,8 @@ static dle_status jvp_conv2d(dle_op op, const dle_attrs *a, dle_tensor *const *i
 static dle_status jvp_bilinear(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
                                dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
   (void)nin, (void)outs;
-  dle_tensor *acc = NULL, *t = NULL;
-  dle_status st = DLE_OK;
-  if (tin[0]) {
-    st = dle_spatial_call(op, &t, tin[0], ins[1], a, a->ints[7], a->ints[8]);
-    if (st == DLE_OK) st = accumulate(&acc, t);
-  }
-  if (st == DLE_OK && tin[1]) {
-    st = dle_spatial_call(op, &t, ins[0], tin[1], a, a->ints[7], a->ints[8]);
-    if (st == DLE_OK) st = accumulate(&acc, t);
-  }
+  dle_tensor *acc = NULL;
+  dle_status st = bilinear_tangent(op, a, ins, tin, a->ints[7], a->ints[8], &acc);
   if (st != DLE_OK) {
     dle_tensor_release(acc);
     return st;
@@ -135,7 +127,7 @@ static dle_status jvp_bilinear(dle_op op, const dle_attrs *a, dle_tensor *const 
 void dle_grad_register_conv(dle_grad_rule *r) {
   r[DLE_OP_CONV2D] = (dle_grad_rule){vjp_conv2d, jvp_conv2d, DLE_SAVE(0) | DLE_SAVE(1), false};
   r[DLE_OP_CONV2D_GRAD_INPUT] =
-      (dle_grad_rule){vjp_conv2d_grad_input, jvp_bilinear, DLE_SAVE(0) | DLE_SAVE(1), false};
+      (dle_grad_rule){vjp_conv2d_adjoint, jvp_bilinear, DLE_SAVE(0) | DLE_SAVE(1), false};
   r[DLE_OP_CONV2D_GRAD_WEIGHT] =
-      (dle_grad_rule){vjp_conv2d_grad_weight, jvp_bilinear, DLE_SAVE(0) | DLE_SAVE(1), false};
+      (dle_grad_rule){vjp_conv2d_adjoint, jvp_bilinear, DLE_SAVE(0) | DLE_SAVE(1), false};
 }

@@ -81,10 +81,7 @@ static dle_status forward_nll(dle_op op, dle_tensor **outs, dle_tensor *const *i
   DLE_TRY(check_rows_targets(fn, "input", x, t));
   out_shapes o = {.nout = 1};
   set_loss_shape(&o, 0, a, 1, x->sizes);
-  dle_dtype rdt = result_dtype(x->dtype), cdt = compute_dtype(rdt);
-  dle_tensor *cin[2];
-  prepare(&cin[0], x, cdt), prepare(&cin[1], t, DLE_I64);
-  return run(op, outs, &o, cin, 2, a, cdt, rdt, dle_tensor_device(x));
+  return run_with_index(op, outs, &o, x, t, a);
 }
 
 /* gy, targets -> {N, C} with C = ints[3] */
@@ -101,10 +98,7 @@ static dle_status forward_nll_backward(dle_op op, dle_tensor **outs, dle_tensor 
   out_shapes o = {.nout = 1};
   int64_t s[2] = {t->sizes[0], a->ints[3]};
   set_shape(&o, 0, 2, s);
-  dle_dtype rdt = result_dtype(gy->dtype), cdt = compute_dtype(rdt);
-  dle_tensor *cin[2];
-  prepare(&cin[0], gy, cdt), prepare(&cin[1], t, DLE_I64);
-  return run(op, outs, &o, cin, 2, a, cdt, rdt, dle_tensor_device(gy));
+  return run_with_index(op, outs, &o, gy, t, a);
 }
 
 /* ---- binary cross-entropy with logits ---- */

@@ -40,10 +40,7 @@ static dle_status forward_embedding(dle_op op, dle_tensor **outs, dle_tensor *co
     int64_t s[2] = {a->ints[3], src->sizes[src->ndim - 1]};
     set_shape(&o, 0, 2, s);
   }
-  dle_dtype rdt = result_dtype(src->dtype), cdt = compute_dtype(rdt);
-  dle_tensor *cin[2];
-  prepare(&cin[0], src, cdt), prepare(&cin[1], idx, DLE_I64);
-  return run(op, outs, &o, cin, 2, a, cdt, rdt, dle_tensor_device(src));
+  return run_with_index(op, outs, &o, src, idx, a);
 }
 
 /* ---- dropout ---- */

@@ -142,6 +142,17 @@ static inline dle_status run(dle_op op, dle_tensor **outs, const out_shapes *o, 
   return st;
 }
 
+/* run() for the ops whose inputs are a float tensor x (computed in its compute dtype, delivered in
+ * its result dtype) and an int64 index tensor idx: embedding and its backward, nll_loss and its
+ * backward. */
+static inline dle_status run_with_index(dle_op op, dle_tensor **outs, const out_shapes *o,
+                                        dle_tensor *x, dle_tensor *idx, const dle_attrs *a) {
+  dle_dtype rdt = result_dtype(x->dtype), cdt = compute_dtype(rdt);
+  dle_tensor *cin[2];
+  prepare(&cin[0], x, cdt), prepare(&cin[1], idx, DLE_I64);
+  return run(op, outs, o, cin, 2, a, cdt, rdt, dle_tensor_device(x));
+}
+
 static inline dle_status check_ce_attrs(const char *fn, const dle_attrs *a) {
   if (a->ints[0] < DLE_REDUCTION_NONE || a->ints[0] > DLE_REDUCTION_SUM)
     return dle_error("%s: reduction must be none, mean or sum (0..2), got %lld", fn,

@@ -17,12 +17,8 @@ static const char *const input_size[] = {"input size"};
 static dle_status check_pool_attrs(const char *fn, const dle_attrs *a, int64_t h, int64_t w) {
   const int64_t *v = a->ints;
   DLE_TRY(check_bounded(fn, a, 0, 6, GEOM_MAX, pool_names));
-  if (v[0] < 1 || v[1] < 1)
-    return dle_error("%s: kernel size must be positive, got {%lld, %lld}", fn, (long long)v[0],
-                     (long long)v[1]);
-  if (v[2] < 1 || v[3] < 1)
-    return dle_error("%s: stride must be positive, got {%lld, %lld}", fn, (long long)v[2],
-                     (long long)v[3]);
+  DLE_TRY(check_pair_at_least(fn, "kernel size", v, 1));
+  DLE_TRY(check_pair_at_least(fn, "stride", v + 2, 1));
   if (v[4] < 0 || v[5] < 0 || 2 * v[4] > v[0] || 2 * v[5] > v[1])
     return dle_error("%s: padding {%lld, %lld} must be between 0 and half the kernel {%lld, %lld}",
                      fn, (long long)v[4], (long long)v[5], (long long)v[0], (long long)v[1]);
@@ -101,13 +97,7 @@ dle_flops_rule dle_flops_pool(dle_op op) {
 /* ---- public wrappers ---- */
 
 static dle_attrs pool_attrs(const dle_pool2d_params *p) {
-  dle_attrs a = {0};
-  a.ints[0] = p->kernel[0], a.ints[1] = p->kernel[1];
-  a.ints[2] = p->stride[0], a.ints[3] = p->stride[1];
-  a.ints[4] = p->padding[0], a.ints[5] = p->padding[1];
-  a.ints[6] = p->count_include_pad;
-  a.nints = 7;
-  return a;
+  return spatial_attrs(p->kernel, p->stride, p->padding, p->count_include_pad);
 }
 
 dle_status dle_max_pool2d(dle_tensor **values, dle_tensor **indices, dle_tensor *x,

@@ -38,6 +38,18 @@ static dle_status unsqueeze_reduced(dle_tensor **out, dle_tensor *g, const dle_a
   return dle_reshape(out, g, ndim, kept);
 }
 
+/* *gin = w * g, g (a reduction node's output gradient) unsqueezed over the node's reduced dims so
+ * that it broadcasts against w of the input's shape. */
+static dle_status times_output_grad(dle_tensor **gin, dle_tensor *w, const dle_node *n,
+                                    dle_tensor *g) {
+  dle_tensor *u = NULL;
+  dle_status st = unsqueeze_reduced(&u, g, dle_node_attrs(n), dle_node_input_ndim(n, 0),
+                                    dle_node_input_sizes(n, 0));
+  if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, gin, w, u);
+  dle_tensor_release(u);
+  return st;
+}
+
 /* g broadcast back over the reduced elements (the input's shape). */
 static dle_status spread(dle_tensor **out, dle_tensor *g, const dle_attrs *a, int ndim,
                          const int64_t *sizes) {
@@ -134,14 +146,10 @@ static dle_status prod_factor(dle_tensor **out, dle_tensor *x, const dle_attrs *
 /* d prod = (product of the others) g */
 static dle_status vjp_prod(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
   if (!gout[0]) return DLE_OK;
-  dle_tensor *f = NULL, *u = NULL;
+  dle_tensor *f = NULL;
   dle_status st = prod_factor(&f, dle_node_input(n, 0), dle_node_attrs(n));
-  if (st == DLE_OK)
-    st = unsqueeze_reduced(&u, gout[0], dle_node_attrs(n), dle_node_input_ndim(n, 0),
-                           dle_node_input_sizes(n, 0));
-  if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &gin[0], f, u);
+  if (st == DLE_OK) st = times_output_grad(&gin[0], f, n, gout[0]);
   dle_tensor_release(f);
-  dle_tensor_release(u);
   return st;
 }
 
@@ -267,12 +275,10 @@ static dle_status lse_weights(dle_tensor **out, dle_tensor *x, dle_tensor *lse,
 /* d logsumexp = exp(x - out) g */
 static dle_status vjp_logsumexp(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
   if (!gout[0]) return DLE_OK;
-  dle_tensor *x = dle_node_input(n, 0), *w = NULL, *u = NULL;
-  dle_status st = lse_weights(&w, x, dle_node_output(n, 0), dle_node_attrs(n));
-  if (st == DLE_OK) st = unsqueeze_reduced(&u, gout[0], dle_node_attrs(n), x->ndim, x->sizes);
-  if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &gin[0], w, u);
+  dle_tensor *w = NULL;
+  dle_status st = lse_weights(&w, dle_node_input(n, 0), dle_node_output(n, 0), dle_node_attrs(n));
+  if (st == DLE_OK) st = times_output_grad(&gin[0], w, n, gout[0]);
   dle_tensor_release(w);
-  dle_tensor_release(u);
   return st;
 }
 
@@ -357,16 +363,12 @@ static dle_status selected_mask(dle_tensor **out, dle_op op, dle_tensor *idx, co
 /* d max (min) values = g at the selected index, 0 elsewhere (the indices have no gradient) */
 static dle_status vjp_max(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
   if (!gout[0]) return DLE_OK;
-  int nd = dle_node_input_ndim(n, 0);
-  const int64_t *sizes = dle_node_input_sizes(n, 0);
-  const dle_attrs *a = dle_node_attrs(n);
-  dle_tensor *mask = NULL, *u = NULL;
+  dle_tensor *mask = NULL;
   dle_status st =
-      selected_mask(&mask, dle_node_op(n), dle_node_output(n, 1), a, nd, sizes, gout[0]->dtype);
-  if (st == DLE_OK) st = unsqueeze_reduced(&u, gout[0], a, nd, sizes);
-  if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &gin[0], mask, u);
+      selected_mask(&mask, dle_node_op(n), dle_node_output(n, 1), dle_node_attrs(n),
+                    dle_node_input_ndim(n, 0), dle_node_input_sizes(n, 0), gout[0]->dtype);
+  if (st == DLE_OK) st = times_output_grad(&gin[0], mask, n, gout[0]);
   dle_tensor_release(mask);
-  dle_tensor_release(u);
   return st;
 }
 

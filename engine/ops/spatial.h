@@ -20,6 +20,28 @@ static inline dle_status need_4d(const char *fn, const char *what, const dle_ten
 #define GEOM_MAX      ((int64_t)1 << 31)
 #define SIZE_MAX_GEOM ((int64_t)1 << 40)
 
+/* The attrs of a conv or pooling call: three {h, w} pairs, then one more int (conv: stride,
+ * padding, dilation, groups; pooling: kernel, stride, padding, count_include_pad). */
+static inline dle_attrs spatial_attrs(const int64_t *p0, const int64_t *p1, const int64_t *p2,
+                                      int64_t last) {
+  dle_attrs a = {0};
+  a.ints[0] = p0[0], a.ints[1] = p0[1];
+  a.ints[2] = p1[0], a.ints[3] = p1[1];
+  a.ints[4] = p2[0], a.ints[5] = p2[1];
+  a.ints[6] = last;
+  a.nints = 7;
+  return a;
+}
+
+/* An {h, w} pair of the geometry, v[0] and v[1], must be at least lo (1: "positive", 0:
+ * "non-negative"). */
+static inline dle_status check_pair_at_least(const char *fn, const char *what, const int64_t *v,
+                                             int64_t lo) {
+  if (v[0] >= lo && v[1] >= lo) return DLE_OK;
+  return dle_error("%s: %s must be %s, got {%lld, %lld}", fn, what,
+                   lo > 0 ? "positive" : "non-negative", (long long)v[0], (long long)v[1]);
+}
+
 /* attrs.ints[first + i] named names[i / 2] (h and w pairs; groups alone) must be at most max. */
 static inline dle_status check_bounded(const char *fn, const dle_attrs *a, int first, int count,
                                        int64_t max, const char *const *names) {

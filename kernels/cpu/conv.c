@@ -412,12 +412,7 @@ static dle_status cpu_conv(dle_op op, dle_tensor *const *outs, dle_tensor *const
     }
     default: return dle_error("%s: not a conv kernel", fn);
   }
-  const int64_t *xs = op == DLE_OP_CONV2D_GRAD_INPUT ? o->sizes
-                      : op == DLE_OP_CONV2D          ? ins[0]->sizes
-                                                     : ins[1]->sizes;
-  const int64_t *ws = op == DLE_OP_CONV2D_GRAD_WEIGHT ? o->sizes : ins[1]->sizes;
-  const int64_t *ys = op == DLE_OP_CONV2D ? o->sizes : ins[0]->sizes;
-  conv_geom q = conv_make_geom(xs, ws, ys, a);
+  conv_geom q = conv_geom_of_call(op, o, ins, a);
   if (cpu_conv_winograd_applies(&q, o->dtype == DLE_F64 ? sizeof(double) : sizeof(float)))
     return cpu_conv_winograd(op, &q, o->dtype, o, ins, nin);
 #define CASE(ID, T, CT)                                               \

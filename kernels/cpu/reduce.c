@@ -630,12 +630,8 @@ static dle_status cpu_reduce(dle_op op, dle_tensor *const *outs, dle_tensor *con
   const char *fn = dle_op_get_info(op)->name;
   dle_tensor *x = ins[0], *out = outs[0];
   bool red[DLE_MAX_DIMS] = {false};
-  for (int d = 0; d < x->ndim; d++) red[d] = a->nints == 0;
-  for (int i = 0; i < a->nints; i++) {
-    if (a->ints[i] < 0 || a->ints[i] >= x->ndim)
-      return dle_error("%s: bad dim %lld", fn, (long long)a->ints[i]);
-    red[a->ints[i]] = true;
-  }
+  int bad = dle_reduced_dims(a, x->ndim, red);
+  if (bad >= 0) return dle_error("%s: bad dim %lld", fn, (long long)a->ints[bad]);
   red_job job = {.op = op,
                  .out = dle_tensor_data(out),
                  .es = cpu_esize(out->dtype),

@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "../../engine/dle.h"
+#include "../../engine/kernel/backend.h"
 #include "../../engine/kernel/targets.h"
 
 /* ---------------------------------------------------------------- errors (cuda_host.c) */
@@ -439,6 +440,15 @@ static inline unsigned cu_row_threads(int64_t n) {
  * int64 targets), float32 or float64, the output contiguous; then makes the device current. */
 dle_status cu_float_rows_ready(const char *fn, const dle_tensor *o, dle_tensor *const *ins,
                                int nin);
+/* The kernel entry of these ops (nn.cu, losses.cu): the checks above, then run(fn, T{}) with T
+ * the output's element type, double or float. */
+template <class F>
+dle_status cu_float_rows_run(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
+                             F run) {
+  const char *fn = cu_op_name(op);
+  CU_OK(cu_float_rows_ready(fn, outs[0], ins, nin));
+  return outs[0]->dtype == DLE_F64 ? run(fn, double{}) : run(fn, float{});
+}
 /* Checks every target not ignored (a class base..base+c-1) on the device, with the CPU's message
  * for the first bad one; *count gets how many rows are not ignored. */
 dle_status cu_check_targets(const char *fn, const ce_args &c, const int64_t *t, int64_t *count);

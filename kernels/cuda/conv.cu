@@ -127,12 +127,7 @@ static dle_status cu_conv(dle_op op, dle_tensor *const *outs, dle_tensor *const 
   int64_t total = cu_numel(o);
   if (total == 0) return DLE_OK;
   CU_OK(cu_use_device(fn, o));
-  const int64_t *xs = op == DLE_OP_CONV2D_GRAD_INPUT ? o->sizes
-                      : op == DLE_OP_CONV2D          ? ins[0]->sizes
-                                                     : ins[1]->sizes;
-  const int64_t *ws = op == DLE_OP_CONV2D_GRAD_WEIGHT ? o->sizes : ins[1]->sizes;
-  const int64_t *ys = op == DLE_OP_CONV2D ? o->sizes : ins[0]->sizes;
-  conv_geom q = conv_make_geom(xs, ws, ys, a);
+  conv_geom q = conv_geom_of_call(op, o, ins, a);
   if (q.g <= 0 || q.sh <= 0 || q.sw <= 0) return cu_error("%s: bad groups or stride", fn);
   return cu_with_float_dtype(fn, o->dtype, [&](auto tag) -> dle_status {
     constexpr dle_dtype D = decltype(tag)::value;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "../../engine/dle.h"
+#include "../../engine/kernel/backend.h"
 
 const dle_backend_host *cu_host;
 

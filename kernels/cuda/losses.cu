@@ -21,6 +21,24 @@
 
 /* ---- cross-entropy ---- */
 
+/* Row i's loss from its log-sum-exp lse (cross_entropy; nll has none: has_lse false), its target's
+ * log-probability and the row's sum (read when eps > 0): lse - (1 - eps) x[t] - eps/C sum, 0 for
+ * an ignored row; stored into loss (reduction none) or rows (the row losses to total). */
+template <class CT>
+__device__ void ce_store_row(const ce_args &c, int64_t i, bool has_lse, double lse, const CT *row,
+                             int64_t ti, double sum, CT *loss, double *rows) {
+  double li = 0;
+  if (!ce_ignored(&c, ti)) {
+    double hit = (1 - c.eps) * (double)row[ti - c.base];
+    li = has_lse ? lse - hit : -hit;
+    if (c.eps > 0) li -= c.eps / (double)c.c * sum;
+  }
+  if (c.reduction == 0)
+    loss[i] = (CT)li;
+  else
+    rows[i] = li;
+}
+
 template <class CT>
 __global__ void ce_forward_kernel(ce_args c, const CT *x, const int64_t *t, CT *loss, CT *lse,
                                   double *row_loss) {
@@ -39,15 +57,7 @@ __global__ void ce_forward_kernel(ce_args c, const CT *x, const int64_t *t, CT *
     if (threadIdx.x != 0) continue;
     double l = m == -INFINITY ? -INFINITY : (double)m + log(s);
     lse[i] = (CT)l;
-    double li = 0;
-    if (!ce_ignored(&c, t[i])) {
-      li = l - (1 - c.eps) * (double)row[t[i] - c.base];
-      if (c.eps > 0) li -= c.eps / (double)c.c * sum;
-    }
-    if (c.reduction == 0)
-      loss[i] = (CT)li;
-    else
-      row_loss[i] = li;
+    ce_store_row(c, i, true, l, row, t[i], sum, loss, row_loss);
   }
 }
 
@@ -213,15 +223,7 @@ __global__ void nll_fwd_kernel(ce_args c, const CT *x, const int64_t *t, CT *los
       for (int64_t j = threadIdx.x; j < c.c; j += blockDim.x) sum += row[j];
     sum = cu_block_reduce(sum, sh, cu_add{});
     if (threadIdx.x != 0) continue;
-    double li = 0;
-    if (!ce_ignored(&c, t[i])) {
-      li = -(1 - c.eps) * (double)row[t[i] - c.base];
-      if (c.eps > 0) li -= c.eps / (double)c.c * sum;
-    }
-    if (c.reduction == 0)
-      loss[i] = (CT)li;
-    else
-      rows[i] = li;
+    ce_store_row(c, i, false, 0, row, t[i], sum, loss, rows);
   }
 }
 
@@ -346,24 +348,19 @@ static dle_status row_loss(const char *fn, dle_op op, dle_tensor *const *outs,
 
 static dle_status cu_losses(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
                             const dle_attrs *a) {
-  const char *fn = cu_op_name(op);
-  dle_tensor *o = outs[0];
-  CU_OK(cu_float_rows_ready(fn, o, ins, nin));
-  bool dbl = o->dtype == DLE_F64;
-  switch (op) {
-    case DLE_OP_CROSS_ENTROPY:
-      return dbl ? ce_forward<double>(fn, outs, ins, a) : ce_forward<float>(fn, outs, ins, a);
-    case DLE_OP_CROSS_ENTROPY_BACKWARD:
-      return dbl ? ce_backward<double>(fn, o, ins, a) : ce_backward<float>(fn, o, ins, a);
-    case DLE_OP_MSE_LOSS:
-    case DLE_OP_MSE_LOSS_BACKWARD:
-    case DLE_OP_BCE_WITH_LOGITS:
-    case DLE_OP_BCE_WITH_LOGITS_BACKWARD:
-      return dbl ? elementwise_loss<double>(fn, op, o, ins, nin, a)
-                 : elementwise_loss<float>(fn, op, o, ins, nin, a);
-    default:
-      return dbl ? row_loss<double>(fn, op, outs, ins, a) : row_loss<float>(fn, op, outs, ins, a);
-  }
+  return cu_float_rows_run(op, outs, ins, nin, [&](const char *fn, auto zero) {
+    using T = decltype(zero);
+    switch (op) {
+      case DLE_OP_CROSS_ENTROPY: return ce_forward<T>(fn, outs, ins, a);
+      case DLE_OP_CROSS_ENTROPY_BACKWARD: return ce_backward<T>(fn, outs[0], ins, a);
+      case DLE_OP_MSE_LOSS:
+      case DLE_OP_MSE_LOSS_BACKWARD:
+      case DLE_OP_BCE_WITH_LOGITS:
+      case DLE_OP_BCE_WITH_LOGITS_BACKWARD:
+        return elementwise_loss<T>(fn, op, outs[0], ins, nin, a);
+      default: return row_loss<T>(fn, op, outs, ins, a);
+    }
+  });
 }
 
 void cu_register_losses(dle_backend *b) {

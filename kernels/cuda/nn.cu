@@ -185,16 +185,11 @@ dle_status cu_float_rows_ready(const char *fn, const dle_tensor *o, dle_tensor *
 
 static dle_status cu_nn(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
                         const dle_attrs *a) {
-  const char *fn = cu_op_name(op);
-  dle_tensor *o = outs[0];
-  CU_OK(cu_float_rows_ready(fn, o, ins, nin));
-  bool dbl = o->dtype == DLE_F64;
-  switch (op) {
-    case DLE_OP_DROPOUT:
-      return dbl ? dropout<double>(fn, o, ins[0], a) : dropout<float>(fn, o, ins[0], a);
-    default: /* embedding, embedding_backward */
-      return dbl ? embedding<double>(fn, op, o, ins, a) : embedding<float>(fn, op, o, ins, a);
-  }
+  return cu_float_rows_run(op, outs, ins, nin, [&](const char *fn, auto zero) {
+    using T = decltype(zero);
+    if (op == DLE_OP_DROPOUT) return dropout<T>(fn, outs[0], ins[0], a);
+    return embedding<T>(fn, op, outs[0], ins, a); /* embedding, embedding_backward */
+  });
 }
 
 void cu_register_nn(dle_backend *b) {

@@ -161,12 +161,8 @@ static dle_status cu_reduce(dle_op op, dle_tensor *const *outs, dle_tensor *cons
   dle_tensor *x = ins[0], *out = outs[0];
   bool two = op == DLE_OP_MAX || op == DLE_OP_MIN;
   bool red[DLE_MAX_DIMS] = {false};
-  for (int d = 0; d < x->ndim; d++) red[d] = a->nints == 0;
-  for (int i = 0; i < a->nints; i++) {
-    if (a->ints[i] < 0 || a->ints[i] >= x->ndim)
-      return cu_error("%s: bad dim %lld", fn, (long long)a->ints[i]);
-    red[a->ints[i]] = true;
-  }
+  int bad = dle_reduced_dims(a, x->ndim, red);
+  if (bad >= 0) return cu_error("%s: bad dim %lld", fn, (long long)a->ints[bad]);
   if (!cu_contiguous(out) || (two && !cu_contiguous(outs[1])))
     return cu_error("%s: the CUDA kernel expects contiguous outputs", fn);
   cu_red_geom g;

@@ -6,7 +6,8 @@
 --   for _, r in ipairs(prof:ops()) do print(r.op, r.calls, r.seconds, r.flops, r.bytes) end
 --   local flops = dle.flops(model, x)   -- FLOPs only (and model's results after them)
 --
--- The engine counts (engine/profile.c; FLOP rules in engine/ops/flops.c): each op's self time on
+-- The engine counts (engine/profile.c; FLOP conventions in engine/ops/flops.c, each kind's rule
+-- dle_flops_<family> beside its front door in engine/ops/<family>.c): each op's self time on
 -- dle.time's clock, FLOPs (2*m*n*k per product, 1 per elementwise output, 1 per reduced input,
 -- documented constants per element for softmax, norms and losses, 0 for views and copies) and
 -- bytes (inputs read + outputs written). Profiles nest (an inner one sees its own ops, the outer

@@ -687,27 +687,33 @@ TEST(input_that_is_a_row_of_the_output_is_read_before_it_is_overwritten) {
   check_result("a += a[0]", DLE_OP_ADD, a, DLE_I64, (dle_tensor *const[]){old, orow}, 2, NULL);
 }
 
+/* op(a, b) written into the transpose of a fresh {c, r} tensor *base: a {r, c} and b {r, bc} in
+ * the given layouts; checks the result against the reference and returns the output view. */
+static dle_tensor *into_transposed(const char *what, dle_op op, dle_dtype dt, int64_t r, int64_t c,
+                                   memory_layout la, memory_layout lb, int64_t bc,
+                                   dle_tensor **base) {
+  dle_tensor *a = t_make(la, dt, SIZES(r, c), DOM_ANY, 0);
+  dle_tensor *b = t_make(lb, dt, SIZES(r, bc), DOM_ANY, 1), *out;
+  MAKE(*base, dle_zeros(base, SIZES(c, r), dt));
+  MAKE(out, dle_transpose(&out, *base, 0, 1));
+  REQUIRE_OK(dle_binary(op, &out, a, b));
+  check_result(what, op, out, dt, (dle_tensor *const[]){a, b}, 2, NULL);
+  return out;
+}
+
 TEST(a_transposed_output_is_written_through_its_strides) {
-  dle_tensor *a = t_make(LAYOUT_STEPPED, DLE_F64, SIZES(7, 13), DOM_ANY, 0);
-  dle_tensor *b = t_make(LAYOUT_CONTIGUOUS, DLE_F64, SIZES(7, 13), DOM_ANY, 1), *base, *out;
-  MAKE(base, dle_zeros(&base, SIZES(13, 7), DLE_F64));
-  MAKE(out, dle_transpose(&out, base, 0, 1));
-  REQUIRE_OK(dle_binary(DLE_OP_MAXIMUM, &out, a, b));
-  check_result("maximum into a transposed output", DLE_OP_MAXIMUM, out, DLE_F64,
-               (dle_tensor *const[]){a, b}, 2, NULL);
+  dle_tensor *base;
+  dle_tensor *out = into_transposed("maximum into a transposed output", DLE_OP_MAXIMUM, DLE_F64, 7,
+                                    13, LAYOUT_STEPPED, LAYOUT_CONTIGUOUS, 13, &base);
   CHECK(dle_tensor_get(base, (const int64_t[]){12, 6}) ==
             dle_tensor_get(out, (const int64_t[]){6, 12}),
         "base and output disagree");
 }
 
 TEST(a_large_transposed_output_is_written_correctly_by_several_threads) {
-  dle_tensor *a = t_make(LAYOUT_CONTIGUOUS, DLE_F32, SIZES(259, 131), DOM_ANY, 0);
-  dle_tensor *b = t_make(LAYOUT_SLICED, DLE_F32, SIZES(259, 1), DOM_ANY, 1), *base, *out;
-  MAKE(base, dle_zeros(&base, SIZES(131, 259), DLE_F32));
-  MAKE(out, dle_transpose(&out, base, 0, 1));
-  REQUIRE_OK(dle_binary(DLE_OP_MUL, &out, a, b));
-  check_result("mul into a large transposed output", DLE_OP_MUL, out, DLE_F32,
-               (dle_tensor *const[]){a, b}, 2, NULL);
+  dle_tensor *base;
+  into_transposed("mul into a large transposed output", DLE_OP_MUL, DLE_F32, 259, 131,
+                  LAYOUT_CONTIGUOUS, LAYOUT_SLICED, 1, &base);
 }
 
 TEST(an_output_of_another_dtype_gets_the_result_converted_where_pytorch_can_cast) {

@@ -1,8 +1,8 @@
 -- Documentation only (dle.help and LDoc read it; see lua/dle/help.lua).
 
 --- The fused neural-network ops: convolution, pooling, normalization, losses, attention.
--- Also embedding and dropout. Implemented in C (bindings/lua_conv.c, lua_norm.c, lua_nn.c,
--- lua_losses.c).
+-- Also embedding and dropout. Implemented in C (bindings/lua_conv.c, lua_pool.c, lua_norm.c,
+-- lua_nn.c, lua_losses.c, lua_attention.c).
 -- Each has its own kernels and gradient rule and is both `dle.NAME(x, ...)` and
 -- `x:NAME(...)`. dle.nn.functional and the dle.nn layers build on them and are what a model
 -- usually calls (`F.conv2d`, `F.cross_entropy`, `nn.LayerNorm`, ...). Class targets and indices

@@ -1,6 +1,6 @@
 -- Documentation only (dle.help and LDoc read it; see lua/dle/help.lua).
 
---- Reductions and softmax (implemented in C, bindings/lua_reduce.c).
+--- Reductions and softmax (implemented in C, bindings/lua_reduce.c and lua_softmax.c).
 -- Each is `dle.NAME(t, ...)` and `t:NAME(...)`. `d` is one 1-based dim (-1 the last), a
 -- table of dims, or nil for all dims (a 0-dim result). After it come `keepdim` (a boolean: keep
 -- the reduced dims with size 1) and/or an options table `{keepdim, dtype, correction, unbiased}`

@@ -61,7 +61,8 @@
 
 --- Returns the engine's op table: one entry per op, in op order.
 -- Each entry is `{name, inputs, outputs, kind, differentiable, has_vjp, has_jvp}`: inputs -1
--- means any number; kind is one of create, view, copy, unary, binary, compare, where, reduce,
--- softmax, matmul, index, conv, norm, nn (engine/ops.def). For tools and tests.
+-- means any number; kind is one of create, random, view, copy, unary, binary, compare, where,
+-- reduce, softmax, matmul, index, conv, pool, norm, nn, loss, attention, sort (the DLE_KIND lines
+-- of engine/ops/families.def; each op's kind in engine/ops.def). For tools and tests.
 -- @function dle.op_table
 -- @treturn table a list of op descriptions
