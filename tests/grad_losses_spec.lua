@@ -19,6 +19,14 @@ local check = H.gradcheck
 local function check2(f, inputs) check(f, inputs, {forward = false}) end
 local gradients_of = H.gradients_of
 
+-- The three reductions as gradcheck variants ({name, o = options}), then the extra ones.
+local function reductions_and(extra)
+  local v = {{name = "mean", o = {}}, {name = "sum", o = {reduction = "sum"}},
+    {name = "none", o = {reduction = "none"}}}
+  for _, e in ipairs(extra or {}) do v[#v + 1] = e end
+  return v
+end
+
 local reductions = {{}, {reduction = "sum"}, {reduction = "none"}}
 local function rname(o) return o.reduction or "mean" end
 
@@ -73,11 +81,7 @@ describe("nll_loss gradients", function()
 end)
 
 describe("binary_cross_entropy_with_logits gradients", function()
-  local variants = {
-    {name = "mean", o = {}},
-    {name = "sum", o = {reduction = "sum"}},
-    {name = "none", o = {reduction = "none"}},
-  }
+  local variants = reductions_and()
   for k, v in ipairs(variants) do
     it("gradcheck in x and y, reduction " .. v.name, function()
       check(function(x, y) return dle.binary_cross_entropy_with_logits(x, y, v.o) end,
@@ -118,13 +122,10 @@ describe("binary_cross_entropy_with_logits gradients", function()
 end)
 
 describe("soft_cross_entropy gradients", function()
-  local variants = {
-    {name = "mean", o = {}},
-    {name = "sum", o = {reduction = "sum"}},
-    {name = "none", o = {reduction = "none"}},
+  local variants = reductions_and({
     {name = "mean, label smoothing 0.2", o = {label_smoothing = 0.2}},
     {name = "none, label smoothing 1", o = {reduction = "none", label_smoothing = 1}},
-  }
+  })
   for k, v in ipairs(variants) do
     it("gradcheck of the loss and lse in logits and targets with " .. v.name, function()
       check(function(x, t) return dle.soft_cross_entropy(x, t, v.o) end,

@@ -555,6 +555,26 @@ function H.without_torch(pending)
   return true
 end
 
+--- Runs Python lines after "import torch", a p(t) printing tensor t's elements (float repr,
+-- whitespace-separated) on one line, and NAME = torch.tensor(...) for each NAME = dle tensor of
+-- tensors (exact float64 copies); returns the output lines (read them with H.torch_line).
+function H.run_torch(tensors, lines)
+  local all = {"import torch", "def p(t): print(' '.join(repr(float(z)) for z in t.reshape(-1).tolist()))"}
+  local names = {}
+  for name in pairs(tensors) do names[#names + 1] = name end
+  table.sort(names)
+  for _, name in ipairs(names) do all[#all + 1] = name .. " = " .. H.torch_literal(tensors[name]) end
+  for _, l in ipairs(lines) do all[#all + 1] = l end
+  return H.run_python(all)
+end
+
+--- The numbers of one line of PyTorch output, as a list.
+function H.torch_line(line)
+  local r = {}
+  for z in line:gmatch("%S+") do r[#r + 1] = tonumber(z) end
+  return r
+end
+
 --- Asserts that line, numbers PyTorch printed (whitespace-separated), holds as many numbers as
 -- the list values and each within tol of its value; what names the values in the messages.
 function H.assert_torch_numbers(values, line, tol, what)

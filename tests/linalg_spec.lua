@@ -338,9 +338,7 @@ describe("dle.linalg", function()
   it("matches PyTorch's values in float64 (determinants, inverses, singular values, eigenvalues, norms)", function()
     if H.without_torch(pending) then return end
     local A = wellcond({2, 3, 3}, 30)
-    local out = H.run_python({
-      "import torch",
-      "a = " .. H.torch_literal(A),
+    local out = H.run_torch({a = A}, {
       "L = torch.linalg",
       "vals = [L.det(a), L.inv(a), L.svdvals(a), L.eigvalsh(a + a.mT), L.norm(a), L.matrix_norm(a, 'nuc'),",
       "        L.pinv(a), L.cholesky(a @ a.mT), L.solve(a, a[..., 0])]",

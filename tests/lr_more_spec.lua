@@ -14,14 +14,26 @@ local function sgd(lrs, extra)
   return dle.optim.SGD(groups, extra or {momentum = 0.9})
 end
 
--- The lrs of group g over steps 0..n.
-local function sequence(opt, sched, n, g, metrics)
-  local out = {opt.param_groups[g or 1].lr}
+-- What read(opt) returns (one or more values) over steps 0..n of sched: one list per value.
+local function trace(opt, sched, n, read, metrics)
+  local lists = {}
+  local function add()
+    for k, v in ipairs({read(opt)}) do
+      lists[k] = lists[k] or {}
+      lists[k][#lists[k] + 1] = v
+    end
+  end
+  add()
   for i = 1, n do
     sched:step(metrics and metrics[i])
-    out[#out + 1] = opt.param_groups[g or 1].lr
+    add()
   end
-  return out
+  return table.unpack(lists)
+end
+
+-- The lrs of group g over steps 0..n.
+local function sequence(opt, sched, n, g, metrics)
+  return trace(opt, sched, n, function(o) return o.param_groups[g or 1].lr end, metrics)
 end
 
 local function formula(n, f)
@@ -38,11 +50,7 @@ describe("closed-form schedulers", function()
     local s = lr.lambda(opt, {lr_lambda = {function(t) return 1 / (t + 1) end, function(t) return 0.5 ^ t end}})
     local g1 = formula(6, function(t) return 0.1 / (t + 1) end)
     local g2 = formula(6, function(t) return 0.5 ^ t end)
-    local got1, got2 = {opt.param_groups[1].lr}, {opt.param_groups[2].lr}
-    for _ = 1, 6 do
-      s:step()
-      got1[#got1 + 1], got2[#got2 + 1] = opt.param_groups[1].lr, opt.param_groups[2].lr
-    end
+    local got1, got2 = trace(opt, s, 6, function(o) return o.param_groups[1].lr, o.param_groups[2].lr end)
     H.assert_close(got1, g1, TOL)
     H.assert_close(got2, g2, TOL)
     H.assert_close(s:get_lr(3), 0.1 / 4, TOL)
@@ -102,11 +110,7 @@ describe("closed-form schedulers", function()
       if t <= 2 then return cos_anneal(0.95, 0.85, t / 2) end
       return cos_anneal(0.85, 0.95, (t - 2) / 7)
     end)
-    local lrs, ms = {opt.param_groups[1].lr}, {opt.param_groups[1].momentum}
-    for _ = 1, 10 do
-      s:step()
-      lrs[#lrs + 1], ms[#ms + 1] = opt.param_groups[1].lr, opt.param_groups[1].momentum
-    end
+    local lrs, ms = trace(opt, s, 10, function(o) return o.param_groups[1].lr, o.param_groups[1].momentum end)
     H.assert_close(lrs, want_lr, TOL)
     H.assert_close(ms, want_m, TOL)
     H.assert_error(function() s:step() end, "lr.one_cycle: tried to step 11 times; total_steps is 10")
@@ -230,13 +234,14 @@ describe("schedulers against PyTorch (optional)", function()
     local function record(mk, n, metrics, adam)
       local opt = adam and dle.optim.Adam({dle.zeros(2):requires_grad_()}, {lr = 0.1})
         or dle.optim.SGD({dle.zeros(2):requires_grad_()}, {lr = 0.1, momentum = 0.9})
-      local s = mk(opt)
-      local function add()
-        got[#got + 1] = opt.param_groups[1].lr
-        got[#got + 1] = adam and opt.param_groups[1].betas[1] or opt.param_groups[1].momentum
+      local lrs, ms = trace(opt, mk(opt), n, function(o)
+        local g = o.param_groups[1]
+        return g.lr, adam and g.betas[1] or g.momentum
+      end, metrics)
+      for i = 1, #lrs do
+        got[#got + 1] = lrs[i]
+        got[#got + 1] = ms[i]
       end
-      add()
-      for i = 1, n do s:step(metrics and metrics[i]); add() end
     end
     record(function(o) return lr.lambda(o, {lr_lambda = function(t) return 1 / (t + 1) end}) end, 6)
     record(function(o) return lr.multiplicative(o, {lr_lambda = function(t) return 0.9 - 0.01 * t end}) end, 6)

@@ -25,74 +25,57 @@ local function run(cls, opts, steps, dtype, opt_in, p_in)
   return p, opt
 end
 
--- Scalar references (PyTorch's single-tensor loops, one element at a time).
+-- Scalar references (PyTorch's single-tensor loops, one element at a time): update(st, p, g, s)
+-- takes one element's state table st (empty at first), its value p and gradient g (weight decay
+-- added) at step s, and returns the new value.
+local function trajectory(steps, h, update)
+  local out = {}
+  for i, p in ipairs(P0) do
+    local st = {}
+    for s = 1, steps do p = update(st, p, grad_at(s)[i] + h.wd * p, s) end
+    out[i] = p
+  end
+  return out
+end
 local ref = {}
 function ref.adamax(steps, h)
-  local out = {}
-  for i, p in ipairs(P0) do
-    local m, u = 0, 0
-    for s = 1, steps do
-      local g = grad_at(s)[i] + h.wd * p
-      m = h.b1 * m + (1 - h.b1) * g
-      u = math.max(h.b2 * u, math.abs(g) + h.eps)
-      p = p - h.lr / (1 - h.b1 ^ s) * m / u
-    end
-    out[i] = p
-  end
-  return out
+  return trajectory(steps, h, function(st, p, g, s)
+    st.m = h.b1 * (st.m or 0) + (1 - h.b1) * g
+    st.u = math.max(h.b2 * (st.u or 0), math.abs(g) + h.eps)
+    return p - h.lr / (1 - h.b1 ^ s) * st.m / st.u
+  end)
 end
 function ref.nadam(steps, h)
-  local out = {}
-  for i, p in ipairs(P0) do
-    local m, v, mu_prod = 0, 0, 1
-    for s = 1, steps do
-      local g = grad_at(s)[i] + h.wd * p
-      local mu = h.b1 * (1 - 0.5 * 0.96 ^ (s * h.md))
-      local mu_next = h.b1 * (1 - 0.5 * 0.96 ^ ((s + 1) * h.md))
-      mu_prod = mu_prod * mu
-      m = h.b1 * m + (1 - h.b1) * g
-      v = h.b2 * v + (1 - h.b2) * g * g
-      local denom = math.sqrt(v / (1 - h.b2 ^ s)) + h.eps
-      p = p - h.lr * (1 - mu) / (1 - mu_prod) * g / denom - h.lr * mu_next / (1 - mu_prod * mu_next) * m / denom
-    end
-    out[i] = p
-  end
-  return out
+  return trajectory(steps, h, function(st, p, g, s)
+    local mu = h.b1 * (1 - 0.5 * 0.96 ^ (s * h.md))
+    local mu_next = h.b1 * (1 - 0.5 * 0.96 ^ ((s + 1) * h.md))
+    st.mu_prod = (st.mu_prod or 1) * mu
+    st.m = h.b1 * (st.m or 0) + (1 - h.b1) * g
+    st.v = h.b2 * (st.v or 0) + (1 - h.b2) * g * g
+    local denom = math.sqrt(st.v / (1 - h.b2 ^ s)) + h.eps
+    return p - h.lr * (1 - mu) / (1 - st.mu_prod) * g / denom
+      - h.lr * mu_next / (1 - st.mu_prod * mu_next) * st.m / denom
+  end)
 end
 function ref.radam(steps, h)
-  local out = {}
-  for i, p in ipairs(P0) do
-    local m, v = 0, 0
-    for s = 1, steps do
-      local g = grad_at(s)[i] + h.wd * p
-      m = h.b1 * m + (1 - h.b1) * g
-      v = h.b2 * v + (1 - h.b2) * g * g
-      local bc1, bc2 = 1 - h.b1 ^ s, 1 - h.b2 ^ s
-      local rho_inf = 2 / (1 - h.b2) - 1
-      local rho = rho_inf - 2 * s * h.b2 ^ s / bc2
-      if rho > 5 then
-        local rect = math.sqrt((rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho))
-        p = p - m / bc1 * h.lr * math.sqrt(bc2) / (math.sqrt(v) + h.eps) * rect
-      else
-        p = p - m / bc1 * h.lr
-      end
+  return trajectory(steps, h, function(st, p, g, s)
+    st.m = h.b1 * (st.m or 0) + (1 - h.b1) * g
+    st.v = h.b2 * (st.v or 0) + (1 - h.b2) * g * g
+    local bc1, bc2 = 1 - h.b1 ^ s, 1 - h.b2 ^ s
+    local rho_inf = 2 / (1 - h.b2) - 1
+    local rho = rho_inf - 2 * s * h.b2 ^ s / bc2
+    if rho > 5 then
+      local rect = math.sqrt((rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho))
+      return p - st.m / bc1 * h.lr * math.sqrt(bc2) / (math.sqrt(st.v) + h.eps) * rect
     end
-    out[i] = p
-  end
-  return out
+    return p - st.m / bc1 * h.lr
+  end)
 end
 function ref.sgd(steps, h)
-  local out = {}
-  for i, p in ipairs(P0) do
-    local buf
-    for s = 1, steps do
-      local g = grad_at(s)[i] + h.wd * p
-      buf = buf and h.momentum * buf + (1 - h.dampening) * g or g
-      p = p - h.lr * buf
-    end
-    out[i] = p
-  end
-  return out
+  return trajectory(steps, h, function(st, p, g)
+    st.buf = st.buf and h.momentum * st.buf + (1 - h.dampening) * g or g
+    return p - h.lr * st.buf
+  end)
 end
 
 local cases = {

@@ -76,12 +76,6 @@ local with_options = {
     return nn.TransformerBlock(4, 2)(dle.randn(1, 2, 4), o)
   end, "MultiheadAttention:forward"},
   -- dle.nn.functional
-  ["nn.functional.cross_entropy"] = {function(o) return F.cross_entropy(x, t, o) end, "cross_entropy"},
-  ["nn.functional.nll_loss"] = {function(o) return F.nll_loss(x, t, o) end, "nll_loss"},
-  ["nn.functional.mse_loss"] = {function(o) return F.mse_loss(x, x, o) end, "mse_loss"},
-  ["nn.functional.binary_cross_entropy_with_logits"] = {function(o)
-    return F.binary_cross_entropy_with_logits(x, x, o)
-  end, "binary_cross_entropy_with_logits"},
   ["nn.functional.l1_loss"] = {function(o) return F.l1_loss(p01, p01, o) end, "l1_loss"},
   ["nn.functional.smooth_l1_loss"] = {function(o) return F.smooth_l1_loss(p01, p01, o) end, "smooth_l1_loss"},
   ["nn.functional.huber_loss"] = {function(o) return F.huber_loss(p01, p01, o) end, "huber_loss"},
@@ -207,11 +201,6 @@ local with_options = {
   ["Tensor:normal_"] = {function(o) return dle.zeros(2):normal_(0, 1, o) end, "normal_"},
   ["Tensor:random_"] = {function(o) return dle.zeros(2):random_(1, 5, o) end, "random_"},
   ["Tensor:bernoulli_"] = {function(o) return dle.zeros(2):bernoulli_(0.5, o) end, "bernoulli_"},
-  ["cross_entropy"] = {function(o) return dle.cross_entropy(x, t, o) end, "cross_entropy"},
-  ["nll_loss"] = {function(o) return dle.nll_loss(x, t, o) end, "nll_loss"},
-  ["mse_loss"] = {function(o) return dle.mse_loss(x, x, o) end, "mse_loss"},
-  ["binary_cross_entropy_with_logits"] = {function(o) return dle.binary_cross_entropy_with_logits(x, x, o) end,
-    "binary_cross_entropy_with_logits"},
   ["soft_cross_entropy"] = {function(o) return dle.soft_cross_entropy(x, x, o) end, "soft_cross_entropy"},
   ["embedding"] = {function(o) return dle.embedding(dle.randn(4, 2), t, o) end, "embedding"},
   ["dropout"] = {function(o) return dle.dropout(x, 0.5, o) end, "dropout"},
@@ -246,6 +235,11 @@ local with_options = {
   ["linalg.lstsq"] = {function(o) return dle.linalg.lstsq(x, dle.ones(2), o) end, "linalg.lstsq"},
   ["linalg.cross"] = {function(o) return dle.linalg.cross(dle.ones(3), dle.ones(3), o) end, "linalg.cross"},
 }
+-- the losses dle and dle.nn.functional both have, called with the same arguments
+for name, target in pairs({cross_entropy = t, nll_loss = t, mse_loss = x, binary_cross_entropy_with_logits = x}) do
+  with_options[name] = {function(o) return dle[name](x, target, o) end, name}
+  with_options["nn.functional." .. name] = {function(o) return F[name](x, target, o) end, name}
+end
 
 -- The public names of the walked packages that take no options table.
 local without_options = {

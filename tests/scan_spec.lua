@@ -297,16 +297,10 @@ end)
 
 describe("scan ops: PyTorch agreement (optional)", function()
   it("all five ops match torch in float64 (values and indices) on a transposed input with ties", function()
-    if not H.torch_available() then
-      pending("python3 with torch is not available")
-      return
-    end
+    if H.without_torch(pending) then return end
     local v = H.map(H.values({5, 6}, {seed = 15, lo = -2, hi = 2}), function(x) return math.floor(x * 2) / 2 end)
     local x = dle.tensor(v, F64):t()
-    local out = H.run_python({
-      "import torch",
-      "x = " .. H.torch_literal(x),
-      "def p(t): print(' '.join(repr(float(z)) for z in t.reshape(-1).tolist()))",
+    local out = H.run_torch({x = x}, {
       "for d in (0, 1):",
       "  p(x.cumsum(d)); p(x.cumprod(d)); p(x.logcumsumexp(d))",
       "  v, i = x.cummax(d); p(v); p(i + 1)",
@@ -315,9 +309,7 @@ describe("scan ops: PyTorch agreement (optional)", function()
     local line = 0
     local function expect(t, what)
       line = line + 1
-      local want = {}
-      for z in out[line]:gmatch("%S+") do want[#want + 1] = tonumber(z) end
-      H.assert_close(t:double():reshape(-1), want, {rtol = 1e-12, atol = 1e-12, msg = what})
+      H.assert_close(t:double():reshape(-1), H.torch_line(out[line]), {rtol = 1e-12, atol = 1e-12, msg = what})
     end
     for d = 1, 2 do
       expect(x:cumsum(d), "cumsum")

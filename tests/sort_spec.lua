@@ -94,6 +94,16 @@ local function check_against_ref(x, d, desc, vals, idx, first, count)
   end
 end
 
+-- On every layout of vals (dtype): op(x) gives values and indices along dim 1 of the given shape,
+-- ranks first..first+count-1 of the reference order (descending when desc).
+local function check_layouts(vals, dtype, op, desc, first, count, shape)
+  H.each_layout(vals, dtype, function(layout, x)
+    local v, i = op(x)
+    check_against_ref(x, 1, desc, v, i, first, count)
+    assert.are.same(shape, v:shape(), layout)
+  end)
+end
+
 -- ---------------------------------------------------------------- sort, argsort, msort
 
 describe("sort", function()
@@ -255,11 +265,7 @@ describe("topk", function()
 
   it("works along dim 1 of a transposed input and in every dtype", function()
     local vals = H.values({6, 5}, {seed = 2, int = true, lo = 0, hi = 9})
-    H.each_layout(vals, "float64", function(layout, x)
-      local v, i = x:topk(3, 1)
-      check_against_ref(x, 1, true, v, i, 1, 3)
-      assert.are.same({3, 5}, v:shape(), layout)
-    end)
+    check_layouts(vals, "float64", function(x) return x:topk(3, 1) end, true, 1, 3, {3, 5})
     for _, dt in ipairs(DTYPES) do
       local x = dle.tensor(dt == "bool" and {true, false, true} or {1, 3, 2}, {dtype = dt})
       local _, i = x:topk(2)
@@ -311,11 +317,7 @@ describe("kthvalue", function()
 
   it("works on every layout and dtype", function()
     local vals = H.values({5, 4}, {seed = 8, int = true, lo = 0, hi = 3})
-    H.each_layout(vals, "float32", function(layout, x)
-      local v, i = x:kthvalue(2, 1, true)
-      check_against_ref(x, 1, false, v, i, 2, 1)
-      assert.are.same({1, 4}, v:shape(), layout)
-    end)
+    check_layouts(vals, "float32", function(x) return x:kthvalue(2, 1, true) end, false, 2, 1, {1, 4})
     for _, dt in ipairs(DTYPES) do
       local x = dle.tensor(dt == "bool" and {true, false, true} or {1, 3, 2}, {dtype = dt})
       local _, i = x:kthvalue(2)
@@ -336,27 +338,17 @@ end)
 
 describe("the sort family against PyTorch", function()
   it("agrees with torch.sort (stable), topk and kthvalue in float64, values and indices", function()
-    if not H.torch_available() then
-      pending("python3 with torch is not available")
-      return
-    end
+    if H.without_torch(pending) then return end
     -- a tenth of the values repeat, so stable order matters; no ties near the top-k boundary
     local x = dle.tensor(H.values({6, 41}, {seed = 21, int = true, lo = -60, hi = 60}), {dtype = "float64"}) / 7
-    local out = H.run_python({
-      "import torch",
-      "x = " .. H.torch_literal(x),
-      "def p(t): print(' '.join(repr(float(v)) for v in t.reshape(-1)))",
+    local out = H.run_torch({x = x}, {
       "v, i = torch.sort(x, dim=1, stable=True); p(v); p(i + 1)",
       "v, i = torch.sort(x, dim=0, descending=True, stable=True); p(v); p(i + 1)",
       "v, i = torch.topk(x, 5, 1); p(v)",
       "v, i = torch.topk(x, 3, 0, largest=False); p(v)",
       "v, i = torch.kthvalue(x, 20, 1); p(v)",
     })
-    local function nums(line)
-      local r = {}
-      for w in line:gmatch("%S+") do r[#r + 1] = tonumber(w) end
-      return r
-    end
+    local nums = H.torch_line
     local function flat(t) return t:double():reshape(-1):totable() end
     local v, i = x:sort(2)
     assert.are.same(nums(out[1]), flat(v))

@@ -76,7 +76,8 @@ static dle_status output_slot(dle_tensor **out, dle_tensor **tmp, const char *fn
   return dle_tensor_empty(tmp, ndim, sizes, dt, dle_tensor_device(x));
 }
 
-/* Runs the kernel into outs[0..nout) (NULL slots receive new tensors): shared with softmax.c. */
+/* Runs the kernel into outs[0..nout) (NULL slots receive new tensors): shared with softmax.c
+ * and sort.c. */
 dle_status dle_reduce_run_into(dle_op op, dle_tensor **outs, int nout, int ndim,
                                const int64_t *sizes, const dle_dtype *dts, dle_tensor *x,
                                dle_dtype compute, const dle_attrs *ka) {

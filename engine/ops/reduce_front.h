@@ -1,5 +1,5 @@
-/* reduce_front.h — what the front doors of the reductions (reduce.c) and of softmax (softmax.c)
- * share; defined in reduce.c. */
+/* reduce_front.h — what the front doors of the reductions (reduce.c), softmax (softmax.c) and sort
+ * (sort.c) share; defined in reduce.c. */
 #ifndef DLE_OPS_REDUCE_FRONT_H
 #define DLE_OPS_REDUCE_FRONT_H
 

@@ -10,9 +10,11 @@
  *
  * The kernels get x as it is (any strides, its own dtype) and fresh contiguous outputs laid out
  * as x's shape with the dim sized m (n for sort, k for topk, 1 for kthvalue, whose output without
- * keepdim drops that dim, the same elements in the same order). A caller's outputs are filled by
- * a copy. */
+ * keepdim drops that dim, the same elements in the same order). A caller's outputs are written
+ * as the reductions' are (dle_reduce_run_into): directly when contiguous and apart from x, else
+ * through a copy. */
 #include "../internal.h"
+#include "reduce_front.h"
 
 /* Longest line the kernels index with 32 bits. */
 #define SORT_MAX_LINE ((int64_t)UINT32_MAX)
@@ -59,17 +61,6 @@ static dle_status picked(dle_op op, const char *fn, const dle_tensor *x, int d, 
   return DLE_OK;
 }
 
-/* Hands the fresh result r over as *out, or copies it into the caller's *out. */
-static dle_status deliver(dle_tensor **out, dle_tensor *r) {
-  if (!*out) {
-    *out = r;
-    return DLE_OK;
-  }
-  dle_status st = dle_copy_(*out, r);
-  dle_tensor_release(r);
-  return st;
-}
-
 dle_status dle_forward_sort(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                             const dle_attrs *a) {
   (void)nin;
@@ -88,18 +79,7 @@ dle_status dle_forward_sort(dle_op op, dle_tensor **outs, dle_tensor *const *ins
   ka.ints[0] = d;
   ka.nints = a->nints > 1 ? a->nints : 1;
   dle_dtype dts[2] = {x->dtype, DLE_I64};
-  for (int i = 0; i < 2; i++)
-    if (outs[i]) DLE_TRY(dle_prepare_out(&outs[i], fn, nd, sizes, dts[i], dle_tensor_device(x)));
-  dle_tensor *res[2] = {NULL, NULL};
-  dle_status st = dle_tensor_empty(&res[0], nd, sizes, x->dtype, dle_tensor_device(x));
-  if (st == DLE_OK) st = dle_tensor_empty(&res[1], nd, sizes, DLE_I64, dle_tensor_device(x));
-  if (st == DLE_OK) st = dle_dispatch(op, res, 2, &x, 1, &ka);
-  for (int i = 0; i < 2 && st == DLE_OK; i++) {
-    st = deliver(&outs[i], res[i]);
-    res[i] = NULL;
-  }
-  for (int i = 0; i < 2; i++) dle_tensor_release(res[i]);
-  return st;
+  return dle_reduce_run_into(op, outs, 2, nd, sizes, dts, x, x->dtype, &ka);
 }
 
 /* FLOPs: one per input element, as for a reduction (each element becomes one key; the radix

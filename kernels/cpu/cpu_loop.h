@@ -10,6 +10,10 @@
 
 #include "cpu_types.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #define CPU_MAX_OPERANDS 4
 /* Below this many elements an op with real work per element (a libm-class function,
  * a row of exps, a pooling window) stays on one thread: forking costs more than it saves. */
@@ -57,5 +61,16 @@ void cpu_foreach_elementwise(dle_tensor *out, dle_tensor *const *ins, int nin, c
 /* Should a loop of n elements run on several threads? (heavy and light elements) */
 static inline bool cpu_parallel(int64_t n) { return n >= CPU_PARALLEL_GRAIN; }
 static inline bool cpu_parallel_light(int64_t n) { return n >= CPU_PARALLEL_GRAIN_LIGHT; }
+
+/* The calling thread's number in its OpenMP team and the team's size (0 and 1 without OpenMP). */
+static inline void cpu_team(int *t, int *n) {
+#ifdef _OPENMP
+  *t = omp_get_thread_num();
+  *n = omp_get_num_threads();
+#else
+  *t = 0;
+  *n = 1;
+#endif
+}
 
 #endif

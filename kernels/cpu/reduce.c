@@ -475,11 +475,8 @@ static void red_pass(const red_plan *pl, const red_chunk *c, const red_flavor *f
 #pragma omp parallel num_threads(nt)
 #endif
   {
-#ifdef _OPENMP
-    int t = omp_get_thread_num(), n = omp_get_num_threads();
-#else
-    int t = 0, n = 1;
-#endif
+    int t, n;
+    cpu_team(&t, &n);
     int64_t r0 = pl->nred * t / n, r1 = pl->nred * (t + 1) / n;
     char *a = scratch + (size_t)t * per;
     int64_t *ix = idx ? (int64_t *)(scratch + (size_t)(nt + t) * per) : NULL;

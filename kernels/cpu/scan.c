@@ -266,11 +266,8 @@ static void scan_blocked(const scan_fns *f, bool fl, int nt, const char *x, int6
 #pragma omp parallel num_threads(nt)
 #endif
   {
-#ifdef _OPENMP
-    int c = omp_get_thread_num(), got = omp_get_num_threads();
-#else
-    int c = 0, got = 1;
-#endif
+    int c, got;
+    cpu_team(&c, &got);
     int64_t len = (n + got - 1) / got, lo = c * len, m = lo < n ? (n - lo < len ? n - lo : len) : 0;
     state_init(f, &tot[c], fl);
     if (c < got - 1) f->total(x + lo * sx * (int64_t)es, sx, m, i0 + lo * di, di, &tot[c]);
