@@ -254,14 +254,14 @@ run.executors.cond = function(node, ins)
   local sub = node.subgraphs
   local args = table.pack(table.unpack(ins, 2, #ins))
   local r = as_traced(node, ctl().cond, ins[1], M.runner(sub[1], {}), M.runner(sub[2], {}), args)
-  return table.unpack(r, 1, #r)
+  return table.unpack(fresh(r, ins), 1, #r)
 end
 
 run.executors.while_loop = function(node, ins)
   local n, sub = node.attrs.n, node.subgraphs
   local caps = slice(ins, n + 1, #ins)
   local r = as_traced(node, ctl().while_loop, M.runner(sub[1], caps), M.runner(sub[2], caps), slice(ins, 1, n))
-  return table.unpack(r, 1, #r)
+  return table.unpack(fresh(r, ins), 1, #r)   -- no iteration: the results are the inputs
 end
 
 run.executors.scan = function(node, ins)
@@ -270,7 +270,7 @@ run.executors.scan = function(node, ins)
   local caps = slice(ins, nc + nx + 1, #ins)
   local r = as_traced(node, ctl().scan, M.runner(node.subgraphs[1], caps), slice(ins, 1, nc),
                       slice(ins, nc + 1, nc + nx))
-  return table.unpack(r, 1, #r)
+  return table.unpack(fresh(r, ins), 1, #r)
 end
 
 return M
