@@ -207,7 +207,7 @@ describe("dle.while_loop", function()
   it("traces as one while_loop node whose replay iterates as many times as the data says", function()
     local f = function(i0, s0)
       -- intermediates as init: with no iteration the replay's results are its inputs (kept alive)
-      local res = dle.while_loop(cond_fn, body_fn, {i0 + 0, s0 * 1})
+      local res = dle.while_loop(cond_fn, body_fn, {i0 + 0, s0 - 0})
       return res[1], res[2]
     end
     local inputs = {}
