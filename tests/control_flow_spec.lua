@@ -13,12 +13,6 @@ local function r(n)
   return seed % n + 1
 end
 
-local function ops_of(g)
-  local ops = {}
-  for _, n in ipairs(g:nodes()) do ops[#ops + 1] = n.op end
-  return table.concat(ops, " ")
-end
-
 local function node_of(g, op)
   for _, n in ipairs(g:nodes()) do if n.op == op then return n end end
 end
@@ -84,7 +78,7 @@ describe("dle.cond", function()
   it("equals eager traced and compiled over 40 generated functions on inputs with both preds", function()
     local unary = {"exp", "sin", "tanh", "relu", "sigmoid", "abs", "neg"}
     local W = dle.randn(4, 4)
-    for fi = 1, 40 do
+    for _ = 1, 40 do
       local u1, u2, u3 = unary[r(#unary)], unary[r(#unary)], unary[r(#unary)]
       local k = ({0.5, 2, -1})[r(3)]
       local use_w = r(2) == 1
@@ -106,7 +100,9 @@ describe("dle.cond", function()
 
   it("replays the branch the current value of a captured pred picks, without retracing", function()
     local flag = dle.tensor(true)
-    local f = dle.compile(function(x) return dle.cond(flag, function(a) return a * 2 end, function(a) return a * 3 end, x) end)
+    local f = dle.compile(function(x)
+      return dle.cond(flag, function(a) return a * 2 end, function(a) return a * 3 end, x)
+    end)
     local x = dle.ones(2)
     assert.same({2, 2}, f(x):totable())
     flag:fill_(false)
@@ -152,7 +148,8 @@ describe("dle.cond", function()
   it("gives compiled functions the gradients eager code gets, for both preds", function()
     local W = dle.randn(3, 3, {requires_grad = true})
     local fn = function(p, x)
-      return dle.cond(p:gt(0), function(a) return a:matmul(W):relu() end, function(a) return (a * W:sum()):exp() end, x):sum()
+      return dle.cond(p:gt(0), function(a) return a:matmul(W):relu() end,
+                      function(a) return (a * W:sum()):exp() end, x):sum()
     end
     local c = dle.compile(fn)
     for i = 1, 6 do
@@ -174,7 +171,8 @@ describe("dle.cond", function()
     H.assert_error(function() dle.cond(true, id, id, 3) end, "cond: operand 1 must be a tensor, got number")
     H.assert_error(function() dle.cond(true, function() return 1 end, id, x) end,
                    "cond: true_fn must return tensors, got a number as result 1")
-    H.assert_error(function() dle.cond(false, id, function() end, x) end, "cond: false_fn must return at least one tensor")
+    H.assert_error(function() dle.cond(false, id, function() end, x) end,
+                   "cond: false_fn must return at least one tensor")
     local traced = function(f1, f2)
       return function() dle.graph.trace(function(p, a) return dle.cond(p, f1, f2, a) end, dle.tensor(true), x) end
     end
@@ -190,7 +188,7 @@ describe("dle.cond", function()
 end)
 
 describe("dle.while_loop", function()
-  local cond_fn = function(i, s) return i:lt(10) end
+  local cond_fn = function(i) return i:lt(10) end
   local body_fn = function(i, s) return i + 1, s * 1.5 + i end
 
   it("iterates while cond_fn is true and returns the final list", function()
@@ -230,10 +228,11 @@ describe("dle.while_loop", function()
 
   it("is forward only: a backward pass reaching its results raises an error naming it", function()
     local a = dle.randn(2, {requires_grad = true})
-    local res = dle.while_loop(function(i) return i:lt(3) end, function(i, s) return i + 1, s * 2 end, {dle.tensor(0.0), a})
+    local double = function(i, s) return i + 1, s * 2 end
+    local res = dle.while_loop(function(i) return i:lt(3) end, double, {dle.tensor(0.0), a})
     H.assert_error(function() res[2]:sum():backward() end, "while_loop: is not differentiable")
     local g = dle.graph.trace(function(x)
-      return dle.while_loop(function(i) return i:lt(3) end, function(i, s) return i + 1, s * 2 end, {dle.tensor(0.0), x})[2]
+      return dle.while_loop(function(i) return i:lt(3) end, double, {dle.tensor(0.0), x})[2]
     end, a)
     H.assert_error(function() g:run(a):sum():backward() end, "while_loop: is not differentiable")
   end)
@@ -241,7 +240,8 @@ describe("dle.while_loop", function()
   it("raises errors naming while_loop for bad init, cond_fn results and body_fn results", function()
     local x = dle.zeros(2)
     H.assert_error(function() dle.while_loop(cond_fn, body_fn, x) end, "while_loop: init must be a list of tensors")
-    H.assert_error(function() dle.while_loop(cond_fn, body_fn, {}) end, "while_loop: init must hold at least one tensor")
+    H.assert_error(function() dle.while_loop(cond_fn, body_fn, {}) end,
+                   "while_loop: init must hold at least one tensor")
     H.assert_error(function() dle.while_loop(function(a) return a end, body_fn, {x}) end,
                    "while_loop: cond_fn's result must be a boolean or a 0-d tensor, got a tensor of shape {2}")
     H.assert_error(function() dle.while_loop(function() return true end, function(a) return a:sum() end, {x}) end,
@@ -249,7 +249,9 @@ describe("dle.while_loop", function()
     H.assert_error(function() dle.while_loop(function() return true end, function(a) return a, a end, {x}) end,
                    "while_loop: body_fn returns 2 tensors, init has 1")
     H.assert_error(function()
-      dle.graph.trace(function(a) return dle.while_loop(function() return true end, function(b) return b:double() end, {a})[1] end, x)
+      dle.graph.trace(function(a)
+        return dle.while_loop(function() return true end, function(b) return b:double() end, {a})[1]
+      end, x)
     end, "while_loop: body_fn returns {2} float64 as result 1, init[1] is {2} float32")
   end)
 
@@ -297,7 +299,11 @@ describe("dle.scan", function()
       local k = ({0.5, -1, 2})[r(3)]
       local len = r(5)
       local f = function(h0, xs)
-        return dle.scan(function(h, x) local n = (h * k + x:matmul(W))[u1](h * k + x:matmul(W)); return n, {n[u2](n), x * h} end, h0, xs)
+        return dle.scan(function(h, x)
+          local z = h * k + x:matmul(W)
+          local n = z[u1](z)
+          return n, {n[u2](n), x * h}
+        end, h0, xs)
       end
       local wrap = function(h0, xs) local h, ys = f(h0, xs); return h, ys[1], ys[2] end
       local inputs = {}
@@ -334,13 +340,16 @@ describe("dle.scan", function()
     H.assert_error(function() dle.scan(function(c, x) return c:sum(), x end, h, dle.zeros(3, 2)) end,
                    "scan: fn's carry returns {} float32 as result 1, init[1] is {2} float32")
     H.assert_error(function()
-      dle.graph.trace(function(a, b) return dle.scan(function(c, x) return (c + x):double(), x end, a, b) end, h, dle.zeros(3, 2))
+      dle.graph.trace(function(a, b)
+        return dle.scan(function(c, x) return (c + x):double(), x end, a, b)
+      end, h, dle.zeros(3, 2))
     end, "scan: fn's carry returns {2} float64 as result 1, init[1] is {2} float32")
     local i = 0
     H.assert_error(function()
       dle.scan(function(c, x) i = i + 1; return c, i == 1 and x or nil end, h, dle.zeros(3, 2))
     end, "scan: fn returned its y as single at one step and none at another")
-    H.assert_error(function() dle.scan(rnn, "h", dle.zeros(3, 2)) end, "scan: init must be a tensor or a list of tensors, got string")
+    H.assert_error(function() dle.scan(rnn, "h", dle.zeros(3, 2)) end,
+                   "scan: init must be a tensor or a list of tensors, got string")
   end)
 end)
 

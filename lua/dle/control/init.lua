@@ -101,7 +101,8 @@ function M.scan(fn, init, xs)
   for j, x in ipairs(xl) do
     local what = single_x and "xs" or string.format("xs[%d]", j)
     if x:dim() == 0 or x:size(1) == 0 then
-      check.error(string.format("scan: %s must have at least one slice along dim 1, got shape %s", what, check.shape_str(x)))
+      check.error(string.format("scan: %s must have at least one slice along dim 1, got shape %s", what,
+                                check.shape_str(x)))
     end
     if x:size(1) ~= xl[1]:size(1) then
       check.error(string.format("scan: xs[%d] has %d slices along dim 1, xs[1] has %d (shapes %s and %s)", j,
