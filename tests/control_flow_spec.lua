@@ -420,3 +420,36 @@ describe("control-flow nodes in graph tools", function()
     assert.is_true(max_diff(bn.running_mean, m1) > 0)   -- the replay updated the statistics
   end)
 end)
+
+describe("ONNX If and Scan as control-flow nodes", function()
+  local root = "/usr/share/libonnx-testdata/data/node/"
+  local have = H.exists(root .. "test_scan9_sum/model.onnx")
+
+  local function input(dir, k) return dle.onnx.load_tensor(dir .. "/test_data_set_0/input_" .. k .. ".pb") end
+
+  it("an imported Scan traces as one scan node that replays the sums of new inputs", function()
+    if not have then return pending("libonnx-testdata is not installed") end
+    local dir = root .. "test_scan9_sum"
+    local m = dle.onnx.load(dir .. "/model.onnx")
+    local init, xs = input(dir, 0), input(dir, 1)
+    local g = dle.graph.trace(function(a, b) return m(a, b) end, init, xs)
+    assert.equal(1, count(g, "scan"))
+    local xs2 = dle.randn(xs:shape())
+    local y, z = g:run(init, xs2)
+    assert.is_true(max_diff(y, init + xs2:sum(1)) < 1e-5)
+    local acc, rows = init, {}
+    for i = 1, xs2:size(1) do acc = acc + xs2[i]; rows[i] = acc end
+    assert.is_true(max_diff(z, dle.stack(rows, 1)) < 1e-5)
+  end)
+
+  it("an imported If traces as one cond node whose replay follows the new cond", function()
+    if not have then return pending("libonnx-testdata is not installed") end
+    local dir = root .. "test_if"
+    local m = dle.onnx.load(dir .. "/model.onnx")
+    local g = dle.graph.trace(function(c) return m(c) end, dle.tensor(true))
+    assert.equal(1, count(g, "cond"))
+    assert.equal(0, max_diff(g:run(dle.tensor(false)), m(dle.tensor(false))))
+    assert.equal(0, max_diff(g:run(dle.tensor(true)), m(dle.tensor(true))))
+    assert.is_true(max_diff(m(dle.tensor(true)), m(dle.tensor(false))) > 0)
+  end)
+end)
