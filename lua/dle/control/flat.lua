@@ -111,6 +111,7 @@ function impl.while_eager(cf, bf, init)
   end
   return vals
 end
+
 --- impl.scan(step, carries, xs) -> the final carries then the stacked ys, one list; step takes
 -- the carries then one slice of each xs and returns the carries then the ys.
 function impl.scan(step, carries, xs)
