@@ -316,6 +316,11 @@ local STEPS = {
   "h = TRUST_GH(h)",
   "h = h:abs() + h:sum()",
   "h = h:sigmoid() * 2",
+  -- control flow: preds that change between calls (T0 by fill_, data) must pick the branch anew
+  "h = dle.cond(T0:gt(0.5), function(a) return a * u1 end, function(a) return a:tanh() + opts.inner.shift end, h)",
+  "h = dle.cond(h:sum():gt(0), function(a) return a * 2 end, function(a) return -a:relu() end, h)",
+  "h = select(2, dle.scan(function(c, x) return c * 0.5 + x, c + x * k end, h:mean(1), h))",
+  "h = dle.while_loop(function(a) return a:abs():sum():lt(40) end, function(a) return a:abs() * 2 + 0.1 end, {h})[1]",
 }
 
 local CHUNK = [[

@@ -232,6 +232,7 @@ local SUBSET = {
   "test_dynamicquantizelinear_expanded", "test_qlinearmatmul_2D", "test_hannwindow", "test_adam",
   "test_gridsample_bicubic", "test_gridsample_reflection_padding", "test_bitshift_left_uint8",
   "test_range_float_type_positive_delta", "test_depthtospace_crd_mode", "test_det_2d", "test_det_nd",
+  "test_if", "test_scan9_sum",
 }
 
 describe("ONNX backend tests (libonnx-testdata)", function()

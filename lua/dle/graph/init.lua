@@ -78,10 +78,12 @@ end
 
 -- The records of a trace as nodes of g; node_of(t) finds (or makes) the node of a tensor.
 -- Autograd saves aliases (new headers over the same elements) of the tensors ops used, so the
--- ops of a backward pass find their node by view key when not by identity.
-local function build(g, recs, map, by_view)
+-- ops of a backward pass find their node by view key when not by identity. A trace is a list of
+-- segments: the engine's records between control-flow ops, and the control-flow ops themselves
+-- (dle.graph.control: one record each, {control = op, ins, outs, attrs, subgraphs, names}).
+local function build(g, segments, map, by_view)
   local order, tensor_of = g._order, {}
-  local view_key = core._tensor_view_key
+  local view_key, tensor_id = core._tensor_view_key, core._tensor_id
   local function known(n, t)
     tensor_of[n] = t
     by_view[view_key(t)] = n
@@ -96,13 +98,24 @@ local function build(g, recs, map, by_view)
     map[id] = n
     return n
   end
-  for _, r in ipairs(recs) do
+  -- results 2.. of a node: "output" nodes (a control op's results are found by identity only:
+  -- a branch may return a view of an operand with the operand's own view key)
+  local function more_outputs(n, outs, ids, by_id_only)
+    for k = 2, #outs do
+      local p = new_node("output", {n}, {index = k}, outs[k]:shape(), outs[k]:dtype())
+      map[ids[k]] = p
+      order[#order + 1] = p
+      if by_id_only then tensor_of[p] = outs[k] else known(p, outs[k]) end
+    end
+  end
+  local function add_record(r)
     local ins = {}
     for k, t in ipairs(r.ins) do ins[k] = node_of_id(t, r.in_ids[k]) end
     local out1 = r.outs[1]
     local n
     if r.op == "full" and not r.given and out1:dim() == 0 then
       n = leaf(out1, true)   -- a number made into a tensor: a constant
+      n.literal = true
     else
       local inplace = r.given and not r.fresh
       if inplace then table.insert(ins, 1, node_of_id(out1, r.out_ids[1])) end
@@ -125,15 +138,40 @@ local function build(g, recs, map, by_view)
     map[r.out_ids[1]] = n
     order[#order + 1] = n
     known(n, out1)
-    for k = 2, #r.outs do
-      local p = new_node("output", {n}, {index = k}, r.outs[k]:shape(), r.outs[k]:dtype())
-      map[r.out_ids[k]] = p
-      order[#order + 1] = p
-      known(p, r.outs[k])
-    end
+    more_outputs(n, r.outs, r.out_ids)
   end
-  return function(t) return node_of_id(t, core._tensor_id(t)) end
+  local function add_control(c)
+    local ins, ids = {}, {}
+    for k, t in ipairs(c.ins) do ins[k] = node_of_id(t, tensor_id(t)) end
+    for k, t in ipairs(c.outs) do ids[k] = tensor_id(t) end
+    local out1 = c.outs[1]
+    local n = new_node(c.control, ins, c.attrs, out1:shape(), out1:dtype())
+    n.subgraphs, n.subgraph_names = c.subgraphs, c.names
+    n.no_grad = (g.grad_enabled and not c.grad) or nil
+    -- a subgraph that writes in place makes the node an effect: it runs even when unused
+    for _, sub in ipairs(c.subgraphs) do
+      if #sub.effects > 0 then g.effects[#g.effects + 1] = n; break end
+    end
+    map[ids[1]] = n
+    order[#order + 1] = n
+    tensor_of[n] = out1
+    more_outputs(n, c.outs, ids, true)
+  end
+  for _, seg in ipairs(segments) do
+    if seg.control then
+      add_control(seg)
+    else
+      for _, r in ipairs(seg) do add_record(r) end
+    end
+    g.unsafe = g.unsafe or seg.unsafe
+  end
+  return function(t) return node_of_id(t, tensor_id(t)) end
 end
+
+-- The Lua-level traces running on this thread, innermost last ({segments = {...}}): a control-
+-- flow op suspends the engine's tracer, traces its subgraphs as traces of their own and resumes
+-- (dle.graph.control).
+graph._running = {}
 
 -- Traces fn(...) and returns the graph and fn's results (packed).
 function graph._trace(fname, fn, ...)
@@ -161,12 +199,15 @@ function graph._trace(fname, fn, ...)
       g.args[i] = {value = a}
     end
   end
+  local running = graph._running
+  local ctx = {segments = {}}
+  running[#running + 1] = ctx
   core._trace_begin()
   local res = table.pack(pcall(fn, ...))
-  local recs = core._trace_end()
+  ctx.segments[#ctx.segments + 1] = core._trace_end()
+  running[#running] = nil
   if not res[1] then error(res[2], 0) end
-  g.unsafe = recs.unsafe
-  local node_of = build(g, recs, map, by_view)
+  local node_of = build(g, ctx.segments, map, by_view)
   local outs = {}
   local fields = {}
   for i = 2, res.n do fields[i - 1] = template_of(res[i], node_of, outs, 0) end
@@ -277,6 +318,11 @@ function Graph:dump()
     lines[#lines + 1] = string.format("%%%d = %s(%s)%s : %s %s%s", i, op, table.concat(ins, ", "),
                                       attrs_str(n.attrs), shape_str(n._shape), n._dtype,
                                       #flags > 0 and (" " .. table.concat(flags, " ")) or "")
+    -- a control-flow node's subgraphs, indented under it
+    for k, sub in ipairs(n.subgraphs or {}) do
+      lines[#lines + 1] = "  " .. (n.subgraph_names or {})[k] .. ":"
+      for l in sub:dump():gmatch("[^\n]+") do lines[#lines + 1] = "    " .. l end
+    end
   end
   local outs = {}
   for k, n in ipairs(self.outputs) do outs[k] = "%" .. pos[n] end
@@ -286,14 +332,12 @@ end
 
 local function dot_escape(s) return (s:gsub('[\\"]', "\\%0")) end
 
---- g:dot() -> the graph in Graphviz's dot language (`dot -Tsvg`): a box per node labelled with
--- its op, shape and dtype; inputs green, constants and parameters grey, outputs bold.
-function Graph:dot()
-  local nodes = self:nodes()
+-- The dot lines of g's nodes and edges, node names prefixed (subgraphs nest as clusters).
+local function dot_body(g, prefix, lines, indent)
+  local nodes = g:nodes()
   local pos, is_out = {}, {}
   for i, n in ipairs(nodes) do pos[n] = i end
-  for _, n in ipairs(self.outputs) do is_out[n] = true end
-  local lines = {"digraph dle {", '  node [shape=box, fontname="monospace"];'}
+  for _, n in ipairs(g.outputs) do is_out[n] = true end
   for i, n in ipairs(nodes) do
     local label = n.op .. (n.inplace and "_" or "")
     if n.op == "input" then label = "input " .. n.attrs.index end
@@ -305,14 +349,36 @@ function Graph:dot()
     if n.op == "input" then style[#style + 1] = 'style=filled, fillcolor="palegreen"'
     elseif n.op == "const" or n.op == "param" then style[#style + 1] = 'style=filled, fillcolor="lightgrey"' end
     if is_out[n] then style[#style + 1] = "penwidth=2" end
-    lines[#lines + 1] = string.format('  n%d [label="%s"%s];', i, label,
+    lines[#lines + 1] = string.format('%s%sn%d [label="%s"%s];', indent, prefix, i, label,
                                       #style > 0 and (", " .. table.concat(style, ", ")) or "")
+    -- a control-flow node's subgraphs: one cluster each, a dashed edge from its result to the node
+    for k, sub in ipairs(n.subgraphs or {}) do
+      local inner = string.format("%sn%d_%d_", prefix, i, k)
+      lines[#lines + 1] = string.format('%ssubgraph cluster_%s {', indent, inner)
+      lines[#lines + 1] = string.format('%s  label="%s"; style=dashed;', indent,
+                                        dot_escape((n.subgraph_names or {})[k] or ("subgraph " .. k)))
+      local sub_pos = dot_body(sub, inner, lines, indent .. "  ")
+      lines[#lines + 1] = indent .. "}"
+      if sub.outputs[1] then
+        lines[#lines + 1] = string.format('%s%sn%d -> %sn%d [style=dashed, ltail=cluster_%s];', indent,
+                                          inner, sub_pos[sub.outputs[1]], prefix, i, inner)
+      end
+    end
   end
   for i, n in ipairs(nodes) do
     for k, u in ipairs(n.inputs) do
-      lines[#lines + 1] = string.format('  n%d -> n%d [label="%d"];', pos[u], i, k)
+      lines[#lines + 1] = string.format('%s%sn%d -> %sn%d [label="%d"];', indent, prefix, pos[u], prefix, i, k)
     end
   end
+  return pos
+end
+
+--- g:dot() -> the graph in Graphviz's dot language (`dot -Tsvg`): a box per node labelled with
+-- its op, shape and dtype; inputs green, constants and parameters grey, outputs bold; the
+-- subgraphs of cond, while_loop and scan nodes as dashed clusters named after their function.
+function Graph:dot()
+  local lines = {"digraph dle {", "  compound=true;", '  node [shape=box, fontname="monospace"];'}
+  dot_body(self, "", lines, "  ")
   lines[#lines + 1] = "}"
   return table.concat(lines, "\n") .. "\n"
 end
@@ -363,10 +429,18 @@ end
 -- it, of its shape) after g's inputs. Its outputs are one gradient per float input of g, then one
 -- per param node of g (in g:nodes() order); bg.wrt lists those nodes of g in the same order.
 -- Gradients of values the outputs do not depend on are zeros. Its inputs are g's inputs (then
--- the grad outputs). Raises an error for an unsafe graph or one without float outputs.
+-- the grad outputs). Raises an error for an unsafe graph, one without float outputs, or one with a
+-- cond node (scan nodes unroll into the backward graph; while_loop is not differentiable).
 function Graph:backward_graph(opts)
   opts = opts or {}
   if self.unsafe then error("backward_graph: the graph is unsafe to replay: " .. self.unsafe, 2) end
+  for _, n in ipairs(self:nodes()) do
+    if n.op == "cond" then
+      -- tracing the backward pass would record the gradient of the branch taken now only
+      error("backward_graph: the graph has a cond node, whose gradient depends on the branch its pred "
+            .. "picks at run time; differentiate g:run's results instead", 2)
+    end
+  end
   local dle = require "dle"
   local wrt = {}
   for _, n in ipairs(self.inputs) do
@@ -425,5 +499,8 @@ function Graph:backward_graph(opts)
   bg.wrt = wrt
   return bg
 end
+
+-- control-flow nodes: their recording and their executors
+graph.control = require "dle.graph.control"
 
 return graph

@@ -18,8 +18,9 @@ local shape_str = Nodes.shape_str
 
 local M = {}
 
---- M.executors[op] = function(node, inputs) -> tensor: how graph-level ops that are not engine
--- ops run ("fused" registers itself from dle.rewrite.rules.fusion).
+--- M.executors[op] = function(node, inputs) -> tensor(s): how graph-level ops that are not engine
+-- ops run ("fused" registers itself from dle.rewrite.rules.fusion; "cond", "while_loop" and
+-- "scan" from dle.graph.control, returning one tensor per result).
 M.executors = {}
 
 local function plan_of(g)
@@ -143,7 +144,14 @@ local function replay(g, args)
       elseif kind == "exec" then
         local a = {}
         for k, s in ipairs(st.ins) do a[k] = values[s] end
-        values[i] = st.exec(st.node, a)
+        local proj = st.proj
+        if proj then   -- several results (control-flow nodes)
+          local rs = table.pack(st.exec(st.node, a))
+          values[i] = rs[1]
+          for _, pr in ipairs(proj) do values[pr[2]] = rs[pr[1]] end
+        else
+          values[i] = st.exec(st.node, a)
+        end
       end
       local free = st.free
       if free then

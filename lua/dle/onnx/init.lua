@@ -19,7 +19,7 @@ local onnx = {}
 --- The op mapping of the default domain: op_type -> fn(ctx, inputs...) -> outputs..., merged
 -- from the files by kind.
 onnx.ops = {}
-for _, kind in ipairs({"elementwise", "reduce", "shape", "nn", "resize", "rnn", "quant"}) do
+for _, kind in ipairs({"elementwise", "reduce", "shape", "nn", "resize", "rnn", "quant", "control"}) do
   for name, fn in pairs(require("dle.onnx.ops_" .. kind)) do onnx.ops[name] = fn end
 end
 --- The op mappings by domain ("" and "ai.onnx" are the default one).
@@ -37,9 +37,9 @@ end
 onnx.missing = {
   "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor",
   "CumSum",
-  "If", "Loop", "MaxRoiPool",
+  "Loop", "MaxRoiPool",
   "Multinomial", "NonMaxSuppression",
-  "RoiAlign", "Scan",
+  "RoiAlign",
   "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase",
   "SequenceInsert", "SequenceLength", "StringNormalizer",
   "TfIdfVectorizer", "TopK", "Unique", "Optional", "OptionalHasElement",
@@ -59,15 +59,23 @@ local function field_name(name)
   return name
 end
 
--- Every node's mapping, or one error listing all the nodes whose op has none.
-local function check_ops(graph, opset, what)
-  local bad = {}
+-- The nodes without a mapping in graph and in the subgraphs of its nodes' attributes, as labels.
+local function unsupported(graph, bad)
   for i, n in ipairs(graph.nodes) do
     if not op_of(n) then
       local label = n.domain ~= "" and n.domain .. "." .. n.op_type or n.op_type
       bad[#bad + 1] = ("%s (node '%s')"):format(label, n.name ~= "" and n.name or "#" .. i)
     end
+    for _, attr in pairs(n.attributes) do
+      if attr.type == "GRAPH" then unsupported(attr.value, bad) end
+    end
   end
+  return bad
+end
+
+-- Every node's mapping, or one error listing all the nodes whose op has none.
+local function check_ops(graph, opset, what)
+  local bad = unsupported(graph, {})
   if #bad > 0 then
     check.error(("%s: unsupported ONNX ops at opset %d: %s"):format(what, opset, table.concat(bad, ", ")))
   end
@@ -81,45 +89,28 @@ local function check_ops(graph, opset, what)
   end
 end
 
-function Model:init(m, what)
-  local g = m.graph
-  self._graph = g
-  self.opset = m.opset_import[""] or m.opset_import["ai.onnx"] or 1
-  self._const = {}        -- name -> tensor: the non-float initializers
-  self._param_field = {}  -- initializer name -> module field of its parameter
-  for _, init in ipairs(g.initializers) do
-    local t = init.tensor
-    -- small initializers' values are read into Lua now: ops that take shapes, axes or scales from
-    -- them then need no read inside a traced forward (which would make the trace unsafe)
-    if t:numel() <= 64 then U.remember(t, t:reshape(-1):totable()) end
-    if t:is_floating_point() then
-      local field = field_name(init.name)
-      self:register_parameter(field, t:requires_grad_(true))
-      self._param_field[init.name] = field
-    else
-      self._const[init.name] = t
-    end
-  end
-  local is_init = {}
-  for _, init in ipairs(g.initializers) do is_init[init.name] = true end
-  self.input_names, self._input_types = {}, {}
-  for _, v in ipairs(g.inputs) do
-    if not is_init[v.name] then
-      self.input_names[#self.input_names + 1] = v.name
-      self._input_types[#self._input_types + 1] = v.type
-    end
-  end
-  self.output_names = {}
-  for i, v in ipairs(g.outputs) do self.output_names[i] = v.name end
-  self._what = what:gsub("^dle%.onnx%.load: ", "dle.onnx model ")
-  -- per node: its mapping and a context holding its attributes (values only) and the opset
-  self._steps = {}
+-- The steps of a graph, made once: per node its mapping and a context holding its attributes
+-- (values only) and the opset; has_graph when a body of it is a subgraph (If, Scan).
+local function steps_of(g, opset)
+  if g._steps then return g._steps end
+  local steps = {}
   for i, n in ipairs(g.nodes) do
-    local a = {}
-    for k, attr in pairs(n.attributes) do a[k] = attr.value end
+    local a, has_graph = {}, false
+    for k, attr in pairs(n.attributes) do
+      a[k] = attr.value
+      has_graph = has_graph or attr.type == "GRAPH"
+    end
     if n.name == "" then n.name = "#" .. i end
-    self._steps[i] = {fn = op_of(n), ctx = {a = a, opset = self.opset, node = n}}
+    steps[i] = {fn = op_of(n), ctx = {a = a, opset = opset, node = n}, has_graph = has_graph}
   end
+  g._steps = steps
+  -- the subgraphs' steps too, now: a first forward under dle.compile must not change the model
+  for _, n in ipairs(g.nodes) do
+    for _, attr in pairs(n.attributes) do
+      if attr.type == "GRAPH" then steps_of(attr.value, opset) end
+    end
+  end
+  return steps
 end
 
 -- The graph inputs of a call: positional tensors, or one table keyed by input name.
@@ -154,14 +145,44 @@ local function bind_inputs(self, env, ...)
   end
 end
 
---- Runs the graph: the inputs as positional tensors (graph order) or one table keyed by input
--- name; returns the graph's outputs in order.
-function Model:forward(...)
-  local env = {}
-  for name, t in pairs(self._const) do env[name] = t end
-  for name, field in pairs(self._param_field) do env[name] = self[field] end
-  bind_inputs(self, env, ...)
-  for _, step in ipairs(self._steps) do
+function Model:init(m, what)
+  local g = m.graph
+  self._graph = g
+  self.opset = m.opset_import[""] or m.opset_import["ai.onnx"] or 1
+  self._const = {}        -- name -> tensor: the non-float initializers
+  self._param_field = {}  -- initializer name -> module field of its parameter
+  for _, init in ipairs(g.initializers) do
+    local t = init.tensor
+    -- small initializers' values are read into Lua now: ops that take shapes, axes or scales from
+    -- them then need no read inside a traced forward (which would make the trace unsafe)
+    if t:numel() <= 64 then U.remember(t, t:reshape(-1):totable()) end
+    if t:is_floating_point() then
+      local field = field_name(init.name)
+      self:register_parameter(field, t:requires_grad_(true))
+      self._param_field[init.name] = field
+    else
+      self._const[init.name] = t
+    end
+  end
+  local is_init = {}
+  for _, init in ipairs(g.initializers) do is_init[init.name] = true end
+  self.input_names, self._input_types = {}, {}
+  for _, v in ipairs(g.inputs) do
+    if not is_init[v.name] then
+      self.input_names[#self.input_names + 1] = v.name
+      self._input_types[#self._input_types + 1] = v.type
+    end
+  end
+  self.output_names = {}
+  for i, v in ipairs(g.outputs) do self.output_names[i] = v.name end
+  self._what = what:gsub("^dle%.onnx%.load: ", "dle.onnx model ")
+  steps_of(g, self.opset)
+end
+
+-- Runs g's nodes in order over env (name -> tensor; a subgraph's env reads its enclosing
+-- scope's through __index); a node with a subgraph gets ctx.run(subgraph, inputs) -> outputs.
+local function run_nodes(self, g, env)
+  for _, step in ipairs(steps_of(g, self.opset)) do
     local n = step.ctx.node
     local ins, k = {}, 0
     for i, name in ipairs(n.inputs) do
@@ -174,7 +195,21 @@ function Model:forward(...)
       end
       k = i
     end
-    local outs = table.pack(pcall(step.fn, step.ctx, table.unpack(ins, 1, k)))
+    local ctx = step.ctx
+    if step.has_graph then
+      -- a context of this call's own: the model's tables stay as they are (compile's guards)
+      ctx = setmetatable({}, {__index = step.ctx})
+      ctx.run = function(sub, inputs)
+        local inner = setmetatable({}, {__index = env})
+        for _, init in ipairs(sub.initializers) do inner[init.name] = init.tensor end
+        for i, v in ipairs(sub.inputs) do inner[v.name] = inputs[i] end
+        run_nodes(self, sub, inner)
+        local outs = {}
+        for i, v in ipairs(sub.outputs) do outs[i] = inner[v.name] end
+        return outs
+      end
+    end
+    local outs = table.pack(pcall(step.fn, ctx, table.unpack(ins, 1, k)))
     if not outs[1] then
       -- an op's own error ("mul: shapes ...") gets the node it happened in
       local msg = check.strip_where(tostring(outs[2]))
@@ -186,6 +221,16 @@ function Model:forward(...)
       if name ~= "" then env[name] = outs[i] end
     end
   end
+end
+
+--- Runs the graph: the inputs as positional tensors (graph order) or one table keyed by input
+-- name; returns the graph's outputs in order.
+function Model:forward(...)
+  local env = {}
+  for name, t in pairs(self._const) do env[name] = t end
+  for name, field in pairs(self._param_field) do env[name] = self[field] end
+  bind_inputs(self, env, ...)
+  run_nodes(self, self._graph, env)
   local res = {}
   for i, name in ipairs(self.output_names) do res[i] = env[name] end
   return table.unpack(res, 1, #self.output_names)

@@ -16,6 +16,8 @@
 -- shape and dtype (an error naming the rule otherwise). Replacements that would read a value
 -- after an in-place write overwrote it, and roots with a second result in use, are skipped. After
 -- max_passes (100) passes without settling, apply raises an error naming the rules still firing.
+-- Control-flow nodes (cond, while_loop, scan) are left as they are; their subgraphs are rewritten
+-- with the same rules (their counts added in).
 -- DLE_DEBUG=2 prints every rewrite on stderr.
 local core = require "dle.core"
 local check = require "dle.check"
@@ -128,6 +130,18 @@ function rewrite.apply(g, rules, opts)
     end
   end
   g = g:copy()
+  -- the subgraphs of control-flow nodes (cond, while_loop, scan) get the same rules, as copies
+  for _, n in ipairs(g:nodes()) do
+    if n.subgraphs then
+      local subs = {}
+      for k, sub in ipairs(n.subgraphs) do
+        local c
+        subs[k], c = rewrite.apply(sub, list, opts)
+        for name, v in pairs(c) do counts[name] = counts[name] + v end
+      end
+      n.subgraphs = subs
+    end
+  end
   local effects = {}
   for _, n in ipairs(g.effects) do effects[n] = true end
   for pass = 1, max_passes + 1 do
