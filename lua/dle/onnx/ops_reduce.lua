@@ -123,4 +123,30 @@ R.Hardmax = function(ctx, x)
   return y:reshape(shape)
 end
 
+-- x reversed along dim d (ONNX's reverse attributes; dle has no flip yet).
+local function reversed(x, d)
+  local n = x:size(d)
+  return x:index_select(d, dle.arange(n, 0, -1, {dtype = "int64"}))
+end
+
+-- CumSum(x, axis): dle.cumsum in x's own dtype (dle counts integers in int64); exclusive = 1
+-- shifts the sums one place (the first is 0), reverse = 1 sums from the end.
+R.CumSum = function(ctx, x, axis)
+  local d = U.dim(ctx, U.ints(axis)[1], x:dim())
+  local rev = (ctx.a.reverse or 0) == 1
+  if rev then x = reversed(x, d) end
+  local y = x:cumsum(d):to(x:dtype())
+  if (ctx.a.exclusive or 0) == 1 and x:size(d) > 0 then y = U.pad_dim(y, d, 1, -1, 0) end
+  if rev then y = reversed(y, d) end
+  return y
+end
+
+-- TopK(x, k): dle.topk's values and its 1-based indices made 0-based; equal values keep their
+-- order in x, as ONNX asks.
+R.TopK = function(ctx, x, k)
+  local d = U.dim(ctx, ctx.a.axis or -1, x:dim())
+  local v, i = dle.topk(x, U.ints(k)[1], d, {largest = (ctx.a.largest or 1) == 1})
+  return v, i - 1
+end
+
 return R
