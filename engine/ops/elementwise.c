@@ -106,8 +106,32 @@ static bool plain_output(const dle_tensor *out, dle_tensor *const *ins, int nin,
   return true;
 }
 
+/* Integer fmod, remainder and floor_divide by zero have no value: PyTorch raises
+ * ZeroDivisionError, so an error here rather than a silent 0 from the kernel. */
+static dle_status check_integer_divisor(dle_op op, dle_tensor *const *ins, int nin) {
+  if (nin != 2 || (op != DLE_OP_FMOD && op != DLE_OP_REMAINDER && op != DLE_OP_FLOOR_DIVIDE))
+    return DLE_OK;
+  if (dle_dtype_is_float(dle_promote(ins[0]->dtype, ins[1]->dtype))) return DLE_OK;
+  dle_tensor *is_zero = NULL, *count = NULL, *host = NULL;
+  dle_status st = dle_binary_scalar(DLE_OP_EQ, &is_zero, ins[1], 0, false);
+  if (st == DLE_OK) st = dle_reduce(DLE_OP_SUM, &count, is_zero, 0, NULL, false, 0);
+  if (st == DLE_OK) st = dle_to_device(&host, count, (dle_device){DLE_CPU, 0});
+  double zeros = st == DLE_OK ? dle_tensor_get(host, NULL) : 0;
+  dle_tensor_release(is_zero);
+  dle_tensor_release(count);
+  dle_tensor_release(host);
+  DLE_TRY(st);
+  if (zeros > 0)
+    return dle_error("%s: integer division by zero (the %s divisor of shape %s holds %.0f zero%s); "
+                     "convert to a float dtype for inf/nan results",
+                     dle_op_get_info(op)->name, dle_dtype_name(ins[1]->dtype), SHAPE(ins[1]), zeros,
+                     zeros == 1 ? "" : "s");
+  return DLE_OK;
+}
+
 dle_status dle_forward_elementwise(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                                    const dle_attrs *a) {
+  DLE_TRY(check_integer_divisor(op, ins, nin));
   dle_dtype plain_dt;
   if (plain_operands(op, ins, nin, a, &plain_dt)) {
     if (!outs[0]) {
