@@ -263,6 +263,31 @@ VEC_INLINE __m256 vgelu_grad(__m256 x) {
   return _mm256_fmadd_ps(x, pdf, _mm256_mul_ps(V8(0.5f), vtwo_phi(x)));
 }
 
+/* atan2(y, x): t = min(|x|,|y|) / max(|x|,|y|) in [0, 1]; above tan(pi/8) t becomes
+ * (t - 1) / (t + 1) plus pi/4, so the odd polynomial (Cephes' atanf) only sees |t| <= 0.4142;
+ * then the octant: pi/2 - r when |y| > |x|, pi - r when x's sign bit is set, y's sign last.
+ * 0/0 and inf/inf are the two quotients without a value: they take t = 0 and t = 1, which gives
+ * IEEE's atan2(+-0, +-0) and atan2(+-inf, +-inf); NaN inputs give NaN. */
+VEC_INLINE __m256 vatan2(__m256 y, __m256 x) {
+  static const float c[] = {8.05374449538e-2f, -1.38776856032e-1f, 1.99777106478e-1f,
+                            -3.33329491539e-1f};
+  __m256 ax = vabs(x), ay = vabs(y);
+  __m256 mx = _mm256_max_ps(ax, ay), mn = _mm256_min_ps(ax, ay);
+  __m256 t = _mm256_div_ps(mn, mx);
+  __m256 both_inf = _mm256_cmp_ps(mn, V8(INFINITY), _CMP_EQ_OQ);
+  t = _mm256_blendv_ps(t, V8(0.0f), _mm256_cmp_ps(mx, V8(0.0f), _CMP_EQ_OQ));
+  t = _mm256_blendv_ps(t, V8(1.0f), both_inf);
+  __m256 big = _mm256_cmp_ps(t, V8(0.41421356237f), _CMP_GT_OQ);
+  __m256 u = _mm256_blendv_ps(t, _mm256_div_ps(_mm256_sub_ps(t, V8(1.0f)), _mm256_add_ps(t, V8(1.0f))), big);
+  __m256 z = _mm256_mul_ps(u, u);
+  __m256 r = _mm256_fmadd_ps(_mm256_mul_ps(vpoly(z, c, 4), z), u, u);
+  r = _mm256_add_ps(r, _mm256_and_ps(big, V8(0.78539816339744831f)));
+  r = _mm256_blendv_ps(r, _mm256_sub_ps(V8(1.57079632679489662f), r), _mm256_cmp_ps(ay, ax, _CMP_GT_OQ));
+  r = _mm256_blendv_ps(r, _mm256_sub_ps(V8(3.14159265358979324f), r), x); /* x's sign bit */
+  r = _mm256_or_ps(r, vsign(y));
+  return _mm256_blendv_ps(r, _mm256_add_ps(x, y), _mm256_or_ps(visnan(x), visnan(y)));
+}
+
 /* Sum of the 8 lanes, and their max (NaN-free input). */
 VEC_INLINE float vhsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

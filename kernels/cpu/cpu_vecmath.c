@@ -69,6 +69,7 @@ VEC_MAP(erfc, verfc)
   }
 VEC_INLINE __m256 vgelu_backward(__m256 x, __m256 g) { return _mm256_mul_ps(g, vgelu_grad(x)); }
 VEC_MAP2(gelu_backward, vgelu_backward)
+VEC_MAP2(atan2, vatan2)
 
 /* dst[i ds + j] = src[j ss + i], one 8 x 8 block. */
 VEC_INLINE void transpose8(float *dst, int64_t ds, const float *src, int64_t ss) {
@@ -112,8 +113,9 @@ static const cpu_vec_kernels avx2 = {
                      [DLE_OP_GELU_GRAD] = map_gelu_grad_stream, [DLE_OP_ERF] = map_erf_stream,
                      [DLE_OP_ERFC] = map_erfc_stream},
     // clang-format on
-    .binary = {[DLE_OP_GELU_BACKWARD] = map2_gelu_backward},
-    .binary_stream = {[DLE_OP_GELU_BACKWARD] = map2_gelu_backward_stream},
+    .binary = {[DLE_OP_GELU_BACKWARD] = map2_gelu_backward, [DLE_OP_ATAN2] = map2_atan2},
+    .binary_stream = {[DLE_OP_GELU_BACKWARD] = map2_gelu_backward_stream,
+                      [DLE_OP_ATAN2] = map2_atan2_stream},
     .erf = map_erf,
     .erfc = map_erfc,
     .softmax_row = cpu_vec_softmax_row_avx2,

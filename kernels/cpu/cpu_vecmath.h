@@ -16,7 +16,7 @@ typedef struct {
       [DLE_NUM_OPS]; /* by op: exp, log, tanh, sigmoid, gelu(_grad), silu, erf(c); others NULL */
   /* the same, writing o with streaming stores (then a fence); o must not be x */
   cpu_vec_map_fn unary_stream[DLE_NUM_OPS];
-  /* by op: binary ops with a vector kernel (gelu_backward); o may equal x or g (not when streamed) */
+  /* by op: binary ops with a vector kernel (gelu_backward, atan2); o may equal x or g (not when streamed) */
   cpu_vec_map2_fn binary[DLE_NUM_OPS], binary_stream[DLE_NUM_OPS];
   cpu_vec_map_fn erf, erfc; /* not ops (yet): for gelu's tests and future use */
   /* One softmax (lg false) or log_softmax (lg true) row of n elements; y may be x. stream: write y
