@@ -326,7 +326,9 @@ describe("dle.models from_pretrained: bad checkpoints", function()
     assert.matches("not divisible by n_head", err_of(dle.models.gpt2.GPT2, {n_embd = 10, n_head = 3}))
     assert.matches("not a multiple of num_key_value_heads",
       err_of(dle.models.llama.Llama, {hidden_size = 16, num_attention_heads = 4, num_key_value_heads = 3}))
-    assert.matches("rope_scaling is not supported",
+    assert.matches("rope_scaling needs rope_type",
       err_of(dle.models.llama.Llama, {hidden_size = 16, num_attention_heads = 4, rope_scaling = {factor = 8}}))
+    assert.matches('rope_scaling type "yarn" is not supported',
+      err_of(dle.models.llama.Llama, {hidden_size = 16, num_attention_heads = 4, rope_scaling = {type = "yarn", factor = 8}}))
   end)
 end)

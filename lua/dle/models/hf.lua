@@ -40,21 +40,30 @@ function H.weights(fn, dir)
   return out, index
 end
 
--- A flat config table as JSON (numbers, strings, booleans; keys sorted).
-local function config_json(c)
+-- A config table as JSON: numbers, strings, booleans and nested objects (rope_scaling), keys
+-- sorted; keys starting with "_" are dle's own derived values and are left out.
+local function config_json(c, indent)
+  indent = indent or "  "
   local keys, parts = {}, {}
   for k, v in pairs(c) do
     local t = type(v)
-    if type(k) == "string" and (t == "number" or t == "string" or t == "boolean") then keys[#keys + 1] = k end
+    if type(k) == "string" and k:sub(1, 1) ~= "_" and (t == "number" or t == "string" or t == "boolean" or t == "table") then
+      keys[#keys + 1] = k
+    end
   end
   table.sort(keys)
-  for i, k in ipairs(keys) do
-    local v = c[k]
-    local s = type(v) == "string" and dle.io.json_string(v) or math.type(v) == "float" and string.format("%.17g", v)
+  local function value(v)
+    if type(v) == "table" and #v > 0 then -- an array (architectures, eos_token_id lists)
+      local items = {}
+      for j, x in ipairs(v) do items[j] = value(x) end
+      return "[" .. table.concat(items, ", ") .. "]"
+    end
+    return type(v) == "table" and config_json(v, indent .. "  ")
+      or type(v) == "string" and dle.io.json_string(v) or math.type(v) == "float" and string.format("%.17g", v)
       or tostring(v)
-    parts[i] = "  " .. dle.io.json_string(k) .. ": " .. s
   end
-  return "{\n" .. table.concat(parts, ",\n") .. "\n}\n"
+  for i, k in ipairs(keys) do parts[i] = indent .. dle.io.json_string(k) .. ": " .. value(c[k]) end
+  return "{\n" .. table.concat(parts, ",\n") .. "\n" .. indent:sub(3) .. "}"
 end
 
 --- Writes model (GPT2 or Llama) as a Hugging Face checkpoint directory: config.json and
@@ -67,7 +76,7 @@ function H.save(fn, model, dir, model_type, conv1d)
   for k, v in pairs(model.config) do c[k] = v end
   local f, err = io.open(dir .. "/config.json", "wb")
   if not f then check.error(fn .. ": cannot write " .. tostring(err)) end
-  f:write(config_json(c))
+  f:write(config_json(c), "\n")
   f:close()
   local tensors = {}
   for name, p in model:named_parameters() do

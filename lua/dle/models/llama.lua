@@ -10,6 +10,7 @@ local check = require "dle.check"
 local Module = dle.nn.Module
 local L = require "dle.models.layers"
 local generation = require "dle.models.generation"
+local rope = require "dle.models.rope"
 
 local M = {}
 
@@ -44,9 +45,7 @@ local function complete(cfg, fn)
   if c.hidden_act ~= "silu" then
     check.error(fn .. ": config.hidden_act " .. tostring(c.hidden_act) .. " is not supported (silu)")
   end
-  if c.rope_scaling ~= nil then
-    check.error(fn .. ": config.rope_scaling is not supported yet (plain rotary embeddings with rope_theta only)")
-  end
+  c._rope = rope.scaling(c, fn)
   return c
 end
 
@@ -102,7 +101,8 @@ M.Llama = Llama
 -- @param config table as Hugging Face's LlamaConfig: vocab_size, hidden_size, intermediate_size,
 --   num_hidden_layers, num_attention_heads, num_key_value_heads (default: num_attention_heads),
 --   head_dim (default hidden_size / num_attention_heads), rms_norm_eps (1e-6), rope_theta (10000),
---   max_position_embeddings (2048), tie_word_embeddings (false), attention_bias, mlp_bias
+--   max_position_embeddings (2048), tie_word_embeddings (false), attention_bias, mlp_bias,
+--   rope_scaling (nil, or {rope_type = "linear" | "dynamic" | "llama3", factor, ...}: dle.models.rope)
 -- @param opts optional {generator = g (initialisation)}; loaders pass a weight source as opts.source
 function Llama:init(config, opts)
   opts = check.options(opts, "Llama", {"generator", "source"})
@@ -119,19 +119,21 @@ function Llama:init(config, opts)
   else
     self.lm_head = L.linear(src, "lm_head", c.hidden_size, c.vocab_size, {bias = false, generator = g})
   end
-  -- inv_freq[j] = theta^(-2j / head_dim), j = 0 .. head_dim/2 - 1 (float64 here, float32 tables)
-  local hd = c.head_dim
-  self._inv_freq = (dle.arange(0, hd, 2, {dtype = "float64"}) * (-math.log(c.rope_theta) / hd)):exp()
 end
 
--- cos and sin {T, head_dim} for positions pos .. pos + T - 1 (tables grown by doubling, kept).
+-- cos and sin {T, head_dim} for positions pos .. pos + T - 1: tables grown by doubling and kept,
+-- except under dynamic scaling past max_position_embeddings, where the frequencies depend on the
+-- length (pos + T), as in Hugging Face's dynamic rotary embedding.
 function Llama:_rope(pos, T)
-  local n = pos + T
+  local c, n = self.config, pos + T
+  if rope.depends_on_length(c) and n > c.max_position_embeddings then
+    local cos, sin = rope.tables(rope.inv_freq(c, n), n)
+    return cos:narrow(1, pos + 1, T), sin:narrow(1, pos + 1, T)
+  end
   if not self._cos or self._cos:size(1) < n then
     local len = math.max(n, 2 * (self._cos and self._cos:size(1) or 32))
-    local freqs = dle.arange(0, len, {dtype = "float64"}):unsqueeze(2) * self._inv_freq:unsqueeze(1)
-    local emb = dle.cat({freqs, freqs}, 2)
-    self._cos, self._sin = emb:cos():float(), emb:sin():float()
+    if rope.depends_on_length(c) then len = math.min(len, c.max_position_embeddings) end
+    self._cos, self._sin = rope.tables(rope.inv_freq(c, len), len)
   end
   return self._cos:narrow(1, pos + 1, T), self._sin:narrow(1, pos + 1, T)
 end
@@ -157,8 +159,13 @@ function Llama:new_cache(B, max_len)
   return L.kv_cache(c.num_hidden_layers, B, c.num_key_value_heads, max_len, c.head_dim)
 end
 
---- The longest sequence the model takes (max_position_embeddings).
-function Llama:max_positions() return self.config.max_position_embeddings end
+--- The longest sequence the model takes: max_position_embeddings, times factor under dynamic
+-- rope scaling (which exists to run past it).
+function Llama:max_positions()
+  local c = self.config
+  return rope.depends_on_length(c) and math.floor(c.max_position_embeddings * c._rope.factor)
+    or c.max_position_embeddings
+end
 
 Llama.generate = generation.generate
 
