@@ -72,42 +72,47 @@ describe("GPT-2 pre-tokenization", function()
   -- (without the ASan preload, which under scripts/test --asan would reach Python)
   local PY = "env -u LD_PRELOAD /usr/bin/python3"
   local have_regex = os.execute(PY .. " -c 'import regex' 2>/dev/null")
-  local name = "splits 300 random strings (letters, digits, spaces, apostrophes, marks, CJK, emoji) as Python's "
-    .. "regex module does with GPT-2's pattern"
-  if not have_regex then
-    pending(name .. " (needs /usr/bin/python3 with regex: Debian python3-regex)")
-  else
-    it(name, function()
-      local alphabet = {"a", "b", "s", "t", "d", "m", "l", "r", "e", "v", "Z", "é", "ß", "Ж", "中", "ー", "0", "7",
-        "２", "½", "٣", " ", " ", " ", "\t", "\n", "\r", utf8.char(0xA0), utf8.char(0x3000), utf8.char(0x2009), "'",
-        "'", ",", ".", "!", "-", "_", "$", "🙂", utf8.char(0x301), utf8.char(0x200B), "\0", "\x7f"}
-      local g = dle.Generator(17)
-      local strings = {}
-      for i = 1, 300 do
-        local n = dle.randint(1, 16, {1}, {generator = g}):item()
-        local picks = dle.randint(1, #alphabet + 1, {n}, {generator = g}):totable()
-        local parts = {}
-        for k, p in ipairs(picks) do parts[k] = alphabet[p] end
-        strings[i] = table.concat(parts)
-      end
-      local input = DIR .. "/strings.json"
-      local quoted = {}
-      for i, s in ipairs(strings) do quoted[i] = dle.io.json_string(s) end
-      H.write_file(input, "[" .. table.concat(quoted, ",") .. "]")
-      local script = DIR .. "/split.py"
-      H.write_file(script, table.concat({
-        "import json, regex",
-        [[pat = regex.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")]],
-        "strings = json.load(open('" .. input .. "'))",
-        "print(json.dumps([pat.findall(s) for s in strings]))",
-      }, "\n"))
-      local p = io.popen(PY .. " " .. script)
-      local want = dle.io.json_decode(p:read("a"))
-      p:close()
-      for i, s in ipairs(strings) do
-        assert.are.same(want[i], pretokenize.split(s), string.format("string %d: %q", i, s))
-      end
-    end)
+  for _, scheme in ipairs({"gpt2", "llama3", "qwen2"}) do
+    local name = "splits 300 random strings (letters, digits, spaces, newlines, apostrophes, marks, CJK, emoji) as "
+      .. "Python's regex module does with " .. scheme .. "'s pattern"
+    if not have_regex then
+      pending(name .. " (needs /usr/bin/python3 with regex: Debian python3-regex)")
+    else
+      it(name, function()
+        local alphabet = {"a", "b", "s", "t", "d", "m", "l", "r", "e", "v", "Z", "S", "T", "L", "é", "ß", "ſ", "Ж",
+          "中", "ー", "0", "7", "1", "2", "２", "½", "٣", " ", " ", " ", "\t", "\n", "\r", "\r\n",
+          utf8.char(0xA0), utf8.char(0x3000), utf8.char(0x2009), "'", "'", "'", ",", ".", "!", "-", "_", "$", "🙂",
+          utf8.char(0x301), utf8.char(0x200B), "\0", "\x7f"}
+        local g = dle.Generator(17)
+        local strings = {}
+        for i = 1, 300 do
+          local n = dle.randint(1, 16, {1}, {generator = g}):item()
+          local picks = dle.randint(1, #alphabet + 1, {n}, {generator = g}):totable()
+          local parts = {}
+          for k, p in ipairs(picks) do parts[k] = alphabet[p] end
+          strings[i] = table.concat(parts)
+        end
+        local input = DIR .. "/strings.json"
+        local quoted = {}
+        for i, s in ipairs(strings) do quoted[i] = dle.io.json_string(s) end
+        H.write_file(input, "{\"pattern\":" .. dle.io.json_string(pretokenize.PATTERNS[scheme]) .. ",\"strings\":["
+          .. table.concat(quoted, ",") .. "]}")
+        local script = DIR .. "/split.py"
+        H.write_file(script, table.concat({
+          "import json, regex",
+          "d = json.load(open('" .. input .. "'))",
+          "pat = regex.compile(d['pattern'])",
+          "print(json.dumps([pat.findall(s) for s in d['strings']]))",
+        }, "\n"))
+        local p = io.popen(PY .. " " .. script)
+        local want = dle.io.json_decode(p:read("a"))
+        p:close()
+        assert.are.equal(300, #want)
+        for i, s in ipairs(strings) do
+          assert.are.same(want[i], pretokenize.split(s, scheme), string.format("%s, string %d: %q", scheme, i, s))
+        end
+      end)
+    end
   end
 
   it("splits invalid UTF-8 without losing bytes", function()
@@ -123,7 +128,7 @@ local function byte_vocab()
   return vocab
 end
 
-local function write_tokenizer_json(path, vocab, merges, added, pre)
+local function write_tokenizer_json(path, vocab, merges, added, pre, model_extra)
   local items = {}
   for k, v in pairs(vocab) do items[#items + 1] = dle.io.json_string(k) .. ":" .. v end
   local ms = {}
@@ -133,9 +138,9 @@ local function write_tokenizer_json(path, vocab, merges, added, pre)
     added_parts[i] = string.format('{"id":%d,"content":%s,"special":true}', a[2], dle.io.json_string(a[1]))
   end
   H.write_file(path, string.format('{"version":"1.0","added_tokens":[%s],"pre_tokenizer":%s,'
-    .. '"model":{"type":"BPE","vocab":{%s},"merges":[%s]}}', table.concat(added_parts, ","),
+    .. '"model":{"type":"BPE",%s"vocab":{%s},"merges":[%s]}}', table.concat(added_parts, ","),
     pre or '{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":true}',
-    table.concat(items, ","), table.concat(ms, ",")))
+    model_extra or "", table.concat(items, ","), table.concat(ms, ",")))
 end
 
 describe("byte-level BPE", function()
@@ -205,6 +210,57 @@ describe("byte-level BPE", function()
     local ids = tok:encode("a<|endoftext|>b")
     assert.are.same({string.byte("a"), 300, string.byte("b")}, ids:totable())
     assert.are.equal("a<|endoftext|>b", tok:decode(ids))
+  end)
+
+  -- Llama 3's pre_tokenizer: a Split by its regex, then a ByteLevel that only maps bytes
+  local function split_pre(scheme)
+    return '{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":'
+      .. dle.io.json_string(pretokenize.PATTERNS[scheme]) .. '},"behavior":"Isolated","invert":false},'
+      .. '{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":false}]}'
+  end
+
+  it("reads a Split pre-tokenizer by Llama 3's or Qwen2's regex: digits split in threes (ones), merges stay inside", function()
+    -- one merge "3 4": GPT-2 keeps "123456" whole, so 3 and 4 merge; Llama 3 splits 123|456, Qwen2 every digit
+    local v = byte_vocab()
+    v["34"] = 256
+    local path = DIR .. "/l3.json"
+    local text = "x 123456"
+    write_tokenizer_json(path, v, {'"3 4"'}, nil, split_pre("llama3"))
+    local l3 = dle.tokenizer.load(path)
+    assert.are.equal("llama3", l3.scheme)
+    write_tokenizer_json(path, v, {'"3 4"'})
+    local g2 = dle.tokenizer.load(path)
+    write_tokenizer_json(path, v, {'"3 4"'}, nil, split_pre("qwen2"))
+    local q2 = dle.tokenizer.load(path)
+    local function has_34(tok) for _, id in ipairs(tok:encode(text):totable()) do if id == 256 then return true end end return false end
+    assert.is_true(has_34(g2))
+    assert.is_false(has_34(l3))
+    assert.is_false(has_34(q2))
+    for _, tok in ipairs({l3, g2, q2}) do assert.are.equal(text, tok:decode(tok:encode(text))) end
+  end)
+
+  it("ignore_merges (Llama 3): a pre-token found in the vocabulary is one token, merges or not", function()
+    local v = byte_vocab()
+    v["Ġworld"] = 300
+    local path = DIR .. "/im.json"
+    write_tokenizer_json(path, v, {}, nil, split_pre("llama3"), '"ignore_merges":true,')
+    local tok = dle.tokenizer.load(path)
+    assert.are.same({string.byte("a"), 300}, tok:encode("a world"):totable())
+    write_tokenizer_json(path, v, {}, nil, split_pre("llama3"))
+    local plain = dle.tokenizer.load(path)
+    assert.are.equal(7, plain:encode("a world"):numel())
+  end)
+
+  it("an unknown Split regex or a Split without ByteLevel is an error quoting it", function()
+    local path = DIR .. "/bad_split.json"
+    local pre = '{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":"\\\\d+"},'
+      .. '"behavior":"Isolated","invert":false},{"type":"ByteLevel","add_prefix_space":false,"use_regex":false}]}'
+    write_tokenizer_json(path, byte_vocab(), {}, nil, pre)
+    assert.matches("pre%-tokenizer Split by .* is not supported", err_of(dle.tokenizer.load, path))
+    local only = '{"type":"Split","pattern":{"Regex":' .. dle.io.json_string(pretokenize.PATTERNS.llama3)
+      .. '},"behavior":"Isolated","invert":false}'
+    write_tokenizer_json(path, byte_vocab(), {}, nil, only)
+    assert.matches("without ByteLevel is not supported", err_of(dle.tokenizer.load, path))
   end)
 
   it("bad files and ids are errors naming the function and the file", function()

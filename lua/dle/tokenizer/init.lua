@@ -1,6 +1,8 @@
---- dle.tokenizer: byte-level BPE tokenizers (GPT-2's scheme, also used by many Llama-architecture
--- checkpoints): text -> UTF-8 bytes -> GPT-2 pre-tokens -> each pre-token's bytes as mapped
--- characters (dle.tokenizer.bytes) -> BPE merges by rank -> vocabulary ids.
+--- dle.tokenizer: byte-level BPE tokenizers (GPT-2's scheme, and the Llama 3 / Qwen2 variants of
+-- it): text -> UTF-8 bytes -> pre-tokens (GPT-2's, Llama 3's or Qwen2's regex, from the
+-- tokenizer.json) -> each pre-token's bytes as mapped characters (dle.tokenizer.bytes) -> BPE
+-- merges by rank (or the whole pre-token when the vocabulary has it and ignore_merges is set) ->
+-- vocabulary ids.
 --   local tok = dle.tokenizer.load("checkpoint_dir")   -- tokenizer.json, or vocab.json + merges.txt
 --   local ids = tok:encode("Hello world")              -- int64 tensor of token values (0-based)
 --   print(tok:decode(ids))
@@ -33,7 +35,8 @@ end
 --- A tokenizer from vocab (token string -> id), merges (list of {left, right} in rank order) and
 -- special token strings (list); where names the source in errors.
 function M.new(vocab, merges, specials, where)
-  local self = setmetatable({vocab = vocab, id_to_token = {}, ranks = {}, specials = {}, cache = {}}, Tokenizer)
+  local self = setmetatable({vocab = vocab, id_to_token = {}, ranks = {}, specials = {}, cache = {}, scheme = "gpt2"},
+    Tokenizer)
   local size = 0
   for tok, id in pairs(vocab) do
     if math.type(id) ~= "integer" or id < 0 then
@@ -72,22 +75,41 @@ local function parse_merges(list, where)
   return out
 end
 
--- The pre-tokenizer of a tokenizer.json must be GPT-2's byte-level one (its regex).
-local function check_pre_tokenizer(pt, where)
-  if pt == nil then return end
-  local kind = pt.type
-  if kind == "Sequence" then
-    for _, p in ipairs(pt.pretokenizers or {}) do check_pre_tokenizer(p, where) end
-    return
+-- The pre-tokenization scheme (dle.tokenizer.pretokenize) of a tokenizer.json's pre_tokenizer:
+-- GPT-2's ByteLevel with its own regex, or a Split by a known regex (Llama 3's, Qwen2's) followed
+-- by a ByteLevel that only maps bytes (use_regex false). Anything else is an error naming it.
+local function pre_tokenizer_scheme(pt, where)
+  if pt == nil then return "gpt2" end
+  local function unsupported(what)
+    check.error(string.format("%s: %s: pre-tokenizer %s is not supported (GPT-2's ByteLevel, or a Split by "
+      .. "Llama 3's or Qwen2's regex then ByteLevel)", FN, where, what))
   end
-  if kind == "ByteLevel" then
-    if pt.add_prefix_space then
-      check.error(FN .. ": " .. where .. ": ByteLevel add_prefix_space = true is not supported")
+  local parts = pt.type == "Sequence" and (pt.pretokenizers or {}) or {pt}
+  local scheme, byte_level
+  for _, p in ipairs(parts) do
+    if p.type == "ByteLevel" then
+      if p.add_prefix_space then
+        check.error(FN .. ": " .. where .. ": ByteLevel add_prefix_space = true is not supported")
+      end
+      byte_level = true
+      if p.use_regex ~= false then
+        if scheme then unsupported("Split followed by a ByteLevel with its own regex") end
+        scheme = "gpt2"
+      end
+    elseif p.type == "Split" then
+      local pattern = type(p.pattern) == "table" and p.pattern.Regex
+      local known = type(pattern) == "string" and pretokenize.scheme_of(pattern)
+      if not known or scheme or p.behavior ~= "Isolated" or p.invert then
+        unsupported("Split by " .. (type(pattern) == "string" and string.format("%q", pattern) or "a non-regex pattern")
+          .. " (behavior " .. tostring(p.behavior) .. ")")
+      end
+      scheme = known
+    else
+      unsupported(tostring(p.type))
     end
-    return
   end
-  check.error(string.format("%s: %s: pre-tokenizer %s is not supported (only GPT-2's ByteLevel)", FN, where,
-    tostring(kind)))
+  if not byte_level then unsupported("without ByteLevel") end
+  return scheme or unsupported("ByteLevel without a regex")
 end
 
 local function from_tokenizer_json(path)
@@ -100,7 +122,7 @@ local function from_tokenizer_json(path)
   if type(model.vocab) ~= "table" or type(model.merges) ~= "table" then
     check.error(FN .. ": " .. path .. ": model.vocab and model.merges are required")
   end
-  check_pre_tokenizer(j.pre_tokenizer, path)
+  local scheme = pre_tokenizer_scheme(j.pre_tokenizer, path)
   local vocab, specials = {}, {}
   for k, v in pairs(model.vocab) do vocab[k] = v end
   for _, a in ipairs(j.added_tokens or {}) do
@@ -109,7 +131,11 @@ local function from_tokenizer_json(path)
       specials[#specials + 1] = a.content
     end
   end
-  return M.new(vocab, parse_merges(model.merges, path), specials, path)
+  local tok = M.new(vocab, parse_merges(model.merges, path), specials, path)
+  tok.scheme = scheme
+  -- Llama 3's tokenizer: a pre-token that is itself in the vocabulary is one token, unmerged
+  tok.ignore_merges = model.ignore_merges == true
+  return tok
 end
 
 local function from_vocab_merges(vpath, mpath)
@@ -153,6 +179,10 @@ end
 function Tokenizer:_bpe(word)
   local hit = self.cache[word]
   if hit then return hit end
+  if self.ignore_merges and self.vocab[word] then
+    self.cache[word] = {word}
+    return self.cache[word]
+  end
   local syms = {}
   for _, cp in utf8.codes(word) do syms[#syms + 1] = utf8.char(cp) end
   local ranks = self.ranks
@@ -182,7 +212,7 @@ end
 
 -- Appends the ids of ordinary text (no special tokens) to out.
 function Tokenizer:_encode_text(s, out)
-  for _, piece in ipairs(pretokenize.split(s)) do
+  for _, piece in ipairs(pretokenize.split(s, self.scheme)) do
     for _, tok in ipairs(self:_bpe(bytes.encode(piece))) do
       local id = self.vocab[tok]
       if id == nil then
