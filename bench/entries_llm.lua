@@ -1,7 +1,11 @@
---- bench/entries_llm.lua — language-model decoding: greedy generation with a KV cache of a
--- GPT-2-shaped model (6 layers, width 384, 6 heads, vocab 50257, random weights) from a 16-token
--- prompt, 32 new tokens per iteration (prefill included), in tokens/s; the reference is PyTorch
--- eager running the same model with its own preallocated KV cache (issue 20's target: >= 1.2x).
+--- bench/entries_llm.lua — language models, random weights, PyTorch twins in plain torch ops:
+--   gpt2_decode      greedy generation with a KV cache of a GPT-2-shaped model (6 layers, width
+--                    384, 6 heads, vocab 50257) from a 16-token prompt, 32 new tokens per
+--                    iteration (prefill included), in tokens/s; PyTorch eager with its own
+--                    preallocated KV cache (issue 20's target: >= 1.2x)
+--   train_gpt2_124m  one training step of GPT-2 124M (12 layers, width 768, tied embeddings),
+--                    batch 4 x 64 tokens: forward, cross-entropy, backward, AdamW step (issue 20's
+--                    target: <= 0.9x PyTorch's time at its best thread setting)
 local PROMPT, NEW = 16, 32
 local V, C, L, NH = 50257, 384, 6, 6
 
@@ -49,9 +53,66 @@ def generate(prompt, n):
     return torch.cat(out, 1)
 prompt = torch.randint(0, V, (1, %d))]], V, C, L, NH, PROMPT)
 
+-- GPT-2 124M in torch modules (pre-LN blocks, tanh GELU, tied head), a training step's setup.
+local TRAIN_B, TRAIN_T = 4, 64
+local TORCH_TRAIN_SETUP = string.format([[
+import math
+nn, F = torch.nn, torch.nn.functional
+V, C, L, H, B, T = 50257, 768, 12, 12, %d, %d
+class Block(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.ln1, s.attn, s.proj = nn.LayerNorm(C), nn.Linear(C, 3 * C), nn.Linear(C, C)
+        s.ln2, s.fc, s.out = nn.LayerNorm(C), nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+    def forward(s, x):
+        b, t, _ = x.shape
+        q, k, v = (z.transpose(1, 2) for z in s.attn(s.ln1(x)).view(b, t, 3, H, C // H).unbind(2))
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True) if hasattr(F, "scaled_dot_product_attention") \
+            else (((q @ k.transpose(-1, -2)) / math.sqrt(C // H)).masked_fill(
+                torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf")).softmax(-1) @ v)
+        x = x + s.proj(o.transpose(1, 2).reshape(b, t, C))
+        return x + s.out(F.gelu(s.fc(s.ln2(x)), approximate="tanh"))
+class GPT(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.wte, s.wpe = nn.Embedding(V, C), nn.Embedding(1024, C)
+        s.h, s.lnf = nn.ModuleList([Block() for _ in range(L)]), nn.LayerNorm(C)
+    def forward(s, ids):
+        x = s.wte(ids) + s.wpe(torch.arange(ids.shape[1]))
+        for blk in s.h: x = blk(x)
+        return s.lnf(x) @ s.wte.weight.t()
+model = GPT()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+x, y = torch.randint(0, V, (B, T)), torch.randint(0, V, (B, T))
+def step():
+    loss = F.cross_entropy(model(x).view(-1, V), y.view(-1))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss.item()]], TRAIN_B, TRAIN_T)
+
 return function(ctx)
   local dle = ctx.dle
   return {{
+    key = "train_gpt2_124m",
+    name = string.format("training step: GPT-2 124M, batch %dx%d, AdamW", TRAIN_B, TRAIN_T),
+    unit = "ms", scale = 1e3, target = {ref = "PyTorch", max = 0.9},
+    dle = function()
+      local m = dle.models.gpt2.GPT2({vocab_size = V, n_positions = 1024, n_embd = 768, n_layer = 12, n_head = 12},
+        {generator = dle.Generator(0)})
+      local opt = dle.optim.AdamW(m:parameters(), {lr = 1e-4})
+      local x = dle.randint(0, V, {TRAIN_B, TRAIN_T}, {generator = dle.Generator(1)}):long()
+      local y = dle.randint(1, V + 1, {TRAIN_B * TRAIN_T}, {generator = dle.Generator(2)}):long()
+      return function()
+        local loss = dle.nn.functional.cross_entropy(m(x):view(-1, V), y)
+        opt:zero_grad()
+        loss:backward()
+        opt:step()
+        return loss:item()
+      end
+    end,
+    refs = {{kind = "torch", label = "PyTorch", setup = TORCH_TRAIN_SETUP, body = "step()"}},
+  }, {
     key = "gpt2_decode",
     name = string.format("GPT-2 greedy decoding, KV cache, %d layers width %d, %d+%d tokens", L, C, PROMPT, NEW),
     unit = "tokens/s", work = NEW, target = {ref = "PyTorch", min = 1.2},
