@@ -1,5 +1,5 @@
 --- bench/entries_elementwise.lua — elementwise math without a bandwidth bound: erf (AVX2 kernel in
--- float32) and atan2 (libm per element) over 1M float32, side by side with PyTorch. No target:
+-- float32) and atan2 (AVX2 kernel in float32) over 1M float32, side by side with PyTorch. No target:
 -- figures for comparison.
 return function(ctx)
   local dle = ctx.dle

@@ -4,6 +4,7 @@
 #include "../../engine/internal.h"
 #include "backend.h"
 #include "cpu_loop.h"
+#include "cpu_stream.h"
 #include "cpu_vecmath.h"
 
 #include <omp.h>
@@ -155,6 +156,8 @@ GATHER(double)
     int nregs = nin + n;                                                                        \
     int64_t nblocks = (numel + DLE_FUSED_BLOCK - 1) / DLE_FUSED_BLOCK;                          \
     bool failed = false;                                                                        \
+    /* a large output is written from the last register with streaming stores (cpu_stream.h) */ \
+    bool stream = cpu_stream_output(numel * (int64_t)sizeof(T));                                \
     _Pragma("omp parallel if (numel >= CPU_PARALLEL_GRAIN && nblocks > 1)")                     \
     {                                                                                           \
       T *buf = malloc(sizeof(T) * (size_t)nregs * DLE_FUSED_BLOCK);                             \
@@ -187,12 +190,15 @@ GATHER(double)
             }                                                                                   \
           }                                                                                     \
           for (int k = 0; k < n; k++) {                                                         \
-            T *dst = k == n - 1 ? out + start : buf + (size_t)(nin + k) * DLE_FUSED_BLOCK;      \
+            T *dst = k == n - 1 && !stream ? out + start                                        \
+                                           : buf + (size_t)(nin + k) * DLE_FUSED_BLOCK;         \
             instr_##T(&prog[k], dst, reg[prog[k].a],                                            \
                       reg[is_binary(prog[k].op) ? prog[k].b : prog[k].a], len);                 \
             reg[nin + k] = dst;                                                                 \
           }                                                                                     \
+          if (stream) cpu_stream_copy(out + start, reg[nin + n - 1], sizeof(T) * (size_t)len);  \
         }                                                                                       \
+        if (stream) cpu_stream_fence();                                                         \
         free(buf);                                                                              \
       }                                                                                         \
     }                                                                                           \
