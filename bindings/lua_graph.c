@@ -295,6 +295,30 @@ static int l_fused_run(lua_State *L) {
   return 1;
 }
 
+/** dle.core._fused_reduce(program, shape, dtype, reduce, last_dim, inputs...) -> the program run
+ * over inputs that broadcast to shape, reduced by reduce ("sum", "mean", "amax", "amin") over
+ * every element (0-dim) or over the last dim (dle.h: dle_fused_reduce). */
+static int l_fused_reduce(lua_State *L) {
+  fused_program *p = luaL_checkudata(L, 1, PROGRAM_MT);
+  int64_t sizes[DLE_MAX_DIMS];
+  int next;
+  int ndim = dle_lua_sizes(L, 2, sizes, &next, "fused_reduce", 0);
+  dle_dtype dt = dle_lua_check_dtype(L, 3, "fused_reduce");
+  static const char *const names[] = {"sum", "mean", "amax", "amin", NULL};
+  static const dle_op ops[] = {DLE_OP_SUM, DLE_OP_MEAN, DLE_OP_AMAX, DLE_OP_AMIN};
+  dle_op reduce = ops[luaL_checkoption(L, 4, NULL, names)];
+  bool last_dim = lua_toboolean(L, 5);
+  int nin = lua_gettop(L) - 5;
+  if (nin != p->nin)
+    return luaL_error(L, "fused_reduce: the program takes %d inputs, got %d", p->nin, nin);
+  dle_tensor *ins[DLE_FUSED_MAX_REGS];
+  for (int i = 0; i < nin; i++) ins[i] = dle_lua_check(L, 6 + i);
+  dle_tensor *out = NULL;
+  DLE_LUA_TRY(L, dle_fused_reduce(&out, ins, nin, p->instr, p->n, ndim, sizes, dt, reduce, last_dim));
+  dle_lua_push(L, out);
+  return 1;
+}
+
 void dle_lua_open_graph(lua_State *L, int module, int methods) {
   (void)methods;
   luaL_newmetatable(L, ATTRS_MT);
@@ -307,7 +331,8 @@ void dle_lua_open_graph(lua_State *L, int module, int methods) {
       {"_trace_active", l_trace_active}, {"_trace_note", l_trace_note},
       {"_tensor_id", l_tensor_id}, {"_graph_attrs", l_graph_attrs}, {"_graph_op", l_graph_op},
       {"_peek_scalar", l_peek_scalar}, {"_tensor_view_key", l_tensor_view_key},
-      {"_fused_program", l_fused_program}, {"_fused_run", l_fused_run}, {NULL, NULL}};
+      {"_fused_program", l_fused_program}, {"_fused_run", l_fused_run},
+      {"_fused_reduce", l_fused_reduce}, {NULL, NULL}};
   // clang-format on
   dle_lua_setfuncs(L, module, fns);
 }

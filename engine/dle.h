@@ -256,6 +256,12 @@ bool dle_fused_supports(dle_op op);
 dle_status dle_fused_run(dle_tensor **out, dle_tensor *const *ins, int nin,
                          const dle_fused_instr *prog, int n, int ndim, const int64_t *sizes,
                          dle_dtype dt);
+/* The same program with its result reduced by `reduce` (DLE_OP_SUM, MEAN, AMAX or AMIN; NaN
+ * propagates through amax/amin) over every element (*out 0-dim) or over the last dim (*out has the
+ * other dims); sums accumulate in double. The program's result must not be empty. */
+dle_status dle_fused_reduce(dle_tensor **out, dle_tensor *const *ins, int nin,
+                            const dle_fused_instr *prog, int n, int ndim, const int64_t *sizes,
+                            dle_dtype dt, dle_op reduce, bool last_dim);
 
 /* ---------------------------------------------------------------- backends */
 /* A device type's kernel table. What a backend fills in, its registration and the kernels' own

@@ -130,3 +130,80 @@ describe("fused programs equal the plain ops bit for bit", function()
     end
   end)
 end)
+
+describe("fused reductions at the end of a chain", function()
+  local g = dle.Generator(77)
+  local REDUCE = {"sum", "mean", "amax", "amin"}
+  local function fused_reduce_count(graph)
+    local n = 0
+    for _, node in ipairs(graph:nodes()) do if node.op == "fused" and node.reduce then n = n + 1 end end
+    return n
+  end
+
+  for _, dtype in ipairs({"float32", "float64"}) do
+    it("sum, mean, amax, amin over all elements and over the last dim of 120 generated chains (" .. dtype .. ")", function()
+      local SHAPES = {{1}, {7}, {3, 5}, {9, 1029}, {2, 3, 1}, {4, 2500}}
+      local tol = dtype == "float32" and 2e-6 or 1e-13
+      local fused = 0
+      for case = 1, 120 do
+        local out = SHAPES[(case - 1) % #SHAPES + 1]
+        local k = dle.randint(1, 4, {1}, {generator = g}):item()
+        local chain, what = program(g, dle.randint(1, 6, {1}, {generator = g}):item(), k)
+        local red = REDUCE[dle.randint(1, 5, {1}, {generator = g}):item()]
+        local last = dle.rand(1, {generator = g}):item() < 0.5
+        local keep = dle.rand(1, {generator = g}):item() < 0.5
+        local fn = function(...)
+          local v = chain(...)
+          if last then return dle[red](v, #out, keep) end
+          return dle[red](v)
+        end
+        local xs = inputs(g, out, k, dtype)
+        local ok_eager, want = pcall(fn, table.unpack(xs))
+        if ok_eager then
+          local graph = R.apply(dle.graph.trace(fn, table.unpack(xs)), R.rules.fusion)
+          fused = fused + fused_reduce_count(graph)
+          local got = graph:run(table.unpack(xs))
+          local what_case = ("case %d (%s then %s%s, %s)"):format(case, what, red, last and " over the last dim" or "", dtype)
+          assert.are.same(want:shape(), got:shape(), what_case)
+          if red == "amax" or red == "amin" then
+            local ok, why = same(got, want)
+            assert.is_true(ok, what_case .. ": " .. tostring(why))
+          else
+            -- sums accumulate in another order: equal within rounding, NaN and inf where eager has them
+            local w, gt = want:double():reshape(-1), got:double():reshape(-1)
+            local finite = w:isfinite()
+            local ok, why = same(dle.where(finite, 0, gt), dle.where(finite, 0, w))
+            assert.is_true(ok, what_case .. " (non-finite entries): " .. tostring(why))
+            local scale = dle.where(finite, w:abs(), 0) + 1
+            local err = (dle.where(finite, gt - w, 0):abs() / scale):max():item()
+            assert.is_true(err <= tol * (out[#out] or 1), what_case .. ": relative error " .. err)
+          end
+        end
+      end
+      assert.is_true(fused >= 60, "only " .. fused .. " reductions were fused")
+    end)
+  end
+
+  it("an empty chain result and a gradient-carrying run take the unfused ops (same values, gradients flow)", function()
+    local f = function(a, b) return ((a - b) * (a - b)):mean() end
+    local a, b = dle.randn(6, 4, {dtype = "float64"}), dle.randn(4, {dtype = "float64"})
+    local graph = R.apply(dle.graph.trace(f, a, b), R.rules.fusion)
+    assert.equal(1, fused_reduce_count(graph))
+    local e = dle.empty(0, 4, {dtype = "float64"})
+    local empty = R.apply(dle.graph.trace(f, e, b), R.rules.fusion)
+    assert.equal(1, fused_reduce_count(empty))
+    assert.is_true(empty:run(e, b):isnan():item(), "mean of nothing is NaN, as eager")
+    local ag = a:clone():requires_grad_()
+    local got = dle.grad(graph:run(ag, b), {ag})[1]
+    local want = dle.grad(f(ag, b), {ag})[1]
+    assert.is_true((got - want):abs():max():item() < 1e-14)
+  end)
+
+  it("dle.compile fuses a squared-error mean and a row softmax-style max, with eager's values", function()
+    local x, y = dle.randn(300, 77), dle.randn(300, 77)
+    local mse = dle.compile(function(a, b) return ((a - b) * (a - b)):mean() end)
+    local rowmax = dle.compile(function(a) return (a * 2 - 1):amax(2, true) end)
+    assert.is_true(math.abs(mse(x, y):item() - ((x - y) * (x - y)):mean():item()) < 1e-5)
+    assert.are.same((x * 2 - 1):amax(2, true):totable(), rowmax(x):totable())
+  end)
+end)

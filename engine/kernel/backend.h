@@ -61,6 +61,11 @@ struct dle_backend {
   bool (*fused_supports)(dle_op op);
   dle_status (*fused_run)(dle_tensor *out, dle_tensor *const *ins, int nin,
                           const dle_fused_instr *prog, int n);
+  /* Optional, dle_fused_reduce: the program over the element space sizes (ndim dims), its result
+   * reduced into out (allocated: 0-dim, or sizes without the last dim when last_dim). */
+  dle_status (*fused_reduce)(dle_tensor *out, dle_tensor *const *ins, int nin,
+                             const dle_fused_instr *prog, int n, int ndim, const int64_t *sizes,
+                             dle_op reduce, bool last_dim);
 };
 
 /* What the engine hands a backend library it dlopens. The core module is loaded RTLD_LOCAL, so

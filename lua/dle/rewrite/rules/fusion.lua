@@ -8,6 +8,10 @@
 -- in the same grad mode; everything else feeding it (any shape that broadcasts, any layout,
 -- scalar constants) is an input of the fused node. Regions of one op are left alone.
 --
+-- A reduction at the end of a chain (sum, mean, amax, amin over every element or over the last
+-- dim, no dtype option) joins it: the fused node then runs dle_fused_reduce, which reduces each
+-- block of the chain's result while it is in cache instead of writing the result out first.
+--
 -- Gradients: the fused kernel is not an engine op, so autograd cannot record it. A fused node
 -- therefore runs its original ops through the front door (recorded as usual) whenever a gradient
 -- may be needed: grad mode on (and the node not traced under no_grad) with an input requiring
@@ -109,6 +113,51 @@ local function fuse(m)
   return n
 end
 
+local reducible = {sum = true, mean = true, amax = true, amin = true}
+
+-- A reduction node whose input chain can run fused: the chain's region (an existing fused node
+-- taken over, or grown here from one elementwise op up) becomes a fused node reducing its result.
+local function fuse_reduction(m)
+  local root = m.root
+  local u = root.inputs[1]
+  if not reducible[root.op] or #root.inputs ~= 1 or root.inplace then return nil end
+  for k in pairs(root.attrs) do
+    if k ~= "ints" and k ~= "keepdim" and k ~= "f" then return nil end -- e.g. a dtype option
+  end
+  if root._dtype ~= u._dtype or (root.no_grad or false) ~= (u.no_grad or false) then return nil end
+  local shape = u:shape()
+  local dims = root.attrs.ints or {}
+  local all = #dims == 0 or #dims == #shape -- every dim listed (distinct: the op checked) is all
+  local last_dim = not all
+  if last_dim and (#dims > 1 or dims[1] ~= #shape - 1) then return nil end
+  if #m.users(u) ~= 1 or m.is_output(u) or u.clobbered_by then return nil end
+  local inputs, prog, names, steps
+  if u.op == "fused" and not u.reduce then
+    inputs, prog, steps = u.inputs, u.program, u.steps
+    names = {table.unpack(u.attrs.ops)}
+  elseif fits(u, u) then
+    local nodes, input_index
+    nodes, inputs, input_index = region_of(u, m)
+    if #inputs + #nodes > MAX_REGS then return nil end
+    prog, names = program_of(nodes, input_index, #inputs)
+    steps = {}
+    for k, x in ipairs(nodes) do
+      steps[k] = {op_ids[x.op], next(x.attrs) and x.attrs or nil, prog[k][2], fusable[x.op] == 2 and prog[k][3] or nil}
+    end
+  else
+    return nil
+  end
+  for _, x in ipairs(inputs) do
+    if x.clobbered_by then return nil end
+  end
+  names[#names + 1] = root.op
+  local n = Nodes.new("fused", {table.unpack(inputs)}, {ops = names}, root:shape(), root._dtype)
+  n.no_grad = root.no_grad
+  n.program, n.steps = prog, steps
+  n.reduce = {name = root.op, last_dim = last_dim, shape = shape, op = op_ids[root.op], attrs = root.attrs}
+  return n
+end
+
 -- Runs a fused node: the kernel, or its ops one by one through the front door.
 local graph_op, graph_attrs = core._graph_op, core._graph_attrs
 run.executors.fused = function(node, ins)
@@ -123,9 +172,17 @@ run.executors.fused = function(node, ins)
       if x:device() ~= "cpu" then unfused = true; break end
     end
   end
+  local red = node.reduce
+  if not unfused and red then
+    local numel = 1
+    for _, s in ipairs(red.shape) do numel = numel * s end
+    unfused = numel == 0 -- an empty sum, mean or extreme: the ops' own rules
+  end
   if not unfused then
     node._cprogram = node._cprogram or core._fused_program(node.program, #ins)
-    return core._fused_run(node._cprogram, node._shape, node._dtype, table.unpack(ins))
+    if not red then return core._fused_run(node._cprogram, node._shape, node._dtype, table.unpack(ins)) end
+    local out = core._fused_reduce(node._cprogram, red.shape, node._dtype, red.name, red.last_dim, table.unpack(ins))
+    return red.attrs.keepdim and out:view(node._shape) or out
   end
   local regs = {table.unpack(ins)}
   local nin = #ins
@@ -137,6 +194,10 @@ run.executors.fused = function(node, ins)
     if st[4] then last = graph_op(st[1], node._cattrs[k], nil, node.no_grad or false, a, regs[st[4]])
     else last = graph_op(st[1], node._cattrs[k], nil, node.no_grad or false, a) end
     regs[nin + k] = last
+  end
+  if red then
+    node._cred = node._cred or graph_attrs(red.attrs)
+    last = graph_op(red.op, node._cred, nil, node.no_grad or false, last)
   end
   return last
 end
@@ -162,6 +223,15 @@ local rules = {}
 for op in pairs(fusable) do
   rules[#rules + 1] = rule{name = "fusion.elementwise", pattern = P.op(op), replace = fuse,
                            example = example_for(op)}
+end
+for op in pairs(reducible) do
+  rules[#rules + 1] = rule{name = "fusion.reduction", pattern = P.op(op), replace = fuse_reduction,
+                           example = function()
+                             local dle = require "dle"
+                             local b = dle.rand(5, {dtype = "float64"}) + 0.5
+                             return function(x) return dle[op]((x * 2 + b):abs(), 2) end,
+                               {dle.randn(3, 5, {dtype = "float64"})}
+                           end}
 end
 table.sort(rules, function(a, b) return a.root < b.root end)
 
