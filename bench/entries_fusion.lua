@@ -36,7 +36,8 @@ return function(ctx)
       "e = d + (a + b) * c"),
     entry("fused_7op", "compiled 7-op chain of A, B, C, D, 16M float32", seven, {ref = "dle eager", min = 3},
       "e = ((((a + b) * c - d) * a + b) * c - d)"),
-    entry("fused_mse", "compiled ((A-B)*(A-B)):mean(), 16M float32", function(a, b) return ((a - b) * (a - b)):mean() end,
+    entry("fused_mse", "compiled ((A-B)*(A-B)):mean(), 16M float32",
+      function(a, b) return ((a - b) * (a - b)):mean() end,
       {ref = "STREAM triad", min = 0.8}, "e = ((a - b) * (a - b)).mean()", 2),
   }
 end

@@ -314,7 +314,8 @@ static int l_fused_reduce(lua_State *L) {
   dle_tensor *ins[DLE_FUSED_MAX_REGS];
   for (int i = 0; i < nin; i++) ins[i] = dle_lua_check(L, 6 + i);
   dle_tensor *out = NULL;
-  DLE_LUA_TRY(L, dle_fused_reduce(&out, ins, nin, p->instr, p->n, ndim, sizes, dt, reduce, last_dim));
+  DLE_LUA_TRY(L,
+              dle_fused_reduce(&out, ins, nin, p->instr, p->n, ndim, sizes, dt, reduce, last_dim));
   dle_lua_push(L, out);
   return 1;
 }

@@ -86,7 +86,8 @@ dle_status dle_fused_reduce(dle_tensor **out, dle_tensor *const *ins, int nin,
   const dle_backend *b = fused_backend(DLE_CPU);
   if (b && !b->fused_reduce) b = NULL;
   DLE_TRY(check_program("fused_reduce", b, ins, nin, prog, n, ndim, sizes, dt));
-  if (reduce != DLE_OP_SUM && reduce != DLE_OP_MEAN && reduce != DLE_OP_AMAX && reduce != DLE_OP_AMIN)
+  if (reduce != DLE_OP_SUM && reduce != DLE_OP_MEAN && reduce != DLE_OP_AMAX &&
+      reduce != DLE_OP_AMIN)
     return dle_error("fused_reduce: op %d is not sum, mean, amax or amin", (int)reduce);
   if (last_dim && ndim == 0) return dle_error("fused_reduce: a 0-dim result has no last dim");
   int64_t numel = 1;

@@ -865,7 +865,8 @@ describe("integer remainder, floor_divide, fmod, fmax and fmin", function()
     end)
   end
 
-  it("integer division by zero is an error naming the op (PyTorch's ZeroDivisionError), never a silent 0; INT64_MIN // -1 wraps, % -1 is 0", function()
+  it("integer division by zero is an error naming the op (PyTorch's ZeroDivisionError), never a silent 0; "
+     .. "INT64_MIN // -1 wraps, % -1 is 0", function()
     local a = dle.tensor({7, -7, 0, math.mininteger}, {dtype = "int64"})
     local z = dle.tensor({1, 0, 2, 3}, {dtype = "int64"})
     local function raises(f, name, shape)

@@ -80,7 +80,7 @@ local function inputs(g, out, k, dtype)
     end
     if x:numel() > 8 then
       local flat = x:contiguous():reshape(-1)
-      for j = 1, 3 do
+      for _ = 1, 3 do
         local at = dle.randint(1, flat:numel() + 1, {1}, {generator = g}):item()
         flat[at] = specials[dle.randint(1, 8, {1}, {generator = g}):item()]
       end
@@ -141,7 +141,8 @@ describe("fused reductions at the end of a chain", function()
   end
 
   for _, dtype in ipairs({"float32", "float64"}) do
-    it("sum, mean, amax, amin over all elements and over the last dim of 120 generated chains (" .. dtype .. ")", function()
+    it("sum, mean, amax, amin over all elements and over the last dim of 120 generated chains (" .. dtype .. ")",
+       function()
       local SHAPES = {{1}, {7}, {3, 5}, {9, 1029}, {2, 3, 1}, {4, 2500}}
       local tol = dtype == "float32" and 2e-6 or 1e-13
       local fused = 0
@@ -163,7 +164,8 @@ describe("fused reductions at the end of a chain", function()
           local graph = R.apply(dle.graph.trace(fn, table.unpack(xs)), R.rules.fusion)
           fused = fused + fused_reduce_count(graph)
           local got = graph:run(table.unpack(xs))
-          local what_case = ("case %d (%s then %s%s, %s)"):format(case, what, red, last and " over the last dim" or "", dtype)
+          local what_case = ("case %d (%s then %s%s, %s)"):format(case, what, red,
+                                                                   last and " over the last dim" or "", dtype)
           assert.are.same(want:shape(), got:shape(), what_case)
           if red == "amax" or red == "amin" then
             local ok, why = same(got, want)

@@ -329,6 +329,7 @@ describe("dle.models from_pretrained: bad checkpoints", function()
     assert.matches("rope_scaling needs rope_type",
       err_of(dle.models.llama.Llama, {hidden_size = 16, num_attention_heads = 4, rope_scaling = {factor = 8}}))
     assert.matches('rope_scaling type "yarn" is not supported',
-      err_of(dle.models.llama.Llama, {hidden_size = 16, num_attention_heads = 4, rope_scaling = {type = "yarn", factor = 8}}))
+      err_of(dle.models.llama.Llama,
+             {hidden_size = 16, num_attention_heads = 4, rope_scaling = {type = "yarn", factor = 8}}))
   end)
 end)

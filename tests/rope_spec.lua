@@ -22,7 +22,8 @@ local function reference(kind, s, theta, dim, max_pos, seq_len)
       if wl > lo_wl then
         f = f / s.factor
       elseif wl >= hi_wl then
-        local sm = (s.original_max_position_embeddings / wl - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor)
+        local sm = (s.original_max_position_embeddings / wl - s.low_freq_factor)
+                   / (s.high_freq_factor - s.low_freq_factor)
         f = (1 - sm) * f / s.factor + sm * f
       end
     end
@@ -52,7 +53,8 @@ describe("rotary frequencies", function()
       local want = reference(kind, s, 500000, 128, 1024, len)
       assert.are.equal(#want, #got)
       for j = 1, #want do
-        assert.is_true(math.abs(got[j] - want[j]) <= 1e-12 * want[j], ("frequency %d: %g vs %g"):format(j, got[j], want[j]))
+        assert.is_true(math.abs(got[j] - want[j]) <= 1e-12 * want[j],
+                       ("frequency %d: %g vs %g"):format(j, got[j], want[j]))
       end
     end)
   end
@@ -66,7 +68,8 @@ describe("rotary frequencies", function()
       elseif math.abs(got[j] - plain[j] / 8) <= 1e-15 * plain[j] then divided = divided + 1
       else blended = blended + 1; assert.is_true(got[j] < plain[j] and got[j] > plain[j] / 8) end
     end
-    assert.is_true(kept > 0 and divided > 0 and blended > 0, ("%d kept, %d divided, %d blended"):format(kept, divided, blended))
+    assert.is_true(kept > 0 and divided > 0 and blended > 0,
+                   ("%d kept, %d divided, %d blended"):format(kept, divided, blended))
   end)
 
   it("bad rope_scaling tables are errors naming the model and the key", function()
@@ -103,7 +106,8 @@ describe("a Llama with rope_scaling", function()
     assert.is_true((plain:narrow(2, 1, 1) - scaled:narrow(2, 1, 1)):abs():max():item() < 1e-6)
   end)
 
-  it("dynamic scaling equals plain rotary up to max_position_embeddings; past it the frequencies follow the length", function()
+  it("dynamic scaling equals plain rotary up to max_position_embeddings; past it the frequencies follow the length",
+     function()
     local m = model({rope_type = "dynamic", factor = 2})
     assert.is_true((model(nil)(ids) - m(ids)):abs():max():item() < 1e-6)
     local long = dle.randint(0, 40, {1, 70}, {dtype = "int64", generator = dle.Generator(2)})

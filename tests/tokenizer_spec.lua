@@ -219,7 +219,8 @@ describe("byte-level BPE", function()
       .. '{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":false}]}'
   end
 
-  it("reads a Split pre-tokenizer by Llama 3's or Qwen2's regex: digits split in threes (ones), merges stay inside", function()
+  it("reads a Split pre-tokenizer by Llama 3's or Qwen2's regex: digits split in threes (ones), merges stay inside",
+     function()
     -- one merge "3 4": GPT-2 keeps "123456" whole, so 3 and 4 merge; Llama 3 splits 123|456, Qwen2 every digit
     local v = byte_vocab()
     v["34"] = 256
@@ -232,7 +233,10 @@ describe("byte-level BPE", function()
     local g2 = dle.tokenizer.load(path)
     write_tokenizer_json(path, v, {'"3 4"'}, nil, split_pre("qwen2"))
     local q2 = dle.tokenizer.load(path)
-    local function has_34(tok) for _, id in ipairs(tok:encode(text):totable()) do if id == 256 then return true end end return false end
+    local function has_34(tok)
+      for _, id in ipairs(tok:encode(text):totable()) do if id == 256 then return true end end
+      return false
+    end
     assert.is_true(has_34(g2))
     assert.is_false(has_34(l3))
     assert.is_false(has_34(q2))

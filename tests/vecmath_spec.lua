@@ -73,7 +73,8 @@ describe("vectorised float32 unary ops", function()
     assert.same({0, 0.5, 0.5, 1}, {s[1], s[2], s[3], s[4]})
   end)
 
-  it("atan2 matches float64 within a few ulp at every tail size, over magnitudes 1e-13..1e13, on strided and broadcast inputs", function()
+  it("atan2 matches float64 within a few ulp at every tail size, over magnitudes 1e-13..1e13, on strided and "
+     .. "broadcast inputs", function()
     for _, n in ipairs(SIZES) do
       local y = dle.randn(n) * dle.exp(dle.randn(n) * 10)
       local x = dle.randn(n) * dle.exp(dle.randn(n) * 10)

@@ -122,10 +122,11 @@ static dle_status check_integer_divisor(dle_op op, dle_tensor *const *ins, int n
   dle_tensor_release(host);
   DLE_TRY(st);
   if (zeros > 0)
-    return dle_error("%s: integer division by zero (the %s divisor of shape %s holds %.0f zero%s); "
-                     "convert to a float dtype for inf/nan results",
-                     dle_op_get_info(op)->name, dle_dtype_name(ins[1]->dtype), SHAPE(ins[1]), zeros,
-                     zeros == 1 ? "" : "s");
+    return dle_error(
+        "%s: integer division by zero (the %s divisor of shape %s holds %.0f zero%s); "
+        "convert to a float dtype for inf/nan results",
+        dle_op_get_info(op)->name, dle_dtype_name(ins[1]->dtype), SHAPE(ins[1]), zeros,
+        zeros == 1 ? "" : "s");
   return DLE_OK;
 }
 

@@ -278,11 +278,13 @@ VEC_INLINE __m256 vatan2(__m256 y, __m256 x) {
   t = _mm256_blendv_ps(t, V8(0.0f), _mm256_cmp_ps(mx, V8(0.0f), _CMP_EQ_OQ));
   t = _mm256_blendv_ps(t, V8(1.0f), both_inf);
   __m256 big = _mm256_cmp_ps(t, V8(0.41421356237f), _CMP_GT_OQ);
-  __m256 u = _mm256_blendv_ps(t, _mm256_div_ps(_mm256_sub_ps(t, V8(1.0f)), _mm256_add_ps(t, V8(1.0f))), big);
+  __m256 u = _mm256_blendv_ps(
+      t, _mm256_div_ps(_mm256_sub_ps(t, V8(1.0f)), _mm256_add_ps(t, V8(1.0f))), big);
   __m256 z = _mm256_mul_ps(u, u);
   __m256 r = _mm256_fmadd_ps(_mm256_mul_ps(vpoly(z, c, 4), z), u, u);
   r = _mm256_add_ps(r, _mm256_and_ps(big, V8(0.78539816339744831f)));
-  r = _mm256_blendv_ps(r, _mm256_sub_ps(V8(1.57079632679489662f), r), _mm256_cmp_ps(ay, ax, _CMP_GT_OQ));
+  r = _mm256_blendv_ps(r, _mm256_sub_ps(V8(1.57079632679489662f), r),
+                       _mm256_cmp_ps(ay, ax, _CMP_GT_OQ));
   r = _mm256_blendv_ps(r, _mm256_sub_ps(V8(3.14159265358979324f), r), x); /* x's sign bit */
   r = _mm256_or_ps(r, vsign(y));
   return _mm256_blendv_ps(r, _mm256_add_ps(x, y), _mm256_or_ps(visnan(x), visnan(y)));

@@ -114,8 +114,8 @@ static const cpu_vec_kernels avx2 = {
                      [DLE_OP_ERFC] = map_erfc_stream},
     // clang-format on
     .binary = {[DLE_OP_GELU_BACKWARD] = map2_gelu_backward, [DLE_OP_ATAN2] = map2_atan2},
-    .binary_stream = {[DLE_OP_GELU_BACKWARD] = map2_gelu_backward_stream,
-                      [DLE_OP_ATAN2] = map2_atan2_stream},
+    .binary_stream =
+        {[DLE_OP_GELU_BACKWARD] = map2_gelu_backward_stream, [DLE_OP_ATAN2] = map2_atan2_stream},
     .erf = map_erf,
     .erfc = map_erfc,
     .softmax_row = cpu_vec_softmax_row_avx2,

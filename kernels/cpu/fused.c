@@ -168,11 +168,11 @@ typedef struct {
     for (int i = 0; buf && i < c->nin; i++)                                                      \
       if (c->plans[i].kind == IN_SCALAR) {                                                       \
         T v = *(const T *)dle_tensor_data(c->ins[i]);                                            \
-        for (int64_t e = 0; e < DLE_FUSED_BLOCK; e++) buf[(size_t)i * DLE_FUSED_BLOCK + e] = v;   \
+        for (int64_t e = 0; e < DLE_FUSED_BLOCK; e++) buf[(size_t)i * DLE_FUSED_BLOCK + e] = v;  \
       }                                                                                          \
     return buf;                                                                                  \
   }                                                                                              \
-  static const T *eval_block_##T(const fused_ctx *c, T *buf, int64_t start, int64_t len,        \
+  static const T *eval_block_##T(const fused_ctx *c, T *buf, int64_t start, int64_t len,         \
                                  T *last_dst) {                                                  \
     const T *reg[DLE_FUSED_MAX_REGS];                                                            \
     for (int i = 0; i < c->nin; i++) {                                                           \
@@ -191,7 +191,7 @@ typedef struct {
     for (int k = 0; k < c->n; k++) {                                                             \
       const dle_fused_instr *in = &c->prog[k];                                                   \
       dst = k == c->n - 1 && last_dst ? last_dst : buf + (size_t)(c->nin + k) * DLE_FUSED_BLOCK; \
-      instr_##T(in, dst, reg[in->a], reg[is_binary(in->op) ? in->b : in->a], len);              \
+      instr_##T(in, dst, reg[in->a], reg[is_binary(in->op) ? in->b : in->a], len);               \
       reg[c->nin + k] = dst;                                                                     \
     }                                                                                            \
     return dst;                                                                                  \
@@ -201,27 +201,30 @@ EVAL_BLOCK(double)
 
 /* The program over the whole output, block by block, on threads for large outputs; a large output
  * leaves the last register with streaming stores (cpu_stream.h). */
-#define RUN_PROGRAM(T)                                                                           \
-  static dle_status run_##T(T *out, const fused_ctx *c) {                                        \
-    int64_t numel = c->numel, nblocks = (numel + DLE_FUSED_BLOCK - 1) / DLE_FUSED_BLOCK;         \
-    bool failed = false, stream = cpu_stream_output(numel * (int64_t)sizeof(T));                 \
-    _Pragma("omp parallel if (numel >= CPU_PARALLEL_GRAIN && nblocks > 1)") {                    \
-      T *buf = block_regs_##T(c);                                                                \
-      if (!buf) {                                                                                \
-        _Pragma("omp atomic write") failed = true;                                               \
-      } else {                                                                                   \
-        _Pragma("omp for schedule(static)") for (int64_t blk = 0; blk < nblocks; blk++) {        \
-          int64_t start = blk * DLE_FUSED_BLOCK;                                                 \
-          int64_t len = numel - start < DLE_FUSED_BLOCK ? numel - start : DLE_FUSED_BLOCK;       \
-          const T *r = eval_block_##T(c, buf, start, len, stream ? NULL : out + start);          \
-          if (stream) cpu_stream_copy(out + start, r, sizeof(T) * (size_t)len);                  \
-        }                                                                                        \
-        if (stream) cpu_stream_fence();                                                          \
-        free(buf);                                                                               \
-      }                                                                                          \
-    }                                                                                            \
-    return failed ? dle_error("fused: out of memory for %d block registers", c->nin + c->n)      \
-                  : DLE_OK;                                                                      \
+#define RUN_PROGRAM(T)                                                                      \
+  static dle_status run_##T(T *out, const fused_ctx *c) {                                   \
+    int64_t numel = c->numel, nblocks = (numel + DLE_FUSED_BLOCK - 1) / DLE_FUSED_BLOCK;    \
+    bool failed = false, stream = cpu_stream_output(numel * (int64_t)sizeof(T));            \
+    _Pragma("omp parallel if (numel >= CPU_PARALLEL_GRAIN && nblocks > 1)")                 \
+    {                                                                                       \
+      T *buf = block_regs_##T(c);                                                           \
+      if (!buf) {                                                                           \
+        _Pragma("omp atomic write")                                                         \
+        failed = true;                                                                      \
+      } else {                                                                              \
+        _Pragma("omp for schedule(static)")                                                 \
+        for (int64_t blk = 0; blk < nblocks; blk++) {                                       \
+          int64_t start = blk * DLE_FUSED_BLOCK;                                            \
+          int64_t len = numel - start < DLE_FUSED_BLOCK ? numel - start : DLE_FUSED_BLOCK;  \
+          const T *r = eval_block_##T(c, buf, start, len, stream ? NULL : out + start);     \
+          if (stream) cpu_stream_copy(out + start, r, sizeof(T) * (size_t)len);             \
+        }                                                                                   \
+        if (stream) cpu_stream_fence();                                                     \
+        free(buf);                                                                          \
+      }                                                                                     \
+    }                                                                                       \
+    return failed ? dle_error("fused: out of memory for %d block registers", c->nin + c->n) \
+                  : DLE_OK;                                                                 \
   }
 RUN_PROGRAM(float)
 RUN_PROGRAM(double)
@@ -247,24 +250,24 @@ static inline double red_combine(dle_op op, double a, double b) {
 /* acc combined with the reduction of a block's n values: sums with the AVX2 float sum (double
  * accumulators) or four double partial sums, extremes with a compare loop the compiler vectorises
  * and a NaN flag beside it. */
-#define BLOCK_REDUCE(T)                                                                         \
-  static double block_reduce_##T(dle_op op, double acc, const T *r, int64_t n) {               \
-    if (op == DLE_OP_SUM || op == DLE_OP_MEAN) {                                                \
+#define BLOCK_REDUCE(T)                                                                          \
+  static double block_reduce_##T(dle_op op, double acc, const T *r, int64_t n) {                 \
+    if (op == DLE_OP_SUM || op == DLE_OP_MEAN) {                                                 \
       if (sizeof(T) == sizeof(float) && cpu_vec) return acc + cpu_vec->sum((const float *)r, n); \
-      double s[4] = {0, 0, 0, 0};                                                               \
-      int64_t i = 0;                                                                            \
-      for (; i + 4 <= n; i += 4)                                                                \
-        for (int j = 0; j < 4; j++) s[j] += (double)r[i + j];                                   \
-      for (; i < n; i++) s[0] += (double)r[i];                                                  \
-      return acc + ((s[0] + s[1]) + (s[2] + s[3]));                                             \
-    }                                                                                           \
-    T m = r[0];                                                                                 \
-    bool nan = false;                                                                           \
-    if (op == DLE_OP_AMAX)                                                                      \
-      for (int64_t i = 0; i < n; i++) m = r[i] > m ? r[i] : m, nan |= r[i] != r[i];             \
-    else                                                                                        \
-      for (int64_t i = 0; i < n; i++) m = r[i] < m ? r[i] : m, nan |= r[i] != r[i];             \
-    return red_step(op, acc, nan ? (double)NAN : (double)m);                                    \
+      double s[4] = {0, 0, 0, 0};                                                                \
+      int64_t i = 0;                                                                             \
+      for (; i + 4 <= n; i += 4)                                                                 \
+        for (int j = 0; j < 4; j++) s[j] += (double)r[i + j];                                    \
+      for (; i < n; i++) s[0] += (double)r[i];                                                   \
+      return acc + ((s[0] + s[1]) + (s[2] + s[3]));                                              \
+    }                                                                                            \
+    T m = r[0];                                                                                  \
+    bool nan = false;                                                                            \
+    if (op == DLE_OP_AMAX)                                                                       \
+      for (int64_t i = 0; i < n; i++) m = r[i] > m ? r[i] : m, nan |= r[i] != r[i];              \
+    else                                                                                         \
+      for (int64_t i = 0; i < n; i++) m = r[i] < m ? r[i] : m, nan |= r[i] != r[i];              \
+    return red_step(op, acc, nan ? (double)NAN : (double)m);                                     \
   }
 BLOCK_REDUCE(float)
 BLOCK_REDUCE(double)
@@ -280,33 +283,39 @@ BLOCK_REDUCE(double)
     if (nthreads > 256) nthreads = 256;                                                           \
     for (int t = 0; t < nthreads; t++) partial[t] = red_init(op);                                 \
     bool failed = false;                                                                          \
-    _Pragma("omp parallel num_threads(nthreads)") {                                               \
+    _Pragma("omp parallel num_threads(nthreads)")                                                 \
+    {                                                                                             \
       T *buf = block_regs_##T(c);                                                                 \
       int me = omp_get_thread_num();                                                              \
       if (!buf) {                                                                                 \
-        _Pragma("omp atomic write") failed = true;                                                \
+        _Pragma("omp atomic write")                                                               \
+        failed = true;                                                                            \
       } else if (!last_dim) {                                                                     \
         int64_t nblocks = (numel + DLE_FUSED_BLOCK - 1) / DLE_FUSED_BLOCK;                        \
         double acc = red_init(op);                                                                \
-        _Pragma("omp for schedule(static)") for (int64_t blk = 0; blk < nblocks; blk++) {         \
+        _Pragma("omp for schedule(static)")                                                       \
+        for (int64_t blk = 0; blk < nblocks; blk++) {                                             \
           int64_t start = blk * DLE_FUSED_BLOCK;                                                  \
           int64_t len = numel - start < DLE_FUSED_BLOCK ? numel - start : DLE_FUSED_BLOCK;        \
           acc = block_reduce_##T(op, acc, eval_block_##T(c, buf, start, len, NULL), len);         \
         }                                                                                         \
         partial[me] = acc;                                                                        \
       } else {                                                                                    \
-        _Pragma("omp for schedule(static)") for (int64_t row = 0; row < rows; row++) {            \
+        _Pragma("omp for schedule(static)")                                                       \
+        for (int64_t row = 0; row < rows; row++) {                                                \
           double acc = red_init(op);                                                              \
           for (int64_t off = 0; off < L; off += DLE_FUSED_BLOCK) {                                \
             int64_t len = L - off < DLE_FUSED_BLOCK ? L - off : DLE_FUSED_BLOCK;                  \
-            acc = block_reduce_##T(op, acc, eval_block_##T(c, buf, row * L + off, len, NULL), len); \
+            acc =                                                                                 \
+                block_reduce_##T(op, acc, eval_block_##T(c, buf, row * L + off, len, NULL), len); \
           }                                                                                       \
           out[row] = (T)(op == DLE_OP_MEAN ? acc / (double)L : acc);                              \
         }                                                                                         \
       }                                                                                           \
       free(buf);                                                                                  \
     }                                                                                             \
-    if (failed) return dle_error("fused_reduce: out of memory for %d block registers", c->nin + c->n); \
+    if (failed)                                                                                   \
+      return dle_error("fused_reduce: out of memory for %d block registers", c->nin + c->n);      \
     if (!last_dim) {                                                                              \
       double acc = partial[0];                                                                    \
       for (int t = 1; t < nthreads; t++) acc = red_combine(op, acc, partial[t]);                  \

@@ -45,8 +45,8 @@ local function is_float(dtype) return dtype:match("^float") ~= nil or dtype == "
 
 local random_ops = {rand = true, randn = true, randint = true, dropout = true}
 
---- graph.new(inputs, outputs) -> an empty graph over the given input nodes (for rules and tools
--- that build graphs; trace makes the usual ones).
+--- graph.new(inputs) -> an empty graph (over the given input nodes, for rules and tools), to
+-- build symbolically: g:placeholder, g:constant, g:add, g:output (dle.graph.symbolic).
 function graph.new(inputs)
   return setmetatable({inputs = inputs or {}, outputs = {}, effects = {}, template = {n = 0},
                        _order = {}, grad_enabled = core.is_grad_enabled(), example_inputs = {}},
@@ -215,6 +215,8 @@ function graph._trace(fname, fn, ...)
   g.outputs = outs
   return g, table.pack(table.unpack(res, 2, res.n))
 end
+
+require("dle.graph.symbolic")(graph, Graph)
 
 --- dle.graph.trace(fn, example_inputs...) -> a graph of the ops fn runs on these inputs.
 -- Runs fn once. See the header for inputs, outputs, constants and unsafe traces.

@@ -47,7 +47,8 @@ local function config_json(c, indent)
   local keys, parts = {}, {}
   for k, v in pairs(c) do
     local t = type(v)
-    if type(k) == "string" and k:sub(1, 1) ~= "_" and (t == "number" or t == "string" or t == "boolean" or t == "table") then
+    local kept = t == "number" or t == "string" or t == "boolean" or t == "table"
+    if type(k) == "string" and k:sub(1, 1) ~= "_" and kept then
       keys[#keys + 1] = k
     end
   end
