@@ -61,7 +61,7 @@ local subpackages = {nn = "dle.nn", optim = "dle.optim", data = "dle.data", amp 
 -- The file formats (dle.save/load, npy, safetensors, dle.io) too: lua-cjson and the format modules
 -- were a third of the start-up.
 local installers = {checkpoint = "dle.checkpoint", profile = "dle.profile", flops = "dle.profile",
-                    compile = "dle.compile", compile_info = "dle.compile", cond = "dle.control",
+                    compile = "dle.compile", compile_info = "dle.compile", freeze = "dle.freeze", cond = "dle.control",
                     while_loop = "dle.control", scan = "dle.control", io = "dle.io", save = "dle.io",
                     load = "dle.io", save_npy = "dle.io", load_npy = "dle.io", save_safetensors = "dle.io",
                     load_safetensors = "dle.io"}
