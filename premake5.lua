@@ -250,6 +250,16 @@ project("test_engine")
   links({"lapacke", "openblas", "z", "m", "dl"})
   if nvcc then defines({"DLE_CUDA_BUILT"}) end  -- tests/c/test_cuda.c then expects the library
 
+-- examples/deploy_c: a graph saved from Lua classifying Fashion-MNIST from C, without Lua.
+project("deploy_classify")
+  kind("ConsoleApp")
+  location(B)
+  targetdir(B .. "/bin")
+  objdir(B .. "/obj/deploy_c")
+  files({"examples/deploy_c/*.c"})
+  link_engine()
+  links({"lapacke", "openblas", "z", "m", "dl"})
+
 -- The C reference of scripts/bench: raw cblas_sgemm, STREAM-style copy/triad loops, and Lua's
 -- own cost of one finalized userdata (the floor under a tensor-returning op).
 project("bench_ref")

@@ -320,11 +320,76 @@ static int l_fused_reduce(lua_State *L) {
   return 1;
 }
 
+#define CGRAPH_MT "dle.graph.cgraph"
+
+static int cgraph_gc(lua_State *L) {
+  dle_graph **g = luaL_checkudata(L, 1, CGRAPH_MT);
+  dle_graph_free(*g);
+  *g = NULL;
+  return 0;
+}
+
+/** dle.core._cgraph_load(path) -> a graph file loaded by the C API (dle_graph_load), for tests
+ * that compare it with dle.graph.load. */
+static int l_cgraph_load(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  dle_graph **g = lua_newuserdatauv(L, sizeof *g, 0);
+  *g = NULL;
+  luaL_setmetatable(L, CGRAPH_MT);
+  DLE_LUA_TRY(L, dle_graph_load(g, path));
+  return 1;
+}
+
+/** dle.core._cgraph_run(g, inputs...) -> its outputs, run by dle_graph_run. */
+static int l_cgraph_run(lua_State *L) {
+  dle_graph **g = luaL_checkudata(L, 1, CGRAPH_MT);
+  if (!*g) return luaL_error(L, "cgraph_run: the graph was freed");
+  int nin = lua_gettop(L) - 1;
+  if (nin > 64) return luaL_error(L, "cgraph_run: at most 64 inputs, got %d", nin);
+  dle_tensor *ins[64];
+  for (int i = 0; i < nin; i++) ins[i] = dle_lua_check(L, 2 + i);
+  int nout = dle_graph_num_outputs(*g);
+  luaL_checkstack(L, nout + 2, "cgraph_run");
+  dle_tensor **outs = lua_newuserdatauv(L, sizeof *outs * (size_t)(nout ? nout : 1), 0);
+  DLE_LUA_TRY(L, dle_graph_run(*g, ins, nin, outs, nout));
+  for (int k = 0; k < nout; k++) dle_lua_push(L, outs[k]);
+  return nout;
+}
+
+/** dle.core._cgraph_inputs(g) -> a list of {shape, dtype}: what dle_graph_input reports. */
+static int l_cgraph_inputs(lua_State *L) {
+  dle_graph **g = luaL_checkudata(L, 1, CGRAPH_MT);
+  if (!*g) return luaL_error(L, "cgraph_inputs: the graph was freed");
+  int n = dle_graph_num_inputs(*g);
+  lua_createtable(L, n, 0);
+  for (int k = 0; k < n; k++) {
+    int ndim;
+    int64_t sizes[DLE_MAX_DIMS];
+    dle_dtype dt;
+    DLE_LUA_TRY(L, dle_graph_input(*g, k, &ndim, sizes, &dt));
+    lua_createtable(L, 2, 0);
+    lua_createtable(L, ndim, 0);
+    for (int d = 0; d < ndim; d++) {
+      lua_pushinteger(L, (lua_Integer)sizes[d]);
+      lua_rawseti(L, -2, d + 1);
+    }
+    lua_rawseti(L, -2, 1);
+    lua_pushstring(L, dle_dtype_name(dt));
+    lua_rawseti(L, -2, 2);
+    lua_rawseti(L, -2, k + 1);
+  }
+  return 1;
+}
+
 void dle_lua_open_graph(lua_State *L, int module, int methods) {
   (void)methods;
   luaL_newmetatable(L, ATTRS_MT);
   lua_pop(L, 1);
   luaL_newmetatable(L, PROGRAM_MT);
+  lua_pop(L, 1);
+  luaL_newmetatable(L, CGRAPH_MT);
+  lua_pushcfunction(L, cgraph_gc);
+  lua_setfield(L, -2, "__gc");
   lua_pop(L, 1);
   // clang-format off
   static const luaL_Reg fns[] = {
@@ -333,7 +398,8 @@ void dle_lua_open_graph(lua_State *L, int module, int methods) {
       {"_tensor_id", l_tensor_id}, {"_graph_attrs", l_graph_attrs}, {"_graph_op", l_graph_op},
       {"_peek_scalar", l_peek_scalar}, {"_tensor_view_key", l_tensor_view_key},
       {"_fused_program", l_fused_program}, {"_fused_run", l_fused_run},
-      {"_fused_reduce", l_fused_reduce}, {NULL, NULL}};
+      {"_fused_reduce", l_fused_reduce}, {"_cgraph_load", l_cgraph_load},
+      {"_cgraph_run", l_cgraph_run}, {"_cgraph_inputs", l_cgraph_inputs}, {NULL, NULL}};
   // clang-format on
   dle_lua_setfuncs(L, module, fns);
 }

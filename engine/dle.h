@@ -775,6 +775,21 @@ bool dle_trace_active(void);
 /* Marks the running trace unsafe (printf-style reason); nothing when no trace runs. */
 void dle_trace_note_unsafe(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* ---------------------------------------------------------------- graph files (dle.graph.save) */
+/* A graph saved by dle.graph.save, loaded and run without Lua (engine/graph_file.c). Loading checks
+ * the whole file (an error naming the path and byte otherwise); running takes the inputs in order
+ * (the saved shapes and dtypes), calls the ops in order without recording gradients, and fills
+ * outputs with new references. Random ops draw from the default generator. */
+typedef struct dle_graph dle_graph;
+dle_status dle_graph_load(dle_graph **g, const char *path);
+int dle_graph_num_inputs(const dle_graph *g);
+int dle_graph_num_outputs(const dle_graph *g);
+/* The shape and dtype input k (0-based) must have. */
+dle_status dle_graph_input(const dle_graph *g, int k, int *ndim, int64_t *sizes, dle_dtype *dtype);
+dle_status dle_graph_run(const dle_graph *g, dle_tensor *const *inputs, int nin,
+                         dle_tensor **outputs, int nout);
+void dle_graph_free(dle_graph *g);
+
 /* ---------------------------------------------------------------- tensor files (dle.save / dle.load) */
 /* Raw tensor bytes to and from stdio files for dle.io's formats (their headers are Lua's). */
 /* Writes t's elements in C order as raw little-endian bytes at f's current position (a CUDA

@@ -1,5 +1,6 @@
 --- file_fuzz.lua — the file fuzzer: mutated files fed to every file loader of dle (dle.load,
--- dle.load_npy, dle.load_safetensors, dle.data.idx, dle.onnx.load). Seeds are valid files this script writes
+-- dle.load_npy, dle.load_safetensors, dle.data.idx, dle.onnx.load, dle.graph.load and the C API's
+-- dle_graph_load + dle_graph_run). Seeds are valid files this script writes
 -- itself with dle's writers (IDX and ONNX by hand); each case is one seed with 1-3 mutations: bit flips,
 -- byte inserts and deletes, truncation, huge or negative sizes and counts written over integer
 -- fields, dtype names swapped for wrong ones, numbers in text replaced (bad offsets and shapes),
@@ -173,6 +174,37 @@ local function seed_onnx(r)
                  inputs = {W.value("x", 1, {"N", r(4)})}, outputs = {W.value(prev, 1, {"N", "M"})}}
 end
 
+-- a small graph: a frozen linear + batch norm + relu (folded), or a trace with two results
+local function seed_graph(r, dir)
+  local nn = dle.nn
+  local g
+  if r(2) == 1 then
+    local net = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU())
+    g = dle.freeze(net, dle.randn(2, 3, {generator = r.gen}))
+  else
+    local c = dle.randn(r(3), {generator = r.gen})
+    g = dle.graph.trace(function(x) local v, i = (x * c):max(1); return v:tanh(), i, x:detach() end,
+                        dle.randn(2, c:numel(), {generator = r.gen}))
+  end
+  return saved(dir, "dleg", function(p) dle.graph.save(p, g) end)
+end
+
+-- runs a loaded graph on zeros of its inputs' shapes (up to 1M elements each: a corrupt file may
+-- declare any size); the ops' errors come back from g:run as "run: node k (op): ..."
+local function run_graph(g)
+  local xs = {}
+  for k, n in ipairs(g.inputs) do
+    local numel = 1
+    for _, s in ipairs(n:shape()) do numel = numel * s end
+    local made, x = pcall(dle.zeros, n:shape(), {dtype = n:dtype()})
+    if numel > 1e6 or not made then return g end -- a size no input of this harness can have
+    xs[k] = x
+  end
+  local ok, res = pcall(g.run, g, table.unpack(xs))
+  if ok then return res end
+  error((tostring(res):gsub("^run: ", "dle.graph.load: (running the loaded graph) ")), 0)
+end
+
 local FORMATS = {
   dle = {ext = "dle", name = "dle.load", load = function(p) return dle.load(p) end, make_seed = seed_dle,
     tokens = {"float32", "float16", "bfloat16", "int64", "bool", "uint8"}},
@@ -193,10 +225,33 @@ local FORMATS = {
       local m = dle.models.gpt2.from_llmc(p)
       return dle.no_grad(function() return m(dle.tensor({{0}}, {dtype = "int64"})) end)
     end},
+  graph = {ext = "dleg", name = "dle.graph.load", load = function(p) return run_graph(dle.graph.load(p)) end,
+    make_seed = seed_graph, tokens = {"float32", "int64", "matmul", "relu", "max", "tanh", "view", "conv2d"}},
+  -- the C API's loader and runner (engine/graph_file.c), on the same files: its errors come back as
+  -- dle_graph_load/dle_graph_run messages
+  cgraph = {ext = "dleg", name = "dle_graph", make_seed = seed_graph,
+    tokens = {"float32", "int64", "matmul", "relu", "max", "tanh", "view", "conv2d"},
+    load = function(p)
+      local ok, res = pcall(function()
+        local c = dle.core._cgraph_load(p)
+        local xs = {}
+        for k, s in ipairs(dle.core._cgraph_inputs(c)) do
+          local numel = 1
+          for _, d in ipairs(s[1]) do numel = numel * d end
+          local made, x = pcall(dle.zeros, s[1], {dtype = s[2]})
+          if numel > 1e6 or not made then return c end -- a size no input of this harness can have
+          xs[k] = x
+        end
+        return dle.core._cgraph_run(c, table.unpack(xs))
+      end)
+      if ok then return res end
+      -- dle_graph_load, dle_graph_input, dle_graph_run: one name for the classifier
+      error((tostring(res):gsub("dle_graph_%a+: ", "dle_graph: ", 1)), 0)
+    end},
   onnx = {ext = "onnx", name = "dle.onnx.load", load = function(p) return dle.onnx.load(p) end,
     make_seed = seed_onnx, tokens = {"Relu", "Sigmoid", "Softmax", "Transpose", "Identity", "axis", "perm"}},
 }
-local FORMAT_NAMES = {"dle", "npy", "safetensors", "idx", "safetensors_mmap", "llmc", "onnx"}
+local FORMAT_NAMES = {"dle", "npy", "safetensors", "idx", "safetensors_mmap", "llmc", "onnx", "graph", "cgraph"}
 
 -- Not fuzzed: a loader that misbehaves on purpose, so that tests can check the classification
 -- (file contents "ok", "named", "unnamed", "exit", "hang").

@@ -217,6 +217,10 @@ function graph._trace(fname, fn, ...)
 end
 
 require("dle.graph.symbolic")(graph, Graph)
+do
+  local file = require "dle.graph.file"
+  graph.save, graph.load = file.save, file.load
+end
 
 --- dle.graph.trace(fn, example_inputs...) -> a graph of the ops fn runs on these inputs.
 -- Runs fn once. See the header for inputs, outputs, constants and unsafe traces.
