@@ -276,21 +276,34 @@ static int l_fused_program(lua_State *L) {
   return 1;
 }
 
+/* The arguments both fused entry points share: (program, shape, dtype, [extra...,] inputs...)
+ * with `extra` arguments between the dtype and the inputs. */
+typedef struct {
+  fused_program *p;
+  int ndim, nin;
+  int64_t sizes[DLE_MAX_DIMS];
+  dle_dtype dt;
+  dle_tensor *ins[DLE_FUSED_MAX_REGS];
+} fused_args;
+
+static void check_fused_args(lua_State *L, fused_args *a, int extra, const char *fn) {
+  a->p = luaL_checkudata(L, 1, PROGRAM_MT);
+  int next;
+  a->ndim = dle_lua_sizes(L, 2, a->sizes, &next, fn, 0);
+  a->dt = dle_lua_check_dtype(L, 3, fn);
+  a->nin = lua_gettop(L) - 3 - extra;
+  if (a->nin != a->p->nin)
+    luaL_error(L, "%s: the program takes %d inputs, got %d", fn, a->p->nin, a->nin);
+  for (int i = 0; i < a->nin; i++) a->ins[i] = dle_lua_check(L, 4 + extra + i);
+}
+
 /** dle.core._fused_run(program, shape, dtype, inputs...) -> a new tensor of shape and dtype: the
  * program run over inputs that broadcast to shape (engine/fused.h). */
 static int l_fused_run(lua_State *L) {
-  fused_program *p = luaL_checkudata(L, 1, PROGRAM_MT);
-  int64_t sizes[DLE_MAX_DIMS];
-  int next;
-  int ndim = dle_lua_sizes(L, 2, sizes, &next, "fused_run", 0);
-  dle_dtype dt = dle_lua_check_dtype(L, 3, "fused_run");
-  int nin = lua_gettop(L) - 3;
-  if (nin != p->nin)
-    return luaL_error(L, "fused_run: the program takes %d inputs, got %d", p->nin, nin);
-  dle_tensor *ins[DLE_FUSED_MAX_REGS];
-  for (int i = 0; i < nin; i++) ins[i] = dle_lua_check(L, 4 + i);
+  fused_args a;
+  check_fused_args(L, &a, 0, "fused_run");
   dle_tensor *out = NULL;
-  DLE_LUA_TRY(L, dle_fused_run(&out, ins, nin, p->instr, p->n, ndim, sizes, dt));
+  DLE_LUA_TRY(L, dle_fused_run(&out, a.ins, a.nin, a.p->instr, a.p->n, a.ndim, a.sizes, a.dt));
   dle_lua_push(L, out);
   return 1;
 }
@@ -299,23 +312,15 @@ static int l_fused_run(lua_State *L) {
  * over inputs that broadcast to shape, reduced by reduce ("sum", "mean", "amax", "amin") over
  * every element (0-dim) or over the last dim (dle.h: dle_fused_reduce). */
 static int l_fused_reduce(lua_State *L) {
-  fused_program *p = luaL_checkudata(L, 1, PROGRAM_MT);
-  int64_t sizes[DLE_MAX_DIMS];
-  int next;
-  int ndim = dle_lua_sizes(L, 2, sizes, &next, "fused_reduce", 0);
-  dle_dtype dt = dle_lua_check_dtype(L, 3, "fused_reduce");
+  fused_args a;
+  check_fused_args(L, &a, 2, "fused_reduce");
   static const char *const names[] = {"sum", "mean", "amax", "amin", NULL};
   static const dle_op ops[] = {DLE_OP_SUM, DLE_OP_MEAN, DLE_OP_AMAX, DLE_OP_AMIN};
   dle_op reduce = ops[luaL_checkoption(L, 4, NULL, names)];
   bool last_dim = lua_toboolean(L, 5);
-  int nin = lua_gettop(L) - 5;
-  if (nin != p->nin)
-    return luaL_error(L, "fused_reduce: the program takes %d inputs, got %d", p->nin, nin);
-  dle_tensor *ins[DLE_FUSED_MAX_REGS];
-  for (int i = 0; i < nin; i++) ins[i] = dle_lua_check(L, 6 + i);
   dle_tensor *out = NULL;
-  DLE_LUA_TRY(L,
-              dle_fused_reduce(&out, ins, nin, p->instr, p->n, ndim, sizes, dt, reduce, last_dim));
+  DLE_LUA_TRY(L, dle_fused_reduce(&out, a.ins, a.nin, a.p->instr, a.p->n, a.ndim, a.sizes, a.dt,
+                                  reduce, last_dim));
   dle_lua_push(L, out);
   return 1;
 }

@@ -91,6 +91,15 @@ local function inputs(g, out, k, dtype)
   return xs
 end
 
+-- fn on xs eagerly and through its traced graph after the fusion rules: want, got, the graph
+-- (nil when eager itself raises, e.g. an op refusing a dtype)
+local function eager_and_fused(fn, xs)
+  local ok_eager, want = pcall(fn, table.unpack(xs))
+  if not ok_eager then return nil end
+  local graph = R.apply(dle.graph.trace(fn, table.unpack(xs)), R.rules.fusion)
+  return want, graph:run(table.unpack(xs)), graph
+end
+
 describe("fused programs equal the plain ops bit for bit", function()
   local g = dle.Generator(2024)
   local SHAPES = {{1}, {5}, {17}, {3, 7}, {8, 33}, {2, 3, 5}, {1029}, {4, 1, 6}}
@@ -101,12 +110,9 @@ describe("fused programs equal the plain ops bit for bit", function()
         local out = SHAPES[(case - 1) % #SHAPES + 1]
         local k = dle.randint(1, 5, {1}, {generator = g}):item()
         local fn, what = program(g, dle.randint(2, 9, {1}, {generator = g}):item(), k)
-        local xs = inputs(g, out, k, dtype)
-        local ok_eager, want = pcall(fn, table.unpack(xs))
-        if ok_eager then
-          local graph = R.apply(dle.graph.trace(fn, table.unpack(xs)), R.rules.fusion)
+        local want, got, graph = eager_and_fused(fn, inputs(g, out, k, dtype))
+        if want then
           fused_seen = fused_seen + count_fused(graph)
-          local got = graph:run(table.unpack(xs))
           local ok, why = same(got, want)
           assert.is_true(ok, ("case %d (%s, %d inputs, %s): %s"):format(case, what, k, dtype, tostring(why)))
         end
@@ -158,12 +164,9 @@ describe("fused reductions at the end of a chain", function()
           if last then return dle[red](v, #out, keep) end
           return dle[red](v)
         end
-        local xs = inputs(g, out, k, dtype)
-        local ok_eager, want = pcall(fn, table.unpack(xs))
-        if ok_eager then
-          local graph = R.apply(dle.graph.trace(fn, table.unpack(xs)), R.rules.fusion)
+        local want, got, graph = eager_and_fused(fn, inputs(g, out, k, dtype))
+        if want then
           fused = fused + fused_reduce_count(graph)
-          local got = graph:run(table.unpack(xs))
           local what_case = ("case %d (%s then %s%s, %s)"):format(case, what, red,
                                                                    last and " over the last dim" or "", dtype)
           assert.are.same(want:shape(), got:shape(), what_case)

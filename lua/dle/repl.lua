@@ -149,10 +149,28 @@ end
 
 -- ---------------------------------------------------------------- evaluation
 
+-- A line's own spelling turned into plain Lua: `=expr` (Lua 5.1's REPL) is `return expr`, and a
+-- leading `local` declaration becomes an assignment into the REPL's environment, so the name
+-- persists to later lines (a chunk's locals would end with it): `local y = 5` then `y` prints 5.
+local function rewrite(buffer)
+  local expr = buffer:match("^%s*=(.*)$")
+  if expr then return "return " .. expr end
+  local fname = buffer:match("^%s*local%s+function%s+([%a_][%w_]*)")
+  if fname then return (buffer:gsub("^%s*local%s+function%s+", "function ", 1)) end
+  local names, rest = buffer:match("^%s*local%s+([%a_][%w_%s,<>]*)(.*)$")
+  if names and (rest == "" or rest:match("^=")) then
+    names = names:gsub("<%s*%a+%s*>", "") -- <const>, <close>: attributes of locals only
+    if rest == "" then return names .. " = nil" end
+    return names .. " " .. rest
+  end
+  return buffer
+end
+
 --- Compiles an input buffer: `return <buffer>` first so expressions print their values.
 -- Returns the function, or nil and "incomplete" when more lines are needed, or nil and the
 -- syntax error.
 function M.compile(buffer, env)
+  buffer = rewrite(buffer)
   local fn = load("return " .. buffer, "=stdin", "t", env)
   if fn then return fn end
   local err
@@ -234,6 +252,12 @@ function M.run(opts)
   if interactive == nil then interactive = stdin_is_terminal() end
   local dle = require("dle")
   _G.dle = dle
+  --- help(f): prints the doc comment of a function (or public name, "dle.zeros"): the text the
+  -- API reference shows.
+  _G.help = _G.help or function(f)
+    local text = require("dle.help").doc(f)
+    io.stdout:write(text or ("no documentation found for " .. tostring(f)), "\n")
+  end
   local _ = {dle.nn, dle.optim, dle.data}   -- loaded now, so `dle.<Tab>` lists them
   local out = io.stdout
   out:setvbuf("line")   -- keeps results and (unbuffered) error output in order in a pipe
