@@ -59,4 +59,4 @@ model:summary({batch_size, 1, 28, 28})
 local opt = dle.optim.AdamW(model:parameters(), {lr = lr, weight_decay = weight_decay})
 common.fit(model, opt, {train_x, train_y, test_x, test_y}, {epochs = epochs, batch_size = batch_size,
                                                                      label_smoothing = label_smoothing, flip = flip,
-                                                                         ema = ema})
+                                                                         ema = ema, name = "fashion_mnist_cnn"})

@@ -55,7 +55,9 @@ end
 -- generator), the learning rate following a cosine schedule with opts.warmup warmup steps
 -- (default 100, at most a tenth of the run), cross-entropy with opts.label_smoothing (default 0); with opts.flip,
 -- random left-right flips of the training images and test accuracy averaged over each image and its mirror image.
--- Prints loss, test accuracy, samples/s and seconds per epoch. Returns the last test accuracy.
+-- Shows a progress bar per epoch (dle.progress) and prints loss, test accuracy, samples/s and
+-- seconds per epoch; with opts.name, logs every step and epoch to runs/<name>.jsonl (dle.log) and
+-- draws runs/<name>.svg of the curves at the end (dle.plot). Returns the last test accuracy.
 function common.fit(model, opt, data, opts)
   local train_x, train_y, test_x, test_y = table.unpack(data)
   local steps = opts.epochs * math.ceil(train_x:size(1) / opts.batch_size)
@@ -82,9 +84,15 @@ function common.fit(model, opt, data, opts)
       end
     end)
   end
+  local log, step
+  if opts.name then
+    os.execute("mkdir -p runs")
+    log, step = dle.log.open("runs/" .. opts.name .. ".jsonl", {truncate = true}), 0
+  end
   for epoch = 1, opts.epochs do
     local t0, total, seen = dle.time(), 0, 0
-    for x, y in loader do
+    local bar = dle.progress(loader, {desc = "epoch " .. epoch})
+    for x, y in bar do
       if opts.flip then x = common.random_flip(x, flip_gen) end
       local loss = loss_fn(model(x), y)
       opt:zero_grad()
@@ -96,8 +104,14 @@ function common.fit(model, opt, data, opts)
           for i, p in ipairs(params) do ema[i]:mul_(opts.ema):add_(p:detach() * (1 - opts.ema)) end
         end)
       end
-      total = total + loss:item() * x:size(1)
+      local l = loss:item()
+      total = total + l * x:size(1)
       seen = seen + x:size(1)
+      bar:set{loss = l}
+      if log then
+        step = step + 1
+        log:write{step = step, loss = l, lr = opt.lr}
+      end
     end
     local dt = dle.time() - t0
     if ema then swap_ema() end
@@ -105,6 +119,13 @@ function common.fit(model, opt, data, opts)
     if ema then swap_ema() end
     print(string.format("epoch %d  loss %.4f  test accuracy %.4f  %.0f samples/s  (%.1f s)",
                         epoch, total / seen, acc, seen / dt, dt))
+    if log then log:write{step = step, epoch = epoch, epoch_loss = total / seen, test_accuracy = acc} end
+  end
+  if log then
+    log:close()
+    dle.plot.from_log("runs/" .. opts.name .. ".jsonl", "runs/" .. opts.name .. ".svg",
+                      {"loss", "epoch_loss", "test_accuracy"}, {title = opts.name})
+    print("curves: runs/" .. opts.name .. ".svg (log: runs/" .. opts.name .. ".jsonl)")
   end
   return acc
 end

@@ -19,4 +19,5 @@ local model = models.mlp()
 model:summary({batch_size, 784})
 
 local opt = dle.optim.Adam(model:parameters(), {lr = lr})
-common.fit(model, opt, {train_x, train_y, test_x, test_y}, {epochs = epochs, batch_size = batch_size})
+common.fit(model, opt, {train_x, train_y, test_x, test_y}, {epochs = epochs, batch_size = batch_size,
+                                                            name = "fashion_mnist_mlp"})

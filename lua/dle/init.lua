@@ -56,15 +56,23 @@ export()
 -- So do the functions of dle.checkpoint, dle.profile and dle.compile (whose modules add them to dle).
 local subpackages = {nn = "dle.nn", optim = "dle.optim", data = "dle.data", amp = "dle.amp",
                      dist = "dle.dist", graph = "dle.graph", rewrite = "dle.rewrite", models = "dle.models",
-                     tokenizer = "dle.tokenizer",
+                     tokenizer = "dle.tokenizer", plot = "dle.plot",
                      onnx = "dle.onnx"}
 -- The file formats (dle.save/load, npy, safetensors, dle.io) too: lua-cjson and the format modules
 -- were a third of the start-up.
 local installers = {checkpoint = "dle.checkpoint", profile = "dle.profile", flops = "dle.profile",
-                    compile = "dle.compile", compile_info = "dle.compile", freeze = "dle.freeze", cond = "dle.control",
+                    compile = "dle.compile", compile_info = "dle.compile", freeze = "dle.freeze",
+                    progress = "dle.progress", cond = "dle.control",
                     while_loop = "dle.control", scan = "dle.control", io = "dle.io", save = "dle.io",
                     load = "dle.io", save_npy = "dle.io", load_npy = "dle.io", save_safetensors = "dle.io",
                     load_safetensors = "dle.io"}
+-- dle.log is both the elementwise log (dle.log(x)) and the metrics log of API.md (dle.log.open):
+-- a callable table, whose open loads dle.runlog on first use.
+do
+  local log_op = dle.log
+  dle.log = setmetatable({open = function(...) return require("dle.runlog").open(...) end},
+                         {__call = function(_, ...) return log_op(...) end, __index = {op = log_op}})
+end
 local loading = {}   -- a subpackage's own files may look for it while it loads: nil then
 setmetatable(dle, {__index = function(t, k)
   local installer = installers[k]

@@ -62,8 +62,9 @@
 
 --- Returns the natural logarithm of t elementwise (-inf at 0, NaN below).
 -- Integer inputs give float32.
--- Also `dle.log(t)`; in place: `t:log_()`.
--- @function dle.log
+-- Also `dle.log(t)` (dle.log is a callable table: `dle.log.open(path)` is the metrics log,
+-- lua/dle/runlog.lua); in place: `t:log_()`.
+-- @function Tensor:log
 -- @tparam dle.Tensor t
 -- @treturn dle.Tensor
 
