@@ -304,6 +304,10 @@ function rewrite.verify(rule, opts)
   return true, worst
 end
 
+--- dle.rewrite.discover{ops, max_nodes, inputs, constants, path, trials, max_rules} -> rules,
+-- report: rules found by enumerating and fingerprinting small expressions (dle.rewrite.discover).
+function rewrite.discover(opts) return require("dle.rewrite.discover")(opts) end
+
 -- The built-in rule sets load on first use: dle.rewrite.rules.algebra, .fusion, .inference.
 rewrite.rules = setmetatable({}, {__index = function(t, name)
   local known = {algebra = true, fusion = true, inference = true}
