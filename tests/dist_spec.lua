@@ -682,7 +682,8 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
     pending(name .. " (" .. (missing or "Fashion-MNIST files absent: Debian package dataset-fashion-mnist") .. ")")
   end or it
   it_example("examples/fashion_mnist/ddp.lua trains on 2 ranks through scripts/dle; rank 0 reports", function()
-    local out, ok = mpirun("scripts/dle examples/fashion_mnist/ddp.lua 1 64", "DLE_EXAMPLE_LIMIT=2000")
+    local out, ok = mpirun("scripts/dle examples/fashion_mnist/ddp.lua --epochs 1 --batch-size 64",
+                           "DLE_EXAMPLE_LIMIT=2000")
     assert.is_true(ok, out)
     assert.truthy(out:find("2 ranks, 1000 training images each, batch 32 per rank", 1, true), out)
     local n, acc = 0, nil

@@ -24,7 +24,7 @@ describe("examples/fashion_mnist", function()
   local missing = not exists(FM_FILE) and "Fashion-MNIST files absent: Debian package dataset-fashion-mnist" or nil
 
   it_with(missing, "mlp.lua trains an epoch on 2000 images and prints loss, accuracy and samples/s", function()
-    local out, ok = run("DLE_EXAMPLE_LIMIT=2000", "examples/fashion_mnist/mlp.lua 1 64")
+    local out, ok = run("DLE_EXAMPLE_LIMIT=2000", "examples/fashion_mnist/mlp.lua --epochs 1 --batch-size 64")
     assert.is_true(ok, out)
     local loss, acc = out:match("epoch 1  loss (%S+)  test accuracy (%S+)  %d+ samples/s")
     assert.truthy(loss, out)
@@ -33,7 +33,7 @@ describe("examples/fashion_mnist", function()
   end)
 
   it_with(missing, "cnn.lua trains an epoch on 1000 images with its default recipe", function()
-    local out, ok = run("DLE_EXAMPLE_LIMIT=1000", "examples/fashion_mnist/cnn.lua 1")
+    local out, ok = run("DLE_EXAMPLE_LIMIT=1000", "examples/fashion_mnist/cnn.lua --epochs 1")
     assert.is_true(ok, out)
     assert.truthy(out:match("BatchNorm1d"), "the summary lists the hidden layer's BatchNorm:\n" .. out)
     local acc = out:match("epoch 1  loss %S+  test accuracy (%S+)  %d+ samples/s")

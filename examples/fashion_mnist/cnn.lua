@@ -33,20 +33,24 @@
 --   batch 16, lr 1e-3, label smoothing 0.1, no dropout                 0.9209 (two)
 --   batch 64, lr 2e-3, label smoothing 0.1, dropout 0.25 (+ flips)     0.9175 (0.9137) (one)
 -- Prints loss, test accuracy and throughput per epoch.
---   scripts/dle examples/fashion_mnist/cnn.lua [epochs] [batch_size] [peak_lr] [label_smoothing]
---       [flip|noflip] [dropout] [width] [ema] [weight_decay]
+--   scripts/dle examples/fashion_mnist/cnn.lua [--epochs 3] [--batch-size 16] [--lr 2e-3]
+--       [--label-smoothing 0.1] [--no-flip] [--dropout 0] [--width 32] [--ema DECAY] [--weight-decay 1e-4]
 local dle = require "dle"
 
-local epochs = tonumber(arg and arg[1]) or 3
-local batch_size = math.tointeger(tonumber(arg and arg[2])) or 16
-local lr = tonumber(arg and arg[3]) or 2e-3
-local label_smoothing = tonumber(arg and arg[4]) or 0.1
-local flip = (arg and arg[5]) ~= "noflip"
-local dropout = tonumber(arg and arg[6]) or 0
-local width = math.tointeger(tonumber(arg and arg[7])) or 32
-local ema = tonumber(arg and arg[8])   -- decay of a weight average to evaluate; 0 or none: off
-if ema == 0 then ema = nil end
-local weight_decay = tonumber(arg and arg[9]) or 1e-4
+local cli = require("argparse")("cnn.lua", "Fashion-MNIST with a small CNN (2 conv blocks with batch norm).")
+cli:option("--epochs", "training epochs", 3, tonumber)
+cli:option("--batch-size", "batch size", 16, math.tointeger)
+cli:option("--lr", "peak learning rate", 2e-3, tonumber)
+cli:option("--label-smoothing", "label smoothing of the cross-entropy", 0.1, tonumber)
+cli:flag("--no-flip", "no random left-right flips (nor flip-averaged test accuracy)")
+cli:option("--dropout", "dropout before the last layer", 0, tonumber)
+cli:option("--width", "channels of the first conv", 32, math.tointeger)
+cli:option("--ema", "decay of a weight average to evaluate (0: off)", 0, tonumber)
+cli:option("--weight-decay", "AdamW weight decay", 1e-4, tonumber)
+local args = cli:parse(arg)
+local epochs, batch_size, lr, label_smoothing = args.epochs, args.batch_size, args.lr, args.label_smoothing
+local flip, dropout, width, weight_decay = not args.no_flip, args.dropout, args.width, args.weight_decay
+local ema = args.ema ~= 0 and args.ema or nil
 dle.manual_seed(0)
 
 local here = arg[0]:match("^(.*/)") or ""

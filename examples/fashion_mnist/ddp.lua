@@ -3,7 +3,8 @@
 -- gradients across ranks after each backward, and ZeroRedundancyOptimizer keeps each rank's share
 -- of the Adam state only. Test accuracy is counted on shards too and summed across ranks; rank 0
 -- prints. A short run by default (the first 12000 training images, one epoch: a few seconds):
---   mpirun --allow-run-as-root -np 2 scripts/dle examples/fashion_mnist/ddp.lua [epochs] [batch_size] [images]
+--   mpirun --allow-run-as-root -np 2 scripts/dle examples/fashion_mnist/ddp.lua [--epochs 1] [--batch-size 128]
+--       [--images 12000]      (or: scripts/dle --nproc 2 examples/fashion_mnist/ddp.lua ...)
 -- batch_size is the global batch (each rank takes batch_size / world_size of it); images: how
 -- many training images to use (0: all 60000). Without mpirun it runs as a world of one process.
 local dle = require "dle"
@@ -15,9 +16,12 @@ local rank, world = dist.rank(), dist.world_size()
 -- the ranks share the machine's cores
 dle.set_num_threads(math.max(1, dle.get_num_threads() // world))
 
-local epochs = tonumber(arg and arg[1]) or 1
-local batch_size = tonumber(arg and arg[2]) or 128
-local images = tonumber(arg and arg[3]) or 12000
+local cli = require("argparse")("ddp.lua", "Fashion-MNIST's MLP trained data-parallel over MPI.")
+cli:option("--epochs", "training epochs", 1, tonumber)
+cli:option("--batch-size", "global batch size", 128, math.tointeger)
+cli:option("--images", "training images to use (0: all)", 12000, math.tointeger)
+local args = cli:parse(arg)
+local epochs, batch_size, images = args.epochs, args.batch_size, args.images
 local function say(...) if rank == 0 then print(string.format(...)) end end
 
 local here = arg[0]:match("^(.*/)") or ""

@@ -2,12 +2,15 @@
 -- cosine learning-rate schedule with warmup. The dataset's own benchmark table lists an MLP
 -- 256-128-100 at 0.8833 test accuracy; this one reached 0.887 after 5 epochs (seed 0).
 -- Prints loss, test accuracy and throughput per epoch.
---   scripts/dle examples/fashion_mnist/mlp.lua [epochs] [batch_size] [peak_lr]
+--   scripts/dle examples/fashion_mnist/mlp.lua [--epochs 5] [--batch-size 128] [--lr 2e-3]
 local dle = require "dle"
 
-local epochs = tonumber(arg and arg[1]) or 5
-local batch_size = tonumber(arg and arg[2]) or 128
-local lr = tonumber(arg and arg[3]) or 2e-3
+local cli = require("argparse")("mlp.lua", "Fashion-MNIST with a 784-256-128-10 MLP.")
+cli:option("--epochs", "training epochs", 5, tonumber)
+cli:option("--batch-size", "batch size", 128, math.tointeger)
+cli:option("--lr", "peak learning rate", 2e-3, tonumber)
+local args = cli:parse(arg)
+local epochs, batch_size, lr = args.epochs, args.batch_size, args.lr
 dle.manual_seed(0)
 
 local here = arg[0]:match("^(.*/)") or ""

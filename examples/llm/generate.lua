@@ -9,23 +9,21 @@
 -- KV-cache bytes per token, the weights' bytes and the process's peak resident memory.
 local dle = require "dle"
 
-local function usage(msg)
-  io.stderr:write((msg and msg .. "\n" or "") .. "usage: dle examples/llm/generate.lua CHECKPOINT_DIR \"prompt\" "
-    .. "[--max-new N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--threads N] [--tokenizer DIR]\n")
-  os.exit(2)
-end
-
-local path, prompt = arg[1], arg[2]
-if not path or not prompt then usage() end
-local o = {["max-new"] = 50, temperature = 0.8, seed = 1}
-local i = 3
-while i <= #arg do
-  local k = arg[i]:match("^%-%-(.+)$")
-  if not k or arg[i + 1] == nil then usage("bad option " .. arg[i]) end
-  o[k] = k == "tokenizer" and arg[i + 1] or tonumber(arg[i + 1]) or usage("not a number: " .. arg[i + 1])
-  i = i + 2
-end
-if o.threads then dle.set_num_threads(math.tointeger(o.threads)) end
+local cli = require("argparse")("generate.lua", "Text generation from a checkpoint directory.")
+cli:argument("checkpoint", "checkpoint directory (or an llm.c .bin file)")
+cli:argument("prompt", "the prompt")
+cli:option("--max-new", "tokens to generate", 50, math.tointeger)
+cli:option("--temperature", "sampling temperature (0: greedy)", 0.8, tonumber)
+cli:option("--top-k", "keep the k most likely tokens", nil, math.tointeger)
+cli:option("--top-p", "nucleus sampling mass", nil, tonumber)
+cli:option("--seed", "sampling seed", 1, math.tointeger)
+cli:option("--threads", "CPU threads", nil, math.tointeger)
+cli:option("--tokenizer", "tokenizer directory (for an llm.c checkpoint)")
+local a = cli:parse(arg)
+local path, prompt = a.checkpoint, a.prompt
+local o = {["max-new"] = a.max_new, temperature = a.temperature, ["top-k"] = a.top_k, ["top-p"] = a.top_p,
+           seed = a.seed, threads = a.threads, tokenizer = a.tokenizer}
+if o.threads then dle.set_num_threads(o.threads) end
 
 -- Peak resident memory of this process (VmHWM), in bytes.
 local function peak_rss()
@@ -40,11 +38,11 @@ end
 local t0 = dle.time()
 local model, tok
 if path:match("%.bin$") then
-  if not o.tokenizer then usage("an llm.c checkpoint needs --tokenizer DIR") end
+  if not o.tokenizer then cli:error("an llm.c checkpoint needs --tokenizer DIR") end
   model = dle.models.gpt2.from_llmc(path)
 else
   local f = io.open(path .. "/config.json")
-  if not f then usage("no config.json in " .. path) end
+  if not f then cli:error("no config.json in " .. path) end
   local config = dle.io.json_decode(f:read("a"))
   f:close()
   local family = config.model_type == "gpt2" and dle.models.gpt2 or dle.models.llama
@@ -54,7 +52,7 @@ tok = dle.tokenizer.load(o.tokenizer or path)
 local load_seconds = dle.time() - t0
 
 local ids = tok:encode(prompt)
-if ids:numel() == 0 then usage("the prompt encodes to no tokens") end
+if ids:numel() == 0 then cli:error("the prompt encodes to no tokens") end
 local out, stats = model:generate(ids, {
   max_new_tokens = math.tointeger(o["max-new"]), temperature = o.temperature,
   top_k = o["top-k"] and math.tointeger(o["top-k"]), top_p = o["top-p"],

@@ -7,11 +7,12 @@
 -- shape (12 layers, width 768, vocab 50257: about 500 MB of float32).
 local dle = require "dle"
 
-local dir, arch, size = arg[1], arg[2] or "gpt2", arg[3] or "tiny"
-if not dir then
-  io.stderr:write("usage: dle examples/llm/random_checkpoint.lua DIR [gpt2|llama] [tiny|small|124m]\n")
-  os.exit(2)
-end
+local cli = require("argparse")("random_checkpoint.lua", "A randomly initialised checkpoint directory.")
+cli:argument("dir", "the directory to write")
+cli:argument("arch", "gpt2 or llama", "gpt2"):choices({"gpt2", "llama"}):args("?")
+cli:argument("size", "tiny, small or 124m", "tiny"):choices({"tiny", "small", "124m"}):args("?")
+local opts = cli:parse(arg)
+local dir, arch, size = opts.dir, opts.arch, opts.size
 local SIZES = {tiny = {2, 64, 4, 256}, small = {6, 384, 6, 256}, ["124m"] = {12, 768, 12, 50257}}
 local s = SIZES[size] or error("unknown size " .. tostring(size))
 local layers, width, heads, vocab = s[1], s[2], s[3], s[4]
