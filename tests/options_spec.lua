@@ -77,6 +77,12 @@ local with_options = {
   end, "MultiheadAttention:forward"},
   -- dle.nn.functional
   ["nn.functional.l1_loss"] = {function(o) return F.l1_loss(p01, p01, o) end, "l1_loss"},
+  ["nn.functional.pad"] = {function(o) return F.pad(x, {1, 1}, o) end, "pad"},
+  ["rewrite.discover"] = {function(o)
+    local args = {ops = {"neg"}, max_nodes = 1}
+    for k, v in pairs(o) do args[k] = v end
+    return dle.rewrite.discover(args)
+  end, "rewrite.discover"},
   ["nn.functional.smooth_l1_loss"] = {function(o) return F.smooth_l1_loss(p01, p01, o) end, "smooth_l1_loss"},
   ["nn.functional.huber_loss"] = {function(o) return F.huber_loss(p01, p01, o) end, "huber_loss"},
   ["nn.functional.kl_div"] = {function(o) return F.kl_div(p01, p01, o) end, "kl_div"},

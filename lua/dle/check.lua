@@ -116,10 +116,19 @@ function check.public(f)
   return w
 end
 
+--- check.named(fn, f) -> a function calling f through check.call(fn, f, ...) (errors of the ops
+-- inside name fn), known to check.original as f (so its doc comment is f's).
+function check.named(fn, f)
+  local w = function(...) return check.call(fn, f, ...) end
+  original_of[w] = f
+  return w
+end
+
 --- The function a check.public wrapper wraps (f itself when it is no wrapper): where its source,
 -- and so its doc comment, is.
 function check.original(f)
-  return original_of[f] or f
+  while original_of[f] do f = original_of[f] end -- a public wrapper of a named one, too
+  return f
 end
 
 --- Calls f(...) and returns its results; an error from an op f uses (a shape mismatch found by

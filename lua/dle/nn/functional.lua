@@ -297,4 +297,10 @@ function F.binary_cross_entropy_with_logits(x, y, opts)
     pos_weight = opts and opts.pos_weight})
 end
 
+--- F.pad(x, pads, {mode = "constant" | "reflect" | "replicate" | "circular", value = 0}): x
+-- padded on its last #pads / 2 dims, pads listed from the last dim backward as PyTorch does
+-- ({left, right} of the last dim, then {top, bottom} of the one before...); negative pads crop in
+-- mode "constant". Differentiable (a composition of cat, narrow and index_select).
+function F.pad(x, pads, opts) return dle.Tensor._pad_impl(x, pads, opts) end
+
 return F
