@@ -280,9 +280,16 @@ dle_status dle_forward_select(dle_op op, dle_tensor **outs, dle_tensor *const *i
   }
 }
 
-/* FLOPs: bincount adds its weights (1 per input element); the rest compare or move. */
+/* FLOPs: bincount adds one per element, mode compares as a sort does (one per input element),
+ * searchsorted one per value; nonzero, masked_select, masked_scatter and unique move data (unique's
+ * sort is counted as the sort op it runs). */
 dle_flops_rule dle_flops_select(dle_op op) {
-  return op == DLE_OP_BINCOUNT ? dle_flops_per_in(1) : dle_flops_none();
+  switch (op) {
+    case DLE_OP_BINCOUNT:
+    case DLE_OP_MODE: return dle_flops_per_in(1);
+    case DLE_OP_SEARCHSORTED: return dle_flops_per_out(1);
+    default: return dle_flops_none();
+  }
 }
 
 /* ---------------------------------------------------------------- public wrappers */
