@@ -6,13 +6,23 @@
  * nonzero, masked_select and unique return as many elements as the data says. Their kernels get
  * outputs sized for the most they can write (capacity) plus a 0-dim int64 count as an extra
  * output; the front door then keeps that many (a copy when fewer). They write into no caller's
- * tensor. unique sorts with the sort op first, so its kernel only walks runs. */
+ * tensor, and their wrappers make a trace holding them unsafe (as bincount's, whose length is read
+ * from x). unique
+ * sorts with the sort op first, so its kernel only walks runs. */
 #include "../autograd.h"
 #include "reduce_front.h"
 
 static const char *op_name(dle_op op) { return dle_op_get_info(op)->name; }
 
 static long long dim_text(int64_t d) { return d >= 0 ? (long long)d + 1 : (long long)d; }
+
+/* A graph replaying the op would keep the size of the traced call: traces holding it are unsafe
+ * (dle.compile then runs the function eagerly, with a message under DLE_DEBUG). Noted by the
+ * public wrappers, before dle_op_call: a trace stops looking while the op itself runs. */
+static void note_data_dependent(dle_op op) {
+  dle_trace_note_unsafe("%s: its result size depends on the data, which a graph cannot replay",
+                        op_name(op));
+}
 
 static dle_status no_given_outputs(dle_op op, dle_tensor **outs) {
   for (int k = 0; k < dle_op_get_info(op)->nout; k++)
@@ -295,12 +305,14 @@ dle_flops_rule dle_flops_select(dle_op op) {
 /* ---------------------------------------------------------------- public wrappers */
 
 dle_status dle_nonzero(dle_tensor **out, dle_tensor *x, int64_t base) {
+  note_data_dependent(DLE_OP_NONZERO);
   dle_attrs a = {0};
   a.index_base = base;
   return dle_op_call(DLE_OP_NONZERO, out, &x, 1, &a);
 }
 
 dle_status dle_masked_select(dle_tensor **out, dle_tensor *x, dle_tensor *mask) {
+  note_data_dependent(DLE_OP_MASKED_SELECT);
   return dle_op_call(DLE_OP_MASKED_SELECT, out, (dle_tensor *[]){x, mask}, 2, NULL);
 }
 
@@ -312,6 +324,7 @@ dle_status dle_masked_scatter(dle_tensor **out, dle_tensor *self, dle_tensor *ma
 dle_status dle_unique(dle_tensor **values, dle_tensor **inverse, dle_tensor **counts, dle_tensor *x,
                       bool consecutive, int64_t base) {
   dle_attrs a = {0};
+  note_data_dependent(DLE_OP_UNIQUE);
   a.ints[0] = consecutive;
   a.nints = 1;
   a.index_base = base;
@@ -328,6 +341,7 @@ dle_status dle_unique(dle_tensor **values, dle_tensor **inverse, dle_tensor **co
 }
 
 dle_status dle_bincount(dle_tensor **out, dle_tensor *x, dle_tensor *weights, int64_t minlength) {
+  note_data_dependent(DLE_OP_BINCOUNT);
   dle_attrs a = {0};
   a.ints[0] = minlength;
   a.nints = 1;
