@@ -13,12 +13,15 @@
  *         of elements equal to the result (ties share the gradient evenly)
  *   prod  the product of the other elements: out / v for v != 0; for a zero, the product of the
  *         others when it is the only zero of its output element (else 0).
- * Every coefficient is computed with dle ops, so gradients of gradients work. */
+ * Every coefficient is computed with dle ops, so gradients of gradients work. scatter keeps only
+ * index and src; scatter_reduce also self and its result (recorded in place, scatter_reduce_'s
+ * backward then fails naming the overwritten input, as for other ops that need their input). */
 #include "../internal.h"
 #include "index_scatter.h"
 
 /* Temporaries of one rule: every tensor made is kept here and released at the end; after the
- * first failure every step returns NULL and the status stays the failure. */
+ * first failure every step returns NULL and the status stays the failure. (Each step calls the op
+ * before keep(): the order arguments are evaluated in is unspecified.) */
 typedef struct {
   dle_tensor *t[48];
   int n;
@@ -45,32 +48,37 @@ typedef dle_status (*binary_fn)(dle_tensor **, dle_tensor *, dle_tensor *);
 static dle_tensor *bin(pool *p, binary_fn f, dle_tensor *a, dle_tensor *b) {
   if (p->st != DLE_OK || !a || !b) return NULL;
   dle_tensor *r = NULL;
-  return keep(p, f(&r, a, b), r);
+  dle_status st = f(&r, a, b);
+  return keep(p, st, r);
 }
 
 /* a as a float tensor of dtype like's (comparisons give bool) */
 static dle_tensor *as(pool *p, dle_tensor *a, const dle_tensor *like) {
   if (p->st != DLE_OK || !a) return NULL;
   dle_tensor *r = NULL;
-  return keep(p, dle_to_dtype(&r, a, like->dtype), r);
+  dle_status st = dle_to_dtype(&r, a, like->dtype);
+  return keep(p, st, r);
 }
 
 static dle_tensor *full(pool *p, const dle_tensor *like, double v) {
   if (p->st != DLE_OK) return NULL;
   dle_tensor *r = NULL;
-  return keep(p, dle_full(&r, like->ndim, like->sizes, v, like->dtype), r);
+  dle_status st = dle_full(&r, like->ndim, like->sizes, v, like->dtype);
+  return keep(p, st, r);
 }
 
 static dle_tensor *scalar(pool *p, double v, const dle_tensor *like) {
   if (p->st != DLE_OK) return NULL;
   dle_tensor *r = NULL;
-  return keep(p, dle_scalar_tensor(&r, v, like->dtype), r);
+  dle_status st = dle_scalar_tensor(&r, v, like->dtype);
+  return keep(p, st, r);
 }
 
 static dle_tensor *gather(pool *p, dle_tensor *t) {
   if (p->st != DLE_OK || !t) return NULL;
   dle_tensor *r = NULL;
-  return keep(p, dle_gather(&r, t, p->dim, p->index, p->base), r);
+  dle_status st = dle_gather(&r, t, p->dim, p->index, p->base);
+  return keep(p, st, r);
 }
 
 /* scatter_reduce (r a reduction), scatter_add (r 0) or scatter (r -1) of src into self */
@@ -87,7 +95,8 @@ static dle_tensor *scat(pool *p, dle_tensor *self, dle_tensor *src, int r, bool 
 static dle_tensor *where(pool *p, dle_tensor *c, dle_tensor *a, dle_tensor *b) {
   if (p->st != DLE_OK || !c || !a || !b) return NULL;
   dle_tensor *r = NULL;
-  return keep(p, dle_where(&r, c, a, b), r);
+  dle_status st = dle_where(&r, c, a, b);
+  return keep(p, st, r);
 }
 
 /* src narrowed to index's shape (src may be larger; only that part is read). */
@@ -96,7 +105,8 @@ static dle_tensor *src_part(pool *p, dle_tensor *src) {
   for (int d = 0; d < src->ndim && p->st == DLE_OK; d++) {
     if (cur->sizes[d] == p->index->sizes[d]) continue;
     dle_tensor *r = NULL;
-    cur = keep(p, dle_narrow(&r, cur, d, 0, p->index->sizes[d]), r);
+    dle_status st = dle_narrow(&r, cur, d, 0, p->index->sizes[d]);
+    cur = keep(p, st, r);
   }
   return cur;
 }
@@ -168,9 +178,14 @@ static dle_status vjp_scatter(dle_node *n, dle_tensor *const *gout, dle_tensor *
   bool include_self = op == DLE_OP_SCATTER ? false : a->ints[2];
   pool p;
   pool_start(&p, a, dle_node_input(n, 1));
-  dle_tensor *src = src_part(&p, dle_node_input(n, 2)), *cs = NULL, *cr = NULL;
-  coefficients(&p, r, include_self, dle_node_input(n, 0), src, r ? dle_node_output(n, 0) : NULL,
-               &cs, &cr);
+  dle_tensor *src = src_part(&p, dle_node_input(n, 2)), *cs = NULL, *cr = NULL, *self = NULL;
+  if (r == 0) { /* scatter keeps no values of self (scatter_ may overwrite them): its shape */
+    dle_status st = dle_node_zeros_input(&self, n, 0);
+    self = keep(&p, st, self);
+  } else {
+    self = dle_node_input(n, 0);
+  }
+  if (self) coefficients(&p, r, include_self, self, src, r ? dle_node_output(n, 0) : NULL, &cs, &cr);
   if (dle_node_needs_grad(n, 0)) give(&gin[0], bin(&p, dle_mul, gout[0], cs));
   if (dle_node_needs_grad(n, 2)) {
     dle_tensor *g = gather(&p, gout[0]);
@@ -208,6 +223,6 @@ static dle_status jvp_scatter(dle_op op, const dle_attrs *a, dle_tensor *const *
 }
 
 void dle_grad_register_index_scatter(dle_grad_rule *r) {
-  r[DLE_OP_SCATTER] = (dle_grad_rule){vjp_scatter, jvp_scatter, DLE_SAVE_ALL, false};
+  r[DLE_OP_SCATTER] = (dle_grad_rule){vjp_scatter, jvp_scatter, DLE_SAVE(1) | DLE_SAVE(2), false};
   r[DLE_OP_SCATTER_REDUCE] = (dle_grad_rule){vjp_scatter, jvp_scatter, DLE_SAVE_ALL, DLE_SAVE(0)};
 }

@@ -265,9 +265,12 @@ function M.install(dle)
       check.number(type(values) == "boolean" and (values and 1 or 0) or values, fn, "values")
       vals = dle.full({n, width}, type(values) == "boolean" and (values and 1 or 0) or values, {dtype = x:dtype()})
     end
-    local grad = dle.is_grad_enabled() and (x.requires_grad or (core.is_tensor(values) and values.requires_grad))
+    local v = core.is_tensor(values) and values or nil
+    local grad = (dle.is_grad_enabled() and (x.requires_grad or (v and v.requires_grad))) or
+      core._tangent(x) ~= nil or (v and core._tangent(v) ~= nil) -- forward mode too
     local direct = inplace and not grad and x:is_contiguous()
-    local flat = direct and x:view(nrows, width) or x:reshape(nrows, width)
+    -- recorded in place: computed on a copy, then copied in (a view of x would forbid the copy_)
+    local flat = direct and x:view(nrows, width) or (inplace and x:clone() or x):reshape(nrows, width)
     local put
     if opts.accumulate then
       put = direct and flat:index_add_(1, rows, vals) or flat:index_add(1, rows, vals)
