@@ -106,7 +106,8 @@ static int l_bincount(lua_State *L) {
   dle_tensor *w = NULL;
   if (!lua_isnoneornil(L, wi) && !(w = dle_lua_opt(L, wi)))
     return luaL_error(L, "bincount: weights must be a tensor, got %s", luaL_typename(L, wi));
-  int64_t minlength = lua_isnoneornil(L, mi) ? 0 : dle_lua_check_int(L, mi, "bincount", "minlength");
+  int64_t minlength =
+      lua_isnoneornil(L, mi) ? 0 : dle_lua_check_int(L, mi, "bincount", "minlength");
   DLE_LUA_TRY(L, dle_bincount(&r, x, w, minlength));
   dle_lua_push(L, r);
   return 1;

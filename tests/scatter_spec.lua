@@ -151,7 +151,9 @@ describe("scatter_reduce", function()
   it("rejects unknown reductions and options, naming the function", function()
     H.assert_error(function() return dle.zeros(2):scatter_reduce(1, dle.ones(1, I64), dle.ones(1), "max") end,
       "scatter_reduce: reduce must be one of \"sum\", \"prod\", \"mean\", \"amax\", \"amin\", got max")
-    H.assert_error(function() return dle.zeros(2):scatter_reduce(1, dle.ones(1, I64), dle.ones(1), "sum", {bogus = 1}) end,
+    H.assert_error(function()
+      return dle.zeros(2):scatter_reduce(1, dle.ones(1, I64), dle.ones(1), "sum", {bogus = 1})
+    end,
       "scatter_reduce: unknown option 'bogus'")
     H.assert_error(function() return dle.zeros(2):scatter_reduce(1, dle.tensor({0}, I64), dle.ones(1), "sum") end,
       "scatter_reduce: index 0 is out of range for dim 1 of size 2")

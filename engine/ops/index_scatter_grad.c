@@ -138,8 +138,8 @@ static void coefficients(pool *p, int r, bool include_self, dle_tensor *self, dl
     dle_tensor *zero = scalar(p, 0, self);
     dle_tensor *self_zero = bin(p, dle_eq, self, zero), *src_zero = bin(p, dle_eq, src, zero);
     dle_tensor *self_nz = where(p, self_zero, one, self), *src_nz = where(p, src_zero, one, src);
-    dle_tensor *zeros = scat(p, bin(p, dle_mul, P, as(p, self_zero, self)), as(p, src_zero, src),
-                             0, true);
+    dle_tensor *zeros =
+        scat(p, bin(p, dle_mul, P, as(p, self_zero, self)), as(p, src_zero, src), 0, true);
     dle_tensor *others = scat(p, self_nz, src_nz, DLE_SCATTER_PROD, include_self);
     dle_tensor *lone = where(p, bin(p, dle_eq, zeros, one), others, full(p, self, 0));
     *cs = bin(p, dle_mul, P, where(p, self_zero, lone, bin(p, dle_div, out, self_nz)));
@@ -185,7 +185,8 @@ static dle_status vjp_scatter(dle_node *n, dle_tensor *const *gout, dle_tensor *
   } else {
     self = dle_node_input(n, 0);
   }
-  if (self) coefficients(&p, r, include_self, self, src, r ? dle_node_output(n, 0) : NULL, &cs, &cr);
+  if (self)
+    coefficients(&p, r, include_self, self, src, r ? dle_node_output(n, 0) : NULL, &cs, &cr);
   if (dle_node_needs_grad(n, 0)) give(&gin[0], bin(&p, dle_mul, gout[0], cs));
   if (dle_node_needs_grad(n, 2)) {
     dle_tensor *g = gather(&p, gout[0]);

@@ -27,8 +27,9 @@ static void note_data_dependent(dle_op op) {
 static dle_status no_given_outputs(dle_op op, dle_tensor **outs) {
   for (int k = 0; k < dle_op_get_info(op)->nout; k++)
     if (outs[k])
-      return dle_error("%s: its result size depends on the data; it cannot write into a given tensor",
-                       op_name(op));
+      return dle_error(
+          "%s: its result size depends on the data; it cannot write into a given tensor",
+          op_name(op));
   return DLE_OK;
 }
 
@@ -180,8 +181,8 @@ static dle_status forward_bincount(dle_tensor **outs, dle_tensor *const *ins, in
   if (w && !dle_shape_equal(w->ndim, w->sizes, x->ndim, x->sizes))
     return dle_error("bincount: weights of shape %s must have x's shape %s", SHAPE(w), SHAPE(x));
   int64_t minlength = a->nints > 0 ? a->ints[0] : 0, len = minlength;
-  if (minlength < 0) return dle_error("bincount: minlength must not be negative, got %lld",
-                                      (long long)minlength);
+  if (minlength < 0)
+    return dle_error("bincount: minlength must not be negative, got %lld", (long long)minlength);
   if (x->sizes[0] > 0) {
     dle_tensor *m = NULL, *host = NULL;
     DLE_TRY(dle_reduce(DLE_OP_AMAX, &m, x, 0, NULL, false, 0));
@@ -254,8 +255,9 @@ static dle_status forward_mode(dle_tensor **outs, dle_tensor *const *ins, const 
     return dle_error("mode: expected a tensor with at least 1 dim, got a 0-dim tensor (shape %s)",
                      SHAPE(x));
   if (dim < -x->ndim || dim >= x->ndim)
-    return dle_error("mode: dim %lld out of range for a tensor of shape %s (valid: 1..%d, or %d..-1)",
-                     dim_text(dim), SHAPE(x), x->ndim, -x->ndim);
+    return dle_error(
+        "mode: dim %lld out of range for a tensor of shape %s (valid: 1..%d, or %d..-1)",
+        dim_text(dim), SHAPE(x), x->ndim, -x->ndim);
   int d = (int)(dim < 0 ? dim + x->ndim : dim);
   if (x->sizes[d] == 0)
     return dle_error("mode: dim %d of shape %s is empty: there is no mode", d + 1, SHAPE(x));
@@ -273,15 +275,11 @@ static dle_status forward_mode(dle_tensor **outs, dle_tensor *const *ins, const 
 dle_status dle_forward_select(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                               const dle_attrs *a) {
   switch (op) {
-    case DLE_OP_NONZERO:
-      DLE_TRY(no_given_outputs(op, outs));
-      return forward_nonzero(outs, ins, a);
+    case DLE_OP_NONZERO: DLE_TRY(no_given_outputs(op, outs)); return forward_nonzero(outs, ins, a);
     case DLE_OP_MASKED_SELECT:
       DLE_TRY(no_given_outputs(op, outs));
       return forward_masked_select(outs, ins, a);
-    case DLE_OP_UNIQUE:
-      DLE_TRY(no_given_outputs(op, outs));
-      return forward_unique(outs, ins, a);
+    case DLE_OP_UNIQUE: DLE_TRY(no_given_outputs(op, outs)); return forward_unique(outs, ins, a);
     case DLE_OP_MASKED_SCATTER: return forward_masked_scatter(outs, ins, a);
     case DLE_OP_BINCOUNT: return forward_bincount(outs, ins, nin, a);
     case DLE_OP_SEARCHSORTED: return forward_searchsorted(outs, ins, a);
@@ -357,8 +355,8 @@ dle_status dle_searchsorted(dle_tensor **out, dle_tensor *sorted, dle_tensor *va
   return dle_op_call(DLE_OP_SEARCHSORTED, out, (dle_tensor *[]){sorted, values}, 2, &a);
 }
 
-dle_status dle_mode(dle_tensor **values, dle_tensor **indices, dle_tensor *x, int dim,
-                    bool keepdim, int64_t base) {
+dle_status dle_mode(dle_tensor **values, dle_tensor **indices, dle_tensor *x, int dim, bool keepdim,
+                    int64_t base) {
   dle_attrs a = {0};
   a.ints[0] = dim;
   a.nints = 1;

@@ -58,12 +58,11 @@ static dle_status vjp_masked_scatter(dle_node *n, dle_tensor *const *gout, dle_t
   }
   if (!dle_node_needs_grad(n, 2)) return DLE_OK;
   gin[2] = NULL;
-  return source_grad(&gin[2], gout[0], mask, dle_node_input_ndim(n, 2),
-                     dle_node_input_sizes(n, 2));
+  return source_grad(&gin[2], gout[0], mask, dle_node_input_ndim(n, 2), dle_node_input_sizes(n, 2));
 }
 
-static dle_status jvp_masked_scatter(dle_op op, const dle_attrs *a, dle_tensor *const *ins,
-                                     int nin, dle_tensor *const *tin, dle_tensor *const *outs,
+static dle_status jvp_masked_scatter(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
+                                     dle_tensor *const *tin, dle_tensor *const *outs,
                                      dle_tensor **tout) {
   (void)op, (void)a, (void)nin;
   if (!tin[0] && !tin[2]) return DLE_OK;

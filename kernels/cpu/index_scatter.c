@@ -12,8 +12,8 @@
 #include "index_shared.h"
 
 typedef struct {
-  int64_t count;                                      /* positions along dim */
-  int64_t index_step, src_step, out_step, cnt_step;   /* bytes per step along dim */
+  int64_t count;                                    /* positions along dim */
+  int64_t index_step, src_step, out_step, cnt_step; /* bytes per step along dim */
   int64_t base;
   bool counted, include_self;
 } scatter_ctx;
@@ -26,27 +26,28 @@ typedef struct {
 #define COMBINE_AMAX(a, b) ((b) != (b) || (b) > (a) ? (b) : (a))
 #define COMBINE_AMIN(a, b) ((b) != (b) || (b) < (a) ? (b) : (a))
 /* the reductions in the order of dle_scatter_reduction, SET (scatter) first */
-#define SCATTER_MODES(X, ...) \
-  X(SET, __VA_ARGS__) X(SUM, __VA_ARGS__) X(PROD, __VA_ARGS__) X(MEAN, __VA_ARGS__) \
-  X(AMAX, __VA_ARGS__) X(AMIN, __VA_ARGS__)
+#define SCATTER_MODES(X, ...)                                                        \
+  X(SET, __VA_ARGS__)                                                                \
+  X(SUM, __VA_ARGS__) X(PROD, __VA_ARGS__) X(MEAN, __VA_ARGS__) X(AMAX, __VA_ARGS__) \
+      X(AMIN, __VA_ARGS__)
 
-#define SCATTER_LOOP(MODE, ID, T, CT)                                                           \
-  static void scatter_##MODE##_##ID(char **p, const int64_t *s, int64_t n, const void *ctx) {   \
-    const scatter_ctx *c = ctx;                                                                 \
-    for (int64_t i = 0; i < n; i++) {                                                           \
-      char *o = p[0] + i * s[0], *cp = c->counted ? p[3] + i * s[3] : NULL;                     \
-      const char *ip = p[1] + i * s[1], *sp = p[2] + i * s[2];                                  \
-      for (int64_t k = 0; k < c->count; k++) {                                                  \
-        int64_t at = *(const int64_t *)(ip + k * c->index_step) - c->base;                      \
-        T *dst = (T *)(o + at * c->out_step);                                                   \
-        CT v = LD_##ID(*(const T *)(sp + k * c->src_step));                                     \
-        if (cp && (*(int64_t *)(cp + at * c->cnt_step))++ == 0 && !c->include_self) {           \
-          *dst = ST_##ID(v);                                                                    \
-          continue;                                                                             \
-        }                                                                                       \
-        *dst = ST_##ID(COMBINE_##MODE(LD_##ID(*dst), v));                                       \
-      }                                                                                         \
-    }                                                                                           \
+#define SCATTER_LOOP(MODE, ID, T, CT)                                                         \
+  static void scatter_##MODE##_##ID(char **p, const int64_t *s, int64_t n, const void *ctx) { \
+    const scatter_ctx *c = ctx;                                                               \
+    for (int64_t i = 0; i < n; i++) {                                                         \
+      char *o = p[0] + i * s[0], *cp = c->counted ? p[3] + i * s[3] : NULL;                   \
+      const char *ip = p[1] + i * s[1], *sp = p[2] + i * s[2];                                \
+      for (int64_t k = 0; k < c->count; k++) {                                                \
+        int64_t at = *(const int64_t *)(ip + k * c->index_step) - c->base;                    \
+        T *dst = (T *)(o + at * c->out_step);                                                 \
+        CT v = LD_##ID(*(const T *)(sp + k * c->src_step));                                   \
+        if (cp && (*(int64_t *)(cp + at * c->cnt_step))++ == 0 && !c->include_self) {         \
+          *dst = ST_##ID(v);                                                                  \
+          continue;                                                                           \
+        }                                                                                     \
+        *dst = ST_##ID(COMBINE_##MODE(LD_##ID(*dst), v));                                     \
+      }                                                                                       \
+    }                                                                                         \
   }
 #define SCATTER_LOOPS_OF(MODE, X) CPU_ALL_TYPES_WITH(SCATTER_LOOP, MODE)
 SCATTER_MODES(SCATTER_LOOPS_OF, 0)
@@ -55,23 +56,23 @@ SCATTER_MODES(SCATTER_LOOPS_OF, 0)
 static const cpu_loop_fn scatter_loops[6][DLE_NUM_DTYPES] = {SCATTER_MODES(SCATTER_ROW, 0)};
 
 /* mean: each reached element divided by its count (+ 1 for self when included). */
-#define MEAN_FINISH(ID, T, CT)                                                                 \
-  static void mean_finish_##ID(char **p, const int64_t *s, int64_t n, const void *ctx) {      \
-    int64_t extra = *(const bool *)ctx;                                                        \
-    for (int64_t i = 0; i < n; i++) {                                                          \
-      int64_t cnt = *(const int64_t *)(p[1] + i * s[1]);                                       \
-      if (cnt == 0) continue;                                                                  \
-      T *o = (T *)(p[0] + i * s[0]);                                                           \
-      CT v = LD_##ID(*o), d = (CT)(cnt + extra);                                               \
-      *o = ST_##ID(CPU_FLOORDIV(CT, v, d));                                                    \
-    }                                                                                          \
+#define MEAN_FINISH(ID, T, CT)                                                           \
+  static void mean_finish_##ID(char **p, const int64_t *s, int64_t n, const void *ctx) { \
+    int64_t extra = *(const bool *)ctx;                                                  \
+    for (int64_t i = 0; i < n; i++) {                                                    \
+      int64_t cnt = *(const int64_t *)(p[1] + i * s[1]);                                 \
+      if (cnt == 0) continue;                                                            \
+      T *o = (T *)(p[0] + i * s[0]);                                                     \
+      CT v = LD_##ID(*o), d = (CT)(cnt + extra);                                         \
+      *o = ST_##ID(CPU_FLOORDIV(CT, v, d));                                              \
+    }                                                                                    \
   }
 /* floats divide; integers round down (toward -inf) */
 static inline int64_t floor_div(int64_t v, int64_t d) {
   return v / d - (v % d != 0 && (v < 0) != (d < 0));
 }
 #define CPU_FLOORDIV(CT, v, d) \
-  _Generic((v), float: (v) / (d), double: (v) / (d), default: (CT)floor_div(v, d))
+  _Generic((v), float : (v) / (d), double : (v) / (d), default : (CT)floor_div(v, d))
 CPU_ALL_TYPES(MEAN_FINISH)
 #define MEAN_ENTRY(ID, T, CT) [DLE_##ID] = mean_finish_##ID,
 static const cpu_loop_fn mean_loops[DLE_NUM_DTYPES] = {CPU_ALL_TYPES(MEAN_ENTRY)};
@@ -93,9 +94,14 @@ static dle_status cpu_scatter(dle_op op, dle_tensor *const *outs, dle_tensor *co
     memset(dle_tensor_data(cnt), 0, (size_t)dle_tensor_numel(cnt) * 8);
   }
   int64_t es = cpu_esize(out->dtype);
-  scatter_ctx c = {index->sizes[dim], index->strides[dim] * 8, src->strides[dim] * es,
-                   out->strides[dim] * es, cnt ? cnt->strides[dim] * 8 : 0, a->index_base,
-                   counted, include_self};
+  scatter_ctx c = {index->sizes[dim],
+                   index->strides[dim] * 8,
+                   src->strides[dim] * es,
+                   out->strides[dim] * es,
+                   cnt ? cnt->strides[dim] * 8 : 0,
+                   a->index_base,
+                   counted,
+                   include_self};
   dle_tensor out_view = *out, index_view = *index, src_view = *src, cnt_view;
   memcpy(out_view.sizes, index->sizes, sizeof out_view.sizes);
   memcpy(src_view.sizes, index->sizes, sizeof src_view.sizes);

@@ -16,8 +16,8 @@ typedef uint64_t __attribute__((may_alias)) word8;
 
 /* Every index must lie in [base, base + size) of `target`'s dim: else an error giving the
  * offending value as the caller wrote it (1-based from Lua), the dim and its size. */
-dle_status cpu_index_check(dle_op op, const dle_tensor *index, int64_t base, int64_t size,
-                           int dim, const char *target_name, const dle_tensor *target);
+dle_status cpu_index_check(dle_op op, const dle_tensor *index, int64_t base, int64_t size, int dim,
+                           const char *target_name, const dle_tensor *target);
 /* Copies src into dst (same shape and dtype) unless they are the same memory already. */
 void cpu_index_move_into(dle_tensor *dst, dle_tensor *src);
 /* scatter and scatter_reduce (kernels/cpu/index_scatter.c), registered by cpu_register_index. */

@@ -45,8 +45,7 @@ static void walk_merge(walk *w) {
   for (int d = 0; d < w->nd; d++) {
     if (w->sizes[d] == 1) continue;
     bool merge = n > 0;
-    for (int k = 0; k < w->nops && merge; k++)
-      merge = w->st[k][n - 1] == w->st[k][d] * w->sizes[d];
+    for (int k = 0; k < w->nops && merge; k++) merge = w->st[k][n - 1] == w->st[k][d] * w->sizes[d];
     if (merge) {
       w->sizes[n - 1] *= w->sizes[d];
       for (int k = 0; k < w->nops; k++) w->st[k][n - 1] = w->st[k][d];
@@ -104,21 +103,20 @@ static void range_of(int t, int nt, int64_t n, int64_t *b, int64_t *e) {
   static inline bool nz_##ID(const char *p) { return LD_##ID(*(const T *)p) != 0; }
 CPU_ALL_TYPES(NZ_PRED)
 
-
 /* How many of the positions [b, e) of operand k are nonzero. */
-#define NZ_COUNT(ID, T, CT)                                                           \
-  static int64_t count_##ID(const walk_data *wd, int k, int64_t b, int64_t e) {      \
-    int64_t off[3], c = 0;                                                            \
-    const walk *w = &wd->w;                                                           \
-    int64_t s = w->nd ? w->st[k][w->nd - 1] : 0;                                      \
-    while (b < e) {                                                                   \
-      int64_t seg = walk_at(w, b, off, NULL);                                         \
-      seg = seg < e - b ? seg : e - b;                                                \
-      const char *p = wd->data[k] + off[k];                                           \
-      for (int64_t j = 0; j < seg; j++) c += nz_##ID(p + j * s);                      \
-      b += seg;                                                                       \
-    }                                                                                 \
-    return c;                                                                         \
+#define NZ_COUNT(ID, T, CT)                                                     \
+  static int64_t count_##ID(const walk_data *wd, int k, int64_t b, int64_t e) { \
+    int64_t off[3], c = 0;                                                      \
+    const walk *w = &wd->w;                                                     \
+    int64_t s = w->nd ? w->st[k][w->nd - 1] : 0;                                \
+    while (b < e) {                                                             \
+      int64_t seg = walk_at(w, b, off, NULL);                                   \
+      seg = seg < e - b ? seg : e - b;                                          \
+      const char *p = wd->data[k] + off[k];                                     \
+      for (int64_t j = 0; j < seg; j++) c += nz_##ID(p + j * s);                \
+      b += seg;                                                                 \
+    }                                                                           \
+    return c;                                                                   \
   }
 CPU_ALL_TYPES(NZ_COUNT)
 typedef int64_t (*count_fn)(const walk_data *, int, int64_t, int64_t);
@@ -193,8 +191,8 @@ static dle_status cpu_nonzero(dle_op op, dle_tensor *const *outs, dle_tensor *co
                               const dle_attrs *a) {
   (void)op, (void)nin;
   const dle_tensor *x = ins[0];
-  nonzero_ctx c = {.out = dle_tensor_data(outs[0]), .base = a->index_base,
-                   .pred = nz_fns[x->dtype]};
+  nonzero_ctx c = {
+      .out = dle_tensor_data(outs[0]), .base = a->index_base, .pred = nz_fns[x->dtype]};
   walk_init(&c.wd.w, x->ndim, x->sizes);
   walk_add(&c.wd.w, x);
   c.wd.data[0] = dle_tensor_data(x);
@@ -214,37 +212,37 @@ typedef struct {
   const char *src;
 } masked_ctx;
 
-#define MASKED_FILLS(B)                                                                      \
-  static void select_fill_##B(const void *ctx, int64_t b, int64_t e, int64_t start) {       \
-    const masked_ctx *c = ctx;                                                               \
-    const walk *w = &c->wd.w;                                                                \
+#define MASKED_FILLS(B)                                                                         \
+  static void select_fill_##B(const void *ctx, int64_t b, int64_t e, int64_t start) {           \
+    const masked_ctx *c = ctx;                                                                  \
+    const walk *w = &c->wd.w;                                                                   \
     int64_t off[3], sx = w->nd ? w->st[0][w->nd - 1] : 0, sm = w->nd ? w->st[1][w->nd - 1] : 0; \
-    word##B *o = (word##B *)c->out + start;                                                  \
-    while (b < e) {                                                                          \
-      int64_t seg = walk_at(w, b, off, NULL);                                                \
-      seg = seg < e - b ? seg : e - b;                                                       \
-      const char *x = c->wd.data[0] + off[0], *m = c->wd.data[1] + off[1];                   \
-      for (int64_t j = 0; j < seg; j++)                                                      \
-        if (m[j * sm]) *o++ = *(const word##B *)(x + j * sx);                                \
-      b += seg;                                                                              \
-    }                                                                                        \
-  }                                                                                          \
-  static void scatter_fill_##B(const void *ctx, int64_t b, int64_t e, int64_t start) {      \
-    const masked_ctx *c = ctx;                                                               \
-    const walk *w = &c->wd.w;                                                                \
-    int last = w->nd - 1;                                                                    \
-    int64_t off[3], so = w->nd ? w->st[0][last] : 0, ss = w->nd ? w->st[1][last] : 0;        \
-    int64_t sm = w->nd ? w->st[2][last] : 0;                                                 \
-    const word##B *src = (const word##B *)c->src + start;                                    \
-    while (b < e) {                                                                          \
-      int64_t seg = walk_at(w, b, off, NULL);                                                \
-      seg = seg < e - b ? seg : e - b;                                                       \
-      char *o = c->out + off[0];                                                             \
-      const char *x = c->wd.data[1] + off[1], *m = c->wd.data[2] + off[2];                   \
-      for (int64_t j = 0; j < seg; j++)                                                      \
-        *(word##B *)(o + j * so) = m[j * sm] ? *src++ : *(const word##B *)(x + j * ss);     \
-      b += seg;                                                                              \
-    }                                                                                        \
+    word##B *o = (word##B *)c->out + start;                                                     \
+    while (b < e) {                                                                             \
+      int64_t seg = walk_at(w, b, off, NULL);                                                   \
+      seg = seg < e - b ? seg : e - b;                                                          \
+      const char *x = c->wd.data[0] + off[0], *m = c->wd.data[1] + off[1];                      \
+      for (int64_t j = 0; j < seg; j++)                                                         \
+        if (m[j * sm]) *o++ = *(const word##B *)(x + j * sx);                                   \
+      b += seg;                                                                                 \
+    }                                                                                           \
+  }                                                                                             \
+  static void scatter_fill_##B(const void *ctx, int64_t b, int64_t e, int64_t start) {          \
+    const masked_ctx *c = ctx;                                                                  \
+    const walk *w = &c->wd.w;                                                                   \
+    int last = w->nd - 1;                                                                       \
+    int64_t off[3], so = w->nd ? w->st[0][last] : 0, ss = w->nd ? w->st[1][last] : 0;           \
+    int64_t sm = w->nd ? w->st[2][last] : 0;                                                    \
+    const word##B *src = (const word##B *)c->src + start;                                       \
+    while (b < e) {                                                                             \
+      int64_t seg = walk_at(w, b, off, NULL);                                                   \
+      seg = seg < e - b ? seg : e - b;                                                          \
+      char *o = c->out + off[0];                                                                \
+      const char *x = c->wd.data[1] + off[1], *m = c->wd.data[2] + off[2];                      \
+      for (int64_t j = 0; j < seg; j++)                                                         \
+        *(word##B *)(o + j * so) = m[j * sm] ? *src++ : *(const word##B *)(x + j * ss);         \
+      b += seg;                                                                                 \
+    }                                                                                           \
   }
 WORD_SIZES(MASKED_FILLS)
 #define SELECT_FILL_ENTRY(B)  select_fill_##B,
@@ -253,9 +251,7 @@ static const fill_fn select_fills[4] = {WORD_SIZES(SELECT_FILL_ENTRY)};
 static const fill_fn scatter_fills[4] = {WORD_SIZES(SCATTER_FILL_ENTRY)};
 
 /* The broadcast shape from the front door's attrs. */
-static void walk_from_attrs(walk *w, const dle_attrs *a) {
-  walk_init(w, (int)a->nints, a->ints);
-}
+static void walk_from_attrs(walk *w, const dle_attrs *a) { walk_init(w, (int)a->nints, a->ints); }
 
 static dle_status cpu_masked_select(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins,
                                     int nin, const dle_attrs *a) {
@@ -298,19 +294,19 @@ static dle_status cpu_masked_scatter(dle_op op, dle_tensor *const *outs, dle_ten
 
 /* ins[0]: the elements in order (contiguous), ins[1]: their 0-based positions in x (sorted case).
  * A run of equal elements (==: each NaN its own run) becomes one value and one count. */
-#define UNIQUE_KERNEL(ID, T, CT)                                                              \
-  static int64_t unique_##ID(const T *v, const int64_t *pos, int64_t n, T *values,           \
-                             int64_t *inverse, int64_t *counts, int64_t base) {              \
-    int64_t g = -1;                                                                           \
-    for (int64_t i = 0; i < n; i++) {                                                         \
-      if (i == 0 || !(LD_##ID(v[i]) == LD_##ID(v[i - 1]))) {                                  \
-        values[++g] = v[i];                                                                   \
-        counts[g] = 0;                                                                        \
-      }                                                                                       \
-      counts[g]++;                                                                            \
-      inverse[pos ? pos[i] : i] = g + base;                                                   \
-    }                                                                                         \
-    return g + 1;                                                                             \
+#define UNIQUE_KERNEL(ID, T, CT)                                                   \
+  static int64_t unique_##ID(const T *v, const int64_t *pos, int64_t n, T *values, \
+                             int64_t *inverse, int64_t *counts, int64_t base) {    \
+    int64_t g = -1;                                                                \
+    for (int64_t i = 0; i < n; i++) {                                              \
+      if (i == 0 || !(LD_##ID(v[i]) == LD_##ID(v[i - 1]))) {                       \
+        values[++g] = v[i];                                                        \
+        counts[g] = 0;                                                             \
+      }                                                                            \
+      counts[g]++;                                                                 \
+      inverse[pos ? pos[i] : i] = g + base;                                        \
+    }                                                                              \
+    return g + 1;                                                                  \
   }
 CPU_ALL_TYPES(UNIQUE_KERNEL)
 
@@ -321,10 +317,10 @@ static dle_status cpu_unique(dle_op op, dle_tensor *const *outs, dle_tensor *con
   int64_t n = dle_tensor_numel(v), *inv = dle_tensor_data(outs[1]),
           *counts = dle_tensor_data(outs[2]), groups = 0;
   switch (v->dtype) {
-#define UNIQUE_CASE(ID, T, CT)                                                               \
-  case DLE_##ID:                                                                             \
+#define UNIQUE_CASE(ID, T, CT)                                                              \
+  case DLE_##ID:                                                                            \
     groups = unique_##ID(dle_tensor_data(v), pos, n, dle_tensor_data(outs[0]), inv, counts, \
-                         a->index_base);                                                     \
+                         a->index_base);                                                    \
     break;
     CPU_ALL_TYPES(UNIQUE_CASE)
     default: return dle_error("%s: no CPU kernel for %s", op_name(op), dle_dtype_name(v->dtype));
@@ -336,13 +332,13 @@ static dle_status cpu_unique(dle_op op, dle_tensor *const *outs, dle_tensor *con
 /* ---------------------------------------------------------------- bincount */
 
 /* x int64 (the front door casts), weights in the output's dtype or none (counts in int64). */
-#define BINCOUNT_ADD(ID, T, CT)                                                                \
+#define BINCOUNT_ADD(ID, T, CT)                                                              \
   static void bincount_##ID(T *out, const int64_t *x, int64_t sx, const char *w, int64_t sw, \
-                            int64_t n) {                                                       \
-    for (int64_t i = 0; i < n; i++) {                                                          \
-      T *o = out + x[i * sx];                                                                  \
-      *o = ST_##ID(LD_##ID(*o) + (w ? LD_##ID(*(const T *)(w + i * sw)) : 1));                 \
-    }                                                                                          \
+                            int64_t n) {                                                     \
+    for (int64_t i = 0; i < n; i++) {                                                        \
+      T *o = out + x[i * sx];                                                                \
+      *o = ST_##ID(LD_##ID(*o) + (w ? LD_##ID(*(const T *)(w + i * sw)) : 1));               \
+    }                                                                                        \
   }
 CPU_NUMERIC_TYPES(BINCOUNT_ADD)
 
@@ -377,9 +373,9 @@ static dle_status cpu_bincount(dle_op op, dle_tensor *const *outs, dle_tensor *c
 #define SS_LESS(a, b) ((a) < (b) || ((b) != (b) && (a) == (a)))
 
 typedef struct {
-  walk_data wd;            /* operands: out (0), values (1) over values' shape */
-  const dle_tensor *seq;   /* {..., n} */
-  int64_t m;               /* values per row (values' last dim; 1 for 0-dim values) */
+  walk_data wd;          /* operands: out (0), values (1) over values' shape */
+  const dle_tensor *seq; /* {..., n} */
+  int64_t m;             /* values per row (values' last dim; 1 for 0-dim values) */
   bool right;
   int64_t base;
 } search_ctx;
@@ -394,28 +390,28 @@ static int64_t seq_row(const dle_tensor *seq, int64_t r) {
   return off * cpu_esize(seq->dtype);
 }
 
-#define SEARCH_KERNEL(ID, T, CT)                                                               \
-  static void search_##ID(const search_ctx *c, int64_t b, int64_t e) {                        \
-    const walk *w = &c->wd.w;                                                                  \
-    const dle_tensor *seq = c->seq;                                                            \
-    int64_t n = seq->sizes[seq->ndim - 1], ss = seq->strides[seq->ndim - 1], off[3];           \
-    const char *sbase = dle_tensor_data(seq);                                                  \
-    for (int64_t i = b; i < e; i++) {                                                          \
-      walk_at(w, i, off, NULL);                                                                \
-      const T *row = (const T *)(sbase + (seq->ndim > 1 ? seq_row(seq, i / c->m) : 0));        \
-      CT v = LD_##ID(*(const T *)(c->wd.data[1] + off[1]));                                    \
-      int64_t lo = 0, hi = n;                                                                  \
-      while (lo < hi) {                                                                        \
-        int64_t mid = lo + (hi - lo) / 2;                                                      \
-        CT s = LD_##ID(row[mid * ss]);                                                         \
-        bool go_right = c->right ? !SS_LESS(v, s) : SS_LESS(s, v);                             \
-        if (go_right)                                                                          \
-          lo = mid + 1;                                                                        \
-        else                                                                                   \
-          hi = mid;                                                                            \
-      }                                                                                        \
-      *(int64_t *)((char *)c->wd.data[0] + off[0]) = lo + c->base;                             \
-    }                                                                                          \
+#define SEARCH_KERNEL(ID, T, CT)                                                        \
+  static void search_##ID(const search_ctx *c, int64_t b, int64_t e) {                  \
+    const walk *w = &c->wd.w;                                                           \
+    const dle_tensor *seq = c->seq;                                                     \
+    int64_t n = seq->sizes[seq->ndim - 1], ss = seq->strides[seq->ndim - 1], off[3];    \
+    const char *sbase = dle_tensor_data(seq);                                           \
+    for (int64_t i = b; i < e; i++) {                                                   \
+      walk_at(w, i, off, NULL);                                                         \
+      const T *row = (const T *)(sbase + (seq->ndim > 1 ? seq_row(seq, i / c->m) : 0)); \
+      CT v = LD_##ID(*(const T *)(c->wd.data[1] + off[1]));                             \
+      int64_t lo = 0, hi = n;                                                           \
+      while (lo < hi) {                                                                 \
+        int64_t mid = lo + (hi - lo) / 2;                                               \
+        CT s = LD_##ID(row[mid * ss]);                                                  \
+        bool go_right = c->right ? !SS_LESS(v, s) : SS_LESS(s, v);                      \
+        if (go_right)                                                                   \
+          lo = mid + 1;                                                                 \
+        else                                                                            \
+          hi = mid;                                                                     \
+      }                                                                                 \
+      *(int64_t *)((char *)c->wd.data[0] + off[0]) = lo + c->base;                      \
+    }                                                                                   \
   }
 CPU_NUMERIC_TYPES(SEARCH_KERNEL)
 typedef void (*search_fn)(const search_ctx *, int64_t, int64_t);
@@ -428,8 +424,10 @@ static dle_status cpu_searchsorted(dle_op op, dle_tensor *const *outs, dle_tenso
   const dle_tensor *v = ins[1];
   search_fn fn = search_fns[v->dtype];
   if (!fn) return dle_error("%s: no CPU kernel for %s", op_name(op), dle_dtype_name(v->dtype));
-  search_ctx c = {.seq = ins[0], .m = v->ndim ? v->sizes[v->ndim - 1] : 1,
-                  .right = a->nints > 0 && a->ints[0], .base = a->index_base};
+  search_ctx c = {.seq = ins[0],
+                  .m = v->ndim ? v->sizes[v->ndim - 1] : 1,
+                  .right = a->nints > 0 && a->ints[0],
+                  .base = a->index_base};
   walk_init(&c.wd.w, v->ndim, v->sizes);
   walk_add(&c.wd.w, outs[0]), c.wd.data[0] = dle_tensor_data(outs[0]);
   walk_add(&c.wd.w, v), c.wd.data[1] = dle_tensor_data(v);
@@ -452,56 +450,56 @@ static dle_status cpu_searchsorted(dle_op op, dle_tensor *const *outs, dle_tenso
 /* Each line's (value, position) pairs are sorted by value (NaN last, NaNs equal), then by
  * position; the longest run wins, the first (smallest) among equally long ones, and its last
  * position is reported (PyTorch's choice). */
-#define MODE_KERNEL(ID, T, CT)                                                                 \
-  typedef struct {                                                                             \
-    CT v;                                                                                      \
-    int64_t p;                                                                                 \
-  } mode_pair_##ID;                                                                            \
-  static int mode_cmp_##ID(const void *pa, const void *pb) {                                   \
-    const mode_pair_##ID *a = pa, *b = pb;                                                     \
-    if (SS_LESS(a->v, b->v)) return -1;                                                        \
-    if (SS_LESS(b->v, a->v)) return 1;                                                         \
-    return (a->p > b->p) - (a->p < b->p);                                                      \
-  }                                                                                            \
-  static void mode_line_##ID(const T *x, int64_t sd, int64_t n, mode_pair_##ID *buf, T *vo,    \
-                             int64_t *io, int64_t base) {                                      \
-    for (int64_t j = 0; j < n; j++) buf[j].v = LD_##ID(x[j * sd]), buf[j].p = j;               \
-    qsort(buf, (size_t)n, sizeof *buf, mode_cmp_##ID);                                         \
-    int64_t best = 0, best_len = 0;                                                            \
-    for (int64_t j = 0; j < n;) {                                                              \
-      int64_t k = j + 1;                                                                       \
-      while (k < n && !SS_LESS(buf[j].v, buf[k].v)) k++;                                       \
-      if (k - j > best_len) best = k - 1, best_len = k - j;                                    \
-      j = k;                                                                                   \
-    }                                                                                          \
-    *vo = x[buf[best].p * sd];                                                                 \
-    *io = buf[best].p + base;                                                                  \
-  }                                                                                            \
-  static bool mode_##ID(const dle_tensor *x, int d, T *vo, int64_t *io, int64_t base) {        \
-    int64_t n = x->sizes[d], lines = dle_tensor_numel(x) / n;                                  \
-    bool failed = false;                                                                       \
-    const T *xb = dle_tensor_data(x);                                                          \
-    _Pragma("omp parallel if (lines > 1 && cpu_parallel(lines * n))")                          \
-    {                                                                                          \
-      mode_pair_##ID *buf = malloc(sizeof *buf * (size_t)n);                                   \
-      if (!buf) {                                                                              \
-        _Pragma("omp atomic write")                                                            \
-        failed = true;                                                                         \
-      } else {                                                                                 \
-        _Pragma("omp for schedule(dynamic, 16)")                                               \
-        for (int64_t l = 0; l < lines; l++) {                                                  \
-          int64_t off = 0, r = l;                                                              \
-          for (int j = x->ndim - 1; j >= 0; j--) {                                             \
-            if (j == d) continue;                                                              \
-            off += (r % x->sizes[j]) * x->strides[j];                                          \
-            r /= x->sizes[j];                                                                  \
-          }                                                                                    \
-          mode_line_##ID(xb + off, x->strides[d], n, buf, vo + l, io + l, base);               \
-        }                                                                                      \
-        free(buf);                                                                             \
-      }                                                                                        \
-    }                                                                                          \
-    return !failed;                                                                            \
+#define MODE_KERNEL(ID, T, CT)                                                              \
+  typedef struct {                                                                          \
+    CT v;                                                                                   \
+    int64_t p;                                                                              \
+  } mode_pair_##ID;                                                                         \
+  static int mode_cmp_##ID(const void *pa, const void *pb) {                                \
+    const mode_pair_##ID *a = pa, *b = pb;                                                  \
+    if (SS_LESS(a->v, b->v)) return -1;                                                     \
+    if (SS_LESS(b->v, a->v)) return 1;                                                      \
+    return (a->p > b->p) - (a->p < b->p);                                                   \
+  }                                                                                         \
+  static void mode_line_##ID(const T *x, int64_t sd, int64_t n, mode_pair_##ID *buf, T *vo, \
+                             int64_t *io, int64_t base) {                                   \
+    for (int64_t j = 0; j < n; j++) buf[j].v = LD_##ID(x[j * sd]), buf[j].p = j;            \
+    qsort(buf, (size_t)n, sizeof *buf, mode_cmp_##ID);                                      \
+    int64_t best = 0, best_len = 0;                                                         \
+    for (int64_t j = 0; j < n;) {                                                           \
+      int64_t k = j + 1;                                                                    \
+      while (k < n && !SS_LESS(buf[j].v, buf[k].v)) k++;                                    \
+      if (k - j > best_len) best = k - 1, best_len = k - j;                                 \
+      j = k;                                                                                \
+    }                                                                                       \
+    *vo = x[buf[best].p * sd];                                                              \
+    *io = buf[best].p + base;                                                               \
+  }                                                                                         \
+  static bool mode_##ID(const dle_tensor *x, int d, T *vo, int64_t *io, int64_t base) {     \
+    int64_t n = x->sizes[d], lines = dle_tensor_numel(x) / n;                               \
+    bool failed = false;                                                                    \
+    const T *xb = dle_tensor_data(x);                                                       \
+    _Pragma("omp parallel if (lines > 1 && cpu_parallel(lines * n))")                       \
+    {                                                                                       \
+      mode_pair_##ID *buf = malloc(sizeof *buf * (size_t)n);                                \
+      if (!buf) {                                                                           \
+        _Pragma("omp atomic write")                                                         \
+        failed = true;                                                                      \
+      } else {                                                                              \
+        _Pragma("omp for schedule(dynamic, 16)")                                            \
+        for (int64_t l = 0; l < lines; l++) {                                               \
+          int64_t off = 0, r = l;                                                           \
+          for (int j = x->ndim - 1; j >= 0; j--) {                                          \
+            if (j == d) continue;                                                           \
+            off += (r % x->sizes[j]) * x->strides[j];                                       \
+            r /= x->sizes[j];                                                               \
+          }                                                                                 \
+          mode_line_##ID(xb + off, x->strides[d], n, buf, vo + l, io + l, base);            \
+        }                                                                                   \
+        free(buf);                                                                          \
+      }                                                                                     \
+    }                                                                                       \
+    return !failed;                                                                         \
   }
 CPU_ALL_TYPES(MODE_KERNEL)
 
@@ -513,9 +511,9 @@ static dle_status cpu_mode(dle_op op, dle_tensor *const *outs, dle_tensor *const
   if (dle_tensor_numel(x) == 0) return DLE_OK;
   bool ok = false;
   switch (x->dtype) {
-#define MODE_CASE(ID, T, CT)                                                                   \
-  case DLE_##ID:                                                                               \
-    ok = mode_##ID(x, d, dle_tensor_data(outs[0]), dle_tensor_data(outs[1]), a->index_base);   \
+#define MODE_CASE(ID, T, CT)                                                                 \
+  case DLE_##ID:                                                                             \
+    ok = mode_##ID(x, d, dle_tensor_data(outs[0]), dle_tensor_data(outs[1]), a->index_base); \
     break;
     CPU_ALL_TYPES(MODE_CASE)
     default: return dle_error("%s: no CPU kernel for %s", op_name(op), dle_dtype_name(x->dtype));

@@ -155,17 +155,19 @@ function M.install(dle)
 
   -- ---------------------------------------------------------------- take, take_along_dim
 
+  local function take(fn, t, index)
+    check.tensor(t, fn, "input")
+    check.tensor(index, fn, "index")
+    local idx = wrap_index(fn, index, t:numel(), "index")
+    return t:reshape(-1):index_select(1, idx:reshape(-1)):reshape(index:shape())
+  end
+
   --- Returns the elements of t at the 1-based positions index of its row-major flattening, in
   -- index's shape (PyTorch's torch.take; negative positions count from the end).
   -- @tparam dle.Tensor t
   -- @tparam dle.Tensor index integer positions
   -- @treturn dle.Tensor
-  function dle.take(t, index)
-    check.tensor(t, "take", "input")
-    check.tensor(index, "take", "index")
-    local idx = wrap_index("take", index, t:numel(), "index")
-    return t:reshape(-1):index_select(1, idx:reshape(-1)):reshape(index:shape())
-  end
+  function dle.take(t, index) return take("take", t, index) end
 
   --- Picks values of t along dim at indices (PyTorch's torch.take_along_dim): gather with t and
   -- indices broadcast against each other outside dim. Without dim, both are flattened.
@@ -177,18 +179,20 @@ function M.install(dle)
     check.tensor(t, "take_along_dim", "input")
     check.tensor(indices, "take_along_dim", "indices")
     if dim == nil then
-      return dle.take(t:reshape(-1), indices:reshape(-1))
+      return take("take_along_dim", t:reshape(-1), indices:reshape(-1))
     end
     local d = wrap_dim("take_along_dim", t, dim)
     if indices:dim() ~= t:dim() then
-      check.error(string.format("take_along_dim: input of shape %s and indices of shape %s must have the same number of dims",
+      check.error(string.format(
+        "take_along_dim: input of shape %s and indices of shape %s must have the same number of dims",
         shape_str(t), shape_str(indices)))
     end
     local ts, is = t:shape(), indices:shape()
     for j = 1, #ts do
       if j ~= d then
         if ts[j] ~= is[j] and ts[j] ~= 1 and is[j] ~= 1 then
-          check.error(string.format("take_along_dim: input of shape %s and indices of shape %s do not broadcast in dim %d",
+          check.error(string.format(
+            "take_along_dim: input of shape %s and indices of shape %s do not broadcast in dim %d",
             shape_str(t), shape_str(indices), j))
         end
         local s = ts[j] == 1 and is[j] or ts[j]
