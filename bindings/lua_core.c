@@ -743,8 +743,10 @@ int luaopen_dle_native(lua_State *L) {
   lua_pushvalue(L, methods);
   lua_pushcclosure(L, tensor_newindex, 1);
   lua_setfield(L, mt, "__newindex");
-  static const luaL_Reg meta[] = {{"__gc", tensor_gc},   {"__close", tensor_gc},
-                                  {"__eq", tensor_eq},   {"__len", tensor_len},
+  static const luaL_Reg meta[] = {{"__gc", tensor_gc},
+                                  {"__close", tensor_gc},
+                                  {"__eq", tensor_eq},
+                                  {"__len", tensor_len},
                                   {NULL, NULL}};
   dle_lua_setfuncs(L, mt, meta);
   lua_pushstring(L, "dle.Tensor");

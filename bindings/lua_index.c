@@ -275,8 +275,10 @@ static int scatter_reduce_impl(lua_State *L, bool inplace) {
   for (int i = 0; reductions[i] && m; i++)
     if (strcmp(m, reductions[i]) == 0) reduce = DLE_SCATTER_SUM + i;
   if (!reduce)
-    return luaL_error(L, "%s: reduce must be one of \"sum\", \"prod\", \"mean\", \"amax\", "
-                      "\"amin\", got %s", fn, m ? m : luaL_typename(L, 5));
+    return luaL_error(L,
+                      "%s: reduce must be one of \"sum\", \"prod\", \"mean\", \"amax\", "
+                      "\"amin\", got %s",
+                      fn, m ? m : luaL_typename(L, 5));
   int opts = dle_lua_opts_at(L, 6, fn, known);
   bool include_self = true;
   if (opts && lua_getfield(L, opts, "include_self") != LUA_TNIL) {
@@ -285,8 +287,7 @@ static int scatter_reduce_impl(lua_State *L, bool inplace) {
                         luaL_typename(L, -1));
     include_self = lua_toboolean(L, -1);
   }
-  DLE_LUA_TRY(L, dle_scatter_reduce(&r, self, d, index, src, reduce, include_self,
-                                    LUA_INDEX_BASE));
+  DLE_LUA_TRY(L, dle_scatter_reduce(&r, self, d, index, src, reduce, include_self, LUA_INDEX_BASE));
   return dle_lua_push_result(L, r, inplace);
 }
 static int l_scatter_reduce(lua_State *L) { return scatter_reduce_impl(L, false); }

@@ -486,8 +486,8 @@ dle_status dle_searchsorted(dle_tensor **out, dle_tensor *sorted, dle_tensor *va
                             int64_t base);
 /* The most frequent value of each line along dim (the smallest among ties) and its last position
  * (+ base). */
-dle_status dle_mode(dle_tensor **values, dle_tensor **indices, dle_tensor *x, int dim,
-                    bool keepdim, int64_t base);
+dle_status dle_mode(dle_tensor **values, dle_tensor **indices, dle_tensor *x, int dim, bool keepdim,
+                    int64_t base);
 
 /* ---------------------------------------------------------------- optimizer steps */
 /* Fused optimizer steps: each updates a parameter and its state in place in one pass, with no

@@ -123,7 +123,8 @@ static dle_status vjp_accumulate(dle_node *n, dle_tensor *const *gout, dle_tenso
     return dle_index_select(&gin[2], gout[0], dim, index, a->index_base);
   }
   DLE_TRY(dle_gather(&picked, gout[0], dim, index, a->index_base));
-  dle_status st = dle_index_pad_to(&gin[2], picked, dle_node_input_ndim(n, 2), dle_node_input_sizes(n, 2));
+  dle_status st =
+      dle_index_pad_to(&gin[2], picked, dle_node_input_ndim(n, 2), dle_node_input_sizes(n, 2));
   dle_tensor_release(picked);
   return st;
 }

@@ -84,8 +84,8 @@ static dle_status index_bounds(const char *fn, const dle_tensor *index, int64_t 
 
 /* Every index must lie in [base, base + size) of `target`'s dim: the message gives the offending
  * value as the caller wrote it (1-based from Lua), the dim and its size. */
-dle_status cpu_index_check(dle_op op, const dle_tensor *index, int64_t base, int64_t size,
-                           int dim, const char *target_name, const dle_tensor *target) {
+dle_status cpu_index_check(dle_op op, const dle_tensor *index, int64_t base, int64_t size, int dim,
+                           const char *target_name, const dle_tensor *target) {
   if (dle_tensor_numel(index) == 0) return DLE_OK;
   int64_t lo = 0, hi = 0;
   DLE_TRY(index_bounds(op_name(op), index, &lo, &hi));
