@@ -10,7 +10,6 @@ local H = require "helpers"
 
 local I64 = {dtype = "int64"}
 local NAN = 0 / 0
-local FLOATS = {"float32", "float64", "float16", "bfloat16"}
 local ALL = {"float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool"}
 
 -- small integer values (exact in every dtype; bool: nonzero -> true)

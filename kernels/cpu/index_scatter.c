@@ -26,10 +26,11 @@ typedef struct {
 #define COMBINE_AMAX(a, b) ((b) != (b) || (b) > (a) ? (b) : (a))
 #define COMBINE_AMIN(a, b) ((b) != (b) || (b) < (a) ? (b) : (a))
 /* the reductions in the order of dle_scatter_reduction, SET (scatter) first */
+// clang-format off
 #define SCATTER_MODES(X, ...)                                                        \
-  X(SET, __VA_ARGS__)                                                                \
-  X(SUM, __VA_ARGS__) X(PROD, __VA_ARGS__) X(MEAN, __VA_ARGS__) X(AMAX, __VA_ARGS__) \
-      X(AMIN, __VA_ARGS__)
+  X(SET, __VA_ARGS__) X(SUM, __VA_ARGS__) X(PROD, __VA_ARGS__) X(MEAN, __VA_ARGS__) \
+  X(AMAX, __VA_ARGS__) X(AMIN, __VA_ARGS__)
+// clang-format on
 
 #define SCATTER_LOOP(MODE, ID, T, CT)                                                         \
   static void scatter_##MODE##_##ID(char **p, const int64_t *s, int64_t n, const void *ctx) { \
