@@ -14,8 +14,9 @@
 typedef struct {
   int64_t count;                                    /* positions along dim */
   int64_t index_step, src_step, out_step, cnt_step; /* bytes per step along dim */
-  int64_t base;
-  bool counted, include_self;
+  int64_t base, size; /* size: the output's dim, for the checks made while writing */
+  bool counted, include_self, checked;
+  int *bad; /* set when a checked index is out of range */
 } scatter_ctx;
 
 /* How a reduction combines the element a with a new value b (compute type). */
@@ -32,21 +33,36 @@ typedef struct {
   X(AMAX, __VA_ARGS__) X(AMIN, __VA_ARGS__)
 // clang-format on
 
+/* The counted walk (first-touch and mean counts) and the plain one are separate loops, so the
+ * common plain one carries no per-element test. */
 #define SCATTER_LOOP(MODE, ID, T, CT)                                                         \
   static void scatter_##MODE##_##ID(char **p, const int64_t *s, int64_t n, const void *ctx) { \
     const scatter_ctx *c = ctx;                                                               \
+    int64_t is = c->index_step, ss = c->src_step, os = c->out_step, base = c->base;           \
     for (int64_t i = 0; i < n; i++) {                                                         \
-      char *o = p[0] + i * s[0], *cp = c->counted ? p[3] + i * s[3] : NULL;                   \
+      char *o = p[0] + i * s[0];                                                              \
       const char *ip = p[1] + i * s[1], *sp = p[2] + i * s[2];                                \
-      for (int64_t k = 0; k < c->count; k++) {                                                \
-        int64_t at = *(const int64_t *)(ip + k * c->index_step) - c->base;                    \
-        T *dst = (T *)(o + at * c->out_step);                                                 \
-        CT v = LD_##ID(*(const T *)(sp + k * c->src_step));                                   \
-        if (cp && (*(int64_t *)(cp + at * c->cnt_step))++ == 0 && !c->include_self) {         \
-          *dst = ST_##ID(v);                                                                  \
-          continue;                                                                           \
+      if (!c->counted) {                                                                      \
+        for (int64_t k = 0; k < c->count; k++) {                                              \
+          int64_t at = *(const int64_t *)(ip + k * is) - base;                                \
+          if (!c->checked && (uint64_t)at >= (uint64_t)c->size) {                             \
+            __atomic_store_n(c->bad, 1, __ATOMIC_RELAXED);                                    \
+            continue;                                                                         \
+          }                                                                                   \
+          T *dst = (T *)(o + at * os);                                                        \
+          *dst = ST_##ID(COMBINE_##MODE(LD_##ID(*dst), LD_##ID(*(const T *)(sp + k * ss))));  \
         }                                                                                     \
-        *dst = ST_##ID(COMBINE_##MODE(LD_##ID(*dst), v));                                     \
+        continue;                                                                             \
+      }                                                                                       \
+      char *cp = p[3] + i * s[3];                                                             \
+      for (int64_t k = 0; k < c->count; k++) {                                                \
+        int64_t at = *(const int64_t *)(ip + k * is) - base;                                  \
+        T *dst = (T *)(o + at * os);                                                          \
+        CT v = LD_##ID(*(const T *)(sp + k * ss));                                            \
+        if ((*(int64_t *)(cp + at * c->cnt_step))++ == 0 && !c->include_self)                 \
+          *dst = ST_##ID(v);                                                                  \
+        else                                                                                  \
+          *dst = ST_##ID(COMBINE_##MODE(LD_##ID(*dst), v));                                   \
       }                                                                                       \
     }                                                                                         \
   }
@@ -85,11 +101,16 @@ static dle_status cpu_scatter(dle_op op, dle_tensor *const *outs, dle_tensor *co
   int dim = (int)a->ints[0];
   int mode = op == DLE_OP_SCATTER ? 0 : (int)a->ints[1];
   bool include_self = op == DLE_OP_SCATTER || a->ints[2];
-  DLE_TRY(cpu_index_check(op, index, a->index_base, out->sizes[dim], dim, "self", self));
+  bool counted = mode != 0 && (mode == DLE_SCATTER_MEAN || !include_self);
+  /* Indices are checked before anything is written when writing in place (an error must leave
+   * self as it was) or counting; a fresh output is checked while written (one pass fewer). */
+  bool checked = counted || out->storage == self->storage;
+  if (checked)
+    DLE_TRY(cpu_index_check(op, index, a->index_base, out->sizes[dim], dim, "self", self));
   if (dle_tensor_numel(out) > 0) cpu_index_move_into(out, self);
   if (dle_tensor_numel(index) == 0) return DLE_OK;
   dle_tensor *cnt = NULL;
-  bool counted = mode != 0 && (mode == DLE_SCATTER_MEAN || !include_self);
+  int bad = 0;
   if (counted) {
     DLE_TRY(dle_tensor_empty(&cnt, out->ndim, out->sizes, DLE_I64, (dle_device){DLE_CPU, 0}));
     memset(dle_tensor_data(cnt), 0, (size_t)dle_tensor_numel(cnt) * 8);
@@ -101,8 +122,11 @@ static dle_status cpu_scatter(dle_op op, dle_tensor *const *outs, dle_tensor *co
                    out->strides[dim] * es,
                    cnt ? cnt->strides[dim] * 8 : 0,
                    a->index_base,
+                   out->sizes[dim],
                    counted,
-                   include_self};
+                   include_self,
+                   checked,
+                   &bad};
   dle_tensor out_view = *out, index_view = *index, src_view = *src, cnt_view;
   memcpy(out_view.sizes, index->sizes, sizeof out_view.sizes);
   memcpy(src_view.sizes, index->sizes, sizeof src_view.sizes);
@@ -116,6 +140,8 @@ static dle_status cpu_scatter(dle_op op, dle_tensor *const *outs, dle_tensor *co
   cpu_foreach(&out_view, views, cnt ? 3 : 2, scatter_loops[mode][out->dtype], &c);
   if (mode == DLE_SCATTER_MEAN) cpu_foreach(out, &cnt, 1, mean_loops[out->dtype], &include_self);
   dle_tensor_release(cnt);
+  if (bad) /* the check finds the offending value and words the error */
+    return cpu_index_check(op, index, a->index_base, out->sizes[dim], dim, "self", self);
   return DLE_OK;
 }
 
