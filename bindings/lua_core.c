@@ -315,6 +315,18 @@ int dle_lua_dim(lua_State *L, int arg, const char *fn) {
   return d > 0 ? (int)d - 1 : (int)d;
 }
 
+bool dle_lua_opt_flag(lua_State *L, int idx, const char *fn, const char *name, bool def) {
+  if (idx == 0) return def;
+  lua_getfield(L, idx, name);
+  bool v = def;
+  if (lua_isboolean(L, -1))
+    v = lua_toboolean(L, -1);
+  else if (!lua_isnil(L, -1))
+    luaL_error(L, "%s: option '%s' must be a boolean, got %s", fn, name, luaL_typename(L, -1));
+  lua_pop(L, 1);
+  return v;
+}
+
 int dle_lua_optdim(lua_State *L, int arg, const char *fn, int def) {
   return lua_isnoneornil(L, arg) ? def : dle_lua_dim(L, arg, fn);
 }

@@ -28,26 +28,13 @@ static dle_tensor *tensor_or_number(lua_State *L, int arg, const char *fn, const
   return t;
 }
 
-/* The boolean option `name` of the options table at idx (0: none). */
-static bool flag(lua_State *L, int idx, const char *fn, const char *name, bool def) {
-  if (idx == 0) return def;
-  lua_getfield(L, idx, name);
-  bool v = def;
-  if (lua_isboolean(L, -1))
-    v = lua_toboolean(L, -1);
-  else if (!lua_isnil(L, -1))
-    luaL_error(L, "%s: option '%s' must be a boolean, got %s", fn, name, luaL_typename(L, -1));
-  lua_pop(L, 1);
-  return v;
-}
-
 static int l_nonzero(lua_State *L) {
   static const char *const known[] = {"as_tuple", NULL};
   dle_tensor *x = dle_lua_check(L, 1), *r = NULL;
   int opts = dle_lua_opts_at(L, 2, "nonzero", known);
   DLE_LUA_TRY(L, dle_nonzero(&r, x, LUA_INDEX_BASE));
   dle_lua_push(L, r);
-  if (!flag(L, opts, "nonzero", "as_tuple", false)) return 1;
+  if (!dle_lua_opt_flag(L, opts, "nonzero", "as_tuple", false)) return 1;
   lua_createtable(L, x->ndim, 0); /* PyTorch's tuple: one 1-D tensor per dim */
   for (int d = 0; d < x->ndim; d++) {
     dle_tensor *col = NULL;
@@ -118,7 +105,7 @@ static int l_searchsorted(lua_State *L) {
   dle_tensor *seq = dle_lua_check(L, 1), *r = NULL;
   dle_tensor *v = tensor_or_number(L, 2, "searchsorted", "values", seq);
   int opts = dle_lua_opts_at(L, 3, "searchsorted", known);
-  bool right = flag(L, opts, "searchsorted", "right", false);
+  bool right = dle_lua_opt_flag(L, opts, "searchsorted", "right", false);
   if (opts) {
     lua_getfield(L, opts, "side");
     if (!lua_isnil(L, -1)) {
@@ -144,13 +131,13 @@ static int l_mode(lua_State *L) {
   bool keepdim = false;
   int dim = -1;
   if (lua_istable(L, 2) && !dle_lua_opt(L, 2)) { /* t:mode{keepdim = true} */
-    keepdim = flag(L, dle_lua_opts_at(L, 2, "mode", known), "mode", "keepdim", false);
+    keepdim = dle_lua_opt_flag(L, dle_lua_opts_at(L, 2, "mode", known), "mode", "keepdim", false);
   } else {
     dim = dle_lua_optdim(L, 2, "mode", -1);
     if (lua_isboolean(L, 3))
       keepdim = lua_toboolean(L, 3);
     else
-      keepdim = flag(L, dle_lua_opts_at(L, 3, "mode", known), "mode", "keepdim", false);
+      keepdim = dle_lua_opt_flag(L, dle_lua_opts_at(L, 3, "mode", known), "mode", "keepdim", false);
   }
   DLE_LUA_TRY(L, dle_mode(&v, &i, x, dim, keepdim, LUA_INDEX_BASE));
   dle_lua_push(L, v);

@@ -64,6 +64,23 @@ static dle_status run_counted(dle_op op, dle_tensor **outs, int nout, const dle_
   return st;
 }
 
+/* After st (the preparation of the n owned inputs): gives outs[0] a result of (ndim, sizes, dt) or
+ * checks the caller's, runs op, releases the owned inputs. */
+static dle_status run_owned(dle_status st, dle_op op, dle_tensor **outs, dle_tensor **owned, int n,
+                            int ndim, const int64_t *sizes, dle_dtype dt, dle_device dev,
+                            const dle_attrs *a) {
+  dle_tensor *out = outs[0];
+  if (st == DLE_OK) st = dle_prepare_out(&out, op_name(op), ndim, sizes, dt, dev);
+  if (st == DLE_OK) st = dle_dispatch(op, &out, 1, owned, n, a);
+  dle_release_all(owned, n);
+  if (st != DLE_OK) {
+    if (out != outs[0]) dle_tensor_release(out);
+    return st;
+  }
+  outs[0] = out;
+  return DLE_OK;
+}
+
 static dle_status check_mask(const char *fn, const dle_tensor *mask, const dle_tensor *x) {
   if (mask->dtype == DLE_BOOL) return DLE_OK;
   return dle_error("%s: mask must be bool, got %s (mask shape %s, input shape %s)", fn,
@@ -130,17 +147,8 @@ static dle_status forward_masked_scatter(dle_tensor **outs, dle_tensor *const *i
       dle_tensor_release(owned[i]);
       owned[i] = c;
     }
-  if (st == DLE_OK)
-    st = dle_prepare_out(&out, "masked_scatter", self->ndim, self->sizes, dt,
-                         dle_tensor_device(self));
-  if (st == DLE_OK) st = dle_dispatch(DLE_OP_MASKED_SCATTER, &out, 1, owned, 3, &ka);
-  for (int i = 0; i < 3; i++) dle_tensor_release(owned[i]);
-  if (st != DLE_OK) {
-    if (out != outs[0]) dle_tensor_release(out);
-    return st;
-  }
-  outs[0] = out;
-  return DLE_OK;
+  return run_owned(st, DLE_OP_MASKED_SCATTER, outs, owned, 3, self->ndim, self->sizes, dt,
+                   dle_tensor_device(self), &ka);
 }
 
 /* unique: the kernel gets x's elements in order (sorted with their positions, unless
@@ -197,18 +205,11 @@ static dle_status forward_bincount(dle_tensor **outs, dle_tensor *const *ins, in
     len = (int64_t)top + 1 > len ? (int64_t)top + 1 : len;
   }
   dle_dtype dt = !w ? DLE_I64 : dle_dtype_is_float(w->dtype) ? w->dtype : DLE_F64;
-  dle_tensor *owned[2] = {NULL, NULL}, *out = outs[0];
+  dle_tensor *owned[2] = {NULL, NULL};
   dle_status st = dle_cast_if_needed(&owned[0], x, DLE_I64);
   if (st == DLE_OK && w) st = dle_cast_if_needed(&owned[1], w, dt);
-  if (st == DLE_OK) st = dle_prepare_out(&out, "bincount", 1, &len, dt, dle_tensor_device(x));
-  if (st == DLE_OK) st = dle_dispatch(DLE_OP_BINCOUNT, &out, 1, owned, w ? 2 : 1, a);
-  dle_release_all(owned, 2);
-  if (st != DLE_OK) {
-    if (out != outs[0]) dle_tensor_release(out);
-    return st;
-  }
-  outs[0] = out;
-  return DLE_OK;
+  return run_owned(st, DLE_OP_BINCOUNT, outs, owned, w ? 2 : 1, 1, &len, dt, dle_tensor_device(x),
+                   a);
 }
 
 /* searchsorted: both inputs in their promoted dtype; sorted is 1-D or has values' leading dims. */
@@ -232,19 +233,11 @@ static dle_status forward_searchsorted(dle_tensor **outs, dle_tensor *const *ins
     return dle_error("searchsorted: bool tensors are not supported (sorted_sequence %s, values %s)",
                      dle_dtype_name(seq->dtype), dle_dtype_name(v->dtype));
   dle_dtype dt = dle_promote(seq->dtype, v->dtype);
-  dle_tensor *owned[2] = {NULL, NULL}, *out = outs[0];
+  dle_tensor *owned[2] = {NULL, NULL};
   dle_status st = dle_cast_if_needed(&owned[0], seq, dt);
   if (st == DLE_OK) st = dle_cast_if_needed(&owned[1], v, dt);
-  if (st == DLE_OK)
-    st = dle_prepare_out(&out, "searchsorted", v->ndim, v->sizes, DLE_I64, dle_tensor_device(v));
-  if (st == DLE_OK) st = dle_dispatch(DLE_OP_SEARCHSORTED, &out, 1, owned, 2, a);
-  dle_release_all(owned, 2);
-  if (st != DLE_OK) {
-    if (out != outs[0]) dle_tensor_release(out);
-    return st;
-  }
-  outs[0] = out;
-  return DLE_OK;
+  return run_owned(st, DLE_OP_SEARCHSORTED, outs, owned, 2, v->ndim, v->sizes, DLE_I64,
+                   dle_tensor_device(v), a);
 }
 
 /* mode: laid out as kthvalue's results (the dim sized 1, dropped without keepdim). */

@@ -488,6 +488,8 @@ function M.install(dle)
   -- shape: a 1-D result, as masked_select) or rows (t's leading dims); an integer tensor picks
   -- along dim 1 (1-based), the result in key's shape followed by t's other dims.
   function Tensor._getitem(t, key)
+    check.tensor(t, "index", "the indexed value")
+    check.tensor(key, "index", "the key")
     local dt = key:dtype()
     if dt == "bool" then
       check_mask("index", t, key)
@@ -508,6 +510,8 @@ function M.install(dle)
   -- or its leading dims) or an integer tensor along dim 1; v is a number (masked_fill_) or a
   -- tensor broadcast to the selected shape (index_put_). In place; autograd records it.
   function Tensor._setitem(t, key, v)
+    check.tensor(t, "index", "the indexed value")
+    check.tensor(key, "index", "the key")
     if key:dtype() == "bool" and not core.is_tensor(v) then
       if type(v) ~= "number" and type(v) ~= "boolean" then
         check.error("index: cannot assign a " .. check.typename(v) .. " to tensor elements")
