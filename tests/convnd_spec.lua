@@ -140,7 +140,7 @@ describe("N-d convolutions, transposed convolutions, unfold/fold and pools", fun
     local cols = F.unfold(y, 2, {stride = 2})
     assert.are.same({2, 12, 6}, cols:shape())
     assert.are.same(y:totable(), F.fold(cols, {4, 6}, 2, {stride = 2}):totable())
-    -- 5 adaptive windows over 3 inputs, [floor(5i/3), ceil(5(i+1)/3)): [0,1) [0,2) [1,2) [1,3) [2,3)
+    -- 5 adaptive windows over 3 inputs, [floor(3i/5), ceil(3(i+1)/5)): [0,1) [0,2) [1,2) [1,3) [2,3)
     local v = dle.tensor({{{1, 2, 4}}}, F64)
     assert.are.same({{{1, 1.5, 2, 3, 4}}}, F.adaptive_avg_pool1d(v, 5):totable())
     assert.are.same({{{1, 2, 4}}}, F.adaptive_max_pool1d(v, 3):totable())
