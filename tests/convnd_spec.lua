@@ -25,13 +25,17 @@ local CASES = {
   {"conv1d: a non-contiguous (transposed) input",
    function(a, b) return F.conv1d(a:transpose(2, 3), b, nil, {stride = 3}) end,
    TF .. "conv1d(a.transpose(1, 2), b, stride=3)", {r(2, 13, 4), r(3, 4, 3)}},
-  {"conv2d: padding same with dilation", function(a, b) return F.conv2d(a, b, nil, {padding = "same", dilation = {2, 1}}) end,
+  {"conv2d: padding same with dilation",
+   function(a, b) return F.conv2d(a, b, nil, {padding = "same", dilation = {2, 1}}) end,
    TF .. "conv2d(a, b, padding='same', dilation=(2, 1))", {r(1, 2, 7, 6), r(3, 2, 2, 3)}},
   {"conv3d: groups, strides, padding, dilation, bias",
-   function(a, b, c) return F.conv3d(a, b, c, {stride = {2, 1, 2}, padding = {1, 0, 1}, dilation = {1, 2, 1}, groups = 2}) end,
+   function(a, b, c)
+     return F.conv3d(a, b, c, {stride = {2, 1, 2}, padding = {1, 0, 1}, dilation = {1, 2, 1}, groups = 2})
+   end,
    TF .. "conv3d(a, b, c, stride=(2, 1, 2), padding=(1, 0, 1), dilation=(1, 2, 1), groups=2)",
    {r(2, 4, 5, 6, 7), r(6, 2, 3, 2, 3), r(6)}},
-  {"conv3d: unbatched", function(a, b) return F.conv3d(a, b) end, TF .. "conv3d(a, b)", {r(2, 4, 4, 5), r(3, 2, 2, 2, 2)}},
+  {"conv3d: unbatched", function(a, b) return F.conv3d(a, b) end, TF .. "conv3d(a, b)",
+   {r(2, 4, 4, 5), r(3, 2, 2, 2, 2)}},
   {"conv3d: padding same, even kernel", function(a, b) return F.conv3d(a, b, nil, {padding = "same"}) end,
    TF .. "conv3d(a, b, padding='same')", {r(1, 2, 4, 3, 5), r(2, 2, 2, 3, 2)}},
   {"conv_transpose1d: groups, stride, padding, output_padding, dilation, bias",
@@ -58,7 +62,8 @@ local CASES = {
      .. "dilation=(1, 2, 2), groups=2)", {r(1, 4, 3, 4, 5), r(4, 2, 2, 3, 2), r(4)}},
   {"unfold: dilation, padding, stride", function(a) return F.unfold(a, {2, 3}, {dilation = {2, 1}, padding = {1, 2},
    stride = {2, 3}}) end, TF .. "unfold(a, (2, 3), dilation=(2, 1), padding=(1, 2), stride=(2, 3))", {r(2, 3, 7, 8)}},
-  {"fold: overlapping blocks, padding", function(a) return F.fold(a, {9, 8}, {2, 3}, {padding = 1, stride = {2, 1}}) end,
+  {"fold: overlapping blocks, padding",
+   function(a) return F.fold(a, {9, 8}, {2, 3}, {padding = 1, stride = {2, 1}}) end,
    TF .. "fold(a, (9, 8), (2, 3), padding=1, stride=(2, 1))", {r(2, 18, 40)}},
   {"max_pool1d: stride, padding", function(a) return F.max_pool1d(a, 3, {stride = 2, padding = 1}) end,
    TF .. "max_pool1d(a, 3, stride=2, padding=1)", {r(2, 3, 11)}},
@@ -80,35 +85,7 @@ local CASES = {
 describe("N-d convolutions, transposed convolutions, unfold/fold and pools", function()
   it("match PyTorch in float64, values and gradients", function()
     if H.without_torch(pending) then return end
-    local tensors, lines = {}, {"import warnings", "warnings.filterwarnings('ignore')"}
-    for i, c in ipairs(CASES) do
-      local names, py, xs = {"a", "b", "c"}, c[3], {}
-      for k, t in ipairs(c[4]) do
-        tensors[names[k] .. i] = t
-        py = py:gsub("%f[%w]" .. names[k] .. "%f[%W]", names[k] .. i)
-        xs[k] = names[k] .. i
-      end
-      lines[#lines + 1] = "xs = [" .. table.concat(xs, ", ") .. "]"
-      lines[#lines + 1] = "for t in xs: t.requires_grad_()"
-      lines[#lines + 1] = "y = " .. py
-      lines[#lines + 1] = "p(y)"
-      lines[#lines + 1] = "w = torch.arange(y.numel(), dtype=torch.float64).reshape(y.shape) / 7"
-      lines[#lines + 1] = "g = torch.autograd.grad((y * w).sum(), xs)"
-      lines[#lines + 1] = "p(torch.cat([t.reshape(-1) for t in g]))"
-    end
-    local out = H.run_torch(tensors, lines)
-    assert.are.equal(2 * #CASES, #out, "PyTorch printed: " .. table.concat(out, "\n"))
-    for i, c in ipairs(CASES) do
-      local xs = {}
-      for k, t in ipairs(c[4]) do xs[k] = t:clone():requires_grad_() end
-      local y = c[2](table.unpack(xs))
-      H.assert_torch_numbers(y:reshape(-1):totable(), out[2 * i - 1], 1e-10, c[1] .. ": value")
-      local w = dle.arange(0, y:numel(), F64):reshape(y:shape()) / 7
-      local g = dle.grad((y * w):sum(), xs)
-      local flat = {}
-      for _, t in ipairs(g) do for _, v in ipairs(t:reshape(-1):totable()) do flat[#flat + 1] = v end end
-      H.assert_torch_numbers(flat, out[2 * i], 1e-9, c[1] .. ": gradient")
-    end
+    H.compare_with_torch(CASES, {1e-10, 1e-9})
   end)
 
   for _, c in ipairs(CASES) do
@@ -176,7 +153,8 @@ describe("N-d convolutions, transposed convolutions, unfold/fold and pools", fun
 
   it("bad arguments are errors naming the function and the shapes", function()
     local function err(f) local ok, msg = pcall(f); assert.is_false(ok); return msg end
-    assert.matches("conv1d: expected a 3%-D input {N, C, L}", err(function() return F.conv1d(r(2, 3, 4, 5), r(2, 3, 3)) end))
+    assert.matches("conv1d: expected a 3%-D input {N, C, L}",
+      err(function() return F.conv1d(r(2, 3, 4, 5), r(2, 3, 3)) end))
     assert.matches("conv1d: input {2,4,9} %(4 channels%) and weight {6,3,3} do not match with groups = 1",
       err(function() return F.conv1d(r(2, 4, 9), r(6, 3, 3)) end))
     assert.matches('conv3d: padding "same" needs stride 1',
@@ -184,7 +162,9 @@ describe("N-d convolutions, transposed convolutions, unfold/fold and pools", fun
     assert.matches("conv1d: input {1,1,2} padded by {0}, {0} is smaller than the kernel {3}",
       err(function() return F.conv1d(r(1, 1, 2), r(1, 1, 3)) end))
     assert.matches("conv_transpose2d: output_padding {2,2} must be smaller than the stride {2,2} or the dilation {1,1}",
-      err(function() return F.conv_transpose2d(r(1, 2, 3, 3), r(2, 2, 3, 3), nil, {stride = 2, output_padding = 2}) end))
+      err(function()
+        return F.conv_transpose2d(r(1, 2, 3, 3), r(2, 2, 3, 3), nil, {stride = 2, output_padding = 2})
+      end))
     assert.matches("conv_transpose1d: bias must have shape {4}",
       err(function() return F.conv_transpose1d(r(1, 2, 3), r(2, 2, 3), r(3), {groups = 2}) end))
     assert.matches("unfold: input {1,1,2,2} padded to {2,2} is smaller than the kernel {3,3}",
@@ -192,10 +172,12 @@ describe("N-d convolutions, transposed convolutions, unfold/fold and pools", fun
     assert.matches("fold: input {1,4,5} must be {N, C%*4, 4}", err(function() return F.fold(r(1, 4, 5), 3, 2) end))
     assert.matches("adaptive_avg_pool2d: output_size must be >= 1",
       err(function() return F.adaptive_avg_pool2d(r(1, 2, 3, 3), {0, 2}) end))
-    assert.matches("adaptive_max_pool1d: expected a 3%-D input", err(function() return F.adaptive_max_pool1d(dle.tensor(1), 2) end))
+    assert.matches("adaptive_max_pool1d: expected a 3%-D input",
+      err(function() return F.adaptive_max_pool1d(dle.tensor(1), 2) end))
     assert.matches("max_pool1d: padding 2 must be at most half the kernel size 3",
       err(function() return F.max_pool1d(r(1, 1, 5), 3, {padding = 2}) end))
-    assert.matches('Conv1d: padding_mode must be', err(function() return nn.Conv1d(2, 2, 3, {padding_mode = "mirror"}) end))
+    assert.matches('Conv1d: padding_mode must be',
+      err(function() return nn.Conv1d(2, 2, 3, {padding_mode = "mirror"}) end))
     assert.matches("ConvTranspose2d: in_channels 3 and out_channels 4 must be divisible by groups 2",
       err(function() return nn.ConvTranspose2d(3, 4, 2, {groups = 2}) end))
   end)
@@ -204,13 +186,16 @@ end)
 describe("Conv1d, Conv3d, ConvTranspose1d/2d/3d, Unfold, Fold and the 1-D and adaptive pool modules", function()
   -- {dle module, PyTorch constructor, input}
   local MODULES = {
-    {function() return nn.Conv1d(4, 6, 3, {padding = "same", padding_mode = "reflect", groups = 2, dtype = "float64"}) end,
+    {function()
+       return nn.Conv1d(4, 6, 3, {padding = "same", padding_mode = "reflect", groups = 2, dtype = "float64"})
+     end,
      "torch.nn.Conv1d(4, 6, 3, padding='same', padding_mode='reflect', groups=2)", r(2, 4, 9)},
     {function() return nn.Conv1d(3, 5, 4, {padding = 2, padding_mode = "circular", stride = 2, dtype = "float64"}) end,
      "torch.nn.Conv1d(3, 5, 4, padding=2, padding_mode='circular', stride=2)", r(2, 3, 10)},
     {function() return nn.Conv3d(2, 4, {3, 2, 3}, {padding = {1, 1, 2}, padding_mode = "replicate",
        dilation = {1, 2, 1}, dtype = "float64"}) end,
-     "torch.nn.Conv3d(2, 4, (3, 2, 3), padding=(1, 1, 2), padding_mode='replicate', dilation=(1, 2, 1))", r(1, 2, 4, 5, 6)},
+     "torch.nn.Conv3d(2, 4, (3, 2, 3), padding=(1, 1, 2), padding_mode='replicate', dilation=(1, 2, 1))",
+     r(1, 2, 4, 5, 6)},
     {function() return nn.ConvTranspose1d(4, 6, 3, {stride = 2, groups = 2, output_padding = 1, padding = 1,
        dtype = "float64"}) end,
      "torch.nn.ConvTranspose1d(4, 6, 3, stride=2, groups=2, output_padding=1, padding=1)", r(2, 4, 7)},

@@ -241,11 +241,14 @@ local with_options = {
   ["linalg.lstsq"] = {function(o) return dle.linalg.lstsq(x, dle.ones(2), o) end, "linalg.lstsq"},
   ["linalg.cross"] = {function(o) return dle.linalg.cross(dle.ones(3), dle.ones(3), o) end, "linalg.cross"},
   -- N-d convolutions, unfold/fold, 1-D and adaptive pools (lua/dle/nn/functional_convnd.lua, functional_pool.lua)
-  ["nn.functional.conv1d"] = {function(o) return F.conv1d(x:reshape(1, 2, 3), dle.randn(2, 2, 1), nil, o) end, "conv1d"},
-  ["nn.functional.conv3d"] = {function(o) return F.conv3d(img:reshape(1, 2, 1, 4, 4), dle.randn(2, 2, 1, 1, 1), nil, o) end,
-    "conv3d"},
-  ["nn.functional.conv_transpose1d"] = {function(o) return F.conv_transpose1d(x:reshape(1, 2, 3), dle.randn(2, 2, 1), nil, o)
-    end, "conv_transpose1d"},
+  ["nn.functional.conv1d"] = {function(o) return F.conv1d(x:reshape(1, 2, 3), dle.randn(2, 2, 1), nil, o) end,
+    "conv1d"},
+  ["nn.functional.conv3d"] = {function(o)
+    return F.conv3d(img:reshape(1, 2, 1, 4, 4), dle.randn(2, 2, 1, 1, 1), nil, o)
+  end, "conv3d"},
+  ["nn.functional.conv_transpose1d"] = {function(o)
+    return F.conv_transpose1d(x:reshape(1, 2, 3), dle.randn(2, 2, 1), nil, o)
+  end, "conv_transpose1d"},
   ["nn.functional.conv_transpose2d"] = {function(o) return F.conv_transpose2d(img, dle.randn(2, 2, 1, 1), nil, o) end,
     "conv_transpose2d"},
   ["nn.functional.conv_transpose3d"] = {function(o)
@@ -257,7 +260,8 @@ local with_options = {
   ["nn.functional.avg_pool1d"] = {function(o) return F.avg_pool1d(x:reshape(1, 2, 3), 2, o) end, "avg_pool1d"},
   ["nn.functional.adaptive_max_pool1d"] = {function(o) return F.adaptive_max_pool1d(x:reshape(1, 2, 3), 2, o) end,
     "adaptive_max_pool1d"},
-  ["nn.functional.adaptive_max_pool2d"] = {function(o) return F.adaptive_max_pool2d(img, 2, o) end, "adaptive_max_pool2d"},
+  ["nn.functional.adaptive_max_pool2d"] = {function(o) return F.adaptive_max_pool2d(img, 2, o) end,
+    "adaptive_max_pool2d"},
   ["nn.Conv1d"] = {function(o) return nn.Conv1d(2, 2, 3, o) end, "Conv1d"},
   ["nn.Conv3d"] = {function(o) return nn.Conv3d(2, 2, 3, o) end, "Conv3d"},
   ["nn.ConvTranspose1d"] = {function(o) return nn.ConvTranspose1d(2, 2, 3, o) end, "ConvTranspose1d"},

@@ -45,7 +45,9 @@ end
 
 local function groups_of(fn, opts)
   local g = opts.groups or 1
-  if math.type(g) ~= "integer" or g < 1 then check.error(fn .. ": groups must be a positive integer, got " .. tostring(g)) end
+  if math.type(g) ~= "integer" or g < 1 then
+    check.error(fn .. ": groups must be a positive integer, got " .. tostring(g))
+  end
   return g
 end
 
@@ -226,7 +228,9 @@ end
 -- @param opts optional {stride = 1, padding = 0, output_padding = 0, groups = 1, dilation = 1};
 --   output_padding must be smaller than the stride or the dilation
 -- @return tensor {N, Cout, L_out}
-function M.conv_transpose1d(x, weight, bias, opts) return conv_transpose("conv_transpose1d", 1, x, weight, bias, opts) end
+function M.conv_transpose1d(x, weight, bias, opts)
+  return conv_transpose("conv_transpose1d", 1, x, weight, bias, opts)
+end
 
 --- conv_transpose2d(x, weight, bias, opts): the transposed 2-D convolution (PyTorch's
 -- conv_transpose2d) of x {N, Cin, H, W} (or {Cin, H, W}) with weight {Cin, Cout/groups, kh, kw},
@@ -234,7 +238,9 @@ function M.conv_transpose1d(x, weight, bias, opts) return conv_transpose("conv_t
 -- @param opts optional {stride = 1, padding = 0, output_padding = 0, groups = 1, dilation = 1};
 --   integers or {h, w}
 -- @return tensor {N, Cout, Hout, Wout}
-function M.conv_transpose2d(x, weight, bias, opts) return conv_transpose("conv_transpose2d", 2, x, weight, bias, opts) end
+function M.conv_transpose2d(x, weight, bias, opts)
+  return conv_transpose("conv_transpose2d", 2, x, weight, bias, opts)
+end
 
 --- conv_transpose3d(x, weight, bias, opts): the transposed 3-D convolution (PyTorch's
 -- conv_transpose3d) of x {N, Cin, D, H, W} (or {Cin, D, H, W}) with weight {Cin, Cout/groups, kd,
@@ -242,7 +248,9 @@ function M.conv_transpose2d(x, weight, bias, opts) return conv_transpose("conv_t
 -- @param opts optional {stride = 1, padding = 0, output_padding = 0, groups = 1, dilation = 1};
 --   integers or {d, h, w}
 -- @return tensor {N, Cout, Dout, Hout, Wout}
-function M.conv_transpose3d(x, weight, bias, opts) return conv_transpose("conv_transpose3d", 3, x, weight, bias, opts) end
+function M.conv_transpose3d(x, weight, bias, opts)
+  return conv_transpose("conv_transpose3d", 3, x, weight, bias, opts)
+end
 
 -- ---- unfold / fold
 

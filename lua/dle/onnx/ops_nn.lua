@@ -152,8 +152,8 @@ N.Conv = function(ctx, x, w, b)
     end
   end
   if ns == 3 then
-    return (require "dle.nn.functional_convnd").conv3d(x, w, b, {stride = strides, padding = {pads[1], pads[2], pads[3]},
-      dilation = dil, groups = groups})
+    return (require "dle.nn.functional_convnd").conv3d(x, w, b, {stride = strides,
+      padding = {pads[1], pads[2], pads[3]}, dilation = dil, groups = groups})
   end
   if ns == 1 then w = w:unsqueeze(3) end
   return as_2d(x, kernel, strides, dil, pads, function(x4, pad, _, st, dl)
