@@ -70,6 +70,14 @@ local CASES = {
   {"avg_pool1d: count_include_pad false", function(a)
      return F.avg_pool1d(a, 4, {stride = 3, padding = 2, count_include_pad = false})
    end, TF .. "avg_pool1d(a, 4, stride=3, padding=2, count_include_pad=False)", {r(2, 3, 10)}},
+  {"max_pool3d: strides, padding", function(a) return F.max_pool3d(a, {3, 2, 3}, {stride = {2, 1, 2}, padding = 1}) end,
+   TF .. "max_pool3d(a, (3, 2, 3), stride=(2, 1, 2), padding=1)", {r(2, 2, 5, 4, 7)}},
+  {"avg_pool3d: count_include_pad false, unbatched", function(a)
+     return F.avg_pool3d(a, {2, 3, 2}, {stride = {1, 2, 2}, padding = {1, 1, 0}, count_include_pad = false})
+   end, TF .. "avg_pool3d(a, (2, 3, 2), stride=(1, 2, 2), padding=(1, 1, 0), count_include_pad=False)",
+   {r(3, 4, 5, 6)}},
+  {"avg_pool3d: padded zeros counted", function(a) return F.avg_pool3d(a, 3, {stride = 2, padding = 1}) end,
+   TF .. "avg_pool3d(a, 3, stride=2, padding=1)", {r(1, 2, 5, 6, 5)}},
   {"adaptive_avg_pool1d: windows of several lengths", function(a) return F.adaptive_avg_pool1d(a, 4) end,
    TF .. "adaptive_avg_pool1d(a, 4)", {r(2, 3, 10)}},
   {"adaptive_avg_pool2d", function(a) return F.adaptive_avg_pool2d(a, {3, 4}) end,
@@ -174,6 +182,10 @@ describe("N-d convolutions, transposed convolutions, unfold/fold and pools", fun
       err(function() return F.adaptive_avg_pool2d(r(1, 2, 3, 3), {0, 2}) end))
     assert.matches("adaptive_max_pool1d: expected a 3%-D input",
       err(function() return F.adaptive_max_pool1d(dle.tensor(1), 2) end))
+    assert.matches("max_pool3d: padding {2,0,0} must be at most half the kernel size {3,3,3}",
+      err(function() return F.max_pool3d(r(1, 1, 5, 5, 5), 3, {padding = {2, 0, 0}}) end))
+    assert.matches("max_pool3d: unknown option 'return_indices'",
+      err(function() return F.max_pool3d(r(1, 1, 5, 5, 5), 3, {return_indices = true}) end))
     assert.matches("max_pool1d: padding 2 must be at most half the kernel size 3",
       err(function() return F.max_pool1d(r(1, 1, 5), 3, {padding = 2}) end))
     assert.matches('Conv1d: padding_mode must be',
@@ -248,6 +260,10 @@ describe("Conv1d, Conv3d, ConvTranspose1d/2d/3d, Unfold, Fold and the 1-D and ad
     assert.are.same({2, 3, 1}, nn.AdaptiveAvgPool1d(1)(s):shape())
     assert.are.same({2, 3, 2, 3}, nn.AdaptiveAvgPool2d({2, 3})(x):shape())
     assert.are.same({2, 3, 5}, nn.AdaptiveMaxPool1d(5)(s):shape())
+    local v3 = r(1, 2, 5, 6, 7)
+    assert.are.same(F.max_pool3d(v3, 2, {stride = {1, 2, 2}}):totable(), nn.MaxPool3d(2, {1, 2, 2})(v3):totable())
+    assert.are.same(F.avg_pool3d(v3, 3, {padding = 1, count_include_pad = false}):totable(),
+      nn.AvgPool3d(3, {padding = 1, count_include_pad = false})(v3):totable())
     local mv, mi = nn.AdaptiveMaxPool2d(2, {return_indices = true})(x)
     assert.are.same({2, 3, 2, 2}, mv:shape())
     assert.are.equal("int64", mi:dtype())

@@ -51,13 +51,6 @@ local function groups_of(fn, opts)
   return g
 end
 
--- 1-based positions along a dim of the input each tap (of k, dilated by dil) reads for each of n
--- outputs at stride s, tap-major: the gather of conv3d's depth taps and the scatter of its adjoint.
-local function tap_index(k, dil, n, s, device)
-  local o = {dtype = "int64", device = device}
-  return ((dle.arange(0, k, 1, o) * dil):reshape(k, 1) + dle.arange(0, n, 1, o) * s + 1):reshape(-1)
-end
-
 -- ---- convolution: CONV[ns](x, w, bias, q) with x batched and q's padding symmetric
 
 local CONV = {}
@@ -73,7 +66,7 @@ CONV[3] = function(x, w, b, q)
   if pd > 0 then x = F.pad(x, {0, 0, 0, 0, pd, pd}) end
   local dout = (d + 2 * pd - dd * (kd - 1) - 1) // sd + 1
   local h, wd = x:size(4), x:size(5)
-  local xs = x:index_select(3, tap_index(kd, dd, dout, sd, x:device()))   -- {N, C, kd*Do, H, W}
+  local xs = x:index_select(3, S.tap_index(kd, dd, dout, sd, x:device()))   -- {N, C, kd*Do, H, W}
   xs = xs:reshape(n, g, cg, kd, dout, h, wd):permute(1, 5, 2, 4, 3, 6, 7):reshape(n * dout, g * kd * cg, h, wd)
   local w2 = w:permute(1, 3, 2, 4, 5):reshape(o, kd * cg, w:size(4), w:size(5))
   local y = dle.conv2d(xs, w2, b, {stride = {q.stride[2], q.stride[3]}, padding = {q.padding[2], q.padding[3]},
@@ -181,7 +174,7 @@ TRANSPOSE[3] = function(x, w, q, sp, out)
   z = z:reshape(n, d, g, kd, cg, h, wd):permute(1, 3, 5, 4, 2, 6, 7):reshape(n, g * cg, kd * d, h, wd)
   local full = (d - 1) * sd + dd * (kd - 1) + 1
   local y = dle.zeros({n, g * cg, full, h, wd}, {dtype = z:dtype(), device = z:device()})
-    :index_add(3, tap_index(kd, dd, d, sd, z:device()), z)
+    :index_add(3, S.tap_index(kd, dd, d, sd, z:device()), z)
   if pd == 0 and q.output_padding[1] == 0 then return y end
   return F.pad(y, {0, 0, 0, 0, -pd, q.output_padding[1] - pd})
 end

@@ -1,6 +1,7 @@
---- dle.nn.functional (1-D and adaptive pooling part): max_pool1d, avg_pool1d, adaptive_avg_pool1d/2d
--- and adaptive_max_pool1d/2d with PyTorch's arguments and output sizes, as compositions of dle ops:
--- the 1-D pools are the native 2-D ones over {N, C, 1, L}; an adaptive pool gathers
+--- dle.nn.functional (1-D, 3-D and adaptive pooling part): max_pool1d, avg_pool1d, max_pool3d,
+-- avg_pool3d, adaptive_avg_pool1d/2d and adaptive_max_pool1d/2d with PyTorch's arguments and output
+-- sizes, as compositions of dle ops: the 1-D pools are the native 2-D ones over {N, C, 1, L}, the
+-- 3-D ones those of each depth plane then a reduction over the depth windows; an adaptive pool gathers
 -- (index_select) the windows of each length PyTorch's formula gives (output i of m over n inputs
 -- reads [floor(i n / m), ceil((i + 1) n / m)): at most a few lengths) and reduces them (mean, or
 -- max with its position), one dim after the other (a mean or a max over a rectangle is one over
@@ -50,6 +51,67 @@ end
 function M.avg_pool1d(x, k, opts)
   return (pool1d("avg_pool1d", "avg_pool2d", x, k, opts, {"stride", "padding", "count_include_pad"},
     "count_include_pad"))
+end
+
+-- A 3-D pool of x {N, C, D, H, W} (or {C, D, H, W}): the native 2-D pool of every depth plane (the
+-- depth folded into the channels), then the depth windows of the padded planes gathered
+-- (index_select) and reduced: the max, or the mean (a window's mean is the mean of its planes'
+-- means, which all count the same positions; count_include_pad false divides by the planes inside
+-- the input only, so the count is the product of the two).
+local function pool3d(fn, kind, x, k, opts, known)
+  opts = check.options(opts, fn, known)
+  local xb, added = S.batched(fn, x, 3)
+  local kk = S.tuple(fn, "kernel_size", k, 3, 1)
+  local s = S.tuple(fn, "stride", opts.stride or kk, 3, 1)
+  local p = S.tuple(fn, "padding", opts.padding or 0, 3, 0)
+  local sp = S.spatial(xb, 3)
+  for i = 1, 3 do
+    if 2 * p[i] > kk[i] then
+      check.error(string.format("%s: padding %s must be at most half the kernel size %s", fn, S.repr(p), S.repr(kk)))
+    end
+    if sp[i] + 2 * p[i] < kk[i] then
+      check.error(string.format("%s: input %s padded by %s is smaller than the kernel %s", fn, shape_str(x),
+        S.repr(p), S.repr(kk)))
+    end
+  end
+  local n, c, d = xb:size(1), xb:size(2), sp[1]
+  local o2 = {stride = {s[2], s[3]}, padding = {p[2], p[3]}}
+  if kind == "avg" then o2.count_include_pad = opts.count_include_pad end
+  local y = F[kind .. "_pool2d"](xb:reshape(n, c * d, sp[2], sp[3]), {kk[2], kk[3]}, o2)
+  local ho, wo = y:size(3), y:size(4)
+  y = y:reshape(n, c, d, ho, wo)
+  if p[1] > 0 then y = F.pad(y, {0, 0, 0, 0, p[1], p[1]}, {value = kind == "max" and -math.huge or 0}) end
+  local dout = (d + 2 * p[1] - kk[1]) // s[1] + 1
+  local g = y:index_select(3, S.tap_index(kk[1], 1, dout, s[1], y:device())):reshape(n, c, kk[1], dout, ho, wo)
+  if kind == "max" then
+    y = g:max(3)
+  elseif opts.count_include_pad == false and p[1] > 0 then
+    local count = {}   -- the depth taps of each output inside the input
+    for o = 0, dout - 1 do
+      local lo, hi = o * s[1] - p[1], o * s[1] - p[1] + kk[1]
+      count[o + 1] = math.min(hi, d) - math.max(lo, 0)
+    end
+    y = g:sum(3) / dle.tensor(count, {dtype = g:dtype(), device = g:device()}):reshape(1, 1, dout, 1, 1)
+  else
+    y = g:sum(3) / kk[1]
+  end
+  if added then y = y:squeeze(1) end
+  return y
+end
+
+--- max_pool3d(x, k, opts): maximum over kd x kh x kw windows of x {N, C, D, H, W} (or {C, D, H, W}).
+-- @param k kernel size: integer or {kd, kh, kw}
+-- @param opts optional {stride = k, padding = 0 (at most half the kernel)}, integers or {d, h, w}
+-- @return tensor {N, C, Dout, Hout, Wout}
+function M.max_pool3d(x, k, opts) return pool3d("max_pool3d", "max", x, k, opts, {"stride", "padding"}) end
+
+--- avg_pool3d(x, k, opts): mean over kd x kh x kw windows of x {N, C, D, H, W} (or {C, D, H, W});
+-- padded zeros count unless count_include_pad is false.
+-- @param k kernel size: integer or {kd, kh, kw}
+-- @param opts optional {stride = k, padding = 0 (at most half the kernel), count_include_pad = true}
+-- @return tensor {N, C, Dout, Hout, Wout}
+function M.avg_pool3d(x, k, opts)
+  return pool3d("avg_pool3d", "avg", x, k, opts, {"stride", "padding", "count_include_pad"})
 end
 
 -- The windows of an adaptive pool of n inputs to m outputs, grouped by length in increasing order:

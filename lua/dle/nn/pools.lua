@@ -1,6 +1,6 @@
---- dle.nn.MaxPool1d, AvgPool1d, AdaptiveAvgPool1d/2d and AdaptiveMaxPool1d/2d (PyTorch's
--- constructors); they call dle.nn.functional's max_pool1d, avg_pool1d and adaptive_*
--- (functional_pool.lua). Requiring this file returns the classes by name.
+--- dle.nn.MaxPool1d, AvgPool1d, MaxPool3d, AvgPool3d, AdaptiveAvgPool1d/2d and AdaptiveMaxPool1d/2d
+-- (PyTorch's constructors); they call dle.nn.functional's max_pool1d, avg_pool1d, max_pool3d,
+-- avg_pool3d and adaptive_* (functional_pool.lua). Requiring this file returns the classes by name.
 local check = require "dle.check"
 local Module = require "dle.nn.module"
 local F = require "dle.nn.functional"
@@ -9,33 +9,41 @@ require "dle.nn.functional_pool"
 
 local classes = {}
 
--- A 1-D pool class: (k, stride, opts) or (k, opts), calling F[fname] with its options.
-local function pool1d_class(name, fname, flag)
+-- A pool class over ns dims: (k, stride, opts) or (k, opts), calling F[fname] with its options
+-- (flag: the option of its own, if any).
+local function pool_class(name, fname, ns, flag)
   local cls = Module:extend(name)
-  --- (k, stride, opts): a 1-D pool over windows of k.
-  -- @param k kernel size (an integer)
+  local known = {"stride", "padding", flag}
+  --- (k, stride, opts): a pool over windows of k.
+  -- @param k kernel size: an integer, or (3-D) a list {kd, kh, kw}
   -- @param stride default k; an options table may stand here instead
-  -- @param opts optional {padding = 0, and return_indices = false (MaxPool1d) or count_include_pad = true (AvgPool1d)}
+  -- @param opts optional {padding = 0, and return_indices = false (MaxPool1d) or
+  --   count_include_pad = true (AvgPool1d, AvgPool3d)}
   function cls:init(k, stride, opts)
-    if type(stride) == "table" and opts == nil then opts, stride = stride, nil end
-    opts = check.options(opts, name, {"stride", "padding", flag})
-    self.kernel_size = S.tuple(name, "kernel_size", k, 1, 1)[1]
-    self.stride = S.tuple(name, "stride", stride or opts.stride or self.kernel_size, 1, 1)[1]
-    self.padding = S.tuple(name, "padding", opts.padding or 0, 1, 0)[1]
-    self[flag] = opts[flag]
+    if type(stride) == "table" and opts == nil and stride[1] == nil then opts, stride = stride, nil end
+    opts = check.options(opts, name, known)
+    self.kernel_size = S.tuple(name, "kernel_size", k, ns, 1)
+    self.stride = S.tuple(name, "stride", stride or opts.stride or self.kernel_size, ns, 1)
+    self.padding = S.tuple(name, "padding", opts.padding or 0, ns, 0)
+    if flag then self[flag] = opts[flag] end
   end
-  --- @param x tensor {N, C, L} (or {C, L})
-  -- @return tensor {N, C, L_out} (MaxPool1d with return_indices: and the indices)
+  --- @param x tensor {N, C, ...} (or {C, ...}) with ns spatial dims
+  -- @return tensor {N, C, ...} (MaxPool1d with return_indices: and the indices)
   function cls:forward(x)
-    return F[fname](x, self.kernel_size, {stride = self.stride, padding = self.padding, [flag] = self[flag]})
+    local o = {stride = self.stride, padding = self.padding}
+    if flag then o[flag] = self[flag] end
+    return F[fname](x, ns == 1 and self.kernel_size[1] or self.kernel_size, o)
   end
   function cls:extra_repr()
-    return string.format("kernel_size=%d, stride=%d, padding=%d", self.kernel_size, self.stride, self.padding)
+    return string.format("kernel_size=%s, stride=%s, padding=%s", S.repr(self.kernel_size), S.repr(self.stride),
+      S.repr(self.padding))
   end
   classes[name] = cls
 end
-pool1d_class("MaxPool1d", "max_pool1d", "return_indices")
-pool1d_class("AvgPool1d", "avg_pool1d", "count_include_pad")
+pool_class("MaxPool1d", "max_pool1d", 1, "return_indices")
+pool_class("AvgPool1d", "avg_pool1d", 1, "count_include_pad")
+pool_class("MaxPool3d", "max_pool3d", 3)
+pool_class("AvgPool3d", "avg_pool3d", 3, "count_include_pad")
 
 -- An adaptive pool class over ns dims: (output_size) or, max, (output_size, opts).
 local function adaptive_class(name, fname, ns, max)

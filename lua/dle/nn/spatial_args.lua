@@ -1,6 +1,7 @@
 --- Argument checks shared by the N-d window functions (functional_convnd.lua, functional_pool.lua)
 -- and their modules (convnd.lua, pools.lua): size arguments as lists of integers, an input with
 -- or without its batch dim. Every error names the calling function (fn).
+local dle = require "dle"
 local check = require "dle.check"
 
 local M = {}
@@ -75,6 +76,13 @@ function M.spatial(x, ns)
   local s = {}
   for i = 1, ns do s[i] = x:size(x:dim() - ns + i) end
   return s
+end
+
+--- 1-based positions along a dim of the input each of k taps (dilated by dil) reads for each of n
+-- outputs at stride s, tap-major ({k * n}, int64).
+function M.tap_index(k, dil, n, s, device)
+  local o = {dtype = "int64", device = device}
+  return ((dle.arange(0, k, 1, o) * dil):reshape(k, 1) + dle.arange(0, n, 1, o) * s + 1):reshape(-1)
 end
 
 --- F.pad's list for per-dim pads lo[i], hi[i] of the last ns dims (last dim first, as PyTorch orders it).
