@@ -208,6 +208,10 @@ describe("Conv1d, Conv3d, ConvTranspose1d/2d/3d, Unfold, Fold and the 1-D and ad
        dilation = {1, 2, 1}, dtype = "float64"}) end,
      "torch.nn.Conv3d(2, 4, (3, 2, 3), padding=(1, 1, 2), padding_mode='replicate', dilation=(1, 2, 1))",
      r(1, 2, 4, 5, 6)},
+    {function() return nn.Conv2d(2, 4, {2, 3}, {padding = "same", padding_mode = "circular", dtype = "float64"}) end,
+     "torch.nn.Conv2d(2, 4, (2, 3), padding='same', padding_mode='circular')", r(2, 2, 5, 6)},
+    {function() return nn.Conv2d(2, 3, 3, {padding = 2, padding_mode = "reflect", stride = 2, dtype = "float64"}) end,
+     "torch.nn.Conv2d(2, 3, 3, padding=2, padding_mode='reflect', stride=2)", r(1, 2, 7, 6)},
     {function() return nn.ConvTranspose1d(4, 6, 3, {stride = 2, groups = 2, output_padding = 1, padding = 1,
        dtype = "float64"}) end,
      "torch.nn.ConvTranspose1d(4, 6, 3, stride=2, groups=2, output_padding=1, padding=1)", r(2, 4, 7)},
@@ -267,6 +271,9 @@ describe("Conv1d, Conv3d, ConvTranspose1d/2d/3d, Unfold, Fold and the 1-D and ad
     local mv, mi = nn.AdaptiveMaxPool2d(2, {return_indices = true})(x)
     assert.are.same({2, 3, 2, 2}, mv:shape())
     assert.are.equal("int64", mi:dtype())
+    local same = nn.Conv2d(2, 3, {2, 4}, {padding = "same"})
+    assert.are.same({2, 3, 5, 7}, same:output_shape({2, 2, 5, 7}))
+    assert.are.same({2, 3, 5, 7}, same(r(2, 2, 5, 7):float()):shape())
     assert.are.equal("6, 6, kernel_size=(3), stride=(1), padding=same, groups=2, padding_mode=reflect",
       nn.Conv1d(6, 6, 3, {padding = "same", groups = 2, padding_mode = "reflect"}):extra_repr())
   end)

@@ -12,7 +12,6 @@ require "dle.nn.functional_convnd"
 local CONV_KNOWN = {"stride", "padding", "dilation", "groups", "bias", "padding_mode", "dtype", "generator"}
 local TRANSPOSE_KNOWN = {"stride", "padding", "output_padding", "groups", "bias", "dilation", "padding_mode", "dtype",
                          "generator"}
-local PADDING_MODES = {zeros = true, reflect = true, replicate = true, circular = true}
 
 local function fmt(t) return "(" .. table.concat(t, ", ") .. ")" end
 
@@ -44,11 +43,7 @@ local function conv_class(name, ns, fname, transposed)
     self.kernel_size = S.tuple(name, "kernel_size", k, ns, 1)
     self.stride = S.tuple(name, "stride", opts.stride or 1, ns, 1)
     self.dilation = S.tuple(name, "dilation", opts.dilation or 1, ns, 1)
-    self.padding_mode = opts.padding_mode or "zeros"
-    if not PADDING_MODES[self.padding_mode] or (transposed and self.padding_mode ~= "zeros") then
-      check.error(string.format('%s: padding_mode must be %s, got %s', name,
-        transposed and '"zeros"' or '"zeros", "reflect", "replicate" or "circular"', tostring(self.padding_mode)))
-    end
+    self.padding_mode = S.padding_mode(name, opts.padding_mode, transposed)
     if transposed then
       self.padding = S.tuple(name, "padding", opts.padding or 0, ns, 0)
       self.output_padding = S.tuple(name, "output_padding", opts.output_padding or 0, ns, 0)

@@ -39,6 +39,18 @@ function M.tuple(fn, what, v, ns, lo)
   return t
 end
 
+--- A conv module's padding_mode (default "zeros"; "reflect", "replicate" and "circular" pad x in
+-- that mode first, unless zeros_only, as PyTorch's transposed convolutions).
+function M.padding_mode(fn, mode, zeros_only)
+  mode = mode or "zeros"
+  local ok = {zeros = true, reflect = not zeros_only, replicate = not zeros_only, circular = not zeros_only}
+  if not ok[mode] then
+    check.error(string.format('%s: padding_mode must be %s, got %s', fn,
+      zeros_only and '"zeros"' or '"zeros", "reflect", "replicate" or "circular"', tostring(mode)))
+  end
+  return mode
+end
+
 --- The padding of a conv before and after each of its ns dims from p: an integer or a list
 -- (symmetric), "valid" (none) or "same" (d (k - 1) in all, the odd one after as PyTorch; stride 1).
 function M.conv_padding(fn, p, ns, kernel, stride, dilation)
