@@ -271,6 +271,14 @@ describe("Conv1d, Conv3d, ConvTranspose1d/2d/3d, Unfold, Fold and the 1-D and ad
     local mv, mi = nn.AdaptiveMaxPool2d(2, {return_indices = true})(x)
     assert.are.same({2, 3, 2, 2}, mv:shape())
     assert.are.equal("int64", mi:dtype())
+    local up, u = nn.ConvTranspose2d(3, 5, 3, {stride = 2, padding = 1}), r(1, 3, 4, 5):float()
+    local want = F.conv_transpose2d(u, up.weight, up.bias, {stride = 2, padding = 1, output_padding = {1, 0}})
+    assert.are.same({1, 5, 8, 9}, want:shape())
+    assert.are.same(want:totable(), up(u, {8, 9}):totable())
+    assert.are.same(want:totable(), up(u, {1, 5, 8, 9}):totable())
+    assert.has_error(function() up(u, {10, 9}) end,
+      "ConvTranspose2d: output_size {10,9} cannot be reached from input {1,3,4,5}: each size must be from {7,9} "
+      .. "to less than max(stride, dilation) more")
     local same = nn.Conv2d(2, 3, {2, 4}, {padding = "same"})
     assert.are.same({2, 3, 5, 7}, same:output_shape({2, 2, 5, 7}))
     assert.are.same({2, 3, 5, 7}, same(r(2, 2, 5, 7):float()):shape())

@@ -15,6 +15,26 @@ local TRANSPOSE_KNOWN = {"stride", "padding", "output_padding", "groups", "bias"
 
 local function fmt(t) return "(" .. table.concat(t, ", ") .. ")" end
 
+-- The output_padding with which a transposed conv module gives spatial sizes output_size (its last
+-- ns entries: a full shape may be given) for input x, as PyTorch's forward(x, output_size).
+local function output_padding_for(self, name, ns, x, output_size)
+  if type(output_size) ~= "table" or #output_size < ns then
+    check.error(name .. ": output_size must be a list of " .. ns .. " sizes, got " .. S.repr(output_size))
+  end
+  local op, least, sp = {}, {}, S.spatial(x, ns)
+  for i = 1, ns do
+    least[i] = (sp[i] - 1) * self.stride[i] - 2 * self.padding[i] + self.dilation[i] * (self.kernel_size[i] - 1) + 1
+    op[i] = output_size[#output_size - ns + i] - least[i]
+  end
+  for i = 1, ns do
+    if math.type(op[i]) ~= "integer" or op[i] < 0 or op[i] >= math.max(self.stride[i], self.dilation[i]) then
+      check.error(string.format("%s: output_size %s cannot be reached from input %s: each size must be from %s "
+        .. "to less than max(stride, dilation) more", name, S.repr(output_size), check.shape_str(x), S.repr(least)))
+    end
+  end
+  return op
+end
+
 -- A convolution class over ns dims calling F[fname]; transposed: weight {cin, cout/groups, k...}.
 local function conv_class(name, ns, fname, transposed)
   local cls = Module:extend(name)
@@ -63,12 +83,16 @@ local function conv_class(name, ns, fname, transposed)
   end
 
   --- @param x tensor {N, cin, ...} (or {cin, ...}) with one size per spatial dim
+  -- @param output_size optional (transposed) the output's spatial sizes (a list, or x's full output
+  --   shape), which pick the output_padding, as PyTorch's
   -- @return tensor {N, cout, ...}
-  function cls:forward(x)
+  function cls:forward(x, output_size)
     if transposed then
+      local op = output_size and output_padding_for(self, name, ns, x, output_size) or self.output_padding
       return F[fname](x, self.weight, self.bias, {stride = self.stride, padding = self.padding,
-        output_padding = self.output_padding, groups = self.groups, dilation = self.dilation})
+        output_padding = op, groups = self.groups, dilation = self.dilation})
     end
+    if output_size ~= nil then check.error(name .. ": forward takes no output_size") end
     local padding = self.padding
     if self.padding_mode ~= "zeros" then   -- x padded in that mode first, as PyTorch does
       local lo, hi = S.conv_padding(name, padding, ns, self.kernel_size, self.stride, self.dilation)
