@@ -655,4 +655,42 @@ function H.tmpdir()
   return dir
 end
 
+
+--- Compares cases {name, f(a, b, c), PyTorch expression of a, b, c, {input tensors}} with PyTorch in
+-- float64: each value, and the gradients of sum(y * w) for w = arange(numel) / 7 with respect to
+-- every input; tol = {value, gradient} (default 1e-10 both). Call when H.torch_available().
+function H.compare_with_torch(cases, tol)
+  tol = tol or {}
+  local F64 = {dtype = "float64"}
+  local tensors, lines, names = {}, {"import warnings", "warnings.filterwarnings('ignore')"}, {"a", "b", "c"}
+  for i, c in ipairs(cases) do
+    local py, xs = c[3], {}
+    for k, t in ipairs(c[4]) do
+      tensors[names[k] .. i] = t
+      py = py:gsub("%f[%w]" .. names[k] .. "%f[%W]", names[k] .. i)
+      xs[k] = names[k] .. i
+    end
+    lines[#lines + 1] = "xs = [" .. table.concat(xs, ", ") .. "]"
+    lines[#lines + 1] = "for t in xs: t.requires_grad_()"
+    lines[#lines + 1] = "y = " .. py
+    lines[#lines + 1] = "p(y)"
+    lines[#lines + 1] = "w = torch.arange(y.numel(), dtype=torch.float64).reshape(y.shape) / 7"
+    lines[#lines + 1] = "g = torch.autograd.grad((y * w).sum(), xs)"
+    lines[#lines + 1] = "p(torch.cat([t.reshape(-1) for t in g]))"
+  end
+  local out = H.run_torch(tensors, lines)
+  assert(#out == 2 * #cases, "PyTorch printed: " .. table.concat(out, "\n"))
+  for i, c in ipairs(cases) do
+    local xs = {}
+    for k, t in ipairs(c[4]) do xs[k] = t:clone():requires_grad_() end
+    local y = c[2](table.unpack(xs))
+    H.assert_torch_numbers(y:reshape(-1):totable(), out[2 * i - 1], tol[1] or 1e-10, c[1] .. ": value")
+    local w = dle.arange(0, y:numel(), F64):reshape(y:shape()) / 7
+    local g = dle.grad((y * w):sum(), xs)
+    local flat = {}
+    for _, t in ipairs(g) do for _, v in ipairs(t:reshape(-1):totable()) do flat[#flat + 1] = v end end
+    H.assert_torch_numbers(flat, out[2 * i], tol[2] or 1e-10, c[1] .. ": gradient")
+  end
+end
+
 return H

@@ -252,6 +252,43 @@ local with_options = {
   ["linalg.pinv"] = {function(o) return dle.linalg.pinv(x, o) end, "linalg.pinv"},
   ["linalg.lstsq"] = {function(o) return dle.linalg.lstsq(x, dle.ones(2), o) end, "linalg.lstsq"},
   ["linalg.cross"] = {function(o) return dle.linalg.cross(dle.ones(3), dle.ones(3), o) end, "linalg.cross"},
+  -- N-d convolutions, unfold/fold, 1-D and adaptive pools (lua/dle/nn/functional_convnd.lua, functional_pool.lua)
+  ["nn.functional.conv1d"] = {function(o) return F.conv1d(x:reshape(1, 2, 3), dle.randn(2, 2, 1), nil, o) end,
+    "conv1d"},
+  ["nn.functional.conv3d"] = {function(o)
+    return F.conv3d(img:reshape(1, 2, 1, 4, 4), dle.randn(2, 2, 1, 1, 1), nil, o)
+  end, "conv3d"},
+  ["nn.functional.conv_transpose1d"] = {function(o)
+    return F.conv_transpose1d(x:reshape(1, 2, 3), dle.randn(2, 2, 1), nil, o)
+  end, "conv_transpose1d"},
+  ["nn.functional.conv_transpose2d"] = {function(o) return F.conv_transpose2d(img, dle.randn(2, 2, 1, 1), nil, o) end,
+    "conv_transpose2d"},
+  ["nn.functional.conv_transpose3d"] = {function(o)
+    return F.conv_transpose3d(img:reshape(1, 2, 1, 4, 4), dle.randn(2, 2, 1, 1, 1), nil, o)
+  end, "conv_transpose3d"},
+  ["nn.functional.unfold"] = {function(o) return F.unfold(img, 2, o) end, "unfold"},
+  ["nn.functional.fold"] = {function(o) return F.fold(dle.randn(1, 4, 9), 4, 2, o) end, "fold"},
+  ["nn.functional.max_pool1d"] = {function(o) return F.max_pool1d(x:reshape(1, 2, 3), 2, o) end, "max_pool1d"},
+  ["nn.functional.max_pool3d"] = {function(o) return F.max_pool3d(img:reshape(1, 2, 1, 4, 4), 1, o) end, "max_pool3d"},
+  ["nn.functional.avg_pool3d"] = {function(o) return F.avg_pool3d(img:reshape(1, 2, 1, 4, 4), 1, o) end, "avg_pool3d"},
+  ["nn.MaxPool3d"] = {function(o) return nn.MaxPool3d(1, 1, o) end, "MaxPool3d"},
+  ["nn.AvgPool3d"] = {function(o) return nn.AvgPool3d(1, 1, o) end, "AvgPool3d"},
+  ["nn.functional.avg_pool1d"] = {function(o) return F.avg_pool1d(x:reshape(1, 2, 3), 2, o) end, "avg_pool1d"},
+  ["nn.functional.adaptive_max_pool1d"] = {function(o) return F.adaptive_max_pool1d(x:reshape(1, 2, 3), 2, o) end,
+    "adaptive_max_pool1d"},
+  ["nn.functional.adaptive_max_pool2d"] = {function(o) return F.adaptive_max_pool2d(img, 2, o) end,
+    "adaptive_max_pool2d"},
+  ["nn.Conv1d"] = {function(o) return nn.Conv1d(2, 2, 3, o) end, "Conv1d"},
+  ["nn.Conv3d"] = {function(o) return nn.Conv3d(2, 2, 3, o) end, "Conv3d"},
+  ["nn.ConvTranspose1d"] = {function(o) return nn.ConvTranspose1d(2, 2, 3, o) end, "ConvTranspose1d"},
+  ["nn.ConvTranspose2d"] = {function(o) return nn.ConvTranspose2d(2, 2, 3, o) end, "ConvTranspose2d"},
+  ["nn.ConvTranspose3d"] = {function(o) return nn.ConvTranspose3d(2, 2, 3, o) end, "ConvTranspose3d"},
+  ["nn.Unfold"] = {function(o) return nn.Unfold(2, o) end, "Unfold"},
+  ["nn.Fold"] = {function(o) return nn.Fold(4, 2, o) end, "Fold"},
+  ["nn.MaxPool1d"] = {function(o) return nn.MaxPool1d(2, 2, o) end, "MaxPool1d"},
+  ["nn.AvgPool1d"] = {function(o) return nn.AvgPool1d(2, 2, o) end, "AvgPool1d"},
+  ["nn.AdaptiveMaxPool1d"] = {function(o) return nn.AdaptiveMaxPool1d(2, o) end, "AdaptiveMaxPool1d"},
+  ["nn.AdaptiveMaxPool2d"] = {function(o) return nn.AdaptiveMaxPool2d(2, o) end, "AdaptiveMaxPool2d"},
 }
 -- the losses dle and dle.nn.functional both have, called with the same arguments
 for name, target in pairs({cross_entropy = t, nll_loss = t, mse_loss = x, binary_cross_entropy_with_logits = x}) do
@@ -264,12 +301,13 @@ local without_options = {
   nn = {"Module", "Parameter", "Sequential", "Flatten", "Identity", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid",
         "Softmax", "LogSoftmax", "functional", "init", "utils", "LeakyReLU", "ELU", "SELU", "CELU", "Softplus",
         "Softsign", "Mish", "Hardswish", "Hardsigmoid", "Hardtanh", "ReLU6", "GLU", "LogSigmoid", "Softmin",
-        "Tanhshrink", "Softshrink", "Hardshrink", "ModuleList", "ModuleDict"},
+        "Tanhshrink", "Softshrink", "Hardshrink", "ModuleList", "ModuleDict", "AdaptiveAvgPool1d",
+        "AdaptiveAvgPool2d"},
   ["nn.functional"] = {"relu", "gelu", "silu", "tanh", "sigmoid", "softmax", "log_softmax", "linear",
                        "layer_norm", "one_hot", "causal_mask", "leaky_relu", "elu", "selu", "celu", "softplus",
                        "softsign", "mish", "hardswish", "hardsigmoid", "hardtanh", "relu6", "prelu", "glu",
                        "logsigmoid", "softmin", "tanhshrink", "softshrink", "hardshrink", "cosine_similarity",
-                       "normalize", "pairwise_distance"},
+                       "normalize", "pairwise_distance", "adaptive_avg_pool1d", "adaptive_avg_pool2d"},
   ["nn.init"] = {"calculate_fans", "calculate_gain", "constant_", "ones_", "zeros_"},
   ["nn.utils"] = {"parameters_to_vector", "vector_to_parameters"},
   -- Optimizer is the base class; ZeroRedundancyOptimizer checks its options with the optimizer

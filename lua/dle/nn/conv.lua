@@ -7,7 +7,9 @@ local dle = require "dle"
 local check = require "dle.check"
 local Module = require "dle.nn.module"
 local F = require "dle.nn.functional"
+local S = require "dle.nn.spatial_args"
 require "dle.nn.functional_conv"
+require "dle.nn.functional_convnd"
 
 -- A size argument as a {h, w} pair of integers >= lo; errors name the class and the argument.
 local function pair(cls, what, v, lo)
@@ -23,6 +25,8 @@ local function pair(cls, what, v, lo)
 end
 
 local function fmt_pair(p) return p[1] == p[2] and tostring(p[1]) or "(" .. p[1] .. ", " .. p[2] .. ")" end
+
+local function fmt_padding(p) return type(p) == "string" and p or fmt_pair(p) end
 
 local function shape_str(s) return "{" .. table.concat(s, ",") .. "}" end
 
@@ -73,9 +77,12 @@ local Conv2d = Module:extend("Conv2d")
 -- @param cout output channels
 -- @param k kernel size: integer or {kh, kw}
 -- @param opts optional {stride = 1, padding = 0, dilation = 1 (integers or {h, w}), groups = 1,
---   bias = true, dtype = "float32", generator = g}
+--   bias = true, dtype = "float32", generator = g, padding_mode = "zeros"}; padding may also be
+--   "valid" or "same" (stride 1), padding_mode "reflect", "replicate" or "circular" (x is padded
+--   in that mode first, as PyTorch does)
 function Conv2d:init(cin, cout, k, opts)
-  opts = check.layer_args("Conv2d", opts, {"stride", "padding", "dilation", "groups", "bias", "dtype", "generator"},
+  opts = check.layer_args("Conv2d", opts, {"stride", "padding", "dilation", "groups", "bias", "dtype", "generator",
+                                          "padding_mode"},
                           "positive integer channel counts (cin, cout)", cin, cout)
   local groups = opts.groups or 1
   if math.type(groups) ~= "integer" or groups < 1 then
@@ -88,8 +95,11 @@ function Conv2d:init(cin, cout, k, opts)
   self.in_channels, self.out_channels, self.groups = cin, cout, groups
   self.kernel_size = pair("Conv2d", "kernel size", k, 1)
   self.stride = pair("Conv2d", "stride", opts.stride or 1, 1)
-  self.padding = pair("Conv2d", "padding", opts.padding or 0, 0)
   self.dilation = pair("Conv2d", "dilation", opts.dilation or 1, 1)
+  local p = opts.padding or 0
+  if type(p) == "string" then S.conv_padding("Conv2d", p, 2, self.kernel_size, self.stride, self.dilation) end
+  self.padding = type(p) == "string" and p or pair("Conv2d", "padding", p, 0)
+  self.padding_mode = S.padding_mode("Conv2d", opts.padding_mode)
   local fan_in = (cin // groups) * self.kernel_size[1] * self.kernel_size[2]
   local bound = 1 / math.sqrt(fan_in)
   local o = {dtype = opts.dtype or "float32"}
@@ -108,20 +118,28 @@ function Conv2d:forward(x)
   local h, w = x:size(-2), x:size(-1)
   local kh = self.dilation[1] * (self.kernel_size[1] - 1) + 1
   local kw = self.dilation[2] * (self.kernel_size[2] - 1) + 1
-  if h + 2 * self.padding[1] < kh or w + 2 * self.padding[2] < kw then
+  local lo, hi = S.conv_padding("Conv2d", self.padding, 2, self.kernel_size, self.stride, self.dilation)
+  if h + lo[1] + hi[1] < kh or w + lo[2] + hi[2] < kw then
     check.error("Conv2d: input " .. shape_str(x:shape()) .. " is smaller than the (dilated) kernel " .. kh .. "x" .. kw
-      .. " after padding " .. fmt_pair(self.padding))
+      .. " after padding " .. fmt_padding(self.padding))
+  end
+  local padding = self.padding
+  if self.padding_mode ~= "zeros" then
+    x, padding = F.pad(x, S.pad_list(lo, hi), {mode = self.padding_mode}), 0
   end
   return F.conv2d(x, self.weight, self.bias,
-    {stride = self.stride, padding = self.padding, dilation = self.dilation, groups = self.groups})
+    {stride = self.stride, padding = padding, dilation = self.dilation, groups = self.groups})
 end
 
 --- Output shape for an input shape {N, cin, H, W}.
 -- @param input_shape table
 -- @return table {N, cout, Hout, Wout}
 function Conv2d:output_shape(input_shape)
-  return window_out_shape("Conv2d", input_shape_of(input_shape), self.out_channels, self.kernel_size,
-    self.stride, self.padding, self.dilation)
+  local p = self.padding == "valid" and {0, 0} or self.padding == "same" and {0, 0} or self.padding
+  local shape = input_shape_of(input_shape)
+  local o = window_out_shape("Conv2d", shape, self.out_channels, self.kernel_size, self.stride, p, self.dilation)
+  if self.padding == "same" then o[3], o[4] = shape[#shape - 1], shape[#shape] end
+  return o
 end
 
 --- Forward FLOPs: 2 * N * Hout * Wout * cout * (cin/groups) * kh * kw (multiply-adds; bias not counted).
@@ -136,10 +154,13 @@ end
 function Conv2d:extra_repr()
   local s = string.format("%d, %d, kernel_size=%s, stride=%s", self.in_channels, self.out_channels,
     fmt_pair(self.kernel_size), fmt_pair(self.stride))
-  if self.padding[1] ~= 0 or self.padding[2] ~= 0 then s = s .. ", padding=" .. fmt_pair(self.padding) end
+  if type(self.padding) == "string" or self.padding[1] ~= 0 or self.padding[2] ~= 0 then
+    s = s .. ", padding=" .. fmt_padding(self.padding)
+  end
   if self.dilation[1] ~= 1 or self.dilation[2] ~= 1 then s = s .. ", dilation=" .. fmt_pair(self.dilation) end
   if self.groups ~= 1 then s = s .. ", groups=" .. self.groups end
   if self.bias == nil then s = s .. ", bias=false" end
+  if self.padding_mode ~= "zeros" then s = s .. ", padding_mode=" .. self.padding_mode end
   return s
 end
 

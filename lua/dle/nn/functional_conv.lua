@@ -1,8 +1,9 @@
---- dle.nn.functional (convolution part): batch_norm, conv2d, max_pool2d and avg_pool2d.
+--- dle.nn.functional (batch norm and 2-D pooling part): batch_norm, max_pool2d and avg_pool2d
+-- (conv1d/2d/3d and the transposed convolutions: functional_convnd.lua).
 -- Requiring this file adds these functions to the dle.nn.functional table (and returns them).
 -- batch_norm calls the fused native dle.batch_norm (forward and backward kernels per channel) and
--- updates the running statistics from the statistics it returns; conv2d and the pools call the
--- native dle.conv2d, dle.max_pool2d and dle.avg_pool2d over {N, C, H, W} tensors.
+-- updates the running statistics from the statistics it returns; the pools call the native
+-- dle.max_pool2d and dle.avg_pool2d over {N, C, H, W} tensors.
 local dle = require "dle"
 local F = require "dle.nn.functional"
 
@@ -10,7 +11,6 @@ local M = {}
 
 -- The options each function knows (check.options).
 local BATCH_NORM_OPTS = {"cumulative", "num_batches_tracked"}
-local CONV_OPTS = {"stride", "padding", "dilation", "groups"}
 local MAX_POOL_OPTS = {"stride", "padding", "return_indices"}
 local AVG_POOL_OPTS = {"stride", "padding", "count_include_pad"}
 
@@ -96,24 +96,6 @@ local function as_batched(fname, x)
     check.error(fname .. ": expected a 4-D input {N, C, H, W} (or 3-D {C, H, W}), got " .. shape_str(x))
   end
   return x, false
-end
-
---- conv2d(x, weight, bias, opts): 2-D cross-correlation (PyTorch's conv2d) of x {N, Cin, H, W}
--- (or {Cin, H, W}) with weight {Cout, Cin/groups, kh, kw}, plus bias {Cout} (or nil).
--- @param opts optional {stride = 1, padding = 0, dilation = 1, groups = 1}; stride, padding and
---   dilation are numbers or {h, w} pairs
--- @return tensor {N, Cout, Hout, Wout}
-function M.conv2d(x, weight, bias, opts)
-  local conv = native("conv2d")
-  opts = check.options(opts, "conv2d", CONV_OPTS)
-  local xb, added = as_batched("conv2d", x)
-  check.tensor(weight, "conv2d", "weight")
-  if weight:dim() ~= 4 then
-    check.error("conv2d: weight must be 4-D {Cout, Cin/groups, kh, kw}, got " .. shape_str(weight))
-  end
-  local y = conv(xb, weight, bias, opts or {})
-  if added then y = y:squeeze(1) end
-  return y
 end
 
 -- The native pooling fname of x over k x k windows (native_opts), x {N, C, H, W} or {C, H, W} (run

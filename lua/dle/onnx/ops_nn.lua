@@ -152,21 +152,8 @@ N.Conv = function(ctx, x, w, b)
     end
   end
   if ns == 3 then
-    -- a sum over the kernel's depth of 2-D convolutions with the depth folded into the batch
-    local xp = U.pad_dim(x, 3, pads[1], pads[4], 0)
-    local n, dout = x:size(1), (xp:size(3) - (kernel[1] - 1) * dil[1] - 1) // strides[1] + 1
-    local y
-    for kd = 0, kernel[1] - 1 do
-      local idx = dle.arange(0, dout, 1, {dtype = "int64"}) * strides[1] + (kd * dil[1] + 1)
-      local xs = xp:index_select(3, idx):permute(1, 3, 2, 4, 5)
-      xs = xs:reshape(n * dout, xs:size(3), xs:size(4), xs:size(5))
-      local part = dle.conv2d(xs, w:select(3, kd + 1), nil, {stride = {strides[2], strides[3]},
-        padding = {pads[2], pads[3]}, dilation = {dil[2], dil[3]}, groups = groups})
-      y = y and y + part or part
-    end
-    y = y:reshape(n, dout, y:size(2), y:size(3), y:size(4)):permute(1, 3, 2, 4, 5)
-    if b then y = y + b:reshape(1, -1, 1, 1, 1) end
-    return y:contiguous()
+    return (require "dle.nn.functional_convnd").conv3d(x, w, b, {stride = strides,
+      padding = {pads[1], pads[2], pads[3]}, dilation = dil, groups = groups})
   end
   if ns == 1 then w = w:unsqueeze(3) end
   return as_2d(x, kernel, strides, dil, pads, function(x4, pad, _, st, dl)
@@ -174,48 +161,41 @@ N.Conv = function(ctx, x, w, b)
   end)
 end
 
--- ConvTranspose: the gradient of a convolution's input (dle's conv2d_grad_input, whose weight
--- layout {Cin, Cout/groups, kh, kw} is ONNX's), computed unpadded at full size and then cropped by
--- the pads (or grown to output_shape).
+-- ConvTranspose: dle.nn.functional's conv_transpose1d/2d/3d (ONNX's weight layout {Cin, Cout/groups,
+-- k...} is PyTorch's) computed unpadded at full size, then grown by output_padding and cropped by
+-- the pads (or to output_shape), the bias added last.
 N.ConvTranspose = function(ctx, x, w, b)
   local ns = x:dim() - 2
-  if ns < 1 or ns > 2 then U.fail(ctx, ("%d-D ConvTranspose is not supported (1-D and 2-D are)"):format(ns)) end
-  if ns == 1 then x, w = x:unsqueeze(3), w:unsqueeze(3) end
-  local function two(v, default)
-    if ns == 1 then return {default, v and v[1] or default} end
-    return {v and v[1] or default, v and v[2] or default}
-  end
-  local strides, dil = two(ctx.a.strides, 1), two(ctx.a.dilations, 1)
-  local outpad = two(ctx.a.output_padding, 0)
-  local full, pads = {}, {}
-  local given = ctx.a.pads and (ns == 1 and {0, ctx.a.pads[1], 0, ctx.a.pads[2]} or ctx.a.pads) or {0, 0, 0, 0}
-  local out_shape = ctx.a.output_shape and two(ctx.a.output_shape, 1)
+  if ns < 1 or ns > 3 then U.fail(ctx, ("%d-D ConvTranspose is not supported (1-D to 3-D are)"):format(ns)) end
+  local strides, dil = filled(ctx.a.strides, ns, 1), filled(ctx.a.dilations, ns, 1)
+  local outpad = filled(ctx.a.output_padding, ns, 0)
+  local given = ctx.a.pads or filled(nil, 2 * ns, 0)
+  local out_shape = ctx.a.output_shape
   local auto = ctx.a.auto_pad or "NOTSET"
-  for i = 1, 2 do
-    local k = (w:size(i + 2) - 1) * dil[i] + 1
-    full[i] = strides[i] * (x:size(i + 2) - 1) + k + outpad[i]
+  local pads = {}
+  for i = 1, ns do
+    local full = strides[i] * (x:size(i + 2) - 1) + (w:size(i + 2) - 1) * dil[i] + 1 + outpad[i]
     if out_shape or auto == "SAME_UPPER" or auto == "SAME_LOWER" then
-      local want = out_shape and out_shape[i] or x:size(i + 2) * strides[i]
-      local total = full[i] - want
+      local total = full - (out_shape and out_shape[i] or x:size(i + 2) * strides[i])
       local half = total >= 0 and total // 2 or -(-total // 2)   -- C's division, as ONNX's
       if auto == "SAME_UPPER" or (out_shape and auto ~= "SAME_LOWER") then
-        pads[i], pads[i + 2] = half, total - half
+        pads[i], pads[i + ns] = half, total - half
       else
-        pads[i], pads[i + 2] = total - half, half
+        pads[i], pads[i + ns] = total - half, half
       end
     else
-      pads[i], pads[i + 2] = given[i], given[i + 2]
+      pads[i], pads[i + ns] = given[i], given[i + ns]
     end
   end
-  -- the forward convolution's input size that gives x's size: the full size minus output_padding
-  local y = x:conv2d_grad_input(w, {full[1] - outpad[1], full[2] - outpad[2]},
-                                {stride = strides, dilation = dil, groups = ctx.a.group or 1})
-  for i = 1, 2 do
+  local y = (require "dle.nn.functional_convnd")["conv_transpose" .. ns .. "d"](x, w, nil,
+    {stride = strides, dilation = dil, groups = ctx.a.group or 1})
+  local bshape = {1, -1}
+  for i = 1, ns do
     y = U.pad_dim(y, i + 2, 0, outpad[i], 0)
-    y = U.pad_dim(y, i + 2, -pads[i], -pads[i + 2], 0)
+    y = U.pad_dim(y, i + 2, -pads[i], -pads[i + ns], 0)
+    bshape[i + 2] = 1
   end
-  if b then y = y + b:reshape(1, -1, 1, 1) end
-  if ns == 1 then y = y:squeeze(3) end
+  if b then y = y + b:reshape(bshape) end
   return y
 end
 
