@@ -568,6 +568,14 @@ dle_status dle_batch_norm_grad_input(dle_tensor **gx, dle_tensor *gy, dle_tensor
                                      dle_tensor *stats, dle_tensor *w, double eps);
 dle_status dle_batch_norm_grad_affine(dle_tensor **gw, dle_tensor **gb, dle_tensor *gy,
                                       dle_tensor *x, dle_tensor *stats, double eps);
+/* Normalization of x {N, C, ...} over each sample's groups of C / groups channels (C divisible
+ * by groups); w, b {C} may be NULL. stats: {N * groups, 2}. Its gradients as for batch_norm. */
+dle_status dle_group_norm(dle_tensor **y, dle_tensor **stats, dle_tensor *x, int64_t groups,
+                          dle_tensor *w, dle_tensor *b, double eps);
+dle_status dle_group_norm_grad_input(dle_tensor **gx, dle_tensor *gy, dle_tensor *x,
+                                     dle_tensor *stats, dle_tensor *w, int64_t groups, double eps);
+dle_status dle_group_norm_grad_affine(dle_tensor **gw, dle_tensor **gb, dle_tensor *gy,
+                                      dle_tensor *x, dle_tensor *stats, int64_t groups, double eps);
 
 /* ---------------------------------------------------------------- cross-entropy, embedding, dropout, attention */
 /* Softmax cross-entropy, embedding, dropout and scaled dot-product attention (engine/ops/losses.c,
