@@ -54,40 +54,7 @@ local CASES = {
 
 describe("rearranging and product functions", function()
   it("match PyTorch in float64, values and gradients", function()
-    if H.without_torch(pending) then return end
-    local tensors, lines = {}, {}
-    for i, c in ipairs(CASES) do
-      local names = {"a", "b", "c"}
-      local py = c[3]
-      for k, t in ipairs(c[4]) do
-        tensors[names[k] .. i] = t
-        py = py:gsub("%f[%w]" .. names[k] .. "%f[%W]", names[k] .. i)
-      end
-      lines[#lines + 1] = string.format("xs%d = [%s]", i, table.concat((function()
-        local l = {}
-        for k = 1, #c[4] do l[k] = names[k] .. i end
-        return l
-      end)(), ", "))
-      lines[#lines + 1] = "for t in xs" .. i .. ": t.requires_grad_()"
-      lines[#lines + 1] = "y = " .. py
-      lines[#lines + 1] = "p(y)"
-      lines[#lines + 1] = "w = torch.arange(y.numel(), dtype=torch.float64).reshape(y.shape) / 7"
-      lines[#lines + 1] = "g = torch.autograd.grad((y * w).sum(), xs" .. i .. ")"
-      lines[#lines + 1] = "p(torch.cat([t.reshape(-1) for t in g]))"
-    end
-    local out = H.run_torch(tensors, lines)
-    assert.are.equal(2 * #CASES, #out, "PyTorch printed: " .. table.concat(out, "\n"))
-    for i, c in ipairs(CASES) do
-      local xs = {}
-      for k, t in ipairs(c[4]) do xs[k] = t:clone():requires_grad_() end
-      local y = c[2](table.unpack(xs))
-      H.assert_torch_numbers(y:reshape(-1):totable(), out[2 * i - 1], 1e-10, c[1] .. ": value")
-      local w = dle.arange(0, y:numel(), F64):reshape(y:shape()) / 7
-      local g = dle.grad((y * w):sum(), xs)
-      local flat = {}
-      for _, t in ipairs(g) do for _, v in ipairs(t:reshape(-1):totable()) do flat[#flat + 1] = v end end
-      H.assert_torch_numbers(flat, out[2 * i], 1e-10, c[1] .. ": gradient")
-    end
+    H.compare_with_torch(CASES, 1e-10, pending)
   end)
 
   for _, c in ipairs(CASES) do

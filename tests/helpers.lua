@@ -655,4 +655,42 @@ function H.tmpdir()
   return dir
 end
 
+--- Compares cases with PyTorch in float64, values and gradients, in one python run. Each case is
+-- {name, dle function of the inputs, PyTorch expression of a, b, c (its inputs, in order), inputs}
+-- (as arrange_spec's); the gradient is that of sum(y * w) for w = arange(numel) / 7, taken with
+-- respect to every float input. Returns false (after pending) when torch is missing.
+function H.compare_with_torch(cases, tol, pending)
+  if H.without_torch(pending) then return false end
+  local tensors, lines, names = {}, {}, {"a", "b", "c", "d"}
+  for i, c in ipairs(cases) do
+    local py, list = c[3], {}
+    for k, t in ipairs(c[4]) do
+      tensors[names[k] .. i] = t
+      py = py:gsub("%f[%w]" .. names[k] .. "%f[%W]", names[k] .. i)
+      list[k] = names[k] .. i
+    end
+    lines[#lines + 1] = string.format("xs%d = [%s]", i, table.concat(list, ", "))
+    lines[#lines + 1] = "for t in xs" .. i .. ": t.requires_grad_()"
+    lines[#lines + 1] = "y = " .. py
+    lines[#lines + 1] = "p(y)"
+    lines[#lines + 1] = "w = torch.arange(y.numel(), dtype=torch.float64).reshape(y.shape) / 7"
+    lines[#lines + 1] = "g = torch.autograd.grad((y * w).sum(), xs" .. i .. ")"
+    lines[#lines + 1] = "p(torch.cat([t.reshape(-1) for t in g]))"
+  end
+  local out = H.run_torch(tensors, lines)
+  assert(#out == 2 * #cases, "PyTorch printed: " .. table.concat(out, "\n"))
+  for i, c in ipairs(cases) do
+    local xs = {}
+    for k, t in ipairs(c[4]) do xs[k] = t:clone():requires_grad_() end
+    local y = c[2](table.unpack(xs))
+    H.assert_torch_numbers(y:reshape(-1):totable(), out[2 * i - 1], tol, c[1] .. ": value")
+    local w = dle.arange(0, y:numel(), {dtype = "float64"}):reshape(y:shape()) / 7
+    local g = dle.grad((y * w):sum(), xs)
+    local flat = {}
+    for _, t in ipairs(g) do for _, v in ipairs(t:reshape(-1):totable()) do flat[#flat + 1] = v end end
+    H.assert_torch_numbers(flat, out[2 * i], tol, c[1] .. ": gradient")
+  end
+  return true
+end
+
 return H
