@@ -18,8 +18,8 @@ static void numbers(lua_State *L, int idx, const char *fn, const char *what, int
     return;
   }
   if (!lua_istable(L, idx) || (int)lua_rawlen(L, idx) != d)
-    luaL_error(L, "%s: %s must be a table of %d numbers (one per spatial dim), got %s", fn, what,
-               d, luaL_typename(L, idx));
+    luaL_error(L, "%s: %s must be a table of %d numbers (one per spatial dim), got %s", fn, what, d,
+               luaL_typename(L, idx));
   for (int i = 0; i < d; i++) {
     lua_rawgeti(L, idx, i + 1);
     if (!lua_isnumber(L, -1))

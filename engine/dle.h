@@ -593,8 +593,7 @@ dle_status dle_upsample(dle_tensor **out, dle_tensor *x, int d, const int64_t *s
                         dle_resample_mode mode, bool align_corners, const double *scales);
 /* The adjoint of upsample: gy {N, C, ...} -> gx {N, C, in_sizes[0..d)}. */
 dle_status dle_upsample_backward(dle_tensor **gx, dle_tensor *gy, int d, const int64_t *in_sizes,
-                                 dle_resample_mode mode, bool align_corners,
-                                 const double *scales);
+                                 dle_resample_mode mode, bool align_corners, const double *scales);
 
 /* ---------------------------------------------------------------- cross-entropy, embedding, dropout, attention */
 /* Softmax cross-entropy, embedding, dropout and scaled dot-product attention (engine/ops/losses.c,

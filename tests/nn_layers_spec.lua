@@ -43,7 +43,8 @@ local CASES = {
    "a[:, [0, 3, 1, 4, 2, 5]]", {x4}}, -- torch.nn.ChannelShuffle(2) has no derivative
   {"bilinear with bias", function(a, b, c, d) return F.bilinear(a, b, c, d) end,
    T .. "bilinear(a, b, c, d)", {r(5, 3), r(5, 4), r(2, 3, 4), r(2)}},
-  {"bilinear with leading dims, transposed input, no bias", function(a, b, c) return F.bilinear(a:transpose(1, 2), b, c) end,
+  {"bilinear with leading dims, transposed input, no bias",
+   function(a, b, c) return F.bilinear(a:transpose(1, 2), b, c) end,
    T .. "bilinear(a.transpose(0, 1), b, c)", {r(2, 3, 3), r(3, 2, 2), r(4, 3, 2)}},
 }
 
@@ -122,7 +123,7 @@ describe("normalization and rearranging layers", function()
     assert.are.equal("GroupNorm(2, 4, eps=1e-05, affine=true)", tostring(nn.GroupNorm(2, 4)))
   end)
 
-  it("modules: InstanceNorm takes unbatched input; PixelShuffle, Unflatten, ChannelShuffle, LocalResponseNorm", function()
+  it("modules: InstanceNorm takes unbatched input; PixelShuffle, Unflatten, ChannelShuffle, LRN", function()
     local m = nn.InstanceNorm2d(6)
     H.assert_close(m(x4[1]), F.instance_norm(x4:narrow(1, 1, 1))[1]:totable(), {atol = 1e-12})
     assert.are.same({2, 2, 6, 10}, nn.PixelShuffle(2)(r(2, 8, 3, 5)):shape())
@@ -135,7 +136,8 @@ describe("normalization and rearranging layers", function()
 
   it("rejects bad arguments with errors naming the function and the shapes", function()
     local cases = {
-      {function() return F.group_norm(x4, 4) end, "group_norm: num_groups 4 must be positive and divide the 6 channels of input {2,6,5,3}"},
+      {function() return F.group_norm(x4, 4) end,
+       "group_norm: num_groups 4 must be positive and divide the 6 channels of input {2,6,5,3}"},
       {function() return F.group_norm(x4, 3, r(5)) end, "group_norm: weight has shape {5}, expected 6 elements"},
       {function() return F.group_norm(r(3), 1) end, "group_norm: expected an input of at least 2 dimensions"},
       {function() return F.group_norm(x4, 0) end, "group_norm: num_groups 0 must be positive"},
@@ -147,7 +149,8 @@ describe("normalization and rearranging layers", function()
       {function() return nn.InstanceNorm2d(3)(r(2, 3)) end, "InstanceNorm2d: expected a 4-D or 3-D input, got {2,3}"},
       {function() return F.instance_norm(x3, nil, nil, nil, nil, false) end, "use_input_stats = false needs"},
       {function() return F.local_response_norm(r(2, 3), 2) end, "local_response_norm: expected an input of at least 3"},
-      {function() return F.pixel_shuffle(r(1, 6, 2, 2), 2) end, "pixel_shuffle: 6 channels of input {1,6,2,2} are not divisible"},
+      {function() return F.pixel_shuffle(r(1, 6, 2, 2), 2) end,
+       "pixel_shuffle: 6 channels of input {1,6,2,2} are not divisible"},
       {function() return F.pixel_unshuffle(r(1, 1, 3, 4), 2) end, "pixel_unshuffle: spatial sizes of input {1,1,3,4}"},
       {function() return F.channel_shuffle(r(1, 5, 2), 2) end, "channel_shuffle: expected an input {N, C, ...}"},
       {function() return F.bilinear(r(2, 3), r(2, 4), r(5, 3, 3)) end,

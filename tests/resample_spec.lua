@@ -101,7 +101,7 @@ describe("F.interpolate", function()
     assert.matches("upsample: mode linear needs a float tensor, got int64", err, 1, true)
   end)
 
-  it("the gradient of a half-pixel bilinear x2 sends each output's weight to its four inputs (sums to 4 per input)", function()
+  it("the gradient of a half-pixel bilinear x2 gives each input a total weight of 4", function()
     local x = dle.zeros(1, 1, 3, 3, F64):requires_grad_()
     local y = F.interpolate(x, {scale_factor = 2, mode = "bilinear"})
     local g = dle.grad(y:sum(), {x})[1]

@@ -27,7 +27,7 @@
 #include "../dle.h"
 
 /* the modes: dle_resample_mode (dle.h) */
-#define DLE_RESAMPLE_SIZES 2
+#define DLE_RESAMPLE_SIZES  2
 #define DLE_RESAMPLE_SCALES 5
 
 /* Taps per output index of a dim. */
@@ -47,50 +47,50 @@ static inline void dle_resample_set_scale(dle_attrs *a, int i, double s) {
 
 /* The taps (idx[0..k), w[0..k)) of output index o, in compute type CT (float or double):
  * DLE_RESAMPLE_TAPS(CT, NAME) defines NAME(mode, align, in, out, scale, o, idx, w). */
-#define DLE_RESAMPLE_TAPS(CT, NAME)                                                             \
-  static inline void NAME(int64_t mode, bool align, int64_t in, int64_t out, double scale,      \
-                          int64_t o, int64_t *idx, CT *w) {                                     \
-    if (mode == DLE_RESAMPLE_NEAREST || mode == DLE_RESAMPLE_NEAREST_EXACT) {                   \
-      float s = scale > 0 ? (float)(1.0 / scale) : (float)in / (float)out;                      \
-      int64_t i;                                                                                \
-      if (mode == DLE_RESAMPLE_NEAREST && out == in)                                            \
-        i = o;                                                                                  \
-      else if (mode == DLE_RESAMPLE_NEAREST && out == 2 * in)                                   \
-        i = o >> 1;                                                                             \
-      else if (mode == DLE_RESAMPLE_NEAREST)                                                    \
-        i = (int64_t)floorf((float)o * s);                                                      \
-      else                                                                                      \
-        i = (int64_t)floorf((float)((double)o + 0.5) * s);                                      \
-      idx[0] = i < in - 1 ? i : in - 1, w[0] = 1;                                               \
-      return;                                                                                   \
-    }                                                                                           \
-    bool cubic = mode == DLE_RESAMPLE_CUBIC;                                                    \
-    if (!cubic && out == in) {                                                                  \
-      idx[0] = idx[1] = o, w[0] = 1, w[1] = 0;                                                  \
-      return;                                                                                   \
-    }                                                                                           \
-    CT s = align ? (out > 1 ? (CT)(in - 1) / (CT)(out - 1) : (CT)0)                             \
-                 : (scale > 0 ? (CT)(1.0 / scale) : (CT)in / (CT)out);                          \
-    CT src = align ? s * (CT)o : s * ((CT)o + (CT)0.5) - (CT)0.5;                               \
-    if (!align && !cubic && src < 0) src = 0;                                                   \
-    int64_t i0 = (int64_t)floor(src);                                                           \
-    if (i0 > in - 1) i0 = in - 1;                                                               \
-    CT l = src - (CT)i0;                                                                        \
-    l = l < 0 ? 0 : l > 1 ? 1 : l;                                                              \
-    if (!cubic) {                                                                               \
-      idx[0] = i0, idx[1] = i0 + (i0 < in - 1), w[0] = 1 - l, w[1] = l;                         \
-      return;                                                                                   \
-    }                                                                                           \
-    const CT A = (CT)-0.75;                                                                     \
-    CT x1 = l + 1, x2 = 1 - l, x3 = 2 - l;                                                      \
-    w[0] = ((A * x1 - 5 * A) * x1 + 8 * A) * x1 - 4 * A;                                        \
-    w[1] = ((A + 2) * l - (A + 3)) * l * l + 1;                                                 \
-    w[2] = ((A + 2) * x2 - (A + 3)) * x2 * x2 + 1;                                              \
-    w[3] = ((A * x3 - 5 * A) * x3 + 8 * A) * x3 - 4 * A;                                        \
-    for (int t = 0; t < 4; t++) {                                                               \
-      int64_t j = i0 - 1 + t;                                                                   \
-      idx[t] = j < 0 ? 0 : j > in - 1 ? in - 1 : j;                                             \
-    }                                                                                           \
+#define DLE_RESAMPLE_TAPS(CT, NAME)                                                        \
+  static inline void NAME(int64_t mode, bool align, int64_t in, int64_t out, double scale, \
+                          int64_t o, int64_t *idx, CT *w) {                                \
+    if (mode == DLE_RESAMPLE_NEAREST || mode == DLE_RESAMPLE_NEAREST_EXACT) {              \
+      float s = scale > 0 ? (float)(1.0 / scale) : (float)in / (float)out;                 \
+      int64_t i;                                                                           \
+      if (mode == DLE_RESAMPLE_NEAREST && out == in)                                       \
+        i = o;                                                                             \
+      else if (mode == DLE_RESAMPLE_NEAREST && out == 2 * in)                              \
+        i = o >> 1;                                                                        \
+      else if (mode == DLE_RESAMPLE_NEAREST)                                               \
+        i = (int64_t)floorf((float)o * s);                                                 \
+      else                                                                                 \
+        i = (int64_t)floorf((float)((double)o + 0.5) * s);                                 \
+      idx[0] = i < in - 1 ? i : in - 1, w[0] = 1;                                          \
+      return;                                                                              \
+    }                                                                                      \
+    bool cubic = mode == DLE_RESAMPLE_CUBIC;                                               \
+    if (!cubic && out == in) {                                                             \
+      idx[0] = idx[1] = o, w[0] = 1, w[1] = 0;                                             \
+      return;                                                                              \
+    }                                                                                      \
+    CT s = align ? (out > 1 ? (CT)(in - 1) / (CT)(out - 1) : (CT)0)                        \
+                 : (scale > 0 ? (CT)(1.0 / scale) : (CT)in / (CT)out);                     \
+    CT src = align ? s * (CT)o : s * ((CT)o + (CT)0.5) - (CT)0.5;                          \
+    if (!align && !cubic && src < 0) src = 0;                                              \
+    int64_t i0 = (int64_t)floor(src);                                                      \
+    if (i0 > in - 1) i0 = in - 1;                                                          \
+    CT l = src - (CT)i0;                                                                   \
+    l = l < 0 ? 0 : l > 1 ? 1 : l;                                                         \
+    if (!cubic) {                                                                          \
+      idx[0] = i0, idx[1] = i0 + (i0 < in - 1), w[0] = 1 - l, w[1] = l;                    \
+      return;                                                                              \
+    }                                                                                      \
+    const CT A = (CT)-0.75;                                                                \
+    CT x1 = l + 1, x2 = 1 - l, x3 = 2 - l;                                                 \
+    w[0] = ((A * x1 - 5 * A) * x1 + 8 * A) * x1 - 4 * A;                                   \
+    w[1] = ((A + 2) * l - (A + 3)) * l * l + 1;                                            \
+    w[2] = ((A + 2) * x2 - (A + 3)) * x2 * x2 + 1;                                         \
+    w[3] = ((A * x3 - 5 * A) * x3 + 8 * A) * x3 - 4 * A;                                   \
+    for (int t = 0; t < 4; t++) {                                                          \
+      int64_t j = i0 - 1 + t;                                                              \
+      idx[t] = j < 0 ? 0 : j > in - 1 ? in - 1 : j;                                        \
+    }                                                                                      \
   }
 
 #endif

@@ -72,8 +72,9 @@ static dle_status check_shapes(dle_op op, const norm_args *r, const dle_attrs *a
                        SHAPE(x));
     int64_t G = a->ints[0];
     if (dle_norm_is_group(op) && (G < 1 || x->sizes[1] % G != 0))
-      return dle_error("%s: num_groups %lld must be positive and divide the %lld channels of input %s",
-                       fn, (long long)G, (long long)x->sizes[1], SHAPE(x));
+      return dle_error(
+          "%s: num_groups %lld must be positive and divide the %lld channels of input %s", fn,
+          (long long)G, (long long)x->sizes[1], SHAPE(x));
     *pn = 1;
     psizes[0] = x->sizes[1];
     DLE_TRY(need_shape(fn, "weight", r->w, 1, psizes, "one per channel", x));
@@ -248,7 +249,8 @@ dle_status dle_group_norm_grad_input(dle_tensor **gx, dle_tensor *gy, dle_tensor
 }
 
 dle_status dle_group_norm_grad_affine(dle_tensor **gw, dle_tensor **gb, dle_tensor *gy,
-                                      dle_tensor *x, dle_tensor *stats, int64_t groups, double eps) {
+                                      dle_tensor *x, dle_tensor *stats, int64_t groups,
+                                      double eps) {
   dle_attrs a = norm_attrs(groups, false, false, eps);
   if (!gy || !x || !stats)
     return dle_error("group_norm_grad_affine: grad_output, x and stats are required");

@@ -10,8 +10,8 @@
 
 #include "../kernel/resample_geom.h"
 
-static const char *const mode_names[DLE_RESAMPLE_NUM_MODES] = {"nearest", "nearest-exact",
-                                                               "linear", "cubic"};
+static const char *const mode_names[DLE_RESAMPLE_NUM_MODES] = {"nearest", "nearest-exact", "linear",
+                                                               "cubic"};
 
 dle_status dle_forward_resample(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                                 const dle_attrs *a) {
@@ -34,9 +34,10 @@ dle_status dle_forward_resample(dle_op op, dle_tensor **outs, dle_tensor *const 
   for (int i = 0; i < d; i++) {
     int64_t other = a->ints[DLE_RESAMPLE_SIZES + i];
     if (other <= 0 || x->sizes[2 + i] <= 0)
-      return dle_error("%s: input and output sizes must be greater than 0, got spatial size %lld "
-                       "and %lld for dim %d of input %s",
-                       fn, (long long)x->sizes[2 + i], (long long)other, 3 + i, SHAPE(x));
+      return dle_error(
+          "%s: input and output sizes must be greater than 0, got spatial size %lld "
+          "and %lld for dim %d of input %s",
+          fn, (long long)x->sizes[2 + i], (long long)other, 3 + i, SHAPE(x));
     double s = dle_resample_scale(a, i);
     if (!(s >= 0) || isinf(s))
       return dle_error("%s: scale %g of dim %d must be a finite non-negative number", fn, s, 3 + i);
@@ -73,8 +74,7 @@ dle_flops_rule dle_flops_resample(dle_op op) {
 /* ---- public wrappers ---- */
 
 static dle_status resample_attrs(dle_attrs *a, const char *fn, int d, const int64_t *sizes,
-                                 dle_resample_mode mode, bool align_corners,
-                                 const double *scales) {
+                                 dle_resample_mode mode, bool align_corners, const double *scales) {
   *a = (dle_attrs){0};
   if (d < 1 || d > 3) return dle_error("%s: expected 1 to 3 spatial sizes, got %d", fn, d);
   a->ints[0] = mode, a->ints[1] = align_corners;
@@ -97,8 +97,7 @@ dle_status dle_upsample(dle_tensor **out, dle_tensor *x, int d, const int64_t *s
 }
 
 dle_status dle_upsample_backward(dle_tensor **gx, dle_tensor *gy, int d, const int64_t *in_sizes,
-                                 dle_resample_mode mode, bool align_corners,
-                                 const double *scales) {
+                                 dle_resample_mode mode, bool align_corners, const double *scales) {
   dle_attrs a;
   DLE_TRY(resample_attrs(&a, "upsample_backward", d, in_sizes, mode, align_corners, scales));
   if (gy && gy->ndim != d + 2)

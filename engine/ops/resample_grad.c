@@ -20,8 +20,8 @@ static dle_attrs adjoint_attrs(const dle_attrs *a, int nd, const int64_t *sizes)
 static dle_status vjp_resample(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
   if (!gout[0] || !dle_node_needs_grad(n, 0)) return DLE_OK;
   dle_op op = dle_node_op(n);
-  dle_attrs r = adjoint_attrs(dle_node_attrs(n), dle_node_input_ndim(n, 0),
-                              dle_node_input_sizes(n, 0));
+  dle_attrs r =
+      adjoint_attrs(dle_node_attrs(n), dle_node_input_ndim(n, 0), dle_node_input_sizes(n, 0));
   dle_tensor *g = gout[0];
   gin[0] = NULL;
   return dle_op_call(op == DLE_OP_UPSAMPLE ? DLE_OP_UPSAMPLE_BACKWARD : DLE_OP_UPSAMPLE, &gin[0],

@@ -63,14 +63,13 @@ function M.interpolate(x, opts)
   if opts.size ~= nil and opts.recompute_scale_factor then
     check.error("interpolate: recompute_scale_factor is not meaningful with an explicit size")
   end
-  local d, sizes, scales = x:dim() - 2, nil, nil
+  local d, sizes, scales = x:dim() - 2, {}, nil
   if opts.size ~= nil then
     sizes = per_dim(opts.size, d, "size", function(v) return math.type(v) == "integer" and v > 0 end,
       "positive integers")
   else
     local sf = per_dim(opts.scale_factor, d, "scale_factor",
       function(v) return type(v) == "number" and v > 0 and v < math.huge end, "positive numbers")
-    sizes = {}
     for i = 1, d do
       sizes[i] = math.floor(x:size(i + 2) * sf[i])
       if sizes[i] < 1 then
@@ -86,7 +85,9 @@ end
 -- x {*, C, H, W} as {B, C, H, W} with B the product of the leading dims (for a 5-D reshape).
 local function lead_of(fn, x)
   check.tensor(x, fn, "input")
-  if x:dim() < 3 then check.error(fn .. ": expected an input of at least 3 dimensions {*, C, H, W}, got " .. shape_str(x)) end
+  if x:dim() < 3 then
+    check.error(fn .. ": expected an input of at least 3 dimensions {*, C, H, W}, got " .. shape_str(x))
+  end
   local lead = {}
   for i = 1, x:dim() - 3 do lead[i] = x:size(i) end
   return lead, x:size(-3), x:size(-2), x:size(-1)
@@ -124,7 +125,8 @@ function M.pixel_unshuffle(x, r)
   local n, perm = #lead, {}
   for i = 1, n do perm[i] = i end
   for _, k in ipairs({1, 3, 5, 2, 4}) do perm[#perm + 1] = n + k end -- C, r, r, H, W
-  return x:reshape(with_lead(lead, C, H // r, r, W // r, r)):permute(perm):reshape(with_lead(lead, C * r * r, H // r, W // r))
+  return x:reshape(with_lead(lead, C, H // r, r, W // r, r)):permute(perm)
+    :reshape(with_lead(lead, C * r * r, H // r, W // r))
 end
 
 --- channel_shuffle(x, groups): x {N, C, ...} with its channels seen as {groups, C / groups}

@@ -57,18 +57,28 @@ local UpsamplingBilinear2d = Upsample:extend("UpsamplingBilinear2d")
 UpsamplingBilinear2d._fixed = {mode = "bilinear", align_corners = true}
 classes.UpsamplingBilinear2d = UpsamplingBilinear2d
 
--- A module holding one positive integer factor and calling F[fname](x, factor).
-local function factor_layer(name, field, fname)
-  local cls = class(name)
-  cls.init = function(self, r)
-    self[field] = check.integer_min(r, name, field, 1)
-  end
+-- The forward and repr of a module holding one positive integer factor `field`, calling F[fname].
+local function factor_layer(cls, field, fname)
   cls.forward = function(self, x) return F[fname](x, self[field]) end
   cls.extra_repr = function(self) return field .. "=" .. self[field] end
 end
-factor_layer("PixelShuffle", "upscale_factor", "pixel_shuffle")
-factor_layer("PixelUnshuffle", "downscale_factor", "pixel_unshuffle")
-factor_layer("ChannelShuffle", "groups", "channel_shuffle")
+
+local PixelShuffle = class("PixelShuffle")
+factor_layer(PixelShuffle, "upscale_factor", "pixel_shuffle")
+--- @param r upscale_factor: {*, C r^2, H, W} -> {*, C, H r, W r}
+function PixelShuffle:init(r) self.upscale_factor = check.integer_min(r, "PixelShuffle", "upscale_factor", 1) end
+
+local PixelUnshuffle = class("PixelUnshuffle")
+factor_layer(PixelUnshuffle, "downscale_factor", "pixel_unshuffle")
+--- @param r downscale_factor: {*, C, H r, W r} -> {*, C r^2, H, W}
+function PixelUnshuffle:init(r)
+  self.downscale_factor = check.integer_min(r, "PixelUnshuffle", "downscale_factor", 1)
+end
+
+local ChannelShuffle = class("ChannelShuffle")
+factor_layer(ChannelShuffle, "groups", "channel_shuffle")
+--- @param groups the channels {groups, C / groups} are transposed to {C / groups, groups}
+function ChannelShuffle:init(groups) self.groups = check.integer_min(groups, "ChannelShuffle", "groups", 1) end
 
 local Bilinear = class("Bilinear")
 
@@ -120,7 +130,9 @@ function Unflatten:forward(x)
   return y
 end
 
-function Unflatten:extra_repr() return "dim=" .. self.dim .. ", unflattened_size=" .. list_text(self.unflattened_size) end
+function Unflatten:extra_repr()
+  return "dim=" .. self.dim .. ", unflattened_size=" .. list_text(self.unflattened_size)
+end
 
 if type(rawget(dle, "nn")) == "table" then
   for name, cls in pairs(classes) do rawget(dle, "nn")[name] = cls end
