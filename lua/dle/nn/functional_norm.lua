@@ -25,6 +25,20 @@ end
 
 local function flat(t, C) return t and t:reshape(C) end
 
+--- _update_running_stats(running_mean, running_var, stats, n, momentum): the running statistics'
+-- in-place update from stats {C, 2} (mean, biased variance of n values each), without recording:
+-- running = (1 - momentum) running + momentum batch, with the unbiased variance (batch_norm and
+-- instance_norm share it).
+function M._update_running_stats(running_mean, running_var, stats, n, momentum)
+  dle.no_grad(function()
+    local s = stats:detach()
+    local bm = s:select(2, 1):to(running_mean:dtype()):reshape(running_mean:shape())
+    local bv = (s:select(2, 2) * (n / (n - 1))):to(running_var:dtype()):reshape(running_var:shape())
+    running_mean:mul_(1 - momentum):add_(bm * momentum)
+    running_var:mul_(1 - momentum):add_(bv * momentum)
+  end)
+end
+
 --- group_norm(x, num_groups, weight, bias, eps): normalizes x {N, C, ...} over each sample's
 -- groups of C / num_groups consecutive channels (mean and biased variance), then scales by weight
 -- {C} and adds bias {C} (either may be nil).
@@ -72,15 +86,10 @@ function M.instance_norm(x, running_mean, running_var, weight, bias, use_input_s
   end
   local y, stats = dle.group_norm(x, C, flat(weight, C), flat(bias, C), eps)
   if running_mean ~= nil then
-    local n = x:numel() // (N * C)
-    local m = momentum == nil and 0.1 or momentum
-    dle.no_grad(function()
-      local s = stats:detach():reshape(N, C, 2)
-      local bm = s:select(3, 1):mean(1):to(running_mean:dtype()):reshape(running_mean:shape())
-      local bv = (s:select(3, 2):mean(1) * (n / (n - 1))):to(running_var:dtype()):reshape(running_var:shape())
-      running_mean:mul_(1 - m):add_(bm * m)
-      running_var:mul_(1 - m):add_(bv * m)
-    end)
+    -- the samples' statistics averaged over the batch, as PyTorch's
+    local averaged = stats:detach():reshape(N, C, 2):mean(1)
+    M._update_running_stats(running_mean, running_var, averaged, x:numel() // (N * C),
+      momentum == nil and 0.1 or momentum)
   end
   return y
 end
@@ -109,6 +118,8 @@ function M.local_response_norm(x, size, alpha, beta, k)
   return x / (sum * (alpha / size) + k) ^ beta
 end
 
-for name, fn in pairs(M) do F[name] = fn end
+for name, fn in pairs(M) do
+  if not name:match("^_") then F[name] = fn end -- the helper stays internal
+end
 
 return M
