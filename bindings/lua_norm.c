@@ -1,6 +1,7 @@
 /* lua_norm.c — the fused normalization ops for Lua:
  *   dle.layer_norm(x, normalized_shape, weight, bias, eps) -> y, stats
  *   dle.batch_norm(x, weight, bias, running_mean, running_var, training, eps) -> y, stats
+ *   dle.group_norm(x, num_groups, weight, bias, eps) -> y, stats {N * num_groups, 2}
  * (also as methods of x). normalized_shape is the size of the last dim or a table of the trailing
  * sizes; weight, bias and (when training) the running statistics may be nil; eps defaults to
  * 1e-5. stats {rows or C, 2} holds the mean and biased variance used (dle.batch_norm does not
@@ -9,7 +10,9 @@
  *   gy:layer_norm_grad_input(x, stats, weight_or_nil, normalized_shape, eps)
  *   gy:layer_norm_grad_affine(x, stats, normalized_shape, eps) -> gw, gb
  *   gy:batch_norm_grad_input(x, stats, weight_or_nil, eps)
- *   gy:batch_norm_grad_affine(x, stats, eps) -> gw, gb */
+ *   gy:batch_norm_grad_affine(x, stats, eps) -> gw, gb
+ *   gy:group_norm_grad_input(x, stats, weight_or_nil, num_groups, eps)
+ *   gy:group_norm_grad_affine(x, stats, num_groups, eps) -> gw, gb */
 #include "lua_util.h"
 #include "../engine/dle.h"
 
@@ -84,6 +87,33 @@ static int l_batch_norm(lua_State *L) {
   return push2(L, y, stats);
 }
 
+static int l_group_norm(lua_State *L) {
+  const char *fn = "group_norm";
+  dle_tensor *x = dle_lua_check(L, 1), *y = NULL, *stats = NULL;
+  lua_Integer groups = luaL_checkinteger(L, 2);
+  dle_tensor *w = opt_tensor(L, 3, fn, "weight"), *b = opt_tensor(L, 4, fn, "bias");
+  DLE_LUA_TRY(L, dle_group_norm(&y, &stats, x, groups, w, b, eps_at(L, 5, fn)));
+  return push2(L, y, stats);
+}
+
+static int group_norm_grad(lua_State *L, bool affine) {
+  const char *fn = affine ? "group_norm_grad_affine" : "group_norm_grad_input";
+  dle_tensor *gy = dle_lua_check(L, 1), *x = dle_lua_check(L, 2), *stats = dle_lua_check(L, 3);
+  dle_tensor *w = affine ? NULL : opt_tensor(L, 4, fn, "weight"), *r = NULL, *gb = NULL;
+  int arg = affine ? 4 : 5;
+  lua_Integer groups = luaL_checkinteger(L, arg);
+  double eps = eps_at(L, arg + 1, fn);
+  if (affine) {
+    DLE_LUA_TRY(L, dle_group_norm_grad_affine(&r, &gb, gy, x, stats, groups, eps));
+    return push2(L, r, gb);
+  }
+  DLE_LUA_TRY(L, dle_group_norm_grad_input(&r, gy, x, stats, w, groups, eps));
+  dle_lua_push(L, r);
+  return 1;
+}
+static int l_group_norm_grad_input(lua_State *L) { return group_norm_grad(L, false); }
+static int l_group_norm_grad_affine(lua_State *L) { return group_norm_grad(L, true); }
+
 /* The normalization layers' gradients, methods of gy: (x, stats, w, k, eps) for layer_norm's input,
  * (x, stats, k, eps) for its weight and bias; batch_norm's take no k. */
 static int norm_grad(lua_State *L, bool layer, bool affine) {
@@ -112,12 +142,15 @@ static int l_batch_norm_grad_affine(lua_State *L) { return norm_grad(L, false, t
 void dle_lua_open_norm(lua_State *L, int module, int methods) {
   // clang-format off
   static const luaL_Reg both[] = {
-      {"layer_norm", l_layer_norm}, {"batch_norm", l_batch_norm}, {NULL, NULL}};
+      {"layer_norm", l_layer_norm}, {"batch_norm", l_batch_norm},
+      {"group_norm", l_group_norm}, {NULL, NULL}};
   static const luaL_Reg grads[] = {
       {"layer_norm_grad_input", l_layer_norm_grad_input},
       {"layer_norm_grad_affine", l_layer_norm_grad_affine},
       {"batch_norm_grad_input", l_batch_norm_grad_input},
-      {"batch_norm_grad_affine", l_batch_norm_grad_affine}, {NULL, NULL}};
+      {"batch_norm_grad_affine", l_batch_norm_grad_affine},
+      {"group_norm_grad_input", l_group_norm_grad_input},
+      {"group_norm_grad_affine", l_group_norm_grad_affine}, {NULL, NULL}};
   // clang-format on
   dle_lua_register(L, module, methods, NULL, both, grads);
 }

@@ -607,6 +607,32 @@ dle_status dle_batch_norm_grad_input(dle_tensor **gx, dle_tensor *gy, dle_tensor
                                      dle_tensor *stats, dle_tensor *w, double eps);
 dle_status dle_batch_norm_grad_affine(dle_tensor **gw, dle_tensor **gb, dle_tensor *gy,
                                       dle_tensor *x, dle_tensor *stats, double eps);
+/* Normalization of x {N, C, ...} over each sample's groups of C / groups channels (C divisible
+ * by groups); w, b {C} may be NULL. stats: {N * groups, 2}. Its gradients as for batch_norm. */
+dle_status dle_group_norm(dle_tensor **y, dle_tensor **stats, dle_tensor *x, int64_t groups,
+                          dle_tensor *w, dle_tensor *b, double eps);
+dle_status dle_group_norm_grad_input(dle_tensor **gx, dle_tensor *gy, dle_tensor *x,
+                                     dle_tensor *stats, dle_tensor *w, int64_t groups, double eps);
+dle_status dle_group_norm_grad_affine(dle_tensor **gw, dle_tensor **gb, dle_tensor *gy,
+                                      dle_tensor *x, dle_tensor *stats, int64_t groups, double eps);
+
+/* ---------------------------------------------------------------- resampling */
+/* PyTorch's interpolate over the d = 1..3 spatial dims of x {N, C, ...} (engine/ops/resample.c;
+ * the index rules in engine/kernel/resample_geom.h). */
+typedef enum {
+  DLE_RESAMPLE_NEAREST,
+  DLE_RESAMPLE_NEAREST_EXACT,
+  DLE_RESAMPLE_LINEAR, /* linear, bilinear, trilinear by d */
+  DLE_RESAMPLE_CUBIC,
+  DLE_RESAMPLE_NUM_MODES
+} dle_resample_mode;
+/* y {N, C, sizes[0..d)}; scales (NULL or d entries, 0 for none) are the scale factors the source
+ * indices use instead of in / out, as PyTorch's scale_factor without recompute_scale_factor. */
+dle_status dle_upsample(dle_tensor **out, dle_tensor *x, int d, const int64_t *sizes,
+                        dle_resample_mode mode, bool align_corners, const double *scales);
+/* The adjoint of upsample: gy {N, C, ...} -> gx {N, C, in_sizes[0..d)}. */
+dle_status dle_upsample_backward(dle_tensor **gx, dle_tensor *gy, int d, const int64_t *in_sizes,
+                                 dle_resample_mode mode, bool align_corners, const double *scales);
 
 /* ---------------------------------------------------------------- cross-entropy, embedding, dropout, attention */
 /* Softmax cross-entropy, embedding, dropout and scaled dot-product attention (engine/ops/losses.c,

@@ -655,27 +655,30 @@ function H.tmpdir()
   return dir
 end
 
-
---- Compares cases {name, f(a, b, c), PyTorch expression of a, b, c, {input tensors}} with PyTorch in
--- float64: each value, and the gradients of sum(y * w) for w = arange(numel) / 7 with respect to
--- every input; tol = {value, gradient} (default 1e-10 both). Call when H.torch_available().
-function H.compare_with_torch(cases, tol)
-  tol = tol or {}
-  local F64 = {dtype = "float64"}
-  local tensors, lines, names = {}, {"import warnings", "warnings.filterwarnings('ignore')"}, {"a", "b", "c"}
+--- Compares cases with PyTorch in float64, values and gradients, in one python run. Each case is
+-- {name, dle function of the inputs, PyTorch expression of a, b, c, d (its inputs, in order), inputs};
+-- the gradient is that of sum(y * w) for w = arange(numel) / 7, taken with respect to every input.
+-- tol is one tolerance or {value, gradient} (default 1e-10). Returns false (after pending) when
+-- torch is missing.
+function H.compare_with_torch(cases, tol, pending)
+  if H.without_torch(pending) then return false end
+  local value_tol = type(tol) == "table" and tol[1] or tol or 1e-10
+  local grad_tol = type(tol) == "table" and tol[2] or tol or 1e-10
+  local tensors, names = {}, {"a", "b", "c", "d"}
+  local lines = {"import warnings", "warnings.filterwarnings('ignore')"}
   for i, c in ipairs(cases) do
-    local py, xs = c[3], {}
+    local py, list = c[3], {}
     for k, t in ipairs(c[4]) do
       tensors[names[k] .. i] = t
       py = py:gsub("%f[%w]" .. names[k] .. "%f[%W]", names[k] .. i)
-      xs[k] = names[k] .. i
+      list[k] = names[k] .. i
     end
-    lines[#lines + 1] = "xs = [" .. table.concat(xs, ", ") .. "]"
-    lines[#lines + 1] = "for t in xs: t.requires_grad_()"
+    lines[#lines + 1] = string.format("xs%d = [%s]", i, table.concat(list, ", "))
+    lines[#lines + 1] = "for t in xs" .. i .. ": t.requires_grad_()"
     lines[#lines + 1] = "y = " .. py
     lines[#lines + 1] = "p(y)"
     lines[#lines + 1] = "w = torch.arange(y.numel(), dtype=torch.float64).reshape(y.shape) / 7"
-    lines[#lines + 1] = "g = torch.autograd.grad((y * w).sum(), xs)"
+    lines[#lines + 1] = "g = torch.autograd.grad((y * w).sum(), xs" .. i .. ")"
     lines[#lines + 1] = "p(torch.cat([t.reshape(-1) for t in g]))"
   end
   local out = H.run_torch(tensors, lines)
@@ -684,13 +687,14 @@ function H.compare_with_torch(cases, tol)
     local xs = {}
     for k, t in ipairs(c[4]) do xs[k] = t:clone():requires_grad_() end
     local y = c[2](table.unpack(xs))
-    H.assert_torch_numbers(y:reshape(-1):totable(), out[2 * i - 1], tol[1] or 1e-10, c[1] .. ": value")
-    local w = dle.arange(0, y:numel(), F64):reshape(y:shape()) / 7
+    H.assert_torch_numbers(y:reshape(-1):totable(), out[2 * i - 1], value_tol, c[1] .. ": value")
+    local w = dle.arange(0, y:numel(), {dtype = "float64"}):reshape(y:shape()) / 7
     local g = dle.grad((y * w):sum(), xs)
     local flat = {}
     for _, t in ipairs(g) do for _, v in ipairs(t:reshape(-1):totable()) do flat[#flat + 1] = v end end
-    H.assert_torch_numbers(flat, out[2 * i], tol[2] or 1e-10, c[1] .. ": gradient")
+    H.assert_torch_numbers(flat, out[2 * i], grad_tol, c[1] .. ": gradient")
   end
+  return true
 end
 
 return H

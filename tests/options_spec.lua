@@ -289,6 +289,20 @@ local with_options = {
   ["nn.AvgPool1d"] = {function(o) return nn.AvgPool1d(2, 2, o) end, "AvgPool1d"},
   ["nn.AdaptiveMaxPool1d"] = {function(o) return nn.AdaptiveMaxPool1d(2, o) end, "AdaptiveMaxPool1d"},
   ["nn.AdaptiveMaxPool2d"] = {function(o) return nn.AdaptiveMaxPool2d(2, o) end, "AdaptiveMaxPool2d"},
+  -- normalization and resampling layers (lua/dle/nn/norm_layers.lua, resample_layers.lua)
+  ["nn.GroupNorm"] = {function(o) return nn.GroupNorm(1, 2, o) end, "GroupNorm"},
+  ["nn.InstanceNorm1d"] = {function(o) return nn.InstanceNorm1d(2, o) end, "InstanceNorm1d"},
+  ["nn.InstanceNorm2d"] = {function(o) return nn.InstanceNorm2d(2, o) end, "InstanceNorm2d"},
+  ["nn.InstanceNorm3d"] = {function(o) return nn.InstanceNorm3d(2, o) end, "InstanceNorm3d"},
+  ["nn.LocalResponseNorm"] = {function(o) return nn.LocalResponseNorm(2, o) end, "LocalResponseNorm"},
+  ["nn.Upsample"] = {function(o) o.size = 2; return nn.Upsample(o) end, "Upsample"},
+  ["nn.UpsamplingNearest2d"] = {function(o) o.size = 2; return nn.UpsamplingNearest2d(o) end, "UpsamplingNearest2d"},
+  ["nn.UpsamplingBilinear2d"] = {function(o) o.size = 2; return nn.UpsamplingBilinear2d(o) end,
+                                 "UpsamplingBilinear2d"},
+  ["nn.Bilinear"] = {function(o) return nn.Bilinear(2, 2, 2, o) end, "Bilinear"},
+  ["nn.functional.interpolate"] = {function(o) o.size = 2; return F.interpolate(img, o) end, "interpolate"},
+  ["upsample"] = {function(o) return dle.upsample(img, {2, 2}, o) end, "upsample"},
+  ["upsample_backward"] = {function(o) return img:upsample_backward({2, 2}, o) end, "upsample_backward"},
 }
 -- the losses dle and dle.nn.functional both have, called with the same arguments
 for name, target in pairs({cross_entropy = t, nll_loss = t, mse_loss = x, binary_cross_entropy_with_logits = x}) do
@@ -302,12 +316,14 @@ local without_options = {
         "Softmax", "LogSoftmax", "functional", "init", "utils", "LeakyReLU", "ELU", "SELU", "CELU", "Softplus",
         "Softsign", "Mish", "Hardswish", "Hardsigmoid", "Hardtanh", "ReLU6", "GLU", "LogSigmoid", "Softmin",
         "Tanhshrink", "Softshrink", "Hardshrink", "ModuleList", "ModuleDict", "AdaptiveAvgPool1d",
-        "AdaptiveAvgPool2d"},
+        "AdaptiveAvgPool2d", "PixelShuffle", "PixelUnshuffle", "ChannelShuffle", "Unflatten"},
   ["nn.functional"] = {"relu", "gelu", "silu", "tanh", "sigmoid", "softmax", "log_softmax", "linear",
                        "layer_norm", "one_hot", "causal_mask", "leaky_relu", "elu", "selu", "celu", "softplus",
                        "softsign", "mish", "hardswish", "hardsigmoid", "hardtanh", "relu6", "prelu", "glu",
                        "logsigmoid", "softmin", "tanhshrink", "softshrink", "hardshrink", "cosine_similarity",
-                       "normalize", "pairwise_distance", "adaptive_avg_pool1d", "adaptive_avg_pool2d"},
+                       "normalize", "pairwise_distance", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
+                       "group_norm", "instance_norm", "local_response_norm", "pixel_shuffle", "pixel_unshuffle",
+                       "channel_shuffle", "bilinear"},
   ["nn.init"] = {"calculate_fans", "calculate_gain", "constant_", "ones_", "zeros_"},
   ["nn.utils"] = {"parameters_to_vector", "vector_to_parameters"},
   -- Optimizer is the base class; ZeroRedundancyOptimizer checks its options with the optimizer

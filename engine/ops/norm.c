@@ -1,5 +1,5 @@
 /* norm.c — shape and dtype rules and public wrappers of the normalization layers (kind NORM in
- * ops.def): layer_norm, batch_norm and their backward ops. Gradient rules: ops/norm_grad.c.
+ * ops.def): layer_norm, batch_norm, group_norm and their backward ops. Gradient rules: ops/norm_grad.c.
  *
  * x, gy, weight and bias compute in their promoted float dtype (integers in float32); the
  * statistics (stats, running_mean, running_var) in float32, or float64 for float64. The kernels
@@ -18,7 +18,7 @@ static dle_status read_args(dle_op op, dle_tensor *const *ins, int nin, const dl
                             norm_args *r) {
   const char *fn = dle_op_get_info(op)->name;
   *r = (norm_args){0};
-  if (op == DLE_OP_LAYER_NORM || op == DLE_OP_BATCH_NORM) {
+  if (op == DLE_OP_LAYER_NORM || op == DLE_OP_BATCH_NORM || op == DLE_OP_GROUP_NORM) {
     bool eval = op == DLE_OP_BATCH_NORM && !a->ints[0];
     int want = 1 + (a->ints[1] != 0) + (a->ints[2] != 0) + (eval ? 2 : 0), i = 1;
     if (nin != want)
@@ -31,7 +31,8 @@ static dle_status read_args(dle_op op, dle_tensor *const *ins, int nin, const dl
     if (eval) r->rmean = ins[i++], r->rvar = ins[i++];
     return DLE_OK;
   }
-  bool gin = op == DLE_OP_LAYER_NORM_GRAD_INPUT || op == DLE_OP_BATCH_NORM_GRAD_INPUT;
+  bool gin = op == DLE_OP_LAYER_NORM_GRAD_INPUT || op == DLE_OP_BATCH_NORM_GRAD_INPUT ||
+             op == DLE_OP_GROUP_NORM_GRAD_INPUT;
   if (nin < 3 || nin > (gin ? 4 : 3))
     return dle_error("%s: expected %s tensor inputs (grad_output, x, stats%s), got %d", fn,
                      gin ? "3 or 4" : "3", gin ? "[, weight]" : "", nin);
@@ -69,6 +70,11 @@ static dle_status check_shapes(dle_op op, const norm_args *r, const dle_attrs *a
     if (x->ndim < 2)
       return dle_error("%s: expected an input of at least 2 dims {N, C, ...}, got %s", fn,
                        SHAPE(x));
+    int64_t G = a->ints[0];
+    if (dle_norm_is_group(op) && (G < 1 || x->sizes[1] % G != 0))
+      return dle_error(
+          "%s: num_groups %lld must be positive and divide the %lld channels of input %s", fn,
+          (long long)G, (long long)x->sizes[1], SHAPE(x));
     *pn = 1;
     psizes[0] = x->sizes[1];
     DLE_TRY(need_shape(fn, "weight", r->w, 1, psizes, "one per channel", x));
@@ -114,7 +120,8 @@ dle_status dle_forward_norm(dle_op op, dle_tensor **outs, dle_tensor *const *ins
 
   /* results: y and stats, or gx, or gw and gb of the parameters' shape */
   dle_result_spec res[2] = {{.dtype = dt}, {.dtype = dt}};
-  if (op == DLE_OP_LAYER_NORM_GRAD_AFFINE || op == DLE_OP_BATCH_NORM_GRAD_AFFINE) {
+  if (op == DLE_OP_LAYER_NORM_GRAD_AFFINE || op == DLE_OP_BATCH_NORM_GRAD_AFFINE ||
+      op == DLE_OP_GROUP_NORM_GRAD_AFFINE) {
     for (int k = 0; k < 2; k++)
       res[k].ndim = pn, memcpy(res[k].sizes, psizes, sizeof(int64_t) * (size_t)pn);
   } else {
@@ -137,11 +144,14 @@ enum {
 dle_flops_rule dle_flops_norm(dle_op op) {
   switch (op) {
     case DLE_OP_LAYER_NORM:
-    case DLE_OP_BATCH_NORM: return dle_flops_per_in(PER_NORM);
+    case DLE_OP_BATCH_NORM:
+    case DLE_OP_GROUP_NORM: return dle_flops_per_in(PER_NORM);
     case DLE_OP_LAYER_NORM_GRAD_INPUT:
-    case DLE_OP_BATCH_NORM_GRAD_INPUT: return dle_flops_per_in(PER_NORM_GRAD_INPUT);
+    case DLE_OP_BATCH_NORM_GRAD_INPUT:
+    case DLE_OP_GROUP_NORM_GRAD_INPUT: return dle_flops_per_in(PER_NORM_GRAD_INPUT);
     case DLE_OP_LAYER_NORM_GRAD_AFFINE:
-    case DLE_OP_BATCH_NORM_GRAD_AFFINE: return dle_flops_per_in(PER_NORM_GRAD_AFFINE);
+    case DLE_OP_BATCH_NORM_GRAD_AFFINE:
+    case DLE_OP_GROUP_NORM_GRAD_AFFINE: return dle_flops_per_in(PER_NORM_GRAD_AFFINE);
     default: return dle_flops_none();
   }
 }
@@ -221,4 +231,28 @@ dle_status dle_batch_norm_grad_affine(dle_tensor **gw, dle_tensor **gb, dle_tens
   if (!gy || !x || !stats)
     return dle_error("batch_norm_grad_affine: grad_output, x and stats are required");
   return call_norm(DLE_OP_BATCH_NORM_GRAD_AFFINE, gw, gb, (dle_tensor *[]){gy, x, stats}, 3, &a);
+}
+
+dle_status dle_group_norm(dle_tensor **y, dle_tensor **stats, dle_tensor *x, int64_t groups,
+                          dle_tensor *w, dle_tensor *b, double eps) {
+  dle_attrs a = norm_attrs(groups, w != NULL, b != NULL, eps);
+  return call_norm(DLE_OP_GROUP_NORM, y, stats, (dle_tensor *[]){x, w, b}, 3, &a);
+}
+
+dle_status dle_group_norm_grad_input(dle_tensor **gx, dle_tensor *gy, dle_tensor *x,
+                                     dle_tensor *stats, dle_tensor *w, int64_t groups, double eps) {
+  dle_attrs a = norm_attrs(groups, w != NULL, false, eps);
+  if (!gy || !x || !stats)
+    return dle_error("group_norm_grad_input: grad_output, x and stats are required");
+  return call_norm(DLE_OP_GROUP_NORM_GRAD_INPUT, gx, NULL, (dle_tensor *[]){gy, x, stats, w}, 4,
+                   &a);
+}
+
+dle_status dle_group_norm_grad_affine(dle_tensor **gw, dle_tensor **gb, dle_tensor *gy,
+                                      dle_tensor *x, dle_tensor *stats, int64_t groups,
+                                      double eps) {
+  dle_attrs a = norm_attrs(groups, false, false, eps);
+  if (!gy || !x || !stats)
+    return dle_error("group_norm_grad_affine: grad_output, x and stats are required");
+  return call_norm(DLE_OP_GROUP_NORM_GRAD_AFFINE, gw, gb, (dle_tensor *[]){gy, x, stats}, 3, &a);
 }

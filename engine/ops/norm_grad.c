@@ -15,7 +15,9 @@
  *   dL/dx  = -r^2 (c u + mean(u xhat) g)      dL/dm = -sum dL/dx
  *   dL/dv  = -r^3/2 * n (mean(u g) - a mean(u) - 3 c mean(u xhat))
  * Everything is written with dle ops (the gradient ops included), so it is differentiable again.
- * batch_norm in eval mode is the affine map y = (x - m) r w + b with constant m, v. */
+ * batch_norm in eval mode is the affine map y = (x - m) r w + b with constant m, v.
+ * group_norm is the same with x seen as {N, G, C / G, HW}, statistics {N, G, 1, 1} and the weight
+ * {1, G, C / G, 1}. */
 #include "../autograd.h"
 #include "../internal.h"
 #include "../kernel/norm_geom.h"
@@ -114,9 +116,10 @@ static dle_status ex_finish(ex *E, int n, dle_tensor **const *dst, dle_tensor *c
  * statistic as {Q, 1} / {1, Q, 1}; a weight as {1, S} / {1, Q, 1} ---- */
 typedef struct {
   bool layer;
-  int k;  /* layer_norm: normalized dims */
-  int nd; /* 2 or 3 */
-  int64_t xv[3], sv[3], wv[3], q;
+  int k;          /* layer_norm: normalized dims */
+  int64_t groups; /* group_norm: 0 for the others */
+  int nd;         /* 2, 3 or 4 */
+  int64_t xv[4], sv[4], wv[4], q;
   double n, eps;
   int xnd, pnd;
   int64_t xs[DLE_MAX_DIMS], ps[DLE_MAX_DIMS]; /* x's and the weight's own shapes */
@@ -137,6 +140,14 @@ static views views_of(dle_op op, int xnd, const int64_t *xs, const dle_attrs *a)
     v.xv[0] = g.q, v.xv[1] = g.s, v.sv[0] = g.q, v.sv[1] = 1, v.wv[0] = 1, v.wv[1] = g.s;
     v.pnd = v.k;
     memcpy(v.ps, xs + xnd - v.k, sizeof(int64_t) * (size_t)v.k);
+  } else if (g.groups) {
+    int64_t G = g.groups, cg = g.hw ? g.s / g.hw : 0;
+    v.groups = G;
+    v.nd = 4;
+    v.xv[0] = xs[0], v.xv[1] = G, v.xv[2] = cg, v.xv[3] = g.hw;
+    v.sv[0] = xs[0], v.sv[1] = G, v.sv[2] = 1, v.sv[3] = 1;
+    v.wv[0] = 1, v.wv[1] = G, v.wv[2] = cg, v.wv[3] = 1;
+    v.pnd = 1, v.ps[0] = xs[1];
   } else {
     v.nd = 3;
     v.xv[0] = g.p, v.xv[1] = g.q, v.xv[2] = g.s;
@@ -212,8 +223,9 @@ static dle_tensor *grad_input(ex *E, const views *v, dle_tensor *gy, dle_tensor 
                               dle_tensor *stats, dle_tensor *w) {
   dle_tensor *r = NULL;
   if (!ex_go(E, gy, x) || !ex_go(E, stats, stats)) return NULL;
-  dle_status st = v->layer ? dle_layer_norm_grad_input(&r, gy, x, stats, w, v->k, v->eps)
-                           : dle_batch_norm_grad_input(&r, gy, x, stats, w, v->eps);
+  dle_status st = v->layer    ? dle_layer_norm_grad_input(&r, gy, x, stats, w, v->k, v->eps)
+                  : v->groups ? dle_group_norm_grad_input(&r, gy, x, stats, w, v->groups, v->eps)
+                              : dle_batch_norm_grad_input(&r, gy, x, stats, w, v->eps);
   return ex_keep(E, st, &r);
 }
 
@@ -223,7 +235,9 @@ static void grad_affine(ex *E, const views *v, dle_tensor *gy, dle_tensor *x, dl
   *gw = *gb = NULL;
   if (!ex_go(E, gy, x) || !ex_go(E, stats, stats)) return;
   dle_status st = v->layer ? dle_layer_norm_grad_affine(&rw, &rb, gy, x, stats, v->k, v->eps)
-                           : dle_batch_norm_grad_affine(&rw, &rb, gy, x, stats, v->eps);
+                  : v->groups
+                      ? dle_group_norm_grad_affine(&rw, &rb, gy, x, stats, v->groups, v->eps)
+                      : dle_batch_norm_grad_affine(&rw, &rb, gy, x, stats, v->eps);
   *gw = ex_keep(E, st, &rw);
   *gb = ex_keep(E, st, &rb);
 }
@@ -428,5 +442,10 @@ void dle_grad_register_norm(dle_grad_rule *r) {
   r[DLE_OP_LAYER_NORM_GRAD_AFFINE] =
       (dle_grad_rule){vjp_grad_affine, jvp_grad_affine, DLE_SAVE_ALL, false};
   r[DLE_OP_BATCH_NORM_GRAD_AFFINE] =
+      (dle_grad_rule){vjp_grad_affine, jvp_grad_affine, DLE_SAVE_ALL, false};
+  r[DLE_OP_GROUP_NORM] = (dle_grad_rule){vjp_norm, jvp_norm, DLE_SAVE_ALL, DLE_SAVE(1)};
+  r[DLE_OP_GROUP_NORM_GRAD_INPUT] =
+      (dle_grad_rule){vjp_grad_input, jvp_grad_input, DLE_SAVE_ALL, false};
+  r[DLE_OP_GROUP_NORM_GRAD_AFFINE] =
       (dle_grad_rule){vjp_grad_affine, jvp_grad_affine, DLE_SAVE_ALL, false};
 }

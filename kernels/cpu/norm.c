@@ -1,4 +1,4 @@
-/* norm.c — CPU kernels of layer_norm, batch_norm and their backward ops (kind NORM).
+/* norm.c — CPU kernels of layer_norm, batch_norm, group_norm and their backward ops (kind NORM).
  *
  * The front door (engine/ops/norm.c) hands over contiguous inputs (x, gy, weight, bias in one
  * float dtype T; statistics in the compute type CT) and contiguous outputs. x is seen as a block
@@ -6,6 +6,7 @@
  * elements, so one loop nest serves layer_norm (P = 1, a run is a row) and batch_norm (a
  * channel's runs are its {H, W} planes across the batch). Work is split over q with OpenMP.
  *
+ * group_norm   is layer_norm-like rows (one per sample and group) with a weight per channel run.
  * forward      per q: mean (pass 1), then the centred sum of squares (pass 2: exact two-pass
  *              variance, not E[x^2] - E[x]^2), then y (pass 3). A layer_norm row is read from
  *              memory once: passes 2 and 3 find it in the cache. Rows go to threads 16 at a time
@@ -150,6 +151,21 @@ static void norm_row_stream(float *y, const float *x, const float *nx, int64_t n
 }
 #endif
 
+/* batch_norm and group_norm scale each channel's run of a row by the channel's own weight. */
+#define PER_CHANNEL(g) ((g)->weight_on_q || (g)->groups)
+/* The runs of statistic q's row that share a weight, for PER_CHANNEL geometries: their count,
+ * *run elements each, weights c0, c0 + 1, ... (batch_norm: one run of S with weight q). */
+static int64_t channel_runs(const dle_norm_geom *g, int64_t q, int64_t *run, int64_t *c0) {
+  if (!g->groups) {
+    *run = g->s, *c0 = q;
+    return 1;
+  }
+  *run = g->hw;
+  int64_t n = g->hw ? g->s / g->hw : 0;
+  *c0 = (q % g->groups) * n;
+  return n;
+}
+
 #define NORM_KERNELS(ID, T, CT)                                                                        \
   /* n <= NORM_BLOCK values of T as CT: the values themselves when T is CT, else converted into buf */ \
   static const CT *block_##ID(const T *x, int64_t n, CT *buf) {                                        \
@@ -199,10 +215,15 @@ static void norm_row_stream(float *y, const float *x, const float *nx, int64_t n
       for (int64_t p = 0; p < P; p++) {                                                                \
         const T *xr = x + (p * Q + q) * S;                                                             \
         T *yr = y + (p * Q + q) * S;                                                                   \
-        if (g->weight_on_q) {                                                                          \
-          CT sc = r * w[q], sh = b[q] - m * sc;                                                        \
-          _Pragma("omp simd")                                                                          \
-          for (int64_t s = 0; s < S; s++) yr[s] = ST_##ID((CT)LD_##ID(xr[s]) * sc + sh);               \
+        if (PER_CHANNEL(g)) {                                                                          \
+          int64_t run, c0, nrun = channel_runs(g, q, &run, &c0);                                       \
+          for (int64_t j = 0; j < nrun; j++) {                                                         \
+            CT sc = r * w[c0 + j], sh = b[c0 + j] - m * sc;                                            \
+            const T *xj = xr + j * run;                                                                \
+            T *yj = yr + j * run;                                                                      \
+            _Pragma("omp simd")                                                                        \
+            for (int64_t s = 0; s < run; s++) yj[s] = ST_##ID((CT)LD_##ID(xj[s]) * sc + sh);           \
+          }                                                                                            \
         } else if (stream && (uintptr_t)yr % 16 == 0) { /* large float32 layer_norm */                 \
           norm_row_stream((float *)(void *)yr, (const float *)(const void *)xr,                        \
                           (const float *)(const void *)(q + 1 < Q ? xr + S : xr), S, (float)m,         \
@@ -221,23 +242,32 @@ static void norm_row_stream(float *y, const float *x, const float *nx, int64_t n
     _Pragma("omp parallel for schedule(static) if (Q > 1 && cpu_parallel(P * Q * S))")                 \
     for (int64_t q = 0; q < Q; q++) {                                                                  \
       CT m = stats[2 * q], r = (CT)(1.0 / sqrt((double)stats[2 * q + 1] + eps));                       \
-      CT wq = g->weight_on_q ? w[q] : 1;                                                               \
+      int64_t run = S, c0 = 0, nrun = PER_CHANNEL(g) ? channel_runs(g, q, &run, &c0) : 0;              \
       double A = 0, B = 0;                                                                             \
       for (int64_t p = 0; p < P; p++) {                                                                \
         int64_t o = (p * Q + q) * S;                                                                   \
-        gsums_##ID(gy + o, x + o, g->weight_on_q ? NULL : w, S, m, &A, &B);                            \
+        if (!PER_CHANNEL(g)) gsums_##ID(gy + o, x + o, w, S, m, &A, &B);                               \
+        for (int64_t j = 0; j < nrun; j++) { /* sums of g = gy w(channel) run by run */                \
+          double a1 = 0, b1 = 0;                                                                       \
+          gsums_##ID(gy + o + j * run, x + o + j * run, NULL, run, m, &a1, &b1);                       \
+          A += w[c0 + j] * a1, B += w[c0 + j] * b1;                                                    \
+        }                                                                                              \
       }                                                                                                \
       /* mean(g) and r * mean(g * xhat) / ... folded: gx = r g - r a - (x - m) r^3 mean(g (x - m)) */  \
-      CT ra = (CT)(r * wq * A / (double)n), k3 = (CT)((double)r * r * r * wq * B / (double)n);         \
-      CT rw = r * wq;                                                                                  \
+      CT ra = (CT)(r * A / (double)n), k3 = (CT)((double)r * r * r * B / (double)n);                   \
       for (int64_t p = 0; p < P; p++) {                                                                \
         int64_t o = (p * Q + q) * S;                                                                   \
         const T *gr = gy + o, *xr = x + o;                                                             \
         T *dr = gx + o;                                                                                \
-        if (g->weight_on_q) {                                                                          \
-          _Pragma("omp simd")                                                                          \
-          for (int64_t s = 0; s < S; s++)                                                              \
-            dr[s] = ST_##ID(rw * (CT)LD_##ID(gr[s]) - ra - ((CT)LD_##ID(xr[s]) - m) * k3);             \
+        if (PER_CHANNEL(g)) {                                                                          \
+          for (int64_t j = 0; j < nrun; j++) {                                                         \
+            CT rw = r * w[c0 + j];                                                                     \
+            const T *gj = gr + j * run, *xj = xr + j * run;                                            \
+            T *dj = dr + j * run;                                                                      \
+            _Pragma("omp simd")                                                                        \
+            for (int64_t s = 0; s < run; s++)                                                          \
+              dj[s] = ST_##ID(rw * (CT)LD_##ID(gj[s]) - ra - ((CT)LD_##ID(xj[s]) - m) * k3);           \
+          }                                                                                            \
         } else { /* layer_norm: fetches the next rows of gy and x meanwhile */                         \
           int64_t nxt = q + 1 < Q ? S : 0;                                                             \
           NORM_LINES(T, S, gr + nxt, xr + nxt,                                                         \
@@ -260,6 +290,21 @@ static void norm_row_stream(float *y, const float *x, const float *nx, int64_t n
           gsums_##ID(gy + o, x + o, NULL, S, m, &A, &B);                                               \
         }                                                                                              \
         gw[q] = ST_##ID(r * B), gb[q] = ST_##ID(A);                                                    \
+      }                                                                                                \
+      return DLE_OK;                                                                                   \
+    }                                                                                                  \
+    if (g->groups) { /* group_norm: channel c's runs, one per sample, each with its own r */           \
+      int64_t G = g->groups, hw = g->hw, cg = hw ? S / hw : 0, N = Q / G;                              \
+      _Pragma("omp parallel for schedule(static) if (cpu_parallel(Q * S))")                            \
+      for (int64_t c = 0; c < G * cg; c++) {                                                           \
+        double A = 0, B = 0;                                                                           \
+        for (int64_t i = 0; i < N; i++) {                                                              \
+          int64_t q = i * G + c / cg, o = q * S + (c % cg) * hw;                                       \
+          double b1 = 0;                                                                               \
+          gsums_##ID(gy + o, x + o, NULL, hw, stats[2 * q], &A, &b1);                                  \
+          B += b1 / sqrt((double)stats[2 * q + 1] + eps);                                              \
+        }                                                                                              \
+        gw[c] = ST_##ID(B), gb[c] = ST_##ID(A);                                                        \
       }                                                                                                \
       return DLE_OK;                                                                                   \
     }                                                                                                  \
@@ -311,7 +356,7 @@ CPU_FLOAT_TYPES(NORM_KERNELS)
 static dle_status cpu_norm(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
                            const dle_attrs *a) {
   const char *fn = dle_op_get_info(op)->name;
-  bool fwd = op == DLE_OP_LAYER_NORM || op == DLE_OP_BATCH_NORM;
+  bool fwd = op == DLE_OP_LAYER_NORM || op == DLE_OP_BATCH_NORM || op == DLE_OP_GROUP_NORM;
   int nout = dle_op_get_info(op)->nout;
   for (int i = 0; i < nin; i++)
     if (!dle_tensor_is_contiguous(ins[i]))
@@ -323,7 +368,7 @@ static dle_status cpu_norm(dle_op op, dle_tensor *const *outs, dle_tensor *const
   dle_norm_geom g = dle_norm_geom_of(op, x, a);
   dle_tensor *w, *b, *rmean, *rvar;
   dle_norm_param_inputs(op, ins, nin, a, &w, &b, &rmean, &rvar);
-  int64_t np = g.weight_on_q ? g.q : g.s;
+  int64_t np = g.weight_on_q ? g.q : g.groups ? g.groups * (g.hw ? g.s / g.hw : 0) : g.s;
   double eps = a->f[0];
   dle_status st = DLE_OK;
 #define CASE(ID, T, CT)                                                                        \
@@ -338,12 +383,14 @@ static dle_status cpu_norm(dle_op op, dle_tensor *const *outs, dle_tensor *const
       switch (op) {                                                                            \
         case DLE_OP_LAYER_NORM:                                                                \
         case DLE_OP_BATCH_NORM:                                                                \
+        case DLE_OP_GROUP_NORM:                                                                \
           forward_##ID(&g, dle_tensor_data(outs[0]), dle_tensor_data(outs[1]),                 \
                        dle_tensor_data(ins[0]), wc, bc, rmean ? dle_tensor_data(rmean) : NULL, \
                        rvar ? dle_tensor_data(rvar) : NULL, eps);                              \
           break;                                                                               \
         case DLE_OP_LAYER_NORM_GRAD_INPUT:                                                     \
         case DLE_OP_BATCH_NORM_GRAD_INPUT:                                                     \
+        case DLE_OP_GROUP_NORM_GRAD_INPUT:                                                     \
           grad_input_##ID(&g, dle_tensor_data(outs[0]), dle_tensor_data(ins[0]),               \
                           dle_tensor_data(ins[1]), dle_tensor_data(ins[2]), wc, eps);          \
           break;                                                                               \
@@ -364,5 +411,6 @@ static dle_status cpu_norm(dle_op op, dle_tensor *const *outs, dle_tensor *const
 void cpu_register_norm(dle_backend *b) {
   CPU_REGISTER(b, cpu_norm, DLE_OP_LAYER_NORM, DLE_OP_LAYER_NORM_GRAD_INPUT,
                DLE_OP_LAYER_NORM_GRAD_AFFINE, DLE_OP_BATCH_NORM, DLE_OP_BATCH_NORM_GRAD_INPUT,
-               DLE_OP_BATCH_NORM_GRAD_AFFINE);
+               DLE_OP_BATCH_NORM_GRAD_AFFINE, DLE_OP_GROUP_NORM, DLE_OP_GROUP_NORM_GRAD_INPUT,
+               DLE_OP_GROUP_NORM_GRAD_AFFINE);
 }

@@ -157,3 +157,20 @@
 -- @function Tensor:gelu_backward_
 -- @param g the gradient of gelu(x)
 -- @treturn dle.Tensor x
+
+--- Building block of group_norm's backward: the gradient of x from gy, x and the forward's stats.
+-- @function Tensor:group_norm_grad_input
+-- @param x the forward's input {N, C, ...}
+-- @param stats the forward's second result {N * num_groups, 2}
+-- @param weight the forward's weight, or nil
+-- @param num_groups as given to the forward
+-- @param[opt] eps default 1e-5
+-- @treturn dle.Tensor gradient of x
+
+--- Building block of group_norm's backward: the gradients of its weight and bias {C}.
+-- @function Tensor:group_norm_grad_affine
+-- @param x the forward's input
+-- @param stats the forward's second result
+-- @param num_groups as given to the forward
+-- @param[opt] eps default 1e-5
+-- @return gradient of the weight, gradient of the bias

@@ -72,6 +72,20 @@
 -- @param[opt] eps number (default 1e-5)
 -- @return y (x's shape), stats {C, 2}
 
+--- Normalizes x {N, C, ...} over each sample's groups of C / num_groups consecutive channels (group
+-- norm) and returns y and the statistics used: y = (x - mean) / sqrt(var + eps) * weight + bias,
+-- with the mean and biased variance of each (sample, group). weight and bias {C} may be nil; eps
+-- defaults to 1e-5. stats is {N * num_groups, 2}, float32 (float64 for float64 x). Differentiable
+-- in x, weight and bias. `F.group_norm`, `F.instance_norm` (num_groups = C), `nn.GroupNorm` and
+-- `nn.InstanceNorm1d/2d/3d` call it.
+-- @function dle.group_norm
+-- @tparam dle.Tensor x {N, C, ...}
+-- @param num_groups positive integer dividing C
+-- @param[opt] weight tensor {C} or nil
+-- @param[opt] bias tensor {C} or nil
+-- @param[opt] eps number (default 1e-5)
+-- @return y (x's shape), stats {N * num_groups, 2}
+
 --- Returns the softmax cross-entropy of logits {N, C} against int64 class targets {N} (1-based).
 -- loss_i = logsumexp(x_i) - (1 - eps) x[i, t_i] - eps/C sum_c x[i, c], with eps the
 -- `label_smoothing`; targets equal to `ignore_index` give 0 and do not count in the mean. The

@@ -73,16 +73,9 @@ function M.batch_norm(x, running_mean, running_var, weight, bias, training, mome
     not use_batch and flat(running_var) or nil, use_batch, eps)
   if training and running_mean ~= nil then
     -- running = (1 - m) running + m batch, with the unbiased variance for the running estimate
-    local n = x:numel() // C
     local m = momentum
     if opts and opts.cumulative then m = 1 / (opts.num_batches_tracked or 1) end
-    dle.no_grad(function()
-      local s = stats:detach()
-      local bm = s:select(2, 1):to(running_mean:dtype()):reshape(running_mean:shape())
-      local bv = (s:select(2, 2) * (n / (n - 1))):to(running_var:dtype()):reshape(running_var:shape())
-      running_mean:mul_(1 - m):add_(bm * m)
-      running_var:mul_(1 - m):add_(bv * m)
-    end)
+    require("dle.nn.functional_norm")._update_running_stats(running_mean, running_var, stats, x:numel() // C, m)
   end
   return y
 end

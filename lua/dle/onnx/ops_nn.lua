@@ -281,14 +281,9 @@ N.BatchNormalization = function(ctx, x, scale, bias, mean, var)
   return y, mean * m + bm * (1 - m), var * m + bv * (1 - m)
 end
 
+-- the fused group_norm op with one group per channel
 N.InstanceNormalization = function(ctx, x, scale, bias)
-  local d = spatial_dims(x)
-  local mean = x:mean(d, true)
-  local c = x - mean
-  local var = (c * c):mean(d, true)
-  local shape = {1, x:size(2)}
-  for _ = 3, x:dim() do shape[#shape + 1] = 1 end
-  return c / (var + (ctx.a.epsilon or 1e-5)):sqrt() * scale:reshape(shape) + bias:reshape(shape)
+  return (dle.group_norm(x, x:size(2), scale, bias, ctx.a.epsilon or 1e-5))
 end
 
 -- Also returns the Mean and InvStdDev outputs: x's shape with the normalized dims set to 1.
