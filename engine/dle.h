@@ -428,6 +428,21 @@ dle_status dle_softmax(dle_op op, dle_tensor **out, dle_tensor *x, int dim);
 dle_status dle_scan(dle_op op, dle_tensor **out, dle_tensor **indices, dle_tensor *x, int dim,
                     bool reverse, int64_t index_base);
 
+/* ---------------------------------------------------------------- rearranging copies (flip, roll, pad) */
+/* engine/ops/arrange.c: each is one copy of any dtype into a new contiguous tensor. dims 0-based
+ * (negative wraps). */
+typedef enum { DLE_PAD_CONSTANT, DLE_PAD_REFLECT, DLE_PAD_REPLICATE, DLE_PAD_CIRCULAR } dle_pad_mode;
+/* x with the order of its elements reversed along each of the ndims dims */
+dle_status dle_flip(dle_tensor **out, dle_tensor *x, int ndims, const int *dims);
+/* x shifted by shifts[k] places along dims[k] (the end wrapping round to the start) */
+dle_status dle_roll(dle_tensor **out, dle_tensor *x, int ndims, const int *dims,
+                    const int64_t *shifts);
+/* x padded on its last npads / 2 dims (at most 4), pads in PyTorch's order: the last dim's left
+ * and right first; mode constant fills with value (negative pads crop), the others take x's
+ * elements (reflect: pads below the dim's size; replicate, circular: a non-empty dim). */
+dle_status dle_pad(dle_tensor **out, dle_tensor *x, int npads, const int64_t *pads,
+                   dle_pad_mode mode, double value);
+
 /* ---------------------------------------------------------------- linear algebra */
 /* PyTorch matmul semantics: 1-D, 2-D, and batched with broadcast batch dims. */
 dle_status dle_matmul(dle_tensor **out, dle_tensor *a, dle_tensor *b);
