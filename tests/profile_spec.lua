@@ -253,9 +253,9 @@ describe("dle.profile", function()
       end
     end
     table.sort(none)
-    assert.are.same({"arange", "cat", "copy", "embedding", "expand", "full", "gather",
-                     "index_select", "masked_fill", "narrow", "one_hot", "permute", "rand",
-                     "randint", "randn", "select", "tril", "triu", "view"}, none)
+    assert.are.same({"arange", "cat", "copy", "embedding", "expand", "flip", "full", "gather",
+                     "index_select", "masked_fill", "narrow", "one_hot", "pad", "permute", "rand",
+                     "randint", "randn", "roll", "select", "tril", "triu", "view"}, none)
     assert.has_error(function() dle.core._op_flops_rule("nope") end, "op_flops_rule: no op named 'nope'")
   end)
 end)
