@@ -3,7 +3,8 @@
  * index dle_arrange_src (engine/kernel/arrange_geom.h) or pad's fill. The dims before the last
  * become tables of byte offsets into the input; the last dim becomes runs, stretches whose source
  * index steps by a constant (+1 a plain copy, -1 a reversed one, 0 a repeated element, or the
- * fill), cut into pieces so that even one long row spreads over the threads. */
+ * fill), cut into pieces so that even one long row spreads over the threads (many rows are
+ * shared out in blocks instead, each row's input offset advanced from the last). */
 #include "../../engine/kernel/arrange_geom.h"
 #include "backend.h"
 #include "cpu_loop.h"
@@ -135,20 +136,53 @@ static dle_status cpu_arrange(dle_op op, dle_tensor *const *outs, dle_tensor *co
       off[d][i] = s < 0 ? -1 : s * x->strides[d] * es;
     }
   }
-  int64_t items = outer * npieces, row = g.out[last];
-#pragma omp parallel for schedule(static) if (total >= CPU_PARALLEL_GRAIN_LIGHT && items > 1)
-  for (int64_t it = 0; it < items; it++) {
-    int64_t r = it / npieces, rem = r, base = 0;
-    const arr_run *p = &runs[it % npieces];
-    bool fill = p->fill;
-    for (int d = last - 1; d >= 0; d--) {
-      int64_t o = off[d][rem % g.out[d]];
-      rem /= g.out[d];
-      if (o < 0) fill = true;
-      base += o;
+  int64_t row = g.out[last];
+  bool threads = total >= CPU_PARALLEL_GRAIN_LIGHT;
+  if (outer >= 64 || npieces == 1) {
+    /* many rows: each thread a block of them, their offsets advanced like an odometer */
+#pragma omp parallel if (threads && outer > 1)
+    {
+      int64_t r0 = 0, r1 = outer;
+#ifdef _OPENMP
+      int nt = omp_get_num_threads(), t = omp_get_thread_num();
+      r0 = outer * t / nt, r1 = outer * (t + 1) / nt;
+#endif
+      int64_t idx[DLE_MAX_DIMS] = {0};
+      for (int64_t d = last - 1, rem = r0; d >= 0; d--) idx[d] = rem % g.out[d], rem /= g.out[d];
+      for (int64_t r = r0; r < r1; r++) {
+        int64_t base = 0;
+        bool fill = false;
+        for (int d = 0; d < last; d++) {
+          int64_t o = off[d][idx[d]];
+          fill |= o < 0;
+          base += o;
+        }
+        char *yr = yd + r * row * es;
+        for (int k = 0; k < npieces; k++) {
+          const arr_run *p = &runs[k];
+          bool f = fill || p->fill;
+          copy(yr + p->out0 * es, f ? xd : xd + base + p->src, p->len, p->step, fillv, f);
+        }
+        for (int d = last - 1; d >= 0 && ++idx[d] == g.out[d]; d--) idx[d] = 0;
+      }
     }
-    copy(yd + (r * row + p->out0) * es, fill ? xd : xd + base + p->src, p->len, p->step, fillv,
-         fill);
+  } else {
+    /* few long rows: every piece of every row is a work item */
+    int64_t items = outer * npieces;
+#pragma omp parallel for schedule(static) if (threads)
+    for (int64_t it = 0; it < items; it++) {
+      int64_t r = it / npieces, rem = r, base = 0;
+      const arr_run *p = &runs[it % npieces];
+      bool fill = p->fill;
+      for (int d = last - 1; d >= 0; d--) {
+        int64_t o = off[d][rem % g.out[d]];
+        rem /= g.out[d];
+        fill |= o < 0;
+        base += o;
+      }
+      copy(yd + (r * row + p->out0) * es, fill ? xd : xd + base + p->src, p->len, p->step, fillv,
+           fill);
+    }
   }
   free(ofs);
   free(runs);
