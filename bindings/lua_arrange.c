@@ -3,6 +3,8 @@
  *   dle.flip(t, dims), t:flip(dims): dims an integer or a list;
  *   dle.roll(t, shifts, dims), t:roll(...): shifts and dims integers or lists of one length;
  *     without dims, over the flattened tensor (shape kept);
+ *   dle.diagonal(t, offset = 0, dim1 = 1, dim2 = 2), t:diagonal(...): a view (engine/ops/view.c);
+ *   dle.diag_embed(t, offset = 0, dim1 = -2, dim2 = -1): t's last dim on a diagonal of zeros;
  *   dle.core._pad(t, pads, {mode = "constant", value = 0}): dle.nn.functional.pad's op (pads of
  *     the last dims, last dim first). */
 #include "../engine/dle.h"
@@ -111,8 +113,31 @@ static int l_pad(lua_State *L) {
   return 1;
 }
 
+/* dle.diagonal(t, offset = 0, dim1 = 1, dim2 = 2): a view (the op lives in engine/ops/view.c) */
+static int l_diagonal(lua_State *L) {
+  dle_tensor *x = dle_lua_check(L, 1), *r = NULL;
+  lua_Integer off = lua_isnoneornil(L, 2) ? 0 : dle_lua_check_int(L, 2, "diagonal", "offset");
+  int d1 = dle_lua_optdim(L, 3, "diagonal", 0), d2 = dle_lua_optdim(L, 4, "diagonal", 1);
+  DLE_LUA_TRY(L, dle_diagonal(&r, x, off, d1, d2));
+  dle_lua_push(L, r);
+  return 1;
+}
+
+/* dle.diag_embed(t, offset = 0, dim1 = -2, dim2 = -1) */
+static int l_diag_embed(lua_State *L) {
+  dle_tensor *x = dle_lua_check(L, 1), *r = NULL;
+  lua_Integer off = lua_isnoneornil(L, 2) ? 0 : dle_lua_check_int(L, 2, "diag_embed", "offset");
+  int d1 = dle_lua_optdim(L, 3, "diag_embed", -2), d2 = dle_lua_optdim(L, 4, "diag_embed", -1);
+  if (x->ndim < 1) luaL_error(L, "diag_embed: expected at least 1 dim, got a 0-dim tensor");
+  int64_t n = x->sizes[x->ndim - 1] + (off < 0 ? -off : off);
+  DLE_LUA_TRY(L, dle_diag_embed(&r, x, off, d1, d2, n, n));
+  dle_lua_push(L, r);
+  return 1;
+}
+
 void dle_lua_open_arrange(lua_State *L, int module, int methods) {
-  static const luaL_Reg both[] = {{"flip", l_flip}, {"roll", l_roll}, {NULL, NULL}};
+  static const luaL_Reg both[] = {{"flip", l_flip}, {"roll", l_roll}, {"diagonal", l_diagonal},
+                                  {"diag_embed", l_diag_embed}, {NULL, NULL}};
   static const luaL_Reg module_only[] = {{"_pad", l_pad}, {NULL, NULL}};
   dle_lua_register(L, module, methods, module_only, both, NULL);
 }

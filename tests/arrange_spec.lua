@@ -26,6 +26,10 @@ local CASES = {
    function(a) return a:repeat_interleave(dle.tensor({1, 0, 2}, {dtype = "int64"}), 1) end,
    "a.repeat_interleave(torch.tensor([1, 0, 2]), 0)", {x34}},
   {"diagonal offset 1 of dims 3, 2", function(a) return a:diagonal(1, 3, 2) end, "torch.diagonal(a, 1, 2, 1)", {x234}},
+  {"diagonal of a transposed view", function(a) return a:t():diagonal(-1) end, "torch.diagonal(a.t(), -1)", {x34}},
+  {"diag_embed offset -1", function(a) return dle.diag_embed(a, -1) end, "torch.diag_embed(a, -1)", {x34}},
+  {"diag_embed offset 2, dims 1, 3", function(a) return dle.diag_embed(a, 2, 1, 3) end,
+   "torch.diag_embed(a, 2, 0, 2)", {x234}},
   {"diag of a matrix, offset -1", function(a) return a:diag(-1) end, "torch.diag(a, -1)", {x34}},
   {"diag of a vector, offset 2", function(a) return dle.diag(a, 2) end, "torch.diag(a, 2)", {v3}},
   {"trace", function(a) return a:trace() end, "torch.trace(a)", {x34}},
@@ -98,7 +102,7 @@ describe("rearranging and product functions", function()
     end)
   end
 
-  it("hand-worked values: flip, roll, meshgrid (ij and xy), repeat_interleave without dim, diag of a vector", function()
+  it("hand-worked values: flip, roll, meshgrid (ij and xy), repeat_interleave without dim, diag of a vector, diagonal writes through", function()
     local x = dle.tensor({{1, 2, 3}, {4, 5, 6}})
     assert.are.same({{3, 2, 1}, {6, 5, 4}}, x:flip(2):totable())
     assert.are.same({{3, 1, 2}, {6, 4, 5}}, x:roll(1, 2):totable())
@@ -110,6 +114,9 @@ describe("rearranging and product functions", function()
     assert.are.same({1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6}, x:repeat_interleave(2):totable())
     assert.are.same({{0, 1, 0}, {0, 0, 2}, {0, 0, 0}}, dle.diag(dle.tensor({1, 2}), 1):totable())
     assert.are.same(x:totable(), x:flip(2):flip(2):totable())
+    local m = dle.zeros(3, 4)
+    m:diagonal(1):fill_(5)
+    assert.are.same({{0, 5, 0, 0}, {0, 0, 5, 0}, {0, 0, 0, 5}}, m:totable(), "diagonal is a view")
     x:flip(1):fill_(99)
     x:flip({}):fill_(99)
     assert.are.same({{1, 2, 3}, {4, 5, 6}}, x:totable(), "flip returns a copy")

@@ -1,9 +1,10 @@
--- covers: flip roll pad
+-- covers: flip roll pad diagonal
 -- grad_arrange_spec.lua — gradient rules of the arrange ops (flip, roll, pad): reverse and forward
 -- mode against central finite differences in float64 (dle.gradcheck with forward = true) on
 -- contiguous, transposed and stepped inputs, every pad mode over one, two and three dims with
 -- borders as wide as each mode allows (reflect n - 1, circular n), constant crops, and double
--- backward. PyTorch's values and gradients: tests/arrange_spec.lua.
+-- backward; the diagonal view (engine/ops/view.c) at every offset. PyTorch's values and
+-- gradients: tests/arrange_spec.lua.
 local dle = require "dle"
 local H = require "helpers"
 local F = dle.nn.functional
@@ -45,6 +46,14 @@ describe("arrange gradients", function()
     check(function(t) return F.pad(t, {-2, -3}) end, {x})
   end)
 
+  it("diagonal: gradcheck at offsets inside and past the matrix, dims in either order, transposed", function()
+    local x = randn({3, 4, 5}, 10)
+    for _, c in ipairs({{0, 1, 2}, {2, 2, 3}, {-1, 3, 1}, {-3, 1, 3}, {7, 1, 2}}) do
+      check(function(t) return t:diagonal(c[1], c[2], c[3]) end, {x})
+    end
+    check(function(t) return t:diagonal(1) end, {randn({5, 4}, 11):t()})
+  end)
+
   it("double backward: gradcheck of the gradients (create_graph) of each op", function()
     local mix = randn({4, 7}, 8)
     local ops = {
@@ -53,6 +62,7 @@ describe("arrange gradients", function()
       function(t) return F.pad(t, {2, 1}, {mode = "replicate"}) end,
       function(t) return F.pad(t, {2, 1}, {mode = "circular"}) end,
       function(t) return F.pad(t, {2, 1}, {value = 1}) end,
+      function(t) return dle.diag_embed(t:diagonal(-1), 1) end,
     }
     for _, op in ipairs(ops) do
       local f = function(t)

@@ -253,7 +253,7 @@ describe("dle.profile", function()
       end
     end
     table.sort(none)
-    assert.are.same({"arange", "cat", "copy", "embedding", "expand", "flip", "full", "gather",
+    assert.are.same({"arange", "cat", "copy", "diagonal", "embedding", "expand", "flip", "full", "gather",
                      "index_select", "masked_fill", "narrow", "one_hot", "pad", "permute", "rand",
                      "randint", "randn", "roll", "select", "tril", "triu", "view"}, none)
     assert.has_error(function() dle.core._op_flops_rule("nope") end, "op_flops_rule: no op named 'nope'")

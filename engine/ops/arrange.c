@@ -138,3 +138,42 @@ dle_status dle_pad(dle_tensor **out, dle_tensor *x, int npads, const int64_t *pa
   a.f[0] = value;
   return call1(DLE_OP_PAD, out, x, &a);
 }
+
+/* g's last dim (length len) spread over a square (g times an identity), padded to n1 x n2 with
+ * the diagonal at offset, the two new dims moved to d1, d2: linear in g, so differentiable. */
+dle_status dle_diag_embed(dle_tensor **out, dle_tensor *g, int64_t offset, int d1, int d2,
+                          int64_t n1, int64_t n2) {
+  int nd = g->ndim + 1;
+  if (g->ndim < 1) return dle_error("diag_embed: expected at least 1 dim, got shape %s", SHAPE(g));
+  DLE_TRY(dle_wrap_dim("diag_embed", d1, nd, 0, &d1));
+  DLE_TRY(dle_wrap_dim("diag_embed", d2, nd, 0, &d2));
+  if (d1 == d2) return dle_error("diag_embed: dim1 and dim2 are both dim %d", d1 + 1);
+  int64_t len = g->sizes[g->ndim - 1], r0 = offset < 0 ? -offset : 0, c0 = offset > 0 ? offset : 0;
+  int64_t pads[4] = {c0, n2 - c0 - len, r0, n1 - r0 - len};
+  if (pads[1] < 0 || pads[3] < 0)
+    return dle_error("diag_embed: a diagonal of %lld at offset %lld does not fit %lld x %lld",
+                     (long long)len, (long long)offset, (long long)n1, (long long)n2);
+  dle_tensor *eye = NULL, *ones = NULL, *dg = NULL, *u = NULL, *sq = NULL, *padded = NULL;
+  dle_status st = dle_zeros(&eye, 2, (int64_t[]){len, len}, g->dtype);
+  if (st == DLE_OK) st = dle_full(&ones, 1, &len, 1, g->dtype);
+  if (st == DLE_OK) st = dle_diagonal(&dg, eye, 0, 0, 1);
+  if (st == DLE_OK) st = dle_copy_(dg, ones);
+  if (st == DLE_OK && dle_tensor_device(g).type != DLE_CPU) {
+    dle_tensor *moved = NULL;
+    st = dle_to_device(&moved, eye, dle_tensor_device(g));
+    dle_tensor_release(eye);
+    eye = moved;
+  }
+  if (st == DLE_OK) st = dle_unsqueeze(&u, g, g->ndim - 1);
+  if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &sq, u, eye); /* {..., len, len} */
+  if (st == DLE_OK) st = dle_pad(&padded, sq, 4, pads, DLE_PAD_CONSTANT, 0);
+  if (st == DLE_OK) { /* padded's dims: the others in order, then d1's, then d2's */
+    int perm[DLE_MAX_DIMS], k = 0;
+    for (int d = 0; d < nd; d++) perm[d] = d == d1 ? nd - 2 : d == d2 ? nd - 1 : k++;
+    *out = NULL;
+    st = dle_permute(out, padded, perm);
+  }
+  dle_tensor *all[] = {eye, ones, dg, u, sq, padded};
+  for (int i = 0; i < 6; i++) dle_tensor_release(all[i]);
+  return st;
+}

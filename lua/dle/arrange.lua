@@ -1,8 +1,8 @@
 --- PyTorch's rearranging and matrix-product helpers as compositions of dle ops (index_select,
 -- narrow, cat, expand, reshape, matmul), so autograd (both modes), dtypes, devices and tracing come
 -- from those ops: fliplr, flipud, repeat (dle["repeat"], a Lua keyword), tile,
--- repeat_interleave, meshgrid, diag, diagonal, trace, tensordot, kron, rot90, baddbmm, addbmm,
--- addmv, addr (flip, roll and F.pad are C ops: bindings/lua_arrange.c). Dims are 1-based
+-- repeat_interleave, meshgrid, diag, trace, tensordot, kron, rot90, baddbmm, addbmm,
+-- addmv, addr (flip, roll, diagonal and F.pad are C ops: bindings/lua_arrange.c). Dims are 1-based
 -- (negative from the end), as everywhere in dle. They are not fused kernels: each costs the copies
 -- its ops make.
 local check = require "dle.check"
@@ -169,36 +169,6 @@ function M.install(dle)
     return table.unpack(out)
   end
 
-  --- dle.diagonal(x, offset, dim1, dim2) / x:diagonal(...): the elements x[..., i, i + offset] of
-  -- dims dim1, dim2 (defaults 0, 1, 2) as the last dim of the result (a copy).
-  function Tensor.diagonal(x, offset, dim1, dim2)
-    tensor("diagonal", x)
-    offset = offset or 0
-    if math.type(offset) ~= "integer" then
-      check.error("diagonal: offset must be an integer, got " .. check.typename(offset))
-    end
-    if x:dim() < 2 then check.error("diagonal: input must be at least 2-D, got " .. check.shape_str(x)) end
-    local a, b = dim_of("diagonal", dim1 or 1, x:dim()), dim_of("diagonal", dim2 or 2, x:dim())
-    if a == b then check.error("diagonal: dim1 and dim2 must differ") end
-    local perm = {}
-    for d = 1, x:dim() do if d ~= a and d ~= b then perm[#perm + 1] = d end end
-    perm[#perm + 1], perm[#perm + 2] = a, b
-    local y = x:permute(perm)
-    local rows, cols = x:size(a), x:size(b)
-    local idx = {}
-    for i = 1, rows do
-      local j = i + offset
-      if j >= 1 and j <= cols then idx[#idx + 1] = (i - 1) * cols + j end
-    end
-    local lead = y:shape()
-    lead[#lead], lead[#lead - 1] = nil, nil
-    local flat_shape = {table.unpack(lead)}
-    flat_shape[#flat_shape + 1] = rows * cols
-    local flat = y:reshape(flat_shape)
-    if #idx == 0 then return flat:narrow(#flat_shape, 1, 0) end
-    return flat:index_select(#flat_shape, index(idx, x:device()))
-  end
-
   --- dle.diag(x, diagonal) / x:diag(diagonal): a 1-D x as the given diagonal of a square matrix
   -- (zeros elsewhere), or a 2-D x's diagonal as a 1-D tensor (torch.diag).
   function Tensor.diag(x, k)
@@ -207,13 +177,7 @@ function M.install(dle)
     if math.type(k) ~= "integer" then check.error("diag: diagonal must be an integer") end
     if x:dim() == 2 then return x:diagonal(k) end
     if x:dim() ~= 1 then check.error("diag: input must be 1-D or 2-D, got " .. check.shape_str(x)) end
-    local n = x:numel()
-    local a = math.abs(k)
-    local m = dle.eye(n, {dtype = x:dtype(), device = x:device()}) * x:unsqueeze(1)
-    if a == 0 then return m end
-    local z = function(r, c) return dle.zeros(r, c, {dtype = x:dtype(), device = x:device()}) end
-    if k > 0 then return dle.cat({dle.cat({z(n, a), m}, 2), z(a, n + a)}, 1) end
-    return dle.cat({z(a, n + a), dle.cat({m, z(n, a)}, 2)}, 1)
+    return dle.diag_embed(x, k)
   end
 
   --- dle.trace(x) / x:trace(): the sum of a 2-D tensor's diagonal.
@@ -322,7 +286,7 @@ function M.install(dle)
 
   -- errors of the ops inside name the function called (check.call), as a kernel's would
   local named = check.named
-  for _, name in ipairs({"fliplr", "flipud", "repeat", "tile", "repeat_interleave", "diagonal",
+  for _, name in ipairs({"fliplr", "flipud", "repeat", "tile", "repeat_interleave",
                          "diag", "trace", "rot90"}) do
     Tensor[name] = named(name, Tensor[name])
     dle[name] = Tensor[name]
