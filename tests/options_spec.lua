@@ -240,6 +240,13 @@ local with_options = {
   ["linalg.pinv"] = {function(o) return dle.linalg.pinv(x, o) end, "linalg.pinv"},
   ["linalg.lstsq"] = {function(o) return dle.linalg.lstsq(x, dle.ones(2), o) end, "linalg.lstsq"},
   ["linalg.cross"] = {function(o) return dle.linalg.cross(dle.ones(3), dle.ones(3), o) end, "linalg.cross"},
+  -- lua/dle/distance.lua, lua/dle/arrange.lua
+  ["cdist"] = {function(o) return dle.cdist(x, x, o) end, "cdist"},
+  ["meshgrid"] = {function(o) return dle.meshgrid(dle.ones(2), dle.ones(3), o) end, "meshgrid"},
+  ["baddbmm"] = {function(o) local b = dle.ones(1, 2, 2); return dle.baddbmm(b, b, b, o) end, "baddbmm"},
+  ["addbmm"] = {function(o) local b = dle.ones(1, 2, 2); return dle.addbmm(dle.ones(2, 2), b, b, o) end, "addbmm"},
+  ["addmv"] = {function(o) return dle.addmv(dle.ones(2), x, dle.ones(3), o) end, "addmv"},
+  ["addr"] = {function(o) return dle.addr(x, dle.ones(2), dle.ones(3), o) end, "addr"},
 }
 -- the losses dle and dle.nn.functional both have, called with the same arguments
 for name, target in pairs({cross_entropy = t, nll_loss = t, mse_loss = x, binary_cross_entropy_with_logits = x}) do
