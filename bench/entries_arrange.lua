@@ -6,17 +6,7 @@ return function(ctx)
   local dle = ctx.dle
   local F = dle.nn.functional
   local entries = {}
-  local function add(key, name, shape, expr_dle, expr_torch)
-    local dims = table.concat(shape, ", ")
-    entries[#entries + 1] = {
-      key = key, name = name, unit = "ms", scale = 1e3, target = {ref = "PyTorch", max = 1.0}, rounds = 3,
-      dle = function()
-        local x = dle.randn(table.unpack(shape))
-        return function() return expr_dle(x) end
-      end,
-      refs = {{kind = "torch", label = "PyTorch", setup = "x = torch.randn(" .. dims .. ")", body = expr_torch}},
-    }
-  end
+  local add = require("bench.one_input")(ctx, entries, 1.0)
   add("flip_1m", "flip of one line of 1M float32", {1048576},
     function(x) return x:flip(1) end, "y = x.flip(0)")
   add("flip_rows_16m", "flip along dim 1 of 4096x4096 float32", {4096, 4096},

@@ -21,7 +21,8 @@ static int int_list(lua_State *L, int arg, const char *fn, const char *what, boo
     v[n++] = dle_lua_check_int(L, arg, fn, what);
   } else if (lua_istable(L, arg) && !dle_lua_opt(L, arg)) {
     int len = (int)lua_rawlen(L, arg);
-    if (len > DLE_MAX_DIMS) luaL_error(L, "%s: %d %s given, at most %d", fn, len, what, DLE_MAX_DIMS);
+    if (len > DLE_MAX_DIMS)
+      luaL_error(L, "%s: %d %s given, at most %d", fn, len, what, DLE_MAX_DIMS);
     for (int i = 1; i <= len; i++) {
       lua_rawgeti(L, arg, i);
       v[n++] = dle_lua_check_int(L, -1, fn, what);
@@ -97,12 +98,15 @@ static int l_pad(lua_State *L) {
       int k = 0;
       while (m && modes[k] && strcmp(modes[k], m)) k++;
       if (!m || !modes[k])
-        luaL_error(L, "pad: mode must be \"constant\", \"reflect\", \"replicate\" or "
-                   "\"circular\", got %s", m ? m : luaL_typename(L, -1));
+        luaL_error(L,
+                   "pad: mode must be \"constant\", \"reflect\", \"replicate\" or "
+                   "\"circular\", got %s",
+                   m ? m : luaL_typename(L, -1));
       mode = (dle_pad_mode)k;
     }
     if (lua_getfield(L, o, "value") != LUA_TNIL) {
-      if (!lua_isnumber(L, -1)) luaL_error(L, "pad: value must be a number, got %s", luaL_typename(L, -1));
+      if (!lua_isnumber(L, -1))
+        luaL_error(L, "pad: value must be a number, got %s", luaL_typename(L, -1));
       if (mode != DLE_PAD_CONSTANT) luaL_error(L, "pad: value is for mode \"constant\" only");
       value = lua_tonumber(L, -1);
     }
@@ -136,8 +140,11 @@ static int l_diag_embed(lua_State *L) {
 }
 
 void dle_lua_open_arrange(lua_State *L, int module, int methods) {
-  static const luaL_Reg both[] = {{"flip", l_flip}, {"roll", l_roll}, {"diagonal", l_diagonal},
-                                  {"diag_embed", l_diag_embed}, {NULL, NULL}};
+  static const luaL_Reg both[] = {{"flip", l_flip},
+                                  {"roll", l_roll},
+                                  {"diagonal", l_diagonal},
+                                  {"diag_embed", l_diag_embed},
+                                  {NULL, NULL}};
   static const luaL_Reg module_only[] = {{"_pad", l_pad}, {NULL, NULL}};
   dle_lua_register(L, module, methods, module_only, both, NULL);
 }

@@ -433,7 +433,12 @@ dle_status dle_scan(dle_op op, dle_tensor **out, dle_tensor **indices, dle_tenso
 /* ---------------------------------------------------------------- rearranging copies (flip, roll, pad) */
 /* engine/ops/arrange.c: each is one copy of any dtype into a new contiguous tensor. dims 0-based
  * (negative wraps). */
-typedef enum { DLE_PAD_CONSTANT, DLE_PAD_REFLECT, DLE_PAD_REPLICATE, DLE_PAD_CIRCULAR } dle_pad_mode;
+typedef enum {
+  DLE_PAD_CONSTANT,
+  DLE_PAD_REFLECT,
+  DLE_PAD_REPLICATE,
+  DLE_PAD_CIRCULAR
+} dle_pad_mode;
 /* x with the order of its elements reversed along each of the ndims dims */
 dle_status dle_flip(dle_tensor **out, dle_tensor *x, int ndims, const int *dims);
 /* x shifted by shifts[k] places along dims[k] (the end wrapping round to the start) */

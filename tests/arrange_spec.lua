@@ -102,7 +102,8 @@ describe("rearranging and product functions", function()
     end)
   end
 
-  it("hand-worked values: flip, roll, meshgrid (ij and xy), repeat_interleave without dim, diag of a vector, diagonal writes through", function()
+  it("hand-worked values: flip, roll, meshgrid (ij, xy), repeat_interleave without dim, diag, diagonal writes through",
+     function()
     local x = dle.tensor({{1, 2, 3}, {4, 5, 6}})
     assert.are.same({{3, 2, 1}, {6, 5, 4}}, x:flip(2):totable())
     assert.are.same({{3, 1, 2}, {6, 4, 5}}, x:roll(1, 2):totable())
@@ -240,7 +241,8 @@ describe("arrange kernels (flip, roll, pad)", function()
       err(function() return F.pad(dle.randn(2, 0), {1, 0}, {mode = "replicate"}) end))
     assert.matches("pad: pads %-2, %-2 of dim 2 %(size 3%) of shape {2,3} leave a negative size",
       err(function() return F.pad(x, {-2, -2}) end))
-    assert.matches("pad: 6 pads for a 2%-dim tensor %(shape {2,3}%)", err(function() return F.pad(x, {1, 1, 1, 1, 1, 1}) end))
+    assert.matches("pad: 6 pads for a 2%-dim tensor %(shape {2,3}%)",
+      err(function() return F.pad(x, {1, 1, 1, 1, 1, 1}) end))
     assert.matches("pad: value is for mode \"constant\" only",
       err(function() return F.pad(x, {1, 1}, {mode = "reflect", value = 1}) end))
     assert.matches("pad: pads must be an integer, got 1.5", err(function() return F.pad(x, {1.5, 1}) end))

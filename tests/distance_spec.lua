@@ -113,6 +113,7 @@ describe("cdist", function()
       err(function() return dle.cdist(dle.ones(2, 2, {dtype = "int64"}), dle.ones(2, 2, {dtype = "int64"})) end))
     assert.matches("cdist: p must be a number >= 0, got %-1", err(function() return dle.cdist(a, b, {p = -1}) end))
     assert.matches("cdist: unknown option 'bogus'", err(function() return dle.cdist(a, b, {bogus = 1}) end))
-    assert.matches("cdist: unknown compute_mode fast", err(function() return dle.cdist(a, b, {compute_mode = "fast"}) end))
+    assert.matches("cdist: unknown compute_mode fast",
+      err(function() return dle.cdist(a, b, {compute_mode = "fast"}) end))
   end)
 end)

@@ -17,11 +17,11 @@ enum { DLE_ARRANGE_KEEP, DLE_ARRANGE_FLIP, DLE_ARRANGE_ROLL, DLE_ARRANGE_PAD };
 #define DLE_PAD_MAX_DIMS 4 /* trailing dims one pad call pads (ints: mode + 2 per dim) */
 
 typedef struct {
-  int ndim, mode;                   /* mode: pad's dle_pad_mode */
-  int64_t in[DLE_MAX_DIMS];         /* input sizes */
-  int64_t out[DLE_MAX_DIMS];        /* output sizes */
-  int64_t shift[DLE_MAX_DIMS];      /* roll: the shift; pad: the left pad (negative crops) */
-  unsigned char how[DLE_MAX_DIMS];  /* DLE_ARRANGE_* */
+  int ndim, mode;                  /* mode: pad's dle_pad_mode */
+  int64_t in[DLE_MAX_DIMS];        /* input sizes */
+  int64_t out[DLE_MAX_DIMS];       /* output sizes */
+  int64_t shift[DLE_MAX_DIMS];     /* roll: the shift; pad: the left pad (negative crops) */
+  unsigned char how[DLE_MAX_DIMS]; /* DLE_ARRANGE_* */
 } dle_arrange_geom;
 
 /* The geometry of op on an input of ndim dims and the given sizes (attrs already checked by the
@@ -35,7 +35,8 @@ static inline void dle_arrange_geom_of(dle_arrange_geom *g, dle_op op, const dle
     g->shift[d] = 0;
     g->how[d] = DLE_ARRANGE_KEEP;
     if (op == DLE_OP_FLIP && (a->ints[0] >> d & 1)) g->how[d] = DLE_ARRANGE_FLIP;
-    if (op == DLE_OP_ROLL && a->ints[d] != 0) g->how[d] = DLE_ARRANGE_ROLL, g->shift[d] = a->ints[d];
+    if (op == DLE_OP_ROLL && a->ints[d] != 0)
+      g->how[d] = DLE_ARRANGE_ROLL, g->shift[d] = a->ints[d];
   }
   if (op != DLE_OP_PAD) return;
   for (int k = 0; 2 * k + 2 < a->nints + 1 && k < ndim; k++) {

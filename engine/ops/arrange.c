@@ -13,9 +13,10 @@ static const char *const pad_modes[] = {"constant", "reflect", "replicate", "cir
 static dle_status check_pad(const dle_tensor *x, const dle_attrs *a) {
   int npads = a->nints - 1;
   if (npads < 0 || npads % 2 || npads / 2 > x->ndim || npads / 2 > DLE_PAD_MAX_DIMS)
-    return dle_error("pad: %d pads for a %d-dim tensor (shape %s): expected an even number, for "
-                     "at most %d trailing dims",
-                     npads, x->ndim, SHAPE(x), DLE_PAD_MAX_DIMS < x->ndim ? DLE_PAD_MAX_DIMS : x->ndim);
+    return dle_error(
+        "pad: %d pads for a %d-dim tensor (shape %s): expected an even number, for "
+        "at most %d trailing dims",
+        npads, x->ndim, SHAPE(x), DLE_PAD_MAX_DIMS < x->ndim ? DLE_PAD_MAX_DIMS : x->ndim);
   int64_t mode = a->ints[0];
   if (mode < DLE_PAD_CONSTANT || mode > DLE_PAD_CIRCULAR)
     return dle_error("pad: unknown mode %lld", (long long)mode);
@@ -25,20 +26,28 @@ static dle_status check_pad(const dle_tensor *x, const dle_attrs *a) {
     const char *m = pad_modes[mode];
     if (mode == DLE_PAD_CONSTANT) {
       if (n + lo + hi < 0)
-        return dle_error("pad: pads %lld, %lld of dim %d (size %lld) of shape %s leave a negative "
-                         "size", (long long)lo, (long long)hi, d + 1, (long long)n, SHAPE(x));
+        return dle_error(
+            "pad: pads %lld, %lld of dim %d (size %lld) of shape %s leave a negative "
+            "size",
+            (long long)lo, (long long)hi, d + 1, (long long)n, SHAPE(x));
       continue;
     }
     if (lo < 0 || hi < 0)
-      return dle_error("pad: negative pads (%lld, %lld of dim %d, shape %s) are for mode "
-                       "\"constant\" only", (long long)lo, (long long)hi, d + 1, SHAPE(x));
+      return dle_error(
+          "pad: negative pads (%lld, %lld of dim %d, shape %s) are for mode "
+          "\"constant\" only",
+          (long long)lo, (long long)hi, d + 1, SHAPE(x));
     if (lo == 0 && hi == 0) continue;
     if (mode == DLE_PAD_REFLECT && (lo >= n || hi >= n))
-      return dle_error("pad: reflect pads %lld, %lld of dim %d must be less than its size %lld "
-                       "(shape %s)", (long long)lo, (long long)hi, d + 1, (long long)n, SHAPE(x));
+      return dle_error(
+          "pad: reflect pads %lld, %lld of dim %d must be less than its size %lld "
+          "(shape %s)",
+          (long long)lo, (long long)hi, d + 1, (long long)n, SHAPE(x));
     if (mode == DLE_PAD_CIRCULAR && (lo > n || hi > n))
-      return dle_error("pad: circular pads %lld, %lld of dim %d must be at most its size %lld "
-                       "(shape %s)", (long long)lo, (long long)hi, d + 1, (long long)n, SHAPE(x));
+      return dle_error(
+          "pad: circular pads %lld, %lld of dim %d must be at most its size %lld "
+          "(shape %s)",
+          (long long)lo, (long long)hi, d + 1, (long long)n, SHAPE(x));
     if (n == 0)
       return dle_error("pad: mode \"%s\" cannot pad dim %d of size 0 (shape %s)", m, d + 1,
                        SHAPE(x));
@@ -58,8 +67,8 @@ static dle_status check_attrs(dle_op op, const dle_tensor *x, const dle_attrs *a
     return dle_error("%s: %d shifts for shape %s (one per dim)", fn, a->nints, SHAPE(x));
   for (int d = 0; d < x->ndim; d++)
     if (a->ints[d] < 0 || (a->ints[d] > 0 && a->ints[d] >= x->sizes[d]))
-      return dle_error("%s: shift %lld of dim %d outside [0, %lld) (shape %s)",
-                       fn, (long long)a->ints[d], d + 1, (long long)x->sizes[d], SHAPE(x));
+      return dle_error("%s: shift %lld of dim %d outside [0, %lld) (shape %s)", fn,
+                       (long long)a->ints[d], d + 1, (long long)x->sizes[d], SHAPE(x));
   return DLE_OK;
 }
 
@@ -71,7 +80,8 @@ dle_status dle_forward_arrange(dle_op op, dle_tensor **outs, dle_tensor *const *
   dle_arrange_geom g;
   dle_arrange_geom_of(&g, op, a, x->ndim, x->sizes);
   const char *fn = dle_op_get_info(op)->name;
-  if (outs[0]) DLE_TRY(dle_prepare_out(&outs[0], fn, x->ndim, g.out, x->dtype, dle_tensor_device(x)));
+  if (outs[0])
+    DLE_TRY(dle_prepare_out(&outs[0], fn, x->ndim, g.out, x->dtype, dle_tensor_device(x)));
   dle_tensor *res = NULL;
   DLE_TRY(dle_tensor_empty(&res, x->ndim, g.out, x->dtype, dle_tensor_device(x)));
   dle_status st = dle_dispatch(op, &res, 1, &x, 1, a);

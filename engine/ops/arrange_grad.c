@@ -58,8 +58,8 @@ static dle_status add_placed(dle_tensor **acc, dle_tensor *part, int d, int64_t 
  *   reflect    the border flipped, at [1, lo] and [n-1-hi, n-2];
  *   replicate  the border's sum, at 0 and n-1;
  *   circular   the left border at [n-lo, n), the right one at [0, hi). */
-static dle_status unpad_dim(dle_tensor **out, dle_tensor *g, int mode, int d, int64_t n,
-                            int64_t lo, int64_t hi) {
+static dle_status unpad_dim(dle_tensor **out, dle_tensor *g, int mode, int d, int64_t n, int64_t lo,
+                            int64_t hi) {
   *out = NULL;
   dle_tensor *acc = NULL;
   DLE_TRY(dle_narrow(&acc, g, d, lo, n)); /* a view of g until the first add */

@@ -21,22 +21,21 @@ typedef struct {
 
 /* n elements from x (byte step s) to contiguous y, or the fill value f; one loop per element
  * size, the common steps (+-1 element) written so that the compiler vectorizes them. */
-#define ARR_COPY(T)                                                                            \
-  static void copy_##T(char *yv, const char *xv, int64_t n, int64_t s, const void *f,        \
-                       bool fill) {                                                          \
-    T *y = (T *)yv;                                                                          \
-    if (fill) {                                                                              \
-      T v;                                                                                   \
-      memcpy(&v, f, sizeof v);                                                               \
-      for (int64_t k = 0; k < n; k++) y[k] = v;                                              \
-    } else if (s == (int64_t)sizeof(T)) {                                                    \
-      memcpy(y, xv, (size_t)n * sizeof(T));                                                  \
-    } else if (s == -(int64_t)sizeof(T)) {                                                   \
-      const T *x = (const T *)xv;                                                            \
-      for (int64_t k = 0; k < n; k++) y[k] = x[-k];                                          \
-    } else {                                                                                 \
-      for (int64_t k = 0; k < n; k++) memcpy(&y[k], xv + k * s, sizeof(T));                  \
-    }                                                                                        \
+#define ARR_COPY(T)                                                                                \
+  static void copy_##T(char *yv, const char *xv, int64_t n, int64_t s, const void *f, bool fill) { \
+    T *y = (T *)yv;                                                                                \
+    if (fill) {                                                                                    \
+      T v;                                                                                         \
+      memcpy(&v, f, sizeof v);                                                                     \
+      for (int64_t k = 0; k < n; k++) y[k] = v;                                                    \
+    } else if (s == (int64_t)sizeof(T)) {                                                          \
+      memcpy(y, xv, (size_t)n * sizeof(T));                                                        \
+    } else if (s == -(int64_t)sizeof(T)) {                                                         \
+      const T *x = (const T *)xv;                                                                  \
+      for (int64_t k = 0; k < n; k++) y[k] = x[-k];                                                \
+    } else {                                                                                       \
+      for (int64_t k = 0; k < n; k++) memcpy(&y[k], xv + k * s, sizeof(T));                        \
+    }                                                                                              \
   }
 typedef struct {
   uint64_t w[2];
@@ -107,11 +106,11 @@ static dle_status cpu_arrange(dle_op op, dle_tensor *const *outs, dle_tensor *co
   }
   unsigned char fillv[16] = {0};
   if (op == DLE_OP_PAD) switch (x->dtype) {
-#define FILL_BYTES(ID, T, CT)              \
-  case DLE_##ID: {                         \
-    T v = ST_##ID(a->f[0]);                \
-    memcpy(fillv, &v, sizeof v);           \
-    break;                                 \
+#define FILL_BYTES(ID, T, CT)    \
+  case DLE_##ID: {               \
+    T v = ST_##ID(a->f[0]);      \
+    memcpy(fillv, &v, sizeof v); \
+    break;                       \
   }
       CPU_ALL_TYPES(FILL_BYTES)
       default: break;

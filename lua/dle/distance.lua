@@ -28,20 +28,24 @@ function M.install(dle)
   end
   local function show(s) return "{" .. table.concat(s, ",") .. "}" end
 
-  --- dle.broadcast_shapes(s1, s2, ...) -> the shape (a list) that tensors of shapes s1, s2, ...
-  -- broadcast to (each a list of sizes or a tensor), or an error naming the two that do not.
-  function dle.broadcast_shapes(...)
-    local n, out = select("#", ...), {}
+  -- the shape the shapes (lists of sizes or tensors) broadcast to, or an error naming fn
+  local function common_shape(fn, list, n)
+    local out = {}
     for i = 1, n do
-      local s = shape_of("broadcast_shapes", (select(i, ...)), i)
+      local s = shape_of(fn, list[i], i)
       local r, bad = broadcast2(out, s)
       if not r then
-        check.error(string.format("broadcast_shapes: shapes %s and %s do not broadcast (dim %d)", show(out), show(s),
-                                  bad))
+        check.error(string.format("%s: shapes %s and %s do not broadcast (dim %d)", fn, show(out), show(s), bad))
       end
       out = r
     end
     return out
+  end
+
+  --- dle.broadcast_shapes(s1, s2, ...) -> the shape (a list) that tensors of shapes s1, s2, ...
+  -- broadcast to (each a list of sizes or a tensor), or an error naming the two that do not.
+  function dle.broadcast_shapes(...)
+    return common_shape("broadcast_shapes", {...}, select("#", ...))
   end
 
   --- dle.broadcast_to(x, shape) / x:broadcast_to(shape): x expanded to shape (a view; torch.broadcast_to).
@@ -53,11 +57,8 @@ function M.install(dle)
   --- dle.broadcast_tensors(t1, t2, ...) -> each tensor expanded to their common shape (views).
   function dle.broadcast_tensors(...)
     local ts = table.pack(...)
-    local shape = {}
-    for i = 1, ts.n do
-      check.tensor(ts[i], "broadcast_tensors", "input " .. i)
-      shape = dle.broadcast_shapes(shape, ts[i])
-    end
+    for i = 1, ts.n do check.tensor(ts[i], "broadcast_tensors", "input " .. i) end
+    local shape = common_shape("broadcast_tensors", ts, ts.n)
     local out = {}
     for i = 1, ts.n do out[i] = ts[i]:expand(shape) end
     return table.unpack(out, 1, ts.n)

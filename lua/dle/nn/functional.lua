@@ -302,6 +302,6 @@ end
 -- ({left, right} of the last dim, then {top, bottom} of the one before...); negative pads crop in
 -- mode "constant"; at most 4 dims (reflect, replicate, circular: pads below, at most, and at most
 -- the dim's size; a non-empty dim). Differentiable; one copy (the op pad, engine/ops/arrange.c).
-function F.pad(x, pads, opts) return dle.core._pad(x, pads, opts) end
+function F.pad(x, pads, opts) return dle.core._pad(check.tensor(x, "pad", "input"), pads, opts) end
 
 return F
