@@ -3,19 +3,8 @@
 -- parallel scan), cumsum along either dim of a 1024x1024 (many lines, many columns), cummax and
 -- logcumsumexp of one line of 1M.
 return function(ctx)
-  local dle = ctx.dle
   local entries = {}
-  local function add(key, name, shape, expr_dle, expr_torch)
-    local dims = table.concat(shape, ", ")
-    entries[#entries + 1] = {
-      key = key, name = name, unit = "ms", scale = 1e3, target = {ref = "PyTorch", max = 1.0}, rounds = 3,
-      dle = function()
-        local x = dle.randn(table.unpack(shape))
-        return function() return expr_dle(x) end
-      end,
-      refs = {{kind = "torch", label = "PyTorch", setup = "x = torch.randn(" .. dims .. ")", body = expr_torch}},
-    }
-  end
+  local add = require("bench.one_input")(ctx, entries, 1.0)
   add("cumsum_1m", "cumsum of one line of 1M float32", {1048576},
     function(x) return x:cumsum(1) end, "y = x.cumsum(0)")
   add("cumsum_rows", "cumsum along dim 2 of 1024x1024 float32", {1024, 1024},

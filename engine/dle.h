@@ -365,6 +365,8 @@ dle_status dle_narrow(dle_tensor **out, dle_tensor *t, int dim, int64_t start, i
 dle_status dle_select(dle_tensor **out, dle_tensor *t, int dim, int64_t index);
 /* sizes may hold -1 (keep); new leading dims allowed. */
 dle_status dle_expand(dle_tensor **out, dle_tensor *t, int ndim, const int64_t *sizes);
+/* The elements t[..., i, i + offset] of dims dim1, dim2 (0-based) as a new last dim (a view). */
+dle_status dle_diagonal(dle_tensor **out, dle_tensor *t, int64_t offset, int dim1, int dim2);
 dle_status dle_squeeze(dle_tensor **out, dle_tensor *t, int dim); /* DLE_ALL_DIMS: all size-1 */
 dle_status dle_unsqueeze(dle_tensor **out, dle_tensor *t, int dim);
 dle_status dle_flatten(dle_tensor **out, dle_tensor *t, int d1, int d2);
@@ -427,6 +429,31 @@ dle_status dle_softmax(dle_op op, dle_tensor **out, dle_tensor *x, int dim);
  * cummin also give int64 indices (+ index_base), the others take indices NULL. */
 dle_status dle_scan(dle_op op, dle_tensor **out, dle_tensor **indices, dle_tensor *x, int dim,
                     bool reverse, int64_t index_base);
+
+/* ---------------------------------------------------------------- rearranging copies (flip, roll, pad) */
+/* engine/ops/arrange.c: each is one copy of any dtype into a new contiguous tensor. dims 0-based
+ * (negative wraps). */
+typedef enum {
+  DLE_PAD_CONSTANT,
+  DLE_PAD_REFLECT,
+  DLE_PAD_REPLICATE,
+  DLE_PAD_CIRCULAR
+} dle_pad_mode;
+/* x with the order of its elements reversed along each of the ndims dims */
+dle_status dle_flip(dle_tensor **out, dle_tensor *x, int ndims, const int *dims);
+/* x shifted by shifts[k] places along dims[k] (the end wrapping round to the start) */
+dle_status dle_roll(dle_tensor **out, dle_tensor *x, int ndims, const int *dims,
+                    const int64_t *shifts);
+/* x padded on its last npads / 2 dims (at most 4), pads in PyTorch's order: the last dim's left
+ * and right first; mode constant fills with value (negative pads crop), the others take x's
+ * elements (reflect: pads below the dim's size; replicate, circular: a non-empty dim). */
+dle_status dle_pad(dle_tensor **out, dle_tensor *x, int npads, const int64_t *pads,
+                   dle_pad_mode mode, double value);
+/* A tensor of one dim more than g, zero but for g's last dim on the diagonal at offset of dims
+ * d1, d2 (0-based in the result, negative wrapping) of sizes n1, n2 (torch.diag_embed when both
+ * are len + |offset|; diagonal's gradient). A composition of ops, differentiable. */
+dle_status dle_diag_embed(dle_tensor **out, dle_tensor *g, int64_t offset, int d1, int d2,
+                          int64_t n1, int64_t n2);
 
 /* ---------------------------------------------------------------- linear algebra */
 /* PyTorch matmul semantics: 1-D, 2-D, and batched with broadcast batch dims. */

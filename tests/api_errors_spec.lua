@@ -44,6 +44,7 @@ allow({"table"}, "an options table, possibly empty", {"dle.set_printoptions"})
 allow({"table"}, "a list of rules, possibly empty", {"dle.rewrite.flatten"})
 allow({"string"}, "its argument is a string", {"dle.io.json_string"})
 allow({"boolean"}, "its argument is a boolean", {"dle.set_grad_enabled"})
+allow({"table"}, "a shape: a list of sizes, empty for a 0-dim tensor", {"dle.broadcast_shapes"})
 
 local single_bad = {{"nil", nil}, {"string", "/nonexistent-dle-dir/x"}, {"table", {}}, {"boolean", true}}
 

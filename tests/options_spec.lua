@@ -303,6 +303,13 @@ local with_options = {
   ["nn.functional.interpolate"] = {function(o) o.size = 2; return F.interpolate(img, o) end, "interpolate"},
   ["upsample"] = {function(o) return dle.upsample(img, {2, 2}, o) end, "upsample"},
   ["upsample_backward"] = {function(o) return img:upsample_backward({2, 2}, o) end, "upsample_backward"},
+  -- lua/dle/distance.lua, lua/dle/arrange.lua
+  ["cdist"] = {function(o) return dle.cdist(x, x, o) end, "cdist"},
+  ["meshgrid"] = {function(o) return dle.meshgrid(dle.ones(2), dle.ones(3), o) end, "meshgrid"},
+  ["baddbmm"] = {function(o) local b = dle.ones(1, 2, 2); return dle.baddbmm(b, b, b, o) end, "baddbmm"},
+  ["addbmm"] = {function(o) local b = dle.ones(1, 2, 2); return dle.addbmm(dle.ones(2, 2), b, b, o) end, "addbmm"},
+  ["addmv"] = {function(o) return dle.addmv(dle.ones(2), x, dle.ones(3), o) end, "addmv"},
+  ["addr"] = {function(o) return dle.addr(x, dle.ones(2), dle.ones(3), o) end, "addr"},
 }
 -- the losses dle and dle.nn.functional both have, called with the same arguments
 for name, target in pairs({cross_entropy = t, nll_loss = t, mse_loss = x, binary_cross_entropy_with_logits = x}) do

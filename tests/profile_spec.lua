@@ -253,10 +253,10 @@ describe("dle.profile", function()
       end
     end
     table.sort(none)
-    assert.are.same({"arange", "cat", "copy", "embedding", "expand", "full", "gather",
+    assert.are.same({"arange", "cat", "copy", "diagonal", "embedding", "expand", "flip", "full", "gather",
                      "index_select", "masked_fill", "masked_scatter", "masked_select", "narrow",
-                     "nonzero", "one_hot", "permute", "rand", "randint", "randn", "scatter", "select",
-                     "tril", "triu", "unique", "view"}, none)
+                     "nonzero", "one_hot", "pad", "permute", "rand", "randint", "randn", "roll", "scatter",
+                     "select", "tril", "triu", "unique", "view"}, none)
     assert.has_error(function() dle.core._op_flops_rule("nope") end, "op_flops_rule: no op named 'nope'")
   end)
 end)

@@ -168,6 +168,22 @@ dle_status dle_forward_view(dle_op op, dle_tensor **outs, dle_tensor *const *ins
       }
       break;
     }
+    case DLE_OP_DIAGONAL: { /* ints: offset, dim1, dim2; stride dim1's + dim2's */
+      if (nd < 2) return dle_error("diagonal: expected at least 2 dims, got shape %s", SHAPE(t));
+      int d1, d2;
+      DLE_TRY(dle_wrap_dim("diagonal", (int)a->ints[1], nd, 0, &d1));
+      DLE_TRY(dle_wrap_dim("diagonal", (int)a->ints[2], nd, 0, &d2));
+      if (d1 == d2)
+        return dle_error("diagonal: dim1 and dim2 are both dim %d (shape %s)", d1 + 1, SHAPE(t));
+      int64_t off = a->ints[0], r0 = off < 0 ? -off : 0, c0 = off > 0 ? off : 0;
+      int64_t len = t->sizes[d1] - r0 < t->sizes[d2] - c0 ? t->sizes[d1] - r0 : t->sizes[d2] - c0;
+      if (len < 0) len = 0;
+      for (int d = 0; d < nd; d++)
+        if (d != d1 && d != d2) sizes[n] = t->sizes[d], strides[n++] = t->strides[d];
+      sizes[n] = len, strides[n++] = t->strides[d1] + t->strides[d2];
+      if (len > 0) offset += r0 * t->strides[d1] + c0 * t->strides[d2];
+      break;
+    }
     default: return dle_error("%s: not a view op", dle_op_get_info(op)->name);
   }
   DLE_TRY(dle_tensor_as_strided(&outs[0], t, n, sizes, strides, offset));
@@ -249,6 +265,11 @@ dle_status dle_expand(dle_tensor **out, dle_tensor *t, int ndim, const int64_t *
   if (ndim < 0 || ndim > DLE_MAX_DIMS) return dle_error("expand: at most %d dims", DLE_MAX_DIMS);
   dle_attrs a = ints_attrs(ndim, sizes);
   return call1(DLE_OP_EXPAND, out, t, &a);
+}
+
+dle_status dle_diagonal(dle_tensor **out, dle_tensor *t, int64_t offset, int dim1, int dim2) {
+  dle_attrs a = ints_attrs(3, (int64_t[]){offset, dim1, dim2});
+  return call1(DLE_OP_DIAGONAL, out, t, &a);
 }
 
 dle_status dle_squeeze(dle_tensor **out, dle_tensor *t, int dim) {

@@ -120,10 +120,21 @@ static dle_status vjp_expand(dle_node *n, dle_tensor *const *gout, dle_tensor **
   return dle_grad_to_input(n, 0, gout[0], gin);
 }
 
+/* diagonal(offset, dim1, dim2): d x = zeros of x's shape with d y on that diagonal */
+static dle_status vjp_diagonal(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  const dle_attrs *a = dle_node_attrs(n);
+  int nd = dle_node_input_ndim(n, 0), d1, d2;
+  const int64_t *sizes = dle_node_input_sizes(n, 0);
+  DLE_TRY(dle_wrap_dim("diagonal", (int)a->ints[1], nd, 0, &d1));
+  DLE_TRY(dle_wrap_dim("diagonal", (int)a->ints[2], nd, 0, &d2));
+  return dle_diag_embed(&gin[0], gout[0], a->ints[0], d1, d2, sizes[d1], sizes[d2]);
+}
+
 void dle_grad_register_view(dle_grad_rule *r) {
   r[DLE_OP_VIEW] = (dle_grad_rule){vjp_view, jvp_view, 0, false};
   r[DLE_OP_PERMUTE] = (dle_grad_rule){vjp_permute, jvp_same_view, 0, false};
   r[DLE_OP_NARROW] = (dle_grad_rule){vjp_narrow, jvp_same_view, 0, false};
   r[DLE_OP_SELECT] = (dle_grad_rule){vjp_select, jvp_same_view, 0, false};
   r[DLE_OP_EXPAND] = (dle_grad_rule){vjp_expand, jvp_same_view, 0, false};
+  r[DLE_OP_DIAGONAL] = (dle_grad_rule){vjp_diagonal, jvp_same_view, 0, false};
 }

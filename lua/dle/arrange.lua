@@ -1,8 +1,8 @@
 --- PyTorch's rearranging and matrix-product helpers as compositions of dle ops (index_select,
 -- narrow, cat, expand, reshape, matmul), so autograd (both modes), dtypes, devices and tracing come
--- from those ops: flip, fliplr, flipud, roll, repeat (dle["repeat"], a Lua keyword), tile,
--- repeat_interleave, meshgrid, diag, diagonal, trace, tensordot, kron, rot90, baddbmm, addbmm,
--- addmv, addr, and F.pad's constant, reflect, replicate and circular modes. Dims are 1-based
+-- from those ops: fliplr, flipud, repeat (dle["repeat"], a Lua keyword), tile,
+-- repeat_interleave, meshgrid, diag, trace, tensordot, kron, rot90, baddbmm, addbmm,
+-- addmv, addr (flip, roll, diagonal and F.pad are C ops: bindings/lua_arrange.c). Dims are 1-based
 -- (negative from the end), as everywhere in dle. They are not fused kernels: each costs the copies
 -- its ops make.
 local check = require "dle.check"
@@ -54,16 +54,6 @@ function M.install(dle)
     return s
   end
 
-  --- dle.flip(x, dims) / x:flip(dims): x with the order of elements reversed along each dim of
-  -- dims (an integer or a list), a copy (torch.flip).
-  function Tensor.flip(x, dims)
-    local y = tensor("flip", x)
-    for _, d in ipairs(dims_list("flip", dims, x:dim())) do
-      local n = y:size(d)
-      if n > 1 then y = y:index_select(d, dle.arange(n, 0, -1, {dtype = "int64", device = x:device()})) end
-    end
-    return y == x and x:clone() or y
-  end
   --- dle.fliplr(x): flip along dim 2 (x at least 2-D).
   function Tensor.fliplr(x)
     if tensor("fliplr", x):dim() < 2 then
@@ -75,28 +65,6 @@ function M.install(dle)
   function Tensor.flipud(x)
     if tensor("flipud", x):dim() < 1 then check.error("flipud: input must be at least 1-D, got a 0-dim tensor") end
     return x:flip(1)
-  end
-
-  --- dle.roll(x, shifts, dims) / x:roll(shifts, dims): elements shifted by shifts positions along
-  -- dims (wrapping around); without dims, over the flattened tensor, shape kept (torch.roll).
-  function Tensor.roll(x, shifts, dims)
-    tensor("roll", x)
-    if dims == nil then
-      if type(shifts) ~= "number" then check.error("roll: without dims, shifts must be one integer") end
-      return x:reshape(-1):roll(shifts, 1):reshape(x:shape())
-    end
-    if type(shifts) == "number" then shifts = {shifts} end
-    local ds = dims_list("roll", dims, x:dim())
-    if #shifts ~= #ds then
-      check.error(string.format("roll: %d shifts for %d dims", #shifts, #ds))
-    end
-    for i, d in ipairs(ds) do
-      if math.type(shifts[i]) ~= "integer" then check.error("roll: shifts must be integers") end
-      local n = x:size(d)
-      local s = n > 0 and shifts[i] % n or 0
-      if s ~= 0 then x = dle.cat({x:narrow(d, n - s + 1, s), x:narrow(d, 1, n - s)}, d) end
-    end
-    return x
   end
 
   -- x repeated r[i] times along each dim (len(r) >= dim; leading dims are new)
@@ -201,36 +169,6 @@ function M.install(dle)
     return table.unpack(out)
   end
 
-  --- dle.diagonal(x, offset, dim1, dim2) / x:diagonal(...): the elements x[..., i, i + offset] of
-  -- dims dim1, dim2 (defaults 0, 1, 2) as the last dim of the result (a copy).
-  function Tensor.diagonal(x, offset, dim1, dim2)
-    tensor("diagonal", x)
-    offset = offset or 0
-    if math.type(offset) ~= "integer" then
-      check.error("diagonal: offset must be an integer, got " .. check.typename(offset))
-    end
-    if x:dim() < 2 then check.error("diagonal: input must be at least 2-D, got " .. check.shape_str(x)) end
-    local a, b = dim_of("diagonal", dim1 or 1, x:dim()), dim_of("diagonal", dim2 or 2, x:dim())
-    if a == b then check.error("diagonal: dim1 and dim2 must differ") end
-    local perm = {}
-    for d = 1, x:dim() do if d ~= a and d ~= b then perm[#perm + 1] = d end end
-    perm[#perm + 1], perm[#perm + 2] = a, b
-    local y = x:permute(perm)
-    local rows, cols = x:size(a), x:size(b)
-    local idx = {}
-    for i = 1, rows do
-      local j = i + offset
-      if j >= 1 and j <= cols then idx[#idx + 1] = (i - 1) * cols + j end
-    end
-    local lead = y:shape()
-    lead[#lead], lead[#lead - 1] = nil, nil
-    local flat_shape = {table.unpack(lead)}
-    flat_shape[#flat_shape + 1] = rows * cols
-    local flat = y:reshape(flat_shape)
-    if #idx == 0 then return flat:narrow(#flat_shape, 1, 0) end
-    return flat:index_select(#flat_shape, index(idx, x:device()))
-  end
-
   --- dle.diag(x, diagonal) / x:diag(diagonal): a 1-D x as the given diagonal of a square matrix
   -- (zeros elsewhere), or a 2-D x's diagonal as a 1-D tensor (torch.diag).
   function Tensor.diag(x, k)
@@ -239,13 +177,7 @@ function M.install(dle)
     if math.type(k) ~= "integer" then check.error("diag: diagonal must be an integer") end
     if x:dim() == 2 then return x:diagonal(k) end
     if x:dim() ~= 1 then check.error("diag: input must be 1-D or 2-D, got " .. check.shape_str(x)) end
-    local n = x:numel()
-    local a = math.abs(k)
-    local m = dle.eye(n, {dtype = x:dtype(), device = x:device()}) * x:unsqueeze(1)
-    if a == 0 then return m end
-    local z = function(r, c) return dle.zeros(r, c, {dtype = x:dtype(), device = x:device()}) end
-    if k > 0 then return dle.cat({dle.cat({z(n, a), m}, 2), z(a, n + a)}, 1) end
-    return dle.cat({z(a, n + a), dle.cat({m, z(n, a)}, 2)}, 1)
+    return dle.diag_embed(x, k)
   end
 
   --- dle.trace(x) / x:trace(): the sum of a 2-D tensor's diagonal.
@@ -352,67 +284,9 @@ function M.install(dle)
     return scaled_sum("addr", tensor("addr", input), dle.outer(tensor("addr", v1, "vec1"), v2), opts)
   end
 
-  -- F.pad: pads = {left_last, right_last, left_second_last, ...} as PyTorch orders them
-  local function pad(x, pads, opts)
-    tensor("pad", x)
-    opts = check.options(opts, "pad", {"mode", "value"})
-    local mode = opts.mode or "constant"
-    if type(pads) ~= "table" or #pads % 2 ~= 0 or #pads // 2 > x:dim() then
-      check.error(string.format("pad: pads must be an even-length list for at most %d dims", x:dim()))
-    end
-    for d_from_last = 1, #pads // 2 do
-      local d = x:dim() - d_from_last + 1
-      local lo, hi = pads[2 * d_from_last - 1], pads[2 * d_from_last]
-      if math.type(lo) ~= "integer" or math.type(hi) ~= "integer" then check.error("pad: pads must be integers") end
-      local n = x:size(d)
-      if mode == "constant" then
-        if lo < 0 then x, n, lo = x:narrow(d, 1 - lo, n + lo), n + lo, 0 end
-        if hi < 0 then x, hi = x:narrow(d, 1, n + hi), 0 end
-        local parts = {}
-        local function block(k)
-          local s = x:shape()
-          s[d] = k
-          return dle.full(s, opts.value or 0, {dtype = x:dtype(), device = x:device()})
-        end
-        if lo > 0 then parts[#parts + 1] = block(lo) end
-        parts[#parts + 1] = x
-        if hi > 0 then parts[#parts + 1] = block(hi) end
-        if #parts > 1 then x = dle.cat(parts, d) end
-      elseif mode == "reflect" or mode == "replicate" or mode == "circular" then
-        if opts.value ~= nil then check.error("pad: value is for mode \"constant\" only") end
-        if lo < 0 or hi < 0 then check.error("pad: negative pads are for mode \"constant\" only") end
-        if mode == "reflect" and (lo >= n or hi >= n) then
-          check.error(string.format("pad: reflect padding %d, %d must be less than the dim's size %d", lo, hi, n))
-        end
-        if mode ~= "reflect" and n == 0 then check.error("pad: cannot pad an empty dim in mode " .. mode) end
-        if mode == "circular" and (lo > n or hi > n) then
-          check.error(string.format("pad: circular padding %d, %d must be at most the dim's size %d", lo, hi, n))
-        end
-        local idx = {}
-        for i = -lo, n - 1 + hi do
-          local j
-          if mode == "reflect" then
-            j = i < 0 and -i or (i >= n and 2 * (n - 1) - i or i)
-          elseif mode == "replicate" then
-            j = math.max(0, math.min(n - 1, i))
-          else
-            j = i % n
-          end
-          idx[#idx + 1] = j + 1
-        end
-        x = x:index_select(d, index(idx, x:device()))
-      else
-        check.error("pad: mode must be \"constant\", \"reflect\", \"replicate\" or \"circular\", got "
-                    .. tostring(mode))
-      end
-    end
-    return x
-  end
-  -- F.pad lives in dle.nn.functional, which fetches it from here (below, named)
-
   -- errors of the ops inside name the function called (check.call), as a kernel's would
   local named = check.named
-  for _, name in ipairs({"flip", "fliplr", "flipud", "roll", "repeat", "tile", "repeat_interleave", "diagonal",
+  for _, name in ipairs({"fliplr", "flipud", "repeat", "tile", "repeat_interleave",
                          "diag", "trace", "rot90"}) do
     Tensor[name] = named(name, Tensor[name])
     dle[name] = Tensor[name]
@@ -420,7 +294,6 @@ function M.install(dle)
   for _, name in ipairs({"meshgrid", "tensordot", "kron", "baddbmm", "addbmm", "addmv", "addr"}) do
     dle[name] = named(name, dle[name])
   end
-  rawset(Tensor, "_pad_impl", named("pad", pad))
 end
 
 return M

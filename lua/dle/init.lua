@@ -39,6 +39,7 @@ merge(require "dle.autograd")
 merge(require "dle.linalg")
 merge(require "dle.arrange")
 merge(require "dle.select")
+merge(require "dle.distance")
 
 -- The Lua functions among them report errors at the user's line, not at dle's own (see
 -- dle.check: check.public); C functions already do.

@@ -300,7 +300,8 @@ end
 --- F.pad(x, pads, {mode = "constant" | "reflect" | "replicate" | "circular", value = 0}): x
 -- padded on its last #pads / 2 dims, pads listed from the last dim backward as PyTorch does
 -- ({left, right} of the last dim, then {top, bottom} of the one before...); negative pads crop in
--- mode "constant". Differentiable (a composition of cat, narrow and index_select).
-function F.pad(x, pads, opts) return dle.Tensor._pad_impl(x, pads, opts) end
+-- mode "constant"; at most 4 dims (reflect, replicate, circular: pads below, at most, and at most
+-- the dim's size; a non-empty dim). Differentiable; one copy (the op pad, engine/ops/arrange.c).
+function F.pad(x, pads, opts) return dle.core._pad(check.tensor(x, "pad", "input"), pads, opts) end
 
 return F
