@@ -58,9 +58,9 @@ static void quantize_q4_0(const float *x, uint8_t *b) {
 static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L,
                            float *the_min, float rmin, float rdelta, int nstep) {
   float min = x[0], max = x[0], sum_w = w[0], sum_x = w[0] * x[0];
-  for (int i = 1; i < n; i++) {
-    min = QMIN(min, x[i]);
-    max = QMAX(max, x[i]);
+  for (int i = 1; i < n; i++) { /* ties keep the first (a -0.0 min stays -0.0, as in ggml) */
+    if (x[i] < min) min = x[i];
+    if (x[i] > max) max = x[i];
     sum_w += w[i];
     sum_x += w[i] * x[i];
   }
@@ -120,8 +120,8 @@ static void quantize_q4_k(const float *x, uint8_t *b) {
     float av_x = sqrtf(sum_x2 / 32);
     for (int l = 0; l < 32; l++) w[l] = av_x + fabsf(xs[l]);
     scales[j] = fit_scale_min(32, 15, xs, w, L + 32 * j, &mins[j], -1.f, 0.1f, 20);
-    max_scale = QMAX(max_scale, scales[j]);
-    max_min = QMAX(max_min, mins[j]);
+    if (scales[j] > max_scale) max_scale = scales[j];
+    if (mins[j] > max_min) max_min = mins[j]; /* a min of -0.0 leaves max_min +0.0 */
   }
   uint8_t *s = b + 4, *qs = b + 16;
   memset(s, 0, 12);

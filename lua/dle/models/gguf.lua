@@ -132,7 +132,7 @@ local CONFIG = {
 function G.from_gguf(path)
   local fn = "dle.models.from_gguf"
   check.string(path, fn, "path")
-  local tensors, meta = dle.load_gguf(path)
+  local tensors, meta = check.call(fn, dle.load_gguf, path)
   local arch = meta["general.architecture"]
   if not ARCH[arch] then
     check.error(string.format("%s: %s: general.architecture is %s; dle reads llama and gpt2", fn, path,
@@ -149,12 +149,11 @@ function G.from_gguf(path)
     renamed[hf or name] = t
   end
   local src = L.source(renamed, fn, path)
-  local model
-  if arch == "llama" then
-    model = require("dle.models.llama").Llama(config, {source = src})
-  else
-    model = require("dle.models.gpt2").GPT2(config, {source = src, linear_layout = true})
-  end
+  -- the config comes from the file: its errors (a head count not dividing the width...) name the loader
+  local model = check.call(fn, function()
+    if arch == "llama" then return require("dle.models.llama").Llama(config, {source = src}) end
+    return require("dle.models.gpt2").GPT2(config, {source = src, linear_layout = true})
+  end)
   model:eval()
   model.unused_weights = src:unused()
   return model
