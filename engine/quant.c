@@ -32,9 +32,10 @@ static dle_status kernels_for(const char *fn, const dle_tensor *t, const dle_qua
   dle_device d = dle_tensor_device(t);
   const dle_backend *b = d.type == DLE_CPU ? dle_backend_get(DLE_CPU) : NULL;
   if (!b || !b->quant)
-    return dle_error("%s: quantized tensors are computed on the CPU only, got a tensor on %s "
-                     "(move it with :cpu())",
-                     fn, dle_device_str(buf, sizeof buf, d));
+    return dle_error(
+        "%s: quantized tensors are computed on the CPU only, got a tensor on %s "
+        "(move it with :cpu())",
+        fn, dle_device_str(buf, sizeof buf, d));
   *k = b->quant;
   return DLE_OK;
 }
@@ -54,14 +55,15 @@ static dle_status check_blocks(const char *fn, const dle_tensor *w, dle_qtype q,
   if (!w) return dle_error("%s: the quantized data is missing", fn);
   int64_t blk = formats[q].block;
   if (cols <= 0 || cols % blk != 0)
-    return dle_error("%s: %s rows of %lld values: the row length must be a positive multiple of %lld",
-                     fn, formats[q].name, (long long)cols, (long long)blk);
+    return dle_error(
+        "%s: %s rows of %lld values: the row length must be a positive multiple of %lld", fn,
+        formats[q].name, (long long)cols, (long long)blk);
   int64_t rb = cols / blk * formats[q].bytes;
   if (w->ndim != 2 || w->dtype != DLE_U8 || !dle_tensor_is_contiguous(w) || w->sizes[1] != rb)
-    return dle_error("%s: %s data for rows of %lld values must be contiguous uint8 {rows, %lld}, "
-                     "got %s %s",
-                     fn, formats[q].name, (long long)cols, (long long)rb, dle_dtype_name(w->dtype),
-                     SHAPE(w));
+    return dle_error(
+        "%s: %s data for rows of %lld values must be contiguous uint8 {rows, %lld}, "
+        "got %s %s",
+        fn, formats[q].name, (long long)cols, (long long)rb, dle_dtype_name(w->dtype), SHAPE(w));
   return DLE_OK;
 }
 

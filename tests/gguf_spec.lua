@@ -59,7 +59,8 @@ describe("dle.save_gguf / dle.load_gguf", function()
   it("round-trips every metadata value type, arrays (nested, empty) and general.alignment", function()
     local meta = {u8 = 255, i8 = -128, u16 = 65535, i16 = -32768, u32 = 4294967295, i32 = -2147483648,
       u64 = -1, i64 = math.mininteger, f32 = 0.25, f64 = 1 / 3, yes = true, no = false,
-      str = "h\0llo \xe2\x9c\x93", empty = "", arr = {1, 2, 3}, strs = {"a", "", "ccc"}, nested = {{1.5}, {}, {2.5, 3.5}},
+      str = "h\0llo \xe2\x9c\x93", empty = "", arr = {1, 2, 3}, strs = {"a", "", "ccc"},
+      nested = {{1.5}, {}, {2.5, 3.5}},
       none = {}, bools = {true, false}, ["general.alignment"] = 64}
     local types = {u8 = "uint8", i8 = "int8", u16 = "uint16", i16 = "int16", u32 = "uint32", i32 = "int32",
       u64 = "uint64", i64 = "int64", f32 = "float32", f64 = "float64", yes = "bool", no = "bool", str = "string",

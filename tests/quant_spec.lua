@@ -167,7 +167,8 @@ describe("quantized tensors", function()
     H.assert_error(function() q:requires_grad_(true) end, "requires_grad_: a quantized q4_0 tensor cannot require grad")
     H.assert_error(function() dle.matmul(dle.randn(3, 63), q:t()) end,
       "matmul: shapes {3,63} float32 and {64,4} q4_0 (transposed) cannot be multiplied")
-    H.assert_error(function() dle.matmul(q, dle.randn(64, 2)) end, "matmul: a quantized tensor can only be the right operand")
+    H.assert_error(function() dle.matmul(q, dle.randn(64, 2)) end,
+      "matmul: a quantized tensor can only be the right operand")
     H.assert_error(function() dle.matmul(dle.randn(2, 3, 4), dle.quantize(dle.randn(2, 3, 32), "q8_0")) end,
       "matmul: a quantized weight must be 2-D, got shape {2,3,32}")
     H.assert_error(function() dle.nn.functional.linear(dle.randn(2, 5), q) end,
@@ -229,7 +230,8 @@ describe("products with a quantized weight", function()
     local ys = {}
     for _, t in ipairs({1, 2}) do
       dle.set_num_threads(t)
-      ys[t] = {dle.matmul(x1, q:t()), dle.matmul(x3, q:t()), dle.matmul(dle.randn(2, 37, {generator = dle.Generator(1)}), q)}
+      local u = dle.randn(2, 37, {generator = dle.Generator(1)})
+      ys[t] = {dle.matmul(x1, q:t()), dle.matmul(x3, q:t()), dle.matmul(u, q)}
     end
     dle.set_num_threads(n)
     for k = 1, 3 do assert.are.equal(0, H.max_diff(ys[1][k], ys[2][k])) end
@@ -320,7 +322,8 @@ describe("nn.utils.quantize_", function()
   local function tiny(arch)
     local g = dle.Generator(9)
     if arch == "gpt2" then
-      return dle.models.gpt2.GPT2({vocab_size = 64, n_positions = 32, n_embd = 64, n_layer = 2, n_head = 4}, {generator = g})
+      return dle.models.gpt2.GPT2({vocab_size = 64, n_positions = 32, n_embd = 64, n_layer = 2, n_head = 4},
+        {generator = g})
     end
     return dle.models.llama.Llama({vocab_size = 64, hidden_size = 64, intermediate_size = 128, num_hidden_layers = 2,
       num_attention_heads = 4, num_key_value_heads = 2, max_position_embeddings = 64}, {generator = g})

@@ -17,9 +17,9 @@
 #include "../../engine/kernel/half.h"
 #include "cpu_types.h"
 
-#define QK8_0 32
-#define QK4_0 32
-#define QK_K  256
+#define QK8_0      32
+#define QK4_0      32
+#define QK_K       256
 #define Q8_0_BYTES 34
 #define Q4_0_BYTES 18
 #define Q4_K_BYTES 144

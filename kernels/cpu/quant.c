@@ -202,9 +202,21 @@ static void expand_blocks(const format *f, const uint8_t *row, int64_t b0, int64
   for (int64_t b = b0; b < b1; b++) f->expand(row + b * f->bytes, y + (b - b0) * f->block);
 }
 
+/* Whether the AVX2 kernels of cpu_vec_quant.c may run: cpu_vec is set (AVX2 + FMA, DLE_SIMD not 0)
+ * and the CPU converts float16 (F16C). */
+static bool simd(void) {
+#ifdef CPU_VEC_X86
+  static int have = -1;
+  if (have < 0) have = cpu_vec && __builtin_cpu_supports("f16c");
+  return have;
+#else
+  return false;
+#endif
+}
+
 static float dot_f32(const float *x, const float *y, int64_t n) {
 #ifdef CPU_VEC_X86
-  if (cpu_vec) return cpu_vec_dot_f32_avx2(x, y, n);
+  if (simd()) return cpu_vec_dot_f32_avx2(x, y, n);
 #endif
   float s = 0;
   for (int64_t i = 0; i < n; i++) s += x[i] * y[i];
@@ -227,7 +239,8 @@ static void cpu_quantize(dle_qtype q, int64_t rows, int64_t cols, const float *x
   (void)nt;
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
   for (int64_t r = 0; r < rows; r++)
-    for (int64_t b = 0; b < nb; b++) f->quantize(x + r * cols + b * f->block, w + r * rb + b * f->bytes);
+    for (int64_t b = 0; b < nb; b++)
+      f->quantize(x + r * cols + b * f->block, w + r * rb + b * f->bytes);
 }
 
 static void cpu_dequantize(dle_qtype q, int64_t rows, int64_t cols, const uint8_t *w, float *y) {
@@ -252,7 +265,7 @@ static void cpu_matmul_nt(dle_qtype q, int64_t m, int64_t n, int64_t k, const fl
   int nt = threads_for(n * k * (m < 4 ? m : 4));
   (void)nt;
 #ifdef CPU_VEC_X86
-  if (m == 1 && cpu_vec) {
+  if (m == 1 && simd()) {
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
     for (int64_t j = 0; j < n; j++) y[j] = cpu_vec_qdot_avx2(q, w + j * rb, x, k);
     return;

@@ -93,7 +93,9 @@ local function read_value(r, id, what, depth)
     return b == 1, name
   end
   if name ~= "array" then return unpack(r, t[2], string.packsize(t[2]), what), name end
-  if depth >= MAX_ARRAY_DEPTH then fail("%s: %s: arrays nested too deep in %s at offset %d", r.fn, r.path, what, r.pos) end
+  if depth >= MAX_ARRAY_DEPTH then
+    fail("%s: %s: arrays nested too deep in %s at offset %d", r.fn, r.path, what, r.pos)
+  end
   local at = r.pos
   local item = unpack(r, "<I4", 4, what .. " item type")
   local n = unpack(r, "<I8", 8, what .. " length")
@@ -130,7 +132,9 @@ return function(dle)
       local n_tensors = unpack(r, "<I8", 8, "tensor count")
       local n_kv = unpack(r, "<I8", 8, "metadata count")
       -- a key takes at least 12 bytes (length, type), a tensor info at least 24
-      if n_kv < 0 or n_kv > (size - r.pos) // 12 then fail("%s: %s: bad metadata count %d at offset 16", fn, path, n_kv) end
+      if n_kv < 0 or n_kv > (size - r.pos) // 12 then
+        fail("%s: %s: bad metadata count %d at offset 16", fn, path, n_kv)
+      end
       if n_tensors < 0 or n_tensors > (size - r.pos) // 24 then
         fail("%s: %s: bad tensor count %d at offset 8", fn, path, n_tensors)
       end
@@ -156,7 +160,9 @@ return function(dle)
         if seen[name] then fail("%s: %s: tensor %q repeated at offset %d", fn, path, name, at) end
         seen[name] = true
         local nd = unpack(r, "<I4", 4, "dimension count of " .. name)
-        if nd > MAX_DIMS then fail("%s: %s: tensor %q has %d dimensions (at most %d) at offset %d", fn, path, name, nd, MAX_DIMS, at) end
+        if nd > MAX_DIMS then
+          fail("%s: %s: tensor %q has %d dimensions (at most %d) at offset %d", fn, path, name, nd, MAX_DIMS, at)
+        end
         local shape, numel = {}, 1
         for d = 1, nd do
           local s = unpack(r, "<I8", 8, "dimension of " .. name)
@@ -274,7 +280,9 @@ return function(dle)
   -- @param opts optional {types = {key -> type name}}
   local function save_gguf(path, tensors, metadata, opts)
     local fn = "dle.save_gguf"
-    if type(tensors) ~= "table" then fail("%s: tensors must be a table of name -> tensor, got %s", fn, type(tensors)) end
+    if type(tensors) ~= "table" then
+      fail("%s: tensors must be a table of name -> tensor, got %s", fn, type(tensors))
+    end
     if metadata ~= nil and type(metadata) ~= "table" then
       fail("%s: metadata must be a table, got %s", fn, type(metadata))
     end

@@ -116,7 +116,8 @@ local CONFIG = {
   gpt2 = function(fn, path, meta, tensors)
     return {vocab_size = vocab_of(fn, path, tensors), n_embd = meta_int(fn, path, meta, "gpt2.embedding_length"),
       n_positions = meta_int(fn, path, meta, "gpt2.context_length"),
-      n_layer = meta_int(fn, path, meta, "gpt2.block_count"), n_head = meta_int(fn, path, meta, "gpt2.attention.head_count"),
+      n_layer = meta_int(fn, path, meta, "gpt2.block_count"),
+      n_head = meta_int(fn, path, meta, "gpt2.attention.head_count"),
       n_inner = meta_int(fn, path, meta, "gpt2.feed_forward_length", true),
       layer_norm_epsilon = meta_num(fn, path, meta, "gpt2.attention.layer_norm_epsilon", 1e-5),
       tie_word_embeddings = tensors["output.weight"] == nil}
