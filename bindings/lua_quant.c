@@ -3,9 +3,43 @@
  *   core._qtype_info(kind)                        -> values per block, bytes per block (nil: unknown)
  *   core._quantize(x, kind)                       x float32 {rows, cols} -> uint8 {rows, row bytes}
  *   core._dequantize(w, kind, cols)               -> float32 {rows, cols}
- *   core._qmatmul(x, w, kind, cols, transposed)   -> x @ W^T (transposed) or x @ W */
+ *   core._qmatmul(x, w, kind, cols, transposed)   -> x @ W^T (transposed) or x @ W
+ *   core._set_qmatmul(fn)                         matmul(a, b) with a quantized operand calls fn(a, b) */
+#include <string.h>
+
 #include "lua_util.h"
 #include "../engine/dle.h"
+
+/* The registry key of lua/dle/quant.lua's product with a quantized operand (set by
+ * core._set_qmatmul), which dle.matmul hands such calls to. */
+#define QMATMUL_KEY "dle.qmatmul"
+
+static bool is_quantized(lua_State *L, int idx) {
+  if (lua_type(L, idx) != LUA_TTABLE || !lua_getmetatable(L, idx)) return false;
+  lua_getfield(L, -1, "__name");
+  const char *name = lua_tostring(L, -1);
+  bool yes = name && strcmp(name, "dle.QuantizedTensor") == 0;
+  lua_pop(L, 2);
+  return yes;
+}
+
+int dle_lua_quant_dispatch(lua_State *L) {
+  if (!is_quantized(L, 1) && !is_quantized(L, 2)) return -1;
+  lua_getfield(L, LUA_REGISTRYINDEX, QMATMUL_KEY);
+  if (!lua_isfunction(L, -1))
+    return dle_lua_error(L, "quantized tensors need lua/dle/quant.lua (require \"dle\")");
+  lua_pushvalue(L, 1);
+  lua_pushvalue(L, 2);
+  lua_call(L, 2, 1);
+  return 1;
+}
+
+static int l_set_qmatmul(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  lua_pushvalue(L, 1);
+  lua_setfield(L, LUA_REGISTRYINDEX, QMATMUL_KEY);
+  return 0;
+}
 
 static dle_qtype check_qtype(lua_State *L, int arg) {
   const char *name = dle_lua_checklstring(L, arg, NULL);
@@ -48,10 +82,8 @@ static int l_qmatmul(lua_State *L) {
 }
 
 void dle_lua_open_quant(lua_State *L, int module, int methods) {
-  static const luaL_Reg fns[] = {{"_qtype_info", l_qtype_info},
-                                 {"_quantize", l_quantize},
-                                 {"_dequantize", l_dequantize},
-                                 {"_qmatmul", l_qmatmul},
-                                 {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"_qtype_info", l_qtype_info},   {"_quantize", l_quantize},
+                                 {"_dequantize", l_dequantize},   {"_qmatmul", l_qmatmul},
+                                 {"_set_qmatmul", l_set_qmatmul}, {NULL, NULL}};
   dle_lua_register(L, module, methods, fns, NULL, NULL);
 }

@@ -20,6 +20,9 @@ function M.install(dle)
   local Q = {}
   local QT = {__name = "dle.QuantizedTensor"}
 
+  --- dle.is_quantized(v): whether v is a quantized tensor (dle.quantize, dle.load_gguf).
+  -- @param v any value
+  -- @return boolean
   local function is_quantized(v) return getmetatable(v) == QT end
 
   local function shape_str(s) return "{" .. table.concat(s, ",") .. "}" end
@@ -195,16 +198,13 @@ function M.install(dle)
   end
   M.matmul = qmatmul
 
-  local native_matmul = dle.matmul
-  --- matmul(a, b): as dle.core's, and with a quantized b: x @ W (b = q) or x @ W^T (b = q:t()).
-  function dle.matmul(a, b)
-    if is_quantized(b) then return qmatmul(a, b) end
-    if is_quantized(a) then
+  -- dle.matmul (C) hands a call with a quantized operand here: x @ W (b = q) or x @ W^T (b = q:t())
+  core._set_qmatmul(function(a, b)
+    if not is_quantized(b) then
       check.error("matmul: a quantized tensor can only be the right operand (the weight), got it on the left")
     end
-    return native_matmul(a, b)
-  end
-  dle.Tensor.matmul = dle.matmul
+    return qmatmul(a, b)
+  end)
 end
 
 return M
