@@ -112,6 +112,61 @@ local function read_value(r, id, what, depth)
   return out, "array<" .. iname .. ">"
 end
 
+-- The n metadata pairs: key -> value and key -> GGUF type name.
+local function read_metadata(r, n)
+  local meta, types = {}, {}
+  for _ = 1, n do
+    local at = r.pos
+    local key = read_string(r, "metadata key")
+    if types[key] then fail("%s: %s: metadata key %q repeated at offset %d", r.fn, r.path, key, at) end
+    local id = unpack(r, "<I4", 4, "value type of " .. key)
+    meta[key], types[key] = read_value(r, id, string.format("metadata %q", key), 0)
+  end
+  return meta, types
+end
+
+-- One tensor info, checked: {name, at (its offset in the file), shape (PyTorch's order), g (its
+-- GGML entry), off (in the data section), nbytes, numel}.
+local function read_tensor_info(r, alignment)
+  local fn, path, at = r.fn, r.path, r.pos
+  local name = read_string(r, "tensor name")
+  local nd = unpack(r, "<I4", 4, "dimension count of " .. name)
+  if nd > MAX_DIMS then
+    fail("%s: %s: tensor %q has %d dimensions (at most %d) at offset %d", fn, path, name, nd, MAX_DIMS, at)
+  end
+  local shape, numel = {}, 1
+  for d = 1, nd do
+    local s = unpack(r, "<I8", 8, "dimension of " .. name)
+    if s < 0 or s > 0 and numel > (1 << 56) // s then
+      fail("%s: %s: tensor %q has a bad dimension %d at offset %d", fn, path, name, s, r.pos - 8)
+    end
+    shape[nd + 1 - d] = s
+    numel = numel * s
+  end
+  local gt = unpack(r, "<I4", 4, "type of " .. name)
+  local off = unpack(r, "<I8", 8, "offset of " .. name)
+  local g = GGML[gt]
+  if not g then
+    fail("%s: %s: tensor %q has ggml type %d%s, which dle does not read (f32, f16, bf16, q8_0, q4_0, q4_k)",
+      fn, path, name, gt, GGML_OTHER[gt] and " (" .. GGML_OTHER[gt] .. ")" or "")
+  end
+  local nbytes
+  if g.kind then
+    local block, bytes = core._qtype_info(g.kind)
+    if nd < 1 or shape[nd] % block ~= 0 then
+      fail("%s: %s: %s tensor %q has rows of %s values, not a multiple of %d", fn, path, g.kind, name,
+        tostring(shape[nd]), block)
+    end
+    nbytes = numel // block * bytes
+  else
+    nbytes = numel * common.ELSIZE[g.dtype]
+  end
+  if off < 0 or off % alignment ~= 0 then
+    fail("%s: %s: tensor %q has offset %d, not a multiple of the alignment %d", fn, path, name, off, alignment)
+  end
+  return {name = name, at = at, shape = shape, g = g, off = off, nbytes = nbytes, numel = numel}
+end
+
 return function(dle)
   --- Loads a GGUF v3 file: tensors (float32/float16/bfloat16 as tensors, Q8_0/Q4_0/Q4_K as
   -- quantized tensors), memory-mapped (copy-on-write; the file is never changed), and metadata.
@@ -138,14 +193,7 @@ return function(dle)
       if n_tensors < 0 or n_tensors > (size - r.pos) // 24 then
         fail("%s: %s: bad tensor count %d at offset 8", fn, path, n_tensors)
       end
-      local meta, types = {}, {}
-      for _ = 1, n_kv do
-        local at = r.pos
-        local key = read_string(r, "metadata key")
-        if types[key] then fail("%s: %s: metadata key %q repeated at offset %d", fn, path, key, at) end
-        local id = unpack(r, "<I4", 4, "value type of " .. key)
-        meta[key], types[key] = read_value(r, id, string.format("metadata %q", key), 0)
-      end
+      local meta, types = read_metadata(r, n_kv)
       local alignment = meta["general.alignment"]
       if alignment == nil then
         alignment = DEFAULT_ALIGNMENT
@@ -154,46 +202,12 @@ return function(dle)
           types["general.alignment"], tostring(alignment))
       end
       local infos, seen = {}, {}
-      for _ = 1, n_tensors do
-        local at = r.pos
-        local name = read_string(r, "tensor name")
-        if seen[name] then fail("%s: %s: tensor %q repeated at offset %d", fn, path, name, at) end
-        seen[name] = true
-        local nd = unpack(r, "<I4", 4, "dimension count of " .. name)
-        if nd > MAX_DIMS then
-          fail("%s: %s: tensor %q has %d dimensions (at most %d) at offset %d", fn, path, name, nd, MAX_DIMS, at)
+      for i = 1, n_tensors do
+        infos[i] = read_tensor_info(r, alignment)
+        if seen[infos[i].name] then
+          fail("%s: %s: tensor %q repeated at offset %d", fn, path, infos[i].name, infos[i].at)
         end
-        local shape, numel = {}, 1
-        for d = 1, nd do
-          local s = unpack(r, "<I8", 8, "dimension of " .. name)
-          if s < 0 or s > 0 and numel > (1 << 56) // s then
-            fail("%s: %s: tensor %q has a bad dimension %d at offset %d", fn, path, name, s, r.pos - 8)
-          end
-          shape[nd + 1 - d] = s
-          numel = numel * s
-        end
-        local gt = unpack(r, "<I4", 4, "type of " .. name)
-        local off = unpack(r, "<I8", 8, "offset of " .. name)
-        local g = GGML[gt]
-        if not g then
-          fail("%s: %s: tensor %q has ggml type %d%s, which dle does not read (f32, f16, bf16, q8_0, q4_0, q4_k)",
-            fn, path, name, gt, GGML_OTHER[gt] and " (" .. GGML_OTHER[gt] .. ")" or "")
-        end
-        local nbytes
-        if g.kind then
-          local block, bytes = core._qtype_info(g.kind)
-          if nd < 1 or shape[nd] % block ~= 0 then
-            fail("%s: %s: %s tensor %q has rows of %s values, not a multiple of %d", fn, path, g.kind, name,
-              tostring(shape[nd]), block)
-          end
-          nbytes = numel // block * bytes
-        else
-          nbytes = numel * common.ELSIZE[g.dtype]
-        end
-        if off < 0 or off % alignment ~= 0 then
-          fail("%s: %s: tensor %q has offset %d, not a multiple of the alignment %d", fn, path, name, off, alignment)
-        end
-        infos[#infos + 1] = {name = name, shape = shape, g = g, off = off, nbytes = nbytes, numel = numel}
+        seen[infos[i].name] = true
       end
       local data_at = common.align(r.pos, alignment)
       local out = {}

@@ -145,6 +145,10 @@ function G.from_gguf(path)
     local hf = rename(arch, name, 2)
     if arch == "llama" and (name:match("%.attn_q%.") or name:match("%.attn_k%.")) then
       local h = name:match("%.attn_q%.") and config.num_attention_heads or config.num_key_value_heads
+      if t:dim() < 1 or t:size(1) % (2 * h) ~= 0 then
+        check.error(string.format("%s: %s: tensor %q of shape {%s} does not split into %d heads of an even size",
+          fn, path, name, table.concat(t:shape(), ","), h))
+      end
       t = permute(t, h, true)
     end
     renamed[hf or name] = t
