@@ -36,21 +36,22 @@ QVEC_INLINE __m256 dot32_i8(__m128i lo, __m128i hi, const float *x) {
                i8x8_ps(_mm_unpackhi_epi64(hi, hi)), x);
 }
 
-QVEC_INLINE __m256 block_q8_0(const uint8_t *w, const float *x) {
+/* acc + the block's scale times its dot product with x (one FMA) */
+QVEC_INLINE __m256 block_q8_0(const uint8_t *w, const float *x, __m256 acc) {
   const uint8_t *q = w + 2;
   __m256 s = dot32(i8x8_ps(_mm_loadl_epi64((const __m128i *)q)),
                    i8x8_ps(_mm_loadl_epi64((const __m128i *)(q + 8))),
                    i8x8_ps(_mm_loadl_epi64((const __m128i *)(q + 16))),
                    i8x8_ps(_mm_loadl_epi64((const __m128i *)(q + 24))), x);
-  return _mm256_mul_ps(_mm256_set1_ps(half_at(w)), s);
+  return _mm256_fmadd_ps(_mm256_set1_ps(half_at(w)), s, acc);
 }
 
-QVEC_INLINE __m256 block_q4_0(const uint8_t *w, const float *x) {
+QVEC_INLINE __m256 block_q4_0(const uint8_t *w, const float *x, __m256 acc) {
   const __m128i mask = _mm_set1_epi8(0xF), eight = _mm_set1_epi8(8);
   __m128i qs = _mm_loadu_si128((const __m128i *)(w + 2));
   __m128i lo = _mm_sub_epi8(_mm_and_si128(qs, mask), eight);
   __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(qs, 4), mask), eight);
-  return _mm256_mul_ps(_mm256_set1_ps(half_at(w)), dot32_i8(lo, hi, x));
+  return _mm256_fmadd_ps(_mm256_set1_ps(half_at(w)), dot32_i8(lo, hi, x), acc);
 }
 
 /* Blocks of `bytes` bytes and 32 values, two accumulators (alternate blocks) */
@@ -59,10 +60,10 @@ QVEC_INLINE __m256 block_q4_0(const uint8_t *w, const float *x) {
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;                             \
     int64_t b = 0;                                                              \
     for (; b + 2 <= nb; b += 2, w += 2 * (BYTES), x += 64) {                    \
-      acc0 = _mm256_add_ps(acc0, BLOCK_FN(w, x));                               \
-      acc1 = _mm256_add_ps(acc1, BLOCK_FN(w + (BYTES), x + 32));                \
+      acc0 = BLOCK_FN(w, x, acc0);                                              \
+      acc1 = BLOCK_FN(w + (BYTES), x + 32, acc1);                               \
     }                                                                           \
-    if (b < nb) acc0 = _mm256_add_ps(acc0, BLOCK_FN(w, x));                     \
+    if (b < nb) acc0 = BLOCK_FN(w, x, acc0);                                    \
     return vhsum(_mm256_add_ps(acc0, acc1));                                    \
   }
 DOT_BLOCKS(dot_q8_0, block_q8_0, Q8_0_BYTES)
