@@ -211,7 +211,20 @@ static int64_t row_index(lua_State *L, const dle_tensor *t) {
   return i > 0 ? i - 1 : i + t->sizes[0];
 }
 
-/* t[i] selects along dim 1 (a number when t is 1-D); strings are methods and fields. */
+/* t[key] / t[key] = v with a tensor key (a bool mask, integer indices): the Lua methods
+ * _getitem / _setitem of lua/dle/select.lua, found in the methods table at `methods`, with the
+ * arguments t, key (, v); returns their results. */
+static int tensor_key(lua_State *L, int methods, const char *name, int nres) {
+  int top = lua_gettop(L);
+  lua_getfield(L, methods, name);
+  if (lua_isnil(L, -1)) return luaL_error(L, "index: tensor keys need require \"dle\"");
+  for (int i = 1; i <= top; i++) lua_pushvalue(L, i);
+  lua_call(L, top, nres);
+  return nres;
+}
+
+/* t[i] selects along dim 1 (a number when t is 1-D), t[tensor] indexes with a mask or indices;
+ * strings are methods and fields. */
 static int tensor_index(lua_State *L) {
   if (lua_type(L, 2) == LUA_TSTRING) {
     lua_pushvalue(L, 2);
@@ -240,6 +253,7 @@ static int tensor_index(lua_State *L) {
     return 0;
   }
   dle_tensor *t = dle_lua_check(L, 1);
+  if (dle_lua_opt(L, 2)) return tensor_key(L, lua_upvalueindex(1), "_getitem", 1);
   int64_t i0 = row_index(L, t);
   dle_tensor *r = NULL;
   DLE_LUA_TRY(L, dle_select(&r, t, 0, i0));
@@ -256,7 +270,8 @@ static int tensor_index(lua_State *L) {
   return 1;
 }
 
-/* t[i] = number | tensor writes into the slice; fields requires_grad and grad are settable. */
+/* t[i] = number | tensor writes into the slice (t[tensor] = v: tensor_key); fields requires_grad
+ * and grad are settable. */
 static int tensor_newindex(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1);
   if (lua_type(L, 2) == LUA_TSTRING) {
@@ -272,6 +287,7 @@ static int tensor_newindex(lua_State *L) {
     return luaL_error(
         L, "index: cannot set field '%s' of a tensor (only requires_grad and grad can be set)", k);
   }
+  if (dle_lua_opt(L, 2)) return tensor_key(L, lua_upvalueindex(1), "_setitem", 0);
   int64_t i0 = row_index(L, t);
   dle_tensor *src = dle_lua_opt(L, 3);
   if (!src && !lua_isnumber(L, 3) && !lua_isboolean(L, 3))
@@ -297,6 +313,18 @@ int dle_lua_dim(lua_State *L, int arg, const char *fn) {
   if (d == 0) luaL_error(L, "%s: dim 0 is invalid (dims are 1-based; -1 is the last)", fn);
   if (d > 64 || d < -64) luaL_error(L, "%s: dim %I out of range", fn, (LUAI_UACINT)d);
   return d > 0 ? (int)d - 1 : (int)d;
+}
+
+bool dle_lua_opt_flag(lua_State *L, int idx, const char *fn, const char *name, bool def) {
+  if (idx == 0) return def;
+  lua_getfield(L, idx, name);
+  bool v = def;
+  if (lua_isboolean(L, -1))
+    v = lua_toboolean(L, -1);
+  else if (!lua_isnil(L, -1))
+    luaL_error(L, "%s: option '%s' must be a boolean, got %s", fn, name, luaL_typename(L, -1));
+  lua_pop(L, 1);
+  return v;
 }
 
 int dle_lua_optdim(lua_State *L, int arg, const char *fn, int def) {
@@ -724,9 +752,14 @@ int luaopen_dle_native(lua_State *L) {
   lua_pushvalue(L, methods);
   lua_pushcclosure(L, tensor_index, 1);
   lua_setfield(L, mt, "__index");
-  static const luaL_Reg meta[] = {{"__newindex", tensor_newindex}, {"__gc", tensor_gc},
-                                  {"__close", tensor_gc},          {"__eq", tensor_eq},
-                                  {"__len", tensor_len},           {NULL, NULL}};
+  lua_pushvalue(L, methods);
+  lua_pushcclosure(L, tensor_newindex, 1);
+  lua_setfield(L, mt, "__newindex");
+  static const luaL_Reg meta[] = {{"__gc", tensor_gc},
+                                  {"__close", tensor_gc},
+                                  {"__eq", tensor_eq},
+                                  {"__len", tensor_len},
+                                  {NULL, NULL}};
   dle_lua_setfuncs(L, mt, meta);
   lua_pushstring(L, "dle.Tensor");
   lua_setfield(L, mt, "__name");

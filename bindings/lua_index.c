@@ -1,6 +1,7 @@
 /* lua_index.c — joining and indexing for Lua: cat/stack, split/chunk (views), gather,
- * scatter_add, index_select, index_add, masked_fill, tril/triu and one_hot. Dims and index
- * values are 1-based: index tensors go to the engine unchanged with index_base = 1. */
+ * scatter_add, scatter, scatter_reduce, index_select, index_add, masked_fill, tril/triu and
+ * one_hot. Dims and index values are 1-based: index tensors go to the engine unchanged with
+ * index_base = 1. */
 #include <string.h>
 
 #include "../engine/dle.h"
@@ -214,6 +215,84 @@ static int l_scatter_add_(lua_State *L) { return accumulate(L, DLE_OP_SCATTER_AD
 static int l_index_add(lua_State *L) { return accumulate(L, DLE_OP_INDEX_ADD, false); }
 static int l_index_add_(lua_State *L) { return accumulate(L, DLE_OP_INDEX_ADD, true); }
 
+/* ---------------------------------------------------------------- scatter, scatter_reduce */
+
+static const char *const reductions[] = {"sum", "prod", "mean", "amax", "amin", NULL};
+
+/* src at arg 4: a tensor, or a number filled into index's shape in self's dtype (kept on the
+ * stack). */
+static dle_tensor *scatter_src(lua_State *L, const char *fn, dle_tensor *self, dle_tensor *index) {
+  dle_tensor *src = dle_lua_opt(L, 4);
+  if (src) return src;
+  if (lua_type(L, 4) != LUA_TNUMBER && !lua_isboolean(L, 4))
+    luaL_error(L, "%s: src must be a tensor or a number (value), got %s", fn, luaL_typename(L, 4));
+  double v = check_value(L, 4, fn);
+  DLE_LUA_TRY(L, dle_full(&src, index->ndim, index->sizes, v, self->dtype));
+  dle_lua_push(L, src);
+  lua_replace(L, 4);
+  return src;
+}
+
+/* scatter(self, d, index, src_or_value, {reduce = "add" | "multiply"}) and scatter_ */
+static int scatter_impl(lua_State *L, bool inplace) {
+  static const char *const known[] = {"reduce", NULL};
+  const char *fn = inplace ? "scatter_" : "scatter";
+  dle_tensor *self = dle_lua_check(L, 1), *r = inplace ? self : NULL;
+  int d = dle_lua_dim(L, 2, fn);
+  dle_tensor *index = check_index(L, 3, fn, false);
+  dle_tensor *src = scatter_src(L, fn, self, index);
+  int opts = dle_lua_opts_at(L, 5, fn, known);
+  int reduce = 0;
+  if (opts && lua_getfield(L, opts, "reduce") != LUA_TNIL) {
+    static const char *const modes[] = {"add", "multiply", NULL};
+    const char *m = lua_tostring(L, -1);
+    for (int i = 0; modes[i] && m; i++)
+      if (strcmp(m, modes[i]) == 0) reduce = i == 0 ? DLE_SCATTER_SUM : DLE_SCATTER_PROD;
+    if (!reduce)
+      return luaL_error(L, "%s: reduce must be \"add\" or \"multiply\", got %s", fn,
+                        m ? m : luaL_typename(L, -1));
+  }
+  if (reduce)
+    DLE_LUA_TRY(L, dle_scatter_reduce(&r, self, d, index, src, reduce, true, LUA_INDEX_BASE));
+  else
+    DLE_LUA_TRY(L, dle_scatter(&r, self, d, index, src, LUA_INDEX_BASE));
+  return dle_lua_push_result(L, r, inplace);
+}
+static int l_scatter(lua_State *L) { return scatter_impl(L, false); }
+static int l_scatter_(lua_State *L) { return scatter_impl(L, true); }
+
+/* scatter_reduce(self, d, index, src, reduce, {include_self = true}) and scatter_reduce_ */
+static int scatter_reduce_impl(lua_State *L, bool inplace) {
+  static const char *const known[] = {"include_self", NULL};
+  const char *fn = inplace ? "scatter_reduce_" : "scatter_reduce";
+  dle_tensor *self = dle_lua_check(L, 1), *r = inplace ? self : NULL;
+  int d = dle_lua_dim(L, 2, fn);
+  dle_tensor *index = check_index(L, 3, fn, false);
+  dle_tensor *src = dle_lua_opt(L, 4);
+  if (!src) return luaL_error(L, "%s: src must be a tensor, got %s", fn, luaL_typename(L, 4));
+  const char *m = lua_type(L, 5) == LUA_TSTRING ? lua_tostring(L, 5) : NULL;
+  int reduce = 0;
+  for (int i = 0; reductions[i] && m; i++)
+    if (strcmp(m, reductions[i]) == 0) reduce = DLE_SCATTER_SUM + i;
+  if (!reduce)
+    return luaL_error(L,
+                      "%s: reduce must be one of \"sum\", \"prod\", \"mean\", \"amax\", "
+                      "\"amin\", got %s",
+                      fn, m ? m : luaL_typename(L, 5));
+  int opts = dle_lua_opts_at(L, 6, fn, known);
+  bool include_self = true;
+  if (opts && lua_getfield(L, opts, "include_self") != LUA_TNIL) {
+    if (!lua_isboolean(L, -1))
+      return luaL_error(L, "%s: option 'include_self' must be a boolean, got %s", fn,
+                        luaL_typename(L, -1));
+    include_self = lua_toboolean(L, -1);
+  }
+  DLE_LUA_TRY(L, dle_scatter_reduce(&r, self, d, index, src, reduce, include_self, LUA_INDEX_BASE));
+  return dle_lua_push_result(L, r, inplace);
+}
+static int l_scatter_reduce(lua_State *L) { return scatter_reduce_impl(L, false); }
+static int l_scatter_reduce_(lua_State *L) { return scatter_reduce_impl(L, true); }
+
 /* ---------------------------------------------------------------- masks and triangles */
 
 static int masked_fill_impl(lua_State *L, bool inplace) {
@@ -263,10 +342,12 @@ void dle_lua_open_index(lua_State *L, int module, int methods) {
   static const luaL_Reg both[] = {
       {"split", l_split}, {"chunk", l_chunk}, {"gather", l_gather}, {"scatter_add", l_scatter_add},
       {"index_select", l_index_select}, {"index_add", l_index_add}, {"masked_fill", l_masked_fill},
-      {"tril", l_tril}, {"triu", l_triu}, {"one_hot", l_one_hot}, {NULL, NULL}};
+      {"tril", l_tril}, {"triu", l_triu}, {"one_hot", l_one_hot}, {"scatter", l_scatter},
+      {"scatter_reduce", l_scatter_reduce}, {NULL, NULL}};
   static const luaL_Reg methods_only[] = {
       {"scatter_add_", l_scatter_add_}, {"index_add_", l_index_add_},
-      {"masked_fill_", l_masked_fill_}, {"tril_", l_tril_}, {"triu_", l_triu_}, {NULL, NULL}};
+      {"masked_fill_", l_masked_fill_}, {"tril_", l_tril_}, {"triu_", l_triu_},
+      {"scatter_", l_scatter_}, {"scatter_reduce_", l_scatter_reduce_}, {NULL, NULL}};
   // clang-format on
   dle_lua_register(L, module, methods, module_only, both, methods_only);
 }

@@ -11,19 +11,6 @@
 #include "lua_util.h"
 #include "../engine/dle.h"
 
-/* The boolean option `name` of the options table at idx (def when absent or idx is 0: none). */
-static bool flag(lua_State *L, int idx, const char *fn, const char *name, bool def) {
-  if (idx == 0) return def;
-  lua_getfield(L, idx, name);
-  bool v = def;
-  if (lua_isboolean(L, -1))
-    v = lua_toboolean(L, -1);
-  else if (!lua_isnil(L, -1))
-    luaL_error(L, "%s: option '%s' must be a boolean, got %s", fn, name, luaL_typename(L, -1));
-  lua_pop(L, 1);
-  return v;
-}
-
 /* Reads [dim][, options] from argument `at` on: the 0-based dim (default the last) and the index
  * of the options table (0: none), checked against `known`. */
 static int dim_and_options(lua_State *L, int at, const char *fn, const char *const *known,
@@ -68,8 +55,8 @@ static int l_sort(lua_State *L) {
   int opts = 0;
   dle_attrs a = {0};
   a.ints[0] = dim_and_options(L, 2, fn, sort_options, &opts);
-  a.ints[1] = flag(L, opts, fn, "descending", false);
-  a.ints[2] = flag(L, opts, fn, "stable", false);
+  a.ints[1] = dle_lua_opt_flag(L, opts, fn, "descending", false);
+  a.ints[2] = dle_lua_opt_flag(L, opts, fn, "stable", false);
   a.nints = 3;
   return run(L, DLE_OP_SORT, x, &a, !arg, true);
 }
@@ -90,8 +77,8 @@ static int l_topk(lua_State *L) {
   dle_attrs a = {0};
   a.ints[0] = dim_and_options(L, 3, "topk", known, &opts);
   a.ints[1] = k;
-  a.ints[2] = flag(L, opts, "topk", "largest", true);
-  a.ints[3] = flag(L, opts, "topk", "sorted", true);
+  a.ints[2] = dle_lua_opt_flag(L, opts, "topk", "largest", true);
+  a.ints[3] = dle_lua_opt_flag(L, opts, "topk", "sorted", true);
   a.nints = 4;
   return run(L, DLE_OP_TOPK, x, &a, true, true);
 }
@@ -107,7 +94,7 @@ static int l_kthvalue(lua_State *L) {
     a.keepdim = lua_toboolean(L, 4);
   } else {
     a.ints[0] = dim_and_options(L, 3, "kthvalue", known, &opts);
-    a.keepdim = flag(L, opts, "kthvalue", "keepdim", false);
+    a.keepdim = dle_lua_opt_flag(L, opts, "kthvalue", "keepdim", false);
   }
   a.ints[1] = k;
   a.nints = 2;

@@ -60,6 +60,8 @@ void dle_lua_check_new_sizes(lua_State *L, const int64_t *sizes, int n, const ch
 void dle_lua_check_options(lua_State *L, int idx, const char *fn, const char *const *known);
 /* The options table at idx (0 when nil), holding only the names in known; or an error. */
 int dle_lua_opts_at(lua_State *L, int idx, const char *fn, const char *const *known);
+/* The boolean option `name` of the options table at idx (def when absent or idx is 0: none). */
+bool dle_lua_opt_flag(lua_State *L, int idx, const char *fn, const char *name, bool def);
 
 /* Options table: {dtype = "float64", device = "cpu", requires_grad = true, generator = g}; no
  * other keys. */

@@ -449,6 +449,45 @@ dle_status dle_tril(dle_tensor **out, dle_tensor *t, int64_t k);
 dle_status dle_triu(dle_tensor **out, dle_tensor *t, int64_t k);
 /* n < 0: the number of classes is the largest class + 1 (relative to base). */
 dle_status dle_one_hot(dle_tensor **out, dle_tensor *classes, int64_t n, int64_t base);
+/* scatter(self, dim, index, src): src (index's shape) written into a copy of self (or *out, which
+ * may be self) at index along dim; scatter_reduce combines instead (PyTorch's reduce modes; without
+ * include_self the scattered positions start from the first element scattered there). */
+typedef enum {
+  DLE_SCATTER_SUM = 1,
+  DLE_SCATTER_PROD,
+  DLE_SCATTER_MEAN,
+  DLE_SCATTER_AMAX,
+  DLE_SCATTER_AMIN
+} dle_scatter_reduction;
+dle_status dle_scatter(dle_tensor **out, dle_tensor *self, int dim, dle_tensor *index,
+                       dle_tensor *src, int64_t base);
+dle_status dle_scatter_reduce(dle_tensor **out, dle_tensor *self, int dim, dle_tensor *index,
+                              dle_tensor *src, dle_scatter_reduction r, bool include_self,
+                              int64_t base);
+
+/* ---------------------------------------------------------------- selection (engine/ops/select.c) */
+/* Results sized by the data: positions of the nonzero elements ({count, ndim}, + base), the
+ * elements of x where mask is true (broadcast together; 1-D), self with its masked elements taken
+ * in order from source. */
+dle_status dle_nonzero(dle_tensor **out, dle_tensor *x, int64_t base);
+dle_status dle_masked_select(dle_tensor **out, dle_tensor *x, dle_tensor *mask);
+dle_status dle_masked_scatter(dle_tensor **out, dle_tensor *self, dle_tensor *mask,
+                              dle_tensor *source);
+/* The distinct values of x (sorted; consecutive: of each run, in order), the index of each
+ * element's value (x's shape, + base) and each value's count; inverse and counts may be NULL. */
+dle_status dle_unique(dle_tensor **values, dle_tensor **inverse, dle_tensor **counts, dle_tensor *x,
+                      bool consecutive, int64_t base);
+/* How often each value 0..n-1 occurs in the 1-D integer x (summing weights when given), n the
+ * larger of max(x) + 1 and minlength. */
+dle_status dle_bincount(dle_tensor **out, dle_tensor *x, dle_tensor *weights, int64_t minlength);
+/* Where values would go in the last dim of sorted (1-D, or the same leading dims as values):
+ * before equal elements, or after them when right; + base. */
+dle_status dle_searchsorted(dle_tensor **out, dle_tensor *sorted, dle_tensor *values, bool right,
+                            int64_t base);
+/* The most frequent value of each line along dim (the smallest among ties) and its last position
+ * (+ base). */
+dle_status dle_mode(dle_tensor **values, dle_tensor **indices, dle_tensor *x, int dim, bool keepdim,
+                    int64_t base);
 
 /* ---------------------------------------------------------------- optimizer steps */
 /* Fused optimizer steps: each updates a parameter and its state in place in one pass, with no

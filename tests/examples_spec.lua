@@ -49,7 +49,8 @@ describe("examples/char_gpt/train.lua", function()
   it_with(missing,
       "trains a few steps of a small GPT, reports FLOPs and MFU (at most 100%), profiles a step and samples", function()
     local out,
-        ok = run("", "examples/char_gpt/train.lua 6 4 32 layers=1 d=32 heads=2 print_every=3 sample=20 profile=1")
+        ok = run("", "examples/char_gpt/train.lua --steps 6 --batch 4 --context 32 --layers 1 --d 32 --heads 2 "
+                  .. "--print-every 3 --sample 20 --profile")
     assert.is_true(ok, out)
     local first, last = out:match("loss (%S+) %-> (%S+)")
     assert.truthy(first, out)
@@ -60,7 +61,7 @@ describe("examples/char_gpt/train.lua", function()
       assert.is_true(tonumber(mfu) > 0 and tonumber(mfu) <= 100, "MFU " .. mfu .. "%:\n" .. out)
     end
     assert.are.equal(2, n, out)
-    -- profile=1: the table of one step, 5 Linear products forward and 10 backward; the products'
+    -- --profile: the table of one step, 5 Linear products forward and 10 backward; the products'
     -- FLOPs the profiler counts agree with the formula (which also counts biases and LayerNorm
     -- weights as matmul parameters) to a few percent
     assert.truthy(out:match("\nmatmul +15 "), out)

@@ -254,8 +254,9 @@ describe("dle.profile", function()
     end
     table.sort(none)
     assert.are.same({"arange", "cat", "copy", "embedding", "expand", "full", "gather",
-                     "index_select", "masked_fill", "narrow", "one_hot", "permute", "rand",
-                     "randint", "randn", "select", "tril", "triu", "view"}, none)
+                     "index_select", "masked_fill", "masked_scatter", "masked_select", "narrow",
+                     "nonzero", "one_hot", "permute", "rand", "randint", "randn", "scatter", "select",
+                     "tril", "triu", "unique", "view"}, none)
     assert.has_error(function() dle.core._op_flops_rule("nope") end, "op_flops_rule: no op named 'nope'")
   end)
 end)

@@ -144,14 +144,13 @@ static dle_status forward_gather(dle_tensor **outs, dle_tensor *const *ins, cons
 static dle_status check_accumulate(dle_op op, const dle_tensor *self, const dle_tensor *index,
                                    const dle_tensor *src, int dim) {
   const char *fn = op_name(op);
-  if (op == DLE_OP_SCATTER_ADD) {
+  if (op != DLE_OP_INDEX_ADD) { /* scatter_add, scatter, scatter_reduce */
     if (index->ndim != self->ndim || src->ndim != self->ndim)
-      return dle_error(
-          "scatter_add: self %s, index %s and src %s must have the same number of dims",
-          SHAPE(self), SHAPE(index), SHAPE(src));
+      return dle_error("%s: self %s, index %s and src %s must have the same number of dims", fn,
+                       SHAPE(self), SHAPE(index), SHAPE(src));
     for (int d = 0; d < self->ndim; d++)
       if (index->sizes[d] > src->sizes[d] || (d != dim && index->sizes[d] > self->sizes[d]))
-        return dle_error("scatter_add: index of shape %s is larger than %s of shape %s in dim %d",
+        return dle_error("%s: index of shape %s is larger than %s of shape %s in dim %d", fn,
                          SHAPE(index), index->sizes[d] > src->sizes[d] ? "src" : "self",
                          index->sizes[d] > src->sizes[d] ? SHAPE(src) : SHAPE(self), d + 1);
     return DLE_OK;
@@ -290,7 +289,9 @@ dle_status dle_forward_index(dle_op op, dle_tensor **outs, dle_tensor *const *in
     case DLE_OP_CAT: return forward_cat(outs, ins, nin, a);
     case DLE_OP_GATHER: return forward_gather(outs, ins, a);
     case DLE_OP_SCATTER_ADD:
-    case DLE_OP_INDEX_ADD: return forward_accumulate(op, outs, ins, a);
+    case DLE_OP_INDEX_ADD:
+    case DLE_OP_SCATTER:
+    case DLE_OP_SCATTER_REDUCE: return forward_accumulate(op, outs, ins, a);
     case DLE_OP_INDEX_SELECT: return forward_index_select(outs, ins, a);
     case DLE_OP_MASKED_FILL: return forward_masked_fill(outs, ins, a);
     case DLE_OP_TRIL:
@@ -300,10 +301,12 @@ dle_status dle_forward_index(dle_op op, dle_tensor **outs, dle_tensor *const *in
   }
 }
 
-/* FLOPs: scatter_add and index_add add to self, 1 per input element; the rest move data. */
+/* FLOPs: scatter_add, index_add and scatter_reduce combine into self, 1 per input element; the
+ * rest move data. */
 dle_flops_rule dle_flops_index(dle_op op) {
-  return op == DLE_OP_SCATTER_ADD || op == DLE_OP_INDEX_ADD ? dle_flops_per_in(1)
-                                                            : dle_flops_none();
+  return op == DLE_OP_SCATTER_ADD || op == DLE_OP_INDEX_ADD || op == DLE_OP_SCATTER_REDUCE
+             ? dle_flops_per_in(1)
+             : dle_flops_none();
 }
 
 /* ---------------------------------------------------------------- public wrappers */
@@ -387,4 +390,21 @@ dle_status dle_triu(dle_tensor **out, dle_tensor *t, int64_t k) {
 dle_status dle_one_hot(dle_tensor **out, dle_tensor *classes, int64_t n, int64_t base) {
   dle_attrs a = dim_attrs(n, base);
   return dle_op_call(DLE_OP_ONE_HOT, out, &classes, 1, &a);
+}
+
+dle_status dle_scatter(dle_tensor **out, dle_tensor *self, int dim, dle_tensor *index,
+                       dle_tensor *src, int64_t base) {
+  return dim_call(DLE_OP_SCATTER, out, (dle_tensor *[]){self, index, src}, 3, dim, base);
+}
+
+dle_status dle_scatter_reduce(dle_tensor **out, dle_tensor *self, int dim, dle_tensor *index,
+                              dle_tensor *src, dle_scatter_reduction r, bool include_self,
+                              int64_t base) {
+  if (r < DLE_SCATTER_SUM || r > DLE_SCATTER_AMIN)
+    return dle_error("scatter_reduce: unknown reduction %d", (int)r);
+  dle_attrs a = dim_attrs(dim, base);
+  a.ints[1] = r;
+  a.ints[2] = include_self;
+  a.nints = 3;
+  return dle_op_call(DLE_OP_SCATTER_REDUCE, out, (dle_tensor *[]){self, index, src}, 3, &a);
 }

@@ -2,6 +2,7 @@
  * registered by dle_grad_register_index (engine/ops/families.def). */
 #include "../autograd.h"
 #include "../internal.h"
+#include "index_scatter.h"
 
 #include <stdlib.h>
 
@@ -15,7 +16,7 @@ static dle_tensor *retained(dle_tensor *t) {
 
 /* t padded with trailing zeros up to (ndim, sizes) in every dim where it is shorter (written as
  * cats, so the result stays differentiable). */
-static dle_status pad_to(dle_tensor **out, dle_tensor *t, int ndim, const int64_t *sizes) {
+dle_status dle_index_pad_to(dle_tensor **out, dle_tensor *t, int ndim, const int64_t *sizes) {
   dle_tensor *cur = retained(t);
   for (int d = 0; d < ndim; d++) {
     if (cur->sizes[d] >= sizes[d]) continue;
@@ -122,7 +123,8 @@ static dle_status vjp_accumulate(dle_node *n, dle_tensor *const *gout, dle_tenso
     return dle_index_select(&gin[2], gout[0], dim, index, a->index_base);
   }
   DLE_TRY(dle_gather(&picked, gout[0], dim, index, a->index_base));
-  dle_status st = pad_to(&gin[2], picked, dle_node_input_ndim(n, 2), dle_node_input_sizes(n, 2));
+  dle_status st =
+      dle_index_pad_to(&gin[2], picked, dle_node_input_ndim(n, 2), dle_node_input_sizes(n, 2));
   dle_tensor_release(picked);
   return st;
 }
@@ -187,4 +189,5 @@ void dle_grad_register_index(dle_grad_rule *r) {
   r[DLE_OP_MASKED_FILL] = (dle_grad_rule){vjp_masked_fill, jvp_masked_fill, DLE_SAVE(1), false};
   r[DLE_OP_TRIL] = (dle_grad_rule){vjp_triangle, jvp_triangle, 0, false};
   r[DLE_OP_TRIU] = (dle_grad_rule){vjp_triangle, jvp_triangle, 0, false};
+  dle_grad_register_index_scatter(r);
 }

@@ -13,10 +13,15 @@ static int line_dim(const dle_attrs *a, int ndim) {
   return (int)(d < 0 ? d + ndim : d);
 }
 
-/* kthvalue without keepdim dropped the dim: t with it put back (a new reference to t otherwise). */
+/* kthvalue and mode (whose rules these also are: select_grad.c) drop the dim without keepdim. */
+static bool drops_dim(dle_op op, const dle_attrs *a) {
+  return (op == DLE_OP_KTHVALUE || op == DLE_OP_MODE) && !a->keepdim;
+}
+
+/* t with a dropped dim put back (a new reference to t otherwise). */
 static dle_status with_dim(dle_tensor **out, dle_tensor *t, dle_op op, const dle_attrs *a, int d) {
   *out = NULL;
-  if (op == DLE_OP_KTHVALUE && !a->keepdim) return dle_unsqueeze(out, t, d);
+  if (drops_dim(op, a)) return dle_unsqueeze(out, t, d);
   dle_tensor_retain(t);
   *out = t;
   return DLE_OK;
@@ -49,7 +54,7 @@ static dle_status jvp_sort(dle_op op, const dle_attrs *a, dle_tensor *const *ins
   dle_status st = dle_gather(&t, tin[0], d, idx, a->index_base);
   dle_tensor_release(idx);
   if (st != DLE_OK) return st;
-  if (op != DLE_OP_KTHVALUE || a->keepdim) {
+  if (!drops_dim(op, a)) {
     tout[0] = t;
     return DLE_OK;
   }

@@ -3,10 +3,10 @@
 -- MultiheadAttention, MLP 4d with GELU), final LayerNorm, output head (untied by default; tie=1
 -- shares the token embedding). Trained with AdamW (peak lr 3e-3, linear warmup then cosine decay,
 -- weight decay 0.1 on the matrices only, gradient norm clipped at 1), then samples text.
---   scripts/dle examples/char_gpt/train.lua [steps=300] [batch=32] [context=128] [key=value ...]
--- keys: layers=4 d=128 heads=4 lr=3e-3 beta2=0.95 warmup=30 print_every=10 tie=0 seed=0 sample=300
---       temperature=0.8 top_k=10 prompt="And God said" profile=0
--- profile=1: after training, runs one more step under dle.profile and prints its top ops (time,
+--   scripts/dle examples/char_gpt/train.lua [--steps 300] [--batch 32] [--context 128] [--layers 4] [--d 128]
+--       [--heads 4] [--lr 3e-3] [--beta2 0.95] [--warmup 30] [--print-every 10] [--tie] [--seed 0]
+--       [--sample 300] [--temperature 0.8] [--top-k 10] [--prompt "And God said"] [--profile]
+-- (`--help` lists them.) --profile: after training, runs one more step under dle.profile and prints its top ops (time,
 -- FLOPs, bytes per op) and its counted FLOPs against the formula below.
 -- Every print_every steps it prints: step, loss (mean over the interval), tokens/s, ms/step,
 -- model FLOPs per step and the MFU against a float32 matmul peak (the best measured so far).
@@ -20,39 +20,28 @@ local nn = dle.nn
 local F = nn.functional
 
 -- ------------------------------------------------------------------ arguments
-local positional, kv = {}, {}
-for _, a in ipairs(arg or {}) do
-  local k, v = a:match("^([%w_]+)=(.*)$")
-  if k then kv[k] = v else positional[#positional + 1] = a end
-end
-local function num(key, pos, default)
-  local v = kv[key] or positional[pos]
-  if v == nil then return default end
-  local n = tonumber(v)
-  if not n then error("char_gpt: " .. key .. " must be a number, got '" .. v .. "'", 0) end
-  return n
-end
-local cfg = {
-  steps = math.tointeger(num("steps", 1, 300)),
-  batch = math.tointeger(num("batch", 2, 32)),
-  context = math.tointeger(num("context", 3, 128)),
-  layers = math.tointeger(num("layers", nil, 4)),
-  d = math.tointeger(num("d", nil, 128)),
-  heads = math.tointeger(num("heads", nil, 4)),
-  lr = num("lr", nil, 3e-3),
-  beta2 = num("beta2", nil, 0.95),
-  warmup = math.tointeger(num("warmup", nil, 30)),
-  print_every = math.tointeger(num("print_every", nil, 10)),
-  tie = num("tie", nil, 0) ~= 0,
-  seed = math.tointeger(num("seed", nil, 0)),
-  sample = math.tointeger(num("sample", nil, 300)),
-  temperature = num("temperature", nil, 0.8),
-  top_k = math.tointeger(num("top_k", nil, 10)),
-  prompt = kv.prompt or "And God said",
-  profile = num("profile", nil, 0) ~= 0,
-}
+local cli = require("argparse")("train.lua", "A character-level GPT on the King James Bible.")
+local function int(v) return math.tointeger(tonumber(v)) end
+cli:option("--steps", "training steps", 300, int)
+cli:option("--batch", "sequences per batch", 32, int)
+cli:option("--context", "characters per sequence", 128, int)
+cli:option("--layers", "transformer blocks", 4, int)
+cli:option("--d", "model width", 128, int)
+cli:option("--heads", "attention heads", 4, int)
+cli:option("--lr", "peak learning rate", 3e-3, tonumber)
+cli:option("--beta2", "AdamW beta2", 0.95, tonumber)
+cli:option("--warmup", "warmup steps", 30, int)
+cli:option("--print-every", "steps between progress lines", 10, int)
+cli:flag("--tie", "tie the output head to the token embedding")
+cli:option("--seed", "random seed", 0, int)
+cli:option("--sample", "characters to sample after training", 300, int)
+cli:option("--temperature", "sampling temperature", 0.8, tonumber)
+cli:option("--top-k", "sample from the k most likely characters", 10, int)
+cli:option("--prompt", "sampling prompt", "And God said")
+cli:flag("--profile", "profile one more step after training")
+local cfg = cli:parse(arg)
 for _, k in ipairs({"steps", "batch", "context", "layers", "d", "heads", "print_every"}) do
-  if not cfg[k] or cfg[k] < 1 then error("char_gpt: " .. k .. " must be a positive integer", 0) end
+  if not cfg[k] or cfg[k] < 1 then cli:error(k .. " must be a positive integer") end
 end
 if cfg.warmup >= cfg.steps then cfg.warmup = cfg.steps // 10 end
 

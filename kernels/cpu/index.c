@@ -4,20 +4,13 @@
  * relative to attrs.index_base, and range-checked before anything is written. */
 #include "backend.h"
 #include "cpu_loop.h"
+#include "index_shared.h"
 
 #include <stdlib.h>
 
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-
-/* Elements moved as raw words: may_alias because a float's bits travel as a uint32_t. */
-typedef uint8_t __attribute__((may_alias)) word1;
-typedef uint16_t __attribute__((may_alias)) word2;
-typedef uint32_t __attribute__((may_alias)) word4;
-typedef uint64_t __attribute__((may_alias)) word8;
-#define WORD_SIZES(X) X(1) X(2) X(4) X(8)
-#define SIZE_SLOT(B)  ((B) == 1 ? 0 : (B) == 2 ? 1 : (B) == 4 ? 2 : 3)
 
 /* A header describing other geometry over t's memory: kernels hand such views to the iterator,
  * which only reads geometry, so no reference is taken. */
@@ -91,8 +84,8 @@ static dle_status index_bounds(const char *fn, const dle_tensor *index, int64_t 
 
 /* Every index must lie in [base, base + size) of `target`'s dim: the message gives the offending
  * value as the caller wrote it (1-based from Lua), the dim and its size. */
-static dle_status check_indices(dle_op op, const dle_tensor *index, int64_t base, int64_t size,
-                                int dim, const char *target_name, const dle_tensor *target) {
+dle_status cpu_index_check(dle_op op, const dle_tensor *index, int64_t base, int64_t size, int dim,
+                           const char *target_name, const dle_tensor *target) {
   if (dle_tensor_numel(index) == 0) return DLE_OK;
   int64_t lo = 0, hi = 0;
   DLE_TRY(index_bounds(op_name(op), index, &lo, &hi));
@@ -133,7 +126,7 @@ WORD_SIZES(MOVE_LOOP)
 static const cpu_loop_fn move_loops[4] = {WORD_SIZES(MOVE_ENTRY)};
 
 /* Copies src into dst (same shape and dtype) unless they are the same memory already. */
-static void move_into(dle_tensor *dst, dle_tensor *src) {
+void cpu_index_move_into(dle_tensor *dst, dle_tensor *src) {
   if (dst->storage == src->storage && dst->offset == src->offset &&
       memcmp(dst->strides, src->strides, (size_t)dst->ndim * sizeof *dst->strides) == 0)
     return;
@@ -152,7 +145,7 @@ static dle_status cpu_cat(dle_op op, dle_tensor *const *outs, dle_tensor *const 
     slice.sizes[dim] = ins[i]->sizes[dim];
     slice.offset += start * out->strides[dim];
     start += ins[i]->sizes[dim];
-    if (dle_tensor_numel(&slice) > 0) move_into(&slice, ins[i]);
+    if (dle_tensor_numel(&slice) > 0) cpu_index_move_into(&slice, ins[i]);
   }
   return DLE_OK;
 }
@@ -197,7 +190,7 @@ static dle_status cpu_gather(dle_op op, dle_tensor *const *outs, dle_tensor *con
   (void)nin;
   dle_tensor *out = outs[0], *src = ins[0], *index = ins[1];
   int dim = (int)a->ints[0];
-  DLE_TRY(check_indices(op, index, a->index_base, src->sizes[dim], dim, "src", src));
+  DLE_TRY(cpu_index_check(op, index, a->index_base, src->sizes[dim], dim, "src", src));
   dle_tensor src_view = geometry_of(src);
   memcpy(src_view.sizes, index->sizes, sizeof src_view.sizes);
   src_view.strides[dim] = 0;
@@ -210,7 +203,7 @@ static dle_status cpu_index_select(dle_op op, dle_tensor *const *outs, dle_tenso
   (void)nin;
   dle_tensor *out = outs[0], *src = ins[0], *index = ins[1];
   int dim = (int)a->ints[0];
-  DLE_TRY(check_indices(op, index, a->index_base, src->sizes[dim], dim, "src", src));
+  DLE_TRY(cpu_index_check(op, index, a->index_base, src->sizes[dim], dim, "src", src));
   /* the 1-D index seen as a tensor of out's rank that varies only along dim */
   dle_tensor index_view = geometry_of(index);
   index_view.ndim = out->ndim;
@@ -313,8 +306,8 @@ static dle_status cpu_accumulate(dle_op op, dle_tensor *const *outs, dle_tensor 
   (void)nin;
   dle_tensor *out = outs[0], *self = ins[0], *index = ins[1], *src = ins[2];
   int dim = (int)a->ints[0];
-  DLE_TRY(check_indices(op, index, a->index_base, out->sizes[dim], dim, "self", self));
-  if (dle_tensor_numel(out) > 0) move_into(out, self);
+  DLE_TRY(cpu_index_check(op, index, a->index_base, out->sizes[dim], dim, "self", self));
+  if (dle_tensor_numel(out) > 0) cpu_index_move_into(out, self);
   const dle_tensor *walk = op == DLE_OP_SCATTER_ADD ? index : src;
   if (dle_tensor_numel(walk) == 0) return DLE_OK;
   int64_t es = cpu_esize(out->dtype);
@@ -468,7 +461,7 @@ static dle_status cpu_one_hot(dle_op op, dle_tensor *const *outs, dle_tensor *co
   (void)nin;
   dle_tensor *out = outs[0], *classes = ins[0];
   int last = out->ndim - 1;
-  DLE_TRY(check_indices(op, classes, a->index_base, out->sizes[last], last, "out", out));
+  DLE_TRY(cpu_index_check(op, classes, a->index_base, out->sizes[last], last, "out", out));
   cpu_foreach(out, NULL, 0, zero_loop, NULL);
   if (dle_tensor_numel(out) == 0) return DLE_OK;
   one_hot_ctx c = {out->strides[last] * 8, a->index_base};
@@ -488,4 +481,5 @@ void cpu_register_index(dle_backend *b) {
   b->kernels[DLE_OP_TRIL] = cpu_triangle;
   b->kernels[DLE_OP_TRIU] = cpu_triangle;
   b->kernels[DLE_OP_ONE_HOT] = cpu_one_hot;
+  cpu_register_index_scatter(b);
 }

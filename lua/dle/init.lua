@@ -38,6 +38,7 @@ merge(require "dle.ternary")
 merge(require "dle.autograd")
 merge(require "dle.linalg")
 merge(require "dle.arrange")
+merge(require "dle.select")
 -- installed rather than merged: its module table also holds helpers for dle.io.gguf and dle.nn
 require("dle.quant").install(dle)
 
