@@ -3,6 +3,8 @@
 -- A row's target (entry.target = {ref = label, min = r} or {ref = label, max = r}: the issue's bound
 -- on dle/ref against that reference) is shown on that reference's line with whether it is met; an
 -- absolute one ({max_value = v}: dle's median at most v in the figure's unit) on the first line.
+-- entry.epoch_steps adds a row of the projected epoch time; entry.bytes_per_work (with
+-- bytes_label, and refs[i].bytes_per_work for the references) a row of the achieved GB/s.
 -- A measurement m = {entry, threads, dle = seconds-per-iteration stats, check = note or nil,
 --   refs = {{label, seconds = stats} | {label, rate = stats in the entry's unit} | {label, skipped = why}}}.
 local json = require "bench.json"
@@ -57,6 +59,19 @@ function M.rows(measurements)
                                              ratio = r.ratio, skipped = r.skipped}
       end
       rows[#rows + 1] = ep
+    end
+    if e.bytes_per_work then   -- a derived row: bytes moved per unit of work times the rate, in GB/s
+      local gb = {key = e.key .. "_gbs", name = "  achieved GB/s (" .. e.bytes_label .. ")", unit = "GB/s",
+                  threads = m.threads, dle = scaled(row.dle, e.bytes_per_work / 1e9), target = false, note = false,
+                  references = {}}
+      for i, r in ipairs(row.references) do   -- each reference by its own bytes (none given: left out)
+        local b = e.refs[i] and e.refs[i].bytes_per_work
+        if b then
+          gb.references[#gb.references + 1] = {label = r.label, value = r.value and scaled(r.value, b / 1e9),
+            ratio = r.value and gb.dle.median / (r.value.median * b / 1e9) or false, skipped = r.skipped}
+        end
+      end
+      rows[#rows + 1] = gb
     end
   end
   return rows

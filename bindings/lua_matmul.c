@@ -71,7 +71,10 @@ static dle_status outer(dle_tensor **out, dle_tensor *a, dle_tensor *b) {
   return st;
 }
 
-static int l_matmul(lua_State *L) { return push_product(L, "matmul", dle_matmul); }
+static int l_matmul(lua_State *L) {
+  int n = dle_lua_quant_dispatch(L); /* a quantized weight: lua/dle/quant.lua's product */
+  return n >= 0 ? n : push_product(L, "matmul", dle_matmul);
+}
 
 /* dle.addmm(c, a, b) or c:addmm(a, b): matmul(a, b) + c with c broadcast to the product (as
  * PyTorch's addmm, for any shapes matmul takes); float32/64 accumulate into c inside gemm. */

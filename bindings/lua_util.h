@@ -114,6 +114,10 @@ void dle_lua_open_profile(lua_State *L, int module, int methods);
 void dle_lua_open_graph(lua_State *L, int module, int methods);
 void dle_lua_open_onnx(lua_State *L, int module, int methods);
 
+/* matmul with a quantized operand at index 1 or 2 (lua_quant.c): the Lua handler's result pushed
+ * (returns 1), or -1 when neither operand is a quantized tensor. */
+int dle_lua_quant_dispatch(lua_State *L);
+
 /* ---- errors (lua_errors.c) ----
  * Every error the bindings raise names the dle function and is reported at the user's line, the
  * first caller outside dle. The function's name is that it was registered under (see

@@ -572,6 +572,29 @@ dle_status dle_adam_step(dle_tensor *param, dle_tensor *grad, dle_tensor *exp_av
                          dle_tensor *exp_avg_sq, dle_tensor *max_exp_avg_sq,
                          const dle_adam_opts *o);
 
+/* ---------------------------------------------------------------- weight-only quantization */
+/* GGUF's block formats (ggml's block_q8_0, block_q4_0, block_q4_K, byte for byte). A quantized
+ * matrix {rows, cols} is a contiguous uint8 tensor {rows, cols / block * block_bytes}: each row is
+ * its blocks in order along cols. Only the CPU computes with them (engine/quant.c). */
+typedef enum { DLE_Q8_0, DLE_Q4_0, DLE_Q4_K, DLE_NUM_QTYPES } dle_qtype;
+/* "q8_0", "q4_0", "q4_k"; and back (false for an unknown name). */
+const char *dle_qtype_name(dle_qtype q);
+bool dle_qtype_parse(const char *name, dle_qtype *q);
+/* Values per block (32, 32, 256) and bytes per block (34, 18, 144). */
+int64_t dle_qtype_block(dle_qtype q);
+int64_t dle_qtype_block_bytes(dle_qtype q);
+/* Quantizes the rows of x {rows, cols} (float32/float64/float16/bfloat16, any strides; cols a
+ * multiple of the block) with ggml's reference quantizer: out is uint8 {rows, row bytes}. */
+dle_status dle_quantize(dle_tensor **out, dle_tensor *x, dle_qtype q);
+/* The float32 {rows, cols} a quantized matrix w (uint8 {rows, row bytes}) stands for. */
+dle_status dle_dequantize(dle_tensor **out, dle_tensor *w, dle_qtype q, int64_t cols);
+/* Products with the quantized matrix W {N, K} (w as above, cols = K), x float32 {M, *}:
+ * transposed: out {M, N} = x {M, K} @ W^T (a linear layer); else out {M, K} = x {M, N} @ W (the
+ * gradient of the former with respect to x). Blocks are expanded inside the dot products; no
+ * autograd recording (dle.quant's Lua layer adds the gradient with respect to x). */
+dle_status dle_qmatmul(dle_tensor **out, dle_tensor *x, dle_tensor *w, dle_qtype q, int64_t cols,
+                       bool transposed);
+
 /* ---------------------------------------------------------------- convolution and pooling */
 /* 2-D convolution and pooling over {N, C, H, W} tensors (engine/ops/conv.c, engine/ops/pool.c). */
 /* Geometry of a convolution: {h, w} pairs. */

@@ -23,7 +23,7 @@ allow({"nil", "string", "table", "boolean"}, NO_ARGS, {
   "dle.nn.Module", "dle.graph.new", "dle.nn.SELU", "dle.nn.Softsign", "dle.nn.Mish", "dle.nn.Hardswish",
   "dle.nn.Hardsigmoid", "dle.nn.ReLU6", "dle.nn.LogSigmoid", "dle.nn.Tanhshrink"})
 allow({"nil", "string", "table", "boolean"}, "a predicate: any value is a valid question",
-      {"dle.is_tensor", "dle.is_generator", "dle.rewrite.is_rule"})
+      {"dle.is_tensor", "dle.is_generator", "dle.rewrite.is_rule", "dle.is_quantized"})
 allow({"nil", "table"}, "sizes are optional (nil: a 0-dim tensor) and may be a table",
       {"dle.empty", "dle.zeros", "dle.ones", "dle.rand", "dle.randn"})
 allow({"nil", "table"}, "an optional options table",

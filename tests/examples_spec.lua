@@ -92,4 +92,27 @@ describe("examples/llm", function()
       assert.truthy(out:match("peak resident memory %S+ MB"), out)
     end)
   end
+
+  it("generate.lua reads the checkpoint as a GGUF file (same greedy text) and quantizes with --quantize", function()
+    local dir = H.tmpdir()
+    -- GPT-2: the tiny Llama's MLP width (170) is no multiple of the 32 of a Q8_0 block
+    local out, ok = run("", "examples/llm/random_checkpoint.lua " .. dir .. " gpt2 tiny")
+    assert.is_true(ok, out)
+    out, ok = run("", "-e 'local dle = require \"dle\"; dle.models.gpt2.from_pretrained(\"" .. dir
+      .. "\"):save_gguf(\"" .. dir .. "/m.gguf\")'")
+    assert.is_true(ok, out)
+    local args = " 'Once upon a time' --max-new 12 --temperature 0"
+    local from_dir = run("", "examples/llm/generate.lua " .. dir .. args)
+    local from_gguf
+    from_gguf, ok = run("", "examples/llm/generate.lua " .. dir .. "/m.gguf" .. args .. " --tokenizer " .. dir)
+    assert.is_true(ok, from_gguf)
+    assert.are.equal(from_dir:match("^(.-)\n%-%-%-%-"), from_gguf:match("^(.-)\n%-%-%-%-"))
+    local q
+    q, ok = run("", "examples/llm/generate.lua " .. dir .. "/m.gguf" .. args .. " --tokenizer " .. dir
+      .. " --quantize q8_0")
+    os.execute("rm -rf '" .. dir .. "'")
+    assert.is_true(ok, q)
+    assert.truthy(q:match("12 new tokens in %S+ s"), q)
+    assert.truthy(q:match("weights %S+ MB %(q8_0%)"), q)
+  end)
 end)

@@ -125,6 +125,7 @@ local with_options = {
   ["nn.init.trunc_normal_"] = {function(o) return nn.init.trunc_normal_(dle.zeros(2, 2), 1, -2, 2, o) end,
                                "trunc_normal_"},
   ["nn.utils.clip_grad_norm_"] = {function(o) return nn.utils.clip_grad_norm_(params(), 1, o) end, "clip_grad_norm_"},
+  ["nn.utils.quantize_"] = {function(o) return nn.utils.quantize_(nn.Linear(32, 4), "q8_0", o) end, "quantize_"},
   -- dle.optim and its schedulers
   ["optim.SGD"] = {function(o) return dle.optim.SGD(params(), o) end, "SGD"},
   ["optim.Adam"] = {function(o) return dle.optim.Adam(params(), o) end, "Adam"},
@@ -342,7 +343,7 @@ local without_options = {
           "rank", "world_size"},
   -- rule takes a rule's spec {name, pattern, replace}, checked by rewrite.rule itself
   rewrite = {"build", "flatten", "is_rule", "rule", "rules", "pattern"},
-  models = {"gpt2", "llama"},
+  models = {"gpt2", "llama", "from_gguf"},
   ["models.gpt2"] = {"from_llmc"},
   ["models.llama"] = {},
   tokenizer = {"load", "new", "Tokenizer"},

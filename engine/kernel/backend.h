@@ -31,6 +31,19 @@ typedef struct dle_optim_kernels {
                      void *vmax, const dle_adam_opts *o);
 } dle_optim_kernels;
 
+/* A backend's weight-only quantization kernels (dle_backend.quant; kernels/cpu/quant.c), arguments
+ * checked by engine/quant.c: contiguous float32 x and y, w rows of cols / block blocks. */
+typedef struct dle_quant_kernels {
+  void (*quantize)(dle_qtype q, int64_t rows, int64_t cols, const float *x, uint8_t *w);
+  void (*dequantize)(dle_qtype q, int64_t rows, int64_t cols, const uint8_t *w, float *y);
+  /* y {m, n} = x {m, k} @ W^T, W {n, k} */
+  void (*matmul_nt)(dle_qtype q, int64_t m, int64_t n, int64_t k, const float *x, const uint8_t *w,
+                    float *y);
+  /* y {m, k} = x {m, n} @ W, W {n, k} */
+  void (*matmul_nn)(dle_qtype q, int64_t m, int64_t n, int64_t k, const float *x, const uint8_t *w,
+                    float *y);
+} dle_quant_kernels;
+
 /* One kernel signature for every op: outputs already allocated with the right shape/dtype,
  * inputs already promoted to the dtype the op computes in. */
 typedef dle_status (*dle_kernel_fn)(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins,
@@ -52,6 +65,8 @@ struct dle_backend {
   /* The fused optimizer steps on this device (optim.h); NULL: none (the optimizers' entry points
    * then say so). */
   const struct dle_optim_kernels *optim;
+  /* Weight-only quantization kernels (dle_quantize, dle_qmatmul); NULL: none on this device. */
+  const struct dle_quant_kernels *quant;
   /* Optional, the fused elementwise executor (dle_fused_run). The CPU one walks the output in
    * blocks of DLE_FUSED_BLOCK elements on OpenMP threads; in a block each input is read once
    * (contiguous ones in place, broadcast or strided ones gathered), the instructions run over
@@ -71,7 +86,7 @@ struct dle_backend {
 /* What the engine hands a backend library it dlopens. The core module is loaded RTLD_LOCAL, so
  * such a library cannot link against the engine's symbols: the few engine functions it needs come
  * through this table. A library built against another ops.def (num_ops) or ABI refuses to load. */
-#define DLE_BACKEND_ABI 3
+#define DLE_BACKEND_ABI 4
 typedef struct dle_backend_host {
   int abi;                                   /* DLE_BACKEND_ABI */
   int num_ops;                               /* DLE_NUM_OPS */

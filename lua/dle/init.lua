@@ -40,6 +40,8 @@ merge(require "dle.linalg")
 merge(require "dle.arrange")
 merge(require "dle.select")
 merge(require "dle.distance")
+-- installed rather than merged: its module table also holds helpers for dle.io.gguf and dle.nn
+require("dle.quant").install(dle)
 
 -- The Lua functions among them report errors at the user's line, not at dle's own (see
 -- dle.check: check.public); C functions already do.
@@ -68,7 +70,8 @@ local installers = {checkpoint = "dle.checkpoint", profile = "dle.profile", flop
                     progress = "dle.progress", cond = "dle.control",
                     while_loop = "dle.control", scan = "dle.control", io = "dle.io", save = "dle.io",
                     load = "dle.io", save_npy = "dle.io", load_npy = "dle.io", save_safetensors = "dle.io",
-                    load_safetensors = "dle.io"}
+                    load_safetensors = "dle.io",
+                    save_gguf = "dle.io", load_gguf = "dle.io"}
 -- dle.log is both the elementwise log (dle.log(x)) and the metrics log of API.md (dle.log.open):
 -- a callable table, whose open loads dle.runlog on first use.
 do

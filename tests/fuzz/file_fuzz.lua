@@ -1,5 +1,6 @@
 --- file_fuzz.lua — the file fuzzer: mutated files fed to every file loader of dle (dle.load,
--- dle.load_npy, dle.load_safetensors, dle.data.idx, dle.onnx.load, dle.graph.load and the C API's
+-- dle.load_npy, dle.load_safetensors, dle.load_gguf, dle.models.from_gguf, dle.data.idx, dle.onnx.load,
+-- dle.graph.load and the C API's
 -- dle_graph_load + dle_graph_run). Seeds are valid files this script writes
 -- itself with dle's writers (IDX and ONNX by hand); each case is one seed with 1-3 mutations: bit flips,
 -- byte inserts and deletes, truncation, huge or negative sizes and counts written over integer
@@ -23,7 +24,7 @@
 --   --mem MB (memory limit per child, default 2048), --batch_seconds T (time limit per child,
 --   default 60 s, 300 s under ASan), --only I.
 -- Exit status 0 when no case failed.
--- Adding a format (the GGUF reader): one FORMATS entry {ext, name (the error prefix),
+-- Adding a format: one FORMATS entry {ext, name (the error prefix),
 -- load(path), make_seed(r, dir) -> bytes, tokens (dtype-like names to swap), be (big-endian
 -- integer fields)}.
 -- tests/ on the path (the runner scripts set only lua/), for helpers.lua
@@ -155,6 +156,45 @@ local function seed_llmc(r)
   return table.concat(parts)
 end
 
+-- A GGUF file: float32/float16/bfloat16 and Q8_0/Q4_0/Q4_K tensors, metadata of every value type
+-- (arrays of numbers, strings and arrays), sometimes a general.alignment.
+local function seed_gguf(r, dir)
+  local tensors, meta, types = {}, {}, {}
+  for k = 1, r(3) do
+    tensors["t" .. k] = random_tensor(r, {"float32", "float16", "bfloat16"}):contiguous()
+  end
+  for k, kind in ipairs({"q8_0", "q4_0", "q4_k"}) do
+    if r(2) == 1 then
+      local cols = kind == "q4_k" and 256 or 32 * r(3)
+      tensors["q" .. k] = dle.quantize(dle.randn(r(3), cols, {generator = r.gen}), kind)
+    end
+  end
+  local scalar = {uint8 = 200, int8 = -5, uint16 = 60000, int16 = -300, uint32 = 70000, int32 = -70000,
+    uint64 = 1 << 40, int64 = -(1 << 40), float32 = 0.5, float64 = 1 / 3, bool = true, string = "tok"}
+  for ty, v in pairs(scalar) do
+    if r(2) == 1 then meta["k." .. ty], types["k." .. ty] = v, ty end
+    if r(3) == 1 then meta["a." .. ty], types["a." .. ty] = {v, v}, "array<" .. ty .. ">" end
+  end
+  meta["n.nested"], types["n.nested"] = {{"a", "b"}, {"c"}}, "array<array<string>>"
+  if r(3) == 1 then meta["general.alignment"], types["general.alignment"] = 1 << (r(4) + 2), "uint32" end
+  return saved(dir, "gguf", function(p) dle.save_gguf(p, tensors, meta, {types = types}) end)
+end
+
+-- A tiny random Llama or GPT-2 as a GGUF file, sometimes quantized (dle.models.from_gguf's input).
+local function seed_gguf_model(r, dir)
+  local g = r.gen
+  local m
+  if r(2) == 1 then
+    m = dle.models.llama.Llama({vocab_size = 11, hidden_size = 32, intermediate_size = 64, num_hidden_layers = 1,
+      num_attention_heads = 4, num_key_value_heads = r.pick({1, 2, 4}), max_position_embeddings = 16,
+      tie_word_embeddings = r(2) == 1}, {generator = g})
+  else
+    m = dle.models.gpt2.GPT2({vocab_size = 11, n_positions = 16, n_embd = 32, n_layer = 1, n_head = 2}, {generator = g})
+  end
+  if r(2) == 1 then dle.nn.utils.quantize_(m, r.pick({"q8_0", "q4_0"})) end
+  return saved(dir, "gguf", function(p) m:save_gguf(p) end)
+end
+
 -- An ONNX model (tests/onnx_writer.lua): a chain of a few ops over an input with a dynamic
 -- batch, with initializers of several dtypes and an attribute or two.
 local W = require "onnx_writer"
@@ -223,6 +263,21 @@ local FORMATS = {
   llmc = {ext = "bin", name = "dle.models.gpt2.from_llmc", make_seed = seed_llmc, tokens = {},
     load = function(p)
       local m = dle.models.gpt2.from_llmc(p)
+      return dle.no_grad(function() return m(dle.tensor({{0}}, {dtype = "int64"})) end)
+    end},
+  -- quantized tensors are expanded in full (their blocks read)
+  gguf = {ext = "gguf", name = "dle.load_gguf", make_seed = seed_gguf,
+    tokens = {"general.alignment", "k.uint32", "k.string", "t1", "q1"},
+    load = function(p)
+      local t, m = dle.load_gguf(p)
+      for _, v in pairs(t) do if dle.is_quantized(v) then v:dequantize() end end
+      return t, m
+    end},
+  gguf_model = {ext = "gguf", name = "dle.models.from_gguf", make_seed = seed_gguf_model,
+    tokens = {"general.architecture", "llama", "gpt2", "token_embd", "attn_q", "output", "llama.block_count",
+      "llama.attention.head_count_kv"},
+    load = function(p)
+      local m = dle.models.from_gguf(p)
       return dle.no_grad(function() return m(dle.tensor({{0}}, {dtype = "int64"})) end)
     end},
   graph = {ext = "dleg", name = "dle.graph.load", load = function(p) return run_graph(dle.graph.load(p)) end,

@@ -64,6 +64,25 @@
 -- @param[opt] opts {copy_shared = boolean}
 -- @usage dle.save_safetensors("model.safetensors", net:state_dict())
 
+--- Saves tensors and metadata as a GGUF v3 file (llama.cpp's format), atomically.
+-- Tensors in name order: float32, float16, bfloat16 as F32/F16/BF16, quantized tensors
+-- (dle.quantize) as their Q8_0/Q4_0/Q4_K blocks. Metadata values are typed by opts.types[key]
+-- ("uint8" ... "float64", "bool", "string", "array<T>", as load_gguf's third result) or by their Lua
+-- type (integer: int32 or int64, float: float32, boolean, string, list: array). general.alignment (a
+-- uint32 power of two) sets the data alignment, 32 by default.
+-- @function dle.save_gguf
+-- @param path string
+-- @param tensors table name -> tensor or quantized tensor
+-- @param[opt] metadata table key -> value
+-- @param[opt] opts {types = {key -> type name}}
+-- @usage dle.save_gguf("m.gguf", {w = dle.quantize(w, "q8_0")}, {["general.architecture"] = "llama"})
+
+--- Loads a GGUF v3 file: tensors (shapes in PyTorch order, GGUF's dims reversed; F32/F16/BF16 memory-mapped,
+-- Q8_0/Q4_0/Q4_K as quantized tensors), metadata and the metadata's GGUF types.
+-- @function dle.load_gguf
+-- @param path string
+-- @return tensors (name -> tensor), metadata (key -> value), types (key -> GGUF type name)
+
 --- Loads a safetensors file: its tensors by name, and its metadata.
 -- dtypes F32 F64 F16 BF16 I32 I64 U8 BOOL.
 -- @function dle.load_safetensors

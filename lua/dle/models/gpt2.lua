@@ -131,6 +131,13 @@ function GPT2:max_positions() return self.config.n_positions end
 
 GPT2.generate = generation.generate
 
+--- Writes the model as a GGUF v3 file with llama.cpp's tensor names and metadata (quantized
+-- weights as their blocks) that dle.models.from_gguf reads back.
+-- @param path string
+function GPT2:save_gguf(path)
+  require("dle.models.gguf").save("GPT2:save_gguf", self, path, "gpt2")
+end
+
 --- Reads a Hugging Face GPT-2 checkpoint directory (config.json + model.safetensors or the sharded
 -- model.safetensors.index.json; Conv1D weights stored {in, out}), memory-mapped: float32 weights
 -- are used in place (copy-on-write), other float dtypes converted once.

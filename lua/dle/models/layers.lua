@@ -52,14 +52,22 @@ end
 local function shape_of(list) return "{" .. table.concat(list, ",") .. "}" end
 
 --- The tensor `name` with shape `shape` (transposed = true: stored {shape[2], shape[1]}, as
--- GPT-2's Conv1D weights, and returned as a transposed view, no copy).
-function Source:take(name, shape, transposed)
+-- GPT-2's Conv1D weights, and returned as a transposed view, no copy). A quantized tensor (GGUF)
+-- is returned as it is when keep_quantized (a Linear's weight), else dequantized.
+function Source:take(name, shape, transposed, keep_quantized)
   local t = self.tensors[name]
   if t == nil then check.error(string.format("%s: %s: missing tensor %q", self.fn, self.where, name)) end
   local want = transposed and {shape[2], shape[1]} or shape
   if shape_of(t:shape()) ~= shape_of(want) then
     check.error(string.format("%s: %s: tensor %q has shape %s, the config needs %s", self.fn, self.where, name,
       shape_of(t:shape()), shape_of(want)))
+  end
+  if dle.is_quantized(t) then
+    self.used[name] = true
+    if keep_quantized and not transposed then return t end
+    t = t:dequantize()
+    if transposed then t = t:t() end
+    return t:requires_grad_(true)
   end
   if not t:is_floating_point() then
     check.error(string.format("%s: %s: tensor %q has dtype %s, expected a float dtype", self.fn, self.where,
@@ -90,7 +98,7 @@ function L.linear(src, name, in_f, out_f, opts)
   if not src then return nn.Linear(in_f, out_f, {bias = opts.bias, generator = opts.generator}) end
   return L.adopt(nn.Linear, {
     {"in_features", in_f}, {"out_features", out_f},
-    {"weight", src:take(name .. ".weight", {out_f, in_f}, opts.transposed)},
+    {"weight", src:take(name .. ".weight", {out_f, in_f}, opts.transposed, true)},
     {"bias", opts.bias and src:take(name .. ".bias", {out_f}) or nil},
   })
 end

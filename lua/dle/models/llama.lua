@@ -169,6 +169,13 @@ end
 
 Llama.generate = generation.generate
 
+--- Writes the model as a GGUF v3 file with llama.cpp's tensor names and metadata (quantized
+-- weights as their blocks) that dle.models.from_gguf reads back.
+-- @param path string
+function Llama:save_gguf(path)
+  require("dle.models.gguf").save("Llama:save_gguf", self, path, "llama")
+end
+
 --- Writes the model as a Hugging Face checkpoint directory (config.json, model.safetensors) that
 -- from_pretrained reads back.
 -- @param dir directory (created when missing)

@@ -34,10 +34,23 @@ for _, name in ipairs({"softmax", "log_softmax"}) do
   end
 end
 
---- linear(x, weight, bias): x @ weight^T + bias; x is {..., in}, weight {out, in}, bias {out} or nil.
+-- linear with a quantized weight {out, in} (dle.quantize): x @ W^T from the blocks (dle.quant).
+local function quantized_linear(x, weight, bias)
+  check.opt_tensor(bias, "linear", "bias")
+  if weight:dim() ~= 2 or x:dim() < 1 or x:size(-1) ~= weight:size(2) then
+    check.error("linear: input has shape " .. shape_str(x) .. ", expected last dimension " .. weight:size(-1)
+      .. " (quantized " .. weight:dtype() .. " weight {" .. table.concat(weight:shape(), ",") .. "})")
+  end
+  local y = check.call("linear", function() return dle.matmul(x, weight:t()) end)
+  return bias and y + bias or y
+end
+
+--- linear(x, weight, bias): x @ weight^T + bias; x is {..., in}, weight {out, in} (a tensor or a quantized
+-- tensor of dle.quantize), bias {out} or nil.
 -- @return tensor {..., out}
 function F.linear(x, weight, bias)
   check.tensor(x, "linear", "input")
+  if dle.is_quantized(weight) then return quantized_linear(x, weight, bias) end
   check.tensor(weight, "linear", "weight")
   check.opt_tensor(bias, "linear", "bias")
   if weight:dim() ~= 2 then check.error("linear: weight must be 2-D {out, in}, got " .. shape_str(weight)) end

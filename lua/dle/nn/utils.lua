@@ -82,4 +82,50 @@ function U.vector_to_parameters(vec, params)
   end)
 end
 
+-- Whether module m is an instance of class cls (or of a subclass).
+local function is_instance(m, cls)
+  local c = getmetatable(m) and getmetatable(m).__index
+  while c do
+    if c == cls then return true end
+    c = rawget(c, "super")
+  end
+  return false
+end
+
+--- quantize_(model, kind, {tied = false}): replaces the weight of every dle.nn.Linear in model by
+-- its quantized form (dle.quantize(weight, kind)), in place; the layers then compute x @ W^T from
+-- the blocks (activations in float32) and their weights are no longer parameters. A Linear whose
+-- weight is also an Embedding's (a tied output head) stays float unless opts.tied is true (then
+-- the head gets a quantized copy and the embedding keeps the float weight). Biases stay float.
+-- @param model a dle.nn.Module
+-- @param kind "q8_0" | "q4_0" | "q4_k"
+-- @param opts optional {tied = false}
+-- @return model, and the number of layers converted
+function U.quantize_(model, kind, opts)
+  local fn = "quantize_"
+  if not (type(model) == "table" and type(model.modules) == "function") then
+    check.error(fn .. ": model must be a dle.nn.Module, got " .. check.typename(model))
+  end
+  opts = check.options(opts, fn, {"tied"})
+  local nn = dle.nn
+  local embedded = {}
+  for _, m in ipairs(model:modules()) do
+    if is_instance(m, nn.Embedding) and dle.is_tensor(m.weight) then embedded[m.weight] = true end
+  end
+  local n = 0
+  for name, m in model:named_modules() do
+    local w = rawget(m, "weight")
+    if is_instance(m, nn.Linear) and dle.is_tensor(w) and (opts.tied or not embedded[w]) then
+      local ok, q = pcall(dle.quantize, w, kind)
+      if not ok then
+        check.error(string.format("%s: layer %q: %s", fn, name, (check.strip_where(q):gsub("^quantize: ", ""))))
+      end
+      rawget(m, "_params").weight = nil
+      rawset(m, "weight", q)
+      n = n + 1
+    end
+  end
+  return model, n
+end
+
 return U
