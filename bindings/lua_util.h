@@ -111,6 +111,7 @@ void dle_lua_open_io(lua_State *L, int module, int methods);
 void dle_lua_open_profile(lua_State *L, int module, int methods);
 void dle_lua_open_graph(lua_State *L, int module, int methods);
 void dle_lua_open_onnx(lua_State *L, int module, int methods);
+void dle_lua_open_onnx_save(lua_State *L, int module, int methods);
 
 /* ---- errors (lua_errors.c) ----
  * Every error the bindings raise names the dle function and is reported at the user's line, the
