@@ -335,10 +335,17 @@ end
 -- sdpa: softmax(q k^T scale + mask) v; the probabilities are the second result
 ops.sdpa = function(e, n, x)
   local i = a_ints(n)
-  if (i[2] or 0) ~= 0 then return e:unsupported(n, "packed qkv") end
   local d = n:dtype()
   local q, k, v = x[1], x[2], x[3]
-  local kshape = n.inputs[2]:shape()
+  local kshape = n.inputs[2] and n.inputs[2]:shape()
+  if (i[2] or 0) ~= 0 then   -- packed: qkv {3, ..., T, E}[, mask]
+    local qkv = x[1]
+    q, k, v = e:node("Gather", {qkv, e:ints(0)}, {axis = 0}), e:node("Gather", {qkv, e:ints(1)}, {axis = 0}),
+              e:node("Gather", {qkv, e:ints(2)}, {axis = 0})
+    x = {q, k, v, x[2]}
+    kshape = n:shape()
+    n = {inputs = {n.inputs[1], n.inputs[1], n.inputs[1], n.inputs[2]}, attrs = n.attrs, shape = function() return kshape end}
+  end
   local perm = {}
   for j = 1, #kshape do perm[j] = j - 1 end
   perm[#kshape - 1], perm[#kshape] = #kshape - 1, #kshape - 2

@@ -36,7 +36,7 @@ end
 -- today: a model using them fails to load naming them; each needs a real dle op first.
 onnx.missing = {
   "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor",
-  "Loop", "MaxRoiPool",
+  "MaxRoiPool",
   "Multinomial", "NonMaxSuppression",
   "RoiAlign",
   "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase",
