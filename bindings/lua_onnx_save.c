@@ -111,8 +111,8 @@ static Onnx__TensorProto *tensor_proto(lua_State *L, arena *a, const char *name)
   onnx__tensor_proto__init(tp);
   int et = onnx_elem_type(t->dtype);
   if (et < 0)
-    luaL_error(L, "dle.onnx.save: tensor '%s' has dtype %s, which ONNX export does not support", name,
-               dle_dtype_name(t->dtype));
+    luaL_error(L, "dle.onnx.save: tensor '%s' has dtype %s, which ONNX export does not support",
+               name, dle_dtype_name(t->dtype));
   if (!dle_tensor_is_contiguous(t) || dle_tensor_device(t).type != DLE_CPU)
     luaL_error(L, "dle.onnx.save: tensor '%s' must be a contiguous CPU tensor", name);
   tp->name = (char *)name;
@@ -132,7 +132,8 @@ static Onnx__TensorProto *tensor_proto(lua_State *L, arena *a, const char *name)
   return tp;
 }
 
-static Onnx__ValueInfoProto **value_infos(lua_State *L, arena *a, int idx, const char *key, size_t *n) {
+static Onnx__ValueInfoProto **value_infos(lua_State *L, arena *a, int idx, const char *key,
+                                          size_t *n) {
   lua_getfield(L, idx, key);
   int list = lua_gettop(L);
   *n = lua_istable(L, list) ? lua_rawlen(L, list) : 0;
@@ -210,7 +211,8 @@ static Onnx__AttributeProto *attribute_proto(lua_State *L, arena *a, int idx, in
   } else if (!strcmp(type, "INTS") || !strcmp(type, "FLOATS")) {
     int ints = type[0] == 'I';
     size_t n = lua_istable(L, v) ? lua_rawlen(L, v) : 0;
-    at->type = ints ? ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS : ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS;
+    at->type = ints ? ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS
+                    : ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS;
     if (ints) {
       at->n_ints = n;
       at->ints = alloc(L, a, n * sizeof(int64_t));
@@ -220,8 +222,10 @@ static Onnx__AttributeProto *attribute_proto(lua_State *L, arena *a, int idx, in
     }
     for (size_t i = 0; i < n; i++) {
       lua_rawgeti(L, v, (lua_Integer)i + 1);
-      if (ints) at->ints[i] = lua_tointeger(L, -1);
-      else at->floats[i] = (float)lua_tonumber(L, -1);
+      if (ints)
+        at->ints[i] = lua_tointeger(L, -1);
+      else
+        at->floats[i] = (float)lua_tonumber(L, -1);
       lua_pop(L, 1);
     }
   } else if (!strcmp(type, "TENSOR")) {

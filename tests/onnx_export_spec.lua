@@ -92,12 +92,14 @@ describe("dle.onnx.save", function()
 
   it("writes a CNN with batch norm in eval mode (Conv, BatchNormalization, pools, flatten)", function()
     local m = nn.Sequential(nn.Conv2d(3, 8, 3, {padding = 1}), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
-                            nn.Conv2d(8, 4, 3, {stride = 2, groups = 4}), nn.AvgPool2d(2), nn.Flatten(), nn.Linear(4, 5))
+                            nn.Conv2d(8, 4, 3, {stride = 2, groups = 4}), nn.AvgPool2d(2), nn.Flatten(),
+                            nn.Linear(4, 5))
     -- running statistics that are not the initial ones
     m:train()
     for _ = 1, 3 do m(randn(4, 3, 12, 12)) end
     m:eval()
-    roundtrip(m, {randn(2, 3, 12, 12)}, {dynamic_axes = {input = {[1] = "N"}}}, {{randn(2, 3, 12, 12)}, {randn(3, 3, 12, 12)}})
+    roundtrip(m, {randn(2, 3, 12, 12)}, {dynamic_axes = {input = {[1] = "N"}}},
+              {{randn(2, 3, 12, 12)}, {randn(3, 3, 12, 12)}})
   end)
 
   it("writes the char-GPT model (embeddings, causal attention blocks, tied head) at opsets 17 and 14", function()
@@ -122,7 +124,7 @@ describe("dle.onnx.save", function()
     local function f(x, h0)
       local y = dle.cond(x:sum():gt(0), function(a) return a:matmul(w):tanh() end, function(a) return -a * 2 end, x)
       local h, ys = dle.scan(function(h, xt) h = (h + xt):matmul(w):tanh(); return h, h * 2 end, h0, y)
-      local i, s = table.unpack(dle.while_loop(function(i, s) return i:lt(5) end,
+      local i, s = table.unpack(dle.while_loop(function(i) return i:lt(5) end,
                                   function(i, s) return i + 1, s * 1.5 + h end, {dle.tensor(0), h}))
       return y, h, ys, i, s
     end
@@ -135,7 +137,8 @@ describe("dle.onnx.save", function()
 
   -- one case per exportable op: a function of random inputs whose trace holds that op
   local float_cases = {
-    neg = function(x) return -x end, abs = "abs", sign = "sign", exp = "exp", log = function(x) return x:abs():log() end,
+    neg = function(x) return -x end, abs = "abs", sign = "sign", exp = "exp",
+    log = function(x) return x:abs():log() end,
     expm1 = "expm1", log1p = function(x) return x:abs():log1p() end, sqrt = function(x) return x:abs():sqrt() end,
     rsqrt = function(x) return (x:abs() + 0.1):rsqrt() end, reciprocal = "reciprocal", sin = "sin", cos = "cos",
     tanh = "tanh", sigmoid = "sigmoid", relu = "relu", gelu = "gelu", silu = "silu", floor = "floor", ceil = "ceil",
@@ -159,7 +162,8 @@ describe("dle.onnx.save", function()
     gt = function(x, y) return x:gt(y) end, ge = function(x, y) return x:ge(y) end,
     where = function(x, y) return dle.where(x:gt(y), x, y) end,
     masked_fill = function(x, y) return x:masked_fill(y:gt(0), 2.5) end,
-    sum = function(x) return x:sum(2) end, mean = function(x) return x:mean(1, true) end, prod = function(x) return x:prod(2) end,
+    sum = function(x) return x:sum(2) end, mean = function(x) return x:mean(1, true) end,
+    prod = function(x) return x:prod(2) end,
     amax = function(x) return x:amax(2) end, amin = function(x) return x:amin() end,
     logsumexp = function(x) return x:logsumexp(2) end, var = function(x) return x:var(2) end,
     std = function(x) return x:std(1, {keepdim = true}) end,
@@ -174,19 +178,31 @@ describe("dle.onnx.save", function()
     cat = function(x, y) return dle.cat({x, y}, 2) end,
     gather = function(x) return dle.gather(x, 2, dle.tensor({{1, 5}, {2, 2}, {3, 1}, {4, 4}}, {dtype = "int64"})) end,
     index_select = function(x) return x:index_select(2, dle.tensor({5, 1}, {dtype = "int64"})) end,
-    scatter_add = function(x, y) return dle.scatter_add(x, 2, dle.tensor({{1, 1}, {2, 5}, {3, 3}, {4, 4}}, {dtype = "int64"}), y:narrow(2, 1, 2)) end,
+    scatter_add = function(x, y)
+      return dle.scatter_add(x, 2, dle.tensor({{1, 1}, {2, 5}, {3, 3}, {4, 4}}, {dtype = "int64"}), y:narrow(2, 1, 2))
+    end,
     embedding = function(x) return F.embedding(dle.tensor({{3, 1}, {4, 4}}, {dtype = "int64"}), x) end,
     tril = function(x) return x:tril() end, triu = function(x) return x:triu(1) end,
     topk = function(x) return {x:topk(2, 2)} end, sort = function(x) return {x:sort(2, {descending = true})} end,
     full = function(x) return x + dle.ones({4, 5}) end, arange = function(x) return x + dle.arange(5) end,
     linalg_det = function(x) return dle.linalg.det(x:narrow(2, 1, 4)) end,
-    conv2d = function(x) return F.conv2d(x:reshape({1, 1, 4, 5}), x:narrow(2, 1, 3):narrow(1, 1, 3):reshape({1, 1, 3, 3}), nil, {padding = 1}) end,
+    conv2d = function(x)
+      local w = x:narrow(2, 1, 3):narrow(1, 1, 3):reshape({1, 1, 3, 3})
+      return F.conv2d(x:reshape({1, 1, 4, 5}), w, nil, {padding = 1})
+    end,
     max_pool2d = function(x) return F.max_pool2d(x:reshape({1, 1, 4, 5}), 2) end,
-    avg_pool2d = function(x) return F.avg_pool2d(x:reshape({1, 1, 4, 5}), 2, {padding = 1, count_include_pad = false}) end,
+    avg_pool2d = function(x)
+      return F.avg_pool2d(x:reshape({1, 1, 4, 5}), 2, {padding = 1, count_include_pad = false})
+    end,
     batch_norm = function(x) return F.batch_norm(x:reshape({2, 2, 5}), dle.tensor({0.1, -0.2}), dle.tensor({1.5, 0.5}),
                                                  dle.tensor({2, 3}), dle.tensor({0.5, 0}), false, 0.1, 1e-5) end,
     layer_norm = function(x) return F.layer_norm(x, {5}) end,
-    sdpa = function(x, y) return F.scaled_dot_product_attention(x:reshape({1, 4, 5}), y:reshape({1, 4, 5}), x:reshape({1, 4, 5}), nil, 0, {is_causal = true}) end,
+    sdpa = function(x, y)
+      local q, k = x:reshape({1, 4, 5}), y:reshape({1, 4, 5})
+      local mask = dle.tensor({{true, false, true, true}}, {dtype = "bool"})
+      return {F.scaled_dot_product_attention(q, k, q, {causal = true}),
+              F.scaled_dot_product_attention(q, k, q, {mask = mask})}
+    end,
   }
 
   it("writes every exportable op singly (a case per op, random inputs) and reads it back", function()
@@ -229,12 +245,16 @@ describe("dle.onnx.save", function()
   it("gives errors naming dle.onnx.save and the argument for bad options and inputs", function()
     local f = function(x) return x * 2 end
     local cases = {
-      {{dir .. "/e.onnx", f, {randn(2)}, {opset = 12}}, "dle.onnx.save: opset must be an integer from 13 to 17, got 12"},
+      {{dir .. "/e.onnx", f, {randn(2)}, {opset = 12}},
+       "dle.onnx.save: opset must be an integer from 13 to 17, got 12"},
       {{dir .. "/e.onnx", f, randn(2)}, "dle.onnx.save: example_inputs must be a list of tensors"},
       {{dir .. "/e.onnx", f, {1}}, "dle.onnx.save: example_inputs%[1%] must be a tensor, got number"},
-      {{dir .. "/e.onnx", f, {randn(2)}, {input_names = {"a", "b"}}}, "dle.onnx.save: input_names must be a list of 1 names, got 2 names"},
-      {{dir .. "/e.onnx", f, {randn(2)}, {dynamic_axes = {nope = {[1] = "N"}}}}, "dynamic_axes names 'nope', which is no input or output"},
-      {{dir .. "/e.onnx", f, {randn(2)}, {dynamic_axes = {input = {[3] = "N"}}}}, "dynamic_axes of 'input': dim 3 out of range for shape {2}"},
+      {{dir .. "/e.onnx", f, {randn(2)}, {input_names = {"a", "b"}}},
+       "dle.onnx.save: input_names must be a list of 1 names, got 2 names"},
+      {{dir .. "/e.onnx", f, {randn(2)}, {dynamic_axes = {nope = {[1] = "N"}}}},
+       "dynamic_axes names 'nope', which is no input or output"},
+      {{dir .. "/e.onnx", f, {randn(2)}, {dynamic_axes = {input = {[3] = "N"}}}},
+       "dynamic_axes of 'input': dim 3 out of range for shape {2}"},
       {{dir .. "/e.onnx", 5, {randn(2)}}, "dle.onnx.save: argument #2"},
       {{dir .. "/no/such/dir/e.onnx", f, {randn(2)}}, "dle.onnx.save: cannot open"},
       {{dir .. "/e.onnx", f, {randn(2)}, {bogus = 1}}, "bogus"},

@@ -46,7 +46,8 @@ describe("dle.onnx.load on torch.onnx.export's files", function()
         assert.are.same(want:shape(), outs[i]:shape())
         local scale = math.max(1, want:abs():max():item())
         local diff = H.max_diff(outs[i], want)
-        assert.is_true(diff <= 1e-4 * scale, ("%s output %d differs from PyTorch's by %g (scale %g)"):format(name, i, diff, scale))
+        assert.is_true(diff <= 1e-4 * scale,
+                       ("%s output %d differs from PyTorch's by %g (scale %g)"):format(name, i, diff, scale))
       end
     end)
   end

@@ -352,7 +352,9 @@ function M.save(path, fn, example_inputs, opts)
   for _, nm in ipairs(in_names) do known[nm] = true end
   for _, nm in ipairs(out_names) do known[nm] = true end
   for k in pairs(dynamic) do
-    if not known[k] then check.error(("%s: dynamic_axes names '%s', which is no input or output"):format(fname, tostring(k))) end
+    if not known[k] then
+      check.error(("%s: dynamic_axes names '%s', which is no input or output"):format(fname, tostring(k)))
+    end
   end
 
   local e = emitter(shared, false)

@@ -42,9 +42,9 @@ for dle_name, onnx_name in pairs({neg = "Neg", abs = "Abs", sign = "Sign", exp =
   ops[dle_name] = unary(onnx_name)
 end
 ops.logical_not = function(e, n, x) return e:node("Not", {as(e, x[1], n.inputs[1]:dtype(), "bool")}) end
-ops.isnan = function(e, n, x) return e:node("IsNaN", x) end
-ops.isinf = function(e, n, x) return e:node("IsInf", x) end
-ops.isfinite = function(e, n, x)
+ops.isnan = function(e, _, x) return e:node("IsNaN", x) end
+ops.isinf = function(e, _, x) return e:node("IsInf", x) end
+ops.isfinite = function(e, _, x)
   return e:node("Not", {e:node("Or", {e:node("IsNaN", x), e:node("IsInf", x)})})
 end
 
@@ -211,13 +211,12 @@ ops.cumsum = function(e, n, x)
 end
 
 -- ---------------------------------------------------------------- matmul, shapes, indexing
-ops.matmul = function(e, n, x)
+ops.matmul = function(e, _, x)
   local y = e:node("MatMul", {x[1], x[2]})
   if x[3] then y = e:node("Add", {y, x[3]}) end
   return y
 end
-ops.copy = function(e, n, x) return e:node(n:dtype() == n.inputs[1]:dtype() and "Identity" or "Cast", x,
-                                           n:dtype() ~= n.inputs[1]:dtype() and {to = e:elem_type(n:dtype())} or nil) end
+ops.copy = function(e, n, x) return as(e, x[1], n.inputs[1]:dtype(), n:dtype()) end
 ops.view = function(e, n, x) return e:node("Reshape", {x[1], e:ints(e:shape_arg(n, n.inputs[1]))}) end
 ops.expand = function(e, n, x) return e:node("Expand", {x[1], e:ints(e:shape_arg(n, n.inputs[1], 1))}) end
 ops.permute = function(e, n, x) return e:node("Transpose", x, {perm = a_ints(n)}) end
@@ -322,7 +321,8 @@ ops.layer_norm = function(e, n, x)
   local w, b = affine(e, n, x, c)
   local eps = a_f(n, 1, 1e-5)
   if e.opset >= 17 then
-    return e:node("LayerNormalization", {x[1], w, b}, {axis = -nd, epsilon = eps}), e:unsupported_result(n, 2, stats_why)
+    return e:node("LayerNormalization", {x[1], w, b}, {axis = -nd, epsilon = eps}),
+           e:unsupported_result(n, 2, stats_why)
   end
   local axes = {}
   for d = #shape - nd, #shape - 1 do axes[#axes + 1] = d end
@@ -344,7 +344,8 @@ ops.sdpa = function(e, n, x)
               e:node("Gather", {qkv, e:ints(2)}, {axis = 0})
     x = {q, k, v, x[2]}
     kshape = n:shape()
-    n = {inputs = {n.inputs[1], n.inputs[1], n.inputs[1], n.inputs[2]}, attrs = n.attrs, shape = function() return kshape end}
+    n = {inputs = {n.inputs[1], n.inputs[1], n.inputs[1], n.inputs[2]}, attrs = n.attrs,
+         shape = function() return kshape end}
   end
   local perm = {}
   for j = 1, #kshape do perm[j] = j - 1 end
@@ -360,7 +361,8 @@ ops.sdpa = function(e, n, x)
   end
   if i[1] == 1 then
     local L, S = n:shape()[#n:shape() - 1], kshape[#kshape - 1]
-    local bias = dle.zeros({L, S}, {dtype = d}):masked_fill(dle.ones({L, S}, {dtype = "bool"}):triu(1 + S - L), -math.huge)
+    local above = dle.ones({L, S}, {dtype = "bool"}):triu(1 + S - L)
+    local bias = dle.zeros({L, S}, {dtype = d}):masked_fill(above, -math.huge)
     s = e:node("Add", {s, e:const(bias)})
   end
   local p = e:node("Softmax", {s}, {axis = -1})

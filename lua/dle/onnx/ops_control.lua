@@ -47,7 +47,9 @@ C.Loop = function(ctx, m, cond, ...)
   local carried = table.pack(...)
   local body = ctx.a.body
   local nscan = #body.outputs - 1 - carried.n
-  if nscan > 0 then U.fail(ctx, ("%d scan outputs (their length is known only at run time) are not supported"):format(nscan)) end
+  if nscan > 0 then
+    U.fail(ctx, ("%d scan outputs (their length is known only at run time) are not supported"):format(nscan))
+  end
   local trip = m and m:reshape({}):to("int64") or dle.tensor(math.maxinteger, {dtype = "int64"})
   local c0 = cond and cond:reshape({}):to("bool") or dle.tensor(true, {dtype = "bool"})
   local init = {dle.tensor(0, {dtype = "int64"}), trip, c0}
