@@ -183,7 +183,25 @@ static Onnx__ValueInfoProto **value_infos(lua_State *L, arena *a, int idx, const
 
 static Onnx__GraphProto *graph_proto(lua_State *L, arena *a, int idx, int depth);
 
-static Onnx__AttributeProto *attribute_proto(lua_State *L, arena *a, int idx, int depth) {
+/* The messages made by f from each table of the list at idx[key] (f gets the table's absolute
+ * index); *n is set to their count. */
+typedef void *(*elem_fn)(lua_State *L, arena *a, int idx, int depth);
+static void **list_field(lua_State *L, arena *a, int idx, const char *key, size_t *n, elem_fn f,
+                         int depth) {
+  lua_getfield(L, idx, key);
+  int list = lua_gettop(L);
+  *n = lua_istable(L, list) ? lua_rawlen(L, list) : 0;
+  void **out = alloc(L, a, *n * sizeof *out);
+  for (size_t i = 0; i < *n; i++) {
+    lua_rawgeti(L, list, (lua_Integer)i + 1);
+    out[i] = f(L, a, lua_gettop(L), depth);
+    lua_settop(L, list);
+  }
+  lua_pop(L, 1);
+  return out;
+}
+
+static void *attribute_proto(lua_State *L, arena *a, int idx, int depth) {
   Onnx__AttributeProto *at = alloc(L, a, sizeof *at);
   onnx__attribute_proto__init(at);
   at->name = str_field(L, a, idx, "name");
@@ -241,7 +259,7 @@ static Onnx__AttributeProto *attribute_proto(lua_State *L, arena *a, int idx, in
   return at;
 }
 
-static Onnx__NodeProto *node_proto(lua_State *L, arena *a, int idx, int depth) {
+static void *node_proto(lua_State *L, arena *a, int idx, int depth) {
   Onnx__NodeProto *n = alloc(L, a, sizeof *n);
   onnx__node_proto__init(n);
   n->op_type = str_field(L, a, idx, "op_type");
@@ -249,17 +267,17 @@ static Onnx__NodeProto *node_proto(lua_State *L, arena *a, int idx, int depth) {
   n->domain = str_field(L, a, idx, "domain");
   n->input = strings_field(L, a, idx, "inputs", &n->n_input);
   n->output = strings_field(L, a, idx, "outputs", &n->n_output);
-  lua_getfield(L, idx, "attributes");
-  int list = lua_gettop(L);
-  n->n_attribute = lua_istable(L, list) ? lua_rawlen(L, list) : 0;
-  n->attribute = alloc(L, a, n->n_attribute * sizeof *n->attribute);
-  for (size_t i = 0; i < n->n_attribute; i++) {
-    lua_rawgeti(L, list, (lua_Integer)i + 1);
-    n->attribute[i] = attribute_proto(L, a, lua_gettop(L), depth);
-    lua_pop(L, 1);
-  }
-  lua_pop(L, 1);
+  n->attribute = (Onnx__AttributeProto **)list_field(L, a, idx, "attributes", &n->n_attribute,
+                                                     attribute_proto, depth);
   return n;
+}
+
+/* An initializer {name, tensor}. */
+static void *initializer_proto(lua_State *L, arena *a, int idx, int depth) {
+  (void)depth;
+  char *name = str_field(L, a, idx, "name");
+  lua_getfield(L, idx, "tensor");
+  return tensor_proto(L, a, name);
 }
 
 static Onnx__GraphProto *graph_proto(lua_State *L, arena *a, int idx, int depth) {
@@ -269,29 +287,9 @@ static Onnx__GraphProto *graph_proto(lua_State *L, arena *a, int idx, int depth)
   Onnx__GraphProto *g = alloc(L, a, sizeof *g);
   onnx__graph_proto__init(g);
   g->name = str_field(L, a, idx, "name");
-  lua_getfield(L, idx, "nodes");
-  int list = lua_gettop(L);
-  g->n_node = lua_istable(L, list) ? lua_rawlen(L, list) : 0;
-  g->node = alloc(L, a, g->n_node * sizeof *g->node);
-  for (size_t i = 0; i < g->n_node; i++) {
-    lua_rawgeti(L, list, (lua_Integer)i + 1);
-    g->node[i] = node_proto(L, a, lua_gettop(L), depth);
-    lua_pop(L, 1);
-  }
-  lua_pop(L, 1);
-  lua_getfield(L, idx, "initializers");
-  list = lua_gettop(L);
-  g->n_initializer = lua_istable(L, list) ? lua_rawlen(L, list) : 0;
-  g->initializer = alloc(L, a, g->n_initializer * sizeof *g->initializer);
-  for (size_t i = 0; i < g->n_initializer; i++) {
-    lua_rawgeti(L, list, (lua_Integer)i + 1);
-    int e = lua_gettop(L);
-    char *name = str_field(L, a, e, "name");
-    lua_getfield(L, e, "tensor");
-    g->initializer[i] = tensor_proto(L, a, name);
-    lua_settop(L, list);
-  }
-  lua_pop(L, 1);
+  g->node = (Onnx__NodeProto **)list_field(L, a, idx, "nodes", &g->n_node, node_proto, depth);
+  g->initializer = (Onnx__TensorProto **)list_field(L, a, idx, "initializers", &g->n_initializer,
+                                                    initializer_proto, depth);
   g->input = value_infos(L, a, idx, "inputs", &g->n_input);
   g->output = value_infos(L, a, idx, "outputs", &g->n_output);
   g->value_info = value_infos(L, a, idx, "value_info", &g->n_value_info);
