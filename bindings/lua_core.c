@@ -773,6 +773,7 @@ int luaopen_dle_native(lua_State *L) {
   dle_lua_open_profile(L, module, methods);
   dle_lua_open_graph(L, module, methods);
   dle_lua_open_onnx(L, module, methods);
+  dle_lua_open_onnx_save(L, module, methods);
 
   dle_lua_open_errors(L, module);
   dle_lua_register_names(L, module);

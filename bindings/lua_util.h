@@ -113,6 +113,7 @@ void dle_lua_open_io(lua_State *L, int module, int methods);
 void dle_lua_open_profile(lua_State *L, int module, int methods);
 void dle_lua_open_graph(lua_State *L, int module, int methods);
 void dle_lua_open_onnx(lua_State *L, int module, int methods);
+void dle_lua_open_onnx_save(lua_State *L, int module, int methods);
 
 /* matmul with a quantized operand at index 1 or 2 (lua_quant.c): the Lua handler's result pushed
  * (returns 1), or -1 when neither operand is a quantized tensor. */

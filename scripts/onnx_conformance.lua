@@ -64,9 +64,29 @@ for _, e in ipairs(per_suite) do
 end
 say(("| **all** | %d | %d | %d | %d | %s |"):format(total.pass, total.fail, total.skip, n(total), rate(total)))
 
+-- The export half of the page: dle.onnx.save, and the ops of dle's table it does not write with why.
+local function export_section()
+  local _, no = dle.onnx.exportable()
+  local names = {}
+  for name in pairs(no) do names[#names + 1] = name end
+  table.sort(names)
+  local rows = {}
+  for _, name in ipairs(names) do rows[#rows + 1] = ("| %s | %s |\n"):format(name, no[name]) end
+  return table.concat({
+    "## Export (dle.onnx.save)\n\n",
+    "`dle.onnx.save(path, fn_or_module, example_inputs, {opset, input_names, output_names, dynamic_axes})`\n",
+    "traces with `dle.graph.trace` and writes a ModelProto through protobuf-c's generated packing code\n",
+    "(`bindings/lua_onnx_save.c`; opsets 13 to 17, default 17): parameters and buffers as initializers\n",
+    "named as in the module, each traced op as ONNX nodes (`lua/dle/onnx/export_ops.lua`), `dle.cond`,\n",
+    "`dle.scan` and `dle.while_loop` as If, Scan and Loop with subgraphs, `dynamic_axes` (1-based dims)\n",
+    "as dim_params. The file is written to a temporary name and renamed. All ops that cannot be written\n",
+    "are listed in one error. `dle.onnx.exportable()` returns the ops that export and those that do not:\n\n",
+    "| dle op | why it is not exported |\n|---|---|\n", table.concat(rows), "\n"})
+end
+
 if out then
   local f = assert(io.open(out, "w"))
-  f:write("# ONNX import (dle.onnx) and its conformance\n\n",
+  f:write("# ONNX import and export (dle.onnx) and its conformance\n\n",
           "`dle.onnx.load(path_or_bytes, {requires_grad})` returns an `nn.Module` running the ONNX graph with\n",
           "dle's public ops: `model(x, ...)` (graph-input order) or `model{name = x}`, `model.input_names`,\n",
           "`model.output_names`, `model.opset`; float initializers are its parameters (trainable, in\n",
@@ -74,6 +94,7 @@ if out then
           "time from libonnx-dev's `onnx.proto`) in `bindings/lua_onnx.c`; the op mapping is a table keyed by\n",
           "op_type in `lua/dle/onnx/ops_*.lua`. `dle.onnx.parse` gives the decoded tables, `dle.onnx.load_tensor`\n",
           "reads a serialized TensorProto. Unsupported ops are all listed in one error at load time.\n\n",
+          export_section(),
           "## Ops dle cannot express yet\n\n",
           "These ONNX ops (default domain) need dle ops that do not exist (sorting, cumulative sums, bitwise\n",
           "ops, FFT, sequences, control flow, ...) or dtypes dle lacks; each should become a real dle\n",

@@ -36,7 +36,7 @@ end
 -- today: a model using them fails to load naming them; each needs a real dle op first.
 onnx.missing = {
   "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor",
-  "Loop", "MaxRoiPool",
+  "MaxRoiPool",
   "Multinomial", "NonMaxSuppression",
   "RoiAlign",
   "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase",
@@ -290,6 +290,22 @@ function onnx.parse(src, is_bytes, fn)
   local b, m = decode(dle.core._onnx_model, src, is_bytes, fn or "dle.onnx.parse")
   m._is_bytes = b
   return m
+end
+
+--- Traces fn_or_module on example_inputs and writes it as an ONNX model (lua/dle/onnx/export.lua).
+-- @param path file to write (atomically: a temporary file renamed over it)
+-- @param fn_or_module a function or an nn.Module
+-- @param example_inputs list of tensors
+-- @param[opt] opts `{opset (13..17, default 17), input_names, output_names, dynamic_axes}`
+-- @return path
+function onnx.save(path, fn_or_module, example_inputs, opts)
+  return require("dle.onnx.export").save(path, fn_or_module, example_inputs, opts)
+end
+
+--- The ops of dle's table that dle.onnx.save writes (name -> true, with cond, while_loop and
+-- scan), and those it cannot (name -> reason).
+function onnx.exportable()
+  return require("dle.onnx.export").exportable()
 end
 
 return onnx

@@ -1,8 +1,9 @@
 --- dle.onnx.ops_control: ONNX's If and Scan (opset 9+) as dle.cond and dle.scan, so an imported
--- model's control flow traces and compiles as one node each. The bodies are the node's GRAPH
--- attributes, run by ctx.run(graph, inputs) (dle.onnx: a subgraph sees the enclosing scope's
--- values by name). Loop is not mapped: its scan outputs grow with a trip count known only at run
--- time, which dle.while_loop's fixed-shape values cannot hold.
+-- model's control flow traces and compiles as one node each, and Loop as dle.while_loop when it
+-- has no scan outputs. The bodies are the node's GRAPH attributes, run by ctx.run(graph, inputs)
+-- (dle.onnx: a subgraph sees the enclosing scope's values by name). A Loop with scan outputs is
+-- refused: they grow with a trip count known only at run time, which dle.while_loop's
+-- fixed-shape values cannot hold.
 local dle = require "dle"
 local U = require "dle.onnx.util"
 
@@ -37,6 +38,28 @@ C.Scan = function(ctx, ...)
     return slice(outs, 1, nstate), slice(outs, nstate + 1, #outs)
   end, slice(args, 1, nstate), slice(args, nstate + 1, args.n))
   return table.unpack(table.move(ys, 1, #ys, nstate + 1, carry))
+end
+
+-- Loop(M, cond, v...): while iteration < M and cond, (cond, v...) = body(iteration, cond, v...).
+-- The loop state of the dle.while_loop is (iteration, trip count, cond, v...); an omitted M or
+-- cond is "no limit" / true.
+C.Loop = function(ctx, m, cond, ...)
+  local carried = table.pack(...)
+  local body = ctx.a.body
+  local nscan = #body.outputs - 1 - carried.n
+  if nscan > 0 then
+    U.fail(ctx, ("%d scan outputs (their length is known only at run time) are not supported"):format(nscan))
+  end
+  local trip = m and m:reshape({}):to("int64") or dle.tensor(math.maxinteger, {dtype = "int64"})
+  local c0 = cond and cond:reshape({}):to("bool") or dle.tensor(true, {dtype = "bool"})
+  local init = {dle.tensor(0, {dtype = "int64"}), trip, c0}
+  for k = 1, carried.n do init[3 + k] = carried[k] end
+  local outs = dle.while_loop(function(i, n, c) return i:lt(n):logical_and(c) end, function(i, n, c, ...)
+    local r = ctx.run(body, {i, c, ...})
+    r[1] = r[1]:reshape({}):to("bool")
+    return i + 1, n, table.unpack(r, 1, 1 + carried.n)
+  end, init)
+  return table.unpack(outs, 4, 3 + carried.n)
 end
 
 return C

@@ -194,8 +194,8 @@ S.GatherND = function(ctx, x, idx)
   return flat:index_select(1, rows):reshape(out)
 end
 
--- Scatters with reduction "none" (indices unique, as ONNX requires) or "add": the written
--- positions are those a scatter of ones reaches; "mul", "max", "min" have no dle op.
+-- ScatterND with reduction "none" (indices unique, as ONNX requires) or "add": the written
+-- positions are those a scatter of ones reaches; "mul", "max", "min" are not written yet.
 local function scatter(ctx, x, add_at)
   local reduction = ctx.a.reduction or "none"
   local written, summed = add_at(true), add_at(false)
@@ -213,13 +213,17 @@ S.ScatterND = function(ctx, x, idx, updates)
   end)
 end
 
+-- ScatterElements by dle's scatter ops: reduction "none" (the last write wins where ONNX leaves the
+-- order of repeated indices open), "add", "mul", "max", "min" (each including x's own value)
+local SCATTER_REDUCE = {add = "sum", mul = "prod", max = "amax", min = "amin"}
 S.ScatterElements = function(ctx, x, idx, updates)
   local d = U.dim(ctx, ctx.a.axis or 0, x:dim())
   local i = idx:to("int64")
   i = dle.where(i:lt(0), i + x:size(d), i) + 1
-  return scatter(ctx, x, function(ones_of)
-    return dle.zeros_like(x):scatter_add(d, i, ones_of and dle.ones_like(updates) or updates)
-  end)
+  local reduction = ctx.a.reduction or "none"
+  if reduction == "none" then return dle.scatter(x, d, i, updates) end
+  local r = SCATTER_REDUCE[reduction] or U.fail(ctx, "reduction '" .. reduction .. "' is not supported")
+  return dle.scatter_reduce(x, d, i, updates, r)
 end
 S.Scatter = S.ScatterElements
 

@@ -1,0 +1,363 @@
+/* lua_onnx_save.c — the writing half of dle.onnx: a ModelProto described by plain Lua tables (as
+ * lua/dle/onnx/export.lua builds it) packed by protobuf-c's generated code (onnx.pb-c.c, compiled
+ * into lua_onnx.c; this file uses its header) and written to a file.
+ *
+ *   core._onnx_save(path, model)
+ *
+ * model = {ir_version, producer_name, producer_version, opset_import = {{domain, version}},
+ *          graph = G}
+ * G = {name, nodes = {{op_type, name, domain, inputs = {...}, outputs = {...},
+ *                     attributes = {{name, type = "INT"|"FLOAT"|"STRING"|"INTS"|"FLOATS"|"TENSOR"|
+ *                                    "GRAPH", value}}}},
+ *      initializers = {{name, tensor}}, inputs/outputs/value_info = {{name, elem_type,
+ *      shape = {dim...}}}}  (a dim is an integer, or a string: dim_param)
+ * A tensor's elements are written as raw_data straight from its storage (it must be a
+ * contiguous CPU tensor: the Lua side makes it so); the bytes are little-endian, as dle's.
+ * Every struct lives in an arena owned by a userdata, so a Lua error while reading the tables
+ * frees everything. */
+#include <lauxlib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../engine/dle.h"
+#include "lua_util.h"
+#include "onnx.pb-c.h"
+
+/* ---- the arena: a list of malloc'd blocks freed together by the userdata's __gc ---- */
+
+typedef struct block {
+  struct block *next;
+  max_align_t data[];
+} block;
+
+typedef struct {
+  block *head;
+  FILE *f;
+} arena;
+
+static int arena_gc(lua_State *L) {
+  arena *a = lua_touserdata(L, 1);
+  while (a->head) {
+    block *b = a->head;
+    a->head = b->next;
+    free(b);
+  }
+  if (a->f) fclose(a->f);
+  a->f = NULL;
+  return 0;
+}
+
+static void *alloc(lua_State *L, arena *a, size_t n) {
+  block *b = calloc(1, sizeof(block) + (n ? n : 1));
+  if (!b) luaL_error(L, "dle.onnx.save: out of memory");
+  b->next = a->head;
+  a->head = b;
+  return b->data;
+}
+
+static char *str_field(lua_State *L, arena *a, int idx, const char *key) {
+  lua_getfield(L, idx, key);
+  size_t len = 0;
+  const char *s = lua_isstring(L, -1) ? lua_tolstring(L, -1, &len) : "";
+  char *out = alloc(L, a, len + 1);
+  memcpy(out, s, len);
+  lua_pop(L, 1);
+  return out;
+}
+
+static lua_Integer int_field(lua_State *L, int idx, const char *key) {
+  lua_getfield(L, idx, key);
+  lua_Integer v = lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
+/* The strings of the list at idx[key]. */
+static char **strings_field(lua_State *L, arena *a, int idx, const char *key, size_t *n) {
+  lua_getfield(L, idx, key);
+  *n = lua_istable(L, -1) ? lua_rawlen(L, -1) : 0;
+  char **out = alloc(L, a, *n * sizeof *out);
+  for (size_t i = 0; i < *n; i++) {
+    lua_rawgeti(L, -1, (lua_Integer)i + 1);
+    size_t len = 0;
+    const char *s = lua_isstring(L, -1) ? lua_tolstring(L, -1, &len) : "";
+    out[i] = alloc(L, a, len + 1);
+    memcpy(out[i], s, len);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  return out;
+}
+
+static int onnx_elem_type(dle_dtype dt) {
+  switch (dt) {
+    case DLE_F32: return ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    case DLE_F64: return ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
+    case DLE_F16: return ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16;
+    case DLE_BF16: return ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16;
+    case DLE_I32: return ONNX__TENSOR_PROTO__DATA_TYPE__INT32;
+    case DLE_I64: return ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    case DLE_U8: return ONNX__TENSOR_PROTO__DATA_TYPE__UINT8;
+    case DLE_BOOL: return ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
+    default: return -1;
+  }
+}
+
+/* A TensorProto of the tensor at the top of the stack (not popped), named name. */
+static Onnx__TensorProto *tensor_proto(lua_State *L, arena *a, const char *name) {
+  dle_tensor *t = dle_lua_check(L, -1);
+  Onnx__TensorProto *tp = alloc(L, a, sizeof *tp);
+  onnx__tensor_proto__init(tp);
+  int et = onnx_elem_type(t->dtype);
+  if (et < 0)
+    luaL_error(L, "dle.onnx.save: tensor '%s' has dtype %s, which ONNX export does not support",
+               name, dle_dtype_name(t->dtype));
+  if (!dle_tensor_is_contiguous(t) || dle_tensor_device(t).type != DLE_CPU)
+    luaL_error(L, "dle.onnx.save: tensor '%s' must be a contiguous CPU tensor", name);
+  tp->name = (char *)name;
+  tp->data_type = et;
+  tp->has_data_type = 1;
+  int nd = t->ndim;
+  tp->n_dims = (size_t)nd;
+  tp->dims = alloc(L, a, (size_t)nd * sizeof(int64_t));
+  int64_t numel = 1;
+  for (int d = 0; d < nd; d++) {
+    tp->dims[d] = t->sizes[d];
+    numel *= tp->dims[d];
+  }
+  tp->has_raw_data = 1;
+  tp->raw_data.len = (size_t)numel * dle_dtype_size(t->dtype);
+  tp->raw_data.data = dle_tensor_data(t); /* the tensor stays referenced by the Lua tables */
+  return tp;
+}
+
+static Onnx__ValueInfoProto **value_infos(lua_State *L, arena *a, int idx, const char *key,
+                                          size_t *n) {
+  lua_getfield(L, idx, key);
+  int list = lua_gettop(L);
+  *n = lua_istable(L, list) ? lua_rawlen(L, list) : 0;
+  Onnx__ValueInfoProto **out = alloc(L, a, *n * sizeof *out);
+  for (size_t i = 0; i < *n; i++) {
+    lua_rawgeti(L, list, (lua_Integer)i + 1);
+    int v = lua_gettop(L);
+    Onnx__ValueInfoProto *vi = out[i] = alloc(L, a, sizeof *vi);
+    onnx__value_info_proto__init(vi);
+    vi->name = str_field(L, a, v, "name");
+    Onnx__TypeProto *tp = vi->type = alloc(L, a, sizeof *tp);
+    onnx__type_proto__init(tp);
+    Onnx__TypeProto__Tensor *tt = alloc(L, a, sizeof *tt);
+    onnx__type_proto__tensor__init(tt);
+    tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+    tp->tensor_type = tt;
+    tt->elem_type = (int32_t)int_field(L, v, "elem_type");
+    tt->has_elem_type = 1;
+    lua_getfield(L, v, "shape");
+    if (lua_istable(L, -1)) {
+      Onnx__TensorShapeProto *sp = tt->shape = alloc(L, a, sizeof *sp);
+      onnx__tensor_shape_proto__init(sp);
+      sp->n_dim = lua_rawlen(L, -1);
+      sp->dim = alloc(L, a, sp->n_dim * sizeof *sp->dim);
+      for (size_t d = 0; d < sp->n_dim; d++) {
+        Onnx__TensorShapeProto__Dimension *dm = sp->dim[d] = alloc(L, a, sizeof *dm);
+        onnx__tensor_shape_proto__dimension__init(dm);
+        lua_rawgeti(L, -1, (lua_Integer)d + 1);
+        if (lua_type(L, -1) == LUA_TSTRING) {
+          size_t len;
+          const char *s = lua_tolstring(L, -1, &len);
+          dm->dim_param = alloc(L, a, len + 1);
+          memcpy(dm->dim_param, s, len);
+          dm->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+        } else {
+          dm->dim_value = lua_tointeger(L, -1);
+          dm->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+        }
+        lua_pop(L, 1);
+      }
+    }
+    lua_settop(L, list);
+  }
+  lua_pop(L, 1);
+  return out;
+}
+
+static Onnx__GraphProto *graph_proto(lua_State *L, arena *a, int idx, int depth);
+
+/* The messages made by f from each table of the list at idx[key] (f gets the table's absolute
+ * index); *n is set to their count. */
+typedef void *(*elem_fn)(lua_State *L, arena *a, int idx, int depth);
+static void **list_field(lua_State *L, arena *a, int idx, const char *key, size_t *n, elem_fn f,
+                         int depth) {
+  lua_getfield(L, idx, key);
+  int list = lua_gettop(L);
+  *n = lua_istable(L, list) ? lua_rawlen(L, list) : 0;
+  void **out = alloc(L, a, *n * sizeof *out);
+  for (size_t i = 0; i < *n; i++) {
+    lua_rawgeti(L, list, (lua_Integer)i + 1);
+    out[i] = f(L, a, lua_gettop(L), depth);
+    lua_settop(L, list);
+  }
+  lua_pop(L, 1);
+  return out;
+}
+
+static void *attribute_proto(lua_State *L, arena *a, int idx, int depth) {
+  Onnx__AttributeProto *at = alloc(L, a, sizeof *at);
+  onnx__attribute_proto__init(at);
+  at->name = str_field(L, a, idx, "name");
+  lua_getfield(L, idx, "type");
+  const char *type = lua_isstring(L, -1) ? lua_tostring(L, -1) : "";
+  lua_getfield(L, idx, "value");
+  int v = lua_gettop(L);
+  at->has_type = 1;
+  if (!strcmp(type, "INT")) {
+    at->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+    at->i = lua_tointeger(L, v);
+    at->has_i = 1;
+  } else if (!strcmp(type, "FLOAT")) {
+    at->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+    at->f = (float)lua_tonumber(L, v);
+    at->has_f = 1;
+  } else if (!strcmp(type, "STRING")) {
+    at->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+    size_t len = 0;
+    const char *s = lua_tolstring(L, v, &len);
+    at->s.data = alloc(L, a, len + 1);
+    memcpy(at->s.data, s ? s : "", len);
+    at->s.len = len;
+    at->has_s = 1;
+  } else if (!strcmp(type, "INTS") || !strcmp(type, "FLOATS")) {
+    int ints = type[0] == 'I';
+    size_t n = lua_istable(L, v) ? lua_rawlen(L, v) : 0;
+    at->type = ints ? ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS
+                    : ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS;
+    if (ints) {
+      at->n_ints = n;
+      at->ints = alloc(L, a, n * sizeof(int64_t));
+    } else {
+      at->n_floats = n;
+      at->floats = alloc(L, a, n * sizeof(float));
+    }
+    for (size_t i = 0; i < n; i++) {
+      lua_rawgeti(L, v, (lua_Integer)i + 1);
+      if (ints)
+        at->ints[i] = lua_tointeger(L, -1);
+      else
+        at->floats[i] = (float)lua_tonumber(L, -1);
+      lua_pop(L, 1);
+    }
+  } else if (!strcmp(type, "TENSOR")) {
+    at->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR;
+    at->t = tensor_proto(L, a, "");
+  } else if (!strcmp(type, "GRAPH")) {
+    at->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH;
+    at->g = graph_proto(L, a, v, depth + 1);
+  } else {
+    luaL_error(L, "dle.onnx.save: attribute '%s' has unknown type '%s'", at->name, type);
+  }
+  lua_pop(L, 2);
+  return at;
+}
+
+static void *node_proto(lua_State *L, arena *a, int idx, int depth) {
+  Onnx__NodeProto *n = alloc(L, a, sizeof *n);
+  onnx__node_proto__init(n);
+  n->op_type = str_field(L, a, idx, "op_type");
+  n->name = str_field(L, a, idx, "name");
+  n->domain = str_field(L, a, idx, "domain");
+  n->input = strings_field(L, a, idx, "inputs", &n->n_input);
+  n->output = strings_field(L, a, idx, "outputs", &n->n_output);
+  n->attribute = (Onnx__AttributeProto **)list_field(L, a, idx, "attributes", &n->n_attribute,
+                                                     attribute_proto, depth);
+  return n;
+}
+
+/* An initializer {name, tensor}. */
+static void *initializer_proto(lua_State *L, arena *a, int idx, int depth) {
+  (void)depth;
+  char *name = str_field(L, a, idx, "name");
+  lua_getfield(L, idx, "tensor");
+  return tensor_proto(L, a, name);
+}
+
+static Onnx__GraphProto *graph_proto(lua_State *L, arena *a, int idx, int depth) {
+  if (depth > 64) luaL_error(L, "dle.onnx.save: graphs nested deeper than 64 levels");
+  luaL_checkstack(L, 16, "dle.onnx.save");
+  idx = lua_absindex(L, idx);
+  Onnx__GraphProto *g = alloc(L, a, sizeof *g);
+  onnx__graph_proto__init(g);
+  g->name = str_field(L, a, idx, "name");
+  g->node = (Onnx__NodeProto **)list_field(L, a, idx, "nodes", &g->n_node, node_proto, depth);
+  g->initializer = (Onnx__TensorProto **)list_field(L, a, idx, "initializers", &g->n_initializer,
+                                                    initializer_proto, depth);
+  g->input = value_infos(L, a, idx, "inputs", &g->n_input);
+  g->output = value_infos(L, a, idx, "outputs", &g->n_output);
+  g->value_info = value_infos(L, a, idx, "value_info", &g->n_value_info);
+  return g;
+}
+
+/* A protobuf-c output buffer that writes through to a FILE. */
+typedef struct {
+  ProtobufCBuffer base;
+  FILE *f;
+  int failed;
+} file_buffer;
+
+static void file_append(ProtobufCBuffer *b, size_t len, const uint8_t *data) {
+  file_buffer *fb = (file_buffer *)b;
+  if (!fb->failed && len && fwrite(data, 1, len, fb->f) != len) fb->failed = 1;
+}
+
+static int l_onnx_save(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_settop(L, 2);
+  arena *a = lua_newuserdatauv(L, sizeof *a, 0);
+  a->head = NULL;
+  a->f = NULL;
+  if (luaL_newmetatable(L, "dle.onnx_arena")) {
+    lua_pushcfunction(L, arena_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_setmetatable(L, -2);
+
+  Onnx__ModelProto *m = alloc(L, a, sizeof *m);
+  onnx__model_proto__init(m);
+  m->ir_version = int_field(L, 2, "ir_version");
+  m->has_ir_version = 1;
+  m->producer_name = str_field(L, a, 2, "producer_name");
+  m->producer_version = str_field(L, a, 2, "producer_version");
+  lua_getfield(L, 2, "opset_import");
+  int list = lua_gettop(L);
+  m->n_opset_import = lua_istable(L, list) ? lua_rawlen(L, list) : 0;
+  m->opset_import = alloc(L, a, m->n_opset_import * sizeof *m->opset_import);
+  for (size_t i = 0; i < m->n_opset_import; i++) {
+    lua_rawgeti(L, list, (lua_Integer)i + 1);
+    Onnx__OperatorSetIdProto *o = m->opset_import[i] = alloc(L, a, sizeof *o);
+    onnx__operator_set_id_proto__init(o);
+    o->domain = str_field(L, a, -1, "domain");
+    o->version = int_field(L, lua_gettop(L), "version");
+    o->has_version = 1;
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, 2, "graph");
+  m->graph = graph_proto(L, a, -1, 0);
+  lua_pop(L, 1);
+
+  a->f = fopen(path, "wb");
+  if (!a->f) return luaL_error(L, "dle.onnx.save: cannot open '%s' for writing", path);
+  file_buffer fb = {{file_append}, a->f, 0};
+  protobuf_c_message_pack_to_buffer(&m->base, &fb.base);
+  int closed = fclose(a->f);
+  a->f = NULL;
+  if (fb.failed || closed != 0) return luaL_error(L, "dle.onnx.save: cannot write '%s'", path);
+  lua_pushinteger(L, (lua_Integer)protobuf_c_message_get_packed_size(&m->base));
+  return 1;
+}
+
+void dle_lua_open_onnx_save(lua_State *L, int module, int methods) {
+  (void)methods;
+  static const luaL_Reg fns[] = {{"_onnx_save", l_onnx_save}, {NULL, NULL}};
+  dle_lua_setfuncs(L, module, fns);
+}
