@@ -428,6 +428,21 @@ dle_status dle_softmax(dle_op op, dle_tensor **out, dle_tensor *x, int dim);
 dle_status dle_scan(dle_op op, dle_tensor **out, dle_tensor **indices, dle_tensor *x, int dim,
                     bool reverse, int64_t index_base);
 
+/* ---------------------------------------------------------------- recurrent cells (ops/rnn.c) */
+/* One LSTM step after its projections: xg, hg {N, 4H} (gates i, f, g, o, biases folded in), c
+ * {N, H} -> h', c' {N, H} and act {N, 4H} (the activated gates, what backward reads). */
+dle_status dle_lstm_cell_fused(dle_tensor **h, dle_tensor **c, dle_tensor **act, dle_tensor *xg,
+                               dle_tensor *hg, dle_tensor *c_prev);
+/* One GRU step: xg, hg {N, 3H} (r, z, n; hg holds h W_hh^T + b_hh), h {N, H} -> h', act {N, 4H}. */
+dle_status dle_gru_cell_fused(dle_tensor **h, dle_tensor **act, dle_tensor *xg, dle_tensor *hg,
+                              dle_tensor *h_prev);
+/* Their one-pass reverse rules (not differentiable). */
+dle_status dle_lstm_cell_fused_backward(dle_tensor **dgates, dle_tensor **dc_prev, dle_tensor *gh,
+                                        dle_tensor *gc, dle_tensor *act, dle_tensor *c_prev,
+                                        dle_tensor *c);
+dle_status dle_gru_cell_fused_backward(dle_tensor **dxg, dle_tensor **dhg, dle_tensor **dh_prev,
+                                       dle_tensor *gh, dle_tensor *act, dle_tensor *h_prev);
+
 /* ---------------------------------------------------------------- linear algebra */
 /* PyTorch matmul semantics: 1-D, 2-D, and batched with broadcast batch dims. */
 dle_status dle_matmul(dle_tensor **out, dle_tensor *a, dle_tensor *b);
