@@ -35,6 +35,7 @@ nn.TransformerBlock = require "dle.nn.transformer"
 for name, cls in pairs(require "dle.nn.activations") do nn[name] = cls end
 for name, cls in pairs(require "dle.nn.losses") do nn[name] = cls end
 for name, cls in pairs(require "dle.nn.containers") do nn[name] = cls end
+for name, cls in pairs(require "dle.nn.rnn") do nn[name] = cls end
 
 -- Every Lua function of the package and every method of its classes reports errors at the
 -- user's line (check.public). Constructing and calling a module are wrapped once in module.lua,
