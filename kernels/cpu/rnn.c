@@ -5,6 +5,7 @@
 #include "backend.h"
 #include "cpu_loop.h"
 #include "cpu_types.h"
+#include "cpu_vecmath.h"
 
 static inline float sigm_f(float x) { return 1.0f / (1.0f + expf(-x)); }
 static inline double sigm_d(double x) { return 1.0 / (1.0 + exp(-x)); }
@@ -115,6 +116,69 @@ CPU_FLOAT_TYPES(GRU_BWD)
 
 typedef void (*rnn_fn)(dle_tensor *const *o, dle_tensor *const *in, int64_t N, int64_t H);
 
+/* float32 with the AVX2 sigmoid and tanh of cpu_vecmath (cpu_vec non-NULL): the same steps row by
+ * row, the transcendentals over whole blocks of H in place. */
+#define VEC(op, p, n) cpu_vec->unary[DLE_OP_##op]((p), (p), (n))
+
+static void lstm_fwd_vec(dle_tensor *const *o, dle_tensor *const *in, int64_t N, int64_t H) {
+  const float *xg = dle_tensor_data(in[0]), *hg = dle_tensor_data(in[1]), *c = dle_tensor_data(in[2]);
+  float *ho = dle_tensor_data(o[0]), *co = dle_tensor_data(o[1]), *act = dle_tensor_data(o[2]);
+#pragma omp parallel for schedule(static) if (cpu_parallel(N * H * 8))
+  for (int64_t n = 0; n < N; n++) {
+    float *a = act + n * 4 * H, *hr = ho + n * H, *cr = co + n * H;
+    const float *x = xg + n * 4 * H, *hh = hg + n * 4 * H, *cp = c + n * H;
+    for (int64_t j = 0; j < 4 * H; j++) a[j] = x[j] + hh[j];
+    VEC(SIGMOID, a, 2 * H);
+    VEC(TANH, a + 2 * H, H);
+    VEC(SIGMOID, a + 3 * H, H);
+    for (int64_t j = 0; j < H; j++) cr[j] = a[H + j] * cp[j] + a[j] * a[2 * H + j];
+    for (int64_t j = 0; j < H; j++) hr[j] = cr[j];
+    VEC(TANH, hr, H);
+    for (int64_t j = 0; j < H; j++) hr[j] *= a[3 * H + j];
+  }
+}
+
+static void lstm_bwd_vec(dle_tensor *const *o, dle_tensor *const *in, int64_t N, int64_t H) {
+  const float *gh = dle_tensor_data(in[0]), *gc = dle_tensor_data(in[1]),
+              *act = dle_tensor_data(in[2]), *c = dle_tensor_data(in[3]), *cn = dle_tensor_data(in[4]);
+  float *dg = dle_tensor_data(o[0]), *dc = dle_tensor_data(o[1]);
+#pragma omp parallel for schedule(static) if (cpu_parallel(N * H * 8))
+  for (int64_t n = 0; n < N; n++) {
+    const float *a = act + n * 4 * H;
+    float *d = dg + n * 4 * H, *tc = dc + n * H; /* dc's row holds tanh(c') until overwritten */
+    for (int64_t j = 0; j < H; j++) tc[j] = cn[n * H + j];
+    VEC(TANH, tc, H);
+    for (int64_t j = 0; j < H; j++) {
+      int64_t e = n * H + j;
+      float i = a[j], f = a[H + j], g = a[2 * H + j], og = a[3 * H + j], t = tc[j], ghe = gh[e];
+      float dct = gc[e] + ghe * og * (1 - t * t);
+      d[j] = dct * g * i * (1 - i);
+      d[H + j] = dct * c[e] * f * (1 - f);
+      d[2 * H + j] = dct * i * (1 - g * g);
+      d[3 * H + j] = ghe * t * og * (1 - og);
+      tc[j] = dct * f;
+    }
+  }
+}
+
+static void gru_fwd_vec(dle_tensor *const *o, dle_tensor *const *in, int64_t N, int64_t H) {
+  const float *xg = dle_tensor_data(in[0]), *hg = dle_tensor_data(in[1]), *hp = dle_tensor_data(in[2]);
+  float *ho = dle_tensor_data(o[0]), *act = dle_tensor_data(o[1]);
+#pragma omp parallel for schedule(static) if (cpu_parallel(N * H * 8))
+  for (int64_t n = 0; n < N; n++) {
+    float *a = act + n * 4 * H, *hr = ho + n * H;
+    const float *x = xg + n * 3 * H, *hh = hg + n * 3 * H, *p = hp + n * H;
+    for (int64_t j = 0; j < 2 * H; j++) a[j] = x[j] + hh[j];
+    VEC(SIGMOID, a, 2 * H);
+    for (int64_t j = 0; j < H; j++) {
+      a[3 * H + j] = hh[2 * H + j];
+      a[2 * H + j] = x[2 * H + j] + a[j] * hh[2 * H + j];
+    }
+    VEC(TANH, a + 2 * H, H);
+    for (int64_t j = 0; j < H; j++) hr[j] = (1 - a[H + j]) * a[2 * H + j] + a[H + j] * p[j];
+  }
+}
+
 #define RNN_TABLE(ID, T, CT) [DLE_##ID] = {lstm_fwd_##ID, gru_fwd_##ID, lstm_bwd_##ID, gru_bwd_##ID},
 static const rnn_fn rnn_fns[DLE_NUM_DTYPES][4] = {CPU_FLOAT_TYPES(RNN_TABLE)};
 
@@ -126,6 +190,11 @@ static dle_status cpu_rnn(dle_op op, dle_tensor *const *outs, dle_tensor *const 
               : op == DLE_OP_LSTM_CELL_FUSED_BACKWARD ? 2 : 3;
   const dle_tensor *st = ins[which == 2 ? 3 : 2];
   rnn_fn f = rnn_fns[st->dtype][which];
+  /* float32 with the vector sigmoid and tanh (gru_cell_fused_backward has no transcendental) */
+  if (st->dtype == DLE_F32 && cpu_vec && cpu_vec->unary[DLE_OP_SIGMOID] && cpu_vec->unary[DLE_OP_TANH]) {
+    static const rnn_fn vec[4] = {lstm_fwd_vec, gru_fwd_vec, lstm_bwd_vec, NULL};
+    if (vec[which]) f = vec[which];
+  }
   if (!f) return dle_error("%s: no CPU kernel for %s", dle_op_get_info(op)->name,
                            dle_dtype_name(st->dtype));
   f(outs, ins, st->sizes[0], st->sizes[1]);
