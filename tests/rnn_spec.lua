@@ -265,7 +265,9 @@ local function compare_with_torch(cls, torch_ctor, m, x, states)
     assert(out[i], "torch printed too few lines at " .. what)
     return out[i]
   end
-  for k, t in ipairs(res) do H.assert_torch_numbers(H.flat(t:totable()), next_line("result " .. k), 1e-10, cls .. " result " .. k) end
+  for k, t in ipairs(res) do
+    H.assert_torch_numbers(H.flat(t:totable()), next_line("result " .. k), 1e-10, cls .. " result " .. k)
+  end
   H.assert_torch_numbers(H.flat(xs.grad:totable()), next_line("x grad"), 1e-10, cls .. " input grad")
   for k, s in ipairs(st) do
     H.assert_torch_numbers(H.flat(s.grad:totable()), next_line("state grad"), 1e-10, cls .. " state " .. k .. " grad")

@@ -19,8 +19,8 @@
 #include "../internal.h"
 
 typedef struct {
-  int gates;      /* blocks of H in xg/hg (4 for LSTM, 3 for GRU); 0: no gate inputs */
-  int state;      /* index of the {N, H} state input */
+  int gates; /* blocks of H in xg/hg (4 for LSTM, 3 for GRU); 0: no gate inputs */
+  int state; /* index of the {N, H} state input */
   int nout;
 } rnn_shape;
 
@@ -34,8 +34,7 @@ static rnn_shape shape_of(dle_op op) {
 }
 
 /* Every input 2-D, of one float dtype, {N, H} or {N, k H} as its position says. */
-static dle_status check_inputs(dle_op op, dle_tensor *const *ins, int nin, int64_t *n,
-                               int64_t *h) {
+static dle_status check_inputs(dle_op op, dle_tensor *const *ins, int nin, int64_t *n, int64_t *h) {
   const char *fn = dle_op_get_info(op)->name;
   rnn_shape s = shape_of(op);
   dle_tensor *st = ins[s.state];
@@ -55,10 +54,11 @@ static dle_status check_inputs(dle_op op, dle_tensor *const *ins, int nin, int64
     if (op == DLE_OP_LSTM_CELL_FUSED_BACKWARD || op == DLE_OP_GRU_CELL_FUSED_BACKWARD)
       k = (op == DLE_OP_LSTM_CELL_FUSED_BACKWARD ? i == 2 : i == 1) ? 4 : 1;
     if (ins[i]->sizes[0] != *n || ins[i]->sizes[1] != k * *h)
-      return dle_error("%s: input %d has shape %s, expected {%lld,%lld} (batch %lld, hidden %lld; "
-                       "state shape %s)",
-                       fn, i + 1, SHAPE(ins[i]), (long long)*n, (long long)(k * *h), (long long)*n,
-                       (long long)*h, SHAPE(st));
+      return dle_error(
+          "%s: input %d has shape %s, expected {%lld,%lld} (batch %lld, hidden %lld; "
+          "state shape %s)",
+          fn, i + 1, SHAPE(ins[i]), (long long)*n, (long long)(k * *h), (long long)*n,
+          (long long)*h, SHAPE(st));
   }
   return DLE_OK;
 }
@@ -102,23 +102,24 @@ static dle_status call(dle_op op, dle_tensor **o0, dle_tensor **o1, dle_tensor *
 }
 
 dle_status dle_lstm_cell_fused(dle_tensor **h, dle_tensor **c, dle_tensor **act, dle_tensor *xg,
-                         dle_tensor *hg, dle_tensor *c_prev) {
+                               dle_tensor *hg, dle_tensor *c_prev) {
   return call(DLE_OP_LSTM_CELL_FUSED, h, c, act, (dle_tensor *[]){xg, hg, c_prev}, 3);
 }
 
 dle_status dle_gru_cell_fused(dle_tensor **h, dle_tensor **act, dle_tensor *xg, dle_tensor *hg,
-                        dle_tensor *h_prev) {
+                              dle_tensor *h_prev) {
   return call(DLE_OP_GRU_CELL_FUSED, h, act, NULL, (dle_tensor *[]){xg, hg, h_prev}, 3);
 }
 
 dle_status dle_lstm_cell_fused_backward(dle_tensor **dgates, dle_tensor **dc_prev, dle_tensor *gh,
-                                  dle_tensor *gc, dle_tensor *act, dle_tensor *c_prev,
-                                  dle_tensor *c) {
+                                        dle_tensor *gc, dle_tensor *act, dle_tensor *c_prev,
+                                        dle_tensor *c) {
   return call(DLE_OP_LSTM_CELL_FUSED_BACKWARD, dgates, dc_prev, NULL,
               (dle_tensor *[]){gh, gc, act, c_prev, c}, 5);
 }
 
 dle_status dle_gru_cell_fused_backward(dle_tensor **dxg, dle_tensor **dhg, dle_tensor **dh_prev,
-                                 dle_tensor *gh, dle_tensor *act, dle_tensor *h_prev) {
-  return call(DLE_OP_GRU_CELL_FUSED_BACKWARD, dxg, dhg, dh_prev, (dle_tensor *[]){gh, act, h_prev}, 3);
+                                       dle_tensor *gh, dle_tensor *act, dle_tensor *h_prev) {
+  return call(DLE_OP_GRU_CELL_FUSED_BACKWARD, dxg, dhg, dh_prev, (dle_tensor *[]){gh, act, h_prev},
+              3);
 }

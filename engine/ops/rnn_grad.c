@@ -28,9 +28,7 @@ static dle_tensor *one_minus(scope *s, dle_tensor *x) {
 
 /* sigmoid' from the sigmoid's value y: y (1 - y); tanh' from its value: 1 - y^2 */
 static dle_tensor *dsig(scope *s, dle_tensor *y) { return bin(s, DLE_OP_MUL, y, one_minus(s, y)); }
-static dle_tensor *dtanh(scope *s, dle_tensor *y) {
-  return one_minus(s, bin(s, DLE_OP_MUL, y, y));
-}
+static dle_tensor *dtanh(scope *s, dle_tensor *y) { return one_minus(s, bin(s, DLE_OP_MUL, y, y)); }
 
 /* t, or zeros shaped like `like` when t is NULL (the composite rules treat missing gradients and
  * tangents as zeros) */
@@ -54,8 +52,7 @@ static void give_gates(scope *s, dle_tensor *d, dle_tensor **gin) {
 /* ---- LSTM: inputs xg, hg, c; outputs h', c', act ---- */
 
 static dle_status vjp_lstm(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
-  dle_tensor *c = dle_node_input(n, 2), *cn = dle_node_output(n, 1),
-             *act = dle_node_output(n, 2);
+  dle_tensor *c = dle_node_input(n, 2), *cn = dle_node_output(n, 1), *act = dle_node_output(n, 2);
   int64_t h = c->sizes[1];
   scope s = {.n = 0};
   if (!dle_grad_enabled() && !gout[2]) {
@@ -126,11 +123,10 @@ static dle_status vjp_gru(dle_node *n, dle_tensor *const *gout, dle_tensor **gin
              *hn = blk(&s, act, 3, h);
   dle_tensor *gh = or_zeros(&s, gout[0], hp), *ga = or_zeros(&s, gout[1], act);
   /* h' = (1 - z) n + z h */
-  dle_tensor *dn = mul(&s, add(&s, mul(&s, gh, one_minus(&s, z)), blk(&s, ga, 2, h)),
-                       dtanh(&s, nn));
+  dle_tensor *dn =
+      mul(&s, add(&s, mul(&s, gh, one_minus(&s, z)), blk(&s, ga, 2, h)), dtanh(&s, nn));
   dle_tensor *dr = mul(&s, add(&s, mul(&s, dn, hn), blk(&s, ga, 0, h)), dsig(&s, r));
-  dle_tensor *dz = mul(&s, add(&s, mul(&s, gh, sub(&s, hp, nn)), blk(&s, ga, 1, h)),
-                       dsig(&s, z));
+  dle_tensor *dz = mul(&s, add(&s, mul(&s, gh, sub(&s, hp, nn)), blk(&s, ga, 1, h)), dsig(&s, z));
   dle_tensor *dhn = add(&s, mul(&s, dn, r), blk(&s, ga, 3, h));
   gin[0] = give(&s, cat_blocks(&s, (dle_tensor *[]){dr, dz, dn}, 3));
   gin[1] = give(&s, cat_blocks(&s, (dle_tensor *[]){dr, dz, dhn}, 3));
@@ -152,8 +148,8 @@ static dle_status jvp_gru(dle_op op, const dle_attrs *a, dle_tensor *const *ins,
   dle_tensor *tr = mul(&s, add(&s, blk(&s, tx, 0, h), blk(&s, th, 0, h)), dsig(&s, r));
   dle_tensor *tz = mul(&s, add(&s, blk(&s, tx, 1, h), blk(&s, th, 1, h)), dsig(&s, z));
   dle_tensor *thn = blk(&s, th, 2, h);
-  dle_tensor *tn = mul(&s, add(&s, blk(&s, tx, 2, h), add(&s, mul(&s, tr, hn), mul(&s, r, thn))),
-                       dtanh(&s, nn));
+  dle_tensor *tn =
+      mul(&s, add(&s, blk(&s, tx, 2, h), add(&s, mul(&s, tr, hn), mul(&s, r, thn))), dtanh(&s, nn));
   /* d h' = (1 - z) dn + dz (h - n) + z dh */
   tout[0] = give(&s, add(&s, add(&s, mul(&s, one_minus(&s, z), tn), mul(&s, tz, sub(&s, hp, nn))),
                          mul(&s, z, thp)));
@@ -162,6 +158,7 @@ static dle_status jvp_gru(dle_op op, const dle_attrs *a, dle_tensor *const *ins,
 }
 
 void dle_grad_register_rnn(dle_grad_rule *r) {
-  r[DLE_OP_LSTM_CELL_FUSED] = (dle_grad_rule){vjp_lstm, jvp_lstm, DLE_SAVE(2), DLE_SAVE(1) | DLE_SAVE(2)};
+  r[DLE_OP_LSTM_CELL_FUSED] =
+      (dle_grad_rule){vjp_lstm, jvp_lstm, DLE_SAVE(2), DLE_SAVE(1) | DLE_SAVE(2)};
   r[DLE_OP_GRU_CELL_FUSED] = (dle_grad_rule){vjp_gru, jvp_gru, DLE_SAVE(2), DLE_SAVE(1)};
 }

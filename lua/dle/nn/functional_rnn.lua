@@ -183,7 +183,8 @@ local Direction = dle.autograd.Function {
     local tans = {...}
     for j = 1, #ins do tans[j] = tans[j] or dle.zeros_like(ins[j]) end
     local _, touts = dle.jvp(as_function(ctx.mode, ctx.reverse, ctx), ins, tans)
-    return table.unpack(touts)
+    if ctx.mode == "LSTM" then return touts[1], touts[2] end
+    return touts -- one result: dle.jvp returns its tangent itself
   end,
 }
 

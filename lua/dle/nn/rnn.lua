@@ -163,7 +163,8 @@ function RNNBase:forward(x, hx, cx)
     local outs = {}
     for d = 1, dirs do
       local k = l * dirs + d
-      local out, h, c = R.direction(self.mode, d == 2, input, h0[k], c0 and c0[k], params_of(self, "_l" .. l .. (d == 2 and "_reverse" or "")))
+      local sfx = "_l" .. l .. (d == 2 and "_reverse" or "")
+      local out, h, c = R.direction(self.mode, d == 2, input, h0[k], c0 and c0[k], params_of(self, sfx))
       outs[d], hn[k], cn[k] = out, h, c
     end
     input = dirs == 2 and dle.cat(outs, 3) or outs[1]
@@ -192,10 +193,10 @@ function RNNBase:extra_repr()
   return s
 end
 
+M.RNN = RNNBase:extend("RNN")
 --- dle.nn.RNN(input_size, hidden_size, {num_layers = 1, nonlinearity = "tanh"|"relu", bias = true,
 -- batch_first = false, dropout = 0, bidirectional = false, dtype, generator}): Elman RNN,
 -- h' = act(x W_ih^T + b_ih + h W_hh^T + b_hh).
-M.RNN = RNNBase:extend("RNN")
 function M.RNN:init(input_size, hidden_size, opts)
   local nl = type(opts) == "table" and opts.nonlinearity or "tanh"
   if nl ~= "tanh" and nl ~= "relu" then
@@ -205,16 +206,16 @@ function M.RNN:init(input_size, hidden_size, opts)
   self.nonlinearity = nl
 end
 
+M.LSTM = RNNBase:extend("LSTM")
 --- dle.nn.LSTM(input_size, hidden_size, {num_layers = 1, bias = true, batch_first = false,
 -- dropout = 0, bidirectional = false, proj_size = 0, dtype, generator}).
-M.LSTM = RNNBase:extend("LSTM")
 function M.LSTM:init(input_size, hidden_size, opts)
   base_init(self, "LSTM", "LSTM", input_size, hidden_size, opts, {"proj_size"})
 end
 
+M.GRU = RNNBase:extend("GRU")
 --- dle.nn.GRU(input_size, hidden_size, {num_layers = 1, bias = true, batch_first = false,
 -- dropout = 0, bidirectional = false, dtype, generator}).
-M.GRU = RNNBase:extend("GRU")
 function M.GRU:init(input_size, hidden_size, opts)
   base_init(self, "GRU", "GRU", input_size, hidden_size, opts, {})
 end
@@ -268,8 +269,8 @@ function CellBase:extra_repr()
   return string.format("%d, %d%s", self.input_size, self.hidden_size, self.bias and "" or ", bias=false")
 end
 
---- dle.nn.RNNCell(input_size, hidden_size, {bias = true, nonlinearity = "tanh"|"relu", dtype, generator}).
 M.RNNCell = CellBase:extend("RNNCell")
+--- dle.nn.RNNCell(input_size, hidden_size, {bias = true, nonlinearity = "tanh"|"relu", dtype, generator}).
 function M.RNNCell:init(input_size, hidden_size, opts)
   local nl = type(opts) == "table" and opts.nonlinearity or "tanh"
   if nl ~= "tanh" and nl ~= "relu" then
@@ -280,14 +281,14 @@ function M.RNNCell:init(input_size, hidden_size, opts)
   self.nonlinearity = nl
 end
 
---- dle.nn.LSTMCell(input_size, hidden_size, {bias = true, dtype, generator}).
 M.LSTMCell = CellBase:extend("LSTMCell")
+--- dle.nn.LSTMCell(input_size, hidden_size, {bias = true, dtype, generator}).
 function M.LSTMCell:init(input_size, hidden_size, opts)
   cell_init(self, "LSTMCell", "LSTM", input_size, hidden_size, opts, {})
 end
 
---- dle.nn.GRUCell(input_size, hidden_size, {bias = true, dtype, generator}).
 M.GRUCell = CellBase:extend("GRUCell")
+--- dle.nn.GRUCell(input_size, hidden_size, {bias = true, dtype, generator}).
 function M.GRUCell:init(input_size, hidden_size, opts)
   cell_init(self, "GRUCell", "GRU", input_size, hidden_size, opts, {})
 end
