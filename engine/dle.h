@@ -443,6 +443,19 @@ dle_status dle_lstm_cell_fused_backward(dle_tensor **dgates, dle_tensor **dc_pre
 dle_status dle_gru_cell_fused_backward(dle_tensor **dxg, dle_tensor **dhg, dle_tensor **dh_prev,
                                        dle_tensor *gh, dle_tensor *act, dle_tensor *h_prev);
 
+/* ---------------------------------------------------------------- CTC loss (ops/ctc.c) */
+/* -log p(target | input) per sample {N} and the log-space forward variables (float64) of
+ * log_probs {T, N, C}, targets {N, S} or concatenated, input/target_lengths {N}; blank 0-based,
+ * target values counted from index_base. CPU only. */
+dle_status dle_ctc_loss(dle_tensor **nll, dle_tensor **log_alpha, dle_tensor *log_probs,
+                        dle_tensor *targets, dle_tensor *input_lengths, dle_tensor *target_lengths,
+                        int64_t blank, bool zero_infinity, int64_t index_base);
+/* Its reverse rule: d log_probs {T, N, C} for gy {N} (0 for infinite losses with zero_infinity). */
+dle_status dle_ctc_loss_backward(dle_tensor **grad, dle_tensor *gy, dle_tensor *log_probs,
+                                 dle_tensor *targets, dle_tensor *input_lengths,
+                                 dle_tensor *target_lengths, dle_tensor *nll, dle_tensor *log_alpha,
+                                 int64_t blank, bool zero_infinity, int64_t index_base);
+
 /* ---------------------------------------------------------------- linear algebra */
 /* PyTorch matmul semantics: 1-D, 2-D, and batched with broadcast batch dims. */
 dle_status dle_matmul(dle_tensor **out, dle_tensor *a, dle_tensor *b);

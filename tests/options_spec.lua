@@ -69,6 +69,17 @@ local with_options = {
   ["nn.RNNCell"] = {function(o) return nn.RNNCell(3, 2, o) end, "RNNCell"},
   ["nn.LSTMCell"] = {function(o) return nn.LSTMCell(3, 2, o) end, "LSTMCell"},
   ["nn.GRUCell"] = {function(o) return nn.GRUCell(3, 2, o) end, "GRUCell"},
+  ["nn.CTCLoss"] = {function(o) return nn.CTCLoss(o) end, "CTCLoss"},
+  ["nn.MultiMarginLoss"] = {function(o) return nn.MultiMarginLoss(o) end, "MultiMarginLoss"},
+  ["nn.MultiLabelMarginLoss"] = {function(o) return nn.MultiLabelMarginLoss(o) end, "MultiLabelMarginLoss"},
+  ["nn.functional.multi_margin_loss"] = {function(o) return F.multi_margin_loss(x, dle.tensor({1, 2}, I64), o) end,
+    "multi_margin_loss"},
+  ["nn.functional.multilabel_margin_loss"] = {function(o)
+    return F.multilabel_margin_loss(x, dle.tensor({{1, 0, 0}, {2, 3, 0}}, I64), o)
+  end, "multilabel_margin_loss"},
+  ["nn.functional.ctc_loss"] = {function(o)
+    return F.ctc_loss(dle.randn(3, 1, 3):log_softmax(3), dle.tensor({{2}}, I64), {3}, {1}, o)
+  end, "ctc_loss"},
   ["Module:zero_grad"] = {function(o) return nn.Linear(3, 2):zero_grad(o) end, "Linear:zero_grad"},
   ["Module:load_state_dict"] = {function(o)
     local m = nn.Linear(3, 2)
