@@ -186,6 +186,11 @@ local with_options = {
   end, "lr.sequential"},
   ["optim.lr.reduce_lr_on_plateau"] = {function(o) return dle.optim.lr.reduce_lr_on_plateau(opt(), o) end,
     "lr.reduce_lr_on_plateau"},
+  ["optim.lr.chained"] = {function(o)
+    local op = opt()
+    o.schedulers = {dle.optim.lr.exponential(op, {gamma = 0.5})}
+    return dle.optim.lr.chained(op, o)
+  end, "lr.chained"},
   -- dle.amp, dle.dist, dle.rewrite, dle.data, the REPL
   ["amp.GradScaler"] = {function(o) return dle.amp.GradScaler(o) end, "GradScaler"},
   ["dist.DistributedDataParallel"] = {function(o) return dle.dist.DistributedDataParallel(nn.Linear(2, 2), o) end,
