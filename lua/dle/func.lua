@@ -86,14 +86,16 @@ local function jacobian_rows(f, xs, create)
       local flat, rows = y:reshape(-1), {}
       for j = 1, #ins do rows[j] = {} end
       for k = 1, flat:numel() do
-        local g = dle.grad({flat:narrow(1, k, 1)}, ins, {retain_graph = true, create_graph = create, allow_unused = true})
+        local g = dle.grad({flat:narrow(1, k, 1)}, ins,
+                           {retain_graph = true, create_graph = create, allow_unused = true})
         for j, x in ipairs(ins) do rows[j][k] = (g[j] or dle.zeros_like(x)):reshape(-1) end
       end
       J[i] = {}
       for j, x in ipairs(ins) do
         local shape = y:shape()
         for _, s in ipairs(x:shape()) do shape[#shape + 1] = s end
-        J[i][j] = #rows[j] > 0 and dle.stack(rows[j], 1):reshape(shape) or dle.zeros(shape, {dtype = x:dtype()})
+        J[i][j] = #rows[j] > 0 and dle.stack(rows[j], 1):reshape(shape)
+                  or dle.zeros(shape, {dtype = x:dtype()})
       end
     end
     return J

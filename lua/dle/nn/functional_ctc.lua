@@ -22,7 +22,13 @@ local function lengths(v, what, batched)
     return dle.tensor(v, {dtype = "int64"})
   end
   check.tensor(v, "ctc_loss", what)
-  if not batched then return v:reshape(1) end
+  if not batched then
+    if v:numel() ~= 1 then
+      check.error(string.format("ctc_loss: %s must be one integer for unbatched log_probs {T, C}, got shape %s",
+                                what, check.shape_str(v)))
+    end
+    return v:reshape(1)
+  end
   return v
 end
 

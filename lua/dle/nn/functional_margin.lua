@@ -9,11 +9,7 @@ local shape_str = check.shape_str
 
 local M = {}
 
-local function reduce(loss, r)
-  if r == "none" then return loss end
-  if r == "sum" then return loss:sum() end
-  return loss:mean()
-end
+local reduce = require "dle.nn.reduction"
 
 -- input {N, C} (or {C}: one row), checked float; returns it 2-D and whether it was 1-D
 local function rows_of(fname, x)

@@ -41,6 +41,15 @@ local function params_of(self, sfx)
           b_hh = self["bias_hh" .. sfx], w_hr = self["weight_hr" .. sfx]}
 end
 
+-- RNN's and RNNCell's nonlinearity option: "tanh" (default) or "relu"
+local function nonlinearity(cls, opts)
+  local nl = type(opts) == "table" and opts.nonlinearity or "tanh"
+  if nl ~= "tanh" and nl ~= "relu" then
+    check.error(cls .. ": nonlinearity must be \"tanh\" or \"relu\", got " .. tostring(nl))
+  end
+  return nl
+end
+
 local LAYER_OPTS = {"num_layers", "bias", "batch_first", "dropout", "bidirectional", "dtype", "generator"}
 
 -- ---------------------------------------------------------------- multi-layer modules
@@ -198,11 +207,8 @@ M.RNN = RNNBase:extend("RNN")
 -- batch_first = false, dropout = 0, bidirectional = false, dtype, generator}): Elman RNN,
 -- h' = act(x W_ih^T + b_ih + h W_hh^T + b_hh).
 function M.RNN:init(input_size, hidden_size, opts)
-  local nl = type(opts) == "table" and opts.nonlinearity or "tanh"
-  if nl ~= "tanh" and nl ~= "relu" then
-    check.error("RNN: nonlinearity must be \"tanh\" or \"relu\", got " .. tostring(nl))
-  end
-  base_init(self, "RNN", nl == "tanh" and "RNN_TANH" or "RNN_RELU", input_size, hidden_size, opts, {"nonlinearity"})
+  local nl = nonlinearity("RNN", opts)
+  base_init(self, "RNN", "RNN_" .. nl:upper(), input_size, hidden_size, opts, {"nonlinearity"})
   self.nonlinearity = nl
 end
 
@@ -272,12 +278,8 @@ end
 M.RNNCell = CellBase:extend("RNNCell")
 --- dle.nn.RNNCell(input_size, hidden_size, {bias = true, nonlinearity = "tanh"|"relu", dtype, generator}).
 function M.RNNCell:init(input_size, hidden_size, opts)
-  local nl = type(opts) == "table" and opts.nonlinearity or "tanh"
-  if nl ~= "tanh" and nl ~= "relu" then
-    check.error("RNNCell: nonlinearity must be \"tanh\" or \"relu\", got " .. tostring(nl))
-  end
-  cell_init(self, "RNNCell", nl == "tanh" and "RNN_TANH" or "RNN_RELU", input_size, hidden_size, opts,
-            {"nonlinearity"})
+  local nl = nonlinearity("RNNCell", opts)
+  cell_init(self, "RNNCell", "RNN_" .. nl:upper(), input_size, hidden_size, opts, {"nonlinearity"})
   self.nonlinearity = nl
 end
 
