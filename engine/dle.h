@@ -454,6 +454,33 @@ dle_status dle_pad(dle_tensor **out, dle_tensor *x, int npads, const int64_t *pa
  * are len + |offset|; diagonal's gradient). A composition of ops, differentiable. */
 dle_status dle_diag_embed(dle_tensor **out, dle_tensor *g, int64_t offset, int d1, int d2,
                           int64_t n1, int64_t n2);
+/* ---------------------------------------------------------------- recurrent cells (ops/rnn.c) */
+/* One LSTM step after its projections: xg, hg {N, 4H} (gates i, f, g, o, biases folded in), c
+ * {N, H} -> h', c' {N, H} and act {N, 4H} (the activated gates, what backward reads). */
+dle_status dle_lstm_cell_fused(dle_tensor **h, dle_tensor **c, dle_tensor **act, dle_tensor *xg,
+                               dle_tensor *hg, dle_tensor *c_prev);
+/* One GRU step: xg, hg {N, 3H} (r, z, n; hg holds h W_hh^T + b_hh), h {N, H} -> h', act {N, 4H}. */
+dle_status dle_gru_cell_fused(dle_tensor **h, dle_tensor **act, dle_tensor *xg, dle_tensor *hg,
+                              dle_tensor *h_prev);
+/* Their one-pass reverse rules (not differentiable). */
+dle_status dle_lstm_cell_fused_backward(dle_tensor **dgates, dle_tensor **dc_prev, dle_tensor *gh,
+                                        dle_tensor *gc, dle_tensor *act, dle_tensor *c_prev,
+                                        dle_tensor *c);
+dle_status dle_gru_cell_fused_backward(dle_tensor **dxg, dle_tensor **dhg, dle_tensor **dh_prev,
+                                       dle_tensor *gh, dle_tensor *act, dle_tensor *h_prev);
+
+/* ---------------------------------------------------------------- CTC loss (ops/ctc.c) */
+/* -log p(target | input) per sample {N} and the log-space forward variables (float64) of
+ * log_probs {T, N, C}, targets {N, S} or concatenated, input/target_lengths {N}; blank 0-based,
+ * target values counted from index_base. CPU only. */
+dle_status dle_ctc_loss(dle_tensor **nll, dle_tensor **log_alpha, dle_tensor *log_probs,
+                        dle_tensor *targets, dle_tensor *input_lengths, dle_tensor *target_lengths,
+                        int64_t blank, bool zero_infinity, int64_t index_base);
+/* Its reverse rule: d log_probs {T, N, C} for gy {N} (0 for infinite losses with zero_infinity). */
+dle_status dle_ctc_loss_backward(dle_tensor **grad, dle_tensor *gy, dle_tensor *log_probs,
+                                 dle_tensor *targets, dle_tensor *input_lengths,
+                                 dle_tensor *target_lengths, dle_tensor *nll, dle_tensor *log_alpha,
+                                 int64_t blank, bool zero_infinity, int64_t index_base);
 
 /* ---------------------------------------------------------------- linear algebra */
 /* PyTorch matmul semantics: 1-D, 2-D, and batched with broadcast batch dims. */

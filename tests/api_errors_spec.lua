@@ -31,7 +31,8 @@ allow({"nil", "table"}, "an optional options table",
        "dle.amp.GradScaler", "dle.nn.L1Loss", "dle.nn.SmoothL1Loss", "dle.nn.HuberLoss", "dle.nn.KLDivLoss",
        "dle.nn.BCELoss", "dle.nn.PoissonNLLLoss", "dle.nn.CosineEmbeddingLoss", "dle.nn.MarginRankingLoss",
        "dle.nn.TripletMarginLoss", "dle.nn.MultiLabelSoftMarginLoss", "dle.nn.HingeEmbeddingLoss",
-       "dle.nn.SoftMarginLoss", "dle.nn.GaussianNLLLoss"})
+       "dle.nn.SoftMarginLoss", "dle.nn.GaussianNLLLoss", "dle.nn.CTCLoss", "dle.nn.MultiMarginLoss",
+       "dle.nn.MultiLabelMarginLoss"})
 allow({"nil"}, "every argument has a default",
       {"dle.Generator", "dle.nn.Dropout", "dle.nn.Flatten", "dle.nn.LogSoftmax", "dle.nn.Softmax",
        "dle.nn.init.calculate_gain", "dle.data.fashion_mnist", "dle.set_memory_limit", "dle.nn.CELU", "dle.nn.ELU",

@@ -98,6 +98,10 @@ describe("cdist", function()
     local function err(f) local ok, msg = pcall(f); assert.is_false(ok); return msg end
     assert.matches("broadcast_shapes: shapes {2,3} and {4} do not broadcast %(dim %-1%)",
       err(function() return dle.broadcast_shapes({2, 3}, {4}) end))
+    assert.matches("broadcast_shapes: argument 1 must be a list of sizes %(integers >= 0%), element 1 is dle.Tensor",
+      err(function() return dle.broadcast_shapes({dle.ones(2), 4}) end))
+    assert.matches("broadcast_shapes: argument 2 must be a list of sizes %(integers >= 0%), element 2 is 1.5",
+      err(function() return dle.broadcast_shapes({2}, {1, 1.5}) end))
     assert.matches("expand: cannot expand shape {3} to {2,4}", err(function() return v:broadcast_to({2, 4}) end))
   end)
 

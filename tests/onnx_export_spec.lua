@@ -120,6 +120,13 @@ describe("dle.onnx.save", function()
     for _, opset in ipairs({17, 14}) do roundtrip(m, {ids}, {opset = opset}) end
   end)
 
+  it("writes nn.LSTM and nn.GRU (their fused cells as ONNX arithmetic)", function()
+    local lstm, gru = nn.LSTM(5, 6, {num_layers = 2}), nn.GRU(5, 4, {bidirectional = true})
+    local x = randn(7, 3, 5)
+    roundtrip(function(a) return (lstm(a)) end, {x})
+    roundtrip(function(a) return (gru(a)) end, {x})
+  end)
+
   it("writes a transformer encoder layer with a key padding mask", function()
     local block = nn.TransformerBlock(16, 4, {causal = false})
     block:eval()
@@ -212,6 +219,13 @@ describe("dle.onnx.save", function()
       local mask = dle.tensor({{true, false, true, true}}, {dtype = "bool"})
       return {F.scaled_dot_product_attention(q, k, q, {causal = true}),
               F.scaled_dot_product_attention(q, k, q, {mask = mask})}
+    end,
+    lstm_cell_fused = function(x, y)   -- N = 1, H = 5: gates {1, 20}
+      local h, c = dle.lstm_cell_fused(x:reshape({1, 20}), y:reshape({1, 20}), y[1]:reshape({1, 5}))
+      return {h, c}
+    end,
+    gru_cell_fused = function(x, y)   -- N = 4, H = 5: gates {4, 15}
+      return (dle.gru_cell_fused(dle.cat({x, y, x}, 2), dle.cat({y, x, y}, 2), x))
     end,
     flip = function(x) return dle.flip(x, {1, 2}) end,
     roll = function(x) return dle.roll(x, {2, -1}, {1, 2}) end,

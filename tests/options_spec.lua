@@ -63,6 +63,23 @@ local with_options = {
   ["nn.SoftMarginLoss"] = {function(o) return nn.SoftMarginLoss(o) end, "SoftMarginLoss"},
   ["nn.GaussianNLLLoss"] = {function(o) return nn.GaussianNLLLoss(o) end, "GaussianNLLLoss"},
   ["nn.PReLU"] = {function(o) return nn.PReLU(3, 0.25, o) end, "PReLU"},
+  ["nn.RNN"] = {function(o) return nn.RNN(3, 2, o) end, "RNN"},
+  ["nn.LSTM"] = {function(o) return nn.LSTM(3, 2, o) end, "LSTM"},
+  ["nn.GRU"] = {function(o) return nn.GRU(3, 2, o) end, "GRU"},
+  ["nn.RNNCell"] = {function(o) return nn.RNNCell(3, 2, o) end, "RNNCell"},
+  ["nn.LSTMCell"] = {function(o) return nn.LSTMCell(3, 2, o) end, "LSTMCell"},
+  ["nn.GRUCell"] = {function(o) return nn.GRUCell(3, 2, o) end, "GRUCell"},
+  ["nn.CTCLoss"] = {function(o) return nn.CTCLoss(o) end, "CTCLoss"},
+  ["nn.MultiMarginLoss"] = {function(o) return nn.MultiMarginLoss(o) end, "MultiMarginLoss"},
+  ["nn.MultiLabelMarginLoss"] = {function(o) return nn.MultiLabelMarginLoss(o) end, "MultiLabelMarginLoss"},
+  ["nn.functional.multi_margin_loss"] = {function(o) return F.multi_margin_loss(x, dle.tensor({1, 2}, I64), o) end,
+    "multi_margin_loss"},
+  ["nn.functional.multilabel_margin_loss"] = {function(o)
+    return F.multilabel_margin_loss(x, dle.tensor({{1, 0, 0}, {2, 3, 0}}, I64), o)
+  end, "multilabel_margin_loss"},
+  ["nn.functional.ctc_loss"] = {function(o)
+    return F.ctc_loss(dle.randn(3, 1, 3):log_softmax(3), dle.tensor({{2}}, I64), {3}, {1}, o)
+  end, "ctc_loss"},
   ["Module:zero_grad"] = {function(o) return nn.Linear(3, 2):zero_grad(o) end, "Linear:zero_grad"},
   ["Module:load_state_dict"] = {function(o)
     local m = nn.Linear(3, 2)
@@ -170,6 +187,11 @@ local with_options = {
   end, "lr.sequential"},
   ["optim.lr.reduce_lr_on_plateau"] = {function(o) return dle.optim.lr.reduce_lr_on_plateau(opt(), o) end,
     "lr.reduce_lr_on_plateau"},
+  ["optim.lr.chained"] = {function(o)
+    local op = opt()
+    o.schedulers = {dle.optim.lr.exponential(op, {gamma = 0.5})}
+    return dle.optim.lr.chained(op, o)
+  end, "lr.chained"},
   -- dle.amp, dle.dist, dle.rewrite, dle.data, the REPL
   ["amp.GradScaler"] = {function(o) return dle.amp.GradScaler(o) end, "GradScaler"},
   ["dist.DistributedDataParallel"] = {function(o) return dle.dist.DistributedDataParallel(nn.Linear(2, 2), o) end,

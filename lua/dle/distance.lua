@@ -24,6 +24,12 @@ function M.install(dle)
       check.error(string.format("%s: argument %d must be a tensor or a list of sizes, got %s", fn, i,
                                 check.typename(s)))
     end
+    for k, v in ipairs(s) do
+      if math.type(v) ~= "integer" or v < 0 then
+        check.error(string.format("%s: argument %d must be a list of sizes (integers >= 0), element %d is %s",
+                                  fn, i, k, math.type(v) and tostring(v) or check.typename(v)))
+      end
+    end
     return s
   end
   local function show(s) return "{" .. table.concat(s, ",") .. "}" end

@@ -62,7 +62,7 @@ export()
 local subpackages = {nn = "dle.nn", optim = "dle.optim", data = "dle.data", amp = "dle.amp",
                      dist = "dle.dist", graph = "dle.graph", rewrite = "dle.rewrite", models = "dle.models",
                      tokenizer = "dle.tokenizer", plot = "dle.plot",
-                     onnx = "dle.onnx"}
+                     onnx = "dle.onnx", func = "dle.func"}
 -- The file formats (dle.save/load, npy, safetensors, dle.io) too: lua-cjson and the format modules
 -- were a third of the start-up.
 local installers = {checkpoint = "dle.checkpoint", profile = "dle.profile", flops = "dle.profile",

@@ -14,11 +14,7 @@ local shape_str = check.shape_str
 
 local M = {}
 
-local function reduce(loss, r)
-  if r == "none" then return loss end
-  if r == "sum" then return loss:sum() end
-  return loss:mean()
-end
+local reduce = require "dle.nn.reduction"
 
 -- opts checked against known (reduction is always known), the tensors checked as floats of one
 -- shape; returns opts and the reduction.

@@ -39,6 +39,7 @@ for name, cls in pairs(require "dle.nn.convnd") do nn[name] = cls end
 for name, cls in pairs(require "dle.nn.pools") do nn[name] = cls end
 for name, cls in pairs(require "dle.nn.norm_layers") do nn[name] = cls end
 for name, cls in pairs(require "dle.nn.resample_layers") do nn[name] = cls end
+for name, cls in pairs(require "dle.nn.rnn") do nn[name] = cls end
 
 -- Every Lua function of the package and every method of its classes reports errors at the
 -- user's line (check.public). Constructing and calling a module are wrapped once in module.lua,

@@ -6,6 +6,8 @@
 local Module = require "dle.nn.module"
 local F = require "dle.nn.functional"
 local FL = require "dle.nn.functional_losses"
+local FC = require "dle.nn.functional_ctc"
+local FM = require "dle.nn.functional_margin"
 local check = require "dle.check"
 
 local L = {}
@@ -74,5 +76,12 @@ L.HingeEmbeddingLoss = loss_class("HingeEmbeddingLoss", FL.hinge_embedding_loss,
 L.SoftMarginLoss = loss_class("SoftMarginLoss", FL.soft_margin_loss, {"reduction"})
 --- GaussianNLLLoss({full = false, eps = 1e-6, reduction}); called as loss_fn(input, target, var).
 L.GaussianNLLLoss = loss_class("GaussianNLLLoss", FL.gaussian_nll_loss, {"reduction", "full", "eps"}, 3)
+--- CTCLoss({blank = 1, reduction, zero_infinity = false}); called as
+-- loss_fn(log_probs, targets, input_lengths, target_lengths).
+L.CTCLoss = loss_class("CTCLoss", FC.ctc_loss, {"reduction", "blank", "zero_infinity"}, 4)
+--- MultiMarginLoss({p = 1, margin = 1, weight, reduction}).
+L.MultiMarginLoss = loss_class("MultiMarginLoss", FM.multi_margin_loss, {"reduction", "p", "margin", "weight"})
+--- MultiLabelMarginLoss({reduction}); targets end at the first class < 1.
+L.MultiLabelMarginLoss = loss_class("MultiLabelMarginLoss", FM.multilabel_margin_loss, {"reduction"})
 
 return L

@@ -339,7 +339,9 @@ function M.save(path, fn, example_inputs, opts)
   else
     check.callable(fn, fname, "argument #2 (fn_or_module)")
   end
-  local g = dle.graph.trace(f, table.unpack(example_inputs))
+  -- traced without recording gradients: a model's inference path, as ONNX holds no backward (and
+  -- modules such as nn.LSTM take their plain-op path rather than a custom autograd Function)
+  local g = dle.no_grad(dle.graph.trace, f, table.unpack(example_inputs))
   if g.unsafe then check.error(fname .. ": the function cannot be traced faithfully: " .. g.unsafe) end
   if #g.outputs == 0 then check.error(fname .. ": the function returns no tensor") end
 

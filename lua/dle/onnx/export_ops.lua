@@ -490,6 +490,31 @@ ops.scatter_reduce = function(e, n, x)
                 {axis = i[1], reduction = r})
 end
 
+-- ---------------------------------------------------------------- recurrent cells
+-- the k-th slice of the given width along the last dim of x
+local function chunk(e, x, k, width)
+  return slice(e, x, (k - 1) * width, k * width, -1)
+end
+local act_why = "the activated gates feed only dle's backward"
+ops.lstm_cell_fused = function(e, n, x)   -- xg, hg {N, 4H} (i, f, g, o), c {N, H} -> h', c'
+  local H = n:shape()[2]
+  local g = e:node("Add", {x[1], x[2]})
+  local function gate(k, act) return e:node(act, {chunk(e, g, k, H)}) end
+  local c = e:node("Add", {e:node("Mul", {gate(2, "Sigmoid"), x[3]}),
+                           e:node("Mul", {gate(1, "Sigmoid"), gate(3, "Tanh")})})
+  return e:node("Mul", {gate(4, "Sigmoid"), e:node("Tanh", {c})}), c, e:unsupported_result(n, 3, act_why)
+end
+ops.gru_cell_fused = function(e, n, x)   -- xg, hg {N, 3H} (r, z, n), h {N, H} -> h'
+  local H, d = n:shape()[2], n:dtype()
+  local function part(y, k) return chunk(e, y, k, H) end
+  local r = e:node("Sigmoid", {e:node("Add", {part(x[1], 1), part(x[2], 1)})})
+  local z = e:node("Sigmoid", {e:node("Add", {part(x[1], 2), part(x[2], 2)})})
+  local m = e:node("Tanh", {e:node("Add", {part(x[1], 3), e:node("Mul", {r, part(x[2], 3)})})})
+  local keep = e:node("Mul", {z, x[3]})
+  return e:node("Add", {e:node("Mul", {e:node("Sub", {e:scalar(1, d), z}), m}), keep}),
+         e:unsupported_result(n, 2, act_why)
+end
+
 -- ---------------------------------------------------------------- not expressible, with reasons
 local backward = "a gradient op: it appears only in backward graphs, which are not exported"
 for _, name in ipairs({"gelu_grad", "gelu_backward", "conv2d_grad_input", "conv2d_grad_weight", "avg_pool2d_grad",
@@ -520,6 +545,8 @@ why.copysign = "not written yet (Abs, Sign and Where could express it)"
 why.fmax = "not written yet (Max + IsNaN/Where could express its NaN rule)"
 why.fmin = "not written yet (Min + IsNaN/Where could express its NaN rule)"
 why.group_norm_grad_input, why.group_norm_grad_affine, why.upsample_backward = backward, backward, backward
+why.lstm_cell_fused_backward, why.gru_cell_fused_backward, why.ctc_loss_backward = backward, backward, backward
+why.ctc_loss = loss
 why.diagonal = "not written yet (a Gather of the flattened diagonal positions could express it)"
 why.masked_scatter = "not written yet (NonZero, CumSum and ScatterND could express it)"
 why.unique = "not written yet (ONNX's Unique gives first-occurrence order; sorted = 1 would match)"

@@ -55,6 +55,7 @@ end
 
 for name, fn in pairs(require "dle.optim.lr_more") do lr[name] = fn end
 lr.reduce_lr_on_plateau = require "dle.optim.lr_plateau"
+lr.chained = require "dle.optim.lr_chained"
 
 check.export(Scheduler)
 return check.export(lr)

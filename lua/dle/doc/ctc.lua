@@ -1,0 +1,36 @@
+-- Documentation only (dle.help and LDoc read it; see lua/dle/help.lua).
+
+--- The CTC loss op (implemented in C, bindings/lua_ctc.c); dle.nn.functional.ctc_loss and
+-- dle.nn.CTCLoss add the reductions and zero_infinity's forward value on top. CPU only.
+-- @module nn.ctc_ops
+
+--- Returns the per-sample loss -log p(target | input) {N} (+inf when no alignment exists) and the
+-- log-space forward variables {N, T, 2 S + 1} (float64) of log_probs {T, N, C}. Targets: {N, S}
+-- padded or 1-D concatenated, 1-based class numbers; blank a 1-based class number (default 1).
+-- Differentiable in log_probs with PyTorch's gradient (exp(lp) minus the posterior of each class,
+-- which is the gradient with respect to log_softmax's input); no double backward.
+-- @function dle.ctc_loss
+-- @tparam dle.Tensor log_probs {T, N, C}
+-- @tparam dle.Tensor targets int64
+-- @tparam dle.Tensor input_lengths int64 {N}
+-- @tparam dle.Tensor target_lengths int64 {N}
+-- @int[opt=1] blank
+-- @bool[opt=false] zero_infinity (the backward gives 0 for an infinite loss)
+-- @treturn dle.Tensor nll
+-- @treturn dle.Tensor log_alpha
+-- @usage local nll = dle.ctc_loss(lp, targets, il, tl)
+
+--- The reverse rule of dle.ctc_loss: d log_probs {T, N, C} for the loss gradient gy {N}. Not
+-- differentiable.
+-- @function dle.ctc_loss_backward
+-- @tparam dle.Tensor gy {N}
+-- @tparam dle.Tensor log_probs
+-- @tparam dle.Tensor targets
+-- @tparam dle.Tensor input_lengths
+-- @tparam dle.Tensor target_lengths
+-- @tparam dle.Tensor nll from dle.ctc_loss
+-- @tparam dle.Tensor log_alpha from dle.ctc_loss
+-- @int[opt=1] blank
+-- @bool[opt=false] zero_infinity
+-- @treturn dle.Tensor
+-- @usage local g = dle.ctc_loss_backward(gy, lp, targets, il, tl, nll, alpha)

@@ -1,0 +1,55 @@
+-- Documentation only (dle.help and LDoc read it; see lua/dle/help.lua).
+
+--- Fused recurrent cells: the gate nonlinearities and state update of one LSTM or GRU step after
+-- its two projections, in one pass (implemented in C, bindings/lua_rnn.c). dle.nn.LSTM and
+-- dle.nn.GRU run one per timestep; most code wants those modules instead. Inputs are 2-D
+-- `{N, k H}` tensors of one float dtype; gate blocks of H columns are in PyTorch's order.
+-- @module nn.rnn_ops
+
+--- Returns h', c' {N, H} and act {N, 4H} of one LSTM step (PyTorch's gate order i, f, g, o):
+-- gates = xg + hg, c' = sigmoid(f) c + sigmoid(i) tanh(g), h' = sigmoid(o) tanh(c'); act holds
+-- the activated gates (what the gradient reads). Differentiable (reverse and forward mode; twice).
+-- @function dle.lstm_cell_fused
+-- @tparam dle.Tensor xg {N, 4H}: x W_ih^T + biases
+-- @tparam dle.Tensor hg {N, 4H}: h W_hh^T
+-- @tparam dle.Tensor c {N, H}: the previous cell state
+-- @treturn dle.Tensor h'
+-- @treturn dle.Tensor c'
+-- @treturn dle.Tensor act
+-- @usage local h, c, act = dle.lstm_cell_fused(xg, hg, c)
+
+--- Returns h' {N, H} and act {N, 4H} of one GRU step (PyTorch's order r, z, n):
+-- r, z = sigmoid(xg + hg) on the first two blocks, n = tanh(xg_n + r hg_n), h' = (1 - z) n + z h;
+-- hg holds h W_hh^T + b_hh (b_hn inside r (...), as PyTorch). act holds r, z, n and hg_n.
+-- Differentiable (reverse and forward mode; twice).
+-- @function dle.gru_cell_fused
+-- @tparam dle.Tensor xg {N, 3H}
+-- @tparam dle.Tensor hg {N, 3H}
+-- @tparam dle.Tensor h {N, H}: the previous hidden state
+-- @treturn dle.Tensor h'
+-- @treturn dle.Tensor act
+-- @usage local h2, act = dle.gru_cell_fused(xg, hg, h)
+
+--- The reverse rule of dle.lstm_cell_fused in one pass: the gradients of the gates' pre-activation
+-- {N, 4H} (for xg and hg alike) and of c, given those of h' and c'. Not differentiable (under
+-- create_graph the layers use differentiable ops instead).
+-- @function dle.lstm_cell_fused_backward
+-- @tparam dle.Tensor gh {N, H}
+-- @tparam dle.Tensor gc {N, H}
+-- @tparam dle.Tensor act {N, 4H} from dle.lstm_cell_fused
+-- @tparam dle.Tensor c {N, H}: the previous cell state
+-- @tparam dle.Tensor c2 {N, H}: c' from dle.lstm_cell_fused
+-- @treturn dle.Tensor d gates
+-- @treturn dle.Tensor d c
+-- @usage local dg, dc = dle.lstm_cell_fused_backward(gh, gc, act, c, c2)
+
+--- The reverse rule of dle.gru_cell_fused in one pass: the gradients of xg, hg {N, 3H} and of h
+-- through the cell (the z h term), given that of h'. Not differentiable.
+-- @function dle.gru_cell_fused_backward
+-- @tparam dle.Tensor gh {N, H}
+-- @tparam dle.Tensor act {N, 4H} from dle.gru_cell_fused
+-- @tparam dle.Tensor h {N, H}: the previous hidden state
+-- @treturn dle.Tensor d xg
+-- @treturn dle.Tensor d hg
+-- @treturn dle.Tensor d h
+-- @usage local dxg, dhg, dh = dle.gru_cell_fused_backward(gh, act, h)
