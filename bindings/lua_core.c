@@ -590,6 +590,19 @@ static int core_empty_cache(lua_State *L) {
   return 0;
 }
 
+/* core._tuning(name[, value]) -> the old value: reads, or sets (value < 0: the default), one of
+ * the engine's algorithm thresholds (dle_tuning; for tests). */
+static int core_tuning(lua_State *L) {
+  static const char *const names[] = {"winograd_min_tiles", NULL};
+  dle_tuning knob = (dle_tuning)luaL_checkoption(L, 1, NULL, names);
+  if (lua_isnoneornil(L, 2)) {
+    lua_pushinteger(L, dle_tuning_get(knob));
+  } else {
+    lua_pushinteger(L, dle_tuning_set(knob, luaL_checkinteger(L, 2)));
+  }
+  return 1;
+}
+
 /* dle.set_cache_limit(bytes): the most the allocator keeps cached (1 GiB by default). */
 static int core_set_cache_limit(lua_State *L) {
   lua_Integer n = luaL_checkinteger(L, 1);
@@ -729,6 +742,7 @@ int luaopen_dle_native(lua_State *L) {
       {"empty_cache", core_empty_cache},
       {"reset_peak_memory_stats", core_reset_peak},
       {"set_cache_limit", core_set_cache_limit},
+      {"_tuning", core_tuning},
       {"set_memory_limit", core_set_memory_limit},
       {"get_memory_limit", core_get_memory_limit},
       {"time", core_time},

@@ -131,6 +131,21 @@ int dle_get_num_threads(void) {
 #endif
 }
 
+/* the defaults; kernels/cpu/cpu_conv_winograd.c says why 256 tiles */
+static const int64_t tuning_default[DLE_NUM_TUNINGS] = {[DLE_TUNE_WINOGRAD_MIN_TILES] = 256};
+static int64_t tuning[DLE_NUM_TUNINGS] = {[DLE_TUNE_WINOGRAD_MIN_TILES] = 256};
+
+int64_t dle_tuning_get(dle_tuning knob) {
+  return knob >= 0 && knob < DLE_NUM_TUNINGS ? tuning[knob] : 0;
+}
+
+int64_t dle_tuning_set(dle_tuning knob, int64_t value) {
+  if (knob < 0 || knob >= DLE_NUM_TUNINGS) return 0;
+  int64_t old = tuning[knob];
+  tuning[knob] = value < 0 ? tuning_default[knob] : value;
+  return old;
+}
+
 double dle_time(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

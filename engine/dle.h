@@ -318,6 +318,11 @@ dle_status dle_set_grad(dle_tensor *t, dle_tensor *g);
 void dle_set_num_threads(int n);
 int dle_get_num_threads(void);
 double dle_time(void); /* monotonic seconds */
+/* Thresholds where a kernel switches algorithm, for tests that must reach both sides on small
+ * inputs (results agree either way). Setting returns the old value; value < 0 restores the default. */
+typedef enum { DLE_TUNE_WINOGRAD_MIN_TILES, DLE_NUM_TUNINGS } dle_tuning;
+int64_t dle_tuning_get(dle_tuning knob);
+int64_t dle_tuning_set(dle_tuning knob, int64_t value);
 
 /* ---------------------------------------------------------------- random numbers */
 /* Philox4x32-10 counter-based generator: (seed, offset) is the whole state, so streams are

@@ -337,10 +337,32 @@ end)
 -- 3x3 kernels at stride 1 and dilation 1 with at least 8 channels per group on both sides go to
 -- Winograd F(2x2, 3x3) (kernels/cpu/cpu_conv_winograd.c) in all three ops: tiles of 2x2 outputs,
 -- the last tile row/column partial on odd sizes; grad_input is the same conv on gy with the kernel
--- flipped and padding 2 - p (negative past p = 2). Smaller channel counts keep im2col.
+-- flipped and padding 2 - p (negative past p = 2). Smaller channel counts keep im2col, and so do
+-- batches of fewer than 256 tiles: these small cases lower that threshold to reach Winograd.
 
 describe("conv2d Winograd path (3x3, stride 1, >= 8 channels per group)", function()
   H.one_thread(setup, teardown)
+  H.tuning("winograd_min_tiles", 0, setup, teardown)
+
+  it("is taken from 256 tiles in the batch, and gives im2col's result on both sides of it", function()
+    -- resnet18's 7x7 and 14x14 layers at batch 1 (16 and 49 tiles) and 8 (128 and 392 tiles)
+    local g = dle.Generator(260)
+    for _, c in ipairs({{1, 16, 7}, {8, 16, 7}, {1, 8, 14}, {8, 8, 14}}) do
+      local x = dle.randn({c[1], c[2], c[3], c[3]}, {generator = g})
+      local w = dle.randn({c[2], c[2], 3, 3}, {generator = g})
+      local wino = dle.conv2d(x, w, nil, {padding = 1})
+      dle.core._tuning("winograd_min_tiles", math.maxinteger)   -- im2col
+      local plain = dle.conv2d(x, w, nil, {padding = 1})
+      dle.core._tuning("winograd_min_tiles", -1)   -- the default
+      local default = dle.conv2d(x, w, nil, {padding = 1})
+      dle.core._tuning("winograd_min_tiles", 0)
+      H.assert_close(wino, plain:totable(), {rtol = 1e-4, atol = 1e-4, msg = table.concat(c, ",")})
+      assert.are_not.same(wino:totable(), plain:totable(), "the two paths round differently")
+      local tiles = c[1] * ((c[3] + 1) // 2) ^ 2
+      local want = (tiles >= 256 and wino or plain):totable()
+      assert.are.same(want, default:totable(), "the default picks by tiles: " .. table.concat(c, ","))
+    end
+  end)
 
   local cases = {
     {x = {2, 8, 5, 7}, o_ch = 8, o = {padding = 1}},                -- odd sizes: partial tiles

@@ -546,6 +546,15 @@ function H.one_thread(setup, teardown)
   teardown(function() dle.set_num_threads(threads) end)
 end
 
+--- Sets one of the engine's algorithm thresholds (dle.core._tuning: "winograd_min_tiles") for the
+-- tests of the enclosing describe block (busted's setup and teardown, passed in), so that small
+-- inputs reach the path large ones take; restores it after them.
+function H.tuning(name, value, setup, teardown)
+  local old
+  setup(function() old = dle.core._tuning(name, value) end)
+  teardown(function() dle.core._tuning(name, old) end)
+end
+
 --- For the optional PyTorch comparisons: false when python3 can import torch; otherwise marks the
 -- running test pending (busted's pending, passed in) and returns true.
 --   if H.without_torch(pending) then return end

@@ -37,12 +37,14 @@
  * sample), so im2col writes it into the L2 cache the gemm then reads it from (of 256 KiB,
  * 2 MiB and 8 MiB chunks, 256 KiB was the fastest for Fashion-MNIST's conv2, forward + both
  * gradients, measured when it still went through im2col).
- * A sample whose columns alone exceed that is cut into parts of whole output rows (part_rows):
- * im2col of one part, its gemms, then the next, so the buffer stays bounded on large images
- * (not for speed: conv2 cut into two 128 KiB parts per sample was slower than uncut). Each
+ * A sample whose columns alone exceed CONV_PART_BYTES is cut into parts of whole output rows
+ * (part_rows): im2col of one part, its gemms, then the next, so the buffer stays bounded on large
+ * images (not for speed: conv2 cut into two 128 KiB parts per sample was slower than uncut, and
+ * with 256 KiB parts resnet18's 7x7 layers at batch 1 ran gemms of 7 columns, half as fast). Each
  * thread has its own buffers: the budget is per thread, and a chunk holds at most a 1/threads
  * share of the batch so that a small batch is still split between the threads. */
-#define CONV_COL_BYTES ((int64_t)256 << 10)
+#define CONV_COL_BYTES  ((int64_t)256 << 10)
+#define CONV_PART_BYTES ((int64_t)4 << 20)
 static int64_t chunk_of(const conv_geom *q, size_t es, int threads) {
   int64_t per = q->c * q->kh * q->kw * q->l * (int64_t)es;
   int64_t b = per > 0 ? CONV_COL_BYTES / per : q->n;
@@ -58,8 +60,8 @@ static int64_t chunk_of(const conv_geom *q, size_t es, int threads) {
  * even parts whose columns fit the budget. */
 static int64_t part_rows(const conv_geom *q, int64_t b, size_t es) {
   int64_t per_row = q->c * q->kh * q->kw * q->wo * (int64_t)es;
-  if (b > 1 || q->ho < 2 || per_row * q->ho <= CONV_COL_BYTES) return q->ho;
-  int64_t r = per_row > 0 ? CONV_COL_BYTES / per_row : q->ho;
+  if (b > 1 || q->ho < 2 || per_row * q->ho <= CONV_PART_BYTES) return q->ho;
+  int64_t r = per_row > 0 ? CONV_PART_BYTES / per_row : q->ho;
   if (r < 1) r = 1;
   int64_t parts = (q->ho + r - 1) / r;
   return (q->ho + parts - 1) / parts;

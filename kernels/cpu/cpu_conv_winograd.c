@@ -39,6 +39,10 @@
  * channels on 14x14; figures in bench/RESULTS.md), and while one sample's scratch stays under
  * WINO_SAMPLE_BYTES (chunks are whole samples). */
 #define WINO_MIN_CHANNELS 8
+/* ... and from this many tiles in the whole batch: the 16 transformed weight matrices are made on
+ * every call, so on small maps at small batches (resnet18's 14x14 and 7x7 layers at batch 1 and
+ * its 7x7 ones at batch 8) making them cost more than the cheaper products saved. */
+#define WINO_MIN_TILES    256
 #define WINO_SAMPLE_BYTES ((int64_t)8 << 20)
 /* Scratch per thread (V and M of a chunk): several samples per chunk make the gemms wider. */
 #define WINO_CHUNK_BYTES ((int64_t)1 << 20)
@@ -54,6 +58,7 @@ bool cpu_conv_winograd_applies(const conv_geom *q, size_t es) {
   if (q->kh != 3 || q->kw != 3 || q->sh != 1 || q->sw != 1 || q->dh != 1 || q->dw != 1)
     return false;
   if (q->cg < WINO_MIN_CHANNELS || q->og < WINO_MIN_CHANNELS) return false;
+  if (q->n * tiles(q->ho, q->wo) < dle_tuning_get(DLE_TUNE_WINOGRAD_MIN_TILES)) return false;
   /* the gradient ops transform the larger of the input and the output, padded to even sizes */
   int64_t h = q->h > q->ho ? q->h : q->ho, w = q->w > q->wo ? q->w : q->wo;
   return sample_elems(q->c, q->o, h, w) * (int64_t)es <= WINO_SAMPLE_BYTES;
