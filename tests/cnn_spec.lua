@@ -358,6 +358,7 @@ describe("the Fashion-MNIST examples' training loop (examples/fashion_mnist/comm
     local train_x, train_y = bands(512, g)
     local test_x, test_y = bands(256, g)
     -- the same training twice from the same seed, with and without averaging
+    local logs = H.tmpdir()
     local function run(ema)
       dle.manual_seed(0)
       local model = models.cnn({width = 4})
@@ -366,11 +367,17 @@ describe("the Fashion-MNIST examples' training loop (examples/fashion_mnist/comm
       local real_print = _G.print   -- common.lua, loaded by dofile, prints through the global one
       _G.print = function(s) printed[#printed + 1] = s end
       local ok, acc = pcall(common.fit, model, opt, {train_x, train_y, test_x, test_y},
-                            {epochs = 2, batch_size = 32, warmup = 4, flip = true, ema = ema})
+                            {epochs = 2, batch_size = 32, warmup = 4, flip = true, ema = ema,
+                             name = ema and "ema" or "plain", log_dir = logs})
       _G.print = real_print
       assert(ok, acc)
-      assert.are.equal(2, #printed)
+      assert.are.equal(3, #printed)
       assert.truthy(printed[2]:match("^epoch 2 .*test accuracy"), printed[2])
+      assert.truthy(printed[3]:find("curves: " .. logs, 1, true), printed[3])
+      -- 16 steps of 32 images an epoch, each logged, and a line per epoch
+      local rows = H.check_run_files(logs .. "/" .. (ema and "ema" or "plain") .. ".jsonl",
+                                     logs .. "/" .. (ema and "ema" or "plain") .. ".svg", "test_accuracy", 2)
+      assert.are.equal(34, #rows)
       assert.is_true(model.training, "the model is back in training mode")
       return model, acc
     end

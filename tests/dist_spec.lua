@@ -682,9 +682,13 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
     pending(name .. " (" .. (missing or "Fashion-MNIST files absent: Debian package dataset-fashion-mnist") .. ")")
   end or it
   it_example("examples/fashion_mnist/ddp.lua trains on 2 ranks through scripts/dle; rank 0 reports", function()
-    local out, ok = mpirun("scripts/dle examples/fashion_mnist/ddp.lua --epochs 1 --batch-size 64",
+    local logs = H.tmpdir()
+    local out, ok = mpirun("scripts/dle examples/fashion_mnist/ddp.lua --epochs 1 --batch-size 64 --log-dir " .. logs,
                            "DLE_EXAMPLE_LIMIT=2000")
     assert.is_true(ok, out)
+    -- rank 0's log: 31 steps of 32 + 32 images and the epoch's line; its curves
+    local rows = H.check_run_files(logs .. "/fashion_mnist_ddp.jsonl", logs .. "/fashion_mnist_ddp.svg", "loss", 31)
+    assert.are.equal(32, #rows)
     assert.truthy(out:find("2 ranks, 1000 training images each, batch 32 per rank", 1, true), out)
     local n, acc = 0, nil
     for a in out:gmatch("epoch 1  loss %S+  test accuracy (%S+)  %d+ samples/s") do

@@ -48,10 +48,15 @@ describe("examples/char_gpt/train.lua", function()
 
   it_with(missing,
       "trains a few steps of a small GPT, reports FLOPs and MFU (at most 100%), profiles a step and samples", function()
+    local dir = H.tmpdir()
     local out,
         ok = run("", "examples/char_gpt/train.lua --steps 6 --batch 4 --context 32 --layers 1 --d 32 --heads 2 "
-                  .. "--print-every 3 --sample 20 --profile")
+                  .. "--print-every 3 --sample 20 --profile --log-dir " .. dir)
     assert.is_true(ok, out)
+    -- every step in the log, the interval means at steps 3 and 6, the curves drawn from it
+    local rows = H.check_run_files(dir .. "/char_gpt.jsonl", dir .. "/char_gpt.svg", "loss", 6)
+    assert.are.equal(8, #rows)
+    assert.truthy(out:find("curves: " .. dir .. "/char_gpt.svg", 1, true), out)
     local first, last = out:match("loss (%S+) %-> (%S+)")
     assert.truthy(first, out)
     assert.is_true(tonumber(last) < tonumber(first), "loss did not fall:\n" .. out)

@@ -546,6 +546,56 @@ function H.one_thread(setup, teardown)
   teardown(function() dle.set_num_threads(threads) end)
 end
 
+--- The elements ({name, attrs}) and the text of <text> elements of an SVG document, by lua-expat
+-- (a parse error fails the calling test).
+function H.svg_elements(path)
+  local lxp = require "lxp"
+  local elements, texts, current = {}, {}, nil
+  local p = lxp.new({
+    StartElement = function(_, name, attrs)
+      elements[#elements + 1] = {name = name, attrs = attrs}
+      current = name
+    end,
+    CharacterData = function(_, s) if current == "text" then texts[#texts + 1] = s end end,
+    EndElement = function() current = nil end,
+  })
+  local f = assert(io.open(path))
+  assert(p:parse(f:read("a")))
+  f:close()
+  assert(p:parse())
+  p:close()
+  return elements, texts
+end
+
+--- Checks what an example leaves of a run: a JSONL log whose every line is a JSON object with a
+-- step, `key` in at least `min_rows` of them, and an SVG of its curves with one polyline per
+-- series, a legend naming `key`, and tick labels. Returns the log's rows.
+function H.check_run_files(jsonl, svg, key, min_rows)
+  local cjson = require "cjson"
+  local rows, with_key = {}, 0
+  for line in assert(io.open(jsonl)):lines() do
+    local row = cjson.decode(line)
+    assert(type(row) == "table" and type(row.step) == "number" and row.step % 1 == 0,
+           jsonl .. ": a line without an integer step: " .. line)
+    if row[key] ~= nil then with_key = with_key + 1 end
+    rows[#rows + 1] = row
+  end
+  assert(with_key >= min_rows, string.format("%s: %d rows with %s, want %d or more", jsonl, with_key, key, min_rows))
+  local elements, texts = H.svg_elements(svg)
+  assert(elements[1].name == "svg", svg .. " is not an SVG document")
+  local polylines, legend = 0, {}
+  for _, e in ipairs(elements) do
+    if e.name == "polyline" then polylines = polylines + 1 end
+    if e.name == "text" and e.attrs.class == "legend" then legend[#legend + 1] = e end
+  end
+  assert(polylines >= 1 and polylines == #legend, string.format("%s: %d polylines, %d legend entries", svg,
+                                                                 polylines, #legend))
+  local all = "|" .. table.concat(texts, "|") .. "|"
+  assert(all:find("|" .. key .. "|", 1, true), svg .. ": no legend entry " .. key .. " in " .. all)
+  assert(all:find("|%-?[%d.]+|"), svg .. ": no tick labels in " .. all)
+  return rows
+end
+
 --- Sets one of the engine's algorithm thresholds (dle.core._tuning: "winograd_min_tiles") for the
 -- tests of the enclosing describe block (busted's setup and teardown, passed in), so that small
 -- inputs reach the path large ones take; restores it after them.

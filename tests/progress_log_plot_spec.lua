@@ -60,6 +60,34 @@ describe("dle.progress", function()
     assert.are.equal(1, lines, out:text())
   end)
 
+  it("prints each state once with every = 0: no repeated final line", function()
+    local out = sink()
+    local bar = dle.progress(3, {out = out, every = 0})
+    for _ in bar do end
+    local lines = {}
+    for line in out:text():gmatch("[^\n]+") do lines[#lines + 1] = line:match("%d+/3") end
+    assert.are.same({"1/3", "2/3", "3/3"}, lines, out:text())
+    local empty = sink()
+    dle.progress(0, {out = empty}):close()
+    assert.truthy(empty:text():find("0/0", 1, true), "a bar with nothing done still prints its line")
+  end)
+
+  it("prints a script's lines above the bar with bar:print", function()
+    local out, printed = sink(), {}
+    local real = io.stdout
+    io.stdout = {write = function(_, ...) for _, p in ipairs({...}) do printed[#printed + 1] = p end end,
+                 flush = function() end}
+    local ok, err = pcall(function()
+      local bar = dle.progress(2, {out = out, every = 3600})
+      bar:print("step 1 report")
+      for _ in bar do end
+    end)
+    io.stdout = real
+    assert(ok, err)
+    assert.are.equal("step 1 report\n", table.concat(printed))
+    assert.matches("progress:print: text must be a string", select(2, pcall(dle.progress(1).print, dle.progress(1), 5)))
+  end)
+
   it("bad arguments are errors naming progress", function()
     assert.matches("progress: expected a count", select(2, pcall(dle.progress, "x")))
     assert.matches("progress: unknown option", select(2, pcall(dle.progress, 3, {bogus = 1})))
@@ -99,25 +127,7 @@ describe("dle.log", function()
 end)
 
 describe("dle.plot", function()
-  -- the elements of an SVG document, by lua-expat (a parse error fails the test)
-  local function parse(path)
-    local lxp = require "lxp"
-    local elements, texts, current = {}, {}, nil
-    local p = lxp.new({
-      StartElement = function(_, name, attrs)
-        elements[#elements + 1] = {name = name, attrs = attrs}
-        current = name
-      end,
-      CharacterData = function(_, s) if current == "text" then texts[#texts + 1] = s end end,
-      EndElement = function() current = nil end,
-    })
-    local f = assert(io.open(path))
-    assert(p:parse(f:read("a")))
-    f:close()
-    assert(p:parse())
-    p:close()
-    return elements, texts
-  end
+  local parse = H.svg_elements
 
   it("writes an SVG with axes, ticks, a legend and one polyline per series", function()
     local path = dir .. "/curves.svg"
@@ -136,6 +146,32 @@ describe("dle.plot", function()
     assert.truthy(all:find("loss <&>", 1, true), all)
     assert.truthy(all:find("epoch", 1, true))
     assert.truthy(all:find("|1.5|", 1, true) or all:find("|2|", 1, true), "tick labels: " .. all)
+  end)
+
+  -- headless Chromium renders the chart to a PNG; Python's PIL counts its pixels
+  local chromium = H.exists("/usr/bin/chromium") and os.execute("/usr/bin/python3 -c 'import PIL' 2>/dev/null")
+  local it_browser = chromium and it or function(name)
+    pending(name .. " (needs the Debian packages chromium and python3-pil)")
+  end
+  it_browser("opens in a browser: headless Chromium's screenshot shows the axes and both series' colours", function()
+    local svg, png = dir .. "/browser.svg", dir .. "/browser.png"
+    dle.plot.lines(svg, {train = {3, 2, 1.5, 1.2, 1.1}, val = {2.8, 2.2, 1.9, 1.8, 1.8}}, {title = "loss"})
+    local cmd = ("timeout 60 /usr/bin/chromium --headless --no-sandbox --disable-gpu --hide-scrollbars "
+                 .. "--window-size=800,600 --screenshot=%s file://%s >/dev/null 2>&1"):format(png, svg)
+    assert.is_true(os.execute(cmd) == true, "chromium failed: " .. cmd)
+    -- pixels: dark ones (axes, text), and strongly coloured ones (the lines) in at least two hues
+    local out = H.run_python({
+      "from PIL import Image",
+      "im = Image.open(" .. string.format("%q", png) .. ").convert('RGB')",
+      "px = list(im.getdata())",
+      "dark = sum(1 for r, g, b in px if r + g + b < 300)",
+      "hues = {(r > b + 60) - (b > r + 60) for r, g, b in px if max(r, g, b) - min(r, g, b) > 80}",
+      "print(im.size[0], im.size[1], dark, len(hues - {0}))",
+    })
+    local w, h, dark, hues = out[#out]:match("^(%d+) (%d+) (%d+) (%d+)$")
+    assert.are.same({"800", "600"}, {w, h}, table.concat(out, "\n"))
+    assert.is_true(tonumber(dark) > 300, "dark pixels (axes, ticks, labels): " .. dark)
+    assert.are.equal("2", hues, "two line colours, one reddish and one bluish")
   end)
 
   it("plots a JSONL log's keys against its steps; bad series are errors naming plot.lines", function()

@@ -5,9 +5,11 @@
 -- weight decay 0.1 on the matrices only, gradient norm clipped at 1), then samples text.
 --   scripts/dle examples/char_gpt/train.lua [--steps 300] [--batch 32] [--context 128] [--layers 4] [--d 128]
 --       [--heads 4] [--lr 3e-3] [--beta2 0.95] [--warmup 30] [--print-every 10] [--tie] [--seed 0]
---       [--sample 300] [--temperature 0.8] [--top-k 10] [--prompt "And God said"] [--profile]
+--       [--sample 300] [--temperature 0.8] [--top-k 10] [--prompt "And God said"] [--profile] [--log-dir runs]
 -- (`--help` lists them.) --profile: after training, runs one more step under dle.profile and prints its top ops (time,
 -- FLOPs, bytes per op) and its counted FLOPs against the formula below.
+-- A progress bar (stderr) counts the steps with the live loss; every step goes to
+-- <log-dir>/char_gpt.jsonl (dle.log) and the loss curve to <log-dir>/char_gpt.svg (dle.plot) at the end.
 -- Every print_every steps it prints: step, loss (mean over the interval), tokens/s, ms/step,
 -- model FLOPs per step and the MFU against a float32 matmul peak (the best measured so far).
 -- FLOPs per step (forward + backward = 3 x forward, dense attention, causal mask not halved):
@@ -39,6 +41,7 @@ cli:option("--temperature", "sampling temperature", 0.8, tonumber)
 cli:option("--top-k", "sample from the k most likely characters", 10, int)
 cli:option("--prompt", "sampling prompt", "And God said")
 cli:flag("--profile", "profile one more step after training")
+cli:option("--log-dir", "where the run's JSONL log and SVG curves go", "runs")
 local cfg = cli:parse(arg)
 for _, k in ipairs({"steps", "batch", "context", "layers", "d", "heads", "print_every"}) do
   if not cfg[k] or cfg[k] < 1 then cli:error(k .. " must be a positive integer") end
@@ -100,6 +103,10 @@ local interval_loss, interval_n, t_interval = 0, 0, dle.time()
 local t_start, untimed = dle.time(), 0   -- untimed: seconds spent measuring the peak
 local first_loss, last_avg
 local curve = {}
+os.execute("mkdir -p '" .. cfg.log_dir:gsub("'", "'\\''") .. "'")
+local log_path, svg_path = cfg.log_dir .. "/char_gpt.jsonl", cfg.log_dir .. "/char_gpt.svg"
+local log = dle.log.open(log_path, {truncate = true})
+local bar = dle.progress(cfg.steps, {desc = "train"})
 --- One training step on a batch: forward, backward, gradient clipping, AdamW update.
 local function train_step(x, y)
   local logits = model(x)
@@ -118,6 +125,9 @@ for step = 1, cfg.steps do
   local l = loss:item()
   first_loss = first_loss or l
   interval_loss, interval_n = interval_loss + l, interval_n + 1
+  bar:update()
+  bar:set{loss = l}
+  log:write{step = step, loss = l, lr = opt.lr}
   if step % cfg.print_every == 0 or step == cfg.steps then
     local dt = dle.time() - t_interval
     local per_step = dt / interval_n
@@ -126,18 +136,22 @@ for step = 1, cfg.steps do
     untimed = untimed + (dle.time() - t_peak)
     last_avg = interval_loss / interval_n
     curve[#curve + 1] = string.format("%d:%.3f", step, last_avg)
-    print(string.format("step %4d  loss %.4f  lr %.2e  %7.0f tok/s  %7.1f ms/step  %.3g FLOP/step  %.1f GFLOP/s  " ..
-        "MFU %.1f%%",
+    bar:print(string.format("step %4d  loss %.4f  lr %.2e  %7.0f tok/s  %7.1f ms/step  %.3g FLOP/step  " ..
+        "%.1f GFLOP/s  MFU %.1f%%",
       step, last_avg, opt.lr, B * T / per_step, per_step * 1000, flops_per_step, flops_per_step / per_step / 1e9,
       100 * flops_per_step / per_step / peak))
-    io.stdout:flush()
+    log:write{step = step, interval_loss = last_avg, tokens_per_s = B * T / per_step}
     interval_loss, interval_n, t_interval = 0, 0, dle.time()
   end
 end
+bar:close()
 local total_time = dle.time() - t_start - untimed
 print(string.format("trained %d steps in %.1f s (%.1f ms/step); loss %.3f -> %.3f", cfg.steps, total_time,
   total_time / cfg.steps * 1000, first_loss, last_avg))
 print("loss curve: " .. table.concat(curve, " "))
+log:close()
+dle.plot.from_log(log_path, svg_path, {"loss", "interval_loss"}, {title = "char-GPT training loss", xlabel = "step"})
+print("curves: " .. svg_path .. " (log: " .. log_path .. ")")
 
 if cfg.profile then
   local x, y = corpus:batch(B, T, {generator = gen})

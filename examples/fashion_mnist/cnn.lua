@@ -41,6 +41,7 @@ local cli = require("argparse")("cnn.lua", "Fashion-MNIST with a small CNN (2 co
 cli:option("--epochs", "training epochs", 3, tonumber)
 cli:option("--batch-size", "batch size", 16, math.tointeger)
 cli:option("--lr", "peak learning rate", 2e-3, tonumber)
+cli:option("--log-dir", "where the run's JSONL log and SVG curves go", "runs")
 cli:option("--label-smoothing", "label smoothing of the cross-entropy", 0.1, tonumber)
 cli:flag("--no-flip", "no random left-right flips (nor flip-averaged test accuracy)")
 cli:option("--dropout", "dropout before the last layer", 0, tonumber)
@@ -62,5 +63,5 @@ model:summary({batch_size, 1, 28, 28})
 
 local opt = dle.optim.AdamW(model:parameters(), {lr = lr, weight_decay = weight_decay})
 common.fit(model, opt, {train_x, train_y, test_x, test_y}, {epochs = epochs, batch_size = batch_size,
-                                                                     label_smoothing = label_smoothing, flip = flip,
-                                                                         ema = ema, name = "fashion_mnist_cnn"})
+                                                            label_smoothing = label_smoothing, flip = flip, ema = ema,
+                                                            name = "fashion_mnist_cnn", log_dir = args.log_dir})

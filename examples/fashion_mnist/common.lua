@@ -56,8 +56,9 @@ end
 -- (default 100, at most a tenth of the run), cross-entropy with opts.label_smoothing (default 0); with opts.flip,
 -- random left-right flips of the training images and test accuracy averaged over each image and its mirror image.
 -- Shows a progress bar per epoch (dle.progress) and prints loss, test accuracy, samples/s and
--- seconds per epoch; with opts.name, logs every step and epoch to runs/<name>.jsonl (dle.log) and
--- draws runs/<name>.svg of the curves at the end (dle.plot). Returns the last test accuracy.
+-- seconds per epoch; with opts.name, logs every step and epoch to <log_dir>/<name>.jsonl (dle.log;
+-- opts.log_dir, default "runs") and draws <log_dir>/<name>.svg of the curves at the end (dle.plot).
+-- Returns the last test accuracy.
 function common.fit(model, opt, data, opts)
   local train_x, train_y, test_x, test_y = table.unpack(data)
   local steps = opts.epochs * math.ceil(train_x:size(1) / opts.batch_size)
@@ -85,9 +86,10 @@ function common.fit(model, opt, data, opts)
     end)
   end
   local log, step
-  if opts.name then
-    os.execute("mkdir -p runs")
-    log, step = dle.log.open("runs/" .. opts.name .. ".jsonl", {truncate = true}), 0
+  local run_path = opts.name and (opts.log_dir or "runs") .. "/" .. opts.name
+  if run_path then
+    os.execute("mkdir -p '" .. (opts.log_dir or "runs"):gsub("'", "'\\''") .. "'")
+    log, step = dle.log.open(run_path .. ".jsonl", {truncate = true}), 0
   end
   for epoch = 1, opts.epochs do
     local t0, total, seen = dle.time(), 0, 0
@@ -123,9 +125,9 @@ function common.fit(model, opt, data, opts)
   end
   if log then
     log:close()
-    dle.plot.from_log("runs/" .. opts.name .. ".jsonl", "runs/" .. opts.name .. ".svg",
-                      {"loss", "epoch_loss", "test_accuracy"}, {title = opts.name})
-    print("curves: runs/" .. opts.name .. ".svg (log: runs/" .. opts.name .. ".jsonl)")
+    dle.plot.from_log(run_path .. ".jsonl", run_path .. ".svg", {"loss", "epoch_loss", "test_accuracy"},
+                      {title = opts.name})
+    print("curves: " .. run_path .. ".svg (log: " .. run_path .. ".jsonl)")
   end
   return acc
 end

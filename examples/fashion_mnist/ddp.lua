@@ -20,6 +20,7 @@ local cli = require("argparse")("ddp.lua", "Fashion-MNIST's MLP trained data-par
 cli:option("--epochs", "training epochs", 1, tonumber)
 cli:option("--batch-size", "global batch size", 128, math.tointeger)
 cli:option("--images", "training images to use (0: all)", 12000, math.tointeger)
+cli:option("--log-dir", "where rank 0 writes the run's JSONL log and SVG curves", "runs")
 local args = cli:parse(arg)
 local epochs, batch_size, images = args.epochs, args.batch_size, args.images
 local function say(...) if rank == 0 then print(string.format(...)) end end
@@ -60,15 +61,28 @@ local function accuracy()
   return dist.all_reduce(correct, "sum"):item() / (x:size(1) * world)
 end
 
+-- rank 0 shows a progress bar and logs its steps to <log-dir>/fashion_mnist_ddp.jsonl
+local log, step, run_path = nil, 0, args.log_dir .. "/fashion_mnist_ddp"
+if rank == 0 then
+  os.execute("mkdir -p '" .. args.log_dir:gsub("'", "'\\''") .. "'")
+  log = dle.log.open(run_path .. ".jsonl", {truncate = true})
+end
 for epoch = 1, epochs do
   local t0, total, seen = dle.time(), 0, 0
-  for x, y in loader do
+  local batches = rank == 0 and dle.progress(loader, {desc = "epoch " .. epoch}) or loader
+  for x, y in batches do
     local loss = loss_fn(model(x), y)
     opt:zero_grad()
     loss:backward()   -- DistributedDataParallel averages the gradients here
     opt:step()        -- each rank steps its share, then broadcasts it
-    total = total + loss:item() * x:size(1)
+    local l = loss:item()
+    total = total + l * x:size(1)
     seen = seen + x:size(1)
+    if log then
+      step = step + 1
+      batches:set{loss = l}
+      log:write{step = step, loss = l}
+    end
   end
   local dt = dle.time() - t0
   -- the mean loss over every rank's samples
@@ -76,4 +90,11 @@ for epoch = 1, epochs do
   local acc = accuracy()
   say("epoch %d  loss %.4f  test accuracy %.4f  %.0f samples/s  (%.1f s)", epoch, sums[1] / sums[2],
       acc, sums[2] / dt, dt)
+  if log then log:write{step = step, epoch = epoch, epoch_loss = sums[1] / sums[2], test_accuracy = acc} end
+end
+if log then
+  log:close()
+  dle.plot.from_log(run_path .. ".jsonl", run_path .. ".svg", {"loss", "epoch_loss", "test_accuracy"},
+                    {title = "fashion_mnist_ddp"})
+  say("curves: %s.svg (log: %s.jsonl)", run_path, run_path)
 end

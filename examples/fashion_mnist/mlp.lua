@@ -9,6 +9,7 @@ local cli = require("argparse")("mlp.lua", "Fashion-MNIST with a 784-256-128-10 
 cli:option("--epochs", "training epochs", 5, tonumber)
 cli:option("--batch-size", "batch size", 128, math.tointeger)
 cli:option("--lr", "peak learning rate", 2e-3, tonumber)
+cli:option("--log-dir", "where the run's JSONL log and SVG curves go", "runs")
 local args = cli:parse(arg)
 local epochs, batch_size, lr = args.epochs, args.batch_size, args.lr
 dle.manual_seed(0)
@@ -23,4 +24,5 @@ model:summary({batch_size, 784})
 
 local opt = dle.optim.Adam(model:parameters(), {lr = lr})
 common.fit(model, opt, {train_x, train_y, test_x, test_y}, {epochs = epochs, batch_size = batch_size,
-                                                            name = "fashion_mnist_mlp"})
+                                                            name = "fashion_mnist_mlp",
+                                                            log_dir = args.log_dir})

@@ -56,23 +56,28 @@ function Bar:line()
   return table.concat(parts, "  ")
 end
 
+-- Draws the bar: in place on a terminal (at most 10 times a second), else a plain line every
+-- `every` seconds; the final line ends it (a plain final line only when something changed since
+-- the last one, so that a count printed at every step is not printed twice).
 function Bar:_show(final)
   local now = dle.time()
   if self.tty then
-    if not final and now - self.shown < 0.1 then return end -- at most 10 redraws a second
+    if not final and now - self.shown < 0.1 then return end
     self.out:write("\r", self:line(), "\27[K", final and "\n" or "")
   else
     if not final and now - self.shown < self.every then return end
+    if final and not self.changed then return end
     self.out:write(self:line(), "\n")
   end
   self.out:flush()
-  self.shown = now
+  self.shown, self.changed = now, false
 end
 
 --- bar:set{name = value, ...}: live values shown after the rate (a loss, an accuracy).
 function Bar:set(values)
   check.table(values, "progress:set", "values")
   for k, v in pairs(values) do self.values[k] = v end
+  self.changed = true
   self:_show(false)
   return self
 end
@@ -80,7 +85,19 @@ end
 --- bar:update(n): counts n more steps (default 1), for loops that do not iterate the bar.
 function Bar:update(n)
   self.count = self.count + (n or 1)
+  self.changed = true
   self:_show(false)
+  return self
+end
+
+--- bar:print(text): prints a line of text on stdout above the bar (as tqdm.write does), so a
+-- script's own report lines and a bar redrawn in place on a terminal do not run into each other.
+function Bar:print(text)
+  check.string(text, "progress:print", "text")
+  if self.tty and not self.closed then self.out:write("\r\27[K"); self.out:flush() end
+  io.stdout:write(text, "\n")
+  io.stdout:flush()
+  if self.tty and not self.closed then self.shown = -math.huge; self:_show(false) end
   return self
 end
 
@@ -107,7 +124,7 @@ end
 local function progress(source, opts)
   opts = check.options(opts, "progress", {"desc", "total", "every", "out"})
   local self = setmetatable({count = 0, values = {}, desc = opts.desc, every = opts.every or 10,
-                             out = opts.out or io.stderr, start = dle.time()}, Bar)
+                             out = opts.out or io.stderr, start = dle.time(), changed = true}, Bar)
   self.tty = opts.out == nil and stderr_is_terminal()
   self.shown = self.start
   if math.type(source) == "integer" then
