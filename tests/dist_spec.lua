@@ -510,6 +510,56 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
     end
   end)
 
+  it_mpi("all_gather in every dtype into transposed slots; reduce_scatter sum/max/mean and int32/float16/bool",
+         function()
+    local r = report("exchange")
+    for rank = 0, NP - 1 do
+      for _, dt in ipairs(common.DTYPES) do
+        local expect = {}
+        for k = 0, NP - 1 do
+          for _, v in ipairs(common.values(dt, k)) do expect[#expect + 1] = v end
+        end
+        assert.are.same(expect, numbers(r[rank]["all_gather." .. dt]), rank .. " " .. dt)
+      end
+      -- in_list[i] = {10 i + rank, -rank, i}: rank r gets its block r + 1 reduced over the ranks
+      local i = rank + 1
+      assert.are.same({20 * i + 1, -1, 2 * i}, numbers(r[rank]["reduce_scatter.sum"]))
+      assert.are.same({10 * i + 1, 0, i}, numbers(r[rank]["reduce_scatter.max"]))
+      assert.are.same({10 * i + 0.5, -0.5, i}, numbers(r[rank]["reduce_scatter.mean"]))
+      for _, dt in ipairs({"int32", "float16"}) do
+        assert.are.same({2 * i + 1, 2, 0, 1}, numbers(r[rank]["reduce_scatter_dtype." .. dt]), dt)
+      end
+      assert.are.same({true, true, false, true}, numbers(r[rank]["reduce_scatter_dtype.bool"]))
+    end
+  end)
+
+  it_mpi("send and recv by tag and from any rank, into a non-contiguous view; groups with their own ranks",
+         function()
+    local r = report("exchange")
+    assert.are.same({0.5, 1.5}, numbers(r[1].tag2))
+    assert.are.same({1, 2, 3, 4, 5, 6}, numbers(r[1].tag1))
+    assert.are.equal("0", r[1].from)
+    assert.are.same({1, 4, 2, 5, 3, 6}, numbers(r[0].answer))
+    assert.are.equal("1", r[0].answer_from)
+    -- new_group({1}) and new_group({1, 0}): ranks in the group, -1 outside it
+    assert.are.same({"-1", "1", "1"}, {r[0].solo_rank, r[0].solo_size, r[0].rev_rank})
+    assert.are.same({"0", "1", "0"}, {r[1].solo_rank, r[1].solo_size, r[1].rev_rank})
+    assert.are.equal("5", r[1].solo_sum)
+    for rank = 0, NP - 1 do
+      assert.are.same({1, 0}, numbers(r[rank].rev_gather), "slots in the group's order")
+      assert.are.same({8}, numbers(r[rank].rev_broadcast), "root: world rank 1")
+      local bad = r[rank]
+      assert.truthy(bad.bad_slots:find("all_gather: out_list must hold 2 tensors (one per rank), got 1", 1, true))
+      assert.truthy(bad.bad_shape:find("all_gather: out_list[2] is float32 {3}, the tensor is float32 {2}", 1, true))
+      assert.truthy(bad.bad_dst:find("send: dst 5 is not a rank (ranks are 0..1)", 1, true))
+      assert.truthy(bad.bad_group:find("barrier: group must be a group from dle.dist.new_group, got number", 1, true))
+      assert.truthy(bad.bad_rank_list:find("new_group: rank 0 is listed twice", 1, true))
+      assert.truthy(bad.bad_tag:find("send: tag must be in 0..32767, got -1", 1, true))
+      assert.truthy(bad.bad_option:find("barrier: unknown option 'grup'", 1, true), bad.bad_option)
+    end
+    assert.truthy(r[0].not_member:find("all_reduce: this rank is not a member of the group", 1, true))
+  end)
+
   it_mpi("all_reduce writes through non-contiguous views (transposed, narrowed) in place", function()
     local r = report("collectives")
     for rank = 0, NP - 1 do

@@ -41,7 +41,20 @@ int dle_dist_half_ops_create(void);
 void dle_dist_half_ops_free(void);
 MPI_Op dle_dist_half_op(int half, int op);
 
-/* Registers the collectives (all_reduce, broadcast, barrier) into the table at index t. */
+/* The communicator of a call: the group (dist_groups.c) at stack index idx, or the world one when
+ * that argument is nil; a Lua error naming fn before init or on a rank outside the group. */
+MPI_Comm dle_dist_comm_at(lua_State *L, int idx, const char *fn);
+
+/* The reduction ops' names ("sum", "prod", "max", "min"; NULL-terminated for luaL_checkoption)
+ * and the MPI op of the op-th on dtype d. */
+extern const char *const dle_dist_op_names[];
+MPI_Op dle_dist_pick_op(const dle_dist_dtype *d, int op);
+
+/* Register their functions into the table at index t: all_reduce, broadcast, barrier
+ * (dist_collectives.c); all_gather, reduce_scatter, send, recv, group_rank, group_size
+ * (dist_exchange.c); new_group, group_is_member (dist_groups.c). */
 void dle_dist_open_collectives(lua_State *L, int t);
+void dle_dist_open_exchange(lua_State *L, int t);
+void dle_dist_open_groups(lua_State *L, int t);
 
 #endif

@@ -21,25 +21,24 @@ static void *check_buffer(lua_State *L, const char *fn, int64_t *count) {
   return p;
 }
 
-static const char *const op_names[] = {"sum", "prod", "max", "min", NULL};
+const char *const dle_dist_op_names[] = {"sum", "prod", "max", "min", NULL};
 
-/* The MPI op for op (index into op_names) on dtype d. */
-static MPI_Op pick_op(const dle_dist_dtype *d, int op) {
+MPI_Op dle_dist_pick_op(const dle_dist_dtype *d, int op) {
   if (d->half) return dle_dist_half_op(d->half, op);
   if (d->boolean) return (op == 0 || op == 2) ? MPI_LOR : MPI_LAND;
   static const MPI_Op builtin[] = {MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN};
   return builtin[op];
 }
 
-/** all_reduce(buffer, count, dtype, op): reduces in place across every rank; op is one of
- * "sum", "prod", "max", "min" (mean is sum then a division, done in Lua). */
+/** all_reduce(buffer, count, dtype, op, group): reduces in place across every rank (of the group);
+ * op is one of "sum", "prod", "max", "min" (mean is sum then a division, done in Lua). */
 static int l_all_reduce(lua_State *L) {
   int64_t count;
   char *p = check_buffer(L, "all_reduce", &count);
   const dle_dist_dtype *d = dle_dist_check_dtype(L, 3, "all_reduce");
-  int op = luaL_checkoption(L, 4, NULL, op_names);
-  MPI_Comm comm = dle_dist_need_comm(L, "all_reduce");
-  MPI_Op mop = pick_op(d, op);
+  int op = luaL_checkoption(L, 4, NULL, dle_dist_op_names);
+  MPI_Comm comm = dle_dist_comm_at(L, 5, "all_reduce");
+  MPI_Op mop = dle_dist_pick_op(d, op);
   for (int64_t done = 0; done < count; done += CHUNK) {
     int n = (int)(count - done < CHUNK ? count - done : CHUNK);
     dle_dist_check(L,
@@ -49,13 +48,14 @@ static int l_all_reduce(lua_State *L) {
   return 0;
 }
 
-/** broadcast(buffer, count, dtype, root): root's buffer (0-based rank) into every rank's. */
+/** broadcast(buffer, count, dtype, root, group): root's buffer (0-based rank in the group) into
+ * every rank's. */
 static int l_broadcast(lua_State *L) {
   int64_t count;
   char *p = check_buffer(L, "broadcast", &count);
   const dle_dist_dtype *d = dle_dist_check_dtype(L, 3, "broadcast");
   lua_Integer root = luaL_checkinteger(L, 4);
-  MPI_Comm comm = dle_dist_need_comm(L, "broadcast");
+  MPI_Comm comm = dle_dist_comm_at(L, 5, "broadcast");
   int size;
   dle_dist_check(L, MPI_Comm_size(comm, &size), "broadcast", "MPI_Comm_size");
   if (root < 0 || root >= size)
@@ -69,9 +69,9 @@ static int l_broadcast(lua_State *L) {
   return 0;
 }
 
-/** barrier(): returns once every rank has called it. */
+/** barrier(group): returns once every rank (of the group) has called it. */
 static int l_barrier(lua_State *L) {
-  dle_dist_check(L, MPI_Barrier(dle_dist_need_comm(L, "barrier")), "barrier", "MPI_Barrier");
+  dle_dist_check(L, MPI_Barrier(dle_dist_comm_at(L, 1, "barrier")), "barrier", "MPI_Barrier");
   return 0;
 }
 

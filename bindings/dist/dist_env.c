@@ -190,6 +190,8 @@ int luaopen_dle_dist_native(lua_State *L) {
   lua_pop(L, 1);
   luaL_newlib(L, fns);
   dle_dist_open_collectives(L, lua_gettop(L));
+  dle_dist_open_exchange(L, lua_gettop(L));
+  dle_dist_open_groups(L, lua_gettop(L));
   int version, subversion;
   MPI_Get_version(&version, &subversion);
   lua_pushfstring(L, "MPI %d.%d", version, subversion);

@@ -66,14 +66,69 @@ local function need(fn)
   check.error(string.format("%s: dle.dist is not initialized; call dle.dist.init() first", fn))
 end
 
---- dist.rank() -> this process's rank, 0 .. world_size() - 1.
-function dist.rank() return need("rank").rank() end
+-- ---------------------------------------------------------------- groups
 
---- dist.world_size() -> the number of processes.
-function dist.world_size() return need("world_size").world_size() end
+local Group = {}
+Group.__index = Group
+Group.__name = "dle.dist.Group"
+function Group:__tostring() return "dle.dist.Group{" .. table.concat(self.ranks, ", ") .. "}" end
 
---- dist.barrier(): returns once every rank has reached it.
-function dist.barrier() need("barrier").barrier() end
+--- dist.new_group(ranks) -> a group of these world ranks (0-based), as PyTorch's new_group: every
+-- rank calls it with the same list; collectives given {group = g} run among its ranks only, and a
+-- rank's place in the group (dist.rank(g)) is its position in the list, from 0.
+function dist.new_group(ranks)
+  local m = need("new_group")
+  check.table(ranks, "new_group", "ranks")
+  local g = setmetatable({ranks = {}, _native = m.new_group(ranks), _index = {}}, Group)
+  for i, r in ipairs(ranks) do g.ranks[i], g._index[r] = r, i - 1 end
+  return g
+end
+
+-- The group of a call's options (nil: the world), checked.
+local function group_of(opts, fn)
+  if opts == nil then return nil end
+  opts = check.options(opts, fn, {"group", "tag"})
+  local g = opts.group
+  if g ~= nil and getmetatable(g) ~= Group then
+    check.error(string.format("%s: group must be a group from dle.dist.new_group, got %s", fn, check.typename(g)))
+  end
+  return g
+end
+
+-- A world rank as its rank in group g (itself without a group); an error naming fn when it is
+-- not one of the group's ranks.
+local function place_in(g, r, fn, what)
+  if not g then return r end
+  local i = g._index[r]
+  if not i then
+    check.error(string.format("%s: %s %d is not in the group (ranks %s)", fn, what, r, table.concat(g.ranks, ",")))
+  end
+  return i
+end
+
+--- dist.rank(group) -> this process's rank, 0 .. world_size() - 1; with a group, its place in the
+-- group, or -1 when it is not a member (as PyTorch's get_rank).
+function dist.rank(group)
+  local m = need("rank")
+  if group == nil then return m.rank() end
+  group_of({group = group}, "rank")
+  return m.group_is_member(group._native) and m.group_rank(group._native) or -1
+end
+
+--- dist.world_size(group) -> the number of processes (in the group).
+function dist.world_size(group)
+  local m = need("world_size")
+  if group == nil then return m.world_size() end
+  group_of({group = group}, "world_size")
+  return #group.ranks
+end
+
+--- dist.barrier({group}): returns once every rank (of the group) has reached it.
+function dist.barrier(opts)
+  local m = need("barrier")
+  local g = group_of(opts, "barrier")
+  m.barrier(g and g._native)
+end
 
 --- dist.abort(code): ends every rank of the job at once with exit status code (default 1).
 function dist.abort(code)
@@ -116,13 +171,14 @@ end
 
 local OPS = {sum = "sum", mean = "mean", avg = "mean", max = "max", min = "min", prod = "prod"}
 
---- dist.all_reduce(t, op) -> t, reduced in place across every rank.
+--- dist.all_reduce(t, op, {group}) -> t, reduced in place across every rank (of the group).
 -- op: "sum" (default), "mean" (or "avg"; float dtypes: the sum divided by world_size()), "max",
 -- "min", "prod". Every dtype: bool reduces with or (sum, max) and and (min, prod); integers wrap
 -- on overflow; float16 and bfloat16 are combined pairwise in float32 and rounded back (MPI has no
 -- 16-bit float type: user-defined MPI ops). A non-contiguous t is reduced through a contiguous copy.
-function dist.all_reduce(t, op)
+function dist.all_reduce(t, op, opts)
   local m = need("all_reduce")
+  local g = group_of(opts, "all_reduce")
   check_writable(t, "all_reduce")
   if op ~= nil and type(op) ~= "string" then
     check.error("all_reduce: op must be a string, got " .. check.typename(op))
@@ -135,24 +191,26 @@ function dist.all_reduce(t, op)
     check.error("all_reduce: op '" .. op .. "' needs a floating-point tensor, got " .. t:dtype())
   end
   on_buffer(t, "all_reduce", true, function(ptr, n, dtype)
-    m.all_reduce(ptr, n, dtype, name == "mean" and "sum" or name)
+    m.all_reduce(ptr, n, dtype, name == "mean" and "sum" or name, g and g._native)
   end)
   if name == "mean" then
-    local w = m.world_size()
+    local w = g and #g.ranks or m.world_size()
     if w > 1 then dle.no_grad(function() t:div_(w) end) end
   end
   return t
 end
 
---- dist.broadcast(t, root) -> t, holding root's values on every rank (in place).
--- root: the 0-based rank that sends (default 0); its own t is only read.
-function dist.broadcast(t, root)
+--- dist.broadcast(t, root, {group}) -> t, holding root's values on every rank (of the group), in place.
+-- root: the 0-based world rank that sends (default 0; with a group, its first rank); its own t is only read.
+function dist.broadcast(t, root, opts)
   local m = need("broadcast")
-  root = root == nil and 0 or check.integer(root, "broadcast", "root")
+  local g = group_of(opts, "broadcast")
+  root = root == nil and (g and g.ranks[1] or 0) or check.integer(root, "broadcast", "root")
   local size = m.world_size()
   if root < 0 or root >= size then
     check.error(string.format("broadcast: root %d is not a rank (ranks are 0..%d)", root, size - 1))
   end
+  local groot = place_in(g, root, "broadcast", "root")
   local sender = m.rank() == root
   if sender then
     check.tensor(t, "broadcast", "tensor")
@@ -162,7 +220,132 @@ function dist.broadcast(t, root)
   else
     check_writable(t, "broadcast")
   end
-  return on_buffer(t, "broadcast", not sender, function(ptr, n, dtype) m.broadcast(ptr, n, dtype, root) end)
+  return on_buffer(t, "broadcast", not sender, function(ptr, n, dtype)
+    m.broadcast(ptr, n, dtype, groot, g and g._native)
+  end)
+end
+
+-- ---------------------------------------------------------------- gather, scatter, point to point
+
+-- A CPU tensor argument that is only read.
+local function check_readable(t, fn, what)
+  check.tensor(t, fn, what)
+  if t:device() ~= "cpu" then
+    check.error(string.format("%s: only CPU tensors are supported (NCCL is not built), got a tensor on %s", fn,
+                              t:device()))
+  end
+end
+
+-- A list of `size` tensors of t's shape and dtype (the per-rank slots of all_gather and
+-- reduce_scatter), checked; write: each must be writable in place.
+local function check_slots(list, t, size, fn, what, write)
+  check.table(list, fn, what)
+  if #list ~= size then
+    check.error(string.format("%s: %s must hold %d tensors (one per rank), got %d", fn, what, size, #list))
+  end
+  for i, s in ipairs(list) do
+    if write then check_writable(s, fn) else check_readable(s, fn, what) end
+    if s:dtype() ~= t:dtype() or check.shape_str(s) ~= check.shape_str(t) then
+      check.error(string.format("%s: %s[%d] is %s %s, the tensor is %s %s", fn, what, i, s:dtype(),
+                                check.shape_str(s), t:dtype(), check.shape_str(t)))
+    end
+  end
+end
+
+--- dist.all_gather(out_list, t, {group}) -> out_list, whose i-th tensor holds rank i - 1's t (of
+-- the group's ranks, in the group's order), as PyTorch's all_gather. out_list holds world_size()
+-- tensors of t's shape and dtype, written in place.
+function dist.all_gather(out_list, t, opts)
+  local m = need("all_gather")
+  local g = group_of(opts, "all_gather")
+  check_readable(t, "all_gather", "tensor")
+  local size = g and #g.ranks or m.world_size()
+  check_slots(out_list, t, size, "all_gather", "out_list", true)
+  local send = t:contiguous()
+  local recv = dle.empty({size, t:numel()}, {dtype = t:dtype()})
+  local sp, n, dtype = core._raw_buffer(send, "all_gather", false)
+  local rp = core._raw_buffer(recv, "all_gather", true)
+  m.all_gather(sp, n, dtype, rp, g and g._native)
+  dle.no_grad(function()
+    for i, o in ipairs(out_list) do o:copy_(recv[i]:view(t:shape())) end
+  end)
+  return out_list
+end
+
+--- dist.reduce_scatter(out, in_list, op, {group}) -> out, holding the reduction over the ranks of
+-- their in_list[rank + 1] (op as all_reduce's: sum by default, mean, max, min, prod), as
+-- PyTorch's reduce_scatter. in_list holds world_size() tensors of out's shape and dtype.
+function dist.reduce_scatter(out, in_list, op, opts)
+  local m = need("reduce_scatter")
+  local g = group_of(opts, "reduce_scatter")
+  check_writable(out, "reduce_scatter")
+  local size = g and #g.ranks or m.world_size()
+  check_slots(in_list, out, size, "reduce_scatter", "in_list", false)
+  if op ~= nil and type(op) ~= "string" then
+    check.error("reduce_scatter: op must be a string, got " .. check.typename(op))
+  end
+  local name = OPS[op or "sum"]
+  if not name then
+    check.error("reduce_scatter: unknown op '" .. op .. "' (expected sum, mean, avg, max, min or prod)")
+  end
+  if name == "mean" and not out:is_floating_point() then
+    check.error("reduce_scatter: op '" .. op .. "' needs a floating-point tensor, got " .. out:dtype())
+  end
+  local flat = {}
+  for i, s in ipairs(in_list) do flat[i] = s:reshape({-1}) end
+  local send = dle.no_grad(function() return dle.stack(flat, 1):contiguous() end)
+  local sp = core._raw_buffer(send, "reduce_scatter", false)
+  on_buffer(out, "reduce_scatter", true, function(ptr, n, dtype)
+    m.reduce_scatter(sp, n, dtype, name == "mean" and "sum" or name, ptr, g and g._native)
+  end)
+  if name == "mean" and size > 1 then dle.no_grad(function() out:div_(size) end) end
+  return out
+end
+
+-- The tag of a point-to-point call (default 0).
+local function tag_of(opts, fn)
+  local tag = opts and opts.tag
+  if tag == nil then return 0 end
+  tag = check.integer(tag, fn, "tag")
+  if tag < 0 or tag > 32767 then check.error(string.format("%s: tag must be in 0..32767, got %d", fn, tag)) end
+  return tag
+end
+
+--- dist.send(t, dst, {group, tag}): sends t's elements to world rank dst, which receives them
+-- with dist.recv (blocking until MPI has taken them).
+function dist.send(t, dst, opts)
+  local m = need("send")
+  local g = group_of(opts, "send")
+  check_readable(t, "send", "tensor")
+  dst = check.integer(dst, "send", "dst")
+  local size = m.world_size()
+  if dst < 0 or dst >= size then
+    check.error(string.format("send: dst %d is not a rank (ranks are 0..%d)", dst, size - 1))
+  end
+  local gdst, tag = place_in(g, dst, "send", "dst"), tag_of(opts, "send")
+  local c = t:contiguous()
+  local ptr, n, dtype = core._raw_buffer(c, "send", false)
+  m.send(ptr, n, dtype, gdst, tag, g and g._native)
+end
+
+--- dist.recv(t, src, {group, tag}) -> the world rank it came from: receives into t (in place) the
+-- elements world rank src sent (src nil: any rank); a message of another size is an error.
+function dist.recv(t, src, opts)
+  local m = need("recv")
+  local g = group_of(opts, "recv")
+  check_writable(t, "recv")
+  local gsrc = -1
+  if src ~= nil then
+    src = check.integer(src, "recv", "src")
+    local size = m.world_size()
+    if src < 0 or src >= size then
+      check.error(string.format("recv: src %d is not a rank (ranks are 0..%d)", src, size - 1))
+    end
+    gsrc = place_in(g, src, "recv", "src")
+  end
+  local tag, from = tag_of(opts, "recv"), nil
+  on_buffer(t, "recv", true, function(ptr, n, dtype) from = m.recv(ptr, n, dtype, gsrc, tag, g and g._native) end)
+  return g and g.ranks[from + 1] or from
 end
 
 -- dist.DistributedDataParallel(model, opts) (lua/dle/dist/ddp.lua), loaded on first use: it needs

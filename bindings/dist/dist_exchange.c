@@ -1,0 +1,114 @@
+/* dist_exchange.c — all_gather, reduce_scatter, send and recv over raw buffers (as
+ * dist_collectives.c's), on dle's world communicator or a group's (the last argument). Each call
+ * moves at most an MPI count (an int) of elements per rank: lua/dle/dist/init.lua says so first. */
+#include <limits.h>
+#include <stdint.h>
+
+#include "dist.h"
+
+/* The buffer at idx (light userdata, NULL only when count is 0). */
+static void *buffer_at(lua_State *L, int idx, int64_t count, const char *fn) {
+  if (!lua_islightuserdata(L, idx))
+    luaL_error(L, "%s: expected a raw buffer (light userdata), got %s", fn, luaL_typename(L, idx));
+  void *p = lua_touserdata(L, idx);
+  if (!p && count > 0) luaL_error(L, "%s: NULL buffer of %I elements", fn, (LUAI_UACINT)count);
+  return p;
+}
+
+static int count_at(lua_State *L, int idx, const char *fn) {
+  lua_Integer n = luaL_checkinteger(L, idx);
+  if (n < 0 || n > INT_MAX)
+    luaL_error(L, "%s: %I elements per rank (at most %d in one call)", fn, n, INT_MAX);
+  return (int)n;
+}
+
+/** all_gather(send, n, dtype, recv, group): recv (n * group size elements) gets every rank's n
+ * elements of send, in rank order. */
+static int l_all_gather(lua_State *L) {
+  int n = count_at(L, 2, "all_gather");
+  const dle_dist_dtype *d = dle_dist_check_dtype(L, 3, "all_gather");
+  void *send = buffer_at(L, 1, n, "all_gather"), *recv = buffer_at(L, 4, n, "all_gather");
+  MPI_Comm comm = dle_dist_comm_at(L, 5, "all_gather");
+  dle_dist_check(L, MPI_Allgather(send, n, d->type, recv, n, d->type, comm), "all_gather",
+                 "MPI_Allgather");
+  return 0;
+}
+
+/** reduce_scatter(send, n, dtype, op, recv, group): send holds group size blocks of n elements;
+ * recv (n elements) gets the reduction over the ranks of their block number rank. */
+static int l_reduce_scatter(lua_State *L) {
+  int n = count_at(L, 2, "reduce_scatter");
+  const dle_dist_dtype *d = dle_dist_check_dtype(L, 3, "reduce_scatter");
+  int op = luaL_checkoption(L, 4, NULL, dle_dist_op_names);
+  void *send = buffer_at(L, 1, n, "reduce_scatter"), *recv = buffer_at(L, 5, n, "reduce_scatter");
+  MPI_Comm comm = dle_dist_comm_at(L, 6, "reduce_scatter");
+  dle_dist_check(L, MPI_Reduce_scatter_block(send, recv, n, d->type, dle_dist_pick_op(d, op), comm),
+                 "reduce_scatter", "MPI_Reduce_scatter_block");
+  return 0;
+}
+
+/** send(buffer, n, dtype, dst, tag, group): n elements to rank dst of the group (blocking). */
+static int l_send(lua_State *L) {
+  int n = count_at(L, 2, "send");
+  const dle_dist_dtype *d = dle_dist_check_dtype(L, 3, "send");
+  int dst = (int)luaL_checkinteger(L, 4), tag = (int)luaL_checkinteger(L, 5);
+  MPI_Comm comm = dle_dist_comm_at(L, 6, "send");
+  dle_dist_check(L, MPI_Send(buffer_at(L, 1, n, "send"), n, d->type, dst, tag, comm), "send",
+                 "MPI_Send");
+  return 0;
+}
+
+/** recv(buffer, n, dtype, src, tag, group) -> the sender's rank in the group: n elements from
+ * rank src (-1: any rank); a message of another length is an error. */
+static int l_recv(lua_State *L) {
+  int n = count_at(L, 2, "recv");
+  const dle_dist_dtype *d = dle_dist_check_dtype(L, 3, "recv");
+  int src = (int)luaL_checkinteger(L, 4), tag = (int)luaL_checkinteger(L, 5);
+  MPI_Comm comm = dle_dist_comm_at(L, 6, "recv");
+  MPI_Status st;
+  dle_dist_check(L, MPI_Probe(src < 0 ? MPI_ANY_SOURCE : src, tag, comm, &st), "recv", "MPI_Probe");
+  int got;
+  dle_dist_check(L, MPI_Get_count(&st, d->type, &got), "recv", "MPI_Get_count");
+  if (got != n) {
+    /* take the message off the queue (a truncated receive, its error ignored) before failing, so
+     * it cannot match a later recv */
+    MPI_Recv(NULL, 0, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, comm, MPI_STATUS_IGNORE);
+    return luaL_error(L, "recv: rank %d sent %d elements, the tensor holds %d", st.MPI_SOURCE, got,
+                      n);
+  }
+  dle_dist_check(
+      L, MPI_Recv(buffer_at(L, 1, n, "recv"), n, d->type, st.MPI_SOURCE, st.MPI_TAG, comm, &st),
+      "recv", "MPI_Recv");
+  lua_pushinteger(L, st.MPI_SOURCE);
+  return 1;
+}
+
+/** group_rank(group), group_size(group): this rank's place in the group, and its size. */
+static int l_group_rank(lua_State *L) {
+  int r;
+  dle_dist_check(L, MPI_Comm_rank(dle_dist_comm_at(L, 1, "rank"), &r), "rank", "MPI_Comm_rank");
+  lua_pushinteger(L, r);
+  return 1;
+}
+
+static int l_group_size(lua_State *L) {
+  int n;
+  dle_dist_check(L, MPI_Comm_size(dle_dist_comm_at(L, 1, "world_size"), &n), "world_size",
+                 "MPI_Comm_size");
+  lua_pushinteger(L, n);
+  return 1;
+}
+
+void dle_dist_open_exchange(lua_State *L, int t) {
+  static const luaL_Reg fns[] = {{"all_gather", l_all_gather},
+                                 {"reduce_scatter", l_reduce_scatter},
+                                 {"send", l_send},
+                                 {"recv", l_recv},
+                                 {"group_rank", l_group_rank},
+                                 {"group_size", l_group_size},
+                                 {NULL, NULL}};
+  for (const luaL_Reg *f = fns; f->name; f++) {
+    lua_pushcfunction(L, f->func);
+    lua_setfield(L, t, f->name);
+  }
+}
