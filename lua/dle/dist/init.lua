@@ -348,13 +348,19 @@ function dist.recv(t, src, opts)
   return g and g.ranks[from + 1] or from
 end
 
--- dist.DistributedDataParallel(model, opts) (lua/dle/dist/ddp.lua), loaded on first use: it needs
--- dle.nn, which scripts using only the collectives need not load.
+-- dist.DistributedDataParallel(model, opts) (lua/dle/dist/ddp.lua) and dist.tensor_parallel
+-- (lua/dle/dist/tensor_parallel.lua), loaded on first use: they need dle.nn, which scripts using
+-- only the collectives need not load.
 setmetatable(dist, {__index = function(t, k)
   if k == "DistributedDataParallel" then
     local ddp = require "dle.dist.ddp"
     rawset(t, k, ddp)
     return ddp
+  end
+  if k == "tensor_parallel" then   -- dle.dist.tensor_parallel (ColumnLinear, RowLinear): needs dle.nn too
+    local tp = require "dle.dist.tensor_parallel"
+    rawset(t, k, tp)
+    return tp
   end
 end})
 

@@ -1,0 +1,175 @@
+--- dle.dist.tensor_parallel: Megatron-LM's split of a Linear layer across the ranks of a group.
+--
+--   local tp = dle.dist.tensor_parallel
+--   local up = tp.ColumnLinear(512, 2048, {gather_output = false, generator = dle.Generator(1)})
+--   local down = tp.RowLinear(2048, 512, {input_is_parallel = true, generator = dle.Generator(2)})
+--   local y = down(F.gelu(up(x)))    -- one all-reduce forward (in down), one backward (in up)
+--
+-- ColumnLinear(in, out) keeps rows [r * out / n, (r + 1) * out / n) of the {out, in} weight (and
+-- of the bias) on rank r of n; its input is whole on every rank, and its backward sums the input's
+-- gradient over the ranks. With gather_output (the default, as Megatron's) the ranks' output
+-- columns are gathered into the whole output; without, each rank keeps its own columns, the input a
+-- RowLinear with input_is_parallel expects. RowLinear(in, out) keeps columns [r * in / n,
+-- (r + 1) * in / n) of the weight; it multiplies its share of the input's features and sums the
+-- products over the ranks (an all-reduce); its bias is whole and added once, after the sum. Without
+-- input_is_parallel (the default) it takes the whole input and uses its own features of it.
+--
+-- Initialization: both draw the whole {out, in} weight and the bias as nn.Linear(in, out, opts)
+-- does and keep their share, so with the same generator on every rank the split layers compute
+-- exactly what one nn.Linear made with that generator would; layer:load_dense(linear) copies the
+-- shares of an existing nn.Linear.
+local dle = require "dle"
+local check = require "dle.check"
+
+local nn = dle.nn
+local dist = dle.dist
+
+local M = {}
+
+-- ---------------------------------------------------------------- the four region functions
+
+local function all_reduced(t, group)
+  local r = t:detach():clone()
+  dle.no_grad(function() dist.all_reduce(r, "sum", {group = group}) end)
+  return r
+end
+
+-- the whole last dim, made of every rank's part of it (in rank order)
+local function gathered(t, group)
+  local parts = {}
+  for i = 1, dist.world_size(group) do parts[i] = dle.empty(t:shape(), {dtype = t:dtype()}) end
+  dle.no_grad(function() dist.all_gather(parts, t:detach():contiguous(), {group = group}) end)
+  return dle.cat(parts, -1)
+end
+
+-- this rank's part of the last dim
+local function own_part(t, group)
+  local n = dist.world_size(group)
+  local w = t:size(-1) // n
+  return t:narrow(-1, dist.rank(group) * w + 1, w):contiguous()
+end
+
+-- identity forward, gradients summed over the ranks backward (Megatron's copy_to_region)
+local CopyToRegion = dle.autograd.Function {
+  name = "tp_copy_to_region",
+  forward = function(ctx, x, group) ctx.group = group; return x:clone() end,
+  backward = function(ctx, g) return all_reduced(g, ctx.group) end,
+}
+-- summed over the ranks forward, identity backward (reduce_from_region)
+local ReduceFromRegion = dle.autograd.Function {
+  name = "tp_reduce_from_region",
+  forward = function(_, x, group) return all_reduced(x, group) end,
+  backward = function(_, g) return g end,
+}
+-- every rank's part of the last dim gathered forward, this rank's part of the gradient backward
+local GatherFromRegion = dle.autograd.Function {
+  name = "tp_gather_from_region",
+  forward = function(ctx, x, group) ctx.group = group; return gathered(x, group) end,
+  backward = function(ctx, g) return own_part(g, ctx.group) end,
+}
+-- this rank's part of the last dim forward, the gradient gathered backward (scatter_to_region)
+local ScatterToRegion = dle.autograd.Function {
+  name = "tp_scatter_to_region",
+  forward = function(ctx, x, group) ctx.group = group; return own_part(x, group) end,
+  backward = function(ctx, g) return gathered(g, ctx.group) end,
+}
+
+-- ---------------------------------------------------------------- the layers
+
+local OPTS = {"bias", "dtype", "generator", "group"}
+
+-- The rank's share [lo, lo + n) of `size` split over the group, or an error naming cls.
+local function share(cls, size, what, group)
+  local n = dist.world_size(group)
+  if size % n ~= 0 then
+    check.error(string.format("%s: %s (%d) must be a multiple of the %d ranks", cls, what, size, n))
+  end
+  return dist.rank(group) * (size // n), size // n
+end
+
+-- Sets self's shared weight and bias from a whole {out, in} weight and bias (dim 1: rows, for
+-- ColumnLinear; dim 2: columns, for RowLinear, whose bias stays whole).
+local function take_shares(self, weight, bias, dim)
+  local lo, n = self._lo, self._n
+  dle.no_grad(function()
+    self.weight = weight:detach():narrow(dim, lo + 1, n):contiguous():requires_grad_(true)
+    if bias then
+      local b = dim == 1 and bias:detach():narrow(1, lo + 1, n) or bias:detach()
+      self.bias = b:contiguous():requires_grad_(true)
+    end
+  end)
+end
+
+-- the whole layer as nn.Linear(in, out, opts) would draw it
+local function dense_init(in_f, out_f, opts)
+  local lin = nn.Linear(in_f, out_f, {bias = opts.bias, dtype = opts.dtype, generator = opts.generator})
+  return lin.weight, lin.bias
+end
+
+local ColumnLinear = nn.Module:extend("ColumnLinear")
+
+--- tensor_parallel.ColumnLinear(in_features, out_features, {bias = true, gather_output = true,
+-- group, dtype, generator}): the output rows of the weight split over the ranks (see above).
+function ColumnLinear:init(in_features, out_features, opts)
+  opts = check.options(opts, "ColumnLinear", {"gather_output", table.unpack(OPTS)})
+  check.integer(in_features, "ColumnLinear", "in_features")
+  check.integer(out_features, "ColumnLinear", "out_features")
+  self.in_features, self.out_features, self.group = in_features, out_features, opts.group
+  self.gather_output = opts.gather_output ~= false
+  self._lo, self._n = share("ColumnLinear", out_features, "out_features", opts.group)
+  local w, b = dense_init(in_features, out_features, opts)
+  take_shares(self, w, b, 1)
+end
+
+function ColumnLinear:forward(x)
+  if not dle.is_tensor(x) or x:dim() < 1 or x:size(-1) ~= self.in_features then
+    check.error(string.format("ColumnLinear: input must have %d features, got shape %s", self.in_features,
+                              dle.is_tensor(x) and check.shape_str(x) or type(x)))
+  end
+  local y = nn.functional.linear(CopyToRegion(x, self.group), self.weight, self.bias)
+  if self.gather_output then y = GatherFromRegion(y, self.group) end
+  return y
+end
+
+--- layer:load_dense(linear): this rank's rows of an nn.Linear(in, out)'s weight and bias.
+function ColumnLinear:load_dense(linear)
+  take_shares(self, linear.weight, linear.bias, 1)
+  return self
+end
+
+local RowLinear = nn.Module:extend("RowLinear")
+
+--- tensor_parallel.RowLinear(in_features, out_features, {bias = true, input_is_parallel = false,
+-- group, dtype, generator}): the input columns of the weight split over the ranks (see above).
+function RowLinear:init(in_features, out_features, opts)
+  opts = check.options(opts, "RowLinear", {"input_is_parallel", table.unpack(OPTS)})
+  check.integer(in_features, "RowLinear", "in_features")
+  check.integer(out_features, "RowLinear", "out_features")
+  self.in_features, self.out_features, self.group = in_features, out_features, opts.group
+  self.input_is_parallel = opts.input_is_parallel == true
+  self._lo, self._n = share("RowLinear", in_features, "in_features", opts.group)
+  local w, b = dense_init(in_features, out_features, opts)
+  take_shares(self, w, b, 2)
+end
+
+function RowLinear:forward(x)
+  local want = self.input_is_parallel and self._n or self.in_features
+  if not dle.is_tensor(x) or x:dim() < 1 or x:size(-1) ~= want then
+    check.error(string.format("RowLinear: input must have %d features%s, got shape %s", want,
+                              self.input_is_parallel and " (this rank's share)" or "",
+                              dle.is_tensor(x) and check.shape_str(x) or type(x)))
+  end
+  if not self.input_is_parallel then x = ScatterToRegion(x, self.group) end
+  local y = ReduceFromRegion(nn.functional.linear(x, self.weight), self.group)
+  if self.bias then y = y + self.bias end
+  return y
+end
+
+--- layer:load_dense(linear): this rank's columns of an nn.Linear(in, out)'s weight, and its bias.
+function RowLinear:load_dense(linear)
+  take_shares(self, linear.weight, linear.bias, 2)
+  return self
+end
+
+M.ColumnLinear, M.RowLinear = ColumnLinear, RowLinear
+return M

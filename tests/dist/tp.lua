@@ -1,0 +1,63 @@
+--- MPI worker of tests/dist_spec.lua: dle.dist.tensor_parallel's ColumnLinear and RowLinear against
+-- the dense nn.Linear layers they split, in float64 (outputs and gradients), reported as lines
+-- rank=<r> <key>=<value> (tests/dist/common.lua).
+local dle = require "dle"
+local common = require "dist.common"
+local dist = dle.dist
+local nn, F = dle.nn, dle.nn.functional
+local tp = dist.tensor_parallel
+
+local pg <close>, rank, _, emit = common.start() -- luacheck: ignore 211 (pg: used by its <close>)
+local world = dist.world_size()
+local F64 = {dtype = "float64"}
+
+local function diff(a, b) return (a - b):abs():max():item() end
+
+-- the same input and output weights on every rank
+local x0 = dle.randn({3, 5, 8}, {generator = dle.Generator(3), dtype = "float64"})
+local w = dle.randn({3, 5, 6}, {generator = dle.Generator(4), dtype = "float64"})
+
+-- the dense MLP, and its split: Column (outputs kept split) -> gelu -> Row (input already split)
+local lin1 = nn.Linear(8, 12, {generator = dle.Generator(1), dtype = "float64"})
+local lin2 = nn.Linear(12, 6, {generator = dle.Generator(2), dtype = "float64"})
+local col = tp.ColumnLinear(8, 12, {generator = dle.Generator(1), dtype = "float64", gather_output = false})
+local row = tp.RowLinear(12, 6, {generator = dle.Generator(2), dtype = "float64", input_is_parallel = true})
+
+local xd = x0:clone():requires_grad_(true)
+local yd = lin2(F.gelu(lin1(xd)))
+dle.backward((yd * w):sum())
+local xt = x0:clone():requires_grad_(true)
+local yt = row(F.gelu(col(xt)))
+dle.backward((yt * w):sum())
+
+local share = 12 // world
+emit("mlp_y", diff(yt, yd))
+emit("mlp_gx", diff(xt.grad, xd.grad))
+emit("mlp_gw1", diff(col.weight.grad, lin1.weight.grad:narrow(1, rank * share + 1, share)))
+emit("mlp_gb1", diff(col.bias.grad, lin1.bias.grad:narrow(1, rank * share + 1, share)))
+emit("mlp_gw2", diff(row.weight.grad, lin2.weight.grad:narrow(2, rank * share + 1, share)))
+emit("mlp_gb2", diff(row.bias.grad, lin2.bias.grad))
+emit("shapes", table.concat(col.weight:shape(), "x") .. " " .. table.concat(row.weight:shape(), "x"))
+
+-- each alone on the whole input and output, loaded from one dense layer: Column gathers its
+-- output columns, Row takes its share of the input's features
+local dense = nn.Linear(8, 6, {generator = dle.Generator(5), dtype = "float64"})
+local c2 = tp.ColumnLinear(8, 6, F64):load_dense(dense)
+local r2 = tp.RowLinear(8, 6, F64):load_dense(dense)
+local w2 = w:narrow(3, 1, 6)
+local xs, ys = {}, {}
+for k, layer in ipairs({dense, c2, r2}) do
+  xs[k] = x0:clone():requires_grad_(true)
+  ys[k] = layer(xs[k])
+  dle.backward((ys[k] * w2):sum())
+end
+emit("column_y", diff(ys[2], ys[1]))
+emit("column_gx", diff(xs[2].grad, xs[1].grad))
+emit("row_y", diff(ys[3], ys[1]))
+emit("row_gx", diff(xs[3].grad, xs[1].grad))
+emit("row_gw", diff(r2.weight.grad, dense.weight.grad:narrow(2, rank * (8 // world) + 1, 8 // world)))
+
+-- errors name the layer and the sizes
+emit("bad_split", select(2, pcall(tp.ColumnLinear, 8, 7)))
+emit("bad_input", select(2, pcall(function() return row(dle.zeros(2, 12, F64)) end)))
+emit("done", 1)
