@@ -30,25 +30,31 @@ end
 -- "optional"), as the graph holds it; nil and an error message when v cannot be one.
 function V.from_user(v, ty)
   local kind = ty and ty.kind or "tensor"
+  -- a list of tensors of one dtype as a sequence; nil and why not
   local function seq(t)
-    if type(t) ~= "table" or dle.is_tensor(t) then return nil end
+    if type(t) ~= "table" or dle.is_tensor(t) then return nil, V.describe(t) end
     local out = {}
-    for i, x in ipairs(t) do
-      if not dle.is_tensor(x) then return nil end
+    for i, x in pairs(t) do
+      if math.type(i) ~= "integer" or i < 1 or i > #t or not dle.is_tensor(x) then
+        return nil, ("a table with %s at [%s]"):format(V.describe(x), tostring(i))
+      end
+      if x:dtype() ~= t[1]:dtype() then
+        return nil, ("tensors of dtypes %s and %s"):format(t[1]:dtype(), x:dtype())
+      end
       out[i] = x
     end
     return V.sequence(out)
   end
   if kind == "sequence" then
-    local s = seq(v)
+    local s, got = seq(v)
     if s then return s end
-    return nil, "must be a list of tensors (an ONNX sequence), got " .. V.describe(v)
+    return nil, "must be a list of tensors of one dtype (an ONNX sequence), got " .. got
   elseif kind == "optional" then
     if v == nil or v == V.NONE then return V.NONE end
     if dle.is_tensor(v) then return v end
-    local s = seq(v)
+    local s, got = seq(v)
     if s then return s end
-    return nil, "must be a tensor, a list of tensors or nil (an ONNX optional), got " .. V.describe(v)
+    return nil, "must be a tensor, a list of tensors of one dtype or nil (an ONNX optional), got " .. got
   end
   if dle.is_tensor(v) then return v end
   return nil, "must be a tensor, got " .. V.describe(v)
