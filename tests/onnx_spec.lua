@@ -226,6 +226,17 @@ describe("dle.onnx sequences and optionals", function()
     end
   end)
 
+  it("traces a model with sequences inside (constant positions are known at load time) and replays it", function()
+    local m = seq_model{
+      nodes = {W.node("SequenceConstruct", {"a", "b"}, {"s"}), W.node("SequenceInsert", {"s", "b", "zero"}, {"s2"}),
+               W.node("ConcatFromSequence", {"s2"}, {"y"}, {axis = W.int(0)})},
+      initializers = {W.tensor("zero", i64(0))},
+      inputs = {W.value("a", FLOAT, {2}), W.value("b", FLOAT, {2})}, outputs = {W.value("y", FLOAT, {6})}}
+    local g = dle.graph.trace(function(a, b) return m(a, b) end, dle.tensor({1, 2}), dle.tensor({3, 4}))
+    assert.is_nil(g.unsafe)
+    assert.are.same({7, 8, 5, 6, 7, 8}, g:run(dle.tensor({5, 6}), dle.tensor({7, 8})):totable())
+  end)
+
   it("splits a tensor into a sequence: pieces of a scalar size (the last smaller), given sizes, or 1 without the axis", function()
     local m = seq_model{
       nodes = {W.node("SplitToSequence", {"x", "two"}, {"by2"}, {axis = W.int(1)}),
@@ -343,6 +354,9 @@ describe("dle.onnx sequences and optionals", function()
                      {dle.tensor({1}), dle.tensor({2}, {dtype = "int64"})}) end,
                    "dle.onnx model (bytes): input 's' must be a list of tensors of one dtype (an ONNX sequence), "
                    .. "got tensors of dtypes float32 and int64")
+    H.assert_error(function() one(W.node("ConcatFromSequence", {"s"}, {"y"}, {axis = W.int(0), new_axis = W.int(1)}, "cat"),
+                                  s_in)({dle.tensor({1, 2}), dle.tensor({3})}) end,
+                   "node 'cat' (ConcatFromSequence): stack: input 2 has shape {1} but input 1 has shape {2}")
     H.assert_error(function() one(W.node("SplitToSequence", {"x", "sizes"}, {"y"}, nil, "split"), {W.value("x", FLOAT, {3})},
                                   {W.tensor("sizes", i64({1, 1}))})(dle.tensor({1, 2, 3})) end,
                    "node 'split' (SplitToSequence): split sizes add up to 2, but dim 1 of input tensor float32 {3} has 3")

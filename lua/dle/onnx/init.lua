@@ -9,6 +9,8 @@
 -- dle.onnx.ops_*, keyed by op_type), so an imported model traces, compiles, profiles and trains
 -- like any module. Float initializers are its parameters (named as in the file), other
 -- initializers constants. Ops without a mapping are all listed in one error at load time.
+-- Sequence-typed inputs and outputs are Lua lists of tensors, optional ones a value or nil
+-- (dle.onnx.values).
 local dle = require "dle"
 local check = require "dle.check"
 local Module = require "dle.nn.module"

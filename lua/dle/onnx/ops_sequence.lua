@@ -89,9 +89,7 @@ S.ConcatFromSequence = function(ctx, seq)
   local axis = ctx.a.axis or U.fail(ctx, "attribute 'axis' is required")
   local stack = (ctx.a.new_axis or 0) == 1
   local d = U.dim(ctx, axis, seq[1]:dim() + (stack and 1 or 0))
-  local ok, res = pcall(stack and dle.stack or dle.cat, seq, d)
-  if not ok then U.fail(ctx, tostring(res)) end
-  return res
+  return (stack and dle.stack or dle.cat)(seq, d)   -- its shape errors get the node's name
 end
 
 -- SplitToSequence: pieces of `split` (a scalar: that size, the last one smaller; a list: those
