@@ -194,7 +194,8 @@ local function tables(list)
 end
 
 describe("dle.onnx sequences and optionals", function()
-  it("builds and edits sequences: SequenceConstruct, SequenceInsert (front, end), SequenceErase, SequenceAt, SequenceLength", function()
+  it("builds and edits sequences: SequenceConstruct, SequenceInsert (front, end), SequenceErase, SequenceAt, "
+     .. "SequenceLength", function()
     local m = seq_model{
       nodes = {W.node("SequenceConstruct", {"a", "b"}, {"s"}),
                W.node("SequenceInsert", {"s", "c", "zero"}, {"s2"}),        -- at the front
@@ -237,7 +238,8 @@ describe("dle.onnx sequences and optionals", function()
     assert.are.same({7, 8, 5, 6, 7, 8}, g:run(dle.tensor({5, 6}), dle.tensor({7, 8})):totable())
   end)
 
-  it("splits a tensor into a sequence: pieces of a scalar size (the last smaller), given sizes, or 1 without the axis", function()
+  it("splits a tensor into a sequence: pieces of a scalar size (the last smaller), given sizes, or 1 without "
+     .. "the axis", function()
     local m = seq_model{
       nodes = {W.node("SplitToSequence", {"x", "two"}, {"by2"}, {axis = W.int(1)}),
                W.node("SplitToSequence", {"x", "sizes"}, {"bysizes"}, {axis = W.int(1)}),
@@ -297,7 +299,8 @@ describe("dle.onnx sequences and optionals", function()
 
   it("runs an If whose branches give sequences by its condition", function()
     local function branch(v)
-      return W.graph_attr{nodes = {W.node("Constant", {}, {"k"}, {value = W.tensor_attr(W.tensor("k", dle.tensor({v})))}),
+      local k = W.tensor_attr(W.tensor("k", dle.tensor({v})))
+      return W.graph_attr{nodes = {W.node("Constant", {}, {"k"}, {value = k}),
                                    W.node("SequenceConstruct", {"k", "k"}, {"out"})},
                           outputs = {W.value("out", SEQ_F)}}
     end
@@ -307,11 +310,13 @@ describe("dle.onnx sequences and optionals", function()
     assert.are.same({{2}, {2}}, tables(m(dle.tensor(false))))
   end)
 
-  it("holds optionals: Optional of a value or of nothing, OptionalHasElement, OptionalGetElement; nil is the empty one", function()
+  it("holds optionals: Optional of a value or of nothing, OptionalHasElement, OptionalGetElement; nil is the "
+     .. "empty one", function()
     local OPT = W.optional_type(W.tensor_type(FLOAT))
     local m = seq_model{
       nodes = {W.node("Optional", {"x"}, {"full"}), W.node("Optional", {}, {"empty"}),
-               W.node("OptionalHasElement", {"full"}, {"has_full"}), W.node("OptionalHasElement", {"empty"}, {"has_empty"}),
+               W.node("OptionalHasElement", {"full"}, {"has_full"}),
+               W.node("OptionalHasElement", {"empty"}, {"has_empty"}),
                W.node("OptionalHasElement", {"o"}, {"has_o"}), W.node("OptionalGetElement", {"full"}, {"got"})},
       inputs = {W.value("x", FLOAT, {2}), W.value("o", W.optional_type(SEQ_F))},
       outputs = {W.value("empty", OPT), W.value("has_full", 9, {}), W.value("has_empty", 9, {}),
@@ -327,46 +332,45 @@ describe("dle.onnx sequences and optionals", function()
     assert.is_false(has_none:item())
   end)
 
-  it("rejects bad sequence values with errors naming the node: positions out of range, a tensor for a sequence, mixed dtypes, an empty optional read", function()
-    local function one(node, inputs, init)
-      return seq_model{nodes = {node}, initializers = init, inputs = inputs, outputs = {W.value("y", FLOAT, {})}}
-    end
+  it("rejects bad sequence values with errors naming the node: positions out of range, a tensor for a sequence, "
+     .. "mixed dtypes, an empty optional read", function()
     local s_in = {W.value("s", SEQ_F)}
     local list = {dle.tensor({1}), dle.tensor({2})}
-    H.assert_error(function() one(W.node("SequenceAt", {"s", "p"}, {"y"}, nil, "at"), s_in, {W.tensor("p", i64(2))})(list) end,
-                   "node 'at' (SequenceAt): position 2 is out of range for a sequence of length 2 (-2 to 1)")
-    H.assert_error(function() one(W.node("SequenceAt", {"s", "p"}, {"y"}, nil, "at"), s_in, {W.tensor("p", i64(-3))})(list) end,
-                   "node 'at' (SequenceAt): position -3 is out of range")
-    H.assert_error(function() one(W.node("SequenceInsert", {"s", "s", "p"}, {"y"}, nil, "ins"), s_in, {W.tensor("p", i64(0))})(list) end,
-                   "node 'ins' (SequenceInsert): tensor must be a tensor, got sequence of 2")
-    H.assert_error(function() one(W.node("SequenceInsert", {"s", "p"}, {"y"}, nil, "ins"), s_in, {W.tensor("p", i64(0))})(list) end,
-                   "node 'ins' (SequenceInsert): tensor of dtype int64 in a sequence of float32")
-    H.assert_error(function() one(W.node("SequenceInsert", {"s", "v", "p"}, {"y"}, nil, "ins"), s_in,
-                                  {W.tensor("v", dle.tensor({3})), W.tensor("p", dle.tensor(0.5))})(list) end,
-                   "node 'ins' (SequenceInsert): position must be one integer, got tensor float32 {}")
-    H.assert_error(function() one(W.node("SequenceErase", {"s"}, {"y"}, nil, "er"), s_in)({}) end,
-                   "node 'er' (SequenceErase): cannot erase from an empty sequence")
-    H.assert_error(function() one(W.node("SequenceLength", {"x"}, {"y"}, nil, "len"), {W.value("x", FLOAT, {1})})(dle.tensor({1})) end,
-                   "node 'len' (SequenceLength): input must be a sequence, got tensor float32 {1}")
-    H.assert_error(function() one(W.node("ConcatFromSequence", {"s"}, {"y"}, {axis = W.int(3)}, "cat"), s_in)(list) end,
-                   "node 'cat' (ConcatFromSequence): axis 3 out of range for rank 1")
-    H.assert_error(function() one(W.node("ConcatFromSequence", {"s"}, {"y"}, {axis = W.int(0)}, "cat"), s_in)(
-                     {dle.tensor({1}), dle.tensor({2}, {dtype = "int64"})}) end,
-                   "dle.onnx model (bytes): input 's' must be a list of tensors of one dtype (an ONNX sequence), "
-                   .. "got tensors of dtypes float32 and int64")
-    H.assert_error(function() one(W.node("ConcatFromSequence", {"s"}, {"y"}, {axis = W.int(0), new_axis = W.int(1)}, "cat"),
-                                  s_in)({dle.tensor({1, 2}), dle.tensor({3})}) end,
-                   "node 'cat' (ConcatFromSequence): stack: input 2 has shape {1} but input 1 has shape {2}")
-    H.assert_error(function() one(W.node("SplitToSequence", {"x", "sizes"}, {"y"}, nil, "split"), {W.value("x", FLOAT, {3})},
-                                  {W.tensor("sizes", i64({1, 1}))})(dle.tensor({1, 2, 3})) end,
-                   "node 'split' (SplitToSequence): split sizes add up to 2, but dim 1 of input tensor float32 {3} has 3")
-    H.assert_error(function() one(W.node("OptionalGetElement", {"o"}, {"y"}, nil, "get"),
-                                  {W.value("o", W.optional_type(W.tensor_type(FLOAT)))})(nil) end,
-                   "node 'get' (OptionalGetElement): the optional is empty")
-    H.assert_error(function() one(W.node("Identity", {"s"}, {"y"}), s_in)(dle.tensor({1})) end,
-                   "input 's' must be a list of tensors of one dtype (an ONNX sequence), got tensor float32 {1}")
-    H.assert_error(function() one(W.node("Identity", {"s"}, {"y"}), s_in)({dle.tensor({1}), 2}) end,
-                   "input 's' must be a list of tensors of one dtype (an ONNX sequence), got a table with number at [2]")
+    -- runs a model of one node (named "n") on the given input value; expects the error `msg`
+    local function bad(op, ins, attrs, inits, inputs, value, msg)
+      local m = seq_model{nodes = {W.node(op, ins, {"y"}, attrs, "n")}, initializers = inits, inputs = inputs or s_in,
+                          outputs = {W.value("y", FLOAT, {})}}
+      H.assert_error(function() m(value) end, msg)
+    end
+    local p2, pm3, p0 = {W.tensor("p", i64(2))}, {W.tensor("p", i64(-3))}, {W.tensor("p", i64(0))}
+    bad("SequenceAt", {"s", "p"}, nil, p2, nil, list,
+        "node 'n' (SequenceAt): position 2 is out of range for a sequence of length 2 (-2 to 1)")
+    bad("SequenceAt", {"s", "p"}, nil, pm3, nil, list, "node 'n' (SequenceAt): position -3 is out of range")
+    bad("SequenceInsert", {"s", "s", "p"}, nil, p0, nil, list,
+        "node 'n' (SequenceInsert): tensor must be a tensor, got sequence of 2")
+    bad("SequenceInsert", {"s", "p"}, nil, p0, nil, list,
+        "node 'n' (SequenceInsert): tensor of dtype int64 in a sequence of float32")
+    bad("SequenceInsert", {"s", "v", "p"}, nil, {W.tensor("v", dle.tensor({3})), W.tensor("p", dle.tensor(0.5))}, nil,
+        list, "node 'n' (SequenceInsert): position must be one integer, got tensor float32 {}")
+    bad("SequenceErase", {"s"}, nil, nil, nil, {}, "node 'n' (SequenceErase): cannot erase from an empty sequence")
+    bad("SequenceLength", {"x"}, nil, nil, {W.value("x", FLOAT, {1})}, dle.tensor({1}),
+        "node 'n' (SequenceLength): input must be a sequence, got tensor float32 {1}")
+    bad("ConcatFromSequence", {"s"}, {axis = W.int(3)}, nil, nil, list,
+        "node 'n' (ConcatFromSequence): axis 3 out of range for rank 1")
+    bad("ConcatFromSequence", {"s"}, {axis = W.int(0), new_axis = W.int(1)}, nil, nil,
+        {dle.tensor({1, 2}), dle.tensor({3})},
+        "node 'n' (ConcatFromSequence): stack: input 2 has shape {1} but input 1 has shape {2}")
+    bad("SplitToSequence", {"x", "sizes"}, nil, {W.tensor("sizes", i64({1, 1}))}, {W.value("x", FLOAT, {3})},
+        dle.tensor({1, 2, 3}),
+        "node 'n' (SplitToSequence): split sizes add up to 2, but dim 1 of input tensor float32 {3} has 3")
+    bad("OptionalGetElement", {"o"}, nil, nil, {W.value("o", W.optional_type(W.tensor_type(FLOAT)))}, nil,
+        "node 'n' (OptionalGetElement): the optional is empty")
+    -- the model's own input checks
+    local seq_msg = "input 's' must be a list of tensors of one dtype (an ONNX sequence), got "
+    bad("Identity", {"s"}, nil, nil, nil, {dle.tensor({1}), dle.tensor({2}, {dtype = "int64"})},
+        "dle.onnx model (bytes): " .. seq_msg .. "tensors of dtypes float32 and int64")
+    bad("Identity", {"s"}, nil, nil, nil, dle.tensor({1}), seq_msg .. "tensor float32 {1}")
+    bad("Identity", {"s"}, nil, nil, nil, {dle.tensor({1}), 2}, seq_msg .. "a table with number at [2]")
   end)
 
   it("reads SequenceProto and OptionalProto messages (bytes or files) with their names", function()
@@ -388,7 +392,8 @@ describe("dle.onnx sequences and optionals", function()
     assert.are.equal("none", name)
     H.assert_error(function() dle.onnx.load_sequence("\8\255\255\255", true) end,
                    "dle.onnx.load_sequence: (bytes): not a valid ONNX SequenceProto")
-    H.assert_error(function() dle.onnx.load_sequence(W.sequence("s", {W.raw_tensor{name = "t", dims = {2}, data_type = 1, raw = "x"}}), true) end,
+    local short = W.raw_tensor{name = "t", dims = {2}, data_type = 1, raw = "x"}
+    H.assert_error(function() dle.onnx.load_sequence(W.sequence("s", {short}), true) end,
                    "dle.onnx.load_sequence: (bytes): tensor 't': raw_data has 1 bytes")
     local nested = W.bytes_field(1, "n") .. W.bytes_field(5, W.sequence("", {}))
     H.assert_error(function() dle.onnx.load_sequence(nested, true) end,
@@ -430,8 +435,10 @@ describe("dle.onnx Unique and ScatterND reductions", function()
 
   it("applies ScatterND's mul, max and min reductions with data's own values, repeated indices combining", function()
     local function scatter(reduction, data, idx, upd)
-      local m = seq_model{opset = 18, nodes = {W.node("ScatterND", {"x", "i", "u"}, {"y"}, {reduction = W.str(reduction)})},
-        inputs = {W.value("x", FLOAT, data:shape()), W.value("i", INT64, idx:shape()), W.value("u", FLOAT, upd:shape())},
+      local m = seq_model{opset = 18,
+        nodes = {W.node("ScatterND", {"x", "i", "u"}, {"y"}, {reduction = W.str(reduction)})},
+        inputs = {W.value("x", FLOAT, data:shape()), W.value("i", INT64, idx:shape()),
+                  W.value("u", FLOAT, upd:shape())},
         outputs = {W.value("y", FLOAT, data:shape())}}
       return m(data, idx, upd):totable()
     end

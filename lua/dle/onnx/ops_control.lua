@@ -92,7 +92,9 @@ local function lua_loop(ctx, m, cond, carried, nscan)
       local ty = body.outputs[1 + carried.n + k].type
       local shape = {0}
       for d, n in ipairs(ty.shape or {false}) do   -- no shape at all: unknown too
-        if type(n) ~= "number" then U.fail(ctx, ("scan output %d has an unknown shape and no iteration ran"):format(k)) end
+        if type(n) ~= "number" then
+          U.fail(ctx, ("scan output %d has an unknown shape and no iteration ran"):format(k))
+        end
         shape[d + 1] = n
       end
       state[carried.n + k] = dle.zeros(shape, {dtype = U.dtype(ctx, ty.elem_type)})
