@@ -86,17 +86,30 @@ project("dle_cpu")
   files({"kernels/cpu/*.c"})
 
 -- The ONNX protobuf code (dle.onnx, bindings/lua_onnx.c): protoc-c generates it from the onnx.proto
--- of libonnx-dev into <build>/gen/onnx when premake runs (scripts/build runs premake before every
--- make), and again only when onnx.proto is newer; bindings/lua_onnx.c includes it (so only the
--- include path is needed), and it is never committed. Not a prebuild step: premake4 has no
--- per-file rules, and a prebuild step would race the compilation that needs it under make -j.
+-- of libonnx-dev, and from bindings/onnx_data.proto (which imports it), into <build>/gen/onnx when
+-- premake runs (scripts/build runs premake before every make), and again only when a .proto is
+-- newer; bindings/lua_onnx.c includes it (so only the include path is needed), and it is never
+-- committed. Not a prebuild step: premake4 has no per-file rules, and a prebuild step would race
+-- the compilation that needs it under make -j.
 local onnx_proto = os.getenv("DLE_ONNX_PROTO") or "/usr/include/onnx/onnx.proto"
 local onnx_gen = path.getabsolute(B .. "/gen/onnx")
 do
   local q = function(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-  local cmd = table.concat({"mkdir -p", q(onnx_gen), "&& { test", q(onnx_gen .. "/onnx.pb-c.c"), "-nt",
-    q(onnx_proto), "|| protoc-c", "--proto_path=" .. q(onnx_proto:match("^(.*)/[^/]*$") or "."),
-    "--c_out=" .. q(onnx_gen), q(onnx_proto), "; }"}, " ")
+  local onnx_dir = onnx_proto:match("^(.*)/[^/]*$") or "."
+  local data_proto = path.getabsolute("bindings/onnx_data.proto")
+  -- regenerates out from proto (found in the dirs of paths) unless out is newer than each of deps
+  local function gen(out, proto, paths, deps)
+    local fresh = {}
+    for _, d in ipairs(deps) do fresh[#fresh + 1] = "test " .. q(out) .. " -nt " .. q(d) end
+    local pp = {}
+    for _, p in ipairs(paths) do pp[#pp + 1] = "--proto_path=" .. q(p) end
+    return table.concat({"{", table.concat(fresh, " && "), "|| protoc-c", table.concat(pp, " "),
+      "--c_out=" .. q(onnx_gen), q(proto), "; }"}, " ")
+  end
+  local cmd = table.concat({"mkdir -p", q(onnx_gen),
+    "&&", gen(onnx_gen .. "/onnx.pb-c.c", onnx_proto, {onnx_dir}, {onnx_proto}),
+    "&&", gen(onnx_gen .. "/onnx_data.pb-c.c", data_proto, {onnx_dir, path.getabsolute("bindings")},
+              {onnx_proto, data_proto})}, " ")
   local ok = os.execute(cmd)
   if ok ~= true and ok ~= 0 then
     error("dle: cannot generate the ONNX protobuf code from " .. onnx_proto .. " (needs protoc-c from "

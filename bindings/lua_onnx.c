@@ -4,6 +4,9 @@
  *
  *   core._onnx_model(src, is_bytes, what)  -> model table (below)
  *   core._onnx_tensor(src, is_bytes, what) -> tensor, name     (a serialized TensorProto)
+ *   core._onnx_sequence(src, is_bytes, what) -> {tensor...}, name   (a SequenceProto of tensors)
+ *   core._onnx_optional(src, is_bytes, what) -> value, kind, name   (an OptionalProto: value is a
+ *       tensor (kind "tensor"), a list of tensors ("sequence") or nil ("none"))
  *
  * src is a file path, or the message's bytes when is_bytes is true; what prefixes every error
  * ("dle.onnx.load: model.onnx"). The model table:
@@ -27,6 +30,8 @@
 /* The code protoc-c generates from onnx.proto (into <build>/gen/onnx, see premake5.lua), compiled
  * as part of this file: the build (premake, LuaRocks) then only needs its include path. */
 #include "onnx.pb-c.c"
+/* SequenceProto and OptionalProto (bindings/onnx_data.proto): the backend tests' non-tensor values. */
+#include "onnx_data.pb-c.c"
 
 /* Nested graphs (If/Loop bodies) deeper than this are rejected: a crafted file cannot exhaust
  * the C stack through our recursion. */
@@ -443,9 +448,60 @@ static int l_onnx_tensor(lua_State *L) {
   return 2;
 }
 
+/* Pushes the SequenceProto's tensors as a list; sequences of other values are refused. */
+static void push_sequence(lua_State *L, const Onnx__SequenceProto *sp, const char *what) {
+  const char *name = sp->name && sp->name[0] ? sp->name : "(unnamed)";
+  if (sp->n_sparse_tensor_values || sp->n_sequence_values || sp->n_map_values ||
+      sp->n_optional_values ||
+      (sp->has_elem_type && sp->elem_type != ONNX__SEQUENCE_PROTO__DATA_TYPE__TENSOR &&
+       sp->elem_type != ONNX__SEQUENCE_PROTO__DATA_TYPE__UNDEFINED))
+    onnx_fail(L, what, "sequence '%s': only sequences of tensors are supported", name);
+  luaL_checkstack(L, 4, what);
+  lua_createtable(L, (int)sp->n_tensor_values, 0);
+  for (size_t i = 0; i < sp->n_tensor_values; i++) {
+    push_tensor(L, sp->tensor_values[i], what);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+}
+
+static int l_onnx_sequence(lua_State *L) {
+  const char *what = luaL_optstring(L, 3, "_onnx_sequence");
+  const Onnx__SequenceProto *sp =
+      (const Onnx__SequenceProto *)unpack_arg(L, &onnx__sequence_proto__descriptor, what);
+  push_sequence(L, sp, what);
+  lua_pushstring(L, sp->name ? sp->name : "");
+  release_box(L);
+  return 2;
+}
+
+static int l_onnx_optional(lua_State *L) {
+  const char *what = luaL_optstring(L, 3, "_onnx_optional");
+  const Onnx__OptionalProto *op =
+      (const Onnx__OptionalProto *)unpack_arg(L, &onnx__optional_proto__descriptor, what);
+  const char *name = op->name && op->name[0] ? op->name : "(unnamed)";
+  if (op->sparse_tensor_value || op->map_value || op->optional_value)
+    onnx_fail(L, what, "optional '%s': only optional tensors and sequences are supported", name);
+  if (op->tensor_value) {
+    push_tensor(L, op->tensor_value, what);
+    lua_pushstring(L, "tensor");
+  } else if (op->sequence_value) {
+    push_sequence(L, op->sequence_value, what);
+    lua_pushstring(L, "sequence");
+  } else {
+    lua_pushnil(L);
+    lua_pushstring(L, "none");
+  }
+  lua_pushstring(L, op->name ? op->name : "");
+  release_box(L);
+  return 3;
+}
+
 void dle_lua_open_onnx(lua_State *L, int module, int methods) {
   (void)methods;
-  static const luaL_Reg fns[] = {
-      {"_onnx_model", l_onnx_model}, {"_onnx_tensor", l_onnx_tensor}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"_onnx_model", l_onnx_model},
+                                 {"_onnx_tensor", l_onnx_tensor},
+                                 {"_onnx_sequence", l_onnx_sequence},
+                                 {"_onnx_optional", l_onnx_optional},
+                                 {NULL, NULL}};
   dle_lua_setfuncs(L, module, fns);
 }

@@ -113,8 +113,9 @@ describe("dle.onnx.load", function()
   it("lists every unsupported op with its node name in one load-time error", function()
     local err = H.assert_error(function()
       dle.onnx.load(W.model{nodes = {W.node("Foo", {"x"}, {"y"}, nil, "first"), W.node("Relu", {"y"}, {"z"}),
-                                     W.node("Unique", {"z"}, {"q"}, nil, "second")}})
-    end, "dle.onnx.load: (bytes): unsupported ONNX ops at opset 13", "Foo (node 'first')", "Unique (node 'second')")
+                                     W.node("NonMaxSuppression", {"z"}, {"q"}, nil, "second")}})
+    end, "dle.onnx.load: (bytes): unsupported ONNX ops at opset 13", "Foo (node 'first')",
+       "NonMaxSuppression (node 'second')")
     assert.is_nil(err:find("Relu", 1, true))
   end)
 
@@ -177,6 +178,284 @@ describe("dle.onnx.load", function()
   end)
 end)
 
+-- Sequence and optional values, Unique and ScatterND's reductions on hand-built models.
+local INT64 = 7
+local SEQ_F = W.sequence_type(W.tensor_type(FLOAT))
+local function i64(v) return dle.tensor(v, {dtype = "int64"}) end
+local function seq_model(m)
+  m.opset = m.opset or 17
+  return dle.onnx.load(W.model(m))
+end
+-- the values of a list of tensors, as Lua tables
+local function tables(list)
+  local out = {}
+  for i, t in ipairs(list) do out[i] = t:totable() end
+  return out
+end
+
+describe("dle.onnx sequences and optionals", function()
+  it("builds and edits sequences: SequenceConstruct, SequenceInsert (front, end), SequenceErase, SequenceAt, "
+     .. "SequenceLength", function()
+    local m = seq_model{
+      nodes = {W.node("SequenceConstruct", {"a", "b"}, {"s"}),
+               W.node("SequenceInsert", {"s", "c", "zero"}, {"s2"}),        -- at the front
+               W.node("SequenceInsert", {"s2", "a"}, {"s3"}),               -- at the end
+               W.node("SequenceErase", {"s3", "minus2"}, {"s4"}),           -- b, the last but one
+               W.node("SequenceLength", {"s4"}, {"n"}),
+               W.node("SequenceAt", {"s4", "minus1"}, {"last"})},
+      initializers = {W.tensor("zero", i64(0)), W.tensor("minus1", i64(-1)), W.tensor("minus2", i64(-2))},
+      inputs = {W.value("a", FLOAT, {2}), W.value("b", FLOAT, {2}), W.value("c", FLOAT, {2})},
+      outputs = {W.value("s4", SEQ_F), W.value("n", INT64, {}), W.value("last", FLOAT, {2})}}
+    local a, b, c = dle.tensor({1, 2}), dle.tensor({3, 4}), dle.tensor({5, 6})
+    local s, n, last = m(a, b, c)
+    assert.are.same({{5, 6}, {1, 2}, {1, 2}}, tables(s))
+    assert.are.equal(3, n:item())
+    assert.are.same({1, 2}, last:totable())
+  end)
+
+  it("takes a sequence input as a Lua list (positionally or by name) and concatenates or stacks it", function()
+    local m = seq_model{
+      nodes = {W.node("ConcatFromSequence", {"s"}, {"cat"}, {axis = W.int(1)}),
+               W.node("ConcatFromSequence", {"s"}, {"stacked"}, {axis = W.int(-1), new_axis = W.int(1)})},
+      inputs = {W.value("s", SEQ_F)},
+      outputs = {W.value("cat", FLOAT, {2, 4}), W.value("stacked", FLOAT, {2, 2, 2})}}
+    local x, y = dle.tensor({{1, 2}, {3, 4}}), dle.tensor({{5, 6}, {7, 8}})
+    for _, call in ipairs({function() return m({x, y}) end, function() return m{s = {x, y}} end}) do
+      local cat, stacked = call()
+      assert.are.same({{1, 2, 5, 6}, {3, 4, 7, 8}}, cat:totable())
+      assert.are.same({{{1, 5}, {2, 6}}, {{3, 7}, {4, 8}}}, stacked:totable())
+    end
+  end)
+
+  it("traces a model with sequences inside (constant positions are known at load time) and replays it", function()
+    local m = seq_model{
+      nodes = {W.node("SequenceConstruct", {"a", "b"}, {"s"}), W.node("SequenceInsert", {"s", "b", "zero"}, {"s2"}),
+               W.node("ConcatFromSequence", {"s2"}, {"y"}, {axis = W.int(0)})},
+      initializers = {W.tensor("zero", i64(0))},
+      inputs = {W.value("a", FLOAT, {2}), W.value("b", FLOAT, {2})}, outputs = {W.value("y", FLOAT, {6})}}
+    local g = dle.graph.trace(function(a, b) return m(a, b) end, dle.tensor({1, 2}), dle.tensor({3, 4}))
+    assert.is_nil(g.unsafe)
+    assert.are.same({7, 8, 5, 6, 7, 8}, g:run(dle.tensor({5, 6}), dle.tensor({7, 8})):totable())
+  end)
+
+  it("splits a tensor into a sequence: pieces of a scalar size (the last smaller), given sizes, or 1 without "
+     .. "the axis", function()
+    local m = seq_model{
+      nodes = {W.node("SplitToSequence", {"x", "two"}, {"by2"}, {axis = W.int(1)}),
+               W.node("SplitToSequence", {"x", "sizes"}, {"bysizes"}, {axis = W.int(1)}),
+               W.node("SplitToSequence", {"x"}, {"rows"}, {keepdims = W.int(0)})},
+      initializers = {W.tensor("two", i64(2)), W.tensor("sizes", i64({1, 4}))},
+      inputs = {W.value("x", FLOAT, {2, 5})},
+      outputs = {W.value("by2", SEQ_F), W.value("bysizes", SEQ_F), W.value("rows", SEQ_F)}}
+    local x = dle.arange(0, 10):reshape(2, 5)
+    local by2, bysizes, rows = m(x)
+    assert.are.same({{{0, 1}, {5, 6}}, {{2, 3}, {7, 8}}, {{4}, {9}}}, tables(by2))
+    assert.are.same({{{0}, {5}}, {{1, 2, 3, 4}, {6, 7, 8, 9}}}, tables(bysizes))
+    assert.are.same({{0, 1, 2, 3, 4}, {5, 6, 7, 8, 9}}, tables(rows))
+  end)
+
+  it("runs SequenceMap's body once per element, a tensor input given to every run", function()
+    local body = W.graph_attr{nodes = {W.node("Add", {"xi", "t"}, {"yi"}), W.node("Shape", {"xi"}, {"si"})},
+      inputs = {W.value("xi", FLOAT, {"n"}), W.value("t", FLOAT, {1})},
+      outputs = {W.value("yi", FLOAT, {"n"}), W.value("si", INT64, {1})}}
+    local m = seq_model{
+      nodes = {W.node("SequenceMap", {"s", "t"}, {"ys", "shapes"}, {body = body})},
+      inputs = {W.value("s", SEQ_F), W.value("t", FLOAT, {1})},
+      outputs = {W.value("ys", SEQ_F), W.value("shapes", W.sequence_type(W.tensor_type(INT64)))}}
+    local ys, shapes = m({dle.tensor({1, 2, 3}), dle.tensor({10})}, dle.tensor({0.5}))
+    assert.are.same({{1.5, 2.5, 3.5}, {10.5}}, tables(ys))
+    assert.are.same({{3}, {1}}, tables(shapes))
+    local empty = m({}, dle.tensor({0.5}))
+    assert.are.same({}, empty)
+  end)
+
+  -- Loop(M, cond, s): each iteration appends x[1 .. i + 1] to the sequence and scans i * 2.
+  local function growing_loop()
+    local body = W.graph_attr{
+      nodes = {W.node("Identity", {"c_in"}, {"c_out"}),
+               W.node("Add", {"i", "one"}, {"end1"}),
+               W.node("Slice", {"x", "start", "end1"}, {"piece"}),
+               W.node("SequenceInsert", {"s_in", "piece"}, {"s_out"}),
+               W.node("Add", {"i", "i"}, {"twice"})},
+      inputs = {W.value("i", INT64, {}), W.value("c_in", 9, {}), W.value("s_in", SEQ_F)},
+      outputs = {W.value("c_out", 9, {}), W.value("s_out", SEQ_F), W.value("twice", INT64, {})}}
+    return seq_model{
+      nodes = {W.node("SequenceEmpty", {}, {"s0"}), W.node("Loop", {"m", "", "s0"}, {"s", "scanned"}, {body = body})},
+      initializers = {W.tensor("x", dle.tensor({1, 2, 3, 4})), W.tensor("one", i64({1})),
+                      W.tensor("start", i64({0}))},
+      inputs = {W.value("m", INT64, {})},
+      outputs = {W.value("s", SEQ_F), W.value("scanned", INT64, {"k"})}}
+  end
+
+  it("runs a Loop carrying a sequence and with a scan output (as a Lua loop), for 3 and for 0 iterations", function()
+    local m = growing_loop()
+    local s, scanned = m(i64(3))
+    assert.are.same({{1}, {1, 2}, {1, 2, 3}}, tables(s))
+    assert.are.same({0, 2, 4}, scanned:totable())
+    s, scanned = m(i64(0))
+    assert.are.same({}, s)
+    assert.are.same({0}, scanned:shape())
+  end)
+
+  it("runs an If whose branches give sequences by its condition", function()
+    local function branch(v)
+      local k = W.tensor_attr(W.tensor("k", dle.tensor({v})))
+      return W.graph_attr{nodes = {W.node("Constant", {}, {"k"}, {value = k}),
+                                   W.node("SequenceConstruct", {"k", "k"}, {"out"})},
+                          outputs = {W.value("out", SEQ_F)}}
+    end
+    local m = seq_model{nodes = {W.node("If", {"c"}, {"r"}, {then_branch = branch(1), else_branch = branch(2)})},
+      inputs = {W.value("c", 9, {})}, outputs = {W.value("r", SEQ_F)}}
+    assert.are.same({{1}, {1}}, tables(m(dle.tensor(true))))
+    assert.are.same({{2}, {2}}, tables(m(dle.tensor(false))))
+  end)
+
+  it("holds optionals: Optional of a value or of nothing, OptionalHasElement, OptionalGetElement; nil is the "
+     .. "empty one", function()
+    local OPT = W.optional_type(W.tensor_type(FLOAT))
+    local m = seq_model{
+      nodes = {W.node("Optional", {"x"}, {"full"}), W.node("Optional", {}, {"empty"}),
+               W.node("OptionalHasElement", {"full"}, {"has_full"}),
+               W.node("OptionalHasElement", {"empty"}, {"has_empty"}),
+               W.node("OptionalHasElement", {"o"}, {"has_o"}), W.node("OptionalGetElement", {"full"}, {"got"})},
+      inputs = {W.value("x", FLOAT, {2}), W.value("o", W.optional_type(SEQ_F))},
+      outputs = {W.value("empty", OPT), W.value("has_full", 9, {}), W.value("has_empty", 9, {}),
+                 W.value("has_o", 9, {}), W.value("got", FLOAT, {2})}}
+    local x = dle.tensor({1, 2})
+    local empty, has_full, has_empty, has_o, got = m(x, {x})
+    assert.is_nil(empty)
+    assert.is_true(has_full:item())
+    assert.is_false(has_empty:item())
+    assert.is_true(has_o:item())
+    assert.are.same({1, 2}, got:totable())
+    local _, _, _, has_none = m(x, nil)
+    assert.is_false(has_none:item())
+  end)
+
+  it("rejects bad sequence values with errors naming the node: positions out of range, a tensor for a sequence, "
+     .. "mixed dtypes, an empty optional read", function()
+    local s_in = {W.value("s", SEQ_F)}
+    local list = {dle.tensor({1}), dle.tensor({2})}
+    -- runs a model of one node (named "n") on the given input value; expects the error `msg`
+    local function bad(op, ins, attrs, inits, inputs, value, msg)
+      local m = seq_model{nodes = {W.node(op, ins, {"y"}, attrs, "n")}, initializers = inits, inputs = inputs or s_in,
+                          outputs = {W.value("y", FLOAT, {})}}
+      H.assert_error(function() m(value) end, msg)
+    end
+    local p2, pm3, p0 = {W.tensor("p", i64(2))}, {W.tensor("p", i64(-3))}, {W.tensor("p", i64(0))}
+    bad("SequenceAt", {"s", "p"}, nil, p2, nil, list,
+        "node 'n' (SequenceAt): position 2 is out of range for a sequence of length 2 (-2 to 1)")
+    bad("SequenceAt", {"s", "p"}, nil, pm3, nil, list, "node 'n' (SequenceAt): position -3 is out of range")
+    bad("SequenceInsert", {"s", "s", "p"}, nil, p0, nil, list,
+        "node 'n' (SequenceInsert): tensor must be a tensor, got sequence of 2")
+    bad("SequenceInsert", {"s", "p"}, nil, p0, nil, list,
+        "node 'n' (SequenceInsert): tensor of dtype int64 in a sequence of float32")
+    bad("SequenceInsert", {"s", "v", "p"}, nil, {W.tensor("v", dle.tensor({3})), W.tensor("p", dle.tensor(0.5))}, nil,
+        list, "node 'n' (SequenceInsert): position must be one integer, got tensor float32 {}")
+    bad("SequenceErase", {"s"}, nil, nil, nil, {}, "node 'n' (SequenceErase): cannot erase from an empty sequence")
+    bad("SequenceLength", {"x"}, nil, nil, {W.value("x", FLOAT, {1})}, dle.tensor({1}),
+        "node 'n' (SequenceLength): input must be a sequence, got tensor float32 {1}")
+    bad("ConcatFromSequence", {"s"}, {axis = W.int(3)}, nil, nil, list,
+        "node 'n' (ConcatFromSequence): axis 3 out of range for rank 1")
+    bad("ConcatFromSequence", {"s"}, {axis = W.int(0), new_axis = W.int(1)}, nil, nil,
+        {dle.tensor({1, 2}), dle.tensor({3})},
+        "node 'n' (ConcatFromSequence): stack: input 2 has shape {1} but input 1 has shape {2}")
+    bad("SplitToSequence", {"x", "sizes"}, nil, {W.tensor("sizes", i64({1, 1}))}, {W.value("x", FLOAT, {3})},
+        dle.tensor({1, 2, 3}),
+        "node 'n' (SplitToSequence): split sizes add up to 2, but dim 1 of input tensor float32 {3} has 3")
+    bad("OptionalGetElement", {"o"}, nil, nil, {W.value("o", W.optional_type(W.tensor_type(FLOAT)))}, nil,
+        "node 'n' (OptionalGetElement): the optional is empty")
+    -- the model's own input checks
+    local seq_msg = "input 's' must be a list of tensors of one dtype (an ONNX sequence), got "
+    bad("Identity", {"s"}, nil, nil, nil, {dle.tensor({1}), dle.tensor({2}, {dtype = "int64"})},
+        "dle.onnx model (bytes): " .. seq_msg .. "tensors of dtypes float32 and int64")
+    bad("Identity", {"s"}, nil, nil, nil, dle.tensor({1}), seq_msg .. "tensor float32 {1}")
+    bad("Identity", {"s"}, nil, nil, nil, {dle.tensor({1}), 2}, seq_msg .. "a table with number at [2]")
+  end)
+
+  it("reads SequenceProto and OptionalProto messages (bytes or files) with their names", function()
+    local a, b = dle.tensor({1, 2}), dle.tensor({{3}}, {dtype = "int64"})
+    local list, name = dle.onnx.load_sequence(W.sequence("s", {W.tensor("", a), W.tensor("", b)}), true)
+    assert.are.equal("s", name)
+    assert.are.same({{1, 2}, {{3}}}, tables(list))
+    assert.are.equal("int64", list[2]:dtype())
+    assert.are.same({}, (dle.onnx.load_sequence(W.sequence("e", {}), true)))
+    local v, kind = dle.onnx.load_optional(W.optional("o", "tensor", W.tensor("", a)), true)
+    assert.are.equal("tensor", kind)
+    assert.are.same({1, 2}, v:totable())
+    v, kind = dle.onnx.load_optional(W.optional("o", "sequence", W.sequence("", {W.tensor("", a)})), true)
+    assert.are.equal("sequence", kind)
+    assert.are.same({{1, 2}}, tables(v))
+    v, kind, name = dle.onnx.load_optional(W.optional("none"), true)
+    assert.are.equal("none", kind)
+    assert.is_nil(v)
+    assert.are.equal("none", name)
+    H.assert_error(function() dle.onnx.load_sequence("\8\255\255\255", true) end,
+                   "dle.onnx.load_sequence: (bytes): not a valid ONNX SequenceProto")
+    local short = W.raw_tensor{name = "t", dims = {2}, data_type = 1, raw = "x"}
+    H.assert_error(function() dle.onnx.load_sequence(W.sequence("s", {short}), true) end,
+                   "dle.onnx.load_sequence: (bytes): tensor 't': raw_data has 1 bytes")
+    local nested = W.bytes_field(1, "n") .. W.bytes_field(5, W.sequence("", {}))
+    H.assert_error(function() dle.onnx.load_sequence(nested, true) end,
+                   "dle.onnx.load_sequence: (bytes): sequence 'n': only sequences of tensors are supported")
+    local dir = H.tmpdir()
+    H.write_file(dir .. "/s.pb", W.sequence("s", {W.tensor("", a)}))
+    assert.are.same({{1, 2}}, tables(dle.onnx.load_sequence(dir .. "/s.pb")))
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+end)
+
+describe("dle.onnx Unique and ScatterND reductions", function()
+  local function unique(x, attrs)
+    local m = seq_model{opset = 11, nodes = {W.node("Unique", {"x"}, {"y", "indices", "inverse", "counts"}, attrs)},
+      inputs = {W.value("x", FLOAT, x:shape())},
+      outputs = {W.value("y", FLOAT, {}), W.value("indices", INT64, {}), W.value("inverse", INT64, {}),
+                 W.value("counts", INT64, {})}}
+    local y, indices, inverse, counts = m(x)
+    return {y:totable(), indices:totable(), inverse:totable(), counts:totable()}
+  end
+
+  it("gives Unique's values, first indices, inverse indices and counts, sorted or in first-occurrence order", function()
+    local x = dle.tensor({2, 1, 1, 3, 4, 3})
+    assert.are.same({{1, 2, 3, 4}, {1, 0, 3, 4}, {1, 0, 0, 2, 3, 2}, {2, 1, 2, 1}}, unique(x))
+    assert.are.same({{2, 1, 3, 4}, {0, 1, 3, 4}, {0, 1, 1, 2, 3, 2}, {1, 2, 2, 1}}, unique(x, {sorted = W.int(0)}))
+    -- a 2-D input without axis is flattened
+    assert.are.same({{1, 2}, {1, 0}, {1, 0, 0, 1}, {2, 2}}, unique(dle.tensor({{2, 1}, {1, 2}})))
+  end)
+
+  it("gives Unique of slices along an axis (negative too), sorted lexicographically or by first occurrence", function()
+    local x = dle.tensor({{3, 1, 3, 1}, {5, 2, 5, 2}})
+    assert.are.same({{{1, 3}, {2, 5}}, {1, 0}, {1, 0, 1, 0}, {2, 2}}, unique(x, {axis = W.int(1)}))
+    assert.are.same({{{1, 3}, {2, 5}}, {1, 0}, {1, 0, 1, 0}, {2, 2}}, unique(x, {axis = W.int(-1)}))
+    assert.are.same({{{3, 1}, {5, 2}}, {0, 1}, {0, 1, 0, 1}, {2, 2}}, unique(x, {axis = W.int(1), sorted = W.int(0)}))
+    local rows = dle.tensor({{2, 3}, {1, 0}, {2, 3}})
+    assert.are.same({{{2, 3}, {1, 0}}, {0, 1}, {0, 1, 0}, {2, 1}}, unique(rows, {axis = W.int(0), sorted = W.int(0)}))
+    H.assert_error(function() unique(x, {axis = W.int(2)}) end, "(Unique): axis 2 out of range for rank 2")
+  end)
+
+  it("applies ScatterND's mul, max and min reductions with data's own values, repeated indices combining", function()
+    local function scatter(reduction, data, idx, upd)
+      local m = seq_model{opset = 18,
+        nodes = {W.node("ScatterND", {"x", "i", "u"}, {"y"}, {reduction = W.str(reduction)})},
+        inputs = {W.value("x", FLOAT, data:shape()), W.value("i", INT64, idx:shape()),
+                  W.value("u", FLOAT, upd:shape())},
+        outputs = {W.value("y", FLOAT, data:shape())}}
+      return m(data, idx, upd):totable()
+    end
+    local data, idx, upd = dle.tensor({1, 2, 3, 4}), i64({{1}, {1}, {3}}), dle.tensor({5, 2, 0.5})
+    assert.are.same({1, 20, 3, 2}, scatter("mul", data, idx, upd))
+    assert.are.same({1, 5, 3, 4}, scatter("max", data, idx, upd))
+    assert.are.same({1, 2, 3, 0.5}, scatter("min", data, idx, upd))
+    -- index tuples addressing rows of a 2-D data (negative indices from the end)
+    local rows = dle.tensor({{1, 2}, {3, 4}, {5, 6}})
+    assert.are.same({{10, -20}, {3, 4}, {5, 6}},
+                    scatter("mul", rows, i64({{0}, {-3}}), dle.tensor({{2, -2}, {5, 5}})))
+    assert.are.same({{1, 2}, {3, 4}, {0, 6}},
+                    scatter("min", rows, i64({{2, 0}}), dle.tensor({0})))
+    H.assert_error(function() scatter("avg", data, idx, upd) end, "(ScatterND): reduction 'avg' is not supported")
+  end)
+end)
+
 describe("dle.onnx with python3-onnx", function()
   local have = os.execute("/usr/bin/python3 -c 'import onnx' >/dev/null 2>&1")
   local function it_onnx(name, fn)
@@ -233,6 +512,9 @@ local SUBSET = {
   "test_gridsample_bicubic", "test_gridsample_reflection_padding", "test_bitshift_left_uint8",
   "test_range_float_type_positive_delta", "test_depthtospace_crd_mode", "test_det_2d", "test_det_nd",
   "test_if", "test_scan9_sum", "test_cumsum_1d_reverse_exclusive", "test_cumsum_2d_axis_1", "test_top_k_smallest",
+  "test_sequence_map_add_2_sequences", "test_loop13_seq", "test_loop11", "test_if_opt",
+  "test_optional_get_element_sequence", "test_optional_has_element_empty", "test_unique_sorted_with_axis_3d",
+  "test_unique_not_sorted_without_axis", "test_scatternd_multiply",
 }
 
 describe("ONNX backend tests (libonnx-testdata)", function()
@@ -247,6 +529,8 @@ describe("ONNX backend tests (libonnx-testdata)", function()
   end
   for _, name in ipairs(SUBSET) do case("node", name) end
   case("simple", "test_expand_shape_model1")
+  case("simple", "test_sequence_model3")
+  case("simple", "test_sequence_model6")
   case("pytorch-converted", "test_Conv2d_groups")
 
   it("the runner reports a wrong output as a mismatch with its max error", function()
@@ -260,5 +544,28 @@ describe("ONNX backend tests (libonnx-testdata)", function()
     os.execute("rm -rf '" .. dir .. "'")
     assert.are.equal("fail", r.status)
     assert.truthy(r.reason:find("^output 1: mismatch, max error"), r.reason)
+  end)
+
+  it("the runner compares sequence outputs element by element and names the differing element", function()
+    if not have then return end
+    local dir = H.tmpdir()
+    os.execute(("cp -r '%s/node/test_loop13_seq' '%s/t'"):format(C.ROOT, dir))
+    local want = dle.onnx.load_sequence(dir .. "/t/test_data_set_0/output_0.pb")
+    local function expect(list)
+      local t = {}
+      for i, x in ipairs(list) do t[i] = W.tensor("", x) end
+      H.write_file(dir .. "/t/test_data_set_0/output_0.pb", W.sequence("seq_res", t))
+      return C.run(dir .. "/t")
+    end
+    local same = expect(want)
+    local changed = {table.unpack(want)}
+    changed[2] = changed[2] + 1
+    local wrong = expect(changed)
+    local shorter = expect({want[1]})
+    os.execute("rm -rf '" .. dir .. "'")
+    assert.are.equal("pass", same.status, same.reason)
+    assert.are.equal("fail", wrong.status)
+    assert.truthy(wrong.reason:find("^output 1%[2%]: mismatch"), wrong.reason)
+    assert.truthy(shorter.reason:find("^output 1: sequence of %d+, expected 1"), shorter.reason)
   end)
 end)

@@ -53,7 +53,8 @@ function W.tensor(name, x)
   return W.raw_tensor{name = name, dims = x:shape(), data_type = ty[1], raw = table.concat(raw)}
 end
 
---- Attribute values: W.int(3), W.float(0.5), W.ints{1, 2}, W.str("x"), W.tensor_attr(bytes).
+--- Attribute values: W.int(3), W.float(0.5), W.ints{1, 2}, W.str("x"), W.tensor_attr(bytes)
+-- (and W.graph_attr below).
 function W.int(v) return {type = 2, body = int_field(3, v)} end
 function W.float(v) return {type = 1, body = float_field(2, v)} end
 function W.str(v) return {type = 3, body = bytes_field(4, v)} end
@@ -81,25 +82,58 @@ function W.node(op_type, inputs, outputs, attrs, name)
   return table.concat(parts)
 end
 
---- ValueInfoProto bytes: a tensor of ONNX type elem_type whose dims are numbers or names.
-function W.value(name, elem_type, dims)
+--- TypeProto bytes: a tensor of ONNX type elem_type whose dims (when given) are numbers or names.
+function W.tensor_type(elem_type, dims)
   local d = {}
-  for i, v in ipairs(dims) do
+  for i, v in ipairs(dims or {}) do
     d[i] = bytes_field(1, type(v) == "string" and bytes_field(2, v) or int_field(1, v))
   end
-  local tensor_type = int_field(1, elem_type) .. bytes_field(2, table.concat(d))
-  return bytes_field(1, name) .. bytes_field(2, bytes_field(1, tensor_type))
+  return bytes_field(1, int_field(1, elem_type) .. (dims and bytes_field(2, table.concat(d)) or ""))
 end
 
---- ModelProto bytes (ir_version 8, the default domain at m.opset).
-function W.model(m)
+--- TypeProto bytes: a sequence, or an optional, of the values of TypeProto bytes `elem`.
+function W.sequence_type(elem) return bytes_field(4, bytes_field(1, elem)) end
+function W.optional_type(elem) return bytes_field(9, bytes_field(1, elem)) end
+
+--- ValueInfoProto bytes: a tensor of ONNX type elem_type whose dims are numbers or names, or (a
+-- string as the second argument) a value of those TypeProto bytes.
+function W.value(name, elem_type, dims)
+  local ty = type(elem_type) == "string" and elem_type or W.tensor_type(elem_type, dims)
+  return bytes_field(1, name) .. bytes_field(2, ty)
+end
+
+--- SequenceProto bytes holding the TensorProto bytes of the list `tensors` (elem_type TENSOR).
+function W.sequence(name, tensors)
+  local parts = {bytes_field(1, name), int_field(2, 1)}
+  for _, t in ipairs(tensors) do parts[#parts + 1] = bytes_field(3, t) end
+  return table.concat(parts)
+end
+
+--- OptionalProto bytes: holding TensorProto bytes (kind "tensor"), SequenceProto bytes
+-- ("sequence"), or nothing (value nil).
+function W.optional(name, kind, value)
+  if value == nil then return bytes_field(1, name) end
+  local tensor = kind == "tensor"
+  return bytes_field(1, name) .. int_field(2, tensor and 1 or 3) .. bytes_field(tensor and 3 or 5, value)
+end
+
+--- GraphProto bytes of m = {nodes, name, initializers, inputs, outputs}.
+function W.graph(m)
   local g = {}
   for _, n in ipairs(m.nodes) do g[#g + 1] = bytes_field(1, n) end
   g[#g + 1] = bytes_field(2, m.name or "g")
   for _, t in ipairs(m.initializers or {}) do g[#g + 1] = bytes_field(5, t) end
   for _, v in ipairs(m.inputs or {}) do g[#g + 1] = bytes_field(11, v) end
   for _, v in ipairs(m.outputs or {}) do g[#g + 1] = bytes_field(12, v) end
-  return int_field(1, 8) .. bytes_field(2, "dle-tests") .. bytes_field(7, table.concat(g))
+  return table.concat(g)
+end
+
+--- An attribute holding a subgraph (a body): W.graph_attr{nodes = ..., inputs = ..., outputs = ...}.
+function W.graph_attr(m) return {type = 5, body = bytes_field(6, W.graph(m))} end
+
+--- ModelProto bytes (ir_version 8, the default domain at m.opset).
+function W.model(m)
+  return int_field(1, 8) .. bytes_field(2, "dle-tests") .. bytes_field(7, W.graph(m))
       .. bytes_field(8, bytes_field(1, "") .. int_field(2, m.opset or 13))
 end
 

@@ -1,5 +1,6 @@
 --- file_fuzz.lua — the file fuzzer: mutated files fed to every file loader of dle (dle.load,
 -- dle.load_npy, dle.load_safetensors, dle.load_gguf, dle.models.from_gguf, dle.data.idx, dle.onnx.load,
+-- dle.onnx.load_sequence, dle.onnx.load_optional,
 -- dle.graph.load and the C API's
 -- dle_graph_load + dle_graph_run). Seeds are valid files this script writes
 -- itself with dle's writers (IDX and ONNX by hand); each case is one seed with 1-3 mutations: bit flips,
@@ -214,6 +215,20 @@ local function seed_onnx(r)
                  inputs = {W.value("x", 1, {"N", r(4)})}, outputs = {W.value(prev, 1, {"N", "M"})}}
 end
 
+-- A SequenceProto of a few tensors, and an OptionalProto holding a tensor, such a sequence or
+-- nothing: the values ONNX's backend tests store for sequence and optional inputs and outputs.
+local function seed_onnx_sequence(r)
+  local ts = {}
+  for k = 1, r(4) - 1 do ts[k] = W.tensor("", random_tensor(r, {"float32", "int64", "bool", "uint8"})) end
+  return W.sequence("s", ts)
+end
+local function seed_onnx_optional(r)
+  local kind = r.pick({"tensor", "sequence", "none"})
+  if kind == "tensor" then return W.optional("o", kind, W.tensor("", random_tensor(r, {"float32", "int32"}))) end
+  if kind == "sequence" then return W.optional("o", kind, seed_onnx_sequence(r)) end
+  return W.optional("o")
+end
+
 -- a small graph: a frozen linear + batch norm + relu (folded), or a trace with two results
 local function seed_graph(r, dir)
   local nn = dle.nn
@@ -305,8 +320,13 @@ local FORMATS = {
     end},
   onnx = {ext = "onnx", name = "dle.onnx.load", load = function(p) return dle.onnx.load(p) end,
     make_seed = seed_onnx, tokens = {"Relu", "Sigmoid", "Softmax", "Transpose", "Identity", "axis", "perm"}},
+  onnx_seq = {ext = "pb", name = "dle.onnx.load_sequence", load = function(p) return dle.onnx.load_sequence(p) end,
+    make_seed = seed_onnx_sequence, tokens = {}},
+  onnx_opt = {ext = "pb", name = "dle.onnx.load_optional", load = function(p) return dle.onnx.load_optional(p) end,
+    make_seed = seed_onnx_optional, tokens = {}},
 }
-local FORMAT_NAMES = {"dle", "npy", "safetensors", "idx", "safetensors_mmap", "llmc", "onnx", "graph", "cgraph"}
+local FORMAT_NAMES = {"dle", "npy", "safetensors", "idx", "safetensors_mmap", "llmc", "onnx", "onnx_seq", "onnx_opt",
+                      "graph", "cgraph"}
 
 -- Not fuzzed: a loader that misbehaves on purpose, so that tests can check the classification
 -- (file contents "ok", "named", "unnamed", "exit", "hang").

@@ -5,6 +5,7 @@
 -- docs/onnx.md; tests/onnx_spec.lua runs a fixed subset.
 local dle = require "dle"
 local check = require "dle.check"
+local V = require "dle.onnx.values"
 
 local C = {}
 
@@ -45,6 +46,41 @@ local function mismatch(got, want)
   if not bad:any():item() then return 0 end
   local e = dle.where(bad, dle.where(err:ne(err), math.huge, err), 0):max():item()
   return e
+end
+
+-- Why output `what` differs from the expected value (a tensor, a list of tensors, nil for an
+-- empty optional), or nil when it agrees.
+local function differs(what, got, want)
+  if want == nil then
+    return got ~= nil and ("%s: expected an empty optional, got %s"):format(what, V.describe(got)) or nil
+  end
+  if not dle.is_tensor(want) then
+    if type(got) ~= "table" or dle.is_tensor(got) then
+      return ("%s: expected a sequence of %d, got %s"):format(what, #want, got == nil and "nothing" or V.describe(got))
+    end
+    if #got ~= #want then return ("%s: sequence of %d, expected %d"):format(what, #got, #want) end
+    for i = 1, #want do
+      local why = differs(("%s[%d]"):format(what, i), got[i], want[i])
+      if why then return why end
+    end
+    return nil
+  end
+  if not dle.is_tensor(got) then
+    return ("%s: expected a tensor, got %s"):format(what, got == nil and "nothing" or V.describe(got))
+  end
+  local gs, ws = table.concat(got:shape(), "x"), table.concat(want:shape(), "x")
+  if gs ~= ws then return ("%s: shape %s, expected %s"):format(what, gs, ws) end
+  local e = mismatch(got, want)
+  if e ~= 0 then return ("%s: mismatch, max error %.3g"):format(what, e) end
+  return nil
+end
+
+-- A test's value file of ONNX type ty: a TensorProto, SequenceProto or OptionalProto.
+local function load_value(path, ty)
+  local kind = ty and ty.kind or "tensor"
+  if kind == "sequence" then return (dle.onnx.load_sequence(path)) end
+  if kind == "optional" then return (dle.onnx.load_optional(path)) end
+  return (dle.onnx.load_tensor(path))
 end
 
 -- The reason class of an error message.
@@ -94,16 +130,15 @@ local function run_case(dir)
   while exists(("%s/test_data_set_%d/input_0.pb"):format(dir, set))
       or exists(("%s/test_data_set_%d/output_0.pb"):format(dir, set)) do
     local base = ("%s/test_data_set_%d/"):format(dir, set)
-    local inputs, outputs = {}, {}
+    local inputs, outputs, nout = {}, {}, 0   -- outputs[k] is nil for an empty optional
     local okr, err = pcall(function()
       for i = 1, #model.input_names do
         local p = base .. "input_" .. (i - 1) .. ".pb"
-        if exists(p) then inputs[i] = dle.onnx.load_tensor(p) end
+        if exists(p) then inputs[i] = load_value(p, model._input_types[i]) end
       end
-      local k = 0
-      while exists(base .. "output_" .. k .. ".pb") do
-        outputs[k + 1] = dle.onnx.load_tensor(base .. "output_" .. k .. ".pb")
-        k = k + 1
+      while exists(base .. "output_" .. nout .. ".pb") do
+        outputs[nout + 1] = load_value(base .. "output_" .. nout .. ".pb", model._output_types[nout + 1])
+        nout = nout + 1
       end
     end)
     if not okr then
@@ -119,20 +154,10 @@ local function run_case(dir)
       res.reason = (kind == "error" and "run error: " or kind .. ": ") .. msg
       return res
     end
-    for k, want in ipairs(outputs) do
-      local g = got[k + 1]
-      if not dle.is_tensor(g) then
-        res.status, res.reason = "fail", ("output %d missing"):format(k)
-        return res
-      end
-      local gs, ws = table.concat(g:shape(), "x"), table.concat(want:shape(), "x")
-      if gs ~= ws then
-        res.status, res.reason = "fail", ("output %d: shape %s, expected %s"):format(k, gs, ws)
-        return res
-      end
-      local e = mismatch(g, want)
-      if e ~= 0 then
-        res.status, res.reason = "fail", ("output %d: mismatch, max error %.3g"):format(k, e)
+    for k = 1, nout do
+      local why = differs("output " .. k, got[k + 1], outputs[k])
+      if why then
+        res.status, res.reason = "fail", why
         return res
       end
     end

@@ -9,17 +9,20 @@
 -- dle.onnx.ops_*, keyed by op_type), so an imported model traces, compiles, profiles and trains
 -- like any module. Float initializers are its parameters (named as in the file), other
 -- initializers constants. Ops without a mapping are all listed in one error at load time.
+-- Sequence-typed inputs and outputs are Lua lists of tensors, optional ones a value or nil
+-- (dle.onnx.values).
 local dle = require "dle"
 local check = require "dle.check"
 local Module = require "dle.nn.module"
 local U = require "dle.onnx.util"
+local V = require "dle.onnx.values"
 
 local onnx = {}
 
 --- The op mapping of the default domain: op_type -> fn(ctx, inputs...) -> outputs..., merged
 -- from the files by kind.
 onnx.ops = {}
-for _, kind in ipairs({"elementwise", "reduce", "shape", "nn", "resize", "rnn", "quant", "control"}) do
+for _, kind in ipairs({"elementwise", "reduce", "shape", "nn", "resize", "rnn", "quant", "control", "sequence"}) do
   for name, fn in pairs(require("dle.onnx.ops_" .. kind)) do onnx.ops[name] = fn end
 end
 --- The op mappings by domain ("" and "ai.onnx" are the default one).
@@ -39,11 +42,8 @@ onnx.missing = {
   "MaxRoiPool",
   "Multinomial", "NonMaxSuppression",
   "RoiAlign",
-  "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase",
-  "SequenceInsert", "SequenceLength", "StringNormalizer",
-  "TfIdfVectorizer", "Unique", "Optional", "OptionalHasElement",
-  "OptionalGetElement", "DFT", "STFT", "MelWeightMatrix",
-  "LpPool", "GlobalLpPool", "SplitToSequence", "ConcatFromSequence", "CenterCropPad", "Col2Im",
+  "StringNormalizer", "TfIdfVectorizer", "DFT", "STFT", "MelWeightMatrix",
+  "LpPool", "GlobalLpPool", "CenterCropPad", "Col2Im",
 }
 
 local Model = Module:extend("OnnxModel")
@@ -78,11 +78,13 @@ local function check_ops(graph, opset, what)
   if #bad > 0 then
     check.error(("%s: unsupported ONNX ops at opset %d: %s"):format(what, opset, table.concat(bad, ", ")))
   end
-  -- sequences, maps and optionals have no dle counterpart
+  -- maps and sparse tensors have no dle counterpart (sequences and optionals: dle.onnx.values)
   for _, list in ipairs({graph.inputs, graph.outputs}) do
     for _, v in ipairs(list) do
-      if v.type.kind ~= "tensor" then
-        check.error(("%s: unsupported value type %s of '%s' (only tensors are)"):format(what, v.type.kind, v.name))
+      local kind = v.type.kind
+      if kind ~= "tensor" and kind ~= "sequence" and kind ~= "optional" then
+        check.error(("%s: unsupported value type %s of '%s' (tensors, sequences and optionals are)")
+                    :format(what, kind, v.name))
       end
     end
   end
@@ -112,11 +114,15 @@ local function steps_of(g, opset)
   return steps
 end
 
--- The graph inputs of a call: positional tensors, or one table keyed by input name.
+-- The graph inputs of a call: positional values, or one table keyed by input name (a tensor; a
+-- list of tensors for a sequence; a tensor, a list or nil for an optional).
 local function bind_inputs(self, env, ...)
   local args = table.pack(...)
   local names = self.input_names
-  if args.n == 1 and type(args[1]) == "table" and not dle.is_tensor(args[1]) then
+  -- one table of names (not a list: that is a sequence given positionally)
+  local t1 = args[1]
+  if args.n == 1 and type(t1) == "table" and not dle.is_tensor(t1) and t1[1] == nil
+      and (#names == 0 or next(t1) ~= nil) then
     local t = args[1]
     local known = {}
     for i, name in ipairs(names) do args[i] = t[name]; known[name] = true end
@@ -131,12 +137,10 @@ local function bind_inputs(self, env, ...)
     check.error(("%s: expected %d inputs (%s), got %d"):format(self._what, #names, table.concat(names, ", "), args.n))
   end
   for i, name in ipairs(names) do
-    local x = args[i]
-    if not dle.is_tensor(x) then
-      check.error(("%s: input '%s' must be a tensor, got %s"):format(self._what, name, check.typename(x)))
-    end
     local ty = self._input_types[i]
-    if ty and ty.shape and #ty.shape ~= x:dim() then
+    local x, err = V.from_user(args[i], ty)
+    if x == nil then check.error(("%s: input '%s' %s"):format(self._what, name, err)) end
+    if ty.kind == "tensor" and ty.shape and #ty.shape ~= x:dim() then
       check.error(("%s: input '%s' must have %d dims, got shape %s"):format(self._what, name, #ty.shape,
                                                                          check.shape_str(x)))
     end
@@ -172,8 +176,8 @@ function Model:init(m, what)
       self._input_types[#self._input_types + 1] = v.type
     end
   end
-  self.output_names = {}
-  for i, v in ipairs(g.outputs) do self.output_names[i] = v.name end
+  self.output_names, self._output_types = {}, {}
+  for i, v in ipairs(g.outputs) do self.output_names[i], self._output_types[i] = v.name, v.type end
   self._what = what:gsub("^dle%.onnx%.load: ", "dle.onnx model ")
   steps_of(g, self.opset)
 end
@@ -231,7 +235,7 @@ function Model:forward(...)
   bind_inputs(self, env, ...)
   run_nodes(self, self._graph, env)
   local res = {}
-  for i, name in ipairs(self.output_names) do res[i] = env[name] end
+  for i, name in ipairs(self.output_names) do res[i] = V.to_user(env[name]) end
   return table.unpack(res, 1, #self.output_names)
 end
 
@@ -279,6 +283,23 @@ end
 function onnx.load_tensor(src, is_bytes)
   local _, t, name = decode(dle.core._onnx_tensor, src, is_bytes, "dle.onnx.load_tensor")
   return t, name
+end
+
+--- Reads a serialized SequenceProto of tensors (a path, or its bytes, as for load_tensor) as a
+-- Lua list of tensors; also returns its name.
+-- @return list of tensors, name
+function onnx.load_sequence(src, is_bytes)
+  local _, list, name = decode(dle.core._onnx_sequence, src, is_bytes, "dle.onnx.load_sequence")
+  return V.sequence(list), name
+end
+
+--- Reads a serialized OptionalProto (a path, or its bytes): its value (a tensor, a list of
+-- tensors, or nil when empty), the kind ("tensor", "sequence", "none") and its name.
+-- @return value, kind, name
+function onnx.load_optional(src, is_bytes)
+  local _, v, kind, name = decode(dle.core._onnx_optional, src, is_bytes, "dle.onnx.load_optional")
+  if kind == "sequence" then v = V.sequence(v) end
+  return v, kind, name
 end
 
 --- The decoded model as plain tables (nodes, initializers as tensors, inputs/outputs with shapes,

@@ -1,19 +1,43 @@
 --- dle.onnx.ops_control: ONNX's If and Scan (opset 9+) as dle.cond and dle.scan, so an imported
--- model's control flow traces and compiles as one node each, and Loop as dle.while_loop when it
--- has no scan outputs. The bodies are the node's GRAPH attributes, run by ctx.run(graph, inputs)
--- (dle.onnx: a subgraph sees the enclosing scope's values by name). A Loop with scan outputs is
--- refused: they grow with a trip count known only at run time, which dle.while_loop's
--- fixed-shape values cannot hold.
+-- model's control flow traces and compiles as one node each, and Loop as dle.while_loop. The
+-- bodies are the node's GRAPH attributes, run by ctx.run(graph, inputs) (dle.onnx: a subgraph
+-- sees the enclosing scope's values by name). What dle's graph ops cannot hold runs as Lua
+-- control flow instead, reading the condition and trip count: an If whose branches give
+-- sequences or optionals (dle.cond's results are tensors), a Loop carrying them or with scan
+-- outputs (those grow with a trip count known only at run time, which dle.while_loop's
+-- fixed-shape values cannot hold).
 local dle = require "dle"
 local U = require "dle.onnx.util"
+local V = require "dle.onnx.values"
 
 local C = {}
 
 local function slice(list, i, j) return table.move(list, i, j, 1, {}) end
 
+-- A one-element condition tensor read as a Lua boolean.
+local function truth(ctx, c, what)
+  if not dle.is_tensor(c) or c:numel() ~= 1 then
+    U.fail(ctx, ("%s must be a one-element tensor, got %s"):format(what, V.describe(c)))
+  end
+  local v = c:reshape(-1):totable()[1]
+  return v == true or (type(v) == "number" and v ~= 0)
+end
+
+-- Whether a graph's outputs (after the first `skip`) include a sequence or an optional.
+local function gives_non_tensors(g, skip)
+  for i = skip + 1, #g.outputs do
+    local kind = g.outputs[i].type.kind
+    if kind == "sequence" or kind == "optional" then return true end
+  end
+  return false
+end
+
 -- If: then_branch / else_branch take no inputs; cond is a one-element bool tensor.
 C.If = function(ctx, cond)
   local a = ctx.a
+  if gives_non_tensors(a.then_branch, 0) or gives_non_tensors(a.else_branch, 0) then
+    return table.unpack(ctx.run(truth(ctx, cond, "cond") and a.then_branch or a.else_branch, {}))
+  end
   local function branch(g) return function() return table.unpack(ctx.run(g, {})) end end
   return dle.cond(cond:reshape({}), branch(a.then_branch), branch(a.else_branch))
 end
@@ -40,6 +64,45 @@ C.Scan = function(ctx, ...)
   return table.unpack(table.move(ys, 1, #ys, nstate + 1, carry))
 end
 
+-- Loop as Lua control flow: the scan outputs of the iterations stacked along a new first dim
+-- (empty ones when no iteration ran take the body's declared element type and shape).
+local function lua_loop(ctx, m, cond, carried, nscan)
+  local body = ctx.a.body
+  local trip = m and math.tointeger(U.scalar(m:reshape(-1))) or math.maxinteger
+  local c = cond and cond:reshape({}):to("bool") or dle.tensor(true, {dtype = "bool"})
+  local state = table.move(carried, 1, carried.n, 1, {})
+  local scans = {}
+  for k = 1, nscan do scans[k] = {} end
+  local i = 0
+  while i < trip and truth(ctx, c, "the condition") do
+    local r = ctx.run(body, {dle.tensor(i, {dtype = "int64"}), c, table.unpack(state, 1, carried.n)})
+    c = r[1]
+    for k = 1, carried.n do state[k] = r[1 + k] end
+    for k = 1, nscan do
+      local y = r[1 + carried.n + k]
+      if not dle.is_tensor(y) then U.fail(ctx, ("scan output %d must be a tensor, got %s"):format(k, V.describe(y))) end
+      scans[k][i + 1] = y
+    end
+    i = i + 1
+  end
+  for k = 1, nscan do
+    if i > 0 then
+      state[carried.n + k] = dle.stack(scans[k], 1)
+    else
+      local ty = body.outputs[1 + carried.n + k].type
+      local shape = {0}
+      for d, n in ipairs(ty.shape or {false}) do   -- no shape at all: unknown too
+        if type(n) ~= "number" then
+          U.fail(ctx, ("scan output %d has an unknown shape and no iteration ran"):format(k))
+        end
+        shape[d + 1] = n
+      end
+      state[carried.n + k] = dle.zeros(shape, {dtype = U.dtype(ctx, ty.elem_type)})
+    end
+  end
+  return table.unpack(state, 1, carried.n + nscan)
+end
+
 -- Loop(M, cond, v...): while iteration < M and cond, (cond, v...) = body(iteration, cond, v...).
 -- The loop state of the dle.while_loop is (iteration, trip count, cond, v...); an omitted M or
 -- cond is "no limit" / true.
@@ -47,9 +110,9 @@ C.Loop = function(ctx, m, cond, ...)
   local carried = table.pack(...)
   local body = ctx.a.body
   local nscan = #body.outputs - 1 - carried.n
-  if nscan > 0 then
-    U.fail(ctx, ("%d scan outputs (their length is known only at run time) are not supported"):format(nscan))
-  end
+  local all_tensors = not gives_non_tensors(body, 1)
+  for k = 1, carried.n do all_tensors = all_tensors and dle.is_tensor(carried[k]) end
+  if nscan > 0 or not all_tensors then return lua_loop(ctx, m, cond, carried, nscan) end
   local trip = m and m:reshape({}):to("int64") or dle.tensor(math.maxinteger, {dtype = "int64"})
   local c0 = cond and cond:reshape({}):to("bool") or dle.tensor(true, {dtype = "bool"})
   local init = {dle.tensor(0, {dtype = "int64"}), trip, c0}

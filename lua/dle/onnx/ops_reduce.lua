@@ -149,4 +149,26 @@ R.TopK = function(ctx, x, k)
   return v, i - 1
 end
 
+-- Unique(x): dle.unique's sorted values (of x flattened, or slices along axis), with the first
+-- position of each (0-based), each element's 0-based group and the counts; sorted = 0 orders the
+-- values by first occurrence instead.
+R.Unique = function(ctx, x)
+  local d = ctx.a.axis and U.dim(ctx, ctx.a.axis, x:dim())
+  local src = d and x or x:reshape(-1)
+  local y, inverse, counts = dle.unique(src, {dim = d or 1, return_inverse = true, return_counts = true})
+  local n, k = src:size(d or 1), counts:numel()
+  inverse = inverse:reshape(-1)
+  -- the first position of group g: the least position whose group is g
+  local first = dle.full({k}, n, {dtype = "int64"})
+      :scatter_reduce(1, inverse, dle.arange(0, n, 1, {dtype = "int64"}), "amin")
+  if (ctx.a.sorted or 1) == 0 then
+    local _, order = first:sort(1)
+    -- rank[g]: the place of sorted group g in first-occurrence order
+    local rank = dle.zeros(k, {dtype = "int64"}):scatter(1, order, dle.arange(1, k + 1, 1, {dtype = "int64"}))
+    y, first, counts = y:index_select(d or 1, order), first:index_select(1, order), counts:index_select(1, order)
+    inverse = rank:index_select(1, inverse)
+  end
+  return y, first, inverse - 1, counts
+end
+
 return R

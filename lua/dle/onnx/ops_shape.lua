@@ -194,28 +194,30 @@ S.GatherND = function(ctx, x, idx)
   return flat:index_select(1, rows):reshape(out)
 end
 
--- ScatterND with reduction "none" (indices unique, as ONNX requires) or "add": the written
--- positions are those a scatter of ones reaches; "mul", "max", "min" are not written yet.
-local function scatter(ctx, x, add_at)
-  local reduction = ctx.a.reduction or "none"
-  local written, summed = add_at(true), add_at(false)
-  if reduction == "add" then return x + summed end
-  if reduction ~= "none" then U.fail(ctx, "reduction '" .. reduction .. "' is not supported") end
-  return dle.where(written:ne(0), summed, x)
-end
+-- dle.scatter_reduce's names of ONNX's reductions (each including x's own value).
+local SCATTER_REDUCE = {add = "sum", mul = "prod", max = "amax", min = "amin"}
 
+-- ScatterND: each index tuple addresses a row of x viewed as {rows, rest...}; reduction "none"
+-- (indices unique, as ONNX requires) writes where a scatter of ones reaches, "add" adds the
+-- index_add of the updates, "mul", "max", "min" scatter_reduce the rows' updates into x.
 S.ScatterND = function(ctx, x, idx, updates)
   local rows, flat = nd_rows(x, idx, 0)
   local upd = updates:reshape(rows:size(1), table.unpack(flat:shape(), 2))
-  return scatter(ctx, x, function(ones_of)
-    local src = ones_of and dle.ones_like(upd) or upd
-    return dle.zeros_like(flat):index_add(1, rows, src):reshape(x:shape())
-  end)
+  local reduction = ctx.a.reduction or "none"
+  if reduction == "mul" or reduction == "max" or reduction == "min" then
+    local view = {rows:size(1)}
+    for d = 2, upd:dim() do view[d] = 1 end
+    local at = rows:reshape(view):expand(upd:shape())
+    return dle.scatter_reduce(flat, 1, at, upd, SCATTER_REDUCE[reduction]):reshape(x:shape())
+  end
+  local function add_at(src) return dle.zeros_like(flat):index_add(1, rows, src):reshape(x:shape()) end
+  if reduction == "add" then return x + add_at(upd) end
+  if reduction ~= "none" then U.fail(ctx, "reduction '" .. reduction .. "' is not supported") end
+  return dle.where(add_at(dle.ones_like(upd)):ne(0), add_at(upd), x)
 end
 
 -- ScatterElements by dle's scatter ops: reduction "none" (the last write wins where ONNX leaves the
--- order of repeated indices open), "add", "mul", "max", "min" (each including x's own value)
-local SCATTER_REDUCE = {add = "sum", mul = "prod", max = "amax", min = "amin"}
+-- order of repeated indices open), "add", "mul", "max", "min"
 S.ScatterElements = function(ctx, x, idx, updates)
   local d = U.dim(ctx, ctx.a.axis or 0, x:dim())
   local i = idx:to("int64")
