@@ -576,6 +576,27 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
     end
   end)
 
+  it_mpi("pipeline gpipe and 1f1b over 1, 2, 4 microbatches give one process's loss and gradients", function()
+    local r = report("pipe")
+    for _, schedule in ipairs({"gpipe", "1f1b"}) do
+      for _, m in ipairs({1, 2, 4}) do
+        local key = schedule .. "." .. m
+        for rank = 0, NP - 1 do
+          local worst = r[rank]["grad." .. key]
+          assert.is_true(tonumber(worst) < 1e-12, rank .. " " .. key .. ": " .. worst)
+          assert.is_true(math.abs(tonumber(r[rank]["bubble." .. key]) - 1 / (m + 1)) < 1e-12, "(p - 1) / (m + p - 1)")
+        end
+        assert.is_true(tonumber(r[1]["loss." .. key]) < 1e-12, key .. " loss on the last rank")
+        assert.are.equal("true", r[0]["loss_nil." .. key], "no loss on the first rank")
+      end
+    end
+    local split = "does not split into 3 equal microbatches"
+    assert.truthy(r[0].bad_split:find("pipeline:step: x of shape {8,6} " .. split, 1, true))
+    assert.truthy(r[1].bad_split:find("pipeline:step: y of shape {8} " .. split, 1, true))
+    assert.truthy(r[0].bad_stages:find("pipeline: stages must hold one module per rank (2), got 1", 1, true))
+    assert.truthy(r[0].bad_schedule:find('pipeline: schedule must be "1f1b" or "gpipe", got zigzag', 1, true))
+  end)
+
   it_mpi("all_reduce writes through non-contiguous views (transposed, narrowed) in place", function()
     local r = report("collectives")
     for rank = 0, NP - 1 do

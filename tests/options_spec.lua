@@ -363,7 +363,8 @@ local without_options = {
   amp = {},
   -- the collectives take {group, tag} but need dle.dist.init(): dist_spec's exchange worker checks an unknown one
   dist = {"abort", "all_reduce", "barrier", "broadcast", "finalize", "init", "is_available", "is_initialized",
-          "rank", "world_size", "all_gather", "reduce_scatter", "send", "recv", "new_group", "tensor_parallel"},
+          "rank", "world_size", "all_gather", "reduce_scatter", "send", "recv", "new_group", "tensor_parallel",
+          "isend", "pipeline"},
   -- rule takes a rule's spec {name, pattern, replace}, checked by rewrite.rule itself
   rewrite = {"build", "flatten", "is_rule", "rule", "rules", "pattern"},
   models = {"gpt2", "llama", "from_gguf"},

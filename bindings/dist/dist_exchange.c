@@ -58,6 +58,44 @@ static int l_send(lua_State *L) {
   return 0;
 }
 
+#define REQUEST_MT "dle.dist.Request"
+
+/* A send in flight: its buffer must stay alive until it is waited for (lua/dle/dist keeps the
+ * tensor beside it). Collecting one still in flight waits for it first. */
+typedef struct {
+  MPI_Request req;
+} dist_request;
+
+static int request_wait(lua_State *L) {
+  dist_request *r = luaL_checkudata(L, 1, REQUEST_MT);
+  if (r->req != MPI_REQUEST_NULL)
+    dle_dist_check(L, MPI_Wait(&r->req, MPI_STATUS_IGNORE), "wait", "MPI_Wait");
+  return 0;
+}
+
+static int request_gc(lua_State *L) {
+  dist_request *r = luaL_checkudata(L, 1, REQUEST_MT);
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (r->req != MPI_REQUEST_NULL && !finalized) MPI_Wait(&r->req, MPI_STATUS_IGNORE);
+  return 0;
+}
+
+/** isend(buffer, n, dtype, dst, tag, group) -> a request: send's non-blocking form; wait(request)
+ * returns once MPI is done with the buffer. */
+static int l_isend(lua_State *L) {
+  int n = count_at(L, 2, "isend");
+  const dle_dist_dtype *d = dle_dist_check_dtype(L, 3, "isend");
+  int dst = (int)luaL_checkinteger(L, 4), tag = (int)luaL_checkinteger(L, 5);
+  MPI_Comm comm = dle_dist_comm_at(L, 6, "isend");
+  void *p = buffer_at(L, 1, n, "isend");
+  dist_request *r = lua_newuserdatauv(L, sizeof *r, 0);
+  r->req = MPI_REQUEST_NULL;
+  luaL_setmetatable(L, REQUEST_MT);
+  dle_dist_check(L, MPI_Isend(p, n, d->type, dst, tag, comm, &r->req), "isend", "MPI_Isend");
+  return 1;
+}
+
 /** recv(buffer, n, dtype, src, tag, group) -> the sender's rank in the group: n elements from
  * rank src (-1: any rank); a message of another length is an error. */
 static int l_recv(lua_State *L) {
@@ -83,6 +121,22 @@ static int l_recv(lua_State *L) {
   return 1;
 }
 
+/** probe(src, tag, group) -> the source rank and the element count (of dtype) of the next
+ * matching message, without receiving it (blocking). */
+static int l_probe(lua_State *L) {
+  int src = (int)luaL_checkinteger(L, 1), tag = (int)luaL_checkinteger(L, 2);
+  const dle_dist_dtype *d = dle_dist_check_dtype(L, 3, "probe");
+  MPI_Comm comm = dle_dist_comm_at(L, 4, "probe");
+  MPI_Status st;
+  dle_dist_check(L, MPI_Probe(src < 0 ? MPI_ANY_SOURCE : src, tag, comm, &st), "probe",
+                 "MPI_Probe");
+  int got;
+  dle_dist_check(L, MPI_Get_count(&st, d->type, &got), "probe", "MPI_Get_count");
+  lua_pushinteger(L, st.MPI_SOURCE);
+  lua_pushinteger(L, got);
+  return 2;
+}
+
 /** group_rank(group), group_size(group): this rank's place in the group, and its size. */
 static int l_group_rank(lua_State *L) {
   int r;
@@ -100,7 +154,15 @@ static int l_group_size(lua_State *L) {
 }
 
 void dle_dist_open_exchange(lua_State *L, int t) {
-  static const luaL_Reg fns[] = {{"all_gather", l_all_gather},
+  if (luaL_newmetatable(L, REQUEST_MT)) {
+    lua_pushcfunction(L, request_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_pop(L, 1);
+  static const luaL_Reg fns[] = {{"isend", l_isend},
+                                 {"wait", request_wait},
+                                 {"probe", l_probe},
+                                 {"all_gather", l_all_gather},
                                  {"reduce_scatter", l_reduce_scatter},
                                  {"send", l_send},
                                  {"recv", l_recv},

@@ -328,6 +328,37 @@ function dist.send(t, dst, opts)
   m.send(ptr, n, dtype, gdst, tag, g and g._native)
 end
 
+local Work = {}
+Work.__index = Work
+Work.__name = "dle.dist.Work"
+
+--- work:wait(): returns once the send is done with its tensor (it may then be changed).
+function Work:wait()
+  if self._request then
+    need("wait").wait(self._request)
+    self._request, self._tensor = nil, nil
+  end
+  return true
+end
+
+--- dist.isend(t, dst, {group, tag}) -> work: send's non-blocking form, as PyTorch's isend; t must
+-- not change until work:wait() returns (a work collected unwaited waits for its send).
+function dist.isend(t, dst, opts)
+  local m = need("isend")
+  local g = group_of(opts, "isend")
+  check_readable(t, "isend", "tensor")
+  dst = check.integer(dst, "isend", "dst")
+  local size = m.world_size()
+  if dst < 0 or dst >= size then
+    check.error(string.format("isend: dst %d is not a rank (ranks are 0..%d)", dst, size - 1))
+  end
+  local gdst, tag = place_in(g, dst, "isend", "dst"), tag_of(opts, "isend")
+  local c = t:contiguous()
+  if c == t then c = t:detach() end   -- the work holds the buffer, not the caller's autograd history
+  local ptr, n, dtype = core._raw_buffer(c, "isend", false)
+  return setmetatable({_request = m.isend(ptr, n, dtype, gdst, tag, g and g._native), _tensor = c}, Work)
+end
+
 --- dist.recv(t, src, {group, tag}) -> the world rank it came from: receives into t (in place) the
 -- elements world rank src sent (src nil: any rank); a message of another size is an error.
 function dist.recv(t, src, opts)
@@ -356,6 +387,11 @@ setmetatable(dist, {__index = function(t, k)
     local ddp = require "dle.dist.ddp"
     rawset(t, k, ddp)
     return ddp
+  end
+  if k == "pipeline" then   -- dle.dist.pipeline(stages, opts)
+    local pipeline = require "dle.dist.pipeline"
+    rawset(t, k, pipeline)
+    return pipeline
   end
   if k == "tensor_parallel" then   -- dle.dist.tensor_parallel (ColumnLinear, RowLinear): needs dle.nn too
     local tp = require "dle.dist.tensor_parallel"
