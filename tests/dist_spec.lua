@@ -560,15 +560,17 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
     assert.truthy(r[0].not_member:find("all_reduce: this rank is not a member of the group", 1, true))
   end)
 
-  it_mpi("tensor_parallel ColumnLinear/RowLinear equal the dense layers they split (float64, values and gradients)",
+  it_mpi("tensor_parallel Column/RowLinear and the split transformer block equal the dense ones (float64, all grads)",
          function()
     local r = report("tp")
     for rank = 0, NP - 1 do
       local v = r[rank]
       for _, k in ipairs({"mlp_y", "mlp_gx", "mlp_gw1", "mlp_gb1", "mlp_gw2", "mlp_gb2", "column_y", "column_gx",
-                          "row_y", "row_gx", "row_gw"}) do
+                          "row_y", "row_gx", "row_gw", "block_y", "block_gx", "block_gqkv", "block_gqkv_b",
+                          "block_gproj", "block_gfc1", "block_gfc2", "block_gln"}) do
         assert.is_true(tonumber(v[k]) < 1e-12, string.format("rank %d %s: %s", rank, k, v[k]))
       end
+      assert.truthy(v.bad_heads:find("Attention: heads (3) must be a multiple of the 2 ranks", 1, true))
       assert.are.equal("6x8 6x6", v.shapes, "each rank keeps half the rows of W1 and half the columns of W2")
       assert.truthy(v.bad_split:find("ColumnLinear: out_features (7) must be a multiple of the 2 ranks", 1, true))
       assert.truthy(v.bad_input:find("RowLinear: input must have 6 features (this rank's share), got shape {2,12}",

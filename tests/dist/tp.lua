@@ -57,7 +57,32 @@ emit("row_y", diff(ys[3], ys[1]))
 emit("row_gx", diff(xs[3].grad, xs[1].grad))
 emit("row_gw", diff(r2.weight.grad, dense.weight.grad:narrow(2, rank * (8 // world) + 1, 8 // world)))
 
+-- the transformer block: attention split by heads, the MLP by columns/rows, LayerNorms whole
+local block = nn.TransformerBlock(16, 4, {causal = true, generator = dle.Generator(6), dtype = "float64"})
+local tblock = tp.TransformerBlock(16, 4, {causal = true, generator = dle.Generator(6), dtype = "float64"})
+local xb = dle.randn({2, 5, 16}, {generator = dle.Generator(7), dtype = "float64"})
+local wb = dle.randn({2, 5, 16}, {generator = dle.Generator(8), dtype = "float64"})
+local xbd, xbt = xb:clone():requires_grad_(true), xb:clone():requires_grad_(true)
+local ybd, ybt = block(xbd), tblock(xbt)
+dle.backward((ybd * wb):sum())
+dle.backward((ybt * wb):sum())
+local hw = 16 // world   -- each rank's share of the heads' width
+local function qkv_rows(t)
+  local parts = {}
+  for k = 0, 2 do parts[k + 1] = t:narrow(1, k * 16 + rank * hw + 1, hw) end
+  return dle.cat(parts, 1)
+end
+emit("block_y", diff(ybt, ybd))
+emit("block_gx", diff(xbt.grad, xbd.grad))
+emit("block_gqkv", diff(tblock.attn.qkv_weight.grad, qkv_rows(block.attn.qkv.weight.grad)))
+emit("block_gqkv_b", diff(tblock.attn.qkv_bias.grad, qkv_rows(block.attn.qkv.bias.grad)))
+emit("block_gproj", diff(tblock.attn.proj.weight.grad, block.attn.proj.weight.grad:narrow(2, rank * hw + 1, hw)))
+emit("block_gfc1", diff(tblock.fc1.weight.grad, block.fc1.weight.grad:narrow(1, rank * 32 + 1, 32)))
+emit("block_gfc2", diff(tblock.fc2.weight.grad, block.fc2.weight.grad:narrow(2, rank * 32 + 1, 32)))
+emit("block_gln", diff(tblock.ln1.weight.grad, block.ln1.weight.grad) + diff(tblock.ln2.bias.grad, block.ln2.bias.grad))
+
 -- errors name the layer and the sizes
 emit("bad_split", select(2, pcall(tp.ColumnLinear, 8, 7)))
 emit("bad_input", select(2, pcall(function() return row(dle.zeros(2, 12, F64)) end)))
+emit("bad_heads", select(2, pcall(tp.Attention, 16, 3)))
 emit("done", 1)

@@ -171,5 +171,101 @@ function RowLinear:load_dense(linear)
   return self
 end
 
+-- ---------------------------------------------------------------- attention and the transformer block
+
+local Attention = nn.Module:extend("Attention")
+
+--- tensor_parallel.Attention(d, heads, {causal = false, bias = true, group, dtype, generator}):
+-- nn.MultiheadAttention (self-attention) with its heads split over the ranks: rank r keeps the q, k
+-- and v rows of heads [r * heads / n, (r + 1) * heads / n) (a ColumnLinear by heads) and the
+-- matching input columns of the output projection (a RowLinear); one all-reduce forward (after
+-- the projection) and one backward (the input's gradient). Drawn as nn.MultiheadAttention with the
+-- same options would be, or taken from one with load_dense(mha).
+function Attention:init(d, heads, opts)
+  opts = check.options(opts, "Attention", {"causal", table.unpack(OPTS)})
+  local n = dist.world_size(opts.group)
+  if math.type(heads) ~= "integer" or heads % n ~= 0 then
+    check.error(("Attention: heads (%s) must be a multiple of the %d ranks"):format(tostring(heads), n))
+  end
+  self.embed_dim, self.num_heads, self.group = d, heads, opts.group
+  self.causal = opts.causal and true or false
+  self.local_heads, self.head_dim = heads // n, d // heads
+  self.proj = RowLinear(d, d, {bias = opts.bias, dtype = opts.dtype, group = opts.group, input_is_parallel = true})
+  self:load_dense(nn.MultiheadAttention(d, heads, {causal = opts.causal, bias = opts.bias, dtype = opts.dtype,
+                                                   generator = opts.generator}))
+end
+
+--- attention:load_dense(mha): this rank's heads of an nn.MultiheadAttention.
+function Attention:load_dense(mha)
+  local d, w = self.embed_dim, self.local_heads * self.head_dim
+  local lo = dist.rank(self.group) * w
+  local function rows(t)   -- this rank's rows of q, k and v, stacked as the packed weight is
+    local parts = {}
+    for k = 0, 2 do parts[k + 1] = t:detach():narrow(1, k * d + lo + 1, w) end
+    return dle.cat(parts, 1):contiguous():requires_grad_(true)
+  end
+  dle.no_grad(function()
+    self.qkv_weight = rows(mha.qkv.weight)
+    if mha.qkv.bias then self.qkv_bias = rows(mha.qkv.bias) end
+  end)
+  self.proj._lo, self.proj._n = lo, w
+  self.proj:load_dense(mha.proj)
+  return self
+end
+
+function Attention:forward(x)
+  if not dle.is_tensor(x) or x:dim() ~= 3 or x:size(3) ~= self.embed_dim then
+    local got = dle.is_tensor(x) and check.shape_str(x) or type(x)
+    check.error(("Attention: input must be {B, T, %d}, got %s"):format(self.embed_dim, got))
+  end
+  local B, T, H = x:size(1), x:size(2), self.local_heads
+  local qkv = nn.functional.linear(CopyToRegion(x, self.group), self.qkv_weight, self.qkv_bias)
+  local o = dle.sdpa(qkv:view(B, T, 3, H, self.head_dim):permute(3, 1, 4, 2, 5), {causal = self.causal})
+  return self.proj(o:transpose(2, 3):reshape(B, T, H * self.head_dim))
+end
+
+local TransformerBlock = nn.Module:extend("TransformerBlock")
+
+--- tensor_parallel.TransformerBlock(d, heads, {causal, mlp_ratio = 4, bias, group, dtype,
+-- generator}): nn.TransformerBlock (pre-LayerNorm, no dropout) with its attention split by heads
+-- and its MLP as ColumnLinear -> gelu -> RowLinear; the LayerNorms are whole on every rank. Two
+-- all-reduces forward and two backward. Drawn as nn.TransformerBlock with the same options would
+-- be, or taken from one with load_dense(block).
+function TransformerBlock:init(d, heads, opts)
+  opts = check.options(opts, "TransformerBlock", {"causal", "mlp_ratio", table.unpack(OPTS)})
+  local dense = nn.TransformerBlock(d, heads, {causal = opts.causal, mlp_ratio = opts.mlp_ratio,
+                                               bias = opts.bias, dtype = opts.dtype, generator = opts.generator})
+  local o = {bias = opts.bias, dtype = opts.dtype, group = opts.group}
+  self.ln1 = nn.LayerNorm(d, {dtype = opts.dtype})
+  self.attn = Attention(d, heads, {causal = opts.causal, bias = opts.bias, dtype = opts.dtype,
+                                   group = opts.group})
+  self.ln2 = nn.LayerNorm(d, {dtype = opts.dtype})
+  o.gather_output = false
+  self.fc1 = ColumnLinear(d, dense.hidden, o)
+  o.gather_output, o.input_is_parallel = nil, true
+  self.fc2 = RowLinear(dense.hidden, d, o)
+  self:load_dense(dense)
+end
+
+--- block:load_dense(block): the shares of an nn.TransformerBlock (LayerNorms whole).
+function TransformerBlock:load_dense(block)
+  dle.no_grad(function()
+    for _, name in ipairs({"ln1", "ln2"}) do
+      self[name].weight:copy_(block[name].weight)
+      self[name].bias:copy_(block[name].bias)
+    end
+  end)
+  self.attn:load_dense(block.attn)
+  self.fc1:load_dense(block.fc1)
+  self.fc2:load_dense(block.fc2)
+  return self
+end
+
+function TransformerBlock:forward(x)
+  x = x + self.attn(self.ln1(x))
+  return x + self.fc2(self.fc1(self.ln2(x)):gelu())
+end
+
 M.ColumnLinear, M.RowLinear = ColumnLinear, RowLinear
+M.Attention, M.TransformerBlock = Attention, TransformerBlock
 return M
