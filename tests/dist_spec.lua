@@ -437,18 +437,18 @@ local NP = 2
 local missing = not H.have_command("mpirun") and "mpirun not found: Debian package openmpi-bin"
   or not select(1, dle.dist.is_available()) and "dle was built without MPI (libopenmpi-dev)" or nil
 
--- Runs `prog` on NP ranks with mpirun (at most 120 s); returns output, success, seconds. Under
+-- Runs `prog` on np (default NP) ranks with mpirun (at most 120 s); returns output, success, seconds. Under
 -- scripts/test --asan, LD_PRELOAD (the sanitizer runtime) goes to the ranks, not to mpirun, and
 -- the ranks run without LeakSanitizer, whose tracer crashes on Open MPI's threads at exit (ASan's
 -- memory checks stay on; this process, an MPI singleton, keeps leak checking).
-local function mpirun(prog, env)
+local function mpirun(prog, env, np)
   local preload, asan = os.getenv("LD_PRELOAD"), os.getenv("ASAN_OPTIONS")
   local extra = ""
   if preload then
     extra = " -x LD_PRELOAD=" .. q(preload) .. " -x ASAN_OPTIONS=" .. q((asan or "") .. ":detect_leaks=0")
   end
   return sh(ENV .. "env -u LD_PRELOAD " .. (env or "") .. " timeout 120 mpirun --allow-run-as-root "
-    .. "--oversubscribe --bind-to none -np " .. NP .. extra .. " " .. prog)
+    .. "--oversubscribe --bind-to none -np " .. (np or NP) .. extra .. " " .. prog)
 end
 
 -- Runs tests/dist/<worker>.lua on NP ranks (env: "VAR=value ..." for them).
@@ -570,11 +570,25 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
                           "block_gproj", "block_gfc1", "block_gfc2", "block_gln"}) do
         assert.is_true(tonumber(v[k]) < 1e-12, string.format("rank %d %s: %s", rank, k, v[k]))
       end
-      assert.truthy(v.bad_heads:find("Attention: heads (3) must be a multiple of the 2 ranks", 1, true))
+      assert.truthy(v.bad_heads:find("Attention: heads (13) must be a multiple of the 2 ranks", 1, true))
       assert.are.equal("6x8 6x6", v.shapes, "each rank keeps half the rows of W1 and half the columns of W2")
       assert.truthy(v.bad_split:find("ColumnLinear: out_features (7) must be a multiple of the 2 ranks", 1, true))
       assert.truthy(v.bad_input:find("RowLinear: input must have 6 features (this rank's share), got shape {2,12}",
                                      1, true))
+    end
+  end)
+
+  it_mpi("tensor_parallel on 4 ranks: the split MLP and transformer block equal the dense ones", function()
+    local out, ok = mpirun("lua5.4 tests/dist/tp.lua", nil, 4)
+    assert.is_true(ok, out)
+    local r = common.parse(out)
+    for rank = 0, 3 do
+      assert.are.equal("1", r[rank] and r[rank].done, "rank " .. rank .. " did not finish:\n" .. out)
+      for _, k in ipairs({"mlp_y", "mlp_gx", "mlp_gw1", "mlp_gw2", "column_y", "row_y", "row_gw", "block_y",
+                          "block_gx", "block_gqkv", "block_gproj", "block_gfc1", "block_gfc2"}) do
+        assert.is_true(tonumber(r[rank][k]) < 1e-12, string.format("rank %d %s: %s", rank, k, r[rank][k]))
+      end
+      assert.are.equal("3x8 6x3", r[rank].shapes, "a quarter of W1's rows and of W2's columns")
     end
   end)
 

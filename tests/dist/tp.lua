@@ -41,10 +41,10 @@ emit("shapes", table.concat(col.weight:shape(), "x") .. " " .. table.concat(row.
 
 -- each alone on the whole input and output, loaded from one dense layer: Column gathers its
 -- output columns, Row takes its share of the input's features
-local dense = nn.Linear(8, 6, {generator = dle.Generator(5), dtype = "float64"})
-local c2 = tp.ColumnLinear(8, 6, F64):load_dense(dense)
-local r2 = tp.RowLinear(8, 6, F64):load_dense(dense)
-local w2 = w:narrow(3, 1, 6)
+local dense = nn.Linear(8, 12, {generator = dle.Generator(5), dtype = "float64"})
+local c2 = tp.ColumnLinear(8, 12, F64):load_dense(dense)
+local r2 = tp.RowLinear(8, 12, F64):load_dense(dense)
+local w2 = dle.randn({3, 5, 12}, {generator = dle.Generator(9), dtype = "float64"})
 local xs, ys = {}, {}
 for k, layer in ipairs({dense, c2, r2}) do
   xs[k] = x0:clone():requires_grad_(true)
@@ -77,12 +77,13 @@ emit("block_gx", diff(xbt.grad, xbd.grad))
 emit("block_gqkv", diff(tblock.attn.qkv_weight.grad, qkv_rows(block.attn.qkv.weight.grad)))
 emit("block_gqkv_b", diff(tblock.attn.qkv_bias.grad, qkv_rows(block.attn.qkv.bias.grad)))
 emit("block_gproj", diff(tblock.attn.proj.weight.grad, block.attn.proj.weight.grad:narrow(2, rank * hw + 1, hw)))
-emit("block_gfc1", diff(tblock.fc1.weight.grad, block.fc1.weight.grad:narrow(1, rank * 32 + 1, 32)))
-emit("block_gfc2", diff(tblock.fc2.weight.grad, block.fc2.weight.grad:narrow(2, rank * 32 + 1, 32)))
+local fw = 64 // world   -- each rank's share of the MLP's hidden width
+emit("block_gfc1", diff(tblock.fc1.weight.grad, block.fc1.weight.grad:narrow(1, rank * fw + 1, fw)))
+emit("block_gfc2", diff(tblock.fc2.weight.grad, block.fc2.weight.grad:narrow(2, rank * fw + 1, fw)))
 emit("block_gln", diff(tblock.ln1.weight.grad, block.ln1.weight.grad) + diff(tblock.ln2.bias.grad, block.ln2.bias.grad))
 
 -- errors name the layer and the sizes
 emit("bad_split", select(2, pcall(tp.ColumnLinear, 8, 7)))
 emit("bad_input", select(2, pcall(function() return row(dle.zeros(2, 12, F64)) end)))
-emit("bad_heads", select(2, pcall(tp.Attention, 16, 3)))
+emit("bad_heads", select(2, pcall(tp.Attention, 16, 6 * world + 1)))
 emit("done", 1)
