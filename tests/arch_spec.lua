@@ -97,4 +97,15 @@ describe("the C layers", function()
     local header = assert(io.open(root .. "/engine/dle.h")):read("a")
     assert.is_nil(header:find("dle_cpu_backend", 1, true))
   end)
+
+  it("no source file of the engine, kernels, bindings or Lua package runs past 850 lines (one job per file)", function()
+    local long = {}
+    local files = sh("cd " .. q(root) .. " && git ls-files engine kernels bindings lua | grep -E '[.](c|h|cu|cuh|lua)$'")
+    for f in files:gmatch("[^\n]+") do
+      local n = 0
+      for _ in io.lines(root .. "/" .. f) do n = n + 1 end
+      if n > 850 then long[#long + 1] = f .. " (" .. n .. " lines)" end
+    end
+    assert.are.same({}, long)
+  end)
 end)
