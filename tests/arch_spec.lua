@@ -100,11 +100,14 @@ describe("the C layers", function()
 
   it("no source file of the engine, kernels, bindings or Lua package runs past 850 lines (one job per file)", function()
     local long = {}
-    local files = sh("cd " .. q(root) .. " && git ls-files engine kernels bindings lua | grep -E '[.](c|h|cu|cuh|lua)$'")
+    local files = sh("cd " .. q(root) .. " && git ls-files engine kernels bindings lua")
+    local source = {c = true, h = true, cu = true, cuh = true, lua = true}
     for f in files:gmatch("[^\n]+") do
-      local n = 0
-      for _ in io.lines(root .. "/" .. f) do n = n + 1 end
-      if n > 850 then long[#long + 1] = f .. " (" .. n .. " lines)" end
+      if source[f:match("%.(%w+)$")] then
+        local n = 0
+        for _ in io.lines(root .. "/" .. f) do n = n + 1 end
+        if n > 850 then long[#long + 1] = f .. " (" .. n .. " lines)" end
+      end
     end
     assert.are.same({}, long)
   end)
