@@ -104,6 +104,21 @@ describe("luarocks make #rock", function()
     assert.are.equal("2.0\t" .. tree .. "/lib/lua/5.4/dle/core.so\n", out)
   end)
 
+  it("gives plain lua5.4 the same build as scripts/build: one thread per core (OpenMP) and dle.dist with MPI", function()
+    local cores = tonumber((sh("nproc")))
+    -- OMP_NUM_THREADS would override the default thread count; the check is of the default
+    local out, status = sh(path_env .. "\ncd / && env -u OMP_NUM_THREADS lua5.4 -e " ..
+      q('local dle = require "dle"; local ok, why = dle.dist.is_available(); ' ..
+        'print(dle.get_num_threads(), ok, why, package.searchpath("dle.dist_native", package.cpath))'))
+    assert.are.equal(0, status, out)
+    local threads, available, _, native = out:match("^(%d+)\t(%a+)\t([^\t]*)\t([^\t\n]*)\n$")
+    assert.are.equal(cores, tonumber(threads), out)
+    if os.execute("command -v mpicc >/dev/null 2>&1") then
+      assert.are.equal("true", available, out)
+      assert.are.equal(tree .. "/lib/lua/5.4/dle/dist_native.so", native, out)
+    end
+  end)
+
   it("installs a bin/dle that runs -e chunks, scripts with arguments and the REPL", function()
     local dle_bin = q(tree .. "/bin/dle")
     local out,
