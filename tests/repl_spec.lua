@@ -240,6 +240,12 @@ describe("repl.complete", function()
     assert.are.same({"opt:zero_grad"}, repl.complete("opt:zero_g", env))
   end)
 
+  it("completes the name after an operator in the same word, keeping the operator", function()
+    assert.are.same({"#cfg.alpha"}, repl.complete("#cfg.al", env))
+    assert.are.same({"-t:narrow"}, repl.complete("-t:nar", env))
+    assert.are.same({}, repl.complete("#cfg.alpha.x", env))
+  end)
+
   it("completes string methods", function()
     assert.are.same({"s:upper"}, repl.complete("s:upp", env))
   end)

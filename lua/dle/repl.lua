@@ -145,6 +145,19 @@ end
 -- classes). Returns full words.
 function M.complete(word, env)
   env = env or _G
+  -- readline's words end only at spaces and brackets: `#m:par` or `-x.n` keep an operator in
+  -- front, which the completions keep too
+  local head, rest = word:match("^(.-)([%a_][%w_%.:]*)$")
+  if not head then
+    if word ~= "" and not word:match("[^%w_%.:]$") then return {} end
+    head, rest = word, ""
+  end
+  if head:match("[%.:]$") then return {} end   -- a field of an expression (`f().x`)
+  if head ~= "" then
+    local out = M.complete(rest, env)
+    for i, w in ipairs(out) do out[i] = head .. w end
+    return out
+  end
   local base, sep, prefix = word:match("^([%a_][%w_%.]*)([%.:])([%a_]?[%w_]*)$")
   local candidates
   if base then
@@ -316,9 +329,11 @@ function M.run(opts)
     if fn then
       buffer = nil
       local ran, results = execute(fn)
+      -- the chunk's own output without a newline (io.write) shows before the next prompt, which
+      -- readline writes past stdout's buffer
+      out:flush()
       if ran then show(out, results)
       else
-        out:flush()
         io.stderr:write(results, "\n")
       end
     elseif err ~= "incomplete" then
