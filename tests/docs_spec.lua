@@ -40,7 +40,7 @@ describe("doc comments", function()
     assert.is_nil(help.doc("dle.no_such_function"))
   end)
 
-  it("are found for a class (its file's or its line's text, then its constructor's), a module and an instance's method", function()
+  it("are found for a class (its file's or line's text, then its constructor's), a module, a method", function()
     local dle = require "dle"
     local linear = help.doc(dle.nn.Linear)
     assert.truthy(linear:find("^dle.nn.Linear%(in, out"), linear)          -- lua/dle/nn/linear.lua's header

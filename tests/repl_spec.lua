@@ -203,7 +203,8 @@ describe("repl.complete", function()
         for _, w in ipairs(repl.complete(p, env)) do words[#words + 1] = w end
       end
       local loaded = {}
-      for _, m in ipairs({"dle.amp", "dle.compile", "dle.graph", "dle.dist", "dle.profile", "dle.onnx", "dle.models", "dle.nn"}) do
+      for _, m in ipairs({"dle.amp", "dle.compile", "dle.graph", "dle.dist", "dle.profile", "dle.onnx", "dle.models",
+                          "dle.nn"}) do
         if package.loaded[m] then loaded[#loaded + 1] = m end
       end
       print(table.concat(words, " ") .. "|" .. table.concat(loaded, " "))
