@@ -106,6 +106,15 @@ describe("the REPL through a pipe", function()
     assert.truthy(err:find("custom", 1, true), err)
   end)
 
+  it("prints help() of a class, of an instance's method and, without an argument, how to use it", function()
+    local help = require "dle.help"
+    local out, err = run_repl({"help(dle.nn.Linear)", "m = dle.nn.Linear(2, 2)", "help(m.parameters)", "help()"})
+    assert.are.equal("", err)
+    local expected = help.doc(dle.nn.Linear) .. "\n" .. help.doc(dle.nn.Module.parameters) .. "\n"
+    assert.are.equal(expected, out:sub(1, #expected))
+    assert.truthy(out:sub(#expected + 1):find("^help%(f%) prints the doc of a function, class, method or module"), out)
+  end)
+
   it("stops at os.exit() with its status", function()
     local out, _, status = run_repl({"print('before')", "os.exit(3)", "print('after')"})
     assert.are.equal("before\n", out)
