@@ -40,6 +40,28 @@ describe("doc comments", function()
     assert.is_nil(help.doc("dle.no_such_function"))
   end)
 
+  it("are found for a class (its file's or line's text, then its constructor's), a module, a method", function()
+    local dle = require "dle"
+    local linear = help.doc(dle.nn.Linear)
+    assert.truthy(linear:find("^dle.nn.Linear%(in, out"), linear)          -- lua/dle/nn/linear.lua's header
+    assert.truthy(linear:find("@param in_features", 1, true), linear)     -- Linear:init's comment
+    assert.are.equal(linear, help.doc("dle.nn.Linear"))
+    local adam = help.doc(dle.optim.Adam)                                 -- a class made by Optimizer.extend
+    assert.truthy(adam:find("^dle.optim.Adam: adaptive moment"), adam)
+    assert.truthy(adam:find("Makes an optimizer over params", 1, true), adam)
+    local prelu = help.doc(dle.nn.PReLU)                                  -- one of several classes in a file
+    assert.truthy(prelu:find("learnable slopes", 1, true), prelu)
+    assert.truthy((help.doc(dle.nn.ReLU) or ""):find("Activation layers", 1, true))
+    assert.truthy((help.doc(dle.nn) or ""):find("^dle.nn: modules"))
+    local m = dle.nn.Linear(2, 2)
+    assert.are.equal(help.doc(dle.nn.Module.parameters), help.doc(m.parameters))
+    assert.truthy(help.doc(m.parameters):find("registration order", 1, true))
+    assert.truthy(help.doc(m.forward):find("@param x", 1, true))
+    assert.are.equal(help.doc(dle.Tensor.view), help.doc("Tensor:view"))
+    assert.is_nil(help.doc({}))
+    assert.is_nil(help.doc(dle.nn.Module:extend("Undocumented")))
+  end)
+
   it("comment_above takes the block right above a line only when it starts with ---", function()
     local path = os.tmpname()
     H.write_file(path, "--- Adds.\n-- More.\nlocal function a() end\n-- plain\nlocal function b() end\n\n"

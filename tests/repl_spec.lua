@@ -106,6 +106,15 @@ describe("the REPL through a pipe", function()
     assert.truthy(err:find("custom", 1, true), err)
   end)
 
+  it("prints help() of a class, of an instance's method and, without an argument, how to use it", function()
+    local help = require "dle.help"
+    local out, err = run_repl({"help(dle.nn.Linear)", "m = dle.nn.Linear(2, 2)", "help(m.parameters)", "help()"})
+    assert.are.equal("", err)
+    local expected = help.doc(dle.nn.Linear) .. "\n" .. help.doc(dle.nn.Module.parameters) .. "\n"
+    assert.are.equal(expected, out:sub(1, #expected))
+    assert.truthy(out:sub(#expected + 1):find("^help%(f%) prints the doc of a function, class, method or module"), out)
+  end)
+
   it("stops at os.exit() with its status", function()
     local out, _, status = run_repl({"print('before')", "os.exit(3)", "print('after')"})
     assert.are.equal("before\n", out)
@@ -137,6 +146,19 @@ describe("repl.compile", function()
     assert.truthy(err:find("stdin:1:", 1, true), err)
   end)
 end)
+
+-- Runs a Lua chunk in a child lua5.4 with this process's module paths; returns its stdout.
+local function run_lua(code)
+  local file = os.tmpname()
+  local f = assert(io.open(file, "w"))
+  f:write(code)
+  f:close()
+  local p = assert(io.popen(string.format("LUA_PATH=%q LUA_CPATH=%q lua5.4 %q", package.path, package.cpath, file)))
+  local out = p:read("a")
+  p:close()
+  os.remove(file)
+  return out
+end
 
 describe("repl.complete", function()
   local t = dle.ones(2, 3)
@@ -173,10 +195,65 @@ describe("repl.complete", function()
     local all = repl.complete("t:", env)
     local n_methods = 0
     for k, v in pairs(dle.Tensor) do
-      if type(k) == "string" and type(v) == "function" and k:match("^[%a_][%w_]*$") then n_methods = n_methods + 1 end
+      if type(k) == "string" and type(v) == "function" and k:match("^[%a][%w_]*$") then n_methods = n_methods + 1 end
     end
     assert.are.equal(n_methods, #all)
     assert.truthy(table.concat(repl.complete("t.", env), " "):find("t.requires_grad", 1, true))
+  end)
+
+  it("completes dle's lazily loaded modules and functions without loading them", function()
+    -- a fresh dle in a child process, so this process's loaded modules do not count
+    local out = run_lua([[
+      local dle = require "dle"
+      local repl = require "dle.repl"
+      local env = {dle = dle}
+      local words = {}
+      for _, p in ipairs({"dle.am", "dle.compi", "dle.grap", "dle.dis", "dle.profi", "dle.onn", "dle.mode", "dle.n"}) do
+        for _, w in ipairs(repl.complete(p, env)) do words[#words + 1] = w end
+      end
+      local loaded = {}
+      for _, m in ipairs({"dle.amp", "dle.compile", "dle.graph", "dle.dist", "dle.profile", "dle.onnx", "dle.models",
+                          "dle.nn"}) do
+        if package.loaded[m] then loaded[#loaded + 1] = m end
+      end
+      print(table.concat(words, " ") .. "|" .. table.concat(loaded, " "))
+      print(table.concat(repl.complete("dle.amp.Grad", env), " "))
+    ]])
+    local words, loaded, after = out:match("^(.-)|(.-)\n(.-)\n$")
+    for _, w in ipairs({"dle.amp", "dle.compile", "dle.compile_info", "dle.graph", "dle.dist", "dle.profile",
+                        "dle.onnx", "dle.models", "dle.nn"}) do
+      assert.truthy((" " .. words .. " "):find(" " .. w .. " ", 1, true), w .. " missing from: " .. words)
+    end
+    assert.are.equal("", loaded, "completion loaded modules")
+    -- after the dot the module is loaded, and its names complete
+    assert.are.equal("dle.amp.GradScaler", after)
+  end)
+
+  it("completes methods of module instances from their class and base classes, not internal names", function()
+    env.m = dle.nn.Linear(2, 2)
+    local methods = repl.complete("m:", env)
+    local set = {}
+    for _, w in ipairs(methods) do set[w] = true end
+    for _, w in ipairs({"m:forward", "m:parameters", "m:named_parameters", "m:state_dict", "m:zero_grad", "m:train",
+                        "m:eval", "m:to"}) do
+      assert.truthy(set[w], w .. " missing from: " .. table.concat(methods, " "))
+    end
+    assert.are.same({"m:parameters"}, repl.complete("m:par", env))
+    assert.is_nil(set["m:__repr"], "internal names are hidden")
+    local fields = table.concat(repl.complete("m.", env), " ")
+    assert.truthy(fields:find("m.weight", 1, true) and fields:find("m.forward", 1, true), fields)
+    assert.falsy(fields:find("m._params", 1, true), fields)
+    assert.truthy(table.concat(repl.complete("m._p", env), " "):find("m._params", 1, true))
+    -- a class whose __index is a function (an optimizer's lr property) still lists its methods
+    env.opt = dle.optim.SGD(env.m:parameters(), {lr = 0.1})
+    assert.are.same({"opt:step"}, repl.complete("opt:ste", env))
+    assert.are.same({"opt:zero_grad"}, repl.complete("opt:zero_g", env))
+  end)
+
+  it("completes the name after an operator in the same word, keeping the operator", function()
+    assert.are.same({"#cfg.alpha"}, repl.complete("#cfg.al", env))
+    assert.are.same({"-t:narrow"}, repl.complete("-t:nar", env))
+    assert.are.same({}, repl.complete("#cfg.alpha.x", env))
   end)
 
   it("completes string methods", function()

@@ -1,6 +1,7 @@
 -- rockspec_spec.lua — the LuaRocks package: the rockspec runs the project's own build and installs
 -- what it makes (no file lists), and (tag #rock; DLE_SKIP_ROCK=1 skips it) `luarocks make` of a
--- copy of the tree installs a dle that plain lua5.4 and the installed `dle` launcher can load.
+-- copy of the tree installs a dle that plain lua5.4 and the installed `dle` launcher can load,
+-- with the same build as scripts/build (OpenMP, dle.dist), and docs/building.md's commands work.
 local root = debug.getinfo(1, "S").source:match("^@(.*)/tests/[^/]*$") or "."
 local ROCKSPEC = "rockspec/dle-scm-1.rockspec"
 
@@ -102,6 +103,38 @@ describe("luarocks make #rock", function()
         'package.searchpath("dle.core", package.cpath))'))
     assert.are.equal(0, status, out)
     assert.are.equal("2.0\t" .. tree .. "/lib/lua/5.4/dle/core.so\n", out)
+  end)
+
+  it("gives plain lua5.4 the build of scripts/build: a thread per core (OpenMP), dle.dist with MPI", function()
+    local cores = tonumber((sh("nproc")))
+    -- OMP_NUM_THREADS would override the default thread count; the check is of the default
+    local out, status = sh(path_env .. "\ncd / && env -u OMP_NUM_THREADS lua5.4 -e " ..
+      q('local dle = require "dle"; local ok, why = dle.dist.is_available(); ' ..
+        'print(dle.get_num_threads(), ok, why, package.searchpath("dle.dist_native", package.cpath))'))
+    assert.are.equal(0, status, out)
+    local threads, available, _, native = out:match("^(%d+)\t(%a+)\t([^\t]*)\t([^\t\n]*)\n$")
+    assert.are.equal(cores, tonumber(threads), out)
+    if os.execute("command -v mpicc >/dev/null 2>&1") then
+      assert.are.equal("true", available, out)
+      assert.are.equal(tree .. "/lib/lua/5.4/dle/dist_native.so", native, out)
+    end
+  end)
+
+  it("runs docs/building.md's LuaRocks commands on the installed tree: luarocks path, lua5.4 -e, bin/dle", function()
+    local script, make = {}, nil
+    for _, c in ipairs((require("doc_commands").extract_all(root))) do
+      if c.file == "docs/building.md" and c.section == "LuaRocks" then
+        if c.cmd:match("^luarocks .* make ") then make = c.cmd
+        else script[#script + 1] = (c.cmd:gsub("/tmp/dletree", tree)) end
+      end
+    end
+    -- the make is lazy_setup's, run in a copy of the sources (build-rock/ stays out of the checkout)
+    assert.are.equal("luarocks --lua-version 5.4 make " .. ROCKSPEC .. " --tree /tmp/dletree", make)
+    assert.are.equal(3, #script, table.concat(script, "\n"))
+    local out, status = sh("cd " .. q(root) .. " && " .. table.concat(script, " && "))
+    assert.are.equal(0, status, out)
+    assert.truthy(out:find("[dle.Tensor float32 of size 2x2]", 1, true), out)   -- lua5.4 -e '... ones(2, 2)'
+    assert.truthy(out:find("add: shapes {2,3} and {4}", 1, true), out)          -- examples/tour.lua
   end)
 
   it("installs a bin/dle that runs -e chunks, scripts with arguments and the REPL", function()

@@ -141,21 +141,104 @@ local function public_names(fn)
   return names_of[fn] or {}
 end
 
---- The doc text of a function (a function value or a public name such as "dle.zeros"), or nil.
+--- The `---` comment block that opens the file at `path` (what LDoc shows as its module's text), or nil.
+function M.file_header(path)
+  local lines = lines_of(path)
+  if not lines or not lines[1] or not lines[1]:match("^%-%-%-") then return nil end
+  local n = 1
+  while lines[n + 1] and lines[n + 1]:match("^%s*%-%-") do n = n + 1 end
+  return M.comment_above(path, n + 1)
+end
+
+-- The file and line where a Lua function is defined, or nil (C functions).
+local function defined_at(f)
+  local info = debug.getinfo(require("dle.check").original(f), "S")
+  if info.what == "Lua" and info.source:sub(1, 1) == "@" then return info.source:sub(2), info.linedefined end
+  return nil
+end
+
+-- A class's constructor: its own `init` (nn.Module's classes) or `new` (the optimizers'), or nil.
+local function constructor(v)
+  if type(v) ~= "table" then return nil end
+  local f = rawget(v, "init") or rawget(v, "new")
+  return type(f) == "function" and f or nil
+end
+
+-- The file a class is written in: where its constructor, forward or another own method is defined.
+local function class_file(cls)
+  for _, k in ipairs({"init", "new", "forward"}) do
+    local f = rawget(cls, k)
+    if type(f) == "function" and defined_at(f) then return defined_at(f) end
+  end
+  for _, f in pairs(cls) do
+    if type(f) == "function" and defined_at(f) then return defined_at(f) end
+  end
+  return nil
+end
+
+-- The text about a module or class itself: the header of the file that returns it (dle.nn.linear
+-- for dle.nn.Linear, dle/nn/init.lua for dle.nn); else for a class (named by `name` or `__name`)
+-- the comment above the line making it (`A.PReLU = Module:extend("PReLU")`), else the header of
+-- its file (a factory making several classes).
+local function table_text(t)
+  for name, m in pairs(package.loaded) do
+    if m == t and type(name) == "string" then
+      local path = package.searchpath(name, package.path)
+      local text = path and M.file_header(path)
+      if text then return text end
+    end
+  end
+  local cname = rawget(t, "name") or rawget(t, "__name")
+  if type(cname) ~= "string" then return nil end
+  cname = cname:match("[%w_]+$")
+  local path = class_file(t)
+  if not path or not cname then return nil end
+  for i, l in ipairs(lines_of(path) or {}) do
+    if l:find('extend%(%s*"' .. cname .. '"') then
+      local text = M.comment_above(path, i)
+      if text then return text end
+    end
+  end
+  return M.file_header(path)
+end
+
+-- The value a dotted public name ("dle.nn.Linear") reaches, or nil.
+local function resolve(name)
+  local path = name:match("^dle%.([%w_.]+)$")
+  if not path then return nil end
+  local v = require "dle"
+  for part in path:gmatch("[^.]+") do
+    if type(v) ~= "table" then return nil end
+    v = v[part]
+  end
+  return v
+end
+
+--- The doc text of a function, a class or module table (its own text, then its constructor's) or
+-- a public name such as "dle.zeros", "dle.nn.Linear" or "Tensor:view"; nil when there is none.
 function M.doc(f)
   if type(f) == "string" then
     local e = doc_entries()[f]
     if e then return e end
-    for _, item in ipairs(M.public_functions()) do
-      if item.name == f then f = item.fn break end
+    local v = resolve(f)
+    if v == nil then
+      for _, item in ipairs(M.public_functions()) do
+        if item.name == f then v = item.fn break end
+      end
     end
-    if type(f) == "string" then return nil end
+    if v == nil then return nil end
+    f = v
   end
-  if type(f) == "table" and is_class(f) then f = rawget(f, "init") end
+  if type(f) == "table" then
+    local ctor = constructor(f)
+    local own, of_ctor = table_text(f), ctor and M.doc(ctor)
+    if own and of_ctor and own ~= of_ctor then return own .. "\n\n" .. of_ctor end
+    return own or of_ctor
+  end
   if type(f) ~= "function" then return nil end
-  local info = debug.getinfo(require("dle.check").original(f), "S")
-  if info.what == "Lua" and info.source:sub(1, 1) == "@" then
-    local text = M.comment_above(info.source:sub(2), info.linedefined)
+  local path, line = defined_at(f)
+  if path then
+    local text = M.comment_above(path, line)
     if text then return text end
   end
   local e = doc_entries()

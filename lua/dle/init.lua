@@ -80,7 +80,12 @@ do
                          {__call = function(_, ...) return log_op(...) end, __index = {op = log_op}})
 end
 local loading = {}   -- a subpackage's own files may look for it while it loads: nil then
-setmetatable(dle, {__index = function(t, k)
+-- __lazy_names lists the names __index provides without loading anything (the REPL completes them).
+local lazy_names = {}
+for k in pairs(subpackages) do lazy_names[#lazy_names + 1] = k end
+for k in pairs(installers) do lazy_names[#lazy_names + 1] = k end
+table.sort(lazy_names)
+setmetatable(dle, {__lazy_names = lazy_names, __index = function(t, k)
   local installer = installers[k]
   if installer then
     merge(require(installer))

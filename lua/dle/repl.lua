@@ -77,19 +77,36 @@ local function sorted_unique(list)
   return out
 end
 
--- Field names of a value a user can write after `.` (methods = true: after `:`).
+-- Field names of a value a user can write after `.` (methods = true: after `:`), following the
+-- metatables: a table __index is a class and, up its own metatable, its base classes; beside a
+-- function __index (a property such as an optimizer's lr, dle's lazy loader) the class is the
+-- metatable itself, and __lazy_names lists what the loader gives without loading it.
 local function fields_of(v, methods)
   local names, seen = {}, {}
-  local function add_table(t, depth)
-    if type(t) ~= "table" or seen[t] or depth > 4 then return end
-    seen[t] = true
-    for k, x in pairs(t) do
-      if type(k) == "string" and k:match("^[%a_][%w_]*$") and (not methods or type(x) == "function") then
-        names[#names + 1] = k
+  local function add(k, x)
+    if type(k) == "string" and k:match("^[%a_][%w_]*$") and (not methods or type(x) == "function") then
+      names[#names + 1] = k
+    end
+  end
+  local add_table
+  local function add_chain(mt, depth)
+    if type(mt) ~= "table" then return end
+    local index = rawget(mt, "__index")
+    if type(index) == "table" then
+      add_table(index, depth + 1)
+    elseif type(index) == "function" then
+      add_table(mt, depth + 1)
+      local lazy = rawget(mt, "__lazy_names")
+      if not methods and type(lazy) == "table" then
+        for _, k in ipairs(lazy) do add(k) end
       end
     end
-    local mt = getmetatable(t)
-    if mt and type(mt.__index) == "table" then add_table(mt.__index, depth + 1) end
+  end
+  function add_table(t, depth)
+    if type(t) ~= "table" or seen[t] or depth > 8 then return end
+    seen[t] = true
+    for k, x in pairs(t) do add(k, x) end
+    add_chain(getmetatable(t), depth)
   end
   if is_tensor(v) then
     add_table(package.loaded["dle"].Tensor, 0)
@@ -102,7 +119,7 @@ local function fields_of(v, methods)
     add_table(v, 0)
   else
     local ok, mt = pcall(getmetatable, v)
-    if ok and type(mt) == "table" and type(mt.__index) == "table" then add_table(mt.__index, 0) end
+    if ok then add_chain(mt, 0) end
   end
   return names
 end
@@ -123,9 +140,24 @@ local function lookup(env, path)
 end
 
 --- Completions of the word at the end of the input: globals and keywords for `na`, fields for
--- `obj.na` and methods for `obj:na` (tensor methods come from dle.Tensor). Returns full words.
+-- `obj.na` (dle's lazily loaded modules without loading them; `dle.amp.` loads dle.amp) and
+-- methods for `obj:na` (tensor methods from dle.Tensor, a module's from its class and base
+-- classes). Returns full words.
 function M.complete(word, env)
   env = env or _G
+  -- readline's words end only at spaces and brackets: `#m:par` or `-x.n` keep an operator in
+  -- front, which the completions keep too
+  local head, rest = word:match("^(.-)([%a_][%w_%.:]*)$")
+  if not head then
+    if word ~= "" and not word:match("[^%w_%.:]$") then return {} end
+    head, rest = word, ""
+  end
+  if head:match("[%.:]$") then return {} end   -- a field of an expression (`f().x`)
+  if head ~= "" then
+    local out = M.complete(rest, env)
+    for i, w in ipairs(out) do out[i] = head .. w end
+    return out
+  end
   local base, sep, prefix = word:match("^([%a_][%w_%.]*)([%.:])([%a_]?[%w_]*)$")
   local candidates
   if base then
@@ -138,9 +170,12 @@ function M.complete(word, env)
     candidates = fields_of(env, false)
     for _, k in ipairs(KEYWORDS) do candidates[#candidates + 1] = k end
   end
+  -- names starting with `_` are internal (a module's _params, a class's __index): listed only
+  -- once the prefix asks for them
+  local private = prefix:sub(1, 1) == "_"
   local out = {}
   for _, name in ipairs(candidates) do
-    if name:sub(1, #prefix) == prefix then
+    if name:sub(1, #prefix) == prefix and (private or name:sub(1, 1) ~= "_") then
       out[#out + 1] = base and (base .. sep .. name) or name
     end
   end
@@ -252,13 +287,18 @@ function M.run(opts)
   if interactive == nil then interactive = stdin_is_terminal() end
   local dle = require("dle")
   _G.dle = dle
-  --- help(f): prints the doc comment of a function (or public name, "dle.zeros"): the text the
-  -- API reference shows.
-  _G.help = _G.help or function(f)
+  --- help(f): prints the doc comment of a function, class, method or module (or of a public
+  -- name, "dle.zeros"): the text the API reference shows.
+  _G.help = _G.help or function(...)
+    if select("#", ...) == 0 then
+      io.stdout:write("help(f) prints the doc of a function, class, method or module: help(dle.zeros),\n",
+                      "help(dle.nn.Linear), help(m.forward), help(\"Tensor:view\"). Tab completes names.\n")
+      return
+    end
+    local f = ...
     local text = require("dle.help").doc(f)
     io.stdout:write(text or ("no documentation found for " .. tostring(f)), "\n")
   end
-  local _ = {dle.nn, dle.optim, dle.data}   -- loaded now, so `dle.<Tab>` lists them
   local out = io.stdout
   out:setvbuf("line")   -- keeps results and (unbuffered) error output in order in a pipe
   local read, save, editing = make_reader(interactive, opts.readline ~= false)
@@ -289,9 +329,11 @@ function M.run(opts)
     if fn then
       buffer = nil
       local ran, results = execute(fn)
+      -- the chunk's own output without a newline (io.write) shows before the next prompt, which
+      -- readline writes past stdout's buffer
+      out:flush()
       if ran then show(out, results)
       else
-        out:flush()
         io.stderr:write(results, "\n")
       end
     elseif err ~= "incomplete" then

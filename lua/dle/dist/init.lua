@@ -26,8 +26,11 @@ local function load_native()
   elseif package.searchpath("dle.dist_native", package.cpath) then
     native_error = "dle.dist: the MPI module dle.dist_native failed to load: " .. tostring(m)
   else
-    native_error = "dle.dist: MPI support was not built (libopenmpi-dev missing when dle was built; "
-      .. "install it and rebuild with scripts/build)"
+    -- either the build found no MPI or an install left the module out: the message names both
+    local core_path = package.searchpath("dle.core", package.cpath)
+    native_error = "dle.dist: MPI support was not built (no dle/dist_native.so beside " .. tostring(core_path)
+      .. ": libopenmpi-dev was missing when dle was built, or the install left the module out; "
+      .. "install libopenmpi-dev and rebuild with scripts/build)"
   end
   return native
 end
