@@ -91,6 +91,19 @@ typedef struct {
   dle_dtype dtype;
 } dle_result_spec;
 
+/* The last step of a front door that ran its kernel into fresh results r[0..nout) (and copied
+ * them into the caller's outputs): when st is DLE_OK each empty slot outs[k] takes r[k]; every
+ * other result is released. Returns st. */
+static inline dle_status dle_hand_over(dle_tensor **outs, dle_tensor **r, int nout, dle_status st) {
+  for (int k = 0; k < nout; k++) {
+    if (st == DLE_OK && !outs[k])
+      outs[k] = r[k];
+    else
+      dle_tensor_release(r[k]);
+  }
+  return st;
+}
+
 /* The end of a front door whose kernels want contiguous inputs and fresh contiguous outputs
  * (conv, norm): checks the shapes of the caller's outputs against res (one per output of op),
  * gives the kernel input i cast to in_dt[i] and contiguous (at most 8 inputs), then copies the

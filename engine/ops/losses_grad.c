@@ -68,9 +68,7 @@ static dle_status vjp_mse(dle_node *n, dle_tensor *const *gout, dle_tensor **gin
   return scope_end(&s, gin, 2);
 }
 
-static dle_status jvp_mse(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)nin;
+DLE_JVP_RULE(jvp_mse) {
   dle_tensor *td = NULL;
   scope s = {.n = 0};
   td = sub_opt(&s, tin[0], tin[1]);
@@ -99,10 +97,7 @@ static dle_status vjp_mse_backward(dle_node *n, dle_tensor *const *gout, dle_ten
   return scope_end(&s, gin, 3);
 }
 
-static dle_status jvp_mse_backward(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                   dle_tensor *const *tin, dle_tensor *const *outs,
-                                   dle_tensor **tout) {
-  (void)op, (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_mse_backward) {
   scope s = {.n = 0};
   dle_tensor *gy = ins[0], *x = ins[1], *y = ins[2], *acc = NULL;
   double k = 2 * mean_scale(a, dle_tensor_numel(x));
@@ -129,9 +124,7 @@ static dle_status vjp_nll(dle_node *n, dle_tensor *const *gout, dle_tensor **gin
                   dle_node_attrs(n), dle_node_input_sizes(n, 0)[1]);
 }
 
-static dle_status jvp_nll(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_nll) {
   if (!tin[0]) return DLE_OK;
   return nll_call(DLE_OP_NLL_LOSS, &tout[0], tin[0], ins[1], a, a->ints[3]);
 }
@@ -142,10 +135,7 @@ static dle_status vjp_nll_backward(dle_node *n, dle_tensor *const *gout, dle_ten
   return nll_call(DLE_OP_NLL_LOSS, &gin[0], gout[0], dle_node_input(n, 1), a, a->ints[3]);
 }
 
-static dle_status jvp_nll_backward(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                   dle_tensor *const *tin, dle_tensor *const *outs,
-                                   dle_tensor **tout) {
-  (void)op, (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_nll_backward) {
   if (!tin[0]) return DLE_OK;
   return nll_call(DLE_OP_NLL_LOSS_BACKWARD, &tout[0], tin[0], ins[1], a, a->ints[3]);
 }
@@ -225,9 +215,7 @@ static dle_status vjp_bce(dle_node *n, dle_tensor *const *gout, dle_tensor **gin
   return scope_end(&s, gin, nin);
 }
 
-static dle_status jvp_bce(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)outs;
+DLE_JVP_RULE(jvp_bce) {
   bce_in b = bce_of(ins, nin, 0, a);
   scope s = {.n = 0};
   dle_tensor *acc = NULL;
@@ -282,10 +270,7 @@ static dle_status vjp_bce_backward(dle_node *n, dle_tensor *const *gout, dle_ten
   return scope_end(&s, gin, nin);
 }
 
-static dle_status jvp_bce_backward(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                   dle_tensor *const *tin, dle_tensor *const *outs,
-                                   dle_tensor **tout) {
-  (void)op, (void)outs;
+DLE_JVP_RULE(jvp_bce_backward) {
   bce_in b = bce_of(ins, nin, 1, a);
   scope s = {.n = 0};
   dle_tensor *acc = NULL, *gyc = bce_scaled_gy(&s, &b, ins[0]);
@@ -349,9 +334,7 @@ static dle_status vjp_ce(dle_node *n, dle_tensor *const *gout, dle_tensor **gin)
 }
 
 /* d loss = sum_c G[., c] dx[., c] with G the backward at gy = 1; d lse = sum_c p dx */
-static dle_status jvp_ce(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                         dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)nin;
+DLE_JVP_RULE(jvp_ce) {
   if (!tin[0]) return DLE_OK;
   scope s = {.n = 0};
   dle_tensor *ones = NULL;
@@ -391,10 +374,7 @@ static dle_status vjp_ce_backward(dle_node *n, dle_tensor *const *gout, dle_tens
   return scope_end(&s, gin, 4);
 }
 
-static dle_status jvp_ce_backward(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                  dle_tensor *const *tin, dle_tensor *const *outs,
-                                  dle_tensor **tout) {
-  (void)op, (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_ce_backward) {
   if (!tin[0] && !tin[1] && !tin[3]) return DLE_OK;
   scope s = {.n = 0};
   dle_tensor *gy = ins[0], *x = ins[1], *t = ins[2], *lse = ins[3];
@@ -452,9 +432,7 @@ static dle_status vjp_soft_ce(dle_node *n, dle_tensor *const *gout, dle_tensor *
   return scope_end(&s, gin, 2);
 }
 
-static dle_status jvp_soft_ce(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                              dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)nin;
+DLE_JVP_RULE(jvp_soft_ce) {
   if (!tin[0] && !tin[1]) return DLE_OK;
   scope s = {.n = 0};
   dle_tensor *x = ins[0], *t = ins[1], *lse = outs[1], *acc = NULL;
@@ -502,10 +480,7 @@ static dle_status vjp_soft_ce_backward(dle_node *n, dle_tensor *const *gout, dle
 }
 
 /* dG = c dgy (p S - q) + w (S p (dx - dlse) + (1 - eps) (p sum_c dt - dt)) */
-static dle_status jvp_soft_ce_backward(dle_op op, const dle_attrs *a, dle_tensor *const *ins,
-                                       int nin, dle_tensor *const *tin, dle_tensor *const *outs,
-                                       dle_tensor **tout) {
-  (void)op, (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_soft_ce_backward) {
   if (!tin[0] && !tin[1] && !tin[2] && !tin[3]) return DLE_OK;
   scope s = {.n = 0};
   dle_tensor *gy = ins[0], *x = ins[1], *t = ins[2], *lse = ins[3];

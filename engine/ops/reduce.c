@@ -27,6 +27,13 @@ dle_status dle_reduce_wrap_dim(const char *fn, const dle_tensor *x, int64_t dim,
   return DLE_OK;
 }
 
+dle_status dle_line_dim(const char *fn, const dle_tensor *x, int64_t dim, int *out) {
+  if (x->ndim == 0)
+    return dle_error("%s: expected a tensor with at least 1 dim, got a 0-dim tensor (shape %s)", fn,
+                     SHAPE(x));
+  return dle_reduce_wrap_dim(fn, x, dim, out);
+}
+
 /* Which dims of x the attrs reduce (none listed: all). */
 static dle_status reduce_mask(const char *fn, const dle_tensor *x, const dle_attrs *a, bool *mask) {
   memset(mask, 0, DLE_MAX_DIMS * sizeof *mask);

@@ -101,9 +101,7 @@ static dle_status vjp_sum(dle_node *n, dle_tensor *const *gout, dle_tensor **gin
 }
 
 /* sum, mean: the same reduction of the tangent */
-static dle_status jvp_sum(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)ins, (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_sum) {
   if (!tin[0]) return DLE_OK;
   return reduce_like(op, &tout[0], tin[0], a, a->keepdim);
 }
@@ -154,9 +152,7 @@ static dle_status vjp_prod(dle_node *n, dle_tensor *const *gout, dle_tensor **gi
 }
 
 /* d prod = sum(product of the others * t) */
-static dle_status jvp_prod(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                           dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_prod) {
   if (!tin[0]) return DLE_OK;
   dle_tensor *f = NULL;
   DLE_TRY(prod_factor(&f, ins[0], a));
@@ -198,9 +194,7 @@ static dle_status vjp_var(dle_node *n, dle_tensor *const *gout, dle_tensor **gin
 }
 
 /* d var = 2 / (N - c) sum((x - mean) t) */
-static dle_status jvp_var(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_var) {
   if (!tin[0]) return DLE_OK;
   dle_tensor *d = NULL, *s = NULL;
   dle_status st = centered(&d, ins[0], a);
@@ -245,9 +239,7 @@ static dle_status vjp_std(dle_node *n, dle_tensor *const *gout, dle_tensor **gin
 }
 
 /* d std = sum((x - mean) t) / ((N - c) std) */
-static dle_status jvp_std(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)nin;
+DLE_JVP_RULE(jvp_std) {
   if (!tin[0]) return DLE_OK;
   dle_tensor *d = NULL, *s = NULL;
   dle_status st = centered(&d, ins[0], a);
@@ -283,10 +275,7 @@ static dle_status vjp_logsumexp(dle_node *n, dle_tensor *const *gout, dle_tensor
 }
 
 /* d logsumexp = sum(exp(x - out) t) */
-static dle_status jvp_logsumexp(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                dle_tensor *const *tin, dle_tensor *const *outs,
-                                dle_tensor **tout) {
-  (void)op, (void)nin;
+DLE_JVP_RULE(jvp_logsumexp) {
   if (!tin[0]) return DLE_OK;
   dle_tensor *w = NULL;
   DLE_TRY(lse_weights(&w, ins[0], outs[0], a));
@@ -325,9 +314,7 @@ static dle_status vjp_amax(dle_node *n, dle_tensor *const *gout, dle_tensor **gi
 }
 
 /* d amax (amin) = mean of t over the ties */
-static dle_status jvp_amax(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                           dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)nin;
+DLE_JVP_RULE(jvp_amax) {
   if (!tin[0]) return DLE_OK;
   dle_tensor *mask = NULL, *count = NULL, *s = NULL;
   dle_status st = tie_mask(&mask, &count, ins[0], outs[0], a, a->keepdim);
@@ -373,9 +360,7 @@ static dle_status vjp_max(dle_node *n, dle_tensor *const *gout, dle_tensor **gin
 }
 
 /* d max (min) values = t at the selected index */
-static dle_status jvp_max(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)nin;
+DLE_JVP_RULE(jvp_max) {
   if (!tin[0]) return DLE_OK;
   dle_tensor *mask = NULL;
   DLE_TRY(selected_mask(&mask, op, outs[1], a, ins[0]->ndim, ins[0]->sizes, tin[0]->dtype));

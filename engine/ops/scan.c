@@ -62,13 +62,7 @@ dle_status dle_forward_scan(dle_op op, dle_tensor **outs, dle_tensor *const *ins
   for (int k = 0; k < nout && st == DLE_OK; k++)
     if (outs[k]) st = dle_copy_(outs[k], res[k]);
   dle_tensor_release(xin);
-  for (int k = 0; k < nout; k++) {
-    if (st == DLE_OK && !outs[k])
-      outs[k] = res[k];
-    else
-      dle_tensor_release(res[k]);
-  }
-  return st;
+  return dle_hand_over(outs, res, nout, st);
 }
 
 /* FLOPs: one combining step per element, as the reductions count (flops.c conventions). */
