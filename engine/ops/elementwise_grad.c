@@ -355,7 +355,7 @@ typedef struct {
 
 /* f = v op c (see unary_rule) */
 #define BY_SCALAR(sop, k) .by_scalar = true, .scalar_op = DLE_OP_##sop, .c = (k)
-#define LN2              0.69314718055994530942
+#define LN2               0.69314718055994530942
 
 static const unary_rule unary_rules[DLE_NUM_OPS] = {
     [DLE_OP_ABS] = {d_abs, false, DLE_SAVE(0), false},
@@ -431,9 +431,6 @@ DLE_JVP_RULE(jvp_unary) {
 /* ---- binary ops: local derivatives fa = dy/da, fb = dy/db (only those asked for), then
  * gin = sum_to(gout * f) and tout = ta * fa + tb * fb ---- */
 
-typedef dle_status (*deriv2_fn)(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
-                                dle_tensor *y);
-
 /* d(a/b) = da / b - y db / b */
 static dle_status d_div(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
                         dle_tensor *y) {
@@ -504,16 +501,6 @@ static dle_status d_maxmin(bool is_max, dle_tensor **fa, dle_tensor **fb, dle_te
   if (st == DLE_OK && fb) st = side_weight(fb, is_max ? DLE_OP_LT : DLE_OP_GT, a, b, tie, dt);
   dle_tensor_release(tie);
   return st;
-}
-
-static dle_status d_maximum(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
-                            dle_tensor *y) {
-  return d_maxmin(true, fa, fb, a, b, y);
-}
-
-static dle_status d_minimum(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
-                            dle_tensor *y) {
-  return d_maxmin(false, fa, fb, a, b, y);
 }
 
 /* d (g gelu'(x)) = g gelu''(x) dx + gelu'(x) dg */
@@ -627,31 +614,23 @@ static dle_status d_fmaxmin(bool is_max, dle_tensor **fa, dle_tensor **fb, dle_t
   return st;
 }
 
-static dle_status d_fmax(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
-                         dle_tensor *y) {
-  return d_fmaxmin(true, fa, fb, a, b, y);
-}
-
-static dle_status d_fmin(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
-                         dle_tensor *y) {
-  return d_fmaxmin(false, fa, fb, a, b, y);
-}
-
-static deriv2_fn binary_deriv(dle_op op) {
+/* The local derivatives of the binary op (only those asked for). */
+static dle_status binary_derivs(dle_op op, dle_tensor **fa, dle_tensor **fb, dle_tensor *a,
+                                dle_tensor *b, dle_tensor *y) {
   switch (op) {
-    case DLE_OP_GELU_BACKWARD: return d_gelu_backward;
-    case DLE_OP_DIV: return d_div;
-    case DLE_OP_POW: return d_pow;
-    case DLE_OP_MAXIMUM: return d_maximum;
-    case DLE_OP_ATAN2: return d_atan2;
-    case DLE_OP_HYPOT: return d_hypot;
-    case DLE_OP_LOGADDEXP: return d_logaddexp;
-    case DLE_OP_COPYSIGN: return d_copysign;
-    case DLE_OP_FMOD: return d_fmod;
-    case DLE_OP_REMAINDER: return d_remainder;
-    case DLE_OP_FMAX: return d_fmax;
-    case DLE_OP_FMIN: return d_fmin;
-    default: return d_minimum;
+    case DLE_OP_GELU_BACKWARD: return d_gelu_backward(fa, fb, a, b, y);
+    case DLE_OP_DIV: return d_div(fa, fb, a, b, y);
+    case DLE_OP_POW: return d_pow(fa, fb, a, b, y);
+    case DLE_OP_MAXIMUM: return d_maxmin(true, fa, fb, a, b, y);
+    case DLE_OP_ATAN2: return d_atan2(fa, fb, a, b, y);
+    case DLE_OP_HYPOT: return d_hypot(fa, fb, a, b, y);
+    case DLE_OP_LOGADDEXP: return d_logaddexp(fa, fb, a, b, y);
+    case DLE_OP_COPYSIGN: return d_copysign(fa, fb, a, b, y);
+    case DLE_OP_FMOD: return d_fmod(fa, fb, a, b, y);
+    case DLE_OP_REMAINDER: return d_remainder(fa, fb, a, b, y);
+    case DLE_OP_FMAX: return d_fmaxmin(true, fa, fb, a, b, y);
+    case DLE_OP_FMIN: return d_fmaxmin(false, fa, fb, a, b, y);
+    default: return d_maxmin(false, fa, fb, a, b, y); /* minimum */
   }
 }
 
@@ -662,7 +641,7 @@ static dle_status local_derivs(dle_op op, dle_dtype dt, dle_tensor **fa, dle_ten
   dle_tensor *ca = NULL, *cb = NULL; /* a, b: NULL when the rule does not read them */
   dle_status st = a ? dle_cast_if_needed(&ca, a, dt) : DLE_OK;
   if (st == DLE_OK && b) st = dle_cast_if_needed(&cb, b, dt);
-  if (st == DLE_OK) st = binary_deriv(op)(fa, fb, ca, cb, y);
+  if (st == DLE_OK) st = binary_derivs(op, fa, fb, ca, cb, y);
   dle_tensor_release(ca);
   dle_tensor_release(cb);
   return st;

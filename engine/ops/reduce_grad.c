@@ -177,36 +177,6 @@ static double var_divisor(const dle_attrs *a, int ndim, const int64_t *sizes) {
   return d > 0 ? d : 0;
 }
 
-/* d var = 2 (x - mean) / (N - c) g */
-static dle_status vjp_var(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
-  if (!gout[0]) return DLE_OK;
-  int nd = dle_node_input_ndim(n, 0);
-  const int64_t *sizes = dle_node_input_sizes(n, 0);
-  const dle_attrs *a = dle_node_attrs(n);
-  dle_tensor *d = NULL, *u = NULL, *w = NULL;
-  dle_status st = centered(&d, dle_node_input(n, 0), a);
-  if (st == DLE_OK) st = unsqueeze_reduced(&u, gout[0], a, nd, sizes);
-  if (st == DLE_OK)
-    st = dle_binary_scalar(DLE_OP_MUL, &w, u, 2.0 / var_divisor(a, nd, sizes), false);
-  if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &gin[0], d, w);
-  dle_release_all((dle_tensor *[]){d, u, w}, 3);
-  return st;
-}
-
-/* d var = 2 / (N - c) sum((x - mean) t) */
-DLE_JVP_RULE(jvp_var) {
-  if (!tin[0]) return DLE_OK;
-  dle_tensor *d = NULL, *s = NULL;
-  dle_status st = centered(&d, ins[0], a);
-  if (st == DLE_OK) st = weighted_sum(&s, tin[0], d, a);
-  if (st == DLE_OK)
-    st = dle_binary_scalar(DLE_OP_MUL, &tout[0], s,
-                           2.0 / var_divisor(a, ins[0]->ndim, ins[0]->sizes), false);
-  dle_tensor_release(d);
-  dle_tensor_release(s);
-  return st;
-}
-
 /* g / ((N - c) std), and 0 where std == 0 (as PyTorch: a constant slice has no direction). */
 static dle_status std_scale(dle_tensor **out, dle_tensor *g, dle_tensor *sd, double divisor) {
   enum { ZF, NZ, DEN, Q, Q2, NT };
@@ -222,30 +192,40 @@ static dle_status std_scale(dle_tensor **out, dle_tensor *g, dle_tensor *sd, dou
   return st;
 }
 
-/* d std = (x - mean) / ((N - c) std) g, from the saved std */
-static dle_status vjp_std(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+/* g times var's or std's local factor: var 2 / (N - c); std 1 / ((N - c) std), from its value sd
+ * (unused for var). */
+static dle_status var_std_scale(dle_op op, dle_tensor **out, dle_tensor *g, dle_tensor *sd,
+                                double divisor) {
+  if (op == DLE_OP_VAR) return dle_binary_scalar(DLE_OP_MUL, out, g, 2.0 / divisor, false);
+  return std_scale(out, g, sd, divisor);
+}
+
+/* d var = 2 (x - mean) / (N - c) g; d std = (x - mean) / ((N - c) std) g, from the saved std */
+static dle_status vjp_var_std(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
   if (!gout[0]) return DLE_OK;
+  dle_op op = dle_node_op(n);
   int nd = dle_node_input_ndim(n, 0);
   const int64_t *sizes = dle_node_input_sizes(n, 0);
   const dle_attrs *a = dle_node_attrs(n);
   dle_tensor *d = NULL, *u = NULL, *su = NULL, *w = NULL;
   dle_status st = centered(&d, dle_node_input(n, 0), a);
   if (st == DLE_OK) st = unsqueeze_reduced(&u, gout[0], a, nd, sizes);
-  if (st == DLE_OK) st = unsqueeze_reduced(&su, dle_node_output(n, 0), a, nd, sizes);
-  if (st == DLE_OK) st = std_scale(&w, u, su, var_divisor(a, nd, sizes));
+  if (st == DLE_OK && op == DLE_OP_STD)
+    st = unsqueeze_reduced(&su, dle_node_output(n, 0), a, nd, sizes);
+  if (st == DLE_OK) st = var_std_scale(op, &w, u, su, var_divisor(a, nd, sizes));
   if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &gin[0], d, w);
   dle_release_all((dle_tensor *[]){d, u, su, w}, 4);
   return st;
 }
 
-/* d std = sum((x - mean) t) / ((N - c) std) */
-DLE_JVP_RULE(jvp_std) {
+/* d var = 2 / (N - c) sum((x - mean) t); d std = sum((x - mean) t) / ((N - c) std) */
+DLE_JVP_RULE(jvp_var_std) {
   if (!tin[0]) return DLE_OK;
   dle_tensor *d = NULL, *s = NULL;
   dle_status st = centered(&d, ins[0], a);
   if (st == DLE_OK) st = weighted_sum(&s, tin[0], d, a);
   if (st == DLE_OK)
-    st = std_scale(&tout[0], s, outs[0], var_divisor(a, ins[0]->ndim, ins[0]->sizes));
+    st = var_std_scale(op, &tout[0], s, outs[0], var_divisor(a, ins[0]->ndim, ins[0]->sizes));
   dle_tensor_release(d);
   dle_tensor_release(s);
   return st;
@@ -373,8 +353,8 @@ void dle_grad_register_reduce(dle_grad_rule *r) {
   r[DLE_OP_SUM] = (dle_grad_rule){vjp_sum, jvp_sum, 0, false};
   r[DLE_OP_MEAN] = (dle_grad_rule){vjp_mean, jvp_sum, 0, false};
   r[DLE_OP_PROD] = (dle_grad_rule){vjp_prod, jvp_prod, DLE_SAVE(0), false};
-  r[DLE_OP_VAR] = (dle_grad_rule){vjp_var, jvp_var, DLE_SAVE(0), false};
-  r[DLE_OP_STD] = (dle_grad_rule){vjp_std, jvp_std, DLE_SAVE(0), true};
+  r[DLE_OP_VAR] = (dle_grad_rule){vjp_var_std, jvp_var_std, DLE_SAVE(0), false};
+  r[DLE_OP_STD] = (dle_grad_rule){vjp_var_std, jvp_var_std, DLE_SAVE(0), true};
   r[DLE_OP_LOGSUMEXP] = (dle_grad_rule){vjp_logsumexp, jvp_logsumexp, DLE_SAVE(0), true};
   r[DLE_OP_AMAX] = (dle_grad_rule){vjp_amax, jvp_amax, DLE_SAVE(0), true};
   r[DLE_OP_AMIN] = (dle_grad_rule){vjp_amax, jvp_amax, DLE_SAVE(0), true};
