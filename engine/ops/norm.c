@@ -104,8 +104,7 @@ static dle_status check_shapes(dle_op op, const norm_args *r, const dle_attrs *a
   return DLE_OK;
 }
 
-dle_status dle_forward_norm(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                            const dle_attrs *a) {
+DLE_FORWARD_RULE(norm) {
   norm_args r;
   int pn = 0;
   int64_t psizes[DLE_MAX_DIMS], q = 0;

@@ -114,9 +114,7 @@ dle_status dle_reduce_run_into(dle_op op, dle_tensor **outs, int nout, int ndim,
   return DLE_OK;
 }
 
-dle_status dle_forward_reduce(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                              const dle_attrs *a) {
-  (void)nin;
+DLE_FORWARD_RULE(reduce) {
   const char *fn = dle_op_get_info(op)->name;
   dle_tensor *x = ins[0];
   if ((op == DLE_OP_MAX || op == DLE_OP_MIN) && a->nints != 1)

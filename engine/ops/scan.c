@@ -25,9 +25,7 @@ static dle_status scan_dtype(dle_op op, const dle_tensor *x, dle_dtype *dt) {
   return DLE_OK;
 }
 
-dle_status dle_forward_scan(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                            const dle_attrs *a) {
-  (void)nin;
+DLE_FORWARD_RULE(scan) {
   const char *fn = dle_op_get_info(op)->name;
   dle_tensor *x = ins[0];
   if (a->nints < 1)

@@ -256,8 +256,7 @@ static dle_status forward_mode(dle_tensor **outs, dle_tensor *const *ins, const 
   return dle_reduce_run_into(DLE_OP_MODE, outs, 2, nd, sizes, dts, x, x->dtype, &ka);
 }
 
-dle_status dle_forward_select(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                              const dle_attrs *a) {
+DLE_FORWARD_RULE(select) {
   switch (op) {
     case DLE_OP_NONZERO: DLE_TRY(no_given_outputs(op, outs)); return forward_nonzero(outs, ins, a);
     case DLE_OP_MASKED_SELECT:

@@ -47,9 +47,7 @@ static dle_status picked(dle_op op, const char *fn, const dle_tensor *x, int d, 
   return DLE_OK;
 }
 
-dle_status dle_forward_sort(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                            const dle_attrs *a) {
-  (void)nin;
+DLE_FORWARD_RULE(sort) {
   const char *fn = dle_op_get_info(op)->name;
   dle_tensor *x = ins[0];
   int d = 0;
