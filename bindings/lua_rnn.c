@@ -50,8 +50,5 @@ void dle_lua_open_rnn(lua_State *L, int module, int methods) {
                                  {"lstm_cell_fused_backward", l_lstm_cell_fused_backward},
                                  {"gru_cell_fused_backward", l_gru_cell_fused_backward},
                                  {NULL, NULL}};
-  for (const luaL_Reg *f = fns; f->name; f++) {
-    lua_pushcfunction(L, f->func);
-    lua_setfield(L, module, f->name);
-  }
+  dle_lua_setfuncs(L, module, fns);
 }
