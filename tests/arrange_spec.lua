@@ -59,15 +59,7 @@ local CASES = {
 }
 
 describe("rearranging and product functions", function()
-  it("match PyTorch in float64, values and gradients", function()
-    H.compare_with_torch(CASES, 1e-10, pending)
-  end)
-
-  for _, c in ipairs(CASES) do
-    it(c[1] .. ": gradcheck in reverse and forward mode", function()
-      H.gradcheck(c[2], c[4])
-    end)
-  end
+  H.torch_and_gradcheck(it, pending, CASES, 1e-10)
 
   it("hand-worked values: flip, roll, meshgrid (ij, xy), repeat_interleave without dim, diag, diagonal writes through",
      function()

@@ -756,4 +756,19 @@ function H.compare_with_torch(cases, tol, pending)
   return true
 end
 
+--- Inside a describe block: one `it` comparing cases with PyTorch (H.compare_with_torch with tol),
+-- then per case an `it` running H.gradcheck (reverse and forward mode) on its function at
+-- inputs(c) (default: its inputs c[4]). busted's it and pending are passed in: a required module
+-- does not see them.
+function H.torch_and_gradcheck(it, pending, cases, tol, inputs)
+  it("match PyTorch in float64, values and gradients", function()
+    H.compare_with_torch(cases, tol, pending)
+  end)
+  for _, c in ipairs(cases) do
+    it(c[1] .. ": gradcheck in reverse and forward mode", function()
+      H.gradcheck(c[2], inputs and inputs(c) or c[4])
+    end)
+  end
+end
+
 return H

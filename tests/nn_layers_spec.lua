@@ -49,18 +49,12 @@ local CASES = {
 }
 
 describe("normalization and rearranging layers", function()
-  it("match PyTorch in float64, values and gradients", function()
-    H.compare_with_torch(CASES, 1e-9, pending)
+  H.torch_and_gradcheck(it, pending, CASES, 1e-9, function(c)
+    local ins = {}
+    -- the first sample of batched inputs (smaller checks); parameters and bilinear's inputs whole
+    for i, t in ipairs(c[4]) do ins[i] = (t:dim() >= 3 and not c[1]:match("^bilinear")) and t:narrow(1, 1, 1) or t end
+    return ins
   end)
-
-  for _, c in ipairs(CASES) do
-    it(c[1] .. ": gradcheck in reverse and forward mode", function()
-      local ins = {}
-      -- the first sample of batched inputs (smaller checks); parameters and bilinear's inputs whole
-      for i, t in ipairs(c[4]) do ins[i] = (t:dim() >= 3 and not c[1]:match("^bilinear")) and t:narrow(1, 1, 1) or t end
-      H.gradcheck(c[2], ins)
-    end)
-  end
 
   it("group_norm: hand-worked values (each group of one sample to mean 0, variance 1)", function()
     local x = dle.tensor({{{1, 3}, {5, 7}, {10, 10}, {10, 14}}}, F64) -- {1, 4, 2}, 2 groups
