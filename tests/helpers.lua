@@ -164,6 +164,16 @@ function H.seeded(shape, seed, lo, hi, dtype)
   return dle.tensor(H.values(shape, {seed = seed, lo = lo or -1, hi = hi or 1}), {dtype = dtype or "float64"})
 end
 
+--- randn(...) -> a float64 tensor of those sizes drawn from gen (a spec's own dle.Generator, so
+-- that it does not depend on the global generator's state).
+function H.randn_from(gen)
+  return function(...) return dle.randn({...}, {dtype = "float64", generator = gen}) end
+end
+
+--- int64 and bool tensors of nested Lua tables.
+function H.int64(tbl) return dle.tensor(tbl, {dtype = "int64"}) end
+function H.bool(tbl) return dle.tensor(tbl, {dtype = "bool"}) end
+
 --- The float32 value nearest to x (what a float32 tensor stores).
 function H.f32(x)
   if x ~= x or x == math.huge or x == -math.huge then return x end
