@@ -351,6 +351,13 @@ DLE_JVP_RULE(jvp_ce) {
   return scope_end(&s, tout, 2);
 }
 
+/* In the backward ops of both cross-entropies (inputs gy, x, targets, lse) x and lse enter only as
+ * x - lse, so lse's gradient is minus the row sums of x's gradient dx: gives both as n needs them. */
+static void give_dx_dlse(scope *s, dle_node *n, dle_tensor *dx, dle_tensor **gin) {
+  if (dle_node_needs_grad(n, 1)) gin[1] = give(s, dx);
+  if (dle_node_needs_grad(n, 3)) gin[3] = give(s, unary(s, DLE_OP_NEG, rowsum(s, dx, false)));
+}
+
 /* Z = w (p - q) with w = rw gy (rw the row weights): inputs gy, x, targets, lse */
 static dle_status vjp_ce_backward(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
   dle_tensor *g = gout[0];
@@ -367,9 +374,7 @@ static dle_status vjp_ce_backward(dle_node *n, dle_tensor *const *gout, dle_tens
   }
   if (dle_node_needs_grad(n, 1) || dle_node_needs_grad(n, 3)) {
     dle_tensor *w = unsq(&s, bin(&s, DLE_OP_MUL, rw, gy), 1);
-    dle_tensor *dx = bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_MUL, w, p), g);
-    if (dle_node_needs_grad(n, 1)) gin[1] = give(&s, dx);
-    if (dle_node_needs_grad(n, 3)) gin[3] = give(&s, unary(&s, DLE_OP_NEG, rowsum(&s, dx, false)));
+    give_dx_dlse(&s, n, bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_MUL, w, p), g), gin);
   }
   return scope_end(&s, gin, 4);
 }
@@ -385,10 +390,7 @@ DLE_JVP_RULE(jvp_ce_backward) {
               bin(&s, DLE_OP_SUB, p, q));
   }
   if (tin[1] || tin[3]) {
-    dle_tensor *dl = tin[3] ? unsq(&s, tin[3], 1) : NULL;
-    dle_tensor *d = !tin[1] ? unary(&s, DLE_OP_NEG, dl)
-                    : dl    ? bin(&s, DLE_OP_SUB, tin[1], dl)
-                            : tin[1];
+    dle_tensor *d = sub_opt(&s, tin[1], tin[3] ? unsq(&s, tin[3], 1) : NULL);
     dle_tensor *w = unsq(&s, bin(&s, DLE_OP_MUL, rw, gy), 1);
     acc = add_opt(&s, acc, bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_MUL, w, p), d));
   }
@@ -468,9 +470,7 @@ static dle_status vjp_soft_ce_backward(dle_node *n, dle_tensor *const *gout, dle
   }
   dle_tensor *w = soft_row_w(&s, a, gy, rows), *wg = bin(&s, DLE_OP_MUL, w, g);
   if (dle_node_needs_grad(n, 1) || dle_node_needs_grad(n, 3)) {
-    dle_tensor *dx = bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_MUL, wg, sq), p);
-    if (dle_node_needs_grad(n, 1)) gin[1] = give(&s, dx);
-    if (dle_node_needs_grad(n, 3)) gin[3] = give(&s, unary(&s, DLE_OP_NEG, rowsum(&s, dx, false)));
+    give_dx_dlse(&s, n, bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_MUL, wg, sq), p), gin);
   }
   if (dle_node_needs_grad(n, 2)) { /* w (1 - eps) (sum_c g p - g) */
     dle_tensor *d = bin(&s, DLE_OP_SUB, rowsum(&s, bin(&s, DLE_OP_MUL, g, p), true), g);
