@@ -431,10 +431,15 @@ DLE_JVP_RULE(jvp_unary) {
 /* ---- binary ops: local derivatives fa = dy/da, fb = dy/db (only those asked for), then
  * gin = sum_to(gout * f) and tout = ta * fa + tb * fb ---- */
 
+/* Defines a binary op's local derivatives: `BINARY_DERIV(d_foo) { ... }` has the parameters
+ * (fa, fb, a, b, y) that binary_derivs passes. A rule may leave any of them unused (the build
+ * passes -Wno-unused-parameter). */
+#define BINARY_DERIV(name)                                                               \
+  static dle_status name(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b, \
+                         dle_tensor *y)
+
 /* d(a/b) = da / b - y db / b */
-static dle_status d_div(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
-                        dle_tensor *y) {
-  (void)a;
+BINARY_DERIV(d_div) {
   if (fa) DLE_TRY(dle_unary(DLE_OP_RECIPROCAL, fa, b));
   if (fb) {
     DLE_TRY(dle_binary(DLE_OP_DIV, fb, y, b));
@@ -444,8 +449,7 @@ static dle_status d_div(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_ten
 }
 
 /* d a^b = b a^(b-1) da + a^b log(a) db  (each term 0 where b = 0, resp. a = 0, like PyTorch) */
-static dle_status d_pow(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
-                        dle_tensor *y) {
+BINARY_DERIV(d_pow) {
   dle_dtype dt = y->dtype;
   dle_tensor *zero = NULL, *mask = NULL, *v = NULL;
   dle_status st = scalar_like(&zero, 0, dt, y);
@@ -516,9 +520,7 @@ static dle_status d_gelu_backward(dle_tensor **fa, dle_tensor **fb, dle_tensor *
 }
 
 /* d atan2(a, b) = (b da - a db) / (a^2 + b^2) */
-static dle_status d_atan2(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
-                          dle_tensor *y) {
-  (void)y;
+BINARY_DERIV(d_atan2) {
   dle_tensor *r = NULL, *bb = NULL;
   dle_status st = dle_binary(DLE_OP_MUL, &r, a, a);
   if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &bb, b, b);
@@ -532,16 +534,14 @@ static dle_status d_atan2(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_t
 }
 
 /* d hypot(a, b) = (a da + b db) / y */
-static dle_status d_hypot(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
-                          dle_tensor *y) {
+BINARY_DERIV(d_hypot) {
   if (fa) DLE_TRY(dle_binary(DLE_OP_DIV, fa, a, y));
   if (fb) DLE_TRY(dle_binary(DLE_OP_DIV, fb, b, y));
   return DLE_OK;
 }
 
 /* d logaddexp(a, b) = exp(a - y) da + exp(b - y) db */
-static dle_status d_logaddexp(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
-                              dle_tensor *y) {
+BINARY_DERIV(d_logaddexp) {
   if (fa) {
     DLE_TRY(dle_binary(DLE_OP_SUB, fa, a, y));
     DLE_TRY(chain_u(DLE_OP_EXP, fa));
@@ -554,9 +554,7 @@ static dle_status d_logaddexp(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, d
 }
 
 /* d copysign(a, b) = y / a da (0 at a = 0, like PyTorch); nothing flows to b */
-static dle_status d_copysign(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
-                             dle_tensor *y) {
-  (void)b;
+BINARY_DERIV(d_copysign) {
   dle_tensor *zero = NULL, *q = NULL, *mask = NULL;
   dle_status st = scalar_like(&zero, 0, y->dtype, y);
   if (st == DLE_OK && fb) st = scalar_like(fb, 0, y->dtype, y);
@@ -582,15 +580,9 @@ static dle_status d_fmod_remainder(dle_op rounding, dle_tensor **fa, dle_tensor 
   return DLE_OK;
 }
 
-static dle_status d_fmod(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
-                         dle_tensor *y) {
-  return d_fmod_remainder(DLE_OP_TRUNC, fa, fb, a, b, y);
-}
+BINARY_DERIV(d_fmod) { return d_fmod_remainder(DLE_OP_TRUNC, fa, fb, a, b, y); }
 
-static dle_status d_remainder(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
-                              dle_tensor *y) {
-  return d_fmod_remainder(DLE_OP_FLOOR, fa, fb, a, b, y);
-}
+BINARY_DERIV(d_remainder) { return d_fmod_remainder(DLE_OP_FLOOR, fa, fb, a, b, y); }
 
 /* fmax/fmin: all of the gradient to a where a wins or ties, or b is NaN (PyTorch's rule), the
  * rest to b */
