@@ -141,26 +141,6 @@ static dle_status prod_factor(dle_tensor **out, dle_tensor *x, const dle_attrs *
   return st;
 }
 
-/* d prod = (product of the others) g */
-static dle_status vjp_prod(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
-  if (!gout[0]) return DLE_OK;
-  dle_tensor *f = NULL;
-  dle_status st = prod_factor(&f, dle_node_input(n, 0), dle_node_attrs(n));
-  if (st == DLE_OK) st = times_output_grad(&gin[0], f, n, gout[0]);
-  dle_tensor_release(f);
-  return st;
-}
-
-/* d prod = sum(product of the others * t) */
-DLE_JVP_RULE(jvp_prod) {
-  if (!tin[0]) return DLE_OK;
-  dle_tensor *f = NULL;
-  DLE_TRY(prod_factor(&f, ins[0], a));
-  dle_status st = weighted_sum(&tout[0], tin[0], f, a);
-  dle_tensor_release(f);
-  return st;
-}
-
 /* x - mean(x) over the reduced dims (kept). */
 static dle_status centered(dle_tensor **out, dle_tensor *x, const dle_attrs *a) {
   dle_tensor *m = NULL;
@@ -244,26 +224,6 @@ static dle_status lse_weights(dle_tensor **out, dle_tensor *x, dle_tensor *lse,
   return st;
 }
 
-/* d logsumexp = exp(x - out) g */
-static dle_status vjp_logsumexp(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
-  if (!gout[0]) return DLE_OK;
-  dle_tensor *w = NULL;
-  dle_status st = lse_weights(&w, dle_node_input(n, 0), dle_node_output(n, 0), dle_node_attrs(n));
-  if (st == DLE_OK) st = times_output_grad(&gin[0], w, n, gout[0]);
-  dle_tensor_release(w);
-  return st;
-}
-
-/* d logsumexp = sum(exp(x - out) t) */
-DLE_JVP_RULE(jvp_logsumexp) {
-  if (!tin[0]) return DLE_OK;
-  dle_tensor *w = NULL;
-  DLE_TRY(lse_weights(&w, ins[0], outs[0], a));
-  dle_status st = weighted_sum(&tout[0], tin[0], w, a);
-  dle_tensor_release(w);
-  return st;
-}
-
 /* amax/amin: the 0/1 mask of the elements equal to the result (the ties), and their count per
  * output element (reduced dims kept or not). */
 static dle_status tie_mask(dle_tensor **mask, dle_tensor **count, dle_tensor *x, dle_tensor *res,
@@ -327,37 +287,55 @@ static dle_status selected_mask(dle_tensor **out, dle_op op, dle_tensor *idx, co
   return st;
 }
 
-/* d max (min) values = g at the selected index, 0 elsewhere (the indices have no gradient) */
-static dle_status vjp_max(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+/* prod, logsumexp, max and min: the derivative is a weight w on x, gin = w g (g broadcast back
+ * over the reduced dims) and tout = sum(w t) over them:
+ *   prod: the product of the others;  logsumexp: exp(x - out);  max (min) values: 1 at the
+ *   selected index, 0 elsewhere (the indices have no gradient).
+ * x is NULL where not saved (max, min), ndim/sizes its shape, y the output w reads (the indices
+ * for max and min), dt the dtype of w. */
+static int weight_output(dle_op op) { return op == DLE_OP_MAX || op == DLE_OP_MIN; }
+
+static dle_status reduce_weight(dle_tensor **w, dle_op op, dle_tensor *x, int ndim,
+                                const int64_t *sizes, dle_tensor *y, const dle_attrs *a,
+                                dle_dtype dt) {
+  switch (op) {
+    case DLE_OP_PROD: return prod_factor(w, x, a);
+    case DLE_OP_LOGSUMEXP: return lse_weights(w, x, y, a);
+    default: return selected_mask(w, op, y, a, ndim, sizes, dt);
+  }
+}
+
+static dle_status vjp_weighted(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
   if (!gout[0]) return DLE_OK;
-  dle_tensor *mask = NULL;
-  dle_status st =
-      selected_mask(&mask, dle_node_op(n), dle_node_output(n, 1), dle_node_attrs(n),
-                    dle_node_input_ndim(n, 0), dle_node_input_sizes(n, 0), gout[0]->dtype);
-  if (st == DLE_OK) st = times_output_grad(&gin[0], mask, n, gout[0]);
-  dle_tensor_release(mask);
+  dle_op op = dle_node_op(n);
+  dle_tensor *w = NULL;
+  dle_status st = reduce_weight(&w, op, dle_node_input(n, 0), dle_node_input_ndim(n, 0),
+                                dle_node_input_sizes(n, 0), dle_node_output(n, weight_output(op)),
+                                dle_node_attrs(n), gout[0]->dtype);
+  if (st == DLE_OK) st = times_output_grad(&gin[0], w, n, gout[0]);
+  dle_tensor_release(w);
   return st;
 }
 
-/* d max (min) values = t at the selected index */
-DLE_JVP_RULE(jvp_max) {
+DLE_JVP_RULE(jvp_weighted) {
   if (!tin[0]) return DLE_OK;
-  dle_tensor *mask = NULL;
-  DLE_TRY(selected_mask(&mask, op, outs[1], a, ins[0]->ndim, ins[0]->sizes, tin[0]->dtype));
-  dle_status st = weighted_sum(&tout[0], tin[0], mask, a);
-  dle_tensor_release(mask);
+  dle_tensor *w = NULL;
+  DLE_TRY(reduce_weight(&w, op, ins[0], ins[0]->ndim, ins[0]->sizes, outs[weight_output(op)], a,
+                        tin[0]->dtype));
+  dle_status st = weighted_sum(&tout[0], tin[0], w, a);
+  dle_tensor_release(w);
   return st;
 }
 
 void dle_grad_register_reduce(dle_grad_rule *r) {
   r[DLE_OP_SUM] = (dle_grad_rule){vjp_sum, jvp_sum, 0, false};
   r[DLE_OP_MEAN] = (dle_grad_rule){vjp_mean, jvp_sum, 0, false};
-  r[DLE_OP_PROD] = (dle_grad_rule){vjp_prod, jvp_prod, DLE_SAVE(0), false};
+  r[DLE_OP_PROD] = (dle_grad_rule){vjp_weighted, jvp_weighted, DLE_SAVE(0), false};
   r[DLE_OP_VAR] = (dle_grad_rule){vjp_var_std, jvp_var_std, DLE_SAVE(0), false};
   r[DLE_OP_STD] = (dle_grad_rule){vjp_var_std, jvp_var_std, DLE_SAVE(0), true};
-  r[DLE_OP_LOGSUMEXP] = (dle_grad_rule){vjp_logsumexp, jvp_logsumexp, DLE_SAVE(0), true};
+  r[DLE_OP_LOGSUMEXP] = (dle_grad_rule){vjp_weighted, jvp_weighted, DLE_SAVE(0), true};
   r[DLE_OP_AMAX] = (dle_grad_rule){vjp_amax, jvp_amax, DLE_SAVE(0), true};
   r[DLE_OP_AMIN] = (dle_grad_rule){vjp_amax, jvp_amax, DLE_SAVE(0), true};
-  r[DLE_OP_MAX] = (dle_grad_rule){vjp_max, jvp_max, 0, true};
-  r[DLE_OP_MIN] = (dle_grad_rule){vjp_max, jvp_max, 0, true};
+  r[DLE_OP_MAX] = (dle_grad_rule){vjp_weighted, jvp_weighted, 0, true};
+  r[DLE_OP_MIN] = (dle_grad_rule){vjp_weighted, jvp_weighted, 0, true};
 }
