@@ -7,9 +7,8 @@
 local dle = require "dle"
 local H = require "helpers"
 local F = dle.nn.functional
-local F64 = {dtype = "float64"}
 
-local function r(...) return dle.randn({...}, F64) end
+local r = H.randn64()
 
 -- {name, dle function of the inputs, PyTorch expression of a, b, c, inputs}
 local x34, x234, v3, v4 = r(3, 4), r(2, 3, 4), r(3), r(4)

@@ -10,7 +10,7 @@ local F = dle.nn.functional
 local nn = dle.nn
 local F64 = {dtype = "float64"}
 
-local function r(...) return dle.randn({...}, F64) end
+local r = H.randn64()
 local TF = "torch.nn.functional."
 
 -- {name, dle function of the inputs, PyTorch expression of a, b, c, inputs}

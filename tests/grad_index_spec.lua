@@ -10,7 +10,7 @@ local F64 = {dtype = "float64"}
 
 -- deterministic values: the specs must not depend on the global generator's state
 local gen = dle.Generator(20240611)
-local R, I, B = H.randn_from(gen), H.int64, H.bool
+local R, I, B = H.randn64(gen), H.int64, H.bool
 
 local check = H.gradcheck
 

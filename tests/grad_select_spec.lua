@@ -10,7 +10,7 @@ local H = require "helpers"
 
 local F64 = {dtype = "float64"}
 local gen = dle.Generator(20261128)
-local R, I, B = H.randn_from(gen), H.int64, H.bool
+local R, I, B = H.randn64(gen), H.int64, H.bool
 local check = H.gradcheck
 
 -- distinct values (no ties: finite differences do not reorder them)

@@ -164,9 +164,9 @@ function H.seeded(shape, seed, lo, hi, dtype)
   return dle.tensor(H.values(shape, {seed = seed, lo = lo or -1, hi = hi or 1}), {dtype = dtype or "float64"})
 end
 
---- randn(...) -> a float64 tensor of those sizes drawn from gen (a spec's own dle.Generator, so
--- that it does not depend on the global generator's state).
-function H.randn_from(gen)
+--- randn(...) -> a float64 tensor of those sizes drawn from gen: a spec's own dle.Generator (so
+-- that it does not depend on the global generator's state), or the global one when nil.
+function H.randn64(gen)
   return function(...) return dle.randn({...}, {dtype = "float64", generator = gen}) end
 end
 

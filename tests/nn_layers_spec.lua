@@ -10,7 +10,7 @@ local F = dle.nn.functional
 local nn = dle.nn
 local F64 = {dtype = "float64"}
 
-local function r(...) return dle.randn({...}, F64) end
+local r = H.randn64()
 local x4, x3, x5 = r(2, 6, 5, 3), r(3, 4, 7), r(2, 4, 3, 2, 3)
 local x4t = r(2, 5, 3, 6):permute({1, 4, 3, 2}) -- {2, 6, 3, 5}, not contiguous
 local w6, b6, w4, b4 = r(6), r(6), r(4), r(4)
