@@ -122,8 +122,7 @@ dle_status cpu_index_check(dle_op op, const dle_tensor *index, int64_t base, int
     }                                                                            \
   }
 WORD_SIZES(MOVE_LOOP)
-#define MOVE_ENTRY(B) move_##B,
-static const cpu_loop_fn move_loops[4] = {WORD_SIZES(MOVE_ENTRY)};
+static const cpu_loop_fn move_loops[4] = WORD_TABLE(move);
 
 /* Copies src into dst (same shape and dtype) unless they are the same memory already. */
 void cpu_index_move_into(dle_tensor *dst, dle_tensor *src) {
@@ -172,8 +171,7 @@ typedef struct {
     }                                                                                          \
   }
 WORD_SIZES(PICK_LOOP)
-#define PICK_ENTRY(B) pick_##B,
-static const cpu_loop_fn pick_loops[4] = {WORD_SIZES(PICK_ENTRY)};
+static const cpu_loop_fn pick_loops[4] = WORD_TABLE(pick);
 
 /* Runs the pick loop over out, with index and src given as views of out's shape. */
 static void pick(dle_tensor *out, dle_tensor *index_view, dle_tensor *src_view, int64_t dim_stride,
@@ -354,8 +352,7 @@ static void value_bits(dle_dtype dt, double v, void *bits) {
     }                                                                                      \
   }
 WORD_SIZES(MASKED_FILL_LOOP)
-#define MASKED_FILL_ENTRY(B) masked_fill_##B,
-static const cpu_loop_fn masked_fill_loops[4] = {WORD_SIZES(MASKED_FILL_ENTRY)};
+static const cpu_loop_fn masked_fill_loops[4] = WORD_TABLE(masked_fill);
 
 static DLE_KERNEL(cpu_masked_fill) {
   uint64_t bits = 0;
@@ -385,8 +382,7 @@ static DLE_KERNEL(cpu_masked_fill) {
   }
 WORD_SIZES(TRIANGLE_ROW)
 typedef void (*triangle_row_fn)(char *, int64_t, const char *, int64_t, int64_t, int64_t, int64_t);
-#define TRIANGLE_ENTRY(B) triangle_row_##B,
-static const triangle_row_fn triangle_rows[4] = {WORD_SIZES(TRIANGLE_ENTRY)};
+static const triangle_row_fn triangle_rows[4] = WORD_TABLE(triangle_row);
 
 /* Byte offset of row r (over all leading dims and the row dim) of t. */
 static int64_t row_offset(const dle_tensor *t, int64_t r, int64_t es) {

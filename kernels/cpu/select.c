@@ -243,10 +243,8 @@ typedef struct {
     }                                                                                           \
   }
 WORD_SIZES(MASKED_FILLS)
-#define SELECT_FILL_ENTRY(B)  select_fill_##B,
-#define SCATTER_FILL_ENTRY(B) scatter_fill_##B,
-static const fill_fn select_fills[4] = {WORD_SIZES(SELECT_FILL_ENTRY)};
-static const fill_fn scatter_fills[4] = {WORD_SIZES(SCATTER_FILL_ENTRY)};
+static const fill_fn select_fills[4] = WORD_TABLE(select_fill);
+static const fill_fn scatter_fills[4] = WORD_TABLE(scatter_fill);
 
 /* The broadcast shape from the front door's attrs. */
 static void walk_from_attrs(walk *w, const dle_attrs *a) { walk_init(w, (int)a->nints, a->ints); }
