@@ -169,8 +169,7 @@ void dle_dist_open_exchange(lua_State *L, int t) {
                                  {"group_rank", l_group_rank},
                                  {"group_size", l_group_size},
                                  {NULL, NULL}};
-  for (const luaL_Reg *f = fns; f->name; f++) {
-    lua_pushcfunction(L, f->func);
-    lua_setfield(L, t, f->name);
-  }
+  lua_pushvalue(L, t);
+  luaL_setfuncs(L, fns, 0);
+  lua_pop(L, 1);
 }
