@@ -2,21 +2,8 @@
 -- PyTorch's time): sort of one line of 1M (PyTorch with stable=True, as dle's sort always is),
 -- sort of 1000 lines of 1000, and topk of the 1000 and the 10 largest of one line of 1M.
 return function(ctx)
-  local dle = ctx.dle
   local entries = {}
-
-  -- x = randn(shape) on both sides; dle_call(x) and the PyTorch body (over x) are timed
-  local function entry(key, name, shape, dle_call, torch_body)
-    entries[#entries + 1] = {
-      key = key, name = name, unit = "ms", scale = 1e3, target = {ref = "PyTorch", max = 1.0},
-      dle = function()
-        local x = dle.randn(table.unpack(shape))
-        return function() return dle_call(x) end
-      end,
-      refs = {{kind = "torch", label = "PyTorch",
-               setup = "x = torch.randn(" .. table.concat(shape, ", ") .. ")", body = torch_body}},
-    }
-  end
+  local entry = require("bench.one_input")(ctx, entries, 1.0, 1)
   entry("sort_1m", "sort, 1M float32 in one line", {1000000},
     function(x) return x:sort() end, "x.sort(stable=True)")
   entry("sort_rows", "sort along dim 2, {1000,1000} float32", {1000, 1000},

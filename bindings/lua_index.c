@@ -233,14 +233,28 @@ static dle_tensor *scatter_src(lua_State *L, const char *fn, dle_tensor *self, d
   return src;
 }
 
+/* The arguments scatter and scatter_reduce (and their in-place forms) begin with: self, the dim d
+ * and the index; r is the result (self when in place). */
+typedef struct {
+  dle_tensor *self, *r, *index;
+  int d;
+} scatter_head;
+
+static scatter_head check_scatter_head(lua_State *L, const char *fn, bool inplace) {
+  scatter_head h;
+  h.self = dle_lua_check(L, 1);
+  h.r = inplace ? h.self : NULL;
+  h.d = dle_lua_dim(L, 2, fn);
+  h.index = check_index(L, 3, fn, false);
+  return h;
+}
+
 /* scatter(self, d, index, src_or_value, {reduce = "add" | "multiply"}) and scatter_ */
 static int scatter_impl(lua_State *L, bool inplace) {
   static const char *const known[] = {"reduce", NULL};
   const char *fn = inplace ? "scatter_" : "scatter";
-  dle_tensor *self = dle_lua_check(L, 1), *r = inplace ? self : NULL;
-  int d = dle_lua_dim(L, 2, fn);
-  dle_tensor *index = check_index(L, 3, fn, false);
-  dle_tensor *src = scatter_src(L, fn, self, index);
+  scatter_head h = check_scatter_head(L, fn, inplace);
+  dle_tensor *src = scatter_src(L, fn, h.self, h.index);
   int opts = dle_lua_opts_at(L, 5, fn, known);
   int reduce = 0;
   if (opts && lua_getfield(L, opts, "reduce") != LUA_TNIL) {
@@ -253,10 +267,11 @@ static int scatter_impl(lua_State *L, bool inplace) {
                         m ? m : luaL_typename(L, -1));
   }
   if (reduce)
-    DLE_LUA_TRY(L, dle_scatter_reduce(&r, self, d, index, src, reduce, true, LUA_INDEX_BASE));
+    DLE_LUA_TRY(L,
+                dle_scatter_reduce(&h.r, h.self, h.d, h.index, src, reduce, true, LUA_INDEX_BASE));
   else
-    DLE_LUA_TRY(L, dle_scatter(&r, self, d, index, src, LUA_INDEX_BASE));
-  return dle_lua_push_result(L, r, inplace);
+    DLE_LUA_TRY(L, dle_scatter(&h.r, h.self, h.d, h.index, src, LUA_INDEX_BASE));
+  return dle_lua_push_result(L, h.r, inplace);
 }
 static int l_scatter(lua_State *L) { return scatter_impl(L, false); }
 static int l_scatter_(lua_State *L) { return scatter_impl(L, true); }
@@ -265,9 +280,7 @@ static int l_scatter_(lua_State *L) { return scatter_impl(L, true); }
 static int scatter_reduce_impl(lua_State *L, bool inplace) {
   static const char *const known[] = {"include_self", NULL};
   const char *fn = inplace ? "scatter_reduce_" : "scatter_reduce";
-  dle_tensor *self = dle_lua_check(L, 1), *r = inplace ? self : NULL;
-  int d = dle_lua_dim(L, 2, fn);
-  dle_tensor *index = check_index(L, 3, fn, false);
+  scatter_head h = check_scatter_head(L, fn, inplace);
   dle_tensor *src = dle_lua_opt(L, 4);
   if (!src) return luaL_error(L, "%s: src must be a tensor, got %s", fn, luaL_typename(L, 4));
   const char *m = lua_type(L, 5) == LUA_TSTRING ? lua_tostring(L, 5) : NULL;
@@ -287,8 +300,9 @@ static int scatter_reduce_impl(lua_State *L, bool inplace) {
                         luaL_typename(L, -1));
     include_self = lua_toboolean(L, -1);
   }
-  DLE_LUA_TRY(L, dle_scatter_reduce(&r, self, d, index, src, reduce, include_self, LUA_INDEX_BASE));
-  return dle_lua_push_result(L, r, inplace);
+  DLE_LUA_TRY(
+      L, dle_scatter_reduce(&h.r, h.self, h.d, h.index, src, reduce, include_self, LUA_INDEX_BASE));
+  return dle_lua_push_result(L, h.r, inplace);
 }
 static int l_scatter_reduce(lua_State *L) { return scatter_reduce_impl(L, false); }
 static int l_scatter_reduce_(lua_State *L) { return scatter_reduce_impl(L, true); }

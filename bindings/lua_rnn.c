@@ -44,14 +44,10 @@ static int l_gru_cell_fused_backward(lua_State *L) {
 }
 
 void dle_lua_open_rnn(lua_State *L, int module, int methods) {
-  (void)methods;
-  static const luaL_Reg fns[] = {{"lstm_cell_fused", l_lstm_cell_fused},
-                                 {"gru_cell_fused", l_gru_cell_fused},
-                                 {"lstm_cell_fused_backward", l_lstm_cell_fused_backward},
-                                 {"gru_cell_fused_backward", l_gru_cell_fused_backward},
-                                 {NULL, NULL}};
-  for (const luaL_Reg *f = fns; f->name; f++) {
-    lua_pushcfunction(L, f->func);
-    lua_setfield(L, module, f->name);
-  }
+  static const luaL_Reg module_only[] = {{"lstm_cell_fused", l_lstm_cell_fused},
+                                         {"gru_cell_fused", l_gru_cell_fused},
+                                         {"lstm_cell_fused_backward", l_lstm_cell_fused_backward},
+                                         {"gru_cell_fused_backward", l_gru_cell_fused_backward},
+                                         {NULL, NULL}};
+  dle_lua_register(L, module, methods, module_only, NULL, NULL);
 }

@@ -23,6 +23,11 @@ typedef dle_status (*dle_vjp_fn)(dle_node *n, dle_tensor *const *gout, dle_tenso
 typedef dle_status (*dle_jvp_fn)(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
                                  dle_tensor *const *tin, dle_tensor *const *outs,
                                  dle_tensor **tout);
+/* Defines a forward rule: `DLE_JVP_RULE(jvp_foo) { ... }` has exactly dle_jvp_fn's parameters,
+ * named as above. A rule may leave any of them unused (the build passes -Wno-unused-parameter). */
+#define DLE_JVP_RULE(name)                                                               \
+  static dle_status name(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin, \
+                         dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout)
 
 typedef struct {
   dle_vjp_fn vjp;

@@ -91,6 +91,19 @@ typedef struct {
   dle_dtype dtype;
 } dle_result_spec;
 
+/* The last step of a front door that ran its kernel into fresh results r[0..nout) (and copied
+ * them into the caller's outputs): when st is DLE_OK each empty slot outs[k] takes r[k]; every
+ * other result is released. Returns st. */
+static inline dle_status dle_hand_over(dle_tensor **outs, dle_tensor **r, int nout, dle_status st) {
+  for (int k = 0; k < nout; k++) {
+    if (st == DLE_OK && !outs[k])
+      outs[k] = r[k];
+    else
+      dle_tensor_release(r[k]);
+  }
+  return st;
+}
+
 /* The end of a front door whose kernels want contiguous inputs and fresh contiguous outputs
  * (conv, norm): checks the shapes of the caller's outputs against res (one per output of op),
  * gives the kernel input i cast to in_dt[i] and contiguous (at most 8 inputs), then copies the
@@ -126,9 +139,13 @@ int64_t dle_flops_last_dim(const dle_tensor *t);
 /* Per-kind front doors (shape rule + dtype rule + dispatch), one file each under engine/ops/. */
 typedef dle_status (*dle_forward_fn)(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                                      const dle_attrs *attrs);
-#define DLE_KIND(ID, name, front)                                                 \
-  dle_status dle_forward_##front(dle_op, dle_tensor **, dle_tensor *const *, int, \
-                                 const dle_attrs *);
+/* Declares, and in the family's file defines (`DLE_FORWARD_RULE(reduce) { ... }`), the front door
+ * dle_forward_<front> with dle_forward_fn's parameters, named as above but attrs as `a`. A front
+ * door may leave any of them unused (the build passes -Wno-unused-parameter). */
+#define DLE_FORWARD_RULE(front)                                                                 \
+  dle_status dle_forward_##front(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin, \
+                                 const dle_attrs *a)
+#define DLE_KIND(ID, name, front) DLE_FORWARD_RULE(front);
 #include "ops/families.def"
 
 /* 128-bit Philox blocks a random op consumes for n elements of dt (rng.c); the kernels map

@@ -259,13 +259,7 @@ dle_status dle_dispatch_contiguous(dle_op op, dle_tensor **outs, const dle_resul
   for (int k = 0; k < nout && st == DLE_OK; k++)
     if (outs[k]) st = dle_copy_(outs[k], r[k]);
   for (int i = 0; i < nin; i++) dle_tensor_release(cin[i]);
-  for (int k = 0; k < nout; k++) {
-    if (st == DLE_OK && !outs[k])
-      outs[k] = r[k];
-    else
-      dle_tensor_release(r[k]);
-  }
-  return st;
+  return dle_hand_over(outs, r, nout, st);
 }
 
 dle_status dle_cast_if_needed(dle_tensor **out, dle_tensor *t, dle_dtype dt) {

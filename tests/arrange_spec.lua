@@ -7,9 +7,8 @@
 local dle = require "dle"
 local H = require "helpers"
 local F = dle.nn.functional
-local F64 = {dtype = "float64"}
 
-local function r(...) return dle.randn({...}, F64) end
+local r = H.randn64()
 
 -- {name, dle function of the inputs, PyTorch expression of a, b, c, inputs}
 local x34, x234, v3, v4 = r(3, 4), r(2, 3, 4), r(3), r(4)
@@ -59,15 +58,7 @@ local CASES = {
 }
 
 describe("rearranging and product functions", function()
-  it("match PyTorch in float64, values and gradients", function()
-    H.compare_with_torch(CASES, 1e-10, pending)
-  end)
-
-  for _, c in ipairs(CASES) do
-    it(c[1] .. ": gradcheck in reverse and forward mode", function()
-      H.gradcheck(c[2], c[4])
-    end)
-  end
+  H.torch_and_gradcheck(it, pending, CASES, 1e-10)
 
   it("hand-worked values: flip, roll, meshgrid (ij, xy), repeat_interleave without dim, diag, diagonal writes through",
      function()

@@ -10,7 +10,7 @@ local F = dle.nn.functional
 local nn = dle.nn
 local F64 = {dtype = "float64"}
 
-local function r(...) return dle.randn({...}, F64) end
+local r = H.randn64()
 local TF = "torch.nn.functional."
 
 -- {name, dle function of the inputs, PyTorch expression of a, b, c, inputs}
@@ -91,16 +91,7 @@ local CASES = {
 }
 
 describe("N-d convolutions, transposed convolutions, unfold/fold and pools", function()
-  it("match PyTorch in float64, values and gradients", function()
-    if H.without_torch(pending) then return end
-    H.compare_with_torch(CASES, {1e-10, 1e-9})
-  end)
-
-  for _, c in ipairs(CASES) do
-    it(c[1] .. ": gradcheck in reverse and forward mode", function()
-      H.gradcheck(c[2], c[4])
-    end)
-  end
+  H.torch_and_gradcheck(it, pending, CASES, {1e-10, 1e-9})
 
   it("the max pools' indices match PyTorch's (1-based here)", function()
     if H.without_torch(pending) then return end

@@ -7,7 +7,7 @@ local dle = require "dle"
 local H = require "helpers"
 local F64 = {dtype = "float64"}
 
-local function r(...) return dle.randn({...}, F64) end
+local r = H.randn64()
 
 local a, b = r(30, 4), r(7, 4)
 local same = dle.cat({r(3, 4), r(2, 4)}, 1)

@@ -10,9 +10,7 @@ local F64 = {dtype = "float64"}
 
 -- deterministic values: the specs must not depend on the global generator's state
 local gen = dle.Generator(20240611)
-local function R(...) return dle.randn({...}, {dtype = "float64", generator = gen}) end
-local function I(tbl) return dle.tensor(tbl, {dtype = "int64"}) end
-local function B(tbl) return dle.tensor(tbl, {dtype = "bool"}) end
+local R, I, B = H.randn64(gen), H.int64, H.bool
 
 local check = H.gradcheck
 

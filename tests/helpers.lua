@@ -164,6 +164,16 @@ function H.seeded(shape, seed, lo, hi, dtype)
   return dle.tensor(H.values(shape, {seed = seed, lo = lo or -1, hi = hi or 1}), {dtype = dtype or "float64"})
 end
 
+--- randn(...) -> a float64 tensor of those sizes drawn from gen: a spec's own dle.Generator (so
+-- that it does not depend on the global generator's state), or the global one when nil.
+function H.randn64(gen)
+  return function(...) return dle.randn({...}, {dtype = "float64", generator = gen}) end
+end
+
+--- int64 and bool tensors of nested Lua tables.
+function H.int64(tbl) return dle.tensor(tbl, {dtype = "int64"}) end
+function H.bool(tbl) return dle.tensor(tbl, {dtype = "bool"}) end
+
 --- The float32 value nearest to x (what a float32 tensor stores).
 function H.f32(x)
   if x ~= x or x == math.huge or x == -math.huge then return x end
@@ -754,6 +764,21 @@ function H.compare_with_torch(cases, tol, pending)
     H.assert_torch_numbers(flat, out[2 * i], grad_tol, c[1] .. ": gradient")
   end
   return true
+end
+
+--- Inside a describe block: one `it` comparing cases with PyTorch (H.compare_with_torch with tol),
+-- then per case an `it` running H.gradcheck (reverse and forward mode) on its function at
+-- inputs(c) (default: its inputs c[4]). busted's it and pending are passed in: a required module
+-- does not see them.
+function H.torch_and_gradcheck(it, pending, cases, tol, inputs)
+  it("match PyTorch in float64, values and gradients", function()
+    H.compare_with_torch(cases, tol, pending)
+  end)
+  for _, c in ipairs(cases) do
+    it(c[1] .. ": gradcheck in reverse and forward mode", function()
+      H.gradcheck(c[2], inputs and inputs(c) or c[4])
+    end)
+  end
 end
 
 return H

@@ -10,7 +10,7 @@ local F = dle.nn.functional
 local nn = dle.nn
 local F64 = {dtype = "float64"}
 
-local function r(...) return dle.randn({...}, F64) end
+local r = H.randn64()
 local x4, x3, x5 = r(2, 6, 5, 3), r(3, 4, 7), r(2, 4, 3, 2, 3)
 local x4t = r(2, 5, 3, 6):permute({1, 4, 3, 2}) -- {2, 6, 3, 5}, not contiguous
 local w6, b6, w4, b4 = r(6), r(6), r(4), r(4)
@@ -49,18 +49,12 @@ local CASES = {
 }
 
 describe("normalization and rearranging layers", function()
-  it("match PyTorch in float64, values and gradients", function()
-    H.compare_with_torch(CASES, 1e-9, pending)
+  H.torch_and_gradcheck(it, pending, CASES, 1e-9, function(c)
+    local ins = {}
+    -- the first sample of batched inputs (smaller checks); parameters and bilinear's inputs whole
+    for i, t in ipairs(c[4]) do ins[i] = (t:dim() >= 3 and not c[1]:match("^bilinear")) and t:narrow(1, 1, 1) or t end
+    return ins
   end)
-
-  for _, c in ipairs(CASES) do
-    it(c[1] .. ": gradcheck in reverse and forward mode", function()
-      local ins = {}
-      -- the first sample of batched inputs (smaller checks); parameters and bilinear's inputs whole
-      for i, t in ipairs(c[4]) do ins[i] = (t:dim() >= 3 and not c[1]:match("^bilinear")) and t:narrow(1, 1, 1) or t end
-      H.gradcheck(c[2], ins)
-    end)
-  end
 
   it("group_norm: hand-worked values (each group of one sample to mean 0, variance 1)", function()
     local x = dle.tensor({{{1, 3}, {5, 7}, {10, 10}, {10, 14}}}, F64) -- {1, 4, 2}, 2 groups

@@ -9,7 +9,7 @@ local F = dle.nn.functional
 local nn = dle.nn
 local F64 = {dtype = "float64"}
 
-local function r(...) return dle.randn({...}, F64) end
+local r = H.randn64()
 local x3, x4, x5 = r(2, 3, 7), r(2, 3, 5, 7), r(1, 2, 3, 4, 5)
 local x4t = r(2, 7, 5, 3):permute({1, 4, 3, 2}) -- {2, 3, 5, 7}, not contiguous
 

@@ -80,8 +80,7 @@ void dle_dist_open_collectives(lua_State *L, int t) {
                                  {"broadcast", l_broadcast},
                                  {"barrier", l_barrier},
                                  {NULL, NULL}};
-  for (const luaL_Reg *f = fns; f->name; f++) {
-    lua_pushcfunction(L, f->func);
-    lua_setfield(L, t, f->name);
-  }
+  lua_pushvalue(L, t);
+  luaL_setfuncs(L, fns, 0);
+  lua_pop(L, 1);
 }

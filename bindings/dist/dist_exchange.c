@@ -47,14 +47,28 @@ static int l_reduce_scatter(lua_State *L) {
   return 0;
 }
 
+/* send's and recv's arguments after the buffer: (n, dtype, rank, tag, group). */
+typedef struct {
+  int n, rank, tag;
+  const dle_dist_dtype *d;
+  MPI_Comm comm;
+} p2p_args;
+
+static p2p_args p2p_args_at(lua_State *L, const char *fn) {
+  p2p_args p;
+  p.n = count_at(L, 2, fn);
+  p.d = dle_dist_check_dtype(L, 3, fn);
+  p.rank = (int)luaL_checkinteger(L, 4);
+  p.tag = (int)luaL_checkinteger(L, 5);
+  p.comm = dle_dist_comm_at(L, 6, fn);
+  return p;
+}
+
 /** send(buffer, n, dtype, dst, tag, group): n elements to rank dst of the group (blocking). */
 static int l_send(lua_State *L) {
-  int n = count_at(L, 2, "send");
-  const dle_dist_dtype *d = dle_dist_check_dtype(L, 3, "send");
-  int dst = (int)luaL_checkinteger(L, 4), tag = (int)luaL_checkinteger(L, 5);
-  MPI_Comm comm = dle_dist_comm_at(L, 6, "send");
-  dle_dist_check(L, MPI_Send(buffer_at(L, 1, n, "send"), n, d->type, dst, tag, comm), "send",
-                 "MPI_Send");
+  p2p_args p = p2p_args_at(L, "send");
+  dle_dist_check(L, MPI_Send(buffer_at(L, 1, p.n, "send"), p.n, p.d->type, p.rank, p.tag, p.comm),
+                 "send", "MPI_Send");
   return 0;
 }
 
@@ -99,24 +113,23 @@ static int l_isend(lua_State *L) {
 /** recv(buffer, n, dtype, src, tag, group) -> the sender's rank in the group: n elements from
  * rank src (-1: any rank); a message of another length is an error. */
 static int l_recv(lua_State *L) {
-  int n = count_at(L, 2, "recv");
-  const dle_dist_dtype *d = dle_dist_check_dtype(L, 3, "recv");
-  int src = (int)luaL_checkinteger(L, 4), tag = (int)luaL_checkinteger(L, 5);
-  MPI_Comm comm = dle_dist_comm_at(L, 6, "recv");
+  p2p_args p = p2p_args_at(L, "recv");
   MPI_Status st;
-  dle_dist_check(L, MPI_Probe(src < 0 ? MPI_ANY_SOURCE : src, tag, comm, &st), "recv", "MPI_Probe");
+  dle_dist_check(L, MPI_Probe(p.rank < 0 ? MPI_ANY_SOURCE : p.rank, p.tag, p.comm, &st), "recv",
+                 "MPI_Probe");
   int got;
-  dle_dist_check(L, MPI_Get_count(&st, d->type, &got), "recv", "MPI_Get_count");
-  if (got != n) {
+  dle_dist_check(L, MPI_Get_count(&st, p.d->type, &got), "recv", "MPI_Get_count");
+  if (got != p.n) {
     /* take the message off the queue (a truncated receive, its error ignored) before failing, so
      * it cannot match a later recv */
-    MPI_Recv(NULL, 0, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, comm, MPI_STATUS_IGNORE);
+    MPI_Recv(NULL, 0, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, p.comm, MPI_STATUS_IGNORE);
     return luaL_error(L, "recv: rank %d sent %d elements, the tensor holds %d", st.MPI_SOURCE, got,
-                      n);
+                      p.n);
   }
-  dle_dist_check(
-      L, MPI_Recv(buffer_at(L, 1, n, "recv"), n, d->type, st.MPI_SOURCE, st.MPI_TAG, comm, &st),
-      "recv", "MPI_Recv");
+  dle_dist_check(L,
+                 MPI_Recv(buffer_at(L, 1, p.n, "recv"), p.n, p.d->type, st.MPI_SOURCE, st.MPI_TAG,
+                          p.comm, &st),
+                 "recv", "MPI_Recv");
   lua_pushinteger(L, st.MPI_SOURCE);
   return 1;
 }
@@ -169,8 +182,7 @@ void dle_dist_open_exchange(lua_State *L, int t) {
                                  {"group_rank", l_group_rank},
                                  {"group_size", l_group_size},
                                  {NULL, NULL}};
-  for (const luaL_Reg *f = fns; f->name; f++) {
-    lua_pushcfunction(L, f->func);
-    lua_setfield(L, t, f->name);
-  }
+  lua_pushvalue(L, t);
+  luaL_setfuncs(L, fns, 0);
+  lua_pop(L, 1);
 }

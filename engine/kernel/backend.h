@@ -48,6 +48,12 @@ typedef struct dle_quant_kernels {
  * inputs already promoted to the dtype the op computes in. */
 typedef dle_status (*dle_kernel_fn)(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins,
                                     int nin, const dle_attrs *attrs);
+/* Defines a kernel: `static DLE_KERNEL(cpu_foo) { ... }` has exactly dle_kernel_fn's parameters,
+ * named as above but attrs as `a`. A kernel may leave any of them unused (the build passes
+ * -Wno-unused-parameter). */
+#define DLE_KERNEL(name)                                                               \
+  dle_status name(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin, \
+                  const dle_attrs *a)
 
 struct dle_backend {
   const char *name;

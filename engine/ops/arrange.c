@@ -72,9 +72,7 @@ static dle_status check_attrs(dle_op op, const dle_tensor *x, const dle_attrs *a
   return DLE_OK;
 }
 
-dle_status dle_forward_arrange(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                               const dle_attrs *a) {
-  (void)nin;
+DLE_FORWARD_RULE(arrange) {
   dle_tensor *x = ins[0];
   DLE_TRY(check_attrs(op, x, a));
   dle_arrange_geom g;

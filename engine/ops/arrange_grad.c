@@ -15,9 +15,7 @@ static dle_status redo(dle_op op, dle_tensor **out, dle_tensor *t, const dle_att
   return dle_op_call(op, out, &t, 1, &b);
 }
 
-static dle_status jvp_arrange(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                              dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)ins, (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_arrange) {
   if (!tin[0]) return DLE_OK;
   return redo(op, &tout[0], tin[0], a);
 }

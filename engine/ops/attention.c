@@ -206,8 +206,7 @@ static dle_status forward_sdpa_backward(dle_op op, dle_tensor **outs, dle_tensor
   return run(op, outs, &o, cin, 5, a, cdt, rdt, dle_tensor_device(q));
 }
 
-dle_status dle_forward_attention(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                                 const dle_attrs *a) {
+DLE_FORWARD_RULE(attention) {
   switch (op) {
     case DLE_OP_SDPA: return forward_sdpa(op, outs, ins, nin, a);
     case DLE_OP_SDPA_SCORE_GRAD: return forward_score_grad(op, outs, ins, a);

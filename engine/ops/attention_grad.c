@@ -106,9 +106,7 @@ static dle_status vjp_sdpa(dle_node *n, dle_tensor *const *gout, dle_tensor **gi
   return scope_end(&s, gin, nin);
 }
 
-static dle_status jvp_sdpa(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                           dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op;
+DLE_JVP_RULE(jvp_sdpa) {
   scope s = {.n = 0};
   bool packed = a->ints[1] != 0;
   dle_tensor *x[3], *t[3], *tm = packed ? (nin > 1 ? tin[1] : NULL) : (nin > 3 ? tin[3] : NULL);
@@ -177,10 +175,7 @@ static dle_status vjp_score_grad(dle_node *n, dle_tensor *const *gout, dle_tenso
   return scope_end(&s, gin, 3);
 }
 
-static dle_status jvp_score_grad(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                 dle_tensor *const *tin, dle_tensor *const *outs,
-                                 dle_tensor **tout) {
-  (void)op, (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_score_grad) {
   scope s = {.n = 0};
   tout[0] =
       give(&s, score_grad_tangent(&s, ins[0], ins[1], ins[2], a->f[0], tin[0], tin[1], tin[2]));
@@ -213,10 +208,7 @@ static dle_status vjp_sdpa_backward(dle_node *n, dle_tensor *const *gout, dle_te
 }
 
 /* d(D k) = dD k + D dk, d(D^T q) = dD^T q + D^T dq, d(P^T gout) = dP^T gout + P^T d gout */
-static dle_status jvp_sdpa_backward(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                    dle_tensor *const *tin, dle_tensor *const *outs,
-                                    dle_tensor **tout) {
-  (void)op, (void)nin;
+DLE_JVP_RULE(jvp_sdpa_backward) {
   scope s = {.n = 0};
   dle_tensor *go = ins[0], *q = ins[1], *k = ins[2], *v = ins[3], *p = ins[4];
   dle_tensor *ds = score_grad(&s, go, v, p, a, a->f[0]);

@@ -129,8 +129,7 @@ static dle_status conv_shape(dle_op op, dle_tensor *const *ins, int nin, const d
   }
 }
 
-dle_status dle_forward_conv(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                            const dle_attrs *a) {
+DLE_FORWARD_RULE(conv) {
   int64_t sizes[4];
   DLE_TRY(conv_shape(op, ins, nin, a, sizes));
   return dle_spatial_dispatch(op, outs, ins, nin, a, sizes);

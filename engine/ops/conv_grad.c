@@ -81,9 +81,7 @@ static dle_status bilinear_tangent(dle_op op, const dle_attrs *a, dle_tensor *co
 }
 
 /* d conv(x, w, b) = conv(dx, w) + conv(x, dw) + db (broadcast over N, H, W) */
-static dle_status jvp_conv2d(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                             dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op;
+DLE_JVP_RULE(jvp_conv2d) {
   dle_tensor *acc = NULL, *t = NULL;
   dle_status st = bilinear_tangent(DLE_OP_CONV2D, a, ins, tin, 0, 0, &acc);
   if (st == DLE_OK && nin > 2 && tin[2]) {
@@ -111,9 +109,7 @@ static dle_status jvp_conv2d(dle_op op, const dle_attrs *a, dle_tensor *const *i
 }
 
 /* grad_input and grad_weight are bilinear: d f(gy, v) = f(d gy, v) + f(gy, d v) */
-static dle_status jvp_bilinear(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                               dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_bilinear) {
   dle_tensor *acc = NULL;
   dle_status st = bilinear_tangent(op, a, ins, tin, a->ints[7], a->ints[8], &acc);
   if (st != DLE_OK) {

@@ -4,9 +4,7 @@
 #include "../autograd.h"
 #include "../internal.h"
 
-dle_status dle_forward_copy(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                            const dle_attrs *a) {
-  (void)nin;
+DLE_FORWARD_RULE(copy) {
   dle_tensor *src = ins[0];
   if (!outs[0]) {
     dle_dtype dt = a->has_dtype ? a->dtype : src->dtype;
@@ -111,9 +109,7 @@ dle_status dle_to_device(dle_tensor **out, dle_tensor *t, dle_device d) {
 /* ---- full and arange: no tensor inputs; sizes are attrs.ints, the dtype attrs.dtype, values
  * attrs.f ---- */
 
-dle_status dle_forward_create(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                              const dle_attrs *a) {
-  (void)ins, (void)nin;
+DLE_FORWARD_RULE(create) {
   dle_dtype dt = a->has_dtype ? a->dtype : DLE_DEFAULT_FLOAT;
   bool fresh = !outs[0];
   if (fresh) DLE_TRY(dle_tensor_empty(&outs[0], a->nints, a->ints, dt, DLE_DEVICE_CPU));

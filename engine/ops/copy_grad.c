@@ -15,9 +15,7 @@ static dle_status vjp_copy(dle_node *n, dle_tensor *const *gout, dle_tensor **gi
 }
 
 /* The tangent passes through; the engine broadcasts it to the destination and casts it. */
-static dle_status jvp_copy(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                           dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)a, (void)ins, (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_copy) {
   if (tin[0]) dle_tensor_retain(tin[0]);
   tout[0] = tin[0];
   return DLE_OK;

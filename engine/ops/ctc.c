@@ -38,8 +38,7 @@ static dle_status longest_target(const char *fn, dle_tensor *targets, dle_tensor
   return DLE_OK;
 }
 
-dle_status dle_forward_ctc(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                           const dle_attrs *a) {
+DLE_FORWARD_RULE(ctc) {
   const char *fn = op == DLE_OP_CTC_LOSS ? "ctc_loss" : "ctc_loss_backward";
   int base = op == DLE_OP_CTC_LOSS ? 0 : 1; /* backward: gy first */
   dle_tensor *lp = ins[base], *targets = ins[base + 1], *il = ins[base + 2], *tl = ins[base + 3];

@@ -22,9 +22,7 @@ static dle_status vjp_ctc(dle_node *n, dle_tensor *const *gout, dle_tensor **gin
 }
 
 /* d nll_n = sum over t, c of (d nll_n / d lp(t, n, c)) t(t, n, c): the backward at gy = 1 */
-static dle_status jvp_ctc(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)nin;
+DLE_JVP_RULE(jvp_ctc) {
   if (!tin[0]) return DLE_OK;
   scope s = {.n = 0};
   dle_tensor *ones = NULL, *g = NULL, *r = NULL;

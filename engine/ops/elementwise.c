@@ -130,8 +130,7 @@ static dle_status check_integer_divisor(dle_op op, dle_tensor *const *ins, int n
   return DLE_OK;
 }
 
-dle_status dle_forward_elementwise(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                                   const dle_attrs *a) {
+DLE_FORWARD_RULE(elementwise) {
   DLE_TRY(check_integer_divisor(op, ins, nin));
   dle_dtype plain_dt;
   if (plain_operands(op, ins, nin, a, &plain_dt)) {

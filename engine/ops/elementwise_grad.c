@@ -36,9 +36,7 @@ static dle_status vjp_add_sub(dle_node *n, dle_tensor *const *gout, dle_tensor *
   return DLE_OK;
 }
 
-static dle_status jvp_add_sub(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                              dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)a, (void)ins, (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_add_sub) {
   if (tin[0] && tin[1]) return dle_binary(op, &tout[0], tin[0], tin[1]);
   if (tin[0]) { /* broadcast to the output's shape by the engine */
     dle_tensor_retain(tin[0]);
@@ -64,9 +62,7 @@ static dle_status vjp_mul(dle_node *n, dle_tensor *const *gout, dle_tensor **gin
   return DLE_OK;
 }
 
-static dle_status jvp_mul(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)a;
+DLE_JVP_RULE(jvp_mul) {
   DLE_TRY(inputs_intact(op, ins, nin, (tin[0] ? DLE_SAVE(1) : 0) | (tin[1] ? DLE_SAVE(0) : 0),
                         outs[0]));
   return dle_jvp_bilinear(DLE_OP_MUL, NULL, ins[0], ins[1], tin[0], tin[1], &tout[0]);
@@ -77,22 +73,14 @@ static dle_status vjp_neg(dle_node *n, dle_tensor *const *gout, dle_tensor **gin
   return dle_unary(DLE_OP_NEG, &gin[0], gout[0]);
 }
 
-static dle_status jvp_neg(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)a, (void)ins, (void)nin, (void)outs;
-  return dle_unary(DLE_OP_NEG, &tout[0], tin[0]);
-}
+DLE_JVP_RULE(jvp_neg) { return dle_unary(DLE_OP_NEG, &tout[0], tin[0]); }
 
 /* d exp(x) = exp(x) dx: the saved output, no recomputation */
 static dle_status vjp_exp(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
   return dle_binary(DLE_OP_MUL, &gin[0], gout[0], dle_node_output(n, 0));
 }
 
-static dle_status jvp_exp(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)a, (void)ins, (void)nin;
-  return dle_binary(DLE_OP_MUL, &tout[0], tin[0], outs[0]);
-}
+DLE_JVP_RULE(jvp_exp) { return dle_binary(DLE_OP_MUL, &tout[0], tin[0], outs[0]); }
 
 /* d gelu = gelu'(x) dx: one pass of the fused gelu_backward(x, g) = g gelu'(x), not gelu_grad
  * then a multiply (nor the ~30 full-size passes of a composite of dle ops); gelu_backward is
@@ -102,9 +90,7 @@ static dle_status vjp_gelu(dle_node *n, dle_tensor *const *gout, dle_tensor **gi
   return dle_binary(DLE_OP_GELU_BACKWARD, &gin[0], dle_node_input(n, 0), gout[0]);
 }
 
-static dle_status jvp_gelu(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                           dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)a;
+DLE_JVP_RULE(jvp_gelu) {
   DLE_TRY(inputs_intact(op, ins, nin, DLE_SAVE(0), outs[0]));
   return dle_binary(DLE_OP_GELU_BACKWARD, &tout[0], ins[0], tin[0]);
 }
@@ -169,24 +155,6 @@ static dle_status d_log(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_
   return DLE_OK;
 }
 
-/* d expm1(x) = (expm1(x) + 1) dx */
-static dle_status d_expm1(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
-  (void)x, (void)a;
-  return dle_binary_scalar(DLE_OP_ADD, d, y, 1, false);
-}
-
-/* d log1p(x) = dx / (1 + x) */
-static dle_status d_log1p(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
-  (void)y, (void)a;
-  return dle_binary_scalar(DLE_OP_ADD, d, x, 1, false);
-}
-
-/* d sqrt(x) = dx / (2 sqrt(x))  (inf at 0) */
-static dle_status d_sqrt(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
-  (void)x, (void)a;
-  return dle_binary_scalar(DLE_OP_MUL, d, y, 2, false);
-}
-
 /* d x^(-1/2) = -1/2 y^3 dx */
 static dle_status d_rsqrt(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
   (void)x, (void)a;
@@ -227,12 +195,6 @@ static dle_status d_sigmoid(dle_tensor **d, dle_tensor *x, dle_tensor *y, const 
   (void)x, (void)a;
   DLE_TRY(dle_binary_scalar(DLE_OP_SUB, d, y, 1, true));
   return chain(DLE_OP_MUL, d, y);
-}
-
-/* d relu = [y > 0] dx  (0 at 0, like PyTorch); a bool mask */
-static dle_status d_relu(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
-  (void)x, (void)a;
-  return dle_binary_scalar(DLE_OP_GT, d, y, 0, false);
 }
 
 /* d gelu'(x) = gelu''(x) dx = (2 - x^2) phi(x) dx, phi(x) = exp(-x^2 / 2) / sqrt(2 pi) (only
@@ -367,23 +329,6 @@ static dle_status d_erfinv(dle_tensor **d, dle_tensor *x, dle_tensor *y, const d
   return chain_s(DLE_OP_MUL, d, 0.88622692545275801365, false);
 }
 
-/* d log2 x = dx / (x ln 2); d log10 x = dx / (x ln 10) */
-static dle_status d_log2(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
-  (void)y, (void)a;
-  return dle_binary_scalar(DLE_OP_MUL, d, x, 0.69314718055994530942, false);
-}
-
-static dle_status d_log10(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
-  (void)y, (void)a;
-  return dle_binary_scalar(DLE_OP_MUL, d, x, 2.30258509299404568402, false);
-}
-
-/* d 2^x = 2^x ln 2 dx */
-static dle_status d_exp2(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
-  (void)x, (void)a;
-  return dle_binary_scalar(DLE_OP_MUL, d, y, 0.69314718055994530942, false);
-}
-
 /* d frac x = dx (trunc is piecewise constant) */
 static dle_status d_frac(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
   (void)y, (void)a;
@@ -397,26 +342,39 @@ static dle_status d_nan_to_num(dle_tensor **d, dle_tensor *x, dle_tensor *y, con
 }
 
 typedef struct {
-  deriv_fn deriv; /* NULL: the gradient is zero (sign) */
+  deriv_fn deriv; /* NULL (and not by_scalar): the gradient is zero (sign) */
   bool divide;    /* gout / f instead of gout * f */
   unsigned save_inputs;
   bool save_outputs;
+  /* instead of deriv, f = scalar_op(v, c) with v the output when the rule saves it, else the
+   * input */
+  bool by_scalar;
+  dle_op scalar_op;
+  double c;
 } unary_rule;
+
+/* f = v op c (see unary_rule) */
+#define BY_SCALAR(sop, k) .by_scalar = true, .scalar_op = DLE_OP_##sop, .c = (k)
+#define LN2               0.69314718055994530942
 
 static const unary_rule unary_rules[DLE_NUM_OPS] = {
     [DLE_OP_ABS] = {d_abs, false, DLE_SAVE(0), false},
     [DLE_OP_SIGN] = {NULL, false, 0, false},
     [DLE_OP_LOG] = {d_log, true, DLE_SAVE(0), false},
-    [DLE_OP_EXPM1] = {d_expm1, false, 0, true},
-    [DLE_OP_LOG1P] = {d_log1p, true, DLE_SAVE(0), false},
-    [DLE_OP_SQRT] = {d_sqrt, true, 0, true},
+    /* d expm1(x) = (expm1(x) + 1) dx */
+    [DLE_OP_EXPM1] = {.save_outputs = true, BY_SCALAR(ADD, 1)},
+    /* d log1p(x) = dx / (1 + x) */
+    [DLE_OP_LOG1P] = {.divide = true, .save_inputs = DLE_SAVE(0), BY_SCALAR(ADD, 1)},
+    /* d sqrt(x) = dx / (2 sqrt(x))  (inf at 0) */
+    [DLE_OP_SQRT] = {.divide = true, .save_outputs = true, BY_SCALAR(MUL, 2)},
     [DLE_OP_RSQRT] = {d_rsqrt, false, 0, true},
     [DLE_OP_RECIPROCAL] = {d_reciprocal, false, 0, true},
     [DLE_OP_SIN] = {d_sin, false, DLE_SAVE(0), false},
     [DLE_OP_COS] = {d_cos, false, DLE_SAVE(0), false},
     [DLE_OP_TANH] = {d_tanh, false, 0, true},
     [DLE_OP_SIGMOID] = {d_sigmoid, false, 0, true},
-    [DLE_OP_RELU] = {d_relu, false, 0, true},
+    /* d relu = [y > 0] dx  (0 at 0, like PyTorch); a bool mask */
+    [DLE_OP_RELU] = {.save_outputs = true, BY_SCALAR(GT, 0)},
     [DLE_OP_GELU_GRAD] = {d_gelu_grad, false, DLE_SAVE(0), false},
     [DLE_OP_SILU] = {d_silu, false, DLE_SAVE(0), false},
     [DLE_OP_POW_SCALAR] = {d_pow_scalar, false, DLE_SAVE(0), false},
@@ -433,9 +391,13 @@ static const unary_rule unary_rules[DLE_NUM_OPS] = {
     [DLE_OP_ERF] = {d_erf, false, DLE_SAVE(0), false},
     [DLE_OP_ERFC] = {d_erfc, false, DLE_SAVE(0), false},
     [DLE_OP_ERFINV] = {d_erfinv, false, 0, true},
-    [DLE_OP_LOG2] = {d_log2, true, DLE_SAVE(0), false},
-    [DLE_OP_LOG10] = {d_log10, true, DLE_SAVE(0), false},
-    [DLE_OP_EXP2] = {d_exp2, false, 0, true},
+    /* d log2 x = dx / (x ln 2); d log10 x = dx / (x ln 10) */
+    [DLE_OP_LOG2] = {.divide = true, .save_inputs = DLE_SAVE(0), BY_SCALAR(MUL, LN2)},
+    [DLE_OP_LOG10] = {.divide = true,
+                      .save_inputs = DLE_SAVE(0),
+                      BY_SCALAR(MUL, 2.30258509299404568402)},
+    /* d 2^x = 2^x ln 2 dx */
+    [DLE_OP_EXP2] = {.save_outputs = true, BY_SCALAR(MUL, LN2)},
     [DLE_OP_FRAC] = {d_frac, false, DLE_SAVE(0), false},
     [DLE_OP_NAN_TO_NUM] = {d_nan_to_num, false, DLE_SAVE(0), false},
 };
@@ -444,9 +406,12 @@ static const unary_rule unary_rules[DLE_NUM_OPS] = {
 static dle_status apply_unary(dle_op op, dle_tensor **out, dle_tensor *g, dle_tensor *x,
                               dle_tensor *y, const dle_attrs *a) {
   const unary_rule *u = &unary_rules[op];
-  if (!g || !u->deriv) return DLE_OK;
+  if (!g || (!u->deriv && !u->by_scalar)) return DLE_OK;
   dle_tensor *f = NULL;
-  DLE_TRY(u->deriv(&f, x, y, a));
+  if (u->by_scalar)
+    DLE_TRY(dle_binary_scalar(u->scalar_op, &f, u->save_outputs ? y : x, u->c, false));
+  else
+    DLE_TRY(u->deriv(&f, x, y, a));
   if (!f) return DLE_OK;
   dle_status st = dle_binary(u->divide ? DLE_OP_DIV : DLE_OP_MUL, out, g, f);
   dle_tensor_release(f);
@@ -458,8 +423,7 @@ static dle_status vjp_unary(dle_node *n, dle_tensor *const *gout, dle_tensor **g
                      dle_node_attrs(n));
 }
 
-static dle_status jvp_unary(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                            dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
+DLE_JVP_RULE(jvp_unary) {
   DLE_TRY(inputs_intact(op, ins, nin, unary_rules[op].save_inputs, outs[0]));
   return apply_unary(op, &tout[0], tin[0], ins[0], outs[0], a);
 }
@@ -467,13 +431,15 @@ static dle_status jvp_unary(dle_op op, const dle_attrs *a, dle_tensor *const *in
 /* ---- binary ops: local derivatives fa = dy/da, fb = dy/db (only those asked for), then
  * gin = sum_to(gout * f) and tout = ta * fa + tb * fb ---- */
 
-typedef dle_status (*deriv2_fn)(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
-                                dle_tensor *y);
+/* Defines a binary op's local derivatives: `BINARY_DERIV(d_foo) { ... }` has the parameters
+ * (fa, fb, a, b, y) that binary_derivs passes. A rule may leave any of them unused (the build
+ * passes -Wno-unused-parameter). */
+#define BINARY_DERIV(name)                                                               \
+  static dle_status name(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b, \
+                         dle_tensor *y)
 
 /* d(a/b) = da / b - y db / b */
-static dle_status d_div(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
-                        dle_tensor *y) {
-  (void)a;
+BINARY_DERIV(d_div) {
   if (fa) DLE_TRY(dle_unary(DLE_OP_RECIPROCAL, fa, b));
   if (fb) {
     DLE_TRY(dle_binary(DLE_OP_DIV, fb, y, b));
@@ -483,8 +449,7 @@ static dle_status d_div(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_ten
 }
 
 /* d a^b = b a^(b-1) da + a^b log(a) db  (each term 0 where b = 0, resp. a = 0, like PyTorch) */
-static dle_status d_pow(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
-                        dle_tensor *y) {
+BINARY_DERIV(d_pow) {
   dle_dtype dt = y->dtype;
   dle_tensor *zero = NULL, *mask = NULL, *v = NULL;
   dle_status st = scalar_like(&zero, 0, dt, y);
@@ -542,16 +507,6 @@ static dle_status d_maxmin(bool is_max, dle_tensor **fa, dle_tensor **fb, dle_te
   return st;
 }
 
-static dle_status d_maximum(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
-                            dle_tensor *y) {
-  return d_maxmin(true, fa, fb, a, b, y);
-}
-
-static dle_status d_minimum(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
-                            dle_tensor *y) {
-  return d_maxmin(false, fa, fb, a, b, y);
-}
-
 /* d (g gelu'(x)) = g gelu''(x) dx + gelu'(x) dg */
 static dle_status d_gelu_backward(dle_tensor **fa, dle_tensor **fb, dle_tensor *x, dle_tensor *g,
                                   dle_tensor *y) {
@@ -565,9 +520,7 @@ static dle_status d_gelu_backward(dle_tensor **fa, dle_tensor **fb, dle_tensor *
 }
 
 /* d atan2(a, b) = (b da - a db) / (a^2 + b^2) */
-static dle_status d_atan2(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
-                          dle_tensor *y) {
-  (void)y;
+BINARY_DERIV(d_atan2) {
   dle_tensor *r = NULL, *bb = NULL;
   dle_status st = dle_binary(DLE_OP_MUL, &r, a, a);
   if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &bb, b, b);
@@ -581,16 +534,14 @@ static dle_status d_atan2(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_t
 }
 
 /* d hypot(a, b) = (a da + b db) / y */
-static dle_status d_hypot(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
-                          dle_tensor *y) {
+BINARY_DERIV(d_hypot) {
   if (fa) DLE_TRY(dle_binary(DLE_OP_DIV, fa, a, y));
   if (fb) DLE_TRY(dle_binary(DLE_OP_DIV, fb, b, y));
   return DLE_OK;
 }
 
 /* d logaddexp(a, b) = exp(a - y) da + exp(b - y) db */
-static dle_status d_logaddexp(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
-                              dle_tensor *y) {
+BINARY_DERIV(d_logaddexp) {
   if (fa) {
     DLE_TRY(dle_binary(DLE_OP_SUB, fa, a, y));
     DLE_TRY(chain_u(DLE_OP_EXP, fa));
@@ -603,9 +554,7 @@ static dle_status d_logaddexp(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, d
 }
 
 /* d copysign(a, b) = y / a da (0 at a = 0, like PyTorch); nothing flows to b */
-static dle_status d_copysign(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
-                             dle_tensor *y) {
-  (void)b;
+BINARY_DERIV(d_copysign) {
   dle_tensor *zero = NULL, *q = NULL, *mask = NULL;
   dle_status st = scalar_like(&zero, 0, y->dtype, y);
   if (st == DLE_OK && fb) st = scalar_like(fb, 0, y->dtype, y);
@@ -631,15 +580,9 @@ static dle_status d_fmod_remainder(dle_op rounding, dle_tensor **fa, dle_tensor 
   return DLE_OK;
 }
 
-static dle_status d_fmod(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
-                         dle_tensor *y) {
-  return d_fmod_remainder(DLE_OP_TRUNC, fa, fb, a, b, y);
-}
+BINARY_DERIV(d_fmod) { return d_fmod_remainder(DLE_OP_TRUNC, fa, fb, a, b, y); }
 
-static dle_status d_remainder(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
-                              dle_tensor *y) {
-  return d_fmod_remainder(DLE_OP_FLOOR, fa, fb, a, b, y);
-}
+BINARY_DERIV(d_remainder) { return d_fmod_remainder(DLE_OP_FLOOR, fa, fb, a, b, y); }
 
 /* fmax/fmin: all of the gradient to a where a wins or ties, or b is NaN (PyTorch's rule), the
  * rest to b */
@@ -663,31 +606,23 @@ static dle_status d_fmaxmin(bool is_max, dle_tensor **fa, dle_tensor **fb, dle_t
   return st;
 }
 
-static dle_status d_fmax(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
-                         dle_tensor *y) {
-  return d_fmaxmin(true, fa, fb, a, b, y);
-}
-
-static dle_status d_fmin(dle_tensor **fa, dle_tensor **fb, dle_tensor *a, dle_tensor *b,
-                         dle_tensor *y) {
-  return d_fmaxmin(false, fa, fb, a, b, y);
-}
-
-static deriv2_fn binary_deriv(dle_op op) {
+/* The local derivatives of the binary op (only those asked for). */
+static dle_status binary_derivs(dle_op op, dle_tensor **fa, dle_tensor **fb, dle_tensor *a,
+                                dle_tensor *b, dle_tensor *y) {
   switch (op) {
-    case DLE_OP_GELU_BACKWARD: return d_gelu_backward;
-    case DLE_OP_DIV: return d_div;
-    case DLE_OP_POW: return d_pow;
-    case DLE_OP_MAXIMUM: return d_maximum;
-    case DLE_OP_ATAN2: return d_atan2;
-    case DLE_OP_HYPOT: return d_hypot;
-    case DLE_OP_LOGADDEXP: return d_logaddexp;
-    case DLE_OP_COPYSIGN: return d_copysign;
-    case DLE_OP_FMOD: return d_fmod;
-    case DLE_OP_REMAINDER: return d_remainder;
-    case DLE_OP_FMAX: return d_fmax;
-    case DLE_OP_FMIN: return d_fmin;
-    default: return d_minimum;
+    case DLE_OP_GELU_BACKWARD: return d_gelu_backward(fa, fb, a, b, y);
+    case DLE_OP_DIV: return d_div(fa, fb, a, b, y);
+    case DLE_OP_POW: return d_pow(fa, fb, a, b, y);
+    case DLE_OP_MAXIMUM: return d_maxmin(true, fa, fb, a, b, y);
+    case DLE_OP_ATAN2: return d_atan2(fa, fb, a, b, y);
+    case DLE_OP_HYPOT: return d_hypot(fa, fb, a, b, y);
+    case DLE_OP_LOGADDEXP: return d_logaddexp(fa, fb, a, b, y);
+    case DLE_OP_COPYSIGN: return d_copysign(fa, fb, a, b, y);
+    case DLE_OP_FMOD: return d_fmod(fa, fb, a, b, y);
+    case DLE_OP_REMAINDER: return d_remainder(fa, fb, a, b, y);
+    case DLE_OP_FMAX: return d_fmaxmin(true, fa, fb, a, b, y);
+    case DLE_OP_FMIN: return d_fmaxmin(false, fa, fb, a, b, y);
+    default: return d_maxmin(false, fa, fb, a, b, y); /* minimum */
   }
 }
 
@@ -698,7 +633,7 @@ static dle_status local_derivs(dle_op op, dle_dtype dt, dle_tensor **fa, dle_ten
   dle_tensor *ca = NULL, *cb = NULL; /* a, b: NULL when the rule does not read them */
   dle_status st = a ? dle_cast_if_needed(&ca, a, dt) : DLE_OK;
   if (st == DLE_OK && b) st = dle_cast_if_needed(&cb, b, dt);
-  if (st == DLE_OK) st = binary_deriv(op)(fa, fb, ca, cb, y);
+  if (st == DLE_OK) st = binary_derivs(op, fa, fb, ca, cb, y);
   dle_tensor_release(ca);
   dle_tensor_release(cb);
   return st;
@@ -723,9 +658,7 @@ static dle_status vjp_binary(dle_node *n, dle_tensor *const *gout, dle_tensor **
   return st;
 }
 
-static dle_status jvp_binary(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                             dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)a;
+DLE_JVP_RULE(jvp_binary) {
   DLE_TRY(inputs_intact(op, ins, nin, dle_grad_rule_of(op)->save_inputs, outs[0]));
   dle_tensor *f[2] = {NULL, NULL};
   dle_status st = local_derivs(op, dle_promote(ins[0]->dtype, ins[1]->dtype), tin[0] ? &f[0] : NULL,
@@ -770,9 +703,7 @@ static dle_status vjp_where(dle_node *n, dle_tensor *const *gout, dle_tensor **g
   return st;
 }
 
-static dle_status jvp_where(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                            dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)a, (void)nin;
+DLE_JVP_RULE(jvp_where) {
   dle_tensor *zero = NULL;
   DLE_TRY(scalar_like(&zero, 0, outs[0]->dtype, outs[0]));
   dle_status st = dle_where(&tout[0], ins[0], tin[1] ? tin[1] : zero, tin[2] ? tin[2] : zero);

@@ -283,8 +283,7 @@ static dle_status forward_one_hot(dle_tensor **outs, dle_tensor *const *ins, con
 
 /* ---------------------------------------------------------------- front door */
 
-dle_status dle_forward_index(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                             const dle_attrs *a) {
+DLE_FORWARD_RULE(index) {
   switch (op) {
     case DLE_OP_CAT: return forward_cat(outs, ins, nin, a);
     case DLE_OP_GATHER: return forward_gather(outs, ins, a);

@@ -64,9 +64,7 @@ static dle_status vjp_cat(dle_node *n, dle_tensor *const *gout, dle_tensor **gin
   return DLE_OK;
 }
 
-static dle_status jvp_cat(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)outs;
+DLE_JVP_RULE(jvp_cat) {
   dle_tensor **ts = calloc((size_t)nin, sizeof *ts);
   if (!ts) return dle_error("cat: out of memory for the tangents of %d inputs", nin);
   dle_status st = DLE_OK;
@@ -99,9 +97,7 @@ static dle_status vjp_index_select(dle_node *n, dle_tensor *const *gout, dle_ten
   return vjp_pick(n, gout, gin, DLE_OP_INDEX_ADD);
 }
 
-static dle_status jvp_pick(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                           dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_pick) {
   if (!tin[0]) return DLE_OK;
   dle_tensor *t[2] = {tin[0], ins[1]};
   return dle_op_call(op, &tout[0], t, 2, a);
@@ -129,10 +125,7 @@ static dle_status vjp_accumulate(dle_node *n, dle_tensor *const *gout, dle_tenso
   return st;
 }
 
-static dle_status jvp_accumulate(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                 dle_tensor *const *tin, dle_tensor *const *outs,
-                                 dle_tensor **tout) {
-  (void)nin;
+DLE_JVP_RULE(jvp_accumulate) {
   if (!tin[2]) {
     tout[0] = retained(tin[0]);
     return DLE_OK;
@@ -155,10 +148,7 @@ static dle_status vjp_masked_fill(dle_node *n, dle_tensor *const *gout, dle_tens
   return st;
 }
 
-static dle_status jvp_masked_fill(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                  dle_tensor *const *tin, dle_tensor *const *outs,
-                                  dle_tensor **tout) {
-  (void)op, (void)a, (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_masked_fill) {
   if (!tin[0]) return DLE_OK;
   return dle_masked_fill(&tout[0], tin[0], ins[1], 0.0);
 }
@@ -172,9 +162,7 @@ static dle_status vjp_triangle(dle_node *n, dle_tensor *const *gout, dle_tensor 
                                        : dle_triu(&gin[0], gout[0], k);
 }
 
-static dle_status jvp_triangle(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                               dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)ins, (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_triangle) {
   if (!tin[0]) return DLE_OK;
   return op == DLE_OP_TRIL ? dle_tril(&tout[0], tin[0], a->ints[0])
                            : dle_triu(&tout[0], tin[0], a->ints[0]);

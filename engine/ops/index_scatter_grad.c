@@ -199,9 +199,7 @@ static dle_status vjp_scatter(dle_node *n, dle_tensor *const *gout, dle_tensor *
   return pool_end(&p);
 }
 
-static dle_status jvp_scatter(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                              dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)nin;
+DLE_JVP_RULE(jvp_scatter) {
   if (!tin[0] && !tin[2]) return DLE_OK;
   int r = reduction_of(op, a);
   bool include_self = op == DLE_OP_SCATTER ? false : a->ints[2];

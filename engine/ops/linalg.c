@@ -44,8 +44,7 @@ static void batch_then(dle_result_spec *res, const dle_tensor *x, int nd, int64_
   res->dtype = dt;
 }
 
-dle_status dle_forward_linalg(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                              const dle_attrs *a) {
+DLE_FORWARD_RULE(linalg) {
   char buf[32];
   const char *fn = fn_name(op, buf);
   dle_tensor *x = ins[0];

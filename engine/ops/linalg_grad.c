@@ -153,9 +153,7 @@ static dle_status vjp_solve(dle_node *n, dle_tensor *const *gout, dle_tensor **g
     give(s, scale(s, mm(s, gb, mT(s, dle_node_output(n, 0))), -1), &gin[0]);
   return close_scope(s, s->st);
 }
-static dle_status jvp_solve(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                            dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)a, (void)nin;
+DLE_JVP_RULE(jvp_solve) {
   scope sc = {.st = DLE_OK}, *s = &sc;
   dle_tensor *rhs = tin[1];
   if (tin[0]) {
@@ -173,9 +171,7 @@ static dle_status vjp_inv(dle_node *n, dle_tensor *const *gout, dle_tensor **gin
   give(s, scale(s, mm(s, mm(s, yt, gout[0]), yt), -1), &gin[0]);
   return close_scope(s, s->st);
 }
-static dle_status jvp_inv(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)a, (void)ins, (void)nin;
+DLE_JVP_RULE(jvp_inv) {
   if (!tin[0]) return DLE_OK;
   scope sc = {.st = DLE_OK}, *s = &sc;
   give(s, scale(s, mm(s, mm(s, outs[0], tin[0]), outs[0]), -1), &tout[0]);
@@ -192,9 +188,7 @@ static dle_status vjp_det(dle_node *n, dle_tensor *const *gout, dle_tensor **gin
   give(s, mul(s, unsq(s, unsq(s, w, -1), -1), mT(s, inv(s, dle_node_input(n, 0)))), &gin[0]);
   return close_scope(s, s->st);
 }
-static dle_status jvp_det(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)a, (void)nin;
+DLE_JVP_RULE(jvp_det) {
   if (!tin[0]) return DLE_OK;
   scope sc = {.st = DLE_OK}, *s = &sc;
   dle_tensor *tr = sum2(s, mul(s, mT(s, inv(s, ins[0])), tin[0]));
@@ -215,9 +209,7 @@ static dle_status vjp_cholesky(dle_node *n, dle_tensor *const *gout, dle_tensor 
   give(s, mm(s, mm(s, mT(s, li), p), li), &gin[0]);
   return close_scope(s, s->st);
 }
-static dle_status jvp_cholesky(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                               dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)a, (void)ins, (void)nin;
+DLE_JVP_RULE(jvp_cholesky) {
   if (!tin[0]) return DLE_OK;
   scope sc = {.st = DLE_OK}, *s = &sc;
   dle_tensor *li = inv(s, outs[0]);
@@ -263,9 +255,7 @@ static dle_status vjp_qr(dle_node *n, dle_tensor *const *gout, dle_tensor **gin)
   give(s, mT(s, solve(s, r, mT(s, g))), &gin[0]); /* g R^-T */
   return close_scope(s, s->st);
 }
-static dle_status jvp_qr(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                         dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)nin;
+DLE_JVP_RULE(jvp_qr) {
   dle_tensor *x = ins[0];
   DLE_TRY(qr_supported(a, T2(x), T1(x), SHAPE(x)));
   if (!tin[0]) return DLE_OK;
@@ -326,9 +316,7 @@ static dle_status vjp_svd(dle_node *n, dle_tensor *const *gout, dle_tensor **gin
   if (g) give(s, g, &gin[0]);
   return close_scope(s, s->st);
 }
-static dle_status jvp_svd(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)nin;
+DLE_JVP_RULE(jvp_svd) {
   dle_tensor *x = ins[0];
   DLE_TRY(svd_supported(a, T2(x), T1(x), SHAPE(x)));
   if (!tin[0]) return DLE_OK;
@@ -362,9 +350,7 @@ static dle_status vjp_eigh(dle_node *n, dle_tensor *const *gout, dle_tensor **gi
   give(s, mm(s, mm(s, q, inner), mT(s, q)), &gin[0]);
   return close_scope(s, s->st);
 }
-static dle_status jvp_eigh(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                           dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)a, (void)ins, (void)nin;
+DLE_JVP_RULE(jvp_eigh) {
   if (!tin[0]) return DLE_OK;
   scope sc = {.st = DLE_OK}, *s = &sc;
   dle_tensor *q = outs[1], *p = mm(s, mm(s, mT(s, q), tin[0]), q);

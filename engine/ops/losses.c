@@ -215,8 +215,7 @@ static dle_status forward_ce_backward(dle_op op, dle_tensor **outs, dle_tensor *
   return run(op, outs, &o, cin, 4, a, cdt, rdt, dle_tensor_device(x));
 }
 
-dle_status dle_forward_losses(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                              const dle_attrs *a) {
+DLE_FORWARD_RULE(losses) {
   switch (op) {
     case DLE_OP_MSE_LOSS:
     case DLE_OP_MSE_LOSS_BACKWARD: return forward_mse(op, outs, ins, nin, a);

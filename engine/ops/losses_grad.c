@@ -68,9 +68,7 @@ static dle_status vjp_mse(dle_node *n, dle_tensor *const *gout, dle_tensor **gin
   return scope_end(&s, gin, 2);
 }
 
-static dle_status jvp_mse(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)nin;
+DLE_JVP_RULE(jvp_mse) {
   dle_tensor *td = NULL;
   scope s = {.n = 0};
   td = sub_opt(&s, tin[0], tin[1]);
@@ -99,10 +97,7 @@ static dle_status vjp_mse_backward(dle_node *n, dle_tensor *const *gout, dle_ten
   return scope_end(&s, gin, 3);
 }
 
-static dle_status jvp_mse_backward(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                   dle_tensor *const *tin, dle_tensor *const *outs,
-                                   dle_tensor **tout) {
-  (void)op, (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_mse_backward) {
   scope s = {.n = 0};
   dle_tensor *gy = ins[0], *x = ins[1], *y = ins[2], *acc = NULL;
   double k = 2 * mean_scale(a, dle_tensor_numel(x));
@@ -129,9 +124,7 @@ static dle_status vjp_nll(dle_node *n, dle_tensor *const *gout, dle_tensor **gin
                   dle_node_attrs(n), dle_node_input_sizes(n, 0)[1]);
 }
 
-static dle_status jvp_nll(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_nll) {
   if (!tin[0]) return DLE_OK;
   return nll_call(DLE_OP_NLL_LOSS, &tout[0], tin[0], ins[1], a, a->ints[3]);
 }
@@ -142,10 +135,7 @@ static dle_status vjp_nll_backward(dle_node *n, dle_tensor *const *gout, dle_ten
   return nll_call(DLE_OP_NLL_LOSS, &gin[0], gout[0], dle_node_input(n, 1), a, a->ints[3]);
 }
 
-static dle_status jvp_nll_backward(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                   dle_tensor *const *tin, dle_tensor *const *outs,
-                                   dle_tensor **tout) {
-  (void)op, (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_nll_backward) {
   if (!tin[0]) return DLE_OK;
   return nll_call(DLE_OP_NLL_LOSS_BACKWARD, &tout[0], tin[0], ins[1], a, a->ints[3]);
 }
@@ -225,9 +215,7 @@ static dle_status vjp_bce(dle_node *n, dle_tensor *const *gout, dle_tensor **gin
   return scope_end(&s, gin, nin);
 }
 
-static dle_status jvp_bce(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)outs;
+DLE_JVP_RULE(jvp_bce) {
   bce_in b = bce_of(ins, nin, 0, a);
   scope s = {.n = 0};
   dle_tensor *acc = NULL;
@@ -282,10 +270,7 @@ static dle_status vjp_bce_backward(dle_node *n, dle_tensor *const *gout, dle_ten
   return scope_end(&s, gin, nin);
 }
 
-static dle_status jvp_bce_backward(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                   dle_tensor *const *tin, dle_tensor *const *outs,
-                                   dle_tensor **tout) {
-  (void)op, (void)outs;
+DLE_JVP_RULE(jvp_bce_backward) {
   bce_in b = bce_of(ins, nin, 1, a);
   scope s = {.n = 0};
   dle_tensor *acc = NULL, *gyc = bce_scaled_gy(&s, &b, ins[0]);
@@ -349,9 +334,7 @@ static dle_status vjp_ce(dle_node *n, dle_tensor *const *gout, dle_tensor **gin)
 }
 
 /* d loss = sum_c G[., c] dx[., c] with G the backward at gy = 1; d lse = sum_c p dx */
-static dle_status jvp_ce(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                         dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)nin;
+DLE_JVP_RULE(jvp_ce) {
   if (!tin[0]) return DLE_OK;
   scope s = {.n = 0};
   dle_tensor *ones = NULL;
@@ -366,6 +349,13 @@ static dle_status jvp_ce(dle_op op, const dle_attrs *a, dle_tensor *const *ins, 
   tout[1] =
       give(&s, rowsum(&s, bin(&s, DLE_OP_MUL, lse_probs(&s, ins[0], outs[1]), tin[0]), false));
   return scope_end(&s, tout, 2);
+}
+
+/* In the backward ops of both cross-entropies (inputs gy, x, targets, lse) x and lse enter only as
+ * x - lse, so lse's gradient is minus the row sums of x's gradient dx: gives both as n needs them. */
+static void give_dx_dlse(scope *s, dle_node *n, dle_tensor *dx, dle_tensor **gin) {
+  if (dle_node_needs_grad(n, 1)) gin[1] = give(s, dx);
+  if (dle_node_needs_grad(n, 3)) gin[3] = give(s, unary(s, DLE_OP_NEG, rowsum(s, dx, false)));
 }
 
 /* Z = w (p - q) with w = rw gy (rw the row weights): inputs gy, x, targets, lse */
@@ -384,17 +374,12 @@ static dle_status vjp_ce_backward(dle_node *n, dle_tensor *const *gout, dle_tens
   }
   if (dle_node_needs_grad(n, 1) || dle_node_needs_grad(n, 3)) {
     dle_tensor *w = unsq(&s, bin(&s, DLE_OP_MUL, rw, gy), 1);
-    dle_tensor *dx = bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_MUL, w, p), g);
-    if (dle_node_needs_grad(n, 1)) gin[1] = give(&s, dx);
-    if (dle_node_needs_grad(n, 3)) gin[3] = give(&s, unary(&s, DLE_OP_NEG, rowsum(&s, dx, false)));
+    give_dx_dlse(&s, n, bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_MUL, w, p), g), gin);
   }
   return scope_end(&s, gin, 4);
 }
 
-static dle_status jvp_ce_backward(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                  dle_tensor *const *tin, dle_tensor *const *outs,
-                                  dle_tensor **tout) {
-  (void)op, (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_ce_backward) {
   if (!tin[0] && !tin[1] && !tin[3]) return DLE_OK;
   scope s = {.n = 0};
   dle_tensor *gy = ins[0], *x = ins[1], *t = ins[2], *lse = ins[3];
@@ -405,10 +390,7 @@ static dle_status jvp_ce_backward(dle_op op, const dle_attrs *a, dle_tensor *con
               bin(&s, DLE_OP_SUB, p, q));
   }
   if (tin[1] || tin[3]) {
-    dle_tensor *dl = tin[3] ? unsq(&s, tin[3], 1) : NULL;
-    dle_tensor *d = !tin[1] ? unary(&s, DLE_OP_NEG, dl)
-                    : dl    ? bin(&s, DLE_OP_SUB, tin[1], dl)
-                            : tin[1];
+    dle_tensor *d = sub_opt(&s, tin[1], tin[3] ? unsq(&s, tin[3], 1) : NULL);
     dle_tensor *w = unsq(&s, bin(&s, DLE_OP_MUL, rw, gy), 1);
     acc = add_opt(&s, acc, bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_MUL, w, p), d));
   }
@@ -452,9 +434,7 @@ static dle_status vjp_soft_ce(dle_node *n, dle_tensor *const *gout, dle_tensor *
   return scope_end(&s, gin, 2);
 }
 
-static dle_status jvp_soft_ce(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                              dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)nin;
+DLE_JVP_RULE(jvp_soft_ce) {
   if (!tin[0] && !tin[1]) return DLE_OK;
   scope s = {.n = 0};
   dle_tensor *x = ins[0], *t = ins[1], *lse = outs[1], *acc = NULL;
@@ -490,9 +470,7 @@ static dle_status vjp_soft_ce_backward(dle_node *n, dle_tensor *const *gout, dle
   }
   dle_tensor *w = soft_row_w(&s, a, gy, rows), *wg = bin(&s, DLE_OP_MUL, w, g);
   if (dle_node_needs_grad(n, 1) || dle_node_needs_grad(n, 3)) {
-    dle_tensor *dx = bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_MUL, wg, sq), p);
-    if (dle_node_needs_grad(n, 1)) gin[1] = give(&s, dx);
-    if (dle_node_needs_grad(n, 3)) gin[3] = give(&s, unary(&s, DLE_OP_NEG, rowsum(&s, dx, false)));
+    give_dx_dlse(&s, n, bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_MUL, wg, sq), p), gin);
   }
   if (dle_node_needs_grad(n, 2)) { /* w (1 - eps) (sum_c g p - g) */
     dle_tensor *d = bin(&s, DLE_OP_SUB, rowsum(&s, bin(&s, DLE_OP_MUL, g, p), true), g);
@@ -502,10 +480,7 @@ static dle_status vjp_soft_ce_backward(dle_node *n, dle_tensor *const *gout, dle
 }
 
 /* dG = c dgy (p S - q) + w (S p (dx - dlse) + (1 - eps) (p sum_c dt - dt)) */
-static dle_status jvp_soft_ce_backward(dle_op op, const dle_attrs *a, dle_tensor *const *ins,
-                                       int nin, dle_tensor *const *tin, dle_tensor *const *outs,
-                                       dle_tensor **tout) {
-  (void)op, (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_soft_ce_backward) {
   if (!tin[0] && !tin[1] && !tin[2] && !tin[3]) return DLE_OK;
   scope s = {.n = 0};
   dle_tensor *gy = ins[0], *x = ins[1], *t = ins[2], *lse = ins[3];

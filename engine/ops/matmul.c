@@ -118,8 +118,7 @@ static dle_status put_addend(dle_tensor *r, dle_tensor *c, const mm_shape *s) {
   return st;
 }
 
-dle_status dle_forward_matmul(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                              const dle_attrs *attrs) {
+DLE_FORWARD_RULE(matmul) {
   const char *fn = dle_op_get_info(op)->name;
   if (nin != 2 && nin != 3) return dle_error("%s: expected 2 or 3 tensor inputs, got %d", fn, nin);
   mm_shape s;
@@ -148,7 +147,7 @@ dle_status dle_forward_matmul(dle_op op, dle_tensor **outs, dle_tensor *const *i
   /* a b + c: the kernel accumulates the product onto c (for float16/bfloat16 in float32, rounded
    * once at the end); integer dtypes add c after the product */
   bool fused = nin == 3 && dle_dtype_is_float(dt);
-  dle_attrs acc = attrs ? *attrs : (dle_attrs){0};
+  dle_attrs acc = a ? *a : (dle_attrs){0};
   acc.f[0] = fused;
   if (st == DLE_OK && fused) st = put_addend(r, ins[2], &s);
   if (st == DLE_OK) st = run_matmul(op, r, cast, &s, &acc);

@@ -108,9 +108,7 @@ static dle_status vjp_matmul(dle_node *n, dle_tensor *const *gout, dle_tensor **
 }
 
 /* d(a b) = da b + a db */
-static dle_status jvp_matmul(dle_op op, const dle_attrs *attrs, dle_tensor *const *ins, int nin,
-                             dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)attrs, (void)outs;
+DLE_JVP_RULE(jvp_matmul) {
   DLE_TRY(dle_jvp_bilinear(DLE_OP_MATMUL, NULL, ins[0], ins[1], tin[0], tin[1], &tout[0]));
   if (nin < 3 || !tin[2]) return DLE_OK; /* + d c, broadcast like c */
   if (!tout[0]) {

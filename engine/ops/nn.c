@@ -58,8 +58,7 @@ static dle_status forward_dropout(dle_op op, dle_tensor **outs, dle_tensor *cons
   return run(op, outs, &o, cin, 1, a, cdt, rdt, dle_tensor_device(x));
 }
 
-dle_status dle_forward_nn(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                          const dle_attrs *a) {
+DLE_FORWARD_RULE(nn) {
   switch (op) {
     case DLE_OP_EMBEDDING:
     case DLE_OP_EMBEDDING_BACKWARD: return forward_embedding(op, outs, ins, a);

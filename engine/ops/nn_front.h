@@ -133,13 +133,7 @@ static inline dle_status run(dle_op op, dle_tensor **outs, const out_shapes *o, 
     }
   }
   for (int i = 0; i < nin; i++) dle_tensor_release(cin[i]);
-  for (int k = 0; k < o->nout; k++) {
-    if (st == DLE_OK && !outs[k])
-      outs[k] = r[k];
-    else
-      dle_tensor_release(r[k]);
-  }
-  return st;
+  return dle_hand_over(outs, r, o->nout, st);
 }
 
 /* run() for the ops whose inputs are a float tensor x (computed in its compute dtype, delivered in

@@ -31,10 +31,7 @@ static dle_status vjp_embedding(dle_node *n, dle_tensor *const *gout, dle_tensor
 }
 
 /* the tangent the reverse rule is adjoint to: padding rows carry none */
-static dle_status jvp_embedding(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                dle_tensor *const *tin, dle_tensor *const *outs,
-                                dle_tensor **tout) {
-  (void)op, (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_embedding) {
   if (!tin[0]) return DLE_OK;
   return embedding_call(DLE_OP_EMBEDDING, &tout[0], tin[0], ins[1], a, 1, 0);
 }
@@ -45,10 +42,7 @@ static dle_status vjp_embedding_backward(dle_node *n, dle_tensor *const *gout, d
                         1, 0);
 }
 
-static dle_status jvp_embedding_backward(dle_op op, const dle_attrs *a, dle_tensor *const *ins,
-                                         int nin, dle_tensor *const *tin, dle_tensor *const *outs,
-                                         dle_tensor **tout) {
-  (void)op, (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_embedding_backward) {
   if (!tin[0]) return DLE_OK;
   return embedding_call(DLE_OP_EMBEDDING_BACKWARD, &tout[0], tin[0], ins[1], a, a->ints[2],
                         a->ints[3]);
@@ -62,9 +56,7 @@ static dle_status vjp_dropout(dle_node *n, dle_tensor *const *gout, dle_tensor *
   return dle_op_call(DLE_OP_DROPOUT, &gin[0], &gout[0], 1, dle_node_attrs(n));
 }
 
-static dle_status jvp_dropout(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                              dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)ins, (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_dropout) {
   if (!tin[0]) return DLE_OK;
   tout[0] = NULL;
   return dle_op_call(DLE_OP_DROPOUT, &tout[0], &tin[0], 1, a);

@@ -104,8 +104,7 @@ static dle_status check_shapes(dle_op op, const norm_args *r, const dle_attrs *a
   return DLE_OK;
 }
 
-dle_status dle_forward_norm(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                            const dle_attrs *a) {
+DLE_FORWARD_RULE(norm) {
   norm_args r;
   int pn = 0;
   int64_t psizes[DLE_MAX_DIMS], q = 0;
@@ -183,6 +182,24 @@ static dle_status call_norm(dle_op op, dle_tensor **o0, dle_tensor **o1, dle_ten
   return DLE_OK;
 }
 
+/* The two backward halves of each norm: gx from (gy, x, stats[, w]), and (gw, gb) from
+ * (gy, x, stats); i0 is the op's first int attr (k, 1 or groups). */
+static dle_status norm_grad_input(dle_op op, dle_tensor **gx, dle_tensor *gy, dle_tensor *x,
+                                  dle_tensor *stats, dle_tensor *w, int64_t i0, double eps) {
+  dle_attrs a = norm_attrs(i0, w != NULL, false, eps);
+  if (!gy || !x || !stats)
+    return dle_error("%s: grad_output, x and stats are required", dle_op_get_info(op)->name);
+  return call_norm(op, gx, NULL, (dle_tensor *[]){gy, x, stats, w}, 4, &a);
+}
+
+static dle_status norm_grad_affine(dle_op op, dle_tensor **gw, dle_tensor **gb, dle_tensor *gy,
+                                   dle_tensor *x, dle_tensor *stats, int64_t i0, double eps) {
+  dle_attrs a = norm_attrs(i0, false, false, eps);
+  if (!gy || !x || !stats)
+    return dle_error("%s: grad_output, x and stats are required", dle_op_get_info(op)->name);
+  return call_norm(op, gw, gb, (dle_tensor *[]){gy, x, stats}, 3, &a);
+}
+
 dle_status dle_layer_norm(dle_tensor **y, dle_tensor **stats, dle_tensor *x, int k, dle_tensor *w,
                           dle_tensor *b, double eps) {
   dle_attrs a = norm_attrs(k, w != NULL, b != NULL, eps);
@@ -191,19 +208,12 @@ dle_status dle_layer_norm(dle_tensor **y, dle_tensor **stats, dle_tensor *x, int
 
 dle_status dle_layer_norm_grad_input(dle_tensor **gx, dle_tensor *gy, dle_tensor *x,
                                      dle_tensor *stats, dle_tensor *w, int k, double eps) {
-  dle_attrs a = norm_attrs(k, w != NULL, false, eps);
-  if (!gy || !x || !stats)
-    return dle_error("layer_norm_grad_input: grad_output, x and stats are required");
-  return call_norm(DLE_OP_LAYER_NORM_GRAD_INPUT, gx, NULL, (dle_tensor *[]){gy, x, stats, w}, 4,
-                   &a);
+  return norm_grad_input(DLE_OP_LAYER_NORM_GRAD_INPUT, gx, gy, x, stats, w, k, eps);
 }
 
 dle_status dle_layer_norm_grad_affine(dle_tensor **gw, dle_tensor **gb, dle_tensor *gy,
                                       dle_tensor *x, dle_tensor *stats, int k, double eps) {
-  dle_attrs a = norm_attrs(k, false, false, eps);
-  if (!gy || !x || !stats)
-    return dle_error("layer_norm_grad_affine: grad_output, x and stats are required");
-  return call_norm(DLE_OP_LAYER_NORM_GRAD_AFFINE, gw, gb, (dle_tensor *[]){gy, x, stats}, 3, &a);
+  return norm_grad_affine(DLE_OP_LAYER_NORM_GRAD_AFFINE, gw, gb, gy, x, stats, k, eps);
 }
 
 dle_status dle_batch_norm(dle_tensor **y, dle_tensor **stats, dle_tensor *x, dle_tensor *w,
@@ -218,19 +228,12 @@ dle_status dle_batch_norm(dle_tensor **y, dle_tensor **stats, dle_tensor *x, dle
 
 dle_status dle_batch_norm_grad_input(dle_tensor **gx, dle_tensor *gy, dle_tensor *x,
                                      dle_tensor *stats, dle_tensor *w, double eps) {
-  dle_attrs a = norm_attrs(1, w != NULL, false, eps);
-  if (!gy || !x || !stats)
-    return dle_error("batch_norm_grad_input: grad_output, x and stats are required");
-  return call_norm(DLE_OP_BATCH_NORM_GRAD_INPUT, gx, NULL, (dle_tensor *[]){gy, x, stats, w}, 4,
-                   &a);
+  return norm_grad_input(DLE_OP_BATCH_NORM_GRAD_INPUT, gx, gy, x, stats, w, 1, eps);
 }
 
 dle_status dle_batch_norm_grad_affine(dle_tensor **gw, dle_tensor **gb, dle_tensor *gy,
                                       dle_tensor *x, dle_tensor *stats, double eps) {
-  dle_attrs a = norm_attrs(1, false, false, eps);
-  if (!gy || !x || !stats)
-    return dle_error("batch_norm_grad_affine: grad_output, x and stats are required");
-  return call_norm(DLE_OP_BATCH_NORM_GRAD_AFFINE, gw, gb, (dle_tensor *[]){gy, x, stats}, 3, &a);
+  return norm_grad_affine(DLE_OP_BATCH_NORM_GRAD_AFFINE, gw, gb, gy, x, stats, 1, eps);
 }
 
 dle_status dle_group_norm(dle_tensor **y, dle_tensor **stats, dle_tensor *x, int64_t groups,
@@ -241,18 +244,11 @@ dle_status dle_group_norm(dle_tensor **y, dle_tensor **stats, dle_tensor *x, int
 
 dle_status dle_group_norm_grad_input(dle_tensor **gx, dle_tensor *gy, dle_tensor *x,
                                      dle_tensor *stats, dle_tensor *w, int64_t groups, double eps) {
-  dle_attrs a = norm_attrs(groups, w != NULL, false, eps);
-  if (!gy || !x || !stats)
-    return dle_error("group_norm_grad_input: grad_output, x and stats are required");
-  return call_norm(DLE_OP_GROUP_NORM_GRAD_INPUT, gx, NULL, (dle_tensor *[]){gy, x, stats, w}, 4,
-                   &a);
+  return norm_grad_input(DLE_OP_GROUP_NORM_GRAD_INPUT, gx, gy, x, stats, w, groups, eps);
 }
 
 dle_status dle_group_norm_grad_affine(dle_tensor **gw, dle_tensor **gb, dle_tensor *gy,
                                       dle_tensor *x, dle_tensor *stats, int64_t groups,
                                       double eps) {
-  dle_attrs a = norm_attrs(groups, false, false, eps);
-  if (!gy || !x || !stats)
-    return dle_error("group_norm_grad_affine: grad_output, x and stats are required");
-  return call_norm(DLE_OP_GROUP_NORM_GRAD_AFFINE, gw, gb, (dle_tensor *[]){gy, x, stats}, 3, &a);
+  return norm_grad_affine(DLE_OP_GROUP_NORM_GRAD_AFFINE, gw, gb, gy, x, stats, groups, eps);
 }

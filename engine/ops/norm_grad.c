@@ -287,9 +287,7 @@ static dle_status vjp_norm(dle_node *n, dle_tensor *const *gout, dle_tensor **gi
       (dle_tensor *const[]){gx, gw, gb});
 }
 
-static dle_status jvp_norm(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                           dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)nin;
+DLE_JVP_RULE(jvp_norm) {
   views vs = views_of(op, ins[0]->ndim, ins[0]->sizes, a), *v = &vs;
   int wi, bi;
   affine_inputs(a, &wi, &bi);
@@ -351,10 +349,7 @@ static dle_status vjp_grad_input(dle_node *n, dle_tensor *const *gout, dle_tenso
                    (dle_tensor *const[]){ggy, gx, gst, gw});
 }
 
-static dle_status jvp_grad_input(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                 dle_tensor *const *tin, dle_tensor *const *outs,
-                                 dle_tensor **tout) {
-  (void)outs;
+DLE_JVP_RULE(jvp_grad_input) {
   views vs = views_of(op, ins[1]->ndim, ins[1]->sizes, a), *v = &vs;
   dle_tensor *gy = ins[0], *x = ins[1], *stats = ins[2], *w = nin > 3 ? ins[3] : NULL;
   dle_tensor *tgy = tin[0], *tx = tin[1], *tst = tin[2], *tw = nin > 3 ? tin[3] : NULL;
@@ -405,10 +400,7 @@ static dle_status vjp_grad_affine(dle_node *n, dle_tensor *const *gout, dle_tens
                    (dle_tensor *const[]){ggy, gx, gst});
 }
 
-static dle_status jvp_grad_affine(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                  dle_tensor *const *tin, dle_tensor *const *outs,
-                                  dle_tensor **tout) {
-  (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_grad_affine) {
   views vs = views_of(op, ins[1]->ndim, ins[1]->sizes, a), *v = &vs;
   dle_tensor *gy = ins[0], *x = ins[1], *stats = ins[2], *tgy = tin[0], *tx = tin[1], *tst = tin[2];
   ex ctx = {0}, *E = &ctx;

@@ -71,8 +71,7 @@ static dle_status pool_shape(dle_op op, dle_tensor *const *ins, const dle_attrs 
   }
 }
 
-dle_status dle_forward_pool(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                            const dle_attrs *a) {
+DLE_FORWARD_RULE(pool) {
   int64_t sizes[4];
   DLE_TRY(pool_shape(op, ins, a, sizes));
   return dle_spatial_dispatch(op, outs, ins, nin, a, sizes);

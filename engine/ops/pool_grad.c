@@ -34,10 +34,7 @@ static dle_status vjp_max_pool2d(dle_node *n, dle_tensor *const *gout, dle_tenso
 }
 
 /* max pool: the tangent at the argmax positions; none for the indices */
-static dle_status jvp_max_pool2d(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                 dle_tensor *const *tin, dle_tensor *const *outs,
-                                 dle_tensor **tout) {
-  (void)op, (void)ins, (void)nin;
+DLE_JVP_RULE(jvp_max_pool2d) {
   if (!tin[0]) return DLE_OK;
   dle_tensor *tp = NULL, *ip = NULL, *r = NULL;
   dle_status st = planes(&tp, tin[0]);
@@ -66,10 +63,7 @@ static dle_status vjp_avg_pool2d_grad(dle_node *n, dle_tensor *const *gout, dle_
   return dle_spatial_call(DLE_OP_AVG_POOL2D, &gin[0], gout[0], NULL, dle_node_attrs(n), 0, 0);
 }
 
-static dle_status jvp_linear_pool(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                  dle_tensor *const *tin, dle_tensor *const *outs,
-                                  dle_tensor **tout) {
-  (void)ins, (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_linear_pool) {
   if (!tin[0]) return DLE_OK;
   return dle_spatial_call(op, &tout[0], tin[0], NULL, a, a->ints[7], a->ints[8]);
 }

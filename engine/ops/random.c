@@ -3,9 +3,7 @@
  * attrs.generator (NULL: the default one). Not differentiable: no rules. */
 #include "../internal.h"
 
-dle_status dle_forward_random(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                              const dle_attrs *a) {
-  (void)ins, (void)nin;
+DLE_FORWARD_RULE(random) {
   const char *fn = dle_op_get_info(op)->name;
   dle_dtype dt = a->has_dtype ? a->dtype : DLE_DEFAULT_FLOAT;
   if ((op == DLE_OP_RAND || op == DLE_OP_RANDN) && !dle_dtype_is_float(dt))

@@ -27,6 +27,13 @@ dle_status dle_reduce_wrap_dim(const char *fn, const dle_tensor *x, int64_t dim,
   return DLE_OK;
 }
 
+dle_status dle_line_dim(const char *fn, const dle_tensor *x, int64_t dim, int *out) {
+  if (x->ndim == 0)
+    return dle_error("%s: expected a tensor with at least 1 dim, got a 0-dim tensor (shape %s)", fn,
+                     SHAPE(x));
+  return dle_reduce_wrap_dim(fn, x, dim, out);
+}
+
 /* Which dims of x the attrs reduce (none listed: all). */
 static dle_status reduce_mask(const char *fn, const dle_tensor *x, const dle_attrs *a, bool *mask) {
   memset(mask, 0, DLE_MAX_DIMS * sizeof *mask);
@@ -107,9 +114,7 @@ dle_status dle_reduce_run_into(dle_op op, dle_tensor **outs, int nout, int ndim,
   return DLE_OK;
 }
 
-dle_status dle_forward_reduce(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                              const dle_attrs *a) {
-  (void)nin;
+DLE_FORWARD_RULE(reduce) {
   const char *fn = dle_op_get_info(op)->name;
   dle_tensor *x = ins[0];
   if ((op == DLE_OP_MAX || op == DLE_OP_MIN) && a->nints != 1)

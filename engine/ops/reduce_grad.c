@@ -101,9 +101,7 @@ static dle_status vjp_sum(dle_node *n, dle_tensor *const *gout, dle_tensor **gin
 }
 
 /* sum, mean: the same reduction of the tangent */
-static dle_status jvp_sum(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)ins, (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_sum) {
   if (!tin[0]) return DLE_OK;
   return reduce_like(op, &tout[0], tin[0], a, a->keepdim);
 }
@@ -143,28 +141,6 @@ static dle_status prod_factor(dle_tensor **out, dle_tensor *x, const dle_attrs *
   return st;
 }
 
-/* d prod = (product of the others) g */
-static dle_status vjp_prod(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
-  if (!gout[0]) return DLE_OK;
-  dle_tensor *f = NULL;
-  dle_status st = prod_factor(&f, dle_node_input(n, 0), dle_node_attrs(n));
-  if (st == DLE_OK) st = times_output_grad(&gin[0], f, n, gout[0]);
-  dle_tensor_release(f);
-  return st;
-}
-
-/* d prod = sum(product of the others * t) */
-static dle_status jvp_prod(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                           dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)nin, (void)outs;
-  if (!tin[0]) return DLE_OK;
-  dle_tensor *f = NULL;
-  DLE_TRY(prod_factor(&f, ins[0], a));
-  dle_status st = weighted_sum(&tout[0], tin[0], f, a);
-  dle_tensor_release(f);
-  return st;
-}
-
 /* x - mean(x) over the reduced dims (kept). */
 static dle_status centered(dle_tensor **out, dle_tensor *x, const dle_attrs *a) {
   dle_tensor *m = NULL;
@@ -179,38 +155,6 @@ static dle_status centered(dle_tensor **out, dle_tensor *x, const dle_attrs *a) 
 static double var_divisor(const dle_attrs *a, int ndim, const int64_t *sizes) {
   double d = reduced_count(a, ndim, sizes) - a->f[0];
   return d > 0 ? d : 0;
-}
-
-/* d var = 2 (x - mean) / (N - c) g */
-static dle_status vjp_var(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
-  if (!gout[0]) return DLE_OK;
-  int nd = dle_node_input_ndim(n, 0);
-  const int64_t *sizes = dle_node_input_sizes(n, 0);
-  const dle_attrs *a = dle_node_attrs(n);
-  dle_tensor *d = NULL, *u = NULL, *w = NULL;
-  dle_status st = centered(&d, dle_node_input(n, 0), a);
-  if (st == DLE_OK) st = unsqueeze_reduced(&u, gout[0], a, nd, sizes);
-  if (st == DLE_OK)
-    st = dle_binary_scalar(DLE_OP_MUL, &w, u, 2.0 / var_divisor(a, nd, sizes), false);
-  if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &gin[0], d, w);
-  dle_release_all((dle_tensor *[]){d, u, w}, 3);
-  return st;
-}
-
-/* d var = 2 / (N - c) sum((x - mean) t) */
-static dle_status jvp_var(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)nin, (void)outs;
-  if (!tin[0]) return DLE_OK;
-  dle_tensor *d = NULL, *s = NULL;
-  dle_status st = centered(&d, ins[0], a);
-  if (st == DLE_OK) st = weighted_sum(&s, tin[0], d, a);
-  if (st == DLE_OK)
-    st = dle_binary_scalar(DLE_OP_MUL, &tout[0], s,
-                           2.0 / var_divisor(a, ins[0]->ndim, ins[0]->sizes), false);
-  dle_tensor_release(d);
-  dle_tensor_release(s);
-  return st;
 }
 
 /* g / ((N - c) std), and 0 where std == 0 (as PyTorch: a constant slice has no direction). */
@@ -228,32 +172,40 @@ static dle_status std_scale(dle_tensor **out, dle_tensor *g, dle_tensor *sd, dou
   return st;
 }
 
-/* d std = (x - mean) / ((N - c) std) g, from the saved std */
-static dle_status vjp_std(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+/* g times var's or std's local factor: var 2 / (N - c); std 1 / ((N - c) std), from its value sd
+ * (unused for var). */
+static dle_status var_std_scale(dle_op op, dle_tensor **out, dle_tensor *g, dle_tensor *sd,
+                                double divisor) {
+  if (op == DLE_OP_VAR) return dle_binary_scalar(DLE_OP_MUL, out, g, 2.0 / divisor, false);
+  return std_scale(out, g, sd, divisor);
+}
+
+/* d var = 2 (x - mean) / (N - c) g; d std = (x - mean) / ((N - c) std) g, from the saved std */
+static dle_status vjp_var_std(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
   if (!gout[0]) return DLE_OK;
+  dle_op op = dle_node_op(n);
   int nd = dle_node_input_ndim(n, 0);
   const int64_t *sizes = dle_node_input_sizes(n, 0);
   const dle_attrs *a = dle_node_attrs(n);
   dle_tensor *d = NULL, *u = NULL, *su = NULL, *w = NULL;
   dle_status st = centered(&d, dle_node_input(n, 0), a);
   if (st == DLE_OK) st = unsqueeze_reduced(&u, gout[0], a, nd, sizes);
-  if (st == DLE_OK) st = unsqueeze_reduced(&su, dle_node_output(n, 0), a, nd, sizes);
-  if (st == DLE_OK) st = std_scale(&w, u, su, var_divisor(a, nd, sizes));
+  if (st == DLE_OK && op == DLE_OP_STD)
+    st = unsqueeze_reduced(&su, dle_node_output(n, 0), a, nd, sizes);
+  if (st == DLE_OK) st = var_std_scale(op, &w, u, su, var_divisor(a, nd, sizes));
   if (st == DLE_OK) st = dle_binary(DLE_OP_MUL, &gin[0], d, w);
   dle_release_all((dle_tensor *[]){d, u, su, w}, 4);
   return st;
 }
 
-/* d std = sum((x - mean) t) / ((N - c) std) */
-static dle_status jvp_std(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)nin;
+/* d var = 2 / (N - c) sum((x - mean) t); d std = sum((x - mean) t) / ((N - c) std) */
+DLE_JVP_RULE(jvp_var_std) {
   if (!tin[0]) return DLE_OK;
   dle_tensor *d = NULL, *s = NULL;
   dle_status st = centered(&d, ins[0], a);
   if (st == DLE_OK) st = weighted_sum(&s, tin[0], d, a);
   if (st == DLE_OK)
-    st = std_scale(&tout[0], s, outs[0], var_divisor(a, ins[0]->ndim, ins[0]->sizes));
+    st = var_std_scale(op, &tout[0], s, outs[0], var_divisor(a, ins[0]->ndim, ins[0]->sizes));
   dle_tensor_release(d);
   dle_tensor_release(s);
   return st;
@@ -269,29 +221,6 @@ static dle_status lse_weights(dle_tensor **out, dle_tensor *x, dle_tensor *lse,
   if (st == DLE_OK) st = dle_unary(DLE_OP_EXP, out, d);
   dle_tensor_release(u);
   dle_tensor_release(d);
-  return st;
-}
-
-/* d logsumexp = exp(x - out) g */
-static dle_status vjp_logsumexp(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
-  if (!gout[0]) return DLE_OK;
-  dle_tensor *w = NULL;
-  dle_status st = lse_weights(&w, dle_node_input(n, 0), dle_node_output(n, 0), dle_node_attrs(n));
-  if (st == DLE_OK) st = times_output_grad(&gin[0], w, n, gout[0]);
-  dle_tensor_release(w);
-  return st;
-}
-
-/* d logsumexp = sum(exp(x - out) t) */
-static dle_status jvp_logsumexp(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                dle_tensor *const *tin, dle_tensor *const *outs,
-                                dle_tensor **tout) {
-  (void)op, (void)nin;
-  if (!tin[0]) return DLE_OK;
-  dle_tensor *w = NULL;
-  DLE_TRY(lse_weights(&w, ins[0], outs[0], a));
-  dle_status st = weighted_sum(&tout[0], tin[0], w, a);
-  dle_tensor_release(w);
   return st;
 }
 
@@ -325,9 +254,7 @@ static dle_status vjp_amax(dle_node *n, dle_tensor *const *gout, dle_tensor **gi
 }
 
 /* d amax (amin) = mean of t over the ties */
-static dle_status jvp_amax(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                           dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)nin;
+DLE_JVP_RULE(jvp_amax) {
   if (!tin[0]) return DLE_OK;
   dle_tensor *mask = NULL, *count = NULL, *s = NULL;
   dle_status st = tie_mask(&mask, &count, ins[0], outs[0], a, a->keepdim);
@@ -360,39 +287,55 @@ static dle_status selected_mask(dle_tensor **out, dle_op op, dle_tensor *idx, co
   return st;
 }
 
-/* d max (min) values = g at the selected index, 0 elsewhere (the indices have no gradient) */
-static dle_status vjp_max(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+/* prod, logsumexp, max and min: the derivative is a weight w on x, gin = w g (g broadcast back
+ * over the reduced dims) and tout = sum(w t) over them:
+ *   prod: the product of the others;  logsumexp: exp(x - out);  max (min) values: 1 at the
+ *   selected index, 0 elsewhere (the indices have no gradient).
+ * x is NULL where not saved (max, min), ndim/sizes its shape, y the output w reads (the indices
+ * for max and min), dt the dtype of w. */
+static int weight_output(dle_op op) { return op == DLE_OP_MAX || op == DLE_OP_MIN; }
+
+static dle_status reduce_weight(dle_tensor **w, dle_op op, dle_tensor *x, int ndim,
+                                const int64_t *sizes, dle_tensor *y, const dle_attrs *a,
+                                dle_dtype dt) {
+  switch (op) {
+    case DLE_OP_PROD: return prod_factor(w, x, a);
+    case DLE_OP_LOGSUMEXP: return lse_weights(w, x, y, a);
+    default: return selected_mask(w, op, y, a, ndim, sizes, dt);
+  }
+}
+
+static dle_status vjp_weighted(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
   if (!gout[0]) return DLE_OK;
-  dle_tensor *mask = NULL;
-  dle_status st =
-      selected_mask(&mask, dle_node_op(n), dle_node_output(n, 1), dle_node_attrs(n),
-                    dle_node_input_ndim(n, 0), dle_node_input_sizes(n, 0), gout[0]->dtype);
-  if (st == DLE_OK) st = times_output_grad(&gin[0], mask, n, gout[0]);
-  dle_tensor_release(mask);
+  dle_op op = dle_node_op(n);
+  dle_tensor *w = NULL;
+  dle_status st = reduce_weight(&w, op, dle_node_input(n, 0), dle_node_input_ndim(n, 0),
+                                dle_node_input_sizes(n, 0), dle_node_output(n, weight_output(op)),
+                                dle_node_attrs(n), gout[0]->dtype);
+  if (st == DLE_OK) st = times_output_grad(&gin[0], w, n, gout[0]);
+  dle_tensor_release(w);
   return st;
 }
 
-/* d max (min) values = t at the selected index */
-static dle_status jvp_max(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)nin;
+DLE_JVP_RULE(jvp_weighted) {
   if (!tin[0]) return DLE_OK;
-  dle_tensor *mask = NULL;
-  DLE_TRY(selected_mask(&mask, op, outs[1], a, ins[0]->ndim, ins[0]->sizes, tin[0]->dtype));
-  dle_status st = weighted_sum(&tout[0], tin[0], mask, a);
-  dle_tensor_release(mask);
+  dle_tensor *w = NULL;
+  DLE_TRY(reduce_weight(&w, op, ins[0], ins[0]->ndim, ins[0]->sizes, outs[weight_output(op)], a,
+                        tin[0]->dtype));
+  dle_status st = weighted_sum(&tout[0], tin[0], w, a);
+  dle_tensor_release(w);
   return st;
 }
 
 void dle_grad_register_reduce(dle_grad_rule *r) {
   r[DLE_OP_SUM] = (dle_grad_rule){vjp_sum, jvp_sum, 0, false};
   r[DLE_OP_MEAN] = (dle_grad_rule){vjp_mean, jvp_sum, 0, false};
-  r[DLE_OP_PROD] = (dle_grad_rule){vjp_prod, jvp_prod, DLE_SAVE(0), false};
-  r[DLE_OP_VAR] = (dle_grad_rule){vjp_var, jvp_var, DLE_SAVE(0), false};
-  r[DLE_OP_STD] = (dle_grad_rule){vjp_std, jvp_std, DLE_SAVE(0), true};
-  r[DLE_OP_LOGSUMEXP] = (dle_grad_rule){vjp_logsumexp, jvp_logsumexp, DLE_SAVE(0), true};
+  r[DLE_OP_PROD] = (dle_grad_rule){vjp_weighted, jvp_weighted, DLE_SAVE(0), false};
+  r[DLE_OP_VAR] = (dle_grad_rule){vjp_var_std, jvp_var_std, DLE_SAVE(0), false};
+  r[DLE_OP_STD] = (dle_grad_rule){vjp_var_std, jvp_var_std, DLE_SAVE(0), true};
+  r[DLE_OP_LOGSUMEXP] = (dle_grad_rule){vjp_weighted, jvp_weighted, DLE_SAVE(0), true};
   r[DLE_OP_AMAX] = (dle_grad_rule){vjp_amax, jvp_amax, DLE_SAVE(0), true};
   r[DLE_OP_AMIN] = (dle_grad_rule){vjp_amax, jvp_amax, DLE_SAVE(0), true};
-  r[DLE_OP_MAX] = (dle_grad_rule){vjp_max, jvp_max, 0, true};
-  r[DLE_OP_MIN] = (dle_grad_rule){vjp_max, jvp_max, 0, true};
+  r[DLE_OP_MAX] = (dle_grad_rule){vjp_weighted, jvp_weighted, 0, true};
+  r[DLE_OP_MIN] = (dle_grad_rule){vjp_weighted, jvp_weighted, 0, true};
 }

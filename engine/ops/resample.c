@@ -13,9 +13,7 @@
 static const char *const mode_names[DLE_RESAMPLE_NUM_MODES] = {"nearest", "nearest-exact", "linear",
                                                                "cubic"};
 
-dle_status dle_forward_resample(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                                const dle_attrs *a) {
-  (void)nin;
+DLE_FORWARD_RULE(resample) {
   const char *fn = dle_op_get_info(op)->name;
   dle_tensor *x = ins[0];
   int64_t mode = a->ints[0];

@@ -28,9 +28,7 @@ static dle_status vjp_resample(dle_node *n, dle_tensor *const *gout, dle_tensor 
                      &g, 1, &r);
 }
 
-static dle_status jvp_resample(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                               dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)ins, (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_resample) {
   if (!tin[0]) return DLE_OK;
   dle_tensor *t = tin[0];
   tout[0] = NULL;

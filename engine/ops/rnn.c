@@ -63,8 +63,7 @@ static dle_status check_inputs(dle_op op, dle_tensor *const *ins, int nin, int64
   return DLE_OK;
 }
 
-dle_status dle_forward_rnn(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                           const dle_attrs *a) {
+DLE_FORWARD_RULE(rnn) {
   int64_t n = 0, h = 0;
   DLE_TRY(check_inputs(op, ins, nin, &n, &h));
   dle_dtype dt = ins[0]->dtype;

@@ -80,9 +80,7 @@ static dle_status vjp_lstm(dle_node *n, dle_tensor *const *gout, dle_tensor **gi
   return scope_end(&s, gin, 3);
 }
 
-static dle_status jvp_lstm(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                           dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)a, (void)nin;
+DLE_JVP_RULE(jvp_lstm) {
   if (!tin[0] && !tin[1] && !tin[2]) return DLE_OK;
   scope s = {.n = 0};
   dle_tensor *c = ins[2], *act = outs[2];
@@ -134,9 +132,7 @@ static dle_status vjp_gru(dle_node *n, dle_tensor *const *gout, dle_tensor **gin
   return scope_end(&s, gin, 3);
 }
 
-static dle_status jvp_gru(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                          dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)a, (void)nin;
+DLE_JVP_RULE(jvp_gru) {
   if (!tin[0] && !tin[1] && !tin[2]) return DLE_OK;
   scope s = {.n = 0};
   dle_tensor *hp = ins[2], *act = outs[1];

@@ -25,9 +25,7 @@ static dle_status scan_dtype(dle_op op, const dle_tensor *x, dle_dtype *dt) {
   return DLE_OK;
 }
 
-dle_status dle_forward_scan(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                            const dle_attrs *a) {
-  (void)nin;
+DLE_FORWARD_RULE(scan) {
   const char *fn = dle_op_get_info(op)->name;
   dle_tensor *x = ins[0];
   if (a->nints < 1)
@@ -62,13 +60,7 @@ dle_status dle_forward_scan(dle_op op, dle_tensor **outs, dle_tensor *const *ins
   for (int k = 0; k < nout && st == DLE_OK; k++)
     if (outs[k]) st = dle_copy_(outs[k], res[k]);
   dle_tensor_release(xin);
-  for (int k = 0; k < nout; k++) {
-    if (st == DLE_OK && !outs[k])
-      outs[k] = res[k];
-    else
-      dle_tensor_release(res[k]);
-  }
-  return st;
+  return dle_hand_over(outs, res, nout, st);
 }
 
 /* FLOPs: one combining step per element, as the reductions count (flops.c conventions). */

@@ -21,9 +21,7 @@ static dle_status vjp_cumsum(dle_node *n, dle_tensor *const *gout, dle_tensor **
   return scan_along(DLE_OP_CUMSUM, &gin[0], gout[0], dle_node_attrs(n), true);
 }
 
-static dle_status jvp_cumsum(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                             dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)ins, (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_cumsum) {
   if (!tin[0]) return DLE_OK;
   return scan_along(DLE_OP_CUMSUM, &tout[0], tin[0], a, false);
 }
@@ -85,9 +83,7 @@ static dle_status vjp_cumprod(dle_node *n, dle_tensor *const *gout, dle_tensor *
 
 /* d cumprod forward: y cumsum(t / x) before the first zero; from it on, only the first zero's
  * tangent counts: the cumprod of x with x_z replaced by t_z (PyTorch's formula). */
-static dle_status jvp_cumprod(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                              dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)nin;
+DLE_JVP_RULE(jvp_cumprod) {
   if (!tin[0]) return DLE_OK;
   dle_tensor *x = ins[0], *t = tin[0];
   zeros_info z;
@@ -141,10 +137,7 @@ static dle_status vjp_logcumsumexp(dle_node *n, dle_tensor *const *gout, dle_ten
 }
 
 /* forward: ty_j = sum_{k<=j} t_k exp(x_k - y_j) */
-static dle_status jvp_logcumsumexp(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                   dle_tensor *const *tin, dle_tensor *const *outs,
-                                   dle_tensor **tout) {
-  (void)op, (void)nin;
+DLE_JVP_RULE(jvp_logcumsumexp) {
   if (!tin[0]) return DLE_OK;
   dle_tensor *ny = NULL;
   DLE_TRY(dle_unary(DLE_OP_NEG, &ny, outs[0]));
@@ -172,9 +165,7 @@ static dle_status vjp_cummax(dle_node *n, dle_tensor *const *gout, dle_tensor **
 }
 
 /* forward: the tangent at the selected elements */
-static dle_status jvp_cummax(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                             dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)nin;
+DLE_JVP_RULE(jvp_cummax) {
   if (!tin[0]) return DLE_OK;
   if (ins[0]->ndim == 0) {
     dle_tensor_retain(tin[0]);

@@ -14,8 +14,6 @@
 
 static const char *op_name(dle_op op) { return dle_op_get_info(op)->name; }
 
-static long long dim_text(int64_t d) { return d >= 0 ? (long long)d + 1 : (long long)d; }
-
 /* A graph replaying the op would keep the size of the traced call: traces holding it are unsafe
  * (dle.compile then runs the function eagerly, with a message under DLE_DEBUG). Noted by the
  * public wrappers, before dle_op_call: a trace stops looking while the op itself runs. */
@@ -243,15 +241,8 @@ static dle_status forward_searchsorted(dle_tensor **outs, dle_tensor *const *ins
 /* mode: laid out as kthvalue's results (the dim sized 1, dropped without keepdim). */
 static dle_status forward_mode(dle_tensor **outs, dle_tensor *const *ins, const dle_attrs *a) {
   dle_tensor *x = ins[0];
-  int64_t dim = a->nints > 0 ? a->ints[0] : -1;
-  if (x->ndim == 0)
-    return dle_error("mode: expected a tensor with at least 1 dim, got a 0-dim tensor (shape %s)",
-                     SHAPE(x));
-  if (dim < -x->ndim || dim >= x->ndim)
-    return dle_error(
-        "mode: dim %lld out of range for a tensor of shape %s (valid: 1..%d, or %d..-1)",
-        dim_text(dim), SHAPE(x), x->ndim, -x->ndim);
-  int d = (int)(dim < 0 ? dim + x->ndim : dim);
+  int d = 0;
+  DLE_TRY(dle_line_dim("mode", x, a->nints > 0 ? a->ints[0] : -1, &d));
   if (x->sizes[d] == 0)
     return dle_error("mode: dim %d of shape %s is empty: there is no mode", d + 1, SHAPE(x));
   int64_t sizes[DLE_MAX_DIMS];
@@ -265,8 +256,7 @@ static dle_status forward_mode(dle_tensor **outs, dle_tensor *const *ins, const 
   return dle_reduce_run_into(DLE_OP_MODE, outs, 2, nd, sizes, dts, x, x->dtype, &ka);
 }
 
-dle_status dle_forward_select(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                              const dle_attrs *a) {
+DLE_FORWARD_RULE(select) {
   switch (op) {
     case DLE_OP_NONZERO: DLE_TRY(no_given_outputs(op, outs)); return forward_nonzero(outs, ins, a);
     case DLE_OP_MASKED_SELECT:

@@ -26,10 +26,7 @@ static dle_status vjp_masked_select(dle_node *n, dle_tensor *const *gout, dle_te
   return st;
 }
 
-static dle_status jvp_masked_select(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                    dle_tensor *const *tin, dle_tensor *const *outs,
-                                    dle_tensor **tout) {
-  (void)op, (void)a, (void)nin, (void)outs;
+DLE_JVP_RULE(jvp_masked_select) {
   if (!tin[0]) return DLE_OK;
   return dle_masked_select(&tout[0], tin[0], ins[1]);
 }
@@ -61,10 +58,7 @@ static dle_status vjp_masked_scatter(dle_node *n, dle_tensor *const *gout, dle_t
   return source_grad(&gin[2], gout[0], mask, dle_node_input_ndim(n, 2), dle_node_input_sizes(n, 2));
 }
 
-static dle_status jvp_masked_scatter(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                     dle_tensor *const *tin, dle_tensor *const *outs,
-                                     dle_tensor **tout) {
-  (void)op, (void)a, (void)nin;
+DLE_JVP_RULE(jvp_masked_scatter) {
   if (!tin[0] && !tin[2]) return DLE_OK;
   dle_tensor *ts = tin[0], *tr = tin[2], *zs = NULL, *zr = NULL;
   dle_status st = DLE_OK;

@@ -4,9 +4,7 @@
 #include "../internal.h"
 #include "reduce_front.h"
 
-dle_status dle_forward_softmax(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                               const dle_attrs *a) {
-  (void)nin;
+DLE_FORWARD_RULE(softmax) {
   const char *fn = dle_op_get_info(op)->name;
   dle_tensor *x = ins[0];
   if (a->nints < 1)

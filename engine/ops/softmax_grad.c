@@ -31,9 +31,7 @@ static dle_status vjp_softmax(dle_node *n, dle_tensor *const *gout, dle_tensor *
 }
 
 /* d softmax: s t - s sum(s t) */
-static dle_status jvp_softmax(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                              dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)ins, (void)nin;
+DLE_JVP_RULE(jvp_softmax) {
   if (!tin[0]) return DLE_OK;
   return softmax_apply(&tout[0], outs[0], tin[0], a);
 }
@@ -51,10 +49,7 @@ static dle_status vjp_log_softmax(dle_node *n, dle_tensor *const *gout, dle_tens
 }
 
 /* d log_softmax (forward): t - sum(exp(out) t) */
-static dle_status jvp_log_softmax(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                  dle_tensor *const *tin, dle_tensor *const *outs,
-                                  dle_tensor **tout) {
-  (void)op, (void)ins, (void)nin;
+DLE_JVP_RULE(jvp_log_softmax) {
   if (!tin[0]) return DLE_OK;
   dle_tensor *p = NULL, *pt = NULL, *sum = NULL;
   dle_status st = dle_unary(DLE_OP_EXP, &p, outs[0]);

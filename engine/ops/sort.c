@@ -19,20 +19,6 @@
 /* Longest line the kernels index with 32 bits. */
 #define SORT_MAX_LINE ((int64_t)UINT32_MAX)
 
-static long long dim_text(int64_t d) { return d >= 0 ? (long long)d + 1 : (long long)d; }
-
-/* The wrapped dim of x the op works along, or an error naming fn and x's shape. */
-static dle_status line_dim(const char *fn, const dle_tensor *x, int64_t dim, int *out) {
-  if (x->ndim == 0)
-    return dle_error("%s: expected a tensor with at least 1 dim, got a 0-dim tensor (shape %s)", fn,
-                     SHAPE(x));
-  if (dim < -x->ndim || dim >= x->ndim)
-    return dle_error("%s: dim %lld out of range for a tensor of shape %s (valid: 1..%d, or %d..-1)",
-                     fn, dim_text(dim), SHAPE(x), x->ndim, -x->ndim);
-  *out = (int)(dim < 0 ? dim + x->ndim : dim);
-  return DLE_OK;
-}
-
 /* How many elements of each line the op returns (m), checking k against the line's size n. */
 static dle_status picked(dle_op op, const char *fn, const dle_tensor *x, int d, const dle_attrs *a,
                          int64_t *m) {
@@ -61,14 +47,12 @@ static dle_status picked(dle_op op, const char *fn, const dle_tensor *x, int d, 
   return DLE_OK;
 }
 
-dle_status dle_forward_sort(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                            const dle_attrs *a) {
-  (void)nin;
+DLE_FORWARD_RULE(sort) {
   const char *fn = dle_op_get_info(op)->name;
   dle_tensor *x = ins[0];
   int d = 0;
   int64_t m = 0;
-  DLE_TRY(line_dim(fn, x, a->nints > 0 ? a->ints[0] : -1, &d));
+  DLE_TRY(dle_line_dim(fn, x, a->nints > 0 ? a->ints[0] : -1, &d));
   DLE_TRY(picked(op, fn, x, d, a, &m));
 
   int64_t sizes[DLE_MAX_DIMS];

@@ -44,9 +44,7 @@ static dle_status vjp_sort(dle_node *n, dle_tensor *const *gout, dle_tensor **gi
   return st;
 }
 
-static dle_status jvp_sort(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                           dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)nin;
+DLE_JVP_RULE(jvp_sort) {
   if (!tin[0]) return DLE_OK;
   int d = line_dim(a, ins[0]->ndim);
   dle_tensor *idx = NULL, *t = NULL;

@@ -76,9 +76,7 @@ static dle_status infer_sizes(const char *fn, const dle_tensor *t, int n, const 
 /* An index as the caller wrote it, for messages: negative ones count from the end in any base. */
 static int64_t user_index(const dle_attrs *a, int64_t i) { return i >= 0 ? i + a->index_base : i; }
 
-dle_status dle_forward_view(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
-                            const dle_attrs *a) {
-  (void)nin;
+DLE_FORWARD_RULE(view) {
   dle_tensor *t = ins[0];
   if (outs[0])
     return dle_error("%s: views cannot write into a given output", dle_op_get_info(op)->name);

@@ -59,11 +59,7 @@ static dle_status vjp_view(dle_node *n, dle_tensor *const *gout, dle_tensor **gi
   return dle_reshape(&gin[0], gout[0], dle_node_input_ndim(n, 0), dle_node_input_sizes(n, 0));
 }
 
-static dle_status jvp_view(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                           dle_tensor *const *tin, dle_tensor *const *outs, dle_tensor **tout) {
-  (void)op, (void)a, (void)ins, (void)nin;
-  return dle_reshape(&tout[0], tin[0], outs[0]->ndim, outs[0]->sizes);
-}
+DLE_JVP_RULE(jvp_view) { return dle_reshape(&tout[0], tin[0], outs[0]->ndim, outs[0]->sizes); }
 
 /* permute by p: d x = permute(d y, p^-1); forward: d y = permute(d x, p) */
 static dle_status vjp_permute(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
@@ -108,12 +104,7 @@ static dle_status vjp_select(dle_node *n, dle_tensor *const *gout, dle_tensor **
 }
 
 /* permute, narrow, select, expand: forward, the tangent takes the same view (same attrs) */
-static dle_status jvp_same_view(dle_op op, const dle_attrs *a, dle_tensor *const *ins, int nin,
-                                dle_tensor *const *tin, dle_tensor *const *outs,
-                                dle_tensor **tout) {
-  (void)ins, (void)nin, (void)outs;
-  return dle_op_call(op, &tout[0], &tin[0], 1, a);
-}
+DLE_JVP_RULE(jvp_same_view) { return dle_op_call(op, &tout[0], &tin[0], 1, a); }
 
 /* expand: d x = d y summed over the broadcast dims (dle_sum_to) */
 static dle_status vjp_expand(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {

@@ -89,9 +89,7 @@ static arr_run *last_dim_runs(const dle_arrange_geom *g, int d, int64_t stride, 
   return r;
 }
 
-static dle_status cpu_arrange(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                              const dle_attrs *a) {
-  (void)nin;
+static DLE_KERNEL(cpu_arrange) {
   const char *fn = dle_op_get_info(op)->name;
   dle_tensor *x = ins[0], *y = outs[0];
   int64_t es = (int64_t)dle_dtype_size(x->dtype), total = dle_tensor_numel(y);

@@ -336,8 +336,7 @@ typedef struct {
   }
 ATT_TYPES(ATTENTION_KERNELS)
 
-static dle_status cpu_attention(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                                const dle_attrs *a) {
+static DLE_KERNEL(cpu_attention) {
   dle_tensor *o = outs[0];
   const char *fn = dle_op_get_info(op)->name;
   int nmat = op == DLE_OP_SDPA ? 3 : nin; /* the mask (4th input) has any strides */

@@ -382,8 +382,7 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
 CPU_FLOAT_TYPES(CONV_KERNELS)
 
 /* ---- dispatch over dtypes ---- */
-static dle_status cpu_conv(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                           const dle_attrs *a) {
+static DLE_KERNEL(cpu_conv) {
   dle_tensor *o = outs[0];
   const char *fn = dle_op_get_info(op)->name;
   for (int i = 0; i < nin; i++)

@@ -43,9 +43,7 @@ static void copy_bytes(char **p, const int64_t *s, int64_t n, const void *ctx) {
     for (int64_t i = 0; i < n; i++) memcpy(p[0] + i * s[0], p[1] + i * s[1], (size_t)es);
 }
 
-static dle_status cpu_copy(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                           const dle_attrs *a) {
-  (void)op, (void)nin, (void)a;
+static DLE_KERNEL(cpu_copy) {
   dle_tensor *dst = outs[0], *src = ins[0];
   if (dst->dtype == src->dtype && dst->dtype != DLE_BOOL) {
     int64_t es = cpu_esize(dst->dtype);
@@ -75,9 +73,7 @@ CPU_ALL_TYPES(FILL_LOOP)
 #define FILL_ENTRY(ID, T, CT) [DLE_##ID] = fill_##ID,
 static const cpu_loop_fn fill_loops[DLE_NUM_DTYPES] = {CPU_ALL_TYPES(FILL_ENTRY)};
 
-static dle_status cpu_full(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                           const dle_attrs *a) {
-  (void)op, (void)ins, (void)nin;
+static DLE_KERNEL(cpu_full) {
   cpu_foreach(outs[0], NULL, 0, fill_loops[outs[0]->dtype], &a->f[0]);
   return DLE_OK;
 }
@@ -89,9 +85,7 @@ static dle_status cpu_full(dle_op op, dle_tensor *const *outs, dle_tensor *const
   }
 CPU_ALL_TYPES(ARANGE_LOOP)
 
-static dle_status cpu_arange(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                             const dle_attrs *a) {
-  (void)op, (void)ins, (void)nin;
+static DLE_KERNEL(cpu_arange) {
   dle_tensor *o = outs[0];
   int64_t n = dle_tensor_numel(o);
   void *d = dle_tensor_data(o);

@@ -172,9 +172,7 @@ typedef dle_status (*ctc_fn)(dle_tensor *const *o, dle_tensor *const *in, const 
 #define CTC_TABLE(ID, T_, CT) [DLE_##ID] = {ctc_fwd_##ID, ctc_bwd_##ID},
 static const ctc_fn ctc_fns[DLE_NUM_DTYPES][2] = {CPU_FLOAT_TYPES(CTC_TABLE)};
 
-static dle_status cpu_ctc(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                          const dle_attrs *a) {
-  (void)nin;
+static DLE_KERNEL(cpu_ctc) {
   bool bwd = op == DLE_OP_CTC_LOSS_BACKWARD;
   dle_dtype dt = ins[bwd ? 1 : 0]->dtype;
   ctc_fn f = ctc_fns[dt][bwd];

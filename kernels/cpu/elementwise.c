@@ -338,13 +338,12 @@ static cpu_loop_fn loop_of(dle_op op, dle_dtype dt, bool stream, const dle_attrs
 
 /* The front door has already promoted inputs: the loop is chosen by the dtype the op computes
  * in, which is the last input's dtype (where's first input is its bool condition). */
-static dle_status cpu_elementwise(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins,
-                                  int nin, const dle_attrs *attrs) {
+static DLE_KERNEL(cpu_elementwise) {
   dle_dtype dt = ins[nin - 1]->dtype;
   bool large = cpu_stream_output(dle_tensor_numel(outs[0]) * (int64_t)cpu_esize(outs[0]->dtype));
   loop_ctx c;
   const void *ctx;
-  cpu_loop_fn fn = loop_of(op, dt, large, attrs, &c, &ctx);
+  cpu_loop_fn fn = loop_of(op, dt, large, a, &c, &ctx);
   if (!fn)
     return dle_error("%s: no CPU kernel for dtype %s", dle_op_get_info(op)->name,
                      dle_dtype_name(dt));

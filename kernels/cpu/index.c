@@ -122,8 +122,7 @@ dle_status cpu_index_check(dle_op op, const dle_tensor *index, int64_t base, int
     }                                                                            \
   }
 WORD_SIZES(MOVE_LOOP)
-#define MOVE_ENTRY(B) move_##B,
-static const cpu_loop_fn move_loops[4] = {WORD_SIZES(MOVE_ENTRY)};
+static const cpu_loop_fn move_loops[4] = WORD_TABLE(move);
 
 /* Copies src into dst (same shape and dtype) unless they are the same memory already. */
 void cpu_index_move_into(dle_tensor *dst, dle_tensor *src) {
@@ -134,9 +133,7 @@ void cpu_index_move_into(dle_tensor *dst, dle_tensor *src) {
 }
 
 /* cat: each input is moved into its slice of the output along dim. */
-static dle_status cpu_cat(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                          const dle_attrs *a) {
-  (void)op;
+static DLE_KERNEL(cpu_cat) {
   dle_tensor *out = outs[0];
   int dim = (int)a->ints[0];
   int64_t start = 0;
@@ -174,8 +171,7 @@ typedef struct {
     }                                                                                          \
   }
 WORD_SIZES(PICK_LOOP)
-#define PICK_ENTRY(B) pick_##B,
-static const cpu_loop_fn pick_loops[4] = {WORD_SIZES(PICK_ENTRY)};
+static const cpu_loop_fn pick_loops[4] = WORD_TABLE(pick);
 
 /* Runs the pick loop over out, with index and src given as views of out's shape. */
 static void pick(dle_tensor *out, dle_tensor *index_view, dle_tensor *src_view, int64_t dim_stride,
@@ -185,9 +181,7 @@ static void pick(dle_tensor *out, dle_tensor *index_view, dle_tensor *src_view, 
   cpu_foreach(out, ins, 2, pick_loops[SIZE_SLOT(cpu_esize(out->dtype))], &c);
 }
 
-static dle_status cpu_gather(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                             const dle_attrs *a) {
-  (void)nin;
+static DLE_KERNEL(cpu_gather) {
   dle_tensor *out = outs[0], *src = ins[0], *index = ins[1];
   int dim = (int)a->ints[0];
   DLE_TRY(cpu_index_check(op, index, a->index_base, src->sizes[dim], dim, "src", src));
@@ -198,9 +192,7 @@ static dle_status cpu_gather(dle_op op, dle_tensor *const *outs, dle_tensor *con
   return DLE_OK;
 }
 
-static dle_status cpu_index_select(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins,
-                                   int nin, const dle_attrs *a) {
-  (void)nin;
+static DLE_KERNEL(cpu_index_select) {
   dle_tensor *out = outs[0], *src = ins[0], *index = ins[1];
   int dim = (int)a->ints[0];
   DLE_TRY(cpu_index_check(op, index, a->index_base, src->sizes[dim], dim, "src", src));
@@ -301,9 +293,7 @@ static void accumulate_run(dle_tensor *out_view, dle_tensor *index_view, dle_ten
 
 /* out = self, then the additions. scatter_add walks index's shape; index_add walks src's
  * shape with the 1-D index broadcast over every position. */
-static dle_status cpu_accumulate(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins,
-                                 int nin, const dle_attrs *a) {
-  (void)nin;
+static DLE_KERNEL(cpu_accumulate) {
   dle_tensor *out = outs[0], *self = ins[0], *index = ins[1], *src = ins[2];
   int dim = (int)a->ints[0];
   DLE_TRY(cpu_index_check(op, index, a->index_base, out->sizes[dim], dim, "self", self));
@@ -362,12 +352,9 @@ static void value_bits(dle_dtype dt, double v, void *bits) {
     }                                                                                      \
   }
 WORD_SIZES(MASKED_FILL_LOOP)
-#define MASKED_FILL_ENTRY(B) masked_fill_##B,
-static const cpu_loop_fn masked_fill_loops[4] = {WORD_SIZES(MASKED_FILL_ENTRY)};
+static const cpu_loop_fn masked_fill_loops[4] = WORD_TABLE(masked_fill);
 
-static dle_status cpu_masked_fill(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins,
-                                  int nin, const dle_attrs *a) {
-  (void)op;
+static DLE_KERNEL(cpu_masked_fill) {
   uint64_t bits = 0;
   value_bits(outs[0]->dtype, a->f[0], &bits);
   cpu_foreach(outs[0], ins, nin, masked_fill_loops[SIZE_SLOT(cpu_esize(outs[0]->dtype))], &bits);
@@ -395,8 +382,7 @@ static dle_status cpu_masked_fill(dle_op op, dle_tensor *const *outs, dle_tensor
   }
 WORD_SIZES(TRIANGLE_ROW)
 typedef void (*triangle_row_fn)(char *, int64_t, const char *, int64_t, int64_t, int64_t, int64_t);
-#define TRIANGLE_ENTRY(B) triangle_row_##B,
-static const triangle_row_fn triangle_rows[4] = {WORD_SIZES(TRIANGLE_ENTRY)};
+static const triangle_row_fn triangle_rows[4] = WORD_TABLE(triangle_row);
 
 /* Byte offset of row r (over all leading dims and the row dim) of t. */
 static int64_t row_offset(const dle_tensor *t, int64_t r, int64_t es) {
@@ -408,9 +394,7 @@ static int64_t row_offset(const dle_tensor *t, int64_t r, int64_t es) {
   return off * es;
 }
 
-static dle_status cpu_triangle(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                               const dle_attrs *a) {
-  (void)nin;
+static DLE_KERNEL(cpu_triangle) {
   dle_tensor *out = outs[0], *src = ins[0];
   int nd = out->ndim;
   int64_t numel = dle_tensor_numel(out);
@@ -456,9 +440,7 @@ static void one_hot_loop(char **p, const int64_t *s, int64_t n, const void *ctx)
                  (*(const int64_t *)(p[1] + i * s[1]) - c->base) * c->class_step) = 1;
 }
 
-static dle_status cpu_one_hot(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                              const dle_attrs *a) {
-  (void)nin;
+static DLE_KERNEL(cpu_one_hot) {
   dle_tensor *out = outs[0], *classes = ins[0];
   int last = out->ndim - 1;
   DLE_TRY(cpu_index_check(op, classes, a->index_base, out->sizes[last], last, "out", out));

@@ -94,9 +94,7 @@ CPU_ALL_TYPES(MEAN_FINISH)
 #define MEAN_ENTRY(ID, T, CT) [DLE_##ID] = mean_finish_##ID,
 static const cpu_loop_fn mean_loops[DLE_NUM_DTYPES] = {CPU_ALL_TYPES(MEAN_ENTRY)};
 
-static dle_status cpu_scatter(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                              const dle_attrs *a) {
-  (void)nin;
+static DLE_KERNEL(cpu_scatter) {
   dle_tensor *out = outs[0], *self = ins[0], *index = ins[1], *src = ins[2];
   int dim = (int)a->ints[0];
   int mode = op == DLE_OP_SCATTER ? 0 : (int)a->ints[1];

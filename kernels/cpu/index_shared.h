@@ -13,6 +13,10 @@ typedef uint32_t __attribute__((may_alias)) word4;
 typedef uint64_t __attribute__((may_alias)) word8;
 #define WORD_SIZES(X) X(1) X(2) X(4) X(8)
 #define SIZE_SLOT(B)  ((B) == 1 ? 0 : (B) == 2 ? 1 : (B) == 4 ? 2 : 3)
+/* The initializer of a table, indexed by SIZE_SLOT, of the functions name_1 .. name_8 that a
+ * WORD_SIZES expansion defined. */
+#define WORD_TABLE(name) \
+  { name##_1, name##_2, name##_4, name##_8 }
 
 /* Every index must lie in [base, base + size) of `target`'s dim: else an error giving the
  * offending value as the caller wrote it (1-based from Lua), the dim and its size. */

@@ -192,9 +192,7 @@ static dle_status failure(dle_op op, const dle_tensor *x, int64_t nbatch, const 
 LINALG_TYPE(F32, float, s)
 LINALG_TYPE(F64, double, d)
 
-static dle_status cpu_linalg(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                             const dle_attrs *a) {
-  (void)nin;
+static DLE_KERNEL(cpu_linalg) {
   if (dle_tensor_numel(ins[0]) == 0 && op != DLE_OP_LINALG_SVD && op != DLE_OP_LINALG_QR) {
     /* empty batch or 0 x 0 matrices: det 1 (sign 1, log 0), the rest is empty */
     if (op != DLE_OP_LINALG_DET && op != DLE_OP_LINALG_SLOGDET) return DLE_OK;

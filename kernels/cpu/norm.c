@@ -353,8 +353,7 @@ static int64_t channel_runs(const dle_norm_geom *g, int64_t q, int64_t *run, int
 CPU_FLOAT_TYPES(NORM_KERNELS)
 #undef NORM_KERNELS
 
-static dle_status cpu_norm(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                           const dle_attrs *a) {
+static DLE_KERNEL(cpu_norm) {
   const char *fn = dle_op_get_info(op)->name;
   bool fwd = op == DLE_OP_LAYER_NORM || op == DLE_OP_BATCH_NORM || op == DLE_OP_GROUP_NORM;
   int nout = dle_op_get_info(op)->nout;

@@ -137,8 +137,7 @@ static bool is_2x2_stride_2(const pool_geom *p) {
   }
 CPU_FLOAT_TYPES(POOL_KERNELS)
 
-static dle_status cpu_pool(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                           const dle_attrs *a) {
+static DLE_KERNEL(cpu_pool) {
   dle_tensor *o = outs[0];
   const char *fn = dle_op_get_info(op)->name;
   if (nin != 1 || ins[0]->dtype != o->dtype || !dle_tensor_is_contiguous(ins[0]))

@@ -142,9 +142,7 @@ static dle_status randint_bounds(const dle_tensor *o, const dle_attrs *a, rand_c
 
 /* Fills a contiguous output; other layouts get a contiguous temporary copied in, so element i
  * of the logical order is the same whatever the strides. */
-static dle_status cpu_random(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                             const dle_attrs *a) {
-  (void)ins, (void)nin;
+static DLE_KERNEL(cpu_random) {
   const char *fn = dle_op_get_info(op)->name;
   dle_tensor *o = outs[0];
   const block_fn *table = op == DLE_OP_RAND    ? rand_fns

@@ -621,9 +621,7 @@ static bool reduce_small_whole(const red_job *job, const dle_tensor *x, const dl
 }
 
 /* attrs.ints: the reduced dims (0-based, checked, distinct); none means all. */
-static dle_status cpu_reduce(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                             const dle_attrs *a) {
-  (void)nin;
+static DLE_KERNEL(cpu_reduce) {
   const char *fn = dle_op_get_info(op)->name;
   dle_tensor *x = ins[0], *out = outs[0];
   bool red[DLE_MAX_DIMS] = {false};

@@ -182,9 +182,7 @@ CPU_FLOAT_TYPES(RS_FLOAT_KERNELS)
 CPU_ALL_TYPES(RS_NEAREST)
 #undef RS_NEAREST
 
-static dle_status cpu_resample(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                               const dle_attrs *a) {
-  (void)nin;
+static DLE_KERNEL(cpu_resample) {
   const char *fn = dle_op_get_info(op)->name;
   if (!dle_tensor_is_contiguous(ins[0]) || !dle_tensor_is_contiguous(outs[0]))
     return dle_error("%s: the CPU kernel expects a contiguous input and output", fn);

@@ -182,9 +182,7 @@ static void gru_fwd_vec(dle_tensor *const *o, dle_tensor *const *in, int64_t N, 
   [DLE_##ID] = {lstm_fwd_##ID, gru_fwd_##ID, lstm_bwd_##ID, gru_bwd_##ID},
 static const rnn_fn rnn_fns[DLE_NUM_DTYPES][4] = {CPU_FLOAT_TYPES(RNN_TABLE)};
 
-static dle_status cpu_rnn(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                          const dle_attrs *a) {
-  (void)nin, (void)a;
+static DLE_KERNEL(cpu_rnn) {
   /* the {N, H} state: c (lstm_cell), h (gru_cell), c (lstm_cell_fused_backward), h (gru_cell_fused_backward) */
   int which = op == DLE_OP_LSTM_CELL_FUSED            ? 0
               : op == DLE_OP_GRU_CELL_FUSED           ? 1

@@ -283,9 +283,7 @@ static void scan_blocked(const scan_fns *f, bool fl, int nt, const char *x, int6
   }
 }
 
-static dle_status cpu_scan(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                           const dle_attrs *a) {
-  (void)nin;
+static DLE_KERNEL(cpu_scan) {
   const char *fn = dle_op_get_info(op)->name;
   dle_tensor *x = ins[0];
   const scan_fns *f = fns_of(op, x->dtype);

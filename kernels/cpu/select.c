@@ -187,9 +187,7 @@ static void nonzero_fill(const void *ctx, int64_t b, int64_t e, int64_t start) {
   }
 }
 
-static dle_status cpu_nonzero(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                              const dle_attrs *a) {
-  (void)op, (void)nin;
+static DLE_KERNEL(cpu_nonzero) {
   const dle_tensor *x = ins[0];
   nonzero_ctx c = {
       .out = dle_tensor_data(outs[0]), .base = a->index_base, .pred = nz_fns[x->dtype]};
@@ -245,17 +243,13 @@ typedef struct {
     }                                                                                           \
   }
 WORD_SIZES(MASKED_FILLS)
-#define SELECT_FILL_ENTRY(B)  select_fill_##B,
-#define SCATTER_FILL_ENTRY(B) scatter_fill_##B,
-static const fill_fn select_fills[4] = {WORD_SIZES(SELECT_FILL_ENTRY)};
-static const fill_fn scatter_fills[4] = {WORD_SIZES(SCATTER_FILL_ENTRY)};
+static const fill_fn select_fills[4] = WORD_TABLE(select_fill);
+static const fill_fn scatter_fills[4] = WORD_TABLE(scatter_fill);
 
 /* The broadcast shape from the front door's attrs. */
 static void walk_from_attrs(walk *w, const dle_attrs *a) { walk_init(w, (int)a->nints, a->ints); }
 
-static dle_status cpu_masked_select(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins,
-                                    int nin, const dle_attrs *a) {
-  (void)op, (void)nin;
+static DLE_KERNEL(cpu_masked_select) {
   masked_ctx c = {.out = dle_tensor_data(outs[0])};
   walk_from_attrs(&c.wd.w, a);
   for (int k = 0; k < 2; k++) walk_add(&c.wd.w, ins[k]), c.wd.data[k] = dle_tensor_data(ins[k]);
@@ -267,9 +261,7 @@ static dle_status cpu_masked_select(dle_op op, dle_tensor *const *outs, dle_tens
   return DLE_OK;
 }
 
-static dle_status cpu_masked_scatter(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins,
-                                     int nin, const dle_attrs *a) {
-  (void)op, (void)nin;
+static DLE_KERNEL(cpu_masked_scatter) {
   dle_tensor *out = outs[0], *src = ins[2];
   int64_t avail = dle_tensor_numel(src);
   if (!dle_tensor_is_contiguous(src))
@@ -310,8 +302,7 @@ static dle_status cpu_masked_scatter(dle_op op, dle_tensor *const *outs, dle_ten
   }
 CPU_ALL_TYPES(UNIQUE_KERNEL)
 
-static dle_status cpu_unique(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                             const dle_attrs *a) {
+static DLE_KERNEL(cpu_unique) {
   const dle_tensor *v = ins[0];
   const int64_t *pos = nin > 1 ? dle_tensor_data(ins[1]) : NULL;
   int64_t n = dle_tensor_numel(v), *inv = dle_tensor_data(outs[1]),
@@ -342,9 +333,7 @@ static dle_status cpu_unique(dle_op op, dle_tensor *const *outs, dle_tensor *con
   }
 CPU_NUMERIC_TYPES(BINCOUNT_ADD)
 
-static dle_status cpu_bincount(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                               const dle_attrs *a) {
-  (void)a;
+static DLE_KERNEL(cpu_bincount) {
   dle_tensor *out = outs[0];
   const dle_tensor *x = ins[0], *w = nin > 1 ? ins[1] : NULL;
   const int64_t *xv = dle_tensor_data(x);
@@ -418,9 +407,7 @@ typedef void (*search_fn)(const search_ctx *, int64_t, int64_t);
 #define SEARCH_ENTRY(ID, T, CT) [DLE_##ID] = search_##ID,
 static const search_fn search_fns[DLE_NUM_DTYPES] = {CPU_NUMERIC_TYPES(SEARCH_ENTRY)};
 
-static dle_status cpu_searchsorted(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins,
-                                   int nin, const dle_attrs *a) {
-  (void)nin;
+static DLE_KERNEL(cpu_searchsorted) {
   const dle_tensor *v = ins[1];
   search_fn fn = search_fns[v->dtype];
   if (!fn) return dle_error("%s: no CPU kernel for %s", op_name(op), dle_dtype_name(v->dtype));
@@ -503,9 +490,7 @@ static dle_status cpu_searchsorted(dle_op op, dle_tensor *const *outs, dle_tenso
   }
 CPU_ALL_TYPES(MODE_KERNEL)
 
-static dle_status cpu_mode(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                           const dle_attrs *a) {
-  (void)nin;
+static DLE_KERNEL(cpu_mode) {
   const dle_tensor *x = ins[0];
   int d = (int)a->ints[0];
   if (dle_tensor_numel(x) == 0) return DLE_OK;

@@ -163,9 +163,7 @@ static void sm_chunk(const red_plan *pl, int64_t i, char *y, int64_t es, dle_dty
 }
 
 /* attrs.ints[0]: the dim (0-based, checked); no ints for a 0-dim input. Output contiguous. */
-static dle_status cpu_softmax(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                              const dle_attrs *a) {
-  (void)nin;
+static DLE_KERNEL(cpu_softmax) {
   dle_tensor *x = ins[0], *y = outs[0];
   if (!sm_rows[x->dtype])
     return dle_error("%s: no CPU kernel for dtype %s", dle_op_get_info(op)->name,

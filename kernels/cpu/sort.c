@@ -272,9 +272,7 @@ static bool reversed(dle_op op, const dle_attrs *a) {
   }
 SORT_TYPES(SORT_KERNEL)
 
-static dle_status cpu_sort(dle_op op, dle_tensor *const *outs, dle_tensor *const *ins, int nin,
-                           const dle_attrs *a) {
-  (void)nin;
+static DLE_KERNEL(cpu_sort) {
   const dle_tensor *x = ins[0];
   int d = (int)a->ints[0];
   int64_t n = x->sizes[d];

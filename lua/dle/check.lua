@@ -313,4 +313,15 @@ function check.table(v, fn, what, optional)
   return v
 end
 
+--- The keys of t, which must all be strings, sorted (a stable order to walk a record in).
+function check.string_keys(t, fn)
+  local keys = {}
+  for k in pairs(t) do
+    if type(k) ~= "string" then check.error(fn .. ": keys must be strings, got " .. check.typename(k)) end
+    keys[#keys + 1] = k
+  end
+  table.sort(keys)
+  return keys
+end
+
 return check

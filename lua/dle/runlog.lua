@@ -34,14 +34,10 @@ end
 function Log:write(record)
   check.table(record, "log:write", "record")
   if not self.file then check.error("log:write: the log " .. self.path .. " is closed") end
-  local keys = {}
-  for k in pairs(record) do
-    if type(k) ~= "string" then check.error("log:write: keys must be strings, got " .. check.typename(k)) end
-    keys[#keys + 1] = k
-  end
-  table.sort(keys)
   local parts = {}
-  for i, k in ipairs(keys) do parts[i] = json.string(k) .. ":" .. value(record[k], k) end
+  for i, k in ipairs(check.string_keys(record, "log:write")) do
+    parts[i] = json.string(k) .. ":" .. value(record[k], k)
+  end
   self.file:write("{", table.concat(parts, ","), "}\n")
   self.file:flush()
   return self

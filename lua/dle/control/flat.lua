@@ -88,12 +88,18 @@ local function not_differentiable()
         .. "use dle.scan for a loop with a fixed number of steps", 0)
 end
 
---- impl.while_loop(cond_fn, body_fn, init) -> the list of the loop's final tensors.
-function impl.while_loop(cf, bf, init)
-  local ctx = tracing("while_loop")
-  if ctx then return gctl().while_loop(ctx, cf, bf, init) end
-  return impl.while_eager(cf, bf, init)
+-- impl[name](...): under a trace the graph side records the loop (gctl()[name]), else
+-- impl[eager](...) runs it.
+local function traced_or_eager(name, eager)
+  return function(...)
+    local ctx = tracing(name)
+    if ctx then return gctl()[name](ctx, ...) end
+    return impl[eager](...)
+  end
 end
+
+--- impl.while_loop(cond_fn, body_fn, init) -> the list of the loop's final tensors.
+impl.while_loop = traced_or_eager("while_loop", "while_eager")
 
 --- impl.while_eager(cond_fn, body_fn, init): the loop itself (also a trace's eager run).
 function impl.while_eager(cf, bf, init)
@@ -114,11 +120,7 @@ end
 
 --- impl.scan(step, carries, xs) -> the final carries then the stacked ys, one list; step takes
 -- the carries then one slice of each xs and returns the carries then the ys.
-function impl.scan(step, carries, xs)
-  local ctx = tracing("scan")
-  if ctx then return gctl().scan(ctx, step, carries, xs) end
-  return impl.scan_eager(step, carries, xs)
-end
+impl.scan = traced_or_eager("scan", "scan_eager")
 
 --- impl.scan_eager(step, carries, xs): the loop itself (also a trace's eager run).
 function impl.scan_eager(step, carries, xs)

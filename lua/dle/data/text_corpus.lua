@@ -128,7 +128,6 @@ function TextCorpus:encode(s)
     end
     out[i] = id
   end
-  if #out == 0 then return dle.empty(0, {dtype = "int64"}) end
   return dle.tensor(out, {dtype = "int64"})
 end
 

@@ -9,6 +9,7 @@ local dle = require "dle"
 local check = require "dle.check"
 local Module = require "dle.nn.module"
 local F = require "dle.nn.functional"
+local norm_state = require "dle.nn.norm_state"
 require "dle.nn.functional_conv"
 
 local BatchNorm = Module:extend("_BatchNorm")
@@ -27,16 +28,7 @@ function BatchNorm:init(c, opts)
   self.cumulative = opts.cumulative == true
   self.affine = opts.affine ~= false
   self.track_running_stats = opts.track_running_stats ~= false
-  local dtype = opts.dtype or "float32"
-  if self.affine then
-    self.weight = dle.ones(c, {dtype = dtype, requires_grad = true})
-    self.bias = dle.zeros(c, {dtype = dtype, requires_grad = true})
-  end
-  if self.track_running_stats then
-    self:register_buffer("running_mean", dle.zeros(c, {dtype = dtype}))
-    self:register_buffer("running_var", dle.ones(c, {dtype = dtype}))
-    self:register_buffer("num_batches_tracked", dle.zeros({}, {dtype = "int64"}))
-  end
+  norm_state(self, c, opts.dtype or "float32")
 end
 
 --- Clears the running statistics (mean 0, variance 1, no batches seen).

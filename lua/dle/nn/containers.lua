@@ -102,13 +102,7 @@ function ModuleDict:update(modules)
     end
     return self
   end
-  local keys = {}
-  for k in pairs(modules) do
-    if type(k) ~= "string" then check.error("ModuleDict: keys must be strings, got " .. check.typename(k)) end
-    keys[#keys + 1] = k
-  end
-  table.sort(keys)
-  for _, k in ipairs(keys) do self:set(k, modules[k]) end
+  for _, k in ipairs(check.string_keys(modules, "ModuleDict")) do self:set(k, modules[k]) end
   return self
 end
 

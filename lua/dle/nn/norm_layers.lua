@@ -9,6 +9,7 @@ local dle = require "dle"
 local check = require "dle.check"
 local Module = require "dle.nn.module"
 local F = require "dle.nn.functional"
+local norm_state = require "dle.nn.norm_state"
 require "dle.nn.functional_norm"
 
 local shape_str = check.shape_str
@@ -64,16 +65,7 @@ function InstanceNorm:init(num_features, opts)
   self.momentum = opts.momentum == nil and 0.1 or opts.momentum
   self.affine = opts.affine == true
   self.track_running_stats = opts.track_running_stats == true
-  local dtype = opts.dtype or "float32"
-  if self.affine then
-    self.weight = dle.ones(num_features, {dtype = dtype, requires_grad = true})
-    self.bias = dle.zeros(num_features, {dtype = dtype, requires_grad = true})
-  end
-  if self.track_running_stats then
-    self:register_buffer("running_mean", dle.zeros(num_features, {dtype = dtype}))
-    self:register_buffer("running_var", dle.ones(num_features, {dtype = dtype}))
-    self:register_buffer("num_batches_tracked", dle.zeros({}, {dtype = "int64"}))
-  end
+  norm_state(self, num_features, opts.dtype or "float32")
 end
 
 --- @param x tensor {N, C, *spatial} or {C, *spatial} (the spatial dims: 1, 2 or 3 by class)

@@ -58,6 +58,13 @@ local function field_name(name)
   return name
 end
 
+-- Calls fn on each subgraph among node n's attributes (the bodies of If, Loop, Scan).
+local function each_subgraph(n, fn)
+  for _, attr in pairs(n.attributes) do
+    if attr.type == "GRAPH" then fn(attr.value) end
+  end
+end
+
 -- The nodes without a mapping in graph and in the subgraphs of its nodes' attributes, as labels.
 local function unsupported(graph, bad)
   for i, n in ipairs(graph.nodes) do
@@ -65,9 +72,7 @@ local function unsupported(graph, bad)
       local label = n.domain ~= "" and n.domain .. "." .. n.op_type or n.op_type
       bad[#bad + 1] = ("%s (node '%s')"):format(label, n.name ~= "" and n.name or "#" .. i)
     end
-    for _, attr in pairs(n.attributes) do
-      if attr.type == "GRAPH" then unsupported(attr.value, bad) end
-    end
+    each_subgraph(n, function(sub) unsupported(sub, bad) end)
   end
   return bad
 end
@@ -107,9 +112,7 @@ local function steps_of(g, opset)
   g._steps = steps
   -- the subgraphs' steps too, now: a first forward under dle.compile must not change the model
   for _, n in ipairs(g.nodes) do
-    for _, attr in pairs(n.attributes) do
-      if attr.type == "GRAPH" then steps_of(attr.value, opset) end
-    end
+    each_subgraph(n, function(sub) steps_of(sub, opset) end)
   end
   return steps
 end

@@ -158,88 +158,77 @@ local function working(p, g)
 end
 local function finish(orig, pw) if orig then orig:copy_(pw) end end
 
--- The start of an Adamax / NAdam / RAdam step: the state's exp_avg and second buffer (named
--- second) made on first use, the step counted; returns the working param and gradient (with L2
--- weight decay added) and the param to write back (see working).
-local function begin_step(p, g, st, h, second)
-  local pw, gw, orig = working(p, g)
-  st.exp_avg = st.exp_avg or zeros_state(p)
-  st[second] = st[second] or zeros_state(p)
-  st.step = st.step + 1
-  if h.weight_decay ~= 0 then gw = gw + pw * h.weight_decay end
-  return pw, gw, orig
-end
-
 -- exp_avg <- b1 exp_avg + (1 - b1) g; exp_avg_sq <- b2 exp_avg_sq + (1 - b2) g^2.
 local function update_moments(st, gw, b1, b2)
   st.exp_avg:mul_(b1):add_(gw * (1 - b1))
   if b2 then st.exp_avg_sq:mul_(b2):add_(gw * gw * (1 - b2)) end
 end
 
-M.algorithms.adamax = {
-  defaults = {lr = 2e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 0},
-  state_tensors = {"exp_avg", "exp_inf"},
-  check = check_lr_eps_wd_betas,
-  update = function(p, g, st, h)
-    local pw, gw, orig = begin_step(p, g, st, h, "exp_inf")
-    local b1, b2 = h.betas[1], h.betas[2]
-    update_moments(st, gw, b1)
-    st.exp_inf:mul_(b2):maximum_(gw:abs() + h.eps)
-    pw:sub_(st.exp_avg / st.exp_inf * (h.lr / (1 - b1 ^ st.step)))
-    finish(orig, pw)
-  end,
-}
+-- An Adamax / NAdam / RAdam algorithm: the Adam family's defaults (with this lr) and checks, plus
+-- the number hyperparameters in extra; the state's exp_avg and second buffer (named second) made
+-- on first use, the step counted, L2 weight decay added to the working gradient; then
+-- move(pw, gw, st, h, b1, b2) updates the working param pw, which is written back (see working).
+local function composed_adam(lr, second, extra, move)
+  local defaults = {lr = lr, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 0}
+  for k, v in pairs(extra) do defaults[k] = v end
+  return {
+    defaults = defaults,
+    state_tensors = {"exp_avg", second},
+    check = function(h, name)
+      check_lr_eps_wd_betas(h, name)
+      for k in pairs(extra) do check_number(name, h, k) end
+    end,
+    update = function(p, g, st, h)
+      local pw, gw, orig = working(p, g)
+      st.exp_avg = st.exp_avg or zeros_state(p)
+      st[second] = st[second] or zeros_state(p)
+      st.step = st.step + 1
+      if h.weight_decay ~= 0 then gw = gw + pw * h.weight_decay end
+      move(pw, gw, st, h, h.betas[1], h.betas[2])
+      finish(orig, pw)
+    end,
+  }
+end
 
-M.algorithms.nadam = {
-  defaults = {lr = 2e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 0, momentum_decay = 4e-3},
-  state_tensors = {"exp_avg", "exp_avg_sq"},
-  check = function(h, name)
-    check_lr_eps_wd_betas(h, name)
-    check_number(name, h, "momentum_decay")
-  end,
-  update = function(p, g, st, h)
-    local pw, gw, orig = begin_step(p, g, st, h, "exp_avg_sq")
-    local b1, b2, t = h.betas[1], h.betas[2], st.step
-    local function mu_at(k) return b1 * (1 - 0.5 * 0.96 ^ (k * h.momentum_decay)) end
-    if st.mu_product == nil then
-      -- the product of the earlier steps' mu (a state that holds only the step and the tensors,
-      -- as a ZeroRedundancyOptimizer consolidates it, resumes exactly)
-      st.mu_product = 1
-      for k = 1, t - 1 do st.mu_product = st.mu_product * mu_at(k) end
-    end
-    local mu, mu_next = mu_at(t), mu_at(t + 1)
-    st.mu_product = st.mu_product * mu
-    local mu_product_next = st.mu_product * mu_next
-    update_moments(st, gw, b1, b2)
-    local denom = (st.exp_avg_sq / (1 - b2 ^ t)):sqrt():add_(h.eps)
-    pw:sub_(gw / denom * (h.lr * (1 - mu) / (1 - st.mu_product)))
-    pw:sub_(st.exp_avg / denom * (h.lr * mu_next / (1 - mu_product_next)))
-    finish(orig, pw)
-  end,
-}
+M.algorithms.adamax = composed_adam(2e-3, "exp_inf", {}, function(pw, gw, st, h, b1, b2)
+  update_moments(st, gw, b1)
+  st.exp_inf:mul_(b2):maximum_(gw:abs() + h.eps)
+  pw:sub_(st.exp_avg / st.exp_inf * (h.lr / (1 - b1 ^ st.step)))
+end)
 
-M.algorithms.radam = {
-  defaults = {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 0},
-  state_tensors = {"exp_avg", "exp_avg_sq"},
-  check = check_lr_eps_wd_betas,
-  update = function(p, g, st, h)
-    local pw, gw, orig = begin_step(p, g, st, h, "exp_avg_sq")
-    local b1, b2, t = h.betas[1], h.betas[2], st.step
-    update_moments(st, gw, b1, b2)
-    local bc1, bc2 = 1 - b1 ^ t, 1 - b2 ^ t
-    -- the length of the approximated simple moving average; the variance is rectified only
-    -- once it exceeds 5 (before, the step is plain momentum SGD)
-    local rho_inf = 2 / (1 - b2) - 1
-    local rho_t = rho_inf - 2 * t * b2 ^ t / bc2
-    if rho_t > 5 then
-      local rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
-      pw:sub_(st.exp_avg / st.exp_avg_sq:sqrt():add_(h.eps) * (h.lr / bc1 * rect * math.sqrt(bc2)))
-    else
-      pw:sub_(st.exp_avg * (h.lr / bc1))
-    end
-    finish(orig, pw)
-  end,
-}
+M.algorithms.nadam = composed_adam(2e-3, "exp_avg_sq", {momentum_decay = 4e-3}, function(pw, gw, st, h, b1, b2)
+  local t = st.step
+  local function mu_at(k) return b1 * (1 - 0.5 * 0.96 ^ (k * h.momentum_decay)) end
+  if st.mu_product == nil then
+    -- the product of the earlier steps' mu (a state that holds only the step and the tensors,
+    -- as a ZeroRedundancyOptimizer consolidates it, resumes exactly)
+    st.mu_product = 1
+    for k = 1, t - 1 do st.mu_product = st.mu_product * mu_at(k) end
+  end
+  local mu, mu_next = mu_at(t), mu_at(t + 1)
+  st.mu_product = st.mu_product * mu
+  local mu_product_next = st.mu_product * mu_next
+  update_moments(st, gw, b1, b2)
+  local denom = (st.exp_avg_sq / (1 - b2 ^ t)):sqrt():add_(h.eps)
+  pw:sub_(gw / denom * (h.lr * (1 - mu) / (1 - st.mu_product)))
+  pw:sub_(st.exp_avg / denom * (h.lr * mu_next / (1 - mu_product_next)))
+end)
+
+M.algorithms.radam = composed_adam(1e-3, "exp_avg_sq", {}, function(pw, gw, st, h, b1, b2)
+  local t = st.step
+  update_moments(st, gw, b1, b2)
+  local bc1, bc2 = 1 - b1 ^ t, 1 - b2 ^ t
+  -- the length of the approximated simple moving average; the variance is rectified only
+  -- once it exceeds 5 (before, the step is plain momentum SGD)
+  local rho_inf = 2 / (1 - b2) - 1
+  local rho_t = rho_inf - 2 * t * b2 ^ t / bc2
+  if rho_t > 5 then
+    local rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
+    pw:sub_(st.exp_avg / st.exp_avg_sq:sqrt():add_(h.eps) * (h.lr / bc1 * rect * math.sqrt(bc2)))
+  else
+    pw:sub_(st.exp_avg * (h.lr / bc1))
+  end
+end)
 
 --- A hyperparameter value copied one level deep (betas = {b1, b2} is a table).
 function M.copy_value(v)

@@ -6,20 +6,15 @@
 local check = require "dle.check"
 
 local optim = {
-  Optimizer = require "dle.optim.optimizer",
-  SGD = require "dle.optim.sgd",
-  Adagrad = require "dle.optim.adagrad",
-  RMSprop = require "dle.optim.rmsprop",
-  Adam = require "dle.optim.adam",
-  AdamW = require "dle.optim.adamw",
-  Adamax = require "dle.optim.adamax",
-  NAdam = require "dle.optim.nadam",
-  RAdam = require "dle.optim.radam",
-  LBFGS = require "dle.optim.lbfgs",
   lr = require "dle.optim.lr",
   -- over dle.dist: each rank keeps the state of its share of the params
   ZeroRedundancyOptimizer = require "dle.optim.zero",
 }
+-- the base class and the optimizers, each in dle.optim.<its name in lower case>
+for _, name in ipairs {"Optimizer", "SGD", "Adagrad", "RMSprop", "Adam", "AdamW", "Adamax", "NAdam", "RAdam",
+                       "LBFGS"} do
+  optim[name] = require("dle.optim." .. name:lower())
+end
 -- (not a class: its functions are exported by dle.optim.functional itself)
 optim.functional = require "dle.optim.functional"
 

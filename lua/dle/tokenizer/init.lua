@@ -240,7 +240,6 @@ function Tokenizer:encode(s)
     out[#out + 1] = self.vocab[which]
     i = first + #which
   end
-  if #out == 0 then return dle.empty(0, {dtype = "int64"}) end
   return dle.tensor(out, {dtype = "int64"})
 end
 
