@@ -109,6 +109,16 @@ local function place_in(g, r, fn, what)
   return i
 end
 
+-- A world rank argument (what: "root", "dst", "src"), checked against the world.
+local function check_rank(m, r, fn, what)
+  r = check.integer(r, fn, what)
+  local size = m.world_size()
+  if r < 0 or r >= size then
+    check.error(string.format("%s: %s %d is not a rank (ranks are 0..%d)", fn, what, r, size - 1))
+  end
+  return r
+end
+
 --- dist.rank(group) -> this process's rank, 0 .. world_size() - 1; with a group, its place in the
 -- group, or -1 when it is not a member (as PyTorch's get_rank).
 function dist.rank(group)
@@ -174,6 +184,21 @@ end
 
 local OPS = {sum = "sum", mean = "mean", avg = "mean", max = "max", min = "min", prod = "prod"}
 
+-- The reduction a collective's op names (default "sum"), checked for tensor t.
+local function reduction_of(op, t, fn)
+  if op ~= nil and type(op) ~= "string" then
+    check.error(fn .. ": op must be a string, got " .. check.typename(op))
+  end
+  local name = OPS[op or "sum"]
+  if not name then
+    check.error(fn .. ": unknown op '" .. op .. "' (expected sum, mean, avg, max, min or prod)")
+  end
+  if name == "mean" and not t:is_floating_point() then
+    check.error(fn .. ": op '" .. op .. "' needs a floating-point tensor, got " .. t:dtype())
+  end
+  return name
+end
+
 --- dist.all_reduce(t, op, {group}) -> t, reduced in place across every rank (of the group).
 -- op: "sum" (default), "mean" (or "avg"; float dtypes: the sum divided by world_size()), "max",
 -- "min", "prod". Every dtype: bool reduces with or (sum, max) and and (min, prod); integers wrap
@@ -183,16 +208,7 @@ function dist.all_reduce(t, op, opts)
   local m = need("all_reduce")
   local g = group_of(opts, "all_reduce")
   check_writable(t, "all_reduce")
-  if op ~= nil and type(op) ~= "string" then
-    check.error("all_reduce: op must be a string, got " .. check.typename(op))
-  end
-  local name = OPS[op or "sum"]
-  if not name then
-    check.error("all_reduce: unknown op '" .. op .. "' (expected sum, mean, avg, max, min or prod)")
-  end
-  if name == "mean" and not t:is_floating_point() then
-    check.error("all_reduce: op '" .. op .. "' needs a floating-point tensor, got " .. t:dtype())
-  end
+  local name = reduction_of(op, t, "all_reduce")
   on_buffer(t, "all_reduce", true, function(ptr, n, dtype)
     m.all_reduce(ptr, n, dtype, name == "mean" and "sum" or name, g and g._native)
   end)
@@ -208,11 +224,7 @@ end
 function dist.broadcast(t, root, opts)
   local m = need("broadcast")
   local g = group_of(opts, "broadcast")
-  root = root == nil and (g and g.ranks[1] or 0) or check.integer(root, "broadcast", "root")
-  local size = m.world_size()
-  if root < 0 or root >= size then
-    check.error(string.format("broadcast: root %d is not a rank (ranks are 0..%d)", root, size - 1))
-  end
+  root = root == nil and (g and g.ranks[1] or 0) or check_rank(m, root, "broadcast", "root")
   local groot = place_in(g, root, "broadcast", "root")
   local sender = m.rank() == root
   if sender then
@@ -284,16 +296,7 @@ function dist.reduce_scatter(out, in_list, op, opts)
   check_writable(out, "reduce_scatter")
   local size = g and #g.ranks or m.world_size()
   check_slots(in_list, out, size, "reduce_scatter", "in_list", false)
-  if op ~= nil and type(op) ~= "string" then
-    check.error("reduce_scatter: op must be a string, got " .. check.typename(op))
-  end
-  local name = OPS[op or "sum"]
-  if not name then
-    check.error("reduce_scatter: unknown op '" .. op .. "' (expected sum, mean, avg, max, min or prod)")
-  end
-  if name == "mean" and not out:is_floating_point() then
-    check.error("reduce_scatter: op '" .. op .. "' needs a floating-point tensor, got " .. out:dtype())
-  end
+  local name = reduction_of(op, out, "reduce_scatter")
   local flat = {}
   for i, s in ipairs(in_list) do flat[i] = s:reshape({-1}) end
   local send = dle.no_grad(function() return dle.stack(flat, 1):contiguous() end)
@@ -314,21 +317,24 @@ local function tag_of(opts, fn)
   return tag
 end
 
+-- What send and isend share: the checked arguments, and t's values as a contiguous buffer c
+-- (ptr, n, dtype) to send to the group rank gdst with tag.
+local function send_args(fn, t, dst, opts)
+  local m = need(fn)
+  local g = group_of(opts, fn)
+  check_readable(t, fn, "tensor")
+  dst = check_rank(m, dst, fn, "dst")
+  local c = t:contiguous()
+  if c == t then c = t:detach() end   -- held for isend's work: the buffer, not t's autograd history
+  local ptr, n, dtype = core._raw_buffer(c, fn, false)
+  return m, ptr, n, dtype, place_in(g, dst, fn, "dst"), tag_of(opts, fn), g and g._native, c
+end
+
 --- dist.send(t, dst, {group, tag}): sends t's elements to world rank dst, which receives them
 -- with dist.recv (blocking until MPI has taken them).
 function dist.send(t, dst, opts)
-  local m = need("send")
-  local g = group_of(opts, "send")
-  check_readable(t, "send", "tensor")
-  dst = check.integer(dst, "send", "dst")
-  local size = m.world_size()
-  if dst < 0 or dst >= size then
-    check.error(string.format("send: dst %d is not a rank (ranks are 0..%d)", dst, size - 1))
-  end
-  local gdst, tag = place_in(g, dst, "send", "dst"), tag_of(opts, "send")
-  local c = t:contiguous()
-  local ptr, n, dtype = core._raw_buffer(c, "send", false)
-  m.send(ptr, n, dtype, gdst, tag, g and g._native)
+  local m, ptr, n, dtype, gdst, tag, comm = send_args("send", t, dst, opts)
+  m.send(ptr, n, dtype, gdst, tag, comm)
 end
 
 local Work = {}
@@ -347,19 +353,8 @@ end
 --- dist.isend(t, dst, {group, tag}) -> work: send's non-blocking form, as PyTorch's isend; t must
 -- not change until work:wait() returns (a work collected unwaited waits for its send).
 function dist.isend(t, dst, opts)
-  local m = need("isend")
-  local g = group_of(opts, "isend")
-  check_readable(t, "isend", "tensor")
-  dst = check.integer(dst, "isend", "dst")
-  local size = m.world_size()
-  if dst < 0 or dst >= size then
-    check.error(string.format("isend: dst %d is not a rank (ranks are 0..%d)", dst, size - 1))
-  end
-  local gdst, tag = place_in(g, dst, "isend", "dst"), tag_of(opts, "isend")
-  local c = t:contiguous()
-  if c == t then c = t:detach() end   -- the work holds the buffer, not the caller's autograd history
-  local ptr, n, dtype = core._raw_buffer(c, "isend", false)
-  return setmetatable({_request = m.isend(ptr, n, dtype, gdst, tag, g and g._native), _tensor = c}, Work)
+  local m, ptr, n, dtype, gdst, tag, comm, c = send_args("isend", t, dst, opts)
+  return setmetatable({_request = m.isend(ptr, n, dtype, gdst, tag, comm), _tensor = c}, Work)
 end
 
 --- dist.recv(t, src, {group, tag}) -> the world rank it came from: receives into t (in place) the
@@ -369,14 +364,7 @@ function dist.recv(t, src, opts)
   local g = group_of(opts, "recv")
   check_writable(t, "recv")
   local gsrc = -1
-  if src ~= nil then
-    src = check.integer(src, "recv", "src")
-    local size = m.world_size()
-    if src < 0 or src >= size then
-      check.error(string.format("recv: src %d is not a rank (ranks are 0..%d)", src, size - 1))
-    end
-    gsrc = place_in(g, src, "recv", "src")
-  end
+  if src ~= nil then gsrc = place_in(g, check_rank(m, src, "recv", "src"), "recv", "src") end
   local tag, from = tag_of(opts, "recv"), nil
   on_buffer(t, "recv", true, function(ptr, n, dtype) from = m.recv(ptr, n, dtype, gsrc, tag, g and g._native) end)
   return g and g.ranks[from + 1] or from

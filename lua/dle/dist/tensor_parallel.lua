@@ -106,19 +106,28 @@ local function dense_init(in_f, out_f, opts)
   return lin.weight, lin.bias
 end
 
+-- What ColumnLinear's and RowLinear's constructors share: the options (OPTS and the class's own
+-- flag), the sizes, and the share of the whole layer's weight along dim (1: rows, 2: columns).
+local function split_init(self, cls, flag, in_features, out_features, opts, dim)
+  opts = check.options(opts, cls, {flag, table.unpack(OPTS)})
+  check.integer(in_features, cls, "in_features")
+  check.integer(out_features, cls, "out_features")
+  self.in_features, self.out_features, self.group = in_features, out_features, opts.group
+  local size, what = out_features, "out_features"
+  if dim == 2 then size, what = in_features, "in_features" end
+  self._lo, self._n = share(cls, size, what, opts.group)
+  local w, b = dense_init(in_features, out_features, opts)
+  take_shares(self, w, b, dim)
+  return opts
+end
+
 local ColumnLinear = nn.Module:extend("ColumnLinear")
 
 --- tensor_parallel.ColumnLinear(in_features, out_features, {bias = true, gather_output = true,
 -- group, dtype, generator}): the output rows of the weight split over the ranks (see above).
 function ColumnLinear:init(in_features, out_features, opts)
-  opts = check.options(opts, "ColumnLinear", {"gather_output", table.unpack(OPTS)})
-  check.integer(in_features, "ColumnLinear", "in_features")
-  check.integer(out_features, "ColumnLinear", "out_features")
-  self.in_features, self.out_features, self.group = in_features, out_features, opts.group
+  opts = split_init(self, "ColumnLinear", "gather_output", in_features, out_features, opts, 1)
   self.gather_output = opts.gather_output ~= false
-  self._lo, self._n = share("ColumnLinear", out_features, "out_features", opts.group)
-  local w, b = dense_init(in_features, out_features, opts)
-  take_shares(self, w, b, 1)
 end
 
 function ColumnLinear:forward(x)
@@ -142,14 +151,8 @@ local RowLinear = nn.Module:extend("RowLinear")
 --- tensor_parallel.RowLinear(in_features, out_features, {bias = true, input_is_parallel = false,
 -- group, dtype, generator}): the input columns of the weight split over the ranks (see above).
 function RowLinear:init(in_features, out_features, opts)
-  opts = check.options(opts, "RowLinear", {"input_is_parallel", table.unpack(OPTS)})
-  check.integer(in_features, "RowLinear", "in_features")
-  check.integer(out_features, "RowLinear", "out_features")
-  self.in_features, self.out_features, self.group = in_features, out_features, opts.group
+  opts = split_init(self, "RowLinear", "input_is_parallel", in_features, out_features, opts, 2)
   self.input_is_parallel = opts.input_is_parallel == true
-  self._lo, self._n = share("RowLinear", in_features, "in_features", opts.group)
-  local w, b = dense_init(in_features, out_features, opts)
-  take_shares(self, w, b, 2)
 end
 
 function RowLinear:forward(x)
