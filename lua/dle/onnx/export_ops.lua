@@ -549,11 +549,10 @@ why.lstm_cell_fused_backward, why.gru_cell_fused_backward, why.ctc_loss_backward
 why.ctc_loss = loss
 why.diagonal = "not written yet (a Gather of the flattened diagonal positions could express it)"
 why.masked_scatter = "not written yet (NonZero, CumSum and ScatterND could express it)"
-why.unique = "not written yet (ONNX's Unique gives first-occurrence order; sorted = 1 would match)"
 why.bincount = "its length is read from the data (max + 1): ONNX cannot size a result by a value"
 why.searchsorted = "ONNX has no binary search (a comparison count by ReduceSum could express it)"
 why.mode = "ONNX has no per-line most-frequent value"
 local sized_by_data = "its result size depends on the data, which dle's tracer cannot replay"
-why.nonzero, why.masked_select = sized_by_data, sized_by_data
+why.nonzero, why.masked_select, why.unique = sized_by_data, sized_by_data, sized_by_data
 
 return M
