@@ -227,6 +227,23 @@ describe("dle.onnx.save", function()
     gru_cell_fused = function(x, y)   -- N = 4, H = 5: gates {4, 15}
       return (dle.gru_cell_fused(dle.cat({x, y, x}, 2), dle.cat({y, x, y}, 2), x))
     end,
+    nan_to_num = function(x)
+      local y = x:log()   -- NaN below 0, -inf at 0
+      y = dle.where(x:gt(1), x / 0, y)   -- +inf above 1
+      return dle.nan_to_num(y, {nan = 7, posinf = 9, neginf = -9})
+    end,
+    fmax = function(x, y) return dle.fmax(x:log(), y) end,
+    fmin = function(x, y) return dle.fmin(x, y:log()) end,
+    copysign = function(x, y) return dle.copysign(x, dle.where(y:gt(1), -(y * 0), y)) end,   -- -0.0 too
+    atan2 = function(x, y)
+      local yy = dle.where(y:abs():lt(0.3), y * 0, y)   -- x = 0 on the axis cases too
+      return dle.atan2(x, yy)
+    end,
+    one_hot = function(x) return F.one_hot((x:abs() * 2):floor():to("int64"):clamp(0, 3) + 1, 4) end,
+    kthvalue = function(x) return {x:kthvalue(2, 2), x:kthvalue(3, 1, true)} end,
+    index_add = function(x, y)
+      return x:index_add(2, dle.tensor({2, 5}, {dtype = "int64"}), y:narrow(2, 1, 2))
+    end,
     flip = function(x) return dle.flip(x, {1, 2}) end,
     roll = function(x) return dle.roll(x, {2, -1}, {1, 2}) end,
     pad = function(x)

@@ -515,6 +515,74 @@ ops.gru_cell_fused = function(e, n, x)   -- xg, hg {N, 3H} (r, z, n), h {N, H} -
          e:unsupported_result(n, 2, act_why)
 end
 
+-- ---------------------------------------------------------------- NaN rules, signs, quadrants
+ops.nan_to_num = composed(function(e, d, x, n)   -- nan -> f[1], +inf -> f[2], -inf -> f[3]
+  local pos = e:node("IsInf", {x}, {detect_negative = 0, detect_positive = 1})
+  local neg = e:node("IsInf", {x}, {detect_negative = 1, detect_positive = 0})
+  local y = e:node("Where", {neg, e:scalar(a_f(n, 3, 0), d), x})
+  y = e:node("Where", {pos, e:scalar(a_f(n, 2, 0), d), y})
+  return e:node("Where", {e:node("IsNaN", {x}), e:scalar(a_f(n, 1, 0), d), y})
+end)
+-- fmax / fmin: the other operand where one is NaN
+local function nan_ignoring(op_type)
+  return function(e, n, x)
+    local a = same_type_inputs(e, n, x)
+    local m = e:node(op_type, a)
+    return e:node("Where", {e:node("IsNaN", {a[1]}), a[2], e:node("Where", {e:node("IsNaN", {a[2]}), a[1], m})})
+  end
+end
+ops.fmax, ops.fmin = nan_ignoring("Max"), nan_ignoring("Min")
+ops.copysign = function(e, n, x)   -- |a| with b's sign, -0.0 included (1 / -0.0 < 0)
+  local a = same_type_inputs(e, n, x)
+  local d = n:dtype()
+  local zero = e:scalar(0, d)
+  local negative = e:node("Or", {e:node("Less", {a[2], zero}),
+                                 e:node("And", {e:node("Equal", {a[2], zero}),
+                                                e:node("Less", {e:node("Div", {e:scalar(1, d), a[2]}), zero})})})
+  local m = e:node("Abs", {a[1]})
+  return e:node("Where", {negative, e:node("Neg", {m}), m})
+end
+ops.atan2 = function(e, n, x)   -- atan(y / x), moved by pi to x < 0's half plane; +-pi/2 on x = 0
+  local a = same_type_inputs(e, n, x)
+  local d = n:dtype()
+  local y, xx, zero = a[1], a[2], e:scalar(0, d)
+  local base = e:node("Atan", {e:node("Div", {y, xx})})
+  local shifted = e:node("Where", {e:node("Less", {y, zero}), e:node("Sub", {base, e:scalar(math.pi, d)}),
+                                   e:node("Add", {base, e:scalar(math.pi, d)})})
+  local on_axis = e:node("Where", {e:node("Greater", {y, zero}), e:scalar(math.pi / 2, d),
+                                   e:node("Where", {e:node("Less", {y, zero}), e:scalar(-math.pi / 2, d), zero})})
+  local r = e:node("Where", {e:node("Less", {xx, zero}), shifted, base})
+  return e:node("Where", {e:node("Equal", {xx, zero}), on_axis, r})
+end
+
+-- ---------------------------------------------------------------- more index and sort ops
+ops.one_hot = function(e, n, x)
+  local shape = n:shape()
+  local values = e:const(dle.tensor({0, 1}, {dtype = n:dtype()}))
+  return e:node("OneHot", {rebase_in(e, n, x[1], n.inputs[1]:dtype()), e:ints({shape[#shape]}), values},
+                {axis = -1})
+end
+ops.kthvalue = function(e, n, x)   -- ints: dim, k (1-based); keepdim when the result keeps the dim
+  local i = a_ints(n)
+  local keep = #n:shape() == #n.inputs[1]:shape()
+  local v, idx = e:node("TopK", {x[1], e:ints({i[2]})}, {axis = i[1], largest = 0, sorted = 1}, 2)
+  local function kth(t)
+    t = slice(e, t, i[2] - 1, i[2], i[1])
+    if not keep then t = e:node("Squeeze", {t, e:ints({i[1]})}) end
+    return t
+  end
+  return kth(v), rebase_out(e, n, kth(idx))
+end
+ops.index_add = function(e, n, x)   -- src's rows added at index along dim: ScatterElements(add)
+  if e.opset < 16 then return e:unsupported(n, "ScatterElements' reduction needs opset 16") end
+  local dim, nd = a_ints(n)[1], #n:shape()
+  local shape = {}
+  for d = 0, nd - 1 do shape[d + 1] = d == dim and -1 or 1 end
+  local idx = e:node("Reshape", {rebase_in(e, n, x[2], n.inputs[2]:dtype()), e:ints(shape)})
+  idx = e:node("Expand", {idx, e:node("Shape", {x[3]})})
+  return e:node("ScatterElements", {x[1], idx, x[3]}, {axis = dim, reduction = "add"})
+end
+
 -- ---------------------------------------------------------------- not expressible, with reasons
 local backward = "a gradient op: it appears only in backward graphs, which are not exported"
 for _, name in ipairs({"gelu_grad", "gelu_backward", "conv2d_grad_input", "conv2d_grad_weight", "avg_pool2d_grad",
@@ -536,14 +604,6 @@ why.erfinv = "ONNX has no inverse error function"
 why.cumprod = "ONNX has CumSum only (a log-space product is wrong for zeros and negatives)"
 why.logcumsumexp = "ONNX has CumSum only (exp overflows outside a fused log-space scan)"
 why.cummax, why.cummin = "ONNX has no running max/min", "ONNX has no running max/min"
-why.kthvalue = "not written yet (TopK + Gather could express it)"
-why.index_add = "not written yet (ScatterND with reduction = add could express it)"
-why.one_hot = "not written yet (OneHot could express it)"
-why.nan_to_num = "not written yet (IsNaN/IsInf + Where could express it)"
-why.atan2 = "not written yet (Atan + Where on the quadrants could express it)"
-why.copysign = "not written yet (Abs, Sign and Where could express it)"
-why.fmax = "not written yet (Max + IsNaN/Where could express its NaN rule)"
-why.fmin = "not written yet (Min + IsNaN/Where could express its NaN rule)"
 why.group_norm_grad_input, why.group_norm_grad_affine, why.upsample_backward = backward, backward, backward
 why.lstm_cell_fused_backward, why.gru_cell_fused_backward, why.ctc_loss_backward = backward, backward, backward
 why.ctc_loss = loss
