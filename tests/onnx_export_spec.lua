@@ -244,6 +244,10 @@ describe("dle.onnx.save", function()
     index_add = function(x, y)
       return x:index_add(2, dle.tensor({2, 5}, {dtype = "int64"}), y:narrow(2, 1, 2))
     end,
+    diagonal = function(x)
+      local x3 = x:reshape({2, 2, 5})
+      return {dle.diagonal(x, 1) + 0, dle.diagonal(x, -2) + 0, dle.diagonal(x3, 1, 3, 1) + 0, x:diag(-1) + 0}
+    end,
     flip = function(x) return dle.flip(x, {1, 2}) end,
     roll = function(x) return dle.roll(x, {2, -1}, {1, 2}) end,
     pad = function(x)

@@ -515,6 +515,29 @@ ops.gru_cell_fused = function(e, n, x)   -- xg, hg {N, 3H} (r, z, n), h {N, H} -
          e:unsupported_result(n, 2, act_why)
 end
 
+-- diagonal (ints: offset, dim1, dim2): dim1 and dim2 moved last and flattened, then the diagonal's
+-- positions gathered, appended as the last dim as dle's view does
+ops.diagonal = function(e, n, x)
+  local i = a_ints(n)
+  local offset, d1, d2 = i[1], i[2], i[3]
+  local shape = n.inputs[1]:shape()
+  local perm = {}
+  for d = 0, #shape - 1 do if d ~= d1 and d ~= d2 then perm[#perm + 1] = d end end
+  perm[#perm + 1], perm[#perm + 2] = d1, d2
+  local n1, n2 = shape[d1 + 1], shape[d2 + 1]
+  local flat = {}
+  for k = 1, #shape - 2 do flat[k] = 0 end   -- Reshape's 0: keep that dim
+  flat[#flat + 1] = n1 * n2
+  local rows = e:node("Reshape", {e:node("Transpose", x, {perm = perm}), e:ints(flat)})
+  local pos = {}
+  for r = math.max(0, -offset), n1 - 1 do
+    local c = r + offset
+    if c >= n2 then break end
+    pos[#pos + 1] = r * n2 + c
+  end
+  return e:node("Gather", {rows, e:ints(pos)}, {axis = #shape - 2})
+end
+
 -- ---------------------------------------------------------------- NaN rules, signs, quadrants
 ops.nan_to_num = composed(function(e, d, x, n)   -- nan -> f[1], +inf -> f[2], -inf -> f[3]
   local pos = e:node("IsInf", {x}, {detect_negative = 0, detect_positive = 1})
@@ -607,7 +630,6 @@ why.cummax, why.cummin = "ONNX has no running max/min", "ONNX has no running max
 why.group_norm_grad_input, why.group_norm_grad_affine, why.upsample_backward = backward, backward, backward
 why.lstm_cell_fused_backward, why.gru_cell_fused_backward, why.ctc_loss_backward = backward, backward, backward
 why.ctc_loss = loss
-why.diagonal = "not written yet (a Gather of the flattened diagonal positions could express it)"
 why.masked_scatter = "not written yet (NonZero, CumSum and ScatterND could express it)"
 why.bincount = "its length is read from the data (max + 1): ONNX cannot size a result by a value"
 why.searchsorted = "ONNX has no binary search (a comparison count by ReduceSum could express it)"
