@@ -248,6 +248,9 @@ describe("dle.onnx.save", function()
       local x3 = x:reshape({2, 2, 5})
       return {dle.diagonal(x, 1) + 0, dle.diagonal(x, -2) + 0, dle.diagonal(x3, 1, 3, 1) + 0, x:diag(-1) + 0}
     end,
+    masked_scatter = function(x, y)
+      return {dle.masked_scatter(x, y:gt(0), y * 10), dle.masked_scatter(x, y[1]:gt(0), x * -1)}   -- broadcast mask
+    end,
     flip = function(x) return dle.flip(x, {1, 2}) end,
     roll = function(x) return dle.roll(x, {2, -1}, {1, 2}) end,
     pad = function(x)

@@ -538,6 +538,19 @@ ops.diagonal = function(e, n, x)
   return e:node("Gather", {rows, e:ints(pos)}, {axis = #shape - 2})
 end
 
+-- masked_scatter: the k-th true element of the (broadcast) mask takes source's k-th element, found
+-- by a running count of the mask over the flattened self
+ops.masked_scatter = function(e, n, x)
+  local self_shape = e:node("Shape", {x[1]})
+  local mask = e:node("Reshape", {e:node("Expand", {as(e, x[2], n.inputs[2]:dtype(), "bool"), self_shape}),
+                                  e:ints({-1})})
+  local count = e:node("CumSum", {as(e, mask, "bool", "int64"), e:ints(0)})
+  local at = e:node("Max", {e:node("Sub", {count, e:scalar(1, "int64")}), e:scalar(0, "int64")})
+  local taken = e:node("Gather", {e:node("Reshape", {x[3], e:ints({-1})}), at}, {axis = 0})
+  local flat = e:node("Where", {mask, taken, e:node("Reshape", {x[1], e:ints({-1})})})
+  return e:node("Reshape", {flat, self_shape})
+end
+
 -- ---------------------------------------------------------------- NaN rules, signs, quadrants
 ops.nan_to_num = composed(function(e, d, x, n)   -- nan -> f[1], +inf -> f[2], -inf -> f[3]
   local pos = e:node("IsInf", {x}, {detect_negative = 0, detect_positive = 1})
@@ -630,7 +643,6 @@ why.cummax, why.cummin = "ONNX has no running max/min", "ONNX has no running max
 why.group_norm_grad_input, why.group_norm_grad_affine, why.upsample_backward = backward, backward, backward
 why.lstm_cell_fused_backward, why.gru_cell_fused_backward, why.ctc_loss_backward = backward, backward, backward
 why.ctc_loss = loss
-why.masked_scatter = "not written yet (NonZero, CumSum and ScatterND could express it)"
 why.bincount = "its length is read from the data (max + 1): ONNX cannot size a result by a value"
 why.searchsorted = "ONNX has no binary search (a comparison count by ReduceSum could express it)"
 why.mode = "ONNX has no per-line most-frequent value"
