@@ -612,6 +612,7 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
     assert.truthy(r[1].bad_split:find("pipeline:step: y of shape {8} " .. split, 1, true))
     assert.truthy(r[0].bad_stages:find("pipeline: stages must hold one module per rank (2), got 1", 1, true))
     assert.truthy(r[0].bad_schedule:find('pipeline: schedule must be "1f1b" or "gpipe", got zigzag', 1, true))
+    assert.truthy(r[1].bad_header:find("pipeline: rank 0 sent a malformed tensor header", 1, true), r[1].bad_header)
   end)
 
   it_mpi("all_reduce writes through non-contiguous views (transposed, narrowed) in place", function()

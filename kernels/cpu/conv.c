@@ -40,7 +40,7 @@
  * A sample whose columns alone exceed CONV_PART_BYTES is cut into parts of whole output rows
  * (part_rows): im2col of one part, its gemms, then the next, so the buffer stays bounded on large
  * images (not for speed: conv2 cut into two 128 KiB parts per sample was slower than uncut, and
- * with 256 KiB parts resnet18's 7x7 layers at batch 1 ran gemms of 7 columns, half as fast). Each
+ * 256 KiB parts made gemms of 7 columns on resnet18's 7x7 layers at batch 1, too thin). Each
  * thread has its own buffers: the budget is per thread, and a chunk holds at most a 1/threads
  * share of the batch so that a small batch is still split between the threads. */
 #define CONV_COL_BYTES  ((int64_t)256 << 10)

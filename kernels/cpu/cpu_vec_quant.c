@@ -56,7 +56,7 @@ QVEC_INLINE __m256 block_q4_0(const uint8_t *w, const float *x, __m256 acc) {
 
 /* How far ahead of the block being read the weights are prefetched, in bytes. The dot products do
  * enough arithmetic per byte that the hardware prefetcher alone lets a row from memory stall them
- * (bench/RESULTS.md: the 350M decode entries went from 1.4x to 2.4x float32 with it). */
+ * (the 350M decode entries of bench/RESULTS.md, before and after). */
 #define QDOT_PREFETCH 2048
 /* Blocks of `bytes` bytes and 32 values, two accumulators (alternate blocks) */
 #define DOT_BLOCKS(name, BLOCK_FN, BYTES)                                       \

@@ -54,4 +54,11 @@ emit("bad_split", select(2, pcall(function()
 end)))
 emit("bad_stages", select(2, pcall(dist.pipeline, {nn.Tanh()}, {loss_fn = F.cross_entropy})))
 emit("bad_schedule", select(2, pcall(dist.pipeline, stages(), {schedule = "zigzag", loss_fn = F.cross_entropy})))
+-- a message on the pipeline's header tag that is not a header: an error, not a crash
+local probe = dist.pipeline(stages(), {loss_fn = F.cross_entropy})
+if rank == 0 then
+  dist.send(dle.tensor({99, 1, 0, 0, 0, 0, 0, 0, 0, 0}, {dtype = "int64"}), 1, {tag = 101})
+else
+  emit("bad_header", select(2, pcall(probe._recv, probe, 0)))
+end
 emit("done", 1)

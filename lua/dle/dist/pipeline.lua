@@ -55,6 +55,9 @@ function Pipeline:_recv(src)
   local h = dle.zeros(MAX_DIMS + 2, {dtype = "int64"})
   dist.recv(h, src, {tag = TAG_HEADER})
   local header = h:totable()
+  if header[1] < 0 or header[1] > MAX_DIMS or not DTYPES[header[2]] then
+    check.error(("pipeline: rank %d sent a malformed tensor header (not from a pipeline?)"):format(src))
+  end
   local shape = {table.unpack(header, 3, 2 + header[1])}
   local t = dle.empty(shape, {dtype = DTYPES[header[2]]})
   dist.recv(t, src, {tag = TAG_VALUES})
