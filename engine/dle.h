@@ -319,8 +319,14 @@ void dle_set_num_threads(int n);
 int dle_get_num_threads(void);
 double dle_time(void); /* monotonic seconds */
 /* Thresholds where a kernel switches algorithm, for tests that must reach both sides on small
- * inputs (results agree either way). Setting returns the old value; value < 0 restores the default. */
-typedef enum { DLE_TUNE_WINOGRAD_MIN_TILES, DLE_NUM_TUNINGS } dle_tuning;
+ * inputs (results agree either way). Setting returns the old value; value < 0 restores the default.
+ * DLE_TUNE_SPIN_POOL_POLL_US: how long the quantized products' workers poll for the next product
+ * before sleeping (kernels/cpu/cpu_spin_pool.h); 0 runs those products on OpenMP instead. */
+typedef enum {
+  DLE_TUNE_WINOGRAD_MIN_TILES,
+  DLE_TUNE_SPIN_POOL_POLL_US,
+  DLE_NUM_TUNINGS
+} dle_tuning;
 int64_t dle_tuning_get(dle_tuning knob);
 int64_t dle_tuning_set(dle_tuning knob, int64_t value);
 

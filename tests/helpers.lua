@@ -606,7 +606,7 @@ function H.check_run_files(jsonl, svg, key, min_rows)
   return rows
 end
 
---- Sets one of the engine's algorithm thresholds (dle.core._tuning: "winograd_min_tiles") for the
+--- Sets one of the engine's algorithm thresholds (dle.core._tuning: "winograd_min_tiles", ...) for the
 -- tests of the enclosing describe block (busted's setup and teardown, passed in), so that small
 -- inputs reach the path large ones take; restores it after them.
 function H.tuning(name, value, setup, teardown)

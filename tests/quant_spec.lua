@@ -259,6 +259,29 @@ describe("products with a quantized weight", function()
     os.execute("rm -rf '" .. dir .. "'")
   end)
 
+  it("one-row products on the polling pool equal OpenMP's and 1 thread's, over many runs and thread counts", function()
+    -- 1031 rows split unevenly over 2 and 3 parts; 3 then 2 leaves a worker with no part; the
+    -- pool's handoff is exercised by runs back to back, with and without the polling
+    local n = dle.get_num_threads()
+    local old = dle.core._tuning("spin_pool_poll_us")
+    for _, kind in ipairs(KINDS) do
+      local q = dle.quantize(dle.randn(1031, 512, {generator = g}), kind)
+      local x = dle.randn(1, 512, {generator = g})
+      dle.set_num_threads(1)
+      local want = dle.matmul(x, q:t())
+      for _, setting in ipairs({{3, old}, {2, old}, {2, 0}, {3, 0}, {2, 1}}) do
+        dle.set_num_threads(setting[1])
+        dle.core._tuning("spin_pool_poll_us", setting[2])
+        for _ = 1, 200 do
+          local y = dle.matmul(x, q:t())
+          assert.are.equal(0, H.max_diff(want, y), kind .. " on " .. setting[1] .. " threads")
+        end
+      end
+      dle.core._tuning("spin_pool_poll_us", old)
+    end
+    dle.set_num_threads(n)
+  end)
+
   it("lets the gradient reach x (g @ W from the blocks), as with the dequantized float weight", function()
     for _, kind in ipairs(KINDS) do
       local K = BLOCK[kind] * 2

@@ -78,11 +78,12 @@ static void *mat_at(const mats *m, int64_t b) {
   return m->base + (size_t)batch_offset(m->t, m->nb, b) * m->esize;
 }
 
-/* Threads for a loop over B batch elements; with more than one, OpenBLAS is set to one thread
- * until batch_end(). */
-static int batch_begin(int64_t b) {
+/* Threads for a loop over B batch elements of L x S scores with E + Ev values per row pair (one
+ * below a size where starting threads costs more than it saves: a decoded token's attention);
+ * with more than one, OpenBLAS is set to one thread until batch_end(). */
+static int batch_begin(int64_t b, int64_t L, int64_t S, int64_t E, int64_t Ev) {
   int n = dle_get_num_threads();
-  if (b < 2 || n < 2) return 1;
+  if (b < 2 || n < 2 || b * L * S * (E + Ev) < (1 << 16)) return 1;
   openblas_set_num_threads(1);
   return n;
 }
@@ -196,7 +197,7 @@ typedef struct {
     size_t mes = mask ? dle_dtype_size(mask->dtype) : 0;                                           \
     CT scale = (CT)a->f[0];                                                                        \
     bool causal = a->ints[0] != 0;                                                                 \
-    int nt = batch_begin(B);                                                                       \
+    int nt = batch_begin(B, L, S, E, Ev);                                                          \
     bool oom = false;                                                                              \
     _Pragma("omp parallel for schedule(static) num_threads(nt) if (nt > 1)")                       \
     for (int64_t b = 0; b < B; b++) {                                                              \
@@ -245,7 +246,7 @@ typedef struct {
     mats g = mats_of(gt, nb), v = mats_of(ins[1], nb), p = mats_of(ins[2], nb);                    \
     mats d = mats_of(out, nb);                                                                     \
     CT scale = (CT)a->f[0];                                                                        \
-    int nt = batch_begin(B);                                                                       \
+    int nt = batch_begin(B, L, S, 0, Ev);                                                          \
     _Pragma("omp parallel for schedule(static) num_threads(nt) if (nt > 1)")                       \
     for (int64_t b = 0; b < B; b++) {                                                              \
       CT *db = mat_at(&d, b);                                                                      \
@@ -281,7 +282,7 @@ typedef struct {
       }                                                                                            \
       return DLE_OK;                                                                               \
     }                                                                                              \
-    int nt = batch_begin(B);                                                                       \
+    int nt = batch_begin(B, L, S, E, Ev);                                                          \
     bool oom = false;                                                                              \
     _Pragma("omp parallel for schedule(static) num_threads(nt) if (nt > 1)")                       \
     for (int64_t b = 0; b < B; b++) {                                                              \

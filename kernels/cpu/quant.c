@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "cpu_quant.h"
+#include "cpu_spin_pool.h"
 #include "cpu_vecmath.h"
 
 #ifdef _OPENMP
@@ -252,6 +253,26 @@ static void cpu_dequantize(dle_qtype q, int64_t rows, int64_t cols, const uint8_
   for (int64_t r = 0; r < rows; r++) expand_blocks(f, w + r * rb, 0, nb, y + r * cols);
 }
 
+#ifdef CPU_VEC_X86
+/* y {n} = W x for one activation row, a share of W's rows per part: decoding runs these back to
+ * back, on the polling pool (cpu_spin_pool.h). */
+typedef struct {
+  dle_qtype q;
+  int64_t n, k, rb;
+  const float *x;
+  const uint8_t *w;
+  float *y;
+} matvec_job;
+
+static void matvec_part(void *ctx, int part, int parts) {
+  const matvec_job *job = ctx;
+  int64_t lo, hi;
+  cpu_spin_pool_share(job->n, part, parts, &lo, &hi);
+  for (int64_t j = lo; j < hi; j++)
+    job->y[j] = cpu_vec_qdot_avx2(job->q, job->w + j * job->rb, job->x, job->k);
+}
+#endif
+
 /* Values of a row of W a thread expands at once (a multiple of every block size). */
 #define CHUNK_VALUES 1024
 
@@ -266,6 +287,11 @@ static void cpu_matmul_nt(dle_qtype q, int64_t m, int64_t n, int64_t k, const fl
   (void)nt;
 #ifdef CPU_VEC_X86
   if (m == 1 && simd()) {
+    if (nt > 1 && dle_tuning_get(DLE_TUNE_SPIN_POOL_POLL_US) > 0) {
+      matvec_job job = {q, n, k, rb, x, w, y};
+      cpu_spin_pool_run(nt, matvec_part, &job);
+      return;
+    }
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
     for (int64_t j = 0; j < n; j++) y[j] = cpu_vec_qdot_avx2(q, w + j * rb, x, k);
     return;
