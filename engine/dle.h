@@ -170,11 +170,12 @@ static inline void *dle_tensor_data(const dle_tensor *t) {
   return (char *)t->storage->data + t->offset * (int64_t)dle_dtype_size(t->dtype);
 }
 bool dle_same_storage(const dle_tensor *a, const dle_tensor *b);
-/* Element at a 0-based multi-index, as double (reads any dtype; CPU only). */
+/* Element at a 0-based multi-index, as double (reads any dtype, a complex one's real part; CPU
+ * only). */
 double dle_tensor_get(const dle_tensor *t, const int64_t *index);
 /* Element of any dtype as real and imaginary parts (im = 0 for a real dtype; CPU only). */
 void dle_tensor_get_complex(const dle_tensor *t, const int64_t *index, double *re, double *im);
-/* Writes v (converted to t's dtype) at a 0-based multi-index; bumps the version. */
+/* Writes v (converted to t's dtype; imaginary part 0) at a 0-based multi-index; bumps the version. */
 void dle_tensor_set(dle_tensor *t, const int64_t *index, double v);
 /* "{2,3}" of t into buf. */
 char *dle_tensor_shape_str(char *buf, size_t n, const dle_tensor *t);

@@ -32,7 +32,12 @@ function M.install(dle)
       check.error(string.format("complex: real and imag must both be float32 or both float64, got %s and %s",
         dt, im:dtype()))
     end
-    re, im = dle.broadcast_tensors(re, im)
+    local ok, a, b = pcall(dle.broadcast_tensors, re, im)
+    if not ok then
+      check.error(string.format("complex: real of shape %s and imag of shape %s do not broadcast",
+        check.shape_str(re), check.shape_str(im)))
+    end
+    re, im = a, b
     return dle.view_as_complex(dle.stack({re, im}, -1))
   end
 
