@@ -31,6 +31,7 @@ static bool takes_complex(dle_op op) {
     case DLE_OP_WHERE:
     case DLE_OP_SUM:
     case DLE_OP_MEAN:
+    case DLE_OP_CAT:
     case DLE_OP_MATMUL:
     case DLE_OP_FFT: return true;
     default: return false;
@@ -65,9 +66,9 @@ dle_status dle_complex_autograd_guard(dle_op op, dle_tensor *const *outs, int no
 static dle_status retyped_view(dle_tensor **out, dle_tensor *t, dle_dtype dt, int ndim,
                                const int64_t *sizes, const int64_t *strides, int64_t offset) {
   dle_tensor *v = NULL;
-  int64_t zero[DLE_MAX_DIMS] = {0};
-  /* a 0-element placeholder of t's dtype, then retyped: as_strided checks in t's dtype */
-  DLE_TRY(dle_tensor_as_strided(&v, t, 0, zero, zero, 0));
+  const int64_t none = 0, one = 1;
+  /* an empty header on t's storage (as_strided checks in t's dtype), then given its geometry */
+  DLE_TRY(dle_tensor_as_strided(&v, t, 1, &none, &one, 0));
   v->dtype = dt;
   v->ndim = ndim;
   v->offset = offset;
