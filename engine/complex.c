@@ -42,7 +42,7 @@ dle_status dle_complex_gate(dle_op op, dle_tensor *const *ins, int nin, const dl
   if (takes_complex(op)) return DLE_OK;
   for (int i = 0; i < nin; i++)
     if (dle_dtype_is_complex(ins[i]->dtype))
-      return dle_error("%s: complex input (%s of shape %s, input %d) is not supported", 
+      return dle_error("%s: complex input (%s of shape %s, input %d) is not supported",
                        dle_op_get_info(op)->name, dle_dtype_name(ins[i]->dtype), SHAPE(ins[i]),
                        i + 1);
   if (a && a->has_dtype && dle_dtype_is_complex(a->dtype))
@@ -82,9 +82,10 @@ static dle_status retyped_view(dle_tensor **out, dle_tensor *t, dle_dtype dt, in
 /* Autograd does not follow a change of dtype: refuse rather than drop a gradient. */
 static dle_status no_grad_needed(const char *fn, dle_tensor *t) {
   if ((t->requires_grad && dle_grad_enabled()) || t->tangent)
-    return dle_error("%s: autograd through complex tensors is not supported (the input of shape "
-                     "%s requires grad); run it under dle.no_grad() or on a detached tensor",
-                     fn, SHAPE(t));
+    return dle_error(
+        "%s: autograd through complex tensors is not supported (the input of shape "
+        "%s requires grad); run it under dle.no_grad() or on a detached tensor",
+        fn, SHAPE(t));
   return DLE_OK;
 }
 
@@ -114,14 +115,16 @@ dle_status dle_view_as_complex(dle_tensor **out, dle_tensor *x) {
                      dle_dtype_name(x->dtype), SHAPE(x));
   int n = x->ndim;
   if (n == 0 || x->sizes[n - 1] != 2 || x->strides[n - 1] != 1)
-    return dle_error("view_as_complex: the last dim must have size 2 and stride 1, got shape %s "
-                     "(strides %s)",
-                     SHAPE(x), dle_shape_str((char[128]){0}, 128, n, x->strides));
+    return dle_error(
+        "view_as_complex: the last dim must have size 2 and stride 1, got shape %s "
+        "(strides %s)",
+        SHAPE(x), dle_shape_str((char[128]){0}, 128, n, x->strides));
   for (int d = 0; d < n - 1; d++)
     if (x->strides[d] % 2 != 0)
-      return dle_error("view_as_complex: every stride but the last must be even, got strides %s "
-                       "for shape %s",
-                       dle_shape_str((char[128]){0}, 128, n, x->strides), SHAPE(x));
+      return dle_error(
+          "view_as_complex: every stride but the last must be even, got strides %s "
+          "for shape %s",
+          dle_shape_str((char[128]){0}, 128, n, x->strides), SHAPE(x));
   if (x->offset % 2 != 0)
     return dle_error("view_as_complex: the storage offset must be even, got %lld",
                      (long long)x->offset);

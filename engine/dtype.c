@@ -5,18 +5,18 @@
 #include <stdlib.h>
 
 static const char *const dtype_names[DLE_NUM_DTYPES] = {
-    [DLE_F32] = "float32", [DLE_F64] = "float64", [DLE_F16] = "float16", [DLE_BF16] = "bfloat16",
-    [DLE_I32] = "int32",   [DLE_I64] = "int64",   [DLE_U8] = "uint8",    [DLE_BOOL] = "bool",
-    [DLE_C64] = "complex64", [DLE_C128] = "complex128",
+    [DLE_F32] = "float32",     [DLE_F64] = "float64", [DLE_F16] = "float16",
+    [DLE_BF16] = "bfloat16",   [DLE_I32] = "int32",   [DLE_I64] = "int64",
+    [DLE_U8] = "uint8",        [DLE_BOOL] = "bool",   [DLE_C64] = "complex64",
+    [DLE_C128] = "complex128",
 };
 
 static const struct {
   const char *alias;
   dle_dtype dtype;
-} aliases[] = {{"float", DLE_F32}, {"double", DLE_F64}, {"half", DLE_F16},  {"long", DLE_I64},
-               {"int", DLE_I32},   {"byte", DLE_U8},    {"bf16", DLE_BF16}, {"fp16", DLE_F16},
-               {"fp32", DLE_F32},  {"fp64", DLE_F64},    {"cfloat", DLE_C64},
-               {"cdouble", DLE_C128}};
+} aliases[] = {{"float", DLE_F32}, {"double", DLE_F64}, {"half", DLE_F16},   {"long", DLE_I64},
+               {"int", DLE_I32},   {"byte", DLE_U8},    {"bf16", DLE_BF16},  {"fp16", DLE_F16},
+               {"fp32", DLE_F32},  {"fp64", DLE_F64},   {"cfloat", DLE_C64}, {"cdouble", DLE_C128}};
 
 const char *dle_dtype_name(dle_dtype t) {
   return (unsigned)t < DLE_NUM_DTYPES ? dtype_names[t] : "invalid";
@@ -40,9 +40,8 @@ dle_status dle_dtype_parse(const char *name, dle_dtype *out) {
 }
 
 const uint8_t dle_dtype_sizes[DLE_NUM_DTYPES] = {
-    [DLE_F32] = 4, [DLE_F64] = 8, [DLE_F16] = 2, [DLE_BF16] = 2,
-    [DLE_I32] = 4, [DLE_I64] = 8, [DLE_U8] = 1,  [DLE_BOOL] = 1,
-    [DLE_C64] = 8, [DLE_C128] = 16,
+    [DLE_F32] = 4, [DLE_F64] = 8, [DLE_F16] = 2,  [DLE_BF16] = 2, [DLE_I32] = 4,
+    [DLE_I64] = 8, [DLE_U8] = 1,  [DLE_BOOL] = 1, [DLE_C64] = 8,  [DLE_C128] = 16,
 };
 const bool dle_dtype_floats[DLE_NUM_DTYPES] = {
     [DLE_F32] = true,
@@ -66,13 +65,9 @@ static int rank(dle_dtype t) {
   }
 }
 
-dle_dtype dle_complex_of(dle_dtype t) {
-  return t == DLE_F64 || t == DLE_C128 ? DLE_C128 : DLE_C64;
-}
+dle_dtype dle_complex_of(dle_dtype t) { return t == DLE_F64 || t == DLE_C128 ? DLE_C128 : DLE_C64; }
 
-dle_dtype dle_real_of(dle_dtype t) {
-  return t == DLE_C64 ? DLE_F32 : t == DLE_C128 ? DLE_F64 : t;
-}
+dle_dtype dle_real_of(dle_dtype t) { return t == DLE_C64 ? DLE_F32 : t == DLE_C128 ? DLE_F64 : t; }
 
 dle_dtype dle_promote(dle_dtype a, dle_dtype b) {
   if (a == b) return a;

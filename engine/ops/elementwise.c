@@ -167,7 +167,7 @@ DLE_FORWARD_RULE(elementwise) {
     return dle_copy_(outs[0], ins[0]);
   }
   dle_dtype cdt = compute_dtype(op, in_dt, a);
-  dle_dtype out_dt = bool_result(op)                                    ? DLE_BOOL
+  dle_dtype out_dt = bool_result(op)                                 ? DLE_BOOL
                      : op == DLE_OP_ABS && dle_dtype_is_complex(cdt) ? dle_real_of(cdt)
                                                                      : cdt;
   if (bool_result(op) && op != DLE_OP_LOGICAL_NOT) cdt = in_dt; /* logical_not reads bools */

@@ -15,11 +15,10 @@ DLE_FORWARD_RULE(fft) {
   dle_fft_kind kind = (dle_fft_kind)a->ints[0];
   int64_t mask = a->ints[1];
   if ((unsigned)kind > DLE_FFT_C2R || (uint64_t)a->ints[3] > DLE_FFT_NORM_FORWARD)
-    return dle_error("fft: invalid kind %lld or norm %lld", (long long)kind,
-                     (long long)a->ints[3]);
+    return dle_error("fft: invalid kind %lld or norm %lld", (long long)kind, (long long)a->ints[3]);
   if (mask <= 0 || mask >= ((int64_t)1 << x->ndim))
-    return dle_error("fft: dims mask %lld out of range for an input of shape %s",
-                     (long long)mask, SHAPE(x));
+    return dle_error("fft: dims mask %lld out of range for an input of shape %s", (long long)mask,
+                     SHAPE(x));
   int last = 63 - __builtin_clzll((unsigned long long)mask);
   if (kind == DLE_FFT_C2R && mask != ((int64_t)1 << last))
     return dle_error("fft: a c2r transform is over one dim (mask %lld)", (long long)mask);
@@ -130,8 +129,8 @@ static dle_status check_args(const dle_tensor *x, dle_fft_kind kind, int ndims, 
     for (int j = 0; j < i; j++)
       if (dims[j] == dims[i]) return dle_error("%s: dim %d appears twice", fn, dims[i] + 1);
     if (n[i] != -1 && n[i] < 1)
-      return dle_error("%s: invalid number of data points (%lld) for dim %d", fn,
-                       (long long)n[i], dims[i] + 1);
+      return dle_error("%s: invalid number of data points (%lld) for dim %d", fn, (long long)n[i],
+                       dims[i] + 1);
   }
   if (kind == DLE_FFT_R2C && dle_dtype_is_complex(x->dtype))
     return dle_error("%s: expected a real input, got %s of shape %s (use fft for complex input)",
@@ -177,8 +176,8 @@ dle_status dle_fft(dle_tensor **out, dle_tensor *x, dle_fft_kind kind, int ndims
     } else if (m == -1) {
       m = x->sizes[d];
       if (m < 1)
-        st = dle_error("%s: invalid number of data points (0) along dim %d of shape %s", fn,
-                       d + 1, SHAPE(x));
+        st = dle_error("%s: invalid number of data points (0) along dim %d of shape %s", fn, d + 1,
+                       SHAPE(x));
     }
     a.ints[1] |= (int64_t)1 << d;
     dle_tensor *r = NULL;

@@ -115,8 +115,8 @@
  * complex at the front door, engine/complex.c). C99 complex arithmetic: exp/log are cexp/clog
  * through <tgmath.h>, and a / b is libgcc's __divsc3/__divdc3, which scales to avoid the
  * overflow and underflow of the textbook formula (no -ffast-math / -fcx-limited-range here). */
-#define UNARY_COMPLEX_OPS(X) X(NEG, -x) X(EXP, exp(x)) X(LOG, log(x))
-#define BINARY_COMPLEX_OPS(X) X(ADD, a + b) X(SUB, a - b) X(MUL, a * b) X(DIV, a / b)
+#define UNARY_COMPLEX_OPS(X)   X(NEG, -x) X(EXP, exp(x)) X(LOG, log(x))
+#define BINARY_COMPLEX_OPS(X)  X(ADD, a + b) X(SUB, a - b) X(MUL, a *b) X(DIV, a / b)
 #define COMPARE_COMPLEX_OPS(X) X(EQ, a == b) X(NE, a != b)
 
 /* ---- loop templates ---- */
@@ -216,14 +216,14 @@
   }
 
 /* abs of a complex number is real: |z| by hypot (no overflow for large parts) */
-#define COMPLEX_ABS_LOOP(ID, T, CT)                                                        \
-  static void unary_ABS_##ID(char **p, const int64_t *s, int64_t n, const void *ctx) {     \
-    typedef __typeof__(__real__(T)0) real_t;                                               \
-    (void)ctx;                                                                             \
-    for (int64_t i = 0; i < n; i++) {                                                      \
-      T z = *(const T *)(p[1] + i * s[1]);                                                 \
-      *(real_t *)(p[0] + i * s[0]) = hypot(__real__ z, __imag__ z);                       \
-    }                                                                                      \
+#define COMPLEX_ABS_LOOP(ID, T, CT)                                                    \
+  static void unary_ABS_##ID(char **p, const int64_t *s, int64_t n, const void *ctx) { \
+    typedef __typeof__(__real__(T) 0) real_t;                                          \
+    (void)ctx;                                                                         \
+    for (int64_t i = 0; i < n; i++) {                                                  \
+      T z = *(const T *)(p[1] + i * s[1]);                                             \
+      *(real_t *)(p[0] + i * s[0]) = hypot(__real__ z, __imag__ z);                    \
+    }                                                                                  \
   }
 
 static void logical_not_BOOL(char **p, const int64_t *s, int64_t n, const void *ctx) {

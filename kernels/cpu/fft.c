@@ -46,34 +46,36 @@ static void geometry(fft_geom *g, const dle_tensor *in, const dle_tensor *out, c
 }
 
 /* One precision: P is the FFTW prefix (fftw_ / fftwf_), R the real type. */
-#define FFT_PRECISION(P, R)                                                                       \
-  static dle_status run_##P(const fft_geom *g, dle_fft_kind kind, void *in, void *out,            \
-                            int64_t out_numel, bool complex_out) {                                \
-    P##plan plan;                                                                                 \
-    pthread_mutex_lock(&planner);                                                                 \
-    if (kind == DLE_FFT_R2C)                                                                      \
-      plan = P##plan_guru64_dft_r2c(g->rank, (const P##iodim64 *)g->dims, g->howmany, (const P##iodim64 *)g->batch, (R *)in,             \
-                                     (P##complex *)out, FFTW_ESTIMATE);                           \
-    else if (kind == DLE_FFT_C2R)                                                                 \
-      plan = P##plan_guru64_dft_c2r(g->rank, (const P##iodim64 *)g->dims, g->howmany, (const P##iodim64 *)g->batch, (P##complex *)in,    \
-                                     (R *)out, FFTW_ESTIMATE | FFTW_DESTROY_INPUT);               \
-    else                                                                                          \
-      plan = P##plan_guru64_dft(g->rank, (const P##iodim64 *)g->dims, g->howmany, (const P##iodim64 *)g->batch, (P##complex *)in,        \
-                                 (P##complex *)out,                                               \
-                                 kind == DLE_FFT_C2C ? FFTW_FORWARD : FFTW_BACKWARD,              \
-                                 FFTW_ESTIMATE);                                                  \
-    pthread_mutex_unlock(&planner);                                                               \
+#define FFT_PRECISION(P, R)                                                                      \
+  static dle_status run_##P(const fft_geom *g, dle_fft_kind kind, void *in, void *out,           \
+                            int64_t out_numel, bool complex_out) {                               \
+    P##plan plan;                                                                                \
+    pthread_mutex_lock(&planner);                                                                \
+    if (kind == DLE_FFT_R2C)                                                                     \
+      plan = P##plan_guru64_dft_r2c(g->rank, (const P##iodim64 *)g->dims, g->howmany,            \
+                                    (const P##iodim64 *)g->batch, (R *)in, (P##complex *)out,    \
+                                    FFTW_ESTIMATE);                                              \
+    else if (kind == DLE_FFT_C2R)                                                                \
+      plan = P##plan_guru64_dft_c2r(g->rank, (const P##iodim64 *)g->dims, g->howmany,            \
+                                    (const P##iodim64 *)g->batch, (P##complex *)in, (R *)out,    \
+                                    FFTW_ESTIMATE | FFTW_DESTROY_INPUT);                         \
+    else                                                                                         \
+      plan =                                                                                     \
+          P##plan_guru64_dft(g->rank, (const P##iodim64 *)g->dims, g->howmany,                   \
+                             (const P##iodim64 *)g->batch, (P##complex *)in, (P##complex *)out,  \
+                             kind == DLE_FFT_C2C ? FFTW_FORWARD : FFTW_BACKWARD, FFTW_ESTIMATE); \
+    pthread_mutex_unlock(&planner);                                                              \
     if (!plan) return dle_error("fft: FFTW could not plan this transform");                      \
-    P##execute(plan);                                                                             \
-    pthread_mutex_lock(&planner);                                                                 \
-    P##destroy_plan(plan);                                                                        \
-    pthread_mutex_unlock(&planner);                                                               \
-    if (g->scale != 1) {                                                                          \
-      R *o = out, s = (R)g->scale;                                                                \
-      int64_t m = out_numel * (complex_out ? 2 : 1);                                              \
-      for (int64_t i = 0; i < m; i++) o[i] *= s;                                                  \
-    }                                                                                             \
-    return DLE_OK;                                                                                \
+    P##execute(plan);                                                                            \
+    pthread_mutex_lock(&planner);                                                                \
+    P##destroy_plan(plan);                                                                       \
+    pthread_mutex_unlock(&planner);                                                              \
+    if (g->scale != 1) {                                                                         \
+      R *o = out, s = (R)g->scale;                                                               \
+      int64_t m = out_numel * (complex_out ? 2 : 1);                                             \
+      for (int64_t i = 0; i < m; i++) o[i] *= s;                                                 \
+    }                                                                                            \
+    return DLE_OK;                                                                               \
   }
 FFT_PRECISION(fftw_, double)
 FFT_PRECISION(fftwf_, float)

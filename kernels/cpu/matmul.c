@@ -76,9 +76,9 @@ typedef void (*unpack_fn)(const cpu_mat *m, const void *src, int64_t ld);
 #define PACK_ENTRY(ID, T, CT)   [DLE_##ID] = pack_##ID,
 #define UNPACK_ENTRY(ID, T, CT) [DLE_##ID] = unpack_##ID,
 static const pack_fn pack_of[DLE_NUM_DTYPES] = {CPU_FLOAT_TYPES(PACK_ENTRY)
-                                                     CPU_COMPLEX_TYPES(PACK_ENTRY)};
+                                                    CPU_COMPLEX_TYPES(PACK_ENTRY)};
 static const unpack_fn unpack_of[DLE_NUM_DTYPES] = {CPU_FLOAT_TYPES(UNPACK_ENTRY)
-                                                         CPU_COMPLEX_TYPES(UNPACK_ENTRY)};
+                                                        CPU_COMPLEX_TYPES(UNPACK_ENTRY)};
 
 static void *scratch_get(scratch *s, size_t nbytes) {
   if (nbytes <= s->cap) return s->buf;
@@ -147,13 +147,13 @@ BLAS_CALLS(s, float)
 BLAS_CALLS(d, double)
 
 /* complex: cgemm/zgemm take alpha and beta by address; always gemm (no gemv shortcut) */
-#define BLAS_COMPLEX_CALLS(P, CT)                                                              \
-  static void blas_##P(const blas_mat *a, const blas_mat *b, CT *c, int64_t ldc, int64_t m,    \
-                       int64_t n, int64_t k, CT beta) {                                        \
-    const CT one = 1;                                                                          \
-    cblas_##P##gemm(CblasRowMajor, a->trans ? CblasTrans : CblasNoTrans,                       \
-                    b->trans ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, &one, a->p,  \
-                    (int)a->ld, b->p, (int)b->ld, &beta, c, (int)ldc);                         \
+#define BLAS_COMPLEX_CALLS(P, CT)                                                             \
+  static void blas_##P(const blas_mat *a, const blas_mat *b, CT *c, int64_t ldc, int64_t m,   \
+                       int64_t n, int64_t k, CT beta) {                                       \
+    const CT one = 1;                                                                         \
+    cblas_##P##gemm(CblasRowMajor, a->trans ? CblasTrans : CblasNoTrans,                      \
+                    b->trans ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, &one, a->p, \
+                    (int)a->ld, b->p, (int)b->ld, &beta, c, (int)ldc);                        \
   }
 BLAS_COMPLEX_CALLS(c, float _Complex)
 BLAS_COMPLEX_CALLS(z, double _Complex)

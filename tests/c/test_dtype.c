@@ -20,8 +20,8 @@
 
 TEST(dtype_names_round_trip_through_parse) {
   static const char *const names[DLE_NUM_DTYPES] = {
-      [F32] = "float32", [F64] = "float64", [F16] = "float16", [BF16] = "bfloat16",
-      [I32] = "int32",   [I64] = "int64",   [U8] = "uint8",    [BOOL] = "bool",
+      [F32] = "float32",   [F64] = "float64",    [F16] = "float16", [BF16] = "bfloat16",
+      [I32] = "int32",     [I64] = "int64",      [U8] = "uint8",    [BOOL] = "bool",
       [C64] = "complex64", [C128] = "complex128"};
   for (int dt = 0; dt < DLE_NUM_DTYPES; dt++) {
     CHECK(strcmp(dle_dtype_name(dt), names[dt]) == 0, "dtype %d is named %s", dt,
@@ -38,9 +38,9 @@ TEST(dtype_aliases_parse_to_their_dtypes) {
   static const struct {
     const char *alias;
     dle_dtype dt;
-  } cases[] = {{"float", F32}, {"double", F64}, {"half", F16}, {"long", I64}, {"int", I32},
-               {"byte", U8},   {"bf16", BF16},  {"fp16", F16}, {"fp32", F32}, {"fp64", F64},
-               {"cfloat", C64}, {"cdouble", C128}};
+  } cases[] = {{"float", F32}, {"double", F64}, {"half", F16},   {"long", I64},
+               {"int", I32},   {"byte", U8},    {"bf16", BF16},  {"fp16", F16},
+               {"fp32", F32},  {"fp64", F64},   {"cfloat", C64}, {"cdouble", C128}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     dle_dtype dt = DLE_NUM_DTYPES;
     CHECK(dle_dtype_parse(cases[i].alias, &dt) == DLE_OK && dt == cases[i].dt, "%s gave %s",
@@ -50,7 +50,7 @@ TEST(dtype_aliases_parse_to_their_dtypes) {
 
 TEST(dtype_sizes_and_float_flags) {
   static const size_t sizes[DLE_NUM_DTYPES] = {
-      [F32] = 4, [F64] = 8, [F16] = 2, [BF16] = 2, [I32] = 4,
+      [F32] = 4, [F64] = 8, [F16] = 2,  [BF16] = 2, [I32] = 4,
       [I64] = 8, [U8] = 1,  [BOOL] = 1, [C64] = 8,  [C128] = 16};
   for (int dt = 0; dt < DLE_NUM_DTYPES; dt++) {
     CHECK(dle_dtype_size(dt) == sizes[dt], "%s has size %zu", dle_dtype_name(dt),
