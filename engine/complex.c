@@ -134,6 +134,19 @@ dle_status dle_view_as_complex(dle_tensor **out, dle_tensor *x) {
   return retyped_view(out, x, dle_complex_of(x->dtype), n - 1, x->sizes, strides, x->offset / 2);
 }
 
+dle_status dle_complex_result(dle_tensor **outs, dle_tensor *r, dle_status st) {
+  dle_tensor *z = NULL;
+  if (st == DLE_OK) st = dle_view_as_complex(&z, r);
+  dle_tensor_release(r);
+  if (st == DLE_OK && outs[0]) {
+    st = dle_copy_(outs[0], z);
+    dle_tensor_release(z);
+  } else if (st == DLE_OK) {
+    outs[0] = z;
+  }
+  return st;
+}
+
 void dle_tensor_get_complex(const dle_tensor *t, const int64_t *index, double *re, double *im) {
   if (!dle_dtype_is_complex(t->dtype)) {
     *re = dle_tensor_get(t, index);

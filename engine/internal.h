@@ -186,6 +186,9 @@ extern _Thread_local
  * a recorded op (one with a gradient or tangent to follow) gave a complex result. */
 dle_status dle_complex_gate(dle_op op, dle_tensor *const *ins, int nin, const dle_attrs *a);
 dle_status dle_complex_autograd_guard(dle_op op, dle_tensor *const *outs, int nout);
+/* A front door's complex result computed on the (re, im) view: r (a float {.., 2}, taken over)
+ * viewed as complex into outs[0] (copied when given); st is the status so far. */
+dle_status dle_complex_result(dle_tensor **outs, dle_tensor *r, dle_status st);
 dle_status dle_op_call_unprofiled(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                                   const dle_attrs *attrs);
 /* dle_op_call while profiling: runs the op and counts it. */

@@ -107,20 +107,12 @@ static dle_status complex_cat(dle_tensor **outs, dle_tensor **owned, int m, int 
   int64_t rsizes[DLE_MAX_DIMS + 1];
   memcpy(rsizes, sizes, sizeof(int64_t) * (size_t)ndim);
   rsizes[ndim] = 2;
-  dle_tensor *r = NULL, *z = NULL;
+  dle_tensor *r = NULL;
   if (st == DLE_OK)
     st = run(DLE_OP_CAT, &r, owned, m, ndim + 1, rsizes, dle_real_of(dt), dev, -1, a);
   else
     for (int i = 0; i < m; i++) dle_tensor_release(owned[i]);
-  if (st == DLE_OK) st = dle_view_as_complex(&z, r);
-  dle_tensor_release(r);
-  if (st == DLE_OK && outs[0]) {
-    st = dle_copy_(outs[0], z);
-    dle_tensor_release(z);
-  } else if (st == DLE_OK) {
-    outs[0] = z;
-  }
-  return st;
+  return dle_complex_result(outs, r, st);
 }
 
 static dle_status forward_cat(dle_tensor **outs, dle_tensor *const *ins, int n,

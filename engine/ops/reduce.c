@@ -122,24 +122,15 @@ static dle_status complex_reduce(dle_op op, dle_tensor **outs, dle_tensor *x, co
   ra.nints = 0;
   for (int d = 0; d < x->ndim; d++)
     if (mask[d]) ra.ints[ra.nints++] = d;
-  dle_tensor *xr = NULL, *r = NULL, *z = NULL;
-  dle_status st;
   if (ra.nints == 0) { /* nothing to reduce (a 0-dim tensor): the values themselves */
-    st = dle_clone(&z, x);
-  } else {
-    st = dle_view_as_real(&xr, x);
-    if (st == DLE_OK) st = dle_op_call(op, &r, &xr, 1, &ra);
-    if (st == DLE_OK) st = dle_view_as_complex(&z, r);
+    if (outs[0]) return dle_copy_(outs[0], x);
+    return dle_clone(&outs[0], x);
   }
+  dle_tensor *xr = NULL, *r = NULL;
+  dle_status st = dle_view_as_real(&xr, x);
+  if (st == DLE_OK) st = dle_op_call(op, &r, &xr, 1, &ra);
   dle_tensor_release(xr);
-  dle_tensor_release(r);
-  if (st == DLE_OK && outs[0]) {
-    st = dle_copy_(outs[0], z);
-    dle_tensor_release(z);
-  } else if (st == DLE_OK) {
-    outs[0] = z;
-  }
-  return st;
+  return dle_complex_result(outs, r, st);
 }
 
 DLE_FORWARD_RULE(reduce) {

@@ -79,13 +79,19 @@ local function call(fn, kind, x, dims, ns, norm)
   return core._fft(x, kind, d0, ns, NORMS[norm], fn)
 end
 
+-- The dims, lengths and norm of a 1-D transform's arguments.
+local function one_dim_args(fn, x, n, dim, opts)
+  check.tensor(x, fn, "input")
+  local norm
+  n, dim, norm = split_args(fn, KNOWN_1D, n, dim, opts)
+  if x:dim() == 0 then fail("%s: expected an input with at least 1 dim, got a 0-dim tensor", fn) end
+  return {dim == nil and -1 or dim}, {length(fn, n, "n")}, norm
+end
+
 local function one_dim(fn, kind)
   return function(x, n, dim, opts)
-    check.tensor(x, fn, "input")
-    local norm
-    n, dim, norm = split_args(fn, KNOWN_1D, n, dim, opts)
-    if x:dim() == 0 then fail("%s: expected an input with at least 1 dim, got a 0-dim tensor", fn) end
-    return call(fn, kind, x, {dim == nil and -1 or dim}, {length(fn, n, "n")}, norm)
+    local dims, ns, norm = one_dim_args(fn, x, n, dim, opts)
+    return call(fn, kind, x, dims, ns, norm)
   end
 end
 
@@ -146,23 +152,15 @@ fft.irfftn = n_dim("fft.irfftn", C2R)
 --- hfft(x, n, dim, opts): the FFT of a Hermitian-symmetric signal given by its first half, real
 -- (irfft of conj(x) with the mirrored norm).
 function fft.hfft(x, n, dim, opts)
-  local fn = "fft.hfft"
-  check.tensor(x, fn, "input")
-  local norm
-  n, dim, norm = split_args(fn, KNOWN_1D, n, dim, opts)
-  if x:dim() == 0 then fail("%s: expected an input with at least 1 dim, got a 0-dim tensor", fn) end
-  return call(fn, C2R, dle.conj(x), {dim == nil and -1 or dim}, {length(fn, n, "n")}, DUAL[norm])
+  local dims, ns, norm = one_dim_args("fft.hfft", x, n, dim, opts)
+  return call("fft.hfft", C2R, dle.conj(x), dims, ns, DUAL[norm])
 end
 
 --- ihfft(x, n, dim, opts): the inverse of hfft for a real input: conj(rfft(x)) with the mirrored
 -- norm.
 function fft.ihfft(x, n, dim, opts)
-  local fn = "fft.ihfft"
-  check.tensor(x, fn, "input")
-  local norm
-  n, dim, norm = split_args(fn, KNOWN_1D, n, dim, opts)
-  if x:dim() == 0 then fail("%s: expected an input with at least 1 dim, got a 0-dim tensor", fn) end
-  return dle.conj(call(fn, R2C, x, {dim == nil and -1 or dim}, {length(fn, n, "n")}, DUAL[norm]))
+  local dims, ns, norm = one_dim_args("fft.ihfft", x, n, dim, opts)
+  return dle.conj(call("fft.ihfft", R2C, x, dims, ns, DUAL[norm]))
 end
 
 local FREQ_OPTS = {"dtype", "device", "requires_grad"}
