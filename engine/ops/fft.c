@@ -20,8 +20,8 @@ DLE_FORWARD_RULE(fft) {
     return dle_error("fft: dims mask %lld out of range for an input of shape %s", (long long)mask,
                      SHAPE(x));
   int last = 63 - __builtin_clzll((unsigned long long)mask);
-  if (kind == DLE_FFT_C2R && mask != ((int64_t)1 << last))
-    return dle_error("fft: a c2r transform is over one dim (mask %lld)", (long long)mask);
+  if (mask != ((int64_t)1 << last)) /* dle_fft runs one dim per call */
+    return dle_error("fft: transforms one dim per call (mask %lld)", (long long)mask);
   for (int d = 0; d < x->ndim; d++)
     if ((mask >> d & 1) && x->sizes[d] < 1)
       return dle_error("fft: invalid number of data points (%lld) along dim %d of shape %s",
@@ -115,6 +115,27 @@ static dle_status resize_dim(dle_tensor **out, dle_tensor *x, int d, int64_t m) 
   return DLE_OK;
 }
 
+/* *out = the op along dim d of x alone. Unless d is already x's innermost dim with stride 1, it
+ * runs on a contiguous copy with d moved innermost, and the result is a transposed view: FFTW
+ * (FFTW_ESTIMATE) plans a transform along an outer, strided dim poorly, and the copy costs much
+ * less than the difference. */
+static dle_status fft_along(dle_tensor **out, dle_tensor *x, const dle_attrs *a, int d) {
+  int last = x->ndim - 1;
+  dle_attrs b = *a;
+  b.ints[1] = (int64_t)1 << last;
+  if (d == last && (x->strides[last] == 1 || x->sizes[last] == 1))
+    return dle_op_call(DLE_OP_FFT, out, &x, 1, &b);
+  dle_tensor *t = NULL, *c = NULL, *y = NULL;
+  dle_status st = dle_transpose(&t, x, d, last);
+  if (st == DLE_OK) st = dle_contiguous(&c, t);
+  if (st == DLE_OK) st = dle_op_call(DLE_OP_FFT, &y, &c, 1, &b);
+  if (st == DLE_OK) st = dle_transpose(out, y, d, last);
+  dle_tensor_release(t);
+  dle_tensor_release(c);
+  dle_tensor_release(y);
+  return st;
+}
+
 static dle_status check_args(const dle_tensor *x, dle_fft_kind kind, int ndims, const int *dims,
                              const int64_t *n, dle_fft_norm norm, const char *fn) {
   if ((unsigned)kind > DLE_FFT_C2R) return dle_error("%s: invalid transform kind %d", fn, kind);
@@ -179,7 +200,6 @@ dle_status dle_fft(dle_tensor **out, dle_tensor *x, dle_fft_kind kind, int ndims
         st = dle_error("%s: invalid number of data points (0) along dim %d of shape %s", fn, d + 1,
                        SHAPE(x));
     }
-    a.ints[1] |= (int64_t)1 << d;
     dle_tensor *r = NULL;
     if (st == DLE_OK) st = resize_dim(&r, cur, d, m);
     if (st == DLE_OK) {
@@ -187,20 +207,21 @@ dle_status dle_fft(dle_tensor **out, dle_tensor *x, dle_fft_kind kind, int ndims
       cur = r;
     }
   }
-  /* r2c halves the last dim given: ahead of it, an r2c over several dims needs it last in the
-   * mask's order, so an r2c whose last dim is not the highest runs as r2c then c2c */
-  int last = dims[ndims - 1];
-  if (st == DLE_OK && kind == DLE_FFT_R2C && (a.ints[1] >> (last + 1)) != 0) {
-    dle_attrs b = a;
-    b.ints[1] = (int64_t)1 << last;
-    dle_tensor *half = NULL;
-    st = dle_op_call(DLE_OP_FFT, &half, &cur, 1, &b);
-    b.ints[0] = DLE_FFT_C2C;
-    b.ints[1] = a.ints[1] & ~((int64_t)1 << last);
-    if (st == DLE_OK) st = dle_op_call(DLE_OP_FFT, out, &half, 1, &b);
-    dle_tensor_release(half);
-  } else if (st == DLE_OK) {
-    st = dle_op_call(DLE_OP_FFT, out, &cur, 1, &a);
+  /* one dim per pass, r2c first over the last dim given (which it halves), then c2c over the
+   * others; c2c in the order given */
+  for (int k = 0; k < ndims && st == DLE_OK; k++) {
+    int i = kind != DLE_FFT_R2C ? k : k == 0 ? ndims - 1 : k - 1;
+    a.ints[0] = kind == DLE_FFT_R2C && k > 0 ? DLE_FFT_C2C : kind;
+    dle_tensor *r = NULL;
+    st = fft_along(&r, cur, &a, dims[i]);
+    if (st == DLE_OK) {
+      dle_tensor_release(cur);
+      cur = r;
+    }
+  }
+  if (st == DLE_OK) {
+    *out = cur; /* a result: ndims >= 1 passes ran */
+    return DLE_OK;
   }
   dle_tensor_release(cur);
   return st;
