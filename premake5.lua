@@ -130,7 +130,7 @@ project("native")
   includedirs({onnx_gen})
   buildoptions({lua_cflags})
   link_engine()
-  links({"lapacke", "openblas", "z", "m", "dl", "protobuf-c"})
+  links({"lapacke", "openblas", "fftw3", "fftw3f", "z", "m", "dl", "protobuf-c"})
   -- lua_close unloads C modules at exit while OpenMP's worker threads still run code of libgomp,
   -- which goes with us: a crash at exit. Never unloading the module avoids it.
   linkoptions({"-Wl,-z,nodelete"})
@@ -260,7 +260,7 @@ project("test_engine")
   objdir(B .. "/obj/tests")
   files({"tests/c/*.c"})
   link_engine()
-  links({"lapacke", "openblas", "z", "m", "dl"})
+  links({"lapacke", "openblas", "fftw3", "fftw3f", "z", "m", "dl"})
   if nvcc then defines({"DLE_CUDA_BUILT"}) end  -- tests/c/test_cuda.c then expects the library
 
 -- examples/deploy_c: a graph saved from Lua classifying Fashion-MNIST from C, without Lua.
@@ -271,7 +271,7 @@ project("deploy_classify")
   objdir(B .. "/obj/deploy_c")
   files({"examples/deploy_c/*.c"})
   link_engine()
-  links({"lapacke", "openblas", "z", "m", "dl"})
+  links({"lapacke", "openblas", "fftw3", "fftw3f", "z", "m", "dl"})
 
 -- The C reference of scripts/bench: raw cblas_sgemm, STREAM-style copy/triad loops, and Lua's
 -- own cost of one finalized userdata (the floor under a tensor-returning op).

@@ -779,6 +779,7 @@ int luaopen_dle_native(lua_State *L) {
   lua_setfield(L, mt, "__name");
 
   dle_lua_open_tensor(L, module, methods);
+  dle_lua_open_complex(L, module, methods);
 #define DLE_FAMILY(name, grad, cpu, cuda, lua) lua(dle_lua_open_##name(L, module, methods);)
 #include "../engine/ops/families.def"
   dle_lua_open_autograd(L, module, methods);

@@ -539,7 +539,18 @@ static int m_zero_(lua_State *L) {
   return 1;
 }
 
+/* A complex element is the pair {re, im} (a new table), as item() and totable() document. */
 static void push_element(lua_State *L, const dle_tensor *t, const int64_t *idx) {
+  if (dle_dtype_is_complex(t->dtype)) {
+    double re, im;
+    dle_tensor_get_complex(t, idx, &re, &im);
+    lua_createtable(L, 2, 0);
+    lua_pushnumber(L, re);
+    lua_rawseti(L, -2, 1);
+    lua_pushnumber(L, im);
+    lua_rawseti(L, -2, 2);
+    return;
+  }
   double v = dle_tensor_get(t, idx);
   if (t->dtype == DLE_BOOL)
     lua_pushboolean(L, v != 0);

@@ -107,6 +107,7 @@ void dle_lua_register(lua_State *L, int module, int methods, const luaL_Reg *mod
   lua(void dle_lua_open_##name(lua_State *L, int module, int methods);)
 #include "../engine/ops/families.def"
 void dle_lua_open_tensor(lua_State *L, int module, int methods);
+void dle_lua_open_complex(lua_State *L, int module, int methods);
 void dle_lua_open_autograd(lua_State *L, int module, int methods);
 void dle_lua_open_data(lua_State *L, int module, int methods);
 void dle_lua_open_io(lua_State *L, int module, int methods);

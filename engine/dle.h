@@ -67,6 +67,8 @@ typedef enum {
   DLE_I64,
   DLE_U8,
   DLE_BOOL,
+  DLE_C64,  /* complex64: C99 float _Complex (re, im interleaved) */
+  DLE_C128, /* complex128: double _Complex */
   DLE_NUM_DTYPES
 } dle_dtype;
 
@@ -81,9 +83,18 @@ extern const uint8_t dle_dtype_sizes[DLE_NUM_DTYPES];
 extern const bool dle_dtype_floats[DLE_NUM_DTYPES];
 static inline size_t dle_dtype_size(dle_dtype t) { return dle_dtype_sizes[t]; }
 static inline bool dle_dtype_is_float(dle_dtype t) { return dle_dtype_floats[t]; }
+/* Complex dtypes are not "float": kernels of real ops never see them (the front door refuses a
+ * complex input to an op without a complex kernel, engine/complex.c). */
+static inline bool dle_dtype_is_complex(dle_dtype t) { return t == DLE_C64 || t == DLE_C128; }
+/* complex64 <-> float32, complex128 <-> float64; the complex dtype of a real one is complex64
+ * but for float64 (PyTorch's rule), and a real dtype's real dtype is itself. */
+dle_dtype dle_complex_of(dle_dtype t);
+dle_dtype dle_real_of(dle_dtype t);
 /* The dtype two tensor operands compute in:
  *   bool < uint8 < int32 < int64 < (any float);  among floats the wider wins:
- *   float16 < float32 < float64, bfloat16 < float32, and float16 with bfloat16 gives float32. */
+ *   float16 < float32 < float64, bfloat16 < float32, and float16 with bfloat16 gives float32;
+ *   a real with a complex gives the complex dtype of the wider precision (float64 with complex64
+ *   gives complex128), as in PyTorch. */
 dle_dtype dle_promote(dle_dtype a, dle_dtype b);
 
 /* Scalar conversions (round to nearest even; NaN stays NaN, overflow gives inf). */
@@ -159,9 +170,12 @@ static inline void *dle_tensor_data(const dle_tensor *t) {
   return (char *)t->storage->data + t->offset * (int64_t)dle_dtype_size(t->dtype);
 }
 bool dle_same_storage(const dle_tensor *a, const dle_tensor *b);
-/* Element at a 0-based multi-index, as double (reads any dtype; CPU only). */
+/* Element at a 0-based multi-index, as double (reads any dtype, a complex one's real part; CPU
+ * only). */
 double dle_tensor_get(const dle_tensor *t, const int64_t *index);
-/* Writes v (converted to t's dtype) at a 0-based multi-index; bumps the version. */
+/* Element of any dtype as real and imaginary parts (im = 0 for a real dtype; CPU only). */
+void dle_tensor_get_complex(const dle_tensor *t, const int64_t *index, double *re, double *im);
+/* Writes v (converted to t's dtype; imaginary part 0) at a 0-based multi-index; bumps the version. */
 void dle_tensor_set(dle_tensor *t, const int64_t *index, double v);
 /* "{2,3}" of t into buf. */
 char *dle_tensor_shape_str(char *buf, size_t n, const dle_tensor *t);
@@ -763,6 +777,25 @@ dle_status dle_serialize_sync_dir(const char *dir, const char *what);
  * mid-write); a pid that is still alive (kill(pid, 0) does not fail with ESRCH) keeps its file.
  * *removed receives how many were removed. */
 dle_status dle_serialize_remove_stale(const char *path, int *removed, const char *what);
+
+/* ---------------------------------------------------------------- complex (engine/complex.c) */
+/* z complex {..} -> a float view {.., 2} (re, im) of the same storage, as torch.view_as_real. */
+dle_status dle_view_as_real(dle_tensor **out, dle_tensor *z);
+/* x float32/float64 {.., 2} with last stride 1, even strides and offset -> a complex view {..}. */
+dle_status dle_view_as_complex(dle_tensor **out, dle_tensor *x);
+
+/* ---------------------------------------------------------------- fft (engine/ops/fft.c) */
+typedef enum { DLE_FFT_C2C, DLE_FFT_C2C_INVERSE, DLE_FFT_R2C, DLE_FFT_C2R } dle_fft_kind;
+/* backward: the inverse scales by 1/N; ortho: both by 1/sqrt(N); forward: the forward by 1/N */
+typedef enum { DLE_FFT_NORM_BACKWARD, DLE_FFT_NORM_ORTHO, DLE_FFT_NORM_FORWARD } dle_fft_norm;
+/* The transform `kind` of x over the ndims distinct 0-based dims (any order; r2c halves and c2r
+ * restores the last of them as given). n[i] is the signal length along dims[i] (-1: the input's
+ * size, for c2r 2 * (size - 1)): the input is cropped or zero-padded to it (c2r: to n/2+1). A
+ * complex input to r2c is an error; a real input to c2c or c2r is made complex first. c2r over
+ * several dims is c2c inverse over all but the last, then c2r over it (as PyTorch), so
+ * non-Hermitian inputs give PyTorch's values. fn names the caller in errors. */
+dle_status dle_fft(dle_tensor **out, dle_tensor *x, dle_fft_kind kind, int ndims, const int *dims,
+                   const int64_t *n, dle_fft_norm norm, const char *fn);
 
 #ifdef __cplusplus
 }

@@ -5,16 +5,18 @@
 #include <stdlib.h>
 
 static const char *const dtype_names[DLE_NUM_DTYPES] = {
-    [DLE_F32] = "float32", [DLE_F64] = "float64", [DLE_F16] = "float16", [DLE_BF16] = "bfloat16",
-    [DLE_I32] = "int32",   [DLE_I64] = "int64",   [DLE_U8] = "uint8",    [DLE_BOOL] = "bool",
+    [DLE_F32] = "float32",     [DLE_F64] = "float64", [DLE_F16] = "float16",
+    [DLE_BF16] = "bfloat16",   [DLE_I32] = "int32",   [DLE_I64] = "int64",
+    [DLE_U8] = "uint8",        [DLE_BOOL] = "bool",   [DLE_C64] = "complex64",
+    [DLE_C128] = "complex128",
 };
 
 static const struct {
   const char *alias;
   dle_dtype dtype;
-} aliases[] = {{"float", DLE_F32}, {"double", DLE_F64}, {"half", DLE_F16},  {"long", DLE_I64},
-               {"int", DLE_I32},   {"byte", DLE_U8},    {"bf16", DLE_BF16}, {"fp16", DLE_F16},
-               {"fp32", DLE_F32},  {"fp64", DLE_F64}};
+} aliases[] = {{"float", DLE_F32}, {"double", DLE_F64}, {"half", DLE_F16},   {"long", DLE_I64},
+               {"int", DLE_I32},   {"byte", DLE_U8},    {"bf16", DLE_BF16},  {"fp16", DLE_F16},
+               {"fp32", DLE_F32},  {"fp64", DLE_F64},   {"cfloat", DLE_C64}, {"cdouble", DLE_C128}};
 
 const char *dle_dtype_name(dle_dtype t) {
   return (unsigned)t < DLE_NUM_DTYPES ? dtype_names[t] : "invalid";
@@ -33,13 +35,13 @@ dle_status dle_dtype_parse(const char *name, dle_dtype *out) {
     }
   return dle_error(
       "unknown dtype '%s' (expected float32, float64, float16, bfloat16, int32, "
-      "int64, uint8 or bool)",
+      "int64, uint8, bool, complex64 or complex128)",
       name);
 }
 
 const uint8_t dle_dtype_sizes[DLE_NUM_DTYPES] = {
-    [DLE_F32] = 4, [DLE_F64] = 8, [DLE_F16] = 2, [DLE_BF16] = 2,
-    [DLE_I32] = 4, [DLE_I64] = 8, [DLE_U8] = 1,  [DLE_BOOL] = 1,
+    [DLE_F32] = 4, [DLE_F64] = 8, [DLE_F16] = 2,  [DLE_BF16] = 2, [DLE_I32] = 4,
+    [DLE_I64] = 8, [DLE_U8] = 1,  [DLE_BOOL] = 1, [DLE_C64] = 8,  [DLE_C128] = 16,
 };
 const bool dle_dtype_floats[DLE_NUM_DTYPES] = {
     [DLE_F32] = true,
@@ -63,8 +65,17 @@ static int rank(dle_dtype t) {
   }
 }
 
+dle_dtype dle_complex_of(dle_dtype t) { return t == DLE_F64 || t == DLE_C128 ? DLE_C128 : DLE_C64; }
+
+dle_dtype dle_real_of(dle_dtype t) { return t == DLE_C64 ? DLE_F32 : t == DLE_C128 ? DLE_F64 : t; }
+
 dle_dtype dle_promote(dle_dtype a, dle_dtype b) {
   if (a == b) return a;
+  if (dle_dtype_is_complex(a) || dle_dtype_is_complex(b)) {
+    /* the precision of the wider real part: float64 or complex128 makes complex128 */
+    bool wide = a == DLE_C128 || b == DLE_C128 || a == DLE_F64 || b == DLE_F64;
+    return wide ? DLE_C128 : DLE_C64;
+  }
   if ((a == DLE_F16 && b == DLE_BF16) || (a == DLE_BF16 && b == DLE_F16)) return DLE_F32;
   return rank(a) >= rank(b) ? a : b;
 }

@@ -182,6 +182,13 @@ bool dle_autocast_pause_cache(bool paused);
 extern _Thread_local
     __attribute__((tls_model("initial-exec"))) struct dle_profiler *dle_profiler_on;
 /* dle_op_call's body, run by the profiler between its measurements (ops.c). */
+/* engine/complex.c: an error unless op takes complex operands (or dtype attrs); and an error when
+ * a recorded op (one with a gradient or tangent to follow) gave a complex result. */
+dle_status dle_complex_gate(dle_op op, dle_tensor *const *ins, int nin, const dle_attrs *a);
+dle_status dle_complex_autograd_guard(dle_op op, dle_tensor *const *outs, int nout);
+/* A front door's complex result computed on the (re, im) view: r (a float {.., 2}, taken over)
+ * viewed as complex into outs[0] (copied when given); st is the status so far. */
+dle_status dle_complex_result(dle_tensor **outs, dle_tensor *r, dle_status st);
 dle_status dle_op_call_unprofiled(dle_op op, dle_tensor **outs, dle_tensor *const *ins, int nin,
                                   const dle_attrs *attrs);
 /* dle_op_call while profiling: runs the op and counts it. */

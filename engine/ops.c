@@ -136,6 +136,7 @@ dle_status dle_op_call_unprofiled(dle_op op, dle_tensor **outs, dle_tensor *cons
   if (dle_debug_level() >= 1) trace_op(info, ins, nin);
   static const dle_attrs no_attrs;
   if (!attrs) attrs = &no_attrs;
+  DLE_TRY(dle_complex_gate(op, ins, nin, attrs));
   const dle_tensor *lane = small_lane_shape(op, info, outs, ins, nin);
   if (lane) return small_lane(op, info, lane, outs, ins, nin, attrs);
   int nout = info->nout;
@@ -178,6 +179,7 @@ dle_status dle_op_call_unprofiled(dle_op op, dle_tensor **outs, dle_tensor *cons
   dle_set_grad_enabled(was_grad);
   dle_forward_ad_set_enabled(was_fwd);
   if (st != DLE_OK) name_allocation_failure(info);
+  if (st == DLE_OK && (record || tangents)) st = dle_complex_autograd_guard(op, outs, nout);
 
   if (st == DLE_OK && record) {
     st = dle_autograd_record(op, attrs, outs, nout, ins, nin, versions);

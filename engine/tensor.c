@@ -2,6 +2,8 @@
 #include "kernel/half.h"
 #include "internal.h"
 
+#include <complex.h>
+
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -346,6 +348,8 @@ double dle_tensor_get(const dle_tensor *t, const int64_t *index) {
     case DLE_I64: return (double)*(const int64_t *)p;
     case DLE_U8: return *(const uint8_t *)p;
     case DLE_BOOL: return *(const uint8_t *)p != 0;
+    case DLE_C64: return crealf(*(const float _Complex *)p); /* the real part */
+    case DLE_C128: return creal(*(const double _Complex *)p);
     default: return 0;
   }
 }
@@ -369,6 +373,8 @@ void dle_tensor_set(dle_tensor *t, const int64_t *index, double v) {
     case DLE_I64: *(int64_t *)p = saturate(v, -9223372036854775808.0, 9223372036854774784.0); break;
     case DLE_U8: *(uint8_t *)p = (uint8_t)saturate(v, 0, 255); break;
     case DLE_BOOL: *(uint8_t *)p = v != 0; break;
+    case DLE_C64: *(float _Complex *)p = (float)v; break; /* imaginary part 0 */
+    case DLE_C128: *(double _Complex *)p = v; break;
     default: break;
   }
   t->storage->version++;

@@ -19,7 +19,8 @@ description = {
 -- here because the offline install takes it from Debian (package lua-cjson, scripts/bootstrap),
 -- which LuaRocks does not see; from a LuaRocks server it is the rock "lua-cjson".
 dependencies = { "lua >= 5.4, < 5.5" }
-external_dependencies = { OPENBLAS = { library = "openblas" }, LAPACKE = { library = "lapacke" } }
+external_dependencies = { OPENBLAS = { library = "openblas" }, LAPACKE = { library = "lapacke" },
+  FFTW3 = { library = "fftw3" }, FFTW3F = { library = "fftw3f" } }
 
 build = {
   type = "command",

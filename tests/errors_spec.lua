@@ -54,7 +54,7 @@ describe("errors", function()
 
   it("wrong dtype names are rejected, listing the valid ones", function()
     err(function() return dle.zeros(2, {dtype = "float33"}) end, "zeros:", "float33", "float32")
-    err(function() return dle.tensor({1}, {dtype = "complex64"}) end, "tensor:", "complex64")
+    err(function() return dle.tensor({1}, {dtype = "complex256"}) end, "tensor:", "complex256")
     err(function() return a:to("float33") end, "to:", "float33")
     err(function() return dle.arange(3, {dtype = 5}) end, "arange:", "dtype must be a string")
   end)

@@ -56,7 +56,7 @@ describe("dle.h's usage example", function()
     local cc = table.concat({"cc -std=gnu11 -fopenmp", flags, "-DDLE_EXAMPLE=" .. q('"' .. inc .. '"'),
       q(root .. "/tests/c/example/header_example.c"), "-Wl,--start-group",
       q(build .. "/lib/libdle_engine.a"), q(build .. "/lib/libdle_cpu.a"), "-Wl,--end-group",
-      "-llapacke -lopenblas -lz -lm -ldl -o", q(exe)}, " ")
+      "-llapacke -lopenblas -lfftw3 -lfftw3f -lz -lm -ldl -o", q(exe)}, " ")
     local _, cerr, compiled = sh(cc)
     os.remove(inc)
     assert.is_true(compiled, cerr)

@@ -557,9 +557,9 @@ describe("dle.save_npy / dle.load_npy", function()
   it("reports bad magic, unsupported dtypes, bad headers and truncated data", function()
     write_bytes(path("x.npy"), "PK\3\4 not numpy")
     assert.truthy(err_of(dle.load_npy, path("x.npy")):find("bad magic", 1, true))
-    local good = "{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }"
+    local good = "{'descr': '<c32', 'fortran_order': False, 'shape': (2,), }"
     write_bytes(path("x.npy"), "\x93NUMPY\1\0" .. string.pack("<I2", #good) .. good .. string.rep("\0", 16))
-    assert.truthy(err_of(dle.load_npy, path("x.npy")):find("unsupported dtype \"<c8\"", 1, true))
+    assert.truthy(err_of(dle.load_npy, path("x.npy")):find("unsupported dtype \"<c32\"", 1, true))
     write_bytes(path("x.npy"), "\x93NUMPY\1\0" .. string.pack("<I2", 5) .. "{oops")
     assert.truthy(err_of(dle.load_npy, path("x.npy")):find("bad header", 1, true))
     write_bytes(path("x.npy"), "\x93NUMPY\9\0" .. string.pack("<I2", 5) .. "{oops")

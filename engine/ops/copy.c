@@ -6,6 +6,12 @@
 
 DLE_FORWARD_RULE(copy) {
   dle_tensor *src = ins[0];
+  dle_dtype to = outs[0] ? outs[0]->dtype : a->has_dtype ? a->dtype : src->dtype;
+  if (dle_dtype_is_complex(src->dtype) && !dle_dtype_is_complex(to))
+    return dle_error(
+        "to: cannot convert %s (shape %s) to %s: the imaginary part would be lost; take "
+        "dle.real(t) / t:real() (or dle.abs, dle.angle) first",
+        dle_dtype_name(src->dtype), SHAPE(src), dle_dtype_name(to));
   if (!outs[0]) {
     dle_dtype dt = a->has_dtype ? a->dtype : src->dtype;
     DLE_TRY(dle_tensor_empty(&outs[0], src->ndim, src->sizes, dt, dle_tensor_device(src)));

@@ -46,7 +46,7 @@ static bool identity_on_integers(dle_op op) {
 static dle_dtype compute_dtype(dle_op op, dle_dtype in, const dle_attrs *a) {
   unsigned flags = dle_op_get_info(op)->flags;
   if (op == DLE_OP_LOGICAL_NOT) return DLE_BOOL;
-  if (dle_dtype_is_float(in)) return in;
+  if (dle_dtype_is_float(in) || dle_dtype_is_complex(in)) return in;
   if (flags & DLE_FLOATOUT) return DLE_DEFAULT_FLOAT;
   if (op == DLE_OP_POW_SCALAR && (a->f[0] != floor(a->f[0]) || a->f[0] < 0))
     return DLE_DEFAULT_FLOAT;
@@ -73,6 +73,7 @@ static bool plain_operands(dle_op op, dle_tensor *const *ins, int nin, const dle
                            dle_dtype *out_dt) {
   const dle_tensor *x = ins[0];
   if (op == DLE_OP_WHERE || identity_on_integers(op)) return false;
+  if (op == DLE_OP_ABS && dle_dtype_is_complex(x->dtype)) return false; /* a real result */
   for (int i = 1; i < nin; i++)
     if (ins[i]->dtype != x->dtype ||
         !dle_shape_equal(x->ndim, x->sizes, ins[i]->ndim, ins[i]->sizes))
@@ -89,6 +90,7 @@ static bool plain_operands(dle_op op, dle_tensor *const *ins, int nin, const dle
  * can_cast): not a float into an integer or bool, nor an integer into bool. In-place ops
  * (int64_tensor:exp_(), int_tensor:add_(0.5)) would otherwise truncate silently. */
 static bool dle_can_store(dle_dtype from, dle_dtype to) {
+  if (dle_dtype_is_complex(from) && !dle_dtype_is_complex(to)) return false;
   if (dle_dtype_is_float(from) && !dle_dtype_is_float(to)) return false;
   if (from != DLE_BOOL && to == DLE_BOOL) return false;
   return true;
@@ -165,7 +167,9 @@ DLE_FORWARD_RULE(elementwise) {
     return dle_copy_(outs[0], ins[0]);
   }
   dle_dtype cdt = compute_dtype(op, in_dt, a);
-  dle_dtype out_dt = bool_result(op) ? DLE_BOOL : cdt;
+  dle_dtype out_dt = bool_result(op)                                 ? DLE_BOOL
+                     : op == DLE_OP_ABS && dle_dtype_is_complex(cdt) ? dle_real_of(cdt)
+                                                                     : cdt;
   if (bool_result(op) && op != DLE_OP_LOGICAL_NOT) cdt = in_dt; /* logical_not reads bools */
 
   dle_tensor *cast[3] = {NULL, NULL, NULL};
@@ -247,7 +251,9 @@ dle_status dle_binary_scalar(dle_op op, dle_tensor **out, dle_tensor *t, double 
   /* A number takes the tensor's dtype, so float32 stays float32; it only lifts an integer
    * tensor to float when it has a fraction, and a bool tensor to int64. */
   dle_dtype dt = t->dtype;
-  if (!dle_dtype_is_float(dt) && !(isfinite(s) && s == floor(s)))
+  if (dle_dtype_is_complex(dt))
+    ; /* a real number is exact in the tensor's own complex dtype */
+  else if (!dle_dtype_is_float(dt) && !(isfinite(s) && s == floor(s)))
     dt = DLE_DEFAULT_FLOAT; /* nan, inf too */
   else if (dt == DLE_BOOL && s != 0 && s != 1)
     dt = DLE_I64;

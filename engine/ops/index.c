@@ -91,6 +91,30 @@ static dle_status cat_shape(dle_tensor *const *ins, int n, int64_t dim_arg, int 
   return DLE_OK;
 }
 
+/* cat of complex inputs (already in dtype dt): the element-moving kernel works on the (re, im)
+ * views, whose trailing dim of 2 is not the cat dim; the result viewed back as complex. Takes
+ * over the m inputs of owned. */
+static dle_status complex_cat(dle_tensor **outs, dle_tensor **owned, int m, int ndim,
+                              const int64_t *sizes, dle_dtype dt, dle_device dev,
+                              const dle_attrs *a) {
+  dle_status st = DLE_OK;
+  for (int i = 0; i < m && st == DLE_OK; i++) {
+    dle_tensor *r = NULL;
+    st = dle_view_as_real(&r, owned[i]);
+    dle_tensor_release(owned[i]);
+    owned[i] = r;
+  }
+  int64_t rsizes[DLE_MAX_DIMS + 1];
+  memcpy(rsizes, sizes, sizeof(int64_t) * (size_t)ndim);
+  rsizes[ndim] = 2;
+  dle_tensor *r = NULL;
+  if (st == DLE_OK)
+    st = run(DLE_OP_CAT, &r, owned, m, ndim + 1, rsizes, dle_real_of(dt), dev, -1, a);
+  else
+    for (int i = 0; i < m; i++) dle_tensor_release(owned[i]);
+  return dle_complex_result(outs, r, st);
+}
+
 static dle_status forward_cat(dle_tensor **outs, dle_tensor *const *ins, int n,
                               const dle_attrs *a) {
   int dim = 0, ndim = 0;
@@ -110,7 +134,9 @@ static dle_status forward_cat(dle_tensor **outs, dle_tensor *const *ins, int n,
     if (st == DLE_OK) m++;
   }
   dle_attrs local = with_dim(a, dim);
-  if (st == DLE_OK)
+  if (st == DLE_OK && dle_dtype_is_complex(dt))
+    st = complex_cat(outs, owned, m, ndim, sizes, dt, dle_tensor_device(ins[0]), &local);
+  else if (st == DLE_OK)
     st = run(DLE_OP_CAT, outs, owned, m, ndim, sizes, dt, dle_tensor_device(ins[0]), -1, &local);
   else
     for (int i = 0; i < m; i++) dle_tensor_release(owned[i]);

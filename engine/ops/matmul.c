@@ -146,7 +146,7 @@ DLE_FORWARD_RULE(matmul) {
   }
   /* a b + c: the kernel accumulates the product onto c (for float16/bfloat16 in float32, rounded
    * once at the end); integer dtypes add c after the product */
-  bool fused = nin == 3 && dle_dtype_is_float(dt);
+  bool fused = nin == 3 && (dle_dtype_is_float(dt) || dle_dtype_is_complex(dt));
   dle_attrs acc = a ? *a : (dle_attrs){0};
   acc.f[0] = fused;
   if (st == DLE_OK && fused) st = put_addend(r, ins[2], &s);

@@ -114,6 +114,25 @@ dle_status dle_reduce_run_into(dle_op op, dle_tensor **outs, int nout, int ndim,
   return DLE_OK;
 }
 
+/* sum and mean of a complex tensor: the real kernels over its (re, im) view, whose trailing dim
+ * of 2 is not reduced; the result viewed back as complex. */
+static dle_status complex_reduce(dle_op op, dle_tensor **outs, dle_tensor *x, const dle_attrs *a,
+                                 const bool *mask) {
+  dle_attrs ra = *a;
+  ra.nints = 0;
+  for (int d = 0; d < x->ndim; d++)
+    if (mask[d]) ra.ints[ra.nints++] = d;
+  if (ra.nints == 0) { /* nothing to reduce (a 0-dim tensor): the values themselves */
+    if (outs[0]) return dle_copy_(outs[0], x);
+    return dle_clone(&outs[0], x);
+  }
+  dle_tensor *xr = NULL, *r = NULL;
+  dle_status st = dle_view_as_real(&xr, x);
+  if (st == DLE_OK) st = dle_op_call(op, &r, &xr, 1, &ra);
+  dle_tensor_release(xr);
+  return dle_complex_result(outs, r, st);
+}
+
 DLE_FORWARD_RULE(reduce) {
   const char *fn = dle_op_get_info(op)->name;
   dle_tensor *x = ins[0];
@@ -124,6 +143,7 @@ DLE_FORWARD_RULE(reduce) {
     return dle_error("%s: expects one dim or none, got %d (shape %s)", fn, a->nints, SHAPE(x));
   bool mask[DLE_MAX_DIMS];
   DLE_TRY(reduce_mask(fn, x, a, mask));
+  if (dle_dtype_is_complex(x->dtype)) return complex_reduce(op, outs, x, a, mask);
 
   dle_attrs ka = *a; /* the kernel gets the reduced dims sorted and 0-based */
   ka.nints = 0;

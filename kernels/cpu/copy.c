@@ -17,11 +17,18 @@
   }
 #define COPY_FROM(S, ST, SCT) CPU_ALL_TYPES_WITH(COPY_LOOP, S, ST, SCT)
 CPU_ALL_TYPES(COPY_FROM)
+/* into complex from every dtype (the imaginary part of a real is 0); complex into a real dtype
+ * has no loop: the copy front door refuses it (the imaginary part would be dropped) */
+#define COPY_TO_COMPLEX(S, ST, SCT) CPU_COMPLEX_TYPES_WITH(COPY_LOOP, S, ST, SCT)
+CPU_ALL_TYPES(COPY_TO_COMPLEX)
+CPU_COMPLEX_TYPES(COPY_TO_COMPLEX)
 
-#define COPY_ENTRY(S, ST, SCT, D, DT, DCT) [DLE_##S][DLE_##D] = copy_##S##_##D,
-#define COPY_ENTRIES_FROM(S, ST, SCT)      CPU_ALL_TYPES_WITH(COPY_ENTRY, S, ST, SCT)
+#define COPY_ENTRY(S, ST, SCT, D, DT, DCT)  [DLE_##S][DLE_##D] = copy_##S##_##D,
+#define COPY_ENTRIES_FROM(S, ST, SCT)       CPU_ALL_TYPES_WITH(COPY_ENTRY, S, ST, SCT)
+#define COPY_ENTRIES_TO_COMPLEX(S, ST, SCT) CPU_COMPLEX_TYPES_WITH(COPY_ENTRY, S, ST, SCT)
 static const cpu_loop_fn copy_loops[DLE_NUM_DTYPES][DLE_NUM_DTYPES] = {
-    CPU_ALL_TYPES(COPY_ENTRIES_FROM)};
+    CPU_ALL_TYPES(COPY_ENTRIES_FROM) CPU_ALL_TYPES(COPY_ENTRIES_TO_COMPLEX)
+        CPU_COMPLEX_TYPES(COPY_ENTRIES_TO_COMPLEX)};
 
 /* Same dtype, same bytes: a raw byte copy per run; strided runs move whole elements as integers
  * of the element's size (a memcpy call per element would cost more than the copy). */
@@ -52,6 +59,9 @@ static DLE_KERNEL(cpu_copy) {
     cpu_iter_init(&it, 2, ops);
     if (!cpu_iter_copy_transposed(&it)) cpu_iter_run_elementwise(&it, copy_bytes, &es);
   } else {
+    if (!copy_loops[src->dtype][dst->dtype])
+      return dle_error("copy: no CPU conversion from %s to %s", dle_dtype_name(src->dtype),
+                       dle_dtype_name(dst->dtype));
     cpu_foreach_elementwise(dst, ins, 1, copy_loops[src->dtype][dst->dtype], NULL,
                             CPU_PARALLEL_GRAIN_LIGHT);
   }
@@ -70,8 +80,10 @@ static DLE_KERNEL(cpu_copy) {
     }                                                                             \
   }
 CPU_ALL_TYPES(FILL_LOOP)
+CPU_COMPLEX_TYPES(FILL_LOOP)
 #define FILL_ENTRY(ID, T, CT) [DLE_##ID] = fill_##ID,
-static const cpu_loop_fn fill_loops[DLE_NUM_DTYPES] = {CPU_ALL_TYPES(FILL_ENTRY)};
+static const cpu_loop_fn fill_loops[DLE_NUM_DTYPES] = {CPU_ALL_TYPES(FILL_ENTRY)
+                                                           CPU_COMPLEX_TYPES(FILL_ENTRY)};
 
 static DLE_KERNEL(cpu_full) {
   cpu_foreach(outs[0], NULL, 0, fill_loops[outs[0]->dtype], &a->f[0]);

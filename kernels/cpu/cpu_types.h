@@ -19,6 +19,9 @@
 #define CPU_INT_TYPES(X) X(I32, int32_t, int32_t) X(I64, int64_t, int64_t) X(U8, uint8_t, int32_t)
 #define CPU_NUMERIC_TYPES(X) CPU_FLOAT_TYPES(X) CPU_INT_TYPES(X)
 #define CPU_ALL_TYPES(X) CPU_NUMERIC_TYPES(X) X(BOOL, uint8_t, int32_t)
+/* Complex dtypes are in none of the lists above: a real kernel must not accept them silently.
+ * The kernels that support complex instantiate this list explicitly. */
+#define CPU_COMPLEX_TYPES(X) X(C64, float _Complex, float _Complex) X(C128, double _Complex, double _Complex)
 // clang-format on
 
 /* The same lists taking extra leading arguments: X(args..., ID, T, CT). Two copies, because the
@@ -29,6 +32,9 @@
   X(__VA_ARGS__, F16, uint16_t, float) X(__VA_ARGS__, BF16, uint16_t, float)    \
   X(__VA_ARGS__, I32, int32_t, int32_t) X(__VA_ARGS__, I64, int64_t, int64_t)   \
   X(__VA_ARGS__, U8, uint8_t, int32_t) X(__VA_ARGS__, BOOL, uint8_t, int32_t)
+#define CPU_COMPLEX_TYPES_WITH(X, ...)                                          \
+  X(__VA_ARGS__, C64, float _Complex, float _Complex)                           \
+  X(__VA_ARGS__, C128, double _Complex, double _Complex)
 #define CPU_FLOAT_TYPES_WITH(X, ...)                                            \
   X(__VA_ARGS__, F32, float, float) X(__VA_ARGS__, F64, double, double)         \
   X(__VA_ARGS__, F16, uint16_t, float) X(__VA_ARGS__, BF16, uint16_t, float)
@@ -54,6 +60,8 @@
 #define LD_I64(x)  (x)
 #define LD_U8(x)   ((int32_t)(x))
 #define LD_BOOL(x) ((int32_t)((x) != 0))
+#define LD_C64(x)  (x)
+#define LD_C128(x) (x)
 
 #define ST_F32(v)  ((float)(v))
 #define ST_F64(v)  ((double)(v))
@@ -63,6 +71,8 @@
 #define ST_I64(v)  (cpu_to_i64(v, INT64_MIN, INT64_MAX))
 #define ST_U8(v)   ((uint8_t)cpu_to_i64(v, 0, 255))
 #define ST_BOOL(v) ((uint8_t)((v) != 0))
+#define ST_C64(v)  ((float _Complex)(v))
+#define ST_C128(v) ((double _Complex)(v))
 
 /* Conversions into integers: plain for integer values (wrapping like C casts of in-range
  * values), saturating for floating values so NaN and overflow are defined (NaN -> 0). */

@@ -111,6 +111,14 @@
 #define COMPARE_OPS(X) \
   X(EQ, a == b) X(NE, a != b) X(LT, a < b) X(LE, a <= b) X(GT, a > b) X(GE, a >= b)
 
+/* complex64/complex128: the elementwise ops with a complex kernel (every other op refuses
+ * complex at the front door, engine/complex.c). C99 complex arithmetic: exp/log are cexp/clog
+ * through <tgmath.h>, and a / b is libgcc's __divsc3/__divdc3, which scales to avoid the
+ * overflow and underflow of the textbook formula (no -ffast-math / -fcx-limited-range here). */
+#define UNARY_COMPLEX_OPS(X)   X(NEG, -x) X(EXP, exp(x)) X(LOG, log(x))
+#define BINARY_COMPLEX_OPS(X)  X(ADD, a + b) X(SUB, a - b) X(MUL, a *b) X(DIV, a / b)
+#define COMPARE_COMPLEX_OPS(X) X(EQ, a == b) X(NE, a != b)
+
 /* ---- loop templates ---- */
 #define UNARY_LOOP(OP, EXPR, ID, T, CT)                                                           \
   static void unary_##OP##_##ID(char **p, const int64_t *s, int64_t n, const void *ctx) {         \
@@ -207,6 +215,17 @@
     }                                                                                         \
   }
 
+/* abs of a complex number is real: |z| by hypot (no overflow for large parts) */
+#define COMPLEX_ABS_LOOP(ID, T, CT)                                                    \
+  static void unary_ABS_##ID(char **p, const int64_t *s, int64_t n, const void *ctx) { \
+    typedef __typeof__(__real__(T) 0) real_t;                                          \
+    (void)ctx;                                                                         \
+    for (int64_t i = 0; i < n; i++) {                                                  \
+      T z = *(const T *)(p[1] + i * s[1]);                                             \
+      *(real_t *)(p[0] + i * s[0]) = hypot(__real__ z, __imag__ z);                    \
+    }                                                                                  \
+  }
+
 static void logical_not_BOOL(char **p, const int64_t *s, int64_t n, const void *ctx) {
   (void)ctx;
   for (int64_t i = 0; i < n; i++)
@@ -229,6 +248,15 @@ COMPARE_OPS(COMPARE_ALL)
 PREDICATE_OPS(PREDICATE_ALL)
 CPU_ALL_TYPES(WHERE_LOOP)
 
+#define UNARY_COMPLEX(OP, EXPR)   CPU_COMPLEX_TYPES_WITH(UNARY_LOOP, OP, EXPR)
+#define BINARY_COMPLEX(OP, EXPR)  CPU_COMPLEX_TYPES_WITH(BINARY_LOOP, OP, EXPR)
+#define COMPARE_COMPLEX(OP, EXPR) CPU_COMPLEX_TYPES_WITH(COMPARE_LOOP, OP, EXPR)
+UNARY_COMPLEX_OPS(UNARY_COMPLEX)
+BINARY_COMPLEX_OPS(BINARY_COMPLEX)
+COMPARE_COMPLEX_OPS(COMPARE_COMPLEX)
+CPU_COMPLEX_TYPES(COMPLEX_ABS_LOOP)
+CPU_COMPLEX_TYPES(WHERE_LOOP)
+
 /* ---- dispatch tables [op][dtype] ---- */
 #define ENTRY(PREFIX, OP, EXPR, ID, T, CT) [DLE_OP_##OP][DLE_##ID] = PREFIX##_##OP##_##ID,
 #define UNARY_NUMERIC_ENTRIES(OP, EXPR)    CPU_NUMERIC_TYPES_WITH(ENTRY, unary, OP, EXPR)
@@ -238,13 +266,19 @@ CPU_ALL_TYPES(WHERE_LOOP)
 #define COMPARE_ENTRIES(OP, EXPR)          CPU_ALL_TYPES_WITH(ENTRY, compare, OP, EXPR)
 #define PREDICATE_ENTRIES(OP, EXPR)        CPU_ALL_TYPES_WITH(ENTRY, predicate, OP, EXPR)
 #define WHERE_ENTRY(ID, T, CT)             [DLE_OP_WHERE][DLE_##ID] = where_##ID,
+#define UNARY_COMPLEX_ENTRIES(OP, EXPR)    CPU_COMPLEX_TYPES_WITH(ENTRY, unary, OP, EXPR)
+#define BINARY_COMPLEX_ENTRIES(OP, EXPR)   CPU_COMPLEX_TYPES_WITH(ENTRY, binary, OP, EXPR)
+#define COMPARE_COMPLEX_ENTRIES(OP, EXPR)  CPU_COMPLEX_TYPES_WITH(ENTRY, compare, OP, EXPR)
+#define ABS_COMPLEX_ENTRY(ID, T, CT)       [DLE_OP_ABS][DLE_##ID] = unary_ABS_##ID,
 
 static const cpu_loop_fn loops[DLE_NUM_OPS][DLE_NUM_DTYPES] = {
     UNARY_NUMERIC_OPS(UNARY_NUMERIC_ENTRIES) UNARY_FLOAT_OPS(UNARY_FLOAT_ENTRIES)
         BINARY_NUMERIC_OPS(BINARY_NUMERIC_ENTRIES) BINARY_FLOAT_OPS(BINARY_FLOAT_ENTRIES)
             COMPARE_OPS(COMPARE_ENTRIES) PREDICATE_OPS(PREDICATE_ENTRIES)
                 CPU_ALL_TYPES(WHERE_ENTRY)[DLE_OP_LOGICAL_NOT][DLE_BOOL] = logical_not_BOOL,
-};
+    UNARY_COMPLEX_OPS(UNARY_COMPLEX_ENTRIES) BINARY_COMPLEX_OPS(BINARY_COMPLEX_ENTRIES)
+        COMPARE_COMPLEX_OPS(COMPARE_COMPLEX_ENTRIES) CPU_COMPLEX_TYPES(ABS_COMPLEX_ENTRY)
+            CPU_COMPLEX_TYPES(WHERE_ENTRY)};
 
 /* Ops whose element costs a libm-class function go on several threads from CPU_PARALLEL_GRAIN
  * elements; the others (a few instructions, bound by memory) from CPU_PARALLEL_GRAIN_LIGHT. */

@@ -1,6 +1,6 @@
 /* matmul.c — CPU kernel of matmul: float32/float64 through OpenBLAS (transposed operands
- * passed as flags, not copied), float16/bfloat16 through sgemm on float32 copies, integers by a
- * triple loop. The front door (engine/ops/matmul.c) hands over out {batch..., M, N},
+ * passed as flags, not copied), complex64/complex128 through cgemm/zgemm the same way,
+ * float16/bfloat16 through sgemm on float32 copies, integers by a triple loop. The front door (engine/ops/matmul.c) hands over out {batch..., M, N},
  * a {batch..., M, K} and b {batch..., K, N} in one dtype, batch dims already broadcast (stride 0). */
 #include <cblas.h>
 #include <limits.h>
@@ -69,13 +69,16 @@ static bool col_major(const cpu_mat *m, int64_t *ld) {
     }                                                                         \
   }
 CPU_FLOAT_TYPES(PACK_LOOPS)
+CPU_COMPLEX_TYPES(PACK_LOOPS)
 
 typedef void (*pack_fn)(void *dst, const cpu_mat *m);
 typedef void (*unpack_fn)(const cpu_mat *m, const void *src, int64_t ld);
 #define PACK_ENTRY(ID, T, CT)   [DLE_##ID] = pack_##ID,
 #define UNPACK_ENTRY(ID, T, CT) [DLE_##ID] = unpack_##ID,
-static const pack_fn pack_of[DLE_NUM_DTYPES] = {CPU_FLOAT_TYPES(PACK_ENTRY)};
-static const unpack_fn unpack_of[DLE_NUM_DTYPES] = {CPU_FLOAT_TYPES(UNPACK_ENTRY)};
+static const pack_fn pack_of[DLE_NUM_DTYPES] = {CPU_FLOAT_TYPES(PACK_ENTRY)
+                                                    CPU_COMPLEX_TYPES(PACK_ENTRY)};
+static const unpack_fn unpack_of[DLE_NUM_DTYPES] = {CPU_FLOAT_TYPES(UNPACK_ENTRY)
+                                                        CPU_COMPLEX_TYPES(UNPACK_ENTRY)};
 
 static void *scratch_get(scratch *s, size_t nbytes) {
   if (nbytes <= s->cap) return s->buf;
@@ -143,6 +146,18 @@ static dle_status blas_operand(blas_mat *out, const cpu_mat *m, dle_dtype dt, bo
 BLAS_CALLS(s, float)
 BLAS_CALLS(d, double)
 
+/* complex: cgemm/zgemm take alpha and beta by address; always gemm (no gemv shortcut) */
+#define BLAS_COMPLEX_CALLS(P, CT)                                                             \
+  static void blas_##P(const blas_mat *a, const blas_mat *b, CT *c, int64_t ldc, int64_t m,   \
+                       int64_t n, int64_t k, CT beta) {                                       \
+    const CT one = 1;                                                                         \
+    cblas_##P##gemm(CblasRowMajor, a->trans ? CblasTrans : CblasNoTrans,                      \
+                    b->trans ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, &one, a->p, \
+                    (int)a->ld, b->p, (int)b->ld, &beta, c, (int)ldc);                        \
+  }
+BLAS_COMPLEX_CALLS(c, float _Complex)
+BLAS_COMPLEX_CALLS(z, double _Complex)
+
 /* State of one kernel call, shared by the matrices of the batch. accumulate: c += a b (BLAS's
  * beta = 1; the front door has put the addend in c), float dtypes only. */
 typedef struct {
@@ -154,8 +169,9 @@ typedef struct {
 /* c = a b for one matrix of the batch (float dtypes). */
 static dle_status float_matmul(mm_ctx *ctx, const cpu_mat *a, const cpu_mat *b, const cpu_mat *c) {
   int64_t m = a->rows, k = a->cols, n = b->cols;
-  bool dbl = ctx->dt == DLE_F64, native = ctx->dt == DLE_F32 || dbl;
-  size_t es = dbl ? sizeof(double) : sizeof(float);
+  bool dbl = ctx->dt == DLE_F64, cplx = dle_dtype_is_complex(ctx->dt);
+  bool native = ctx->dt == DLE_F32 || dbl || cplx;
+  size_t es = cplx ? dle_dtype_size(ctx->dt) : dbl ? sizeof(double) : sizeof(float);
   blas_mat ba = {0}, bb = {0};
   DLE_TRY(blas_operand(&ba, a, ctx->dt, native, es, &ctx->sa));
   DLE_TRY(blas_operand(&bb, b, ctx->dt, native, es, &ctx->sb));
@@ -170,7 +186,11 @@ static dle_status float_matmul(mm_ctx *ctx, const cpu_mat *a, const cpu_mat *b, 
     /* the addend widened into the compute type: the sum is rounded once, when stored */
     if (ctx->accumulate) pack_of[ctx->dt](cp, c);
   }
-  if (dbl)
+  if (ctx->dt == DLE_C64)
+    blas_c(&ba, &bb, cp, ldc, m, n, k, ctx->accumulate);
+  else if (ctx->dt == DLE_C128)
+    blas_z(&ba, &bb, cp, ldc, m, n, k, ctx->accumulate);
+  else if (dbl)
     blas_d(&ba, &bb, cp, ldc, m, n, k, ctx->accumulate);
   else
     blas_s(&ba, &bb, cp, ldc, m, n, k, ctx->accumulate);

@@ -54,11 +54,14 @@ void cu_scratch_free(void *p);
 dle_status cu_read(const char *fn, void *host, const void *dev, size_t n);
 
 /* ---------------------------------------------------------------- dtype traits */
-static const int cu_esizes[DLE_NUM_DTYPES] = {4, 8, 2, 2, 4, 8, 1, 1};
+/* complex64/complex128 have sizes (device copies move their bytes) but no CUDA kernels: the
+ * dtype switches below reject them */
+static const int cu_esizes[DLE_NUM_DTYPES] = {4, 8, 2, 2, 4, 8, 1, 1, 8, 16};
 static inline int64_t cu_esize(dle_dtype t) { return cu_esizes[t]; }
 static inline bool cu_is_float(dle_dtype t) { return t <= DLE_BF16; }
 static const char *const cu_dtype_names[DLE_NUM_DTYPES] = {
-    "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool"};
+    "float32", "float64", "float16", "bfloat16",  "int32",
+    "int64",   "uint8",   "bool",    "complex64", "complex128"};
 static inline const char *cu_dtype_name(dle_dtype t) {
   return (unsigned)t < DLE_NUM_DTYPES ? cu_dtype_names[t] : "?";
 }

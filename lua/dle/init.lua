@@ -40,6 +40,8 @@ merge(require "dle.linalg")
 merge(require "dle.arrange")
 merge(require "dle.select")
 merge(require "dle.distance")
+merge(require "dle.complex")
+merge(require "dle.fft")
 -- installed rather than merged: its module table also holds helpers for dle.io.gguf and dle.nn
 require("dle.quant").install(dle)
 

@@ -77,8 +77,9 @@ function M.install(dle)
     if v == -math.huge then return "-inf" end
   end
 
-  -- One formatter for all values of a tensor, so columns line up.
-  local function formatter(values, dtype, precision)
+  -- One formatter for all values of a tensor, so columns line up. A complex tensor's parts are
+  -- formatted with decimals even when whole (`fractional`), as "1.0000+2.0000j".
+  local function formatter(values, dtype, precision, fractional)
     if dtype == "bool" then return function(v) return tostring(v) end end
     if not (dtype:find("float") or dtype == "bfloat16") then
       return function(v) return string.format("%d", v) end
@@ -93,7 +94,7 @@ function M.install(dle)
       end
     end
     local fmt
-    if whole and maxabs < 1e8 then fmt = "%.0f"
+    if whole and maxabs < 1e8 and not fractional then fmt = "%.0f"
     elseif maxabs >= 1e5 or minabs < 1e-4 or maxabs / minabs > 1e3 then fmt = "%." .. precision .. "e"
     else fmt = "%." .. precision .. "f" end
     return function(v) return special(v) or string.format(fmt, v) end
@@ -135,6 +136,34 @@ function M.install(dle)
     prefix[depth] = nil
   end
 
+  -- Replaces the {re, im} leaves (at depth nd) of a complex tensor's value table by their text,
+  -- PyTorch's "1.0000+2.0000j", each part formatted like all the others of its kind.
+  local function complex_text(values, nd, precision)
+    local pairs_, res, ims = {}, {}, {}
+    local function walk(v, d)
+      if d == nd then
+        pairs_[#pairs_ + 1] = v
+        res[#res + 1], ims[#ims + 1] = v[1], math.abs(v[2])
+      else
+        for _, sub in ipairs(v) do if sub ~= ELLIPSIS then walk(sub, d + 1) end end
+      end
+    end
+    walk(values, 0)
+    local fre = formatter(res, "float64", precision, true)
+    local fim = formatter(ims, "float64", precision, true)
+    local text = {}
+    for _, p in ipairs(pairs_) do
+      local sign = (p[2] < 0 or (p[2] == 0 and 1 / p[2] < 0)) and "-" or "+"
+      text[p] = fre(p[1]) .. sign .. fim(math.abs(p[2])) .. "j"
+    end
+    local function replace(v, d)
+      if d == nd then return text[v] end
+      for k, sub in ipairs(v) do if sub ~= ELLIPSIS then v[k] = replace(sub, d + 1) end end
+      return v
+    end
+    return replace(values, 0)
+  end
+
   local function footer(t)
     local sizes = t:shape()
     local s = #sizes == 0 and "[dle.Tensor %s of size ()]" or "[dle.Tensor %s of size %s]"
@@ -153,8 +182,13 @@ function M.install(dle)
     end
     local summarize = n > opts.threshold
     local values = nd == 0 and t:item() or gather(t, summarize, opts.edgeitems)
+    local fmt
+    if t:is_complex() then
+      values = complex_text(values, nd, opts.precision)
+      fmt = tostring
+    end
     local flat = leaves(values, {})
-    local fmt = formatter(flat, t:dtype(), opts.precision)
+    fmt = fmt or formatter(flat, t:dtype(), opts.precision)
     local width = 3
     for _, v in ipairs(flat) do width = math.max(width, #fmt(v)) end
     local lines = {}

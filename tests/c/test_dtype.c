@@ -15,11 +15,14 @@
 #define I64  DLE_I64
 #define U8   DLE_U8
 #define BOOL DLE_BOOL
+#define C64  DLE_C64
+#define C128 DLE_C128
 
 TEST(dtype_names_round_trip_through_parse) {
   static const char *const names[DLE_NUM_DTYPES] = {
-      [F32] = "float32", [F64] = "float64", [F16] = "float16", [BF16] = "bfloat16",
-      [I32] = "int32",   [I64] = "int64",   [U8] = "uint8",    [BOOL] = "bool"};
+      [F32] = "float32",   [F64] = "float64",    [F16] = "float16", [BF16] = "bfloat16",
+      [I32] = "int32",     [I64] = "int64",      [U8] = "uint8",    [BOOL] = "bool",
+      [C64] = "complex64", [C128] = "complex128"};
   for (int dt = 0; dt < DLE_NUM_DTYPES; dt++) {
     CHECK(strcmp(dle_dtype_name(dt), names[dt]) == 0, "dtype %d is named %s", dt,
           dle_dtype_name(dt));
@@ -35,8 +38,9 @@ TEST(dtype_aliases_parse_to_their_dtypes) {
   static const struct {
     const char *alias;
     dle_dtype dt;
-  } cases[] = {{"float", F32}, {"double", F64}, {"half", F16}, {"long", I64}, {"int", I32},
-               {"byte", U8},   {"bf16", BF16},  {"fp16", F16}, {"fp32", F32}, {"fp64", F64}};
+  } cases[] = {{"float", F32}, {"double", F64}, {"half", F16},   {"long", I64},
+               {"int", I32},   {"byte", U8},    {"bf16", BF16},  {"fp16", F16},
+               {"fp32", F32},  {"fp64", F64},   {"cfloat", C64}, {"cdouble", C128}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     dle_dtype dt = DLE_NUM_DTYPES;
     CHECK(dle_dtype_parse(cases[i].alias, &dt) == DLE_OK && dt == cases[i].dt, "%s gave %s",
@@ -46,27 +50,33 @@ TEST(dtype_aliases_parse_to_their_dtypes) {
 
 TEST(dtype_sizes_and_float_flags) {
   static const size_t sizes[DLE_NUM_DTYPES] = {
-      [F32] = 4, [F64] = 8, [F16] = 2, [BF16] = 2, [I32] = 4, [I64] = 8, [U8] = 1, [BOOL] = 1};
+      [F32] = 4, [F64] = 8, [F16] = 2,  [BF16] = 2, [I32] = 4,
+      [I64] = 8, [U8] = 1,  [BOOL] = 1, [C64] = 8,  [C128] = 16};
   for (int dt = 0; dt < DLE_NUM_DTYPES; dt++) {
     CHECK(dle_dtype_size(dt) == sizes[dt], "%s has size %zu", dle_dtype_name(dt),
           dle_dtype_size(dt));
     CHECK(dle_dtype_is_float(dt) == (dt <= BF16), "%s float flag", dle_dtype_name(dt));
+    CHECK(dle_dtype_is_complex(dt) == (dt == C64 || dt == C128), "%s complex flag",
+          dle_dtype_name(dt));
   }
 }
 
 TEST(promote_follows_the_documented_table) {
   /* float beats int, the wider float wins, float16 with bfloat16 meet in float32,
-   * bool < uint8 < int32 < int64. Rows and columns in dle_dtype order. */
+   * bool < uint8 < int32 < int64; complex beats real, complex128 when either side has float64
+   * precision. Rows and columns in dle_dtype order. */
   static const dle_dtype want[DLE_NUM_DTYPES][DLE_NUM_DTYPES] = {
-      /*           F32  F64  F16   BF16  I32   I64   U8    BOOL */
-      [F32] = {F32, F64, F32, F32, F32, F32, F32, F32},
-      [F64] = {F64, F64, F64, F64, F64, F64, F64, F64},
-      [F16] = {F32, F64, F16, F32, F16, F16, F16, F16},
-      [BF16] = {F32, F64, F32, BF16, BF16, BF16, BF16, BF16},
-      [I32] = {F32, F64, F16, BF16, I32, I64, I32, I32},
-      [I64] = {F32, F64, F16, BF16, I64, I64, I64, I64},
-      [U8] = {F32, F64, F16, BF16, I32, I64, U8, U8},
-      [BOOL] = {F32, F64, F16, BF16, I32, I64, U8, BOOL},
+      /*           F32  F64  F16   BF16  I32   I64   U8    BOOL  C64   C128 */
+      [F32] = {F32, F64, F32, F32, F32, F32, F32, F32, C64, C128},
+      [F64] = {F64, F64, F64, F64, F64, F64, F64, F64, C128, C128},
+      [F16] = {F32, F64, F16, F32, F16, F16, F16, F16, C64, C128},
+      [BF16] = {F32, F64, F32, BF16, BF16, BF16, BF16, BF16, C64, C128},
+      [I32] = {F32, F64, F16, BF16, I32, I64, I32, I32, C64, C128},
+      [I64] = {F32, F64, F16, BF16, I64, I64, I64, I64, C64, C128},
+      [U8] = {F32, F64, F16, BF16, I32, I64, U8, U8, C64, C128},
+      [BOOL] = {F32, F64, F16, BF16, I32, I64, U8, BOOL, C64, C128},
+      [C64] = {C64, C128, C64, C64, C64, C64, C64, C64, C64, C128},
+      [C128] = {C128, C128, C128, C128, C128, C128, C128, C128, C128, C128},
   };
   for (int a = 0; a < DLE_NUM_DTYPES; a++)
     for (int b = 0; b < DLE_NUM_DTYPES; b++) {
@@ -260,6 +270,8 @@ static double convert_ref(double v, dle_dtype from, dle_dtype to) {
     case DLE_I64: return from_float ? saturate(v, -0x1p63, 0x1p63) : v;
     case DLE_U8: return from_float ? saturate(v, 0, 255) : (double)(uint8_t)(int64_t)v;
     case DLE_BOOL: return v != 0;
+    case DLE_C64: return (float)v; /* the real part, read back by at() */
+    case DLE_C128: return v;
     default: return NAN;
   }
 }
@@ -275,7 +287,13 @@ TEST(to_dtype_converts_between_every_pair_of_dtypes) {
     dle_tensor *srcs[2] = {contig, stepped};
     for (int to = 0; to < DLE_NUM_DTYPES; to++)
       for (int k = 0; k < 2; k++) {
-        dle_tensor *out;
+        dle_tensor *out = NULL;
+        if (dle_dtype_is_complex(from) && !dle_dtype_is_complex(to)) { /* would drop the imag */
+          CHECK(dle_to_dtype(&out, srcs[k], to) != DLE_OK && out == NULL &&
+                    strstr(dle_last_error(), "imaginary part"),
+                "%s -> %s was not refused", dle_dtype_name(from), dle_dtype_name(to));
+          continue;
+        }
         MAKE(out, dle_to_dtype(&out, srcs[k], to));
         CHECK(out->dtype == (dle_dtype)to, "dtype %s", dle_dtype_name(out->dtype));
         for (int64_t i = 0; i < 8; i++) {

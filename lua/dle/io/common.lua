@@ -7,7 +7,10 @@ local M = {}
 -- Element sizes of the dtypes a file may name.
 M.ELSIZE = {
   float32 = 4, float64 = 8, float16 = 2, bfloat16 = 2, int32 = 4, int64 = 8, uint8 = 1, bool = 1,
+  complex64 = 8, complex128 = 16,
 }
+-- The dtype of each part (re, im) of a complex dtype.
+M.COMPLEX_PART = {complex64 = "float32", complex128 = "float64"}
 M.FLOAT = {float32 = true, float64 = true, float16 = true, bfloat16 = true}
 
 function M.align(n, a)

@@ -5,9 +5,10 @@ local common = require "dle.io.common"
 local atomic = require "dle.io.atomic"
 
 local ELSIZE, fail, align = common.ELSIZE, common.fail, common.align
+local COMPLEX_PART = common.COMPLEX_PART
 
 local NPY_OF = {float32 = "f4", float64 = "f8", float16 = "f2", int32 = "i4", int64 = "i8",
-  uint8 = "u1", bool = "b1"}
+  uint8 = "u1", bool = "b1", complex64 = "c8", complex128 = "c16"}
 local DTYPE_OF_NPY = {}
 for k, v in pairs(NPY_OF) do DTYPE_OF_NPY[v] = k end
 
@@ -82,13 +83,20 @@ return function(dle)
       end
       if #shape > 8 then fail("%s: %s: %d dims (at most 8 supported)", fn, path, #shape) end
       local data_at = start + hl
+      -- a complex array is read as its (re, im) parts, so a big-endian file swaps each part
+      local part = COMPLEX_PART[dtype]
+      local function read(sizes)
+        if not part then return core._io_read(f, data_at, dtype, sizes, swap, fn .. ": " .. path) end
+        local s = table.move(sizes, 1, #sizes, 1, {})
+        s[#s + 1] = 2
+        return dle.view_as_complex(core._io_read(f, data_at, part, s, order == ">", fn .. ": " .. path))
+      end
       if fortran == "True" and #shape > 1 then
         local rev, perm = {}, {}
         for i = 1, #shape do rev[i] = shape[#shape + 1 - i]; perm[i] = #shape + 1 - i end
-        local t = core._io_read(f, data_at, dtype, rev, swap, fn .. ": " .. path)
-        return t:permute(perm):contiguous()
+        return read(rev):permute(perm):contiguous()
       end
-      return core._io_read(f, data_at, dtype, shape, swap, fn .. ": " .. path)
+      return read(shape)
     end)
   end
 

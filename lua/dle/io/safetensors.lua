@@ -75,6 +75,10 @@ return function(dle)
       if type(k) ~= "string" then fail("%s: tensor names must be strings, got %s %s", fn, type(k), tostring(k)) end
       if k == "__metadata__" then fail("%s: '__metadata__' is reserved and cannot name a tensor", fn) end
       if not dle.is_tensor(v) then fail("%s: %s is a %s, not a tensor", fn, k, type(v)) end
+      if not ST_OF[v:dtype()] then
+        fail("%s: %s is %s, which the safetensors format has no dtype for (its list has no complex type); "
+          .. "save dle.view_as_real(t) instead, or use dle.save / dle.save_npy", fn, k, v:dtype())
+      end
       names[#names + 1] = k
     end
     table.sort(names)

@@ -1,0 +1,25 @@
+/* lua_complex.c — the complex views for Lua: dle.view_as_real(z) and dle.view_as_complex(x)
+ * (engine/complex.c). The rest of complex support in Lua (dle.complex, real, imag, conj, angle,
+ * printing) is lua/dle/complex.lua on these and the ops. */
+#include "lua_util.h"
+#include "../engine/dle.h"
+
+static int l_view_as_real(lua_State *L) {
+  dle_tensor *r = NULL;
+  DLE_LUA_TRY(L, dle_view_as_real(&r, dle_lua_check(L, 1)));
+  dle_lua_push(L, r);
+  return 1;
+}
+
+static int l_view_as_complex(lua_State *L) {
+  dle_tensor *r = NULL;
+  DLE_LUA_TRY(L, dle_view_as_complex(&r, dle_lua_check(L, 1)));
+  dle_lua_push(L, r);
+  return 1;
+}
+
+void dle_lua_open_complex(lua_State *L, int module, int methods) {
+  static const luaL_Reg fns[] = {
+      {"view_as_real", l_view_as_real}, {"view_as_complex", l_view_as_complex}, {NULL, NULL}};
+  dle_lua_register(L, module, methods, fns, NULL, NULL);
+}
