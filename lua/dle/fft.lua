@@ -213,21 +213,6 @@ function fft.fftshift(x, dim) return shift("fft.fftshift", x, dim, 1) end
 --- ifftshift(x, dim): the inverse of fftshift.
 function fft.ifftshift(x, dim) return shift("fft.ifftshift", x, dim, -1) end
 
--- dle.onnx lists the ops it cannot export with the reason; its files are another family's, so the
--- fft op's reason is added here when the exporter loads (or now, if it already has).
-local ONNX_REASON = "FFTW transforms over any dims with PyTorch's norms; ONNX's DFT (opset 17) is not mapped yet"
-local function note_onnx(ops) ops.not_expressible.fft = ONNX_REASON end
-if package.loaded["dle.onnx.export_ops"] then
-  note_onnx(package.loaded["dle.onnx.export_ops"])
-elseif not package.preload["dle.onnx.export_ops"] then
-  package.preload["dle.onnx.export_ops"] = function(name)
-    package.preload[name] = nil -- the real module, found by the other searchers
-    local ops = require(name)
-    note_onnx(ops)
-    return ops
-  end
-end
-
 function M.install(d)
   d.fft = check.export(fft)
 end

@@ -637,6 +637,7 @@ for _, name in ipairs({"linalg_solve", "linalg_inv", "linalg_slogdet", "linalg_c
                        "linalg_svd", "linalg_eigh"}) do why[name] = linalg end
 ops.linalg_det = function(e, _, x) return e:node("Det", x) end
 why.erfinv = "ONNX has no inverse error function"
+why.fft = "FFTW transforms over any dims with PyTorch's norms; ONNX's DFT (opset 17) is not mapped yet"
 why.cumprod = "ONNX has CumSum only (a log-space product is wrong for zeros and negatives)"
 why.logcumsumexp = "ONNX has CumSum only (exp overflows outside a fused log-space scan)"
 why.cummax, why.cummin = "ONNX has no running max/min", "ONNX has no running max/min"
