@@ -67,6 +67,13 @@ typedef enum {
   DLE_I64,
   DLE_U8,
   DLE_BOOL,
+  DLE_I8, /* int8 .. float8_e5m2 were appended later: stored files name dtypes, not numbers */
+  DLE_I16,
+  DLE_U16,
+  DLE_U32,
+  DLE_U64,
+  DLE_F8E4M3, /* float8_e4m3fn: storage only, computes in float32 (engine/kernel/fp8.h) */
+  DLE_F8E5M2, /* float8_e5m2 */
   DLE_NUM_DTYPES
 } dle_dtype;
 
@@ -74,16 +81,22 @@ typedef enum {
 
 const char *dle_dtype_name(dle_dtype t);
 /* Accepts the API names ("float32", "int64", ...) and common aliases ("float", "double",
- * "half", "long", "int", "byte"). */
+ * "half", "long", "int", "short", "byte"). */
 dle_status dle_dtype_parse(const char *name, dle_dtype *out);
 /* Inline: every kernel call asks, several times. The tables are in dtype.c. */
 extern const uint8_t dle_dtype_sizes[DLE_NUM_DTYPES];
 extern const bool dle_dtype_floats[DLE_NUM_DTYPES];
 static inline size_t dle_dtype_size(dle_dtype t) { return dle_dtype_sizes[t]; }
 static inline bool dle_dtype_is_float(dle_dtype t) { return dle_dtype_floats[t]; }
-/* The dtype two tensor operands compute in:
- *   bool < uint8 < int32 < int64 < (any float);  among floats the wider wins:
- *   float16 < float32 < float64, bfloat16 < float32, and float16 with bfloat16 gives float32. */
+/* The dtype two tensor operands compute in (PyTorch's rule, NumPy's for the unsigned types
+ * PyTorch has no arithmetic for):
+ *   bool below every other dtype; an integer with a float gives the float;
+ *   two signed or two unsigned integers give the wider one;
+ *   signed s with unsigned u: s when it is wider than u, else the signed type twice as wide as u
+ *   (uint8+int8 -> int16, uint16+int16 -> int32, uint32+int32 -> int64), and uint64 with any
+ *   signed integer gives float64 (as NumPy);
+ *   among floats the wider wins: float8 < float16 < float32 < float64, float8 < bfloat16 <
+ *   float32; float16 with bfloat16, and float8_e4m3fn with float8_e5m2, give float32. */
 dle_dtype dle_promote(dle_dtype a, dle_dtype b);
 
 /* Scalar conversions (round to nearest even; NaN stays NaN, overflow gives inf). */
@@ -91,6 +104,12 @@ uint16_t dle_f32_to_f16(float f);
 float dle_f16_to_f32(uint16_t h);
 uint16_t dle_f32_to_bf16(float f);
 float dle_bf16_to_f32(uint16_t b);
+/* float8: decoding is exact; encoding rounds to nearest even and saturates at +-448 (e4m3fn) and
+ * +-57344 (e5m2), infinities included; NaN stays NaN. */
+uint8_t dle_f32_to_f8e4m3(float f);
+float dle_f8e4m3_to_f32(uint8_t c);
+uint8_t dle_f32_to_f8e5m2(float f);
+float dle_f8e5m2_to_f32(uint8_t c);
 
 /* ---------------------------------------------------------------- devices */
 typedef enum { DLE_CPU, DLE_CUDA, DLE_NUM_DEVICE_TYPES } dle_device_type;
