@@ -618,6 +618,16 @@ dle_status dle_dequantize(dle_tensor **out, dle_tensor *w, dle_qtype q, int64_t 
 dle_status dle_qmatmul(dle_tensor **out, dle_tensor *x, dle_tensor *w, dle_qtype q, int64_t cols,
                        bool transposed);
 
+/* ---------------------------------------------------------------- float8 matmul (engine/fp8.c) */
+/* out {M, N} = (a * a_scale) @ (b * b_scale) in dtype out_dt (torch._scaled_mm): a {M, K} and
+ * b {K, N} float8_e4m3fn/float8_e5m2 (any strides), a_scale and b_scale 0-d float32 tensors, all on
+ * one device; out_dt a float dtype other than float8. The CPU upcasts to float32 and multiplies
+ * with sgemm; CUDA goes through cuBLASLt's fp8 path. No gradient: an input that requires grad is
+ * an error, as is anything else off this contract (naming dle.fp8.scaled_matmul and the shapes and
+ * dtypes). */
+dle_status dle_fp8_scaled_matmul(dle_tensor **out, dle_tensor *a, dle_tensor *b,
+                                 dle_tensor *a_scale, dle_tensor *b_scale, dle_dtype out_dt);
+
 /* the neural-network ops: convolution, pooling, normalization, resampling, cross-entropy,
  * embedding, dropout, attention, the fused losses, recurrent cells and CTC */
 #include "dle_nn.h"

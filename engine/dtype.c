@@ -6,11 +6,21 @@
 #include <stdlib.h>
 
 static const char *const dtype_names[DLE_NUM_DTYPES] = {
-    [DLE_F32] = "float32",        [DLE_F64] = "float64",        [DLE_F16] = "float16",
-    [DLE_BF16] = "bfloat16",      [DLE_I32] = "int32",          [DLE_I64] = "int64",
-    [DLE_U8] = "uint8",           [DLE_BOOL] = "bool",          [DLE_I8] = "int8",
-    [DLE_I16] = "int16",          [DLE_U16] = "uint16",         [DLE_U32] = "uint32",
-    [DLE_U64] = "uint64",         [DLE_F8E4M3] = "float8_e4m3fn", [DLE_F8E5M2] = "float8_e5m2",
+    [DLE_F32] = "float32",
+    [DLE_F64] = "float64",
+    [DLE_F16] = "float16",
+    [DLE_BF16] = "bfloat16",
+    [DLE_I32] = "int32",
+    [DLE_I64] = "int64",
+    [DLE_U8] = "uint8",
+    [DLE_BOOL] = "bool",
+    [DLE_I8] = "int8",
+    [DLE_I16] = "int16",
+    [DLE_U16] = "uint16",
+    [DLE_U32] = "uint32",
+    [DLE_U64] = "uint64",
+    [DLE_F8E4M3] = "float8_e4m3fn",
+    [DLE_F8E5M2] = "float8_e5m2",
 };
 
 static const struct {
@@ -43,12 +53,12 @@ dle_status dle_dtype_parse(const char *name, dle_dtype *out) {
 }
 
 const uint8_t dle_dtype_sizes[DLE_NUM_DTYPES] = {
-    [DLE_F32] = 4, [DLE_F64] = 8, [DLE_F16] = 2, [DLE_BF16] = 2, [DLE_I32] = 4,
-    [DLE_I64] = 8, [DLE_U8] = 1,  [DLE_BOOL] = 1, [DLE_I8] = 1,  [DLE_I16] = 2,
-    [DLE_U16] = 2, [DLE_U32] = 4, [DLE_U64] = 8, [DLE_F8E4M3] = 1, [DLE_F8E5M2] = 1,
+    [DLE_F32] = 4, [DLE_F64] = 8, [DLE_F16] = 2,  [DLE_BF16] = 2,   [DLE_I32] = 4,
+    [DLE_I64] = 8, [DLE_U8] = 1,  [DLE_BOOL] = 1, [DLE_I8] = 1,     [DLE_I16] = 2,
+    [DLE_U16] = 2, [DLE_U32] = 4, [DLE_U64] = 8,  [DLE_F8E4M3] = 1, [DLE_F8E5M2] = 1,
 };
 const bool dle_dtype_floats[DLE_NUM_DTYPES] = {
-    [DLE_F32] = true, [DLE_F64] = true,    [DLE_F16] = true,
+    [DLE_F32] = true,  [DLE_F64] = true,    [DLE_F16] = true,
     [DLE_BF16] = true, [DLE_F8E4M3] = true, [DLE_F8E5M2] = true,
 };
 
@@ -58,11 +68,11 @@ enum { K_BOOL, K_UNSIGNED, K_SIGNED, K_FLOAT };
 static const struct {
   uint8_t kind, rank;
 } promo[DLE_NUM_DTYPES] = {
-    [DLE_BOOL] = {K_BOOL, 0},       [DLE_U8] = {K_UNSIGNED, 8},     [DLE_U16] = {K_UNSIGNED, 16},
-    [DLE_U32] = {K_UNSIGNED, 32},   [DLE_U64] = {K_UNSIGNED, 64},   [DLE_I8] = {K_SIGNED, 8},
-    [DLE_I16] = {K_SIGNED, 16},     [DLE_I32] = {K_SIGNED, 32},     [DLE_I64] = {K_SIGNED, 64},
-    [DLE_F8E4M3] = {K_FLOAT, 1},    [DLE_F8E5M2] = {K_FLOAT, 1},    [DLE_F16] = {K_FLOAT, 2},
-    [DLE_BF16] = {K_FLOAT, 2},      [DLE_F32] = {K_FLOAT, 3},       [DLE_F64] = {K_FLOAT, 4},
+    [DLE_BOOL] = {K_BOOL, 0},     [DLE_U8] = {K_UNSIGNED, 8},   [DLE_U16] = {K_UNSIGNED, 16},
+    [DLE_U32] = {K_UNSIGNED, 32}, [DLE_U64] = {K_UNSIGNED, 64}, [DLE_I8] = {K_SIGNED, 8},
+    [DLE_I16] = {K_SIGNED, 16},   [DLE_I32] = {K_SIGNED, 32},   [DLE_I64] = {K_SIGNED, 64},
+    [DLE_F8E4M3] = {K_FLOAT, 1},  [DLE_F8E5M2] = {K_FLOAT, 1},  [DLE_F16] = {K_FLOAT, 2},
+    [DLE_BF16] = {K_FLOAT, 2},    [DLE_F32] = {K_FLOAT, 3},     [DLE_F64] = {K_FLOAT, 4},
 };
 
 static dle_dtype signed_of_bits(int bits) {

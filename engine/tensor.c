@@ -383,8 +383,9 @@ void dle_tensor_set(dle_tensor *t, const int64_t *index, double v) {
     case DLE_U32: *(uint32_t *)p = (uint32_t)saturate(v, 0, UINT32_MAX); break;
     case DLE_U64: /* above int64's range by hand: saturate() returns int64 */
       *(uint64_t *)p = v >= 18446744073709551615.0 ? UINT64_MAX
-                       : v >= 9223372036854775808.0 ? (uint64_t)v
-                                                    : (uint64_t)saturate(v, 0, 9223372036854774784.0);
+                       : v >= 9223372036854775808.0
+                           ? (uint64_t)v
+                           : (uint64_t)saturate(v, 0, 9223372036854774784.0);
       break;
     case DLE_F8E4M3: *(uint8_t *)p = dle_float_to_f8e4m3((float)v); break;
     case DLE_F8E5M2: *(uint8_t *)p = dle_float_to_f8e5m2((float)v); break;

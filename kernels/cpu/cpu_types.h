@@ -47,43 +47,43 @@
 // clang-format on
 
 /* A double attribute (clamp bound, exponent) in compute type CT; saturating for integers. */
-#define CPU_PARAM(CT, v)                                          \
-  ((CT) _Generic((CT)0, float                                     \
-                 : (v), double                                    \
-                 : (v), int32_t                                   \
+#define CPU_PARAM(CT, v)                                           \
+  ((CT) _Generic((CT)0, float                                      \
+                 : (v), double                                     \
+                 : (v), int32_t                                    \
                  : cpu_f_to_i64(v, INT32_MIN, INT32_MAX), uint64_t \
-                 : cpu_f_to_u64(v), default                       \
+                 : cpu_f_to_u64(v), default                        \
                  : cpu_f_to_i64(v, INT64_MIN, INT64_MAX)))
 
-#define LD_F32(x)  (x)
-#define LD_F64(x)  (x)
-#define LD_F16(x)  dle_half_to_float(x)
-#define LD_BF16(x) dle_bfloat_to_float(x)
-#define LD_I32(x)  (x)
-#define LD_I64(x)  (x)
-#define LD_U8(x)   ((int32_t)(x))
-#define LD_BOOL(x) ((int32_t)((x) != 0))
-#define LD_I8(x)   ((int32_t)(x))
-#define LD_I16(x)  ((int32_t)(x))
-#define LD_U16(x)  ((int32_t)(x))
-#define LD_U32(x)  ((int64_t)(x))
-#define LD_U64(x)  (x)
+#define LD_F32(x)    (x)
+#define LD_F64(x)    (x)
+#define LD_F16(x)    dle_half_to_float(x)
+#define LD_BF16(x)   dle_bfloat_to_float(x)
+#define LD_I32(x)    (x)
+#define LD_I64(x)    (x)
+#define LD_U8(x)     ((int32_t)(x))
+#define LD_BOOL(x)   ((int32_t)((x) != 0))
+#define LD_I8(x)     ((int32_t)(x))
+#define LD_I16(x)    ((int32_t)(x))
+#define LD_U16(x)    ((int32_t)(x))
+#define LD_U32(x)    ((int64_t)(x))
+#define LD_U64(x)    (x)
 #define LD_F8E4M3(x) dle_f8e4m3_to_float(x)
 #define LD_F8E5M2(x) dle_f8e5m2_to_float(x)
 
-#define ST_F32(v)  ((float)(v))
-#define ST_F64(v)  ((double)(v))
-#define ST_F16(v)  dle_float_to_half((float)(v))
-#define ST_BF16(v) dle_float_to_bfloat((float)(v))
-#define ST_I32(v)  ((int32_t)cpu_to_i64(v, INT32_MIN, INT32_MAX))
-#define ST_I64(v)  (cpu_to_i64(v, INT64_MIN, INT64_MAX))
-#define ST_U8(v)   ((uint8_t)cpu_to_i64(v, 0, 255))
-#define ST_BOOL(v) ((uint8_t)((v) != 0))
-#define ST_I8(v)   ((int8_t)cpu_to_i64(v, INT8_MIN, INT8_MAX))
-#define ST_I16(v)  ((int16_t)cpu_to_i64(v, INT16_MIN, INT16_MAX))
-#define ST_U16(v)  ((uint16_t)cpu_to_i64(v, 0, UINT16_MAX))
-#define ST_U32(v)  ((uint32_t)cpu_to_i64(v, 0, UINT32_MAX))
-#define ST_U64(v)  cpu_to_u64(v)
+#define ST_F32(v)    ((float)(v))
+#define ST_F64(v)    ((double)(v))
+#define ST_F16(v)    dle_float_to_half((float)(v))
+#define ST_BF16(v)   dle_float_to_bfloat((float)(v))
+#define ST_I32(v)    ((int32_t)cpu_to_i64(v, INT32_MIN, INT32_MAX))
+#define ST_I64(v)    (cpu_to_i64(v, INT64_MIN, INT64_MAX))
+#define ST_U8(v)     ((uint8_t)cpu_to_i64(v, 0, 255))
+#define ST_BOOL(v)   ((uint8_t)((v) != 0))
+#define ST_I8(v)     ((int8_t)cpu_to_i64(v, INT8_MIN, INT8_MAX))
+#define ST_I16(v)    ((int16_t)cpu_to_i64(v, INT16_MIN, INT16_MAX))
+#define ST_U16(v)    ((uint16_t)cpu_to_i64(v, 0, UINT16_MAX))
+#define ST_U32(v)    ((uint32_t)cpu_to_i64(v, 0, UINT32_MAX))
+#define ST_U64(v)    cpu_to_u64(v)
 #define ST_F8E4M3(v) dle_float_to_f8e4m3((float)(v))
 #define ST_F8E5M2(v) dle_float_to_f8e5m2((float)(v))
 

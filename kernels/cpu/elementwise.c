@@ -27,11 +27,11 @@ static inline uint64_t ew_div_floor_i64_u64(uint64_t a, uint64_t b) { return a /
 
 /* Integer (int64) or double versions of the division-like ops (elementwise_math.h); float32
  * goes through double, where fmod is exact too. */
-#define CPU_FMOD(a, b)                               \
-  _Generic((a), float                                \
-           : fmodf((float)(a), (float)(b)), double   \
+#define CPU_FMOD(a, b)                                \
+  _Generic((a), float                                 \
+           : fmodf((float)(a), (float)(b)), double    \
            : fmod((double)(a), (double)(b)), uint64_t \
-           : ew_remainder_i64_u64(a, b), default     \
+           : ew_remainder_i64_u64(a, b), default      \
            : ew_fmod_i64((int64_t)(a), (int64_t)(b)))
 #define CPU_DIVLIKE(a, b, F, I)                         \
   _Generic((a), float                                   \

@@ -28,12 +28,12 @@ static inline uint64_t bits64(const uint32_t *w, int k) {
  * (24 for float32, 11 for float16, 8 for bfloat16, 53 for float64, 4 and 3 for the float8
  * formats), so the store never rounds
  * up to 1. */
-#define RAND_PER(ID)       (DLE_##ID == DLE_F64 ? 2 : 4)
-#define RAND_VT(CT)        CT
-#define UNIFORM_F32(w, k)  ((float)((w)[k] >> 8) * 0x1p-24f)
-#define UNIFORM_F16(w, k)  ((float)((w)[k] >> 21) * 0x1p-11f)
-#define UNIFORM_BF16(w, k) ((float)((w)[k] >> 24) * 0x1p-8f)
-#define UNIFORM_F64(w, k)  ((double)(bits64(w, k) >> 11) * 0x1p-53)
+#define RAND_PER(ID)         (DLE_##ID == DLE_F64 ? 2 : 4)
+#define RAND_VT(CT)          CT
+#define UNIFORM_F32(w, k)    ((float)((w)[k] >> 8) * 0x1p-24f)
+#define UNIFORM_F16(w, k)    ((float)((w)[k] >> 21) * 0x1p-11f)
+#define UNIFORM_BF16(w, k)   ((float)((w)[k] >> 24) * 0x1p-8f)
+#define UNIFORM_F64(w, k)    ((double)(bits64(w, k) >> 11) * 0x1p-53)
 #define UNIFORM_F8E4M3(w, k) ((float)((w)[k] >> 28) * 0x1p-4f)
 #define UNIFORM_F8E5M2(w, k) ((float)((w)[k] >> 29) * 0x1p-3f)
 #define RAND_VALUES(ID, w, v, c) \

@@ -7,8 +7,10 @@ local M = {}
 -- Element sizes of the dtypes a file may name.
 M.ELSIZE = {
   float32 = 4, float64 = 8, float16 = 2, bfloat16 = 2, int32 = 4, int64 = 8, uint8 = 1, bool = 1,
+  int8 = 1, int16 = 2, uint16 = 2, uint32 = 4, uint64 = 8, float8_e4m3fn = 1, float8_e5m2 = 1,
 }
-M.FLOAT = {float32 = true, float64 = true, float16 = true, bfloat16 = true}
+M.FLOAT = {float32 = true, float64 = true, float16 = true, bfloat16 = true, float8_e4m3fn = true,
+  float8_e5m2 = true}
 
 function M.align(n, a)
   return (n + a - 1) // a * a
