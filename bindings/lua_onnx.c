@@ -169,6 +169,11 @@ static int64_t typed_count(const Onnx__TensorProto *tp, dle_dtype dt) {
   }
 }
 
+/* dst[i] = (T)tp->FIELD[i]: a narrower dle dtype from its wider proto field. */
+#define NARROW(T, FIELD)                                           \
+  for (int64_t i = 0; i < n; i++) ((T *)dst)[i] = (T)tp->FIELD[i]; \
+  return
+
 static void copy_typed(void *dst, const Onnx__TensorProto *tp, dle_dtype dt, int64_t n) {
   if (n == 0) return; /* the field's array is NULL then, which memcpy must not be given */
   switch (dt) {
@@ -176,32 +181,21 @@ static void copy_typed(void *dst, const Onnx__TensorProto *tp, dle_dtype dt, int
     case DLE_F64: memcpy(dst, tp->double_data, (size_t)n * 8); return;
     case DLE_I64: memcpy(dst, tp->int64_data, (size_t)n * 8); return;
     case DLE_I32: memcpy(dst, tp->int32_data, (size_t)n * 4); return;
+    case DLE_U64: memcpy(dst, tp->uint64_data, (size_t)n * 8); return;
     case DLE_F16:
     case DLE_BF16:
-      for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = (uint16_t)tp->int32_data[i];
-      return;
-    case DLE_U8:
-      for (int64_t i = 0; i < n; i++) ((uint8_t *)dst)[i] = (uint8_t)tp->int32_data[i];
-      return;
+    case DLE_U16: NARROW(uint16_t, int32_data);
+    case DLE_U8: NARROW(uint8_t, int32_data);
+    case DLE_I8: NARROW(int8_t, int32_data);
+    case DLE_I16: NARROW(int16_t, int32_data);
+    case DLE_U32: NARROW(uint32_t, uint64_data);
     case DLE_BOOL:
       for (int64_t i = 0; i < n; i++) ((bool *)dst)[i] = tp->int32_data[i] != 0;
       return;
-    case DLE_I8:
-      for (int64_t i = 0; i < n; i++) ((int8_t *)dst)[i] = (int8_t)tp->int32_data[i];
-      return;
-    case DLE_I16:
-      for (int64_t i = 0; i < n; i++) ((int16_t *)dst)[i] = (int16_t)tp->int32_data[i];
-      return;
-    case DLE_U16:
-      for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = (uint16_t)tp->int32_data[i];
-      return;
-    case DLE_U32:
-      for (int64_t i = 0; i < n; i++) ((uint32_t *)dst)[i] = (uint32_t)tp->uint64_data[i];
-      return;
-    case DLE_U64: memcpy(dst, tp->uint64_data, (size_t)n * 8); return;
     default: return;
   }
 }
+#undef NARROW
 
 /* Pushes the TensorProto as a new CPU tensor, or raises an error naming the tensor. */
 static void push_tensor(lua_State *L, const Onnx__TensorProto *tp, const char *what) {

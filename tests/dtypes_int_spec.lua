@@ -277,6 +277,24 @@ describe("integer dtypes: files", function()
   end)
 end)
 
+describe("integer dtypes: ONNX", function()
+  it("a model with inputs, constants and outputs of each integer dtype saves and loads back", function()
+    local dir = H.tmpdir()
+    for _, dt in ipairs(NEW) do
+      local c = of(dt, {3, 1, 4})
+      local f = function(x) return x + c, x:gt(c) end
+      local path = dir .. "/" .. dt .. ".onnx"
+      local x = of(dt, {5, 0, 9})
+      dle.onnx.save(path, f, {x})
+      local m = dle.onnx.load(path, {requires_grad = false})
+      local y, g = m(x)
+      assert.are.equal(dt, y:dtype())
+      assert.are.same({8, 1, 13}, y:totable(), dt)
+      assert.are.same({true, false, true}, g:totable(), dt)
+    end
+  end)
+end)
+
 describe("integer dtypes against PyTorch", function()
   it("int8 and int16 arithmetic, division and sums match torch's", function()
     if H.without_torch(pending) then return end
