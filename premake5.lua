@@ -241,7 +241,7 @@ if nvcc then
     targetdir(B .. "/lib/dle")
     targetname("dle_cuda")   -- libdle_cuda.so
     objdir(B .. "/obj/dle_cuda")
-    links({"dle_cuda_objects", "cublas", "cudart", "stdc++", "m"})
+    links({"dle_cuda_objects", "cublasLt", "cublas", "cudart", "stdc++", "m"})
     libdirs({cuda_home .. "/lib64"})
     linkoptions(objects)
     -- -z defs: an engine symbol used by mistake fails here, not at dlopen (see kernels/cuda/common.cuh)

@@ -25,7 +25,7 @@ typedef struct {
 } idx_type;
 
 static const idx_type idx_types[] = {
-    {0x08, 1, DLE_U8, "uint8"},  {0x09, 1, DLE_I32, "int8"},    {0x0B, 2, DLE_I32, "int16"},
+    {0x08, 1, DLE_U8, "uint8"},  {0x09, 1, DLE_I8, "int8"},     {0x0B, 2, DLE_I16, "int16"},
     {0x0C, 4, DLE_I32, "int32"}, {0x0D, 4, DLE_F32, "float32"}, {0x0E, 8, DLE_F64, "float64"},
 };
 
@@ -56,13 +56,13 @@ static int64_t gz_read_full(gzFile f, void *buf, size_t n, const char **err) {
 /* Converts count big-endian file elements of type ty at src into dst (the dle dtype). */
 static void idx_convert(void *dst, const unsigned char *src, size_t count, const idx_type *ty) {
   switch (ty->code) {
-    case 0x08: memcpy(dst, src, count); break;
-    case 0x09:
-      for (size_t i = 0; i < count; i++) ((int32_t *)dst)[i] = (int8_t)src[i];
-      break;
+    case 0x08:
+    case 0x09: memcpy(dst, src, count); break;
     case 0x0B:
-      for (size_t i = 0; i < count; i++)
-        ((int32_t *)dst)[i] = (int16_t)(uint16_t)((unsigned)src[2 * i] << 8 | src[2 * i + 1]);
+      for (size_t i = 0; i < count; i++) {
+        uint16_t v = (uint16_t)((unsigned)src[2 * i] << 8 | src[2 * i + 1]);
+        memcpy((char *)dst + 2 * i, &v, 2);
+      }
       break;
     case 0x0C:
     case 0x0D:

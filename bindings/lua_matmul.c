@@ -90,9 +90,22 @@ static int l_mv(lua_State *L) { return push_product(L, "mv", mv); }
 static int l_dot(lua_State *L) { return push_product(L, "dot", dot); }
 static int l_outer(lua_State *L) { return push_product(L, "outer", outer); }
 
+/* core._fp8_scaled_matmul(a, b, a_scale, b_scale, out_dtype): dle.fp8.scaled_matmul's engine
+ * call (lua/dle/fp8.lua checks the options). */
+static int l_fp8_scaled_matmul(lua_State *L) {
+  const char *fn = "dle.fp8.scaled_matmul";
+  dle_tensor *a = dle_lua_check(L, 1), *b = dle_lua_check(L, 2), *sa = dle_lua_check(L, 3),
+             *sb = dle_lua_check(L, 4), *out = NULL;
+  dle_dtype dt = dle_lua_check_dtype(L, 5, fn);
+  DLE_LUA_TRY(L, dle_fp8_scaled_matmul(&out, a, b, sa, sb, dt));
+  dle_lua_push(L, out);
+  return 1;
+}
+
 void dle_lua_open_matmul(lua_State *L, int module, int methods) {
+  static const luaL_Reg module_only[] = {{"_fp8_scaled_matmul", l_fp8_scaled_matmul}, {NULL, NULL}};
   static const luaL_Reg both[] = {{"matmul", l_matmul}, {"mm", l_mm},       {"bmm", l_bmm},
                                   {"mv", l_mv},         {"dot", l_dot},     {"outer", l_outer},
                                   {"ger", l_outer},     {"addmm", l_addmm}, {NULL, NULL}};
-  dle_lua_register(L, module, methods, NULL, both, NULL);
+  dle_lua_register(L, module, methods, module_only, both, NULL);
 }

@@ -140,6 +140,11 @@ static int onnx_dtype(int32_t t, dle_dtype *out) {
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: *out = DLE_I64; return 1;
     case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8: *out = DLE_U8; return 1;
     case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: *out = DLE_BOOL; return 1;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8: *out = DLE_I8; return 1;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16: *out = DLE_I16; return 1;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16: *out = DLE_U16; return 1;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32: *out = DLE_U32; return 1;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64: *out = DLE_U64; return 1;
     default: return 0;
   }
 }
@@ -149,17 +154,25 @@ static const char *onnx_type_name(int32_t t) {
 }
 
 /* Fills the n elements of dst (dtype dt) from the typed field that holds them for this data type
- * (onnx.proto: float_data for FLOAT; int32_data for INT32, UINT8, BOOL and the bit patterns of
- * FLOAT16/BFLOAT16; int64_data for INT64; double_data for DOUBLE). Returns the field's count so
+ * (onnx.proto: float_data for FLOAT; int32_data for INT32, INT8, INT16, UINT8, UINT16, BOOL and
+ * the bit patterns of FLOAT16/BFLOAT16; int64_data for INT64; uint64_data for UINT32 and UINT64;
+ * double_data for DOUBLE). Returns the field's count so
  * the caller can check it, or -1 when the field holds no data of this type. */
 static int64_t typed_count(const Onnx__TensorProto *tp, dle_dtype dt) {
   switch (dt) {
     case DLE_F32: return (int64_t)tp->n_float_data;
     case DLE_F64: return (int64_t)tp->n_double_data;
     case DLE_I64: return (int64_t)tp->n_int64_data;
+    case DLE_U32:
+    case DLE_U64: return (int64_t)tp->n_uint64_data;
     default: return (int64_t)tp->n_int32_data;
   }
 }
+
+/* dst[i] = (T)tp->FIELD[i]: a narrower dle dtype from its wider proto field. */
+#define NARROW(T, FIELD)                                           \
+  for (int64_t i = 0; i < n; i++) ((T *)dst)[i] = (T)tp->FIELD[i]; \
+  return
 
 static void copy_typed(void *dst, const Onnx__TensorProto *tp, dle_dtype dt, int64_t n) {
   if (n == 0) return; /* the field's array is NULL then, which memcpy must not be given */
@@ -168,19 +181,21 @@ static void copy_typed(void *dst, const Onnx__TensorProto *tp, dle_dtype dt, int
     case DLE_F64: memcpy(dst, tp->double_data, (size_t)n * 8); return;
     case DLE_I64: memcpy(dst, tp->int64_data, (size_t)n * 8); return;
     case DLE_I32: memcpy(dst, tp->int32_data, (size_t)n * 4); return;
+    case DLE_U64: memcpy(dst, tp->uint64_data, (size_t)n * 8); return;
     case DLE_F16:
     case DLE_BF16:
-      for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = (uint16_t)tp->int32_data[i];
-      return;
-    case DLE_U8:
-      for (int64_t i = 0; i < n; i++) ((uint8_t *)dst)[i] = (uint8_t)tp->int32_data[i];
-      return;
+    case DLE_U16: NARROW(uint16_t, int32_data);
+    case DLE_U8: NARROW(uint8_t, int32_data);
+    case DLE_I8: NARROW(int8_t, int32_data);
+    case DLE_I16: NARROW(int16_t, int32_data);
+    case DLE_U32: NARROW(uint32_t, uint64_data);
     case DLE_BOOL:
       for (int64_t i = 0; i < n; i++) ((bool *)dst)[i] = tp->int32_data[i] != 0;
       return;
     default: return;
   }
 }
+#undef NARROW
 
 /* Pushes the TensorProto as a new CPU tensor, or raises an error naming the tensor. */
 static void push_tensor(lua_State *L, const Onnx__TensorProto *tp, const char *what) {

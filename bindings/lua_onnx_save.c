@@ -100,6 +100,11 @@ static int onnx_elem_type(dle_dtype dt) {
     case DLE_I64: return ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
     case DLE_U8: return ONNX__TENSOR_PROTO__DATA_TYPE__UINT8;
     case DLE_BOOL: return ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
+    case DLE_I8: return ONNX__TENSOR_PROTO__DATA_TYPE__INT8;
+    case DLE_I16: return ONNX__TENSOR_PROTO__DATA_TYPE__INT16;
+    case DLE_U16: return ONNX__TENSOR_PROTO__DATA_TYPE__UINT16;
+    case DLE_U32: return ONNX__TENSOR_PROTO__DATA_TYPE__UINT32;
+    case DLE_U64: return ONNX__TENSOR_PROTO__DATA_TYPE__UINT64;
     default: return -1;
   }
 }

@@ -206,7 +206,7 @@ static int l_tensor(lua_State *L) {
     if (lua_isboolean(L, -1)) dt = DLE_BOOL;
     lua_pop(L, 1);
   }
-  bool as_int = dt == DLE_I64 || dt == DLE_I32;
+  bool as_int = dt == DLE_I64 || dt == DLE_I32 || dt == DLE_U64; /* exact beyond 2^53 */
   void *buf = malloc((size_t)(numel ? numel : 1) * 8);
   if (!buf) return luaL_error(L, "tensor: out of memory");
   /* the buffer is owned by a tensor right away, so a Lua error below cannot leak it */
@@ -554,10 +554,14 @@ static void push_element(lua_State *L, const dle_tensor *t, const int64_t *idx) 
   double v = dle_tensor_get(t, idx);
   if (t->dtype == DLE_BOOL)
     lua_pushboolean(L, v != 0);
-  else if (t->dtype == DLE_I64) { /* exact, not through a double */
+  else if (t->dtype == DLE_I64 || t->dtype == DLE_U64) { /* exact, not through a double */
     int64_t off = t->offset;
     for (int d = 0; d < t->ndim; d++) off += idx[d] * t->strides[d];
-    lua_pushinteger(L, ((const int64_t *)t->storage->data)[off]);
+    int64_t i = ((const int64_t *)t->storage->data)[off];
+    if (t->dtype == DLE_U64 && i < 0) /* above Lua's largest integer: a float of that value */
+      lua_pushnumber(L, (double)(uint64_t)i);
+    else
+      lua_pushinteger(L, i);
   } else if (!dle_dtype_is_float(t->dtype))
     lua_pushinteger(L, (lua_Integer)v);
   else

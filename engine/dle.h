@@ -67,8 +67,15 @@ typedef enum {
   DLE_I64,
   DLE_U8,
   DLE_BOOL,
-  DLE_C64,  /* complex64: C99 float _Complex (re, im interleaved) */
-  DLE_C128, /* complex128: double _Complex */
+  DLE_I8, /* int8 .. complex128 were appended later: stored files name dtypes, not numbers */
+  DLE_I16,
+  DLE_U16,
+  DLE_U32,
+  DLE_U64,
+  DLE_F8E4M3, /* float8_e4m3fn: storage only, computes in float32 (engine/kernel/fp8.h) */
+  DLE_F8E5M2, /* float8_e5m2 */
+  DLE_C64,    /* complex64: C99 float _Complex (re, im interleaved) */
+  DLE_C128,   /* complex128: double _Complex */
   DLE_NUM_DTYPES
 } dle_dtype;
 
@@ -76,7 +83,7 @@ typedef enum {
 
 const char *dle_dtype_name(dle_dtype t);
 /* Accepts the API names ("float32", "int64", ...) and common aliases ("float", "double",
- * "half", "long", "int", "byte"). */
+ * "half", "long", "int", "short", "byte"). */
 dle_status dle_dtype_parse(const char *name, dle_dtype *out);
 /* Inline: every kernel call asks, several times. The tables are in dtype.c. */
 extern const uint8_t dle_dtype_sizes[DLE_NUM_DTYPES];
@@ -90,9 +97,15 @@ static inline bool dle_dtype_is_complex(dle_dtype t) { return t == DLE_C64 || t 
  * but for float64 (PyTorch's rule), and a real dtype's real dtype is itself. */
 dle_dtype dle_complex_of(dle_dtype t);
 dle_dtype dle_real_of(dle_dtype t);
-/* The dtype two tensor operands compute in:
- *   bool < uint8 < int32 < int64 < (any float);  among floats the wider wins:
- *   float16 < float32 < float64, bfloat16 < float32, and float16 with bfloat16 gives float32;
+/* The dtype two tensor operands compute in (PyTorch's rule, NumPy's for the unsigned types
+ * PyTorch has no arithmetic for):
+ *   bool below every other dtype; an integer with a float gives the float;
+ *   two signed or two unsigned integers give the wider one;
+ *   signed s with unsigned u: s when it is wider than u, else the signed type twice as wide as u
+ *   (uint8+int8 -> int16, uint16+int16 -> int32, uint32+int32 -> int64), and uint64 with any
+ *   signed integer gives float64 (as NumPy);
+ *   among floats the wider wins: float8 < float16 < float32 < float64, float8 < bfloat16 <
+ *   float32; float16 with bfloat16, and float8_e4m3fn with float8_e5m2, give float32;
  *   a real with a complex gives the complex dtype of the wider precision (float64 with complex64
  *   gives complex128), as in PyTorch. */
 dle_dtype dle_promote(dle_dtype a, dle_dtype b);
@@ -102,6 +115,12 @@ uint16_t dle_f32_to_f16(float f);
 float dle_f16_to_f32(uint16_t h);
 uint16_t dle_f32_to_bf16(float f);
 float dle_bf16_to_f32(uint16_t b);
+/* float8: decoding is exact; encoding rounds to nearest even and saturates at +-448 (e4m3fn) and
+ * +-57344 (e5m2), infinities included; NaN stays NaN. */
+uint8_t dle_f32_to_f8e4m3(float f);
+float dle_f8e4m3_to_f32(uint8_t c);
+uint8_t dle_f32_to_f8e5m2(float f);
+float dle_f8e5m2_to_f32(uint8_t c);
 
 /* ---------------------------------------------------------------- devices */
 typedef enum { DLE_CPU, DLE_CUDA, DLE_NUM_DEVICE_TYPES } dle_device_type;
@@ -618,6 +637,16 @@ dle_status dle_dequantize(dle_tensor **out, dle_tensor *w, dle_qtype q, int64_t 
  * autograd recording (dle.quant's Lua layer adds the gradient with respect to x). */
 dle_status dle_qmatmul(dle_tensor **out, dle_tensor *x, dle_tensor *w, dle_qtype q, int64_t cols,
                        bool transposed);
+
+/* ---------------------------------------------------------------- float8 matmul (engine/fp8.c) */
+/* out {M, N} = (a * a_scale) @ (b * b_scale) in dtype out_dt (torch._scaled_mm): a {M, K} and
+ * b {K, N} float8_e4m3fn/float8_e5m2 (any strides), a_scale and b_scale 0-d float32 tensors, all on
+ * one device; out_dt a float dtype other than float8. The CPU upcasts to float32 and multiplies
+ * with sgemm; CUDA goes through cuBLASLt's fp8 path. No gradient: an input that requires grad is
+ * an error, as is anything else off this contract (naming dle.fp8.scaled_matmul and the shapes and
+ * dtypes). */
+dle_status dle_fp8_scaled_matmul(dle_tensor **out, dle_tensor *a, dle_tensor *b,
+                                 dle_tensor *a_scale, dle_tensor *b_scale, dle_dtype out_dt);
 
 /* the neural-network ops: convolution, pooling, normalization, resampling, cross-entropy,
  * embedding, dropout, attention, the fused losses, recurrent cells and CTC */

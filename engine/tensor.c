@@ -1,4 +1,5 @@
 /* tensor.c — storages and tensor headers: lifetime (refcounts), geometry helpers, element access. */
+#include "kernel/fp8.h"
 #include "kernel/half.h"
 #include "internal.h"
 
@@ -350,6 +351,13 @@ double dle_tensor_get(const dle_tensor *t, const int64_t *index) {
     case DLE_BOOL: return *(const uint8_t *)p != 0;
     case DLE_C64: return crealf(*(const float _Complex *)p); /* the real part */
     case DLE_C128: return creal(*(const double _Complex *)p);
+    case DLE_I8: return *(const int8_t *)p;
+    case DLE_I16: return *(const int16_t *)p;
+    case DLE_U16: return *(const uint16_t *)p;
+    case DLE_U32: return *(const uint32_t *)p;
+    case DLE_U64: return (double)*(const uint64_t *)p;
+    case DLE_F8E4M3: return dle_f8e4m3_to_float(*(const uint8_t *)p);
+    case DLE_F8E5M2: return dle_f8e5m2_to_float(*(const uint8_t *)p);
     default: return 0;
   }
 }
@@ -375,6 +383,18 @@ void dle_tensor_set(dle_tensor *t, const int64_t *index, double v) {
     case DLE_BOOL: *(uint8_t *)p = v != 0; break;
     case DLE_C64: *(float _Complex *)p = (float)v; break; /* imaginary part 0 */
     case DLE_C128: *(double _Complex *)p = v; break;
+    case DLE_I8: *(int8_t *)p = (int8_t)saturate(v, INT8_MIN, INT8_MAX); break;
+    case DLE_I16: *(int16_t *)p = (int16_t)saturate(v, INT16_MIN, INT16_MAX); break;
+    case DLE_U16: *(uint16_t *)p = (uint16_t)saturate(v, 0, UINT16_MAX); break;
+    case DLE_U32: *(uint32_t *)p = (uint32_t)saturate(v, 0, UINT32_MAX); break;
+    case DLE_U64: /* above int64's range by hand: saturate() returns int64 */
+      *(uint64_t *)p = v >= 18446744073709551615.0 ? UINT64_MAX
+                       : v >= 9223372036854775808.0
+                           ? (uint64_t)v
+                           : (uint64_t)saturate(v, 0, 9223372036854774784.0);
+      break;
+    case DLE_F8E4M3: *(uint8_t *)p = dle_float_to_f8e4m3((float)v); break;
+    case DLE_F8E5M2: *(uint8_t *)p = dle_float_to_f8e5m2((float)v); break;
     default: break;
   }
   t->storage->version++;

@@ -60,8 +60,8 @@ describe("dle.data.idx", function()
   -- code, pack format, expected dtype, values (fit every type, including negatives where signed)
   local cases = {
     {0x08, "B", "uint8", {0, 1, 127, 128, 200, 255}},
-    {0x09, "b", "int32", {-128, -1, 0, 1, 100, 127}},
-    {0x0B, "h", "int32", {-32768, -300, -1, 0, 258, 32767}},
+    {0x09, "b", "int8", {-128, -1, 0, 1, 100, 127}},
+    {0x0B, "h", "int16", {-32768, -300, -1, 0, 258, 32767}},
     {0x0C, "i4", "int32", {-2147483648, -70000, -1, 0, 65536, 2147483647}},
     {0x0D, "f", "float32", {-1.5, 0, 0.25, 3, 1e6, -2.75}},
     {0x0E, "d", "float64", {-1.5, 0.1, 1 / 3, 3, 1e300, -2.75}},

@@ -144,7 +144,7 @@ describe("dle.onnx.load", function()
       {init_model{name = "t", dims = {2, -3}, data_type = 1, raw = ""}, "tensor 't': dim 2 is negative (-3)"},
       {init_model{name = "t", dims = {2}, data_type = 99, raw = "12345678"},
        "tensor 't': unsupported data type unknown (99)"},
-      {init_model{name = "t", dims = {2}, data_type = 3, raw = "12"}, "tensor 't': unsupported data type INT8 (3)"},
+      {init_model{name = "t", dims = {2}, data_type = 8, raw = "12"}, "tensor 't': unsupported data type STRING (8)"},
       {init_model{name = "t", dims = {3}, data_type = 1, float_data = {1, 2}},
        "tensor 't': 2 values for shape {3} (FLOAT)"},
       {init_model{name = "t", dims = {1 << 40, 1 << 40}, data_type = 1, raw = ""}, "tensor 't': too many elements"},

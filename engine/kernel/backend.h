@@ -87,12 +87,17 @@ struct dle_backend {
   dle_status (*fused_reduce)(dle_tensor *out, dle_tensor *const *ins, int nin,
                              const dle_fused_instr *prog, int n, int ndim, const int64_t *sizes,
                              dle_op reduce, bool last_dim);
+  /* Optional, dle_fp8_scaled_matmul after the engine's checks: out (allocated float32 {M, N},
+   * contiguous) = (a * a_scale) @ (bt^T * b_scale) with a {M, K} and bt {N, K} (b transposed)
+   * contiguous float8. NULL: the engine computes it by upcasting. */
+  dle_status (*fp8_scaled_matmul)(dle_tensor *out, const dle_tensor *a, const dle_tensor *bt,
+                                  const dle_tensor *a_scale, const dle_tensor *b_scale);
 };
 
 /* What the engine hands a backend library it dlopens. The core module is loaded RTLD_LOCAL, so
  * such a library cannot link against the engine's symbols: the few engine functions it needs come
  * through this table. A library built against another ops.def (num_ops) or ABI refuses to load. */
-#define DLE_BACKEND_ABI 4
+#define DLE_BACKEND_ABI 5
 typedef struct dle_backend_host {
   int abi;                                   /* DLE_BACKEND_ABI */
   int num_ops;                               /* DLE_NUM_OPS */

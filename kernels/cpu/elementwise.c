@@ -8,6 +8,9 @@
 
 #include <tgmath.h> /* exp(x) etc. pick the float or double version from x's type */
 
+/* abs/sign/relu test x < 0 on every integer dtype, uint64 included, where it is just false */
+#pragma GCC diagnostic ignored "-Wtype-limits"
+
 /* sigmoid with one exp of -|x|: 1 / (1 + e) for x >= 0, e / (1 + e) below, so a large negative x
  * gives exp(x) itself (down to the denormals) where 1 / (1 + exp(-x)) would overflow to 0 */
 #define CPU_SIGMOID(x) (x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x)))
@@ -17,17 +20,24 @@
   ((compute_t)0.5 * erfc(x * (compute_t)-0.70710678118654752440) + \
    x * exp((compute_t)-0.5 * x * x) * (compute_t)0.39894228040143267794)
 
+/* uint64 (whose values do not all fit int64): no signs, so C's / and % are already floor and
+ * remainder (a zero divisor was rejected before the kernel) */
+static inline uint64_t ew_remainder_i64_u64(uint64_t a, uint64_t b) { return a % b; }
+static inline uint64_t ew_div_floor_i64_u64(uint64_t a, uint64_t b) { return a / b; }
+
 /* Integer (int64) or double versions of the division-like ops (elementwise_math.h); float32
  * goes through double, where fmod is exact too. */
-#define CPU_FMOD(a, b)                               \
-  _Generic((a), float                                \
-           : fmodf((float)(a), (float)(b)), double   \
-           : fmod((double)(a), (double)(b)), default \
+#define CPU_FMOD(a, b)                                \
+  _Generic((a), float                                 \
+           : fmodf((float)(a), (float)(b)), double    \
+           : fmod((double)(a), (double)(b)), uint64_t \
+           : ew_remainder_i64_u64(a, b), default      \
            : ew_fmod_i64((int64_t)(a), (int64_t)(b)))
 #define CPU_DIVLIKE(a, b, F, I)                         \
   _Generic((a), float                                   \
            : (float)F((double)(a), (double)(b)), double \
-           : F((double)(a), (double)(b)), default       \
+           : F((double)(a), (double)(b)), uint64_t      \
+           : I##_u64(a, b), default                     \
            : I((int64_t)(a), (int64_t)(b)))
 
 #define CPU_ISINF(x) ((double)(x) == INFINITY || (double)(x) == -INFINITY)

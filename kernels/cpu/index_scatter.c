@@ -88,8 +88,12 @@ static const cpu_loop_fn scatter_loops[6][DLE_NUM_DTYPES] = {SCATTER_MODES(SCATT
 static inline int64_t floor_div(int64_t v, int64_t d) {
   return v / d - (v % d != 0 && (v < 0) != (d < 0));
 }
-#define CPU_FLOORDIV(CT, v, d) \
-  _Generic((v), float : (v) / (d), double : (v) / (d), default : (CT)floor_div(v, d))
+#define CPU_FLOORDIV(CT, v, d)   \
+  _Generic((v), float            \
+           : (v) / (d), double   \
+           : (v) / (d), uint64_t \
+           : (v) / (d), default  \
+           : (CT)floor_div(v, d))
 CPU_ALL_TYPES(MEAN_FINISH)
 #define MEAN_ENTRY(ID, T, CT) [DLE_##ID] = mean_finish_##ID,
 static const cpu_loop_fn mean_loops[DLE_NUM_DTYPES] = {CPU_ALL_TYPES(MEAN_ENTRY)};

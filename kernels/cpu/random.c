@@ -25,14 +25,17 @@ static inline uint64_t bits64(const uint32_t *w, int k) {
 }
 
 /* ---- rand: uniforms in [0, 1) with exactly as many random bits as the storage type holds
- * (24 for float32, 11 for float16, 8 for bfloat16, 53 for float64), so the store never rounds
+ * (24 for float32, 11 for float16, 8 for bfloat16, 53 for float64, 4 and 3 for the float8
+ * formats), so the store never rounds
  * up to 1. */
-#define RAND_PER(ID)       (DLE_##ID == DLE_F64 ? 2 : 4)
-#define RAND_VT(CT)        CT
-#define UNIFORM_F32(w, k)  ((float)((w)[k] >> 8) * 0x1p-24f)
-#define UNIFORM_F16(w, k)  ((float)((w)[k] >> 21) * 0x1p-11f)
-#define UNIFORM_BF16(w, k) ((float)((w)[k] >> 24) * 0x1p-8f)
-#define UNIFORM_F64(w, k)  ((double)(bits64(w, k) >> 11) * 0x1p-53)
+#define RAND_PER(ID)         (DLE_##ID == DLE_F64 ? 2 : 4)
+#define RAND_VT(CT)          CT
+#define UNIFORM_F32(w, k)    ((float)((w)[k] >> 8) * 0x1p-24f)
+#define UNIFORM_F16(w, k)    ((float)((w)[k] >> 21) * 0x1p-11f)
+#define UNIFORM_BF16(w, k)   ((float)((w)[k] >> 24) * 0x1p-8f)
+#define UNIFORM_F64(w, k)    ((double)(bits64(w, k) >> 11) * 0x1p-53)
+#define UNIFORM_F8E4M3(w, k) ((float)((w)[k] >> 28) * 0x1p-4f)
+#define UNIFORM_F8E5M2(w, k) ((float)((w)[k] >> 29) * 0x1p-3f)
 #define RAND_VALUES(ID, w, v, c) \
   for (int k = 0; k < RAND_PER(ID); k++) v[k] = UNIFORM_##ID(w, k);
 
@@ -58,6 +61,8 @@ static inline void normals_d(const uint32_t w[4], double z[2]) {
 #define NORMALS_F16               normals_f
 #define NORMALS_BF16              normals_f
 #define NORMALS_F64               normals_d
+#define NORMALS_F8E4M3            normals_f
+#define NORMALS_F8E5M2            normals_f
 #define RANDN_VALUES(ID, w, v, c) NORMALS_##ID(w, v);
 
 /* ---- randint: 64 bits per element, scaled to [0, range) by Lemire's multiply-shift (no
@@ -121,7 +126,14 @@ static void exact_int_limits(dle_dtype dt, double *min, double *max) {
                                                 [DLE_I32] = {-0x1p31, 0x1p31 - 1},
                                                 [DLE_I64] = {-0x1p62, 0x1p62},
                                                 [DLE_U8] = {0, 255},
-                                                [DLE_BOOL] = {0, 1}};
+                                                [DLE_BOOL] = {0, 1},
+                                                [DLE_I8] = {-128, 127},
+                                                [DLE_I16] = {-32768, 32767},
+                                                [DLE_U16] = {0, 65535},
+                                                [DLE_U32] = {0, 0x1p32 - 1},
+                                                [DLE_U64] = {0, 0x1p62},
+                                                [DLE_F8E4M3] = {-16, 16},
+                                                [DLE_F8E5M2] = {-8, 8}};
   *min = lim[dt][0], *max = lim[dt][1];
 }
 

@@ -29,31 +29,52 @@
 
 /* Sums and products of floats accumulate in double (a float32 sum of 1e7 ones is exact); of
  * integers in uint64, which wraps like int64 arithmetic without signed-overflow UB. */
-#define SACC_F32  double
-#define SACC_F64  double
-#define SACC_F16  double
-#define SACC_BF16 double
-#define SACC_I32  uint64_t
-#define SACC_I64  uint64_t
-#define SACC_U8   uint64_t
-#define SACC_BOOL uint64_t
+#define SACC_F32    double
+#define SACC_F64    double
+#define SACC_F16    double
+#define SACC_BF16   double
+#define SACC_I32    uint64_t
+#define SACC_I64    uint64_t
+#define SACC_U8     uint64_t
+#define SACC_BOOL   uint64_t
+#define SACC_I8     uint64_t
+#define SACC_I16    uint64_t
+#define SACC_U16    uint64_t
+#define SACC_U32    uint64_t
+#define SACC_U64    uint64_t
+#define SACC_F8E4M3 double
+#define SACC_F8E5M2 double
 /* ... and are stored as the float dtype itself, or as int64 for integers and bool. */
-#define SOUT_F32    float
-#define SOUT_F64    double
-#define SOUT_F16    uint16_t
-#define SOUT_BF16   uint16_t
-#define SOUT_I32    int64_t
-#define SOUT_I64    int64_t
-#define SOUT_U8     int64_t
-#define SOUT_BOOL   int64_t
-#define SST_F32(v)  ST_F32(v)
-#define SST_F64(v)  ST_F64(v)
-#define SST_F16(v)  ST_F16(v)
-#define SST_BF16(v) ST_BF16(v)
-#define SST_I32(v)  ((int64_t)(v))
-#define SST_I64(v)  ((int64_t)(v))
-#define SST_U8(v)   ((int64_t)(v))
-#define SST_BOOL(v) ((int64_t)(v))
+#define SOUT_F32      float
+#define SOUT_F64      double
+#define SOUT_F16      uint16_t
+#define SOUT_BF16     uint16_t
+#define SOUT_I32      int64_t
+#define SOUT_I64      int64_t
+#define SOUT_U8       int64_t
+#define SOUT_BOOL     int64_t
+#define SOUT_I8       int64_t
+#define SOUT_I16      int64_t
+#define SOUT_U16      int64_t
+#define SOUT_U32      int64_t
+#define SOUT_U64      int64_t
+#define SOUT_F8E4M3   uint8_t
+#define SOUT_F8E5M2   uint8_t
+#define SST_F32(v)    ST_F32(v)
+#define SST_F64(v)    ST_F64(v)
+#define SST_F16(v)    ST_F16(v)
+#define SST_BF16(v)   ST_BF16(v)
+#define SST_I32(v)    ((int64_t)(v))
+#define SST_I64(v)    ((int64_t)(v))
+#define SST_U8(v)     ((int64_t)(v))
+#define SST_BOOL(v)   ((int64_t)(v))
+#define SST_I8(v)     ((int64_t)(v))
+#define SST_I16(v)    ((int64_t)(v))
+#define SST_U16(v)    ((int64_t)(v))
+#define SST_U32(v)    ((int64_t)(v))
+#define SST_U64(v)    ((int64_t)(v))
+#define SST_F8E4M3(v) ST_F8E4M3(v)
+#define SST_F8E5M2(v) ST_F8E5M2(v)
 
 static inline double red_sq(double d) { return d * d; }
 

@@ -21,10 +21,19 @@ static inline int red_threads(void) {
 #endif
 }
 
-#define RED_LOWEST(CT) \
-  _Generic((CT)0, float : -INFINITY, double : -INFINITY, int32_t : INT32_MIN, default : INT64_MIN)
-#define RED_HIGHEST(CT) \
-  _Generic((CT)0, float : INFINITY, double : INFINITY, int32_t : INT32_MAX, default : INT64_MAX)
+#define RED_LOWEST(CT)                        \
+  _Generic((CT)0, float                       \
+           : -INFINITY, double                \
+           : -INFINITY, int32_t               \
+           : INT32_MIN, uint64_t : 0, default \
+           : INT64_MIN)
+#define RED_HIGHEST(CT)          \
+  _Generic((CT)0, float          \
+           : INFINITY, double    \
+           : INFINITY, int32_t   \
+           : INT32_MAX, uint64_t \
+           : UINT64_MAX, default \
+           : INT64_MAX)
 
 #define ACC_MAX(ID, CT)       CT
 #define INIT_MAX(CT)          RED_LOWEST(CT)

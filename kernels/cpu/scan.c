@@ -190,10 +190,14 @@ typedef struct {
 // clang-format off
 #define SCAN_FLOATS(X, ...) \
   X(__VA_ARGS__, F32, float, double, f) X(__VA_ARGS__, F64, double, double, f) \
-  X(__VA_ARGS__, F16, uint16_t, double, f) X(__VA_ARGS__, BF16, uint16_t, double, f)
+  X(__VA_ARGS__, F16, uint16_t, double, f) X(__VA_ARGS__, BF16, uint16_t, double, f) \
+  X(__VA_ARGS__, F8E4M3, uint8_t, double, f) X(__VA_ARGS__, F8E5M2, uint8_t, double, f)
+/* (uint64 has no cummax/cummin: its state would not fit int64) */
 #define SCAN_INTS(X, ...) \
   X(__VA_ARGS__, I32, int32_t, int64_t, i) X(__VA_ARGS__, I64, int64_t, int64_t, i) \
-  X(__VA_ARGS__, U8, uint8_t, int64_t, i) X(__VA_ARGS__, BOOL, uint8_t, int64_t, i)
+  X(__VA_ARGS__, U8, uint8_t, int64_t, i) X(__VA_ARGS__, BOOL, uint8_t, int64_t, i) \
+  X(__VA_ARGS__, I8, int8_t, int64_t, i) X(__VA_ARGS__, I16, int16_t, int64_t, i) \
+  X(__VA_ARGS__, U16, uint16_t, int64_t, i) X(__VA_ARGS__, U32, uint32_t, int64_t, i)
 // clang-format on
 #define VALUE_I64(X, ...) X(__VA_ARGS__, I64, int64_t, int64_t, i)
 

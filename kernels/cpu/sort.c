@@ -38,21 +38,30 @@ static inline uint64_t key_f64(double x) {
   u = (u >> 63) ? ~u : u | ((uint64_t)1 << 63);
   return x != x ? UINT64_MAX : u;
 }
-#define KEY_F32(x)  key_f32(x)
-#define KEY_F64(x)  key_f64(x)
-#define KEY_F16(x)  key_f32(dle_half_to_float(x))
-#define KEY_BF16(x) key_f32(dle_bfloat_to_float(x))
-#define KEY_I32(x)  ((uint32_t)(x) ^ 0x80000000u)
-#define KEY_I64(x)  ((uint64_t)(x) ^ ((uint64_t)1 << 63))
-#define KEY_U8(x)   ((uint32_t)(x))
-#define KEY_BOOL(x) ((uint32_t)((x) != 0))
+#define KEY_F32(x)    key_f32(x)
+#define KEY_F64(x)    key_f64(x)
+#define KEY_F16(x)    key_f32(dle_half_to_float(x))
+#define KEY_BF16(x)   key_f32(dle_bfloat_to_float(x))
+#define KEY_I32(x)    ((uint32_t)(x) ^ 0x80000000u)
+#define KEY_I64(x)    ((uint64_t)(x) ^ ((uint64_t)1 << 63))
+#define KEY_U8(x)     ((uint32_t)(x))
+#define KEY_BOOL(x)   ((uint32_t)((x) != 0))
+#define KEY_I8(x)     ((uint32_t)((int32_t)(x) + 128))
+#define KEY_I16(x)    ((uint32_t)((int32_t)(x) + 32768))
+#define KEY_U16(x)    ((uint32_t)(x))
+#define KEY_U32(x)    ((uint32_t)(x))
+#define KEY_U64(x)    ((uint64_t)(x))
+#define KEY_F8E4M3(x) key_f32(dle_f8e4m3_to_float(x))
+#define KEY_F8E5M2(x) key_f32(dle_f8e5m2_to_float(x))
 
 /* X(ID, T, K): each dtype with its storage type and key type. */
 // clang-format off
 #define SORT_TYPES(X)                                                                  \
   X(F32, float, uint32_t) X(F64, double, uint64_t) X(F16, uint16_t, uint32_t)          \
   X(BF16, uint16_t, uint32_t) X(I32, int32_t, uint32_t) X(I64, int64_t, uint64_t)      \
-  X(U8, uint8_t, uint32_t) X(BOOL, uint8_t, uint32_t)
+  X(U8, uint8_t, uint32_t) X(BOOL, uint8_t, uint32_t) X(I8, int8_t, uint32_t)            \
+  X(I16, int16_t, uint32_t) X(U16, uint16_t, uint32_t) X(U32, uint32_t, uint32_t)      \
+  X(U64, uint64_t, uint64_t) X(F8E4M3, uint8_t, uint32_t) X(F8E5M2, uint8_t, uint32_t)
 // clang-format on
 
 /* ---- ordering (key, position) pairs, per key width ---- */

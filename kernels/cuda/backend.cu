@@ -140,6 +140,7 @@ static const dle_backend *table(const dle_backend_host *host) {
   pthread_once(&once, [] {
 #define DLE_FAMILY(name, grad, cpu, cuda_part, lua) cuda_part(cu_register_##name(&cuda);)
 #include "../../engine/ops/families.def"
+    cu_register_fp8(&cuda); /* no op of the table: dle_fp8_scaled_matmul's hook */
   });
   return &cuda;
 }

@@ -11,6 +11,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <type_traits>
@@ -56,12 +57,18 @@ dle_status cu_read(const char *fn, void *host, const void *dev, size_t n);
 /* ---------------------------------------------------------------- dtype traits */
 /* complex64/complex128 have sizes (device copies move their bytes) but no CUDA kernels: the
  * dtype switches below reject them */
-static const int cu_esizes[DLE_NUM_DTYPES] = {4, 8, 2, 2, 4, 8, 1, 1, 8, 16};
+static const int cu_esizes[DLE_NUM_DTYPES] = {4, 8, 2, 2, 4, 8, 1, 1, 1, 2, 2, 4, 8, 1, 1, 8, 16};
 static inline int64_t cu_esize(dle_dtype t) { return cu_esizes[t]; }
-static inline bool cu_is_float(dle_dtype t) { return t <= DLE_BF16; }
+/* The float dtypes (float8 included: they compute in float), at run time and compile time. */
+static inline bool cu_is_float(dle_dtype t) {
+  return t <= DLE_BF16 || t == DLE_F8E4M3 || t == DLE_F8E5M2;
+}
+template <dle_dtype D>
+constexpr bool cu_float_v = D <= DLE_BF16 || D == DLE_F8E4M3 || D == DLE_F8E5M2;
 static const char *const cu_dtype_names[DLE_NUM_DTYPES] = {
-    "float32", "float64", "float16", "bfloat16",  "int32",
-    "int64",   "uint8",   "bool",    "complex64", "complex128"};
+    "float32", "float64",       "float16",     "bfloat16",  "int32",     "int64",
+    "uint8",   "bool",          "int8",        "int16",     "uint16",    "uint32",
+    "uint64",  "float8_e4m3fn", "float8_e5m2", "complex64", "complex128"};
 static inline const char *cu_dtype_name(dle_dtype t) {
   return (unsigned)t < DLE_NUM_DTYPES ? cu_dtype_names[t] : "?";
 }
@@ -87,8 +94,9 @@ static inline bool cu_contiguous(const dle_tensor *t) {
   return dense;
 }
 
-/* Storage type T and compute type CT of each dtype, as in cpu_types.h: float16/bfloat16 are kept
- * as their bits and compute in float; uint8 and bool compute in int32. */
+/* Storage type T and compute type CT of each dtype, as in cpu_types.h: float16/bfloat16/float8 are
+ * kept as their bits and compute in float; the narrow integers and bool compute in int32, uint32
+ * in int64, uint64 in uint64. */
 template <dle_dtype D>
 struct cu_type;
 template <>
@@ -131,6 +139,20 @@ struct cu_type<DLE_BOOL> {
   typedef uint8_t T;
   typedef int32_t CT;
 };
+#define CU_TYPE(D, T_, CT_) \
+  template <>               \
+  struct cu_type<D> {       \
+    typedef T_ T;           \
+    typedef CT_ CT;         \
+  };
+CU_TYPE(DLE_I8, int8_t, int32_t)
+CU_TYPE(DLE_I16, int16_t, int32_t)
+CU_TYPE(DLE_U16, uint16_t, int32_t)
+CU_TYPE(DLE_U32, uint32_t, int64_t)
+CU_TYPE(DLE_U64, uint64_t, uint64_t)
+CU_TYPE(DLE_F8E4M3, uint8_t, float)
+CU_TYPE(DLE_F8E5M2, uint8_t, float)
+#undef CU_TYPE
 #define CU_T(D)  typename cu_type<D>::T
 #define CU_CT(D) typename cu_type<D>::CT
 
@@ -142,6 +164,10 @@ __device__ __forceinline__ CU_CT(D) cu_load(CU_T(D) x) {
     return __bfloat162float(__ushort_as_bfloat16(x));
   else if constexpr (D == DLE_BOOL)
     return x != 0;
+  else if constexpr (D == DLE_F8E4M3)
+    return __half2float(__half(__nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)x, __NV_E4M3)));
+  else if constexpr (D == DLE_F8E5M2)
+    return __half2float(__half(__nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)x, __NV_E5M2)));
   else
     return (CU_CT(D))x;
 }
@@ -174,6 +200,23 @@ __device__ __forceinline__ CU_T(D) cu_store(V v) {
     return fv ? (int32_t)cu_f_to_i64((double)v, INT32_MIN, INT32_MAX) : (int32_t)v;
   else if constexpr (D == DLE_I64)
     return fv ? cu_f_to_i64((double)v, INT64_MIN, INT64_MAX) : (int64_t)v;
+  else if constexpr (D == DLE_F8E4M3) /* saturating, round to nearest even (fp8.h) */
+    return (uint8_t)__nv_cvt_float_to_fp8((float)v, __NV_SATFINITE, __NV_E4M3);
+  else if constexpr (D == DLE_F8E5M2)
+    return (uint8_t)__nv_cvt_float_to_fp8((float)v, __NV_SATFINITE, __NV_E5M2);
+  else if constexpr (D == DLE_U64)
+    return fv ? (!((double)v > 0)                      ? 0ull
+                 : (double)v >= 18446744073709551616.0 ? ~0ull
+                                                       : (uint64_t)(double)v)
+              : (uint64_t)v;
+  else if constexpr (D == DLE_U32)
+    return fv ? (uint32_t)cu_f_to_i64((double)v, 0, UINT32_MAX) : (uint32_t)v;
+  else if constexpr (D == DLE_U16)
+    return fv ? (uint16_t)cu_f_to_i64((double)v, 0, UINT16_MAX) : (uint16_t)v;
+  else if constexpr (D == DLE_I16)
+    return fv ? (int16_t)cu_f_to_i64((double)v, INT16_MIN, INT16_MAX) : (int16_t)v;
+  else if constexpr (D == DLE_I8)
+    return fv ? (int8_t)cu_f_to_i64((double)v, INT8_MIN, INT8_MAX) : (int8_t)v;
   else
     return fv ? (uint8_t)cu_f_to_i64((double)v, 0, 255) : (uint8_t)v; /* U8 */
 }
@@ -251,6 +294,9 @@ __device__ __forceinline__ CT cu_neg(CT x) {
     return -x;
 }
 
+/* fp8_matmul.cu: sets the backend's fp8_scaled_matmul hook. */
+void cu_register_fp8(dle_backend *b);
+
 /* Calls fn(tag) with tag's ::value the dtype dt as a compile-time constant. */
 template <dle_dtype D>
 struct cu_tag {
@@ -267,6 +313,13 @@ dle_status cu_with_dtype(dle_dtype dt, Fn &&fn) {
     case DLE_I64: return fn(cu_tag<DLE_I64>{});
     case DLE_U8: return fn(cu_tag<DLE_U8>{});
     case DLE_BOOL: return fn(cu_tag<DLE_BOOL>{});
+    case DLE_I8: return fn(cu_tag<DLE_I8>{});
+    case DLE_I16: return fn(cu_tag<DLE_I16>{});
+    case DLE_U16: return fn(cu_tag<DLE_U16>{});
+    case DLE_U32: return fn(cu_tag<DLE_U32>{});
+    case DLE_U64: return fn(cu_tag<DLE_U64>{});
+    case DLE_F8E4M3: return fn(cu_tag<DLE_F8E4M3>{});
+    case DLE_F8E5M2: return fn(cu_tag<DLE_F8E5M2>{});
     default: return cu_error("invalid dtype %d", (int)dt);
   }
 }
@@ -278,6 +331,8 @@ dle_status cu_with_float_dtype(const char *fn_name, dle_dtype dt, Fn &&fn) {
     case DLE_F64: return fn(cu_tag<DLE_F64>{});
     case DLE_F16: return fn(cu_tag<DLE_F16>{});
     case DLE_BF16: return fn(cu_tag<DLE_BF16>{});
+    case DLE_F8E4M3: return fn(cu_tag<DLE_F8E4M3>{});
+    case DLE_F8E5M2: return fn(cu_tag<DLE_F8E5M2>{});
     default: return cu_error("%s: no CUDA kernel for dtype %s", fn_name, cu_dtype_name(dt));
   }
 }

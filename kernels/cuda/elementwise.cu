@@ -39,17 +39,30 @@ CU_MATH2(copysign)
  * floats (elementwise_math.h, as on the CPU) */
 template <class CT>
 __device__ __forceinline__ CT cu_fmod(CT a, CT b) {
-  if constexpr (std::is_integral<CT>::value)
+  if constexpr (std::is_unsigned<CT>::value) /* uint64: no signs, C's % is all three */
+    return b ? a % b : 0;
+  else if constexpr (std::is_integral<CT>::value)
     return (CT)ew_fmod_i64(a, b);
   else if constexpr (std::is_same<CT, float>::value)
     return fmodf(a, b);
   else
     return fmod(a, b);
 }
+/* uint64's remainder and floor division: C's % and / (a zero divisor gives 0) */
+template <class CT>
+__device__ __forceinline__ CT cu_udiv_remainder(CT a, CT b) {
+  return b ? a % b : 0;
+}
+template <class CT>
+__device__ __forceinline__ CT cu_udiv_div_floor(CT a, CT b) {
+  return b ? a / b : 0;
+}
 #define CU_DIVLIKE(name)                                \
   template <class CT>                                   \
   __device__ __forceinline__ CT cu_##name(CT a, CT b) { \
-    if constexpr (std::is_integral<CT>::value)          \
+    if constexpr (std::is_unsigned<CT>::value)          \
+      return (CT)cu_udiv_##name(a, b);                  \
+    else if constexpr (std::is_integral<CT>::value)     \
       return (CT)ew_##name##_i64(a, b);                 \
     else                                                \
       return (CT)ew_##name((double)a, (double)b);       \
@@ -76,6 +89,15 @@ __device__ __forceinline__ CT cu_gelu_grad(CT x) {
          x * cu_exp((CT)-0.5 * x * x) * (CT)0.39894228040143267794;
 }
 
+/* x < 0, written so that uint64 (never negative) draws no warning */
+template <class CT>
+__device__ __forceinline__ bool cu_negative(CT x) {
+  if constexpr (std::is_unsigned<CT>::value)
+    return false;
+  else
+    return x < 0;
+}
+
 /* ---- the ops: the expression of each in compute type CT ---- */
 
 template <int OP, class CT>
@@ -83,11 +105,11 @@ __device__ __forceinline__ auto unary_expr(CT x, CT p0, CT p1, CT p2) {
   if constexpr (OP == DLE_OP_NEG)
     return cu_neg(x);
   else if constexpr (OP == DLE_OP_ABS)
-    return x < 0 ? cu_neg(x) : x;
+    return cu_negative(x) ? cu_neg(x) : x;
   else if constexpr (OP == DLE_OP_SIGN)
-    return (CT)((x > 0) - (x < 0));
+    return (CT)((x > 0) - cu_negative(x));
   else if constexpr (OP == DLE_OP_RELU)
-    return x < 0 ? (CT)0 : x;
+    return cu_negative(x) ? (CT)0 : x;
   else if constexpr (OP == DLE_OP_CLAMP)
     return x < p0 ? p0 : (x > p1 ? p1 : x);
   else if constexpr (OP == DLE_OP_POW_SCALAR)
@@ -285,7 +307,7 @@ static dle_status cu_elementwise(dle_op op, dle_tensor *const *outs, dle_tensor 
   dle_dtype dt = ins[nin - 1]->dtype;
   return cu_with_dtype(dt, [&](auto tag) -> dle_status {
     constexpr dle_dtype D = decltype(tag)::value;
-    constexpr bool numeric = D != DLE_BOOL, fl = D <= DLE_BF16;
+    constexpr bool numeric = D != DLE_BOOL, fl = cu_float_v<D>;
     typedef CU_CT(D) CT;
     CT p0 = cu_param<CT>(a->f[0]), p1 = cu_param<CT>(a->f[1]);
     CT p2 = op == DLE_OP_NAN_TO_NUM ? cu_param<CT>(ew_double_of_bits(a->ints[0])) : (CT)0;

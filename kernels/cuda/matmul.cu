@@ -182,7 +182,7 @@ static dle_status int_matmul(const char *fn, dle_tensor *o, dle_tensor *a, dle_t
   int64_t total = cu_numel(o);
   return cu_with_dtype(o->dtype, [&](auto tag) -> dle_status {
     constexpr dle_dtype D = decltype(tag)::value;
-    if constexpr (D == DLE_I32 || D == DLE_I64 || D == DLE_U8) {
+    if constexpr (!cu_float_v<D> && D != DLE_BOOL) {
       int_matmul_kernel<D>
           <<<cu_blocks(total), CU_THREADS>>>(g, total, cu_data(a), cu_data(b), cu_data(o));
       CU_LAUNCHED(fn);

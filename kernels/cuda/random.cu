@@ -18,6 +18,10 @@ __device__ __forceinline__ auto uniform(const uint32_t *w, int k) {
     return (float)(w[k] >> 21) * 0x1p-11f;
   else if constexpr (D == DLE_BF16)
     return (float)(w[k] >> 24) * 0x1p-8f;
+  else if constexpr (D == DLE_F8E4M3)
+    return (float)(w[k] >> 28) * 0x1p-4f;
+  else if constexpr (D == DLE_F8E5M2)
+    return (float)(w[k] >> 29) * 0x1p-3f;
   else
     return (float)(w[k] >> 8) * 0x1p-24f;
 }
@@ -61,9 +65,21 @@ struct random_fn {
 
 /* Integers every value of which the dtype holds exactly: [min, max] (kernels/cpu/random.c). */
 static void exact_int_limits(dle_dtype dt, double *min, double *max) {
-  static const double lim[DLE_NUM_DTYPES][2] = {
-      {-0x1p24, 0x1p24},     {-0x1p53, 0x1p53}, {-0x1p11, 0x1p11}, {-0x1p8, 0x1p8},
-      {-0x1p31, 0x1p31 - 1}, {-0x1p62, 0x1p62}, {0, 255},          {0, 1}};
+  static const double lim[DLE_NUM_DTYPES][2] = {{-0x1p24, 0x1p24},
+                                                {-0x1p53, 0x1p53},
+                                                {-0x1p11, 0x1p11},
+                                                {-0x1p8, 0x1p8},
+                                                {-0x1p31, 0x1p31 - 1},
+                                                {-0x1p62, 0x1p62},
+                                                {0, 255},
+                                                {0, 1},
+                                                {-128, 127},
+                                                {-32768, 32767},
+                                                {0, 65535},
+                                                {0, 0x1p32 - 1},
+                                                {0, 0x1p62},
+                                                {-16, 16},
+                                                {-8, 8}};
   *min = lim[dt][0], *max = lim[dt][1];
 }
 
@@ -94,7 +110,7 @@ static dle_status cu_random(dle_op op, dle_tensor *const *outs, dle_tensor *cons
     constexpr dle_dtype D = decltype(tag)::value;
     if (op == DLE_OP_RANDINT)
       return cu_map(fn, o, NULL, 0, random_fn<D, DLE_OP_RANDINT>{seed, offset, lo, range});
-    if constexpr (D <= DLE_BF16) {
+    if constexpr (cu_float_v<D>) {
       if (op == DLE_OP_RAND)
         return cu_map(fn, o, NULL, 0, random_fn<D, DLE_OP_RAND>{seed, offset, 0, 0});
       return cu_map(fn, o, NULL, 0, random_fn<D, DLE_OP_RANDN>{seed, offset, 0, 0});

@@ -71,7 +71,7 @@ __global__ void reduce_kernel(cu_red_geom g, const char *x, char *out, int64_t o
                               int64_t *idx_out, double correction, int64_t base) {
   typedef CU_T(D) T;
   typedef CU_CT(D) CT;
-  typedef std::conditional_t<(D <= DLE_BF16), double, uint64_t> S; /* sums and products */
+  typedef std::conditional_t<(cu_float_v<D>), double, uint64_t> S; /* sums and products */
   __shared__ __align__(16) unsigned char smem[RED_SMEM];
   const unsigned tid = threadIdx.x, nt = blockDim.x;
   const double nred = (double)g.nred;
@@ -87,7 +87,7 @@ __global__ void reduce_kernel(cu_red_geom g, const char *x, char *out, int64_t o
       acc = cu_block_reduce(acc, (S *)smem, cu_add{});
       if constexpr (OP == DLE_OP_SUM) {
         if (tid == 0) {
-          if constexpr (D <= DLE_BF16)
+          if constexpr (cu_float_v<D>)
             *o = cu_store<D>(acc);
           else
             *(int64_t *)o = (int64_t)acc;
@@ -110,7 +110,7 @@ __global__ void reduce_kernel(cu_red_geom g, const char *x, char *out, int64_t o
       for (int64_t r = tid; r < g.nred; r += nt) acc *= (S)at(r);
       acc = cu_block_reduce(acc, (S *)smem, cu_mul{});
       if (tid == 0) {
-        if constexpr (D <= DLE_BF16)
+        if constexpr (cu_float_v<D>)
           *o = cu_store<D>(acc);
         else
           *(int64_t *)o = (int64_t)acc;
@@ -187,7 +187,7 @@ static dle_status cu_reduce(dle_op op, dle_tensor *const *outs, dle_tensor *cons
   }
 #define FLOAT_CASE(OP)                          \
   case DLE_OP_##OP:                             \
-    if constexpr (D <= DLE_BF16) { LAUNCH(OP) } \
+    if constexpr (cu_float_v<D>) { LAUNCH(OP) } \
     break;
       CU_REDUCE_ALL_OPS(ALL_CASE)
       CU_REDUCE_FLOAT_OPS(FLOAT_CASE)

@@ -134,7 +134,7 @@ __global__ void scan_carries(int64_t lines, int64_t nch, scan_state<AT> *tot) {
 
 template <int K, dle_dtype D>
 static dle_status scan_launch(const char *fn, const scan_args &a) {
-  typedef std::conditional_t<(D <= DLE_BF16), double, int64_t> AT;
+  typedef std::conditional_t<(cu_float_v<D>), double, int64_t> AT;
   int64_t lines = a.g.outer * a.g.inner, nch = (a.g.n + SCAN_CHUNK - 1) / SCAN_CHUNK;
   /* a product regrouped by chunks could overflow where the running one does not (the CPU keeps
    * cumprod sequential for the same reason) */
@@ -159,9 +159,9 @@ static dle_status scan_typed(const char *fn, dle_dtype dt, const scan_args &a) {
   return cu_with_dtype(dt, [&](auto tag) -> dle_status {
     constexpr dle_dtype D = decltype(tag)::value;
     /* the front door gives cumsum/cumprod int64 or floats, logcumsumexp floats */
-    if constexpr ((K == K_SUM || K == K_PROD) && D != DLE_I64 && D > DLE_BF16)
+    if constexpr ((K == K_SUM || K == K_PROD) && D != DLE_I64 && !cu_float_v<D>)
       return cu_error("%s: no CUDA kernel for dtype %s", fn, cu_dtype_name(D));
-    else if constexpr (K == K_LSE && D > DLE_BF16)
+    else if constexpr (K == K_LSE && !cu_float_v<D>)
       return cu_error("%s: no CUDA kernel for dtype %s", fn, cu_dtype_name(D));
     else
       return scan_launch<K, D>(fn, a);

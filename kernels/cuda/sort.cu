@@ -33,9 +33,9 @@ __device__ __forceinline__ uint64_t key_of(int64_t x) { return (uint64_t)x ^ (1u
 /* The key type of dtype D and the key of one stored element. */
 template <dle_dtype D>
 struct sort_key {
-  typedef std::conditional_t<D == DLE_F64 || D == DLE_I64, uint64_t, uint32_t> K;
+  typedef std::conditional_t<D == DLE_F64 || D == DLE_I64 || D == DLE_U64, uint64_t, uint32_t> K;
   __device__ static K of(CU_T(D) v) {
-    if constexpr (D == DLE_U8 || D == DLE_BOOL)
+    if constexpr (D == DLE_U8 || D == DLE_BOOL || D == DLE_U16 || D == DLE_U32 || D == DLE_U64)
       return (K)cu_load<D>(v);
     else
       return key_of(cu_load<D>(v));
@@ -178,6 +178,13 @@ static dle_status cu_sort(dle_op op, dle_tensor *const *outs, dle_tensor *const 
     case DLE_I64: return launch<DLE_I64>(fn, g, outs, x);
     case DLE_U8: return launch<DLE_U8>(fn, g, outs, x);
     case DLE_BOOL: return launch<DLE_BOOL>(fn, g, outs, x);
+    case DLE_I8: return launch<DLE_I8>(fn, g, outs, x);
+    case DLE_I16: return launch<DLE_I16>(fn, g, outs, x);
+    case DLE_U16: return launch<DLE_U16>(fn, g, outs, x);
+    case DLE_U32: return launch<DLE_U32>(fn, g, outs, x);
+    case DLE_U64: return launch<DLE_U64>(fn, g, outs, x);
+    case DLE_F8E4M3: return launch<DLE_F8E4M3>(fn, g, outs, x);
+    case DLE_F8E5M2: return launch<DLE_F8E5M2>(fn, g, outs, x);
     default: return cu_error("%s: no CUDA kernel for %s", fn, cu_dtype_name(x->dtype));
   }
 }

@@ -56,15 +56,15 @@ local function export()
 end
 export()
 
--- Subpackages dle.nn, dle.optim, dle.data, dle.amp, dle.dist, dle.graph, dle.rewrite load on first use (each is also
--- requireable on its own): together they are half of `require "dle"`'s start-up, which scripts
--- that only compute with tensors should not pay (and dle.dist, which loads MPI on init(), only
--- programs using it).
+-- Subpackages dle.nn, dle.optim, dle.data, dle.amp, dle.dist, dle.graph, dle.rewrite, dle.fp8, ...
+-- load on first use (each is also requireable on its own): together they are half of
+-- `require "dle"`'s start-up, which scripts that only compute with tensors should not pay (and
+-- dle.dist, which loads MPI on init(), only programs using it).
 -- So do the functions of dle.checkpoint, dle.profile and dle.compile (whose modules add them to dle).
 local subpackages = {nn = "dle.nn", optim = "dle.optim", data = "dle.data", amp = "dle.amp",
                      dist = "dle.dist", graph = "dle.graph", rewrite = "dle.rewrite", models = "dle.models",
                      tokenizer = "dle.tokenizer", plot = "dle.plot",
-                     onnx = "dle.onnx", func = "dle.func"}
+                     onnx = "dle.onnx", func = "dle.func", fp8 = "dle.fp8"}
 -- The file formats (dle.save/load, npy, safetensors, dle.io) too: lua-cjson and the format modules
 -- were a third of the start-up.
 local installers = {checkpoint = "dle.checkpoint", profile = "dle.profile", flops = "dle.profile",

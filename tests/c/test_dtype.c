@@ -15,14 +15,23 @@
 #define I64  DLE_I64
 #define U8   DLE_U8
 #define BOOL DLE_BOOL
+#define I8   DLE_I8
+#define I16  DLE_I16
+#define U16  DLE_U16
+#define U32  DLE_U32
+#define U64  DLE_U64
+#define E4   DLE_F8E4M3
+#define E5   DLE_F8E5M2
 #define C64  DLE_C64
 #define C128 DLE_C128
 
 TEST(dtype_names_round_trip_through_parse) {
   static const char *const names[DLE_NUM_DTYPES] = {
-      [F32] = "float32",   [F64] = "float64",    [F16] = "float16", [BF16] = "bfloat16",
-      [I32] = "int32",     [I64] = "int64",      [U8] = "uint8",    [BOOL] = "bool",
-      [C64] = "complex64", [C128] = "complex128"};
+      [F32] = "float32",    [F64] = "float64",      [F16] = "float16",    [BF16] = "bfloat16",
+      [I32] = "int32",      [I64] = "int64",        [U8] = "uint8",       [BOOL] = "bool",
+      [I8] = "int8",        [I16] = "int16",        [U16] = "uint16",     [U32] = "uint32",
+      [U64] = "uint64",     [E4] = "float8_e4m3fn", [E5] = "float8_e5m2", [C64] = "complex64",
+      [C128] = "complex128"};
   for (int dt = 0; dt < DLE_NUM_DTYPES; dt++) {
     CHECK(strcmp(dle_dtype_name(dt), names[dt]) == 0, "dtype %d is named %s", dt,
           dle_dtype_name(dt));
@@ -38,9 +47,9 @@ TEST(dtype_aliases_parse_to_their_dtypes) {
   static const struct {
     const char *alias;
     dle_dtype dt;
-  } cases[] = {{"float", F32}, {"double", F64}, {"half", F16},   {"long", I64},
-               {"int", I32},   {"byte", U8},    {"bf16", BF16},  {"fp16", F16},
-               {"fp32", F32},  {"fp64", F64},   {"cfloat", C64}, {"cdouble", C128}};
+  } cases[] = {{"float", F32}, {"double", F64}, {"half", F16},    {"long", I64}, {"int", I32},
+               {"byte", U8},   {"bf16", BF16},  {"fp16", F16},    {"fp32", F32}, {"fp64", F64},
+               {"short", I16}, {"cfloat", C64}, {"cdouble", C128}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     dle_dtype dt = DLE_NUM_DTYPES;
     CHECK(dle_dtype_parse(cases[i].alias, &dt) == DLE_OK && dt == cases[i].dt, "%s gave %s",
@@ -50,33 +59,51 @@ TEST(dtype_aliases_parse_to_their_dtypes) {
 
 TEST(dtype_sizes_and_float_flags) {
   static const size_t sizes[DLE_NUM_DTYPES] = {
-      [F32] = 4, [F64] = 8, [F16] = 2,  [BF16] = 2, [I32] = 4,
-      [I64] = 8, [U8] = 1,  [BOOL] = 1, [C64] = 8,  [C128] = 16};
+      [F32] = 4, [F64] = 8,  [F16] = 2, [BF16] = 2, [I32] = 4,  [I64] = 8,
+      [U8] = 1,  [BOOL] = 1, [I8] = 1,  [I16] = 2,  [U16] = 2,  [U32] = 4,
+      [U64] = 8, [E4] = 1,   [E5] = 1,  [C64] = 8,  [C128] = 16};
   for (int dt = 0; dt < DLE_NUM_DTYPES; dt++) {
     CHECK(dle_dtype_size(dt) == sizes[dt], "%s has size %zu", dle_dtype_name(dt),
           dle_dtype_size(dt));
-    CHECK(dle_dtype_is_float(dt) == (dt <= BF16), "%s float flag", dle_dtype_name(dt));
     CHECK(dle_dtype_is_complex(dt) == (dt == C64 || dt == C128), "%s complex flag",
+          dle_dtype_name(dt));
+    CHECK(dle_dtype_is_float(dt) == (dt <= BF16 || dt == E4 || dt == E5), "%s float flag",
           dle_dtype_name(dt));
   }
 }
 
 TEST(promote_follows_the_documented_table) {
-  /* float beats int, the wider float wins, float16 with bfloat16 meet in float32,
-   * bool < uint8 < int32 < int64; complex beats real, complex128 when either side has float64
-   * precision. Rows and columns in dle_dtype order. */
+  /* float beats int, the wider float wins, float16 with bfloat16 (and the two float8 formats) meet
+   * in float32; integers as NumPy promotes them (for int8/int16 that is PyTorch's rule too):
+   * signed with unsigned widens to the next signed type, uint64 with a signed one gives float64.
+   * The integer entries were generated with numpy.promote_types, the float ones with
+   * torch.promote_types; complex beats real, complex128 when either side has float64 precision.
+   * Rows and columns in dle_dtype order. */
   static const dle_dtype want[DLE_NUM_DTYPES][DLE_NUM_DTYPES] = {
-      /*           F32  F64  F16   BF16  I32   I64   U8    BOOL  C64   C128 */
-      [F32] = {F32, F64, F32, F32, F32, F32, F32, F32, C64, C128},
-      [F64] = {F64, F64, F64, F64, F64, F64, F64, F64, C128, C128},
-      [F16] = {F32, F64, F16, F32, F16, F16, F16, F16, C64, C128},
-      [BF16] = {F32, F64, F32, BF16, BF16, BF16, BF16, BF16, C64, C128},
-      [I32] = {F32, F64, F16, BF16, I32, I64, I32, I32, C64, C128},
-      [I64] = {F32, F64, F16, BF16, I64, I64, I64, I64, C64, C128},
-      [U8] = {F32, F64, F16, BF16, I32, I64, U8, U8, C64, C128},
-      [BOOL] = {F32, F64, F16, BF16, I32, I64, U8, BOOL, C64, C128},
-      [C64] = {C64, C128, C64, C64, C64, C64, C64, C64, C64, C128},
-      [C128] = {C128, C128, C128, C128, C128, C128, C128, C128, C128, C128},
+      /*  F32  F64  F16  BF16  I32  I64  U8  BOOL  I8  I16  U16  U32  U64  E4  E5  C64  C128 */
+      [F32] = {F32, F64, F32, F32, F32, F32, F32, F32, F32, F32, F32, F32, F32, F32, F32, C64,
+               C128},
+      [F64] = {F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, C128,
+               C128},
+      [F16] = {F32, F64, F16, F32, F16, F16, F16, F16, F16, F16, F16, F16, F16, F16, F16, C64,
+               C128},
+      [BF16] = {F32, F64, F32, BF16, BF16, BF16, BF16, BF16, BF16, BF16, BF16, BF16, BF16, BF16,
+                BF16, C64, C128},
+      [I32] = {F32, F64, F16, BF16, I32, I64, I32, I32, I32, I32, I32, I64, F64, E4, E5, C64, C128},
+      [I64] = {F32, F64, F16, BF16, I64, I64, I64, I64, I64, I64, I64, I64, F64, E4, E5, C64, C128},
+      [U8] = {F32, F64, F16, BF16, I32, I64, U8, U8, I16, I16, U16, U32, U64, E4, E5, C64, C128},
+      [BOOL] = {F32, F64, F16, BF16, I32, I64, U8, BOOL, I8, I16, U16, U32, U64, E4, E5, C64, C128},
+      [I8] = {F32, F64, F16, BF16, I32, I64, I16, I8, I8, I16, I32, I64, F64, E4, E5, C64, C128},
+      [I16] = {F32, F64, F16, BF16, I32, I64, I16, I16, I16, I16, I32, I64, F64, E4, E5, C64, C128},
+      [U16] = {F32, F64, F16, BF16, I32, I64, U16, U16, I32, I32, U16, U32, U64, E4, E5, C64, C128},
+      [U32] = {F32, F64, F16, BF16, I64, I64, U32, U32, I64, I64, U32, U32, U64, E4, E5, C64, C128},
+      [U64] = {F32, F64, F16, BF16, F64, F64, U64, U64, F64, F64, U64, U64, U64, E4, E5, C64, C128},
+      [E4] = {F32, F64, F16, BF16, E4, E4, E4, E4, E4, E4, E4, E4, E4, E4, F32, C64, C128},
+      [E5] = {F32, F64, F16, BF16, E5, E5, E5, E5, E5, E5, E5, E5, E5, F32, E5, C64, C128},
+      [C64] = {C64, C128, C64, C64, C64, C64, C64, C64, C64, C64, C64, C64, C64, C64, C64, C64,
+               C128},
+      [C128] = {C128, C128, C128, C128, C128, C128, C128, C128, C128, C128, C128, C128, C128, C128,
+                C128, C128, C128},
   };
   for (int a = 0; a < DLE_NUM_DTYPES; a++)
     for (int b = 0; b < DLE_NUM_DTYPES; b++) {
@@ -272,6 +299,14 @@ static double convert_ref(double v, dle_dtype from, dle_dtype to) {
     case DLE_BOOL: return v != 0;
     case DLE_C64: return (float)v; /* the real part, read back by at() */
     case DLE_C128: return v;
+    case DLE_I8: return from_float ? saturate(v, INT8_MIN, INT8_MAX) : (double)(int8_t)(int64_t)v;
+    case DLE_I16:
+      return from_float ? saturate(v, INT16_MIN, INT16_MAX) : (double)(int16_t)(int64_t)v;
+    case DLE_U16: return from_float ? saturate(v, 0, UINT16_MAX) : (double)(uint16_t)(int64_t)v;
+    case DLE_U32: return from_float ? saturate(v, 0, UINT32_MAX) : (double)(uint32_t)(int64_t)v;
+    case DLE_U64: return from_float ? saturate(v, 0, 0x1p64) : (double)(uint64_t)(int64_t)v;
+    case DLE_F8E4M3: return dle_f8e4m3_to_f32(dle_f32_to_f8e4m3((float)v));
+    case DLE_F8E5M2: return dle_f8e5m2_to_f32(dle_f32_to_f8e5m2((float)v));
     default: return NAN;
   }
 }

@@ -22,8 +22,9 @@ data.DataLoader = require "dle.data.data_loader"
 data.TextCorpus = require "dle.data.text_corpus"
 
 --- Reads an IDX file (the MNIST format), gzip-compressed or raw, into a tensor.
--- Element types: uint8 -> uint8; int8, int16, int32 -> int32; float32 -> float32;
--- float64 -> float64. Errors name the path and the problem (bad magic, truncated, extra data).
+-- Element types keep their dtype: uint8, int8, int16, int32, float32,
+-- float64 (as torchvision reads them). Errors name the path and the problem (bad magic, truncated,
+-- extra data).
 -- @param path string
 -- @return tensor with the file's shape
 function data.idx(path)

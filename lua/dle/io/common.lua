@@ -8,10 +8,12 @@ local M = {}
 M.ELSIZE = {
   float32 = 4, float64 = 8, float16 = 2, bfloat16 = 2, int32 = 4, int64 = 8, uint8 = 1, bool = 1,
   complex64 = 8, complex128 = 16,
+  int8 = 1, int16 = 2, uint16 = 2, uint32 = 4, uint64 = 8, float8_e4m3fn = 1, float8_e5m2 = 1,
 }
 -- The dtype of each part (re, im) of a complex dtype.
 M.COMPLEX_PART = {complex64 = "float32", complex128 = "float64"}
-M.FLOAT = {float32 = true, float64 = true, float16 = true, bfloat16 = true}
+M.FLOAT = {float32 = true, float64 = true, float16 = true, bfloat16 = true, float8_e4m3fn = true,
+  float8_e5m2 = true}
 
 function M.align(n, a)
   return (n + a - 1) // a * a

@@ -26,6 +26,9 @@
 -- from the start of the stored span). A tensor object reached twice is stored once and loads as
 -- one object. Tables reached twice (without a cycle) are stored twice and load as two copies.
 -- No C `long`s and no device names: CUDA tensors are saved as CPU data and load on the CPU.
+-- Dtypes are written by name ("int8", "float8_e4m3fn", ...), so dtypes added to dle need no new
+-- version: older files hold only names this reader knows, and an older reader rejects a new name
+-- as a bad dtype (a clean error) rather than misreading its bytes.
 local core = require "dle.core"
 local common = require "dle.io.common"
 local atomic = require "dle.io.atomic"

@@ -8,18 +8,22 @@ local ELSIZE, fail, align = common.ELSIZE, common.fail, common.align
 local COMPLEX_PART = common.COMPLEX_PART
 
 local NPY_OF = {float32 = "f4", float64 = "f8", float16 = "f2", int32 = "i4", int64 = "i8",
-  uint8 = "u1", bool = "b1", complex64 = "c8", complex128 = "c16"}
+  uint8 = "u1", bool = "b1", int8 = "i1", int16 = "i2", uint16 = "u2", uint32 = "u4", uint64 = "u8",
+  complex64 = "c8", complex128 = "c16"}
+-- dtypes NumPy lacks, saved as float32 (which holds each of their values exactly)
+local AS_FLOAT32 = {bfloat16 = true, float8_e4m3fn = true, float8_e5m2 = true}
 local DTYPE_OF_NPY = {}
 for k, v in pairs(NPY_OF) do DTYPE_OF_NPY[v] = k end
 
 return function(dle)
-  --- Saves a tensor as a NumPy .npy file (format 1.0, C order, little-endian). bfloat16 has
-  -- no NumPy dtype: it is saved as float32 ('<f4'), which holds it exactly.
+  --- Saves a tensor as a NumPy .npy file (format 1.0, C order, little-endian). bfloat16,
+  -- float8_e4m3fn and float8_e5m2 have no NumPy dtype: they are saved as float32 ('<f4'), which
+  -- holds them exactly.
   -- @param path string
   -- @param t tensor
   local function save_npy(path, t)
     if not dle.is_tensor(t) then fail("dle.save_npy: expected a tensor, got %s", type(t)) end
-    if t:dtype() == "bfloat16" then t = t:float() end
+    if AS_FLOAT32[t:dtype()] then t = t:float() end
     local code = NPY_OF[t:dtype()]
     local descr = (code:sub(2) == "1" and "|" or "<") .. code
     local shape = t:shape()
@@ -40,8 +44,8 @@ return function(dle)
     end)
   end
 
-  --- Loads a NumPy .npy file (format 1.0, 2.0 or 3.0) as a tensor. dtypes: f4 f8 f2 i4 i8
-  -- u1 b1, either byte order; fortran_order arrays are returned as contiguous C-order tensors.
+  --- Loads a NumPy .npy file (format 1.0, 2.0 or 3.0) as a tensor. dtypes: f4 f8 f2 i1 i2 i4
+  -- i8 u1 u2 u4 u8 b1, either byte order; fortran_order arrays are returned as contiguous C-order tensors.
   -- @param path string
   -- @return tensor
   local function load_npy(path)

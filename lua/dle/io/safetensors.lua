@@ -12,7 +12,8 @@ local ELSIZE, fail = common.ELSIZE, common.fail
 local MAX_HEADER = 100 * 1024 * 1024
 
 local ST_OF = {float32 = "F32", float64 = "F64", float16 = "F16", bfloat16 = "BF16",
-  int32 = "I32", int64 = "I64", uint8 = "U8", bool = "BOOL"}
+  int32 = "I32", int64 = "I64", uint8 = "U8", bool = "BOOL", int8 = "I8", int16 = "I16", uint16 = "U16",
+  uint32 = "U32", uint64 = "U64", float8_e4m3fn = "F8_E4M3", float8_e5m2 = "F8_E5M2"}
 local DTYPE_OF_ST = {}
 for k, v in pairs(ST_OF) do DTYPE_OF_ST[v] = k end
 

@@ -20,8 +20,8 @@ local Ops = require "dle.onnx.export_ops"
 
 local M = {}
 
-local ELEM = {float32 = 1, uint8 = 2, int8 = 3, int32 = 6, int64 = 7, bool = 9, float16 = 10,
-              float64 = 11, bfloat16 = 16}
+local ELEM = {float32 = 1, uint8 = 2, int8 = 3, uint16 = 4, int16 = 5, int32 = 6, int64 = 7, bool = 9,
+              float16 = 10, float64 = 11, uint32 = 12, uint64 = 13, bfloat16 = 16}
 
 --- The ops of dle's table that export, and those that do not with the reason: two tables
 -- name -> true and name -> reason.

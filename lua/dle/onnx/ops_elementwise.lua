@@ -177,19 +177,14 @@ E.RandomNormalLike = function(ctx, x)
   return (dle.randn(x:shape(), {dtype = "float64"}) * (ctx.a.scale or 1) + (ctx.a.mean or 0)):to(random_dtype(ctx, x))
 end
 
--- BitShift on unsigned integers (ONNX defines it for uint8..uint64; dle has uint8): x * 2^y
--- modulo 2^8 or floor(x / 2^y), exact in float64 for these ranges.
+-- BitShift on unsigned integers (uint8..uint64): x * 2^y, wrapping in x's width as dle's
+-- integer products do, or x // 2^y (2^y exact in float64, then in x's dtype).
+local UNSIGNED = {uint8 = true, uint16 = true, uint32 = true, uint64 = true}
 E.BitShift = function(ctx, x, y)
-  if x:dtype() ~= "uint8" then U.fail(ctx, "BitShift needs an unsigned integer dtype, got " .. x:dtype()) end
-  local p = dle.pow(dle.full_like(y, 2, {dtype = "float64"}), y:double())
-  local v = x:double()
-  if ctx.a.direction == "LEFT" then
-    v = v * p
-    v = v - (v / 256):floor() * 256
-  else
-    v = (v / p):floor()
-  end
-  return v:to(x:dtype())
+  if not UNSIGNED[x:dtype()] then U.fail(ctx, "BitShift needs an unsigned integer dtype, got " .. x:dtype()) end
+  local p = dle.pow(dle.full_like(y, 2, {dtype = "float64"}), y:double()):to(x:dtype())
+  if ctx.a.direction == "LEFT" then return x * p end
+  return x // p
 end
 
 E.Cast = function(ctx, x) return x:to(U.dtype(ctx, ctx.a.to)) end

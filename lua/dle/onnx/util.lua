@@ -5,8 +5,9 @@ local dle = require "dle"
 local U = {}
 
 -- ONNX TensorProto.DataType numbers of the types dle has.
-U.DTYPES = {[1] = "float32", [2] = "uint8", [6] = "int32", [7] = "int64", [9] = "bool",
-            [10] = "float16", [11] = "float64", [16] = "bfloat16"}
+U.DTYPES = {[1] = "float32", [2] = "uint8", [3] = "int8", [4] = "uint16", [5] = "int16", [6] = "int32",
+            [7] = "int64", [9] = "bool", [10] = "float16", [11] = "float64", [12] = "uint32", [13] = "uint64",
+            [16] = "bfloat16"}
 U.TYPE_NAMES = {[0] = "UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32", "INT64", "STRING",
                 "BOOL", "FLOAT16", "DOUBLE", "UINT32", "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16"}
 
