@@ -782,6 +782,102 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
     end
   end)
 
+  -- tests/dist/zero_stages.lua on np ranks: "save" (np > 1: with the equality checks) writes the
+  -- checkpoints of np ranks into one directory, then loads every one there; "load" only loads.
+  -- Runs in the order the tests need them (1, 2, 4 ranks save; then 1 and 2 load what 4 saved).
+  local zero_dir, zero_runs = nil, {}
+  teardown(function() if zero_dir then os.execute("rm -rf " .. q(zero_dir)) end end)
+  local function zero_stages(np, phase)
+    local key = np .. phase
+    if not zero_runs[key] then
+      zero_dir = zero_dir or H.tmpdir()
+      local env = "DLE_ZERO_DIR=" .. q(zero_dir) .. (phase == "save" and " DLE_ZERO_SAVE=1" or "")
+        .. (phase == "save" and np > 1 and " DLE_ZERO_EQUAL=1" or "")
+      local out, ok = mpirun("lua5.4 tests/dist/zero_stages.lua", env, np)
+      assert.is_true(ok, out)
+      local r = common.parse(out)
+      for rank = 0, np - 1 do
+        assert.are.equal("1", r[rank] and r[rank].done, "rank " .. rank .. " did not finish:\n" .. out)
+      end
+      zero_runs[key] = r
+    end
+    return zero_runs[key]
+  end
+  local function zero_equal_runs()
+    zero_stages(1, "save")
+    return {[2] = zero_stages(2, "save"), [4] = zero_stages(4, "save")}
+  end
+
+  it_mpi("ZeroRedundancyOptimizer stages 1, 2, 3 on 2 and 4 ranks equal plain AdamW in one process (1e-6), in " ..
+         "float32 and in bfloat16 with float32 masters, over 75 params (no multiple of 2 or 4)", function()
+    for np, r in pairs(zero_equal_runs()) do
+      for rank = 0, np - 1 do
+        assert.are.equal("75", r[rank].numel)
+        for _, dtype in ipairs({"float32", "bfloat16"}) do
+          for stage = 1, 3 do
+            local d = r[rank][string.format("equal.%s.%d", dtype, stage)]
+            assert.is_true(tonumber(d) <= 1e-6, string.format("%d ranks, rank %d, %s stage %d: %s", np, rank, dtype,
+                                                               stage, d))
+          end
+        end
+      end
+    end
+  end)
+
+  it_mpi("ZeroRedundancyOptimizer stages 1 (with DDP), 2 and 3 average the ranks' gradients: SGD on each rank's " ..
+         "share of the batch equals SGD on the whole batch (1e-6)", function()
+    for np, r in pairs(zero_equal_runs()) do
+      for rank = 0, np - 1 do
+        for stage = 1, 3 do
+          local d = r[rank]["split." .. stage]
+          assert.is_true(tonumber(d) <= 1e-6, string.format("%d ranks, rank %d, stage %d: %s", np, rank, stage, d))
+        end
+      end
+    end
+  end)
+
+  it_mpi("ZeroRedundancyOptimizer stage 3: the model's fields are empty between calls, its state_dict full; a " ..
+         "param list or stage 4 is refused", function()
+    for np, r in pairs(zero_equal_runs()) do
+      for rank = 0, np - 1 do
+        local v = r[rank]
+        assert.are.equal("0", v.stage3_resident_numel)
+        assert.are.equal("75", v.stage3_state_numel)
+        assert.truthy(v.stage3_list:find("ZeroRedundancyOptimizer: stage 3 gathers the parameters into the modules "
+          .. "that use them: pass the model (a dle.nn.Module) as params, got a list", 1, true), v.stage3_list)
+        assert.truthy(v.bad_stage:find("ZeroRedundancyOptimizer: stage must be 1, 2 or 3, got 4", 1, true),
+                      v.bad_stage)
+      end
+    end
+  end)
+
+  it_mpi("ZeroRedundancyOptimizer checkpoints: plain AdamW's and stage 1, 2, 3's saved on 1, 2 and 4 ranks each " ..
+         "resume under plain AdamW and every stage on 1, 2 and 4 ranks, exactly as uninterrupted training", function()
+    local expected = {}
+    local function add(world)
+      for saved = 0, 3 do
+        for loaded = 0, 3 do expected[#expected + 1] = string.format("%d_%d>%d", world, saved, loaded) end
+      end
+    end
+    -- each save run loads what the runs before it and itself saved
+    for _, np in ipairs({1, 2, 4}) do
+      add(np)
+      local r = zero_stages(np, "save")
+      for rank = 0, np - 1 do
+        assert.are.equal(table.concat(expected, ","), r[rank].resumed, np .. " ranks")
+        assert.are.equal("0", r[rank].resumed_diff, np .. " ranks, rank " .. rank)
+      end
+    end
+    -- then 4 ranks' checkpoints on 1 and 2
+    for _, np in ipairs({1, 2}) do
+      local r = zero_stages(np, "load")
+      for rank = 0, np - 1 do
+        assert.are.equal(table.concat(expected, ","), r[rank].resumed, np .. " ranks")
+        assert.are.equal("0", r[rank].resumed_diff, np .. " ranks, rank " .. rank)
+      end
+    end
+  end)
+
   local fm = H.exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
   local it_example = (missing or not fm) and function(name)
     pending(name .. " (" .. (missing or "Fashion-MNIST files absent: Debian package dataset-fashion-mnist") .. ")")

@@ -82,7 +82,7 @@ function Sharded.new(opt_class, params, opts, stage)
   if Module.is_module(params) then model, params = params, params:parameters() end
   if stage == 3 and not model then
     fail("%s: stage 3 gathers the parameters into the modules that use them: pass the model (a dle.nn.Module) "
-      .. "as params, got %s", NAME, check.typename(params))
+      .. "as params, got %s", NAME, type(params) == "table" and "a list of tensors" or check.typename(params))
   end
   local ok, full = pcall(opt_class.new, params, opts)
   if not ok then fail("%s: %s", NAME, check.strip_where(full)) end
@@ -145,15 +145,17 @@ function Sharded.new(opt_class, params, opts, stage)
   return self
 end
 
--- Stage 2's backward hook: each unit's gradients (zeros for params without one) averaged over the
--- ranks into its shard's (added to what earlier backward calls left), the full ones freed. A
--- backward that gave no param a gradient on any rank does nothing.
+-- Stage 2's backward hook (it runs after every backward): each unit's gradients (zeros for params
+-- without one) averaged over the ranks into its shard's (added to what earlier backward calls
+-- left), the full ones freed. A backward that gave none of the params a gradient on this rank
+-- (one of another model) does nothing and sends nothing: the ranks run the same program, so
+-- every rank decides alike (a backward reaching the model on some ranks only would hang).
 function Sharded:_reduce_gradients()
-  local any = 0
+  local any = false
   for _, u in ipairs(self._units) do
-    for _, p in ipairs(u.params) do if p.grad ~= nil then any = 1 end end
+    for _, p in ipairs(u.params) do any = any or p.grad ~= nil end
   end
-  if dist.all_reduce(dle.tensor({any}, {dtype = "uint8"}), "max"):item() == 0 then return end
+  if not any then return end
   dle.no_grad(function()
     for _, u in ipairs(self._units) do
       local grads = {}
