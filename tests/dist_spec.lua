@@ -878,6 +878,23 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
     end
   end)
 
+  it_mpi("examples/dist/zero_memory.lua: each rank's bytes of params, gradients and optimizer state after a step " ..
+         "are the seeds' accounting within 10%, for stages 1, 2, 3 in float32 and bfloat16", function()
+    local out, ok = mpirun("lua5.4 examples/dist/zero_memory.lua", nil, 2)
+    assert.is_true(ok, out)
+    local rows = 0
+    for rank, stage, dtype, measured, seeds in out:gmatch(
+        "rank (%d)  stage (%d)  (%S+) +%d+ params  measured +(%S+) MB  seeds +(%S+) MB") do
+      rows = rows + 1
+      local ratio = tonumber(measured) / tonumber(seeds)
+      assert.is_true(math.abs(ratio - 1) <= 0.1, string.format("rank %s stage %s %s: %s MB measured, %s MB by the "
+        .. "seeds' accounting", rank, stage, dtype, measured, seeds))
+    end
+    assert.are.equal(12, rows, out)
+    -- stage 3 in float32 on 2 ranks: 16 bytes per parameter halved
+    assert.truthy(out:find("stage 3  float32   1050624 params  measured    8.405 MB", 1, true), out)
+  end)
+
   local fm = H.exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
   local it_example = (missing or not fm) and function(name)
     pending(name .. " (" .. (missing or "Fashion-MNIST files absent: Debian package dataset-fashion-mnist") .. ")")
