@@ -615,6 +615,18 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
     assert.truthy(r[1].bad_header:find("pipeline: rank 0 sent a malformed tensor header", 1, true), r[1].bad_header)
   end)
 
+  it_mpi("all_reduce{async_op = true} returns a Work; after wait() the tensor holds the sum or mean, through a " ..
+         "transposed view too", function()
+    local r = report("collectives")
+    for rank = 0, NP - 1 do
+      assert.are.equal("dle.dist.Work", r[rank].async_type)
+      assert.are.same(common.reduce({common.values("float32", 0), common.values("float32", 1)}, "sum"),
+                      numbers(r[rank].async_sum))
+      assert.are.same({1.5, 3, 4.5, 6, 7.5, 9}, numbers(r[rank].async_mean_t))
+      assert.are.equal("true", r[rank].async_done)
+    end
+  end)
+
   it_mpi("all_reduce writes through non-contiguous views (transposed, narrowed) in place", function()
     local r = report("collectives")
     for rank = 0, NP - 1 do
@@ -669,6 +681,17 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
     local a, b = numbers(r[0].accum_grad), numbers(r[0].no_sync_grad)
     assert.are.equal(#a, #b)
     for i = 1, #a do assert.is_true(close_to(a[i], b[i], 1e-6), i .. ": " .. a[i] .. " vs " .. b[i]) end
+  end)
+
+  it_mpi("DistributedDataParallel: buckets start their all_reduce during backward once their module is done, in " ..
+         "the same order on every rank when a module runs on one rank only", function()
+    local r = report("ddp")
+    -- one bucket per parameter: c's 2 and b's 2 on rank 0, c's 2 on rank 1 (b did not run there)
+    assert.are.equal("4", r[0].overlap_early)
+    assert.are.equal("2", r[1].overlap_early)
+    for rank = 0, NP - 1 do
+      assert.is_true(tonumber(r[rank].overlap_diff) < 1e-6, r[rank].overlap_diff)
+    end
   end)
 
   it_mpi("DistributedDataParallel: unused parameters, buffers, and models that differ across ranks", function()

@@ -148,6 +148,7 @@ end
 --- After backward: the flags, the remaining buckets, the waits, the averages into .grad.
 -- check_grad(i, g) vets each gradient that is averaged (param index i).
 function Reducer:finish(check_grad)
+  self.last_early = #self.started   -- buckets started during this backward (what tests look at)
   local flags = dle.zeros(#self.params, {dtype = "uint8"})
   for i, p in ipairs(self.params) do
     if p.grad ~= nil then flags[i] = 1 end
