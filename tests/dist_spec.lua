@@ -390,6 +390,17 @@ describe("dle.dist in a world of one process", function()
   end)
 end)
 
+describe("examples/dist/tp_overhead.lua", function()
+  it("times the tensor-parallel TransformerBlock against the dense one on 1 rank and prints the overhead", function()
+    local out, ok = sh(ENV .. "lua5.4 examples/dist/tp_overhead.lua --d 32 --heads 4 --batch 2 --seq 8 --rounds 1")
+    assert.is_true(ok, out)
+    assert.truthy(out:find("dense +%d+%.%d+ ms"), out)
+    local differ = out:match("tensor parallel +%d+%.%d+ ms  %(1 rank; outputs differ by (%S+)%)")
+    assert.is_true(tonumber(differ) < 1e-5, out)
+    assert.truthy(out:find("overhead +[-+]%d+%.%d %%"), out)
+  end)
+end)
+
 describe("dle.autograd.register_backward_hook", function()
   local x = dle.tensor({1, 2, 3}, {requires_grad = true})
 
