@@ -671,7 +671,8 @@ describe("nn.Module forward hooks", function()
     assert.are.equal(2, #seen, "removed hooks run no more")
   end)
 
-  it("hooks returning nil keep arguments and output; several run in registration order; a bad one is an error", function()
+  it("hooks returning nil keep arguments and output; several run in registration order; a bad one is an error",
+     function()
     local lin = nn.Linear(2, 2)
     local order = {}
     lin:register_forward_pre_hook(function() order[#order + 1] = "a" end)

@@ -122,8 +122,9 @@ static int l_iall_reduce(lua_State *L) {
   dist_request *r = lua_newuserdatauv(L, sizeof *r, 0);
   r->req = MPI_REQUEST_NULL;
   luaL_setmetatable(L, REQUEST_MT);
-  dle_dist_check(L, MPI_Iallreduce(MPI_IN_PLACE, p, n, d->type, dle_dist_pick_op(d, op), comm, &r->req),
-                 "all_reduce", "MPI_Iallreduce");
+  dle_dist_check(
+      L, MPI_Iallreduce(MPI_IN_PLACE, p, n, d->type, dle_dist_pick_op(d, op), comm, &r->req),
+      "all_reduce", "MPI_Iallreduce");
   return 1;
 }
 

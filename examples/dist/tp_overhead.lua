@@ -43,8 +43,8 @@ for _ = 1, 2 do
   td = math.min(td, time(dense))
   tt = math.min(tt, time(split))
 end
-print(string.format("TransformerBlock d=%d heads=%d x {%d,%d,%d}, %d thread(s), forward + backward:", args.d, args.heads,
-                    args.batch, args.seq, args.d, dle.get_num_threads()))
+print(string.format("TransformerBlock d=%d heads=%d x {%d,%d,%d}, %d thread(s), forward + backward:", args.d,
+                    args.heads, args.batch, args.seq, args.d, dle.get_num_threads()))
 print(string.format("  dense            %8.3f ms", td * 1e3))
 print(string.format("  tensor parallel  %8.3f ms  (1 rank; outputs differ by %.2g)", tt * 1e3, worst))
 print(string.format("  overhead         %+7.1f %%", (tt / td - 1) * 100))

@@ -100,13 +100,7 @@ function DDP:init(model, opts)
   end
 
   -- The hook holds the wrapper weakly: an unused wrapper is collected and its hook removed.
-  local ref = setmetatable({ddp = self}, {__mode = "v"})
-  local handle
-  handle = dle.autograd.register_backward_hook(function()
-    local d = ref.ddp
-    if d then d:_sync_gradients() else handle:remove() end
-  end)
-  rawset(self, "_hook", handle)
+  rawset(self, "_hook", Reducer.backward_hook(self, "_sync_gradients"))
 end
 
 --- Calls the model (broadcasting rank 0's buffers first, in training mode).

@@ -24,6 +24,19 @@ local MIN_BUCKET = 64 * 1024   -- bytes: smaller messages cost more in latency t
 local Reducer = {}
 Reducer.__index = Reducer
 
+--- Reducer.backward_hook(obj, method) -> handle: obj[method](obj) after every backward
+-- (dle.autograd.register_backward_hook), obj held weakly: once obj is collected the hook removes
+-- itself. What DistributedDataParallel and ZeRO stage 2 synchronise gradients with.
+function Reducer.backward_hook(obj, method)
+  local ref = setmetatable({obj = obj}, {__mode = "v"})
+  local handle
+  handle = dle.autograd.register_backward_hook(function()
+    local o = ref.obj
+    if o then o[method](o) else handle:remove() end
+  end)
+  return handle
+end
+
 local Ready = dle.autograd.Function{
   name = "ddp_ready",
   forward = function(ctx, x, reducer, m)

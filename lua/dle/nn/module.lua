@@ -117,11 +117,15 @@ end
 --- m:register_forward_pre_hook(fn) -> handle: fn(m, args) runs before each call of m's forward,
 -- args being the call's arguments as a table.pack list; it may return a new list of arguments
 -- (args.n, or its length, is their count), or nil to keep them. PyTorch's; handle:remove() ends it.
-function Module:register_forward_pre_hook(fn) return add_hook(self, "_forward_pre_hooks", fn, "register_forward_pre_hook") end
+function Module:register_forward_pre_hook(fn)
+  return add_hook(self, "_forward_pre_hooks", fn, "register_forward_pre_hook")
+end
 
 --- m:register_forward_hook(fn) -> handle: fn(m, args, output) runs after each call of m's forward
 -- (output: its first result); a non-nil return replaces that result. PyTorch's.
-function Module:register_forward_hook(fn) return add_hook(self, "_forward_hooks", fn, "register_forward_hook") end
+function Module:register_forward_hook(fn)
+  return add_hook(self, "_forward_hooks", fn, "register_forward_hook")
+end
 
 local class_mt = {
   __call = check.public(function(cls, ...) return cls:new(...) end),

@@ -32,6 +32,7 @@ local Module = require "dle.nn.module"
 local Optimizer = require "dle.optim.optimizer"
 local Zero = require "dle.optim.zero"
 local shards = require "dle.dist.zero_shards"
+local Reducer = require "dle.dist.reducer"
 
 local NAME = "ZeroRedundancyOptimizer"
 local CAP = 25 * 1024 * 1024   -- bytes per stage-2 unit
@@ -133,14 +134,7 @@ function Sharded.new(opt_class, params, opts, stage)
       for _, ph in ipairs(u.placeholders) do table.insert(groups[u.group].params, ph) end
     end
   else
-    -- held weakly: an unused optimizer is collected and its hook removed
-    local ref = setmetatable({opt = self}, {__mode = "v"})
-    local handle
-    handle = dle.autograd.register_backward_hook(function()
-      local o = ref.opt
-      if o then o:_reduce_gradients() else handle:remove() end
-    end)
-    rawset(self, "_hook", handle)
+    rawset(self, "_hook", Reducer.backward_hook(self, "_reduce_gradients"))
   end
   return self
 end
