@@ -390,6 +390,17 @@ describe("dle.dist in a world of one process", function()
   end)
 end)
 
+describe("examples/dist/tp_overhead.lua", function()
+  it("times the tensor-parallel TransformerBlock against the dense one on 1 rank and prints the overhead", function()
+    local out, ok = sh(ENV .. "lua5.4 examples/dist/tp_overhead.lua --d 32 --heads 4 --batch 2 --seq 8 --rounds 1")
+    assert.is_true(ok, out)
+    assert.truthy(out:find("dense +%d+%.%d+ ms"), out)
+    local differ = out:match("tensor parallel +%d+%.%d+ ms  %(1 rank; outputs differ by (%S+)%)")
+    assert.is_true(tonumber(differ) < 1e-5, out)
+    assert.truthy(out:find("overhead +[-+]%d+%.%d %%"), out)
+  end)
+end)
+
 describe("dle.autograd.register_backward_hook", function()
   local x = dle.tensor({1, 2, 3}, {requires_grad = true})
 
@@ -615,6 +626,18 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
     assert.truthy(r[1].bad_header:find("pipeline: rank 0 sent a malformed tensor header", 1, true), r[1].bad_header)
   end)
 
+  it_mpi("all_reduce{async_op = true} returns a Work; after wait() the tensor holds the sum or mean, through a " ..
+         "transposed view too", function()
+    local r = report("collectives")
+    for rank = 0, NP - 1 do
+      assert.are.equal("dle.dist.Work", r[rank].async_type)
+      assert.are.same(common.reduce({common.values("float32", 0), common.values("float32", 1)}, "sum"),
+                      numbers(r[rank].async_sum))
+      assert.are.same({1.5, 3, 4.5, 6, 7.5, 9}, numbers(r[rank].async_mean_t))
+      assert.are.equal("true", r[rank].async_done)
+    end
+  end)
+
   it_mpi("all_reduce writes through non-contiguous views (transposed, narrowed) in place", function()
     local r = report("collectives")
     for rank = 0, NP - 1 do
@@ -669,6 +692,17 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
     local a, b = numbers(r[0].accum_grad), numbers(r[0].no_sync_grad)
     assert.are.equal(#a, #b)
     for i = 1, #a do assert.is_true(close_to(a[i], b[i], 1e-6), i .. ": " .. a[i] .. " vs " .. b[i]) end
+  end)
+
+  it_mpi("DistributedDataParallel: buckets start their all_reduce during backward once their module is done, in " ..
+         "the same order on every rank when a module runs on one rank only", function()
+    local r = report("ddp")
+    -- one bucket per parameter: c's 2 and b's 2 on rank 0, c's 2 on rank 1 (b did not run there)
+    assert.are.equal("4", r[0].overlap_early)
+    assert.are.equal("2", r[1].overlap_early)
+    for rank = 0, NP - 1 do
+      assert.is_true(tonumber(r[rank].overlap_diff) < 1e-6, r[rank].overlap_diff)
+    end
   end)
 
   it_mpi("DistributedDataParallel: unused parameters, buffers, and models that differ across ranks", function()
@@ -780,6 +814,119 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
           "exp_avg of shape {2,2}, the param {3,8}", 1, true),
         r[rank].bad_shape)
     end
+  end)
+
+  -- tests/dist/zero_stages.lua on np ranks: "save" (np > 1: with the equality checks) writes the
+  -- checkpoints of np ranks into one directory, then loads every one there; "load" only loads.
+  -- Runs in the order the tests need them (1, 2, 4 ranks save; then 1 and 2 load what 4 saved).
+  local zero_dir, zero_runs = nil, {}
+  teardown(function() if zero_dir then os.execute("rm -rf " .. q(zero_dir)) end end)
+  local function zero_stages(np, phase)
+    local key = np .. phase
+    if not zero_runs[key] then
+      zero_dir = zero_dir or H.tmpdir()
+      local env = "DLE_ZERO_DIR=" .. q(zero_dir) .. (phase == "save" and " DLE_ZERO_SAVE=1" or "")
+        .. (phase == "save" and np > 1 and " DLE_ZERO_EQUAL=1" or "")
+      local out, ok = mpirun("lua5.4 tests/dist/zero_stages.lua", env, np)
+      assert.is_true(ok, out)
+      local r = common.parse(out)
+      for rank = 0, np - 1 do
+        assert.are.equal("1", r[rank] and r[rank].done, "rank " .. rank .. " did not finish:\n" .. out)
+      end
+      zero_runs[key] = r
+    end
+    return zero_runs[key]
+  end
+  local function zero_equal_runs()
+    zero_stages(1, "save")
+    return {[2] = zero_stages(2, "save"), [4] = zero_stages(4, "save")}
+  end
+
+  it_mpi("ZeroRedundancyOptimizer stages 1, 2, 3 on 2 and 4 ranks equal plain AdamW in one process (1e-6), in " ..
+         "float32 and in bfloat16 with float32 masters, over 75 params (no multiple of 2 or 4)", function()
+    for np, r in pairs(zero_equal_runs()) do
+      for rank = 0, np - 1 do
+        assert.are.equal("75", r[rank].numel)
+        for _, dtype in ipairs({"float32", "bfloat16"}) do
+          for stage = 1, 3 do
+            local d = r[rank][string.format("equal.%s.%d", dtype, stage)]
+            assert.is_true(tonumber(d) <= 1e-6, string.format("%d ranks, rank %d, %s stage %d: %s", np, rank, dtype,
+                                                               stage, d))
+          end
+        end
+      end
+    end
+  end)
+
+  it_mpi("ZeroRedundancyOptimizer stages 1 (with DDP), 2 and 3 average the ranks' gradients: SGD on each rank's " ..
+         "share of the batch equals SGD on the whole batch (1e-6)", function()
+    for np, r in pairs(zero_equal_runs()) do
+      for rank = 0, np - 1 do
+        for stage = 1, 3 do
+          local d = r[rank]["split." .. stage]
+          assert.is_true(tonumber(d) <= 1e-6, string.format("%d ranks, rank %d, stage %d: %s", np, rank, stage, d))
+        end
+      end
+    end
+  end)
+
+  it_mpi("ZeroRedundancyOptimizer stage 3: the model's fields are empty between calls, its state_dict full; a " ..
+         "param list or stage 4 is refused", function()
+    for np, r in pairs(zero_equal_runs()) do
+      for rank = 0, np - 1 do
+        local v = r[rank]
+        assert.are.equal("0", v.stage3_resident_numel)
+        assert.are.equal("75", v.stage3_state_numel)
+        assert.truthy(v.stage3_list:find("ZeroRedundancyOptimizer: stage 3 gathers the parameters into the modules "
+          .. "that use them: pass the model (a dle.nn.Module) as params, got a list", 1, true), v.stage3_list)
+        assert.truthy(v.bad_stage:find("ZeroRedundancyOptimizer: stage must be 1, 2 or 3, got 4", 1, true),
+                      v.bad_stage)
+      end
+    end
+  end)
+
+  it_mpi("ZeroRedundancyOptimizer checkpoints: plain AdamW's and stage 1, 2, 3's saved on 1, 2 and 4 ranks each " ..
+         "resume under plain AdamW and every stage on 1, 2 and 4 ranks, exactly as uninterrupted training", function()
+    local expected = {}
+    local function add(world)
+      for saved = 0, 3 do
+        for loaded = 0, 3 do expected[#expected + 1] = string.format("%d_%d>%d", world, saved, loaded) end
+      end
+    end
+    -- each save run loads what the runs before it and itself saved
+    for _, np in ipairs({1, 2, 4}) do
+      add(np)
+      local r = zero_stages(np, "save")
+      for rank = 0, np - 1 do
+        assert.are.equal(table.concat(expected, ","), r[rank].resumed, np .. " ranks")
+        assert.are.equal("0", r[rank].resumed_diff, np .. " ranks, rank " .. rank)
+      end
+    end
+    -- then 4 ranks' checkpoints on 1 and 2
+    for _, np in ipairs({1, 2}) do
+      local r = zero_stages(np, "load")
+      for rank = 0, np - 1 do
+        assert.are.equal(table.concat(expected, ","), r[rank].resumed, np .. " ranks")
+        assert.are.equal("0", r[rank].resumed_diff, np .. " ranks, rank " .. rank)
+      end
+    end
+  end)
+
+  it_mpi("examples/dist/zero_memory.lua: each rank's bytes of params, gradients and optimizer state after a step " ..
+         "are the seeds' accounting within 10%, for stages 1, 2, 3 in float32 and bfloat16", function()
+    local out, ok = mpirun("lua5.4 examples/dist/zero_memory.lua", nil, 2)
+    assert.is_true(ok, out)
+    local rows = 0
+    for rank, stage, dtype, measured, seeds in out:gmatch(
+        "rank (%d)  stage (%d)  (%S+) +%d+ params  measured +(%S+) MB  seeds +(%S+) MB") do
+      rows = rows + 1
+      local ratio = tonumber(measured) / tonumber(seeds)
+      assert.is_true(math.abs(ratio - 1) <= 0.1, string.format("rank %s stage %s %s: %s MB measured, %s MB by the "
+        .. "seeds' accounting", rank, stage, dtype, measured, seeds))
+    end
+    assert.are.equal(12, rows, out)
+    -- stage 3 in float32 on 2 ranks: 16 bytes per parameter halved
+    assert.truthy(out:find("stage 3  float32   1050624 params  measured    8.405 MB", 1, true), out)
   end)
 
   local fm = H.exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")

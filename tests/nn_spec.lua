@@ -645,3 +645,44 @@ describe("nn layer sizes", function()
     end
   end)
 end)
+
+describe("nn.Module forward hooks", function()
+  it("a pre-hook sees the arguments and may replace them; a hook sees the output and may replace it", function()
+    local lin = nn.Linear(3, 2)
+    local seen = {}
+    local h1 = lin:register_forward_pre_hook(function(m, args)
+      seen[#seen + 1] = {m, args.n, args[1]:size(1)}
+      return {args[1] * 0}
+    end)
+    local h2 = lin:register_forward_hook(function(_, args, out)
+      seen[#seen + 1] = {args[1]:sum():item(), out:size(2)}
+      return out + 1
+    end)
+    local x = dle.ones(4, 3)
+    local y = lin(x)
+    -- the forward saw zeros, so y is the bias plus 1 in every row
+    local want = (lin.bias + 1):view(1, 2):expand(4, 2)
+    assert.is_true(H.max_diff(y, want) < 1e-6)
+    assert.are.equal(lin, seen[1][1])
+    assert.are.same({1, 4}, {seen[1][2], seen[1][3]})
+    assert.are.same({0, 2}, seen[2])
+    h1:remove(); h2:remove(); h2:remove()
+    assert.is_true(H.max_diff(lin(x), x:matmul(lin.weight:t()) + lin.bias) < 1e-6)
+    assert.are.equal(2, #seen, "removed hooks run no more")
+  end)
+
+  it("hooks returning nil keep arguments and output; several run in registration order; a bad one is an error",
+     function()
+    local lin = nn.Linear(2, 2)
+    local order = {}
+    lin:register_forward_pre_hook(function() order[#order + 1] = "a" end)
+    lin:register_forward_pre_hook(function() order[#order + 1] = "b" end)
+    lin:register_forward_hook(function() order[#order + 1] = "c" end)
+    local x = dle.randn(1, 2)
+    assert.is_true(H.max_diff(lin(x), x:matmul(lin.weight:t()) + lin.bias) < 1e-6)
+    assert.are.same({"a", "b", "c"}, order)
+    lin:register_forward_pre_hook(function() return 5 end)
+    H.assert_error(function() lin(x) end, "Linear: a forward pre-hook returned a number")
+    H.assert_error(function() lin:register_forward_hook(3) end, "register_forward_hook")
+  end)
+end)

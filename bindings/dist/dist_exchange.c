@@ -1,4 +1,5 @@
-/* dist_exchange.c — all_gather, reduce_scatter, send and recv over raw buffers (as
+/* dist_exchange.c — all_gather, reduce_scatter, send and recv (and the non-blocking isend and
+ * all_reduce, with wait and test) over raw buffers (as
  * dist_collectives.c's), on dle's world communicator or a group's (the last argument). Each call
  * moves at most an MPI count (an int) of elements per rank: lua/dle/dist/init.lua says so first. */
 #include <limits.h>
@@ -74,8 +75,8 @@ static int l_send(lua_State *L) {
 
 #define REQUEST_MT "dle.dist.Request"
 
-/* A send in flight: its buffer must stay alive until it is waited for (lua/dle/dist keeps the
- * tensor beside it). Collecting one still in flight waits for it first. */
+/* A send or an all_reduce in flight: its buffer must stay alive until it is waited for
+ * (lua/dle/dist keeps the tensor beside it). Collecting one still in flight waits for it first. */
 typedef struct {
   MPI_Request req;
 } dist_request;
@@ -107,6 +108,34 @@ static int l_isend(lua_State *L) {
   r->req = MPI_REQUEST_NULL;
   luaL_setmetatable(L, REQUEST_MT);
   dle_dist_check(L, MPI_Isend(p, n, d->type, dst, tag, comm, &r->req), "isend", "MPI_Isend");
+  return 1;
+}
+
+/** iall_reduce(buffer, n, dtype, op, group) -> a request: all_reduce's non-blocking form
+ * (MPI_Iallreduce, in place); the buffer is the result once wait(request) returns. */
+static int l_iall_reduce(lua_State *L) {
+  int n = count_at(L, 2, "all_reduce");
+  const dle_dist_dtype *d = dle_dist_check_dtype(L, 3, "all_reduce");
+  int op = luaL_checkoption(L, 4, NULL, dle_dist_op_names);
+  MPI_Comm comm = dle_dist_comm_at(L, 5, "all_reduce");
+  void *p = buffer_at(L, 1, n, "all_reduce");
+  dist_request *r = lua_newuserdatauv(L, sizeof *r, 0);
+  r->req = MPI_REQUEST_NULL;
+  luaL_setmetatable(L, REQUEST_MT);
+  dle_dist_check(
+      L, MPI_Iallreduce(MPI_IN_PLACE, p, n, d->type, dle_dist_pick_op(d, op), comm, &r->req),
+      "all_reduce", "MPI_Iallreduce");
+  return 1;
+}
+
+/** test(request) -> whether it is done (MPI_Test: also lets MPI progress the requests in flight,
+ * which Open MPI otherwise moves only inside MPI calls). */
+static int l_test(lua_State *L) {
+  dist_request *r = luaL_checkudata(L, 1, REQUEST_MT);
+  int done = 1;
+  if (r->req != MPI_REQUEST_NULL)
+    dle_dist_check(L, MPI_Test(&r->req, &done, MPI_STATUS_IGNORE), "test", "MPI_Test");
+  lua_pushboolean(L, done);
   return 1;
 }
 
@@ -174,6 +203,8 @@ void dle_dist_open_exchange(lua_State *L, int t) {
   lua_pop(L, 1);
   static const luaL_Reg fns[] = {{"isend", l_isend},
                                  {"wait", request_wait},
+                                 {"iall_reduce", l_iall_reduce},
+                                 {"test", l_test},
                                  {"probe", l_probe},
                                  {"all_gather", l_all_gather},
                                  {"reduce_scatter", l_reduce_scatter},

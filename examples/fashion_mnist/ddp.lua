@@ -4,7 +4,7 @@
 -- of the Adam state only. Test accuracy is counted on shards too and summed across ranks; rank 0
 -- prints. A short run by default (the first 12000 training images, one epoch: a few seconds):
 --   mpirun --allow-run-as-root -np 2 scripts/dle examples/fashion_mnist/ddp.lua [--epochs 1] [--batch-size 128]
---       [--images 12000]      (or: scripts/dle --nproc 2 examples/fashion_mnist/ddp.lua ...)
+--       [--images 12000] [--zero-stage 1]      (or: scripts/dle --nproc 2 examples/fashion_mnist/ddp.lua ...)
 -- batch_size is the global batch (each rank takes batch_size / world_size of it); images: how
 -- many training images to use (0: all 60000). Without mpirun it runs as a world of one process.
 local dle = require "dle"
@@ -21,6 +21,8 @@ cli:option("--epochs", "training epochs", 1, tonumber)
 cli:option("--batch-size", "global batch size", 128, math.tointeger)
 cli:option("--images", "training images to use (0: all)", 12000, math.tointeger)
 cli:option("--log-dir", "where rank 0 writes the run's JSONL log and SVG curves", "runs")
+cli:option("--zero-stage", "0: DDP and Adam; 1: DDP and ZeRO stage 1; 2, 3: ZeRO stage 2 or 3 alone", 1,
+           math.tointeger)
 local args = cli:parse(arg)
 local epochs, batch_size, images = args.epochs, args.batch_size, args.images
 local function say(...) if rank == 0 then print(string.format(...)) end end
@@ -41,14 +43,22 @@ end
 local xs, ys = shard(train_x), shard(train_y)
 
 dle.manual_seed(rank)   -- a different init on each rank: DistributedDataParallel broadcasts rank 0's
-local model = dist.DistributedDataParallel(models.mlp())
-local opt = dle.optim.ZeroRedundancyOptimizer(dle.optim.Adam, model:parameters(), {lr = 2e-3})
+-- stages 0 and 1 average the gradients in DistributedDataParallel; stages 2 and 3 do it themselves
+-- (on the bare model; they do not start from one init: broadcast rank 0's first)
+local stage = args.zero_stage
+local model = stage <= 1 and dist.DistributedDataParallel(models.mlp()) or models.mlp()
+if stage >= 2 then
+  for _, p in ipairs(model:parameters()) do dle.no_grad(function() dist.broadcast(p, 0) end) end
+end
+local opt = stage == 0 and dle.optim.Adam(model:parameters(), {lr = 2e-3})
+  or dle.optim.ZeroRedundancyOptimizer(dle.optim.Adam, stage <= 1 and model:parameters() or model,
+                                       {lr = 2e-3, stage = math.max(stage, 1)})
 local loss_fn = dle.nn.CrossEntropyLoss()
 local per_rank = math.max(1, batch_size // world)
 local loader = dle.data.DataLoader({xs, ys}, {batch_size = per_rank, shuffle = true, drop_last = true,
                                               generator = dle.Generator(rank)})
-say("%d rank%s, %d training images each, batch %d per rank", world, world == 1 and "" or "s",
-    xs:size(1), per_rank)
+say("%d rank%s, %d training images each, batch %d per rank, %s", world, world == 1 and "" or "s",
+    xs:size(1), per_rank, stage == 0 and "Adam" or "ZeRO stage " .. stage)
 
 -- Test accuracy: each rank counts its shard of the test set, the counts are summed.
 local function accuracy()
@@ -73,8 +83,8 @@ for epoch = 1, epochs do
   for x, y in batches do
     local loss = loss_fn(model(x), y)
     opt:zero_grad()
-    loss:backward()   -- DistributedDataParallel averages the gradients here
-    opt:step()        -- each rank steps its share, then broadcasts it
+    loss:backward()   -- DistributedDataParallel (or ZeRO stages 2, 3) averages the gradients here
+    opt:step()        -- under ZeRO each rank steps its share, then the ranks exchange them
     local l = loss:item()
     total = total + l * x:size(1)
     seen = seen + x:size(1)

@@ -56,6 +56,19 @@ local t0 = dle.time()
 dist.barrier()
 emit("barrier_wait", dle.time() - t0)
 
+-- all_reduce{async_op = true}: a Work at once, the result after wait() (waited out of start
+-- order), through a transposed view too, with mean's division
+local a1 = dle.tensor(common.values("float32", rank))
+local w1 = dist.all_reduce(a1, "sum", {async_op = true})
+local a2 = dle.tensor({{1, 2, 3}, {4, 5, 6}}):mul_(rank + 1)
+local w2 = dist.all_reduce(a2:t(), "mean", {async_op = true})
+emit("async_type", getmetatable(w1).__name)
+w2:wait()
+w1:wait()
+emit("async_sum", a1)
+emit("async_mean_t", a2)
+emit("async_done", tostring(w1:is_completed() and w1:wait()))
+
 -- errors name the function, on every rank alike
 emit("bad_root", select(2, pcall(dist.broadcast, dle.zeros(2), 2)))
 emit("bad_op", select(2, pcall(dist.all_reduce, dle.zeros(2), "median")))

@@ -107,4 +107,31 @@ emit("buffer_forward", buf.count)
 -- 6. models that differ across ranks are refused on every rank
 local ok, err = pcall(dist.DistributedDataParallel, nn.Linear(3, rank + 2))
 emit("mismatch", ok and "accepted" or err)
+
+-- 7. buckets start during backward: one bucket per parameter (a 1-byte cap). Module b is used on
+-- rank 0 only: its buckets start during backward there, after it on rank 1 (with zeros), and the
+-- averages must still pair up; a's input needs no gradient, so its buckets start after backward.
+local Deep = nn.Module:extend("Deep")
+function Deep:init() self.a = nn.Linear(3, 4); self.b = nn.Linear(4, 4); self.c = nn.Linear(4, 2) end
+function Deep:forward(x)
+  local h = self.a(x):tanh()
+  if rank == 0 then h = self.b(h):tanh() end
+  return self.c(h)
+end
+local xd = dle.ones(2, 3) * (rank + 1)
+dle.manual_seed(6)
+local deep = Deep()
+local ddeep = dist.DistributedDataParallel(deep, {bucket_cap_mb = 1e-6})
+ddeep(xd):sum():backward()
+emit("overlap_early", ddeep._reducer.last_early)
+-- the same averages by hand: each rank's own gradients (zeros for none), all_reduce mean
+dle.manual_seed(6)
+local plain = Deep()
+plain(xd):sum():backward()
+local worst = 0
+for i, p in ipairs(plain:parameters()) do
+  local g = dist.all_reduce(p.grad or dle.zeros_like(p), "mean")
+  worst = math.max(worst, (deep:parameters()[i].grad - g):abs():max():item())
+end
+emit("overlap_diff", worst)
 emit("done", 1)

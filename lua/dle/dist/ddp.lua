@@ -8,7 +8,9 @@
 -- averaged across ranks (a backward hook, dle.autograd.register_backward_hook), so every rank
 -- takes the same step and the parameters stay identical.
 -- * Buckets: gradients go in flat buffers of one dtype, at most opts.bucket_cap_mb (25) MB each:
---   each is divided by the world size, then summed by one all_reduce, and copied back.
+--   each is divided by the world size, then summed by one all_reduce, and copied back. A bucket's
+--   all_reduce starts during backward, as soon as its gradients are computed, and overlaps the
+--   rest of the backward (lua/dle/dist/reducer.lua); all are waited for before backward returns.
 -- * Unused parameters: one small all_reduce of flags tells which parameters have a gradient on
 --   some rank; a rank without one contributes zeros, and a parameter without a gradient on every
 --   rank keeps .grad nil (PyTorch's find_unused_parameters, always on).
@@ -28,6 +30,7 @@ local check = require "dle.check"
 local Module = require "dle.nn.module"
 local dist = require "dle.dist"
 local buckets = require "dle.dist.buckets"
+local Reducer = require "dle.dist.reducer"
 
 local DDP = Module:extend("DistributedDataParallel")
 
@@ -89,16 +92,15 @@ function DDP:init(model, opts)
     local states = model:parameters()   -- a new list: the buffers join it
     for _, b in ipairs(tensors_of(model:named_buffers())) do states[#states + 1] = b end
     buckets.each(states, self._cap, function(flat) dist.broadcast(flat, 0) end)
+    local params = {}
+    for _, p in ipairs(model:parameters()) do
+      if p.requires_grad then params[#params + 1] = p end
+    end
+    rawset(self, "_reducer", Reducer.new(model, params, self._cap, self._world))
   end
 
   -- The hook holds the wrapper weakly: an unused wrapper is collected and its hook removed.
-  local ref = setmetatable({ddp = self}, {__mode = "v"})
-  local handle
-  handle = dle.autograd.register_backward_hook(function()
-    local d = ref.ddp
-    if d then d:_sync_gradients() else handle:remove() end
-  end)
-  rawset(self, "_hook", handle)
+  rawset(self, "_hook", Reducer.backward_hook(self, "_sync_gradients"))
 end
 
 --- Calls the model (broadcasting rank 0's buffers first, in training mode).
@@ -110,43 +112,27 @@ function DDP:forward(...)
       buckets.each(bufs, self._cap, function(flat) dist.broadcast(flat, 0) end)
     end
   end
-  if self._sync and dle.is_grad_enabled() then rawset(self, "_pending", true) end
-  return model(...)
+  local sync = self._sync and dle.is_grad_enabled()
+  if sync then rawset(self, "_pending", true) end
+  local reducer = self._reducer
+  if not reducer then return model(...) end
+  reducer.active = sync   -- the readiness hooks mark this forward's modules
+  local r = table.pack(pcall(model, ...))
+  reducer.active = false
+  if not r[1] then error(r[2], 0) end
+  return table.unpack(r, 2, r.n)
 end
 
 -- The backward hook: averages the gradients when a forward of this wrapper preceded.
 function DDP:_sync_gradients()
   if not self._pending then return end
   rawset(self, "_pending", false)
-  local world = self._world
-  if world == 1 then return end
-  local params = {}
-  for _, p in ipairs(rawget(self, "module"):parameters()) do
-    if p.requires_grad then params[#params + 1] = p end
-  end
-  local flags = dle.zeros(#params, {dtype = "uint8"})
-  for i, p in ipairs(params) do
-    if p.grad ~= nil then flags[i] = 1 end
-  end
-  dist.all_reduce(flags, "max")
-  local has = flags:totable()
-  local grads = {}
-  for i, p in ipairs(params) do
-    if has[i] == 1 then
-      local g = p.grad
-      if g == nil then
-        g = dle.zeros_like(p)   -- unused here, used elsewhere: contributes zeros
-        p.grad = g
-      elseif g.requires_grad then
-        check.error(string.format("DistributedDataParallel: the gradient of parameter %d requires grad "
-          .. "(a create_graph backward): averaging it across ranks is not supported", i))
-      end
-      grads[#grads + 1] = g
+  if self._world == 1 then return end
+  self._reducer:finish(function(i, g)
+    if g.requires_grad then
+      check.error(string.format("DistributedDataParallel: the gradient of parameter %d requires grad "
+        .. "(a create_graph backward): averaging it across ranks is not supported", i))
     end
-  end
-  buckets.each(grads, self._cap, function(flat)
-    flat:div_(world)   -- before the sum, as PyTorch does: float16 sums stay in range
-    dist.all_reduce(flat, "sum")
   end)
 end
 

@@ -88,9 +88,9 @@ function dist.new_group(ranks)
 end
 
 -- The group of a call's options (nil: the world), checked.
-local function group_of(opts, fn)
+local function group_of(opts, fn, extra)
   if opts == nil then return nil end
-  opts = check.options(opts, fn, {"group", "tag"})
+  opts = check.options(opts, fn, {"group", "tag", extra})
   local g = opts.group
   if g ~= nil and getmetatable(g) ~= Group then
     check.error(string.format("%s: group must be a group from dle.dist.new_group, got %s", fn, check.typename(g)))
@@ -199,16 +199,57 @@ local function reduction_of(op, t, fn)
   return name
 end
 
+-- ---------------------------------------------------------------- non-blocking work
+
+local Work = {}
+Work.__index = Work
+Work.__name = "dle.dist.Work"
+
+--- work:wait() -> true: returns once the operation is done: an isend with its tensor (which may
+-- then change), an all_reduce with its result in the tensor.
+function Work:wait()
+  if self._request then
+    need("wait").wait(self._request)
+    self._request = nil
+    local finish = self._finish
+    self._tensor, self._finish = nil, nil
+    if finish then finish() end
+  end
+  return true
+end
+
+--- work:is_completed() -> whether wait() would return at once. Each call lets MPI progress the
+-- operations in flight (Open MPI moves them only inside MPI calls); wait() is still required.
+function Work:is_completed()
+  return self._request == nil or need("is_completed").test(self._request)
+end
+
+--- dist.all_reduce(t, op, {group, async_op}): see below.
 --- dist.all_reduce(t, op, {group}) -> t, reduced in place across every rank (of the group).
 -- op: "sum" (default), "mean" (or "avg"; float dtypes: the sum divided by world_size()), "max",
 -- "min", "prod". Every dtype: bool reduces with or (sum, max) and and (min, prod); integers wrap
 -- on overflow; float16 and bfloat16 are combined pairwise in float32 and rounded back (MPI has no
 -- 16-bit float type: user-defined MPI ops). A non-contiguous t is reduced through a contiguous copy.
+-- With {async_op = true} it returns a dle.dist.Work at once (MPI_Iallreduce; PyTorch's async_op):
+-- t holds the result after work:wait(), and must not be used or changed before.
 function dist.all_reduce(t, op, opts)
   local m = need("all_reduce")
-  local g = group_of(opts, "all_reduce")
+  local g = group_of(opts, "all_reduce", "async_op")
   check_writable(t, "all_reduce")
   local name = reduction_of(op, t, "all_reduce")
+  if opts and opts.async_op then
+    local c = t:is_contiguous() and t:detach() or t:contiguous()
+    local ptr, n, dtype = core._raw_buffer(c, "all_reduce", true)
+    local w = g and #g.ranks or m.world_size()
+    local finish = function()
+      dle.no_grad(function()
+        if name == "mean" and w > 1 then c:div_(w) end
+        if not t:is_contiguous() then t:copy_(c) end
+      end)
+    end
+    return setmetatable({_request = m.iall_reduce(ptr, n, dtype, name == "mean" and "sum" or name, g and g._native),
+                         _tensor = c, _finish = finish}, Work)
+  end
   on_buffer(t, "all_reduce", true, function(ptr, n, dtype)
     m.all_reduce(ptr, n, dtype, name == "mean" and "sum" or name, g and g._native)
   end)
@@ -335,19 +376,6 @@ end
 function dist.send(t, dst, opts)
   local m, ptr, n, dtype, gdst, tag, comm = send_args("send", t, dst, opts)
   m.send(ptr, n, dtype, gdst, tag, comm)
-end
-
-local Work = {}
-Work.__index = Work
-Work.__name = "dle.dist.Work"
-
---- work:wait(): returns once the send is done with its tensor (it may then be changed).
-function Work:wait()
-  if self._request then
-    need("wait").wait(self._request)
-    self._request, self._tensor = nil, nil
-  end
-  return true
 end
 
 --- dist.isend(t, dst, {group, tag}) -> work: send's non-blocking form, as PyTorch's isend; t must

@@ -58,6 +58,8 @@ local function instance_mt(cls)
     -- every result of forward is returned (an LSTM's output and state, an imported ONNX graph's
     -- outputs); summary()'s hook sees the first
     __call = check.public(function(self, ...)
+      local pre, post = rawget(self, "_forward_pre_hooks"), rawget(self, "_forward_hooks")
+      if pre or post then return Module._call_hooked(self, pre, post, ...) end
       local out = table.pack(self:forward(...))
       if call_hook then call_hook(self, {...}, out[1]) end
       return table.unpack(out, 1, out.n)
@@ -66,6 +68,63 @@ local function instance_mt(cls)
   }
   rawset(cls, "_instance_mt", mt)
   return mt
+end
+
+-- A call with forward hooks: the pre-hooks may replace the arguments, the hooks the first result.
+function Module._call_hooked(self, pre, post, ...)
+  local args = table.pack(...)
+  for _, h in ipairs(pre or {}) do
+    local r = h.fn(self, args)
+    if r ~= nil then
+      if type(r) ~= "table" then
+        check.error(string.format("%s: a forward pre-hook returned a %s; it returns nil or a list of the arguments",
+          self.__name, check.typename(r)))
+      end
+      args = r
+      args.n = args.n or #r
+    end
+  end
+  local out = table.pack(self:forward(table.unpack(args, 1, args.n)))
+  for _, h in ipairs(post or {}) do
+    local r = h.fn(self, args, out[1])
+    if r ~= nil then out[1] = r end
+  end
+  if call_hook then call_hook(self, args, out[1]) end
+  return table.unpack(out, 1, out.n)
+end
+
+local HookHandle = {}
+HookHandle.__index = HookHandle
+HookHandle.__name = "dle.nn.HookHandle"
+--- handle:remove(): the hook runs no more (removing twice is harmless).
+function HookHandle:remove()
+  local list = rawget(self.module, self.field)
+  for i, h in ipairs(list or {}) do
+    if h == self then table.remove(list, i) break end
+  end
+  if list and #list == 0 then rawset(self.module, self.field, nil) end
+end
+
+local function add_hook(self, field, fn, what)
+  check.callable(fn, self.__name .. ":" .. what, "fn")
+  local list = rawget(self, field) or {}
+  rawset(self, field, list)
+  local h = setmetatable({fn = fn, module = self, field = field}, HookHandle)
+  list[#list + 1] = h
+  return h
+end
+
+--- m:register_forward_pre_hook(fn) -> handle: fn(m, args) runs before each call of m's forward,
+-- args being the call's arguments as a table.pack list; it may return a new list of arguments
+-- (args.n, or its length, is their count), or nil to keep them. PyTorch's; handle:remove() ends it.
+function Module:register_forward_pre_hook(fn)
+  return add_hook(self, "_forward_pre_hooks", fn, "register_forward_pre_hook")
+end
+
+--- m:register_forward_hook(fn) -> handle: fn(m, args, output) runs after each call of m's forward
+-- (output: its first result); a non-nil return replaces that result. PyTorch's.
+function Module:register_forward_hook(fn)
+  return add_hook(self, "_forward_hooks", fn, "register_forward_hook")
 end
 
 local class_mt = {

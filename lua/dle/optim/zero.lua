@@ -36,6 +36,8 @@ local copy_value = Optimizer.copy_value
 
 local hyper = Optimizer.hyperparameters
 
+local function fail(fmt, ...) error(string.format(fmt, ...), 0) end
+
 Optimizer.lr_property(Zero, NAME)   -- zero.lr: the global param groups' (what schedulers write)
 
 --- The owner (0-based rank) of each of n params of the given sizes, over world ranks.
@@ -62,6 +64,28 @@ function Zero.partition(sizes, world)
   return owners
 end
 
+--- The stage of a constructor's opts (1 by default) and the opts without it (for opt_class).
+function Zero._stage_of(opts)
+  if type(opts) ~= "table" or opts.stage == nil then return 1, opts end
+  local stage = opts.stage
+  if math.type(stage) ~= "integer" or stage < 1 or stage > 3 then
+    fail("%s: stage must be 1, 2 or 3, got %s", NAME, tostring(stage))
+  end
+  local rest = {}
+  for k, v in pairs(opts) do if k ~= "stage" then rest[k] = v end end
+  return stage, rest
+end
+
+--- Mixed precision: the tensor the optimizer steps for param p. A float16 or bfloat16 p gets a
+-- float32 master copy (its updates accumulate at full precision; p takes its rounded value after
+-- each step), recorded as {p, master} in masters; other params step themselves.
+function Zero._master_of(p, masters)
+  if p:dtype() ~= "float16" and p:dtype() ~= "bfloat16" then return p end
+  local m = dle.no_grad(function() return p:detach():to("float32"):clone() end)
+  masters[#masters + 1] = {p, m}
+  return m
+end
+
 local function new(opt_class, params, opts)
   if type(opt_class) ~= "table" or type(rawget(opt_class, "new")) ~= "function" then
     error(NAME .. ": opt_class must be an optimizer class such as dle.optim.Adam, got "
@@ -70,6 +94,10 @@ local function new(opt_class, params, opts)
   if not dist.is_initialized() then
     error(NAME .. ": dle.dist is not initialized; call dle.dist.init() first", 0)
   end
+  local stage
+  stage, opts = Zero._stage_of(opts)
+  if stage > 1 then return require("dle.optim.zero_sharded").new(opt_class, params, opts, stage) end
+  if require("dle.nn.module").is_module(params) then params = params:parameters() end
   -- An optimizer over every param checks params and options the same way on every rank (a rank
   -- owning none must fail like the others) and gives the global param groups. It has no state.
   local ok, full = pcall(opt_class.new, params, opts)
@@ -84,14 +112,14 @@ local function new(opt_class, params, opts)
   end
   local owners = Zero.partition(sizes, world)
   -- the local optimizer: this rank's params of each group, with the group's hyperparameters
-  local local_groups, local_of, global_of = {}, {}, {}
+  local local_groups, local_of, global_of, masters = {}, {}, {}, {}
   local index = 0
   for gi, group in ipairs(full.param_groups) do
     local own = {}
     for _, p in ipairs(group.params) do
       index = index + 1
       if owners[index] == rank then
-        own[#own + 1] = p
+        own[#own + 1] = Zero._master_of(p, masters)
         global_of[#global_of + 1] = index
       end
     end
@@ -112,6 +140,7 @@ local function new(opt_class, params, opts)
   rawset(self, "_world", world)
   rawset(self, "_rank", rank)
   rawset(self, "_class", opt_class)
+  rawset(self, "_masters", masters)      -- {param, master} of own float16/bfloat16 params
   -- self._consolidated, set by consolidate_state_dict on rank `to`: the full state, until a step
   return self
 end
@@ -151,7 +180,13 @@ function Zero:step(closure)
   if closure then loss = dle.enable_grad(closure) end
   rawset(self, "_consolidated", nil)   -- about to be out of date
   self:_sync_hyperparameters()
-  if self.optim then self.optim:step() end
+  if self.optim then
+    dle.no_grad(function()
+      for _, pm in ipairs(self._masters) do pm[2].grad = pm[1].grad and pm[1].grad:to("float32") end
+      self.optim:step()
+      for _, pm in ipairs(self._masters) do pm[1]:copy_(pm[2]); pm[2].grad = nil end
+    end)
+  end
   if self._world > 1 then
     for r = 0, self._world - 1 do
       local own = {}
@@ -173,7 +208,6 @@ end
 -- f as a public method: its errors (messages that name the method) point at the caller's line.
 local function reported_at_caller(f) return check.public(f) end
 
-local function fail(fmt, ...) error(string.format(fmt, ...), 0) end
 
 -- ---------------------------------------------------------------- what a param's state holds
 
@@ -188,7 +222,7 @@ end
 -- a number `step` and tensors shaped like p, each named in cls.state_tensors. Consolidation sends
 -- exactly these, so load_state_dict checks the same. (Tensors in list order: the same message on
 -- every rank.)
-local function state_problem(cls, p, st)
+local function state_problem(cls, shape, st)
   if type(st) ~= "table" then return "is a " .. check.typename(st) .. ", not a table" end
   if type(st.step) ~= "number" then return "has step " .. check.typename(st.step) .. ", not a number" end
   for k in pairs(st) do
@@ -200,9 +234,8 @@ local function state_problem(cls, p, st)
     local v = st[name]
     if v ~= nil and not dle.is_tensor(v) then
       return string.format("has %s a %s, not a tensor", name, check.typename(v))
-    elseif v ~= nil and check.shape_str(v) ~= check.shape_str(p) then
-      return string.format("has %s of shape %s, the param %s", name, check.shape_str(v),
-        check.shape_str(p))
+    elseif v ~= nil and check.shape_str(v) ~= shape then
+      return string.format("has %s of shape %s, the param %s", name, check.shape_str(v), shape)
     end
   end
 end
@@ -231,7 +264,7 @@ function Zero:_state_headers(own)
     for k in ipairs(cls.state_tensors) do row[2 + k] = 0 end
     local st = own[i]
     if st ~= nil then
-      problems[i] = state_problem(cls, p, st)
+      problems[i] = state_problem(cls, check.shape_str(p), st)
       row[1] = problems[i] and -1 or 1
       if not problems[i] then
         row[2] = st.step
@@ -348,17 +381,18 @@ local function check_shard(self, sd, fn)
 end
 
 -- A full state (consolidated, or a plain optimizer's) must number the params as this optimizer
--- does: as many in all, and in each group.
-local function check_full(self, sd, fn)
-  local total, counts = 0, {}
+-- does: as many in all, and in each group (groups: the param groups, or their param counts).
+function Zero._check_full(sd, fn, groups)
+  local total, counts, here = 0, {}, 0
   for gi, sg in ipairs(sd.param_groups) do
     counts[gi] = type(sg) == "table" and type(sg.params) == "table" and #sg.params or 0
     total = total + counts[gi]
   end
-  if total ~= #self._params then
-    fail("%s: the state has %d params, this optimizer %d", fn, total, #self._params)
+  for _, group in ipairs(groups) do here = here + #group.params end
+  if total ~= here then
+    fail("%s: the state has %d params, this optimizer %d", fn, total, here)
   end
-  for gi, group in ipairs(self.param_groups) do
+  for gi, group in ipairs(groups) do
     if counts[gi] ~= #group.params then
       fail("%s: param group %d has %d params in the state, %d here", fn, gi, counts[gi],
         #group.params)
@@ -366,16 +400,28 @@ local function check_full(self, sd, fn)
   end
 end
 
--- Each param state of sd belongs to an existing param and is what opt_class keeps, shaped like it.
-local function check_states(self, state, fn)
+-- Each param state of sd belongs to an existing param (shapes[i]: param i's shape string) and is
+-- what optimizer class cls keeps, shaped like it.
+function Zero._check_states(cls, state, fn, shapes)
   for i, st in pairs(state) do
-    local p = self._params[math.tointeger(i) or 0]
-    if p == nil then
-      fail("%s: state for param %s, which does not exist (%d params)", fn, tostring(i),
-        #self._params)
+    local shape = shapes[math.tointeger(i) or 0]
+    if shape == nil then
+      fail("%s: state for param %s, which does not exist (%d params)", fn, tostring(i), #shapes)
     end
-    local problem = state_problem(self._class, p, st)
+    local problem = state_problem(cls, shape, st)
     if problem then fail("%s: the state of param %d %s", fn, i, problem) end
+  end
+end
+
+-- The opening checks of every stage's load_state_dict: sd is a table of param_groups and state,
+-- with as many groups as groups.
+function Zero._check_table(sd, fn, groups)
+  if type(sd) ~= "table" or type(sd.param_groups) ~= "table" or type(sd.state) ~= "table" then
+    fail("%s: expected a table from state_dict(): a rank's shard, or a full state (consolidated, "
+      .. "or a plain optimizer's)", fn)
+  end
+  if #sd.param_groups ~= #groups then
+    fail("%s: the state has %d param groups, this optimizer %d", fn, #sd.param_groups, #groups)
   end
 end
 
@@ -393,6 +439,9 @@ function Zero:_load_own(sd, fn)
     for li, gi in ipairs(self._global_of) do local_sd.state[li] = sd.state[gi] end
     local ok, err = pcall(self.optim.load_state_dict, self.optim, local_sd)
     if not ok then fail("%s: %s", fn, tostring(err)) end
+    dle.no_grad(function()   -- the params loaded before this state are the masters' values
+      for _, pm in ipairs(self._masters) do pm[2]:copy_(pm[1]) end
+    end)
   end
   for gi, group in ipairs(self.param_groups) do
     for k, v in pairs(sd.param_groups[gi]) do
@@ -403,16 +452,11 @@ end
 
 local function load(self, sd)
   local fn = NAME .. ":load_state_dict"
-  if type(sd) ~= "table" or type(sd.param_groups) ~= "table" or type(sd.state) ~= "table" then
-    fail("%s: expected a table from state_dict(): a rank's shard, or a full state (consolidated, "
-      .. "or a plain optimizer's)", fn)
-  end
-  if #sd.param_groups ~= #self.param_groups then
-    fail("%s: the state has %d param groups, this optimizer %d", fn, #sd.param_groups,
-      #self.param_groups)
-  end
-  if sd.owners ~= nil then check_shard(self, sd, fn) else check_full(self, sd, fn) end
-  check_states(self, sd.state, fn)
+  Zero._check_table(sd, fn, self.param_groups)
+  if sd.owners ~= nil then check_shard(self, sd, fn) else Zero._check_full(sd, fn, self.param_groups) end
+  local shapes = {}
+  for i, p in ipairs(self._params) do shapes[i] = check.shape_str(p) end
+  Zero._check_states(self._class, sd.state, fn, shapes)
   rawset(self, "_consolidated", nil)
   self:_load_own(sd, fn)
 end
