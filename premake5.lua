@@ -5,6 +5,7 @@
 -- build/lib/dle/dist_native.so (require "dle.dist_native", the MPI side of dle.dist, when MPI is found),
 -- build/lib/dle/libdle_cuda.so (the CUDA backend, when nvcc is found), build/lib/dle/dist_nccl.so
 -- (require "dle.dist_nccl", collectives on CUDA tensors, when nvcc and nccl.h are found),
+-- build/lib/dle/cuda_info.so (require "dle.cuda_info", device properties, when nvcc is found),
 -- build/bin/test_engine (C tests), build/bin/bench_ref (the C reference of scripts/bench);
 -- DLE_BUILD=dir puts them under dir/ instead.
 -- Extra compiler flags (sanitizers) come from the environment: CFLAGS=... LDFLAGS=... make.
@@ -247,6 +248,22 @@ if nvcc then
     linkoptions(objects)
     -- -z defs: an engine symbol used by mistake fails here, not at dlopen (see kernels/cuda/common.cuh)
     linkoptions({"-Wl,-rpath," .. cuda_home .. "/lib64", "-Wl,-z,defs"})
+
+  -- require "dle.cuda_info": device properties and synchronize for scripts/gpu-check's benchmark
+  -- (bindings/cuda_info/); links libcudart only.
+  project("cuda_info")
+    kind("SharedLib")
+    location(B)
+    targetdir(B .. "/lib/dle")
+    targetname("cuda_info")
+    targetprefix("")
+    objdir(B .. "/obj/cuda_info")
+    files({"bindings/cuda_info/*.c"})
+    buildoptions({lua_cflags})
+    includedirs({cuda_home .. "/include"})
+    libdirs({cuda_home .. "/lib64"})
+    links({"cudart"})
+    linkoptions({"-Wl,-rpath," .. cuda_home .. "/lib64"})
 
   -- require "dle.dist_nccl": dle.dist's collectives on CUDA tensors (bindings/dist_nccl/), built
   -- when NCCL's header is beside the toolkit ($NCCL_HOME/include or <cuda>/include); a module of

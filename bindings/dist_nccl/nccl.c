@@ -223,28 +223,13 @@ static int l_dtypes(lua_State *L) {
   return 1;
 }
 
-/** device_count() -> the number of CUDA devices, or 0 and the reason. */
-static int l_device_count(lua_State *L) {
-  int n = 0; /* without a driver the call fails and leaves n untouched */
-  cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    lua_pushinteger(L, 0);
-    lua_pushfstring(L, "cudaGetDeviceCount: %s (%s)", cudaGetErrorName(e), cudaGetErrorString(e));
-    return 2;
-  }
-  lua_pushinteger(L, n);
-  return 1;
-}
-
 int luaopen_dle_dist_nccl(lua_State *L) {
   static const luaL_Reg fns[] = {
       {"unique_id", l_unique_id},   {"comm_init", l_comm_init},
       {"all_reduce", l_all_reduce}, {"broadcast", l_broadcast},
       {"all_gather", l_all_gather}, {"reduce_scatter", l_reduce_scatter},
       {"send", l_send},             {"recv", l_recv},
-      {"dtypes", l_dtypes},         {"device_count", l_device_count},
-      {NULL, NULL}};
+      {"dtypes", l_dtypes},         {NULL, NULL}};
   if (luaL_newmetatable(L, COMM_MT)) {
     lua_pushcfunction(L, comm_gc);
     lua_setfield(L, -2, "__gc");
