@@ -57,7 +57,8 @@ static int l_properties(lua_State *L) {
   lua_setfield(L, -2, "total_memory");
   for (size_t k = 0; k < sizeof attrs / sizeof attrs[0]; k++) {
     int v = 0;
-    check_cuda(L, cudaDeviceGetAttribute(&v, attrs[k].attr, i), "properties", "cudaDeviceGetAttribute");
+    check_cuda(L, cudaDeviceGetAttribute(&v, attrs[k].attr, i), "properties",
+               "cudaDeviceGetAttribute");
     lua_pushinteger(L, v);
     lua_setfield(L, -2, attrs[k].key);
   }
@@ -73,8 +74,10 @@ static int l_synchronize(lua_State *L) {
 }
 
 int luaopen_dle_cuda_info(lua_State *L) {
-  static const luaL_Reg fns[] = {
-      {"count", l_count}, {"properties", l_properties}, {"synchronize", l_synchronize}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"count", l_count},
+                                 {"properties", l_properties},
+                                 {"synchronize", l_synchronize},
+                                 {NULL, NULL}};
   luaL_newlib(L, fns);
   return 1;
 }

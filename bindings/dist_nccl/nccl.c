@@ -224,12 +224,16 @@ static int l_dtypes(lua_State *L) {
 }
 
 int luaopen_dle_dist_nccl(lua_State *L) {
-  static const luaL_Reg fns[] = {
-      {"unique_id", l_unique_id},   {"comm_init", l_comm_init},
-      {"all_reduce", l_all_reduce}, {"broadcast", l_broadcast},
-      {"all_gather", l_all_gather}, {"reduce_scatter", l_reduce_scatter},
-      {"send", l_send},             {"recv", l_recv},
-      {"dtypes", l_dtypes},         {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"unique_id", l_unique_id},
+                                 {"comm_init", l_comm_init},
+                                 {"all_reduce", l_all_reduce},
+                                 {"broadcast", l_broadcast},
+                                 {"all_gather", l_all_gather},
+                                 {"reduce_scatter", l_reduce_scatter},
+                                 {"send", l_send},
+                                 {"recv", l_recv},
+                                 {"dtypes", l_dtypes},
+                                 {NULL, NULL}};
   if (luaL_newmetatable(L, COMM_MT)) {
     lua_pushcfunction(L, comm_gc);
     lua_setfield(L, -2, "__gc");
