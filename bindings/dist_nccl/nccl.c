@@ -146,38 +146,46 @@ static int l_comm_init(lua_State *L) {
   return 1;
 }
 
+/* The arguments every call starts with: (comm, buffer, n, dtype), the communicator made current. */
+typedef struct {
+  nccl_comm *c;
+  void *p;
+  size_t n;
+  const nccl_dtype *d;
+} call_args;
+
+static call_args args_at(lua_State *L, const char *fn) {
+  call_args a;
+  a.c = comm_at(L, 1, fn);
+  a.n = count_at(L, 3, fn);
+  a.p = buffer_at(L, 2, (lua_Integer)a.n, fn);
+  a.d = check_dtype(L, 4, fn);
+  return a;
+}
+
 /** all_reduce(comm, buffer, n, dtype, op): in place; op one of sum, prod, max, min. */
 static int l_all_reduce(lua_State *L) {
-  nccl_comm *c = comm_at(L, 1, "all_reduce");
-  size_t n = count_at(L, 3, "all_reduce");
-  void *p = buffer_at(L, 2, (lua_Integer)n, "all_reduce");
-  const nccl_dtype *d = check_dtype(L, 4, "all_reduce");
-  int op = luaL_checkoption(L, 5, NULL, op_names);
-  check_nccl(L, ncclAllReduce(p, p, n, d->type, pick_op(d, op), c->comm, cudaStreamLegacy),
+  call_args a = args_at(L, "all_reduce");
+  ncclRedOp_t op = pick_op(a.d, luaL_checkoption(L, 5, NULL, op_names));
+  check_nccl(L, ncclAllReduce(a.p, a.p, a.n, a.d->type, op, a.c->comm, cudaStreamLegacy),
              "all_reduce", "ncclAllReduce");
   return 0;
 }
 
 /** broadcast(comm, buffer, n, dtype, root): root's buffer into every rank's, in place. */
 static int l_broadcast(lua_State *L) {
-  nccl_comm *c = comm_at(L, 1, "broadcast");
-  size_t n = count_at(L, 3, "broadcast");
-  void *p = buffer_at(L, 2, (lua_Integer)n, "broadcast");
-  const nccl_dtype *d = check_dtype(L, 4, "broadcast");
-  int root = rank_at(L, 5, c, "broadcast", "root");
-  check_nccl(L, ncclBroadcast(p, p, n, d->type, root, c->comm, cudaStreamLegacy), "broadcast",
-             "ncclBroadcast");
+  call_args a = args_at(L, "broadcast");
+  int root = rank_at(L, 5, a.c, "broadcast", "root");
+  check_nccl(L, ncclBroadcast(a.p, a.p, a.n, a.d->type, root, a.c->comm, cudaStreamLegacy),
+             "broadcast", "ncclBroadcast");
   return 0;
 }
 
 /** all_gather(comm, send, n, dtype, recv): recv (n * size elements) gets every rank's n. */
 static int l_all_gather(lua_State *L) {
-  nccl_comm *c = comm_at(L, 1, "all_gather");
-  size_t n = count_at(L, 3, "all_gather");
-  void *send = buffer_at(L, 2, (lua_Integer)n, "all_gather");
-  const nccl_dtype *d = check_dtype(L, 4, "all_gather");
-  void *recv = buffer_at(L, 5, (lua_Integer)n, "all_gather");
-  check_nccl(L, ncclAllGather(send, recv, n, d->type, c->comm, cudaStreamLegacy), "all_gather",
+  call_args a = args_at(L, "all_gather");
+  void *recv = buffer_at(L, 5, (lua_Integer)a.n, "all_gather");
+  check_nccl(L, ncclAllGather(a.p, recv, a.n, a.d->type, a.c->comm, cudaStreamLegacy), "all_gather",
              "ncclAllGather");
   return 0;
 }
@@ -185,29 +193,22 @@ static int l_all_gather(lua_State *L) {
 /** reduce_scatter(comm, send, n, dtype, op, recv): send holds size blocks of n elements; recv
  * gets the reduction over the ranks of their block number rank. */
 static int l_reduce_scatter(lua_State *L) {
-  nccl_comm *c = comm_at(L, 1, "reduce_scatter");
-  size_t n = count_at(L, 3, "reduce_scatter");
-  void *send = buffer_at(L, 2, (lua_Integer)n, "reduce_scatter");
-  const nccl_dtype *d = check_dtype(L, 4, "reduce_scatter");
-  int op = luaL_checkoption(L, 5, NULL, op_names);
-  void *recv = buffer_at(L, 6, (lua_Integer)n, "reduce_scatter");
-  check_nccl(L,
-             ncclReduceScatter(send, recv, n, d->type, pick_op(d, op), c->comm, cudaStreamLegacy),
+  call_args a = args_at(L, "reduce_scatter");
+  ncclRedOp_t op = pick_op(a.d, luaL_checkoption(L, 5, NULL, op_names));
+  void *recv = buffer_at(L, 6, (lua_Integer)a.n, "reduce_scatter");
+  check_nccl(L, ncclReduceScatter(a.p, recv, a.n, a.d->type, op, a.c->comm, cudaStreamLegacy),
              "reduce_scatter", "ncclReduceScatter");
   return 0;
 }
 
 /** send(comm, buffer, n, dtype, peer) / recv(comm, buffer, n, dtype, peer): point to point. */
 static int p2p(lua_State *L, const char *fn, int sending) {
-  nccl_comm *c = comm_at(L, 1, fn);
-  size_t n = count_at(L, 3, fn);
-  void *p = buffer_at(L, 2, (lua_Integer)n, fn);
-  const nccl_dtype *d = check_dtype(L, 4, fn);
-  int peer = rank_at(L, 5, c, fn, sending ? "dst" : "src");
+  call_args a = args_at(L, fn);
+  int peer = rank_at(L, 5, a.c, fn, sending ? "dst" : "src");
   if (sending)
-    check_nccl(L, ncclSend(p, n, d->type, peer, c->comm, cudaStreamLegacy), fn, "ncclSend");
+    check_nccl(L, ncclSend(a.p, a.n, a.d->type, peer, a.c->comm, cudaStreamLegacy), fn, "ncclSend");
   else
-    check_nccl(L, ncclRecv(p, n, d->type, peer, c->comm, cudaStreamLegacy), fn, "ncclRecv");
+    check_nccl(L, ncclRecv(a.p, a.n, a.d->type, peer, a.c->comm, cudaStreamLegacy), fn, "ncclRecv");
   return 0;
 }
 static int l_send(lua_State *L) { return p2p(L, "send", 1); }
