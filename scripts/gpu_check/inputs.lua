@@ -13,7 +13,9 @@ function M.new(device, dtype, seed)
 
   -- values drawn in float64 (CPU), cast to dtype (or to_dtype), moved to the device
   local function put(t, to_dtype) return t:to(to_dtype or dtype):to(device) end
-  local function uniform(shape, lo, hi) return dle.rand(shape, {dtype = "float64", generator = gen}) * (hi - lo) + lo end
+  local function uniform(shape, lo, hi)
+    return dle.rand(shape, {dtype = "float64", generator = gen}) * (hi - lo) + lo
+  end
   local function ints(shape, lo, hi) -- integers lo..hi inclusive, as float64
     return (uniform(shape, lo, hi + 1)):floor():clamp(lo, hi)
   end

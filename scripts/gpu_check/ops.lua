@@ -143,7 +143,9 @@ C.nonzero = {run = function(I) return dle.nonzero(I.x({4, 5})) end}
 C.masked_select = {run = function(I) return dle.masked_select(I.x({4, 5}), I.mask({4, 5})) end}
 C.masked_scatter = {run = function(I) return dle.masked_scatter(I.x({4, 5}), I.mask({4, 5}), I.x({20})) end}
 C.unique = {run = function(I) return dle.unique(I.small_ints({12})) end}
-C.bincount = {dtypes = {"int64", "int32", "uint8"}, run = function(I) return dle.bincount(I.idx({10}, 6):sub(1):to(I.dtype)) end}
+C.bincount = {dtypes = {"int64", "int32", "uint8"}, run = function(I)
+  return dle.bincount(I.idx({10}, 6):sub(1):to(I.dtype))
+end}
 C.searchsorted = {run = function(I)
   return dle.searchsorted(dle.sort(I.x({2, 6}), 2), I.x({2, 3}))
 end}

@@ -60,6 +60,7 @@ local function comm_for(m, g, device, fn)
   end
   if per[device] then return per[device] end
   local gn = g and g._native
+  if gn and not m.group_is_member(gn) then check.error(fn .. ": this rank is not a member of the group") end
   local rank = gn and m.group_rank(gn) or m.rank()
   local size = g and #g.ranks or m.world_size()
   local id = dle.zeros({native.unique_id_bytes}, {dtype = "uint8"})
