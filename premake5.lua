@@ -3,7 +3,9 @@
 --   premake4 --file=premake5.lua gmake && make -C build config=release
 -- Outputs: build/lib/dle/core.so (require "dle.core") loading build/lib/dle/native.so,
 -- build/lib/dle/dist_native.so (require "dle.dist_native", the MPI side of dle.dist, when MPI is found),
--- build/lib/dle/libdle_cuda.so (the CUDA backend, when nvcc is found),
+-- build/lib/dle/libdle_cuda.so (the CUDA backend, when nvcc is found), build/lib/dle/dist_nccl.so
+-- (require "dle.dist_nccl", collectives on CUDA tensors, when nvcc and nccl.h are found),
+-- build/lib/dle/cuda_info.so (require "dle.cuda_info", device properties, when nvcc is found),
 -- build/bin/test_engine (C tests), build/bin/bench_ref (the C reference of scripts/bench);
 -- DLE_BUILD=dir puts them under dir/ instead.
 -- Extra compiler flags (sanitizers) come from the environment: CFLAGS=... LDFLAGS=... make.
@@ -246,6 +248,47 @@ if nvcc then
     linkoptions(objects)
     -- -z defs: an engine symbol used by mistake fails here, not at dlopen (see kernels/cuda/common.cuh)
     linkoptions({"-Wl,-rpath," .. cuda_home .. "/lib64", "-Wl,-z,defs"})
+
+  -- require "dle.cuda_info": device properties and synchronize for scripts/gpu-check's benchmark
+  -- (bindings/cuda_info/); links libcudart only.
+  project("cuda_info")
+    kind("SharedLib")
+    location(B)
+    targetdir(B .. "/lib/dle")
+    targetname("cuda_info")
+    targetprefix("")
+    objdir(B .. "/obj/cuda_info")
+    files({"bindings/cuda_info/*.c"})
+    buildoptions({lua_cflags})
+    includedirs({cuda_home .. "/include"})
+    libdirs({cuda_home .. "/lib64"})
+    links({"cudart"})
+    linkoptions({"-Wl,-rpath," .. cuda_home .. "/lib64"})
+
+  -- require "dle.dist_nccl": dle.dist's collectives on CUDA tensors (bindings/dist_nccl/), built
+  -- when NCCL's header is beside the toolkit ($NCCL_HOME/include or <cuda>/include); a module of
+  -- its own so that only collectives on CUDA tensors load libnccl. No GPU needed to build it.
+  local nccl_home = os.getenv("NCCL_HOME") or cuda_home
+  local nccl_h = io.open(nccl_home .. "/include/nccl.h", "r")
+  if nccl_h then
+    nccl_h:close()
+    project("dist_nccl")
+      kind("SharedLib")
+      location(B)
+      targetdir(B .. "/lib/dle")
+      targetname("dist_nccl")
+      targetprefix("")
+      objdir(B .. "/obj/dist_nccl")
+      files({"bindings/dist_nccl/*.c"})
+      buildoptions({lua_cflags})
+      includedirs({nccl_home .. "/include", cuda_home .. "/include"})
+      libdirs({nccl_home .. "/lib64", nccl_home .. "/lib", cuda_home .. "/lib64"})
+      links({"nccl", "cudart"})
+      linkoptions({"-Wl,-rpath," .. nccl_home .. "/lib64", "-Wl,-rpath," .. cuda_home .. "/lib64"})
+  else
+    io.stderr:write("dle: nccl.h not found in " .. nccl_home .. "/include ($NCCL_HOME): dle.dist_nccl (collectives "
+                    .. "on CUDA tensors) is not built\n")
+  end
 else
   -- stderr: scripts/build keeps premake's stdout quiet
   io.stderr:write("dle: nvcc not found ($NVCC, /usr/local/cuda/bin/nvcc, PATH): the CUDA backend "

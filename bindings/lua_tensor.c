@@ -346,18 +346,20 @@ static int m_version(lua_State *L) {
   return 1;
 }
 
-/** dle.core._raw_buffer(t, fn, writable) -> data pointer (light userdata), element count, dtype name
- * of a contiguous CPU tensor, for a module that cannot call the engine (dle.dist_native, loaded
- * apart from this one): errors name fn. The pointer is valid while the caller keeps t referenced.
- * writable: the caller will write through it, so the engine's in-place rules apply and the
- * version is bumped (autograd then refuses to use a stale saved copy). */
+/** dle.core._raw_buffer(t, fn, writable, on_device) -> data pointer (light userdata), element count,
+ * dtype name, device index of a contiguous tensor, for a module that cannot call the engine
+ * (dle.dist_native, dle.dist_nccl, loaded apart from this one): errors name fn. The pointer is
+ * valid while the caller keeps t referenced. writable: the caller will write through it, so the
+ * engine's in-place rules apply and the version is bumped (autograd then refuses to use a stale
+ * saved copy). on_device: a CUDA tensor's device memory is accepted (else CPU tensors only). */
 static int l_raw_buffer(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1);
   const char *fn = luaL_optstring(L, 2, "raw_buffer");
   bool writable = lua_toboolean(L, 3);
+  bool on_device = lua_toboolean(L, 4);
   char shape[128], strides[128];
   dle_device d = dle_tensor_device(t);
-  if (d.type != DLE_CPU) {
+  if (d.type != DLE_CPU && !on_device) {
     char buf[32];
     return luaL_error(L, "%s: only CPU tensors are supported, got a tensor on %s", fn,
                       dle_device_str(buf, sizeof buf, d));
@@ -381,7 +383,18 @@ static int l_raw_buffer(lua_State *L) {
   lua_pushlightuserdata(L, dle_tensor_data(t));
   lua_pushinteger(L, dle_tensor_numel(t));
   lua_pushstring(L, dle_dtype_name(t->dtype));
-  return 3;
+  lua_pushinteger(L, d.index);
+  return 4;
+}
+
+/** dle.core._dtype_names() -> every dtype's name, in the engine's order. */
+static int l_dtype_names(lua_State *L) {
+  lua_createtable(L, DLE_NUM_DTYPES, 0);
+  for (int i = 0; i < DLE_NUM_DTYPES; i++) {
+    lua_pushstring(L, dle_dtype_name((dle_dtype)i));
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
 }
 
 /* ---------------------------------------------------------------- views */
@@ -669,6 +682,7 @@ void dle_lua_open_tensor(lua_State *L, int module, int methods) {
       {"arange", l_arange}, {"linspace", l_linspace}, {"eye", l_eye}, {"tensor", l_tensor},
       {"zeros_like", l_zeros_like}, {"ones_like", l_ones_like}, {"empty_like", l_empty_like},
       {"full_like", l_full_like}, {"same_storage", l_same_storage}, {"_raw_buffer", l_raw_buffer},
+      {"_dtype_names", l_dtype_names},
       {NULL, NULL}};
   static const luaL_Reg meths[] = {
       {"shape", m_shape}, {"size", m_size}, {"stride", m_stride}, {"dim", m_dim},

@@ -6,9 +6,10 @@
 --   local pg <close> = dist.init()       -- <close>: an error on one rank aborts every rank
 --   local model = dist.DistributedDataParallel(Net())
 -- A script run without mpirun is a world of one process (rank 0). Ranks are 0-based, as in MPI
--- and PyTorch (they are process numbers, not Lua indices). Collectives work on CPU tensors of
--- every dtype, in place, and every rank must call them in the same order with tensors of the
--- same shape and dtype (not checked, as in PyTorch: a mismatch is undefined, often a hang).
+-- and PyTorch (they are process numbers, not Lua indices). Collectives work on tensors of every
+-- dtype, in place, and every rank must call them in the same order with tensors of the same
+-- shape and dtype (not checked, as in PyTorch: a mismatch is undefined, often a hang). CPU tensors
+-- go over MPI; CUDA tensors through NCCL (lua/dle/dist/nccl.lua), with the same checks.
 -- MPI is loaded on the first init() (the separate module dle.dist_native), never by require "dle".
 local dle = require "dle"
 local check = require "dle.check"
@@ -149,13 +150,10 @@ function dist.abort(code)
   need("abort").abort(code)
 end
 
--- The tensor argument of a collective that writes into it: a CPU tensor the engine would let us
--- write in place (the same rules as t:copy_), with no elements sharing memory.
+-- The tensor argument of a collective that writes into it: a tensor the engine would let us write
+-- in place (the same rules as t:copy_), with no elements sharing memory.
 local function check_writable(t, fn)
   check.tensor(t, fn, "tensor")
-  if t:device() ~= "cpu" then
-    check.error(string.format("%s: only CPU tensors are supported, got a tensor on %s", fn, t:device()))
-  end
   if t.grad_fn then
     check.error(string.format("%s: cannot write in place into a tensor that is part of an autograd graph "
       .. "(shape %s); use a detached tensor", fn, check.shape_str(t)))
@@ -173,13 +171,22 @@ local function check_writable(t, fn)
 end
 
 -- Runs op(ptr, n, dtype) on t's elements in place: directly on a contiguous t, else on a
--- contiguous copy that is then copied back (write = false: nothing to copy back).
+-- contiguous copy that is then copied back (write = false: nothing to copy back). ptr is device
+-- memory for a CUDA tensor.
 local function on_buffer(t, fn, write, op)
   local c = t:is_contiguous() and t or t:contiguous()
-  local ptr, n, dtype = core._raw_buffer(c, fn, write)
+  local ptr, n, dtype = core._raw_buffer(c, fn, write, true)
   op(ptr, n, dtype)   -- c (and t) stay referenced by this frame meanwhile
   if write and c ~= t then dle.no_grad(function() t:copy_(c) end) end
   return t
+end
+
+-- The transport of a collective on tensor t among group g: dle.dist_native (MPI) for a CPU tensor,
+-- NCCL's (lua/dle/dist/nccl.lua, the same functions) for a CUDA one.
+local function via(m, g, t, fn)
+  local device = t:device()
+  if device == "cpu" then return m end
+  return require("dle.dist.nccl").transport(m, g, tonumber(device:match(":(%d+)$")) or 0, fn)
 end
 
 local OPS = {sum = "sum", mean = "mean", avg = "mean", max = "max", min = "min", prod = "prod"}
@@ -237,7 +244,11 @@ function dist.all_reduce(t, op, opts)
   local g = group_of(opts, "all_reduce", "async_op")
   check_writable(t, "all_reduce")
   local name = reduction_of(op, t, "all_reduce")
+  local x = via(m, g, t, "all_reduce")
   if opts and opts.async_op then
+    if x ~= m then
+      check.error("all_reduce: async_op is for CPU tensors (MPI) only; CUDA tensors go through NCCL, synchronously")
+    end
     local c = t:is_contiguous() and t:detach() or t:contiguous()
     local ptr, n, dtype = core._raw_buffer(c, "all_reduce", true)
     local w = g and #g.ranks or m.world_size()
@@ -251,7 +262,7 @@ function dist.all_reduce(t, op, opts)
                          _tensor = c, _finish = finish}, Work)
   end
   on_buffer(t, "all_reduce", true, function(ptr, n, dtype)
-    m.all_reduce(ptr, n, dtype, name == "mean" and "sum" or name, g and g._native)
+    x.all_reduce(ptr, n, dtype, name == "mean" and "sum" or name, g and g._native)
   end)
   if name == "mean" then
     local w = g and #g.ranks or m.world_size()
@@ -270,29 +281,18 @@ function dist.broadcast(t, root, opts)
   local sender = m.rank() == root
   if sender then
     check.tensor(t, "broadcast", "tensor")
-    if t:device() ~= "cpu" then
-      check.error("broadcast: only CPU tensors are supported, got a tensor on " .. t:device())
-    end
   else
     check_writable(t, "broadcast")
   end
+  local x = via(m, g, t, "broadcast")
   return on_buffer(t, "broadcast", not sender, function(ptr, n, dtype)
-    m.broadcast(ptr, n, dtype, groot, g and g._native)
+    x.broadcast(ptr, n, dtype, groot, g and g._native)
   end)
 end
 
 -- ---------------------------------------------------------------- gather, scatter, point to point
 
--- A CPU tensor argument that is only read.
-local function check_readable(t, fn, what)
-  check.tensor(t, fn, what)
-  if t:device() ~= "cpu" then
-    check.error(string.format("%s: only CPU tensors are supported (NCCL is not built), got a tensor on %s", fn,
-                              t:device()))
-  end
-end
-
--- A list of `size` tensors of t's shape and dtype (the per-rank slots of all_gather and
+-- A list of `size` tensors of t's shape, dtype and device (the per-rank slots of all_gather and
 -- reduce_scatter), checked; write: each must be writable in place.
 local function check_slots(list, t, size, fn, what, write)
   check.table(list, fn, what)
@@ -300,10 +300,13 @@ local function check_slots(list, t, size, fn, what, write)
     check.error(string.format("%s: %s must hold %d tensors (one per rank), got %d", fn, what, size, #list))
   end
   for i, s in ipairs(list) do
-    if write then check_writable(s, fn) else check_readable(s, fn, what) end
+    if write then check_writable(s, fn) else check.tensor(s, fn, what) end
     if s:dtype() ~= t:dtype() or check.shape_str(s) ~= check.shape_str(t) then
       check.error(string.format("%s: %s[%d] is %s %s, the tensor is %s %s", fn, what, i, s:dtype(),
                                 check.shape_str(s), t:dtype(), check.shape_str(t)))
+    end
+    if s:device() ~= t:device() then
+      check.error(string.format("%s: %s[%d] is on %s, the tensor on %s", fn, what, i, s:device(), t:device()))
     end
   end
 end
@@ -314,14 +317,14 @@ end
 function dist.all_gather(out_list, t, opts)
   local m = need("all_gather")
   local g = group_of(opts, "all_gather")
-  check_readable(t, "all_gather", "tensor")
+  check.tensor(t, "all_gather", "tensor")
   local size = g and #g.ranks or m.world_size()
   check_slots(out_list, t, size, "all_gather", "out_list", true)
   local send = t:contiguous()
-  local recv = dle.empty({size, t:numel()}, {dtype = t:dtype()})
-  local sp, n, dtype = core._raw_buffer(send, "all_gather", false)
-  local rp = core._raw_buffer(recv, "all_gather", true)
-  m.all_gather(sp, n, dtype, rp, g and g._native)
+  local recv = dle.empty({size, t:numel()}, {dtype = t:dtype(), device = t:device()})
+  local sp, n, dtype = core._raw_buffer(send, "all_gather", false, true)
+  local rp = core._raw_buffer(recv, "all_gather", true, true)
+  via(m, g, t, "all_gather").all_gather(sp, n, dtype, rp, g and g._native)
   dle.no_grad(function()
     for i, o in ipairs(out_list) do o:copy_(recv[i]:view(t:shape())) end
   end)
@@ -341,9 +344,10 @@ function dist.reduce_scatter(out, in_list, op, opts)
   local flat = {}
   for i, s in ipairs(in_list) do flat[i] = s:reshape({-1}) end
   local send = dle.no_grad(function() return dle.stack(flat, 1):contiguous() end)
-  local sp = core._raw_buffer(send, "reduce_scatter", false)
+  local sp = core._raw_buffer(send, "reduce_scatter", false, true)
+  local x = via(m, g, out, "reduce_scatter")
   on_buffer(out, "reduce_scatter", true, function(ptr, n, dtype)
-    m.reduce_scatter(sp, n, dtype, name == "mean" and "sum" or name, ptr, g and g._native)
+    x.reduce_scatter(sp, n, dtype, name == "mean" and "sum" or name, ptr, g and g._native)
   end)
   if name == "mean" and size > 1 then dle.no_grad(function() out:div_(size) end) end
   return out
@@ -358,17 +362,18 @@ local function tag_of(opts, fn)
   return tag
 end
 
--- What send and isend share: the checked arguments, and t's values as a contiguous buffer c
--- (ptr, n, dtype) to send to the group rank gdst with tag.
+-- What send and isend share: the checked arguments, the transport (MPI's or NCCL's), and t's
+-- values as a contiguous buffer c (ptr, n, dtype) to send to the group rank gdst with tag.
 local function send_args(fn, t, dst, opts)
   local m = need(fn)
   local g = group_of(opts, fn)
-  check_readable(t, fn, "tensor")
+  check.tensor(t, fn, "tensor")
   dst = check_rank(m, dst, fn, "dst")
+  local gdst, tag = place_in(g, dst, fn, "dst"), tag_of(opts, fn)
   local c = t:contiguous()
   if c == t then c = t:detach() end   -- held for isend's work: the buffer, not t's autograd history
-  local ptr, n, dtype = core._raw_buffer(c, fn, false)
-  return m, ptr, n, dtype, place_in(g, dst, fn, "dst"), tag_of(opts, fn), g and g._native, c
+  local ptr, n, dtype = core._raw_buffer(c, fn, false, true)
+  return via(m, g, t, fn), ptr, n, dtype, gdst, tag, g and g._native, c
 end
 
 --- dist.send(t, dst, {group, tag}): sends t's elements to world rank dst, which receives them
@@ -394,7 +399,8 @@ function dist.recv(t, src, opts)
   local gsrc = -1
   if src ~= nil then gsrc = place_in(g, check_rank(m, src, "recv", "src"), "recv", "src") end
   local tag, from = tag_of(opts, "recv"), nil
-  on_buffer(t, "recv", true, function(ptr, n, dtype) from = m.recv(ptr, n, dtype, gsrc, tag, g and g._native) end)
+  local x = via(m, g, t, "recv")
+  on_buffer(t, "recv", true, function(ptr, n, dtype) from = x.recv(ptr, n, dtype, gsrc, tag, g and g._native) end)
   return g and g.ranks[from + 1] or from
 end
 
