@@ -17,12 +17,12 @@
 extern MPI_Comm dle_dist_comm;
 
 /* One dle dtype as MPI sees it: its type, element size and whether it is a 16-bit float that
- * MPI cannot reduce itself (float16, bfloat16: user-defined ops, see dist_half.c). */
+ * MPI cannot reduce itself (float16, bfloat16, float8: user-defined ops, see dist_half.c). */
 typedef struct {
   const char *name;
   MPI_Datatype type;
   size_t size;
-  int half;    /* 0, or 1 for float16, 2 for bfloat16 */
+  int half;    /* 0, or 1 for float16, 2 for bfloat16, 3 for float8_e4m3fn, 4 for float8_e5m2 */
   int boolean; /* bool: sum/max reduce with logical or, min/prod with logical and */
 } dle_dist_dtype;
 

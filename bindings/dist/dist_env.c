@@ -22,10 +22,24 @@ static const char handle_key = 0; /* registry key of the process-group handle */
 #define HANDLE_MT "dle.dist.ProcessGroup"
 
 static const dle_dist_dtype dtypes[] = {
-    {"float32", MPI_FLOAT, 4, 0, 0},    {"float64", MPI_DOUBLE, 8, 0, 0},
-    {"float16", MPI_UINT16_T, 2, 1, 0}, {"bfloat16", MPI_UINT16_T, 2, 2, 0},
-    {"int32", MPI_INT32_T, 4, 0, 0},    {"int64", MPI_INT64_T, 8, 0, 0},
-    {"uint8", MPI_UINT8_T, 1, 0, 0},    {"bool", MPI_C_BOOL, 1, 0, 1},
+    {"float32", MPI_FLOAT, 4, 0, 0},
+    {"float64", MPI_DOUBLE, 8, 0, 0},
+    {"float16", MPI_UINT16_T, 2, 1, 0},
+    {"bfloat16", MPI_UINT16_T, 2, 2, 0},
+    {"int32", MPI_INT32_T, 4, 0, 0},
+    {"int64", MPI_INT64_T, 8, 0, 0},
+    {"uint8", MPI_UINT8_T, 1, 0, 0},
+    {"bool", MPI_C_BOOL, 1, 0, 1},
+    {"int8", MPI_INT8_T, 1, 0, 0},
+    {"int16", MPI_INT16_T, 2, 0, 0},
+    {"uint16", MPI_UINT16_T, 2, 0, 0},
+    {"uint32", MPI_UINT32_T, 4, 0, 0},
+    {"uint64", MPI_UINT64_T, 8, 0, 0},
+    {"float8_e4m3fn", MPI_UINT8_T, 1, 3, 0},
+    {"float8_e5m2", MPI_UINT8_T, 1, 4, 0},
+    /* MPI reduces complex with sum and prod only (max/min are an MPI error, as in PyTorch) */
+    {"complex64", MPI_C_FLOAT_COMPLEX, 8, 0, 0},
+    {"complex128", MPI_C_DOUBLE_COMPLEX, 16, 0, 0},
 };
 
 const dle_dist_dtype *dle_dist_check_dtype(lua_State *L, int idx, const char *fn) {

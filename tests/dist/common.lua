@@ -3,17 +3,23 @@
 --   rank=<r> <key>=<comma-separated values>
 local common = {}
 
-common.DTYPES = {"float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool"}
-common.FLOATS = {float32 = true, float64 = true, float16 = true, bfloat16 = true}
+common.DTYPES = {"float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool", "int8", "int16",
+  "uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2"}
+common.FLOATS = {float32 = true, float64 = true, float16 = true, bfloat16 = true, float8_e4m3fn = true,
+  float8_e5m2 = true}
+local UNSIGNED = {uint8 = true, uint16 = true, uint32 = true, uint64 = true}
+local FLOAT8 = {float8_e4m3fn = true, float8_e5m2 = true}
 
 --- The 6 values rank r contributes to an all_reduce of dtype dt: small integers (exact in every
--- dtype, products included), different on each rank so that max and min take from both.
+-- dtype, products included: float8 values stay in -1..2, where float8 is exact), different on
+-- each rank so that max and min take from both.
 function common.values(dt, r)
   if dt == "bool" then
     return r == 0 and {true, true, false, false, true, false} or {true, false, true, false, false, true}
   end
   local v = {}
-  for i = 1, 6 do v[i] = ((i * (r + 2)) + 3 * r) % 7 + (dt == "uint8" and 0 or -1) end
+  local span = FLOAT8[dt] and 4 or 7
+  for i = 1, 6 do v[i] = ((i * (r + 2)) + 3 * r) % span + (UNSIGNED[dt] and 0 or -1) end
   return v
 end
 
