@@ -74,7 +74,8 @@ describe("gpu-check's op comparison, CPU against CPU", function()
     end
     -- elementwise ops run in every dtype the CPU takes
     local add = by_op(results).add
-    assert.are.same({"float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool"}, add.dtypes)
+    assert.are.same({"float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool", "int8",
+                      "int16"}, add.dtypes)
   end)
 
   it("flags a deliberately perturbed result beyond its dtype's tolerance, and only that op", function()

@@ -16,27 +16,41 @@
 
 #define COMM_MT "dle.dist.NcclComm"
 
-/* One dle dtype as NCCL sees it. bool goes as ncclUint8 holding 0 or 1, reduced with max for
- * sum and max (logical or) and min for min and prod (logical and), as the MPI path does. */
+/* One dle dtype as NCCL sees it: `per` NCCL elements of `type` per dle element. bool goes as
+ * ncclUint8 holding 0 or 1, reduced with max for sum and max (logical or) and min for min and prod
+ * (logical and), as the MPI path does. NCCL has no 16-bit integers and no complex type: int16 and
+ * uint16 move as bytes (broadcast, gather, send, recv) and cannot be reduced; complex moves as its
+ * float pairs, which sum (and so mean) reduces part by part, and nothing else does. */
+enum { REDUCE_ANY, REDUCE_SUM_ONLY, REDUCE_NONE };
 typedef struct {
   const char *name, *nccl_name;
   ncclDataType_t type;
-  int boolean;
+  int per, boolean, reduce;
 } nccl_dtype;
 
 static const nccl_dtype dtypes[] = {
-    {"float32", "ncclFloat32", ncclFloat32, 0},
-    {"float64", "ncclFloat64", ncclFloat64, 0},
-    {"float16", "ncclFloat16", ncclFloat16, 0},
-    {"bfloat16", "ncclBfloat16", ncclBfloat16, 0},
-    {"int32", "ncclInt32", ncclInt32, 0},
-    {"int64", "ncclInt64", ncclInt64, 0},
-    {"uint8", "ncclUint8", ncclUint8, 0},
-    {"bool", "ncclUint8", ncclUint8, 1},
+    {"float32", "ncclFloat32", ncclFloat32, 1, 0, REDUCE_ANY},
+    {"float64", "ncclFloat64", ncclFloat64, 1, 0, REDUCE_ANY},
+    {"float16", "ncclFloat16", ncclFloat16, 1, 0, REDUCE_ANY},
+    {"bfloat16", "ncclBfloat16", ncclBfloat16, 1, 0, REDUCE_ANY},
+    {"int32", "ncclInt32", ncclInt32, 1, 0, REDUCE_ANY},
+    {"int64", "ncclInt64", ncclInt64, 1, 0, REDUCE_ANY},
+    {"uint8", "ncclUint8", ncclUint8, 1, 0, REDUCE_ANY},
+    {"bool", "ncclUint8", ncclUint8, 1, 1, REDUCE_ANY},
+    {"int8", "ncclInt8", ncclInt8, 1, 0, REDUCE_ANY},
+    {"uint32", "ncclUint32", ncclUint32, 1, 0, REDUCE_ANY},
+    {"uint64", "ncclUint64", ncclUint64, 1, 0, REDUCE_ANY},
+    {"int16", "ncclUint8", ncclUint8, 2, 0, REDUCE_NONE},
+    {"uint16", "ncclUint8", ncclUint8, 2, 0, REDUCE_NONE},
+    {"complex64", "ncclFloat32", ncclFloat32, 2, 0, REDUCE_SUM_ONLY},
+    {"complex128", "ncclFloat64", ncclFloat64, 2, 0, REDUCE_SUM_ONLY},
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 24, 0)
-    /* the fp8 dtypes, for when the engine has them (NCCL reduces them on sm_90 and newer) */
-    {"float8_e4m3fn", "ncclFloat8e4m3", ncclFloat8e4m3, 0},
-    {"float8_e5m2", "ncclFloat8e5m2", ncclFloat8e5m2, 0},
+    /* NCCL reduces fp8 on sm_90 and newer */
+    {"float8_e4m3fn", "ncclFloat8e4m3", ncclFloat8e4m3, 1, 0, REDUCE_ANY},
+    {"float8_e5m2", "ncclFloat8e5m2", ncclFloat8e5m2, 1, 0, REDUCE_ANY},
+#else
+    {"float8_e4m3fn", "ncclUint8", ncclUint8, 1, 0, REDUCE_NONE},
+    {"float8_e5m2", "ncclUint8", ncclUint8, 1, 0, REDUCE_NONE},
 #endif
 };
 #define NUM_DTYPES (sizeof dtypes / sizeof dtypes[0])
@@ -51,7 +65,12 @@ static const nccl_dtype *check_dtype(lua_State *L, int idx, const char *fn) {
 
 static const char *const op_names[] = {"sum", "prod", "max", "min", NULL};
 
-static ncclRedOp_t pick_op(const nccl_dtype *d, int op) {
+/* The NCCL op of the op-th of op_names on dtype d, or a Lua error naming fn when NCCL cannot
+ * reduce d with it. */
+static ncclRedOp_t pick_op(lua_State *L, const nccl_dtype *d, int op, const char *fn) {
+  if (d->reduce == REDUCE_NONE || (d->reduce == REDUCE_SUM_ONLY && op != 0))
+    luaL_error(L, "%s: NCCL cannot reduce %s with %s%s", fn, d->name, op_names[op],
+               d->reduce == REDUCE_SUM_ONLY ? " (only sum and mean)" : "");
   if (d->boolean) return (op == 0 || op == 2) ? ncclMax : ncclMin;
   static const ncclRedOp_t ops[] = {ncclSum, ncclProd, ncclMax, ncclMin};
   return ops[op];
@@ -160,13 +179,14 @@ static call_args args_at(lua_State *L, const char *fn) {
   a.n = count_at(L, 3, fn);
   a.p = buffer_at(L, 2, (lua_Integer)a.n, fn);
   a.d = check_dtype(L, 4, fn);
+  a.n *= (size_t)a.d->per; /* from here on, a count of NCCL elements */
   return a;
 }
 
 /** all_reduce(comm, buffer, n, dtype, op): in place; op one of sum, prod, max, min. */
 static int l_all_reduce(lua_State *L) {
   call_args a = args_at(L, "all_reduce");
-  ncclRedOp_t op = pick_op(a.d, luaL_checkoption(L, 5, NULL, op_names));
+  ncclRedOp_t op = pick_op(L, a.d, luaL_checkoption(L, 5, NULL, op_names), "all_reduce");
   check_nccl(L, ncclAllReduce(a.p, a.p, a.n, a.d->type, op, a.c->comm, cudaStreamLegacy),
              "all_reduce", "ncclAllReduce");
   return 0;
@@ -194,7 +214,7 @@ static int l_all_gather(lua_State *L) {
  * gets the reduction over the ranks of their block number rank. */
 static int l_reduce_scatter(lua_State *L) {
   call_args a = args_at(L, "reduce_scatter");
-  ncclRedOp_t op = pick_op(a.d, luaL_checkoption(L, 5, NULL, op_names));
+  ncclRedOp_t op = pick_op(L, a.d, luaL_checkoption(L, 5, NULL, op_names), "reduce_scatter");
   void *recv = buffer_at(L, 6, (lua_Integer)a.n, "reduce_scatter");
   check_nccl(L, ncclReduceScatter(a.p, recv, a.n, a.d->type, op, a.c->comm, cudaStreamLegacy),
              "reduce_scatter", "ncclReduceScatter");

@@ -8,7 +8,7 @@
 local dle = require "dle"
 local F = dle.nn.functional
 
-local ALL = {"float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool"}
+local ALL = {"float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool", "int8", "int16"}
 local FLOATS = {"float32", "float64", "float16", "bfloat16"}
 local F32_64 = {"float32", "float64"}
 -- kinds whose ops are defined on most dtypes: they run in all of them
@@ -254,6 +254,12 @@ end}
 C.linalg_eigh = {dtypes = F32_64, run = function(I)
   local w, v = dle.linalg.eigh(spd(I, 4))
   return {w, (v * w):matmul(v:t())}
+end}
+
+-- the transforms (complex results compared as their (re, im) pairs): c2c, r2c and c2r
+C.fft = {dtypes = F32_64, run = function(I)
+  local x = I.x({6, 5})
+  return {dle.view_as_real(dle.fft.fft(x, nil, 1)), dle.view_as_real(dle.fft.rfft(x)), dle.fft.irfft(dle.fft.rfft(x), 5)}
 end}
 
 --- M.cases: op name -> {dtypes, run}; M.default_dtypes(kind): the dtypes of a case that names none.
