@@ -103,6 +103,46 @@ describe("dle.onnx.load", function()
     assert.is_true(H.max_diff(m(a, b, c), dle.where(g:lt(0), g * 0.01, g)) < 1e-6)
   end)
 
+  it("maps DFT (opset 17) onto dle.fft: real and complex inputs, inverse, onesided, dft_length, errors", function()
+    -- a direct DFT of a {B, N, 1|2} signal along dim 2, to n points, as a {B, n, 2} table
+    local function dft(x, n, sign, scale)
+      local out, v = {}, x:totable()
+      for b = 1, x:size(1) do
+        out[b] = {}
+        for k = 0, n - 1 do
+          local re, im = 0, 0
+          for t = 0, math.min(n, x:size(2)) - 1 do
+            local a, c = v[b][t + 1][1], v[b][t + 1][2] or 0
+            local w = sign * 2 * math.pi * k * t / n
+            re, im = re + a * math.cos(w) - c * math.sin(w), im + a * math.sin(w) + c * math.cos(w)
+          end
+          out[b][k + 1] = {re * scale, im * scale}
+        end
+      end
+      return out
+    end
+    local function run(x, attrs, n)
+      local ins, vals = {"x"}, {W.value("x", FLOAT, x:shape())}
+      if n then ins[2] = "n"; vals[2] = W.value("n", 7, {}) end -- int64
+      local m = dle.onnx.load(W.model{opset = 17, nodes = {W.node("DFT", ins, {"y"}, attrs)}, inputs = vals,
+        outputs = {W.value("y", FLOAT, nil)}})
+      return n and m(x, dle.tensor(n, {dtype = "int64"})) or m(x)
+    end
+    local real, cplx = dle.randn(2, 5, 1), dle.randn(2, 5, 2)
+    local function near(got, want) return H.max_diff(got, dle.tensor(want)) < 1e-4 end
+    assert.is_true(near(run(real, {axis = W.int(1)}), dft(real, 5, -1, 1)))
+    assert.is_true(near(run(cplx, {axis = W.int(1)}), dft(cplx, 5, -1, 1)))
+    assert.is_true(near(run(cplx, {axis = W.int(1), inverse = W.int(1)}), dft(cplx, 5, 1, 1 / 5)))
+    assert.is_true(near(run(real, {axis = W.int(1)}, 7), dft(real, 7, -1, 1)))
+    local half = run(real, {axis = W.int(1), onesided = W.int(1)})
+    assert.are.same({2, 3, 2}, half:shape())
+    assert.is_true(near(half, dle.tensor(dft(real, 5, -1, 1)):narrow(2, 1, 3):totable()))
+    assert.has_error(function() run(real, {axis = W.int(2)}) end, nil)
+    local ok, err = pcall(run, dle.randn(2, 5, 3), {axis = W.int(1)})
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("1 (real) or 2 (real, imaginary)", 1, true), tostring(err))
+  end)
+
   it("keeps dle.onnx.missing (ops dle cannot express) apart from the mapped ops", function()
     for _, op in ipairs(dle.onnx.missing) do assert.is_nil(dle.onnx.ops[op], op) end
     for _, op in ipairs({"Conv", "LSTM", "Resize", "Softmax", "ReduceSum", "Gather"}) do

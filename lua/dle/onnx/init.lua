@@ -42,7 +42,7 @@ onnx.missing = {
   "MaxRoiPool",
   "Multinomial", "NonMaxSuppression",
   "RoiAlign",
-  "StringNormalizer", "TfIdfVectorizer", "DFT", "STFT", "MelWeightMatrix",
+  "StringNormalizer", "TfIdfVectorizer", "STFT", "MelWeightMatrix",
   "LpPool", "GlobalLpPool", "CenterCropPad", "Col2Im",
 }
 

@@ -171,4 +171,25 @@ R.Unique = function(ctx, x)
   return y, first, inverse - 1, counts
 end
 
+-- DFT(x, dft_length) (opset 17): x's last dim holds each value's (re) or (re, im); the transform
+-- along `axis` (0-based among x's dims, default 1) by dle.fft: fft, ifft with inverse = 1, only the
+-- first n // 2 + 1 frequencies with onesided = 1; dft_length crops or zero-pads the signal first.
+-- The result's last dim holds (re, im).
+R.DFT = function(ctx, x, dft_length)
+  local r = x:dim()
+  local d = U.dim(ctx, ctx.a.axis or 1, r)
+  if d == r then U.fail(ctx, "axis must not be the last dim (which holds the real and imaginary parts)") end
+  local parts = x:size(r)
+  if parts ~= 1 and parts ~= 2 then
+    U.fail(ctx, "the last dim must hold 1 (real) or 2 (real, imaginary) values, got " .. parts)
+  end
+  local inverse, onesided = (ctx.a.inverse or 0) == 1, (ctx.a.onesided or 0) == 1
+  if inverse and onesided then U.fail(ctx, "onesided = 1 with inverse = 1 is not a valid DFT") end
+  local n = dft_length and U.ints(dft_length)[1] or x:size(d)
+  local z = parts == 1 and x:squeeze(r) or dle.view_as_complex(x:contiguous())
+  local y = (inverse and dle.fft.ifft or dle.fft.fft)(z, n, d)
+  if onesided then y = y:narrow(d, 1, n // 2 + 1) end
+  return dle.view_as_real(y:contiguous())
+end
+
 return R
