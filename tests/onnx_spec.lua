@@ -113,8 +113,8 @@ describe("dle.onnx.load", function()
           local re, im = 0, 0
           for t = 0, math.min(n, x:size(2)) - 1 do
             local a, c = v[b][t + 1][1], v[b][t + 1][2] or 0
-            local w = sign * 2 * math.pi * k * t / n
-            re, im = re + a * math.cos(w) - c * math.sin(w), im + a * math.sin(w) + c * math.cos(w)
+            local ang = sign * 2 * math.pi * k * t / n
+            re, im = re + a * math.cos(ang) - c * math.sin(ang), im + a * math.sin(ang) + c * math.cos(ang)
           end
           out[b][k + 1] = {re * scale, im * scale}
         end
@@ -129,7 +129,7 @@ describe("dle.onnx.load", function()
       return n and m(x, dle.tensor(n, {dtype = "int64"})) or m(x)
     end
     local real, cplx = dle.randn(2, 5, 1), dle.randn(2, 5, 2)
-    local function near(got, want) return H.max_diff(got, dle.tensor(want)) < 1e-4 end
+    local function near(got, expect) return H.max_diff(got, dle.tensor(expect)) < 1e-4 end
     assert.is_true(near(run(real, {axis = W.int(1)}), dft(real, 5, -1, 1)))
     assert.is_true(near(run(cplx, {axis = W.int(1)}), dft(cplx, 5, -1, 1)))
     assert.is_true(near(run(cplx, {axis = W.int(1), inverse = W.int(1)}), dft(cplx, 5, 1, 1 / 5)))
