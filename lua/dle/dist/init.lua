@@ -18,21 +18,12 @@ local core = dle.core
 local dist = {}
 
 local native, native_error   -- dle.dist_native once loaded, or why it could not be
+local load_mpi = require("dle.optional_module")("dle.dist_native", "dle.dist: ", "MPI",
+  "libopenmpi-dev was missing when dle was built, or the install left the module out; "
+  .. "install libopenmpi-dev and rebuild with scripts/build")
 
 local function load_native()
-  if native or native_error then return native end
-  local ok, m = pcall(require, "dle.dist_native")
-  if ok then
-    native = m
-  elseif package.searchpath("dle.dist_native", package.cpath) then
-    native_error = "dle.dist: the MPI module dle.dist_native failed to load: " .. tostring(m)
-  else
-    -- either the build found no MPI or an install left the module out: the message names both
-    local core_path = package.searchpath("dle.core", package.cpath)
-    native_error = "dle.dist: MPI support was not built (no dle/dist_native.so beside " .. tostring(core_path)
-      .. ": libopenmpi-dev was missing when dle was built, or the install left the module out; "
-      .. "install libopenmpi-dev and rebuild with scripts/build)"
-  end
+  native, native_error = load_mpi()
   return native
 end
 

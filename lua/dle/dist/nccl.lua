@@ -16,19 +16,11 @@ local core = dle.core
 local M = {}
 
 local native, native_error   -- dle.dist_nccl once loaded, or why it could not be
+local load_nccl = require("dle.optional_module")("dle.dist_nccl", "", "NCCL",
+  "nvcc or nccl.h (/usr/local/cuda/include, or $NCCL_HOME/include) was missing when dle was built")
 
 local function load_native()
-  if native or native_error then return native end
-  local ok, m = pcall(require, "dle.dist_nccl")
-  if ok then
-    native = m
-  elseif package.searchpath("dle.dist_nccl", package.cpath) then
-    native_error = "the NCCL module dle.dist_nccl failed to load: " .. tostring(m)
-  else
-    native_error = "NCCL support was not built (no dle/dist_nccl.so beside "
-      .. tostring(package.searchpath("dle.core", package.cpath))
-      .. ": nvcc or nccl.h (/usr/local/cuda/include, or $NCCL_HOME/include) was missing when dle was built)"
-  end
+  native, native_error = load_nccl()
   return native
 end
 
