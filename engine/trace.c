@@ -95,3 +95,10 @@ void dle_trace_note_detach(dle_tensor *out, dle_tensor *in) {
   dle_trace *t = dle_tracer_on;
   if (t) append(t, DLE_TRACE_DETACH, NULL, &in, 1, &out, 1, false, false);
 }
+
+void dle_trace_note_grad(int kind, dle_tensor *leaf, dle_tensor *g, dle_tensor *grad) {
+  dle_trace *t = dle_tracer_on;
+  if (!t) return;
+  dle_tensor *ins[2] = {leaf, g};
+  append(t, kind, NULL, ins, kind == DLE_TRACE_GRAD_ACC ? 2 : 1, &grad, 1, false, false);
+}

@@ -71,8 +71,10 @@ static dle_status vjp_sdpa(dle_node *n, dle_tensor *const *gout, dle_tensor **gi
     dle_attrs b = *a;
     b.ints[1] = 0;
     /* no graph to record: the kernel writes into views of one buffer laid out like qkv (the
-     * mask broadcasts to the scores, so q, k, v's batch dims are the output's) */
-    if (packed && !dle_grad_enabled()) {
+     * mask broadcasts to the scores, so q, k, v's batch dims are the output's). Not under a
+     * graph trace, which records given outputs for result 1 only: there the three results are
+     * stacked (a captured training step, dle.graph.train). */
+    if (packed && !dle_grad_enabled() && !dle_tracer_on) {
       dle_tensor *buf = NULL, *views[3] = {NULL, NULL, NULL};
       keep(&s, dle_empty_laid_out_like(&buf, ins[0], ins[0]->dtype), &buf);
       if (ok(&s) && dle_sdpa_unpack("sdpa", buf, views) == DLE_OK) {

@@ -22,9 +22,10 @@
 -- Falling back to eager. A call with an argument of another kind (a table, a function) runs fn
 -- eagerly. So does a kind of call whose trace was unsafe (fn read a tensor's value into Lua,
 -- stepped an optimizer, called backward() into .grad, ...; see dle.graph), or cannot be guarded
--- (fn assigned a global or changed state it reads, e.g. a counter upvalue, which a replay would
--- not do; called math.random or another impure function; reaches too much state; see
--- dle.graph.guard): it runs eagerly from then on, with one message on stderr when opts.debug or
+-- (fn assigned a global or changed state it reads on two traces in a row, e.g. a counter upvalue,
+-- which a replay would not do -- a change on the first trace only, such as a cache filled on the
+-- first call, just traces again; called math.random or another impure function; reaches too
+-- much state; see dle.graph.guard): it runs eagerly from then on, with one message on stderr when opts.debug or
 -- DLE_DEBUG is set. Calls made while another trace runs (a compiled function inside
 -- dle.graph.trace or another compiled function's first call) run fn's ops directly, so the outer
 -- trace records them.
@@ -88,6 +89,7 @@ function M.compile(fn, opts)
   -- every entry is also in `recent`, most recent last
   local cache = {}
   local recent = {}
+  local changed_once = {}   -- keys whose trace changed the state it read, once
 
   local function log(s) io.stderr:write(s, "\n") end
 
@@ -155,6 +157,12 @@ function M.compile(fn, opts)
     info.traces = info.traces + 1
     local sg, why = rec:finish()
     local changed = sg and sg:check()
+    if changed and not g.unsafe and not changed_once[key] then
+      -- state fn filled on its first call (a cache of positions): the next call traces again
+      changed_once[key] = true
+      if debug then log("[dle] compile: fn changed " .. changed .. " while traced; tracing again next call") end
+      return res
+    end
     if g.unsafe or not sg or changed then
       eager_from_now(key, g.unsafe or why or ("fn changes " .. changed ..
         " while it runs (a replay would not)"))
