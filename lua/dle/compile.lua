@@ -6,6 +6,10 @@
 --   loss:backward()                      -- gradients flow through the replayed ops
 --   print(dle.compile_info(step))        -- {traces =, replays =, eager =, guards =}
 --
+--   local train = dle.compile(function(x, y)   -- a whole training step as one graph
+--     opt:zero_grad(); local l = loss_fn(model(x), y); l:backward(); opt:step(); return l
+--   end)                                 -- (dle.graph.train: lr and step counts read at replay)
+--
 -- Guards: a replay happens only when it computes what fn would. A call's guard has two parts.
 -- Its arguments' kinds: for each tensor its shape, dtype, device and requires_grad; numbers,
 -- strings, booleans and nil by value (they are baked into the trace); plus grad mode and autocast
@@ -21,7 +25,7 @@
 --
 -- Falling back to eager. A call with an argument of another kind (a table, a function) runs fn
 -- eagerly. So does a kind of call whose trace was unsafe (fn read a tensor's value into Lua,
--- stepped an optimizer, called backward() into .grad, ...; see dle.graph), or cannot be guarded
+-- stepped an optimizer without a fused step, ...; see dle.graph), or cannot be guarded
 -- (fn assigned a global or changed state it reads on two traces in a row, e.g. a counter upvalue,
 -- which a replay would not do -- a change on the first trace only, such as a cache filled on the
 -- first call, just traces again; called math.random or another impure function; reaches too

@@ -24,6 +24,8 @@
 -- comparison per value recorded plus a count of each table's fields (new keys), as generated
 -- straight-line code (dle.graph.guard_code).
 --
+-- Not walked (read at replay by the graph's own nodes, dle.graph.train): the tables and fields
+-- registered with M.runtime (an optimizer's state, its param groups' lr).
 -- Not walked (treated as fixed): dle's own tables and the upvalues of dle's own functions (the
 -- modules under dle, whose state enters compile's guard through grad mode and autocast), except
 -- user functions such a closure holds (a wrapper around a callback: those are walked); the

@@ -20,10 +20,15 @@
 -- (kept as traced); g:run returns the same structure with the new tensors. g.outputs lists the
 -- output nodes in order (list parts first, then other keys sorted by name).
 --
+-- Training steps. backward() into leaves' .grad, zero_grad, clip_grad_norm_ and the step of an
+-- optimizer with a fused C step are recorded as nodes (dle.graph.train), so a whole training step
+-- replays; a graph holding its own backward replays with grad mode off.
+--
 -- Unsafe traces. A replay repeats the ops, not fn's Lua code: when fn reads a tensor's values into
--- Lua (item, totable, tostring, a tensor used as a number), steps an optimizer, stores .grad
--- (backward() into leaves), calls a custom autograd Function or dle.checkpoint, or uses forward
--- mode, the trace is marked unsafe: g.unsafe holds the first reason and g:run raises an error
+-- Lua (item, totable, tostring, a tensor used as a number), steps an optimizer without a fused
+-- step (or with a closure), assigns .grad, runs backward hooks or a gradient through dropout,
+-- calls a custom autograd Function or dle.checkpoint, or uses forward mode, the trace is marked
+-- unsafe: g.unsafe holds the first reason and g:run raises an error
 -- naming it (dle.compile runs fn eagerly instead). Random ops (rand*, dropout) replay as ops and
 -- draw new numbers from their generator as eager calls would; in-place writes replay as writes
 -- into the same tensors (BatchNorm's running statistics, x:add_(...)).

@@ -35,7 +35,12 @@ local function clip_as_ops(grads, max_norm, norm_type)
     end
     if norm_type ~= math.huge then total = total ^ (1 / norm_type) end
     local coef = (max_norm / (total + 1e-6)):clamp(nil, 1)
-    for _, g in ipairs(grads) do g:mul_(coef:to(g:dtype())) end
+    local as = {}   -- the coefficient in each gradient dtype, converted once
+    for _, g in ipairs(grads) do
+      local dt = g:dtype()
+      as[dt] = as[dt] or coef:to(dt)
+      g:mul_(as[dt])
+    end
     return total
   end)
 end
