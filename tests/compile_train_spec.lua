@@ -61,11 +61,20 @@ local function max_param_diff(m1, m2)
   return d
 end
 
+-- The same MLP and optimizer twice over n batches: data, loss, then the eager model, optimizer and
+-- function make(m, opt, loss), then the same compiled.
+local function mlp_pair(optname, n, make)
+  local data, loss = batches("mlp", n), models.mlp.loss
+  local m1, o1 = setup("mlp", optname)
+  local m2, o2 = setup("mlp", optname)
+  return data, loss, m1, o1, make(m1, o1, loss), m2, o2, dle.compile(make(m2, o2, loss))
+end
+
 -- The step functions compared: fn(m, opt, loss) -> function(x, y) ... end
-local function plain_step(clip)
+local function plain_step(clip, zero_fill)
   return function(m, opt, loss)
     return function(x, y)
-      opt:zero_grad()
+      if zero_fill then m:zero_grad({set_to_none = false}) else opt:zero_grad() end
       local l = loss(m, x, y)
       l:backward()
       if clip then nn.utils.clip_grad_norm_(m:parameters(), clip) end
@@ -121,6 +130,13 @@ describe("dle.compile of a training step", function()
     assert.are.equal(2, dle.compile_info(c).replays)
   end)
 
+  it("zeroes gradients in place (module:zero_grad{set_to_none = false}) as eager does", function()
+    local dl, dp, c = differential("mlp", "SGD", plain_step(nil, true), 4)
+    assert.is_true(dl == 0, "loss differs by " .. dl)
+    assert.is_true(dp == 0, "params differ by " .. dp)
+    assert.are.equal(3, dle.compile_info(c).replays)
+  end)
+
   it("retraces when a module switches between train and eval, and matches eager in both", function()
     local mode = function(i) return (i == 3 or i == 4) and "eval" or "train" end
     local dl, dp, c = differential("cnn", "SGD", plain_step(), 6, mode)
@@ -151,12 +167,8 @@ describe("dle.compile of a training step", function()
   end)
 
   it("accumulates into .grad across calls of a compiled micro-step (set, then add)", function()
-    local data = batches("mlp", 6)
-    local loss = models.mlp.loss
-    local m1, o1 = setup("mlp", "SGD")
-    local m2, o2 = setup("mlp", "SGD")
-    local micro = function(m) return function(x, y) local l = loss(m, x, y); l:backward(); return l end end
-    local e, c = micro(m1), dle.compile(micro(m2))
+    local micro = function(m, _, loss) return function(x, y) local l = loss(m, x, y); l:backward(); return l end end
+    local data, _, m1, o1, e, m2, o2, c = mlp_pair("SGD", 6, micro)
     for i = 1, 6, 2 do
       o1:zero_grad(); o2:zero_grad()
       e(data[i][1], data[i][2]); e(data[i + 1][1], data[i + 1][2])
@@ -170,14 +182,10 @@ describe("dle.compile of a training step", function()
   end)
 
   it("reads .grad set outside the compiled function at replay, not the traced tensor", function()
-    local data = batches("mlp", 3)
-    local loss = models.mlp.loss
-    local m1, o1 = setup("mlp", "Adam")
-    local m2, o2 = setup("mlp", "Adam")
     local function clip_and_step(m, opt)
       return function() nn.utils.clip_grad_norm_(m:parameters(), 0.01); opt:step() end
     end
-    local e, c = clip_and_step(m1, o1), dle.compile(clip_and_step(m2, o2))
+    local data, loss, m1, o1, e, m2, o2, c = mlp_pair("Adam", 3, clip_and_step)
     for i = 1, 3 do
       o1:zero_grad(); o2:zero_grad()
       loss(m1, data[i][1], data[i][2]):backward()
@@ -285,5 +293,17 @@ describe("dle.compile of a training step", function()
     assert.are.equal(4, count.grad_acc)     -- one per parameter
     assert.are.equal(1, count.optim_step)
     assert.is_truthy(g:dump():find("optim_step%(.-%) {optimizer=AdamW}"))
+    -- a training graph is not differentiated again nor saved (its nodes are Lua state)
+    H.assert_error(function() g:backward_graph() end, "holds its own backward pass")
+    H.assert_error(function() dle.graph.save(os.tmpname(), g) end, "zero_grad is not an op")
+  end)
+
+  it("raises an error naming the node when a .grad read when traced is nil at replay", function()
+    local m = nn.Linear(3, 2)
+    local f = dle.compile(function() return m.weight.grad * 2 end)
+    m(dle.randn(4, 3)):sum():backward()
+    f(); f()
+    m:zero_grad()
+    H.assert_error(f, "(grad_of)", "read when traced but is nil now")
   end)
 end)

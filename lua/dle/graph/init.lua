@@ -122,7 +122,6 @@ local function build(g, segments, map, by_view)
     local n = new_node(op, ins, attrs, shape, dtype)
     n.state = true
     g.effects[#g.effects + 1] = n
-    g.trains = true
     last_state = n
     return n
   end
@@ -146,6 +145,7 @@ local function build(g, segments, map, by_view)
     local into = known_before and id ~= r.in_ids[2]
     if into then ins[3] = known_before end
     local n = state_node("grad_acc", ins, {}, out1:shape(), out1:dtype())
+    g.trains = true   -- holds its own backward pass
     if into then clobbers(n, out1) end
     return n
   end
@@ -517,6 +517,9 @@ end
 function Graph:backward_graph(opts)
   opts = opts or {}
   if self.unsafe then error("backward_graph: the graph is unsafe to replay: " .. self.unsafe, 2) end
+  if self.trains then
+    error("backward_graph: the graph holds its own backward pass and updates (a training step)", 2)
+  end
   for _, n in ipairs(self:nodes()) do
     if n.op == "cond" then
       -- tracing the backward pass would record the gradient of the branch taken now only
