@@ -74,10 +74,10 @@ static int l_trace_end(lua_State *L) {
   for (int i = 0; i < t->n; i++) {
     const dle_trace_record *r = &t->rec[i];
     lua_createtable(L, 0, 11);
-    lua_pushstring(L, r->op == DLE_TRACE_DETACH       ? "detach"
-                      : r->op == DLE_TRACE_GRAD_ACC   ? "grad_acc"
-                      : r->op == DLE_TRACE_GRAD_READ  ? "grad_of"
-                                                      : dle_op_table[r->op].name);
+    lua_pushstring(L, r->op == DLE_TRACE_DETACH      ? "detach"
+                      : r->op == DLE_TRACE_GRAD_ACC  ? "grad_acc"
+                      : r->op == DLE_TRACE_GRAD_READ ? "grad_of"
+                                                     : dle_op_table[r->op].name);
     lua_setfield(L, -2, "op");
     lua_pushinteger(L, r->op), lua_setfield(L, -2, "op_id");
     push_tensor_list(L, r->ins, r->nin, "ins", "in_ids");

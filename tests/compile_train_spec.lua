@@ -264,6 +264,21 @@ describe("dle.compile of a training step", function()
     end
   end)
 
+  it("runs a step eagerly while a backward hook is registered (a replay would not call it)", function()
+    local data = batches("mlp", 3)
+    local m, opt = setup("mlp", "SGD")
+    local calls = 0
+    local h = dle.autograd.register_backward_hook(function() calls = calls + 1 end)
+    local ok, err = pcall(function()
+      local step = dle.compile(plain_step()(m, opt, models.mlp.loss))
+      for i = 1, 3 do step(data[i][1], data[i][2]) end
+      assert.are.equal(0, dle.compile_info(step).replays)
+    end)
+    h:remove()
+    assert(ok, err)
+    assert.are.equal(3, calls)
+  end)
+
   it("runs a step through dropout in train mode eagerly (its gradient's mask is drawn per call)", function()
     local data = batches("mlp", 3)
     local function run(compiled)

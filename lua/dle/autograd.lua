@@ -2,7 +2,6 @@
 -- differentiable ops (dle.autograd.Function). Reverse mode itself (t:backward, dle.grad,
 -- dle.no_grad) and dle.autocast are native (bindings/lua_autograd.c).
 local check = require "dle.check"
-local core = require "dle.core"
 
 local M = {}
 
