@@ -74,10 +74,11 @@ static int l_trace_end(lua_State *L) {
   for (int i = 0; i < t->n; i++) {
     const dle_trace_record *r = &t->rec[i];
     lua_createtable(L, 0, 11);
-    lua_pushstring(L, r->op == DLE_TRACE_DETACH      ? "detach"
-                      : r->op == DLE_TRACE_GRAD_ACC  ? "grad_acc"
-                      : r->op == DLE_TRACE_GRAD_READ ? "grad_of"
-                                                     : dle_op_table[r->op].name);
+    lua_pushstring(L, r->op == DLE_TRACE_DETACH          ? "detach"
+                      : r->op == DLE_TRACE_GRAD_ACC      ? "grad_acc"
+                      : r->op == DLE_TRACE_GRAD_READ     ? "grad_of"
+                      : r->op == DLE_TRACE_SDPA_QKV_GRAD ? "sdpa_qkv_backward"
+                                                         : dle_op_table[r->op].name);
     lua_setfield(L, -2, "op");
     lua_pushinteger(L, r->op), lua_setfield(L, -2, "op_id");
     push_tensor_list(L, r->ins, r->nin, "ins", "in_ids");
@@ -228,6 +229,13 @@ static int l_graph_op(lua_State *L) {
     if (nin != 1) return luaL_error(L, "graph_op: detach takes 1 input, got %d", nin);
     dle_tensor *r = NULL;
     DLE_LUA_TRY(L, dle_detach(&r, ins[0]));
+    dle_lua_push(L, r);
+    return 1;
+  }
+  if (op == DLE_TRACE_SDPA_QKV_GRAD) {
+    if (nin != 3) return luaL_error(L, "graph_op: sdpa_qkv_backward takes 3 inputs, got %d", nin);
+    dle_tensor *r = NULL;
+    DLE_LUA_TRY(L, dle_sdpa_backward_packed(&r, ins[0], ins[1], ins[2], a));
     dle_lua_push(L, r);
     return 1;
   }

@@ -96,9 +96,8 @@ void dle_trace_note_detach(dle_tensor *out, dle_tensor *in) {
   if (t) append(t, DLE_TRACE_DETACH, NULL, &in, 1, &out, 1, false, false);
 }
 
-void dle_trace_note_grad(int kind, dle_tensor *leaf, dle_tensor *g, dle_tensor *grad) {
+void dle_trace_note_record(int op, const dle_attrs *attrs, dle_tensor *const *ins, int nin,
+                           dle_tensor *out) {
   dle_trace *t = dle_tracer_on;
-  if (!t) return;
-  dle_tensor *ins[2] = {leaf, g};
-  append(t, kind, NULL, ins, kind == DLE_TRACE_GRAD_ACC ? 2 : 1, &grad, 1, false, false);
+  if (t) append(t, op, attrs, ins, nin, &out, 1, false, false);
 }

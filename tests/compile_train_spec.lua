@@ -130,6 +130,16 @@ describe("dle.compile of a training step", function()
     assert.are.equal(2, dle.compile_info(c).replays)
   end)
 
+  it("records a packed attention's gradient as one node (no stack of dq, dk, dv)", function()
+    local data = batches("gpt", 1)
+    local m, opt = setup("gpt", "Adam")
+    local g = dle.graph.trace(plain_step()(m, opt, models.gpt.loss), data[1][1], data[1][2])
+    local ops = {}
+    for _, n in ipairs(g:nodes()) do ops[n.op] = (ops[n.op] or 0) + 1 end
+    assert.are.equal(1, ops.sdpa_qkv_backward)
+    assert.is_nil(ops.cat)
+  end)
+
   it("zeroes gradients in place (module:zero_grad{set_to_none = false}) as eager does", function()
     local dl, dp, c = differential("mlp", "SGD", plain_step(nil, true), 4)
     assert.is_true(dl == 0, "loss differs by " .. dl)

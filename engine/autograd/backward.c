@@ -200,7 +200,8 @@ static dle_status deliver_leaf(dle_tensor *leaf, dle_tensor *g, const capture *c
   dle_tracer_on = NULL;
   dle_status st = into_grad(leaf, g, false);
   dle_tracer_on = t;
-  if (st == DLE_OK) dle_trace_note_grad(DLE_TRACE_GRAD_ACC, leaf, g, leaf->grad);
+  if (st == DLE_OK)
+    dle_trace_note_record(DLE_TRACE_GRAD_ACC, NULL, (dle_tensor *[]){leaf, g}, 2, leaf->grad);
   dle_tensor_release(g);
   return st;
 }
