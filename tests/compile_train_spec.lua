@@ -84,6 +84,12 @@ local function plain_step(clip, zero_fill)
   end
 end
 
+-- One MLP batch, a model, its optimizer and its step compiled.
+local function compiled_mlp(optname)
+  local m, opt = setup("mlp", optname)
+  return batches("mlp", 1), m, opt, dle.compile(plain_step()(m, opt, models.mlp.loss))
+end
+
 -- The same ops in the same order give the same bits: the differences asserted are 0.
 -- Runs n steps of make_step eagerly and compiled from the same state; mode(i) -> "train"/"eval"
 -- for step i. Returns the largest loss and parameter differences and the compiled function.
@@ -207,9 +213,7 @@ describe("dle.compile of a training step", function()
   end)
 
   it("uses the lr the optimizer holds at replay, not the traced one", function()
-    local data = batches("mlp", 1)
-    local m, opt = setup("mlp", "SGD")
-    local step = dle.compile(plain_step()(m, opt, models.mlp.loss))
+    local data, m, opt, step = compiled_mlp("SGD")
     step(data[1][1], data[1][2])
     opt.lr = 0
     local before = m:parameters()[1]:clone()
@@ -223,9 +227,7 @@ describe("dle.compile of a training step", function()
   end)
 
   it("replays without recording autograd history (the loss it returns is detached)", function()
-    local data = batches("mlp", 1)
-    local m, opt = setup("mlp", "Adam")
-    local step = dle.compile(plain_step()(m, opt, models.mlp.loss))
+    local data, _, _, step = compiled_mlp("Adam")
     local l1 = step(data[1][1], data[1][2])
     assert.is_true(l1.requires_grad)
     local l2 = step(data[1][1], data[1][2])
