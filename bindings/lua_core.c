@@ -237,6 +237,7 @@ static int tensor_index(lua_State *L) {
     }
     if (strcmp(k, "grad") == 0) {
       if (!t->grad) return 0;
+      dle_trace_note_record(DLE_TRACE_GRAD_READ, NULL, &t, 1, t->grad);
       dle_tensor_retain(t->grad);
       dle_lua_push(L, t->grad);
       return 1;

@@ -74,7 +74,11 @@ static int l_trace_end(lua_State *L) {
   for (int i = 0; i < t->n; i++) {
     const dle_trace_record *r = &t->rec[i];
     lua_createtable(L, 0, 11);
-    lua_pushstring(L, r->op == DLE_TRACE_DETACH ? "detach" : dle_op_table[r->op].name);
+    lua_pushstring(L, r->op == DLE_TRACE_DETACH          ? "detach"
+                      : r->op == DLE_TRACE_GRAD_ACC      ? "grad_acc"
+                      : r->op == DLE_TRACE_GRAD_READ     ? "grad_of"
+                      : r->op == DLE_TRACE_SDPA_QKV_GRAD ? "sdpa_qkv_backward"
+                                                         : dle_op_table[r->op].name);
     lua_setfield(L, -2, "op");
     lua_pushinteger(L, r->op), lua_setfield(L, -2, "op_id");
     push_tensor_list(L, r->ins, r->nin, "ins", "in_ids");
@@ -88,6 +92,16 @@ static int l_trace_end(lua_State *L) {
   }
   if (t->unsafe[0]) lua_pushstring(L, t->unsafe), lua_setfield(L, -2, "unsafe");
   dle_trace_free(t);
+  return 1;
+}
+
+/** dle.core._grad_accumulate(leaf, g) -> leaf's .grad after g is accumulated into it as backward()
+ * does (a replayed GRAD_ACC record). */
+static int l_grad_accumulate(lua_State *L) {
+  dle_tensor *leaf = dle_lua_check(L, 1), *g = dle_lua_check(L, 2);
+  DLE_LUA_TRY(L, dle_grad_accumulate(leaf, g));
+  dle_tensor_retain(leaf->grad);
+  dle_lua_push(L, leaf->grad);
   return 1;
 }
 
@@ -215,6 +229,13 @@ static int l_graph_op(lua_State *L) {
     if (nin != 1) return luaL_error(L, "graph_op: detach takes 1 input, got %d", nin);
     dle_tensor *r = NULL;
     DLE_LUA_TRY(L, dle_detach(&r, ins[0]));
+    dle_lua_push(L, r);
+    return 1;
+  }
+  if (op == DLE_TRACE_SDPA_QKV_GRAD) {
+    if (nin != 3) return luaL_error(L, "graph_op: sdpa_qkv_backward takes 3 inputs, got %d", nin);
+    dle_tensor *r = NULL;
+    DLE_LUA_TRY(L, dle_sdpa_backward_packed(&r, ins[0], ins[1], ins[2], a));
     dle_lua_push(L, r);
     return 1;
   }
@@ -399,7 +420,7 @@ void dle_lua_open_graph(lua_State *L, int module, int methods) {
   // clang-format off
   static const luaL_Reg fns[] = {
       {"_trace_begin", l_trace_begin}, {"_trace_end", l_trace_end},
-      {"_trace_active", l_trace_active}, {"_trace_note", l_trace_note},
+      {"_trace_active", l_trace_active}, {"_grad_accumulate", l_grad_accumulate}, {"_trace_note", l_trace_note},
       {"_tensor_id", l_tensor_id}, {"_graph_attrs", l_graph_attrs}, {"_graph_op", l_graph_op},
       {"_peek_scalar", l_peek_scalar}, {"_tensor_view_key", l_tensor_view_key},
       {"_fused_program", l_fused_program}, {"_fused_run", l_fused_run},

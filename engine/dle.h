@@ -735,11 +735,20 @@ const char *dle_op_flops_rule(dle_op op, int *per);
  * docs/c_api.md): while on, every op called from outside the engine (dle_op_call at depth 0) is
  * recorded with its inputs and outputs (retained), attrs and grad mode; what a replay could not
  * repeat marks the trace unsafe with a reason (the first is kept); detach is DLE_TRACE_DETACH. */
-/* Pseudo-ops after the op table's ids. */
-enum { DLE_TRACE_DETACH = DLE_NUM_OPS };
+/* Pseudo-ops after the op table's ids. GRAD_ACC: backward() delivered ins[1] into the .grad of
+ * the leaf ins[0], which is outs[0] after it (dle_grad_accumulate's rule); GRAD_READ: a binding
+ * handed out outs[0], the .grad of ins[0], to code running under the trace; SDPA_QKV_GRAD: the
+ * gradient of a packed sdpa's qkv in one buffer (dle_sdpa_backward_packed, ins gout, qkv, probs,
+ * the forward's attrs). */
+enum {
+  DLE_TRACE_DETACH = DLE_NUM_OPS,
+  DLE_TRACE_GRAD_ACC,
+  DLE_TRACE_GRAD_READ,
+  DLE_TRACE_SDPA_QKV_GRAD
+};
 
 typedef struct {
-  int op; /* an op id, or DLE_TRACE_DETACH */
+  int op; /* an op id, or one of the pseudo-ops above */
   dle_attrs attrs;
   int nin, nout;
   dle_tensor **ins;               /* nin, retained */
@@ -763,6 +772,17 @@ void dle_trace_free(dle_trace *t);
 bool dle_trace_active(void);
 /* Marks the running trace unsafe (printf-style reason); nothing when no trace runs. */
 void dle_trace_note_unsafe(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Records one of the pseudo-ops above (ins, attrs or NULL, one result); nothing when no trace runs. */
+void dle_trace_note_record(int op, const dle_attrs *attrs, dle_tensor *const *ins, int nin,
+                           dle_tensor *out);
+/* Accumulates g into leaf's .grad as backward() does: sets it (a dense copy when g is broadcast or
+ * holds the leaf) when there is none, else .grad + g (in place when nothing else sees .grad).
+ * g is not consumed. What a traced backward's GRAD_ACC replays. */
+dle_status dle_grad_accumulate(dle_tensor *leaf, dle_tensor *g);
+/* The gradient of a packed sdpa's qkv input (attrs a: the forward's, ints[1] = 1) as one buffer
+ * laid out like qkv, the fused backward kernel writing dq, dk, dv into its three views. */
+dle_status dle_sdpa_backward_packed(dle_tensor **out, dle_tensor *gout, dle_tensor *qkv,
+                                    dle_tensor *probs, const dle_attrs *a);
 
 /* ---------------------------------------------------------------- graph files (dle.graph.save) */
 /* A graph saved by dle.graph.save, loaded and run without Lua (engine/graph_file.c). Loading checks

@@ -95,3 +95,9 @@ void dle_trace_note_detach(dle_tensor *out, dle_tensor *in) {
   dle_trace *t = dle_tracer_on;
   if (t) append(t, DLE_TRACE_DETACH, NULL, &in, 1, &out, 1, false, false);
 }
+
+void dle_trace_note_record(int op, const dle_attrs *attrs, dle_tensor *const *ins, int nin,
+                           dle_tensor *out) {
+  dle_trace *t = dle_tracer_on;
+  if (t) append(t, op, attrs, ins, nin, &out, 1, false, false);
+}

@@ -247,7 +247,8 @@ describe("scripts/bench", function()
       end
     end
     table.sort(keys)
-    assert.are.same({"add_1elem", "matmul_512", "train_mlp", "train_mlp_epoch"}, keys)
+    assert.are.same({"add_1elem", "matmul_512", "train_mlp", "train_mlp_compiled", "train_mlp_compiled_epoch",
+      "train_mlp_epoch"}, keys)
   end)
 
   it("--no-ref marks every reference skipped", function()

@@ -179,7 +179,11 @@ static int captured_leaf(const capture *c, const dle_tensor *leaf) {
   return -1;
 }
 
-/* A leaf's gradient: into .grad (detached unless create_graph), or into the capture. */
+static dle_status into_grad(dle_tensor *leaf, dle_tensor *g, bool create_graph);
+
+/* A leaf's gradient: into .grad (detached unless create_graph), or into the capture. Under a
+ * trace, .grad's update is one GRAD_ACC record (its inner ops are not recorded): a replay redoes
+ * it by the rule of the .grad it finds then (set, or add), as eager code would. */
 static dle_status deliver_leaf(dle_tensor *leaf, dle_tensor *g, const capture *c,
                                bool create_graph) {
   if (c->ninputs) {
@@ -190,6 +194,31 @@ static dle_status deliver_leaf(dle_tensor *leaf, dle_tensor *g, const capture *c
     }
     return accumulate(&c->grads[j], g);
   }
+  struct dle_trace *t = dle_tracer_on;
+  if (!t || create_graph) return into_grad(leaf, g, create_graph);
+  dle_tensor_retain(g);
+  dle_tracer_on = NULL;
+  dle_status st = into_grad(leaf, g, false);
+  dle_tracer_on = t;
+  if (st == DLE_OK)
+    dle_trace_note_record(DLE_TRACE_GRAD_ACC, NULL, (dle_tensor *[]){leaf, g}, 2, leaf->grad);
+  dle_tensor_release(g);
+  return st;
+}
+
+dle_status dle_grad_accumulate(dle_tensor *leaf, dle_tensor *g) {
+  if (!leaf || !g) return dle_error("grad_accumulate: leaf and gradient are required");
+  if (!dle_shape_equal(leaf->ndim, leaf->sizes, g->ndim, g->sizes)) {
+    char buf[128];
+    return dle_error("grad_accumulate: gradient of shape %s for a leaf of shape %s", SHAPE(g),
+                     dle_tensor_shape_str(buf, sizeof buf, leaf));
+  }
+  dle_tensor_retain(g);
+  return into_grad(leaf, g, false);
+}
+
+/* g (consumed) into leaf's .grad: set, or added (see dle_grad_accumulate). */
+static dle_status into_grad(dle_tensor *leaf, dle_tensor *g, bool create_graph) {
   if (!create_graph && g->grad_fn) {
     dle_tensor *d = NULL;
     dle_status st = dle_detach(&d, g);
@@ -258,8 +287,8 @@ static dle_status root_grad(dle_tensor **out, dle_tensor *root, dle_tensor *give
 dle_status dle_backward(int nroots, dle_tensor *const *roots, dle_tensor *const *root_grads,
                         int ninputs, dle_tensor *const *inputs, dle_tensor **input_grads,
                         bool retain_graph, bool create_graph) {
-  if (ninputs == 0)
-    dle_trace_note_unsafe("backward: gradients accumulate into .grad outside the graph");
+  if (ninputs == 0 && create_graph)
+    dle_trace_note_unsafe("backward: create_graph gradients into .grad are not part of the graph");
   for (int r = 0; r < nroots; r++)
     if (!roots[r]->requires_grad)
       return dle_error(

@@ -49,6 +49,26 @@ static dle_tensor *stack_qkv(scope *s, dle_tensor *qkv, dle_tensor *const *d) {
   return ok(s) ? keep(s, dle_stack(&r, part, 3, 0), &r) : NULL;
 }
 
+dle_status dle_sdpa_backward_packed(dle_tensor **out, dle_tensor *gout, dle_tensor *qkv,
+                                    dle_tensor *probs, const dle_attrs *a) {
+  dle_tensor *x[3] = {NULL, NULL, NULL}, *views[3] = {NULL, NULL, NULL}, *buf = NULL;
+  dle_attrs b = *a;
+  b.ints[1] = 0;
+  dle_status st = dle_sdpa_unpack("sdpa", qkv, x);
+  if (st == DLE_OK) st = dle_empty_laid_out_like(&buf, qkv, qkv->dtype);
+  if (st == DLE_OK) st = dle_sdpa_unpack("sdpa", buf, views);
+  if (st == DLE_OK)
+    st = dle_op_call(DLE_OP_SDPA_BACKWARD, views, (dle_tensor *[]){gout, x[0], x[1], x[2], probs},
+                     5, &b);
+  for (int i = 0; i < 3; i++) {
+    DLE_RELEASE(x[i]);
+    DLE_RELEASE(views[i]);
+  }
+  if (st != DLE_OK) DLE_RELEASE(buf);
+  *out = buf;
+  return st;
+}
+
 static dle_status vjp_sdpa(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
   if (!gout[0] && !gout[1]) return DLE_OK;
   const dle_attrs *a = dle_node_attrs(n);
@@ -71,16 +91,18 @@ static dle_status vjp_sdpa(dle_node *n, dle_tensor *const *gout, dle_tensor **gi
     dle_attrs b = *a;
     b.ints[1] = 0;
     /* no graph to record: the kernel writes into views of one buffer laid out like qkv (the
-     * mask broadcasts to the scores, so q, k, v's batch dims are the output's) */
+     * mask broadcasts to the scores, so q, k, v's batch dims are the output's). Under a graph
+     * trace, one SDPA_QKV_GRAD record (the tracer records given outputs for result 1 only). */
     if (packed && !dle_grad_enabled()) {
-      dle_tensor *buf = NULL, *views[3] = {NULL, NULL, NULL};
-      keep(&s, dle_empty_laid_out_like(&buf, ins[0], ins[0]->dtype), &buf);
-      if (ok(&s) && dle_sdpa_unpack("sdpa", buf, views) == DLE_OK) {
-        for (int i = 0; i < 3; i++) keep(&s, DLE_OK, &views[i]);
-        if (dle_op_call(DLE_OP_SDPA_BACKWARD, views, ka, 5, &b) != DLE_OK) s.st = DLE_ERR;
+      struct dle_trace *t = dle_tracer_on;
+      dle_tensor *buf = NULL;
+      dle_tracer_on = NULL;
+      dle_status st = dle_sdpa_backward_packed(&buf, gout[0], ins[0], p, a);
+      dle_tracer_on = t;
+      if (keep(&s, st, &buf)) {
+        dle_trace_note_record(DLE_TRACE_SDPA_QKV_GRAD, a, (dle_tensor *[]){gout[0], ins[0], p}, 3,
+                              buf);
         gin[0] = give(&s, buf);
-      } else {
-        s.st = DLE_ERR;
       }
       return scope_end(&s, gin, nin);
     }

@@ -178,7 +178,11 @@ function M.install(dle)
     local ok, err = pcall(native, ...)
     depth = depth - 1
     if not ok then error(err, 0) end
-    if depth == 0 and not in_hooks and #hooks > 0 then run_hooks() end
+    if depth == 0 and not in_hooks and #hooks > 0 then
+      -- a replay of a traced backward (dle.graph.train) would not run them
+      core._trace_note("backward: backward hooks run Lua code a replayed graph would not")
+      run_hooks()
+    end
   end
 
   local native_method, native_function = dle.Tensor.backward, dle.backward

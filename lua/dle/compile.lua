@@ -6,6 +6,10 @@
 --   loss:backward()                      -- gradients flow through the replayed ops
 --   print(dle.compile_info(step))        -- {traces =, replays =, eager =, guards =}
 --
+--   local train = dle.compile(function(x, y)   -- a whole training step as one graph
+--     opt:zero_grad(); local l = loss_fn(model(x), y); l:backward(); opt:step(); return l
+--   end)                                 -- (dle.graph.train: lr and step counts read at replay)
+--
 -- Guards: a replay happens only when it computes what fn would. A call's guard has two parts.
 -- Its arguments' kinds: for each tensor its shape, dtype, device and requires_grad; numbers,
 -- strings, booleans and nil by value (they are baked into the trace); plus grad mode and autocast
@@ -21,10 +25,11 @@
 --
 -- Falling back to eager. A call with an argument of another kind (a table, a function) runs fn
 -- eagerly. So does a kind of call whose trace was unsafe (fn read a tensor's value into Lua,
--- stepped an optimizer, called backward() into .grad, ...; see dle.graph), or cannot be guarded
--- (fn assigned a global or changed state it reads, e.g. a counter upvalue, which a replay would
--- not do; called math.random or another impure function; reaches too much state; see
--- dle.graph.guard): it runs eagerly from then on, with one message on stderr when opts.debug or
+-- stepped an optimizer without a fused step, ...; see dle.graph), or cannot be guarded
+-- (fn assigned a global or changed state it reads on two traces in a row, e.g. a counter upvalue,
+-- which a replay would not do -- a change on the first trace only, such as a cache filled on the
+-- first call, just traces again; called math.random or another impure function; reaches too
+-- much state; see dle.graph.guard): it runs eagerly from then on, with one message on stderr when opts.debug or
 -- DLE_DEBUG is set. Calls made while another trace runs (a compiled function inside
 -- dle.graph.trace or another compiled function's first call) run fn's ops directly, so the outer
 -- trace records them.
@@ -88,6 +93,7 @@ function M.compile(fn, opts)
   -- every entry is also in `recent`, most recent last
   local cache = {}
   local recent = {}
+  local changed_once = {}   -- keys whose trace changed the state it read, once
 
   local function log(s) io.stderr:write(s, "\n") end
 
@@ -155,6 +161,12 @@ function M.compile(fn, opts)
     info.traces = info.traces + 1
     local sg, why = rec:finish()
     local changed = sg and sg:check()
+    if changed and not g.unsafe and not changed_once[key] then
+      -- state fn filled on its first call (a cache of positions): the next call traces again
+      changed_once[key] = true
+      if debug then log("[dle] compile: fn changed " .. changed .. " while traced; tracing again next call") end
+      return res
+    end
     if g.unsafe or not sg or changed then
       eager_from_now(key, g.unsafe or why or ("fn changes " .. changed ..
         " while it runs (a replay would not)"))

@@ -24,6 +24,8 @@
 -- comparison per value recorded plus a count of each table's fields (new keys), as generated
 -- straight-line code (dle.graph.guard_code).
 --
+-- Not walked (read at replay by the graph's own nodes, dle.graph.train): the tables and fields
+-- registered with M.runtime (an optimizer's state, its param groups' lr).
 -- Not walked (treated as fixed): dle's own tables and the upvalues of dle's own functions (the
 -- modules under dle, whose state enters compile's guard through grad mode and autocast), except
 -- user functions such a closure holds (a wrapper around a callback: those are walked); the
@@ -127,6 +129,17 @@ end
 -- the module itself (registering a parameter, buffer or submodule), which the guard compares.
 local module_books = {_seen = true, _order = true, _params = true, _buffers = true}
 
+-- Tables (or some of their fields) read at replay by the graph's own nodes rather than baked into
+-- it: an optimizer's state and its param groups' lr (dle.graph.train's optim_step). Not recorded.
+local runtime = setmetatable({}, {__mode = "k"})
+
+--- M.runtime(t, keys) -> t: the fields keys (a set; nil: every field) of t are read at replay by
+-- the graph's nodes, so a guard neither compares nor walks them.
+function M.runtime(t, keys)
+  runtime[t] = keys or true
+  return t
+end
+
 local function is_module(mt)
   return mt ~= nil and rawget(mt, "__dle_module") == true
 end
@@ -226,12 +239,13 @@ function Recorder:walk_fn(f)
 end
 
 function Recorder:walk_table(t, name)
-  if self.seen[t] or self.library[t] or self.too_big then return end
+  local skip = runtime[t]
+  if self.seen[t] or self.library[t] or self.too_big or skip == true then return end
   self.seen[t] = true
   local fields, types, n = {}, {}, 0
   for k, v in next, t do
     n = n + 1
-    fields[k], types[k] = v, kind_of(v)
+    if not (skip and skip[k]) then fields[k], types[k] = v, kind_of(v) end
   end
   if self:over(n + 1) then return end
   local j = #self.tt + 1

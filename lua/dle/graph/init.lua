@@ -20,10 +20,15 @@
 -- (kept as traced); g:run returns the same structure with the new tensors. g.outputs lists the
 -- output nodes in order (list parts first, then other keys sorted by name).
 --
+-- Training steps. backward() into leaves' .grad, zero_grad, clip_grad_norm_ and the step of an
+-- optimizer with a fused C step are recorded as nodes (dle.graph.train), so a whole training step
+-- replays; a graph holding its own backward replays with grad mode off.
+--
 -- Unsafe traces. A replay repeats the ops, not fn's Lua code: when fn reads a tensor's values into
--- Lua (item, totable, tostring, a tensor used as a number), steps an optimizer, stores .grad
--- (backward() into leaves), calls a custom autograd Function or dle.checkpoint, or uses forward
--- mode, the trace is marked unsafe: g.unsafe holds the first reason and g:run raises an error
+-- Lua (item, totable, tostring, a tensor used as a number), steps an optimizer without a fused
+-- step (or with a closure), assigns .grad, runs backward hooks or a gradient through dropout,
+-- calls a custom autograd Function or dle.checkpoint, or uses forward mode, the trace is marked
+-- unsafe: g.unsafe holds the first reason and g:run raises an error
 -- naming it (dle.compile runs fn eagerly instead). Random ops (rand*, dropout) replay as ops and
 -- draw new numbers from their generator as eager calls would; in-place writes replay as writes
 -- into the same tensors (BatchNorm's running statistics, x:add_(...)).
@@ -108,7 +113,52 @@ local function build(g, segments, map, by_view)
       if by_id_only then tensor_of[p] = outs[k] else known(p, outs[k]) end
     end
   end
+  -- state nodes (dle.graph.train): each takes the previous one as its last input (run in order);
+  -- their values are state outside the graph (a .grad, a param), written by later state nodes
+  local last_state
+  local seeds = {}   -- dropout seeds and offsets seen
+  local function state_node(op, ins, attrs, shape, dtype)
+    if last_state then ins[#ins + 1] = last_state end
+    local n = new_node(op, ins, attrs, shape, dtype)
+    n.state = true
+    g.effects[#g.effects + 1] = n
+    last_state = n
+    return n
+  end
+  -- every value seen so far that lives in t's storage is overwritten by n
+  local function clobbers(n, t)
+    for _, m in ipairs(order) do
+      local v = tensor_of[m]
+      if v and not m.clobbered_by and core.same_storage(v, t) then m.clobbered_by = n end
+    end
+  end
+  -- a .grad read or accumulated: nil when the record adds no node
+  local function add_grad_record(r)
+    local out1, id = r.outs[1], r.out_ids[1]
+    local known_before = map[id]
+    if r.op == "grad_of" then
+      if known_before then return true end   -- a value of the graph already
+      return state_node("grad_of", {node_of_id(r.ins[1], r.in_ids[1])}, {}, out1:shape(), out1:dtype())
+    end
+    local ins = {node_of_id(r.ins[1], r.in_ids[1]), node_of_id(r.ins[2], r.in_ids[2])}
+    -- added in place into a .grad the graph holds: after that value's last writer
+    local into = known_before and id ~= r.in_ids[2]
+    if into then ins[3] = known_before end
+    local n = state_node("grad_acc", ins, {}, out1:shape(), out1:dtype())
+    g.trains = true   -- holds its own backward pass
+    if into then clobbers(n, out1) end
+    return n
+  end
   local function add_record(r)
+    if r.op == "grad_of" or r.op == "grad_acc" then
+      local n = add_grad_record(r)
+      if n ~= true then
+        map[r.out_ids[1]] = n
+        order[#order + 1] = n
+        known(n, r.outs[1])
+      end
+      return
+    end
     local ins = {}
     for k, t in ipairs(r.ins) do ins[k] = node_of_id(t, r.in_ids[k]) end
     local out1 = r.outs[1]
@@ -126,13 +176,18 @@ local function build(g, segments, map, by_view)
       if inplace then
         n.inplace = true
         g.effects[#g.effects + 1] = n
-        -- every value seen so far that lives in the written storage is overwritten by n
-        for _, m in ipairs(order) do
-          local t = tensor_of[m]
-          if t and not m.clobbered_by and core.same_storage(t, out1) then m.clobbered_by = n end
-        end
+        clobbers(n, out1)
       elseif random_ops[r.op] then
         g.effects[#g.effects + 1] = n   -- replays draw numbers even when unused, as eager does
+        if r.op == "dropout" then
+          -- the gradient of a dropout is a dropout with the forward's seed and offset, which a
+          -- replay would not draw again for both
+          local key = table.concat(r.attrs.ints or {}, ",")
+          if seeds[key] then
+            g.unsafe = g.unsafe or "dropout: a gradient through dropout in a captured backward is not replayed"
+          end
+          seeds[key] = true
+        end
       end
     end
     map[r.out_ids[1]] = n
@@ -157,8 +212,28 @@ local function build(g, segments, map, by_view)
     tensor_of[n] = out1
     more_outputs(n, c.outs, ids, true)
   end
+  -- a state segment of dle.graph.train: its results are the tensors it wrote (params)
+  local function add_state(c)
+    local ins = {}
+    for k, t in ipairs(c.ins) do ins[k] = node_of_id(t, tensor_id(t)) end
+    local out1 = c.outs[1] or c.ins[1]
+    local n = state_node(c.state, ins, c.attrs, out1:shape(), out1:dtype())
+    order[#order + 1] = n
+    local ids = {}
+    for k, t in ipairs(c.outs) do
+      ids[k] = tensor_id(t)
+      clobbers(n, t)
+    end
+    if c.outs[1] then
+      map[ids[1]] = n
+      tensor_of[n] = out1
+      more_outputs(n, c.outs, ids, true)
+    end
+  end
   for _, seg in ipairs(segments) do
-    if seg.control then
+    if seg.state then
+      add_state(seg)
+    elseif seg.control then
       add_control(seg)
     else
       for _, r in ipairs(seg) do add_record(r) end
@@ -293,6 +368,8 @@ local function attrs_str(a)
     local v = a[k]
     if k == "program" or k == "generator" then
       v = k == "generator" and "Generator" or nil
+    elseif type(v) == "table" and getmetatable(v) then
+      v = v.name or "object"   -- an optimizer (dle.graph.train)
     elseif type(v) == "table" then
       local items = {}
       for i, x in ipairs(v) do items[i] = tostring(x) end
@@ -440,6 +517,9 @@ end
 function Graph:backward_graph(opts)
   opts = opts or {}
   if self.unsafe then error("backward_graph: the graph is unsafe to replay: " .. self.unsafe, 2) end
+  if self.trains then
+    error("backward_graph: the graph holds its own backward pass and updates (a training step)", 2)
+  end
   for _, n in ipairs(self:nodes()) do
     if n.op == "cond" then
       -- tracing the backward pass would record the gradient of the branch taken now only
@@ -508,5 +588,7 @@ end
 
 -- control-flow nodes: their recording and their executors
 graph.control = require "dle.graph.control"
+-- backward into .grad, zero_grad and optimizer steps as nodes
+graph.train = require "dle.graph.train"
 
 return graph

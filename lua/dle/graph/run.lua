@@ -12,6 +12,7 @@ local core = require "dle.core"
 local Nodes = require "dle.graph.node"
 
 local graph_op, is_tensor = core._graph_op, core.is_tensor
+local set_grad_enabled = core.set_grad_enabled
 local close = core.metatable.__close
 local unpack = table.unpack
 local shape_str = Nodes.shape_str
@@ -40,6 +41,7 @@ local function plan_of(g)
       keep[i] = true
     elseif n.op == "output" then
       st.kind = "none"   -- its owner's step fills it
+      if n.inputs[1].state then keep[i] = true end
       local owner = steps[slot[n.inputs[1]]]
       owner.proj = owner.proj or {}
       owner.proj[#owner.proj + 1] = {n.attrs.index, i}
@@ -48,6 +50,7 @@ local function plan_of(g)
       for k, u in ipairs(n.inputs) do st.ins[k] = slot[u] end
       if M.executors[n.op] then
         st.kind, st.exec = "exec", M.executors[n.op]
+        if n.state then keep[i] = true end   -- a .grad or a param: state outside the graph
       else
         st.kind = "op"
         st.id = n.op == "detach" and Nodes.detach_id or n.op_id or Nodes.op_ids[n.op]
@@ -112,6 +115,8 @@ local function replay(g, args)
   local p = plan_of(g)
   local steps, values = p.steps, {}
   local at = 0
+  -- a graph holding its own backward (dle.graph.train) records nothing for autograd
+  local grad_was = g.trains and set_grad_enabled(false)
   local ok, err = pcall(function()
     for i = 1, p.n do
       at = i
@@ -166,6 +171,7 @@ local function replay(g, args)
       end
     end
   end)
+  if g.trains then set_grad_enabled(grad_was) end
   if not ok then
     local n = steps[at] and steps[at].node
     error(string.format("run: node %d (%s): %s", at, n and n.op or "?", tostring(err)), 0)

@@ -341,10 +341,7 @@ function Module:eval() return self:train(false) end
 function Module:zero_grad(opts)
   if opts ~= nil then check.options(opts, self.__name .. ":zero_grad", {"set_to_none"}) end
   local to_none = not (opts and opts.set_to_none == false)
-  for _, p in ipairs(self:parameters()) do
-    if to_none then p.grad = nil
-    elseif p.grad ~= nil then dle.no_grad(function() p.grad:zero_() end) end
-  end
+  require("dle.graph.train").zero_grad(self:parameters(), to_none)
 end
 
 --- Parameters and buffers by dotted name (tensors share storage with the module's, detached).

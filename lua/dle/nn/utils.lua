@@ -1,6 +1,7 @@
 --- dle.nn.utils: gradient clipping and parameter-vector helpers.
 local dle = require "dle"
 local check = require "dle.check"
+local core = require "dle.core"
 
 local U = {}
 
@@ -18,8 +19,36 @@ local function param_list(fname, params)
   return params
 end
 
+-- clip_grad_norm_ under a graph trace (a compiled training step, dle.graph.train): the same
+-- arithmetic as tensor ops, so that a replay computes the norm of its own gradients: each
+-- gradient's norm in its dtype, combined in float64 (as the Lua doubles below), the coefficient
+-- clamped at 1 (a multiplication by 1 changes nothing, as skipping it). Returns the total norm as
+-- a 0-dim float64 tensor.
+local function clip_as_ops(grads, max_norm, norm_type)
+  return dle.no_grad(function()
+    local total
+    for _, g in ipairs(grads) do
+      local n
+      if norm_type == math.huge then n = g:abs():max():to("float64")
+      else n = g:norm(norm_type):to("float64") ^ norm_type end
+      total = total and (norm_type == math.huge and dle.maximum(total, n) or total + n) or n
+    end
+    if norm_type ~= math.huge then total = total ^ (1 / norm_type) end
+    local coef = (max_norm / (total + 1e-6)):clamp(nil, 1)
+    local as = {}   -- the coefficient in each gradient dtype, converted once
+    for _, g in ipairs(grads) do
+      local dt = g:dtype()
+      as[dt] = as[dt] or coef:to(dt)
+      g:mul_(as[dt])
+    end
+    return total
+  end)
+end
+
 --- clip_grad_norm_(params, max_norm, {norm_type = 2}): scales all gradients in place (under
 -- no_grad) so that their joint norm is at most max_norm. Parameters without .grad are skipped.
+-- Under a graph trace (dle.compile of a training step) it is recorded as ops and returns the
+-- norm as a 0-dim float64 tensor (see clip_as_ops).
 -- @param params list of tensors (or one tensor, or a module)
 -- @param max_norm number
 -- @param opts optional {norm_type = 2 (or math.huge for the max norm)}
@@ -36,6 +65,7 @@ function U.clip_grad_norm_(params, max_norm, opts)
     if p.grad ~= nil then grads[#grads + 1] = p.grad end
   end
   if #grads == 0 then return 0.0 end
+  if core._trace_active() then return clip_as_ops(grads, max_norm, norm_type) end
   local total = 0.0
   dle.no_grad(function()
     if norm_type == math.huge then

@@ -55,6 +55,7 @@ end
 M.algorithms = {}
 
 M.algorithms.sgd = {
+  fused = true,   -- one C step (a node of a compiled training step, dle.graph.train)
   defaults = {lr = 1e-3, momentum = 0, dampening = 0, nesterov = false, weight_decay = 0},
   state_tensors = {"momentum_buffer"},
   check = function(h, name)
@@ -78,6 +79,7 @@ M.algorithms.sgd = {
 }
 
 M.algorithms.adagrad = {
+  fused = true,
   defaults = {lr = 1e-2, lr_decay = 0, weight_decay = 0, initial_accumulator_value = 0, eps = 1e-10},
   state_tensors = {"sum"},
   check = function(h, name)
@@ -97,6 +99,7 @@ M.algorithms.adagrad = {
 }
 
 M.algorithms.rmsprop = {
+  fused = true,
   defaults = {lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay = 0, momentum = 0, centered = false},
   state_tensors = {"square_avg", "momentum_buffer", "grad_avg"},
   check = function(h, name)
@@ -129,6 +132,7 @@ end
 -- (p <- p * (1 - lr * weight_decay) before the Adam update).
 local function adam_algorithm(weight_decay, decoupled)
   return {
+    fused = true,
     defaults = {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = weight_decay, amsgrad = false},
     state_tensors = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"},
     check = function(h, name)

@@ -11,6 +11,9 @@
 local dle = require "dle"
 local check = require "dle.check"
 local functional = require "dle.optim.functional"
+local core = require "dle.core"
+local train = require "dle.graph.train"
+local guard = require "dle.graph.guard"
 
 local Optimizer = {}
 Optimizer.__index = Optimizer
@@ -87,7 +90,7 @@ function Optimizer:_init(params, opts)
   local groups = dle.is_tensor(params[1]) and {{params = params}} or params
   local seen = {}
   rawset(self, "param_groups", {})
-  rawset(self, "state", {})
+  rawset(self, "state", guard.runtime({}))
   for gi, spec in ipairs(groups) do
     if type(spec) ~= "table" or type(spec.params) ~= "table" then
       check.error(string.format("%s: param group %d must be a table with a params list", name, gi))
@@ -110,7 +113,7 @@ function Optimizer:_init(params, opts)
       group.params[i] = p
     end
     cls.check(group)
-    self.param_groups[gi] = group
+    self.param_groups[gi] = guard.runtime(group, {lr = true})
   end
 end
 
@@ -133,8 +136,39 @@ end
 -- @param closure optional function re-evaluating the model and returning the loss (run with grad)
 -- @return the closure's loss, if any
 function Optimizer:step(closure)
+  if closure == nil and train.tracing() then return self:_record_step() end
   local loss
   if closure then loss = dle.enable_grad(closure) end
+  self:_step_all()
+  return loss
+end
+
+--- Under a graph trace (dle.compile): the step as one "optim_step" node (dle.graph.train), which
+-- reruns _step_all at replay with the hyperparameters and state the optimizer holds then; an
+-- optimizer without a fused step makes the trace unsafe.
+function Optimizer:_record_step()
+  if not getmetatable(self).algorithm.fused then
+    core._trace_note(self.name .. ": step: an optimizer without a fused step is not part of the graph")
+    self:_step_all()
+    return nil
+  end
+  train.record("optim_step", function()
+    local ins, params = {}, {}
+    for _, group in ipairs(self.param_groups) do
+      for _, p in ipairs(group.params) do
+        params[#params + 1] = p
+        ins[#ins + 1] = p
+        local g = p.grad
+        if g ~= nil then ins[#ins + 1] = g end
+      end
+    end
+    self:_step_all()
+    return ins, params, {optimizer = self}
+  end)
+end
+
+--- One update of every param that has a gradient, without recording for autograd.
+function Optimizer:_step_all()
   local name = self.name
   dle.no_grad(function()
     local index = 0
@@ -154,14 +188,15 @@ function Optimizer:step(closure)
       end
     end
   end)
-  return loss
 end
 
 --- Sets every param's gradient to nil.
 function Optimizer:zero_grad()
+  local params = {}
   for _, group in ipairs(self.param_groups) do
-    for _, p in ipairs(group.params) do p.grad = nil end
+    for _, p in ipairs(group.params) do params[#params + 1] = p end
   end
+  train.zero_grad(params, true)
 end
 
 --- A param group's hyperparameters (every key but params), copied.
@@ -264,7 +299,7 @@ function Optimizer:load_state_dict(sd)
     end
     getmetatable(self).check(group)
   end
-  rawset(self, "state", state)
+  rawset(self, "state", guard.runtime(state))
 end
 
 return Optimizer
