@@ -694,12 +694,21 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
     for i = 1, #a do assert.is_true(close_to(a[i], b[i], 1e-6), i .. ": " .. a[i] .. " vs " .. b[i]) end
   end)
 
-  it_mpi("DistributedDataParallel: buckets start their all_reduce during backward once their module is done, in " ..
-         "the same order on every rank when a module runs on one rank only", function()
+  it_mpi("DistributedDataParallel: with overlap, buckets start their all_reduce during backward once their module " ..
+         "is done, in the same order on every rank when a module runs on one rank only; without (the CPU " ..
+         "default), all start after backward, with the same averages; parameters of 64 KB or more are " ..
+         "reduced in place in their .grad", function()
     local r = report("ddp")
     -- one bucket per parameter: c's 2 and b's 2 on rank 0, c's 2 on rank 1 (b did not run there)
     assert.are.equal("4", r[0].overlap_early)
     assert.are.equal("2", r[1].overlap_early)
+    assert.are.equal("0", r[0].late_early)
+    assert.are.equal("0", r[1].late_early)
+    -- a.weight, b.weight (130x130 floats) alone; the biases and c share a bucket
+    assert.are.equal("2", r[0].alone_buckets)
+    for rank = 0, NP - 1 do
+      assert.is_true(tonumber(r[rank].alone_diff) < 1e-6, r[rank].alone_diff)
+    end
     for rank = 0, NP - 1 do
       assert.is_true(tonumber(r[rank].overlap_diff) < 1e-6, r[rank].overlap_diff)
     end
@@ -948,6 +957,17 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
     end
     assert.are.equal(1, n, "one report line, from rank 0:\n" .. out)
     assert.is_true(tonumber(acc) > 0.5, out)
+  end)
+
+  it_example("examples/dist/ddp_scaling.lua times 1 and 2 ranks through dle --nproc and prints their ratio", function()
+    local out, ok = sh(ENV .. "DLE_EXAMPLE_LIMIT=2000 timeout 120 scripts/dle examples/dist/ddp_scaling.lua "
+                       .. "--steps 5 --repeat 1 --batch 16")
+    assert.is_true(ok, out)
+    local one = tonumber(out:match("1 rank,  1 thread, batch 16: +(%d+) samples/s"))
+    local two = tonumber(out:match("2 ranks, 1 thread each, batch 16 each: +(%d+) samples/s"))
+    local ratio = tonumber(out:match("scaling: ([%d.]+)x the samples/s of 1 rank"))
+    assert.is_true(one > 0 and two > 0, out)
+    assert.is_true(math.abs(ratio - two / one) < 0.01, out)
   end)
 
   it_mpi("an error on one rank aborts every rank when the process group is a <close> variable", function()

@@ -121,9 +121,15 @@ end
 local xd = dle.ones(2, 3) * (rank + 1)
 dle.manual_seed(6)
 local deep = Deep()
-local ddeep = dist.DistributedDataParallel(deep, {bucket_cap_mb = 1e-6})
+local ddeep = dist.DistributedDataParallel(deep, {bucket_cap_mb = 1e-6, overlap = true})
 ddeep(xd):sum():backward()
 emit("overlap_early", ddeep._reducer.last_early)
+-- the CPU default reduces every bucket after backward, to the same averages
+dle.manual_seed(6)
+local deep_late = Deep()
+local dlate = dist.DistributedDataParallel(deep_late, {bucket_cap_mb = 1e-6})
+dlate(xd):sum():backward()
+emit("late_early", dlate._reducer.last_early)
 -- the same averages by hand: each rank's own gradients (zeros for none), all_reduce mean
 dle.manual_seed(6)
 local plain = Deep()
@@ -131,7 +137,38 @@ plain(xd):sum():backward()
 local worst = 0
 for i, p in ipairs(plain:parameters()) do
   local g = dist.all_reduce(p.grad or dle.zeros_like(p), "mean")
-  worst = math.max(worst, (deep:parameters()[i].grad - g):abs():max():item())
+  worst = math.max(worst, (deep:parameters()[i].grad - g):abs():max():item(),
+                   (deep_late:parameters()[i].grad - g):abs():max():item())
 end
 emit("overlap_diff", worst)
+
+-- 8. a parameter of 64 KB or more is reduced in place in its own .grad (the CPU default), also
+-- when it has no gradient on one rank (big.b is used on rank 1 only)
+local Big = nn.Module:extend("Big")
+function Big:init() self.a = nn.Linear(130, 130); self.b = nn.Linear(130, 130); self.c = nn.Linear(130, 3) end
+function Big:forward(x)
+  local h = self.a(x):tanh()
+  if rank == 1 then h = self.b(h):tanh() end
+  return self.c(h)
+end
+local xb = dle.randn(4, 130, {generator = dle.Generator(rank + 10)})
+dle.manual_seed(8)
+local big = Big()
+local dbig = dist.DistributedDataParallel(big)
+local alone = 0
+for _, b in ipairs(dbig._reducer.plan) do if b.alone then alone = alone + 1 end end
+emit("alone_buckets", alone)
+for _ = 1, 2 do   -- twice: the second backward reuses the first one's buffers
+  big:zero_grad()
+  dbig(xb):sum():backward()
+end
+dle.manual_seed(8)
+local plain_big = Big()
+plain_big(xb):sum():backward()
+worst = 0
+for i, p in ipairs(plain_big:parameters()) do
+  local g = dist.all_reduce(p.grad or dle.zeros_like(p), "mean")
+  worst = math.max(worst, (big:parameters()[i].grad - g):abs():max():item())
+end
+emit("alone_diff", worst)
 emit("done", 1)

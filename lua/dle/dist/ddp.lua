@@ -8,9 +8,11 @@
 -- averaged across ranks (a backward hook, dle.autograd.register_backward_hook), so every rank
 -- takes the same step and the parameters stay identical.
 -- * Buckets: gradients go in flat buffers of one dtype, at most opts.bucket_cap_mb (25) MB each:
---   each is divided by the world size, then summed by one all_reduce, and copied back. A bucket's
---   all_reduce starts during backward, as soon as its gradients are computed, and overlaps the
---   rest of the backward (lua/dle/dist/reducer.lua); all are waited for before backward returns.
+--   each is divided by the world size, then summed by one all_reduce, and copied back. With
+--   opts.overlap (default: true for CUDA models, whose NCCL collectives progress on their own;
+--   false on the CPU, where Open MPI progresses only inside MPI calls) a bucket's all_reduce starts
+--   during backward, as soon as its gradients are computed, and overlaps the rest of the backward
+--   (lua/dle/dist/reducer.lua); all are done before backward returns.
 -- * Unused parameters: one small all_reduce of flags tells which parameters have a gradient on
 --   some rank; a rank without one contributes zeros, and a parameter without a gradient on every
 --   rank keeps .grad nil (PyTorch's find_unused_parameters, always on).
@@ -34,7 +36,7 @@ local Reducer = require "dle.dist.reducer"
 
 local DDP = Module:extend("DistributedDataParallel")
 
-local OPTIONS = {broadcast_buffers = "boolean", bucket_cap_mb = "number"}
+local OPTIONS = {broadcast_buffers = "boolean", bucket_cap_mb = "number", overlap = "boolean"}
 
 local function tensors_of(named)
   local out = {}
@@ -64,12 +66,12 @@ end
 
 --- Wraps model (a dle.nn.Module). dle.dist.init() must have been called.
 -- @param model the module to train
--- @param opts optional {broadcast_buffers = true, bucket_cap_mb = 25}
+-- @param opts optional {broadcast_buffers = true, bucket_cap_mb = 25, overlap = (the model is on CUDA)}
 function DDP:init(model, opts)
   if not Module.is_module(model) then
     check.error("DistributedDataParallel: model must be a dle.nn.Module, got " .. check.typename(model))
   end
-  opts = check.options(opts, "DistributedDataParallel", {"broadcast_buffers", "bucket_cap_mb"})
+  opts = check.options(opts, "DistributedDataParallel", {"broadcast_buffers", "bucket_cap_mb", "overlap"})
   for k, v in pairs(opts) do
     -- not (v > 0): NaN is refused too
     if type(v) ~= OPTIONS[k] or (k == "bucket_cap_mb" and not (v > 0)) then -- luacheck: ignore 581
@@ -96,7 +98,9 @@ function DDP:init(model, opts)
     for _, p in ipairs(model:parameters()) do
       if p.requires_grad then params[#params + 1] = p end
     end
-    rawset(self, "_reducer", Reducer.new(model, params, self._cap, self._world))
+    local overlap = opts.overlap
+    if overlap == nil then overlap = #params > 0 and params[1]:device() ~= "cpu" end
+    rawset(self, "_reducer", Reducer.new(model, params, self._cap, self._world, overlap))
   end
 
   -- The hook holds the wrapper weakly: an unused wrapper is collected and its hook removed.

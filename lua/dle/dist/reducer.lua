@@ -1,21 +1,27 @@
---- dle.dist.reducer: how DistributedDataParallel averages gradients while backward still runs
--- (PyTorch's Reducer; internal to lua/dle/dist/ddp.lua).
+--- dle.dist.reducer: how DistributedDataParallel averages gradients (PyTorch's Reducer; internal
+-- to lua/dle/dist/ddp.lua).
 -- * Buckets: the parameters in reverse order (the order backward produces their gradients), in
---   flat buffers of one dtype and at most cap bytes; a bucket closes at a module boundary once it
---   holds MIN_BUCKET bytes, so the last layers' gradients leave before the first layers' exist.
--- * Readiness: a forward pre-hook on each leaf module owning parameters passes its input through
---   an identity autograd op; that op's backward runs once the module's own backward has run,
---   and so once its parameters' gradients are in .grad (the engine delivers a leaf's gradient
---   when the node using it runs). A module called k times is ready after k such backward calls.
--- * A bucket whose parameters are all ready (each with a gradient) starts its all_reduce there
---   (MPI_Iallreduce), buckets strictly in plan order so that every rank starts the same
---   collectives in the same order; the in-flight ones are tested at each readiness (Open MPI
---   progresses only inside MPI calls). After backward, finish() exchanges which parameters have a
---   gradient on some rank (on a communicator of its own: a rank may have started more buckets by
---   then), starts the remaining buckets over those (zeros for a rank without one; a parameter
---   without a gradient on every rank keeps .grad nil), waits for all and copies the averages
---   back. Parameters no readiness covers (of a module with submodules, shared by two modules,
---   of the first layer, whose input needs no gradient) go in finish().
+--   flat buffers of one dtype and at most cap bytes, kept from step to step; a bucket closes at a
+--   module boundary once it holds MIN_BUCKET bytes, so the last layers' gradients leave before the
+--   first layers' exist.
+-- * Overlap (opts.overlap; on by default for CUDA parameters, whose NCCL collectives progress on
+--   their own): a bucket whose gradients are all computed starts a non-blocking all_reduce while
+--   backward still runs. Open MPI progresses a non-blocking collective only inside MPI calls, so
+--   on CPU tensors an early start overlaps nothing and its non-blocking all-reduce costs about
+--   twice the blocking one (bench/RESULTS.md): there every bucket is reduced, blocking, after
+--   backward.
+-- * Readiness (with overlap): a forward pre-hook on each leaf module owning parameters passes its
+--   input through an identity autograd op; that op's backward runs once the module's own backward
+--   has run, and so once its parameters' gradients are in .grad (the engine delivers a leaf's
+--   gradient when the node using it runs). A module called k times is ready after k such backward
+--   calls. Buckets start strictly in plan order so that every rank starts the same collectives in
+--   the same order; the in-flight ones are tested at each readiness.
+-- * After backward, finish() exchanges which parameters have a gradient on some rank (on a
+--   communicator of its own: a rank may have started more buckets by then), reduces the remaining
+--   buckets over those (zeros for a rank without one; a parameter without a gradient on every
+--   rank keeps .grad nil), waits for all and copies the averages back. Parameters no readiness
+--   covers (of a module with submodules, shared by two modules, of the first layer, whose input
+--   needs no gradient) go in finish().
 local dle = require "dle"
 local dist = require "dle.dist"
 
@@ -66,25 +72,36 @@ local function owners(model)
   return owner, leaves
 end
 
---- A reducer over the parameters (requiring grad) of model, world ranks, buckets of at most cap bytes.
-function Reducer.new(model, params, cap, world)
-  local self = setmetatable({params = params, world = world, plan = {}}, Reducer)
-  local owner, leaves = owners(model)
-  self.owner = owner
-  local cur
+-- The buckets of params (indices into it, in reverse order). Without overlap, a parameter of at
+-- least MIN_BUCKET bytes has a bucket of its own, reduced in place in its .grad (no copies in and
+-- out of a flat buffer), and module boundaries do not matter.
+local function plan_buckets(params, owner, cap, overlap)
+  local plan, cur = {}, nil
   for i = #params, 1, -1 do
     local p = params[i]
     local bytes = p:numel() * p:element_size()
-    local boundary = cur and owner[p] ~= cur.last_owner
-    if not cur or p:dtype() ~= cur.dtype or (cur.bytes + bytes > cap and #cur.idx > 0)
+    local alone = not overlap and bytes >= MIN_BUCKET
+    local boundary = overlap and cur and owner[p] ~= cur.last_owner
+    if not cur or alone or cur.alone or p:dtype() ~= cur.dtype or (cur.bytes + bytes > cap and #cur.idx > 0)
         or (boundary and cur.bytes >= MIN_BUCKET) then
-      cur = {idx = {}, bytes = 0, dtype = p:dtype()}
-      self.plan[#self.plan + 1] = cur
+      cur = {idx = {}, bytes = 0, numel = 0, dtype = p:dtype(), alone = alone}
+      plan[#plan + 1] = cur
     end
     cur.idx[#cur.idx + 1] = i
     cur.bytes = cur.bytes + bytes
+    cur.numel = cur.numel + p:numel()
     cur.last_owner = owner[p] or false
   end
+  return plan
+end
+
+--- A reducer over the parameters (requiring grad) of model, world ranks, buckets of at most cap
+-- bytes; overlap: start buckets during backward (see above).
+function Reducer.new(model, params, cap, world, overlap)
+  local self = setmetatable({params = params, world = world, overlap = overlap}, Reducer)
+  local owner, leaves = owners(model)
+  self.owner = owner
+  self.plan = plan_buckets(params, owner, cap, overlap)
   self.flags_group = dist.new_group((function()
     local all = {}
     for r = 0, world - 1 do all[r + 1] = r end
@@ -93,6 +110,7 @@ function Reducer.new(model, params, cap, world)
   self:_reset()
   -- the hooks hold the reducer weakly: a dropped DDP leaves inert hooks behind
   local ref = setmetatable({r = self}, {__mode = "v"})
+  if not overlap then return self end
   for _, m in ipairs(leaves) do
     m:register_forward_pre_hook(function(mod, args)
       local r = ref.r
@@ -130,7 +148,7 @@ function Reducer:_module_done(m)
     for _, i in ipairs(b.idx) do
       if not self.ready[i] then return end
     end
-    self:_start(b, b.idx)
+    self:_start(b, b.idx, true)
   end
 end
 
@@ -146,26 +164,48 @@ function Reducer:index_of(m)
   return list
 end
 
--- Starts the average of bucket b's parameters idx (each with a .grad) across the ranks.
-function Reducer:_start(b, idx)
-  local flat = dle.no_grad(function()
-    local parts = {}
-    for k, i in ipairs(idx) do parts[k] = self.params[i].grad:reshape(-1) end
-    local f = #parts == 1 and parts[1]:clone() or dle.cat(parts, 1)
-    return f:div_(self.world)   -- before the sum, as PyTorch does: float16 sums stay in range
-  end)
-  self.started[#self.started + 1] = {idx = idx, flat = flat, work = dist.all_reduce(flat, "sum", {async_op = true})}
-  b.started = true
+-- Starts the average of bucket b's parameters idx (each with a .grad) across the ranks: in place
+-- in the .grad of a parameter alone in its bucket, else in the bucket's own flat buffer (its first
+-- elements when idx leaves parameters out); async: without waiting for it.
+function Reducer:_start(b, idx, async)
+  local p = self.params[idx[1]]
+  local part, direct
+  if b.alone and p.grad:is_contiguous() then
+    part, direct = p.grad, true
+  else
+    local flat = b.flat
+    if not flat or flat:dtype() ~= p:dtype() or flat:device() ~= p:device() then   -- (moved since)
+      flat = dle.empty({b.numel}, {dtype = p:dtype(), device = p:device()})
+      b.flat = flat
+    end
+    local n = 0
+    dle.no_grad(function()
+      for _, i in ipairs(idx) do
+        local g = self.params[i].grad
+        local k = g:numel()
+        flat:narrow(1, n + 1, k):copy_(g:reshape(-1))
+        n = n + k
+      end
+    end)
+    part = n == b.numel and flat or flat:narrow(1, 1, n)
+  end
+  dle.no_grad(function() part:div_(self.world) end)   -- before the sum, as PyTorch does: float16 sums stay in range
+  local work
+  if async then
+    work = dist.all_reduce(part, "sum", {async_op = true})
+  else
+    dist.all_reduce(part, "sum")
+  end
+  self.started[#self.started + 1] = {idx = idx, flat = part, work = work, direct = direct}
 end
 
 --- After backward: the flags, the remaining buckets, the waits, the averages into .grad.
 -- check_grad(i, g) vets each gradient that is averaged (param index i).
 function Reducer:finish(check_grad)
   self.last_early = #self.started   -- buckets started during this backward (what tests look at)
-  local flags = dle.zeros(#self.params, {dtype = "uint8"})
-  for i, p in ipairs(self.params) do
-    if p.grad ~= nil then flags[i] = 1 end
-  end
+  local mine = {}
+  for i, p in ipairs(self.params) do mine[i] = p.grad ~= nil and 1 or 0 end
+  local flags = dle.tensor(mine, {dtype = "uint8"})
   dist.all_reduce(flags, "max", {group = self.flags_group})
   local has = flags:totable()
   for i, p in ipairs(self.params) do
@@ -179,12 +219,14 @@ function Reducer:finish(check_grad)
     for _, i in ipairs(self.plan[k].idx) do
       if has[i] == 1 then idx[#idx + 1] = i end
     end
-    if #idx > 0 then self:_start(self.plan[k], idx) else self.started[#self.started + 1] = {idx = {}} end
+    -- with overlap, non-blocking too: MPI never matches a blocking collective with another rank's
+    -- non-blocking one
+    if #idx > 0 then self:_start(self.plan[k], idx, self.overlap) else self.started[#self.started + 1] = {idx = {}} end
   end
   dle.no_grad(function()
     for _, s in ipairs(self.started) do
-      if s.work then
-        s.work:wait()
+      if s.work then s.work:wait() end
+      if s.flat and not s.direct then
         local offset = 0
         for _, i in ipairs(s.idx) do
           local g = self.params[i].grad
