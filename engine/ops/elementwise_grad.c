@@ -468,7 +468,10 @@ DLE_JVP_RULE(jvp_unary) {
 
 /* d(a/b) = da / b - y db / b */
 BINARY_DERIV(d_div) {
-  if (fa) DLE_TRY(dle_unary(DLE_OP_RECIPROCAL, fa, b));
+  if (fa && dle_dtype_is_complex(b->dtype)) /* reciprocal has no complex kernel */
+    DLE_TRY(dle_binary_scalar(DLE_OP_DIV, fa, b, 1, true));
+  else if (fa)
+    DLE_TRY(dle_unary(DLE_OP_RECIPROCAL, fa, b));
   if (fb) {
     DLE_TRY(dle_binary(DLE_OP_DIV, fb, y, b));
     DLE_TRY(chain_u(DLE_OP_NEG, fb));
