@@ -720,7 +720,7 @@ function H.assert_torch_grads(cases, tol)
     local expr = case.py:gsub("%f[%w]([abc])%f[^%w]", function(v) return names[index[v]] or v end)
     lines[#lines + 1] = string.format("gs = torch.autograd.grad(%s, [%s], %s, allow_unused=True)", expr,
       table.concat(names, ", "), send("w" .. ci, W))
-    lines[#lines + 1] = "for g in gs: p(torch.view_as_real(g) if g.is_complex() else g)"
+    lines[#lines + 1] = "for g in gs: p(torch.view_as_real(g.resolve_conj()) if g.is_complex() else g)"
   end
   local out = H.run_torch(tensors, lines)
   assert(#out == #expected, string.format("PyTorch printed %d lines for %d input gradients: %s", #out,
