@@ -27,9 +27,9 @@ static int l_conj(lua_State *L) {
 }
 
 void dle_lua_open_complex(lua_State *L, int module, int methods) {
-  static const luaL_Reg fns[] = {
-      {"view_as_real", l_view_as_real}, {"view_as_complex", l_view_as_complex},
-      {"_conj", l_conj},
-      {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"view_as_real", l_view_as_real},
+                                 {"view_as_complex", l_view_as_complex},
+                                 {"_conj", l_conj},
+                                 {NULL, NULL}};
   dle_lua_register(L, module, methods, fns, NULL, NULL);
 }

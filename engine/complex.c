@@ -184,8 +184,8 @@ dle_status dle_real_part(dle_tensor **out, dle_tensor *z) {
 dle_status dle_imag_part(dle_tensor **out, dle_tensor *z) {
   if (dle_dtype_is_complex(z->dtype)) return part(out, z, 1);
   *out = NULL;
-  return dle_error("imag: expected a complex tensor, got %s of shape %s",
-                   dle_dtype_name(z->dtype), SHAPE(z));
+  return dle_error("imag: expected a complex tensor, got %s of shape %s", dle_dtype_name(z->dtype),
+                   SHAPE(z));
 }
 
 dle_status dle_complex_from_parts(dle_tensor **out, dle_tensor *re, dle_tensor *im) {

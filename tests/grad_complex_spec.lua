@@ -91,6 +91,11 @@ describe("autograd through complex tensors", function()
     dle.view_as_real(z64 + 1):select(2, 2):sum():backward() -- L = sum(im z): dL/dz = 0 + 1i
     assert.are.equal("complex64", z64.grad:dtype())
     assert.are.same({{0, 1}, {0, 1}}, dle.view_as_real(z64.grad):totable())
+    -- a cast between complex dtypes sends the gradient back in the leaf's dtype
+    local u = dle.zeros({2}, {dtype = "complex64"}):requires_grad_(true)
+    local gu = dle.grad(dle.view_as_real(u:to("complex128") * 3):sum(), {u})[1]
+    assert.are.equal("complex64", gu:dtype())
+    assert.are.same({{3, 3}, {3, 3}}, dle.view_as_real(gu):totable())
   end)
 
   it("refuses backward() of a complex output without a gradient, scalar or not (as PyTorch)", function()
@@ -138,7 +143,8 @@ describe("autograd through complex tensors", function()
 
   -- the op fft (one dim per call) in its four kinds: c2c both ways, r2c, c2r
   for _, norm in ipairs({"backward", "ortho", "forward"}) do
-    it("the op fft (c2c, inverse, r2c, c2r of odd and even lengths), norm " .. norm .. ", matches finite differences", function()
+    it("the op fft (c2c, inverse, r2c, c2r of odd and even lengths), norm " .. norm
+       .. ", matches finite differences", function()
       local o = {norm = norm}
       H.gradcheck(function(z) return dle.fft.fft(z, nil, 2, o) end, {c128({2, 3}, 60)})
       H.gradcheck(function(z) return dle.fft.ifft(z, nil, 1, o) end, {c128({3, 2}, 61)})

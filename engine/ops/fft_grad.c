@@ -26,8 +26,8 @@ static dle_status fft_call(dle_tensor **out, dle_tensor *x, const dle_attrs *a, 
 /* r2c's adjoint: g (n/2+1 points along d) zero-padded to the input's n, inverse c2c. */
 static dle_status r2c_adjoint(dle_tensor **out, dle_node *n, dle_tensor *g, int d, int64_t norm) {
   dle_tensor *full = NULL;
-  DLE_TRY(dle_zero_pad_along(&full, g, d, 0, dle_node_input_ndim(n, 0),
-                             dle_node_input_sizes(n, 0)));
+  DLE_TRY(
+      dle_zero_pad_along(&full, g, d, 0, dle_node_input_ndim(n, 0), dle_node_input_sizes(n, 0)));
   dle_status st = fft_call(out, full, dle_node_attrs(n), DLE_FFT_C2C_INVERSE, norm);
   dle_tensor_release(full);
   return st;

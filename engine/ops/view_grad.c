@@ -99,7 +99,7 @@ static dle_status vjp_narrow(dle_node *n, dle_tensor *const *gout, dle_tensor **
   int64_t start;
   DLE_TRY(dim_and_position(n, "narrow", &dim, &start));
   return dle_zero_pad_along(&gin[0], gout[0], dim, start, dle_node_input_ndim(n, 0),
-                   dle_node_input_sizes(n, 0));
+                            dle_node_input_sizes(n, 0));
 }
 
 /* select(dim, i): d x = unsqueeze(d y, dim) padded with zeros at every other index */
@@ -109,8 +109,8 @@ static dle_status vjp_select(dle_node *n, dle_tensor *const *gout, dle_tensor **
   DLE_TRY(dim_and_position(n, "select", &dim, &index));
   dle_tensor *u = NULL;
   DLE_TRY(dle_unsqueeze(&u, gout[0], dim));
-  dle_status st =
-      dle_zero_pad_along(&gin[0], u, dim, index, dle_node_input_ndim(n, 0), dle_node_input_sizes(n, 0));
+  dle_status st = dle_zero_pad_along(&gin[0], u, dim, index, dle_node_input_ndim(n, 0),
+                                     dle_node_input_sizes(n, 0));
   dle_tensor_release(u);
   return st;
 }

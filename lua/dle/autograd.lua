@@ -132,7 +132,7 @@ function M.install(dle)
           local onehot = dle.zeros_like(out)
           onehot:view(-1)[e] = 1
           local grads = dle.grad(out, ins, {grad_outputs = onehot, retain_graph = true, allow_unused = true})
-          for i, x in ipairs(ins) do
+          for i in ipairs(ins) do
             local g = grads[i] and flat(grads[i]) or nil
             for j = 1, nreal[i] do compare("reverse", g and g[j] or 0, numeric[i][j][k][e], i, j, k) end
           end
