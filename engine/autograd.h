@@ -67,6 +67,10 @@ dle_status dle_grad_to_input(const dle_node *n, int i, dle_tensor *g, dle_tensor
  * tangent may be NULL (zero); *out stays NULL when both are. */
 dle_status dle_jvp_bilinear(dle_op op, const dle_attrs *attrs, dle_tensor *a, dle_tensor *b,
                             dle_tensor *ta, dle_tensor *tb, dle_tensor **out);
+/* g placed at [start, start + g->sizes[dim]) along dim of a zero tensor of shape (ndim, sizes), by
+ * cat with zeros (differentiable in g; no in-place write): narrow's gradient, an FFT's padding. */
+dle_status dle_zero_pad_along(dle_tensor **out, dle_tensor *g, int dim, int64_t start, int ndim,
+                              const int64_t *sizes);
 /* A zero tensor with input i's shape and dtype. */
 dle_status dle_node_zeros_input(dle_tensor **out, const dle_node *n, int i);
 

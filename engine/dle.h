@@ -791,6 +791,8 @@ dle_status dle_sdpa_backward_packed(dle_tensor **out, dle_tensor *gout, dle_tens
 dle_status dle_view_as_real(dle_tensor **out, dle_tensor *z);
 /* x float32/float64 {.., 2} with last stride 1, even strides and offset -> a complex view {..}. */
 dle_status dle_view_as_complex(dle_tensor **out, dle_tensor *x);
+/* The complex conjugate, a new tensor (differentiable); a real tensor itself (retained). */
+dle_status dle_conj(dle_tensor **out, dle_tensor *z);
 
 /* ---------------------------------------------------------------- fft (engine/ops/fft.c) */
 typedef enum { DLE_FFT_C2C, DLE_FFT_C2C_INVERSE, DLE_FFT_R2C, DLE_FFT_C2R } dle_fft_kind;

@@ -182,10 +182,27 @@ bool dle_autocast_pause_cache(bool paused);
 extern _Thread_local
     __attribute__((tls_model("initial-exec"))) struct dle_profiler *dle_profiler_on;
 /* dle_op_call's body, run by the profiler between its measurements (ops.c). */
-/* engine/complex.c: an error unless op takes complex operands (or dtype attrs); and an error when
- * a recorded op (one with a gradient or tangent to follow) gave a complex result. */
+/* engine/complex.c: an error unless op takes complex operands (or dtype attrs). */
 dle_status dle_complex_gate(dle_op op, dle_tensor *const *ins, int nin, const dle_attrs *a);
-dle_status dle_complex_autograd_guard(dle_op op, dle_tensor *const *outs, int nout);
+/* VIEW's front door when attrs carry a dtype: t viewed as its complex or real counterpart
+ * (view_as_complex / view_as_real), sharing storage. */
+dle_status dle_complex_retype(dle_tensor **out, dle_tensor *t, dle_dtype dt);
+/* Differentiable helpers (dle ops, so gradients and tangents flow through them):
+ * view_as_complex after a contiguous copy when x's layout needs one; the real / imaginary part as
+ * a view (real of a real tensor: itself; imag of one: an error); complex(re, im) of two real
+ * tensors of one shape and dtype (dle_conj, the conjugate, is in dle.h). */
+dle_status dle_view_as_complex_any(dle_tensor **out, dle_tensor *x);
+dle_status dle_real_part(dle_tensor **out, dle_tensor *z);
+dle_status dle_imag_part(dle_tensor **out, dle_tensor *z);
+dle_status dle_complex_from_parts(dle_tensor **out, dle_tensor *re, dle_tensor *im);
+/* A gradient or tangent g cast to dtype dt; complex to real keeps the real part (PyTorch's rule
+ * for a real input of an op with a complex result: the imaginary part is not a direction the
+ * input can move in). */
+dle_status dle_grad_cast(dle_tensor **out, dle_tensor *g, dle_dtype dt);
+/* Can a tensor of this dtype require grad or carry a tangent? floats and complex. */
+static inline bool dle_dtype_is_differentiable(dle_dtype t) {
+  return dle_dtype_is_float(t) || dle_dtype_is_complex(t);
+}
 /* A front door's complex result computed on the (re, im) view: r (a float {.., 2}, taken over)
  * viewed as complex into outs[0] (copied when given); st is the status so far. */
 dle_status dle_complex_result(dle_tensor **outs, dle_tensor *r, dle_status st);

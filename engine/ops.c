@@ -179,7 +179,6 @@ dle_status dle_op_call_unprofiled(dle_op op, dle_tensor **outs, dle_tensor *cons
   dle_set_grad_enabled(was_grad);
   dle_forward_ad_set_enabled(was_fwd);
   if (st != DLE_OK) name_allocation_failure(info);
-  if (st == DLE_OK && (record || tangents)) st = dle_complex_autograd_guard(op, outs, nout);
 
   if (st == DLE_OK && record) {
     st = dle_autograd_record(op, attrs, outs, nout, ins, nin, versions);

@@ -680,6 +680,58 @@ function H.run_python(lines)
   return out
 end
 
+--- A complex128 tensor of shape whose real and imaginary parts are H.seeded (seeds seed and
+-- seed + 7) in [lo, hi] (default -1..1).
+function H.seeded_complex(shape, seed, lo, hi)
+  return dle.complex(H.seeded(shape, seed, lo, hi), H.seeded(shape, seed + 7, lo, hi))
+end
+
+--- Compares dle's reverse-mode gradients with PyTorch's (one python3 run for all cases). Each
+-- case: {name, ins = list of float64 / complex128 tensors, f = dle function of them, py = the
+-- same in PyTorch of a, b, c (the inputs)}. A seeded grad_output W of the result's shape and
+-- dtype goes to both dle.grad and torch.autograd.grad; complex gradients are compared as
+-- view_as_real, within tol per number. The inputs' parts go to Python as exact float64.
+function H.assert_torch_grads(cases, tol)
+  local tensors, lines, expected = {}, {}, {}
+  -- the Python expression of t, sent as tensors[name] (0-dim ones as 1 element, reshaped back)
+  local function real_part(name, t)
+    if t:dim() > 0 then tensors[name] = t:contiguous() return name end
+    tensors[name] = t:reshape(1)
+    return name .. ".reshape(())"
+  end
+  local function send(name, t)
+    if not t:is_complex() then return real_part(name, t) end
+    return string.format("torch.complex(%s, %s)", real_part(name .. "_re", t:real()),
+      real_part(name .. "_im", t:imag()))
+  end
+  for ci, case in ipairs(cases) do
+    local ins = {}
+    for i, x in ipairs(case.ins) do ins[i] = x:detach():clone():requires_grad_(true) end
+    local y = case.f(table.unpack(ins))
+    local W = y:is_complex() and H.seeded_complex(y:shape(), 100 + ci) or H.seeded(y:shape(), 100 + ci)
+    local grads = dle.grad(y, ins, {grad_outputs = W, allow_unused = true})
+    local names, index = {}, {}
+    for i, x in ipairs(ins) do
+      local letter = ({"a", "b", "c"})[i]
+      names[i], index[letter] = string.format("c%d_%s", ci, letter), i
+      lines[#lines + 1] = string.format("%s = %s.requires_grad_()", names[i], send(names[i], x:detach()))
+      expected[#expected + 1] = {case.name, grads[i] or dle.zeros_like(x)}
+    end
+    local expr = case.py:gsub("%f[%w]([abc])%f[^%w]", function(v) return names[index[v]] or v end)
+    lines[#lines + 1] = string.format("gs = torch.autograd.grad(%s, [%s], %s, allow_unused=True)", expr,
+      table.concat(names, ", "), send("w" .. ci, W))
+    lines[#lines + 1] = "for g in gs: p(torch.view_as_real(g.resolve_conj()) if g.is_complex() else g)"
+  end
+  local out = H.run_torch(tensors, lines)
+  assert(#out == #expected, string.format("PyTorch printed %d lines for %d input gradients: %s", #out,
+    #expected, table.concat(out, "\n")))
+  for k, e in ipairs(expected) do
+    local g = e[2]
+    local flat = (g:is_complex() and dle.view_as_real(g) or g):contiguous():view(-1):totable()
+    H.assert_torch_numbers(flat, out[k], tol, e[1] .. ": input gradient element")
+  end
+end
+
 --- The option sets the class-target losses (cross_entropy, nll_loss) are gradchecked with: 1-based
 -- int64 targets for 5 rows of 4 classes, with and without ignored rows (-1), each reduction and
 -- label smoothing. @return list of {name, t = targets, o = options}

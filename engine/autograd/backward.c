@@ -102,7 +102,7 @@ static dle_status unpack_outputs(dle_node *n, bool create_graph, dle_tensor **tm
   for (int k = 0; k < n->nout; k++) {
     tmp[k] = NULL;
     dle_tensor *v = n->out[k].value;
-    if (!v || !create_graph || !dle_dtype_is_float(v->dtype)) continue;
+    if (!v || !create_graph || !dle_dtype_is_differentiable(v->dtype)) continue;
     DLE_TRY(dle_node_alias(&tmp[k], v));
     tmp[k]->grad_fn = n, tmp[k]->output_nr = k, tmp[k]->requires_grad = true;
     dle_node_retain(n);
@@ -157,7 +157,7 @@ static dle_status run_rule(dle_node *n, dle_tensor *const *gout, dle_tensor **gi
     }
     if (gin[i]->dtype != n->in[i].dtype) {
       dle_tensor *c = NULL;
-      st = dle_to_dtype(&c, gin[i], n->in[i].dtype);
+      st = dle_grad_cast(&c, gin[i], n->in[i].dtype);
       if (st != DLE_OK) break;
       dle_tensor_release(gin[i]);
       gin[i] = c;
@@ -275,6 +275,11 @@ static dle_status root_grad(dle_tensor **out, dle_tensor *root, dle_tensor *give
     }
     return dle_to_dtype(out, given, root->dtype);
   }
+  if (dle_dtype_is_complex(root->dtype))
+    return dle_error(
+        "backward: output %d is %s (shape %s); a gradient can be implied only for a real "
+        "one-element output (pass grad_outputs, or take a real loss such as abs or real)",
+        r + 1, dle_dtype_name(root->dtype), SHAPE(root));
   if (dle_tensor_numel(root) != 1)
     return dle_error(
         "backward: output %d has shape %s; a gradient can be implied only for a "

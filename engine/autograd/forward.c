@@ -28,8 +28,9 @@ dle_status dle_set_tangent(dle_tensor *t, dle_tensor *tangent) {
     if (!dle_shape_equal(t->ndim, t->sizes, tangent->ndim, tangent->sizes))
       return dle_error("jvp: tangent of shape %s for a tensor of shape %s", SHAPE(tangent),
                        dle_tensor_shape_str((dle_shape_buf){{0}}.s, 128, t));
-    if (!dle_dtype_is_float(t->dtype))
-      return dle_error("jvp: only float tensors carry tangents, got %s", dle_dtype_name(t->dtype));
+    if (!dle_dtype_is_differentiable(t->dtype))
+      return dle_error("jvp: only float and complex tensors carry tangents, got %s",
+                       dle_dtype_name(t->dtype));
     if (dle_tensor_reaches(tangent, t))
       return dle_error(
           "jvp: a tensor cannot be its own tangent, directly or through .grad/.tangent links "
@@ -80,7 +81,7 @@ dle_status dle_forward_ad_apply(dle_op op, const dle_attrs *a, dle_tensor *const
   forward_ad_off = false;
   if (tin != tin_small) free(tin);
   for (int k = 0; k < nout && st == DLE_OK; k++) {
-    if (!dle_dtype_is_float(outs[k]->dtype)) continue;
+    if (!dle_dtype_is_differentiable(outs[k]->dtype)) continue;
     if (!tout[k])
       st = dle_full_on(&tout[k], outs[k]->ndim, outs[k]->sizes, 0, outs[k]->dtype,
                        dle_tensor_device(outs[k]));
@@ -92,7 +93,7 @@ dle_status dle_forward_ad_apply(dle_op op, const dle_attrs *a, dle_tensor *const
     }
     if (st == DLE_OK && tout[k] && tout[k]->dtype != outs[k]->dtype) {
       dle_tensor *c = NULL;
-      st = dle_to_dtype(&c, tout[k], outs[k]->dtype);
+      st = dle_grad_cast(&c, tout[k], outs[k]->dtype);
       dle_tensor_release(tout[k]);
       tout[k] = c;
     }

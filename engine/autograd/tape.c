@@ -151,7 +151,7 @@ dle_status dle_node_zeros_input(dle_tensor **out, const dle_node *n, int i) {
 }
 
 static bool requires_grad(const dle_tensor *t) {
-  return t->requires_grad && dle_dtype_is_float(t->dtype);
+  return t->requires_grad && dle_dtype_is_differentiable(t->dtype);
 }
 
 bool dle_tensor_reaches(const dle_tensor *from, const dle_tensor *to) {
@@ -247,7 +247,7 @@ static dle_status node_fill(dle_node *n, dle_tensor *const *ins, const uint32_t 
 static void attach(dle_node *n, dle_tensor **outs, int nout) {
   for (int k = 0; k < nout; k++) {
     dle_tensor *t = outs[k];
-    if (!dle_dtype_is_float(t->dtype)) continue;
+    if (!dle_dtype_is_differentiable(t->dtype)) continue;
     dle_node_retain(n);
     dle_node_release(t->grad_fn); /* an in-place op rewrites the history of its output */
     t->grad_fn = n;
@@ -304,8 +304,8 @@ dle_status dle_autograd_record_custom(const char *name, dle_tensor **outs, int n
 /* ---------------------------------------------------------------- tensors */
 
 dle_status dle_set_requires_grad(dle_tensor *t, bool on) {
-  if (on && !dle_dtype_is_float(t->dtype))
-    return dle_error("requires_grad: only float tensors can require grad, got %s",
+  if (on && !dle_dtype_is_differentiable(t->dtype))
+    return dle_error("requires_grad: only float and complex tensors can require grad, got %s",
                      dle_dtype_name(t->dtype));
   if (!on && t->grad_fn)
     return dle_error(

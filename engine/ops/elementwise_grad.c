@@ -49,12 +49,22 @@ DLE_JVP_RULE(jvp_add_sub) {
   return DLE_OK;
 }
 
-/* d(a*b) = b da + a db */
+/* Reverse rules multiply by the conjugate of a complex local derivative (PyTorch's convention,
+ * docs/complex_fft.md): *out = g * conj(f), or g / conj(f) when divide. Real f: g * f. */
+static dle_status times_conj(dle_tensor **out, dle_tensor *g, dle_tensor *f, bool divide) {
+  dle_tensor *c = NULL;
+  DLE_TRY(dle_conj(&c, f));
+  dle_status st = dle_binary(divide ? DLE_OP_DIV : DLE_OP_MUL, out, g, c);
+  dle_tensor_release(c);
+  return st;
+}
+
+/* d(a*b) = b da + a db: backwards g conj(b), g conj(a) */
 static dle_status vjp_mul(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
   for (int i = 0; i < 2; i++) {
     if (!dle_node_needs_grad(n, i)) continue;
     dle_tensor *prod = NULL;
-    DLE_TRY(dle_binary(DLE_OP_MUL, &prod, gout[0], dle_node_input(n, 1 - i)));
+    DLE_TRY(times_conj(&prod, gout[0], dle_node_input(n, 1 - i), false));
     dle_status st = dle_grad_to_input(n, i, prod, gin);
     dle_tensor_release(prod);
     DLE_TRY(st);
@@ -77,7 +87,7 @@ DLE_JVP_RULE(jvp_neg) { return dle_unary(DLE_OP_NEG, &tout[0], tin[0]); }
 
 /* d exp(x) = exp(x) dx: the saved output, no recomputation */
 static dle_status vjp_exp(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
-  return dle_binary(DLE_OP_MUL, &gin[0], gout[0], dle_node_output(n, 0));
+  return times_conj(&gin[0], gout[0], dle_node_output(n, 0), false);
 }
 
 DLE_JVP_RULE(jvp_exp) { return dle_binary(DLE_OP_MUL, &tout[0], tin[0], outs[0]); }
@@ -141,10 +151,26 @@ static dle_status scalar_like(dle_tensor **out, double v, dle_dtype dt, dle_tens
 
 typedef dle_status (*deriv_fn)(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a);
 
-/* d |x| = sign(x) dx  (0 at 0, like PyTorch) */
+/* d |x| = sign(x) dx  (0 at 0, like PyTorch). Complex z: f = conj(z) / |z| (0 at 0), so the
+ * reverse rule gives g z / |z| (PyTorch's g * sgn(z)) and the forward one Re(t conj(z)) / |z|
+ * (the engine keeps the real part of the tangent of the real result). */
 static dle_status d_abs(dle_tensor **d, dle_tensor *x, dle_tensor *y, const dle_attrs *a) {
   (void)y, (void)a;
-  return dle_unary(DLE_OP_SIGN, d, x);
+  if (!dle_dtype_is_complex(x->dtype)) return dle_unary(DLE_OP_SIGN, d, x);
+  dle_tensor *r = NULL, *zero = NULL, *c = NULL, *q = NULL;
+  dle_status st = dle_unary(DLE_OP_ABS, &r, x);
+  if (st == DLE_OK) st = dle_binary_scalar(DLE_OP_EQ, &zero, r, 0, false);
+  if (st == DLE_OK) st = dle_conj(&c, x);
+  if (st == DLE_OK) st = dle_binary(DLE_OP_DIV, &q, c, r);
+  if (st == DLE_OK) {
+    dle_tensor *z0 = NULL;
+    st = scalar_like(&z0, 0, q->dtype, q);
+    if (st == DLE_OK) st = dle_where(d, zero, z0, q);
+    dle_tensor_release(z0);
+  }
+  dle_tensor *tmp[] = {r, zero, c, q};
+  dle_release_all(tmp, 4);
+  return st;
 }
 
 /* d log x = dx / x */
@@ -402,9 +428,10 @@ static const unary_rule unary_rules[DLE_NUM_OPS] = {
     [DLE_OP_NAN_TO_NUM] = {d_nan_to_num, false, DLE_SAVE(0), false},
 };
 
-/* g * f (or g / f) for the unary op's local derivative f at (x, y); NULL result means zero. */
+/* g * f (or g / f) for the unary op's local derivative f at (x, y); NULL result means zero.
+ * Reverse: g * conj(f) (times_conj). */
 static dle_status apply_unary(dle_op op, dle_tensor **out, dle_tensor *g, dle_tensor *x,
-                              dle_tensor *y, const dle_attrs *a) {
+                              dle_tensor *y, const dle_attrs *a, bool reverse) {
   const unary_rule *u = &unary_rules[op];
   if (!g || (!u->deriv && !u->by_scalar)) return DLE_OK;
   dle_tensor *f = NULL;
@@ -413,19 +440,20 @@ static dle_status apply_unary(dle_op op, dle_tensor **out, dle_tensor *g, dle_te
   else
     DLE_TRY(u->deriv(&f, x, y, a));
   if (!f) return DLE_OK;
-  dle_status st = dle_binary(u->divide ? DLE_OP_DIV : DLE_OP_MUL, out, g, f);
+  dle_status st = reverse ? times_conj(out, g, f, u->divide)
+                          : dle_binary(u->divide ? DLE_OP_DIV : DLE_OP_MUL, out, g, f);
   dle_tensor_release(f);
   return st;
 }
 
 static dle_status vjp_unary(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
   return apply_unary(dle_node_op(n), &gin[0], gout[0], dle_node_input(n, 0), dle_node_output(n, 0),
-                     dle_node_attrs(n));
+                     dle_node_attrs(n), true);
 }
 
 DLE_JVP_RULE(jvp_unary) {
   DLE_TRY(inputs_intact(op, ins, nin, unary_rules[op].save_inputs, outs[0]));
-  return apply_unary(op, &tout[0], tin[0], ins[0], outs[0], a);
+  return apply_unary(op, &tout[0], tin[0], ins[0], outs[0], a, false);
 }
 
 /* ---- binary ops: local derivatives fa = dy/da, fb = dy/db (only those asked for), then
@@ -440,7 +468,10 @@ DLE_JVP_RULE(jvp_unary) {
 
 /* d(a/b) = da / b - y db / b */
 BINARY_DERIV(d_div) {
-  if (fa) DLE_TRY(dle_unary(DLE_OP_RECIPROCAL, fa, b));
+  if (fa && dle_dtype_is_complex(b->dtype)) /* reciprocal has no complex kernel */
+    DLE_TRY(dle_binary_scalar(DLE_OP_DIV, fa, b, 1, true));
+  else if (fa)
+    DLE_TRY(dle_unary(DLE_OP_RECIPROCAL, fa, b));
   if (fb) {
     DLE_TRY(dle_binary(DLE_OP_DIV, fb, y, b));
     DLE_TRY(chain_u(DLE_OP_NEG, fb));
@@ -649,7 +680,7 @@ static dle_status vjp_binary(dle_node *n, dle_tensor *const *gout, dle_tensor **
   for (int i = 0; i < 2 && st == DLE_OK; i++) {
     if (!need[i]) continue;
     dle_tensor *p = NULL;
-    st = dle_binary(DLE_OP_MUL, &p, gout[0], f[i]);
+    st = times_conj(&p, gout[0], f[i], false);
     if (st == DLE_OK) st = dle_grad_to_input(n, i, p, gin);
     dle_tensor_release(p);
   }

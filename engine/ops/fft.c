@@ -1,9 +1,9 @@
 /* fft.c — the FFT family (kind FFT in ops.def): the shape and dtype rule of the one op `fft`, its
  * FLOP rule, and dle_fft, the entry point that turns PyTorch's (n, dim, norm) arguments into calls
- * of the op. Kernels (FFTW): kernels/cpu/fft.c; no CUDA kernel (kernels/cuda/cpu_only.txt); no
- * gradient rules: an input that requires grad is refused (docs/complex_fft.md says what is not
- * differentiable). The Lua functions dle.fft.* are lua/dle/fft.lua on dle.core._fft. */
-#include "../internal.h"
+ * of the op. Kernels (FFTW): kernels/cpu/fft.c; no CUDA kernel (kernels/cuda/cpu_only.txt);
+ * gradient rules: ops/fft_grad.c (dle_fft is a composition of ops, the op included, so autograd
+ * follows it). The Lua functions dle.fft.* are lua/dle/fft.lua on dle.core._fft. */
+#include "../autograd.h"
 
 #include <math.h>
 
@@ -90,7 +90,8 @@ dle_flops_rule dle_flops_fft(dle_op op) {
 
 /* ---- dle_fft: crop or zero-pad, then the op ---- */
 
-/* *out = x with dim d cropped or zero-padded to length m. */
+/* *out = x with dim d cropped or zero-padded to length m (differentiable: narrow, or cat with
+ * zeros). */
 static dle_status resize_dim(dle_tensor **out, dle_tensor *x, int d, int64_t m) {
   *out = NULL;
   if (x->sizes[d] == m) {
@@ -102,17 +103,7 @@ static dle_status resize_dim(dle_tensor **out, dle_tensor *x, int d, int64_t m) 
   int64_t sizes[DLE_MAX_DIMS];
   memcpy(sizes, x->sizes, sizeof sizes);
   sizes[d] = m;
-  dle_tensor *z = NULL, *head = NULL;
-  DLE_TRY(dle_zeros(&z, x->ndim, sizes, x->dtype));
-  dle_status st = dle_narrow(&head, z, d, 0, x->sizes[d]);
-  if (st == DLE_OK) st = dle_copy_(head, x);
-  dle_tensor_release(head);
-  if (st != DLE_OK) {
-    dle_tensor_release(z);
-    return st;
-  }
-  *out = z;
-  return DLE_OK;
+  return dle_zero_pad_along(out, x, d, 0, x->ndim, sizes);
 }
 
 /* *out = the op along dim d of x alone. Unless d is already x's innermost dim with stride 1, it
@@ -156,11 +147,6 @@ static dle_status check_args(const dle_tensor *x, dle_fft_kind kind, int ndims, 
   if (kind == DLE_FFT_R2C && dle_dtype_is_complex(x->dtype))
     return dle_error("%s: expected a real input, got %s of shape %s (use fft for complex input)",
                      fn, dle_dtype_name(x->dtype), SHAPE(x));
-  if ((x->requires_grad && dle_grad_enabled()) || x->tangent)
-    return dle_error(
-        "%s: gradients of FFTs are not implemented (the input of shape %s requires grad or has "
-        "a tangent); run it under dle.no_grad() or on a detached tensor",
-        fn, SHAPE(x));
   return DLE_OK;
 }
 

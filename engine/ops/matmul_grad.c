@@ -13,6 +13,19 @@ static dle_status mT(dle_tensor **out, dle_tensor *x) {
   return dle_transpose(out, x, -2, -1);
 }
 
+/* x's conjugate transpose (x^T for a real x): a complex product's operands go back conjugated */
+static dle_status mH(dle_tensor **out, dle_tensor *x) {
+  dle_tensor *t = NULL;
+  DLE_TRY(mT(&t, x));
+  if (!dle_dtype_is_complex(t->dtype)) {
+    *out = t;
+    return DLE_OK;
+  }
+  dle_status st = dle_conj(out, t);
+  dle_tensor_release(t);
+  return st;
+}
+
 /* A 1-D operand as a 2-D one: a row {1,K} on the left, a column {K,1} on the right; 2-D and up
  * retained as they are. */
 static dle_status as_matrix(dle_tensor **out, dle_tensor *t, bool is_left) {
@@ -65,7 +78,7 @@ static dle_status mm_grad_transposed(dle_tensor **out, dle_tensor *x, dle_tensor
   return st;
 }
 
-/* c = a b: d a = d c b^T, d b = a^T d c (summed over broadcast batch dims; 1-D operands as a row
+/* c = a b: d a = d c b^H, d b = a^H d c (summed over broadcast batch dims; 1-D operands as a row
  * on the left, a column on the right, whose extra dim the result drops) */
 static dle_status vjp_matmul(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
   dle_tensor *a = dle_node_input(n, 0), *b = dle_node_input(n, 1);
@@ -85,12 +98,12 @@ static dle_status vjp_matmul(dle_node *n, dle_tensor *const *gout, dle_tensor **
   if (st == DLE_OK) st = as_matrix(&a2, a, true);
   if (st == DLE_OK) st = as_matrix(&b2, b, false);
   bool plain = na == 2 && nb == 2; /* no batch dims to sum over */
-  /* operand i's gradient: g times the other operand transposed, on the side i stands on */
+  /* operand i's gradient: g times the other operand conjugate-transposed, on the side i stands on */
   dle_tensor *const ops[2] = {a, b}, *const mats[2] = {b2, a2};
   const int nds[2] = {na, nb}, drops[2] = {-2, -1};
   for (int i = 0; i < 2 && st == DLE_OK; i++) {
     if (!dle_node_needs_grad(n, i)) continue;
-    st = mT(&t, mats[i]);
+    st = mH(&t, mats[i]);
     dle_tensor *x = i == 0 ? g : t, *y = i == 0 ? t : g;
     if (st == DLE_OK && plain && is_transposed_matrix(ops[i]))
       st = mm_grad_transposed(&gin[i], x, y);

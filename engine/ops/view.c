@@ -80,6 +80,8 @@ DLE_FORWARD_RULE(view) {
   dle_tensor *t = ins[0];
   if (outs[0])
     return dle_error("%s: views cannot write into a given output", dle_op_get_info(op)->name);
+  if (op == DLE_OP_VIEW && a->has_dtype) /* view_as_real / view_as_complex */
+    return dle_complex_retype(&outs[0], t, a->dtype);
   int nd = t->ndim, n = 0, dim;
   int64_t sizes[DLE_MAX_DIMS], strides[DLE_MAX_DIMS], offset = t->offset;
   switch (op) {

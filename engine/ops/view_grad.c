@@ -23,8 +23,8 @@ static dle_status zeros_like_g(dle_tensor **out, dle_tensor *g, int ndim, const 
 
 /* g placed at [start, start + g->sizes[dim]) along dim of a zero tensor of shape (ndim, sizes):
  * cat(zeros before, g, zeros after), so the result stays differentiable in g (no in-place). */
-static dle_status pad_along(dle_tensor **out, dle_tensor *g, int dim, int64_t start, int ndim,
-                            const int64_t *sizes) {
+dle_status dle_zero_pad_along(dle_tensor **out, dle_tensor *g, int dim, int64_t start, int ndim,
+                              const int64_t *sizes) {
   int64_t len = g->sizes[dim], after = sizes[dim] - start - len;
   if (start == 0 && after == 0) {
     dle_tensor_retain(g);
@@ -54,12 +54,24 @@ static dle_status pad_along(dle_tensor **out, dle_tensor *g, int dim, int64_t st
   return st;
 }
 
-/* view: d x = reshape(d y, shape of x); forward: d y = reshape(d x, shape of y) */
+/* t (a gradient or tangent) retyped as view_as_real / view_as_complex do: to dtype dt */
+static dle_status retype(dle_tensor **out, dle_tensor *t, dle_dtype dt) {
+  if (dle_dtype_is_complex(dt)) return dle_view_as_complex_any(out, t);
+  return dle_view_as_real(out, t);
+}
+
+/* view: d x = reshape(d y, shape of x); forward: d y = reshape(d x, shape of y). With a dtype
+ * (view_as_real / view_as_complex) the same reinterpretation of the (re, im) pairs, backwards
+ * to x's dtype, forwards to y's: both are linear over the reals and keep each number in place. */
 static dle_status vjp_view(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
+  if (dle_node_attrs(n)->has_dtype) return retype(&gin[0], gout[0], dle_node_input_dtype(n, 0));
   return dle_reshape(&gin[0], gout[0], dle_node_input_ndim(n, 0), dle_node_input_sizes(n, 0));
 }
 
-DLE_JVP_RULE(jvp_view) { return dle_reshape(&tout[0], tin[0], outs[0]->ndim, outs[0]->sizes); }
+DLE_JVP_RULE(jvp_view) {
+  if (a->has_dtype) return retype(&tout[0], tin[0], outs[0]->dtype);
+  return dle_reshape(&tout[0], tin[0], outs[0]->ndim, outs[0]->sizes);
+}
 
 /* permute by p: d x = permute(d y, p^-1); forward: d y = permute(d x, p) */
 static dle_status vjp_permute(dle_node *n, dle_tensor *const *gout, dle_tensor **gin) {
@@ -86,8 +98,8 @@ static dle_status vjp_narrow(dle_node *n, dle_tensor *const *gout, dle_tensor **
   int dim;
   int64_t start;
   DLE_TRY(dim_and_position(n, "narrow", &dim, &start));
-  return pad_along(&gin[0], gout[0], dim, start, dle_node_input_ndim(n, 0),
-                   dle_node_input_sizes(n, 0));
+  return dle_zero_pad_along(&gin[0], gout[0], dim, start, dle_node_input_ndim(n, 0),
+                            dle_node_input_sizes(n, 0));
 }
 
 /* select(dim, i): d x = unsqueeze(d y, dim) padded with zeros at every other index */
@@ -97,8 +109,8 @@ static dle_status vjp_select(dle_node *n, dle_tensor *const *gout, dle_tensor **
   DLE_TRY(dim_and_position(n, "select", &dim, &index));
   dle_tensor *u = NULL;
   DLE_TRY(dle_unsqueeze(&u, gout[0], dim));
-  dle_status st =
-      pad_along(&gin[0], u, dim, index, dle_node_input_ndim(n, 0), dle_node_input_sizes(n, 0));
+  dle_status st = dle_zero_pad_along(&gin[0], u, dim, index, dle_node_input_ndim(n, 0),
+                                     dle_node_input_sizes(n, 0));
   dle_tensor_release(u);
   return st;
 }
@@ -118,7 +130,18 @@ static dle_status vjp_diagonal(dle_node *n, dle_tensor *const *gout, dle_tensor 
   const int64_t *sizes = dle_node_input_sizes(n, 0);
   DLE_TRY(dle_wrap_dim("diagonal", (int)a->ints[1], nd, 0, &d1));
   DLE_TRY(dle_wrap_dim("diagonal", (int)a->ints[2], nd, 0, &d2));
-  return dle_diag_embed(&gin[0], gout[0], a->ints[0], d1, d2, sizes[d1], sizes[d2]);
+  if (!dle_dtype_is_complex(gout[0]->dtype))
+    return dle_diag_embed(&gin[0], gout[0], a->ints[0], d1, d2, sizes[d1], sizes[d2]);
+  /* diag_embed (a pad) has no complex kernel: it is linear, so each part goes alone */
+  dle_tensor *p[2] = {NULL, NULL}, *e[2] = {NULL, NULL};
+  dle_status st = dle_real_part(&p[0], gout[0]);
+  if (st == DLE_OK) st = dle_imag_part(&p[1], gout[0]);
+  for (int k = 0; k < 2 && st == DLE_OK; k++)
+    st = dle_diag_embed(&e[k], p[k], a->ints[0], d1, d2, sizes[d1], sizes[d2]);
+  if (st == DLE_OK) st = dle_complex_from_parts(&gin[0], e[0], e[1]);
+  dle_release_all(p, 2);
+  dle_release_all(e, 2);
+  return st;
 }
 
 void dle_grad_register_view(dle_grad_rule *r) {

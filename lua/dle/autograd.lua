@@ -56,25 +56,34 @@ function M.install(dle)
     return outs, out_tans
   end
 
-  local function flat(t) return t:contiguous():view(-1):totable() end
+  -- A complex tensor as the real numbers it holds (view_as_real: re, im of each element in turn);
+  -- a real one as itself.
+  local function reals(t) return t:is_complex() and dle.view_as_real(t) or t end
+  local function flat(t) return reals(t):contiguous():view(-1):totable() end
 
   --- dle.gradcheck(f, inputs, {eps, atol, rtol, forward}) -> ok, max_abs_error[, message]
-  -- Compares the gradients of f at inputs (copied to float64) from reverse mode (and from
-  -- forward mode when opts.forward) with central finite differences. f returns one tensor or
-  -- several; integer outputs are ignored.
+  -- Compares the gradients of f at inputs (copied to float64, complex ones to complex128) from
+  -- reverse mode (and from forward mode when opts.forward) with central finite differences. f
+  -- returns one tensor or several; integer outputs are ignored. Complex numbers are checked as
+  -- PyTorch's gradcheck does, as their real and imaginary parts: each part of a complex input is
+  -- perturbed alone (its gradient's real, resp. imaginary part is that derivative) and each part
+  -- of a complex output is an output of its own (view_as_real); "[j]" in messages counts parts.
   function dle.gradcheck(f, inputs, opts)
     check.callable(f, "gradcheck", "f")
     opts = check.options(opts, "gradcheck", {"eps", "atol", "rtol", "forward"})
     local eps, atol, rtol = opts.eps or 1e-6, opts.atol or 1e-5, opts.rtol or 1e-3
-    local ins = {}
+    local ins, nreal = {}, {}
     for i, x in ipairs((as_list(inputs, "gradcheck", "inputs"))) do
-      ins[i] = x:detach():to("float64"):clone():requires_grad_(true)
+      ins[i] = x:detach():to(x:is_complex() and "complex128" or "float64"):clone():requires_grad_(true)
+      nreal[i] = reals(ins[i]):numel()
     end
     local function outputs(...)
       local r = table.pack(f(...))
       local list = {}
       for k = 1, r.n do
-        if core.is_tensor(r[k]) and r[k]:is_floating_point() then list[#list + 1] = r[k] end
+        if core.is_tensor(r[k]) and (r[k]:is_floating_point() or r[k]:is_complex()) then
+          list[#list + 1] = reals(r[k])
+        end
       end
       return list
     end
@@ -92,8 +101,8 @@ function M.install(dle)
     dle.no_grad(function()
       for i, x in ipairs(ins) do
         numeric[i] = {}
-        local xv = x:view(-1)
-        for j = 1, x:numel() do
+        local xv = reals(x):view(-1)
+        for j = 1, nreal[i] do
           local v = xv[j]
           -- outputs are read at once: a view of the input would change with it
           local function values_at(value)
@@ -123,14 +132,14 @@ function M.install(dle)
           local onehot = dle.zeros_like(out)
           onehot:view(-1)[e] = 1
           local grads = dle.grad(out, ins, {grad_outputs = onehot, retain_graph = true, allow_unused = true})
-          for i, x in ipairs(ins) do
+          for i in ipairs(ins) do
             local g = grads[i] and flat(grads[i]) or nil
-            for j = 1, x:numel() do compare("reverse", g and g[j] or 0, numeric[i][j][k][e], i, j, k) end
+            for j = 1, nreal[i] do compare("reverse", g and g[j] or 0, numeric[i][j][k][e], i, j, k) end
           end
         end
       else
-        for i, x in ipairs(ins) do
-          for j = 1, x:numel() do
+        for i in ipairs(ins) do
+          for j = 1, nreal[i] do
             for e = 1, out:numel() do compare("reverse", 0, numeric[i][j][k][e], i, j, k) end
           end
         end
@@ -138,11 +147,11 @@ function M.install(dle)
     end
     -- forward mode: one jvp per input element
     if opts.forward then
-      for i, x in ipairs(ins) do
-        for j = 1, x:numel() do
+      for i in ipairs(ins) do
+        for j = 1, nreal[i] do
           local tans = {}
           for i2, x2 in ipairs(ins) do tans[i2] = dle.zeros_like(x2) end
-          tans[i]:view(-1)[j] = 1
+          reals(tans[i]):view(-1)[j] = 1
           local _, touts = dle.jvp(function(...) return table.unpack(outputs(...)) end, ins, tans)
           touts = core.is_tensor(touts) and {touts} or touts
           for k, t in ipairs(touts) do
@@ -244,7 +253,7 @@ function M.install(dle)
 
   --- dle.autograd.Function{forward = fn(ctx, ...), backward = fn(ctx, grad...), [jvp], [name]}
   -- returns a callable custom differentiable op. forward runs under no_grad on the given
-  -- arguments (tensors and other values) and returns its results; its float tensor results (at
+  -- arguments (tensors and other values) and returns its results; its float and complex tensor results (at
   -- most 2) get one graph node whose reverse rule calls backward(ctx, grad...) with one gradient
   -- per forward result (zeros for a float result no gradient reached, nil for the others); it
   -- returns one gradient (or nil) per TENSOR argument in order (one per argument is also
@@ -304,7 +313,7 @@ function M.install(dle)
         local touts = table.move(tres, 2, tres.n, 1, {n = tres.n - 1})
         for k = 1, results.n do
           local o, t = results[k], touts[k]
-          if core.is_tensor(o) and o:is_floating_point() and t ~= nil then
+          if core.is_tensor(o) and (o:is_floating_point() or o:is_complex()) and t ~= nil then
             if not core.is_tensor(t) then
               check.error(string.format("%s: jvp result %d must be a tensor or nil, got %s", name, k, type(t)))
             end
@@ -319,7 +328,7 @@ function M.install(dle)
       local outs, opos, meta = {}, {}, {}
       for k = 1, results.n do
         local o = results[k]
-        if core.is_tensor(o) and o:is_floating_point() and not contains(ctx._non_diff, o) then
+        if core.is_tensor(o) and (o:is_floating_point() or o:is_complex()) and not contains(ctx._non_diff, o) then
           if contains(tin, o) or contains(outs, o) then
             o = o:detach()
             results[k] = o

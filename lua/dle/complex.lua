@@ -3,8 +3,8 @@
 -- dle.view_as_complex (bindings/lua_complex.c) and ops with complex kernels (add, sub, mul, div,
 -- neg, exp, log, abs, eq, ne, where, sum, mean, matmul). Other ops refuse complex inputs with an
 -- error naming the op. In Lua an element of a complex tensor is the pair {re, im}: t:item(),
--- t:totable() and t[i] give such tables. No autograd: a complex result of a tensor that requires
--- grad is an error (docs/complex_fft.md).
+-- t:totable() and t[i] give such tables. Autograd follows all of these with PyTorch's convention
+-- (a complex .grad is dL/d(re) + i dL/d(im) of a real loss; docs/complex_fft.md).
 -- @module complex
 
 local check = require "dle.check"
@@ -66,15 +66,23 @@ function M.install(dle)
   --- t:conj() / dle.conj(t): the complex conjugate (a new tensor); a real tensor itself.
   function Tensor.conj(t)
     check.tensor(t, "conj", "input")
-    if not is_complex(t) then return t end
-    return dle.view_as_complex(dle.stack({part(t, 1), dle.neg(part(t, 2))}, -1))
+    return dle.core._conj(t)
   end
 
   --- t:angle() / dle.angle(t): the argument atan2(imag, real) of each element, real; for a real
-  -- tensor pi where it is negative, 0 elsewhere and nan for nan (PyTorch's angle).
+  -- tensor pi where it is negative, 0 elsewhere and nan for nan (PyTorch's angle). Its gradient
+  -- at 0 is 0, as PyTorch's (atan2's would be nan there).
   function Tensor.angle(t)
     check.tensor(t, "angle", "input")
-    if is_complex(t) then return dle.atan2(part(t, 2), part(t, 1)) end
+    if is_complex(t) then
+      local re, im = part(t, 1), part(t, 2)
+      local at0 = t:eq(0)
+      -- the value atan2 gives at 0 (signed zeros: 0 or +-pi), with no gradient; elsewhere atan2
+      -- of parts moved off 0 where it is 0, so no nan reaches the gradient through where
+      local v0 = dle.atan2(im:detach(), re:detach())
+      local safe = dle.atan2(dle.where(at0, 0, im), dle.where(at0, 1, re))
+      return dle.where(at0, v0, safe)
+    end
     if not t:is_floating_point() then t = t:to("float32") end
     local pi = dle.full_like(t, math.pi)
     return dle.where(dle.isnan(t), t, dle.where(t:lt(0), pi, dle.zeros_like(t)))

@@ -4,8 +4,8 @@
 -- `dle.fft.fft2(x, {s = {8, 8}})`. dims are 1-based (negative from the end); n crops or
 -- zero-pads the signal; norm is "backward" (the default: the inverse scales by 1/n), "ortho"
 -- (both by 1/sqrt(n)) or "forward" (the forward scales by 1/n). Real inputs to fft/ifft are made
--- complex (integers: complex64); rfft of a complex input is an error. Not differentiable: an
--- input that requires grad is an error (docs/complex_fft.md).
+-- complex (integers: complex64); rfft of a complex input is an error. Every transform is
+-- differentiable, reverse and forward mode (engine/ops/fft_grad.c; docs/complex_fft.md).
 -- @module fft
 
 local check = require "dle.check"
@@ -202,9 +202,16 @@ local function shift(fn, x, dim, sign)
     dim = {dim}
   end
   if #dim == 0 then return x:clone() end
-  local shifts = {}
-  for i, d in ipairs(dim) do shifts[i] = sign * (x:size(dim0(fn, x, d) + 1) // 2) end
-  return dle.roll(x, shifts, dim)
+  local shifts, dims = {}, {}
+  for i, d in ipairs(dim) do
+    dims[i] = dim0(fn, x, d) + 1
+    shifts[i] = sign * (x:size(dims[i]) // 2)
+  end
+  -- roll has no complex kernel: a complex x rolls as its (re, im) pairs, which keep their dims
+  if x:is_complex() then
+    return dle.view_as_complex(dle.roll(dle.view_as_real(x), shifts, dims):contiguous())
+  end
+  return dle.roll(x, shifts, dims)
 end
 
 --- fftshift(x, dim): the zero frequency moved to the middle (a roll by floor(size/2) along dim,
