@@ -318,6 +318,15 @@ describe("dle.onnx.save", function()
     assert.is_nil(io.open(dir .. "/bad.onnx"), "no file is left behind")
   end)
 
+  it("refuses view_as_complex/view_as_real (a view that changes the dtype) instead of writing a Reshape", function()
+    local ok, err = pcall(dle.onnx.save, dir .. "/vc.onnx", function(x)
+      return dle.view_as_real(dle.view_as_complex(x)) * 2
+    end, {randn(3, 2)})
+    assert.is_false(ok)
+    assert.matches("view %(view_as_real/view_as_complex: ONNX has no complex view%)", err)
+    assert.is_nil(io.open(dir .. "/vc.onnx"), "no file is left behind")
+  end)
+
   it("gives errors naming dle.onnx.save and the argument for bad options and inputs", function()
     local f = function(x) return x * 2 end
     local cases = {

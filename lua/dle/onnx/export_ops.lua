@@ -217,7 +217,12 @@ ops.matmul = function(e, _, x)
   return y
 end
 ops.copy = function(e, n, x) return as(e, x[1], n.inputs[1]:dtype(), n:dtype()) end
-ops.view = function(e, n, x) return e:node("Reshape", {x[1], e:ints(e:shape_arg(n, n.inputs[1]))}) end
+ops.view = function(e, n, x)
+  if n:dtype() ~= n.inputs[1]:dtype() then   -- view_as_real / view_as_complex
+    return e:unsupported(n, "view_as_real/view_as_complex: ONNX has no complex view")
+  end
+  return e:node("Reshape", {x[1], e:ints(e:shape_arg(n, n.inputs[1]))})
+end
 ops.expand = function(e, n, x) return e:node("Expand", {x[1], e:ints(e:shape_arg(n, n.inputs[1], 1))}) end
 ops.permute = function(e, n, x) return e:node("Transpose", x, {perm = a_ints(n)}) end
 ops.narrow = function(e, n, x)
