@@ -250,7 +250,8 @@ describe("dle.fft", function()
   end)
 
   describe("PyTorch's values (python3-torch)", function()
-    it("fft, rfft, irfft, hfft, ihfft, fftn, rfftn and irfftn with n / s and every norm, in float64", function()
+    it("fft, rfft, irfft, hfft, ihfft, fftn, rfftn, irfftn, hfft2, hfftn, ihfft2 and ihfftn with n / s and every norm, " ..
+       "in float64", function()
       if H.without_torch(pending) then return end
       local r = real64({3, 5, 6}, 70)
       local zr, zi = real64({3, 4}, 71), real64({3, 4}, 72)
@@ -274,6 +275,10 @@ describe("dle.fft", function()
         add("torch.fft.rfftn(r, s=(2, 5), dim=(2, 1), " .. q .. ")", F.rfftn(r, {2, 5}, {3, 2}, {norm = norm}))
         add("torch.fft.irfftn(z, s=(4, 7), " .. q .. ")", F.irfftn(z, {4, 7}, nil, {norm = norm}))
         add("torch.fft.irfft2(z, " .. q .. ")", F.irfft2(z, {norm = norm}))
+        add("torch.fft.hfft2(z, " .. q .. ")", F.hfft2(z, {norm = norm}))
+        add("torch.fft.hfftn(z, s=(2, 5), " .. q .. ")", F.hfftn(z, {2, 5}, nil, {norm = norm}))
+        add("torch.fft.ihfft2(r, s=(3, 4), dim=(0, 2), " .. q .. ")", F.ihfft2(r, {3, 4}, {1, 3}, {norm = norm}))
+        add("torch.fft.ihfftn(r, " .. q .. ")", F.ihfftn(r, {norm = norm}))
       end
       local out = H.run_torch({r = r, zr = zr, zi = zi}, lines)
       assert.are.equal(#mine, #out, table.concat(out, "\n"))
@@ -340,6 +345,13 @@ describe("dle.fft", function()
     {"irfftn over dims {2, 3}, s = {3, 5}, forward", c({2, 3, 3}, 30),
       function(z) return F.irfftn(z, {3, 5}, {2, 3}, {norm = "forward"}) end,
       "torch.fft.irfftn(a, (3, 5), (1, 2), norm='forward')"},
+    {"hfft2", c({3, 3}, 35), function(z) return F.hfft2(z) end, "torch.fft.hfft2(a)"},
+    {"hfftn over dims {3, 1}, s = {3, 5}, ortho", c({2, 2, 3}, 36),
+      function(z) return F.hfftn(z, {3, 5}, {3, 1}, {norm = "ortho"}) end,
+      "torch.fft.hfftn(a, (3, 5), (2, 0), norm='ortho')"},
+    {"ihfft2 of a transposed input, forward", r({5, 3}, 37), function(x) return F.ihfft2(x:t(), nil, nil, {norm = "forward"}) end,
+      "torch.fft.ihfft2(a.t(), norm='forward')"},
+    {"ihfftn, s = {2, 4}", r({2, 3, 3}, 38), function(x) return F.ihfftn(x, {2, 4}) end, "torch.fft.ihfftn(a, (2, 4))"},
     {"fftshift of a complex input", c({3, 4}, 31), function(z) return F.fftshift(z) end, "torch.fft.fftshift(a)"},
     {"fftshift of a real input along dim 2", r({3, 5}, 32), function(x) return F.fftshift(x, 2) end,
       "torch.fft.fftshift(a, 1)"},

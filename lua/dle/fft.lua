@@ -118,12 +118,18 @@ local function nd_args(fn, x, s, dim, default)
   return dim, ns
 end
 
+-- The tensor, dims, lengths and norm of an n-dim transform's call.
+local function n_dim_args(fn, x, s, dim, opts, default)
+  check.tensor(x, fn, "input")
+  local norm
+  s, dim, norm = split_args(fn, KNOWN_ND, s, dim, opts)
+  local dims, ns = nd_args(fn, x, s, dim, default)
+  return dims, ns, norm
+end
+
 local function n_dim(fn, kind, default)
   return function(x, s, dim, opts)
-    check.tensor(x, fn, "input")
-    local norm
-    s, dim, norm = split_args(fn, KNOWN_ND, s, dim, opts)
-    local dims, ns = nd_args(fn, x, s, dim, default)
+    local dims, ns, norm = n_dim_args(fn, x, s, dim, opts, default)
     return call(fn, kind, x, dims, ns, norm)
   end
 end
@@ -162,6 +168,23 @@ function fft.ihfft(x, n, dim, opts)
   local dims, ns, norm = one_dim_args("fft.ihfft", x, n, dim, opts)
   return dle.conj(call("fft.ihfft", R2C, x, dims, ns, DUAL[norm]))
 end
+
+-- hfftn/ihfftn over the dims of an n-dim call: as hfft/ihfft, the last dim being the halved one.
+local function hermitian_n_dim(fn, inverse, default)
+  return function(x, s, dim, opts)
+    local dims, ns, norm = n_dim_args(fn, x, s, dim, opts, default)
+    if inverse then return dle.conj(call(fn, R2C, x, dims, ns, DUAL[norm])) end
+    return call(fn, C2R, dle.conj(x), dims, ns, DUAL[norm])
+  end
+end
+
+--- hfft2(x, s, dim, opts), ihfft2: hfft/ihfft over dim (default the last two; the last one is the
+-- Hermitian-halved one).
+fft.hfft2 = hermitian_n_dim("fft.hfft2", false, LAST2)
+fft.ihfft2 = hermitian_n_dim("fft.ihfft2", true, LAST2)
+--- hfftn(x, s, dim, opts), ihfftn: over dim (default all, or the last #s).
+fft.hfftn = hermitian_n_dim("fft.hfftn", false)
+fft.ihfftn = hermitian_n_dim("fft.ihfftn", true)
 
 local FREQ_OPTS = {"dtype", "device", "requires_grad"}
 local function freq_args(fn, n, d, opts)
