@@ -696,7 +696,7 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
 
   it_mpi("DistributedDataParallel: with overlap, buckets start their all_reduce during backward once their module " ..
          "is done, in the same order on every rank when a module runs on one rank only; without (the CPU " ..
-         "default), all start after backward, with the same averages; parameters of 64 KB or more are " ..
+         "default), all start after backward, with the same averages; parameters of 256 KB or more are " ..
          "reduced in place in their .grad", function()
     local r = report("ddp")
     -- one bucket per parameter: c's 2 and b's 2 on rank 0, c's 2 on rank 1 (b did not run there)
@@ -704,8 +704,9 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
     assert.are.equal("2", r[1].overlap_early)
     assert.are.equal("0", r[0].late_early)
     assert.are.equal("0", r[1].late_early)
-    -- a.weight, b.weight (130x130 floats) alone; the biases and c share a bucket
+    -- a.weight, b.weight (260x260 floats) alone; the biases and c share one bucket
     assert.are.equal("2", r[0].alone_buckets)
+    assert.are.equal("3", r[0].buckets)
     for rank = 0, NP - 1 do
       assert.is_true(tonumber(r[rank].alone_diff) < 1e-6, r[rank].alone_diff)
     end

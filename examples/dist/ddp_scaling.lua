@@ -11,6 +11,8 @@ cli:option("--ranks", "the larger world size", 2, math.tointeger)
 cli:option("--batch", "batch per rank", 128, math.tointeger)
 cli:option("--steps", "timed steps per run (after 30 of warm-up)", 400, math.tointeger)
 cli:option("--repeat", "runs per world size (the best counts)", 3, math.tointeger)
+cli:option("--zero-stage", "0: DistributedDataParallel and Adam; 2: ZeRO stage 2 (sharded Adam, "
+           .. "gradients reduce-scattered)", 0, math.tointeger):choices({"0", "2"})
 cli:flag("--worker", "(internal) train as one rank and report")
 local args = cli:parse(arg)
 local here = arg[0]:match("^(.*/)") or ""
@@ -27,8 +29,15 @@ if args.worker then
   local n = train_x:size(1) // world   -- rank r's shard of the training set
   local xs, ys = train_x:narrow(1, rank * n + 1, n), train_y:narrow(1, rank * n + 1, n)
   dle.manual_seed(1)
-  local model = dist.DistributedDataParallel(models.mlp())
-  local opt = dle.optim.Adam(model:parameters(), {lr = 1e-3})
+  local model, opt
+  if args.zero_stage == 2 then   -- rank 0's initial parameters everywhere, then sharded Adam
+    model = models.mlp()
+    for _, p in ipairs(model:parameters()) do dle.no_grad(function() dist.broadcast(p, 0) end) end
+    opt = dle.optim.ZeroRedundancyOptimizer(dle.optim.Adam, model, {lr = 1e-3, stage = 2})
+  else
+    model = dist.DistributedDataParallel(models.mlp())
+    opt = dle.optim.Adam(model:parameters(), {lr = 1e-3})
+  end
   local loss_fn = dle.nn.CrossEntropyLoss()
   local loader = dle.data.DataLoader({xs, ys}, {batch_size = args.batch, shuffle = true, drop_last = true,
                                                 generator = dle.Generator(rank)})
@@ -64,7 +73,7 @@ local function run(world)
   for _ = 1, args["repeat"] do
     -- waiting ranks yield their core (mpi_yield_when_idle) rather than spin on it
     local cmd = table.concat({"OMP_NUM_THREADS=1 OMPI_MCA_mpi_yield_when_idle=1", q(arg[-1]), "--threads 1 --nproc",
-      world, q(arg[0]), "--worker --batch", args.batch, "--steps", args.steps, "2>&1"}, " ")
+      world, q(arg[0]), "--worker --zero-stage", args.zero_stage, "--batch", args.batch, "--steps", args.steps, "2>&1"}, " ")
     local p = assert(io.popen(cmd))
     local out = p:read("a")
     p:close()

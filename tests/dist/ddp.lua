@@ -142,22 +142,23 @@ for i, p in ipairs(plain:parameters()) do
 end
 emit("overlap_diff", worst)
 
--- 8. a parameter of 64 KB or more is reduced in place in its own .grad (the CPU default), also
+-- 8. a parameter of 256 KB or more is reduced in place in its own .grad (the CPU default), also
 -- when it has no gradient on one rank (big.b is used on rank 1 only)
 local Big = nn.Module:extend("Big")
-function Big:init() self.a = nn.Linear(130, 130); self.b = nn.Linear(130, 130); self.c = nn.Linear(130, 3) end
+function Big:init() self.a = nn.Linear(260, 260); self.b = nn.Linear(260, 260); self.c = nn.Linear(260, 3) end
 function Big:forward(x)
   local h = self.a(x):tanh()
   if rank == 1 then h = self.b(h):tanh() end
   return self.c(h)
 end
-local xb = dle.randn(4, 130, {generator = dle.Generator(rank + 10)})
+local xb = dle.randn(4, 260, {generator = dle.Generator(rank + 10)})
 dle.manual_seed(8)
 local big = Big()
 local dbig = dist.DistributedDataParallel(big)
 local alone = 0
 for _, b in ipairs(dbig._reducer.plan) do if b.alone then alone = alone + 1 end end
 emit("alone_buckets", alone)
+emit("buckets", #dbig._reducer.plan)
 for _ = 1, 2 do   -- twice: the second backward reuses the first one's buffers
   big:zero_grad()
   dbig(xb):sum():backward()

@@ -26,6 +26,7 @@ local dle = require "dle"
 local dist = require "dle.dist"
 
 local MIN_BUCKET = 64 * 1024   -- bytes: smaller messages cost more in latency than overlap gains
+local ALONE = 256 * 1024       -- bytes: a larger gradient costs more to copy than a collective of its own
 
 local Reducer = {}
 Reducer.__index = Reducer
@@ -72,25 +73,31 @@ local function owners(model)
   return owner, leaves
 end
 
--- The buckets of params (indices into it, in reverse order). Without overlap, a parameter of at
--- least MIN_BUCKET bytes has a bucket of its own, reduced in place in its .grad (no copies in and
--- out of a flat buffer), and module boundaries do not matter.
+-- The buckets of params (indices into it, in reverse order). Without overlap, module boundaries
+-- do not matter: a parameter of at least ALONE bytes has a bucket of its own, reduced in place in
+-- its .grad (no copies in and out of a flat buffer), and the others share buckets up to cap.
 local function plan_buckets(params, owner, cap, overlap)
   local plan, cur = {}, nil
   for i = #params, 1, -1 do
     local p = params[i]
     local bytes = p:numel() * p:element_size()
-    local alone = not overlap and bytes >= MIN_BUCKET
-    local boundary = overlap and cur and owner[p] ~= cur.last_owner
-    if not cur or alone or cur.alone or p:dtype() ~= cur.dtype or (cur.bytes + bytes > cap and #cur.idx > 0)
-        or (boundary and cur.bytes >= MIN_BUCKET) then
-      cur = {idx = {}, bytes = 0, numel = 0, dtype = p:dtype(), alone = alone}
-      plan[#plan + 1] = cur
+    local alone = not overlap and bytes >= ALONE
+    local bucket = cur
+    if alone then
+      bucket = nil
+    elseif not cur or p:dtype() ~= cur.dtype or (cur.bytes + bytes > cap and #cur.idx > 0)
+        or (overlap and owner[p] ~= cur.last_owner and cur.bytes >= MIN_BUCKET) then
+      bucket = nil
     end
-    cur.idx[#cur.idx + 1] = i
-    cur.bytes = cur.bytes + bytes
-    cur.numel = cur.numel + p:numel()
-    cur.last_owner = owner[p] or false
+    if not bucket then
+      bucket = {idx = {}, bytes = 0, numel = 0, dtype = p:dtype(), alone = alone}
+      plan[#plan + 1] = bucket
+    end
+    if not alone then cur = bucket end
+    bucket.idx[#bucket.idx + 1] = i
+    bucket.bytes = bucket.bytes + bytes
+    bucket.numel = bucket.numel + p:numel()
+    bucket.last_owner = owner[p] or false
   end
   return plan
 end
