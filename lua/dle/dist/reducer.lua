@@ -196,7 +196,9 @@ function Reducer:_start(b, idx, async)
     end)
     part = n == b.numel and flat or flat:narrow(1, 1, n)
   end
-  dle.no_grad(function() part:div_(self.world) end)   -- before the sum, as PyTorch does: float16 sums stay in range
+  -- scaled before the sum, as PyTorch does (float16 sums stay in range); by the reciprocal, which
+  -- is exact for a power-of-two world and a multiply instead of a slower divide
+  dle.no_grad(function() part:mul_(1 / self.world) end)
   local work
   if async then
     work = dist.all_reduce(part, "sum", {async_op = true})
