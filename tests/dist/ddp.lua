@@ -108,16 +108,35 @@ emit("buffer_forward", buf.count)
 local ok, err = pcall(dist.DistributedDataParallel, nn.Linear(3, rank + 2))
 emit("mismatch", ok and "accepted" or err)
 
+-- A module of three Linear layers a (n_in -> n), b (n -> n), c (n -> n_out), b used on rank
+-- b_rank only; and the largest difference between the .grad of models and the all_reduce mean of
+-- each rank's own gradients (zeros for none) of a plain one.
+local function three_layers(name, n_in, n, n_out, b_rank)
+  local M = nn.Module:extend(name)
+  function M:init() self.a = nn.Linear(n_in, n); self.b = nn.Linear(n, n); self.c = nn.Linear(n, n_out) end
+  function M:forward(x)
+    local h = self.a(x):tanh()
+    if rank == b_rank then h = self.b(h):tanh() end
+    return self.c(h)
+  end
+  return M
+end
+local function worst_vs_mean(cls, seed, x, models)
+  dle.manual_seed(seed)
+  local plain = cls()
+  plain(x):sum():backward()
+  local worst = 0
+  for i, p in ipairs(plain:parameters()) do
+    local g = dist.all_reduce(p.grad or dle.zeros_like(p), "mean")
+    for _, m in ipairs(models) do worst = math.max(worst, (m:parameters()[i].grad - g):abs():max():item()) end
+  end
+  return worst
+end
+
 -- 7. buckets start during backward: one bucket per parameter (a 1-byte cap). Module b is used on
 -- rank 0 only: its buckets start during backward there, after it on rank 1 (with zeros), and the
 -- averages must still pair up; a's input needs no gradient, so its buckets start after backward.
-local Deep = nn.Module:extend("Deep")
-function Deep:init() self.a = nn.Linear(3, 4); self.b = nn.Linear(4, 4); self.c = nn.Linear(4, 2) end
-function Deep:forward(x)
-  local h = self.a(x):tanh()
-  if rank == 0 then h = self.b(h):tanh() end
-  return self.c(h)
-end
+local Deep = three_layers("Deep", 3, 4, 2, 0)
 local xd = dle.ones(2, 3) * (rank + 1)
 dle.manual_seed(6)
 local deep = Deep()
@@ -130,27 +149,11 @@ local deep_late = Deep()
 local dlate = dist.DistributedDataParallel(deep_late, {bucket_cap_mb = 1e-6})
 dlate(xd):sum():backward()
 emit("late_early", dlate._reducer.last_early)
--- the same averages by hand: each rank's own gradients (zeros for none), all_reduce mean
-dle.manual_seed(6)
-local plain = Deep()
-plain(xd):sum():backward()
-local worst = 0
-for i, p in ipairs(plain:parameters()) do
-  local g = dist.all_reduce(p.grad or dle.zeros_like(p), "mean")
-  worst = math.max(worst, (deep:parameters()[i].grad - g):abs():max():item(),
-                   (deep_late:parameters()[i].grad - g):abs():max():item())
-end
-emit("overlap_diff", worst)
+emit("overlap_diff", worst_vs_mean(Deep, 6, xd, {deep, deep_late}))
 
 -- 8. a parameter of 256 KB or more is reduced in place in its own .grad (the CPU default), also
--- when it has no gradient on one rank (big.b is used on rank 1 only)
-local Big = nn.Module:extend("Big")
-function Big:init() self.a = nn.Linear(260, 260); self.b = nn.Linear(260, 260); self.c = nn.Linear(260, 3) end
-function Big:forward(x)
-  local h = self.a(x):tanh()
-  if rank == 1 then h = self.b(h):tanh() end
-  return self.c(h)
-end
+-- when it has no gradient on one rank (b is used on rank 1 only)
+local Big = three_layers("Big", 260, 260, 3, 1)
 local xb = dle.randn(4, 260, {generator = dle.Generator(rank + 10)})
 dle.manual_seed(8)
 local big = Big()
@@ -163,13 +166,5 @@ for _ = 1, 2 do   -- twice: the second backward reuses the first one's buffers
   big:zero_grad()
   dbig(xb):sum():backward()
 end
-dle.manual_seed(8)
-local plain_big = Big()
-plain_big(xb):sum():backward()
-worst = 0
-for i, p in ipairs(plain_big:parameters()) do
-  local g = dist.all_reduce(p.grad or dle.zeros_like(p), "mean")
-  worst = math.max(worst, (big:parameters()[i].grad - g):abs():max():item())
-end
-emit("alone_diff", worst)
+emit("alone_diff", worst_vs_mean(Big, 8, xb, {big}))
 emit("done", 1)
