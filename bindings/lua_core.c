@@ -513,6 +513,17 @@ int dle_lua_apply(lua_State *L, dle_status (*f)(dle_tensor **out, dle_tensor *t)
   return 1;
 }
 
+void *dle_lua_new_owned(lua_State *L, size_t size, const char *tname, lua_CFunction gc) {
+  void *p = lua_newuserdatauv(L, size, 0);
+  memset(p, 0, size);
+  if (luaL_newmetatable(L, tname)) {
+    lua_pushcfunction(L, gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_setmetatable(L, -2);
+  return p;
+}
+
 void dle_lua_setfuncs(lua_State *L, int table, const luaL_Reg *fns) {
   for (; fns->name; fns++) {
     lua_pushcfunction(L, fns->func);

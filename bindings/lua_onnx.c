@@ -67,15 +67,7 @@ static int box_gc(lua_State *L) {
 }
 
 static onnx_box *push_box(lua_State *L) {
-  onnx_box *b = lua_newuserdatauv(L, sizeof *b, 0);
-  b->bytes = NULL;
-  b->msg = NULL;
-  if (luaL_newmetatable(L, "dle.onnx_box")) {
-    lua_pushcfunction(L, box_gc);
-    lua_setfield(L, -2, "__gc");
-  }
-  lua_setmetatable(L, -2);
-  return b;
+  return dle_lua_new_owned(L, sizeof(onnx_box), "dle.onnx_box", box_gc);
 }
 
 /* Frees the box's message now rather than at the next collection (a model's weights would be

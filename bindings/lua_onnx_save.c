@@ -317,14 +317,7 @@ static int l_onnx_save(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
   lua_settop(L, 2);
-  arena *a = lua_newuserdatauv(L, sizeof *a, 0);
-  a->head = NULL;
-  a->f = NULL;
-  if (luaL_newmetatable(L, "dle.onnx_arena")) {
-    lua_pushcfunction(L, arena_gc);
-    lua_setfield(L, -2, "__gc");
-  }
-  lua_setmetatable(L, -2);
+  arena *a = dle_lua_new_owned(L, sizeof *a, "dle.onnx_arena", arena_gc);
 
   Onnx__ModelProto *m = alloc(L, a, sizeof *m);
   onnx__model_proto__init(m);

@@ -92,6 +92,10 @@ int dle_lua_push_result(lua_State *L, dle_tensor *r, bool inplace);
 /* Pushes f(t), t the tensor at argument 1 (the tensor-to-tensor methods: clone, detach); returns 1. */
 int dle_lua_apply(lua_State *L, dle_status (*f)(dle_tensor **out, dle_tensor *t));
 
+/* Pushes a new zero-filled userdata of `size` bytes whose metatable `tname` (made on first use)
+ * has `gc` as __gc, and returns it: memory a binding owns that is freed even when a Lua error
+ * unwinds past it. */
+void *dle_lua_new_owned(lua_State *L, size_t size, const char *tname, lua_CFunction gc);
 /* Registers functions into the table at index `table` (absolute index). */
 void dle_lua_setfuncs(lua_State *L, int table, const luaL_Reg *fns);
 /* A binding file's functions: module_only into the module table, both into it and the tensor

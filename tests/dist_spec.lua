@@ -851,48 +851,47 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
     zero_stages(1, "save")
     return {[2] = zero_stages(2, "save"), [4] = zero_stages(4, "save")}
   end
+  -- f(values, where) for each rank's report of the 2- and 4-rank equality runs
+  local function each_equal_rank(f)
+    for np, r in pairs(zero_equal_runs()) do
+      for rank = 0, np - 1 do f(r[rank], string.format("%d ranks, rank %d", np, rank)) end
+    end
+  end
+  -- a reported max difference from the reference, at most 1e-6
+  local function assert_equal_run(d, what)
+    assert.is_true(tonumber(d) <= 1e-6, what .. ": " .. tostring(d))
+  end
 
   it_mpi("ZeroRedundancyOptimizer stages 1, 2, 3 on 2 and 4 ranks equal plain AdamW in one process (1e-6), in " ..
          "float32 and in bfloat16 with float32 masters, over 75 params (no multiple of 2 or 4)", function()
-    for np, r in pairs(zero_equal_runs()) do
-      for rank = 0, np - 1 do
-        assert.are.equal("75", r[rank].numel)
-        for _, dtype in ipairs({"float32", "bfloat16"}) do
-          for stage = 1, 3 do
-            local d = r[rank][string.format("equal.%s.%d", dtype, stage)]
-            assert.is_true(tonumber(d) <= 1e-6, string.format("%d ranks, rank %d, %s stage %d: %s", np, rank, dtype,
-                                                               stage, d))
-          end
+    each_equal_rank(function(v, where)
+      assert.are.equal("75", v.numel)
+      for _, dtype in ipairs({"float32", "bfloat16"}) do
+        for stage = 1, 3 do
+          assert_equal_run(v[string.format("equal.%s.%d", dtype, stage)],
+                           string.format("%s, %s stage %d", where, dtype, stage))
         end
       end
-    end
+    end)
   end)
 
   it_mpi("ZeroRedundancyOptimizer stages 1 (with DDP), 2 and 3 average the ranks' gradients: SGD on each rank's " ..
          "share of the batch equals SGD on the whole batch (1e-6)", function()
-    for np, r in pairs(zero_equal_runs()) do
-      for rank = 0, np - 1 do
-        for stage = 1, 3 do
-          local d = r[rank]["split." .. stage]
-          assert.is_true(tonumber(d) <= 1e-6, string.format("%d ranks, rank %d, stage %d: %s", np, rank, stage, d))
-        end
-      end
-    end
+    each_equal_rank(function(v, where)
+      for stage = 1, 3 do assert_equal_run(v["split." .. stage], string.format("%s, stage %d", where, stage)) end
+    end)
   end)
 
   it_mpi("ZeroRedundancyOptimizer stage 3: the model's fields are empty between calls, its state_dict full; a " ..
          "param list or stage 4 is refused", function()
-    for np, r in pairs(zero_equal_runs()) do
-      for rank = 0, np - 1 do
-        local v = r[rank]
-        assert.are.equal("0", v.stage3_resident_numel)
-        assert.are.equal("75", v.stage3_state_numel)
-        assert.truthy(v.stage3_list:find("ZeroRedundancyOptimizer: stage 3 gathers the parameters into the modules "
-          .. "that use them: pass the model (a dle.nn.Module) as params, got a list", 1, true), v.stage3_list)
-        assert.truthy(v.bad_stage:find("ZeroRedundancyOptimizer: stage must be 1, 2 or 3, got 4", 1, true),
-                      v.bad_stage)
-      end
-    end
+    each_equal_rank(function(v)
+      assert.are.equal("0", v.stage3_resident_numel)
+      assert.are.equal("75", v.stage3_state_numel)
+      assert.truthy(v.stage3_list:find("ZeroRedundancyOptimizer: stage 3 gathers the parameters into the modules "
+        .. "that use them: pass the model (a dle.nn.Module) as params, got a list", 1, true), v.stage3_list)
+      assert.truthy(v.bad_stage:find("ZeroRedundancyOptimizer: stage must be 1, 2 or 3, got 4", 1, true),
+                    v.bad_stage)
+    end)
   end)
 
   it_mpi("ZeroRedundancyOptimizer checkpoints: plain AdamW's and stage 1, 2, 3's saved on 1, 2 and 4 ranks each " ..
@@ -903,18 +902,12 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
         for loaded = 0, 3 do expected[#expected + 1] = string.format("%d_%d>%d", world, saved, loaded) end
       end
     end
-    -- each save run loads what the runs before it and itself saved
-    for _, np in ipairs({1, 2, 4}) do
-      add(np)
-      local r = zero_stages(np, "save")
-      for rank = 0, np - 1 do
-        assert.are.equal(table.concat(expected, ","), r[rank].resumed, np .. " ranks")
-        assert.are.equal("0", r[rank].resumed_diff, np .. " ranks, rank " .. rank)
-      end
-    end
-    -- then 4 ranks' checkpoints on 1 and 2
-    for _, np in ipairs({1, 2}) do
-      local r = zero_stages(np, "load")
+    -- each save run loads what the runs before it and itself saved; then 4 ranks' checkpoints
+    -- load on 1 and 2
+    for _, run in ipairs({{1, "save"}, {2, "save"}, {4, "save"}, {1, "load"}, {2, "load"}}) do
+      local np, phase = run[1], run[2]
+      if phase == "save" then add(np) end
+      local r = zero_stages(np, phase)
       for rank = 0, np - 1 do
         assert.are.equal(table.concat(expected, ","), r[rank].resumed, np .. " ranks")
         assert.are.equal("0", r[rank].resumed_diff, np .. " ranks, rank " .. rank)

@@ -496,6 +496,64 @@ describe("dle.onnx Unique and ScatterND reductions", function()
   end)
 end)
 
+describe("dle.onnx Scan of opset 8 (a batch dim and sequence_lens)", function()
+  -- Scan-8(sequence_lens, s {B, 2}, x {B, T, 2}): the body adds each slice to the state and
+  -- scans the running sum, so ys are per-row cumulative sums and s the last of them.
+  local function scan8(lens_name, attrs)
+    local body = W.graph_attr{
+      nodes = {W.node("Add", {"s_in", "x_in"}, {"s_out"}), W.node("Identity", {"s_out"}, {"y_out"})},
+      inputs = {W.value("s_in", FLOAT, {2}), W.value("x_in", FLOAT, {2})},
+      outputs = {W.value("s_out", FLOAT, {2}), W.value("y_out", FLOAT, {2})}}
+    attrs = attrs or {}
+    attrs.body, attrs.num_scan_inputs = body, W.int(1)
+    local inputs = {W.value("s", FLOAT, {"B", 2}), W.value("x", FLOAT, {"B", "T", 2})}
+    if lens_name ~= "" then table.insert(inputs, 1, W.value(lens_name, INT64, {"B"})) end
+    return seq_model{opset = 8, nodes = {W.node("Scan", {lens_name, "s", "x"}, {"s_final", "ys"}, attrs)},
+      inputs = inputs, outputs = {W.value("s_final", FLOAT, {"B", 2}), W.value("ys", FLOAT, {"B", "T", 2})}}
+  end
+  local s0 = dle.tensor({{0, 0}, {10, 20}, {1, 1}})
+  local x = dle.tensor({{{1, 2}, {3, 4}, {5, 6}}, {{1, 1}, {2, 2}, {3, 3}}, {{7, 7}, {8, 8}, {9, 9}}})
+
+  it("scans every batch row over all its steps when sequence_lens is absent", function()
+    local s, ys = scan8("")(s0, x)
+    assert.are.same({{9, 12}, {16, 26}, {25, 25}}, s:totable())
+    assert.are.same({{{1, 2}, {4, 6}, {9, 12}}, {{11, 21}, {13, 23}, {16, 26}}, {{8, 8}, {16, 16}, {25, 25}}},
+                    ys:totable())
+  end)
+
+  it("stops each row at its sequence_lens (zeros past it; a row of length 0 keeps its state)", function()
+    local s, ys = scan8("lens")(i64({2, 0, 1}), s0, x)
+    assert.are.same({{4, 6}, {10, 20}, {8, 8}}, s:totable())
+    assert.are.same({{{1, 2}, {4, 6}, {0, 0}}, {{0, 0}, {0, 0}, {0, 0}}, {{8, 8}, {0, 0}, {0, 0}}}, ys:totable())
+  end)
+
+  it("scans an input whose directions flag is 1 backwards over the row's first sequence_lens steps", function()
+    local s, ys = scan8("lens", {directions = W.ints({1})})(i64({3, 2, 1}), s0, x)
+    assert.are.same({{9, 12}, {13, 23}, {8, 8}}, s:totable())
+    assert.are.same({{{5, 6}, {8, 10}, {9, 12}}, {{12, 22}, {13, 23}, {0, 0}}, {{8, 8}, {0, 0}, {0, 0}}},
+                    ys:totable())
+  end)
+
+  it("runs each batch row as a dle.scan graph node when traced", function()
+    local m = scan8("")
+    local g = dle.graph.trace(function(a, b) return m(a, b) end, s0, x)
+    local scans = 0
+    for _, n in ipairs(g:nodes()) do if n.op == "scan" then scans = scans + 1 end end
+    assert.are.equal(3, scans)
+  end)
+
+  it("rejects sequence_lens out of range and inputs whose batch dims differ, naming the node", function()
+    H.assert_error(function() scan8("lens")(i64({4, 0, 1}), s0, x) end,
+                   "(Scan): sequence_lens[1] = 4 is outside [0, 3]")
+    H.assert_error(function() scan8("lens")(i64({1, 1}), s0, x) end,
+                   "(Scan): sequence_lens must have 3 elements (the batch)")
+    H.assert_error(function() scan8("")(s0:narrow(1, 1, 2), x) end,
+                   "(Scan): input 3 must be a tensor with a batch dim and a sequence dim matching the others, got")
+    H.assert_error(function() scan8("lens")(i64({0, 0, 0}), s0, x) end,
+                   "(Scan): every sequence_lens is 0")
+  end)
+end)
+
 describe("dle.onnx with python3-onnx", function()
   local have = os.execute("/usr/bin/python3 -c 'import onnx' >/dev/null 2>&1")
   local function it_onnx(name, fn)
@@ -551,8 +609,8 @@ local SUBSET = {
   "test_dynamicquantizelinear_expanded", "test_qlinearmatmul_2D", "test_hannwindow", "test_adam",
   "test_gridsample_bicubic", "test_gridsample_reflection_padding", "test_bitshift_left_uint8",
   "test_range_float_type_positive_delta", "test_depthtospace_crd_mode", "test_det_2d", "test_det_nd",
-  "test_if", "test_scan9_sum", "test_cumsum_1d_reverse_exclusive", "test_cumsum_2d_axis_1", "test_top_k_smallest",
-  "test_sequence_map_add_2_sequences", "test_loop13_seq", "test_loop11", "test_if_opt",
+  "test_if", "test_scan9_sum", "test_scan_sum", "test_cumsum_1d_reverse_exclusive", "test_cumsum_2d_axis_1",
+  "test_top_k_smallest", "test_sequence_map_add_2_sequences", "test_loop13_seq", "test_loop11", "test_if_opt",
   "test_optional_get_element_sequence", "test_optional_has_element_empty", "test_unique_sorted_with_axis_3d",
   "test_unique_not_sorted_without_axis", "test_scatternd_multiply",
 }

@@ -62,6 +62,13 @@ describe("tostring", function()
     assert.is_truthy(big:find(tostring(math.maxinteger), 1, true))
   end)
 
+  it("prints uint64 values above 2^63 - 1 exactly (Lua integers stop there)", function()
+    local u = dle.tensor({-1, math.mininteger, 7}, {dtype = "int64"}):to("uint64")
+    assert.are.same({"18446744073709551615  9223372036854775808                    7",
+                     "[dle.Tensor uint64 of size 3]"}, lines(tostring(u)))
+    assert.are.same({"18446744073709551615", "[dle.Tensor uint64 of size ()]"}, lines(tostring(u:select(1, 1))))
+  end)
+
   it("names every dtype in the footer", function()
     for _, dt in ipairs({"float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool"}) do
       assert.are.equal("[dle.Tensor " .. dt .. " of size 2]", last_line(tostring(dle.zeros(2, {dtype = dt}))))

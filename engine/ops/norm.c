@@ -182,6 +182,13 @@ static dle_status call_norm(dle_op op, dle_tensor **o0, dle_tensor **o1, dle_ten
   return DLE_OK;
 }
 
+/* The forward of layer and group norm: y and stats from (x[, w][, b]); i0 is k or groups. */
+static dle_status norm_forward(dle_op op, dle_tensor **y, dle_tensor **stats, dle_tensor *x,
+                               int64_t i0, dle_tensor *w, dle_tensor *b, double eps) {
+  dle_attrs a = norm_attrs(i0, w != NULL, b != NULL, eps);
+  return call_norm(op, y, stats, (dle_tensor *[]){x, w, b}, 3, &a);
+}
+
 /* The two backward halves of each norm: gx from (gy, x, stats[, w]), and (gw, gb) from
  * (gy, x, stats); i0 is the op's first int attr (k, 1 or groups). */
 static dle_status norm_grad_input(dle_op op, dle_tensor **gx, dle_tensor *gy, dle_tensor *x,
@@ -202,8 +209,7 @@ static dle_status norm_grad_affine(dle_op op, dle_tensor **gw, dle_tensor **gb, 
 
 dle_status dle_layer_norm(dle_tensor **y, dle_tensor **stats, dle_tensor *x, int k, dle_tensor *w,
                           dle_tensor *b, double eps) {
-  dle_attrs a = norm_attrs(k, w != NULL, b != NULL, eps);
-  return call_norm(DLE_OP_LAYER_NORM, y, stats, (dle_tensor *[]){x, w, b}, 3, &a);
+  return norm_forward(DLE_OP_LAYER_NORM, y, stats, x, k, w, b, eps);
 }
 
 dle_status dle_layer_norm_grad_input(dle_tensor **gx, dle_tensor *gy, dle_tensor *x,
@@ -238,8 +244,7 @@ dle_status dle_batch_norm_grad_affine(dle_tensor **gw, dle_tensor **gb, dle_tens
 
 dle_status dle_group_norm(dle_tensor **y, dle_tensor **stats, dle_tensor *x, int64_t groups,
                           dle_tensor *w, dle_tensor *b, double eps) {
-  dle_attrs a = norm_attrs(groups, w != NULL, b != NULL, eps);
-  return call_norm(DLE_OP_GROUP_NORM, y, stats, (dle_tensor *[]){x, w, b}, 3, &a);
+  return norm_forward(DLE_OP_GROUP_NORM, y, stats, x, groups, w, b, eps);
 }
 
 dle_status dle_group_norm_grad_input(dle_tensor **gx, dle_tensor *gy, dle_tensor *x,

@@ -2,7 +2,8 @@
  * logcumsumexp, cummax and cummin along one dim) and their public wrapper dle_scan. Gradient
  * rules: ops/scan_grad.c.
  *
- * Dtypes as in PyTorch: cumsum and cumprod of integers or bool count in int64; logcumsumexp takes
+ * Dtypes as in PyTorch: cumsum and cumprod of integers or bool count in int64, except uint64,
+ * which int64 cannot hold: it counts in uint64 modulo 2^64, as NumPy does; logcumsumexp takes
  * float tensors only; cummax and cummin keep the dtype and add int64 indices (the last position
  * of the running extreme on ties; a NaN, once seen, stays the extreme). The kernels read the
  * input through strides (engine/kernel/scan_geom.h) and write fresh contiguous outputs, which are
@@ -21,7 +22,8 @@ static dle_status scan_dtype(dle_op op, const dle_tensor *x, dle_dtype *dt) {
   if (op == DLE_OP_LOGCUMSUMEXP && !fl)
     return dle_error("logcumsumexp: expected a float tensor, got %s (shape %s)",
                      dle_dtype_name(x->dtype), SHAPE(x));
-  *dt = (op == DLE_OP_CUMSUM || op == DLE_OP_CUMPROD) && !fl ? DLE_I64 : x->dtype;
+  bool counts = (op == DLE_OP_CUMSUM || op == DLE_OP_CUMPROD) && !fl && x->dtype != DLE_U64;
+  *dt = counts ? DLE_I64 : x->dtype;
   return DLE_OK;
 }
 

@@ -457,11 +457,9 @@ void cpu_register_index(dle_backend *b) {
   b->kernels[DLE_OP_CAT] = cpu_cat;
   b->kernels[DLE_OP_GATHER] = cpu_gather;
   b->kernels[DLE_OP_INDEX_SELECT] = cpu_index_select;
-  b->kernels[DLE_OP_SCATTER_ADD] = cpu_accumulate;
-  b->kernels[DLE_OP_INDEX_ADD] = cpu_accumulate;
+  CPU_REGISTER(b, cpu_accumulate, DLE_OP_SCATTER_ADD, DLE_OP_INDEX_ADD);
+  CPU_REGISTER(b, cpu_triangle, DLE_OP_TRIL, DLE_OP_TRIU);
   b->kernels[DLE_OP_MASKED_FILL] = cpu_masked_fill;
-  b->kernels[DLE_OP_TRIL] = cpu_triangle;
-  b->kernels[DLE_OP_TRIU] = cpu_triangle;
   b->kernels[DLE_OP_ONE_HOT] = cpu_one_hot;
   cpu_register_index_scatter(b);
 }

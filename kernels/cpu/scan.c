@@ -7,8 +7,8 @@
  *            the line, then scans it again starting from the combined totals of the slices before
  *            it (two passes over the input, so 2 threads help a single line of 1M floats);
  *   columns  inner > 1: states for up to SCAN_COLS adjacent columns, advanced row by row.
- * Float states are double (PyTorch's CPU accumulator for float32 too), integer ones int64 with
- * wrapping arithmetic. cummax/cummin keep the last position of the running extreme on ties, and a
+ * Float states are double (PyTorch's CPU accumulator for float32 too), integer ones int64 (uint64
+ * for uint64) with wrapping arithmetic. cummax/cummin keep the last position of the running extreme on ties, and a
  * NaN, once seen, stays the extreme (each later NaN takes its place), as PyTorch does. */
 #include "../../engine/kernel/scan_geom.h"
 #include "backend.h"
@@ -22,12 +22,13 @@
 #define SCAN_MAX_THR 64
 #define NO_INDEX     INT64_MIN /* an extreme's state before its first element */
 
-/* A running state: the value (double for float dtypes, int64 for integer ones) and, for
- * cummax/cummin, the index of the extreme (index_base added). */
+/* A running state: the value (double for float dtypes, uint64 for uint64, int64 for the other
+ * integer ones) and, for cummax/cummin, the index of the extreme (index_base added). */
 typedef struct {
   union {
     double f;
     int64_t i;
+    uint64_t u; /* same bits as i for the identities 0 and 1 (state_init) */
   } v;
   int64_t idx;
 } scan_state;
@@ -37,9 +38,11 @@ static inline double add_f(double a, double b) { return a + b; }
 static inline int64_t add_i(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
 static inline double mul_f(double a, double b) { return a * b; }
 static inline int64_t mul_i(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
-static inline int64_t lae_i(int64_t a, int64_t b) {
-  return a > b ? a : b;
-} /* unused: floats only */
+static inline uint64_t add_u(uint64_t a, uint64_t b) { return a + b; } /* modulo 2^64 */
+static inline uint64_t mul_u(uint64_t a, uint64_t b) { return a * b; }
+/* logcumsumexp has float kernels only; _Generic still needs integer branches that compile */
+static inline int64_t lae_i(int64_t a, int64_t b) { return a > b ? a : b; }
+#define lae_u lae_i
 /* log(exp(a) + exp(b)) without overflow; -inf and +inf pass through, NaN propagates */
 static inline double lae_f(double a, double b) {
   if (a != a || b != b) return a + b;
@@ -47,7 +50,8 @@ static inline double lae_f(double a, double b) {
   if (lo == -INFINITY || hi == INFINITY) return hi;
   return hi + log1p(exp(lo - hi));
 }
-#define STEP(name, AT, a, b) _Generic((AT)0, double : name##_f, default : name##_i)(a, b)
+#define STEP(name, AT, a, b) \
+  _Generic((AT)0, double : name##_f, uint64_t : name##_u, default : name##_i)(a, b)
 /* Does v replace the running extreme a? Ties go to the later element; a NaN replaces anything,
  * and only a NaN replaces a NaN. (One comparison while a is a number: !(v < a) is v >= a or v NaN.) */
 #define MAX_BETTER(v, a) ((a) == (a) ? !((v) < (a)) : (v) != (v))
@@ -192,21 +196,22 @@ typedef struct {
   X(__VA_ARGS__, F32, float, double, f) X(__VA_ARGS__, F64, double, double, f) \
   X(__VA_ARGS__, F16, uint16_t, double, f) X(__VA_ARGS__, BF16, uint16_t, double, f) \
   X(__VA_ARGS__, F8E4M3, uint8_t, double, f) X(__VA_ARGS__, F8E5M2, uint8_t, double, f)
-/* (uint64 has no cummax/cummin: its state would not fit int64) */
+/* cumsum and cumprod of the narrower integers and bool run on an int64 copy (engine/ops/scan.c) */
+#define SCAN_WIDE_INTS(X, ...) \
+  X(__VA_ARGS__, I64, int64_t, int64_t, i) X(__VA_ARGS__, U64, uint64_t, uint64_t, u)
 #define SCAN_INTS(X, ...) \
-  X(__VA_ARGS__, I32, int32_t, int64_t, i) X(__VA_ARGS__, I64, int64_t, int64_t, i) \
+  SCAN_WIDE_INTS(X, __VA_ARGS__) X(__VA_ARGS__, I32, int32_t, int64_t, i) \
   X(__VA_ARGS__, U8, uint8_t, int64_t, i) X(__VA_ARGS__, BOOL, uint8_t, int64_t, i) \
   X(__VA_ARGS__, I8, int8_t, int64_t, i) X(__VA_ARGS__, I16, int16_t, int64_t, i) \
   X(__VA_ARGS__, U16, uint16_t, int64_t, i) X(__VA_ARGS__, U32, uint32_t, int64_t, i)
 // clang-format on
-#define VALUE_I64(X, ...) X(__VA_ARGS__, I64, int64_t, int64_t, i)
 
 SCAN_FLOATS(VALUE_FNS, add, 1)
-VALUE_I64(VALUE_FNS, add, 1)
+SCAN_WIDE_INTS(VALUE_FNS, add, 1)
 SCAN_FLOATS(VALUE_TOTAL, add)
-VALUE_I64(VALUE_TOTAL, add)
+SCAN_WIDE_INTS(VALUE_TOTAL, add)
 SCAN_FLOATS(VALUE_FNS, mul, 0)
-VALUE_I64(VALUE_FNS, mul, 0)
+SCAN_WIDE_INTS(VALUE_FNS, mul, 0)
 SCAN_FLOATS(VALUE_FNS, lae, 0)
 SCAN_FLOATS(EXTREME_FNS, max, MAX_BETTER)
 SCAN_INTS(EXTREME_FNS, max, MAX_BETTER)
@@ -224,9 +229,9 @@ SCAN_INTS(EXTREME_FNS, min, MIN_BETTER)
                 IDENT,                          \
                 false},
 static const scan_fns fns_sum[DLE_NUM_DTYPES] = {SCAN_FLOATS(ENTRY_2PASS, add, 0)
-                                                     VALUE_I64(ENTRY_2PASS, add, 0)};
+                                                     SCAN_WIDE_INTS(ENTRY_2PASS, add, 0)};
 static const scan_fns fns_prod[DLE_NUM_DTYPES] = {SCAN_FLOATS(ENTRY, mul, 1, false)
-                                                      VALUE_I64(ENTRY, mul, 1, false)};
+                                                      SCAN_WIDE_INTS(ENTRY, mul, 1, false)};
 static const scan_fns fns_lse[DLE_NUM_DTYPES] = {SCAN_FLOATS(ENTRY, lae, -INFINITY, false)};
 static const scan_fns fns_max[DLE_NUM_DTYPES] = {SCAN_FLOATS(ENTRY, max, 0, true)
                                                      SCAN_INTS(ENTRY, max, 0, true)};

@@ -1,7 +1,7 @@
 /* scan.cu — CUDA kernels of the scan ops (cumsum, cumprod, logcumsumexp, cummax, cummin), mirroring
  * kernels/cpu/scan.c: the input is a strided block {outer, n, inner} (engine/kernel/scan_geom.h),
- * the outputs contiguous; states are double for float dtypes and int64 (wrapping) for integer
- * ones; cummax/cummin keep the last position of the extreme on ties and let a NaN stay.
+ * the outputs contiguous; states are double for float dtypes, uint64 for uint64 and int64 for the
+ * other integer ones (wrapping); cummax/cummin keep the last position of the extreme on ties and let a NaN stay.
  *   lines    one thread per line (outer x inner of them; neighbouring threads take neighbouring
  *            columns, so reads and writes coalesce when inner > 1);
  *   blocked  few long lines (not cumprod, kept sequential as on the CPU): chunk totals (one
@@ -134,7 +134,9 @@ __global__ void scan_carries(int64_t lines, int64_t nch, scan_state<AT> *tot) {
 
 template <int K, dle_dtype D>
 static dle_status scan_launch(const char *fn, const scan_args &a) {
-  typedef std::conditional_t<(cu_float_v<D>), double, int64_t> AT;
+  typedef std::conditional_t<(cu_float_v<D>), double,
+                             std::conditional_t<D == DLE_U64, uint64_t, int64_t>>
+      AT;
   int64_t lines = a.g.outer * a.g.inner, nch = (a.g.n + SCAN_CHUNK - 1) / SCAN_CHUNK;
   /* a product regrouped by chunks could overflow where the running one does not (the CPU keeps
    * cumprod sequential for the same reason) */
@@ -158,8 +160,8 @@ template <int K>
 static dle_status scan_typed(const char *fn, dle_dtype dt, const scan_args &a) {
   return cu_with_dtype(dt, [&](auto tag) -> dle_status {
     constexpr dle_dtype D = decltype(tag)::value;
-    /* the front door gives cumsum/cumprod int64 or floats, logcumsumexp floats */
-    if constexpr ((K == K_SUM || K == K_PROD) && D != DLE_I64 && !cu_float_v<D>)
+    /* the front door gives cumsum/cumprod int64, uint64 or floats, logcumsumexp floats */
+    if constexpr ((K == K_SUM || K == K_PROD) && D != DLE_I64 && D != DLE_U64 && !cu_float_v<D>)
       return cu_error("%s: no CUDA kernel for dtype %s", fn, cu_dtype_name(D));
     else if constexpr (K == K_LSE && !cu_float_v<D>)
       return cu_error("%s: no CUDA kernel for dtype %s", fn, cu_dtype_name(D));

@@ -77,10 +77,19 @@ function M.install(dle)
     if v == -math.huge then return "-inf" end
   end
 
+  -- A uint64 value given as the int64 of the same bits (__tostring reads uint64 tensors through
+  -- t:to("int64"), which wraps, since Lua integers stop at 2^63 - 1), written unsigned and exact.
+  local function unsigned_text(v)
+    if v >= 0 then return string.format("%d", v) end
+    local q = (v >> 1) // 5 -- the unsigned value divided by 10 (>> shifts in a zero bit)
+    return string.format("%d%d", q, v - q * 10)
+  end
+
   -- One formatter for all values of a tensor, so columns line up. A complex tensor's parts are
   -- formatted with decimals even when whole (`fractional`), as "1.0000+2.0000j".
   local function formatter(values, dtype, precision, fractional)
     if dtype == "bool" then return function(v) return tostring(v) end end
+    if dtype == "uint64" then return unsigned_text end
     if not (dtype:find("float") or dtype == "bfloat16") then
       return function(v) return string.format("%d", v) end
     end
@@ -181,7 +190,8 @@ function M.install(dle)
       return "[dle.Tensor " .. t:dtype() .. " with no elements, size " .. table.concat(t:shape(), "x") .. "]"
     end
     local summarize = n > opts.threshold
-    local values = nd == 0 and t:item() or gather(t, summarize, opts.edgeitems)
+    local src = t:dtype() == "uint64" and t:to("int64") or t
+    local values = nd == 0 and src:item() or gather(src, summarize, opts.edgeitems)
     local fmt
     if t:is_complex() then
       values = complex_text(values, nd, opts.precision)

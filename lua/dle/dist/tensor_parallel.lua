@@ -116,12 +116,31 @@ local function split_init(self, cls, flag, in_features, out_features, opts, dim)
   local size, what = out_features, "out_features"
   if dim == 2 then size, what = in_features, "in_features" end
   self._lo, self._n = share(cls, size, what, opts.group)
+  self._dim = dim
   local w, b = dense_init(in_features, out_features, opts)
   take_shares(self, w, b, dim)
   return opts
 end
 
-local ColumnLinear = nn.Module:extend("ColumnLinear")
+-- A split linear layer's input check: x must end in `want` features (`note` says whose).
+local function check_features(cls, x, want, note)
+  if not dle.is_tensor(x) or x:dim() < 1 or x:size(-1) ~= want then
+    check.error(string.format("%s: input must have %d features%s, got shape %s", cls, want, note,
+                              dle.is_tensor(x) and check.shape_str(x) or type(x)))
+  end
+end
+
+-- What ColumnLinear and RowLinear share beyond their constructors.
+local SplitLinear = nn.Module:extend("SplitLinear")
+
+--- layer:load_dense(linear): this rank's share of an nn.Linear(in, out)'s weight (ColumnLinear:
+-- its rows, and of the bias; RowLinear: its columns, and the whole bias).
+function SplitLinear:load_dense(linear)
+  take_shares(self, linear.weight, linear.bias, self._dim)
+  return self
+end
+
+local ColumnLinear = SplitLinear:extend("ColumnLinear")
 
 --- tensor_parallel.ColumnLinear(in_features, out_features, {bias = true, gather_output = true,
 -- group, dtype, generator}): the output rows of the weight split over the ranks (see above).
@@ -131,22 +150,13 @@ function ColumnLinear:init(in_features, out_features, opts)
 end
 
 function ColumnLinear:forward(x)
-  if not dle.is_tensor(x) or x:dim() < 1 or x:size(-1) ~= self.in_features then
-    check.error(string.format("ColumnLinear: input must have %d features, got shape %s", self.in_features,
-                              dle.is_tensor(x) and check.shape_str(x) or type(x)))
-  end
+  check_features("ColumnLinear", x, self.in_features, "")
   local y = nn.functional.linear(CopyToRegion(x, self.group), self.weight, self.bias)
   if self.gather_output then y = GatherFromRegion(y, self.group) end
   return y
 end
 
---- layer:load_dense(linear): this rank's rows of an nn.Linear(in, out)'s weight and bias.
-function ColumnLinear:load_dense(linear)
-  take_shares(self, linear.weight, linear.bias, 1)
-  return self
-end
-
-local RowLinear = nn.Module:extend("RowLinear")
+local RowLinear = SplitLinear:extend("RowLinear")
 
 --- tensor_parallel.RowLinear(in_features, out_features, {bias = true, input_is_parallel = false,
 -- group, dtype, generator}): the input columns of the weight split over the ranks (see above).
@@ -156,22 +166,12 @@ function RowLinear:init(in_features, out_features, opts)
 end
 
 function RowLinear:forward(x)
-  local want = self.input_is_parallel and self._n or self.in_features
-  if not dle.is_tensor(x) or x:dim() < 1 or x:size(-1) ~= want then
-    check.error(string.format("RowLinear: input must have %d features%s, got shape %s", want,
-                              self.input_is_parallel and " (this rank's share)" or "",
-                              dle.is_tensor(x) and check.shape_str(x) or type(x)))
-  end
+  check_features("RowLinear", x, self.input_is_parallel and self._n or self.in_features,
+                 self.input_is_parallel and " (this rank's share)" or "")
   if not self.input_is_parallel then x = ScatterToRegion(x, self.group) end
   local y = ReduceFromRegion(nn.functional.linear(x, self.weight), self.group)
   if self.bias then y = y + self.bias end
   return y
-end
-
---- layer:load_dense(linear): this rank's columns of an nn.Linear(in, out)'s weight, and its bias.
-function RowLinear:load_dense(linear)
-  take_shares(self, linear.weight, linear.bias, 2)
-  return self
 end
 
 -- ---------------------------------------------------------------- attention and the transformer block

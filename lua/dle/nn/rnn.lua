@@ -51,17 +51,30 @@ local function nonlinearity(cls, opts)
 end
 
 local LAYER_OPTS = {"num_layers", "bias", "batch_first", "dropout", "bidirectional", "dtype", "generator"}
+local CELL_OPTS = {"bias", "dtype", "generator"}
+
+-- The options of a layer or cell `cls` (`known` and the class's own `extra`), checked with the
+-- sizes; returns them and the mode, which for "RNN" comes from the nonlinearity option
+-- ("RNN_TANH" or "RNN_RELU", self.nonlinearity kept).
+local function checked_opts(self, cls, mode, known, extra, input_size, hidden_size, opts)
+  if mode == "RNN" then
+    self.nonlinearity = nonlinearity(cls, opts)
+    mode = "RNN_" .. self.nonlinearity:upper()
+  end
+  known = {table.unpack(known)}
+  for _, k in ipairs(extra) do known[#known + 1] = k end
+  opts = check.layer_args(cls, opts, known, "positive integer sizes (input_size, hidden_size)", input_size,
+                          hidden_size)
+  return opts, mode
+end
 
 -- ---------------------------------------------------------------- multi-layer modules
 
 local RNNBase = Module:extend("RNNBase")
 
--- mode: "LSTM", "GRU", "RNN_TANH" or "RNN_RELU"; extra: the class's own options
+-- mode: "LSTM", "GRU" or "RNN"; extra: the class's own options
 local function base_init(self, cls, mode, input_size, hidden_size, opts, extra)
-  local known = {table.unpack(LAYER_OPTS)}
-  for _, k in ipairs(extra) do known[#known + 1] = k end
-  opts = check.layer_args(cls, opts, known, "positive integer sizes (input_size, hidden_size)", input_size,
-                          hidden_size)
+  opts, mode = checked_opts(self, cls, mode, LAYER_OPTS, extra, input_size, hidden_size, opts)
   local num_layers = opts.num_layers or 1
   check.integer_min(num_layers, cls, "num_layers", 1)
   local dropout = opts.dropout or 0
@@ -207,9 +220,7 @@ M.RNN = RNNBase:extend("RNN")
 -- batch_first = false, dropout = 0, bidirectional = false, dtype, generator}): Elman RNN,
 -- h' = act(x W_ih^T + b_ih + h W_hh^T + b_hh).
 function M.RNN:init(input_size, hidden_size, opts)
-  local nl = nonlinearity("RNN", opts)
-  base_init(self, "RNN", "RNN_" .. nl:upper(), input_size, hidden_size, opts, {"nonlinearity"})
-  self.nonlinearity = nl
+  base_init(self, "RNN", "RNN", input_size, hidden_size, opts, {"nonlinearity"})
 end
 
 M.LSTM = RNNBase:extend("LSTM")
@@ -231,10 +242,7 @@ end
 local CellBase = Module:extend("RNNCellBase")
 
 local function cell_init(self, cls, mode, input_size, hidden_size, opts, extra)
-  local known = {"bias", "dtype", "generator"}
-  for _, k in ipairs(extra) do known[#known + 1] = k end
-  opts = check.layer_args(cls, opts, known, "positive integer sizes (input_size, hidden_size)", input_size,
-                          hidden_size)
+  opts, mode = checked_opts(self, cls, mode, CELL_OPTS, extra, input_size, hidden_size, opts)
   if opts.bias ~= nil then check.boolean(opts.bias, cls, "bias") end
   self.mode, self.input_size, self.hidden_size, self.bias = mode, input_size, hidden_size, opts.bias ~= false
   add_params(self, "", R.GATES[mode] * hidden_size, input_size, hidden_size, opts)
@@ -278,9 +286,7 @@ end
 M.RNNCell = CellBase:extend("RNNCell")
 --- dle.nn.RNNCell(input_size, hidden_size, {bias = true, nonlinearity = "tanh"|"relu", dtype, generator}).
 function M.RNNCell:init(input_size, hidden_size, opts)
-  local nl = nonlinearity("RNNCell", opts)
-  cell_init(self, "RNNCell", "RNN_" .. nl:upper(), input_size, hidden_size, opts, {"nonlinearity"})
-  self.nonlinearity = nl
+  cell_init(self, "RNNCell", "RNN", input_size, hidden_size, opts, {"nonlinearity"})
 end
 
 M.LSTMCell = CellBase:extend("LSTMCell")

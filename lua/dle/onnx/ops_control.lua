@@ -1,4 +1,4 @@
---- dle.onnx.ops_control: ONNX's If and Scan (opset 9+) as dle.cond and dle.scan, so an imported
+--- dle.onnx.ops_control: ONNX's If and Scan (opset 8's batched form too) as dle.cond and dle.scan, so an imported
 -- model's control flow traces and compiles as one node each, and Loop as dle.while_loop. The
 -- bodies are the node's GRAPH attributes, run by ctx.run(graph, inputs) (dle.onnx: a subgraph
 -- sees the enclosing scope's values by name). What dle's graph ops cannot hold runs as Lua
@@ -42,25 +42,103 @@ C.If = function(ctx, cond)
   return dle.cond(cond:reshape({}), branch(a.then_branch), branch(a.else_branch))
 end
 
--- Scan (opset 9+): the body takes the state variables then one slice of each scan input and
--- returns the new states then one slice of each scan output.
+-- One dle.scan of the Scan node's body over `xs` (each sliced along dim 1): the body takes the
+-- states then one slice of each scan input and returns the new states then one slice of each
+-- scan output. Returns the final states and the stacked scan outputs (lists).
+local function scan_body(ctx, states, xs)
+  local nstate = #states
+  return dle.scan(function(c, x)
+    local outs = ctx.run(ctx.a.body, table.move(x, 1, #x, #c + 1, table.move(c, 1, #c, 1, {})))
+    return slice(outs, 1, nstate), slice(outs, nstate + 1, #outs)
+  end, states, xs)
+end
+
+-- Scan (opset 8): sequence_lens (optional, int64 {batch}), then the states {batch, ...} and the
+-- scan inputs {batch, steps, ...}; the body sees one batch row. Each row runs as its own dle.scan
+-- over its first sequence_lens[b] steps (reversed for an input whose `directions` flag is 1);
+-- a row's scan outputs past its length are zeros (as onnxruntime fills them), and a row of
+-- length 0 keeps its initial states.
+local function scan8(ctx, lens, args)
+  local a = ctx.a
+  local nscan = a.num_scan_inputs
+  local nstate = args.n - nscan
+  if nscan < 1 then U.fail(ctx, "Scan needs at least one scan input, num_scan_inputs is " .. tostring(nscan)) end
+  local dirs = a.directions or {}
+  local batch, steps = nil, nil
+  for i = 1, args.n do
+    local t, want = args[i], i > nstate and 2 or 1
+    if not dle.is_tensor(t) or t:dim() < want or (batch and t:size(1) ~= batch)
+        or (i > nstate and steps and t:size(2) ~= steps) then
+      U.fail(ctx, ("input %d must be a tensor with a batch dim%s matching the others, got %s")
+        :format(i + 1, i > nstate and " and a sequence dim" or "", V.describe(t)))
+    end
+    batch = t:size(1)
+    if i > nstate then steps = t:size(2) end
+  end
+  local lengths = {}
+  for b = 1, batch do lengths[b] = steps end
+  if lens then
+    if not dle.is_tensor(lens) or lens:numel() ~= batch then
+      U.fail(ctx, ("sequence_lens must have %d elements (the batch), got %s"):format(batch, V.describe(lens)))
+    end
+    lengths = lens:reshape(-1):totable()
+    for b, n in ipairs(lengths) do
+      if n < 0 or n > steps then
+        U.fail(ctx, ("sequence_lens[%d] = %d is outside [0, %d]"):format(b, n, steps))
+      end
+    end
+  end
+  local finals, outs, ran = {}, {}, nil
+  for b = 1, batch do
+    local states = {}
+    for i = 1, nstate do states[i] = args[i]:select(1, b) end
+    local n = lengths[b]
+    if n > 0 then
+      local xs = {}
+      for k = 1, nscan do
+        local x = args[nstate + k]:select(1, b):narrow(1, 1, n)
+        xs[k] = dirs[k] == 1 and x:flip(1) or x
+      end
+      local ys
+      states, ys = scan_body(ctx, states, xs)
+      for k, y in ipairs(ys) do
+        if n < steps then
+          local pad = y:shape()
+          pad[1] = steps - n
+          y = dle.cat({y, dle.zeros(pad, {dtype = y:dtype(), device = y:device()})}, 1)
+        end
+        ys[k] = y
+      end
+      outs[b], ran = ys, ys
+    end
+    finals[b] = states
+  end
+  if not ran then U.fail(ctx, "every sequence_lens is 0, so the scan outputs' shapes are unknown") end
+  local results = {}
+  for i = 1, nstate + #ran do
+    local rows = {}
+    for b = 1, batch do
+      if i <= nstate then rows[b] = finals[b][i]
+      else rows[b] = outs[b] and outs[b][i - nstate] or dle.zeros_like(ran[i - nstate]) end
+    end
+    results[i] = dle.stack(rows, 1)
+  end
+  return table.unpack(results, 1, nstate + #ran)
+end
+
+-- Scan (opset 9+): the states, then the scan inputs sliced along dim 1 (axes and directions 0).
 C.Scan = function(ctx, ...)
   local a = ctx.a
-  if ctx.opset < 9 then U.fail(ctx, "opset 8's batched Scan (with sequence_lens) is not supported") end
+  if ctx.opset < 9 then return scan8(ctx, ..., table.pack(select(2, ...))) end
   for _, attr in ipairs({"scan_input_axes", "scan_input_directions", "scan_output_axes", "scan_output_directions"}) do
     for _, v in ipairs(a[attr] or {}) do
       if v ~= 0 then U.fail(ctx, attr .. " other than 0 is not supported, got " .. tostring(v)) end
     end
   end
   local args = table.pack(...)
-  local nscan = a.num_scan_inputs
-  local nstate = args.n - nscan
+  local nstate = args.n - a.num_scan_inputs
   if nstate < 1 then U.fail(ctx, "a Scan without state variables is not supported") end
-  local body = a.body
-  local carry, ys = dle.scan(function(c, x)
-    local outs = ctx.run(body, table.move(x, 1, #x, #c + 1, table.move(c, 1, #c, 1, {})))
-    return slice(outs, 1, nstate), slice(outs, nstate + 1, #outs)
-  end, slice(args, 1, nstate), slice(args, nstate + 1, args.n))
+  local carry, ys = scan_body(ctx, slice(args, 1, nstate), slice(args, nstate + 1, args.n))
   return table.unpack(table.move(ys, 1, #ys, nstate + 1, carry))
 end
 

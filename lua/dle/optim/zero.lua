@@ -37,6 +37,7 @@ local copy_value = Optimizer.copy_value
 local hyper = Optimizer.hyperparameters
 
 local function fail(fmt, ...) error(string.format(fmt, ...), 0) end
+Zero._NAME, Zero._fail = NAME, fail   -- for stages 2 and 3 (dle.optim.zero_sharded)
 
 Optimizer.lr_property(Zero, NAME)   -- zero.lr: the global param groups' (what schedulers write)
 

@@ -34,7 +34,7 @@ local Zero = require "dle.optim.zero"
 local shards = require "dle.dist.zero_shards"
 local Reducer = require "dle.dist.reducer"
 
-local NAME = "ZeroRedundancyOptimizer"
+local NAME, fail = Zero._NAME, Zero._fail
 local CAP = 25 * 1024 * 1024   -- bytes per stage-2 unit
 
 local Sharded = {__name = "dle.optim." .. NAME}
@@ -42,8 +42,6 @@ Optimizer.lr_property(Sharded, NAME)
 Sharded._sync_hyperparameters = Zero._sync_hyperparameters
 
 local hyper = Optimizer.hyperparameters
-
-local function fail(fmt, ...) error(string.format(fmt, ...), 0) end
 
 local function is_half(dt) return dt == "float16" or dt == "bfloat16" end
 
