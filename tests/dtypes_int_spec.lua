@@ -195,10 +195,10 @@ describe("integer dtypes: arithmetic", function()
 end)
 
 describe("integer dtypes: reductions, indexing and copies", function()
-  it("sum and prod give int64, max and min keep the dtype", function()
+  it("sum and prod give int64 (uint64: uint64, as NumPy), max and min keep the dtype", function()
     for _, dt in ipairs(NEW) do
       local t = of(dt, {100, 27, 1})
-      assert.are.equal("int64", t:sum():dtype(), dt)
+      assert.are.equal(dt == "uint64" and "uint64" or "int64", t:sum():dtype(), dt)
       assert.are.equal(128, t:sum():item(), dt)
       assert.are.equal(2700, t:prod():item(), dt)
       assert.are.equal(dt, t:max():dtype(), dt)
@@ -206,6 +206,16 @@ describe("integer dtypes: reductions, indexing and copies", function()
       assert.are.equal(1, t:min():item(), dt)
     end
     assert.are.equal(-256, of("int8", {-128, -128}):sum():item())
+  end)
+
+  it("a uint64 sum above 2^63 keeps its value (int64 would turn it negative); products wrap modulo 2^64", function()
+    local big = of("int64", {1 << 62}):to("uint64"):expand(3)
+    local s = big:sum()
+    assert.are.equal("uint64", s:dtype())
+    assert.truthy(tostring(s):find("13835058055282163712", 1, true), tostring(s))
+    assert.are.equal("uint64", big:sum(1, {keepdim = true}):dtype())
+    -- 2^62 * 2^62 * 2^62 = 2^186 = 0 modulo 2^64
+    assert.are.equal(0, big:prod():to("int64"):item())
   end)
 
   it("transposed views copy, index, sort and concatenate", function()

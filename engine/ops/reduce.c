@@ -63,7 +63,8 @@ static void reduce_dtypes(dle_op op, dle_dtype in, dle_dtype *compute, dle_dtype
   if (dle_op_get_info(op)->flags & DLE_FLOATOUT) {
     *compute = *out = fl ? in : DLE_DEFAULT_FLOAT;
   } else if (op == DLE_OP_SUM || op == DLE_OP_PROD) {
-    *out = fl ? in : DLE_I64; /* integers and bool count in int64 */
+    /* integers and bool count in int64 (PyTorch), uint64 in uint64 (NumPy; int64 cannot hold it) */
+    *out = fl ? in : in == DLE_U64 ? DLE_U64 : DLE_I64;
   } else if (op == DLE_OP_ARGMAX || op == DLE_OP_ARGMIN) {
     *out = DLE_I64;
   } else {

@@ -44,7 +44,8 @@
 #define SACC_U64    uint64_t
 #define SACC_F8E4M3 double
 #define SACC_F8E5M2 double
-/* ... and are stored as the float dtype itself, or as int64 for integers and bool. */
+/* ... and are stored as the float dtype itself, as uint64 for uint64, or as int64 for the other
+ * integers and bool. */
 #define SOUT_F32      float
 #define SOUT_F64      double
 #define SOUT_F16      uint16_t
@@ -57,7 +58,7 @@
 #define SOUT_I16      int64_t
 #define SOUT_U16      int64_t
 #define SOUT_U32      int64_t
-#define SOUT_U64      int64_t
+#define SOUT_U64      uint64_t
 #define SOUT_F8E4M3   uint8_t
 #define SOUT_F8E5M2   uint8_t
 #define SST_F32(v)    ST_F32(v)
@@ -72,7 +73,7 @@
 #define SST_I16(v)    ((int64_t)(v))
 #define SST_U16(v)    ((int64_t)(v))
 #define SST_U32(v)    ((int64_t)(v))
-#define SST_U64(v)    ((int64_t)(v))
+#define SST_U64(v)    ((uint64_t)(v))
 #define SST_F8E4M3(v) ST_F8E4M3(v)
 #define SST_F8E5M2(v) ST_F8E5M2(v)
 

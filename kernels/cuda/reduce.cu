@@ -90,7 +90,7 @@ __global__ void reduce_kernel(cu_red_geom g, const char *x, char *out, int64_t o
           if constexpr (cu_float_v<D>)
             *o = cu_store<D>(acc);
           else
-            *(int64_t *)o = (int64_t)acc;
+            *(int64_t *)o = (int64_t)acc; /* a uint64 result's bits too */
         }
       } else if constexpr (OP == DLE_OP_MEAN) {
         if (tid == 0) *o = cu_store<D>((double)acc / nred);
