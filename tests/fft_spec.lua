@@ -250,8 +250,8 @@ describe("dle.fft", function()
   end)
 
   describe("PyTorch's values (python3-torch)", function()
-    it("fft, rfft, irfft, hfft, ihfft, fftn, rfftn, irfftn, hfft2, hfftn, ihfft2 and ihfftn with n / s and every norm, " ..
-       "in float64", function()
+    it("fft, rfft, irfft, hfft, ihfft, fftn, rfftn, irfftn, hfft2, hfftn, ihfft2 and ihfftn with n / s and " ..
+       "every norm, in float64", function()
       if H.without_torch(pending) then return end
       local r = real64({3, 5, 6}, 70)
       local zr, zi = real64({3, 4}, 71), real64({3, 4}, 72)
@@ -349,7 +349,8 @@ describe("dle.fft", function()
     {"hfftn over dims {3, 1}, s = {3, 5}, ortho", c({2, 2, 3}, 36),
       function(z) return F.hfftn(z, {3, 5}, {3, 1}, {norm = "ortho"}) end,
       "torch.fft.hfftn(a, (3, 5), (2, 0), norm='ortho')"},
-    {"ihfft2 of a transposed input, forward", r({5, 3}, 37), function(x) return F.ihfft2(x:t(), nil, nil, {norm = "forward"}) end,
+    {"ihfft2 of a transposed input, forward", r({5, 3}, 37),
+      function(x) return F.ihfft2(x:t(), nil, nil, {norm = "forward"}) end,
       "torch.fft.ihfft2(a.t(), norm='forward')"},
     {"ihfftn, s = {2, 4}", r({2, 3, 3}, 38), function(x) return F.ihfftn(x, {2, 4}) end, "torch.fft.ihfftn(a, (2, 4))"},
     {"fftshift of a complex input", c({3, 4}, 31), function(z) return F.fftshift(z) end, "torch.fft.fftshift(a)"},

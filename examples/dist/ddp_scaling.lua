@@ -73,7 +73,8 @@ local function run(world)
   for _ = 1, args["repeat"] do
     -- waiting ranks yield their core (mpi_yield_when_idle) rather than spin on it
     local cmd = table.concat({"OMP_NUM_THREADS=1 OMPI_MCA_mpi_yield_when_idle=1", q(arg[-1]), "--threads 1 --nproc",
-      world, q(arg[0]), "--worker --zero-stage", args.zero_stage, "--batch", args.batch, "--steps", args.steps, "2>&1"}, " ")
+      world, q(arg[0]), "--worker --zero-stage", args.zero_stage, "--batch", args.batch, "--steps", args.steps,
+      "2>&1"}, " ")
     local p = assert(io.popen(cmd))
     local out = p:read("a")
     p:close()
