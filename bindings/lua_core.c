@@ -89,7 +89,8 @@ static unsigned gc_mode_countdown = 1; /* the first new tensor checks */
 #define GC_STEP_BYTES ((size_t)4 << 20) /* well inside the L3 cache (2 and 8 MB measured alike) */
 static size_t step_mark;         /* live native bytes after the last step (or their low since) */
 static bool program_incremental; /* what the last mode check found */
-static size_t growth_since_major; /* native growth summed over the steps since the last full collection */
+/* native growth summed over the steps since the last full collection */
+static size_t growth_since_major;
 
 /* A program found running the incremental collector gets no byte steps until the count says
  * to check again: each check is a full collection then. Every other step checks the mode too,
