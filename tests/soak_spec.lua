@@ -35,7 +35,7 @@ describe("soak", function()
     assert.is_true(ok, out)
   end)
 
-  it("a loop that keeps 4 KB per step is reported as a leak", function()
+  it("a loop that keeps 8 KB per step is reported as a leak", function()
     if not data_ok then pending("dataset-fashion-mnist is not installed") return end
     local out, ok = soak("DLE_SOAK_LEAK=1", "mlp")
     assert.is_false(ok, out)
