@@ -176,24 +176,26 @@ end
 -- elements when idx leaves parameters out); async: without waiting for it.
 function Reducer:_start(b, idx, async)
   local p = self.params[idx[1]]
-  local part, direct
+  local part, direct, views
   if b.alone and p.grad:is_contiguous() then
     part, direct = p.grad, true
   else
     local flat = b.flat
     if not flat or flat:dtype() ~= p:dtype() or flat:device() ~= p:device() then   -- (moved since)
       flat = dle.empty({b.numel}, {dtype = p:dtype(), device = p:device()})
-      b.flat = flat
+      b.flat, b.views = flat, nil
     end
-    local n = 0
+    if #idx == #b.idx then   -- every parameter: each one's slice of the buffer, kept between steps
+      if not b.views then b.views = self:_slices(flat, b.idx) end
+      views = b.views
+    else
+      views = self:_slices(flat, idx)
+    end
     dle.no_grad(function()
-      for _, i in ipairs(idx) do
-        local g = self.params[i].grad
-        local k = g:numel()
-        flat:narrow(1, n + 1, k):copy_(g:reshape(-1))
-        n = n + k
-      end
+      for k, i in ipairs(idx) do views[k]:copy_(self.params[i].grad) end
     end)
+    local n = 0
+    for _, i in ipairs(idx) do n = n + self.params[i]:numel() end
     part = n == b.numel and flat or flat:narrow(1, 1, n)
   end
   -- scaled before the sum, as PyTorch does (float16 sums stay in range); by the reciprocal, which
@@ -205,7 +207,18 @@ function Reducer:_start(b, idx, async)
   else
     dist.all_reduce(part, "sum")
   end
-  self.started[#self.started + 1] = {idx = idx, flat = part, work = work, direct = direct}
+  self.started[#self.started + 1] = {idx = idx, views = views, work = work}
+end
+
+-- Views of flat's first elements, one after another, shaped like the parameters idx.
+function Reducer:_slices(flat, idx)
+  local views, n = {}, 0
+  for k, i in ipairs(idx) do
+    local p = self.params[i]
+    views[k] = flat:narrow(1, n + 1, p:numel()):view(p:shape())
+    n = n + p:numel()
+  end
+  return views
 end
 
 --- After backward: the flags, the remaining buckets, the waits, the averages into .grad.
@@ -235,14 +248,8 @@ function Reducer:finish(check_grad)
   dle.no_grad(function()
     for _, s in ipairs(self.started) do
       if s.work then s.work:wait() end
-      if s.flat and not s.direct then
-        local offset = 0
-        for _, i in ipairs(s.idx) do
-          local g = self.params[i].grad
-          local n = g:numel()
-          g:copy_(s.flat:narrow(1, offset + 1, n):view(g:shape()))
-          offset = offset + n
-        end
+      if s.views then   -- (a parameter reduced in place in its .grad has none)
+        for k, i in ipairs(s.idx) do self.params[i].grad:copy_(s.views[k]) end
       end
     end
   end)
