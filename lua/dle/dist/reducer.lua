@@ -176,9 +176,9 @@ end
 -- elements when idx leaves parameters out); async: without waiting for it.
 function Reducer:_start(b, idx, async)
   local p = self.params[idx[1]]
-  local part, direct, views
+  local part, views
   if b.alone and p.grad:is_contiguous() then
-    part, direct = p.grad, true
+    part = p.grad
   else
     local flat = b.flat
     if not flat or flat:dtype() ~= p:dtype() or flat:device() ~= p:device() then   -- (moved since)
