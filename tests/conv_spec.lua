@@ -600,6 +600,82 @@ describe("max_pool2d", function()
     assert.are.equal(2, i_gen:reshape(1):totable()[1])
   end)
 
+  -- max and 1-based index h*W + w + 1 of each window of x {N, C, H, W} (nested tables), in window
+  -- order: a larger value or any NaN takes over (so ties go to the first cell, the last NaN wins)
+  local function ref_max(x, kh, kw, sh, sw, ph, pw)
+    local xs = H.shape(x)
+    local Hh, W = xs[3], xs[4]
+    local Ho, Wo = (Hh + 2 * ph - kh) // sh + 1, (W + 2 * pw - kw) // sw + 1
+    local vals, idxs = {}, {}
+    for n = 1, xs[1] do
+      for c = 1, xs[2] do
+        for oh = 1, Ho do
+          for ow = 1, Wo do
+            local best, bi = -math.huge, nil
+            for i = 1, kh do
+              for j = 1, kw do
+                local ih, iw = (oh - 1) * sh - ph + i, (ow - 1) * sw - pw + j
+                if ih >= 1 and ih <= Hh and iw >= 1 and iw <= W then
+                  local v = x[n][c][ih][iw]
+                  bi = bi or (ih - 1) * W + iw
+                  if v > best or v ~= v then best, bi = v, (ih - 1) * W + iw end
+                end
+              end
+            end
+            vals[#vals + 1], idxs[#idxs + 1] = best, bi
+          end
+        end
+      end
+    end
+    return vals, idxs
+  end
+
+  it("general windows (blocks of a row plus clipped edges) match the direct max over generated geometries, "
+    .. "with ties and NaNs, wide rows, float32/float64 and every layout", function()
+    local state = 7
+    local function rnd(lo, hi)
+      state = (state * 1103515245 + 12345) % 2147483648
+      return lo + state % (hi - lo + 1)
+    end
+    local cases = {{3, 3, 1, 1, 1, 1, 1, 600}, {3, 3, 2, 2, 1, 1, 2, 601}, {1, 5, 1, 3, 0, 2, 1, 530}}
+    for _ = 1, 40 do
+      local kh, kw, sh, sw = rnd(1, 4), rnd(1, 4), rnd(1, 3), rnd(1, 3)
+      local ph, pw = rnd(0, kh // 2), rnd(0, kw // 2)
+      cases[#cases + 1] = {kh, kw, sh, sw, ph, pw, rnd(kh, 11), rnd(kw, 13)}
+    end
+    for ci, cs in ipairs(cases) do
+      local kh, kw, sh, sw, ph, pw, hh, ww = table.unpack(cs)
+      -- small integers make ties; every 7th cell of every other case is NaN
+      local X = H.values({2, 2, hh, ww}, {seed = 100 + ci, lo = -3, hi = 3, int = true})
+      if ci % 2 == 0 then
+        local k = 0
+        for _, a in ipairs(X) do for _, b in ipairs(a) do for _, r in ipairs(b) do
+          for j = 1, #r do k = k + 1; if k % 7 == 0 then r[j] = 0 / 0 end end
+        end end end
+      end
+      local rv, ri = ref_max(X, kh, kw, sh, sw, ph, pw)
+      local o = {stride = {sh, sw}, padding = {ph, pw}}
+      local layouts = ci <= 6 and H.layouts or {"contiguous"}
+      for _, dt in ipairs({"float32", "float64"}) do
+        for _, layout in ipairs(layouts) do
+          local v, i = dle.max_pool2d(H.make(X, dt, layout), {kh, kw}, o)
+          local vt, it_ = v:reshape(-1):totable(), i:reshape(-1):totable()
+          local msg = string.format("case %d: kernel %dx%d stride %dx%d padding %dx%d input %dx%d %s %s", ci, kh,
+            kw, sh, sw, ph, pw, hh, ww, dt, layout)
+          assert.are.equal(#rv, #vt, msg)
+          for k = 1, #rv do
+            if rv[k] ~= rv[k] then
+              assert(vt[k] ~= vt[k], msg .. ": NaN expected at " .. k)
+            else
+              assert(vt[k] == rv[k], msg .. string.format(": value %s vs %s at %d", vt[k], rv[k], k))
+            end
+            assert(it_[k] == ri[k], msg .. string.format(": index %d vs %d at %d", it_[k], ri[k], k))
+          end
+        end
+      end
+    end
+  end)
+
   it("works as a method on float16 and rejects bad kernels, strides and paddings", function()
     local v = dle.tensor(X, {dtype = "float16"}):max_pool2d(3)
     assert.are.equal("float16", v:dtype())
