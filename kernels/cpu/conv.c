@@ -29,6 +29,7 @@
 #include "backend.h"
 #include "cpu_conv_job.h"
 #include "cpu_conv_winograd.h"
+#include "cpu_exp.h" /* CPU_CLONES */
 #include "cpu_gemm.h"
 #include "cpu_loop.h"
 #include "cpu_vecmath.h"
@@ -36,18 +37,30 @@
 /* Samples per chunk: the column buffer of a chunk stays under CONV_COL_BYTES (at least one
  * sample), so im2col writes it into the L2 cache the gemm then reads it from (of 256 KiB,
  * 2 MiB and 8 MiB chunks, 256 KiB was the fastest for Fashion-MNIST's conv2, forward + both
- * gradients, measured when it still went through im2col).
+ * gradients, measured when it still went through im2col) -- but a chunk has at least
+ * CONV_MIN_COLS columns when that fits CONV_PART_BYTES: on small maps (resnet18's 7x7 and 14x14
+ * layers, L = 49 or 196 per sample, K up to 4608) one sample's columns pass the budget, and
+ * gemms of L columns each ran well below OpenBLAS's rate on the batch's wider gemm.
  * A sample whose columns alone exceed CONV_PART_BYTES is cut into parts of whole output rows
  * (part_rows): im2col of one part, its gemms, then the next, so the buffer stays bounded on large
- * images (not for speed: conv2 cut into two 128 KiB parts per sample was slower than uncut, and
- * 256 KiB parts made gemms of 7 columns on resnet18's 7x7 layers at batch 1, too thin). Each
- * thread has its own buffers: the budget is per thread, and a chunk holds at most a 1/threads
- * share of the batch so that a small batch is still split between the threads. */
+ * images and a part's columns are still in the cache when its gemm reads them (resnet18's first
+ * layer, 7x7 stride 2 on 224x224 at batch 1: faster with parts of 1 MiB than of 4 MiB, 7 MiB
+ * uncut). Parts too keep at least CONV_MIN_COLS columns (conv2 cut into two 128 KiB parts per
+ * sample was slower than uncut, and 256 KiB parts made gemms of 7 columns on resnet18's 7x7
+ * layers at batch 1, too thin). Each thread has its own buffers: the budget is per thread, and
+ * a chunk holds at most a 1/threads share of the batch so that a small batch is still split
+ * between the threads. */
 #define CONV_COL_BYTES  ((int64_t)256 << 10)
-#define CONV_PART_BYTES ((int64_t)4 << 20)
+#define CONV_PART_BYTES ((int64_t)1 << 20)
+#define CONV_CHUNK_BYTES ((int64_t)4 << 20)
+#define CONV_MIN_COLS   512
 static int64_t chunk_of(const conv_geom *q, size_t es, int threads) {
   int64_t per = q->c * q->kh * q->kw * q->l * (int64_t)es;
   int64_t b = per > 0 ? CONV_COL_BYTES / per : q->n;
+  if (per > 0 && q->l > 0 && b * q->l < CONV_MIN_COLS) { /* widen, within CONV_CHUNK_BYTES */
+    int64_t want = (CONV_MIN_COLS + q->l - 1) / q->l, most = CONV_CHUNK_BYTES / per;
+    b = want < most ? want : most;
+  }
   int64_t share = (q->n + threads - 1) / threads; /* every thread gets a chunk when it can */
   if (b > share) b = share;
   if (b < 1) b = 1;
@@ -57,12 +70,15 @@ static int64_t chunk_of(const conv_geom *q, size_t es, int threads) {
 }
 
 /* Output rows per part for chunks of b samples: all of them for several samples, else the fewest
- * even parts whose columns fit the budget. */
+ * even parts whose columns fit the budget, each of at least CONV_MIN_COLS columns. */
 static int64_t part_rows(const conv_geom *q, int64_t b, size_t es) {
   int64_t per_row = q->c * q->kh * q->kw * q->wo * (int64_t)es;
   if (b > 1 || q->ho < 2 || per_row * q->ho <= CONV_PART_BYTES) return q->ho;
   int64_t r = per_row > 0 ? CONV_PART_BYTES / per_row : q->ho;
+  int64_t least = q->wo > 0 ? (CONV_MIN_COLS + q->wo - 1) / q->wo : 1;
+  if (r < least) r = least;
   if (r < 1) r = 1;
+  if (r >= q->ho) return q->ho;
   int64_t parts = (q->ho + r - 1) / r;
   return (q->ho + parts - 1) / parts;
 }
@@ -141,8 +157,8 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
 #define CONV_KERNELS(ID, T, CT)                                                                     \
   /* col[(c*kh*kw + i*kw + j) * ld + b*lp + (oh - r0)*Wo + ow]                                    \
    *   = x[b0 + b, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw] (0 in the padding) */ \
-  NO_MEMSET static void im2col_##ID(const T *x, int64_t b0, int64_t nb, int64_t r0, int64_t r1,     \
-                                    const conv_geom *q, CT *col) {                                  \
+  NO_MEMSET CPU_CLONES static void im2col_##ID(const T *x, int64_t b0, int64_t nb, int64_t r0,   \
+                                               int64_t r1, const conv_geom *q, CT *col) {          \
     const int64_t wo = q->wo, sw = q->sw, lp = (r1 - r0) * wo, ld = nb * lp;                        \
     /* stride 1 with the output as wide as the input ("same" padding): a tap's valid rows are     \
      * one contiguous run of the plane, shifted */ \
@@ -177,6 +193,8 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
             for (int64_t ow = 0; ow < ow0; ow++) r[ow] = 0;                                         \
             if (sw == 1)                                                                            \
               for (int64_t ow = ow0; ow < ow1; ow++) r[ow] = LD_##ID(src[ow]);                      \
+            else if (sw == 2) /* a constant stride, which the compiler vectorizes */                \
+              for (int64_t ow = ow0; ow < ow1; ow++) r[ow] = LD_##ID(src[ow * 2]);                  \
             else                                                                                    \
               for (int64_t ow = ow0; ow < ow1; ow++) r[ow] = LD_##ID(src[ow * sw]);                 \
             for (int64_t ow = ow1; ow < wo; ow++) r[ow] = 0;                                        \
@@ -260,11 +278,11 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
     const bool direct = nb == 1 && SAME_TYPE(T, CT);                                                \
     CT *out = direct ? (CT *)(void *)(y + b0 * q->o * q->l) : (CT *)j->tmp + t * j->ntmp;           \
     const int64_t ldo = nb * q->l;                                                                  \
-    if (direct && bias)                                                                             \
-      for (int64_t o = 0; o < q->o; o++)                                                            \
-        for (int64_t l = 0; l < q->l; l++) out[o * q->l + l] = (CT)LD_##ID(bias[o]);                \
     for (int64_t r0 = 0; r0 < q->ho; r0 += j->rows) { /* parts only when nb == 1 */                 \
       const int64_t r1 = r0 + j->rows < q->ho ? r0 + j->rows : q->ho, ld = nb * (r1 - r0) * q->wo;  \
+      if (direct && bias) /* the part's outputs, just before its gemm adds onto them */             \
+        for (int64_t o = 0; o < q->o; o++)                                                          \
+          for (int64_t l = r0 * q->wo; l < r1 * q->wo; l++) out[o * q->l + l] = (CT)LD_##ID(bias[o]); \
       im2col_##ID(j->src, b0, nb, r0, r1, q, col);                                                  \
       for (int64_t g = 0; g < q->g; g++) GEMM(CT)                                                   \
       (false, false, q->og, ld, q->k, w + g * q->og * q->k, q->k, col + g * q->k * ld, ld,          \

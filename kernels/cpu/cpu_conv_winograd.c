@@ -28,6 +28,7 @@
 
 #include <limits.h>
 #include <string.h>
+#include <strings.h> /* strcasecmp */
 
 #include "cpu_gemm.h"
 #include "cpu_types.h"
@@ -39,13 +40,22 @@
  * channels on 14x14; figures in bench/RESULTS.md), and while one sample's scratch stays under
  * WINO_SAMPLE_BYTES (chunks are whole samples). */
 #define WINO_MIN_CHANNELS 8
-/* ... and from this many tiles in the whole batch: the 16 transformed weight matrices are made on
- * every call, so on small maps at small batches (resnet18's 14x14 and 7x7 layers at batch 1 and
- * its 7x7 ones at batch 8) making them cost more than the cheaper products saved. */
-#define WINO_MIN_TILES    256
+/* ... and from this many tiles in the whole batch (the default of the tuning knob
+ * DLE_TUNE_WINOGRAD_MIN_TILES, engine/backend.c): the 16 transformed weight matrices are made and
+ * packed on every call, so on small maps at small batches making them cost more than the cheaper
+ * products saved. resnet18 at one thread: its 7x7 layers (512 channels) at batch 8, 128 tiles,
+ * ran faster by im2col; its 28x28 ones (128 channels) at batch 1, 196 tiles, by Winograd. */
+#define WINO_MIN_TILES    160
 #define WINO_SAMPLE_BYTES ((int64_t)8 << 20)
-/* Scratch per thread (V and M of a chunk): several samples per chunk make the gemms wider. */
-#define WINO_CHUNK_BYTES ((int64_t)1 << 20)
+/* Weight pairs (o, c) transformed per block (see wino_conv). */
+#define WINO_TF_BLOCK 64
+/* Scratch per thread (V and M of a chunk): several samples per chunk make the gemms wider; and
+ * chunks of fewer than WINO_MIN_CHUNK_TILES tiles are widened up to WINO_WIDE_BYTES: each chunk's
+ * 16 products pack the transformed weights again, which on small maps with many channels
+ * (resnet18's 14x14 and 7x7 layers, 49 or 16 tiles per sample) cost as much as the products. */
+#define WINO_CHUNK_BYTES     ((int64_t)1 << 20)
+#define WINO_MIN_CHUNK_TILES 512
+#define WINO_WIDE_BYTES      ((int64_t)8 << 20)
 
 /* Tiles of an output ho x wo and the scratch of one sample with ci input and co output
  * channels (V, M and the padded planes), in elements. */
@@ -64,10 +74,18 @@ bool cpu_conv_winograd_applies(const conv_geom *q, size_t es) {
   return sample_elems(q->c, q->o, h, w) * (int64_t)es <= WINO_SAMPLE_BYTES;
 }
 
-/* Samples per chunk for per-sample scratch of `per` bytes: within WINO_CHUNK_BYTES, at least
- * one, at most a 1/threads share of the batch, and few enough tiles for BLAS's int sizes. */
-static int64_t wino_chunk(int64_t n, int64_t per, int64_t tps) {
-  int64_t b = WINO_CHUNK_BYTES / (per > 0 ? per : 1);
+/* Samples per chunk for per-sample scratch of `per` bytes: within WINO_CHUNK_BYTES, but with
+ * `widen` at least WINO_MIN_CHUNK_TILES tiles when that fits WINO_WIDE_BYTES; at least one
+ * sample, at most a 1/threads share of the batch, and few enough tiles for BLAS's int sizes.
+ * (grad_weight does not widen: its products pack no weights, and its sums over the chunks would
+ * then be split differently at each thread count.) */
+static int64_t wino_chunk(int64_t n, int64_t per, int64_t tps, bool widen) {
+  if (per < 1) per = 1;
+  int64_t b = WINO_CHUNK_BYTES / per;
+  if (widen && tps > 0 && b * tps < WINO_MIN_CHUNK_TILES) {
+    int64_t want = (WINO_MIN_CHUNK_TILES + tps - 1) / tps, most = WINO_WIDE_BYTES / per;
+    b = want < most ? want : most;
+  }
   int threads = conv_threads();
   int64_t share = (n + threads - 1) / threads;
   if (b > share) b = share;
@@ -83,6 +101,19 @@ static int64_t wino_chunk(int64_t n, int64_t per, int64_t tps) {
 #else
 #define WINO_SIMD
 #endif
+
+/* Whether OpenBLAS runs 512-bit (AVX-512) kernels: then its sgemm, packing included, beat cpu_vec's
+ * 256-bit kernel on the Winograd products (the CNN's conv2 and resnet18's 3x3 layers, batch 1 and
+ * 8, on a Sapphire Rapids core). */
+static bool blas_is_wide(void) {
+  static int wide = -1; /* computed once; a race only computes it twice */
+  if (wide < 0) {
+    const char *core = openblas_get_corename();
+    wide = core && (!strcasecmp(core, "skylakex") || !strcasecmp(core, "cooperlake") ||
+                    !strcasecmp(core, "sapphirerapids"));
+  }
+  return wide;
+}
 
 /* Per-thread scratch sizes rounded up to 64 bytes of float, so every thread's V and M rows start
  * aligned as the chunk functions lay them out. */
@@ -113,11 +144,12 @@ enum { E_OFFH, E_OFFW, E_TH, E_TW };
       r[2 * su] = (a[i][0] - a[i][1] + a[i][2]) / 2, r[3 * su] = a[i][2];                                     \
     }                                                                                                         \
   }                                                                                                           \
-  /* m {mo, n} = u {mo, k} . v {k, n}, rows of v and m ld apart: cpu_vec's kernel for float when the CPU    \
-   * has it (OpenBLAS's zeroing of m and packing cost as much as its kernel here), else BLAS */ \
+  /* m {mo, n} = u {mo, k} . v {k, n}, rows of v and m ld apart: cpu_vec's AVX2 kernel for float    \
+   * when the CPU has it and OpenBLAS's kernels are no wider (then OpenBLAS's zeroing of m and      \
+   * packing cost as much as its kernel here), else BLAS */                                         \
   static void wino_gemm_##ID(int64_t mo, int64_t n, int64_t k, const CT *u, const CT *v, CT *m,               \
                              int64_t ld) {                                                                    \
-    if (sizeof(CT) == sizeof(float) && cpu_vec)                                                               \
+    if (sizeof(CT) == sizeof(float) && cpu_vec && !blas_is_wide())                                           \
       cpu_vec->sgemm_nn(mo, n, k, (const float *)(const void *)u, k,                                          \
                         (const float *)(const void *)v, ld, (float *)(void *)m, ld, false);                   \
     else                                                                                                      \
@@ -294,20 +326,30 @@ enum { E_OFFH, E_OFFW, E_TH, E_TW };
     }                                                                                                         \
     const int64_t th = (q.ho + 1) / 2, tw = (q.wo + 1) / 2, tps = th * tw;                                    \
     const int64_t per = sample_elems(q.c, q.o, q.ho, q.wo) * (int64_t)sizeof(CT);                             \
-    const int64_t b = wino_chunk(q.n, per, tps);                                                              \
+    const int64_t b = wino_chunk(q.n, per, tps, true);                                                              \
     conv_job j;                                                                                               \
     dle_status st = conv_job_init(&j, fn, q, sizeof(CT), b, 16 * q.o * q.cg,                                  \
                                   line(16 * q.c * (b * tps + 7) + 8 * hlen(th, tw) + rowlen(tw)),             \
                                   line(16 * q.o * (b * tps + 7) + 4 * tps), 0, false);                        \
     if (st == DLE_OK) {                                                                                       \
-      CT *u = j.wbuf;                                                                                         \
-      for (int64_t o = 0; o < q.o; o++)                                                                       \
-        for (int64_t c = 0; c < q.cg; c++)                                                                    \
+      CT *u = j.wbuf, blk[16 * WINO_TF_BLOCK];                                                                \
+      const int64_t oc = q.o * q.cg;                                                                          \
+      /* (o, c) pairs e = o cg + c by blocks, each transformed into blk, then copied to U's 16    \
+       * planes: storing straight to the 16 planes, oc elements apart, thrashed the cache (the   \
+       * same set for all 16 when oc is a multiple of 1024) */   \
+      for (int64_t e0 = 0; e0 < oc; e0 += WINO_TF_BLOCK) {                                                    \
+        const int64_t ne = oc - e0 < WINO_TF_BLOCK ? oc - e0 : WINO_TF_BLOCK;                                 \
+        for (int64_t e = e0; e < e0 + ne; e++) {                                                              \
+          const int64_t o = e / q.cg, c = e % q.cg;                                                           \
           if (!flip)                                                                                          \
-            kernel_tf_##ID(w + (o * q.cg + c) * 9, 3, 1, u + o * q.cg + c, q.o * q.cg);                       \
+            kernel_tf_##ID(w + e * 9, 3, 1, blk + (e - e0), WINO_TF_BLOCK);                                   \
           else /* out channel o = group gr's (o % og), in channel gr * cg + c of the pass */                  \
             kernel_tf_##ID(w + (((o / q.og) * q.cg + c) * q.og + o % q.og) * 9 + 8, -3, -1,                   \
-                           u + o * q.cg + c, q.o * q.cg);                                                     \
+                           blk + (e - e0), WINO_TF_BLOCK);                                                    \
+        }                                                                                                     \
+        for (int xi = 0; xi < 16; xi++)                                                                       \
+          memcpy(u + xi * oc + e0, blk + xi * WINO_TF_BLOCK, (size_t)ne * sizeof(CT));                        \
+      }                                                                                                       \
       j.ext[E_OFFH] = offh, j.ext[E_OFFW] = offw, j.ext[E_TH] = th, j.ext[E_TW] = tw;                         \
       j.src = src, j.dst = dst, j.bias = bias, j.w = u;                                                       \
       conv_for_chunks(&j, conv_chunk_##ID);                                                                   \
@@ -318,7 +360,7 @@ enum { E_OFFH, E_OFFW, E_TH, E_TW };
   static dle_status wino_gw_##ID(const conv_geom *q, const T *gy, const T *x, T *gw) {                        \
     const int64_t th = (q->ho + 1) / 2, tw = (q->wo + 1) / 2, tps = th * tw;                                  \
     const int64_t per = sample_elems(q->c, q->o, q->ho, q->wo) * (int64_t)sizeof(CT);                         \
-    const int64_t b = wino_chunk(q->n, per, tps), na = 16 * q->o * q->cg;                                     \
+    const int64_t b = wino_chunk(q->n, per, tps, false), na = 16 * q->o * q->cg;                                     \
     conv_job j;                                                                                               \
     dle_status st = conv_job_init(&j, "conv2d_grad_weight", *q, sizeof(CT), b, 0,                             \
                                   line(16 * q->c * (b * tps + 7) + 8 * hlen(th, tw) + rowlen(tw)),            \
