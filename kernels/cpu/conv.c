@@ -38,7 +38,7 @@
  * sample), so im2col writes it into the L2 cache the gemm then reads it from (of 256 KiB,
  * 2 MiB and 8 MiB chunks, 256 KiB was the fastest for Fashion-MNIST's conv2, forward + both
  * gradients, measured when it still went through im2col) -- but a chunk has at least
- * CONV_MIN_COLS columns when that fits CONV_PART_BYTES: on small maps (resnet18's 7x7 and 14x14
+ * CONV_MIN_COLS columns when that fits CONV_CHUNK_BYTES: on small maps (resnet18's 7x7 and 14x14
  * layers, L = 49 or 196 per sample, K up to 4608) one sample's columns pass the budget, and
  * gemms of L columns each ran well below OpenBLAS's rate on the batch's wider gemm.
  * A sample whose columns alone exceed CONV_PART_BYTES is cut into parts of whole output rows
@@ -53,7 +53,7 @@
 #define CONV_COL_BYTES  ((int64_t)256 << 10)
 #define CONV_PART_BYTES ((int64_t)1 << 20)
 #define CONV_CHUNK_BYTES ((int64_t)4 << 20)
-#define CONV_MIN_COLS   512
+#define CONV_MIN_COLS   1024
 static int64_t chunk_of(const conv_geom *q, size_t es, int threads) {
   int64_t per = q->c * q->kh * q->kw * q->l * (int64_t)es;
   int64_t b = per > 0 ? CONV_COL_BYTES / per : q->n;
@@ -78,8 +78,9 @@ static int64_t part_rows(const conv_geom *q, int64_t b, size_t es) {
   int64_t least = q->wo > 0 ? (CONV_MIN_COLS + q->wo - 1) / q->wo : 1;
   if (r < least) r = least;
   if (r < 1) r = 1;
-  if (r >= q->ho) return q->ho;
-  int64_t parts = (q->ho + r - 1) / r;
+  int64_t parts = (q->ho + r - 1) / r, most = least > 0 ? q->ho / least : q->ho;
+  if (parts > most) parts = most; /* even parts of at least `least` rows */
+  if (parts <= 1) return q->ho;
   return (q->ho + parts - 1) / parts;
 }
 
