@@ -50,9 +50,10 @@
 /* Weight pairs (o, c) transformed per block (see wino_conv). */
 #define WINO_TF_BLOCK 64
 /* Scratch per thread (V and M of a chunk): several samples per chunk make the gemms wider; and
- * chunks of fewer than WINO_MIN_CHUNK_TILES tiles are widened up to WINO_WIDE_BYTES: each chunk's
- * 16 products pack the transformed weights again, which on small maps with many channels
- * (resnet18's 14x14 and 7x7 layers, 49 or 16 tiles per sample) cost as much as the products. */
+ * chunks of fewer than WINO_MIN_CHUNK_TILES tiles may be widened up to WINO_WIDE_BYTES (see
+ * wino_chunk): each chunk's 16 products pack the transformed weights again, which on small maps
+ * with many channels (resnet18's 14x14 and 7x7 layers, 49 or 16 tiles per sample) cost as much
+ * as the products. */
 #define WINO_CHUNK_BYTES     ((int64_t)1 << 20)
 #define WINO_MIN_CHUNK_TILES 512
 #define WINO_WIDE_BYTES      ((int64_t)8 << 20)
@@ -74,15 +75,17 @@ bool cpu_conv_winograd_applies(const conv_geom *q, size_t es) {
   return sample_elems(q->c, q->o, h, w) * (int64_t)es <= WINO_SAMPLE_BYTES;
 }
 
-/* Samples per chunk for per-sample scratch of `per` bytes: within WINO_CHUNK_BYTES, but with
- * `widen` at least WINO_MIN_CHUNK_TILES tiles when that fits WINO_WIDE_BYTES; at least one
- * sample, at most a 1/threads share of the batch, and few enough tiles for BLAS's int sizes.
- * (grad_weight does not widen: its products pack no weights, and its sums over the chunks would
- * then be split differently at each thread count.) */
-static int64_t wino_chunk(int64_t n, int64_t per, int64_t tps, bool widen) {
+/* Samples per chunk for per-sample scratch of `per` bytes: within WINO_CHUNK_BYTES, but when
+ * the transformed weights (ubytes, packed again by every chunk's products) outweigh such a chunk,
+ * at least WINO_MIN_CHUNK_TILES tiles as long as that fits WINO_WIDE_BYTES; at least one sample,
+ * at most a 1/threads share of the batch, and few enough tiles for BLAS's int sizes. (The CNN's
+ * conv2, 32 -> 64 channels on 14x14, 131 KB of weights: widened chunks, larger than the L2
+ * cache, made it slower. grad_weight passes ubytes 0: its products pack no weights, and its
+ * sums over the chunks would then be split differently at each thread count.) */
+static int64_t wino_chunk(int64_t n, int64_t per, int64_t tps, int64_t ubytes) {
   if (per < 1) per = 1;
   int64_t b = WINO_CHUNK_BYTES / per;
-  if (widen && tps > 0 && b * tps < WINO_MIN_CHUNK_TILES) {
+  if (ubytes > (b > 1 ? b : 1) * per && tps > 0 && b * tps < WINO_MIN_CHUNK_TILES) {
     int64_t want = (WINO_MIN_CHUNK_TILES + tps - 1) / tps, most = WINO_WIDE_BYTES / per;
     b = want < most ? want : most;
   }
@@ -326,7 +329,7 @@ enum { E_OFFH, E_OFFW, E_TH, E_TW };
     }                                                                                                         \
     const int64_t th = (q.ho + 1) / 2, tw = (q.wo + 1) / 2, tps = th * tw;                                    \
     const int64_t per = sample_elems(q.c, q.o, q.ho, q.wo) * (int64_t)sizeof(CT);                             \
-    const int64_t b = wino_chunk(q.n, per, tps, true);                                                              \
+    const int64_t b = wino_chunk(q.n, per, tps, 16 * q.o * q.cg * (int64_t)sizeof(CT));                                                              \
     conv_job j;                                                                                               \
     dle_status st = conv_job_init(&j, fn, q, sizeof(CT), b, 16 * q.o * q.cg,                                  \
                                   line(16 * q.c * (b * tps + 7) + 8 * hlen(th, tw) + rowlen(tw)),             \
@@ -360,7 +363,7 @@ enum { E_OFFH, E_OFFW, E_TH, E_TW };
   static dle_status wino_gw_##ID(const conv_geom *q, const T *gy, const T *x, T *gw) {                        \
     const int64_t th = (q->ho + 1) / 2, tw = (q->wo + 1) / 2, tps = th * tw;                                  \
     const int64_t per = sample_elems(q->c, q->o, q->ho, q->wo) * (int64_t)sizeof(CT);                         \
-    const int64_t b = wino_chunk(q->n, per, tps, false), na = 16 * q->o * q->cg;                                     \
+    const int64_t b = wino_chunk(q->n, per, tps, 0), na = 16 * q->o * q->cg;                                     \
     conv_job j;                                                                                               \
     dle_status st = conv_job_init(&j, "conv2d_grad_weight", *q, sizeof(CT), b, 0,                             \
                                   line(16 * q->c * (b * tps + 7) + 8 * hlen(th, tw) + rowlen(tw)),            \
