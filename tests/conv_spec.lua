@@ -192,7 +192,8 @@ describe("conv2d", function()
   end
 
   it("float32 agrees with unfold + matmul over generated geometries: strides, padding, dilation, groups, odd sizes, "
-    .. "non-contiguous inputs, batch 1, small maps (several samples per gemm) and large ones (samples in parts)",
+    .. "non-contiguous inputs, batch 1, small maps (several samples per gemm), large ones (samples in parts), "
+    .. "one-row and 1x1 convs (by taps)",
     function()
       local state = 11
       local function rnd(lo, hi)
@@ -207,11 +208,20 @@ describe("conv2d", function()
         {1, 3, 90, 93, 8, 7, 7, 2, 3, 1, 1},     -- a first layer at stride 2, odd sizes, in parts
         {2, 8, 61, 40, 6, 5, 3, 1, 2, 2, 2},     -- dilation 2, groups 2, parts
         {5, 512, 3, 3, 8, 3, 3, 1, 1, 1, 1},     -- K = 4608, 9 outputs per sample
+        -- one-row inputs and kernels at stride 1 (conv1d's lowering: by taps, no columns)
+        {4, 16, 1, 1024, 16, 1, 3, 1, {0, 1}, 1, 1},
+        {1, 12, 1, 37, 9, 1, 4, 1, {0, 3}, 2, 3},  -- dilation 2, groups 3, outputs past both ends
+        {3, 8, 1, 5, 4, 1, 5, 1, {0, 2}, 1, 1},    -- every tap clipped on one side
+        {2, 6, 1, 9, 6, 1, 1, 1, 0, 1, 2},          -- 1x1 on one row
+        -- 1x1 kernels at stride 1 without padding (a plane as one row)
+        {2, 32, 7, 9, 24, 1, 1, 1, 0, 1, 1},
+        {1, 64, 14, 14, 16, 1, 1, 1, 0, 1, 4},
       }
       for _ = 1, 18 do
         local kh, kw, s, d, g = rnd(1, 4), rnd(1, 4), rnd(1, 3), rnd(1, 2), rnd(1, 2)
         local p = rnd(0, 2)
         local h, w = rnd(d * (kh - 1) + 1, 19), rnd(d * (kw - 1) + 1, 23)
+        if _ % 4 == 0 then kh, h, s, p = 1, 1, 1, {0, p} end   -- a one-row conv
         cases[#cases + 1] = {rnd(1, 6), g * rnd(1, 24), h, w, g * rnd(1, 12), kh, kw, s, p, d, g}
       end
       local gen = dle.Generator(31)
@@ -225,8 +235,9 @@ describe("conv2d", function()
                   or dle.randn({n, c, h, wd}, {generator = gen})
         local y = dle.conv2d(x, w, b, o)
         local want = unfold_conv(x, w, b, o)
-        local msg = string.format("case %d: x {%d,%d,%d,%d} w {%d,%d,%d,%d} stride %d padding %d dilation %d "
-          .. "groups %d", ci, n, c, h, wd, oc, c // g, kh, kw, s, p, d, g)
+        local msg = string.format("case %d: x {%d,%d,%d,%d} w {%d,%d,%d,%d} stride %d padding %s dilation %d "
+          .. "groups %d", ci, n, c, h, wd, oc, c // g, kh, kw, s, type(p) == "table" and table.concat(p, ",") or p,
+          d, g)
         assert.are.same({n, oc, want:size(3)}, {y:size(1), y:size(2), y:size(3) * y:size(4)}, msg)
         local err = (y:double():reshape(n, oc, -1) - want):abs():max():item()
         local scale = want:abs():max():item() + 1

@@ -14,7 +14,9 @@
  * rows); a chunk of one sample in float32/float64 needs no gather or scatter: its gemms read gy and
  * write y in place (the bias written first, then accumulated onto).
  * Threads: each OpenMP thread takes whole chunks on its own buffers (cpu_conv_job.c).
- * 3x3 kernels at stride 1 with enough channels go to Winograd instead (cpu_conv_winograd.c).
+ * 3x3 kernels at stride 1 with enough channels go to Winograd instead (cpu_conv_winograd.c);
+ * conv2d of one-row inputs and kernels at stride 1 (conv1d) and of 1x1 kernels at stride 1
+ * without padding goes by taps, one gemm per kernel tap on the input itself (by_taps).
  * im2col and col2im work on runs of valid output columns computed once per kernel tap (tap_of),
  * so their inner loops are branch-free copies/adds (contiguous for stride 1; one shifted run per
  * tap when stride 1 keeps the width, as with "same" padding).
@@ -114,6 +116,24 @@ static dle_status job_init(conv_job *j, const char *fn, conv_geom q, size_t es, 
 #define CONV_DOTS_MAX_K 16
 static bool gw_by_dots(const conv_geom *q, bool f32) {
   return f32 && cpu_vec && q->k <= CONV_DOTS_MAX_K;
+}
+
+/* Whether conv2d's forward goes by taps (taps_chunk) instead of im2col: one-row inputs and
+ * kernels at stride 1 (conv1d's lowering, {N, C, 1, W} with a {1, kw} kernel), and 1x1 kernels at
+ * stride 1 without padding (their planes are one row of H W). Each tap of the kernel is then one
+ * gemm straight on the input rows, shifted, so there are no columns to build: conv1d
+ * {32,64,1024} -> 64, k = 3, spent a quarter of its time building and packing them. */
+static bool by_taps(const conv_geom *q) {
+  bool one_row = q->h == 1 && q->kh == 1 && q->sw == 1 && q->ph == 0;
+  bool pointwise = q->kh == 1 && q->kw == 1 && q->sh == 1 && q->sw == 1 && q->ph == 0 && q->pw == 0;
+  return one_row || pointwise;
+}
+
+/* by_taps's geometry with a 1x1 kernel's planes as one row of H W. */
+static conv_geom taps_geom(conv_geom q) {
+  if (q.h == 1) return q;
+  q.w *= q.h, q.wo *= q.ho, q.h = q.ho = 1;
+  return q;
 }
 
 /* T and CT are the same type (float32, float64; not the 16-bit floats computing in float) */
@@ -347,10 +367,49 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
        acc + g * q->og * q->k, q->k);                                                               \
     }                                                                                               \
   }                                                                                                 \
+  /* y of samples [b0, b0 + nb) by taps (see by_taps): y = bias, then for each tap j one gemm per \
+   * group adds W_j {Og, C/G} . x's rows shifted by the tap, over the outputs that read inside   \
+   * the row; j->w holds the weight as {kw, O, C/G} */                                             \
+  static void taps_chunk_##ID(const conv_job *j, int64_t b0, int64_t nb, int t, int64_t s) {        \
+    const conv_geom *q = &j->q;                                                                     \
+    const T *bias = j->bias;                                                                        \
+    const CT *wt = j->w;                                                                            \
+    for (int64_t b = b0; b < b0 + nb; b++) {                                                        \
+      const CT *x = (const CT *)j->src + b * q->c * q->w;                                           \
+      CT *y = (CT *)j->dst + b * q->o * q->l;                                                       \
+      for (int64_t o = 0; o < q->o; o++)                                                            \
+        for (int64_t l = 0; l < q->l; l++) y[o * q->l + l] = bias ? (CT)LD_##ID(bias[o]) : (CT)0;   \
+      for (int64_t tap = 0; tap < q->kw; tap++) {                                                   \
+        const conv_tap p = tap_of(q, 0, tap);                                                       \
+        if (p.ow1 <= p.ow0) continue;                                                               \
+        for (int64_t g = 0; g < q->g; g++) GEMM(CT)                                                 \
+        (false, false, q->og, p.ow1 - p.ow0, q->cg, wt + (tap * q->o + g * q->og) * q->cg, q->cg,   \
+         x + g * q->cg * q->w + p.ow0 + p.offw, q->w, (CT)1, y + g * q->og * q->l + p.ow0, q->l);    \
+      }                                                                                             \
+    }                                                                                               \
+  }                                                                                                 \
+  static dle_status conv_taps_##ID(conv_geom q, const T *x, const T *w, const T *bias, T *y) {      \
+    conv_job j;                                                                                     \
+    dle_status st = check_blas("conv2d", &q, 1);                                                    \
+    if (st == DLE_OK) st = conv_job_init(&j, "conv2d", q, sizeof(CT), 1, q.o * q.k, 0, 0, 0, false); \
+    else memset(&j, 0, sizeof j);                                                                   \
+    if (st == DLE_OK) {                                                                             \
+      CT *wt = j.wbuf; /* {O, C/G, 1, kw} -> {kw, O, C/G} */                                        \
+      for (int64_t e = 0; e < q.o * q.cg; e++)                                                      \
+        for (int64_t tap = 0; tap < q.kw; tap++) wt[tap * q.o * q.cg + e] = w[e * q.kw + tap];      \
+      j.src = x, j.dst = y, j.bias = bias, j.w = wt;                                                \
+      conv_for_chunks(&j, taps_chunk_##ID);                                                         \
+    }                                                                                               \
+    conv_job_free(&j);                                                                              \
+    return st;                                                                                      \
+  }                                                                                                 \
   static dle_status conv_fwd_##ID(dle_tensor *y, dle_tensor *const *ins, int nin,                   \
                                   const dle_attrs *a) {                                             \
     conv_job j;                                                                                     \
     conv_geom q = conv_make_geom(ins[0]->sizes, ins[1]->sizes, y->sizes, a);                        \
+    if (SAME_TYPE(T, CT) && by_taps(&q))                                                            \
+      return conv_taps_##ID(taps_geom(q), dle_tensor_data(ins[0]), dle_tensor_data(ins[1]),         \
+                            nin > 2 ? dle_tensor_data(ins[2]) : NULL, dle_tensor_data(y));          \
     dle_status st =                                                                                 \
         job_init(&j, "conv2d", q, sizeof(CT), SAME_TYPE(T, CT) ? 0 : q.o * q.k, 0, false);          \
     if (st == DLE_OK) {                                                                             \
