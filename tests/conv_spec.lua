@@ -177,7 +177,7 @@ describe("conv2d", function()
   local function unfold_conv(x, w, b, o)
     local F = dle.nn.functional
     local x64, w64 = x:double(), w:double()
-    local n, g = x:size(1), o.groups or 1
+    local g = o.groups or 1
     local oc, cg, kh, kw = w:size(1), w:size(2), w:size(3), w:size(4)
     local og, ys = oc // g, {}
     for k = 1, g do
@@ -720,19 +720,19 @@ describe("max_pool2d", function()
     for ci, cs in ipairs(cases) do
       local kh, kw, sh, sw, ph, pw, hh, ww = table.unpack(cs)
       -- small integers make ties; every 7th cell of every other case is NaN
-      local X = H.values({2, 2, hh, ww}, {seed = 100 + ci, lo = -3, hi = 3, int = true})
+      local Xc = H.values({2, 2, hh, ww}, {seed = 100 + ci, lo = -3, hi = 3, int = true})
       if ci % 2 == 0 then
         local k = 0
-        for _, a in ipairs(X) do for _, b in ipairs(a) do for _, r in ipairs(b) do
+        for _, a in ipairs(Xc) do for _, b in ipairs(a) do for _, r in ipairs(b) do
           for j = 1, #r do k = k + 1; if k % 7 == 0 then r[j] = 0 / 0 end end
         end end end
       end
-      local rv, ri = ref_max(X, kh, kw, sh, sw, ph, pw)
+      local rv, ri = ref_max(Xc, kh, kw, sh, sw, ph, pw)
       local o = {stride = {sh, sw}, padding = {ph, pw}}
       local layouts = ci <= 6 and H.layouts or {"contiguous"}
       for _, dt in ipairs({"float32", "float64"}) do
         for _, layout in ipairs(layouts) do
-          local v, i = dle.max_pool2d(H.make(X, dt, layout), {kh, kw}, o)
+          local v, i = dle.max_pool2d(H.make(Xc, dt, layout), {kh, kw}, o)
           local vt, it_ = v:reshape(-1):totable(), i:reshape(-1):totable()
           local msg = string.format("case %d: kernel %dx%d stride %dx%d padding %dx%d input %dx%d %s %s", ci, kh,
             kw, sh, sw, ph, pw, hh, ww, dt, layout)

@@ -52,10 +52,10 @@
  * layers at batch 1, too thin). Each thread has its own buffers: the budget is per thread, and
  * a chunk holds at most a 1/threads share of the batch so that a small batch is still split
  * between the threads. */
-#define CONV_COL_BYTES  ((int64_t)256 << 10)
-#define CONV_PART_BYTES ((int64_t)1 << 20)
+#define CONV_COL_BYTES   ((int64_t)256 << 10)
+#define CONV_PART_BYTES  ((int64_t)1 << 20)
 #define CONV_CHUNK_BYTES ((int64_t)4 << 20)
-#define CONV_MIN_COLS   1024
+#define CONV_MIN_COLS    1024
 static int64_t chunk_of(const conv_geom *q, size_t es, int threads) {
   int64_t per = q->c * q->kh * q->kw * q->l * (int64_t)es;
   int64_t b = per > 0 ? CONV_COL_BYTES / per : q->n;
@@ -178,8 +178,8 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
 #define CONV_KERNELS(ID, T, CT)                                                                     \
   /* col[(c*kh*kw + i*kw + j) * ld + b*lp + (oh - r0)*Wo + ow]                                    \
    *   = x[b0 + b, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw] (0 in the padding) */ \
-  NO_MEMSET CPU_CLONES static void im2col_##ID(const T *x, int64_t b0, int64_t nb, int64_t r0,   \
-                                               int64_t r1, const conv_geom *q, CT *col) {          \
+  NO_MEMSET CPU_CLONES static void im2col_##ID(const T *x, int64_t b0, int64_t nb, int64_t r0,      \
+                                               int64_t r1, const conv_geom *q, CT *col) {           \
     const int64_t wo = q->wo, sw = q->sw, lp = (r1 - r0) * wo, ld = nb * lp;                        \
     /* stride 1 with the output as wide as the input ("same" padding): a tap's valid rows are     \
      * one contiguous run of the plane, shifted */ \
@@ -303,7 +303,8 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
       const int64_t r1 = r0 + j->rows < q->ho ? r0 + j->rows : q->ho, ld = nb * (r1 - r0) * q->wo;  \
       if (direct && bias) /* the part's outputs, just before its gemm adds onto them */             \
         for (int64_t o = 0; o < q->o; o++)                                                          \
-          for (int64_t l = r0 * q->wo; l < r1 * q->wo; l++) out[o * q->l + l] = (CT)LD_##ID(bias[o]); \
+          for (int64_t l = r0 * q->wo; l < r1 * q->wo; l++)                                         \
+            out[o * q->l + l] = (CT)LD_##ID(bias[o]);                                               \
       im2col_##ID(j->src, b0, nb, r0, r1, q, col);                                                  \
       for (int64_t g = 0; g < q->g; g++) GEMM(CT)                                                   \
       (false, false, q->og, ld, q->k, w + g * q->og * q->k, q->k, col + g * q->k * ld, ld,          \
@@ -369,7 +370,7 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
   }                                                                                                 \
   /* y of samples [b0, b0 + nb) by taps (see by_taps): y = bias, then for each tap j one gemm per \
    * group adds W_j {Og, C/G} . x's rows shifted by the tap, over the outputs that read inside   \
-   * the row; j->w holds the weight as {kw, O, C/G} */                                             \
+   * the row; j->w holds the weight as {kw, O, C/G} */ \
   static void taps_chunk_##ID(const conv_job *j, int64_t b0, int64_t nb, int t, int64_t s) {        \
     const conv_geom *q = &j->q;                                                                     \
     const T *bias = j->bias;                                                                        \
@@ -384,15 +385,17 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
         if (p.ow1 <= p.ow0) continue;                                                               \
         for (int64_t g = 0; g < q->g; g++) GEMM(CT)                                                 \
         (false, false, q->og, p.ow1 - p.ow0, q->cg, wt + (tap * q->o + g * q->og) * q->cg, q->cg,   \
-         x + g * q->cg * q->w + p.ow0 + p.offw, q->w, (CT)1, y + g * q->og * q->l + p.ow0, q->l);    \
+         x + g * q->cg * q->w + p.ow0 + p.offw, q->w, (CT)1, y + g * q->og * q->l + p.ow0, q->l);   \
       }                                                                                             \
     }                                                                                               \
   }                                                                                                 \
   static dle_status conv_taps_##ID(conv_geom q, const T *x, const T *w, const T *bias, T *y) {      \
     conv_job j;                                                                                     \
     dle_status st = check_blas("conv2d", &q, 1);                                                    \
-    if (st == DLE_OK) st = conv_job_init(&j, "conv2d", q, sizeof(CT), 1, q.o * q.k, 0, 0, 0, false); \
-    else memset(&j, 0, sizeof j);                                                                   \
+    if (st == DLE_OK)                                                                               \
+      st = conv_job_init(&j, "conv2d", q, sizeof(CT), 1, q.o * q.k, 0, 0, 0, false);                \
+    else                                                                                            \
+      memset(&j, 0, sizeof j);                                                                      \
     if (st == DLE_OK) {                                                                             \
       CT *wt = j.wbuf; /* {O, C/G, 1, kw} -> {kw, O, C/G} */                                        \
       for (int64_t e = 0; e < q.o * q.cg; e++)                                                      \
