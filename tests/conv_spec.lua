@@ -172,6 +172,79 @@ describe("conv2d", function()
     end
   end)
 
+  -- conv2d by unfold + matmul in float64 (index_select and BLAS: no code shared with the conv
+  -- kernels), group by group
+  local function unfold_conv(x, w, b, o)
+    local F = dle.nn.functional
+    local x64, w64 = x:double(), w:double()
+    local g = o.groups or 1
+    local oc, cg, kh, kw = w:size(1), w:size(2), w:size(3), w:size(4)
+    local og, ys = oc // g, {}
+    for k = 1, g do
+      local cols = F.unfold(x64:narrow(2, (k - 1) * cg + 1, cg), {kh, kw},
+        {stride = o.stride, padding = o.padding, dilation = o.dilation})   -- {N, cg kh kw, L}
+      local wk = w64:narrow(1, (k - 1) * og + 1, og):reshape(og, cg * kh * kw)
+      ys[k] = dle.matmul(wk, cols)   -- {N, og, L}
+    end
+    local y = g > 1 and dle.cat(ys, 2) or ys[1]
+    if b then y = y + b:double():reshape(1, oc, 1) end
+    return y   -- {N, O, L}
+  end
+
+  it("float32 agrees with unfold + matmul over generated geometries: strides, padding, dilation, groups, odd sizes, "
+    .. "non-contiguous inputs, batch 1, small maps (several samples per gemm), large ones (samples in parts), "
+    .. "one-row and 1x1 convs (by taps)",
+    function()
+      local state = 11
+      local function rnd(lo, hi)
+        state = (state * 1103515245 + 12345) % 2147483648
+        return lo + state % (hi - lo + 1)
+      end
+      -- {n, c, h, w, o, kh, kw, stride, padding, dilation, groups}
+      local cases = {
+        {3, 64, 5, 5, 32, 3, 3, 1, 1, 1, 1},     -- small maps, many channels: chunks of several samples
+        {8, 96, 7, 7, 16, 3, 3, 2, 1, 1, 1},     -- 4x4 outputs, stride 2
+        {1, 16, 48, 48, 8, 3, 3, 1, 1, 1, 1},    -- batch 1, 1.3 MB of columns: parts of output rows
+        {1, 3, 90, 93, 8, 7, 7, 2, 3, 1, 1},     -- a first layer at stride 2, odd sizes, in parts
+        {2, 8, 61, 40, 6, 5, 3, 1, 2, 2, 2},     -- dilation 2, groups 2, parts
+        {5, 512, 3, 3, 8, 3, 3, 1, 1, 1, 1},     -- K = 4608, 9 outputs per sample
+        -- one-row inputs and kernels at stride 1 (conv1d's lowering: by taps, no columns)
+        {4, 16, 1, 1024, 16, 1, 3, 1, {0, 1}, 1, 1},
+        {1, 12, 1, 37, 9, 1, 4, 1, {0, 3}, 2, 3},  -- dilation 2, groups 3, outputs past both ends
+        {3, 8, 1, 5, 4, 1, 5, 1, {0, 2}, 1, 1},    -- every tap clipped on one side
+        {2, 6, 1, 9, 6, 1, 1, 1, 0, 1, 2},          -- 1x1 on one row
+        -- 1x1 kernels at stride 1 without padding (a plane as one row)
+        {2, 32, 7, 9, 24, 1, 1, 1, 0, 1, 1},
+        {1, 64, 14, 14, 16, 1, 1, 1, 0, 1, 4},
+      }
+      for _ = 1, 18 do
+        local kh, kw, s, d, g = rnd(1, 4), rnd(1, 4), rnd(1, 3), rnd(1, 2), rnd(1, 2)
+        local p = rnd(0, 2)
+        local h, w = rnd(d * (kh - 1) + 1, 19), rnd(d * (kw - 1) + 1, 23)
+        if _ % 4 == 0 then kh, h, s, p = 1, 1, 1, {0, p} end   -- a one-row conv
+        cases[#cases + 1] = {rnd(1, 6), g * rnd(1, 24), h, w, g * rnd(1, 12), kh, kw, s, p, d, g}
+      end
+      local gen = dle.Generator(31)
+      for ci, cs in ipairs(cases) do
+        local n, c, h, wd, oc, kh, kw, s, p, d, g = table.unpack(cs)
+        local o = {stride = s, padding = p, dilation = d, groups = g}
+        local w = dle.randn({oc, c // g, kh, kw}, {generator = gen}) * 0.1
+        local b = ci % 3 ~= 0 and dle.randn({oc}, {generator = gen}) or nil
+        -- every other case reads x through a transposed view
+        local x = ci % 2 == 0 and dle.randn({n, c, wd, h}, {generator = gen}):transpose(3, 4)
+                  or dle.randn({n, c, h, wd}, {generator = gen})
+        local y = dle.conv2d(x, w, b, o)
+        local want = unfold_conv(x, w, b, o)
+        local msg = string.format("case %d: x {%d,%d,%d,%d} w {%d,%d,%d,%d} stride %d padding %s dilation %d "
+          .. "groups %d", ci, n, c, h, wd, oc, c // g, kh, kw, s, type(p) == "table" and table.concat(p, ",") or p,
+          d, g)
+        assert.are.same({n, oc, want:size(3)}, {y:size(1), y:size(2), y:size(3) * y:size(4)}, msg)
+        local err = (y:double():reshape(n, oc, -1) - want):abs():max():item()
+        local scale = want:abs():max():item() + 1
+        assert(err <= 1e-5 * scale, msg .. ": max error " .. err)
+      end
+    end)
+
   it("rejects bad shapes and attributes with messages naming conv2d and the shapes", function()
     local x, w = dle.zeros(2, 3, 7, 9), dle.zeros(4, 3, 3, 2)
     H.assert_error(function() dle.conv2d(dle.zeros(3, 7, 9), w) end, "conv2d", "4-D", "{3,7,9}")
@@ -338,17 +411,18 @@ end)
 -- Winograd F(2x2, 3x3) (kernels/cpu/cpu_conv_winograd.c) in all three ops: tiles of 2x2 outputs,
 -- the last tile row/column partial on odd sizes; grad_input is the same conv on gy with the kernel
 -- flipped and padding 2 - p (negative past p = 2). Smaller channel counts keep im2col, and so do
--- batches of fewer than 256 tiles: these small cases lower that threshold to reach Winograd.
+-- batches of fewer than 160 tiles: these small cases lower that threshold to reach Winograd.
 
 describe("conv2d Winograd path (3x3, stride 1, >= 8 channels per group)", function()
   H.one_thread(setup, teardown)
   H.tuning("winograd_min_tiles", 0, setup, teardown)
 
-  it("is taken from 256 tiles in the batch, and gives im2col's result on both sides of it", function()
-    -- resnet18's 7x7 and 14x14 layers at batch 1 (16 and 49 tiles) and 8 (128 and 392 tiles)
+  it("is taken from 160 tiles in the batch, and gives im2col's result on both sides of it", function()
+    -- resnet18's 7x7 and 14x14 layers at batch 1 (16 and 49 tiles) and 8 (128 and 392 tiles), its
+    -- 28x28 ones at batch 1 (196 tiles), and 159 / 160 tiles exactly
     local g = dle.Generator(260)
-    for _, c in ipairs({{1, 16, 7}, {8, 16, 7}, {1, 8, 14}, {8, 8, 14}}) do
-      local x = dle.randn({c[1], c[2], c[3], c[3]}, {generator = g})
+    for _, c in ipairs({{1, 16, 7}, {8, 16, 7}, {1, 8, 14}, {8, 8, 14}, {1, 8, 28}, {1, 8, 6, 106}, {1, 8, 8, 80}}) do
+      local x = dle.randn({c[1], c[2], c[3], c[4] or c[3]}, {generator = g})
       local w = dle.randn({c[2], c[2], 3, 3}, {generator = g})
       local wino = dle.conv2d(x, w, nil, {padding = 1})
       dle.core._tuning("winograd_min_tiles", math.maxinteger)   -- im2col
@@ -358,8 +432,8 @@ describe("conv2d Winograd path (3x3, stride 1, >= 8 channels per group)", functi
       dle.core._tuning("winograd_min_tiles", 0)
       H.assert_close(wino, plain:totable(), {rtol = 1e-4, atol = 1e-4, msg = table.concat(c, ",")})
       assert.are_not.same(wino:totable(), plain:totable(), "the two paths round differently")
-      local tiles = c[1] * ((c[3] + 1) // 2) ^ 2
-      local want = (tiles >= 256 and wino or plain):totable()
+      local tiles = c[1] * ((c[3] + 1) // 2) * (((c[4] or c[3]) + 1) // 2)
+      local want = (tiles >= 160 and wino or plain):totable()
       assert.are.same(want, default:totable(), "the default picks by tiles: " .. table.concat(c, ","))
     end
   end)
@@ -598,6 +672,82 @@ describe("max_pool2d", function()
     local _, i_gen = dle.max_pool2d(nan, 3, {stride = 2, padding = 1})
     assert.are.equal(2, i_fast:reshape(1):totable()[1])
     assert.are.equal(2, i_gen:reshape(1):totable()[1])
+  end)
+
+  -- max and 1-based index h*W + w + 1 of each window of x {N, C, H, W} (nested tables), in window
+  -- order: a larger value or any NaN takes over (so ties go to the first cell, the last NaN wins)
+  local function ref_max(x, kh, kw, sh, sw, ph, pw)
+    local xs = H.shape(x)
+    local Hh, W = xs[3], xs[4]
+    local Ho, Wo = (Hh + 2 * ph - kh) // sh + 1, (W + 2 * pw - kw) // sw + 1
+    local vals, idxs = {}, {}
+    for n = 1, xs[1] do
+      for c = 1, xs[2] do
+        for oh = 1, Ho do
+          for ow = 1, Wo do
+            local best, bi = -math.huge, nil
+            for i = 1, kh do
+              for j = 1, kw do
+                local ih, iw = (oh - 1) * sh - ph + i, (ow - 1) * sw - pw + j
+                if ih >= 1 and ih <= Hh and iw >= 1 and iw <= W then
+                  local v = x[n][c][ih][iw]
+                  bi = bi or (ih - 1) * W + iw
+                  if v > best or v ~= v then best, bi = v, (ih - 1) * W + iw end
+                end
+              end
+            end
+            vals[#vals + 1], idxs[#idxs + 1] = best, bi
+          end
+        end
+      end
+    end
+    return vals, idxs
+  end
+
+  it("general windows (blocks of a row plus clipped edges) match the direct max over generated geometries, "
+    .. "with ties and NaNs, wide rows, float32/float64 and every layout", function()
+    local state = 7
+    local function rnd(lo, hi)
+      state = (state * 1103515245 + 12345) % 2147483648
+      return lo + state % (hi - lo + 1)
+    end
+    local cases = {{3, 3, 1, 1, 1, 1, 1, 600}, {3, 3, 2, 2, 1, 1, 2, 601}, {1, 5, 1, 3, 0, 2, 1, 530}}
+    for _ = 1, 40 do
+      local kh, kw, sh, sw = rnd(1, 4), rnd(1, 4), rnd(1, 3), rnd(1, 3)
+      local ph, pw = rnd(0, kh // 2), rnd(0, kw // 2)
+      cases[#cases + 1] = {kh, kw, sh, sw, ph, pw, rnd(kh, 11), rnd(kw, 13)}
+    end
+    for ci, cs in ipairs(cases) do
+      local kh, kw, sh, sw, ph, pw, hh, ww = table.unpack(cs)
+      -- small integers make ties; every 7th cell of every other case is NaN
+      local Xc = H.values({2, 2, hh, ww}, {seed = 100 + ci, lo = -3, hi = 3, int = true})
+      if ci % 2 == 0 then
+        local k = 0
+        for _, a in ipairs(Xc) do for _, b in ipairs(a) do for _, r in ipairs(b) do
+          for j = 1, #r do k = k + 1; if k % 7 == 0 then r[j] = 0 / 0 end end
+        end end end
+      end
+      local rv, ri = ref_max(Xc, kh, kw, sh, sw, ph, pw)
+      local o = {stride = {sh, sw}, padding = {ph, pw}}
+      local layouts = ci <= 6 and H.layouts or {"contiguous"}
+      for _, dt in ipairs({"float32", "float64"}) do
+        for _, layout in ipairs(layouts) do
+          local v, i = dle.max_pool2d(H.make(Xc, dt, layout), {kh, kw}, o)
+          local vt, it_ = v:reshape(-1):totable(), i:reshape(-1):totable()
+          local msg = string.format("case %d: kernel %dx%d stride %dx%d padding %dx%d input %dx%d %s %s", ci, kh,
+            kw, sh, sw, ph, pw, hh, ww, dt, layout)
+          assert.are.equal(#rv, #vt, msg)
+          for k = 1, #rv do
+            if rv[k] ~= rv[k] then
+              assert(vt[k] ~= vt[k], msg .. ": NaN expected at " .. k)
+            else
+              assert(vt[k] == rv[k], msg .. string.format(": value %s vs %s at %d", vt[k], rv[k], k))
+            end
+            assert(it_[k] == ri[k], msg .. string.format(": index %d vs %d at %d", it_[k], ri[k], k))
+          end
+        end
+      end
+    end
   end)
 
   it("works as a method on float16 and rejects bad kernels, strides and paddings", function()

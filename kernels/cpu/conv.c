@@ -14,7 +14,9 @@
  * rows); a chunk of one sample in float32/float64 needs no gather or scatter: its gemms read gy and
  * write y in place (the bias written first, then accumulated onto).
  * Threads: each OpenMP thread takes whole chunks on its own buffers (cpu_conv_job.c).
- * 3x3 kernels at stride 1 with enough channels go to Winograd instead (cpu_conv_winograd.c).
+ * 3x3 kernels at stride 1 with enough channels go to Winograd instead (cpu_conv_winograd.c);
+ * conv2d of one-row inputs and kernels at stride 1 (conv1d) and of 1x1 kernels at stride 1
+ * without padding goes by taps, one gemm per kernel tap on the input itself (by_taps).
  * im2col and col2im work on runs of valid output columns computed once per kernel tap (tap_of),
  * so their inner loops are branch-free copies/adds (contiguous for stride 1; one shifted run per
  * tap when stride 1 keeps the width, as with "same" padding).
@@ -29,6 +31,7 @@
 #include "backend.h"
 #include "cpu_conv_job.h"
 #include "cpu_conv_winograd.h"
+#include "cpu_exp.h" /* CPU_CLONES */
 #include "cpu_gemm.h"
 #include "cpu_loop.h"
 #include "cpu_vecmath.h"
@@ -36,18 +39,30 @@
 /* Samples per chunk: the column buffer of a chunk stays under CONV_COL_BYTES (at least one
  * sample), so im2col writes it into the L2 cache the gemm then reads it from (of 256 KiB,
  * 2 MiB and 8 MiB chunks, 256 KiB was the fastest for Fashion-MNIST's conv2, forward + both
- * gradients, measured when it still went through im2col).
+ * gradients, measured when it still went through im2col) -- but a chunk has at least
+ * CONV_MIN_COLS columns when that fits CONV_CHUNK_BYTES: on small maps (resnet18's 7x7 and 14x14
+ * layers, L = 49 or 196 per sample, K up to 4608) one sample's columns pass the budget, and
+ * gemms of L columns each ran well below OpenBLAS's rate on the batch's wider gemm.
  * A sample whose columns alone exceed CONV_PART_BYTES is cut into parts of whole output rows
  * (part_rows): im2col of one part, its gemms, then the next, so the buffer stays bounded on large
- * images (not for speed: conv2 cut into two 128 KiB parts per sample was slower than uncut, and
- * 256 KiB parts made gemms of 7 columns on resnet18's 7x7 layers at batch 1, too thin). Each
- * thread has its own buffers: the budget is per thread, and a chunk holds at most a 1/threads
- * share of the batch so that a small batch is still split between the threads. */
-#define CONV_COL_BYTES  ((int64_t)256 << 10)
-#define CONV_PART_BYTES ((int64_t)4 << 20)
+ * images and a part's columns are still in the cache when its gemm reads them (resnet18's first
+ * layer, 7x7 stride 2 on 224x224 at batch 1: faster with parts of 1 MiB than of 4 MiB, 7 MiB
+ * uncut). Parts too keep at least CONV_MIN_COLS columns (conv2 cut into two 128 KiB parts per
+ * sample was slower than uncut, and 256 KiB parts made gemms of 7 columns on resnet18's 7x7
+ * layers at batch 1, too thin). Each thread has its own buffers: the budget is per thread, and
+ * a chunk holds at most a 1/threads share of the batch so that a small batch is still split
+ * between the threads. */
+#define CONV_COL_BYTES   ((int64_t)256 << 10)
+#define CONV_PART_BYTES  ((int64_t)1 << 20)
+#define CONV_CHUNK_BYTES ((int64_t)4 << 20)
+#define CONV_MIN_COLS    1024
 static int64_t chunk_of(const conv_geom *q, size_t es, int threads) {
   int64_t per = q->c * q->kh * q->kw * q->l * (int64_t)es;
   int64_t b = per > 0 ? CONV_COL_BYTES / per : q->n;
+  if (per > 0 && q->l > 0 && b * q->l < CONV_MIN_COLS) { /* widen, within CONV_CHUNK_BYTES */
+    int64_t want = (CONV_MIN_COLS + q->l - 1) / q->l, most = CONV_CHUNK_BYTES / per;
+    b = want < most ? want : most;
+  }
   int64_t share = (q->n + threads - 1) / threads; /* every thread gets a chunk when it can */
   if (b > share) b = share;
   if (b < 1) b = 1;
@@ -57,13 +72,17 @@ static int64_t chunk_of(const conv_geom *q, size_t es, int threads) {
 }
 
 /* Output rows per part for chunks of b samples: all of them for several samples, else the fewest
- * even parts whose columns fit the budget. */
+ * even parts whose columns fit the budget, each of at least CONV_MIN_COLS columns. */
 static int64_t part_rows(const conv_geom *q, int64_t b, size_t es) {
   int64_t per_row = q->c * q->kh * q->kw * q->wo * (int64_t)es;
   if (b > 1 || q->ho < 2 || per_row * q->ho <= CONV_PART_BYTES) return q->ho;
   int64_t r = per_row > 0 ? CONV_PART_BYTES / per_row : q->ho;
+  int64_t least = q->wo > 0 ? (CONV_MIN_COLS + q->wo - 1) / q->wo : 1;
+  if (r < least) r = least;
   if (r < 1) r = 1;
-  int64_t parts = (q->ho + r - 1) / r;
+  int64_t parts = (q->ho + r - 1) / r, most = least > 0 ? q->ho / least : q->ho;
+  if (parts > most) parts = most; /* even parts of at least `least` rows */
+  if (parts <= 1) return q->ho;
   return (q->ho + parts - 1) / parts;
 }
 
@@ -97,6 +116,24 @@ static dle_status job_init(conv_job *j, const char *fn, conv_geom q, size_t es, 
 #define CONV_DOTS_MAX_K 16
 static bool gw_by_dots(const conv_geom *q, bool f32) {
   return f32 && cpu_vec && q->k <= CONV_DOTS_MAX_K;
+}
+
+/* Whether conv2d's forward goes by taps (taps_chunk) instead of im2col: one-row inputs and
+ * kernels at stride 1 (conv1d's lowering, {N, C, 1, W} with a {1, kw} kernel), and 1x1 kernels at
+ * stride 1 without padding (their planes are one row of H W). Each tap of the kernel is then one
+ * gemm straight on the input rows, shifted, so there are no columns to build: conv1d
+ * {32,64,1024} -> 64, k = 3, spent a quarter of its time building and packing them. */
+static bool by_taps(const conv_geom *q) {
+  bool one_row = q->h == 1 && q->kh == 1 && q->sw == 1 && q->ph == 0;
+  bool pointwise = q->kh == 1 && q->kw == 1 && q->sh == 1 && q->sw == 1 && q->ph == 0 && q->pw == 0;
+  return one_row || pointwise;
+}
+
+/* by_taps's geometry with a 1x1 kernel's planes as one row of H W. */
+static conv_geom taps_geom(conv_geom q) {
+  if (q.h == 1) return q;
+  q.w *= q.h, q.wo *= q.ho, q.h = q.ho = 1;
+  return q;
 }
 
 /* T and CT are the same type (float32, float64; not the 16-bit floats computing in float) */
@@ -141,8 +178,8 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
 #define CONV_KERNELS(ID, T, CT)                                                                     \
   /* col[(c*kh*kw + i*kw + j) * ld + b*lp + (oh - r0)*Wo + ow]                                    \
    *   = x[b0 + b, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw] (0 in the padding) */ \
-  NO_MEMSET static void im2col_##ID(const T *x, int64_t b0, int64_t nb, int64_t r0, int64_t r1,     \
-                                    const conv_geom *q, CT *col) {                                  \
+  NO_MEMSET CPU_CLONES static void im2col_##ID(const T *x, int64_t b0, int64_t nb, int64_t r0,      \
+                                               int64_t r1, const conv_geom *q, CT *col) {           \
     const int64_t wo = q->wo, sw = q->sw, lp = (r1 - r0) * wo, ld = nb * lp;                        \
     /* stride 1 with the output as wide as the input ("same" padding): a tap's valid rows are     \
      * one contiguous run of the plane, shifted */ \
@@ -177,6 +214,8 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
             for (int64_t ow = 0; ow < ow0; ow++) r[ow] = 0;                                         \
             if (sw == 1)                                                                            \
               for (int64_t ow = ow0; ow < ow1; ow++) r[ow] = LD_##ID(src[ow]);                      \
+            else if (sw == 2) /* a constant stride, which the compiler vectorizes */                \
+              for (int64_t ow = ow0; ow < ow1; ow++) r[ow] = LD_##ID(src[ow * 2]);                  \
             else                                                                                    \
               for (int64_t ow = ow0; ow < ow1; ow++) r[ow] = LD_##ID(src[ow * sw]);                 \
             for (int64_t ow = ow1; ow < wo; ow++) r[ow] = 0;                                        \
@@ -260,11 +299,12 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
     const bool direct = nb == 1 && SAME_TYPE(T, CT);                                                \
     CT *out = direct ? (CT *)(void *)(y + b0 * q->o * q->l) : (CT *)j->tmp + t * j->ntmp;           \
     const int64_t ldo = nb * q->l;                                                                  \
-    if (direct && bias)                                                                             \
-      for (int64_t o = 0; o < q->o; o++)                                                            \
-        for (int64_t l = 0; l < q->l; l++) out[o * q->l + l] = (CT)LD_##ID(bias[o]);                \
     for (int64_t r0 = 0; r0 < q->ho; r0 += j->rows) { /* parts only when nb == 1 */                 \
       const int64_t r1 = r0 + j->rows < q->ho ? r0 + j->rows : q->ho, ld = nb * (r1 - r0) * q->wo;  \
+      if (direct && bias) /* the part's outputs, just before its gemm adds onto them */             \
+        for (int64_t o = 0; o < q->o; o++)                                                          \
+          for (int64_t l = r0 * q->wo; l < r1 * q->wo; l++)                                         \
+            out[o * q->l + l] = (CT)LD_##ID(bias[o]);                                               \
       im2col_##ID(j->src, b0, nb, r0, r1, q, col);                                                  \
       for (int64_t g = 0; g < q->g; g++) GEMM(CT)                                                   \
       (false, false, q->og, ld, q->k, w + g * q->og * q->k, q->k, col + g * q->k * ld, ld,          \
@@ -328,10 +368,51 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
        acc + g * q->og * q->k, q->k);                                                               \
     }                                                                                               \
   }                                                                                                 \
+  /* y of samples [b0, b0 + nb) by taps (see by_taps): y = bias, then for each tap j one gemm per \
+   * group adds W_j {Og, C/G} . x's rows shifted by the tap, over the outputs that read inside   \
+   * the row; j->w holds the weight as {kw, O, C/G} */ \
+  static void taps_chunk_##ID(const conv_job *j, int64_t b0, int64_t nb, int t, int64_t s) {        \
+    const conv_geom *q = &j->q;                                                                     \
+    const T *bias = j->bias;                                                                        \
+    const CT *wt = j->w;                                                                            \
+    for (int64_t b = b0; b < b0 + nb; b++) {                                                        \
+      const CT *x = (const CT *)j->src + b * q->c * q->w;                                           \
+      CT *y = (CT *)j->dst + b * q->o * q->l;                                                       \
+      for (int64_t o = 0; o < q->o; o++)                                                            \
+        for (int64_t l = 0; l < q->l; l++) y[o * q->l + l] = bias ? (CT)LD_##ID(bias[o]) : (CT)0;   \
+      for (int64_t tap = 0; tap < q->kw; tap++) {                                                   \
+        const conv_tap p = tap_of(q, 0, tap);                                                       \
+        if (p.ow1 <= p.ow0) continue;                                                               \
+        for (int64_t g = 0; g < q->g; g++) GEMM(CT)                                                 \
+        (false, false, q->og, p.ow1 - p.ow0, q->cg, wt + (tap * q->o + g * q->og) * q->cg, q->cg,   \
+         x + g * q->cg * q->w + p.ow0 + p.offw, q->w, (CT)1, y + g * q->og * q->l + p.ow0, q->l);   \
+      }                                                                                             \
+    }                                                                                               \
+  }                                                                                                 \
+  static dle_status conv_taps_##ID(conv_geom q, const T *x, const T *w, const T *bias, T *y) {      \
+    conv_job j;                                                                                     \
+    dle_status st = check_blas("conv2d", &q, 1);                                                    \
+    if (st == DLE_OK)                                                                               \
+      st = conv_job_init(&j, "conv2d", q, sizeof(CT), 1, q.o * q.k, 0, 0, 0, false);                \
+    else                                                                                            \
+      memset(&j, 0, sizeof j);                                                                      \
+    if (st == DLE_OK) {                                                                             \
+      CT *wt = j.wbuf; /* {O, C/G, 1, kw} -> {kw, O, C/G} */                                        \
+      for (int64_t e = 0; e < q.o * q.cg; e++)                                                      \
+        for (int64_t tap = 0; tap < q.kw; tap++) wt[tap * q.o * q.cg + e] = w[e * q.kw + tap];      \
+      j.src = x, j.dst = y, j.bias = bias, j.w = wt;                                                \
+      conv_for_chunks(&j, taps_chunk_##ID);                                                         \
+    }                                                                                               \
+    conv_job_free(&j);                                                                              \
+    return st;                                                                                      \
+  }                                                                                                 \
   static dle_status conv_fwd_##ID(dle_tensor *y, dle_tensor *const *ins, int nin,                   \
                                   const dle_attrs *a) {                                             \
     conv_job j;                                                                                     \
     conv_geom q = conv_make_geom(ins[0]->sizes, ins[1]->sizes, y->sizes, a);                        \
+    if (SAME_TYPE(T, CT) && by_taps(&q))                                                            \
+      return conv_taps_##ID(taps_geom(q), dle_tensor_data(ins[0]), dle_tensor_data(ins[1]),         \
+                            nin > 2 ? dle_tensor_data(ins[2]) : NULL, dle_tensor_data(y));          \
     dle_status st =                                                                                 \
         job_init(&j, "conv2d", q, sizeof(CT), SAME_TYPE(T, CT) ? 0 : q.o * q.k, 0, false);          \
     if (st == DLE_OK) {                                                                             \
