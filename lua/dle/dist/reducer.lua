@@ -83,17 +83,12 @@ local function plan_buckets(params, owner, cap, overlap)
     local bytes = p:numel() * p:element_size()
     local alone = not overlap and bytes >= ALONE
     local bucket = cur
-    if alone then
-      bucket = nil
-    elseif not cur or p:dtype() ~= cur.dtype or (cur.bytes + bytes > cap and #cur.idx > 0)
+    if alone or not cur or p:dtype() ~= cur.dtype or (cur.bytes + bytes > cap and #cur.idx > 0)
         or (overlap and owner[p] ~= cur.last_owner and cur.bytes >= MIN_BUCKET) then
-      bucket = nil
-    end
-    if not bucket then
       bucket = {idx = {}, bytes = 0, numel = 0, dtype = p:dtype(), alone = alone}
       plan[#plan + 1] = bucket
     end
-    if not alone then cur = bucket end
+    if not alone then cur = bucket end   -- the next small parameters join the shared bucket
     bucket.idx[#bucket.idx + 1] = i
     bucket.bytes = bucket.bytes + bytes
     bucket.numel = bucket.numel + p:numel()
