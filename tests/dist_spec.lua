@@ -722,6 +722,10 @@ describe("dle.dist across " .. NP .. " MPI processes", function()
       assert.are.same({1, 1, 1}, numbers(r[rank].unused_b_grad))
       assert.are.same({3, 3, 3}, numbers(r[rank].unused_a_grad))
       assert.are.equal("nil", r[rank].unused_c_grad)
+      -- a 260x260 weight (a bucket of its own) used nowhere: still nil after two steps; the used
+      -- weight's gradient (2 (rank + 1) per element) averages to 3
+      assert.are.equal("nil", r[rank].spare_grad)
+      assert.are.same({3, 3, 3}, numbers(r[rank].spare_used_grad))
       -- rank 0's buffer (1) at construction; before a training forward rank 0's again (7)
       assert.are.same({1, 1}, numbers(r[rank].buffer_init))
       assert.are.same({7, 7}, numbers(r[rank].buffer_forward))

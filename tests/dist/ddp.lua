@@ -167,4 +167,18 @@ for _ = 1, 2 do   -- twice: the second backward reuses the first one's buffers
   dbig(xb):sum():backward()
 end
 emit("alone_diff", worst_vs_mean(Big, 8, xb, {big}))
+
+-- 9. a parameter alone in its bucket and used on no rank keeps .grad nil (its zeros are reduced,
+-- then dropped), twice in a row
+local Spare = nn.Module:extend("Spare")
+function Spare:init() self.used = nn.Linear(3, 1); self.spare = nn.Linear(260, 260, {bias = false}) end
+function Spare:forward(x) return self.used(x) end
+local spare = Spare()
+local dspare = dist.DistributedDataParallel(spare)
+for _ = 1, 2 do
+  spare:zero_grad()
+  dspare(dle.ones(2, 3) * (rank + 1)):sum():backward()
+end
+emit("spare_grad", tostring(spare.spare.weight.grad))
+emit("spare_used_grad", spare.used.weight.grad)
 emit("done", 1)

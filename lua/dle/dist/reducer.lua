@@ -16,12 +16,13 @@
 --   gradient when the node using it runs). A module called k times is ready after k such backward
 --   calls. Buckets start strictly in plan order so that every rank starts the same collectives in
 --   the same order; the in-flight ones are tested at each readiness.
--- * After backward, finish() exchanges which parameters have a gradient on some rank (on a
---   communicator of its own: a rank may have started more buckets by then), reduces the remaining
---   buckets over those (zeros for a rank without one; a parameter without a gradient on every
---   rank keeps .grad nil), waits for all and copies the averages back. Parameters no readiness
---   covers (of a module with submodules, shared by two modules, of the first layer, whose input
---   needs no gradient) go in finish().
+-- * Unused parameters: every bucket is reduced whole, a parameter without a gradient on this rank
+--   taking part with zeros. Which parameters have a gradient somewhere rides in the same
+--   collectives: one bucket (the flags bucket, the last shared one, reduced after backward) carries
+--   after its gradients one element per parameter, 1 where this rank has its gradient. A parameter
+--   with a gradient on no rank keeps .grad nil; one with a gradient elsewhere only gets the average.
+--   Parameters no readiness covers (of a module with submodules, shared by two modules, of the
+--   first layer, whose input needs no gradient) go in finish().
 local dle = require "dle"
 local dist = require "dle.dist"
 
@@ -75,7 +76,8 @@ end
 
 -- The buckets of params (indices into it, in reverse order). Without overlap, module boundaries
 -- do not matter: a parameter of at least ALONE bytes has a bucket of its own, reduced in place in
--- its .grad (no copies in and out of a flat buffer), and the others share buckets up to cap.
+-- its .grad (no copies in and out of a flat buffer), and the others share buckets up to cap. Also
+-- returns the flags bucket.
 local function plan_buckets(params, owner, cap, overlap)
   local plan, cur = {}, nil
   for i = #params, 1, -1 do
@@ -94,7 +96,16 @@ local function plan_buckets(params, owner, cap, overlap)
     bucket.numel = bucket.numel + p:numel()
     bucket.last_owner = owner[p] or false
   end
-  return plan
+  -- the flags bucket: the last shared one (in overlap mode the last one: the first layers', whose
+  -- gradients come last anyway), or one of its own when every parameter is alone
+  local flags
+  for _, b in ipairs(plan) do if not b.alone then flags = b end end
+  if not flags and #params > 0 then
+    flags = {idx = {}, bytes = 0, numel = 0, dtype = params[1]:dtype()}
+    plan[#plan + 1] = flags
+  end
+  if flags then flags.flags = true end
+  return plan, flags
 end
 
 --- A reducer over the parameters (requiring grad) of model, world ranks, buckets of at most cap
@@ -103,12 +114,7 @@ function Reducer.new(model, params, cap, world, overlap)
   local self = setmetatable({params = params, world = world, overlap = overlap}, Reducer)
   local owner, leaves = owners(model)
   self.owner = owner
-  self.plan = plan_buckets(params, owner, cap, overlap)
-  self.flags_group = dist.new_group((function()
-    local all = {}
-    for r = 0, world - 1 do all[r + 1] = r end
-    return all
-  end)())
+  self.plan, self.flag_bucket = plan_buckets(params, owner, cap, overlap)
   self:_reset()
   -- the hooks hold the reducer weakly: a dropped DDP leaves inert hooks behind
   local ref = setmetatable({r = self}, {__mode = "v"})
@@ -147,10 +153,11 @@ function Reducer:_module_done(m)
   for _, s in ipairs(self.started) do s.work:is_completed() end
   while #self.started < #self.plan do
     local b = self.plan[#self.started + 1]
+    if b.flags then return end   -- (reduced in finish(), once every flag is known)
     for _, i in ipairs(b.idx) do
       if not self.ready[i] then return end
     end
-    self:_start(b, b.idx, true)
+    self:_start(b, true)
   end
 end
 
@@ -166,35 +173,43 @@ function Reducer:index_of(m)
   return list
 end
 
--- Starts the average of bucket b's parameters idx (each with a .grad) across the ranks: in place
--- in the .grad of a parameter alone in its bucket, else in the bucket's own flat buffer (its first
--- elements when idx leaves parameters out); async: without waiting for it.
-function Reducer:_start(b, idx, async)
-  local p = self.params[idx[1]]
+-- Starts the average of bucket b's gradients across the ranks (zeros for a parameter without
+-- one here; the flags bucket's flags after them, from self.missing): in place in the .grad of a
+-- parameter alone in its bucket, else in the bucket's own flat buffer, kept with its per-parameter
+-- views from step to step; async: without waiting for it.
+function Reducer:_start(b, async)
+  local p = self.params[b.idx[1]] or self.params[1]
   local part, views
   if b.alone and p.grad:is_contiguous() then
     part = p.grad
   else
     local flat = b.flat
     if not flat or flat:dtype() ~= p:dtype() or flat:device() ~= p:device() then   -- (moved since)
-      flat = dle.empty({b.numel}, {dtype = p:dtype(), device = p:device()})
-      b.flat, b.views = flat, nil
+      flat = dle.empty({b.numel + (b.flags and #self.params or 0)}, {dtype = p:dtype(), device = p:device()})
+      b.flat, b.views = flat, self:_slices(flat, b.idx)
+      b.flag_view = b.flags and flat:narrow(1, b.numel + 1, #self.params) or nil
     end
-    if #idx == #b.idx then   -- every parameter: each one's slice of the buffer, kept between steps
-      if not b.views then b.views = self:_slices(flat, b.idx) end
-      views = b.views
-    else
-      views = self:_slices(flat, idx)
-    end
+    views = b.views
     dle.no_grad(function()
-      for k, i in ipairs(idx) do views[k]:copy_(self.params[i].grad) end
+      for k, i in ipairs(b.idx) do
+        local g = self.params[i].grad
+        if g ~= nil then views[k]:copy_(g) else views[k]:zero_() end
+      end
+      if b.flags then
+        if #self.missing == 0 then
+          b.flag_view:fill_(1)
+        else
+          local mine = {}   -- (not from .grad: a zeroed one alone in its bucket has one by now)
+          for i = 1, #self.params do mine[i] = 1 end
+          for _, i in ipairs(self.missing) do mine[i] = 0 end
+          b.flag_view:copy_(dle.tensor(mine, {dtype = p:dtype(), device = p:device()}))
+        end
+      end
     end)
-    local n = 0
-    for _, i in ipairs(idx) do n = n + self.params[i]:numel() end
-    part = n == b.numel and flat or flat:narrow(1, 1, n)
+    part = flat
   end
   -- scaled before the sum, as PyTorch does (float16 sums stay in range); by the reciprocal, which
-  -- is exact for a power-of-two world and a multiply instead of a slower divide
+  -- is exact for a power-of-two world and a multiply instead of a slower divide (a flag stays > 0)
   dle.no_grad(function() part:mul_(1 / self.world) end)
   local work
   if async then
@@ -202,7 +217,7 @@ function Reducer:_start(b, idx, async)
   else
     dist.all_reduce(part, "sum")
   end
-  self.started[#self.started + 1] = {idx = idx, views = views, work = work}
+  self.started[#self.started + 1] = {bucket = b, views = views, work = work}
 end
 
 -- Views of flat's first elements, one after another, shaped like the parameters idx.
@@ -216,38 +231,50 @@ function Reducer:_slices(flat, idx)
   return views
 end
 
---- After backward: the flags, the remaining buckets, the waits, the averages into .grad.
--- check_grad(i, g) vets each gradient that is averaged (param index i).
+--- After backward: the remaining buckets (the flags bucket among them), the waits, the averages
+-- into .grad. check_grad(i, g) vets each gradient this rank contributes (param index i).
 function Reducer:finish(check_grad)
   self.last_early = #self.started   -- buckets started during this backward (what tests look at)
-  local mine = {}
-  for i, p in ipairs(self.params) do mine[i] = p.grad ~= nil and 1 or 0 end
-  local flags = dle.tensor(mine, {dtype = "uint8"})
-  dist.all_reduce(flags, "max", {group = self.flags_group})
-  local has = flags:totable()
+  local missing = {}
   for i, p in ipairs(self.params) do
-    if has[i] == 1 then
-      if p.grad == nil then p.grad = dle.zeros_like(p) end   -- unused here, used elsewhere: zeros
-      check_grad(i, p.grad)
-    end
+    if p.grad == nil then missing[#missing + 1] = i else check_grad(i, p.grad) end
   end
+  self.missing = missing
+  local zeroed = {}   -- parameters alone in their bucket without a gradient here: zeros reduced in place
   for k = #self.started + 1, #self.plan do
-    local idx = {}
-    for _, i in ipairs(self.plan[k].idx) do
-      if has[i] == 1 then idx[#idx + 1] = i end
+    local b = self.plan[k]
+    local p = self.params[b.idx[1]]
+    if b.alone and p.grad == nil then
+      p.grad = dle.zeros_like(p)
+      zeroed[b.idx[1]] = true
     end
     -- with overlap, non-blocking too: MPI never matches a blocking collective with another rank's
     -- non-blocking one
-    if #idx > 0 then self:_start(self.plan[k], idx, self.overlap) else self.started[#self.started + 1] = {idx = {}} end
+    self:_start(b, self.overlap)
   end
+  local average_of = {}   -- param index -> its average, for the parameters without a .grad here
   dle.no_grad(function()
     for _, s in ipairs(self.started) do
       if s.work then s.work:wait() end
       if s.views then   -- (a parameter reduced in place in its .grad has none)
-        for k, i in ipairs(s.idx) do self.params[i].grad:copy_(s.views[k]) end
+        for k, i in ipairs(s.bucket.idx) do
+          local g = self.params[i].grad
+          if g ~= nil then g:copy_(s.views[k]) else average_of[i] = s.views[k] end
+        end
       end
     end
   end)
+  if #missing > 0 then   -- which of them have a gradient on some rank
+    local flags = self.flag_bucket.flag_view:totable()
+    for _, i in ipairs(missing) do
+      local p = self.params[i]
+      if flags[i] > 0 then
+        if not zeroed[i] then p.grad = average_of[i]:clone() end
+      else
+        p.grad = nil
+      end
+    end
+  end
   self:_reset()
 end
 
