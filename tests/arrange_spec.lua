@@ -76,6 +76,12 @@ describe("rearranging and product functions", function()
     local m = dle.zeros(3, 4)
     m:diagonal(1):fill_(5)
     assert.are.same({{0, 5, 0, 0}, {0, 0, 5, 0}, {0, 0, 0, 5}}, m:totable(), "diagonal is a view")
+    -- offsets past the matrix, down to the most negative integer, give empty diagonals (as PyTorch)
+    for _, off in ipairs({4, 5, math.maxinteger, -3, -4, math.mininteger}) do
+      assert.are.same({0}, m:diagonal(off):shape(), "diagonal offset " .. off)
+    end
+    assert.are.same({1}, m:diagonal(3):shape())
+    assert.are.same({1}, m:diagonal(-2):shape())
     x:flip(1):fill_(99)
     x:flip({}):fill_(99)
     assert.are.same({{1, 2, 3}, {4, 5, 6}}, x:totable(), "flip returns a copy")
