@@ -133,7 +133,12 @@ static int l_diag_embed(lua_State *L) {
   lua_Integer off = lua_isnoneornil(L, 2) ? 0 : dle_lua_check_int(L, 2, "diag_embed", "offset");
   int d1 = dle_lua_optdim(L, 3, "diag_embed", -2), d2 = dle_lua_optdim(L, 4, "diag_embed", -1);
   if (x->ndim < 1) luaL_error(L, "diag_embed: expected at least 1 dim, got a 0-dim tensor");
-  int64_t n = x->sizes[x->ndim - 1] + (off < 0 ? -off : off);
+  /* the matrices are n x n, n = size + |offset|: refused before n or n * n overflows */
+  int64_t size = x->sizes[x->ndim - 1];
+  uint64_t mag = off < 0 ? 0 - (uint64_t)off : (uint64_t)off;
+  if (mag > (uint64_t)(INT64_MAX - size) || (size + (int64_t)mag) > INT64_MAX / (size + (int64_t)mag + 1))
+    luaL_error(L, "diag_embed: offset %I makes %I + |offset| rows, too many", off, (lua_Integer)size);
+  int64_t n = size + (int64_t)mag;
   DLE_LUA_TRY(L, dle_diag_embed(&r, x, off, d1, d2, n, n));
   dle_lua_push(L, r);
   return 1;

@@ -94,6 +94,10 @@ describe("rearranging and product functions", function()
     assert.matches("roll: 2 shifts for 1 dims %(one each%)", err(function() return x:roll({1, 2}, 1) end))
     assert.matches("repeat: 1 repeats for a 2%-dim tensor", err(function() return dle["repeat"](x, 2) end))
     assert.matches("trace: input must be 2%-D", err(function() return dle.randn(3):trace() end))
+    for _, off in ipairs({math.mininteger, math.maxinteger, 1 << 40}) do
+      local msg = err(function() return dle.diag_embed(dle.randn(3), off) end)
+      assert.truthy(msg:find("diag_embed: offset " .. off .. " makes 3 + |offset| rows, too many", 1, true), msg)
+    end
     assert.matches("tensordot: dim 2 of a %(3%) and dim 1 of b %(2%) differ",
       err(function() return dle.tensordot(x, x, {{2}, {1}}) end))
     assert.matches("pad: reflect pads 3, 0 of dim 2 must be less than its size 3 %(shape {2,3}%)",
