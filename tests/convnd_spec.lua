@@ -173,6 +173,13 @@ describe("N-d convolutions, transposed convolutions, unfold/fold and pools", fun
       err(function() return F.adaptive_avg_pool2d(r(1, 2, 3, 3), {0, 2}) end))
     assert.matches("adaptive_max_pool1d: expected a 3%-D input",
       err(function() return F.adaptive_max_pool1d(dle.tensor(1), 2) end))
+    -- output sizes no memory holds fail at once (they used to loop over every output first)
+    assert.matches("adaptive_avg_pool1d: output size 4611686018427387904 over an input of 2 is too large",
+      err(function() return F.adaptive_avg_pool1d(r(1, 2), 1 << 62) end))
+    assert.matches("adaptive_max_pool1d: output size 68719476735: .*cannot allocate",
+      err(function() return F.adaptive_max_pool1d(r(3, 1), (1 << 36) - 1) end))
+    assert.matches("adaptive_avg_pool2d: output size 68719476735: .*cannot allocate",
+      err(function() return F.adaptive_avg_pool2d(r(5, 3, 5), {100, (1 << 36) - 1}) end))
     assert.matches("max_pool3d: padding {2,0,0} must be at most half the kernel size {3,3,3}",
       err(function() return F.max_pool3d(r(1, 1, 5, 5, 5), 3, {padding = {2, 0, 0}}) end))
     assert.matches("max_pool3d: unknown option 'return_indices'",

@@ -216,16 +216,20 @@ function check.opt_tensor(v, fn, what)
   return v
 end
 
+-- v as an integer: an integer, or a float with an integer value; nil otherwise (strings too,
+-- which math.tointeger would convert)
+local function to_integer(v) return type(v) == "number" and math.tointeger(v) or nil end
+
 --- v must be an integer (a float with an integer value is accepted and converted).
 function check.integer(v, fn, what)
-  local i = math.tointeger(v)
+  local i = to_integer(v)
   if not i then fail(fn, what, "an integer", v) end
   return i
 end
 
 --- v must be an integer >= min.
 function check.integer_min(v, fn, what, min)
-  local i = math.tointeger(v)
+  local i = to_integer(v)
   if not i or i < min then fail(fn, what, "an integer >= " .. min, v) end
   return i
 end

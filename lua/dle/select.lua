@@ -17,7 +17,7 @@ function M.install(dle)
 
   -- the 1-based dim d of t wrapped into 1..t:dim(), or an error naming fn
   local function wrap_dim(fn, t, d)
-    check.integer(d, fn, "dim")
+    d = check.integer(d, fn, "dim")
     local n = t:dim()
     if n == 0 then
       check.error(string.format("%s: expected a tensor with at least 1 dim, got a 0-dim tensor (shape %s)",

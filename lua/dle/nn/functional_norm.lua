@@ -107,14 +107,19 @@ function M.local_response_norm(x, size, alpha, beta, k)
   if x:dim() < 3 then
     check.error("local_response_norm: expected an input of at least 3 dimensions {N, C, ...}, got " .. shape_str(x))
   end
-  alpha, beta, k = alpha or 1e-4, beta or 0.75, k or 1.0
+  alpha = alpha == nil and 1e-4 or check.number(alpha, "local_response_norm", "alpha")
+  beta = beta == nil and 0.75 or check.number(beta, "local_response_norm", "beta")
+  k = k == nil and 1.0 or check.number(k, "local_response_norm", "k")
   local C, pads = x:size(2), {}
-  -- F.pad's pairs run from the last dim: none for the trailing dims, then the channels'
+  -- F.pad's pairs run from the last dim: none for the trailing dims, then the channels'. A window
+  -- reaching more than C - 1 channels away sees only zero padding there: the pads (and the loop)
+  -- stop at C - 1, which leaves every sum as it was (x^2 + 0 is x^2) for any size
   for _ = 3, x:dim() do pads[#pads + 1] = 0; pads[#pads + 1] = 0 end
-  pads[#pads + 1], pads[#pads + 2] = size // 2, (size - 1) // 2
+  local reach = math.max(C - 1, 0)
+  pads[#pads + 1], pads[#pads + 2] = math.min(size // 2, reach), math.min((size - 1) // 2, reach)
   local p = F.pad(x * x, pads)
   local sum = p:narrow(2, 1, C)
-  for j = 2, size do sum = sum + p:narrow(2, j, C) end
+  for j = 2, pads[#pads - 1] + pads[#pads] + 1 do sum = sum + p:narrow(2, j, C) end
   return x / (sum * (alpha / size) + k) ^ beta
 end
 

@@ -115,31 +115,34 @@ function M.avg_pool3d(x, k, opts)
 end
 
 -- The windows of an adaptive pool of n inputs to m outputs, grouped by length in increasing order:
--- a list of {len, outs = 0-based outputs, starts = 0-based first inputs}.
-local function windows(n, m)
-  local by, list = {}, {}
-  for i = 0, m - 1 do
-    local s, e = (i * n) // m, -((-(i + 1) * n) // m)
-    local w = by[e - s]
-    if not w then
-      w = {len = e - s, outs = {}, starts = {}}
-      by[e - s], list[#list + 1] = w, w
-    end
-    w.outs[#w.outs + 1], w.starts[#w.starts + 1] = i, s
+-- a list of {len, outs = 0-based outputs, starts = 0-based first inputs} (int64 tensors on io's
+-- device). Computed with tensor ops, so that a huge m fails at once (it cannot be allocated)
+-- rather than after a long loop; fn names the caller in that error.
+local function windows(fn, n, m, io)
+  if m > math.maxinteger // (n + 1) then   -- (i + 1) n + m - 1 below must not overflow
+    check.error(string.format("%s: output size %d over an input of %d is too large", fn, m, n))
   end
-  table.sort(list, function(a, b) return a.len < b.len end)
+  local ok, i = pcall(dle.arange, 0, m, 1, io)
+  if not ok then check.error(string.format("%s: output size %d: %s", fn, m, check.strip_where(i))) end
+  local starts = (i * n) // m
+  local lens = ((i + 1) * n + (m - 1)) // m - starts   -- ends: ceil((i + 1) n / m)
+  local list = {}
+  for _, len in ipairs(lens:unique():totable()) do   -- (unique sorts: increasing lengths)
+    local mask = lens:eq(len)
+    list[#list + 1] = {len = len, outs = i:masked_select(mask), starts = starts:masked_select(mask)}
+  end
   return list
 end
 
 -- x reduced along dim over its adaptive windows to m outputs: the means (kind "avg"), or the
 -- maxima and their 0-based positions along dim (int64).
-local function adaptive_dim(x, dim, m, kind)
+local function adaptive_dim(fn, x, dim, m, kind)
   local io = {dtype = "int64", device = x:device()}
   local vals, poss, order = {}, {}, {}
-  local groups = windows(x:size(dim), m)
+  local groups = windows(fn, x:size(dim), m, io)
   for gi, w in ipairs(groups) do
-    local k = #w.starts
-    local starts = dle.tensor(w.starts, io)
+    local starts = w.starts
+    local k = starts:numel()
     local shape = x:shape()
     shape[dim] = k
     table.insert(shape, dim + 1, w.len)   -- dim split into {k windows, len}
@@ -152,12 +155,11 @@ local function adaptive_dim(x, dim, m, kind)
       for d = 1, x:dim() do at[d] = d == dim and k or 1 end
       vals[gi], poss[gi] = v, a - 1 + starts:reshape(at)
     end
-    for _, i in ipairs(w.outs) do order[#order + 1] = i end
+    order[gi] = w.outs
   end
   if #groups == 1 then return vals[1], poss[1] end
-  local inv = {}   -- the outputs come grouped by length: inv puts them back in order
-  for p, i in ipairs(order) do inv[i + 1] = p end
-  local back = dle.tensor(inv, io)
+  -- the outputs come grouped by length: the (1-based) positions that put them back in order
+  local back = dle.cat(order):argsort()
   return dle.cat(vals, dim):index_select(dim, back), kind == "max" and dle.cat(poss, dim):index_select(dim, back) or nil
 end
 
@@ -172,17 +174,17 @@ local function adaptive(fn, ns, kind, x, output_size)
   end
   if kind == "avg" then
     local y = x
-    for i = ns, 1, -1 do y = adaptive_dim(y, d0 + i, m[i], "avg") end
+    for i = ns, 1, -1 do y = adaptive_dim(fn, y, d0 + i, m[i], "avg") end
     return y
   end
   if ns == 1 then
-    local v, p = adaptive_dim(x, d0 + 1, m[1], "max")
+    local v, p = adaptive_dim(fn, x, d0 + 1, m[1], "max")
     return v, p + 1
   end
   -- the maxima of the rows' windows, then of those over the columns' windows, where the row of a
   -- maximum picks its column (the first maximum in row-major order wins ties, as PyTorch's)
-  local v1, c1 = adaptive_dim(x, d0 + 2, m[2], "max")
-  local v, r = adaptive_dim(v1, d0 + 1, m[1], "max")
+  local v1, c1 = adaptive_dim(fn, x, d0 + 2, m[2], "max")
+  local v, r = adaptive_dim(fn, v1, d0 + 1, m[1], "max")
   return v, r * sp[2] + c1:gather(d0 + 1, r + 1) + 1
 end
 

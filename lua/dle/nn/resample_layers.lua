@@ -108,7 +108,10 @@ local Unflatten = class("Unflatten")
 function Unflatten:init(dim, sizes)
   self.dim = check.integer(dim, "Unflatten", "dim")
   check.table(sizes, "Unflatten", "unflattened_size")
-  self.unflattened_size = {table.unpack(sizes)}
+  self.unflattened_size = {}
+  for i, s in ipairs(sizes) do
+    self.unflattened_size[i] = check.integer(s, "Unflatten", "unflattened_size[" .. i .. "]")
+  end
 end
 
 function Unflatten:forward(x)
