@@ -277,6 +277,9 @@ describe("Conv1d, Conv3d, ConvTranspose1d/2d/3d, Unfold, Fold and the 1-D and ad
     assert.has_error(function() up(u, {10, 9}) end,
       "ConvTranspose2d: output_size {10,9} cannot be reached from input {1,3,4,5}: each size must be from {7,9} "
       .. "to less than max(stride, dilation) more")
+    local ok, err = pcall(up, true, {8, 9})
+    assert.is_false(ok)
+    assert.truthy(err:find("ConvTranspose2d: input must be a tensor, got boolean", 1, true), err)
     local same = nn.Conv2d(2, 3, {2, 4}, {padding = "same"})
     assert.are.same({2, 3, 5, 7}, same:output_shape({2, 2, 5, 7}))
     assert.are.same({2, 3, 5, 7}, same(r(2, 2, 5, 7):float()):shape())

@@ -18,6 +18,7 @@ local function fmt(t) return "(" .. table.concat(t, ", ") .. ")" end
 -- The output_padding with which a transposed conv module gives spatial sizes output_size (its last
 -- ns entries: a full shape may be given) for input x, as PyTorch's forward(x, output_size).
 local function output_padding_for(self, name, ns, x, output_size)
+  check.tensor(x, name, "input")
   if type(output_size) ~= "table" or #output_size < ns then
     check.error(name .. ": output_size must be a list of " .. ns .. " sizes, got " .. S.repr(output_size))
   end
