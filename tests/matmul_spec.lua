@@ -303,6 +303,39 @@ describe("matmul", function()
     end
   end)
 
+  -- kernels/cpu/matmul.c cuts a large product into slabs of C's rows (or of its columns when N > M),
+  -- one per dle thread; every slab boundary case against the float64 product: rows and columns,
+  -- sizes not a multiple of the 16-element slab alignment, more threads than slabs fit, both
+  -- operands transposed, an addend accumulated (addmm, beta = 1) and a sliced (strided) output.
+  it("splits large products into row or column slabs on dle's threads without changing values", function()
+    local g = dle.Generator(23)
+    local function rn(m, n) return n and dle.randn(m, n, {generator = g}) or dle.randn(m, {generator = g}) end
+    local cases = {
+      {"rows 1001x96 . 96x40", rn(1001, 96), rn(96, 40)},
+      {"columns 40x96 . 96x1001", rn(40, 96), rn(96, 1001)},
+      {"columns, both transposed", rn(96, 40):t(), rn(1001, 96):t()},
+      {"rows, just above the split size 33x257 . 257x31", rn(33, 257), rn(257, 31)},
+      {"float64 rows 517x64 . 64x129", rn(517, 64):double(), rn(64, 129):double()},
+    }
+    H.keep_threads(finally)
+    for _, threads in ipairs({2, 3, 5}) do
+      dle.set_num_threads(threads)
+      for _, c in ipairs(cases) do
+        local a, b, msg = c[2], c[3], c[1] .. " at " .. threads .. " threads"
+        local want = a:double():matmul(b:double())
+        H.assert_close(a:matmul(b), want:totable(), {rtol = 1e-4, atol = 1e-4, msg = msg})
+        local addend = rn(want:size(2)):to(a:dtype())
+        H.assert_close(dle.addmm(addend, a, b), (want + addend:double()):totable(),
+                       {rtol = 1e-4, atol = 1e-4, msg = msg .. ", addmm"})
+        local big = dle.zeros(want:size(1) + 3, want:size(2) + 5, {dtype = a:dtype()})
+        local out = big:narrow(1, 2, want:size(1)):narrow(2, 4, want:size(2))
+        a:matmul(b, {out = out})
+        H.assert_close(out, want:totable(), {rtol = 1e-4, atol = 1e-4, msg = msg .. ", sliced out"})
+        assert.are.equal(0, big:narrow(1, 1, 1):abs():sum():item(), msg .. ": row above out untouched")
+      end
+    end
+  end)
+
   it("gives zeros for K = 0 and empty results for M = 0 or N = 0", function()
     for _, dt in ipairs({"float32", "float64", "float16", "int64"}) do
       local z = dle.zeros(3, 0, {dtype = dt}):matmul(dle.zeros(0, 4, {dtype = dt}))
