@@ -310,12 +310,12 @@ describe("matmul", function()
   it("splits large products into row or column slabs on dle's threads without changing values", function()
     local g = dle.Generator(23)
     local function rn(m, n) return n and dle.randn(m, n, {generator = g}) or dle.randn(m, {generator = g}) end
-    local cases = {
-      {"rows 1001x96 . 96x40", rn(1001, 96), rn(96, 40)},
-      {"columns 40x96 . 96x1001", rn(40, 96), rn(96, 1001)},
-      {"columns, both transposed", rn(96, 40):t(), rn(1001, 96):t()},
-      {"rows, just above the split size 33x257 . 257x31", rn(33, 257), rn(257, 31)},
-      {"float64 rows 517x64 . 64x129", rn(517, 64):double(), rn(64, 129):double()},
+    local cases = {   -- each above the split size, 2^25 multiply-adds
+      {"rows 1001x256 . 256x140", rn(1001, 256), rn(256, 140)},
+      {"columns 140x256 . 256x1001", rn(140, 256), rn(256, 1001)},
+      {"columns, both transposed", rn(256, 140):t(), rn(1001, 256):t()},
+      {"33 rows, room for 2 slabs only: 33x1031 . 1031x1000", rn(33, 1031), rn(1031, 1000)},
+      {"float64 rows 1031x256 . 256x129", rn(1031, 256):double(), rn(256, 129):double()},
     }
     H.keep_threads(finally)
     for _, threads in ipairs({2, 3, 5}) do

@@ -118,16 +118,19 @@ static dle_status blas_operand(blas_mat *out, const cpu_mat *m, dle_dtype dt, bo
 }
 
 /* ---- gemm on dle's threads ----
- * A real gemm of at least SPLIT_MNK multiply-adds runs on dle's OpenMP threads, each a single-
- * threaded BLAS call on one slab of C (whole rows, or whole columns when C has more of them),
- * instead of on OpenBLAS's own threads. Why: after a threaded gemm, OpenBLAS's (pthreads) workers
- * keep spinning in sched_yield for 2^28 cycles before they sleep, on the cores that dle's OpenMP
- * threads need for the elementwise, norm and attention ops that come next: in a training step at
- * 2 threads those ops then took as long as at 1 thread. dle's idle threads sleep
- * (OMP_WAIT_POLICY=passive, bindings/loader). Each element of C is still one BLAS dot product
- * over the whole k in the same order; only which call computes it changes. Slabs start at
+ * A large real gemm runs on dle's OpenMP threads, each a single-threaded BLAS call on one slab of
+ * C (whole rows, or whole columns when C has more of them), instead of on OpenBLAS's own threads.
+ * Why: after a threaded gemm, OpenBLAS's (pthreads) workers keep spinning in sched_yield for 2^28
+ * cycles before they sleep, on the cores that dle's OpenMP threads need for the elementwise, norm
+ * and attention ops that come next: in the char-GPT training step at 2 threads those ops took as
+ * long as at 1 thread (bench/RESULTS.md, 2026-11-28 19:40). dle's idle threads sleep instead
+ * (OMP_WAIT_POLICY=passive, bindings/loader). Products below SPLIT_MNK multiply-adds keep
+ * OpenBLAS's threads: there the wake-up of a sleeping thread is a real part of the product (the
+ * Fashion-MNIST MLP's 128x784x256 ones ran near 1-thread speed split this way), and a step made
+ * of such products gains from OpenBLAS's workers staying awake. Each element of C is still one
+ * BLAS dot product over the whole k; only which call computes it changes. Slabs start at
  * multiples of 16 (whole vectors for the BLAS kernels). */
-#define SPLIT_MNK ((int64_t)1 << 18) /* OpenBLAS's own threshold for using its threads */
+#define SPLIT_MNK ((int64_t)1 << 25)
 #define SPLIT_ALIGN 16
 
 static int gemm_threads(int64_t m, int64_t n, int64_t k) {
