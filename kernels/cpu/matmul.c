@@ -130,7 +130,7 @@ static dle_status blas_operand(blas_mat *out, const cpu_mat *m, dle_dtype dt, bo
  * of such products gains from OpenBLAS's workers staying awake. Each element of C is still one
  * BLAS dot product over the whole k; only which call computes it changes. Slabs start at
  * multiples of 16 (whole vectors for the BLAS kernels). */
-#define SPLIT_MNK ((int64_t)1 << 25)
+#define SPLIT_MNK   ((int64_t)1 << 25)
 #define SPLIT_ALIGN 16
 
 static int gemm_threads(int64_t m, int64_t n, int64_t k) {
@@ -150,7 +150,7 @@ static int64_t slab_start(int64_t len, int t, int nt) {
   return (len * t / nt) & ~(int64_t)(SPLIT_ALIGN - 1);
 }
 
-#define GEMM_SPLIT(P, CT)                                                                          \
+#define GEMM_SPLIT(P, CT)                                                                         \
   static void gemm_slab_##P(const blas_mat *a, const blas_mat *b, CT *c, int64_t ldc, int64_t i0, \
                             int64_t m, int64_t j0, int64_t n, int64_t k, CT beta) {               \
     const CT *ap = (const CT *)a->p + (a->trans ? i0 : i0 * a->ld);                               \
