@@ -310,19 +310,20 @@ describe("matmul", function()
   it("splits large products into row or column slabs on dle's threads without changing values", function()
     local g = dle.Generator(23)
     local function rn(m, n) return n and dle.randn(m, n, {generator = g}) or dle.randn(m, {generator = g}) end
-    local cases = {   -- each above the split size, 2^25 multiply-adds
-      {"rows 1001x256 . 256x140", rn(1001, 256), rn(256, 140)},
-      {"columns 140x256 . 256x1001", rn(140, 256), rn(256, 1001)},
-      {"columns, both transposed", rn(256, 140):t(), rn(1001, 256):t()},
-      {"33 rows, room for 2 slabs only: 33x1031 . 1031x1000", rn(33, 1031), rn(1031, 1000)},
-      {"float64 rows 1031x256 . 256x129", rn(1031, 256):double(), rn(256, 129):double()},
+    local cases = {   -- each above the split size, 2^26 multiply-adds
+      {"rows 1001x512 . 512x140", rn(1001, 512), rn(512, 140)},
+      {"columns 140x512 . 512x1001", rn(140, 512), rn(512, 1001)},
+      {"columns, both transposed", rn(512, 140):t(), rn(1001, 512):t()},
+      {"33 rows, room for 2 slabs only: 33x2053 . 2053x1000", rn(33, 2053), rn(2053, 1000)},
+      {"float64 rows 1031x512 . 512x129", rn(1031, 512):double(), rn(512, 129):double()},
     }
     H.keep_threads(finally)
+    dle.set_num_threads(1)   -- the float64 references unsplit: a wrong slab must not be in both
+    for _, c in ipairs(cases) do c.want = c[2]:double():matmul(c[3]:double()) end
     for _, threads in ipairs({2, 3, 5}) do
       dle.set_num_threads(threads)
       for _, c in ipairs(cases) do
-        local a, b, msg = c[2], c[3], c[1] .. " at " .. threads .. " threads"
-        local want = a:double():matmul(b:double())
+        local a, b, msg, want = c[2], c[3], c[1] .. " at " .. threads .. " threads", c.want
         H.assert_close(a:matmul(b), want:totable(), {rtol = 1e-4, atol = 1e-4, msg = msg})
         local addend = rn(want:size(2)):to(a:dtype())
         H.assert_close(dle.addmm(addend, a, b), (want + addend:double()):totable(),

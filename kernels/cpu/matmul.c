@@ -126,8 +126,9 @@ static dle_status blas_operand(blas_mat *out, const cpu_mat *m, dle_dtype dt, bo
  * long as at 1 thread (bench/RESULTS.md, 2026-11-28 19:40). dle's idle threads sleep instead
  * (OMP_WAIT_POLICY=passive, bindings/loader). Products below SPLIT_MNK multiply-adds keep
  * OpenBLAS's threads: there the wake-up of a sleeping thread is a real part of the product (the
- * Fashion-MNIST MLP's 128x784x256 ones ran near 1-thread speed split this way), and a step made
- * of such products gains from OpenBLAS's workers staying awake. Each element of C is still one
+ * Fashion-MNIST MLP's 128x784x256 ones ran near 1-thread speed split this way, and its step got
+ * slower), and a step made of such products gains from OpenBLAS's workers staying awake. The
+ * char-GPT's products of a layer (4096 rows by 128 to 512) are all above it. Each element of C is still one
  * BLAS dot product over the whole k; only which call computes it changes. Slabs start at
  * multiples of 16 (whole vectors for the BLAS kernels). */
 #define SPLIT_MNK   ((int64_t)1 << 25)
