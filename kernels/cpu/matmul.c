@@ -123,7 +123,7 @@ static dle_status blas_operand(blas_mat *out, const cpu_mat *m, dle_dtype dt, bo
  * Why: after a threaded gemm, OpenBLAS's (pthreads) workers keep spinning in sched_yield for 2^28
  * cycles before they sleep, on the cores that dle's OpenMP threads need for the elementwise, norm
  * and attention ops that come next: in the char-GPT training step at 2 threads those ops took as
- * long as at 1 thread (bench/RESULTS.md, 2026-11-28 19:40). dle's idle threads sleep instead
+ * long as at 1 thread (bench/RESULTS.md, 2026-11-28 19:54). dle's idle threads sleep instead
  * (OMP_WAIT_POLICY=passive, bindings/loader). Products below SPLIT_MNK multiply-adds keep
  * OpenBLAS's threads: there the wake-up of a sleeping thread is a real part of the product (the
  * Fashion-MNIST MLP's 128x784x256 ones ran near 1-thread speed split this way, and its step got
