@@ -303,6 +303,40 @@ describe("matmul", function()
     end
   end)
 
+  -- kernels/cpu/matmul.c cuts a large product into slabs of C's rows (or of its columns when N > M),
+  -- one per dle thread; every slab boundary case against the float64 product: rows and columns,
+  -- sizes not a multiple of the 16-element slab alignment, more threads than slabs fit, both
+  -- operands transposed, an addend accumulated (addmm, beta = 1) and a sliced (strided) output.
+  it("splits large products into row or column slabs on dle's threads without changing values", function()
+    local g = dle.Generator(23)
+    local function rn(m, n) return n and dle.randn(m, n, {generator = g}) or dle.randn(m, {generator = g}) end
+    local cases = {   -- each above the split size, 2^26 multiply-adds
+      {"rows 1001x512 . 512x140", rn(1001, 512), rn(512, 140)},
+      {"columns 140x512 . 512x1001", rn(140, 512), rn(512, 1001)},
+      {"columns, both transposed", rn(512, 140):t(), rn(1001, 512):t()},
+      {"33 rows, room for 2 slabs only: 33x2053 . 2053x1000", rn(33, 2053), rn(2053, 1000)},
+      {"float64 rows 1031x512 . 512x129", rn(1031, 512):double(), rn(512, 129):double()},
+    }
+    H.keep_threads(finally)
+    dle.set_num_threads(1)   -- the float64 references unsplit: a wrong slab must not be in both
+    for _, c in ipairs(cases) do c.want = c[2]:double():matmul(c[3]:double()) end
+    for _, threads in ipairs({2, 3, 5}) do
+      dle.set_num_threads(threads)
+      for _, c in ipairs(cases) do
+        local a, b, msg, want = c[2], c[3], c[1] .. " at " .. threads .. " threads", c.want
+        H.assert_close(a:matmul(b), want:totable(), {rtol = 1e-4, atol = 1e-4, msg = msg})
+        local addend = rn(want:size(2)):to(a:dtype())
+        H.assert_close(dle.addmm(addend, a, b), (want + addend:double()):totable(),
+                       {rtol = 1e-4, atol = 1e-4, msg = msg .. ", addmm"})
+        local big = dle.zeros(want:size(1) + 3, want:size(2) + 5, {dtype = a:dtype()})
+        local out = big:narrow(1, 2, want:size(1)):narrow(2, 4, want:size(2))
+        a:matmul(b, {out = out})
+        H.assert_close(out, want:totable(), {rtol = 1e-4, atol = 1e-4, msg = msg .. ", sliced out"})
+        assert.are.equal(0, big:narrow(1, 1, 1):abs():sum():item(), msg .. ": row above out untouched")
+      end
+    end
+  end)
+
   it("gives zeros for K = 0 and empty results for M = 0 or N = 0", function()
     for _, dt in ipairs({"float32", "float64", "float16", "int64"}) do
       local z = dle.zeros(3, 0, {dtype = dt}):matmul(dle.zeros(0, 4, {dtype = dt}))

@@ -117,6 +117,72 @@ static dle_status blas_operand(blas_mat *out, const cpu_mat *m, dle_dtype dt, bo
   return DLE_OK;
 }
 
+/* ---- gemm on dle's threads ----
+ * A large real gemm runs on dle's OpenMP threads, each a single-threaded BLAS call on one slab of
+ * C (whole rows, or whole columns when C has more of them), instead of on OpenBLAS's own threads.
+ * Why: after a threaded gemm, OpenBLAS's (pthreads) workers keep spinning in sched_yield for 2^28
+ * cycles before they sleep, on the cores that dle's OpenMP threads need for the elementwise, norm
+ * and attention ops that come next: in the char-GPT training step at 2 threads those ops took as
+ * long as at 1 thread (bench/RESULTS.md, 2026-11-28 19:54). dle's idle threads sleep instead
+ * (OMP_WAIT_POLICY=passive, bindings/loader). Products below SPLIT_MNK multiply-adds keep
+ * OpenBLAS's threads: there the wake-up of a sleeping thread is a real part of the product (the
+ * Fashion-MNIST MLP's 128x784x256 ones ran near 1-thread speed split this way, and its step got
+ * slower), and a step made of such products gains from OpenBLAS's workers staying awake. The
+ * char-GPT's products of a layer (4096 rows by 128 to 512) are all above it. Each element of C is still one
+ * BLAS dot product over the whole k; only which call computes it changes. Slabs start at
+ * multiples of 16 (whole vectors for the BLAS kernels). */
+#define SPLIT_MNK   ((int64_t)1 << 25)
+#define SPLIT_ALIGN 16
+
+static int gemm_threads(int64_t m, int64_t n, int64_t k) {
+  int nt = dle_get_num_threads();
+  int64_t len = m > n ? m : n;
+#ifdef _OPENMP
+  if (omp_in_parallel()) return 1; /* a caller's parallel loop: its threads are taken */
+#endif
+  if (nt < 2 || m * n * k < SPLIT_MNK || len < 2 * SPLIT_ALIGN) return 1;
+  if (len < (int64_t)nt * SPLIT_ALIGN) nt = (int)(len / SPLIT_ALIGN);
+  return nt;
+}
+
+/* Start of slab t of nt over len rows or columns (a multiple of SPLIT_ALIGN but the end). */
+static int64_t slab_start(int64_t len, int t, int nt) {
+  if (t == nt) return len;
+  return (len * t / nt) & ~(int64_t)(SPLIT_ALIGN - 1);
+}
+
+#define GEMM_SPLIT(P, CT)                                                                         \
+  static void gemm_slab_##P(const blas_mat *a, const blas_mat *b, CT *c, int64_t ldc, int64_t i0, \
+                            int64_t m, int64_t j0, int64_t n, int64_t k, CT beta) {               \
+    const CT *ap = (const CT *)a->p + (a->trans ? i0 : i0 * a->ld);                               \
+    const CT *bp = (const CT *)b->p + (b->trans ? j0 * b->ld : j0);                               \
+    cblas_##P##gemm(CblasRowMajor, a->trans ? CblasTrans : CblasNoTrans,                          \
+                    b->trans ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, 1, ap,          \
+                    (int)a->ld, bp, (int)b->ld, beta, c + i0 * ldc + j0, (int)ldc);               \
+  }                                                                                               \
+  static void gemm_on_dle_threads_##P(const blas_mat *a, const blas_mat *b, CT *c, int64_t ldc,   \
+                                      int64_t m, int64_t n, int64_t k, CT beta) {                 \
+    int nt = gemm_threads(m, n, k);                                                               \
+    if (nt == 1) {                                                                                \
+      gemm_slab_##P(a, b, c, ldc, 0, m, 0, n, k, beta);                                           \
+      return;                                                                                     \
+    }                                                                                             \
+    bool by_rows = m >= n;                                                                        \
+    int64_t len = by_rows ? m : n;                                                                \
+    openblas_set_num_threads(1);                                                                  \
+    _Pragma("omp parallel for schedule(static, 1) num_threads(nt)")                               \
+    for (int t = 0; t < nt; t++) {                                                                \
+      int64_t lo = slab_start(len, t, nt), hi = slab_start(len, t + 1, nt);                       \
+      if (by_rows)                                                                                \
+        gemm_slab_##P(a, b, c, ldc, lo, hi - lo, 0, n, k, beta);                                  \
+      else                                                                                        \
+        gemm_slab_##P(a, b, c, ldc, 0, m, lo, hi - lo, k, beta);                                  \
+    }                                                                                             \
+    openblas_set_num_threads(dle_get_num_threads());                                              \
+  }
+GEMM_SPLIT(s, float)
+GEMM_SPLIT(d, double)
+
 /* ---- BLAS calls: gemm, or gemv when one side is a vector (OpenBLAS 0.3.21 does not forward) ---- */
 #define BLAS_CALLS(P, CT)                                                                       \
   static void blas_##P(const blas_mat *a, const blas_mat *b, CT *c, int64_t ldc, int64_t m,     \
@@ -138,9 +204,7 @@ static dle_status blas_operand(blas_mat *out, const cpu_mat *m, dle_dtype dt, bo
         cblas_##P##gemv(CblasRowMajor, CblasTrans, (int)k, (int)n, 1, b->p, (int)b->ld, a->p,   \
                         incx, beta, c, 1);                                                      \
     } else {                                                                                    \
-      cblas_##P##gemm(CblasRowMajor, a->trans ? CblasTrans : CblasNoTrans,                      \
-                      b->trans ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, 1, a->p,    \
-                      (int)a->ld, b->p, (int)b->ld, beta, c, (int)ldc);                         \
+      gemm_on_dle_threads_##P(a, b, c, ldc, m, n, k, beta);                                     \
     }                                                                                           \
   }
 BLAS_CALLS(s, float)
