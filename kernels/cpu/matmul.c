@@ -131,7 +131,7 @@ static dle_status blas_operand(blas_mat *out, const cpu_mat *m, dle_dtype dt, bo
  * char-GPT's products of a layer (4096 rows by 128 to 512) are all above it. Each element of C is still one
  * BLAS dot product over the whole k; only which call computes it changes. Slabs start at
  * multiples of 16 (whole vectors for the BLAS kernels). */
-#define SPLIT_MNK   ((int64_t)1 << 25)
+#define SPLIT_MNK   ((int64_t)1 << 26)
 #define SPLIT_ALIGN 16
 
 static int gemm_threads(int64_t m, int64_t n, int64_t k) {
