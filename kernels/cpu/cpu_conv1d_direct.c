@@ -132,36 +132,72 @@ typedef struct {
   int64_t halo, lt, tiles, ldx;
 } plan;
 
-/* buf[c*ldx + j] = x[b, g*cg + c, l0 - pw + j] for c < cg, j < span (0 outside the row) */
-static void stage(const plan *p, int64_t b, int64_t g, int64_t l0, int64_t span, float *buf) {
+/* Tile `item` (sample, group, column tile, in that order of significance): its sample b, group g,
+ * first column l0, columns nl, and the input columns [lo, hi) of x's rows that its staging buffer
+ * holds at [lo + l0 - pw - s0 ...), s0 = l0 - pw being the input column of the buffer's first */
+typedef struct {
+  int64_t b, g, l0, nl, span, s0, lo, hi;
+} tile_at;
+
+static tile_at tile_of(const plan *p, int64_t item) {
   const conv_geom *q = &p->q;
-  const int64_t s0 = l0 - q->pw; /* the input column of j = 0 */
-  int64_t lo = s0 < 0 ? -s0 : 0, hi = q->w - s0 < span ? q->w - s0 : span;
-  if (hi < lo) hi = lo;
-  for (int64_t c = 0; c < q->cg; c++) {
-    const float *row = p->x + (b * q->c + g * q->cg + c) * q->w;
+  tile_at t;
+  const int64_t tile = item % p->tiles;
+  t.g = item / p->tiles % q->g, t.b = item / p->tiles / q->g;
+  t.l0 = tile * p->lt, t.nl = q->wo - t.l0 < p->lt ? q->wo - t.l0 : p->lt;
+  t.span = round_up(t.nl, NR) + p->halo; /* what the blocks read */
+  t.s0 = t.l0 - q->pw;
+  t.lo = t.s0 < 0 ? -t.s0 : 0, t.hi = q->w - t.s0 < t.span ? q->w - t.s0 : t.span;
+  if (t.hi < t.lo) t.hi = t.lo;
+  return t;
+}
+
+/* x's row c of tile t (its first element at the buffer's column 0) */
+static const float *tile_row(const plan *p, const tile_at *t, int64_t c) {
+  return p->x + (t->b * p->q.c + t->g * p->q.cg + c) * p->q.w + t->s0;
+}
+
+/* buf[c*ldx + j] = x[b, g*cg + c, s0 + j] for c < cg, j < span (0 outside the row) */
+static void stage(const plan *p, const tile_at *t, float *buf) {
+  for (int64_t c = 0; c < p->q.cg; c++) {
+    const float *row = tile_row(p, t, c);
     float *d = buf + c * p->ldx;
-    memset(d, 0, (size_t)lo * sizeof(float));
-    memcpy(d + lo, row + s0 + lo, (size_t)(hi - lo) * sizeof(float));
-    memset(d + hi, 0, (size_t)(span - hi) * sizeof(float));
+    memset(d, 0, (size_t)t->lo * sizeof(float));
+    memcpy(d + t->lo, row + t->lo, (size_t)(t->hi - t->lo) * sizeof(float));
+    memset(d + t->hi, 0, (size_t)(t->span - t->hi) * sizeof(float));
   }
 }
 
-/* Tile `item` (sample, group, column tile, in that order of significance) on buffer buf. */
-static void run_tile(const plan *p, int64_t item, float *buf) {
+/* Asks for rows [c0, c1) of tile t's input in the L2 cache: while one tile computes, the next
+ * one's input comes from memory (its copy into the buffer otherwise waited for it). */
+static void prefetch_rows(const plan *p, const tile_at *t, int64_t c0, int64_t c1) {
+  for (int64_t c = c0; c < c1; c++) {
+    const float *row = tile_row(p, t, c);
+    for (int64_t j = t->lo; j < t->hi; j += 16) __builtin_prefetch(row + j, 0, 2);
+  }
+}
+
+/* Tile `item` on buffer buf, prefetching tile `next`'s input (none when next < 0). */
+static void run_tile(const plan *p, int64_t item, int64_t next, float *buf) {
   const conv_geom *q = &p->q;
-  const int64_t tile = item % p->tiles, g = item / p->tiles % q->g, b = item / p->tiles / q->g;
-  const int64_t l0 = tile * p->lt, nl = q->wo - l0 < p->lt ? q->wo - l0 : p->lt;
-  const int64_t kk = q->cg * q->kw; /* weights per output channel */
-  stage(p, b, g, l0, round_up(nl, NR) + p->halo, buf);
-  for (int64_t lb = 0; lb < nl; lb += NR) {
-    const int64_t n = nl - lb < NR ? nl - lb : NR;
+  const tile_at t = tile_of(p, item), tn = tile_of(p, next < 0 ? item : next);
+  const int64_t kk = q->cg * q->kw, nb = (t.nl + NR - 1) / NR; /* weights per output, blocks */
+  stage(p, &t, buf);
+  for (int64_t k = 0; k < nb; k++) {
+    const int64_t lb = k * NR, n = t.nl - lb < NR ? t.nl - lb : NR;
+    if (next >= 0) prefetch_rows(p, &tn, k * q->cg / nb, (k + 1) * q->cg / nb);
     for (int64_t o0 = 0; o0 < q->og; o0 += MR) {
-      const int64_t o = g * q->og + o0, mr = q->og - o0 < MR ? q->og - o0 : MR;
+      const int64_t o = t.g * q->og + o0, mr = q->og - o0 < MR ? q->og - o0 : MR;
       block_any(mr, n, buf + lb, p->ldx, p->wp + o * kk, q->cg, q->kw, q->dw,
-                p->bias ? p->bias + o : NULL, p->y + (b * q->o + o) * q->wo + l0 + lb, q->wo);
+                p->bias ? p->bias + o : NULL, p->y + (t.b * q->o + o) * q->wo + t.l0 + lb, q->wo);
     }
   }
+}
+
+/* The tiles of span s of n (consecutive tiles, so each knows its successor) on buffer buf. */
+static void run_span(const plan *p, int64_t items, int64_t spans, int64_t s, float *buf) {
+  const int64_t i0 = s * items / spans, i1 = (s + 1) * items / spans;
+  for (int64_t i = i0; i < i1; i++) run_tile(p, i, i + 1 < i1 ? i + 1 : -1, buf);
 }
 
 /* w {O, C/G, 1, kw} as blocks of MR output channels of a group (fewer in the group's last), each
@@ -213,13 +249,17 @@ dle_status cpu_conv1d_direct(const conv_geom *q, const float *x, const float *w,
   } else {
     pack_weight(q, w, wp);
     p.wp = wp;
+    /* a free thread takes the next span of tiles: 4 per thread, better than a fixed share on a
+     * busy machine */
+    const int64_t spans = nt < 2 ? 1 : items < 4 * nt ? items : 4 * nt;
     if (nt < 2) {
-      for (int64_t i = 0; i < items; i++) run_tile(&p, i, bufs);
+      run_span(&p, items, spans, 0, bufs);
     } else {
 #ifdef _OPENMP
+      const size_t per = stage_bytes / sizeof(float);
       _Pragma("omp parallel for schedule(dynamic) num_threads(nt)")
-      for (int64_t i = 0; i < items; i++)
-        run_tile(&p, i, bufs + (size_t)omp_get_thread_num() * (stage_bytes / sizeof(float)));
+      for (int64_t s = 0; s < spans; s++)
+        run_span(&p, items, spans, s, bufs + (size_t)omp_get_thread_num() * per);
 #endif
     }
   }
