@@ -348,9 +348,10 @@ describe("conv1d's direct float32 path", function()
     local out = {}
     while #out < count do
       local groups = pick({1, 1, 1, 2, 3, 4})
-      local c = {n = pick({1, 1, 2, 3, 5}), c = groups * pick({1, 2, 3, 5, 8, 16}), o = groups * pick({1, 2, 5, 6, 7, 13}),
-                 k = pick({1, 2, 3, 3, 4, 5, 7}), stride = pick({1, 1, 1, 1, 2, 3}), pad = pick({0, 0, 1, 2, 3, 6}),
-                 dil = pick({1, 1, 2, 3}), groups = groups, bias = pick({true, false}), xt = pick({false, false, true}),
+      local c = {n = pick({1, 1, 2, 3, 5}), c = groups * pick({1, 2, 3, 5, 8, 16}),
+                 o = groups * pick({1, 2, 5, 6, 7, 13}), k = pick({1, 2, 3, 3, 4, 5, 7}),
+                 stride = pick({1, 1, 1, 1, 2, 3}), pad = pick({0, 0, 1, 2, 3, 6}), dil = pick({1, 1, 2, 3}),
+                 groups = groups, bias = pick({true, false}), xt = pick({false, false, true}),
                  wt = pick({false, false, true})}
       c.w = pick({1, 2, 5, 15, 16, 17, 63, 64, 65, 100, 129, 300})
       local span = (c.k - 1) * c.dil + 1

@@ -11,8 +11,8 @@
  * MR*NV 16-lane registers over the whole K = C/G * kw: per step NV loads of staged input, MR
  * broadcasts of the weight (packed per block as {kw, C/G, MR}), MR*NV FMAs, and the block is
  * stored once, the bias being its starting value. Through OpenBLAS the same conv was kw gemms of
- * K = C/G (OpenBLAS repacking the shifted input for each) adding onto y after a bias pass; at
- * {32,64,1024} -> 64, k = 3, 1 thread, this kernel does the work in about 80% of that time.
+ * K = C/G (OpenBLAS repacking the shifted input for each) adding onto y after a bias pass, which
+ * reads and writes y kw + 1 times (the figures are in bench/RESULTS.md).
  * Threads take whole tiles (samples, or parts of the row when the batch is smaller than the
  * threads' share), each on its own staging buffer; the sums are the same at any thread count. */
 #include "cpu_conv1d_direct.h"
@@ -210,7 +210,8 @@ static void pack_weight(const conv_geom *q, const float *w, float *wp) {
       float *d = wp + o * kk;
       for (int64_t t = 0; t < q->kw; t++)
         for (int64_t c = 0; c < q->cg; c++)
-          for (int64_t i = 0; i < mr; i++) d[(t * q->cg + c) * mr + i] = w[((o + i) * q->cg + c) * q->kw + t];
+          for (int64_t i = 0; i < mr; i++)
+            d[(t * q->cg + c) * mr + i] = w[((o + i) * q->cg + c) * q->kw + t];
     }
 }
 
