@@ -35,6 +35,12 @@
  * on the gemm path */
 #define STAGE_BYTES     ((int64_t)512 << 10)
 #define STAGE_MAX_BYTES ((int64_t)8 << 20)
+/* A tile's blocks go over the output channels in chunks whose weights take at most this much (a
+ * chunk does all its column blocks before the next chunk starts), so the weights a block
+ * broadcasts stay in the L1 cache when there are many output channels: {2,80,3000} -> 384 went
+ * faster with chunks of 48 KB than with all 368 KB of its weights per block, and the 48 KB of
+ * {32,64,1024} -> 64 stay one chunk. */
+#define WEIGHT_CHUNK_BYTES ((int64_t)48 << 10)
 
 static int64_t round_up(int64_t a, int64_t m) { return (a + m - 1) / m * m; }
 
@@ -182,16 +188,21 @@ static void run_tile(const plan *p, int64_t item, int64_t next, float *buf) {
   const conv_geom *q = &p->q;
   const tile_at t = tile_of(p, item), tn = tile_of(p, next < 0 ? item : next);
   const int64_t kk = q->cg * q->kw, nb = (t.nl + NR - 1) / NR; /* weights per output, blocks */
+  int64_t rows = WEIGHT_CHUNK_BYTES / (kk * (int64_t)sizeof(float)) / MR * MR;
+  if (rows < MR) rows = MR;
+  const int64_t steps = nb * ((q->og + rows - 1) / rows);
   stage(p, &t, buf);
-  for (int64_t k = 0; k < nb; k++) {
-    const int64_t lb = k * NR, n = t.nl - lb < NR ? t.nl - lb : NR;
-    if (next >= 0) prefetch_rows(p, &tn, k * q->cg / nb, (k + 1) * q->cg / nb);
-    for (int64_t o0 = 0; o0 < q->og; o0 += MR) {
-      const int64_t o = t.g * q->og + o0, mr = q->og - o0 < MR ? q->og - o0 : MR;
-      block_any(mr, n, buf + lb, p->ldx, p->wp + o * kk, q->cg, q->kw, q->dw,
-                p->bias ? p->bias + o : NULL, p->y + (t.b * q->o + o) * q->wo + t.l0 + lb, q->wo);
+  int64_t step = 0;
+  for (int64_t o1 = 0; o1 < q->og; o1 += rows) /* a chunk of output channels over all blocks */
+    for (int64_t k = 0; k < nb; k++, step++) {
+      const int64_t lb = k * NR, n = t.nl - lb < NR ? t.nl - lb : NR;
+      if (next >= 0) prefetch_rows(p, &tn, step * q->cg / steps, (step + 1) * q->cg / steps);
+      for (int64_t o0 = o1; o0 < q->og && o0 < o1 + rows; o0 += MR) {
+        const int64_t o = t.g * q->og + o0, mr = q->og - o0 < MR ? q->og - o0 : MR;
+        block_any(mr, n, buf + lb, p->ldx, p->wp + o * kk, q->cg, q->kw, q->dw,
+                  p->bias ? p->bias + o : NULL, p->y + (t.b * q->o + o) * q->wo + t.l0 + lb, q->wo);
+      }
     }
-  }
 }
 
 /* The tiles of span s of n (consecutive tiles, so each knows its successor) on buffer buf. */
