@@ -45,7 +45,8 @@
 static int64_t round_up(int64_t a, int64_t m) { return (a + m - 1) / m * m; }
 
 /* The staging row length: the tile's columns rounded up to whole blocks, plus the halo, in whole
- * 64-byte lines, and not a multiple of 1 KB floats' worth of rows in the same cache sets. */
+ * 64-byte lines, and not a multiple of 256 floats (which would map every row's element j to the
+ * same few L1 sets). */
 static int64_t stage_ld(int64_t lt, int64_t halo) {
   int64_t ld = round_up(round_up(lt, NR) + halo, 16);
   return ld % 256 == 0 ? ld + 16 : ld;
@@ -139,8 +140,8 @@ typedef struct {
 } plan;
 
 /* Tile `item` (sample, group, column tile, in that order of significance): its sample b, group g,
- * first column l0, columns nl, and the input columns [lo, hi) of x's rows that its staging buffer
- * holds at [lo + l0 - pw - s0 ...), s0 = l0 - pw being the input column of the buffer's first */
+ * first output column l0 and nl columns; the staging buffer's column j (j < span) holds input
+ * column s0 + j, which lies inside the row for j in [lo, hi). */
 typedef struct {
   int64_t b, g, l0, nl, span, s0, lo, hi;
 } tile_at;
