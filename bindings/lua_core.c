@@ -623,7 +623,8 @@ static int core_empty_cache(lua_State *L) {
 /* core._tuning(name[, value]) -> the old value: reads, or sets (value < 0: the default), one of
  * the engine's algorithm thresholds (dle_tuning; for tests). */
 static int core_tuning(lua_State *L) {
-  static const char *const names[] = {"winograd_min_tiles", "spin_pool_poll_us", NULL};
+  static const char *const names[] = {"winograd_min_tiles", "spin_pool_poll_us", "conv1d_direct",
+                                      NULL};
   dle_tuning knob = (dle_tuning)luaL_checkoption(L, 1, NULL, names);
   if (lua_isnoneornil(L, 2)) {
     lua_pushinteger(L, dle_tuning_get(knob));

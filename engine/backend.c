@@ -133,8 +133,11 @@ int dle_get_num_threads(void) {
 
 /* the defaults; kernels/cpu/cpu_conv_winograd.c says why 160 tiles (WINO_MIN_TILES), cpu_spin_pool.h
  * why polling */
-#define TUNING_DEFAULTS \
-  { [DLE_TUNE_WINOGRAD_MIN_TILES] = 160, [DLE_TUNE_SPIN_POOL_POLL_US] = 1000 }
+#define TUNING_DEFAULTS                                                       \
+  {                                                                           \
+    [DLE_TUNE_WINOGRAD_MIN_TILES] = 160, [DLE_TUNE_SPIN_POOL_POLL_US] = 1000, \
+    [DLE_TUNE_CONV1D_DIRECT] = 1                                              \
+  }
 static const int64_t tuning_default[DLE_NUM_TUNINGS] = TUNING_DEFAULTS;
 static int64_t tuning[DLE_NUM_TUNINGS] = TUNING_DEFAULTS;
 

@@ -354,10 +354,13 @@ double dle_time(void); /* monotonic seconds */
 /* Thresholds where a kernel switches algorithm, for tests that must reach both sides on small
  * inputs (results agree either way). Setting returns the old value; value < 0 restores the default.
  * DLE_TUNE_SPIN_POOL_POLL_US: how long the quantized products' workers poll for the next product
- * before sleeping (kernels/cpu/cpu_spin_pool.h); 0 runs those products on OpenMP instead. */
+ * before sleeping (kernels/cpu/cpu_spin_pool.h); 0 runs those products on OpenMP instead.
+ * DLE_TUNE_CONV1D_DIRECT: 0 sends float32 conv1d to the gemm path instead of the direct AVX-512
+ * kernel (kernels/cpu/cpu_conv1d_direct.c), so tests can compare the two. */
 typedef enum {
   DLE_TUNE_WINOGRAD_MIN_TILES,
   DLE_TUNE_SPIN_POOL_POLL_US,
+  DLE_TUNE_CONV1D_DIRECT,
   DLE_NUM_TUNINGS
 } dle_tuning;
 int64_t dle_tuning_get(dle_tuning knob);

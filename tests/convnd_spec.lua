@@ -287,3 +287,137 @@ describe("Conv1d, Conv3d, ConvTranspose1d/2d/3d, Unfold, Fold and the 1-D and ad
       nn.Conv1d(6, 6, 3, {padding = "same", groups = 2, padding_mode = "reflect"}):extra_repr())
   end)
 end)
+
+-- ---------------------------------------------------------------- conv1d's direct path
+-- Float32 conv1d at stride 1 goes to a direct AVX-512 kernel (kernels/cpu/cpu_conv1d_direct.c) on
+-- CPUs that have it: tiles of output columns staged with their padding and halo, blocks of 6
+-- output channels x 64 columns, the last ones partial. dle.core._tuning("conv1d_direct", 0) sends
+-- the same call to the gemm path, so each generated geometry is computed both ways and checked
+-- against float64 (a third route, dgemm), within float32 rounding of the sum of |terms|.
+
+local function has_avx512()
+  local f = io.open("/proc/cpuinfo")
+  local info = f and f:read("a") or ""
+  if f then f:close() end
+  return info:find("avx512f", 1, true) ~= nil and os.getenv("DLE_SIMD") ~= "0"
+end
+
+describe("conv1d's direct float32 path", function()
+  local direct_taken = has_avx512()
+  local threads
+  setup(function() threads = dle.get_num_threads() end)
+  teardown(function() dle.set_num_threads(threads); dle.core._tuning("conv1d_direct", -1) end)
+
+  -- x {n, c, w} (or a transposed copy), weight {o, c/groups, k} (or a permuted copy), bias or none
+  local function inputs(c, seed)
+    local g = dle.Generator(seed)
+    local x = c.xt and dle.randn({c.n, c.w, c.c}, {generator = g}):transpose(2, 3)
+      or dle.randn({c.n, c.c, c.w}, {generator = g})
+    local w = c.wt and dle.randn({c.k, c.o, c.c // c.groups}, {generator = g}):permute({2, 3, 1})
+      or dle.randn({c.o, c.c // c.groups, c.k}, {generator = g})
+    local b = c.bias and dle.randn({c.o}, {generator = g}) or nil
+    return x, w, b
+  end
+
+  local function opts(c) return {stride = c.stride, padding = c.pad, dilation = c.dil, groups = c.groups} end
+  local function name(c)
+    return string.format("{%d,%d,%d} -> %d, k=%d, stride %d, pad %d, dil %d, groups %d%s%s%s", c.n, c.c, c.w, c.o,
+      c.k, c.stride, c.pad, c.dil, c.groups, c.bias and ", bias" or "", c.xt and ", x transposed" or "",
+      c.wt and ", w permuted" or "")
+  end
+
+  -- y (float32) within float32 rounding of the float64 result: |y - y64| <= 2e-6 (|x| * |w| + |b|)
+  local function assert_rounding(y, x, w, b, c, what)
+    local o = opts(c)
+    local y64 = F.conv1d(x:double(), w:double(), b and b:double(), o)
+    local scale = F.conv1d(x:double():abs(), w:double():abs(), b and b:double():abs(), o)
+    assert.are.same(y64:shape(), y:shape(), what)
+    local over = ((y:double() - y64):abs() - scale * 2e-6):max():item()
+    assert.is_true(over <= 1e-30, string.format("%s: %s off by %g past the bound", name(c), what, over))
+  end
+
+  -- geometries from a fixed pseudo-random stream: batch 1 and odd sizes, channel counts around the
+  -- 6-row block, widths around the 64-column block and below the kernel, strides, padding past
+  -- the kernel, dilation, groups, bias or none, non-contiguous inputs and weights
+  local function generated(count)
+    local state = 12345
+    local function pick(list)
+      state = (state * 1103515245 + 12345) % 2147483648
+      return list[state // 65536 % #list + 1]
+    end
+    local out = {}
+    while #out < count do
+      local groups = pick({1, 1, 1, 2, 3, 4})
+      local c = {n = pick({1, 1, 2, 3, 5}), c = groups * pick({1, 2, 3, 5, 8, 16}),
+                 o = groups * pick({1, 2, 5, 6, 7, 13}), k = pick({1, 2, 3, 3, 4, 5, 7}),
+                 stride = pick({1, 1, 1, 1, 2, 3}), pad = pick({0, 0, 1, 2, 3, 6}), dil = pick({1, 1, 2, 3}),
+                 groups = groups, bias = pick({true, false}), xt = pick({false, false, true}),
+                 wt = pick({false, false, true})}
+      c.w = pick({1, 2, 5, 15, 16, 17, 63, 64, 65, 100, 129, 300})
+      local span = (c.k - 1) * c.dil + 1
+      if c.w + 2 * c.pad >= span then out[#out + 1] = c end   -- at least one output column
+    end
+    return out
+  end
+
+  it("gives the gemm path's result within float32 rounding on 120 generated geometries", function()
+    dle.set_num_threads(1)
+    for _, c in ipairs(generated(120)) do
+      local x, w, b = inputs(c, #name(c))
+      dle.core._tuning("conv1d_direct", 0)
+      local plain = F.conv1d(x, w, b, opts(c))
+      dle.core._tuning("conv1d_direct", 1)
+      local y = F.conv1d(x, w, b, opts(c))
+      assert_rounding(plain, x, w, b, c, "the gemm path")
+      assert_rounding(y, x, w, b, c, "the direct path")
+    end
+  end)
+
+  -- the staging buffer holds 512 KB of input per tile: 512 channels make tiles of 192 columns (the
+  -- last one partial); 1 sample at 2 threads is split into tiles for both threads
+  local large = {
+    {n = 3, c = 64, w = 1024, o = 64, k = 3, stride = 1, pad = 1, dil = 1, groups = 1, bias = true},
+    {n = 1, c = 512, w = 700, o = 13, k = 3, stride = 1, pad = 1, dil = 2, groups = 1, bias = true},
+    {n = 2, c = 1024, w = 300, o = 8, k = 5, stride = 1, pad = 4, dil = 1, groups = 2, bias = false, xt = true},
+    {n = 1, c = 6, w = 500, o = 12, k = 7, stride = 1, pad = 3, dil = 1, groups = 1, bias = true, wt = true},
+  }
+  for _, c in ipairs(large) do
+    it(name(c) .. ": within float32 rounding, the same at 1 and 2 threads, not the gemm path's rounding", function()
+      local x, w, b = inputs(c, c.c + c.w)
+      dle.set_num_threads(1)
+      local y1 = F.conv1d(x, w, b, opts(c))
+      dle.set_num_threads(2)
+      local y2 = F.conv1d(x, w, b, opts(c))
+      assert_rounding(y1, x, w, b, c, "the direct path")
+      assert.is_true(y1:equal(y2), "1 and 2 threads give the same sums")
+      dle.core._tuning("conv1d_direct", 0)
+      local plain = F.conv1d(x, w, b, opts(c))
+      dle.core._tuning("conv1d_direct", 1)
+      assert_rounding(plain, x, w, b, c, "the gemm path")
+      if direct_taken then
+        assert.is_false(y1:equal(plain), "the direct path was taken (it rounds differently)")
+      end
+    end)
+  end
+
+  it("matches the definition on a hand-sized case (float32, padding past the kernel, dilation)", function()
+    -- y[o][l] = b[o] + sum_c sum_t w[o][c][t] x[c][l + 2t - 3], zero outside x
+    local X = {{{1, 2, 3, 4, 5}, {-1, 0.5, 2, 0, 1}}}
+    local W = {{{1, 0, -1}, {2, 1, 0}}, {{0.5, 0.5, 0.5}, {0, 0, 1}}}
+    local y = F.conv1d(dle.tensor(X), dle.tensor(W), dle.tensor({10, -10}), {padding = 3, dilation = 2})
+    local want = {{{}, {}}}
+    for o = 1, 2 do
+      for l = 1, 7 do
+        local s = o == 1 and 10 or -10
+        for c = 1, 2 do
+          for t = 1, 3 do
+            local i = l + 2 * (t - 1) - 3
+            if i >= 1 and i <= 5 then s = s + W[o][c][t] * X[1][c][i] end
+          end
+        end
+        want[1][o][l] = s
+      end
+    end
+    H.assert_close(y, want, {rtol = 1e-6, atol = 1e-6})
+  end)
+end)

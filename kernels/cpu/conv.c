@@ -16,7 +16,8 @@
  * Threads: each OpenMP thread takes whole chunks on its own buffers (cpu_conv_job.c).
  * 3x3 kernels at stride 1 with enough channels go to Winograd instead (cpu_conv_winograd.c);
  * conv2d of one-row inputs and kernels at stride 1 (conv1d) and of 1x1 kernels at stride 1
- * without padding goes by taps, one gemm per kernel tap on the input itself (by_taps).
+ * without padding goes by taps, one gemm per kernel tap on the input itself (by_taps), except
+ * float32 conv1d on a CPU with AVX-512, computed directly (cpu_conv1d_direct.c).
  * im2col and col2im work on runs of valid output columns computed once per kernel tap (tap_of),
  * so their inner loops are branch-free copies/adds (contiguous for stride 1; one shifted run per
  * tap when stride 1 keeps the width, as with "same" padding).
@@ -29,6 +30,7 @@
 #include <stdlib.h>
 
 #include "backend.h"
+#include "cpu_conv1d_direct.h"
 #include "cpu_conv_job.h"
 #include "cpu_conv_winograd.h"
 #include "cpu_exp.h" /* CPU_CLONES */
@@ -497,6 +499,9 @@ static DLE_KERNEL(cpu_conv) {
   conv_geom q = conv_geom_of_call(op, o, ins, a);
   if (cpu_conv_winograd_applies(&q, o->dtype == DLE_F64 ? sizeof(double) : sizeof(float)))
     return cpu_conv_winograd(op, &q, o->dtype, o, ins, nin);
+  if (op == DLE_OP_CONV2D && cpu_conv1d_direct_applies(&q, o->dtype))
+    return cpu_conv1d_direct(&q, dle_tensor_data(ins[0]), dle_tensor_data(ins[1]),
+                             nin > 2 ? dle_tensor_data(ins[2]) : NULL, dle_tensor_data(o));
 #define CASE(ID, T, CT)                                               \
   case DLE_##ID:                                                      \
     switch (op) {                                                     \
