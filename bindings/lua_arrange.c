@@ -136,8 +136,10 @@ static int l_diag_embed(lua_State *L) {
   /* the matrices are n x n, n = size + |offset|: refused before n or n * n overflows */
   int64_t size = x->sizes[x->ndim - 1];
   uint64_t mag = off < 0 ? 0 - (uint64_t)off : (uint64_t)off;
-  if (mag > (uint64_t)(INT64_MAX - size) || (size + (int64_t)mag) > INT64_MAX / (size + (int64_t)mag + 1))
-    luaL_error(L, "diag_embed: offset %I makes %I + |offset| rows, too many", off, (lua_Integer)size);
+  if (mag > (uint64_t)(INT64_MAX - size) ||
+      (size + (int64_t)mag) > INT64_MAX / (size + (int64_t)mag + 1))
+    luaL_error(L, "diag_embed: offset %I makes %I + |offset| rows, too many", off,
+               (lua_Integer)size);
   int64_t n = size + (int64_t)mag;
   DLE_LUA_TRY(L, dle_diag_embed(&r, x, off, d1, d2, n, n));
   dle_lua_push(L, r);

@@ -157,7 +157,8 @@ dle_status dle_diag_embed(dle_tensor **out, dle_tensor *g, int64_t offset, int d
   DLE_TRY(dle_wrap_dim("diag_embed", d2, nd, 0, &d2));
   if (d1 == d2) return dle_error("diag_embed: dim1 and dim2 are both dim %d", d1 + 1);
   int64_t len = g->sizes[g->ndim - 1];
-  bool outside = n1 < 0 || n2 < 0 || offset < -n1 || offset > n2; /* (and -offset cannot overflow) */
+  bool outside =
+      n1 < 0 || n2 < 0 || offset < -n1 || offset > n2; /* (and -offset cannot overflow) */
   int64_t r0 = !outside && offset < 0 ? -offset : 0, c0 = !outside && offset > 0 ? offset : 0;
   int64_t pads[4] = {c0, n2 - c0 - len, r0, n1 - r0 - len};
   if (outside || pads[1] < 0 || pads[3] < 0)

@@ -178,8 +178,10 @@ DLE_FORWARD_RULE(view) {
       /* the first element's row and column, clamped (an offset past the matrix, as far as
        * INT64_MIN, gives an empty diagonal without overflowing) */
       int64_t off = a->ints[0], r0 = 0, c0 = 0;
-      if (off < 0) r0 = off < -t->sizes[d1] ? t->sizes[d1] : -off;
-      else c0 = off > t->sizes[d2] ? t->sizes[d2] : off;
+      if (off < 0)
+        r0 = off < -t->sizes[d1] ? t->sizes[d1] : -off;
+      else
+        c0 = off > t->sizes[d2] ? t->sizes[d2] : off;
       int64_t len = t->sizes[d1] - r0 < t->sizes[d2] - c0 ? t->sizes[d1] - r0 : t->sizes[d2] - c0;
       if (len < 0) len = 0;
       for (int d = 0; d < nd; d++)
