@@ -8,7 +8,6 @@ local dle = require "dle"
 local H = require "helpers"
 local nn = require "dle.nn"
 local F = require "dle.nn.functional"
-require "dle.nn.functional_conv"
 
 local F64 = {dtype = "float64"}
 

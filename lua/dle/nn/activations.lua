@@ -5,8 +5,8 @@
 -- slopes). Small classes share this file.
 local dle = require "dle"
 local Module = require "dle.nn.module"
+local F = require "dle.nn.functional"
 local check = require "dle.check"
-local FA = require "dle.nn.functional_activations"
 
 local A = {}
 
@@ -45,7 +45,7 @@ end
 
 A.Softmax = along_dim("Softmax", "softmax")
 A.LogSoftmax = along_dim("LogSoftmax", "log_softmax")
-A.Softmin = along_dim("Softmin", FA.softmin)
+A.Softmin = along_dim("Softmin", F.softmin)
 
 -- A layer calling dle.nn.functional's fname with x and the constructor's arguments, named in
 -- `args` (each a number, an integer for "dim"; nil keeps the function's default). Arguments are
@@ -61,10 +61,10 @@ local function with_args(name, fname, args)
       end
     end
     self._args = vals
-    check.call(name, FA[fname], dle.zeros(2, 2, {dtype = "float64"}), table.unpack(vals, 1, #args))
+    check.call(name, F[fname], dle.zeros(2, 2, {dtype = "float64"}), table.unpack(vals, 1, #args))
   end
   --- applies the activation
-  function cls:forward(x) return FA[fname](x, table.unpack(self._args, 1, #args)) end
+  function cls:forward(x) return F[fname](x, table.unpack(self._args, 1, #args)) end
   function cls:extra_repr()
     local parts = {}
     for i, a in ipairs(args) do
@@ -98,7 +98,7 @@ function A.PReLU:init(num_parameters, init, opts)
   self.weight = dle.full({self.num_parameters}, init, {dtype = opts.dtype or "float32"}):requires_grad_()
 end
 --- x where x > 0, else weight * x (F.prelu)
-function A.PReLU:forward(x) return FA.prelu(x, self.weight) end
+function A.PReLU:forward(x) return F.prelu(x, self.weight) end
 function A.PReLU:extra_repr() return "num_parameters=" .. self.num_parameters end
 
 return A

@@ -8,8 +8,6 @@ local check = require "dle.check"
 local Module = require "dle.nn.module"
 local F = require "dle.nn.functional"
 local S = require "dle.nn.spatial_args"
-require "dle.nn.functional_conv"
-require "dle.nn.functional_convnd"
 
 -- A size argument as a {h, w} pair of integers >= lo; errors name the class and the argument.
 local function pair(cls, what, v, lo)

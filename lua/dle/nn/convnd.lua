@@ -7,7 +7,6 @@ local check = require "dle.check"
 local Module = require "dle.nn.module"
 local F = require "dle.nn.functional"
 local S = require "dle.nn.spatial_args"
-require "dle.nn.functional_convnd"
 
 local CONV_KNOWN = {"stride", "padding", "dilation", "groups", "bias", "padding_mode", "dtype", "generator"}
 local TRANSPOSE_KNOWN = {"stride", "padding", "output_padding", "groups", "bias", "dilation", "padding_mode", "dtype",

@@ -317,4 +317,15 @@ end
 -- the dim's size; a non-empty dim). Differentiable; one copy (the op pad, engine/ops/arrange.c).
 function F.pad(x, pads, opts) return dle.core._pad(check.tensor(x, "pad", "input"), pads, opts) end
 
+-- The other families live in functional_<part>.lua, each returning its functions; F gathers them
+-- here, so that require "dle.nn.functional" alone gives every function. A part may call F's
+-- functions (F.pad, F.max_pool2d...) at run time, so F is registered before the parts load.
+-- Names starting with "_" are the parts' internal helpers and stay out of F.
+package.loaded["dle.nn.functional"] = F
+for _, part in ipairs({"activations", "conv", "convnd", "pool", "norm", "resample", "losses", "margin", "ctc"}) do
+  for name, fn in pairs(require("dle.nn.functional_" .. part)) do
+    if not name:match("^_") then F[name] = fn end
+  end
+end
+
 return F

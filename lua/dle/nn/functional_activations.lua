@@ -1,11 +1,10 @@
 --- dle.nn.functional (activation part): leaky_relu, elu, selu, celu, softplus, softsign, mish,
 -- hardswish, hardsigmoid, hardtanh, relu6, prelu, glu, logsigmoid, softmin, tanhshrink,
--- softshrink, hardshrink, with PyTorch's defaults. Requiring this file adds them to the
--- dle.nn.functional table (and returns them). Each is a composition of dle ops (where, clamp,
+-- softshrink, hardshrink, with PyTorch's defaults. This file returns them and
+-- dle.nn.functional gathers them. Each is a composition of dle ops (where, clamp,
 -- expm1, log1p, ...), so reverse and forward mode come from those ops' rules; a fused op per
 -- activation would save the intermediate tensors (one pass instead of two to four).
 local dle = require "dle"
-local F = require "dle.nn.functional"
 local check = require "dle.check"
 local shape_str = check.shape_str
 
@@ -204,7 +203,5 @@ function M.hardshrink(x, lambd)
   local l = lambd_arg(lambd, "hardshrink")
   return dle.where(x:abs():gt(l), x, 0)
 end
-
-for name, fn in pairs(M) do F[name] = fn end
 
 return M

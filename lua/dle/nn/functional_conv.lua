@@ -1,11 +1,10 @@
 --- dle.nn.functional (batch norm and 2-D pooling part): batch_norm, max_pool2d and avg_pool2d
 -- (conv1d/2d/3d and the transposed convolutions: functional_convnd.lua).
--- Requiring this file adds these functions to the dle.nn.functional table (and returns them).
+-- This file returns these functions; dle.nn.functional gathers them.
 -- batch_norm calls the fused native dle.batch_norm (forward and backward kernels per channel) and
 -- updates the running statistics from the statistics it returns; the pools call the native
 -- dle.max_pool2d and dle.avg_pool2d over {N, C, H, W} tensors.
 local dle = require "dle"
-local F = require "dle.nn.functional"
 
 local M = {}
 
@@ -121,7 +120,5 @@ function M.avg_pool2d(x, k, opts)
   return (pool2d("avg_pool2d", x, k,
                  {stride = opts.stride, padding = opts.padding, count_include_pad = opts.count_include_pad}))
 end
-
-for name, fn in pairs(M) do F[name] = fn end
 
 return M

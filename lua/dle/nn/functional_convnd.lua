@@ -9,7 +9,7 @@
 --                     and conv2d's weight gradient); 1d through a unit dim; 3d is the adjoint of
 --                     conv3d's composition (conv2d_grad_input, then index_add of the depth taps);
 --   unfold / fold     index_select / index_add of the positions im2col reads in the padded planes.
--- Requiring this file adds them to dle.nn.functional (and returns them).
+-- This file returns them; dle.nn.functional gathers them.
 local dle = require "dle"
 local check = require "dle.check"
 local F = require "dle.nn.functional"
@@ -327,7 +327,5 @@ function M.fold(x, output_size, kernel_size, opts)
   if added then y = y:squeeze(1) end
   return y
 end
-
-for name, fn in pairs(M) do F[name] = fn end
 
 return M

@@ -1,11 +1,10 @@
 --- dle.nn.functional.ctc_loss (and nn.CTCLoss's function): the connectionist temporal
 -- classification loss with PyTorch's semantics. The alpha-beta recursion in log space and its
--- gradient are the C op dle.ctc_loss (kernels/cpu/ctc.c; CPU only). Requiring this file adds
--- ctc_loss to the dle.nn.functional table (and returns {ctc_loss = ...}).
+-- gradient are the C op dle.ctc_loss (kernels/cpu/ctc.c; CPU only). This file returns
+-- {ctc_loss = ...}; dle.nn.functional gathers it.
 -- Classes are 1-based as everywhere in dle (API.md): target values are class numbers 1..C and
 -- `blank` defaults to 1, the first class (PyTorch's blank = 0).
 local dle = require "dle"
-local F = require "dle.nn.functional"
 local check = require "dle.check"
 
 local M = {}
@@ -61,7 +60,5 @@ function M.ctc_loss(log_probs, targets, input_lengths, target_lengths, opts)
   if r == "sum" then return loss:sum() end
   return (loss / tl:clamp(1, math.huge):to(loss:dtype())):mean()
 end
-
-for name, fn in pairs(M) do F[name] = fn end
 
 return M

@@ -2,12 +2,11 @@
 -- binary_cross_entropy, poisson_nll_loss, cosine_embedding_loss, margin_ranking_loss,
 -- triplet_margin_loss, multilabel_soft_margin_loss, hinge_embedding_loss, soft_margin_loss,
 -- gaussian_nll_loss, and the distances cosine_similarity, normalize, pairwise_distance, with
--- PyTorch 1.13's definitions and defaults. Requiring this file adds them to the
--- dle.nn.functional table (and returns them). Each is a composition of dle ops, so gradients
+-- PyTorch 1.13's definitions and defaults. This file returns them and
+-- dle.nn.functional gathers them. Each is a composition of dle ops, so gradients
 -- (reverse and forward) come from those ops; a fused op per loss (as mse_loss has) would save
 -- the intermediate tensors. Dimensions are 1-based: PyTorch's default dim=1 is dim 2 here.
 local dle = require "dle"
-local F = require "dle.nn.functional"
 local FA = require "dle.nn.functional_activations"
 local check = require "dle.check"
 local shape_str = check.shape_str
@@ -347,7 +346,5 @@ function M.normalize(x, p, dim, eps)
   eps = eps == nil and 1e-12 or check.number(eps, "normalize", "eps")
   return check.call("normalize", function() return x / x:norm(p, d, true):clamp(eps, nil) end)
 end
-
-for name, fn in pairs(M) do F[name] = fn end
 
 return M

@@ -1,9 +1,8 @@
 --- dle.nn.functional.multi_margin_loss and multilabel_margin_loss (nn.MultiMarginLoss,
 -- nn.MultiLabelMarginLoss), PyTorch's multi-class hinge losses, as compositions of dle ops (so
--- reverse and forward gradients come from those ops). Classes are 1-based (API.md). Requiring this
--- file adds them to the dle.nn.functional table (and returns them).
+-- reverse and forward gradients come from those ops). Classes are 1-based (API.md). This file
+-- returns them; dle.nn.functional gathers them.
 local dle = require "dle"
-local F = require "dle.nn.functional"
 local check = require "dle.check"
 local shape_str = check.shape_str
 
@@ -103,7 +102,5 @@ function M.multilabel_margin_loss(input, target, opts)
   if one then loss = loss:squeeze(1) end
   return reduce(loss, r)
 end
-
-for name, fn in pairs(M) do F[name] = fn end
 
 return M

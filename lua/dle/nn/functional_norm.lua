@@ -1,8 +1,8 @@
 --- dle.nn.functional (normalization part): group_norm, instance_norm and local_response_norm,
--- PyTorch's signatures. Requiring this file adds them to the dle.nn.functional table (and returns
--- them). group_norm and instance_norm run the fused native dle.group_norm (statistics per sample
--- and group, C kernels for both directions); instance_norm with running statistics in eval mode
--- is dle.batch_norm's eval path; local_response_norm is composed of dle ops.
+-- PyTorch's signatures. This file returns them; dle.nn.functional gathers them. group_norm and
+-- instance_norm run the fused native dle.group_norm (statistics per sample and group, C kernels
+-- for both directions); instance_norm with running statistics in eval mode is dle.batch_norm's
+-- eval path; local_response_norm is composed of dle ops.
 local dle = require "dle"
 local F = require "dle.nn.functional"
 local check = require "dle.check"
@@ -121,10 +121,6 @@ function M.local_response_norm(x, size, alpha, beta, k)
   local sum = p:narrow(2, 1, C)
   for j = 2, pads[#pads - 1] + pads[#pads] + 1 do sum = sum + p:narrow(2, j, C) end
   return x / (sum * (alpha / size) + k) ^ beta
-end
-
-for name, fn in pairs(M) do
-  if not name:match("^_") then F[name] = fn end -- the helper stays internal
 end
 
 return M

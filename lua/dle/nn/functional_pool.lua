@@ -6,12 +6,11 @@
 -- reads [floor(i n / m), ceil((i + 1) n / m)): at most a few lengths) and reduces them (mean, or
 -- max with its position), one dim after the other (a mean or a max over a rectangle is one over
 -- its rows of one over its columns).
--- Requiring this file adds them to dle.nn.functional (and returns them).
+-- This file returns them; dle.nn.functional gathers them.
 local dle = require "dle"
 local check = require "dle.check"
 local F = require "dle.nn.functional"
 local S = require "dle.nn.spatial_args"
-require "dle.nn.functional_conv"
 
 local M = {}
 
@@ -226,7 +225,5 @@ end
 function M.adaptive_max_pool2d(x, output_size, opts)
   return adaptive_max("adaptive_max_pool2d", 2, x, output_size, opts)
 end
-
-for name, fn in pairs(M) do F[name] = fn end
 
 return M

@@ -1,9 +1,8 @@
 --- dle.nn.functional (resampling and rearranging part): interpolate (the native dle.upsample,
 -- C kernels and gradients), pixel_shuffle, pixel_unshuffle, channel_shuffle (views and a permute)
 -- and bilinear (one matmul). PyTorch's signatures, with options tables for keyword arguments.
--- Requiring this file adds them to the dle.nn.functional table (and returns them).
+-- This file returns them; dle.nn.functional gathers them.
 local dle = require "dle"
-local F = require "dle.nn.functional"
 local check = require "dle.check"
 local shape_str = check.shape_str
 
@@ -171,7 +170,5 @@ function M.bilinear(x1, x2, weight, bias)
   if bias then y = y + bias end
   return y:reshape(lead)
 end
-
-for name, fn in pairs(M) do F[name] = fn end
 
 return M

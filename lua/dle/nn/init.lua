@@ -27,7 +27,6 @@ nn.Dropout = require "dle.nn.dropout"
 nn.Embedding = require "dle.nn.embedding"
 nn.LayerNorm = require "dle.nn.layer_norm"
 nn.RMSNorm = require "dle.nn.rms_norm"
-require "dle.nn.functional_conv"
 for name, cls in pairs(require "dle.nn.batch_norm") do nn[name] = cls end
 for name, cls in pairs(require "dle.nn.conv") do nn[name] = cls end
 nn.MultiheadAttention = require "dle.nn.attention"

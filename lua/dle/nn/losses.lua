@@ -5,9 +5,6 @@
 -- `loss_fn(input, target)` (three tensors for the ranking, embedding, triplet and Gaussian ones).
 local Module = require "dle.nn.module"
 local F = require "dle.nn.functional"
-local FL = require "dle.nn.functional_losses"
-local FC = require "dle.nn.functional_ctc"
-local FM = require "dle.nn.functional_margin"
 local check = require "dle.check"
 
 local L = {}
@@ -48,40 +45,40 @@ L.MSELoss = loss_class("MSELoss", F.mse_loss, {"reduction"})
 L.BCEWithLogitsLoss = loss_class("BCEWithLogitsLoss", F.binary_cross_entropy_with_logits, {"reduction", "pos_weight"})
 
 --- L1Loss({reduction}).
-L.L1Loss = loss_class("L1Loss", FL.l1_loss, {"reduction"})
+L.L1Loss = loss_class("L1Loss", F.l1_loss, {"reduction"})
 --- SmoothL1Loss({reduction, beta = 1}).
-L.SmoothL1Loss = loss_class("SmoothL1Loss", FL.smooth_l1_loss, {"reduction", "beta"})
+L.SmoothL1Loss = loss_class("SmoothL1Loss", F.smooth_l1_loss, {"reduction", "beta"})
 --- HuberLoss({reduction, delta = 1}).
-L.HuberLoss = loss_class("HuberLoss", FL.huber_loss, {"reduction", "delta"})
+L.HuberLoss = loss_class("HuberLoss", F.huber_loss, {"reduction", "delta"})
 --- KLDivLoss({reduction = "mean"|"batchmean"|"sum"|"none", log_target = false}).
-L.KLDivLoss = loss_class("KLDivLoss", FL.kl_div, {"reduction", "log_target"})
+L.KLDivLoss = loss_class("KLDivLoss", F.kl_div, {"reduction", "log_target"})
 --- BCELoss({reduction, weight}).
-L.BCELoss = loss_class("BCELoss", FL.binary_cross_entropy, {"reduction", "weight"})
+L.BCELoss = loss_class("BCELoss", F.binary_cross_entropy, {"reduction", "weight"})
 --- PoissonNLLLoss({log_input = true, full = false, eps = 1e-8, reduction}).
-L.PoissonNLLLoss = loss_class("PoissonNLLLoss", FL.poisson_nll_loss, {"reduction", "log_input", "full", "eps"})
+L.PoissonNLLLoss = loss_class("PoissonNLLLoss", F.poisson_nll_loss, {"reduction", "log_input", "full", "eps"})
 --- CosineEmbeddingLoss({margin = 0, reduction}); called as loss_fn(x1, x2, y).
-L.CosineEmbeddingLoss = loss_class("CosineEmbeddingLoss", FL.cosine_embedding_loss, {"reduction", "margin"}, 3)
+L.CosineEmbeddingLoss = loss_class("CosineEmbeddingLoss", F.cosine_embedding_loss, {"reduction", "margin"}, 3)
 --- MarginRankingLoss({margin = 0, reduction}); called as loss_fn(x1, x2, y).
-L.MarginRankingLoss = loss_class("MarginRankingLoss", FL.margin_ranking_loss, {"reduction", "margin"}, 3)
+L.MarginRankingLoss = loss_class("MarginRankingLoss", F.margin_ranking_loss, {"reduction", "margin"}, 3)
 --- TripletMarginLoss({margin = 1, p = 2, eps = 1e-6, swap = false, reduction}); called as
 -- loss_fn(anchor, positive, negative).
-L.TripletMarginLoss = loss_class("TripletMarginLoss", FL.triplet_margin_loss,
+L.TripletMarginLoss = loss_class("TripletMarginLoss", F.triplet_margin_loss,
   {"reduction", "margin", "p", "eps", "swap"}, 3)
 --- MultiLabelSoftMarginLoss({weight, reduction}).
-L.MultiLabelSoftMarginLoss = loss_class("MultiLabelSoftMarginLoss", FL.multilabel_soft_margin_loss,
+L.MultiLabelSoftMarginLoss = loss_class("MultiLabelSoftMarginLoss", F.multilabel_soft_margin_loss,
   {"reduction", "weight"})
 --- HingeEmbeddingLoss({margin = 1, reduction}).
-L.HingeEmbeddingLoss = loss_class("HingeEmbeddingLoss", FL.hinge_embedding_loss, {"reduction", "margin"})
+L.HingeEmbeddingLoss = loss_class("HingeEmbeddingLoss", F.hinge_embedding_loss, {"reduction", "margin"})
 --- SoftMarginLoss({reduction}).
-L.SoftMarginLoss = loss_class("SoftMarginLoss", FL.soft_margin_loss, {"reduction"})
+L.SoftMarginLoss = loss_class("SoftMarginLoss", F.soft_margin_loss, {"reduction"})
 --- GaussianNLLLoss({full = false, eps = 1e-6, reduction}); called as loss_fn(input, target, var).
-L.GaussianNLLLoss = loss_class("GaussianNLLLoss", FL.gaussian_nll_loss, {"reduction", "full", "eps"}, 3)
+L.GaussianNLLLoss = loss_class("GaussianNLLLoss", F.gaussian_nll_loss, {"reduction", "full", "eps"}, 3)
 --- CTCLoss({blank = 1, reduction, zero_infinity = false}); called as
 -- loss_fn(log_probs, targets, input_lengths, target_lengths).
-L.CTCLoss = loss_class("CTCLoss", FC.ctc_loss, {"reduction", "blank", "zero_infinity"}, 4)
+L.CTCLoss = loss_class("CTCLoss", F.ctc_loss, {"reduction", "blank", "zero_infinity"}, 4)
 --- MultiMarginLoss({p = 1, margin = 1, weight, reduction}).
-L.MultiMarginLoss = loss_class("MultiMarginLoss", FM.multi_margin_loss, {"reduction", "p", "margin", "weight"})
+L.MultiMarginLoss = loss_class("MultiMarginLoss", F.multi_margin_loss, {"reduction", "p", "margin", "weight"})
 --- MultiLabelMarginLoss({reduction}); targets end at the first class < 1.
-L.MultiLabelMarginLoss = loss_class("MultiLabelMarginLoss", FM.multilabel_margin_loss, {"reduction"})
+L.MultiLabelMarginLoss = loss_class("MultiLabelMarginLoss", F.multilabel_margin_loss, {"reduction"})
 
 return L

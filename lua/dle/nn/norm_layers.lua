@@ -10,7 +10,6 @@ local check = require "dle.check"
 local Module = require "dle.nn.module"
 local F = require "dle.nn.functional"
 local norm_state = require "dle.nn.norm_state"
-require "dle.nn.functional_norm"
 
 local shape_str = check.shape_str
 local classes = {}

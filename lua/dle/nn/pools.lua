@@ -5,7 +5,6 @@ local check = require "dle.check"
 local Module = require "dle.nn.module"
 local F = require "dle.nn.functional"
 local S = require "dle.nn.spatial_args"
-require "dle.nn.functional_pool"
 
 local classes = {}
 

@@ -12,7 +12,6 @@ local dle = require "dle"
 local check = require "dle.check"
 local Module = require "dle.nn.module"
 local F = require "dle.nn.functional"
-require "dle.nn.functional_resample"
 
 local classes = {}
 local function class(name)
