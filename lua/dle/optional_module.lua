@@ -1,10 +1,14 @@
---- dle.optional_module(name, prefix, what, hint) -> load: a C module dle may be built without
--- (MPI, NCCL). load() returns the module, required on the first call and kept, or nil and why it
--- is absent: "<prefix>the <what> module <name> failed to load: <error>" when its file is there, else
--- "<prefix><what> support was not built (no <file> beside dle.core's path: <hint>)".
+--- dle.optional_module(name, prefix, what, hint) -> opt: a C module dle may be built without (MPI,
+-- NCCL), required on the first opt.load() and kept.
+--   opt.load() -> the module, or nil and why it is absent: "<prefix>the <what> module <name> failed
+--     to load: <error>" when its file is there, else "<prefix><what> support was not built (no
+--     <file> beside dle.core's path: <hint>)"
+--   opt.available() -> true, or false and why (the answer of dle.dist.is_available and the like)
+--   opt.loaded() -> the module once a load() has found it, else nil (it never loads)
 return function(name, prefix, what, hint)
   local mod, why
-  return function()
+  local opt = {}
+  function opt.load()
     if mod or why then return mod, why end
     local ok, m = pcall(require, name)
     if ok then
@@ -17,4 +21,10 @@ return function(name, prefix, what, hint)
     end
     return mod, why
   end
+  function opt.available()
+    if opt.load() then return true end
+    return false, why
+  end
+  function opt.loaded() return mod end
+  return opt
 end

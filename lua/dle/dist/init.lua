@@ -17,25 +17,18 @@ local core = dle.core
 
 local dist = {}
 
-local native, native_error   -- dle.dist_native once loaded, or why it could not be
-local load_mpi = require("dle.optional_module")("dle.dist_native", "dle.dist: ", "MPI",
+-- dle.dist_native, loaded on the first is_available() or init()
+local mpi = require("dle.optional_module")("dle.dist_native", "dle.dist: ", "MPI",
   "libopenmpi-dev was missing when dle was built, or the install left the module out; "
   .. "install libopenmpi-dev and rebuild with scripts/build")
 
-local function load_native()
-  native, native_error = load_mpi()
-  return native
-end
-
 --- dist.is_available() -> true, or false and the reason: whether dle was built with MPI support.
 -- Loads the MPI library (without initializing it).
-function dist.is_available()
-  if load_native() then return true end
-  return false, native_error
-end
+function dist.is_available() return mpi.available() end
 
 --- dist.is_initialized() -> whether init() was called (and finalize() was not).
 function dist.is_initialized()
+  local native = mpi.loaded()
   return native ~= nil and native.is_initialized()
 end
 
@@ -46,17 +39,20 @@ end
 -- leaving it aborts the whole job (MPI_Abort) instead of leaving the other ranks waiting forever
 -- in a collective for this one.
 function dist.init()
-  if not load_native() then check.error(native_error) end
+  local native, why = mpi.load()
+  if not native then check.error(why) end
   return native.init()
 end
 
 --- dist.finalize(): finalizes MPI now (idempotent); dist can not be initialized again afterwards.
 function dist.finalize()
+  local native = mpi.loaded()
   if native then native.finalize() end
 end
 
 -- native, or an error naming fn when init() has not been called.
 local function need(fn)
+  local native = mpi.loaded()
   if native and native.is_initialized() then return native end
   check.error(string.format("%s: dle.dist is not initialized; call dle.dist.init() first", fn))
 end

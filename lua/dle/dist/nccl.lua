@@ -15,25 +15,18 @@ local core = dle.core
 
 local M = {}
 
-local native, native_error   -- dle.dist_nccl once loaded, or why it could not be
-local load_nccl = require("dle.optional_module")("dle.dist_nccl", "", "NCCL",
+-- dle.dist_nccl, loaded on first use
+local nccl = require("dle.optional_module")("dle.dist_nccl", "", "NCCL",
   "nvcc or nccl.h (/usr/local/cuda/include, or $NCCL_HOME/include) was missing when dle was built")
 
-local function load_native()
-  native, native_error = load_nccl()
-  return native
-end
-
 --- M.available() -> true, or false and the reason: whether dle.dist_nccl loads.
-function M.available()
-  if load_native() then return true end
-  return false, native_error
-end
+function M.available() return nccl.available() end
 
 --- M.dtypes() -> {dle dtype name = NCCL type name}, the module's dtype map (nil and the reason
 -- when it is not built).
 function M.dtypes()
-  if not load_native() then return nil, native_error end
+  local native, why = nccl.load()
+  if not native then return nil, why end
   return native.dtypes()
 end
 
@@ -43,8 +36,8 @@ local WORLD = {}
 local comms = setmetatable({}, {__mode = "k"})
 
 -- The communicator of group g (nil: the world) on CUDA device `device`, made on first use (a
--- collective call of every rank of the group). m: dle.dist_native.
-local function comm_for(m, g, device, fn)
+-- collective call of every rank of the group). m: dle.dist_native; native: dle.dist_nccl.
+local function comm_for(m, native, g, device, fn)
   local per = comms[g or WORLD]
   if not per then
     per = {}
@@ -68,8 +61,9 @@ end
 -- same arguments, running through NCCL on group g's communicator on CUDA device `device` (an index).
 -- An error naming fn when NCCL was not built.
 function M.transport(m, g, device, fn)
-  if not load_native() then check.error(fn .. ": a tensor on cuda:" .. device .. " needs NCCL: " .. native_error) end
-  local c = comm_for(m, g, device, fn)
+  local native, why = nccl.load()
+  if not native then check.error(fn .. ": a tensor on cuda:" .. device .. " needs NCCL: " .. why) end
+  local c = comm_for(m, native, g, device, fn)
   local t = {}
   function t.all_reduce(ptr, n, dtype, op) native.all_reduce(c, ptr, n, dtype, op) end
   function t.broadcast(ptr, n, dtype, root) native.broadcast(c, ptr, n, dtype, root) end
