@@ -4,8 +4,6 @@
 -- learns a repeated string.
 local dle = require "dle"
 local H = require "helpers"
-require "dle.nn.attention"
-require "dle.nn.transformer"
 local nn = dle.nn
 local F = nn.functional
 

@@ -3,8 +3,6 @@
 -- dle.conv2d/max_pool2d/avg_pool2d exist) and a short CNN training run on Fashion-MNIST.
 local dle = require "dle"
 local H = require "helpers"
-require "dle.nn.batch_norm"
-require "dle.nn.conv"
 local nn = dle.nn
 local F = nn.functional
 
