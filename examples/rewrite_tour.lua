@@ -1,7 +1,7 @@
 -- rewrite_tour.lua — graphs, rewrite rules and dle.compile: trace a function, look at its graph,
 -- write a rule, check it, apply the built-in rule sets and compile a model. Run it with
 -- `scripts/dle examples/rewrite_tour.lua`.
-local dle = require "dle"
+local dle = require("dle")
 local nn = dle.nn
 local P, B = dle.rewrite.pattern, dle.rewrite.build
 

@@ -1,6 +1,6 @@
 -- tour.lua — a first look at dle tensors: creation, views sharing storage, broadcasting arithmetic,
 -- comparisons, dtypes, printing and errors. Run it with `scripts/dle examples/tour.lua`.
-local dle = require "dle"
+local dle = require("dle")
 
 local function section(title)
   io.write("\n== ", title, "\n")

@@ -12,8 +12,8 @@
 -- --device cpu runs every check CPU against CPU (how tests/gpu_check_spec.lua exercises it).
 local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
 package.path = here .. "/?.lua;" .. package.path
-local dle = require "dle"
-local compare = require "gpu_check.compare"
+local dle = require("dle")
+local compare = require("gpu_check.compare")
 
 local cli = require("argparse")("gpu-check", "Validates dle's CUDA backend against the CPU.")
 cli:option("--device", "the device to check", "cuda")
@@ -67,7 +67,7 @@ end
 
 if not args.skip_examples then
   section("one training step of each example's model (loss, gradients, parameters after the step)")
-  local examples = require "gpu_check.examples"
+  local examples = require("gpu_check.examples")
   bad = bad + examples.report(examples.run({device = device, reference = args.reference}))
 end
 
@@ -104,7 +104,7 @@ end
 
 if not args.skip_bench then
   section("benchmark on " .. device)
-  local bench = require "gpu_check.bench"
+  local bench = require("gpu_check.bench")
   local sync = info and function() info.synchronize(index) end or nil
   local r = bench.run({device = device, n = args.bench_n, copy_mb = args.copy_mb, props = props, sync = sync})
   for _, line in ipairs(r.lines) do print(line) end

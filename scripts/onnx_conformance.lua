@@ -1,7 +1,7 @@
 -- onnx_conformance.lua — the body of scripts/onnx-conformance (see there for the options):
 -- runs the suites through dle.onnx.conformance, prints the per-op table and totals, writes the report.
-local dle = require "dle"
-local C = require "dle.onnx.conformance"
+local dle = require("dle")
+local C = require("dle.onnx.conformance")
 
 local here = arg[1]
 local suites, filter, out = C.SUITES, nil, here .. "/docs/onnx.md"

@@ -2,7 +2,7 @@
 -- learned position Embeddings, pre-LayerNorm TransformerBlocks (causal attention, GELU MLP 4d), a
 -- final LayerNorm and an output head (or the token embedding, tied). dofile this file to get the
 -- class: GPT({vocab, context, d, heads, layers, tie}).
-local dle = require "dle"
+local dle = require("dle")
 local nn = dle.nn
 
 local GPT = nn.Module:extend("GPT")

@@ -17,7 +17,7 @@
 -- where N counts the parameters used in matmuls (every parameter except the token and position
 -- embedding tables; the output head counts, tied or not) and the second term is the attention
 -- matmuls q k^T and weights @ v (2 * 2*B*T^2*d forward per layer, times 3).
-local dle = require "dle"
+local dle = require("dle")
 local nn = dle.nn
 local F = nn.functional
 

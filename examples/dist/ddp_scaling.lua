@@ -4,7 +4,7 @@
 --   scripts/dle examples/dist/ddp_scaling.lua [--ranks 2] [--batch 128] [--steps 400] [--repeat 3]
 -- It runs itself under `dle --nproc` once per world size and repetition (the best run counts) and
 -- prints one line per world size and the ratio. Quiet machine wanted: the ranks need a core each.
-local dle = require "dle"
+local dle = require("dle")
 
 local cli = require("argparse")("ddp_scaling.lua", "Samples/s of data-parallel MLP training, 1 rank vs N.")
 cli:option("--ranks", "the larger world size", 2, math.tointeger)

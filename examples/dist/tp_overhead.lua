@@ -3,7 +3,7 @@
 -- nn.TransformerBlock it equals, forward and backward, best of several rounds each.
 --   scripts/dle --threads 1 examples/dist/tp_overhead.lua [--d 256] [--heads 8] [--batch 8] [--seq 64]
 -- Prints both times and the overhead (tensor-parallel time / dense time - 1).
-local dle = require "dle"
+local dle = require("dle")
 local pg <close> = dle.dist.init() -- luacheck: ignore 211 (used by its <close>)
 local cli = require("argparse")("tp_overhead.lua", "Tensor-parallel TransformerBlock against the dense one, 1 rank.")
 cli:option("--d", "model width", 256, math.tointeger)

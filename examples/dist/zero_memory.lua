@@ -6,7 +6,7 @@
 -- optimizer state by the world size, stage 2 also the gradients, stage 3 also the parameters.
 --   scripts/dle --nproc 2 examples/dist/zero_memory.lua [--width 512]
 -- Each rank prints its lines: rank, stage, dtype, measured and expected MB, their ratio.
-local dle = require "dle"
+local dle = require("dle")
 local dist = dle.dist
 
 local pg <close> = dist.init() -- luacheck: ignore 211 (used by its <close>)

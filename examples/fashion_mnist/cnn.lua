@@ -35,7 +35,7 @@
 -- Prints loss, test accuracy and throughput per epoch.
 --   scripts/dle examples/fashion_mnist/cnn.lua [--epochs 3] [--batch-size 16] [--lr 2e-3]
 --       [--label-smoothing 0.1] [--no-flip] [--dropout 0] [--width 32] [--ema DECAY] [--weight-decay 1e-4]
-local dle = require "dle"
+local dle = require("dle")
 
 local cli = require("argparse")("cnn.lua", "Fashion-MNIST with a small CNN (2 conv blocks with batch norm).")
 cli:option("--epochs", "training epochs", 3, tonumber)

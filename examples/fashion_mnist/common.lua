@@ -1,7 +1,7 @@
 --- What the Fashion-MNIST examples share: standardized data, the training loop (with a cosine
 -- schedule with warmup), test accuracy and the per-epoch report. Loaded with dofile by mlp.lua
 -- and cnn.lua, which only define their model and optimizer.
-local dle = require "dle"
+local dle = require("dle")
 
 local common = {}
 

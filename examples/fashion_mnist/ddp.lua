@@ -7,7 +7,7 @@
 --       [--images 12000] [--zero-stage 1]      (or: scripts/dle --nproc 2 examples/fashion_mnist/ddp.lua ...)
 -- batch_size is the global batch (each rank takes batch_size / world_size of it); images: how
 -- many training images to use (0: all 60000). Without mpirun it runs as a world of one process.
-local dle = require "dle"
+local dle = require("dle")
 local dist = dle.dist
 
 -- <close>: an error on one rank then aborts every rank instead of leaving them waiting for it

@@ -9,7 +9,7 @@
 --   weights, dle.nn.utils.quantize_).
 -- Prints the text, then the prompt and generated token counts, tokens/s of the decoding, the
 -- KV-cache bytes per token, the weights' bytes and the process's peak resident memory.
-local dle = require "dle"
+local dle = require("dle")
 
 local cli = require("argparse")("generate.lua", "Text generation from a checkpoint directory.")
 cli:argument("checkpoint", "checkpoint directory (or an llm.c .bin file, or a .gguf file)")

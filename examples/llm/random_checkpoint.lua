@@ -5,7 +5,7 @@
 --   dle examples/llm/random_checkpoint.lua DIR [gpt2|llama] [tiny|small|124m]
 -- tiny: 2 layers of width 64; small: 6 layers of width 384 (the bench's shape); 124m: GPT-2 124M's
 -- shape (12 layers, width 768, vocab 50257: about 500 MB of float32).
-local dle = require "dle"
+local dle = require("dle")
 
 local cli = require("argparse")("random_checkpoint.lua", "A randomly initialised checkpoint directory.")
 cli:argument("dir", "the directory to write")
@@ -30,7 +30,7 @@ model:save_pretrained(dir)
 
 -- a byte-level tokenizer: one token per byte (ids 0..255), no merges; a larger vocabulary's other ids
 -- are byte pairs (never produced by encode, but decodable)
-local bytes = require "dle.tokenizer.bytes"
+local bytes = require("dle.tokenizer.bytes")
 local items = {}
 for b = 0, 255 do items[#items + 1] = dle.io.json_string(bytes.char_of[b]) .. ":" .. b end
 for id = 256, vocab - 1 do

@@ -17,8 +17,8 @@
 --
 -- The state is plain numbers (state_dict), storable with dle.save. A disabled scaler
 -- ({enabled = false}) passes everything through, so one training loop serves both precisions.
-local dle = require "dle"
-local check = require "dle.check"
+local dle = require("dle")
+local check = require("dle.check")
 
 local amp = {}
 

@@ -5,7 +5,7 @@
 -- addmv, addr (flip, roll, diagonal and F.pad are C ops: bindings/lua_arrange.c). Dims are 1-based
 -- (negative from the end), as everywhere in dle. They are not fused kernels: each costs the copies
 -- its ops make.
-local check = require "dle.check"
+local check = require("dle.check")
 
 local M = {}
 

@@ -1,7 +1,7 @@
 --- Autodiff in Lua: forward mode (dle.jvp), gradient checking (dle.gradcheck) and custom
 -- differentiable ops (dle.autograd.Function). Reverse mode itself (t:backward, dle.grad,
 -- dle.no_grad) and dle.autocast are native (bindings/lua_autograd.c).
-local check = require "dle.check"
+local check = require("dle.check")
 
 local M = {}
 

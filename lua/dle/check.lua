@@ -3,7 +3,7 @@
 -- tensor, got number"), reported at the caller's line, instead of a Lua runtime error from inside
 -- dle ("attempt to index a number value (local 'x')").
 -- Each check returns its value, so `x = check.tensor(x, "relu", "input")` reads naturally.
-local core = require "dle.core"
+local core = require("dle.core")
 
 local check = {}
 

@@ -13,9 +13,9 @@
 -- gradients (the limit of dle.autograd.Function), and any other values. The recomputation runs
 -- under the autocast mode fn first ran in (as PyTorch's checkpoint), so it gives the same dtypes
 -- although backward itself runs with autocast off.
-local check = require "dle.check"
+local check = require("dle.check")
 
-local dle = require "dle"
+local dle = require("dle")
 
 local M = {}
 local core = dle.core

@@ -37,11 +37,11 @@
 -- opts.rules: a rule, list of rules or of rule sets, applied together; default: algebra, then
 -- fusion (dle.rewrite.rules), each to its fixed point; {} for none. opts.debug: print each new
 -- graph before and after rewriting, the rewrite counts and why a call retraced on stderr.
-local core = require "dle.core"
-local check = require "dle.check"
-local guard = require "dle.graph.guard"
+local core = require("dle.core")
+local check = require("dle.check")
+local guard = require("dle.graph.guard")
 
-local dle = require "dle"
+local dle = require("dle")
 
 local M = {}
 local info_of = setmetatable({}, {__mode = "k"})
@@ -87,7 +87,7 @@ function M.compile(fn, opts)
     error("compile: cache_size must be a positive integer, got " .. tostring(cache_size), 2)
   end
   local debug = opts.debug or (tonumber(os.getenv("DLE_DEBUG") or "") or 0) >= 1
-  local graph, run = dle.graph, require "dle.graph.run"
+  local graph, run = dle.graph, require("dle.graph.run")
   local info = {traces = 0, replays = 0, eager = 0, guards = 0}
   -- arguments' key -> list of entries {key, guard = state guard or nil, graph or eager};
   -- every entry is also in `recent`, most recent last

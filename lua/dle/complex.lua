@@ -7,7 +7,7 @@
 -- (a complex .grad is dL/d(re) + i dL/d(im) of a real loss; docs/complex_fft.md).
 -- @module complex
 
-local check = require "dle.check"
+local check = require("dle.check")
 
 local M = {}
 

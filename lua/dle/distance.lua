@@ -1,6 +1,6 @@
 --- dle.cdist and the broadcasting helpers (broadcast_shapes, broadcast_to, broadcast_tensors) as
 -- compositions of dle ops, so both autograd modes, dtypes and devices come from those ops.
-local check = require "dle.check"
+local check = require("dle.check")
 
 local M = {}
 

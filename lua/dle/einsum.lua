@@ -5,9 +5,9 @@
 -- permute to {batch, kept, contracted} x {batch, contracted, kept}, reshape to 3-D, matmul,
 -- reshape back. The result is finally permuted into the output's label order.
 
-local check = require "dle.check"
+local check = require("dle.check")
 
-local dle = require "dle"
+local dle = require("dle")
 
 local M = {}
 -- Errors carry no position prefix, like the engine's own messages.

@@ -8,8 +8,8 @@
 -- differentiable, reverse and forward mode (engine/ops/fft_grad.c; docs/complex_fft.md).
 -- @module fft
 
-local check = require "dle.check"
-local dle = require "dle"
+local check = require("dle.check")
+local dle = require("dle")
 local core = dle.core
 
 local M = {}

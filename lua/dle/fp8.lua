@@ -5,9 +5,9 @@
 --   local y = dle.fp8.scaled_matmul(a8, b8, sa, sb)        -- ~= a @ b, float32
 -- The CPU upcasts to float32 and multiplies with sgemm; CUDA tensors go through cuBLASLt's fp8
 -- path (engine/fp8.c, kernels/cuda/fp8_matmul.cu). Neither function has a gradient.
-local dle = require "dle"
-local core = require "dle.core"
-local check = require "dle.check"
+local dle = require("dle")
+local core = require("dle.core")
+local check = require("dle.check")
 
 local M = {}
 

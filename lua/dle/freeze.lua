@@ -8,9 +8,9 @@
 -- eval mode records nothing, so it is gone. The graph runs with g:run(inputs...).
 --   local g = dle.freeze(model, dle.randn(1, 3, 224, 224))
 --   local y = g:run(x)
-local dle = require "dle"
-local check = require "dle.check"
-local rewrite = require "dle.rewrite"
+local dle = require("dle")
+local check = require("dle.check")
+local rewrite = require("dle.rewrite")
 
 -- The module's and its submodules' training flags, to restore.
 local function training_flags(m)

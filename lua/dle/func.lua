@@ -2,8 +2,8 @@
 -- jacobian (reverse mode by rows or forward mode by columns), hessian and vmap. Dims are 1-based.
 -- vmap runs f once per batch element and stacks the results (a loop, not a batched rewrite of f):
 -- the semantics of torch.func.vmap for functions of tensors, without its speed.
-local dle = require "dle"
-local check = require "dle.check"
+local dle = require("dle")
+local check = require("dle.check")
 
 local M = {}
 

@@ -95,7 +95,7 @@ end
 --- Every public function as a list of {name =, fn =}, sorted by name (loads the lazy subpackages).
 -- A class counts as its `init` function, named after the class (`dle.nn.Linear`).
 function M.public_functions()
-  local dle = require "dle"
+  local dle = require("dle")
   for _, k in ipairs({"checkpoint", "profile", "flops", "compile", "compile_info", "io"}) do local _ = dle[k] end
   local list = {}
   local function add(name, v)
@@ -206,7 +206,7 @@ end
 local function resolve(name)
   local path = name:match("^dle%.([%w_.]+)$")
   if not path then return nil end
-  local v = require "dle"
+  local v = require("dle")
   for part in path:gmatch("[^.]+") do
     if type(v) ~= "table" then return nil end
     v = v[part]

@@ -1,7 +1,7 @@
 --- dle: a deep learning engine in C, scripted in Lua 5.4.
--- `local dle = require "dle"` gives the whole public API (see API.md): tensors and their
+-- `local dle = require("dle")` gives the whole public API (see API.md): tensors and their
 -- operations (from the native module dle.core), plus the Lua-level helpers loaded below.
-local core = require "dle.core"
+local core = require("dle.core")
 
 -- dle.core's helpers for the Lua packages are registered under names starting with `_` and stay
 -- in dle.core; everything else is public. Those that are only helpers (not also a tensor method,
@@ -19,7 +19,7 @@ for name, value in pairs(core) do
 end
 dle.core = core
 dle.version = "0.1.0"
--- Registered before the subpackages load, so they can `require "dle"` themselves.
+-- Registered before the subpackages load, so they can `require("dle")` themselves.
 package.loaded["dle"] = dle
 
 -- Lua-level parts: each module is a table of functions merged into `dle`; one that must patch the
@@ -32,22 +32,22 @@ local function merge(m)
     if k ~= "install" then dle[k] = v end
   end
 end
-merge(require "dle.tensor")
-merge(require "dle.einsum")
-merge(require "dle.ternary")
-merge(require "dle.autograd")
-merge(require "dle.linalg")
-merge(require "dle.arrange")
-merge(require "dle.select")
-merge(require "dle.distance")
-merge(require "dle.complex")
-merge(require "dle.fft")
+merge(require("dle.tensor"))
+merge(require("dle.einsum"))
+merge(require("dle.ternary"))
+merge(require("dle.autograd"))
+merge(require("dle.linalg"))
+merge(require("dle.arrange"))
+merge(require("dle.select"))
+merge(require("dle.distance"))
+merge(require("dle.complex"))
+merge(require("dle.fft"))
 -- installed rather than merged: its module table also holds helpers for dle.io.gguf and dle.nn
 require("dle.quant").install(dle)
 
 -- The Lua functions among them report errors at the user's line, not at dle's own (see
 -- dle.check: check.public); C functions already do.
-local check = require "dle.check"
+local check = require("dle.check")
 local function export()
   check.export(dle)
   check.export(dle.Tensor)
@@ -58,7 +58,7 @@ export()
 
 -- Subpackages dle.nn, dle.optim, dle.data, dle.amp, dle.dist, dle.graph, dle.rewrite, dle.fp8, ...
 -- load on first use (each is also requireable on its own): together they are half of
--- `require "dle"`'s start-up, which scripts that only compute with tensors should not pay (and
+-- `require("dle")`'s start-up, which scripts that only compute with tensors should not pay (and
 -- dle.dist, which loads MPI on init(), only programs using it).
 -- So do the functions of dle.checkpoint, dle.profile and dle.compile (whose modules add them to dle).
 local subpackages = {nn = "dle.nn", optim = "dle.optim", data = "dle.data", amp = "dle.amp",

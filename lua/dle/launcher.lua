@@ -50,7 +50,7 @@ local function split(argv)
 end
 
 local function parser()
-  local argparse = require "argparse"
+  local argparse = require("argparse")
   local p = argparse("dle", "dle: a deep learning engine scripted in Lua 5.4. With no script: the REPL.")
   p:usage("usage: dle [--threads N] [--seed N] [-i] [-e CODE] [script.lua args...]")
   p:option("--threads", "number of CPU threads (dle.set_num_threads)"):convert(math.tointeger)
@@ -78,7 +78,7 @@ function M.main(argv)
     local done, _, code = os.execute(table.concat(cmd, " "))
     os.exit(done and 0 or (code or 1))
   end
-  local dle = require "dle"
+  local dle = require("dle")
   if opts.version then
     io.write("dle ", dle.version, " (Lua ", _VERSION:match("%d.%d"), ")\n")
     return

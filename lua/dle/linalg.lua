@@ -7,8 +7,8 @@
 -- naming the batch element (1-based) and the shape.
 -- @module linalg
 
-local check = require "dle.check"
-local dle = require "dle"
+local check = require("dle.check")
+local dle = require("dle")
 local core = dle.core
 
 local M = {}

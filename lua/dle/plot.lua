@@ -3,8 +3,8 @@
 -- series; a log scale for y on request. Opens in any browser; no JavaScript, no external files.
 --   dle.plot.lines("loss.svg", {train = losses, val = {{1, 0.9}, {5, 0.7}}}, {title = "loss"})
 --   dle.plot.from_log("run.jsonl", "run.svg", {"loss", "acc"})     -- x: the records' step
-local check = require "dle.check"
-local atomic = require "dle.io.atomic"
+local check = require("dle.check")
+local atomic = require("dle.io.atomic")
 
 local M = {}
 

@@ -13,9 +13,9 @@
 -- bytes (inputs read + outputs written). Profiles nest (an inner one sees its own ops, the outer
 -- one all of them); the profiler is switched off again when fn raises an error, which is then
 -- re-raised. The counters are those of the calling thread.
-local check = require "dle.check"
+local check = require("dle.check")
 
-local dle = require "dle"
+local dle = require("dle")
 
 local M = {}
 local core = dle.core

@@ -5,8 +5,8 @@
 -- The bar shows count/total, rate, ETA and the values given to bar:set. On a terminal (stderr)
 -- it redraws in place; otherwise (CI, a pipe) it prints a plain line every `every` seconds and
 -- one at the end. It writes to stderr so that a script's stdout stays its own.
-local dle = require "dle"
-local check = require "dle.check"
+local dle = require("dle")
+local check = require("dle.check")
 
 local Bar = {}
 Bar.__index = Bar

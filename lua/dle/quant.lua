@@ -8,7 +8,7 @@
 -- A quantized tensor q: q:shape(), q:size(d), q:dim(), q:numel(), q:dtype() ("q8_0", ...),
 -- q:nbytes() (its blocks), q:dequantize() (float32), q:t() (2-D: the transposed view, which
 -- matmul takes as W^T), q:blocks() (the uint8 {rows, row bytes} tensor of raw blocks), printing.
-local check = require "dle.check"
+local check = require("dle.check")
 
 local M = {}
 

@@ -5,9 +5,9 @@
 --   local log = dle.log.open("run.jsonl")
 --   log:write{step = s, loss = l:item(), lr = opt.lr}
 --   log:close()
-local dle = require "dle"
-local check = require "dle.check"
-local json = require "dle.io.json"
+local dle = require("dle")
+local check = require("dle.check")
+local json = require("dle.io.json")
 
 local Log = {}
 Log.__index = Log

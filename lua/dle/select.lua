@@ -4,8 +4,8 @@
 -- for `t[key]` and `t[key] = v`. PyTorch's semantics with 1-based dims and indices. Each is a
 -- composition of ops whose gradients are the ops' own (sort, gather, scatter, index_add...).
 
-local check = require "dle.check"
-local core = require "dle.core"
+local check = require("dle.check")
+local core = require("dle.core")
 
 local M = {}
 

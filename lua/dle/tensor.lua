@@ -3,7 +3,7 @@
 -- with a footer "[dle.Tensor float32 of size 2x3]"; tensors of more than
 -- `print_options.threshold` elements are summarized with "..." (first and last `edgeitems`).
 
-local check = require "dle.check"
+local check = require("dle.check")
 
 local M = {}
 

@@ -1,7 +1,7 @@
 --- lerp, addcmul and addcdiv: PyTorch's ternary pointwise ops, as compositions of elementwise
 -- ops (so autograd, broadcasting and dtype promotion come from those ops).
 
-local check = require "dle.check"
+local check = require("dle.check")
 
 local M = {}
 

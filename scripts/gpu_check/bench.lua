@@ -1,7 +1,7 @@
 --- scripts/gpu-check's benchmark: float32 matmul throughput (GFLOP/s) against the device's peak
 -- (MFU), and device-to-device copy bandwidth (GB/s) against its peak, the peaks computed from the
 -- device's properties (dle.cuda_info) where the compute capability is known.
-local dle = require "dle"
+local dle = require("dle")
 
 local M = {}
 

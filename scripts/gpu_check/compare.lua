@@ -1,8 +1,8 @@
 --- scripts/gpu-check's comparison of a device against a reference device (the GPU against the CPU;
 -- the tests run it CPU against CPU): the normalized error of two results, the tolerance of each
 -- dtype, running every op case of the op table on both devices, and the per-op report.
-local dle = require "dle"
-local inputs = require "gpu_check.inputs"
+local dle = require("dle")
+local inputs = require("gpu_check.inputs")
 
 local M = {}
 
@@ -70,7 +70,7 @@ end
 -- names with a kernel on the device; nil: all), alter (function(op, dtype, outputs) -> outputs, applied
 -- to the device's results: the tests' deliberate perturbation).
 function M.run_ops(opts)
-  local cases_mod = require "gpu_check.ops"
+  local cases_mod = require("gpu_check.ops")
   local cases = opts.cases or cases_mod.cases
   local reference = opts.reference or "cpu"
   local results = {}

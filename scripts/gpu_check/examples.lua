@@ -4,8 +4,8 @@
 -- after the optimizer's step are compared (normalized error, as the ops'). examples/fashion_mnist/
 -- ddp.lua's step runs under DistributedDataParallel in a world of one process (its all-reduce on the
 -- device: NCCL on a GPU), when dle.dist is available.
-local dle = require "dle"
-local compare = require "gpu_check.compare"
+local dle = require("dle")
+local compare = require("gpu_check.compare")
 
 local M = {}
 

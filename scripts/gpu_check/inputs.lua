@@ -2,7 +2,7 @@
 -- tensors on `device` in `dtype` (I.dtype, I.device). Values are drawn on the CPU in float64 from a
 -- generator seeded with `seed`, cast, then moved, so two input makers of the same seed and dtype give
 -- the same values on any two devices (the comparison's premise).
-local dle = require "dle"
+local dle = require("dle")
 
 local M = {}
 

@@ -5,7 +5,7 @@
 -- in (default: every dtype for the elementwise-like kinds, the float ones otherwise); a dtype the
 -- reference device rejects is skipped. tests/gpu_check_spec.lua checks, with dle.profile, that each
 -- case runs the op it is named after, and that every op of the table has one.
-local dle = require "dle"
+local dle = require("dle")
 local F = dle.nn.functional
 
 local ALL = {"float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool", "int8", "int16"}

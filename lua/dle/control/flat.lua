@@ -1,12 +1,12 @@
 --- dle.control.flat: the flat forms of dle.cond, dle.while_loop and dle.scan (lists of tensors in,
 -- lists out), which the public functions (dle.control) wrap and dle.graph.control's replays call:
 -- each records a graph node when a Lua-level trace runs, else runs eagerly.
-local core = require "dle.core"
-local check = require "dle.check"
+local core = require("dle.core")
+local check = require("dle.check")
 
 local impl = {}
 
-local function gctl() return require "dle.graph.control" end
+local function gctl() return require("dle.graph.control") end
 
 -- The Lua-level trace recording now, or nil. An engine trace without one (not dle.graph's)
 -- records the ops run below flat: it is told its replay would bake the branch in.
@@ -124,7 +124,7 @@ impl.scan = traced_or_eager("scan", "scan_eager")
 
 --- impl.scan_eager(step, carries, xs): the loop itself (also a trace's eager run).
 function impl.scan_eager(step, carries, xs)
-  local dle = require "dle"
+  local dle = require("dle")
   local nc, nx = #carries, #xs
   local cur = table.move(carries, 1, nc, 1, {})
   local ys, ny = {}, nil

@@ -14,9 +14,9 @@
 -- results raises an error naming it. Shape rules: both branches of a traced cond return as many
 -- tensors, of the same shapes and dtypes (eagerly only the branch run is seen); body_fn returns
 -- the loop's tensors with their shapes and dtypes; scan's carry keeps its shape and dtype.
-local core = require "dle.core"
-local check = require "dle.check"
-local impl = require "dle.control.flat"
+local core = require("dle.core")
+local check = require("dle.check")
+local impl = require("dle.control.flat")
 
 local M = {}
 

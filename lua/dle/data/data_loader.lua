@@ -2,14 +2,14 @@
 --   local loader = dle.data.DataLoader({x, y}, {batch_size = 64, shuffle = true, generator = g})
 --   for epoch = 1, 10 do for xb, yb in loader do ... end end   -- each `for` is one epoch
 -- Shuffled orders come from dle.randperm with the generator, so a seed fixes every epoch's batches.
-local dle = require "dle"
-local check = require "dle.check"
+local dle = require("dle")
+local check = require("dle.check")
 
 local DataLoader = {}
 DataLoader.__index = DataLoader
 DataLoader.__name = "dle.data.DataLoader"
 
-local core = require "dle.core"
+local core = require("dle.core")
 local is_tensor = core.is_tensor
 
 

@@ -1,9 +1,9 @@
 --- dle.data: data sets and loading — IDX files (raw or gzip), Fashion-MNIST, file memory maps,
 -- byte-level text corpora and the DataLoader. The file parsing and mapping are C helpers in
 -- dle.core (bindings/lua_data.c); everything else is plain Lua over tensor ops.
-local dle = require "dle"
-local check = require "dle.check"
-local core = require "dle.core"
+local dle = require("dle")
+local check = require("dle.check")
+local core = require("dle.core")
 
 local data = {}
 
@@ -18,8 +18,8 @@ local function native(fn, ...)
   return table.unpack(res, 2, res.n)
 end
 
-data.DataLoader = require "dle.data.data_loader"
-data.TextCorpus = require "dle.data.text_corpus"
+data.DataLoader = require("dle.data.data_loader")
+data.TextCorpus = require("dle.data.text_corpus")
 
 --- Reads an IDX file (the MNIST format), gzip-compressed or raw, into a tensor.
 -- Element types keep their dtype: uint8, int8, int16, int32, float32,

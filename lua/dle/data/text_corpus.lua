@@ -5,8 +5,8 @@
 --   local x, y = c:batch(32, 128, {generator = g})   -- random windows, y is x shifted by one
 -- data is the file's bytes as a uint8 tensor (memory-mapped, never copied); ids maps every byte
 -- to its 1-based vocabulary id (int64); vocab lists the distinct bytes in byte order.
-local dle = require "dle"
-local check = require "dle.check"
+local dle = require("dle")
+local check = require("dle.check")
 
 local TextCorpus = {}
 TextCorpus.__index = TextCorpus

@@ -3,7 +3,7 @@
 -- flat buckets of at most cap bytes (one tensor larger than cap gets a bucket of its own); each
 -- bucket is one contiguous buffer, the collective runs on it, and the results are copied back.
 -- Internal to dle.dist.DistributedDataParallel and dle.optim.ZeroRedundancyOptimizer.
-local dle = require "dle"
+local dle = require("dle")
 
 local buckets = {}
 

@@ -27,12 +27,12 @@
 --   model's own, with the model's names (PyTorch prefixes "module."; here a checkpoint saved
 --   through the wrapper loads into the bare model and back). ddp.module is the model; train(),
 --   eval(), zero_grad(), to() reach it as a submodule.
-local dle = require "dle"
-local check = require "dle.check"
-local Module = require "dle.nn.module"
-local dist = require "dle.dist"
-local buckets = require "dle.dist.buckets"
-local Reducer = require "dle.dist.reducer"
+local dle = require("dle")
+local check = require("dle.check")
+local Module = require("dle.nn.module")
+local dist = require("dle.dist")
+local buckets = require("dle.dist.buckets")
+local Reducer = require("dle.dist.reducer")
 
 local DDP = Module:extend("DistributedDataParallel")
 

@@ -10,9 +10,9 @@
 -- dtype, in place, and every rank must call them in the same order with tensors of the same
 -- shape and dtype (not checked, as in PyTorch: a mismatch is undefined, often a hang). CPU tensors
 -- go over MPI; CUDA tensors through NCCL (lua/dle/dist/nccl.lua), with the same checks.
--- MPI is loaded on the first init() (the separate module dle.dist_native), never by require "dle".
-local dle = require "dle"
-local check = require "dle.check"
+-- MPI is loaded on the first init() (the separate module dle.dist_native), never by require("dle").
+local dle = require("dle")
+local check = require("dle.check")
 local core = dle.core
 
 local dist = {}
@@ -396,17 +396,17 @@ end
 -- only the collectives need not load.
 setmetatable(dist, {__index = function(t, k)
   if k == "DistributedDataParallel" then
-    local ddp = require "dle.dist.ddp"
+    local ddp = require("dle.dist.ddp")
     rawset(t, k, ddp)
     return ddp
   end
   if k == "pipeline" then   -- dle.dist.pipeline(stages, opts)
-    local pipeline = require "dle.dist.pipeline"
+    local pipeline = require("dle.dist.pipeline")
     rawset(t, k, pipeline)
     return pipeline
   end
   if k == "tensor_parallel" then   -- dle.dist.tensor_parallel (ColumnLinear, RowLinear): needs dle.nn too
-    local tp = require "dle.dist.tensor_parallel"
+    local tp = require("dle.dist.tensor_parallel")
     rawset(t, k, tp)
     return tp
   end

@@ -9,8 +9,8 @@
 -- with a tensor on its device (a rank using a CPU tensor in the same call is undefined, as a shape
 -- mismatch is). NCCL calls are enqueued on the device's legacy default stream, where every CUDA
 -- kernel of dle runs: ordered with them, without a host synchronization.
-local dle = require "dle"
-local check = require "dle.check"
+local dle = require("dle")
+local check = require("dle.check")
 local core = dle.core
 
 local M = {}

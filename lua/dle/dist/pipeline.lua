@@ -19,8 +19,8 @@
 -- values) and blocking receives, which no order of the two schedules can deadlock. pipe.bubble is the
 -- schedules' idle fraction in theory, (p - 1) / (m + p - 1); after a step, pipe.waited and
 -- pipe.seconds are this rank's time spent waiting to receive and the step's time.
-local dle = require "dle"
-local check = require "dle.check"
+local dle = require("dle")
+local check = require("dle.check")
 
 local dist = dle.dist
 

@@ -23,8 +23,8 @@
 --   with a gradient on no rank keeps .grad nil; one with a gradient elsewhere only gets the average.
 --   Parameters no readiness covers (of a module with submodules, shared by two modules, of the
 --   first layer, whose input needs no gradient) go in finish().
-local dle = require "dle"
-local dist = require "dle.dist"
+local dle = require("dle")
+local dist = require("dle.dist")
 
 local MIN_BUCKET = 64 * 1024   -- bytes: smaller messages cost more in latency than overlap gains
 local ALONE = 256 * 1024       -- bytes: a larger gradient costs more to copy than a collective of its own

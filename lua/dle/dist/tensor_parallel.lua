@@ -18,8 +18,8 @@
 -- does and keep their share, so with the same generator on every rank the split layers compute
 -- exactly what one nn.Linear made with that generator would; layer:load_dense(linear) copies the
 -- shares of an existing nn.Linear.
-local dle = require "dle"
-local check = require "dle.check"
+local dle = require("dle")
+local check = require("dle.check")
 
 local nn = dle.nn
 local dist = dle.dist

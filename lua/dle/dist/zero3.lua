@@ -7,10 +7,10 @@
 -- module's gradients; the gather's own backward reduce-scatters the parameters' gradient (averaged
 -- over the ranks) into the shard's .grad. The root model's state_dict() and load_state_dict() work
 -- on full tensors (collectives: every rank calls them).
-local dle = require "dle"
-local check = require "dle.check"
-local Module = require "dle.nn.module"
-local shards = require "dle.dist.zero_shards"
+local dle = require("dle")
+local check = require("dle.check")
+local Module = require("dle.nn.module")
+local shards = require("dle.dist.zero_shards")
 
 local M = {}
 

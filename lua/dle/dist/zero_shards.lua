@@ -3,8 +3,8 @@
 -- stage 3, of one module), laid end to end in one flat buffer of n elements, padded with zeros to
 -- world * S elements (S = ceil(n / world), at least 1): rank r holds elements r*S+1 .. (r+1)*S, its
 -- shard. The padding stays zero under an elementwise optimizer (zero gradient, zero value).
-local dle = require "dle"
-local dist = require "dle.dist"
+local dle = require("dle")
+local dist = require("dle.dist")
 
 local M = {}
 

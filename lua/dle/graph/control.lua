@@ -22,15 +22,15 @@
 -- Replaying. The executors run the op's flat form (dle.control) with functions that replay the
 -- subgraphs, so the branch is chosen and the loop iterated at run time, autograd records what runs,
 -- and under a trace (g:backward_graph) the replay records a control node again.
-local core = require "dle.core"
-local check = require "dle.check"
-local Nodes = require "dle.graph.node"
-local run = require "dle.graph.run"
+local core = require("dle.core")
+local check = require("dle.check")
+local Nodes = require("dle.graph.node")
+local run = require("dle.graph.run")
 
 local M = {}
 
-local function ctl() return require "dle.control.flat" end
-local function graph() return require "dle.graph" end
+local function ctl() return require("dle.control.flat") end
+local function graph() return require("dle.graph") end
 
 local tensor_id = core._tensor_id
 local view_kind = {}
@@ -77,7 +77,7 @@ end
 -- Traces fn(args...) as a subgraph; returns it and fn's results (packed). on_placeholders: keeps
 -- the default generator's state and notes writes outside.
 local function trace_sub(fname, who, fn, args, on_placeholders)
-  local dle = require "dle"
+  local dle = require("dle")
   local state = on_placeholders and dle.get_rng_state()
   local g, res = graph()._trace(fname, fn, table.unpack(args, 1, args.n or #args))
   if state then dle.set_rng_state(state) end

@@ -16,10 +16,10 @@
 -- str = u16 length + bytes. Ops are names looked up in the op table: a file never holds code.
 -- Fused nodes are written as the ops they stand for (a loaded graph can be fused again by
 -- dle.compile or dle.rewrite); control-flow nodes (cond, while_loop, scan) cannot be saved yet.
-local core = require "dle.core"
-local check = require "dle.check"
-local Nodes = require "dle.graph.node"
-local atomic = require "dle.io.atomic"
+local core = require("dle.core")
+local check = require("dle.check")
+local Nodes = require("dle.graph.node")
+local atomic = require("dle.io.atomic")
 
 local M = {}
 local MAGIC, VERSION = "DLEGRAPH", 1

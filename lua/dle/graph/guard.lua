@@ -49,8 +49,8 @@
 -- called an impure function, or reaches more than MAX_VALUES values (a guard that would not be
 -- cheap). dle.compile also runs a trace eagerly when its own guard fails right after it (fn
 -- changed state it reads, e.g. a counter upvalue: a replay would skip the change).
-local core = require "dle.core"
-local guard_code = require "dle.graph.guard_code"
+local core = require("dle.core")
+local guard_code = require("dle.graph.guard_code")
 
 local M = {}
 

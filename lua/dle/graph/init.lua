@@ -32,10 +32,10 @@
 -- naming it (dle.compile runs fn eagerly instead). Random ops (rand*, dropout) replay as ops and
 -- draw new numbers from their generator as eager calls would; in-place writes replay as writes
 -- into the same tensors (BatchNorm's running statistics, x:add_(...)).
-local core = require "dle.core"
-local check = require "dle.check"
-local Nodes = require "dle.graph.node"
-local run = require "dle.graph.run"
+local core = require("dle.core")
+local check = require("dle.check")
+local Nodes = require("dle.graph.node")
+local run = require("dle.graph.run")
 
 local new_node, leaf = Nodes.new, Nodes.leaf
 local shape_str = Nodes.shape_str
@@ -293,7 +293,7 @@ end
 
 require("dle.graph.symbolic")(graph, Graph)
 do
-  local file = require "dle.graph.file"
+  local file = require("dle.graph.file")
   graph.save, graph.load = file.save, file.load
 end
 
@@ -527,7 +527,7 @@ function Graph:backward_graph(opts)
             .. "picks at run time; differentiate g:run's results instead", 2)
     end
   end
-  local dle = require "dle"
+  local dle = require("dle")
   local wrt = {}
   for _, n in ipairs(self.inputs) do
     if is_float(n._dtype) then wrt[#wrt + 1] = n end
@@ -587,8 +587,8 @@ function Graph:backward_graph(opts)
 end
 
 -- control-flow nodes: their recording and their executors
-graph.control = require "dle.graph.control"
+graph.control = require("dle.graph.control")
 -- backward into .grad, zero_grad and optimizer steps as nodes
-graph.train = require "dle.graph.train"
+graph.train = require("dle.graph.train")
 
 return graph

@@ -15,7 +15,7 @@
 -- node.fresh (the op fills a new tensor of the node's shape: random fills), node.no_grad (ran
 -- without recording while the trace recorded), node.clobbered_by (an in-place node writes the
 -- tensor this node's value is, later: rewrites must not move reads of it past that write).
-local core = require "dle.core"
+local core = require("dle.core")
 
 local Node = {}
 Node.__index = Node

@@ -8,8 +8,8 @@
 -- replay's peak is the live set of the schedule (ggml's liveness-based reuse, with dle's size-
 -- class cache doing the reuse). Never closed: inputs, constants, parameters, outputs, and tensors
 -- written in place (their userdata is shared by several nodes).
-local core = require "dle.core"
-local Nodes = require "dle.graph.node"
+local core = require("dle.core")
+local Nodes = require("dle.graph.node")
 
 local graph_op, is_tensor = core._graph_op, core.is_tensor
 local set_grad_enabled = core.set_grad_enabled

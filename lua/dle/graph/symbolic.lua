@@ -14,9 +14,9 @@
 -- that dle composes from several engine ops (a loss, a layer) arrives as those ops, exactly as a
 -- trace of it would. The example values (random floats, integer ones, or a tensor given to
 -- placeholder) are carried through the ops: building costs one run of the graph on them.
-local core = require "dle.core"
-local check = require "dle.check"
-local Nodes = require "dle.graph.node"
+local core = require("dle.core")
+local check = require("dle.check")
+local Nodes = require("dle.graph.node")
 
 return function(graph, Graph)
   local dle -- loaded on first use (dle requires dle.graph)
@@ -35,7 +35,7 @@ return function(graph, Graph)
   -- @param dtype optional dtype name (default float32); the example values are random for floats,
   --   ones for integers (a valid 1-based index) and false for bool
   function Graph:placeholder(name, shape, dtype)
-    dle = dle or require "dle"
+    dle = dle or require("dle")
     check.string(name, "placeholder", "name")
     local ex
     if core.is_tensor(shape) then
@@ -70,7 +70,7 @@ return function(graph, Graph)
   -- The function g:add calls: a function, or a name looked up in dle.nn.functional (the user-facing
   -- versions: F.cross_entropy, not the raw two-result op), then dle, then as a tensor method.
   local function resolve(what)
-    dle = dle or require "dle"
+    dle = dle or require("dle")
     if type(what) == "function" then return what end
     if type(what) ~= "string" then check.error("add: op must be a name or a function, got " .. check.typename(what)) end
     local f = rawget(dle.nn.functional, what) or dle[what]

@@ -12,8 +12,8 @@
 -- and each takes the previous one as one more input, so they run in the order traced.
 -- An optimizer step with a closure, or of an optimizer without a fused step (LBFGS, Adamax, NAdam,
 -- RAdam), and backward hooks keep the trace unsafe (dle.compile runs such a function eagerly).
-local core = require "dle.core"
-local run = require "dle.graph.run"
+local core = require("dle.core")
+local run = require("dle.graph.run")
 local shape_str = require("dle.graph.node").shape_str
 
 local M = {}

@@ -4,8 +4,8 @@
 -- or the new one, never a part. Any error removes the temp file; temp files that killed
 -- processes left behind ("<path>.tmp-<pid>" of a pid no longer alive) are removed by the next
 -- save to the same path.
-local core = require "dle.core"
-local common = require "dle.io.common"
+local core = require("dle.core")
+local common = require("dle.io.common")
 
 local fail = common.fail
 

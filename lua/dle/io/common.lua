@@ -1,6 +1,6 @@
 --- dle.io.common: what every file format of dle.io shares — element sizes, errors that name the
 -- dle function, and reading a file by byte ranges with "truncated" errors.
-local core = require "dle.core"
+local core = require("dle.core")
 
 local M = {}
 

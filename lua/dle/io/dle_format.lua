@@ -29,9 +29,9 @@
 -- Dtypes are written by name ("int8", "float8_e4m3fn", ...), so dtypes added to dle need no new
 -- version: older files hold only names this reader knows, and an older reader rejects a new name
 -- as a bad dtype (a clean error) rather than misreading its bytes.
-local core = require "dle.core"
-local common = require "dle.io.common"
-local atomic = require "dle.io.atomic"
+local core = require("dle.core")
+local common = require("dle.io.common")
+local atomic = require("dle.io.atomic")
 
 local ELSIZE, FLOAT, fail, align = common.ELSIZE, common.FLOAT, common.fail, common.align
 

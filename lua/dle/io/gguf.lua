@@ -7,10 +7,10 @@
 -- Metadata values come back as Lua values (integers, floats, booleans, strings, lists for arrays)
 -- with a third result naming each key's GGUF type ("uint32", "array<string>", ...), which
 -- save_gguf takes back as opts.types so that a file round-trips with its types.
-local core = require "dle.core"
-local common = require "dle.io.common"
-local atomic = require "dle.io.atomic"
-local quant = require "dle.quant"
+local core = require("dle.core")
+local common = require("dle.io.common")
+local atomic = require("dle.io.atomic")
+local quant = require("dle.quant")
 
 local fail = common.fail
 

@@ -8,9 +8,9 @@
 -- and dle.io.json_decode / dle.io.json_string (lua-cjson, dle.io.json).
 -- Every save writes through dle.io.atomic: a temp file in the target directory, fsync, rename,
 -- fsync of the directory; a crash or an error leaves the old file (or none), never a part.
-local check = require "dle.check"
-local common = require "dle.io.common"
-local json = require "dle.io.json"
+local check = require("dle.check")
+local common = require("dle.io.common")
+local json = require("dle.io.json")
 
 return function(dle)
   local public = common.public

@@ -2,7 +2,7 @@
 -- A private cjson instance (cjson.new()) so that settings made by other code do not reach it:
 -- nesting limited, NaN/Infinity/hex numbers rejected. cjson gives JSON null as cjson.null and
 -- every number as a float; `integer` below turns a float that is an exact integer back into one.
--- Without lua-cjson, `require "dle"` still works; JSON use raises an error saying what is missing.
+-- Without lua-cjson, `require("dle")` still works; JSON use raises an error saying what is missing.
 local ok, cjson = pcall(require, "cjson")
 local json
 if ok then
@@ -61,7 +61,7 @@ end
 
 --- The bytes of a file; errors (raised at the caller's caller's line) name fn and the path.
 function M.read_text(fn, path)
-  local check = require "dle.check"
+  local check = require("dle.check")
   local f, err = io.open(path, "rb")
   if not f then check.error(fn .. ": cannot open " .. tostring(err)) end
   local s, rerr = f:read("a")
@@ -72,7 +72,7 @@ end
 
 --- A JSON file holding an object, as plain Lua values (M.plain); errors name fn and the path.
 function M.read_object(fn, path)
-  local check = require "dle.check"
+  local check = require("dle.check")
   local v, err = M.decode(M.read_text(fn, path))
   if v == nil then check.error(fn .. ": " .. path .. ": invalid JSON: " .. err) end
   if type(v) ~= "table" or M.is_array(v) and next(v) ~= nil then

@@ -1,8 +1,8 @@
 --- dle.io.npy: dle.save_npy / dle.load_npy, the NumPy .npy format (1.0 written; 1.0, 2.0 and
 -- 3.0 read).
-local core = require "dle.core"
-local common = require "dle.io.common"
-local atomic = require "dle.io.atomic"
+local core = require("dle.core")
+local common = require("dle.io.common")
+local atomic = require("dle.io.atomic")
 
 local ELSIZE, fail, align = common.ELSIZE, common.fail, common.align
 local COMPLEX_PART = common.COMPLEX_PART

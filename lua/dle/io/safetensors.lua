@@ -2,10 +2,10 @@
 -- and written with lua-cjson (dle.io.json); the checks on it are the format's: dtypes, shapes,
 -- data_offsets (exact integers, inside the file, matching shape x dtype, not overlapping),
 -- __metadata__ as strings to strings.
-local core = require "dle.core"
-local common = require "dle.io.common"
-local atomic = require "dle.io.atomic"
-local json = require "dle.io.json"
+local core = require("dle.core")
+local common = require("dle.io.common")
+local atomic = require("dle.io.atomic")
+local json = require("dle.io.json")
 
 local ELSIZE, fail = common.ELSIZE, common.fail
 

@@ -1,10 +1,10 @@
 --- dle.models.generation: model:generate for the language models (GPT-2, Llama): a prefill of the
 -- prompt, then one token per step, with a KV cache allocated once per call (each step writes its
 -- keys and values into a narrow of it) and no gradient recording.
-local dle = require "dle"
-local check = require "dle.check"
-local L = require "dle.models.layers"
-local sampling = require "dle.models.sampling"
+local dle = require("dle")
+local check = require("dle.check")
+local L = require("dle.models.layers")
+local sampling = require("dle.models.sampling")
 
 local G = {}
 

@@ -4,9 +4,9 @@
 -- rotary halves interleaved, for its rotate-pairs rope); from_gguf undoes it and save redoes it, so
 -- the model keeps Hugging Face's rotate-half layout. Quantized weights stay quantized: a Linear
 -- whose weight is Q8_0/Q4_0/Q4_K in the file computes from the blocks (dle.quant).
-local dle = require "dle"
-local check = require "dle.check"
-local L = require "dle.models.layers"
+local dle = require("dle")
+local check = require("dle.check")
+local L = require("dle.models.layers")
 
 local G = {}
 
@@ -62,7 +62,7 @@ local function permute(t, h, inverse)
   local a, b = 2, D // 2
   if inverse then a, b = b, a end
   if dle.is_quantized(t) then
-    local quant = require "dle.quant"
+    local quant = require("dle.quant")
     return quant.from_blocks("dle.models.from_gguf", regroup_rows(t:blocks(), h, a, b), t:dtype(), t:shape())
   end
   return regroup_rows(t, h, a, b)

@@ -4,11 +4,11 @@
 --   local m = dle.models.gpt2.from_pretrained("dir")      -- config.json + model.safetensors
 --   local m = dle.models.gpt2.from_llmc("gpt2_124M.bin")  -- llm.c's checkpoint
 --   local logits = m(ids)                                 -- ids int64 {B, T} of token values
-local dle = require "dle"
-local check = require "dle.check"
+local dle = require("dle")
+local check = require("dle.check")
 local Module = dle.nn.Module
-local L = require "dle.models.layers"
-local generation = require "dle.models.generation"
+local L = require("dle.models.layers")
+local generation = require("dle.models.generation")
 
 local M = {}
 
@@ -145,7 +145,7 @@ end
 -- @param opts optional {}
 -- @return GPT2 model (in eval mode)
 function M.from_pretrained(dir, opts)
-  local hf = require "dle.models.hf"
+  local hf = require("dle.models.hf")
   return hf.build("dle.models.gpt2.from_pretrained", dir, opts, function(config, src)
     return GPT2(config, {source = src})
   end, function(src)

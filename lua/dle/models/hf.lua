@@ -1,10 +1,10 @@
 --- dle.models.hf: Hugging Face checkpoint directories — config.json and the weights in
 -- model.safetensors or shards listed by model.safetensors.index.json ("weight_map": tensor name ->
 -- file), each file memory-mapped (dle.load_safetensors with {mmap = true}).
-local dle = require "dle"
-local check = require "dle.check"
-local L = require "dle.models.layers"
-local json = require "dle.io.json"
+local dle = require("dle")
+local check = require("dle.check")
+local L = require("dle.models.layers")
+local json = require("dle.io.json")
 
 local H = {}
 

@@ -5,11 +5,11 @@
 --                               write one with model:save_gguf(path)
 -- model(ids) gives logits {B, T, vocab} for int64 token values; model:generate(ids, opts) decodes
 -- with a KV cache (dle.models.generation).
-local check = require "dle.check"
+local check = require("dle.check")
 
 local models = {
-  gpt2 = require "dle.models.gpt2",
-  llama = require "dle.models.llama",
+  gpt2 = require("dle.models.gpt2"),
+  llama = require("dle.models.llama"),
 }
 
 --- A GPT-2 or Llama model from a GGUF v3 file (llama.cpp's names; quantized weights kept quantized).

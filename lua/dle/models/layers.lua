@@ -2,8 +2,8 @@
 -- adopting tensors a checkpoint already holds (no init, no copy: a memory-mapped float32 weight
 -- becomes the parameter itself), the weight source a loader hands the model, the KV cache,
 -- causal masks for a cached step, and the attention call (grouped-query included).
-local dle = require "dle"
-local check = require "dle.check"
+local dle = require("dle")
+local check = require("dle.check")
 local nn = dle.nn
 local F = nn.functional
 

@@ -5,12 +5,12 @@
 --   local m = dle.models.llama.Llama{vocab_size = 32000, hidden_size = 64, intermediate_size = 128,
 --     num_hidden_layers = 2, num_attention_heads = 4, num_key_value_heads = 2}
 --   local m = dle.models.llama.from_pretrained("dir")
-local dle = require "dle"
-local check = require "dle.check"
+local dle = require("dle")
+local check = require("dle.check")
 local Module = dle.nn.Module
-local L = require "dle.models.layers"
-local generation = require "dle.models.generation"
-local rope = require "dle.models.rope"
+local L = require("dle.models.layers")
+local generation = require("dle.models.generation")
+local rope = require("dle.models.rope")
 
 local M = {}
 
@@ -190,7 +190,7 @@ end
 -- @param opts optional {}
 -- @return Llama model (in eval mode)
 function M.from_pretrained(dir, opts)
-  local hf = require "dle.models.hf"
+  local hf = require("dle.models.hf")
   return hf.build("dle.models.llama.from_pretrained", dir, opts, function(config, src)
     return Llama(config, {source = src})
   end)

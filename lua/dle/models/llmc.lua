@@ -3,9 +3,9 @@
 -- num_layers, num_heads, channels, padded_vocab_size — then the 16 parameter tensors back to back,
 -- each layer's tensors stacked per kind (all ln_1 weights, then all ln_1 biases, ...), Linear
 -- weights {out, in}. Each tensor is memory-mapped; wte's padding rows are left out.
-local dle = require "dle"
-local check = require "dle.check"
-local L = require "dle.models.layers"
+local dle = require("dle")
+local check = require("dle.check")
+local L = require("dle.models.layers")
 
 local M = {}
 

@@ -3,8 +3,8 @@
 -- "linear" (positions divided by factor), "dynamic" (NTK-aware: the base grows once a sequence
 -- passes max_position_embeddings) and "llama3" (Llama 3.1/3.2: long wavelengths divided by
 -- factor, short ones kept, a smooth blend between). Frequencies in float64, tables in float32.
-local dle = require "dle"
-local check = require "dle.check"
+local dle = require("dle")
+local check = require("dle.check")
 
 local R = {}
 

@@ -3,7 +3,7 @@
 -- to the top_k most likely tokens (dle.topk) and then to the smallest set of those whose
 -- renormalised probability reaches top_p (nucleus, on the sorted cumulative sum). All of it is
 -- tensor ops over the whole batch: no Lua loop over the vocabulary.
-local dle = require "dle"
+local dle = require("dle")
 
 local S = {}
 

@@ -3,10 +3,10 @@
 -- Hardtanh, ReLU6, GLU, LogSigmoid, Tanhshrink, Softshrink, Hardshrink (calling the
 -- dle.nn.functional function of the same name with the constructor's arguments); PReLU (learnable
 -- slopes). Small classes share this file.
-local dle = require "dle"
-local Module = require "dle.nn.module"
-local F = require "dle.nn.functional"
-local check = require "dle.check"
+local dle = require("dle")
+local Module = require("dle.nn.module")
+local F = require("dle.nn.functional")
+local check = require("dle.check")
 
 local A = {}
 

@@ -5,11 +5,11 @@
 --   local attn = dle.nn.MultiheadAttention(128, 4, {causal = true})
 --   local y = attn(x)                                  -- x {B, T, 128} -> y {B, T, 128}
 --   local o = dle.nn.functional.scaled_dot_product_attention(q, k, v, {causal = true})
-local dle = require "dle"
-local check = require "dle.check"
-local Module = require "dle.nn.module"
-local F = require "dle.nn.functional"
-local Linear = require "dle.nn.linear"
+local dle = require("dle")
+local check = require("dle.check")
+local Module = require("dle.nn.module")
+local F = require("dle.nn.functional")
+local Linear = require("dle.nn.linear")
 
 -- The options each function knows (check.options).
 local SDPA_OPTS = {"scale", "mask", "causal", "dropout_p", "training", "generator"}

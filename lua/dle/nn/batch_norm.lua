@@ -5,11 +5,11 @@
 -- uses the running statistics. weight (ones) and bias (zeros) are the affine parameters.
 -- Requiring this file registers both classes into dle.nn (when dle.nn exists) and returns
 -- {BatchNorm1d = ..., BatchNorm2d = ...}.
-local dle = require "dle"
-local check = require "dle.check"
-local Module = require "dle.nn.module"
-local F = require "dle.nn.functional"
-local norm_state = require "dle.nn.norm_state"
+local dle = require("dle")
+local check = require("dle.check")
+local Module = require("dle.nn.module")
+local F = require("dle.nn.functional")
+local norm_state = require("dle.nn.norm_state")
 
 local BatchNorm = Module:extend("_BatchNorm")
 

@@ -3,8 +3,8 @@
 -- parameters() and state_dict() under the container's field name and the entry's key. Lists are
 -- 1-based as everywhere in dle: `self.layers = nn.ModuleList{a, b}` names a's weight
 -- "layers.1.weight" (PyTorch's "layers.0.weight"), as Sequential and plain lists of modules do.
-local Module = require "dle.nn.module"
-local check = require "dle.check"
+local Module = require("dle.nn.module")
+local check = require("dle.check")
 
 local C = {}
 

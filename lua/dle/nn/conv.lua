@@ -3,11 +3,11 @@
 -- dle.conv2d, dle.max_pool2d, dle.avg_pool2d).
 -- Requiring this file registers the classes into dle.nn (when dle.nn exists) and returns
 -- {Conv2d = ..., MaxPool2d = ..., AvgPool2d = ...}.
-local dle = require "dle"
-local check = require "dle.check"
-local Module = require "dle.nn.module"
-local F = require "dle.nn.functional"
-local S = require "dle.nn.spatial_args"
+local dle = require("dle")
+local check = require("dle.check")
+local Module = require("dle.nn.module")
+local F = require("dle.nn.functional")
+local S = require("dle.nn.spatial_args")
 
 -- A size argument as a {h, w} pair of integers >= lo; errors name the class and the argument.
 local function pair(cls, what, v, lo)

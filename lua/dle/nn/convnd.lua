@@ -2,11 +2,11 @@
 -- shapes, parameter names and initialization, so a PyTorch state dict loads one to one); they call
 -- dle.nn.functional's conv1d, conv3d, conv_transpose*, unfold and fold (functional_convnd.lua).
 -- Requiring this file returns the classes by name.
-local dle = require "dle"
-local check = require "dle.check"
-local Module = require "dle.nn.module"
-local F = require "dle.nn.functional"
-local S = require "dle.nn.spatial_args"
+local dle = require("dle")
+local check = require("dle.check")
+local Module = require("dle.nn.module")
+local F = require("dle.nn.functional")
+local S = require("dle.nn.spatial_args")
 
 local CONV_KNOWN = {"stride", "padding", "dilation", "groups", "bias", "padding_mode", "dtype", "generator"}
 local TRANSPOSE_KNOWN = {"stride", "padding", "output_padding", "groups", "bias", "dilation", "padding_mode", "dtype",

@@ -1,7 +1,7 @@
 --- dle.nn.Dropout(p = 0.5, {generator}): inverted dropout in training mode, identity in eval.
-local Module = require "dle.nn.module"
-local F = require "dle.nn.functional"
-local check = require "dle.check"
+local Module = require("dle.nn.module")
+local F = require("dle.nn.functional")
+local check = require("dle.check")
 
 local Dropout = Module:extend("Dropout")
 

@@ -1,10 +1,10 @@
 --- dle.nn.Embedding(n, d, {dtype, generator, padding_idx}): a table of n vectors of size d,
 -- indexed by 1-based int64 ids (the fused embedding op); weight ~ N(0, 1). With padding_idx, that
 -- row starts at zero and receives no gradient.
-local dle = require "dle"
-local check = require "dle.check"
-local Module = require "dle.nn.module"
-local F = require "dle.nn.functional"
+local dle = require("dle")
+local check = require("dle.check")
+local Module = require("dle.nn.module")
+local F = require("dle.nn.functional")
 
 local Embedding = Module:extend("Embedding")
 

@@ -1,6 +1,6 @@
 --- dle.nn.Flatten(start_dim = 2, end_dim = -1): merges dimensions start..end (keeps the batch dim 1).
-local Module = require "dle.nn.module"
-local check = require "dle.check"
+local Module = require("dle.nn.module")
+local check = require("dle.check")
 
 local Flatten = Module:extend("Flatten")
 

@@ -4,11 +4,11 @@
 -- dle.binary_cross_entropy_with_logits, dle.embedding, dle.dropout, dle.sdpa) with C kernels and
 -- gradient rules; the rest are composed of dle ops. Class targets are int64 tensors holding
 -- 1-based class numbers.
-local dle = require "dle"
+local dle = require("dle")
 
 local F = {}
 
-local check = require "dle.check"
+local check = require("dle.check")
 local shape_str = check.shape_str
 
 -- The options each function knows (check.options).
@@ -318,7 +318,7 @@ end
 function F.pad(x, pads, opts) return dle.core._pad(check.tensor(x, "pad", "input"), pads, opts) end
 
 -- The other families live in functional_<part>.lua, each returning its functions; F gathers them
--- here, so that require "dle.nn.functional" alone gives every function. A part may call F's
+-- here, so that require("dle.nn.functional") alone gives every function. A part may call F's
 -- functions (F.pad, F.max_pool2d...) at run time, so F is registered before the parts load.
 -- Names starting with "_" are the parts' internal helpers and stay out of F.
 package.loaded["dle.nn.functional"] = F

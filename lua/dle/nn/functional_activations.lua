@@ -4,8 +4,8 @@
 -- dle.nn.functional gathers them. Each is a composition of dle ops (where, clamp,
 -- expm1, log1p, ...), so reverse and forward mode come from those ops' rules; a fused op per
 -- activation would save the intermediate tensors (one pass instead of two to four).
-local dle = require "dle"
-local check = require "dle.check"
+local dle = require("dle")
+local check = require("dle.check")
 local shape_str = check.shape_str
 
 local M = {}

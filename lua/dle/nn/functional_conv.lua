@@ -4,7 +4,7 @@
 -- batch_norm calls the fused native dle.batch_norm (forward and backward kernels per channel) and
 -- updates the running statistics from the statistics it returns; the pools call the native
 -- dle.max_pool2d and dle.avg_pool2d over {N, C, H, W} tensors.
-local dle = require "dle"
+local dle = require("dle")
 
 local M = {}
 
@@ -13,7 +13,7 @@ local BATCH_NORM_OPTS = {"cumulative", "num_batches_tracked"}
 local MAX_POOL_OPTS = {"stride", "padding", "return_indices"}
 local AVG_POOL_OPTS = {"stride", "padding", "count_include_pad"}
 
-local check = require "dle.check"
+local check = require("dle.check")
 local shape_str = check.shape_str
 
 -- The native op `name` of dle, or an error saying it is missing.

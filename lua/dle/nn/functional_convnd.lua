@@ -10,10 +10,10 @@
 --                     conv3d's composition (conv2d_grad_input, then index_add of the depth taps);
 --   unfold / fold     index_select / index_add of the positions im2col reads in the padded planes.
 -- This file returns them; dle.nn.functional gathers them.
-local dle = require "dle"
-local check = require "dle.check"
-local F = require "dle.nn.functional"
-local S = require "dle.nn.spatial_args"
+local dle = require("dle")
+local check = require("dle.check")
+local F = require("dle.nn.functional")
+local S = require("dle.nn.spatial_args")
 
 local M = {}
 

@@ -4,8 +4,8 @@
 -- {ctc_loss = ...}; dle.nn.functional gathers it.
 -- Classes are 1-based as everywhere in dle (API.md): target values are class numbers 1..C and
 -- `blank` defaults to 1, the first class (PyTorch's blank = 0).
-local dle = require "dle"
-local check = require "dle.check"
+local dle = require("dle")
+local check = require("dle.check")
 
 local M = {}
 

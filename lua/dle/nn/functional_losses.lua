@@ -6,14 +6,14 @@
 -- dle.nn.functional gathers them. Each is a composition of dle ops, so gradients
 -- (reverse and forward) come from those ops; a fused op per loss (as mse_loss has) would save
 -- the intermediate tensors. Dimensions are 1-based: PyTorch's default dim=1 is dim 2 here.
-local dle = require "dle"
-local FA = require "dle.nn.functional_activations"
-local check = require "dle.check"
+local dle = require("dle")
+local FA = require("dle.nn.functional_activations")
+local check = require("dle.check")
 local shape_str = check.shape_str
 
 local M = {}
 
-local reduce = require "dle.nn.reduction"
+local reduce = require("dle.nn.reduction")
 
 -- opts checked against known (reduction is always known), the tensors checked as floats of one
 -- shape; returns opts and the reduction.

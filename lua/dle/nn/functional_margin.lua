@@ -2,13 +2,13 @@
 -- nn.MultiLabelMarginLoss), PyTorch's multi-class hinge losses, as compositions of dle ops (so
 -- reverse and forward gradients come from those ops). Classes are 1-based (API.md). This file
 -- returns them; dle.nn.functional gathers them.
-local dle = require "dle"
-local check = require "dle.check"
+local dle = require("dle")
+local check = require("dle.check")
 local shape_str = check.shape_str
 
 local M = {}
 
-local reduce = require "dle.nn.reduction"
+local reduce = require("dle.nn.reduction")
 
 -- input {N, C} (or {C}: one row), checked float; returns it 2-D and whether it was 1-D
 local function rows_of(fname, x)

@@ -3,9 +3,9 @@
 -- instance_norm run the fused native dle.group_norm (statistics per sample and group, C kernels
 -- for both directions); instance_norm with running statistics in eval mode is dle.batch_norm's
 -- eval path; local_response_norm is composed of dle ops.
-local dle = require "dle"
-local F = require "dle.nn.functional"
-local check = require "dle.check"
+local dle = require("dle")
+local F = require("dle.nn.functional")
+local check = require("dle.check")
 local shape_str = check.shape_str
 
 local M = {}

@@ -7,10 +7,10 @@
 -- max with its position), one dim after the other (a mean or a max over a rectangle is one over
 -- its rows of one over its columns).
 -- This file returns them; dle.nn.functional gathers them.
-local dle = require "dle"
-local check = require "dle.check"
-local F = require "dle.nn.functional"
-local S = require "dle.nn.spatial_args"
+local dle = require("dle")
+local check = require("dle.check")
+local F = require("dle.nn.functional")
+local S = require("dle.nn.spatial_args")
 
 local M = {}
 

@@ -2,8 +2,8 @@
 -- C kernels and gradients), pixel_shuffle, pixel_unshuffle, channel_shuffle (views and a permute)
 -- and bilinear (one matmul). PyTorch's signatures, with options tables for keyword arguments.
 -- This file returns them; dle.nn.functional gathers them.
-local dle = require "dle"
-local check = require "dle.check"
+local dle = require("dle")
+local check = require("dle.check")
 local shape_str = check.shape_str
 
 local M = {}

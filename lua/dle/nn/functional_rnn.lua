@@ -6,8 +6,8 @@
 -- timesteps. With create_graph (double backward) and in forward mode (dle.jvp) it differentiates
 -- the same loop written in differentiable dle ops instead.
 -- Parameters p: {w_ih, w_hh, b_ih, b_hh, w_hr} (PyTorch's layouts; biases and w_hr may be nil).
-local dle = require "dle"
-local F = require "dle.nn.functional"
+local dle = require("dle")
+local F = require("dle.nn.functional")
 
 local R = {}
 

@@ -1,14 +1,14 @@
 --- dle.nn: modules (dle.nn.Module and layers), losses, dle.nn.functional, dle.nn.init and
 -- dle.nn.utils. Layers are Lua compositions of dle ops, so autograd comes for free.
-local dle = require "dle"
-local check = require "dle.check"
+local dle = require("dle")
+local check = require("dle.check")
 
 local nn = {}
 
-nn.Module = require "dle.nn.module"
-nn.functional = require "dle.nn.functional"
-nn.init = require "dle.nn.weight_init"
-nn.utils = require "dle.nn.utils"
+nn.Module = require("dle.nn.module")
+nn.functional = require("dle.nn.functional")
+nn.init = require("dle.nn.weight_init")
+nn.utils = require("dle.nn.utils")
 
 --- Parameter(t, requires_grad = true): t as a leaf that requires grad (detached if t is not a leaf).
 -- Assigning it to a module field registers it as a parameter.
@@ -20,25 +20,25 @@ function nn.Parameter(t, requires_grad)
   return t:requires_grad_(requires_grad ~= false)
 end
 
-nn.Linear = require "dle.nn.linear"
-nn.Sequential = require "dle.nn.sequential"
-nn.Flatten = require "dle.nn.flatten"
-nn.Dropout = require "dle.nn.dropout"
-nn.Embedding = require "dle.nn.embedding"
-nn.LayerNorm = require "dle.nn.layer_norm"
-nn.RMSNorm = require "dle.nn.rms_norm"
-for name, cls in pairs(require "dle.nn.batch_norm") do nn[name] = cls end
-for name, cls in pairs(require "dle.nn.conv") do nn[name] = cls end
-nn.MultiheadAttention = require "dle.nn.attention"
-nn.TransformerBlock = require "dle.nn.transformer"
-for name, cls in pairs(require "dle.nn.activations") do nn[name] = cls end
-for name, cls in pairs(require "dle.nn.losses") do nn[name] = cls end
-for name, cls in pairs(require "dle.nn.containers") do nn[name] = cls end
-for name, cls in pairs(require "dle.nn.convnd") do nn[name] = cls end
-for name, cls in pairs(require "dle.nn.pools") do nn[name] = cls end
-for name, cls in pairs(require "dle.nn.norm_layers") do nn[name] = cls end
-for name, cls in pairs(require "dle.nn.resample_layers") do nn[name] = cls end
-for name, cls in pairs(require "dle.nn.rnn") do nn[name] = cls end
+nn.Linear = require("dle.nn.linear")
+nn.Sequential = require("dle.nn.sequential")
+nn.Flatten = require("dle.nn.flatten")
+nn.Dropout = require("dle.nn.dropout")
+nn.Embedding = require("dle.nn.embedding")
+nn.LayerNorm = require("dle.nn.layer_norm")
+nn.RMSNorm = require("dle.nn.rms_norm")
+for name, cls in pairs(require("dle.nn.batch_norm")) do nn[name] = cls end
+for name, cls in pairs(require("dle.nn.conv")) do nn[name] = cls end
+nn.MultiheadAttention = require("dle.nn.attention")
+nn.TransformerBlock = require("dle.nn.transformer")
+for name, cls in pairs(require("dle.nn.activations")) do nn[name] = cls end
+for name, cls in pairs(require("dle.nn.losses")) do nn[name] = cls end
+for name, cls in pairs(require("dle.nn.containers")) do nn[name] = cls end
+for name, cls in pairs(require("dle.nn.convnd")) do nn[name] = cls end
+for name, cls in pairs(require("dle.nn.pools")) do nn[name] = cls end
+for name, cls in pairs(require("dle.nn.norm_layers")) do nn[name] = cls end
+for name, cls in pairs(require("dle.nn.resample_layers")) do nn[name] = cls end
+for name, cls in pairs(require("dle.nn.rnn")) do nn[name] = cls end
 
 -- Every Lua function of the package and every method of its classes reports errors at the
 -- user's line (check.public). Constructing and calling a module are wrapped once in module.lua,

@@ -2,10 +2,10 @@
 -- the trailing dimensions (normalized_shape: the last dimension's size, or a table of trailing
 -- sizes) to zero mean and unit (biased) variance, then scales by weight (ones) and adds bias
 -- (zeros), both of the normalized shape. Runs as the fused native op dle.layer_norm.
-local dle = require "dle"
-local check = require "dle.check"
-local Module = require "dle.nn.module"
-local F = require "dle.nn.functional"
+local dle = require("dle")
+local check = require("dle.check")
+local Module = require("dle.nn.module")
+local F = require("dle.nn.functional")
 
 local LayerNorm = Module:extend("LayerNorm")
 

@@ -1,9 +1,9 @@
 --- dle.nn.Linear(in, out, {bias = true, dtype, generator}): y = x @ W^T + b, W {out, in}, b {out}.
 -- Default init as PyTorch: W and b ~ U(-1/sqrt(in), 1/sqrt(in)).
-local dle = require "dle"
-local check = require "dle.check"
-local Module = require "dle.nn.module"
-local F = require "dle.nn.functional"
+local dle = require("dle")
+local check = require("dle.check")
+local Module = require("dle.nn.module")
+local F = require("dle.nn.functional")
 
 local Linear = Module:extend("Linear")
 

@@ -3,9 +3,9 @@
 -- TripletMarginLoss, MultiLabelSoftMarginLoss, HingeEmbeddingLoss, SoftMarginLoss,
 -- GaussianNLLLoss (options kept, forward calls dle.nn.functional with them). Called as
 -- `loss_fn(input, target)` (three tensors for the ranking, embedding, triplet and Gaussian ones).
-local Module = require "dle.nn.module"
-local F = require "dle.nn.functional"
-local check = require "dle.check"
+local Module = require("dle.nn.module")
+local F = require("dle.nn.functional")
+local check = require("dle.check")
 
 local L = {}
 

@@ -6,8 +6,8 @@
 -- elements ("layers.1.weight"); registration order is assignment order, so names and the
 -- order of parameters() are deterministic. Buffers (state that is not trained, saved in
 -- state_dict) are declared with `self:register_buffer(name, t)`.
-local dle = require "dle"
-local check = require "dle.check"
+local dle = require("dle")
+local check = require("dle.check")
 
 local Module = {}
 Module.__name = "Module"

@@ -5,11 +5,11 @@
 --     track_running_stats = false, dtype}): input {N, C, *spatial} or unbatched {C, *spatial}
 --   LocalResponseNorm(size, {alpha = 1e-4, beta = 0.75, k = 1})
 -- Requiring this file registers the classes into dle.nn (when loaded) and returns them.
-local dle = require "dle"
-local check = require "dle.check"
-local Module = require "dle.nn.module"
-local F = require "dle.nn.functional"
-local norm_state = require "dle.nn.norm_state"
+local dle = require("dle")
+local check = require("dle.check")
+local Module = require("dle.nn.module")
+local F = require("dle.nn.functional")
+local norm_state = require("dle.nn.norm_state")
 
 local shape_str = check.shape_str
 local classes = {}

@@ -1,7 +1,7 @@
 --- The state BatchNorm and InstanceNorm share, made on self for c channels of dtype: weight
 -- (ones) and bias (zeros) when self.affine; the buffers running_mean (zeros), running_var (ones)
 -- and num_batches_tracked when self.track_running_stats.
-local dle = require "dle"
+local dle = require("dle")
 
 return function(self, c, dtype)
   if self.affine then

@@ -1,10 +1,10 @@
 --- dle.nn.MaxPool1d, AvgPool1d, MaxPool3d, AvgPool3d, AdaptiveAvgPool1d/2d and AdaptiveMaxPool1d/2d
 -- (PyTorch's constructors); they call dle.nn.functional's max_pool1d, avg_pool1d, max_pool3d,
 -- avg_pool3d and adaptive_* (functional_pool.lua). Requiring this file returns the classes by name.
-local check = require "dle.check"
-local Module = require "dle.nn.module"
-local F = require "dle.nn.functional"
-local S = require "dle.nn.spatial_args"
+local check = require("dle.check")
+local Module = require("dle.nn.module")
+local F = require("dle.nn.functional")
+local S = require("dle.nn.spatial_args")
 
 local classes = {}
 

@@ -8,10 +8,10 @@
 --     weight {out, in1, in2}, bias {out}, both ~ U(-1/sqrt(in1), 1/sqrt(in1))
 --   Unflatten(dim, unflattened_size): dim (1-based) split into the sizes given
 -- Requiring this file registers the classes into dle.nn (when loaded) and returns them.
-local dle = require "dle"
-local check = require "dle.check"
-local Module = require "dle.nn.module"
-local F = require "dle.nn.functional"
+local dle = require("dle")
+local check = require("dle.check")
+local Module = require("dle.nn.module")
+local F = require("dle.nn.functional")
 
 local classes = {}
 local function class(name)

@@ -2,9 +2,9 @@
 -- y = x / sqrt(mean(x^2 over the trailing normalized dims) + eps) * weight, weight (ones) of the
 -- normalized shape. eps defaults to the machine epsilon of x's dtype (PyTorch's eps = None).
 -- Composed of existing ops (pow, mean, rsqrt, mul), so autograd comes for free.
-local dle = require "dle"
-local check = require "dle.check"
-local Module = require "dle.nn.module"
+local dle = require("dle")
+local check = require("dle.check")
+local Module = require("dle.nn.module")
 
 local RMSNorm = Module:extend("RMSNorm")
 

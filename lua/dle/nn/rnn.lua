@@ -9,11 +9,11 @@
 -- {N, L, D Hout} with batch_first), h_n {D layers, N, Hout}, c_n {D layers, N, H}; RNN and GRU
 -- return output, h_n. Unbatched inputs {L, In} give unbatched results. The layers run on
 -- dle.nn.functional_rnn (one input GEMM per layer, a fused op per step).
-local dle = require "dle"
-local check = require "dle.check"
-local Module = require "dle.nn.module"
-local F = require "dle.nn.functional"
-local R = require "dle.nn.functional_rnn"
+local dle = require("dle")
+local check = require("dle.check")
+local Module = require("dle.nn.module")
+local F = require("dle.nn.functional")
+local R = require("dle.nn.functional_rnn")
 
 local M = {}
 

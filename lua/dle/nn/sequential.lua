@@ -1,6 +1,6 @@
 --- dle.nn.Sequential(m1, m2, ...): applies modules in order; submodules are named "1", "2", ...
-local Module = require "dle.nn.module"
-local check = require "dle.check"
+local Module = require("dle.nn.module")
+local check = require("dle.check")
 
 local Sequential = Module:extend("Sequential")
 

@@ -1,8 +1,8 @@
 --- Argument checks shared by the N-d window functions (functional_convnd.lua, functional_pool.lua)
 -- and their modules (convnd.lua, pools.lua): size arguments as lists of integers, an input with
 -- or without its batch dim. Every error names the calling function (fn).
-local dle = require "dle"
-local check = require "dle.check"
+local dle = require("dle")
+local check = require("dle.check")
 
 local M = {}
 

@@ -3,13 +3,13 @@
 --   x = x + dropout(attn(ln1(x)));  x = x + dropout(fc2(gelu(fc1(ln2(x)))))
 -- with attn a MultiheadAttention and an MLP of hidden size mlp_ratio * d. Requiring this module
 -- registers dle.nn.TransformerBlock (and dle.nn.MultiheadAttention).
-local dle = require "dle"
-local check = require "dle.check"
-local Module = require "dle.nn.module"
-local F = require "dle.nn.functional"
-local Linear = require "dle.nn.linear"
-local LayerNorm = require "dle.nn.layer_norm"
-local MultiheadAttention = require "dle.nn.attention"
+local dle = require("dle")
+local check = require("dle.check")
+local Module = require("dle.nn.module")
+local F = require("dle.nn.functional")
+local Linear = require("dle.nn.linear")
+local LayerNorm = require("dle.nn.layer_norm")
+local MultiheadAttention = require("dle.nn.attention")
 
 local TransformerBlock = Module:extend("TransformerBlock")
 

@@ -1,7 +1,7 @@
 --- dle.nn.utils: gradient clipping and parameter-vector helpers.
-local dle = require "dle"
-local check = require "dle.check"
-local core = require "dle.core"
+local dle = require("dle")
+local check = require("dle.check")
+local core = require("dle.core")
 
 local U = {}
 

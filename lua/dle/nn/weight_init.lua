@@ -1,8 +1,8 @@
 --- dle.nn.init: in-place initializers (run under no_grad, return the tensor). Each accepts a
 -- trailing options table with {generator = g} for reproducible draws.
 -- Fans follow PyTorch: for a {out, in, k...} tensor, fan_in = in * prod(k), fan_out = out * prod(k).
-local dle = require "dle"
-local check = require "dle.check"
+local dle = require("dle")
+local check = require("dle.check")
 
 local I = {}
 

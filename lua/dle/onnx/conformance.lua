@@ -3,9 +3,9 @@
 -- backend test does (numpy's assert_allclose, rtol 1e-3, atol 1e-7; exact for non-float outputs).
 -- scripts/onnx-conformance runs the four suites of Debian's libonnx-testdata and writes
 -- docs/onnx.md; tests/onnx_spec.lua runs a fixed subset.
-local dle = require "dle"
-local check = require "dle.check"
-local V = require "dle.onnx.values"
+local dle = require("dle")
+local check = require("dle.check")
+local V = require("dle.onnx.values")
 
 local C = {}
 

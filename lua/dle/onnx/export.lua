@@ -13,10 +13,10 @@
 -- Dynamic axes: a dim named in dynamic_axes is a dim_param of the input; a result's dim is taken
 -- as dynamic when an input of its op had a dynamic dim at the same position and size (a permute
 -- moves them), and Reshape/Expand then copy that dim from the input (0 / 1) instead of fixing it.
-local dle = require "dle"
-local core = require "dle.core"
-local check = require "dle.check"
-local Ops = require "dle.onnx.export_ops"
+local dle = require("dle")
+local core = require("dle.core")
+local check = require("dle.check")
+local Ops = require("dle.onnx.export_ops")
 
 local M = {}
 

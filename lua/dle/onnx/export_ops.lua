@@ -5,7 +5,7 @@
 -- inputs and outputs count from 1, as Lua's do), x the ONNX names of n's inputs. Results 2.. of
 -- a two-result op are the "output" nodes after it. M.not_expressible[name] gives the reason an op
 -- is not exported; every op of the table is in one of the two (export_spec checks it).
-local dle = require "dle"
+local dle = require("dle")
 
 local M = {ops = {}, not_expressible = {}}
 local ops, why = M.ops, M.not_expressible

@@ -11,11 +11,11 @@
 -- initializers constants. Ops without a mapping are all listed in one error at load time.
 -- Sequence-typed inputs and outputs are Lua lists of tensors, optional ones a value or nil
 -- (dle.onnx.values).
-local dle = require "dle"
-local check = require "dle.check"
-local Module = require "dle.nn.module"
-local U = require "dle.onnx.util"
-local V = require "dle.onnx.values"
+local dle = require("dle")
+local check = require("dle.check")
+local Module = require("dle.nn.module")
+local U = require("dle.onnx.util")
+local V = require("dle.onnx.values")
 
 local onnx = {}
 

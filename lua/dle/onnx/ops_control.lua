@@ -6,9 +6,9 @@
 -- sequences or optionals (dle.cond's results are tensors), a Loop carrying them or with scan
 -- outputs (those grow with a trip count known only at run time, which dle.while_loop's
 -- fixed-shape values cannot hold).
-local dle = require "dle"
-local U = require "dle.onnx.util"
-local V = require "dle.onnx.values"
+local dle = require("dle")
+local U = require("dle.onnx.util")
+local V = require("dle.onnx.values")
 
 local C = {}
 

@@ -2,8 +2,8 @@
 -- logic, casts) on dle's public ops. Each entry is `fn(ctx, inputs...) -> outputs...` where ctx.a
 -- holds the node's attributes and ctx.opset the model's opset (see dle.onnx). dle's arithmetic
 -- broadcasts as ONNX's multidirectional broadcasting does.
-local dle = require "dle"
-local U = require "dle.onnx.util"
+local dle = require("dle")
+local U = require("dle.onnx.util")
 
 local E = {}
 

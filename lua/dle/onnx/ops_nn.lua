@@ -1,8 +1,8 @@
 --- dle.onnx.ops_nn: ONNX's matrix products, convolution, pooling and normalization on dle's
 -- public ops. 1-D convolutions and pools run as 2-D ones over a unit height; asymmetric or
 -- auto_pad padding is applied by concatenation before a padding-free op.
-local dle = require "dle"
-local U = require "dle.onnx.util"
+local dle = require("dle")
+local U = require("dle.onnx.util")
 
 local N = {}
 
@@ -152,7 +152,7 @@ N.Conv = function(ctx, x, w, b)
     end
   end
   if ns == 3 then
-    return (require "dle.nn.functional").conv3d(x, w, b, {stride = strides,
+    return require("dle.nn.functional").conv3d(x, w, b, {stride = strides,
       padding = {pads[1], pads[2], pads[3]}, dilation = dil, groups = groups})
   end
   if ns == 1 then w = w:unsqueeze(3) end
@@ -187,7 +187,7 @@ N.ConvTranspose = function(ctx, x, w, b)
       pads[i], pads[i + ns] = given[i], given[i + ns]
     end
   end
-  local y = (require "dle.nn.functional")["conv_transpose" .. ns .. "d"](x, w, nil,
+  local y = require("dle.nn.functional")["conv_transpose" .. ns .. "d"](x, w, nil,
     {stride = strides, dilation = dil, groups = ctx.a.group or 1})
   local bshape = {1, -1}
   for i = 1, ns do

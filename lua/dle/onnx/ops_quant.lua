@@ -1,9 +1,9 @@
 --- dle.onnx.ops_quant: ONNX's linear quantization operators on dle's uint8 and int32 tensors
 -- (int8 has no dle dtype: such models stop at load with "unsupported data type INT8"). The
 -- arithmetic runs in float64, exact for these integer ranges; rounding is half to even, as ONNX's.
-local dle = require "dle"
-local U = require "dle.onnx.util"
-local N = require "dle.onnx.ops_nn"
+local dle = require("dle")
+local U = require("dle.onnx.util")
+local N = require("dle.onnx.ops_nn")
 
 local Q = {}
 

@@ -1,8 +1,8 @@
 --- dle.onnx.ops_reduce: ONNX's reductions, arg-reductions and (log-)softmax on dle's public ops.
 -- Reduction axes are an attribute until opset 18 except ReduceSum, whose axes became an optional
 -- input in opset 13; no axes reduce everything unless noop_with_empty_axes says otherwise.
-local dle = require "dle"
-local U = require "dle.onnx.util"
+local dle = require("dle")
+local U = require("dle.onnx.util")
 
 local R = {}
 

@@ -4,8 +4,8 @@
 -- weights follow ONNX's reference (onnx/backend/test/case/node/resize.py): the source coordinate of
 -- each coordinate_transformation_mode, the n nearest positions of the edge-padded input, the
 -- nearest/linear/cubic coefficients of the fractional part.
-local dle = require "dle"
-local U = require "dle.onnx.util"
+local dle = require("dle")
+local U = require("dle.onnx.util")
 
 local R = {}
 

@@ -3,9 +3,9 @@
 -- LSTM: i, o, f, c; peepholes i, o, f); both directions, activations by name with their alpha/beta,
 -- clip, GRU's linear_before_reset, LSTM's input_forget, layout 0 and 1. sequence_lens must cover
 -- the whole sequence.
-local dle = require "dle"
-local U = require "dle.onnx.util"
-local E = require "dle.onnx.ops_elementwise"
+local dle = require("dle")
+local U = require("dle.onnx.util")
+local E = require("dle.onnx.ops_elementwise")
 
 local R = {}
 

@@ -1,9 +1,9 @@
 --- dle.onnx.ops_sequence: ONNX's sequence ops (Lua lists of tensors, dle.onnx.values) and its
 -- optional ops. Positions are read into Lua (a sequence's length is a Lua number anyway); every
 -- bad argument (not a sequence, wrong dtype, position out of range) is a U.fail naming the node.
-local dle = require "dle"
-local U = require "dle.onnx.util"
-local V = require "dle.onnx.values"
+local dle = require("dle")
+local U = require("dle.onnx.util")
+local V = require("dle.onnx.values")
 
 local S = {}
 

@@ -1,8 +1,8 @@
 --- dle.onnx.ops_shape: ONNX's shape, layout, indexing and constant operators on dle's views and
 -- indexing ops. Shape-valued inputs (Reshape's shape, Slice's starts, ...) are read as Lua integers,
 -- so they must be constants or computed from shapes (as exporters write them).
-local dle = require "dle"
-local U = require "dle.onnx.util"
+local dle = require("dle")
+local U = require("dle.onnx.util")
 
 local S = {}
 

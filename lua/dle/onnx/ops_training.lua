@@ -2,7 +2,7 @@
 -- Momentum, Adam) as dle arithmetic, following their definitions in ONNX's operator docs. Inputs
 -- are R (learning rate), T (update count), then n tensors X, n gradients G and the n-tensor
 -- state groups; the outputs are the new X and the new states, group by group.
-local U = require "dle.onnx.util"
+local U = require("dle.onnx.util")
 
 local T = {}
 

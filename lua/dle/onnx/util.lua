@@ -1,6 +1,6 @@
 --- dle.onnx.util: helpers the op tables share: ONNX axes as dle dims, tensors as Lua integer
 -- lists (shape inputs), ONNX data type numbers as dle dtypes, padding with a constant.
-local dle = require "dle"
+local dle = require("dle")
 
 local U = {}
 

@@ -2,8 +2,8 @@
 -- of dle tensors marked by V.sequence (ops never change one in place: each returns a new list);
 -- an optional holding a value is that value itself (a tensor or a sequence), an empty optional
 -- is V.NONE. A model's sequence outputs are returned as such lists, an empty optional as nil.
-local dle = require "dle"
-local check = require "dle.check"
+local dle = require("dle")
+local check = require("dle.check")
 
 local V = {}
 

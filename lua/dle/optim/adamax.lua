@@ -2,6 +2,6 @@
 -- second moment (PyTorch semantics: lr = 2e-3, betas, eps, weight_decay).
 -- The step is composed of tensor ops (the algorithm is dle.optim.functional.adamax); a fused C step like
 -- Adam's would save its temporaries.
-local Optimizer = require "dle.optim.optimizer"
-local functional = require "dle.optim.functional"
+local Optimizer = require("dle.optim.optimizer")
+local functional = require("dle.optim.functional")
 return Optimizer.extend("Adamax", functional.algorithms.adamax)

@@ -17,9 +17,9 @@
 -- param i's step count and buffers (made on first use, in float32, or float64 for float64 params);
 -- opts: hyperparameters, each defaulting as in the class of the same name. An unknown option, a
 -- bad value, a gradient of another shape are errors naming the function.
-local core = require "dle.core"
-local dle = require "dle"
-local check = require "dle.check"
+local core = require("dle.core")
+local dle = require("dle")
+local check = require("dle.check")
 
 local M = {}
 

@@ -8,9 +8,9 @@
 --   opt:step(function() opt:zero_grad(); local l = loss_fn(model(x), y); l:backward(); return l end)
 -- Its params are treated as one flat vector (the params' dtype; a float16 param's gradient is
 -- converted); scalars (dot products, step sizes) are Lua numbers.
-local dle = require "dle"
-local check = require "dle.check"
-local Optimizer = require "dle.optim.optimizer"
+local dle = require("dle")
+local check = require("dle.check")
+local Optimizer = require("dle.optim.optimizer")
 
 local function check_number(name, h, key, positive)
   local v = h[key]

@@ -7,9 +7,9 @@
 -- OneCycleLR, CosineAnnealingWarmRestarts and SequentialLR are lr.lambda, lr.multiplicative,
 -- lr.exponential, lr.linear, lr.one_cycle, lr.cosine_warm_restarts and lr.sequential
 -- (dle.optim.lr_more); ReduceLROnPlateau is lr.reduce_lr_on_plateau (dle.optim.lr_plateau).
-local check = require "dle.check"
+local check = require("dle.check")
 
-local S = require "dle.optim.scheduler"
+local S = require("dle.optim.scheduler")
 local Scheduler, new, check_int = S.Scheduler, S.new, S.check_int
 
 local lr = {Scheduler = Scheduler}
@@ -53,9 +53,9 @@ function lr.step(opt, opts)
   return new(opt, "step", function(base, t) return base * gamma ^ (t // step_size) end)
 end
 
-for name, fn in pairs(require "dle.optim.lr_more") do lr[name] = fn end
-lr.reduce_lr_on_plateau = require "dle.optim.lr_plateau"
-lr.chained = require "dle.optim.lr_chained"
+for name, fn in pairs(require("dle.optim.lr_more")) do lr[name] = fn end
+lr.reduce_lr_on_plateau = require("dle.optim.lr_plateau")
+lr.chained = require("dle.optim.lr_chained")
 
 check.export(Scheduler)
 return check.export(lr)

@@ -3,8 +3,8 @@
 -- made on opt. This is PyTorch's chained result for the schedulers whose lr is the base times a
 -- factor of the step (step, exponential, linear, lambda, multiplicative, one_cycle's phases are
 -- not: cosine-type schedulers chain by their recursive form in PyTorch, which this does not copy).
-local check = require "dle.check"
-local S = require "dle.optim.scheduler"
+local check = require("dle.check")
+local S = require("dle.optim.scheduler")
 
 --- chained(opt, {schedulers = {s1, s2, ...}}) (ChainedScheduler).
 -- @param opts {schedulers = list of schedulers of opt}

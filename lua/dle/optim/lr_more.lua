@@ -3,8 +3,8 @@
 -- (LinearLR), one_cycle (OneCycleLR), cosine_warm_restarts (CosineAnnealingWarmRestarts) and
 -- sequential (SequentialLR). Each sets group lrs from a formula of the step count and the base
 -- lrs (see dle.optim.scheduler), giving the lrs PyTorch's chained updates give.
-local check = require "dle.check"
-local S = require "dle.optim.scheduler"
+local check = require("dle.check")
+local S = require("dle.optim.scheduler")
 
 local M = {}
 local new, check_int, check_num, per_group = S.new, S.check_int, S.check_num, S.per_group

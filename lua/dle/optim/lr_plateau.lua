@@ -3,8 +3,8 @@
 -- has no closed form: `sched:step(metric)` after each evaluation.
 --   local sched = dle.optim.lr.reduce_lr_on_plateau(opt, {patience = 2})
 --   for epoch = 1, n do train(); sched:step(validation_loss()) end
-local check = require "dle.check"
-local S = require "dle.optim.scheduler"
+local check = require("dle.check")
+local S = require("dle.optim.scheduler")
 
 local Plateau = {}
 Plateau.__index = Plateau

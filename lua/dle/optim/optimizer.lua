@@ -8,12 +8,12 @@
 --                                     (load_state_dict and ZeRO consolidation rely on the latter)
 --   cls.check(group)                  validates a param group's hyperparameters
 --   cls:update(p, g, st, group)       one fused step of param p with gradient g and state st
-local dle = require "dle"
-local check = require "dle.check"
-local functional = require "dle.optim.functional"
-local core = require "dle.core"
-local train = require "dle.graph.train"
-local guard = require "dle.graph.guard"
+local dle = require("dle")
+local check = require("dle.check")
+local functional = require("dle.optim.functional")
+local core = require("dle.core")
+local train = require("dle.graph.train")
+local guard = require("dle.graph.guard")
 
 local Optimizer = {}
 Optimizer.__index = Optimizer

@@ -3,7 +3,7 @@
 -- lr at step t (closed forms, so get_lr(t) and load_state_dict need no replay). The base lrs are
 -- the optimizer's lrs when its first scheduler was made (PyTorch's initial_lr), so schedulers
 -- made one after another on one optimizer (lr.sequential) all start from the same lrs.
-local check = require "dle.check"
+local check = require("dle.check")
 
 local S = {}
 

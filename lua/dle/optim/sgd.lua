@@ -2,7 +2,7 @@
 -- L2 weight decay (PyTorch semantics), one fused C step per param (the algorithm is
 -- dle.optim.functional.sgd).
 --   local opt = dle.optim.SGD(model:parameters(), {lr = 0.1, momentum = 0.9, nesterov = true})
-local Optimizer = require "dle.optim.optimizer"
-local functional = require "dle.optim.functional"
+local Optimizer = require("dle.optim.optimizer")
+local functional = require("dle.optim.functional")
 
 return Optimizer.extend("SGD", functional.algorithms.sgd)

@@ -21,11 +21,11 @@
 --   param_groups, state} with state keyed by global param index, own params only; it loads only on
 --   the same rank under the same world size and partition.
 -- load_state_dict(sd) takes either; each rank keeps the state of the params it owns now.
-local dle = require "dle"
-local check = require "dle.check"
-local dist = require "dle.dist"
-local buckets = require "dle.dist.buckets"
-local Optimizer = require "dle.optim.optimizer"
+local dle = require("dle")
+local check = require("dle.check")
+local dist = require("dle.dist")
+local buckets = require("dle.dist.buckets")
+local Optimizer = require("dle.optim.optimizer")
 
 local NAME = "ZeroRedundancyOptimizer"
 local CAP = 25 * 1024 * 1024   -- bytes per broadcast bucket

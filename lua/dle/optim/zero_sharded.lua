@@ -25,14 +25,14 @@
 --   opt_class's own format (what consolidate_state_dict() then state_dict() gives under stage 1, or a
 --   plain optimizer): any stage under any world size loads it, as load_state_dict() here loads
 --   theirs. Master copies are not saved: loading takes them from the params (load the model first).
-local dle = require "dle"
-local check = require "dle.check"
-local dist = require "dle.dist"
-local Module = require "dle.nn.module"
-local Optimizer = require "dle.optim.optimizer"
-local Zero = require "dle.optim.zero"
-local shards = require "dle.dist.zero_shards"
-local Reducer = require "dle.dist.reducer"
+local dle = require("dle")
+local check = require("dle.check")
+local dist = require("dle.dist")
+local Module = require("dle.nn.module")
+local Optimizer = require("dle.optim.optimizer")
+local Zero = require("dle.optim.zero")
+local shards = require("dle.dist.zero_shards")
+local Reducer = require("dle.dist.reducer")
 
 local NAME, fail = Zero._NAME, Zero._fail
 local CAP = 25 * 1024 * 1024   -- bytes per stage-2 unit
@@ -85,7 +85,7 @@ function Sharded.new(opt_class, params, opts, stage)
   end
   local ok, full = pcall(opt_class.new, params, opts)
   if not ok then fail("%s: %s", NAME, check.strip_where(full)) end
-  local zero3 = stage == 3 and require "dle.dist.zero3"
+  local zero3 = stage == 3 and require("dle.dist.zero3")
   local slots = zero3 and zero3.slots(model, NAME)
   local units = make_units(full.param_groups, dist.world_size(), dist.rank(),
     slots and function(p) return slots[p][1] end)

@@ -9,9 +9,9 @@
 -- stand-in tensors of its inputs' shapes and dtypes (the values of constants and parameters,
 -- elsewhere one broadcast element: zeros, or index_base for integer inputs), so every shape rule
 -- and error of the front door applies. A bad call is an error naming build.<op> and the shapes.
-local core = require "dle.core"
-local check = require "dle.check"
-local Nodes = require "dle.graph.node"
+local core = require("dle.core")
+local check = require("dle.check")
+local Nodes = require("dle.graph.node")
 
 local Node, op_ids = Nodes.Node, Nodes.op_ids
 

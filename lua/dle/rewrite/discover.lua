@@ -16,9 +16,9 @@
 -- 5. The rules are written as a Lua rule file (path, atomically) that `dofile` or `require` loads
 --    back as a rule list; discover returns that list (loaded from the source it wrote) and a
 --    report {expressions, classes, candidates, rules, rejected = {name = reason}}.
-local dle = require "dle"
-local check = require "dle.check"
-local Nodes = require "dle.graph.node"
+local dle = require("dle")
+local check = require("dle.check")
+local Nodes = require("dle.graph.node")
 
 -- cost per element of one op, beyond reading its inputs and writing its result
 local WEIGHT = {add = 1, sub = 1, mul = 1, neg = 1, abs = 1, relu = 1, maximum = 1, minimum = 1, div = 4,
@@ -220,9 +220,9 @@ local function discover(opts)
   end
   local src = {"-- Rewrite rules found by dle.rewrite.discover (lua/dle/rewrite/discover.lua); regenerate",
                "-- rather than edit. Each maps an expression to a cheaper equivalent one.",
-               'local rewrite = require "dle.rewrite"',
+               'local rewrite = require("dle.rewrite")',
                "local P, B = rewrite.pattern, rewrite.build",
-               'local core = require "dle.core"',
+               'local core = require("dle.core")',
                "local function const(m, v) return B.const(core.full({}, v, {dtype = m.root:dtype()})) end",
                "return {"}
   local chosen, n = {}, 0

@@ -19,11 +19,11 @@
 -- Control-flow nodes (cond, while_loop, scan) are left as they are; their subgraphs are rewritten
 -- with the same rules (their counts added in).
 -- DLE_DEBUG=2 prints every rewrite on stderr.
-local core = require "dle.core"
-local check = require "dle.check"
-local P = require "dle.rewrite.pattern"
-local B = require "dle.rewrite.build"
-local Nodes = require "dle.graph.node"
+local core = require("dle.core")
+local check = require("dle.check")
+local P = require("dle.rewrite.pattern")
+local B = require("dle.rewrite.build")
+local Nodes = require("dle.graph.node")
 
 local Node = Nodes.Node
 
@@ -263,8 +263,8 @@ function rewrite.verify(rule, opts)
   opts = check.options(opts, "rewrite.verify", {"trials", "tol", "shape"})
   local trials = opts.trials or 10
   local tol = opts.tol or 1e-6
-  local dle = require "dle"
-  local graph = require "dle.graph"
+  local dle = require("dle")
+  local graph = require("dle.graph")
   local worst, fired = 0, 0
   for trial = 1, trials do
     local ok, err = pcall(function()

@@ -13,7 +13,7 @@
 -- predicate on the node and the match so far), attrs (fields the node's attrs must equal; verify
 -- also builds its instances with them). In-place nodes never match an op pattern.
 local Node = require("dle.graph.node").Node
-local check = require "dle.check"
+local check = require("dle.check")
 
 local P = {}
 

@@ -7,11 +7,11 @@
 --   local ids = tok:encode("Hello world")              -- int64 tensor of token values (0-based)
 --   print(tok:decode(ids))
 -- Special (added) tokens are matched literally in the text before pre-tokenization.
-local dle = require "dle"
-local check = require "dle.check"
-local bytes = require "dle.tokenizer.bytes"
-local pretokenize = require "dle.tokenizer.pretokenize"
-local json = require "dle.io.json"
+local dle = require("dle")
+local check = require("dle.check")
+local bytes = require("dle.tokenizer.bytes")
+local pretokenize = require("dle.tokenizer.pretokenize")
+local json = require("dle.io.json")
 
 local M = {}
 

@@ -8,7 +8,7 @@
 --   qwen2:  llama3's with \p{N} (one digit) for \p{N}{1,3}
 -- \p{L} and \p{N} come from Unicode's tables (dle.tokenizer.unicode_classes), \s is White_Space.
 -- Text that is not valid UTF-8 is scanned byte by byte past the bad bytes (each is "other").
-local classes = require "dle.tokenizer.unicode_classes"
+local classes = require("dle.tokenizer.unicode_classes")
 
 local P = {}
 

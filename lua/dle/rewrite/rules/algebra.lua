@@ -9,10 +9,10 @@
 --   per product: the Q, K, V projections of attention as one GEMM. The concatenation is a node
 --   of the graph (recomputed each replay: parameters stay live and keep their gradients). Skipped
 --   when a user of a product views it in a way the narrowed (strided) result cannot be viewed.
-local core = require "dle.core"
-local P = require "dle.rewrite.pattern"
-local B = require "dle.rewrite.build"
-local Nodes = require "dle.graph.node"
+local core = require("dle.core")
+local P = require("dle.rewrite.pattern")
+local B = require("dle.rewrite.build")
+local Nodes = require("dle.graph.node")
 
 local rule = require("dle.rewrite").rule
 
@@ -64,7 +64,7 @@ rules[#rules + 1] = rule{
                       {where = function(n, m) return cancels(n, m.inner) end}),
   replace = keep_x,
   example = function()
-    local dle = require "dle"
+    local dle = require("dle")
     return function(x) return x:permute(3, 1, 2):permute(2, 3, 1) end, {dle.randn(2, 3, 4, {dtype = "float64"})}
   end,
 }
@@ -90,7 +90,7 @@ end
 for _, op in ipairs({"view", "permute", "narrow", "select", "expand"}) do
   rules[#rules + 1] = rule{name = "algebra.common_view", pattern = P.op(op, P.any "x"), replace = common_view,
     example = function()
-      local dle = require "dle"
+      local dle = require("dle")
       local views = {view = function(x) return x:view(12) end, permute = function(x) return x:t() end,
                      narrow = function(x) return x:narrow(2, 2, 2) end, select = function(x) return x[2] end,
                      expand = function(x) return x:expand(2, 3, 4) end}
@@ -130,7 +130,7 @@ end
 -- Whether every user of every product can read the narrowed result: views are tried on a
 -- stand-in narrowed tensor (metadata only).
 local function views_fit(list, total, users)
-  local dle = require "dle"
+  local dle = require("dle")
   local x = list[1]
   local shape = {table.unpack(x._shape)}
   shape[#shape] = total
@@ -189,7 +189,7 @@ rules[#rules + 1] = rule{
     return done[p]
   end,
   example = function()
-    local dle = require "dle"
+    local dle = require("dle")
     local opts = {dtype = "float64"}
     local wq, wk, wv = dle.randn(6, 4, opts), dle.randn(6, 4, opts), dle.randn(6, 3, opts)
     local bq, bk, bv = dle.randn(4, opts), dle.randn(4, opts), dle.randn(3, opts)

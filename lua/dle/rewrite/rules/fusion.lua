@@ -17,10 +17,10 @@
 -- may be needed: grad mode on (and the node not traced under no_grad) with an input requiring
 -- grad. So do replays while a trace runs (the outer trace must see the ops) and inputs off the
 -- CPU. Everything else (inference, no_grad, backward graphs) takes the fused kernel.
-local core = require "dle.core"
-local P = require "dle.rewrite.pattern"
-local Nodes = require "dle.graph.node"
-local run = require "dle.graph.run"
+local core = require("dle.core")
+local P = require("dle.rewrite.pattern")
+local Nodes = require("dle.graph.node")
+local run = require("dle.graph.run")
 
 local rule = require("dle.rewrite").rule
 local op_ids = Nodes.op_ids
@@ -206,7 +206,7 @@ end
 -- a broadcast operand, ending in op.
 local function example_for(op)
   return function()
-    local dle = require "dle"
+    local dle = require("dle")
     local opts = {dtype = "float64"}
     local b = dle.rand(5, opts) + 0.5
     return function(x)
@@ -227,7 +227,7 @@ end
 for op in pairs(reducible) do
   rules[#rules + 1] = rule{name = "fusion.reduction", pattern = P.op(op), replace = fuse_reduction,
                            example = function()
-                             local dle = require "dle"
+                             local dle = require("dle")
                              local b = dle.rand(5, {dtype = "float64"}) + 0.5
                              return function(x) return dle[op]((x * 2 + b):abs(), 2) end,
                                {dle.randn(3, 5, {dtype = "float64"})}

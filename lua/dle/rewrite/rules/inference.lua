@@ -11,10 +11,10 @@
 -- not require grad (p:requires_grad_(false), or dle.no_grad models loaded for inference), and the
 -- product's result has no other user. The folded tensors are computed in float64 and stored in
 -- the weight's dtype.
-local core = require "dle.core"
-local P = require "dle.rewrite.pattern"
-local B = require "dle.rewrite.build"
-local Nodes = require "dle.graph.node"
+local core = require("dle.core")
+local P = require("dle.rewrite.pattern")
+local B = require("dle.rewrite.build")
+local Nodes = require("dle.graph.node")
 
 local rule = require("dle.rewrite").rule
 local op_ids = Nodes.op_ids
@@ -66,7 +66,7 @@ rules[#rules + 1] = rule{
     return fold(m)
   end,
   example = function()
-    local dle = require "dle"
+    local dle = require("dle")
     local c = dle.randn(3, 4, {dtype = "float64"})
     return function(x) return x + (c * 2):exp():sum(2, true) end, {dle.randn(3, 4, {dtype = "float64"})}
   end,
@@ -110,7 +110,7 @@ local function single_use(n, m) return #m.users(n) == 1 and not m.is_output(n) e
 -- The examples' networks (verify runs them): float64, frozen parameters, batch norms in eval mode
 -- with random running statistics and affine parameters, so folding them changes real numbers.
 local function frozen_eval_bn(net)
-  local dle = require "dle"
+  local dle = require("dle")
   net:to("float64")
   for _, p in ipairs(net:parameters()) do p:requires_grad_(false) end
   dle.no_grad(function()
@@ -145,7 +145,7 @@ rules[#rules + 1] = rule{
     return B.conv2d(conv.inputs[1], B.const(W2), B.const(c2:to(dt)), conv.attrs)
   end,
   example = function()
-    local dle = require "dle"
+    local dle = require("dle")
     local net = dle.nn.Sequential(dle.nn.Conv2d(2, 3, 3, {padding = 1}), dle.nn.BatchNorm2d(3))
     frozen_eval_bn(net)
     return function(x) return net(x) end, {dle.randn(2, 2, 5, 5, {dtype = "float64"})}
@@ -171,7 +171,7 @@ rules[#rules + 1] = rule{
     return B.matmul(mm.inputs[1], B.const(W2), B.const(c2:to(dt)))
   end,
   example = function()
-    local dle = require "dle"
+    local dle = require("dle")
     local net = dle.nn.Sequential(dle.nn.Linear(4, 3), dle.nn.BatchNorm1d(3))
     frozen_eval_bn(net)
     return function(x) return net(x) end, {dle.randn(5, 4, {dtype = "float64"})}
