@@ -1,7 +1,8 @@
 --- dle.nn.MultiheadAttention and dle.nn.functional.scaled_dot_product_attention, built on the fused
 -- attention op dle.sdpa (scores, mask, softmax and the value product in one C kernel per batch
 -- element; a fused backward; dle.sdpa(qkv, opts) with q, k, v packed {3, ..., T, E} for
--- self-attention). Requiring this module registers both into dle.nn:
+-- self-attention). This file returns the class and adds the
+-- function (and causal_mask) to dle.nn.functional; dle.nn registers the class:
 --   local attn = dle.nn.MultiheadAttention(128, 4, {causal = true})
 --   local y = attn(x)                                  -- x {B, T, 128} -> y {B, T, 128}
 --   local o = dle.nn.functional.scaled_dot_product_attention(q, k, v, {causal = true})
@@ -230,15 +231,6 @@ end
 function MultiheadAttention:extra_repr()
   return string.format("embed_dim=%d, num_heads=%d, causal=%s, dropout=%s", self.embed_dim, self.num_heads,
     tostring(self.causal), tostring(self.dropout))
-end
-
-local nn = rawget(dle, "nn")   -- registered when dle.nn is already loaded
-if nn then
-  nn.MultiheadAttention = MultiheadAttention
-  if nn.functional then
-    nn.functional.scaled_dot_product_attention = scaled_dot_product_attention
-    nn.functional.causal_mask = causal_mask
-  end
 end
 
 return MultiheadAttention

@@ -3,8 +3,7 @@
 -- Training mode normalizes with the batch mean and biased variance and updates the buffers
 -- running_mean / running_var (with the unbiased variance) and num_batches_tracked; eval mode
 -- uses the running statistics. weight (ones) and bias (zeros) are the affine parameters.
--- Requiring this file registers both classes into dle.nn (when dle.nn exists) and returns
--- {BatchNorm1d = ..., BatchNorm2d = ...}.
+-- This file returns {BatchNorm1d = ..., BatchNorm2d = ...}; dle.nn registers them.
 local dle = require("dle")
 local check = require("dle.check")
 local Module = require("dle.nn.module")
@@ -84,8 +83,4 @@ local BatchNorm2d = BatchNorm:extend("BatchNorm2d")
 BatchNorm2d._dims = {[4] = true}
 BatchNorm2d._dims_text = "4-D {N, C, H, W}"
 
-local classes = {BatchNorm1d = BatchNorm1d, BatchNorm2d = BatchNorm2d}
-if type(rawget(dle, "nn")) == "table" then   -- registered when dle.nn is already loaded
-  for name, cls in pairs(classes) do rawget(dle, "nn")[name] = cls end
-end
-return classes
+return {BatchNorm1d = BatchNorm1d, BatchNorm2d = BatchNorm2d}

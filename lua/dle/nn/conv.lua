@@ -1,8 +1,7 @@
 --- dle.nn.Conv2d, dle.nn.MaxPool2d and dle.nn.AvgPool2d over {N, C, H, W} inputs (PyTorch
 -- semantics); they call dle.nn.functional.conv2d / max_pool2d / avg_pool2d (the native
 -- dle.conv2d, dle.max_pool2d, dle.avg_pool2d).
--- Requiring this file registers the classes into dle.nn (when dle.nn exists) and returns
--- {Conv2d = ..., MaxPool2d = ..., AvgPool2d = ...}.
+-- This file returns {Conv2d = ..., MaxPool2d = ..., AvgPool2d = ...}; dle.nn registers them.
 local dle = require("dle")
 local check = require("dle.check")
 local Module = require("dle.nn.module")
@@ -238,8 +237,4 @@ function AvgPool2d:init(k, stride, opts)
   self.count_include_pad = (opts or (type(stride) == "table" and stride) or {}).count_include_pad ~= false
 end
 
-local classes = {Conv2d = Conv2d, MaxPool2d = MaxPool2d, AvgPool2d = AvgPool2d}
-if type(rawget(dle, "nn")) == "table" then   -- registered when dle.nn is already loaded
-  for name, cls in pairs(classes) do rawget(dle, "nn")[name] = cls end
-end
-return classes
+return {Conv2d = Conv2d, MaxPool2d = MaxPool2d, AvgPool2d = AvgPool2d}

@@ -20,25 +20,15 @@ function nn.Parameter(t, requires_grad)
   return t:requires_grad_(requires_grad ~= false)
 end
 
-nn.Linear = require("dle.nn.linear")
-nn.Sequential = require("dle.nn.sequential")
-nn.Flatten = require("dle.nn.flatten")
-nn.Dropout = require("dle.nn.dropout")
-nn.Embedding = require("dle.nn.embedding")
-nn.LayerNorm = require("dle.nn.layer_norm")
-nn.RMSNorm = require("dle.nn.rms_norm")
-for name, cls in pairs(require("dle.nn.batch_norm")) do nn[name] = cls end
-for name, cls in pairs(require("dle.nn.conv")) do nn[name] = cls end
-nn.MultiheadAttention = require("dle.nn.attention")
-nn.TransformerBlock = require("dle.nn.transformer")
-for name, cls in pairs(require("dle.nn.activations")) do nn[name] = cls end
-for name, cls in pairs(require("dle.nn.losses")) do nn[name] = cls end
-for name, cls in pairs(require("dle.nn.containers")) do nn[name] = cls end
-for name, cls in pairs(require("dle.nn.convnd")) do nn[name] = cls end
-for name, cls in pairs(require("dle.nn.pools")) do nn[name] = cls end
-for name, cls in pairs(require("dle.nn.norm_layers")) do nn[name] = cls end
-for name, cls in pairs(require("dle.nn.resample_layers")) do nn[name] = cls end
-for name, cls in pairs(require("dle.nn.rnn")) do nn[name] = cls end
+-- The layers: the files that return one class, then those that return several by name.
+local ONE_CLASS = {Linear = "linear", Sequential = "sequential", Flatten = "flatten", Dropout = "dropout",
+  Embedding = "embedding", LayerNorm = "layer_norm", RMSNorm = "rms_norm", MultiheadAttention = "attention",
+  TransformerBlock = "transformer"}
+for name, file in pairs(ONE_CLASS) do nn[name] = require("dle.nn." .. file) end
+for _, file in ipairs({"batch_norm", "conv", "activations", "losses", "containers", "convnd", "pools",
+                       "norm_layers", "resample_layers", "rnn"}) do
+  for name, cls in pairs(require("dle.nn." .. file)) do nn[name] = cls end
+end
 
 -- Every Lua function of the package and every method of its classes reports errors at the
 -- user's line (check.public). Constructing and calling a module are wrapped once in module.lua,

@@ -4,7 +4,7 @@
 --   InstanceNorm1d/2d/3d(num_features, {eps = 1e-5, momentum = 0.1, affine = false,
 --     track_running_stats = false, dtype}): input {N, C, *spatial} or unbatched {C, *spatial}
 --   LocalResponseNorm(size, {alpha = 1e-4, beta = 0.75, k = 1})
--- Requiring this file registers the classes into dle.nn (when loaded) and returns them.
+-- This file returns the classes by name; dle.nn registers them.
 local dle = require("dle")
 local check = require("dle.check")
 local Module = require("dle.nn.module")
@@ -116,7 +116,4 @@ function LocalResponseNorm:extra_repr()
   return string.format("%d, alpha=%g, beta=%g, k=%g", self.size, self.alpha, self.beta, self.k)
 end
 
-if type(rawget(dle, "nn")) == "table" then
-  for name, cls in pairs(classes) do rawget(dle, "nn")[name] = cls end
-end
 return classes

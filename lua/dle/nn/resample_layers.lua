@@ -7,7 +7,7 @@
 --   Bilinear(in1_features, in2_features, out_features, {bias = true, dtype, generator}):
 --     weight {out, in1, in2}, bias {out}, both ~ U(-1/sqrt(in1), 1/sqrt(in1))
 --   Unflatten(dim, unflattened_size): dim (1-based) split into the sizes given
--- Requiring this file registers the classes into dle.nn (when loaded) and returns them.
+-- This file returns the classes by name; dle.nn registers them.
 local dle = require("dle")
 local check = require("dle.check")
 local Module = require("dle.nn.module")
@@ -136,7 +136,4 @@ function Unflatten:extra_repr()
   return "dim=" .. self.dim .. ", unflattened_size=" .. list_text(self.unflattened_size)
 end
 
-if type(rawget(dle, "nn")) == "table" then
-  for name, cls in pairs(classes) do rawget(dle, "nn")[name] = cls end
-end
 return classes

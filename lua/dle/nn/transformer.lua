@@ -1,8 +1,8 @@
 --- dle.nn.TransformerBlock(d, heads, {causal, mlp_ratio = 4, dropout = 0, bias = true, dtype,
 -- generator}): a pre-LayerNorm transformer block (GPT-2 style):
 --   x = x + dropout(attn(ln1(x)));  x = x + dropout(fc2(gelu(fc1(ln2(x)))))
--- with attn a MultiheadAttention and an MLP of hidden size mlp_ratio * d. Requiring this module
--- registers dle.nn.TransformerBlock (and dle.nn.MultiheadAttention).
+-- with attn a MultiheadAttention and an MLP of hidden size mlp_ratio * d. This file returns the
+-- class; dle.nn registers it.
 local dle = require("dle")
 local check = require("dle.check")
 local Module = require("dle.nn.module")
@@ -72,7 +72,5 @@ function TransformerBlock:extra_repr()
   return string.format("d=%d, heads=%d, hidden=%d, causal=%s", self.embed_dim, self.attn.num_heads, self.hidden,
     tostring(self.attn.causal))
 end
-
-if rawget(dle, "nn") then rawget(dle, "nn").TransformerBlock = TransformerBlock end
 
 return TransformerBlock

@@ -7,8 +7,17 @@ local U = require("dle.onnx.util")
 
 local E = {}
 
-local function unary(method)
-  return function(_, x) return x[method](x) end
+-- The ONNX ops that are one tensor method of dle (ONNX's Round rounds halves to even, as dle's
+-- round does).
+local UNARY = {
+  Neg = "neg", Abs = "abs", Exp = "exp", Log = "log", Sqrt = "sqrt", Reciprocal = "reciprocal",
+  Sigmoid = "sigmoid", Tanh = "tanh", Relu = "relu", Floor = "floor", Ceil = "ceil", Sign = "sign",
+  Round = "round", Erf = "erf", IsNaN = "isnan", Sin = "sin", Cos = "cos", Tan = "tan", Asin = "asin",
+  Acos = "acos", Atan = "atan", Sinh = "sinh", Cosh = "cosh", Asinh = "asinh", Acosh = "acosh",
+  Atanh = "atanh",
+}
+for name, method in pairs(UNARY) do
+  E[name] = function(_, x) return x[method](x) end
 end
 
 -- Integer division and remainder in ONNX truncate towards zero as C does (the reference casts
@@ -35,32 +44,6 @@ E.Mod = function(ctx, a, b)
   return dle.remainder(a, b)
 end
 
-E.Neg = unary("neg")
-E.Abs = unary("abs")
-E.Exp = unary("exp")
-E.Log = unary("log")
-E.Sqrt = unary("sqrt")
-E.Reciprocal = unary("reciprocal")
-E.Sigmoid = unary("sigmoid")
-E.Tanh = unary("tanh")
-E.Relu = unary("relu")
-E.Floor = unary("floor")
-E.Ceil = unary("ceil")
-E.Sin = unary("sin")
-E.Cos = unary("cos")
-E.Sign = unary("sign")
--- ONNX rounds halves to even, as dle's round does
-E.Round = unary("round")
-E.Tan = unary("tan")
-E.Asin = unary("asin")
-E.Acos = unary("acos")
-E.Atan = unary("atan")
-E.Sinh = unary("sinh")
-E.Cosh = unary("cosh")
-E.Asinh = unary("asinh")
-E.Acosh = unary("acosh")
-E.Atanh = unary("atanh")
-E.Erf = unary("erf")
 E.Shrink = function(ctx, x)
   local lambd, bias = ctx.a.lambd or 0.5, ctx.a.bias or 0
   local y = dle.where(x:lt(-lambd), x + bias, dle.where(x:gt(lambd), x - bias, 0))
@@ -129,7 +112,6 @@ E.Not = function(_, a) return a:logical_not() end
 E.And = function(_, a, b) return a:logical_and(b) end
 E.Or = function(_, a, b) return a:logical_or(b) end
 E.Xor = function(_, a, b) return a:logical_xor(b) end
-E.IsNaN = unary("isnan")
 E.IsInf = function(ctx, x)
   local pos, neg = (ctx.a.detect_positive or 1) == 1, (ctx.a.detect_negative or 1) == 1
   local inf = x:isinf()
