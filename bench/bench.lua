@@ -5,13 +5,13 @@
 -- setting) or a Lua-timed command. Every side is timed as bench/timing.lua describes, at 1 thread
 -- and at all cores, each figure's references right after dle's side (on a shared machine the load
 -- then changes less in between); bench/report.lua prints the table and writes the JSON.
-local dle = require "dle"
+local dle = require("dle")
 
 local root = (arg[0]:match("^(.*)/bench/[^/]*$") or ".")
 package.path = root .. "/?.lua;" .. package.path
-local timing = require "bench.timing"
-local references = require "bench.references"
-local report = require "bench.report"
+local timing = require("bench.timing")
+local references = require("bench.references")
+local report = require("bench.report")
 
 -- The entry files run in this order, then any other bench/entries_*.lua (a new op family's) by name.
 local FIRST = {"matmul", "memory", "nn", "autograd", "overhead", "train"}
@@ -45,7 +45,7 @@ local function count_cores()
   return math.tointeger(n) or dle.get_num_threads()
 end
 local cores = count_cores()
-local options = require "bench.options"
+local options = require("bench.options")
 local opts, err = options.parse(arg, cores, root .. "/bench/RESULTS.md")
 if not opts then die(err) end
 if opts.help then print(options.USAGE); os.exit(0) end

@@ -5,7 +5,7 @@
 -- (OMP_WAIT_POLICY=passive unless the environment sets one: with spinning OpenMP workers next to
 -- OpenBLAS's threads, PyTorch's 2-thread MLP step measured 254 ms instead of 13 ms here); other
 -- OpenBLAS variables are left as they are.
-local json = require "bench.json"
+local json = require("bench.json")
 
 local M = {}
 

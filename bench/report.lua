@@ -7,7 +7,7 @@
 -- bytes_label, and refs[i].bytes_per_work for the references) a row of the achieved GB/s.
 -- A measurement m = {entry, threads, dle = seconds-per-iteration stats, check = note or nil,
 --   refs = {{label, seconds = stats} | {label, rate = stats in the entry's unit} | {label, skipped = why}}}.
-local json = require "bench.json"
+local json = require("bench.json")
 
 local M = {}
 

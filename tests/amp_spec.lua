@@ -1,9 +1,9 @@
 -- Mixed precision: dle.autocast (the per-op dtype policy, float32 accumulation, gradients through
 -- the casts, nesting and restoring) and dle.amp.GradScaler (loss scaling for float16).
-local dle = require "dle"
+local dle = require("dle")
 local nn = dle.nn
 local F = nn.functional
-local H = require "helpers"
+local H = require("helpers")
 
 local function bf16(fn, ...) return dle.autocast("bfloat16", fn, ...) end
 
@@ -504,8 +504,8 @@ describe("dle.amp.GradScaler", function()
   it("loads on first use as dle.amp, the same table as require", function()
     local root = debug.getinfo(1, "S").source:match("^@(.*)/tests/[^/]*$") or "."
     local p = assert(io.popen(string.format("%q -e %q 2>&1", root .. "/scripts/dle", [[
-      local dle = require "dle"
-      io.write(tostring(package.loaded["dle.amp"] == nil), " ", tostring(dle.amp == require "dle.amp"))]])))
+      local dle = require("dle")
+      io.write(tostring(package.loaded["dle.amp"] == nil), " ", tostring(dle.amp == require("dle.amp")))]])))
     local out = p:read("a")
     p:close()
     assert.are.equal("true true", out)

@@ -2,8 +2,8 @@
 -- path, and is reported at the user's line. The walk (tests/api_walk.lua) calls every public
 -- function, constructor and tensor method with wrong values in each position; the rest of this
 -- file checks the exact text of the errors issue 18 found.
-local dle = require "dle"
-local W = require "api_walk"
+local dle = require("dle")
+local W = require("api_walk")
 
 local this_file = debug.getinfo(1, "S").short_src
 

@@ -7,7 +7,7 @@
 -- earlier positions holding a valid-looking float tensor. Twice: directly through pcall (no
 -- caller line: the message must begin with the function's name) and from a line of this file
 -- (the message must begin with this file's position, then the name).
-local dle = require "dle"
+local dle = require("dle")
 
 local W = {}
 

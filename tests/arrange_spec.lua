@@ -4,8 +4,8 @@
 -- PyTorch in float64 (skipped without it) and against hand-worked cases, float64 gradchecks in both
 -- modes, the kernel on every dtype, strided, empty, 0-dim and large odd-sized inputs (against an
 -- index_select reference), bad arguments.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 local F = dle.nn.functional
 
 local r = H.randn64()

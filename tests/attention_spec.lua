@@ -2,8 +2,8 @@
 -- (plain, causal, bool and float masks), causality, MultiheadAttention (shapes, parameters,
 -- FLOPs, cross attention, errors), float64 gradchecks, TransformerBlock, and a tiny GPT that
 -- learns a repeated string.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 local nn = dle.nn
 local F = nn.functional
 

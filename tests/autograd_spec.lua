@@ -3,7 +3,7 @@
 -- in-place safety, grad mode, detach, higher order, forward mode against reverse mode, memory,
 -- and custom Lua ops (dle.autograd.Function).
 -- Only ops whose rules are certain to exist are used here: add sub mul neg exp sum.
-local dle = require "dle"
+local dle = require("dle")
 
 local f64 = {dtype = "float64"}
 

@@ -2,8 +2,8 @@
 -- line per task, and `scripts/bench --quick --json FILE` (restricted to a few cheap figures with
 -- --filter) prints a well-formed table and writes JSON in which every row has a figure, dle's
 -- median [min..max] and, per reference, a ratio or a "skipped" note. No timing is asserted.
-local json = require "dkjson"
-local H = require "helpers"
+local json = require("dkjson")
+local H = require("helpers")
 
 local root = debug.getinfo(1, "S").source:match("^@(.*)/tests/[^/]*$") or "."
 local build = os.getenv("DLE_BUILD") or (root .. "/build")
@@ -74,7 +74,7 @@ end)
 
 describe("timing.settle (the dle side's calls before timing, until its memory use is steady)", function()
   package.path = root .. "/?.lua;" .. package.path
-  local timing = require "bench.timing"
+  local timing = require("bench.timing")
   local frozen = function() return 0 end
 
   -- A loop whose results (`result` bytes each) pile up as garbage until memory reaches `limit`,
@@ -117,7 +117,7 @@ describe("timing.settle (the dle side's calls before timing, until its memory us
 end)
 
 describe("timing.combine (a figure measured in rounds alternating with its references)", function()
-  local timing = require "bench.timing"
+  local timing = require("bench.timing")
 
   it("gives the median of the rounds' medians, the extreme min and max and every repetition", function()
     local c = timing.combine({{median = 3, min = 2, max = 9, reps = 7, iters = 10},
@@ -127,7 +127,7 @@ describe("timing.combine (a figure measured in rounds alternating with its refer
   end)
 
   it("combines each reference over the rounds, keeping a reference some round skipped as it first was", function()
-    local references = require "bench.references"
+    local references = require("bench.references")
     local function round(t, r) return {{label = "torch", seconds = {median = t}}, {label = "C", rate = {median = r}},
                                        {label = "gone", skipped = "--no-ref"}} end
     local sum = function(list) local m = 0 for _, s in ipairs(list) do m = m + s.median end return {median = m} end
@@ -152,7 +152,7 @@ end)
 
 describe("the PyTorch side's request protocol (bench/references.lua, with a fake interpreter)", function()
   package.path = root .. "/?.lua;" .. package.path
-  local references = require "bench.references"
+  local references = require("bench.references")
 
   -- An executable shell script standing in for python3: `python script threads target reps`.
   local function fake_python(body)

@@ -1,8 +1,8 @@
 -- dle.checkpoint (activation checkpointing: fn's activations recomputed in the backward instead
 -- of stored) and dle.backward (several outputs in one pass), which it uses.
-local dle = require "dle"
+local dle = require("dle")
 local nn = dle.nn
-local H = require "helpers"
+local H = require("helpers")
 
 -- live native bytes once garbage is collected
 local function live()

@@ -1,8 +1,8 @@
 --- dle.nn convolutional layers: BatchNorm1d/2d (train/eval semantics, running statistics,
 -- buffers, gradients), Conv2d/MaxPool2d/AvgPool2d (bookkeeping, and values once the native
 -- dle.conv2d/max_pool2d/avg_pool2d exist) and a short CNN training run on Fashion-MNIST.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 local nn = dle.nn
 local F = nn.functional
 

@@ -2,8 +2,8 @@
 -- arguments (modules and their train/eval flags and fields, upvalues, globals, option tables,
 -- tensors in closures, helpers' upvalues) is guarded, or the call runs eagerly with a message;
 -- and a randomized differential test of generated functions against eager.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 local nn = dle.nn
 
 local max_diff = H.max_diff

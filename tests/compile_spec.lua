@@ -1,7 +1,7 @@
 -- compile_spec: dle.compile against eager: results and gradients of an MLP training step, retrace
 -- on new guards, the guard cache, eager fallback on item()-dependent control flow, options.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 local nn = dle.nn
 
 local max_diff = H.max_diff

@@ -3,8 +3,8 @@
 -- from the same initial state: MLP, small CNN (BatchNorm, train/eval) and a tiny char-GPT, with
 -- SGD (momentum), Adam and AdamW, a scheduler changing lr between steps, gradient accumulation,
 -- and the fallbacks to eager.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 local nn = dle.nn
 
 local GPT = dofile("examples/char_gpt/model.lua")

@@ -4,8 +4,8 @@
 -- promotion, non-contiguous inputs and extreme values for division and abs), sum/mean, matmul
 -- against explicit loops, the refusal of every other op and of autograd, files (dle format, npy;
 -- safetensors refuses), and PyTorch's values when python3-torch is there.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 -- a complex128 tensor from seeded parts in [-2, 2]
 local function cvals(shape, seed, dt)

@@ -1,8 +1,8 @@
 -- control_flow_spec: dle.cond, dle.while_loop and dle.scan eagerly, traced (one node holding its
 -- subgraphs, replayed by g:run) and compiled, compared on many generated inputs; gradients by
 -- float64 gradcheck; errors; the printer, dot, rewrites and backward_graph around the nodes.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local max_diff, count = H.max_diff, H.count_ops
 

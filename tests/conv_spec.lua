@@ -2,8 +2,8 @@
 -- pure-Lua loops on odd sizes: stride, padding, dilation, groups, bias, float32 / float64 /
 -- float16, non-contiguous inputs; the pools with padding and count_include_pad; the gradient ops
 -- in dle.core against their definitions as adjoints; and the error messages.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local function dot(a, b) return (a * b):sum():item() end
 

@@ -4,8 +4,8 @@
 -- gradients against PyTorch in float64 (skipped without it) on odd sizes, strides, dilations and
 -- groups, float64 gradchecks in both modes, non-contiguous, unbatched, empty and 16-bit inputs,
 -- state dicts loading into PyTorch's modules, bad arguments.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 local F = dle.nn.functional
 local nn = dle.nn
 local F64 = {dtype = "float64"}

@@ -3,8 +3,8 @@
 -- input, the reductions (mean divides by the target lengths), float32 near float64, bad input
 -- errors naming ctc_loss, and, with torch, values and gradients against PyTorch in float64
 -- (blank 1 here is PyTorch's blank 0: classes are 1-based in dle).
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local F, nn = dle.nn.functional, dle.nn
 local I64 = {dtype = "int64"}

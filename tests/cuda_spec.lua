@@ -3,8 +3,8 @@
 -- the checks of its results against the CPU kernels need a GPU and are pending here.
 -- DLE_TEST_CUDA_AS=cpu runs those checks with the CPU standing in for the GPU: it checks the
 -- spec itself (its inputs, layouts and op calls), not the CUDA kernels.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local build = os.getenv("DLE_BUILD") or "build"
 local library = build .. "/lib/dle/libdle_cuda.so"

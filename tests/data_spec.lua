@@ -1,8 +1,8 @@
 -- data_spec.lua — dle.data: IDX files (raw and gzip, every element type, corrupt inputs),
 -- Fashion-MNIST, memory maps, the DataLoader and byte-level text corpora. Files are generated
 -- into a temporary directory; the Debian data sets are used only when installed.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local tmpdir
 local function tmp(name) return tmpdir .. "/" .. name end

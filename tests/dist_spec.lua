@@ -2,9 +2,9 @@
 -- hooks DDP rides on. In this process: loading, a world of one (no mpirun: rank 0 of 1), argument
 -- errors. Across processes: `mpirun -np 2` runs the workers in tests/dist/ and their reports
 -- (rank=<r> <key>=<values> lines) are checked here; pending when mpirun is not installed.
-local dle = require "dle"
-local H = require "helpers"
-local common = require "dist.common"
+local dle = require("dle")
+local H = require("helpers")
+local common = require("dist.common")
 
 local root = debug.getinfo(1, "S").source:match("^@(.*)/tests/[^/]*$") or "."
 if root:sub(1, 1) ~= "/" then root = os.getenv("PWD") .. "/" .. root end
@@ -44,9 +44,9 @@ end
 local function close_to(a, b, tol) return math.abs(a - b) <= tol end
 
 describe("dle.dist loading", function()
-  it("require 'dle' loads no MPI; dle.dist loads it on init() only", function()
+  it("require('dle') loads no MPI; dle.dist loads it on init() only", function()
     local out, ok = lua([[
-      local dle = require "dle"
+      local dle = require("dle")
       io.write(tostring(package.loaded["dle.dist_native"] ~= nil), " ")
       local dist = dle.dist
       io.write(tostring(package.loaded["dle.dist_native"] ~= nil), " ")
@@ -60,7 +60,7 @@ describe("dle.dist loading", function()
 
   it("before init(), rank, world_size and the collectives raise errors naming the function", function()
     local out, ok = lua([[
-      local dle = require "dle"
+      local dle = require("dle")
       local dist = dle.dist
       for _, f in ipairs({"rank", "world_size", "barrier", "all_reduce", "broadcast"}) do
         local ok, err = pcall(dist[f], dle.zeros(2))
@@ -83,7 +83,7 @@ describe("dle.dist loading", function()
     assert(os.execute("mkdir -p " .. q(dir .. "/dle") .. " && ln -s " .. q(build .. "/lib/dle/core.so") .. " "
       .. q(build .. "/lib/dle/native.so") .. " " .. q(dir .. "/dle/")))
     local out, ok = lua([[
-      local dle = require "dle"
+      local dle = require("dle")
       print(dle.dist.is_available())
       print(pcall(dle.dist.init))]], "LUA_CPATH=" .. q(dir .. "/?.so"))
     os.execute("rm -rf " .. q(dir))

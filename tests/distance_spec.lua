@@ -3,8 +3,8 @@
 -- differences, p = 0, 1, 3, 0.5 and inf, batched and broadcast batch dims, rows at distance 0
 -- (gradient 0); float64 gradchecks in both modes; float32 against float64; the broadcasting
 -- helpers (broadcast_shapes, broadcast_to, broadcast_tensors); bad arguments.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 local F64 = {dtype = "float64"}
 
 local r = H.randn64()

@@ -1,8 +1,8 @@
 -- docs_spec.lua — the documentation stays true: every public function has a doc comment (the text
 -- of the API reference and of the REPL's help), doc entries name functions that exist, LDoc builds
 -- the reference, the README's links resolve and its tour runs.
-local help = require "dle.help"
-local H = require "helpers"
+local help = require("dle.help")
+local H = require("helpers")
 
 local root = debug.getinfo(1, "S").source:match("^@(.*)/tests/[^/]*$") or "."
 
@@ -31,7 +31,7 @@ describe("doc comments", function()
   end)
 
   it("are found for a Lua function, a C function and a method, by value and by name", function()
-    local dle = require "dle"
+    local dle = require("dle")
     assert.truthy((help.doc(dle.nn.functional.cross_entropy) or ""):find("cross", 1, true))
     assert.is_string(help.doc(dle.zeros))
     assert.are.equal(help.doc(dle.exp), help.doc(dle.Tensor.exp))
@@ -41,7 +41,7 @@ describe("doc comments", function()
   end)
 
   it("are found for a class (its file's or line's text, then its constructor's), a module, a method", function()
-    local dle = require "dle"
+    local dle = require("dle")
     local linear = help.doc(dle.nn.Linear)
     assert.truthy(linear:find("^dle.nn.Linear%(in, out"), linear)          -- lua/dle/nn/linear.lua's header
     assert.truthy(linear:find("@param in_features", 1, true), linear)     -- Linear:init's comment

@@ -1,8 +1,8 @@
 -- dtype_spec.lua — the dtype promotion rule of mixed operations and conversions between dtypes
 -- (float/double/half/bfloat16/long/int/byte/bool/to), with the rounding and overflow behaviour of
 -- the reduced-precision formats.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local ALL = {"float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool"}
 

@@ -2,8 +2,8 @@
 -- printing, conversions, promotion (PyTorch's for int8/int16, NumPy's for the unsigned types
 -- PyTorch has no arithmetic for), wrap-around arithmetic, division, comparisons, reductions,
 -- indexing, copies and the file formats; int8/int16 arithmetic against PyTorch when installed.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local NEW = {"int8", "int16", "uint16", "uint32", "uint64"}
 local RANGE = {int8 = {-128, 127}, int16 = {-32768, 32767}, uint16 = {0, 65535},

@@ -2,8 +2,8 @@
 -- side), comparisons, where, logical_not and the in-place forms, each checked against a pure-Lua
 -- reference on contiguous, transposed, strided, sliced, expanded, broadcast, 0-dim and odd-sized
 -- inputs, in float32 and float64 (int64 where it applies), plus aliasing and numerical stability.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local FLOATS = {"float32", "float64"}
 local ODD = {7, 13}

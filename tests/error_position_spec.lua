@@ -4,7 +4,7 @@
 -- error is raised by dle's Lua code, by a C function it calls, or by Lua itself, the message
 -- starts with this file's "file:line:" of the call. Errors raised in the user's own callbacks
 -- (a Module's forward) keep their lines, and a dle call inside a callback points at the callback.
-local dle = require "dle"
+local dle = require("dle")
 
 local nn, F = dle.nn, dle.nn.functional
 local I64 = {dtype = "int64"}

@@ -1,7 +1,7 @@
 -- errors_spec.lua — every user mistake raises a catchable Lua error whose message names the
 -- function and the shapes/dtypes involved; nothing crashes and the tensors stay usable.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local err = H.assert_error
 

@@ -4,7 +4,7 @@
 -- Their full-length results are recorded in their headers, not tested here.
 local FM_FILE = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
 
-local H = require "helpers"
+local H = require("helpers")
 local exists, have_command = H.exists, H.have_command
 
 -- Runs `scripts/dle args` with the environment prefix `env`; returns its output and success.

@@ -4,8 +4,8 @@
 -- longer than the input (crop / zero-pad), dims given in any order; round trips; float32 against
 -- float64; fftfreq, rfftfreq, fftshift, ifftshift; errors naming the function; PyTorch's values
 -- when python3-torch is there.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 local F = dle.fft
 
 local NORMS = {"backward", "ortho", "forward"}

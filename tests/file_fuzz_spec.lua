@@ -4,7 +4,7 @@
 -- sanitizer report (under scripts/test --asan), a time-out or an unnamed error fails the test
 -- and leaves a reproducer in the output directory. The full round, under ASan, any seed:
 --   tests/fuzz/files --seed 7 --count 100000
-local fuzz = require "fuzz.file_fuzz"
+local fuzz = require("fuzz.file_fuzz")
 local tmpdir = require("helpers").tmpdir
 
 local function report(failures)

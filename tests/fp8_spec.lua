@@ -2,8 +2,8 @@
 -- re-encoded against a reference computed here from the formats' definitions (and against
 -- PyTorch when it has the dtypes), rounding of values between codes (ties to even), saturation,
 -- arithmetic and promotion, and dle.fp8.quantize / dle.fp8.scaled_matmul with their errors.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 -- The formats by definition: exponent bits, mantissa bits, bias, whether all-ones exponent is
 -- inf/NaN (e5m2, IEEE-like) or only S.1111.111 is NaN (e4m3fn).

@@ -1,7 +1,7 @@
 --- freeze_spec.lua — dle.freeze: an inference graph of a module where conv2d/linear + batch norm
 -- fold (checked against PyTorch's fuse_conv_bn_eval formula by the outputs), dropout disappears and
 -- constants fold; outputs equal to eval-mode eager within 1e-5; the module is left as it was.
-local dle = require "dle"
+local dle = require("dle")
 local nn = dle.nn
 
 local function count(g, op)

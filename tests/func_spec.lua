@@ -3,8 +3,8 @@
 -- against finite differences of the gradient, grad / vjp / jvp, vmap against an explicit loop
 -- (in_dims per argument, out_dims), option errors, and PyTorch's jacobian and hessian when torch
 -- is installed.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local fn = dle.func
 local x = H.seeded({3}, 1, -1, 1)

@@ -3,8 +3,8 @@
 -- transposed and stepped views, odd sizes, float32 and float64, inputs holding NaN, inf and -0;
 -- one size large enough for the streamed output path. The fused kernel evaluates each op with
 -- the expression the eager kernel uses, so results are compared bit for bit (NaN equal to NaN).
-local dle = require "dle"
-local R = require "dle.rewrite"
+local dle = require("dle")
+local R = require("dle.rewrite")
 
 local UNARY = {"neg", "abs", "relu", "exp", "log", "expm1", "log1p", "sqrt", "rsqrt", "reciprocal", "sin", "cos",
                "tanh", "sigmoid", "gelu", "silu"}

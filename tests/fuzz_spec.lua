@@ -3,8 +3,8 @@
 -- none crashed the process; each call must have returned or raised a string naming a function,
 -- and none may have run away (the fuzzer's instruction budget). Longer runs, under ASan:
 -- tests/fuzz/run --seed S --seconds T.
-local dle = require "dle"
-local fuzzer = require "fuzz.fuzzer"
+local dle = require("dle")
+local fuzzer = require("fuzz.fuzzer")
 
 local tmpdir = require("helpers").tmpdir
 

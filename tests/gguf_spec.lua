@@ -4,8 +4,8 @@
 -- back through dle.models.from_gguf with the float (and quantized) model's logits; llama.cpp's q/k
 -- row permutation checked row by row. A cross-check with Python's gguf module runs when
 -- /usr/bin/python3 has it (Debian 12 does not package it).
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local DIR = H.tmpdir()
 teardown(function() os.execute("rm -rf '" .. DIR .. "'") end)

@@ -2,15 +2,15 @@
 -- without a GPU: the command says so and exits 0; its comparison and reporting run CPU against CPU
 -- (the --device argument), where every op of the op table must be visited and agree exactly, and a
 -- result perturbed on purpose must be flagged.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local root = debug.getinfo(1, "S").source:match("^@(.*)/tests/[^/]*$") or "."
 if root:sub(1, 1) ~= "/" then root = os.getenv("PWD") .. "/" .. root end
 package.path = root .. "/scripts/?.lua;" .. package.path
-local compare = require "gpu_check.compare"
-local examples = require "gpu_check.examples"
-local bench = require "gpu_check.bench"
+local compare = require("gpu_check.compare")
+local examples = require("gpu_check.examples")
+local bench = require("gpu_check.bench")
 
 -- Output (stdout and stderr) and success of a shell command run at the root of the checkout.
 local function sh(cmd)
@@ -210,7 +210,7 @@ describe("dle.cuda_info", function()
     if not H.exists(build .. "/lib/dle/libdle_cuda.so") then return pending("the CUDA library was not built") end
     assert.is_true(H.exists(build .. "/lib/dle/cuda_info.so"))
     if dle.cuda_available() then return pending("a GPU is present") end
-    local info = require "dle.cuda_info"
+    local info = require("dle.cuda_info")
     local n, why = info.count()
     assert.are.equal(0, n)
     assert.truthy(why:find("cudaGetDeviceCount", 1, true), why)

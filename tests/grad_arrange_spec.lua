@@ -5,8 +5,8 @@
 -- borders as wide as each mode allows (reflect n - 1, circular n), constant crops, and double
 -- backward; the diagonal view (engine/ops/view.c) at every offset. PyTorch's values and
 -- gradients: tests/arrange_spec.lua.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 local F = dle.nn.functional
 
 local randn, check, gradients_of = H.seeded, H.gradcheck, H.gradients_of

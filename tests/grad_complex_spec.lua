@@ -8,8 +8,8 @@
 -- the convention on closed forms; second derivatives; PyTorch's gradients in complex128 when
 -- python3-torch is there. The op fft in each kind and norm here; every dle.fft function with n/s,
 -- dims and norms in tests/fft_spec.lua ("gradients").
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local function r64(shape, seed, lo, hi) return H.seeded(shape, seed, lo or -1, hi or 1) end
 local c128 = H.seeded_complex

@@ -4,8 +4,8 @@
 -- and attribute variant (stride, padding, dilation, groups, bias, count_include_pad) on small
 -- shapes, the gradient ops reached through dle.core, and double backward (create_graph) of
 -- conv2d and the pools against finite differences of the gradient.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local core = dle.core
 local F64 = {dtype = "float64"}

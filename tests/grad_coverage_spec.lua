@@ -4,7 +4,7 @@
 --   -- covers: add sub mul ...
 -- (op names separated by spaces; several such lines may appear, conventionally at the top).
 -- Each test fails listing every op that is missing, not only the first.
-local dle = require "dle"
+local dle = require("dle")
 
 -- the directory holding this spec (busted may run from anywhere)
 local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "tests"

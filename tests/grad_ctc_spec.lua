@@ -4,8 +4,8 @@
 -- the loss of log_softmax's input: it assumes normalized log_probs, as the loss itself does), padded
 -- and concatenated targets, repeated labels, each reduction, zero_infinity; double backward is
 -- refused with an error.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local F = dle.nn.functional
 local I64 = {dtype = "int64"}

@@ -11,8 +11,8 @@
 -- maximum/minimum split ties evenly); numerical stability at large inputs; double backward
 -- (create_graph) against finite differences of the gradient and closed forms; the seed
 -- examples of the issue.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local F64 = {dtype = "float64"}
 

@@ -3,8 +3,8 @@
 -- mode of x, weight and bias (odd sizes, 1 to 3 spatial dims, groups of one and of all channels,
 -- a non-contiguous input, the stats output too), of the two backward ops on their own (stats an
 -- independent input), and second derivatives (create_graph) against finite differences.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local F64 = {dtype = "float64"}
 local function r(shape, seed) return dle.tensor(H.values(shape, {seed = seed, lo = -1, hi = 1}), F64) end

@@ -3,8 +3,8 @@
 -- ops, checked with dle.gradcheck (float64, central differences, forward = true) on odd shapes,
 -- every dim, negative dims, non-contiguous inputs, broadcast masks and repeated indices; the
 -- Lua compositions stack/split/chunk; double backward of gather (and of the ops its gradient uses).
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local F64 = {dtype = "float64"}
 

@@ -5,8 +5,8 @@
 -- symmetric inputs built as functions of the free input for cholesky and eigh (they read one
 -- triangle); second derivatives; the documented limits (full QR / SVD, singular det) as errors;
 -- PyTorch's gradients when python3-torch is there.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 local L = dle.linalg
 
 local F64 = {dtype = "float64"}

@@ -6,8 +6,8 @@
 -- pos_weight and soft cross-entropy's lse too) for every reduction and option; the backward ops
 -- reached as tensor methods (their own reverse and forward rules); and double backward
 -- (create_graph) of each loss against finite differences of its gradient.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local F = dle.nn.functional
 local F64 = {dtype = "float64"}

@@ -6,8 +6,8 @@
 -- ignore_index, label smoothing, padding_idx, causal, bool/float masks, broadcast batch dims), the
 -- backward ops reached as tensor methods, and double backward (create_graph) of every forward op
 -- against finite differences of its gradient.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local F = dle.nn.functional
 local F64 = {dtype = "float64"}

@@ -6,8 +6,8 @@
 -- too), the backward ops on their own (stats as an independent input: their rules give partial
 -- derivatives for it), and double and triple backward (create_graph) against finite differences
 -- of the gradient.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local F64 = {dtype = "float64"}
 

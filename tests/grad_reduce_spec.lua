@@ -5,8 +5,8 @@
 -- var/std corrections; ties of amax/amin; max/min sending the gradient to the selected index;
 -- large logits; softmax cross-entropy; double backward (create_graph) against finite differences
 -- and closed forms.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local F64 = {dtype = "float64"}
 

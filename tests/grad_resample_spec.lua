@@ -2,8 +2,8 @@
 -- grad_resample_spec.lua — gradient rules of the resample family: float64 gradchecks in reverse and
 -- forward mode of upsample for every mode and 1 to 3 spatial dims (odd sizes, up and down,
 -- align_corners, non-contiguous input), of upsample_backward on its own, and second derivatives.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 local F = dle.nn.functional
 
 local F64 = {dtype = "float64"}

@@ -5,8 +5,8 @@
 -- backward through the ops (the composite rule) and through the layers (the differentiable reverse
 -- loop of create_graph); forward mode (dle.jvp) through a layer; the one-pass backward ops equal
 -- the composite rule.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local nn = dle.nn
 local randn, check, gradients_of = H.seeded, H.gradcheck, H.gradients_of

@@ -4,8 +4,8 @@
 -- inputs, cumprod with zeros (one and several per line, the forward rule too), logcumsumexp with
 -- large values (the stable form), cummax/cummin (the gradient goes to the selected elements),
 -- double backward, and the gradients of PyTorch in float64 when it is installed.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local F64 = {dtype = "float64"}
 

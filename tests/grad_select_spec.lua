@@ -5,8 +5,8 @@
 -- include_self (prod with a zero, amax/amin ties in closed form); mode on lines whose ties move
 -- together; the compositions median, nanmedian, quantile (every interpolation), take_along_dim,
 -- index_put and t[mask] = v; double backward; PyTorch's gradients when python3-torch is there.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local F64 = {dtype = "float64"}
 local gen = dle.Generator(20261128)

@@ -3,8 +3,8 @@
 -- dle.gradcheck of the values of sort, topk and kthvalue along each dim, on transposed and
 -- narrowed inputs and odd sizes; the gradient lands on the picked positions (closed form); the
 -- indices carry no gradient; second derivatives; PyTorch's gradient when python3-torch is there.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local F64 = {dtype = "float64"}
 

@@ -5,8 +5,8 @@
 -- sizes, new leading dims), non-contiguous operands, every PyTorch matmul case (1-D, 2-D,
 -- batched with broadcast batch dims), the Lua view methods built on these ops, einsum, and
 -- double backward (create_graph) against finite differences of the gradient and closed forms.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local F64 = {dtype = "float64"}
 

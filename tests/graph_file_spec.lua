@@ -3,8 +3,8 @@
 -- same results after a round trip, in Lua and in C; examples/deploy_c classifies the Fashion-MNIST
 -- test set from C with the accuracy the Lua model has; bad files and unsavable graphs are errors.
 -- Fuzzed with the other loaders (tests/fuzz/file_fuzz.lua: graph, cgraph).
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 local nn = dle.nn
 
 local root = debug.getinfo(1, "S").source:match("^@(.*)/tests/[^/]*$") or "."

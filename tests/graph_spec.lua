@@ -1,7 +1,7 @@
 -- graph_spec: dle.graph.trace captures a function's ops; the graph's nodes, dump, dot, run
 -- (replay on new inputs, input checks, liveness) and backward_graph (against dle.grad).
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 local nn = dle.nn
 
 local function ops_of(g)

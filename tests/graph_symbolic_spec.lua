@@ -1,8 +1,8 @@
 --- graph_symbolic_spec.lua — graphs built without tracing (dle.graph.new, g:placeholder,
 -- g:constant, g:add, g:output): the same nodes a trace of the same function makes, replay equal to
 -- eager, parameters that get gradients, rewrites on them, several results, and errors.
-local dle = require "dle"
-local R = require "dle.rewrite"
+local dle = require("dle")
+local R = require("dle.rewrite")
 
 local function ops_of(g)
   local ops = {}

@@ -1,8 +1,8 @@
 --- Shared helpers for the busted specs: nested-table arrays (shape, map, broadcasting), pure-Lua
 -- reference math, deterministic test values, approximate comparison with readable failures, and
 -- makers of non-contiguous tensors holding given values (to run an op on every memory layout).
--- Specs load it with `local H = require "helpers"` (.busted puts tests/ on the path).
-local dle = require "dle"
+-- Specs load it with `local H = require("helpers")` (.busted puts tests/ on the path).
+local dle = require("dle")
 
 local H = {}
 
@@ -559,7 +559,7 @@ end
 --- The elements ({name, attrs}) and the text of <text> elements of an SVG document, by lua-expat
 -- (a parse error fails the calling test).
 function H.svg_elements(path)
-  local lxp = require "lxp"
+  local lxp = require("lxp")
   local elements, texts, current = {}, {}, nil
   local p = lxp.new({
     StartElement = function(_, name, attrs)
@@ -581,7 +581,7 @@ end
 -- step, `key` in at least `min_rows` of them, and an SVG of its curves with one polyline per
 -- series, a legend naming `key`, and tick labels. Returns the log's rows.
 function H.check_run_files(jsonl, svg, key, min_rows)
-  local cjson = require "cjson"
+  local cjson = require("cjson")
   local rows, with_key = {}, 0
   for line in assert(io.open(jsonl)):lines() do
     local row = cjson.decode(line)

@@ -1,8 +1,8 @@
 -- index_spec.lua — joining and indexing ops (cat, stack, split, chunk, gather, scatter_add,
 -- index_select, index_add, masked_fill, tril, triu, one_hot) against pure-Lua references, on
 -- contiguous, transposed, strided, narrowed, broadcast and odd-sized inputs, every dim, several dtypes.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 -- ---------------------------------------------------------------- nested-table helpers
 

@@ -3,12 +3,12 @@
 -- of the complete versions the writer saved (never a partial one), and the next save to the
 -- same path must leave no temp file behind (the killed writer's "<path>.tmp-<pid>" is removed
 -- because its pid is dead).
-local dle = require "dle"
+local dle = require("dle")
 
 local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
 local root = os.getenv("PWD")
-local H = require "helpers"
+local H = require("helpers")
 local DIR = H.tmpdir()
 teardown(function() os.execute("rm -rf " .. q(DIR)) end)
 
@@ -22,7 +22,7 @@ end
 local version = load(VERSION .. " return version")()
 
 local WRITER = VERSION .. [[
-local dle = require "dle"
+local dle = require("dle")
 local path, k = arg[1], math.tointeger(arg[2])
 while true do
   dle.save(path, version(dle, k))

@@ -2,7 +2,7 @@
 -- byte layout, atomic writes, clear errors on corrupt and truncated files), NumPy .npy (round
 -- trips, hand-written headers, cross-checks with /usr/bin/python3 + numpy when present) and
 -- safetensors (round trips, the header byte by byte, bad JSON).
-local dle = require "dle"
+local dle = require("dle")
 
 local DIR = os.tmpname()
 os.remove(DIR)
@@ -12,7 +12,7 @@ local function path(name) return DIR .. "/" .. name end
 
 teardown(function() os.execute("rm -rf '" .. DIR .. "'") end)
 
-local H = require "helpers"
+local H = require("helpers")
 local read_bytes, write_bytes = H.read_file, H.write_file
 
 local function exists(p)
@@ -418,7 +418,7 @@ describe("dle.save / dle.load keep aliasing (format version 2)", function()
 end)
 
 describe("dle.save, dle.save_npy, dle.save_safetensors write crash-safely", function()
-  local core = require "dle.core"
+  local core = require("dle.core")
 
   local function temps()
     local out = {}

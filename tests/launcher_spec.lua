@@ -1,7 +1,7 @@
 --- launcher_spec.lua — the dle command (lua/dle/launcher.lua through scripts/dle, the same code
 -- as the installed bin/dle): API.md's flags --help, --version, --threads, --seed, -e, -i, --nproc,
 -- script arguments (dashes included) left to the script, unknown options refused with status 1.
-local H = require "helpers"
+local H = require("helpers")
 local root = debug.getinfo(1, "S").source:match("^@(.*)/tests/[^/]*$") or "."
 local dle_cmd = root .. "/scripts/dle"
 local dir = H.tmpdir()
@@ -30,9 +30,9 @@ describe("the dle launcher", function()
   end)
 
   it("--threads and --seed set the thread count and the generator before the chunk runs", function()
-    local chunk = 'local dle = require "dle"; print(dle.get_num_threads(), dle.randn(3):sum():item())'
+    local chunk = 'local dle = require("dle"); print(dle.get_num_threads(), dle.randn(3):sum():item())'
     local out = dle("--threads 1 --seed 42 -e " .. q(chunk))
-    local ref = dle("-e " .. q('local dle = require "dle"; dle.manual_seed(42); print(dle.randn(3):sum():item())'))
+    local ref = dle("-e " .. q('local dle = require("dle"); dle.manual_seed(42); print(dle.randn(3):sum():item())'))
     assert.are.equal("1", out:match("^(%d+)\t"))
     assert.are.equal(ref:match("^(%S+)"), out:match("\t(%S+)"))
   end)

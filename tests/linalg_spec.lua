@@ -4,8 +4,8 @@
 -- inputs; a large batch (run in parallel) against each matrix alone; the norms, matrix_power, pinv,
 -- lstsq and cross; errors naming the function, the batch element and the shapes; PyTorch's
 -- values when python3-torch is there.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 local L = dle.linalg
 
 local F64 = {dtype = "float64"}

@@ -3,7 +3,7 @@
 -- source comment states a timing (measurements go to bench/RESULTS.md, where they are dated).
 -- `scripts/test --lint` runs this spec alone. Each tool check is pending when its tool is not
 -- installed (Debian packages lua-check and clang-format).
-local H = require "helpers"
+local H = require("helpers")
 
 local root = debug.getinfo(1, "S").source:match("^@(.*)/tests/[^/]*$") or "."
 
@@ -69,6 +69,26 @@ local function timings_in(file, lines)
   return found
 end
 
+-- Whether a Lua line calls require with a bare string (require "x", require [[x]]) outside strings
+-- and comments: the tree writes require("x"), one way, which tools also read as an import line.
+local function bare_require(line)
+  local i, quote = 1, nil
+  while i <= #line do
+    local c = line:sub(i, i)
+    if quote then
+      if c == "\\" then i = i + 1 elseif c == quote then quote = nil end
+    elseif c == '"' or c == "'" then
+      quote = c
+    elseif line:sub(i, i + 1) == "--" then
+      return false
+    elseif line:find("^require%s*[\"'%[]", i) and not line:sub(i - 1, i - 1):match("[%w_.]") then
+      return true
+    end
+    i = i + 1
+  end
+  return false
+end
+
 describe("lint", function()
   it("luacheck finds no warning in lua/, tests/, bench/, examples/ and premake5.lua", function()
     if not H.have_command("luacheck") then return pending("luacheck is not installed (apt-get install lua-check)") end
@@ -91,6 +111,28 @@ describe("lint", function()
       if not seen[f] then seen[f] = true; bad[#bad + 1] = f end
     end
     assert.are.same({}, bad, out:sub(1, 2000))
+  end)
+
+  it("Lua files call require with parentheses, require(\"x\"), not with a bare string", function()
+    for _, l in ipairs({'local dle = require "dle"', "local H = require 'helpers'", 'f(require "x")',
+                        "x = require [[y]]", 'local a, b = 1, require"z"'}) do
+      assert.is_true(bare_require(l), l)
+    end
+    for _, l in ipairs({'local dle = require("dle")', '"local dle = require \'dle\'"', "-- require \"dle\"",
+                        "x = 1 -- then require 'y'", "t.prerequire 'x'", "s = 'say \\' require \"x\"'"}) do
+      assert.is_false(bare_require(l), l)
+    end
+    local found = {}
+    local list = files({"lua/*.lua", "tests/*.lua", "bench/*.lua", "examples/*.lua", "premake5.lua"})
+    assert.is_true(#list > 300, "found only " .. #list .. " Lua files")
+    for _, f in ipairs(list) do
+      local n = 0
+      for line in io.lines(root .. "/" .. f) do
+        n = n + 1
+        if bare_require(line) then found[#found + 1] = f .. ":" .. n .. ": " .. line end
+      end
+    end
+    assert.are.same({}, found)
   end)
 
   it("the timing patterns find timings and leave sizes, counts and plurals alone", function()

@@ -4,8 +4,8 @@
 -- {N, C, d} input); all-ones weights give the fused unweighted loss; gradients in reverse and
 -- forward mode against finite differences (dle.gradcheck) and dle.jvp against the reverse
 -- gradient; bad weights and int32 targets are errors naming the function.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local F = dle.nn.functional
 local randn = H.seeded

@@ -5,8 +5,8 @@
 -- work in blocks of 1024 elements and read a per-class pos_weight in runs); large logits stay
 -- finite in float32; bad shapes, dtypes and targets give errors naming the function and the
 -- shapes. The comparison with PyTorch runs when /usr/bin/python3 can import torch.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local F = dle.nn.functional
 local F64 = {dtype = "float64"}

@@ -1,8 +1,8 @@
 -- lr_chained_spec.lua — dle.optim.lr.chained (PyTorch's ChainedScheduler): the factors of the
 -- chained schedulers multiply at every step (step x exponential, linear warm-up x exponential),
 -- equal to PyTorch's lrs when torch is installed, and its errors.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local lr = dle.optim.lr
 

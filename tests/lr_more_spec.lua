@@ -3,8 +3,8 @@
 -- sequential and reduce_lr_on_plateau: lr sequences against their formulas, per-group values,
 -- get_lr(t) and state_dict round trips, errors naming the scheduler, and optionally PyTorch's lr
 -- (and momentum) sequences.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local lr = dle.optim.lr
 

@@ -2,8 +2,8 @@
 -- nn.MultiLabelMarginLoss (compositions of dle ops): values against a scalar Lua formula, 1-D
 -- inputs, p = 2, margin and class weights, end-of-targets markers, float64 gradchecks (reverse and
 -- forward), errors naming the function, and PyTorch's values and gradients when torch is present.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local F, nn = dle.nn.functional, dle.nn
 local I64 = {dtype = "int64"}

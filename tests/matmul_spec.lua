@@ -1,8 +1,8 @@
 -- matmul_spec.lua — matmul (1-D, 2-D, batched with broadcasting), mm, bmm, mv, dot, outer and
 -- einsum against pure-Lua references, on every memory layout, several dtypes, empty and odd
 -- sizes, and their error messages.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 -- ---------------------------------------------------------------- references
 

@@ -4,8 +4,8 @@
 -- Its tensors are held only to take up memory and dropped (`t = nil`) only so that a collection
 -- can free them, which luacheck calls unused:
 -- luacheck: ignore 211 231 241 311
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local MB = 1024 * 1024
 local N1MB = MB // 4   -- float32 elements in 1 MB
@@ -371,7 +371,7 @@ describe("the memory limit", function()
   it("DLE_MAX_MEMORY sets it at load, with K/M/G suffixes; over it is an error naming the op, shape and limit",
      function()
     local out = child("2M", [[
-      local dle = require "dle"
+      local dle = require("dle")
       io.write(dle.get_memory_limit(), "\n")
       local ok, msg = pcall(dle.randn, 1000, 1000)
       io.write(msg, "\n")
@@ -386,7 +386,7 @@ describe("the memory limit", function()
 
   it("a bad DLE_MAX_MEMORY is an error at require time naming the variable", function()
     for _, bad in ipairs{"lots", "2X", "-1G", "1G5"} do
-      local out = child(bad, [[require "dle"; io.write("loaded")]])
+      local out = child(bad, [[require("dle"); io.write("loaded")]])
       assert.is_truthy(out:find("DLE_MAX_MEMORY: '" .. bad .. "' is not a number of bytes", 1, true), out)
       assert.is_falsy(out:find("loaded", 1, true))
     end

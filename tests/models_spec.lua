@@ -2,8 +2,8 @@
 -- checkpoints with random weights: equal logits, greedy continuations and gradients; skipped without
 -- /usr/bin/python3 + torch), the KV cache against full recomputation, sampling options, the llm.c
 -- checkpoint format, memory-mapped loading and the errors of bad checkpoints and bad input.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local DIR = H.tmpdir()
 teardown(function() os.execute("rm -rf '" .. DIR .. "'") end)

@@ -3,8 +3,8 @@
 -- linked where nvcc and nccl.h are, that it maps every dle dtype to an NCCL type, that CPU users
 -- never load it, and that the CUDA path is reachable from Lua and fails with errors naming the dle
 -- function (the collectives' results on real GPUs need a machine with them: scripts/gpu-check).
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local build = os.getenv("DLE_BUILD") or "build"
 if build:sub(1, 1) ~= "/" then build = os.getenv("PWD") .. "/" .. build end
@@ -73,7 +73,7 @@ describe("the NCCL module dle.dist_nccl", function()
 
   it("names the NCCL version it was compiled against, the one of nccl.h", function()
     if not H.exists(library) then return pending("dle.dist_nccl was not built") end
-    local m = require "dle.dist_nccl"
+    local m = require("dle.dist_nccl")
     local header = assert(io.open((os.getenv("NCCL_HOME") or CUDA) .. "/include/nccl.h")):read("a")
     local v = header:match("#define NCCL_MAJOR (%d+)") .. "." .. header:match("#define NCCL_MINOR (%d+)") .. "."
       .. header:match("#define NCCL_PATCH (%d+)")
@@ -83,7 +83,7 @@ describe("the NCCL module dle.dist_nccl", function()
 
   it("rejects bad arguments with errors naming the function, without a crash", function()
     if not H.exists(library) then return pending("dle.dist_nccl was not built") end
-    local m = require "dle.dist_nccl"
+    local m = require("dle.dist_nccl")
     H.assert_error(function() m.all_reduce(1) end, "all_reduce", "dle.dist.NcclComm expected")
     H.assert_error(function() m.send({}, nil, 1, "float32", 0) end, "send", "dle.dist.NcclComm expected")
     H.assert_error(function() m.unique_id(7, "broadcast") end, "broadcast: expected a raw buffer")
@@ -102,9 +102,9 @@ describe("dle.dist collectives and NCCL", function()
      function()
     if not H.exists(library) then return pending("dle.dist_nccl was not built") end
     if dle.cuda_available() then return pending("a CUDA device is present: scripts/gpu-check runs the collectives") end
-    local nccl = require "dle.dist.nccl"
+    local nccl = require("dle.dist.nccl")
     assert.is_true(nccl.available())
-    local m = require "dle.dist_native"
+    local m = require("dle.dist_native")
     -- what dist.all_reduce does for a tensor on cuda:0 once its checks pass: the world's
     -- communicator on device 0 (an ncclUniqueId broadcast over MPI, then ncclCommInitRank)
     local err = H.assert_error(function() nccl.transport(m, nil, 0, "all_reduce") end, "all_reduce: ")

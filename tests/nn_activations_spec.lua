@@ -5,8 +5,8 @@
 -- gradchecks (reverse and forward mode) away from the kinks; stability at large |x|; the modules'
 -- arguments and PReLU's parameter; errors naming the function; optionally PyTorch's values and
 -- gradients in float64.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local nn, F = dle.nn, dle.nn.functional
 local F64 = {dtype = "float64"}

@@ -2,8 +2,8 @@
 -- dle's 1-based names: "layers.1.weight") and Module:double() / float() / half() / bfloat16():
 -- registration, names in named_parameters and state_dict, a state_dict round trip, list and dict
 -- operations, printing, conversions, and errors naming the method.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local nn = dle.nn
 

@@ -4,8 +4,8 @@
 -- gradients against PyTorch in float64 on odd sizes and non-contiguous inputs (skipped without
 -- torch), running statistics, state dict names, float32 / float16 / bfloat16 against float64,
 -- hand-worked values and bad arguments.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 local F = dle.nn.functional
 local nn = dle.nn
 local F64 = {dtype = "float64"}

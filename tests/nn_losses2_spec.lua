@@ -5,8 +5,8 @@
 -- (none / sum / mean) agreeing with each other, float64 gradchecks (reverse and forward mode) in
 -- every float input, the modules equal to the functions, errors naming the function, and
 -- optionally PyTorch's values and gradients in float64.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local nn, F = dle.nn, dle.nn.functional
 local F64 = {dtype = "float64"}

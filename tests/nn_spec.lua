@@ -1,7 +1,7 @@
 --- dle.nn: modules (registration, naming, modes, state dicts, conversion, summary), layers,
 -- losses, functional forms, initializers, gradient clipping and a short training run.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 local nn = dle.nn
 local F = nn.functional
 
@@ -612,10 +612,10 @@ describe("loading dle.nn, dle.optim and dle.data", function()
 
   it("waits until first use, then gives the same tables as require", function()
     local out = run([[
-      local dle = require "dle"
+      local dle = require("dle")
       io.write(tostring(package.loaded["dle.nn"] == nil), " ", tostring(package.loaded["dle.optim"] == nil), " ")
-      io.write(tostring(dle.nn == require "dle.nn"), " ", tostring(dle.optim.Adam ~= nil), " ")
-      io.write(tostring(dle.data == require "dle.data"), " ", tostring(dle.nn.Conv2d ~= nil), " ")
+      io.write(tostring(dle.nn == require("dle.nn")), " ", tostring(dle.optim.Adam ~= nil), " ")
+      io.write(tostring(dle.data == require("dle.data")), " ", tostring(dle.nn.Conv2d ~= nil), " ")
       io.write(tostring(dle.nn.MultiheadAttention ~= nil and dle.nn.TransformerBlock ~= nil), " ")
       io.write(tostring(dle.nope))]])
     assert.equal("true true true true true true true nil", out)
@@ -623,7 +623,7 @@ describe("loading dle.nn, dle.optim and dle.data", function()
 
   it("registers every layer when dle.nn is required before dle", function()
     local out = run([[
-      local nn = require "dle.nn"
+      local nn = require("dle.nn")
       io.write(tostring(require("dle").nn == nn), " ", tostring(nn.BatchNorm2d ~= nil and nn.Conv2d ~= nil))]])
     assert.equal("true true", out)
   end)

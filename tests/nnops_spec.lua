@@ -5,8 +5,8 @@
 -- padding_idx, causal/bool/float masks, fully masked rows, dropout determinism under a seed and
 -- its mean, and errors on bad shapes and indices. Gradients: grad_nnops_spec.lua. An optional
 -- comparison with PyTorch runs when /usr/bin/python3 can import torch.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local F = dle.nn.functional
 local I64 = {dtype = "int64"}

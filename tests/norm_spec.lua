@@ -4,10 +4,10 @@
 -- inputs, numerically hard rows, empty inputs), the backward ops against composite autograd,
 -- F.batch_norm's running statistics, nn.LayerNorm over several dims, error messages, and (when
 -- /usr/bin/python3 has torch) PyTorch's values.
-local dle = require "dle"
-local H = require "helpers"
-local nn = require "dle.nn"
-local F = require "dle.nn.functional"
+local dle = require("dle")
+local H = require("helpers")
+local nn = require("dle.nn")
+local F = require("dle.nn.functional")
 
 local F64 = {dtype = "float64"}
 

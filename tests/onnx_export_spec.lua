@@ -3,8 +3,8 @@
 -- onnx.checker (full_check; all files in one process, by the last test) when /usr/bin/python3 has
 -- onnx; the op table walked so that every op either exports or is listed with a reason; errors
 -- for what cannot be written.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 local nn = dle.nn
 local F = nn.functional
 

@@ -3,10 +3,10 @@
 -- built with python3-onnx's helper (skipped without it), and a fixed subset of ONNX 1.12's backend
 -- tests from Debian's libonnx-testdata (skipped without it) through dle.onnx.conformance, the
 -- runner of scripts/onnx-conformance.
-local dle = require "dle"
-local H = require "helpers"
-local W = require "onnx_writer"
-local C = require "dle.onnx.conformance"
+local dle = require("dle")
+local H = require("helpers")
+local W = require("onnx_writer")
+local C = require("dle.onnx.conformance")
 
 local FLOAT = 1
 

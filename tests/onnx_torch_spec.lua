@@ -4,8 +4,8 @@
 -- with a data-dependent `if` and a `for` whose trip count is read at run time) imported with
 -- dle.onnx.load and run on PyTorch's inputs; the outputs must match PyTorch's (saved as .npy)
 -- within 1e-4 of the outputs' scale. Skipped when /usr/bin/python3 cannot import torch.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local MODELS = {"mlp", "cnn", "resnet18", "mobilenet_v2", "lstm", "transformer", "scripted"}
 

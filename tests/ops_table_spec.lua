@@ -1,5 +1,5 @@
 -- The op table (engine/ops.def) is the contract: every op in it must be reachable from Lua.
-local dle = require "dle"
+local dle = require("dle")
 
 -- ops whose Lua entry point has another name
 local lua_name = {pow_scalar = "pow", copy = "clone"}

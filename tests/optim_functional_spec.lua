@@ -1,8 +1,8 @@
 -- optim_functional_spec.lua — dle.optim.functional: the Torch7-style steps over explicit state give
 -- exactly the classes' updates (the classes are built on them), state saved with dle.save resumes
 -- exactly, nil gradients skip their param, and bad arguments are errors naming the function.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 local F = dle.optim.functional
 
 -- Options exercising each algorithm's state (momentum buffers, amsgrad, centered, ...).

@@ -3,8 +3,8 @@
 -- formulas in float64, both RAdam branches, float32 / float16 params, state_dict round trips,
 -- LBFGS solving quadratics and Rosenbrock (with and without the strong-Wolfe line search),
 -- errors naming the optimizer, and optionally PyTorch's trajectories over 10 steps.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local optim = dle.optim
 local F64 = {dtype = "float64"}

@@ -1,7 +1,7 @@
 -- optim_spec.lua — dle.optim: fused steps vs hand-computed updates (float64), errors, state
 -- round trips, lr, schedulers, and convergence on the 2-D Rosenbrock function.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 local core = dle.core
 local optim = dle.optim
 

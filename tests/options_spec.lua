@@ -5,7 +5,7 @@
 -- and class of dle.nn, dle.nn.functional, dle.nn.init, dle.nn.utils, dle.optim, dle.optim.lr,
 -- dle.amp, dle.dist, dle.rewrite, dle.models and dle.tokenizer must be listed below as taking options (with a call) or
 -- not, so a new one cannot be forgotten. dle's own functions (C) are listed by hand.
-local dle = require "dle"
+local dle = require("dle")
 
 local nn, F = dle.nn, dle.nn.functional
 local I64 = {dtype = "int64"}

@@ -1,7 +1,7 @@
 -- print_spec.lua — tostring(t): values laid out like Torch7 with a
 -- "[dle.Tensor <dtype> of size AxB]" footer; 0-dim, 1-D, matrices, "(i,.,.) =" slices of higher
 -- dims, bool and integer dtypes, summaries with "..." for large tensors, nan/inf.
-local dle = require "dle"
+local dle = require("dle")
 
 local function lines(s)
   local out = {}

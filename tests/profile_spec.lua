@@ -3,7 +3,7 @@
 -- call counts, bytes moved, views and optimizer steps, nesting, the profiler switched off after
 -- an error, the printed table, bad input, and the ops that count no FLOPs. No timings are
 -- asserted (only that time is reported, non-negative).
-local dle = require "dle"
+local dle = require("dle")
 
 --- The entry of op `name` in a profile (nil when not called).
 local function entry(prof, name)

@@ -2,8 +2,8 @@
 -- not on a terminal), dle.log.open (JSON lines read back by lua-cjson) and dle.plot (SVG parsed as
 -- XML by lua-expat: axes, ticks, legend, one polyline per series), and dle.log staying the
 -- elementwise log when called.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 local dir = H.tmpdir()
 
 -- a file-like sink collecting what the bar writes
@@ -106,7 +106,7 @@ describe("dle.log", function()
     log:write{step = 1, loss = 0.5, name = "a\"b", ok = true}
     log:write{step = 2, loss = 0 / 0, t = dle.tensor({3.5})}
     log:close()
-    local cjson = require "cjson"
+    local cjson = require("cjson")
     local lines = {}
     for l in io.lines(path) do lines[#lines + 1] = l end
     assert.are.equal(2, #lines)

@@ -4,8 +4,8 @@
 -- (both forms, odd sizes, batch 1 and many, the scalar path under DLE_SIMD=0, 1 and 2 threads),
 -- the gradient with respect to x, nn.utils.quantize_ and generation with quantized models, and
 -- the errors of bad input.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local KINDS = {"q8_0", "q4_0", "q4_k"}
 local BLOCK = {q8_0 = 32, q4_0 = 32, q4_k = 256}
@@ -237,7 +237,7 @@ describe("products with a quantized weight", function()
     for k = 1, 3 do assert.are.equal(0, H.max_diff(ys[1][k], ys[2][k])) end
     -- the portable kernels in a child process with the AVX2 ones turned off, against this
     -- process's fused AVX2 dot products, on the same seeded inputs, for every format
-    local code = [[local dle = require "dle"; local out = {}
+    local code = [[local dle = require("dle"); local out = {}
       for _, kind in ipairs({"q8_0", "q4_0", "q4_k"}) do
         local g = dle.Generator(42)
         local q = dle.quantize(dle.randn(37, 512, {generator = g}), kind)

@@ -2,7 +2,7 @@
 -- map Philox words to values, reproducibility (seeds, generators, saved states, thread counts),
 -- statistics of the distributions, in-place fills on every layout, and error messages.
 -- Statistics are computed in Lua from t:totable() so this spec does not depend on reductions.
-local dle = require "dle"
+local dle = require("dle")
 
 local function flat(v, acc)
   acc = acc or {}
@@ -220,7 +220,7 @@ describe("reproducibility", function()
     assert.equal(67280421310721, dle.Generator():initial_seed())
     local cmd = ("lua5.4 -e %q -e %q"):format(
       "package.path = " .. ("%q"):format(package.path) .. " package.cpath = " .. ("%q"):format(package.cpath),
-      "local dle = require 'dle' io.write(dle.initial_seed(), ' ', table.concat(dle.rand(4):totable(), ' '))")
+      "local dle = require('dle') io.write(dle.initial_seed(), ' ', table.concat(dle.rand(4):totable(), ' '))")
     local function run()
       local p = assert(io.popen(cmd))
       local out = p:read("a")

@@ -39,7 +39,7 @@ local EXPECT = {
 
 local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
-local doc = require "doc_commands"
+local doc = require("doc_commands")
 local commands, transcripts = doc.extract_all(root)
 
 -- Runs a shell command from dir; returns its output (stdout and stderr) and exit status.

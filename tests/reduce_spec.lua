@@ -4,8 +4,8 @@
 -- odd-sized inputs, over each dim, several dims and all dims, with and without keepdim; float32,
 -- float64, int64 and bool; large inputs (threaded and streamed paths); numerical stability;
 -- empty and 0-dim inputs; error messages.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local FLOATS = {"float32", "float64"}
 local ODD = {7, 13}

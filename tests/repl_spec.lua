@@ -1,7 +1,7 @@
 -- repl_spec.lua — the REPL (dle.repl): driven through a pipe into scripts/dle (values printed,
 -- multi-line input, error recovery, os.exit), plus its completion and printing functions in-process.
-local dle = require "dle"
-local repl = require "dle.repl"
+local dle = require("dle")
+local repl = require("dle.repl")
 
 local root = debug.getinfo(1, "S").source:match("^@(.*)/tests/[^/]*$") or "."
 local launcher = root .. "/scripts/dle"
@@ -107,7 +107,7 @@ describe("the REPL through a pipe", function()
   end)
 
   it("prints help() of a class, of an instance's method and, without an argument, how to use it", function()
-    local help = require "dle.help"
+    local help = require("dle.help")
     local out, err = run_repl({"help(dle.nn.Linear)", "m = dle.nn.Linear(2, 2)", "help(m.parameters)", "help()"})
     assert.are.equal("", err)
     local expected = help.doc(dle.nn.Linear) .. "\n" .. help.doc(dle.nn.Module.parameters) .. "\n"
@@ -204,8 +204,8 @@ describe("repl.complete", function()
   it("completes dle's lazily loaded modules and functions without loading them", function()
     -- a fresh dle in a child process, so this process's loaded modules do not count
     local out = run_lua([[
-      local dle = require "dle"
-      local repl = require "dle.repl"
+      local dle = require("dle")
+      local repl = require("dle.repl")
       local env = {dle = dle}
       local words = {}
       for _, p in ipairs({"dle.am", "dle.compi", "dle.grap", "dle.dis", "dle.profi", "dle.onn", "dle.mode", "dle.n"}) do

@@ -3,8 +3,8 @@
 -- up and down, with align_corners, scale_factor with and without recompute_scale_factor, and
 -- non-contiguous inputs (skipped without torch); hand-worked values; float32, float16 and
 -- bfloat16 against float64; integer nearest; bad arguments.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 local F = dle.nn.functional
 local nn = dle.nn
 local F64 = {dtype = "float64"}

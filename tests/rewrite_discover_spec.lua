@@ -2,8 +2,8 @@
 -- given ops, fingerprinting them and keeping the verified rewrites toward cheaper equivalents:
 -- the known identities are found, constant-only and renamed duplicates are not, every rule
 -- verifies, the rule file loads back, and the set shrinks a real graph without changing it.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 local R = dle.rewrite
 
 local function names(rules)

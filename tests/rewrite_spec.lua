@@ -1,7 +1,7 @@
 -- rewrite_spec: patterns, rules, apply (indexing, fixed point, counts, errors), verify, and the
 -- built-in rule sets algebra, fusion (with the fused kernel) and inference.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 local nn = dle.nn
 local R = dle.rewrite
 local P, B = R.pattern, R.build

@@ -5,8 +5,8 @@
 -- errors naming the module and shapes, and, when python3 has torch, outputs and the gradients of
 -- the input, the initial states and every parameter against PyTorch in float64 with the same
 -- state dict.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local nn = dle.nn
 local F64 = {dtype = "float64"}

@@ -99,7 +99,7 @@ describe("luarocks make #rock", function()
 
   it("lets plain lua5.4 require dle after `luarocks path`", function()
     local out, status = sh(path_env .. "\ncd / && lua5.4 -e " ..
-      q('local dle = require "dle"; print((dle.ones(2, 2) + 1):totable()[2][2], ' ..
+      q('local dle = require("dle"); print((dle.ones(2, 2) + 1):totable()[2][2], ' ..
         'package.searchpath("dle.core", package.cpath))'))
     assert.are.equal(0, status, out)
     assert.are.equal("2.0\t" .. tree .. "/lib/lua/5.4/dle/core.so\n", out)
@@ -109,7 +109,7 @@ describe("luarocks make #rock", function()
     local cores = tonumber((sh("nproc")))
     -- OMP_NUM_THREADS would override the default thread count; the check is of the default
     local out, status = sh(path_env .. "\ncd / && env -u OMP_NUM_THREADS lua5.4 -e " ..
-      q('local dle = require "dle"; local ok, why = dle.dist.is_available(); ' ..
+      q('local dle = require("dle"); local ok, why = dle.dist.is_available(); ' ..
         'print(dle.get_num_threads(), ok, why, package.searchpath("dle.dist_native", package.cpath))'))
     assert.are.equal(0, status, out)
     local threads, available, _, native = out:match("^(%d+)\t(%a+)\t([^\t]*)\t([^\t\n]*)\n$")
@@ -147,7 +147,7 @@ describe("luarocks make #rock", function()
 
     local script = tmp .. "/script.lua"
     local f = assert(io.open(script, "w"))
-    f:write('local dle = require "dle"\nprint(arg[0] ~= nil, arg[1], select("#", ...), dle.zeros(3):numel())\n')
+    f:write('local dle = require("dle")\nprint(arg[0] ~= nil, arg[1], select("#", ...), dle.zeros(3):numel())\n')
     f:close()
     out, status = sh("cd / && " .. dle_bin .. " " .. q(script) .. " x y")
     assert.are.equal(0, status, out)

@@ -2,8 +2,8 @@
 -- plain Lua transcription of Hugging Face's formulas (modeling_rope_utils), the Llama model using
 -- them (a scaled model differs from the plain one only where the formulas say), the round trip of
 -- rope_scaling through save_pretrained / from_pretrained, and bad configs.
-local dle = require "dle"
-local rope = require "dle.models.rope"
+local dle = require("dle")
+local rope = require("dle.models.rope")
 
 -- theta^(-2j/dim) and the kinds' changes, one frequency at a time
 local function reference(kind, s, theta, dim, max_pos, seq_len)

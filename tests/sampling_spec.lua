@@ -2,8 +2,8 @@
 -- (Hugging Face's order: top_k first, then top_p on the renormalised top-k probabilities) checked
 -- by the empirical frequencies of many seeded draws against the probabilities a plain Lua
 -- reference computes, and the edge cases: ties, zero-probability tokens, a batch of rows.
-local dle = require "dle"
-local S = require "dle.models.sampling"
+local dle = require("dle")
+local S = require("dle.models.sampling")
 
 -- The distribution next_tokens should draw from, by plain Lua over one row of logits.
 local function expected(row, T, top_k, top_p)

@@ -4,8 +4,8 @@
 -- two-pass parallel cumsum at 1 and 2 threads. Lua integers wrap modulo 2^64, which is int64's
 -- wrapping and uint64's modular arithmetic (NumPy's for unsigned) alike; uint64 values are handled
 -- as the int64 of the same bits (dle.tensor and t:to("int64") wrap) and compared unsigned.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 -- dtype -> {lo, hi} of its values (uint64's upper half as negative int64 bit patterns)
 local RANGES = {

@@ -4,8 +4,8 @@
 -- give int64, dtype option, logcumsumexp floats only), cummax/cummin indices (1-based, ties to the
 -- last position, NaN stays), 0-dim and empty inputs, long lines (the two-pass parallel scan at 1
 -- and 2 threads) against float64, bad input, and PyTorch in float64 when it is installed.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local F64 = {dtype = "float64"}
 

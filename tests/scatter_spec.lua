@@ -3,8 +3,8 @@
 -- along each dim, every dtype, on transposed, strided and sliced self, index and src; in place;
 -- a number as src; reduce = "add" / "multiply"; repeated indices; NaN in amax/amin; integer
 -- mean rounding down; errors naming the function and shapes; PyTorch in float64 when there.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local I64 = {dtype = "int64"}
 local NAN = 0 / 0

@@ -5,8 +5,8 @@
 -- in every dtype and layout (transposed, strided, sliced), 0-dim, empty and odd-sized inputs;
 -- errors naming the function and shapes; what dle.compile does with result sizes that depend on
 -- the data; PyTorch in float64 when python3-torch is there.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local I64 = {dtype = "int64"}
 local NAN = 0 / 0

@@ -3,8 +3,8 @@
 -- every dtype, on contiguous, transposed, strided and sliced inputs, along each dim; long lines
 -- with many ties (the radix sort, the heap and radix selections of topk and kthvalue); empty and
 -- odd-sized inputs; options and their errors; PyTorch in float64 when python3-torch is there.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local NAN = 0 / 0
 local DTYPES = {"float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool"}

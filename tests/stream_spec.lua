@@ -5,7 +5,7 @@
 -- (cached stores); (2) a child process with DLE_STREAM_BYTES=0, where every output streams, runs
 -- odd shapes (rows of every length, unaligned row starts, tails, transposed and sliced inputs)
 -- and must print the same bits as this process, where those small outputs use cached stores.
-local dle = require "dle"
+local dle = require("dle")
 local F = dle.nn.functional
 
 local root = debug.getinfo(1, "S").source:match("^@(.*)/tests/[^/]*$") or "."
@@ -138,7 +138,7 @@ describe("every output streamed (DLE_STREAM_BYTES=0)", function()
       dle.set_num_threads(saved)
       local path = os.tmpname()
       local f = assert(io.open(path, "w"))
-      f:write("io.write((function(...)\n", CODE, "\nend)(require 'dle', ", threads, "))\n")
+      f:write("io.write((function(...)\n", CODE, "\nend)(require('dle'), ", threads, "))\n")
       f:close()
       local p = assert(io.popen(string.format("DLE_STREAM_BYTES=0 '%s' '%s' 2>&1", root .. "/scripts/dle", path)))
       local got = p:read("a")

@@ -1,7 +1,7 @@
 -- tensor_spec.lua — creating tensors (dle.tensor, zeros/ones/empty/full, arange, linspace, eye,
 -- *_like) and reading their metadata (shape, size, stride, dtype, device, #t, ...).
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local function shape_of(t) return t:shape() end
 

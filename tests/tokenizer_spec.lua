@@ -3,10 +3,10 @@
 -- letters and numbers), byte-level BPE with hand-written vocabularies and merges (tokenizer.json in
 -- both merge formats, vocab.json + merges.txt, special tokens), round trips of arbitrary UTF-8 and
 -- random bytes, and the errors of bad files.
-local dle = require "dle"
-local H = require "helpers"
-local bytes = require "dle.tokenizer.bytes"
-local pretokenize = require "dle.tokenizer.pretokenize"
+local dle = require("dle")
+local H = require("helpers")
+local bytes = require("dle.tokenizer.bytes")
+local pretokenize = require("dle.tokenizer.pretokenize")
 
 local DIR = H.tmpdir()
 teardown(function() os.execute("rm -rf '" .. DIR .. "'") end)

@@ -4,7 +4,7 @@
 -- inputs and outputs, every element size through the transposing tiles, sums over either dim,
 -- softmax/log_softmax/logsumexp rows (short, long, large logits, -inf, NaN), and the same results
 -- with DLE_SIMD=0 (the portable fallback a CPU without AVX2 uses).
-local dle = require "dle"
+local dle = require("dle")
 
 dle.manual_seed(7)
 
@@ -273,7 +273,7 @@ end)
 describe("the portable fallback (DLE_SIMD=0)", function()
   it("gives the same results within float rounding", function()
     local code = [[
-      local dle = require 'dle'
+      local dle = require('dle')
       dle.manual_seed(3)
       local x = dle.randn(1001) * 3
       local m = dle.randn(70, 45)

@@ -1,8 +1,8 @@
 -- views_spec.lua — views share storage and never copy: view/reshape, transpose, t, permute,
 -- narrow, select, expand, squeeze/unsqueeze, flatten, t[i] reads and writes; writes through any
 -- view are seen by every other view of the same storage.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local function range(shape)
   local n = H.numel(shape)

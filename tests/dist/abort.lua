@@ -1,6 +1,6 @@
 --- MPI worker of tests/dist_spec.lua: an error on rank 1 while rank 0 waits in a collective. With
 -- the process group in a <close> variable the job must end at once (MPI_Abort), not hang.
-local dle = require "dle"
+local dle = require("dle")
 local dist = dle.dist
 
 local pg <close> = dist.init() -- luacheck: ignore 211 (used by its <close>)

@@ -45,7 +45,7 @@ end
 
 --- The model the DDP and ZeRO workers train, initialised from seed.
 function common.mlp(seed)
-  local dle = require "dle"
+  local dle = require("dle")
   dle.manual_seed(seed)
   return dle.nn.Sequential(dle.nn.Linear(5, 8), dle.nn.Tanh(), dle.nn.Linear(8, 3))
 end
@@ -54,7 +54,7 @@ end
 -- share of it, rows rank*B+1 .. (rank+1)*B with B = 8 / world.
 -- @return X, Y, x_rank, y_rank, B
 function common.batch(rank, world)
-  local dle = require "dle"
+  local dle = require("dle")
   dle.manual_seed(100)
   local X, Y = dle.randn(8, 5), dle.randint(1, 4, {8})
   local B = 8 // world
@@ -66,7 +66,7 @@ common.ADAM = {lr = 0.05, betas = {0.8, 0.99}, weight_decay = 0.01}
 
 --- One step of cross-entropy training of model with opt on (x, y), the PyTorch way.
 function common.train_step(model, opt, x, y)
-  local dle = require "dle"
+  local dle = require("dle")
   local loss = dle.nn.functional.cross_entropy(model(x), y)
   opt:zero_grad(); loss:backward(); opt:step()
 end
@@ -80,7 +80,7 @@ end
 -- path with the two values ("state.3.exp_avg.values.2: 0.5 vs 0.25"), or nil when they are equal:
 -- numbers of the same value and math.type, tensors of the same dtype, shape and values.
 function common.state_difference(a, b, path)
-  local dle = require "dle"
+  local dle = require("dle")
   path = path or "sd"
   if dle.is_tensor(a) then a = tensor_table(a) end
   if dle.is_tensor(b) then b = tensor_table(b) end
@@ -126,7 +126,7 @@ end
 --- A worker's start: dle.dist initialized, one thread per rank (the ranks share the cores).
 -- @return the process group (for a <close> variable), rank, world size, emit(key, value)
 function common.start()
-  local dle = require "dle"
+  local dle = require("dle")
   local pg = dle.dist.init()
   dle.set_num_threads(1)
   local rank = dle.dist.rank()

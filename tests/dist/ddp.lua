@@ -1,7 +1,7 @@
 --- MPI worker of tests/dist_spec.lua: DistributedDataParallel across the ranks of `mpirun -np 2`
 -- against a single process training on the whole batch; reports lines rank=<r> <key>=<values>.
-local dle = require "dle"
-local common = require "dist.common"
+local dle = require("dle")
+local common = require("dist.common")
 local dist, nn = dle.dist, dle.nn
 
 local pg <close>, rank, world, emit = common.start() -- luacheck: ignore 211 (pg: used by its <close>)

@@ -1,7 +1,7 @@
 --- MPI worker of tests/dist_spec.lua: all_gather, reduce_scatter, send/recv and groups across the
 -- ranks of `mpirun -np 2`, reported as lines rank=<r> <key>=<values> (tests/dist/common.lua).
-local dle = require "dle"
-local common = require "dist.common"
+local dle = require("dle")
+local common = require("dist.common")
 local dist = dle.dist
 
 local pg <close>, rank, _, emit = common.start() -- luacheck: ignore 211 (pg: used by its <close>)

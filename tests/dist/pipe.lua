@@ -1,8 +1,8 @@
 --- MPI worker of tests/dist_spec.lua: dle.dist.pipeline over the 2 ranks of `mpirun -np 2` (a
 -- Linear+Tanh stage, then a Linear stage) against the same two stages run in one process, for both
 -- schedules and several microbatch counts, in float64; reported as lines rank=<r> <key>=<value>.
-local dle = require "dle"
-local common = require "dist.common"
+local dle = require("dle")
+local common = require("dist.common")
 local dist = dle.dist
 local nn, F = dle.nn, dle.nn.functional
 

@@ -1,8 +1,8 @@
 --- MPI worker of tests/dist_spec.lua: dle.dist.tensor_parallel's ColumnLinear and RowLinear against
 -- the dense nn.Linear layers they split, in float64 (outputs and gradients), reported as lines
 -- rank=<r> <key>=<value> (tests/dist/common.lua).
-local dle = require "dle"
-local common = require "dist.common"
+local dle = require("dle")
+local common = require("dist.common")
 local dist = dle.dist
 local nn, F = dle.nn, dle.nn.functional
 local tp = dist.tensor_parallel

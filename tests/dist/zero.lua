@@ -1,8 +1,8 @@
 --- MPI worker of tests/dist_spec.lua: ZeroRedundancyOptimizer(Adam) with DistributedDataParallel
 -- across the ranks of `mpirun -np 2` against plain Adam in one process on the whole batch;
 -- reports lines rank=<r> <key>=<values>.
-local dle = require "dle"
-local common = require "dist.common"
+local dle = require("dle")
+local common = require("dist.common")
 local dist, nn = dle.dist, dle.nn
 
 local pg <close>, rank, world, emit = common.start() -- luacheck: ignore 211 (pg: used by its <close>)

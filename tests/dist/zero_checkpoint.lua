@@ -4,8 +4,8 @@
 -- process) and a plain optimizer's state resumed on 2 ranks, and the errors. Each rank computes
 -- the gradient of the whole batch (no DDP): the ranks agree, and a plain optimizer in one process
 -- reproduces the run bit for bit. Reports lines rank=<r> <key>=<values>.
-local dle = require "dle"
-local common = require "dist.common"
+local dle = require("dle")
+local common = require("dist.common")
 
 local pg <close>, rank, world, emit = common.start() -- luacheck: ignore 211 (pg: used by its <close>)
 local path = assert(os.getenv("DLE_ZERO_CHECKPOINT"), "DLE_ZERO_CHECKPOINT: the checkpoint's path")

@@ -10,8 +10,8 @@
 --   save {model, optim} as dir/ck_<world>_<stage>.dle (stage 0: plain). Then every checkpoint in dir
 --   is loaded under every stage (and plain AdamW) and trained 2 more steps, against 5 steps of
 --   plain AdamW uninterrupted.
-local dle = require "dle"
-local common = require "dist.common"
+local dle = require("dle")
+local common = require("dist.common")
 local dist, F = dle.dist, dle.nn.functional
 
 local pg <close>, rank, world, emit = common.start() -- luacheck: ignore 211 (pg: used by its <close>)

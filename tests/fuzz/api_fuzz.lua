@@ -14,7 +14,7 @@
 --   --list         print the target names and exit
 -- Exit status: 0 when no call misbehaved (no hang, no non-string error, no unnamed error).
 package.path = "tests/?.lua;" .. package.path
-local fuzzer = require "fuzz.fuzzer"
+local fuzzer = require("fuzz.fuzzer")
 
 local opts = {seed = 1, iters = 1000000, from = 1}
 local i = 1

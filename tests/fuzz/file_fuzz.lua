@@ -31,7 +31,7 @@
 -- tests/ on the path (the runner scripts set only lua/), for helpers.lua
 local here = debug.getinfo(1, "S").source:match("^@(.-)[^/]*$") or "./"
 package.path = here .. "../?.lua;" .. package.path
-local dle = require "dle"
+local dle = require("dle")
 
 ---------------------------------------------------------------- random numbers
 
@@ -55,7 +55,7 @@ local function rng(seed)
   return r
 end
 
-local H = require "helpers"
+local H = require("helpers")
 local read_file, write_file = H.read_file, H.write_file
 
 ---------------------------------------------------------------- seeds
@@ -198,7 +198,7 @@ end
 
 -- An ONNX model (tests/onnx_writer.lua): a chain of a few ops over an input with a dynamic
 -- batch, with initializers of several dtypes and an attribute or two.
-local W = require "onnx_writer"
+local W = require("onnx_writer")
 local function seed_onnx(r)
   local inits, nodes = {}, {}
   for k = 1, r(3) do

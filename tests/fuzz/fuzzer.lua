@@ -12,8 +12,8 @@
 -- expanded) or closed, requiring grad or not, aliased with each other; numbers at the edges
 -- (0, -1, nan, inf, huge, fractional); strings; option tables with the option names dle reads and
 -- random values; lists of tensors; callbacks that return junk or raise.
-local dle = require "dle"
-local H = require "helpers"
+local dle = require("dle")
+local H = require("helpers")
 
 local M = {}
 
@@ -769,7 +769,7 @@ end)
 
 -- ---------------------------------------------------------------- typed targets
 
-local SIGNATURES = require "fuzz.signatures"
+local SIGNATURES = require("fuzz.signatures")
 local FLOAT_DTYPES = {"float32", "float32", "float32", "float64", "float64", "float16", "bfloat16"}
 local EINSUM = {"ij,jk->ik", "bij,bjk->bik", "ij->ji", "ii->i", "ii->", "ij,jk", "i,i->", "ij,ij->ij",
                 "bij,bkj->bik", "ij,kj->ik", "...ij,...jk->...ik", "ij->", "ik,kj->ij", "iij->j"}

@@ -7,7 +7,7 @@
 -- non-zero when a series is not flat. "Flat": after the warm-up samples, no sample exceeds the
 -- first one after warm-up by more than 2%. DLE_SOAK_VERBOSE=1 also prints, at each sample, the
 -- Lua heap and dle's tensor and cache bytes (on stderr).
-local dle = require "dle"
+local dle = require("dle")
 
 local root = (arg and arg[0] or ""):match("^(.*)/tests/soak/[^/]*$") or "."
 
