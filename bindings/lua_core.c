@@ -518,11 +518,18 @@ int dle_lua_push_result(lua_State *L, dle_tensor *r, bool inplace) {
   return 1;
 }
 
+int dle_lua_push_all(lua_State *L, dle_status st, dle_tensor **r, int n) {
+  if (st != DLE_OK) {
+    for (int k = 0; k < n; k++) dle_tensor_release(r[k]);
+    return dle_lua_fail(L);
+  }
+  for (int k = 0; k < n; k++) dle_lua_push(L, r[k]);
+  return n;
+}
+
 int dle_lua_apply(lua_State *L, dle_status (*f)(dle_tensor **out, dle_tensor *t)) {
   dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
-  DLE_LUA_TRY(L, f(&r, t));
-  dle_lua_push(L, r);
-  return 1;
+  return dle_lua_push_new(L, f(&r, t), &r);
 }
 
 void *dle_lua_new_owned(lua_State *L, size_t size, const char *tname, lua_CFunction gc) {

@@ -504,11 +504,10 @@ static int l_onnx_optional(lua_State *L) {
 }
 
 void dle_lua_open_onnx(lua_State *L, int module, int methods) {
-  (void)methods;
   static const luaL_Reg fns[] = {{"_onnx_model", l_onnx_model},
                                  {"_onnx_tensor", l_onnx_tensor},
                                  {"_onnx_sequence", l_onnx_sequence},
                                  {"_onnx_optional", l_onnx_optional},
                                  {NULL, NULL}};
-  dle_lua_setfuncs(L, module, fns);
+  dle_lua_register(L, module, methods, fns, NULL, NULL);
 }
