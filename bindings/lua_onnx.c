@@ -243,12 +243,29 @@ static void set_str(lua_State *L, const char *key, const char *v) {
   lua_setfield(L, -2, key);
 }
 
+/* Pushes a list of n values: `push` (a statement using the 0-based index i) pushes each. */
+#define PUSH_LIST(L, n, i, push)              \
+  do {                                        \
+    size_t count_ = (n);                      \
+    lua_createtable(L, (int)count_, 0);       \
+    for (size_t i = 0; i < count_; i++) {     \
+      push;                                   \
+      lua_rawseti(L, -2, (lua_Integer)i + 1); \
+    }                                         \
+  } while (0)
+
 static void push_strings(lua_State *L, size_t n, char **s) {
-  lua_createtable(L, (int)n, 0);
-  for (size_t i = 0; i < n; i++) {
-    lua_pushstring(L, s[i] ? s[i] : "");
-    lua_rawseti(L, -2, (lua_Integer)i + 1);
-  }
+  PUSH_LIST(L, n, i, lua_pushstring(L, s[i] ? s[i] : ""));
+}
+
+/* A dim of a shape: its size, its name (dim_param), or false when it has neither. */
+static void push_dim(lua_State *L, const Onnx__TensorShapeProto__Dimension *dim) {
+  if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
+    lua_pushinteger(L, dim->dim_value);
+  else if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM)
+    lua_pushstring(L, dim->dim_param ? dim->dim_param : "");
+  else
+    lua_pushboolean(L, 0);
 }
 
 static void push_type(lua_State *L, const Onnx__TypeProto *tp) {
@@ -267,17 +284,7 @@ static void push_type(lua_State *L, const Onnx__TypeProto *tp) {
       if (onnx_dtype(tt->elem_type, &dt)) set_str(L, "dtype", dle_dtype_name(dt));
       set_str(L, "elem_name", onnx_type_name(tt->elem_type));
       if (tt->shape) {
-        lua_createtable(L, (int)tt->shape->n_dim, 0);
-        for (size_t d = 0; d < tt->shape->n_dim; d++) {
-          const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[d];
-          if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
-            lua_pushinteger(L, dim->dim_value);
-          else if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM)
-            lua_pushstring(L, dim->dim_param ? dim->dim_param : "");
-          else
-            lua_pushboolean(L, 0);
-          lua_rawseti(L, -2, (lua_Integer)d + 1);
-        }
+        PUSH_LIST(L, tt->shape->n_dim, d, push_dim(L, tt->shape->dim[d]));
         lua_setfield(L, -2, "shape");
       }
       return;
@@ -290,15 +297,15 @@ static void push_type(lua_State *L, const Onnx__TypeProto *tp) {
   }
 }
 
+static void push_value_info(lua_State *L, const Onnx__ValueInfoProto *v) {
+  lua_createtable(L, 0, 2);
+  set_str(L, "name", v->name);
+  push_type(L, v->type);
+  lua_setfield(L, -2, "type");
+}
+
 static void push_value_infos(lua_State *L, size_t n, Onnx__ValueInfoProto **v) {
-  lua_createtable(L, (int)n, 0);
-  for (size_t i = 0; i < n; i++) {
-    lua_createtable(L, 0, 2);
-    set_str(L, "name", v[i]->name);
-    push_type(L, v[i]->type);
-    lua_setfield(L, -2, "type");
-    lua_rawseti(L, -2, (lua_Integer)i + 1);
-  }
+  PUSH_LIST(L, n, i, push_value_info(L, v[i]));
 }
 
 static void push_graph(lua_State *L, const Onnx__GraphProto *g, const char *what, int depth);
@@ -332,39 +339,20 @@ static void push_attribute(lua_State *L, const Onnx__AttributeProto *a, const ch
       push_graph(L, a->g, what, depth + 1);
       break;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS:
-      lua_createtable(L, (int)a->n_floats, 0);
-      for (size_t i = 0; i < a->n_floats; i++) {
-        lua_pushnumber(L, a->floats[i]);
-        lua_rawseti(L, -2, (lua_Integer)i + 1);
-      }
+      PUSH_LIST(L, a->n_floats, i, lua_pushnumber(L, a->floats[i]));
       break;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS:
-      lua_createtable(L, (int)a->n_ints, 0);
-      for (size_t i = 0; i < a->n_ints; i++) {
-        lua_pushinteger(L, a->ints[i]);
-        lua_rawseti(L, -2, (lua_Integer)i + 1);
-      }
+      PUSH_LIST(L, a->n_ints, i, lua_pushinteger(L, a->ints[i]));
       break;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS:
-      lua_createtable(L, (int)a->n_strings, 0);
-      for (size_t i = 0; i < a->n_strings; i++) {
-        lua_pushlstring(L, (const char *)a->strings[i].data, a->strings[i].len);
-        lua_rawseti(L, -2, (lua_Integer)i + 1);
-      }
+      PUSH_LIST(L, a->n_strings, i,
+                lua_pushlstring(L, (const char *)a->strings[i].data, a->strings[i].len));
       break;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSORS:
-      lua_createtable(L, (int)a->n_tensors, 0);
-      for (size_t i = 0; i < a->n_tensors; i++) {
-        push_tensor(L, a->tensors[i], what);
-        lua_rawseti(L, -2, (lua_Integer)i + 1);
-      }
+      PUSH_LIST(L, a->n_tensors, i, push_tensor(L, a->tensors[i], what));
       break;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS:
-      lua_createtable(L, (int)a->n_graphs, 0);
-      for (size_t i = 0; i < a->n_graphs; i++) {
-        push_graph(L, a->graphs[i], what, depth + 1);
-        lua_rawseti(L, -2, (lua_Integer)i + 1);
-      }
+      PUSH_LIST(L, a->n_graphs, i, push_graph(L, a->graphs[i], what, depth + 1));
       break;
     default: lua_pushnil(L); break;
   }
@@ -392,26 +380,23 @@ static void push_node(lua_State *L, const Onnx__NodeProto *n, const char *what, 
   lua_setfield(L, -2, "attributes");
 }
 
+/* An initializer {name, tensor}. */
+static void push_initializer(lua_State *L, const Onnx__TensorProto *t, const char *what) {
+  lua_createtable(L, 0, 2);
+  set_str(L, "name", t->name);
+  push_tensor(L, t, what);
+  lua_setfield(L, -2, "tensor");
+}
+
 static void push_graph(lua_State *L, const Onnx__GraphProto *g, const char *what, int depth) {
   if (depth > MAX_GRAPH_DEPTH)
     onnx_fail(L, what, "graphs nested deeper than %d levels", MAX_GRAPH_DEPTH);
   luaL_checkstack(L, 8, what);
   lua_createtable(L, 0, 7);
   set_str(L, "name", g->name);
-  lua_createtable(L, (int)g->n_node, 0);
-  for (size_t i = 0; i < g->n_node; i++) {
-    push_node(L, g->node[i], what, depth);
-    lua_rawseti(L, -2, (lua_Integer)i + 1);
-  }
+  PUSH_LIST(L, g->n_node, i, push_node(L, g->node[i], what, depth));
   lua_setfield(L, -2, "nodes");
-  lua_createtable(L, (int)g->n_initializer, 0);
-  for (size_t i = 0; i < g->n_initializer; i++) {
-    lua_createtable(L, 0, 2);
-    set_str(L, "name", g->initializer[i]->name);
-    push_tensor(L, g->initializer[i], what);
-    lua_setfield(L, -2, "tensor");
-    lua_rawseti(L, -2, (lua_Integer)i + 1);
-  }
+  PUSH_LIST(L, g->n_initializer, i, push_initializer(L, g->initializer[i], what));
   lua_setfield(L, -2, "initializers");
   if (g->n_sparse_initializer) onnx_fail(L, what, "sparse initializers are not supported");
   push_value_infos(L, g->n_input, g->input);
@@ -464,11 +449,7 @@ static void push_sequence(lua_State *L, const Onnx__SequenceProto *sp, const cha
        sp->elem_type != ONNX__SEQUENCE_PROTO__DATA_TYPE__UNDEFINED))
     onnx_fail(L, what, "sequence '%s': only sequences of tensors are supported", name);
   luaL_checkstack(L, 4, what);
-  lua_createtable(L, (int)sp->n_tensor_values, 0);
-  for (size_t i = 0; i < sp->n_tensor_values; i++) {
-    push_tensor(L, sp->tensor_values[i], what);
-    lua_rawseti(L, -2, (lua_Integer)i + 1);
-  }
+  PUSH_LIST(L, sp->n_tensor_values, i, push_tensor(L, sp->tensor_values[i], what));
 }
 
 static int l_onnx_sequence(lua_State *L) {
