@@ -630,19 +630,12 @@ static int m_to(lua_State *L) {
   return push_or_self(L, t, r);
 }
 
-static int convert(lua_State *L, dle_dtype dt) {
+/* t:float(), t:long() ... (see conversions below): upvalue 1 is the dtype. */
+static int m_convert(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
-  DLE_LUA_TRY(L, dle_to_dtype(&r, t, dt));
+  DLE_LUA_TRY(L, dle_to_dtype(&r, t, (dle_dtype)lua_tointeger(L, lua_upvalueindex(1))));
   return push_or_self(L, t, r);
 }
-static int m_float(lua_State *L) { return convert(L, DLE_F32); }
-static int m_double(lua_State *L) { return convert(L, DLE_F64); }
-static int m_half(lua_State *L) { return convert(L, DLE_F16); }
-static int m_bfloat16(lua_State *L) { return convert(L, DLE_BF16); }
-static int m_long(lua_State *L) { return convert(L, DLE_I64); }
-static int m_int(lua_State *L) { return convert(L, DLE_I32); }
-static int m_byte(lua_State *L) { return convert(L, DLE_U8); }
-static int m_bool(lua_State *L) { return convert(L, DLE_BOOL); }
 
 static int move(lua_State *L, dle_device dev) {
   dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
@@ -679,9 +672,13 @@ void dle_lua_open_tensor(lua_State *L, int module, int methods) {
       {"expand_as", m_expand}, {"squeeze", m_squeeze}, {"unsqueeze", m_unsqueeze},
       {"flatten", m_flatten}, {"contiguous", m_contiguous}, {"clone", m_clone}, {"copy_", m_copy_},
       {"fill_", m_fill_}, {"zero_", m_zero_}, {"item", m_item}, {"totable", m_totable},
-      {"to", m_to}, {"float", m_float}, {"double", m_double}, {"half", m_half},
-      {"bfloat16", m_bfloat16}, {"long", m_long}, {"int", m_int}, {"byte", m_byte},
-      {"bool", m_bool}, {"cpu", m_cpu}, {"cuda", m_cuda}, {NULL, NULL}};
+      {"to", m_to}, {"cpu", m_cpu}, {"cuda", m_cuda}, {NULL, NULL}};
+  static const struct {
+    const char *name;
+    dle_dtype dtype;
+  } conversions[] = {{"float", DLE_F32}, {"double", DLE_F64}, {"half", DLE_F16},
+                     {"bfloat16", DLE_BF16}, {"long", DLE_I64}, {"int", DLE_I32},
+                     {"byte", DLE_U8}, {"bool", DLE_BOOL}};
   // clang-format on
   /* module-level forms of the view functions: dle.transpose(t, 1, 2) etc. */
   static const luaL_Reg both[] = {{"reshape", m_reshape},     {"transpose", m_transpose},
@@ -691,4 +688,9 @@ void dle_lua_open_tensor(lua_State *L, int module, int methods) {
                                   {"clone", m_clone},         {NULL, NULL}};
   dle_lua_setfuncs(L, module, both);
   dle_lua_register(L, module, methods, fns, NULL, meths);
+  for (size_t i = 0; i < sizeof conversions / sizeof conversions[0]; i++) {
+    lua_pushinteger(L, conversions[i].dtype);
+    lua_pushcclosure(L, m_convert, 1);
+    lua_setfield(L, methods, conversions[i].name);
+  }
 }
