@@ -123,6 +123,7 @@ void dle_lua_open_autograd(lua_State *L, int module, int methods);
 void dle_lua_open_data(lua_State *L, int module, int methods);
 void dle_lua_open_io(lua_State *L, int module, int methods);
 void dle_lua_open_profile(lua_State *L, int module, int methods);
+void dle_lua_open_memory(lua_State *L, int module, int methods);
 void dle_lua_open_graph(lua_State *L, int module, int methods);
 void dle_lua_open_onnx(lua_State *L, int module, int methods);
 void dle_lua_open_onnx_save(lua_State *L, int module, int methods);
