@@ -79,9 +79,11 @@ static void release_box(lua_State *L) {
 }
 
 /* Unpacks the message at argument 1 (a path, or bytes when argument 2 is true) with desc; the box
- * holding it is left on the stack. */
+ * holding it is left on the stack. *what, the name errors give, is argument 3 (what the Lua side
+ * reads), or fn. */
 static ProtobufCMessage *unpack_arg(lua_State *L, const ProtobufCMessageDescriptor *desc,
-                                    const char *what) {
+                                    const char *fn, const char **what_out) {
+  const char *what = *what_out = luaL_optstring(L, 3, fn);
   size_t len;
   const char *src = luaL_checklstring(L, 1, &len);
   int is_bytes = lua_toboolean(L, 2);
@@ -407,10 +409,17 @@ static void push_graph(lua_State *L, const Onnx__GraphProto *g, const char *what
   lua_setfield(L, -2, "value_info");
 }
 
+/* The readers' last result, the message's name; then the message is freed. Returns nres. */
+static int push_name_and_free(lua_State *L, const char *name, int nres) {
+  lua_pushstring(L, name ? name : "");
+  release_box(L);
+  return nres;
+}
+
 static int l_onnx_model(lua_State *L) {
-  const char *what = luaL_optstring(L, 3, "_onnx_model");
+  const char *what;
   const Onnx__ModelProto *m =
-      (const Onnx__ModelProto *)unpack_arg(L, &onnx__model_proto__descriptor, what);
+      (const Onnx__ModelProto *)unpack_arg(L, &onnx__model_proto__descriptor, "_onnx_model", &what);
   if (!m->graph) return onnx_fail(L, what, "the model has no graph");
   lua_createtable(L, 0, 6);
   lua_pushinteger(L, m->has_ir_version ? m->ir_version : 0);
@@ -431,13 +440,11 @@ static int l_onnx_model(lua_State *L) {
 }
 
 static int l_onnx_tensor(lua_State *L) {
-  const char *what = luaL_optstring(L, 3, "_onnx_tensor");
-  const Onnx__TensorProto *tp =
-      (const Onnx__TensorProto *)unpack_arg(L, &onnx__tensor_proto__descriptor, what);
+  const char *what;
+  const Onnx__TensorProto *tp = (const Onnx__TensorProto *)unpack_arg(
+      L, &onnx__tensor_proto__descriptor, "_onnx_tensor", &what);
   push_tensor(L, tp, what);
-  lua_pushstring(L, tp->name ? tp->name : "");
-  release_box(L);
-  return 2;
+  return push_name_and_free(L, tp->name, 2);
 }
 
 /* Pushes the SequenceProto's tensors as a list; sequences of other values are refused. */
@@ -453,19 +460,17 @@ static void push_sequence(lua_State *L, const Onnx__SequenceProto *sp, const cha
 }
 
 static int l_onnx_sequence(lua_State *L) {
-  const char *what = luaL_optstring(L, 3, "_onnx_sequence");
-  const Onnx__SequenceProto *sp =
-      (const Onnx__SequenceProto *)unpack_arg(L, &onnx__sequence_proto__descriptor, what);
+  const char *what;
+  const Onnx__SequenceProto *sp = (const Onnx__SequenceProto *)unpack_arg(
+      L, &onnx__sequence_proto__descriptor, "_onnx_sequence", &what);
   push_sequence(L, sp, what);
-  lua_pushstring(L, sp->name ? sp->name : "");
-  release_box(L);
-  return 2;
+  return push_name_and_free(L, sp->name, 2);
 }
 
 static int l_onnx_optional(lua_State *L) {
-  const char *what = luaL_optstring(L, 3, "_onnx_optional");
-  const Onnx__OptionalProto *op =
-      (const Onnx__OptionalProto *)unpack_arg(L, &onnx__optional_proto__descriptor, what);
+  const char *what;
+  const Onnx__OptionalProto *op = (const Onnx__OptionalProto *)unpack_arg(
+      L, &onnx__optional_proto__descriptor, "_onnx_optional", &what);
   const char *name = op->name && op->name[0] ? op->name : "(unnamed)";
   if (op->sparse_tensor_value || op->map_value || op->optional_value)
     onnx_fail(L, what, "optional '%s': only optional tensors and sequences are supported", name);
@@ -479,9 +484,7 @@ static int l_onnx_optional(lua_State *L) {
     lua_pushnil(L);
     lua_pushstring(L, "none");
   }
-  lua_pushstring(L, op->name ? op->name : "");
-  release_box(L);
-  return 3;
+  return push_name_and_free(L, op->name, 3);
 }
 
 void dle_lua_open_onnx(lua_State *L, int module, int methods) {
