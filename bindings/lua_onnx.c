@@ -32,6 +32,7 @@
 #include "onnx.pb-c.c"
 /* SequenceProto and OptionalProto (bindings/onnx_data.proto): the backend tests' non-tensor values. */
 #include "onnx_data.pb-c.c"
+#include "onnx_dtypes.h"
 
 /* Nested graphs (If/Loop bodies) deeper than this are rejected: a crafted file cannot exhaust
  * the C stack through our recursion. */
@@ -122,26 +123,6 @@ static const char *const onnx_type_names[] = {
     "INT32",     "INT64",  "STRING",    "BOOL",       "FLOAT16", "DOUBLE",
     "UINT32",    "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16"};
 #define N_ONNX_TYPES ((int)(sizeof onnx_type_names / sizeof onnx_type_names[0]))
-
-/* dle's dtype for an ONNX data type; false when dle has none. */
-static int onnx_dtype(int32_t t, dle_dtype *out) {
-  switch (t) {
-    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: *out = DLE_F32; return 1;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: *out = DLE_F64; return 1;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16: *out = DLE_F16; return 1;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16: *out = DLE_BF16; return 1;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: *out = DLE_I32; return 1;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: *out = DLE_I64; return 1;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8: *out = DLE_U8; return 1;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: *out = DLE_BOOL; return 1;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8: *out = DLE_I8; return 1;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16: *out = DLE_I16; return 1;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16: *out = DLE_U16; return 1;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32: *out = DLE_U32; return 1;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64: *out = DLE_U64; return 1;
-    default: return 0;
-  }
-}
 
 static const char *onnx_type_name(int32_t t) {
   return t >= 0 && t < N_ONNX_TYPES ? onnx_type_names[t] : "unknown";

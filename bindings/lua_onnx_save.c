@@ -23,6 +23,7 @@
 #include "../engine/dle.h"
 #include "lua_util.h"
 #include "onnx.pb-c.h"
+#include "onnx_dtypes.h"
 
 /* ---- the arena: a list of malloc'd blocks freed together by the userdata's __gc ---- */
 
@@ -114,25 +115,6 @@ static void *string_elem(lua_State *L, arena *a, int idx, int depth) {
 /* The strings of the list at idx[key]. */
 static char **strings_field(lua_State *L, arena *a, int idx, const char *key, size_t *n) {
   return (char **)list_field(L, a, idx, key, n, string_elem, 0);
-}
-
-static int onnx_elem_type(dle_dtype dt) {
-  switch (dt) {
-    case DLE_F32: return ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
-    case DLE_F64: return ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
-    case DLE_F16: return ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16;
-    case DLE_BF16: return ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16;
-    case DLE_I32: return ONNX__TENSOR_PROTO__DATA_TYPE__INT32;
-    case DLE_I64: return ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
-    case DLE_U8: return ONNX__TENSOR_PROTO__DATA_TYPE__UINT8;
-    case DLE_BOOL: return ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
-    case DLE_I8: return ONNX__TENSOR_PROTO__DATA_TYPE__INT8;
-    case DLE_I16: return ONNX__TENSOR_PROTO__DATA_TYPE__INT16;
-    case DLE_U16: return ONNX__TENSOR_PROTO__DATA_TYPE__UINT16;
-    case DLE_U32: return ONNX__TENSOR_PROTO__DATA_TYPE__UINT32;
-    case DLE_U64: return ONNX__TENSOR_PROTO__DATA_TYPE__UINT64;
-    default: return -1;
-  }
 }
 
 /* A TensorProto of the tensor at the top of the stack (not popped), named name. */
