@@ -44,9 +44,7 @@ static int l_flip(lua_State *L) {
   int64_t v[DLE_MAX_DIMS];
   int dims[DLE_MAX_DIMS], n = int_list(L, 2, "flip", "dims", true, v);
   for (int i = 0; i < n; i++) dims[i] = (int)v[i];
-  DLE_LUA_TRY(L, dle_flip(&r, x, n, dims));
-  dle_lua_push(L, r);
-  return 1;
+  return dle_lua_push_new(L, dle_flip(&r, x, n, dims), &r);
 }
 
 static int l_roll(lua_State *L) {
@@ -70,9 +68,7 @@ static int l_roll(lua_State *L) {
   int nd = int_list(L, 3, "roll", "dims", true, v);
   if (nd != ns) luaL_error(L, "roll: %d shifts for %d dims (one each)", ns, nd);
   for (int i = 0; i < nd; i++) dims[i] = (int)v[i];
-  DLE_LUA_TRY(L, dle_roll(&r, x, nd, dims, shifts));
-  dle_lua_push(L, r);
-  return 1;
+  return dle_lua_push_new(L, dle_roll(&r, x, nd, dims, shifts), &r);
 }
 
 static int l_pad(lua_State *L) {
@@ -112,9 +108,7 @@ static int l_pad(lua_State *L) {
     }
     lua_pop(L, 2);
   }
-  DLE_LUA_TRY(L, dle_pad(&r, x, n, pads, mode, value));
-  dle_lua_push(L, r);
-  return 1;
+  return dle_lua_push_new(L, dle_pad(&r, x, n, pads, mode, value), &r);
 }
 
 /* dle.diagonal(t, offset = 0, dim1 = 1, dim2 = 2): a view (the op lives in engine/ops/view.c) */
@@ -122,9 +116,7 @@ static int l_diagonal(lua_State *L) {
   dle_tensor *x = dle_lua_check(L, 1), *r = NULL;
   lua_Integer off = lua_isnoneornil(L, 2) ? 0 : dle_lua_check_int(L, 2, "diagonal", "offset");
   int d1 = dle_lua_optdim(L, 3, "diagonal", 0), d2 = dle_lua_optdim(L, 4, "diagonal", 1);
-  DLE_LUA_TRY(L, dle_diagonal(&r, x, off, d1, d2));
-  dle_lua_push(L, r);
-  return 1;
+  return dle_lua_push_new(L, dle_diagonal(&r, x, off, d1, d2), &r);
 }
 
 /* dle.diag_embed(t, offset = 0, dim1 = -2, dim2 = -1) */
@@ -141,9 +133,7 @@ static int l_diag_embed(lua_State *L) {
     luaL_error(L, "diag_embed: offset %I makes %I + |offset| rows, too many", off,
                (lua_Integer)size);
   int64_t n = size + (int64_t)mag;
-  DLE_LUA_TRY(L, dle_diag_embed(&r, x, off, d1, d2, n, n));
-  dle_lua_push(L, r);
-  return 1;
+  return dle_lua_push_new(L, dle_diag_embed(&r, x, off, d1, d2, n, n), &r);
 }
 
 void dle_lua_open_arrange(lua_State *L, int module, int methods) {

@@ -16,7 +16,7 @@ static const char *const SDPA_OPTS[] = {"causal", "mask", "scale", NULL};
  * one tensor {3, ..., T, E} */
 static int l_sdpa(lua_State *L) {
   dle_tensor *q = dle_lua_check(L, 1), *k = NULL, *v = NULL;
-  dle_tensor *mask = NULL, *out = NULL, *probs = NULL;
+  dle_tensor *mask = NULL, *r[2] = {NULL, NULL}; /* out, probs */
   bool packed = !dle_lua_opt(L, 2);
   if (!packed) k = dle_lua_check(L, 2), v = dle_lua_check(L, 3);
   int opts = dle_lua_opts_at(L, packed ? 2 : 4, "sdpa", SDPA_OPTS);
@@ -33,33 +33,24 @@ static int l_sdpa(lua_State *L) {
     lua_pop(L, 1);
     scale = num_field(L, opts, "sdpa", "scale", scale);
   }
-  if (packed)
-    DLE_LUA_TRY(L, dle_sdpa_packed(&out, &probs, q, mask, causal, scale));
-  else
-    DLE_LUA_TRY(L, dle_sdpa(&out, &probs, q, k, v, mask, causal, scale));
-  dle_lua_push(L, out);
-  dle_lua_push(L, probs);
-  return 2;
+  dle_status st = packed ? dle_sdpa_packed(&r[0], &r[1], q, mask, causal, scale)
+                         : dle_sdpa(&r[0], &r[1], q, k, v, mask, causal, scale);
+  return dle_lua_push_all(L, st, r, 2);
 }
 
 /* gout:sdpa_score_grad(v, probs, scale) */
 static int l_sdpa_score_grad(lua_State *L) {
   dle_tensor *g = dle_lua_check(L, 1), *v = dle_lua_check(L, 2), *p = dle_lua_check(L, 3),
              *r = NULL;
-  DLE_LUA_TRY(L, dle_sdpa_score_grad(&r, g, v, p, luaL_checknumber(L, 4)));
-  dle_lua_push(L, r);
-  return 1;
+  return dle_lua_push_new(L, dle_sdpa_score_grad(&r, g, v, p, luaL_checknumber(L, 4)), &r);
 }
 
 /* gout:sdpa_backward(q, k, v, probs, scale) -> dq, dk, dv */
 static int l_sdpa_backward(lua_State *L) {
   dle_tensor *g = dle_lua_check(L, 1), *q = dle_lua_check(L, 2), *k = dle_lua_check(L, 3);
-  dle_tensor *v = dle_lua_check(L, 4), *p = dle_lua_check(L, 5), *dq = NULL, *dk = NULL, *dv = NULL;
-  DLE_LUA_TRY(L, dle_sdpa_backward(&dq, &dk, &dv, g, q, k, v, p, luaL_checknumber(L, 6)));
-  dle_lua_push(L, dq);
-  dle_lua_push(L, dk);
-  dle_lua_push(L, dv);
-  return 3;
+  dle_tensor *v = dle_lua_check(L, 4), *p = dle_lua_check(L, 5), *d[3] = {NULL, NULL, NULL};
+  lua_Number scale = luaL_checknumber(L, 6);
+  return dle_lua_push_all(L, dle_sdpa_backward(&d[0], &d[1], &d[2], g, q, k, v, p, scale), d, 3);
 }
 
 void dle_lua_open_attention(lua_State *L, int module, int methods) {

@@ -5,26 +5,11 @@
 #include "lua_util.h"
 #include "../engine/dle.h"
 
-static int l_view_as_real(lua_State *L) {
-  dle_tensor *r = NULL;
-  DLE_LUA_TRY(L, dle_view_as_real(&r, dle_lua_check(L, 1)));
-  dle_lua_push(L, r);
-  return 1;
-}
+static int l_view_as_real(lua_State *L) { return dle_lua_apply(L, dle_view_as_real); }
 
-static int l_view_as_complex(lua_State *L) {
-  dle_tensor *r = NULL;
-  DLE_LUA_TRY(L, dle_view_as_complex(&r, dle_lua_check(L, 1)));
-  dle_lua_push(L, r);
-  return 1;
-}
+static int l_view_as_complex(lua_State *L) { return dle_lua_apply(L, dle_view_as_complex); }
 
-static int l_conj(lua_State *L) {
-  dle_tensor *r = NULL;
-  DLE_LUA_TRY(L, dle_conj(&r, dle_lua_check(L, 1)));
-  dle_lua_push(L, r);
-  return 1;
-}
+static int l_conj(lua_State *L) { return dle_lua_apply(L, dle_conj); }
 
 void dle_lua_open_complex(lua_State *L, int module, int methods) {
   static const luaL_Reg fns[] = {{"view_as_real", l_view_as_real},

@@ -1,9 +1,7 @@
 /* lua_core.c — the dle.core module: the tensor userdata type, its metatable, argument helpers,
  * and luaopen_dle_native, which assembles the per-family binding files. Lua code requires
  * "dle.core" (bindings/loader/), which loads this module after setting up OpenMP. */
-#include <ctype.h>
 #include <limits.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "lua_util.h"
@@ -518,11 +516,18 @@ int dle_lua_push_result(lua_State *L, dle_tensor *r, bool inplace) {
   return 1;
 }
 
+int dle_lua_push_all(lua_State *L, dle_status st, dle_tensor **r, int n) {
+  if (st != DLE_OK) {
+    for (int k = 0; k < n; k++) dle_tensor_release(r[k]);
+    return dle_lua_fail(L);
+  }
+  for (int k = 0; k < n; k++) dle_lua_push(L, r[k]);
+  return n;
+}
+
 int dle_lua_apply(lua_State *L, dle_status (*f)(dle_tensor **out, dle_tensor *t)) {
   dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
-  DLE_LUA_TRY(L, f(&r, t));
-  dle_lua_push(L, r);
-  return 1;
+  return dle_lua_push_new(L, f(&r, t), &r);
 }
 
 void *dle_lua_new_owned(lua_State *L, size_t size, const char *tname, lua_CFunction gc) {
@@ -574,50 +579,10 @@ static int core_op_names(lua_State *L) {
   return 1;
 }
 
-static int core_memory_allocated(lua_State *L) {
-  lua_pushinteger(L, (lua_Integer)dle_memory_allocated());
-  return 1;
-}
-
-static int core_memory_peak(lua_State *L) {
-  lua_pushinteger(L, (lua_Integer)dle_memory_peak());
-  return 1;
-}
-
-/* dle.memory_stats(): bytes held by live tensors now and at most so far, and bytes of freed
- * blocks the allocator keeps for reuse (engine/alloc.c). */
-static int core_memory_stats(lua_State *L) {
-  lua_createtable(L, 0, 3);
-  lua_pushinteger(L, (lua_Integer)dle_memory_allocated());
-  lua_setfield(L, -2, "allocated");
-  lua_pushinteger(L, (lua_Integer)dle_memory_peak());
-  lua_setfield(L, -2, "peak");
-  lua_pushinteger(L, (lua_Integer)dle_memory_cached());
-  lua_setfield(L, -2, "cached");
-  if (dle_memory_limit()) {
-    lua_pushinteger(L, (lua_Integer)dle_memory_limit());
-    lua_setfield(L, -2, "limit");
-  }
-  return 1;
-}
-
 /* dle.core._gc_full_collections(): how many full collections dle's memory pacing has run. */
 static int core_gc_full_collections(lua_State *L) {
   lua_pushinteger(L, full_collections);
   return 1;
-}
-
-/* dle.reset_peak_memory_stats(): the next peak counts from the bytes live now. */
-static int core_reset_peak(lua_State *L) {
-  (void)L;
-  dle_memory_reset_peak();
-  return 0;
-}
-
-/* dle.empty_cache(): returns the cached blocks to the system. */
-static int core_empty_cache(lua_State *L) {
-  dle_empty_cache();
-  return 0;
 }
 
 /* core._tuning(name[, value]) -> the old value: reads, or sets (value < 0: the default), one of
@@ -632,79 +597,6 @@ static int core_tuning(lua_State *L) {
     lua_pushinteger(L, dle_tuning_set(knob, luaL_checkinteger(L, 2)));
   }
   return 1;
-}
-
-/* dle.set_cache_limit(bytes): the most the allocator keeps cached (1 GiB by default). */
-static int core_set_cache_limit(lua_State *L) {
-  lua_Integer n = luaL_checkinteger(L, 1);
-  luaL_argcheck(L, n >= 0, 1, "set_cache_limit: the limit must be a non-negative number of bytes");
-  dle_set_cache_limit((size_t)n);
-  return 0;
-}
-
-/* Bytes from "2G", "512M", "1.5GB", "64KiB" or "1000": K, M, G, T are powers of 1000, Ki, Mi,
- * Gi, Ti of 1024, a trailing B is optional. False for anything else (or past SIZE_MAX). */
-static bool parse_bytes(const char *s, size_t *out) {
-  char *end;
-  double v = strtod(s, &end);
-  if (end == s || !(v >= 0)) return false;
-  static const char units[] = "KMGT";
-  const char *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
-  double scale = 1;
-  if (u) {
-    end++;
-    bool binary = *end == 'i' || *end == 'I';
-    if (binary) end++;
-    for (const char *k = units; k <= u; k++) scale *= binary ? 1024 : 1000;
-  }
-  if (*end == 'B' || *end == 'b') end++;
-  if (*end || v * scale >= 18446744073709551615.0) return false;
-  *out = (size_t)(v * scale);
-  return true;
-}
-
-/* dle.set_memory_limit(bytes): caps the bytes live tensors hold (nil or 0: no cap); bytes is a
- * number or a string with a suffix as DLE_MAX_MEMORY ("2G"). */
-static int core_set_memory_limit(lua_State *L) {
-  size_t n = 0;
-  if (lua_type(L, 1) == LUA_TNUMBER) {
-    lua_Number v = lua_tonumber(L, 1);
-    if (!(v >= 0) || v >= 18446744073709551615.0)
-      return luaL_error(
-          L, "set_memory_limit: the limit must be a non-negative number of bytes, got %s",
-          lua_tostring(L, 1));
-    n = (size_t)v;
-  } else if (lua_type(L, 1) == LUA_TSTRING) {
-    if (!parse_bytes(lua_tostring(L, 1), &n))
-      return luaL_error(
-          L, "set_memory_limit: '%s' is not a number of bytes (e.g. 2000000, \"512M\", \"2G\")",
-          lua_tostring(L, 1));
-  } else if (!lua_isnoneornil(L, 1)) {
-    return luaL_typeerror(L, 1, "number of bytes or nil");
-  }
-  dle_set_memory_limit(n);
-  return 0;
-}
-
-/* dle.get_memory_limit(): the cap in bytes, or nil when there is none. */
-static int core_get_memory_limit(lua_State *L) {
-  size_t n = dle_memory_limit();
-  if (n)
-    lua_pushinteger(L, (lua_Integer)n);
-  else
-    lua_pushnil(L);
-  return 1;
-}
-
-/* DLE_MAX_MEMORY, read when dle.core loads: a bad value is an error naming the variable. */
-static void apply_env_memory_limit(lua_State *L) {
-  const char *s = getenv("DLE_MAX_MEMORY");
-  if (!s || !*s) return;
-  size_t n;
-  if (!parse_bytes(s, &n))
-    luaL_error(L, "DLE_MAX_MEMORY: '%s' is not a number of bytes (e.g. 2000000, 512M, 2G, 4GiB)",
-               s);
-  dle_set_memory_limit(n);
 }
 
 static int core_time(lua_State *L) {
@@ -764,19 +656,10 @@ static int core_kernel_ops(lua_State *L) {
 }
 
 int luaopen_dle_native(lua_State *L) {
-  apply_env_memory_limit(L);
   static const luaL_Reg module_fns[] = {
       {"op_table", core_op_names},
-      {"memory_allocated", core_memory_allocated},
-      {"memory_peak", core_memory_peak},
-      {"memory_stats", core_memory_stats},
-      {"empty_cache", core_empty_cache},
-      {"reset_peak_memory_stats", core_reset_peak},
-      {"set_cache_limit", core_set_cache_limit},
       {"_tuning", core_tuning},
       {"_gc_full_collections", core_gc_full_collections},
-      {"set_memory_limit", core_set_memory_limit},
-      {"get_memory_limit", core_get_memory_limit},
       {"time", core_time},
       {"set_num_threads", core_set_num_threads},
       {"get_num_threads", core_get_num_threads},
@@ -790,6 +673,7 @@ int luaopen_dle_native(lua_State *L) {
   dle_lua_setfuncs(L, module, module_fns);
   lua_newtable(L); /* methods */
   int methods = lua_gettop(L);
+  dle_lua_open_memory(L, module, methods); /* first: it applies DLE_MAX_MEMORY */
 
   luaL_newmetatable(L, TENSOR_MT);
   int mt = lua_gettop(L);

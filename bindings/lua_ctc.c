@@ -11,11 +11,9 @@ static int l_ctc_loss(lua_State *L) {
   for (int i = 0; i < 4; i++) in[i] = dle_lua_check(L, i + 1);
   int64_t blank = (int64_t)luaL_optinteger(L, 5, 1) - 1;
   bool zi = lua_toboolean(L, 6);
-  dle_tensor *nll = NULL, *alpha = NULL;
-  DLE_LUA_TRY(L, dle_ctc_loss(&nll, &alpha, in[0], in[1], in[2], in[3], blank, zi, 1));
-  dle_lua_push(L, nll);
-  dle_lua_push(L, alpha);
-  return 2;
+  dle_tensor *r[2] = {NULL, NULL}; /* nll, log_alpha */
+  return dle_lua_push_all(L, dle_ctc_loss(&r[0], &r[1], in[0], in[1], in[2], in[3], blank, zi, 1),
+                          r, 2);
 }
 
 static int l_ctc_loss_backward(lua_State *L) {
@@ -24,16 +22,13 @@ static int l_ctc_loss_backward(lua_State *L) {
   int64_t blank = (int64_t)luaL_optinteger(L, 8, 1) - 1;
   bool zi = lua_toboolean(L, 9);
   dle_tensor *g = NULL;
-  DLE_LUA_TRY(
-      L, dle_ctc_loss_backward(&g, in[0], in[1], in[2], in[3], in[4], in[5], in[6], blank, zi, 1));
-  dle_lua_push(L, g);
-  return 1;
+  return dle_lua_push_new(
+      L, dle_ctc_loss_backward(&g, in[0], in[1], in[2], in[3], in[4], in[5], in[6], blank, zi, 1),
+      &g);
 }
 
 void dle_lua_open_ctc(lua_State *L, int module, int methods) {
-  (void)methods;
-  lua_pushcfunction(L, l_ctc_loss);
-  lua_setfield(L, module, "ctc_loss");
-  lua_pushcfunction(L, l_ctc_loss_backward);
-  lua_setfield(L, module, "ctc_loss_backward");
+  static const luaL_Reg fns[] = {
+      {"ctc_loss", l_ctc_loss}, {"ctc_loss_backward", l_ctc_loss_backward}, {NULL, NULL}};
+  dle_lua_register(L, module, methods, fns, NULL, NULL);
 }

@@ -231,19 +231,13 @@ static int m_where(lua_State *L) {
   return l_where(L);
 }
 
-/* ---- metamethods (upvalue 1: the tensor metatable) ---- */
-static int binary_meta(lua_State *L, dle_op op) {
+/* ---- metamethods (upvalue 1: the tensor metatable; the binary ones' upvalue 2: the op) ---- */
+static int mt_binary(lua_State *L) {
   dle_tensor *r = NULL;
-  binary_args(L, op, false, &r);
+  binary_args(L, (dle_op)lua_tointeger(L, lua_upvalueindex(2)), false, &r);
   dle_lua_push_mt(L, r, lua_upvalueindex(1));
   return 1;
 }
-static int mt_add(lua_State *L) { return binary_meta(L, DLE_OP_ADD); }
-static int mt_sub(lua_State *L) { return binary_meta(L, DLE_OP_SUB); }
-static int mt_mul(lua_State *L) { return binary_meta(L, DLE_OP_MUL); }
-static int mt_div(lua_State *L) { return binary_meta(L, DLE_OP_DIV); }
-static int mt_mod(lua_State *L) { return binary_meta(L, DLE_OP_REMAINDER); }
-static int mt_idiv(lua_State *L) { return binary_meta(L, DLE_OP_FLOOR_DIVIDE); }
 static int mt_unm(lua_State *L) {
   dle_tensor *r = NULL;
   DLE_LUA_TRY(L, dle_unary(DLE_OP_NEG, &r, dle_lua_check(L, 1)));
@@ -291,22 +285,26 @@ void dle_lua_open_elementwise(lua_State *L, int module, int methods) {
                                    {"nan_to_num_", l_nan_to_num_},
                                    {"where", m_where},
                                    {NULL, NULL}};
-  dle_lua_setfuncs(L, module, both);
+  dle_lua_register(L, module, methods, NULL, both, meths);
   lua_pushcfunction(L, l_where);
   lua_setfield(L, module, "where");
-  dle_lua_setfuncs(L, methods, both);
-  dle_lua_setfuncs(L, methods, meths);
   lua_pushcfunction(L, l_clamp);
   lua_setfield(L, methods, "clip");
 
-  static const luaL_Reg meta[] = {{"__add", mt_add}, {"__sub", mt_sub}, {"__mul", mt_mul},
-                                  {"__div", mt_div}, {"__mod", mt_mod}, {"__idiv", mt_idiv},
-                                  {"__unm", mt_unm}, {NULL, NULL}};
-  for (const luaL_Reg *m = meta; m->name; m++) {
+  static const struct {
+    const char *name;
+    dle_op op;
+  } meta[] = {{"__add", DLE_OP_ADD}, {"__sub", DLE_OP_SUB},       {"__mul", DLE_OP_MUL},
+              {"__div", DLE_OP_DIV}, {"__mod", DLE_OP_REMAINDER}, {"__idiv", DLE_OP_FLOOR_DIVIDE}};
+  for (size_t i = 0; i < sizeof meta / sizeof meta[0]; i++) {
     lua_pushvalue(L, mt);
-    lua_pushcclosure(L, m->func, 1);
-    lua_setfield(L, mt, m->name);
+    lua_pushinteger(L, meta[i].op);
+    lua_pushcclosure(L, mt_binary, 2);
+    lua_setfield(L, mt, meta[i].name);
   }
+  lua_pushvalue(L, mt);
+  lua_pushcclosure(L, mt_unm, 1);
+  lua_setfield(L, mt, "__unm");
   lua_pushcfunction(L, l_pow);
   lua_setfield(L, mt, "__pow");
   lua_pop(L, 1);

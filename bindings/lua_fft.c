@@ -25,13 +25,11 @@ static int l_fft(lua_State *L) {
     lua_pop(L, 2);
   }
   dle_tensor *r = NULL;
-  DLE_LUA_TRY(L, dle_fft(&r, x, (dle_fft_kind)kind, nd, dims, n, (dle_fft_norm)norm, fn));
-  dle_lua_push(L, r);
-  return 1;
+  return dle_lua_push_new(
+      L, dle_fft(&r, x, (dle_fft_kind)kind, nd, dims, n, (dle_fft_norm)norm, fn), &r);
 }
 
 void dle_lua_open_fft(lua_State *L, int module, int methods) {
-  (void)methods;
-  lua_pushcfunction(L, l_fft);
-  lua_setfield(L, module, "_fft");
+  static const luaL_Reg fns[] = {{"_fft", l_fft}, {NULL, NULL}};
+  dle_lua_register(L, module, methods, fns, NULL, NULL);
 }

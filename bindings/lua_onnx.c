@@ -32,6 +32,7 @@
 #include "onnx.pb-c.c"
 /* SequenceProto and OptionalProto (bindings/onnx_data.proto): the backend tests' non-tensor values. */
 #include "onnx_data.pb-c.c"
+#include "onnx_dtypes.h"
 
 /* Nested graphs (If/Loop bodies) deeper than this are rejected: a crafted file cannot exhaust
  * the C stack through our recursion. */
@@ -79,9 +80,11 @@ static void release_box(lua_State *L) {
 }
 
 /* Unpacks the message at argument 1 (a path, or bytes when argument 2 is true) with desc; the box
- * holding it is left on the stack. */
+ * holding it is left on the stack. *what, the name errors give, is argument 3 (what the Lua side
+ * reads), or fn. */
 static ProtobufCMessage *unpack_arg(lua_State *L, const ProtobufCMessageDescriptor *desc,
-                                    const char *what) {
+                                    const char *fn, const char **what_out) {
+  const char *what = *what_out = luaL_optstring(L, 3, fn);
   size_t len;
   const char *src = luaL_checklstring(L, 1, &len);
   int is_bytes = lua_toboolean(L, 2);
@@ -120,26 +123,6 @@ static const char *const onnx_type_names[] = {
     "INT32",     "INT64",  "STRING",    "BOOL",       "FLOAT16", "DOUBLE",
     "UINT32",    "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16"};
 #define N_ONNX_TYPES ((int)(sizeof onnx_type_names / sizeof onnx_type_names[0]))
-
-/* dle's dtype for an ONNX data type; false when dle has none. */
-static int onnx_dtype(int32_t t, dle_dtype *out) {
-  switch (t) {
-    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: *out = DLE_F32; return 1;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: *out = DLE_F64; return 1;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16: *out = DLE_F16; return 1;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16: *out = DLE_BF16; return 1;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: *out = DLE_I32; return 1;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: *out = DLE_I64; return 1;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8: *out = DLE_U8; return 1;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: *out = DLE_BOOL; return 1;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8: *out = DLE_I8; return 1;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16: *out = DLE_I16; return 1;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16: *out = DLE_U16; return 1;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32: *out = DLE_U32; return 1;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64: *out = DLE_U64; return 1;
-    default: return 0;
-  }
-}
 
 static const char *onnx_type_name(int32_t t) {
   return t >= 0 && t < N_ONNX_TYPES ? onnx_type_names[t] : "unknown";
@@ -243,12 +226,29 @@ static void set_str(lua_State *L, const char *key, const char *v) {
   lua_setfield(L, -2, key);
 }
 
+/* Pushes a list of n values: `push` (a statement using the 0-based index i) pushes each. */
+#define PUSH_LIST(L, n, i, push)              \
+  do {                                        \
+    size_t count_ = (n);                      \
+    lua_createtable(L, (int)count_, 0);       \
+    for (size_t i = 0; i < count_; i++) {     \
+      push;                                   \
+      lua_rawseti(L, -2, (lua_Integer)i + 1); \
+    }                                         \
+  } while (0)
+
 static void push_strings(lua_State *L, size_t n, char **s) {
-  lua_createtable(L, (int)n, 0);
-  for (size_t i = 0; i < n; i++) {
-    lua_pushstring(L, s[i] ? s[i] : "");
-    lua_rawseti(L, -2, (lua_Integer)i + 1);
-  }
+  PUSH_LIST(L, n, i, lua_pushstring(L, s[i] ? s[i] : ""));
+}
+
+/* A dim of a shape: its size, its name (dim_param), or false when it has neither. */
+static void push_dim(lua_State *L, const Onnx__TensorShapeProto__Dimension *dim) {
+  if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
+    lua_pushinteger(L, dim->dim_value);
+  else if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM)
+    lua_pushstring(L, dim->dim_param ? dim->dim_param : "");
+  else
+    lua_pushboolean(L, 0);
 }
 
 static void push_type(lua_State *L, const Onnx__TypeProto *tp) {
@@ -267,17 +267,7 @@ static void push_type(lua_State *L, const Onnx__TypeProto *tp) {
       if (onnx_dtype(tt->elem_type, &dt)) set_str(L, "dtype", dle_dtype_name(dt));
       set_str(L, "elem_name", onnx_type_name(tt->elem_type));
       if (tt->shape) {
-        lua_createtable(L, (int)tt->shape->n_dim, 0);
-        for (size_t d = 0; d < tt->shape->n_dim; d++) {
-          const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[d];
-          if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
-            lua_pushinteger(L, dim->dim_value);
-          else if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM)
-            lua_pushstring(L, dim->dim_param ? dim->dim_param : "");
-          else
-            lua_pushboolean(L, 0);
-          lua_rawseti(L, -2, (lua_Integer)d + 1);
-        }
+        PUSH_LIST(L, tt->shape->n_dim, d, push_dim(L, tt->shape->dim[d]));
         lua_setfield(L, -2, "shape");
       }
       return;
@@ -290,15 +280,15 @@ static void push_type(lua_State *L, const Onnx__TypeProto *tp) {
   }
 }
 
+static void push_value_info(lua_State *L, const Onnx__ValueInfoProto *v) {
+  lua_createtable(L, 0, 2);
+  set_str(L, "name", v->name);
+  push_type(L, v->type);
+  lua_setfield(L, -2, "type");
+}
+
 static void push_value_infos(lua_State *L, size_t n, Onnx__ValueInfoProto **v) {
-  lua_createtable(L, (int)n, 0);
-  for (size_t i = 0; i < n; i++) {
-    lua_createtable(L, 0, 2);
-    set_str(L, "name", v[i]->name);
-    push_type(L, v[i]->type);
-    lua_setfield(L, -2, "type");
-    lua_rawseti(L, -2, (lua_Integer)i + 1);
-  }
+  PUSH_LIST(L, n, i, push_value_info(L, v[i]));
 }
 
 static void push_graph(lua_State *L, const Onnx__GraphProto *g, const char *what, int depth);
@@ -332,39 +322,20 @@ static void push_attribute(lua_State *L, const Onnx__AttributeProto *a, const ch
       push_graph(L, a->g, what, depth + 1);
       break;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS:
-      lua_createtable(L, (int)a->n_floats, 0);
-      for (size_t i = 0; i < a->n_floats; i++) {
-        lua_pushnumber(L, a->floats[i]);
-        lua_rawseti(L, -2, (lua_Integer)i + 1);
-      }
+      PUSH_LIST(L, a->n_floats, i, lua_pushnumber(L, a->floats[i]));
       break;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS:
-      lua_createtable(L, (int)a->n_ints, 0);
-      for (size_t i = 0; i < a->n_ints; i++) {
-        lua_pushinteger(L, a->ints[i]);
-        lua_rawseti(L, -2, (lua_Integer)i + 1);
-      }
+      PUSH_LIST(L, a->n_ints, i, lua_pushinteger(L, a->ints[i]));
       break;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS:
-      lua_createtable(L, (int)a->n_strings, 0);
-      for (size_t i = 0; i < a->n_strings; i++) {
-        lua_pushlstring(L, (const char *)a->strings[i].data, a->strings[i].len);
-        lua_rawseti(L, -2, (lua_Integer)i + 1);
-      }
+      PUSH_LIST(L, a->n_strings, i,
+                lua_pushlstring(L, (const char *)a->strings[i].data, a->strings[i].len));
       break;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSORS:
-      lua_createtable(L, (int)a->n_tensors, 0);
-      for (size_t i = 0; i < a->n_tensors; i++) {
-        push_tensor(L, a->tensors[i], what);
-        lua_rawseti(L, -2, (lua_Integer)i + 1);
-      }
+      PUSH_LIST(L, a->n_tensors, i, push_tensor(L, a->tensors[i], what));
       break;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS:
-      lua_createtable(L, (int)a->n_graphs, 0);
-      for (size_t i = 0; i < a->n_graphs; i++) {
-        push_graph(L, a->graphs[i], what, depth + 1);
-        lua_rawseti(L, -2, (lua_Integer)i + 1);
-      }
+      PUSH_LIST(L, a->n_graphs, i, push_graph(L, a->graphs[i], what, depth + 1));
       break;
     default: lua_pushnil(L); break;
   }
@@ -392,26 +363,23 @@ static void push_node(lua_State *L, const Onnx__NodeProto *n, const char *what, 
   lua_setfield(L, -2, "attributes");
 }
 
+/* An initializer {name, tensor}. */
+static void push_initializer(lua_State *L, const Onnx__TensorProto *t, const char *what) {
+  lua_createtable(L, 0, 2);
+  set_str(L, "name", t->name);
+  push_tensor(L, t, what);
+  lua_setfield(L, -2, "tensor");
+}
+
 static void push_graph(lua_State *L, const Onnx__GraphProto *g, const char *what, int depth) {
   if (depth > MAX_GRAPH_DEPTH)
     onnx_fail(L, what, "graphs nested deeper than %d levels", MAX_GRAPH_DEPTH);
   luaL_checkstack(L, 8, what);
   lua_createtable(L, 0, 7);
   set_str(L, "name", g->name);
-  lua_createtable(L, (int)g->n_node, 0);
-  for (size_t i = 0; i < g->n_node; i++) {
-    push_node(L, g->node[i], what, depth);
-    lua_rawseti(L, -2, (lua_Integer)i + 1);
-  }
+  PUSH_LIST(L, g->n_node, i, push_node(L, g->node[i], what, depth));
   lua_setfield(L, -2, "nodes");
-  lua_createtable(L, (int)g->n_initializer, 0);
-  for (size_t i = 0; i < g->n_initializer; i++) {
-    lua_createtable(L, 0, 2);
-    set_str(L, "name", g->initializer[i]->name);
-    push_tensor(L, g->initializer[i], what);
-    lua_setfield(L, -2, "tensor");
-    lua_rawseti(L, -2, (lua_Integer)i + 1);
-  }
+  PUSH_LIST(L, g->n_initializer, i, push_initializer(L, g->initializer[i], what));
   lua_setfield(L, -2, "initializers");
   if (g->n_sparse_initializer) onnx_fail(L, what, "sparse initializers are not supported");
   push_value_infos(L, g->n_input, g->input);
@@ -422,10 +390,17 @@ static void push_graph(lua_State *L, const Onnx__GraphProto *g, const char *what
   lua_setfield(L, -2, "value_info");
 }
 
+/* The readers' last result, the message's name; then the message is freed. Returns nres. */
+static int push_name_and_free(lua_State *L, const char *name, int nres) {
+  lua_pushstring(L, name ? name : "");
+  release_box(L);
+  return nres;
+}
+
 static int l_onnx_model(lua_State *L) {
-  const char *what = luaL_optstring(L, 3, "_onnx_model");
+  const char *what;
   const Onnx__ModelProto *m =
-      (const Onnx__ModelProto *)unpack_arg(L, &onnx__model_proto__descriptor, what);
+      (const Onnx__ModelProto *)unpack_arg(L, &onnx__model_proto__descriptor, "_onnx_model", &what);
   if (!m->graph) return onnx_fail(L, what, "the model has no graph");
   lua_createtable(L, 0, 6);
   lua_pushinteger(L, m->has_ir_version ? m->ir_version : 0);
@@ -446,13 +421,11 @@ static int l_onnx_model(lua_State *L) {
 }
 
 static int l_onnx_tensor(lua_State *L) {
-  const char *what = luaL_optstring(L, 3, "_onnx_tensor");
-  const Onnx__TensorProto *tp =
-      (const Onnx__TensorProto *)unpack_arg(L, &onnx__tensor_proto__descriptor, what);
+  const char *what;
+  const Onnx__TensorProto *tp = (const Onnx__TensorProto *)unpack_arg(
+      L, &onnx__tensor_proto__descriptor, "_onnx_tensor", &what);
   push_tensor(L, tp, what);
-  lua_pushstring(L, tp->name ? tp->name : "");
-  release_box(L);
-  return 2;
+  return push_name_and_free(L, tp->name, 2);
 }
 
 /* Pushes the SequenceProto's tensors as a list; sequences of other values are refused. */
@@ -464,27 +437,21 @@ static void push_sequence(lua_State *L, const Onnx__SequenceProto *sp, const cha
        sp->elem_type != ONNX__SEQUENCE_PROTO__DATA_TYPE__UNDEFINED))
     onnx_fail(L, what, "sequence '%s': only sequences of tensors are supported", name);
   luaL_checkstack(L, 4, what);
-  lua_createtable(L, (int)sp->n_tensor_values, 0);
-  for (size_t i = 0; i < sp->n_tensor_values; i++) {
-    push_tensor(L, sp->tensor_values[i], what);
-    lua_rawseti(L, -2, (lua_Integer)i + 1);
-  }
+  PUSH_LIST(L, sp->n_tensor_values, i, push_tensor(L, sp->tensor_values[i], what));
 }
 
 static int l_onnx_sequence(lua_State *L) {
-  const char *what = luaL_optstring(L, 3, "_onnx_sequence");
-  const Onnx__SequenceProto *sp =
-      (const Onnx__SequenceProto *)unpack_arg(L, &onnx__sequence_proto__descriptor, what);
+  const char *what;
+  const Onnx__SequenceProto *sp = (const Onnx__SequenceProto *)unpack_arg(
+      L, &onnx__sequence_proto__descriptor, "_onnx_sequence", &what);
   push_sequence(L, sp, what);
-  lua_pushstring(L, sp->name ? sp->name : "");
-  release_box(L);
-  return 2;
+  return push_name_and_free(L, sp->name, 2);
 }
 
 static int l_onnx_optional(lua_State *L) {
-  const char *what = luaL_optstring(L, 3, "_onnx_optional");
-  const Onnx__OptionalProto *op =
-      (const Onnx__OptionalProto *)unpack_arg(L, &onnx__optional_proto__descriptor, what);
+  const char *what;
+  const Onnx__OptionalProto *op = (const Onnx__OptionalProto *)unpack_arg(
+      L, &onnx__optional_proto__descriptor, "_onnx_optional", &what);
   const char *name = op->name && op->name[0] ? op->name : "(unnamed)";
   if (op->sparse_tensor_value || op->map_value || op->optional_value)
     onnx_fail(L, what, "optional '%s': only optional tensors and sequences are supported", name);
@@ -498,17 +465,14 @@ static int l_onnx_optional(lua_State *L) {
     lua_pushnil(L);
     lua_pushstring(L, "none");
   }
-  lua_pushstring(L, op->name ? op->name : "");
-  release_box(L);
-  return 3;
+  return push_name_and_free(L, op->name, 3);
 }
 
 void dle_lua_open_onnx(lua_State *L, int module, int methods) {
-  (void)methods;
   static const luaL_Reg fns[] = {{"_onnx_model", l_onnx_model},
                                  {"_onnx_tensor", l_onnx_tensor},
                                  {"_onnx_sequence", l_onnx_sequence},
                                  {"_onnx_optional", l_onnx_optional},
                                  {NULL, NULL}};
-  dle_lua_setfuncs(L, module, fns);
+  dle_lua_register(L, module, methods, fns, NULL, NULL);
 }

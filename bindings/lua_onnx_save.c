@@ -23,6 +23,7 @@
 #include "../engine/dle.h"
 #include "lua_util.h"
 #include "onnx.pb-c.h"
+#include "onnx_dtypes.h"
 
 /* ---- the arena: a list of malloc'd blocks freed together by the userdata's __gc ---- */
 
@@ -56,12 +57,27 @@ static void *alloc(lua_State *L, arena *a, size_t n) {
   return b->data;
 }
 
+/* A new message of the type desc describes, holding its defaults. */
+static void *new_message(lua_State *L, arena *a, const ProtobufCMessageDescriptor *desc) {
+  void *m = alloc(L, a, desc->sizeof_message);
+  protobuf_c_message_init(desc, m);
+  return m;
+}
+
+/* A copy of the string at idx ("" when the value there is not a string); *len, when len is not
+ * NULL, receives its length. */
+static char *copy_string(lua_State *L, arena *a, int idx, size_t *len) {
+  size_t n = 0;
+  const char *s = lua_isstring(L, idx) ? lua_tolstring(L, idx, &n) : "";
+  char *out = alloc(L, a, n + 1);
+  memcpy(out, s, n);
+  if (len) *len = n;
+  return out;
+}
+
 static char *str_field(lua_State *L, arena *a, int idx, const char *key) {
   lua_getfield(L, idx, key);
-  size_t len = 0;
-  const char *s = lua_isstring(L, -1) ? lua_tolstring(L, -1, &len) : "";
-  char *out = alloc(L, a, len + 1);
-  memcpy(out, s, len);
+  char *out = copy_string(L, a, -1, NULL);
   lua_pop(L, 1);
   return out;
 }
@@ -73,47 +89,38 @@ static lua_Integer int_field(lua_State *L, int idx, const char *key) {
   return v;
 }
 
-/* The strings of the list at idx[key]. */
-static char **strings_field(lua_State *L, arena *a, int idx, const char *key, size_t *n) {
+/* The elements made by f from each value of the list at idx[key] (f gets the value's absolute
+ * index); *n is set to their count. */
+typedef void *(*elem_fn)(lua_State *L, arena *a, int idx, int depth);
+static void **list_field(lua_State *L, arena *a, int idx, const char *key, size_t *n, elem_fn f,
+                         int depth) {
   lua_getfield(L, idx, key);
-  *n = lua_istable(L, -1) ? lua_rawlen(L, -1) : 0;
-  char **out = alloc(L, a, *n * sizeof *out);
+  int list = lua_gettop(L);
+  *n = lua_istable(L, list) ? lua_rawlen(L, list) : 0;
+  void **out = alloc(L, a, *n * sizeof *out);
   for (size_t i = 0; i < *n; i++) {
-    lua_rawgeti(L, -1, (lua_Integer)i + 1);
-    size_t len = 0;
-    const char *s = lua_isstring(L, -1) ? lua_tolstring(L, -1, &len) : "";
-    out[i] = alloc(L, a, len + 1);
-    memcpy(out[i], s, len);
-    lua_pop(L, 1);
+    lua_rawgeti(L, list, (lua_Integer)i + 1);
+    out[i] = f(L, a, lua_gettop(L), depth);
+    lua_settop(L, list);
   }
   lua_pop(L, 1);
   return out;
 }
 
-static int onnx_elem_type(dle_dtype dt) {
-  switch (dt) {
-    case DLE_F32: return ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
-    case DLE_F64: return ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
-    case DLE_F16: return ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16;
-    case DLE_BF16: return ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16;
-    case DLE_I32: return ONNX__TENSOR_PROTO__DATA_TYPE__INT32;
-    case DLE_I64: return ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
-    case DLE_U8: return ONNX__TENSOR_PROTO__DATA_TYPE__UINT8;
-    case DLE_BOOL: return ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
-    case DLE_I8: return ONNX__TENSOR_PROTO__DATA_TYPE__INT8;
-    case DLE_I16: return ONNX__TENSOR_PROTO__DATA_TYPE__INT16;
-    case DLE_U16: return ONNX__TENSOR_PROTO__DATA_TYPE__UINT16;
-    case DLE_U32: return ONNX__TENSOR_PROTO__DATA_TYPE__UINT32;
-    case DLE_U64: return ONNX__TENSOR_PROTO__DATA_TYPE__UINT64;
-    default: return -1;
-  }
+static void *string_elem(lua_State *L, arena *a, int idx, int depth) {
+  (void)depth;
+  return copy_string(L, a, idx, NULL);
+}
+
+/* The strings of the list at idx[key]. */
+static char **strings_field(lua_State *L, arena *a, int idx, const char *key, size_t *n) {
+  return (char **)list_field(L, a, idx, key, n, string_elem, 0);
 }
 
 /* A TensorProto of the tensor at the top of the stack (not popped), named name. */
 static Onnx__TensorProto *tensor_proto(lua_State *L, arena *a, const char *name) {
   dle_tensor *t = dle_lua_check(L, -1);
-  Onnx__TensorProto *tp = alloc(L, a, sizeof *tp);
-  onnx__tensor_proto__init(tp);
+  Onnx__TensorProto *tp = new_message(L, a, &onnx__tensor_proto__descriptor);
   int et = onnx_elem_type(t->dtype);
   if (et < 0)
     luaL_error(L, "dle.onnx.save: tensor '%s' has dtype %s, which ONNX export does not support",
@@ -137,78 +144,50 @@ static Onnx__TensorProto *tensor_proto(lua_State *L, arena *a, const char *name)
   return tp;
 }
 
-static Onnx__ValueInfoProto **value_infos(lua_State *L, arena *a, int idx, const char *key,
-                                          size_t *n) {
-  lua_getfield(L, idx, key);
-  int list = lua_gettop(L);
-  *n = lua_istable(L, list) ? lua_rawlen(L, list) : 0;
-  Onnx__ValueInfoProto **out = alloc(L, a, *n * sizeof *out);
-  for (size_t i = 0; i < *n; i++) {
-    lua_rawgeti(L, list, (lua_Integer)i + 1);
-    int v = lua_gettop(L);
-    Onnx__ValueInfoProto *vi = out[i] = alloc(L, a, sizeof *vi);
-    onnx__value_info_proto__init(vi);
-    vi->name = str_field(L, a, v, "name");
-    Onnx__TypeProto *tp = vi->type = alloc(L, a, sizeof *tp);
-    onnx__type_proto__init(tp);
-    Onnx__TypeProto__Tensor *tt = alloc(L, a, sizeof *tt);
-    onnx__type_proto__tensor__init(tt);
-    tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
-    tp->tensor_type = tt;
-    tt->elem_type = (int32_t)int_field(L, v, "elem_type");
-    tt->has_elem_type = 1;
-    lua_getfield(L, v, "shape");
-    if (lua_istable(L, -1)) {
-      Onnx__TensorShapeProto *sp = tt->shape = alloc(L, a, sizeof *sp);
-      onnx__tensor_shape_proto__init(sp);
-      sp->n_dim = lua_rawlen(L, -1);
-      sp->dim = alloc(L, a, sp->n_dim * sizeof *sp->dim);
-      for (size_t d = 0; d < sp->n_dim; d++) {
-        Onnx__TensorShapeProto__Dimension *dm = sp->dim[d] = alloc(L, a, sizeof *dm);
-        onnx__tensor_shape_proto__dimension__init(dm);
-        lua_rawgeti(L, -1, (lua_Integer)d + 1);
-        if (lua_type(L, -1) == LUA_TSTRING) {
-          size_t len;
-          const char *s = lua_tolstring(L, -1, &len);
-          dm->dim_param = alloc(L, a, len + 1);
-          memcpy(dm->dim_param, s, len);
-          dm->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
-        } else {
-          dm->dim_value = lua_tointeger(L, -1);
-          dm->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
-        }
-        lua_pop(L, 1);
+/* A ValueInfoProto {name, elem_type, shape = {dim...}} (no shape: one of unknown rank). */
+static void *value_info_proto(lua_State *L, arena *a, int v, int depth) {
+  (void)depth;
+  Onnx__ValueInfoProto *vi = new_message(L, a, &onnx__value_info_proto__descriptor);
+  vi->name = str_field(L, a, v, "name");
+  Onnx__TypeProto *tp = vi->type = new_message(L, a, &onnx__type_proto__descriptor);
+  Onnx__TypeProto__Tensor *tt = new_message(L, a, &onnx__type_proto__tensor__descriptor);
+  tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+  tp->tensor_type = tt;
+  tt->elem_type = (int32_t)int_field(L, v, "elem_type");
+  tt->has_elem_type = 1;
+  lua_getfield(L, v, "shape");
+  if (lua_istable(L, -1)) {
+    Onnx__TensorShapeProto *sp = tt->shape =
+        new_message(L, a, &onnx__tensor_shape_proto__descriptor);
+    sp->n_dim = lua_rawlen(L, -1);
+    sp->dim = alloc(L, a, sp->n_dim * sizeof *sp->dim);
+    for (size_t d = 0; d < sp->n_dim; d++) {
+      Onnx__TensorShapeProto__Dimension *dm = sp->dim[d] =
+          new_message(L, a, &onnx__tensor_shape_proto__dimension__descriptor);
+      lua_rawgeti(L, -1, (lua_Integer)d + 1);
+      if (lua_type(L, -1) == LUA_TSTRING) {
+        dm->dim_param = copy_string(L, a, -1, NULL);
+        dm->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+      } else {
+        dm->dim_value = lua_tointeger(L, -1);
+        dm->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
       }
+      lua_pop(L, 1);
     }
-    lua_settop(L, list);
   }
   lua_pop(L, 1);
-  return out;
+  return vi;
+}
+
+static Onnx__ValueInfoProto **value_infos(lua_State *L, arena *a, int idx, const char *key,
+                                          size_t *n) {
+  return (Onnx__ValueInfoProto **)list_field(L, a, idx, key, n, value_info_proto, 0);
 }
 
 static Onnx__GraphProto *graph_proto(lua_State *L, arena *a, int idx, int depth);
 
-/* The messages made by f from each table of the list at idx[key] (f gets the table's absolute
- * index); *n is set to their count. */
-typedef void *(*elem_fn)(lua_State *L, arena *a, int idx, int depth);
-static void **list_field(lua_State *L, arena *a, int idx, const char *key, size_t *n, elem_fn f,
-                         int depth) {
-  lua_getfield(L, idx, key);
-  int list = lua_gettop(L);
-  *n = lua_istable(L, list) ? lua_rawlen(L, list) : 0;
-  void **out = alloc(L, a, *n * sizeof *out);
-  for (size_t i = 0; i < *n; i++) {
-    lua_rawgeti(L, list, (lua_Integer)i + 1);
-    out[i] = f(L, a, lua_gettop(L), depth);
-    lua_settop(L, list);
-  }
-  lua_pop(L, 1);
-  return out;
-}
-
 static void *attribute_proto(lua_State *L, arena *a, int idx, int depth) {
-  Onnx__AttributeProto *at = alloc(L, a, sizeof *at);
-  onnx__attribute_proto__init(at);
+  Onnx__AttributeProto *at = new_message(L, a, &onnx__attribute_proto__descriptor);
   at->name = str_field(L, a, idx, "name");
   lua_getfield(L, idx, "type");
   const char *type = lua_isstring(L, -1) ? lua_tostring(L, -1) : "";
@@ -225,11 +204,7 @@ static void *attribute_proto(lua_State *L, arena *a, int idx, int depth) {
     at->has_f = 1;
   } else if (!strcmp(type, "STRING")) {
     at->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
-    size_t len = 0;
-    const char *s = lua_tolstring(L, v, &len);
-    at->s.data = alloc(L, a, len + 1);
-    memcpy(at->s.data, s ? s : "", len);
-    at->s.len = len;
+    at->s.data = (uint8_t *)copy_string(L, a, v, &at->s.len);
     at->has_s = 1;
   } else if (!strcmp(type, "INTS") || !strcmp(type, "FLOATS")) {
     int ints = type[0] == 'I';
@@ -265,8 +240,7 @@ static void *attribute_proto(lua_State *L, arena *a, int idx, int depth) {
 }
 
 static void *node_proto(lua_State *L, arena *a, int idx, int depth) {
-  Onnx__NodeProto *n = alloc(L, a, sizeof *n);
-  onnx__node_proto__init(n);
+  Onnx__NodeProto *n = new_message(L, a, &onnx__node_proto__descriptor);
   n->op_type = str_field(L, a, idx, "op_type");
   n->name = str_field(L, a, idx, "name");
   n->domain = str_field(L, a, idx, "domain");
@@ -289,8 +263,7 @@ static Onnx__GraphProto *graph_proto(lua_State *L, arena *a, int idx, int depth)
   if (depth > 64) luaL_error(L, "dle.onnx.save: graphs nested deeper than 64 levels");
   luaL_checkstack(L, 16, "dle.onnx.save");
   idx = lua_absindex(L, idx);
-  Onnx__GraphProto *g = alloc(L, a, sizeof *g);
-  onnx__graph_proto__init(g);
+  Onnx__GraphProto *g = new_message(L, a, &onnx__graph_proto__descriptor);
   g->name = str_field(L, a, idx, "name");
   g->node = (Onnx__NodeProto **)list_field(L, a, idx, "nodes", &g->n_node, node_proto, depth);
   g->initializer = (Onnx__TensorProto **)list_field(L, a, idx, "initializers", &g->n_initializer,
@@ -299,6 +272,16 @@ static Onnx__GraphProto *graph_proto(lua_State *L, arena *a, int idx, int depth)
   g->output = value_infos(L, a, idx, "outputs", &g->n_output);
   g->value_info = value_infos(L, a, idx, "value_info", &g->n_value_info);
   return g;
+}
+
+/* An opset import {domain, version}. */
+static void *opset_proto(lua_State *L, arena *a, int idx, int depth) {
+  (void)depth;
+  Onnx__OperatorSetIdProto *o = new_message(L, a, &onnx__operator_set_id_proto__descriptor);
+  o->domain = str_field(L, a, idx, "domain");
+  o->version = int_field(L, idx, "version");
+  o->has_version = 1;
+  return o;
 }
 
 /* A protobuf-c output buffer that writes through to a FILE. */
@@ -319,26 +302,13 @@ static int l_onnx_save(lua_State *L) {
   lua_settop(L, 2);
   arena *a = dle_lua_new_owned(L, sizeof *a, "dle.onnx_arena", arena_gc);
 
-  Onnx__ModelProto *m = alloc(L, a, sizeof *m);
-  onnx__model_proto__init(m);
+  Onnx__ModelProto *m = new_message(L, a, &onnx__model_proto__descriptor);
   m->ir_version = int_field(L, 2, "ir_version");
   m->has_ir_version = 1;
   m->producer_name = str_field(L, a, 2, "producer_name");
   m->producer_version = str_field(L, a, 2, "producer_version");
-  lua_getfield(L, 2, "opset_import");
-  int list = lua_gettop(L);
-  m->n_opset_import = lua_istable(L, list) ? lua_rawlen(L, list) : 0;
-  m->opset_import = alloc(L, a, m->n_opset_import * sizeof *m->opset_import);
-  for (size_t i = 0; i < m->n_opset_import; i++) {
-    lua_rawgeti(L, list, (lua_Integer)i + 1);
-    Onnx__OperatorSetIdProto *o = m->opset_import[i] = alloc(L, a, sizeof *o);
-    onnx__operator_set_id_proto__init(o);
-    o->domain = str_field(L, a, -1, "domain");
-    o->version = int_field(L, lua_gettop(L), "version");
-    o->has_version = 1;
-    lua_pop(L, 1);
-  }
-  lua_pop(L, 1);
+  m->opset_import = (Onnx__OperatorSetIdProto **)list_field(L, a, 2, "opset_import",
+                                                            &m->n_opset_import, opset_proto, 0);
   lua_getfield(L, 2, "graph");
   m->graph = graph_proto(L, a, -1, 0);
   lua_pop(L, 1);
@@ -355,7 +325,6 @@ static int l_onnx_save(lua_State *L) {
 }
 
 void dle_lua_open_onnx_save(lua_State *L, int module, int methods) {
-  (void)methods;
   static const luaL_Reg fns[] = {{"_onnx_save", l_onnx_save}, {NULL, NULL}};
-  dle_lua_setfuncs(L, module, fns);
+  dle_lua_register(L, module, methods, fns, NULL, NULL);
 }

@@ -45,10 +45,9 @@ static int l_op_flops_rule(lua_State *L) {
 }
 
 void dle_lua_open_profile(lua_State *L, int module, int methods) {
-  (void)methods;
   static const luaL_Reg fns[] = {{"_profile_mode", l_profile_mode},
                                  {"_profile_counters", l_profile_counters},
                                  {"_op_flops_rule", l_op_flops_rule},
                                  {NULL, NULL}};
-  dle_lua_setfuncs(L, module, fns);
+  dle_lua_register(L, module, methods, fns, NULL, NULL);
 }

@@ -7,40 +7,30 @@
 #include "../engine/dle.h"
 #include "lua_util.h"
 
-/* Raises the engine's error after releasing the results a failed call may have left. */
-static int push_all(lua_State *L, dle_status st, dle_tensor **r, int n) {
-  if (st != DLE_OK) {
-    for (int k = 0; k < n; k++) dle_tensor_release(r[k]);
-    return dle_lua_fail(L);
-  }
-  for (int k = 0; k < n; k++) dle_lua_push(L, r[k]);
-  return n;
-}
-
 static int l_lstm_cell_fused(lua_State *L) {
   dle_tensor *xg = dle_lua_check(L, 1), *hg = dle_lua_check(L, 2), *c = dle_lua_check(L, 3);
   dle_tensor *r[3] = {NULL, NULL, NULL};
-  return push_all(L, dle_lstm_cell_fused(&r[0], &r[1], &r[2], xg, hg, c), r, 3);
+  return dle_lua_push_all(L, dle_lstm_cell_fused(&r[0], &r[1], &r[2], xg, hg, c), r, 3);
 }
 
 static int l_gru_cell_fused(lua_State *L) {
   dle_tensor *xg = dle_lua_check(L, 1), *hg = dle_lua_check(L, 2), *h = dle_lua_check(L, 3);
   dle_tensor *r[2] = {NULL, NULL};
-  return push_all(L, dle_gru_cell_fused(&r[0], &r[1], xg, hg, h), r, 2);
+  return dle_lua_push_all(L, dle_gru_cell_fused(&r[0], &r[1], xg, hg, h), r, 2);
 }
 
 static int l_lstm_cell_fused_backward(lua_State *L) {
   dle_tensor *in[5];
   for (int i = 0; i < 5; i++) in[i] = dle_lua_check(L, i + 1);
   dle_tensor *r[2] = {NULL, NULL};
-  return push_all(L, dle_lstm_cell_fused_backward(&r[0], &r[1], in[0], in[1], in[2], in[3], in[4]),
-                  r, 2);
+  return dle_lua_push_all(
+      L, dle_lstm_cell_fused_backward(&r[0], &r[1], in[0], in[1], in[2], in[3], in[4]), r, 2);
 }
 
 static int l_gru_cell_fused_backward(lua_State *L) {
   dle_tensor *gh = dle_lua_check(L, 1), *act = dle_lua_check(L, 2), *h = dle_lua_check(L, 3);
   dle_tensor *r[3] = {NULL, NULL, NULL};
-  return push_all(L, dle_gru_cell_fused_backward(&r[0], &r[1], &r[2], gh, act, h), r, 3);
+  return dle_lua_push_all(L, dle_gru_cell_fused_backward(&r[0], &r[1], &r[2], gh, act, h), r, 3);
 }
 
 void dle_lua_open_rnn(lua_State *L, int module, int methods) {

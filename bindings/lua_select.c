@@ -54,9 +54,7 @@ static dle_tensor *check_mask_arg(lua_State *L, int arg, const char *fn) {
 static int l_masked_select(lua_State *L) {
   dle_tensor *x = dle_lua_check(L, 1), *r = NULL;
   dle_tensor *mask = check_mask_arg(L, 2, "masked_select");
-  DLE_LUA_TRY(L, dle_masked_select(&r, x, mask));
-  dle_lua_push(L, r);
-  return 1;
+  return dle_lua_push_new(L, dle_masked_select(&r, x, mask), &r);
 }
 
 static int masked_scatter_impl(lua_State *L, bool inplace) {
@@ -72,12 +70,9 @@ static int l_masked_scatter_(lua_State *L) { return masked_scatter_impl(L, true)
 
 /* _unique(t, consecutive) -> values, inverse, counts (the options are lua/dle/select.lua's). */
 static int l_unique(lua_State *L) {
-  dle_tensor *x = dle_lua_check(L, 1), *v = NULL, *inv = NULL, *counts = NULL;
-  DLE_LUA_TRY(L, dle_unique(&v, &inv, &counts, x, lua_toboolean(L, 2), LUA_INDEX_BASE));
-  dle_lua_push(L, v);
-  dle_lua_push(L, inv);
-  dle_lua_push(L, counts);
-  return 3;
+  dle_tensor *x = dle_lua_check(L, 1), *r[3] = {NULL, NULL, NULL}; /* values, inverse, counts */
+  dle_status st = dle_unique(&r[0], &r[1], &r[2], x, lua_toboolean(L, 2), LUA_INDEX_BASE);
+  return dle_lua_push_all(L, st, r, 3);
 }
 
 static int l_bincount(lua_State *L) {
@@ -95,9 +90,7 @@ static int l_bincount(lua_State *L) {
     return luaL_error(L, "bincount: weights must be a tensor, got %s", luaL_typename(L, wi));
   int64_t minlength =
       lua_isnoneornil(L, mi) ? 0 : dle_lua_check_int(L, mi, "bincount", "minlength");
-  DLE_LUA_TRY(L, dle_bincount(&r, x, w, minlength));
-  dle_lua_push(L, r);
-  return 1;
+  return dle_lua_push_new(L, dle_bincount(&r, x, w, minlength), &r);
 }
 
 static int l_searchsorted(lua_State *L) {
@@ -120,14 +113,12 @@ static int l_searchsorted(lua_State *L) {
       right = is_right;
     }
   }
-  DLE_LUA_TRY(L, dle_searchsorted(&r, seq, v, right, LUA_INDEX_BASE));
-  dle_lua_push(L, r);
-  return 1;
+  return dle_lua_push_new(L, dle_searchsorted(&r, seq, v, right, LUA_INDEX_BASE), &r);
 }
 
 static int l_mode(lua_State *L) {
   static const char *const known[] = {"keepdim", NULL};
-  dle_tensor *x = dle_lua_check(L, 1), *v = NULL, *i = NULL;
+  dle_tensor *x = dle_lua_check(L, 1), *r[2] = {NULL, NULL}; /* values, indices */
   bool keepdim = false;
   int dim = -1;
   if (lua_istable(L, 2) && !dle_lua_opt(L, 2)) { /* t:mode{keepdim = true} */
@@ -139,10 +130,7 @@ static int l_mode(lua_State *L) {
     else
       keepdim = dle_lua_opt_flag(L, dle_lua_opts_at(L, 3, "mode", known), "mode", "keepdim", false);
   }
-  DLE_LUA_TRY(L, dle_mode(&v, &i, x, dim, keepdim, LUA_INDEX_BASE));
-  dle_lua_push(L, v);
-  dle_lua_push(L, i);
-  return 2;
+  return dle_lua_push_all(L, dle_mode(&r[0], &r[1], x, dim, keepdim, LUA_INDEX_BASE), r, 2);
 }
 
 void dle_lua_open_select(lua_State *L, int module, int methods) {

@@ -407,9 +407,7 @@ static int view_or_expand(lua_State *L, bool expand) {
   int64_t sizes[DLE_MAX_DIMS];
   int next, n = like ? like->ndim : dle_lua_sizes(L, 2, sizes, &next, fn, 1);
   if (like) memcpy(sizes, like->sizes, sizeof like->sizes);
-  DLE_LUA_TRY(L, expand ? dle_expand(&r, t, n, sizes) : dle_view(&r, t, n, sizes));
-  dle_lua_push(L, r);
-  return 1;
+  return dle_lua_push_new(L, expand ? dle_expand(&r, t, n, sizes) : dle_view(&r, t, n, sizes), &r);
 }
 static int m_view(lua_State *L) { return view_or_expand(L, false); }
 static int m_expand(lua_State *L) { return view_or_expand(L, true); }
@@ -418,17 +416,13 @@ static int m_reshape(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
   int64_t sizes[DLE_MAX_DIMS];
   int next, n = dle_lua_sizes(L, 2, sizes, &next, "reshape", 1);
-  DLE_LUA_TRY(L, dle_reshape(&r, t, n, sizes));
-  dle_lua_push(L, r);
-  return 1;
+  return dle_lua_push_new(L, dle_reshape(&r, t, n, sizes), &r);
 }
 
 static int m_transpose(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
   int d1 = dle_lua_dim(L, 2, "transpose"), d2 = dle_lua_dim(L, 3, "transpose");
-  DLE_LUA_TRY(L, dle_transpose(&r, t, d1, d2));
-  dle_lua_push(L, r);
-  return 1;
+  return dle_lua_push_new(L, dle_transpose(&r, t, d1, d2), &r);
 }
 
 static int m_t(lua_State *L) {
@@ -436,9 +430,8 @@ static int m_t(lua_State *L) {
   if (t->ndim > 2)
     return luaL_error(L, "t: expects a tensor with <= 2 dims, got shape %s",
                       dle_tensor_shape_str((char[128]){0}, 128, t));
-  DLE_LUA_TRY(L, t->ndim < 2 ? dle_transpose(&r, t, 0, 0) : dle_transpose(&r, t, 0, 1));
-  dle_lua_push(L, r);
-  return 1;
+  return dle_lua_push_new(L, t->ndim < 2 ? dle_transpose(&r, t, 0, 0) : dle_transpose(&r, t, 0, 1),
+                          &r);
 }
 
 static int m_permute(lua_State *L) {
@@ -453,9 +446,7 @@ static int m_permute(lua_State *L) {
     if (dims[i] == 0) return luaL_error(L, "permute: dim 0 is invalid (dims are 1-based)");
     perm[i] = dims[i] > 0 ? (int)dims[i] - 1 : (int)dims[i];
   }
-  DLE_LUA_TRY(L, dle_permute(&r, t, perm));
-  dle_lua_push(L, r);
-  return 1;
+  return dle_lua_push_new(L, dle_permute(&r, t, perm), &r);
 }
 
 /* narrow(dim, start, length) / select(dim, index): the position is 1-based (negative counts from
@@ -470,9 +461,8 @@ static int narrow_or_select(lua_State *L, bool narrow) {
                       narrow ? "start" : "index");
   dle_attrs a = {
       .nints = narrow ? 3 : 2, .ints = {d, pos > 0 ? pos - 1 : pos, len}, .index_base = 1};
-  DLE_LUA_TRY(L, dle_op_call(narrow ? DLE_OP_NARROW : DLE_OP_SELECT, &r, &t, 1, &a));
-  dle_lua_push(L, r);
-  return 1;
+  return dle_lua_push_new(L, dle_op_call(narrow ? DLE_OP_NARROW : DLE_OP_SELECT, &r, &t, 1, &a),
+                          &r);
 }
 static int m_narrow(lua_State *L) { return narrow_or_select(L, true); }
 static int m_select(lua_State *L) { return narrow_or_select(L, false); }
@@ -480,25 +470,19 @@ static int m_select(lua_State *L) { return narrow_or_select(L, false); }
 static int m_squeeze(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
   int d = dle_lua_optdim(L, 2, "squeeze", DLE_ALL_DIMS);
-  DLE_LUA_TRY(L, dle_squeeze(&r, t, d));
-  dle_lua_push(L, r);
-  return 1;
+  return dle_lua_push_new(L, dle_squeeze(&r, t, d), &r);
 }
 
 static int m_unsqueeze(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
   int d = dle_lua_dim(L, 2, "unsqueeze");
-  DLE_LUA_TRY(L, dle_unsqueeze(&r, t, d));
-  dle_lua_push(L, r);
-  return 1;
+  return dle_lua_push_new(L, dle_unsqueeze(&r, t, d), &r);
 }
 
 static int m_flatten(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
   int d1 = dle_lua_optdim(L, 2, "flatten", 0), d2 = dle_lua_optdim(L, 3, "flatten", -1);
-  DLE_LUA_TRY(L, dle_flatten(&r, t, d1, d2));
-  dle_lua_push(L, r);
-  return 1;
+  return dle_lua_push_new(L, dle_flatten(&r, t, d1, d2), &r);
 }
 
 static int m_contiguous(lua_State *L) {
@@ -646,19 +630,12 @@ static int m_to(lua_State *L) {
   return push_or_self(L, t, r);
 }
 
-static int convert(lua_State *L, dle_dtype dt) {
+/* t:float(), t:long() ... (see conversions below): upvalue 1 is the dtype. */
+static int m_convert(lua_State *L) {
   dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
-  DLE_LUA_TRY(L, dle_to_dtype(&r, t, dt));
+  DLE_LUA_TRY(L, dle_to_dtype(&r, t, (dle_dtype)lua_tointeger(L, lua_upvalueindex(1))));
   return push_or_self(L, t, r);
 }
-static int m_float(lua_State *L) { return convert(L, DLE_F32); }
-static int m_double(lua_State *L) { return convert(L, DLE_F64); }
-static int m_half(lua_State *L) { return convert(L, DLE_F16); }
-static int m_bfloat16(lua_State *L) { return convert(L, DLE_BF16); }
-static int m_long(lua_State *L) { return convert(L, DLE_I64); }
-static int m_int(lua_State *L) { return convert(L, DLE_I32); }
-static int m_byte(lua_State *L) { return convert(L, DLE_U8); }
-static int m_bool(lua_State *L) { return convert(L, DLE_BOOL); }
 
 static int move(lua_State *L, dle_device dev) {
   dle_tensor *t = dle_lua_check(L, 1), *r = NULL;
@@ -695,9 +672,13 @@ void dle_lua_open_tensor(lua_State *L, int module, int methods) {
       {"expand_as", m_expand}, {"squeeze", m_squeeze}, {"unsqueeze", m_unsqueeze},
       {"flatten", m_flatten}, {"contiguous", m_contiguous}, {"clone", m_clone}, {"copy_", m_copy_},
       {"fill_", m_fill_}, {"zero_", m_zero_}, {"item", m_item}, {"totable", m_totable},
-      {"to", m_to}, {"float", m_float}, {"double", m_double}, {"half", m_half},
-      {"bfloat16", m_bfloat16}, {"long", m_long}, {"int", m_int}, {"byte", m_byte},
-      {"bool", m_bool}, {"cpu", m_cpu}, {"cuda", m_cuda}, {NULL, NULL}};
+      {"to", m_to}, {"cpu", m_cpu}, {"cuda", m_cuda}, {NULL, NULL}};
+  static const struct {
+    const char *name;
+    dle_dtype dtype;
+  } conversions[] = {{"float", DLE_F32}, {"double", DLE_F64}, {"half", DLE_F16},
+                     {"bfloat16", DLE_BF16}, {"long", DLE_I64}, {"int", DLE_I32},
+                     {"byte", DLE_U8}, {"bool", DLE_BOOL}};
   // clang-format on
   /* module-level forms of the view functions: dle.transpose(t, 1, 2) etc. */
   static const luaL_Reg both[] = {{"reshape", m_reshape},     {"transpose", m_transpose},
@@ -707,4 +688,9 @@ void dle_lua_open_tensor(lua_State *L, int module, int methods) {
                                   {"clone", m_clone},         {NULL, NULL}};
   dle_lua_setfuncs(L, module, both);
   dle_lua_register(L, module, methods, fns, NULL, meths);
+  for (size_t i = 0; i < sizeof conversions / sizeof conversions[0]; i++) {
+    lua_pushinteger(L, conversions[i].dtype);
+    lua_pushcclosure(L, m_convert, 1);
+    lua_setfield(L, methods, conversions[i].name);
+  }
 }

@@ -89,6 +89,13 @@ void dle_lua_push_created(lua_State *L, dle_tensor *t, const dle_lua_opts *o);
 /* Pushes the new tensor r (owned by Lua from then on), or self (argument 1) for an in-place form;
  * returns 1. */
 int dle_lua_push_result(lua_State *L, dle_tensor *r, bool inplace);
+/* Pushes the n results r of an engine call that returned st, and returns n; or, when st is an
+ * error, releases whatever results the call left and raises its error. */
+int dle_lua_push_all(lua_State *L, dle_status st, dle_tensor **r, int n);
+/* Same, for a call with one result. */
+static inline int dle_lua_push_new(lua_State *L, dle_status st, dle_tensor **r) {
+  return dle_lua_push_all(L, st, r, 1);
+}
 /* Pushes f(t), t the tensor at argument 1 (the tensor-to-tensor methods: clone, detach); returns 1. */
 int dle_lua_apply(lua_State *L, dle_status (*f)(dle_tensor **out, dle_tensor *t));
 
@@ -116,6 +123,7 @@ void dle_lua_open_autograd(lua_State *L, int module, int methods);
 void dle_lua_open_data(lua_State *L, int module, int methods);
 void dle_lua_open_io(lua_State *L, int module, int methods);
 void dle_lua_open_profile(lua_State *L, int module, int methods);
+void dle_lua_open_memory(lua_State *L, int module, int methods);
 void dle_lua_open_graph(lua_State *L, int module, int methods);
 void dle_lua_open_onnx(lua_State *L, int module, int methods);
 void dle_lua_open_onnx_save(lua_State *L, int module, int methods);

@@ -5,16 +5,8 @@
 #include <limits.h>
 #include <stdint.h>
 
+#include "../raw_buffer.h"
 #include "dist.h"
-
-/* The buffer at idx (light userdata, NULL only when count is 0). */
-static void *buffer_at(lua_State *L, int idx, int64_t count, const char *fn) {
-  if (!lua_islightuserdata(L, idx))
-    luaL_error(L, "%s: expected a raw buffer (light userdata), got %s", fn, luaL_typename(L, idx));
-  void *p = lua_touserdata(L, idx);
-  if (!p && count > 0) luaL_error(L, "%s: NULL buffer of %I elements", fn, (LUAI_UACINT)count);
-  return p;
-}
 
 static int count_at(lua_State *L, int idx, const char *fn) {
   lua_Integer n = luaL_checkinteger(L, idx);
@@ -28,7 +20,8 @@ static int count_at(lua_State *L, int idx, const char *fn) {
 static int l_all_gather(lua_State *L) {
   int n = count_at(L, 2, "all_gather");
   const dle_dist_dtype *d = dle_dist_check_dtype(L, 3, "all_gather");
-  void *send = buffer_at(L, 1, n, "all_gather"), *recv = buffer_at(L, 4, n, "all_gather");
+  void *send = dle_raw_buffer_at(L, 1, n, "all_gather"),
+       *recv = dle_raw_buffer_at(L, 4, n, "all_gather");
   MPI_Comm comm = dle_dist_comm_at(L, 5, "all_gather");
   dle_dist_check(L, MPI_Allgather(send, n, d->type, recv, n, d->type, comm), "all_gather",
                  "MPI_Allgather");
@@ -41,7 +34,8 @@ static int l_reduce_scatter(lua_State *L) {
   int n = count_at(L, 2, "reduce_scatter");
   const dle_dist_dtype *d = dle_dist_check_dtype(L, 3, "reduce_scatter");
   int op = luaL_checkoption(L, 4, NULL, dle_dist_op_names);
-  void *send = buffer_at(L, 1, n, "reduce_scatter"), *recv = buffer_at(L, 5, n, "reduce_scatter");
+  void *send = dle_raw_buffer_at(L, 1, n, "reduce_scatter"),
+       *recv = dle_raw_buffer_at(L, 5, n, "reduce_scatter");
   MPI_Comm comm = dle_dist_comm_at(L, 6, "reduce_scatter");
   dle_dist_check(L, MPI_Reduce_scatter_block(send, recv, n, d->type, dle_dist_pick_op(d, op), comm),
                  "reduce_scatter", "MPI_Reduce_scatter_block");
@@ -68,8 +62,9 @@ static p2p_args p2p_args_at(lua_State *L, const char *fn) {
 /** send(buffer, n, dtype, dst, tag, group): n elements to rank dst of the group (blocking). */
 static int l_send(lua_State *L) {
   p2p_args p = p2p_args_at(L, "send");
-  dle_dist_check(L, MPI_Send(buffer_at(L, 1, p.n, "send"), p.n, p.d->type, p.rank, p.tag, p.comm),
-                 "send", "MPI_Send");
+  dle_dist_check(
+      L, MPI_Send(dle_raw_buffer_at(L, 1, p.n, "send"), p.n, p.d->type, p.rank, p.tag, p.comm),
+      "send", "MPI_Send");
   return 0;
 }
 
@@ -103,7 +98,7 @@ static int l_isend(lua_State *L) {
   const dle_dist_dtype *d = dle_dist_check_dtype(L, 3, "isend");
   int dst = (int)luaL_checkinteger(L, 4), tag = (int)luaL_checkinteger(L, 5);
   MPI_Comm comm = dle_dist_comm_at(L, 6, "isend");
-  void *p = buffer_at(L, 1, n, "isend");
+  void *p = dle_raw_buffer_at(L, 1, n, "isend");
   dist_request *r = lua_newuserdatauv(L, sizeof *r, 0);
   r->req = MPI_REQUEST_NULL;
   luaL_setmetatable(L, REQUEST_MT);
@@ -118,7 +113,7 @@ static int l_iall_reduce(lua_State *L) {
   const dle_dist_dtype *d = dle_dist_check_dtype(L, 3, "all_reduce");
   int op = luaL_checkoption(L, 4, NULL, dle_dist_op_names);
   MPI_Comm comm = dle_dist_comm_at(L, 5, "all_reduce");
-  void *p = buffer_at(L, 1, n, "all_reduce");
+  void *p = dle_raw_buffer_at(L, 1, n, "all_reduce");
   dist_request *r = lua_newuserdatauv(L, sizeof *r, 0);
   r->req = MPI_REQUEST_NULL;
   luaL_setmetatable(L, REQUEST_MT);
@@ -156,8 +151,8 @@ static int l_recv(lua_State *L) {
                       p.n);
   }
   dle_dist_check(L,
-                 MPI_Recv(buffer_at(L, 1, p.n, "recv"), p.n, p.d->type, st.MPI_SOURCE, st.MPI_TAG,
-                          p.comm, &st),
+                 MPI_Recv(dle_raw_buffer_at(L, 1, p.n, "recv"), p.n, p.d->type, st.MPI_SOURCE,
+                          st.MPI_TAG, p.comm, &st),
                  "recv", "MPI_Recv");
   lua_pushinteger(L, st.MPI_SOURCE);
   return 1;

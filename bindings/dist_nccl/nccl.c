@@ -14,6 +14,8 @@
 #include <lua.h>
 #include <nccl.h>
 
+#include "../raw_buffer.h"
+
 #define COMM_MT "dle.dist.NcclComm"
 
 /* One dle dtype as NCCL sees it: `per` NCCL elements of `type` per dle element. bool goes as
@@ -99,15 +101,6 @@ static nccl_comm *comm_at(lua_State *L, int idx, const char *fn) {
   return c;
 }
 
-/* The raw device buffer at idx (light userdata; NULL only for an empty one). */
-static void *buffer_at(lua_State *L, int idx, lua_Integer count, const char *fn) {
-  if (!lua_islightuserdata(L, idx))
-    luaL_error(L, "%s: expected a raw buffer (light userdata), got %s", fn, luaL_typename(L, idx));
-  void *p = lua_touserdata(L, idx);
-  if (!p && count > 0) luaL_error(L, "%s: NULL buffer of %I elements", fn, (LUAI_UACINT)count);
-  return p;
-}
-
 static size_t count_at(lua_State *L, int idx, const char *fn) {
   lua_Integer n = luaL_checkinteger(L, idx);
   if (n < 0) luaL_error(L, "%s: negative element count %I", fn, (LUAI_UACINT)n);
@@ -127,7 +120,7 @@ static int rank_at(lua_State *L, int idx, const nccl_comm *c, const char *fn, co
  * fn, the collective that needed the communicator. */
 static int l_unique_id(lua_State *L) {
   const char *fn = luaL_optstring(L, 2, "unique_id");
-  void *p = buffer_at(L, 1, NCCL_UNIQUE_ID_BYTES, fn);
+  void *p = dle_raw_buffer_at(L, 1, NCCL_UNIQUE_ID_BYTES, fn);
   ncclUniqueId id;
   check_nccl(L, ncclGetUniqueId(&id), fn, "ncclGetUniqueId");
   memcpy(p, &id, sizeof id);
@@ -145,7 +138,7 @@ static int comm_gc(lua_State *L) {
  * `device`, this process being `rank`: every rank calls it with the same id (ncclCommInitRank). */
 static int l_comm_init(lua_State *L) {
   const char *fn = luaL_optstring(L, 5, "comm_init");
-  const void *p = buffer_at(L, 1, NCCL_UNIQUE_ID_BYTES, fn);
+  const void *p = dle_raw_buffer_at(L, 1, NCCL_UNIQUE_ID_BYTES, fn);
   lua_Integer n = luaL_checkinteger(L, 2), r = luaL_checkinteger(L, 3);
   lua_Integer dev = luaL_checkinteger(L, 4);
   if (n < 1 || r < 0 || r >= n)
@@ -177,7 +170,7 @@ static call_args args_at(lua_State *L, const char *fn) {
   call_args a;
   a.c = comm_at(L, 1, fn);
   a.n = count_at(L, 3, fn);
-  a.p = buffer_at(L, 2, (lua_Integer)a.n, fn);
+  a.p = dle_raw_buffer_at(L, 2, (lua_Integer)a.n, fn);
   a.d = check_dtype(L, 4, fn);
   a.n *= (size_t)a.d->per; /* from here on, a count of NCCL elements */
   return a;
@@ -204,7 +197,7 @@ static int l_broadcast(lua_State *L) {
 /** all_gather(comm, send, n, dtype, recv): recv (n * size elements) gets every rank's n. */
 static int l_all_gather(lua_State *L) {
   call_args a = args_at(L, "all_gather");
-  void *recv = buffer_at(L, 5, (lua_Integer)a.n, "all_gather");
+  void *recv = dle_raw_buffer_at(L, 5, (lua_Integer)a.n, "all_gather");
   check_nccl(L, ncclAllGather(a.p, recv, a.n, a.d->type, a.c->comm, cudaStreamLegacy), "all_gather",
              "ncclAllGather");
   return 0;
@@ -215,7 +208,7 @@ static int l_all_gather(lua_State *L) {
 static int l_reduce_scatter(lua_State *L) {
   call_args a = args_at(L, "reduce_scatter");
   ncclRedOp_t op = pick_op(L, a.d, luaL_checkoption(L, 5, NULL, op_names), "reduce_scatter");
-  void *recv = buffer_at(L, 6, (lua_Integer)a.n, "reduce_scatter");
+  void *recv = dle_raw_buffer_at(L, 6, (lua_Integer)a.n, "reduce_scatter");
   check_nccl(L, ncclReduceScatter(a.p, recv, a.n, a.d->type, op, a.c->comm, cudaStreamLegacy),
              "reduce_scatter", "ncclReduceScatter");
   return 0;

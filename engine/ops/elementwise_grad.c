@@ -234,8 +234,7 @@ static dle_status d_gelu_grad(dle_tensor **d, dle_tensor *x, dle_tensor *y, cons
   if (st == DLE_OK) st = chain_s(DLE_OP_MUL, &pdf, 0.39894228040143267794, false);
   if (st == DLE_OK) st = dle_binary_scalar(DLE_OP_SUB, d, z, 2, true);
   if (st == DLE_OK) st = chain(DLE_OP_MUL, d, pdf);
-  dle_tensor_release(z);
-  dle_tensor_release(pdf);
+  dle_release_all((dle_tensor *[]){z, pdf}, 2);
   return st;
 }
 
@@ -559,8 +558,7 @@ BINARY_DERIV(d_atan2) {
   if (st == DLE_OK && fa) st = dle_binary(DLE_OP_DIV, fa, b, r);
   if (st == DLE_OK && fb) st = dle_binary(DLE_OP_DIV, fb, a, r);
   if (st == DLE_OK && fb) st = chain_u(DLE_OP_NEG, fb);
-  dle_tensor_release(r);
-  dle_tensor_release(bb);
+  dle_release_all((dle_tensor *[]){r, bb}, 2);
   return st;
 }
 
@@ -592,9 +590,7 @@ BINARY_DERIV(d_copysign) {
   if (st == DLE_OK && fa) st = dle_binary(DLE_OP_DIV, &q, y, a);
   if (st == DLE_OK && fa) st = dle_binary_scalar(DLE_OP_EQ, &mask, a, 0, false);
   if (st == DLE_OK && fa) st = dle_where(fa, mask, zero, q);
-  dle_tensor_release(zero);
-  dle_tensor_release(q);
-  dle_tensor_release(mask);
+  dle_release_all((dle_tensor *[]){zero, q, mask}, 3);
   return st;
 }
 
@@ -631,9 +627,7 @@ static dle_status d_fmaxmin(bool is_max, dle_tensor **fa, dle_tensor **fb, dle_t
     *fa = wa;
     wa = NULL;
   }
-  dle_tensor_release(isnan_b);
-  dle_tensor_release(nan);
-  dle_tensor_release(wa);
+  dle_release_all((dle_tensor *[]){isnan_b, nan, wa}, 3);
   return st;
 }
 
@@ -665,8 +659,7 @@ static dle_status local_derivs(dle_op op, dle_dtype dt, dle_tensor **fa, dle_ten
   dle_status st = a ? dle_cast_if_needed(&ca, a, dt) : DLE_OK;
   if (st == DLE_OK && b) st = dle_cast_if_needed(&cb, b, dt);
   if (st == DLE_OK) st = binary_derivs(op, fa, fb, ca, cb, y);
-  dle_tensor_release(ca);
-  dle_tensor_release(cb);
+  dle_release_all((dle_tensor *[]){ca, cb}, 2);
   return st;
 }
 
@@ -684,8 +677,7 @@ static dle_status vjp_binary(dle_node *n, dle_tensor *const *gout, dle_tensor **
     if (st == DLE_OK) st = dle_grad_to_input(n, i, p, gin);
     dle_tensor_release(p);
   }
-  dle_tensor_release(f[0]);
-  dle_tensor_release(f[1]);
+  dle_release_all(f, 2);
   return st;
 }
 
@@ -705,8 +697,7 @@ DLE_JVP_RULE(jvp_binary) {
       dle_tensor_release(p);
     }
   }
-  dle_tensor_release(f[0]);
-  dle_tensor_release(f[1]);
+  dle_release_all(f, 2);
   return st;
 }
 

@@ -4,6 +4,7 @@
  * gradient rules: ops/fft_grad.c (dle_fft is a composition of ops, the op included, so autograd
  * follows it). The Lua functions dle.fft.* are lua/dle/fft.lua on dle.core._fft. */
 #include "../autograd.h"
+#include "deliver.h"
 
 #include <math.h>
 
@@ -59,13 +60,7 @@ DLE_FORWARD_RULE(fft) {
   if (st == DLE_OK) st = dle_tensor_empty(&res, x->ndim, sizes, out_dt, dle_tensor_device(x));
   if (st == DLE_OK) st = dle_dispatch(op, &res, 1, &in, 1, a);
   dle_tensor_release(in);
-  if (st == DLE_OK && outs[0]) st = dle_copy_(outs[0], res);
-  if (st != DLE_OK || outs[0]) {
-    dle_tensor_release(res);
-    return st;
-  }
-  outs[0] = res;
-  return DLE_OK;
+  return dle_deliver_result(&outs[0], res, st);
 }
 
 /* FLOPs: 5 N log2 N per complex transform of N points (the usual radix-2 count), half that for

@@ -351,6 +351,22 @@ DLE_JVP_RULE(jvp_ce) {
   return scope_end(&s, tout, 2);
 }
 
+/* The inputs of both cross-entropies' backward ops (gy, x, targets, lse) and p = softmax(x). */
+typedef struct {
+  dle_tensor *gy, *x, *t, *lse, *p;
+} ce_bw_in;
+
+static ce_bw_in ce_bw_of(scope *s, dle_tensor *const *ins) {
+  return (ce_bw_in){ins[0], ins[1], ins[2], ins[3], lse_probs(s, ins[1], ins[3])};
+}
+
+/* The same from the node of a backward op, for its VJP. */
+static ce_bw_in ce_bw_of_node(scope *s, dle_node *n) {
+  dle_tensor *ins[4];
+  for (int i = 0; i < 4; i++) ins[i] = dle_node_input(n, i);
+  return ce_bw_of(s, ins);
+}
+
 /* In the backward ops of both cross-entropies (inputs gy, x, targets, lse) x and lse enter only as
  * x - lse, so lse's gradient is minus the row sums of x's gradient dx: gives both as n needs them. */
 static void give_dx_dlse(scope *s, dle_node *n, dle_tensor *dx, dle_tensor **gin) {
@@ -364,17 +380,16 @@ static dle_status vjp_ce_backward(dle_node *n, dle_tensor *const *gout, dle_tens
   if (!g) return DLE_OK;
   const dle_attrs *a = dle_node_attrs(n);
   scope s = {.n = 0};
-  dle_tensor *gy = dle_node_input(n, 0), *x = dle_node_input(n, 1), *t = dle_node_input(n, 2);
-  dle_tensor *lse = dle_node_input(n, 3);
-  dle_tensor *rw = ce_row_weights(&s, a, t, x->dtype), *p = lse_probs(&s, x, lse);
+  ce_bw_in b = ce_bw_of_node(&s, n);
+  dle_tensor *rw = ce_row_weights(&s, a, b.t, b.x->dtype);
   if (dle_node_needs_grad(n, 0)) {
-    dle_tensor *q = ce_smoothed(&s, a, t, x->sizes[1], x->dtype);
-    dle_tensor *d = rowsum(&s, bin(&s, DLE_OP_MUL, g, bin(&s, DLE_OP_SUB, p, q)), false);
-    gin[0] = give(&s, sum_to(&s, bin(&s, DLE_OP_MUL, d, rw), gy->ndim, gy->sizes));
+    dle_tensor *q = ce_smoothed(&s, a, b.t, b.x->sizes[1], b.x->dtype);
+    dle_tensor *d = rowsum(&s, bin(&s, DLE_OP_MUL, g, bin(&s, DLE_OP_SUB, b.p, q)), false);
+    gin[0] = give(&s, sum_to(&s, bin(&s, DLE_OP_MUL, d, rw), b.gy->ndim, b.gy->sizes));
   }
   if (dle_node_needs_grad(n, 1) || dle_node_needs_grad(n, 3)) {
-    dle_tensor *w = unsq(&s, bin(&s, DLE_OP_MUL, rw, gy), 1);
-    give_dx_dlse(&s, n, bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_MUL, w, p), g), gin);
+    dle_tensor *w = unsq(&s, bin(&s, DLE_OP_MUL, rw, b.gy), 1);
+    give_dx_dlse(&s, n, bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_MUL, w, b.p), g), gin);
   }
   return scope_end(&s, gin, 4);
 }
@@ -382,17 +397,17 @@ static dle_status vjp_ce_backward(dle_node *n, dle_tensor *const *gout, dle_tens
 DLE_JVP_RULE(jvp_ce_backward) {
   if (!tin[0] && !tin[1] && !tin[3]) return DLE_OK;
   scope s = {.n = 0};
-  dle_tensor *gy = ins[0], *x = ins[1], *t = ins[2], *lse = ins[3];
-  dle_tensor *rw = ce_row_weights(&s, a, t, x->dtype), *p = lse_probs(&s, x, lse), *acc = NULL;
+  ce_bw_in b = ce_bw_of(&s, ins);
+  dle_tensor *rw = ce_row_weights(&s, a, b.t, b.x->dtype), *acc = NULL;
   if (tin[0]) {
-    dle_tensor *q = ce_smoothed(&s, a, t, x->sizes[1], x->dtype);
+    dle_tensor *q = ce_smoothed(&s, a, b.t, b.x->sizes[1], b.x->dtype);
     acc = bin(&s, DLE_OP_MUL, unsq(&s, bin(&s, DLE_OP_MUL, rw, tin[0]), 1),
-              bin(&s, DLE_OP_SUB, p, q));
+              bin(&s, DLE_OP_SUB, b.p, q));
   }
   if (tin[1] || tin[3]) {
     dle_tensor *d = sub_opt(&s, tin[1], tin[3] ? unsq(&s, tin[3], 1) : NULL);
-    dle_tensor *w = unsq(&s, bin(&s, DLE_OP_MUL, rw, gy), 1);
-    acc = add_opt(&s, acc, bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_MUL, w, p), d));
+    dle_tensor *w = unsq(&s, bin(&s, DLE_OP_MUL, rw, b.gy), 1);
+    acc = add_opt(&s, acc, bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_MUL, w, b.p), d));
   }
   tout[0] = give(&s, acc);
   return scope_end(&s, tout, 1);
@@ -460,20 +475,20 @@ static dle_status vjp_soft_ce_backward(dle_node *n, dle_tensor *const *gout, dle
   if (!g) return DLE_OK;
   const dle_attrs *a = dle_node_attrs(n);
   scope s = {.n = 0};
-  dle_tensor *gy = dle_node_input(n, 0), *x = dle_node_input(n, 1), *t = dle_node_input(n, 2);
-  dle_tensor *lse = dle_node_input(n, 3), *p = lse_probs(&s, x, lse), *sq = soft_sq(&s, a, t);
-  int64_t rows = x->sizes[0];
+  ce_bw_in b = ce_bw_of_node(&s, n);
+  dle_tensor *sq = soft_sq(&s, a, b.t);
+  int64_t rows = b.x->sizes[0];
   if (dle_node_needs_grad(n, 0)) {
-    dle_tensor *psq = bin(&s, DLE_OP_SUB, bin(&s, DLE_OP_MUL, p, sq), soft_q(&s, a, t));
+    dle_tensor *psq = bin(&s, DLE_OP_SUB, bin(&s, DLE_OP_MUL, b.p, sq), soft_q(&s, a, b.t));
     dle_tensor *d = muls(&s, rowsum(&s, bin(&s, DLE_OP_MUL, g, psq), false), mean_scale(a, rows));
-    gin[0] = give(&s, sum_to(&s, d, gy->ndim, gy->sizes));
+    gin[0] = give(&s, sum_to(&s, d, b.gy->ndim, b.gy->sizes));
   }
-  dle_tensor *w = soft_row_w(&s, a, gy, rows), *wg = bin(&s, DLE_OP_MUL, w, g);
+  dle_tensor *w = soft_row_w(&s, a, b.gy, rows), *wg = bin(&s, DLE_OP_MUL, w, g);
   if (dle_node_needs_grad(n, 1) || dle_node_needs_grad(n, 3)) {
-    give_dx_dlse(&s, n, bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_MUL, wg, sq), p), gin);
+    give_dx_dlse(&s, n, bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_MUL, wg, sq), b.p), gin);
   }
   if (dle_node_needs_grad(n, 2)) { /* w (1 - eps) (sum_c g p - g) */
-    dle_tensor *d = bin(&s, DLE_OP_SUB, rowsum(&s, bin(&s, DLE_OP_MUL, g, p), true), g);
+    dle_tensor *d = bin(&s, DLE_OP_SUB, rowsum(&s, bin(&s, DLE_OP_MUL, g, b.p), true), g);
     gin[2] = give(&s, muls(&s, bin(&s, DLE_OP_MUL, w, d), 1 - a->f[0]));
   }
   return scope_end(&s, gin, 4);
@@ -483,20 +498,21 @@ static dle_status vjp_soft_ce_backward(dle_node *n, dle_tensor *const *gout, dle
 DLE_JVP_RULE(jvp_soft_ce_backward) {
   if (!tin[0] && !tin[1] && !tin[2] && !tin[3]) return DLE_OK;
   scope s = {.n = 0};
-  dle_tensor *gy = ins[0], *x = ins[1], *t = ins[2], *lse = ins[3];
-  dle_tensor *p = lse_probs(&s, x, lse), *sq = soft_sq(&s, a, t), *acc = NULL, *inner = NULL;
-  int64_t rows = x->sizes[0];
+  ce_bw_in b = ce_bw_of(&s, ins);
+  dle_tensor *sq = soft_sq(&s, a, b.t), *acc = NULL, *inner = NULL;
+  int64_t rows = b.x->sizes[0];
   if (tin[0]) {
-    dle_tensor *psq = bin(&s, DLE_OP_SUB, bin(&s, DLE_OP_MUL, p, sq), soft_q(&s, a, t));
+    dle_tensor *psq = bin(&s, DLE_OP_SUB, bin(&s, DLE_OP_MUL, b.p, sq), soft_q(&s, a, b.t));
     acc = bin(&s, DLE_OP_MUL, soft_row_w(&s, a, tin[0], rows), psq);
   }
   dle_tensor *dl = tin[3] ? unsq(&s, tin[3], 1) : NULL, *dxl = sub_opt(&s, tin[1], dl);
-  if (dxl) inner = bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_MUL, sq, p), dxl);
+  if (dxl) inner = bin(&s, DLE_OP_MUL, bin(&s, DLE_OP_MUL, sq, b.p), dxl);
   if (tin[2]) {
-    dle_tensor *dt = bin(&s, DLE_OP_SUB, bin(&s, DLE_OP_MUL, p, rowsum(&s, tin[2], true)), tin[2]);
+    dle_tensor *dt =
+        bin(&s, DLE_OP_SUB, bin(&s, DLE_OP_MUL, b.p, rowsum(&s, tin[2], true)), tin[2]);
     inner = add_opt(&s, inner, muls(&s, dt, 1 - a->f[0]));
   }
-  if (inner) acc = add_opt(&s, acc, bin(&s, DLE_OP_MUL, soft_row_w(&s, a, gy, rows), inner));
+  if (inner) acc = add_opt(&s, acc, bin(&s, DLE_OP_MUL, soft_row_w(&s, a, b.gy, rows), inner));
   tout[0] = give(&s, acc);
   return scope_end(&s, tout, 1);
 }

@@ -2,6 +2,7 @@
  * broadcast batch dims) and the mm/bmm wrappers. Kernels only ever see the canonical form
  * out {batch..., M, N} = a {batch..., M, K} . b {batch..., K, N}, batch dims broadcast by stride 0. */
 #include "../autograd.h"
+#include "deliver.h"
 
 /* Shapes of a product, worked out once: batch dims, M, K, N, and the result's own shape. */
 typedef struct {
@@ -152,15 +153,8 @@ DLE_FORWARD_RULE(matmul) {
   if (st == DLE_OK && fused) st = put_addend(r, ins[2], &s);
   if (st == DLE_OK) st = run_matmul(op, r, cast, &s, &acc);
   if (st == DLE_OK && nin == 3 && !fused) st = dle_binary(DLE_OP_ADD, &r, r, ins[2]);
-  if (st == DLE_OK && given && r != given) st = dle_copy_(given, r); /* cast on store */
-  dle_tensor_release(cast[0]);
-  dle_tensor_release(cast[1]);
-  if (st != DLE_OK || given) {
-    dle_tensor_release(r);
-    return st;
-  }
-  outs[0] = r;
-  return DLE_OK;
+  dle_release_all(cast, 2);
+  return dle_deliver_result(&outs[0], r, st);
 }
 
 /* FLOPs: 2*m*n*k per batch, plus m*n for the added term c. */

@@ -26,10 +26,7 @@ static dle_status vjp_max_pool2d(dle_node *n, dle_tensor *const *gout, dle_tenso
     gin[0] = NULL;
     st = dle_reshape(&gin[0], r, 4, xs);
   }
-  dle_tensor_release(z);
-  dle_tensor_release(gp);
-  dle_tensor_release(ip);
-  dle_tensor_release(r);
+  dle_release_all((dle_tensor *[]){z, gp, ip, r}, 4);
   return st;
 }
 
@@ -44,9 +41,7 @@ DLE_JVP_RULE(jvp_max_pool2d) {
     tout[0] = NULL;
     st = dle_reshape(&tout[0], r, 4, outs[0]->sizes);
   }
-  dle_tensor_release(tp);
-  dle_tensor_release(ip);
-  dle_tensor_release(r);
+  dle_release_all((dle_tensor *[]){tp, ip, r}, 3);
   return st;
 }
 

@@ -38,9 +38,7 @@ static dle_status vjp_sort(dle_node *n, dle_tensor *const *gout, dle_tensor **gi
   if (st == DLE_OK) st = with_dim(&idx, dle_node_output(n, 1), op, a, d);
   gin[0] = NULL;
   if (st == DLE_OK) st = dle_scatter_add(&gin[0], z, d, idx, g, a->index_base);
-  dle_tensor_release(z);
-  dle_tensor_release(g);
-  dle_tensor_release(idx);
+  dle_release_all((dle_tensor *[]){z, g, idx}, 3);
   return st;
 }
 

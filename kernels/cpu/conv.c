@@ -403,10 +403,8 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
       for (int64_t e = 0; e < q.o * q.cg; e++)                                                      \
         for (int64_t tap = 0; tap < q.kw; tap++) wt[tap * q.o * q.cg + e] = w[e * q.kw + tap];      \
       j.src = x, j.dst = y, j.bias = bias, j.w = wt;                                                \
-      conv_for_chunks(&j, taps_chunk_##ID);                                                         \
     }                                                                                               \
-    conv_job_free(&j);                                                                              \
-    return st;                                                                                      \
+    return conv_job_run(&j, st, taps_chunk_##ID);                                                   \
   }                                                                                                 \
   static dle_status conv_fwd_##ID(dle_tensor *y, dle_tensor *const *ins, int nin,                   \
                                   const dle_attrs *a) {                                             \
@@ -421,10 +419,8 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
       j.src = dle_tensor_data(ins[0]), j.dst = dle_tensor_data(y);                                  \
       j.bias = nin > 2 ? dle_tensor_data(ins[2]) : NULL;                                            \
       j.w = weight_##ID(ins[1], &j);                                                                \
-      conv_for_chunks(&j, fwd_chunk_##ID);                                                          \
     }                                                                                               \
-    conv_job_free(&j);                                                                              \
-    return st;                                                                                      \
+    return conv_job_run(&j, st, fwd_chunk_##ID);                                                    \
   }                                                                                                 \
   /* gx {N, C, H, W} from gy {N, O, Ho, Wo} and w {O, C/G, kh, kw} */                               \
   static dle_status conv_gin_##ID(dle_tensor *gx, dle_tensor *const *ins, const dle_attrs *a) {     \
@@ -436,10 +432,8 @@ static conv_tap tap_of(const conv_geom *q, int64_t i, int64_t j) {
     if (st == DLE_OK) {                                                                             \
       j.src = dle_tensor_data(ins[0]), j.dst = dle_tensor_data(gx);                                 \
       j.w = weight_##ID(ins[1], &j);                                                                \
-      conv_for_chunks(&j, gin_chunk_##ID);                                                          \
     }                                                                                               \
-    conv_job_free(&j);                                                                              \
-    return st;                                                                                      \
+    return conv_job_run(&j, st, gin_chunk_##ID);                                                    \
   }                                                                                                 \
   /* gw {O, C/G, kh, kw} from gy {N, O, Ho, Wo} and x {N, C, H, W}: the spans' accumulators       \
    * summed in span order */ \

@@ -88,3 +88,9 @@ void conv_for_chunks(const conv_job *j, conv_chunk_fn f) {
   openblas_set_num_threads(dle_get_num_threads());
 #endif
 }
+
+dle_status conv_job_run(conv_job *j, dle_status st, conv_chunk_fn f) {
+  if (st == DLE_OK) conv_for_chunks(j, f);
+  conv_job_free(j);
+  return st;
+}

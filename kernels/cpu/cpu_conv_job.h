@@ -48,5 +48,8 @@ void conv_job_free(conv_job *j);
 
 /* Runs f over all of j's chunks on j->nt threads. */
 void conv_for_chunks(const conv_job *j, conv_chunk_fn f);
+/* A kernel's last step: runs f over j's chunks when st (how j's setup went) is DLE_OK, then frees
+ * j; returns st. */
+dle_status conv_job_run(conv_job *j, dle_status st, conv_chunk_fn f);
 
 #endif

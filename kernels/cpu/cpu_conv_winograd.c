@@ -356,10 +356,8 @@ enum { E_OFFH, E_OFFW, E_TH, E_TW };
       }                                                                                               \
       j.ext[E_OFFH] = offh, j.ext[E_OFFW] = offw, j.ext[E_TH] = th, j.ext[E_TW] = tw;                 \
       j.src = src, j.dst = dst, j.bias = bias, j.w = u;                                               \
-      conv_for_chunks(&j, conv_chunk_##ID);                                                           \
     }                                                                                                 \
-    conv_job_free(&j);                                                                                \
-    return st;                                                                                        \
+    return conv_job_run(&j, st, conv_chunk_##ID);                                                     \
   }                                                                                                   \
   static dle_status wino_gw_##ID(const conv_geom *q, const T *gy, const T *x, T *gw) {                \
     const int64_t th = (q->ho + 1) / 2, tw = (q->wo + 1) / 2, tps = th * tw;                          \

@@ -302,24 +302,17 @@ template <dle_dtype D>
 struct cu_tag {
   static constexpr dle_dtype value = D;
 };
+/* X(D) for each float dtype, and for each other one: the cases of the dispatches below. */
+#define CU_FLOAT_DTYPES(X) X(DLE_F32) X(DLE_F64) X(DLE_F16) X(DLE_BF16) X(DLE_F8E4M3) X(DLE_F8E5M2)
+#define CU_NONFLOAT_DTYPES(X) \
+  X(DLE_I32) X(DLE_I64) X(DLE_U8) X(DLE_BOOL) X(DLE_I8) X(DLE_I16) X(DLE_U16) X(DLE_U32) X(DLE_U64)
+#define CU_TAG_CASE(D) \
+  case D: return fn(cu_tag<D>{});
 template <class Fn>
 dle_status cu_with_dtype(dle_dtype dt, Fn &&fn) {
   switch (dt) {
-    case DLE_F32: return fn(cu_tag<DLE_F32>{});
-    case DLE_F64: return fn(cu_tag<DLE_F64>{});
-    case DLE_F16: return fn(cu_tag<DLE_F16>{});
-    case DLE_BF16: return fn(cu_tag<DLE_BF16>{});
-    case DLE_I32: return fn(cu_tag<DLE_I32>{});
-    case DLE_I64: return fn(cu_tag<DLE_I64>{});
-    case DLE_U8: return fn(cu_tag<DLE_U8>{});
-    case DLE_BOOL: return fn(cu_tag<DLE_BOOL>{});
-    case DLE_I8: return fn(cu_tag<DLE_I8>{});
-    case DLE_I16: return fn(cu_tag<DLE_I16>{});
-    case DLE_U16: return fn(cu_tag<DLE_U16>{});
-    case DLE_U32: return fn(cu_tag<DLE_U32>{});
-    case DLE_U64: return fn(cu_tag<DLE_U64>{});
-    case DLE_F8E4M3: return fn(cu_tag<DLE_F8E4M3>{});
-    case DLE_F8E5M2: return fn(cu_tag<DLE_F8E5M2>{});
+    CU_FLOAT_DTYPES(CU_TAG_CASE)
+    CU_NONFLOAT_DTYPES(CU_TAG_CASE)
     default: return cu_error("invalid dtype %d", (int)dt);
   }
 }
@@ -327,12 +320,7 @@ dle_status cu_with_dtype(dle_dtype dt, Fn &&fn) {
 template <class Fn>
 dle_status cu_with_float_dtype(const char *fn_name, dle_dtype dt, Fn &&fn) {
   switch (dt) {
-    case DLE_F32: return fn(cu_tag<DLE_F32>{});
-    case DLE_F64: return fn(cu_tag<DLE_F64>{});
-    case DLE_F16: return fn(cu_tag<DLE_F16>{});
-    case DLE_BF16: return fn(cu_tag<DLE_BF16>{});
-    case DLE_F8E4M3: return fn(cu_tag<DLE_F8E4M3>{});
-    case DLE_F8E5M2: return fn(cu_tag<DLE_F8E5M2>{});
+    CU_FLOAT_DTYPES(CU_TAG_CASE)
     default: return cu_error("%s: no CUDA kernel for dtype %s", fn_name, cu_dtype_name(dt));
   }
 }
