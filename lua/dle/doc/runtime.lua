@@ -1,7 +1,7 @@
 -- Documentation only (dle.help and LDoc read it; see lua/dle/help.lua).
 
 --- The engine's runtime: memory, threads, time and devices.
--- Implemented in C (bindings/lua_core.c).
+-- Implemented in C: memory in bindings/lua_memory.c, the rest in bindings/lua_core.c.
 -- Memory counts are bytes of CPU tensor data held by dle's allocator (engine/alloc.c); a tensor's
 -- memory is freed when Lua collects it (or at once, for a to-be-closed local variable).
 -- @module runtime
