@@ -4,6 +4,7 @@
 -- file checks the exact text of the errors issue 18 found.
 local dle = require("dle")
 local W = require("api_walk")
+local H = require("helpers")
 
 local this_file = debug.getinfo(1, "S").short_src
 
@@ -53,8 +54,7 @@ describe("API errors", function()
   local targets = W.targets()
 
   it("the walk reaches the whole API: dle, its submodules, constructors and tensor methods", function()
-    local labels = {}
-    for _, t in ipairs(targets) do labels[t.label] = true end
+    local labels = H.index_by(targets, "label", true)
     for _, l in ipairs{"dle.matmul", "dle.exp", "dle.where", "dle.linspace", "Tensor:mm", "Tensor:copy_",
                        "Tensor:clamp", "Tensor:to", "Tensor:sub_", "dle.nn.functional.relu", "dle.nn.Linear",
                        "dle.nn.init.ones_", "dle.optim.SGD", "dle.optim.lr.cosine", "dle.data.idx",

@@ -19,11 +19,7 @@ local function sh(cmd)
   return out, p:close() == true
 end
 
-local function by_op(results)
-  local t = {}
-  for _, r in ipairs(results) do t[r.op] = r end
-  return t
-end
+local function by_op(results) return H.index_by(results, "op") end
 
 describe("scripts/gpu-check", function()
   it("without a GPU, says so clearly and exits 0", function()

@@ -66,6 +66,16 @@ function H.each_assignment(keys, sizes, into, visit)
   rec(1)
 end
 
+--- A list of records keyed by their field `field` (a later record wins a repeated key); each key
+-- maps to its record, or to `value` when given (H.index_by(list, "name", true) is a set).
+function H.index_by(list, field, value)
+  local t = {}
+  for _, r in ipairs(list) do
+    if value == nil then t[r[field]] = r else t[r[field]] = value end
+  end
+  return t
+end
+
 --- Element of a nested table at a 1-based multi-index.
 function H.get(v, idx)
   for _, i in ipairs(idx) do v = v[i] end

@@ -1,5 +1,6 @@
 -- The op table (engine/ops.def) is the contract: every op in it must be reachable from Lua.
 local dle = require("dle")
+local H = require("helpers")
 
 -- ops whose Lua entry point has another name
 local lua_name = {pow_scalar = "pow", copy = "clone"}
@@ -40,8 +41,7 @@ describe("op table", function()
   end)
 
   it("marks integer-valued ops as not differentiable", function()
-    local by_name = {}
-    for _, op in ipairs(ops) do by_name[op.name] = op end
+    local by_name = H.index_by(ops, "name")
     for _, name in ipairs({"eq", "lt", "argmax", "one_hot", "rand", "floor"}) do
       assert.is_false(by_name[name].differentiable, name)
     end

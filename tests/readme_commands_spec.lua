@@ -40,6 +40,7 @@ local EXPECT = {
 local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
 local doc = require("doc_commands")
+local H = require("helpers")
 local commands, transcripts = doc.extract_all(root)
 
 -- Runs a shell command from dir; returns its output (stdout and stderr) and exit status.
@@ -67,8 +68,7 @@ describe("the commands of README.md and docs/*.md", function()
   end)
 
   it("are found: README's first commands, the LuaRocks block, the examples in prose, a REPL transcript", function()
-    local set = {}
-    for _, c in ipairs(commands) do set[c.cmd] = true end
+    local set = H.index_by(commands, "cmd", true)
     for _, cmd in ipairs({"scripts/bootstrap", "scripts/dle examples/fashion_mnist/mlp.lua", "scripts/test",
                           "scripts/dle examples/tour.lua",
                           "luarocks --lua-version 5.4 make rockspec/dle-scm-1.rockspec --tree /tmp/dletree"}) do
@@ -78,8 +78,7 @@ describe("the commands of README.md and docs/*.md", function()
   end)
 
   it("list only commands the docs still show, in NOT_RUN, RUN_AS and EXPECT", function()
-    local set = {}
-    for _, c in ipairs(commands) do set[c.cmd] = true end
+    local set = H.index_by(commands, "cmd", true)
     local stale = {}
     for _, t in ipairs({NOT_RUN, RUN_AS, EXPECT}) do
       for cmd in pairs(t) do

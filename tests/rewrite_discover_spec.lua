@@ -6,11 +6,7 @@ local dle = require("dle")
 local H = require("helpers")
 local R = dle.rewrite
 
-local function names(rules)
-  local set = {}
-  for _, r in ipairs(rules) do set[r.name] = true end
-  return set
-end
+local function names(rules) return H.index_by(rules, "name", true) end
 
 describe("dle.rewrite.discover", function()
   local path = H.tmpdir() .. "/rules.lua"
