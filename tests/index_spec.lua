@@ -121,6 +121,14 @@ local function for_inputs(types, cases, check)
   end
 end
 
+-- The index of gather and scatter_add along dim: random, of shape {5, 6} but 9 long along dim
+-- (longer than the input along dim, so indices repeat); returns it and its shape.
+local function repeating_index(dim)
+  local ishape = {5, 6}
+  ishape[dim] = 9
+  return random_index(ishape, SHAPE[dim]), ishape
+end
+
 -- f(name, other, other1) for each 2-D layout name: other is another 2-D layout, other1 a 1-D one.
 local function layout_pairs(f)
   local names, names1 = layout_names(2), layout_names(1)
@@ -351,9 +359,7 @@ end)
 describe("gather", function()
   it("matches the reference on every dim, layout and dtype", function()
     for_inputs(MOVE_TYPES, DIMS, function(dtype, src, views, dim)
-      local ishape = {5, 6}
-      ishape[dim] = 9   -- longer than src along dim: indices repeat
-      local index = random_index(ishape, SHAPE[dim])
+      local index, ishape = repeating_index(dim)
       local ilay = layouts(index, ishape, "int64")
       local expected = ref_gather(src, dim, index, ishape)
       layout_pairs(function(name, iname)
@@ -446,9 +452,7 @@ end)
 describe("scatter_add", function()
   it("matches the reference on every dim, layout and dtype (with repeated indices)", function()
     for_inputs(NUMERIC_TYPES, DIMS, function(dtype, self, views, dim)
-      local ishape = {5, 6}
-      ishape[dim] = 9
-      local index = random_index(ishape, SHAPE[dim])
+      local index, ishape = repeating_index(dim)
       local sshape = {6, 8}
       sshape[dim] = 10
       local src = random_values(sshape, dtype)

@@ -20,7 +20,15 @@ local function in_dtype(v, dt)
   if dt == "bool" then return H.map(v, function(z) return z ~= 0 end) end
   return v
 end
+-- f(dt, layout, x) for x holding v (see in_dtype) in every dtype of ALL and every layout
+local function each_dtype_layout(v, f)
+  for _, dt in ipairs(ALL) do
+    H.each_layout(in_dtype(v, dt), dt, function(layout, x) f(dt, layout, x) end)
+  end
+end
 local function num(v) if type(v) == "boolean" then return v and 1 or 0 end return v end
+-- the number z as dtype dt holds it (bool: 0 or 1)
+local function num_in(z, dt) return num(in_dtype(z, dt)) end
 
 -- reference: row-major list of {coords} of nonzero elements of nested table v
 local function ref_nonzero(v)
@@ -43,13 +51,11 @@ end
 describe("nonzero", function()
   it("gives 1-based int64 positions in row-major order for every dtype and layout", function()
     local v = ints({3, 4}, 3, 0, 2)
-    for _, dt in ipairs(ALL) do
-      H.each_layout(in_dtype(v, dt), dt, function(layout, x)
-        local r = x:nonzero()
-        assert.are.equal("int64", r:dtype())
-        assert.are.same(ref_nonzero(v), r:totable(), dt .. " " .. layout)
-      end)
-    end
+    each_dtype_layout(v, function(dt, layout, x)
+      local r = x:nonzero()
+      assert.are.equal("int64", r:dtype())
+      assert.are.same(ref_nonzero(v), r:totable(), dt .. " " .. layout)
+    end)
   end)
 
   it("counts NaN as nonzero and -0.0 as zero", function()
@@ -84,14 +90,12 @@ describe("masked_select and t[mask]", function()
     local mask = dle.tensor(in_dtype(m, "bool"), {dtype = "bool"})
     local want = {}
     for i = 1, 3 do for j = 1, 4 do if m[i][j] ~= 0 then want[#want + 1] = v[i][j] end end end
-    for _, dt in ipairs(ALL) do
-      H.each_layout(in_dtype(v, dt), dt, function(layout, x)
-        local r = dle.masked_select(x, mask)
-        assert.are.equal(dt, r:dtype())
-        assert.are.same(in_dtype(want, dt), r:totable(), dt .. " " .. layout)
-        assert.are.same(in_dtype(want, dt), x[mask]:totable(), dt .. " " .. layout .. " t[mask]")
-      end)
-    end
+    each_dtype_layout(v, function(dt, layout, x)
+      local r = dle.masked_select(x, mask)
+      assert.are.equal(dt, r:dtype())
+      assert.are.same(in_dtype(want, dt), r:totable(), dt .. " " .. layout)
+      assert.are.same(in_dtype(want, dt), x[mask]:totable(), dt .. " " .. layout .. " t[mask]")
+    end)
     H.each_layout(in_dtype(m, "bool"), "bool", function(layout, mk)
       assert.are.same(want, dle.masked_select(dle.tensor(v), mk):totable(), "mask " .. layout)
     end)
@@ -144,16 +148,14 @@ describe("masked_scatter and t[mask] = v", function()
         if m[i][j] ~= 0 then k = k + 1; want[i][j] = src[k] else want[i][j] = v[i][j] end
       end
     end
-    for _, dt in ipairs(ALL) do
-      H.each_layout(in_dtype(v, dt), dt, function(layout, x)
-        local s = dle.tensor(in_dtype(src, dt), {dtype = dt}):reshape(3, 4):t()
-        local r = dle.masked_scatter(x, mask, s:t())
-        assert.are.same(in_dtype(want, dt), r:totable(), dt .. " " .. layout)
-        local y = x:clone()
-        assert.are.equal(y, y:masked_scatter_(mask, s:t()))
-        assert.are.same(in_dtype(want, dt), y:totable(), dt .. " " .. layout .. " in place")
-      end)
-    end
+    each_dtype_layout(v, function(dt, layout, x)
+      local s = dle.tensor(in_dtype(src, dt), {dtype = dt}):reshape(3, 4):t()
+      local r = dle.masked_scatter(x, mask, s:t())
+      assert.are.same(in_dtype(want, dt), r:totable(), dt .. " " .. layout)
+      local y = x:clone()
+      assert.are.equal(y, y:masked_scatter_(mask, s:t()))
+      assert.are.same(in_dtype(want, dt), y:totable(), dt .. " " .. layout .. " in place")
+    end)
   end)
 
   it("broadcasts the mask to self", function()
@@ -185,26 +187,24 @@ end)
 describe("unique", function()
   it("sorts the distinct values, with 1-based inverse indices and counts, every dtype and layout", function()
     local v = ints({3, 4}, 21, 0, 3)
-    for _, dt in ipairs(ALL) do
-      H.each_layout(in_dtype(v, dt), dt, function(layout, x)
-        local vals, inv, counts = x:unique({return_inverse = true, return_counts = true})
-        local seen, list = {}, {}
-        for _, z in ipairs(H.flat(v)) do
-          z = dt == "bool" and (z ~= 0 and 1 or 0) or z
-          if not seen[z] then seen[z] = 0; list[#list + 1] = z end
-          seen[z] = seen[z] + 1
-        end
-        table.sort(list)
-        local pos, cnt = {}, {}
-        for i, z in ipairs(list) do pos[z] = i; cnt[i] = seen[z] end
-        local got = {}
-        for i, z in ipairs(vals:totable()) do got[i] = num(z) end
-        assert.are.same(list, got, dt .. " " .. layout)
-        assert.are.same(cnt, counts:totable())
-        assert.are.same(H.map(v, function(z) return pos[dt == "bool" and (z ~= 0 and 1 or 0) or z] end),
-          inv:totable())
-      end)
-    end
+    each_dtype_layout(v, function(dt, layout, x)
+      local vals, inv, counts = x:unique({return_inverse = true, return_counts = true})
+      local seen, list = {}, {}
+      for _, z in ipairs(H.flat(v)) do
+        z = num_in(z, dt)
+        if not seen[z] then seen[z] = 0; list[#list + 1] = z end
+        seen[z] = seen[z] + 1
+      end
+      table.sort(list)
+      local pos, cnt = {}, {}
+      for i, z in ipairs(list) do pos[z] = i; cnt[i] = seen[z] end
+      local got = {}
+      for i, z in ipairs(vals:totable()) do got[i] = num(z) end
+      assert.are.same(list, got, dt .. " " .. layout)
+      assert.are.same(cnt, counts:totable())
+      assert.are.same(H.map(v, function(z) return pos[num_in(z, dt)] end),
+        inv:totable())
+    end)
   end)
 
   it("returns only what is asked for, in PyTorch's order", function()
@@ -390,21 +390,19 @@ end
 describe("mode", function()
   it("finds each line's most frequent value (smallest among ties) and its last position", function()
     local v = ints({4, 9}, 31, 0, 3)
-    for _, dt in ipairs(ALL) do
-      H.each_layout(in_dtype(v, dt), dt, function(layout, x)
-        local vals, idx = x:mode(2)
-        local vv, ii = {}, {}
-        for r = 1, 4 do
-          local list = {}
-          for c = 1, 9 do list[c] = dt == "bool" and (v[r][c] ~= 0 and 1 or 0) or v[r][c] end
-          vv[r], ii[r] = ref_mode(list)
-        end
-        local got = {}
-        for i, z in ipairs(vals:totable()) do got[i] = num(z) end
-        assert.are.same(vv, got, dt .. " " .. layout)
-        assert.are.same(ii, idx:totable(), dt .. " " .. layout)
-      end)
-    end
+    each_dtype_layout(v, function(dt, layout, x)
+      local vals, idx = x:mode(2)
+      local vv, ii = {}, {}
+      for r = 1, 4 do
+        local list = {}
+        for c = 1, 9 do list[c] = num_in(v[r][c], dt) end
+        vv[r], ii[r] = ref_mode(list)
+      end
+      local got = {}
+      for i, z in ipairs(vals:totable()) do got[i] = num(z) end
+      assert.are.same(vv, got, dt .. " " .. layout)
+      assert.are.same(ii, idx:totable(), dt .. " " .. layout)
+    end)
   end)
 
   it("works along dim 1, with keepdim, and on long lines", function()
