@@ -120,10 +120,8 @@ describe("dle.compile of a training step", function()
         assert.is_true(dl == 0, "loss differs by " .. dl)
         assert.is_true(dp == 0, "params differ by " .. dp)
         -- the GPT fills its cache of positions on its first call, so it traces twice
-        local info = dle.compile_info(c)
-        assert.are.equal(kind == "gpt" and 2 or 1, info.traces)
-        assert.are.equal(5 - info.traces, info.replays)
-        assert.are.equal(0, info.eager)
+        local traces = kind == "gpt" and 2 or 1
+        H.assert_compile_info(c, {traces = traces, replays = 5 - traces, eager = 0})
       end)
     end
   end
@@ -158,9 +156,7 @@ describe("dle.compile of a training step", function()
     local dl, dp, c = differential("cnn", "SGD", plain_step(), 6, mode)
     assert.is_true(dl == 0, "loss differs by " .. dl)
     assert.is_true(dp == 0, "params differ by " .. dp)
-    local info = dle.compile_info(c)
-    assert.are.equal(2, info.traces)
-    assert.are.equal(4, info.replays)
+    H.assert_compile_info(c, {traces = 2, replays = 4})
   end)
 
   it("accumulates gradients over two micro-steps inside one compiled step", function()
@@ -270,9 +266,7 @@ describe("dle.compile of a training step", function()
       end)
       assert.is_truthy(err:find("running eagerly", 1, true), err)
       assert.is_truthy(err:find(case[2], 1, true), err)
-      local info = dle.compile_info(step)
-      assert.are.equal(0, info.replays)
-      assert.are.equal(2, info.eager)
+      H.assert_compile_info(step, {replays = 0, eager = 2})
     end
   end)
 

@@ -532,6 +532,18 @@ end
 
 -- ---------------------------------------------------------------- graphs
 
+--- Asserts the counters of dle.compile_info(f) named in want ({traces = 1, replays = 3, ...}).
+function H.assert_compile_info(f, want)
+  local info, keys = dle.compile_info(f), {}
+  for k in pairs(want) do keys[#keys + 1] = k end
+  table.sort(keys)
+  for _, k in ipairs(keys) do
+    if info[k] ~= want[k] then
+      error(string.format("compile_info(f).%s: expected %s, got %s", k, tostring(want[k]), tostring(info[k])), 2)
+    end
+  end
+end
+
 --- How many live nodes of graph g have op `op`.
 function H.count_ops(g, op)
   local c = 0
