@@ -20,6 +20,11 @@ local function in_dtype(v, dt)
   if dt == "bool" then return H.map(v, function(z) return z ~= 0 end) end
   return v
 end
+-- {3, 4} small integers (seed), a {3, 4} mask of 0 and 1 (seed + 1) and that mask as a bool tensor
+local function masked_input(seed)
+  local v, m = ints({3, 4}, seed), ints({3, 4}, seed + 1, 0, 1)
+  return v, m, dle.tensor(in_dtype(m, "bool"), {dtype = "bool"})
+end
 -- f(dt, layout, x) for x holding v (see in_dtype) in every dtype of ALL and every layout
 local function each_dtype_layout(v, f)
   for _, dt in ipairs(ALL) do
@@ -86,8 +91,7 @@ end)
 
 describe("masked_select and t[mask]", function()
   it("picks the masked elements in row-major order for every dtype and layout", function()
-    local v, m = ints({3, 4}, 5), ints({3, 4}, 6, 0, 1)
-    local mask = dle.tensor(in_dtype(m, "bool"), {dtype = "bool"})
+    local v, m, mask = masked_input(5)
     local want = {}
     for i = 1, 3 do for j = 1, 4 do if m[i][j] ~= 0 then want[#want + 1] = v[i][j] end end end
     each_dtype_layout(v, function(dt, layout, x)
@@ -138,8 +142,7 @@ end)
 
 describe("masked_scatter and t[mask] = v", function()
   it("fills masked places from source in order, every dtype and layout, in place too", function()
-    local v, m = ints({3, 4}, 11), ints({3, 4}, 12, 0, 1)
-    local mask = dle.tensor(in_dtype(m, "bool"), {dtype = "bool"})
+    local v, m, mask = masked_input(11)
     local src, want, k = {}, {}, 0
     for i = 1, 12 do src[i] = (i + 3) % 4 end
     for i = 1, 3 do
