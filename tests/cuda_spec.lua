@@ -12,13 +12,6 @@ local stand_in = os.getenv("DLE_TEST_CUDA_AS")
 local gpu = stand_in or "cuda"
 local have_gpu, no_gpu_reason = dle.cuda_available()
 
--- What the premake script looks for ($NVCC, when set, is the only choice).
-local function nvcc_found()
-  local env = os.getenv("NVCC")
-  if env and env ~= "" then return H.exists(env) end
-  return H.exists("/usr/local/cuda/bin/nvcc") or H.have_command("nvcc")
-end
-
 -- The ops listed in kernels/cuda/cpu_only.txt (first word of each line that is not a comment).
 local function cpu_only_ops()
   local ops = {}
@@ -31,11 +24,7 @@ end
 
 describe("the CUDA backend library", function()
   it("is built when nvcc is found and exports its two entry points", function()
-    if not nvcc_found() then
-      assert.is_false(H.exists(library), "no nvcc, yet " .. library .. " exists")
-      return
-    end
-    assert.is_true(H.exists(library), library .. " was not built although nvcc is there")
+    if not H.assert_built_when(H.nvcc() ~= nil, library, "nvcc") then return end
     local p = assert(io.popen("nm -D --defined-only " .. library .. " 2>&1"))
     local symbols = p:read("a")
     p:close()

@@ -496,12 +496,37 @@ function H.exists(path)
   return f ~= nil
 end
 
---- Whether a command is on PATH.
-function H.have_command(cmd)
+--- The path of a command on PATH, or nil.
+function H.command_path(cmd)
   local p = io.popen("command -v " .. cmd .. " 2>/dev/null")
-  local out = p and p:read("a") or ""
+  local out = p and p:read("l")
   if p then p:close() end
-  return out ~= ""
+  if out == "" then return nil end
+  return out
+end
+
+--- Whether a command is on PATH.
+function H.have_command(cmd) return H.command_path(cmd) ~= nil end
+
+--- The nvcc the build uses, found as premake5.lua finds it: $NVCC when set (nil when that file is
+-- not there), else /usr/local/cuda/bin/nvcc, else the one on PATH; nil when there is none.
+function H.nvcc()
+  local env = os.getenv("NVCC") or ""
+  if env ~= "" then return H.exists(env) and env or nil end
+  if H.exists("/usr/local/cuda/bin/nvcc") then return "/usr/local/cuda/bin/nvcc" end
+  return H.command_path("nvcc")
+end
+
+--- An optional library is built exactly when what it needs (named by `needs`) was found (found: a
+-- boolean): raises otherwise. Returns whether it was built.
+function H.assert_built_when(found, library, needs)
+  local built = H.exists(library)
+  if built ~= found then
+    local fmt = built and "%s exists, yet what it needs (%s) was not found"
+      or "%s was not built although what it needs (%s) was found"
+    error(string.format(fmt, library, needs), 2)
+  end
+  return built
 end
 
 -- ---------------------------------------------------------------- gradient checks

@@ -9,13 +9,13 @@ local H = require("helpers")
 local build = os.getenv("DLE_BUILD") or "build"
 if build:sub(1, 1) ~= "/" then build = os.getenv("PWD") .. "/" .. build end
 local library = build .. "/lib/dle/dist_nccl.so"
-local CUDA = os.getenv("CUDA_HOME") or "/usr/local/cuda"
 
--- What premake5.lua looks for: nvcc (as for the CUDA backend) and nccl.h.
-local function nccl_expected()
-  local nvcc = os.getenv("NVCC")
-  local have_nvcc = (nvcc and nvcc ~= "") and H.exists(nvcc) or H.exists(CUDA .. "/bin/nvcc") or H.have_command("nvcc")
-  return have_nvcc and H.exists((os.getenv("NCCL_HOME") or CUDA) .. "/include/nccl.h")
+-- Where premake5.lua looks for nccl.h: $NCCL_HOME/include, else the include directory of the
+-- toolkit of the nvcc the build uses; nil without nvcc.
+local function nccl_header()
+  local nvcc = H.nvcc()
+  if not nvcc then return nil end
+  return (os.getenv("NCCL_HOME") or nvcc:match("^(.*)/bin/nvcc$") or "/usr/local/cuda") .. "/include/nccl.h"
 end
 
 local function output_of(cmd)
@@ -41,11 +41,8 @@ end)
 
 describe("the NCCL module dle.dist_nccl", function()
   it("is built where nvcc and nccl.h are found, and links libnccl and libcudart", function()
-    if not nccl_expected() then
-      assert.is_false(H.exists(library), "no nvcc or nccl.h, yet " .. library .. " exists")
-      return
-    end
-    assert.is_true(H.exists(library), library .. " was not built although nvcc and nccl.h are there")
+    local header = nccl_header()
+    if not H.assert_built_when(header ~= nil and H.exists(header), library, "nvcc and nccl.h") then return end
     local deps = output_of("ldd " .. library)
     assert.truthy(deps:find("libnccl.so", 1, true), deps)
     assert.truthy(deps:find("libcudart.so", 1, true), deps)
@@ -74,7 +71,7 @@ describe("the NCCL module dle.dist_nccl", function()
   it("names the NCCL version it was compiled against, the one of nccl.h", function()
     if not H.exists(library) then return pending("dle.dist_nccl was not built") end
     local m = require("dle.dist_nccl")
-    local header = assert(io.open((os.getenv("NCCL_HOME") or CUDA) .. "/include/nccl.h")):read("a")
+    local header = assert(H.read_file(nccl_header()))
     local v = header:match("#define NCCL_MAJOR (%d+)") .. "." .. header:match("#define NCCL_MINOR (%d+)") .. "."
       .. header:match("#define NCCL_PATCH (%d+)")
     assert.are.equal("NCCL " .. v, m.version)
