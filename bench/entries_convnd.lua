@@ -5,33 +5,28 @@
 return function(ctx)
   local dle = ctx.dle
   local F = dle.nn.functional
+  local vs_torch = require("bench.vs_torch")
   local entries = {}
 
   local function list(s) return table.concat(s, ", ") end
 
   -- x = randn(xs), w = randn(ws) * 0.1, b = zeros(cout); fname(x, w, b, opts) vs PyTorch's call
   local function entry(key, name, xs, ws, cout, fname, opts, torch_args, backward)
-    entries[#entries + 1] = {
-      key = key, name = name .. (backward and " fwd+bwd" or " fwd"), unit = "ms", scale = 1e3,
-      target = {ref = "PyTorch", max = 1.2},
-      dle = function()
-        local x, w = dle.randn(table.unpack(xs)), dle.randn(table.unpack(ws)) * 0.1
-        local b = dle.zeros(cout)
-        if not backward then return function() return F[fname](x, w, b, opts) end end
-        x:requires_grad_(); w:requires_grad_(); b:requires_grad_()
-        local g = F[fname](x, w, b, opts):detach():normal_()
-        return function() F[fname](x, w, b, opts):backward(g) end
-      end,
-      refs = {{kind = "torch", label = "PyTorch",
-               setup = string.format([[
+    local grad = backward and "True" or "False"
+    local call = string.format("torch.nn.functional.%s(x, w, b, %s)", fname, torch_args)
+    entries[#entries + 1] = vs_torch(key, name .. (backward and " fwd+bwd" or " fwd"), 1.2, nil, function()
+      local x, w = dle.randn(table.unpack(xs)), dle.randn(table.unpack(ws)) * 0.1
+      local b = dle.zeros(cout)
+      if not backward then return function() return F[fname](x, w, b, opts) end end
+      x:requires_grad_(); w:requires_grad_(); b:requires_grad_()
+      local g = F[fname](x, w, b, opts):detach():normal_()
+      return function() F[fname](x, w, b, opts):backward(g) end
+    end, string.format([[
 x = torch.randn(%s, requires_grad=%s)
 w = (torch.randn(%s) * 0.1).requires_grad_(%s)
 b = torch.zeros(%d, requires_grad=%s)
-g = torch.nn.functional.%s(x, w, b, %s).detach().normal_()]], list(xs), backward and "True" or "False", list(ws),
-                 backward and "True" or "False", cout, backward and "True" or "False", fname, torch_args),
-               body = backward and string.format("torch.nn.functional.%s(x, w, b, %s).backward(g)", fname, torch_args)
-                 or string.format("with torch.no_grad(): torch.nn.functional.%s(x, w, b, %s)", fname, torch_args)}},
-    }
+g = %s.detach().normal_()]], list(xs), grad, list(ws), grad, cout, grad, call),
+      backward and call .. ".backward(g)" or "with torch.no_grad(): " .. call)
   end
   for _, backward in ipairs({false, true}) do
     local suffix = backward and "_bwd" or ""

@@ -3,17 +3,13 @@
 -- figures for comparison.
 return function(ctx)
   local dle = ctx.dle
+  local vs_torch = require("bench.vs_torch")
   local N = 1000000
   local function entry(key, name, dle_call, torch_body)
-    return {
-      key = key, name = name, unit = "ms", scale = 1e3,
-      dle = function()
-        local x, y = dle.randn(N), dle.randn(N)
-        return function() return dle_call(x, y) end
-      end,
-      refs = {{kind = "torch", label = "PyTorch", setup = "x = torch.randn(" .. N .. "); y = torch.randn(" .. N .. ")",
-               body = torch_body}},
-    }
+    return vs_torch(key, name, nil, nil, function()
+      local x, y = dle.randn(N), dle.randn(N)
+      return function() return dle_call(x, y) end
+    end, "x = torch.randn(" .. N .. "); y = torch.randn(" .. N .. ")", torch_body)
   end
   return {
     entry("erf_1m", "erf, 1M float32", function(x) return x:erf() end, "x.erf()"),

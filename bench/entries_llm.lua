@@ -93,11 +93,9 @@ def step():
 
 return function(ctx)
   local dle = ctx.dle
-  return {{
-    key = "train_gpt2_124m",
-    name = string.format("training step: GPT-2 124M, batch %dx%d, AdamW", TRAIN_B, TRAIN_T),
-    unit = "ms", scale = 1e3, target = {ref = "PyTorch", max = 0.9},
-    dle = function()
+  local vs_torch = require("bench.vs_torch")
+  return {vs_torch("train_gpt2_124m",
+    string.format("training step: GPT-2 124M, batch %dx%d, AdamW", TRAIN_B, TRAIN_T), 0.9, nil, function()
       local m = dle.models.gpt2.GPT2({vocab_size = V, n_positions = 1024, n_embd = 768, n_layer = 12, n_head = 12},
         {generator = dle.Generator(0)})
       local opt = dle.optim.AdamW(m:parameters(), {lr = 1e-4})
@@ -110,9 +108,7 @@ return function(ctx)
         opt:step()
         return loss:item()
       end
-    end,
-    refs = {{kind = "torch", label = "PyTorch", setup = TORCH_TRAIN_SETUP, body = "step()"}},
-  }, {
+    end, TORCH_TRAIN_SETUP, "step()"), {
     key = "gpt2_decode",
     name = string.format("GPT-2 greedy decoding, KV cache, %d layers width %d, %d+%d tokens", L, C, PROMPT, NEW),
     unit = "tokens/s", work = NEW, target = {ref = "PyTorch", min = 1.2},

@@ -7,33 +7,28 @@
 return function(ctx)
   local dle = ctx.dle
   local F = dle.nn.functional
+  local vs_torch = require("bench.vs_torch")
   local entries = {}
 
   -- x {n, cin, hw, hw} -> cout channels, 3x3, padding 1; the first layer's input needs no gradient
   local function conv(key, n, cin, hw, cout, input_grad)
-    entries[#entries + 1] = {
-      key = key,
-      name = string.format("conv2d fwd+bwd {%d,%d,%d,%d} -> %d 3x3 pad 1", n, cin, hw, hw, cout),
-      unit = "ms", scale = 1e3, target = {ref = "PyTorch", max = 1.0},
-      dle = function()
-        local x = dle.randn(n, cin, hw, hw)
-        if input_grad then x:requires_grad_() end
-        local w = (dle.randn(cout, cin, 3, 3) * 0.1):requires_grad_()
-        local b = dle.zeros(cout):requires_grad_()
-        local g = dle.randn(n, cout, hw, hw)
-        return function()
-          local y = F.conv2d(x, w, b, {padding = 1})
-          y:backward(g)
-        end
-      end,
-      refs = {{kind = "torch", label = "PyTorch",
-               setup = string.format([[
+    local name = string.format("conv2d fwd+bwd {%d,%d,%d,%d} -> %d 3x3 pad 1", n, cin, hw, hw, cout)
+    entries[#entries + 1] = vs_torch(key, name, 1.0, nil, function()
+      local x = dle.randn(n, cin, hw, hw)
+      if input_grad then x:requires_grad_() end
+      local w = (dle.randn(cout, cin, 3, 3) * 0.1):requires_grad_()
+      local b = dle.zeros(cout):requires_grad_()
+      local g = dle.randn(n, cout, hw, hw)
+      return function()
+        local y = F.conv2d(x, w, b, {padding = 1})
+        y:backward(g)
+      end
+    end, string.format([[
 x = torch.randn(%d, %d, %d, %d, requires_grad=%s)
 w = (torch.randn(%d, %d, 3, 3) * 0.1).requires_grad_()
 b = torch.zeros(%d, requires_grad=True)
 g = torch.randn(%d, %d, %d, %d)]], n, cin, hw, hw, input_grad and "True" or "False", cout, cin, cout, n, cout, hw, hw),
-               body = "y = torch.nn.functional.conv2d(x, w, b, padding=1)\ny.backward(g)"}},
-    }
+      "y = torch.nn.functional.conv2d(x, w, b, padding=1)\ny.backward(g)")
   end
   conv("conv1", 128, 1, 28, 32, false)
   conv("conv2", 128, 32, 14, 64, true)
@@ -41,10 +36,7 @@ g = torch.randn(%d, %d, %d, %d)]], n, cin, hw, hw, input_grad and "True" or "Fal
   -- forward + backward of a fused op against PyTorch's (1.13 has no fused attention: its
   -- reference is the matmul, masked_fill, softmax, matmul composite)
   local function fwd_bwd(key, name, setup_dle, torch_setup, torch_body)
-    entries[#entries + 1] = {
-      key = key, name = name, unit = "ms", scale = 1e3, dle = setup_dle,
-      refs = {{kind = "torch", label = "PyTorch", setup = torch_setup, body = torch_body}},
-    }
+    entries[#entries + 1] = vs_torch(key, name, nil, nil, setup_dle, torch_setup, torch_body)
   end
   fwd_bwd("layer_norm_fwd_bwd", "layer_norm fwd+bwd (x, weight, bias), 4096x1024 float32",
     function()

@@ -5,20 +5,15 @@
 return function(ctx)
   local dle = ctx.dle
   local F = dle.nn.functional
+  local vs_torch = require("bench.vs_torch")
   local entries = {}
 
   local function entry(key, name, shape, setup, dle_call, torch_setup, torch_body)
-    entries[#entries + 1] = {
-      key = key, name = name, unit = "ms", scale = 1e3, target = {ref = "PyTorch", max = 1.2},
-      dle = function()
-        local x = dle.randn(table.unpack(shape))
-        local extra = setup and setup() or nil
-        return function() return dle_call(x, extra) end
-      end,
-      refs = {{kind = "torch", label = "PyTorch",
-               setup = "x = torch.randn(" .. table.concat(shape, ", ") .. ")" .. (torch_setup or ""),
-               body = torch_body}},
-    }
+    entries[#entries + 1] = vs_torch(key, name, 1.2, nil, function()
+      local x = dle.randn(table.unpack(shape))
+      local extra = setup and setup() or nil
+      return function() return dle_call(x, extra) end
+    end, "x = torch.randn(" .. table.concat(shape, ", ") .. ")" .. (torch_setup or ""), torch_body)
   end
   entry("group_norm", "group_norm, {32,64,56,56} float32, 32 groups", {32, 64, 56, 56},
     function() return {dle.randn(64), dle.randn(64)} end,

@@ -6,6 +6,7 @@
 -- is written by tests/torch_onnx_models.py) and are left out without them.
 return function(ctx)
   local dle = ctx.dle
+  local vs_torch = require("bench.vs_torch")
   local entries = {}
   local tmp = os.tmpname()
   os.remove(tmp)
@@ -22,19 +23,15 @@ return function(ctx)
       return dle.onnx.load(path, {requires_grad = false})
     end
     for _, batch in ipairs({1, 8}) do
-      entries[#entries + 1] = {
-        key = "onnx_resnet18_b" .. batch, name = ("resnet18 (ONNX import) inference, batch %d, 224x224"):format(batch),
-        unit = "ms", scale = 1e3, target = {ref = "PyTorch", max = 1.0}, rounds = 3,
-        dle = function()
+      entries[#entries + 1] = vs_torch("onnx_resnet18_b" .. batch,
+        ("resnet18 (ONNX import) inference, batch %d, 224x224"):format(batch), 1.0, 3, function()
           local m = resnet()
           local x = dle.randn(batch, 3, 224, 224)
           return function() return dle.no_grad(function() return m(x) end) end
-        end,
-        refs = {{kind = "torch", label = "PyTorch", setup = ([[
+        end, ([[
 import torchvision
 m = torchvision.models.resnet18(weights=None).eval()
-x = torch.randn(%d, 3, 224, 224)]]):format(batch), body = "with torch.no_grad():\n    y = m(x)"}},
-      }
+x = torch.randn(%d, 3, 224, 224)]]):format(batch), "with torch.no_grad():\n    y = m(x)")
     end
   end
 

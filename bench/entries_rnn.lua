@@ -5,20 +5,17 @@
 -- zero_grad (both sides).
 return function(ctx)
   local dle = ctx.dle
+  local vs_torch = require("bench.vs_torch")
   local entries = {}
   local torch_setup = "torch.manual_seed(0)\nm = torch.nn.%s(256, 256, num_layers=2)\nx = torch.randn(64, 32, 256)"
   local function add(key, name, cls, backward)
-    entries[#entries + 1] = {
-      key = key, name = name, unit = "ms", scale = 1e3, target = {ref = "PyTorch", max = 1.0}, rounds = 3,
-      dle = function()
-        local m = dle.nn[cls](256, 256, {num_layers = 2})
-        local x = dle.randn(64, 32, 256)
-        if backward then return function() m(x):sum():backward() end end
-        return function() return dle.no_grad(function() return m(x) end) end
-      end,
-      refs = {{kind = "torch", label = "PyTorch", setup = string.format(torch_setup, cls),
-               body = backward and "m(x)[0].sum().backward()" or "with torch.no_grad():\n    y = m(x)"}},
-    }
+    entries[#entries + 1] = vs_torch(key, name, 1.0, 3, function()
+      local m = dle.nn[cls](256, 256, {num_layers = 2})
+      local x = dle.randn(64, 32, 256)
+      if backward then return function() m(x):sum():backward() end end
+      return function() return dle.no_grad(function() return m(x) end) end
+    end, string.format(torch_setup, cls),
+      backward and "m(x)[0].sum().backward()" or "with torch.no_grad():\n    y = m(x)")
   end
   add("lstm_train", "LSTM 2x256, seq 64, batch 32: forward + backward", "LSTM", true)
   add("gru_train", "GRU 2x256, seq 64, batch 32: forward + backward", "GRU", true)

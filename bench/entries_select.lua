@@ -4,14 +4,11 @@
 -- scatter_reduce (sum and amax) of 1M values into 1000 slots, and median of one line of 1M.
 return function(ctx)
   local dle = ctx.dle
+  local vs_torch = require("bench.vs_torch")
   local entries = {}
   -- setup_dle() -> the timed function; torch_setup, torch_body: the PyTorch side
   local function add(key, name, setup_dle, torch_setup, torch_body)
-    entries[#entries + 1] = {
-      key = key, name = name, unit = "ms", scale = 1e3, target = {ref = "PyTorch", max = 1.0}, rounds = 3,
-      dle = setup_dle,
-      refs = {{kind = "torch", label = "PyTorch", setup = torch_setup, body = torch_body}},
-    }
+    entries[#entries + 1] = vs_torch(key, name, 1.0, 3, setup_dle, torch_setup, torch_body)
   end
   local N = 1048576
   add("masked_select_1m", "masked_select of 1M float32, half the mask true",
