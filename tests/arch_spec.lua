@@ -5,10 +5,11 @@
 --   bindings/ calls only the engine's public API: every engine or kernel symbol a binding object
 --   (build/obj/native) uses is declared in engine/dle.h (as the preprocessor sees it, so the
 --   entry points ops.def generates count).
+local H = require("helpers")
 local root = debug.getinfo(1, "S").source:match("^@(.*)/tests/[^/]*$") or "."
 local build = os.getenv("DLE_BUILD") or (root .. "/build")
 
-local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local q = H.shell_quote
 
 -- Runs a shell command (without the ASan preload of `scripts/test --asan`); returns its stdout.
 local function sh(cmd)

@@ -10,7 +10,7 @@ local build = os.getenv("DLE_BUILD") or (root .. "/build")
 -- Under `scripts/test --asan`, child processes inherit libasan through LD_PRELOAD: no Python then.
 local asan = (os.getenv("LD_PRELOAD") or ""):find("asan", 1, true) ~= nil
 
-local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local q = H.shell_quote
 
 -- Runs a shell command; returns stdout, stderr and the exit status.
 local function run(cmd)

@@ -11,7 +11,7 @@ if root:sub(1, 1) ~= "/" then root = os.getenv("PWD") .. "/" .. root end
 local build = os.getenv("DLE_BUILD") or "build"
 if build:sub(1, 1) ~= "/" then build = root .. "/" .. build end
 
-local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local q = H.shell_quote
 
 -- Runs a shell command from the repository root; returns its output (stdout and stderr), whether
 -- it exited 0, and its wall time in seconds.

@@ -4,9 +4,10 @@
 -- transcript), or an inline `code span` running an example (`scripts/dle ....lua`,
 -- `mpirun ... .lua`); `a && b` is two commands. A transcript of the REPL (`$ scripts/dle` alone,
 -- then `dle>`/`>>` lines and their output) is a transcript, not a command.
+local H = require("helpers")
 local M = {}
 
-local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local q = H.shell_quote
 
 local function read(path)
   local f = assert(io.open(path))

@@ -2,10 +2,11 @@
 -- as written: it is cut out of the header at test time (the indented block of the first comment),
 -- included into tests/c/example/header_example.c and linked against the built engine libraries,
 -- so the header's documentation cannot drift from the API.
+local H = require("helpers")
 local root = debug.getinfo(1, "S").source:match("^@(.*)/tests/[^/]*$") or "."
 local build = os.getenv("DLE_BUILD") or (root .. "/build")
 
-local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local q = H.shell_quote
 
 -- Runs a shell command without the ASan preload of `scripts/test --asan` (the program links the
 -- sanitizer runtime itself); returns stdout, stderr and whether it exited 0.

@@ -505,6 +505,9 @@ function H.command_path(cmd)
   return out
 end
 
+--- s quoted for a POSIX shell: one word, whatever it holds.
+function H.shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
 --- Whether a command is on PATH.
 function H.have_command(cmd) return H.command_path(cmd) ~= nil end
 

@@ -5,10 +5,9 @@
 -- because its pid is dead).
 local dle = require("dle")
 
-local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-
 local root = os.getenv("PWD")
 local H = require("helpers")
+local q = H.shell_quote
 local DIR = H.tmpdir()
 teardown(function() os.execute("rm -rf " .. q(DIR)) end)
 

@@ -6,7 +6,7 @@ local root = debug.getinfo(1, "S").source:match("^@(.*)/tests/[^/]*$") or "."
 local dle_cmd = root .. "/scripts/dle"
 local dir = H.tmpdir()
 
-local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local q = H.shell_quote
 -- output (stdout and stderr) and exit status of `dle args` (stdin from input when given)
 local function dle(args, input)
   local cmd = q(dle_cmd) .. " " .. args .. " 2>&1"

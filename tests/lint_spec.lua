@@ -7,7 +7,7 @@ local H = require("helpers")
 
 local root = debug.getinfo(1, "S").source:match("^@(.*)/tests/[^/]*$") or "."
 
-local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local q = H.shell_quote
 
 -- Output and exit status of a shell command run at the root of the checkout.
 local function run(cmd)

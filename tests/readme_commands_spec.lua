@@ -37,10 +37,9 @@ local EXPECT = {
   ["mpirun --allow-run-as-root -np 2 scripts/dle examples/fashion_mnist/ddp.lua"] = "2 ranks",
 }
 
-local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-
 local doc = require("doc_commands")
 local H = require("helpers")
+local q = H.shell_quote
 local commands, transcripts = doc.extract_all(root)
 
 -- Runs a shell command from dir; returns its output (stdout and stderr) and exit status.

@@ -3,10 +3,11 @@
 -- not the user's, INPUTRC=/dev/null so no personal readline settings apply). Keys are sent with
 -- `tmux send-keys`; the screen is read with `tmux capture-pane -p` and polled until the expected
 -- text appears or a deadline passes. Pending when tmux or lua-readline is not installed.
+local H = require("helpers")
 local root = debug.getinfo(1, "S").source:match("^@(.*)/tests/[^/]*$") or "."
 
 -- Quotes a string for the shell.
-local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local q = H.shell_quote
 
 -- Runs a shell command; returns its stdout and whether it exited 0.
 local function sh(cmd)

@@ -11,7 +11,7 @@ local ROCKSPEC = "rockspec/dle-scm-1.rockspec"
 -- (LeakSanitizer would fail them), and CFLAGS/LDFLAGS the sanitizer flags, which the package's
 -- build would take: all three are dropped.
 -- Quotes a string for the shell.
-local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local q = H.shell_quote
 
 local function sh(cmd)
   local p = assert(io.popen("env -u LD_PRELOAD -u CFLAGS -u LDFLAGS sh -c " .. q(cmd) .. " 2>&1"))

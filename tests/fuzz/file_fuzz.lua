@@ -439,7 +439,7 @@ local MUTATORS = {
 
 ---------------------------------------------------------------- cases
 
-local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local q = H.shell_quote
 
 local function under_asan() return (os.getenv("LD_PRELOAD") or ""):find("asan") ~= nil end
 
